@@ -1,0 +1,49 @@
+"""One module per input format; each turns a file into the model (tracetriage.model).
+
+``load(case, path, kind)`` dispatches on the kind that ``tracetriage.case.detect``
+found in the file's content, and records the input in ``case.inputs``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tracetriage.errors import UnsupportedInputError
+
+READERS = {
+    "nsys": "Nsight Systems SQLite export",
+    "rocpd": "rocprofv3 rocpd SQLite database",
+    "rpd": "legacy rocmProfileData (RPD) database",
+    "gzip_sqlite": "gzip-compressed SQLite database",
+    "rocprof_csv": "rocprofv3 CSV trace",
+    "kineto": "PyTorch profiler (Kineto) JSON trace",
+    "topology": "nvidia-smi topo -m matrix",
+    "rocm_topology": "rocm-smi --showtopo output",
+    "nccl": "NCCL/RCCL log",
+    "pyspy": "py-spy capture",
+}
+
+
+class NotReadableYet(UnsupportedInputError):
+    """A recognised format that this version cannot parse."""
+
+
+def _trace_input(trace) -> dict:
+    return {
+        "path": trace.path,
+        "kind": trace.format,
+        "version": trace.meta.get("version"),
+        "warnings": list(trace.warnings),
+        "counts": trace.counts(),
+    }
+
+
+def load(case, path: Path, kind: str) -> None:
+    if kind == "nsys":
+        from tracetriage.parsers import nsys
+
+        trace = nsys.parse(str(path))
+        case.traces.append(trace)
+        case.inputs.append(_trace_input(trace))
+        return
+    raise NotReadableYet(path, f"recognised as {READERS.get(kind, kind)}, which this version cannot read yet")

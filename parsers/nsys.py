@@ -1,0 +1,533 @@
+"""Nsight Systems SQLite export (``nsys export --type sqlite``) -> :class:`Trace`.
+
+Facts this parser honours (see shared/samples/real/nsys/SOURCES.md):
+
+* Tables exist only when that data was captured; a missing table means "not
+  captured", never an error. Columns are discovered, not assumed (the 2021 schema
+  lacks ``mangledName``, newer ones add ``greenContextId``, ``graphId``...).
+* ``correlationId`` is unique per process only: every join is on (pid, correlation).
+* ``globalPid``/``globalTid`` are serialized ids: pid = (gid >> 24) & 0xFFFFFF,
+  tid = gid & 0xFFFFFF.
+* API names carry version suffixes (``cudaLaunchKernel_v7000``); driver-API rows
+  (``cuLaunchKernelEx``) live in the same RUNTIME table.
+* In the default CUDA-graph trace mode a replayed graph's kernels are absent from
+  the kernel table and appear only as one interval in
+  ``CUPTI_ACTIVITY_KIND_GRAPH_TRACE``; in node mode the kernels carry a
+  ``graphNodeId``. Both are GPU activity.
+* The metadata table was renamed (``EXPORT_META_DATA`` -> ``META_DATA_EXPORT`` +
+  ``META_DATA_CAPTURE``) and old exports have none: the version then comes from the
+  install path in ``StringIds``, or stays unknown.
+* Memory-kind and copy-kind ids follow the ``ENUM_CUDA_MEM_KIND`` /
+  ``ENUM_CUDA_MEMCPY_OPER`` tables when present, else nsys's fixed numbering.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from tracetriage.errors import MissingDataError, TraceFormatError
+from tracetriage.model import (
+    API_CATEGORIES,
+    COLLECTIVE_OPS,
+    COPY_KINDS,
+    GPU_KINDS,
+    SYNC_TYPES,
+    Trace,
+    api_category,
+    classify_categories,
+    collective_op,
+    empty_devices,
+    gpu_column_order,
+    strip_api_version,
+)
+from tracetriage.parsers.sqlite import Database
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+NVTX = "NVTX_EVENTS"
+
+# nsys's own numbering, used when the ENUM_* tables were not exported (2021 schema).
+_COPY_KIND_IDS = {1: "HtoD", 2: "DtoH", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}
+_PAGEABLE_KIND_ID = 0
+_SYNC_TYPE_IDS = {1: "event_sync", 2: "stream_wait_event", 3: "stream_sync", 4: "context_sync"}
+_NVTX_RANGE_TYPES = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60, "NvtxtPushPopRange": 70, "NvtxtStartEndRange": 71}
+_NVTX_MARK_TYPES = {"NvtxMark": 34, "NvtxtMark": 65}
+_NVTX_DOMAIN_CREATE = {"NvtxDomainCreate": 75}
+
+
+def looks_like_nsys(db: Database) -> bool:
+    """An nsys export has StringIds plus CUPTI/NVTX/TARGET_INFO tables."""
+    names = db.objects
+    return "StringIds" in names and any(
+        n.startswith(("CUPTI_ACTIVITY_KIND_", "TARGET_INFO_", "NVTX_EVENTS", "META_DATA_", "EXPORT_META_DATA"))
+        for n in names
+    )
+
+
+def pid_of(gid: np.ndarray) -> np.ndarray:
+    return (gid >> 24) & 0xFFFFFF
+
+
+def tid_of(gid: np.ndarray) -> np.ndarray:
+    return gid & 0xFFFFFF
+
+
+class _Strings:
+    """StringIds as a vectorized id -> categorical mapping (duplicates folded)."""
+
+    def __init__(self, db: Database):
+        df = db.frame("SELECT COALESCE(id, -1) AS id, COALESCE(value, '') AS value FROM StringIds")
+        ids = df["id"].to_numpy(dtype=np.int64)
+        codes, uniques = pd.factorize(df["value"].astype(object))
+        self.index = pd.Index(ids)
+        self.codes = codes.astype(np.int64)
+        self.categories = pd.Index(uniques.astype(object))
+        self.by_id = dict(zip(ids.tolist(), df["value"].astype(object).tolist()))
+
+    def categorical(self, ids: np.ndarray) -> pd.Categorical:
+        pos = self.index.get_indexer(ids)
+        codes = np.where(pos >= 0, self.codes[np.maximum(pos, 0)], -1)
+        cat = pd.Categorical.from_codes(codes, categories=self.categories)
+        return cat.remove_unused_categories()
+
+    def get(self, sid, default=None):
+        return self.by_id.get(int(sid), default)
+
+
+def _col(db: Database, table: str, column: str, default: str = "-1") -> str:
+    """``COALESCE(column, default)`` when the column exists, else the default."""
+    if db.has_column(table, column):
+        return f'COALESCE("{column}", {default})'
+    return default
+
+
+def _enum(db: Database, table: str) -> dict[int, str]:
+    if not db.has(table):
+        return {}
+    return {int(i): str(n) for i, n in db.rows(f"SELECT id, name FROM {table}") if n is not None}
+
+
+def _meta(db: Database) -> tuple[dict[str, str], dict[str, list[str]]]:
+    export: dict[str, str] = {}
+    capture: dict[str, list[str]] = {}
+    for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+        if db.has(table) and {"name", "value"} <= set(db.columns(table)):
+            for name, value in db.rows(f"SELECT name, value FROM {table}"):
+                export.setdefault(str(name), "" if value is None else str(value))
+    if db.has("META_DATA_CAPTURE") and {"name", "value"} <= set(db.columns("META_DATA_CAPTURE")):
+        for name, value in db.rows("SELECT name, value FROM META_DATA_CAPTURE"):
+            capture.setdefault(str(name), []).append("" if value is None else str(value))
+    return export, capture
+
+
+def _version(db: Database, export: dict[str, str]) -> str | None:
+    for key in ("EXPORT_PRODUCT_VERSION", "NSYS_VERSION"):
+        if export.get(key):
+            return export[key]
+    # Old exports: the install path of nsys ends up in StringIds.
+    if db.has("StringIds"):
+        for (value,) in db.rows(
+            "SELECT value FROM StringIds WHERE value LIKE '%nsight-systems%' LIMIT 200"
+        ):
+            m = re.search(r"nsight-systems[-/](\d{4}\.\d+(?:\.\d+)*)", str(value))
+            if m:
+                return m.group(1)
+    return None
+
+
+def _kernels(db: Database, strings: _Strings) -> pd.DataFrame | None:
+    if not db.has(KERNEL):
+        return None
+    name_col = "shortName" if db.has_column(KERNEL, "shortName") else "demangledName"
+    if not db.has_column(KERNEL, name_col):
+        raise TraceFormatError(db.path, f"{KERNEL} has neither shortName nor demangledName")
+    df = db.frame(
+        f"SELECT {_col(db, KERNEL, 'start', '0')} AS start, {_col(db, KERNEL, 'end', '0')} AS end, "
+        f"{_col(db, KERNEL, 'deviceId')} AS dev, {_col(db, KERNEL, 'streamId')} AS stream, "
+        f"{_col(db, KERNEL, 'correlationId')} AS correlation, {_col(db, KERNEL, 'globalPid', '0')} AS gpid, "
+        f"{_col(db, KERNEL, name_col)} AS name_id, {_col(db, KERNEL, 'graphNodeId')} AS node "
+        f"FROM {KERNEL}"
+    )
+    name = strings.categorical(df["name_id"].to_numpy(np.int64))
+    ops = classify_categories(name, collective_op)
+    return pd.DataFrame(
+        {
+            "dev": df["dev"].to_numpy(np.int64),
+            "stream": df["stream"].to_numpy(np.int64),
+            "start": df["start"].to_numpy(np.int64),
+            "end": df["end"].to_numpy(np.int64),
+            "kind": "kernel",
+            "name": name.astype(object) if len(name) == 0 else name,
+            "correlation": df["correlation"].to_numpy(np.int64),
+            "pid": pid_of(df["gpid"].to_numpy(np.int64)),
+            "collective": ops,
+            "bytes": np.zeros(len(df), dtype=np.int64),
+            "copy_kind": None,
+            "pageable": np.zeros(len(df), dtype=bool),
+            "in_graph": df["node"].to_numpy(np.int64) >= 0,
+        }
+    )
+
+
+def _copies(db: Database, table: str, kind: str) -> pd.DataFrame | None:
+    if not db.has(table):
+        return None
+    is_copy = kind == "memcpy"
+    df = db.frame(
+        f"SELECT {_col(db, table, 'start', '0')} AS start, {_col(db, table, 'end', '0')} AS end, "
+        f"{_col(db, table, 'deviceId')} AS dev, {_col(db, table, 'streamId')} AS stream, "
+        f"{_col(db, table, 'correlationId')} AS correlation, {_col(db, table, 'globalPid', '0')} AS gpid, "
+        f"{_col(db, table, 'bytes', '0')} AS bytes, "
+        f"{_col(db, table, 'copyKind') if is_copy else '-1'} AS copy_kind, "
+        f"{_col(db, table, 'srcKind') if is_copy else '-1'} AS src_kind, "
+        f"{_col(db, table, 'dstKind') if is_copy else '-1'} AS dst_kind, "
+        f"{_col(db, table, 'graphNodeId')} AS node FROM {table}"
+    )
+    n = len(df)
+    if is_copy:
+        copy_names = _copy_kind_names(db)
+        kinds = df["copy_kind"].map(copy_names).fillna("other").to_numpy(object)
+        pageable_id = _pageable_id(db)
+        src = df["src_kind"].to_numpy(np.int64)
+        dst = df["dst_kind"].to_numpy(np.int64)
+        pageable = ((kinds == "HtoD") & (src == pageable_id)) | ((kinds == "DtoH") & (dst == pageable_id))
+        names = np.char.add("memcpy ", kinds.astype(str)) if n else np.array([], dtype=object)
+    else:
+        kinds = np.full(n, None, dtype=object)
+        pageable = np.zeros(n, dtype=bool)
+        names = np.full(n, "memset", dtype=object)
+    return pd.DataFrame(
+        {
+            "dev": df["dev"].to_numpy(np.int64),
+            "stream": df["stream"].to_numpy(np.int64),
+            "start": df["start"].to_numpy(np.int64),
+            "end": df["end"].to_numpy(np.int64),
+            "kind": kind,
+            "name": pd.Categorical(names.astype(object)),
+            "correlation": df["correlation"].to_numpy(np.int64),
+            "pid": pid_of(df["gpid"].to_numpy(np.int64)),
+            "collective": None,
+            "bytes": df["bytes"].to_numpy(np.int64),
+            "copy_kind": kinds,
+            "pageable": pageable,
+            "in_graph": df["node"].to_numpy(np.int64) >= 0,
+        }
+    )
+
+
+def _copy_kind_names(db: Database) -> dict[int, str]:
+    enum = _enum(db, "ENUM_CUDA_MEMCPY_OPER")
+    if not enum:
+        return dict(_COPY_KIND_IDS)
+    out = {}
+    for i, name in enum.items():
+        m = re.search(r"(HTOD|DTOH|DTOD|HTOH|PTOP)$", name.upper())
+        out[i] = {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH", "PTOP": "PtoP"}[m.group(1)] if m else "other"
+    return out
+
+
+def _pageable_id(db: Database) -> int:
+    for i, name in _enum(db, "ENUM_CUDA_MEM_KIND").items():
+        if name.upper().endswith("PAGEABLE"):
+            return i
+    return _PAGEABLE_KIND_ID
+
+
+def _graph_replays(db: Database) -> pd.DataFrame | None:
+    if not db.has(GRAPH_TRACE):
+        return None
+    t = GRAPH_TRACE
+    df = db.frame(
+        f"SELECT {_col(db, t, 'start', '0')} AS start, {_col(db, t, 'end', '0')} AS end, "
+        f"{_col(db, t, 'deviceId')} AS dev, {_col(db, t, 'streamId')} AS stream, "
+        f"{_col(db, t, 'correlationId')} AS correlation, {_col(db, t, 'globalPid', '0')} AS gpid, "
+        f"{_col(db, t, 'graphId')} AS graph FROM {t}"
+    )
+    n = len(df)
+    names = np.array([f"graph {g}" for g in df["graph"].to_numpy(np.int64)], dtype=object) if n < 1_000_000 else None
+    if names is None:  # many replays: intern ids first, then format once per distinct id
+        codes, uniq = pd.factorize(df["graph"])
+        names = pd.Categorical.from_codes(codes, categories=[f"graph {g}" for g in uniq])
+    return pd.DataFrame(
+        {
+            "dev": df["dev"].to_numpy(np.int64),
+            "stream": df["stream"].to_numpy(np.int64),
+            "start": df["start"].to_numpy(np.int64),
+            "end": df["end"].to_numpy(np.int64),
+            "kind": "graph",
+            "name": pd.Categorical(names) if not isinstance(names, pd.Categorical) else names,
+            "correlation": df["correlation"].to_numpy(np.int64),
+            "pid": pid_of(df["gpid"].to_numpy(np.int64)),
+            "collective": None,
+            "bytes": np.zeros(n, dtype=np.int64),
+            "copy_kind": None,
+            "pageable": np.zeros(n, dtype=bool),
+            "in_graph": np.ones(n, dtype=bool),
+        }
+    )
+
+
+def _api(db: Database, strings: _Strings) -> pd.DataFrame | None:
+    if not db.has(RUNTIME):
+        return None
+    t = RUNTIME
+    df = db.frame(
+        f"SELECT {_col(db, t, 'start', '0')} AS start, {_col(db, t, 'end', '0')} AS end, "
+        f"{_col(db, t, 'globalTid', '0')} AS gtid, {_col(db, t, 'correlationId')} AS correlation, "
+        f"{_col(db, t, 'nameId')} AS name_id FROM {t}"
+    )
+    raw = strings.categorical(df["name_id"].to_numpy(np.int64))
+    # Strip the version suffix once per distinct name, then re-intern.
+    stripped = [strip_api_version(str(c)) for c in raw.categories]
+    codes, uniq = pd.factorize(pd.Index(stripped + ["<unknown>"]))
+    raw_codes = np.asarray(raw.codes)
+    new_codes = codes[np.where(raw_codes < 0, len(stripped), raw_codes)]
+    name = pd.Categorical.from_codes(new_codes, categories=uniq)
+    category = classify_categories(name, api_category)
+    gtid = df["gtid"].to_numpy(np.int64)
+    return pd.DataFrame(
+        {
+            "pid": pid_of(gtid),
+            "tid": tid_of(gtid),
+            "start": df["start"].to_numpy(np.int64),
+            "end": df["end"].to_numpy(np.int64),
+            "name": name,
+            "category": pd.Categorical(category, categories=API_CATEGORIES),
+            "correlation": df["correlation"].to_numpy(np.int64),
+        }
+    )
+
+
+def _syncs(db: Database) -> pd.DataFrame | None:
+    if not db.has(SYNC):
+        return None
+    t = SYNC
+    df = db.frame(
+        f"SELECT {_col(db, t, 'start', '0')} AS start, {_col(db, t, 'end', '0')} AS end, "
+        f"{_col(db, t, 'globalPid', '0')} AS gpid, {_col(db, t, 'syncType', '0')} AS sync_type, "
+        f"{_col(db, t, 'correlationId')} AS correlation FROM {t}"
+    )
+    enum = _enum(db, "ENUM_CUPTI_SYNC_TYPE")
+    names = dict(_SYNC_TYPE_IDS)
+    for i, n in enum.items():
+        u = n.upper()
+        for key, label in (("EVENT_SYNCHRONIZE", "event_sync"), ("STREAM_WAIT_EVENT", "stream_wait_event"),
+                           ("STREAM_SYNCHRONIZE", "stream_sync"), ("CONTEXT_SYNCHRONIZE", "context_sync")):
+            if u.endswith(key):
+                names[i] = label
+    types = df["sync_type"].map(names).fillna("unknown")
+    return pd.DataFrame(
+        {
+            "pid": pid_of(df["gpid"].to_numpy(np.int64)),
+            "start": df["start"].to_numpy(np.int64),
+            "end": df["end"].to_numpy(np.int64),
+            "sync_type": pd.Categorical(types.astype(object), categories=SYNC_TYPES),
+            "correlation": df["correlation"].to_numpy(np.int64),
+        }
+    )
+
+
+def _ranges(db: Database, strings: _Strings) -> pd.DataFrame | None:
+    if not db.has(NVTX):
+        return None
+    t = NVTX
+    event_types = {v: k for k, v in _enum(db, "ENUM_NSYS_EVENT_TYPE").items()}
+    def ids(table):
+        return [event_types.get(name, default) for name, default in table.items()]
+    range_ids, mark_ids, domain_ids = ids(_NVTX_RANGE_TYPES), ids(_NVTX_MARK_TYPES), ids(_NVTX_DOMAIN_CREATE)
+    has_text = db.has_column(t, "text")
+    text = "text" if has_text else "NULL"
+    wanted = ",".join(str(i) for i in range_ids + mark_ids)
+    df = db.frame(
+        f"SELECT {_col(db, t, 'start', '0')} AS start, COALESCE(\"end\", start) AS end, "
+        f"{_col(db, t, 'eventType')} AS etype, {_col(db, t, 'globalTid', '0')} AS gtid, "
+        f"{_col(db, t, 'textId')} AS text_id, {_col(db, t, 'domainId', '0')} AS domain_id, "
+        f"{text} AS text FROM {t} WHERE eventType IN ({wanted})"
+    )
+    domains: dict[int, str] = {}
+    if db.has_column(t, "domainId"):
+        did = ",".join(str(i) for i in domain_ids)
+        for dom, txt, tid_ in db.rows(
+            f"SELECT domainId, {text}, {'textId' if db.has_column(t, 'textId') else 'NULL'} "
+            f"FROM {t} WHERE eventType IN ({did})"
+        ):
+            label = txt if txt else strings.get(tid_ or -1)
+            if dom is not None and label:
+                domains[int(dom)] = str(label)
+    n = len(df)
+    text_vals = df["text"].astype(object).to_numpy() if n else np.array([], dtype=object)
+    missing = pd.isna(text_vals)
+    if missing.any():
+        from_ids = np.asarray(strings.categorical(df["text_id"].to_numpy(np.int64)[missing]).astype(object))
+        text_vals = text_vals.copy()
+        text_vals[missing] = from_ids
+    text_vals = np.where(pd.isna(text_vals), "<unnamed>", text_vals)
+    dom_codes, dom_uniq = pd.factorize(df["domain_id"])
+    dom_labels = [
+        domains.get(int(d), "default" if int(d) == 0 else f"domain {int(d)}") for d in dom_uniq
+    ]
+    gtid = df["gtid"].to_numpy(np.int64)
+    return pd.DataFrame(
+        {
+            "pid": pid_of(gtid),
+            "tid": tid_of(gtid),
+            "start": df["start"].to_numpy(np.int64),
+            "end": np.maximum(df["end"].to_numpy(np.int64), df["start"].to_numpy(np.int64)),
+            "name": pd.Categorical(text_vals),
+            "domain": pd.Categorical.from_codes(dom_codes, categories=pd.Index(dom_labels).unique())
+            if len(set(dom_labels)) == len(dom_labels)
+            else pd.Categorical(np.array(dom_labels, dtype=object)[dom_codes]),
+        }
+    )
+
+
+def _devices(db: Database, gpu_pid_dev: pd.DataFrame) -> pd.DataFrame:
+    """One device per (pid, ordinal) seen in GPU activity, with names when the export has them."""
+    gpus: dict[int, dict] = {}
+    if db.has("TARGET_INFO_GPU"):
+        cols = db.columns("TARGET_INFO_GPU")
+        sel = [c if c in cols else f"NULL AS {c}" for c in ("id", "name", "uuid", "smCount", "totalMemory", "cuDevice")]
+        for gid, name, uuid, sm, mem, cu in db.rows(f"SELECT {', '.join(sel)} FROM TARGET_INFO_GPU"):
+            gpus[int(gid)] = {"name": name, "uuid": uuid, "sm": sm, "mem": mem, "cu": cu}
+    by_pid_cuda: dict[tuple[int, int], int] = {}
+    if db.has("TARGET_INFO_CUDA_DEVICE"):
+        cols = db.columns("TARGET_INFO_CUDA_DEVICE")
+        if {"gpuId", "cudaId", "pid"} <= set(cols):
+            for gpu_id, cuda_id, pid in db.rows("SELECT gpuId, cudaId, pid FROM TARGET_INFO_CUDA_DEVICE"):
+                if gpu_id is not None and cuda_id is not None and pid is not None:
+                    by_pid_cuda[(int(pid), int(cuda_id))] = int(gpu_id)
+    by_cu = {int(v["cu"]): k for k, v in gpus.items() if v["cu"] is not None}
+    rows = []
+    for pid, ordinal in gpu_pid_dev.itertuples(index=False):  # one row per device, not per event
+        gid = by_pid_cuda.get((int(pid), int(ordinal)))
+        if gid is None:
+            gid = by_cu.get(int(ordinal))
+        info = gpus.get(gid) if gid is not None else None
+        rows.append(
+            {
+                "pid": int(pid),
+                "ordinal": int(ordinal),
+                "gpu_index": int(info["cu"]) if info and info["cu"] is not None else int(ordinal),
+                "name": (info or {}).get("name") or "unknown GPU",
+                "uuid": (info or {}).get("uuid") or "",
+                "sm_count": int(info["sm"]) if info and info["sm"] is not None else -1,
+                "memory_bytes": int(info["mem"]) if info and info["mem"] is not None else -1,
+            }
+        )
+    return pd.DataFrame(rows) if rows else empty_devices()
+
+
+def _processes(db: Database, pids: np.ndarray, capture: dict[str, list[str]]) -> pd.DataFrame:
+    names: dict[int, str] = {}
+    if db.has("PROCESSES") and {"pid", "name"} <= set(db.columns("PROCESSES")):
+        wanted = ",".join(str(int(p)) for p in pids) or "-1"
+        for pid, name in db.rows(f"SELECT pid, name FROM PROCESSES WHERE pid IN ({wanted})"):
+            if pid is not None and name:
+                names[int(pid)] = str(name)
+    fallback = (capture.get("PROCESS_0:COMMAND") or [""])[0]
+    return pd.DataFrame(
+        {
+            "pid": pd.Series([int(p) for p in pids], dtype="int64"),
+            "name": pd.Series([names.get(int(p), fallback or f"pid {int(p)}") for p in pids], dtype=object),
+        }
+    )
+
+
+def parse(path: str) -> Trace:
+    """Read an nsys SQLite export. Raises TraceFormatError / MissingDataError."""
+    with Database(path) as db:
+        if not looks_like_nsys(db):
+            raise TraceFormatError(path, "SQLite database without Nsight Systems tables")
+        if not db.has("StringIds"):
+            raise TraceFormatError(path, "nsys export without a StringIds table")
+        strings = _Strings(db)
+        export, capture = _meta(db)
+        parts = [p for p in (
+            _kernels(db, strings),
+            _copies(db, MEMCPY, "memcpy"),
+            _copies(db, MEMSET, "memset"),
+            _graph_replays(db),
+        ) if p is not None and len(p)]
+        api = _api(db, strings)
+        ranges = _ranges(db, strings)
+        syncs = _syncs(db)
+        trace = Trace(path=str(path), format="nsys")
+        meta = trace.meta
+        meta["version"] = _version(db, export)
+        meta["schema_version"] = export.get("EXPORT_SCHEMA_VERSION")
+        meta["tables"] = sorted(n for n in db.objects if n.startswith(("CUPTI_", "NVTX_", "OSRT_")))
+        mode = (capture.get("CUDA_GRAPH_TRACE_OPTIONS:MODE") or [None])[0]
+        if not parts and not db.has(KERNEL) and not db.has(GRAPH_TRACE):
+            what = "no CUDA kernel, memcpy or graph tables"
+            if api is not None and len(api):
+                what += f" ({len(api)} CUDA API calls but no GPU activity: CUDA GPU trace was off)"
+            raise MissingDataError(path, f"nothing to analyze: {what}")
+        gpu = pd.concat(parts, ignore_index=True) if parts else None
+        if gpu is None or not len(gpu):
+            raise MissingDataError(path, "nothing to analyze: the GPU activity tables are empty")
+        # Devices: (pid, ordinal) pairs, interned to int32 keys.
+        key = gpu["pid"].to_numpy(np.int64) * 65536 + gpu["dev"].to_numpy(np.int64)
+        codes, uniq = pd.factorize(key, sort=True)
+        pairs = pd.DataFrame({"pid": uniq // 65536, "ordinal": uniq % 65536})
+        trace.devices = _devices(db, pairs)
+        gpu = gpu.drop(columns="dev")
+        gpu.insert(0, "device", codes.astype(np.int32))
+        gpu["kind"] = pd.Categorical(gpu["kind"].astype(object), categories=GPU_KINDS)
+        gpu["name"] = gpu["name"].astype("category")
+        gpu["collective"] = pd.Categorical(gpu["collective"].astype(object), categories=COLLECTIVE_OPS)
+        gpu["copy_kind"] = pd.Categorical(gpu["copy_kind"].astype(object), categories=COPY_KINDS)
+        gpu = gpu[gpu_column_order()]
+        trace.gpu = gpu.sort_values("start", kind="stable", ignore_index=True)
+        if api is not None:
+            trace.api = api.sort_values("start", kind="stable", ignore_index=True)
+        if ranges is not None:
+            trace.ranges = ranges.sort_values("start", kind="stable", ignore_index=True)
+        if syncs is not None:
+            trace.syncs = syncs
+        pids = np.unique(np.concatenate([gpu["pid"].to_numpy(), trace.api["pid"].to_numpy()]))
+        trace.processes = _processes(db, pids, capture)
+        has_replays = bool((gpu["kind"] == "graph").any())
+        has_nodes = bool(gpu["in_graph"].any() & (gpu["kind"] != "graph").any())
+        meta["graph_trace_mode"] = (
+            "graph" if has_replays else "node" if has_nodes else (mode or "unknown").lower()
+        )
+        _warn(trace, export)
+        return trace
+
+
+def _warn(trace: Trace, export: dict[str, str]) -> None:
+    w = trace.warnings
+    if "DERIVED_WINDOW_NS" in export:
+        w.append(
+            f"the export is a time window ({export['DERIVED_WINDOW_NS']} ns) cut from a larger capture"
+            f" by {export.get('DERIVED_BY', 'a script')}: work launched before the window has no launch call"
+        )
+    api = trace.api
+    graph_launches = int((api["category"] == "graph_launch").sum())
+    replays = int((trace.gpu["kind"] == "graph").sum())
+    if graph_launches and not replays and not trace.gpu["in_graph"].any():
+        w.append(
+            f"{graph_launches} graph launches but no graph replay or graph-node GPU records: "
+            "graph GPU activity was not traced, busy time is underestimated"
+        )
+    kern = trace.gpu[trace.gpu["kind"] == "kernel"]
+    if len(api) and len(kern):
+        linked = _linked_fraction(kern, api)
+        if linked < 0.9:
+            w.append(f"only {linked:.0%} of kernels have their launch call in the trace")
+    elif len(kern) and not len(api):
+        w.append("no CUDA API calls in the trace: host-side causes of idle time cannot be attributed")
+
+
+def _linked_fraction(gpu: pd.DataFrame, api: pd.DataFrame) -> float:
+    """Share of GPU rows whose (pid, correlation) matches an API call."""
+    g = gpu["pid"].to_numpy(np.int64) * (1 << 32) + gpu["correlation"].to_numpy(np.int64)
+    a = api["pid"].to_numpy(np.int64) * (1 << 32) + api["correlation"].to_numpy(np.int64)
+    return float(np.isin(g, a).mean()) if len(g) else 1.0

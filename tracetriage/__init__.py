@@ -1,0 +1,20 @@
+"""tracetriage: the post-mortem of a slow or unstable LLM inference server.
+
+    from tracetriage import open_case, analyze
+    case = open_case(["bundle/"])
+    analysis = analyze(case)
+"""
+
+__version__ = "0.1.0"
+
+from tracetriage.case import Case, open_case  # noqa: E402
+
+
+def analyze(case, **options):
+    """Run every analyzer on a case and return the :class:`Analysis`."""
+    from tracetriage.analyzers.analysis import analyze as _analyze
+
+    return _analyze(case, **options)
+
+
+__all__ = ["Case", "open_case", "analyze", "__version__"]

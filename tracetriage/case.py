@@ -1,0 +1,176 @@
+"""``open_case(paths)``: the one entry point that opens user files.
+
+Formats are detected by content, never by extension: the SQLite magic plus table
+names (nsys vs rocpd v3 vs legacy RPD), gzip, JSON keys (Kineto), CSV headers
+(rocprofv3) and text signatures (``NCCL INFO``, the ``nvidia-smi topo -m`` legend,
+py-spy's ``Thread 0x...``). A directory is a bundle of artifacts from one incident;
+files in it that are not recognised are listed as skipped, not fatal. A file named
+explicitly that is not recognised is an error naming what it looked like.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracetriage.errors import MissingDataError, TraceTriageError, UnsupportedInputError
+from tracetriage.model import Trace
+
+HEAD_BYTES = 64 * 1024
+MAX_BUNDLE_FILES = 10_000
+
+
+@dataclass
+class Case:
+    """Everything captured for one incident, parsed."""
+
+    paths: list[str]
+    traces: list[Trace] = field(default_factory=list)
+    topologies: list[Any] = field(default_factory=list)
+    nccl_logs: list[Any] = field(default_factory=list)
+    pyspy: list[Any] = field(default_factory=list)
+    inputs: list[dict] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)
+
+    @property
+    def topology(self):
+        return self.topologies[0] if self.topologies else None
+
+
+def _read_head(path: Path) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(HEAD_BYTES)
+
+
+_TOPO = re.compile(r"Legend:|\bX\s*=\s*Self|\bNV\d+\b.*\bSYS\b|\bSYS\b.*\bNV\d+\b|GPU0\s+GPU1", re.S)
+_ROCM_TOPO = re.compile(r"=+\s*ROCm System Management Interface\s*=+|Weight between two GPUs|Link Type between two GPUs")
+_NCCL = re.compile(r"NCCL (INFO|WARN)|RCCL (INFO|WARN)|nccl-tests|#\s+out-of-place\s+in-place|ncclCommInitRank|NCCL version")
+_PYSPY = re.compile(r"^\s*Thread (0x[0-9A-Fa-f]+|\d+) \(", re.M)
+_PYSPY_HEADER = re.compile(r"^Process \d+: ", re.M)
+
+
+def detect(path: Path) -> str:
+    """The kind of artifact a file holds, from its content.
+
+    Returns one of: nsys, rocpd, rpd, rocprof_csv, kineto, topology, rocm_topology,
+    nccl, pyspy, unknown:<what it looks like>, empty.
+    """
+    head = _read_head(path)
+    if not head:
+        return "empty"
+    if head.startswith(b"SQLite format 3\x00"):
+        return _detect_sqlite(path)
+    if head[:2] == b"\x1f\x8b":
+        try:
+            with gzip.open(path, "rb") as fh:
+                inner = fh.read(HEAD_BYTES)
+        except (OSError, EOFError) as exc:
+            return f"unknown:corrupt gzip ({exc})"
+        if inner.startswith(b"SQLite format 3\x00"):
+            return "gzip_sqlite"
+        return _detect_text(inner, gz=True)
+    return _detect_text(head)
+
+
+def _detect_sqlite(path: Path) -> str:
+    from tracetriage.parsers.sqlite import Database
+
+    try:
+        with Database(path) as db:
+            names = set(db.objects)
+    except TraceTriageError as exc:
+        return f"unknown:SQLite file that cannot be read ({exc.problem})"
+    if "StringIds" in names and any(n.startswith(("CUPTI_ACTIVITY_KIND_", "TARGET_INFO_", "NVTX_EVENTS", "META_DATA_")) for n in names):
+        return "nsys"
+    if {"rocpd_api", "rocpd_op"} <= names or "rocpd_api_ops" in names:
+        return "rpd"
+    if any(n.startswith(("rocpd_info_", "rocpd_kernel_dispatch", "rocpd_region", "rocpd_string")) for n in names) or "kernels" in names and "regions" in names:
+        return "rocpd"
+    shown = ", ".join(sorted(names)[:6]) or "no tables"
+    return f"unknown:SQLite database of another program (tables: {shown})"
+
+
+def _detect_text(head: bytes, gz: bool = False) -> str:
+    if b"\x00" in head[:4096]:
+        return "unknown:binary file"
+    text = head.decode("utf-8", errors="replace")
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        if '"traceEvents"' in text or '"deviceProperties"' in text or '"schemaVersion"' in text and '"ph"' in text:
+            return "kineto"
+        if '"$schema"' in text and "speedscope" in text:
+            return "pyspy"
+        if stripped.startswith("[") and '"frames"' in text and ('"thread_id"' in text or '"thread_name"' in text):
+            return "pyspy"
+        return "unknown:JSON without traceEvents (not a PyTorch profiler trace)"
+    first = stripped.splitlines()[0] if stripped else ""
+    if re.match(r'^"?(Kind|Agent_Id|Correlation_Id|Dispatch_Id|Domain|Guid)"?,', first, re.I) or (
+        "," in first and re.search(r'"?(Correlation_Id|Kernel_Name|Start_Timestamp)"?', first)
+    ):
+        return "rocprof_csv"
+    if _ROCM_TOPO.search(text):
+        return "rocm_topology"
+    if _PYSPY.search(text) and (_PYSPY_HEADER.search(text) or re.search(r"\(idle\)|\(active", text) or "Python v" in text):
+        return "pyspy"
+    if _NCCL.search(text):
+        return "nccl"
+    if _TOPO.search(text) and re.search(r"\bGPU\d", text):
+        return "topology"
+    if re.match(r"^[^;\s][^\n]*;[^\n]* \d+$", first):
+        return "pyspy"  # py-spy record --format raw: collapsed stacks
+    return "unknown:text file that is not a trace, topology matrix, NCCL log or py-spy capture"
+
+
+def _bundle_files(directory: Path) -> list[Path]:
+    out: list[Path] = []
+    for root, dirs, files in os.walk(directory, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            out.append(Path(root) / name)
+            if len(out) > MAX_BUNDLE_FILES:
+                raise UnsupportedInputError(directory, f"more than {MAX_BUNDLE_FILES} files in the bundle")
+    return out
+
+
+def open_case(paths, step_range: str | None = None) -> Case:
+    """Open files and directories as one case. Raises a TraceTriageError on bad input."""
+    from tracetriage import parsers as registry
+
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    case = Case(paths=[str(p) for p in paths])
+    candidates: list[tuple[Path, bool]] = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise UnsupportedInputError(p, "no such file or directory")
+        if p.is_dir():
+            candidates.extend((f, False) for f in _bundle_files(p))
+        else:
+            candidates.append((p, True))
+    for path, explicit in candidates:
+        if not os.access(path, os.R_OK):
+            raise UnsupportedInputError(path, "permission denied")
+        kind = detect(path)
+        if kind == "empty" or kind.startswith("unknown:"):
+            why = "empty file" if kind == "empty" else kind.split(":", 1)[1]
+            if explicit:
+                raise UnsupportedInputError(path, f"not a supported input: {why}")
+            case.skipped.append({"path": str(path), "reason": why})
+            continue
+        try:
+            registry.load(case, path, kind)
+        except registry.NotReadableYet as exc:
+            if explicit:
+                raise
+            case.skipped.append({"path": str(path), "reason": exc.problem})
+    if not (case.traces or case.topologies or case.nccl_logs or case.pyspy):
+        raise MissingDataError(
+            ", ".join(case.paths), "nothing to analyze: no trace, topology, NCCL log or py-spy capture found"
+        )
+    return case

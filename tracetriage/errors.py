@@ -1,0 +1,50 @@
+"""The error hierarchy. Raised deep, turned into one line and an exit code in the CLI.
+
+Each class's docstring is what it means; the message names the file and the problem.
+"""
+
+from __future__ import annotations
+
+# Exit codes, documented in README.md. Distinct so scripts can tell them apart.
+EXIT_OK = 0
+EXIT_USAGE = 2          # bad command line (argparse uses 2 as well)
+EXIT_INPUT = 3          # unreadable, corrupt or unsupported input file
+EXIT_NOTHING = 4        # input understood, but it holds nothing to analyze
+EXIT_FAIL_ON = 5        # --fail-on: a finding at or above the given severity
+EXIT_BATCH_FAILED = 6   # batch: at least one case failed
+EXIT_INTERNAL = 70      # a bug in tracetriage (EX_SOFTWARE)
+
+
+class TraceTriageError(Exception):
+    """Base class of every error tracetriage reports to the user."""
+
+    exit_code = EXIT_INPUT
+
+    def __init__(self, path: object, problem: str):
+        self.path = str(path) if path is not None else None
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}" if self.path else problem)
+
+
+class UnsupportedInputError(TraceTriageError):
+    """The file is not a format tracetriage reads (the message says what it looks like)."""
+
+
+class TraceFormatError(TraceTriageError):
+    """The file is of a known format but corrupt, truncated or internally inconsistent."""
+
+
+class MissingDataError(TraceTriageError):
+    """The file is valid but holds nothing that can be analyzed (e.g. no GPU activity)."""
+
+    exit_code = EXIT_NOTHING
+
+
+class UsageError(TraceTriageError):
+    """The command line asks for something impossible."""
+
+    exit_code = EXIT_USAGE
+
+
+class ArchiveError(TraceTriageError):
+    """An archive was refused: unsafe member paths, links out, or too large."""

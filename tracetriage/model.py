@@ -1,0 +1,295 @@
+"""The trace model: what every parser produces and every analyzer reads.
+
+Columnar, one row per event, integer nanoseconds (int64) on the capture's own clock,
+names interned as pandas categoricals. There is no Python object per event, so a
+10M-kernel trace costs roughly 60 bytes a row.
+
+Tables of a :class:`Trace` (column: dtype — meaning):
+
+``gpu`` — one row per GPU-side interval
+    device: int32 — row index into ``devices`` (devices are keyed by process *and*
+        ordinal, so two processes that both call their GPU "0" stay two devices)
+    stream: int64 — stream id as the profiler reports it (-1 unknown)
+    start, end: int64 — ns
+    kind: category — ``kernel``, ``memcpy``, ``memset``, ``graph`` (a whole CUDA/HIP
+        graph replay recorded as one interval when node-level tracing was off)
+    name: category — kernel short name; ``memcpy HtoD`` etc.; ``graph <id>``
+    correlation: int64 — id linking the row to its launching ``api`` row; unique only
+        per process: always join on (pid, correlation). -1 when absent.
+    pid: int64 — owning process
+    collective: category — AllReduce, AllGather, ReduceScatter, Broadcast, Reduce,
+        SendRecv, AllToAll, Collective (op unknown), or missing for compute
+    bytes: int64 — bytes moved by a copy or set, 0 for kernels
+    copy_kind: category — HtoD, DtoH, DtoD, HtoH, PtoP, other (copies only)
+    pageable: bool — a copy whose host side is pageable (not pinned) memory
+    in_graph: bool — a kernel/copy executed as a node of a CUDA/HIP graph
+
+``api`` — one row per host runtime/driver call
+    pid, tid: int64; start, end: int64 ns
+    name: category — the API name with its version suffix removed
+        (``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel``)
+    category: category — launch, graph_launch, sync, memcpy_sync, memcpy_async,
+        memset, alloc, other (see :func:`api_category`)
+    correlation: int64 (-1 when absent)
+
+``ranges`` — one row per NVTX / roctx range or mark (marks have end == start)
+    pid, tid, start, end: int64; name: category; domain: category
+
+``syncs`` — one row per synchronization record from the profiler's sync activity
+    pid, start, end: int64; sync_type: category (event_sync, stream_wait_event,
+    stream_sync, context_sync, unknown); correlation: int64
+
+``devices`` — one row per GPU seen (index = the ``device`` key used in ``gpu``)
+    pid: int64 (-1 if the device is not tied to a process); ordinal: int64 (the
+    runtime's device number in that process); gpu_index: int64 (physical GPU number
+    when the trace maps it, else the ordinal); name, uuid: str; sm_count,
+    memory_bytes: int64 (-1 unknown)
+
+``processes`` — pid: int64, name: str
+
+``meta`` — dict: ``format``, ``version``, ``graph_trace_mode`` (graph, node, none,
+unknown), ``warnings`` (list of str), ``tables`` (what was captured) and anything
+else a parser knows about the capture.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+GPU_KINDS = ["kernel", "memcpy", "memset", "graph"]
+API_CATEGORIES = [
+    "launch",
+    "graph_launch",
+    "sync",
+    "memcpy_sync",
+    "memcpy_async",
+    "memset",
+    "alloc",
+    "other",
+]
+COLLECTIVE_OPS = [
+    "AllReduce",
+    "AllGather",
+    "ReduceScatter",
+    "Broadcast",
+    "Reduce",
+    "SendRecv",
+    "AllToAll",
+    "Collective",
+]
+COPY_KINDS = ["HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "other"]
+SYNC_TYPES = ["event_sync", "stream_wait_event", "stream_sync", "context_sync", "unknown"]
+
+GPU_COLUMNS = {
+    "device": "int32",
+    "stream": "int64",
+    "start": "int64",
+    "end": "int64",
+    "correlation": "int64",
+    "pid": "int64",
+    "bytes": "int64",
+    "pageable": "bool",
+    "in_graph": "bool",
+}
+API_COLUMNS = {"pid": "int64", "tid": "int64", "start": "int64", "end": "int64", "correlation": "int64"}
+RANGE_COLUMNS = {"pid": "int64", "tid": "int64", "start": "int64", "end": "int64"}
+SYNC_COLUMNS = {"pid": "int64", "start": "int64", "end": "int64", "correlation": "int64"}
+
+
+def categorical(values, categories=None) -> pd.Categorical:
+    """Intern a column of strings (None stays missing)."""
+    if categories is None:
+        return pd.Categorical(values)
+    return pd.Categorical(values, categories=categories)
+
+
+def empty_gpu() -> pd.DataFrame:
+    df = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in GPU_COLUMNS.items()})
+    df["kind"] = categorical([], GPU_KINDS)
+    df["name"] = categorical([])
+    df["collective"] = categorical([], COLLECTIVE_OPS)
+    df["copy_kind"] = categorical([], COPY_KINDS)
+    return df[gpu_column_order()]
+
+
+def gpu_column_order() -> list[str]:
+    return [
+        "device", "stream", "start", "end", "kind", "name", "correlation", "pid",
+        "collective", "bytes", "copy_kind", "pageable", "in_graph",
+    ]
+
+
+def empty_api() -> pd.DataFrame:
+    df = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in API_COLUMNS.items()})
+    df["name"] = categorical([])
+    df["category"] = categorical([], API_CATEGORIES)
+    return df[["pid", "tid", "start", "end", "name", "category", "correlation"]]
+
+
+def empty_ranges() -> pd.DataFrame:
+    df = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in RANGE_COLUMNS.items()})
+    df["name"] = categorical([])
+    df["domain"] = categorical([])
+    return df[["pid", "tid", "start", "end", "name", "domain"]]
+
+
+def empty_syncs() -> pd.DataFrame:
+    df = pd.DataFrame({c: pd.Series([], dtype=t) for c, t in SYNC_COLUMNS.items()})
+    df["sync_type"] = categorical([], SYNC_TYPES)
+    return df[["pid", "start", "end", "sync_type", "correlation"]]
+
+
+def empty_devices() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "pid": pd.Series([], dtype="int64"),
+            "ordinal": pd.Series([], dtype="int64"),
+            "gpu_index": pd.Series([], dtype="int64"),
+            "name": pd.Series([], dtype=object),
+            "uuid": pd.Series([], dtype=object),
+            "sm_count": pd.Series([], dtype="int64"),
+            "memory_bytes": pd.Series([], dtype="int64"),
+        }
+    )
+
+
+def empty_processes() -> pd.DataFrame:
+    return pd.DataFrame({"pid": pd.Series([], dtype="int64"), "name": pd.Series([], dtype=object)})
+
+
+@dataclass
+class Trace:
+    """One profiler capture (one file, or one merged set of per-rank files)."""
+
+    path: str
+    format: str
+    gpu: pd.DataFrame = field(default_factory=empty_gpu)
+    api: pd.DataFrame = field(default_factory=empty_api)
+    ranges: pd.DataFrame = field(default_factory=empty_ranges)
+    syncs: pd.DataFrame = field(default_factory=empty_syncs)
+    devices: pd.DataFrame = field(default_factory=empty_devices)
+    processes: pd.DataFrame = field(default_factory=empty_processes)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.meta.setdefault("warnings", [])
+
+    def counts(self) -> dict[str, int]:
+        """Event counts by table and kind, as reported in the JSON ``inputs[]``."""
+        kinds = self.gpu["kind"].value_counts()
+        return {
+            "kernels": int(kinds.get("kernel", 0)),
+            "memcpy": int(kinds.get("memcpy", 0)),
+            "memset": int(kinds.get("memset", 0)),
+            "graph_replays": int(kinds.get("graph", 0)),
+            "api_calls": int(len(self.api)),
+            "ranges": int(len(self.ranges)),
+        }
+
+    def device_label(self, device: int) -> str:
+        row = self.devices.iloc[device]
+        if row["pid"] >= 0:
+            return f"GPU{int(row['gpu_index'])}/pid{int(row['pid'])}"
+        return f"GPU{int(row['gpu_index'])}"
+
+
+# ---------------------------------------------------------------------------
+# Classification shared by every parser (NVIDIA and AMD names side by side).
+
+_VERSION_SUFFIX = re.compile(r"_v\d+$")
+_RUNTIME_SUFFIX = re.compile(r"_v\d{4,}$")
+_STREAM_SUFFIX = re.compile(r"_(ptsz|ptds|spt)$")
+
+_LAUNCH = re.compile(
+    r"^(cuda|cu|hip)(Ext)?(Module)?Launch(Cooperative)?Kernel(Ex|ExC|MultiDevice)?$"
+    r"|^cudaLaunch$|^cuLaunchGrid(Async)?$|^hipExtLaunchKernelGGL$|^hipLaunchKernelGGL$"
+)
+_GRAPH_LAUNCH = re.compile(r"^(cuda|cu|hip)GraphLaunch$")
+_SYNC = re.compile(
+    r"^(cuda|hip)(Stream|Device|Event|Thread)Synchronize$|^cu(Stream|Ctx|Event)Synchronize$"
+)
+_MEMCPY_ASYNC = re.compile(r"^(cuda|cu|hip)Memcpy\w*Async$|^hipMemcpyWithStream$")
+_MEMCPY_SYNC = re.compile(r"^(cuda|cu|hip)Memcpy\w*$")
+_MEMSET = re.compile(r"^(cuda|cu|hip)Memset\w*$")
+_ALLOC = re.compile(
+    r"^(cuda|cu|hip)(Ext)?(Malloc|Free|HostAlloc|HostFree|MemAlloc|MemFree|MemCreate|MemRelease|MemMap|MemUnmap)\w*$"
+)
+
+
+def strip_api_version(name: str) -> str:
+    """``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel``; driver ``_v2`` names keep theirs."""
+    # Runtime suffixes are 4-5 digit CUDA versions (_v3020, _v11030); a driver API's
+    # own _v2/_v3 is part of its name (cuMemcpyDtoH_v2) and stays.
+    return _RUNTIME_SUFFIX.sub("", name)
+
+
+def api_category(name: str) -> str:
+    """The model category of an API name (version suffix already removed)."""
+    base = _VERSION_SUFFIX.sub("", _STREAM_SUFFIX.sub("", _VERSION_SUFFIX.sub("", name)))
+    base = _STREAM_SUFFIX.sub("", base)
+    if _LAUNCH.match(base):
+        return "launch"
+    if _GRAPH_LAUNCH.match(base):
+        return "graph_launch"
+    if _SYNC.match(base):
+        return "sync"
+    if _MEMCPY_ASYNC.match(base):
+        return "memcpy_async"
+    if _MEMCPY_SYNC.match(base):
+        return "memcpy_sync"
+    if _MEMSET.match(base):
+        return "memset"
+    if _ALLOC.match(base):
+        return "alloc"
+    return "other"
+
+
+_NCCL_OP = re.compile(
+    r"(?i)(?:nccl|rccl)\w*?(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|Send|Recv|AllToAll|AlltoAll)"
+)
+_CUSTOM_ALLREDUCE = re.compile(
+    r"(?i)cross_device_reduce|custom_?all_?reduce|one_?shot_?all_?reduce|two_?shot_?all_?reduce"
+    r"|allreduce_fusion|lamport.*allreduce|quick_?all_?reduce|deep_?ep|all_?to_?all_?(kernel|dispatch|combine)"
+)
+_GENERIC_NCCL = re.compile(r"(?i)^(nccl|rccl)(Dev)?Kernel")
+
+
+def collective_op(kernel_name: str) -> str | None:
+    """The collective a kernel implements, from its name; None for compute kernels.
+
+    NCCL/RCCL: ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``, ``ncclKernel_AllGather_RING_LL_Sum_int8_t``,
+    ``ncclDevKernel_SendRecv``. vLLM/SGLang/TRT-LLM custom all-reduce kernels
+    (``cross_device_reduce_1stage``, ``allreduce_fusion_kernel_oneshot``, ...).
+    A generically named NCCL/RCCL kernel (``ncclDevKernel_Generic``) is a collective
+    of unknown op.
+    """
+    m = _NCCL_OP.search(kernel_name)
+    if m:
+        op = m.group(1)
+        low = op.lower()
+        if low in ("send", "recv", "sendrecv"):
+            return "SendRecv"
+        if low == "alltoall":
+            return "AllToAll"
+        return op
+    if _CUSTOM_ALLREDUCE.search(kernel_name):
+        if re.search(r"(?i)all_?to_?all|deep_?ep", kernel_name):
+            return "AllToAll"
+        return "AllReduce"
+    if _GENERIC_NCCL.search(kernel_name):
+        return "Collective"
+    return None
+
+
+def classify_categories(names: pd.Categorical, fn) -> np.ndarray:
+    """Apply a per-name function once per distinct name, then broadcast (vectorized)."""
+    cats = list(names.categories)
+    mapped = np.array([fn(c) for c in cats] + [None], dtype=object)
+    codes = np.asarray(names.codes)
+    return mapped[np.where(codes < 0, len(cats), codes)]
