@@ -1,0 +1,196 @@
+"""``analyze(case)``: every analyzer over a case, assembled into one :class:`Analysis`.
+
+The Analysis's ``data`` is exactly the JSON contract of DESIGN.md ("JSON output");
+the HTML, Markdown and text reports are views of it. ``series`` holds the arrays
+only charts need (busy over time, step durations), kept out of the JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tracetriage import __version__
+from tracetriage.analyzers import collectives as coll
+from tracetriage.analyzers import kernels as kern
+from tracetriage.analyzers import rules
+from tracetriage.analyzers import steps as st
+from tracetriage.analyzers import timeline as tl
+from tracetriage.analyzers.timeline import gaps_after
+from tracetriage.model import Trace
+
+SCHEMA = "tracetriage.analysis/1"
+SYNC_SLACK_NS = 20_000  # a gap "follows" a sync that ended at most 20 us before it began
+
+
+@dataclass
+class Analysis:
+    data: dict
+    series: dict = field(default_factory=dict)
+
+    @property
+    def findings(self) -> list[dict]:
+        return self.data["findings"]
+
+    @property
+    def headline(self) -> str:
+        return self.data["headline"]
+
+
+def _stats(d: np.ndarray) -> dict:
+    if d.size == 0:
+        return {"p50_ns": None, "p99_ns": None, "max_ns": None}
+    return {
+        "p50_ns": int(np.percentile(d, 50)),
+        "p99_ns": int(np.percentile(d, 99)),
+        "max_ns": int(d.max()),
+    }
+
+
+def _trace_pids(trace: Trace) -> list[int]:
+    pids = set(trace.gpu["pid"].unique().tolist())
+    return sorted(int(p) for p in pids)
+
+
+def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None) -> dict:
+    """Metrics of one trace (its own clock and window)."""
+    pids = _trace_pids(trace)
+    steps = {pid: st.find_steps(trace, pid, step_range) for pid in pids}
+    with_steps = [s for s in steps.values() if s.count]
+    if with_steps:
+        lo = int(min(s.starts[0] for s in with_steps))
+        hi = int(max(s.ends[-1] for s in with_steps))
+        sources = sorted({s.source for s in with_steps})
+        source = "steps:" + "+".join(sources)
+        dropped = sum(s.warmup_dropped for s in with_steps)
+    else:
+        lo, hi = tl.frame_window(trace)
+        source = "gpu_activity"
+        dropped = 0
+    if hi <= lo:
+        hi = lo + 1
+    window = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo, "source": source, "warmup_steps_excluded": dropped}
+
+    prefix = f"{index}:" if multi else ""
+    devices, series_busy, dev_internal = [], {}, []
+    for d in range(len(trace.devices)):
+        row = trace.devices.iloc[d]
+        t = tl.device_timeline(trace, d, lo, hi)
+        c = coll.device_collectives(trace, d, lo, hi)
+        did = prefix + trace.device_label(d)
+        gs, ge, causes = t.pop("_gaps")
+        series_busy[did] = t.pop("busy_timeline")
+        starts = c.pop("_starts")
+        devices.append(
+            {
+                "id": did,
+                "name": str(row["name"]),
+                "pid": int(row["pid"]),
+                "ordinal": int(row["ordinal"]),
+                "gpu_index": int(row["gpu_index"]),
+                "trace": trace.path,
+                **t,
+                **c,
+            }
+        )
+        dev_internal.append({"gaps": (gs, ge, causes), "coll_starts": starts, "pid": int(row["pid"])})
+
+    processes = []
+    names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))
+    step_series = {}
+    for pid in pids:
+        s = steps[pid]
+        d = s.durations
+        step_series[f"{prefix}{pid}"] = {"durations": d.tolist(), "is_prefill": s.is_prefill.tolist()}
+        processes.append(
+            {
+                "pid": pid,
+                "name": str(names.get(pid, f"pid {pid}")),
+                "trace": trace.path,
+                "steps": {
+                    "source": s.source,
+                    "count": s.count,
+                    "warmup_dropped": s.warmup_dropped,
+                    "prefill_count": int(s.is_prefill.sum()),
+                    **_stats(d),
+                },
+                **st.host_activity(trace, s),
+            }
+        )
+
+    # Idle gaps that follow a blocking sync of the owning process (for host_sync_per_step).
+    api = trace.api
+    blocking = api[api["category"].isin(st.BLOCKING)]
+    for dev, internal in zip(devices, dev_internal):
+        gs, ge, causes = internal["gaps"]
+        ends = blocking.loc[blocking["pid"] == internal["pid"], "end"].to_numpy(np.int64)
+        after = gaps_after(gs, ge, ends, SYNC_SLACK_NS)
+        length = ge - gs
+        short = length < 1_000_000
+        dev["_after_sync_ns"] = int(length[after].sum())
+        dev["_after_sync_count"] = int(after.sum())
+        dev["_short_launch_host_ns"] = int(((causes["launch"] + causes["host"])[short & ~after]).sum())
+        dev["_short_gap_count"] = int((short & ~after).sum())
+
+    skew = coll.rank_skew([i["coll_starts"] for i in dev_internal if i["coll_starts"].size]) if any(
+        i["coll_starts"].size for i in dev_internal
+    ) else None
+    return {
+        "window": window,
+        "devices": devices,
+        "processes": processes,
+        "kernels": kern.kernel_summary(trace, lo, hi),
+        "kernel_median_ns": kern.kernel_duration_median(trace, lo, hi),
+        "copies": kern.copy_checks(trace, lo, hi),
+        "collective_skew": skew,
+        "graph_replays_in_window": int(
+            ((trace.gpu["kind"] == "graph") & (trace.gpu["start"] >= lo) & (trace.gpu["start"] < hi)).sum()
+        ),
+        "graph_launches_in_window": int(
+            ((api["category"] == "graph_launch") & (api["start"] >= lo) & (api["start"] < hi)).sum()
+        ),
+        "has_api": bool(len(api)),
+        "meta": {k: v for k, v in trace.meta.items() if k in ("format", "version", "graph_trace_mode")},
+        "_series": {"busy": series_busy, "steps": step_series},
+    }
+
+
+def analyze(case, step_range: str | None = None) -> Analysis:
+    multi = len(case.traces) > 1
+    per_trace = [analyze_trace(t, i, multi, step_range) for i, t in enumerate(case.traces)]
+    devices = [d for p in per_trace for d in p["devices"]]
+    processes = [p for t in per_trace for p in t["processes"]]
+    data = {
+        "schema": SCHEMA,
+        "tool_version": __version__,
+        "inputs": list(case.inputs),
+        "skipped": list(case.skipped),
+        "window": per_trace[0]["window"] if per_trace else None,
+        "windows": [p["window"] for p in per_trace],
+        "devices": devices,
+        "processes": processes,
+        "kernels": per_trace[0]["kernels"] if per_trace else [],
+        "copies": per_trace[0]["copies"] if per_trace else None,
+        "collective_skew": per_trace[0]["collective_skew"] if per_trace else None,
+        "topology": None,
+        "nccl": None,
+        "hot_frames": [],
+        "findings": [],
+        "abstentions": [],
+    }
+    data["_step_range"] = step_range
+    ctx = rules.Context(case=case, data=data, per_trace=per_trace)
+    findings, abstentions = rules.evaluate(ctx)
+    del data["_step_range"]
+    data["findings"] = findings
+    data["abstentions"] = abstentions
+    data["headline"] = rules.headline(findings, abstentions, data)
+    for d in devices:  # internal figures used by the rules, not part of the contract
+        for k in [k for k in d if k.startswith("_")]:
+            del d[k]
+    series = {
+        "busy": {k: v for p in per_trace for k, v in p["_series"]["busy"].items()},
+        "steps": {k: v for p in per_trace for k, v in p["_series"]["steps"].items()},
+    }
+    return Analysis(data=data, series=series)

@@ -1,0 +1,111 @@
+"""Vectorized interval arithmetic on int64 nanosecond arrays.
+
+An interval set is a pair of arrays (starts, ends) of disjoint, sorted intervals.
+Everything here is O(n log n) numpy: a sort, a cumulative max, a searchsorted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge possibly overlapping intervals into disjoint sorted ones.
+
+    Sort by start; a new merged interval begins where a start exceeds the running
+    maximum of all previous ends (touching intervals merge).
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    if starts.size == 0:
+        return starts.copy(), ends.copy()
+    ends = np.maximum(ends, starts)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    run_max = np.maximum.accumulate(e)
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run_max[:-1]
+    idx = np.flatnonzero(new)
+    out_s = s[idx]
+    # The end of each merged interval is the running max just before the next one begins.
+    last = np.append(idx[1:] - 1, s.size - 1)
+    out_e = run_max[last]
+    return out_s, out_e
+
+
+def clip(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Intersect a disjoint sorted set with the window [lo, hi)."""
+    s = np.clip(starts, lo, hi)
+    e = np.clip(ends, lo, hi)
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def measure(starts: np.ndarray, ends: np.ndarray) -> int:
+    return int((ends - starts).sum()) if starts.size else 0
+
+
+def complement(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The gaps of a disjoint sorted set inside [lo, hi)."""
+    s, e = clip(starts, ends, lo, hi)
+    gap_s = np.concatenate(([lo], e))
+    gap_e = np.concatenate((s, [hi]))
+    keep = gap_e > gap_s
+    return gap_s[keep], gap_e[keep]
+
+
+def subtract(a_s, a_e, b_s, b_e) -> tuple[np.ndarray, np.ndarray]:
+    """A minus B for disjoint sorted sets (the part of A not covered by B)."""
+    if a_s.size == 0 or b_s.size == 0:
+        return a_s.copy(), a_e.copy()
+    lo, hi = int(min(a_s[0], b_s[0])), int(max(a_e[-1], b_e[-1]))
+    gs, ge = complement(b_s, b_e, lo, hi)
+    return intersect(a_s, a_e, gs, ge)
+
+
+def intersect(a_s, a_e, b_s, b_e) -> tuple[np.ndarray, np.ndarray]:
+    """Intersection of two disjoint sorted sets."""
+    if a_s.size == 0 or b_s.size == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    # Boundaries of both sets; a point is in A∩B when both coverage counts are 1.
+    pts = np.unique(np.concatenate((a_s, a_e, b_s, b_e)))
+    mids_lo, mids_hi = pts[:-1], pts[1:]
+    in_a = _covered(a_s, a_e, mids_lo)
+    in_b = _covered(b_s, b_e, mids_lo)
+    keep = in_a & in_b
+    return union(mids_lo[keep], mids_hi[keep])
+
+
+def _covered(s: np.ndarray, e: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Whether each time t lies in [s_k, e_k) of a disjoint sorted set."""
+    k = np.searchsorted(s, t, side="right") - 1
+    ok = k >= 0
+    res = np.zeros(t.size, dtype=bool)
+    res[ok] = t[ok] < e[k[ok]]
+    return res
+
+
+class Coverage:
+    """Cumulative measure F(t) = |set ∩ (-inf, t]| of a disjoint sorted set.
+
+    ``overlap(a, b)`` = F(b) - F(a) gives, for many query intervals at once, how much
+    of each is covered by the set.
+    """
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray):
+        self.s = np.asarray(starts, dtype=np.int64)
+        self.e = np.asarray(ends, dtype=np.int64)
+        self.cum = np.concatenate(([0], np.cumsum(self.e - self.s)))
+
+    def at(self, t: np.ndarray) -> np.ndarray:
+        t = np.asarray(t, dtype=np.int64)
+        if self.s.size == 0:
+            return np.zeros(t.shape, dtype=np.int64)
+        k = np.searchsorted(self.s, t, side="right") - 1
+        kk = np.maximum(k, 0)
+        partial = np.clip(t - self.s[kk], 0, self.e[kk] - self.s[kk])
+        return np.where(k >= 0, self.cum[kk] + partial, 0)
+
+    def overlap(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return self.at(b) - self.at(a)

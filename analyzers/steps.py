@@ -1,0 +1,207 @@
+"""Steps (decode/prefill iterations) per process, and host activity per step.
+
+Where steps come from, in order of trust:
+
+1. ``nvtx`` — NVTX/roctx ranges whose name matches ``--step-range REGEX`` or one of
+   :data:`STEP_PATTERNS` (the names serving engines and common instrumentation use);
+   only the outermost matching ranges of a process count, and at least
+   :data:`MIN_STEPS` of them are needed.
+2. ``sync`` — one blocking host sync per step (``cudaStreamSynchronize``,
+   ``cudaDeviceSynchronize``, a synchronous copy...): a step runs from the end of one
+   blocking call to the end of the next. This is the shape of a decode loop that
+   reads the sampled tokens back every iteration.
+3. ``graph_launch`` — one graph launch per step: a step runs from one graph
+   replay's start on the GPU to the next (from one ``cudaGraphLaunch`` call to the
+   next when replays were not traced).
+4. ``none`` — no periodic structure: an abstention, and per-step metrics are null.
+
+Inferred steps (``sync``, ``graph_launch``) are only trusted when the pattern is
+periodic: at least :data:`MIN_INFERRED_STEPS` steps, spanning at least
+:data:`MIN_INFERRED_COVERAGE` of the process's GPU activity, each launching work
+(kernel or graph launches), with at least :data:`MIN_REGULAR_SHARE` of the steps
+within +-25% of the median launch count. Otherwise the next source is tried.
+
+Warm-up: leading steps longer than :data:`WARMUP_FACTOR` x the median step are
+dropped (at most :data:`WARMUP_MAX_SHARE` of the steps); the count dropped is
+reported. The steady-state window is first kept step start to last step end.
+
+Per-step host activity counts API calls whose *start* lies in [step start, step
+end) of the same process: the median over steps is reported (numerator: calls of
+that category in a step; denominator: one step).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from tracetriage.model import Trace
+
+STEP_PATTERNS = re.compile(
+    r"(?i)^(decode|prefill|step|execute_model|model_step|forward_step|engine_step|iteration|iter|"
+    r"decode_step|prefill_step|forward_batch|run_batch|generate_step|serving_step|schedule_and_run)"
+    r"(?=$|[\s_:#\-\[(\d])"
+)
+PREFILL_NAME = re.compile(r"(?i)prefill|extend|context")
+MIN_STEPS = 3
+MIN_INFERRED_STEPS = 8
+MIN_INFERRED_COVERAGE = 0.5
+MIN_REGULAR_SHARE = 0.6
+WARMUP_FACTOR = 2.0
+WARMUP_MAX_SHARE = 0.10
+BLOCKING = ("sync", "memcpy_sync")
+
+
+@dataclass
+class Steps:
+    pid: int
+    source: str  # nvtx | sync | graph_launch | none
+    starts: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    ends: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    is_prefill: np.ndarray = field(default_factory=lambda: np.empty(0, bool))
+    warmup_dropped: int = 0
+    pattern: str | None = None
+
+    @property
+    def count(self) -> int:
+        return int(self.starts.size)
+
+    @property
+    def durations(self) -> np.ndarray:
+        return self.ends - self.starts
+
+
+def _outermost(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Mask of intervals not nested inside an earlier one (input sorted by start)."""
+    if starts.size == 0:
+        return np.zeros(0, dtype=bool)
+    prev_max = np.maximum.accumulate(ends)
+    keep = np.ones(starts.size, dtype=bool)
+    keep[1:] = starts[1:] >= prev_max[:-1]
+    return keep
+
+
+def _from_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    if ranges.empty:
+        return None
+    names = ranges["name"]
+    cats = names.cat.categories
+    matching = np.array([bool(pattern.search(str(c))) for c in cats], dtype=bool)
+    if not matching.any():
+        return None
+    codes = names.cat.codes.to_numpy()
+    mask = (codes >= 0) & matching[np.maximum(codes, 0)]
+    sel = ranges[mask & (ranges["end"].to_numpy() > ranges["start"].to_numpy())].sort_values("start", kind="stable")
+    if len(sel) < MIN_STEPS:
+        return None
+    s = sel["start"].to_numpy(np.int64)
+    e = sel["end"].to_numpy(np.int64)
+    keep = _outermost(s, e)
+    if keep.sum() < MIN_STEPS:
+        return None
+    prefill_cats = np.array([bool(PREFILL_NAME.search(str(c))) for c in sel["name"].cat.categories], dtype=bool)
+    sc = sel["name"].cat.codes.to_numpy()
+    is_prefill = (sc >= 0) & prefill_cats[np.maximum(sc, 0)]
+    return s[keep], e[keep], is_prefill[keep]
+
+
+def _drop_warmup(steps: Steps) -> Steps:
+    d = steps.durations
+    if d.size < MIN_STEPS + 1:
+        return steps
+    med = np.median(d)
+    limit = max(1, int(WARMUP_MAX_SHARE * d.size))
+    n = 0
+    while n < limit and d[n] > WARMUP_FACTOR * med:
+        n += 1
+    if n:
+        steps.starts, steps.ends, steps.is_prefill = steps.starts[n:], steps.ends[n:], steps.is_prefill[n:]
+        steps.warmup_dropped = n
+    return steps
+
+
+def find_steps(trace: Trace, pid: int, step_range: str | None = None) -> Steps:
+    """Steps of one process (see module docstring for the sources and their order)."""
+    pattern = re.compile(step_range) if step_range else STEP_PATTERNS
+    ranges = trace.ranges[trace.ranges["pid"] == pid]
+    got = _from_ranges(ranges, pattern)
+    if got is not None:
+        s, e, pre = got
+        return _drop_warmup(Steps(pid, "nvtx", s, e, pre, pattern=pattern.pattern))
+    if step_range:
+        return Steps(pid, "none", pattern=pattern.pattern)
+    api = trace.api[trace.api["pid"] == pid]
+    launches = np.sort(api.loc[api["category"].isin(("launch", "graph_launch")), "start"].to_numpy(np.int64))
+    g = trace.gpu[trace.gpu["pid"] == pid]
+    span = (int(g["start"].min()), int(g["end"].max())) if len(g) else (0, 0)
+    blocking = api[api["category"].isin(BLOCKING)]
+    if len(blocking) > MIN_INFERRED_STEPS:
+        ends = np.sort(blocking["end"].to_numpy(np.int64))
+        cand = _drop_warmup(Steps(pid, "sync", ends[:-1], ends[1:], np.zeros(ends.size - 1, bool)))
+        if _periodic(cand, launches, span):
+            return cand
+    # Graph steps: replay to replay on the GPU when replays were traced (the host may
+    # run ahead of the GPU by many steps), else launch call to launch call.
+    replays = g[g["kind"] == "graph"]
+    graphs = api[api["category"] == "graph_launch"]
+    if len(replays) > MIN_INFERRED_STEPS or len(graphs) > MIN_INFERRED_STEPS:
+        starts = np.sort((replays if len(replays) > MIN_INFERRED_STEPS else graphs)["start"].to_numpy(np.int64))
+        cand = _drop_warmup(Steps(pid, "graph_launch", starts[:-1], starts[1:], np.zeros(starts.size - 1, bool)))
+        if _periodic(cand, launches, span):
+            return cand
+    return Steps(pid, "none")
+
+
+def _periodic(steps: Steps, launches_sorted: np.ndarray, span: tuple[int, int]) -> bool:
+    """Whether inferred steps look like an iteration loop (see module docstring)."""
+    if steps.count < MIN_INFERRED_STEPS:
+        return False
+    covered = int(steps.ends[-1] - steps.starts[0])
+    if span[1] <= span[0] or covered < MIN_INFERRED_COVERAGE * (span[1] - span[0]):
+        return False
+    counts = per_step_counts(launches_sorted, steps)
+    med = float(np.median(counts))
+    if med < 1:
+        return False
+    regular = np.abs(counts - med) <= 0.25 * med + 0.5
+    return bool(regular.mean() >= MIN_REGULAR_SHARE)
+
+
+def per_step_counts(starts_sorted: np.ndarray, steps: Steps) -> np.ndarray:
+    """How many event starts fall in each step's [start, end)."""
+    return np.searchsorted(starts_sorted, steps.ends, "left") - np.searchsorted(starts_sorted, steps.starts, "left")
+
+
+def host_activity(trace: Trace, steps: Steps) -> dict:
+    """Median per step of launches, graph launches, blocking syncs, DtoH copies (count, bytes)."""
+    if steps.count == 0:
+        return {
+            "launches_per_step": None,
+            "graph_launches_per_step": None,
+            "syncs_per_step": None,
+            "dtoh_copies_per_step": None,
+            "dtoh_bytes_per_step": None,
+        }
+    api = trace.api[trace.api["pid"] == steps.pid]
+    cat = api["category"]
+
+    def median_of(mask) -> float:
+        starts = np.sort(api.loc[mask, "start"].to_numpy(np.int64))
+        return float(np.median(per_step_counts(starts, steps)))
+
+    gpu = trace.gpu
+    dtoh = gpu[(gpu["pid"] == steps.pid) & (gpu["kind"] == "memcpy") & (gpu["copy_kind"] == "DtoH")].sort_values("start")
+    ds = dtoh["start"].to_numpy(np.int64)
+    cum = np.concatenate(([0], np.cumsum(dtoh["bytes"].to_numpy(np.int64))))
+    lo = np.searchsorted(ds, steps.starts, "left")
+    hi = np.searchsorted(ds, steps.ends, "left")
+    return {
+        "launches_per_step": median_of(cat == "launch"),
+        "graph_launches_per_step": median_of(cat == "graph_launch"),
+        "syncs_per_step": median_of(cat.isin(BLOCKING)),
+        "dtoh_copies_per_step": float(np.median(hi - lo)),
+        "dtoh_bytes_per_step": float(np.median(cum[hi] - cum[lo])),
+    }

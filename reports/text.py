@@ -1,0 +1,59 @@
+"""Plain-text terminal summary (the default ``--format text``)."""
+
+from __future__ import annotations
+
+from tracetriage.reports.view import build_view
+
+
+def render_text(analysis) -> str:
+    v = build_view(analysis.data)
+    out = [f"tracetriage {v['tool_version']}", "", f"VERDICT  {v['headline']}", ""]
+    w = v["window"]
+    if w:
+        out.append(f"window   {w['duration']} ({w['source']}; {w['warmup_steps_excluded']} warm-up steps excluded)")
+    for i in v["inputs"]:
+        c = i.get("counts") or {}
+        counts = ", ".join(f"{k} {n:,}" for k, n in c.items())
+        out.append(f"input    {i['path']} [{i['kind']} {i.get('version') or ''}] {counts}")
+        for warn in i.get("warnings") or []:
+            out.append(f"  warning: {warn}")
+    for s in v["skipped"]:
+        out.append(f"skipped  {s['path']}: {s['reason']}")
+    out.append("")
+    if v["devices"]:
+        out.append(f"{'device':<22} {'busy %':>7} {'gaps':>7} {'gap p50':>10} {'gap max':>10} {'coll %':>7}  idle by cause")
+        for d in v["devices"]:
+            out.append(
+                f"{d['id']:<22} {d['busy_pct']:>7.1f} {d['gaps']['count']:>7,} {d['gap_p50']:>10} {d['gap_max']:>10} "
+                f"{d['collective_share_pct']:>7.1f}  {d['causes_text']}"
+            )
+        out.append("")
+    if v["processes"]:
+        out.append(f"{'pid':<8} {'steps':>6} {'source':<13} {'p50':>10} {'p99':>10} {'launch/st':>9} {'graph/st':>8} {'sync/st':>7}  name")
+        for p in v["processes"]:
+            out.append(
+                f"{p['pid']:<8} {p['steps']['count']:>6} {p['steps']['source']:<13} {p['step_p50']:>10} {p['step_p99']:>10} "
+                f"{p['lps']:>9} {p['gps']:>8} {p['sps']:>7}  {p['name']}"
+            )
+        out.append("")
+    for n, f in enumerate(v["findings"], 1):
+        out.append(f"[{n}] {f['severity'].upper()} {f['id']} — impact {f['impact_pct']:.1f}% of {f['impact_denominator']}")
+        out.append(f"    {f['title']}")
+        for e in f["evidence"]:
+            out.append(f"    - {e['text']}")
+        out.append(f"    mechanism: {f['mechanism']}")
+        out.append(f"    fix:       {f['fix']}")
+        out.append(f"    confirm:   {f['confirm']}")
+        out.append(f"    falsifier: {f['falsifier']}")
+        out.append("")
+    if v["abstentions"]:
+        out.append("NOT MEASURED")
+        for a in v["abstentions"]:
+            out.append(f"- {a['analysis']} ({a['scope']}): {a['reason']}")
+            out.append(f"  capture: {a['capture_hint']}")
+        out.append("")
+    if v["kernels"]:
+        out.append("TOP KERNELS (share of kernel time in the window)")
+        for k in v["kernels"][:10]:
+            out.append(f"  {k['share_pct']:>6.1f}%  {k['count']:>8,} x {k['mean']:>10}  {k['short_name']}")
+    return "\n".join(out) + "\n"

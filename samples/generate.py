@@ -1,0 +1,435 @@
+#!/usr/bin/env python3
+"""Generate scenario bundles in the real Nsight Systems SQLite schema, with ground truth.
+
+Each bundle is a directory holding ``trace.sqlite`` (DDL and enum rows from real
+exports: ``nsys_schema.sql`` next to this script) and ``truth.json``, computed here
+from the intervals this script generated — with its own plain-Python interval
+merge, independent of tracetriage's analyzers.
+
+The scenarios are the seeds' case studies, simulated as a host thread issuing work
+to a GPU stream: every kernel is launched by a ``cudaLaunchKernel`` call and starts
+when both the launch has returned and the stream is free; a ``.cpu()`` is a
+``cudaMemcpyAsync`` DtoH plus a ``cudaStreamSynchronize`` that returns when the GPU
+drains; a CUDA-graph step is one ``cudaGraphLaunch`` and one GRAPH_TRACE interval.
+
+    python samples/generate.py --out samples/bundles          # all scenarios
+    python samples/generate.py --out /tmp/b --only eager_decode
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCHEMA = HERE / "nsys_schema.sql"
+
+# CUPTI_ACTIVITY_KIND_GRAPH_TRACE is not in the real exports we have (none used
+# graph replays); its columns follow CUpti_ActivityGraphTrace2 and nsys's naming
+# of the same fields in the KERNEL table.
+GRAPH_TRACE_DDL = """CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (
+    start                       INTEGER   NOT NULL,                    -- Event start timestamp (ns).
+    end                         INTEGER   NOT NULL,                    -- Event end timestamp (ns).
+    deviceId                    INTEGER   NOT NULL,                    -- Device ID.
+    contextId                   INTEGER   NOT NULL,                    -- Context ID.
+    greenContextId              INTEGER,                               -- Green context ID.
+    streamId                    INTEGER   NOT NULL,                    -- Stream ID.
+    correlationId               INTEGER,                               -- REFERENCES CUPTI_ACTIVITY_KIND_RUNTIME(correlationId)
+    globalPid                   INTEGER,                               -- Serialized GlobalId.
+    graphId                     INTEGER,                               -- Graph ID.
+    graphExecId                 INTEGER                                -- Graph exec ID.
+);"""
+
+T0 = 1_000_000_000  # captures do not start at 0
+US = 1_000
+
+
+def merge(intervals):
+    """Plain union of (start, end) pairs -> total length (independent of tracetriage)."""
+    total, cur_s, cur_e = 0, None, None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
+
+
+def clip_all(intervals, lo, hi):
+    return [(max(s, lo), min(e, hi)) for s, e in intervals if min(e, hi) > max(s, lo)]
+
+
+@dataclass
+class Rank:
+    """One process driving one GPU."""
+
+    pid: int
+    device: int
+    stream: int = 7
+    t: int = T0           # host clock
+    gpu_free: int = T0    # when the stream is next free
+    corr: int = 0
+    kernels: list = field(default_factory=list)   # (start, end, name, corr, collective)
+    graphs: list = field(default_factory=list)    # (start, end, corr, graph_id)
+    api: list = field(default_factory=list)       # (start, end, name, corr)
+    copies: list = field(default_factory=list)    # (start, end, corr, bytes, copy_kind, src_kind, dst_kind)
+    syncs: list = field(default_factory=list)     # (start, end, corr, sync_type)
+    nvtx: list = field(default_factory=list)      # (start, end, text)
+
+    @property
+    def gtid(self):
+        return (self.pid << 24) | self.pid
+
+    @property
+    def gpid(self):
+        return self.pid << 24
+
+    def _corr(self):
+        self.corr += 1
+        return self.corr
+
+    def launch(self, name, dur, launch_ns=5 * US, latency=2 * US, collective=None, not_before=0):
+        c = self._corr()
+        s = self.t
+        self.t += launch_ns
+        self.api.append((s, self.t, "cudaLaunchKernel_v7000", c))
+        ks = max(self.t + latency, self.gpu_free, not_before)
+        self.kernels.append((ks, ks + dur, name, c, collective))
+        self.gpu_free = ks + dur
+        return ks, ks + dur
+
+    def graph_launch(self, dur, graph_id=1, launch_ns=12 * US, latency=4 * US):
+        c = self._corr()
+        s = self.t
+        self.t += launch_ns
+        self.api.append((s, self.t, "cudaGraphLaunch_v10000", c))
+        gs = max(self.t + latency, self.gpu_free)
+        self.graphs.append((gs, gs + dur, c, graph_id))
+        self.gpu_free = gs + dur
+
+    def host(self, ns):
+        self.t += ns
+
+    def dtoh_sync(self, nbytes=8, pageable=False):
+        """``.cpu()``: an async DtoH copy queued behind the step, then a stream sync."""
+        c = self._corr()
+        s = self.t
+        self.t += 4 * US
+        self.api.append((s, self.t, "cudaMemcpyAsync_v3020", c))
+        cs = max(self.t + 2 * US, self.gpu_free)
+        ce = cs + 2 * US
+        self.copies.append((cs, ce, c, nbytes, 2, 2, 0 if pageable else 1))
+        self.gpu_free = ce
+        c2 = self._corr()
+        s2 = self.t
+        self.t = max(self.t + 2 * US, ce + 3 * US)
+        self.api.append((s2, self.t, "cudaStreamSynchronize_v3020", c2))
+        self.syncs.append((s2, self.t, c2, 3))
+
+    def event_sync(self, until):
+        """``cudaEventSynchronize`` on an event recorded when the GPU reaches ``until``."""
+        c = self._corr()
+        s = self.t
+        self.t = max(self.t + 2 * US, until + 3 * US)
+        self.api.append((s, self.t, "cudaEventSynchronize_v3020", c))
+        self.syncs.append((s, self.t, c, 1))
+
+    def busy_intervals(self):
+        return [(s, e) for s, e, *_ in self.kernels] + [(s, e) for s, e, *_ in self.graphs] + [(s, e) for s, e, *_ in self.copies]
+
+
+# ---------------------------------------------------------------------------
+# Scenarios: each returns (ranks, truth_extra, options)
+
+
+def _decode_kernels(rng, n):
+    names = ["gemv_kernel", "rms_norm_kernel", "rotary_embedding_kernel", "paged_attention_v1_kernel",
+             "silu_and_mul_kernel", "vectorized_elementwise_kernel", "reduce_kernel"]
+    return [(names[i % len(names)], int(rng.uniform(1.5, 3.0) * US)) for i in range(n)]
+
+
+def scenario_eager_decode(rng, nvtx=False, pyspy_frames=False):
+    """Seed case: --enforce-eager decode, ~200 launches/step, one .cpu() per step."""
+    r = Rank(pid=4101, device=0)
+    per_step = 500
+    steps = []
+    for step in range(30):
+        s0 = r.t
+        if step < 2:
+            r.host(6_000 * US)  # warm-up: first iterations compile/allocate
+        for name, dur in _decode_kernels(rng, per_step):
+            r.host(int(rng.uniform(1.0, 2.0) * US))  # Python between launches
+            r.launch(name, dur)
+        r.dtoh_sync(nbytes=8 * 32)
+        r.host(int(rng.uniform(450, 550) * US))  # custom logits processor in Python on the CPU copy
+        steps.append((s0, r.t))
+        if nvtx:
+            r.nvtx.append((s0, r.t, "decode_step"))
+    return [r], {"launches_per_step": per_step, "graph_launches_per_step": 0, "syncs_per_step": 1, "warmup_steps": 2}
+
+
+def scenario_graph_decode(rng):
+    """The same decode with the step captured in a CUDA graph (graph-trace mode)."""
+    r = Rank(pid=4202, device=0)
+    per_step = 200
+    for step in range(42):
+        if step < 2:  # warm-up and capture: eager
+            r.host(6_000 * US)
+            for name, dur in _decode_kernels(rng, per_step):
+                r.host(int(1.5 * US))
+                r.launch(name, dur)
+            r.dtoh_sync(nbytes=8 * 32)
+            continue
+        r.host(int(rng.uniform(40, 60) * US))  # prepare inputs
+        dur = sum(d for _, d in _decode_kernels(rng, per_step)) + per_step * 300  # nodes back to back
+        r.graph_launch(dur)
+        r.dtoh_sync(nbytes=8 * 32)
+        r.host(int(rng.uniform(900, 1100) * US))
+    return [r], {"launches_per_step": 0, "graph_launches_per_step": 1, "syncs_per_step": 1, "warmup_steps": 2}
+
+
+def _tp_ranks(rng, n, layers, gemm_us, allreduce_us, steps, name):
+    ranks = [Rank(pid=5000 + i, device=i) for i in range(n)]
+    for step in range(steps):
+        step_start = max(r.t for r in ranks)
+        for r in ranks:
+            r.t = step_start
+        starts = {r.pid: step_start for r in ranks}
+        for layer in range(layers):
+            for r in ranks:
+                r.host(3 * US)
+                r.launch("nvjet_hsh_gemm_tp", int(gemm_us * US * rng.uniform(0.97, 1.03)))
+                r.launch("flash_fwd_splitkv_kernel", int(gemm_us * 0.5 * US * rng.uniform(0.97, 1.03)))
+            # AllReduce: every rank's kernel waits for the last rank to arrive, then all finish together.
+            arrive = max(r.gpu_free for r in ranks)
+            for r in ranks:
+                r.host(3 * US)
+                ks, ke = r.launch(f"ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 0, collective="AllReduce")
+                r.kernels.pop()
+                ks = max(ks, r.gpu_free)
+                end = arrive + int(allreduce_us * US * rng.uniform(0.98, 1.02)) + 2 * US
+                r.kernels.append((ks, end, "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", r.corr, "AllReduce"))
+                r.gpu_free = end
+        for r in ranks:
+            r.dtoh_sync(nbytes=4 * 64)  # sampled token ids back to the scheduler
+            r.host(200 * US)
+            r.nvtx.append((starts[r.pid], r.t, "execute_model"))
+    return ranks
+
+
+def scenario_tp8_cross_island(rng):
+    """Seed case: TP=8 over two NVLink islands; AllReduce ~46% of the step."""
+    ranks = _tp_ranks(rng, 8, layers=16, gemm_us=150, allreduce_us=260, steps=24, name="tp8")
+    return ranks, {"launches_per_step": 16 * 3, "graph_launches_per_step": 0, "syncs_per_step": 1, "warmup_steps": 0}
+
+
+def scenario_tp4_island(rng):
+    """Seed case: TP=4 inside one NVLink island; AllReduce ~5% of the step."""
+    ranks = _tp_ranks(rng, 4, layers=16, gemm_us=420, allreduce_us=30, steps=24, name="tp4")
+    return ranks, {"launches_per_step": 16 * 3, "graph_launches_per_step": 0, "syncs_per_step": 1, "warmup_steps": 0}
+
+
+def scenario_prefill_stall(rng, nvtx=True):
+    """Seed case: 22 ms decode steps, a 450 ms whole-prompt prefill every ~12 steps."""
+    r = Rank(pid=4303, device=0)
+    for step in range(60):
+        s0 = r.t
+        prefill = step % 12 == 5
+        r.host(int(rng.uniform(150, 250) * US))
+        dur = int((450_000 if prefill else 21_500) * US * rng.uniform(0.98, 1.02))
+        r.graph_launch(dur, graph_id=2 if prefill else 1)
+        r.dtoh_sync(nbytes=4 * 64)
+        r.host(int(rng.uniform(150, 250) * US))
+        if nvtx:
+            r.nvtx.append((s0, r.t, "prefill" if prefill else "decode_step"))
+    return [r], {"launches_per_step": 0, "graph_launches_per_step": 1, "syncs_per_step": 1, "warmup_steps": 0}
+
+
+def scenario_healthy(rng):
+    """Compute-bound decode in CUDA graphs; the host stays ahead, no per-step sync."""
+    r = Rank(pid=4404, device=0)
+    done = []
+    for step in range(50):
+        r.host(int(rng.uniform(30, 50) * US))
+        r.graph_launch(int(rng.uniform(11_500, 12_500) * US), graph_id=1)
+        done.append(r.gpu_free)
+        if len(done) >= 2:  # async output processing: wait for the previous step only
+            r.event_sync(done[-2])
+    return [r], {"launches_per_step": 0, "graph_launches_per_step": 1, "syncs_per_step": 1, "warmup_steps": 0}
+
+
+SCENARIOS = {
+    "eager_decode": (lambda rng: scenario_eager_decode(rng), "launch-bound eager decode (--enforce-eager), one .cpu() sync per step; no NVTX"),
+    "eager_decode_nvtx": (lambda rng: scenario_eager_decode(rng, nvtx=True), "the eager decode with NVTX decode_step ranges"),
+    "graph_decode": (scenario_graph_decode, "the same decode in CUDA graphs (graph-trace mode), .cpu() sync kept"),
+    "tp8_cross_island": (scenario_tp8_cross_island, "TP=8 across two NVLink islands, AllReduce dominates; NVTX execute_model"),
+    "tp4_island": (scenario_tp4_island, "TP=4 inside one island, AllReduce ~5%; NVTX execute_model"),
+    "prefill_stall": (lambda rng: scenario_prefill_stall(rng, nvtx=True), "graph decode with periodic whole-prompt prefills; NVTX prefill/decode_step"),
+    "prefill_stall_nonvtx": (lambda rng: scenario_prefill_stall(rng, nvtx=False), "the prefill-stall run without NVTX"),
+    "healthy": (scenario_healthy, "compute-bound decode in CUDA graphs, host ahead of the GPU"),
+}
+
+
+# ---------------------------------------------------------------------------
+# Writing the nsys schema
+
+
+class Strings:
+    def __init__(self):
+        self.ids: dict[str, int] = {}
+
+    def __call__(self, s: str) -> int:
+        if s not in self.ids:
+            self.ids[s] = len(self.ids) + 1
+        return self.ids[s]
+
+
+def write_nsys(path: Path, ranks: list[Rank], scenario: str) -> None:
+    if path.exists():
+        path.unlink()
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA.read_text())
+    uses_graphs = any(r.graphs for r in ranks)
+    if uses_graphs:
+        db.execute(GRAPH_TRACE_DDL)
+    sid = Strings()
+    meta_export = [("EXPORT_PRODUCT_NAME", "NVIDIA Nsight Systems"), ("EXPORT_PRODUCT_VERSION", "2026.1.1.204"),
+                   ("EXPORT_SCHEMA_VERSION", "3.24.14"), ("TRACETRIAGE_GENERATED", scenario)]
+    db.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", meta_export)
+    db.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?, ?)", [
+        ("CUDA_GRAPH_TRACE_OPTIONS:MODE", "Graph"), ("PROCESS_0:COMMAND", "python3"),
+    ])
+    for r in ranks:
+        db.execute("INSERT INTO PROCESSES VALUES (?, ?, ?)", (r.gpid, r.pid, f"python3 -m vllm.worker rank{r.device}"))
+        db.execute("INSERT INTO ThreadNames VALUES (?, ?, ?)", (sid("python3"), 0, r.gtid))
+        k_rows = [
+            (s, e, r.device, 1, None, r.stream, c, r.gpid, sid(n), sid(n), None, 0, 0, 32, 1, 1, 1, 128, 1, 1,
+             0, 0, 0, 0, c, 0, None, None, None, None, None, None, None, None, None, None, None, None, None)
+            for s, e, n, c, _ in r.kernels
+        ]
+        db.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({','.join('?' * 39)})", k_rows)
+        db.executemany(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, ?, 0, NULL)",
+            [(s, e, r.gtid, c, sid(n)) for s, e, n, c in r.api],
+        )
+        db.executemany(
+            f"INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES ({','.join('?' * 21)})",
+            [(s, e, r.device, 1, None, r.stream, c, r.gpid, b, ck, None, sk, dk, r.device, 1, None, None, None, None, None, 1)
+             for s, e, c, b, ck, sk, dk in r.copies],
+        )
+        db.executemany(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_SYNCHRONIZATION VALUES (?, ?, ?, 1, NULL, ?, ?, ?, NULL, ?, 0, NULL)",
+            [(s, e, r.device, r.stream, c, r.gpid, st) for s, e, c, st in r.syncs],
+        )
+        if r.graphs:
+            db.executemany(
+                "INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES (?, ?, ?, 1, NULL, ?, ?, ?, ?, ?)",
+                [(s, e, r.device, r.stream, c, r.gpid, g, g) for s, e, c, g in r.graphs],
+            )
+        if r.nvtx:
+            db.executemany(
+                "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (?, ?, 59, ?, ?, 0)",
+                [(s, e, text, r.gtid) for s, e, text in r.nvtx],
+            )
+    db.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in sid.ids.items()])
+    for r in ranks:
+        db.execute("INSERT INTO TARGET_INFO_CUDA_DEVICE (gpuId, cudaId, pid, uuid, numMultiprocessors) VALUES (?, ?, ?, ?, 132)",
+                   (r.device, r.device, r.pid, f"GPU-0000000{r.device}"))
+    for dev in sorted({r.device for r in ranks}):
+        db.execute("INSERT INTO TARGET_INFO_GPU (vmId, id, name, uuid, smCount, totalMemory, cuDevice) VALUES (0, ?, 'NVIDIA H100 80GB HBM3', ?, 132, 85520809984, ?)",
+                   (dev, f"GPU-0000000{dev}", dev))
+    db.commit()
+    db.execute("VACUUM")
+    db.close()
+
+
+def truth_for(ranks: list[Rank], extra: dict, scenario: str, description: str) -> dict:
+    """Ground truth from the generated intervals, over the steady-state window.
+
+    Steps are what tracetriage should find: NVTX ranges when written, else the spans
+    between consecutive blocking syncs, else between consecutive graph launches;
+    ``extra['warmup_steps']`` leading steps are warm-up.
+    """
+    warm = extra["warmup_steps"]
+    per_rank_steps = []
+    for r in ranks:
+        if r.nvtx:
+            bounds = [(s, e) for s, e, _ in r.nvtx][warm:]
+        elif r.syncs:
+            ends = sorted(e for s, e, *_ in r.syncs)
+            # the first warm-up step ends at the first sync: it is not a sync-to-sync step
+            bounds = list(zip(ends[:-1], ends[1:]))[max(0, warm - 1):]
+        else:
+            starts = sorted(s for s, *_ in r.graphs)
+            bounds = list(zip(starts[:-1], starts[1:]))
+        per_rank_steps.append(bounds)
+    lo = min(b[0][0] for b in per_rank_steps)
+    hi = max(b[-1][1] for b in per_rank_steps)
+    devices = []
+    for r in ranks:
+        busy = merge(clip_all(r.busy_intervals(), lo, hi))
+        coll = merge(clip_all([(s, e) for s, e, n, c, col in r.kernels if col], lo, hi))
+        devices.append({
+            "pid": r.pid,
+            "device": r.device,
+            "busy_pct": 100.0 * busy / (hi - lo),
+            "collective_share_pct": 100.0 * coll / (hi - lo),
+        })
+    steps = per_rank_steps[0]
+    durations = sorted(e - s for s, e in steps)
+    return {
+        "scenario": scenario,
+        "description": description,
+        "window": {"start_ns": lo, "end_ns": hi},
+        "devices": devices,
+        "processes": len(ranks),
+        "steps": len(steps),
+        "step_p50_ns": durations[len(durations) // 2],
+        "launches_per_step": extra["launches_per_step"],
+        "graph_launches_per_step": extra["graph_launches_per_step"],
+        "syncs_per_step": extra["syncs_per_step"],
+        "kernels": sum(len(r.kernels) for r in ranks),
+        "graph_replays": sum(len(r.graphs) for r in ranks),
+        "api_calls": sum(len(r.api) for r in ranks),
+        "nvtx_ranges": sum(len(r.nvtx) for r in ranks),
+        "tolerances": {"busy_pct": 1.0, "collective_share_pct": 1.0, "steps": 1},
+    }
+
+
+def generate(out: Path, only: list[str] | None = None, seed: int = 7) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    made = []
+    for name, (fn, description) in SCENARIOS.items():
+        if only and name not in only:
+            continue
+        rng = random.Random(f"{seed}:{name}")
+        ranks, extra = fn(rng)
+        bundle = out / name
+        bundle.mkdir(exist_ok=True)
+        write_nsys(bundle / "trace.sqlite", ranks, name)
+        truth = truth_for(ranks, extra, name, description)
+        (bundle / "truth.json").write_text(json.dumps(truth, indent=2) + "\n")
+        made.append(bundle)
+    return made
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=HERE / "bundles")
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args(argv)
+    for b in generate(args.out, args.only, args.seed):
+        print(b)
+
+
+if __name__ == "__main__":
+    main()

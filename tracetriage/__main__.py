@@ -1,0 +1,3 @@
+from tracetriage.cli import main
+
+raise SystemExit(main())
