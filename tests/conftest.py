@@ -1,0 +1,38 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BUNDLES = ROOT / "samples" / "bundles"
+REAL = (ROOT.parent / "shared" / "samples" / "real").resolve()
+SCHEMA_SQL = ROOT / "samples" / "nsys_schema.sql"
+
+
+def real(fmt: str, name: str) -> Path:
+    path = REAL / fmt / name
+    if not path.exists():
+        pytest.skip(f"real sample {fmt}/{name} not present (../shared/samples/real is absent in this checkout)")
+    return path
+
+
+def bundle_names():
+    return sorted(p.name for p in BUNDLES.iterdir() if (p / "truth.json").exists())
+
+
+def truth(name):
+    return json.loads((BUNDLES / name / "truth.json").read_text())
+
+
+def run_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "tracetriage", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.fixture(scope="session")
+def analyses():
+    """Analysis of every committed bundle, computed once."""
+    from tracetriage import analyze, open_case
+
+    return {name: analyze(open_case([BUNDLES / name])) for name in bundle_names()}

@@ -1,0 +1,36 @@
+import json
+
+import pytest
+
+from conftest import BUNDLES, run_cli
+from tracetriage.cli import build_parser
+from tracetriage.errors import EXIT_FAIL_ON
+
+
+def test_every_command_has_help():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    for name, p in sub.choices.items():
+        assert p.description or p.format_help(), name
+        assert any(a.help for a in sub._choices_actions if a.dest == name), f"{name} has no help text"
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "md", "html"])
+def test_analyze_formats(fmt, tmp_path):
+    out = tmp_path / f"r.{fmt}"
+    proc = run_cli("analyze", BUNDLES / "eager_decode", "--format", fmt, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "launch_bound" in text or "Launch-bound" in text
+
+
+def test_fail_on(tmp_path):
+    assert run_cli("analyze", BUNDLES / "eager_decode", "--fail-on", "high").returncode == EXIT_FAIL_ON
+    assert run_cli("analyze", BUNDLES / "healthy", "--fail-on", "low").returncode == 0
+
+
+def test_step_range_option():
+    proc = run_cli("analyze", BUNDLES / "prefill_stall", "--step-range", "^decode_step$", "-f", "json")
+    data = json.loads(proc.stdout)
+    p = data["processes"][0]
+    assert p["steps"]["source"] == "nvtx" and p["steps"]["count"] == 55  # 60 steps, 5 of them prefill

@@ -1,0 +1,97 @@
+"""Bad input: one line naming the file and the problem, a distinct exit code, no traceback."""
+
+import shutil
+import sqlite3
+
+import pytest
+
+from conftest import BUNDLES, SCHEMA_SQL, run_cli
+from tracetriage.errors import EXIT_INPUT, EXIT_NOTHING, EXIT_USAGE
+
+
+def assert_one_line_error(proc, path, code, words):
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    err = proc.stderr.strip()
+    assert "Traceback" not in proc.stderr
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("tracetriage: error: ")
+    assert str(path) in err
+    assert words in err, err
+
+
+def test_empty_file(tmp_path):
+    p = tmp_path / "empty.sqlite"
+    p.write_bytes(b"")
+    assert_one_line_error(run_cli("analyze", p), p, EXIT_INPUT, "empty file")
+
+
+def test_text_file_named_sqlite(tmp_path):
+    p = tmp_path / "notes.sqlite"
+    p.write_text("just some notes\nnothing to see\n")
+    assert_one_line_error(run_cli("analyze", p), p, EXIT_INPUT, "not a supported input")
+
+
+def test_truncated_sqlite(tmp_path):
+    src = BUNDLES / "tp4_island" / "trace.sqlite"
+    p = tmp_path / "truncated.sqlite"
+    p.write_bytes(src.read_bytes()[: 40_000])
+    proc = run_cli("analyze", p)
+    assert proc.returncode == EXIT_INPUT, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert str(p) in proc.stderr
+
+
+def test_sqlite_of_another_program(tmp_path):
+    p = tmp_path / "app.db"
+    con = sqlite3.connect(p)
+    con.execute("create table users(id integer, name text)")
+    con.commit()
+    con.close()
+    assert_one_line_error(run_cli("analyze", p), p, EXIT_INPUT, "another program (tables: users)")
+
+
+def test_nsys_export_without_kernel_tables(tmp_path):
+    p = tmp_path / "api_only.sqlite"
+    con = sqlite3.connect(p)
+    con.executescript(SCHEMA_SQL.read_text())
+    con.execute("drop table CUPTI_ACTIVITY_KIND_KERNEL")
+    con.execute("drop table CUPTI_ACTIVITY_KIND_MEMCPY")
+    con.execute("drop table CUPTI_ACTIVITY_KIND_MEMSET")
+    con.execute("insert into StringIds values (1, 'cudaLaunchKernel_v7000')")
+    con.execute("insert into CUPTI_ACTIVITY_KIND_RUNTIME values (10, 20, 0, 16777217, 1, 1, 0, NULL)")
+    con.commit()
+    con.close()
+    assert_one_line_error(run_cli("analyze", p), p, EXIT_NOTHING, "nothing to analyze")
+
+
+def test_nsys_export_with_empty_kernel_table(tmp_path):
+    p = tmp_path / "empty_tables.sqlite"
+    con = sqlite3.connect(p)
+    con.executescript(SCHEMA_SQL.read_text())
+    con.commit()
+    con.close()
+    assert_one_line_error(run_cli("analyze", p), p, EXIT_NOTHING, "nothing to analyze")
+
+
+def test_missing_path(tmp_path):
+    p = tmp_path / "nope.sqlite"
+    assert_one_line_error(run_cli("analyze", p), p, EXIT_INPUT, "no such file")
+
+
+def test_usage_errors():
+    proc = run_cli("analyze")
+    assert proc.returncode == EXIT_USAGE and "Traceback" not in proc.stderr
+    proc = run_cli("analyze", BUNDLES / "healthy", "--step-range", "(")
+    assert proc.returncode == EXIT_USAGE and "--step-range" in proc.stderr
+
+
+def test_bundle_with_unknown_files_skips_them(tmp_path):
+    b = tmp_path / "bundle"
+    shutil.copytree(BUNDLES / "healthy", b)
+    (b / "notes.txt").write_text("operator notes\n")
+    proc = run_cli("analyze", b, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    data = json.loads(proc.stdout)
+    assert {s["path"].split("/")[-1] for s in data["skipped"]} >= {"notes.txt", "truth.json"}

@@ -1,0 +1,134 @@
+"""The nsys parser on the seven real exports: counts pinned against plain SQL.
+
+Each test re-measures with sqlite3 where cheap, and pins the figures recorded in
+shared/samples/real/nsys/SOURCES.md (measured there with plain SQL).
+"""
+
+import sqlite3
+
+import numpy as np
+import pytest
+
+from conftest import real
+from tracetriage import open_case
+from tracetriage.parsers import nsys
+
+FILES = {
+    # name: (kernels, memcpy, memset, runtime rows, nvtx rows kept, devices, processes with GPU work, version)
+    "nsys2026.2_2xH100_torchrun_nccl_flashattn_window300ms.sqlite": (4010, 1020, 269, 7466, 19118, 2, [144, 145], "2026.2.1.210"),
+    "nsys2026.2_2xH100_fastvideo_sp2_pytorch_window1s.sqlite": (3442, 904, 22, 5796, 16782, 2, [111, 112], "2026.2.1.210"),
+    "nsys2026.1_tiny_cuda_app_full_export.sqlite": (2, 1, 0, 9, 0, 1, None, "2026.1.1.204"),
+    "nsys2025.1_1xH200_nvfuser_pytorch_crossentropy.sqlite": (18, 3, 3, 990, 13513, 1, None, "2025.1.1.110"),
+    "nsys2024.6_1xH200_nvfuser_matmul.sqlite": (19, 1, 1, 968, 652, 1, None, "2024.6.2.25"),
+    "nsys2025.5_2xRTX3090_cuda_uvm_osrt_sampling.sqlite": (86, 56, 2, 170, 0, 1, None, "2025.5.1.121"),
+    "nsys2021.2_1xRTX6000_legacy_schema_no_metadata.sqlite": (12, 48, 12, 111, 0, 1, None, "2021.2.1"),
+}
+
+
+def sql(path, q):
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute(q).fetchall()
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_counts(name):
+    path = real("nsys", name)
+    kernels, memcpy, memset, runtime, ranges, ndev, pids, version = FILES[name]
+    trace = nsys.parse(str(path))
+    c = trace.counts()
+    assert c["kernels"] == kernels == sql(path, "select count(*) from CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
+    assert c["memcpy"] == memcpy
+    assert c["memset"] == memset
+    assert c["api_calls"] == runtime
+    assert c["ranges"] == ranges
+    assert c["graph_replays"] == 0
+    assert len(trace.devices) == ndev
+    if pids:
+        assert sorted(trace.gpu["pid"].unique().tolist()) == pids
+    assert trace.meta["version"] == version
+    # int64 nanoseconds, interned names, no object columns for events
+    assert trace.gpu["start"].dtype == np.int64 and str(trace.gpu["name"].dtype) == "category"
+    assert (trace.gpu["end"] >= trace.gpu["start"]).all()
+
+
+def test_torchrun_correlation_is_per_process():
+    path = real("nsys", "nsys2026.2_2xH100_torchrun_nccl_flashattn_window300ms.sqlite")
+    trace = nsys.parse(str(path))
+    k = trace.gpu[trace.gpu["kind"] == "kernel"]
+    assert len(k.merge(trace.api, on=["pid", "correlation"])) == 3986
+    # the naive join on correlationId alone is what the file warns about
+    assert len(k.merge(trace.api, on=["correlation"])) == 4280
+    assert sql(path, "select count(*) from CUPTI_ACTIVITY_KIND_KERNEL k join CUPTI_ACTIVITY_KIND_RUNTIME r "
+                     "on k.correlationId=r.correlationId and (k.globalPid>>24)=(r.globalTid>>24)")[0][0] == 3986
+
+
+def test_torchrun_categories_and_collectives():
+    path = real("nsys", "nsys2026.2_2xH100_torchrun_nccl_flashattn_window300ms.sqlite")
+    trace = nsys.parse(str(path))
+    cats = trace.api["category"].value_counts()
+    # 3604 cudaLaunchKernel_v7000 + 402 driver cuLaunchKernelEx
+    assert cats["launch"] == 4006
+    assert cats["sync"] == 33  # cudaStreamSynchronize
+    assert cats["memcpy_async"] == 1018
+    assert cats["memset"] == 268
+    assert "cudaLaunchKernel" in set(trace.api["name"].astype(str))
+    assert not any(n.endswith("_v7000") for n in trace.api["name"].cat.categories)
+    coll = trace.gpu[trace.gpu["collective"].notna()]
+    assert len(coll) == 66 and set(coll["collective"].astype(str)) == {"SendRecv"}
+    assert set(coll["name"].astype(str)) == {"ncclDevKernel_SendRecv"}
+    # NVTX: the NCCL domain (names via textId) next to PyTorch's inline text
+    assert trace.ranges["domain"].value_counts()["domain 1"] == 462
+    assert "ncclGroupStart" in set(trace.ranges["name"].astype(str))
+
+
+def test_fastvideo_syncs_and_pageable():
+    path = real("nsys", "nsys2026.2_2xH100_fastvideo_sp2_pytorch_window1s.sqlite")
+    trace = nsys.parse(str(path))
+    types = trace.syncs["sync_type"].value_counts()
+    assert types["stream_sync"] == 8 and types["stream_wait_event"] == 236
+    m = trace.gpu[trace.gpu["kind"] == "memcpy"]
+    assert int((m["copy_kind"] == "HtoD").sum()) == 450
+    assert int(((m["copy_kind"] == "HtoD") & m["pageable"]).sum()) == 4
+    assert int((m["copy_kind"] == "DtoD").sum()) == 450
+    assert any("time window" in w for w in trace.warnings)
+
+
+def test_devices_keyed_by_process_and_mapped_to_gpu():
+    path = real("nsys", "nsys2025.5_2xRTX3090_cuda_uvm_osrt_sampling.sqlite")
+    trace = nsys.parse(str(path))
+    # TARGET_INFO_GPU id 1 is CUDA device 0 in this file: the mapping goes through TARGET_INFO_CUDA_DEVICE
+    assert trace.devices.iloc[0]["name"] == "NVIDIA GeForce RTX 3090"
+    assert trace.devices.iloc[0]["gpu_index"] == 0
+    uvm = trace.gpu[(trace.gpu["kind"] == "memcpy")]
+    assert int((uvm["copy_kind"] == "HtoD").sum()) == 4 + 25  # 4 plain + 25 unified-memory HtoD
+
+
+def test_legacy_schema_without_metadata():
+    path = real("nsys", "nsys2021.2_1xRTX6000_legacy_schema_no_metadata.sqlite")
+    trace = nsys.parse(str(path))
+    assert trace.devices.iloc[0]["name"] == "Quadro RTX 6000"
+    assert trace.meta["schema_version"] is None
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_input_file_is_byte_identical_after_analysis(name, tmp_path):
+    import hashlib
+    import os
+
+    from tracetriage import analyze
+
+    import shutil
+
+    # On a writable copy: the shared originals are read-only, which would hide a write.
+    path = tmp_path / name
+    shutil.copyfile(real("nsys", name), path)
+    path.chmod(0o644)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    mtime = os.stat(path).st_mtime_ns
+    analyze(open_case([path]))
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert os.stat(path).st_mtime_ns == mtime
+    assert not (path.parent / (path.name + "-journal")).exists()

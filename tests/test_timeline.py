@@ -1,0 +1,126 @@
+"""Interval arithmetic and gap causes on small hand-built models."""
+
+import numpy as np
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracetriage.analyzers import intervals as iv
+from tracetriage.analyzers.timeline import device_timeline
+from tracetriage.model import API_CATEGORIES, COLLECTIVE_OPS, COPY_KINDS, GPU_KINDS, Trace, api_category
+
+
+def brute_union_measure(pairs, lo, hi):
+    covered = set()
+    for s, e in pairs:
+        covered.update(range(max(s, lo), min(e, hi)))
+    return len(covered)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 200), st.integers(0, 60)), max_size=40), st.integers(0, 100), st.integers(1, 150))
+def test_union_measure_matches_brute_force(raw, lo, width):
+    pairs = [(s, s + d) for s, d in raw]
+    hi = lo + width
+    s = np.array([p[0] for p in pairs], dtype=np.int64)
+    e = np.array([p[1] for p in pairs], dtype=np.int64)
+    us, ue = iv.union(s, e)
+    cs, ce = iv.clip(us, ue, lo, hi)
+    assert iv.measure(cs, ce) == brute_union_measure(pairs, lo, hi)
+    gs, ge = iv.complement(us, ue, lo, hi)
+    assert iv.measure(gs, ge) == width - brute_union_measure(pairs, lo, hi)
+    cov = iv.Coverage(us, ue)
+    assert int(cov.overlap(np.array([lo]), np.array([hi]))[0]) == brute_union_measure(pairs, lo, hi)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 100), st.integers(1, 30)), max_size=15),
+       st.lists(st.tuples(st.integers(0, 100), st.integers(1, 30)), max_size=15))
+def test_subtract_matches_brute_force(a, b):
+    A = [(s, s + d) for s, d in a]
+    B = [(s, s + d) for s, d in b]
+    a_s, a_e = iv.union(np.array([x[0] for x in A], np.int64), np.array([x[1] for x in A], np.int64))
+    b_s, b_e = iv.union(np.array([x[0] for x in B], np.int64), np.array([x[1] for x in B], np.int64))
+    xs, xe = iv.subtract(a_s, a_e, b_s, b_e)
+    pa = set().union(*[set(range(s, e)) for s, e in A]) if A else set()
+    pb = set().union(*[set(range(s, e)) for s, e in B]) if B else set()
+    assert iv.measure(xs, xe) == len(pa - pb)
+
+
+def make_trace(kernels, calls):
+    """kernels: [(start, end)] on device 0 of pid 1; calls: [(start, end, api name)] on pid 1."""
+    gpu = pd.DataFrame({
+        "device": np.zeros(len(kernels), np.int32),
+        "stream": np.full(len(kernels), 7, np.int64),
+        "start": np.array([k[0] for k in kernels], np.int64),
+        "end": np.array([k[1] for k in kernels], np.int64),
+        "kind": pd.Categorical(["kernel"] * len(kernels), categories=GPU_KINDS),
+        "name": pd.Categorical(["k"] * len(kernels)),
+        "correlation": np.arange(len(kernels), dtype=np.int64),
+        "pid": np.ones(len(kernels), np.int64),
+        "collective": pd.Categorical([None] * len(kernels), categories=COLLECTIVE_OPS),
+        "bytes": np.zeros(len(kernels), np.int64),
+        "copy_kind": pd.Categorical([None] * len(kernels), categories=COPY_KINDS),
+        "pageable": np.zeros(len(kernels), bool),
+        "in_graph": np.zeros(len(kernels), bool),
+    })
+    api = pd.DataFrame({
+        "pid": np.ones(len(calls), np.int64),
+        "tid": np.ones(len(calls), np.int64),
+        "start": np.array([c[0] for c in calls], np.int64),
+        "end": np.array([c[1] for c in calls], np.int64),
+        "name": pd.Categorical([c[2] for c in calls]),
+        "category": pd.Categorical([api_category(c[2]) for c in calls], categories=API_CATEGORIES),
+        "correlation": np.arange(len(calls), dtype=np.int64),
+    })
+    t = Trace(path="<hand-built>", format="test", gpu=gpu, api=api)
+    t.devices = pd.DataFrame({"pid": [1], "ordinal": [0], "gpu_index": [0], "name": ["test"], "uuid": [""], "sm_count": [-1], "memory_bytes": [-1]})
+    return t
+
+
+def test_gap_inside_stream_synchronize_is_sync():
+    t = make_trace([(0, 100), (300, 400)], [(90, 290, "cudaStreamSynchronize")])
+    r = device_timeline(t, 0, 0, 400)
+    assert r["busy_pct"] == 50.0
+    assert r["gaps"]["by_cause"]["sync"] == 190
+    assert r["gaps"]["by_cause"]["host"] == 10
+    assert r["gaps"]["top"][0]["cause"] == "sync"
+
+
+def test_gap_between_two_launch_calls_is_launch_and_host():
+    # the host spends the gap inside launch calls, with a little Python between them
+    t = make_trace([(0, 10), (60, 70)], [(5, 30, "cudaLaunchKernel"), (35, 58, "cuLaunchKernelEx")])
+    r = device_timeline(t, 0, 0, 70)
+    by = r["gaps"]["by_cause"]
+    assert by["launch"] == (30 - 10) + (58 - 35)
+    assert by["host"] == 50 - by["launch"]
+    assert r["gaps"]["top"][0]["cause"] == "launch"
+
+
+def test_gap_with_no_cuda_call_is_host():
+    t = make_trace([(0, 10), (110, 120)], [(0, 5, "cudaLaunchKernel"), (105, 109, "cudaLaunchKernel")])
+    r = device_timeline(t, 0, 0, 120)
+    assert r["gaps"]["by_cause"]["host"] == 100 - 4 + 0  # 10..110 minus the launch at 105..109
+    assert r["gaps"]["by_cause"]["launch"] == 4
+
+
+def test_no_api_calls_means_unknown_not_host():
+    t = make_trace([(0, 10), (110, 120)], [])
+    r = device_timeline(t, 0, 0, 120)
+    assert r["gaps"]["by_cause"]["unknown"] == 100 and r["gaps"]["by_cause"]["host"] == 0
+
+
+def test_api_categories():
+    assert api_category("cudaLaunchKernel") == "launch"
+    assert api_category("cuLaunchKernelEx") == "launch"
+    assert api_category("hipExtModuleLaunchKernel") == "launch"
+    assert api_category("cudaGraphLaunch") == "graph_launch"
+    assert api_category("hipGraphLaunch") == "graph_launch"
+    assert api_category("cudaStreamSynchronize") == "sync"
+    assert api_category("cuCtxSynchronize") == "sync"
+    assert api_category("cudaStreamWaitEvent") == "other"  # not host-blocking
+    assert api_category("cudaMemcpyAsync") == "memcpy_async"
+    assert api_category("cudaMemcpy") == "memcpy_sync"
+    assert api_category("cuMemcpyDtoH_v2") == "memcpy_sync"
+    assert api_category("cudaMalloc") == "alloc"
+    assert api_category("cudaLaunchKernel_ptsz") == "launch"
