@@ -110,6 +110,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
                 "trace": trace.path,
                 "steps": {
                     "source": s.source,
+                    "range_name": s.range_name,
                     "count": s.count,
                     "warmup_dropped": s.warmup_dropped,
                     "prefill_count": int(s.is_prefill.sum()),

@@ -488,7 +488,7 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict) -> str:
         top = findings[0]
         if top["id"] == "healthy":
             return f"Healthy: {top['title']}"
-        return f"{top['id']}: {top['title']} — explains {top['impact_pct']:.0f}% of the {top['impact_denominator']}"
+        return f"[{top['id']}] {top['title']} — explains {top['impact_pct']:.0f}% of the {top['impact_denominator']}"
     if abstentions:
         return "No problem found in what was measured, but the verdict is incomplete: " + "; ".join(
             a["analysis"] for a in abstentions

@@ -64,6 +64,7 @@ class Steps:
     is_prefill: np.ndarray = field(default_factory=lambda: np.empty(0, bool))
     warmup_dropped: int = 0
     pattern: str | None = None
+    range_name: str | None = None  # the most common matching NVTX name (nvtx source)
 
     @property
     def count(self) -> int:
@@ -105,7 +106,8 @@ def _from_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> tuple[np.ndarray,
     prefill_cats = np.array([bool(PREFILL_NAME.search(str(c))) for c in sel["name"].cat.categories], dtype=bool)
     sc = sel["name"].cat.codes.to_numpy()
     is_prefill = (sc >= 0) & prefill_cats[np.maximum(sc, 0)]
-    return s[keep], e[keep], is_prefill[keep]
+    top = sel["name"][keep].astype(str).value_counts()
+    return s[keep], e[keep], is_prefill[keep], str(top.index[0])
 
 
 def _drop_warmup(steps: Steps) -> Steps:
@@ -129,8 +131,8 @@ def find_steps(trace: Trace, pid: int, step_range: str | None = None) -> Steps:
     ranges = trace.ranges[trace.ranges["pid"] == pid]
     got = _from_ranges(ranges, pattern)
     if got is not None:
-        s, e, pre = got
-        return _drop_warmup(Steps(pid, "nvtx", s, e, pre, pattern=pattern.pattern))
+        s, e, pre, top = got
+        return _drop_warmup(Steps(pid, "nvtx", s, e, pre, pattern=pattern.pattern, range_name=top))
     if step_range:
         return Steps(pid, "none", pattern=pattern.pattern)
     api = trace.api[trace.api["pid"] == pid]

@@ -57,7 +57,7 @@ def test_eager_decode_is_launch_bound_first_with_sync(analyses):
         a = analyses[name]
         assert ids(a)[0] == "launch_bound", ids(a)
         assert "host_sync_per_step" in ids(a)
-        assert "launch_bound" in a.headline
+        assert a.headline.startswith("[launch_bound] Launch-bound")
         lb = a.findings[0]
         assert "500 kernel launches per step" in lb["title"]
         assert lb["severity"] == "high"

@@ -1,0 +1,141 @@
+"""Charts as inline SVG, drawn by matplotlib's SVG backend (no hand-built SVG).
+
+Text stays text (``svg.fonttype = none``) so the report is small and searchable;
+matplotlib XML-escapes it. Labels from traces are also stripped of ``$`` so mathtext
+cannot interpret them.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+import matplotlib
+
+matplotlib.use("svg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+matplotlib.rcParams.update({
+    "svg.fonttype": "none",
+    "svg.hashsalt": "tracetriage",
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "figure.dpi": 96,
+})
+
+CAUSE_COLORS = {
+    "launch": "#e4572e", "sync": "#7b2cbf", "memcpy_sync": "#c77dff", "other_cuda": "#f3a712",
+    "host": "#29335c", "unknown": "#aaaaaa",
+}
+
+
+def _label(s: str, width: int = 48) -> str:
+    s = str(s).replace("$", "＄")
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    text = text[text.index("<svg"):]
+    return re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+
+
+def busy_over_time(busy: dict[str, list[float]], window_ns: int) -> str | None:
+    if not busy:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 0.6 + 0.35 * min(len(busy), 8) + 1.2))
+    n = len(next(iter(busy.values())))
+    xs = [window_ns / 1e6 * (i + 0.5) / n for i in range(n)]
+    for dev, series in list(busy.items())[:16]:
+        ax.plot(xs, series, label=_label(dev, 24), linewidth=1.2)
+    ax.set_ylim(0, 105)
+    ax.set_xlabel("time in window (ms)")
+    ax.set_ylabel("GPU busy %")
+    ax.set_title("GPU busy over time (share of each time bin covered by GPU activity)")
+    ax.legend(fontsize=7, ncol=4, loc="lower right")
+    return _svg(fig)
+
+
+def idle_by_cause(devices: list[dict]) -> str | None:
+    if not devices:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.32 * min(len(devices), 16)))
+    labels = [_label(d["id"], 24) for d in devices[:16]]
+    left = [0.0] * len(labels)
+    for cause, color in CAUSE_COLORS.items():
+        vals = [100.0 * d["gaps"]["by_cause"][cause] / (d["window_ns"] or 1) for d in devices[:16]]
+        if not any(vals):
+            continue
+        ax.barh(labels, vals, left=left, color=color, label=cause)
+        left = [a + b for a, b in zip(left, vals)]
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("% of window the GPU is idle, by what the host was doing")
+    ax.set_title("Idle time by cause")
+    ax.invert_yaxis()
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, ncol=6, loc="upper center", bbox_to_anchor=(0.5, -0.55 if len(labels) < 3 else -0.2), frameon=False)
+    return _svg(fig)
+
+
+def step_durations(steps: dict[str, dict]) -> str | None:
+    series = [(k, v) for k, v in steps.items() if v["durations"]]
+    if not series:
+        return None
+    key, v = max(series, key=lambda kv: len(kv[1]["durations"]))
+    d = sorted(x / 1e6 for x in v["durations"])
+    p50 = d[len(d) // 2]
+    p99 = d[min(len(d) - 1, int(round(0.99 * (len(d) - 1))))]
+    fig, ax = plt.subplots(figsize=(8, 2.6))
+    ax.hist(d, bins=min(60, max(10, len(d) // 2)), color="#29335c")
+    ax.axvline(p50, color="#2a9d8f", linestyle="--", label=f"p50 {p50:.2f} ms")
+    ax.axvline(p99, color="#e4572e", linestyle="--", label=f"p99 {p99:.2f} ms (tail)")
+    ax.set_xlabel("step duration (ms)")
+    ax.set_ylabel("steps")
+    ax.set_title(f"Step durations, pid {_label(key, 20)} ({len(d)} steady-state steps)")
+    ax.legend(fontsize=8)
+    return _svg(fig)
+
+
+def collective_share(devices: list[dict]) -> str | None:
+    devs = [d for d in devices if d.get("collective_count")]
+    if not devs:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.3 * min(len(devs), 16)))
+    labels = [_label(d["id"], 24) for d in devs[:16]]
+    ax.barh(labels, [d["collective_share_pct"] for d in devs[:16]], color="#f3a712", label="collective share")
+    ax.barh(labels, [d["collective_exposed_pct"] for d in devs[:16]], color="#e4572e", height=0.4, label="exposed (not overlapped)")
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("% of window")
+    ax.set_title("Collective share per rank")
+    ax.invert_yaxis()
+    ax.legend(fontsize=7)
+    return _svg(fig)
+
+
+def top_kernels(kernels: list[dict]) -> str | None:
+    if not kernels:
+        return None
+    ks = kernels[:10]
+    fig, ax = plt.subplots(figsize=(8, 0.6 + 0.3 * len(ks)))
+    ax.barh([_label(k["name"]) for k in ks], [k["share_pct"] for k in ks], color="#2a9d8f")
+    ax.set_xlabel("% of kernel time in the window")
+    ax.set_title("Top kernels")
+    ax.invert_yaxis()
+    return _svg(fig)
+
+
+def all_charts(analysis) -> list[tuple[str, str]]:
+    data, series = analysis.data, analysis.series
+    window = (data.get("window") or {}).get("duration_ns") or 1
+    charts = [
+        ("busy", busy_over_time(series.get("busy", {}), window)),
+        ("idle", idle_by_cause(data["devices"])),
+        ("steps", step_durations(series.get("steps", {}))),
+        ("collectives", collective_share(data["devices"])),
+        ("kernels", top_kernels(data.get("kernels", []))),
+    ]
+    return [(k, v) for k, v in charts if v]

@@ -1,0 +1,31 @@
+"""Self-contained HTML report: inline CSS, inline SVG charts, no script, no network.
+
+Rendered by Jinja2 with autoescaping on: every string from a trace (kernel names,
+NVTX texts, process names, log lines) is escaped. Charts are the only markup
+inserted unescaped, and they come from matplotlib, which escapes its text.
+"""
+
+from __future__ import annotations
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
+
+from tracetriage.reports.charts import all_charts
+from tracetriage.reports.view import build_view, fmt_ns
+
+
+def environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("tracetriage.reports", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["ns"] = fmt_ns
+    return env
+
+
+def render_html(analysis) -> str:
+    view = build_view(analysis.data)
+    charts = [(name, Markup(svg)) for name, svg in all_charts(analysis)]
+    return environment().get_template("report.html.j2").render(v=view, charts=charts)

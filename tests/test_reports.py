@@ -1,0 +1,93 @@
+"""Reports: HTML in a real browser, escaping of untrusted trace text, Markdown."""
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import BUNDLES, ROOT, bundle_names
+from tracetriage import analyze, open_case
+from tracetriage.reports import render
+
+ARTIFACTS = ROOT / "test-artifacts"
+EVIL_KERNEL = "</td><script>alert('k')</script>\"'{{ 7*7 }}"
+EVIL_NVTX = "decode_step <script>alert(\"n\")</script> {{ 6*7 }} <img src=http://example.com/x.png>"
+
+
+@pytest.fixture(scope="module")
+def evil_analysis(tmp_path_factory):
+    sys.path.insert(0, str(ROOT / "samples"))
+    import random
+
+    import generate
+
+    ranks, extra = generate.scenario_eager_decode(random.Random(1), nvtx=True)
+    r = ranks[0]
+    r.kernels = [(s, e, EVIL_KERNEL if i % 3 == 0 else n, c, col) for i, (s, e, n, c, col) in enumerate(r.kernels)]
+    r.nvtx = [(s, e, EVIL_NVTX) for s, e, _ in r.nvtx]
+    out = tmp_path_factory.mktemp("evil")
+    generate.write_nsys(out / "trace.sqlite", ranks, "evil")
+    return analyze(open_case([out / "trace.sqlite"]))
+
+
+def test_html_escapes_trace_text(evil_analysis):
+    html = render(evil_analysis, "html")
+    assert "<script" not in html.lower()
+    assert "<img" not in html.lower()
+    assert "&lt;script&gt;alert(" in html
+    assert "{{ 7*7 }}" in html and "{{ 6*7 }}" in html  # not evaluated by the template
+    assert "&lt;img src=http://example.com/x.png&gt;" in html  # shown as text, never fetched
+    assert 'src="http' not in html and "src=http" not in html.replace("&lt;img src=http", "")
+
+
+def test_markdown_escapes_trace_text(evil_analysis):
+    md = render(evil_analysis, "md")
+    import re
+
+    assert not re.search(r"(?<!\\)<", md), "an unescaped < reached the Markdown"
+    assert r"\<script\>" in md and r"\<img" in md
+    assert "{{ 7*7 }}" in md.replace("\\{\\{", "{{").replace("\\}\\}", "}}")
+
+
+def _chromium():
+    for c in ("/usr/bin/chromium", "/usr/bin/chromium-browser"):
+        if os.path.exists(c):
+            return c
+    return shutil.which("chromium")
+
+
+@pytest.mark.parametrize("name", bundle_names())
+def test_html_in_headless_chromium(name, analyses, tmp_path):
+    pw = pytest.importorskip("playwright.sync_api", reason="playwright not installed (.ci/run installs it)")
+    exe = _chromium()
+    if not exe:
+        pytest.skip("Debian chromium not installed (.ci/run installs it)")
+    a = analyses[name]
+    page_path = tmp_path / f"{name}.html"
+    page_path.write_text(render(a, "html"), encoding="utf-8")
+    errors, requests = [], []
+    with pw.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(page_path.as_uri())
+        page.wait_for_load_state("load")
+        assert page.locator("#headline").is_visible()
+        assert page.locator("#headline").inner_text().strip() == a.headline
+        titles = page.locator(".finding-title")
+        assert titles.count() == len(a.findings)
+        for i, f in enumerate(a.findings):
+            assert titles.nth(i).is_visible()
+            assert f["title"] in titles.nth(i).inner_text()
+        assert page.locator("figure.chart svg").count() >= 3
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+        browser.close()
+    assert errors == []
+    assert requests == [page_path.as_uri()], requests
