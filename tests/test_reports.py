@@ -48,7 +48,7 @@ def test_markdown_escapes_trace_text(evil_analysis):
 
     assert not re.search(r"(?<!\\)<", md), "an unescaped < reached the Markdown"
     assert r"\<script\>" in md and r"\<img" in md
-    assert "{{ 7*7 }}" in md.replace("\\{\\{", "{{").replace("\\}\\}", "}}")
+    assert "{{ 7*7 }}" in md.replace("\\", "") and "49" not in md.replace("\\", "").split("Top kernels")[1]
 
 
 def _chromium():
