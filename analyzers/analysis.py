@@ -157,6 +157,12 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     }
 
 
+def _tp_groups(devices: list[dict]) -> list[list[int]]:
+    """The GPU set that runs collectives together (one communicator per trace file)."""
+    coll = sorted({d["gpu_index"] for d in devices if d.get("collective_count")})
+    return [coll] if len(coll) > 1 else []
+
+
 def analyze(case, step_range: str | None = None) -> Analysis:
     multi = len(case.traces) > 1
     per_trace = [analyze_trace(t, i, multi, step_range) for i, t in enumerate(case.traces)]
@@ -180,6 +186,12 @@ def analyze(case, step_range: str | None = None) -> Analysis:
         "findings": [],
         "abstentions": [],
     }
+    if case.topologies:
+        from tracetriage.parsers import topology as topo_mod
+
+        groups = _tp_groups(devices)
+        topo = case.topologies[0]
+        data["topology"] = topo_mod.summary(topo, [g for g in groups if set(g) <= set(topo.gpus)])
     data["_step_range"] = step_range
     ctx = rules.Context(case=case, data=data, per_trace=per_trace)
     findings, abstentions = rules.evaluate(ctx)

@@ -289,6 +289,41 @@ def rule_collective_dominant(ctx: Context):
     )
 
 
+def rule_cross_island_collective(ctx: Context):
+    topo = ctx.data.get("topology")
+    if not topo:
+        return None
+    crossing = [g for g in topo["crossing_groups"] if g["islands_spanned"] > 1 or g["crosses_slow_link"]]
+    if not crossing:
+        return None
+    g = crossing[0]
+    devs = [d for d in ctx.devices if d.get("collective_count") and d["gpu_index"] in g["group"]]
+    share = float(np.mean([d["collective_share_pct"] for d in devs])) if devs else 0.0
+    exposed = float(np.mean([d["collective_exposed_pct"] for d in devs])) if devs else 0.0
+    islands_txt = " and ".join(str(i) for i in topo["islands"])
+    rec = topo.get("recommendation") or "keep each tensor-parallel group on GPUs joined by NVLink/XGMI"
+    return finding(
+        "cross_island_collective",
+        exposed,
+        f"The collective group {g['group']} spans {g['islands_spanned']} NVLink islands ({islands_txt}); worst link {g['worst_link']}",
+        [
+            ev("group", g["group"], text=f"GPUs running collectives together: {g['group']}"),
+            ev("islands", topo["islands"], text=f"NVLink/fabric islands from the topology matrix: {islands_txt}"),
+            ev("worst_link", g["worst_link"], text=f"slowest link inside the group: {g['worst_link']} (traffic crosses PCIe and the CPU interconnect)"),
+            ev("collective_share_pct", round(share, 2), "%", "window, mean over the group's ranks"),
+            ev("collective_exposed_pct", round(exposed, 2), "%", "window, mean over the group's ranks"),
+        ],
+        mechanism=(
+            f"The node is {len(topo['islands'])} NVLink islands, not one fabric; a ring or tree over all {len(g['group'])} GPUs "
+            f"must cross a {g['worst_link']} link, so every all-reduce runs at PCIe/CPU-interconnect speed instead of NVLink speed."
+        ),
+        fix=f"Do not stretch one tensor-parallel group over islands: {rec}.",
+        confirm="After the re-layout, the NCCL log shows P2P/NVLink transports only inside each communicator and the collective share of the step drops to the single-island figure.",
+        falsifier="If a TP group inside one island shows the same collective share, the link is not the cause: look at message size, NCCL algorithm/protocol choice, or rank skew.",
+        severity="high" if exposed >= 25 else "medium",
+    )
+
+
 def rule_prefill_stall(ctx: Context):
     best = None
     series = ctx.data.get("_step_series", {})
@@ -366,6 +401,7 @@ RULES: list[tuple[str, Callable]] = [
     ("host_sync_per_step", rule_host_sync_per_step),
     ("pageable_memcpy", rule_pageable_memcpy),
     ("collective_dominant", rule_collective_dominant),
+    ("cross_island_collective", rule_cross_island_collective),
     ("prefill_stall", rule_prefill_stall),
 ]
 
@@ -474,7 +510,9 @@ def evaluate(ctx: Context) -> tuple[list[dict], list[dict]]:
     healthy = rule_healthy(ctx, findings, abstentions)
     if healthy:
         findings.append(healthy)
-    findings.sort(key=lambda f: (-f["impact_pct"], -SEVERITIES.index(f["severity"])))
+    # Ties: the root cause before its symptom (a crossing link explains the collective share).
+    order = {"cross_island_collective": 0}
+    findings.sort(key=lambda f: (-f["impact_pct"], -SEVERITIES.index(f["severity"]), order.get(f["id"], 1)))
     # Healthy only fires when nothing reaches medium: it is then the verdict, first.
     findings.sort(key=lambda f: f["id"] != "healthy")
     for p in ctx.per_trace:
@@ -484,6 +522,10 @@ def evaluate(ctx: Context) -> tuple[list[dict], list[dict]]:
 
 
 def headline(findings: list[dict], abstentions: list[dict], data: dict) -> str:
+    if not data["devices"]:
+        topo = data.get("topology")
+        what = f"topology: {len(topo['gpus'])} GPUs in islands {topo['islands']}" if topo else "side artifacts only"
+        return f"No GPU trace given, so no timeline verdict; {what}"
     if findings:
         top = findings[0]
         if top["id"] == "healthy":

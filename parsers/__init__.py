@@ -46,4 +46,12 @@ def load(case, path: Path, kind: str) -> None:
         case.traces.append(trace)
         case.inputs.append(_trace_input(trace))
         return
+    if kind == "topology":
+        from tracetriage.parsers import topology
+
+        topo = topology.parse(str(path))
+        case.topologies.append(topo)
+        case.inputs.append({"path": str(path), "kind": "topology", "version": None, "warnings": list(topo.warnings),
+                            "counts": None})
+        return
     raise NotReadableYet(path, f"recognised as {READERS.get(kind, kind)}, which this version cannot read yet")

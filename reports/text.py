@@ -46,6 +46,15 @@ def render_text(analysis) -> str:
         out.append(f"    confirm:   {f['confirm']}")
         out.append(f"    falsifier: {f['falsifier']}")
         out.append("")
+    topo = v.get("topology")
+    if topo:
+        out.append(f"TOPOLOGY {topo['path']}: {len(topo['gpus'])} GPUs, {topo['nics']} NICs, islands {topo['islands']}")
+        out.append("  NUMA per GPU: " + ", ".join(f"GPU{g}:{n}" for g, n in topo["numa"].items()))
+        for g in topo["crossing_groups"]:
+            out.append(f"  group {g['group']}: spans {g['islands_spanned']} island(s), worst link {g['worst_link']}")
+        if topo.get("recommendation"):
+            out.append(f"  recommendation: {topo['recommendation']}")
+        out.append("")
     if v["abstentions"]:
         out.append("NOT MEASURED")
         for a in v["abstentions"]:

@@ -404,6 +404,27 @@ def truth_for(ranks: list[Rank], extra: dict, scenario: str, description: str) -
     }
 
 
+def topo_two_islands() -> str:
+    """``nvidia-smi topo -m`` of an 8-GPU node made of two NV18 islands joined by SYS."""
+    gpus = [f"GPU{i}" for i in range(8)]
+    lines = ["\t" + "\t".join(gpus) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"]
+    for a in range(8):
+        cells = [" X " if a == b else ("NV18" if a // 4 == b // 4 else "SYS") for b in range(8)]
+        cpus, node = ("0-47,96-143", 0) if a < 4 else ("48-95,144-191", 1)
+        lines.append(f"GPU{a}\t" + "\t".join(cells) + f"\t{cpus}\t{node}\t\tN/A")
+    lines += ["", "Legend:", "", "  X    = Self",
+              "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)",
+              "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node",
+              "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
+              "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
+              "  PIX  = Connection traversing at most a single PCIe bridge",
+              "  NV#  = Connection traversing a bonded set of # NVLinks", ""]
+    return "\n".join(lines)
+
+
+SIDE_ARTIFACTS = {"tp8_cross_island": {"topo.txt": topo_two_islands}, "tp4_island": {"topo.txt": topo_two_islands}}
+
+
 def generate(out: Path, only: list[str] | None = None, seed: int = 7) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     made = []
@@ -415,7 +436,12 @@ def generate(out: Path, only: list[str] | None = None, seed: int = 7) -> list[Pa
         bundle = out / name
         bundle.mkdir(exist_ok=True)
         write_nsys(bundle / "trace.sqlite", ranks, name)
+        for fname, make in SIDE_ARTIFACTS.get(name, {}).items():
+            (bundle / fname).write_text(make())
         truth = truth_for(ranks, extra, name, description)
+        if name in SIDE_ARTIFACTS:
+            truth["islands"] = [[0, 1, 2, 3], [4, 5, 6, 7]]
+            truth["crosses_islands"] = len({r.device // 4 for r in ranks}) > 1
         (bundle / "truth.json").write_text(json.dumps(truth, indent=2) + "\n")
         made.append(bundle)
     return made

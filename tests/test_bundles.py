@@ -33,7 +33,7 @@ def test_metrics_match_truth(name, analyses):
         assert p["graph_launches_per_step"] == t["graph_launches_per_step"]
         assert p["syncs_per_step"] == t["syncs_per_step"]
         assert abs(p["steps"]["count"] - t["steps"]) <= t["tolerances"]["steps"]
-    counts = data["inputs"][0]["counts"]
+    counts = next(i for i in data["inputs"] if i["kind"] == "nsys")["counts"]
     assert counts["kernels"] == t["kernels"]
     assert counts["graph_replays"] == t["graph_replays"]
     assert counts["api_calls"] == t["api_calls"]
@@ -70,21 +70,29 @@ def test_graph_decode_is_not_launch_bound_and_not_idle(analyses):
     d = a.data["devices"][0]
     # graph replays count as busy: the decode in graphs must not look idle
     assert d["busy_pct"] > 30
-    assert a.data["inputs"][0]["counts"]["graph_replays"] == 42 - 2
+    assert next(i for i in a.data["inputs"] if i["kind"] == "nsys")["counts"]["graph_replays"] == 42 - 2
 
 
 def test_tp8_collective_dominant(analyses):
     a = analyses["tp8_cross_island"]
-    assert ids(a)[0] == "collective_dominant"
+    assert ids(a)[:2] == ["cross_island_collective", "collective_dominant"], ids(a)
+    t = truth("tp8_cross_island")
+    topo = a.data["topology"]
+    assert topo["islands"] == t["islands"]
+    assert topo["crossing_groups"][0]["islands_spanned"] == 2 and topo["crossing_groups"][0]["worst_link"] == "SYS"
+    assert "numactl --cpunodebind=0 --membind=0 CUDA_VISIBLE_DEVICES=0,1,2,3" in topo["recommendation"]
+    assert "numactl --cpunodebind=1 --membind=1 CUDA_VISIBLE_DEVICES=4,5,6,7" in topo["recommendation"]
     assert len(a.data["devices"]) == 8 and len({d["pid"] for d in a.data["devices"]}) == 8
     assert all(d["collective_share_pct"] > 40 for d in a.data["devices"])
     assert a.data["collective_skew"]["matched"] > 0
-    assert any(x["analysis"] == "topology" for x in a.data["abstentions"])
+    assert not any(x["analysis"] == "topology" for x in a.data["abstentions"])
 
 
 def test_tp4_not_collective_dominant(analyses):
     a = analyses["tp4_island"]
     assert "collective_dominant" not in ids(a)
+    assert "cross_island_collective" not in ids(a)
+    assert a.data["topology"]["crossing_groups"][0] == {"group": [0, 1, 2, 3], "islands_spanned": 1, "worst_link": "NV18", "crosses_slow_link": False}
     assert all(d["collective_share_pct"] < 10 for d in a.data["devices"])
 
 

@@ -1,0 +1,175 @@
+"""``nvidia-smi topo -m`` (and the same grammar from ``mx-smi topo``) -> a link graph.
+
+Real shapes handled: tabs or spaces, a shell prompt line first, ANSI colour codes,
+NIC columns and the NIC legend, the ``CPU Affinity`` / ``NUMA Affinity`` /
+``GPU NUMA ID`` / ``Node Affinity`` columns in any order, ``N/A``, CPU ranges with
+hyper-thread siblings (``0-51,104-155``), NIC rows without affinity cells.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from tracetriage.errors import TraceFormatError
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_DEV = re.compile(r"^(GPU|NIC)\d+$")
+# Link types from fastest to slowest; NV#, XGMI and MX are GPU-to-GPU fabrics.
+LINK_RANK = ["NV", "XGMI", "MX", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC", "NA"]
+FAST = ("NV", "XGMI", "MX")
+SLOW = ("PHB", "NODE", "SYS", "SOC")
+
+
+def link_class(link: str) -> str:
+    if re.match(r"^NV\d+$", link) or link.startswith("NVL"):
+        return "NV"
+    return link if link in LINK_RANK else "NA"
+
+
+@dataclass
+class Topology:
+    path: str
+    kind: str
+    graph: nx.Graph
+    gpus: list[int]
+    nics: dict[str, str] = field(default_factory=dict)
+    cpu_affinity: dict[int, str] = field(default_factory=dict)
+    numa: dict[int, int | None] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def link(self, a: int, b: int) -> str:
+        return self.graph.edges[f"GPU{a}", f"GPU{b}"]["link"]
+
+
+def _split_header(line: str) -> tuple[list[str], list[str]]:
+    cells = [c for c in re.split(r"\t+|\s{2,}", line.strip()) if c]
+    devs, extra = [], []
+    for c in cells:
+        toks = c.split()
+        if all(_DEV.match(t) for t in toks):
+            devs.extend(toks)
+        else:
+            extra.append(c.strip())
+    return devs, extra
+
+
+def parse(path: str, text: str | None = None) -> Topology:
+    if text is None:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    lines = [_ANSI.sub("", ln).rstrip("\r\n") for ln in text.splitlines()]
+    header_i = next((i for i, ln in enumerate(lines) if re.match(r"^\s*GPU0\b", ln.strip()) and "GPU1" in ln or re.match(r"^\s+GPU0\s*$", ln)), None)
+    if header_i is None:
+        header_i = next((i for i, ln in enumerate(lines) if re.match(r"^\s+GPU0(\s|$)", ln)), None)
+    if header_i is None:
+        raise TraceFormatError(path, "topology matrix without a GPU0 header row")
+    devs, extra = _split_header(lines[header_i])
+    if not devs:
+        raise TraceFormatError(path, "topology header names no GPU columns")
+    g = nx.Graph()
+    for d in devs:
+        g.add_node(d, kind=d[:3])
+    topo = Topology(path=str(path), kind="nvidia-smi", graph=g, gpus=[])
+    seen_rows = 0
+    for ln in lines[header_i + 1:]:
+        toks = ln.split()
+        if not toks or not _DEV.match(toks[0]):
+            if seen_rows and (not toks or toks[0].startswith("Legend")):
+                break
+            continue
+        name = toks[0]
+        cells = toks[1:1 + len(devs)]
+        rest = toks[1 + len(devs):]
+        if len(cells) < len(devs):
+            topo.warnings.append(f"row {name} has {len(cells)} of {len(devs)} link cells")
+        seen_rows += 1
+        for other, cell in zip(devs, cells):
+            if other != name and cell != "X":
+                g.add_edge(name, other, link=cell, link_class=link_class(cell))
+        if name.startswith("GPU"):
+            idx = int(name[3:])
+            topo.gpus.append(idx)
+            values = dict(zip(extra, _affinity_values(rest, len(extra))))
+            topo.cpu_affinity[idx] = values.get("CPU Affinity", "")
+            numa = values.get("NUMA Affinity") or values.get("Node Affinity")
+            topo.numa[idx] = int(numa) if numa and re.match(r"^\d+$", numa) else None
+    for m in re.finditer(r"^\s*(NIC\d+):\s*(\S+)", "\n".join(lines), re.M):
+        topo.nics[m.group(1)] = m.group(2)
+    if not topo.gpus:
+        raise TraceFormatError(path, "topology matrix without GPU rows")
+    return topo
+
+
+def _affinity_values(rest: list[str], n: int) -> list[str]:
+    """Affinity cells: CPU lists never contain spaces, so one token per column."""
+    return rest[:n] + [""] * max(0, n - len(rest))
+
+
+# ---------------------------------------------------------------------------
+# Analysis (pure functions of the Topology)
+
+
+def islands(topo: Topology) -> list[list[int]]:
+    """Connected components of GPUs over GPU fabric links (NV#, XGMI, MX)."""
+    h = nx.Graph()
+    h.add_nodes_from(topo.gpus)
+    for a, b, data in topo.graph.edges(data=True):
+        if a.startswith("GPU") and b.startswith("GPU") and data["link_class"] in FAST:
+            h.add_edge(int(a[3:]), int(b[3:]))
+    return sorted((sorted(c) for c in nx.connected_components(h)), key=lambda c: c[0])
+
+
+def worst_link(topo: Topology, group: list[int]) -> str | None:
+    worst, rank = None, -1
+    for i, a in enumerate(group):
+        for b in group[i + 1:]:
+            if not topo.graph.has_edge(f"GPU{a}", f"GPU{b}"):
+                continue
+            link = topo.link(a, b)
+            r = LINK_RANK.index(link_class(link))
+            if r > rank:
+                worst, rank = link, r
+    return worst
+
+
+def summary(topo: Topology, groups: list[list[int]] | None = None) -> dict:
+    isl = islands(topo)
+    out = {
+        "path": topo.path,
+        "kind": topo.kind,
+        "gpus": topo.gpus,
+        "nics": len([n for n in topo.graph.nodes if n.startswith("NIC")]),
+        "islands": isl,
+        "numa": {str(k): v for k, v in topo.numa.items()},
+        "cpu_affinity": {str(k): v for k, v in topo.cpu_affinity.items()},
+        "links": {f"GPU{a}": {f"GPU{b}": topo.link(a, b) for b in topo.gpus if b != a and topo.graph.has_edge(f"GPU{a}", f"GPU{b}")} for a in topo.gpus},
+        "crossing_groups": [],
+        "recommendation": recommendation(topo, isl),
+    }
+    for group in groups or []:
+        spanned = [i for i in isl if set(i) & set(group)]
+        wl = worst_link(topo, group)
+        out["crossing_groups"].append({
+            "group": sorted(group),
+            "islands_spanned": len(spanned),
+            "worst_link": wl,
+            "crosses_slow_link": bool(wl and link_class(wl) in SLOW),
+        })
+    return out
+
+
+def recommendation(topo: Topology, isl: list[list[int]]) -> str | None:
+    if len(isl) < 2 or min(len(i) for i in isl) < 2:
+        return None  # one fabric, or no GPU fabric at all (PCIe-only): nothing to split
+    sizes = {len(i) for i in isl}
+    parts = []
+    for group in isl:
+        nodes = {topo.numa.get(g) for g in group}
+        node = next(iter(nodes)) if len(nodes) == 1 else None
+        pin = f"numactl --cpunodebind={node} --membind={node} " if node is not None else ""
+        parts.append(f"{pin}CUDA_VISIBLE_DEVICES={','.join(map(str, group))}")
+    tp = f"TP={len(isl[0])}" if len(sizes) == 1 else "one TP group"
+    return f"run {len(isl)} instances of {tp}, one per NVLink/fabric island, each pinned to its NUMA node: " + "; ".join(parts)
