@@ -142,6 +142,29 @@ def _version(db: Database, export: dict[str, str]) -> str | None:
     return None
 
 
+def _gpu_rows(df: pd.DataFrame, kind: str, name, *, collective=None, nbytes=None, copy_kind=None,
+              pageable=None, in_graph=None) -> pd.DataFrame:
+    """The common columns of one GPU activity table, shaped for the model's ``gpu`` table."""
+    n = len(df)
+    return pd.DataFrame(
+        {
+            "dev": df["dev"].to_numpy(np.int64),
+            "stream": df["stream"].to_numpy(np.int64),
+            "start": df["start"].to_numpy(np.int64),
+            "end": df["end"].to_numpy(np.int64),
+            "kind": kind,
+            "name": name,
+            "correlation": df["correlation"].to_numpy(np.int64),
+            "pid": pid_of(df["gpid"].to_numpy(np.int64)),
+            "collective": collective,
+            "bytes": np.zeros(n, dtype=np.int64) if nbytes is None else nbytes,
+            "copy_kind": copy_kind,
+            "pageable": np.zeros(n, dtype=bool) if pageable is None else pageable,
+            "in_graph": df["node"].to_numpy(np.int64) >= 0 if in_graph is None else in_graph,
+        }
+    )
+
+
 def _kernels(db: Database, strings: _Strings) -> pd.DataFrame | None:
     if not db.has(KERNEL):
         return None
@@ -157,23 +180,7 @@ def _kernels(db: Database, strings: _Strings) -> pd.DataFrame | None:
     )
     name = strings.categorical(df["name_id"].to_numpy(np.int64))
     ops = classify_categories(name, collective_op)
-    return pd.DataFrame(
-        {
-            "dev": df["dev"].to_numpy(np.int64),
-            "stream": df["stream"].to_numpy(np.int64),
-            "start": df["start"].to_numpy(np.int64),
-            "end": df["end"].to_numpy(np.int64),
-            "kind": "kernel",
-            "name": name.astype(object) if len(name) == 0 else name,
-            "correlation": df["correlation"].to_numpy(np.int64),
-            "pid": pid_of(df["gpid"].to_numpy(np.int64)),
-            "collective": ops,
-            "bytes": np.zeros(len(df), dtype=np.int64),
-            "copy_kind": None,
-            "pageable": np.zeros(len(df), dtype=bool),
-            "in_graph": df["node"].to_numpy(np.int64) >= 0,
-        }
-    )
+    return _gpu_rows(df, "kernel", name, collective=ops)
 
 
 def _copies(db: Database, table: str, kind: str) -> pd.DataFrame | None:
@@ -203,23 +210,8 @@ def _copies(db: Database, table: str, kind: str) -> pd.DataFrame | None:
         kinds = np.full(n, None, dtype=object)
         pageable = np.zeros(n, dtype=bool)
         names = np.full(n, "memset", dtype=object)
-    return pd.DataFrame(
-        {
-            "dev": df["dev"].to_numpy(np.int64),
-            "stream": df["stream"].to_numpy(np.int64),
-            "start": df["start"].to_numpy(np.int64),
-            "end": df["end"].to_numpy(np.int64),
-            "kind": kind,
-            "name": pd.Categorical(names.astype(object)),
-            "correlation": df["correlation"].to_numpy(np.int64),
-            "pid": pid_of(df["gpid"].to_numpy(np.int64)),
-            "collective": None,
-            "bytes": df["bytes"].to_numpy(np.int64),
-            "copy_kind": kinds,
-            "pageable": pageable,
-            "in_graph": df["node"].to_numpy(np.int64) >= 0,
-        }
-    )
+    return _gpu_rows(df, kind, pd.Categorical(names.astype(object)), nbytes=df["bytes"].to_numpy(np.int64),
+                     copy_kind=kinds, pageable=pageable)
 
 
 def _copy_kind_names(db: Database) -> dict[int, str]:
@@ -255,23 +247,8 @@ def _graph_replays(db: Database) -> pd.DataFrame | None:
     if names is None:  # many replays: intern ids first, then format once per distinct id
         codes, uniq = pd.factorize(df["graph"])
         names = pd.Categorical.from_codes(codes, categories=[f"graph {g}" for g in uniq])
-    return pd.DataFrame(
-        {
-            "dev": df["dev"].to_numpy(np.int64),
-            "stream": df["stream"].to_numpy(np.int64),
-            "start": df["start"].to_numpy(np.int64),
-            "end": df["end"].to_numpy(np.int64),
-            "kind": "graph",
-            "name": pd.Categorical(names) if not isinstance(names, pd.Categorical) else names,
-            "correlation": df["correlation"].to_numpy(np.int64),
-            "pid": pid_of(df["gpid"].to_numpy(np.int64)),
-            "collective": None,
-            "bytes": np.zeros(n, dtype=np.int64),
-            "copy_kind": None,
-            "pageable": np.zeros(n, dtype=bool),
-            "in_graph": np.ones(n, dtype=bool),
-        }
-    )
+    df["node"] = 0  # a replay is graph work by definition
+    return _gpu_rows(df, "graph", pd.Categorical(names) if not isinstance(names, pd.Categorical) else names)
 
 
 def _api(db: Database, strings: _Strings) -> pd.DataFrame | None:
