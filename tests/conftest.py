@@ -36,3 +36,8 @@ def analyses():
     from tracetriage import analyze, open_case
 
     return {name: analyze(open_case([BUNDLES / name])) for name in bundle_names()}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite tests/golden/*.json from the current analysis (on purpose, then review the diff)")

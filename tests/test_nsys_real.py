@@ -132,3 +132,19 @@ def test_input_file_is_byte_identical_after_analysis(name, tmp_path):
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     assert os.stat(path).st_mtime_ns == mtime
     assert not (path.parent / (path.name + "-journal")).exists()
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_real_json_validates_against_schema(name):
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    from tracetriage import analyze
+    from tracetriage.reports import render
+
+    schema = json.loads((Path(__file__).resolve().parent.parent / "reports" / "analysis.schema.json").read_text())
+    data = json.loads(render(analyze(open_case([real("nsys", name)])), "json"))
+    jsonschema.validate(data, schema)
+    assert data["headline"]
