@@ -187,11 +187,31 @@ def analyze(case, step_range: str | None = None) -> Analysis:
         "abstentions": [],
     }
     if case.topologies:
-        from tracetriage.parsers import topology as topo_mod
+        from tracetriage.analyzers import topology as topo_mod
 
         groups = _tp_groups(devices)
         topo = case.topologies[0]
         data["topology"] = topo_mod.summary(topo, [g for g in groups if set(g) <= set(topo.gpus)])
+    if case.nccl_logs:
+        from tracetriage.analyzers import nccl as nccl_mod
+
+        data["nccl"] = [nccl_mod.summary(log) for log in case.nccl_logs]
+    if case.pyspy:
+        from tracetriage.analyzers import hotframes
+
+        hf = hotframes.hot_frames(case.pyspy)
+        data["hot_frames"] = [
+            {"frame": f["frame"], "share_pct": f["share_pct"], "self_pct": f["self_pct"], "user_pct": f["user_pct"],
+             "calls_sync": f["calls_sync"]}
+            for f in hf["frames"]
+        ]
+        data["host_profile"] = {
+            "total_samples": hf["total_samples"],
+            "idle_samples": hf["idle_samples"],
+            "user_frames": hf["user"],
+            "captures": [{"path": c.path, "format": c.format, "threads": c.threads, "idle_threads": c.idle_threads,
+                          "processes": {str(k): v for k, v in c.processes.items()}} for c in case.pyspy],
+        }
     data["_step_range"] = step_range
     ctx = rules.Context(case=case, data=data, per_trace=per_trace)
     findings, abstentions = rules.evaluate(ctx)

@@ -34,6 +34,9 @@ THRESHOLDS = {
     "pageable_min_count": (1, "any pageable async copy in steady state serializes with the host"),
     "healthy_busy_min_pct": (80.0, "every device busy at least 80% of the window"),
     "host_idle_pyspy_hint_pct": (10.0, "idle host-code time above 10% of the window deserves a py-spy capture"),
+    "python_frame_min_pct": (15.0, "one user frame holding 15% of the host's non-idle samples is a hot spot worth moving off the step's critical path"),
+    "python_min_samples": (100, "a share needs a sampling profile (py-spy record); one dump is a snapshot per thread, not a profile"),
+    "python_host_idle_min_pct": (5.0, "the GPU must idle at least 5% of the window in host code for Python to matter"),
 }
 
 
@@ -291,7 +294,10 @@ def rule_collective_dominant(ctx: Context):
 
 def rule_cross_island_collective(ctx: Context):
     topo = ctx.data.get("topology")
+    slow_paths = [p for log in (ctx.data.get("nccl") or []) for p in log["intra_node_slow_paths"]]
     if not topo:
+        if slow_paths:
+            return _cross_island_from_nccl(ctx, slow_paths)
         return None
     crossing = [g for g in topo["crossing_groups"] if g["islands_spanned"] > 1 or g["crosses_slow_link"]]
     if not crossing:
@@ -321,6 +327,109 @@ def rule_cross_island_collective(ctx: Context):
         confirm="After the re-layout, the NCCL log shows P2P/NVLink transports only inside each communicator and the collective share of the step drops to the single-island figure.",
         falsifier="If a TP group inside one island shows the same collective share, the link is not the cause: look at message size, NCCL algorithm/protocol choice, or rank skew.",
         severity="high" if exposed >= 25 else "medium",
+    )
+
+
+def _cross_island_from_nccl(ctx: Context, slow_paths: list[dict]):
+    devs = [d for d in ctx.devices if d.get("collective_count")]
+    exposed = float(np.mean([d["collective_exposed_pct"] for d in devs])) if devs else 0.0
+    hops = ", ".join(f"{p['from_dev']}->{p['to_dev']} via {p['via']}" for p in slow_paths[:6])
+    return finding(
+        "cross_island_collective",
+        exposed,
+        f"NCCL routes {len(slow_paths)} intra-node hop(s) through SHM/network instead of P2P ({hops})",
+        [
+            ev("slow_hops", len(slow_paths), "hops", text=f"intra-node hops not using P2P: {hops}"),
+            ev("collective_exposed_pct", round(exposed, 2), "%", "window, mean over ranks") if devs else ev("trace", "none", text="no GPU trace: time share not measured"),
+        ],
+        mechanism="Some GPUs of the communicator cannot reach each other by NVLink/P2P (different islands or sockets, or P2P disabled), so NCCL stages those hops through host shared memory or the NIC: every collective runs at the speed of that hop.",
+        fix="Keep each tensor-parallel group inside one NVLink island (nvidia-smi topo -m shows them) and run one instance per island pinned with numactl; check that NCCL_P2P_DISABLE / NCCL_P2P_LEVEL are not set.",
+        confirm="The NCCL INFO log shows P2P (or NVLS) on every intra-node hop after the change, and the collective share of the step drops.",
+        falsifier="If P2P is impossible on this box anyway (PCIe-only, no peer access) and the share is unchanged with a smaller group, the cost is inherent to the hardware: reduce the TP degree instead.",
+        severity="high" if exposed >= 25 else "medium",
+    )
+
+
+def rule_python_host_overhead(ctx: Context):
+    prof = ctx.data.get("host_profile")
+    if not prof or not prof["user_frames"]:
+        return None
+    top = prof["user_frames"][0]
+    if top["share_pct"] < t("python_frame_min_pct") or prof["total_samples"] < t("python_min_samples"):
+        return None
+    devs = [d for d in ctx.devices if d["window_ns"]]
+    if devs:
+        d = max(devs, key=lambda x: x["gaps"]["by_cause"]["host"] / x["window_ns"])
+        host_idle = 100.0 * d["gaps"]["by_cause"]["host"] / d["window_ns"]
+        if host_idle < t("python_host_idle_min_pct"):
+            return None
+        impact = min(host_idle, top["share_pct"])
+        denom = "window"
+        link = f"the GPU ({d['id']}) idles {host_idle:.1f}% of the window while the host is in no CUDA call"
+    else:
+        impact = top["share_pct"]
+        denom = "host samples (no GPU trace to weigh it against)"
+        link = "no GPU trace in the case: the share is of the host's samples only"
+    sync_txt = f"; {top['sync_pct']:.1f}% of samples are inside a host sync it calls (.cpu()/.item()/synchronize)" if top["calls_sync"] else ""
+    return finding(
+        "python_host_overhead",
+        impact,
+        f"Python on the critical path: {top['frame']} holds {top['share_pct']:.0f}% of host samples{sync_txt}",
+        [
+            ev("frame", top["frame"], text=f"hot user frame: {top['frame']}"),
+            ev("share_pct", top["share_pct"], "%", f"{prof['total_samples']:,} non-idle py-spy samples", text=f"{top['share_pct']:.1f}% of {prof['total_samples']:,} non-idle py-spy samples are inside it ({top['self_pct']:.1f}% in its own code)"),
+            ev("calls_sync", top["calls_sync"], text="it calls a host-syncing operation" if top["calls_sync"] else "no host sync below it"),
+            ev("host_idle", link, text=link),
+        ],
+        mechanism=(
+            f"Each step runs {top['frame'].split(' (')[0]} in Python on the host"
+            + (", and it waits for the GPU inside it (a .cpu()/.item() read-back)" if top["calls_sync"] else "")
+            + "; while it runs nothing is queued, so the GPU idles for its whole duration."
+        ),
+        fix="Move the work onto the GPU (vectorize the logits processor / stopping check over the batch with torch ops, no .cpu()/.item()), or run it asynchronously one step behind so the next step is launched first.",
+        confirm="py-spy record again under the same load: the frame's share drops, and the trace's idle time with no CUDA call (host cause) shrinks by about the same amount; tokens/s rises.",
+        falsifier="If the frame is made cheap and the GPU idle time with no CUDA call does not change, the time is elsewhere (scheduler, tokenizer, another thread holding the GIL): compare py-spy with --idle and per-thread.",
+        denominator=denom,
+    )
+
+
+def rule_nccl_errors(ctx: Context):
+    logs = ctx.data.get("nccl") or []
+    warns = [(log, w) for log in logs for w in log["warnings"]]
+    if not warns:
+        return None
+    first_log, first = warns[0]
+    kinds: dict[str, int] = {}
+    for _, w in warns:
+        key = w["message"].split(":")[0][:60]
+        kinds[key] = kinds.get(key, 0) + 1
+    ranks = sorted({f"{w['host']}:{w['pid']} [dev {w['cuda_dev']}]" for _, w in warns})
+    net = any("NET/IB" in w["message"] or "socket" in w["message"].lower() for _, w in warns)
+    return finding(
+        "nccl_errors",
+        100.0,
+        f"{len(warns)} NCCL WARN line(s): {first['message'][:140]}",
+        [
+            ev("warn_count", len(warns), "lines", text=f"{len(warns)} WARN lines from {len(ranks)} process(es)"),
+            ev("first", first["message"], text=f"first: [{first.get('time') or 'no timestamp'}] {first['host']}:{first['pid']} dev {first['cuda_dev']} {first.get('location') or ''}: {first['message']}"),
+            ev("kinds", kinds, text="by message: " + "; ".join(f"{k} x{n}" for k, n in kinds.items())),
+            ev("ranks", ranks[:8], text="from: " + ", ".join(ranks[:8]) + (" ..." if len(ranks) > 8 else "")),
+        ],
+        mechanism=(
+            "A collective failed or could not connect: every rank of the communicator blocks in the same collective, so "
+            "the whole server stalls or dies, whatever the other metrics say."
+            + (" The messages point at the network path (IB completion errors / socket connects)." if net else "")
+        ),
+        fix=(
+            "Fix the failing path first: for NET/IB completion errors check the HCA/port named (ibstat, link flaps, "
+            "NCCL_IB_HCA / GID index for RoCE); for refused or timed-out socket connects check that every node reaches "
+            "the master address/port and NCCL_SOCKET_IFNAME names the right interface."
+            if net else "Read the first WARN's source location and message; re-run with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see the failing step."
+        ),
+        confirm="After the fix, all ranks log Init COMPLETE and no WARN lines; nccl-tests all_reduce_perf across the same nodes completes with the expected busbw.",
+        falsifier="If nccl-tests between the same GPUs and nodes runs clean, the transport is healthy and the failure is the application's (a rank that exited first, mismatched collectives, a timeout set too low).",
+        severity="high",
+        denominator="run (a failed collective stops every step)",
     )
 
 
@@ -402,6 +511,8 @@ RULES: list[tuple[str, Callable]] = [
     ("pageable_memcpy", rule_pageable_memcpy),
     ("collective_dominant", rule_collective_dominant),
     ("cross_island_collective", rule_cross_island_collective),
+    ("python_host_overhead", rule_python_host_overhead),
+    ("nccl_errors", rule_nccl_errors),
     ("prefill_stall", rule_prefill_stall),
 ]
 
@@ -454,7 +565,7 @@ def abstentions_for(ctx: Context) -> list[dict]:
                 "capture_hint": "add `nvidia-smi topo -m > topo.txt` (AMD: `rocm-smi --showtopo > topo.txt`) and the NCCL_DEBUG=INFO log to the bundle",
             }
         )
-    if not getattr(ctx.case, "pyspy", None):
+    if not any(c.format in ("raw", "speedscope") for c in getattr(ctx.case, "pyspy", [])):
         hosty = [d for d in ctx.devices if d["window_ns"] and 100.0 * d["gaps"]["by_cause"]["host"] / d["window_ns"] >= t("host_idle_pyspy_hint_pct")]
         if hosty:
             d = max(hosty, key=lambda x: x["gaps"]["by_cause"]["host"])
@@ -525,6 +636,9 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict) -> str:
     if not data["devices"]:
         topo = data.get("topology")
         what = f"topology: {len(topo['gpus'])} GPUs in islands {topo['islands']}" if topo else "side artifacts only"
+        if findings:
+            top = findings[0]
+            return f"[{top['id']}] {top['title']} (no GPU trace given; {what})"
         return f"No GPU trace given, so no timeline verdict; {what}"
     if findings:
         top = findings[0]

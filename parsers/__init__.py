@@ -54,4 +54,18 @@ def load(case, path: Path, kind: str) -> None:
         case.inputs.append({"path": str(path), "kind": "topology", "version": None, "warnings": list(topo.warnings),
                             "counts": None})
         return
+    if kind == "nccl":
+        from tracetriage.parsers import nccl
+
+        log = nccl.parse(str(path))
+        case.nccl_logs.append(log)
+        case.inputs.append({"path": str(path), "kind": "nccl", "version": log.version, "warnings": [], "counts": None})
+        return
+    if kind == "pyspy":
+        from tracetriage.parsers import pyspy
+
+        cap = pyspy.parse(str(path))
+        case.pyspy.append(cap)
+        case.inputs.append({"path": str(path), "kind": f"pyspy-{cap.format}", "version": None, "warnings": [], "counts": None})
+        return
     raise NotReadableYet(path, f"recognised as {READERS.get(kind, kind)}, which this version cannot read yet")

@@ -128,6 +128,22 @@ def top_kernels(kernels: list[dict]) -> str | None:
     return _svg(fig)
 
 
+def hot_frames(frames: list[dict]) -> str | None:
+    if not frames:
+        return None
+    fs = frames[:12]
+    fig, ax = plt.subplots(figsize=(8, 0.6 + 0.3 * len(fs)))
+    labels = [_label(f["frame"], 60) for f in fs]
+    ax.barh(labels, [f["share_pct"] for f in fs], color="#29335c", label="inclusive")
+    ax.barh(labels, [f["self_pct"] for f in fs], color="#e4572e", height=0.4, label="own code")
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("% of non-idle py-spy samples")
+    ax.set_title("Hot frames (host)")
+    ax.invert_yaxis()
+    ax.legend(fontsize=7)
+    return _svg(fig)
+
+
 def all_charts(analysis) -> list[tuple[str, str]]:
     data, series = analysis.data, analysis.series
     window = (data.get("window") or {}).get("duration_ns") or 1
@@ -137,5 +153,6 @@ def all_charts(analysis) -> list[tuple[str, str]]:
         ("steps", step_durations(series.get("steps", {}))),
         ("collectives", collective_share(data["devices"])),
         ("kernels", top_kernels(data.get("kernels", []))),
+        ("hot_frames", hot_frames(data.get("hot_frames", []))),
     ]
     return [(k, v) for k, v in charts if v]

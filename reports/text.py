@@ -55,6 +55,27 @@ def render_text(analysis) -> str:
         if topo.get("recommendation"):
             out.append(f"  recommendation: {topo['recommendation']}")
         out.append("")
+    for log in v.get("nccl") or []:
+        out.append(f"NCCL LOG {log['path']}: {log['library']} {log['version'] or '(version not logged)'}, {log['nccl_lines']:,} NCCL lines")
+        for c in log["communicators"]:
+            out.append(f"  communicator {c['comm']}: {c['nranks']} ranks, {c['nnodes'] or '?'} node(s), {c['ranks_seen']} ranks seen, {c['init_complete']} Init COMPLETE")
+        if log["transports"]:
+            out.append("  transports per hop: " + ", ".join(f"{k} {n}" for k, n in log["transports"].items()) + f" (GDRDMA on {log['gdrdma_connections']})")
+        for p in log["intra_node_slow_paths"][:8]:
+            out.append(f"  slow intra-node hop: {p['from_dev']} -> {p['to_dev']} via {p['via']}")
+        out.append(f"  WARN lines: {len(log['warnings'])}")
+        t = log["tests"]
+        if t["rows"]:
+            out.append(f"  nccl-tests {t['name'] or ''}: {t['rows']} sizes, {t['ranks']} ranks, max busbw {t['max_busbw']} GB/s, avg busbw {t['avg_busbw']}")
+        out.append("")
+    prof = v.get("host_profile")
+    if prof:
+        out.append(f"HOST PROFILE (py-spy): {prof['total_samples']:,} non-idle samples, {prof['idle_samples']:,} idle")
+        for c in prof["captures"]:
+            out.append(f"  {c['path']} [{c['format']}]: {c['threads']} threads, {c['idle_threads']} idle")
+        for f in v.get("hot_frames", [])[:10]:
+            out.append(f"  {f['share_pct']:>6.1f}% incl {f['self_pct']:>6.1f}% self{'  [syncs]' if f['calls_sync'] else ''}  {f['frame']}")
+        out.append("")
     if v["abstentions"]:
         out.append("NOT MEASURED")
         for a in v["abstentions"]:

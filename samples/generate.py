@@ -156,24 +156,68 @@ def _decode_kernels(rng, n):
     return [(names[i % len(names)], int(rng.uniform(1.5, 3.0) * US)) for i in range(n)]
 
 
-def scenario_eager_decode(rng, nvtx=False, pyspy_frames=False):
-    """Seed case: --enforce-eager decode, ~200 launches/step, one .cpu() per step."""
+LOGITS_FRAME = "process_logits (custom_logits_processor.py"
+_ENGINE = ("<module> (serve.py:88)", "run_engine_loop (vllm/engine/llm_engine.py:1420)", "step (vllm/engine/llm_engine.py:1388)")
+
+
+def scenario_eager_decode(rng, nvtx=False, pyspy=False):
+    """Seed case: --enforce-eager decode, 500 launches/step, a custom logits processor that
+    calls .cpu() on the logits (one DtoH copy + stream sync) and then works in Python."""
     r = Rank(pid=4101, device=0)
     per_step = 500
-    steps = []
-    for step in range(30):
+    host_time = {"python": 0, "launch": 0, "sync": 0, "logits": 0}
+    for step in range(24):
         s0 = r.t
         if step < 2:
             r.host(6_000 * US)  # warm-up: first iterations compile/allocate
         for name, dur in _decode_kernels(rng, per_step):
-            r.host(int(rng.uniform(1.0, 2.0) * US))  # Python between launches
+            py = int(rng.uniform(1.0, 2.0) * US)
+            r.host(py)  # Python between launches
+            t0 = r.t
             r.launch(name, dur)
-        r.dtoh_sync(nbytes=8 * 32)
-        r.host(int(rng.uniform(450, 550) * US))  # custom logits processor in Python on the CPU copy
-        steps.append((s0, r.t))
+            if step >= 2:
+                host_time["python"] += py
+                host_time["launch"] += r.t - t0
+        t0 = r.t
+        r.dtoh_sync(nbytes=8 * 32)  # logits.cpu() inside the processor
+        post = int(rng.uniform(1_400, 1_600) * US)
+        r.host(post)  # the processor's Python work on the CPU copy
+        if step >= 2:
+            host_time["sync"] += r.t - post - t0
+            host_time["logits"] += post
         if nvtx:
             r.nvtx.append((s0, r.t, "decode_step"))
-    return [r], {"launches_per_step": per_step, "graph_launches_per_step": 0, "syncs_per_step": 1, "warmup_steps": 2}
+    extra = {"launches_per_step": per_step, "graph_launches_per_step": 0, "syncs_per_step": 1, "warmup_steps": 2}
+    if pyspy:
+        extra["side"] = {"pyspy.txt": pyspy_raw(r.pid, host_time)}
+        total = sum(_samples(v) for v in host_time.values())
+        extra["pyspy_truth"] = {
+            "frame": LOGITS_FRAME,
+            "user_pct": 100.0 * (_samples(host_time["sync"]) + _samples(host_time["logits"])) / total,
+        }
+    return [r], extra
+
+
+def _samples(ns, period_ns=10 * US):
+    """py-spy samples for a host time at 100 kHz-equivalent (one per 10 us)."""
+    return max(1, round(ns / period_ns))
+
+
+def pyspy_raw(pid, host_time) -> str:
+    """``py-spy record --format raw --native`` collapsed stacks for the simulated host time."""
+    head = [f'process {pid}:"python3 serve.py --enforce-eager"', "thread (0x7F3A2C1B5740)", *_ENGINE]
+    fwd = ["execute_model (vllm/worker/model_runner.py:1700)", "forward (vllm/model_executor/models/llama.py:212)",
+           "_call_impl (torch/nn/modules/module.py:1747)"]
+    logits = ["sample (vllm/model_executor/layers/sampler.py:310)",
+              "_apply_logits_processors (vllm/model_executor/layers/logits_processor.py:120)"]
+    rows = [
+        (head + fwd + ["cudaLaunchKernel (libcudart.so.12)"], host_time["launch"]),
+        (head + fwd, host_time["python"]),
+        (head + logits + [f"{LOGITS_FRAME}:42)", "cpu (torch/_tensor.py:1150)", "cudaStreamSynchronize (libcudart.so.12)"], host_time["sync"]),
+        (head + logits + [f"{LOGITS_FRAME}:57)"], host_time["logits"] // 2),
+        (head + logits + [f"{LOGITS_FRAME}:61)", "tolist_tokens (custom_logits_processor.py:18)"], host_time["logits"] - host_time["logits"] // 2),
+    ]
+    return "".join(";".join(stack) + f" {_samples(ns)}\n" for stack, ns in rows)
 
 
 def scenario_graph_decode(rng):
@@ -269,6 +313,7 @@ def scenario_healthy(rng):
 SCENARIOS = {
     "eager_decode": (lambda rng: scenario_eager_decode(rng), "launch-bound eager decode (--enforce-eager), one .cpu() sync per step; no NVTX"),
     "eager_decode_nvtx": (lambda rng: scenario_eager_decode(rng, nvtx=True), "the eager decode with NVTX decode_step ranges"),
+    "eager_decode_pyspy": (lambda rng: scenario_eager_decode(rng, pyspy=True), "the eager decode (no NVTX) with a py-spy record of the same load"),
     "graph_decode": (scenario_graph_decode, "the same decode in CUDA graphs (graph-trace mode), .cpu() sync kept"),
     "tp8_cross_island": (scenario_tp8_cross_island, "TP=8 across two NVLink islands, AllReduce dominates; NVTX execute_model"),
     "tp4_island": (scenario_tp4_island, "TP=4 inside one island, AllReduce ~5%; NVTX execute_model"),
@@ -422,7 +467,31 @@ def topo_two_islands() -> str:
     return "\n".join(lines)
 
 
-SIDE_ARTIFACTS = {"tp8_cross_island": {"topo.txt": topo_two_islands}, "tp4_island": {"topo.txt": topo_two_islands}}
+def nccl_log(n: int, pids: list[int]) -> str:
+    """NCCL_DEBUG=INFO init of one communicator over GPUs 0..n-1 of the two-island node,
+    ring 0..n-1: hops inside an island use P2P/CUMEM, hops between islands SHM."""
+    host = "gpu-node-01"
+    comm_id = "0x5f1e2d3c4b5a6978"
+    out = [f"{host}:{pids[0]}:{pids[0]} [0] NCCL INFO NCCL version 2.21.5+cuda12.4"]
+    for r in range(n):
+        out.append(f"{host}:{pids[r]}:{pids[r] + 100} [{r}] NCCL INFO ncclCommInitRank comm 0x55d0{r:04x}a0 rank {r} nranks {n} cudaDev {r} nvmlDev {r} busId {r + 1}8000 commId {comm_id} - Init START")
+    for r in range(n):
+        out.append(f"{host}:{pids[r]}:{pids[r] + 100} [{r}] NCCL INFO comm 0x55d0{r:04x}a0 rank {r} nRanks {n} nNodes 1 localRanks {n} localRank {r} MNNVL 0")
+    out.append(f"{host}:{pids[0]}:{pids[0] + 100} [0] NCCL INFO Channel 00/02 : " + " ".join(str(i) for i in range(n)))
+    for ch in range(2):
+        for r in range(n):
+            nxt = (r + 1) % n
+            via = "P2P/CUMEM" if r // 4 == nxt // 4 else "SHM/direct/direct"
+            out.append(f"{host}:{pids[r]}:{pids[r] + 101} [{r}] NCCL INFO Channel {ch:02d}/0 : {r}[{r}] -> {nxt}[{nxt}] via {via}")
+    for r in range(n):
+        out.append(f"{host}:{pids[r]}:{pids[r] + 100} [{r}] NCCL INFO ncclCommInitRank comm 0x55d0{r:04x}a0 rank {r} nranks {n} cudaDev {r} nvmlDev {r} busId {r + 1}8000 commId {comm_id} - Init COMPLETE")
+    return "\n".join(out) + "\n"
+
+
+SIDE_ARTIFACTS = {
+    "tp8_cross_island": {"topo.txt": lambda: topo_two_islands(), "nccl.log": lambda: nccl_log(8, [5000 + i for i in range(8)])},
+    "tp4_island": {"topo.txt": lambda: topo_two_islands(), "nccl.log": lambda: nccl_log(4, [5000 + i for i in range(4)])},
+}
 
 
 def generate(out: Path, only: list[str] | None = None, seed: int = 7) -> list[Path]:
@@ -438,7 +507,11 @@ def generate(out: Path, only: list[str] | None = None, seed: int = 7) -> list[Pa
         write_nsys(bundle / "trace.sqlite", ranks, name)
         for fname, make in SIDE_ARTIFACTS.get(name, {}).items():
             (bundle / fname).write_text(make())
+        for fname, text in extra.pop("side", {}).items():
+            (bundle / fname).write_text(text)
         truth = truth_for(ranks, extra, name, description)
+        if "pyspy_truth" in extra:
+            truth["pyspy"] = extra["pyspy_truth"]
         if name in SIDE_ARTIFACTS:
             truth["islands"] = [[0, 1, 2, 3], [4, 5, 6, 7]]
             truth["crosses_islands"] = len({r.device // 4 for r in ranks}) > 1

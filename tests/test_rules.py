@@ -34,5 +34,5 @@ def test_every_threshold_has_a_reason():
     assert all(isinstance(v, tuple) and len(v) == 2 and v[1] for v in THRESHOLDS.values())
     assert [name for name, _ in RULES] == [
         "launch_bound", "host_sync_per_step", "pageable_memcpy", "collective_dominant",
-        "cross_island_collective", "prefill_stall",
+        "cross_island_collective", "python_host_overhead", "nccl_errors", "prefill_stall",
     ]

@@ -5,6 +5,7 @@ import pytest
 from conftest import real
 from tracetriage import open_case
 from tracetriage.case import detect
+from tracetriage.analyzers import topology as analysis
 from tracetriage.parsers import topology
 
 # file: (gpus, islands, numa per GPU, NICs, worst link over all GPUs)
@@ -26,7 +27,7 @@ def test_real_matrices(name):
     assert detect(path) == "topology"
     n, isl, numa, nics, worst = REAL[name]
     t = topology.parse(str(path))
-    s = topology.summary(t, [t.gpus])
+    s = analysis.summary(t, [t.gpus])
     assert t.gpus == list(range(n))
     assert s["islands"] == isl
     assert [t.numa[i] for i in t.gpus] == numa
@@ -41,7 +42,7 @@ def test_cpu_ranges_with_hyperthreads():
 
 def test_two_islands_recommendation():
     t = topology.parse(str(real("topo", "mx-smi_topo_m_metax_8gpu_two_mx_islands_node_between.txt")))
-    rec = topology.recommendation(t, topology.islands(t))
+    rec = analysis.recommendation(t, analysis.islands(t))
     assert "2 instances of TP=4" in rec and "CUDA_VISIBLE_DEVICES=4,5,6,7" in rec
 
 
@@ -54,4 +55,4 @@ def test_topology_alone_is_a_case(tmp_path):
 def test_ansi_and_garbage_lines():
     text = "\x1b[1mGarbage line\x1b[0m\n\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV4\t0-7\t0\nGPU1\tNV4\t X \t0-7\t0\n"
     t = topology.parse("<inline>", text)
-    assert topology.islands(t) == [[0, 1]] and t.link(0, 1) == "NV4"
+    assert analysis.islands(t) == [[0, 1]] and t.link(0, 1) == "NV4"

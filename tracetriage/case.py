@@ -48,7 +48,10 @@ def _read_head(path: Path) -> bytes:
 
 _TOPO = re.compile(r"Legend:|\bX\s*=\s*Self|\bNV\d+\b.*\bSYS\b|\bSYS\b.*\bNV\d+\b|GPU0\s+GPU1", re.S)
 _ROCM_TOPO = re.compile(r"=+\s*ROCm System Management Interface\s*=+|Weight between two GPUs|Link Type between two GPUs")
-_NCCL = re.compile(r"NCCL (INFO|WARN)|RCCL (INFO|WARN)|nccl-tests|#\s+out-of-place\s+in-place|ncclCommInitRank|NCCL version")
+_NCCL = re.compile(
+    r"NCCL (INFO|WARN)|RCCL (INFO|WARN)|nccl-tests|out-of-place\s+in-place|ncclCommInitRank|(NCCL|RCCL) version"
+    r"|nThread \d+ nGpus \d+|\w+_perf -b \S+ -e "
+)
 _PYSPY = re.compile(r"^\s*Thread (0x[0-9A-Fa-f]+|\d+) \(", re.M)
 _PYSPY_HEADER = re.compile(r"^Process \d+: ", re.M)
 

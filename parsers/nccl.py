@@ -1,0 +1,167 @@
+"""NCCL / RCCL ``NCCL_DEBUG=INFO`` logs and nccl-tests output -> :class:`NcclLog`.
+
+A log line is recognised wherever its NCCL part starts, so any outer prefix
+(mpirun's ``[1,0]<stdout>:``, Ray/vLLM worker tags, timestamps) is ignored:
+``host:pid:tid [cudaDev] [file.cc:line] NCCL INFO|WARN message``. Lines that do not
+parse are skipped (truncated first lines, application output, tracebacks); a WARN
+message hard-wrapped onto the next line is joined back. Nothing here raises on a
+bad line: the parser keeps going.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_LINE = re.compile(
+    r"(?P<host>[\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+    r"(?:(?P<loc>[\w/.\-]+\.\w+:\d+) )?NCCL (?P<level>INFO|WARN|ERROR|TRACE) ?(?P<msg>.*)$"
+)
+_TS = re.compile(r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?)\]")
+_VERSION = re.compile(r"\b(NCCL|RCCL) version (\S+)")
+_COMM = re.compile(
+    r"comm (0x[0-9a-fA-F]+) rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+) localRank (\d+)"
+)
+_INIT = re.compile(
+    r"(?:ncclCommInitRank\w*|ncclCommSplit|ncclCommInitAll)?\s*comm (0x[0-9a-fA-F]+) rank (\d+) nranks (\d+) cudaDev (\d+)"
+    r"(?: nvmlDev (\d+))? busId (\w+)(?: commId (0x[0-9a-fA-F]+))?.*?- Init (START|COMPLETE)"
+)
+_CONN = re.compile(
+    r"Channel (\d+)/(\d+) : (\d+)\[(\w+)\] -> (\d+)\[(\w+)\] (?:\[(send|receive)\] )?via (.+?)\s*$"
+)
+_RING = re.compile(r"Channel (\d+)/(\d+) :((?:\s+\d+)+)\s*$")
+_COLL = re.compile(
+    r"\b(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|Recv|AllToAll|AlltoAll): opCount (\w+) "
+    r".*?count (\d+) datatype (\d+) op (\d+) root (-?\d+) comm (0x[0-9a-fA-F]+) \[nranks=(\d+)\]"
+)
+_TEST_ROW = re.compile(
+    r"^\s*(\d+)\s+(\d+)\s+([A-Za-z]\w*)\s+(?:(\w+)\s+(-?\d+)\s+)?"
+    r"([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s*$"
+)
+_TEST_RANK = re.compile(r"Rank\s+(\d+) Group\s+(\d+) Pid\s+(\d+) on (\S+) device\s+(\d+) \[([^\]]+)\] (.+?)\s*$")
+_AVG_BUSBW = re.compile(r"Avg bus bandwidth\s*:\s*([\d.]+)")
+_TEST_NAME = re.compile(r"\b(\w+_perf)\b")
+
+
+def transport_class(via: str) -> str:
+    """P2P, SHM, NET, NVLS, CollNet or other, from the text after ``via``."""
+    v = via.strip()
+    for key in ("NVLS", "CollNet", "P2P", "SHM", "NET"):
+        if v.startswith(key):
+            return key
+    return "other"
+
+
+@dataclass
+class NcclLog:
+    path: str
+    library: str = "NCCL"
+    version: str | None = None
+    lines: int = 0
+    parsed_lines: int = 0
+    communicators: dict = field(default_factory=dict)  # comm pointer -> info
+    connections: list = field(default_factory=list)
+    rings: dict = field(default_factory=dict)  # (host, pid, channel) -> [ranks]
+    warnings: list = field(default_factory=list)
+    colls: list = field(default_factory=list)
+    tests: dict = field(default_factory=lambda: {"name": None, "rows": [], "ranks": [], "avg_busbw": None})
+
+
+def parse(path: str, text: str | None = None) -> NcclLog:
+    if text is None:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    log = NcclLog(path=str(path))
+    last_warn = None
+    for raw in text.splitlines():
+        log.lines += 1
+        line = raw.rstrip()
+        try:
+            last_warn = _parse_line(log, line, last_warn)
+        except (ValueError, IndexError):  # a malformed field: skip the line, keep going
+            last_warn = None
+    return log
+
+
+def _parse_line(log: NcclLog, line: str, last_warn):
+    v = _VERSION.search(line)
+    if v and log.version is None:
+        log.library, log.version = v.group(1), v.group(2)
+    m = _LINE.search(line)
+    if not m:
+        if last_warn is not None and line and "NCCL" not in line and len(line) < 200 and not line.startswith(("[", "Traceback", "  File")):
+            last_warn["message"] += " " + line.strip()  # a hard-wrapped WARN continues here
+            return None
+        _parse_test_line(log, line)
+        return None
+    log.parsed_lines += 1
+    host, pid, dev, level, msg = m.group("host"), int(m.group("pid")), int(m.group("dev")), m.group("level"), m.group("msg")
+    if level in ("WARN", "ERROR"):
+        ts = _TS.search(line[: m.start()] or "")
+        warn = {"host": host, "pid": pid, "cuda_dev": dev, "location": m.group("loc"), "message": msg.strip(),
+                "time": ts.group(1) if ts else None}
+        log.warnings.append(warn)
+        return warn
+    c = _COMM.search(msg)
+    if c:
+        info = log.communicators.setdefault(c.group(1), {"ranks": {}, "init_complete": 0})
+        info.update({"nranks": int(c.group(3)), "nnodes": int(c.group(4)), "local_ranks": int(c.group(5))})
+        info["ranks"].setdefault(int(c.group(2)), {}).update({"host": host, "pid": pid, "cuda_dev": dev})
+        return None
+    i = _INIT.search(msg)
+    if i:
+        info = log.communicators.setdefault(i.group(1), {"ranks": {}, "init_complete": 0})
+        info["nranks"] = int(i.group(3))
+        if i.group(7):
+            info["comm_id"] = i.group(7)
+        info["ranks"].setdefault(int(i.group(2)), {}).update(
+            {"host": host, "pid": pid, "cuda_dev": int(i.group(4)), "bus_id": i.group(6)})
+        if i.group(8) == "COMPLETE":
+            info["init_complete"] += 1
+        return None
+    k = _CONN.search(msg)
+    if k:
+        via = k.group(8)
+        log.connections.append({
+            "host": host, "pid": pid, "channel": int(k.group(1)),
+            "from_rank": int(k.group(3)), "from_dev": k.group(4), "to_rank": int(k.group(5)), "to_dev": k.group(6),
+            "direction": k.group(7), "via": via, "transport": transport_class(via), "gdrdma": "GDRDMA" in via,
+        })
+        return None
+    r = _RING.search(msg)
+    if r:
+        log.rings[(host, pid, int(r.group(1)))] = [int(x) for x in r.group(3).split()]
+        return None
+    co = _COLL.search(msg)
+    if co:
+        op = co.group(1)
+        log.colls.append({"op": "AllToAll" if op == "AlltoAll" else op, "count": int(co.group(3)),
+                          "datatype": int(co.group(4)), "comm": co.group(7), "nranks": int(co.group(8)),
+                          "host": host, "pid": pid})
+    return None
+
+
+def _parse_test_line(log: NcclLog, line: str) -> None:
+    body = line.lstrip("# ").rstrip()
+    t = _TEST_ROW.match(line)
+    if t:
+        g = t.groups()
+        log.tests["rows"].append({
+            "size": int(g[0]), "count": int(g[1]), "type": g[2], "redop": g[3], "root": int(g[4]) if g[4] else None,
+            "oop_time_us": float(g[5]), "oop_algbw": float(g[6]), "oop_busbw": float(g[7]), "oop_wrong": g[8],
+            "ip_time_us": float(g[9]), "ip_algbw": float(g[10]), "ip_busbw": float(g[11]), "ip_wrong": g[12],
+        })
+        return
+    r = _TEST_RANK.search(body)
+    if r:
+        log.tests["ranks"].append({"rank": int(r.group(1)), "pid": int(r.group(3)), "host": r.group(4),
+                                   "device": int(r.group(5)), "bus": r.group(6), "gpu": r.group(7)})
+        return
+    a = _AVG_BUSBW.search(line)
+    if a:
+        log.tests["avg_busbw"] = float(a.group(1))
+        return
+    if log.tests["name"] is None:
+        n = _TEST_NAME.search(line)
+        if n and ("build/" in line or "Collective test" in line or line.startswith("./")):
+            log.tests["name"] = n.group(1)
