@@ -211,6 +211,13 @@ def analyze(case, step_range: str | None = None) -> Analysis:
             "user_frames": hf["user"],
             "captures": [{"path": c.path, "format": c.format, "threads": c.threads, "idle_threads": c.idle_threads,
                           "processes": {str(k): v for k, v in c.processes.items()}} for c in case.pyspy],
+            # A dump is a snapshot: where each thread is (the first thing to read in a hang).
+            "snapshot": [
+                {"pid": smp.pid, "process": c.processes.get(smp.pid, "") if smp.pid is not None else "",
+                 "thread": smp.thread, "idle": smp.idle, "frame": smp.stack[-1] if smp.stack else "",
+                 "caller": smp.stack[-2] if len(smp.stack) > 1 else ""}
+                for c in case.pyspy if c.format in ("dump", "dump-json") for smp in c.samples
+            ][:64],
         }
     data["_step_range"] = step_range
     ctx = rules.Context(case=case, data=data, per_trace=per_trace)

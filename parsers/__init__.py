@@ -46,10 +46,10 @@ def load(case, path: Path, kind: str) -> None:
         case.traces.append(trace)
         case.inputs.append(_trace_input(trace))
         return
-    if kind == "topology":
+    if kind in ("topology", "rocm_topology"):
         from tracetriage.parsers import topology
 
-        topo = topology.parse(str(path))
+        topo = topology.parse(str(path)) if kind == "topology" else topology.parse_rocm(str(path))
         case.topologies.append(topo)
         case.inputs.append({"path": str(path), "kind": "topology", "version": None, "warnings": list(topo.warnings),
                             "counts": None})

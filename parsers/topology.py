@@ -18,9 +18,9 @@ from tracetriage.errors import TraceFormatError
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _DEV = re.compile(r"^(GPU|NIC)\d+$")
 # Link types from fastest to slowest; NV#, XGMI and MX are GPU-to-GPU fabrics.
-LINK_RANK = ["NV", "XGMI", "MX", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC", "NA"]
+LINK_RANK = ["NV", "XGMI", "MX", "PIX", "PXB", "PHB", "PCIE", "NODE", "SYS", "SOC", "NA"]
 FAST = ("NV", "XGMI", "MX")
-SLOW = ("PHB", "NODE", "SYS", "SOC")
+SLOW = ("PHB", "PCIE", "NODE", "SYS", "SOC")
 
 
 def link_class(link: str) -> str:
@@ -106,3 +106,53 @@ def parse(path: str, text: str | None = None) -> Topology:
 def _affinity_values(rest: list[str], n: int) -> list[str]:
     """Affinity cells: CPU lists never contain spaces, so one token per column."""
     return rest[:n] + [""] * max(0, n - len(rest))
+
+
+_ROCM_SECTION = re.compile(r"^=+\s*(.*?)\s*=+\s*$")
+_ROCM_NUMA = re.compile(r"^GPU\[(\d+)\]\s*:\s*\(Topology\)\s*Numa Node:\s*(-?\d+)")
+
+
+def parse_rocm(path: str, text: str | None = None) -> Topology:
+    """``rocm-smi --showtopo``: weight, hops and link-type matrices, then NUMA nodes."""
+    if text is None:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    section = None
+    header: list[str] = []
+    matrices: dict[str, dict[tuple[str, str], str]] = {}
+    numa: dict[int, int | None] = {}
+    for raw in text.splitlines():
+        line = _ANSI.sub("", raw).rstrip()
+        sec = _ROCM_SECTION.match(line)
+        if sec:
+            section, header = sec.group(1).lower(), []
+            continue
+        toks = line.split()
+        if not toks:
+            continue
+        if section and "between two gpus" in section:
+            if all(re.match(r"^GPU\d+$", t) for t in toks):
+                header = toks
+                continue
+            if header and re.match(r"^GPU\d+$", toks[0]):
+                kind = "link" if "link type" in section else "weight" if "weight" in section else "hops"
+                for other, cell in zip(header, toks[1:]):
+                    matrices.setdefault(kind, {})[(toks[0], other)] = cell
+        m = _ROCM_NUMA.match(line.strip())
+        if m:
+            numa[int(m.group(1))] = int(m.group(2)) if int(m.group(2)) >= 0 else None
+    links = matrices.get("link") or {}
+    if not links:
+        raise TraceFormatError(path, "rocm-smi output without a 'Link Type between two GPUs' matrix")
+    g = nx.Graph()
+    names = sorted({a for a, _ in links}, key=lambda n: int(n[3:]))
+    for n in names:
+        g.add_node(n, kind="GPU")
+    for (a, b), cell in links.items():
+        if a != b and cell not in ("0", "X"):
+            link = cell.upper()
+            g.add_edge(a, b, link=link, link_class=link_class(link),
+                       weight=matrices.get("weight", {}).get((a, b)), hops=matrices.get("hops", {}).get((a, b)))
+    topo = Topology(path=str(path), kind="rocm-smi", graph=g, gpus=[int(n[3:]) for n in names])
+    topo.numa = {i: numa.get(i) for i in topo.gpus}
+    return topo

@@ -73,6 +73,18 @@ def render_text(analysis) -> str:
         out.append(f"HOST PROFILE (py-spy): {prof['total_samples']:,} non-idle samples, {prof['idle_samples']:,} idle")
         for c in prof["captures"]:
             out.append(f"  {c['path']} [{c['format']}]: {c['threads']} threads, {c['idle_threads']} idle")
+        snap = prof.get("snapshot") or []
+        if snap:
+            active = [x for x in snap if not x["idle"]]
+            common = {}
+            for x in active:
+                common[x["frame"]] = common.get(x["frame"], 0) + 1
+            if active:
+                frame, n = max(common.items(), key=lambda kv: kv[1])
+                out.append(f"  snapshot: {n} of {len(active)} active threads are in {frame}")
+            for x in snap[:16]:
+                state = "idle" if x["idle"] else "active"
+                out.append(f"  - pid {x['pid'] or '?'} {x['process'][:40]} thread {x['thread']} ({state}): {x['frame']} <- {x['caller']}")
         for f in v.get("hot_frames", [])[:10]:
             out.append(f"  {f['share_pct']:>6.1f}% incl {f['self_pct']:>6.1f}% self{'  [syncs]' if f['calls_sync'] else ''}  {f['frame']}")
         out.append("")

@@ -56,3 +56,19 @@ def test_ansi_and_garbage_lines():
     text = "\x1b[1mGarbage line\x1b[0m\n\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV4\t0-7\t0\nGPU1\tNV4\t X \t0-7\t0\n"
     t = topology.parse("<inline>", text)
     assert analysis.islands(t) == [[0, 1]] and t.link(0, 1) == "NV4"
+
+
+@pytest.mark.parametrize("name,numa", [
+    ("rocm-smi_showtopo_8gpu_xgmi_2numa_ms-swift.txt", [0, 0, 0, 0, 1, 1, 1, 1]),
+    ("rocm-smi_showtopo_mi300a_4apu_4numa.txt", [0, 1, 2, 3]),
+])
+def test_real_rocm_smi(name, numa):
+    path = real("topo", name)
+    assert detect(path) == "rocm_topology"
+    t = topology.parse_rocm(str(path))
+    assert t.gpus == list(range(len(numa)))
+    assert analysis.islands(t) == [list(range(len(numa)))]
+    assert [t.numa[i] for i in t.gpus] == numa
+    assert t.link(0, 1) == "XGMI" and t.graph.edges["GPU0", "GPU1"]["weight"] == "15"
+    case = open_case([path])
+    assert case.topology.kind == "rocm-smi"
