@@ -152,7 +152,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
             ((api["category"] == "graph_launch") & (api["start"] >= lo) & (api["start"] < hi)).sum()
         ),
         "has_api": bool(len(api)),
-        "meta": {k: v for k, v in trace.meta.items() if k in ("format", "version", "graph_trace_mode")},
+        "meta": {"format": trace.format, **{k: v for k, v in trace.meta.items() if k in ("version", "graph_trace_mode")}},
         "_series": {"busy": series_busy, "steps": step_series},
     }
 

@@ -55,6 +55,8 @@ def summary(log: NcclLog) -> dict:
         "gdrdma_connections": sum(1 for c in log.connections if c["gdrdma"]),
         "intra_node_slow_paths": [{"from_dev": a, "to_dev": b, "via": v} for a, b, v in pairs],
         "rings": len(log.rings),
+        "ring_orders": {f"{h}:{p}:{ch}": order for (h, p, ch), order in list(log.rings.items())[:32]},
+        "trees": sum(len(v) for v in log.trees.values()),
         "warnings": log.warnings,
         "colls": len(log.colls),
         "tests": {"name": log.tests["name"], "rows": len(log.tests["rows"]), "ranks": len(log.tests["ranks"]),

@@ -520,6 +520,23 @@ RULES: list[tuple[str, Callable]] = [
 # ---------------------------------------------------------------------------
 # Abstentions
 
+AMD_FORMATS = ("rocpd", "rpd", "rocprof_csv")
+
+
+def capture_cmd(fmt: str | None, what: str) -> str:
+    """The capture command that would decide an abstention, for the vendor of the trace."""
+    if fmt in AMD_FORMATS:
+        return {
+            "steps": "mark each engine step with roctxRangePush('step')/roctxRangePop() and capture with `rocprofv3 --runtime-trace --marker-trace --output-format rocpd -- <server command>`, or pass --step-range REGEX naming an existing range",
+            "api": "capture with `rocprofv3 --runtime-trace --output-format rocpd -- <server command>` (HIP API tracing on)",
+            "graphs": "capture with `rocprofv3 --runtime-trace --kernel-trace --output-format rocpd` so graph kernels are traced",
+        }[what]
+    return {
+        "steps": "wrap each engine step in an NVTX range (torch.cuda.nvtx.range_push('step')) and capture with `nsys profile --trace=cuda,nvtx,osrt ...`, or pass --step-range REGEX naming an existing range",
+        "api": "capture with `nsys profile --trace=cuda,nvtx,osrt ...` (CUDA API tracing on)",
+        "graphs": "re-capture with `nsys profile --trace=cuda,nvtx --cuda-graph-trace=graph` (one interval per replay) or `--cuda-graph-trace=node` (every kernel)",
+    }[what]
+
 
 def abstentions_for(ctx: Context) -> list[dict]:
     out = []
@@ -531,7 +548,7 @@ def abstentions_for(ctx: Context) -> list[dict]:
                         "analysis": "steps",
                         "scope": f"pid {pr['pid']}",
                         "reason": "no NVTX step ranges and no periodic sync or graph launch: per-step metrics (launches, syncs per step, step tail) not measured",
-                        "capture_hint": "wrap each engine step in an NVTX range (torch.cuda.nvtx.range_push('step')) and capture with `nsys profile --trace=cuda,nvtx,osrt ...`, or pass --step-range REGEX naming an existing range",
+                        "capture_hint": capture_cmd(p["meta"].get("format"), "steps"),
                     }
                 )
         if not p["has_api"]:
@@ -540,7 +557,7 @@ def abstentions_for(ctx: Context) -> list[dict]:
                     "analysis": "gap_causes",
                     "scope": "trace",
                     "reason": "the trace holds no CUDA API calls: idle time cannot be attributed to launches, syncs or host code",
-                    "capture_hint": "capture with `nsys profile --trace=cuda,nvtx,osrt ...` (CUDA API tracing on)",
+                    "capture_hint": capture_cmd(p["meta"].get("format"), "api"),
                 }
             )
         if p["graph_launches_in_window"] and not p["graph_replays_in_window"]:
@@ -552,7 +569,7 @@ def abstentions_for(ctx: Context) -> list[dict]:
                         "analysis": "graph_replays",
                         "scope": "trace",
                         "reason": f"{p['graph_launches_in_window']} graph launches but no graph replay or graph-node records: GPU time inside graphs is missing and busy % is a lower bound",
-                        "capture_hint": "re-capture with `nsys profile --trace=cuda,nvtx --cuda-graph-trace=graph` (one interval per replay) or `--cuda-graph-trace=node` (every kernel)",
+                        "capture_hint": capture_cmd(p["meta"].get("format"), "graphs"),
                     }
                 )
     coll_devs = [d for d in ctx.devices if d.get("collective_count", 0) > 0]

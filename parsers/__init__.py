@@ -46,6 +46,20 @@ def load(case, path: Path, kind: str) -> None:
         case.traces.append(trace)
         case.inputs.append(_trace_input(trace))
         return
+    if kind == "rocpd":
+        from tracetriage.parsers import rocpd
+
+        trace = rocpd.parse(str(path))
+        case.traces.append(trace)
+        case.inputs.append(_trace_input(trace))
+        return
+    if kind in ("rpd", "gzip_sqlite"):
+        from tracetriage.parsers import rpd
+
+        trace = rpd.parse(str(path)) if kind == "rpd" else rpd.parse_gzip(str(path))
+        case.traces.append(trace)
+        case.inputs.append(_trace_input(trace))
+        return
     if kind in ("topology", "rocm_topology"):
         from tracetriage.parsers import topology
 
@@ -69,3 +83,12 @@ def load(case, path: Path, kind: str) -> None:
         case.inputs.append({"path": str(path), "kind": f"pyspy-{cap.format}", "version": None, "warnings": [], "counts": None})
         return
     raise NotReadableYet(path, f"recognised as {READERS.get(kind, kind)}, which this version cannot read yet")
+
+
+def load_csv_group(case, paths: list[Path]) -> None:
+    """The CSV files of one rocprofv3 run (one directory) as one trace."""
+    from tracetriage.parsers import rocprof_csv
+
+    trace = rocprof_csv.parse_files(sorted(paths))
+    case.traces.append(trace)
+    case.inputs.append(_trace_input(trace))

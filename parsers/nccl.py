@@ -30,6 +30,7 @@ _CONN = re.compile(
     r"Channel (\d+)/(\d+) : (\d+)\[(\w+)\] -> (\d+)\[(\w+)\] (?:\[(send|receive)\] )?via (.+?)\s*$"
 )
 _RING = re.compile(r"Channel (\d+)/(\d+) :((?:\s+\d+)+)\s*$")
+_TREES = re.compile(r"Trees((?: \[\d+\] [-\d/]+->\d+->-?\d+)+)")
 _COLL = re.compile(
     r"\b(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|Recv|AllToAll|AlltoAll): opCount (\w+) "
     r".*?count (\d+) datatype (\d+) op (\d+) root (-?\d+) comm (0x[0-9a-fA-F]+) \[nranks=(\d+)\]"
@@ -62,6 +63,7 @@ class NcclLog:
     communicators: dict = field(default_factory=dict)  # comm pointer -> info
     connections: list = field(default_factory=list)
     rings: dict = field(default_factory=dict)  # (host, pid, channel) -> [ranks]
+    trees: dict = field(default_factory=dict)  # (host, pid) -> {channel: "down0/down1/down2->rank->up"}
     warnings: list = field(default_factory=list)
     colls: list = field(default_factory=list)
     tests: dict = field(default_factory=lambda: {"name": None, "rows": [], "ranks": [], "avg_busbw": None})
@@ -131,6 +133,10 @@ def _parse_line(log: NcclLog, line: str, last_warn):
     r = _RING.search(msg)
     if r:
         log.rings[(host, pid, int(r.group(1)))] = [int(x) for x in r.group(3).split()]
+        return None
+    tr = _TREES.search(msg)
+    if tr:
+        log.trees[(host, pid)] = {int(ch): spec for ch, spec in re.findall(r"\[(\d+)\] (\S+)", tr.group(1))}
         return None
     co = _COLL.search(msg)
     if co:

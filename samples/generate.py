@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -396,6 +397,126 @@ def write_nsys(path: Path, ranks: list[Rank], scenario: str) -> None:
     db.close()
 
 
+ROCPD_SCHEMA = HERE / "rocpd_schema.sql"
+_HIP_NAMES = {
+    "cudaLaunchKernel": "hipLaunchKernel", "cudaGraphLaunch": "hipGraphLaunch", "cudaMemcpyAsync": "hipMemcpyAsync",
+    "cudaStreamSynchronize": "hipStreamSynchronize", "cudaEventSynchronize": "hipEventSynchronize",
+}
+GRAPH_NODES_ROCPD = 8  # a graph replay is written as this many back-to-back dispatches
+
+
+def write_rocpd(path: Path, rank: Rank, scenario: str) -> None:
+    """One process's rocprofv3 rocpd (schema 3) database, DDL from ``rocpd_schema.sql``.
+
+    The same simulated intervals as the nsys writer: HIP API regions (cuda* names
+    mapped to hip*), kernel dispatches linked to their launch region through
+    ``rocpd_event.stack_id``, memory copies, roctx ranges as MARKER_CORE_API regions.
+    A CUDA-graph replay becomes GRAPH_NODES_ROCPD back-to-back dispatches launched by
+    ``hipGraphLaunch`` (rocprofv3 traces graph kernels individually). NCCL kernels
+    become generically named RCCL kernels launched by ``hipExtLaunchKernel`` inside an
+    ``ncclAllReduce`` region.
+    """
+    if path.exists():
+        path.unlink()
+    uuid = f"{rank.pid:08x}_7a11_7b22_8c33_{rank.device:012x}"
+    guid = uuid.replace("_", "-")
+    db = sqlite3.connect(path)
+    db.executescript(ROCPD_SCHEMA.read_text().replace("{uuid}", uuid).replace("{guid}", guid))
+    t = lambda base: f"{base}_{uuid}"  # noqa: E731
+    db.executemany(f"INSERT INTO {t('rocpd_metadata')} (tag, value) VALUES (?, ?)",
+                   [("schema_version", "3"), ("uuid", "_" + uuid), ("guid", guid), ("tracetriage_generated", scenario)])
+    strings: dict[str, int] = {}
+
+    def sid(text):
+        if text not in strings:
+            strings[text] = len(strings) + 1
+        return strings[text]
+
+    db.execute(f"INSERT INTO {t('rocpd_info_node')} (id, guid, hash, machine_id, hostname) VALUES (1, ?, 1, 'node', 'gpu-node-01')", (guid,))
+    db.execute(f"INSERT INTO {t('rocpd_info_process')} (id, guid, nid, pid, command) VALUES (1, ?, 1, ?, ?)",
+               (guid, rank.pid, f"python3 -m vllm.worker rank{rank.device}"))
+    db.execute(f"INSERT INTO {t('rocpd_info_thread')} (id, guid, nid, pid, tid, name) VALUES (1, ?, 1, 1, ?, 'python3')", (guid, rank.pid))
+    agents = [(i, "CPU", i, i, i, "AMD EPYC 9654", "AMD EPYC 9654") for i in range(2)] + [
+        (2 + g, "GPU", 2 + g, 2 + g, g, "gfx942", "AMD Instinct MI300X") for g in range(8)]
+    db.executemany(f"INSERT INTO {t('rocpd_info_agent')} (id, guid, nid, pid, type, absolute_index, logical_index, type_index, name, product_name) VALUES (?, ?, 1, 1, ?, ?, ?, ?, ?, ?)",
+                   [(a[0], guid, a[1], a[2], a[3], a[4], a[5], a[6]) for a in agents])
+    db.execute(f"INSERT INTO {t('rocpd_info_queue')} (id, guid, nid, pid, name) VALUES (1, ?, 1, 1, 'HIP queue')", (guid,))
+    db.execute(f"INSERT INTO {t('rocpd_info_stream')} (id, guid, nid, pid, name) VALUES (1, ?, 1, 1, 'stream 0')", (guid,))
+    db.execute(f"INSERT INTO {t('rocpd_info_code_object')} (id, guid, nid, pid, agent_id, uri) VALUES (1, ?, 1, 1, ?, 'memory://model')", (guid, 2 + rank.device))
+    symbols: dict[str, int] = {}
+    events, regions, dispatches, copies = [], [], [], []
+    gpu_agent = 2 + rank.device
+    by_corr = {c: (s, e, n) for s, e, n, c in rank.api}
+    region_of = {}
+
+    def region(start, end, name, category, parent=-1):
+        rid = len(regions) + 1
+        eid = len(events) + 1
+        events.append((eid, guid, sid(category), rid, parent if parent >= 0 else None, 0))
+        regions.append((rid, guid, 1, 1, 1, start, end, sid(name), eid))
+        return rid
+
+    for s_, e_, n_, c_ in rank.api:
+        base = re.sub(r"_v\d+$", "", n_)
+        region_of[c_] = region(s_, e_, _HIP_NAMES.get(base, base), "HIP_RUNTIME_API_EXT")
+    for s_, e_, text in rank.nvtx:
+        region(s_, e_, text, "MARKER_CORE_API")
+
+    def dispatch(start, end, name, launch_region):
+        if name not in symbols:
+            symbols[name] = len(symbols) + 1
+        eid = len(events) + 1
+        events.append((eid, guid, sid("KERNEL_DISPATCH"), launch_region, None, 0))
+        dispatches.append((len(dispatches) + 1, guid, 1, 1, 1, gpu_agent, symbols[name], len(dispatches) + 1, 1, 1,
+                           start, end, 0, 0, 256, 1, 1, 1024, 1, 1, sid(name), eid))
+
+    for s_, e_, n_, c_, col in rank.kernels:
+        launch = region_of[c_]
+        if col:  # RCCL: the collective call wraps the launch, the kernel is named generically
+            ls, le, _ = by_corr[c_]
+            outer = region(ls - 1_000, le + 1_000, "ncclAllReduce", "RCCL_API")
+            events[regions[launch - 1][8] - 1] = events[regions[launch - 1][8] - 1][:4] + (outer, 0)
+            regions[launch - 1] = regions[launch - 1][:7] + (sid("hipExtLaunchKernel"),) + regions[launch - 1][8:]
+            dispatch(s_, e_, "ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)", launch)
+        else:
+            dispatch(s_, e_, n_, launch)
+    for s_, e_, c_, g_ in rank.graphs:
+        step = (e_ - s_) // GRAPH_NODES_ROCPD
+        for k in range(GRAPH_NODES_ROCPD):
+            ks = s_ + k * step
+            dispatch(ks, e_ if k == GRAPH_NODES_ROCPD - 1 else ks + step, f"graph{g_}_node{k}_kernel", region_of[c_])
+    for s_, e_, c_, b_, ck, sk, dk in rank.copies:
+        eid = len(events) + 1
+        events.append((eid, guid, sid("MEMORY_COPY"), region_of[c_], None, 0))
+        copies.append((len(copies) + 1, guid, 1, 1, 1, s_, e_, sid("MEMORY_COPY_DEVICE_TO_HOST"), 0, 0, gpu_agent, 0, b_, 1, 1, eid))
+    db.executemany(f"INSERT INTO {t('rocpd_info_kernel_symbol')} (id, guid, nid, pid, code_object_id, kernel_name, display_name) VALUES (?, ?, 1, 1, 1, ?, ?)",
+                   [(i, guid, n, n) for n, i in symbols.items()])
+    db.executemany(f"INSERT INTO {t('rocpd_string')} (id, guid, string) VALUES (?, ?, ?)", [(i, guid, s2) for s2, i in strings.items()])
+    db.executemany(f"INSERT INTO {t('rocpd_event')} (id, guid, category_id, stack_id, parent_stack_id, correlation_id) VALUES (?, ?, ?, ?, ?, ?)", events)
+    db.executemany(f"INSERT INTO {t('rocpd_region')} (id, guid, nid, pid, tid, start, end, name_id, event_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", regions)
+    db.executemany(f"INSERT INTO {t('rocpd_kernel_dispatch')} (id, guid, nid, pid, tid, agent_id, kernel_id, dispatch_id, queue_id, stream_id, start, end, private_segment_size, group_segment_size, workgroup_size_x, workgroup_size_y, workgroup_size_z, grid_size_x, grid_size_y, grid_size_z, region_name_id, event_id) VALUES ({','.join('?' * 22)})", dispatches)
+    db.executemany(f"INSERT INTO {t('rocpd_memory_copy')} (id, guid, nid, pid, tid, start, end, name_id, dst_agent_id, dst_address, src_agent_id, src_address, size, queue_id, stream_id, event_id) VALUES ({','.join('?' * 16)})", copies)
+    db.commit()
+    db.execute("VACUUM")
+    db.close()
+
+
+def generate_rocpd(out: Path, only: list[str] | None = None, seed: int = 7) -> list[Path]:
+    """The same scenarios as rocpd databases, one ``<pid>_results.db`` per process."""
+    made = []
+    for name, (fn, description) in SCENARIOS.items():
+        if only and name not in only:
+            continue
+        rng = random.Random(f"{seed}:{name}")
+        ranks, extra = fn(rng)
+        bundle = out / f"{name}_rocpd"
+        bundle.mkdir(parents=True, exist_ok=True)
+        for r in ranks:
+            write_rocpd(bundle / f"{r.pid}_results.db", r, name)
+        made.append(bundle)
+    return made
+
+
 def truth_for(ranks: list[Rank], extra: dict, scenario: str, description: str) -> dict:
     """Ground truth from the generated intervals, over the steady-state window.
 
@@ -525,8 +646,9 @@ def main(argv=None):
     ap.add_argument("--out", type=Path, default=HERE / "bundles")
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--rocpd", action="store_true", help="write rocprofv3 rocpd databases instead of nsys exports")
     args = ap.parse_args(argv)
-    for b in generate(args.out, args.only, args.seed):
+    for b in (generate_rocpd if args.rocpd else generate)(args.out, args.only, args.seed):
         print(b)
 
 

@@ -66,6 +66,14 @@ def test_nccl_tests_table_values():
     assert log.tests["avg_busbw"] == 160.437 and len(log.tests["ranks"]) == 8
 
 
+def test_ring_and_tree_orders():
+    log = nccl.parse(str(real("nccl", "nccl-tests_all_reduce_perf_h200_p5e_2node_16gpu_efa_nccl_debug_info_2.27.7.txt")))
+    rank0 = {ch: order for (h, p, ch), order in log.rings.items() if p == 26241}
+    assert rank0[0] == [0, 3, 11, 8, 9, 14, 15, 12, 13, 10, 2, 5, 4, 7, 6, 1]
+    trees = next(v for (h, p), v in log.trees.items() if p == 26241)
+    assert trees[0] == "1/-1/-1->0->3" and trees[2] == "1/8/-1->0->-1"
+
+
 # file: (format, threads, idle threads, processes)
 PYSPY = {
     "py-spy_dump_deepspeed_megatron_broadcast_hang.txt": (1, 0, 0),

@@ -111,6 +111,8 @@ def _detect_text(head: bytes, gz: bool = False) -> str:
             return "pyspy"
         return "unknown:JSON without traceEvents (not a PyTorch profiler trace)"
     first = stripped.splitlines()[0] if stripped else ""
+    if re.match(r'^"?Name"?,"?Calls"?,"?TotalDurationNs"?', first):
+        return "unknown:rocprofv3 statistics summary (*_stats.csv), not a trace: give the *_trace.csv files"
     if re.match(r'^"?(Kind|Agent_Id|Correlation_Id|Dispatch_Id|Domain|Guid)"?,', first, re.I) or (
         "," in first and re.search(r'"?(Correlation_Id|Kernel_Name|Start_Timestamp)"?', first)
     ):
@@ -141,6 +143,25 @@ def _bundle_files(directory: Path) -> list[Path]:
     return out
 
 
+def _merge_per_process_files(case: Case) -> None:
+    """rocpd writes one database per process: those of one directory are one capture."""
+    from tracetriage.model import merge_traces
+
+    groups: dict[str, list[int]] = {}
+    for i, t in enumerate(case.traces):
+        if t.format == "rocpd":
+            groups.setdefault(str(Path(t.path).parent), []).append(i)
+    for parent, idx in groups.items():
+        if len(idx) < 2:
+            continue
+        merged = merge_traces([case.traces[i] for i in idx], parent)
+        paths = {case.traces[i].path for i in idx}
+        case.traces = [t for i, t in enumerate(case.traces) if i not in idx] + [merged]
+        case.inputs = [x for x in case.inputs if x["path"] not in paths] + [{
+            "path": parent, "kind": "rocpd", "version": merged.meta.get("version"), "warnings": merged.warnings,
+            "counts": merged.counts(), "files": sorted(paths)}]
+
+
 def open_case(paths, step_range: str | None = None) -> Case:
     """Open files and directories as one case. Raises a TraceTriageError on bad input."""
     from tracetriage import parsers as registry
@@ -156,6 +177,7 @@ def open_case(paths, step_range: str | None = None) -> Case:
             candidates.extend((f, False) for f in _bundle_files(p))
         else:
             candidates.append((p, True))
+    csv_groups: dict[Path, list[tuple[Path, bool]]] = {}
     for path, explicit in candidates:
         if not os.access(path, os.R_OK):
             raise UnsupportedInputError(path, "permission denied")
@@ -166,12 +188,18 @@ def open_case(paths, step_range: str | None = None) -> Case:
                 raise UnsupportedInputError(path, f"not a supported input: {why}")
             case.skipped.append({"path": str(path), "reason": why})
             continue
+        if kind == "rocprof_csv":  # the files of one rocprofv3 run are merged below
+            csv_groups.setdefault(path.parent, []).append((path, explicit))
+            continue
         try:
             registry.load(case, path, kind)
         except registry.NotReadableYet as exc:
             if explicit:
                 raise
             case.skipped.append({"path": str(path), "reason": exc.problem})
+    for group in csv_groups.values():
+        registry.load_csv_group(case, [p for p, _ in group])
+    _merge_per_process_files(case)
     if not (case.traces or case.topologies or case.nccl_logs or case.pyspy):
         raise MissingDataError(
             ", ".join(case.paths), "nothing to analyze: no trace, topology, NCCL log or py-spy capture found"

@@ -293,3 +293,46 @@ def classify_categories(names: pd.Categorical, fn) -> np.ndarray:
     mapped = np.array([fn(c) for c in cats] + [None], dtype=object)
     codes = np.asarray(names.codes)
     return mapped[np.where(codes < 0, len(cats), codes)]
+
+
+def merge_traces(traces: list["Trace"], path: str) -> "Trace":
+    """One trace from per-process captures on one clock (e.g. a directory of rocpd
+    ``<pid>_results.db``): tables concatenated, device keys renumbered. Correlations
+    stay per process, and every join is on (pid, correlation), so they cannot mix."""
+    out = Trace(path=path, format=traces[0].format)
+    gpus, devices, offset = [], [], 0
+    for t in traces:
+        g = t.gpu.copy()
+        g["device"] = (g["device"].astype(np.int64) + offset).astype(np.int32)
+        gpus.append(g)
+        devices.append(t.devices)
+        offset += len(t.devices)
+
+    def cat(frames, sort=True):
+        frames = [f for f in frames if len(f)]
+        if not frames:
+            return None
+        df = pd.concat(frames, ignore_index=True)
+        for col in df.columns:  # categoricals with different categories come back as object
+            if df[col].dtype == object and any(str(f[col].dtype) == "category" for f in frames):
+                df[col] = df[col].astype("category")
+        return df.sort_values("start", kind="stable", ignore_index=True) if sort and "start" in df else df
+
+    gpu = cat(gpus)
+    if gpu is not None:
+        for col, cats in (("kind", GPU_KINDS), ("collective", COLLECTIVE_OPS), ("copy_kind", COPY_KINDS)):
+            gpu[col] = pd.Categorical(gpu[col].astype(object), categories=cats)
+        out.gpu = gpu
+    api = cat([t.api for t in traces])
+    if api is not None:
+        api["category"] = pd.Categorical(api["category"].astype(object), categories=API_CATEGORIES)
+        out.api = api
+    ranges = cat([t.ranges for t in traces])
+    if ranges is not None:
+        out.ranges = ranges
+    out.devices = pd.concat(devices, ignore_index=True)
+    out.processes = pd.concat([t.processes for t in traces], ignore_index=True).drop_duplicates("pid")
+    out.meta = dict(traces[0].meta)
+    out.meta["merged_files"] = [t.path for t in traces]
+    out.meta["warnings"] = [w for t in traces for w in t.warnings]
+    return out

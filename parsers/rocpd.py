@@ -1,0 +1,342 @@
+"""rocprofv3 rocpd SQLite (schema version 3, ROCm 7.x; also rocprof-sys) -> :class:`Trace`.
+
+Facts honoured (shared/samples/real/rocprof/SOURCES.md, DESIGN.md):
+
+* Data tables carry a per-process UUID suffix (``rocpd_region_<uuid>``); views with
+  plain names (``rocpd_region``) select from them. Read through the views when they
+  exist, else through the union of the suffixed tables. A database of another
+  schema, or without the tables needed, is rejected with a line naming what is
+  missing.
+* Ids are unique per (guid, id): every join carries the guid.
+* A kernel's launching call is ``rocpd_region.id = rocpd_event.stack_id`` of the
+  dispatch's event (``correlation_id`` is usually 0). The model's correlation for
+  both sides is that region id, so the usual (pid, correlation) join works.
+* ``agent_id`` counts CPUs too: the GPU number is ``type_index`` of GPU agents.
+* ``__amd_rocclr_*`` blit kernels are copies (copyBuffer*) or memsets (fillBuffer*).
+* RCCL kernels are often named generically: their op comes from the RCCL API call
+  that launched them (the launching region, or its parent).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from tracetriage.errors import MissingDataError, TraceFormatError
+from tracetriage.model import (
+    API_CATEGORIES,
+    COLLECTIVE_OPS,
+    COPY_KINDS,
+    GPU_KINDS,
+    Trace,
+    api_category,
+    collective_op,
+    empty_devices,
+    gpu_column_order,
+)
+from tracetriage.parsers.sqlite import Database
+
+NEEDED = ("rocpd_string", "rocpd_kernel_dispatch", "rocpd_info_agent")
+_GUID_BITS = 40
+_MARKER = re.compile(r"(?i)MARKER|ROCTX")
+
+
+def source(db: Database, base: str) -> str | None:
+    """SQL for one logical rocpd table: its view, else the union of its UUID tables."""
+    if db.objects.get(base) in ("view", "table"):
+        return f'"{base}"'
+    parts = [n for n, kind in db.objects.items() if kind == "table" and re.fullmatch(re.escape(base) + r"_[0-9a-fA-F_]{8,}", n)]
+    if not parts:
+        return None
+    cols = None
+    for p in parts:  # the union needs the same columns in every part
+        c = db.columns(p)
+        cols = c if cols is None else [x for x in cols if x in c]
+    sel = ", ".join(f'"{c}"' for c in cols)
+    return "(" + " UNION ALL ".join(f'SELECT {sel} FROM "{p}"' for p in sorted(parts)) + ")"
+
+
+def looks_like_rocpd(db: Database) -> bool:
+    return any(n.startswith(("rocpd_kernel_dispatch", "rocpd_info_agent", "rocpd_region")) for n in db.objects)
+
+
+def _col(db: Database, base: str, column: str, default: str = "-1", alias: str = "") -> str:
+    name = base if db.has(base) else next((n for n in db.objects if n.startswith(base + "_")), base)
+    prefix = f"{alias}." if alias else ""
+    return f'COALESCE({prefix}"{column}", {default})' if column in db.columns(name) else default
+
+
+class _Keyed:
+    """Vectorized lookup of (guid code, id) -> value."""
+
+    def __init__(self, guid_codes: np.ndarray, ids: np.ndarray, values):
+        self.index = pd.Index((guid_codes.astype(np.int64) << _GUID_BITS) + ids.astype(np.int64))
+        self.values = np.asarray(values, dtype=object)
+
+    def get(self, guid_codes, ids, default=None):
+        pos = self.index.get_indexer((np.asarray(guid_codes, np.int64) << _GUID_BITS) + np.asarray(ids, np.int64))
+        out = np.where(pos >= 0, self.values[np.maximum(pos, 0)] if len(self.values) else default, default)
+        return out
+
+
+def parse(path: str) -> Trace:
+    with Database(path) as db:
+        missing = [b for b in NEEDED if source(db, b) is None]
+        if missing:
+            raise TraceFormatError(path, f"rocpd database without {', '.join(missing)} (not schema version 3, or cut)")
+        version = None
+        meta_src = source(db, "rocpd_metadata")
+        if meta_src:
+            for tag, value in db.rows(f"SELECT tag, value FROM {meta_src}"):
+                if tag == "schema_version":
+                    version = str(value)
+        if version not in (None, "3"):
+            raise TraceFormatError(path, f"rocpd schema_version {version}: this reader knows version 3")
+
+        guid_frames = []
+
+        def frame(sql):
+            df = db.frame(sql)
+            if "guid" in df.columns:
+                guid_frames.append(df["guid"])
+            return df
+
+        strings = frame(f"SELECT id, guid, string FROM {source(db, 'rocpd_string')}")
+        agents = frame(f"SELECT id, guid, type, {_col(db, 'rocpd_info_agent', 'type_index')} AS type_index, "
+                       f"COALESCE(product_name, name, '') AS name FROM {source(db, 'rocpd_info_agent')}")
+        proc_src = source(db, "rocpd_info_process")
+        procs = frame(f"SELECT id, guid, pid, COALESCE(command, '') AS command FROM {proc_src}") if proc_src else None
+        thr_src = source(db, "rocpd_info_thread")
+        threads = frame(f"SELECT id, guid, tid FROM {thr_src}") if thr_src else None
+        sym_src = source(db, "rocpd_info_kernel_symbol")
+        syms = frame(f"SELECT id, guid, COALESCE(display_name, kernel_name, '') AS name FROM {sym_src}") if sym_src else None
+        ev_src = source(db, "rocpd_event")
+        kd = source(db, "rocpd_kernel_dispatch")
+        ev_join = f"LEFT JOIN {ev_src} e ON e.id = k.event_id AND e.guid = k.guid" if ev_src else ""
+        stack = "COALESCE(e.stack_id, -1)" if ev_src else "-1"
+        kernels = frame(
+            f"SELECT k.guid AS guid, k.pid AS pid, {_col(db, 'rocpd_kernel_dispatch', 'tid', '-1', 'k')} AS tid, "
+            f"k.agent_id AS agent, k.kernel_id AS kernel_id, COALESCE(k.stream_id, -1) AS stream, "
+            f"COALESCE(k.queue_id, -1) AS queue, k.start AS start, k.\"end\" AS \"end\", {stack} AS corr FROM {kd} k {ev_join}"
+        )
+        reg_src = source(db, "rocpd_region")
+        regions = None
+        if reg_src:
+            cat = "COALESCE(e.category_id, -1)" if ev_src else "-1"
+            parent = "COALESCE(e.parent_stack_id, -1)" if ev_src else "-1"
+            rj = f"LEFT JOIN {ev_src} e ON e.id = r.event_id AND e.guid = r.guid" if ev_src else ""
+            regions = frame(
+                f"SELECT r.id AS id, r.guid AS guid, r.pid AS pid, r.tid AS tid, r.start AS start, r.\"end\" AS \"end\", "
+                f"r.name_id AS name_id, {cat} AS category_id, {parent} AS parent FROM {reg_src} r {rj}"
+            )
+        mc_src = source(db, "rocpd_memory_copy")
+        copies = None
+        if mc_src:
+            mj = f"LEFT JOIN {ev_src} e ON e.id = m.event_id AND e.guid = m.guid" if ev_src else ""
+            copies = frame(
+                f"SELECT m.guid AS guid, m.pid AS pid, m.start AS start, m.\"end\" AS \"end\", m.name_id AS name_id, "
+                f"COALESCE(m.src_agent_id, -1) AS src, COALESCE(m.dst_agent_id, -1) AS dst, COALESCE(m.size, 0) AS size, "
+                f"COALESCE(m.stream_id, -1) AS stream, {stack.replace('e.', 'e.')} AS corr FROM {mc_src} m {mj}"
+            )
+
+        all_guids = pd.concat(guid_frames, ignore_index=True).astype(str) if guid_frames else pd.Series([], dtype=str)
+        guid_codes, guid_uniq = pd.factorize(all_guids)
+        gcode = {g: i for i, g in enumerate(guid_uniq)}
+
+        def gc(df):
+            return df["guid"].astype(str).map(gcode).to_numpy(np.int64)
+
+        string_of = _Keyed(gc(strings), strings["id"].to_numpy(np.int64), strings["string"].astype(object))
+        agent_type = _Keyed(gc(agents), agents["id"].to_numpy(np.int64), agents["type"].astype(object))
+        agent_index = _Keyed(gc(agents), agents["id"].to_numpy(np.int64), agents["type_index"].to_numpy(np.int64))
+        agent_name = _Keyed(gc(agents), agents["id"].to_numpy(np.int64), agents["name"].astype(object))
+        pid_of = _Keyed(gc(procs), procs["id"].to_numpy(np.int64), procs["pid"].to_numpy(np.int64)) if procs is not None and len(procs) else None
+        tid_of = _Keyed(gc(threads), threads["id"].to_numpy(np.int64), threads["tid"].to_numpy(np.int64)) if threads is not None and len(threads) else None
+
+        def real_pid(df):
+            if pid_of is None:
+                return df["pid"].to_numpy(np.int64)
+            got = pid_of.get(gc(df), df["pid"].to_numpy(np.int64), default=-1)
+            return np.where(got == -1, df["pid"].to_numpy(np.int64), got).astype(np.int64)
+
+        def real_tid(df):
+            if tid_of is None or "tid" not in df:
+                return df["tid"].to_numpy(np.int64) if "tid" in df else np.zeros(len(df), np.int64)
+            got = tid_of.get(gc(df), df["tid"].to_numpy(np.int64), default=-1)
+            return np.where(got == -1, df["tid"].to_numpy(np.int64), got).astype(np.int64)
+
+        def corr_key(df, col="corr"):
+            c = df[col].to_numpy(np.int64)
+            return np.where(c >= 0, (gc(df) << _GUID_BITS) + c, -1)
+
+        trace = Trace(path=str(path), format="rocpd")
+        trace.meta["version"] = f"rocpd schema {version or 3}"
+        trace.meta["guids"] = len(guid_uniq)
+
+        # --- API regions and markers
+        api_parts, range_parts = [], []
+        region_name = None
+        if regions is not None and len(regions):
+            g = gc(regions)
+            region_name = string_of.get(g, regions["name_id"].to_numpy(np.int64), default="<unknown>")
+            category = string_of.get(g, regions["category_id"].to_numpy(np.int64), default="")
+            is_marker = _per_distinct(category, lambda c: bool(_MARKER.search(str(c)))).astype(bool)
+            pids, tids = real_pid(regions), real_tid(regions)
+            rid = (g << _GUID_BITS) + regions["id"].to_numpy(np.int64)
+            names = pd.Categorical(region_name.astype(object))
+            cats = pd.Categorical([api_category(str(c)) for c in names.categories])
+            api_cat = pd.Categorical(np.asarray(cats)[names.codes], categories=API_CATEGORIES)
+            api = pd.DataFrame({
+                "pid": pids, "tid": tids, "start": regions["start"].to_numpy(np.int64),
+                "end": regions["end"].to_numpy(np.int64), "name": names, "category": api_cat, "correlation": rid,
+            })
+            trace.api = api[~is_marker].sort_values("start", kind="stable", ignore_index=True)
+            trace.api["name"] = trace.api["name"].cat.remove_unused_categories()
+            rng = api[is_marker]
+            trace.ranges = pd.DataFrame({
+                "pid": rng["pid"].to_numpy(), "tid": rng["tid"].to_numpy(), "start": rng["start"].to_numpy(),
+                "end": rng["end"].to_numpy(), "name": pd.Categorical(rng["name"].astype(object)),
+                "domain": pd.Categorical(np.asarray(category, dtype=object)[is_marker]),
+            }).sort_values("start", kind="stable", ignore_index=True)
+            region_lookup = pd.DataFrame({"key": rid, "name": region_name.astype(object),
+                                          "parent": np.where(regions["parent"].to_numpy(np.int64) >= 0,
+                                                             (g << _GUID_BITS) + regions["parent"].to_numpy(np.int64), -1)})
+        else:
+            region_lookup = pd.DataFrame({"key": [], "name": [], "parent": []})
+
+        # --- kernels (and blit kernels as copies / memsets)
+        kg = gc(kernels)
+        kname = _Keyed(gc(syms), syms["id"].to_numpy(np.int64), syms["name"].astype(object)).get(
+            kg, kernels["kernel_id"].to_numpy(np.int64), default="<unknown kernel>") if syms is not None and len(syms) else np.full(len(kernels), "<unknown kernel>", dtype=object)
+        kinds = _per_distinct(kname, _blit_kind)
+        kcorr = corr_key(kernels)
+        ops = _per_distinct(kname, lambda n: collective_op(str(n)))
+        ops = _rccl_ops_from_api(ops, kcorr, region_lookup)
+        # Graph kernels are traced one by one; they are graph work when hipGraphLaunch launched them.
+        if len(region_lookup):
+            rpos = pd.Index(region_lookup["key"].to_numpy(np.int64)).get_indexer(kcorr)
+            launcher = np.where(rpos >= 0, region_lookup["name"].to_numpy(object)[np.maximum(rpos, 0)], "")
+            k_in_graph = np.asarray(launcher == "hipGraphLaunch", dtype=bool)
+        else:
+            k_in_graph = np.zeros(len(kernels), bool)
+        is_gpu = agent_type.get(kg, kernels["agent"].to_numpy(np.int64), default="GPU")
+        gpu_index = agent_index.get(kg, kernels["agent"].to_numpy(np.int64), default=-1)
+        if (np.asarray(is_gpu) != "GPU").any():
+            trace.warnings.append("some dispatches name a non-GPU agent")
+        kdf = pd.DataFrame({
+            "pid": real_pid(kernels), "ordinal": np.asarray(gpu_index, dtype=np.int64),
+            "stream": kernels["stream"].to_numpy(np.int64), "start": kernels["start"].to_numpy(np.int64),
+            "end": kernels["end"].to_numpy(np.int64), "kind": kinds, "name": kname.astype(object), "correlation": kcorr,
+            "collective": np.where(kinds == "kernel", ops, None), "bytes": np.zeros(len(kernels), np.int64),
+            "copy_kind": np.where(kinds == "memcpy", "other", None), "pageable": np.zeros(len(kernels), bool),
+            "in_graph": k_in_graph,
+        })
+        parts = [kdf]
+        if copies is not None and len(copies):
+            cg = gc(copies)
+            direction = string_of.get(cg, copies["name_id"].to_numpy(np.int64), default="")
+            ck = _per_distinct(direction, lambda d: _direction(str(d)))
+            src_gpu = agent_type.get(cg, copies["src"].to_numpy(np.int64), default="") == "GPU"
+            dst_gpu = agent_type.get(cg, copies["dst"].to_numpy(np.int64), default="") == "GPU"
+            dev_agent = np.where(dst_gpu & ~src_gpu, copies["dst"].to_numpy(np.int64), copies["src"].to_numpy(np.int64))
+            parts.append(pd.DataFrame({
+                "pid": real_pid(copies), "ordinal": np.asarray(agent_index.get(cg, dev_agent, default=-1), dtype=np.int64),
+                "stream": copies["stream"].to_numpy(np.int64), "start": copies["start"].to_numpy(np.int64),
+                "end": copies["end"].to_numpy(np.int64), "kind": "memcpy",
+                "name": np.array([f"memcpy {k}" for k in ck], dtype=object), "correlation": corr_key(copies),
+                "collective": None, "bytes": copies["size"].to_numpy(np.int64), "copy_kind": ck,
+                "pageable": np.zeros(len(copies), bool), "in_graph": np.zeros(len(copies), bool),
+            }))
+        gpu = pd.concat(parts, ignore_index=True)
+        if not len(gpu):
+            raise MissingDataError(path, "nothing to analyze: the rocpd database holds no kernel dispatch or copy")
+        key = gpu["pid"].to_numpy(np.int64) * 65536 + gpu["ordinal"].to_numpy(np.int64)
+        codes, uniq = pd.factorize(key, sort=True)
+        names_by_index = {}
+        for gi, nm, t in zip(agents["type_index"].to_numpy(np.int64), agents["name"].astype(object), agents["type"].astype(object)):
+            if t == "GPU":
+                names_by_index.setdefault(int(gi), str(nm))
+        trace.devices = pd.DataFrame([
+            {"pid": int(k // 65536), "ordinal": int(k % 65536), "gpu_index": int(k % 65536),
+             "name": names_by_index.get(int(k % 65536), "unknown GPU"), "uuid": "", "sm_count": -1, "memory_bytes": -1}
+            for k in uniq
+        ]) if len(uniq) else empty_devices()
+        gpu.insert(0, "device", codes.astype(np.int32))
+        gpu = gpu.drop(columns="ordinal")
+        gpu["kind"] = pd.Categorical(gpu["kind"].astype(object), categories=GPU_KINDS)
+        gpu["name"] = gpu["name"].astype("category")
+        gpu["collective"] = pd.Categorical(gpu["collective"].astype(object), categories=COLLECTIVE_OPS)
+        gpu["copy_kind"] = pd.Categorical(gpu["copy_kind"].astype(object), categories=COPY_KINDS)
+        trace.gpu = gpu[gpu_column_order()].sort_values("start", kind="stable", ignore_index=True)
+        pids = np.unique(np.concatenate([trace.gpu["pid"].to_numpy(), trace.api["pid"].to_numpy()]))
+        commands = {}
+        if procs is not None:
+            commands = dict(zip(real_pid(procs).tolist(), procs["command"].astype(object).tolist()))
+        trace.processes = pd.DataFrame({"pid": pids.astype(np.int64),
+                                        "name": [str(commands.get(int(p), f"pid {int(p)}")) for p in pids]})
+        trace.meta["graph_trace_mode"] = "node" if bool(trace.gpu["in_graph"].any()) else "unknown"
+        if len(trace.api):
+            linked = np.isin(trace.gpu["correlation"].to_numpy(), trace.api["correlation"].to_numpy()).mean()
+            trace.meta["linked_fraction"] = float(linked)
+            if linked < 0.9:
+                trace.warnings.append(f"only {linked:.0%} of GPU operations link to their launching call")
+        return trace
+
+
+def _per_distinct(values, fn) -> np.ndarray:
+    """fn applied once per distinct value, broadcast back (no Python call per event)."""
+    values = np.asarray(values, dtype=object)
+    if not len(values):
+        return np.zeros(0, dtype=object)
+    codes, uniq = pd.factorize(pd.Series(values).astype(str))
+    mapped = np.array([fn(u) for u in uniq] + [None], dtype=object)
+    return mapped[np.where(codes < 0, len(uniq), codes)]
+
+
+def _blit_kind(name: str) -> str:
+    if re.search(r"__amd_rocclr_fill", name):
+        return "memset"
+    if re.search(r"__amd_rocclr_copy", name):
+        return "memcpy"
+    return "kernel"
+
+
+def _direction(name: str) -> str:
+    n = name.upper()
+    for key, label in (("HOST_TO_DEVICE", "HtoD"), ("DEVICE_TO_HOST", "DtoH"), ("DEVICE_TO_DEVICE", "DtoD"),
+                       ("HOST_TO_HOST", "HtoH"), ("PEER", "PtoP")):
+        if key in n:
+            return label
+    return "other"
+
+
+def _rccl_ops_from_api(ops: np.ndarray, corr: np.ndarray, regions: pd.DataFrame) -> np.ndarray:
+    """Give generically named RCCL kernels the op of the RCCL call that launched them."""
+    generic = np.array([o == "Collective" for o in ops], dtype=bool)
+    if not generic.any() or regions.empty:
+        return ops
+    idx = pd.Index(regions["key"].to_numpy(np.int64))
+    names = regions["name"].to_numpy(object)
+    parents = regions["parent"].to_numpy(np.int64)
+    out = ops.copy()
+    for i in np.flatnonzero(generic):  # one lookup per collective kernel, a small minority
+        pos = idx.get_indexer([corr[i]])[0]
+        for _ in range(3):  # the launch, its parent, grandparent
+            if pos < 0:
+                break
+            op = _api_op(str(names[pos]))
+            if op:
+                out[i] = op
+                break
+            pos = idx.get_indexer([parents[pos]])[0] if parents[pos] >= 0 else -1
+    return out
+
+
+def _api_op(name: str) -> str | None:
+    m = re.match(r"^(?:nccl|rccl)(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|Recv|AllToAll|AlltoAll|Gather|Scatter)", name)
+    if not m:
+        return None
+    op = m.group(1)
+    return {"Send": "SendRecv", "Recv": "SendRecv", "AlltoAll": "AllToAll", "Gather": "Collective", "Scatter": "Collective"}.get(op, op)

@@ -1,0 +1,166 @@
+"""rocprofv3 CSV output (``--output-format csv``) -> :class:`Trace`.
+
+One run writes several files (``*_kernel_trace.csv``, ``*_hip_api_trace.csv``,
+``*_memory_copy_trace.csv``, ``*_marker_api_trace.csv``, ``*_rccl_api_trace.csv``...);
+the files of one directory are merged into one trace. Each file is recognised by
+its header, mapped by column name case-insensitively (headers differ across ROCm
+versions), and kernels join their launching call on ``Correlation_Id``.
+
+``Agent_Id`` is the absolute agent number ("Agent 4"), which counts CPUs: without an
+agent_info file the GPU number is the rank of the agent among the agents that ran
+kernels or copies (GPU agents only appear there). Kernel rows carry no process id:
+it comes from the launching call, else the trace has one anonymous process.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tracetriage.errors import MissingDataError, TraceFormatError
+from tracetriage.model import (
+    API_CATEGORIES,
+    COLLECTIVE_OPS,
+    COPY_KINDS,
+    GPU_KINDS,
+    Trace,
+    api_category,
+    collective_op,
+    gpu_column_order,
+)
+from tracetriage.parsers.rocpd import _blit_kind, _direction, _per_distinct
+
+
+def _read(path: Path) -> pd.DataFrame:
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        raise TraceFormatError(path, f"unreadable CSV ({str(exc).splitlines()[0]})") from None
+    df.columns = [c.strip().lower() for c in df.columns]
+    return df
+
+
+def _int(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
+    if col not in df.columns:
+        return np.full(len(df), default, dtype=np.int64)
+    return pd.to_numeric(df[col].str.extract(r"(-?\d+)", expand=False), errors="coerce").fillna(default).to_numpy(np.int64)
+
+
+def classify(df: pd.DataFrame) -> str:
+    cols = set(df.columns)
+    if "kernel_name" in cols:
+        return "kernel"
+    if "direction" in cols and "source_agent_id" in cols:
+        return "copy"
+    if {"domain", "function", "start_timestamp"} <= cols:
+        return "api"
+    if "operation" in cols and "allocation_size" in cols:
+        return "alloc"
+    return "unknown"
+
+
+def parse_files(paths: list[Path]) -> Trace:
+    frames: dict[str, list[tuple[Path, pd.DataFrame]]] = {}
+    for p in paths:
+        df = _read(p)
+        frames.setdefault(classify(df), []).append((p, df))
+    if not frames.get("kernel") and not frames.get("copy"):
+        raise MissingDataError(paths[0], "nothing to analyze: no kernel or memory-copy trace among the rocprofv3 CSV files")
+    trace = Trace(path=str(paths[0].parent) if len(paths) > 1 else str(paths[0]), format="rocprof_csv")
+    trace.meta["version"] = None
+    trace.meta["files"] = [str(p) for p in paths]
+
+    # Host calls and markers.
+    api_rows = [df for _, df in frames.get("api", [])]
+    api = pd.concat(api_rows, ignore_index=True) if api_rows else pd.DataFrame(columns=["domain", "function"])
+    domain = api["domain"].astype(str).to_numpy(object) if len(api) else np.zeros(0, object)
+    is_marker = _per_distinct(domain, lambda d: bool(re.search(r"(?i)marker|roctx", d))).astype(bool) if len(api) else np.zeros(0, bool)
+    a_pid, a_tid, a_corr = _int(api, "process_id"), _int(api, "thread_id"), _int(api, "correlation_id")
+    a_start, a_end = _int(api, "start_timestamp", 0), _int(api, "end_timestamp", 0)
+    fn = api["function"].astype(str).to_numpy(object) if len(api) else np.zeros(0, object)
+    names = pd.Categorical(fn)
+    cats = np.array([api_category(str(c)) for c in names.categories] + ["other"], dtype=object)
+    category = pd.Categorical(cats[np.where(names.codes < 0, len(names.categories), names.codes)], categories=API_CATEGORIES)
+    all_api = pd.DataFrame({"pid": a_pid, "tid": a_tid, "start": a_start, "end": a_end, "name": names,
+                            "category": category, "correlation": a_corr})
+    trace.api = all_api[~is_marker].sort_values("start", kind="stable", ignore_index=True)
+    trace.api["name"] = trace.api["name"].cat.remove_unused_categories()
+    if is_marker.any():
+        mk = all_api[is_marker]
+        trace.ranges = pd.DataFrame({"pid": mk["pid"].to_numpy(), "tid": mk["tid"].to_numpy(), "start": mk["start"].to_numpy(),
+                                     "end": mk["end"].to_numpy(), "name": pd.Categorical(mk["name"].astype(object)),
+                                     "domain": pd.Categorical(domain[is_marker])}).reset_index(drop=True)
+    corr_pid = pd.Series(a_pid, index=a_corr)
+    corr_pid = corr_pid[~corr_pid.index.duplicated()]
+    corr_name = pd.Series(fn, index=a_corr)
+    corr_name = corr_name[~corr_name.index.duplicated()]
+
+    parts = []
+    for _, df in frames.get("kernel", []):
+        corr = _int(df, "correlation_id")
+        name = df["kernel_name"].astype(str).to_numpy(object)
+        kind = _per_distinct(name, _blit_kind)
+        ops = _per_distinct(name, lambda n: collective_op(str(n)))
+        generic = ops == "Collective"
+        if generic.any():  # generically named RCCL kernels: the op of the launching RCCL call
+            launched_by = corr_name.reindex(corr[generic]).fillna("").to_numpy(object)
+            from tracetriage.parsers.rocpd import _api_op
+
+            ops[generic] = np.array([_api_op(str(n)) or "Collective" for n in launched_by], dtype=object)
+        parts.append(pd.DataFrame({
+            "agent": _int(df, "agent_id"), "stream": _int(df, "stream_id" if "stream_id" in df.columns else "queue_id"),
+            "start": _int(df, "start_timestamp", 0), "end": _int(df, "end_timestamp", 0), "kind": kind,
+            "name": name, "correlation": corr, "collective": np.where(kind == "kernel", ops, None),
+            "bytes": np.zeros(len(df), np.int64), "copy_kind": np.where(kind == "memcpy", "other", None),
+        }))
+    for _, df in frames.get("copy", []):
+        ck = _per_distinct(df["direction"].astype(str).to_numpy(object), _direction)
+        src, dst = _int(df, "source_agent_id"), _int(df, "destination_agent_id")
+        agent = np.where(ck == "HtoD", dst, src)
+        parts.append(pd.DataFrame({
+            "agent": agent, "stream": _int(df, "stream_id"), "start": _int(df, "start_timestamp", 0),
+            "end": _int(df, "end_timestamp", 0), "kind": "memcpy", "name": _per_distinct(ck, lambda k: f"memcpy {k}"),
+            "correlation": _int(df, "correlation_id"), "collective": None, "bytes": _int(df, "size", 0) if "size" in df.columns else np.zeros(len(df), np.int64),
+            "copy_kind": ck,
+        }))
+    gpu = pd.concat(parts, ignore_index=True)
+    if not len(gpu):
+        raise MissingDataError(paths[0], "nothing to analyze: the kernel and copy CSV files are empty")
+    gpu["pid"] = corr_pid.reindex(gpu["correlation"].to_numpy()).fillna(-1).to_numpy(np.int64) if len(corr_pid) else -1
+    known = gpu["pid"] >= 0
+    fallback = int(gpu.loc[known, "pid"].mode().iloc[0]) if known.any() else 0
+    gpu.loc[~known, "pid"] = fallback
+    agents = np.sort(np.unique(gpu["agent"].to_numpy()))
+    ordinal = np.searchsorted(agents, gpu["agent"].to_numpy())
+    key = gpu["pid"].to_numpy(np.int64) * 65536 + ordinal
+    codes, uniq = pd.factorize(key, sort=True)
+    trace.devices = pd.DataFrame([
+        {"pid": int(k // 65536), "ordinal": int(k % 65536), "gpu_index": int(k % 65536), "name": "AMD GPU",
+         "uuid": "", "sm_count": -1, "memory_bytes": -1} for k in uniq])
+    gpu.insert(0, "device", codes.astype(np.int32))
+    gpu = gpu.drop(columns="agent")
+    gpu["pageable"] = False
+    gpu["in_graph"] = False
+    gpu["kind"] = pd.Categorical(gpu["kind"].astype(object), categories=GPU_KINDS)
+    gpu["name"] = gpu["name"].astype("category")
+    gpu["collective"] = pd.Categorical(gpu["collective"].astype(object), categories=COLLECTIVE_OPS)
+    gpu["copy_kind"] = pd.Categorical(gpu["copy_kind"].astype(object), categories=COPY_KINDS)
+    trace.gpu = gpu[gpu_column_order()].sort_values("start", kind="stable", ignore_index=True)
+    pids = np.unique(np.concatenate([trace.gpu["pid"].to_numpy(), trace.api["pid"].to_numpy()]))
+    trace.processes = pd.DataFrame({"pid": pids.astype(np.int64), "name": [f"pid {int(p)}" for p in pids]})
+    trace.meta["graph_trace_mode"] = "unknown"
+    if len(trace.api) and len(trace.gpu):
+        # A launch precedes its kernel by less than 10 s; files from different runs do not line up.
+        first_start = trace.api.drop_duplicates("correlation").set_index("correlation")["start"]
+        launch_at = first_start.reindex(trace.gpu["correlation"].to_numpy()).to_numpy()
+        ok = ~np.isnan(launch_at) & (launch_at <= trace.gpu["start"].to_numpy()) & (trace.gpu["start"].to_numpy() - launch_at < 10e9)
+        if ok.mean() < 0.5:
+            trace.warnings.append(
+                f"only {ok.mean():.0%} of GPU operations follow their launch call in time: the API and GPU CSV files "
+                "come from different runs, so host-side attribution is not trustworthy")
+    if not len(trace.api):
+        trace.warnings.append("no HIP API CSV next to the kernel trace: idle time cannot be attributed to host calls")
+    return trace
