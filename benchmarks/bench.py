@@ -110,10 +110,38 @@ def measure(mode: str, path: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def bench_batch(jobs: int) -> None:
+    """Cases per minute: `tracetriage batch` over the sample bundles (and the real nsys
+    exports when ../shared is present), every case re-analyzed (--force)."""
+    import shutil
+    import tempfile
+
+    from tracetriage.batch import run_batch
+
+    inputs = [str(ROOT / "samples" / "bundles")]
+    real = ROOT.parent / "shared" / "samples" / "real" / "nsys"
+    if real.exists():
+        inputs.append(str(real))
+    out = Path(tempfile.mkdtemp(prefix="tt-bench-"))
+    try:
+        t = time.perf_counter()
+        res = run_batch(inputs, str(out), jobs=jobs, force=True, progress=False)
+        dt = time.perf_counter() - t
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    print(f"batch    {len(res.records)} cases ({res.failed} failed) with {jobs} workers in {dt:.1f} s "
+          f"= {60 * len(res.records) / dt:.0f} cases/minute")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernels", type=int, default=1_000_000)
+    ap.add_argument("--batch", action="store_true", help="measure batch throughput (cases/minute) instead")
+    ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
+    if args.batch:
+        bench_batch(args.jobs)
+        return
     out = HERE / "out"
     out.mkdir(exist_ok=True)
     path = out / f"decode_{args.kernels}.sqlite"

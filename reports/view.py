@@ -12,6 +12,8 @@ def fmt_ns(ns) -> str:
     if ns is None:
         return "n/a"
     ns = float(ns)
+    if ns < 0:
+        return "-" + fmt_ns(-ns)
     if ns >= 1e9:
         return f"{ns / 1e9:,.2f} s"
     if ns >= 1e6:

@@ -35,6 +35,27 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of standard output")
     a.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
     a.add_argument("--fail-on", choices=SEVERITY_ORDER, help="exit with code 5 when a finding at or above this severity is present")
+
+    b = sub.add_parser("batch", help="analyze every case under directories, globs or archives; write index.html and summary.parquet",
+                       description="One case per trace file, or per directory bundling a trace with its side artifacts.")
+    b.add_argument("inputs", nargs="+", metavar="INPUT", help="directories, glob patterns, trace files, .tar.gz/.tgz/.zip archives")
+    b.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="where reports, index.html and the parquet tables go")
+    b.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: number of cores)")
+    b.add_argument("--on-error", choices=["skip", "fail"], default="skip", help="skip (default): record a failed case and go on; fail: stop at the first")
+    b.add_argument("--force", action="store_true", help="re-analyze cases whose files and tool version did not change")
+    b.add_argument("--dask", metavar="ADDRESS", help="run the cases on an existing Dask distributed scheduler")
+    b.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
+    b.add_argument("--fail-on", choices=SEVERITY_ORDER, help="exit with code 5 when a case has a finding at or above this severity")
+    b.add_argument("--exit-zero", action="store_true", help="exit 0 even when some cases failed (they are still listed)")
+    b.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    c = sub.add_parser("compare", help="what changed between two captures (before/after a fix or release)",
+                       description="Compare two cases: traces, bundles, or saved analysis JSON files.")
+    c.add_argument("before", metavar="BEFORE")
+    c.add_argument("after", metavar="AFTER")
+    c.add_argument("--format", "-f", choices=["text", "json", "md", "html"], help="output format (default: text, or from -o's extension)")
+    c.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    c.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
     return p
 
 
@@ -74,6 +95,76 @@ def cmd_analyze(args) -> int:
     return EXIT_OK
 
 
+def _validate_regex(pattern):
+    import re
+
+    from tracetriage.errors import UsageError
+
+    if pattern:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise UsageError(None, f"--step-range is not a valid regular expression: {exc}") from None
+
+
+def cmd_batch(args) -> int:
+    from tracetriage.batch import run_batch
+    from tracetriage.errors import EXIT_BATCH_FAILED, UsageError
+
+    _validate_regex(args.step_range)
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(None, "--jobs must be at least 1")
+    result = run_batch(args.inputs, args.output, jobs=args.jobs, on_error=args.on_error, force=args.force,
+                       dask_address=args.dask, step_range=args.step_range, progress=not args.no_progress)
+    print(f"tracetriage: {len(result.records)} cases: {result.analyzed} analyzed, {result.reused} unchanged, "
+          f"{result.failed} failed{f', {result.not_run} not run' if result.not_run else ''}; "
+          f"wrote {Path(args.output) / 'index.html'} and summary.parquet ({result.seconds} s)", file=sys.stderr)
+    for r in result.records:
+        if r["status"] != "ok":
+            print(f"tracetriage: {r['status']}: {r['error']}", file=sys.stderr)
+    if (result.failed or result.not_run) and not args.exit_zero:
+        return EXIT_BATCH_FAILED
+    if args.fail_on:
+        limit = SEVERITY_ORDER.index(args.fail_on)
+        for r in result.records:
+            if any(SEVERITY_ORDER.index(f["severity"]) >= limit and f["id"] != "healthy" for f in r.get("findings") or []):
+                return EXIT_FAIL_ON
+    return EXIT_OK
+
+
+def _load_analysis(path: str, step_range):
+    import json
+
+    from tracetriage import analyze, open_case
+
+    p = Path(path)
+    if p.is_file() and p.suffix == ".json":
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = None
+        if isinstance(data, dict) and data.get("schema") == "tracetriage.analysis/1":
+            return data
+    return analyze(open_case([path]), step_range=step_range).data
+
+
+def cmd_compare(args) -> int:
+    from tracetriage.analyzers.compare import compare
+    from tracetriage.reports.compare import render_compare
+
+    _validate_regex(args.step_range)
+    before = _load_analysis(args.before, args.step_range)
+    after = _load_analysis(args.after, args.step_range)
+    result = compare(before, after, args.before, args.after)
+    text = render_compare(result, _format_for(args))
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"tracetriage: wrote {args.output}: {result['summary']}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -81,7 +172,7 @@ def main(argv=None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        return {"analyze": cmd_analyze}[args.command](args)
+        return {"analyze": cmd_analyze, "batch": cmd_batch, "compare": cmd_compare}[args.command](args)
     except TraceTriageError as exc:
         print(f"tracetriage: error: {exc}", file=sys.stderr)
         return exc.exit_code

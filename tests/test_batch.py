@@ -1,0 +1,199 @@
+"""Batch over archives of captures, archive safety, incremental re-runs, compare, Dask."""
+
+import io
+import json
+import shutil
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import BUNDLES, REAL, run_cli
+from tracetriage.archive import extract
+from tracetriage.batch import run_batch
+from tracetriage.errors import EXIT_BATCH_FAILED, ArchiveError
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Bundles, real nsys exports (when present), a .tar.gz of two bundles, three broken files."""
+    root = tmp_path_factory.mktemp("corpus")
+    shutil.copytree(BUNDLES, root / "bundles")
+    real_nsys = REAL / "nsys"
+    n_real = 0
+    if real_nsys.exists():
+        (root / "real").mkdir()
+        for f in sorted(real_nsys.glob("*.sqlite")):
+            shutil.copyfile(f, root / "real" / f.name)
+            n_real += 1
+    with tarfile.open(root / "two_bundles.tar.gz", "w:gz") as tf:
+        tf.add(BUNDLES / "healthy", arcname="nightly/healthy")
+        tf.add(BUNDLES / "graph_decode", arcname="nightly/graph_decode")
+    broken = root / "broken"
+    broken.mkdir()
+    (broken / "empty.sqlite").write_bytes(b"")
+    (broken / "notes.sqlite").write_text("this is not a database\n")
+    (broken / "truncated.sqlite").write_bytes((BUNDLES / "tp4_island" / "trace.sqlite").read_bytes()[:40_000])
+    return root, n_real
+
+
+def expected_cases(n_real):
+    bundles = len([p for p in BUNDLES.iterdir() if p.is_dir()])
+    return bundles + n_real + 2 + 3
+
+
+def test_batch_reports_every_case(corpus, tmp_path):
+    root, n_real = corpus
+    out = tmp_path / "out"
+    proc = run_cli("batch", root, "-o", out, "--jobs", "2", "--no-progress")
+    assert proc.returncode == EXIT_BATCH_FAILED, proc.stderr
+    assert "Traceback" not in proc.stderr
+    summary = pd.read_parquet(out / "summary.parquet")
+    assert len(summary) == expected_cases(n_real)
+    assert summary["case_id"].is_unique
+    failed = summary[summary["status"] == "failed"]
+    assert sorted(Path(p).name for p in failed["path"]) == ["empty.sqlite", "notes.sqlite", "truncated.sqlite"]
+    assert all(isinstance(e, str) and e for e in failed["error"])
+    ok = summary[summary["status"] == "ok"]
+    assert any("two_bundles.tar.gz!" in p for p in ok["path"])
+    # the summary holds the same numbers as each case's JSON
+    for _, row in ok.iterrows():
+        data = json.loads((out / row["report_json"]).read_text())
+        busy = sum(d["busy_pct"] for d in data["devices"]) / len(data["devices"]) if data["devices"] else None
+        if busy is not None:
+            assert row["busy_pct"] == pytest.approx(busy, abs=1e-3)
+        assert row["top_finding"] == (data["findings"][0]["id"] if data["findings"] else None) or pd.isna(row["top_finding"])
+        assert (out / row["report_html"]).exists()
+    findings = pd.read_parquet(out / "findings.parquet")
+    assert set(findings["case_id"]) <= set(ok["case_id"])
+    index = (out / "index.html").read_text()
+    assert "notes.sqlite" in index and "launch_bound" in index
+    # nothing escaped the output directory
+    assert not any(p.name.startswith("nightly") for p in root.iterdir())
+
+
+def test_rerun_reanalyzes_nothing_then_only_the_changed_case(corpus, tmp_path):
+    root, _ = corpus
+    work = tmp_path / "work"
+    shutil.copytree(BUNDLES / "healthy", work / "healthy")
+    shutil.copytree(BUNDLES / "graph_decode", work / "graph_decode")
+    out = tmp_path / "out"
+    first = run_batch([str(work)], str(out), jobs=1, progress=False)
+    assert (first.analyzed, first.reused) == (2, 0)
+    again = run_batch([str(work)], str(out), jobs=1, progress=False)
+    assert (again.analyzed, again.reused) == (0, 2)
+    with open(work / "healthy" / "trace.sqlite", "ab") as fh:  # touch the content, not just the mtime
+        fh.write(b"\0")
+    third = run_batch([str(work)], str(out), jobs=1, progress=False)
+    assert (third.analyzed, third.reused) == (1, 1)
+    assert [r["path"].split("/")[-2] for r in third.records if not r["reused"]] == ["healthy"]
+    forced = run_batch([str(work)], str(out), jobs=1, force=True, progress=False)
+    assert forced.analyzed == 2
+
+
+def test_on_error_fail_stops(tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "a_bad.sqlite").write_bytes(b"")
+    shutil.copyfile(BUNDLES / "healthy" / "trace.sqlite", work / "b_good.sqlite")
+    res = run_batch([str(work)], str(tmp_path / "o"), jobs=1, on_error="fail", progress=False)
+    assert res.failed >= 1
+    assert {r["status"] for r in res.records} <= {"failed", "ok", "not_run"}
+
+
+def _tar_with(path: Path, members):
+    with tarfile.open(path, "w:gz") as tf:
+        for info, data in members:
+            tf.addfile(info, io.BytesIO(data) if data is not None else None)
+
+
+def _file(name, data=b"x"):
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    return info, data
+
+
+@pytest.mark.parametrize("kind", ["dotdot", "absolute", "symlink", "bomb"])
+def test_unsafe_archives_are_refused(kind, tmp_path, monkeypatch):
+    import tracetriage.archive
+
+    monkeypatch.setattr(tracetriage.archive, "MAX_MEMBERS", 50)
+    arc = tmp_path / f"{kind}.tar.gz"
+    if kind == "dotdot":
+        _tar_with(arc, [_file("ok.txt"), _file("../escaped.txt")])
+    elif kind == "absolute":
+        _tar_with(arc, [_file("/tmp/tracetriage-absolute.txt")])
+    elif kind == "symlink":
+        link = tarfile.TarInfo("link")
+        link.type = tarfile.SYMTYPE
+        link.linkname = "/etc/passwd"
+        _tar_with(arc, [(link, None)])
+    else:
+        _tar_with(arc, [_file(f"f{i}.txt") for i in range(60)])
+    dest = tmp_path / "out" / "x"
+    with pytest.raises(ArchiveError) as err:
+        extract(arc, dest, max_members=50)
+    assert "refused" in str(err.value)
+    assert not (tmp_path / "escaped.txt").exists() and not Path("/tmp/tracetriage-absolute.txt").exists()
+    assert not dest.exists() or not any(dest.iterdir())
+    # through the batch: the archive is a failed case with the reason, nothing written outside OUTDIR
+    res = run_batch([str(arc)], str(tmp_path / "batch"), jobs=1, progress=False)
+    assert res.records[0]["status"] == "failed" and "refused" in res.records[0]["error"]
+    assert {p.name for p in tmp_path.iterdir()} <= {arc.name, "out", "batch"}
+
+
+def test_zip_with_dotdot_refused(tmp_path):
+    arc = tmp_path / "bad.zip"
+    with zipfile.ZipFile(arc, "w") as zf:
+        zf.writestr("../evil.txt", "x")
+    with pytest.raises(ArchiveError):
+        extract(arc, tmp_path / "d")
+    assert not (tmp_path / "evil.txt").exists()
+
+
+def test_compare_eager_vs_graph(tmp_path):
+    proc = run_cli("compare", BUNDLES / "eager_decode", BUNDLES / "graph_decode", "-f", "json")
+    assert proc.returncode == 0, proc.stderr
+    c = json.loads(proc.stdout)
+    assert c["schema"] == "tracetriage.compare/1"
+    assert "launch_bound" in c["findings"]["resolved"]
+    assert "host_sync_per_step" in c["findings"]["unchanged"]
+    assert c["deltas"]["launches_per_step"] == {"before": 500.0, "after": 0.0, "change": -500.0}
+    assert c["deltas"]["busy_pct"]["change"] > 5
+    assert c["deltas"]["graph_launches_per_step"]["change"] == 1.0
+    for fmt in ("html", "md", "text"):
+        out = run_cli("compare", BUNDLES / "eager_decode", BUNDLES / "graph_decode", "-f", fmt)
+        assert out.returncode == 0 and "launch_bound" in out.stdout
+
+
+def test_compare_identical_inputs_reports_no_change(tmp_path):
+    proc = run_cli("compare", BUNDLES / "healthy", BUNDLES / "healthy", "-f", "json")
+    c = json.loads(proc.stdout)
+    assert c["changed"] == [] and c["findings"]["resolved"] == [] and c["findings"]["new"] == []
+    assert c["summary"] == "no change"
+
+
+def test_compare_accepts_saved_analysis_json(tmp_path):
+    saved = tmp_path / "before.json"
+    saved.write_text(run_cli("analyze", BUNDLES / "eager_decode", "-f", "json").stdout)
+    c = json.loads(run_cli("compare", saved, BUNDLES / "graph_decode", "-f", "json").stdout)
+    assert "launch_bound" in c["findings"]["resolved"]
+
+
+def test_batch_on_dask_local_cluster(tmp_path):
+    distributed = pytest.importorskip("dask.distributed", reason="dask[distributed] not installed")
+    work = tmp_path / "w"
+    for name in ("healthy", "graph_decode", "tp4_island"):
+        shutil.copytree(BUNDLES / name, work / name)
+    (work / "broken.sqlite").write_text("not sqlite")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        res = run_batch([str(work)], str(tmp_path / "out"), dask_address=cluster.scheduler_address, progress=False)
+    summary = pd.read_parquet(tmp_path / "out" / "summary.parquet")
+    assert len(summary) == 4 and (summary["status"] == "ok").sum() == 3
+    local = run_batch([str(work)], str(tmp_path / "out_local"), jobs=1, progress=False)
+    by_path = {r["path"].replace(str(tmp_path / "out_local"), ""): r for r in local.records}
+    for r in res.records:
+        if r["status"] == "ok":
+            assert r["metrics"] == by_path[r["path"]]["metrics"]

@@ -1,0 +1,345 @@
+"""``tracetriage batch``: many cases, one worker process per case, one table at the end.
+
+Case discovery (per directory, after safe extraction of archives):
+
+* the trace files of a directory: each nsys export / RPD file is one trace; all rocpd
+  ``*_results.db`` of the directory are one trace (one per process); all rocprofv3
+  CSVs of the directory are one trace;
+* side artifacts (topology matrix, NCCL log, py-spy) of a directory join every trace
+  case of that directory; a directory with side artifacts but no trace is one case;
+* a file that looks like a capture by its name (.sqlite, .db, .rpd, .nsys-rep, .gz)
+  but is not one becomes a failed case with the reason, so nothing broken is silent.
+
+Each case writes ``cases/<id>/report.html`` and ``analysis.json``; the run writes
+``index.html``, ``summary.parquet`` (one row per case, flat headline metrics, the
+same numbers as each case's JSON) and ``findings.parquet`` (one row per finding).
+A case whose files (content hash) and tool version are unchanged since the last run
+into the same OUTDIR is not re-analyzed unless ``force``.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tracetriage import __version__
+from tracetriage.errors import ArchiveError, TraceTriageError
+
+TRACE_KINDS = ("nsys", "rocpd", "rpd", "gzip_sqlite", "rocprof_csv")
+SIDE_KINDS = ("topology", "rocm_topology", "nccl", "pyspy")
+CAPTURE_SUFFIXES = (".sqlite", ".sqlite3", ".db", ".rpd", ".nsys-rep", ".qdrep", ".gz")
+SEVERITY_ORDER = ["info", "low", "medium", "high"]
+
+
+@dataclass
+class CaseSpec:
+    case_id: str
+    label: str
+    paths: list[str]
+    error: str | None = None
+    inputs_hash: str | None = None
+
+
+@dataclass
+class BatchResult:
+    records: list[dict] = field(default_factory=list)
+    outdir: str = ""
+    analyzed: int = 0
+    reused: int = 0
+    failed: int = 0
+    not_run: int = 0
+    seconds: float = 0.0
+
+
+def _slug(text: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "case"
+    return s[-60:]
+
+
+def _case_id(label: str) -> str:
+    return f"{_slug(label)}-{hashlib.sha1(label.encode()).hexdigest()[:8]}"
+
+
+def expand_inputs(inputs: list[str]) -> list[Path]:
+    out = []
+    for item in inputs:
+        if any(ch in item for ch in "*?["):
+            hits = sorted(glob.glob(item, recursive=True))
+            out.extend(Path(h) for h in hits)
+            if not hits:
+                raise TraceTriageError(item, "the pattern matches no file")
+        else:
+            out.append(Path(item))
+    return out
+
+
+def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
+    from tracetriage.archive import extract, is_archive
+    from tracetriage.case import detect
+
+    specs: list[CaseSpec] = []
+    seen: set[str] = set()
+
+    def add(spec: CaseSpec):
+        if spec.case_id not in seen:
+            seen.add(spec.case_id)
+            specs.append(spec)
+
+    def scan_dir(root: Path, label_root: str):
+        for dirpath, dirs, files in os.walk(root, followlinks=False):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and Path(dirpath, d).resolve() != outdir.resolve())
+            scan_files(Path(dirpath), [Path(dirpath) / f for f in sorted(files) if not f.startswith(".")], root, label_root)
+
+    def scan_files(directory: Path, files: list[Path], root: Path, label_root: str):
+        units: list[list[Path]] = []
+        rocpd, csv, sides = [], [], []
+        for f in files:
+            if is_archive(f):
+                scan_archive(f, f"{label_root}/{f.relative_to(root)}" if root != f else str(f))
+                continue
+            kind = detect(f)
+            if kind in ("rocpd",):
+                rocpd.append(f)
+            elif kind == "rocprof_csv":
+                csv.append(f)
+            elif kind in TRACE_KINDS:
+                units.append([f])
+            elif kind in SIDE_KINDS:
+                sides.append(f)
+            elif f.name.lower().endswith(CAPTURE_SUFFIXES):
+                why = "empty file" if kind == "empty" else kind.split(":", 1)[-1]
+                rel = f"{label_root}/{f.relative_to(root)}" if f != root else str(f)
+                add(CaseSpec(_case_id(rel), rel, [str(f)], error=f"{f}: not a supported input: {why}"))
+        if rocpd:
+            units.append(rocpd)
+        if csv:
+            units.append(csv)
+        if not units and sides:
+            units = [[]]
+        for unit in units:
+            files_ = unit + sides
+            if len(units) == 1 and (sides or len(unit) > 1):
+                rel_path = directory
+            else:
+                rel_path = unit[0] if unit else directory
+            rel = f"{label_root}/{rel_path.relative_to(root)}" if rel_path != root else label_root
+            add(CaseSpec(_case_id(rel), rel.rstrip("/."), [str(p) for p in files_]))
+
+    def scan_archive(path: Path, label: str):
+        dest = outdir / "_archives" / _case_id(label)
+        try:
+            if not dest.exists():
+                extract(path, dest)
+        except ArchiveError as exc:
+            add(CaseSpec(_case_id(label), label, [str(path)], error=str(exc)))
+            return
+        scan_dir(dest, label + "!")
+
+    for p in expand_inputs(inputs):
+        if not p.exists():
+            add(CaseSpec(_case_id(str(p)), str(p), [str(p)], error=f"{p}: no such file or directory"))
+        elif p.is_dir():
+            scan_dir(p, str(p))
+        elif is_archive(p):
+            scan_archive(p, str(p))
+        else:
+            scan_files(p.parent, [p], p, str(p))
+    for s in specs:
+        s.inputs_hash = content_hash(s.paths) if not s.error else None
+    return specs
+
+
+def content_hash(paths: list[str]) -> str:
+    h = hashlib.sha256(__version__.encode())
+    for p in sorted(paths):
+        h.update(Path(p).name.encode())
+        with open(p, "rb") as fh:
+            while chunk := fh.read(1 << 22):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def analyze_case(spec: dict, outdir: str, step_range: str | None = None) -> dict:
+    """Run one case (in a worker process) and write its reports; return its record."""
+    from tracetriage import analyze, open_case
+    from tracetriage.analyzers.summary import headline_metrics
+    from tracetriage.reports import render
+
+    t0 = time.perf_counter()
+    case_dir = Path(outdir) / "cases" / spec["case_id"]
+    case_dir.mkdir(parents=True, exist_ok=True)
+    record = {"case_id": spec["case_id"], "path": spec["label"], "files": spec["paths"], "inputs_hash": spec["inputs_hash"],
+              "tool_version": __version__, "status": "failed", "error": spec.get("error")}
+    if not spec.get("error"):
+        try:
+            analysis = analyze(open_case(spec["paths"]), step_range=step_range)
+            (case_dir / "analysis.json").write_text(render(analysis, "json"), encoding="utf-8")
+            (case_dir / "report.html").write_text(render(analysis, "html"), encoding="utf-8")
+            record.update(status="ok", error=None, metrics=headline_metrics(analysis.data),
+                          findings=[{k: f[k] for k in ("id", "severity", "impact_pct", "title")} for f in analysis.findings])
+        except TraceTriageError as exc:
+            record["error"] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - a bug must not take the batch down; it is recorded
+            record["error"] = f"internal error: {type(exc).__name__}: {exc}"
+            record["traceback"] = traceback.format_exc(limit=5)
+    record["seconds"] = round(time.perf_counter() - t0, 3)
+    (case_dir / "record.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+    return record
+
+
+def _previous(outdir: Path, spec: CaseSpec) -> dict | None:
+    rec = outdir / "cases" / spec.case_id / "record.json"
+    if not rec.exists() or spec.inputs_hash is None:
+        return None
+    try:
+        old = json.loads(rec.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    if old.get("inputs_hash") == spec.inputs_hash and old.get("tool_version") == __version__:
+        return old
+    return None
+
+
+def run_batch(inputs: list[str], outdir: str, jobs: int | None = None, on_error: str = "skip", force: bool = False,
+              dask_address: str | None = None, step_range: str | None = None, progress: bool = True) -> BatchResult:
+    t0 = time.perf_counter()
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    specs = discover(inputs, out)
+    result = BatchResult(outdir=str(out))
+    todo = []
+    by_id = {}
+    for s in specs:
+        old = None if force else _previous(out, s)
+        if old is not None:
+            old["reused"] = True
+            by_id[s.case_id] = old
+            result.reused += 1
+        else:
+            todo.append(s)
+    jobs = jobs or os.cpu_count() or 1
+    stop = False
+    for record in _execute(todo, out, jobs, dask_address, step_range, progress):
+        record["reused"] = False
+        by_id[record["case_id"]] = record
+        result.analyzed += 1
+        if record["status"] != "ok" and on_error == "fail":
+            stop = True
+            break
+    if stop:
+        for s in todo:
+            if s.case_id not in by_id:
+                by_id[s.case_id] = {"case_id": s.case_id, "path": s.label, "files": s.paths, "status": "not_run",
+                                    "error": "not run: an earlier case failed and --on-error fail was given"}
+                result.not_run += 1
+    result.records = [by_id[s.case_id] for s in specs if s.case_id in by_id]
+    result.failed = sum(1 for r in result.records if r["status"] == "failed")
+    result.seconds = round(time.perf_counter() - t0, 2)
+    write_outputs(result, out)
+    return result
+
+
+def _execute(todo: list[CaseSpec], out: Path, jobs: int, dask_address: str | None, step_range, progress: bool):
+    if not todo:
+        return
+    bar = _bar(len(todo), progress)
+    payload = [asdict(s) for s in todo]
+    try:
+        if dask_address:
+            from dask.distributed import Client, as_completed
+
+            with Client(dask_address) as client:
+                futures = client.map(analyze_case, payload, outdir=str(out), step_range=step_range, pure=False)
+                for fut in as_completed(futures):
+                    bar.update(1)
+                    yield fut.result()
+            return
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed as done
+
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
+            futures = [pool.submit(analyze_case, p, str(out), step_range) for p in payload]
+            try:
+                for fut in done(futures):
+                    bar.update(1)
+                    yield fut.result()
+            finally:
+                for f in futures:
+                    f.cancel()
+    finally:
+        bar.close()
+
+
+def _bar(total: int, progress: bool):
+    try:
+        from tqdm import tqdm
+
+        return tqdm(total=total, unit="case", file=sys.stderr, disable=not progress or None, leave=False)
+    except ImportError:  # pragma: no cover
+        class _Null:
+            def update(self, n):
+                pass
+
+            def close(self):
+                pass
+
+        return _Null()
+
+
+SUMMARY_COLUMNS = [
+    "case_id", "path", "status", "error", "reused", "seconds", "headline", "top_finding", "top_impact_pct", "top_severity",
+    "max_severity", "findings", "abstentions", "devices", "processes", "window_ns", "busy_pct", "busy_pct_min",
+    "idle_launch_pct", "idle_sync_pct", "idle_memcpy_sync_pct", "idle_other_cuda_pct", "idle_host_pct", "idle_unknown_pct",
+    "launches_per_step", "graph_launches_per_step", "syncs_per_step", "step_p50_ns", "step_p99_ns", "steps",
+    "collective_share_pct", "collective_exposed_pct", "report_html", "report_json",
+]
+
+
+def summary_rows(result: BatchResult) -> tuple[list[dict], list[dict]]:
+    rows, findings = [], []
+    for r in result.records:
+        m = r.get("metrics") or {}
+        row = {c: m.get(c) for c in SUMMARY_COLUMNS}
+        row.update({
+            "case_id": r["case_id"], "path": r["path"], "status": r["status"], "error": r.get("error"),
+            "reused": bool(r.get("reused")), "seconds": r.get("seconds"),
+            "report_html": f"cases/{r['case_id']}/report.html" if r["status"] == "ok" else None,
+            "report_json": f"cases/{r['case_id']}/analysis.json" if r["status"] == "ok" else None,
+        })
+        rows.append(row)
+        for rank, f in enumerate(r.get("findings") or [], 1):
+            findings.append({"case_id": r["case_id"], "path": r["path"], "rank": rank, **f})
+    return rows, findings
+
+
+def write_outputs(result: BatchResult, out: Path) -> None:
+    import pandas as pd
+
+    rows, findings = summary_rows(result)
+    summary = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    for col in ("top_impact_pct", "busy_pct", "busy_pct_min", "idle_launch_pct", "idle_sync_pct", "idle_memcpy_sync_pct",
+                "idle_other_cuda_pct", "idle_host_pct", "idle_unknown_pct", "launches_per_step", "graph_launches_per_step",
+                "syncs_per_step", "step_p50_ns", "step_p99_ns", "collective_share_pct", "collective_exposed_pct", "seconds"):
+        summary[col] = pd.to_numeric(summary[col], errors="coerce").astype("float64")
+    for col in ("findings", "abstentions", "devices", "processes", "window_ns", "steps"):
+        summary[col] = pd.to_numeric(summary[col], errors="coerce").astype("Int64")
+    summary.to_parquet(out / "summary.parquet", engine="pyarrow", index=False)
+    fdf = pd.DataFrame(findings, columns=["case_id", "path", "rank", "id", "severity", "impact_pct", "title"])
+    fdf["impact_pct"] = pd.to_numeric(fdf["impact_pct"], errors="coerce").astype("float64")
+    fdf["rank"] = pd.to_numeric(fdf["rank"], errors="coerce").astype("Int64")
+    fdf.to_parquet(out / "findings.parquet", engine="pyarrow", index=False)
+    from tracetriage.reports.html import environment
+
+    html = environment().get_template("index.html.j2").render(
+        rows=sorted(rows, key=lambda r: (r["status"] != "failed", -(r["top_impact_pct"] or 0))),
+        result=result, version=__version__)
+    (out / "index.html").write_text(html, encoding="utf-8")
