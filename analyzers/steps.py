@@ -42,7 +42,7 @@ from tracetriage.model import Trace
 
 STEP_PATTERNS = re.compile(
     r"(?i)^(decode|prefill|step|execute_model|model_step|forward_step|engine_step|iteration|iter|"
-    r"decode_step|prefill_step|forward_batch|run_batch|generate_step|serving_step|schedule_and_run)"
+    r"decode_step|prefill_step|forward_batch|run_batch|generate_step|serving_step|schedule_and_run|ProfilerStep)"
     r"(?=$|[\s_:#\-\[(\d])"
 )
 PREFILL_NAME = re.compile(r"(?i)prefill|extend|context")

@@ -53,6 +53,13 @@ def load(case, path: Path, kind: str) -> None:
         case.traces.append(trace)
         case.inputs.append(_trace_input(trace))
         return
+    if kind == "kineto":
+        from tracetriage.parsers import kineto
+
+        trace = kineto.parse(str(path))
+        case.traces.append(trace)
+        case.inputs.append(_trace_input(trace))
+        return
     if kind in ("rpd", "gzip_sqlite"):
         from tracetriage.parsers import rpd
 
