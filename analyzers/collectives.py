@@ -17,13 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from tracetriage.analyzers import intervals as iv
-from tracetriage.model import Trace
+from tracetriage.model import Trace, is_kind
 
 
 def device_collectives(trace: Trace, device: int, lo: int, hi: int) -> dict:
     g = trace.gpu
     window = hi - lo
-    mine = g[(g["device"].to_numpy() == device) & (g["kind"].to_numpy() == "kernel")]
+    mine = g[(g["device"].to_numpy() == device) & (is_kind(g, "kernel"))]
     is_coll = mine["collective"].notna().to_numpy()
     coll = mine[is_coll]
     cs, ce = iv.clip(*iv.union(coll["start"].to_numpy(), coll["end"].to_numpy()), lo, hi)

@@ -14,37 +14,40 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracetriage.model import Trace
+from tracetriage.model import Trace, is_kind
 
 TOP_KERNELS = 15
 
 
 def kernel_summary(trace: Trace, lo: int, hi: int, top: int = TOP_KERNELS) -> list[dict]:
     g = trace.gpu
-    k = g[(g["kind"].to_numpy() == "kernel") & (g["start"].to_numpy() >= lo) & (g["start"].to_numpy() < hi)]
+    k = g[(is_kind(g, "kernel")) & (g["start"].to_numpy() >= lo) & (g["start"].to_numpy() < hi)]
     if k.empty:
         return []
-    dur = (k["end"] - k["start"]).to_numpy(np.int64)
-    df = pd.DataFrame({"name": k["name"].astype(str).to_numpy(), "dur": dur})
-    agg = df.groupby("name", sort=False)["dur"].agg(["count", "sum", "mean", "median"])
+    dur = (k["end"].to_numpy(np.int64) - k["start"].to_numpy(np.int64))
+    codes = k["name"].cat.codes.to_numpy()
+    cats = k["name"].cat.categories
+    # Group on the integer codes; only the top names are turned back into strings.
+    df = pd.DataFrame({"code": codes, "dur": dur})
+    agg = df.groupby("code", sort=False)["dur"].agg(["count", "sum", "mean", "median"])
     total = int(dur.sum())
     agg = agg.sort_values("sum", ascending=False).head(top)
     return [
         {
-            "name": str(name),
+            "name": str(cats[code]) if code >= 0 else "<unknown>",
             "count": int(r["count"]),
             "total_ns": int(r["sum"]),
             "mean_ns": int(round(r["mean"])),
             "median_ns": int(round(r["median"])),
             "share_pct": round(100.0 * r["sum"] / total, 3) if total else 0.0,
         }
-        for name, r in agg.iterrows()
+        for code, r in agg.iterrows()
     ]
 
 
 def kernel_duration_median(trace: Trace, lo: int, hi: int) -> int | None:
     g = trace.gpu
-    sel = (g["kind"].to_numpy() == "kernel") & (g["start"].to_numpy() >= lo) & (g["start"].to_numpy() < hi)
+    sel = (is_kind(g, "kernel")) & (g["start"].to_numpy() >= lo) & (g["start"].to_numpy() < hi)
     if not sel.any():
         return None
     return int(np.median((g["end"].to_numpy() - g["start"].to_numpy())[sel]))
@@ -53,7 +56,7 @@ def kernel_duration_median(trace: Trace, lo: int, hi: int) -> int | None:
 def copy_checks(trace: Trace, lo: int, hi: int) -> dict:
     g = trace.gpu
     in_win = (g["start"].to_numpy() >= lo) & (g["start"].to_numpy() < hi)
-    copies = g[in_win & (g["kind"].to_numpy() == "memcpy")]
+    copies = g[in_win & (is_kind(g, "memcpy"))]
     api = trace.api
     async_calls = api[api["category"] == "memcpy_async"][["pid", "correlation"]]
     pageable = copies[copies["pageable"].to_numpy()]

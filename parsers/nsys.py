@@ -27,6 +27,7 @@ import re
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from tracetriage.errors import MissingDataError, TraceFormatError
 from tracetriage.model import (
@@ -88,12 +89,22 @@ class _Strings:
         codes, uniques = pd.factorize(df["value"].astype(object))
         self.index = pd.Index(ids)
         self.codes = codes.astype(np.int64)
+        # Ids are dense small integers in practice: a lookup table beats hashing.
+        self.lut = None
+        if len(ids) and ids.min() >= 0 and ids.max() < 50_000_000:
+            self.lut = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
+            self.lut[ids] = self.codes
         self.categories = pd.Index(uniques.astype(object))
         self.by_id = dict(zip(ids.tolist(), df["value"].astype(object).tolist()))
 
     def categorical(self, ids: np.ndarray) -> pd.Categorical:
-        pos = self.index.get_indexer(ids)
-        codes = np.where(pos >= 0, self.codes[np.maximum(pos, 0)], -1)
+        ids = np.asarray(ids, dtype=np.int64)
+        if self.lut is not None:
+            inside = (ids >= 0) & (ids < len(self.lut))
+            codes = np.where(inside, self.lut[np.where(inside, ids, 0)], -1)
+        else:
+            pos = self.index.get_indexer(ids)
+            codes = np.where(pos >= 0, self.codes[np.maximum(pos, 0)], -1)
         cat = pd.Categorical.from_codes(codes, categories=self.categories)
         return cat.remove_unused_categories()
 
@@ -144,25 +155,63 @@ def _version(db: Database, export: dict[str, str]) -> str | None:
 
 def _gpu_rows(df: pd.DataFrame, kind: str, name, *, collective=None, nbytes=None, copy_kind=None,
               pageable=None, in_graph=None) -> pd.DataFrame:
-    """The common columns of one GPU activity table, shaped for the model's ``gpu`` table."""
+    """The common columns of one GPU activity table, shaped for the model's ``gpu`` table.
+
+    Categorical columns are built from codes (no Python object per row); ``name`` is
+    any categorical, the others take values of their fixed category lists.
+    """
     n = len(df)
-    return pd.DataFrame(
+    return dict(
         {
             "dev": df["dev"].to_numpy(np.int64),
             "stream": df["stream"].to_numpy(np.int64),
             "start": df["start"].to_numpy(np.int64),
             "end": df["end"].to_numpy(np.int64),
-            "kind": kind,
+            "kind": pd.Categorical.from_codes(np.full(n, GPU_KINDS.index(kind), np.int8), categories=GPU_KINDS),
             "name": name,
             "correlation": df["correlation"].to_numpy(np.int64),
             "pid": pid_of(df["gpid"].to_numpy(np.int64)),
-            "collective": collective,
+            "collective": _fixed(collective, COLLECTIVE_OPS, n),
             "bytes": np.zeros(n, dtype=np.int64) if nbytes is None else nbytes,
-            "copy_kind": copy_kind,
+            "copy_kind": _fixed(copy_kind, COPY_KINDS, n),
             "pageable": np.zeros(n, dtype=bool) if pageable is None else pageable,
-            "in_graph": df["node"].to_numpy(np.int64) >= 0 if in_graph is None else in_graph,
+            "in_graph": df["node"].to_numpy(np.int64) >= 0 if in_graph is None else np.asarray(in_graph, dtype=bool),
         }
     )
+
+
+def _concat_columns(parts: list[dict]) -> dict:
+    """Concatenate per-table column dicts column by column, freeing each part's column
+    as it goes (peak memory: one extra copy of one column, not of the table)."""
+    out = {}
+    names = union_categoricals([_object_categories(p.pop("name")) for p in parts])
+    for col in list(parts[0]):
+        pieces = [p.pop(col) for p in parts]
+        if isinstance(pieces[0], pd.Categorical):
+            out[col] = pd.Categorical.from_codes(np.concatenate([np.asarray(x.codes) for x in pieces]),
+                                                 categories=pieces[0].categories)
+        else:
+            out[col] = np.concatenate([np.asarray(x) for x in pieces])
+        del pieces
+    out["name"] = names
+    return out
+
+
+def _object_categories(col) -> pd.Categorical:
+    """The same categorical with object-dtype categories (pandas 3 may infer "str")."""
+    cat = col.array if isinstance(col, pd.Series) else col
+    if not isinstance(cat, pd.Categorical):
+        cat = pd.Categorical(np.asarray(col, dtype=object))
+    return pd.Categorical.from_codes(cat.codes, categories=pd.Index(np.asarray(cat.categories, dtype=object), dtype=object))
+
+
+def _fixed(values, categories: list[str], n: int) -> pd.Categorical:
+    """A categorical over a fixed category list from an object array (or all missing)."""
+    if values is None:
+        return pd.Categorical.from_codes(np.full(n, -1, np.int8), categories=categories)
+    codes, uniq = pd.factorize(np.asarray(values, dtype=object))
+    lut = np.array([categories.index(u) if u in categories else -1 for u in uniq] + [-1], dtype=np.int8)
+    return pd.Categorical.from_codes(lut[np.where(codes < 0, len(uniq), codes)], categories=categories)
 
 
 def _kernels(db: Database, strings: _Strings) -> pd.DataFrame | None:
@@ -176,7 +225,8 @@ def _kernels(db: Database, strings: _Strings) -> pd.DataFrame | None:
         f"{_col(db, KERNEL, 'deviceId')} AS dev, {_col(db, KERNEL, 'streamId')} AS stream, "
         f"{_col(db, KERNEL, 'correlationId')} AS correlation, {_col(db, KERNEL, 'globalPid', '0')} AS gpid, "
         f"{_col(db, KERNEL, name_col)} AS name_id, {_col(db, KERNEL, 'graphNodeId')} AS node "
-        f"FROM {KERNEL}"
+        f"FROM {KERNEL} WHERE {{rowid}}",
+        split=KERNEL,
     )
     name = strings.categorical(df["name_id"].to_numpy(np.int64))
     ops = classify_categories(name, collective_op)
@@ -195,9 +245,12 @@ def _copies(db: Database, table: str, kind: str) -> pd.DataFrame | None:
         f"{_col(db, table, 'copyKind') if is_copy else '-1'} AS copy_kind, "
         f"{_col(db, table, 'srcKind') if is_copy else '-1'} AS src_kind, "
         f"{_col(db, table, 'dstKind') if is_copy else '-1'} AS dst_kind, "
-        f"{_col(db, table, 'graphNodeId')} AS node FROM {table}"
+        f"{_col(db, table, 'graphNodeId')} AS node FROM {table} WHERE {{rowid}}",
+        split=table,
     )
     n = len(df)
+    if not n:
+        return None
     if is_copy:
         copy_names = _copy_kind_names(db)
         kinds = df["copy_kind"].map(copy_names).fillna("other").to_numpy(object)
@@ -240,7 +293,8 @@ def _graph_replays(db: Database) -> pd.DataFrame | None:
         f"SELECT {_col(db, t, 'start', '0')} AS start, {_col(db, t, 'end', '0')} AS end, "
         f"{_col(db, t, 'deviceId')} AS dev, {_col(db, t, 'streamId')} AS stream, "
         f"{_col(db, t, 'correlationId')} AS correlation, {_col(db, t, 'globalPid', '0')} AS gpid, "
-        f"{_col(db, t, 'graphId')} AS graph FROM {t}"
+        f"{_col(db, t, 'graphId')} AS graph FROM {t} WHERE {{rowid}}",
+        split=t,
     )
     n = len(df)
     names = np.array([f"graph {g}" for g in df["graph"].to_numpy(np.int64)], dtype=object) if n < 1_000_000 else None
@@ -258,7 +312,8 @@ def _api(db: Database, strings: _Strings) -> pd.DataFrame | None:
     df = db.frame(
         f"SELECT {_col(db, t, 'start', '0')} AS start, {_col(db, t, 'end', '0')} AS end, "
         f"{_col(db, t, 'globalTid', '0')} AS gtid, {_col(db, t, 'correlationId')} AS correlation, "
-        f"{_col(db, t, 'nameId')} AS name_id FROM {t}"
+        f"{_col(db, t, 'nameId')} AS name_id FROM {t} WHERE {{rowid}}",
+        split=t,
     )
     raw = strings.categorical(df["name_id"].to_numpy(np.int64))
     # Strip the version suffix once per distinct name, then re-intern.
@@ -289,7 +344,8 @@ def _syncs(db: Database) -> pd.DataFrame | None:
     df = db.frame(
         f"SELECT {_col(db, t, 'start', '0')} AS start, {_col(db, t, 'end', '0')} AS end, "
         f"{_col(db, t, 'globalPid', '0')} AS gpid, {_col(db, t, 'syncType', '0')} AS sync_type, "
-        f"{_col(db, t, 'correlationId')} AS correlation FROM {t}"
+        f"{_col(db, t, 'correlationId')} AS correlation FROM {t} WHERE {{rowid}}",
+        split=t,
     )
     enum = _enum(db, "ENUM_CUPTI_SYNC_TYPE")
     names = dict(_SYNC_TYPE_IDS)
@@ -326,7 +382,8 @@ def _ranges(db: Database, strings: _Strings) -> pd.DataFrame | None:
         f"SELECT {_col(db, t, 'start', '0')} AS start, COALESCE(\"end\", start) AS end, "
         f"{_col(db, t, 'eventType')} AS etype, {_col(db, t, 'globalTid', '0')} AS gtid, "
         f"{_col(db, t, 'textId')} AS text_id, {_col(db, t, 'domainId', '0')} AS domain_id, "
-        f"{text} AS text FROM {t} WHERE eventType IN ({wanted})"
+        f"{text} AS text FROM {t} WHERE eventType IN ({wanted}) AND {{rowid}}",
+        split=t,
     )
     domains: dict[int, str] = {}
     if db.has_column(t, "domainId"):
@@ -431,7 +488,7 @@ def parse(path: str) -> Trace:
             _copies(db, MEMCPY, "memcpy"),
             _copies(db, MEMSET, "memset"),
             _graph_replays(db),
-        ) if p is not None and len(p)]
+        ) if p is not None and len(p["start"])]
         api = _api(db, strings)
         ranges = _ranges(db, strings)
         syncs = _syncs(db)
@@ -446,22 +503,22 @@ def parse(path: str) -> Trace:
             if api is not None and len(api):
                 what += f" ({len(api)} CUDA API calls but no GPU activity: CUDA GPU trace was off)"
             raise MissingDataError(path, f"nothing to analyze: {what}")
-        gpu = pd.concat(parts, ignore_index=True) if parts else None
-        if gpu is None or not len(gpu):
+        if not parts:
             raise MissingDataError(path, "nothing to analyze: the GPU activity tables are empty")
+        cols = _concat_columns(parts)
+        del parts
         # Devices: (pid, ordinal) pairs, interned to int32 keys.
-        key = gpu["pid"].to_numpy(np.int64) * 65536 + gpu["dev"].to_numpy(np.int64)
-        codes, uniq = pd.factorize(key, sort=True)
+        codes, uniq = pd.factorize(cols["pid"] * 65536 + cols.pop("dev"), sort=True)
         pairs = pd.DataFrame({"pid": uniq // 65536, "ordinal": uniq % 65536})
         trace.devices = _devices(db, pairs)
-        gpu = gpu.drop(columns="dev")
-        gpu.insert(0, "device", codes.astype(np.int32))
-        gpu["kind"] = pd.Categorical(gpu["kind"].astype(object), categories=GPU_KINDS)
-        gpu["name"] = gpu["name"].astype("category")
-        gpu["collective"] = pd.Categorical(gpu["collective"].astype(object), categories=COLLECTIVE_OPS)
-        gpu["copy_kind"] = pd.Categorical(gpu["copy_kind"].astype(object), categories=COPY_KINDS)
-        gpu = gpu[gpu_column_order()]
-        trace.gpu = gpu.sort_values("start", kind="stable", ignore_index=True)
+        cols["device"] = codes.astype(np.int32)
+        del codes
+        order = np.argsort(cols["start"], kind="stable")
+        for col in list(cols):  # reorder one column at a time
+            cols[col] = cols[col][order]
+        del order
+        trace.gpu = pd.DataFrame({c: cols.pop(c) for c in gpu_column_order()}, copy=False)
+        gpu = trace.gpu
         if api is not None:
             trace.api = api.sort_values("start", kind="stable", ignore_index=True)
         if ranges is not None:

@@ -287,6 +287,17 @@ def collective_op(kernel_name: str) -> str | None:
     return None
 
 
+def is_kind(gpu: pd.DataFrame, kind: str) -> np.ndarray:
+    """Boolean mask of gpu rows of one kind, on the categorical codes (no string compare)."""
+    col = gpu["kind"]
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats = list(col.cat.categories)
+        if kind not in cats:
+            return np.zeros(len(gpu), dtype=bool)
+        return col.cat.codes.to_numpy() == cats.index(kind)
+    return col.to_numpy() == kind
+
+
 def classify_categories(names: pd.Categorical, fn) -> np.ndarray:
     """Apply a per-name function once per distinct name, then broadcast (vectorized)."""
     cats = list(names.categories)
