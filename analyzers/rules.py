@@ -40,6 +40,9 @@ THRESHOLDS = {
 }
 
 
+MINOR_HEADLINE_PCT = 5.0  # below this share a finding is reported, but not as the headline
+
+
 def t(name):
     return THRESHOLDS[name][0]
 
@@ -657,13 +660,21 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict) -> str:
             top = findings[0]
             return f"[{top['id']}] {top['title']} (no GPU trace given; {what})"
         return f"No GPU trace given, so no timeline verdict; {what}"
+    busy = [d["busy_pct"] for d in data["devices"]]
     if findings:
         top = findings[0]
         if top["id"] == "healthy":
             return f"Healthy: {top['title']}"
+        if top["impact_pct"] < MINOR_HEADLINE_PCT and top["id"] != "nccl_errors" and busy and min(busy) < t("healthy_busy_min_pct"):
+            # A minor finding must not pose as the verdict of a mostly idle capture.
+            return (f"GPU busy {min(busy):.0f}% of the window and no measured cause explains the idle time "
+                    f"(largest finding: {top['id']}, {top['impact_pct']:.1f}%)"
+                    + ("; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions})) if abstentions else ""))
         return f"[{top['id']}] {top['title']} — explains {top['impact_pct']:.0f}% of the {top['impact_denominator']}"
     if abstentions:
         return "No problem found in what was measured, but the verdict is incomplete: " + "; ".join(
             a["analysis"] for a in abstentions
         ) + " not measured"
-    return "No problem found in what was measured (not healthy: the GPUs are not busy enough to call it GPU-bound)"
+    if busy:
+        return f"GPU busy {min(busy):.0f}% of the window; no measured cause explains the idle time (not healthy: not GPU-bound)"
+    return "No problem found in what was measured"

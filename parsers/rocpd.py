@@ -58,6 +58,35 @@ def source(db: Database, base: str) -> str | None:
     return "(" + " UNION ALL ".join(f'SELECT {sel} FROM "{p}"' for p in sorted(parts)) + ")"
 
 
+def time_span(path: str) -> tuple[int, int] | None:
+    """First and last kernel-dispatch time of a rocpd file (cheap: two aggregates)."""
+    try:
+        with Database(path) as db:
+            kd = source(db, "rocpd_kernel_dispatch")
+            if kd is None:
+                return None
+            lo, hi = db.rows(f'SELECT min(start), max("end") FROM {kd}')[0]
+    except TraceFormatError:
+        return None
+    return (int(lo), int(hi)) if lo is not None and hi is not None else None
+
+
+def same_run_groups(paths: list[str]) -> list[list[str]]:
+    """Per-process rocpd files of one run share one clock and overlap in time; files
+    from different runs (different clocks) do not. Groups = overlapping spans."""
+    spans = sorted(((time_span(p) or (0, -1)), p) for p in paths)
+    groups: list[list[str]] = []
+    end = None
+    for (lo, hi), p in spans:
+        if groups and end is not None and hi >= lo and lo <= end:
+            groups[-1].append(p)
+            end = max(end, hi)
+        else:
+            groups.append([p])
+            end = hi if hi >= lo else None
+    return groups
+
+
 def looks_like_rocpd(db: Database) -> bool:
     return any(n.startswith(("rocpd_kernel_dispatch", "rocpd_info_agent", "rocpd_region")) for n in db.objects)
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from tracetriage import __version__
 from tracetriage.errors import ArchiveError, TraceTriageError
 
-TRACE_KINDS = ("nsys", "rocpd", "rpd", "gzip_sqlite", "rocprof_csv")
+TRACE_KINDS = ("nsys", "rocpd", "rpd", "gzip_sqlite", "rocprof_csv", "kineto")
 SIDE_KINDS = ("topology", "rocm_topology", "nccl", "pyspy")
 CAPTURE_SUFFIXES = (".sqlite", ".sqlite3", ".db", ".rpd", ".nsys-rep", ".qdrep", ".gz")
 SEVERITY_ORDER = ["info", "low", "medium", "high"]
@@ -118,8 +118,10 @@ def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
                 why = "empty file" if kind == "empty" else kind.split(":", 1)[-1]
                 rel = f"{label_root}/{f.relative_to(root)}" if f != root else str(f)
                 add(CaseSpec(_case_id(rel), rel, [str(f)], error=f"{f}: not a supported input: {why}"))
-        if rocpd:
-            units.append(rocpd)
+        if rocpd:  # one unit per run: the per-process files that share a clock
+            from tracetriage.parsers.rocpd import same_run_groups
+
+            units.extend([Path(p) for p in g] for g in same_run_groups([str(p) for p in rocpd]))
         if csv:
             units.append(csv)
         if not units and sides:

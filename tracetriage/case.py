@@ -48,9 +48,12 @@ def _read_head(path: Path) -> bytes:
 
 _TOPO = re.compile(r"Legend:|\bX\s*=\s*Self|\bNV\d+\b.*\bSYS\b|\bSYS\b.*\bNV\d+\b|GPU0\s+GPU1", re.S)
 _ROCM_TOPO = re.compile(r"=+\s*ROCm System Management Interface\s*=+|Weight between two GPUs|Link Type between two GPUs")
+# Log lines as NCCL writes them (host:pid:tid [dev] ... NCCL INFO), the RCCL banner, or
+# nccl-tests output; prose that merely mentions NCCL (a README) does not match.
 _NCCL = re.compile(
-    r"NCCL (INFO|WARN)|RCCL (INFO|WARN)|nccl-tests|out-of-place\s+in-place|ncclCommInitRank|(NCCL|RCCL) version"
-    r"|nThread \d+ nGpus \d+|\w+_perf -b \S+ -e "
+    r":\d+:\d+ \[\d+\] (?:\S+ )?NCCL (?:INFO|WARN|ERROR)|^(?:NCCL|RCCL) version \S+|^#?\s*out-of-place\s+in-place"
+    r"|^#?\s*nThread \d+ nGpus \d+|^\S*\w+_perf -b \S+ -e ",
+    re.M,
 )
 _PYSPY = re.compile(r"^\s*Thread (0x[0-9A-Fa-f]+|\d+) \(", re.M)
 _PYSPY_HEADER = re.compile(r"^Process \d+: ", re.M)
@@ -123,7 +126,9 @@ def _detect_text(head: bytes, gz: bool = False) -> str:
         return "pyspy"
     if _NCCL.search(text):
         return "nccl"
-    if _TOPO.search(text) and re.search(r"\bGPU\d", text):
+    if _TOPO.search(text) and re.search(r"^\s+GPU0(?:[ \t]+\S+)*[ \t]+GPU1\b", text, re.M) and re.search(
+        r"^GPU\d+[ \t]+(?:X|NV\d+|SYS|NODE|PHB|PXB|PIX|XGMI|MX|SOC)\b", text, re.M
+    ):
         return "topology"
     if re.match(r"^[^;\s][^\n]*;[^\n]* \d+$", first):
         return "pyspy"  # py-spy record --format raw: collapsed stacks
@@ -146,20 +151,22 @@ def _bundle_files(directory: Path) -> list[Path]:
 def _merge_per_process_files(case: Case) -> None:
     """rocpd writes one database per process: those of one directory are one capture."""
     from tracetriage.model import merge_traces
+    from tracetriage.parsers.rocpd import same_run_groups
 
-    groups: dict[str, list[int]] = {}
-    for i, t in enumerate(case.traces):
+    by_dir: dict[str, list[str]] = {}
+    for t in case.traces:
         if t.format == "rocpd":
-            groups.setdefault(str(Path(t.path).parent), []).append(i)
-    for parent, idx in groups.items():
-        if len(idx) < 2:
-            continue
-        merged = merge_traces([case.traces[i] for i in idx], parent)
-        paths = {case.traces[i].path for i in idx}
-        case.traces = [t for i, t in enumerate(case.traces) if i not in idx] + [merged]
-        case.inputs = [x for x in case.inputs if x["path"] not in paths] + [{
-            "path": parent, "kind": "rocpd", "version": merged.meta.get("version"), "warnings": merged.warnings,
-            "counts": merged.counts(), "files": sorted(paths)}]
+            by_dir.setdefault(str(Path(t.path).parent), []).append(t.path)
+    for parent, paths in by_dir.items():
+        for group in same_run_groups(paths):  # files of different runs stay apart
+            if len(group) < 2:
+                continue
+            members = [t for t in case.traces if t.path in group]
+            merged = merge_traces(members, parent)
+            case.traces = [t for t in case.traces if t.path not in group] + [merged]
+            case.inputs = [x for x in case.inputs if x["path"] not in group] + [{
+                "path": parent, "kind": "rocpd", "version": merged.meta.get("version"), "warnings": merged.warnings,
+                "counts": merged.counts(), "files": sorted(group)}]
 
 
 def open_case(paths, step_range: str | None = None) -> Case:

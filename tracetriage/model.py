@@ -320,13 +320,18 @@ def merge_traces(traces: list["Trace"], path: str) -> "Trace":
         offset += len(t.devices)
 
     def cat(frames, sort=True):
+        from pandas.api.types import union_categoricals
+
         frames = [f for f in frames if len(f)]
         if not frames:
             return None
         df = pd.concat(frames, ignore_index=True)
-        for col in df.columns:  # categoricals with different categories come back as object
-            if df[col].dtype == object and any(str(f[col].dtype) == "category" for f in frames):
-                df[col] = df[col].astype("category")
+        for col in frames[0].columns:  # categoricals with different categories: union, not object
+            if isinstance(frames[0][col].dtype, pd.CategoricalDtype) and not isinstance(df[col].dtype, pd.CategoricalDtype):
+                parts = [pd.Categorical.from_codes(f[col].cat.codes.to_numpy(),
+                                                   categories=pd.Index(np.asarray(f[col].cat.categories, dtype=object), dtype=object))
+                         for f in frames]
+                df[col] = union_categoricals(parts)
         return df.sort_values("start", kind="stable", ignore_index=True) if sort and "start" in df else df
 
     gpu = cat(gpus)
