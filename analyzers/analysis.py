@@ -18,7 +18,7 @@ from tracetriage.analyzers import rules
 from tracetriage.analyzers import steps as st
 from tracetriage.analyzers import timeline as tl
 from tracetriage.analyzers.timeline import gaps_after
-from tracetriage.model import Trace
+from tracetriage.model import Trace, cat_mask
 
 SCHEMA = "tracetriage.analysis/1"
 SYNC_SLACK_NS = 20_000  # a gap "follows" a sync that ended at most 20 us before it began
@@ -73,7 +73,9 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     window = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo, "source": source, "warmup_steps_excluded": dropped}
 
     prefix = f"{index}:" if multi else ""
-    devices, series_busy, dev_internal = [], {}, []
+    api = trace.api
+    blocking = api[cat_mask(api, "category", st.BLOCKING)]  # syncs are few
+    devices, series_busy, coll_starts = [], {}, []
     for d in range(len(trace.devices)):
         row = trace.devices.iloc[d]
         t = tl.device_timeline(trace, d, lo, hi)
@@ -81,7 +83,14 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         did = prefix + trace.device_label(d)
         gs, ge, causes = t.pop("_gaps")
         series_busy[did] = t.pop("busy_timeline")
-        starts = c.pop("_starts")
+        coll_starts.append(c.pop("_starts"))
+        # Idle gaps that follow a blocking sync of the owning process (host_sync_per_step),
+        # and short inter-kernel gaps spent launching or in host code (launch_bound):
+        # reduced to sums here so the per-gap arrays of this device can be freed.
+        ends = blocking.loc[blocking["pid"] == int(row["pid"]), "end"].to_numpy(np.int64)
+        after = gaps_after(gs, ge, ends, SYNC_SLACK_NS)
+        length = ge - gs
+        short = length < 1_000_000
         devices.append(
             {
                 "id": did,
@@ -92,9 +101,13 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
                 "trace": trace.path,
                 **t,
                 **c,
+                "_after_sync_ns": int(length[after].sum()),
+                "_after_sync_count": int(after.sum()),
+                "_short_launch_host_ns": int(((causes["launch"] + causes["host"])[short & ~after]).sum()),
+                "_short_gap_count": int((short & ~after).sum()),
             }
         )
-        dev_internal.append({"gaps": (gs, ge, causes), "coll_starts": starts, "pid": int(row["pid"])})
+        del gs, ge, causes, after, length, short
 
     processes = []
     names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))
@@ -120,23 +133,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
             }
         )
 
-    # Idle gaps that follow a blocking sync of the owning process (for host_sync_per_step).
-    api = trace.api
-    blocking = api[api["category"].isin(st.BLOCKING)]
-    for dev, internal in zip(devices, dev_internal):
-        gs, ge, causes = internal["gaps"]
-        ends = blocking.loc[blocking["pid"] == internal["pid"], "end"].to_numpy(np.int64)
-        after = gaps_after(gs, ge, ends, SYNC_SLACK_NS)
-        length = ge - gs
-        short = length < 1_000_000
-        dev["_after_sync_ns"] = int(length[after].sum())
-        dev["_after_sync_count"] = int(after.sum())
-        dev["_short_launch_host_ns"] = int(((causes["launch"] + causes["host"])[short & ~after]).sum())
-        dev["_short_gap_count"] = int((short & ~after).sum())
-
-    skew = coll.rank_skew([i["coll_starts"] for i in dev_internal if i["coll_starts"].size]) if any(
-        i["coll_starts"].size for i in dev_internal
-    ) else None
+    skew = coll.rank_skew([a for a in coll_starts if a.size]) if any(a.size for a in coll_starts) else None
     return {
         "window": window,
         "devices": devices,

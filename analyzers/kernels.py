@@ -21,12 +21,13 @@ TOP_KERNELS = 15
 
 def kernel_summary(trace: Trace, lo: int, hi: int, top: int = TOP_KERNELS) -> list[dict]:
     g = trace.gpu
-    k = g[(is_kind(g, "kernel")) & (g["start"].to_numpy() >= lo) & (g["start"].to_numpy() < hi)]
-    if k.empty:
+    start = g["start"].to_numpy()
+    sel = is_kind(g, "kernel") & (start >= lo) & (start < hi)
+    if not sel.any():
         return []
-    dur = (k["end"].to_numpy(np.int64) - k["start"].to_numpy(np.int64))
-    codes = k["name"].cat.codes.to_numpy()
-    cats = k["name"].cat.categories
+    dur = g["end"].to_numpy()[sel] - start[sel]
+    codes = g["name"].cat.codes.to_numpy()[sel]
+    cats = g["name"].cat.categories
     # Group on the integer codes; only the top names are turned back into strings.
     df = pd.DataFrame({"code": codes, "dur": dur})
     agg = df.groupby("code", sort=False)["dur"].agg(["count", "sum", "mean", "median"])

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracetriage.model import Trace
+from tracetriage.model import Trace, cat_mask, is_kind
 
 STEP_PATTERNS = re.compile(
     r"(?i)^(decode|prefill|step|execute_model|model_step|forward_step|engine_step|iteration|iter|"
@@ -135,22 +135,26 @@ def find_steps(trace: Trace, pid: int, step_range: str | None = None) -> Steps:
         return _drop_warmup(Steps(pid, "nvtx", s, e, pre, pattern=pattern.pattern, range_name=top))
     if step_range:
         return Steps(pid, "none", pattern=pattern.pattern)
-    api = trace.api[trace.api["pid"] == pid]
-    launches = np.sort(api.loc[api["category"].isin(("launch", "graph_launch")), "start"].to_numpy(np.int64))
-    g = trace.gpu[trace.gpu["pid"] == pid]
-    span = (int(g["start"].min()), int(g["end"].max())) if len(g) else (0, 0)
-    blocking = api[api["category"].isin(BLOCKING)]
-    if len(blocking) > MIN_INFERRED_STEPS:
-        ends = np.sort(blocking["end"].to_numpy(np.int64))
+    # Columns and masks only: no copy of the (possibly 10M-row) tables.
+    api, gpu = trace.api, trace.gpu
+    mine = api["pid"].to_numpy() == pid
+    a_start, a_end = api["start"].to_numpy(), api["end"].to_numpy()
+    launches = np.sort(a_start[mine & cat_mask(api, "category", ("launch", "graph_launch"))])
+    g_mine = gpu["pid"].to_numpy() == pid
+    g_start = gpu["start"].to_numpy()[g_mine]
+    span = (int(g_start.min()), int(gpu["end"].to_numpy()[g_mine].max())) if g_start.size else (0, 0)
+    blocking_ends = a_end[mine & cat_mask(api, "category", BLOCKING)]
+    if blocking_ends.size > MIN_INFERRED_STEPS:
+        ends = np.sort(blocking_ends)
         cand = _drop_warmup(Steps(pid, "sync", ends[:-1], ends[1:], np.zeros(ends.size - 1, bool)))
         if _periodic(cand, launches, span):
             return cand
     # Graph steps: replay to replay on the GPU when replays were traced (the host may
     # run ahead of the GPU by many steps), else launch call to launch call.
-    replays = g[g["kind"] == "graph"]
-    graphs = api[api["category"] == "graph_launch"]
-    if len(replays) > MIN_INFERRED_STEPS or len(graphs) > MIN_INFERRED_STEPS:
-        starts = np.sort((replays if len(replays) > MIN_INFERRED_STEPS else graphs)["start"].to_numpy(np.int64))
+    replays = gpu["start"].to_numpy()[g_mine & is_kind(gpu, "graph")]
+    graphs = a_start[mine & cat_mask(api, "category", "graph_launch")]
+    if replays.size > MIN_INFERRED_STEPS or graphs.size > MIN_INFERRED_STEPS:
+        starts = np.sort(replays if replays.size > MIN_INFERRED_STEPS else graphs)
         cand = _drop_warmup(Steps(pid, "graph_launch", starts[:-1], starts[1:], np.zeros(starts.size - 1, bool)))
         if _periodic(cand, launches, span):
             return cand
@@ -187,23 +191,25 @@ def host_activity(trace: Trace, steps: Steps) -> dict:
             "dtoh_copies_per_step": None,
             "dtoh_bytes_per_step": None,
         }
-    api = trace.api[trace.api["pid"] == steps.pid]
-    cat = api["category"]
+    api = trace.api
+    mine = api["pid"].to_numpy() == steps.pid
+    a_start = api["start"].to_numpy()
 
-    def median_of(mask) -> float:
-        starts = np.sort(api.loc[mask, "start"].to_numpy(np.int64))
+    def median_of(values) -> float:
+        starts = np.sort(a_start[mine & cat_mask(api, "category", values)])
         return float(np.median(per_step_counts(starts, steps)))
 
     gpu = trace.gpu
-    dtoh = gpu[(gpu["pid"] == steps.pid) & (gpu["kind"] == "memcpy") & (gpu["copy_kind"] == "DtoH")].sort_values("start")
+    sel = (gpu["pid"].to_numpy() == steps.pid) & is_kind(gpu, "memcpy") & cat_mask(gpu, "copy_kind", "DtoH")
+    dtoh = gpu[sel].sort_values("start")
     ds = dtoh["start"].to_numpy(np.int64)
     cum = np.concatenate(([0], np.cumsum(dtoh["bytes"].to_numpy(np.int64))))
     lo = np.searchsorted(ds, steps.starts, "left")
     hi = np.searchsorted(ds, steps.ends, "left")
     return {
-        "launches_per_step": median_of(cat == "launch"),
-        "graph_launches_per_step": median_of(cat == "graph_launch"),
-        "syncs_per_step": median_of(cat.isin(BLOCKING)),
+        "launches_per_step": median_of("launch"),
+        "graph_launches_per_step": median_of("graph_launch"),
+        "syncs_per_step": median_of(BLOCKING),
         "dtoh_copies_per_step": float(np.median(hi - lo)),
         "dtoh_bytes_per_step": float(np.median(cum[hi] - cum[lo])),
     }

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.analyzers import intervals as iv
-from tracetriage.model import Trace
+from tracetriage.model import Trace, cat_mask
 
 CAUSES = ("sync", "memcpy_sync", "launch", "other_cuda", "host", "unknown")
 _CAUSE_CATEGORIES = {
@@ -46,13 +46,14 @@ def device_union(trace: Trace, device: int) -> tuple[np.ndarray, np.ndarray]:
 
 def host_coverage(trace: Trace, pid: int) -> dict[str, iv.Coverage] | None:
     api = trace.api
-    mine = api[api["pid"].to_numpy() == pid]
-    if mine.empty:
+    mine = api["pid"].to_numpy() == pid
+    if not mine.any():
         return None
+    starts, ends = api["start"].to_numpy(), api["end"].to_numpy()
     out = {}
     for cause, cats in _CAUSE_CATEGORIES.items():
-        sel = mine[mine["category"].isin(cats)]
-        out[cause] = iv.Coverage(*iv.union(sel["start"].to_numpy(), sel["end"].to_numpy()))
+        sel = mine & cat_mask(api, "category", cats)
+        out[cause] = iv.Coverage(*iv.union(starts[sel], ends[sel]))
     return out
 
 
@@ -89,9 +90,10 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int) -> dict:
     pid = int(trace.devices.iloc[device]["pid"])
     causes = attribute(gs, ge, host_coverage(trace, pid))
     by_cause = {c: int(causes[c].sum()) for c in CAUSES}
-    dominant = np.array(CAUSES)[np.argmax(np.stack([causes[c] for c in CAUSES]), axis=0)] if gs.size else np.array([])
     hist = np.histogram(lengths, bins=HISTOGRAM_EDGES_NS + [max(int(lengths.max()) + 1 if lengths.size else 1, HISTOGRAM_EDGES_NS[-1] + 1)])[0]
     top = np.argsort(-lengths, kind="stable")[:TOP_GAPS]
+    # The dominant cause is only named for the gaps that are listed.
+    dominant = [CAUSES[int(np.argmax([causes[c][i] for c in CAUSES]))] for i in top]
     # Busy fraction over time, for the chart: coverage of the union per bin.
     edges = np.linspace(lo, hi, TIMELINE_BINS + 1).astype(np.int64)
     cov = iv.Coverage(cs, ce)
@@ -114,9 +116,9 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int) -> dict:
                 {
                     "start_ns": int(gs[i]),
                     "length_ns": int(lengths[i]),
-                    "cause": str(dominant[i]),
+                    "cause": dominant[k],
                 }
-                for i in top
+                for k, i in enumerate(top)
             ],
         },
         "busy_timeline": [round(float(x) * 100, 2) for x in per_bin],

@@ -97,6 +97,15 @@ class _Strings:
         self.categories = pd.Index(uniques.astype(object))
         self.by_id = dict(zip(ids.tolist(), df["value"].astype(object).tolist()))
 
+    def codes_of(self, ids: np.ndarray) -> np.ndarray:
+        """Category codes (into ``self.categories``) of string ids; -1 when unknown."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if self.lut is not None:
+            inside = (ids >= 0) & (ids < len(self.lut))
+            return np.where(inside, self.lut[np.where(inside, ids, 0)], -1).astype(np.int32)
+        pos = self.index.get_indexer(ids)
+        return np.where(pos >= 0, self.codes[np.maximum(pos, 0)], -1).astype(np.int32)
+
     def categorical(self, ids: np.ndarray) -> pd.Categorical:
         ids = np.asarray(ids, dtype=np.int64)
         if self.lut is not None:
@@ -183,6 +192,10 @@ def _gpu_rows(df: pd.DataFrame, kind: str, name, *, collective=None, nbytes=None
 def _concat_columns(parts: list[dict]) -> dict:
     """Concatenate per-table column dicts column by column, freeing each part's column
     as it goes (peak memory: one extra copy of one column, not of the table)."""
+    if len(parts) == 1:  # the common case (kernels only): nothing to copy
+        part = parts[0]
+        part["name"] = _object_categories(part["name"])
+        return part
     out = {}
     names = union_categoricals([_object_categories(p.pop("name")) for p in parts])
     for col in list(parts[0]):
@@ -214,23 +227,65 @@ def _fixed(values, categories: list[str], n: int) -> pd.Categorical:
     return pd.Categorical.from_codes(lut[np.where(codes < 0, len(uniq), codes)], categories=categories)
 
 
-def _kernels(db: Database, strings: _Strings) -> pd.DataFrame | None:
+def _int_column(tbl, name: str, dtype=np.int64) -> np.ndarray:
+    return np.asarray(tbl.column(name).to_numpy(), dtype=dtype)
+
+
+def _kernels(db: Database, strings: _Strings) -> dict | None:
+    """Kernel rows, streamed: each chunk becomes compact arrays in its reader thread."""
     if not db.has(KERNEL):
         return None
     name_col = "shortName" if db.has_column(KERNEL, "shortName") else "demangledName"
     if not db.has_column(KERNEL, name_col):
         raise TraceFormatError(db.path, f"{KERNEL} has neither shortName nor demangledName")
-    df = db.frame(
+    sql = (
         f"SELECT {_col(db, KERNEL, 'start', '0')} AS start, {_col(db, KERNEL, 'end', '0')} AS end, "
         f"{_col(db, KERNEL, 'deviceId')} AS dev, {_col(db, KERNEL, 'streamId')} AS stream, "
         f"{_col(db, KERNEL, 'correlationId')} AS correlation, {_col(db, KERNEL, 'globalPid', '0')} AS gpid, "
         f"{_col(db, KERNEL, name_col)} AS name_id, {_col(db, KERNEL, 'graphNodeId')} AS node "
-        f"FROM {KERNEL} WHERE {{rowid}}",
-        split=KERNEL,
+        f"FROM {KERNEL} WHERE {{rowid}}"
     )
-    name = strings.categorical(df["name_id"].to_numpy(np.int64))
-    ops = classify_categories(name, collective_op)
-    return _gpu_rows(df, "kernel", name, collective=ops)
+
+    def convert(tbl) -> dict:
+        return {
+            "dev": _int_column(tbl, "dev"), "stream": _int_column(tbl, "stream"),
+            "start": _int_column(tbl, "start"), "end": _int_column(tbl, "end"),
+            "correlation": _int_column(tbl, "correlation"), "pid": pid_of(_int_column(tbl, "gpid")),
+            "name_code": strings.codes_of(_int_column(tbl, "name_id")), "in_graph": _int_column(tbl, "node") >= 0,
+        }
+
+    cols = _concat_arrays(db.scan(sql, KERNEL, convert))
+    n = len(cols["start"])
+    if not n:
+        return None
+    name = pd.Categorical.from_codes(cols.pop("name_code"), categories=strings.categories).remove_unused_categories()
+    cols["kind"] = pd.Categorical.from_codes(np.zeros(n, np.int8), categories=GPU_KINDS)
+    cols["name"] = name
+    cols["collective"] = per_category(name, collective_op, COLLECTIVE_OPS)
+    cols["bytes"] = np.zeros(n, dtype=np.int64)
+    cols["copy_kind"] = pd.Categorical.from_codes(np.full(n, -1, np.int8), categories=COPY_KINDS)
+    cols["pageable"] = np.zeros(n, dtype=bool)
+    return cols
+
+
+def _concat_arrays(chunks: list[dict]) -> dict:
+    """Column-wise concatenation that frees each chunk's column as it goes."""
+    if not chunks:
+        return {}
+    out = {}
+    for col in list(chunks[0]):
+        pieces = [c.pop(col) for c in chunks]
+        out[col] = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+        del pieces
+    return out
+
+
+def per_category(cat: pd.Categorical, fn, categories: list[str]) -> pd.Categorical:
+    """A categorical over ``categories`` computed once per distinct value of ``cat``."""
+    lut = np.array([categories.index(v) if (v := fn(str(c))) in categories else -1 for c in cat.categories] + [-1],
+                   dtype=np.int8)
+    codes = np.asarray(cat.codes)
+    return pd.Categorical.from_codes(lut[np.where(codes < 0, len(lut) - 1, codes)], categories=categories)
 
 
 def _copies(db: Database, table: str, kind: str) -> pd.DataFrame | None:
@@ -306,35 +361,37 @@ def _graph_replays(db: Database) -> pd.DataFrame | None:
 
 
 def _api(db: Database, strings: _Strings) -> pd.DataFrame | None:
+    """Runtime/driver calls, streamed like the kernels."""
     if not db.has(RUNTIME):
         return None
     t = RUNTIME
-    df = db.frame(
+    sql = (
         f"SELECT {_col(db, t, 'start', '0')} AS start, {_col(db, t, 'end', '0')} AS end, "
         f"{_col(db, t, 'globalTid', '0')} AS gtid, {_col(db, t, 'correlationId')} AS correlation, "
-        f"{_col(db, t, 'nameId')} AS name_id FROM {t} WHERE {{rowid}}",
-        split=t,
+        f"{_col(db, t, 'nameId')} AS name_id FROM {t} WHERE {{rowid}}"
     )
-    raw = strings.categorical(df["name_id"].to_numpy(np.int64))
+
+    def convert(tbl) -> dict:
+        gtid = _int_column(tbl, "gtid")
+        return {"pid": pid_of(gtid), "tid": tid_of(gtid), "start": _int_column(tbl, "start"),
+                "end": _int_column(tbl, "end"), "name_code": strings.codes_of(_int_column(tbl, "name_id")),
+                "correlation": _int_column(tbl, "correlation")}
+
+    cols = _concat_arrays(db.scan(sql, t, convert))
+    if not cols or not len(cols["start"]):
+        return None
+    raw = pd.Categorical.from_codes(cols.pop("name_code"), categories=strings.categories).remove_unused_categories()
     # Strip the version suffix once per distinct name, then re-intern.
     stripped = [strip_api_version(str(c)) for c in raw.categories]
     codes, uniq = pd.factorize(pd.Index(stripped + ["<unknown>"]))
     raw_codes = np.asarray(raw.codes)
-    new_codes = codes[np.where(raw_codes < 0, len(stripped), raw_codes)]
-    name = pd.Categorical.from_codes(new_codes, categories=uniq)
-    category = classify_categories(name, api_category)
-    gtid = df["gtid"].to_numpy(np.int64)
-    return pd.DataFrame(
-        {
-            "pid": pid_of(gtid),
-            "tid": tid_of(gtid),
-            "start": df["start"].to_numpy(np.int64),
-            "end": df["end"].to_numpy(np.int64),
-            "name": name,
-            "category": pd.Categorical(category, categories=API_CATEGORIES),
-            "correlation": df["correlation"].to_numpy(np.int64),
-        }
-    )
+    name = pd.Categorical.from_codes(codes[np.where(raw_codes < 0, len(stripped), raw_codes)],
+                                     categories=pd.Index(np.asarray(uniq, dtype=object), dtype=object))
+    return pd.DataFrame({
+        "pid": cols.pop("pid"), "tid": cols.pop("tid"), "start": cols.pop("start"), "end": cols.pop("end"),
+        "name": name, "category": per_category(name, api_category, API_CATEGORIES),
+        "correlation": cols.pop("correlation"),
+    }, copy=False)
 
 
 def _syncs(db: Database) -> pd.DataFrame | None:
@@ -513,14 +570,18 @@ def parse(path: str) -> Trace:
         trace.devices = _devices(db, pairs)
         cols["device"] = codes.astype(np.int32)
         del codes
-        order = np.argsort(cols["start"], kind="stable")
-        for col in list(cols):  # reorder one column at a time
-            cols[col] = cols[col][order]
-        del order
+        starts = cols["start"]
+        if not bool((starts[1:] >= starts[:-1]).all()):  # exports are usually in start order already
+            order = np.argsort(starts, kind="stable")
+            for col in list(cols):  # reorder one column at a time
+                cols[col] = cols[col][order]
+            del order
+        del starts
         trace.gpu = pd.DataFrame({c: cols.pop(c) for c in gpu_column_order()}, copy=False)
         gpu = trace.gpu
         if api is not None:
-            trace.api = api.sort_values("start", kind="stable", ignore_index=True)
+            starts = api["start"].to_numpy()
+            trace.api = api if bool((starts[1:] >= starts[:-1]).all()) else api.sort_values("start", kind="stable", ignore_index=True)
         if ranges is not None:
             trace.ranges = ranges.sort_values("start", kind="stable", ignore_index=True)
         if syncs is not None:

@@ -116,7 +116,56 @@ class Database:
         except sqlite3.DatabaseError as exc:
             raise TraceFormatError(self.path, f"query failed: {exc}") from None
 
-    def _chunks(self, table: str) -> list[str]:
+    def scan(self, sql: str, table: str, convert, chunk_rows: int = 1_000_000) -> list:
+        """Read a big table in rowid ranges on parallel connections, converting each
+        Arrow chunk (in its reader thread) to compact arrays at once, so the raw rows of
+        at most one chunk per reader are alive at a time. ``sql`` has a ``{rowid}``
+        placeholder; results come back in rowid order."""
+        ranges = self._chunks(table, chunk_rows)
+        readers = max(1, min(os.cpu_count() or 1, MAX_READERS, len(ranges)))
+
+        def run(cond):
+            table_ = self._fetch(sql.replace("{rowid}", cond))
+            return convert(table_)
+
+        if readers == 1:
+            return [run(c) for c in ranges]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(readers) as pool:
+            return list(pool.map(run, ranges))
+
+    def _fetch(self, sql: str) -> pa.Table:
+        """One query as an Arrow table on its own ADBC connection (sqlite3 fallback)."""
+        try:
+            import adbc_driver_sqlite.dbapi as adbc
+        except ImportError:
+            adbc = None
+        if adbc is not None:
+            try:
+                con = adbc.connect(self.uri)
+                try:
+                    cur = con.cursor()
+                    cur.execute(sql)
+                    return cur.fetch_arrow_table()
+                finally:
+                    con.close()
+            except Exception as exc:  # noqa: BLE001
+                if "malformed" in str(exc) or "not a database" in str(exc):
+                    raise TraceFormatError(self.path, f"corrupt SQLite file ({str(exc).strip()})") from None
+        con = sqlite3.connect(self.uri, uri=True)
+        try:
+            cur = con.execute(sql)
+            names = [d[0] for d in cur.description]
+            rows = cur.fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise TraceFormatError(self.path, f"query failed: {exc}") from None
+        finally:
+            con.close()
+        cols = list(zip(*rows)) if rows else [[] for _ in names]
+        return pa.table({n: pa.array(c) for n, c in zip(names, cols)})
+
+    def _chunks(self, table: str, chunk_rows: int | None = None) -> list[str]:
         try:
             # Two queries: SQLite answers a lone min() or max() on rowid from the b-tree ends.
             lo = self.conn.execute(f'SELECT min(rowid) FROM "{table}"').fetchone()[0]
@@ -126,6 +175,8 @@ class Database:
         if lo is None or hi - lo < PARALLEL_MIN_ROWS:
             return ["1=1"]
         n = max(1, min(os.cpu_count() or 1, MAX_READERS))
+        if chunk_rows:
+            n = max(n, -(-(hi - lo + 1) // chunk_rows))
         edges = [lo - 1 + (hi - lo + 1) * i // n for i in range(n + 1)]
         return [f"rowid > {a} AND rowid <= {b}" for a, b in zip(edges[:-1], edges[1:])]
 

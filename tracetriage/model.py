@@ -287,6 +287,18 @@ def collective_op(kernel_name: str) -> str | None:
     return None
 
 
+def cat_mask(df: pd.DataFrame, column: str, values) -> np.ndarray:
+    """Rows whose categorical column is one of ``values``, compared on codes (no strings,
+    no copy of the frame)."""
+    col = df[column]
+    values = (values,) if isinstance(values, str) else tuple(values)
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats = list(col.cat.categories)
+        wanted = [cats.index(v) for v in values if v in cats]
+        return np.isin(col.cat.codes.to_numpy(), wanted) if wanted else np.zeros(len(df), dtype=bool)
+    return np.isin(col.to_numpy(), values)
+
+
 def is_kind(gpu: pd.DataFrame, kind: str) -> np.ndarray:
     """Boolean mask of gpu rows of one kind, on the categorical codes (no string compare)."""
     col = gpu["kind"]
