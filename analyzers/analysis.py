@@ -179,6 +179,7 @@ def analyze(case, step_range: str | None = None) -> Analysis:
         "collective_skew": per_trace[0]["collective_skew"] if per_trace else None,
         "topology": None,
         "nccl": None,
+        "serving": None,
         "hot_frames": [],
         "findings": [],
         "abstentions": [],
@@ -193,6 +194,10 @@ def analyze(case, step_range: str | None = None) -> Analysis:
         from tracetriage.analyzers import nccl as nccl_mod
 
         data["nccl"] = [nccl_mod.summary(log) for log in case.nccl_logs]
+    if getattr(case, "serving", None):
+        from tracetriage.analyzers import serving as serving_mod
+
+        data["serving"] = serving_mod.summary(case.serving)
     if case.pyspy:
         from tracetriage.analyzers import hotframes
 

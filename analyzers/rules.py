@@ -148,7 +148,8 @@ def rule_launch_bound(ctx: Context):
     impact, d, p, lps, kmed = best
     lps_txt = f"{lps:,.0f} kernel launches per step" if lps is not None else f"{sum(k['count'] for k in p['kernels']):,} kernels in the window"
     by = d["gaps"]["by_cause"]
-    return finding(
+    eager = (ctx.data.get("serving") or {}).get("config", {}).get("enforce_eager")
+    f = finding(
         "launch_bound",
         impact,
         f"Launch-bound: {lps_txt}, median kernel {us(kmed)}, GPU busy {d['busy_pct']:.1f}%",
@@ -180,6 +181,12 @@ def rule_launch_bound(ctx: Context):
             "look at the host between steps (sync, scheduler, sampling in Python) instead."
         ),
     )
+    if eager is True:
+        f["evidence"].append(ev("enforce_eager", True, text="the engine config has enforce_eager=True: CUDA graphs are off"))
+        f["fix"] = ("Remove --enforce-eager from the engine configuration: it turns CUDA graphs off, so every kernel of "
+                    "every step is launched from Python. With graphs on, one launch replays the whole decode step; "
+                    "then fuse small elementwise kernels (torch.compile).")
+    return f
 
 
 def rule_host_sync_per_step(ctx: Context):
@@ -461,8 +468,9 @@ def rule_prefill_stall(ctx: Context):
         return None
     s = pr["steps"]
     impact = info["excess_pct"]
+    chunked = (ctx.data.get("serving") or {}).get("config", {}).get("enable_chunked_prefill")
     label = "labelled prefill by NVTX" if info.get("prefill_labelled") else f"GPU busy {info['busy_pct']:.0f}% during them (GPU work, not a host stall)"
-    return finding(
+    f = finding(
         "prefill_stall",
         impact,
         f"Step tail: p99 {us(s['p99_ns'])} and max {us(s['max_ns'])} vs p50 {us(s['p50_ns'])}; {info['count']} long steps, {label}",
@@ -482,6 +490,10 @@ def rule_prefill_stall(ctx: Context):
         falsifier="If the long steps do not line up with prefills (or the GPU is idle during them), look for preemption/recompute, a periodic host stall (GC, metrics flush), or the network path: chunking will not help.",
         denominator="total step time",
     )
+    if chunked is not None:
+        f["evidence"].append(ev("chunked_prefill", chunked, text="engine config: chunked prefill " + (
+            "enabled: lower the chunk (max_num_batched_tokens) to bound a step" if chunked else "disabled")))
+    return f
 
 
 def rule_healthy(ctx: Context, findings: list[dict], abstentions: list[dict]):
@@ -495,7 +507,14 @@ def rule_healthy(ctx: Context, findings: list[dict], abstentions: list[dict]):
     if min(d["busy_pct"] for d in devs) < t("healthy_busy_min_pct"):
         return None
     busy = min(d["busy_pct"] for d in devs)
-    return finding(
+    extra = []
+    stats = (ctx.data.get("serving") or {}).get("stats")
+    if stats:
+        extra = [ev("queue", stats["waiting_share_pct"], "%", f"{stats['samples']} engine stats samples",
+                    text=f"requests waiting in {stats['waiting_share_pct']:.0f}% of {stats['samples']} stats samples "
+                         f"(mean {stats['waiting_mean']}, max {stats['waiting_max']}); running mean {stats['running_mean']}, "
+                         f"KV cache usage p50 {stats['kv_usage_p50']}% max {stats['kv_usage_max']}%")]
+    f = finding(
         "healthy",
         0.0,
         f"GPU-bound and steady: every device busy at least {busy:.0f}% of the window; no launch, sync, copy or communication problem found",
@@ -506,6 +525,8 @@ def rule_healthy(ctx: Context, findings: list[dict], abstentions: list[dict]):
         falsifier="If latency is high while the GPU is this busy and the queue is empty, the batch is too large for the latency target (TPOT rises with concurrency): cap max-num-seqs.",
         severity="info",
     )
+    f["evidence"].extend(extra)
+    return f
 
 
 RULES: list[tuple[str, Callable]] = [

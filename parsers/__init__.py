@@ -21,6 +21,7 @@ READERS = {
     "rocm_topology": "rocm-smi --showtopo output",
     "nccl": "NCCL/RCCL log",
     "pyspy": "py-spy capture",
+    "serving": "serving engine log, /metrics scrape or benchmark result",
 }
 
 
@@ -59,6 +60,13 @@ def load(case, path: Path, kind: str) -> None:
         trace = kineto.parse(str(path))
         case.traces.append(trace)
         case.inputs.append(_trace_input(trace))
+        return
+    if kind == "serving":
+        from tracetriage.parsers import serving
+
+        cap = serving.parse(str(path))
+        case.serving.append(cap)
+        case.inputs.append({"path": str(path), "kind": cap.kind, "version": cap.version, "warnings": [], "counts": None})
         return
     if kind in ("rpd", "gzip_sqlite"):
         from tracetriage.parsers import rpd

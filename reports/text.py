@@ -68,6 +68,21 @@ def render_text(analysis) -> str:
         if t["rows"]:
             out.append(f"  nccl-tests {t['name'] or ''}: {t['rows']} sizes, {t['ranks']} ranks, max busbw {t['max_busbw']} GB/s, avg busbw {t['avg_busbw']}")
         out.append("")
+    srv = v.get("serving")
+    if srv:
+        out.append("SERVING " + ", ".join(f"{c['path']} [{c['kind']}]" for c in srv["captures"]))
+        if srv["version"]:
+            out.append(f"  vLLM {srv['version']}")
+        if srv["config"]:
+            out.append("  config: " + ", ".join(f"{k}={v}" for k, v in srv["config"].items()))
+        st = srv.get("stats")
+        if st:
+            out.append(f"  {st['samples']} stats samples: running mean {st['running_mean']} (max {st['running_max']}), "
+                       f"waiting mean {st['waiting_mean']} (max {st['waiting_max']}, non-empty in {st['waiting_share_pct']}%), "
+                       f"KV cache p50 {st['kv_usage_p50']}% max {st['kv_usage_max']}%, generation {st['gen_tps_mean']} tok/s")
+        for b in srv["bench"][:6]:
+            out.append("  bench: " + ", ".join(f"{k}={v}" for k, v in b.items()))
+        out.append("")
     prof = v.get("host_profile")
     if prof:
         out.append(f"HOST PROFILE (py-spy): {prof['total_samples']:,} non-idle samples, {prof['idle_samples']:,} idle")

@@ -33,6 +33,7 @@ class Case:
     topologies: list[Any] = field(default_factory=list)
     nccl_logs: list[Any] = field(default_factory=list)
     pyspy: list[Any] = field(default_factory=list)
+    serving: list[Any] = field(default_factory=list)
     inputs: list[dict] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)
 
@@ -53,6 +54,11 @@ _ROCM_TOPO = re.compile(r"=+\s*ROCm System Management Interface\s*=+|Weight betw
 _NCCL = re.compile(
     r":\d+:\d+ \[\d+\] (?:\S+ )?NCCL (?:INFO|WARN|ERROR)|^(?:NCCL|RCCL) version \S+|^#?\s*out-of-place\s+in-place"
     r"|^#?\s*nThread \d+ nGpus \d+|^\S*\w+_perf -b \S+ -e ",
+    re.M,
+)
+_SERVING = re.compile(
+    r"Avg prompt throughput: [\d.]+ tokens/s|non-default args: \{|LLM engine \(v[\w.]+|vLLM API server version"
+    r"|^# (?:HELP|TYPE) vllm:|^vllm:\w+",
     re.M,
 )
 _PYSPY = re.compile(r"^\s*Thread (0x[0-9A-Fa-f]+|\d+) \(", re.M)
@@ -106,6 +112,8 @@ def _detect_text(head: bytes, gz: bool = False) -> str:
     text = head.decode("utf-8", errors="replace")
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
+        if '"request_throughput"' in text or '"mean_ttft_ms"' in text:
+            return "serving"
         if '"traceEvents"' in text or '"deviceProperties"' in text or '"schemaVersion"' in text and '"ph"' in text:
             return "kineto"
         if '"$schema"' in text and "speedscope" in text:
@@ -120,6 +128,8 @@ def _detect_text(head: bytes, gz: bool = False) -> str:
         "," in first and re.search(r'"?(Correlation_Id|Kernel_Name|Start_Timestamp)"?', first)
     ):
         return "rocprof_csv"
+    if _SERVING.search(text):
+        return "serving"
     if _ROCM_TOPO.search(text):
         return "rocm_topology"
     if _PYSPY.search(text) and (_PYSPY_HEADER.search(text) or re.search(r"\(idle\)|\(active", text) or "Python v" in text):
@@ -207,7 +217,7 @@ def open_case(paths, step_range: str | None = None) -> Case:
     for group in csv_groups.values():
         registry.load_csv_group(case, [p for p, _ in group])
     _merge_per_process_files(case)
-    if not (case.traces or case.topologies or case.nccl_logs or case.pyspy):
+    if not (case.traces or case.topologies or case.nccl_logs or case.pyspy or case.serving):
         raise MissingDataError(
             ", ".join(case.paths), "nothing to analyze: no trace, topology, NCCL log or py-spy capture found"
         )

@@ -1,0 +1,67 @@
+"""Serving-engine artifacts (vLLM logs, /metrics scrapes, benchmark results) and their use."""
+
+import shutil
+
+import pytest
+
+from conftest import BUNDLES, real
+from tracetriage import analyze, open_case
+from tracetriage.analyzers import serving as serving_analysis
+from tracetriage.case import detect
+from tracetriage.parsers import serving
+
+# file: (kind, stats samples, config subset, bench records)
+SERVING = {
+    "vllm_log_v1_pr21809_stats_queueing.log": ("vllm_log", 6, {}, 0),
+    "vllm_log_v0_mooncake269_stats.log": ("vllm_log", 5, {}, 0),
+    "vllm_log_v0_issue17954_stats_prefix.log": ("vllm_log", 1, {}, 0),
+    "vllm_log_v1_0.9.2dev_issue19810_startup.log": ("vllm_log", 0, {"enable_chunked_prefill": True, "max_num_batched_tokens": 2048, "enforce_eager": False}, 0),
+    "vllm_log_v1_0.20.2_club3090_issue104_engine_config.log": ("vllm_log", 0, {"tensor_parallel_size": 2, "max_num_seqs": 2}, 0),
+    "vllm_bench_serving_llmd_l40s_results.jsonl": ("bench_result", 0, {}, 9),
+    "vllm_bench_serving_llmd_l40s_base_rerun.jsonl": ("bench_result", 0, {}, 3),
+    "vllm_metrics_v1_0.10.0_glm45_excerpt.prom": ("vllm_metrics", 0, {}, 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SERVING))
+def test_real_serving(name):
+    path = real("serving", name)
+    assert detect(path) == "serving"
+    kind, samples, config, bench = SERVING[name]
+    cap = serving.parse(str(path))
+    assert cap.kind == kind and len(cap.stats) == samples and len(cap.bench) == bench
+    for k, v in config.items():
+        assert cap.config[k] == v
+
+
+def test_queueing_log_summary():
+    cap = serving.parse(str(real("serving", "vllm_log_v1_pr21809_stats_queueing.log")))
+    st = serving_analysis.summary([cap])["stats"]
+    assert st["waiting_max"] == 6 and st["kv_usage_max"] == 97.3 and st["waiting_share_pct"] == 83.3
+
+
+def test_prometheus_last_values():
+    cap = serving.parse(str(real("serving", "vllm_metrics_v1_0.10.0_glm45_excerpt.prom")))
+    assert cap.metrics["vllm:prefix_cache_queries_total"] == 32.0
+
+
+def test_enforce_eager_in_config_reaches_the_launch_bound_finding(tmp_path):
+    b = tmp_path / "eager"
+    shutil.copytree(BUNDLES / "eager_decode", b)
+    (b / "vllm.log").write_text(
+        "INFO 06-18 15:48:40 [cli_args.py:309] non-default args: {'model': 'm', 'enforce_eager': True}\n")
+    a = analyze(open_case([b]))
+    lb = next(f for f in a.findings if f["id"] == "launch_bound")
+    assert any(e["name"] == "enforce_eager" for e in lb["evidence"])
+    assert lb["fix"].startswith("Remove --enforce-eager")
+    plain = analyze(open_case([BUNDLES / "eager_decode"]))
+    assert not any(e["name"] == "enforce_eager" for e in plain.findings[0]["evidence"])
+
+
+def test_healthy_gets_queue_evidence(tmp_path):
+    b = tmp_path / "healthy"
+    shutil.copytree(BUNDLES / "healthy", b)
+    shutil.copyfile(real("serving", "vllm_log_v1_pr21809_stats_queueing.log"), b / "vllm.log")
+    a = analyze(open_case([b]))
+    h = a.findings[0]
+    assert h["id"] == "healthy" and any(e["name"] == "queue" for e in h["evidence"])
