@@ -445,7 +445,6 @@ def rule_nccl_errors(ctx: Context):
 
 def rule_prefill_stall(ctx: Context):
     best = None
-    series = ctx.data.get("_step_series", {})
     for p in ctx.per_trace:
         for pr in p["processes"]:
             s = pr["steps"]

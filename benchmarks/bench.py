@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import sqlite3
 import subprocess
 import sys

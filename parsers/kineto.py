@@ -26,16 +26,7 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.errors import MissingDataError, TraceFormatError
-from tracetriage.model import (
-    API_CATEGORIES,
-    COLLECTIVE_OPS,
-    COPY_KINDS,
-    GPU_KINDS,
-    Trace,
-    api_category,
-    collective_op,
-    gpu_column_order,
-)
+from tracetriage.model import API_CATEGORIES, Trace, api_category, collective_op, finish_trace
 from tracetriage.parsers.rocpd import _per_distinct
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
@@ -131,21 +122,14 @@ def parse(path: str) -> Trace:
         "copy_kind": copy_kind, "pageable": pageable,
         "in_graph": np.isin(launcher, ["cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch"]),
     })
-    key = gpu["pid"].to_numpy(np.int64) * 65536 + gpu["ordinal"].to_numpy(np.int64)
-    codes, uniq = pd.factorize(key, sort=True)
     props = {int(p.get("id", i)): p for i, p in enumerate(doc.get("deviceProperties") or []) if isinstance(p, dict)}
-    trace.devices = pd.DataFrame([
-        {"pid": int(k // 65536), "ordinal": int(k % 65536), "gpu_index": int(k % 65536),
-         "name": str(props.get(int(k % 65536), {}).get("name") or "unknown GPU"), "uuid": "",
-         "sm_count": int(props.get(int(k % 65536), {}).get("numSms", -1) or -1),
-         "memory_bytes": int(props.get(int(k % 65536), {}).get("totalGlobalMem", -1) or -1)} for k in uniq])
-    gpu.insert(0, "device", codes.astype(np.int32))
-    gpu = gpu.drop(columns="ordinal")
-    gpu["kind"] = pd.Categorical(gpu["kind"].astype(object), categories=GPU_KINDS)
-    gpu["name"] = gpu["name"].astype("category")
-    gpu["collective"] = pd.Categorical(gpu["collective"].astype(object), categories=COLLECTIVE_OPS)
-    gpu["copy_kind"] = pd.Categorical(gpu["copy_kind"].astype(object), categories=COPY_KINDS)
-    trace.gpu = gpu[gpu_column_order()].sort_values("start", kind="stable", ignore_index=True)
+
+    def device_info(ordinal):
+        p = props.get(ordinal, {})
+        return {"name": str(p.get("name") or "unknown GPU"), "sm_count": int(p.get("numSms", -1) or -1),
+                "memory_bytes": int(p.get("totalGlobalMem", -1) or -1)}
+
+    finish_trace(trace, gpu, device_info)
     if rng_ev:
         r_start = np.array([ns(e, "ts") for e in rng_ev], dtype=np.int64)
         trace.ranges = pd.DataFrame({
@@ -155,7 +139,5 @@ def parse(path: str) -> Trace:
             "name": pd.Categorical([str(e.get("name", "")) for e in rng_ev]),
             "domain": pd.Categorical(["user_annotation"] * len(rng_ev)),
         }).sort_values("start", kind="stable", ignore_index=True)
-    pids = np.unique(np.concatenate([trace.gpu["pid"].to_numpy(), trace.api["pid"].to_numpy()]))
-    trace.processes = pd.DataFrame({"pid": pids.astype(np.int64), "name": [f"pid {int(p)}" for p in pids]})
     trace.meta["graph_trace_mode"] = "node" if bool(trace.gpu["in_graph"].any()) else "unknown"
     return trace

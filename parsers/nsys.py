@@ -38,7 +38,6 @@ from tracetriage.model import (
     SYNC_TYPES,
     Trace,
     api_category,
-    classify_categories,
     collective_op,
     empty_devices,
     gpu_column_order,

@@ -25,17 +25,7 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.errors import MissingDataError, TraceFormatError
-from tracetriage.model import (
-    API_CATEGORIES,
-    COLLECTIVE_OPS,
-    COPY_KINDS,
-    GPU_KINDS,
-    Trace,
-    api_category,
-    collective_op,
-    empty_devices,
-    gpu_column_order,
-)
+from tracetriage.model import API_CATEGORIES, Trace, api_category, collective_op, finish_trace
 from tracetriage.parsers.sqlite import Database
 
 NEEDED = ("rocpd_string", "rocpd_kernel_dispatch", "rocpd_info_agent")
@@ -180,7 +170,6 @@ def parse(path: str) -> Trace:
         string_of = _Keyed(gc(strings), strings["id"].to_numpy(np.int64), strings["string"].astype(object))
         agent_type = _Keyed(gc(agents), agents["id"].to_numpy(np.int64), agents["type"].astype(object))
         agent_index = _Keyed(gc(agents), agents["id"].to_numpy(np.int64), agents["type_index"].to_numpy(np.int64))
-        agent_name = _Keyed(gc(agents), agents["id"].to_numpy(np.int64), agents["name"].astype(object))
         pid_of = _Keyed(gc(procs), procs["id"].to_numpy(np.int64), procs["pid"].to_numpy(np.int64)) if procs is not None and len(procs) else None
         tid_of = _Keyed(gc(threads), threads["id"].to_numpy(np.int64), threads["tid"].to_numpy(np.int64)) if threads is not None and len(threads) else None
 
@@ -205,7 +194,6 @@ def parse(path: str) -> Trace:
         trace.meta["guids"] = len(guid_uniq)
 
         # --- API regions and markers
-        api_parts, range_parts = [], []
         region_name = None
         if regions is not None and len(regions):
             g = gc(regions)
@@ -281,30 +269,12 @@ def parse(path: str) -> Trace:
         gpu = pd.concat(parts, ignore_index=True)
         if not len(gpu):
             raise MissingDataError(path, "nothing to analyze: the rocpd database holds no kernel dispatch or copy")
-        key = gpu["pid"].to_numpy(np.int64) * 65536 + gpu["ordinal"].to_numpy(np.int64)
-        codes, uniq = pd.factorize(key, sort=True)
         names_by_index = {}
         for gi, nm, t in zip(agents["type_index"].to_numpy(np.int64), agents["name"].astype(object), agents["type"].astype(object)):
             if t == "GPU":
                 names_by_index.setdefault(int(gi), str(nm))
-        trace.devices = pd.DataFrame([
-            {"pid": int(k // 65536), "ordinal": int(k % 65536), "gpu_index": int(k % 65536),
-             "name": names_by_index.get(int(k % 65536), "unknown GPU"), "uuid": "", "sm_count": -1, "memory_bytes": -1}
-            for k in uniq
-        ]) if len(uniq) else empty_devices()
-        gpu.insert(0, "device", codes.astype(np.int32))
-        gpu = gpu.drop(columns="ordinal")
-        gpu["kind"] = pd.Categorical(gpu["kind"].astype(object), categories=GPU_KINDS)
-        gpu["name"] = gpu["name"].astype("category")
-        gpu["collective"] = pd.Categorical(gpu["collective"].astype(object), categories=COLLECTIVE_OPS)
-        gpu["copy_kind"] = pd.Categorical(gpu["copy_kind"].astype(object), categories=COPY_KINDS)
-        trace.gpu = gpu[gpu_column_order()].sort_values("start", kind="stable", ignore_index=True)
-        pids = np.unique(np.concatenate([trace.gpu["pid"].to_numpy(), trace.api["pid"].to_numpy()]))
-        commands = {}
-        if procs is not None:
-            commands = dict(zip(real_pid(procs).tolist(), procs["command"].astype(object).tolist()))
-        trace.processes = pd.DataFrame({"pid": pids.astype(np.int64),
-                                        "name": [str(commands.get(int(p), f"pid {int(p)}")) for p in pids]})
+        commands = dict(zip(real_pid(procs).tolist(), procs["command"].astype(object).tolist())) if procs is not None else {}
+        finish_trace(trace, gpu, lambda o: {"name": names_by_index.get(o, "unknown GPU")}, commands)
         trace.meta["graph_trace_mode"] = "node" if bool(trace.gpu["in_graph"].any()) else "unknown"
         if len(trace.api):
             linked = np.isin(trace.gpu["correlation"].to_numpy(), trace.api["correlation"].to_numpy()).mean()

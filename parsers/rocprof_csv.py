@@ -21,16 +21,7 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.errors import MissingDataError, TraceFormatError
-from tracetriage.model import (
-    API_CATEGORIES,
-    COLLECTIVE_OPS,
-    COPY_KINDS,
-    GPU_KINDS,
-    Trace,
-    api_category,
-    collective_op,
-    gpu_column_order,
-)
+from tracetriage.model import API_CATEGORIES, Trace, api_category, collective_op, finish_trace
 from tracetriage.parsers.rocpd import _blit_kind, _direction, _per_distinct
 
 
@@ -135,22 +126,11 @@ def parse_files(paths: list[Path]) -> Trace:
     gpu.loc[~known, "pid"] = fallback
     agents = np.sort(np.unique(gpu["agent"].to_numpy()))
     ordinal = np.searchsorted(agents, gpu["agent"].to_numpy())
-    key = gpu["pid"].to_numpy(np.int64) * 65536 + ordinal
-    codes, uniq = pd.factorize(key, sort=True)
-    trace.devices = pd.DataFrame([
-        {"pid": int(k // 65536), "ordinal": int(k % 65536), "gpu_index": int(k % 65536), "name": "AMD GPU",
-         "uuid": "", "sm_count": -1, "memory_bytes": -1} for k in uniq])
-    gpu.insert(0, "device", codes.astype(np.int32))
+    gpu["ordinal"] = ordinal
     gpu = gpu.drop(columns="agent")
     gpu["pageable"] = False
     gpu["in_graph"] = False
-    gpu["kind"] = pd.Categorical(gpu["kind"].astype(object), categories=GPU_KINDS)
-    gpu["name"] = gpu["name"].astype("category")
-    gpu["collective"] = pd.Categorical(gpu["collective"].astype(object), categories=COLLECTIVE_OPS)
-    gpu["copy_kind"] = pd.Categorical(gpu["copy_kind"].astype(object), categories=COPY_KINDS)
-    trace.gpu = gpu[gpu_column_order()].sort_values("start", kind="stable", ignore_index=True)
-    pids = np.unique(np.concatenate([trace.gpu["pid"].to_numpy(), trace.api["pid"].to_numpy()]))
-    trace.processes = pd.DataFrame({"pid": pids.astype(np.int64), "name": [f"pid {int(p)}" for p in pids]})
+    finish_trace(trace, gpu, lambda o: {"name": "AMD GPU"})
     trace.meta["graph_trace_mode"] = "unknown"
     if len(trace.api) and len(trace.gpu):
         # A launch precedes its kernel by less than 10 s; files from different runs do not line up.

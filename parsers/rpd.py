@@ -19,16 +19,7 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.errors import MissingDataError, TraceFormatError
-from tracetriage.model import (
-    API_CATEGORIES,
-    COLLECTIVE_OPS,
-    COPY_KINDS,
-    GPU_KINDS,
-    Trace,
-    api_category,
-    collective_op,
-    gpu_column_order,
-)
+from tracetriage.model import API_CATEGORIES, Trace, api_category, collective_op, finish_trace
 from tracetriage.parsers.rocpd import _per_distinct
 from tracetriage.parsers.sqlite import Database
 
@@ -139,20 +130,7 @@ def parse(path: str, display: str | None = None) -> Trace:
     })[keep]
     pid_fallback = int(np.bincount(np.maximum(gpu["pid"].to_numpy(), 0)).argmax()) if (gpu["pid"] >= 0).any() else 0
     gpu.loc[gpu["pid"] < 0, "pid"] = pid_fallback
-    key = gpu["pid"].to_numpy(np.int64) * 65536 + gpu["ordinal"].to_numpy(np.int64)
-    codes, uniq = pd.factorize(key, sort=True)
-    trace.devices = pd.DataFrame([
-        {"pid": int(k // 65536), "ordinal": int(k % 65536), "gpu_index": int(k % 65536), "name": "AMD GPU",
-         "uuid": "", "sm_count": -1, "memory_bytes": -1} for k in uniq])
-    gpu.insert(0, "device", codes.astype(np.int32))
-    gpu = gpu.drop(columns="ordinal")
-    gpu["kind"] = pd.Categorical(gpu["kind"].astype(object), categories=GPU_KINDS)
-    gpu["name"] = gpu["name"].astype("category")
-    gpu["collective"] = pd.Categorical(gpu["collective"].astype(object), categories=COLLECTIVE_OPS)
-    gpu["copy_kind"] = pd.Categorical(gpu["copy_kind"].astype(object), categories=COPY_KINDS)
-    trace.gpu = gpu[gpu_column_order()].sort_values("start", kind="stable", ignore_index=True)
-    pids = np.unique(np.concatenate([trace.gpu["pid"].to_numpy(), trace.api["pid"].to_numpy()]))
-    trace.processes = pd.DataFrame({"pid": pids.astype(np.int64), "name": [f"pid {int(p)}" for p in pids]})
+    finish_trace(trace, gpu, lambda ordinal: {"name": "AMD GPU"})
     in_graph = int(trace.gpu["in_graph"].sum())
     trace.meta["graph_trace_mode"] = "node" if in_graph else "unknown"
     return trace

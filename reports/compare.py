@@ -55,7 +55,7 @@ def render_compare(cmp: dict, fmt_name: str) -> str:
 
         return environment().get_template("compare.html.j2").render(c=cmp, rows=rows(cmp))
     if fmt_name == "md":
-        lines = [f"# tracetriage compare", "", f"**{md_escape(cmp['summary'])}**", "",
+        lines = ["# tracetriage compare", "", f"**{md_escape(cmp['summary'])}**", "",
                  f"- before: {md_escape(cmp['before']['label'])} — {md_escape(cmp['before']['headline'] or '')}",
                  f"- after: {md_escape(cmp['after']['label'])} — {md_escape(cmp['after']['headline'] or '')}", "",
                  "| metric | before | after | change |", "|---|---:|---:|---:|"]

@@ -257,7 +257,7 @@ def _tp_ranks(rng, n, layers, gemm_us, allreduce_us, steps, name):
             arrive = max(r.gpu_free for r in ranks)
             for r in ranks:
                 r.host(3 * US)
-                ks, ke = r.launch(f"ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 0, collective="AllReduce")
+                ks, ke = r.launch("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 0, collective="AllReduce")
                 r.kernels.pop()
                 ks = max(ks, r.gpu_free)
                 end = arrive + int(allreduce_us * US * rng.uniform(0.98, 1.02)) + 2 * US

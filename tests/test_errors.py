@@ -3,7 +3,6 @@
 import shutil
 import sqlite3
 
-import pytest
 
 from conftest import BUNDLES, SCHEMA_SQL, run_cli
 from tracetriage.errors import EXIT_INPUT, EXIT_NOTHING, EXIT_USAGE

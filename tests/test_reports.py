@@ -3,11 +3,10 @@
 import os
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import BUNDLES, ROOT, bundle_names
+from conftest import ROOT, bundle_names
 from tracetriage import analyze, open_case
 from tracetriage.reports import render
 

@@ -364,3 +364,31 @@ def merge_traces(traces: list["Trace"], path: str) -> "Trace":
     out.meta["merged_files"] = [t.path for t in traces]
     out.meta["warnings"] = [w for t in traces for w in t.warnings]
     return out
+
+
+def finish_trace(trace: "Trace", gpu: pd.DataFrame, device_info=None, process_names: dict | None = None) -> None:
+    """Shared last step of the parsers that build ``gpu`` as a plain frame with ``pid``
+    and ``ordinal`` columns: devices keyed by (pid, ordinal), categoricals interned,
+    rows in start order, processes listed.
+
+    ``device_info(ordinal)`` returns the name/uuid/sm_count/memory_bytes it knows.
+    """
+    key = gpu["pid"].to_numpy(np.int64) * 65536 + gpu["ordinal"].to_numpy(np.int64)
+    codes, uniq = pd.factorize(key, sort=True)
+    rows = []
+    for k in uniq:
+        info = {"name": "unknown GPU", "uuid": "", "sm_count": -1, "memory_bytes": -1}
+        info.update((device_info or (lambda o: {}))(int(k % 65536)) or {})
+        rows.append({"pid": int(k // 65536), "ordinal": int(k % 65536), "gpu_index": int(k % 65536), **info})
+    trace.devices = pd.DataFrame(rows) if rows else empty_devices()
+    gpu = gpu.drop(columns="ordinal")
+    gpu.insert(0, "device", codes.astype(np.int32))
+    gpu["kind"] = pd.Categorical(gpu["kind"].astype(object), categories=GPU_KINDS)
+    gpu["name"] = gpu["name"].astype("category")
+    gpu["collective"] = pd.Categorical(gpu["collective"].astype(object), categories=COLLECTIVE_OPS)
+    gpu["copy_kind"] = pd.Categorical(gpu["copy_kind"].astype(object), categories=COPY_KINDS)
+    trace.gpu = gpu[gpu_column_order()].sort_values("start", kind="stable", ignore_index=True)
+    pids = np.unique(np.concatenate([trace.gpu["pid"].to_numpy(), trace.api["pid"].to_numpy()]))
+    names = process_names or {}
+    trace.processes = pd.DataFrame({"pid": pids.astype(np.int64),
+                                    "name": [str(names.get(int(p), f"pid {int(p)}")) for p in pids]})
