@@ -197,3 +197,14 @@ def test_batch_on_dask_local_cluster(tmp_path):
     for r in res.records:
         if r["status"] == "ok":
             assert r["metrics"] == by_path[r["path"]]["metrics"]
+
+
+def test_batch_glob_and_fail_on(tmp_path):
+    out = tmp_path / "o"
+    pattern = str(BUNDLES / "eager_*" / "trace.sqlite")
+    proc = run_cli("batch", pattern, "-o", out, "--jobs", "1", "--no-progress", "--fail-on", "high")
+    assert proc.returncode == 5, proc.stderr  # launch_bound is high severity
+    summary = pd.read_parquet(out / "summary.parquet")
+    assert len(summary) == 3 and set(summary["top_finding"]) == {"launch_bound"}  # the three eager bundles
+    proc = run_cli("batch", str(BUNDLES / "healthy"), "-o", tmp_path / "o2", "--no-progress", "--fail-on", "medium")
+    assert proc.returncode == 0, proc.stderr

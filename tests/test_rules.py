@@ -36,3 +36,36 @@ def test_every_threshold_has_a_reason():
         "launch_bound", "host_sync_per_step", "pageable_memcpy", "collective_dominant",
         "cross_island_collective", "python_host_overhead", "nccl_errors", "prefill_stall",
     ]
+
+
+FIRES = {
+    # rule id: (bundle where it fires, bundle where it does not)
+    "launch_bound": ("eager_decode", "graph_decode"),
+    "host_sync_per_step": ("graph_decode", "healthy"),
+    "collective_dominant": ("tp8_cross_island", "tp4_island"),
+    "cross_island_collective": ("tp8_cross_island", "tp4_island"),
+    "python_host_overhead": ("eager_decode_pyspy", "eager_decode"),
+    "prefill_stall": ("prefill_stall", "healthy"),
+    "healthy": ("healthy", "eager_decode"),
+}
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("rule", sorted(FIRES))
+def test_each_rule_fires_on_one_bundle_and_not_another(rule, analyses):
+    yes, no = FIRES[rule]
+    assert rule in [f["id"] for f in analyses[yes].findings], (rule, yes)
+    assert rule not in [f["id"] for f in analyses[no].findings], (rule, no)
+
+
+def test_nccl_errors_fires_on_warn_lines_only(tmp_path):
+    from conftest import BUNDLES
+
+    log = (BUNDLES / "tp8_cross_island" / "nccl.log").read_text()
+    assert "nccl_errors" not in [f["id"] for f in analyze(open_case([BUNDLES / "tp8_cross_island" / "nccl.log"])).findings]
+    bad = tmp_path / "nccl.log"
+    bad.write_text(log + "gpu-node-01:5003:5103 [3] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer with error 12\n")
+    f = analyze(open_case([bad])).findings
+    assert f[0]["id"] == "nccl_errors" and "net_ib.cc:1296" in " ".join(e["text"] for e in f[0]["evidence"])
