@@ -105,7 +105,9 @@ def ev(name, value, unit="", denominator=None, text=None):
     item = {"name": name, "value": value, "unit": unit}
     if denominator:
         item["denominator"] = denominator
-    item["text"] = text or f"{name}: {value}{(' ' + unit) if unit else ''}" + (f" (of {denominator})" if denominator else "")
+    shown = f"{value:,.1f}".rstrip("0").rstrip(".") if isinstance(value, float) else value
+    item["text"] = text or f"{name.replace('_', ' ')}: {shown}{'%' if unit == '%' else (' ' + unit) if unit else ''}" + (
+        f" (of {denominator})" if denominator else "")
     return item
 
 
@@ -154,9 +156,10 @@ def rule_launch_bound(ctx: Context):
         impact,
         f"Launch-bound: {lps_txt}, median kernel {us(kmed)}, GPU busy {d['busy_pct']:.1f}%",
         [
-            ev("launches_per_step", lps, "calls", "one step") if lps is not None else ev("kernels_in_window", sum(k["count"] for k in p["kernels"]), "kernels"),
+            ev("launches_per_step", lps, "calls", "one step", text=f"{lps:,.0f} kernel launches per step (median over steps)") if lps is not None else ev("kernels_in_window", sum(k["count"] for k in p["kernels"]), "kernels"),
             ev("kernel_median", kmed, "ns", text=f"median kernel duration {us(kmed)}"),
-            ev("busy_pct", d["busy_pct"], "%", f"window of {us(d['window_ns'])} on {d['id']}"),
+            ev("busy_pct", d["busy_pct"], "%", f"window of {us(d['window_ns'])} on {d['id']}",
+               text=f"GPU busy {d['busy_pct']:.1f}% of the {us(d['window_ns'])} window on {d['id']}"),
             ev("idle_launch_pct", round(100 * by["launch"] / d["window_ns"], 2), "%", "window", text=f"idle while the host is inside launch calls: {100 * by['launch'] / d['window_ns']:.1f}% of the window"),
             ev("idle_host_pct", round(100 * by["host"] / d["window_ns"], 2), "%", "window", text=f"idle while the host runs code outside CUDA: {100 * by['host'] / d['window_ns']:.1f}% of the window"),
             ev("short_gaps", d["_short_gap_count"], "gaps", text=f"{d['_short_gap_count']:,} gaps under 1 ms between kernels, p50 {us(d['gaps']['p50_ns'])}"),
@@ -393,7 +396,8 @@ def rule_python_host_overhead(ctx: Context):
         ],
         mechanism=(
             f"Each step runs {top['frame'].split(' (')[0]} in Python on the host"
-            + (", and it waits for the GPU inside it (a .cpu()/.item() read-back)" if top["calls_sync"] else "")
+            + (", and it waits for the GPU inside it (a .cpu()/.item() read-back)" if top["sync_pct"] >= 1.0 else
+               ", and it calls a host-syncing operation" if top["calls_sync"] else "")
             + "; while it runs nothing is queued, so the GPU idles for its whole duration."
         ),
         fix="Move the work onto the GPU (vectorize the logits processor / stopping check over the batch with torch ops, no .cpu()/.item()), or run it asynchronously one step behind so the next step is launched first.",
