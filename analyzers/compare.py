@@ -63,8 +63,9 @@ def summary_line(deltas: dict, ids_b: list, ids_a: list) -> str:
     if new:
         parts.append("new: " + ", ".join(new))
     for m, label, fmt in (("busy_pct", "GPU busy", "{:.1f}%"), ("launches_per_step", "launches/step", "{:,.0f}"),
-                          ("syncs_per_step", "syncs/step", "{:g}"), ("step_p50_ns", "step p50", "{:,.0f} ns")):
+                          ("syncs_per_step", "syncs/step", "{:g}"), ("step_p50_ns", "step p50", None)):
         d = deltas[m]
         if d["change"] not in (None, 0, 0.0):
-            parts.append(f"{label} {fmt.format(d['before'])} -> {fmt.format(d['after'])}")
+            show = (lambda v: f"{v / 1e6:,.2f} ms") if fmt is None else fmt.format
+            parts.append(f"{label} {show(d['before'])} -> {show(d['after'])}")
     return "; ".join(parts) if parts else "no change"

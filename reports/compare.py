@@ -39,7 +39,7 @@ def rows(cmp: dict) -> list[dict]:
         elif unit == "ns":
             ch = ("+" if change >= 0 else "-") + fmt_ns(abs(change))
         elif unit == "%":
-            ch = f"{change:+.1f} pt"
+            ch = "0.0 pt" if abs(change) < 0.05 else f"{change:+.1f} pt"
         else:
             ch = f"{change:+,.1f}".rstrip("0").rstrip(".")
         out.append({"metric": m, "label": label, "before": fmt(d["before"], unit), "after": fmt(d["after"], unit),

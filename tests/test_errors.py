@@ -94,3 +94,33 @@ def test_bundle_with_unknown_files_skips_them(tmp_path):
 
     data = json.loads(proc.stdout)
     assert {s["path"].split("/")[-1] for s in data["skipped"]} >= {"notes.txt", "truth.json"}
+
+
+def test_analyze_an_archive_bundle(tmp_path):
+    import tarfile
+
+    arc = tmp_path / "incident.tgz"
+    with tarfile.open(arc, "w:gz") as tf:
+        tf.add(BUNDLES / "tp8_cross_island", arcname="incident")
+    proc = run_cli("analyze", arc, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    data = json.loads(proc.stdout)
+    assert data["findings"][0]["id"] == "cross_island_collective"
+    assert all(i["path"].startswith(str(arc) + "!/incident/") for i in data["inputs"])
+    assert data["topology"]["path"].startswith(str(arc) + "!")
+
+
+def test_unsafe_archive_refused_by_analyze(tmp_path):
+    import io
+    import tarfile
+
+    arc = tmp_path / "evil.tar.gz"
+    with tarfile.open(arc, "w:gz") as tf:
+        info = tarfile.TarInfo("../../evil.txt")
+        info.size = 1
+        tf.addfile(info, io.BytesIO(b"x"))
+    proc = run_cli("analyze", arc)
+    assert proc.returncode == 3 and "refused" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path.parent / "evil.txt").exists()

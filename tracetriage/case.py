@@ -158,6 +158,41 @@ def _bundle_files(directory: Path) -> list[Path]:
     return out
 
 
+def _open_with_archives(paths, archives: list[Path], step_range) -> Case:
+    """Archives are extracted (safely, see tracetriage.archive) into a private temporary
+    directory that is removed once the files are parsed; inputs are named
+    ``archive!/member`` so reports point at what the user gave."""
+    import tempfile
+
+    from tracetriage.archive import extract
+
+    with tempfile.TemporaryDirectory(prefix="tracetriage-") as tmp:
+        mapping = {}
+        expanded = []
+        for i, p in enumerate(map(Path, paths)):
+            if p in archives:
+                dest = Path(tmp) / str(i)
+                extract(p, dest)
+                mapping[str(dest)] = f"{p}!"
+                expanded.append(dest)
+            else:
+                expanded.append(p)
+        case = open_case(expanded, step_range)
+
+        def rename(text: str) -> str:
+            for d, label in mapping.items():
+                if text.startswith(d):
+                    return label + text[len(d):]
+            return text
+
+        case.paths = [str(p) for p in paths]
+        for item in case.inputs + case.skipped:
+            item["path"] = rename(item["path"])
+        for artifact in case.traces + case.topologies + case.nccl_logs + case.pyspy + case.serving:
+            artifact.path = rename(artifact.path)
+        return case
+
+
 def _merge_per_process_files(case: Case) -> None:
     """rocpd writes one database per process: those of one directory are one capture."""
     from tracetriage.model import merge_traces
@@ -185,6 +220,11 @@ def open_case(paths, step_range: str | None = None) -> Case:
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
+    from tracetriage.archive import is_archive
+
+    archives = [Path(p) for p in paths if Path(p).is_file() and is_archive(Path(p))]
+    if archives:
+        return _open_with_archives(paths, archives, step_range)
     case = Case(paths=[str(p) for p in paths])
     candidates: list[tuple[Path, bool]] = []
     for p in map(Path, paths):
