@@ -12,26 +12,24 @@ import numpy as np
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Merge possibly overlapping intervals into disjoint sorted ones.
 
-    Sort by start; a new merged interval begins where a start exceeds the running
-    maximum of all previous ends (touching intervals merge).
+    Sort by start (skipped when already sorted, the usual case: every table of the
+    model is in start order); a new merged interval begins where a start exceeds the
+    running maximum of all previous ends (touching intervals merge).
     """
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
     if starts.size == 0:
         return starts.copy(), ends.copy()
-    ends = np.maximum(ends, starts)
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    run_max = np.maximum.accumulate(e)
-    new = np.empty(s.size, dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > run_max[:-1]
-    idx = np.flatnonzero(new)
-    out_s = s[idx]
-    # The end of each merged interval is the running max just before the next one begins.
-    last = np.append(idx[1:] - 1, s.size - 1)
-    out_e = run_max[last]
-    return out_s, out_e
+    if not bool((starts[1:] >= starts[:-1]).all()):
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+        del order
+    run_max = np.maximum(ends, starts)
+    np.maximum.accumulate(run_max, out=run_max)
+    begins = np.flatnonzero(starts[1:] > run_max[:-1]) + 1
+    first = np.concatenate(([0], begins))
+    last = np.concatenate((begins - 1, [starts.size - 1]))
+    return starts[first], run_max[last]
 
 
 def clip(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:

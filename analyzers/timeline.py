@@ -84,6 +84,7 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int) -> dict:
     window = hi - lo
     us, ue = device_union(trace, device)
     cs, ce = iv.clip(us, ue, lo, hi)
+    del us, ue  # large traces: free as soon as possible
     busy = iv.measure(cs, ce)
     gs, ge = iv.complement(cs, ce, lo, hi)
     lengths = ge - gs
