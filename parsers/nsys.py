@@ -99,6 +99,8 @@ class _Strings:
     def codes_of(self, ids: np.ndarray) -> np.ndarray:
         """Category codes (into ``self.categories``) of string ids; -1 when unknown."""
         ids = np.asarray(ids, dtype=np.int64)
+        if not len(self.codes):
+            return np.full(ids.shape, -1, dtype=np.int32)
         if self.lut is not None:
             inside = (ids >= 0) & (ids < len(self.lut))
             return np.where(inside, self.lut[np.where(inside, ids, 0)], -1).astype(np.int32)
@@ -107,6 +109,8 @@ class _Strings:
 
     def categorical(self, ids: np.ndarray) -> pd.Categorical:
         ids = np.asarray(ids, dtype=np.int64)
+        if not len(self.codes):
+            return pd.Categorical.from_codes(np.full(ids.shape, -1, dtype=np.int32), categories=self.categories)
         if self.lut is not None:
             inside = (ids >= 0) & (ids < len(self.lut))
             codes = np.where(inside, self.lut[np.where(inside, ids, 0)], -1)
@@ -227,7 +231,12 @@ def _fixed(values, categories: list[str], n: int) -> pd.Categorical:
 
 
 def _int_column(tbl, name: str, dtype=np.int64) -> np.ndarray:
-    return np.asarray(tbl.column(name).to_numpy(), dtype=dtype)
+    """An integer column; SQLite is dynamically typed, so a stray text value becomes -1."""
+    col = tbl.column(name)
+    try:
+        return np.asarray(col.to_numpy(), dtype=dtype)
+    except (ValueError, TypeError):
+        return pd.to_numeric(pd.Series(col.to_pandas(), dtype=object), errors="coerce").fillna(-1).to_numpy(dtype)
 
 
 def _kernels(db: Database, strings: _Strings) -> dict | None:
@@ -563,6 +572,17 @@ def parse(path: str) -> Trace:
             raise MissingDataError(path, "nothing to analyze: the GPU activity tables are empty")
         cols = _concat_columns(parts)
         del parts
+        # CUPTI writes 0/0 when it could not time a record: such rows are not activity.
+        untimed = (cols["start"] <= 0) & (cols["end"] <= 0)
+        if untimed.any():
+            keep = ~untimed
+            for col in list(cols):
+                cols[col] = cols[col][keep]
+            trace_warnings = [f"{int(untimed.sum()):,} GPU records without timestamps (start = end = 0) were ignored"]
+        else:
+            trace_warnings = []
+        if not len(cols["start"]):
+            raise MissingDataError(path, "nothing to analyze: no GPU record has timestamps")
         # Devices: (pid, ordinal) pairs, interned to int32 keys.
         codes, uniq = pd.factorize(cols["pid"] * 65536 + cols.pop("dev"), sort=True)
         pairs = pd.DataFrame({"pid": uniq // 65536, "ordinal": uniq % 65536})
@@ -592,6 +612,7 @@ def parse(path: str) -> Trace:
         meta["graph_trace_mode"] = (
             "graph" if has_replays else "node" if has_nodes else (mode or "unknown").lower()
         )
+        trace.warnings.extend(trace_warnings)
         _warn(trace, export)
         return trace
 

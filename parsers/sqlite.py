@@ -128,6 +128,7 @@ class Database:
             table_ = self._fetch(sql.replace("{rowid}", cond))
             return convert(table_)
 
+
         if readers == 1:
             return [run(c) for c in ranges]
         from concurrent.futures import ThreadPoolExecutor
