@@ -35,6 +35,11 @@ RANGE_CATS = ("user_annotation",)
 MAX_BYTES = 8 * 1024**3
 
 
+def _args(event: dict) -> dict:
+    a = event.get("args")
+    return a if isinstance(a, dict) else {}
+
+
 def load_json(path: str) -> dict:
     try:
         with open(path, "rb") as fh:
@@ -52,6 +57,17 @@ def load_json(path: str) -> dict:
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise TraceFormatError(path, "JSON without a traceEvents list")
     return doc
+
+
+def _int(value, default: int = -1) -> int:
+    """Kineto args are loosely typed (ints, floats, numeric strings, or missing)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError):
+            return default
 
 
 def _copy_kind(name: str) -> str:
@@ -82,13 +98,16 @@ def parse(path: str) -> Trace:
 
     def ns(e, key):
         v = e.get(key)
-        return int(round(float(v) * 1000)) if isinstance(v, (int, float)) else 0
+        try:
+            return int(round(float(v) * 1000))
+        except (TypeError, ValueError, OverflowError):
+            return 0
 
     a_start = np.array([ns(e, "ts") for e in api_ev], dtype=np.int64)
     a_dur = np.array([ns(e, "dur") for e in api_ev], dtype=np.int64)
-    a_pid = np.array([int(e.get("pid", 0)) if str(e.get("pid", "0")).lstrip("-").isdigit() else 0 for e in api_ev], dtype=np.int64)
-    a_tid = np.array([int(e.get("tid", 0)) if str(e.get("tid", "0")).lstrip("-").isdigit() else 0 for e in api_ev], dtype=np.int64)
-    a_corr = np.array([int((e.get("args") or {}).get("correlation", -1)) for e in api_ev], dtype=np.int64)
+    a_pid = np.array([_int(e.get("pid"), 0) for e in api_ev], dtype=np.int64)
+    a_tid = np.array([_int(e.get("tid"), 0) for e in api_ev], dtype=np.int64)
+    a_corr = np.array([_int(_args(e).get("correlation")) for e in api_ev], dtype=np.int64)
     a_name = np.array([str(e.get("name", "")) for e in api_ev], dtype=object)
     names = pd.Categorical(a_name)
     cat_map = np.array([api_category(str(c)) for c in names.categories] + ["other"], dtype=object)
@@ -102,15 +121,15 @@ def parse(path: str) -> Trace:
     corr_api = corr_api[~corr_api.index.duplicated()]
 
     g_kind = np.array([GPU_CATS[str(e.get("cat"))] for e in gpu_ev], dtype=object)
+    props = {_int(p.get("id", i), i): p for i, p in enumerate(doc.get("deviceProperties") or []) if isinstance(p, dict)}
     g_name = np.array([str(e.get("name", "")) for e in gpu_ev], dtype=object)
-    g_args = [e.get("args") or {} for e in gpu_ev]
+    g_args = [_args(e) for e in gpu_ev]
     g_start = np.array([ns(e, "ts") for e in gpu_ev], dtype=np.int64)
     g_end = g_start + np.array([ns(e, "dur") for e in gpu_ev], dtype=np.int64)
-    g_dev = np.array([int(a.get("device", e.get("pid", 0)) if str(a.get("device", e.get("pid", 0))).lstrip("-").isdigit() else 0)
-                      for a, e in zip(g_args, gpu_ev)], dtype=np.int64)
-    g_stream = np.array([int(a.get("stream", -1)) if str(a.get("stream", -1)).lstrip("-").isdigit() else -1 for a in g_args], dtype=np.int64)
-    g_corr = np.array([int(a.get("correlation", -1)) for a in g_args], dtype=np.int64)
-    g_bytes = np.array([int(a.get("bytes", 0) or 0) for a in g_args], dtype=np.int64)
+    g_dev = np.array([_int(a.get("device", e.get("pid")), 0) for a, e in zip(g_args, gpu_ev)], dtype=np.int64)
+    g_stream = np.array([_int(a.get("stream")) for a in g_args], dtype=np.int64)
+    g_corr = np.array([_int(a.get("correlation")) for a in g_args], dtype=np.int64)
+    g_bytes = np.array([max(0, _int(a.get("bytes"), 0)) for a in g_args], dtype=np.int64)
     pid = corr_pid.reindex(g_corr).fillna(host_pid).to_numpy(np.int64) if len(corr_pid) else np.full(len(gpu_ev), host_pid, np.int64)
     launcher = corr_api.reindex(g_corr).fillna("").to_numpy(object) if len(corr_api) else np.full(len(gpu_ev), "", object)
     copy_kind = np.where(g_kind == "memcpy", _per_distinct(g_name, _copy_kind), None)
@@ -122,19 +141,17 @@ def parse(path: str) -> Trace:
         "copy_kind": copy_kind, "pageable": pageable,
         "in_graph": np.isin(launcher, ["cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch"]),
     })
-    props = {int(p.get("id", i)): p for i, p in enumerate(doc.get("deviceProperties") or []) if isinstance(p, dict)}
-
     def device_info(ordinal):
         p = props.get(ordinal, {})
-        return {"name": str(p.get("name") or "unknown GPU"), "sm_count": int(p.get("numSms", -1) or -1),
-                "memory_bytes": int(p.get("totalGlobalMem", -1) or -1)}
+        return {"name": str(p.get("name") or "unknown GPU"), "sm_count": _int(p.get("numSms")),
+                "memory_bytes": _int(p.get("totalGlobalMem"))}
 
     finish_trace(trace, gpu, device_info)
     if rng_ev:
         r_start = np.array([ns(e, "ts") for e in rng_ev], dtype=np.int64)
         trace.ranges = pd.DataFrame({
-            "pid": np.array([int(e.get("pid", host_pid)) if str(e.get("pid", "")).lstrip("-").isdigit() else host_pid for e in rng_ev], dtype=np.int64),
-            "tid": np.array([int(e.get("tid", 0)) if str(e.get("tid", "")).lstrip("-").isdigit() else 0 for e in rng_ev], dtype=np.int64),
+            "pid": np.array([_int(e.get("pid"), host_pid) for e in rng_ev], dtype=np.int64),
+            "tid": np.array([_int(e.get("tid"), 0) for e in rng_ev], dtype=np.int64),
             "start": r_start, "end": r_start + np.array([ns(e, "dur") for e in rng_ev], dtype=np.int64),
             "name": pd.Categorical([str(e.get("name", "")) for e in rng_ev]),
             "domain": pd.Categorical(["user_annotation"] * len(rng_ev)),

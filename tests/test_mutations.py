@@ -71,3 +71,24 @@ def test_untimed_records_are_ignored_and_said(tmp_path):
     t = open_case([path]).traces[0]
     assert any(f"{n:,} GPU records without timestamps" in w for w in t.warnings)
     assert int(t.gpu["start"].min()) > 0
+
+
+def test_loosely_typed_kineto_events(tmp_path):
+    import json
+
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": "12", "tid": 3, "ts": "100.5", "dur": 5,
+         "args": {"correlation": "7"}},
+        {"ph": "X", "cat": "kernel", "name": "k1", "pid": 0, "tid": "stream 7", "ts": 110, "dur": "3.5",
+         "args": {"device": "0", "stream": "7", "correlation": 7}},
+        {"ph": "X", "cat": "kernel", "name": "k2", "ts": None, "dur": 2, "args": "oops"},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)", "ts": 120, "dur": 1,
+         "args": {"bytes": "a lot", "correlation": 9}},
+        "not an event", {"ph": "i", "name": "instant"},
+    ]
+    path = tmp_path / "loose.json"
+    path.write_text(json.dumps({"traceEvents": events, "deviceProperties": [{"id": "0", "name": "GPU", "numSms": "x"}]}))
+    t = open_case([path]).traces[0]
+    assert t.counts()["kernels"] == 2 and t.counts()["memcpy"] == 1
+    k1 = t.gpu[t.gpu["name"] == "k1"].iloc[0]
+    assert int(k1["pid"]) == 12 and int(k1["start"]) == 110_000 and int(k1["end"]) == 113_500
