@@ -76,9 +76,10 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     api = trace.api
     blocking = api[cat_mask(api, "category", st.BLOCKING)]  # syncs are few
     devices, series_busy, coll_starts = [], {}, []
+    coverage_cache: dict = {}
     for d in range(len(trace.devices)):
         row = trace.devices.iloc[d]
-        t = tl.device_timeline(trace, d, lo, hi)
+        t = tl.device_timeline(trace, d, lo, hi, coverage_cache)
         c = coll.device_collectives(trace, d, lo, hi)
         did = prefix + trace.device_label(d)
         gs, ge, causes = t.pop("_gaps")

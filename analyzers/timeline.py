@@ -79,7 +79,7 @@ def _pct(x: int, d: int) -> float:
     return round(100.0 * x / d, 3) if d else 0.0
 
 
-def device_timeline(trace: Trace, device: int, lo: int, hi: int) -> dict:
+def device_timeline(trace: Trace, device: int, lo: int, hi: int, coverage_cache: dict | None = None) -> dict:
     """Busy %, gap statistics and idle-by-cause of one device in [lo, hi)."""
     window = hi - lo
     us, ue = device_union(trace, device)
@@ -89,7 +89,13 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int) -> dict:
     gs, ge = iv.complement(cs, ce, lo, hi)
     lengths = ge - gs
     pid = int(trace.devices.iloc[device]["pid"])
-    causes = attribute(gs, ge, host_coverage(trace, pid))
+    if coverage_cache is None:
+        cover = host_coverage(trace, pid)
+    else:  # one process driving several GPUs: its host timeline is built once
+        if pid not in coverage_cache:
+            coverage_cache[pid] = host_coverage(trace, pid)
+        cover = coverage_cache[pid]
+    causes = attribute(gs, ge, cover)
     by_cause = {c: int(causes[c].sum()) for c in CAUSES}
     hist = np.histogram(lengths, bins=HISTOGRAM_EDGES_NS + [max(int(lengths.max()) + 1 if lengths.size else 1, HISTOGRAM_EDGES_NS[-1] + 1)])[0]
     top = np.argsort(-lengths, kind="stable")[:TOP_GAPS]
