@@ -13,6 +13,7 @@ import numpy as np
 
 from tracetriage import __version__
 from tracetriage.analyzers import collectives as coll
+from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers import kernels as kern
 from tracetriage.analyzers import rules
 from tracetriage.analyzers import steps as st
@@ -51,6 +52,35 @@ def _stats(d: np.ndarray) -> dict:
 def _trace_pids(trace: Trace) -> list[int]:
     pids = set(trace.gpu["pid"].unique().tolist())
     return sorted(int(p) for p in pids)
+
+
+LONG_STEP_FACTOR = 3.0  # a step longer than 3x the median is a stall a user sees
+
+
+def long_steps(trace: Trace, steps: st.Steps, unions: dict) -> dict:
+    """The long steps of a process (> LONG_STEP_FACTOR x p50): how many, whether the
+    annotations call them prefill, how busy its GPUs were during them (GPU work vs a
+    host stall), and their time above p50 as a share of all step time."""
+    d = steps.durations
+    if d.size == 0:
+        return {"count": 0}
+    p50 = float(np.percentile(d, 50))
+    long = d > LONG_STEP_FACTOR * p50
+    if not long.any():
+        return {"count": 0}
+    busy = []
+    for dv in range(len(trace.devices)):
+        if int(trace.devices.iloc[dv]["pid"]) != steps.pid:
+            continue
+        if dv not in unions:
+            unions[dv] = iv.Coverage(*tl.device_union(trace, dv))
+        busy.append(unions[dv].overlap(steps.starts[long], steps.ends[long]).sum() / max(1, d[long].sum()))
+    return {
+        "count": int(long.sum()),
+        "prefill_labelled": bool(steps.is_prefill[long].mean() >= 0.5) if steps.is_prefill.size else False,
+        "busy_pct": 100.0 * float(np.mean(busy)) if busy else 0.0,
+        "excess_pct": 100.0 * float((d[long] - p50).sum()) / max(1, int(d.sum())),
+    }
 
 
 def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None) -> dict:
@@ -112,6 +142,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
 
     processes = []
     names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))
+    device_unions = {}
     step_series = {}
     for pid in pids:
         s = steps[pid]
@@ -131,6 +162,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
                     **_stats(d),
                 },
                 **st.host_activity(trace, s),
+                "_long_steps": long_steps(trace, s, device_unions),
             }
         )
 

@@ -624,42 +624,7 @@ def abstentions_for(ctx: Context) -> list[dict]:
     return out
 
 
-def _long_step_details(ctx: Context) -> None:
-    """Per process: the long steps (> 3x p50), whether NVTX calls them prefill, and GPU busy in them."""
-    for p, trace in zip(ctx.per_trace, ctx.case.traces):
-        for pr in p["processes"]:
-            key = pr["pid"]
-            series = p["_series"]["steps"]
-            sk = next((k for k in series if k.split(":")[-1] == str(key)), None)
-            s = pr["steps"]
-            if sk is None or not s["p50_ns"]:
-                continue
-            from tracetriage.analyzers import steps as st
-
-            steps = st.find_steps(trace, key, ctx.data.get("_step_range"))
-            d = steps.durations
-            long = d > 3 * s["p50_ns"]
-            if not long.any():
-                pr["_long_steps"] = {"count": 0}
-                continue
-            from tracetriage.analyzers import intervals as iv
-            from tracetriage.analyzers.timeline import device_union
-
-            devs = [i for i in range(len(trace.devices)) if int(trace.devices.iloc[i]["pid"]) == key]
-            busy = []
-            for dv in devs:
-                cov = iv.Coverage(*device_union(trace, dv))
-                busy.append(cov.overlap(steps.starts[long], steps.ends[long]).sum() / max(1, d[long].sum()))
-            pr["_long_steps"] = {
-                "count": int(long.sum()),
-                "prefill_labelled": bool(steps.is_prefill[long].mean() >= 0.5) if steps.is_prefill.size else False,
-                "busy_pct": 100.0 * float(np.mean(busy)) if busy else 0.0,
-                "excess_pct": 100.0 * float((d[long] - s["p50_ns"]).sum()) / max(1, int(d.sum())),
-            }
-
-
 def evaluate(ctx: Context) -> tuple[list[dict], list[dict]]:
-    _long_step_details(ctx)
     findings = [f for _, rule in RULES if (f := rule(ctx)) is not None]
     abstentions = abstentions_for(ctx)
     healthy = rule_healthy(ctx, findings, abstentions)
