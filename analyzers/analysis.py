@@ -18,7 +18,6 @@ from tracetriage.analyzers import kernels as kern
 from tracetriage.analyzers import rules
 from tracetriage.analyzers import steps as st
 from tracetriage.analyzers import timeline as tl
-from tracetriage.analyzers.timeline import gaps_after
 from tracetriage.model import Trace, cat_mask
 
 SCHEMA = "tracetriage.analysis/1"
@@ -106,22 +105,15 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     api = trace.api
     blocking = api[cat_mask(api, "category", st.BLOCKING)]  # syncs are few
     devices, series_busy, coll_starts = [], {}, []
-    coverage_cache: dict = {}
+    hosts: dict = {}
     for d in range(len(trace.devices)):
         row = trace.devices.iloc[d]
-        t = tl.device_timeline(trace, d, lo, hi, coverage_cache)
+        ends = np.sort(blocking.loc[blocking["pid"] == int(row["pid"]), "end"].to_numpy(np.int64))
+        t = tl.device_timeline(trace, d, lo, hi, hosts, sync_ends=ends, sync_slack_ns=SYNC_SLACK_NS)
         c = coll.device_collectives(trace, d, lo, hi)
         did = prefix + trace.device_label(d)
-        gs, ge, causes = t.pop("_gaps")
         series_busy[did] = t.pop("busy_timeline")
         coll_starts.append(c.pop("_starts"))
-        # Idle gaps that follow a blocking sync of the owning process (host_sync_per_step),
-        # and short inter-kernel gaps spent launching or in host code (launch_bound):
-        # reduced to sums here so the per-gap arrays of this device can be freed.
-        ends = blocking.loc[blocking["pid"] == int(row["pid"]), "end"].to_numpy(np.int64)
-        after = gaps_after(gs, ge, ends, SYNC_SLACK_NS)
-        length = ge - gs
-        short = length < 1_000_000
         devices.append(
             {
                 "id": did,
@@ -132,13 +124,8 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
                 "trace": trace.path,
                 **t,
                 **c,
-                "_after_sync_ns": int(length[after].sum()),
-                "_after_sync_count": int(after.sum()),
-                "_short_launch_host_ns": int(((causes["launch"] + causes["host"])[short & ~after]).sum()),
-                "_short_gap_count": int((short & ~after).sum()),
             }
         )
-        del gs, ge, causes, after, length, short
 
     processes = []
     names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))

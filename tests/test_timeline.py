@@ -124,3 +124,53 @@ def test_api_categories():
     assert api_category("cuMemcpyDtoH_v2") == "memcpy_sync"
     assert api_category("cudaMalloc") == "alloc"
     assert api_category("cudaLaunchKernel_ptsz") == "launch"
+
+
+def test_streamed_timeline_equals_one_pass(analyses, monkeypatch):
+    """Slicing the device timeline (as on 10M-kernel traces) changes no number."""
+    import json
+
+    from conftest import BUNDLES
+    from tracetriage import analyze, open_case
+    from tracetriage.analyzers import timeline
+    from tracetriage.reports import render
+
+    monkeypatch.setattr(timeline, "CHUNK_INTERVALS", 97)
+    for name in ("eager_decode", "tp8_cross_island", "prefill_stall", "healthy"):
+        sliced = json.loads(render(analyze(open_case([BUNDLES / name])), "json"))
+        whole = json.loads(render(analyses[name], "json"))
+        assert sliced == whole, name
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 300), st.integers(0, 40)), min_size=1, max_size=60),
+       st.integers(1, 9), st.integers(0, 50), st.integers(200, 400))
+def test_streamed_gaps_match_brute_force(raw, chunk, lo, hi):
+    import tracetriage.analyzers.timeline as timeline
+
+    kernels = sorted((s, s + d) for s, d in raw)
+    t = make_trace(kernels, [(0, 1, "cudaLaunchKernel")])
+    old = timeline.CHUNK_INTERVALS
+    timeline.CHUNK_INTERVALS = chunk
+    try:
+        r = device_timeline(t, 0, lo, hi)
+    finally:
+        timeline.CHUNK_INTERVALS = old
+    covered = set()
+    for s, e in kernels:
+        covered.update(range(max(s, lo), min(e, hi)))
+    assert r["busy_ns"] == len(covered)
+    # gaps = maximal runs of uncovered points in [lo, hi)
+    gaps, run = [], 0
+    for x in range(lo, hi):
+        if x in covered:
+            if run:
+                gaps.append(run)
+            run = 0
+        else:
+            run += 1
+    if run:
+        gaps.append(run)
+    assert r["gaps"]["count"] == len(gaps)
+    assert r["gaps"]["total_ns"] == sum(gaps)
+    assert r["gaps"]["max_ns"] == (max(gaps) if gaps else 0)
