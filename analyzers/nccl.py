@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tracetriage.parsers.nccl import NcclLog
 
+
 def summary(log: NcclLog) -> dict:
     """Communicators, transports per hop, intra-node slow paths, warnings, nccl-tests."""
     transports: dict[str, int] = {}

@@ -12,6 +12,7 @@ import networkx as nx
 
 from tracetriage.parsers.topology import FAST, LINK_RANK, SLOW, Topology, link_class
 
+
 def islands(topo: Topology) -> list[list[int]]:
     """Connected components of GPUs over GPU fabric links (NV#, XGMI, MX)."""
     h = nx.Graph()

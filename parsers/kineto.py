@@ -26,8 +26,16 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.errors import MissingDataError, TraceFormatError
-from tracetriage.model import API_CATEGORIES, Trace, api_category, collective_op, finish_trace
-from tracetriage.parsers.rocpd import _per_distinct
+from tracetriage.model import (
+    API_CATEGORIES,
+    Trace,
+    api_category,
+    collective_op,
+    finish_trace,
+)
+from tracetriage.parsers.common import (
+    per_distinct,
+)
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 API_CATS = ("cuda_runtime", "cuda_driver")
@@ -132,9 +140,9 @@ def parse(path: str) -> Trace:
     g_bytes = np.array([max(0, _int(a.get("bytes"), 0)) for a in g_args], dtype=np.int64)
     pid = corr_pid.reindex(g_corr).fillna(host_pid).to_numpy(np.int64) if len(corr_pid) else np.full(len(gpu_ev), host_pid, np.int64)
     launcher = corr_api.reindex(g_corr).fillna("").to_numpy(object) if len(corr_api) else np.full(len(gpu_ev), "", object)
-    copy_kind = np.where(g_kind == "memcpy", _per_distinct(g_name, _copy_kind), None)
-    pageable = np.asarray(_per_distinct(g_name, lambda n: "Pageable" in n), dtype=bool) & (g_kind == "memcpy")
-    ops = _per_distinct(g_name, lambda n: collective_op(n))
+    copy_kind = np.where(g_kind == "memcpy", per_distinct(g_name, _copy_kind), None)
+    pageable = np.asarray(per_distinct(g_name, lambda n: "Pageable" in n), dtype=bool) & (g_kind == "memcpy")
+    ops = per_distinct(g_name, lambda n: collective_op(n))
     gpu = pd.DataFrame({
         "pid": pid, "ordinal": g_dev, "stream": g_stream, "start": g_start, "end": g_end, "kind": g_kind,
         "name": g_name, "correlation": g_corr, "collective": np.where(g_kind == "kernel", ops, None), "bytes": g_bytes,

@@ -25,7 +25,19 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.errors import MissingDataError, TraceFormatError
-from tracetriage.model import API_CATEGORIES, Trace, api_category, collective_op, finish_trace
+from tracetriage.model import (
+    API_CATEGORIES,
+    Trace,
+    api_category,
+    collective_op,
+    finish_trace,
+)
+from tracetriage.parsers.common import (
+    blit_kind,
+    copy_direction,
+    per_distinct,
+    rccl_api_op,
+)
 from tracetriage.parsers.sqlite import Database
 
 NEEDED = ("rocpd_string", "rocpd_kernel_dispatch", "rocpd_info_agent")
@@ -199,7 +211,7 @@ def parse(path: str) -> Trace:
             g = gc(regions)
             region_name = string_of.get(g, regions["name_id"].to_numpy(np.int64), default="<unknown>")
             category = string_of.get(g, regions["category_id"].to_numpy(np.int64), default="")
-            is_marker = _per_distinct(category, lambda c: bool(_MARKER.search(str(c)))).astype(bool)
+            is_marker = per_distinct(category, lambda c: bool(_MARKER.search(str(c)))).astype(bool)
             pids, tids = real_pid(regions), real_tid(regions)
             rid = (g << _GUID_BITS) + regions["id"].to_numpy(np.int64)
             names = pd.Categorical(region_name.astype(object))
@@ -227,9 +239,9 @@ def parse(path: str) -> Trace:
         kg = gc(kernels)
         kname = _Keyed(gc(syms), syms["id"].to_numpy(np.int64), syms["name"].astype(object)).get(
             kg, kernels["kernel_id"].to_numpy(np.int64), default="<unknown kernel>") if syms is not None and len(syms) else np.full(len(kernels), "<unknown kernel>", dtype=object)
-        kinds = _per_distinct(kname, _blit_kind)
+        kinds = per_distinct(kname, blit_kind)
         kcorr = corr_key(kernels)
-        ops = _per_distinct(kname, lambda n: collective_op(str(n)))
+        ops = per_distinct(kname, lambda n: collective_op(str(n)))
         ops = _rccl_ops_from_api(ops, kcorr, region_lookup)
         # Graph kernels are traced one by one; they are graph work when hipGraphLaunch launched them.
         if len(region_lookup):
@@ -254,7 +266,7 @@ def parse(path: str) -> Trace:
         if copies is not None and len(copies):
             cg = gc(copies)
             direction = string_of.get(cg, copies["name_id"].to_numpy(np.int64), default="")
-            ck = _per_distinct(direction, lambda d: _direction(str(d)))
+            ck = per_distinct(direction, lambda d: copy_direction(str(d)))
             src_gpu = agent_type.get(cg, copies["src"].to_numpy(np.int64), default="") == "GPU"
             dst_gpu = agent_type.get(cg, copies["dst"].to_numpy(np.int64), default="") == "GPU"
             dev_agent = np.where(dst_gpu & ~src_gpu, copies["dst"].to_numpy(np.int64), copies["src"].to_numpy(np.int64))
@@ -284,33 +296,6 @@ def parse(path: str) -> Trace:
         return trace
 
 
-def _per_distinct(values, fn) -> np.ndarray:
-    """fn applied once per distinct value, broadcast back (no Python call per event)."""
-    values = np.asarray(values, dtype=object)
-    if not len(values):
-        return np.zeros(0, dtype=object)
-    codes, uniq = pd.factorize(pd.Series(values).astype(str))
-    mapped = np.array([fn(u) for u in uniq] + [None], dtype=object)
-    return mapped[np.where(codes < 0, len(uniq), codes)]
-
-
-def _blit_kind(name: str) -> str:
-    if re.search(r"__amd_rocclr_fill", name):
-        return "memset"
-    if re.search(r"__amd_rocclr_copy", name):
-        return "memcpy"
-    return "kernel"
-
-
-def _direction(name: str) -> str:
-    n = name.upper()
-    for key, label in (("HOST_TO_DEVICE", "HtoD"), ("DEVICE_TO_HOST", "DtoH"), ("DEVICE_TO_DEVICE", "DtoD"),
-                       ("HOST_TO_HOST", "HtoH"), ("PEER", "PtoP")):
-        if key in n:
-            return label
-    return "other"
-
-
 def _rccl_ops_from_api(ops: np.ndarray, corr: np.ndarray, regions: pd.DataFrame) -> np.ndarray:
     """Give generically named RCCL kernels the op of the RCCL call that launched them."""
     generic = np.array([o == "Collective" for o in ops], dtype=bool)
@@ -325,17 +310,9 @@ def _rccl_ops_from_api(ops: np.ndarray, corr: np.ndarray, regions: pd.DataFrame)
         for _ in range(3):  # the launch, its parent, grandparent
             if pos < 0:
                 break
-            op = _api_op(str(names[pos]))
+            op = rccl_api_op(str(names[pos]))
             if op:
                 out[i] = op
                 break
             pos = idx.get_indexer([parents[pos]])[0] if parents[pos] >= 0 else -1
     return out
-
-
-def _api_op(name: str) -> str | None:
-    m = re.match(r"^(?:nccl|rccl)(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|Recv|AllToAll|AlltoAll|Gather|Scatter)", name)
-    if not m:
-        return None
-    op = m.group(1)
-    return {"Send": "SendRecv", "Recv": "SendRecv", "AlltoAll": "AllToAll", "Gather": "Collective", "Scatter": "Collective"}.get(op, op)

@@ -21,8 +21,19 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.errors import MissingDataError, TraceFormatError
-from tracetriage.model import API_CATEGORIES, Trace, api_category, collective_op, finish_trace
-from tracetriage.parsers.rocpd import _blit_kind, _direction, _per_distinct
+from tracetriage.model import (
+    API_CATEGORIES,
+    Trace,
+    api_category,
+    collective_op,
+    finish_trace,
+)
+from tracetriage.parsers.common import (
+    blit_kind,
+    copy_direction,
+    per_distinct,
+    rccl_api_op,
+)
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -68,7 +79,7 @@ def parse_files(paths: list[Path]) -> Trace:
     api_rows = [df for _, df in frames.get("api", [])]
     api = pd.concat(api_rows, ignore_index=True) if api_rows else pd.DataFrame(columns=["domain", "function"])
     domain = api["domain"].astype(str).to_numpy(object) if len(api) else np.zeros(0, object)
-    is_marker = _per_distinct(domain, lambda d: bool(re.search(r"(?i)marker|roctx", d))).astype(bool) if len(api) else np.zeros(0, bool)
+    is_marker = per_distinct(domain, lambda d: bool(re.search(r"(?i)marker|roctx", d))).astype(bool) if len(api) else np.zeros(0, bool)
     a_pid, a_tid, a_corr = _int(api, "process_id"), _int(api, "thread_id"), _int(api, "correlation_id")
     a_start, a_end = _int(api, "start_timestamp", 0), _int(api, "end_timestamp", 0)
     fn = api["function"].astype(str).to_numpy(object) if len(api) else np.zeros(0, object)
@@ -93,14 +104,13 @@ def parse_files(paths: list[Path]) -> Trace:
     for _, df in frames.get("kernel", []):
         corr = _int(df, "correlation_id")
         name = df["kernel_name"].astype(str).to_numpy(object)
-        kind = _per_distinct(name, _blit_kind)
-        ops = _per_distinct(name, lambda n: collective_op(str(n)))
+        kind = per_distinct(name, blit_kind)
+        ops = per_distinct(name, lambda n: collective_op(str(n)))
         generic = ops == "Collective"
         if generic.any():  # generically named RCCL kernels: the op of the launching RCCL call
             launched_by = corr_name.reindex(corr[generic]).fillna("").to_numpy(object)
-            from tracetriage.parsers.rocpd import _api_op
-
-            ops[generic] = np.array([_api_op(str(n)) or "Collective" for n in launched_by], dtype=object)
+            
+            ops[generic] = np.array([rccl_api_op(str(n)) or "Collective" for n in launched_by], dtype=object)
         parts.append(pd.DataFrame({
             "agent": _int(df, "agent_id"), "stream": _int(df, "stream_id" if "stream_id" in df.columns else "queue_id"),
             "start": _int(df, "start_timestamp", 0), "end": _int(df, "end_timestamp", 0), "kind": kind,
@@ -108,12 +118,12 @@ def parse_files(paths: list[Path]) -> Trace:
             "bytes": np.zeros(len(df), np.int64), "copy_kind": np.where(kind == "memcpy", "other", None),
         }))
     for _, df in frames.get("copy", []):
-        ck = _per_distinct(df["direction"].astype(str).to_numpy(object), _direction)
+        ck = per_distinct(df["direction"].astype(str).to_numpy(object), copy_direction)
         src, dst = _int(df, "source_agent_id"), _int(df, "destination_agent_id")
         agent = np.where(ck == "HtoD", dst, src)
         parts.append(pd.DataFrame({
             "agent": agent, "stream": _int(df, "stream_id"), "start": _int(df, "start_timestamp", 0),
-            "end": _int(df, "end_timestamp", 0), "kind": "memcpy", "name": _per_distinct(ck, lambda k: f"memcpy {k}"),
+            "end": _int(df, "end_timestamp", 0), "kind": "memcpy", "name": per_distinct(ck, lambda k: f"memcpy {k}"),
             "correlation": _int(df, "correlation_id"), "collective": None, "bytes": _int(df, "size", 0) if "size" in df.columns else np.zeros(len(df), np.int64),
             "copy_kind": ck,
         }))

@@ -19,8 +19,16 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.errors import MissingDataError, TraceFormatError
-from tracetriage.model import API_CATEGORIES, Trace, api_category, collective_op, finish_trace
-from tracetriage.parsers.rocpd import _per_distinct
+from tracetriage.model import (
+    API_CATEGORIES,
+    Trace,
+    api_category,
+    collective_op,
+    finish_trace,
+)
+from tracetriage.parsers.common import (
+    per_distinct,
+)
 from tracetriage.parsers.sqlite import Database
 
 MAX_DECOMPRESSED = 32 * 1024**3  # refuse a gzip that inflates past 32 GiB
@@ -102,7 +110,7 @@ def parse(path: str, display: str | None = None) -> Trace:
         })
     op_type = text(ops["opType_id"].to_numpy(np.int64))
     desc = text(ops["description_id"].to_numpy(np.int64))
-    kind = _per_distinct(op_type, lambda t: _OP_KIND.get(t))
+    kind = per_distinct(op_type, lambda t: _OP_KIND.get(t))
     keep = pd.notna(kind)
     # Op -> launching api (first link wins; an op belongs to one call).
     link = link.drop_duplicates("op_id")
@@ -112,9 +120,9 @@ def parse(path: str, display: str | None = None) -> Trace:
     pos = aidx.get_indexer(op_corr)
     op_pid = np.where(pos >= 0, api["pid"].to_numpy(np.int64)[np.maximum(pos, 0)], -1)
     launch_name = np.where(pos >= 0, api_name[np.maximum(pos, 0)], "")
-    other_names = _per_distinct(op_type, lambda t: f"memcpy {_COPY[t]}" if t in _COPY else "memset")
+    other_names = per_distinct(op_type, lambda t: f"memcpy {_COPY[t]}" if t in _COPY else "memset")
     knames = np.where(kind == "kernel", desc, other_names)
-    ops_coll = _per_distinct(knames, lambda n: collective_op(str(n)))
+    ops_coll = per_distinct(knames, lambda n: collective_op(str(n)))
     nbytes = np.zeros(len(ops), np.int64)
     if copy_sizes is not None and len(copy_sizes):
         sz = pd.Series(copy_sizes["size"].to_numpy(np.int64), index=copy_sizes["api_ptr_id"].to_numpy(np.int64))
@@ -124,7 +132,7 @@ def parse(path: str, display: str | None = None) -> Trace:
         "start": ops["start"].to_numpy(np.int64), "end": ops["end"].to_numpy(np.int64),
         "kind": kind, "name": knames, "correlation": op_corr,
         "collective": np.where(kind == "kernel", ops_coll, None), "bytes": nbytes,
-        "copy_kind": _per_distinct(op_type, lambda t: _COPY.get(t)),
+        "copy_kind": per_distinct(op_type, lambda t: _COPY.get(t)),
         "pageable": np.zeros(len(ops), bool),
         "in_graph": (np.asarray(op_type) == "Task") | (np.asarray(launch_name) == "hipGraphLaunch"),
     })[keep]

@@ -6,8 +6,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import BUNDLES, ROOT, real, run_cli
+
 from tracetriage import analyze, open_case
 from tracetriage.case import detect
 from tracetriage.errors import EXIT_INPUT

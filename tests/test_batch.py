@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import BUNDLES, REAL, run_cli
+
 from tracetriage.archive import extract
 from tracetriage.batch import run_batch
 from tracetriage.errors import EXIT_BATCH_FAILED, ArchiveError

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
 from conftest import BUNDLES, bundle_names, truth
+
 from tracetriage.reports import render
 
 SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "reports" / "analysis.schema.json").read_text())

@@ -1,8 +1,8 @@
 import json
 
 import pytest
-
 from conftest import BUNDLES, run_cli
+
 from tracetriage.cli import build_parser
 from tracetriage.errors import EXIT_FAIL_ON
 

@@ -3,8 +3,8 @@
 import shutil
 import sqlite3
 
-
 from conftest import BUNDLES, SCHEMA_SQL, run_cli
+
 from tracetriage.errors import EXIT_INPUT, EXIT_NOTHING, EXIT_USAGE
 
 

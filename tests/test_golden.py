@@ -8,8 +8,8 @@ depend on where the checkout lives.
 import json
 
 import pytest
-
 from conftest import ROOT, bundle_names
+
 from tracetriage.reports import render
 
 GOLDEN = ROOT / "tests" / "golden"

@@ -1,8 +1,8 @@
 """PyTorch profiler (Kineto) traces: counts pinned against a plain JSON pass (SOURCES.md)."""
 
 import pytest
-
 from conftest import real, run_cli
+
 from tracetriage import analyze, open_case
 from tracetriage.case import detect
 from tracetriage.errors import EXIT_NOTHING

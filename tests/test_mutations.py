@@ -5,8 +5,8 @@ import shutil
 import sqlite3
 
 import pytest
-
 from conftest import BUNDLES, run_cli
+
 from tracetriage import analyze, open_case
 from tracetriage.errors import TraceTriageError
 

@@ -8,8 +8,8 @@ import sqlite3
 
 import numpy as np
 import pytest
-
 from conftest import real
+
 from tracetriage import open_case
 from tracetriage.parsers import nsys
 
@@ -117,10 +117,9 @@ def test_legacy_schema_without_metadata():
 def test_input_file_is_byte_identical_after_analysis(name, tmp_path):
     import hashlib
     import os
+    import shutil
 
     from tracetriage import analyze
-
-    import shutil
 
     # On a writable copy: the shared originals are read-only, which would hide a write.
     path = tmp_path / name

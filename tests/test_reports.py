@@ -5,8 +5,8 @@ import shutil
 import sys
 
 import pytest
-
 from conftest import ROOT, bundle_names
+
 from tracetriage import analyze, open_case
 from tracetriage.reports import render
 

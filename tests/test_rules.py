@@ -4,6 +4,7 @@ import random
 import sys
 
 from conftest import ROOT
+
 from tracetriage import analyze, open_case
 from tracetriage.analyzers.rules import RULES, THRESHOLDS
 

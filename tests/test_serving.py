@@ -3,8 +3,8 @@
 import shutil
 
 import pytest
-
 from conftest import BUNDLES, real
+
 from tracetriage import analyze, open_case
 from tracetriage.analyzers import serving as serving_analysis
 from tracetriage.case import detect

@@ -4,10 +4,10 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import real, truth
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import real, truth
 from tracetriage import analyze, open_case
 from tracetriage.analyzers import hotframes
 from tracetriage.analyzers import nccl as nccl_analysis

@@ -131,6 +131,7 @@ def test_streamed_timeline_equals_one_pass(analyses, monkeypatch):
     import json
 
     from conftest import BUNDLES
+
     from tracetriage import analyze, open_case
     from tracetriage.analyzers import timeline
     from tracetriage.reports import render

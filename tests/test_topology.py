@@ -1,11 +1,11 @@
 """Topology matrices: facts read off the real files by hand."""
 
 import pytest
-
 from conftest import real
+
 from tracetriage import open_case
-from tracetriage.case import detect
 from tracetriage.analyzers import topology as analysis
+from tracetriage.case import detect
 from tracetriage.parsers import topology
 
 # file: (gpus, islands, numa per GPU, NICs, worst link over all GPUs)

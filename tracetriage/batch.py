@@ -265,7 +265,8 @@ def _execute(todo: list[CaseSpec], out: Path, jobs: int, dask_address: str | Non
                     yield fut.result()
             return
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed as done
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import as_completed as done
 
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
