@@ -568,6 +568,18 @@ def capture_cmd(fmt: str | None, what: str) -> str:
 def abstentions_for(ctx: Context) -> list[dict]:
     out = []
     for p in ctx.per_trace:
+        inferred = [pr for pr in p["processes"] if pr["steps"]["source"] in ("sync", "graph_launch")]
+        if inferred:
+            src = ", ".join(sorted({pr["steps"]["source"] for pr in inferred}))
+            out.append(
+                {
+                    "analysis": "step_annotations",
+                    "scope": ", ".join(f"pid {pr['pid']}" for pr in inferred[:8]),
+                    "reason": f"no annotation ranges mark the steps: they were inferred from the periodic {src} pattern, "
+                              "so prefill and decode steps cannot be told apart by name",
+                    "capture_hint": capture_cmd(p["meta"].get("format"), "steps"),
+                }
+            )
         for pr in p["processes"]:
             if pr["steps"]["source"] == "none":
                 out.append(
