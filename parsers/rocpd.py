@@ -162,6 +162,16 @@ def parse(path: str) -> Trace:
                 f"SELECT r.id AS id, r.guid AS guid, r.pid AS pid, r.tid AS tid, r.start AS start, r.\"end\" AS \"end\", "
                 f"r.name_id AS name_id, {cat} AS category_id, {parent} AS parent FROM {reg_src} r {rj}"
             )
+        smp_src, trk_src = source(db, "rocpd_sample"), source(db, "rocpd_track")
+        marks = None
+        if smp_src and trk_src:
+            ej = f"LEFT JOIN {ev_src} e ON e.id = s.event_id AND e.guid = s.guid" if ev_src else ""
+            cat = "COALESCE(e.category_id, -1)" if ev_src else "-1"
+            marks = frame(
+                f"SELECT s.guid AS guid, COALESCE(t.pid, -1) AS pid, COALESCE(t.tid, -1) AS tid, s.timestamp AS start, "
+                f"COALESCE(t.name_id, -1) AS name_id, {cat} AS category_id FROM {smp_src} s "
+                f"LEFT JOIN {trk_src} t ON t.id = s.track_id AND t.guid = s.guid {ej}"
+            )
         mc_src = source(db, "rocpd_memory_copy")
         copies = None
         if mc_src:
@@ -234,6 +244,23 @@ def parse(path: str) -> Trace:
                                                              (g << _GUID_BITS) + regions["parent"].to_numpy(np.int64), -1)})
         else:
             region_lookup = pd.DataFrame({"key": [], "name": [], "parent": []})
+        # Instant roctx marks are samples on a marker track: ranges of zero length.
+        if marks is not None and len(marks):
+            mg = gc(marks)
+            mname = string_of.get(mg, marks["name_id"].to_numpy(np.int64), default="mark")
+            mcat = string_of.get(mg, marks["category_id"].to_numpy(np.int64), default="roctx")
+            keep = per_distinct(mcat, lambda c: not c or bool(_MARKER.search(str(c))) or c == "roctx").astype(bool)
+            if keep.any():
+                m = marks[keep]
+                start = m["start"].to_numpy(np.int64)
+                mark_rows = pd.DataFrame({
+                    "pid": real_pid(m), "tid": real_tid(m), "start": start, "end": start,
+                    "name": pd.Categorical(np.asarray(mname, dtype=object)[keep]),
+                    "domain": pd.Categorical(np.asarray(mcat, dtype=object)[keep]),
+                })
+                from tracetriage.model import merge_frames
+
+                trace.ranges = merge_frames([trace.ranges, mark_rows])
 
         # --- kernels (and blit kernels as copies / memsets)
         kg = gc(kernels)

@@ -166,3 +166,28 @@ def test_same_scenario_nsys_and_rocpd_agree(scenario, tmp_path):
     assert [f["id"] for f in amd["findings"]] == [f["id"] for f in nv["findings"]]
     if scenario.startswith("tp8"):  # generically named RCCL kernels get their op from ncclAllReduce
         assert all(set(d["collectives_by_op"]) == {"AllReduce"} for d in amd["devices"])
+
+
+def test_rocpd_instant_marks_from_samples(tmp_path):
+    import random
+
+    ranks, _ = generate.scenario_healthy(random.Random(1))
+    db = tmp_path / f"{ranks[0].pid}_results.db"
+    generate.write_rocpd(db, ranks[0], "marks")
+    con = sqlite3.connect(db)
+    suffix = next(n for (n,) in con.execute("select name from sqlite_master where name like 'rocpd_track_%'"))[len("rocpd_track_"):]
+    guid = con.execute(f"select guid from rocpd_string_{suffix} limit 1").fetchone()[0]
+    sid = con.execute(f"select max(id) from rocpd_string_{suffix}").fetchone()[0]
+    con.execute(f"insert into rocpd_string_{suffix} (id, guid, string) values (?, ?, 'scheduler tick'), (?, ?, 'MARKER_CORE_API')",
+                (sid + 1, guid, sid + 2, guid))
+    con.execute(f"insert into rocpd_track_{suffix} (id, guid, nid, pid, tid, name_id) values (1, ?, 1, 1, 1, ?)", (guid, sid + 1))
+    eid = con.execute(f"select max(id) from rocpd_event_{suffix}").fetchone()[0] + 1
+    con.execute(f"insert into rocpd_event_{suffix} (id, guid, category_id, stack_id) values (?, ?, ?, 0)", (eid, guid, sid + 2))
+    t0 = generate.T0 + 5_000_000
+    con.execute(f"insert into rocpd_sample_{suffix} (id, guid, track_id, timestamp, event_id) values (1, ?, 1, ?, ?)", (guid, t0, eid))
+    con.commit()
+    con.close()
+    r = open_case([db]).traces[0].ranges
+    marks = r[r["name"] == "scheduler tick"]
+    assert len(marks) == 1 and int(marks["start"].iloc[0]) == int(marks["end"].iloc[0]) == t0
+    assert int(marks["pid"].iloc[0]) == ranks[0].pid

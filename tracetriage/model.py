@@ -318,6 +318,23 @@ def classify_categories(names: pd.Categorical, fn) -> np.ndarray:
     return mapped[np.where(codes < 0, len(cats), codes)]
 
 
+def merge_frames(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate frames of one table, keeping categoricals categorical, in start order."""
+    from pandas.api.types import union_categoricals
+
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame()
+    df = pd.concat(frames, ignore_index=True)
+    for col in frames[0].columns:
+        if isinstance(frames[0][col].dtype, pd.CategoricalDtype) and not isinstance(df[col].dtype, pd.CategoricalDtype):
+            parts = [pd.Categorical.from_codes(f[col].cat.codes.to_numpy(),
+                                               categories=pd.Index(np.asarray(f[col].cat.categories, dtype=object), dtype=object))
+                     for f in frames]
+            df[col] = union_categoricals(parts)
+    return df.sort_values("start", kind="stable", ignore_index=True) if "start" in df else df
+
+
 def merge_traces(traces: list["Trace"], path: str) -> "Trace":
     """One trace from per-process captures on one clock (e.g. a directory of rocpd
     ``<pid>_results.db``): tables concatenated, device keys renumbered. Correlations
@@ -331,20 +348,9 @@ def merge_traces(traces: list["Trace"], path: str) -> "Trace":
         devices.append(t.devices)
         offset += len(t.devices)
 
-    def cat(frames, sort=True):
-        from pandas.api.types import union_categoricals
-
+    def cat(frames):
         frames = [f for f in frames if len(f)]
-        if not frames:
-            return None
-        df = pd.concat(frames, ignore_index=True)
-        for col in frames[0].columns:  # categoricals with different categories: union, not object
-            if isinstance(frames[0][col].dtype, pd.CategoricalDtype) and not isinstance(df[col].dtype, pd.CategoricalDtype):
-                parts = [pd.Categorical.from_codes(f[col].cat.codes.to_numpy(),
-                                                   categories=pd.Index(np.asarray(f[col].cat.categories, dtype=object), dtype=object))
-                         for f in frames]
-                df[col] = union_categoricals(parts)
-        return df.sort_values("start", kind="stable", ignore_index=True) if sort and "start" in df else df
+        return merge_frames(frames) if frames else None
 
     gpu = cat(gpus)
     if gpu is not None:
