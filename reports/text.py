@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracetriage.reports.view import build_view
+from tracetriage.reports.view import build_view, fmt_ns
 
 
 def render_text(analysis) -> str:
@@ -27,6 +27,14 @@ def render_text(analysis) -> str:
                 f"{d['id']:<22} {d['busy_pct']:>7.1f} {d['gaps']['count']:>7,} {d['gap_p50']:>10} {d['gap_max']:>10} "
                 f"{d['collective_share_pct']:>7.1f}  {d['causes_text']}"
             )
+        out.append("")
+    sk = v.get("collective_skew")
+    if sk:
+        if sk.get("matched"):
+            out.append(f"collective skew across ranks: {sk['matched']} collectives matched, start spread p50 "
+                       f"{fmt_ns(sk['p50_ns'])}, max {fmt_ns(sk['max_ns'])}")
+        else:
+            out.append(f"collective skew across ranks: not measured ({sk.get('reason')})")
         out.append("")
     if v["processes"]:
         out.append(f"{'pid':<8} {'steps':>6} {'source':<13} {'p50':>10} {'p99':>10} {'launch/st':>9} {'graph/st':>8} {'sync/st':>7}  name")
