@@ -26,6 +26,9 @@ def device_collectives(trace: Trace, device: int, lo: int, hi: int) -> dict:
     mine = (g["device"].to_numpy() == device) & is_kind(g, "kernel")
     coll_codes = g["collective"].cat.codes.to_numpy()
     is_coll = mine & (coll_codes >= 0)
+    if not is_coll.any():  # most single-GPU captures: no compute union to build
+        return {"collective_ns": 0, "collective_share_pct": 0.0, "collective_exposed_pct": 0.0,
+                "collectives_by_op": {}, "collective_count": 0, "_starts": np.empty(0, np.int64)}
     starts, ends = g["start"].to_numpy(), g["end"].to_numpy()
     cs, ce = iv.clip(*iv.union(starts[is_coll], ends[is_coll]), lo, hi)
     comp = mine & (coll_codes < 0)

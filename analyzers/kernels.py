@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from tracetriage.model import Trace, is_kind
 
@@ -26,24 +25,29 @@ def kernel_summary(trace: Trace, lo: int, hi: int, top: int = TOP_KERNELS) -> li
     if not sel.any():
         return []
     dur = g["end"].to_numpy()[sel] - start[sel]
-    codes = g["name"].cat.codes.to_numpy()[sel]
+    codes = np.asarray(g["name"].cat.codes.to_numpy()[sel], dtype=np.int64)
     cats = g["name"].cat.categories
-    # Group on the integer codes; only the top names are turned back into strings.
-    df = pd.DataFrame({"code": codes, "dur": dur})
-    agg = df.groupby("code", sort=False)["dur"].agg(["count", "sum", "mean", "median"])
+    # Count and total per name with bincount (no sort of the whole table); the median
+    # is computed only for the names that make the top list.
+    shift = codes + 1  # code -1 (unknown name) goes to bin 0
+    count = np.bincount(shift)
+    total_by = np.bincount(shift, weights=dur)
     total = int(dur.sum())
-    agg = agg.sort_values("sum", ascending=False).head(top)
-    return [
-        {
-            "name": str(cats[code]) if code >= 0 else "<unknown>",
-            "count": int(r["count"]),
-            "total_ns": int(r["sum"]),
-            "mean_ns": int(round(r["mean"])),
-            "median_ns": int(round(r["median"])),
-            "share_pct": round(100.0 * r["sum"] / total, 3) if total else 0.0,
-        }
-        for code, r in agg.iterrows()
-    ]
+    order = np.argsort(-total_by, kind="stable")[:top]
+    out = []
+    for b in order:
+        if count[b] == 0:
+            continue
+        mine = dur[shift == b]
+        out.append({
+            "name": str(cats[b - 1]) if b > 0 else "<unknown>",
+            "count": int(count[b]),
+            "total_ns": int(round(total_by[b])),
+            "mean_ns": int(round(total_by[b] / count[b])),
+            "median_ns": int(round(float(np.median(mine)))),
+            "share_pct": round(100.0 * total_by[b] / total, 3) if total else 0.0,
+        })
+    return out
 
 
 def kernel_duration_median(trace: Trace, lo: int, hi: int) -> int | None:
