@@ -231,10 +231,11 @@ def _fixed(values, categories: list[str], n: int) -> pd.Categorical:
 
 
 def _int_column(tbl, name: str, dtype=np.int64) -> np.ndarray:
-    """An integer column; SQLite is dynamically typed, so a stray text value becomes -1."""
+    """An integer column, copied out of the Arrow batch (a zero-copy view would keep the
+    driver's whole batch, every column, alive); a stray text value becomes -1."""
     col = tbl.column(name)
     try:
-        return np.asarray(col.to_numpy(), dtype=dtype)
+        return np.array(col.to_numpy(), dtype=dtype, copy=True)
     except (ValueError, TypeError):
         return pd.to_numeric(pd.Series(col.to_pandas(), dtype=object), errors="coerce").fillna(-1).to_numpy(dtype)
 
