@@ -94,9 +94,13 @@ class _HostSlicer:
         api = trace.api
         mine = api["pid"].to_numpy() == pid
         self.empty = not mine.any()
-        self.start = api["start"].to_numpy()[mine]
-        self.end = api["end"].to_numpy()[mine]
-        self.cat_masks = {cause: cat_mask(api, "category", cats)[mine] for cause, cats in _CAUSE_CATEGORIES.items()}
+        if mine.all():  # one process: views, no copies of a 10M-row table
+            self.start, self.end = api["start"].to_numpy(), api["end"].to_numpy()
+            self.cat_masks = {cause: cat_mask(api, "category", cats) for cause, cats in _CAUSE_CATEGORIES.items()}
+        else:
+            self.start = api["start"].to_numpy()[mine]
+            self.end = api["end"].to_numpy()[mine]
+            self.cat_masks = {cause: cat_mask(api, "category", cats)[mine] for cause, cats in _CAUSE_CATEGORIES.items()}
         self.max_dur = int((self.end - self.start).max()) if self.start.size else 0
 
     def coverage(self, a: int, b: int) -> dict[str, iv.Coverage] | None:
@@ -113,8 +117,11 @@ def _device_intervals(trace: Trace, device: int, lo: int, hi: int) -> tuple[np.n
     g = trace.gpu
     start, end = g["start"].to_numpy(), g["end"].to_numpy()
     sel = (g["device"].to_numpy() == device) & (end > lo) & (start < hi)
-    s = np.maximum(start[sel], lo)
-    e = np.minimum(np.maximum(end[sel], start[sel]), hi)
+    if not sel.all():
+        start, end = start[sel], end[sel]
+    s = np.maximum(start, lo)
+    e = np.maximum(end, start)
+    np.minimum(e, hi, out=e)
     return s, e
 
 

@@ -87,6 +87,9 @@ def build(path: Path, n_kernels: int, per_step: int = 500) -> None:
 CHILD = r"""
 import json, resource, sys, time
 mode, path = sys.argv[1], sys.argv[2]
+if mode != "sqlite3":
+    from tracetriage.memory import tune_allocator
+    tune_allocator()  # as the CLI does
 t = time.perf_counter()
 if mode == "sqlite3":
     import sqlite3

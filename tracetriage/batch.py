@@ -173,8 +173,10 @@ def analyze_case(spec: dict, outdir: str, step_range: str | None = None) -> dict
     """Run one case (in a worker process) and write its reports; return its record."""
     from tracetriage import analyze, open_case
     from tracetriage.analyzers.summary import headline_metrics
+    from tracetriage.memory import tune_allocator
     from tracetriage.reports import render
 
+    tune_allocator()
     t0 = time.perf_counter()
     case_dir = Path(outdir) / "cases" / spec["case_id"]
     case_dir.mkdir(parents=True, exist_ok=True)

@@ -166,6 +166,9 @@ def cmd_compare(args) -> int:
 
 
 def main(argv=None) -> int:
+    from tracetriage.memory import tune_allocator
+
+    tune_allocator()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:
