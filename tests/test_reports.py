@@ -90,3 +90,35 @@ def test_html_in_headless_chromium(name, analyses, tmp_path):
         browser.close()
     assert errors == []
     assert requests == [page_path.as_uri()], requests
+
+
+@pytest.mark.parametrize("fmt_name", [
+    ("kineto", "tracelens_vllm_decode_full_graph_execution.json.gz"),
+    ("rocprof", "rocprofv3_rocpd_v3_ck_batched_gemm_mi300x.db"),
+    ("nccl", "sglang_2node_nccl_2.27_warn_socketPollConnect_refused_timestamped_traceback.txt"),
+    ("topo", "nvidia-smi_topo_rtx6000ada_4gpu_pcie_node_sys_4nic.txt"),
+    ("pyspy", "py-spy_dump_sglang_scheduler_tp0-7_in_pynccl_init_head20_loop.txt"),
+])
+def test_html_of_real_inputs_in_chromium(fmt_name, tmp_path):
+    from conftest import real
+
+    pw = pytest.importorskip("playwright.sync_api", reason="playwright not installed (.ci/run installs it)")
+    exe = _chromium()
+    if not exe:
+        pytest.skip("Debian chromium not installed (.ci/run installs it)")
+    a = analyze(open_case([real(*fmt_name)]))
+    page_path = tmp_path / "r.html"
+    page_path.write_text(render(a, "html"), encoding="utf-8")
+    errors, requests = [], []
+    with pw.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu", "--no-first-run",
+                                                                 "--disable-background-networking"])
+        page = browser.new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(page_path.as_uri())
+        assert page.locator("#headline").inner_text().strip() == a.headline
+        assert page.locator(".finding-title").count() == len(a.findings)
+        browser.close()
+    assert errors == [] and requests == [page_path.as_uri()]
