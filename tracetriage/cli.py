@@ -25,7 +25,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="tracetriage", description="Post-mortem triage of a slow or unstable LLM inference server.")
+    p = _Parser(
+        prog="tracetriage",
+        description="Post-mortem triage of a slow or unstable LLM inference server.",
+        epilog="exit codes: 0 analyzed; 2 usage error; 3 unreadable or unsupported input; 4 nothing to analyze; "
+               "5 --fail-on matched; 6 batch: some case failed; 70 internal error",
+    )
     p.add_argument("--version", action="version", version=f"tracetriage {__version__}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     a = sub.add_parser("analyze", help="analyze a trace, bundle directory or artifacts and print/write the verdict",
