@@ -168,7 +168,14 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
         acc["short_lh_ns"] += int((causes["launch"] + causes["host"])[short].sum())
         acc["short_n"] += int(short.sum())
         acc["lengths"].append(length)
-        for i in np.argsort(-length, kind="stable")[:TOP_GAPS]:
+        if length.size > TOP_GAPS:  # top-k without sorting the whole slice; ties go to the earliest
+            thr = np.partition(length, length.size - TOP_GAPS)[length.size - TOP_GAPS]
+            above = np.flatnonzero(length > thr)
+            cand = np.concatenate((above, np.flatnonzero(length == thr)[: TOP_GAPS - above.size]))
+            cand = cand[np.lexsort((cand, -length[cand]))]  # by length, then time order
+        else:
+            cand = np.argsort(-length, kind="stable")
+        for i in cand:
             cause = CAUSES[int(np.argmax([causes[c][i] for c in CAUSES]))]
             acc["top"].append((int(length[i]), int(gs[i]), cause))
 

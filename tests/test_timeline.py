@@ -175,3 +175,15 @@ def test_streamed_gaps_match_brute_force(raw, chunk, lo, hi):
     assert r["gaps"]["count"] == len(gaps)
     assert r["gaps"]["total_ns"] == sum(gaps)
     assert r["gaps"]["max_ns"] == (max(gaps) if gaps else 0)
+
+
+def test_top_gaps_ties_go_to_the_earliest():
+    # 15 equal gaps of 10 ns and one longer: the listed ten after the longest are the earliest
+    kernels = [(i * 20, i * 20 + 10) for i in range(16)]
+    kernels[8] = (160, 165)  # makes the gap after it 15 ns long
+    t = make_trace(kernels, [(0, 1, "cudaLaunchKernel")])
+    r = device_timeline(t, 0, 0, 320)
+    top = r["gaps"]["top"]
+    assert top[0]["length_ns"] == 15
+    assert [g["start_ns"] for g in top[1:]] == sorted(g["start_ns"] for g in top[1:])
+    assert top[1]["start_ns"] == 10
