@@ -49,6 +49,7 @@ class Database:
             raise TraceFormatError(self.path, f"not a readable SQLite database ({exc})") from None
         self.objects = {name: kind for name, kind in rows}
         self._columns: dict[str, list[str]] = {}
+        self._notnull: dict[str, set[str]] = {}
         self._adbc = None
 
     def close(self) -> None:
@@ -72,7 +73,13 @@ class Database:
             except sqlite3.DatabaseError as exc:
                 raise TraceFormatError(self.path, f"cannot read table {table} ({exc})") from None
             self._columns[table] = [r[1] for r in info]
+            self._notnull[table] = {r[1] for r in info if r[3]}
         return self._columns[table]
+
+    def not_null(self, table: str, column: str) -> bool:
+        """Whether the schema declares the column NOT NULL (SQLite enforces it on insert)."""
+        self.columns(table)
+        return column in self._notnull.get(table, set())
 
     def has_column(self, table: str, column: str) -> bool:
         return self.has(table) and column in self.columns(table)
