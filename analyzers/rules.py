@@ -520,7 +520,7 @@ def rule_healthy(ctx: Context, findings: list[dict], abstentions: list[dict]):
     f = finding(
         "healthy",
         0.0,
-        f"GPU-bound and steady: every device busy at least {busy:.0f}% of the window; no launch, sync, copy or communication problem found",
+        f"GPU-bound and steady: every device busy at least {busy:.1f}% of the window; no launch, sync, copy or communication problem found",
         [ev("min_busy_pct", busy, "%", "window")],
         mechanism="The GPUs are doing work most of the time; the host keeps the queue full. Faster kernels or more capacity are the remaining levers.",
         fix="Treat it as a capacity question: check with Little's law (requests in system = arrival rate x time in system) whether the load exceeds what this many replicas serve, and whether prefix caching or FP8 would remove work.",
