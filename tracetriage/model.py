@@ -9,7 +9,7 @@ Tables of a :class:`Trace` (column: dtype — meaning):
 ``gpu`` — one row per GPU-side interval
     device: int32 — row index into ``devices`` (devices are keyed by process *and*
         ordinal, so two processes that both call their GPU "0" stay two devices)
-    stream: int64 — stream id as the profiler reports it (-1 unknown)
+    stream: integer (int32 or int64) — stream id as the profiler reports it (-1 unknown)
     start, end: int64 — ns
     kind: category — ``kernel``, ``memcpy``, ``memset``, ``graph`` (a whole CUDA/HIP
         graph replay recorded as one interval when node-level tracing was off)
@@ -25,7 +25,7 @@ Tables of a :class:`Trace` (column: dtype — meaning):
     in_graph: bool — a kernel/copy executed as a node of a CUDA/HIP graph
 
 ``api`` — one row per host runtime/driver call
-    pid, tid: int64; start, end: int64 ns
+    pid: int64; tid: integer (int32 or int64); start, end: int64 ns
     name: category — the API name with its version suffix removed
         (``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel``)
     category: category — launch, graph_launch, sync, memcpy_sync, memcpy_async,
