@@ -241,10 +241,8 @@ def analyze(case, step_range: str | None = None) -> Analysis:
                 for c in case.pyspy if c.format in ("dump", "dump-json") for smp in c.samples
             ][:64],
         }
-    data["_step_range"] = step_range
     ctx = rules.Context(case=case, data=data, per_trace=per_trace)
     findings, abstentions = rules.evaluate(ctx)
-    del data["_step_range"]
     data["findings"] = findings
     data["abstentions"] = abstentions
     data["headline"] = rules.headline(findings, abstentions, data)

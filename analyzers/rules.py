@@ -57,10 +57,6 @@ class Context:
     def devices(self) -> list[dict]:
         return [d for p in self.per_trace for d in p["devices"]]
 
-    @property
-    def processes(self) -> list[dict]:
-        return self.data["processes"]
-
 
 def severity_for(impact: float) -> str:
     if impact >= 25:

@@ -20,7 +20,6 @@ Definitions (all inside the analysis window [lo, hi)):
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from tracetriage.analyzers import intervals as iv
 from tracetriage.model import Trace, cat_mask
@@ -42,19 +41,6 @@ def device_union(trace: Trace, device: int) -> tuple[np.ndarray, np.ndarray]:
     g = trace.gpu
     sel = g["device"].to_numpy() == device
     return iv.union(g["start"].to_numpy()[sel], g["end"].to_numpy()[sel])
-
-
-def host_coverage(trace: Trace, pid: int) -> dict[str, iv.Coverage] | None:
-    api = trace.api
-    mine = api["pid"].to_numpy() == pid
-    if not mine.any():
-        return None
-    starts, ends = api["start"].to_numpy(), api["end"].to_numpy()
-    out = {}
-    for cause, cats in _CAUSE_CATEGORIES.items():
-        sel = mine & cat_mask(api, "category", cats)
-        out[cause] = iv.Coverage(*iv.union(starts[sel], ends[sel]))
-    return out
 
 
 def attribute(gap_s: np.ndarray, gap_e: np.ndarray, cover: dict[str, iv.Coverage] | None) -> dict[str, np.ndarray]:
@@ -185,10 +171,11 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
         nz = me > ms  # zero-length intervals do not split a gap
         ms, me = ms[nz], me[nz]
         if carry is not None:
-            j = 0
-            while j < ms.size and ms[j] <= carry[1]:  # touching or overlapping the open interval
-                carry = (carry[0], max(carry[1], int(me[j])))
-                j += 1
+            # Merged intervals of the slice are disjoint (each ends before the next starts),
+            # so exactly those starting at or before the carry's end join it.
+            j = int(np.searchsorted(ms, carry[1], "right"))
+            if j:
+                carry = (carry[0], max(carry[1], int(me[j - 1])))
             ms, me = ms[j:], me[j:]
         if not ms.size:
             continue
@@ -257,7 +244,3 @@ def gaps_after(gap_s: np.ndarray, gap_e: np.ndarray, event_ends: np.ndarray, sla
 def frame_window(trace: Trace) -> tuple[int, int]:
     g = trace.gpu
     return int(g["start"].min()), int(g["end"].max())
-
-
-def per_device_frame(trace: Trace) -> pd.DataFrame:
-    return trace.devices

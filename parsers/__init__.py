@@ -39,65 +39,45 @@ def _trace_input(trace) -> dict:
     }
 
 
+# kind -> (module, function). Traces go to case.traces.
+_TRACES = {
+    "nsys": ("nsys", "parse"),
+    "rocpd": ("rocpd", "parse"),
+    "rpd": ("rpd", "parse"),
+    "gzip_sqlite": ("rpd", "parse_gzip"),
+    "kineto": ("kineto", "parse"),
+}
+# kind -> (module, function, Case list, the input's kind in the report, its warnings).
+_SIDE_ARTIFACTS = {
+    "topology": ("topology", "parse", "topologies", lambda o: "topology", lambda o: list(o.warnings)),
+    "rocm_topology": ("topology", "parse_rocm", "topologies", lambda o: "topology", lambda o: list(o.warnings)),
+    "nccl": ("nccl", "parse", "nccl_logs", lambda o: "nccl", lambda o: []),
+    "pyspy": ("pyspy", "parse", "pyspy", lambda o: f"pyspy-{o.format}", lambda o: []),
+    "serving": ("serving", "parse", "serving", lambda o: o.kind, lambda o: []),
+}
+
+
+def _parser(module: str, function: str):
+    import importlib
+
+    return getattr(importlib.import_module(f"tracetriage.parsers.{module}"), function)
+
+
 def load(case, path: Path, kind: str) -> None:
-    if kind == "nsys":
-        from tracetriage.parsers import nsys
-
-        trace = nsys.parse(str(path))
+    """Parse one file of a known kind into the case."""
+    if kind in _TRACES:
+        trace = _parser(*_TRACES[kind])(str(path))
         case.traces.append(trace)
         case.inputs.append(_trace_input(trace))
         return
-    if kind == "rocpd":
-        from tracetriage.parsers import rocpd
-
-        trace = rocpd.parse(str(path))
-        case.traces.append(trace)
-        case.inputs.append(_trace_input(trace))
+    if kind in _SIDE_ARTIFACTS:
+        module, function, attr, input_kind, warnings = _SIDE_ARTIFACTS[kind]
+        artifact = _parser(module, function)(str(path))
+        getattr(case, attr).append(artifact)
+        case.inputs.append({"path": str(path), "kind": input_kind(artifact), "version": getattr(artifact, "version", None),
+                            "warnings": warnings(artifact), "counts": None})
         return
-    if kind == "kineto":
-        from tracetriage.parsers import kineto
-
-        trace = kineto.parse(str(path))
-        case.traces.append(trace)
-        case.inputs.append(_trace_input(trace))
-        return
-    if kind == "serving":
-        from tracetriage.parsers import serving
-
-        cap = serving.parse(str(path))
-        case.serving.append(cap)
-        case.inputs.append({"path": str(path), "kind": cap.kind, "version": cap.version, "warnings": [], "counts": None})
-        return
-    if kind in ("rpd", "gzip_sqlite"):
-        from tracetriage.parsers import rpd
-
-        trace = rpd.parse(str(path)) if kind == "rpd" else rpd.parse_gzip(str(path))
-        case.traces.append(trace)
-        case.inputs.append(_trace_input(trace))
-        return
-    if kind in ("topology", "rocm_topology"):
-        from tracetriage.parsers import topology
-
-        topo = topology.parse(str(path)) if kind == "topology" else topology.parse_rocm(str(path))
-        case.topologies.append(topo)
-        case.inputs.append({"path": str(path), "kind": "topology", "version": None, "warnings": list(topo.warnings),
-                            "counts": None})
-        return
-    if kind == "nccl":
-        from tracetriage.parsers import nccl
-
-        log = nccl.parse(str(path))
-        case.nccl_logs.append(log)
-        case.inputs.append({"path": str(path), "kind": "nccl", "version": log.version, "warnings": [], "counts": None})
-        return
-    if kind == "pyspy":
-        from tracetriage.parsers import pyspy
-
-        cap = pyspy.parse(str(path))
-        case.pyspy.append(cap)
-        case.inputs.append({"path": str(path), "kind": f"pyspy-{cap.format}", "version": None, "warnings": [], "counts": None})
-        return
-    raise NotReadableYet(path, f"recognised as {READERS.get(kind, kind)}, which this version cannot read yet")
+    raise NotReadableYet(path, f"recognised as {READERS.get(kind, kind)}, which this version cannot read")
 
 
 def load_csv_group(case, paths: list[Path]) -> None:

@@ -9,8 +9,8 @@ Event categories used (``cat`` of complete ``ph: X`` events):
 * ``cuda_runtime`` / ``cuda_driver`` (also used for HIP names on ROCm) — host API calls;
 * ``user_annotation`` — ranges (``ProfilerStep#N`` marks the profiler's steps).
 
-The JSON decoder materializes one dict per event anyway, so this reader walks the
-events once per column; Kineto files are bounded (the profiler's own ring buffer).
+The JSON decoder materializes one dict per event anyway; this reader walks the
+events once, into columns, and converts column-wise from there.
 Timestamps are microseconds (float, ns resolution in newer PyTorch): converted to
 int64 ns. Graph kernels are recorded one by one; a kernel launched by
 ``cudaGraphLaunch``/``hipGraphLaunch`` is marked as graph work.
@@ -83,10 +83,37 @@ def _copy_kind(name: str) -> str:
     return m.group(1) if m else "other"
 
 
+FIELDS = ("cat", "name", "pid", "tid", "ts", "dur", "correlation", "device", "stream", "bytes")
+
+
+def _columns(events: list) -> pd.DataFrame:
+    """One pass over the JSON events, then column-wise conversion: times in ns, ids as
+    integers (numeric strings accepted, anything else missing)."""
+    rows = [
+        (e.get("cat"), e.get("name"), e.get("pid"), e.get("tid"), e.get("ts"), e.get("dur"),
+         a.get("correlation"), a.get("device"), a.get("stream"), a.get("bytes"))
+        for e in events if isinstance(e, dict) and e.get("ph") == "X"
+        for a in (_args(e),)
+    ]
+    df = pd.DataFrame(rows, columns=list(FIELDS), dtype=object)
+    for col in ("cat", "name"):
+        df[col] = df[col].map(lambda v: "" if v is None else str(v)).astype(object)
+    for col in ("ts", "dur"):
+        df[col] = (pd.to_numeric(df[col], errors="coerce") * 1000).round().fillna(0).astype(np.int64)
+    for col in ("pid", "tid", "correlation", "device", "stream", "bytes"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")  # float with NaN for missing/non-numeric
+    return df
+
+
+def _ints(series: pd.Series, default) -> np.ndarray:
+    if isinstance(default, np.ndarray):
+        return np.where(series.isna(), default, series.fillna(0)).astype(np.int64)
+    return series.fillna(default).astype(np.int64).to_numpy()
+
+
 def parse(path: str) -> Trace:
     doc = load_json(path)
-    events = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
-    cats = np.array([str(e.get("cat", "")) for e in events], dtype=object)
+    ev = _columns(doc["traceEvents"])
     trace = Trace(path=str(path), format="kineto")
     dist = doc.get("distributedInfo") or {}
     trace.meta["version"] = str(doc.get("schemaVersion")) if doc.get("schemaVersion") is not None else None
@@ -94,74 +121,57 @@ def parse(path: str) -> Trace:
     trace.meta["world_size"] = dist.get("world_size")
     if not dist or "rank" not in dist:
         trace.warnings.append("no distributedInfo rank in the trace: the rank is unknown (not assumed to be 0)")
-
-    def pick(mask):
-        return [e for e, m in zip(events, mask) if m]
-
-    gpu_ev = pick(np.isin(cats, list(GPU_CATS)))
-    api_ev = pick(np.isin(cats, API_CATS))
-    rng_ev = pick(np.isin(cats, RANGE_CATS))
-    if not gpu_ev:
+    gpu_ev = ev[ev["cat"].isin(list(GPU_CATS))]
+    api_ev = ev[ev["cat"].isin(API_CATS)]
+    rng_ev = ev[ev["cat"].isin(RANGE_CATS)]
+    if gpu_ev.empty:
         raise MissingDataError(path, "nothing to analyze: CPU-only profiler trace (no kernel, memcpy or memset events)")
 
-    def ns(e, key):
-        v = e.get(key)
-        try:
-            return int(round(float(v) * 1000))
-        except (TypeError, ValueError, OverflowError):
-            return 0
-
-    a_start = np.array([ns(e, "ts") for e in api_ev], dtype=np.int64)
-    a_dur = np.array([ns(e, "dur") for e in api_ev], dtype=np.int64)
-    a_pid = np.array([_int(e.get("pid"), 0) for e in api_ev], dtype=np.int64)
-    a_tid = np.array([_int(e.get("tid"), 0) for e in api_ev], dtype=np.int64)
-    a_corr = np.array([_int(_args(e).get("correlation")) for e in api_ev], dtype=np.int64)
-    a_name = np.array([str(e.get("name", "")) for e in api_ev], dtype=object)
+    a_pid, a_corr = _ints(api_ev["pid"], 0), _ints(api_ev["correlation"], -1)
+    a_name = api_ev["name"].to_numpy(object)
     names = pd.Categorical(a_name)
-    cat_map = np.array([api_category(str(c)) for c in names.categories] + ["other"], dtype=object)
-    category = pd.Categorical(cat_map[np.where(names.codes < 0, len(names.categories), names.codes)], categories=API_CATEGORIES)
-    trace.api = pd.DataFrame({"pid": a_pid, "tid": a_tid, "start": a_start, "end": a_start + a_dur, "name": names,
-                              "category": category, "correlation": a_corr}).sort_values("start", kind="stable", ignore_index=True)
+    trace.api = pd.DataFrame({
+        "pid": a_pid, "tid": _ints(api_ev["tid"], 0), "start": api_ev["ts"].to_numpy(),
+        "end": (api_ev["ts"] + api_ev["dur"]).to_numpy(), "name": names,
+        "category": pd.Categorical(per_distinct(a_name, api_category), categories=API_CATEGORIES),
+        "correlation": a_corr,
+    }).sort_values("start", kind="stable", ignore_index=True)
     host_pid = int(pd.Series(a_pid).mode().iloc[0]) if len(a_pid) else 0
     corr_pid = pd.Series(a_pid, index=a_corr)
     corr_pid = corr_pid[~corr_pid.index.duplicated()]
     corr_api = pd.Series(a_name, index=a_corr)
     corr_api = corr_api[~corr_api.index.duplicated()]
 
-    g_kind = np.array([GPU_CATS[str(e.get("cat"))] for e in gpu_ev], dtype=object)
-    props = {_int(p.get("id", i), i): p for i, p in enumerate(doc.get("deviceProperties") or []) if isinstance(p, dict)}
-    g_name = np.array([str(e.get("name", "")) for e in gpu_ev], dtype=object)
-    g_args = [_args(e) for e in gpu_ev]
-    g_start = np.array([ns(e, "ts") for e in gpu_ev], dtype=np.int64)
-    g_end = g_start + np.array([ns(e, "dur") for e in gpu_ev], dtype=np.int64)
-    g_dev = np.array([_int(a.get("device", e.get("pid")), 0) for a, e in zip(g_args, gpu_ev)], dtype=np.int64)
-    g_stream = np.array([_int(a.get("stream")) for a in g_args], dtype=np.int64)
-    g_corr = np.array([_int(a.get("correlation")) for a in g_args], dtype=np.int64)
-    g_bytes = np.array([max(0, _int(a.get("bytes"), 0)) for a in g_args], dtype=np.int64)
+    g_kind = gpu_ev["cat"].map(GPU_CATS).to_numpy(object)
+    g_name = gpu_ev["name"].to_numpy(object)
+    g_corr = _ints(gpu_ev["correlation"], -1)
     pid = corr_pid.reindex(g_corr).fillna(host_pid).to_numpy(np.int64) if len(corr_pid) else np.full(len(gpu_ev), host_pid, np.int64)
     launcher = corr_api.reindex(g_corr).fillna("").to_numpy(object) if len(corr_api) else np.full(len(gpu_ev), "", object)
-    copy_kind = np.where(g_kind == "memcpy", per_distinct(g_name, _copy_kind), None)
-    pageable = np.asarray(per_distinct(g_name, lambda n: "Pageable" in n), dtype=bool) & (g_kind == "memcpy")
-    ops = per_distinct(g_name, lambda n: collective_op(n))
+    is_copy = g_kind == "memcpy"
+    ops = per_distinct(g_name, collective_op)
     gpu = pd.DataFrame({
-        "pid": pid, "ordinal": g_dev, "stream": g_stream, "start": g_start, "end": g_end, "kind": g_kind,
-        "name": g_name, "correlation": g_corr, "collective": np.where(g_kind == "kernel", ops, None), "bytes": g_bytes,
-        "copy_kind": copy_kind, "pageable": pageable,
+        # GPU events carry the device as their Chrome "pid" when args.device is absent
+        "pid": pid, "ordinal": _ints(gpu_ev["device"], _ints(gpu_ev["pid"], 0)), "stream": _ints(gpu_ev["stream"], -1),
+        "start": gpu_ev["ts"].to_numpy(), "end": (gpu_ev["ts"] + gpu_ev["dur"]).to_numpy(), "kind": g_kind,
+        "name": g_name, "correlation": g_corr, "collective": np.where(g_kind == "kernel", ops, None),
+        "bytes": np.maximum(_ints(gpu_ev["bytes"], 0), 0),
+        "copy_kind": np.where(is_copy, per_distinct(g_name, _copy_kind), None),
+        "pageable": per_distinct(g_name, lambda n: "Pageable" in n).astype(bool) & is_copy,
         "in_graph": np.isin(launcher, ["cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch"]),
     })
+    props = {_int(p.get("id", i), i): p for i, p in enumerate(doc.get("deviceProperties") or []) if isinstance(p, dict)}
+
     def device_info(ordinal):
         p = props.get(ordinal, {})
         return {"name": str(p.get("name") or "unknown GPU"), "sm_count": _int(p.get("numSms")),
                 "memory_bytes": _int(p.get("totalGlobalMem"))}
 
     finish_trace(trace, gpu, device_info)
-    if rng_ev:
-        r_start = np.array([ns(e, "ts") for e in rng_ev], dtype=np.int64)
+    if not rng_ev.empty:
         trace.ranges = pd.DataFrame({
-            "pid": np.array([_int(e.get("pid"), host_pid) for e in rng_ev], dtype=np.int64),
-            "tid": np.array([_int(e.get("tid"), 0) for e in rng_ev], dtype=np.int64),
-            "start": r_start, "end": r_start + np.array([ns(e, "dur") for e in rng_ev], dtype=np.int64),
-            "name": pd.Categorical([str(e.get("name", "")) for e in rng_ev]),
+            "pid": _ints(rng_ev["pid"], host_pid), "tid": _ints(rng_ev["tid"], 0),
+            "start": rng_ev["ts"].to_numpy(), "end": (rng_ev["ts"] + rng_ev["dur"]).to_numpy(),
+            "name": pd.Categorical(rng_ev["name"].to_numpy(object)),
             "domain": pd.Categorical(["user_annotation"] * len(rng_ev)),
         }).sort_values("start", kind="stable", ignore_index=True)
     trace.meta["graph_trace_mode"] = "node" if bool(trace.gpu["in_graph"].any()) else "unknown"

@@ -195,22 +195,10 @@ def _gpu_rows(df: pd.DataFrame, kind: str, name, *, collective=None, nbytes=None
 
 
 def _concat_columns(parts: list[dict]) -> dict:
-    """Concatenate per-table column dicts column by column, freeing each part's column
-    as it goes (peak memory: one extra copy of one column, not of the table)."""
-    if len(parts) == 1:  # the common case (kernels only): nothing to copy
-        part = parts[0]
-        part["name"] = _object_categories(part["name"])
-        return part
-    out = {}
+    """The GPU tables (kernels, copies, memsets, replays) as one set of columns: names
+    unioned as categoricals, the rest concatenated column by column."""
     names = union_categoricals([_object_categories(p.pop("name")) for p in parts])
-    for col in list(parts[0]):
-        pieces = [p.pop(col) for p in parts]
-        if isinstance(pieces[0], pd.Categorical):
-            out[col] = pd.Categorical.from_codes(np.concatenate([np.asarray(x.codes) for x in pieces]),
-                                                 categories=pieces[0].categories)
-        else:
-            out[col] = np.concatenate([np.asarray(x) for x in pieces])
-        del pieces
+    out = _concat_arrays(parts)
     out["name"] = names
     return out
 
@@ -281,13 +269,21 @@ def _kernels(db: Database, strings: _Strings) -> dict | None:
 
 
 def _concat_arrays(chunks: list[dict]) -> dict:
-    """Column-wise concatenation that frees each chunk's column as it goes."""
+    """Column-wise concatenation that frees each chunk's column as it goes (peak: one
+    extra copy of one column, not of the table). Categorical columns must share their
+    categories; a single chunk is returned as is."""
     if not chunks:
         return {}
     out = {}
     for col in list(chunks[0]):
         pieces = [c.pop(col) for c in chunks]
-        out[col] = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+        if len(pieces) == 1:
+            out[col] = pieces[0]
+        elif isinstance(pieces[0], pd.Categorical):
+            out[col] = pd.Categorical.from_codes(np.concatenate([np.asarray(x.codes) for x in pieces]),
+                                                 categories=pieces[0].categories)
+        else:
+            out[col] = np.concatenate([np.asarray(x) for x in pieces])
         del pieces
     return out
 
@@ -363,13 +359,10 @@ def _graph_replays(db: Database) -> pd.DataFrame | None:
         f"{_col(db, t, 'graphId')} AS graph FROM {t} WHERE {{rowid}}",
         split=t,
     )
-    n = len(df)
-    names = np.array([f"graph {g}" for g in df["graph"].to_numpy(np.int64)], dtype=object) if n < 1_000_000 else None
-    if names is None:  # many replays: intern ids first, then format once per distinct id
-        codes, uniq = pd.factorize(df["graph"])
-        names = pd.Categorical.from_codes(codes, categories=[f"graph {g}" for g in uniq])
+    codes, uniq = pd.factorize(df["graph"])  # name each distinct graph once
+    names = pd.Categorical.from_codes(codes, categories=[f"graph {g}" for g in uniq])
     df["node"] = 0  # a replay is graph work by definition
-    return _gpu_rows(df, "graph", pd.Categorical(names) if not isinstance(names, pd.Categorical) else names)
+    return _gpu_rows(df, "graph", names)
 
 
 def _api(db: Database, strings: _Strings) -> pd.DataFrame | None:

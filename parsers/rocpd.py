@@ -90,7 +90,8 @@ def same_run_groups(paths: list[str]) -> list[list[str]]:
 
 
 def looks_like_rocpd(db: Database) -> bool:
-    return any(n.startswith(("rocpd_kernel_dispatch", "rocpd_info_agent", "rocpd_region")) for n in db.objects)
+    """rocpd v3: rocpd_info_*/rocpd_region/rocpd_kernel_dispatch tables or views (UUID-suffixed or not)."""
+    return any(n.startswith(("rocpd_kernel_dispatch", "rocpd_info_", "rocpd_region")) for n in db.objects)
 
 
 def _col(db: Database, base: str, column: str, default: str = "-1", alias: str = "") -> str:
@@ -144,9 +145,15 @@ def parse(path: str) -> Trace:
         sym_src = source(db, "rocpd_info_kernel_symbol")
         syms = frame(f"SELECT id, guid, COALESCE(display_name, kernel_name, '') AS name FROM {sym_src}") if sym_src else None
         ev_src = source(db, "rocpd_event")
+
+        def event(alias: str, column: str) -> tuple[str, str]:
+            """(join, column) for a row's rocpd_event; -1 when the table is absent."""
+            if not ev_src:
+                return "", "-1"
+            return f"LEFT JOIN {ev_src} e ON e.id = {alias}.event_id AND e.guid = {alias}.guid", f"COALESCE(e.{column}, -1)"
+
         kd = source(db, "rocpd_kernel_dispatch")
-        ev_join = f"LEFT JOIN {ev_src} e ON e.id = k.event_id AND e.guid = k.guid" if ev_src else ""
-        stack = "COALESCE(e.stack_id, -1)" if ev_src else "-1"
+        ev_join, stack = event("k", "stack_id")
         kernels = frame(
             f"SELECT k.guid AS guid, k.pid AS pid, {_col(db, 'rocpd_kernel_dispatch', 'tid', '-1', 'k')} AS tid, "
             f"k.agent_id AS agent, k.kernel_id AS kernel_id, COALESCE(k.stream_id, -1) AS stream, "
@@ -155,9 +162,8 @@ def parse(path: str) -> Trace:
         reg_src = source(db, "rocpd_region")
         regions = None
         if reg_src:
-            cat = "COALESCE(e.category_id, -1)" if ev_src else "-1"
-            parent = "COALESCE(e.parent_stack_id, -1)" if ev_src else "-1"
-            rj = f"LEFT JOIN {ev_src} e ON e.id = r.event_id AND e.guid = r.guid" if ev_src else ""
+            rj, cat = event("r", "category_id")
+            parent = event("r", "parent_stack_id")[1]
             regions = frame(
                 f"SELECT r.id AS id, r.guid AS guid, r.pid AS pid, r.tid AS tid, r.start AS start, r.\"end\" AS \"end\", "
                 f"r.name_id AS name_id, {cat} AS category_id, {parent} AS parent FROM {reg_src} r {rj}"
@@ -165,8 +171,7 @@ def parse(path: str) -> Trace:
         smp_src, trk_src = source(db, "rocpd_sample"), source(db, "rocpd_track")
         marks = None
         if smp_src and trk_src:
-            ej = f"LEFT JOIN {ev_src} e ON e.id = s.event_id AND e.guid = s.guid" if ev_src else ""
-            cat = "COALESCE(e.category_id, -1)" if ev_src else "-1"
+            ej, cat = event("s", "category_id")
             marks = frame(
                 f"SELECT s.guid AS guid, COALESCE(t.pid, -1) AS pid, COALESCE(t.tid, -1) AS tid, s.timestamp AS start, "
                 f"COALESCE(t.name_id, -1) AS name_id, {cat} AS category_id FROM {smp_src} s "
@@ -175,11 +180,11 @@ def parse(path: str) -> Trace:
         mc_src = source(db, "rocpd_memory_copy")
         copies = None
         if mc_src:
-            mj = f"LEFT JOIN {ev_src} e ON e.id = m.event_id AND e.guid = m.guid" if ev_src else ""
+            mj, mstack = event("m", "stack_id")
             copies = frame(
                 f"SELECT m.guid AS guid, m.pid AS pid, m.start AS start, m.\"end\" AS \"end\", m.name_id AS name_id, "
                 f"COALESCE(m.src_agent_id, -1) AS src, COALESCE(m.dst_agent_id, -1) AS dst, COALESCE(m.size, 0) AS size, "
-                f"COALESCE(m.stream_id, -1) AS stream, {stack.replace('e.', 'e.')} AS corr FROM {mc_src} m {mj}"
+                f"COALESCE(m.stream_id, -1) AS stream, {mstack} AS corr FROM {mc_src} m {mj}"
             )
 
         all_guids = pd.concat(guid_frames, ignore_index=True).astype(str) if guid_frames else pd.Series([], dtype=str)
@@ -301,7 +306,7 @@ def parse(path: str) -> Trace:
                 "pid": real_pid(copies), "ordinal": np.asarray(agent_index.get(cg, dev_agent, default=-1), dtype=np.int64),
                 "stream": copies["stream"].to_numpy(np.int64), "start": copies["start"].to_numpy(np.int64),
                 "end": copies["end"].to_numpy(np.int64), "kind": "memcpy",
-                "name": np.array([f"memcpy {k}" for k in ck], dtype=object), "correlation": corr_key(copies),
+                "name": per_distinct(ck, lambda k: f"memcpy {k}"), "correlation": corr_key(copies),
                 "collective": None, "bytes": copies["size"].to_numpy(np.int64), "copy_kind": ck,
                 "pageable": np.zeros(len(copies), bool), "in_graph": np.zeros(len(copies), bool),
             }))
@@ -324,22 +329,22 @@ def parse(path: str) -> Trace:
 
 
 def _rccl_ops_from_api(ops: np.ndarray, corr: np.ndarray, regions: pd.DataFrame) -> np.ndarray:
-    """Give generically named RCCL kernels the op of the RCCL call that launched them."""
-    generic = np.array([o == "Collective" for o in ops], dtype=bool)
+    """Give generically named RCCL kernels the op of the RCCL call that launched them:
+    the launching region, else its parent, else its grandparent (vectorized)."""
+    generic = ops == "Collective"
     if not generic.any() or regions.empty:
         return ops
     idx = pd.Index(regions["key"].to_numpy(np.int64))
-    names = regions["name"].to_numpy(object)
+    region_op = per_distinct(regions["name"].to_numpy(object), lambda n: rccl_api_op(str(n)))
     parents = regions["parent"].to_numpy(np.int64)
+    pos = idx.get_indexer(corr[generic])
+    found = np.full(pos.size, None, dtype=object)
+    for _ in range(3):
+        here = np.where(pos >= 0, region_op[np.maximum(pos, 0)], None)
+        take = pd.isna(found) & pd.notna(here)
+        found[take] = here[take]
+        parent = np.where(pos >= 0, parents[np.maximum(pos, 0)], -1)
+        pos = np.where(parent >= 0, idx.get_indexer(parent), -1)
     out = ops.copy()
-    for i in np.flatnonzero(generic):  # one lookup per collective kernel, a small minority
-        pos = idx.get_indexer([corr[i]])[0]
-        for _ in range(3):  # the launch, its parent, grandparent
-            if pos < 0:
-                break
-            op = rccl_api_op(str(names[pos]))
-            if op:
-                out[i] = op
-                break
-            pos = idx.get_indexer([parents[pos]])[0] if parents[pos] >= 0 else -1
+    out[generic] = np.where(pd.notna(found), found, "Collective")
     return out

@@ -110,7 +110,7 @@ def parse_files(paths: list[Path]) -> Trace:
         if generic.any():  # generically named RCCL kernels: the op of the launching RCCL call
             launched_by = corr_name.reindex(corr[generic]).fillna("").to_numpy(object)
             
-            ops[generic] = np.array([rccl_api_op(str(n)) or "Collective" for n in launched_by], dtype=object)
+            ops[generic] = per_distinct(launched_by, lambda n: rccl_api_op(str(n)) or "Collective")
         parts.append(pd.DataFrame({
             "agent": _int(df, "agent_id"), "stream": _int(df, "stream_id" if "stream_id" in df.columns else "queue_id"),
             "start": _int(df, "start_timestamp", 0), "end": _int(df, "end_timestamp", 0), "kind": kind,

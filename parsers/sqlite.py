@@ -3,8 +3,9 @@
 The file is opened with ``mode=ro`` (never written, no journal created) and its
 tables and columns are discovered from ``sqlite_master`` / ``PRAGMA table_info``:
 profiler schemas change between versions, so nothing is assumed to exist.
-Bulk reads go through ADBC straight into Arrow (no Python object per row); the
-stdlib ``sqlite3`` cursor is the fallback and serves the small metadata queries.
+Bulk reads go through ADBC straight into Arrow (no Python object per row), one
+path for every query (``_fetch``); the stdlib ``sqlite3`` cursor is its fallback and
+serves the small metadata queries.
 """
 
 from __future__ import annotations
@@ -50,12 +51,9 @@ class Database:
         self.objects = {name: kind for name, kind in rows}
         self._columns: dict[str, list[str]] = {}
         self._notnull: dict[str, set[str]] = {}
-        self._adbc = None
 
     def close(self) -> None:
         self.conn.close()
-        if self._adbc is not None:
-            self._adbc.close()
 
     def __enter__(self):
         return self
@@ -98,30 +96,20 @@ class Database:
             raise TraceFormatError(self.path, f"query failed: {exc}") from None
 
     def frame(self, sql: str, split: str | None = None) -> pd.DataFrame:
-        """Run a query and return its result as a DataFrame, columnar when possible.
+        """Run a query and return its result as a DataFrame (columnar, through Arrow).
 
         Every selected numeric column should be wrapped in COALESCE by the caller so
         the Arrow types are stable (SQLite is dynamically typed). With ``split`` (a
-        rowid table named in the query), the SQL carries a ``{rowid}`` placeholder and
-        a large table is read in rowid ranges by parallel connections: ADBC releases
-        the GIL, so the scan uses every core.
+        rowid table named in the query) the SQL carries a ``{rowid}`` placeholder and
+        is read by :meth:`scan`.
         """
-        if split is not None:
-            chunks = self._chunks(split)
-            if len(chunks) > 1:
-                tables = self._parallel([sql.replace("{rowid}", c) for c in chunks])
-                if tables is not None:
-                    return pa.concat_tables(tables).to_pandas(split_blocks=True, self_destruct=True)
-            sql = sql.replace("{rowid}", "1=1")
-        table = self._arrow(sql)
-        if table is not None:
-            return table.to_pandas(split_blocks=True, self_destruct=True)
-        try:
-            cur = self.conn.execute(sql)
-            names = [d[0] for d in cur.description]
-            return pd.DataFrame.from_records(cur.fetchall(), columns=names)
-        except sqlite3.DatabaseError as exc:
-            raise TraceFormatError(self.path, f"query failed: {exc}") from None
+        if split is None:
+            tables = [self._fetch(sql)]
+        else:
+            tables = self.scan(sql, split, lambda t: t)
+        # A chunk whose column was all NULL comes back typed null: promote to the others.
+        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
+        return table.to_pandas(split_blocks=True, self_destruct=True)
 
     def scan(self, sql: str, table: str, convert, chunk_rows: int = 1_000_000) -> list:
         """Read a big table in rowid ranges on parallel connections, converting each
@@ -132,9 +120,7 @@ class Database:
         readers = max(1, min(os.cpu_count() or 1, MAX_READERS, len(ranges)))
 
         def run(cond):
-            table_ = self._fetch(sql.replace("{rowid}", cond))
-            return convert(table_)
-
+            return convert(self._fetch(sql.replace("{rowid}", cond)))
 
         if readers == 1:
             return [run(c) for c in ranges]
@@ -171,7 +157,7 @@ class Database:
         finally:
             con.close()
         cols = list(zip(*rows)) if rows else [[] for _ in names]
-        return pa.table({n: pa.array(c) for n, c in zip(names, cols)})
+        return pa.table({n: _column(c) for n, c in zip(names, cols)})
 
     def _chunks(self, table: str, chunk_rows: int | None = None) -> list[str]:
         try:
@@ -188,53 +174,10 @@ class Database:
         edges = [lo - 1 + (hi - lo + 1) * i // n for i in range(n + 1)]
         return [f"rowid > {a} AND rowid <= {b}" for a, b in zip(edges[:-1], edges[1:])]
 
-    def _parallel(self, queries: list[str]) -> list[pa.Table] | None:
-        try:
-            import adbc_driver_sqlite.dbapi as adbc
-        except ImportError:
-            return None
-        from concurrent.futures import ThreadPoolExecutor
 
-        def run(q):
-            con = adbc.connect(self.uri)
-            try:
-                cur = con.cursor()
-                cur.execute(q)
-                return cur.fetch_arrow_table()
-            finally:
-                con.close()
-
-        try:
-            with ThreadPoolExecutor(len(queries)) as pool:
-                tables = list(pool.map(run, queries))
-        except Exception:  # noqa: BLE001 - fall back to one sequential query
-            return None
-        schema = tables[0].schema
-        if any(t.schema != schema for t in tables):  # type inference differed between chunks
-            return None
-        return tables
-
-    def _arrow(self, sql: str) -> pa.Table | None:
-        try:
-            if self._adbc is None:
-                import adbc_driver_sqlite.dbapi as adbc
-
-                self._adbc = adbc.connect(self.uri)
-            cur = self._adbc.cursor()
-            try:
-                cur.execute(sql)
-                return cur.fetch_arrow_table()
-            finally:
-                cur.close()
-        except ImportError:
-            return None
-        except Exception as exc:  # noqa: BLE001 - ADBC raises its own hierarchy
-            text = str(exc)
-            if "malformed" in text or "not a database" in text:
-                raise TraceFormatError(self.path, f"corrupt SQLite file ({text.strip()})") from None
-            # Type inference trouble or an unusual build: the row cursor still works.
-            return None
-
-
-def is_sqlite(head: bytes) -> bool:
-    return head.startswith(SQLITE_MAGIC)
+def _column(values) -> pa.Array:
+    """An Arrow column from Python values; mixed types (SQLite allows them) become text."""
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return pa.array([None if v is None else str(v) for v in values], type=pa.string())

@@ -501,14 +501,19 @@ def write_rocpd(path: Path, rank: Rank, scenario: str) -> None:
     db.close()
 
 
-def generate_rocpd(out: Path, only: list[str] | None = None, seed: int = 7) -> list[Path]:
-    """The same scenarios as rocpd databases, one ``<pid>_results.db`` per process."""
-    made = []
+def simulate(only: list[str] | None, seed: int):
+    """Each selected scenario simulated once: (name, description, ranks, extra)."""
     for name, (fn, description) in SCENARIOS.items():
         if only and name not in only:
             continue
-        rng = random.Random(f"{seed}:{name}")
-        ranks, extra = fn(rng)
+        ranks, extra = fn(random.Random(f"{seed}:{name}"))
+        yield name, description, ranks, extra
+
+
+def generate_rocpd(out: Path, only: list[str] | None = None, seed: int = 7) -> list[Path]:
+    """The same scenarios as rocpd databases, one ``<pid>_results.db`` per process."""
+    made = []
+    for name, _description, ranks, _extra in simulate(only, seed):
         bundle = out / f"{name}_rocpd"
         bundle.mkdir(parents=True, exist_ok=True)
         for r in ranks:
@@ -618,11 +623,7 @@ SIDE_ARTIFACTS = {
 def generate(out: Path, only: list[str] | None = None, seed: int = 7) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     made = []
-    for name, (fn, description) in SCENARIOS.items():
-        if only and name not in only:
-            continue
-        rng = random.Random(f"{seed}:{name}")
-        ranks, extra = fn(rng)
+    for name, description, ranks, extra in simulate(only, seed):
         bundle = out / name
         bundle.mkdir(exist_ok=True)
         write_nsys(bundle / "trace.sqlite", ranks, name)

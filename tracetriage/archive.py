@@ -13,6 +13,7 @@ import shutil
 import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO, Callable, NamedTuple
 
 from tracetriage.errors import ArchiveError
 
@@ -60,65 +61,71 @@ def _copy_limited(src, dst_path: Path, budget: list[int], archive: Path) -> None
             out.write(chunk)
 
 
+class _Member(NamedTuple):
+    name: str
+    size: int
+    is_dir: bool
+    problem: str | None  # why the member is refused, if it is
+    open: Callable[[], BinaryIO | None]
+
+
+def _tar_members(tf: tarfile.TarFile, archive: Path, max_members: int) -> list[_Member]:
+    out = []
+    for i, m in enumerate(tf):  # count while reading: a bomb is refused before it is listed whole
+        if i >= max_members:
+            raise ArchiveError(archive, f"refused: more than {max_members} members")
+        problem = (f"is a link ({m.linkname!r})" if m.issym() or m.islnk()
+                   else None if m.isfile() or m.isdir() else "is not a regular file")
+        out.append(_Member(m.name, m.size, m.isdir(), problem, lambda m=m: tf.extractfile(m)))
+    return out
+
+
+def _zip_members(zf: zipfile.ZipFile, archive: Path, max_members: int) -> list[_Member]:
+    infos = zf.infolist()
+    if len(infos) > max_members:
+        raise ArchiveError(archive, f"refused: more than {max_members} members")
+    return [
+        _Member(i.filename, i.file_size, i.is_dir(),
+                "is a symbolic link" if (i.external_attr >> 16) & 0o170000 == 0o120000 else None,
+                lambda i=i: zf.open(i))
+        for i in infos
+    ]
+
+
+def _extract_members(archive: Path, dest: Path, members: list[_Member], max_bytes: int) -> Path:
+    """Check every member first (nothing is written for a refused archive), then copy
+    with a byte budget that also catches a header lying about sizes."""
+    total = 0
+    for m in members:
+        _safe_name(archive, m.name)
+        if m.problem:
+            raise ArchiveError(archive, f"refused: member {m.name!r} {m.problem}")
+        total += m.size
+    if total > max_bytes:
+        raise ArchiveError(archive, f"refused: {total:,} bytes uncompressed exceeds the limit of {max_bytes:,}")
+    dest.mkdir(parents=True, exist_ok=True)
+    budget = [max_bytes]
+    try:
+        for m in members:
+            target = dest.joinpath(*_safe_name(archive, m.name).parts)
+            if m.is_dir:
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            src = m.open()
+            if src is not None:
+                with src:
+                    _copy_limited(src, target, budget, archive)
+    except ArchiveError:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    return dest
+
+
 def _extract_tar(archive: Path, dest: Path, max_members: int, max_bytes: int) -> Path:
     with tarfile.open(archive, "r:*") as tf:
-        members = []
-        for i, m in enumerate(tf):
-            if i >= max_members:
-                raise ArchiveError(archive, f"refused: more than {max_members} members")
-            members.append(m)
-        total = 0
-        for m in members:
-            _safe_name(archive, m.name)
-            if m.issym() or m.islnk():
-                raise ArchiveError(archive, f"refused: member {m.name!r} is a link ({m.linkname!r})")
-            if not (m.isfile() or m.isdir()):
-                raise ArchiveError(archive, f"refused: member {m.name!r} is not a regular file")
-            total += m.size
-        if total > max_bytes:
-            raise ArchiveError(archive, f"refused: {total:,} bytes uncompressed exceeds the limit of {max_bytes:,}")
-        dest.mkdir(parents=True, exist_ok=True)
-        budget = [max_bytes]
-        try:
-            for m in members:
-                target = dest.joinpath(*_safe_name(archive, m.name).parts)
-                if m.isdir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                src = tf.extractfile(m)
-                if src is not None:
-                    _copy_limited(src, target, budget, archive)
-        except ArchiveError:
-            shutil.rmtree(dest, ignore_errors=True)
-            raise
-    return dest
+        return _extract_members(archive, dest, _tar_members(tf, archive, max_members), max_bytes)
 
 
 def _extract_zip(archive: Path, dest: Path, max_members: int, max_bytes: int) -> Path:
     with zipfile.ZipFile(archive) as zf:
-        infos = zf.infolist()
-        if len(infos) > max_members:
-            raise ArchiveError(archive, f"refused: more than {max_members} members")
-        total = 0
-        for info in infos:
-            _safe_name(archive, info.filename)
-            mode = (info.external_attr >> 16) & 0o170000
-            if mode == 0o120000:
-                raise ArchiveError(archive, f"refused: member {info.filename!r} is a symbolic link")
-            total += info.file_size
-        if total > max_bytes:
-            raise ArchiveError(archive, f"refused: {total:,} bytes uncompressed exceeds the limit of {max_bytes:,}")
-        dest.mkdir(parents=True, exist_ok=True)
-        budget = [max_bytes]
-        try:
-            for info in infos:
-                target = dest.joinpath(*_safe_name(archive, info.filename).parts)
-                if info.is_dir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                with zf.open(info) as src:
-                    _copy_limited(src, target, budget, archive)
-        except ArchiveError:
-            shutil.rmtree(dest, ignore_errors=True)
-            raise
-    return dest
+        return _extract_members(archive, dest, _zip_members(zf, archive, max_members), max_bytes)

@@ -285,19 +285,9 @@ def _execute(todo: list[CaseSpec], out: Path, jobs: int, dask_address: str | Non
 
 
 def _bar(total: int, progress: bool):
-    try:
-        from tqdm import tqdm
+    from tqdm import tqdm
 
-        return tqdm(total=total, unit="case", file=sys.stderr, disable=not progress or None, leave=False)
-    except ImportError:  # pragma: no cover
-        class _Null:
-            def update(self, n):
-                pass
-
-            def close(self):
-                pass
-
-        return _Null()
+    return tqdm(total=total, unit="case", file=sys.stderr, disable=not progress or None, leave=False)
 
 
 SUMMARY_COLUMNS = [

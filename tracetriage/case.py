@@ -89,20 +89,22 @@ def detect(path: Path) -> str:
 
 
 def _detect_sqlite(path: Path) -> str:
+    """Which profiler wrote a SQLite file, by the parsers' own table predicates."""
+    from tracetriage.parsers.nsys import looks_like_nsys
+    from tracetriage.parsers.rocpd import looks_like_rocpd
+    from tracetriage.parsers.rpd import looks_like_rpd
     from tracetriage.parsers.sqlite import Database
 
     try:
         with Database(path) as db:
-            names = set(db.objects)
+            # RPD before rocpd v3: legacy RPD shares the rocpd_ table prefix.
+            for kind, looks_like in (("nsys", looks_like_nsys), ("rpd", looks_like_rpd), ("rocpd", looks_like_rocpd)):
+                if looks_like(db):
+                    return kind
+            names = sorted(db.objects)
     except TraceTriageError as exc:
         return f"unknown:SQLite file that cannot be read ({exc.problem})"
-    if "StringIds" in names and any(n.startswith(("CUPTI_ACTIVITY_KIND_", "TARGET_INFO_", "NVTX_EVENTS", "META_DATA_")) for n in names):
-        return "nsys"
-    if {"rocpd_api", "rocpd_op"} <= names or "rocpd_api_ops" in names:
-        return "rpd"
-    if any(n.startswith(("rocpd_info_", "rocpd_kernel_dispatch", "rocpd_region", "rocpd_string")) for n in names) or "kernels" in names and "regions" in names:
-        return "rocpd"
-    shown = ", ".join(sorted(names)[:6]) or "no tables"
+    shown = ", ".join(names[:6]) or "no tables"
     return f"unknown:SQLite database of another program (tables: {shown})"
 
 

@@ -73,33 +73,6 @@ def _format_for(args) -> str:
     return "text"
 
 
-def cmd_analyze(args) -> int:
-    import re
-
-    from tracetriage import analyze, open_case
-    from tracetriage.errors import UsageError
-    from tracetriage.reports import render
-
-    if args.step_range:
-        try:
-            re.compile(args.step_range)
-        except re.error as exc:
-            raise UsageError(None, f"--step-range is not a valid regular expression: {exc}") from None
-    case = open_case(args.paths)
-    analysis = analyze(case, step_range=args.step_range)
-    text = render(analysis, _format_for(args))
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-        print(f"tracetriage: wrote {args.output}: {analysis.headline}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-    if args.fail_on:
-        limit = SEVERITY_ORDER.index(args.fail_on)
-        if any(SEVERITY_ORDER.index(f["severity"]) >= limit and f["id"] != "healthy" for f in analysis.findings):
-            return EXIT_FAIL_ON
-    return EXIT_OK
-
-
 def _validate_regex(pattern):
     import re
 
@@ -110,6 +83,33 @@ def _validate_regex(pattern):
             re.compile(pattern)
         except re.error as exc:
             raise UsageError(None, f"--step-range is not a valid regular expression: {exc}") from None
+
+
+def _emit(args, text: str, summary: str) -> None:
+    """The report to -o FILE (with a one-line note on stderr) or to standard output."""
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"tracetriage: wrote {args.output}: {summary}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+
+
+def _fails(findings, fail_on: str | None) -> bool:
+    """--fail-on: a finding (other than healthy) at or above that severity."""
+    if not fail_on:
+        return False
+    limit = SEVERITY_ORDER.index(fail_on)
+    return any(SEVERITY_ORDER.index(f["severity"]) >= limit and f["id"] != "healthy" for f in findings)
+
+
+def cmd_analyze(args) -> int:
+    from tracetriage import analyze, open_case
+    from tracetriage.reports import render
+
+    _validate_regex(args.step_range)
+    analysis = analyze(open_case(args.paths), step_range=args.step_range)
+    _emit(args, render(analysis, _format_for(args)), analysis.headline)
+    return EXIT_FAIL_ON if _fails(analysis.findings, args.fail_on) else EXIT_OK
 
 
 def cmd_batch(args) -> int:
@@ -129,11 +129,8 @@ def cmd_batch(args) -> int:
             print(f"tracetriage: {r['status']}: {r['error']}", file=sys.stderr)
     if (result.failed or result.not_run) and not args.exit_zero:
         return EXIT_BATCH_FAILED
-    if args.fail_on:
-        limit = SEVERITY_ORDER.index(args.fail_on)
-        for r in result.records:
-            if any(SEVERITY_ORDER.index(f["severity"]) >= limit and f["id"] != "healthy" for f in r.get("findings") or []):
-                return EXIT_FAIL_ON
+    if any(_fails(r.get("findings") or [], args.fail_on) for r in result.records):
+        return EXIT_FAIL_ON
     return EXIT_OK
 
 
@@ -161,12 +158,7 @@ def cmd_compare(args) -> int:
     before = _load_analysis(args.before, args.step_range)
     after = _load_analysis(args.after, args.step_range)
     result = compare(before, after, args.before, args.after)
-    text = render_compare(result, _format_for(args))
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-        print(f"tracetriage: wrote {args.output}: {result['summary']}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    _emit(args, render_compare(result, _format_for(args)), result["summary"])
     return EXIT_OK
 
 

@@ -310,14 +310,6 @@ def is_kind(gpu: pd.DataFrame, kind: str) -> np.ndarray:
     return col.to_numpy() == kind
 
 
-def classify_categories(names: pd.Categorical, fn) -> np.ndarray:
-    """Apply a per-name function once per distinct name, then broadcast (vectorized)."""
-    cats = list(names.categories)
-    mapped = np.array([fn(c) for c in cats] + [None], dtype=object)
-    codes = np.asarray(names.codes)
-    return mapped[np.where(codes < 0, len(cats), codes)]
-
-
 def merge_frames(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """Concatenate frames of one table, keeping categoricals categorical, in start order."""
     from pandas.api.types import union_categoricals
