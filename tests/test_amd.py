@@ -191,3 +191,41 @@ def test_rocpd_instant_marks_from_samples(tmp_path):
     marks = r[r["name"] == "scheduler tick"]
     assert len(marks) == 1 and int(marks["start"].iloc[0]) == int(marks["end"].iloc[0]) == t0
     assert int(marks["pid"].iloc[0]) == ranks[0].pid
+
+
+CSV_FILES = {
+    # file: (what the reader classifies it as, or None when detection rejects it)
+    "rocprofv3_docs_kernel_trace.csv": "kernel",
+    "rocprofv3_docs_memory_copy_trace.csv": "copy",
+    "rocprofv3_docs_hip_runtime_trace.csv": "api",
+    "rocprofv3_docs_marker_api_trace.csv": "api",
+    "rocprofv3_docs_rccl_trace.csv": "api",
+    "rocprofv3_docs_rocpd-to-csv.csv": "api",
+    "rocprofv3_docs_memory_allocation_trace.csv": "alloc",
+    "rocprofv3_docs_hip_api_stats.csv": None,
+}
+
+
+@pytest.mark.parametrize("name", sorted(CSV_FILES))
+def test_every_rocprofv3_csv_is_read(name):
+    import csv
+
+    from tracetriage.errors import MissingDataError, UnsupportedInputError
+    from tracetriage.parsers import rocprof_csv
+
+    path = real("rocprof", name)
+    with open(path, newline="") as fh:
+        rows = len(list(csv.reader(fh))) - 1  # independent count: every line but the header
+    expected = CSV_FILES[name]
+    if expected is None:  # a statistics summary, not a trace: rejected by name of what it is
+        with pytest.raises(UnsupportedInputError, match="statistics summary"):
+            open_case([path])
+        return
+    df = rocprof_csv._read(path)
+    assert rocprof_csv.classify(df) == expected and len(df) == rows
+    if expected in ("kernel", "copy"):
+        c = open_case([path]).traces[0].counts()
+        assert c["kernels" if expected == "kernel" else "memcpy"] == rows
+    else:  # host calls or allocations alone hold no GPU activity: said, not guessed
+        with pytest.raises(MissingDataError, match="no kernel or memory-copy trace"):
+            open_case([path])

@@ -44,10 +44,21 @@ def expected_cases(n_real):
     return bundles + n_real + 2 + 3
 
 
-def test_batch_reports_every_case(corpus, tmp_path):
+@pytest.fixture(params=["processes", "dask"])
+def executor(request):
+    """The same batch test on local worker processes and on a Dask LocalCluster."""
+    if request.param == "processes":
+        yield []
+        return
+    distributed = pytest.importorskip("dask.distributed", reason="dask[distributed] not installed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        yield ["--dask", cluster.scheduler_address]
+
+
+def test_batch_reports_every_case(corpus, tmp_path, executor):
     root, n_real = corpus
     out = tmp_path / "out"
-    proc = run_cli("batch", root, "-o", out, "--jobs", "2", "--no-progress")
+    proc = run_cli("batch", root, "-o", out, "--jobs", "2", "--no-progress", *executor)
     assert proc.returncode == EXIT_BATCH_FAILED, proc.stderr
     assert "Traceback" not in proc.stderr
     summary = pd.read_parquet(out / "summary.parquet")

@@ -147,3 +147,35 @@ def test_real_json_validates_against_schema(name):
     data = json.loads(render(analyze(open_case([real("nsys", name)])), "json"))
     jsonschema.validate(data, schema)
     assert data["headline"]
+
+
+# Plain-SQL definitions of the API categories, independent of the parser's regexes.
+CATEGORY_SQL = {
+    "launch": "s.value LIKE 'cudaLaunchKernel%' OR s.value LIKE 'cuLaunchKernel%' "
+              "OR s.value LIKE 'cudaLaunchCooperativeKernel%' OR s.value LIKE 'cuLaunchCooperativeKernel%'",
+    "graph_launch": "s.value LIKE 'cudaGraphLaunch%' OR s.value LIKE 'cuGraphLaunch%'",
+    "sync": " OR ".join(f"s.value LIKE '{p}%'" for p in (
+        "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
+        "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize")),
+    "memcpy_async": "s.value LIKE 'cu%Memcpy%Async%'",
+    "memcpy_sync": "s.value LIKE 'cu%Memcpy%' AND s.value NOT LIKE '%Async%'",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_api_categories_and_processes_match_plain_sql(name):
+    path = real("nsys", name)
+    trace = nsys.parse(str(path))
+    cats = trace.api["category"].value_counts()
+    for category, where in CATEGORY_SQL.items():
+        expected = sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+                             f"WHERE {where}")[0][0]
+        assert int(cats.get(category, 0)) == expected, (category, int(cats.get(category, 0)), expected)
+    gpu_tables = [t for (t,) in sql(path, "SELECT name FROM sqlite_master WHERE name IN ('CUPTI_ACTIVITY_KIND_KERNEL', "
+                                          "'CUPTI_ACTIVITY_KIND_MEMCPY', 'CUPTI_ACTIVITY_KIND_MEMSET')")]
+    union = " UNION ".join([f"SELECT (globalPid >> 24) & 16777215 FROM {t}" for t in gpu_tables]
+                           + ["SELECT (globalTid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_RUNTIME"])
+    pids = {p for (p,) in sql(path, union)}
+    assert set(trace.processes["pid"].tolist()) == pids
+    pairs = " UNION ".join(f"SELECT (globalPid >> 24) & 16777215, deviceId FROM {t}" for t in gpu_tables)
+    assert len(trace.devices) == sql(path, f"SELECT count(*) FROM ({pairs})")[0][0]
