@@ -100,48 +100,49 @@ def step_durations(steps: dict[str, dict]) -> str | None:
     return _svg(fig)
 
 
+def _ranked_bars(labels: list[str], layers: list[tuple[list[float], str, str]], title: str, xlabel: str,
+                 full_scale: bool = True) -> str:
+    """Horizontal bars, first row on top; a second layer is drawn half height inside the first."""
+    fig, ax = plt.subplots(figsize=(8, 0.7 + 0.3 * len(labels)))
+    for n, (values, color, label) in enumerate(layers):
+        ax.barh(labels, values, color=color, label=label, **({"height": 0.4} if n else {}))
+    if full_scale:
+        ax.set_xlim(0, 100)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    ax.invert_yaxis()
+    if len(layers) > 1:
+        ax.legend(fontsize=7)
+    return _svg(fig)
+
+
 def collective_share(devices: list[dict]) -> str | None:
-    devs = [d for d in devices if d.get("collective_count")]
+    devs = [d for d in devices if d.get("collective_count")][:16]
     if not devs:
         return None
-    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.3 * min(len(devs), 16)))
-    labels = [_label(d["id"], 24) for d in devs[:16]]
-    ax.barh(labels, [d["collective_share_pct"] for d in devs[:16]], color="#f3a712", label="collective share")
-    ax.barh(labels, [d["collective_exposed_pct"] for d in devs[:16]], color="#e4572e", height=0.4, label="exposed (not overlapped)")
-    ax.set_xlim(0, 100)
-    ax.set_xlabel("% of window")
-    ax.set_title("Collective share per rank")
-    ax.invert_yaxis()
-    ax.legend(fontsize=7)
-    return _svg(fig)
+    return _ranked_bars(
+        [_label(d["id"], 24) for d in devs],
+        [([d["collective_share_pct"] for d in devs], "#f3a712", "collective share"),
+         ([d["collective_exposed_pct"] for d in devs], "#e4572e", "exposed (not overlapped)")],
+        "Collective share per rank", "% of window")
 
 
 def top_kernels(kernels: list[dict]) -> str | None:
     if not kernels:
         return None
     ks = kernels[:10]
-    fig, ax = plt.subplots(figsize=(8, 0.6 + 0.3 * len(ks)))
-    ax.barh([_label(k["name"]) for k in ks], [k["share_pct"] for k in ks], color="#2a9d8f")
-    ax.set_xlabel("% of kernel time in the window")
-    ax.set_title("Top kernels")
-    ax.invert_yaxis()
-    return _svg(fig)
+    return _ranked_bars([_label(k["name"]) for k in ks], [([k["share_pct"] for k in ks], "#2a9d8f", "share")],
+                        "Top kernels", "% of kernel time in the window", full_scale=False)
 
 
 def hot_frames(frames: list[dict]) -> str | None:
     if not frames:
         return None
     fs = frames[:12]
-    fig, ax = plt.subplots(figsize=(8, 0.6 + 0.3 * len(fs)))
-    labels = [_label(f["frame"], 60) for f in fs]
-    ax.barh(labels, [f["share_pct"] for f in fs], color="#29335c", label="inclusive")
-    ax.barh(labels, [f["self_pct"] for f in fs], color="#e4572e", height=0.4, label="own code")
-    ax.set_xlim(0, 100)
-    ax.set_xlabel("% of non-idle py-spy samples")
-    ax.set_title("Hot frames (host)")
-    ax.invert_yaxis()
-    ax.legend(fontsize=7)
-    return _svg(fig)
+    return _ranked_bars(
+        [_label(f["frame"], 60) for f in fs],
+        [([f["share_pct"] for f in fs], "#29335c", "inclusive"), ([f["self_pct"] for f in fs], "#e4572e", "own code")],
+        "Hot frames (host)", "% of non-idle py-spy samples")
 
 
 def all_charts(analysis) -> list[tuple[str, str]]:
