@@ -1,11 +1,30 @@
-"""Helpers shared by the parsers: per-distinct-value classification and AMD naming rules."""
+"""Helpers shared by the parsers: untrusted JSON, per-distinct-value classification, AMD naming rules."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
 import pandas as pd
+
+from tracetriage.errors import TraceFormatError
+
+
+def json_document(path: str, data: str | bytes, what: str):
+    """``json.loads`` for a file from the user: every failure is that file's one-line format error.
+
+    Besides malformed text this covers input nested deeper than Python's recursion limit
+    (``[[[[...``), on which ``json`` raises RecursionError rather than JSONDecodeError.
+    """
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(path, f"{what} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(path, f"{what} is not valid JSON ({exc.reason})") from None
+    except RecursionError:
+        raise TraceFormatError(path, f"{what} is nested too deeply to read") from None
 
 
 def per_distinct(values, fn) -> np.ndarray:

@@ -19,7 +19,6 @@ int64 ns. Graph kernels are recorded one by one; a kernel launched by
 from __future__ import annotations
 
 import gzip
-import json
 import re
 
 import numpy as np
@@ -33,9 +32,7 @@ from tracetriage.model import (
     collective_op,
     finish_trace,
 )
-from tracetriage.parsers.common import (
-    per_distinct,
-)
+from tracetriage.parsers.common import json_document, per_distinct
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 API_CATS = ("cuda_runtime", "cuda_driver")
@@ -57,11 +54,9 @@ def load_json(path: str) -> dict:
             raw = fh.read(MAX_BYTES + 1)
         if len(raw) > MAX_BYTES:
             raise TraceFormatError(path, "Kineto JSON larger than 8 GiB uncompressed: refused")
-        doc = json.loads(raw)
     except (OSError, EOFError) as exc:
         raise TraceFormatError(path, f"unreadable ({exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TraceFormatError(path, f"not valid JSON ({exc})") from None
+    doc = json_document(path, raw, "Kineto trace")
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise TraceFormatError(path, "JSON without a traceEvents list")
     return doc

@@ -13,8 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+# The lookbehind starts a match only at the start of a host token: without it, `search`
+# retries the greedy host class at every offset of a long token (quadratic on a 200 kB line).
 _LINE = re.compile(
-    r"(?P<host>[\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+    r"(?<![\w.\-])(?P<host>[\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
     r"(?:(?P<loc>[\w/.\-]+\.\w+:\d+) )?NCCL (?P<level>INFO|WARN|ERROR|TRACE) ?(?P<msg>.*)$"
 )
 _TS = re.compile(r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?)\]")

@@ -18,11 +18,11 @@ Every stack is stored outermost-first.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 
 from tracetriage.errors import TraceFormatError
+from tracetriage.parsers.common import json_document
 
 _THREAD = re.compile(r"^\s*Thread (0x[0-9A-Fa-f]+|\d+) \((\w[\w ]*)\)(?::\s*\"(.*)\")?\s*$")
 _PROCESS = re.compile(r"^\s*Process (\d+): (.*)$")
@@ -60,10 +60,7 @@ def parse(path: str, text: str | None = None) -> PySpyCapture:
             text = fh.read()
     stripped = text.lstrip()
     if stripped.startswith("{") or stripped.startswith("["):
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TraceFormatError(path, f"py-spy JSON is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        doc = json_document(path, text, "py-spy JSON")
         if isinstance(doc, dict) and "profiles" in doc:
             return _speedscope(path, doc)
         if isinstance(doc, list):

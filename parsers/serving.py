@@ -15,9 +15,11 @@ Lines that do not parse are skipped; nothing here raises on a bad line.
 from __future__ import annotations
 
 import ast
-import json
 import re
 from dataclasses import dataclass, field
+
+from tracetriage.errors import TraceFormatError
+from tracetriage.parsers.common import json_document
 
 _STATS = re.compile(r"Avg prompt throughput: ([\d.]+) tokens/s, Avg generation throughput: ([\d.]+) tokens/s")
 _FIELD = {
@@ -132,13 +134,13 @@ def _bench(path: str, text: str) -> ServingCapture:
     cap = ServingCapture(path=str(path), kind="bench_result")
     docs = []
     try:
-        doc = json.loads(text)
+        doc = json_document(path, text, "benchmark result")
         docs = doc if isinstance(doc, list) else [doc]
-    except json.JSONDecodeError:
+    except TraceFormatError:
         for line in text.splitlines():  # JSONL, possibly with a cut last line
             try:
-                docs.append(json.loads(line))
-            except json.JSONDecodeError:
+                docs.append(json_document(path, line, "benchmark result line"))
+            except TraceFormatError:
                 continue
     keys = ("request_rate", "max_concurrency", "request_throughput", "output_throughput", "mean_ttft_ms", "p99_ttft_ms",
             "mean_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms", "completed", "duration")

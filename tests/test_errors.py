@@ -124,3 +124,10 @@ def test_unsafe_archive_refused_by_analyze(tmp_path):
     proc = run_cli("analyze", arc)
     assert proc.returncode == 3 and "refused" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path.parent / "evil.txt").exists()
+
+
+def test_json_nested_past_the_recursion_limit(tmp_path):
+    """``json`` raises RecursionError, not JSONDecodeError, on deep nesting: still one line, input exit code."""
+    p = tmp_path / "trace.json"
+    p.write_text('{"traceEvents": [' + "[" * 100_000 + "]" * 100_000 + "]}")
+    assert_one_line_error(run_cli("analyze", p), p, EXIT_INPUT, "nested too deeply")

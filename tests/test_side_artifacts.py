@@ -1,6 +1,8 @@
 """NCCL logs and py-spy captures: facts read off the real files by hand, fuzzing, bundles."""
 
 import json
+import signal
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -177,15 +179,53 @@ lines = st.lists(
 )
 
 
+@contextmanager
+def finishes_within(seconds: float):
+    """Fail, rather than hang the suite, when the body runs past ``seconds`` (SIGALRM)."""
+    def hung(*_):
+        raise AssertionError(f"parser still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+TEXT_PARSERS = (nccl.parse, pyspy.parse, topology.parse)
+
+
 @settings(max_examples=150, deadline=None)
 @given(lines)
 def test_text_parsers_never_crash(ls):
     text = "\n".join(ls)
-    for parse in (nccl.parse, pyspy.parse, topology.parse):
+    for parse in TEXT_PARSERS:
         try:
-            parse("<fuzz>", text)
+            with finishes_within(5):
+                parse("<fuzz>", text)
         except TraceTriageError:
             pass  # the project's own input error is the only acceptable failure
+
+
+@pytest.mark.parametrize("line", [
+    "host:1:2 [0] NCCL INFO Channel 00/0 : " + "0[0] -> " * 20000 + "1[1] via P2P/IPC",
+    "Thread 0x1 (active): \"" + "x" * 200000,
+    "    " + "f (a.py:1) " * 20000,
+    "GPU0" + "\tNV4" * 50000,
+    "a;" * 100000 + " 3",
+    " ".join(["1024"] * 50000),
+    "[" * 200000,  # JSON-looking py-spy input nested past the recursion limit
+])
+def test_text_parsers_finish_on_pathological_lines(line):
+    """Long repetitive lines (the shape that makes a backtracking regex blow up) end quickly."""
+    for parse in TEXT_PARSERS:
+        try:
+            with finishes_within(10):
+                parse("<fuzz>", "\n".join([line] * 3))
+        except TraceTriageError:
+            pass
 
 
 @settings(max_examples=60, deadline=None)
