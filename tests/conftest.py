@@ -1,4 +1,5 @@
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,15 @@ def real(fmt: str, name: str) -> Path:
     if not path.exists():
         pytest.skip(f"real sample {fmt}/{name} not present (../shared/samples/real is absent in this checkout)")
     return path
+
+
+def sql(path, q):
+    """Rows of ``q`` read straight from the file with sqlite3 (read-only): the independent measurement."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute(q).fetchall()
+    finally:
+        con.close()
 
 
 def bundle_names():

@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import BUNDLES, ROOT, real, run_cli
+from conftest import BUNDLES, ROOT, real, run_cli, sql
 
 from tracetriage import analyze, open_case
 from tracetriage.case import detect
@@ -14,15 +14,6 @@ from tracetriage.errors import EXIT_INPUT
 
 sys.path.insert(0, str(ROOT / "samples"))
 import generate  # noqa: E402
-
-
-def sql(path, q):
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return con.execute(q).fetchall()
-    finally:
-        con.close()
-
 
 # name: (kernels, memsets, API regions, GPU busy % (the file's own `busy` view where it has one))
 ROCPD = {

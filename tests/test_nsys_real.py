@@ -4,11 +4,10 @@ Each test re-measures with sqlite3 where cheap, and pins the figures recorded in
 shared/samples/real/nsys/SOURCES.md (measured there with plain SQL).
 """
 
-import sqlite3
 
 import numpy as np
 import pytest
-from conftest import real
+from conftest import real, sql
 
 from tracetriage import open_case
 from tracetriage.parsers import nsys
@@ -23,14 +22,6 @@ FILES = {
     "nsys2025.5_2xRTX3090_cuda_uvm_osrt_sampling.sqlite": (86, 56, 2, 170, 0, 1, None, "2025.5.1.121"),
     "nsys2021.2_1xRTX6000_legacy_schema_no_metadata.sqlite": (12, 48, 12, 111, 0, 1, None, "2021.2.1"),
 }
-
-
-def sql(path, q):
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return con.execute(q).fetchall()
-    finally:
-        con.close()
 
 
 @pytest.mark.parametrize("name", sorted(FILES))
