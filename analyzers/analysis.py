@@ -10,15 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from tracetriage import __version__
+from tracetriage.analyzers import accounting
 from tracetriage.analyzers import collectives as coll
 from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers import kernels as kern
 from tracetriage.analyzers import rules
 from tracetriage.analyzers import steps as st
 from tracetriage.analyzers import timeline as tl
-from tracetriage.model import Trace, cat_mask
+from tracetriage.model import Trace, cat_mask, is_kind
 
 SCHEMA = "tracetriage.analysis/1"
 SYNC_SLACK_NS = 20_000  # a gap "follows" a sync that ended at most 20 us before it began
@@ -111,9 +113,12 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         ends = np.sort(blocking.loc[blocking["pid"] == int(row["pid"]), "end"].to_numpy(np.int64))
         t = tl.device_timeline(trace, d, lo, hi, hosts, sync_ends=ends, sync_slack_ns=SYNC_SLACK_NS)
         c = coll.device_collectives(trace, d, lo, hi)
+        copies = accounting.copy_activity(trace, d, lo, hi)
         did = prefix + trace.device_label(d)
         series_busy[did] = t.pop("busy_timeline")
         coll_starts.append(c.pop("_starts"))
+        slices = accounting.decomposition(t["busy_ns"], t["window_ns"], copies["copy_only_ns"], c.pop("_exposed_ns"),
+                                          t["_idle_by_class"])
         devices.append(
             {
                 "id": did,
@@ -124,6 +129,8 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
                 "trace": trace.path,
                 **t,
                 **c,
+                "copies": copies,
+                "_slices": slices,
             }
         )
 
@@ -153,15 +160,28 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
             }
         )
 
-    skew = coll.rank_skew([a for a in coll_starts if a.size]) if any(a.size for a in coll_starts) else None
-    return {
+    copies = kern.copy_checks(trace, lo, hi)
+    labels = {d: devices[d]["id"] for d in range(len(devices))}
+    copies["pageable_async"]["by_device"] = {labels[k]: v for k, v in copies["pageable_async"]["by_device"].items()}
+    g = trace.gpu
+    gs = g["start"].to_numpy()
+    in_win = (gs >= lo) & (gs < hi)
+    ops = {k: int((in_win & is_kind(g, k)).sum()) for k in ("kernel", "memcpy", "memset", "graph")}
+    a_in = (api["start"].to_numpy() >= lo) & (api["start"].to_numpy() < hi)
+    names = api["name"].cat.categories if isinstance(api["name"].dtype, pd.CategoricalDtype) else []
+    capture_codes = [i for i, n in enumerate(names) if rules.CAPTURE_CALLS.search(str(n))]
+    out = {
         "window": window,
         "devices": devices,
         "processes": processes,
         "kernels": kern.kernel_summary(trace, lo, hi),
+        "kernels_in_window": ops["kernel"],
+        "gpu_ops_in_window": ops,
+        "capture_calls": int(np.isin(api["name"].cat.codes.to_numpy(), capture_codes).sum()) if capture_codes else 0,
+        "launches_in_window": int((a_in & cat_mask(api, "category", ("launch",))).sum()),
         "kernel_median_ns": kern.kernel_duration_median(trace, lo, hi),
-        "copies": kern.copy_checks(trace, lo, hi),
-        "collective_skew": skew,
+        "copies": copies,
+        "_coll_starts": coll_starts,
         "graph_replays_in_window": int(
             ((trace.gpu["kind"] == "graph") & (trace.gpu["start"] >= lo) & (trace.gpu["start"] < hi)).sum()
         ),
@@ -169,9 +189,12 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
             ((api["category"] == "graph_launch") & (api["start"] >= lo) & (api["start"] < hi)).sum()
         ),
         "has_api": bool(len(api)),
-        "meta": {"format": trace.format, **{k: v for k, v in trace.meta.items() if k in ("version", "graph_trace_mode")}},
+        "meta": {"format": trace.format, "path": trace.path,
+                 **{k: v for k, v in trace.meta.items() if k in ("version", "graph_trace_mode")}},
         "_series": {"busy": series_busy, "steps": step_series},
     }
+    out["_odd"] = rules.oddities(out)
+    return out
 
 
 def _tp_groups(devices: list[dict]) -> list[list[int]]:
@@ -180,7 +203,25 @@ def _tp_groups(devices: list[dict]) -> list[list[int]]:
     return [coll] if len(coll) > 1 else []
 
 
-def analyze(case, step_range: str | None = None) -> Analysis:
+def _skew(per_trace: list[dict]) -> dict | None:
+    """Collective skew over every device of the case. Devices of different traces are
+    compared only when the traces' windows overlap (one clock); otherwise per trace."""
+    starts = [a for p in per_trace for a in p["_coll_starts"] if a.size]
+    if not starts:
+        return None
+    spans = [(p["window"]["start_ns"], p["window"]["end_ns"]) for p in per_trace if any(a.size for a in p["_coll_starts"])]
+    one_clock = all(a < d and c < b for (a, b) in spans for (c, d) in spans)
+    if one_clock:
+        return coll.rank_skew(starts)
+    out = coll.rank_skew([a for a in per_trace[0]["_coll_starts"] if a.size])
+    out["reason"] = "the traces' windows do not overlap (different clocks): skew measured inside each trace only" + (
+        f"; {out['reason']}" if out.get("reason") else "")
+    return out
+
+
+def analyze(case, step_range: str | None = None, symptom: str | None = None, slo: dict | None = None) -> Analysis:
+    """Every analyzer over a case; ``symptom`` ranks its axis first, ``slo`` holds the
+    user's budgets (``ttft_p95_ms``, ``tpot_p95_ms``, ``itl_p99_ms``)."""
     multi = len(case.traces) > 1
     per_trace = [analyze_trace(t, i, multi, step_range) for i, t in enumerate(case.traces)]
     devices = [d for p in per_trace for d in p["devices"]]
@@ -190,13 +231,16 @@ def analyze(case, step_range: str | None = None) -> Analysis:
         "tool_version": __version__,
         "inputs": list(case.inputs),
         "skipped": list(case.skipped),
+        "symptom": symptom,
+        "slo": dict(slo or {}),
         "window": per_trace[0]["window"] if per_trace else None,
         "windows": [p["window"] for p in per_trace],
         "devices": devices,
         "processes": processes,
-        "kernels": per_trace[0]["kernels"] if per_trace else [],
-        "copies": per_trace[0]["copies"] if per_trace else None,
-        "collective_skew": per_trace[0]["collective_skew"] if per_trace else None,
+        "kernels": kern.kernel_summary_multi([(t, p["window"]["start_ns"], p["window"]["end_ns"])
+                                              for t, p in zip(case.traces, per_trace)]) if per_trace else [],
+        "copies": kern.merge_copy_checks([p["copies"] for p in per_trace]),
+        "collective_skew": _skew(per_trace),
         "topology": None,
         "nccl": None,
         "serving": None,
@@ -241,11 +285,12 @@ def analyze(case, step_range: str | None = None) -> Analysis:
                 for c in case.pyspy if c.format in ("dump", "dump-json") for smp in c.samples
             ][:64],
         }
-    ctx = rules.Context(case=case, data=data, per_trace=per_trace)
+    ctx = rules.Context(case=case, data=data, per_trace=per_trace, symptom=symptom, slo=dict(slo or {}))
     findings, abstentions = rules.evaluate(ctx)
     data["findings"] = findings
     data["abstentions"] = abstentions
-    data["headline"] = rules.headline(findings, abstentions, data)
+    data["headline"] = rules.headline(findings, abstentions, data, symptom)
+    data["headline_by_axis"] = rules.headline_by_axis(findings)
     for d in devices:  # internal figures used by the rules, not part of the contract
         for k in [k for k in d if k.startswith("_")]:
             del d[k]

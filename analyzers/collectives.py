@@ -28,7 +28,7 @@ def device_collectives(trace: Trace, device: int, lo: int, hi: int) -> dict:
     is_coll = mine & (coll_codes >= 0)
     if not is_coll.any():  # most single-GPU captures: no compute union to build
         return {"collective_ns": 0, "collective_share_pct": 0.0, "collective_exposed_pct": 0.0,
-                "collectives_by_op": {}, "collective_count": 0, "_starts": np.empty(0, np.int64)}
+                "collectives_by_op": {}, "collective_count": 0, "_starts": np.empty(0, np.int64), "_exposed_ns": 0}
     starts, ends = g["start"].to_numpy(), g["end"].to_numpy()
     cs, ce = iv.clip(*iv.union(starts[is_coll], ends[is_coll]), lo, hi)
     comp = mine & (coll_codes < 0)
@@ -49,6 +49,7 @@ def device_collectives(trace: Trace, device: int, lo: int, hi: int) -> dict:
         "collectives_by_op": by_op,
         "collective_count": int(len(in_window)),
         "_starts": np.sort(in_window["start"].to_numpy(np.int64)),
+        "_exposed_ns": int(exposed_ns),
     }
 
 

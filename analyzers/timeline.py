@@ -67,6 +67,9 @@ def _pct(x: int, d: int) -> float:
 
 CHUNK_INTERVALS = 1_000_000  # device intervals processed per slice: bounds memory on 10M-kernel traces
 SHORT_GAP_NS = 1_000_000
+# Gap classes, disjoint: a gap that begins as a blocking sync returns ("after_sync"),
+# else a gap under SHORT_GAP_NS ("short": between kernels of one step), else "long".
+GAP_CLASSES = ("after_sync", "short", "long")
 
 
 class _HostSlicer:
@@ -132,7 +135,8 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
     s_all, e_all = _device_intervals(trace, device, lo, hi)
     edges = np.linspace(lo, hi, TIMELINE_BINS + 1).astype(np.int64)
     acc = {"busy": 0, "bins": np.zeros(TIMELINE_BINS), "lengths": [], "by_cause": dict.fromkeys(CAUSES, 0),
-           "top": [], "after_ns": 0, "after_n": 0, "short_lh_ns": 0, "short_n": 0}
+           "top": [], "after_ns": 0, "after_n": 0, "short_lh_ns": 0, "short_n": 0,
+           "by_class": {k: dict.fromkeys(CAUSES, 0) for k in GAP_CLASSES}}
 
     def close(cs: np.ndarray, ce: np.ndarray, gs: np.ndarray, ge: np.ndarray) -> None:
         """Account closed busy intervals and the gaps that end at their starts."""
@@ -153,6 +157,9 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
         acc["after_n"] += int(after.sum())
         acc["short_lh_ns"] += int((causes["launch"] + causes["host"])[short].sum())
         acc["short_n"] += int(short.sum())
+        for cls, m in (("after_sync", after), ("short", short), ("long", ~after & ~short)):
+            for c in CAUSES:
+                acc["by_class"][cls][c] += int(causes[c][m].sum())
         acc["lengths"].append(length)
         if length.size > TOP_GAPS:  # top-k without sorting the whole slice; ties go to the earliest
             thr = np.partition(length, length.size - TOP_GAPS)[length.size - TOP_GAPS]
@@ -223,6 +230,7 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
         "_after_sync_count": acc["after_n"],
         "_short_launch_host_ns": acc["short_lh_ns"],
         "_short_gap_count": acc["short_n"],
+        "_idle_by_class": acc["by_class"],
     }
 
 

@@ -55,7 +55,7 @@ GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 NVTX = "NVTX_EVENTS"
 
 # nsys's own numbering, used when the ENUM_* tables were not exported (2021 schema).
-_COPY_KIND_IDS = {1: "HtoD", 2: "DtoH", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}
+_COPY_KIND_IDS = {1: "HtoD", 2: "DtoH", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM_HtoD", 12: "UVM_DtoH", 13: "UVM_DtoD"}
 _PAGEABLE_KIND_ID = 0
 _SYNC_TYPE_IDS = {1: "event_sync", 2: "stream_wait_event", 3: "stream_sync", 4: "context_sync"}
 _NVTX_RANGE_TYPES = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60, "NvtxtPushPopRange": 70, "NvtxtStartEndRange": 71}
@@ -336,8 +336,9 @@ def _copy_kind_names(db: Database) -> dict[int, str]:
         return dict(_COPY_KIND_IDS)
     out = {}
     for i, name in enum.items():
-        m = re.search(r"(HTOD|DTOH|DTOD|HTOH|PTOP)$", name.upper())
-        out[i] = {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH", "PTOP": "PtoP"}[m.group(1)] if m else "other"
+        m = re.search(r"(UVM_)?(HTOD|DTOH|DTOD|HTOH|PTOP)$", name.upper())
+        kind = {"HTOD": "HtoD", "DTOH": "DtoH", "DTOD": "DtoD", "HTOH": "HtoH", "PTOP": "PtoP"}[m.group(2)] if m else "other"
+        out[i] = ("UVM_" + kind) if m and m.group(1) else kind
     return out
 
 

@@ -81,6 +81,46 @@ def idle_by_cause(devices: list[dict]) -> str | None:
     return _svg(fig)
 
 
+FINDING_COLORS = ["#e4572e", "#f3a712", "#29335c", "#a23b72", "#3f88c5", "#8c5e58", "#44bba4", "#e94f37"]
+
+
+def window_accounting(devices: list[dict]) -> str | None:
+    """One stacked bar per device: the slice each finding claims, then what no finding
+    claims (kernels computing, copies, idle), adding up to the window."""
+    devs = [d for d in devices if d.get("accounting")][:16]
+    if not devs:
+        return None
+    ids = []
+    for d in devs:
+        for k in d["accounting"]["claims_pct"]:
+            if k not in ids:
+                ids.append(k)
+    fig, ax = plt.subplots(figsize=(10, 1.0 + 0.34 * len(devs)))
+    labels = [_label(d["id"], 28) for d in devs]
+    left = [0.0] * len(devs)
+
+    def layer(values, color, label, hatch=None):
+        nonlocal left
+        if not any(values):
+            return
+        ax.barh(labels, values, left=left, color=color, label=label, hatch=hatch, edgecolor="white", linewidth=0.3)
+        left = [a + b for a, b in zip(left, values)]
+
+    for i, fid in enumerate(ids):
+        layer([d["accounting"]["claims_pct"].get(fid, 0.0) for d in devs], FINDING_COLORS[i % len(FINDING_COLORS)], fid)
+    # What remains unclaimed, from the decomposition less the claims (busy slices are claimed first by collective/copy rules).
+    rest = [max(0.0, 100.0 - sum(d["accounting"]["claims_pct"].values())) for d in devs]
+    compute = [min(r, d["accounting"]["slices_pct"].get("compute", 0.0)) for r, d in zip(rest, devs)]
+    layer(compute, "#2a9d8f", "kernels computing")
+    layer([max(0.0, r - k) for r, k in zip(rest, compute)], "#cccccc", "unclaimed (copies, idle)")
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("% of each device's window")
+    ax.set_title("Where each device's window went, and which finding claims each slice")
+    ax.invert_yaxis()
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.9 if len(devs) < 3 else -0.25), frameon=False)
+    return _svg(fig)
+
+
 def step_durations(steps: dict[str, dict]) -> str | None:
     series = [(k, v) for k, v in steps.items() if v["durations"]]
     if not series:
@@ -150,6 +190,7 @@ def all_charts(analysis) -> list[tuple[str, str]]:
     window = (data.get("window") or {}).get("duration_ns") or 1
     charts = [
         ("busy", busy_over_time(series.get("busy", {}), window)),
+        ("accounting", window_accounting(data["devices"])),
         ("idle", idle_by_cause(data["devices"])),
         ("steps", step_durations(series.get("steps", {}))),
         ("collectives", collective_share(data["devices"])),

@@ -47,33 +47,46 @@ def rows(cmp: dict) -> list[dict]:
     return out
 
 
+def share(v) -> str:
+    return "not in window" if v is None else f"{v:.2f}%"
+
+
+def kchange(k: dict) -> str:
+    return "n/a" if k["change_pts"] is None else f"{k['change_pts']:+.2f} pt"
+
+
+def finding_line(cmp: dict) -> str:
+    f = cmp["findings"]
+    return "Findings — " + "; ".join(f"{k}: {', '.join(f[k]) or 'none'}" for k in ("resolved", "new", "improved", "worse", "unchanged")) + (
+        f" (tolerance {cmp['impact_tolerance_pts']:g} points of impact)")
+
+
 def render_compare(cmp: dict, fmt_name: str) -> str:
     if fmt_name == "json":
         return json.dumps(_clean(cmp), indent=2, ensure_ascii=False) + "\n"
     if fmt_name == "html":
         from tracetriage.reports.html import environment
 
-        return environment().get_template("compare.html.j2").render(c=cmp, rows=rows(cmp))
+        return environment().get_template("compare.html.j2").render(c=cmp, rows=rows(cmp), share=share, kchange=kchange)
     if fmt_name == "md":
         lines = ["# tracetriage compare", "", f"**{md_escape(cmp['summary'])}**", "",
                  f"- before: {md_escape(cmp['before']['label'])} — {md_escape(cmp['before']['headline'] or '')}",
                  f"- after: {md_escape(cmp['after']['label'])} — {md_escape(cmp['after']['headline'] or '')}", "",
                  "| metric | before | after | change |", "|---|---:|---:|---:|"]
         lines += [f"| {md_escape(r['label'])} | {md_escape(r['before'])} | {md_escape(r['after'])} | {md_escape(r['change'])} |" for r in rows(cmp)]
-        f = cmp["findings"]
-        lines += ["", f"Findings resolved: {', '.join(f['resolved']) or 'none'}; new: {', '.join(f['new']) or 'none'}; "
-                      f"unchanged: {', '.join(f['unchanged']) or 'none'}", "", "| kernel | before | after | change |", "|---|---:|---:|---:|"]
-        lines += [f"| {md_escape(k['name'][:90])} | {fmt_ns(k['before_ns'])} | {fmt_ns(k['after_ns'])} | {fmt_ns(k['change_ns'])} |"
+        lines += ["", finding_line(cmp), "", "| kernel | before (share of window) | after | change |", "|---|---:|---:|---:|"]
+        lines += [f"| {md_escape(k['name'][:90])} | {share(k['before_share_pct'])} | {share(k['after_share_pct'])} | {kchange(k)} |"
                   for k in cmp["kernel_deltas"]]
         return "\n".join(lines) + "\n"
     lines = [f"tracetriage compare: {cmp['summary']}", "",
              f"before: {cmp['before']['label']}: {cmp['before']['headline']}",
              f"after:  {cmp['after']['label']}: {cmp['after']['headline']}", ""]
     lines += [f"  {r['label']:<38} {r['before']:>12} -> {r['after']:>12}   {r['change']}" for r in rows(cmp)]
-    f = cmp["findings"]
-    lines += ["", f"findings resolved: {', '.join(f['resolved']) or 'none'}",
-              f"findings new:      {', '.join(f['new']) or 'none'}", f"findings unchanged: {', '.join(f['unchanged']) or 'none'}"]
+    lines += ["", finding_line(cmp)]
+    lines += [f"  {c['id']}: {c['before_pct']:.1f}% -> {c['after_pct']:.1f}% of the {c['denominator']} ({c['verdict']})"
+              for c in cmp["finding_changes"]]
     if cmp["kernel_deltas"]:
-        lines += ["", "kernel time deltas (window totals):"]
-        lines += [f"  {fmt_ns(k['change_ns']) if k['change_ns'] >= 0 else '-' + fmt_ns(-k['change_ns']):>12}  {k['name'][:90]}" for k in cmp["kernel_deltas"][:10]]
+        lines += ["", "kernel time as a share of each window (before -> after):"]
+        lines += [f"  {share(k['before_share_pct']):>16} -> {share(k['after_share_pct']):<16} {kchange(k):>10}  {k['name'][:90]}"
+                  for k in cmp["kernel_deltas"][:10]]
     return "\n".join(lines) + "\n"

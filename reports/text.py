@@ -7,7 +7,12 @@ from tracetriage.reports.view import build_view, fmt_ns
 
 def render_text(analysis) -> str:
     v = build_view(analysis.data)
-    out = [f"tracetriage {v['tool_version']}", "", f"VERDICT  {v['headline']}", ""]
+    out = [f"tracetriage {v['tool_version']}", "", f"VERDICT  {v['headline']}"]
+    if v.get("symptom"):
+        out.append(f"SYMPTOM  {v['symptom']} (its findings rank first)")
+    for d in v.get("devices", [])[:8]:
+        out.append(f"WINDOW   {d['id']}: {d['accounting_text']}")
+    out.append("")
     w = v["window"]
     if w:
         out.append(f"window   {w['duration']} ({w['source']}; {w['warmup_steps_excluded']} warm-up steps excluded)")
@@ -45,7 +50,7 @@ def render_text(analysis) -> str:
             )
         out.append("")
     for n, f in enumerate(v["findings"], 1):
-        out.append(f"[{n}] {f['severity'].upper()} {f['id']} — impact {f['impact_pct']:.1f}% of {f['impact_denominator']}")
+        out.append(f"[{n}] {f['severity'].upper()} {f['id']} ({f['axis']}) — impact {f['impact_pct']:.1f}% of {f['impact_denominator']}")
         out.append(f"    {f['title']}")
         for e in f["evidence"]:
             out.append(f"    - {e['text']}")

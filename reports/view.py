@@ -29,6 +29,12 @@ def fmt_num(x) -> str:
     return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.1f}"
 
 
+def pct(x: float) -> str:
+    """One decimal that never shows 100.0% for less."""
+    shown = f"{x:.1f}"
+    return "99.9%" if shown == "100.0" and x < 100.0 else shown + "%"
+
+
 def build_view(data: dict) -> dict:
     v = copy.deepcopy(data)
     if v.get("window"):
@@ -40,6 +46,13 @@ def build_view(data: dict) -> dict:
         d["busy"] = fmt_ns(d["busy_ns"])
         w = d["window_ns"] or 1
         parts = [(c, n) for c, n in d["gaps"]["by_cause"].items() if n]
+        acc = d.get("accounting") or {"slices_pct": {}, "claims_pct": {}}
+        claims = sorted(acc["claims_pct"].items(), key=lambda x: -x[1])
+        claimed = sum(x for _, x in claims)
+        busy = {k: acc["slices_pct"].get(k, 0.0) for k in ("compute", "collective", "copy")}
+        d["accounting_text"] = ", ".join(
+            [f"{k} {pct(x)}" for k, x in claims]
+            + [f"unclaimed {pct(max(0.0, 100.0 - claimed))} (compute {pct(busy['compute'])}, copies {pct(busy['copy'])} of the window in all)"])
         d["causes_text"] = ", ".join(f"{c} {100 * n / w:.1f}%" for c, n in sorted(parts, key=lambda x: -x[1])) or "-"
     for p in v.get("processes", []):
         p["step_p50"] = fmt_ns(p["steps"]["p50_ns"])

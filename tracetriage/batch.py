@@ -169,8 +169,9 @@ def content_hash(paths: list[str]) -> str:
     return h.hexdigest()
 
 
-def analyze_case(spec: dict, outdir: str, step_range: str | None = None) -> dict:
-    """Run one case (in a worker process) and write its reports; return its record."""
+def analyze_case(spec: dict, outdir: str, options: dict | None = None) -> dict:
+    """Run one case (in a worker process) and write its reports; return its record.
+    ``options`` are analyze()'s keyword options (step_range, symptom, slo)."""
     from tracetriage import analyze, open_case
     from tracetriage.analyzers.summary import headline_metrics
     from tracetriage.memory import tune_allocator
@@ -181,14 +182,14 @@ def analyze_case(spec: dict, outdir: str, step_range: str | None = None) -> dict
     case_dir = Path(outdir) / "cases" / spec["case_id"]
     case_dir.mkdir(parents=True, exist_ok=True)
     record = {"case_id": spec["case_id"], "path": spec["label"], "files": spec["paths"], "inputs_hash": spec["inputs_hash"],
-              "tool_version": __version__, "status": "failed", "error": spec.get("error")}
+              "tool_version": __version__, "options": options or {}, "status": "failed", "error": spec.get("error")}
     if not spec.get("error"):
         try:
-            analysis = analyze(open_case(spec["paths"]), step_range=step_range)
+            analysis = analyze(open_case(spec["paths"]), **(options or {}))
             (case_dir / "analysis.json").write_text(render(analysis, "json"), encoding="utf-8")
             (case_dir / "report.html").write_text(render(analysis, "html"), encoding="utf-8")
             record.update(status="ok", error=None, metrics=headline_metrics(analysis.data),
-                          findings=[{k: f[k] for k in ("id", "severity", "impact_pct", "title")} for f in analysis.findings])
+                          findings=[{k: f[k] for k in ("id", "axis", "severity", "impact_pct", "title")} for f in analysis.findings])
         except TraceTriageError as exc:
             record["error"] = str(exc)
         except Exception as exc:  # noqa: BLE001 - a bug must not take the batch down; it is recorded
@@ -199,7 +200,7 @@ def analyze_case(spec: dict, outdir: str, step_range: str | None = None) -> dict
     return record
 
 
-def _previous(outdir: Path, spec: CaseSpec) -> dict | None:
+def _previous(outdir: Path, spec: CaseSpec, options: dict) -> dict | None:
     rec = outdir / "cases" / spec.case_id / "record.json"
     if not rec.exists() or spec.inputs_hash is None:
         return None
@@ -207,14 +208,17 @@ def _previous(outdir: Path, spec: CaseSpec) -> dict | None:
         old = json.loads(rec.read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    if old.get("inputs_hash") == spec.inputs_hash and old.get("tool_version") == __version__:
+    if (old.get("inputs_hash") == spec.inputs_hash and old.get("tool_version") == __version__
+            and (old.get("options") or {}) == options):
         return old
     return None
 
 
 def run_batch(inputs: list[str], outdir: str, jobs: int | None = None, on_error: str = "skip", force: bool = False,
-              dask_address: str | None = None, step_range: str | None = None, progress: bool = True) -> BatchResult:
+              dask_address: str | None = None, step_range: str | None = None, progress: bool = True,
+              symptom: str | None = None, slo: dict | None = None) -> BatchResult:
     t0 = time.perf_counter()
+    options = {k: v for k, v in (("step_range", step_range), ("symptom", symptom), ("slo", slo)) if v}
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     specs = discover(inputs, out)
@@ -222,7 +226,7 @@ def run_batch(inputs: list[str], outdir: str, jobs: int | None = None, on_error:
     todo = []
     by_id = {}
     for s in specs:
-        old = None if force else _previous(out, s)
+        old = None if force else _previous(out, s, options)
         if old is not None:
             old["reused"] = True
             by_id[s.case_id] = old
@@ -231,7 +235,7 @@ def run_batch(inputs: list[str], outdir: str, jobs: int | None = None, on_error:
             todo.append(s)
     jobs = jobs or os.cpu_count() or 1
     stop = False
-    for record in _execute(todo, out, jobs, dask_address, step_range, progress):
+    for record in _execute(todo, out, jobs, dask_address, options, progress):
         record["reused"] = False
         by_id[record["case_id"]] = record
         result.analyzed += 1
@@ -251,7 +255,7 @@ def run_batch(inputs: list[str], outdir: str, jobs: int | None = None, on_error:
     return result
 
 
-def _execute(todo: list[CaseSpec], out: Path, jobs: int, dask_address: str | None, step_range, progress: bool):
+def _execute(todo: list[CaseSpec], out: Path, jobs: int, dask_address: str | None, options: dict, progress: bool):
     if not todo:
         return
     bar = _bar(len(todo), progress)
@@ -261,7 +265,7 @@ def _execute(todo: list[CaseSpec], out: Path, jobs: int, dask_address: str | Non
             from dask.distributed import Client, as_completed
 
             with Client(dask_address) as client:
-                futures = client.map(analyze_case, payload, outdir=str(out), step_range=step_range, pure=False)
+                futures = client.map(analyze_case, payload, outdir=str(out), options=options, pure=False)
                 for fut in as_completed(futures):
                     bar.update(1)
                     yield fut.result()
@@ -272,7 +276,7 @@ def _execute(todo: list[CaseSpec], out: Path, jobs: int, dask_address: str | Non
 
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
-            futures = [pool.submit(analyze_case, p, str(out), step_range) for p in payload]
+            futures = [pool.submit(analyze_case, p, str(out), options) for p in payload]
             try:
                 for fut in done(futures):
                     bar.update(1)

@@ -16,6 +16,35 @@ from tracetriage.errors import (
 )
 
 SEVERITY_ORDER = ["info", "low", "medium", "high"]
+SYMPTOMS = ["throughput", "utilization", "tail", "ttft", "tpot", "oom", "cost"]  # the finding axes (DESIGN.md)
+SLO_KEYS = [f"{m}_{q}_ms" for m in ("ttft", "tpot", "itl", "e2e") for q in ("p50", "p90", "p95", "p99")]
+
+
+def parse_slo(text: str | None) -> dict:
+    """``ttft_p95_ms=800,tpot_p95_ms=50`` -> {"ttft_p95_ms": 800.0, ...}; unknown keys are a usage error."""
+    from tracetriage.errors import UsageError
+
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if key not in SLO_KEYS:
+            raise UsageError(None, f"--slo: unknown budget {key!r}; valid names: {', '.join(SLO_KEYS)}")
+        try:
+            number = float(value)
+        except ValueError:
+            number = float("nan")
+        if not sep or not number > 0 or number == float("inf"):
+            raise UsageError(None, f"--slo: {key} needs a positive number of milliseconds (got {value.strip()!r})")
+        out[key] = number
+    return out
+
+
+def _verdict_options(parser) -> None:
+    parser.add_argument("--symptom", choices=SYMPTOMS,
+                        help="the symptom the user suffers: its findings rank first (default: the top finding of each axis)")
+    parser.add_argument("--slo", metavar="BUDGETS",
+                        help="latency budgets the findings are checked against, e.g. ttft_p95_ms=800,tpot_p95_ms=50,itl_p99_ms=100")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of standard output")
     a.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
     a.add_argument("--fail-on", choices=SEVERITY_ORDER, help="exit with code 5 when a finding at or above this severity is present")
+    _verdict_options(a)
 
     b = sub.add_parser("batch", help="analyze every case under directories, globs or archives; write index.html and summary.parquet",
                        description="One case per trace file, or per directory bundling a trace with its side artifacts.")
@@ -53,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--fail-on", choices=SEVERITY_ORDER, help="exit with code 5 when a case has a finding at or above this severity")
     b.add_argument("--exit-zero", action="store_true", help="exit 0 even when some cases failed (they are still listed)")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _verdict_options(b)
 
     c = sub.add_parser("compare", help="what changed between two captures (before/after a fix or release)",
                        description="Compare two cases: traces, bundles, or saved analysis JSON files.")
@@ -61,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--format", "-f", choices=["text", "json", "md", "html"], help="output format (default: text, or from -o's extension)")
     c.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     c.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
+    _verdict_options(c)
     return p
 
 
@@ -107,7 +139,8 @@ def cmd_analyze(args) -> int:
     from tracetriage.reports import render
 
     _validate_regex(args.step_range)
-    analysis = analyze(open_case(args.paths), step_range=args.step_range)
+    slo = parse_slo(args.slo)
+    analysis = analyze(open_case(args.paths), step_range=args.step_range, symptom=args.symptom, slo=slo)
     _emit(args, render(analysis, _format_for(args)), analysis.headline)
     return EXIT_FAIL_ON if _fails(analysis.findings, args.fail_on) else EXIT_OK
 
@@ -119,8 +152,10 @@ def cmd_batch(args) -> int:
     _validate_regex(args.step_range)
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(None, "--jobs must be at least 1")
+    slo = parse_slo(args.slo)
     result = run_batch(args.inputs, args.output, jobs=args.jobs, on_error=args.on_error, force=args.force,
-                       dask_address=args.dask, step_range=args.step_range, progress=not args.no_progress)
+                       dask_address=args.dask, step_range=args.step_range, progress=not args.no_progress,
+                       symptom=args.symptom, slo=slo)
     print(f"tracetriage: {len(result.records)} cases: {result.analyzed} analyzed, {result.reused} unchanged, "
           f"{result.failed} failed{f', {result.not_run} not run' if result.not_run else ''}; "
           f"wrote {Path(args.output) / 'index.html'} and summary.parquet ({result.seconds} s)", file=sys.stderr)
@@ -134,7 +169,7 @@ def cmd_batch(args) -> int:
     return EXIT_OK
 
 
-def _load_analysis(path: str, step_range):
+def _load_analysis(path: str, step_range, symptom=None, slo=None):
     import json
 
     from tracetriage import analyze, open_case
@@ -147,7 +182,7 @@ def _load_analysis(path: str, step_range):
             data = None
         if isinstance(data, dict) and data.get("schema") == "tracetriage.analysis/1":
             return data
-    return analyze(open_case([path]), step_range=step_range).data
+    return analyze(open_case([path]), step_range=step_range, symptom=symptom, slo=slo).data
 
 
 def cmd_compare(args) -> int:
@@ -155,8 +190,9 @@ def cmd_compare(args) -> int:
     from tracetriage.reports.compare import render_compare
 
     _validate_regex(args.step_range)
-    before = _load_analysis(args.before, args.step_range)
-    after = _load_analysis(args.after, args.step_range)
+    slo = parse_slo(args.slo)
+    before = _load_analysis(args.before, args.step_range, args.symptom, slo)
+    after = _load_analysis(args.after, args.step_range, args.symptom, slo)
     result = compare(before, after, args.before, args.after)
     _emit(args, render_compare(result, _format_for(args)), result["summary"])
     return EXIT_OK

@@ -20,7 +20,8 @@ Tables of a :class:`Trace` (column: dtype — meaning):
     collective: category — AllReduce, AllGather, ReduceScatter, Broadcast, Reduce,
         SendRecv, AllToAll, Collective (op unknown), or missing for compute
     bytes: int64 — bytes moved by a copy or set, 0 for kernels
-    copy_kind: category — HtoD, DtoH, DtoD, HtoH, PtoP, other (copies only)
+    copy_kind: category — HtoD, DtoH, DtoD, HtoH, PtoP, other, and UVM_HtoD / UVM_DtoH /
+        UVM_DtoD for unified-memory migrations (copies only)
     pageable: bool — a copy whose host side is pageable (not pinned) memory
     in_graph: bool — a kernel/copy executed as a node of a CUDA/HIP graph
 
@@ -82,7 +83,9 @@ COLLECTIVE_OPS = [
     "AllToAll",
     "Collective",
 ]
-COPY_KINDS = ["HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "other"]
+COPY_KINDS = ["HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "other", "UVM_HtoD", "UVM_DtoH", "UVM_DtoD"]
+# Unified-memory page migrations (nsys copyKind 11-13): the driver moving pages, not a copy the program issued.
+UVM_KINDS = ["UVM_HtoD", "UVM_DtoH", "UVM_DtoD"]
 SYNC_TYPES = ["event_sync", "stream_wait_event", "stream_sync", "context_sync", "unknown"]
 
 GPU_COLUMNS = {
@@ -214,7 +217,9 @@ _GRAPH_LAUNCH = re.compile(r"^(cuda|cu|hip)GraphLaunch$")
 _SYNC = re.compile(
     r"^(cuda|hip)(Stream|Device|Event|Thread)Synchronize$|^cu(Stream|Ctx|Event)Synchronize$"
 )
-_MEMCPY_ASYNC = re.compile(r"^(cuda|cu|hip)Memcpy\w*Async$|^hipMemcpyWithStream$")
+# hipMemcpyWithStream blocks the host until the copy is done (HIP documents it as the
+# synchronous copy on a given stream): it is a synchronous copy, not an async one.
+_MEMCPY_ASYNC = re.compile(r"^(cuda|cu|hip)Memcpy\w*Async$")
 _MEMCPY_SYNC = re.compile(r"^(cuda|cu|hip)Memcpy\w*$")
 _MEMSET = re.compile(r"^(cuda|cu|hip)Memset\w*$")
 _ALLOC = re.compile(

@@ -1,0 +1,41 @@
+"""The findings catalog (``findings.toml``): the prose of each finding, read once at import.
+
+Rules compute metrics and evidence; :func:`make` turns them into a finding by filling
+the catalog's texts with the rule's fields. The axis of a finding comes from the
+catalog too, so a finding's id, axis and words are kept in one reviewable place.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+AXES = ("throughput", "utilization", "tail", "ttft", "tpot", "oom", "cost")
+SEVERITIES = ["info", "low", "medium", "high"]
+TEXTS = ("title", "mechanism", "fix", "confirm", "falsifier")
+
+CATALOG: dict[str, dict] = tomllib.loads(Path(__file__).with_name("findings.toml").read_text(encoding="utf-8"))
+
+
+def axis_of(finding_id: str) -> str:
+    return CATALOG[finding_id]["axis"]
+
+
+def _text(entry: dict, key: str, variant: str | None) -> str:
+    value = entry[key]
+    if isinstance(value, dict):
+        value = value.get(variant or "default", value["default"])
+    return value
+
+
+def make(finding_id: str, impact: float, fields: dict, evidence: list[dict], *, severity: str,
+         denominator: str, variant: str | None = None, entry: str | None = None) -> dict:
+    """One finding: the catalog's texts for ``entry`` (default: the id) filled with ``fields``."""
+    texts = CATALOG[entry or finding_id]
+    impact = round(float(max(0.0, min(100.0, impact))), 2)
+    out = {"id": finding_id, "axis": texts["axis"], "severity": severity, "impact_pct": impact,
+           "impact_denominator": denominator}
+    for key in TEXTS:
+        out[key] = " ".join(_text(texts, key, variant).format_map(fields).split())
+    out["evidence"] = evidence
+    return out
