@@ -179,6 +179,8 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         "gpu_ops_in_window": ops,
         "capture_calls": int(np.isin(api["name"].cat.codes.to_numpy(), capture_codes).sum()) if capture_codes else 0,
         "launches_in_window": int((a_in & cat_mask(api, "category", ("launch",))).sum()),
+        "launches_total": int(cat_mask(api, "category", ("launch",)).sum()),
+        "executed_total": int((is_kind(g, "kernel") | is_kind(g, "graph")).sum()),
         "kernel_median_ns": kern.kernel_duration_median(trace, lo, hi),
         "copies": copies,
         "_coll_starts": coll_starts,

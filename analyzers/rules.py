@@ -757,12 +757,12 @@ def oddities(p: dict) -> list[dict]:
         out.append({"analysis": analysis, "scope": p["meta"].get("path") or "trace", "reason": reason,
                     "capture_hint": capture_cmd(fmt, what)})
 
-    executed = ops["kernel"] + ops["graph"]
-    if p["capture_calls"] and p["launches_in_window"] >= t("capture_launch_ratio") * max(1, executed):
+    executed = p["executed_total"]  # over the whole capture: graph capture often lies outside the GPU window
+    if p["capture_calls"] and p["launches_total"] >= t("capture_launch_ratio") * max(1, executed):
         add("graph_capture_phase", f"{plural(p['capture_calls'], 'stream-capture or graph-instantiate call')} and "
-            f"{p['launches_in_window']:,} launch calls for {executed:,} kernels executed: this is a CUDA/HIP-graph capture "
+            f"{p['launches_total']:,} launch calls for {executed:,} kernels executed: this is a CUDA/HIP-graph capture "
             "phase, not steady-state serving")
-    elif p["capture_calls"] and any(pr["steps"]["source"] == "sync" for pr in p["processes"]) and executed < p["launches_in_window"]:
+    elif p["capture_calls"] and any(pr["steps"]["source"] == "sync" for pr in p["processes"]) and executed < p["launches_total"]:
         add("graph_capture_phase", f"steps were inferred from syncs in a window with {plural(p['capture_calls'], 'graph-capture call')}: "
             "the syncs belong to graph capture, not to serving steps")
     if ops["kernel"] + ops["graph"] == 0 and ops["memset"] and not ops["memcpy"]:

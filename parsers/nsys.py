@@ -330,6 +330,27 @@ def _copies(db: Database, table: str, kind: str) -> pd.DataFrame | None:
                      copy_kind=kinds, pageable=pageable)
 
 
+def _capture_says(capture: dict, db: Database) -> str:
+    """What the capture's own metadata says about GPU tracing, instead of a guess."""
+    types = [str(t) for t in capture.get("CAPTURE_EVENT_TYPE") or []]
+    if not types:
+        return "the export records no capture options, so whether GPU activity tracing was on is unknown"
+    if "Cuda" not in types:
+        return f"META_DATA_CAPTURE lists {', '.join(types)} but not Cuda: CUDA tracing was off"
+    platform = ""
+    if db.has("TARGET_INFO_SYSTEM_ENV"):
+        try:
+            rows = db.rows("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV")
+            env = {str(k): str(v) for k, v in rows}
+            os_name = " ".join(v for k, v in env.items() if k.lower() in ("osname", "os", "kernelversion", "osversion"))
+            if "microsoft" in os_name.lower() or "wsl" in os_name.lower():
+                platform = f"; the target is WSL ({os_name.strip()}), where CUDA activity records may not be delivered"
+        except Exception:  # noqa: BLE001 - metadata is a hint, never a reason to fail differently
+            platform = ""
+    return ("META_DATA_CAPTURE says CUDA tracing was on (CAPTURE_EVENT_TYPE Cuda): the program did no GPU work "
+            "in the capture window, or the platform did not deliver activity records" + platform)
+
+
 def _copy_kind_names(db: Database) -> dict[int, str]:
     enum = _enum(db, "ENUM_CUDA_MEMCPY_OPER")
     if not enum:
@@ -564,7 +585,7 @@ def parse(path: str) -> Trace:
         if not parts and not db.has(KERNEL) and not db.has(GRAPH_TRACE):
             what = "no CUDA kernel, memcpy or graph tables"
             if api is not None and len(api):
-                what += f" ({len(api)} CUDA API calls but no GPU activity: CUDA GPU trace was off)"
+                what += f" ({len(api)} CUDA API calls but no GPU activity recorded; {_capture_says(capture, db)})"
             raise MissingDataError(path, f"nothing to analyze: {what}")
         if not parts:
             raise MissingDataError(path, "nothing to analyze: the GPU activity tables are empty")

@@ -84,6 +84,7 @@ class Rank:
     copies: list = field(default_factory=list)    # (start, end, corr, bytes, copy_kind, src_kind, dst_kind)
     syncs: list = field(default_factory=list)     # (start, end, corr, sync_type)
     nvtx: list = field(default_factory=list)      # (start, end, text)
+    memsets: list = field(default_factory=list)   # (start, end, corr, bytes)
 
     @property
     def gtid(self):
@@ -143,8 +144,42 @@ class Rank:
         self.api.append((s, self.t, "cudaEventSynchronize_v3020", c))
         self.syncs.append((s, self.t, c, 1))
 
+    def h2d_copy(self, nbytes, gbps, pinned=True):
+        """An async host-to-device copy (e.g. offloaded weights streamed in), ``gbps`` GB/s."""
+        c = self._corr()
+        s = self.t
+        self.t += 6 * US
+        self.api.append((s, self.t, "cudaMemcpyAsync_v3020", c))
+        cs = max(self.t + 2 * US, self.gpu_free)
+        ce = cs + int(nbytes / gbps)  # bytes / (GB/s) = ns
+        self.copies.append((cs, ce, c, nbytes, 1, 1 if pinned else 0, 2))
+        self.gpu_free = ce
+
+    def memset(self, nbytes, dur):
+        c = self._corr()
+        s = self.t
+        self.t += 4 * US
+        self.api.append((s, self.t, "cudaMemsetAsync_v3020", c))
+        ms = max(self.t + 2 * US, self.gpu_free)
+        self.memsets.append((ms, ms + dur, c, nbytes))
+        self.gpu_free = ms + dur
+
+    def api_call(self, name, dur):
+        """A CUDA call with no GPU work of its own (stream capture, instantiate, malloc...)."""
+        c = self._corr()
+        s = self.t
+        self.t += dur
+        self.api.append((s, self.t, name, c))
+
     def busy_intervals(self):
-        return [(s, e) for s, e, *_ in self.kernels] + [(s, e) for s, e, *_ in self.graphs] + [(s, e) for s, e, *_ in self.copies]
+        return ([(s, e) for s, e, *_ in self.kernels] + [(s, e) for s, e, *_ in self.graphs]
+                + [(s, e) for s, e, *_ in self.copies] + [(s, e) for s, e, *_ in self.memsets])
+
+    def copy_only_ns(self, lo, hi):
+        """Time in [lo, hi) when copies or memsets run and no kernel or graph does."""
+        work = merge(clip_all([(s, e) for s, e, *_ in self.kernels] + [(s, e) for s, e, *_ in self.graphs], lo, hi))
+        everything = merge(clip_all(self.busy_intervals(), lo, hi))
+        return everything - work
 
 
 # ---------------------------------------------------------------------------
@@ -311,6 +346,86 @@ def scenario_healthy(rng):
     return [r], {"launches_per_step": 0, "graph_launches_per_step": 1, "syncs_per_step": 1, "warmup_steps": 0}
 
 
+def scenario_decode_rare_prefill(rng):
+    """Seed 000 3.4 / 002 case 2: 21.8 ms decode steps in CUDA graphs, a 1 ms host sync
+    read-back per step, and three whole-prompt prefills of ~458 ms among 400 steps: the
+    freeze is a few % of the time and 21x the median step."""
+    r = Rank(pid=4505, device=0)
+    prefills = {97, 211, 333}
+    for step in range(400):
+        s0 = r.t
+        r.host(int(rng.uniform(80, 120) * US))
+        dur = int((458_000 if step in prefills else 20_500) * US * rng.uniform(0.99, 1.01))
+        r.graph_launch(dur, graph_id=2 if step in prefills else 1)
+        r.dtoh_sync(nbytes=4 * 64)
+        r.host(int(rng.uniform(900, 1100) * US))  # detokenize and schedule after the read-back
+        r.nvtx.append((s0, r.t, "prefill" if step in prefills else "decode_step"))
+    return [r], {"launches_per_step": 0, "graph_launches_per_step": 1, "syncs_per_step": 1, "warmup_steps": 0}
+
+
+def scenario_offload_copy_bound(rng):
+    """Weights streamed in from pinned host memory every step (CPU offload): ~20 ms of
+    host-to-device copies at ~25 GB/s per step against ~1 ms of kernels."""
+    r = Rank(pid=4606, device=0)
+    for step in range(30):
+        s0 = r.t
+        for layer in range(4):
+            r.h2d_copy(nbytes=128 * 1024 * 1024, gbps=rng.uniform(24.5, 25.5))
+            r.launch("gemm_bf16_kernel", int(rng.uniform(240, 260) * US))
+        r.event_sync(r.gpu_free)
+        r.host(int(rng.uniform(150, 250) * US))
+        r.nvtx.append((s0, r.t, "decode_step"))
+    return [r], {"launches_per_step": 4, "graph_launches_per_step": 0, "syncs_per_step": 1, "warmup_steps": 0}
+
+
+def scenario_graph_capture_phase(rng):
+    """vLLM start-up: a few warm-up kernels, then CUDA-graph capture of 6 batch sizes, each
+    recording 120 launches into a graph (nothing executes) and instantiating it."""
+    r = Rank(pid=4707, device=0)
+    for name, dur in _decode_kernels(rng, 7):
+        r.host(20 * US)
+        r.launch(name, dur)
+    for bs in range(6):
+        r.api_call("cudaStreamBeginCapture_v10000", 8 * US)
+        for _ in range(120):
+            r.host(int(rng.uniform(10, 20) * US))
+            r.api_call("cudaLaunchKernel_v7000", 5 * US)  # captured, not executed
+        r.api_call("cudaStreamEndCapture_v10000", 30 * US)
+        r.api_call("cudaGraphInstantiate_v12000", 900 * US)
+    return [r], {"launches_per_step": None, "graph_launches_per_step": None, "syncs_per_step": None, "warmup_steps": 0}
+
+
+def scenario_memset_only(rng):
+    """An export whose only GPU record is one 1.5 us memset (no kernel table at all)."""
+    r = Rank(pid=4808, device=0)
+    r.api_call("cudaMalloc_v3020", 300 * US)
+    r.memset(nbytes=4096, dur=1_500)
+    r.api_call("cudaFree_v3020", 80 * US)
+    return [r], {"launches_per_step": None, "graph_launches_per_step": None, "syncs_per_step": None, "warmup_steps": 0,
+                 "no_kernel_table": True}
+
+
+def scenario_single_kernel(rng):
+    """One 2.3 us kernel inside ~112 ms of CUDA calls (context set-up, allocations)."""
+    r = Rank(pid=4909, device=0)
+    r.api_call("cudaGetDeviceCount_v3020", 95_000 * US)
+    r.api_call("cudaMalloc_v3020", 12_000 * US)
+    r.launch("vector_add_kernel", 2_300)
+    r.api_call("cudaDeviceSynchronize_v3020", 5_000 * US)
+    return [r], {"launches_per_step": None, "graph_launches_per_step": None, "syncs_per_step": None, "warmup_steps": 0}
+
+
+def scenario_host_starved(rng):
+    """The GPU idles while the host runs code in no CUDA call: each step ~2 ms of graph
+    replay, then ~7 ms of host work (tokenizer / scheduler) before the next launch; no
+    sync, no py-spy capture."""
+    r = Rank(pid=5010, device=0)
+    for step in range(60):
+        r.graph_launch(int(rng.uniform(1_900, 2_100) * US))
+        r.host(int(rng.uniform(6_500, 7_500) * US))
+    return [r], {"launches_per_step": 0, "graph_launches_per_step": 1, "syncs_per_step": 0, "warmup_steps": 0}
+
+
 SCENARIOS = {
     "eager_decode": (lambda rng: scenario_eager_decode(rng), "launch-bound eager decode (--enforce-eager), one .cpu() sync per step; no NVTX"),
     "eager_decode_nvtx": (lambda rng: scenario_eager_decode(rng, nvtx=True), "the eager decode with NVTX decode_step ranges"),
@@ -321,6 +436,12 @@ SCENARIOS = {
     "prefill_stall": (lambda rng: scenario_prefill_stall(rng, nvtx=True), "graph decode with periodic whole-prompt prefills; NVTX prefill/decode_step"),
     "prefill_stall_nonvtx": (lambda rng: scenario_prefill_stall(rng, nvtx=False), "the prefill-stall run without NVTX"),
     "healthy": (scenario_healthy, "compute-bound decode in CUDA graphs, host ahead of the GPU"),
+    "decode_rare_prefill": (scenario_decode_rare_prefill, "graph decode, 1 ms host work after a per-step read-back, three 458 ms prefills in 400 steps"),
+    "offload_copy_bound": (scenario_offload_copy_bound, "weights streamed host-to-device from pinned memory every step (CPU offload)"),
+    "graph_capture_phase": (scenario_graph_capture_phase, "CUDA-graph capture at start-up: 720 launches recorded, 7 kernels executed"),
+    "memset_only": (scenario_memset_only, "no kernel table, one 1.5 us memset"),
+    "single_kernel": (scenario_single_kernel, "one 2.3 us kernel inside 112 ms of CUDA calls"),
+    "host_starved": (scenario_host_starved, "graph replays of 2 ms separated by 7 ms of host code, no sync"),
 }
 
 
@@ -343,6 +464,8 @@ def write_nsys(path: Path, ranks: list[Rank], scenario: str) -> None:
         path.unlink()
     db = sqlite3.connect(path)
     db.executescript(SCHEMA.read_text())
+    if not any(r.kernels for r in ranks) and any(r.memsets for r in ranks):
+        db.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")  # a capture with no kernel table at all
     uses_graphs = any(r.graphs for r in ranks)
     if uses_graphs:
         db.execute(GRAPH_TRACE_DDL)
@@ -356,12 +479,17 @@ def write_nsys(path: Path, ranks: list[Rank], scenario: str) -> None:
     for r in ranks:
         db.execute("INSERT INTO PROCESSES VALUES (?, ?, ?)", (r.gpid, r.pid, f"python3 -m vllm.worker rank{r.device}"))
         db.execute("INSERT INTO ThreadNames VALUES (?, ?, ?)", (sid("python3"), 0, r.gtid))
+        db.executemany(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (?, ?, ?, 1, NULL, ?, ?, ?, 0, ?, NULL, 2)",
+            [(s, e, r.device, r.stream, c, r.gpid, b) for s, e, c, b in r.memsets],
+        )
         k_rows = [
             (s, e, r.device, 1, None, r.stream, c, r.gpid, sid(n), sid(n), None, 0, 0, 32, 1, 1, 1, 128, 1, 1,
              0, 0, 0, 0, c, 0, None, None, None, None, None, None, None, None, None, None, None, None, None)
             for s, e, n, c, _ in r.kernels
         ]
-        db.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({','.join('?' * 39)})", k_rows)
+        if k_rows:
+            db.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({','.join('?' * 39)})", k_rows)
         db.executemany(
             "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 0, ?, ?, ?, 0, NULL)",
             [(s, e, r.gtid, c, sid(n)) for s, e, n, c in r.api],
@@ -542,8 +670,13 @@ def truth_for(ranks: list[Rank], extra: dict, scenario: str, description: str) -
             starts = sorted(s for s, *_ in r.graphs)
             bounds = list(zip(starts[:-1], starts[1:]))
         per_rank_steps.append(bounds)
-    lo = min(b[0][0] for b in per_rank_steps)
-    hi = max(b[-1][1] for b in per_rank_steps)
+    if all(per_rank_steps):
+        lo = min(b[0][0] for b in per_rank_steps)
+        hi = max(b[-1][1] for b in per_rank_steps)
+    else:  # no steps: the window is first to last GPU activity
+        spans = [iv for r in ranks for iv in r.busy_intervals()]
+        lo, hi = min(s for s, _ in spans), max(e for _, e in spans)
+        per_rank_steps = [[] for _ in ranks]
     devices = []
     for r in ranks:
         busy = merge(clip_all(r.busy_intervals(), lo, hi))
@@ -553,9 +686,11 @@ def truth_for(ranks: list[Rank], extra: dict, scenario: str, description: str) -
             "device": r.device,
             "busy_pct": 100.0 * busy / (hi - lo),
             "collective_share_pct": 100.0 * coll / (hi - lo),
+            "copy_only_pct": 100.0 * r.copy_only_ns(lo, hi) / (hi - lo),
+            "idle_pct": 100.0 - 100.0 * busy / (hi - lo),
         })
     steps = per_rank_steps[0]
-    durations = sorted(e - s for s, e in steps)
+    durations = sorted(e - s for s, e in steps) or [None]
     return {
         "scenario": scenario,
         "description": description,
@@ -568,6 +703,7 @@ def truth_for(ranks: list[Rank], extra: dict, scenario: str, description: str) -
         "graph_launches_per_step": extra["graph_launches_per_step"],
         "syncs_per_step": extra["syncs_per_step"],
         "kernels": sum(len(r.kernels) for r in ranks),
+        "memsets": sum(len(r.memsets) for r in ranks),
         "graph_replays": sum(len(r.graphs) for r in ranks),
         "api_calls": sum(len(r.api) for r in ranks),
         "nvtx_ranges": sum(len(r.nvtx) for r in ranks),

@@ -170,7 +170,11 @@ def test_compare_eager_vs_graph(tmp_path):
     c = json.loads(proc.stdout)
     assert c["schema"] == "tracetriage.compare/1"
     assert "launch_bound" in c["findings"]["resolved"]
-    assert "host_sync_per_step" in c["findings"]["unchanged"]
+    # The sync stays and, with the launch gaps gone, claims more of the window: worse, with both impacts shown.
+    assert "host_sync_per_step" in c["findings"]["worse"]
+    change = next(x for x in c["finding_changes"] if x["id"] == "host_sync_per_step")
+    assert change["after_pct"] - change["before_pct"] > c["impact_tolerance_pts"]
+    assert any(k["status"] == "not in window after" and k["after_share_pct"] is None for k in c["kernel_deltas"])
     assert c["deltas"]["launches_per_step"] == {"before": 500.0, "after": 0.0, "change": -500.0}
     assert c["deltas"]["busy_pct"]["change"] > 5
     assert c["deltas"]["graph_launches_per_step"]["change"] == 1.0

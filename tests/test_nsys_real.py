@@ -94,7 +94,8 @@ def test_devices_keyed_by_process_and_mapped_to_gpu():
     assert trace.devices.iloc[0]["name"] == "NVIDIA GeForce RTX 3090"
     assert trace.devices.iloc[0]["gpu_index"] == 0
     uvm = trace.gpu[(trace.gpu["kind"] == "memcpy")]
-    assert int((uvm["copy_kind"] == "HtoD").sum()) == 4 + 25  # 4 plain + 25 unified-memory HtoD
+    assert int((uvm["copy_kind"] == "HtoD").sum()) == 4  # plain copies
+    assert int((uvm["copy_kind"] == "UVM_HtoD").sum()) == 25  # unified-memory migrations are their own kind
 
 
 def test_legacy_schema_without_metadata():
