@@ -70,7 +70,8 @@ def recommendation(topo: Topology, isl: list[list[int]]) -> str | None:
     for group in isl:
         nodes = {topo.numa.get(g) for g in group}
         node = next(iter(nodes)) if len(nodes) == 1 else None
-        pin = f"numactl --cpunodebind={node} --membind={node} " if node is not None else ""
-        parts.append(f"{pin}CUDA_VISIBLE_DEVICES={','.join(map(str, group))}")
+        # The environment assignment comes first: "numactl ... VAR=x cmd" would make numactl run "VAR=x" as a program.
+        pin = f" numactl --cpunodebind={node} --membind={node}" if node is not None else ""
+        parts.append(f"CUDA_VISIBLE_DEVICES={','.join(map(str, group))}{pin} <server command> --tensor-parallel-size {len(group)}")
     tp = f"TP={len(isl[0])}" if len(sizes) == 1 else "one TP group"
     return f"run {len(isl)} instances of {tp}, one per NVLink/fabric island, each pinned to its NUMA node: " + "; ".join(parts)

@@ -33,6 +33,8 @@ def render_text(analysis) -> str:
                 f"{d['collective_share_pct']:>7.1f}  {d['causes_text']}"
             )
         out.append("")
+    if v.get("copies_text"):
+        out += [v["copies_text"], ""]
     sk = v.get("collective_skew")
     if sk:
         if sk.get("matched"):

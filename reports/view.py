@@ -67,4 +67,15 @@ def build_view(data: dict) -> dict:
         k["total"] = fmt_ns(k["total_ns"])
         k["short_name"] = k["name"] if len(k["name"]) <= 90 else k["name"][:87] + "..."
     v.setdefault("skipped", [])
+    v["copies_text"] = copies_text(v.get("copies"))
     return v
+
+
+def copies_text(c: dict | None) -> str | None:
+    """One line on the copies of the window: pageable async, synchronous calls, DtoH, UVM migrations."""
+    if not c:
+        return None
+    m = c.get("migrations") or {"count": 0, "bytes": 0}
+    return (f"copies in the window: {c['pageable_async']['count']:,} async from/to pageable memory, "
+            f"{c['sync_copy_calls']['count']:,} synchronous copy calls, {c['dtoh']['count']:,} device-to-host copies "
+            f"({c['dtoh']['bytes']:,} B); unified-memory migrations (page moves, not copies): {m['count']:,} ({m['bytes']:,} B)")

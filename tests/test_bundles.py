@@ -83,8 +83,9 @@ def test_tp8_collective_dominant(analyses):
     topo = a.data["topology"]
     assert topo["islands"] == t["islands"]
     assert topo["crossing_groups"][0]["islands_spanned"] == 2 and topo["crossing_groups"][0]["worst_link"] == "SYS"
-    assert "numactl --cpunodebind=0 --membind=0 CUDA_VISIBLE_DEVICES=0,1,2,3" in topo["recommendation"]
-    assert "numactl --cpunodebind=1 --membind=1 CUDA_VISIBLE_DEVICES=4,5,6,7" in topo["recommendation"]
+    # A command that runs when pasted: the variable assignment before numactl, not as numactl's program.
+    assert "CUDA_VISIBLE_DEVICES=0,1,2,3 numactl --cpunodebind=0 --membind=0 <server command>" in topo["recommendation"]
+    assert "CUDA_VISIBLE_DEVICES=4,5,6,7 numactl --cpunodebind=1 --membind=1 <server command>" in topo["recommendation"]
     assert len(a.data["devices"]) == 8 and len({d["pid"] for d in a.data["devices"]}) == 8
     assert all(d["collective_share_pct"] > 40 for d in a.data["devices"])
     assert a.data["collective_skew"]["matched"] > 0

@@ -34,3 +34,24 @@ def test_step_range_option():
     data = json.loads(proc.stdout)
     p = data["processes"][0]
     assert p["steps"]["source"] == "nvtx" and p["steps"]["count"] == 55  # 60 steps, 5 of them prefill
+
+
+def test_output_path_problems_are_one_line_exit_3(tmp_path):
+    from conftest import BUNDLES, run_cli
+
+    p = run_cli("analyze", BUNDLES / "healthy", "-o", tmp_path / "missing" / "r.html")
+    assert p.returncode == 3 and "does not exist" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert "internal error" not in p.stderr
+    p = run_cli("analyze", BUNDLES / "healthy", "-o", tmp_path)
+    assert p.returncode == 3 and "is a directory" in p.stderr
+
+
+def test_unknown_output_extension_is_usage_error(tmp_path):
+    from conftest import BUNDLES, run_cli
+
+    p = run_cli("analyze", BUNDLES / "healthy", "-o", tmp_path / "r.pdf")
+    assert p.returncode == 2 and ".html" in p.stderr and "json" in p.stderr and not (tmp_path / "r.pdf").exists()
+    p = run_cli("analyze", BUNDLES / "healthy", "-o", tmp_path / "r.pdf", "--format", "md")
+    assert p.returncode == 0 and (tmp_path / "r.pdf").read_text().startswith("#")
+    p = run_cli("analyze", BUNDLES / "healthy", "-o", tmp_path / "r.txt")
+    assert p.returncode == 0 and "VERDICT" in (tmp_path / "r.txt").read_text()

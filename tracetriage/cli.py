@@ -96,13 +96,35 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+OUTPUT_EXTENSIONS = {".html": "html", ".htm": "html", ".json": "json", ".md": "md", ".txt": "text", ".text": "text"}
+
+
 def _format_for(args) -> str:
+    """The output format: --format, else -o's extension (an unknown one is a usage error, never silent text)."""
+    from tracetriage.errors import UsageError
+
     if args.format:
         return args.format
     if args.output:
         ext = Path(args.output).suffix.lower()
-        return {".html": "html", ".htm": "html", ".json": "json", ".md": "md"}.get(ext, "text")
+        if ext not in OUTPUT_EXTENSIONS:
+            raise UsageError(None, f"-o {args.output}: unknown report extension {ext or '(none)'!r}; use .html, .md, .json "
+                                   "or .txt, or give --format html|md|json|text")
+        return OUTPUT_EXTENSIONS[ext]
     return "text"
+
+
+def _check_output(args) -> None:
+    """Refuse an output path that cannot be written before spending time on the analysis."""
+    from tracetriage.errors import OutputError
+
+    if not args.output:
+        return
+    out = Path(args.output)
+    if out.is_dir():
+        raise OutputError(out, "cannot write the report: it is a directory")
+    if not out.parent.is_dir():
+        raise OutputError(out, f"cannot write the report: folder {out.parent} does not exist")
 
 
 def _validate_regex(pattern):
@@ -120,7 +142,12 @@ def _validate_regex(pattern):
 def _emit(args, text: str, summary: str) -> None:
     """The report to -o FILE (with a one-line note on stderr) or to standard output."""
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        from tracetriage.errors import OutputError
+
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise OutputError(args.output, f"cannot write the report: {exc.strerror or exc}") from None
         print(f"tracetriage: wrote {args.output}: {summary}", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -140,8 +167,10 @@ def cmd_analyze(args) -> int:
 
     _validate_regex(args.step_range)
     slo = parse_slo(args.slo)
+    fmt = _format_for(args)
+    _check_output(args)
     analysis = analyze(open_case(args.paths), step_range=args.step_range, symptom=args.symptom, slo=slo)
-    _emit(args, render(analysis, _format_for(args)), analysis.headline)
+    _emit(args, render(analysis, fmt), analysis.headline)
     return EXIT_FAIL_ON if _fails(analysis.findings, args.fail_on) else EXIT_OK
 
 
@@ -191,10 +220,12 @@ def cmd_compare(args) -> int:
 
     _validate_regex(args.step_range)
     slo = parse_slo(args.slo)
+    fmt = _format_for(args)
+    _check_output(args)
     before = _load_analysis(args.before, args.step_range, args.symptom, slo)
     after = _load_analysis(args.after, args.step_range, args.symptom, slo)
     result = compare(before, after, args.before, args.after)
-    _emit(args, render_compare(result, _format_for(args)), result["summary"])
+    _emit(args, render_compare(result, fmt), result["summary"])
     return EXIT_OK
 
 

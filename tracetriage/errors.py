@@ -46,5 +46,9 @@ class UsageError(TraceTriageError):
     exit_code = EXIT_USAGE
 
 
+class OutputError(TraceTriageError):
+    """The report cannot be written where the user asked (missing folder, no permission, a directory)."""
+
+
 class ArchiveError(TraceTriageError):
     """An archive was refused: unsafe member paths, links out, or too large."""
