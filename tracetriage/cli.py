@@ -167,8 +167,8 @@ def cmd_analyze(args) -> int:
 
     _validate_regex(args.step_range)
     slo = parse_slo(args.slo)
-    fmt = _format_for(args)
     _check_output(args)
+    fmt = _format_for(args)
     analysis = analyze(open_case(args.paths), step_range=args.step_range, symptom=args.symptom, slo=slo)
     _emit(args, render(analysis, fmt), analysis.headline)
     return EXIT_FAIL_ON if _fails(analysis.findings, args.fail_on) else EXIT_OK
@@ -220,8 +220,8 @@ def cmd_compare(args) -> int:
 
     _validate_regex(args.step_range)
     slo = parse_slo(args.slo)
-    fmt = _format_for(args)
     _check_output(args)
+    fmt = _format_for(args)
     before = _load_analysis(args.before, args.step_range, args.symptom, slo)
     after = _load_analysis(args.after, args.step_range, args.symptom, slo)
     result = compare(before, after, args.before, args.after)
