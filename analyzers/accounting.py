@@ -20,6 +20,7 @@ with the others to at most 100%.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers.timeline import CAUSES, GAP_CLASSES
@@ -57,7 +58,7 @@ def copy_activity(trace: Trace, device: int, lo: int, hi: int) -> dict:
     dur = np.minimum(end[is_copy], hi) - np.maximum(start[is_copy], lo)
     kinds = g["copy_kind"].astype(object).to_numpy()[is_copy]
     kinds = np.where(is_kind(g, "memset")[is_copy], "memset", kinds)
-    kinds = np.array(["other" if k is None or k != k else str(k) for k in kinds], dtype=object)
+    kinds = np.array(["other" if pd.isna(k) else str(k) for k in kinds], dtype=object)
     by_direction: dict[str, dict] = {}
     for k in np.unique(kinds):
         m = kinds == k
