@@ -28,6 +28,21 @@ def sql(path, q):
         con.close()
 
 
+def api_only_export(path, capture_types=()):
+    """An nsys export in the real schema with one CUDA API call and no GPU activity tables;
+    ``capture_types`` become META_DATA_CAPTURE CAPTURE_EVENT_TYPE rows."""
+    con = sqlite3.connect(path)
+    con.executescript(SCHEMA_SQL.read_text())
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        con.execute(f"DROP TABLE {table}")
+    con.execute("INSERT INTO StringIds VALUES (1, 'cudaLaunchKernel_v7000')")
+    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (10, 20, 0, 16777217, 1, 1, 0, NULL)")
+    con.executemany("INSERT INTO META_DATA_CAPTURE VALUES ('CAPTURE_EVENT_TYPE', ?)", [(t,) for t in capture_types])
+    con.commit()
+    con.close()
+    return path
+
+
 def bundle_names():
     return sorted(p.name for p in BUNDLES.iterdir() if (p / "truth.json").exists())
 

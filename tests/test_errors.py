@@ -3,7 +3,7 @@
 import shutil
 import sqlite3
 
-from conftest import BUNDLES, SCHEMA_SQL, run_cli
+from conftest import BUNDLES, SCHEMA_SQL, api_only_export, run_cli
 
 from tracetriage.errors import EXIT_INPUT, EXIT_NOTHING, EXIT_USAGE
 
@@ -50,16 +50,7 @@ def test_sqlite_of_another_program(tmp_path):
 
 
 def test_nsys_export_without_kernel_tables(tmp_path):
-    p = tmp_path / "api_only.sqlite"
-    con = sqlite3.connect(p)
-    con.executescript(SCHEMA_SQL.read_text())
-    con.execute("drop table CUPTI_ACTIVITY_KIND_KERNEL")
-    con.execute("drop table CUPTI_ACTIVITY_KIND_MEMCPY")
-    con.execute("drop table CUPTI_ACTIVITY_KIND_MEMSET")
-    con.execute("insert into StringIds values (1, 'cudaLaunchKernel_v7000')")
-    con.execute("insert into CUPTI_ACTIVITY_KIND_RUNTIME values (10, 20, 0, 16777217, 1, 1, 0, NULL)")
-    con.commit()
-    con.close()
+    p = api_only_export(tmp_path / "api_only.sqlite")
     assert_one_line_error(run_cli("analyze", p), p, EXIT_NOTHING, "nothing to analyze")
 
 

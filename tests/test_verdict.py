@@ -217,20 +217,13 @@ def test_every_trace_of_a_case_counts():
 
 
 def test_exit4_message_says_what_the_capture_shows(tmp_path):
-    from conftest import SCHEMA_SQL
+    from conftest import api_only_export
 
-    db = tmp_path / "nogpu.sqlite"
-    con = sqlite3.connect(db)
-    con.executescript(SCHEMA_SQL.read_text())
-    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
-    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_MEMCPY")
-    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET")
-    con.execute("INSERT INTO StringIds VALUES (1, 'cudaMalloc_v3020')")
-    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (1000, 2000, 0, 16777216, 1, 1, 0, NULL)")
-    con.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?, ?)", [("CAPTURE_EVENT_TYPE", "Cuda"), ("CAPTURE_EVENT_TYPE", "NvtxEvents")])
-    con.commit()
-    con.close()
+    db = api_only_export(tmp_path / "nogpu.sqlite", capture_types=("Cuda", "NvtxEvents"))
     p = run_cli("analyze", db)
     assert p.returncode == 4, p.stderr
     assert "CUDA tracing was on" in p.stderr and "trace was off" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+    off = api_only_export(tmp_path / "off.sqlite", capture_types=("NvtxEvents",))
+    p = run_cli("analyze", off)
+    assert p.returncode == 4 and "not Cuda: CUDA tracing was off" in p.stderr
