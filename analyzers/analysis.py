@@ -263,6 +263,7 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
         from tracetriage.analyzers import serving as serving_mod
 
         data["serving"] = serving_mod.summary(case.serving)
+        serving_series = serving_mod.series(case.serving)
     if case.pyspy:
         from tracetriage.analyzers import hotframes
 
@@ -296,6 +297,7 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
         for k in [k for k in d if k.startswith("_")]:
             del d[k]
     series = {
+        "serving": serving_series if case.serving else None,
         "busy": {k: v for p in per_trace for k, v in p["_series"]["busy"].items()},
         "steps": {k: v for p in per_trace for k, v in p["_series"]["steps"].items()},
     }

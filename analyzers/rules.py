@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracetriage.analyzers import catalog
+from tracetriage.analyzers import catalog, serving_rules
 from tracetriage.analyzers.accounting import Ledger
 from tracetriage.analyzers.catalog import AXES, SEVERITIES
+from tracetriage.analyzers.evidence import ev, nbytes, pct, plural, severity_for, us
 
 # name: (value, why)
 THRESHOLDS = {
@@ -59,6 +60,8 @@ THRESHOLDS = {
     "capture_launch_ratio": (4.0, "launch calls at 4x the kernels that ran: work was recorded into a graph, not executed"),
 }
 
+THRESHOLDS.update(serving_rules.THRESHOLDS)  # one table of thresholds, each with its reason
+
 MINOR_HEADLINE_PCT = 5.0  # below this share a throughput finding is reported, but not as the verdict of an idle GPU
 CAPTURE_CALLS = re.compile(r"(?i)(Stream|Thread)?BeginCapture|EndCapture|GraphInstantiate")
 
@@ -87,60 +90,6 @@ class Context:
     def judged(self) -> list[dict]:
         """Traces large and steady enough to judge (see :func:`oddities`)."""
         return [p for p in self.per_trace if not p["_odd"]]
-
-
-# ---------------------------------------------------------------------------
-# Formatting
-
-
-def us(ns) -> str:
-    if ns is None:
-        return "n/a"
-    if ns >= 1_000_000:
-        return f"{ns / 1e6:,.2f} ms"
-    return f"{ns / 1e3:,.1f} µs"
-
-
-def pct(x: float) -> str:
-    """A percentage to one decimal that never rounds a value below 100 up to 100.0."""
-    shown = f"{x:.1f}"
-    if shown == "100.0" and x < 100.0:
-        return "99.9%"
-    return shown + "%"
-
-
-def plural(n, word: str, words: str | None = None) -> str:
-    return f"{n:,} {word if n == 1 else (words or word + 's')}"
-
-
-def nbytes(n: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:,.1f} {unit}"
-    return f"{int(n):,} B"
-
-
-def ev(name, value, unit="", denominator=None, text=None):
-    """One evidence item: value with unit and denominator (None where none applies), and a sentence."""
-    shown = f"{value:,.1f}".rstrip("0").rstrip(".") if isinstance(value, float) else value
-    return {
-        "name": name,
-        "value": value,
-        "unit": unit,
-        "denominator": denominator,
-        "text": text or f"{name.replace('_', ' ')}: {shown}{'%' if unit == '%' else (' ' + unit) if unit else ''}"
-        + (f" (of {denominator})" if denominator else ""),
-    }
-
-
-def severity_for(impact: float) -> str:
-    if impact >= 25:
-        return "high"
-    if impact >= 10:
-        return "medium"
-    if impact >= 2:
-        return "low"
-    return "info"
 
 
 def _median(values):
@@ -855,8 +804,16 @@ def evaluate(ctx: Context) -> tuple[list[dict], list[dict]]:
     for rid in ("nccl_errors", "prefill_stall"):
         if (f := RULES[rid](ctx)) is not None:
             findings.append(f)
-    abstentions = abstentions_for(ctx)
-    healthy = rule_healthy(ctx, findings, abstentions)
+    serving = ctx.data.get("serving")
+    for f in serving_rules.evaluate(serving, ctx.slo):
+        same = next((x for x in findings if x["id"] == f["id"]), None)
+        if same is not None:  # one problem seen in the trace's steps and in the ITL tail: one finding, both evidences
+            same["evidence"].extend({**e, "text": "serving: " + e["text"]} for e in f["evidence"])
+            continue
+        findings.append(f)
+    abstentions = abstentions_for(ctx) + serving_rules.abstentions(serving, ctx.slo)
+    healthy = rule_healthy(ctx, findings, abstentions) if ctx.devices else (
+        serving_rules.rule_healthy_serving(serving, ctx.slo, findings) if serving else None)
     if healthy:
         findings.append(healthy)
     for d in ctx.devices:  # the accounting, in the contract
@@ -887,10 +844,30 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom:
     devices = data["devices"]
     if not devices:
         topo = data.get("topology")
-        what = f"topology: {len(topo['gpus'])} GPUs in islands {topo['islands']}" if topo else "side artifacts only"
-        if findings:
-            return f"{_says(findings[0]) if findings[0]['impact_denominator'].startswith('run') else '[' + findings[0]['id'] + '] ' + findings[0]['title']} (no GPU trace given; {what})"
-        return f"No GPU trace given, so no timeline verdict; {what}"
+        what = (f"topology: {len(topo['gpus'])} GPUs in islands {topo['islands']}" if topo
+                else "serving artifacts" if data.get("serving") else "side artifacts only")
+        if findings and findings[0]["id"] == "healthy":
+            return f"Healthy: {findings[0]['title']} (no GPU trace given)"
+        if symptom:
+            mine = [f for f in findings if f["axis"] == symptom]
+            if mine:
+                return f"{symptom}: {_says(mine[0])} (no GPU trace given; {what})"
+            others = "; ".join(f"{a}: [{f['id']}]" for a, f in _axis_tops(findings).items())
+            return (f"{symptom}: no finding on this axis in what was measured (no GPU trace given; {what})"
+                    + (f"; other axes: {others}" if others else ""))
+        tops = _axis_tops(findings)
+        if tops:
+            body = (_says(next(iter(tops.values()))) if len(tops) == 1
+                    else " | ".join(f"{axis}: {_says(f)}" for axis, f in tops.items()))
+            return f"{body} (no GPU trace given; {what})"
+        if data.get("serving"):
+            measured = serving_rules.measured_serving(data["serving"])
+            if measured:
+                return ("No serving finding in what was measured (" + "; ".join(measured[:3]) + "), and not enough to call it "
+                        "healthy; no GPU trace given" + ("; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions}))
+                                                         if abstentions else ""))
+        return f"No GPU trace given, so no timeline verdict; {what}" + (
+            "; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions})) if abstentions else "")
     compute = min(d["accounting"]["slices_pct"].get("compute", 0.0) + d["accounting"]["slices_pct"].get("collective", 0.0)
                   for d in devices)
     odd = [a for a in abstentions if a["analysis"] in ODD]

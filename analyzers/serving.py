@@ -1,16 +1,54 @@
-"""Serving-engine evidence: the engine configuration and the load it was under.
+"""Serving-level measurements: what the engine logs, /metrics scrapes and benchmark results show.
 
-From vLLM stats lines (one sample every few seconds): ``running``/``waiting`` mean and
-max, ``waiting_share_pct`` = samples with a non-empty queue / all samples x 100, KV
-cache usage p50 and max, mean prompt/generation throughput. Little's law ties them:
-requests in the system = arrival rate x time in system, so a queue that never
-drains while KV usage is near 100% means the server is at capacity, which no kernel
-work will fix.
+Definitions (every share names its denominator):
+
+* ``stats`` (engine stats lines, one sample every few seconds): running / waiting mean and
+  max, ``waiting_share_pct`` = samples with a non-empty queue / all samples x 100, KV cache
+  usage p50 and max (% of the KV pool), mean prompt / generation throughput.
+* ``latency.client`` (benchmark): TTFT, TPOT, ITL, E2E percentiles as the client measured them
+  (the record with the highest finite request rate; per-request arrays when present).
+* ``latency.server`` (/metrics histograms): percentiles estimated from cumulative buckets by
+  linear interpolation inside the bucket that holds the quantile; ``resolution_ms`` is that
+  bucket's width, and a quantile in the ``+Inf`` bucket is reported as a lower bound.
+* ``littles_law``: requests in the system L = arrival rate x time in system W. From a benchmark:
+  arrival = the configured request rate, capacity = the highest completion rate measured
+  (completed / duration); from stats lines: L = running + waiting.
+* ``tpot_fit``: TPOT = a + b x running batch, by least squares, from benchmark records at
+  different concurrencies (TPOT measured) or from stats lines (TPOT ~ running / generation
+  throughput: each running sequence gets gen_tps / running tokens per second).
+* ``tokens``: prompt tokens per output token (benchmark totals, else token counters, else the
+  stats lines' throughputs) and the prefix-cache hit rate (stats lines, SGLang prefill lines,
+  or hits / queries counters).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
+from collections import defaultdict
+
+QUANTILES = (50, 90, 95, 99)
+HISTOGRAMS = {  # our name -> metric base names, both generations and engines
+    "ttft": ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"),
+    "tpot": ("vllm:time_per_output_token_seconds", "vllm:request_time_per_output_token_seconds"),
+    "itl": ("vllm:inter_token_latency_seconds", "sglang:inter_token_latency_seconds"),
+    "e2el": ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds"),
+    "queue": ("vllm:request_queue_time_seconds", "sglang:queue_time_seconds"),
+    "prefill": ("vllm:request_prefill_time_seconds",),
+}
+GAUGES = {
+    "running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
+    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
+    "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
+    "prefix_hit": ("sglang:cache_hit_rate",),
+}
+COUNTERS = {
+    "prefix_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    "prefix_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+    "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
+    "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
+    "preemptions": ("vllm:num_preemptions_total",),
+}
 
 
 def _stat(rows, key, fn):
@@ -18,27 +56,224 @@ def _stat(rows, key, fn):
     return round(float(fn(vals)), 3) if vals else None
 
 
+def histogram_quantile(buckets: dict, q: float) -> dict | None:
+    """Quantile q (0-100) from cumulative buckets {le: count}; linear inside the bucket."""
+    edges = sorted(buckets)
+    if not edges:
+        return None
+    total = buckets[edges[-1]] if math.isinf(edges[-1]) else max(buckets.values())
+    if not total:
+        return None
+    target = q / 100.0 * total
+    prev_le, prev_c = 0.0, 0.0
+    for le in edges:
+        c = buckets[le]
+        if c >= target:
+            if math.isinf(le):
+                return {"value_ms": prev_le * 1000.0, "lower_bound": True, "resolution_ms": None}
+            frac = (target - prev_c) / (c - prev_c) if c > prev_c else 1.0
+            return {"value_ms": round((prev_le + frac * (le - prev_le)) * 1000.0, 3), "lower_bound": False,
+                    "resolution_ms": round((le - prev_le) * 1000.0, 3)}
+        prev_le, prev_c = le, c
+    # the histogram has no +Inf bucket and the quantile lies above its last bucket
+    return {"value_ms": prev_le * 1000.0, "lower_bound": True, "resolution_ms": None}
+
+
+def _server_latency(caps) -> dict:
+    out = {}
+    for ours, names in HISTOGRAMS.items():
+        merged: dict = defaultdict(float)
+        s = n = 0.0
+        for c in caps:
+            for rep in c.replicas.values():
+                for name in names:
+                    h = rep["histograms"].get(name)
+                    if not h:
+                        continue
+                    for le, v in h["buckets"].items():
+                        merged[le] += v
+                    if h.get("sum") is not None and h.get("count"):
+                        s += h["sum"]
+                        n += h["count"]
+        if not merged:
+            continue
+        entry = {f"p{q}": histogram_quantile(dict(merged), q) for q in QUANTILES}
+        count = merged[math.inf] if math.inf in merged else max(merged.values())
+        entry["count"] = count
+        entry["mean_ms"] = round(1000.0 * s / n, 3) if n else None
+        out[ours] = entry
+    return out
+
+
+def _client_latency(bench: list[dict]) -> dict:
+    if not bench:
+        return {}
+    finite = [b for b in bench if isinstance(b.get("request_rate"), (int, float)) and math.isfinite(b["request_rate"])]
+    rec = max(finite, key=lambda b: b["request_rate"]) if finite else bench[-1]
+    out = {"record": {k: rec.get(k) for k in ("request_rate", "max_concurrency", "request_throughput", "completed")}}
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        entry = {k.split("_")[0]: rec[k] for k in rec if k.endswith(f"_{metric}_ms") and rec[k] is not None}
+        arr = rec.get(f"_{metric}s") if metric in ("ttft", "itl") else None
+        if arr:
+            entry.update({"p50": arr["p50"], "p99": arr["p99"], "max": arr["max"]})
+        if entry:
+            out[metric] = entry
+    return out
+
+
+def fit_line(points: list[tuple[float, float]]) -> dict | None:
+    """Least-squares y = a + b x with r^2; None with fewer than 4 distinct x."""
+    if len({x for x, _ in points}) < 4:
+        return None
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    sxy = sum((x - mx) * (y - my) for x, y in points)
+    syy = sum((y - my) ** 2 for _, y in points)
+    if sxx == 0:
+        return None
+    b = sxy / sxx
+    a = my - b * mx
+    r2 = (sxy * sxy) / (sxx * syy) if syy else 1.0
+    return {"a_ms": round(a, 4), "b_ms_per_seq": round(b, 5), "r2": round(r2, 4), "points": n,
+            "x_max": max(x for x, _ in points), "x_min": min(x for x, _ in points)}
+
+
+def _tpot_fit(bench: list[dict], stats: list[dict]) -> dict | None:
+    pts = [(float(b["max_concurrency"]), float(b["mean_tpot_ms"])) for b in bench
+           if isinstance(b.get("max_concurrency"), (int, float)) and b.get("mean_tpot_ms")]
+    if len({x for x, _ in pts}) >= 4:
+        fit = fit_line(pts)
+        if fit:
+            return {**fit, "source": "benchmark sweep (mean TPOT at each max concurrency)",
+                    "series": sorted(pts)}
+    pts = [(r["running"], 1000.0 * r["running"] / r["gen_tps"]) for r in stats
+           if r.get("running") and r.get("gen_tps") and r["gen_tps"] > 0]
+    fit = fit_line(pts)
+    if fit:
+        return {**fit, "source": "engine stats lines (TPOT = running / generation throughput)", "series": sorted(pts)}
+    return None
+
+
+def _littles_law(bench: list[dict], stats: dict | None) -> dict:
+    out = {"arrival_rate_rps": None, "capacity_rps": None, "in_system": None, "time_in_system_s": None, "source": None}
+    finite = [b for b in bench if isinstance(b.get("request_rate"), (int, float)) and math.isfinite(b["request_rate"])
+              and b.get("request_throughput")]
+    if finite:
+        top = max(finite, key=lambda b: b["request_rate"])
+        out.update(arrival_rate_rps=top["request_rate"],
+                   capacity_rps=round(max(b["request_throughput"] for b in bench if b.get("request_throughput")), 3),
+                   source="benchmark: configured request rate vs measured completion rate")
+        if top.get("mean_e2el_ms"):
+            out["time_in_system_s"] = round(top["mean_e2el_ms"] / 1000.0, 3)
+            out["in_system"] = round(top["request_throughput"] * out["time_in_system_s"], 2)
+    if stats and stats.get("running_mean") is not None:
+        out["in_system"] = out["in_system"] or round((stats["running_mean"] or 0) + (stats["waiting_mean"] or 0), 2)
+        out["source"] = out["source"] or "engine stats: requests in system = running + waiting"
+    return out
+
+
+def _tokens(caps, bench: list[dict], stats_rows: list[dict], prefills: list[dict]) -> dict:
+    prompt = sum(b.get("total_input_tokens") or 0 for b in bench)
+    output = sum(b.get("total_output_tokens") or 0 for b in bench)
+    source = "benchmark totals"
+    counters = defaultdict(float)
+    for c in caps:
+        for rep in c.replicas.values():
+            for ours, names in COUNTERS.items():
+                for name in names:
+                    if name in rep["counters"]:
+                        counters[ours] += rep["counters"][name]
+                        break
+    if not (prompt and output) and counters["prompt_tokens"] and counters["generation_tokens"]:
+        prompt, output, source = counters["prompt_tokens"], counters["generation_tokens"], "token counters (/metrics)"
+    if not (prompt and output):
+        p = [r["prompt_tps"] for r in stats_rows if r.get("prompt_tps") is not None]
+        g = [r["gen_tps"] for r in stats_rows if r.get("gen_tps") is not None]
+        if p and g and sum(g) > 0:
+            prompt, output, source = sum(p), sum(g), "engine stats lines (prompt vs generation throughput)"
+    hit, hit_source = None, None
+    vals = [r["prefix_hit_pct"] for r in stats_rows if r.get("prefix_hit_pct") is not None]
+    if vals:
+        hit, hit_source = statistics.fmean(vals), "engine stats lines"
+    elif prefills and any(r.get("new_token") for r in prefills):
+        new = sum(r.get("new_token") or 0 for r in prefills)
+        cached = sum(r.get("cached_token") or 0 for r in prefills)
+        hit, hit_source = 100.0 * cached / (new + cached) if new + cached else None, "SGLang prefill lines (cached / (new + cached) tokens)"
+    elif counters["prefix_queries"]:
+        hit, hit_source = 100.0 * counters["prefix_hits"] / counters["prefix_queries"], "prefix cache hits / queries counters"
+    else:
+        g = [rep["gauges"][n] for c in caps for rep in c.replicas.values() for n in GAUGES["prefix_hit"] if n in rep["gauges"]]
+        if g:
+            hit, hit_source = 100.0 * statistics.fmean(g), "sglang:cache_hit_rate"
+    return {
+        "prompt_tokens": prompt or None, "output_tokens": output or None,
+        "prompt_per_output": round(prompt / output, 3) if prompt and output else None, "source": source if prompt and output else None,
+        "prefix_hit_pct": round(hit, 3) if hit is not None else None, "prefix_hit_source": hit_source,
+        "preemptions_counter": counters["preemptions"] or None,
+    }
+
+
+def _replicas(caps, stats_rows) -> list[dict]:
+    """One row per replica: a scrape's instance/engine label (or its file), or an engine id of the stats lines."""
+    out = []
+    for c in caps:
+        for key, rep in c.replicas.items():
+            g = rep["gauges"]
+            row = {"replica": f"{c.path}" + (f" [{key}]" if key else ""), "source": "metrics"}
+            for ours, names in GAUGES.items():
+                row[ours] = next((g[n] for n in names if n in g), None)
+            if row.get("kv_usage") is not None:
+                row["kv_usage_pct"] = round(100.0 * row.pop("kv_usage"), 3)
+            if any(row.get(k) is not None for k in ("running", "waiting", "kv_usage_pct")):
+                out.append(row)
+    by = defaultdict(list)
+    for r in stats_rows:
+        by[(r.get("_file"), r.get("replica") or "")].append(r)
+    if len(by) > 1:
+        for (path, rep), rows in by.items():
+            out.append({"replica": f"{path}" + (f" [engine {rep}]" if rep else ""), "source": "stats lines",
+                        "running": _stat(rows, "running", statistics.fmean), "waiting": _stat(rows, "waiting", statistics.fmean),
+                        "kv_usage_pct": _stat(rows, "kv_usage_pct", statistics.fmean)})
+    return out
+
+
 def summary(caps) -> dict:
     config: dict = {}
     stats: list = []
+    prefills: list = []
     metrics: dict = {}
     bench: list = []
-    versions = []
+    versions, engines, warnings = [], set(), []
+    oom, preemptions, retractions, memory = [], 0, 0, {}
     for c in caps:
         config.update(c.config)
-        stats.extend(c.stats)
+        for r in c.stats:
+            stats.append({**r, "_file": c.path})
+        prefills.extend(c.prefills)
         metrics.update(c.metrics)
         bench.extend(c.bench)
         if c.version:
             versions.append(c.version)
+        if c.engine:
+            engines.add(c.engine)
+        oom.extend(c.events["oom"])
+        preemptions += c.events["preemptions"]
+        retractions += c.events["retractions"]
+        memory.update(c.memory)
+        warnings.extend(f"{c.path}: {w}" for w in c.warnings)
     out = {
         "captures": [{"path": c.path, "kind": c.kind, "version": c.version} for c in caps],
+        "engine": "/".join(sorted(engines)) or None,
         "version": versions[0] if versions else None,
         "config": config,
         "stats": None,
         "metrics": {k: v for k, v in metrics.items() if any(s in k for s in (
-            "num_requests", "kv_cache_usage", "gpu_cache_usage", "prefix_cache", "num_preemptions"))},
-        "bench": bench,
+            "num_requests", "kv_cache_usage", "gpu_cache_usage", "prefix_cache", "num_preemptions", "token_usage",
+            "num_running", "num_queue", "cache_hit"))},
+        "bench": [{k: v for k, v in b.items() if not k.startswith("_")} for b in bench],
+        "warnings": warnings,
     }
     if stats:
         out["stats"] = {
@@ -47,6 +282,8 @@ def summary(caps) -> dict:
             "running_max": _stat(stats, "running", max),
             "waiting_mean": _stat(stats, "waiting", statistics.fmean),
             "waiting_max": _stat(stats, "waiting", max),
+            "waiting_first": next((r["waiting"] for r in stats if r.get("waiting") is not None), None),
+            "waiting_last": next((r["waiting"] for r in reversed(stats) if r.get("waiting") is not None), None),
             "waiting_share_pct": round(100.0 * sum(1 for r in stats if (r.get("waiting") or 0) > 0) / len(stats), 1),
             "kv_usage_p50": _stat(stats, "kv_usage_pct", statistics.median),
             "kv_usage_max": _stat(stats, "kv_usage_pct", max),
@@ -54,4 +291,32 @@ def summary(caps) -> dict:
             "gen_tps_mean": _stat(stats, "gen_tps", statistics.fmean),
             "prefix_hit_mean": _stat(stats, "prefix_hit_pct", statistics.fmean),
         }
+    out["latency"] = {"client": _client_latency(bench), "server": _server_latency(caps)}
+    out["littles_law"] = _littles_law(bench, out["stats"])
+    out["tpot_fit"] = _tpot_fit(bench, stats)
+    out["tokens"] = _tokens(caps, bench, stats, prefills)
+    out["replicas"] = _replicas(caps, stats)
+    lens = [b.get("_input_lens") for b in bench if b.get("_input_lens")]
+    per_req_input = [b["total_input_tokens"] / b["completed"] for b in bench if b.get("total_input_tokens") and b.get("completed")]
+    out["prompts"] = {
+        "input_len_mean": round(statistics.fmean([x["mean"] for x in lens]), 1) if lens else (
+            round(statistics.fmean(per_req_input), 1) if per_req_input else None),
+        "input_len_max": max(x["max"] for x in lens) if lens else None,
+        "prefill_new_token_max": max((r.get("new_token") or 0 for r in prefills), default=None) or None,
+    }
+    out["memory"] = {
+        "oom_events": oom, "preemptions": max(preemptions, int(out["tokens"]["preemptions_counter"] or 0)),
+        "retractions": retractions, "allocator": memory or None,
+    }
     return out
+
+
+def series(caps) -> dict:
+    """Arrays for the charts only (kept out of the JSON): stats over time, TPOT against batch."""
+    rows = [r for c in caps for r in c.stats]
+    t0 = next((r["t"] for r in rows if r.get("t") is not None), None)
+    return {
+        "stats": [{"t": (r["t"] - t0) if r.get("t") is not None and t0 is not None else i,
+                   "running": r.get("running"), "waiting": r.get("waiting"), "kv_usage_pct": r.get("kv_usage_pct")}
+                  for i, r in enumerate(rows[:5000])],
+    }

@@ -53,7 +53,7 @@ _SIDE_ARTIFACTS = {
     "rocm_topology": ("topology", "parse_rocm", "topologies", lambda o: "topology", lambda o: list(o.warnings)),
     "nccl": ("nccl", "parse", "nccl_logs", lambda o: "nccl", lambda o: []),
     "pyspy": ("pyspy", "parse", "pyspy", lambda o: f"pyspy-{o.format}", lambda o: []),
-    "serving": ("serving", "parse", "serving", lambda o: o.kind, lambda o: []),
+    "serving": ("serving", "parse", "serving", lambda o: o.kind, lambda o: list(o.warnings)),
 }
 
 

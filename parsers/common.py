@@ -27,6 +27,30 @@ def json_document(path: str, data: str | bytes, what: str):
         raise TraceFormatError(path, f"{what} is nested too deeply to read") from None
 
 
+TEXT_LIMIT = 256 * 1024 * 1024  # a side artifact (log, scrape, matrix) larger than this is not one
+
+
+def read_text(path: str, limit: int = TEXT_LIMIT) -> str:
+    """A text side artifact, plain or gzipped, bounded: at most ``limit`` bytes are
+    decompressed (more is this file's format error, not an exhausted machine);
+    undecodable bytes become U+FFFD and are counted by the parser as noise."""
+    import gzip
+    import zlib
+
+    gz = False
+    try:
+        with open(path, "rb") as fh:
+            gz = fh.read(2) == b"\x1f\x8b"
+        opener = gzip.open if gz else open
+        with opener(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise TraceFormatError(path, f"cannot read {'the gzip stream' if gz else 'the file'} ({exc})") from None
+    if len(data) > limit:
+        raise TraceFormatError(path, f"more than {limit // (1024 * 1024)} MiB of text: too large for a log, scrape or matrix")
+    return data.decode("utf-8", errors="replace")
+
+
 def per_distinct(values, fn) -> np.ndarray:
     """fn applied once per distinct value, broadcast back (no Python call per event)."""
     values = np.asarray(values, dtype=object)

@@ -1,26 +1,43 @@
-"""Serving-engine artifacts: vLLM logs, Prometheus ``/metrics`` scrapes, benchmark results.
+"""Serving-engine artifacts: engine logs, Prometheus ``/metrics`` scrapes, benchmark results,
+and the allocator's state at an OOM.
 
-* vLLM log — the engine configuration (``non-default args: {...}``, the ``Initializing
-  ... engine ... with config:`` line, ``Chunked prefill is enabled ...``) and the
-  periodic stats lines of V0 (``metrics.py``: Running / Swapped / Pending) and V1
-  (``loggers.py``: Running / Waiting, KV cache usage, prefix cache hit rate).
-* Prometheus text — ``vllm:*`` gauges and counters (last sample of each series;
-  cut-off scrapes and missing ``_sum``/``_count`` are tolerated).
-* ``benchmark_serving.py --save-result`` JSON / JSONL — request throughput, TTFT,
-  TPOT, ITL percentiles.
+* vLLM log (V0 and V1, any prefix such as ``(APIServer pid=1)``): the version, the engine
+  configuration (``non-default args: {...}``, ``Initializing ... engine ... with config:``,
+  ``Chunked prefill is enabled ...``), KV-cache size lines, the periodic stats lines (V0
+  ``metrics.py``: Running / Swapped / Pending; V1 ``loggers.py``: Running / Waiting, KV cache
+  usage, prefix cache hit rate), preemption warnings and ``CUDA out of memory`` errors.
+* SGLang log: ``Decode batch`` lines (old ``.`` and new ``,`` forms: #running-req, #token,
+  token usage, gen throughput, #queue-req, cuda graph) and ``Prefill batch`` lines (#new-seq,
+  #new-token, #cached-token, cache hit rate), KV-pool retractions, OOM errors.
+* Prometheus text (``vllm:*`` of both metric generations, ``sglang:*``): gauges and counters
+  per replica (an ``instance`` or ``engine`` label, else the file), and histograms with their
+  cumulative buckets, so percentiles can be estimated with the bucket resolution stated.
+* ``benchmark_serving.py`` / ``vllm bench serve`` ``--save-result`` JSON or JSONL (aggregate
+  keys, with or without the per-request ``ttfts`` / ``itls`` / ``input_lens`` /
+  ``output_lens`` arrays), several records being a load sweep; the printed "Serving
+  Benchmark Result" table; SGLang ``bench_serving`` JSONL.
+* ``torch.cuda.memory_summary()`` text and the ``Tried to allocate ... reserved by PyTorch
+  but unallocated`` sentence of an OOM error: allocated, reserved, free, fragmentation.
 
-Lines that do not parse are skipped; nothing here raises on a bad line.
+Nothing here raises on a bad line: what cannot be read is skipped and counted into
+``warnings`` (which name the problem; the input row names the file).
 """
 
 from __future__ import annotations
 
 import ast
+import math
 import re
+import statistics
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from tracetriage.errors import TraceFormatError
 from tracetriage.parsers.common import json_document
 
+MAX_LINE = 65_536  # longer lines are noise (binary junk, a pasted blob): skipped and counted
+
+# --- vLLM log -------------------------------------------------------------------------
 _STATS = re.compile(r"Avg prompt throughput: ([\d.]+) tokens/s, Avg generation throughput: ([\d.]+) tokens/s")
 _FIELD = {
     "running": re.compile(r"Running: (\d+) reqs"),
@@ -29,24 +46,103 @@ _FIELD = {
     "kv_usage_pct": re.compile(r"GPU KV cache usage: ([\d.]+)%"),
     "prefix_hit_pct": re.compile(r"Prefix cache hit rate: (?:GPU: )?([\d.]+)%"),
 }
+_PREFIX_LINE = re.compile(r"Prefix cache hit rate: GPU: ([\d.]+)%")
+_ENGINE_ID = re.compile(r"Engine (\d+):")
 _VERSION = re.compile(r"(?:vLLM API server version|V1 LLM engine \(v|LLM engine \(v)\s*v?([\w.+\-]+)")
 _NON_DEFAULT = re.compile(r"non-default args: (\{.*)$")
 _CONFIG_KEYS = ("enforce_eager", "enable_chunked_prefill", "max_num_seqs", "max_num_batched_tokens",
-                "tensor_parallel_size", "pipeline_parallel_size", "enable_prefix_caching", "gpu_memory_utilization",
-                "max_model_len", "kv_cache_dtype", "quantization")
-_PROM = re.compile(r"^(vllm:[A-Za-z_:][\w:]*)(\{[^}]*\})?\s+([-+\d.eEinfNa]+)")
+                "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "enable_prefix_caching",
+                "gpu_memory_utilization", "max_model_len", "kv_cache_dtype", "quantization", "chunked_prefill_size",
+                "max_running_requests", "disable_radix_cache", "mem_fraction_static")
 _CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
+_KV_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
+_MAX_CONC = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+_PREEMPT = re.compile(r"(?i)is preempted by PreemptionMode|preempted.*(?:KV cache|recompute)|total_num_cumulative_preemption=(\d+)")
+# "MM-DD HH:MM:SS" (vLLM) or "[YYYY-MM-DD HH:MM:SS" / "[HH:MM:SS" (SGLang)
+_TIME = re.compile(r"(?:(\d{4})-)?(?:(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
+
+# --- SGLang log -----------------------------------------------------------------------
+_SGL_DECODE = re.compile(r"Decode batch[.,]")
+_SGL_PREFILL = re.compile(r"Prefill batch[.,]")
+_SGL_FIELDS = {
+    "running": re.compile(r"#running-req: (\d+)"),
+    "waiting": re.compile(r"#queue-req: (\d+)"),
+    "tokens": re.compile(r"#token: (\d+)"),
+    "token_usage": re.compile(r"token usage: ([\d.]+)"),
+    "gen_tps": re.compile(r"gen throughput \(token/s\): ([\d.]+)"),
+    "input_tps": re.compile(r"input throughput \(token/s\): ([\d.]+)"),
+    "new_seq": re.compile(r"#new-seq: (\d+)"),
+    "new_token": re.compile(r"#new-token: (\d+)"),
+    "cached_token": re.compile(r"#cached-token: (\d+)"),
+    "cache_hit_pct": re.compile(r"cache hit rate: ([\d.]+)%"),
+}
+_SGL_CUDA_GRAPH = re.compile(r"cuda graph: (True|False)")
+_SGL_RETRACT = re.compile(r"(?i)retract(?:ed)? requests|#retracted_reqs: (\d+)")
+_SGL_VERSION = re.compile(r"sglang(?:==|\s+version\s*:?\s*|/)v?(\d+\.\d+[\w.+\-]*)", re.I)
+
+# --- errors ---------------------------------------------------------------------------
+_SIZE = r"([\d.]+)\s*([KMGT]i?B|B|bytes)"
+_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|HIP out of memory")
+_OOM_TRIED = re.compile(r"Tried to allocate " + _SIZE)
+_OOM_TOTAL = re.compile(r"total capacity of " + _SIZE)
+_OOM_FREE = re.compile(r"of which " + _SIZE + r" is free")
+_OOM_IN_USE = re.compile(r"this process has " + _SIZE + r" memory in use")
+_OOM_ALLOC = re.compile(_SIZE + r" is allocated by PyTorch")
+_OOM_RESERVED_FREE = re.compile(_SIZE + r" is reserved by PyTorch but unallocated")
+_MEMSUM_ROW = re.compile(r"^\|?\s*(Allocated memory|GPU reserved memory|Reserved memory)\s*\|\s*([\d.]+)\s*([KMGT]i?B|B)\s*\|\s*([\d.]+)\s*([KMGT]i?B|B)")
+
+# --- Prometheus -----------------------------------------------------------------------
+_PROM = re.compile(r"^((?:vllm|sglang):[A-Za-z_:][\w:]*)(\{[^}]*\})?\s+(\S+)")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+# --- benchmark table ------------------------------------------------------------------
+_TABLE = {
+    "successful requests": "completed", "benchmark duration (s)": "duration", "total input tokens": "total_input_tokens",
+    "total generated tokens": "total_output_tokens", "request throughput (req/s)": "request_throughput",
+    "output token throughput (tok/s)": "output_throughput", "total token throughput (tok/s)": "total_token_throughput",
+    "request rate configured (rps)": "request_rate", "traffic request rate": "request_rate",
+    "maximum request concurrency": "max_concurrency", "max request concurrency": "max_concurrency",
+}
+_TABLE_METRIC = re.compile(r"^(Mean|Median|P\d+(?:\.\d+)?)\s+(TTFT|TPOT|ITL|E2EL|E2E Latency)\s+\(ms\):\s*([\d.]+)", re.I)
+_BENCH_KEYS = ("request_rate", "burstiness", "max_concurrency", "completed", "duration", "total_input_tokens",
+               "total_output_tokens", "request_throughput", "output_throughput", "total_token_throughput")
+_SYNONYMS = {"mean_e2e_latency_ms": "mean_e2el_ms", "median_e2e_latency_ms": "median_e2el_ms", "p99_e2e_latency_ms": "p99_e2el_ms",
+             "total_input": "total_input_tokens", "total_output": "total_output_tokens", "concurrency": "max_concurrency"}
+
+_UNITS = {"B": 1, "bytes": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3,
+          "TiB": 1024 ** 4}
 
 
 @dataclass
 class ServingCapture:
     path: str
-    kind: str  # vllm_log | vllm_metrics | bench_result
+    kind: str  # vllm_log | sglang_log | vllm_metrics | sglang_metrics | bench_result | oom_report
+    engine: str | None = None  # vllm | sglang
     version: str | None = None
     config: dict = field(default_factory=dict)
-    stats: list = field(default_factory=list)
-    metrics: dict = field(default_factory=dict)
+    stats: list = field(default_factory=list)       # engine stats samples (one per stats / decode line)
+    prefills: list = field(default_factory=list)    # SGLang prefill batch lines
+    metrics: dict = field(default_factory=dict)     # last value of each series, summed over replicas (counters)
+    replicas: dict = field(default_factory=dict)    # replica key -> {"gauges": {}, "counters": {}, "histograms": {}}
     bench: list = field(default_factory=list)
+    events: dict = field(default_factory=lambda: {"oom": [], "preemptions": 0, "retractions": 0})
+    memory: dict = field(default_factory=dict)      # allocator state from memory_summary()
+    kv_tokens: int | None = None
+    warnings: list = field(default_factory=list)
+
+
+def _number(raw):
+    """A finite float from text, else None (NaN, +Inf and junk are not values)."""
+    try:
+        x = float(raw)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _bytes(value: str, unit: str) -> float | None:
+    x = _number(value)
+    return None if x is None else x * _UNITS.get(unit, 1)
 
 
 def _value(raw: str):
@@ -55,13 +151,13 @@ def _value(raw: str):
         return True
     if raw in ("False", "false"):
         return False
+    if raw in ("None", "null"):
+        return None
     try:
         return int(raw)
     except ValueError:
-        try:
-            return float(raw)
-        except ValueError:
-            return raw
+        x = _number(raw)
+        return raw if x is None else x
 
 
 def _config_from(text: str, config: dict) -> None:
@@ -73,61 +169,260 @@ def _config_from(text: str, config: dict) -> None:
                 if k in data:
                     config[k] = data[k]
             return
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
         pass
     for k in _CONFIG_KEYS:
-        m = re.search(rf"['\"]?{k}['\"]?\s*[:=]\s*([^,}}]+)", text)
+        m = re.search(rf"['\"]?\b{k}['\"]?\s*[:=]\s*([^,}}]+)", text)
         if m:
             config[k] = _value(m.group(1))
 
 
+def _seconds(line: str) -> float | None:
+    """Seconds (within a year) of the line's timestamp, to order and space samples."""
+    m = _TIME.search(line[:64])
+    if not m:
+        return None
+    year, month, day, hh, mm, ss, frac = m.groups()
+    try:
+        if month:
+            base = datetime(int(year or 2000), int(month), int(day)).timestamp() - datetime(int(year or 2000), 1, 1).timestamp()
+        else:
+            base = 0.0
+    except ValueError:
+        return None
+    return base + int(hh) * 3600 + int(mm) * 60 + int(ss) + (float("0." + frac) if frac else 0.0)
+
+
+def _lines(cap: ServingCapture, text: str):
+    long = 0
+    for line in text.splitlines():
+        if len(line) > MAX_LINE:
+            long += 1
+            continue
+        yield line
+    if long:
+        cap.warnings.append(f"{long} over-long lines ({MAX_LINE:,}+ characters) skipped")
+
+
 def parse(path: str, text: str | None = None) -> ServingCapture:
     if text is None:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
+        from tracetriage.parsers.common import read_text
+
+        text = read_text(path)
+    noise = text.count("\ufffd") + sum(1 for ch in text[:200_000] if ch < " " and ch not in "\t\n\r")
     stripped = text.lstrip()
-    if stripped.startswith(("{", "[")) and ('"request_throughput"' in text or '"mean_ttft_ms"' in text):
-        return _bench(path, text)
-    if re.search(r"^vllm:", text, re.M) or re.search(r"^# (?:HELP|TYPE) vllm:", text, re.M):
-        return _prom(path, text)
-    cap = ServingCapture(path=str(path), kind="vllm_log")
-    for line in text.splitlines():
-        v = _VERSION.search(line)
-        if v and cap.version is None:
-            cap.version = v.group(1).rstrip(")")
+    if stripped.startswith(("{", "[")) and not _looks_like_log(stripped) and _BENCH_HINT.search(text[:200_000]):
+        cap = _bench(path, text)
+    elif re.search(r"^(?:vllm|sglang):", text, re.M) or re.search(r"^# (?:HELP|TYPE) (?:vllm|sglang):", text, re.M):
+        cap = _prom(path, text)
+    elif re.search(r"Serving Benchmark Result", text):
+        cap = _bench_table(path, text)
+    else:
+        cap = _log(path, text)
+    if noise:
+        cap.warnings.append(f"{noise:,} undecodable or control characters (binary noise) ignored")
+    return cap
+
+
+_BENCH_HINT = re.compile(r'"(?:request_throughput|mean_ttft_ms|median_ttft_ms|mean_e2e_latency_ms)"')
+_LOG_START = re.compile(r"^\[(?:\d{4}-\d\d-\d\d[ T])?\d\d:\d\d:\d\d[^\]]*\]")
+
+
+def _looks_like_log(stripped: str) -> bool:
+    """A line starting with a bracketed timestamp ("[2026-04-05 20:02:51] Decode batch") is a log, not JSON."""
+    return bool(_LOG_START.match(stripped))
+
+
+def looks_like_log(text: str) -> bool:
+    return _looks_like_log(text.lstrip())
+
+
+def _log(path: str, text: str) -> ServingCapture:
+    cap = ServingCapture(path=str(path), kind="vllm_log", engine="vllm")
+    sglang = bool(_SGL_DECODE.search(text) or _SGL_PREFILL.search(text) or re.search(r"(?i)sglang", text[:20_000]))
+    if sglang and not _STATS.search(text):
+        cap.kind, cap.engine = "sglang_log", "sglang"
+    for line in _lines(cap, text):
+        if cap.engine == "vllm":
+            v = _VERSION.search(line)
+            if v and cap.version is None:
+                cap.version = v.group(1).rstrip(")")
+        else:
+            v = _SGL_VERSION.search(line)
+            if v and cap.version is None:
+                cap.version = v.group(1)
         nd = _NON_DEFAULT.search(line)
         if nd:
             _config_from(nd.group(1), cap.config)
             continue
-        if "with config:" in line:
-            _config_from(line.split("with config:", 1)[1], cap.config)
+        if "with config:" in line or "server_args=ServerArgs(" in line:
+            _config_from(line.split("with config:", 1)[-1].split("ServerArgs(", 1)[-1], cap.config)
         ch = _CHUNKED.search(line)
         if ch:
             cap.config["enable_chunked_prefill"] = True
             cap.config.setdefault("max_num_batched_tokens", int(ch.group(1)))
+        kv = _KV_TOKENS.search(line)
+        if kv:
+            cap.kv_tokens = int(kv.group(1).replace(",", ""))
         s = _STATS.search(line)
         if s:
-            row = {"prompt_tps": float(s.group(1)), "gen_tps": float(s.group(2))}
+            row = {"t": _seconds(line), "prompt_tps": float(s.group(1)), "gen_tps": float(s.group(2))}
             for key, rx in _FIELD.items():
                 m = rx.search(line)
                 row[key] = float(m.group(1)) if m else None
+            e = _ENGINE_ID.search(line)
+            row["replica"] = e.group(1) if e else ""
             cap.stats.append(row)
+            continue
+        p = _PREFIX_LINE.search(line)
+        if p and cap.stats and cap.stats[-1].get("prefix_hit_pct") is None:
+            cap.stats[-1]["prefix_hit_pct"] = float(p.group(1))  # V0 logs it on its own line
+        if _SGL_DECODE.search(line) or _SGL_PREFILL.search(line):
+            row = {"t": _seconds(line)}
+            for key, rx in _SGL_FIELDS.items():
+                m = rx.search(line)
+                row[key] = float(m.group(1)) if m else None
+            if row["token_usage"] is not None:
+                row["kv_usage_pct"] = 100.0 * row.pop("token_usage")
+            else:
+                row.pop("token_usage")
+                row["kv_usage_pct"] = None
+            g = _SGL_CUDA_GRAPH.search(line)
+            if g:
+                cap.config.setdefault("cuda_graph", g.group(1) == "True")
+            tp = re.search(r"\bTP(\d+)\]", line)
+            row["replica"] = ""
+            if tp and tp.group(1) != "0":
+                continue  # every TP rank logs the same batch: rank 0 speaks for the group
+            if _SGL_PREFILL.search(line):
+                cap.prefills.append(row)
+            cap.stats.append(row)  # decode and prefill lines both sample the scheduler's running / queue / KV state
+            continue
+        if _PREEMPT.search(line):
+            m = _PREEMPT.search(line)
+            n = m.group(1) if m and m.lastindex else None
+            cap.events["preemptions"] = max(cap.events["preemptions"] + 1, int(n) if n else 0)
+        r = _SGL_RETRACT.search(line)
+        if r:
+            cap.events["retractions"] += int(r.group(1)) if r.lastindex and r.group(1) else 1
+        if _OOM.search(line):
+            cap.events["oom"].append(_oom_event(line))
+            continue
+        if cap.events["oom"] and ("Tried to allocate" in line or "reserved by PyTorch" in line):
+            for k, v in _oom_event(line).items():  # the details wrapped onto the next line
+                cap.events["oom"][-1].setdefault(k, v)
+            continue
+        _memory_summary_row(cap, line)
+    if not cap.stats and not cap.config and cap.version is None and (cap.memory or cap.events["oom"]):
+        cap.kind, cap.engine = "oom_report", None
     return cap
+
+
+def _oom_event(text: str) -> dict:
+    out = {}
+    for key, rx in (("tried_bytes", _OOM_TRIED), ("total_bytes", _OOM_TOTAL), ("free_bytes", _OOM_FREE),
+                    ("in_use_bytes", _OOM_IN_USE), ("allocated_bytes", _OOM_ALLOC),
+                    ("reserved_unallocated_bytes", _OOM_RESERVED_FREE)):
+        m = rx.search(text)
+        if m:
+            out[key] = _bytes(m.group(1), m.group(2))
+    return out
+
+
+def _memory_summary_row(cap: ServingCapture, line: str) -> None:
+    m = _MEMSUM_ROW.search(line.strip())
+    if not m:
+        return
+    key = "allocated" if m.group(1).startswith("Allocated") else "reserved"
+    cap.memory[f"{key}_bytes"] = _bytes(m.group(2), m.group(3))
+    cap.memory[f"peak_{key}_bytes"] = _bytes(m.group(4), m.group(5))
 
 
 def _prom(path: str, text: str) -> ServingCapture:
-    cap = ServingCapture(path=str(path), kind="vllm_metrics")
-    for line in text.splitlines():
+    engine = "sglang" if re.search(r"^(?:# (?:HELP|TYPE) )?sglang:", text, re.M) else "vllm"
+    cap = ServingCapture(path=str(path), kind=f"{engine}_metrics", engine=engine)
+    bad = 0
+    for line in _lines(cap, text):
         m = _PROM.match(line.strip())
         if not m:
+            if line.startswith(("vllm:", "sglang:")):
+                bad += 1  # a sample line cut off or mangled
             continue
-        try:
-            value = float(m.group(3))
-        except ValueError:
+        value = _number(m.group(3))
+        if value is None and m.group(3) not in ("+Inf", "Inf", "NaN", "-Inf"):
+            bad += 1
             continue
         name = m.group(1)
-        cap.metrics[name] = cap.metrics.get(name, 0.0) + value if name.endswith("_total") else value
+        labels = dict(_LABEL.findall(m.group(2) or ""))
+        replica = labels.get("instance") or labels.get("engine") or labels.get("dp_rank") or ""
+        rep = cap.replicas.setdefault(replica, {"gauges": {}, "counters": {}, "histograms": {}, "info": {}})
+        if name.endswith("_bucket") and "le" in labels:
+            le = _number(labels["le"]) if labels["le"] not in ("+Inf", "Inf") else math.inf
+            if le is None or value is None:
+                bad += 1
+                continue
+            h = rep["histograms"].setdefault(name[: -len("_bucket")], {"buckets": {}, "sum": None, "count": None})
+            h["buckets"][le] = h["buckets"].get(le, 0.0) + value  # other labels (model) summed
+            continue
+        if value is None:
+            continue
+        if name.endswith(("_sum", "_count")) and name.rsplit("_", 1)[0] in rep["histograms"]:
+            rep["histograms"][name.rsplit("_", 1)[0]][name.rsplit("_", 1)[1]] = value
+            continue
+        if name.endswith("_created"):
+            continue
+        if name.endswith("_info"):
+            rep["info"].update(labels)
+            for k in _CONFIG_KEYS:
+                if k in labels:
+                    cap.config[k] = _value(labels[k])
+            continue
+        kind = "counters" if name.endswith("_total") else "gauges"
+        rep[kind][name] = rep[kind].get(name, 0.0) + value if kind == "counters" else value
+        cap.metrics[name] = cap.metrics.get(name, 0.0) + value if kind == "counters" else value
+    for rep in cap.replicas.values():
+        for name, h in rep["histograms"].items():
+            if math.inf not in h["buckets"]:
+                cap.warnings.append(f"histogram {name} has no +Inf bucket: percentiles above its last bucket are not known")
+    if bad:
+        cap.warnings.append(f"{bad} metric samples with unreadable values skipped")
     return cap
+
+
+def _percentiles_from_list(values) -> dict:
+    vals = sorted(v for v in values if isinstance(v, (int, float)) and math.isfinite(v))
+    if not vals:
+        return {}
+
+    def q(p):
+        return vals[min(len(vals) - 1, int(round(p / 100 * (len(vals) - 1))))]
+
+    return {"p50": q(50), "p99": q(99), "max": vals[-1], "mean": statistics.fmean(vals), "n": len(vals)}
+
+
+def _record(d: dict) -> dict | None:
+    """A benchmark record: aggregate keys (synonyms folded), plus summaries of per-request arrays."""
+    if not isinstance(d, dict):
+        return None
+    d = {_SYNONYMS.get(k.rstrip(":"), k.rstrip(":")): v for k, v in d.items() if isinstance(k, str)}
+    out = {k: d[k] for k in _BENCH_KEYS if k in d and (d[k] is None or isinstance(d[k], (int, float, str)))}
+    for k, v in d.items():
+        if re.fullmatch(r"(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms", k) and isinstance(v, (int, float)):
+            out[k] = v if math.isfinite(v) else None
+    for key in ("ttfts", "itls", "input_lens", "output_lens"):
+        arr = d.get(key)
+        if isinstance(arr, list) and arr:
+            flat = [x for row in arr for x in (row if isinstance(row, list) else [row])]
+            stats = _percentiles_from_list(flat)
+            if stats:
+                if key in ("ttfts", "itls"):  # seconds in the result file
+                    stats = {k: (v * 1000.0 if k != "n" else v) for k, v in stats.items()}
+                out[f"_{key}"] = stats
+    group = [str(d[k]) for k in ("backend", "model_id", "model", "deployment", "gpu", "gateway", "label") if isinstance(d.get(k), str)]
+    out["group"] = "|".join(group)
+    if "request_rate" in out and isinstance(out["request_rate"], str):
+        out["request_rate"] = _number(out["request_rate"]) if out["request_rate"] not in ("inf", "Infinity") else math.inf
+    return out if any(k in out for k in ("request_throughput", "mean_ttft_ms", "median_ttft_ms", "completed")) else None
 
 
 def _bench(path: str, text: str) -> ServingCapture:
@@ -137,14 +432,52 @@ def _bench(path: str, text: str) -> ServingCapture:
         doc = json_document(path, text, "benchmark result")
         docs = doc if isinstance(doc, list) else [doc]
     except TraceFormatError:
-        for line in text.splitlines():  # JSONL, possibly with a cut last line
+        bad = 0
+        for line in _lines(cap, text):  # JSONL, possibly with a cut last line
+            if not line.strip():
+                continue
             try:
                 docs.append(json_document(path, line, "benchmark result line"))
             except TraceFormatError:
-                continue
-    keys = ("request_rate", "max_concurrency", "request_throughput", "output_throughput", "mean_ttft_ms", "p99_ttft_ms",
-            "mean_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms", "completed", "duration")
+                bad += 1
+        if bad:
+            cap.warnings.append(f"{bad} benchmark result lines that are not JSON skipped")
+    missing = 0
     for d in docs:
-        if isinstance(d, dict):
-            cap.bench.append({k: d.get(k) for k in keys if k in d})
+        rec = _record(d)
+        if rec is None:
+            missing += 1
+            continue
+        cap.bench.append(rec)
+    if missing:
+        cap.warnings.append(f"{missing} benchmark records without throughput or latency keys skipped")
+    if any(isinstance(d, dict) and "sglang" in str(d.get("backend", "")) for d in docs):
+        cap.engine = "sglang"
+    return cap
+
+
+def _bench_table(path: str, text: str) -> ServingCapture:
+    """The table ``benchmark_serving.py`` prints; several tables in one file are a sweep."""
+    cap = ServingCapture(path=str(path), kind="bench_result")
+    rec: dict = {}
+    for line in _lines(cap, text):
+        if "Serving Benchmark Result" in line:
+            if _record(rec):
+                cap.bench.append(_record(rec))
+            rec = {}
+            continue
+        m = _TABLE_METRIC.match(line.strip())
+        if m:
+            stat = m.group(1).lower()
+            metric = {"e2e latency": "e2el"}.get(m.group(2).lower(), m.group(2).lower())
+            rec[f"{stat}_{metric}_ms"] = _number(m.group(3))
+            continue
+        if ":" in line:
+            k, _, v = line.partition(":")
+            key = _TABLE.get(k.strip().lower())
+            if key:
+                x = v.strip()
+                rec[key] = math.inf if x.lower() == "inf" else _number(x)
+    if _record(rec):
+        cap.bench.append(_record(rec))
     return cap

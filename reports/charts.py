@@ -185,6 +185,60 @@ def hot_frames(frames: list[dict]) -> str | None:
         "Hot frames (host)", "% of non-idle py-spy samples")
 
 
+def serving_load(points: list[dict]) -> str | None:
+    """Running and waiting requests over time (stats lines), KV usage on a second axis."""
+    pts = [p for p in points if p.get("running") is not None]
+    if len(pts) < 2:
+        return None
+    t = [p["t"] for p in pts]
+    fig, ax = plt.subplots(figsize=(10, 2.8))
+    ax.plot(t, [p["running"] for p in pts], color="#2a9d8f", label="running")
+    ax.plot(t, [p.get("waiting") or 0 for p in pts], color="#e4572e", label="waiting")
+    ax.set_xlabel("seconds since the first stats line")
+    ax.set_ylabel("requests")
+    kv = [p.get("kv_usage_pct") for p in pts]
+    if any(v is not None for v in kv):
+        ax2 = ax.twinx()
+        ax2.plot(t, [v if v is not None else float("nan") for v in kv], color="#29335c", linestyle=":", label="KV cache %")
+        ax2.set_ylim(0, 105)
+        ax2.set_ylabel("KV cache %")
+        ax2.legend(fontsize=7, loc="upper right")
+    ax.set_title("Engine load over time: a queue that never drains means arrivals exceed capacity")
+    ax.legend(fontsize=7, loc="upper left")
+    return _svg(fig)
+
+
+def tpot_vs_batch(fit: dict | None, budget: float | None) -> str | None:
+    """TPOT against the running batch with the least-squares line and the budget."""
+    if not fit or not fit.get("series"):
+        return None
+    xs = [x for x, _ in fit["series"]]
+    ys = [y for _, y in fit["series"]]
+    fig, ax = plt.subplots(figsize=(10, 2.8))
+    ax.scatter(xs, ys, s=10, color="#29335c", label="measured")
+    line_x = [0, max(xs) * 1.05]
+    ax.plot(line_x, [fit["a_ms"] + fit["b_ms_per_seq"] * x for x in line_x], color="#2a9d8f",
+            label=f"fit: {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} x B ms (r² {fit['r2']:.2f})")
+    if budget:
+        ax.axhline(budget, color="#e4572e", linestyle="--", label=f"budget {budget:g} ms")
+    ax.set_xlabel("running sequences (batch)")
+    ax.set_ylabel("TPOT (ms)")
+    ax.set_title("TPOT against the running batch")
+    ax.legend(fontsize=7)
+    return _svg(fig)
+
+
+def serving_charts(analysis) -> list[tuple[str, str]]:
+    srv = analysis.data.get("serving")
+    if not srv:
+        return []
+    slo = analysis.data.get("slo") or {}
+    budget = slo.get("tpot_p95_ms") or slo.get("tpot_p99_ms") or slo.get("tpot_p90_ms")
+    charts = [("serving_load", serving_load((analysis.series.get("serving") or {}).get("stats") or [])),
+              ("tpot_fit", tpot_vs_batch(srv.get("tpot_fit"), budget))]
+    return [(k, v) for k, v in charts if v]
+
+
 def all_charts(analysis) -> list[tuple[str, str]]:
     data, series = analysis.data, analysis.series
     window = (data.get("window") or {}).get("duration_ns") or 1

@@ -95,8 +95,16 @@ def render_text(analysis) -> str:
             out.append(f"  {st['samples']} stats samples: running mean {st['running_mean']} (max {st['running_max']}), "
                        f"waiting mean {st['waiting_mean']} (max {st['waiting_max']}, non-empty in {st['waiting_share_pct']}%), "
                        f"KV cache p50 {st['kv_usage_p50']}% max {st['kv_usage_max']}%, generation {st['gen_tps_mean']} tok/s")
-        for b in srv["bench"][:6]:
-            out.append("  bench: " + ", ".join(f"{k}={v}" for k, v in b.items()))
+        sv = v["serving_view"]
+        for r in sv["latency_rows"]:
+            out.append(f"  {r['metric']:<6} {r['side']:<28} p50 {r['p50']:>10}  p99 {r['p99']:>10}  mean {r['mean']:>10}  {r['note']}")
+        if sv["littles_law"]:
+            out.append("  " + sv["littles_law"])
+        if sv["fit"]:
+            out.append("  " + sv["fit"])
+        for b in sv["sweep"][:12]:
+            out.append(f"  bench: rate {b['rate']} conc {b['concurrency']} -> {b['throughput'] or 0:.2f} req/s, TTFT {b['ttft']}, "
+                       f"TPOT {b['tpot']}, ITL p99 {b['itl_p99']} {b['group']}")
         out.append("")
     prof = v.get("host_profile")
     if prof:

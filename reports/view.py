@@ -68,7 +68,51 @@ def build_view(data: dict) -> dict:
         k["short_name"] = k["name"] if len(k["name"]) <= 90 else k["name"][:87] + "..."
     v.setdefault("skipped", [])
     v["copies_text"] = copies_text(v.get("copies"))
+    v["serving_view"] = serving_view(v.get("serving"))
     return v
+
+
+def _ms(x) -> str:
+    return "n/a" if x is None else (f"{x / 1000:,.2f} s" if x >= 10_000 else f"{x:,.1f} ms")
+
+
+def serving_view(srv: dict | None) -> dict | None:
+    """Rows of the serving section: latency percentiles (client and server side), Little's law, the sweep."""
+    if not srv:
+        return None
+    rows = []
+    for metric, c in (srv.get("latency") or {}).get("client", {}).items():
+        if metric == "record":
+            continue
+        rows.append({"metric": metric.upper(), "side": "client (benchmark)", "p50": _ms(c.get("median") or c.get("p50")),
+                     "p99": _ms(c.get("p99")), "mean": _ms(c.get("mean")), "note": f"max {_ms(c['max'])}" if c.get("max") else ""})
+    for metric, h in (srv.get("latency") or {}).get("server", {}).items():
+        def q(name, h=h):
+            x = h.get(name)
+            return "n/a" if not x else (">" if x["lower_bound"] else "") + _ms(x["value_ms"])
+        res = [f"{k} ±{h[k]['resolution_ms']:g} ms" for k in ("p50", "p99") if h.get(k) and h[k].get("resolution_ms")]
+        rows.append({"metric": metric.upper(), "side": "server (/metrics histogram)", "p50": q("p50"), "p99": q("p99"),
+                     "mean": _ms(h.get("mean_ms")),
+                     "note": f"{h['count']:,.0f} requests; bucket resolution " + (", ".join(res) if res else "n/a")})
+    law = srv.get("littles_law") or {}
+    law_text = None
+    if law.get("arrival_rate_rps") is not None or law.get("in_system") is not None:
+        parts = []
+        if law.get("arrival_rate_rps") is not None:
+            parts.append(f"arrival {law['arrival_rate_rps']:g} req/s vs capacity {law['capacity_rps']:g} req/s")
+        if law.get("in_system") is not None:
+            parts.append(f"requests in the system L = {law['in_system']:g}"
+                         + (f" = throughput x time in system ({law['time_in_system_s']:g} s)" if law.get("time_in_system_s") else ""))
+        law_text = "Little's law (L = λ·W): " + "; ".join(parts) + f" — {law.get('source')}"
+    sweep = [{"rate": "inf" if isinstance(b.get("request_rate"), float) and b["request_rate"] == float("inf") else b.get("request_rate"),
+              "concurrency": b.get("max_concurrency"), "throughput": b.get("request_throughput"),
+              "ttft": _ms(b.get("mean_ttft_ms")), "tpot": _ms(b.get("mean_tpot_ms")), "itl_p99": _ms(b.get("p99_itl_ms")),
+              "group": b.get("group") or ""} for b in srv.get("bench") or []]
+    fit = srv.get("tpot_fit")
+    return {"latency_rows": rows, "littles_law": law_text, "sweep": sweep[:30],
+            "fit": (f"TPOT = {fit['a_ms']:.2f} ms + {fit['b_ms_per_seq']:.3f} ms x running (r² {fit['r2']:.2f}, "
+                    f"{fit['points']} points, {fit['source']})") if fit else None,
+            "memory": srv.get("memory"), "tokens": srv.get("tokens"), "replicas": srv.get("replicas") or []}
 
 
 def copies_text(c: dict | None) -> str | None:

@@ -784,8 +784,15 @@ def main(argv=None):
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--rocpd", action="store_true", help="write rocprofv3 rocpd databases instead of nsys exports")
+    ap.add_argument("--serving", action="store_true", help="write the serving bundles (log + scrape + benchmark result)")
     args = ap.parse_args(argv)
-    for b in (generate_rocpd if args.rocpd else generate)(args.out, args.only, args.seed):
+    if args.serving:
+        from serving_scenarios import generate_serving
+
+        made = generate_serving(args.out, args.only, args.seed)
+    else:
+        made = (generate_rocpd if args.rocpd else generate)(args.out, args.only, args.seed)
+    for b in made:
         print(b)
 
 

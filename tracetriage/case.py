@@ -58,7 +58,9 @@ _NCCL = re.compile(
 )
 _SERVING = re.compile(
     r"Avg prompt throughput: [\d.]+ tokens/s|non-default args: \{|LLM engine \(v[\w.]+|vLLM API server version"
-    r"|^# (?:HELP|TYPE) vllm:|^vllm:\w+",
+    r"|^# (?:HELP|TYPE) (?:vllm|sglang):|^(?:vllm|sglang):\w+"
+    r"|(?:Decode|Prefill) batch[.,] #|Serving Benchmark Result"
+    r"|CUDA out of memory|torch\.OutOfMemoryError|PyTorch CUDA memory summary",
     re.M,
 )
 _PYSPY = re.compile(r"^\s*Thread (0x[0-9A-Fa-f]+|\d+) \(", re.M)
@@ -109,12 +111,20 @@ def _detect_sqlite(path: Path) -> str:
 
 
 def _detect_text(head: bytes, gz: bool = False) -> str:
-    if b"\x00" in head[:4096]:
+    sample = head[:4096]
+    controls = sum(1 for b in sample if b < 9 or 13 < b < 32)
+    if controls > 0.1 * max(1, len(sample)):
         return "unknown:binary file"
+    if b"\x00" in sample:
+        # A few NULs in a log (a torn write, a pasted blob) keep it a log when a text signature is there.
+        kind = _detect_text(sample.replace(b"\x00", b" "), gz)
+        return kind if not kind.startswith("unknown:") and kind in ("serving", "nccl", "pyspy", "topology", "rocm_topology") else "unknown:binary file"
     text = head.decode("utf-8", errors="replace")
     stripped = text.lstrip()
-    if stripped.startswith(("{", "[")):
-        if '"request_throughput"' in text or '"mean_ttft_ms"' in text:
+    from tracetriage.parsers.serving import looks_like_log
+
+    if stripped.startswith(("{", "[")) and not looks_like_log(stripped):
+        if '"request_throughput"' in text or '"mean_ttft_ms"' in text or '"mean_e2e_latency_ms"' in text:
             return "serving"
         if '"traceEvents"' in text or '"deviceProperties"' in text or '"schemaVersion"' in text and '"ph"' in text:
             return "kineto"

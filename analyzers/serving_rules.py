@@ -1,0 +1,514 @@
+"""Serving-level rules: findings from engine logs, /metrics scrapes and benchmark results.
+
+Each rule reads ``data["serving"]`` (analyzers/serving.py) and the user's ``--slo`` budgets,
+returns a finding or None, and never opens a file. Impacts are shares of the axis's
+denominator (DESIGN.md): TTFT for ``at_capacity`` and ``proxy_buffering`` (they claim
+disjoint parts of one client TTFT: queue wait, then delivery), the TPOT at the largest
+batch for ``batch_past_knee``, the ITL p99 for a serving ``prefill_stall``, the prompt share
+of processed tokens for ``prefix_cache_miss``, idle batch slots for the utilization rules.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tracetriage.analyzers import catalog
+from tracetriage.analyzers.evidence import ev, nbytes, pct, plural
+
+# name: (value, why)
+THRESHOLDS = {
+    "capacity_rate_excess": (1.1, "arrivals 10% above completions: beyond the drain-time slack of a finite benchmark run"),
+    "capacity_ttft_growth": (3.0, "TTFT three times its low-load value: requests are waiting, not being prefilled"),
+    "queue_share_min_pct": (50.0, "a non-empty queue in at least half of the stats samples is a standing queue, not a burst"),
+    "queue_kv_full_pct": (90.0, "KV usage at 90% or more: admission is KV-bound"),
+    "queue_cap_share": (0.95, "running within 5% of max_num_seqs: the batch is at its cap"),
+    "knee_r2_min": (0.8, "TPOT must be explained by the batch (r² >= 0.8) for the cap to be read off the fit"),
+    "itl_tail_ratio": (3.0, "ITL p99 at 3x the median is a visible stall in a streamed answer"),
+    "long_prompt_tokens": (1024, "prompts of 1k+ tokens take a step of their own when prefilled whole"),
+    "fragmentation_share": (0.2, "20% of PyTorch's reserved memory unallocated is fragmentation worth a setting"),
+    "kv_full_pct": (98.0, "KV usage at 98%+ leaves no room for the next admission"),
+    "prompt_per_output_min": (5.0, "5+ prompt tokens per output token: prefill dominates the work"),
+    "prefix_hit_low_pct": (10.0, "a hit rate under 10% means the shared prefixes (if any) are recomputed"),
+    "proxy_ttft_share": (0.8, "client TTFT at 80%+ of client E2E: the stream arrives nearly whole"),
+    "proxy_server_share": (0.3, "server TTFT under 30% of client TTFT: the delay is on the path"),
+    "replicas_min": (4, "over-replication is a fleet question: at least 4 replicas"),
+    "replica_running_max": (8.0, "8 or fewer sequences per replica leaves the weight pass nearly unshared"),
+    "replica_kv_max_pct": (30.0, "KV usage under 30%: the replicas hold far more cache than they use"),
+    "admission_running_share": (0.5, "running at most half the cap while requests wait"),
+    "admission_kv_max_pct": (50.0, "KV at most half used: blocks are free"),
+    "stats_min_samples": (10, "token ratios from stats lines need a window of at least 10 samples, not a burst"),
+    "healthy_min_samples": (5, "a serving verdict of healthy needs at least 5 stats samples ..."),
+    "healthy_min_requests": (20, "... or a benchmark of at least 20 completed requests"),
+}
+DEFAULT_CAP = 256  # vLLM's default max_num_seqs, used only to size over-replication when the config is absent
+
+
+def t(name):
+    return THRESHOLDS[name][0]
+
+
+def ms(x) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x / 1000:,.2f} s" if x >= 10_000 else f"{x:,.1f} ms"
+
+
+def rps(x) -> str:
+    return "n/a" if x is None else f"{x:,.1f} req/s"
+
+
+def _cap(serving: dict):
+    c = serving.get("config") or {}
+    v = c.get("max_num_seqs") or c.get("max_running_requests")
+    return v if isinstance(v, (int, float)) and v > 0 else None
+
+
+def _budgets(slo: dict) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in slo.items()) if slo else "no latency budgets (none given with --slo)"
+
+
+def _capacity_from_sweep(bench: list[dict], queue_share):
+    """Arrivals above completions with TTFT growing with the rate, in one benchmark series."""
+    base = min((b["mean_ttft_ms"] for b in bench if b.get("mean_ttft_ms")), default=None)
+    over = [b for b in bench if b["request_rate"] > t("capacity_rate_excess") * b["request_throughput"]
+            and b.get("mean_ttft_ms") and base and b["mean_ttft_ms"] >= t("capacity_ttft_growth") * base]
+    if len(bench) == 1:  # one record: TTFT growth cannot be measured, the rate gap must be clear
+        over = [b for b in bench if b["request_rate"] > 1.5 * b["request_throughput"] and b.get("mean_ttft_ms")]
+    if not over:
+        return None
+    top = max(over, key=lambda b: b["request_rate"])
+    capacity = max(b["request_throughput"] for b in bench)
+    if len(bench) > 1:
+        impact = 100.0 * (top["mean_ttft_ms"] - base) / top["mean_ttft_ms"]
+    else:
+        impact = 100.0 * queue_share if queue_share is not None else 100.0 * (1 - capacity / top["request_rate"])
+    fired = dict(arrival=top["request_rate"], capacity=capacity, impact=impact,
+                 ttft_text=f"mean TTFT {ms(top['mean_ttft_ms'])} against {ms(base)} at low load" if len(bench) > 1
+                 else f"mean TTFT {ms(top['mean_ttft_ms'])}")
+    evidence = [
+        ev("arrival_rate_rps", top["request_rate"], "req/s", None, text=f"arrival rate (configured): {rps(top['request_rate'])}"),
+        ev("capacity_rps", round(capacity, 3), "req/s", None,
+           text=f"highest completion rate measured: {rps(capacity)} over {plural(len(bench), 'benchmark run')}"),
+        ev("mean_ttft_ms", top["mean_ttft_ms"], "ms", f"requests at {top['request_rate']:g} req/s",
+           text=f"mean TTFT {ms(top['mean_ttft_ms'])} at {top['request_rate']:g} req/s"
+                + (f" vs {ms(base)} at the lowest rate" if len(bench) > 1 else "")),
+    ]
+    return fired, evidence
+
+
+def rule_at_capacity(serving: dict, slo: dict):
+    bench = [b for b in serving.get("bench") or [] if isinstance(b.get("request_rate"), (int, float))
+             and math.isfinite(b["request_rate"]) and b.get("request_throughput")]
+    evidence = []
+    law = serving["littles_law"]
+    server = serving["latency"]["server"]
+    queue_share = None
+    if server.get("queue", {}).get("mean_ms") and server.get("ttft", {}).get("mean_ms"):
+        queue_share = min(1.0, server["queue"]["mean_ms"] / server["ttft"]["mean_ms"])
+    fired = None
+    groups: dict[str, list] = {}
+    for b in bench:  # a file may hold several sweeps (deployments, models): each is judged on its own
+        groups.setdefault(b.get("group") or "", []).append(b)
+    for name, runs in groups.items():
+        got = _capacity_from_sweep(runs, queue_share)
+        if got and (fired is None or got[0]["impact"] > fired["impact"]):
+            fired, evidence = got[0], got[1] + ([ev("sweep", name, "", None, text=f"benchmark series: {name}")] if len(groups) > 1 else [])
+    st = serving.get("stats")
+    cap = _cap(serving)
+    if fired is None and st and st.get("waiting_mean") is not None and st["samples"] >= 1:
+        growing = (st.get("waiting_last") or 0) >= (st.get("waiting_first") or 0)
+        full = (st.get("kv_usage_max") or 0) >= t("queue_kv_full_pct") or (
+            cap and (st.get("running_max") or 0) >= t("queue_cap_share") * cap)
+        deep = (st["waiting_mean"] or 0) >= max(1.0, 0.5 * (st["running_mean"] or 0))
+        if st["waiting_share_pct"] >= t("queue_share_min_pct") and growing and full and deep:
+            impact = 100.0 * queue_share if queue_share is not None else 100.0 * st["waiting_mean"] / (
+                st["waiting_mean"] + (st["running_mean"] or 0))
+            fired = dict(arrival=None, capacity=None, impact=impact,
+                         ttft_text=f"{st['waiting_mean']:g} requests wait on average behind {st['running_mean']:g} running"
+                                   + (f", KV cache up to {st['kv_usage_max']:g}% full" if st.get("kv_usage_max") is not None else ""))
+            evidence += [
+                ev("arrival_rate_rps", None, "req/s", None, text="arrival rate: not measured (no benchmark or request counters)"),
+                ev("capacity_rps", None, "req/s", None, text="capacity: not measured; the queue grows at the load seen"),
+                ev("waiting_mean", st["waiting_mean"], "requests", f"{st['samples']} stats samples",
+                   text=f"waiting queue non-empty in {st['waiting_share_pct']:.0f}% of {st['samples']} samples, mean "
+                        f"{st['waiting_mean']:g}, max {st['waiting_max']:g} (first {st['waiting_first']:g}, last {st['waiting_last']:g})"),
+                ev("littles_law_in_system", law.get("in_system"), "requests", None,
+                   text=f"requests in the system (running + waiting): {law.get('in_system')}"),
+                ev("kv_usage_max", st.get("kv_usage_max"), "%", "KV cache pool", text=f"KV cache usage up to {st.get('kv_usage_max')}%"
+                   + (f"; running up to {st['running_max']:g} of max {cap:g} sequences" if cap else "")),
+            ]
+    if fired is None:
+        return None
+    if queue_share is not None:
+        evidence.append(ev("queue_share_of_ttft", round(100 * queue_share, 2), "%", "server TTFT (mean)",
+                           text=f"server-side queue time is {pct(100 * queue_share)} of the server's mean TTFT"))
+    budget = slo.get("ttft_p95_ms")
+    if budget:
+        evidence.append(ev("ttft_p95_budget_ms", budget, "ms", None, text=f"TTFT p95 budget {budget:g} ms"))
+    if fired["arrival"] and fired["capacity"]:
+        need = math.ceil(fired["arrival"] / fired["capacity"])
+        replicas_needed = f"{plural(need, 'replica')} of the measured size ({fired['arrival'] / fired['capacity']:.2f}x today's capacity)"
+    else:
+        replicas_needed = "the arrival rate divided by the per-replica completion rate, rounded up (measure both with a benchmark sweep)"
+    return catalog.make(
+        "at_capacity", fired["impact"],
+        {"arrival": rps(fired["arrival"]) if fired["arrival"] else "more requests",
+         "capacity": rps(fired["capacity"]) if fired["capacity"] else "fewer",
+         "ttft_text": fired["ttft_text"], "capacity_per_replica": rps(fired["capacity"]) if fired["capacity"] else "completion rate",
+         "arrival_plain": rps(fired["arrival"]) if fired["arrival"] else "the arrival rate", "replicas_needed": replicas_needed,
+         "queue_clause": f" ({pct(100 * queue_share)} of the server's TTFT is queue time)" if queue_share is not None else ""},
+        evidence, severity="high" if fired["impact"] >= 50 else "medium", denominator="time to first token",
+        variant=None if fired["arrival"] else "queue")
+
+
+def rule_batch_past_knee(serving: dict, slo: dict):
+    fit = serving.get("tpot_fit")
+    budget = slo.get("tpot_p95_ms") or slo.get("tpot_p99_ms") or slo.get("tpot_p90_ms")
+    if not fit or not budget or fit["b_ms_per_seq"] <= 0 or fit["r2"] < t("knee_r2_min"):
+        return None
+    a, b, x_max = fit["a_ms"], fit["b_ms_per_seq"], fit["x_max"]
+    at_max = a + b * x_max
+    if at_max <= budget or a >= budget:
+        return None
+    cap = max(1, int((budget - a) / b))
+    thr = lambda x: x / (a + b * x)  # sequences x tokens/ms each  # noqa: E731
+    loss = 100.0 * (1 - thr(cap) / thr(x_max))
+    impact = 100.0 * (at_max - budget) / at_max
+    fit_text = f"TPOT = {a:.2f} ms + {b:.3f} ms x running"
+    evidence = [
+        ev("tpot_fit", {"a_ms": a, "b_ms_per_seq": b, "r2": fit["r2"]}, "ms", f"{fit['points']} points",
+           text=f"{fit_text} (r² {fit['r2']:.2f}, {fit['points']} points from {fit['source']})"),
+        ev("tpot_at_max_batch_ms", round(at_max, 3), "ms", f"{x_max:g} running sequences",
+           text=f"predicted TPOT {at_max:.1f} ms at {x_max:g} running sequences, budget {budget:g} ms"),
+        ev("max_num_seqs_for_slo", cap, "sequences", None, text=f"largest batch within the budget: {cap} running sequences"),
+        ev("throughput_given_up_pct", round(loss, 2), "%", f"throughput at {x_max:g} sequences",
+           text=f"capping at {cap} gives up {pct(loss)} of the throughput at {x_max:g}"),
+    ]
+    return catalog.make(
+        "batch_past_knee", impact,
+        {"fit_text": fit_text, "budget": f"{budget:g} ms", "cap": cap, "source": fit["source"], "r2": f"{fit['r2']:.2f}",
+         "x_max": f"{x_max:g}", "tpot_at_max": f"{at_max:.1f} ms", "loss": pct(loss)},
+        evidence, severity="high" if impact >= 25 else "medium", denominator="TPOT at the largest batch measured")
+
+
+def itl_tail(serving: dict) -> dict | None:
+    """ITL p50 / p99 / max from the benchmark (per-request arrays or aggregates), else the server histogram."""
+    c = serving["latency"]["client"].get("itl") or {}
+    p50, p99, mx, src = c.get("median") or c.get("p50"), c.get("p99"), c.get("max"), "benchmark (client)"
+    if not (p50 and p99):
+        s = serving["latency"]["server"].get("itl") or serving["latency"]["server"].get("tpot") or {}
+        if s.get("p50") and s.get("p99") and not s["p99"]["lower_bound"]:
+            p50, p99, mx, src = s["p50"]["value_ms"], s["p99"]["value_ms"], None, (
+                f"server histogram (bucket resolution {s['p99']['resolution_ms']:g} ms at p99)")
+    if not (p50 and p99) or p50 <= 0:
+        return None
+    return {"p50": p50, "p99": p99, "max": mx, "source": src}
+
+
+def rule_prefill_stall_itl(serving: dict, slo: dict):
+    tail = itl_tail(serving)
+    if not tail:
+        return None
+    ratio = tail["p99"] / tail["p50"]
+    if ratio < t("itl_tail_ratio"):
+        return None
+    chunked = (serving.get("config") or {}).get("enable_chunked_prefill")
+    prompts = serving.get("prompts") or {}
+    longest = max(v for v in (prompts.get("input_len_max"), prompts.get("input_len_mean"), prompts.get("prefill_new_token_max"), 0) if v)
+    if chunked is True or longest < t("long_prompt_tokens"):
+        return None
+    impact = 100.0 * (tail["p99"] - tail["p50"]) / tail["p99"]
+    budget = slo.get("itl_p99_ms")
+    evidence = [
+        ev("itl_p50_ms", round(tail["p50"], 3), "ms", tail["source"], text=f"ITL median {ms(tail['p50'])} ({tail['source']})"),
+        ev("itl_p99_ms", round(tail["p99"], 3), "ms", tail["source"], text=f"ITL p99 {ms(tail['p99'])}: {ratio:.1f}x the median"),
+        ev("itl_p99_over_p50", round(ratio, 2), "x", "ITL median"),
+        ev("longest_prompt_tokens", longest, "tokens", None, text=f"prompts up to {longest:,.0f} tokens"),
+        ev("chunked_prefill", chunked, "", None, text="chunked prefill: " + ("off" if chunked is False else "not stated in the config")),
+    ]
+    if tail.get("max"):
+        evidence.append(ev("itl_max_ms", round(tail["max"], 3), "ms", tail["source"], text=f"longest inter-token gap {ms(tail['max'])}"))
+    severity = "high" if (tail.get("max") or tail["p99"]) >= 10 * tail["p50"] else "medium"
+    if budget is not None:
+        over = tail["p99"] > budget
+        evidence.append(ev("itl_p99_budget_ms", budget, "ms", None,
+                           text=f"ITL p99 {ms(tail['p99'])} is {'over' if over else 'within'} the budget of {budget:g} ms"))
+        if over:
+            severity = "high"
+    return catalog.make(
+        "prefill_stall", impact,
+        {"p99": ms(tail["p99"]), "p50": ms(tail["p50"]), "ratio": f"{ratio:.1f}x",
+         "max_text": f", max {ms(tail['max'])}" if tail.get("max") else "",
+         "prompt_text": f"prompts up to {longest:,.0f} tokens, chunked prefill " + ("off" if chunked is False else "not enabled in the config")},
+        evidence, severity=severity, denominator="ITL p99", entry="prefill_stall_itl")
+
+
+def rule_memory_pressure(serving: dict, slo: dict):
+    mem = serving.get("memory") or {}
+    st = serving.get("stats") or {}
+    ooms = mem.get("oom_events") or []
+    pre, ret = mem.get("preemptions") or 0, mem.get("retractions") or 0
+    kv_full = (st.get("kv_usage_max") or 0) >= t("kv_full_pct")
+    if not (ooms or pre or ret or (kv_full and (st.get("waiting_max") or 0) > 0)):
+        return None
+    config = serving.get("config") or {}
+    evidence, parts = [], []
+    frag = None
+    if ooms:
+        e = ooms[-1]
+        parts.append(plural(len(ooms), "CUDA out-of-memory error"))
+        text = "OOM: " + ", ".join(f"{k.replace('_bytes', '').replace('_', ' ')} {nbytes(v)}" for k, v in e.items() if v is not None)
+        evidence.append(ev("oom_events", len(ooms), "errors", "the log", text=text))
+        if e.get("reserved_unallocated_bytes") is not None and e.get("allocated_bytes"):
+            frag = e["reserved_unallocated_bytes"] / (e["reserved_unallocated_bytes"] + e["allocated_bytes"])
+    alloc = mem.get("allocator") or {}
+    if alloc.get("reserved_bytes") and alloc.get("allocated_bytes") is not None:
+        gap = alloc["reserved_bytes"] - alloc["allocated_bytes"]
+        frag = max(frag or 0.0, gap / alloc["reserved_bytes"])
+        evidence.append(ev("allocator_reserved_minus_allocated", gap, "B", "reserved memory",
+                           text=f"allocator: reserved {nbytes(alloc['reserved_bytes'])}, allocated {nbytes(alloc['allocated_bytes'])} "
+                                f"-> {nbytes(gap)} reserved but unused ({pct(100 * gap / alloc['reserved_bytes'])} of reserved)"))
+    if frag is not None:
+        evidence.append(ev("fragmentation_share", round(100 * frag, 2), "%", "PyTorch reserved memory",
+                           text=f"reserved but unallocated: {pct(100 * frag)} of PyTorch's reserved memory"))
+    if pre or ret:
+        parts.append(f"{plural(pre + ret, 'preemption')}")
+        evidence.append(ev("preemptions", pre + ret, "events", "the log or counters",
+                           text=f"{pre:,} preemptions and {ret:,} retractions (sequences evicted for KV blocks, recomputed later)"))
+    if st.get("kv_usage_max") is not None:
+        evidence.append(ev("kv_usage_max", st["kv_usage_max"], "%", "KV cache pool", text=f"KV cache usage up to {st['kv_usage_max']}%"))
+        if kv_full and not parts:
+            parts.append(f"KV cache {st['kv_usage_max']}% full with requests waiting")
+    prompts = serving.get("prompts") or {}
+    longest = max((v for v in (prompts.get("input_len_max"), prompts.get("prefill_new_token_max"), config.get("max_model_len")) if v), default=0)
+    chunked = config.get("enable_chunked_prefill")
+    tried = ooms[-1].get("tried_bytes") if ooms else None
+    if ooms and chunked is not True and (longest >= 8192 or (tried or 0) >= 1024 ** 3):
+        variant = "prefill"
+        mech = (f"An unchunked prefill of a long prompt (up to {longest:,} tokens) computes activations for the whole prompt "
+                f"in one step{f'; the failing allocation asked for {nbytes(tried)}' if tried else ''}. The transient peak, not the "
+                "steady KV cache, crosses the GPU's capacity, so the crash comes with long contexts only.")
+    elif frag is not None and frag >= t("fragmentation_share"):
+        variant = "fragmentation"
+        mech = (f"{pct(100 * frag)} of PyTorch's reserved memory is free but in pieces: the caching allocator cannot hand "
+                "out one large contiguous block even though enough memory is free in total (external fragmentation).")
+    else:
+        variant = "kv"
+        mech = ("Sequences are admitted by request count while each holds KV blocks in proportion to its context; when "
+                "the pool runs out, the engine preempts (evicts and later recomputes) sequences or fails to allocate.")
+    evidence.append(ev("mechanism", variant, "", None, text=f"mechanism the evidence supports: {variant}"))
+    if chunked is not None:
+        evidence.append(ev("chunked_prefill", chunked, "", None, text=f"chunked prefill {'on' if chunked else 'off'} in the config"))
+    return catalog.make("memory_pressure", 100.0 if ooms else min(100.0, 100.0 * (pre + ret) / max(1, st.get("samples") or 1)),
+                        {"what": ", ".join(parts), "mechanism_text": mech}, evidence,
+                        severity="high" if ooms else "medium",
+                        denominator="run (an OOM kills every request in flight)" if ooms else "stats samples",
+                        variant=variant)
+
+
+def rule_prefix_cache_miss(serving: dict, slo: dict):
+    tok = serving.get("tokens") or {}
+    ratio = tok.get("prompt_per_output")
+    config = serving.get("config") or {}
+    off = config.get("enable_prefix_caching") is False or config.get("disable_radix_cache") is True
+    hit = tok.get("prefix_hit_pct")
+    if ratio is None or ratio < t("prompt_per_output_min"):
+        return None
+    if tok["source"].startswith("engine stats") and (serving.get("stats") or {}).get("samples", 0) < t("stats_min_samples"):
+        return None
+    if hit is None and not off:
+        return None
+    if hit is not None and hit >= t("prefix_hit_low_pct"):
+        return None
+    share = ratio / (ratio + 1)  # prompt tokens / all tokens processed
+    impact = 100.0 * share * (1 - (hit or 0.0) / 100.0)
+    hit_text = "prefix caching is off in the config" if off else f"hit rate {pct(hit)} from {tok['prefix_hit_source']}"
+    evidence = [
+        ev("prompt_per_output", ratio, "tokens", "output token", text=f"{ratio:,.1f} prompt tokens per output token ({tok['source']})"),
+        ev("prefix_hit_pct", hit, "%", "prompt tokens looked up", text=hit_text),
+        ev("uncached_prompt_share", round(impact, 2), "%", "tokens processed",
+           text=f"prompt tokens computed without a cache hit: {pct(impact)} of all tokens processed"),
+    ]
+    return catalog.make("prefix_cache_miss", impact,
+                        {"ratio": f"{ratio:,.1f}", "hit": "off" if off else pct(hit), "hit_text": hit_text},
+                        evidence, severity="medium" if ratio >= 10 else "low", denominator="tokens processed")
+
+
+def rule_proxy_buffering(serving: dict, slo: dict, ttft_claimed: float = 0.0):
+    client = serving["latency"]["client"]
+    server = serving["latency"]["server"].get("ttft") or {}
+    c_ttft = (client.get("ttft") or {}).get("mean") or (client.get("ttft") or {}).get("median")
+    c_e2e = (client.get("e2el") or {}).get("mean") or (client.get("e2el") or {}).get("median")
+    s_ttft = server.get("mean_ms") or ((server.get("p50") or {}).get("value_ms"))
+    if not (c_ttft and c_e2e and s_ttft):
+        return None
+    if c_ttft < t("proxy_ttft_share") * c_e2e or s_ttft > t("proxy_server_share") * c_ttft:
+        return None
+    impact = min(100.0 - ttft_claimed, 100.0 * (c_ttft - s_ttft) / c_ttft)
+    evidence = [
+        ev("client_ttft_ms", round(c_ttft, 3), "ms", "benchmark requests", text=f"client TTFT (mean) {ms(c_ttft)}"),
+        ev("client_e2e_ms", round(c_e2e, 3), "ms", "benchmark requests", text=f"client end-to-end latency (mean) {ms(c_e2e)}"),
+        ev("server_ttft_ms", round(s_ttft, 3), "ms", "server histogram", text=f"server TTFT {ms(s_ttft)} (/metrics histogram)"),
+    ]
+    return catalog.make("proxy_buffering", impact,
+                        {"client_ttft": ms(c_ttft), "server_ttft": ms(s_ttft), "client_e2e": ms(c_e2e),
+                         "ttft_share": pct(100.0 * c_ttft / c_e2e)},
+                        evidence, severity="high" if impact >= 50 else "medium", denominator="time to first token")
+
+
+def rule_over_replicated(serving: dict, slo: dict):
+    reps = [r for r in serving.get("replicas") or [] if r.get("running") is not None]
+    dp = (serving.get("config") or {}).get("data_parallel_size")
+    if len(reps) < t("replicas_min"):
+        return None
+    running = [r["running"] for r in reps]
+    waiting = [r.get("waiting") or 0 for r in reps]
+    kv = [r["kv_usage_pct"] for r in reps if r.get("kv_usage_pct") is not None]
+    per = sum(running) / len(reps)
+    if per > t("replica_running_max") or max(waiting) > 0 or (kv and max(kv) >= t("replica_kv_max_pct")):
+        return None
+    cap = _cap(serving) or DEFAULT_CAP
+    target = max(t("replica_running_max") * 4, min(cap, 64))
+    need = max(1, math.ceil(sum(running) / target))
+    impact = 100.0 * (1 - per / cap)
+    evidence = [
+        ev("replicas", len(reps), "replicas", None, text=f"{len(reps)} replicas" + (f" (data parallel size {dp})" if dp else "")),
+        ev("running_per_replica", round(per, 2), "sequences", "replica", text=f"{per:.1f} running sequences per replica on average"),
+        ev("waiting_max", max(waiting), "requests", None, text="no request waiting on any replica"),
+        ev("kv_usage_max", max(kv) if kv else None, "%", "KV cache pool",
+           text=f"KV cache usage at most {max(kv):.1f}%" if kv else "KV cache usage not measured"),
+        ev("idle_slots_pct", round(impact, 2), "%", f"batch slots ({cap} per replica{'' if _cap(serving) else ', vLLM default'})"),
+    ]
+    return catalog.make("over_replicated", impact,
+                        {"replicas": len(reps), "per_replica": f"{per:.1f}", "kv": f"{max(kv):.0f}%" if kv else "n/a",
+                         "replicas_needed": plural(need, "replica"), "target": int(target)},
+                        evidence, severity="medium", denominator="batch slots of all replicas")
+
+
+def rule_admission_blocked(serving: dict, slo: dict):
+    st = serving.get("stats")
+    cap = _cap(serving)
+    if not st or not cap or st.get("running_mean") is None:
+        return None
+    if st["waiting_share_pct"] < t("queue_share_min_pct") or (st.get("kv_usage_max") or 0) >= t("admission_kv_max_pct"):
+        return None
+    if st["running_mean"] > t("admission_running_share") * cap or st.get("kv_usage_max") is None:
+        return None
+    impact = 100.0 * (1 - st["running_mean"] / cap)
+    evidence = [
+        ev("waiting_share_pct", st["waiting_share_pct"], "%", f"{st['samples']} stats samples",
+           text=f"requests waiting in {st['waiting_share_pct']:.0f}% of {st['samples']} samples (mean {st['waiting_mean']:g})"),
+        ev("running_mean", st["running_mean"], "sequences", f"max_num_seqs {cap:g}",
+           text=f"running {st['running_mean']:.1f} on average (max {st['running_max']:g}) of a cap of {cap:g}"),
+        ev("kv_usage_max", st["kv_usage_max"], "%", "KV cache pool", text=f"KV cache at most {st['kv_usage_max']}% used"),
+    ]
+    return catalog.make("admission_blocked", impact,
+                        {"waiting_share": f"{st['waiting_share_pct']:.0f}%", "running": f"{st['running_mean']:.1f}", "cap": f"{cap:g}",
+                         "kv": f"{st['kv_usage_max']:.0f}%"},
+                        evidence, severity="high" if impact >= 50 else "medium", denominator="batch slots (max_num_seqs)")
+
+
+def rule_healthy_serving(serving: dict, slo: dict, findings: list[dict]):
+    if findings:
+        return None
+    measured = measured_serving(serving)
+    st = serving.get("stats")
+    enough = (st and st["samples"] >= t("healthy_min_samples")) or any(
+        (b.get("completed") or 0) >= t("healthy_min_requests") for b in serving.get("bench") or [])
+    if not measured or not enough or (st and st["waiting_share_pct"] >= t("queue_share_min_pct")):
+        return None
+    if any(budget_check(serving, key, value) is not True for key, value in slo.items()):
+        return None  # a budget exceeded, or one that nothing measured can show is met
+    evidence = [ev("measured", "; ".join(measured), "", None, text="measured: " + "; ".join(measured)),
+                ev("budgets", dict(slo), "ms", None, text="budgets checked: " + _budgets(slo))]
+    return catalog.make("healthy", 0.0, {"what": "; ".join(measured[:3]), "budgets": _budgets(slo)}, evidence,
+                        severity="info", denominator="serving artifacts", entry="healthy_serving")
+
+
+def budget_check(serving: dict, key: str, budget: float) -> bool | None:
+    """True when the measurements show ``key`` (e.g. ttft_p95_ms) within budget, False when over,
+    None when nothing measured decides. A higher quantile (p99, max) within budget bounds a lower one."""
+    metric, q, _ = key.split("_")
+    order = ["p50", "p90", "p95", "p99", "max"]
+    c = serving["latency"]["client"].get(metric) or {}
+    s = serving["latency"]["server"].get(metric) or {}
+    known = {"p50": c.get("p50") or c.get("median"), "p90": c.get("p90"), "p95": c.get("p95"), "p99": c.get("p99"),
+             "max": c.get("max")}
+    for k in ("p50", "p90", "p95", "p99"):
+        if known[k] is None and s.get(k) and not s[k]["lower_bound"]:
+            known[k] = s[k]["value_ms"]
+    if known.get(q) is not None:
+        return known[q] <= budget
+    for higher in order[order.index(q) + 1:]:
+        if known.get(higher) is not None and known[higher] <= budget:
+            return True
+    return None
+
+
+def measured_serving(serving: dict) -> list[str]:
+    """What the serving artifacts measured, in words (for the healthy finding and a finding-less headline)."""
+    client = serving["latency"]["client"]
+    st = serving.get("stats")
+    measured = []
+    if st:
+        measured.append(f"queue non-empty in {st['waiting_share_pct']:.0f}% of {st['samples']} stats samples"
+                        + (f", KV up to {st['kv_usage_max']}%" if st.get("kv_usage_max") is not None else ""))
+    for metric in ("ttft", "tpot", "itl"):
+        c = client.get(metric) or {}
+        v = c.get("p99") or c.get("mean")
+        if v:
+            measured.append(f"{metric.upper()} {'p99' if c.get('p99') else 'mean'} {ms(v)}")
+    for metric, h in serving["latency"]["server"].items():
+        p50 = h.get("p50")
+        if p50:
+            measured.append(f"server {metric.upper()} p50 {'>' if p50['lower_bound'] else ''}{ms(p50['value_ms'])}"
+                            + (f" (bucket resolution {p50['resolution_ms']:g} ms)" if p50.get("resolution_ms") else "")
+                            + f" over {h['count']:,.0f} requests")
+    return measured
+
+
+SERVING_RULES = [
+    ("at_capacity", rule_at_capacity),
+    ("batch_past_knee", rule_batch_past_knee),
+    ("prefill_stall", rule_prefill_stall_itl),
+    ("memory_pressure", rule_memory_pressure),
+    ("prefix_cache_miss", rule_prefix_cache_miss),
+    ("proxy_buffering", rule_proxy_buffering),
+    ("over_replicated", rule_over_replicated),
+    ("admission_blocked", rule_admission_blocked),
+]
+
+
+def evaluate(serving: dict | None, slo: dict) -> list[dict]:
+    if not serving:
+        return []
+    out = []
+    ttft_claimed = 0.0
+    for rid, rule in SERVING_RULES:
+        f = rule(serving, slo, ttft_claimed) if rid == "proxy_buffering" else rule(serving, slo)
+        if f is not None:
+            out.append(f)
+            if f["axis"] == "ttft":
+                ttft_claimed += f["impact_pct"]
+    return out
+
+
+def abstentions(serving: dict | None, slo: dict) -> list[dict]:
+    if not serving:
+        return []
+    out = []
+    fit = serving.get("tpot_fit")
+    rises = fit and fit["r2"] >= t("knee_r2_min") and fit["b_ms_per_seq"] > 0 and (
+        fit["a_ms"] + fit["b_ms_per_seq"] * fit["x_max"] >= 1.5 * (fit["a_ms"] + fit["b_ms_per_seq"] * fit["x_min"]))
+    if rises and not any(k.startswith("tpot_") for k in slo):
+        out.append({"analysis": "tpot_budget", "scope": "serving",
+                    "reason": f"TPOT follows the batch (TPOT = {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} ms x running, r² {fit['r2']:.2f}) "
+                              "but no TPOT budget was given, so the batch cap it allows cannot be read off",
+                    "capture_hint": "re-run with --slo tpot_p95_ms=<your budget>"})
+    if not (serving.get("stats") or serving.get("bench") or serving["latency"]["server"] or serving["memory"]["oom_events"]
+            or serving.get("replicas")):
+        out.append({"analysis": "serving_load", "scope": "serving",
+                    "reason": "the serving artifacts hold configuration only: no stats lines, /metrics values or benchmark results",
+                    "capture_hint": "add the engine log covering the slow period (its periodic stats lines), a /metrics scrape "
+                                    "(curl -s localhost:8000/metrics > metrics.prom) or a benchmark result (--save-result)"})
+    return out

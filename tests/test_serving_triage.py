@@ -1,0 +1,204 @@
+"""Serving-level triage: generated serving bundles (log + scrape + benchmark result), the real
+serving samples, and bad serving input. Expected findings and numbers come from each bundle's
+serving_truth.json, written by samples/serving_scenarios.py from what it generated."""
+
+import json
+import shutil
+
+import pytest
+from conftest import BUNDLES, REAL, run_cli
+
+from tracetriage import analyze, open_case
+from tracetriage.analyzers import catalog
+from tracetriage.case import detect
+from tracetriage.parsers import serving
+
+SERVING = sorted(p.name for p in BUNDLES.iterdir() if (p / "serving_truth.json").exists())
+
+
+def truth(name):
+    return json.loads((BUNDLES / name / "serving_truth.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def results():
+    return {n: analyze(open_case([BUNDLES / n]), slo=truth(n)["slo"]) for n in SERVING}
+
+
+def ev(finding, name):
+    return next(e for e in finding["evidence"] if e["name"] == name)
+
+
+def test_there_is_a_bundle_per_serving_finding():
+    expected = {f for n in SERVING for f in truth(n)["expect"]}
+    assert expected >= {"at_capacity", "batch_past_knee", "prefill_stall", "memory_pressure", "prefix_cache_miss",
+                        "proxy_buffering", "over_replicated", "admission_blocked", "healthy"}
+
+
+@pytest.mark.parametrize("name", SERVING)
+def test_bundle_fires_its_finding_and_only_it(name, results):
+    a = results[name]
+    assert [f["id"] for f in a.findings] == truth(name)["expect"], a.headline
+    assert a.data["devices"] == []
+
+
+@pytest.mark.parametrize("name", SERVING)
+def test_symptom_puts_the_finding_first(name, results):
+    fid = truth(name)["expect"][0]
+    axis = catalog.axis_of("healthy_serving" if fid == "healthy" else fid)
+    if axis == "all":
+        return
+    slo = ",".join(f"{k}={v}" for k, v in truth(name)["slo"].items())
+    p = run_cli("analyze", BUNDLES / name, "--symptom", axis, "-f", "json", *(["--slo", slo] if slo else []))
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["findings"][0]["id"] == fid and d["headline"].startswith(f"{axis}: [{fid}]")
+
+
+def test_at_capacity_numbers(results):
+    t = truth("serving_at_capacity")["numbers"]
+    f = results["serving_at_capacity"].findings[0]
+    assert ev(f, "arrival_rate_rps")["value"] == t["arrival_rate_rps"]
+    assert abs(ev(f, "capacity_rps")["value"] - t["capacity_rps"]) < 0.01
+    assert abs(ev(f, "queue_share_of_ttft")["value"] - 100 * t["queue_share_of_server_ttft"]) < 0.5
+    assert "2 replicas" in f["fix"]
+    law = results["serving_at_capacity"].data["serving"]["littles_law"]
+    assert law["arrival_rate_rps"] == 18.0 and law["in_system"] > 0
+
+
+def test_batch_past_knee_reads_the_cap_off_the_fit(results):
+    t = truth("serving_batch_past_knee")["numbers"]
+    f = results["serving_batch_past_knee"].findings[0]
+    fit = ev(f, "tpot_fit")["value"]
+    assert abs(fit["a_ms"] - t["a_ms"]) < 0.1 and abs(fit["b_ms_per_seq"] - t["b_ms_per_seq"]) < 0.002
+    assert abs(ev(f, "max_num_seqs_for_slo")["value"] - t["max_num_seqs_for_slo"]) <= 2
+    assert ev(f, "throughput_given_up_pct")["value"] > 0
+    # without a budget: no finding, an abstention asking for one
+    a = analyze(open_case([BUNDLES / "serving_batch_past_knee"]))
+    assert "batch_past_knee" not in [x["id"] for x in a.findings]
+    assert "tpot_budget" in [x["analysis"] for x in a.data["abstentions"]]
+
+
+def test_prefill_stall_from_itl(results):
+    t = truth("serving_prefill_stall")["numbers"]
+    f = results["serving_prefill_stall"].findings[0]
+    assert f["axis"] == "tail" and f["severity"] == "high"
+    assert abs(ev(f, "itl_p99_ms")["value"] - t["itl_p99_ms"]) / t["itl_p99_ms"] < 0.05
+    assert abs(ev(f, "itl_p50_ms")["value"] - t["itl_p50_ms"]) / t["itl_p50_ms"] < 0.05
+    assert "over" in ev(f, "itl_p99_budget_ms")["text"]
+
+
+def test_prefill_stall_seen_in_trace_and_itl_is_one_finding(tmp_path):
+    b = tmp_path / "both"
+    shutil.copytree(BUNDLES / "prefill_stall", b)
+    shutil.copyfile(BUNDLES / "serving_prefill_stall" / "bench.json", b / "bench.json")
+    shutil.copyfile(BUNDLES / "serving_prefill_stall" / "vllm.log", b / "vllm.log")
+    a = analyze(open_case([b]))
+    stalls = [f for f in a.findings if f["id"] == "prefill_stall"]
+    assert len(stalls) == 1
+    names = [e["name"] for e in stalls[0]["evidence"]]
+    assert "step_max_over_p50" in names and "itl_p99_ms" in names
+
+
+def test_memory_pressure_mechanism(results):
+    t = truth("serving_memory_pressure")["numbers"]
+    f = results["serving_memory_pressure"].findings[0]
+    assert ev(f, "mechanism")["value"] == t["variant"]
+    assert abs(ev(f, "fragmentation_share")["value"] - t["fragmentation_share_pct"]) < 0.5
+    assert "chunked prefill" in f["fix"] and f["axis"] == "oom" and f["severity"] == "high"
+    oom = results["serving_memory_pressure"].data["serving"]["memory"]["oom_events"][0]
+    assert oom["tried_bytes"] == t["tried_bytes"]
+
+
+def test_prefix_cache_miss_ratio(results):
+    t = truth("serving_prefix_cache_miss")["numbers"]
+    f = results["serving_prefix_cache_miss"].findings[0]
+    assert abs(ev(f, "prompt_per_output")["value"] - t["prompt_per_output"]) < 0.05
+
+
+def test_proxy_buffering_client_vs_server(results):
+    t = truth("serving_proxy_buffering")["numbers"]
+    f = results["serving_proxy_buffering"].findings[0]
+    assert abs(ev(f, "client_ttft_ms")["value"] - t["client_ttft_mean_ms"]) < 1.0
+    assert abs(ev(f, "server_ttft_ms")["value"] - t["server_ttft_mean_ms"]) < 1.0  # histogram sum / count
+
+
+def test_over_replicated_and_admission_blocked(results):
+    t = truth("serving_over_replicated")["numbers"]
+    f = results["serving_over_replicated"].findings[0]
+    assert ev(f, "replicas")["value"] == t["replicas"]
+    assert abs(ev(f, "running_per_replica")["value"] - t["running_per_replica"]) < 0.01
+    t = truth("serving_admission_blocked")["numbers"]
+    f = results["serving_admission_blocked"].findings[0]
+    assert abs(ev(f, "running_mean")["value"] - t["running_mean"]) < 0.01 and f"of a cap of {t['cap']}" in ev(f, "running_mean")["text"]
+
+
+def test_healthy_says_which_budgets(results):
+    a = results["serving_healthy"]
+    assert a.headline.startswith("Healthy: Serving looks healthy") and "ttft_p95_ms=800" in a.headline
+    strict = analyze(open_case([BUNDLES / "serving_healthy"]), slo={"ttft_p95_ms": 50})
+    assert "healthy" not in [f["id"] for f in strict.findings]
+
+
+def test_html_has_the_serving_section(results, tmp_path):
+    from tracetriage.reports import render
+
+    html = render(results["serving_batch_past_knee"], "html")
+    assert 'id="chart-tpot_fit"' in html and 'id="chart-serving_load"' in html and "Little" in html
+    html = render(results["serving_at_capacity"], "html")
+    assert "server (/metrics histogram)" in html and "bucket resolution" in html
+
+
+REAL_SERVING = sorted(p.name for p in (REAL / "serving").glob("*") if p.suffix != ".md") if (REAL / "serving").exists() else []
+
+
+@pytest.mark.parametrize("name", REAL_SERVING)
+def test_every_real_serving_sample_is_detected_and_analyzed(name):
+    path = REAL / "serving" / name
+    assert detect(path) == "serving", name  # SGLang logs start with "[": not JSON
+    a = analyze(open_case([path]))
+    assert a.headline and a.data["serving"]["captures"][0]["kind"] != "unknown"
+    cap = serving.parse(str(path))
+    assert cap.kind in ("vllm_log", "sglang_log", "vllm_metrics", "sglang_metrics", "bench_result", "oom_report")
+
+
+def test_real_sglang_logs_parse():
+    if not REAL_SERVING:
+        pytest.skip("../shared/samples/real/serving is absent")
+    q = serving.parse(str(REAL / "serving" / "sglang_log_decode_queue_issue938_excerpt.log"))
+    assert q.kind == "sglang_log" and q.stats[0]["running"] == 1010 and q.stats[0]["waiting"] == 12279
+    assert abs(q.stats[0]["kv_usage_pct"] - 93.0) < 1e-9
+    p = serving.parse(str(REAL / "serving" / "sglang_log_prefill_decode_issue1612_excerpt.log"))
+    assert len(p.prefills) == 7 and p.prefills[1]["cached_token"] == 291 and p.prefills[1]["cache_hit_pct"] == 2.76
+    n = serving.parse(str(REAL / "serving" / "sglang_log_decode_prefill_access_pr22166_excerpt.log"))
+    assert n.config.get("cuda_graph") is True and len(n.prefills) == 3
+    a = analyze(open_case([REAL / "serving" / "sglang_log_decode_queue_issue938_excerpt.log"]))
+    assert a.findings[0]["id"] == "at_capacity"
+
+
+def test_histogram_percentile_from_real_scrape():
+    if not REAL_SERVING:
+        pytest.skip("../shared/samples/real/serving is absent")
+    a = analyze(open_case([REAL / "serving" / "vllm_metrics_docs_example_llama31_8b_excerpt.prom"]))
+    ttft = a.data["serving"]["latency"]["server"]["ttft"]
+    # 140 requests: 13 <= 20 ms, 97 <= 40 ms: the median (70th) lies in (20, 40] ms: 20 + (70 - 13) / (97 - 13) * 20
+    assert abs(ttft["p50"]["value_ms"] - (20 + (70 - 13) / (97 - 13) * 20)) < 0.01 and ttft["p50"]["resolution_ms"] == 20.0
+    assert any("+Inf" in w for i in a.data["inputs"] for w in i["warnings"])
+
+
+@pytest.mark.parametrize("content,warning", [
+    ("vllm:num_requests_running{model_name=\"m\"} 3.0\nvllm:num_requests_waiting{model_name=\"m\"} ", "metric samples"),
+    ("INFO 07-28 09:05:55 [loggers.py:118] Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: "
+     "2.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 5.0%\n\x00\x01\x02\xff\xfe garbage\n", "binary noise"),
+    ('[{"request_throughput": 3.0, "mean_ttft_ms": 40}, {"foo": 1}]', "without throughput or latency"),
+    ('vllm:e2e_request_latency_seconds_bucket{le="1.0"} 3\nvllm:e2e_request_latency_seconds_count 3\n', "+Inf"),
+])
+def test_bad_serving_input_reads_what_it_can_with_a_warning(tmp_path, content, warning):
+    f = tmp_path / "artifact.txt"
+    f.write_bytes(content.encode("utf-8", errors="surrogateescape") if isinstance(content, str) else content)
+    p = run_cli("analyze", f, "-f", "json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    row = next(i for i in d["inputs"] if i["path"].endswith("artifact.txt"))
+    assert any(warning in w for w in row["warnings"]), row
+    assert "Traceback" not in p.stderr
