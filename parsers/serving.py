@@ -107,7 +107,7 @@ _TABLE_METRIC = re.compile(r"^(Mean|Median|P\d+(?:\.\d+)?)\s+(TTFT|TPOT|ITL|E2EL
 _BENCH_KEYS = ("request_rate", "burstiness", "max_concurrency", "completed", "duration", "total_input_tokens",
                "total_output_tokens", "request_throughput", "output_throughput", "total_token_throughput")
 _SYNONYMS = {"mean_e2e_latency_ms": "mean_e2el_ms", "median_e2e_latency_ms": "median_e2el_ms", "p99_e2e_latency_ms": "p99_e2el_ms",
-             "total_input": "total_input_tokens", "total_output": "total_output_tokens", "concurrency": "max_concurrency"}
+             "total_input": "total_input_tokens", "total_output": "total_output_tokens"}
 
 _UNITS = {"B": 1, "bytes": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3,
           "TiB": 1024 ** 4}

@@ -3,6 +3,7 @@ serving samples, and bad serving input. Expected findings and numbers come from 
 serving_truth.json, written by samples/serving_scenarios.py from what it generated."""
 
 import json
+import math
 import shutil
 
 import pytest
@@ -202,3 +203,52 @@ def test_bad_serving_input_reads_what_it_can_with_a_warning(tmp_path, content, w
     row = next(i for i in d["inputs"] if i["path"].endswith("artifact.txt"))
     assert any(warning in w for w in row["warnings"]), row
     assert "Traceback" not in p.stderr
+
+
+TABLE = """Namespace(backend='vllm', request_rate=12.0, max_concurrency=None)
+============ Serving Benchmark Result ============
+Successful requests:                     1000
+Benchmark duration (s):                  43.21
+Total input tokens:                      215196
+Total generated tokens:                  185671
+Request throughput (req/s):              23.14
+Output token throughput (tok/s):         4296.85
+Total Token throughput (tok/s):          9277.06
+---------------Time to First Token----------------
+Mean TTFT (ms):                          3021.55
+Median TTFT (ms):                        2898.38
+P99 TTFT (ms):                           6321.54
+-----Time per Output Token (excl. 1st token)------
+Mean TPOT (ms):                          92.40
+Median TPOT (ms):                        84.22
+P99 TPOT (ms):                           208.74
+---------------Inter-token Latency----------------
+Mean ITL (ms):                           71.42
+Median ITL (ms):                         61.59
+P99 ITL (ms):                            282.20
+==================================================
+"""
+
+
+def test_printed_benchmark_table(tmp_path):
+    f = tmp_path / "bench.txt"
+    f.write_text(TABLE)
+    assert detect(f) == "serving"
+    cap = serving.parse(str(f))
+    assert cap.kind == "bench_result" and len(cap.bench) == 1
+    b = cap.bench[0]
+    assert b["completed"] == 1000 and b["request_throughput"] == 23.14 and b["p99_itl_ms"] == 282.2
+    assert b["median_ttft_ms"] == 2898.38 and b["total_output_tokens"] == 185671
+
+
+def test_sglang_bench_serving_jsonl(tmp_path):
+    rec = {"backend": "sglang", "request_rate": float("inf"), "max_concurrency": 64, "duration": 60.1, "completed": 1000,
+           "total_input_tokens": 300000, "total_output_tokens": 200000, "request_throughput": 16.6,
+           "mean_e2e_latency_ms": 3800.0, "median_e2e_latency_ms": 3600.0, "mean_ttft_ms": 120.0, "median_ttft_ms": 100.0,
+           "p99_ttft_ms": 400.0, "mean_tpot_ms": 18.0, "median_itl_ms": 17.0, "p99_itl_ms": 40.0, "concurrency": 57.3}
+    f = tmp_path / "sglang_bench.jsonl"
+    f.write_text(json.dumps(rec) + "\n" + json.dumps({**rec, "max_concurrency": 128}) + "\n")
+    cap = serving.parse(str(f))
+    assert cap.engine == "sglang" and len(cap.bench) == 2
+    assert cap.bench[0]["mean_e2el_ms"] == 3800.0 and cap.bench[1]["max_concurrency"] == 128
+    assert math.isinf(cap.bench[0]["request_rate"])
