@@ -204,6 +204,23 @@ def _tp_groups(devices: list[dict]) -> list[list[int]]:
     return [coll] if len(coll) > 1 else []
 
 
+def _trace_metrics(trace: Trace, index: int, multi: bool, step_range: str | None) -> dict:
+    """analyze_trace, served from the analysis cache when this input was analyzed before with the same options."""
+    from tracetriage.cache import active
+
+    cache = active()
+    ident = trace.meta.get("cache_identity")
+    options = {"step_range": step_range, "index": index, "multi": multi}
+    if cache and ident:
+        got = cache.get_metrics(ident, options)
+        if got is not None:
+            return got
+    out = analyze_trace(trace, index, multi, step_range)
+    if cache and ident:
+        cache.put_metrics(ident, options, out)
+    return out
+
+
 def _skew(per_trace: list[dict]) -> dict | None:
     """Collective skew over every device of the case. Devices of different traces are
     compared only when the traces' windows overlap (one clock); otherwise per trace."""
@@ -224,7 +241,7 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     """Every analyzer over a case; ``symptom`` ranks its axis first, ``slo`` holds the
     user's budgets (``ttft_p95_ms``, ``tpot_p95_ms``, ``itl_p99_ms``)."""
     multi = len(case.traces) > 1
-    per_trace = [analyze_trace(t, i, multi, step_range) for i, t in enumerate(case.traces)]
+    per_trace = [_trace_metrics(t, i, multi, step_range) for i, t in enumerate(case.traces)]
     devices = [d for p in per_trace for d in p["devices"]]
     processes = [p for t in per_trace for p in t["processes"]]
     data = {
@@ -238,8 +255,10 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
         "windows": [p["window"] for p in per_trace],
         "devices": devices,
         "processes": processes,
-        "kernels": kern.kernel_summary_multi([(t, p["window"]["start_ns"], p["window"]["end_ns"])
-                                              for t, p in zip(case.traces, per_trace)]) if per_trace else [],
+        # one trace: its own summary (no second pass over its tables); several: merged exactly
+        "kernels": (per_trace[0]["kernels"] if len(per_trace) == 1 else
+                    kern.kernel_summary_multi([(t, p["window"]["start_ns"], p["window"]["end_ns"])
+                                               for t, p in zip(case.traces, per_trace)]) if per_trace else []),
         "copies": kern.merge_copy_checks([p["copies"] for p in per_trace]),
         "collective_skew": _skew(per_trace),
         "topology": None,

@@ -66,7 +66,17 @@ def _parser(module: str, function: str):
 def load(case, path: Path, kind: str) -> None:
     """Parse one file of a known kind into the case."""
     if kind in _TRACES:
-        trace = _parser(*_TRACES[kind])(str(path))
+        from tracetriage.cache import active
+
+        cache = active()
+        ident = cache.identity(path) if cache else None
+        trace = cache.get_model(ident) if ident else None
+        if trace is None:
+            trace = _parser(*_TRACES[kind])(str(path))
+            if ident:
+                cache.put_model(ident, trace)
+        trace.path = str(path)
+        trace.meta["cache_identity"] = ident
         case.traces.append(trace)
         case.inputs.append(_trace_input(trace))
         return

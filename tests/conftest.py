@@ -1,10 +1,20 @@
 import json
+import os
 import sqlite3
+import tempfile
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+# The CLI caches large captures under the user's cache directory: tests use a private one.
+if "TRACETRIAGE_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+
+    os.environ["TRACETRIAGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="tracetriage-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["TRACETRIAGE_CACHE_DIR"], True)
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLES = ROOT / "samples" / "bundles"

@@ -7,7 +7,14 @@
 
 __version__ = "0.1.0"
 
-from tracetriage.case import Case, open_case  # noqa: E402
+
+def __getattr__(name):
+    # Imported on first use, so `tracetriage --version` and `--help` do not load pandas.
+    if name in ("Case", "open_case"):
+        from tracetriage import case
+
+        return getattr(case, name)
+    raise AttributeError(f"module 'tracetriage' has no attribute {name!r}")
 
 
 def analyze(case, **options):

@@ -169,7 +169,7 @@ def content_hash(paths: list[str]) -> str:
     return h.hexdigest()
 
 
-def analyze_case(spec: dict, outdir: str, options: dict | None = None) -> dict:
+def analyze_case(spec: dict, outdir: str, options: dict | None = None, cache_dir: str | None = None) -> dict:
     """Run one case (in a worker process) and write its reports; return its record.
     ``options`` are analyze()'s keyword options (step_range, symptom, slo)."""
     from tracetriage import analyze, open_case
@@ -178,6 +178,10 @@ def analyze_case(spec: dict, outdir: str, options: dict | None = None) -> dict:
     from tracetriage.reports import render
 
     tune_allocator()
+    if cache_dir:
+        from tracetriage import cache
+
+        cache.configure(cache_dir)
     t0 = time.perf_counter()
     case_dir = Path(outdir) / "cases" / spec["case_id"]
     case_dir.mkdir(parents=True, exist_ok=True)
@@ -216,7 +220,7 @@ def _previous(outdir: Path, spec: CaseSpec, options: dict) -> dict | None:
 
 def run_batch(inputs: list[str], outdir: str, jobs: int | None = None, on_error: str = "skip", force: bool = False,
               dask_address: str | None = None, step_range: str | None = None, progress: bool = True,
-              symptom: str | None = None, slo: dict | None = None) -> BatchResult:
+              symptom: str | None = None, slo: dict | None = None, cache_dir: str | None = None) -> BatchResult:
     t0 = time.perf_counter()
     options = {k: v for k, v in (("step_range", step_range), ("symptom", symptom), ("slo", slo)) if v}
     out = Path(outdir)
@@ -235,7 +239,7 @@ def run_batch(inputs: list[str], outdir: str, jobs: int | None = None, on_error:
             todo.append(s)
     jobs = jobs or os.cpu_count() or 1
     stop = False
-    for record in _execute(todo, out, jobs, dask_address, options, progress):
+    for record in _execute(todo, out, jobs, dask_address, options, progress, cache_dir):
         record["reused"] = False
         by_id[record["case_id"]] = record
         result.analyzed += 1
@@ -255,7 +259,8 @@ def run_batch(inputs: list[str], outdir: str, jobs: int | None = None, on_error:
     return result
 
 
-def _execute(todo: list[CaseSpec], out: Path, jobs: int, dask_address: str | None, options: dict, progress: bool):
+def _execute(todo: list[CaseSpec], out: Path, jobs: int, dask_address: str | None, options: dict, progress: bool,
+             cache_dir: str | None = None):
     if not todo:
         return
     bar = _bar(len(todo), progress)
@@ -265,7 +270,7 @@ def _execute(todo: list[CaseSpec], out: Path, jobs: int, dask_address: str | Non
             from dask.distributed import Client, as_completed
 
             with Client(dask_address) as client:
-                futures = client.map(analyze_case, payload, outdir=str(out), options=options, pure=False)
+                futures = client.map(analyze_case, payload, outdir=str(out), options=options, cache_dir=cache_dir, pure=False)
                 for fut in as_completed(futures):
                     bar.update(1)
                     yield fut.result()
@@ -276,7 +281,7 @@ def _execute(todo: list[CaseSpec], out: Path, jobs: int, dask_address: str | Non
 
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
-            futures = [pool.submit(analyze_case, p, str(out), options) for p in payload]
+            futures = [pool.submit(analyze_case, p, str(out), options, cache_dir) for p in payload]
             try:
                 for fut in done(futures):
                     bar.update(1)

@@ -17,8 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from tracetriage.errors import MissingDataError, TraceTriageError, UnsupportedInputError
-from tracetriage.model import Trace
+
+if TYPE_CHECKING:
+    from tracetriage.model import Trace
 
 HEAD_BYTES = 64 * 1024
 MAX_BUNDLE_FILES = 10_000
@@ -29,7 +33,7 @@ class Case:
     """Everything captured for one incident, parsed."""
 
     paths: list[str]
-    traces: list[Trace] = field(default_factory=list)
+    traces: list["Trace"] = field(default_factory=list)
     topologies: list[Any] = field(default_factory=list)
     nccl_logs: list[Any] = field(default_factory=list)
     pyspy: list[Any] = field(default_factory=list)

@@ -40,6 +40,19 @@ def parse_slo(text: str | None) -> dict:
     return out
 
 
+def _cache_options(parser) -> None:
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help="where parsed models and metrics of large captures are kept (default: $TRACETRIAGE_CACHE_DIR, "
+                             "else ~/.cache/tracetriage); never beside the input")
+    parser.add_argument("--no-cache", action="store_true", help="neither read nor write the analysis cache")
+
+
+def _configure_cache(args):
+    from tracetriage import cache
+
+    return cache.configure(args.cache_dir, enabled=not args.no_cache)
+
+
 def _verdict_options(parser) -> None:
     parser.add_argument("--symptom", choices=SYMPTOMS,
                         help="the symptom the user suffers: its findings rank first (default: the top finding of each axis)")
@@ -70,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
     a.add_argument("--fail-on", choices=SEVERITY_ORDER, help="exit with code 5 when a finding at or above this severity is present")
     _verdict_options(a)
+    _cache_options(a)
 
     b = sub.add_parser("batch", help="analyze every case under directories, globs or archives; write index.html and summary.parquet",
                        description="One case per trace file, or per directory bundling a trace with its side artifacts.")
@@ -84,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--exit-zero", action="store_true", help="exit 0 even when some cases failed (they are still listed)")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     _verdict_options(b)
+    _cache_options(b)
 
     c = sub.add_parser("compare", help="what changed between two captures (before/after a fix or release)",
                        description="Compare two cases: traces, bundles, or saved analysis JSON files.")
@@ -93,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     c.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
     _verdict_options(c)
+    _cache_options(c)
     return p
 
 
@@ -169,6 +185,7 @@ def cmd_analyze(args) -> int:
     slo = parse_slo(args.slo)
     _check_output(args)
     fmt = _format_for(args)
+    _configure_cache(args)
     analysis = analyze(open_case(args.paths), step_range=args.step_range, symptom=args.symptom, slo=slo)
     _emit(args, render(analysis, fmt), analysis.headline)
     return EXIT_FAIL_ON if _fails(analysis.findings, args.fail_on) else EXIT_OK
@@ -184,7 +201,8 @@ def cmd_batch(args) -> int:
     slo = parse_slo(args.slo)
     result = run_batch(args.inputs, args.output, jobs=args.jobs, on_error=args.on_error, force=args.force,
                        dask_address=args.dask, step_range=args.step_range, progress=not args.no_progress,
-                       symptom=args.symptom, slo=slo)
+                       symptom=args.symptom, slo=slo,
+                       cache_dir=None if args.no_cache else str(_configure_cache(args).dir))
     print(f"tracetriage: {len(result.records)} cases: {result.analyzed} analyzed, {result.reused} unchanged, "
           f"{result.failed} failed{f', {result.not_run} not run' if result.not_run else ''}; "
           f"wrote {Path(args.output) / 'index.html'} and summary.parquet ({result.seconds} s)", file=sys.stderr)
@@ -222,6 +240,7 @@ def cmd_compare(args) -> int:
     slo = parse_slo(args.slo)
     _check_output(args)
     fmt = _format_for(args)
+    _configure_cache(args)
     before = _load_analysis(args.before, args.step_range, args.symptom, slo)
     after = _load_analysis(args.after, args.step_range, args.symptom, slo)
     result = compare(before, after, args.before, args.after)

@@ -364,6 +364,7 @@ def merge_traces(traces: list["Trace"], path: str) -> "Trace":
     out.devices = pd.concat(devices, ignore_index=True)
     out.processes = pd.concat([t.processes for t in traces], ignore_index=True).drop_duplicates("pid")
     out.meta = dict(traces[0].meta)
+    out.meta.pop("cache_identity", None)  # the merge is not the first file: its metrics are not that file's
     out.meta["merged_files"] = [t.path for t in traces]
     out.meta["warnings"] = [w for t in traces for w in t.warnings]
     return out

@@ -1,0 +1,269 @@
+"""The analysis cache: parsed models and per-trace metrics of large captures, kept for next time.
+
+A second look at the same capture — another ``--symptom``, another output format,
+``compare``, a batch re-run — should not re-read a multi-GB export. Two things are
+kept, each under a key that changes whenever its input or its code does:
+
+* the **model** of a trace (``model/``): every table as an Arrow IPC file (columns as
+  written, categoricals as dictionaries) plus the trace's metadata, keyed by the input's
+  identity and :data:`MODEL_VERSION`;
+* the **metrics** of a trace (``metrics/``): what ``analyze_trace`` computed for it
+  (pickled), keyed by the input's identity, :data:`METRICS_VERSION` and the options that
+  change them (``--step-range``). Rules and rendering run again every time: they are cheap,
+  and they are what ``--symptom`` / ``--slo`` change.
+
+The identity of an input is its size, its modification time (ns) and a SHA-256 of its
+first and last MiB (and of its path's name), so a file rewritten in place — even with
+the same size — is a different entry, and a changed row near either end changes the hash
+even if the mtime was preserved. Entries live in a user cache directory (``--cache-dir``,
+else ``$TRACETRIAGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/tracetriage``, else
+``~/.cache/tracetriage``), never beside the input; the directory is created private
+(0700). Its size is bounded (``TRACETRIAGE_CACHE_MAX_GB``, default 20 GB): after a write,
+the least recently used entries are removed until it fits. Files smaller than
+:data:`MIN_CACHED_BYTES` are not cached (reading them is faster than caching them).
+A cache entry that cannot be read is ignored and rewritten; a cache that cannot be
+written is skipped with no error — the cache is an accelerator, never a requirement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+MODEL_VERSION = "model-1"      # bump when a parser's output changes
+METRICS_VERSION = "metrics-1"  # bump when analyze_trace's output changes
+MIN_CACHED_BYTES = 4 * 1024 * 1024
+HASHED_BYTES = 1 << 20
+DEFAULT_MAX_BYTES = 20 * 1000 ** 3
+
+_TABLES = ("gpu", "api", "ranges", "syncs", "devices", "processes")
+
+
+def default_dir() -> Path:
+    env = os.environ.get("TRACETRIAGE_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base else Path.home() / ".cache") / "tracetriage"
+
+
+class Cache:
+    def __init__(self, directory: str | os.PathLike | None = None, max_bytes: int | None = None):
+        self.dir = Path(directory) if directory else default_dir()
+        env = os.environ.get("TRACETRIAGE_CACHE_MAX_GB")
+        self.max_bytes = max_bytes or (int(float(env) * 1000 ** 3) if env else DEFAULT_MAX_BYTES)
+        self.hits = {"model": 0, "metrics": 0}
+
+    # -- identity ----------------------------------------------------------------------
+    @staticmethod
+    def identity(path: str | os.PathLike) -> str | None:
+        """A key that changes with the file's content (see the module docstring); None for small files."""
+        p = Path(path)
+        try:
+            st = p.stat()
+            if st.st_size < MIN_CACHED_BYTES:
+                return None
+            h = hashlib.sha256()
+            h.update(f"{p.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+            with open(p, "rb") as fh:
+                h.update(fh.read(HASHED_BYTES))
+                if st.st_size > HASHED_BYTES:
+                    fh.seek(max(HASHED_BYTES, st.st_size - HASHED_BYTES))
+                    h.update(fh.read(HASHED_BYTES))
+            return h.hexdigest()[:32]
+        except OSError:
+            return None
+
+    def _entry(self, kind: str, key: str) -> Path:
+        return self.dir / kind / key
+
+    def _ready(self) -> bool:
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            return os.access(self.dir, os.W_OK)
+        except OSError:
+            return False
+
+    def _commit(self, tmp: Path, final: Path) -> None:
+        final.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if final.exists():
+            shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        self.evict()
+
+    @staticmethod
+    def _touch(entry: Path) -> None:
+        try:
+            os.utime(entry)
+        except OSError:
+            pass
+
+    # -- models ------------------------------------------------------------------------
+    def model_key(self, identity: str) -> str:
+        return f"{identity}-{MODEL_VERSION}"
+
+    def get_model(self, identity: str):
+        """The cached trace for an input identity (tables read on first use), or None."""
+        entry = self._entry("model", self.model_key(identity))
+        meta_file = entry / "trace.json"
+        if not meta_file.exists() or not all((entry / f"{name}.arrow").exists() for name in _TABLES):
+            return None
+        try:
+            info = json.loads(meta_file.read_text())
+            trace = CachedTrace(entry, info)
+        except Exception:  # noqa: BLE001 - a broken entry is a miss, and is rewritten
+            shutil.rmtree(entry, ignore_errors=True)
+            return None
+        self._touch(entry)
+        self.hits["model"] += 1
+        return trace
+
+    def put_model(self, identity: str, trace) -> None:
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+
+        if not self._ready():
+            return
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.dir))
+        try:
+            for name in _TABLES:
+                df = getattr(trace, name)
+                table = pa.Table.from_pandas(df, preserve_index=False)
+                with pa.OSFile(str(tmp / f"{name}.arrow"), "wb") as sink, ipc.new_file(sink, table.schema) as writer:
+                    writer.write_table(table)
+            (tmp / "trace.json").write_text(json.dumps({"path": trace.path, "format": trace.format,
+                                                        "meta": _jsonable(trace.meta), "counts": trace.counts()}))
+            self._commit(tmp, self._entry("model", self.model_key(identity)))
+        except Exception:  # noqa: BLE001 - an unwritable or full cache is skipped
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    # -- metrics -----------------------------------------------------------------------
+    def metrics_key(self, identity: str, options: dict) -> str:
+        opts = hashlib.sha256(json.dumps(options, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        return f"{identity}-{MODEL_VERSION}-{METRICS_VERSION}-{opts}"
+
+    def get_metrics(self, identity: str, options: dict):
+        entry = self._entry("metrics", self.metrics_key(identity, options))
+        f = entry / "metrics.pickle"
+        if not f.exists():
+            return None
+        try:
+            with open(f, "rb") as fh:
+                value = pickle.load(fh)  # noqa: S301 - our own file, in a private (0700) directory
+        except Exception:  # noqa: BLE001
+            shutil.rmtree(entry, ignore_errors=True)
+            return None
+        self._touch(entry)
+        self.hits["metrics"] += 1
+        return value
+
+    def put_metrics(self, identity: str, options: dict, value) -> None:
+        if not self._ready():
+            return
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.dir))
+        try:
+            with open(tmp / "metrics.pickle", "wb") as fh:
+                pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            self._commit(tmp, self._entry("metrics", self.metrics_key(identity, options)))
+        except Exception:  # noqa: BLE001
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    # -- size bound --------------------------------------------------------------------
+    def entries(self) -> list[tuple[float, int, Path]]:
+        out = []
+        for kind in ("model", "metrics"):
+            d = self.dir / kind
+            if not d.is_dir():
+                continue
+            for entry in d.iterdir():
+                try:
+                    size = sum(f.stat().st_size for f in entry.iterdir())
+                    out.append((entry.stat().st_mtime, size, entry))
+                except OSError:
+                    continue
+        return out
+
+    def size(self) -> int:
+        return sum(s for _, s, _ in self.entries())
+
+    def evict(self) -> None:
+        """Least recently used entries out until the cache fits its bound."""
+        entries = sorted(self.entries())
+        total = sum(s for _, s, _ in entries)
+        for _, size, entry in entries:
+            if total <= self.max_bytes:
+                break
+            shutil.rmtree(entry, ignore_errors=True)
+            total -= size
+        for stale in self.dir.glob(".tmp-*"):  # a write killed half-way
+            try:
+                if time.time() - stale.stat().st_mtime > 3600:
+                    shutil.rmtree(stale, ignore_errors=True)
+            except OSError:
+                pass
+
+
+class CachedTrace:
+    """A trace from the cache: the same attributes as ``model.Trace``, each table read from its
+    Arrow file only when first used, so a case whose metrics are cached never loads them."""
+
+    def __init__(self, entry: Path, info: dict):
+        self._entry = entry
+        self._counts = info["counts"]
+        self.path = info["path"]
+        self.format = info["format"]
+        self.meta = info["meta"]
+
+    def __getattr__(self, name):
+        if name not in _TABLES:
+            raise AttributeError(name)
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+
+        with pa.memory_map(str(self._entry / f"{name}.arrow")) as src:
+            table = ipc.open_file(src).read_all()
+        df = table.to_pandas(split_blocks=True, self_destruct=True)
+        setattr(self, name, df)
+        return df
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.meta.setdefault("warnings", [])
+
+    def counts(self) -> dict[str, int]:
+        return dict(self._counts)
+
+    def device_label(self, device: int) -> str:
+        from tracetriage.model import Trace
+
+        return Trace.device_label(self, device)
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (str, int, float, bool)) or x is None:
+        return x
+    return str(x)
+
+
+_ACTIVE: Cache | None = None
+
+
+def configure(directory=None, enabled: bool = True) -> Cache | None:
+    """The process's cache (None: caching off). The CLI calls this from --cache-dir / --no-cache."""
+    global _ACTIVE
+    _ACTIVE = Cache(directory) if enabled else None
+    return _ACTIVE
+
+
+def active() -> Cache | None:
+    return _ACTIVE
