@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""Parse + analyze time and peak memory on a large trace in the real nsys schema.
+"""Parse + analyze time and peak memory on large traces in the real nsys schema.
 
     python benchmarks/bench.py --kernels 1000000
+    python benchmarks/bench.py --startup
+    python benchmarks/bench.py --batch --jobs 1 --jobs 2
 
-Generates (once, cached under benchmarks/out/) an eager-decode-like export with N
-kernels, N launch calls, NVTX step ranges and one sync per step, then runs, each in
-a fresh process: (1) the baseline — sqlite3 scanning the kernel and runtime tables
-once (what any reader must at least pay); (2) tracetriage's parser; (3) parser +
-all analyzers. Reports wall time and peak RSS (ru_maxrss) of each.
+Generates (once, cached under benchmarks/out/) two shapes of export with N kernels and
+N launch calls: ``decode`` (one device, one stream, NVTX step ranges, one sync per step)
+and ``sync2dev`` (two devices alternating, four streams, no NVTX, a stream sync every
+500 kernels: steps inferred from syncs). For each it runs, each in a fresh process:
+(1) the baseline — sqlite3 scanning the kernel and runtime tables once (what any reader
+must at least pay); (2) tracetriage's parser; (3) parser + all analyzers (no cache);
+(4) the CLI's second analysis of the same file from the analysis cache. Reports wall
+time, peak RSS (ru_maxrss), the ratio to the scan, and the cache's size on disk.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "samples"))
 
 
-def build(path: Path, n_kernels: int, per_step: int = 500) -> None:
+def build(path: Path, n_kernels: int, per_step: int = 500, shape: str = "decode") -> None:
     import generate
 
     if path.exists():
@@ -43,6 +48,9 @@ def build(path: Path, n_kernels: int, per_step: int = 500) -> None:
     pid = 4242
     gpid, gtid = pid << 24, (pid << 24) | pid
     rng = random.Random(1)
+
+    if shape == "sync2dev":
+        return _build_sync2dev(path, tmp, db, n_kernels, per_step, gpid, gtid, rng)
 
     def rows():
         t = gpu = 1_000_000_000
@@ -84,6 +92,52 @@ def build(path: Path, n_kernels: int, per_step: int = 500) -> None:
     tmp.rename(path)
 
 
+def _build_sync2dev(path, tmp, db, n_kernels, per_step, gpid, gtid, rng):
+    """Two devices alternating, four streams each, no NVTX; a stream sync every ``per_step`` kernels."""
+    import generate  # noqa: F401 - schema already applied by build()
+
+    def rows():
+        t = 1_000_000_000
+        gpu = {(d, s): t for d in (0, 1) for s in range(4)}
+        corr = 0
+        for i in range(n_kernels):
+            corr += 1
+            t += 1200
+            s0 = t
+            t += 4000
+            dev, stream = i % 2, (i // 2) % 4
+            ks = max(t + 2000, gpu[(dev, stream)])
+            ke = ks + rng.randint(2000, 9000)
+            gpu[(dev, stream)] = ke
+            yield ("K", (ks, ke, dev, 1, None, 10 + stream, corr, gpid, 1 + i % 7, 1 + i % 7, None, 0, 0, 32, 1, 1, 1, 128, 1, 1,
+                         0, 0, 0, 0, corr, 0) + (None,) * 13)
+            yield ("R", (s0, t, 0, gtid, corr, 100, 0, None))
+            if (i + 1) % per_step == 0:
+                corr += 1
+                s0 = t
+                t = max(t + 2000, max(gpu.values()) + 3000)
+                yield ("R", (s0, t, 0, gtid, corr, 101, 0, None))
+                t += 200_000
+
+    batch = {"K": [], "R": []}
+    sql = {
+        "K": f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({','.join('?' * 39)})",
+        "R": "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    }
+    for kind, row in rows():
+        batch[kind].append(row)
+        if len(batch[kind]) >= 100_000:
+            db.executemany(sql[kind], batch[kind])
+            batch[kind].clear()
+    for kind, b in batch.items():
+        if b:
+            db.executemany(sql[kind], b)
+    db.execute("INSERT INTO PROCESSES VALUES (?, ?, 'python3')", (gpid, 4242))
+    db.commit()
+    db.close()
+    tmp.rename(path)
+
+
 CHILD = r"""
 import json, resource, sys, time
 mode, path = sys.argv[1], sys.argv[2]
@@ -99,6 +153,11 @@ if mode == "sqlite3":
 elif mode == "parse":
     from tracetriage.parsers import nsys
     nsys.parse(path)
+elif mode == "cached":
+    import os
+    from tracetriage.cli import main
+    t = time.perf_counter()  # the CLI end to end, its imports included
+    main(["analyze", path, "-f", "json", "-o", os.devnull, "--cache-dir", sys.argv[3]])
 else:
     from tracetriage import analyze, open_case
     analyze(open_case([path]))
@@ -107,12 +166,27 @@ print(json.dumps({"mode": mode, "seconds": round(elapsed, 2), "peak_rss_mb": rou
 """
 
 
-def measure(mode: str, path: Path) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, mode, str(path)], capture_output=True, text=True, check=True)
+def measure(mode: str, path: Path, *extra: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD, mode, str(path), *extra], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def bench_batch(jobs: int) -> None:
+def bench_startup() -> None:
+    """Start-up: ``tracetriage --version`` and a ~1 MB real export analyzed to JSON (best of 5)."""
+    real = ROOT.parent / "shared" / "samples" / "real" / "nsys" / "nsys2024.6_1xH200_nvfuser_matmul.sqlite"
+    small = real if real.exists() else ROOT / "samples" / "bundles" / "healthy" / "trace.sqlite"
+    for label, cmd in (("--version", ["--version"]), (f"analyze {small.name} -f json", ["analyze", str(small), "-f", "json", "--no-cache"])):
+        best = min(_timed([sys.executable, "-m", "tracetriage", *cmd]) for _ in range(5))
+        print(f"startup  {label:<58} {best:.2f} s")
+
+
+def _timed(cmd) -> float:
+    t = time.perf_counter()
+    subprocess.run(cmd, capture_output=True, check=False)
+    return time.perf_counter() - t
+
+
+def bench_batch(jobs: int) -> float:
     """Cases per minute: `tracetriage batch` over the sample bundles (and the real nsys
     exports when ../shared is present), every case re-analyzed (--force)."""
     import shutil
@@ -131,28 +205,52 @@ def bench_batch(jobs: int) -> None:
         dt = time.perf_counter() - t
     finally:
         shutil.rmtree(out, ignore_errors=True)
-    print(f"batch    {len(res.records)} cases ({res.failed} failed) with {jobs} workers in {dt:.1f} s "
-          f"= {60 * len(res.records) / dt:.0f} cases/minute")
+    rate = 60 * len(res.records) / dt
+    print(f"batch    {len(res.records)} cases ({res.failed} failed) with {jobs} workers in {dt:.1f} s = {rate:.0f} cases/minute")
+    return rate
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernels", type=int, default=1_000_000)
     ap.add_argument("--batch", action="store_true", help="measure batch throughput (cases/minute) instead")
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--jobs", type=int, action="append", help="batch workers (repeat to compare, e.g. --jobs 1 --jobs 2)")
+    ap.add_argument("--startup", action="store_true", help="measure start-up and a small real export instead")
+    ap.add_argument("--shape", choices=["decode", "sync2dev", "both"], default="both")
     args = ap.parse_args(argv)
-    if args.batch:
-        bench_batch(args.jobs)
+    if args.startup:
+        bench_startup()
         return
+    if args.batch:
+        rates = {j: bench_batch(j) for j in (args.jobs or [2])}
+        if len(rates) > 1:
+            lo, hi = min(rates), max(rates)
+            print(f"batch    {hi} workers / {lo} worker: {rates[hi] / rates[lo]:.2f}x")
+        return
+    import shutil
+    import tempfile
+
     out = HERE / "out"
     out.mkdir(exist_ok=True)
-    path = out / f"decode_{args.kernels}.sqlite"
-    t = time.perf_counter()
-    build(path, args.kernels)
-    print(f"trace: {path} ({path.stat().st_size / 1e6:,.0f} MB, {args.kernels:,} kernels; built/cached in {time.perf_counter() - t:.1f} s)")
-    for mode in ("sqlite3", "parse", "analyze"):
-        r = measure(mode, path)
-        print(f"{mode:<8} {r['seconds']:>7.2f} s   peak RSS {r['peak_rss_mb']:>7.1f} MB")
+    for shape in (("decode", "sync2dev") if args.shape == "both" else (args.shape,)):
+        path = out / f"{shape}_{args.kernels}.sqlite"
+        t = time.perf_counter()
+        build(path, args.kernels, shape=shape)
+        print(f"trace: {path.name} ({path.stat().st_size / 1e6:,.0f} MB, {args.kernels:,} kernels + launches; "
+              f"built/cached in {time.perf_counter() - t:.1f} s)")
+        cache_dir = tempfile.mkdtemp(prefix="tt-bench-cache-")
+        try:
+            res = {mode: measure(mode, path, cache_dir) for mode in ("sqlite3", "parse", "analyze")}
+            measure("cached", path, cache_dir)  # first CLI run fills the cache
+            res["cached"] = measure("cached", path, cache_dir)
+            size = sum(f.stat().st_size for f in Path(cache_dir).rglob("*") if f.is_file())
+        finally:
+            shutil.rmtree(cache_dir, ignore_errors=True)
+        scan = res["sqlite3"]["seconds"]
+        for mode, r in res.items():
+            ratio = f"{r['seconds'] / scan:5.1f}x scan" if mode != "sqlite3" else "    baseline"
+            print(f"  {mode:<8} {r['seconds']:>7.2f} s  {ratio}   peak RSS {r['peak_rss_mb']:>7.1f} MB")
+        print(f"  cache on disk {size / 1e6:,.0f} MB ({size / (2 * args.kernels):.0f} bytes per kernel + launch)")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ READERS = {
     "nccl": "NCCL/RCCL log",
     "pyspy": "py-spy capture",
     "serving": "serving engine log, /metrics scrape or benchmark result",
+    "nsys_rep": "Nsight Systems report (.nsys-rep / .qdrep)",
+    "perfetto": "Perfetto protobuf trace",
+    "otf2": "OTF2 trace archive",
 }
 
 
@@ -65,6 +68,13 @@ def _parser(module: str, function: str):
 
 def load(case, path: Path, kind: str) -> None:
     """Parse one file of a known kind into the case."""
+    if kind == "nsys_rep":
+        _load_nsys_report(case, Path(path))
+        return
+    if kind in ("perfetto", "otf2"):
+        from tracetriage.parsers.reports import recapture_message
+
+        raise NotReadableYet(path, recapture_message(kind))
     if kind in _TRACES:
         from tracetriage.cache import active
 
@@ -88,6 +98,36 @@ def load(case, path: Path, kind: str) -> None:
                             "warnings": warnings(artifact), "counts": None})
         return
     raise NotReadableYet(path, f"recognised as {READERS.get(kind, kind)}, which this version cannot read")
+
+
+def _load_nsys_report(case, report: Path) -> None:
+    """Export the report with the real nsys (into the cache, or a temporary directory
+    removed after parsing), parse the export, and record both versions in the input row."""
+    import shutil
+    import tempfile
+
+    from tracetriage.cache import active
+    from tracetriage.case import _read_head
+    from tracetriage.parsers.reports import export_nsys_report
+
+    cache = active()
+    workdir = cache.exports_dir() if cache else None
+    tmp = None
+    if workdir is None:
+        tmp = Path(tempfile.mkdtemp(prefix="tracetriage-export-"))
+        workdir = tmp
+    try:
+        export, info = export_nsys_report(report, _read_head(report), workdir)
+        load(case, export, "nsys")
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    trace = case.traces[-1]
+    trace.path = str(report)
+    row = case.inputs[-1]
+    row.update(path=str(report), kind="nsys", report_version=info["report_version"],
+               exporter_version=info["exporter_version"], export_reused=info["reused"])
+    row["version"] = row.get("version") or info["exporter_version"]
 
 
 def load_csv_group(case, paths: list[Path]) -> None:

@@ -51,6 +51,24 @@ def read_text(path: str, limit: int = TEXT_LIMIT) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def compact_categorical(codes, categories) -> pd.Categorical:
+    """A categorical over only the categories its codes use (code -1 stays missing).
+
+    pandas' ``remove_unused_categories`` finds the used codes with a sort (np.unique):
+    1.4 s on 10M rows; a bincount over the codes does it in one pass."""
+    codes = np.asarray(codes)
+    categories = pd.Index(categories)
+    if not len(categories):
+        return pd.Categorical.from_codes(codes, categories=categories)
+    used = np.bincount(codes[codes >= 0] if (codes < 0).any() else codes, minlength=len(categories)) > 0
+    keep = np.flatnonzero(used)
+    lut = np.full(len(categories) + 1, -1, dtype=np.int32)  # last slot: code -1
+    lut[keep] = np.arange(len(keep), dtype=np.int32)
+    new = lut[codes]  # a code of -1 indexes the last slot
+    dtype = np.int8 if len(keep) < 127 else np.int16 if len(keep) < 32767 else np.int32
+    return pd.Categorical.from_codes(new.astype(dtype, copy=False), categories=categories[keep])
+
+
 def per_distinct(values, fn) -> np.ndarray:
     """fn applied once per distinct value, broadcast back (no Python call per event)."""
     values = np.asarray(values, dtype=object)

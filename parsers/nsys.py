@@ -44,6 +44,7 @@ from tracetriage.model import (
     is_kind,
     strip_api_version,
 )
+from tracetriage.parsers.common import compact_categorical
 from tracetriage.parsers.sqlite import Database
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -118,8 +119,7 @@ class _Strings:
         else:
             pos = self.index.get_indexer(ids)
             codes = np.where(pos >= 0, self.codes[np.maximum(pos, 0)], -1)
-        cat = pd.Categorical.from_codes(codes, categories=self.categories)
-        return cat.remove_unused_categories()
+        return compact_categorical(codes, self.categories)
 
     def get(self, sid, default=None):
         return self.by_id.get(int(sid), default)
@@ -257,7 +257,7 @@ def _kernels(db: Database, strings: _Strings) -> dict | None:
     n = len(cols["start"])
     if not n:
         return None
-    name = pd.Categorical.from_codes(cols.pop("name_code"), categories=strings.categories).remove_unused_categories()
+    name = compact_categorical(cols.pop("name_code"), strings.categories)
     cols["kind"] = pd.Categorical.from_codes(np.zeros(n, np.int8), categories=GPU_KINDS)
     cols["name"] = name
     cols["collective"] = per_category(name, collective_op, COLLECTIVE_OPS)
@@ -407,7 +407,7 @@ def _api(db: Database, strings: _Strings) -> pd.DataFrame | None:
     cols = _concat_arrays(db.scan(sql, t, convert))
     if not cols or not len(cols["start"]):
         return None
-    raw = pd.Categorical.from_codes(cols.pop("name_code"), categories=strings.categories).remove_unused_categories()
+    raw = compact_categorical(cols.pop("name_code"), strings.categories)
     # Strip the version suffix once per distinct name, then re-intern.
     stripped = [strip_api_version(str(c)) for c in raw.categories]
     codes, uniq = pd.factorize(pd.Index(stripped + ["<unknown>"]))

@@ -34,6 +34,7 @@ from tracetriage.model import (
 )
 from tracetriage.parsers.common import (
     blit_kind,
+    compact_categorical,
     copy_direction,
     per_distinct,
     rccl_api_op,
@@ -237,7 +238,7 @@ def parse(path: str) -> Trace:
                 "end": regions["end"].to_numpy(np.int64), "name": names, "category": api_cat, "correlation": rid,
             })
             trace.api = api[~is_marker].sort_values("start", kind="stable", ignore_index=True)
-            trace.api["name"] = trace.api["name"].cat.remove_unused_categories()
+            trace.api["name"] = compact_categorical(trace.api["name"].array.codes, trace.api["name"].cat.categories)
             rng = api[is_marker]
             trace.ranges = pd.DataFrame({
                 "pid": rng["pid"].to_numpy(), "tid": rng["tid"].to_numpy(), "start": rng["start"].to_numpy(),

@@ -30,6 +30,7 @@ from tracetriage.model import (
 )
 from tracetriage.parsers.common import (
     blit_kind,
+    compact_categorical,
     copy_direction,
     per_distinct,
     rccl_api_op,
@@ -89,7 +90,7 @@ def parse_files(paths: list[Path]) -> Trace:
     all_api = pd.DataFrame({"pid": a_pid, "tid": a_tid, "start": a_start, "end": a_end, "name": names,
                             "category": category, "correlation": a_corr})
     trace.api = all_api[~is_marker].sort_values("start", kind="stable", ignore_index=True)
-    trace.api["name"] = trace.api["name"].cat.remove_unused_categories()
+    trace.api["name"] = compact_categorical(trace.api["name"].array.codes, trace.api["name"].cat.categories)
     if is_marker.any():
         mk = all_api[is_marker]
         trace.ranges = pd.DataFrame({"pid": mk["pid"].to_numpy(), "tid": mk["tid"].to_numpy(), "start": mk["start"].to_numpy(),

@@ -27,6 +27,7 @@ from tracetriage.model import (
     finish_trace,
 )
 from tracetriage.parsers.common import (
+    compact_categorical,
     per_distinct,
 )
 from tracetriage.parsers.sqlite import Database
@@ -99,7 +100,7 @@ def parse(path: str, display: str | None = None) -> Trace:
         "name": names, "category": api_cat, "correlation": api["id"].to_numpy(np.int64),
     })
     trace.api = api_df[~user_marker].sort_values("start", kind="stable", ignore_index=True)
-    trace.api["name"] = trace.api["name"].cat.remove_unused_categories()
+    trace.api["name"] = compact_categorical(trace.api["name"].array.codes, trace.api["name"].cat.categories)
     # UserMarker rows are roctx ranges; their text is in the args string.
     if user_marker.any():
         mk = api_df[user_marker]

@@ -33,7 +33,7 @@ from pathlib import Path
 from tracetriage import __version__
 from tracetriage.errors import ArchiveError, TraceTriageError
 
-TRACE_KINDS = ("nsys", "rocpd", "rpd", "gzip_sqlite", "rocprof_csv", "kineto")
+TRACE_KINDS = ("nsys", "nsys_rep", "rocpd", "rpd", "gzip_sqlite", "rocprof_csv", "kineto")
 SIDE_KINDS = ("topology", "rocm_topology", "nccl", "pyspy", "serving")
 CAPTURE_SUFFIXES = (".sqlite", ".sqlite3", ".db", ".rpd", ".nsys-rep", ".qdrep", ".gz")
 SEVERITY_ORDER = ["info", "low", "medium", "high"]

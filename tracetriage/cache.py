@@ -62,12 +62,13 @@ class Cache:
 
     # -- identity ----------------------------------------------------------------------
     @staticmethod
-    def identity(path: str | os.PathLike) -> str | None:
-        """A key that changes with the file's content (see the module docstring); None for small files."""
+    def identity(path: str | os.PathLike, force: bool = False) -> str | None:
+        """A key that changes with the file's content (see the module docstring); None for small
+        files unless ``force``."""
         p = Path(path)
         try:
             st = p.stat()
-            if st.st_size < MIN_CACHED_BYTES:
+            if st.st_size < MIN_CACHED_BYTES and not force:
                 return None
             h = hashlib.sha256()
             h.update(f"{p.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
@@ -79,6 +80,10 @@ class Cache:
             return h.hexdigest()[:32]
         except OSError:
             return None
+
+    def exports_dir(self) -> Path | None:
+        """Where exports of reports (.nsys-rep -> SQLite) are kept."""
+        return self.dir / "exports" if self._ready() else None
 
     def _entry(self, kind: str, key: str) -> Path:
         return self.dir / kind / key

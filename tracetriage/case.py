@@ -82,6 +82,12 @@ def detect(path: Path) -> str:
         return "empty"
     if head.startswith(b"SQLite format 3\x00"):
         return _detect_sqlite(path)
+    if head.startswith(b"NVIDIA Tegra Profiler Report"):
+        return "nsys_rep"
+    if head[:1] == b"\x0a" and (b"perfetto" in head.lower() or b"rocprof" in head or Path(path).suffix in (".pftrace", ".perfetto-trace")):
+        return "perfetto"
+    if head[:4] == b"OTF2" or Path(path).suffix == ".otf2":
+        return "otf2"
     if head[:2] == b"\x1f\x8b":
         try:
             with gzip.open(path, "rb") as fh:

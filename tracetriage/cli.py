@@ -45,11 +45,19 @@ def _cache_options(parser) -> None:
                         help="where parsed models and metrics of large captures are kept (default: $TRACETRIAGE_CACHE_DIR, "
                              "else ~/.cache/tracetriage); never beside the input")
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write the analysis cache")
+    parser.add_argument("--nsys", metavar="PATH", help="the nsys executable that exports .nsys-rep reports "
+                                                       "(default: $NSYS, else nsys on PATH)")
 
 
 def _configure_cache(args):
-    from tracetriage import cache
+    import os
 
+    from tracetriage import cache
+    from tracetriage.parsers import reports
+
+    if args.nsys:
+        reports.set_nsys(args.nsys)
+        os.environ["NSYS"] = args.nsys  # batch workers are other processes
     return cache.configure(args.cache_dir, enabled=not args.no_cache)
 
 

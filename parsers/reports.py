@@ -1,0 +1,112 @@
+"""Profiler reports that must be exported before they can be read, and formats to re-capture.
+
+* Nsight Systems ``.nsys-rep`` / ``.qdrep``: the file begins with
+  ``NVIDIA Tegra Profiler Report `` and the writer's version (``2023@3@3@...``). When an
+  ``nsys`` executable is found (``--nsys PATH``, the ``NSYS`` environment variable, or
+  ``PATH``) it is run as ``nsys export --type sqlite --force-overwrite true --output OUT
+  REPORT`` into the analysis cache (``exports/``; a private temporary directory with
+  ``--no-cache``), never beside the report, and the export is reused while the report is
+  unchanged. Without ``nsys`` the error names the report's version and the exact command.
+* rocprofv3 ``--output-format pftrace`` (Perfetto protobuf) and ``otf2``: not read; the
+  error says to re-capture as rocpd (or csv), which keep the kernel-to-launch links the
+  analyses need.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from tracetriage.errors import TraceFormatError, UnsupportedInputError
+
+NSYS_MAGIC = b"NVIDIA Tegra Profiler Report"
+EXPORT_TIMEOUT_S = float(os.environ.get("TRACETRIAGE_NSYS_TIMEOUT", "900"))
+_NSYS_OVERRIDE: str | None = None
+
+
+def set_nsys(path: str | None) -> None:
+    """The exporter given with ``--nsys PATH`` (the CLI calls this)."""
+    global _NSYS_OVERRIDE
+    _NSYS_OVERRIDE = path
+
+
+def report_version(head: bytes) -> str | None:
+    """``2023@3@3@...`` after the magic -> ``2023.3.3``."""
+    m = re.match(rb"NVIDIA Tegra Profiler Report\s*([0-9@.]+)", head)
+    if not m:
+        return None
+    parts = [p for p in m.group(1).decode("ascii", "replace").replace(".", "@").split("@") if p]
+    return ".".join(parts[:4]) or None
+
+
+def find_nsys() -> str | None:
+    for candidate in (_NSYS_OVERRIDE, os.environ.get("NSYS")):
+        if candidate:
+            p = Path(candidate)
+            if p.is_dir():
+                p = p / "nsys"
+            return str(p) if p.exists() and os.access(p, os.X_OK) else None
+    return shutil.which("nsys")
+
+
+def export_command(nsys: str, report: Path, out: Path) -> list[str]:
+    return [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(out), str(report)]
+
+
+def _exporter_version(nsys: str) -> str | None:
+    try:
+        out = subprocess.run([nsys, "--version"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"(\d{4}\.\d+(?:\.\d+)*)", out.stdout + out.stderr)
+    return m.group(1) if m else None
+
+
+def export_nsys_report(report: Path, head: bytes, workdir: Path | None) -> tuple[Path, dict]:
+    """The SQLite export of a report (made now, or reused from the cache) and what to record about it.
+
+    ``workdir``: where exports go (the cache's ``exports/``); None: the caller gives a
+    temporary directory it removes afterwards."""
+    version = report_version(head)
+    nsys = find_nsys()
+    suggested = report.with_suffix(".sqlite").name
+    if nsys is None:
+        raise UnsupportedInputError(
+            report, f"Nsight Systems report (version {version or 'unknown'}) needs exporting and no nsys was found: run "
+                    f"nsys export --type sqlite --output {suggested} {report.name} and analyze {suggested}, or give --nsys PATH")
+    from tracetriage.cache import Cache
+
+    ident = Cache.identity(report, force=True) or "report"
+    out = workdir / f"{ident}.sqlite"
+    info = {"report_version": version, "exporter": nsys, "exporter_version": _exporter_version(nsys), "reused": False}
+    if out.exists() and out.stat().st_size > 0:
+        info["reused"] = True
+        os.utime(out)
+        return out, info
+    workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    partial = workdir / f".{ident}.partial.sqlite"
+    cmd = export_command(nsys, report, partial)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        partial.unlink(missing_ok=True)
+        raise TraceFormatError(report, f"nsys export timed out after {EXPORT_TIMEOUT_S:g} s") from None
+    except OSError as exc:
+        raise TraceFormatError(report, f"nsys export could not run ({exc.strerror or exc})") from None
+    if proc.returncode != 0 or not partial.exists() or partial.stat().st_size == 0:
+        lines = [x.strip() for x in (proc.stderr or proc.stdout or "").splitlines() if x.strip()]
+        partial.unlink(missing_ok=True)
+        last = lines[-1] if lines else f"exit status {proc.returncode}, no export written"
+        raise TraceFormatError(report, f"nsys export failed: {last[:300]}")
+    os.replace(partial, out)
+    return out, info
+
+
+def recapture_message(kind: str) -> str:
+    what = {"perfetto": "a Perfetto trace (rocprofv3 --output-format pftrace)",
+            "otf2": "an OTF2 archive (rocprofv3 --output-format otf2)"}[kind]
+    return (f"{what} is not read: it drops the links between kernels and the calls that launched them; re-capture with "
+            "rocprofv3 --runtime-trace --kernel-trace --output-format rocpd (or csv), or convert a rocpd database")
