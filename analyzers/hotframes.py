@@ -24,6 +24,16 @@ def _func(frame: str) -> str:
     return frame.split(" (", 1)[0]
 
 
+_SYNC_CACHE: dict[str, bool] = {}
+
+
+def _is_sync(frame: str) -> bool:
+    got = _SYNC_CACHE.get(frame)
+    if got is None:
+        got = _SYNC_CACHE[frame] = bool(SYNC_FRAME.match(_func(frame)))
+    return got
+
+
 def _file(frame: str) -> str:
     m = re.search(r"\((.+?)(?::\d+)?\)$", frame)
     return m.group(1) if m else ""
@@ -75,9 +85,11 @@ def hot_frames(caps: list[PySpyCapture], top: int = 15) -> dict:
             blame = next((f for f in reversed(s.stack) if not is_framework(f) and not ENTRY.match(_func(f))), None)
             if blame:
                 user[blame] = user.get(blame, 0) + s.count
-            for i, f in enumerate(s.stack):  # frames with a host sync below them in this sample
-                if any(SYNC_FRAME.match(_func(g)) for g in s.stack[i + 1:]):
-                    sync_under[f] = sync_under.get(f, 0) + s.count
+            # frames with a host sync below them in this sample: every frame above the deepest sync
+            # (one pass: a 50k-frame stack costs 50k checks, not 50k^2)
+            deepest = next((i for i in range(len(s.stack) - 1, -1, -1) if _is_sync(s.stack[i])), -1)
+            for f in set(s.stack[:max(deepest, 0)]):
+                sync_under[f] = sync_under.get(f, 0) + s.count
     if not total:
         return {"total_samples": 0, "idle_samples": idle, "frames": [], "user": []}
 

@@ -55,7 +55,7 @@ _SIDE_ARTIFACTS = {
     "topology": ("topology", "parse", "topologies", lambda o: "topology", lambda o: list(o.warnings)),
     "rocm_topology": ("topology", "parse_rocm", "topologies", lambda o: "topology", lambda o: list(o.warnings)),
     "nccl": ("nccl", "parse", "nccl_logs", lambda o: "nccl", lambda o: []),
-    "pyspy": ("pyspy", "parse", "pyspy", lambda o: f"pyspy-{o.format}", lambda o: []),
+    "pyspy": ("pyspy", "parse", "pyspy", lambda o: f"pyspy-{o.format}", lambda o: list(o.warnings)),
     "serving": ("serving", "parse", "serving", lambda o: o.kind, lambda o: list(o.warnings)),
 }
 
@@ -82,7 +82,10 @@ def load(case, path: Path, kind: str) -> None:
         ident = cache.identity(path) if cache else None
         trace = cache.get_model(ident) if ident else None
         if trace is None:
+            from tracetriage.parsers.coerce import sanitize_trace
+
             trace = _parser(*_TRACES[kind])(str(path))
+            sanitize_trace(trace)
             if ident:
                 cache.put_model(ident, trace)
         trace.path = str(path)
@@ -133,7 +136,9 @@ def _load_nsys_report(case, report: Path) -> None:
 def load_csv_group(case, paths: list[Path]) -> None:
     """The CSV files of one rocprofv3 run (one directory) as one trace."""
     from tracetriage.parsers import rocprof_csv
+    from tracetriage.parsers.coerce import sanitize_trace
 
     trace = rocprof_csv.parse_files(sorted(paths))
+    sanitize_trace(trace)
     case.traces.append(trace)
     case.inputs.append(_trace_input(trace))

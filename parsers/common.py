@@ -25,6 +25,10 @@ def json_document(path: str, data: str | bytes, what: str):
         raise TraceFormatError(path, f"{what} is not valid JSON ({exc.reason})") from None
     except RecursionError:
         raise TraceFormatError(path, f"{what} is nested too deeply to read") from None
+    except ValueError as exc:  # e.g. an integer literal over Python's digit limit
+        raise TraceFormatError(path, f"{what} is not readable JSON ({str(exc)[:80]})") from None
+    except MemoryError:
+        raise TraceFormatError(path, f"{what} is too large to read into memory") from None
 
 
 TEXT_LIMIT = 256 * 1024 * 1024  # a side artifact (log, scrape, matrix) larger than this is not one

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import zlib
 
 import numpy as np
 import pandas as pd
@@ -32,12 +33,14 @@ from tracetriage.model import (
     collective_op,
     finish_trace,
 )
+from tracetriage.parsers import coerce
 from tracetriage.parsers.common import json_document, per_distinct
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 API_CATS = ("cuda_runtime", "cuda_driver")
 RANGE_CATS = ("user_annotation",)
-MAX_BYTES = 8 * 1024**3
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_BYTES = 4 << 30  # 4 GiB of JSON text: beyond any real capture, before it exhausts memory
 
 
 def _args(event: dict) -> dict:
@@ -50,12 +53,18 @@ def load_json(path: str) -> dict:
         with open(path, "rb") as fh:
             head = fh.read(2)
         opener = gzip.open if head == b"\x1f\x8b" else open
-        with opener(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-        if len(raw) > MAX_BYTES:
-            raise TraceFormatError(path, "Kineto JSON larger than 8 GiB uncompressed: refused")
-    except (OSError, EOFError) as exc:
-        raise TraceFormatError(path, f"unreadable ({exc})") from None
+        parts, size = [], 0
+        with opener(path, "rb") as fh:  # in chunks: memory grows with the file, not with the limit
+            while chunk := fh.read(1 << 24):
+                size += len(chunk)
+                if size > MAX_BYTES:
+                    raise TraceFormatError(path, f"Kineto JSON larger than {MAX_BYTES >> 30} GiB uncompressed: refused")
+                parts.append(chunk)
+        raw = b"".join(parts)
+        del parts
+    except (OSError, EOFError, zlib.error) as exc:
+        what = "corrupt gzip stream: " if head == GZIP_MAGIC else ""
+        raise TraceFormatError(path, f"unreadable ({what}{exc})") from None
     doc = json_document(path, raw, "Kineto trace")
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise TraceFormatError(path, "JSON without a traceEvents list")
@@ -64,13 +73,8 @@ def load_json(path: str) -> dict:
 
 def _int(value, default: int = -1) -> int:
     """Kineto args are loosely typed (ints, floats, numeric strings, or missing)."""
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        try:
-            return int(float(value))
-        except (TypeError, ValueError):
-            return default
+    got = coerce.scalar_int(value)
+    return default if got is None else got
 
 
 def _copy_kind(name: str) -> str:
@@ -81,7 +85,7 @@ def _copy_kind(name: str) -> str:
 FIELDS = ("cat", "name", "pid", "tid", "ts", "dur", "correlation", "device", "stream", "bytes")
 
 
-def _columns(events: list) -> pd.DataFrame:
+def _columns(events: list, warnings: list) -> pd.DataFrame:
     """One pass over the JSON events, then column-wise conversion: times in ns, ids as
     integers (numeric strings accepted, anything else missing)."""
     rows = [
@@ -92,11 +96,20 @@ def _columns(events: list) -> pd.DataFrame:
     ]
     df = pd.DataFrame(rows, columns=list(FIELDS), dtype=object)
     for col in ("cat", "name"):
-        df[col] = df[col].map(lambda v: "" if v is None else str(v)).astype(object)
-    for col in ("ts", "dur"):
-        df[col] = (pd.to_numeric(df[col], errors="coerce") * 1000).round().fillna(0).astype(np.int64)
+        df[col] = np.array([coerce.text(v) for v in df[col].to_numpy()], dtype=object)
+    # times in µs (fractional): finite values kept; an event without a valid ts is dropped below
+    ts = coerce.float64(df["ts"].to_numpy(), "traceEvents[].ts", warnings)
+    dur = coerce.float64(df["dur"].to_numpy(), "traceEvents[].dur", warnings)
+    ok = np.isfinite(ts) & (np.abs(ts) < 4e15) & (np.nan_to_num(np.abs(dur)) < 4e15)  # µs: ns must stay under 2^62
+    if not ok.all():
+        warnings.append(f"traceEvents: {int((~ok).sum()):,} events without a valid ts/dur dropped")
+        df, ts, dur = df[ok].reset_index(drop=True), ts[ok], dur[ok]
+    df["ts"] = np.round(ts * 1000).astype(np.int64)
+    df["dur"] = np.round(np.nan_to_num(dur) * 1000).astype(np.int64)
     for col in ("pid", "tid", "correlation", "device", "stream", "bytes"):
-        df[col] = pd.to_numeric(df[col], errors="coerce")  # float with NaN for missing/non-numeric
+        # NaN marks missing or invalid (the _ints defaults apply); counted when invalid
+        vals = coerce.int64(df[col].to_numpy(), f"traceEvents[].{col}", warnings, default=-(1 << 62))
+        df[col] = np.where(vals == -(1 << 62), np.nan, vals.astype(np.float64))
     return df
 
 
@@ -108,9 +121,12 @@ def _ints(series: pd.Series, default) -> np.ndarray:
 
 def parse(path: str) -> Trace:
     doc = load_json(path)
-    ev = _columns(doc["traceEvents"])
     trace = Trace(path=str(path), format="kineto")
-    dist = doc.get("distributedInfo") or {}
+    events = doc.get("traceEvents")
+    if not isinstance(events, list):
+        raise TraceFormatError(path, "traceEvents is not a list of events")
+    ev = _columns(events, trace.warnings)
+    dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
     trace.meta["version"] = str(doc.get("schemaVersion")) if doc.get("schemaVersion") is not None else None
     trace.meta["rank"] = dist.get("rank")
     trace.meta["world_size"] = dist.get("world_size")
@@ -154,7 +170,9 @@ def parse(path: str) -> Trace:
         "pageable": per_distinct(g_name, lambda n: "Pageable" in n).astype(bool) & is_copy,
         "in_graph": np.isin(launcher, ["cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch"]),
     })
-    props = {_int(p.get("id", i), i): p for i, p in enumerate(doc.get("deviceProperties") or []) if isinstance(p, dict)}
+    raw_props = doc.get("deviceProperties")
+    props = {_int(p.get("id", i), i): p for i, p in enumerate(raw_props if isinstance(raw_props, list) else [])
+             if isinstance(p, dict)}
 
     def device_info(ordinal):
         p = props.get(ordinal, {})

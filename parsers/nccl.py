@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from tracetriage.parsers.common import read_text
+
 # The lookbehind starts a match only at the start of a host token: without it, `search`
 # retries the greedy host class at every offset of a long token (quadratic on a 200 kB line).
 _LINE = re.compile(
@@ -73,8 +75,7 @@ class NcclLog:
 
 def parse(path: str, text: str | None = None) -> NcclLog:
     if text is None:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
+        text = read_text(path)
     log = NcclLog(path=str(path))
     last_warn = None
     for raw in text.splitlines():

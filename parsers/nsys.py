@@ -27,6 +27,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pandas.api.types import union_categoricals
 
 from tracetriage.errors import MissingDataError, TraceFormatError
@@ -44,6 +45,7 @@ from tracetriage.model import (
     is_kind,
     strip_api_version,
 )
+from tracetriage.parsers import coerce
 from tracetriage.parsers.common import compact_categorical
 from tracetriage.parsers.sqlite import Database
 
@@ -85,7 +87,10 @@ class _Strings:
     """StringIds as a vectorized id -> categorical mapping (duplicates folded)."""
 
     def __init__(self, db: Database):
-        df = db.frame("SELECT COALESCE(id, -1) AS id, COALESCE(value, '') AS value FROM StringIds")
+        df = db.frame("SELECT COALESCE(id, -1) AS id, COALESCE(value, '') AS value FROM StringIds", text=("value",))
+        if df["id"].duplicated().any():  # ids are a primary key in real exports: keep the first of each
+            db.warnings.append(f"StringIds: {int(df['id'].duplicated().sum()):,} duplicate ids ignored")
+            df = df[~df["id"].duplicated()].reset_index(drop=True)
         ids = df["id"].to_numpy(dtype=np.int64)
         codes, uniques = pd.factorize(df["value"].astype(object))
         self.index = pd.Index(ids)
@@ -136,7 +141,8 @@ def _col(db: Database, table: str, column: str, default: str = "-1") -> str:
 def _enum(db: Database, table: str) -> dict[int, str]:
     if not db.has(table):
         return {}
-    return {int(i): str(n) for i, n in db.rows(f"SELECT id, name FROM {table}") if n is not None}
+    return {coerce.scalar_int(i): coerce.text(n) for i, n in db.rows(f"SELECT id, name FROM {table}")
+            if n is not None and coerce.scalar_int(i) is not None}
 
 
 def _meta(db: Database) -> tuple[dict[str, str], dict[str, list[str]]]:
@@ -220,14 +226,14 @@ def _fixed(values, categories: list[str], n: int) -> pd.Categorical:
     return pd.Categorical.from_codes(lut[np.where(codes < 0, len(uniq), codes)], categories=categories)
 
 
-def _int_column(tbl, name: str, dtype=np.int64) -> np.ndarray:
+def _int_column(tbl, name: str, dtype=np.int64, warnings: list | None = None) -> np.ndarray:
     """An integer column, copied out of the Arrow batch (a zero-copy view would keep the
-    driver's whole batch, every column, alive); a stray text value becomes -1."""
+    driver's whole batch, every column, alive); anything that is not an integer goes
+    through parsers/coerce.py (-1, counted)."""
     col = tbl.column(name)
-    try:
+    if pa.types.is_integer(col.type):
         return np.array(col.to_numpy(), dtype=dtype, copy=True)
-    except (ValueError, TypeError):
-        return pd.to_numeric(pd.Series(col.to_pandas(), dtype=object), errors="coerce").fillna(-1).to_numpy(dtype)
+    return coerce.int64(col.to_numpy(zero_copy_only=False), name, warnings).astype(dtype)
 
 
 def _kernels(db: Database, strings: _Strings) -> dict | None:
@@ -245,12 +251,15 @@ def _kernels(db: Database, strings: _Strings) -> dict | None:
         f"FROM {KERNEL} WHERE {{rowid}}"
     )
 
+    w = db.warnings
+
     def convert(tbl) -> dict:
         return {
-            "dev": _int_column(tbl, "dev"), "stream": _int_column(tbl, "stream", np.int32),
-            "start": _int_column(tbl, "start"), "end": _int_column(tbl, "end"),
-            "correlation": _int_column(tbl, "correlation"), "pid": pid_of(_int_column(tbl, "gpid")),
-            "name_code": strings.codes_of(_int_column(tbl, "name_id")), "in_graph": _int_column(tbl, "node") >= 0,
+            "dev": _int_column(tbl, "dev", warnings=w), "stream": _int_column(tbl, "stream", np.int32, w),
+            "start": _int_column(tbl, "start", warnings=w), "end": _int_column(tbl, "end", warnings=w),
+            "correlation": _int_column(tbl, "correlation", warnings=w), "pid": pid_of(_int_column(tbl, "gpid", warnings=w)),
+            "name_code": strings.codes_of(_int_column(tbl, "name_id", warnings=w)),
+            "in_graph": _int_column(tbl, "node", warnings=w) >= 0,
         }
 
     cols = _concat_arrays(db.scan(sql, KERNEL, convert))
@@ -398,11 +407,13 @@ def _api(db: Database, strings: _Strings) -> pd.DataFrame | None:
         f"{_col(db, t, 'nameId')} AS name_id FROM {t} WHERE {{rowid}}"
     )
 
+    w = db.warnings
+
     def convert(tbl) -> dict:
-        gtid = _int_column(tbl, "gtid")
-        return {"pid": pid_of(gtid), "tid": tid_of(gtid).astype(np.int32), "start": _int_column(tbl, "start"),
-                "end": _int_column(tbl, "end"), "name_code": strings.codes_of(_int_column(tbl, "name_id")),
-                "correlation": _int_column(tbl, "correlation")}
+        gtid = _int_column(tbl, "gtid", warnings=w)
+        return {"pid": pid_of(gtid), "tid": tid_of(gtid).astype(np.int32), "start": _int_column(tbl, "start", warnings=w),
+                "end": _int_column(tbl, "end", warnings=w), "name_code": strings.codes_of(_int_column(tbl, "name_id", warnings=w)),
+                "correlation": _int_column(tbl, "correlation", warnings=w)}
 
     cols = _concat_arrays(db.scan(sql, t, convert))
     if not cols or not len(cols["start"]):
@@ -467,7 +478,7 @@ def _ranges(db: Database, strings: _Strings) -> pd.DataFrame | None:
         f"{_col(db, t, 'eventType')} AS etype, {_col(db, t, 'globalTid', '0')} AS gtid, "
         f"{_col(db, t, 'textId')} AS text_id, {_col(db, t, 'domainId', '0')} AS domain_id, "
         f"{text} AS text FROM {t} WHERE eventType IN ({wanted}) AND {{rowid}}",
-        split=t,
+        split=t, text=("text",),
     )
     domains: dict[int, str] = {}
     if db.has_column(t, "domainId"):
@@ -513,14 +524,19 @@ def _devices(db: Database, gpu_pid_dev: pd.DataFrame) -> pd.DataFrame:
         cols = db.columns("TARGET_INFO_GPU")
         sel = [c if c in cols else f"NULL AS {c}" for c in ("id", "name", "uuid", "smCount", "totalMemory", "cuDevice")]
         for gid, name, uuid, sm, mem, cu in db.rows(f"SELECT {', '.join(sel)} FROM TARGET_INFO_GPU"):
-            gpus[int(gid)] = {"name": name, "uuid": uuid, "sm": sm, "mem": mem, "cu": cu}
+            gid = coerce.scalar_int(gid)
+            if gid is None:
+                continue
+            gpus[gid] = {"name": coerce.text(name) or None, "uuid": coerce.text(uuid), "sm": coerce.scalar_int(sm),
+                         "mem": coerce.scalar_int(mem), "cu": coerce.scalar_int(cu)}
     by_pid_cuda: dict[tuple[int, int], int] = {}
     if db.has("TARGET_INFO_CUDA_DEVICE"):
         cols = db.columns("TARGET_INFO_CUDA_DEVICE")
         if {"gpuId", "cudaId", "pid"} <= set(cols):
             for gpu_id, cuda_id, pid in db.rows("SELECT gpuId, cudaId, pid FROM TARGET_INFO_CUDA_DEVICE"):
+                gpu_id, cuda_id, pid = (coerce.scalar_int(v) for v in (gpu_id, cuda_id, pid))
                 if gpu_id is not None and cuda_id is not None and pid is not None:
-                    by_pid_cuda[(int(pid), int(cuda_id))] = int(gpu_id)
+                    by_pid_cuda[(pid, cuda_id)] = gpu_id
     by_cu = {int(v["cu"]): k for k, v in gpus.items() if v["cu"] is not None}
     rows = []
     for pid, ordinal in gpu_pid_dev.itertuples(index=False):  # one row per device, not per event
@@ -632,6 +648,7 @@ def parse(path: str) -> Trace:
             "graph" if has_replays else "node" if has_nodes else (mode or "unknown").lower()
         )
         trace.warnings.extend(trace_warnings)
+        trace.warnings.extend(db.warnings)
         _warn(trace, export)
         return trace
 

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from tracetriage.errors import TraceFormatError
-from tracetriage.parsers.common import json_document
+from tracetriage.parsers.common import json_document, read_text
 
 _THREAD = re.compile(r"^\s*Thread (0x[0-9A-Fa-f]+|\d+) \((\w[\w ]*)\)(?::\s*\"(.*)\")?\s*$")
 _PROCESS = re.compile(r"^\s*Process (\d+): (.*)$")
@@ -48,6 +48,7 @@ class PySpyCapture:
     processes: dict[int, str] = field(default_factory=dict)
     threads: int = 0
     idle_threads: int = 0
+    warnings: list[str] = field(default_factory=list)
 
 
 def frame_label(func: str, file: str, line) -> str:
@@ -56,8 +57,7 @@ def frame_label(func: str, file: str, line) -> str:
 
 def parse(path: str, text: str | None = None) -> PySpyCapture:
     if text is None:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
+        text = read_text(path)
     stripped = text.lstrip()
     if stripped.startswith("{") or stripped.startswith("["):
         doc = json_document(path, text, "py-spy JSON")
@@ -125,19 +125,36 @@ def _dump_json(path: str, doc: list) -> PySpyCapture:
 
 
 def _speedscope(path: str, doc: dict) -> PySpyCapture:
+    """Loosely typed on purpose: a frame, profile, sample or weight of the wrong JSON type is
+    skipped (and counted), never fatal."""
+    from tracetriage.parsers.coerce import scalar_int, text
+
     cap = PySpyCapture(path=str(path), format="speedscope")
-    frames = (doc.get("shared") or {}).get("frames") or []
-    labels = [frame_label(f.get("name", "?"), f.get("file", "?"), f.get("line")) for f in frames]
-    for prof in doc.get("profiles") or []:
+    shared = doc.get("shared") if isinstance(doc.get("shared"), dict) else {}
+    frames = shared.get("frames") if isinstance(shared.get("frames"), list) else []
+    labels = [frame_label(text(f.get("name", "?")), text(f.get("file", "?")), scalar_int(f.get("line")))
+              if isinstance(f, dict) else "?" for f in frames]
+    profiles = doc.get("profiles") if isinstance(doc.get("profiles"), list) else []
+    skipped = 0
+    for prof in profiles:
+        if not isinstance(prof, dict):
+            skipped += 1
+            continue
         cap.threads += 1
-        weights = prof.get("weights") or []
-        for i, stack in enumerate(prof.get("samples") or []):
+        weights = prof.get("weights") if isinstance(prof.get("weights"), list) else []
+        samples = prof.get("samples") if isinstance(prof.get("samples"), list) else []
+        for i, stack in enumerate(samples):
             try:
-                names = tuple(labels[j] for j in stack)
-            except (IndexError, TypeError):
-                continue  # a malformed sample: skip it
-            w = weights[i] if i < len(weights) else 1
-            cap.samples.append(Sample(names, int(w) if float(w).is_integer() else 1, prof.get("name", ""), False))
+                names = tuple(labels[j] for j in stack if isinstance(j, int) and 0 <= j < len(labels))
+            except TypeError:
+                names = ()
+            if not names:
+                skipped += 1  # a malformed sample
+                continue
+            w = scalar_int(weights[i]) if i < len(weights) else 1
+            cap.samples.append(Sample(names, w if w and w > 0 else 1, text(prof.get("name", "")), False))
+    if skipped:
+        cap.warnings.append(f"{skipped:,} speedscope profiles or samples of the wrong shape skipped")
     return cap
 
 

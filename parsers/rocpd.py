@@ -105,8 +105,10 @@ class _Keyed:
     """Vectorized lookup of (guid code, id) -> value."""
 
     def __init__(self, guid_codes: np.ndarray, ids: np.ndarray, values):
-        self.index = pd.Index((guid_codes.astype(np.int64) << _GUID_BITS) + ids.astype(np.int64))
-        self.values = np.asarray(values, dtype=object)
+        keys = (np.asarray(guid_codes).astype(np.int64) << _GUID_BITS) + np.asarray(ids).astype(np.int64)
+        first = ~pd.Index(keys).duplicated()  # (guid, id) is a key in real files: the first row of a duplicate wins
+        self.index = pd.Index(keys[first])
+        self.values = np.asarray(values, dtype=object)[first]
 
     def get(self, guid_codes, ids, default=None):
         pos = self.index.get_indexer((np.asarray(guid_codes, np.int64) << _GUID_BITS) + np.asarray(ids, np.int64))
@@ -131,7 +133,7 @@ def parse(path: str) -> Trace:
         guid_frames = []
 
         def frame(sql):
-            df = db.frame(sql)
+            df = db.frame(sql, text=("guid", "string", "type", "name", "command"))
             if "guid" in df.columns:
                 guid_frames.append(df["guid"])
             return df
@@ -326,6 +328,7 @@ def parse(path: str) -> Trace:
             trace.meta["linked_fraction"] = float(linked)
             if linked < 0.9:
                 trace.warnings.append(f"only {linked:.0%} of GPU operations link to their launching call")
+        trace.warnings.extend(db.warnings)
         return trace
 
 

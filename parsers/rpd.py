@@ -70,7 +70,8 @@ def parse(path: str, display: str | None = None) -> Trace:
             raise TraceFormatError(shown, "RPD database without rocpd_api / rocpd_op")
         if not db.has("rocpd_string"):
             raise TraceFormatError(shown, "RPD database without rocpd_string")
-        strings = db.frame("SELECT id, string FROM rocpd_string")
+        strings = db.frame("SELECT id, string FROM rocpd_string", text=("string",))
+        strings = strings[~strings["id"].duplicated()].reset_index(drop=True)  # ids are unique in real files
         sidx = pd.Index(strings["id"].to_numpy(np.int64))
         svals = strings["string"].astype(object).to_numpy()
 
@@ -85,7 +86,9 @@ def parse(path: str, display: str | None = None) -> Trace:
         if db.has("rocpd_copyapi") and "size" in db.columns("rocpd_copyapi"):
             copy_sizes = db.frame("SELECT api_ptr_id, size FROM rocpd_copyapi")
         meta = dict(db.rows("SELECT tag, value FROM rocpd_metadata")) if db.has("rocpd_metadata") else {}
+        db_warnings = list(db.warnings)
     trace = Trace(path=str(shown), format="rpd")
+    trace.warnings.extend(db_warnings)
     trace.meta["version"] = f"rpd schema {meta.get('schema_version', '?')}"
     if not len(ops):
         raise MissingDataError(shown, "nothing to analyze: the RPD file holds no GPU operations")

@@ -11,10 +11,13 @@ serves the small metadata queries.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
+import time
 import urllib.parse
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -31,8 +34,13 @@ PARALLEL_MIN_ROWS = 200_000  # below this one connection is as fast
 MAX_READERS = 4
 
 
+SQL_TIME_LIMIT_S = float(os.environ.get("TRACETRIAGE_SQL_TIMEOUT", "300"))
+
+
 def readonly_uri(path: str | Path) -> str:
-    return "file:" + urllib.parse.quote(str(Path(path).resolve())) + "?mode=ro"
+    """Read-only and immutable: SQLite neither locks, nor reads a write-ahead log, nor creates
+    -shm/-journal files beside the user's file (leftover -wal files stay untouched)."""
+    return "file:" + urllib.parse.quote(str(Path(path).resolve())) + "?mode=ro&immutable=1"
 
 
 class Database:
@@ -41,16 +49,43 @@ class Database:
     def __init__(self, path: str | Path):
         self.path = str(path)
         self.uri = readonly_uri(path)
+        self.warnings: list[str] = []  # values coerced, leftovers ignored: reported with the input
         try:
-            self.conn = sqlite3.connect(self.uri, uri=True)
+            self.conn = _connect(self.uri)
             rows = self.conn.execute(
-                "SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')"
+                "SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view')"
             ).fetchall()
         except sqlite3.DatabaseError as exc:
             raise TraceFormatError(self.path, f"not a readable SQLite database ({exc})") from None
-        self.objects = {name: kind for name, kind in rows}
+        self.objects = {name: kind for name, kind, _ in rows}
+        self.views = {name for name, kind, _ in rows if kind == "view"}
+        wal = Path(self.path + "-wal")
+        try:
+            if wal.exists() and wal.stat().st_size > 0:
+                self.warnings.append(f"a write-ahead log ({wal.stat().st_size:,} bytes) lies beside the file: rows not yet "
+                                     "checkpointed into it are not read (the file is opened read-only and immutable)")
+        except OSError:
+            pass
+        self._check_size()
         self._columns: dict[str, list[str]] = {}
         self._notnull: dict[str, set[str]] = {}
+
+    def _check_size(self) -> None:
+        """A file shorter than its header's page count was cut: say so (queries may still work)."""
+        try:
+            with open(self.path, "rb") as fh:
+                header = fh.read(100)
+            size = os.path.getsize(self.path)
+        except OSError:
+            return
+        if len(header) < 100:
+            return
+        page = int.from_bytes(header[16:18], "big")
+        page = 65536 if page == 1 else page
+        pages = int.from_bytes(header[28:32], "big")
+        if page and pages and size < page * pages:
+            self.warnings.append(f"the file is truncated: {size:,} bytes of the {page * pages:,} its header declares; "
+                                 "rows in the missing pages are not read")
 
     def close(self) -> None:
         self.conn.close()
@@ -95,21 +130,35 @@ class Database:
         except sqlite3.DatabaseError as exc:
             raise TraceFormatError(self.path, f"query failed: {exc}") from None
 
-    def frame(self, sql: str, split: str | None = None) -> pd.DataFrame:
-        """Run a query and return its result as a DataFrame (columnar, through Arrow).
+    def frame(self, sql: str, split: str | None = None, text: tuple[str, ...] = ()) -> pd.DataFrame:
+        """Run a query and return its result as a DataFrame (columnar, through Arrow), every
+        column coerced (parsers/coerce.py): the ``text`` columns to strings, all others to
+        int64, counting the values that were not numbers into ``warnings``.
 
-        Every selected numeric column should be wrapped in COALESCE by the caller so
-        the Arrow types are stable (SQLite is dynamically typed). With ``split`` (a
-        rowid table named in the query) the SQL carries a ``{rowid}`` placeholder and
-        is read by :meth:`scan`.
+        With ``split`` (a rowid table named in the query) the SQL carries a ``{rowid}``
+        placeholder and is read by :meth:`scan`.
         """
+        from tracetriage.parsers import coerce
+
         if split is None:
             tables = [self._fetch(sql)]
         else:
             tables = self.scan(sql, split, lambda t: t)
-        # A chunk whose column was all NULL comes back typed null: promote to the others.
-        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
-        return table.to_pandas(split_blocks=True, self_destruct=True)
+        try:
+            # A chunk whose column was all NULL comes back typed null: promote to the others.
+            table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
+            df = table.to_pandas(split_blocks=True, self_destruct=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            # chunks typed differently (text in one of them): combine as Python objects, coerced below
+            df = pd.concat([t.to_pandas() for t in tables], ignore_index=True)
+        source = _source_name(sql)
+        for col in df.columns:
+            if col in text:
+                if df[col].dtype == object or df[col].dtype.kind not in "OSU":
+                    df[col] = np.array([None if v is None else coerce.text(v) for v in df[col].to_numpy()], dtype=object)
+            else:
+                df[col] = coerce.int64(df[col].to_numpy(), f"{source}.{col}", self.warnings)
+        return df
 
     def scan(self, sql: str, table: str, convert, chunk_rows: int = 1_000_000) -> list:
         """Read a big table in rowid ranges on parallel connections, converting each
@@ -130,10 +179,15 @@ class Database:
             return list(pool.map(run, ranges))
 
     def _fetch(self, sql: str) -> pa.Table:
-        """One query as an Arrow table on its own ADBC connection (sqlite3 fallback)."""
+        """One query as an Arrow table on its own ADBC connection (sqlite3 fallback).
+
+        A query over a view goes through sqlite3 under a time budget (a progress handler):
+        a view can recurse or sort without end, and an ADBC query cannot be interrupted."""
         try:
             import adbc_driver_sqlite.dbapi as adbc
         except ImportError:
+            adbc = None
+        if self.views and any(re.search(rf'(?<![\w"]){re.escape(v)}(?![\w"])|"{re.escape(v)}"', sql) for v in self.views):
             adbc = None
         if adbc is not None:
             try:
@@ -147,13 +201,22 @@ class Database:
             except Exception as exc:  # noqa: BLE001
                 if "malformed" in str(exc) or "not a database" in str(exc):
                     raise TraceFormatError(self.path, f"corrupt SQLite file ({str(exc).strip()})") from None
-        con = sqlite3.connect(self.uri, uri=True)
+        con = _connect(self.uri)
+        deadline = time.monotonic() + SQL_TIME_LIMIT_S
+        con.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 100_000)
         try:
             cur = con.execute(sql)
             names = [d[0] for d in cur.description]
             rows = cur.fetchall()
+        except sqlite3.OperationalError as exc:
+            if "interrupted" in str(exc):
+                raise TraceFormatError(self.path, f"a query ran past {SQL_TIME_LIMIT_S:g} s (a pathological view or "
+                                                  "schema?): stopped") from None
+            raise TraceFormatError(self.path, f"query failed: {exc}") from None
         except sqlite3.DatabaseError as exc:
             raise TraceFormatError(self.path, f"query failed: {exc}") from None
+        except MemoryError:
+            raise TraceFormatError(self.path, "a query returned more rows than fit in memory") from None
         finally:
             con.close()
         cols = list(zip(*rows)) if rows else [[] for _ in names]
@@ -173,6 +236,19 @@ class Database:
             n = max(n, -(-(hi - lo + 1) // chunk_rows))
         edges = [lo - 1 + (hi - lo + 1) * i // n for i in range(n + 1)]
         return [f"rowid > {a} AND rowid <= {b}" for a, b in zip(edges[:-1], edges[1:])]
+
+
+def _connect(uri: str) -> sqlite3.Connection:
+    con = sqlite3.connect(uri, uri=True)
+    con.text_factory = lambda b: b.decode("utf-8", "replace")  # invalid UTF-8 in a string table is not fatal
+    deadline = time.monotonic() + SQL_TIME_LIMIT_S
+    con.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 1_000_000)
+    return con
+
+
+def _source_name(sql: str) -> str:
+    m = re.search(r'\bFROM\s+"?([\w]+)', sql, re.I)
+    return m.group(1) if m else "query"
 
 
 def _column(values) -> pa.Array:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from tracetriage.errors import TraceFormatError
+from tracetriage.parsers.common import read_text
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _DEV = re.compile(r"^(GPU|NIC)\d+$")
@@ -58,8 +59,7 @@ def _split_header(line: str) -> tuple[list[str], list[str]]:
 
 def parse(path: str, text: str | None = None) -> Topology:
     if text is None:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
+        text = read_text(path)
     lines = [_ANSI.sub("", ln).rstrip("\r\n") for ln in text.splitlines()]
     header_i = next((i for i, ln in enumerate(lines) if re.match(r"^\s*GPU0\b", ln.strip()) and "GPU1" in ln or re.match(r"^\s+GPU0\s*$", ln)), None)
     if header_i is None:
@@ -115,8 +115,7 @@ _ROCM_NUMA = re.compile(r"^GPU\[(\d+)\]\s*:\s*\(Topology\)\s*Numa Node:\s*(-?\d+
 def parse_rocm(path: str, text: str | None = None) -> Topology:
     """``rocm-smi --showtopo``: weight, hops and link-type matrices, then NUMA nodes."""
     if text is None:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
+        text = read_text(path)
     section = None
     header: list[str] = []
     matrices: dict[str, dict[tuple[str, str], str]] = {}

@@ -12,19 +12,30 @@ from __future__ import annotations
 import shutil
 import tarfile
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Callable, NamedTuple
 
 from tracetriage.errors import ArchiveError
 
 MAX_MEMBERS = 10_000
-MAX_TOTAL_BYTES = 64 * 1024**3
+MAX_TOTAL_BYTES = 8 * 1024**3  # real capture bundles are a few GiB; more is refused, not spilled to disk
+MAX_RATIO = 200  # SQLite exports compress ~5-20x; a 200x member is a bomb
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
 
 
 def is_archive(path: Path) -> bool:
     name = path.name.lower()
-    return name.endswith(ARCHIVE_SUFFIXES) and (tarfile.is_tarfile(path) or zipfile.is_zipfile(path))
+    if not name.endswith(ARCHIVE_SUFFIXES):
+        return False
+    try:
+        if tarfile.is_tarfile(path) or zipfile.is_zipfile(path):
+            return True
+        with open(path, "rb") as fh:
+            magic = fh.read(2)
+    except (OSError, EOFError, ValueError, zlib.error, tarfile.TarError):
+        return False
+    return name.endswith((".tar.gz", ".tgz")) and magic == b"\x1f\x8b"  # corrupt inside: extract() says why
 
 
 def _safe_name(archive: Path, name: str) -> PurePosixPath:
@@ -44,20 +55,40 @@ def extract(archive: Path, dest: Path, max_members: int | None = None, max_bytes
     try:
         if zipfile.is_zipfile(archive):
             return _extract_zip(archive, dest, max_members, max_bytes)
-        if tarfile.is_tarfile(archive):
-            return _extract_tar(archive, dest, max_members, max_bytes)
-    except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise ArchiveError(archive, f"corrupt archive ({exc})") from None
+        if tarfile.is_tarfile(archive) or archive.name.lower().endswith((".tar.gz", ".tgz", ".tar")):
+            return _extract_tar(archive, dest, max_members, max_bytes)  # a corrupt one fails here, with the reason
+    except ArchiveError:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError, zlib.error, ValueError, OverflowError,
+            NotImplementedError, RuntimeError) as exc:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise ArchiveError(archive, f"corrupt or unsupported archive ({_why(exc)})") from None
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)  # interrupted (Ctrl-C, SIGTERM): leave nothing behind
+        raise
     raise ArchiveError(archive, "not a tar or zip archive")
 
 
-def _copy_limited(src, dst_path: Path, budget: list[int], archive: Path) -> None:
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RuntimeError) and "encrypted" in str(exc):
+        return "an encrypted member"
+    if isinstance(exc, NotImplementedError):
+        return f"a member's compression method is not supported: {exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _copy_limited(src, dst_path: Path, budget: list[int], archive: Path, name: str, packed: int | None) -> None:
     dst_path.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
     with open(dst_path, "wb") as out:
         while chunk := src.read(1 << 20):
             budget[0] -= len(chunk)
+            written += len(chunk)
             if budget[0] < 0:
-                raise ArchiveError(archive, "refused: archive inflates past the size limit")
+                raise ArchiveError(archive, f"refused: archive inflates past {MAX_TOTAL_BYTES >> 30} GiB")
+            if packed is not None and written > (1 << 24) and written > MAX_RATIO * max(packed, 1):
+                raise ArchiveError(archive, f"refused: member {name!r} inflates more than {MAX_RATIO}x (a compression bomb)")
             out.write(chunk)
 
 
@@ -67,6 +98,7 @@ class _Member(NamedTuple):
     is_dir: bool
     problem: str | None  # why the member is refused, if it is
     open: Callable[[], BinaryIO | None]
+    packed: int | None = None  # compressed size, when the archive says (zip)
 
 
 def _tar_members(tf: tarfile.TarFile, archive: Path, max_members: int) -> list[_Member]:
@@ -86,8 +118,9 @@ def _zip_members(zf: zipfile.ZipFile, archive: Path, max_members: int) -> list[_
         raise ArchiveError(archive, f"refused: more than {max_members} members")
     return [
         _Member(i.filename, i.file_size, i.is_dir(),
-                "is a symbolic link" if (i.external_attr >> 16) & 0o170000 == 0o120000 else None,
-                lambda i=i: zf.open(i))
+                "is a symbolic link" if (i.external_attr >> 16) & 0o170000 == 0o120000
+                else "is encrypted" if i.flag_bits & 0x1 else None,
+                lambda i=i: zf.open(i), i.compress_size)
         for i in infos
     ]
 
@@ -103,6 +136,10 @@ def _extract_members(archive: Path, dest: Path, members: list[_Member], max_byte
         total += m.size
     if total > max_bytes:
         raise ArchiveError(archive, f"refused: {total:,} bytes uncompressed exceeds the limit of {max_bytes:,}")
+    for m in members:
+        if m.packed is not None and m.size > (1 << 24) and m.size > MAX_RATIO * max(m.packed, 1):
+            raise ArchiveError(archive, f"refused: member {m.name!r} declares {m.size:,} bytes from {m.packed:,} "
+                                        f"compressed (over {MAX_RATIO}x: a compression bomb)")
     dest.mkdir(parents=True, exist_ok=True)
     budget = [max_bytes]
     try:
@@ -111,11 +148,17 @@ def _extract_members(archive: Path, dest: Path, members: list[_Member], max_byte
             if m.is_dir:
                 target.mkdir(parents=True, exist_ok=True)
                 continue
-            src = m.open()
-            if src is not None:
-                with src:
-                    _copy_limited(src, target, budget, archive)
-    except ArchiveError:
+            try:
+                src = m.open()
+                if src is not None:
+                    with src:
+                        _copy_limited(src, target, budget, archive, m.name, m.packed)
+            except ArchiveError:
+                raise
+            except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError, zlib.error, ValueError,
+                    NotImplementedError, RuntimeError) as exc:
+                raise ArchiveError(archive, f"member {m.name!r} cannot be extracted ({_why(exc)})") from None
+    except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
     return dest

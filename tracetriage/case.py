@@ -15,9 +15,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tracetriage.errors import MissingDataError, TraceTriageError, UnsupportedInputError
 
@@ -49,6 +47,33 @@ class Case:
 def _read_head(path: Path) -> bytes:
     with open(path, "rb") as fh:
         return fh.read(HEAD_BYTES)
+
+
+def file_problem(path: Path) -> str | None:
+    """Why a path cannot be read as a file (None when it is a readable regular file or a
+    directory): checked before anything opens it, so a FIFO never blocks the run."""
+    import errno
+    import stat
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return f"dangling symbolic link (to {os.readlink(path)})"
+        return "no such file or directory"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symbolic link loop"
+        return f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        what = ("a named pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a special file")
+        return f"not a regular file: {what}"
+    if not os.access(path, os.R_OK):
+        return "permission denied"
+    return None
 
 
 _TOPO = re.compile(r"Legend:|\bX\s*=\s*Self|\bNV\d+\b.*\bSYS\b|\bSYS\b.*\bNV\d+\b|GPU0\s+GPU1", re.S)
@@ -244,23 +269,36 @@ def open_case(paths, step_range: str | None = None) -> Case:
         paths = [paths]
     from tracetriage.archive import is_archive
 
+    for p in map(Path, paths):  # before anything is opened: a FIFO named .tar.gz must not block
+        problem = file_problem(p)
+        if problem:
+            raise UnsupportedInputError(p, problem)
     archives = [Path(p) for p in paths if Path(p).is_file() and is_archive(Path(p))]
     if archives:
         return _open_with_archives(paths, archives, step_range)
     case = Case(paths=[str(p) for p in paths])
     candidates: list[tuple[Path, bool]] = []
     for p in map(Path, paths):
-        if not p.exists():
-            raise UnsupportedInputError(p, "no such file or directory")
+        problem = file_problem(p)
+        if problem:
+            raise UnsupportedInputError(p, problem)
         if p.is_dir():
             candidates.extend((f, False) for f in _bundle_files(p))
         else:
             candidates.append((p, True))
     csv_groups: dict[Path, list[tuple[Path, bool]]] = {}
     for path, explicit in candidates:
-        if not os.access(path, os.R_OK):
-            raise UnsupportedInputError(path, "permission denied")
-        kind = detect(path)
+        problem = None if explicit else file_problem(path)
+        if problem:  # inside a bundle: listed as skipped, the rest is analyzed
+            case.skipped.append({"path": str(path), "reason": problem})
+            continue
+        try:
+            kind = detect(path)
+        except OSError as exc:
+            if explicit:
+                raise UnsupportedInputError(path, f"cannot be read ({exc.strerror or exc})") from None
+            case.skipped.append({"path": str(path), "reason": f"cannot be read ({exc.strerror or exc})"})
+            continue
         if kind == "empty" or kind.startswith("unknown:"):
             why = "empty file" if kind == "empty" else kind.split(":", 1)[1]
             if explicit:

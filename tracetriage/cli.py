@@ -165,6 +165,7 @@ def _validate_regex(pattern):
 
 def _emit(args, text: str, summary: str) -> None:
     """The report to -o FILE (with a one-line note on stderr) or to standard output."""
+    text = text.encode("utf-8", "replace").decode("utf-8")  # lone surrogates from a capture become '?'
     if args.output:
         from tracetriage.errors import OutputError
 
@@ -172,7 +173,7 @@ def _emit(args, text: str, summary: str) -> None:
             Path(args.output).write_text(text, encoding="utf-8")
         except OSError as exc:
             raise OutputError(args.output, f"cannot write the report: {exc.strerror or exc}") from None
-        print(f"tracetriage: wrote {args.output}: {summary}", file=sys.stderr)
+        print(f"tracetriage: wrote {args.output}: {one_line(summary)}".encode("utf-8", "replace").decode("utf-8"), file=sys.stderr)
     else:
         sys.stdout.write(text)
 
@@ -194,7 +195,14 @@ def cmd_analyze(args) -> int:
     _check_output(args)
     fmt = _format_for(args)
     _configure_cache(args)
-    analysis = analyze(open_case(args.paths), step_range=args.step_range, symptom=args.symptom, slo=slo)
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        analysis = analyze(open_case(args.paths), step_range=args.step_range, symptom=args.symptom, slo=slo)
+    seen = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+    if seen:
+        analysis.data.setdefault("warnings", []).extend(one_line(m) for m in seen)
     _emit(args, render(analysis, fmt), analysis.headline)
     return EXIT_FAIL_ON if _fails(analysis.findings, args.fail_on) else EXIT_OK
 
@@ -216,7 +224,7 @@ def cmd_batch(args) -> int:
           f"wrote {Path(args.output) / 'index.html'} and summary.parquet ({result.seconds} s)", file=sys.stderr)
     for r in result.records:
         if r["status"] != "ok":
-            print(f"tracetriage: {r['status']}: {r['error']}", file=sys.stderr)
+            print(f"tracetriage: {r['status']}: {one_line(str(r['error']))}", file=sys.stderr)
     if (result.failed or result.not_run) and not args.exit_zero:
         return EXIT_BATCH_FAILED
     if any(_fails(r.get("findings") or [], args.fail_on) for r in result.records):
@@ -256,10 +264,28 @@ def cmd_compare(args) -> int:
     return EXIT_OK
 
 
+def one_line(text: str) -> str:
+    """A message as one printable line: newlines, escapes and other control characters from
+    file, folder or table names are shown escaped, never sent raw to the terminal."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
+def _terminate(signum, frame):  # SIGTERM unwinds like Ctrl-C: temporary directories are removed
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
+    import signal
+    import warnings
+
     from tracetriage.memory import tune_allocator
 
     tune_allocator()
+    warnings.simplefilter("ignore")  # library warnings never reach stderr raw; analyze records them in the output
+    try:
+        signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread (embedded use)
+        pass
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:
@@ -268,14 +294,14 @@ def main(argv=None) -> int:
     try:
         return {"analyze": cmd_analyze, "batch": cmd_batch, "compare": cmd_compare}[args.command](args)
     except TraceTriageError as exc:
-        print(f"tracetriage: error: {exc}", file=sys.stderr)
+        print(f"tracetriage: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - last resort: still one line, distinct code
-        print(f"tracetriage: internal error: {type(exc).__name__}: {exc} (please report this)", file=sys.stderr)
+        print(f"tracetriage: internal error: {type(exc).__name__}: {one_line(str(exc))} (please report this)", file=sys.stderr)
         return EXIT_INTERNAL
 
 

@@ -1,0 +1,171 @@
+"""The one place where untrusted values become the model's types.
+
+Every column read from a user's SQLite file or JSON document passes through here (SQLite
+is dynamically typed: an INTEGER column can hold text, blobs or 1e308; JSON numbers can be
+Infinity, 5,000 digits long, or strings). The policy per value:
+
+* integers (ids, timestamps, sizes): an integer within ±2^62 is kept; a float that is
+  finite and in range is truncated; a numeric string is parsed; anything else (text,
+  blobs, NaN, ±Infinity, out of range, nested JSON) becomes the column's default (-1,
+  "unknown") and is counted. Rows whose *timestamps* are invalid are then dropped by
+  :func:`sanitize_trace` (an interval that cannot be true is not analyzed).
+* floats: finite values are kept, the rest become NaN and are counted.
+* text: ``None`` -> "", bytes decoded as UTF-8 with replacement, lone surrogates replaced.
+
+Counts go to the ``warnings`` list given (the input's ``inputs[].warnings``), one line per
+column, naming the table/field.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+LIMIT = 1 << 62  # |value| beyond this is no timestamp, id or size of a real capture
+DAY_NS = 86_400 * 10**9
+FAR_NS = 30 * DAY_NS  # further than this from the capture's median start: not the same capture
+
+
+def _int_of(v, default: int):
+    """(value, ok) for one untrusted scalar."""
+    if v is None:
+        return default, True  # missing, not invalid: NULL / absent fields have their defaults
+    if isinstance(v, (bool, np.bool_)):
+        return int(v), True
+    if isinstance(v, (int, np.integer)):
+        return (int(v), True) if -LIMIT < int(v) < LIMIT else (default, False)
+    if isinstance(v, (float, np.floating)):
+        return (int(v), True) if math.isfinite(v) and -LIMIT < v < LIMIT else (default, False)
+    if isinstance(v, str) and 0 < len(v) <= 24:
+        s = v.strip()
+        try:
+            x = int(s)
+        except ValueError:
+            try:
+                f = float(s)
+            except ValueError:
+                return default, False
+            return (int(f), True) if math.isfinite(f) and -LIMIT < f < LIMIT else (default, False)
+        return (x, True) if -LIMIT < x < LIMIT else (default, False)
+    return default, False
+
+
+def int64(values, where: str | None = None, warnings: list | None = None, default: int = -1) -> np.ndarray:
+    """An int64 array from untrusted values (see the module docstring); invalid ones counted."""
+    arr = values.to_numpy() if isinstance(values, (pd.Series, pd.Index)) else np.asarray(values)
+    kind = arr.dtype.kind
+    if kind in "iub":
+        out = arr.astype(np.int64, copy=False)
+        if kind == "u" and arr.size and int(arr.max()) >= LIMIT:
+            bad = arr >= LIMIT
+            out = np.where(bad, default, out).astype(np.int64)
+            _count(warnings, where, int(bad.sum()), default)
+        return out
+    if kind == "f":
+        with np.errstate(invalid="ignore"):
+            ok = np.isfinite(arr) & (np.abs(arr) < LIMIT)
+            out = np.where(ok, arr, default).astype(np.int64)
+        nan = np.isnan(arr)
+        _count(warnings, where, int((~ok & ~nan).sum()), default)
+        out[nan] = default
+        return out
+    out = np.empty(arr.size, dtype=np.int64)
+    bad = 0
+    for i, v in enumerate(arr.ravel()):
+        if isinstance(v, float) and v != v:  # NaN from a missing value
+            out[i] = default
+            continue
+        out[i], ok = _int_of(v, default)
+        bad += not ok
+    _count(warnings, where, bad, default)
+    return out
+
+
+def float64(values, where: str | None = None, warnings: list | None = None) -> np.ndarray:
+    """A float64 array from untrusted values: finite numbers kept, the rest NaN (counted)."""
+    arr = values.to_numpy() if isinstance(values, (pd.Series, pd.Index)) else np.asarray(values)
+    if arr.dtype.kind in "iu":
+        return arr.astype(np.float64)
+    if arr.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(arr) & ~np.isnan(arr)
+        out = arr.astype(np.float64, copy=True)
+        out[bad] = np.nan
+        _count(warnings, where, int(bad.sum()), None)
+        return out
+    out = np.full(arr.size, np.nan)
+    bad = 0
+    for i, v in enumerate(arr.ravel()):
+        if v is None or (isinstance(v, float) and v != v):
+            continue
+        try:
+            f = float(v) if isinstance(v, (int, float, np.number, str)) and not isinstance(v, bool) else None
+        except (ValueError, OverflowError):
+            f = None
+        if f is not None and math.isfinite(f):
+            out[i] = f
+        else:
+            bad += 1
+    _count(warnings, where, bad, None)
+    return out
+
+
+def text(v) -> str:
+    """Printable text from an untrusted scalar."""
+    if v is None:
+        return ""
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    s = v if isinstance(v, str) else str(v)
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates from JSON "\udc80"
+        s = s.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return s
+
+
+def scalar_int(v, default=None):
+    """One untrusted value as an int, or ``default``."""
+    x, ok = _int_of(v, default)
+    return x if ok else default
+
+
+def _count(warnings, where, n: int, default) -> None:
+    if warnings is not None and n:
+        what = f"set to {default}" if default is not None else "ignored"
+        warnings.append(f"{where or 'a column'}: {n:,} values that are not valid numbers {what}")
+
+
+# --------------------------------------------------------------------------------------
+# Intervals that cannot be true
+
+
+def _plausible(df: pd.DataFrame, anchor: float | None) -> np.ndarray:
+    s = df["start"].to_numpy()
+    e = df["end"].to_numpy()
+    ok = (s >= 0) & (e >= s) & (e < LIMIT) & (e - s <= DAY_NS)  # zero-length records are legal
+    if anchor is not None:
+        ok &= np.abs(s - anchor) <= FAR_NS
+    return ok
+
+
+def sanitize_trace(trace) -> None:
+    """Drop intervals that cannot be true — negative or out-of-range times, an end before its
+    start, a duration over a day, a start over 30 days from the capture's median — counting
+    them into the trace's warnings, table by table."""
+    gpu = trace.gpu
+    anchor = float(np.median(gpu["start"].to_numpy())) if len(gpu) else None
+    for name in ("gpu", "api", "ranges", "syncs"):
+        df = getattr(trace, name)
+        if not len(df) or "start" not in df or "end" not in df:
+            continue
+        ok = _plausible(df, anchor)
+        if ok.all():
+            continue
+        dropped = int((~ok).sum())
+        setattr(trace, name, df[ok].reset_index(drop=True))
+        label = {"gpu": "GPU records", "api": "API calls", "ranges": "annotation ranges", "syncs": "sync records"}[name]
+        trace.warnings.append(f"{dropped:,} {label} with impossible times (negative, end before start, longer than a day, "
+                              "or 30 days away from the rest of the capture) were dropped")

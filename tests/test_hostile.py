@@ -1,0 +1,108 @@
+"""The hostile-input corpus (tests/hostile_corpus.py), every case in its own process under a
+time and memory limit. A case passes when tracetriage ends with exit 0, 3 or 4; on an error
+the message is one line ("tracetriage: error: ..."); nothing reaches stderr as a traceback,
+an internal error or a library warning; the input files are byte-identical afterwards and
+nothing was created beside them; no temporary file is left behind; peak RSS stays under 2 GB."""
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "tests"))
+import hostile_corpus  # noqa: E402
+
+TIME_LIMIT_S = int(os.environ.get("HOSTILE_TIME_LIMIT_S", "60"))
+RSS_LIMIT_MB = 2048
+
+
+def snapshot(path):
+    """Every file under the case folder (the input and its neighbours) with its hash."""
+    root = path if os.path.isdir(path) else os.path.dirname(path)
+    out = {}
+    for dirpath, dirs, files in os.walk(root, followlinks=False):
+        for f in files + [d for d in dirs if os.path.islink(os.path.join(dirpath, d))]:
+            full = os.path.join(dirpath, f)
+            try:
+                if os.path.islink(full) or not os.path.isfile(full):
+                    out[full] = "special"
+                    continue
+                with open(full, "rb") as fh:
+                    out[full] = hashlib.sha256(fh.read()).hexdigest()
+            except OSError:
+                out[full] = "unreadable"
+    return out
+
+
+def run_case(case, workdir):
+    family, name, path = case
+    tmp = workdir / "tmp" / f"{family}-{abs(hash(name))}"
+    tmp.mkdir(parents=True, exist_ok=True)
+    before = snapshot(path)
+    env = dict(os.environ, TMPDIR=str(tmp), TRACETRIAGE_CACHE_DIR=str(workdir / "cache"), PYTHONWARNINGS="default")
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "tracetriage", "analyze", str(path), "-f", "json", "--no-cache"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env,
+                            cwd=str(tmp), start_new_session=True)
+    hung = False
+    try:
+        _, err = proc.communicate(timeout=TIME_LIMIT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+        hung = True
+    seconds = time.monotonic() - t0
+    ru = proc.returncode
+    err = err.decode("utf-8", "replace")
+    problems = []
+    if hung:
+        problems.append(f"hang (killed after {TIME_LIMIT_S} s)")
+    elif ru not in (0, 3, 4):
+        problems.append(f"exit {ru}")
+    lines = [x for x in err.splitlines() if x.strip()]
+    if "Traceback" in err or "internal error" in err:
+        problems.append("traceback / internal error")
+    if ru != 0 and not hung and (len(lines) != 1 or not lines[0].startswith("tracetriage: error: ")):
+        problems.append(f"{len(lines)}-line error")
+    if ru == 0 and lines:
+        problems.append("stderr on success: " + lines[0][:120])
+    if snapshot(path) != before:
+        problems.append("input changed or files created beside it")
+    left = [f for f in tmp.rglob("*")]
+    if left:
+        problems.append(f"{len(left)} temporary files left")
+    return {"family": family, "name": name, "exit": "hang" if hung else ru, "seconds": round(seconds, 2),
+            "problems": problems, "stderr": lines[:2]}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    out = tmp_path_factory.mktemp("hostile")
+    return out, hostile_corpus.generate(out / "cases")
+
+
+def test_hostile_corpus(corpus):
+    out, cases = corpus
+    assert len(cases) >= 300, len(cases)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(lambda c: run_case(c, out), cases))
+    peak_mb = __import__("resource").getrusage(__import__("resource").RUSAGE_CHILDREN).ru_maxrss / 1024
+    by_family = defaultdict(Counter)
+    for r in results:
+        by_family[r["family"]][str(r["exit"])] += 1
+    summary = "\n".join(f"  {fam:<12} {sum(c.values()):>4} cases  " + ", ".join(f"exit {k}: {v}" for k, v in sorted(c.items()))
+                        for fam, c in sorted(by_family.items()))
+    print(f"\nhostile corpus: {len(results)} cases, peak child RSS {peak_mb:.0f} MB\n{summary}")
+    ART = ROOT / "test-artifacts"
+    ART.mkdir(exist_ok=True)
+    (ART / "hostile_results.json").write_text(__import__("json").dumps(results, indent=1))
+    failures = [r for r in results if r["problems"]]
+    assert not failures, "\n".join(f"{r['family']}/{r['name']}: {'; '.join(r['problems'])} | {r['stderr']}" for r in failures[:60])
+    assert peak_mb < RSS_LIMIT_MB
