@@ -32,6 +32,7 @@ from tracetriage.model import (
     collective_op,
     finish_trace,
 )
+from tracetriage.parsers import coerce
 from tracetriage.parsers.common import (
     blit_kind,
     compact_categorical,
@@ -47,12 +48,12 @@ _MARKER = re.compile(r"(?i)MARKER|ROCTX")
 
 
 def source(db: Database, base: str) -> str | None:
-    """SQL for one logical rocpd table: its view, else the union of its UUID tables."""
-    if db.objects.get(base) in ("view", "table"):
-        return f'"{base}"'
+    """SQL for one logical rocpd table: the union of its UUID tables (what rocprofv3's view of
+    the same name selects: tables are read fast and in parallel, a view only through a guarded
+    path), else the view or table of that name."""
     parts = [n for n, kind in db.objects.items() if kind == "table" and re.fullmatch(re.escape(base) + r"_[0-9a-fA-F_]{8,}", n)]
     if not parts:
-        return None
+        return f'"{base}"' if db.objects.get(base) in ("view", "table") else None
     cols = None
     for p in parts:  # the union needs the same columns in every part
         c = db.columns(p)
@@ -71,7 +72,8 @@ def time_span(path: str) -> tuple[int, int] | None:
             lo, hi = db.rows(f'SELECT min(start), max("end") FROM {kd}')[0]
     except TraceFormatError:
         return None
-    return (int(lo), int(hi)) if lo is not None and hi is not None else None
+    lo, hi = coerce.scalar_int(lo), coerce.scalar_int(hi)
+    return (lo, hi) if lo is not None and hi is not None else None
 
 
 def same_run_groups(paths: list[str]) -> list[list[str]]:

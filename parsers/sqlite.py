@@ -35,6 +35,9 @@ MAX_READERS = 4
 
 
 SQL_TIME_LIMIT_S = float(os.environ.get("TRACETRIAGE_SQL_TIMEOUT", "300"))
+# Views are read through sqlite3 under this budget: a real export's views are simple selects,
+# one that takes longer recurses or sorts without end.
+VIEW_TIME_LIMIT_S = float(os.environ.get("TRACETRIAGE_VIEW_TIMEOUT", "20"))
 
 
 def readonly_uri(path: str | Path) -> str:
@@ -50,8 +53,10 @@ class Database:
         self.path = str(path)
         self.uri = readonly_uri(path)
         self.warnings: list[str] = []  # values coerced, leftovers ignored: reported with the input
+        self._deadline = [time.monotonic() + SQL_TIME_LIMIT_S]
         try:
             self.conn = _connect(self.uri)
+            self.conn.set_progress_handler(lambda: 1 if time.monotonic() > self._deadline[0] else 0, 100_000)
             rows = self.conn.execute(
                 "SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view')"
             ).fetchall()
@@ -117,7 +122,13 @@ class Database:
     def has_column(self, table: str, column: str) -> bool:
         return self.has(table) and column in self.columns(table)
 
+    def _arm(self, sql: str) -> None:
+        """A fresh time budget for one statement on the metadata connection (shorter over a view)."""
+        over_view = any(v in sql for v in self.views)
+        self._deadline[0] = time.monotonic() + (VIEW_TIME_LIMIT_S if over_view else SQL_TIME_LIMIT_S)
+
     def scalar(self, sql: str, default=None):
+        self._arm(sql)
         try:
             row = self.conn.execute(sql).fetchone()
         except sqlite3.DatabaseError as exc:
@@ -125,6 +136,7 @@ class Database:
         return default if row is None or row[0] is None else row[0]
 
     def rows(self, sql: str, params=()) -> list[tuple]:
+        self._arm(sql)
         try:
             return self.conn.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as exc:
@@ -144,6 +156,7 @@ class Database:
             tables = [self._fetch(sql)]
         else:
             tables = self.scan(sql, split, lambda t: t)
+        tables = [_decoded_text(t, text) for t in tables]
         try:
             # A chunk whose column was all NULL comes back typed null: promote to the others.
             table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
@@ -165,7 +178,7 @@ class Database:
         Arrow chunk (in its reader thread) to compact arrays at once, so the raw rows of
         at most one chunk per reader are alive at a time. ``sql`` has a ``{rowid}``
         placeholder; results come back in rowid order."""
-        ranges = self._chunks(table, chunk_rows)
+        ranges = ["1=1"] if table in self.views else self._chunks(table, chunk_rows)  # a view has no rowid ranges
         readers = max(1, min(os.cpu_count() or 1, MAX_READERS, len(ranges)))
 
         def run(cond):
@@ -202,7 +215,8 @@ class Database:
                 if "malformed" in str(exc) or "not a database" in str(exc):
                     raise TraceFormatError(self.path, f"corrupt SQLite file ({str(exc).strip()})") from None
         con = _connect(self.uri)
-        deadline = time.monotonic() + SQL_TIME_LIMIT_S
+        budget = VIEW_TIME_LIMIT_S if adbc is None and self.views else SQL_TIME_LIMIT_S
+        deadline = time.monotonic() + budget
         con.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 100_000)
         try:
             cur = con.execute(sql)
@@ -210,7 +224,7 @@ class Database:
             rows = cur.fetchall()
         except sqlite3.OperationalError as exc:
             if "interrupted" in str(exc):
-                raise TraceFormatError(self.path, f"a query ran past {SQL_TIME_LIMIT_S:g} s (a pathological view or "
+                raise TraceFormatError(self.path, f"a query ran past {budget:g} s (a pathological view or "
                                                   "schema?): stopped") from None
             raise TraceFormatError(self.path, f"query failed: {exc}") from None
         except sqlite3.DatabaseError as exc:
@@ -225,6 +239,7 @@ class Database:
     def _chunks(self, table: str, chunk_rows: int | None = None) -> list[str]:
         try:
             # Two queries: SQLite answers a lone min() or max() on rowid from the b-tree ends.
+            self._arm(table)
             lo = self.conn.execute(f'SELECT min(rowid) FROM "{table}"').fetchone()[0]
             hi = self.conn.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0]
         except sqlite3.DatabaseError:
@@ -236,6 +251,21 @@ class Database:
             n = max(n, -(-(hi - lo + 1) // chunk_rows))
         edges = [lo - 1 + (hi - lo + 1) * i // n for i in range(n + 1)]
         return [f"rowid > {a} AND rowid <= {b}" for a, b in zip(edges[:-1], edges[1:])]
+
+
+def _decoded_text(table: pa.Table, text: tuple[str, ...]) -> pa.Table:
+    """Text columns as valid UTF-8: SQLite stores whatever bytes it was given, and the Arrow
+    reader does not check; invalid sequences become U+FFFD."""
+    for name in text:
+        if name not in table.column_names:
+            continue
+        col = table.column(name)
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_binary(col.type)):
+            continue
+        raw = col.cast(pa.large_binary() if pa.types.is_large_string(col.type) else pa.binary()).to_pylist()
+        fixed = pa.array([None if b is None else b.decode("utf-8", "replace") for b in raw], type=pa.string())
+        table = table.set_column(table.column_names.index(name), name, fixed)
+    return table
 
 
 def _connect(uri: str) -> sqlite3.Connection:

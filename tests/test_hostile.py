@@ -106,3 +106,59 @@ def test_hostile_corpus(corpus):
     failures = [r for r in results if r["problems"]]
     assert not failures, "\n".join(f"{r['family']}/{r['name']}: {'; '.join(r['problems'])} | {r['stderr']}" for r in failures[:60])
     assert peak_mb < RSS_LIMIT_MB
+
+
+def test_one_bad_value_does_not_flip_the_verdict(tmp_path):
+    import shutil
+    import sqlite3
+
+    from tracetriage import analyze, open_case
+
+    db = tmp_path / "trace.sqlite"
+    shutil.copyfile(hostile_corpus.NSYS, db)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = 9223372036854775807 WHERE rowid = 7")
+    con.commit()
+    con.close()
+    clean = analyze(open_case([hostile_corpus.NSYS]))
+    bad = analyze(open_case([db]))
+    assert bad.findings[0]["id"] == clean.findings[0]["id"] == "launch_bound"
+    assert abs(bad.data["devices"][0]["busy_pct"] - clean.data["devices"][0]["busy_pct"]) < 0.5
+    assert any("impossible times" in w for i in bad.data["inputs"] for w in i["warnings"])
+
+
+def test_batch_of_good_and_hostile_cases(tmp_path):
+    import json
+    import shutil
+
+    import pandas as pd
+
+    from conftest import BUNDLES, run_cli
+
+    root = tmp_path / "archive"
+    root.mkdir()
+    good = [b for b in sorted(BUNDLES.iterdir()) if (b / "trace.sqlite").exists()]
+    for i in range(20):
+        shutil.copyfile(good[i % len(good)] / "trace.sqlite", root / f"good_{i:02d}.sqlite")
+    corpus = hostile_corpus.generate(tmp_path / "corpus")
+    picked = {}
+    for family, name, path in corpus:  # a spread of hostile files that are cases of their own
+        if family in ("kineto", "archive", "nsys-shape", "pyspy") and os.path.isfile(path) and not os.path.islink(path):
+            picked.setdefault(family, []).append(path)
+    hostile = [p for fam in ("kineto", "archive", "nsys-shape", "pyspy") for p in picked[fam][:5]]
+    assert len(hostile) == 20
+    for i, p in enumerate(hostile):  # one incident folder each, as a fleet archive holds them
+        (root / f"hostile_{i:02d}").mkdir()
+        shutil.copyfile(p, root / f"hostile_{i:02d}" / p.name)
+    os.mkfifo(root / "pipe.sqlite")  # a special file in the folder: skipped, not a hang
+    out = tmp_path / "out"
+    p = run_cli("batch", root, "-o", out, "--jobs", "2", "--no-progress", "--case-timeout", "60")
+    assert p.returncode in (0, 6), p.stderr
+    summary = pd.read_parquet(out / "summary.parquet")
+    assert len(summary) == 40, summary[["path", "status"]]
+    assert (summary["status"] == "ok").sum() >= 20
+    assert not summary["error"].fillna("").str.contains("internal error").any()
+    failed = summary[summary["status"] != "ok"]
+    assert p.returncode == (6 if len(failed) else 0)
+    assert all(str(e).count("\n") == 0 for e in failed["error"])
+    json.loads((out / "cases" / summary.iloc[0]["case_id"] / "record.json").read_text())

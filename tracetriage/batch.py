@@ -33,6 +33,7 @@ from pathlib import Path
 from tracetriage import __version__
 from tracetriage.errors import ArchiveError, TraceTriageError
 
+DEFAULT_CASE_TIMEOUT_S = 600.0
 TRACE_KINDS = ("nsys", "nsys_rep", "rocpd", "rpd", "gzip_sqlite", "rocprof_csv", "kineto")
 SIDE_KINDS = ("topology", "rocm_topology", "nccl", "pyspy", "serving")
 CAPTURE_SUFFIXES = (".sqlite", ".sqlite3", ".db", ".rpd", ".nsys-rep", ".qdrep", ".gz")
@@ -83,7 +84,7 @@ def expand_inputs(inputs: list[str]) -> list[Path]:
 
 def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
     from tracetriage.archive import extract, is_archive
-    from tracetriage.case import detect
+    from tracetriage.case import detect, file_problem
 
     specs: list[CaseSpec] = []
     seen: set[str] = set()
@@ -98,14 +99,30 @@ def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and Path(dirpath, d).resolve() != outdir.resolve())
             scan_files(Path(dirpath), [Path(dirpath) / f for f in sorted(files) if not f.startswith(".")], root, label_root)
 
+    def failed(f: Path, root: Path, label_root: str, why: str) -> None:
+        rel = f"{label_root}/{f.relative_to(root)}" if f != root else str(f)
+        add(CaseSpec(_case_id(rel), rel, [str(f)], error=f"{f}: {why}"))
+
     def scan_files(directory: Path, files: list[Path], root: Path, label_root: str):
         units: list[list[Path]] = []
         rocpd, csv, sides = [], [], []
         for f in files:
-            if is_archive(f):
-                scan_archive(f, f"{label_root}/{f.relative_to(root)}" if root != f else str(f))
+            # Discovery is isolated per file: a special file, an unreadable or corrupt one is a
+            # failed row (or skipped), never the end of the batch.
+            problem = file_problem(f)
+            if problem:
+                if problem.startswith("not a regular file") or "symbolic link" in problem:
+                    continue  # FIFOs, sockets, dangling or looping links: skipped (not captures)
+                failed(f, root, label_root, problem)
                 continue
-            kind = detect(f)
+            try:
+                if is_archive(f):
+                    scan_archive(f, f"{label_root}/{f.relative_to(root)}" if root != f else str(f))
+                    continue
+                kind = detect(f)
+            except Exception as exc:  # noqa: BLE001 - recorded on the case, the batch goes on
+                failed(f, root, label_root, f"cannot be read ({type(exc).__name__}: {exc})")
+                continue
             if kind in ("rocpd",):
                 rocpd.append(f)
             elif kind == "rocprof_csv":
@@ -143,11 +160,15 @@ def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
         except ArchiveError as exc:
             add(CaseSpec(_case_id(label), label, [str(path)], error=str(exc)))
             return
+        except Exception as exc:  # noqa: BLE001
+            add(CaseSpec(_case_id(label), label, [str(path)], error=f"{path}: cannot be extracted ({exc})"))
+            return
         scan_dir(dest, label + "!")
 
     for p in expand_inputs(inputs):
-        if not p.exists():
-            add(CaseSpec(_case_id(str(p)), str(p), [str(p)], error=f"{p}: no such file or directory"))
+        problem = file_problem(p)
+        if problem:
+            add(CaseSpec(_case_id(str(p)), str(p), [str(p)], error=f"{p}: {problem}"))
         elif p.is_dir():
             scan_dir(p, str(p))
         elif is_archive(p):
@@ -155,7 +176,10 @@ def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
         else:
             scan_files(p.parent, [p], p, str(p))
     for s in specs:
-        s.inputs_hash = content_hash(s.paths) if not s.error else None
+        try:
+            s.inputs_hash = content_hash(s.paths) if not s.error else None
+        except OSError as exc:
+            s.error, s.inputs_hash = f"{s.label}: cannot be read ({exc.strerror or exc})", None
     return specs
 
 
@@ -169,7 +193,16 @@ def content_hash(paths: list[str]) -> str:
     return h.hexdigest()
 
 
-def analyze_case(spec: dict, outdir: str, options: dict | None = None, cache_dir: str | None = None) -> dict:
+class CaseTimeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise CaseTimeout
+
+
+def analyze_case(spec: dict, outdir: str, options: dict | None = None, cache_dir: str | None = None,
+                 timeout_s: float | None = None) -> dict:
     """Run one case (in a worker process) and write its reports; return its record.
     ``options`` are analyze()'s keyword options (step_range, symptom, slo)."""
     from tracetriage import analyze, open_case
@@ -187,6 +220,18 @@ def analyze_case(spec: dict, outdir: str, options: dict | None = None, cache_dir
     case_dir.mkdir(parents=True, exist_ok=True)
     record = {"case_id": spec["case_id"], "path": spec["label"], "files": spec["paths"], "inputs_hash": spec["inputs_hash"],
               "tool_version": __version__, "options": options or {}, "status": "failed", "error": spec.get("error")}
+    import signal
+    import warnings
+
+    warnings.simplefilter("ignore")
+    armed = False
+    if timeout_s and hasattr(signal, "SIGALRM"):
+        try:
+            signal.signal(signal.SIGALRM, _alarm)
+            signal.setitimer(signal.ITIMER_REAL, timeout_s)
+            armed = True
+        except ValueError:  # not the main thread (a Dask thread worker): no per-case alarm
+            pass
     if not spec.get("error"):
         try:
             analysis = analyze(open_case(spec["paths"]), **(options or {}))
@@ -196,9 +241,13 @@ def analyze_case(spec: dict, outdir: str, options: dict | None = None, cache_dir
                           findings=[{k: f[k] for k in ("id", "axis", "severity", "impact_pct", "title")} for f in analysis.findings])
         except TraceTriageError as exc:
             record["error"] = str(exc)
+        except CaseTimeout:
+            record["error"] = f"{spec['label']}: timed out after {timeout_s:g} s (--case-timeout)"
         except Exception as exc:  # noqa: BLE001 - a bug must not take the batch down; it is recorded
-            record["error"] = f"internal error: {type(exc).__name__}: {exc}"
+            record["error"] = f"{spec['label']}: internal error: {type(exc).__name__}: {exc}"
             record["traceback"] = traceback.format_exc(limit=5)
+    if armed:
+        signal.setitimer(signal.ITIMER_REAL, 0)
     record["seconds"] = round(time.perf_counter() - t0, 3)
     (case_dir / "record.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
     return record
@@ -220,7 +269,8 @@ def _previous(outdir: Path, spec: CaseSpec, options: dict) -> dict | None:
 
 def run_batch(inputs: list[str], outdir: str, jobs: int | None = None, on_error: str = "skip", force: bool = False,
               dask_address: str | None = None, step_range: str | None = None, progress: bool = True,
-              symptom: str | None = None, slo: dict | None = None, cache_dir: str | None = None) -> BatchResult:
+              symptom: str | None = None, slo: dict | None = None, cache_dir: str | None = None,
+              case_timeout: float | None = DEFAULT_CASE_TIMEOUT_S) -> BatchResult:
     t0 = time.perf_counter()
     options = {k: v for k, v in (("step_range", step_range), ("symptom", symptom), ("slo", slo)) if v}
     out = Path(outdir)
@@ -239,7 +289,7 @@ def run_batch(inputs: list[str], outdir: str, jobs: int | None = None, on_error:
             todo.append(s)
     jobs = jobs or os.cpu_count() or 1
     stop = False
-    for record in _execute(todo, out, jobs, dask_address, options, progress, cache_dir):
+    for record in _execute(todo, out, jobs, dask_address, options, progress, cache_dir, case_timeout):
         record["reused"] = False
         by_id[record["case_id"]] = record
         result.analyzed += 1
@@ -260,7 +310,7 @@ def run_batch(inputs: list[str], outdir: str, jobs: int | None = None, on_error:
 
 
 def _execute(todo: list[CaseSpec], out: Path, jobs: int, dask_address: str | None, options: dict, progress: bool,
-             cache_dir: str | None = None):
+             cache_dir: str | None = None, case_timeout: float | None = None):
     if not todo:
         return
     bar = _bar(len(todo), progress)
@@ -270,7 +320,8 @@ def _execute(todo: list[CaseSpec], out: Path, jobs: int, dask_address: str | Non
             from dask.distributed import Client, as_completed
 
             with Client(dask_address) as client:
-                futures = client.map(analyze_case, payload, outdir=str(out), options=options, cache_dir=cache_dir, pure=False)
+                futures = client.map(analyze_case, payload, outdir=str(out), options=options, cache_dir=cache_dir,
+                                     timeout_s=case_timeout, pure=False)
                 for fut in as_completed(futures):
                     bar.update(1)
                     yield fut.result()
@@ -281,7 +332,7 @@ def _execute(todo: list[CaseSpec], out: Path, jobs: int, dask_address: str | Non
 
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
-            futures = [pool.submit(analyze_case, p, str(out), options, cache_dir) for p in payload]
+            futures = [pool.submit(analyze_case, p, str(out), options, cache_dir, case_timeout) for p in payload]
             try:
                 for fut in done(futures):
                     bar.update(1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -117,7 +118,7 @@ def detect(path: Path) -> str:
         try:
             with gzip.open(path, "rb") as fh:
                 inner = fh.read(HEAD_BYTES)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             return f"unknown:corrupt gzip ({exc})"
         if inner.startswith(b"SQLite format 3\x00"):
             return "gzip_sqlite"

@@ -105,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--fail-on", choices=SEVERITY_ORDER, help="exit with code 5 when a case has a finding at or above this severity")
     b.add_argument("--exit-zero", action="store_true", help="exit 0 even when some cases failed (they are still listed)")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
+    b.add_argument("--case-timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="a case running longer is recorded as failed and the batch goes on (default 600)")
     _verdict_options(b)
     _cache_options(b)
 
@@ -217,7 +219,7 @@ def cmd_batch(args) -> int:
     slo = parse_slo(args.slo)
     result = run_batch(args.inputs, args.output, jobs=args.jobs, on_error=args.on_error, force=args.force,
                        dask_address=args.dask, step_range=args.step_range, progress=not args.no_progress,
-                       symptom=args.symptom, slo=slo,
+                       symptom=args.symptom, slo=slo, case_timeout=args.case_timeout,
                        cache_dir=None if args.no_cache else str(_configure_cache(args).dir))
     print(f"tracetriage: {len(result.records)} cases: {result.analyzed} analyzed, {result.reused} unchanged, "
           f"{result.failed} failed{f', {result.not_run} not run' if result.not_run else ''}; "
