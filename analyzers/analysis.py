@@ -17,6 +17,7 @@ from tracetriage.analyzers import accounting, rules
 from tracetriage.analyzers import collectives as coll
 from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers import kernels as kern
+from tracetriage.analyzers import lanes
 from tracetriage.analyzers import steps as st
 from tracetriage.analyzers import timeline as tl
 from tracetriage.model import Trace, cat_mask, is_kind
@@ -110,7 +111,8 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     for d in range(len(trace.devices)):
         row = trace.devices.iloc[d]
         ends = np.sort(blocking.loc[blocking["pid"] == int(row["pid"]), "end"].to_numpy(np.int64))
-        t = tl.device_timeline(trace, d, lo, hi, hosts, sync_ends=ends, sync_slack_ns=SYNC_SLACK_NS)
+        t = tl.device_timeline(trace, d, lo, hi, hosts, sync_ends=ends, sync_slack_ns=SYNC_SLACK_NS,
+                               min_gap_ns=int(trace.meta.get("clock_resolution_ns") or 1))
         c = coll.device_collectives(trace, d, lo, hi)
         copies = accounting.copy_activity(trace, d, lo, hi)
         did = prefix + trace.device_label(d)
@@ -161,6 +163,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
 
     copies = kern.copy_checks(trace, lo, hi)
     labels = {d: devices[d]["id"] for d in range(len(devices))}
+    timeline = lanes.lanes(trace, lanes.windows(list(steps.values()), lo, hi), [labels[d] for d in range(len(devices))])
     copies["pageable_async"]["by_device"] = {labels[k]: v for k, v in copies["pageable_async"]["by_device"].items()}
     g = trace.gpu
     gs = g["start"].to_numpy()
@@ -192,7 +195,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         "has_api": bool(len(api)),
         "meta": {"format": trace.format, "path": trace.path,
                  **{k: v for k, v in trace.meta.items() if k in ("version", "graph_trace_mode")}},
-        "_series": {"busy": series_busy, "steps": step_series},
+        "_series": {"busy": series_busy, "steps": step_series, "timeline": timeline},
     }
     out["_odd"] = rules.oddities(out)
     return out
@@ -319,5 +322,6 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
         "serving": serving_series if case.serving else None,
         "busy": {k: v for p in per_trace for k, v in p["_series"]["busy"].items()},
         "steps": {k: v for p in per_trace for k, v in p["_series"]["steps"].items()},
+        "timeline": next((p["_series"].get("timeline") for p in per_trace if p["devices"]), None),
     }
     return Analysis(data=data, series=series)

@@ -402,8 +402,10 @@ def rule_host_sync_per_step(ctx: Context):
     per_step_idle = taken[d["id"]] / max(1, steps["count"])
     after_all = sum(v for k, v in before[d["id"]].items() if k.startswith("idle:after_sync:"))
     evidence = [
-        ev("syncs_per_step", pr["syncs_per_step"], "calls", "one step", text=f"{pr['syncs_per_step']:g} blocking syncs per step (median)"),
-        ev("dtoh_copies_per_step", dtoh, "copies", "one step", text=f"{dtoh:g} device-to-host copies per step (median)"),
+        ev("syncs_per_step", pr["syncs_per_step"], "calls", "one step",
+           text=f"{pr['syncs_per_step']:g} blocking {'sync' if pr['syncs_per_step'] == 1 else 'syncs'} per step (median)"),
+        ev("dtoh_copies_per_step", dtoh, "copies", "one step",
+           text=f"{dtoh:g} device-to-host {'copy' if dtoh == 1 else 'copies'} per step (median)"),
         ev("idle_after_sync_pct", round(100.0 * after_all / d["window_ns"], 2), "%", f"window on {d['id']}",
            text=f"idle gaps that begin as a sync returns: {plural(d['_after_sync_count'], 'gap')}, {us(after_all)} in all = "
                 f"{pct(100.0 * after_all / d['window_ns'])} of the window; the host was then {_cause_split(d, 'idle:after_sync:')}"),

@@ -115,7 +115,7 @@ def _device_intervals(trace: Trace, device: int, lo: int, hi: int) -> tuple[np.n
 
 
 def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | None = None,
-                    sync_ends: np.ndarray | None = None, sync_slack_ns: int = 20_000) -> dict:
+                    sync_ends: np.ndarray | None = None, sync_slack_ns: int = 20_000, min_gap_ns: int = 1) -> dict:
     """Busy %, gap statistics and idle-by-cause of one device in [lo, hi).
 
     Streams over the device's intervals CHUNK_INTERVALS at a time: each slice is
@@ -144,6 +144,12 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
             acc["busy"] += int((ce - cs).sum())
             acc["bins"] += iv.Coverage(cs, ce).overlap(edges[:-1], edges[1:])
         keep = ge > gs
+        # A gap shorter than the clock's resolution (1 µs timestamps rounded apart) is rounding,
+        # not idle time: it counts as busy.
+        tiny = keep & (ge - gs < min_gap_ns)
+        if tiny.any():
+            acc["busy"] += int((ge - gs)[tiny].sum())
+            keep &= ~tiny
         gs, ge = gs[keep], ge[keep]
         if not gs.size:
             return

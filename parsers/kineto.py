@@ -104,6 +104,10 @@ def _columns(events: list, warnings: list) -> pd.DataFrame:
     if not ok.all():
         warnings.append(f"traceEvents: {int((~ok).sum()):,} events without a valid ts/dur dropped")
         df, ts, dur = df[ok].reset_index(drop=True), ts[ok], dur[ok]
+    # whole-µs timestamps (older Kineto) resolve 1 µs; fractional ones (newer) resolve 1 ns
+    resolution = 1000 if ts.size and bool(np.all(ts == np.round(ts))) and bool(np.all(np.nan_to_num(dur) == np.round(np.nan_to_num(dur)))) else 1
+    warnings_meta = {"clock_resolution_ns": resolution}
+    df.attrs.update(warnings_meta)
     df["ts"] = np.round(ts * 1000).astype(np.int64)
     df["dur"] = np.round(np.nan_to_num(dur) * 1000).astype(np.int64)
     for col in ("pid", "tid", "correlation", "device", "stream", "bytes"):
@@ -126,6 +130,7 @@ def parse(path: str) -> Trace:
     if not isinstance(events, list):
         raise TraceFormatError(path, "traceEvents is not a list of events")
     ev = _columns(events, trace.warnings)
+    trace.meta["clock_resolution_ns"] = ev.attrs.get("clock_resolution_ns", 1)
     dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
     trace.meta["version"] = str(doc.get("schemaVersion")) if doc.get("schemaVersion") is not None else None
     trace.meta["rank"] = dist.get("rank")

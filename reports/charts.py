@@ -8,6 +8,7 @@ cannot interpret them.
 from __future__ import annotations
 
 import io
+import itertools
 import re
 
 import matplotlib
@@ -35,13 +36,22 @@ def _label(s: str, width: int = 48) -> str:
     return s if len(s) <= width else s[: width - 1] + "…"
 
 
+_CHART_IDS = itertools.count(1)
+
+
 def _svg(fig) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
     plt.close(fig)
     text = buf.getvalue()
     text = text[text.index("<svg"):]
-    return re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+    # matplotlib numbers its ids per figure (patch_1, clip_2...): prefix them so two charts on
+    # one page never share an id (duplicate ids are invalid HTML and break clip paths).
+    prefix = f"c{next(_CHART_IDS)}-"
+    text = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{prefix}{m.group(1)}"', text)
+    text = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{prefix}{m.group(1)})", text)
+    return re.sub(r'href="#([^"]+)"', lambda m: f'href="#{prefix}{m.group(1)}"', text)
 
 
 def busy_over_time(busy: dict[str, list[float]], window_ns: int) -> str | None:
@@ -127,8 +137,11 @@ def step_durations(steps: dict[str, dict]) -> str | None:
         return None
     key, v = max(series, key=lambda kv: len(kv[1]["durations"]))
     d = sorted(x / 1e6 for x in v["durations"])
-    p50 = d[len(d) // 2]
-    p99 = d[min(len(d) - 1, int(round(0.99 * (len(d) - 1))))]
+    import numpy as np
+
+    # the same percentiles as the tables (numpy's linear interpolation): one number per metric on the page
+    p50 = float(np.percentile(v["durations"], 50)) / 1e6
+    p99 = float(np.percentile(v["durations"], 99)) / 1e6
     fig, ax = plt.subplots(figsize=(8, 2.6))
     ax.hist(d, bins=min(60, max(10, len(d) // 2)), color="#29335c")
     ax.axvline(p50, color="#2a9d8f", linestyle="--", label=f"p50 {p50:.2f} ms")
@@ -183,6 +196,57 @@ def hot_frames(frames: list[dict]) -> str | None:
         [_label(f["frame"], 60) for f in fs],
         [([f["share_pct"] for f in fs], "#29335c", "inclusive"), ([f["self_pct"] for f in fs], "#e4572e", "own code")],
         "Hot frames (host)", "% of non-idle py-spy samples")
+
+
+LANE_COLORS = {"kernels": "#2a9d8f", "collectives": "#f3a712", "copies": "#a23b72", "graphs": "#3f88c5"}
+HOST_COLORS = {"launch": "#e4572e", "sync": "#7b2cbf", "other": "#8d99ae"}
+
+
+def timeline(tl: dict | None) -> list[tuple[str, str]]:
+    """Per window (median step, longest step): for each device a GPU lane (kernels,
+    collectives, copies, graph replays) over its idle gaps shaded by cause, and under it the
+    host API calls of its process by category. Times in ms from the window's start."""
+    if not tl:
+        return []
+    out = []
+    for k, w in enumerate(tl["windows"]):
+        devs = w["devices"]
+        if not devs:
+            continue
+        t0, span = w["start"], max(1, w["end"] - w["start"])
+        fig, ax = plt.subplots(figsize=(11, 0.9 + 0.55 * len(devs)))
+        yticks, ylabels = [], []
+        for i, d in enumerate(devs):
+            y = (len(devs) - 1 - i) * 2.2
+            for gs, ge, cause in d["gaps"]:
+                ax.broken_barh([((gs - t0) / 1e6, (ge - gs) / 1e6)], (y + 1.0, 0.9), facecolors=CAUSE_COLORS.get(cause, "#ccc"),
+                               alpha=0.18, linewidth=0)
+            for lane, color in LANE_COLORS.items():
+                bars = [((s - t0) / 1e6, max((e - s) / 1e6, span / 1e6 / 2000)) for s, e in d[lane]]
+                if bars:
+                    ax.broken_barh(bars, (y + 1.0, 0.9), facecolors=color, linewidth=0, label=lane)
+            for cat, color in HOST_COLORS.items():
+                bars = [((s - t0) / 1e6, max((e - s) / 1e6, span / 1e6 / 2000)) for s, e, c in d["host"] if c == cat]
+                if bars:
+                    ax.broken_barh(bars, (y, 0.8), facecolors=color, linewidth=0, label=f"host: {cat}")
+            yticks += [y + 1.45, y + 0.4]
+            ylabels += [_label(d["id"], 26), "  host"]
+        ax.set_yticks(yticks)
+        ax.set_yticklabels(ylabels, fontsize=7)
+        ax.set_xlim(0, span / 1e6)
+        ax.set_xlabel("ms from the start of the step")
+        more = f" (+{w['more_devices']} more devices)" if w.get("more_devices") else ""
+        ax.set_title(f"Timeline: {w['label']}{more} — GPU lanes over idle gaps shaded by cause, host calls below")
+        handles, labels = ax.get_legend_handles_labels()
+        uniq = dict(zip(labels, handles))
+        from matplotlib.patches import Patch
+
+        for cause in ("host", "launch", "sync", "unknown"):
+            uniq[f"idle: {cause}"] = Patch(facecolor=CAUSE_COLORS[cause], alpha=0.3)
+        ax.legend(uniq.values(), uniq.keys(), fontsize=7, ncol=6, loc="upper center",
+                  bbox_to_anchor=(0.5, -0.35 if len(devs) < 3 else -0.12), frameon=False)
+        out.append((f"timeline-{k}", _svg(fig)))
+    return out
 
 
 def serving_load(points: list[dict]) -> str | None:
@@ -243,6 +307,7 @@ def all_charts(analysis) -> list[tuple[str, str]]:
     data, series = analysis.data, analysis.series
     window = (data.get("window") or {}).get("duration_ns") or 1
     charts = [
+        *timeline(series.get("timeline")),
         ("busy", busy_over_time(series.get("busy", {}), window)),
         ("accounting", window_accounting(data["devices"])),
         ("idle", idle_by_cause(data["devices"])),

@@ -55,3 +55,25 @@ def test_unknown_output_extension_is_usage_error(tmp_path):
     assert p.returncode == 0 and (tmp_path / "r.pdf").read_text().startswith("#")
     p = run_cli("analyze", BUNDLES / "healthy", "-o", tmp_path / "r.txt")
     assert p.returncode == 0 and "VERDICT" in (tmp_path / "r.txt").read_text()
+
+
+def test_unrelated_traces_in_one_analyze_are_a_usage_error(tmp_path):
+    from conftest import real
+
+    a = real("nsys", "nsys2026.2_2xH100_torchrun_nccl_flashattn_window300ms.sqlite")
+    b = real("nsys", "nsys2026.2_2xH100_fastvideo_sp2_pytorch_window1s.sqlite")
+    p = run_cli("analyze", a, b)
+    assert p.returncode == 2 and "tracetriage batch" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    r0 = real("kineto", "hta_trace_filter_sampled_rank0.json.gz")
+    r1 = real("kineto", "hta_trace_filter_sampled_rank1.json.gz")
+    assert run_cli("analyze", r0, r1).returncode == 0  # two ranks of one run: one case
+
+
+def test_batch_case_ids_are_readable():
+    from tracetriage.batch import _case_id
+
+    for label in ("../shared/samples/real/nccl/nccl_log.txt", "/captures/a/b/trace.sqlite", "x.tar.gz!/bundle/trace.sqlite"):
+        cid = _case_id(label)
+        assert not cid.startswith((".", "_")) and len(cid) <= 70
+        head = cid.rsplit("-", 1)[0]
+        assert label.replace("/", "_").replace("!", "").endswith(head.replace("_", "_")) or head.split("_")[-1] in label

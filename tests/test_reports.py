@@ -122,3 +122,57 @@ def test_html_of_real_inputs_in_chromium(fmt_name, tmp_path):
         assert page.locator(".finding-title").count() == len(a.findings)
         browser.close()
     assert errors == [] and requests == [page_path.as_uri()]
+
+
+def test_python_api_for_notebooks(tmp_path):
+    import json
+
+    import tracetriage
+    from conftest import BUNDLES
+
+    a = tracetriage.analyze(BUNDLES / "eager_decode_pyspy", symptom="throughput")
+    assert a.headline.startswith("throughput: [launch_bound]") and a.findings[0]["id"] == "launch_bound"
+    assert json.loads(a.to_json())["symptom"] == "throughput"
+    out = tmp_path / "r.html"
+    assert "<html" in a.to_html(out) and out.exists()
+    ff = a.findings_frame()
+    assert list(ff["id"])[:1] == ["launch_bound"] and {"axis", "severity", "impact_pct"} <= set(ff.columns)
+    df = a.devices_frame()
+    assert len(df) == 1 and df.iloc[0]["claim_launch_bound_pct"] > 0 and "idle_host_pct" in df.columns
+    assert "launch_bound" in repr(a) and len(repr(a)) < 300
+
+
+def test_repr_html_escapes_the_headline(evil_analysis):
+    from tracetriage.api import Analysis
+
+    data = dict(evil_analysis.data, headline=EVIL_KERNEL + " headline")
+    a = Analysis(data=data, series=evil_analysis.series)
+    card = a._repr_html_()
+    assert "Verdict:" in card and "<script>" not in card and "&lt;script&gt;" in card
+
+
+def test_html_has_timeline_unique_ids_and_evidence_links(analyses):
+    import re
+    from collections import Counter
+
+    html = render(analyses["tp8_cross_island"], "html")
+    assert 'id="chart-timeline-0"' in html  # the median step, lane per rank
+    ids = Counter(re.findall(r'\bid="([^"]+)"', html))
+    dup = [k for k, n in ids.items() if n > 1]
+    assert not dup, dup[:5]
+    for ref in re.findall(r'url\(#([^)]+)\)', html):  # every clip-path reference resolves on the page
+        assert ref in ids
+    for f in analyses["tp8_cross_island"].findings:
+        block = html.split(f'id="finding-{f["id"]}"', 1)[1].split("</article>", 1)[0]
+        assert 'href="#charts"' in block
+    timeline = analyses["tp8_cross_island"].series["timeline"]["windows"][0]
+    assert len(timeline["devices"]) == 8 and timeline["devices"][0]["collectives"]
+
+
+def test_step_chart_uses_the_table_percentiles(analyses):
+    import numpy as np
+
+    html = render(analyses["prefill_stall"], "html")
+    d = analyses["prefill_stall"].series["steps"]
+    durs = max(d.values(), key=lambda v: len(v["durations"]))["durations"]
+    assert f"p50 {np.percentile(durs, 50) / 1e6:.2f} ms" in html

@@ -1,8 +1,8 @@
 """tracetriage: the post-mortem of a slow or unstable LLM inference server.
 
-    from tracetriage import open_case, analyze
-    case = open_case(["bundle/"])
-    analysis = analyze(case)
+    import tracetriage
+    a = tracetriage.analyze(["bundle/"], symptom="tail")   # or analyze(open_case([...]))
+    a.headline, a.findings, a.findings_frame(), a.devices_frame(), a.to_json(), a.to_html("r.html")
 """
 
 __version__ = "0.1.0"
@@ -17,11 +17,11 @@ def __getattr__(name):
     raise AttributeError(f"module 'tracetriage' has no attribute {name!r}")
 
 
-def analyze(case, **options):
-    """Run every analyzer on a case and return the :class:`Analysis`."""
-    from tracetriage.analyzers.analysis import analyze as _analyze
+def analyze(case_or_paths, **options):
+    """Analyze a case or paths and return the :class:`tracetriage.api.Analysis` (see tracetriage/api.py)."""
+    from tracetriage.api import analyze as _analyze
 
-    return _analyze(case, **options)
+    return _analyze(case_or_paths, **options)
 
 
 __all__ = ["Case", "open_case", "analyze", "__version__"]

@@ -61,8 +61,16 @@ class BatchResult:
 
 
 def _slug(text: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "case"
-    return s[-60:]
+    """A readable folder name from the path's tail: its last components, whole words, never
+    starting with a dot (hidden) and never cut mid-word."""
+    parts = [re.sub(r"[^A-Za-z0-9._-]+", "_", p).strip("._") for p in re.split(r"[/\\!]+", text) if p.strip("./")]
+    out = ""
+    for part in reversed([p for p in parts if p]):
+        candidate = f"{part}_{out}" if out else part
+        if len(candidate) > 60:
+            break
+        out = candidate
+    return out or (parts[-1][:60].strip("._") if parts else "") or "case"
 
 
 def _case_id(label: str) -> str:

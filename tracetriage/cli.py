@@ -180,6 +180,36 @@ def _emit(args, text: str, summary: str) -> None:
         sys.stdout.write(text)
 
 
+def _progress_note(paths, fmt: str):
+    """On a terminal, a note on stderr when an analysis runs past 2 s (never in JSON or piped output)."""
+    import threading
+
+    if fmt == "json" or not sys.stderr.isatty():
+        return None
+    timer = threading.Timer(2.0, lambda: print(f"tracetriage: reading and analyzing {', '.join(map(str, paths))[:200]} ... "
+                                               "(large captures are cached: the next run is fast)", file=sys.stderr))
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _check_one_run(case) -> None:
+    """Several paths are one case only when they belong together: traces whose GPU activity
+    overlaps in time (one run, one clock) plus side artifacts."""
+    from tracetriage.errors import UsageError
+
+    spans = []
+    for t in case.traces:
+        g = t.gpu
+        if len(g):
+            spans.append((int(g["start"].min()), int(g["end"].max()), t.path))
+    for i, (a0, a1, pa) in enumerate(spans):
+        for b0, b1, pb in spans[i + 1:]:
+            if a1 < b0 or b1 < a0:
+                raise UsageError(None, f"{pa} and {pb} are not one run (their GPU activity does not overlap in time): "
+                                       "analyze each on its own, or all of them with tracetriage batch")
+
+
 def _fails(findings, fail_on: str | None) -> bool:
     """--fail-on: a finding (other than healthy) at or above that severity."""
     if not fail_on:
@@ -189,7 +219,7 @@ def _fails(findings, fail_on: str | None) -> bool:
 
 
 def cmd_analyze(args) -> int:
-    from tracetriage import analyze, open_case
+    from tracetriage import analyze
     from tracetriage.reports import render
 
     _validate_regex(args.step_range)
@@ -199,9 +229,19 @@ def cmd_analyze(args) -> int:
     _configure_cache(args)
     import warnings
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        analysis = analyze(open_case(args.paths), step_range=args.step_range, symptom=args.symptom, slo=slo)
+    from tracetriage import open_case
+
+    progress = _progress_note(args.paths, fmt)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            case = open_case(args.paths)
+            if len(args.paths) > 1:
+                _check_one_run(case)
+            analysis = analyze(case, step_range=args.step_range, symptom=args.symptom, slo=slo)
+    finally:
+        if progress:
+            progress.cancel()
     seen = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
     if seen:
         analysis.data.setdefault("warnings", []).extend(one_line(m) for m in seen)

@@ -1,0 +1,91 @@
+"""What the timeline figure draws: a few representative steps, lane by lane.
+
+For the median step and the longest step (or, without steps, the first 10 ms of the
+window), per device: its kernels (collectives apart), copies and memsets, graph replays,
+the host API calls of its process by category, and its idle gaps with the cause each
+gap's time mostly had (timeline.attribute). At most MAX_PER_LANE intervals per lane are
+kept (the longest), so an eager decode step of thousands of kernels still draws.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracetriage.analyzers import intervals as iv
+from tracetriage.analyzers import timeline as tl
+from tracetriage.model import Trace, cat_mask, is_kind
+
+MAX_DEVICES = 8
+MAX_PER_LANE = 4000
+NO_STEP_SPAN_NS = 10_000_000
+
+
+def windows(steps: list, lo: int, hi: int) -> list[dict]:
+    """The median step and the longest one of the process with the most steps."""
+    with_steps = [s for s in steps if s.count]
+    if not with_steps:
+        return [{"label": "first 10 ms of the window", "start": lo, "end": min(hi, lo + NO_STEP_SPAN_NS)}]
+    s = max(with_steps, key=lambda x: x.count)
+    d = s.durations
+    order = np.argsort(d, kind="stable")
+    med = int(order[len(order) // 2])
+    worst = int(order[-1])
+    out = [{"label": f"median step (pid {s.pid}, {d[med] / 1e6:.2f} ms)", "start": int(s.starts[med]), "end": int(s.ends[med])}]
+    if worst != med and d[worst] > 1.2 * d[med]:
+        out.append({"label": f"longest step (pid {s.pid}, {d[worst] / 1e6:.2f} ms)", "start": int(s.starts[worst]),
+                    "end": int(s.ends[worst])})
+    return out
+
+
+def _cut(s, e, extra, a, b):
+    keep = (e > a) & (s < b)
+    s, e = np.maximum(s[keep], a), np.minimum(e[keep], b)
+    extra = [x[keep] for x in extra]
+    if s.size > MAX_PER_LANE:
+        top = np.argsort(-(e - s), kind="stable")[:MAX_PER_LANE]
+        top.sort()
+        s, e, extra = s[top], e[top], [x[top] for x in extra]
+    return s, e, extra
+
+
+def lanes(trace: Trace, wins: list[dict], labels: list[str]) -> dict:
+    g = trace.gpu
+    api = trace.api
+    gs, ge = g["start"].to_numpy(), g["end"].to_numpy()
+    dev = g["device"].to_numpy()
+    coll = g["collective"].cat.codes.to_numpy() >= 0
+    kinds = {k: is_kind(g, k) for k in ("kernel", "memcpy", "memset", "graph")}
+    a_s, a_e, a_pid = api["start"].to_numpy(), api["end"].to_numpy(), api["pid"].to_numpy()
+    a_cat = {c: cat_mask(api, "category", cats) for c, cats in
+             (("launch", ("launch", "graph_launch")), ("sync", ("sync", "memcpy_sync")), ("other", ("memcpy_async", "memset", "alloc", "other")))}
+    hosts: dict = {}
+    out = []
+    for w in wins:
+        a, b = w["start"], w["end"]
+        devices = []
+        for d in range(min(len(trace.devices), MAX_DEVICES)):
+            mine = dev == d
+            pid = int(trace.devices.iloc[d]["pid"])
+            lane = {"id": labels[d], "pid": pid}
+            for name, mask in (("kernels", mine & kinds["kernel"] & ~coll), ("collectives", mine & kinds["kernel"] & coll),
+                               ("copies", mine & (kinds["memcpy"] | kinds["memset"])), ("graphs", mine & kinds["graph"])):
+                s, e, _ = _cut(gs[mask], ge[mask], [], a, b)
+                lane[name] = np.stack([s, e], axis=1).tolist() if s.size else []
+            hm = a_pid == pid
+            host = []
+            for cat, cm in a_cat.items():
+                s, e, _ = _cut(a_s[hm & cm], a_e[hm & cm], [], a, b)
+                host += [[int(x), int(y), cat] for x, y in zip(s, e)]
+            lane["host"] = host
+            us, ue = iv.union(gs[mine], ge[mine])
+            gap_s, gap_e = iv.complement(us, ue, a, b)
+            if pid not in hosts:
+                hosts[pid] = tl._HostSlicer(trace, pid)
+            causes = tl.attribute(gap_s, gap_e, hosts[pid].coverage(a, b) if gap_s.size else None)
+            names = list(tl.CAUSES)
+            which = np.argmax(np.stack([causes[c] for c in names]), axis=0) if gap_s.size else np.empty(0, int)
+            s, e, (which,) = _cut(gap_s, gap_e, [which], a, b)
+            lane["gaps"] = [[int(x), int(y), names[int(k)]] for x, y, k in zip(s, e, which)]
+            devices.append(lane)
+        out.append({**w, "devices": devices, "more_devices": max(0, len(trace.devices) - MAX_DEVICES)})
+    return {"windows": out}
