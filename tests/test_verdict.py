@@ -6,6 +6,7 @@ computed from the intervals it wrote, or on a real capture (skipped when absent)
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 from conftest import BUNDLES, REAL, bundle_names, real, run_cli, truth
@@ -63,6 +64,12 @@ def test_real_capture_claims_add_up_and_idle_is_never_healthy(path):
         pytest.skip(f"not analyzable: {exc}")
     _claims_add_up(a.data)
     _not_called_healthy(a.data)
+    import jsonschema
+
+    from tracetriage.reports import render
+
+    schema = json.loads((Path(__file__).resolve().parent.parent / "reports" / "analysis.schema.json").read_text())
+    jsonschema.validate(json.loads(render(a, "json")), schema)
 
 
 def test_rare_prefill_tail_is_at_least_medium_and_leads_with_symptom_tail(analyses):
