@@ -223,3 +223,52 @@ def test_batch_glob_and_fail_on(tmp_path):
     assert len(summary) == 3 and set(summary["top_finding"]) == {"launch_bound"}  # the three eager bundles
     proc = run_cli("batch", str(BUNDLES / "healthy"), "-o", tmp_path / "o2", "--no-progress", "--fail-on", "medium")
     assert proc.returncode == 0, proc.stderr
+
+
+def test_batch_on_a_separate_dask_scheduler_and_worker(tmp_path):
+    """`batch --dask tcp://127.0.0.1:PORT` against a real `dask scheduler` and `dask worker`
+    started as their own processes (not a LocalCluster), stopped afterwards."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("dask.distributed", reason="dask[distributed] not installed")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    bindir = os.path.dirname(sys.executable)
+    env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    procs = []
+    try:
+        procs.append(subprocess.Popen([os.path.join(bindir, "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                       "--no-dashboard"], stdout=open(logs / "scheduler.log", "w"), stderr=subprocess.STDOUT,
+                                      env=env, start_new_session=True))
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.3)
+        procs.append(subprocess.Popen([os.path.join(bindir, "dask"), "worker", address, "--nworkers", "1", "--nthreads", "1",
+                                       "--no-dashboard"], stdout=open(logs / "worker.log", "w"), stderr=subprocess.STDOUT,
+                                      env=env, start_new_session=True))
+        work = tmp_path / "w"
+        for name in ("healthy", "graph_decode"):
+            shutil.copytree(BUNDLES / name, work / name)
+        p = run_cli("batch", work, "-o", tmp_path / "out", "--dask", address, "--no-progress")
+        assert p.returncode == 0, p.stderr + (logs / "worker.log").read_text()[-2000:]
+        summary = pd.read_parquet(tmp_path / "out" / "summary.parquet")
+        assert len(summary) == 2 and (summary["status"] == "ok").all()
+    finally:
+        for proc in reversed(procs):
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=20)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                os.killpg(proc.pid, signal.SIGKILL)
