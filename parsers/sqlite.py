@@ -218,10 +218,21 @@ class Database:
         budget = VIEW_TIME_LIMIT_S if adbc is None and self.views else SQL_TIME_LIMIT_S
         deadline = time.monotonic() + budget
         con.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 100_000)
+        # A query can yield no more rows than the file could store (a row takes bytes on disk):
+        # more means a recursive or exploding view, stopped before it exhausts memory.
+        try:
+            cap = max(1_000_000, os.path.getsize(self.path) // 8)
+        except OSError:
+            cap = 1_000_000
         try:
             cur = con.execute(sql)
             names = [d[0] for d in cur.description]
-            rows = cur.fetchall()
+            rows = []
+            while batch := cur.fetchmany(50_000):
+                rows.extend(batch)
+                if len(rows) > cap:
+                    raise TraceFormatError(self.path, f"a query yields more than {cap:,} rows, more than the file can hold "
+                                                      "(a recursive or exploding view?): stopped")
         except sqlite3.OperationalError as exc:
             if "interrupted" in str(exc):
                 raise TraceFormatError(self.path, f"a query ran past {budget:g} s (a pathological view or "

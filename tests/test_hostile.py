@@ -41,14 +41,24 @@ def snapshot(path):
     return out
 
 
+# The CLI as `python -m tracetriage`, writing its own peak RSS (KiB) where the runner reads it.
+RUNNER = ("import atexit, os, resource, runpy, sys; "
+          "atexit.register(lambda: open(os.environ['TT_RSS_FILE'], 'w').write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))); "
+          "sys.argv = ['tracetriage'] + sys.argv[1:]; runpy.run_module('tracetriage', run_name='__main__')")
+
+
 def run_case(case, workdir):
     family, name, path = case
-    tmp = workdir / "tmp" / f"{family}-{abs(hash(name))}"
+    key = f"{family}-{abs(hash(name))}"
+    tmp = workdir / "tmp" / key
     tmp.mkdir(parents=True, exist_ok=True)
+    (workdir / "rss").mkdir(exist_ok=True)
+    rss_file = workdir / "rss" / key
     before = snapshot(path)
-    env = dict(os.environ, TMPDIR=str(tmp), TRACETRIAGE_CACHE_DIR=str(workdir / "cache"), PYTHONWARNINGS="default")
+    env = dict(os.environ, TMPDIR=str(tmp), TRACETRIAGE_CACHE_DIR=str(workdir / "cache"), PYTHONWARNINGS="default",
+               TT_RSS_FILE=str(rss_file))
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "tracetriage", "analyze", str(path), "-f", "json", "--no-cache"],
+    proc = subprocess.Popen([sys.executable, "-c", RUNNER, "analyze", str(path), "-f", "json", "--no-cache"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env,
                             cwd=str(tmp), start_new_session=True)
     hung = False
@@ -78,8 +88,11 @@ def run_case(case, workdir):
     left = [f for f in tmp.rglob("*")]
     if left:
         problems.append(f"{len(left)} temporary files left")
+    rss_mb = int(rss_file.read_text()) / 1024 if rss_file.exists() else None
+    if rss_mb is not None and rss_mb > RSS_LIMIT_MB:
+        problems.append(f"peak RSS {rss_mb:.0f} MB")
     return {"family": family, "name": name, "exit": "hang" if hung else ru, "seconds": round(seconds, 2),
-            "problems": problems, "stderr": lines[:2]}
+            "rss_mb": rss_mb, "problems": problems, "stderr": lines[:2]}
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +106,7 @@ def test_hostile_corpus(corpus):
     assert len(cases) >= 300, len(cases)
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         results = list(pool.map(lambda c: run_case(c, out), cases))
-    peak_mb = __import__("resource").getrusage(__import__("resource").RUSAGE_CHILDREN).ru_maxrss / 1024
+    peak_mb = max((r["rss_mb"] or 0) for r in results)
     by_family = defaultdict(Counter)
     for r in results:
         by_family[r["family"]][str(r["exit"])] += 1
