@@ -48,20 +48,35 @@ def _cut(s, e, extra, a, b):
     return s, e, extra
 
 
+def _rows_near(starts: np.ndarray, max_dur: int, a: int, b: int) -> slice:
+    """Rows (of a table sorted by start) that can overlap [a, b): two binary searches, no scan."""
+    return slice(int(np.searchsorted(starts, a - max_dur, "left")), int(np.searchsorted(starts, b, "left")))
+
+
 def lanes(trace: Trace, wins: list[dict], labels: list[str]) -> dict:
+    """Only the rows near each window are touched (the tables are in start order), so the
+    figure costs the same on a 10M-kernel trace as on a small one."""
     g = trace.gpu
     api = trace.api
-    gs, ge = g["start"].to_numpy(), g["end"].to_numpy()
-    dev = g["device"].to_numpy()
-    coll = g["collective"].cat.codes.to_numpy() >= 0
-    kinds = {k: is_kind(g, k) for k in ("kernel", "memcpy", "memset", "graph")}
-    a_s, a_e, a_pid = api["start"].to_numpy(), api["end"].to_numpy(), api["pid"].to_numpy()
-    a_cat = {c: cat_mask(api, "category", cats) for c, cats in
-             (("launch", ("launch", "graph_launch")), ("sync", ("sync", "memcpy_sync")), ("other", ("memcpy_async", "memset", "alloc", "other")))}
+    gs_all, ge_all = g["start"].to_numpy(), g["end"].to_numpy()
+    a_s_all, a_e_all = api["start"].to_numpy(), api["end"].to_numpy()
+    g_max = int((ge_all - gs_all).max()) if gs_all.size else 0
+    a_max = int((a_e_all - a_s_all).max()) if a_s_all.size else 0
     hosts: dict = {}
     out = []
     for w in wins:
         a, b = w["start"], w["end"]
+        gi = _rows_near(gs_all, g_max, a, b)
+        ai = _rows_near(a_s_all, a_max, a, b)
+        gw, aw = g.iloc[gi], api.iloc[ai]
+        gs, ge = gs_all[gi], ge_all[gi]
+        dev = gw["device"].to_numpy()
+        coll = gw["collective"].cat.codes.to_numpy() >= 0
+        kinds = {k: is_kind(gw, k) for k in ("kernel", "memcpy", "memset", "graph")}
+        a_s, a_e, a_pid = a_s_all[ai], a_e_all[ai], aw["pid"].to_numpy()
+        a_cat = {c: cat_mask(aw, "category", cats) for c, cats in
+                 (("launch", ("launch", "graph_launch")), ("sync", ("sync", "memcpy_sync")),
+                  ("other", ("memcpy_async", "memset", "alloc", "other")))}
         devices = []
         for d in range(min(len(trace.devices), MAX_DEVICES)):
             mine = dev == d
@@ -77,7 +92,7 @@ def lanes(trace: Trace, wins: list[dict], labels: list[str]) -> dict:
                 s, e, _ = _cut(a_s[hm & cm], a_e[hm & cm], [], a, b)
                 host += [[int(x), int(y), cat] for x, y in zip(s, e)]
             lane["host"] = host
-            us, ue = iv.union(gs[mine], ge[mine])
+            us, ue = iv.union(np.maximum(gs[mine], a), np.minimum(ge[mine], b))
             gap_s, gap_e = iv.complement(us, ue, a, b)
             if pid not in hosts:
                 hosts[pid] = tl._HostSlicer(trace, pid)

@@ -163,9 +163,11 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
         acc["after_n"] += int(after.sum())
         acc["short_lh_ns"] += int((causes["launch"] + causes["host"])[short].sum())
         acc["short_n"] += int(short.sum())
-        for cls, m in (("after_sync", after), ("short", short), ("long", ~after & ~short)):
-            for c in CAUSES:
-                acc["by_class"][cls][c] += int(causes[c][m].sum())
+        cls = np.where(after, 0, np.where(short, 1, 2))  # one class per gap, summed per cause by bincount
+        for c in CAUSES:
+            sums = np.bincount(cls, weights=causes[c], minlength=3)
+            for i, name in enumerate(GAP_CLASSES):
+                acc["by_class"][name][c] += int(round(sums[i]))
         acc["lengths"].append(length)
         if length.size > TOP_GAPS:  # top-k without sorting the whole slice; ties go to the earliest
             thr = np.partition(length, length.size - TOP_GAPS)[length.size - TOP_GAPS]

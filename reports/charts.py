@@ -180,14 +180,6 @@ def collective_share(devices: list[dict]) -> str | None:
         "Collective share per rank", "% of window")
 
 
-def top_kernels(kernels: list[dict]) -> str | None:
-    if not kernels:
-        return None
-    ks = kernels[:10]
-    return _ranked_bars([_label(k["name"]) for k in ks], [([k["share_pct"] for k in ks], "#2a9d8f", "share")],
-                        "Top kernels", "% of kernel time in the window", full_scale=False)
-
-
 def hot_frames(frames: list[dict]) -> str | None:
     if not frames:
         return None
@@ -310,10 +302,12 @@ def all_charts(analysis) -> list[tuple[str, str]]:
         *timeline(series.get("timeline")),
         ("busy", busy_over_time(series.get("busy", {}), window)),
         ("accounting", window_accounting(data["devices"])),
-        ("idle", idle_by_cause(data["devices"])),
+        # idle by cause only where idle time is worth a picture (>= 5% of some device's window)
+        ("idle", idle_by_cause(data["devices"]) if any(100.0 * d["gaps"]["total_ns"] / (d["window_ns"] or 1) >= 5
+                                                        for d in data["devices"]) else None),
         ("steps", step_durations(series.get("steps", {}))),
         ("collectives", collective_share(data["devices"])),
-        ("kernels", top_kernels(data.get("kernels", []))),
+        # the top-kernels table below says it all: no chart repeating it
         ("hot_frames", hot_frames(data.get("hot_frames", []))),
     ]
     return [(k, v) for k, v in charts if v]
