@@ -216,7 +216,8 @@ def _tokens(caps, bench: list[dict], stats_rows: list[dict], prefills: list[dict
 
 
 def _replicas(caps, stats_rows) -> list[dict]:
-    """One row per replica: a scrape's instance/engine label (or its file), or an engine id of the stats lines."""
+    """One row per replica: a scrape's instance/engine label (or its file); without scrapes, an engine
+    id of the stats lines (one replica is not counted twice from both)."""
     out = []
     for c in caps:
         for key, rep in c.replicas.items():
@@ -231,7 +232,7 @@ def _replicas(caps, stats_rows) -> list[dict]:
     by = defaultdict(list)
     for r in stats_rows:
         by[(r.get("_file"), r.get("replica") or "")].append(r)
-    if len(by) > 1:
+    if len(by) > 1 and not out:  # scrapes name the replicas when there are any; else the engines of the stats lines
         for (path, rep), rows in by.items():
             out.append({"replica": f"{path}" + (f" [engine {rep}]" if rep else ""), "source": "stats lines",
                         "running": _stat(rows, "running", statistics.fmean), "waiting": _stat(rows, "waiting", statistics.fmean),

@@ -133,9 +133,11 @@ def batch_past_knee(rng):
     for i, running in enumerate([16, 32, 48, 64, 96, 128, 160, 192, 224, 256] * 2):
         tpot = a + b * running
         log.append(stats_line(10 * i, running, 0, 20 + running / 4, 900.0, running * 1000.0 / tpot))
+    prom = (gauge("vllm:num_requests_running", 256) + gauge("vllm:num_requests_waiting", 0)
+            + gauge("vllm:kv_cache_usage_perc", 0.84))
     truth = {"expect": ["batch_past_knee"], "slo": {"tpot_p95_ms": budget},
              "numbers": {"a_ms": a, "b_ms_per_seq": b, "max_num_seqs_for_slo": int((budget - a) / b)}}
-    return {"vllm.log": log, "bench.json": recs}, truth
+    return {"vllm.log": log, "metrics.prom": prom, "bench.json": recs}, truth
 
 
 def prefill_stall(rng):
@@ -160,9 +162,10 @@ def prefill_stall(rng):
     for i in range(12):
         run = rng.randint(20, 30)
         log.append(stats_line(10 * i, run, 0, rng.uniform(30, 45), 9000.0, gen_tps(run), hit_pct=rng.uniform(30, 50)))
+    prom = gauge("vllm:num_requests_running", 25) + gauge("vllm:num_requests_waiting", 0) + gauge("vllm:kv_cache_usage_perc", 0.4)
     truth = {"expect": ["prefill_stall"], "slo": {"itl_p99_ms": 100.0},
              "numbers": {"itl_p50_ms": p(flat, 50), "itl_p99_ms": p(flat, 99), "itl_max_ms": max(flat)}}
-    return {"vllm.log": log, "bench.json": [rec]}, truth
+    return {"vllm.log": log, "metrics.prom": prom, "bench.json": [rec]}, truth
 
 
 def memory_pressure(rng):
@@ -192,10 +195,17 @@ def memory_pressure(rng):
         "| GPU reserved memory   |  79974 MiB |  79974 MiB |  80102 MiB |    128 MiB |",
         "|===========================================================================|",
     ]
+    n = 120
+    rec = bench_record(2.0, None, n, n / 1.95, 3000 * n, 300 * n, [rng.uniform(200, 400) for _ in range(n)],
+                       [rng.uniform(15, 20) for _ in range(n)], [rng.uniform(15, 22) for _ in range(n)],
+                       [rng.uniform(5000, 7000) for _ in range(n)])
+    prom = (gauge("vllm:num_requests_running", 14) + gauge("vllm:num_requests_waiting", 0)
+            + gauge("vllm:kv_cache_usage_perc", 0.62) + counter("vllm:num_preemptions_total", 0))
+    files = {"metrics.prom": prom, "bench.json": [rec]}
     truth = {"expect": ["memory_pressure"], "slo": {},
              "numbers": {"variant": "prefill", "fragmentation_share_pct": 100 * (79974 - 73114) / 79974,
                          "tried_bytes": 3.5 * 1024 ** 3}}
-    return {"vllm.log": log + summary}, truth
+    return {"vllm.log": log + summary, **files}, truth
 
 
 def prefix_cache_miss(rng):
@@ -208,8 +218,10 @@ def prefix_cache_miss(rng):
     for i in range(20):
         run = rng.randint(20, 40)
         log.append(stats_line(10 * i, run, 0, rng.uniform(20, 35), 11000.0, gen_tps(run) / 10, hit_pct=0.0))
+    prom = (gauge("vllm:num_requests_running", 30) + gauge("vllm:num_requests_waiting", 0)
+            + counter("vllm:prefix_cache_queries_total", 1900.0 * n) + counter("vllm:prefix_cache_hits_total", 0.0))
     truth = {"expect": ["prefix_cache_miss"], "slo": {}, "numbers": {"prompt_per_output": 1900 / 60}}
-    return {"vllm.log": log, "bench.json": [rec]}, truth
+    return {"vllm.log": log, "metrics.prom": prom, "bench.json": [rec]}, truth
 
 
 def proxy_buffering(rng):
@@ -241,6 +253,17 @@ def over_replicated(rng):
         files[f"replica{r}.prom"] = (gauge("vllm:num_requests_running", run, f'model_name="m",instance="10.0.0.{r}:8000"')
                                      + gauge("vllm:num_requests_waiting", 0, f'model_name="m",instance="10.0.0.{r}:8000"')
                                      + gauge("vllm:kv_cache_usage_perc", rng.uniform(0.05, 0.15), f'model_name="m",instance="10.0.0.{r}:8000"'))
+    n = 200
+    files["bench.json"] = [bench_record(4.0, None, n, n / 3.95, 500 * n, 150 * n, [rng.uniform(40, 70) for _ in range(n)],
+                                        [rng.uniform(9, 11) for _ in range(n)], [rng.uniform(9, 12) for _ in range(n)],
+                                        [rng.uniform(1500, 1800) for _ in range(n)])]
+    log = config_lines({"model": "m", "max_num_seqs": 256, "data_parallel_size": 8}, chunked=2048)
+    for i in range(12):
+        for r in range(8):
+            run = rng.randint(5, 9)
+            log.append(stats_line(10 * i, run, 0, rng.uniform(5, 15), 500.0, gen_tps(run), hit_pct=rng.uniform(30, 50),
+                                  engine=f"{r:03d}"))
+    files["vllm.log"] = log
     truth = {"expect": ["over_replicated"], "slo": {}, "numbers": {"replicas": 8, "running_per_replica": sum(running) / 8}}
     return files, truth
 
@@ -253,8 +276,14 @@ def admission_blocked(rng):
         run = rng.randint(8, 16)
         running.append(run)
         log.append(stats_line(10 * i, run, rng.randint(20, 40), rng.uniform(8, 22), 800.0, gen_tps(run), hit_pct=rng.uniform(30, 50)))
+    prom = (gauge("vllm:num_requests_running", running[-1]) + gauge("vllm:num_requests_waiting", 30)
+            + gauge("vllm:kv_cache_usage_perc", 0.15))
+    n = 200
+    rec = bench_record(3.0, None, n, n / 2.9, 400 * n, 150 * n, [rng.uniform(2000, 4000) for _ in range(n)],
+                       [rng.uniform(7, 9) for _ in range(n)], [rng.uniform(7, 10) for _ in range(n)],
+                       [rng.uniform(3200, 5300) for _ in range(n)])
     truth = {"expect": ["admission_blocked"], "slo": {}, "numbers": {"cap": 128, "running_mean": sum(running) / len(running)}}
-    return {"vllm.log": log}, truth
+    return {"vllm.log": log, "metrics.prom": prom, "bench.json": [rec]}, truth
 
 
 def healthy(rng):
@@ -267,8 +296,11 @@ def healthy(rng):
     for i in range(20):
         run = rng.randint(20, 40)
         log.append(stats_line(10 * i, run, 0, rng.uniform(30, 50), 3000.0, gen_tps(run), hit_pct=rng.uniform(40, 60)))
+    prom = (gauge("vllm:num_requests_running", 30) + gauge("vllm:num_requests_waiting", 0)
+            + gauge("vllm:kv_cache_usage_perc", 0.4) + histogram("vllm:time_to_first_token_seconds",
+                                                               [rng.uniform(0.06, 0.2) for _ in range(300)]))
     truth = {"expect": ["healthy"], "slo": {"ttft_p95_ms": 800.0, "tpot_p95_ms": 50.0, "itl_p99_ms": 100.0}, "numbers": {}}
-    return {"vllm.log": log, "bench.json": [rec]}, truth
+    return {"vllm.log": log, "metrics.prom": prom, "bench.json": [rec]}, truth
 
 
 SCENARIOS = {
