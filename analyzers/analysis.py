@@ -13,11 +13,10 @@ import numpy as np
 import pandas as pd
 
 from tracetriage import __version__
-from tracetriage.analyzers import accounting, rules
+from tracetriage.analyzers import accounting, lanes, rules
 from tracetriage.analyzers import collectives as coll
 from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers import kernels as kern
-from tracetriage.analyzers import lanes
 from tracetriage.analyzers import steps as st
 from tracetriage.analyzers import timeline as tl
 from tracetriage.model import Trace, cat_mask, is_kind

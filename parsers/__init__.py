@@ -25,6 +25,7 @@ READERS = {
     "nsys_rep": "Nsight Systems report (.nsys-rep / .qdrep)",
     "perfetto": "Perfetto protobuf trace",
     "otf2": "OTF2 trace archive",
+    "rocprof_json": "rocprofv3 JSON output",
 }
 
 
@@ -71,7 +72,7 @@ def load(case, path: Path, kind: str) -> None:
     if kind == "nsys_rep":
         _load_nsys_report(case, Path(path))
         return
-    if kind in ("perfetto", "otf2"):
+    if kind in ("perfetto", "otf2", "rocprof_json"):
         from tracetriage.parsers.reports import recapture_message
 
         raise NotReadableYet(path, recapture_message(kind))

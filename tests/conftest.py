@@ -1,9 +1,9 @@
 import json
 import os
 import sqlite3
-import tempfile
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest

@@ -145,7 +145,6 @@ def test_batch_of_good_and_hostile_cases(tmp_path):
     import shutil
 
     import pandas as pd
-
     from conftest import BUNDLES, run_cli
 
     root = tmp_path / "archive"

@@ -127,8 +127,9 @@ def test_html_of_real_inputs_in_chromium(fmt_name, tmp_path):
 def test_python_api_for_notebooks(tmp_path):
     import json
 
-    import tracetriage
     from conftest import BUNDLES
+
+    import tracetriage
 
     a = tracetriage.analyze(BUNDLES / "eager_decode_pyspy", symptom="throughput")
     assert a.headline.startswith("throughput: [launch_bound]") and a.findings[0]["id"] == "launch_bound"

@@ -160,6 +160,8 @@ def _detect_text(head: bytes, gz: bool = False) -> str:
     from tracetriage.parsers.serving import looks_like_log
 
     if stripped.startswith(("{", "[")) and not looks_like_log(stripped):
+        if '"rocprofiler-sdk-tool"' in text:
+            return "rocprof_json"
         if '"request_throughput"' in text or '"mean_ttft_ms"' in text or '"mean_e2e_latency_ms"' in text:
             return "serving"
         if '"traceEvents"' in text or '"deviceProperties"' in text or '"schemaVersion"' in text and '"ph"' in text:
