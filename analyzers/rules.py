@@ -851,12 +851,7 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom:
         if findings and findings[0]["id"] == "healthy":
             return f"Healthy: {findings[0]['title']} (no GPU trace given)"
         if symptom:
-            mine = [f for f in findings if f["axis"] == symptom]
-            if mine:
-                return f"{symptom}: {_says(mine[0])} (no GPU trace given; {what})"
-            others = "; ".join(f"{a}: [{f['id']}]" for a, f in _axis_tops(findings).items())
-            return (f"{symptom}: no finding on this axis in what was measured (no GPU trace given; {what})"
-                    + (f"; other axes: {others}" if others else ""))
+            return _symptom_headline(findings, abstentions, symptom, f" (no GPU trace given; {what})")
         tops = _axis_tops(findings)
         if tops:
             body = (_says(next(iter(tops.values()))) if len(tops) == 1
@@ -876,15 +871,8 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom:
     if findings and findings[0]["id"] == "healthy":
         return f"Healthy: {findings[0]['title']}"
     if symptom:
-        mine = [f for f in findings if f["axis"] == symptom]
-        if mine:
-            return f"{symptom}: {_says(mine[0])}"
-        others = "; ".join(f"{a}: [{f['id']}]" for a, f in _axis_tops(findings).items())
-        undecided = [a for a in abstentions if symptom == "tail" and a["analysis"] in ("steps", "step_tail", "step_annotations")]
-        why = f"; not measured: {undecided[0]['reason']}" if undecided else ""
-        return (f"{symptom}: no finding on this axis in what was measured{why}"
-                + (f" (other axes: {others})" if others else "")
-                + (f"; the capture is too odd to judge: {odd[0]['reason']}" if odd else ""))
+        return _symptom_headline(findings, abstentions, symptom, "",
+                                 f"; the capture is too odd to judge: {odd[0]['reason']}" if odd else "")
     tops = _axis_tops(findings)
     if odd and not any(f["axis"] != "throughput" for f in findings):
         return f"Not enough to judge: {odd[0]['reason']}. Capture: {odd[0]['capture_hint']}"
@@ -904,6 +892,18 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom:
                 "is incomplete: " + "; ".join(sorted({a["analysis"] for a in abstentions})) + " not measured")
     return (f"GPU computing {pct(compute)} of the window; no measured cause explains the rest (not healthy: not GPU-bound)"
             + ("; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions})) if abstentions else ""))
+
+
+def _symptom_headline(findings: list[dict], abstentions: list[dict], symptom: str, where: str, tail: str = "") -> str:
+    """The verdict for the symptom the user named: its top finding, or why there is none."""
+    mine = [f for f in findings if f["axis"] == symptom]
+    if mine:
+        return f"{symptom}: {_says(mine[0])}{where}"
+    others = "; ".join(f"{a}: [{f['id']}]" for a, f in _axis_tops(findings).items())
+    undecided = [a for a in abstentions if symptom == "tail" and a["analysis"] in ("steps", "step_tail", "step_annotations")]
+    why = f"; not measured: {undecided[0]['reason']}" if undecided else ""
+    return (f"{symptom}: no finding on this axis in what was measured{why}{where}"
+            + (f" (other axes: {others})" if others else "") + tail)
 
 
 def _axis_tops(findings: list[dict]) -> dict[str, dict]:

@@ -72,24 +72,31 @@ def build(path: Path, n_kernels: int, per_step: int = 500, shape: str = "decode"
                 yield ("N", (s - per_step * 6500, t, 59, "decode_step", gtid, 0))
                 t += 400_000
 
-    batch = {"K": [], "R": [], "N": []}
-    sql = {
-        "K": f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({','.join('?' * 39)})",
-        "R": "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        "N": "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (?, ?, ?, ?, ?, ?)",
-    }
-    for kind, row in rows():
+    _insert(db, rows(), gpid, pid)
+    tmp.rename(path)
+
+
+SQL = {
+    "K": f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({','.join('?' * 39)})",
+    "R": "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    "N": "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (?, ?, ?, ?, ?, ?)",
+}
+
+
+def _insert(db, rows, gpid: int, pid: int) -> None:
+    """Generated (table, row) pairs inserted in batches of 100k, then the process row; closes the db."""
+    batch: dict[str, list] = {k: [] for k in SQL}
+    for kind, row in rows:
         batch[kind].append(row)
         if len(batch[kind]) >= 100_000:
-            db.executemany(sql[kind], batch[kind])
+            db.executemany(SQL[kind], batch[kind])
             batch[kind].clear()
     for kind, b in batch.items():
         if b:
-            db.executemany(sql[kind], b)
+            db.executemany(SQL[kind], b)
     db.execute("INSERT INTO PROCESSES VALUES (?, ?, 'python3')", (gpid, pid))
     db.commit()
     db.close()
-    tmp.rename(path)
 
 
 def _build_sync2dev(path, tmp, db, n_kernels, per_step, gpid, gtid, rng):
@@ -119,22 +126,7 @@ def _build_sync2dev(path, tmp, db, n_kernels, per_step, gpid, gtid, rng):
                 yield ("R", (s0, t, 0, gtid, corr, 101, 0, None))
                 t += 200_000
 
-    batch = {"K": [], "R": []}
-    sql = {
-        "K": f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({','.join('?' * 39)})",
-        "R": "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    }
-    for kind, row in rows():
-        batch[kind].append(row)
-        if len(batch[kind]) >= 100_000:
-            db.executemany(sql[kind], batch[kind])
-            batch[kind].clear()
-    for kind, b in batch.items():
-        if b:
-            db.executemany(sql[kind], b)
-    db.execute("INSERT INTO PROCESSES VALUES (?, ?, 'python3')", (gpid, 4242))
-    db.commit()
-    db.close()
+    _insert(db, rows(), gpid, 4242)
     tmp.rename(path)
 
 
