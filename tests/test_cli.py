@@ -77,3 +77,10 @@ def test_batch_case_ids_are_readable():
         assert not cid.startswith((".", "_")) and len(cid) <= 70
         head = cid.rsplit("-", 1)[0]
         assert label.replace("/", "_").replace("!", "").endswith(head.replace("_", "_")) or head.split("_")[-1] in label
+
+
+def test_a_path_without_a_command_suggests_analyze():
+    from conftest import BUNDLES, run_cli
+
+    p = run_cli(BUNDLES / "healthy")
+    assert p.returncode == 2 and "did you mean tracetriage analyze" in p.stderr and len(p.stderr.strip().splitlines()) == 1

@@ -329,6 +329,14 @@ def main(argv=None) -> int:
     except ValueError:  # not the main thread (embedded use)
         pass
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and not argv[0].startswith("-") and argv[0] not in ("analyze", "batch", "compare"):
+        import os
+
+        if os.path.exists(argv[0]):
+            print(f"tracetriage: error: no command given: did you mean tracetriage analyze {one_line(argv[0])}"
+                  f"{' ...' if len(argv) > 1 else ''}? (commands: analyze, batch, compare)", file=sys.stderr)
+            return EXIT_USAGE
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help(sys.stderr)
