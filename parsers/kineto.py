@@ -48,7 +48,87 @@ def _args(event: dict) -> dict:
     return a if isinstance(a, dict) else {}
 
 
+class _Bounded:
+    """A binary reader that refuses to read past MAX_BYTES (decompressed)."""
+
+    def __init__(self, fh, path):
+        self.fh, self.path, self.size = fh, path, 0
+
+    def read(self, n=-1):
+        chunk = self.fh.read(n if n and n > 0 else 1 << 20)
+        self.size += len(chunk)
+        if self.size > MAX_BYTES:
+            raise TraceFormatError(self.path, f"Kineto JSON larger than {MAX_BYTES >> 30} GiB uncompressed: refused")
+        return chunk
+
+
+KEPT_CATS = set(GPU_CATS) | set(API_CATS) | set(RANGE_CATS)
+KEPT_ARGS = ("correlation", "device", "stream", "bytes")
+HEAD_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo")
+
+
+def _slim(e) -> dict | None:
+    """The fields of a complete event this reader uses; None for events it does not use."""
+    if not isinstance(e, dict) or e.get("ph") != "X" or e.get("cat") not in KEPT_CATS:
+        return None
+    a = e.get("args")
+    out = {k: e.get(k) for k in ("ph", "cat", "name", "pid", "tid", "ts", "dur")}
+    out["args"] = {k: a.get(k) for k in KEPT_ARGS if k in a} if isinstance(a, dict) else {}
+    return out
+
+
+def stream_json(path: str) -> dict | None:
+    """The trace read event by event (ijson, C backend): only the complete events of the kinds
+    analyzed are kept, slimmed to the fields used, so memory follows the events kept rather
+    than the file (a 1M-kernel trace's CPU-op events are never held). None when ijson is not
+    available or the file is not strict JSON (NaN/Infinity), so the caller falls back."""
+    try:
+        import ijson
+    except ImportError:
+        return None
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == GZIP_MAGIC
+    opener = gzip.open if gz else open
+    doc: dict = {}
+    try:
+        with opener(path, "rb") as fh:  # the small top-level keys, read until the events start
+            builder, key = None, None
+            for prefix, event, value in ijson.parse(_Bounded(fh, path), use_float=True):
+                if prefix == "traceEvents" and event == "start_array":
+                    break
+                if builder is None and prefix in HEAD_KEYS:
+                    if event in ("start_map", "start_array"):
+                        builder, key = ijson.ObjectBuilder(), prefix
+                    else:
+                        doc[prefix] = value
+                        continue
+                if builder is not None:
+                    builder.event(event, value)
+                    if prefix == key and event in ("end_map", "end_array"):
+                        doc[key], builder = builder.value, None
+        events = []
+        with opener(path, "rb") as fh:
+            for e in ijson.items(_Bounded(fh, path), "traceEvents.item", use_float=True):
+                slim = _slim(e)
+                if slim is not None:
+                    events.append(slim)
+        missing = [k for k in HEAD_KEYS[1:] if k not in doc]
+        for k in missing:  # written after the events by some exporters: one more scan, values only
+            with opener(path, "rb") as fh:
+                doc[k] = next(ijson.items(_Bounded(fh, path), k, use_float=True), None)
+    except ijson.JSONError:
+        return None  # not strict JSON (NaN, Infinity, a cut file): the tolerant reader decides
+    except (OSError, EOFError, zlib.error) as exc:
+        what = "corrupt gzip stream: " if gz else ""
+        raise TraceFormatError(path, f"unreadable ({what}{exc})") from None
+    doc["traceEvents"] = events
+    return doc
+
+
 def load_json(path: str) -> dict:
+    doc = stream_json(path)
+    if doc is not None:
+        return doc
     try:
         with open(path, "rb") as fh:
             head = fh.read(2)
