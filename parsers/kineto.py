@@ -55,7 +55,9 @@ class _Bounded:
         self.fh, self.path, self.size = fh, path, 0
 
     def read(self, n=-1):
-        chunk = self.fh.read(n if n and n > 0 else 1 << 20)
+        if n == 0:  # ijson probes the type of what read() returns with read(0)
+            return self.fh.read(0)
+        chunk = self.fh.read(n if n > 0 else 1 << 20)
         self.size += len(chunk)
         if self.size > MAX_BYTES:
             raise TraceFormatError(self.path, f"Kineto JSON larger than {MAX_BYTES >> 30} GiB uncompressed: refused")
@@ -67,20 +69,29 @@ KEPT_ARGS = ("correlation", "device", "stream", "bytes")
 HEAD_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo")
 
 
-def _slim(e) -> dict | None:
-    """The fields of a complete event this reader uses; None for events it does not use."""
+def _row(e, names: dict) -> tuple | None:
+    """The fields of a complete event this reader uses, as one row of FIELDS; None for events it
+    does not use. Names repeat by the million: each distinct one is held once (``names``)."""
     if not isinstance(e, dict) or e.get("ph") != "X" or e.get("cat") not in KEPT_CATS:
         return None
     a = e.get("args")
-    out = {k: e.get(k) for k in ("ph", "cat", "name", "pid", "tid", "ts", "dur")}
-    out["args"] = {k: a.get(k) for k in KEPT_ARGS if k in a} if isinstance(a, dict) else {}
-    return out
+    a = a if isinstance(a, dict) else {}
+    name = e.get("name")
+    if isinstance(name, str):
+        name = names.setdefault(name, name)
+    return (names.setdefault(e["cat"], e["cat"]), name, e.get("pid"), e.get("tid"), e.get("ts"), e.get("dur"),
+            a.get("correlation"), a.get("device"), a.get("stream"), a.get("bytes"))
+
+
+class _Rows(list):
+    """Events already reduced to rows of FIELDS by the streaming reader."""
 
 
 def stream_json(path: str) -> dict | None:
     """The trace read event by event (ijson, C backend): only the complete events of the kinds
     analyzed are kept, slimmed to the fields used, so memory follows the events kept rather
-    than the file (a 1M-kernel trace's CPU-op events are never held). None when ijson is not
+    than the file (a 1M-kernel trace's CPU-op events are never held, and a kept event is one
+    tuple whose repeated names are shared). None when ijson is not
     available or the file is not strict JSON (NaN/Infinity), so the caller falls back."""
     try:
         import ijson
@@ -106,12 +117,12 @@ def stream_json(path: str) -> dict | None:
                     builder.event(event, value)
                     if prefix == key and event in ("end_map", "end_array"):
                         doc[key], builder = builder.value, None
-        events = []
+        rows, names = [], {}
         with opener(path, "rb") as fh:
             for e in ijson.items(_Bounded(fh, path), "traceEvents.item", use_float=True):
-                slim = _slim(e)
-                if slim is not None:
-                    events.append(slim)
+                row = _row(e, names)
+                if row is not None:
+                    rows.append(row)
         missing = [k for k in HEAD_KEYS[1:] if k not in doc]
         for k in missing:  # written after the events by some exporters: one more scan, values only
             with opener(path, "rb") as fh:
@@ -121,7 +132,7 @@ def stream_json(path: str) -> dict | None:
     except (OSError, EOFError, zlib.error) as exc:
         what = "corrupt gzip stream: " if gz else ""
         raise TraceFormatError(path, f"unreadable ({what}{exc})") from None
-    doc["traceEvents"] = events
+    doc["traceEvents"] = _Rows(rows)
     return doc
 
 
@@ -168,7 +179,7 @@ FIELDS = ("cat", "name", "pid", "tid", "ts", "dur", "correlation", "device", "st
 def _columns(events: list, warnings: list) -> pd.DataFrame:
     """One pass over the JSON events, then column-wise conversion: times in ns, ids as
     integers (numeric strings accepted, anything else missing)."""
-    rows = [
+    rows = events if isinstance(events, _Rows) else [
         (e.get("cat"), e.get("name"), e.get("pid"), e.get("tid"), e.get("ts"), e.get("dur"),
          a.get("correlation"), a.get("device"), a.get("stream"), a.get("bytes"))
         for e in events if isinstance(e, dict) and e.get("ph") == "X"

@@ -60,3 +60,61 @@ def test_profiler_steps_are_steps():
     a = analyze(open_case([real("kineto", "hta_ns_resolution_rank0.json.gz")]))
     p = a.data["processes"][0]
     assert p["steps"]["source"] == "nvtx" and p["steps"]["range_name"].startswith("ProfilerStep")
+
+
+def _plain_rows(path):
+    """The kept events by the plain json.loads reader, as rows of FIELDS."""
+    import gzip
+    import json
+
+    from tracetriage.parsers import kineto
+    opener = gzip.open if open(path, "rb").read(2) == b"\x1f\x8b" else open
+    with opener(path, "rb") as fh:
+        events = json.load(fh)["traceEvents"]
+    rows = []
+    for e in events:
+        if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in kineto.KEPT_CATS:
+            a = e.get("args") if isinstance(e.get("args"), dict) else {}
+            rows.append((e["cat"], e.get("name"), e.get("pid"), e.get("tid"), e.get("ts"), e.get("dur"),
+                         a.get("correlation"), a.get("device"), a.get("stream"), a.get("bytes")))
+    return rows
+
+
+@pytest.mark.parametrize("name", sorted(KINETO))
+def test_streaming_reader_keeps_exactly_the_used_events(name):
+    """The event-by-event reader is the path real files take (not a silent fallback), and it
+    keeps the same events, field for field, as a plain JSON pass."""
+    from tracetriage.parsers import kineto
+    path = real("kineto", name)
+    doc = kineto.stream_json(path)
+    assert doc is not None, "strict JSON must be read event by event"
+    assert list(doc["traceEvents"]) == _plain_rows(path)
+
+
+def test_streaming_reader_on_a_multi_megabyte_file_and_fallback_on_nan(tmp_path):
+    import json
+
+    from tracetriage.parsers import kineto
+    events = []
+    for i in range(20000):  # ~3 MB: several reads of the streaming reader
+        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 3,
+                       "args": {"Input Dims": [[64, 64]]}})
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                       "ts": 10 * i + 1, "dur": 2, "args": {"correlation": i}})
+        events.append({"ph": "X", "cat": "kernel", "name": f"k{i % 7}", "pid": 0, "tid": 7, "ts": 10 * i + 4,
+                       "dur": 4.5, "args": {"device": 0, "stream": 7, "correlation": i}})
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events, "distributedInfo": {"rank": 2}}))
+    assert path.stat().st_size > 2 << 20
+    doc = kineto.stream_json(str(path))
+    assert doc is not None and doc["distributedInfo"] == {"rank": 2}  # a key after the events is found
+    assert len(doc["traceEvents"]) == 40000  # the cpu_op events are not held
+    t = open_case([str(path)]).traces[0]
+    assert len(t.gpu) == 20000 and t.meta["rank"] == 2
+    assert int(t.gpu["end"].sum() - t.gpu["start"].sum()) == 20000 * 4500
+    # NaN is not strict JSON: the streaming reader declines and the tolerant reader decides
+    bad = tmp_path / "nan.json"
+    bad.write_text(path.read_text().replace('"dur": 4.5', "\"dur\": NaN", 1))
+    assert kineto.stream_json(str(bad)) is None
+    t = open_case([str(bad)]).traces[0]
+    assert len(t.gpu) == 20000
