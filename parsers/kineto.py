@@ -48,11 +48,23 @@ def _args(event: dict) -> dict:
     return a if isinstance(a, dict) else {}
 
 
-class _Bounded:
-    """A binary reader that refuses to read past MAX_BYTES (decompressed)."""
+class _TooDeep(Exception):
+    pass
 
-    def __init__(self, fh, path):
-        self.fh, self.path, self.size = fh, path, 0
+
+_STEP = np.zeros(256, np.int8)
+_STEP[[ord("["), ord("{")]], _STEP[[ord("]"), ord("}")]] = 1, -1
+MAX_DEPTH = 512  # real traces nest a handful of levels; a streaming parser slows down quadratically with depth
+
+
+class _Bounded:
+    """A binary reader that refuses to read past MAX_BYTES (decompressed). With ``depth``, it
+    also watches bracket nesting as the bytes go by and raises _TooDeep past MAX_DEPTH.
+    Brackets inside strings are counted too, and the count never goes below zero, so it can only
+    overestimate the depth: a false alarm just sends the file to the tolerant reader."""
+
+    def __init__(self, fh, path, depth=False):
+        self.fh, self.path, self.size, self.depth, self.rise = fh, path, 0, depth, 0
 
     def read(self, n=-1):
         if n == 0:  # ijson probes the type of what read() returns with read(0)
@@ -61,6 +73,14 @@ class _Bounded:
         self.size += len(chunk)
         if self.size > MAX_BYTES:
             raise TraceFormatError(self.path, f"Kineto JSON larger than {MAX_BYTES >> 30} GiB uncompressed: refused")
+        if self.depth and chunk:
+            # rise_t = max(0, rise_t-1 + step_t), vectorized: max(rise_0 + C_t, C_t - min_s<=t C_s)
+            c = np.cumsum(_STEP[np.frombuffer(chunk, np.uint8)], dtype=np.int64)
+            lows = np.minimum.accumulate(np.minimum(c, 0))
+            rise = np.maximum(self.rise + c, c - lows)
+            if int(rise.max()) > MAX_DEPTH:
+                raise _TooDeep
+            self.rise = int(rise[-1])
         return chunk
 
 
@@ -104,7 +124,7 @@ def stream_json(path: str) -> dict | None:
     try:
         with opener(path, "rb") as fh:  # the small top-level keys, read until the events start
             builder, key = None, None
-            for prefix, event, value in ijson.parse(_Bounded(fh, path), use_float=True):
+            for prefix, event, value in ijson.parse(_Bounded(fh, path, depth=True), use_float=True):
                 if prefix == "traceEvents" and event == "start_array":
                     break
                 if builder is None and prefix in HEAD_KEYS:
@@ -119,16 +139,16 @@ def stream_json(path: str) -> dict | None:
                         doc[key], builder = builder.value, None
         rows, names = [], {}
         with opener(path, "rb") as fh:
-            for e in ijson.items(_Bounded(fh, path), "traceEvents.item", use_float=True):
+            for e in ijson.items(_Bounded(fh, path, depth=True), "traceEvents.item", use_float=True):
                 row = _row(e, names)
                 if row is not None:
                     rows.append(row)
         missing = [k for k in HEAD_KEYS[1:] if k not in doc]
         for k in missing:  # written after the events by some exporters: one more scan, values only
             with opener(path, "rb") as fh:
-                doc[k] = next(ijson.items(_Bounded(fh, path), k, use_float=True), None)
-    except ijson.JSONError:
-        return None  # not strict JSON (NaN, Infinity, a cut file): the tolerant reader decides
+                doc[k] = next(ijson.items(_Bounded(fh, path, depth=True), k, use_float=True), None)
+    except (ijson.JSONError, UnicodeDecodeError, _TooDeep):
+        return None  # not strict JSON (NaN, a lone surrogate, a cut file) or nested deeper than any trace: the tolerant reader decides
     except (OSError, EOFError, zlib.error) as exc:
         what = "corrupt gzip stream: " if gz else ""
         raise TraceFormatError(path, f"unreadable ({what}{exc})") from None

@@ -118,3 +118,29 @@ def test_streaming_reader_on_a_multi_megabyte_file_and_fallback_on_nan(tmp_path)
     assert kineto.stream_json(str(bad)) is None
     t = open_case([str(bad)]).traces[0]
     assert len(t.gpu) == 20000
+
+
+def test_nesting_watch_matches_a_plain_count(monkeypatch):
+    """The streaming reader's vectorized nesting watch (max(0, depth + step), carried across
+    reads) alarms exactly when a byte-by-byte count exceeds the limit."""
+    import io
+    import random
+
+    from tracetriage.parsers import kineto
+    rng = random.Random(7)
+    for _ in range(300):
+        data = bytes(rng.choice(b"[]{}a,") for _ in range(rng.randint(1, 400)))
+        depth = peak = 0
+        for ch in data:
+            depth = max(0, depth + (ch in b"[{") - (ch in b"]}"))
+            peak = max(peak, depth)
+        for limit, alarm in ((peak, False), (peak - 1, True))[: 1 + (peak > 0)]:
+            monkeypatch.setattr(kineto, "MAX_DEPTH", limit)
+            reader = kineto._Bounded(io.BytesIO(data), "x", depth=True)
+            try:
+                while reader.read(rng.randint(1, 50)):
+                    pass
+                raised = False
+            except kineto._TooDeep:
+                raised = True
+            assert raised == alarm, (data, limit)
