@@ -4,6 +4,7 @@
     python benchmarks/bench.py --kernels 1000000
     python benchmarks/bench.py --startup
     python benchmarks/bench.py --batch --jobs 1 --jobs 2
+    python benchmarks/bench.py --kineto --kernels 1000000
 
 Generates (once, cached under benchmarks/out/) two shapes of export with N kernels and
 N launch calls: ``decode`` (one device, one stream, NVTX step ranges, one sync per step)
@@ -142,6 +143,13 @@ if mode == "sqlite3":
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"):
         con.execute(f"SELECT count(*), sum(start), sum(end), sum(correlationId) FROM {table}").fetchall()
+elif mode == "json":  # what a plain JSON reader pays: the whole document in memory
+    import json
+    with open(path, "rb") as fh:
+        len(json.load(fh)["traceEvents"])
+elif mode == "kparse":
+    from tracetriage.parsers import kineto
+    kineto.parse(path)
 elif mode == "parse":
     from tracetriage.parsers import nsys
     nsys.parse(path)
@@ -161,6 +169,47 @@ print(json.dumps({"mode": mode, "seconds": round(elapsed, 2), "peak_rss_mb": rou
 def measure(mode: str, path: Path, *extra: str) -> dict:
     out = subprocess.run([sys.executable, "-c", CHILD, mode, str(path), *extra], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def build_kineto(path: Path, n_kernels: int) -> None:
+    """A PyTorch-profiler-shaped trace: per kernel one aten op (with input dims), its
+    cudaLaunchKernel and the kernel, one ProfilerStep range per 500 kernels."""
+    if path.exists():
+        return
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as f:
+        f.write('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}], '
+                '"distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": [\n')
+        t, sep = 1000, ""
+        for i in range(n_kernels):
+            if i % 500 == 0:
+                f.write(sep + json.dumps({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i // 500}",
+                                          "pid": 1, "tid": 1, "ts": t, "dur": 500 * 10}))
+                sep = ",\n"
+            f.write(sep + json.dumps({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t,
+                                      "dur": 3, "args": {"Input Dims": [[64, 64], [64, 64]], "External id": i}}))
+            f.write(",\n" + json.dumps({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+                                         "tid": 1, "ts": t + 1, "dur": 2, "args": {"correlation": i, "External id": i}}))
+            f.write(",\n" + json.dumps({"ph": "X", "cat": "kernel", "name": f"sm90_gemm_{i % 13}", "pid": 0, "tid": 7,
+                                         "ts": t + 5, "dur": 4.5, "args": {"device": 0, "stream": 7, "correlation": i,
+                                                                            "grid": [132, 1, 1], "block": [384, 1, 1]}}))
+            t += 10
+        f.write("]}\n")
+    tmp.rename(path)
+
+
+def bench_kineto(n_kernels: int) -> None:
+    """Kineto JSON: a plain json.load of the file (baseline) vs tracetriage's parser and analysis."""
+    out = HERE / "out"
+    out.mkdir(exist_ok=True)
+    path = out / f"kineto_{n_kernels}.json"
+    build_kineto(path, n_kernels)
+    print(f"trace: {path.name} ({path.stat().st_size / 1e6:,.0f} MB, {n_kernels:,} kernels, 3 events each)")
+    res = {mode: measure(mode, path) for mode in ("json", "kparse", "analyze")}
+    base = res["json"]
+    for mode, r in res.items():
+        ratio = f"{r['seconds'] / base['seconds']:5.1f}x json.load" if mode != "json" else "      baseline"
+        print(f"  {mode:<8} {r['seconds']:>7.2f} s  {ratio}   peak RSS {r['peak_rss_mb']:>7.1f} MB")
 
 
 def bench_startup() -> None:
@@ -208,10 +257,14 @@ def main(argv=None):
     ap.add_argument("--batch", action="store_true", help="measure batch throughput (cases/minute) instead")
     ap.add_argument("--jobs", type=int, action="append", help="batch workers (repeat to compare, e.g. --jobs 1 --jobs 2)")
     ap.add_argument("--startup", action="store_true", help="measure start-up and a small real export instead")
+    ap.add_argument("--kineto", action="store_true", help="measure a generated Kineto JSON trace instead")
     ap.add_argument("--shape", choices=["decode", "sync2dev", "both"], default="both")
     args = ap.parse_args(argv)
     if args.startup:
         bench_startup()
+        return
+    if args.kineto:
+        bench_kineto(args.kernels)
         return
     if args.batch:
         rates = {j: bench_batch(j) for j in (args.jobs or [2])}
