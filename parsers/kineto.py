@@ -105,6 +105,16 @@ def _row(e, names: dict) -> tuple | None:
             a.get("correlation"), a.get("device"), a.get("stream"), a.get("bytes"))
 
 
+def _opener(path: str):
+    """(gzipped?, the open function for it), from the file's magic bytes."""
+    try:
+        with open(path, "rb") as fh:
+            gz = fh.read(2) == GZIP_MAGIC
+    except OSError as exc:
+        raise TraceFormatError(path, f"unreadable ({exc})") from None
+    return gz, gzip.open if gz else open
+
+
 class _Rows(list):
     """Events already reduced to rows of FIELDS by the streaming reader."""
 
@@ -119,9 +129,7 @@ def stream_json(path: str) -> dict | None:
         import ijson
     except ImportError:
         return None
-    with open(path, "rb") as fh:
-        gz = fh.read(2) == GZIP_MAGIC
-    opener = gzip.open if gz else open
+    gz, opener = _opener(path)
     doc: dict = {}
     try:
         with opener(path, "rb") as fh:  # the small top-level keys, read until the events start
@@ -162,21 +170,16 @@ def load_json(path: str) -> dict:
     doc = stream_json(path)
     if doc is not None:
         return doc
+    gz, opener = _opener(path)
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(2)
-        opener = gzip.open if head == b"\x1f\x8b" else open
-        parts, size = [], 0
         with opener(path, "rb") as fh:  # in chunks: memory grows with the file, not with the limit
-            while chunk := fh.read(1 << 24):
-                size += len(chunk)
-                if size > MAX_BYTES:
-                    raise TraceFormatError(path, f"Kineto JSON larger than {MAX_BYTES >> 30} GiB uncompressed: refused")
+            reader, parts = _Bounded(fh, path), []
+            while chunk := reader.read(1 << 24):
                 parts.append(chunk)
         raw = b"".join(parts)
         del parts
     except (OSError, EOFError, zlib.error) as exc:
-        what = "corrupt gzip stream: " if head == GZIP_MAGIC else ""
+        what = "corrupt gzip stream: " if gz else ""
         raise TraceFormatError(path, f"unreadable ({what}{exc})") from None
     doc = json_document(path, raw, "Kineto trace")
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):

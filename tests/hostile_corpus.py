@@ -73,39 +73,33 @@ def _sql(db: Path, *statements: str) -> None:
         con.close()
 
 
+def _sqlite_case(cases: list, family: str, src: Path, case_dir: Path, file: str, name: str, *statements: str) -> None:
+    """A copy of ``src`` changed by ``statements`` becomes a case; one SQLite refuses is dropped."""
+    db = _copy(src, case_dir / file)
+    try:
+        _sql(db, *statements)
+    except sqlite3.DatabaseError:
+        shutil.rmtree(case_dir)
+        return
+    cases.append((family, name, db))
+
+
 def nsys_values(out: Path, cases: list) -> None:
     for table, cols in NSYS_COLUMNS.items():
         for col in cols:
             for label, value in BAD_VALUES.items():
                 name = f"{table}.{col}={label}"
-                db = _copy(NSYS, out / name / "trace.sqlite")
-                try:
-                    _sql(db, f'UPDATE "{table}" SET "{col}" = {value} WHERE rowid IN (SELECT rowid FROM "{table}" LIMIT 3)')
-                except sqlite3.DatabaseError:
-                    shutil.rmtree(out / name)
-                    continue
-                cases.append(("nsys-values", name, db))
-        # a whole column of text
-        for col in cols[:2]:
+                _sqlite_case(cases, "nsys-values", NSYS, out / name, "trace.sqlite", name,
+                             f'UPDATE "{table}" SET "{col}" = {value} WHERE rowid IN (SELECT rowid FROM "{table}" LIMIT 3)')
+        for col in cols[:2]:  # a whole column of text
             name = f"{table}.{col}=all-text"
-            db = _copy(NSYS, out / name / "trace.sqlite")
-            try:
-                _sql(db, f'UPDATE "{table}" SET "{col}" = \'x\' || "{col}"')
-            except sqlite3.DatabaseError:
-                shutil.rmtree(out / name)
-                continue
-            cases.append(("nsys-values", name, db))
+            _sqlite_case(cases, "nsys-values", NSYS, out / name, "trace.sqlite", name,
+                         f'UPDATE "{table}" SET "{col}" = \'x\' || "{col}"')
 
 
 def nsys_shape(out: Path, cases: list) -> None:
     def variant(name, *statements):
-        db = _copy(NSYS, out / name / "trace.sqlite")
-        try:
-            _sql(db, *statements)
-        except sqlite3.DatabaseError:
-            shutil.rmtree(out / name)
-            return
-        cases.append(("nsys-shape", name, db))
+        _sqlite_case(cases, "nsys-shape", NSYS, out / name, "trace.sqlite", name, *statements)
 
     for table, cols in NSYS_COLUMNS.items():
         for col in cols:
@@ -203,15 +197,8 @@ def rocpd(out: Path, cases: list) -> None:
                 continue
             for label in ("text", "null"):
                 name = f"{t.split('_')[1]}_{t.split('_')[2] if t.count('_') > 1 else ''}.{c}={label}"
-                d = out / name
-                d.mkdir(exist_ok=True)
-                db = _copy(ROCPD, d / "4202_results.db")
-                try:
-                    _sql(db, f'UPDATE "{t}" SET "{c}" = {BAD_VALUES[label]} WHERE rowid IN (SELECT rowid FROM "{t}" LIMIT 3)')
-                except sqlite3.DatabaseError:
-                    shutil.rmtree(d)
-                    continue
-                cases.append(("rocpd", name, db))
+                _sqlite_case(cases, "rocpd", ROCPD, out / name, "4202_results.db", name,
+                             f'UPDATE "{t}" SET "{c}" = {BAD_VALUES[label]} WHERE rowid IN (SELECT rowid FROM "{t}" LIMIT 3)')
     string_table = next(t for t in tables if t.startswith("rocpd_string"))
     d = out / "rocpd duplicate string ids"
     d.mkdir()
