@@ -846,7 +846,8 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom:
     devices = data["devices"]
     if not devices:
         topo = data.get("topology")
-        what = (f"topology: {len(topo['gpus'])} GPUs in islands {topo['islands']}" if topo
+        what = ((f"topology: {plural(len(topo['gpus']), 'GPU')} in islands {topo['islands']}" if len(topo["gpus"]) > 1
+                 else "topology: one GPU, so no interconnect between GPUs to judge") if topo
                 else "serving artifacts" if data.get("serving") else "side artifacts only")
         if findings and findings[0]["id"] == "healthy":
             return f"Healthy: {findings[0]['title']} (no GPU trace given)"

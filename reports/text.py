@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tracetriage.analyzers.evidence import plural
 from tracetriage.reports.view import build_view, fmt_ns
 
 
@@ -63,7 +64,7 @@ def render_text(analysis) -> str:
         out.append("")
     topo = v.get("topology")
     if topo:
-        out.append(f"TOPOLOGY {topo['path']}: {len(topo['gpus'])} GPUs, {topo['nics']} NICs, islands {topo['islands']}")
+        out.append(f"TOPOLOGY {topo['path']}: {plural(len(topo['gpus']), 'GPU')}, {plural(topo['nics'], 'NIC')}, islands {topo['islands']}")
         out.append("  NUMA per GPU: " + ", ".join(f"GPU{g}:{n}" for g, n in topo["numa"].items()))
         for g in topo["crossing_groups"]:
             out.append(f"  group {g['group']}: spans {g['islands_spanned']} island(s), worst link {g['worst_link']}")

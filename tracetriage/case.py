@@ -78,6 +78,7 @@ def file_problem(path: Path) -> str | None:
 
 
 _TOPO = re.compile(r"Legend:|\bX\s*=\s*Self|\bNV\d+\b.*\bSYS\b|\bSYS\b.*\bNV\d+\b|GPU0\s+GPU1", re.S)
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _ROCM_TOPO = re.compile(r"=+\s*ROCm System Management Interface\s*=+|Weight between two GPUs|Link Type between two GPUs")
 # Log lines as NCCL writes them (host:pid:tid [dev] ... NCCL INFO), the RCCL banner, or
 # nccl-tests output; prose that merely mentions NCCL (a README) does not match.
@@ -186,8 +187,12 @@ def _detect_text(head: bytes, gz: bool = False) -> str:
         return "pyspy"
     if _NCCL.search(text):
         return "nccl"
-    if _TOPO.search(text) and re.search(r"^\s+GPU0(?:[ \t]+\S+)*[ \t]+GPU1\b", text, re.M) and re.search(
-        r"^GPU\d+[ \t]+(?:X|NV\d+|SYS|NODE|PHB|PXB|PIX|XGMI|MX|SOC)\b", text, re.M
+    # nvidia-smi (driver 580+) underlines the header with ANSI escapes even when written to a file.
+    plain = _ANSI.sub("", text)
+    if _TOPO.search(plain) and (
+        re.search(r"^\s+GPU0(?:[ \t]+\S+)*[ \t]+GPU1\b", plain, re.M)
+        and re.search(r"^GPU\d+[ \t]+(?:X|NV\d+|SYS|NODE|PHB|PXB|PIX|XGMI|MX|SOC)\b", plain, re.M)
+        or re.search(r"^\s+GPU0[ \t]", plain, re.M) and re.search(r"^GPU0[ \t]+X[ \t]", plain, re.M)  # one GPU
     ):
         return "topology"
     if re.match(r"^[^;\s][^\n]*;[^\n]* \d+$", first):

@@ -236,7 +236,7 @@ def cmd_analyze(args) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             case = open_case(args.paths)
-            if len(args.paths) > 1:
+            if len(case.traces) > 1:  # several files, or a folder of them
                 _check_one_run(case)
             analysis = analyze(case, step_range=args.step_range, symptom=args.symptom, slo=slo)
     finally:
