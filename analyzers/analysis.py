@@ -98,9 +98,11 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         lo, hi = tl.frame_window(trace)
         source = "gpu_activity"
         dropped = 0
+    setup = max(0, lo - int(trace.gpu["start"].min())) if not with_steps else 0
     if hi <= lo:
         hi = lo + 1
-    window = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo, "source": source, "warmup_steps_excluded": dropped}
+    window = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo, "source": source, "warmup_steps_excluded": dropped,
+              "setup_excluded_ns": setup}
 
     prefix = f"{index}:" if multi else ""
     api = trace.api

@@ -258,5 +258,10 @@ def gaps_after(gap_s: np.ndarray, gap_e: np.ndarray, event_ends: np.ndarray, sla
 
 
 def frame_window(trace: Trace) -> tuple[int, int]:
+    """The window of a capture without steps: from the first kernel to the end of the last GPU
+    activity. Copies and memsets before any kernel ran are the program's set-up (weights loaded,
+    buffers cleared), not its steady state; a capture without kernels keeps all of its activity."""
     g = trace.gpu
-    return int(g["start"].min()), int(g["end"].max())
+    kernels = g["kind"].to_numpy() == "kernel"
+    lo = int(g["start"].to_numpy()[kernels].min()) if kernels.any() else int(g["start"].min())
+    return lo, int(g["end"].max())

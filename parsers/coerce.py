@@ -5,7 +5,7 @@ is dynamically typed: an INTEGER column can hold text, blobs or 1e308; JSON numb
 Infinity, 5,000 digits long, or strings). The policy per value:
 
 * integers (ids, timestamps, sizes): an integer within ±2^62 is kept; a float that is
-  finite and in range is truncated; a numeric string is parsed; anything else (text,
+  finite and in range is truncated; a numeric string (decimal, or hex with 0x) is parsed; anything else (text,
   blobs, NaN, ±Infinity, out of range, nested JSON) becomes the column's default (-1,
   "unknown") and is counted. Rows whose *timestamps* are invalid are then dropped by
   :func:`sanitize_trace` (an interval that cannot be true is not analyzed).
@@ -41,7 +41,7 @@ def _int_of(v, default: int):
     if isinstance(v, str) and 0 < len(v) <= 24:
         s = v.strip()
         try:
-            x = int(s)
+            x = int(s, 16) if s[:2] in ("0x", "0X") else int(s)  # ROCm writes stream handles as "0x0"
         except ValueError:
             try:
                 f = float(s)

@@ -75,10 +75,15 @@ def compact_categorical(codes, categories) -> pd.Categorical:
 
 def per_distinct(values, fn) -> np.ndarray:
     """fn applied once per distinct value, broadcast back (no Python call per event)."""
-    values = np.asarray(values, dtype=object)
-    if not len(values):
-        return np.zeros(0, dtype=object)
-    codes, uniq = pd.factorize(pd.Series(values).astype(str))
+    if isinstance(values, pd.Categorical):  # already interned: one call per category
+        codes, uniq = np.asarray(values.codes), [str(u) for u in values.categories]
+        if not len(codes):
+            return np.zeros(0, dtype=object)
+    else:
+        values = np.asarray(values, dtype=object)
+        if not len(values):
+            return np.zeros(0, dtype=object)
+        codes, uniq = pd.factorize(pd.Series(values).astype(str))
     mapped = np.array([fn(u) for u in uniq] + [None], dtype=object)
     return mapped[np.where(codes < 0, len(uniq), codes)]
 

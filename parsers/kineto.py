@@ -28,6 +28,9 @@ import pandas as pd
 from tracetriage.errors import MissingDataError, TraceFormatError
 from tracetriage.model import (
     API_CATEGORIES,
+    COLLECTIVE_OPS,
+    COPY_KINDS,
+    GPU_KINDS,
     Trace,
     api_category,
     collective_op,
@@ -41,11 +44,6 @@ API_CATS = ("cuda_runtime", "cuda_driver")
 RANGE_CATS = ("user_annotation",)
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_BYTES = 4 << 30  # 4 GiB of JSON text: beyond any real capture, before it exhausts memory
-
-
-def _args(event: dict) -> dict:
-    a = event.get("args")
-    return a if isinstance(a, dict) else {}
 
 
 class _TooDeep(Exception):
@@ -91,18 +89,90 @@ KEPT_ARGS = ("correlation", "device", "stream", "bytes")
 HEAD_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo")
 
 
-def _row(e, names: dict) -> tuple | None:
-    """The fields of a complete event this reader uses, as one row of FIELDS; None for events it
-    does not use. Names repeat by the million: each distinct one is held once (``names``)."""
-    if not isinstance(e, dict) or e.get("ph") != "X" or e.get("cat") not in KEPT_CATS:
-        return None
-    a = e.get("args")
-    a = a if isinstance(a, dict) else {}
-    name = e.get("name")
-    if isinstance(name, str):
-        name = names.setdefault(name, name)
-    return (names.setdefault(e["cat"], e["cat"]), name, e.get("pid"), e.get("tid"), e.get("ts"), e.get("dur"),
-            a.get("correlation"), a.get("device"), a.get("stream"), a.get("bytes"))
+MISSING = -(1 << 62)  # an absent id: never a valid value (coerce keeps |v| < 2^62)
+INT_FIELDS = ("pid", "tid", "correlation", "device", "stream", "bytes")
+KEPT_LIST = sorted(KEPT_CATS)
+_CAT_CODE = {c: i for i, c in enumerate(KEPT_LIST)}
+
+
+class _Events:
+    """The kept events as typed columns, filled while the JSON streams by: a category code, a name
+    code (each distinct name held once), float µs for ts/dur and int64 ids with MISSING for absent
+    ones — about 70 bytes an event instead of a tuple of Python objects. A value of any other type
+    (text, a huge integer, a list) is set aside with its position, and the column it belongs to is
+    handed whole to :mod:`coerce` at the end, so the policy for untrusted values stays there."""
+
+    def __init__(self):
+        from array import array
+
+        self.cat, self.name = array("b"), array("i")
+        self.ts, self.dur = array("d"), array("d")
+        self.ints = {f: array("q") for f in INT_FIELDS}
+        self.names: dict[str, int] = {}
+        self.odd: dict[str, list] = {}  # field -> [(row, raw value)]
+
+    def __len__(self):
+        return len(self.cat)
+
+    def add(self, e) -> None:
+        if type(e) is not dict or e.get("ph") != "X":
+            return
+        cat = e.get("cat")
+        code = _CAT_CODE.get(cat) if type(cat) is str else None
+        if code is None:
+            return
+        n = len(self.cat)
+        self.cat.append(code)
+        name = e.get("name")
+        if type(name) is not str:
+            name = coerce.text(name)
+        self.name.append(self.names.setdefault(name, len(self.names)))
+        for field, col in (("ts", self.ts), ("dur", self.dur)):
+            v = e.get(field)
+            if type(v) is float:
+                col.append(v)
+            elif type(v) is int and -coerce.LIMIT < v < coerce.LIMIT:
+                col.append(float(v))
+            else:
+                col.append(np.nan)
+                if v is not None:
+                    self.odd.setdefault(field, []).append((n, v))
+        a = e.get("args")
+        a = a if type(a) is dict else {}
+        for field in INT_FIELDS:
+            v = a.get(field) if field in KEPT_ARGS else e.get(field)
+            if type(v) is int and -coerce.LIMIT < v < coerce.LIMIT:
+                self.ints[field].append(v)
+            else:
+                self.ints[field].append(MISSING)
+                if v is not None:
+                    self.odd.setdefault(field, []).append((n, v))
+
+    def frame(self, warnings: list) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+        """(cat/name/id columns, ts µs, dur µs), each column through coerce."""
+        # categoricals straight from the codes: no string is copied per event
+        cols = {"cat": pd.Categorical.from_codes(np.frombuffer(self.cat, np.int8), categories=pd.Index(KEPT_LIST, dtype=object)),
+                "name": pd.Categorical.from_codes(np.frombuffer(self.name, np.int32),
+                                                  categories=pd.Index(list(self.names), dtype=object))}
+        ts = self._column("ts", np.frombuffer(self.ts, np.float64), warnings)
+        dur = self._column("dur", np.frombuffer(self.dur, np.float64), warnings)
+        for field in INT_FIELDS:
+            vals = self._column(field, np.frombuffer(self.ints[field], np.int64), warnings)
+            cols[field] = np.where(vals == MISSING, np.nan, vals.astype(np.float64))
+        return pd.DataFrame(cols), ts, dur
+
+    def _column(self, field, arr, warnings):
+        where = f"traceEvents[].{field}"
+        odd = self.odd.get(field)
+        if odd:  # rare (hostile or hand-written files): the whole column takes coerce's per-value path
+            arr = arr.astype(object)
+            if field in INT_FIELDS:
+                arr[arr == MISSING] = None
+            for i, v in odd:
+                arr[i] = v
+        if field in INT_FIELDS:
+            return coerce.int64(arr, where, warnings, default=MISSING)
+        return coerce.float64(arr, where, warnings)
 
 
 def _opener(path: str):
@@ -115,15 +185,11 @@ def _opener(path: str):
     return gz, gzip.open if gz else open
 
 
-class _Rows(list):
-    """Events already reduced to rows of FIELDS by the streaming reader."""
-
-
 def stream_json(path: str) -> dict | None:
     """The trace read event by event (ijson, C backend): only the complete events of the kinds
     analyzed are kept, slimmed to the fields used, so memory follows the events kept rather
     than the file (a 1M-kernel trace's CPU-op events are never held, and a kept event is one
-    tuple whose repeated names are shared). None when ijson is not
+    row of typed columns, names held once). None when ijson is not
     available or the file is not strict JSON (NaN/Infinity), so the caller falls back."""
     try:
         import ijson
@@ -147,12 +213,10 @@ def stream_json(path: str) -> dict | None:
                     builder.event(event, value)
                     if prefix == key and event in ("end_map", "end_array"):
                         doc[key], builder = builder.value, None
-        rows, names = [], {}
+        events = _Events()
         with opener(path, "rb") as fh:
             for e in ijson.items(_Bounded(fh, path, depth=True), "traceEvents.item", use_float=True):
-                row = _row(e, names)
-                if row is not None:
-                    rows.append(row)
+                events.add(e)
         missing = [k for k in HEAD_KEYS[1:] if k not in doc]
         for k in missing:  # written after the events by some exporters: one more scan, values only
             with opener(path, "rb") as fh:
@@ -162,7 +226,7 @@ def stream_json(path: str) -> dict | None:
     except (OSError, EOFError, zlib.error) as exc:
         what = "corrupt gzip stream: " if gz else ""
         raise TraceFormatError(path, f"unreadable ({what}{exc})") from None
-    doc["traceEvents"] = _Rows(rows)
+    doc["traceEvents"] = events
     return doc
 
 
@@ -198,38 +262,26 @@ def _copy_kind(name: str) -> str:
     return m.group(1) if m else "other"
 
 
-FIELDS = ("cat", "name", "pid", "tid", "ts", "dur", "correlation", "device", "stream", "bytes")
-
-
-def _columns(events: list, warnings: list) -> pd.DataFrame:
-    """One pass over the JSON events, then column-wise conversion: times in ns, ids as
-    integers (numeric strings accepted, anything else missing)."""
-    rows = events if isinstance(events, _Rows) else [
-        (e.get("cat"), e.get("name"), e.get("pid"), e.get("tid"), e.get("ts"), e.get("dur"),
-         a.get("correlation"), a.get("device"), a.get("stream"), a.get("bytes"))
-        for e in events if isinstance(e, dict) and e.get("ph") == "X"
-        for a in (_args(e),)
-    ]
-    df = pd.DataFrame(rows, columns=list(FIELDS), dtype=object)
-    for col in ("cat", "name"):
-        df[col] = np.array([coerce.text(v) for v in df[col].to_numpy()], dtype=object)
-    # times in µs (fractional): finite values kept; an event without a valid ts is dropped below
-    ts = coerce.float64(df["ts"].to_numpy(), "traceEvents[].ts", warnings)
-    dur = coerce.float64(df["dur"].to_numpy(), "traceEvents[].dur", warnings)
+def _columns(events, warnings: list) -> pd.DataFrame:
+    """The kept events as one frame: times in int64 ns, ids as float64 with NaN for missing or
+    invalid ones (numeric strings accepted), every column through coerce. ``events`` is the
+    streaming reader's :class:`_Events`, or the tolerant reader's list of dicts."""
+    if not isinstance(events, _Events):
+        acc = _Events()
+        for e in events:
+            acc.add(e)
+        events = acc
+    df, ts, dur = events.frame(warnings)
+    # times in µs (fractional): finite values kept; an event without a valid ts is dropped
     ok = np.isfinite(ts) & (np.abs(ts) < 4e15) & (np.nan_to_num(np.abs(dur)) < 4e15)  # µs: ns must stay under 2^62
     if not ok.all():
         warnings.append(f"traceEvents: {int((~ok).sum()):,} events without a valid ts/dur dropped")
         df, ts, dur = df[ok].reset_index(drop=True), ts[ok], dur[ok]
     # whole-µs timestamps (older Kineto) resolve 1 µs; fractional ones (newer) resolve 1 ns
-    resolution = 1000 if ts.size and bool(np.all(ts == np.round(ts))) and bool(np.all(np.nan_to_num(dur) == np.round(np.nan_to_num(dur)))) else 1
-    warnings_meta = {"clock_resolution_ns": resolution}
-    df.attrs.update(warnings_meta)
+    whole = ts.size and bool(np.all(ts == np.round(ts))) and bool(np.all(np.nan_to_num(dur) == np.round(np.nan_to_num(dur))))
+    df.attrs["clock_resolution_ns"] = 1000 if whole else 1
     df["ts"] = np.round(ts * 1000).astype(np.int64)
     df["dur"] = np.round(np.nan_to_num(dur) * 1000).astype(np.int64)
-    for col in ("pid", "tid", "correlation", "device", "stream", "bytes"):
-        # NaN marks missing or invalid (the _ints defaults apply); counted when invalid
-        vals = coerce.int64(df[col].to_numpy(), f"traceEvents[].{col}", warnings, default=-(1 << 62))
-        df[col] = np.where(vals == -(1 << 62), np.nan, vals.astype(np.float64))
     return df
 
 
@@ -239,13 +291,33 @@ def _ints(series: pd.Series, default) -> np.ndarray:
     return series.fillna(default).astype(np.int64).to_numpy()
 
 
+GRAPH_LAUNCHES = ["cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch"]
+
+
+def _used(cat: pd.Categorical) -> pd.Categorical:
+    """The categorical with only the categories its rows use (names are shared by all event kinds)."""
+    codes = np.asarray(cat.codes)
+    used = np.bincount(codes[codes >= 0], minlength=len(cat.categories)) > 0
+    remap = np.cumsum(used) - 1
+    return pd.Categorical.from_codes(np.where(codes >= 0, remap[np.maximum(codes, 0)], -1).astype(codes.dtype),
+                                     categories=pd.Index(np.asarray(cat.categories, dtype=object)[used], dtype=object))
+
+
+def _where_categorical(mask: np.ndarray, values: np.ndarray, categories) -> pd.Categorical:
+    """values where mask, missing elsewhere, as a categorical of the model's fixed categories."""
+    out = pd.Categorical(values, categories=categories)
+    codes = np.where(mask, out.codes, -1).astype(out.codes.dtype)
+    return pd.Categorical.from_codes(codes, categories=out.categories)
+
+
 def parse(path: str) -> Trace:
     doc = load_json(path)
     trace = Trace(path=str(path), format="kineto")
     events = doc.get("traceEvents")
-    if not isinstance(events, list):
+    if not isinstance(events, (list, _Events)):
         raise TraceFormatError(path, "traceEvents is not a list of events")
     ev = _columns(events, trace.warnings)
+    del events, doc["traceEvents"]  # the typed columns are all that is needed from here
     trace.meta["clock_resolution_ns"] = ev.attrs.get("clock_resolution_ns", 1)
     dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
     trace.meta["version"] = str(doc.get("schemaVersion")) if doc.get("schemaVersion") is not None else None
@@ -256,40 +328,42 @@ def parse(path: str) -> Trace:
     gpu_ev = ev[ev["cat"].isin(list(GPU_CATS))]
     api_ev = ev[ev["cat"].isin(API_CATS)]
     rng_ev = ev[ev["cat"].isin(RANGE_CATS)]
+    del ev
     if gpu_ev.empty:
         raise MissingDataError(path, "nothing to analyze: CPU-only profiler trace (no kernel, memcpy or memset events)")
 
     a_pid, a_corr = _ints(api_ev["pid"], 0), _ints(api_ev["correlation"], -1)
-    a_name = api_ev["name"].to_numpy(object)
-    names = pd.Categorical(a_name)
+    a_name = _used(api_ev["name"].array)
     trace.api = pd.DataFrame({
         "pid": a_pid, "tid": _ints(api_ev["tid"], 0), "start": api_ev["ts"].to_numpy(),
-        "end": (api_ev["ts"] + api_ev["dur"]).to_numpy(), "name": names,
+        "end": (api_ev["ts"] + api_ev["dur"]).to_numpy(), "name": a_name,
         "category": pd.Categorical(per_distinct(a_name, api_category), categories=API_CATEGORIES),
         "correlation": a_corr,
     }).sort_values("start", kind="stable", ignore_index=True)
     host_pid = int(pd.Series(a_pid).mode().iloc[0]) if len(a_pid) else 0
-    corr_pid = pd.Series(a_pid, index=a_corr)
-    corr_pid = corr_pid[~corr_pid.index.duplicated()]
-    corr_api = pd.Series(a_name, index=a_corr)
-    corr_api = corr_api[~corr_api.index.duplicated()]
+    first = ~pd.Index(a_corr).duplicated()  # the first API call of each correlation id launched it
+    corr_pid = pd.Series(a_pid[first], index=a_corr[first])
+    graph_launch = np.isin(np.asarray(a_name.categories, dtype=object), GRAPH_LAUNCHES)
+    corr_graph = pd.Series(graph_launch[a_name.codes[first]] if len(a_name.categories) else np.zeros(int(first.sum()), bool),
+                           index=a_corr[first])
 
-    g_kind = gpu_ev["cat"].map(GPU_CATS).to_numpy(object)
-    g_name = gpu_ev["name"].to_numpy(object)
+    g_cat = gpu_ev["cat"].array
+    g_name = _used(gpu_ev["name"].array)
     g_corr = _ints(gpu_ev["correlation"], -1)
     pid = corr_pid.reindex(g_corr).fillna(host_pid).to_numpy(np.int64) if len(corr_pid) else np.full(len(gpu_ev), host_pid, np.int64)
-    launcher = corr_api.reindex(g_corr).fillna("").to_numpy(object) if len(corr_api) else np.full(len(gpu_ev), "", object)
-    is_copy = g_kind == "memcpy"
-    ops = per_distinct(g_name, collective_op)
+    in_graph = corr_graph.reindex(g_corr).fillna(False).to_numpy(bool) if len(corr_graph) else np.zeros(len(gpu_ev), bool)
+    kind = pd.Categorical(np.asarray(g_cat.categories.map(GPU_CATS), dtype=object)[g_cat.codes], categories=GPU_KINDS)
+    is_kernel, is_copy = kind == "kernel", kind == "memcpy"
     gpu = pd.DataFrame({
         # GPU events carry the device as their Chrome "pid" when args.device is absent
         "pid": pid, "ordinal": _ints(gpu_ev["device"], _ints(gpu_ev["pid"], 0)), "stream": _ints(gpu_ev["stream"], -1),
-        "start": gpu_ev["ts"].to_numpy(), "end": (gpu_ev["ts"] + gpu_ev["dur"]).to_numpy(), "kind": g_kind,
-        "name": g_name, "correlation": g_corr, "collective": np.where(g_kind == "kernel", ops, None),
+        "start": gpu_ev["ts"].to_numpy(), "end": (gpu_ev["ts"] + gpu_ev["dur"]).to_numpy(), "kind": kind,
+        "name": g_name, "correlation": g_corr,
+        "collective": _where_categorical(is_kernel, per_distinct(g_name, collective_op), COLLECTIVE_OPS),
         "bytes": np.maximum(_ints(gpu_ev["bytes"], 0), 0),
-        "copy_kind": np.where(is_copy, per_distinct(g_name, _copy_kind), None),
+        "copy_kind": _where_categorical(is_copy, per_distinct(g_name, _copy_kind), COPY_KINDS),
         "pageable": per_distinct(g_name, lambda n: "Pageable" in n).astype(bool) & is_copy,
-        "in_graph": np.isin(launcher, ["cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch"]),
+        "in_graph": in_graph,
     })
     raw_props = doc.get("deviceProperties")
     props = {_int(p.get("id", i), i): p for i, p in enumerate(raw_props if isinstance(raw_props, list) else [])
@@ -305,7 +379,7 @@ def parse(path: str) -> Trace:
         trace.ranges = pd.DataFrame({
             "pid": _ints(rng_ev["pid"], host_pid), "tid": _ints(rng_ev["tid"], 0),
             "start": rng_ev["ts"].to_numpy(), "end": (rng_ev["ts"] + rng_ev["dur"]).to_numpy(),
-            "name": pd.Categorical(rng_ev["name"].to_numpy(object)),
+            "name": _used(rng_ev["name"].array),
             "domain": pd.Categorical(["user_annotation"] * len(rng_ev)),
         }).sort_values("start", kind="stable", ignore_index=True)
     trace.meta["graph_trace_mode"] = "node" if bool(trace.gpu["in_graph"].any()) else "unknown"

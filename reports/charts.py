@@ -164,8 +164,9 @@ def _ranked_bars(labels: list[str], layers: list[tuple[list[float], str, str]], 
     ax.set_xlabel(xlabel)
     ax.set_title(title)
     ax.invert_yaxis()
-    if len(layers) > 1:
-        ax.legend(fontsize=7)
+    if len(layers) > 1:  # below the axis, outside the bars it would otherwise cover
+        ax.legend(fontsize=7, ncol=len(layers), loc="upper center", frameon=False,
+                  bbox_to_anchor=(0.5, -0.55 / (0.1 + 0.3 * len(labels))))
     return _svg(fig)
 
 
@@ -180,12 +181,30 @@ def collective_share(devices: list[dict]) -> str | None:
         "Collective share per rank", "% of window")
 
 
+def _frame_label(frame: str, width: int = 56) -> str:
+    """``func (dir/sub/file.py:120)`` as ``func (sub/file.py:120)``: the function and where it is
+    are what identify a frame; leading directories go first, then the middle of the function name."""
+    m = re.match(r"^(.*) \((.*)\)$", str(frame))
+    if not m:
+        return _label(frame, width)
+    func, where = m.groups()
+    parts = where.split("/")
+    where = "/".join(parts[-2:]) if len(parts) > 2 else where
+    if len(func) + len(where) + 3 > width:
+        where = parts[-1]
+    room = width - len(where) - 3
+    if len(func) > room:
+        keep = max(4, room - 1)
+        func = func[: keep // 2] + "…" + func[-(keep - keep // 2):]
+    return _label(f"{func} ({where})", width)
+
+
 def hot_frames(frames: list[dict]) -> str | None:
     if not frames:
         return None
     fs = frames[:12]
     return _ranked_bars(
-        [_label(f["frame"], 60) for f in fs],
+        [_frame_label(f["frame"]) for f in fs],
         [([f["share_pct"] for f in fs], "#29335c", "inclusive"), ([f["self_pct"] for f in fs], "#e4572e", "own code")],
         "Hot frames (host)", "% of non-idle py-spy samples")
 

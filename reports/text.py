@@ -16,7 +16,7 @@ def render_text(analysis) -> str:
     out.append("")
     w = v["window"]
     if w:
-        out.append(f"window   {w['duration']} ({w['source']}; {w['warmup_steps_excluded']} warm-up steps excluded)")
+        out.append(f"window   {w['duration']} ({w['source']}; {w['warmup_steps_excluded']} warm-up steps excluded{w['setup']})")
     for i in v["inputs"]:
         c = i.get("counts") or {}
         counts = ", ".join(f"{k} {n:,}" for k, n in c.items())

@@ -39,6 +39,8 @@ def build_view(data: dict) -> dict:
     v = copy.deepcopy(data)
     if v.get("window"):
         v["window"]["duration"] = fmt_ns(v["window"]["duration_ns"])
+        setup = v["window"].get("setup_excluded_ns") or 0
+        v["window"]["setup"] = f"; {fmt_ns(setup)} of set-up before the first kernel excluded" if setup else ""
     for d in v.get("devices", []):
         d["gap_p50"] = fmt_ns(d["gaps"]["p50_ns"])
         d["gap_p99"] = fmt_ns(d["gaps"]["p99_ns"])

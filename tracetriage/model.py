@@ -370,6 +370,13 @@ def merge_traces(traces: list["Trace"], path: str) -> "Trace":
     return out
 
 
+def _fixed_categorical(col: pd.Series, categories) -> pd.Categorical:
+    """A column as a categorical of the model's fixed categories (kept as is when it already is one)."""
+    if isinstance(col.dtype, pd.CategoricalDtype) and list(col.cat.categories) == list(categories):
+        return col.array
+    return pd.Categorical(col.astype(object), categories=categories)
+
+
 def finish_trace(trace: "Trace", gpu: pd.DataFrame, device_info=None, process_names: dict | None = None) -> None:
     """Shared last step of the parsers that build ``gpu`` as a plain frame with ``pid``
     and ``ordinal`` columns: devices keyed by (pid, ordinal), categoricals interned,
@@ -387,10 +394,11 @@ def finish_trace(trace: "Trace", gpu: pd.DataFrame, device_info=None, process_na
     trace.devices = pd.DataFrame(rows) if rows else empty_devices()
     gpu = gpu.drop(columns="ordinal")
     gpu.insert(0, "device", codes.astype(np.int32))
-    gpu["kind"] = pd.Categorical(gpu["kind"].astype(object), categories=GPU_KINDS)
-    gpu["name"] = gpu["name"].astype("category")
-    gpu["collective"] = pd.Categorical(gpu["collective"].astype(object), categories=COLLECTIVE_OPS)
-    gpu["copy_kind"] = pd.Categorical(gpu["copy_kind"].astype(object), categories=COPY_KINDS)
+    gpu["kind"] = _fixed_categorical(gpu["kind"], GPU_KINDS)
+    if not isinstance(gpu["name"].dtype, pd.CategoricalDtype):
+        gpu["name"] = gpu["name"].astype("category")
+    gpu["collective"] = _fixed_categorical(gpu["collective"], COLLECTIVE_OPS)
+    gpu["copy_kind"] = _fixed_categorical(gpu["copy_kind"], COPY_KINDS)
     trace.gpu = gpu[gpu_column_order()].sort_values("start", kind="stable", ignore_index=True)
     pids = np.unique(np.concatenate([trace.gpu["pid"].to_numpy(), trace.api["pid"].to_numpy()]))
     names = process_names or {}
