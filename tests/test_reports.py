@@ -177,3 +177,34 @@ def test_step_chart_uses_the_table_percentiles(analyses):
     d = analyses["prefill_stall"].series["steps"]
     durs = max(d.values(), key=lambda v: len(v["durations"]))["durations"]
     assert f"p50 {np.percentile(durs, 50) / 1e6:.2f} ms" in html
+
+
+@pytest.mark.parametrize("name", ["eager_decode.json.gz", "graph_decode.json.gz"])
+def test_real_kineto_report_screenshot_with_timeline(name, tmp_path):
+    """A real PyTorch-profiler capture (samples/h200, shipped in the repo) rendered in Chromium: the
+    timeline lanes are drawn and visible, and the page is saved to test-artifacts/ for review."""
+    pw = pytest.importorskip("playwright.sync_api", reason="playwright not installed (.ci/run installs it)")
+    exe = _chromium()
+    if not exe:
+        pytest.skip("Debian chromium not installed (.ci/run installs it)")
+    a = analyze(open_case([ROOT / "samples" / "h200" / name]))
+    page_path = tmp_path / "r.html"
+    page_path.write_text(render(a, "html"), encoding="utf-8")
+    errors, requests = [], []
+    with pw.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu", "--no-first-run",
+                                                                 "--disable-background-networking"])
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(page_path.as_uri())
+        timeline = page.locator("#chart-timeline-0 svg")
+        assert timeline.count() == 1 and timeline.is_visible()
+        box = timeline.bounding_box()
+        assert box["width"] > 600 and box["height"] > 100
+        assert page.locator("#headline").inner_text().strip() == a.headline
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"real_kineto_h200_{name.split('.')[0]}.png"), full_page=True)
+        browser.close()
+    assert errors == [] and requests == [page_path.as_uri()]
