@@ -50,6 +50,7 @@ _TRACES = {
     "rpd": ("rpd", "parse"),
     "gzip_sqlite": ("rpd", "parse_gzip"),
     "kineto": ("kineto", "parse"),
+    "rocprof_json": ("rocprof_json", "parse"),
 }
 # kind -> (module, function, Case list, the input's kind in the report, its warnings).
 _SIDE_ARTIFACTS = {
@@ -72,7 +73,7 @@ def load(case, path: Path, kind: str) -> None:
     if kind == "nsys_rep":
         _load_nsys_report(case, Path(path))
         return
-    if kind in ("perfetto", "otf2", "rocprof_json"):
+    if kind in ("perfetto", "otf2"):
         from tracetriage.parsers.reports import recapture_message
 
         raise NotReadableYet(path, recapture_message(kind))
@@ -86,7 +87,13 @@ def load(case, path: Path, kind: str) -> None:
             from tracetriage.parsers.coerce import sanitize_trace
 
             trace = _parser(*_TRACES[kind])(str(path))
+            before = len(trace.gpu)
             sanitize_trace(trace)
+            if before and not len(trace.gpu):
+                from tracetriage.errors import MissingDataError
+
+                raise MissingDataError(path, f"nothing to analyze: all {before:,} GPU records have impossible times "
+                                             "(missing, negative, or ending before they start)")
             if ident:
                 cache.put_model(ident, trace)
         trace.path = str(path)

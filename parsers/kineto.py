@@ -37,7 +37,7 @@ from tracetriage.model import (
     finish_trace,
 )
 from tracetriage.parsers import coerce
-from tracetriage.parsers.common import json_document, per_distinct
+from tracetriage.parsers.common import compact_categorical, json_document, per_distinct
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 API_CATS = ("cuda_runtime", "cuda_driver")
@@ -296,11 +296,7 @@ GRAPH_LAUNCHES = ["cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch"]
 
 def _used(cat: pd.Categorical) -> pd.Categorical:
     """The categorical with only the categories its rows use (names are shared by all event kinds)."""
-    codes = np.asarray(cat.codes)
-    used = np.bincount(codes[codes >= 0], minlength=len(cat.categories)) > 0
-    remap = np.cumsum(used) - 1
-    return pd.Categorical.from_codes(np.where(codes >= 0, remap[np.maximum(codes, 0)], -1).astype(codes.dtype),
-                                     categories=pd.Index(np.asarray(cat.categories, dtype=object)[used], dtype=object))
+    return compact_categorical(cat.codes, pd.Index(np.asarray(cat.categories, dtype=object), dtype=object))
 
 
 def _where_categorical(mask: np.ndarray, values: np.ndarray, categories) -> pd.Categorical:

@@ -106,9 +106,6 @@ def export_nsys_report(report: Path, head: bytes, workdir: Path | None) -> tuple
 
 
 def recapture_message(kind: str) -> str:
-    if kind == "rocprof_json":
-        return ("rocprofv3 JSON output (--output-format json) is not read by this version: re-capture with "
-                "rocprofv3 --runtime-trace --kernel-trace --output-format rocpd (or csv), which this tool reads")
     what = {"perfetto": "a Perfetto trace (rocprofv3 --output-format pftrace)",
             "otf2": "an OTF2 archive (rocprofv3 --output-format otf2)"}[kind]
     return (f"{what} is not read: it drops the links between kernels and the calls that launched them; re-capture with "

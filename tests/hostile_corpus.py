@@ -267,6 +267,66 @@ def kineto(out: Path, cases: list) -> None:
     write("top-level array", json.dumps(base["traceEvents"]))
 
 
+def _rocprof_json_doc() -> dict:
+    """A small rocprofv3 --output-format json capture (rocprofiler-sdk's layout)."""
+    kinds = [{"kind": "NONE", "operations": []}, {"kind": "HIP_RUNTIME_API", "operations": ["hipLaunchKernel", "hipMemcpy"]},
+             {"kind": "KERNEL_DISPATCH", "operations": ["KERNEL_DISPATCH_COMPLETE"]},
+             {"kind": "MEMORY_COPY", "operations": ["MEMORY_COPY_NONE", "MEMORY_COPY_HOST_TO_DEVICE"]}]
+    hip, ks = [], []
+    t = 1000
+    for i in range(40):
+        hip.append({"kind": 1, "operation": 0, "thread_id": 5, "correlation_id": {"internal": i + 1},
+                    "start_timestamp": t, "end_timestamp": t + 3000})
+        ks.append({"kind": 2, "operation": 0, "thread_id": 5, "correlation_id": {"internal": i + 1}, "start_timestamp": t + 4000,
+                   "end_timestamp": t + 9000, "stream_id": {"handle": 0},
+                   "dispatch_info": {"kernel_id": 1 + i % 2, "agent_id": {"handle": 2}, "queue_id": {"handle": 1}}})
+        t += 12000
+    copies = [{"kind": 3, "operation": 1, "thread_id": 5, "correlation_id": {"internal": 99}, "start_timestamp": t,
+               "end_timestamp": t + 5000, "src_agent_id": {"handle": 1}, "dst_agent_id": {"handle": 2}, "bytes": 1 << 20}]
+    return {"rocprofiler-sdk-tool": [{
+        "metadata": {"pid": 77, "command": ["./app"]},
+        "agents": [{"id": {"handle": 1}, "type": 1, "name": "cpu"},
+                   {"id": {"handle": 2}, "type": 2, "logical_node_type_id": 0, "name": "gfx942", "product_name": "MI300X"}],
+        "strings": {"buffer_records": kinds, "marker_api": []},
+        "kernel_symbols": [{"kernel_id": 1, "formatted_kernel_name": "gemm"}, {"kernel_id": 2, "formatted_kernel_name": "norm"}],
+        "buffer_records": {"kernel_dispatch": ks, "hip_api": hip, "memory_copy": copies, "marker_api": []}}]}
+
+
+def rocprof_json(out: Path, cases: list) -> None:
+    def write(name, text: str):
+        p = out / name / "run_results.json"
+        p.parent.mkdir(parents=True)
+        p.write_bytes(text.encode("utf-8", "surrogatepass"))
+        cases.append(("rocprof_json", name, p))
+
+    base = _rocprof_json_doc()
+    write("valid", json.dumps(base))
+    for record, field in (("kernel_dispatch", "start_timestamp"), ("kernel_dispatch", "end_timestamp"),
+                          ("kernel_dispatch", "dispatch_info"), ("kernel_dispatch", "correlation_id"),
+                          ("hip_api", "operation"), ("hip_api", "kind"), ("memory_copy", "bytes"), ("memory_copy", "src_agent_id")):
+        for label, raw in (("Infinity", "Infinity"), ("1e308", "1e308"), ("5000 digits", "9" * 5000), ("string", '"12x"'),
+                           ("null", "null"), ("list", "[1,2]"), ("negative", "-5")):
+            doc = json.loads(json.dumps(base))
+            for r in doc["rocprofiler-sdk-tool"][0]["buffer_records"][record][:5]:
+                r[field] = "__X__"
+            write(f"{record}.{field}={label}", json.dumps(doc).replace('"__X__"', raw))
+    proc = base["rocprofiler-sdk-tool"][0]
+    for key, value in (("agents", '{"a": 1}'), ("agents", "[1, null]"), ("strings", "[]"), ("kernel_symbols", '"x"'),
+                       ("buffer_records", "7"), ("metadata", "[]")):
+        doc = json.loads(json.dumps(base))
+        doc["rocprofiler-sdk-tool"][0][key] = "__X__"
+        write(f"{key} as {value[:8]}", json.dumps(doc).replace('"__X__"', value))
+    doc = json.loads(json.dumps(base))
+    doc["rocprofiler-sdk-tool"][0]["kernel_symbols"][0]["formatted_kernel_name"] = "ge\udc80mm"
+    write("lone surrogate kernel name", json.dumps(doc).replace("\\udc80", "\udc80"))
+    write("root is a number", json.dumps({"rocprofiler-sdk-tool": 3}))
+    write("processes not objects", json.dumps({"rocprofiler-sdk-tool": [1, "a", None]}))
+    write("operation index out of range", json.dumps(base).replace('"operation": 0', '"operation": 4000000000'))
+    write("truncated", json.dumps(base)[:2000])
+    write("deep nesting", '{"rocprofiler-sdk-tool": ' + "[" * 50000 + "]" * 50000 + "}")
+    write("duplicate correlation ids", json.dumps(base).replace('"internal": 3}', '"internal": 2}'))
+
+
 def pyspy(out: Path, cases: list) -> None:
     def write(name, text, fname="profile.speedscope.json"):
         p = out / name / fname
@@ -466,7 +526,7 @@ def names(out: Path, cases: list) -> None:
     cases.append(("names", "bad table name", p))
 
 
-FAMILIES = [nsys_values, nsys_shape, rocpd, kineto, pyspy, text, archive, special, names]
+FAMILIES = [nsys_values, nsys_shape, rocpd, kineto, rocprof_json, pyspy, text, archive, special, names]
 
 
 def generate(out: Path) -> list[tuple[str, str, Path]]:

@@ -132,7 +132,6 @@ def test_nsys_option_and_directory_and_batch(standin, tmp_path, monkeypatch):
 @pytest.mark.parametrize("name,content,word", [
     ("trace.pftrace", b"\x0a\x12\x08\x01perfetto rocprofv3 packet" + bytes(200), "Perfetto"),
     ("trace.otf2", b"OTF2\x00\x01" + bytes(200), "OTF2"),
-    ("run_results.json", b'{"rocprofiler-sdk-tool": [{"buffer_records": {"kernel_dispatch": []}}]}', "rocprofv3 JSON"),
 ])
 def test_recapture_formats_say_how(tmp_path, name, content, word):
     f = tmp_path / name
