@@ -111,3 +111,20 @@ def rccl_api_op(name: str) -> str | None:
         return None
     op = m.group(1)
     return {"Send": "SendRecv", "Recv": "SendRecv", "AlltoAll": "AllToAll", "Gather": "Collective", "Scatter": "Collective"}.get(op, op)
+
+
+def overlapping_groups(paths: list, span) -> list[list]:
+    """Files of one run share a clock and overlap in time; files of different runs do not.
+    Groups = chains of overlapping ``span(path) -> (lo, hi) | None`` intervals; a file without
+    a span is a group of its own."""
+    spans = sorted(((span(p) or (0, -1)), str(p), p) for p in paths)
+    groups: list[list] = []
+    end = None
+    for (lo, hi), _, p in spans:
+        if groups and end is not None and hi >= lo and lo <= end:
+            groups[-1].append(p)
+            end = max(end, hi)
+        else:
+            groups.append([p])
+            end = hi if hi >= lo else None
+    return groups

@@ -19,6 +19,7 @@ int64 ns. Graph kernels are recorded one by one; a kernel launched by
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import zlib
 
@@ -185,20 +186,18 @@ def _opener(path: str):
     return gz, gzip.open if gz else open
 
 
-def stream_json(path: str) -> dict | None:
-    """The trace read event by event (ijson, C backend): only the complete events of the kinds
-    analyzed are kept, slimmed to the fields used, so memory follows the events kept rather
-    than the file (a 1M-kernel trace's CPU-op events are never held, and a kept event is one
-    row of typed columns, names held once). None when ijson is not
-    available or the file is not strict JSON (NaN/Infinity), so the caller falls back."""
+def head(path: str) -> dict:
+    """The small top-level keys written before the events (schemaVersion, deviceProperties,
+    distributedInfo): what a batch needs to tell the ranks of one job apart, without reading
+    the events. Empty when the file is not strict JSON or ijson is missing."""
     try:
         import ijson
     except ImportError:
-        return None
+        return {}
     gz, opener = _opener(path)
     doc: dict = {}
     try:
-        with opener(path, "rb") as fh:  # the small top-level keys, read until the events start
+        with opener(path, "rb") as fh:
             builder, key = None, None
             for prefix, event, value in ijson.parse(_Bounded(fh, path, depth=True), use_float=True):
                 if prefix == "traceEvents" and event == "start_array":
@@ -213,6 +212,51 @@ def stream_json(path: str) -> dict | None:
                     builder.event(event, value)
                     if prefix == key and event in ("end_map", "end_array"):
                         doc[key], builder = builder.value, None
+    except (ijson.JSONError, UnicodeDecodeError, _TooDeep, OSError, EOFError, zlib.error, TraceFormatError):
+        return {}
+    return doc
+
+
+_TAIL_INFO = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
+
+
+def tail_info(path: str, size: int = 1 << 16) -> dict | None:
+    """distributedInfo from the file's last bytes, for exporters that write it after the events
+    (a gzipped file is decompressed as a stream, keeping only its tail)."""
+    gz, opener = _opener(path)
+    try:
+        with opener(path, "rb") as fh:
+            if gz:
+                reader, tail = _Bounded(fh, path), b""
+                while chunk := reader.read(1 << 20):
+                    tail = (tail + chunk)[-size:]
+            else:
+                fh.seek(0, 2)
+                fh.seek(max(0, fh.tell() - size))
+                tail = fh.read(size)
+    except (OSError, EOFError, zlib.error, TraceFormatError):
+        return None
+    m = _TAIL_INFO.search(tail)
+    try:
+        info = json.loads(m.group(1)) if m else None
+    except ValueError:
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def stream_json(path: str) -> dict | None:
+    """The trace read event by event (ijson, C backend): only the complete events of the kinds
+    analyzed are kept, slimmed to the fields used, so memory follows the events kept rather
+    than the file (a 1M-kernel trace's CPU-op events are never held, and a kept event is one
+    row of typed columns, names held once). None when ijson is not
+    available or the file is not strict JSON (NaN/Infinity), so the caller falls back."""
+    try:
+        import ijson
+    except ImportError:
+        return None
+    gz, opener = _opener(path)
+    doc = head(path)  # the small top-level keys, read until the events start
+    try:
         events = _Events()
         with opener(path, "rb") as fh:
             for e in ijson.items(_Bounded(fh, path, depth=True), "traceEvents.item", use_float=True):

@@ -75,6 +75,21 @@ def looks_like_nsys(db: Database) -> bool:
     )
 
 
+def session_span(path: str) -> tuple[int, int] | None:
+    """The capture session in UTC ns: ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` plus
+    ``ANALYSIS_DETAILS.duration``. Event times are on each session's own clock, so two exports
+    (one per rank) are compared on this wall-clock span. None when the export lacks either table."""
+    try:
+        with Database(path) as db:
+            if db.objects.get("TARGET_INFO_SESSION_START_TIME") != "table" or db.objects.get("ANALYSIS_DETAILS") != "table":
+                return None
+            start = coerce.scalar_int(db.rows("SELECT min(utcEpochNs) FROM TARGET_INFO_SESSION_START_TIME")[0][0])
+            duration = coerce.scalar_int(db.rows("SELECT max(duration) FROM ANALYSIS_DETAILS")[0][0])
+    except TraceFormatError:
+        return None
+    return (start, start + duration) if start is not None and duration is not None and duration >= 0 else None
+
+
 def pid_of(gid: np.ndarray) -> np.ndarray:
     return (gid >> 24) & 0xFFFFFF
 

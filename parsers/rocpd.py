@@ -77,19 +77,10 @@ def time_span(path: str) -> tuple[int, int] | None:
 
 
 def same_run_groups(paths: list[str]) -> list[list[str]]:
-    """Per-process rocpd files of one run share one clock and overlap in time; files
-    from different runs (different clocks) do not. Groups = overlapping spans."""
-    spans = sorted(((time_span(p) or (0, -1)), p) for p in paths)
-    groups: list[list[str]] = []
-    end = None
-    for (lo, hi), p in spans:
-        if groups and end is not None and hi >= lo and lo <= end:
-            groups[-1].append(p)
-            end = max(end, hi)
-        else:
-            groups.append([p])
-            end = hi if hi >= lo else None
-    return groups
+    """Per-process rocpd files of one run share one clock and overlap in time."""
+    from tracetriage.parsers.common import overlapping_groups
+
+    return overlapping_groups(paths, time_span)
 
 
 def looks_like_rocpd(db: Database) -> bool:

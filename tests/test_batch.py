@@ -1,6 +1,8 @@
 """Batch over archives of captures, archive safety, incremental re-runs, compare, Dask."""
 
+import gzip
 import io
+import sqlite3
 import json
 import shutil
 import tarfile
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import BUNDLES, REAL, run_cli
+from conftest import BUNDLES, REAL, ROOT, run_cli
 
 from tracetriage.archive import extract
 from tracetriage.batch import run_batch
@@ -272,3 +274,64 @@ def test_batch_on_a_separate_dask_scheduler_and_worker(tmp_path):
                 proc.wait(timeout=20)
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _session(db, utc_start_ns, duration_ns):
+    """Give a generated export the two tables real nsys exports record their session in."""
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, localTime TEXT)")
+    con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '', '')", (utc_start_ns,))
+    con.execute("CREATE TABLE ANALYSIS_DETAILS (globalVid INTEGER, duration INTEGER, startTime INTEGER, stopTime INTEGER)")
+    con.execute("INSERT INTO ANALYSIS_DETAILS VALUES (281474976710656, ?, 0, ?)", (duration_ns, duration_ns))
+    con.commit()
+    con.close()
+
+
+def test_loose_files_are_grouped_by_run_not_by_folder(tmp_path):
+    """One folder, three runs: two per-rank nsys exports whose sessions overlap in wall-clock
+    time (one run), a third export captured an hour later, and two Kineto ranks of a 2-rank
+    job. Each run's NCCL log goes with it by name; the topology matrix goes with every run;
+    a log no run claims is a case of its own."""
+    from tracetriage.batch import discover
+
+    folder = tmp_path / "incident"
+    folder.mkdir()
+    src = BUNDLES / "eager_decode" / "trace.sqlite"
+    t0 = 1_780_000_000 * 10**9
+    for name, start in (("jobA_rank0.sqlite", t0), ("jobA_rank1.sqlite", t0 + 10**8), ("jobB.sqlite", t0 + 3600 * 10**9)):
+        shutil.copyfile(src, folder / name)
+        _session(folder / name, start, 5 * 10**9)
+    base = json.loads(gzip.open(ROOT / "samples" / "h200" / "eager_decode.json.gz").read())
+    for rank in (0, 1):  # rank 0 as PyTorch writes it (before the events), rank 1 after them
+        info = {"backend": "nccl", "rank": rank, "world_size": 2}
+        doc = {"distributedInfo": info, **base} if rank == 0 else dict(base, distributedInfo=info)
+        (folder / f"kin_rank{rank}.json").write_text(json.dumps(doc))
+    nccl = (BUNDLES / "tp8_cross_island" / "nccl.log").read_bytes()
+    (folder / "jobA_nccl.log").write_bytes(nccl)
+    (folder / "jobB_nccl.log").write_bytes(nccl)
+    (folder / "zz_other.log").write_bytes(nccl)
+    shutil.copyfile(BUNDLES / "tp8_cross_island" / "topo.txt", folder / "topo.txt")
+
+    specs = discover([str(folder)], tmp_path / "out")
+    cases = {tuple(sorted(Path(p).name for p in s.paths)) for s in specs}
+    assert cases == {
+        ("jobA_nccl.log", "jobA_rank0.sqlite", "jobA_rank1.sqlite", "topo.txt"),
+        ("jobB.sqlite", "jobB_nccl.log", "topo.txt"),
+        ("kin_rank0.json", "kin_rank1.json", "topo.txt"),
+        ("topo.txt", "zz_other.log"),
+    }
+    assert len({s.case_id for s in specs}) == 4 and not any(s.case_id.startswith(".") for s in specs)
+    # analyze agrees: the whole folder is not one run
+    p = run_cli("analyze", folder, "--no-cache")
+    assert p.returncode == 2 and "not one run" in p.stderr
+
+
+def test_exports_without_session_tables_stay_apart(tmp_path):
+    from tracetriage.batch import discover
+
+    folder = tmp_path / "f"
+    folder.mkdir()
+    for name in ("a.sqlite", "b.sqlite"):
+        shutil.copyfile(BUNDLES / "eager_decode" / "trace.sqlite", folder / name)
+    specs = discover([str(folder)], tmp_path / "out")
+    assert sorted(len(s.paths) for s in specs) == [1, 1]

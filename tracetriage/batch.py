@@ -90,6 +90,73 @@ def expand_inputs(inputs: list[str]) -> list[Path]:
     return out
 
 
+def same_run(kind: str, files: list[Path]) -> list[list[Path]]:
+    """The trace files of one folder grouped into runs, from what each format records cheaply:
+    nsys exports whose capture sessions overlap in wall-clock time (one export per rank); Kineto
+    traces whose distributedInfo names one job (same world size, distinct ranks). Anything
+    that cannot be shown to belong together stays a case of its own."""
+    if len(files) < 2:
+        return [[f] for f in files]
+    if kind == "nsys":
+        from tracetriage.parsers.common import overlapping_groups
+        from tracetriage.parsers.nsys import session_span
+
+        return overlapping_groups(files, lambda f: session_span(str(f)))
+    if kind == "kineto":
+        from tracetriage.parsers.kineto import head, tail_info
+
+        jobs: dict[tuple, list[tuple[int, Path]]] = {}
+        alone = []
+        for f in files:
+            info = head(str(f)).get("distributedInfo") or tail_info(str(f))
+            rank = info.get("rank") if isinstance(info, dict) else None
+            size = info.get("world_size") if isinstance(info, dict) else None
+            if isinstance(rank, int) and isinstance(size, int) and size > 1 and 0 <= rank < size:
+                jobs.setdefault((size, str(info.get("backend"))), []).append((rank, f))
+            else:
+                alone.append([f])
+        groups = []
+        for members in jobs.values():
+            ranks = [r for r, _ in members]
+            if len(set(ranks)) == len(ranks):  # one rank each: one job
+                groups.append(sorted(f for _, f in members))
+            else:  # two jobs of the same size in one folder: nothing cheap tells them apart
+                groups.extend([f] for _, f in members)
+        return sorted(groups + alone, key=lambda g: str(g[0]))
+    return [[f] for f in files]
+
+
+def attach_sides(units: list[list[Path]], sides: list[Path], side_kind: dict) -> list[tuple[list[Path], list[Path]]]:
+    """Side artifacts go with the run they belong to. With one run in the folder (or none),
+    all of them. With several: a topology matrix describes the machine, so every run gets it;
+    another side file goes to the run whose file names share its name's longest prefix (at least
+    three characters, and longer than for any other run); the rest form a case of their own."""
+    if len(units) <= 1:
+        return [(units[0] if units else [], sides)] if units or sides else []
+    machine = [s for s in sides if side_kind.get(s) in ("topology", "rocm_topology")]
+    out = {i: list(machine) for i in range(len(units))}
+    unclaimed = []
+    for s in sides:
+        if s in machine:
+            continue
+        score = [max(len(os.path.commonprefix([s.name, f.name])) for f in u) for u in units]
+        best = max(score)
+        if best >= 3 and score.count(best) == 1:
+            out[score.index(best)].append(s)
+        else:
+            unclaimed.append(s)
+    pairs = [(u, out[i]) for i, u in enumerate(units)]
+    if unclaimed:
+        pairs.append(([], machine + unclaimed))
+    return pairs
+
+
+def _common_stem(files: list[Path]) -> str:
+    """A label for several files: their common name prefix, or the first file's name."""
+    prefix = os.path.commonprefix([f.name for f in files]).rstrip("._-")
+    return prefix if len(prefix) >= 3 else files[0].name
+
+
 def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
     from tracetriage.archive import extract, is_archive
     from tracetriage.case import detect, file_problem
@@ -114,6 +181,8 @@ def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
     def scan_files(directory: Path, files: list[Path], root: Path, label_root: str):
         units: list[list[Path]] = []
         rocpd, csv, sides = [], [], []
+        by_kind: dict[str, list[Path]] = {}
+        side_kind: dict[Path, str] = {}
         for f in files:
             # Discovery is isolated per file: a special file, an unreadable or corrupt one is a
             # failed row (or skipped), never the end of the batch.
@@ -135,10 +204,13 @@ def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
                 rocpd.append(f)
             elif kind == "rocprof_csv":
                 csv.append(f)
+            elif kind in ("nsys", "kineto"):
+                by_kind.setdefault(kind, []).append(f)
             elif kind in TRACE_KINDS:
                 units.append([f])
             elif kind in SIDE_KINDS:
                 sides.append(f)
+                side_kind[f] = kind
             elif f.name.lower().endswith(CAPTURE_SUFFIXES):
                 why = "empty file" if kind == "empty" else kind.split(":", 1)[-1]
                 rel = f"{label_root}/{f.relative_to(root)}" if f != root else str(f)
@@ -149,14 +221,17 @@ def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
             units.extend([Path(p) for p in g] for g in same_run_groups([str(p) for p in rocpd]))
         if csv:
             units.append(csv)
-        if not units and sides:
-            units = [[]]
-        for unit in units:
-            files_ = unit + sides
-            if len(units) == 1 and (sides or len(unit) > 1):
+        for kind, files in sorted(by_kind.items()):
+            units.extend(same_run(kind, files))
+        units.sort(key=lambda u: str(u[0]))
+        for unit, unit_sides in attach_sides(units, sides, side_kind):
+            files_ = unit + unit_sides
+            if len(units) <= 1 and (unit_sides or len(unit) > 1):
                 rel_path = directory
+            elif len(unit) > 1 or not unit:  # a run of several files, or the side files no run claimed
+                rel_path = directory / (_common_stem(unit or unit_sides) + ("-run" if unit else "-side-artifacts"))
             else:
-                rel_path = unit[0] if unit else directory
+                rel_path = unit[0]
             rel = f"{label_root}/{rel_path.relative_to(root)}" if rel_path != root else label_root
             add(CaseSpec(_case_id(rel), rel.rstrip("/."), [str(p) for p in files_]))
 
