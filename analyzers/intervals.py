@@ -95,15 +95,22 @@ class Coverage:
         self.s = np.asarray(starts, dtype=np.int64)
         self.e = np.asarray(ends, dtype=np.int64)
         self.cum = np.concatenate(([0], np.cumsum(self.e - self.s)))
+        # Lookup tables with an empty interval at -2^62 in front: every query finds an interval
+        # at or before it, so ``at`` needs no masking (it runs on millions of gap edges).
+        self._s = np.concatenate(([-(1 << 62)], self.s))
+        self._len = np.concatenate(([0], self.e - self.s))
+        self._cum = np.concatenate(([0], self.cum[:-1]))  # measure before each interval
 
     def at(self, t: np.ndarray) -> np.ndarray:
         t = np.asarray(t, dtype=np.int64)
         if self.s.size == 0:
             return np.zeros(t.shape, dtype=np.int64)
-        k = np.searchsorted(self.s, t, side="right") - 1
-        kk = np.maximum(k, 0)
-        partial = np.clip(t - self.s[kk], 0, self.e[kk] - self.s[kk])
-        return np.where(k >= 0, self.cum[kk] + partial, 0)
+        k = np.searchsorted(self._s, t, side="right")
+        k -= 1
+        partial = t - self._s[k]
+        np.clip(partial, 0, self._len[k], out=partial)
+        partial += self._cum[k]
+        return partial
 
     def overlap(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return self.at(b) - self.at(a)

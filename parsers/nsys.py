@@ -39,6 +39,7 @@ from tracetriage.model import (
     SYNC_TYPES,
     Trace,
     api_category,
+    distinct,
     collective_op,
     empty_devices,
     gpu_column_order,
@@ -655,7 +656,7 @@ def parse(path: str) -> Trace:
             trace.ranges = ranges.sort_values("start", kind="stable", ignore_index=True)
         if syncs is not None:
             trace.syncs = syncs
-        pids = np.unique(np.concatenate([gpu["pid"].to_numpy(), trace.api["pid"].to_numpy()]))
+        pids = distinct(gpu["pid"].to_numpy(), trace.api["pid"].to_numpy())
         trace.processes = _processes(db, pids, capture)
         has_replays = bool((gpu["kind"] == "graph").any())
         has_nodes = bool(gpu["in_graph"].any() & (gpu["kind"] != "graph").any())

@@ -292,6 +292,13 @@ def collective_op(kernel_name: str) -> str | None:
     return None
 
 
+def distinct(*arrays: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of several large integer arrays with few distinct values (pids):
+    hashed per array, sorted only at the end (np.unique sorts every row)."""
+    parts = [pd.unique(np.asarray(a)) for a in arrays if len(a)]
+    return np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
+
+
 def cat_mask(df: pd.DataFrame, column: str, values) -> np.ndarray:
     """Rows whose categorical column is one of ``values``, compared on codes (no strings,
     no copy of the frame)."""
@@ -299,8 +306,9 @@ def cat_mask(df: pd.DataFrame, column: str, values) -> np.ndarray:
     values = (values,) if isinstance(values, str) else tuple(values)
     if isinstance(col.dtype, pd.CategoricalDtype):
         cats = list(col.cat.categories)
-        wanted = [cats.index(v) for v in values if v in cats]
-        return np.isin(col.cat.codes.to_numpy(), wanted) if wanted else np.zeros(len(df), dtype=bool)
+        lut = np.zeros(len(cats) + 1, dtype=bool)  # last slot: code -1 (missing)
+        lut[[cats.index(v) for v in values if v in cats]] = True
+        return lut[col.cat.codes.to_numpy()]  # one gather: no sort, no hash
     return np.isin(col.to_numpy(), values)
 
 
@@ -400,7 +408,7 @@ def finish_trace(trace: "Trace", gpu: pd.DataFrame, device_info=None, process_na
     gpu["collective"] = _fixed_categorical(gpu["collective"], COLLECTIVE_OPS)
     gpu["copy_kind"] = _fixed_categorical(gpu["copy_kind"], COPY_KINDS)
     trace.gpu = gpu[gpu_column_order()].sort_values("start", kind="stable", ignore_index=True)
-    pids = np.unique(np.concatenate([trace.gpu["pid"].to_numpy(), trace.api["pid"].to_numpy()]))
+    pids = distinct(trace.gpu["pid"].to_numpy(), trace.api["pid"].to_numpy())
     names = process_names or {}
     trace.processes = pd.DataFrame({"pid": pids.astype(np.int64),
                                     "name": [str(names.get(int(p), f"pid {int(p)}")) for p in pids]})
