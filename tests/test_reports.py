@@ -1,5 +1,6 @@
 """Reports: HTML in a real browser, escaping of untrusted trace text, Markdown."""
 
+import contextlib
 import os
 import shutil
 import sys
@@ -57,6 +58,30 @@ def _chromium():
     return shutil.which("chromium")
 
 
+@contextlib.contextmanager
+def _browser_page(analysis, tmp_path, **page_options):
+    """The analysis's HTML open in headless Chromium; on leaving, the page must have logged no
+    error and requested nothing but itself (self-contained, offline)."""
+    pw = pytest.importorskip("playwright.sync_api", reason="playwright not installed (.ci/run installs it)")
+    exe = _chromium()
+    if not exe:
+        pytest.skip("Debian chromium not installed (.ci/run installs it)")
+    page_path = tmp_path / "r.html"
+    page_path.write_text(render(analysis, "html"), encoding="utf-8")
+    errors, requests = [], []
+    with pw.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu", "--no-first-run",
+                                                                 "--disable-background-networking"])
+        page = browser.new_page(**page_options)
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(page_path.as_uri())
+        yield page
+        browser.close()
+    assert errors == [] and requests == [page_path.as_uri()]
+
+
 @pytest.mark.parametrize("name", bundle_names())
 def test_html_in_headless_chromium(name, analyses, tmp_path):
     pw = pytest.importorskip("playwright.sync_api", reason="playwright not installed (.ci/run installs it)")
@@ -102,26 +127,10 @@ def test_html_in_headless_chromium(name, analyses, tmp_path):
 def test_html_of_real_inputs_in_chromium(fmt_name, tmp_path):
     from conftest import real
 
-    pw = pytest.importorskip("playwright.sync_api", reason="playwright not installed (.ci/run installs it)")
-    exe = _chromium()
-    if not exe:
-        pytest.skip("Debian chromium not installed (.ci/run installs it)")
     a = analyze(open_case([real(*fmt_name)]))
-    page_path = tmp_path / "r.html"
-    page_path.write_text(render(a, "html"), encoding="utf-8")
-    errors, requests = [], []
-    with pw.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu", "--no-first-run",
-                                                                 "--disable-background-networking"])
-        page = browser.new_page()
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("request", lambda r: requests.append(r.url))
-        page.goto(page_path.as_uri())
+    with _browser_page(a, tmp_path) as page:
         assert page.locator("#headline").inner_text().strip() == a.headline
         assert page.locator(".finding-title").count() == len(a.findings)
-        browser.close()
-    assert errors == [] and requests == [page_path.as_uri()]
 
 
 def test_python_api_for_notebooks(tmp_path):
@@ -183,22 +192,8 @@ def test_step_chart_uses_the_table_percentiles(analyses):
 def test_real_kineto_report_screenshot_with_timeline(name, tmp_path):
     """A real PyTorch-profiler capture (samples/h200, shipped in the repo) rendered in Chromium: the
     timeline lanes are drawn and visible, and the page is saved to test-artifacts/ for review."""
-    pw = pytest.importorskip("playwright.sync_api", reason="playwright not installed (.ci/run installs it)")
-    exe = _chromium()
-    if not exe:
-        pytest.skip("Debian chromium not installed (.ci/run installs it)")
     a = analyze(open_case([ROOT / "samples" / "h200" / name]))
-    page_path = tmp_path / "r.html"
-    page_path.write_text(render(a, "html"), encoding="utf-8")
-    errors, requests = [], []
-    with pw.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu", "--no-first-run",
-                                                                 "--disable-background-networking"])
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("request", lambda r: requests.append(r.url))
-        page.goto(page_path.as_uri())
+    with _browser_page(a, tmp_path, viewport={"width": 1200, "height": 900}) as page:
         timeline = page.locator("#chart-timeline-0 svg")
         assert timeline.count() == 1 and timeline.is_visible()
         box = timeline.bounding_box()
@@ -206,5 +201,3 @@ def test_real_kineto_report_screenshot_with_timeline(name, tmp_path):
         assert page.locator("#headline").inner_text().strip() == a.headline
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"real_kineto_h200_{name.split('.')[0]}.png"), full_page=True)
-        browser.close()
-    assert errors == [] and requests == [page_path.as_uri()]
