@@ -97,18 +97,25 @@ def same_run(kind: str, files: list[Path]) -> list[list[Path]]:
     that cannot be shown to belong together stays a case of its own."""
     if len(files) < 2:
         return [[f] for f in files]
+
+    def safely(fn, f, default=None):  # discovery never stops on a file: it just stays alone
+        try:
+            return fn(str(f))
+        except Exception:  # noqa: BLE001 - the case's own analysis reports what is wrong with it
+            return default
+
     if kind == "nsys":
         from tracetriage.parsers.common import overlapping_groups
         from tracetriage.parsers.nsys import session_span
 
-        return overlapping_groups(files, lambda f: session_span(str(f)))
+        return overlapping_groups(files, lambda f: safely(session_span, f))
     if kind == "kineto":
         from tracetriage.parsers.kineto import head, tail_info
 
         jobs: dict[tuple, list[tuple[int, Path]]] = {}
         alone = []
         for f in files:
-            info = head(str(f)).get("distributedInfo") or tail_info(str(f))
+            info = (safely(head, f, {}) or {}).get("distributedInfo") or safely(tail_info, f)
             rank = info.get("rank") if isinstance(info, dict) else None
             size = info.get("world_size") if isinstance(info, dict) else None
             if isinstance(rank, int) and isinstance(size, int) and size > 1 and 0 <= rank < size:
