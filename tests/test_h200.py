@@ -108,3 +108,12 @@ def test_folder_of_unrelated_captures_is_refused(tmp_path):
     r = run_cli("analyze", tmp_path, "--no-cache")
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "not one run" in r.stderr and "tracetriage batch" in r.stderr
+
+
+def test_reports_validate_against_the_schema(results):
+    import jsonschema
+
+    from tracetriage.reports import render
+    schema = json.loads((ROOT / "reports" / "analysis.schema.json").read_text())
+    for a in results.values():
+        jsonschema.validate(json.loads(render(a, "json")), schema)

@@ -111,6 +111,10 @@ def test_copies_markers_and_directions(tmp_path):
     assert sorted(t.api["name"].astype(str)) == ["hipLaunchKernel", "hipMemcpy", "hipMemcpy"]
     r = run_cli("analyze", path, "--format", "json", "--no-cache")
     assert r.returncode == 0, r.stderr
+    import jsonschema
+
+    from conftest import ROOT
+    jsonschema.validate(json.loads(r.stdout), json.loads((ROOT / "reports" / "analysis.schema.json").read_text()))
 
 
 @pytest.mark.parametrize("doc,code,words", [
