@@ -49,32 +49,37 @@ def build(path: Path, n_kernels: int, per_step: int = 500, shape: str = "decode"
     pid = 4242
     gpid, gtid = pid << 24, (pid << 24) | pid
     rng = random.Random(1)
-
-    if shape == "sync2dev":
-        return _build_sync2dev(path, tmp, db, n_kernels, per_step, gpid, gtid, rng)
-
-    def rows():
-        t = gpu = 1_000_000_000
-        corr = 0
-        for i in range(n_kernels):
-            corr += 1
-            t += 1500
-            s = t
-            t += 5000
-            ks = max(t + 2000, gpu)
-            gpu = ks + rng.randint(1500, 3000)
-            yield ("K", (ks, gpu, 0, 1, None, 7, corr, gpid, 1 + i % 7, 1 + i % 7, None, 0, 0, 32, 1, 1, 1, 128, 1, 1, 0, 0, 0, 0, corr, 0) + (None,) * 13)
-            yield ("R", (s, t, 0, gtid, corr, 100, 0, None))
-            if (i + 1) % per_step == 0:
-                corr += 1
-                s = t
-                t = max(t + 2000, gpu + 3000)
-                yield ("R", (s, t, 0, gtid, corr, 101, 0, None))
-                yield ("N", (s - per_step * 6500, t, 59, "decode_step", gtid, 0))
-                t += 400_000
-
-    _insert(db, rows(), gpid, pid)
+    rows = _sync2dev_rows if shape == "sync2dev" else _decode_rows
+    _insert(db, rows(n_kernels, per_step, gpid, gtid, rng), gpid, pid)
     tmp.rename(path)
+
+
+def _kernel_row(start, end, dev, stream, corr, gpid, name_id) -> tuple:
+    """One CUPTI_ACTIVITY_KIND_KERNEL row (39 columns) in the real schema's order."""
+    return (start, end, dev, 1, None, stream, corr, gpid, name_id, name_id, None, 0, 0, 32, 1, 1, 1, 128, 1, 1,
+            0, 0, 0, 0, corr, 0) + (None,) * 13
+
+
+def _decode_rows(n_kernels, per_step, gpid, gtid, rng):
+    """One device, one stream, NVTX steps, a stream sync at the end of each step."""
+    t = gpu = 1_000_000_000
+    corr = 0
+    for i in range(n_kernels):
+        corr += 1
+        t += 1500
+        s = t
+        t += 5000
+        ks = max(t + 2000, gpu)
+        gpu = ks + rng.randint(1500, 3000)
+        yield ("K", _kernel_row(ks, gpu, 0, 7, corr, gpid, 1 + i % 7))
+        yield ("R", (s, t, 0, gtid, corr, 100, 0, None))
+        if (i + 1) % per_step == 0:
+            corr += 1
+            s = t
+            t = max(t + 2000, gpu + 3000)
+            yield ("R", (s, t, 0, gtid, corr, 101, 0, None))
+            yield ("N", (s - per_step * 6500, t, 59, "decode_step", gtid, 0))
+            t += 400_000
 
 
 SQL = {
@@ -100,35 +105,28 @@ def _insert(db, rows, gpid: int, pid: int) -> None:
     db.close()
 
 
-def _build_sync2dev(path, tmp, db, n_kernels, per_step, gpid, gtid, rng):
+def _sync2dev_rows(n_kernels, per_step, gpid, gtid, rng):
     """Two devices alternating, four streams each, no NVTX; a stream sync every ``per_step`` kernels."""
-    import generate  # noqa: F401 - schema already applied by build()
-
-    def rows():
-        t = 1_000_000_000
-        gpu = {(d, s): t for d in (0, 1) for s in range(4)}
-        corr = 0
-        for i in range(n_kernels):
+    t = 1_000_000_000
+    gpu = {(d, s): t for d in (0, 1) for s in range(4)}
+    corr = 0
+    for i in range(n_kernels):
+        corr += 1
+        t += 1200
+        s0 = t
+        t += 4000
+        dev, stream = i % 2, (i // 2) % 4
+        ks = max(t + 2000, gpu[(dev, stream)])
+        ke = ks + rng.randint(2000, 9000)
+        gpu[(dev, stream)] = ke
+        yield ("K", _kernel_row(ks, ke, dev, 10 + stream, corr, gpid, 1 + i % 7))
+        yield ("R", (s0, t, 0, gtid, corr, 100, 0, None))
+        if (i + 1) % per_step == 0:
             corr += 1
-            t += 1200
             s0 = t
-            t += 4000
-            dev, stream = i % 2, (i // 2) % 4
-            ks = max(t + 2000, gpu[(dev, stream)])
-            ke = ks + rng.randint(2000, 9000)
-            gpu[(dev, stream)] = ke
-            yield ("K", (ks, ke, dev, 1, None, 10 + stream, corr, gpid, 1 + i % 7, 1 + i % 7, None, 0, 0, 32, 1, 1, 1, 128, 1, 1,
-                         0, 0, 0, 0, corr, 0) + (None,) * 13)
-            yield ("R", (s0, t, 0, gtid, corr, 100, 0, None))
-            if (i + 1) % per_step == 0:
-                corr += 1
-                s0 = t
-                t = max(t + 2000, max(gpu.values()) + 3000)
-                yield ("R", (s0, t, 0, gtid, corr, 101, 0, None))
-                t += 200_000
-
-    _insert(db, rows(), gpid, 4242)
-    tmp.rename(path)
+            t = max(t + 2000, max(gpu.values()) + 3000)
+            yield ("R", (s0, t, 0, gtid, corr, 101, 0, None))
+            t += 200_000
 
 
 CHILD = r"""

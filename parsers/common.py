@@ -31,6 +31,76 @@ def json_document(path: str, data: str | bytes, what: str):
         raise TraceFormatError(path, f"{what} is too large to read into memory") from None
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_JSON_BYTES = 4 << 30  # 4 GiB of JSON text: beyond any real capture, before it exhausts memory
+MAX_DEPTH = 512  # real traces nest a handful of levels; a streaming parser slows down quadratically with depth
+_STEP = np.zeros(256, np.int8)
+_STEP[[ord("["), ord("{")]], _STEP[[ord("]"), ord("}")]] = 1, -1
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+class TooDeep(Exception):
+    """JSON nested deeper than MAX_DEPTH (seen by BoundedReader's nesting watch)."""
+
+
+class BoundedReader:
+    """A binary reader that refuses to read past MAX_JSON_BYTES (decompressed). With ``depth``,
+    it also watches bracket nesting as the bytes go by and raises TooDeep past MAX_DEPTH.
+    Brackets inside strings are counted too, and the count never goes below zero, so it can only
+    overestimate the depth: a false alarm just sends the file to the tolerant reader."""
+
+    def __init__(self, fh, path, depth=False):
+        self.fh, self.path, self.size, self.depth, self.rise = fh, path, 0, depth, 0
+
+    def read(self, n=-1):
+        if n == 0:  # ijson probes the type of what read() returns with read(0)
+            return self.fh.read(0)
+        chunk = self.fh.read(n if n > 0 else 1 << 20)
+        self.size += len(chunk)
+        if self.size > MAX_JSON_BYTES:
+            raise TraceFormatError(self.path, f"JSON larger than {MAX_JSON_BYTES >> 30} GiB uncompressed: refused")
+        brackets = chunk.translate(None, _NOT_BRACKETS) if self.depth else b""  # in C: the few bytes that matter
+        if brackets:
+            # rise_t = max(0, rise_t-1 + step_t), vectorized: max(rise_0 + C_t, C_t - min_s<=t C_s)
+            c = np.cumsum(_STEP[np.frombuffer(brackets, np.uint8)], dtype=np.int64)
+            lows = np.minimum.accumulate(np.minimum(c, 0))
+            rise = np.maximum(self.rise + c, c - lows)
+            if int(rise.max()) > MAX_DEPTH:
+                raise TooDeep
+            self.rise = int(rise[-1])
+        return chunk
+
+
+def gzip_opener(path: str):
+    """(gzipped?, the open function for it), from the file's magic bytes."""
+    import gzip
+
+    try:
+        with open(path, "rb") as fh:
+            gz = fh.read(2) == GZIP_MAGIC
+    except OSError as exc:
+        raise TraceFormatError(path, f"unreadable ({exc})") from None
+    return gz, gzip.open if gz else open
+
+
+def read_json(path: str, what: str):
+    """A whole JSON file, plain or gzipped, read in chunks under MAX_JSON_BYTES (memory grows with
+    the file, not with the limit); every failure is this file's one-line error."""
+    import zlib
+
+    gz, opener = gzip_opener(path)
+    try:
+        with opener(path, "rb") as fh:
+            reader, parts = BoundedReader(fh, path), []
+            while chunk := reader.read(1 << 24):
+                parts.append(chunk)
+        raw = b"".join(parts)
+        del parts
+    except (OSError, EOFError, zlib.error) as exc:
+        raise TraceFormatError(path, f"unreadable ({'corrupt gzip stream: ' if gz else ''}{exc})") from None
+    return json_document(path, raw, what)
+
+
 TEXT_LIMIT = 256 * 1024 * 1024  # a side artifact (log, scrape, matrix) larger than this is not one
 
 
@@ -38,14 +108,10 @@ def read_text(path: str, limit: int = TEXT_LIMIT) -> str:
     """A text side artifact, plain or gzipped, bounded: at most ``limit`` bytes are
     decompressed (more is this file's format error, not an exhausted machine);
     undecodable bytes become U+FFFD and are counted by the parser as noise."""
-    import gzip
     import zlib
 
-    gz = False
+    gz, opener = gzip_opener(path)
     try:
-        with open(path, "rb") as fh:
-            gz = fh.read(2) == b"\x1f\x8b"
-        opener = gzip.open if gz else open
         with opener(path, "rb") as fh:
             data = fh.read(limit + 1)
     except (OSError, EOFError, zlib.error) as exc:
@@ -71,6 +137,23 @@ def compact_categorical(codes, categories) -> pd.Categorical:
     new = lut[codes]  # a code of -1 indexes the last slot
     dtype = np.int8 if len(keep) < 127 else np.int16 if len(keep) < 32767 else np.int32
     return pd.Categorical.from_codes(new.astype(dtype, copy=False), categories=categories[keep])
+
+
+def from_launch(api_keys, values, gpu_keys, fill) -> np.ndarray:
+    """For each GPU record, ``values`` of the API call that launched it: the first call with the
+    same key (a correlation id, or a (pid, correlation) MultiIndex); ``fill`` where none did."""
+    keys = api_keys if isinstance(api_keys, pd.Index) else pd.Index(api_keys)
+    first = ~keys.duplicated()
+    found = pd.Series(np.asarray(values)[first], index=keys[first]).reindex(gpu_keys)
+    return found.where(found.notna(), fill).to_numpy()
+
+
+def per_category(cat: pd.Categorical, fn, categories: list[str]) -> pd.Categorical:
+    """A categorical over ``categories`` computed once per distinct value of ``cat``."""
+    lut = np.array([categories.index(v) if (v := fn(str(c))) in categories else -1 for c in cat.categories] + [-1],
+                   dtype=np.int8)
+    codes = np.asarray(cat.codes)
+    return pd.Categorical.from_codes(lut[np.where(codes < 0, len(lut) - 1, codes)], categories=categories)
 
 
 def per_distinct(values, fn) -> np.ndarray:

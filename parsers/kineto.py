@@ -18,7 +18,6 @@ int64 ns. Graph kernels are recorded one by one; a kernel launched by
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import zlib
@@ -38,60 +37,27 @@ from tracetriage.model import (
     finish_trace,
 )
 from tracetriage.parsers import coerce
-from tracetriage.parsers.common import compact_categorical, json_document, per_distinct
+from tracetriage.parsers.common import (
+    BoundedReader,
+    TooDeep,
+    compact_categorical,
+    from_launch,
+    gzip_opener,
+    per_category,
+    per_distinct,
+    read_json,
+)
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 API_CATS = ("cuda_runtime", "cuda_driver")
 RANGE_CATS = ("user_annotation",)
-GZIP_MAGIC = b"\x1f\x8b"
-MAX_BYTES = 4 << 30  # 4 GiB of JSON text: beyond any real capture, before it exhausts memory
-
-
-class _TooDeep(Exception):
-    pass
-
-
-_STEP = np.zeros(256, np.int8)
-_STEP[[ord("["), ord("{")]], _STEP[[ord("]"), ord("}")]] = 1, -1
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-MAX_DEPTH = 512  # real traces nest a handful of levels; a streaming parser slows down quadratically with depth
-
-
-class _Bounded:
-    """A binary reader that refuses to read past MAX_BYTES (decompressed). With ``depth``, it
-    also watches bracket nesting as the bytes go by and raises _TooDeep past MAX_DEPTH.
-    Brackets inside strings are counted too, and the count never goes below zero, so it can only
-    overestimate the depth: a false alarm just sends the file to the tolerant reader."""
-
-    def __init__(self, fh, path, depth=False):
-        self.fh, self.path, self.size, self.depth, self.rise = fh, path, 0, depth, 0
-
-    def read(self, n=-1):
-        if n == 0:  # ijson probes the type of what read() returns with read(0)
-            return self.fh.read(0)
-        chunk = self.fh.read(n if n > 0 else 1 << 20)
-        self.size += len(chunk)
-        if self.size > MAX_BYTES:
-            raise TraceFormatError(self.path, f"Kineto JSON larger than {MAX_BYTES >> 30} GiB uncompressed: refused")
-        brackets = chunk.translate(None, _NOT_BRACKETS) if self.depth else b""  # in C: the few bytes that matter
-        if brackets:
-            # rise_t = max(0, rise_t-1 + step_t), vectorized: max(rise_0 + C_t, C_t - min_s<=t C_s)
-            c = np.cumsum(_STEP[np.frombuffer(brackets, np.uint8)], dtype=np.int64)
-            lows = np.minimum.accumulate(np.minimum(c, 0))
-            rise = np.maximum(self.rise + c, c - lows)
-            if int(rise.max()) > MAX_DEPTH:
-                raise _TooDeep
-            self.rise = int(rise[-1])
-        return chunk
-
-
 KEPT_CATS = set(GPU_CATS) | set(API_CATS) | set(RANGE_CATS)
 KEPT_ARGS = ("correlation", "device", "stream", "bytes")
 HEAD_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo")
 
 
 MISSING = -(1 << 62)  # an absent id: never a valid value (coerce keeps |v| < 2^62)
-INT_FIELDS = ("pid", "tid", "correlation", "device", "stream", "bytes")
+INT_FIELDS = ("pid", "tid", *KEPT_ARGS)
 KEPT_LIST = sorted(KEPT_CATS)
 _CAT_CODE = {c: i for i, c in enumerate(KEPT_LIST)}
 
@@ -140,14 +106,15 @@ class _Events:
                     self.odd.setdefault(field, []).append((n, v))
         a = e.get("args")
         a = a if type(a) is dict else {}
-        for field in INT_FIELDS:
-            v = a.get(field) if field in KEPT_ARGS else e.get(field)
-            if type(v) is int and -coerce.LIMIT < v < coerce.LIMIT:
-                self.ints[field].append(v)
-            else:
-                self.ints[field].append(MISSING)
-                if v is not None:
-                    self.odd.setdefault(field, []).append((n, v))
+        for source, fields in ((e, ("pid", "tid")), (a, KEPT_ARGS)):
+            for field in fields:
+                v = source.get(field)
+                if type(v) is int and -coerce.LIMIT < v < coerce.LIMIT:
+                    self.ints[field].append(v)
+                else:
+                    self.ints[field].append(MISSING)
+                    if v is not None:
+                        self.odd.setdefault(field, []).append((n, v))
 
     def frame(self, warnings: list) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
         """(cat/name/id columns, ts µs, dur µs), each column through coerce."""
@@ -176,16 +143,6 @@ class _Events:
         return coerce.float64(arr, where, warnings)
 
 
-def _opener(path: str):
-    """(gzipped?, the open function for it), from the file's magic bytes."""
-    try:
-        with open(path, "rb") as fh:
-            gz = fh.read(2) == GZIP_MAGIC
-    except OSError as exc:
-        raise TraceFormatError(path, f"unreadable ({exc})") from None
-    return gz, gzip.open if gz else open
-
-
 def head(path: str) -> dict:
     """The small top-level keys written before the events (schemaVersion, deviceProperties,
     distributedInfo): what a batch needs to tell the ranks of one job apart, without reading
@@ -194,12 +151,12 @@ def head(path: str) -> dict:
         import ijson
     except ImportError:
         return {}
-    gz, opener = _opener(path)
+    gz, opener = gzip_opener(path)
     doc: dict = {}
     try:
         with opener(path, "rb") as fh:
             builder, key = None, None
-            for prefix, event, value in ijson.parse(_Bounded(fh, path, depth=True), use_float=True):
+            for prefix, event, value in ijson.parse(BoundedReader(fh, path, depth=True), use_float=True):
                 if prefix == "traceEvents" and event == "start_array":
                     break
                 if builder is None and prefix in HEAD_KEYS:
@@ -212,7 +169,7 @@ def head(path: str) -> dict:
                     builder.event(event, value)
                     if prefix == key and event in ("end_map", "end_array"):
                         doc[key], builder = builder.value, None
-    except (ijson.JSONError, UnicodeDecodeError, _TooDeep, OSError, EOFError, zlib.error, TraceFormatError):
+    except (ijson.JSONError, UnicodeDecodeError, TooDeep, OSError, EOFError, zlib.error, TraceFormatError):
         return {}
     return doc
 
@@ -223,11 +180,11 @@ _TAIL_INFO = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
 def tail_info(path: str, size: int = 1 << 16) -> dict | None:
     """distributedInfo from the file's last bytes, for exporters that write it after the events
     (a gzipped file is decompressed as a stream, keeping only its tail)."""
-    gz, opener = _opener(path)
+    gz, opener = gzip_opener(path)
     try:
         with opener(path, "rb") as fh:
             if gz:
-                reader, tail = _Bounded(fh, path), b""
+                reader, tail = BoundedReader(fh, path), b""
                 while chunk := reader.read(1 << 20):
                     tail = (tail + chunk)[-size:]
             else:
@@ -254,18 +211,18 @@ def stream_json(path: str) -> dict | None:
         import ijson
     except ImportError:
         return None
-    gz, opener = _opener(path)
+    gz, opener = gzip_opener(path)
     doc = head(path)  # the small top-level keys, read until the events start
     try:
         events = _Events()
         with opener(path, "rb") as fh:
-            for e in ijson.items(_Bounded(fh, path, depth=True), "traceEvents.item", use_float=True):
+            for e in ijson.items(BoundedReader(fh, path, depth=True), "traceEvents.item", use_float=True):
                 events.add(e)
         missing = [k for k in HEAD_KEYS[1:] if k not in doc]
         for k in missing:  # written after the events by some exporters: one more scan, values only
             with opener(path, "rb") as fh:
-                doc[k] = next(ijson.items(_Bounded(fh, path, depth=True), k, use_float=True), None)
-    except (ijson.JSONError, UnicodeDecodeError, _TooDeep):
+                doc[k] = next(ijson.items(BoundedReader(fh, path, depth=True), k, use_float=True), None)
+    except (ijson.JSONError, UnicodeDecodeError, TooDeep):
         return None  # not strict JSON (NaN, a lone surrogate, a cut file) or nested deeper than any trace: the tolerant reader decides
     except (OSError, EOFError, zlib.error) as exc:
         what = "corrupt gzip stream: " if gz else ""
@@ -276,21 +233,9 @@ def stream_json(path: str) -> dict | None:
 
 def load_json(path: str) -> dict:
     doc = stream_json(path)
-    if doc is not None:
-        return doc
-    gz, opener = _opener(path)
-    try:
-        with opener(path, "rb") as fh:  # in chunks: memory grows with the file, not with the limit
-            reader, parts = _Bounded(fh, path), []
-            while chunk := reader.read(1 << 24):
-                parts.append(chunk)
-        raw = b"".join(parts)
-        del parts
-    except (OSError, EOFError, zlib.error) as exc:
-        what = "corrupt gzip stream: " if gz else ""
-        raise TraceFormatError(path, f"unreadable ({what}{exc})") from None
-    doc = json_document(path, raw, "Kineto trace")
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+    if doc is None:  # not strict JSON: the whole document through the tolerant reader
+        doc = read_json(path, "Kineto trace")
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), (list, _Events)):
         raise TraceFormatError(path, "JSON without a traceEvents list")
     return doc
 
@@ -343,19 +288,15 @@ def _used(cat: pd.Categorical) -> pd.Categorical:
     return compact_categorical(cat.codes, pd.Index(np.asarray(cat.categories, dtype=object), dtype=object))
 
 
-def _where_categorical(mask: np.ndarray, values: np.ndarray, categories) -> pd.Categorical:
-    """values where mask, missing elsewhere, as a categorical of the model's fixed categories."""
-    out = pd.Categorical(values, categories=categories)
-    codes = np.where(mask, out.codes, -1).astype(out.codes.dtype)
-    return pd.Categorical.from_codes(codes, categories=out.categories)
+def _only(cat: pd.Categorical, mask: np.ndarray) -> pd.Categorical:
+    """The categorical where mask holds, missing elsewhere."""
+    return pd.Categorical.from_codes(np.where(mask, cat.codes, -1).astype(cat.codes.dtype), categories=cat.categories)
 
 
 def parse(path: str) -> Trace:
     doc = load_json(path)
     trace = Trace(path=str(path), format="kineto")
-    events = doc.get("traceEvents")
-    if not isinstance(events, (list, _Events)):
-        raise TraceFormatError(path, "traceEvents is not a list of events")
+    events = doc["traceEvents"]  # a list or _Events: load_json checked
     ev = _columns(events, trace.warnings)
     del events, doc["traceEvents"]  # the typed columns are all that is needed from here
     trace.meta["clock_resolution_ns"] = ev.attrs.get("clock_resolution_ns", 1)
@@ -381,17 +322,15 @@ def parse(path: str) -> Trace:
         "correlation": a_corr,
     }).sort_values("start", kind="stable", ignore_index=True)
     host_pid = int(pd.Series(a_pid).mode().iloc[0]) if len(a_pid) else 0
-    first = ~pd.Index(a_corr).duplicated()  # the first API call of each correlation id launched it
-    corr_pid = pd.Series(a_pid[first], index=a_corr[first])
     graph_launch = np.isin(np.asarray(a_name.categories, dtype=object), GRAPH_LAUNCHES)
-    corr_graph = pd.Series(graph_launch[a_name.codes[first]] if len(a_name.categories) else np.zeros(int(first.sum()), bool),
-                           index=a_corr[first])
 
     g_cat = gpu_ev["cat"].array
     g_name = _used(gpu_ev["name"].array)
     g_corr = _ints(gpu_ev["correlation"], -1)
-    pid = corr_pid.reindex(g_corr).fillna(host_pid).to_numpy(np.int64) if len(corr_pid) else np.full(len(gpu_ev), host_pid, np.int64)
-    in_graph = corr_graph.reindex(g_corr).fillna(False).to_numpy(bool) if len(corr_graph) else np.zeros(len(gpu_ev), bool)
+    # the owning process and graph-ness come from the launching call (same correlation id)
+    pid = from_launch(a_corr, a_pid, g_corr, host_pid).astype(np.int64)
+    in_graph = from_launch(a_corr, graph_launch[np.asarray(a_name.codes)] if len(graph_launch) else np.zeros(len(a_corr), bool),
+                           g_corr, False).astype(bool)
     kind = pd.Categorical(np.asarray(g_cat.categories.map(GPU_CATS), dtype=object)[g_cat.codes], categories=GPU_KINDS)
     is_kernel, is_copy = kind == "kernel", kind == "memcpy"
     gpu = pd.DataFrame({
@@ -399,9 +338,9 @@ def parse(path: str) -> Trace:
         "pid": pid, "ordinal": _ints(gpu_ev["device"], _ints(gpu_ev["pid"], 0)), "stream": _ints(gpu_ev["stream"], -1),
         "start": gpu_ev["ts"].to_numpy(), "end": (gpu_ev["ts"] + gpu_ev["dur"]).to_numpy(), "kind": kind,
         "name": g_name, "correlation": g_corr,
-        "collective": _where_categorical(is_kernel, per_distinct(g_name, collective_op), COLLECTIVE_OPS),
+        "collective": _only(per_category(g_name, collective_op, COLLECTIVE_OPS), is_kernel),
         "bytes": np.maximum(_ints(gpu_ev["bytes"], 0), 0),
-        "copy_kind": _where_categorical(is_copy, per_distinct(g_name, _copy_kind), COPY_KINDS),
+        "copy_kind": _only(per_category(g_name, _copy_kind, COPY_KINDS), is_copy),
         "pageable": per_distinct(g_name, lambda n: "Pageable" in n).astype(bool) & is_copy,
         "in_graph": in_graph,
     })

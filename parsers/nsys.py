@@ -47,7 +47,7 @@ from tracetriage.model import (
     strip_api_version,
 )
 from tracetriage.parsers import coerce
-from tracetriage.parsers.common import compact_categorical
+from tracetriage.parsers.common import compact_categorical, per_category
 from tracetriage.parsers.sqlite import Database
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -311,14 +311,6 @@ def _concat_arrays(chunks: list[dict]) -> dict:
             out[col] = np.concatenate([np.asarray(x) for x in pieces])
         del pieces
     return out
-
-
-def per_category(cat: pd.Categorical, fn, categories: list[str]) -> pd.Categorical:
-    """A categorical over ``categories`` computed once per distinct value of ``cat``."""
-    lut = np.array([categories.index(v) if (v := fn(str(c))) in categories else -1 for c in cat.categories] + [-1],
-                   dtype=np.int8)
-    codes = np.asarray(cat.codes)
-    return pd.Categorical.from_codes(lut[np.where(codes < 0, len(lut) - 1, codes)], categories=categories)
 
 
 def _copies(db: Database, table: str, kind: str) -> pd.DataFrame | None:

@@ -30,8 +30,7 @@ import pandas as pd
 from tracetriage.errors import MissingDataError, TraceFormatError
 from tracetriage.model import API_CATEGORIES, Trace, api_category, collective_op, finish_trace
 from tracetriage.parsers import coerce
-from tracetriage.parsers.common import blit_kind, copy_direction, json_document, per_distinct
-from tracetriage.parsers.kineto import _Bounded, _opener
+from tracetriage.parsers.common import blit_kind, copy_direction, from_launch, per_distinct, read_json
 
 ROOT = "rocprofiler-sdk-tool"
 API_RECORDS = ("hip_api", "hsa_api", "rccl_api")
@@ -52,15 +51,7 @@ def _list(obj) -> list:
 
 
 def load(path: str) -> list[dict]:
-    gz, opener = _opener(path)
-    try:
-        with opener(path, "rb") as fh:
-            reader, parts = _Bounded(fh, path), []
-            while chunk := reader.read(1 << 24):
-                parts.append(chunk)
-    except (OSError, EOFError) as exc:
-        raise TraceFormatError(path, f"unreadable ({'corrupt gzip stream: ' if gz else ''}{exc})") from None
-    doc = json_document(path, b"".join(parts), "rocprofv3 JSON output")
+    doc = read_json(path, "rocprofv3 JSON output")
     procs = doc.get(ROOT) if isinstance(doc, dict) else None
     if isinstance(procs, dict):
         procs = [procs]
@@ -234,10 +225,11 @@ def parse(path: str) -> Trace:
             "category": pd.Categorical(per_distinct(names, api_category), categories=API_CATEGORIES),
             "correlation": api["correlation"].to_numpy(np.int64),
         }).sort_values("start", kind="stable", ignore_index=True)
-        # a kernel launched by hipGraphLaunch is graph work
-        launcher = pd.Series(trace.api["name"].astype(object).to_numpy(), index=trace.api["correlation"].to_numpy())
-        launcher = launcher[~launcher.index.duplicated()]
-        gpu["in_graph"] = launcher.reindex(gpu["correlation"].to_numpy()).isin(["hipGraphLaunch"]).to_numpy()
+        # a kernel launched by hipGraphLaunch is graph work (correlation ids are per process)
+        keys = pd.MultiIndex.from_arrays([trace.api["pid"].to_numpy(), trace.api["correlation"].to_numpy()])
+        gpu["in_graph"] = from_launch(keys, (trace.api["name"] == "hipGraphLaunch").to_numpy(),
+                                      pd.MultiIndex.from_arrays([gpu["pid"].to_numpy(np.int64), gpu["correlation"].to_numpy()]),
+                                      False).astype(bool)
     if range_parts:
         rng = pd.concat(range_parts, ignore_index=True)
         trace.ranges = pd.DataFrame({

@@ -310,7 +310,6 @@ def rocprof_json(out: Path, cases: list) -> None:
             for r in doc["rocprofiler-sdk-tool"][0]["buffer_records"][record][:5]:
                 r[field] = "__X__"
             write(f"{record}.{field}={label}", json.dumps(doc).replace('"__X__"', raw))
-    proc = base["rocprofiler-sdk-tool"][0]
     for key, value in (("agents", '{"a": 1}'), ("agents", "[1, null]"), ("strings", "[]"), ("kernel_symbols", '"x"'),
                        ("buffer_records", "7"), ("metadata", "[]")):
         doc = json.loads(json.dumps(base))
@@ -481,36 +480,26 @@ def archive(out: Path, cases: list) -> None:
 
 
 def special(out: Path, cases: list) -> None:
-    d = out / "fifo named trace.sqlite"
-    d.mkdir()
-    os.mkfifo(d / "trace.sqlite")
-    cases.append(("special", "fifo named trace.sqlite", d / "trace.sqlite"))
-    d = out / "fifo inside a bundle"
-    d.mkdir()
+    def case(name: str, target: str | None = None) -> Path:
+        """A folder for the case; the case is that folder, or ``target`` inside it."""
+        d = out / name
+        d.mkdir()
+        cases.append(("special", name, d / target if target else d))
+        return d
+
+    os.mkfifo(case("fifo named trace.sqlite", "trace.sqlite") / "trace.sqlite")
+    d = case("fifo inside a bundle")
     _copy(NSYS, d / "trace.sqlite")
     os.mkfifo(d / "nccl.log")
-    cases.append(("special", "fifo inside a bundle", d))
-    d = out / "fifo named tar.gz"
-    d.mkdir()
-    os.mkfifo(d / "cap.tar.gz")
-    cases.append(("special", "fifo named tar.gz", d / "cap.tar.gz"))
-    d = out / "dangling symlink in bundle"
-    d.mkdir()
+    os.mkfifo(case("fifo named tar.gz", "cap.tar.gz") / "cap.tar.gz")
+    d = case("dangling symlink in bundle")
     _copy(NSYS, d / "trace.sqlite")
     (d / "topo.txt").symlink_to(d / "nowhere.txt")
-    cases.append(("special", "dangling symlink in bundle", d))
-    d = out / "symlink loop"
-    d.mkdir()
+    d = case("symlink loop", "a.log")
     (d / "a.log").symlink_to(d / "b.log")
     (d / "b.log").symlink_to(d / "a.log")
-    cases.append(("special", "symlink loop", d / "a.log"))
-    d = out / "proc self mem"
-    d.mkdir()
-    (d / "trace.sqlite").symlink_to("/proc/self/mem")
-    cases.append(("special", "proc self mem", d / "trace.sqlite"))
-    d = out / "directory named trace.sqlite"
-    (d / "trace.sqlite").mkdir(parents=True)
-    cases.append(("special", "directory named trace.sqlite", d / "trace.sqlite"))
+    (case("proc self mem", "trace.sqlite") / "trace.sqlite").symlink_to("/proc/self/mem")
+    (case("directory named trace.sqlite", "trace.sqlite") / "trace.sqlite").mkdir()
 
 
 def names(out: Path, cases: list) -> None:

@@ -147,7 +147,7 @@ def test_nesting_watch_matches_a_plain_count(monkeypatch):
     import io
     import random
 
-    from tracetriage.parsers import kineto
+    from tracetriage.parsers import common
     rng = random.Random(7)
     for _ in range(300):
         data = bytes(rng.choice(b"[]{}a,") for _ in range(rng.randint(1, 400)))
@@ -156,12 +156,12 @@ def test_nesting_watch_matches_a_plain_count(monkeypatch):
             depth = max(0, depth + (ch in b"[{") - (ch in b"]}"))
             peak = max(peak, depth)
         for limit, alarm in ((peak, False), (peak - 1, True))[: 1 + (peak > 0)]:
-            monkeypatch.setattr(kineto, "MAX_DEPTH", limit)
-            reader = kineto._Bounded(io.BytesIO(data), "x", depth=True)
+            monkeypatch.setattr(common, "MAX_DEPTH", limit)
+            reader = common.BoundedReader(io.BytesIO(data), "x", depth=True)
             try:
                 while reader.read(rng.randint(1, 50)):
                     pass
                 raised = False
-            except kineto._TooDeep:
+            except common.TooDeep:
                 raised = True
             assert raised == alarm, (data, limit)

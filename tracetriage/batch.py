@@ -2,11 +2,13 @@
 
 Case discovery (per directory, after safe extraction of archives):
 
-* the trace files of a directory: each nsys export / RPD file is one trace; all rocpd
-  ``*_results.db`` of the directory are one trace (one per process); all rocprofv3
-  CSVs of the directory are one trace;
-* side artifacts (topology matrix, NCCL log, py-spy) of a directory join every trace
-  case of that directory; a directory with side artifacts but no trace is one case;
+* the trace files of a directory, grouped into runs (``same_run``): nsys exports whose capture
+  sessions overlap, rocpd ``*_results.db`` files (one per process) that overlap on their clock,
+  Kineto ranks of one job (``distributedInfo``); every other trace file is a run of its own; all
+  rocprofv3 CSVs of the directory are one trace;
+* side artifacts follow their run (``attach_sides``): all of them when the directory holds one
+  run, else by name, a topology matrix with every run, and the unclaimed ones as a case of their
+  own; a directory with side artifacts but no trace is one case;
 * a file that looks like a capture by its name (.sqlite, .db, .rpd, .nsys-rep, .gz)
   but is not one becomes a failed case with the reason, so nothing broken is silent.
 
@@ -92,7 +94,8 @@ def expand_inputs(inputs: list[str]) -> list[Path]:
 
 def same_run(kind: str, files: list[Path]) -> list[list[Path]]:
     """The trace files of one folder grouped into runs, from what each format records cheaply:
-    nsys exports whose capture sessions overlap in wall-clock time (one export per rank); Kineto
+    nsys exports whose capture sessions overlap in wall-clock time (one export per rank); rocpd
+    files (one per process) whose dispatches overlap on their shared clock; Kineto
     traces whose distributedInfo names one job (same world size, distinct ranks). Anything
     that cannot be shown to belong together stays a case of its own."""
     if len(files) < 2:
@@ -104,11 +107,13 @@ def same_run(kind: str, files: list[Path]) -> list[list[Path]]:
         except Exception:  # noqa: BLE001 - the case's own analysis reports what is wrong with it
             return default
 
-    if kind == "nsys":
+    if kind in ("nsys", "rocpd"):  # per-rank nsys sessions on the wall clock; per-process rocpd files on one clock
         from tracetriage.parsers.common import overlapping_groups
         from tracetriage.parsers.nsys import session_span
+        from tracetriage.parsers.rocpd import time_span
 
-        return overlapping_groups(files, lambda f: safely(session_span, f))
+        span = session_span if kind == "nsys" else time_span
+        return overlapping_groups(files, lambda f: safely(span, f))
     if kind == "kineto":
         from tracetriage.parsers.kineto import head, tail_info
 
@@ -187,7 +192,7 @@ def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
 
     def scan_files(directory: Path, files: list[Path], root: Path, label_root: str):
         units: list[list[Path]] = []
-        rocpd, csv, sides = [], [], []
+        csv, sides = [], []
         by_kind: dict[str, list[Path]] = {}
         side_kind: dict[Path, str] = {}
         for f in files:
@@ -207,11 +212,9 @@ def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
             except Exception as exc:  # noqa: BLE001 - recorded on the case, the batch goes on
                 failed(f, root, label_root, f"cannot be read ({type(exc).__name__}: {exc})")
                 continue
-            if kind in ("rocpd",):
-                rocpd.append(f)
-            elif kind == "rocprof_csv":
+            if kind == "rocprof_csv":
                 csv.append(f)
-            elif kind in ("nsys", "kineto"):
+            elif kind in ("nsys", "kineto", "rocpd"):
                 by_kind.setdefault(kind, []).append(f)
             elif kind in TRACE_KINDS:
                 units.append([f])
@@ -222,10 +225,6 @@ def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
                 why = "empty file" if kind == "empty" else kind.split(":", 1)[-1]
                 rel = f"{label_root}/{f.relative_to(root)}" if f != root else str(f)
                 add(CaseSpec(_case_id(rel), rel, [str(f)], error=f"{f}: not a supported input: {why}"))
-        if rocpd:  # one unit per run: the per-process files that share a clock
-            from tracetriage.parsers.rocpd import same_run_groups
-
-            units.extend([Path(p) for p in g] for g in same_run_groups([str(p) for p in rocpd]))
         if csv:
             units.append(csv)
         for kind, files in sorted(by_kind.items()):
