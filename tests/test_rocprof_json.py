@@ -129,3 +129,26 @@ def test_bad_rocprof_json_is_one_line(tmp_path, doc, code, words):
     p = run_cli("analyze", f, "--no-cache")
     assert p.returncode == code, p.stderr
     assert words in p.stderr and p.stderr.count("\n") == 1
+
+
+def test_correlation_ids_are_per_process(tmp_path):
+    """Two processes in one file reuse correlation id 1: each kernel is matched to the launch of
+    its own process (one is a graph launch, the other is not)."""
+    kinds = [{"kind": "NONE", "operations": []}, {"kind": "HIP_RUNTIME_API", "operations": ["hipLaunchKernel", "hipGraphLaunch"]},
+             {"kind": "KERNEL_DISPATCH", "operations": ["KERNEL_DISPATCH_COMPLETE"]}]
+
+    def proc(pid, op, t0):
+        return {"metadata": {"pid": pid}, "strings": {"buffer_records": kinds},
+                "agents": [{"id": {"handle": 2}, "type": 2, "logical_node_type_id": 0, "name": "gfx942"}],
+                "kernel_symbols": [{"kernel_id": 1, "formatted_kernel_name": "gemm"}],
+                "buffer_records": {
+                    "hip_api": [{"kind": 1, "operation": op, "thread_id": pid, "correlation_id": {"internal": 1},
+                                 "start_timestamp": t0, "end_timestamp": t0 + 100}],
+                    "kernel_dispatch": [{"kind": 2, "operation": 0, "thread_id": pid, "correlation_id": {"internal": 1},
+                                         "start_timestamp": t0 + 200, "end_timestamp": t0 + 900,
+                                         "dispatch_info": {"kernel_id": 1, "agent_id": {"handle": 2}}}]}}
+
+    path = tmp_path / "two_results.json"
+    path.write_text(json.dumps({"rocprofiler-sdk-tool": [proc(10, 1, 1000), proc(20, 0, 1050)]}))
+    g = open_case([path]).traces[0].gpu
+    assert dict(zip(g["pid"], g["in_graph"])) == {10: True, 20: False}
