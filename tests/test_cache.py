@@ -107,3 +107,24 @@ def test_unwritable_cache_is_skipped(big, tmp_path):
         assert d["devices"]
     finally:
         ro.chmod(0o700)
+
+
+def test_cache_keys_follow_the_code(tmp_path, monkeypatch):
+    """Entries are keyed by a digest of the code that made them: changing a source file changes
+    the key, so an upgrade or a fix never reads entries written by other code."""
+    import sys
+
+    from tracetriage import cache as cache_mod
+
+    pkg = tmp_path / "fakepkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "rules.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(cache_mod, "_CODE_VERSIONS", {})
+    before = cache_mod.code_version("fakepkg")
+    (pkg / "rules.py").write_text("X = 2\n")
+    monkeypatch.setattr(cache_mod, "_CODE_VERSIONS", {})
+    assert cache_mod.code_version("fakepkg") != before
+    sys.modules.pop("fakepkg", None)
+    assert cache_mod.model_version() != cache_mod.metrics_version()

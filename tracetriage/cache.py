@@ -6,9 +6,10 @@ kept, each under a key that changes whenever its input or its code does:
 
 * the **model** of a trace (``model/``): every table as an Arrow IPC file (columns as
   written, categoricals as dictionaries) plus the trace's metadata, keyed by the input's
-  identity and :data:`MODEL_VERSION`;
+  identity and :func:`model_version` (a digest of the parsers' source);
 * the **metrics** of a trace (``metrics/``): what ``analyze_trace`` computed for it
-  (pickled), keyed by the input's identity, :data:`METRICS_VERSION` and the options that
+  (pickled), keyed by the input's identity, :func:`metrics_version` (a digest of the
+  parsers' and analyzers' source) and the options that
   change them (``--step-range``). Rules and rendering run again every time: they are cheap,
   and they are what ``--symptom`` / ``--slo`` change.
 
@@ -36,8 +37,35 @@ import tempfile
 import time
 from pathlib import Path
 
-MODEL_VERSION = "model-1"      # bump when a parser's output changes
-METRICS_VERSION = "metrics-1"  # bump when analyze_trace's output changes
+_CODE_VERSIONS: dict[str, str] = {}
+
+
+def code_version(*packages: str) -> str:
+    """A digest of the source of the packages whose code produces a cached entry: the key changes
+    with any change to that code (an upgrade, a fix), so no one has to remember to bump a version
+    and no entry made by other code is ever served."""
+    key = ",".join(packages)
+    if key not in _CODE_VERSIONS:
+        import importlib
+
+        h = hashlib.sha256()
+        for name in packages:
+            pkg = Path(next(iter(importlib.import_module(name).__path__)))  # namespace packages too
+            for f in sorted(pkg.iterdir()):
+                if f.suffix in (".py", ".toml", ".j2", ".json"):  # code, finding texts, templates, schema
+                    h.update(f.name.encode() + b"\0" + f.read_bytes())
+        _CODE_VERSIONS[key] = h.hexdigest()[:12]
+    return _CODE_VERSIONS[key]
+
+
+def model_version() -> str:
+    """What makes a model: the parsers and the model (tracetriage/*.py)."""
+    return "model-" + code_version("tracetriage", "tracetriage.parsers")
+
+
+def metrics_version() -> str:
+    """What makes analyze_trace's metrics: the model's code and the analyzers."""
+    return "metrics-" + code_version("tracetriage", "tracetriage.parsers", "tracetriage.analyzers")
 MIN_CACHED_BYTES = 4 * 1024 * 1024
 HASHED_BYTES = 1 << 20
 DEFAULT_MAX_BYTES = 20 * 1000 ** 3
@@ -111,7 +139,7 @@ class Cache:
 
     # -- models ------------------------------------------------------------------------
     def model_key(self, identity: str) -> str:
-        return f"{identity}-{MODEL_VERSION}"
+        return f"{identity}-{model_version()}"
 
     def get_model(self, identity: str):
         """The cached trace for an input identity (tables read on first use), or None."""
@@ -151,7 +179,7 @@ class Cache:
     # -- metrics -----------------------------------------------------------------------
     def metrics_key(self, identity: str, options: dict) -> str:
         opts = hashlib.sha256(json.dumps(options, sort_keys=True, default=str).encode()).hexdigest()[:12]
-        return f"{identity}-{MODEL_VERSION}-{METRICS_VERSION}-{opts}"
+        return f"{identity}-{metrics_version()}-{opts}"
 
     def get_metrics(self, identity: str, options: dict):
         entry = self._entry("metrics", self.metrics_key(identity, options))
