@@ -102,10 +102,6 @@ def window_denominator(ctx: Context) -> str:
     return "window" if n == 1 else f"window, mean over {n} devices"
 
 
-def claim_text(ctx: Context, taken: dict[str, int]) -> str:
-    return pct(ctx.ledger.impact_pct(taken))
-
-
 def _best(taken: dict[str, int], ctx: Context) -> dict:
     dev_id = max(taken, key=lambda k: taken[k] / max(1, ctx.ledger.window[k]))
     return next(d for d in ctx.devices if d["id"] == dev_id)

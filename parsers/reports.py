@@ -35,7 +35,7 @@ def set_nsys(path: str | None) -> None:
 
 def report_version(head: bytes) -> str | None:
     """``2023@3@3@...`` after the magic -> ``2023.3.3``."""
-    m = re.match(rb"NVIDIA Tegra Profiler Report\s*([0-9@.]+)", head)
+    m = re.match(re.escape(NSYS_MAGIC) + rb"\s*([0-9@.]+)", head)
     if not m:
         return None
     parts = [p for p in m.group(1).decode("ascii", "replace").replace(".", "@").split("@") if p]

@@ -56,7 +56,6 @@ _CONFIG_KEYS = ("enforce_eager", "enable_chunked_prefill", "max_num_seqs", "max_
                 "max_running_requests", "disable_radix_cache", "mem_fraction_static")
 _CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
 _KV_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
-_MAX_CONC = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 _PREEMPT = re.compile(r"(?i)is preempted by PreemptionMode|preempted.*(?:KV cache|recompute)|total_num_cumulative_preemption=(\d+)")
 # "MM-DD HH:MM:SS" (vLLM) or "[YYYY-MM-DD HH:MM:SS" / "[HH:MM:SS" (SGLang)
 _TIME = re.compile(r"(?:(\d{4})-)?(?:(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")

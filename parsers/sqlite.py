@@ -29,7 +29,6 @@ from tracetriage.errors import TraceFormatError
 if not os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
     pa.set_memory_pool(pa.system_memory_pool())
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 PARALLEL_MIN_ROWS = 200_000  # below this one connection is as fast
 MAX_READERS = 4
 

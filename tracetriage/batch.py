@@ -39,7 +39,6 @@ DEFAULT_CASE_TIMEOUT_S = 600.0
 TRACE_KINDS = ("nsys", "nsys_rep", "rocpd", "rpd", "gzip_sqlite", "rocprof_csv", "kineto", "rocprof_json")
 SIDE_KINDS = ("topology", "rocm_topology", "nccl", "pyspy", "serving")
 CAPTURE_SUFFIXES = (".sqlite", ".sqlite3", ".db", ".rpd", ".nsys-rep", ".qdrep", ".gz")
-SEVERITY_ORDER = ["info", "low", "medium", "high"]
 
 
 @dataclass

@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracetriage.errors import MissingDataError, TraceTriageError, UnsupportedInputError
+from tracetriage.parsers.reports import NSYS_MAGIC
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 if TYPE_CHECKING:
     from tracetriage.model import Trace
@@ -107,9 +110,9 @@ def detect(path: Path) -> str:
     head = _read_head(path)
     if not head:
         return "empty"
-    if head.startswith(b"SQLite format 3\x00"):
+    if head.startswith(SQLITE_MAGIC):
         return _detect_sqlite(path)
-    if head.startswith(b"NVIDIA Tegra Profiler Report"):
+    if head.startswith(NSYS_MAGIC):
         return "nsys_rep"
     if head[:1] == b"\x0a" and (b"perfetto" in head.lower() or b"rocprof" in head or Path(path).suffix in (".pftrace", ".perfetto-trace")):
         return "perfetto"
@@ -121,7 +124,7 @@ def detect(path: Path) -> str:
                 inner = fh.read(HEAD_BYTES)
         except (OSError, EOFError, zlib.error) as exc:
             return f"unknown:corrupt gzip ({exc})"
-        if inner.startswith(b"SQLite format 3\x00"):
+        if inner.startswith(SQLITE_MAGIC):
             return "gzip_sqlite"
         return _detect_text(inner, gz=True)
     return _detect_text(head)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from tracetriage import __version__
+from tracetriage.analyzers.catalog import AXES, SEVERITIES
 from tracetriage.errors import (
     EXIT_FAIL_ON,
     EXIT_INTERNAL,
@@ -14,9 +15,8 @@ from tracetriage.errors import (
     EXIT_USAGE,
     TraceTriageError,
 )
+from tracetriage.reports import FORMATS
 
-SEVERITY_ORDER = ["info", "low", "medium", "high"]
-SYMPTOMS = ["throughput", "utilization", "tail", "ttft", "tpot", "oom", "cost"]  # the finding axes (DESIGN.md)
 SLO_KEYS = [f"{m}_{q}_ms" for m in ("ttft", "tpot", "itl", "e2e") for q in ("p50", "p90", "p95", "p99")]
 
 
@@ -62,7 +62,7 @@ def _configure_cache(args):
 
 
 def _verdict_options(parser) -> None:
-    parser.add_argument("--symptom", choices=SYMPTOMS,
+    parser.add_argument("--symptom", choices=AXES,
                         help="the symptom the user suffers: its findings rank first (default: the top finding of each axis)")
     parser.add_argument("--slo", metavar="BUDGETS",
                         help="latency budgets the findings are checked against, e.g. ttft_p95_ms=800,tpot_p95_ms=50,itl_p99_ms=100")
@@ -86,10 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("analyze", help="analyze a trace, bundle directory or artifacts and print/write the verdict",
                        description="Analyze the given files and directories as one case.")
     a.add_argument("paths", nargs="+", metavar="PATH", help="trace files, side artifacts, or a bundle directory")
-    a.add_argument("--format", "-f", choices=["text", "json", "md", "html"], help="output format (default: text, or from -o's extension)")
+    a.add_argument("--format", "-f", choices=FORMATS, help="output format (default: text, or from -o's extension)")
     a.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of standard output")
     a.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
-    a.add_argument("--fail-on", choices=SEVERITY_ORDER, help="exit with code 5 when a finding at or above this severity is present")
+    a.add_argument("--fail-on", choices=SEVERITIES, help="exit with code 5 when a finding at or above this severity is present")
     _verdict_options(a)
     _cache_options(a)
 
@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--force", action="store_true", help="re-analyze cases whose files and tool version did not change")
     b.add_argument("--dask", metavar="ADDRESS", help="run the cases on an existing Dask distributed scheduler")
     b.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
-    b.add_argument("--fail-on", choices=SEVERITY_ORDER, help="exit with code 5 when a case has a finding at or above this severity")
+    b.add_argument("--fail-on", choices=SEVERITIES, help="exit with code 5 when a case has a finding at or above this severity")
     b.add_argument("--exit-zero", action="store_true", help="exit 0 even when some cases failed (they are still listed)")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     b.add_argument("--case-timeout", type=float, default=600.0, metavar="SECONDS",
@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Compare two cases: traces, bundles, or saved analysis JSON files.")
     c.add_argument("before", metavar="BEFORE")
     c.add_argument("after", metavar="AFTER")
-    c.add_argument("--format", "-f", choices=["text", "json", "md", "html"], help="output format (default: text, or from -o's extension)")
+    c.add_argument("--format", "-f", choices=FORMATS, help="output format (default: text, or from -o's extension)")
     c.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     c.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
     _verdict_options(c)
@@ -214,8 +214,8 @@ def _fails(findings, fail_on: str | None) -> bool:
     """--fail-on: a finding (other than healthy) at or above that severity."""
     if not fail_on:
         return False
-    limit = SEVERITY_ORDER.index(fail_on)
-    return any(SEVERITY_ORDER.index(f["severity"]) >= limit and f["id"] != "healthy" for f in findings)
+    limit = SEVERITIES.index(fail_on)
+    return any(SEVERITIES.index(f["severity"]) >= limit and f["id"] != "healthy" for f in findings)
 
 
 def cmd_analyze(args) -> int:
