@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 
 import numpy as np
 import pandas as pd
@@ -49,14 +50,25 @@ class BoundedReader:
     Brackets inside strings are counted too, and the count never goes below zero, so it can only
     overestimate the depth: a false alarm just sends the file to the tolerant reader."""
 
-    def __init__(self, fh, path, depth=False):
+    def __init__(self, fh, path, depth=False, keep_tail: int = 0):
         self.fh, self.path, self.size, self.depth, self.rise = fh, path, 0, depth, 0
+        self.keep_tail, self._tail, self._tail_size = keep_tail, deque(), 0
+
+    @property
+    def tail(self) -> bytes:
+        """The last ``keep_tail`` bytes read (at least), without a second pass over the file."""
+        return b"".join(self._tail)
 
     def read(self, n=-1):
         if n == 0:  # ijson probes the type of what read() returns with read(0)
             return self.fh.read(0)
         chunk = self.fh.read(n if n > 0 else 1 << 20)
         self.size += len(chunk)
+        if self.keep_tail and chunk:
+            self._tail.append(chunk)
+            self._tail_size += len(chunk)
+            while self._tail_size - len(self._tail[0]) >= self.keep_tail:
+                self._tail_size -= len(self._tail.popleft())
         if self.size > MAX_JSON_BYTES:
             raise TraceFormatError(self.path, f"JSON larger than {MAX_JSON_BYTES >> 30} GiB uncompressed: refused")
         brackets = chunk.translate(None, _NOT_BRACKETS) if self.depth else b""  # in C: the few bytes that matter

@@ -174,30 +174,44 @@ def head(path: str) -> dict:
     return doc
 
 
-_TAIL_INFO = re.compile(rb'"distributedInfo"\s*:\s*(\{[^{}]*\})')
+TAIL_BYTES = 1 << 20  # top-level keys written after the events sit in the file's last bytes
 
 
-def tail_info(path: str, size: int = 1 << 16) -> dict | None:
-    """distributedInfo from the file's last bytes, for exporters that write it after the events
-    (a gzipped file is decompressed as a stream, keeping only its tail)."""
+def keys_in_tail(tail: bytes, keys) -> dict:
+    """Top-level values written after the events (some exporters put distributedInfo or
+    deviceProperties last), decoded from the file's tail: the last occurrence of each key."""
+    text = tail.decode("utf-8", "replace")
+    decoder, out = json.JSONDecoder(), {}
+    for key in keys:
+        m = None
+        for m in re.finditer(rf'"{re.escape(key)}"\s*:\s*', text):
+            pass
+        if m is not None:
+            try:
+                out[key] = decoder.raw_decode(text, m.end())[0]
+            except ValueError:
+                pass
+    return out
+
+
+def tail_info(path: str) -> dict | None:
+    """distributedInfo from the file's last bytes, without parsing the events (a gzipped file is
+    decompressed as a stream, keeping only its tail)."""
     gz, opener = gzip_opener(path)
     try:
         with opener(path, "rb") as fh:
             if gz:
-                reader, tail = BoundedReader(fh, path), b""
-                while chunk := reader.read(1 << 20):
-                    tail = (tail + chunk)[-size:]
+                reader = BoundedReader(fh, path, keep_tail=TAIL_BYTES)
+                while reader.read(1 << 20):
+                    pass
+                tail = reader.tail
             else:
                 fh.seek(0, 2)
-                fh.seek(max(0, fh.tell() - size))
-                tail = fh.read(size)
+                fh.seek(max(0, fh.tell() - TAIL_BYTES))
+                tail = fh.read(TAIL_BYTES)
     except (OSError, EOFError, zlib.error, TraceFormatError):
         return None
-    m = _TAIL_INFO.search(tail)
-    try:
-        info = json.loads(m.group(1)) if m else None
-    except ValueError:
-        return None
+    info = keys_in_tail(tail, ["distributedInfo"]).get("distributedInfo")
     return info if isinstance(info, dict) else None
 
 
@@ -216,12 +230,11 @@ def stream_json(path: str) -> dict | None:
     try:
         events = _Events()
         with opener(path, "rb") as fh:
-            for e in ijson.items(BoundedReader(fh, path, depth=True), "traceEvents.item", use_float=True):
+            reader = BoundedReader(fh, path, depth=True, keep_tail=TAIL_BYTES)
+            for e in ijson.items(reader, "traceEvents.item", use_float=True):
                 events.add(e)
-        missing = [k for k in HEAD_KEYS[1:] if k not in doc]
-        for k in missing:  # written after the events by some exporters: one more scan, values only
-            with opener(path, "rb") as fh:
-                doc[k] = next(ijson.items(BoundedReader(fh, path, depth=True), k, use_float=True), None)
+        # keys some exporters write after the events: from the bytes just read, not another pass
+        doc.update(keys_in_tail(reader.tail, [k for k in HEAD_KEYS[1:] if k not in doc]))
     except (ijson.JSONError, UnicodeDecodeError, TooDeep):
         return None  # not strict JSON (NaN, a lone surrogate, a cut file) or nested deeper than any trace: the tolerant reader decides
     except (OSError, EOFError, zlib.error) as exc:

@@ -165,3 +165,30 @@ def test_nesting_watch_matches_a_plain_count(monkeypatch):
             except common.TooDeep:
                 raised = True
             assert raised == alarm, (data, limit)
+
+
+def test_keys_after_the_events_cost_no_extra_pass(tmp_path, monkeypatch):
+    """A trace without distributedInfo (single process) or with it after the events is opened
+    twice (head, events), never re-read to look for the missing keys."""
+    import json
+
+    from tracetriage.parsers import kineto
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10 * i, "dur": 4,
+               "args": {"device": 0, "correlation": i}} for i in range(5000)]
+    opened = []
+    real = kineto.gzip_opener
+
+    def counting(path):
+        gz, opener = real(path)
+        return gz, lambda *a, **k: (opened.append(path), opener(*a, **k))[1]
+
+    monkeypatch.setattr(kineto, "gzip_opener", counting)
+    for name, doc in (("none.json", {"traceEvents": events}),
+                      ("after.json", {"traceEvents": events, "deviceProperties": [{"id": 0, "name": "GPU X"}],
+                                      "distributedInfo": {"rank": 3, "world_size": 4}})):
+        opened.clear()
+        (tmp_path / name).write_text(json.dumps(doc))
+        got = kineto.stream_json(str(tmp_path / name))
+        assert len(opened) == 2
+        assert got.get("distributedInfo") == doc.get("distributedInfo")
+        assert got.get("deviceProperties") == doc.get("deviceProperties")
