@@ -84,3 +84,25 @@ def test_a_path_without_a_command_suggests_analyze():
 
     p = run_cli(BUNDLES / "healthy")
     assert p.returncode == 2 and "did you mean tracetriage analyze" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("tty,fmt,shown", [(True, "text", True), (True, "json", False), (False, "text", False)])
+def test_progress_note_only_on_a_terminal_and_never_in_json(tty, fmt, shown, monkeypatch, capsys):
+    """A long analysis tells a terminal user it is working, once, on stderr; JSON and piped or
+    CI output never get it. (The 2 s threshold is set to 0 here so a small bundle triggers it.)"""
+    import io
+    import sys
+
+    from tracetriage import cli
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return tty
+
+    err = Terminal()
+    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(sys, "stderr", err)
+    assert cli.main(["analyze", str(BUNDLES / "eager_decode"), "--format", fmt, "--no-cache"]) == 0
+    lines = [ln for ln in err.getvalue().splitlines() if "reading and analyzing" in ln]
+    assert len(lines) == (1 if shown else 0)
+    capsys.readouterr()

@@ -180,13 +180,16 @@ def _emit(args, text: str, summary: str) -> None:
         sys.stdout.write(text)
 
 
+PROGRESS_AFTER_S = 2.0
+
+
 def _progress_note(paths, fmt: str):
     """On a terminal, a note on stderr when an analysis runs past 2 s (never in JSON or piped output)."""
     import threading
 
     if fmt == "json" or not sys.stderr.isatty():
         return None
-    timer = threading.Timer(2.0, lambda: print(f"tracetriage: reading and analyzing {', '.join(map(str, paths))[:200]} ... "
+    timer = threading.Timer(PROGRESS_AFTER_S, lambda: print(f"tracetriage: reading and analyzing {', '.join(map(str, paths))[:200]} ... "
                                                "(large captures are cached: the next run is fast)", file=sys.stderr))
     timer.daemon = True
     timer.start()
