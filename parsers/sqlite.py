@@ -10,6 +10,7 @@ serves the small metadata queries.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import sqlite3
@@ -30,6 +31,9 @@ if not os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
     pa.set_memory_pool(pa.system_memory_pool())
 
 PARALLEL_MIN_ROWS = 200_000  # below this one connection is as fast
+# Below this file size the stdlib cursor reads every table faster than ADBC can be imported
+# (20 ms of pyarrow.dataset et al.): a batch over thousands of small captures pays that per case.
+ADBC_MIN_BYTES = 4 << 20
 MAX_READERS = 4
 
 
@@ -70,6 +74,10 @@ class Database:
                                      "checkpointed into it are not read (the file is opened read-only and immutable)")
         except OSError:
             pass
+        try:
+            self._size = os.path.getsize(self.path)
+        except OSError:
+            self._size = 0
         self._check_size()
         self._columns: dict[str, list[str]] = {}
         self._notnull: dict[str, set[str]] = {}
@@ -195,10 +203,12 @@ class Database:
 
         A query over a view goes through sqlite3 under a time budget (a progress handler):
         a view can recurse or sort without end, and an ADBC query cannot be interrupted."""
-        try:
-            import adbc_driver_sqlite.dbapi as adbc
-        except ImportError:
-            adbc = None
+        adbc = None
+        if self._size >= ADBC_MIN_BYTES:
+            try:
+                import adbc_driver_sqlite.dbapi as adbc
+            except ImportError:
+                pass
         if self.views and any(re.search(rf'(?<![\w"]){re.escape(v)}(?![\w"])|"{re.escape(v)}"', sql) for v in self.views):
             adbc = None
         if adbc is not None:
@@ -214,15 +224,13 @@ class Database:
                 if "malformed" in str(exc) or "not a database" in str(exc):
                     raise TraceFormatError(self.path, f"corrupt SQLite file ({str(exc).strip()})") from None
         con = _connect(self.uri)
-        budget = VIEW_TIME_LIMIT_S if adbc is None and self.views else SQL_TIME_LIMIT_S
+        over_view = self.views and any(v in sql for v in self.views)
+        budget = VIEW_TIME_LIMIT_S if over_view else SQL_TIME_LIMIT_S
         deadline = time.monotonic() + budget
         con.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 100_000)
         # A query can yield no more rows than the file could store (a row takes bytes on disk):
         # more means a recursive or exploding view, stopped before it exhausts memory.
-        try:
-            cap = max(1_000_000, os.path.getsize(self.path) // 8)
-        except OSError:
-            cap = 1_000_000
+        cap = max(1_000_000, self._size // 8)
         try:
             cur = con.execute(sql)
             names = [d[0] for d in cur.description]
@@ -260,7 +268,7 @@ class Database:
         if chunk_rows:
             n = max(n, -(-(hi - lo + 1) // chunk_rows))
         edges = [lo - 1 + (hi - lo + 1) * i // n for i in range(n + 1)]
-        return [f"rowid > {a} AND rowid <= {b}" for a, b in zip(edges[:-1], edges[1:])]
+        return [f"rowid > {a} AND rowid <= {b}" for a, b in itertools.pairwise(edges)]
 
 
 def _decoded_text(table: pa.Table, text: tuple[str, ...]) -> pa.Table:
@@ -287,7 +295,7 @@ def _connect(uri: str) -> sqlite3.Connection:
 
 
 def _source_name(sql: str) -> str:
-    m = re.search(r'\bFROM\s+"?([\w]+)', sql, re.I)
+    m = re.search(r'\bFROM\s+"?([\w]+)', sql, re.IGNORECASE)
     return m.group(1) if m else "query"
 
 

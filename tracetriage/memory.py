@@ -11,7 +11,6 @@ workers call this; importing tracetriage as a library changes nothing.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -20,7 +19,8 @@ M_MMAP_THRESHOLD = -3
 def tune_allocator(threshold: int = 1 << 20) -> bool:
     """Fix glibc's mmap and trim thresholds; a no-op (False) on other C libraries."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        # glibc's soname: find_library would run ``ldconfig -p`` in a subprocess at every start
+        libc = ctypes.CDLL("libc.so.6")
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
