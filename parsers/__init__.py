@@ -86,7 +86,10 @@ def load(case, path: Path, kind: str) -> None:
         if trace is None:
             from tracetriage.parsers.coerce import sanitize_trace
 
+            from tracetriage.memory import release_freed
+
             trace = _parser(*_TRACES[kind])(str(path))
+            release_freed()
             before = len(trace.gpu)
             sanitize_trace(trace)
             if before and not len(trace.gpu):

@@ -31,6 +31,7 @@ import pyarrow as pa
 from pandas.api.types import union_categoricals
 
 from tracetriage.errors import MissingDataError, TraceFormatError
+from tracetriage.memory import release_freed
 from tracetriage.model import (
     API_CATEGORIES,
     COLLECTIVE_OPS,
@@ -48,7 +49,7 @@ from tracetriage.model import (
 )
 from tracetriage.parsers import coerce
 from tracetriage.parsers.common import compact_categorical, per_category
-from tracetriage.parsers.sqlite import Database
+from tracetriage.parsers.sqlite import Database, concat_columns
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -220,7 +221,7 @@ def _concat_columns(parts: list[dict]) -> dict:
     """The GPU tables (kernels, copies, memsets, replays) as one set of columns: names
     unioned as categoricals, the rest concatenated column by column."""
     names = union_categoricals([_object_categories(p.pop("name")) for p in parts])
-    out = _concat_arrays(parts)
+    out = concat_columns(parts)
     out["name"] = names
     return out
 
@@ -278,7 +279,7 @@ def _kernels(db: Database, strings: _Strings) -> dict | None:
             "in_graph": _int_column(tbl, "node", warnings=w) >= 0,
         }
 
-    cols = _concat_arrays(db.scan(sql, KERNEL, convert))
+    cols = db.scan_columns(sql, KERNEL, convert)
     n = len(cols["start"])
     if not n:
         return None
@@ -291,26 +292,6 @@ def _kernels(db: Database, strings: _Strings) -> dict | None:
     cols["copy_kind"] = pd.Categorical.from_codes(np.full(n, -1, np.int8), categories=COPY_KINDS)
     cols["pageable"] = np.broadcast_to(np.False_, (n,))
     return cols
-
-
-def _concat_arrays(chunks: list[dict]) -> dict:
-    """Column-wise concatenation that frees each chunk's column as it goes (peak: one
-    extra copy of one column, not of the table). Categorical columns must share their
-    categories; a single chunk is returned as is."""
-    if not chunks:
-        return {}
-    out = {}
-    for col in list(chunks[0]):
-        pieces = [c.pop(col) for c in chunks]
-        if len(pieces) == 1:
-            out[col] = pieces[0]
-        elif isinstance(pieces[0], pd.Categorical):
-            out[col] = pd.Categorical.from_codes(np.concatenate([np.asarray(x.codes) for x in pieces]),
-                                                 categories=pieces[0].categories)
-        else:
-            out[col] = np.concatenate([np.asarray(x) for x in pieces])
-        del pieces
-    return out
 
 
 def _copies(db: Database, table: str, kind: str) -> pd.DataFrame | None:
@@ -423,7 +404,7 @@ def _api(db: Database, strings: _Strings) -> pd.DataFrame | None:
                 "end": _int_column(tbl, "end", warnings=w), "name_code": strings.codes_of(_int_column(tbl, "name_id", warnings=w)),
                 "correlation": _int_column(tbl, "correlation", warnings=w)}
 
-    cols = _concat_arrays(db.scan(sql, t, convert))
+    cols = db.scan_columns(sql, t, convert)
     if not cols or not len(cols["start"]):
         return None
     raw = compact_categorical(cols.pop("name_code"), strings.categories)
@@ -591,8 +572,10 @@ def parse(path: str) -> Trace:
             raise TraceFormatError(path, "nsys export without a StringIds table")
         strings = _Strings(db)
         export, capture = _meta(db)
+        kernels = _kernels(db, strings)
+        release_freed()  # the reader threads' freed buffers, before the runtime table is read
         parts = [p for p in (
-            _kernels(db, strings),
+            kernels,
             _copies(db, MEMCPY, "memcpy"),
             _copies(db, MEMSET, "memset"),
             _graph_replays(db),
@@ -690,12 +673,23 @@ LINK_SAMPLE = 200_000
 
 def _linked_fraction(gpu: pd.DataFrame, rows: np.ndarray, api: pd.DataFrame) -> float:
     """Share of the selected GPU rows whose (pid, correlation) matches an API call,
-    estimated on an even stride of at most LINK_SAMPLE rows (it only gates a warning)."""
+    estimated on an even stride of at most LINK_SAMPLE rows (it only gates a warning).
+
+    One process and correlation ids already ascending (the API table is in start order,
+    and ids are handed out as calls begin) is the usual case: it is searched as it is,
+    without building and sorting a key per call."""
     idx = np.flatnonzero(rows)
     if not idx.size:
         return 1.0
     idx = idx[:: max(1, idx.size // LINK_SAMPLE)]
-    g = gpu["pid"].to_numpy()[idx] * (1 << 32) + gpu["correlation"].to_numpy()[idx]
-    a = np.sort(api["pid"].to_numpy() * (1 << 32) + api["correlation"].to_numpy())
+    pids, corr = api["pid"].to_numpy(), api["correlation"].to_numpy()
+    if pids.size and pids.min() == pids.max():
+        g_pid, g = gpu["pid"].to_numpy()[idx], gpu["correlation"].to_numpy()[idx]
+        a = corr if bool((corr[1:] >= corr[:-1]).all()) else np.sort(corr)
+        same = g_pid == pids[0]
+    else:
+        g = gpu["pid"].to_numpy()[idx] * (1 << 32) + gpu["correlation"].to_numpy()[idx]
+        a = np.sort(pids * (1 << 32) + corr)
+        same = True
     pos = np.minimum(np.searchsorted(a, g), a.size - 1)
-    return float((a[pos] == g).mean())
+    return float(((a[pos] == g) & same).mean())

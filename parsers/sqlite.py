@@ -14,6 +14,7 @@ import itertools
 import os
 import re
 import sqlite3
+import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -35,6 +36,7 @@ PARALLEL_MIN_ROWS = 200_000  # below this one connection is as fast
 # (20 ms of pyarrow.dataset et al.): a batch over thousands of small captures pays that per case.
 ADBC_MIN_BYTES = 4 << 20
 MAX_READERS = 4
+MAX_CHUNKS = 4096  # rowid ranges per table, however sparse its rowids
 
 
 SQL_TIME_LIMIT_S = float(os.environ.get("TRACETRIAGE_SQL_TIMEOUT", "300"))
@@ -182,21 +184,63 @@ class Database:
 
     def scan(self, sql: str, table: str, convert, chunk_rows: int = 1_000_000) -> list:
         """Read a big table in rowid ranges on parallel connections, converting each
-        Arrow chunk (in its reader thread) to compact arrays at once, so the raw rows of
-        at most one chunk per reader are alive at a time. ``sql`` has a ``{rowid}``
-        placeholder; results come back in rowid order."""
-        ranges = ["1=1"] if table in self.views else self._chunks(table, chunk_rows)  # a view has no rowid ranges
-        readers = max(1, min(os.cpu_count() or 1, MAX_READERS, len(ranges)))
+        Arrow chunk (in its reader thread) at once, so the raw rows of at most one chunk
+        per reader are alive at a time. ``sql`` has a ``{rowid}`` placeholder; results
+        come back in rowid order."""
+        ranges = [("1=1", 0, 0)] if table in self.views else self._chunks(table, chunk_rows)  # a view has no rowid ranges
+        return self._run([lambda cond=cond: convert(self._fetch(sql.replace("{rowid}", cond))) for cond, _, _ in ranges])
 
-        def run(cond):
-            return convert(self._fetch(sql.replace("{rowid}", cond)))
+    def scan_columns(self, sql: str, table: str, convert, chunk_rows: int = 1_000_000) -> dict[str, np.ndarray]:
+        """:meth:`scan` for a ``convert`` that returns a dict of equal-length numpy arrays:
+        each chunk's arrays are copied, in its reader thread, into one array per column
+        allocated for the table's whole rowid span, so no concatenation (a second copy of
+        every column) follows. Rowids of an export are dense; gaps left by deleted rows are
+        closed up afterwards. ``np.empty`` only reserves address space: pages a sparse
+        span never fills are never touched."""
+        ranges = [("1=1", 0, 0)] if table in self.views else self._chunks(table, chunk_rows)
+        capacity = ranges[-1][1] + ranges[-1][2]
+        if len(ranges) == 1 or capacity > self._size // 8:  # a span wider than the file has rows: sparse
+            return concat_columns(self._run([lambda cond=cond: convert(self._fetch(sql.replace("{rowid}", cond)))
+                                             for cond, _, _ in ranges]))
+        out: dict[str, np.ndarray] = {}
+        counts = [0] * len(ranges)
+        lock = threading.Lock()
 
+        def run(k: int) -> None:
+            cond, offset, width = ranges[k]
+            part = convert(self._fetch(sql.replace("{rowid}", cond)))
+            with lock:
+                if not out:
+                    out.update({c: np.empty(capacity, dtype=v.dtype) for c, v in part.items()})
+            n = len(next(iter(part.values()))) if part else 0
+            if n > width:
+                raise TraceFormatError(self.path, f"corrupt SQLite file ({table} has more rows than rowids in {cond})")
+            for c in list(part):
+                out[c][offset:offset + n] = part.pop(c)
+            counts[k] = n
+
+        self._run([lambda k=k: run(k) for k in range(len(ranges))])
+        total = sum(counts)
+        if total == capacity:
+            return out
+        # Deleted rows left holes: move each range's rows down behind the previous ones.
+        at = 0
+        for (_, offset, _), n in zip(ranges, counts):
+            if offset != at:
+                for col in out.values():
+                    col[at:at + n] = col[offset:offset + n]  # numpy buffers overlapping copies
+            at += n
+        return {c: (v[:total].copy() if total < 0.75 * capacity else v[:total]) for c, v in out.items()}
+
+    def _run(self, tasks: list) -> list:
+        """The tasks on up to MAX_READERS threads (one per core), results in order."""
+        readers = max(1, min(os.cpu_count() or 1, MAX_READERS, len(tasks)))
         if readers == 1:
-            return [run(c) for c in ranges]
+            return [t() for t in tasks]
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(readers) as pool:
-            return list(pool.map(run, ranges))
+            return list(pool.map(lambda t: t(), tasks))
 
     def _fetch(self, sql: str) -> pa.Table:
         """One query as an Arrow table on its own ADBC connection (sqlite3 fallback).
@@ -254,21 +298,42 @@ class Database:
         cols = list(zip(*rows)) if rows else [[] for _ in names]
         return pa.table({n: _column(c) for n, c in zip(names, cols)})
 
-    def _chunks(self, table: str, chunk_rows: int | None = None) -> list[str]:
+    def _chunks(self, table: str, chunk_rows: int | None = None) -> list[tuple[str, int, int]]:
+        """Rowid ranges of a table as (condition, offset of the range in the rowid span, width)."""
         try:
             # Two queries: SQLite answers a lone min() or max() on rowid from the b-tree ends.
             self._arm(table)
             lo = self.conn.execute(f'SELECT min(rowid) FROM "{table}"').fetchone()[0]
             hi = self.conn.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0]
         except sqlite3.DatabaseError:
-            return ["1=1"]
+            return [("1=1", 0, 0)]
         if lo is None or hi - lo < PARALLEL_MIN_ROWS:
-            return ["1=1"]
+            return [("1=1", 0, 0)]
         n = max(1, min(os.cpu_count() or 1, MAX_READERS))
         if chunk_rows:
-            n = max(n, -(-(hi - lo + 1) // chunk_rows))
+            n = max(n, min(-(-(hi - lo + 1) // chunk_rows), MAX_CHUNKS))
         edges = [lo - 1 + (hi - lo + 1) * i // n for i in range(n + 1)]
-        return [f"rowid > {a} AND rowid <= {b}" for a, b in itertools.pairwise(edges)]
+        return [(f"rowid > {a} AND rowid <= {b}", a - edges[0], b - a) for a, b in itertools.pairwise(edges)]
+
+
+def concat_columns(chunks: list[dict]) -> dict:
+    """Column-wise concatenation of dicts of arrays that frees each chunk's column as it
+    goes (peak: one extra copy of one column, not of the table). Categorical columns must
+    share their categories; a single chunk is returned as is."""
+    if not chunks:
+        return {}
+    out = {}
+    for col in list(chunks[0]):
+        pieces = [c.pop(col) for c in chunks]
+        if len(pieces) == 1:
+            out[col] = pieces[0]
+        elif isinstance(pieces[0], pd.Categorical):
+            out[col] = pd.Categorical.from_codes(np.concatenate([np.asarray(x.codes) for x in pieces]),
+                                                 categories=pieces[0].categories)
+        else:
+            out[col] = np.concatenate([np.asarray(x) for x in pieces])
+        del pieces
+    return out
 
 
 def _decoded_text(table: pa.Table, text: tuple[str, ...]) -> pa.Table:

@@ -190,3 +190,20 @@ def test_both_sqlite_readers_build_the_same_model(name, monkeypatch):
         for col in a.columns:
             assert a[col].astype(object).tolist() == b[col].astype(object).tolist(), (table, col)
     assert via_adbc.warnings == via_stdlib.warnings
+
+
+@pytest.mark.parametrize("pids,shuffled", [((7,), False), ((7,), True), ((7, 9), False)])
+def test_linked_fraction_matches_a_join(pids, shuffled):
+    """The launch-link estimate (sorted search, with or without the one-process shortcut)
+    equals the share found by a plain pandas join on (pid, correlation)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(3)
+    n = 5000
+    gpu = pd.DataFrame({"pid": rng.choice(pids, n), "correlation": rng.integers(0, 8000, n)})
+    api = pd.DataFrame({"pid": rng.choice(pids, 6000), "correlation": rng.permutation(12000)[:6000]})
+    if not shuffled:
+        api = api.sort_values("correlation", ignore_index=True)
+    expected = len(gpu.merge(api.drop_duplicates(), on=["pid", "correlation"])) / n
+    got = nsys._linked_fraction(gpu, np.ones(n, bool), api)
+    assert got == pytest.approx(expected) and 0.2 < got < 0.8

@@ -25,3 +25,19 @@ def tune_allocator(threshold: int = 1 << 20) -> bool:
     except (OSError, AttributeError):
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, threshold)) and bool(mallopt(M_TRIM_THRESHOLD, threshold))
+
+
+_LIBC = []
+
+
+def release_freed() -> None:
+    """Hand the heap's free pages back to the system (glibc ``malloc_trim``). The reader
+    threads' small Arrow buffers are freed into per-thread arenas that glibc does not trim
+    on its own: 150 MB of RSS after reading a 10M-kernel export, held through the analysis."""
+    if not _LIBC:
+        try:
+            _LIBC.append(ctypes.CDLL("libc.so.6").malloc_trim)
+        except (OSError, AttributeError):
+            _LIBC.append(None)
+    if _LIBC[0] is not None:
+        _LIBC[0](0)
