@@ -23,54 +23,65 @@ def kernel_summary(trace: Trace, lo: int, hi: int, top: int = TOP_KERNELS) -> li
     return kernel_summary_multi([(trace, lo, hi)], top)
 
 
-def _kernel_durations(trace: Trace, lo: int, hi: int):
+SUMMARY_CHUNK = 1 << 20  # rows per slice: temporaries of a few MB on 10M-kernel traces
+
+
+def _kernel_slices(trace: Trace, lo: int, hi: int):
+    """(durations, name codes + 1) of the kernels that start in [lo, hi), a slice of the
+    table at a time; code 0 is a kernel without a name."""
     g = trace.gpu
-    start = g["start"].to_numpy()
-    sel = is_kind(g, "kernel") & (start >= lo) & (start < hi)
-    dur = g["end"].to_numpy()[sel] - start[sel]
-    codes = np.asarray(g["name"].cat.codes.to_numpy()[sel], dtype=np.int64)
-    return dur, codes, g["name"].cat.categories
+    start, end = g["start"].to_numpy(), g["end"].to_numpy()
+    kernel = is_kind(g, "kernel")
+    codes = g["name"].cat.codes.to_numpy()
+    for k in range(0, start.size, SUMMARY_CHUNK):
+        sk = start[k:k + SUMMARY_CHUNK]
+        sel = kernel[k:k + SUMMARY_CHUNK] & (sk >= lo) & (sk < hi)
+        yield end[k:k + SUMMARY_CHUNK][sel] - sk[sel], codes[k:k + SUMMARY_CHUNK][sel].astype(np.int32) + 1
 
 
 def kernel_summary_multi(parts: list[tuple[Trace, int, int]], top: int = TOP_KERNELS) -> list[dict]:
     """Kernel summary over several traces (each in its own window), by kernel name.
 
-    Counts and totals by bincount per trace (no sort of the whole table), summed by
-    name across traces; the median is computed only for the names that make the list,
-    over their durations in every trace."""
+    Counts and totals by bincount per slice of each trace (no sort, no copy of the whole
+    table), summed by name across traces; the median is computed only for the names that
+    make the list, over their durations in every trace (a second pass)."""
     totals: dict[str, list] = {}
     read = []
     for trace, lo, hi in parts:
-        dur, codes, cats = _kernel_durations(trace, lo, hi)
-        if not dur.size:
+        cats = trace.gpu["name"].cat.categories
+        count = np.zeros(len(cats) + 1, np.int64)
+        total_by = np.zeros(len(cats) + 1)
+        for dur, shift in _kernel_slices(trace, lo, hi):
+            count += np.bincount(shift, minlength=count.size)
+            total_by += np.bincount(shift, weights=dur, minlength=count.size)
+        if not count.any():
             continue
-        shift = codes + 1  # code -1 (unknown name) goes to bin 0
-        count = np.bincount(shift)
-        total_by = np.bincount(shift, weights=dur)
         for b in np.flatnonzero(count):
             name = str(cats[b - 1]) if b > 0 else "<unknown>"
             acc = totals.setdefault(name, [0, 0.0])
             acc[0] += int(count[b])
             acc[1] += float(total_by[b])
-        read.append((dur, shift, cats))
+        read.append((trace, lo, hi, cats))
     if not totals:
         return []
     grand = sum(v[1] for v in totals.values())
     names = sorted(totals, key=lambda n: (-totals[n][1], n))[:top]
+    durations: dict[str, list] = {name: [] for name in names}
+    for trace, lo, hi, cats in read:
+        bins = {name: 0 if name == "<unknown>" else int(cats.get_loc(name)) + 1
+                for name in names if name == "<unknown>" or name in cats}
+        for dur, shift in _kernel_slices(trace, lo, hi):
+            for name, b in bins.items():
+                durations[name].append(dur[shift == b])
     out = []
     for name in names:
         count, total = totals[name]
-        mine = []
-        for dur, shift, cats in read:
-            b = 0 if name == "<unknown>" else (int(cats.get_loc(name)) + 1 if name in cats else None)
-            if b is not None:
-                mine.append(dur[shift == b])
         out.append({
             "name": name,
             "count": int(count),
             "total_ns": int(round(total)),
             "mean_ns": int(round(total / count)),
-            "median_ns": int(round(float(np.median(np.concatenate(mine))))),
+            "median_ns": int(round(float(np.median(np.concatenate(durations[name]))))),
             "share_pct": round(100.0 * total / grand, 3) if grand else 0.0,
         })
     return out
@@ -94,11 +105,14 @@ def merge_copy_checks(checks: list[dict]) -> dict | None:
 
 
 def kernel_duration_median(trace: Trace, lo: int, hi: int) -> int | None:
-    g = trace.gpu
-    sel = (is_kind(g, "kernel")) & (g["start"].to_numpy() >= lo) & (g["start"].to_numpy() < hi)
-    if not sel.any():
-        return None
-    return int(np.median((g["end"].to_numpy() - g["start"].to_numpy())[sel]))
+    """Median duration of the kernels that start in [lo, hi), gathered slice by slice into one
+    buffer that the median then partitions in place (no copy of the durations)."""
+    buf = np.empty(len(trace.gpu), np.int64)
+    n = 0
+    for dur, _ in _kernel_slices(trace, lo, hi):
+        buf[n:n + dur.size] = dur
+        n += dur.size
+    return int(np.median(buf[:n], overwrite_input=True)) if n else None
 
 
 def copy_checks(trace: Trace, lo: int, hi: int) -> dict:

@@ -20,9 +20,10 @@ Definitions (all inside the analysis window [lo, hi)):
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from tracetriage.analyzers import intervals as iv
-from tracetriage.model import Trace, cat_mask
+from tracetriage.model import Trace
 
 CAUSES = ("sync", "memcpy_sync", "launch", "other_cuda", "host", "unknown")
 _CAUSE_CATEGORIES = {
@@ -65,7 +66,7 @@ def _pct(x: int, d: int) -> float:
     return round(100.0 * x / d, 3) if d else 0.0
 
 
-CHUNK_INTERVALS = 1_000_000  # device intervals processed per slice: bounds memory on 10M-kernel traces
+CHUNK_INTERVALS = 1 << 18  # device intervals processed per slice: bounds memory on 10M-kernel traces
 SHORT_GAP_NS = 1_000_000
 # Gap classes, disjoint: a gap that begins as a blocking sync returns ("after_sync"),
 # else a gap under SHORT_GAP_NS ("short": between kernels of one step), else "long".
@@ -76,20 +77,29 @@ class _HostSlicer:
     """The host API calls of one process, cut to any time span on demand.
 
     Calls are in start order; a call overlapping [a, b) started at most ``max_dur``
-    before ``a``, so two binary searches find every candidate without a scan.
+    before ``a``, so two binary searches find every candidate without a scan. The cause
+    of each call is looked up from its category code per span (no mask per cause over
+    the whole table).
     """
 
     def __init__(self, trace: Trace, pid: int):
         api = trace.api
-        mine = api["pid"].to_numpy() == pid
-        self.empty = not mine.any()
-        if mine.all():  # one process: views, no copies of a 10M-row table
-            self.start, self.end = api["start"].to_numpy(), api["end"].to_numpy()
-            self.cat_masks = {cause: cat_mask(api, "category", cats) for cause, cats in _CAUSE_CATEGORIES.items()}
+        pids = api["pid"].to_numpy()
+        one = bool(pids.size) and pids.min() == pids.max() == pid
+        mine = None if one else pids == pid
+        self.empty = not (one or mine.any())
+        col = api["category"]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            codes, cats = col.cat.codes.to_numpy(), list(col.cat.categories)
         else:
-            self.start = api["start"].to_numpy()[mine]
-            self.end = api["end"].to_numpy()[mine]
-            self.cat_masks = {cause: cat_mask(api, "category", cats)[mine] for cause, cats in _CAUSE_CATEGORIES.items()}
+            codes, uniq = pd.factorize(col.to_numpy())
+            cats = list(uniq)
+        # one lookup table per cause over the category codes; the last slot is code -1 (missing)
+        self.luts = {cause: np.array([c in wanted for c in cats] + [False]) for cause, wanted in _CAUSE_CATEGORIES.items()}
+        if one:  # one process: views, no copies of a 10M-row table
+            self.start, self.end, self.codes = api["start"].to_numpy(), api["end"].to_numpy(), codes
+        else:
+            self.start, self.end, self.codes = api["start"].to_numpy()[mine], api["end"].to_numpy()[mine], codes[mine]
         self.max_dur = int((self.end - self.start).max()) if self.start.size else 0
 
     def coverage(self, a: int, b: int) -> dict[str, iv.Coverage] | None:
@@ -97,21 +107,31 @@ class _HostSlicer:
             return None
         i = np.searchsorted(self.start, a - self.max_dur, "left")
         j = np.searchsorted(self.start, b, "left")
-        s, e = self.start[i:j], self.end[i:j]
-        return {cause: iv.Coverage(*iv.union(s[m[i:j]], e[m[i:j]])) for cause, m in self.cat_masks.items()}
+        s, e, codes = self.start[i:j], self.end[i:j], self.codes[i:j]
+        out = {}
+        for cause, lut in self.luts.items():
+            m = lut[codes]
+            out[cause] = iv.Coverage(*iv.union(s[m], e[m]))
+        return out
 
 
-def _device_intervals(trace: Trace, device: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """The device's intervals overlapping [lo, hi), clipped to it, in start order."""
+def _device_chunks(trace: Trace, device: int, lo: int, hi: int, size: int):
+    """The device's intervals overlapping [lo, hi), clipped to it, in start order, a slice
+    of the table at a time (views of it; no copy of the device's whole columns)."""
     g = trace.gpu
     start, end = g["start"].to_numpy(), g["end"].to_numpy()
-    sel = (g["device"].to_numpy() == device) & (end > lo) & (start < hi)
-    if not sel.all():
-        start, end = start[sel], end[sel]
-    s = np.maximum(start, lo)
-    e = np.maximum(end, start)
-    np.minimum(e, hi, out=e)
-    return s, e
+    devs = g["device"].to_numpy()
+    one = len(trace.devices) == 1 and device == 0  # every row is this device's
+    for k in range(0, start.size, size):
+        s, e = start[k:k + size], end[k:k + size]
+        sel = (e > lo) & (s < hi)
+        if not one:
+            sel &= devs[k:k + size] == device
+        if not sel.all():
+            s, e = s[sel], e[sel]
+        e = np.maximum(e, s)
+        np.minimum(e, hi, out=e)
+        yield np.maximum(s, lo), e
 
 
 def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | None = None,
@@ -132,9 +152,11 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
         hosts[pid] = _HostSlicer(trace, pid)
     host = hosts[pid]
     sync_ends = np.empty(0, np.int64) if sync_ends is None else sync_ends
-    s_all, e_all = _device_intervals(trace, device, lo, hi)
     edges = np.linspace(lo, hi, TIMELINE_BINS + 1).astype(np.int64)
-    acc = {"busy": 0, "bins": np.zeros(TIMELINE_BINS), "lengths": [], "by_cause": dict.fromkeys(CAUSES, 0),
+    # Gap lengths land in one buffer: a gap ends at each merged interval's start or at hi,
+    # so there are at most rows + 1 (np.empty reserves; only the gaps written are touched).
+    lengths_buf = np.empty(len(trace.gpu) + 1, np.int64)
+    acc = {"busy": 0, "bins": np.zeros(TIMELINE_BINS), "n": 0, "by_cause": dict.fromkeys(CAUSES, 0),
            "top": [], "after_ns": 0, "after_n": 0, "short_lh_ns": 0, "short_n": 0,
            "by_class": {k: dict.fromkeys(CAUSES, 0) for k in GAP_CLASSES}}
 
@@ -168,7 +190,8 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
             sums = np.bincount(cls, weights=causes[c], minlength=3)
             for i, name in enumerate(GAP_CLASSES):
                 acc["by_class"][name][c] += int(round(sums[i]))
-        acc["lengths"].append(length)
+        lengths_buf[acc["n"]:acc["n"] + length.size] = length
+        acc["n"] += length.size
         if length.size > TOP_GAPS:  # top-k without sorting the whole slice; ties go to the earliest
             thr = np.partition(length, length.size - TOP_GAPS)[length.size - TOP_GAPS]
             above = np.flatnonzero(length > thr)
@@ -181,8 +204,9 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
             acc["top"].append((int(length[i]), int(gs[i]), cause))
 
     carry = None  # the last merged interval of the slices so far, still open
-    for k in range(0, s_all.size, CHUNK_INTERVALS):
-        ms, me = iv.union(s_all[k:k + CHUNK_INTERVALS], e_all[k:k + CHUNK_INTERVALS])
+    for s_chunk, e_chunk in _device_chunks(trace, device, lo, hi, CHUNK_INTERVALS):
+        ms, me = iv.union(s_chunk, e_chunk)
+        del s_chunk, e_chunk
         nz = me > ms  # zero-length intervals do not split a gap
         ms, me = ms[nz], me[nz]
         if carry is not None:
@@ -211,9 +235,12 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
     else:
         close(np.empty(0, np.int64), np.empty(0, np.int64), np.array([lo], np.int64), np.array([hi], np.int64))
 
-    lengths = np.concatenate(acc["lengths"]) if acc["lengths"] else np.empty(0, np.int64)
+    lengths = lengths_buf[:acc["n"]]
     busy = acc["busy"]
     hist = np.histogram(lengths, bins=HISTOGRAM_EDGES_NS + [max(int(lengths.max()) + 1 if lengths.size else 1, HISTOGRAM_EDGES_NS[-1] + 1)])[0]
+    total_gap, max_gap = int(lengths.sum()), int(lengths.max()) if lengths.size else 0
+    # in place (the buffer is ours): np.percentile would otherwise copy all the gaps
+    p50, p99 = (int(x) for x in np.percentile(lengths, [50, 99], overwrite_input=True)) if lengths.size else (0, 0)
     top = sorted(acc["top"], key=lambda x: -x[0])[:TOP_GAPS]  # stable: earliest first among equals
     widths = np.diff(edges)
     per_bin = acc["bins"] / np.where(widths > 0, widths, 1)
@@ -224,10 +251,10 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
         "busy_pct": _pct(busy, window),
         "gaps": {
             "count": int(lengths.size),
-            "total_ns": int(lengths.sum()),
-            "p50_ns": int(np.percentile(lengths, 50)) if lengths.size else 0,
-            "p99_ns": int(np.percentile(lengths, 99)) if lengths.size else 0,
-            "max_ns": int(lengths.max()) if lengths.size else 0,
+            "total_ns": total_gap,
+            "p50_ns": p50,
+            "p99_ns": p99,
+            "max_ns": max_gap,
             "by_cause": by_cause,
             "by_cause_pct_of_window": {c: _pct(v, window) for c, v in by_cause.items()},
             "histogram": {label: int(n) for label, n in zip(HISTOGRAM_LABELS, hist)},

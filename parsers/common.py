@@ -144,11 +144,10 @@ def compact_categorical(codes, categories) -> pd.Categorical:
         return pd.Categorical.from_codes(codes, categories=categories)
     used = np.bincount(codes[codes >= 0] if (codes < 0).any() else codes, minlength=len(categories)) > 0
     keep = np.flatnonzero(used)
-    lut = np.full(len(categories) + 1, -1, dtype=np.int32)  # last slot: code -1
-    lut[keep] = np.arange(len(keep), dtype=np.int32)
-    new = lut[codes]  # a code of -1 indexes the last slot
     dtype = np.int8 if len(keep) < 127 else np.int16 if len(keep) < 32767 else np.int32
-    return pd.Categorical.from_codes(new.astype(dtype, copy=False), categories=categories[keep])
+    lut = np.full(len(categories) + 1, -1, dtype=dtype)  # last slot: code -1
+    lut[keep] = np.arange(len(keep), dtype=dtype)
+    return pd.Categorical.from_codes(lut[codes], categories=categories[keep])  # a code of -1 indexes the last slot
 
 
 def from_launch(api_keys, values, gpu_keys, fill) -> np.ndarray:

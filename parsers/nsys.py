@@ -31,7 +31,6 @@ import pyarrow as pa
 from pandas.api.types import union_categoricals
 
 from tracetriage.errors import MissingDataError, TraceFormatError
-from tracetriage.memory import release_freed
 from tracetriage.model import (
     API_CATEGORIES,
     COLLECTIVE_OPS,
@@ -188,6 +187,25 @@ def _version(db: Database, export: dict[str, str]) -> str | None:
             if m:
                 return m.group(1)
     return None
+
+
+def device_keys(pid: np.ndarray, ordinal: np.ndarray) -> tuple[np.ndarray, pd.DataFrame]:
+    """Devices are (pid, ordinal) pairs: each row's int32 key, and the pairs in sorted order.
+
+    One process with ordinals in [-1, 65535] (every real export) goes through a lookup
+    table: no int64 key, hash table or sort over the 10M rows."""
+    if pid.size and pid.min() == pid.max() and ordinal.min() >= -1 and ordinal.max() < 1 << 16:
+        present = np.zeros((1 << 16) + 1, bool)
+        present[ordinal] = True  # -1 lands in the last slot
+        uniq = np.flatnonzero(present[:-1])
+        if present[-1]:
+            uniq = np.concatenate(([-1], uniq))
+        lut = np.full((1 << 16) + 1, -1, np.int32)
+        lut[uniq] = np.arange(uniq.size, dtype=np.int32)
+        return lut[ordinal], pd.DataFrame({"pid": np.full(uniq.size, pid[0], np.int64), "ordinal": uniq.astype(np.int64)})
+    pairs = pd.DataFrame({"pid": pid, "ordinal": ordinal})
+    keys = pairs.groupby(["pid", "ordinal"], sort=True).ngroup().to_numpy().astype(np.int32)
+    return keys, pairs.drop_duplicates().sort_values(["pid", "ordinal"], ignore_index=True)
 
 
 def _gpu_rows(df: pd.DataFrame, kind: str, name, *, collective=None, nbytes=None, copy_kind=None,
@@ -572,10 +590,8 @@ def parse(path: str) -> Trace:
             raise TraceFormatError(path, "nsys export without a StringIds table")
         strings = _Strings(db)
         export, capture = _meta(db)
-        kernels = _kernels(db, strings)
-        release_freed()  # the reader threads' freed buffers, before the runtime table is read
         parts = [p for p in (
-            kernels,
+            _kernels(db, strings),
             _copies(db, MEMCPY, "memcpy"),
             _copies(db, MEMSET, "memset"),
             _graph_replays(db),
@@ -609,12 +625,8 @@ def parse(path: str) -> Trace:
             trace_warnings = []
         if not len(cols["start"]):
             raise MissingDataError(path, "nothing to analyze: no GPU record has timestamps")
-        # Devices: (pid, ordinal) pairs, interned to int32 keys.
-        codes, uniq = pd.factorize(cols["pid"] * 65536 + cols.pop("dev"), sort=True)
-        pairs = pd.DataFrame({"pid": uniq // 65536, "ordinal": uniq % 65536})
+        cols["device"], pairs = device_keys(cols["pid"], cols.pop("dev"))
         trace.devices = _devices(db, pairs)
-        cols["device"] = codes.astype(np.int32)
-        del codes
         starts = cols["start"]
         if not bool((starts[1:] >= starts[:-1]).all()):  # exports are usually in start order already
             order = np.argsort(starts, kind="stable")

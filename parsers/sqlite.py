@@ -24,6 +24,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tracetriage.errors import TraceFormatError
+from tracetriage.memory import release_freed
 
 # Arrow's default jemalloc/mimalloc pools keep freed memory; between the big tables of a
 # trace the system allocator hands it back, which cut peak RSS by ~20% and time by ~30%
@@ -220,6 +221,7 @@ class Database:
             counts[k] = n
 
         self._run([lambda k=k: run(k) for k in range(len(ranges))])
+        release_freed()  # the reader threads' Arrow batches, freed into arenas glibc does not trim itself
         total = sum(counts)
         if total == capacity:
             return out

@@ -207,3 +207,17 @@ def test_linked_fraction_matches_a_join(pids, shuffled):
     expected = len(gpu.merge(api.drop_duplicates(), on=["pid", "correlation"])) / n
     got = nsys._linked_fraction(gpu, np.ones(n, bool), api)
     assert got == pytest.approx(expected) and 0.2 < got < 0.8
+
+
+@pytest.mark.parametrize("pids", [(5,), (5, 3)])
+def test_device_keys_match_a_sorted_factorization(pids):
+    """(pid, ordinal) device keys, ordinal -1 (missing) included, equal the ranks of the sorted
+    distinct pairs, by the lookup table (one process) and by the general path alike."""
+    rng = np.random.default_rng(1)
+    pid = rng.choice(pids, 1000).astype(np.int64)
+    ordinal = rng.choice([-1, 0, 3, 7, 65535], 1000).astype(np.int64)
+    keys, pairs = nsys.device_keys(pid, ordinal)
+    distinct = sorted(set(zip(pid.tolist(), ordinal.tolist())))
+    assert list(zip(pairs["pid"].tolist(), pairs["ordinal"].tolist())) == distinct
+    assert keys.dtype == np.int32
+    assert [distinct[k] for k in keys] == list(zip(pid.tolist(), ordinal.tolist()))
