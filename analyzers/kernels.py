@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracetriage.model import UVM_KINDS, Trace, is_kind
+from tracetriage.model import UVM_KINDS, Trace, cat_mask, is_kind
 
 TOP_KERNELS = 15
 
@@ -117,18 +117,19 @@ def kernel_duration_median(trace: Trace, lo: int, hi: int) -> int | None:
 
 def copy_checks(trace: Trace, lo: int, hi: int) -> dict:
     g = trace.gpu
-    in_win = (g["start"].to_numpy() >= lo) & (g["start"].to_numpy() < hi)
-    copies = g[in_win & (is_kind(g, "memcpy"))]
+    g_start = g["start"].to_numpy()
+    copies = g[(g_start >= lo) & (g_start < hi) & is_kind(g, "memcpy")]
+    # API rows are picked by category first: copy calls are few, the table may hold 10M launches
     api = trace.api
-    async_calls = api[api["category"] == "memcpy_async"][["pid", "correlation"]]
+    async_calls = api.loc[cat_mask(api, "category", "memcpy_async"), ["pid", "correlation"]]
     pageable = copies[copies["pageable"].to_numpy()]
     if len(pageable) and len(async_calls):
         key = lambda df: df["pid"].to_numpy(np.int64) * (1 << 32) + df["correlation"].to_numpy(np.int64)  # noqa: E731
         pageable_async = pageable[np.isin(key(pageable), key(async_calls))]
     else:
         pageable_async = pageable.iloc[0:0]
-    a_in = api[(api["start"] >= lo) & (api["start"] < hi)]
-    sync_calls = a_in[a_in["category"] == "memcpy_sync"]
+    sync_calls = api[cat_mask(api, "category", "memcpy_sync")]
+    sync_calls = sync_calls[(sync_calls["start"] >= lo) & (sync_calls["start"] < hi)]
     dtoh = copies[copies["copy_kind"] == "DtoH"]
     uvm = copies[copies["copy_kind"].astype(object).isin(UVM_KINDS).to_numpy()]
     dur = (pageable_async["end"] - pageable_async["start"]).to_numpy()

@@ -187,3 +187,25 @@ def test_top_gaps_ties_go_to_the_earliest():
     assert top[0]["length_ns"] == 15
     assert [g["start_ns"] for g in top[1:]] == sorted(g["start_ns"] for g in top[1:])
     assert top[1]["start_ns"] == 10
+
+
+def test_selected_counts_per_step_equal_a_copied_search():
+    """Counting masked rows per step in place (running counts over slices) gives what
+    copying the rows out and searching them gives, across slice boundaries and unordered."""
+    from tracetriage.analyzers import steps as sp
+
+    rng = np.random.default_rng(5)
+    starts = np.sort(rng.integers(0, 10_000, 5000))
+    mask = rng.random(5000) < 0.4
+    edges = np.sort(rng.integers(-50, 10_050, 81))
+    steps = sp.Steps(1, "sync", edges[:-1], edges[1:], np.zeros(80, bool))
+    expected = sp.per_step_counts(starts[mask], steps)
+    old = sp.Selected.CHUNK
+    try:
+        sp.Selected.CHUNK = 333
+        assert sp.Selected(starts, mask).per_step(steps).tolist() == expected.tolist()
+        shuffled = rng.permutation(5000)
+        assert sp.Selected(starts[shuffled], mask[shuffled]).per_step(steps).tolist() == expected.tolist()
+    finally:
+        sp.Selected.CHUNK = old
+    assert expected.sum() > 0
