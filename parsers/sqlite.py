@@ -313,7 +313,10 @@ class Database:
             return [("1=1", 0, 0)]
         n = max(1, min(os.cpu_count() or 1, MAX_READERS))
         if chunk_rows:
-            n = max(n, min(-(-(hi - lo + 1) // chunk_rows), MAX_CHUNKS))
+            # no more ranges than the file could fill (a row takes at least 8 bytes on disk),
+            # however far apart sparse rowids lie
+            most = -(-max(1, self._size // 8) // chunk_rows) + n
+            n = max(n, min(-(-(hi - lo + 1) // chunk_rows), most, MAX_CHUNKS))
         edges = [lo - 1 + (hi - lo + 1) * i // n for i in range(n + 1)]
         return [(f"rowid > {a} AND rowid <= {b}", a - edges[0], b - a) for a, b in itertools.pairwise(edges)]
 

@@ -7,7 +7,7 @@ shared/samples/real/nsys/SOURCES.md (measured there with plain SQL).
 
 import numpy as np
 import pytest
-from conftest import real, sql
+from conftest import BUNDLES, real, sql
 
 from tracetriage import open_case
 from tracetriage.parsers import nsys
@@ -221,3 +221,40 @@ def test_device_keys_match_a_sorted_factorization(pids):
     assert list(zip(pairs["pid"].tolist(), pairs["ordinal"].tolist())) == distinct
     assert keys.dtype == np.int32
     assert [distinct[k] for k in keys] == list(zip(pid.tolist(), ordinal.tolist()))
+
+
+@pytest.mark.parametrize("holes", ["dense", "deleted", "sparse"])
+def test_parallel_column_reader_with_deleted_and_sparse_rowids(holes, tmp_path, monkeypatch):
+    """Rows read in rowid ranges into preallocated columns: deleted rows (holes closed up
+    afterwards) and a rowid far beyond the row count (chunks concatenated instead) give the
+    rows plain SQL gives, in rowid order."""
+    import shutil
+    import sqlite3
+
+    from tracetriage.parsers import sqlite as tt_sqlite
+
+    src = BUNDLES / "eager_decode" / "trace.sqlite"
+    path = tmp_path / "trace.sqlite"
+    shutil.copy(src, path)
+    con = sqlite3.connect(path)
+    if holes == "deleted":
+        con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 7 = 3 OR rowid BETWEEN 100 AND 2000")
+    elif holes == "sparse":
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET rowid = 1000000000000 WHERE rowid = (SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+    con.commit()
+    con.close()
+    monkeypatch.setattr(tt_sqlite, "ADBC_MIN_BYTES", 0)
+    monkeypatch.setattr(tt_sqlite, "PARALLEL_MIN_ROWS", 100)
+    calls = []
+    real_scan_columns = tt_sqlite.Database.scan_columns
+    monkeypatch.setattr(tt_sqlite.Database, "scan_columns",
+                        lambda self, sql, table, convert, chunk_rows=1_000_000:
+                        calls.append(table) or real_scan_columns(self, sql, table, convert, chunk_rows=1000))
+    trace = nsys.parse(str(path))
+    assert "CUPTI_ACTIVITY_KIND_KERNEL" in calls
+    want = sql(path, "SELECT start, end, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid")
+    k = trace.gpu[trace.gpu["kind"] == "kernel"]
+    assert len(k) == len(want) > 1000
+    assert k["start"].tolist() == [r[0] for r in want]
+    assert k["end"].tolist() == [r[1] for r in want]
+    assert k["correlation"].tolist() == [r[2] for r in want]
