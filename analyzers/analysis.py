@@ -15,7 +15,6 @@ import pandas as pd
 from tracetriage import __version__
 from tracetriage.analyzers import accounting, lanes, rules
 from tracetriage.analyzers import collectives as coll
-from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers import kernels as kern
 from tracetriage.analyzers import steps as st
 from tracetriage.analyzers import timeline as tl
@@ -57,24 +56,24 @@ def _trace_pids(trace: Trace) -> list[int]:
 LONG_STEP_FACTOR = 3.0  # a step longer than 3x the median is a stall a user sees
 
 
-def long_steps(trace: Trace, steps: st.Steps, unions: dict) -> dict:
+def _long(steps: st.Steps) -> np.ndarray:
+    """Mask of the long steps (> LONG_STEP_FACTOR x p50)."""
+    d = steps.durations
+    return d > LONG_STEP_FACTOR * float(np.percentile(d, 50)) if d.size else np.zeros(0, bool)
+
+
+def long_steps(trace: Trace, steps: st.Steps, busy_in_long: dict[int, int]) -> dict:
     """The long steps of a process (> LONG_STEP_FACTOR x p50): how many, whether the
     annotations call them prefill, how busy its GPUs were during them (GPU work vs a
-    host stall), and their time above p50 as a share of all step time."""
+    host stall: ``busy_in_long`` is each device's busy ns inside them, summed by the
+    device's timeline pass), and their time above p50 as a share of all step time."""
     d = steps.durations
-    if d.size == 0:
-        return {"count": 0}
-    p50 = float(np.percentile(d, 50))
-    long = d > LONG_STEP_FACTOR * p50
+    long = _long(steps)
     if not long.any():
         return {"count": 0}
-    busy = []
-    for dv in range(len(trace.devices)):
-        if int(trace.devices.iloc[dv]["pid"]) != steps.pid:
-            continue
-        if dv not in unions:
-            unions[dv] = iv.Coverage(*tl.device_union(trace, dv))
-        busy.append(unions[dv].overlap(steps.starts[long], steps.ends[long]).sum() / max(1, d[long].sum()))
+    p50 = float(np.percentile(d, 50))
+    busy = [busy_in_long[dv] / max(1, d[long].sum()) for dv in range(len(trace.devices))
+            if int(trace.devices.iloc[dv]["pid"]) == steps.pid and dv in busy_in_long]
     return {
         "count": int(long.sum()),
         "prefill_labelled": bool(steps.is_prefill[long].mean() >= 0.5) if steps.is_prefill.size else False,
@@ -109,11 +108,18 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     blocking = api[cat_mask(api, "category", st.BLOCKING)]  # syncs are few
     devices, series_busy, coll_starts = [], {}, []
     hosts: dict = {}
+    busy_in_long: dict[int, int] = {}
     for d in range(len(trace.devices)):
         row = trace.devices.iloc[d]
         ends = np.sort(blocking.loc[blocking["pid"] == int(row["pid"]), "end"].to_numpy(np.int64))
+        s = steps.get(int(row["pid"]))
+        long = _long(s) if s is not None else np.zeros(0, bool)
         t = tl.device_timeline(trace, d, lo, hi, hosts, sync_ends=ends, sync_slack_ns=SYNC_SLACK_NS,
-                               min_gap_ns=int(trace.meta.get("clock_resolution_ns") or 1))
+                               min_gap_ns=int(trace.meta.get("clock_resolution_ns") or 1),
+                               spans=(s.starts[long], s.ends[long]) if long.any() else None)
+        if long.any():
+            busy_in_long[d] = t["_busy_in_spans_ns"]
+        t.pop("_busy_in_spans_ns")
         c = coll.device_collectives(trace, d, lo, hi)
         copies = accounting.copy_activity(trace, d, lo, hi)
         did = prefix + trace.device_label(d)
@@ -138,7 +144,6 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
 
     processes = []
     names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))
-    device_unions = {}
     step_series = {}
     for pid in pids:
         s = steps[pid]
@@ -158,7 +163,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
                     **_stats(d),
                 },
                 **st.host_activity(trace, s),
-                "_long_steps": long_steps(trace, s, device_unions),
+                "_long_steps": long_steps(trace, s, busy_in_long),
             }
         )
 

@@ -38,12 +38,6 @@ TOP_GAPS = 10
 TIMELINE_BINS = 120
 
 
-def device_union(trace: Trace, device: int) -> tuple[np.ndarray, np.ndarray]:
-    g = trace.gpu
-    sel = g["device"].to_numpy() == device
-    return iv.union(g["start"].to_numpy()[sel], g["end"].to_numpy()[sel])
-
-
 def attribute(gap_s: np.ndarray, gap_e: np.ndarray, cover: dict[str, iv.Coverage] | None) -> dict[str, np.ndarray]:
     """Idle ns per cause for each gap (arrays aligned with the gaps)."""
     length = gap_e - gap_s
@@ -135,7 +129,8 @@ def _device_chunks(trace: Trace, device: int, lo: int, hi: int, size: int):
 
 
 def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | None = None,
-                    sync_ends: np.ndarray | None = None, sync_slack_ns: int = 20_000, min_gap_ns: int = 1) -> dict:
+                    sync_ends: np.ndarray | None = None, sync_slack_ns: int = 20_000, min_gap_ns: int = 1,
+                    spans: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
     """Busy %, gap statistics and idle-by-cause of one device in [lo, hi).
 
     Streams over the device's intervals CHUNK_INTERVALS at a time: each slice is
@@ -144,6 +139,8 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
     the same as one pass over the whole union (tested), memory is one slice's worth.
     ``sync_ends`` (sorted ends of the owning process's blocking calls) lets the same
     pass sum the idle time that follows a sync and the short gaps spent launching.
+    ``spans`` (start, end arrays: the long steps) makes it also sum the busy ns inside
+    them (``_busy_in_spans_ns``), so no second pass over the device is needed for that.
     """
     window = hi - lo
     pid = int(trace.devices.iloc[device]["pid"])
@@ -156,7 +153,8 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
     # Gap lengths land in one buffer: a gap ends at each merged interval's start or at hi,
     # so there are at most rows + 1 (np.empty reserves; only the gaps written are touched).
     lengths_buf = np.empty(len(trace.gpu) + 1, np.int64)
-    acc = {"busy": 0, "bins": np.zeros(TIMELINE_BINS), "n": 0, "by_cause": dict.fromkeys(CAUSES, 0),
+    in_spans = iv.Coverage(*iv.union(*spans)) if spans is not None and len(spans[0]) else None
+    acc = {"busy": 0, "in_spans": 0, "bins": np.zeros(TIMELINE_BINS), "n": 0, "by_cause": dict.fromkeys(CAUSES, 0),
            "top": [], "after_ns": 0, "after_n": 0, "short_lh_ns": 0, "short_n": 0,
            "by_class": {k: dict.fromkeys(CAUSES, 0) for k in GAP_CLASSES}}
 
@@ -164,6 +162,8 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
         """Account closed busy intervals and the gaps that end at their starts."""
         if cs.size:
             acc["busy"] += int((ce - cs).sum())
+            if in_spans is not None:
+                acc["in_spans"] += int(in_spans.overlap(cs, ce).sum())
             acc["bins"] += iv.Coverage(cs, ce).overlap(edges[:-1], edges[1:])
         keep = ge > gs
         # A gap shorter than the clock's resolution (1 µs timestamps rounded apart) is rounding,
@@ -266,6 +266,7 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
         "_short_launch_host_ns": acc["short_lh_ns"],
         "_short_gap_count": acc["short_n"],
         "_idle_by_class": acc["by_class"],
+        "_busy_in_spans_ns": acc["in_spans"],
     }
 
 

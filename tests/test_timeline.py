@@ -154,13 +154,16 @@ def test_streamed_gaps_match_brute_force(raw, chunk, lo, hi):
     old = timeline.CHUNK_INTERVALS
     timeline.CHUNK_INTERVALS = chunk
     try:
-        r = device_timeline(t, 0, lo, hi)
+        spans = (np.array([lo + 10, lo + 100]), np.array([lo + 60, lo + 150]))  # two long steps
+        r = device_timeline(t, 0, lo, hi, spans=spans)
     finally:
         timeline.CHUNK_INTERVALS = old
     covered = set()
     for s, e in kernels:
         covered.update(range(max(s, lo), min(e, hi)))
     assert r["busy_ns"] == len(covered)
+    in_spans = {x for x in covered if lo + 10 <= x < lo + 60 or lo + 100 <= x < lo + 150}
+    assert r["_busy_in_spans_ns"] == len(in_spans)
     # gaps = maximal runs of uncovered points in [lo, hi)
     gaps, run = [], 0
     for x in range(lo, hi):
