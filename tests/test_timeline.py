@@ -212,3 +212,12 @@ def test_selected_counts_per_step_equal_a_copied_search():
     finally:
         sp.Selected.CHUNK = old
     assert expected.sum() > 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 200), st.integers(0, 30)), max_size=30), st.lists(st.integers(-10, 260), min_size=1, max_size=20))
+def test_measure_before_matches_coverage(raw, times):
+    s, e = iv.union(np.array([a for a, _ in raw], np.int64), np.array([a + d for a, d in raw], np.int64))
+    t = np.array(times, np.int64)
+    assert iv.measure_before(s, e, t).tolist() == iv.Coverage(s, e).at(t).tolist()
+    assert iv.measure_before(s, e, t).tolist() == [sum(max(0, min(b, x) - a) for a, b in zip(s.tolist(), e.tolist())) for x in times]
