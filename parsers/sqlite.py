@@ -255,7 +255,9 @@ class Database:
                 import adbc_driver_sqlite.dbapi as adbc
             except ImportError:
                 pass
-        if self.views and any(re.search(rf'(?<![\w"]){re.escape(v)}(?![\w"])|"{re.escape(v)}"', sql) for v in self.views):
+        over_view = bool(self.views) and any(re.search(rf'(?<![\w"]){re.escape(v)}(?![\w"])|"{re.escape(v)}"', sql)
+                                             for v in self.views)
+        if over_view:
             adbc = None
         if adbc is not None:
             try:
@@ -270,7 +272,6 @@ class Database:
                 if "malformed" in str(exc) or "not a database" in str(exc):
                     raise TraceFormatError(self.path, f"corrupt SQLite file ({str(exc).strip()})") from None
         con = _connect(self.uri)
-        over_view = self.views and any(v in sql for v in self.views)
         budget = VIEW_TIME_LIMIT_S if over_view else SQL_TIME_LIMIT_S
         deadline = time.monotonic() + budget
         con.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 100_000)
