@@ -262,12 +262,13 @@ def _fixed(values, categories: list[str], n: int) -> pd.Categorical:
 
 
 def _int_column(tbl, name: str, dtype=np.int64, warnings: list | None = None) -> np.ndarray:
-    """An integer column, copied out of the Arrow batch (a zero-copy view would keep the
-    driver's whole batch, every column, alive); anything that is not an integer goes
+    """An integer column of one fetched range: a view of the Arrow buffer when it is one
+    int64 chunk (the reader copies it into the table's column right away, and a range
+    small enough to be kept as fetched keeps little); anything that is not an integer goes
     through parsers/coerce.py (-1, counted)."""
     col = tbl.column(name)
     if pa.types.is_integer(col.type):
-        return np.array(col.to_numpy(), dtype=dtype, copy=True)
+        return np.asarray(col.to_numpy(), dtype=dtype)
     return coerce.int64(col.to_numpy(zero_copy_only=False), name, warnings).astype(dtype)
 
 

@@ -37,6 +37,7 @@ PARALLEL_MIN_ROWS = 200_000  # below this one connection is as fast
 # (20 ms of pyarrow.dataset et al.): a batch over thousands of small captures pays that per case.
 ADBC_MIN_BYTES = 4 << 20
 MAX_READERS = 4
+BATCH_ROWS = 1 << 20
 MAX_CHUNKS = 4096  # rowid ranges per table, however sparse its rowids
 
 
@@ -264,6 +265,9 @@ class Database:
                 con = adbc.connect(self.uri)
                 try:
                     cur = con.cursor()
+                    # one Arrow batch per range (the driver's default is 1,024 rows): its
+                    # columns then convert to numpy without a copy
+                    cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
                     cur.execute(sql)
                     return cur.fetch_arrow_table()
                 finally:
