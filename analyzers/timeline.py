@@ -48,9 +48,12 @@ def attribute(gap_s: np.ndarray, gap_e: np.ndarray, cover: dict[str, iv.Coverage
     remaining = length.copy()
     out = {}
     for cause in ("sync", "memcpy_sync", "launch", "other_cuda"):
+        if not cover[cause].s.size:  # no such calls around these gaps
+            out[cause] = np.zeros_like(length)
+            continue
         got = np.minimum(cover[cause].overlap(gap_s, gap_e), remaining)
         out[cause] = got
-        remaining = remaining - got
+        remaining -= got
     out["host"] = remaining
     out["unknown"] = np.zeros_like(length)
     return out
@@ -155,7 +158,7 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
     lengths_buf = np.empty(len(trace.gpu) + 1, np.int64)
     in_spans = iv.Coverage(*iv.union(*spans)) if spans is not None and len(spans[0]) else None
     acc = {"busy": 0, "in_spans": 0, "bins": np.zeros(TIMELINE_BINS), "n": 0, "by_cause": dict.fromkeys(CAUSES, 0),
-           "top": [], "after_ns": 0, "after_n": 0, "short_lh_ns": 0, "short_n": 0,
+           "top": [], "floor": -1, "after_ns": 0, "after_n": 0, "short_lh_ns": 0, "short_n": 0,
            "by_class": {k: dict.fromkeys(CAUSES, 0) for k in GAP_CLASSES}}
 
     def close(cs: np.ndarray, ce: np.ndarray, gs: np.ndarray, ge: np.ndarray) -> None:
@@ -177,31 +180,38 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
             return
         length = ge - gs
         causes = attribute(gs, ge, host.coverage(int(gs[0]), int(ge[-1])))
-        for c in CAUSES:
-            acc["by_cause"][c] += int(causes[c].sum())
         after = gaps_after(gs, ge, sync_ends, sync_slack_ns)
         short = (length < SHORT_GAP_NS) & ~after
-        acc["after_ns"] += int(length[after].sum())
-        acc["after_n"] += int(after.sum())
-        acc["short_lh_ns"] += int((causes["launch"] + causes["host"])[short].sum())
-        acc["short_n"] += int(short.sum())
-        cls = np.where(after, 0, np.where(short, 1, 2))  # one class per gap, summed per cause by bincount
-        for c in CAUSES:
-            sums = np.bincount(cls, weights=causes[c], minlength=3)
-            for i, name in enumerate(GAP_CLASSES):
-                acc["by_class"][name][c] += int(round(sums[i]))
+        acc["after_ns"] += int(length.sum(where=after))
+        acc["after_n"] += int(np.count_nonzero(after))
+        acc["short_n"] += int(np.count_nonzero(short))
+        by_class = acc["by_class"]
+        for c in CAUSES:  # each gap has one class: after_sync, else short, else long
+            v = causes[c]
+            total, in_after, in_short = int(v.sum()), int(v.sum(where=after)), int(v.sum(where=short))
+            acc["by_cause"][c] += total
+            by_class["after_sync"][c] += in_after
+            by_class["short"][c] += in_short
+            by_class["long"][c] += total - in_after - in_short
+            if c in ("launch", "host"):
+                acc["short_lh_ns"] += in_short
         lengths_buf[acc["n"]:acc["n"] + length.size] = length
         acc["n"] += length.size
-        if length.size > TOP_GAPS:  # top-k without sorting the whole slice; ties go to the earliest
-            thr = np.partition(length, length.size - TOP_GAPS)[length.size - TOP_GAPS]
-            above = np.flatnonzero(length > thr)
-            cand = np.concatenate((above, np.flatnonzero(length == thr)[: TOP_GAPS - above.size]))
-            cand = cand[np.lexsort((cand, -length[cand]))]  # by length, then time order
-        else:
-            cand = np.argsort(-length, kind="stable")
-        for i in cand:
+        # Top gaps: only gaps longer than the shortest of the ten kept so far can enter (an equal
+        # one came later, and ties go to the earliest); among them, top-k without a full sort.
+        idx = np.flatnonzero(length > acc["floor"])
+        if idx.size > TOP_GAPS:
+            sub = length[idx]
+            thr = np.partition(sub, sub.size - TOP_GAPS)[sub.size - TOP_GAPS]
+            above = idx[sub > thr]
+            idx = np.concatenate((above, idx[sub == thr][: TOP_GAPS - above.size]))
+        idx = idx[np.lexsort((idx, -length[idx]))]  # by length, then time order
+        for i in idx:
             cause = CAUSES[int(np.argmax([causes[c][i] for c in CAUSES]))]
             acc["top"].append((int(length[i]), int(gs[i]), cause))
+        acc["top"] = sorted(acc["top"], key=lambda x: -x[0])[:TOP_GAPS]  # stable: earliest first among equals
+        if len(acc["top"]) == TOP_GAPS:
+            acc["floor"] = acc["top"][-1][0]
 
     carry = None  # the last merged interval of the slices so far, still open
     for s_chunk, e_chunk in _device_chunks(trace, device, lo, hi, CHUNK_INTERVALS):

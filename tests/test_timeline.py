@@ -165,17 +165,22 @@ def test_streamed_gaps_match_brute_force(raw, chunk, lo, hi):
     in_spans = {x for x in covered if lo + 10 <= x < lo + 60 or lo + 100 <= x < lo + 150}
     assert r["_busy_in_spans_ns"] == len(in_spans)
     # gaps = maximal runs of uncovered points in [lo, hi)
-    gaps, run = [], 0
+    gaps, run, starts = [], 0, []
     for x in range(lo, hi):
         if x in covered:
             if run:
                 gaps.append(run)
             run = 0
         else:
+            if not run:
+                starts.append(x)
             run += 1
     if run:
         gaps.append(run)
     assert r["gaps"]["count"] == len(gaps)
+    # the ten longest gaps, ties to the earliest, across slice boundaries
+    want = sorted(zip(gaps, starts), key=lambda g: (-g[0], g[1]))[:10]
+    assert [(g["length_ns"], g["start_ns"]) for g in r["gaps"]["top"]] == want
     assert r["gaps"]["total_ns"] == sum(gaps)
     assert r["gaps"]["max_ns"] == (max(gaps) if gaps else 0)
 
