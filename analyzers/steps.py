@@ -190,8 +190,10 @@ class Selected:
     def per_step(self, steps: Steps) -> np.ndarray:
         if not self.ordered:  # rare: copy and sort the picked rows
             return per_step_counts(np.sort(self.starts[self.mask]), steps)
-        return self._before(np.searchsorted(self.starts, steps.ends, "left")) - \
-            self._before(np.searchsorted(self.starts, steps.starts, "left"))
+        n = len(steps.ends)
+        both = self._before(np.concatenate((np.searchsorted(self.starts, steps.ends, "left"),
+                                            np.searchsorted(self.starts, steps.starts, "left"))))
+        return both[:n] - both[n:]
 
     def _before(self, idx: np.ndarray) -> np.ndarray:
         """For each row index, how many picked rows precede it: a running count per slice."""
