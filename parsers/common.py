@@ -165,8 +165,7 @@ def per_category(cat: pd.Categorical, fn, categories: list[str]) -> pd.Categoric
     """A categorical over ``categories`` computed once per distinct value of ``cat``."""
     lut = np.array([categories.index(v) if (v := fn(str(c))) in categories else -1 for c in cat.categories] + [-1],
                    dtype=np.int8)
-    codes = np.asarray(cat.codes)
-    return pd.Categorical.from_codes(lut[np.where(codes < 0, len(lut) - 1, codes)], categories=categories)
+    return pd.Categorical.from_codes(lut[np.asarray(cat.codes)], categories=categories)  # code -1: the last slot
 
 
 def per_distinct(values, fn) -> np.ndarray:

@@ -114,7 +114,7 @@ class _Strings:
         # Ids are dense small integers in practice: a lookup table beats hashing.
         self.lut = None
         if len(ids) and ids.min() >= 0 and ids.max() < 50_000_000:
-            self.lut = np.full(int(ids.max()) + 1, -1, dtype=np.int64)
+            self.lut = np.full(int(ids.max()) + 1, -1, dtype=np.int32)
             self.lut[ids] = self.codes
         self.categories = pd.Index(uniques.astype(object))
         self.by_id = dict(zip(ids.tolist(), df["value"].astype(object).tolist()))
@@ -125,6 +125,8 @@ class _Strings:
         if not len(self.codes):
             return np.full(ids.shape, -1, dtype=np.int32)
         if self.lut is not None:
+            if ids.size and ids.min() >= 0 and ids.max() < len(self.lut):  # every id in the table's range
+                return self.lut[ids]
             inside = (ids >= 0) & (ids < len(self.lut))
             return np.where(inside, self.lut[np.where(inside, ids, 0)], -1).astype(np.int32)
         pos = self.index.get_indexer(ids)
@@ -135,6 +137,8 @@ class _Strings:
         if not len(self.codes):
             return pd.Categorical.from_codes(np.full(ids.shape, -1, dtype=np.int32), categories=self.categories)
         if self.lut is not None:
+            if ids.size and ids.min() >= 0 and ids.max() < len(self.lut):  # every id in the table's range
+                return self.lut[ids]
             inside = (ids >= 0) & (ids < len(self.lut))
             codes = np.where(inside, self.lut[np.where(inside, ids, 0)], -1)
         else:
@@ -430,8 +434,8 @@ def _api(db: Database, strings: _Strings) -> pd.DataFrame | None:
     # Strip the version suffix once per distinct name, then re-intern.
     stripped = [strip_api_version(str(c)) for c in raw.categories]
     codes, uniq = pd.factorize(pd.Index(stripped + ["<unknown>"]))
-    raw_codes = np.asarray(raw.codes)
-    name = pd.Categorical.from_codes(codes[np.where(raw_codes < 0, len(stripped), raw_codes)],
+    lut = codes.astype(np.int8 if len(uniq) < 127 else np.int16 if len(uniq) < 32767 else np.int32)
+    name = pd.Categorical.from_codes(lut[np.asarray(raw.codes)],  # code -1 takes the last slot: <unknown>
                                      categories=pd.Index(np.asarray(uniq, dtype=object), dtype=object))
     return pd.DataFrame({
         "pid": cols.pop("pid"), "tid": cols.pop("tid"), "start": cols.pop("start"), "end": cols.pop("end"),
