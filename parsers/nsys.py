@@ -137,10 +137,7 @@ class _Strings:
         if not len(self.codes):
             return pd.Categorical.from_codes(np.full(ids.shape, -1, dtype=np.int32), categories=self.categories)
         if self.lut is not None:
-            if ids.size and ids.min() >= 0 and ids.max() < len(self.lut):  # every id in the table's range
-                return self.lut[ids]
-            inside = (ids >= 0) & (ids < len(self.lut))
-            codes = np.where(inside, self.lut[np.where(inside, ids, 0)], -1)
+            codes = self.codes_of(ids)
         else:
             pos = self.index.get_indexer(ids)
             codes = np.where(pos >= 0, self.codes[np.maximum(pos, 0)], -1)
