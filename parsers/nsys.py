@@ -273,9 +273,8 @@ def _int_column(tbl, name: str, dtype=np.int64, warnings: list | None = None) ->
     return coerce.int64(col.to_numpy(zero_copy_only=False), name, warnings).astype(dtype)
 
 
-def _kernel_job(db: Database, strings: _Strings):
-    """The kernel table's read: (sql, table, convert) for Database.scan_tables, each chunk
-    becoming compact arrays in its reader thread; None without the table."""
+def _kernels(db: Database, strings: _Strings) -> dict | None:
+    """Kernel rows, streamed: each chunk becomes compact arrays in its reader thread."""
     if not db.has(KERNEL):
         return None
     name_col = "shortName" if db.has_column(KERNEL, "shortName") else "demangledName"
@@ -300,12 +299,8 @@ def _kernel_job(db: Database, strings: _Strings):
             "in_graph": _int_column(tbl, "node", warnings=w) >= 0,
         }
 
-    return sql, KERNEL, convert
-
-
-def _kernel_columns(cols: dict, strings: _Strings) -> dict | None:
-    """The kernel rows as the gpu table's columns."""
-    n = len(cols["start"]) if cols else 0
+    cols = db.scan_columns(sql, KERNEL, convert)
+    n = len(cols["start"])
     if not n:
         return None
     name = compact_categorical(cols.pop("name_code"), strings.categories)
@@ -410,8 +405,8 @@ def _graph_replays(db: Database) -> pd.DataFrame | None:
     return _gpu_rows(df, "graph", names)
 
 
-def _api_job(db: Database, strings: _Strings):
-    """The runtime table's read, like the kernels' (None without the table)."""
+def _api(db: Database, strings: _Strings) -> pd.DataFrame | None:
+    """Runtime/driver calls, streamed like the kernels."""
     if not db.has(RUNTIME):
         return None
     t = RUNTIME
@@ -429,11 +424,7 @@ def _api_job(db: Database, strings: _Strings):
                 "end": _int_column(tbl, "end", warnings=w), "name_code": strings.codes_of(_int_column(tbl, "name_id", warnings=w)),
                 "correlation": _int_column(tbl, "correlation", warnings=w)}
 
-    return sql, t, convert
-
-
-def _api_frame(cols: dict, strings: _Strings) -> pd.DataFrame | None:
-    """Runtime/driver calls as the api table."""
+    cols = db.scan_columns(sql, t, convert)
     if not cols or not len(cols["start"]):
         return None
     raw = compact_categorical(cols.pop("name_code"), strings.categories)
@@ -601,16 +592,13 @@ def parse(path: str) -> Trace:
             raise TraceFormatError(path, "nsys export without a StringIds table")
         strings = _Strings(db)
         export, capture = _meta(db)
-        # Both big tables in one queue for the readers.
-        jobs = {name: job for name, job in (("kernels", _kernel_job(db, strings)), ("api", _api_job(db, strings))) if job}
-        read = dict(zip(jobs, db.scan_tables(list(jobs.values()))))
         parts = [p for p in (
-            _kernel_columns(read.pop("kernels", None), strings),
+            _kernels(db, strings),
             _copies(db, MEMCPY, "memcpy"),
             _copies(db, MEMSET, "memset"),
             _graph_replays(db),
         ) if p is not None and len(p["start"])]
-        api = _api_frame(read.pop("api", None), strings)
+        api = _api(db, strings)
         ranges = _ranges(db, strings)
         syncs = _syncs(db)
         trace = Trace(path=str(path), format="nsys")

@@ -192,56 +192,48 @@ class Database:
         ranges = [("1=1", 0, 0)] if table in self.views else self._chunks(table, chunk_rows)  # a view has no rowid ranges
         return self._run([lambda cond=cond: convert(self._fetch(sql.replace("{rowid}", cond))) for cond, _, _ in ranges])
 
-    def scan_tables(self, jobs: list[tuple[str, str, object]], chunk_rows: int = 1_000_000) -> list[dict]:
-        """:meth:`scan` of several big tables, for ``convert`` functions that return a dict of
-        equal-length numpy arrays, one dict of columns per (sql, table, convert) job.
-
-        Each chunk's arrays are copied, in its reader thread, into one array per column
+    def scan_columns(self, sql: str, table: str, convert, chunk_rows: int = 1_000_000) -> dict[str, np.ndarray]:
+        """:meth:`scan` for a ``convert`` that returns a dict of equal-length numpy arrays:
+        each chunk's arrays are copied, in its reader thread, into one array per column
         allocated for the table's whole rowid span, so no concatenation (a second copy of
         every column) follows. Rowids of an export are dense; gaps left by deleted rows are
-        closed up afterwards. ``np.empty`` only reserves address space: pages a sparse span
-        never fills are never touched. All tables' ranges are in one queue: a reader that
-        finishes the first table goes on with the next instead of waiting at the table's end."""
-        results: list = [None] * len(jobs)
-        tasks, finish = [], []
-        for j, (sql, table, convert) in enumerate(jobs):
-            ranges = [("1=1", 0, 0)] if table in self.views else self._chunks(table, chunk_rows)
-            capacity = ranges[-1][1] + ranges[-1][2]
-            if len(ranges) == 1 or capacity > self._size // 8:  # a span wider than the file has rows: sparse
-                parts: list = [None] * len(ranges)
+        closed up afterwards. ``np.empty`` only reserves address space: pages a sparse
+        span never fills are never touched."""
+        ranges = [("1=1", 0, 0)] if table in self.views else self._chunks(table, chunk_rows)
+        capacity = ranges[-1][1] + ranges[-1][2]
+        if len(ranges) == 1 or capacity > self._size // 8:  # a span wider than the file has rows: sparse
+            return concat_columns(self._run([lambda cond=cond: convert(self._fetch(sql.replace("{rowid}", cond)))
+                                             for cond, _, _ in ranges]))
+        out: dict[str, np.ndarray] = {}
+        counts = [0] * len(ranges)
+        lock = threading.Lock()
 
-                def piece(k, j=j, sql=sql, convert=convert, ranges=ranges, parts=parts):
-                    parts[k] = convert(self._fetch(sql.replace("{rowid}", ranges[k][0])))
+        def run(k: int) -> None:
+            cond, offset, width = ranges[k]
+            part = convert(self._fetch(sql.replace("{rowid}", cond)))
+            with lock:
+                if not out:
+                    out.update({c: np.empty(capacity, dtype=v.dtype) for c, v in part.items()})
+            n = len(next(iter(part.values()))) if part else 0
+            if n > width:
+                raise TraceFormatError(self.path, f"corrupt SQLite file ({table} has more rows than rowids in {cond})")
+            for c in list(part):
+                out[c][offset:offset + n] = part.pop(c)
+            counts[k] = n
 
-                tasks += [lambda k=k, piece=piece: piece(k) for k in range(len(ranges))]
-                finish.append(lambda j=j, parts=parts: results.__setitem__(j, concat_columns(parts)))
-                continue
-            out: dict[str, np.ndarray] = {}
-            counts = [0] * len(ranges)
-            lock = threading.Lock()
-
-            def run(k, sql=sql, table=table, convert=convert, ranges=ranges, out=out, counts=counts, lock=lock,
-                    capacity=capacity):
-                cond, offset, width = ranges[k]
-                part = convert(self._fetch(sql.replace("{rowid}", cond)))
-                with lock:
-                    if not out:
-                        out.update({c: np.empty(capacity, dtype=v.dtype) for c, v in part.items()})
-                n = len(next(iter(part.values()))) if part else 0
-                if n > width:
-                    raise TraceFormatError(self.path, f"corrupt SQLite file ({table} has more rows than rowids in {cond})")
-                for c in list(part):
-                    out[c][offset:offset + n] = part.pop(c)
-                counts[k] = n
-
-            tasks += [lambda k=k, run=run: run(k) for k in range(len(ranges))]
-            finish.append(lambda j=j, out=out, counts=counts, ranges=ranges, capacity=capacity:
-                          results.__setitem__(j, _close_up(out, counts, ranges, capacity)))
-        self._run(tasks)
+        self._run([lambda k=k: run(k) for k in range(len(ranges))])
         release_freed()  # the reader threads' Arrow batches, freed into arenas glibc does not trim itself
-        for f in finish:
-            f()
-        return results
+        total = sum(counts)
+        if total == capacity:
+            return out
+        # Deleted rows left holes: move each range's rows down behind the previous ones.
+        at = 0
+        for (_, offset, _), n in zip(ranges, counts):
+            if offset != at:
+                for col in out.values():
+                    col[at:at + n] = col[offset:offset + n]  # numpy buffers overlapping copies
+            at += n
+        return {c: (v[:total].copy() if total < 0.75 * capacity else v[:total]) for c, v in out.items()}
 
     def _run(self, tasks: list) -> list:
         """The tasks on up to MAX_READERS threads (one per core), results in order."""
@@ -332,21 +324,6 @@ class Database:
             n = max(n, min(-(-(hi - lo + 1) // chunk_rows), most, MAX_CHUNKS))
         edges = [lo - 1 + (hi - lo + 1) * i // n for i in range(n + 1)]
         return [(f"rowid > {a} AND rowid <= {b}", a - edges[0], b - a) for a, b in itertools.pairwise(edges)]
-
-
-def _close_up(out: dict, counts: list[int], ranges: list, capacity: int) -> dict:
-    """The columns of one table read into its rowid span: as they are when every rowid held
-    a row, else with each range's rows moved down behind the previous ones (deleted rows)."""
-    total = sum(counts)
-    if total == capacity:
-        return out
-    at = 0
-    for (_, offset, _), n in zip(ranges, counts):
-        if offset != at:
-            for col in out.values():
-                col[at:at + n] = col[offset:offset + n]  # numpy buffers overlapping copies
-        at += n
-    return {c: (v[:total].copy() if total < 0.75 * capacity else v[:total]) for c, v in out.items()}
 
 
 def concat_columns(chunks: list[dict]) -> dict:

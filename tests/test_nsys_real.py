@@ -246,10 +246,10 @@ def test_parallel_column_reader_with_deleted_and_sparse_rowids(holes, tmp_path, 
     monkeypatch.setattr(tt_sqlite, "ADBC_MIN_BYTES", 0)
     monkeypatch.setattr(tt_sqlite, "PARALLEL_MIN_ROWS", 100)
     calls = []
-    real_scan_tables = tt_sqlite.Database.scan_tables
-    monkeypatch.setattr(tt_sqlite.Database, "scan_tables",
-                        lambda self, jobs, chunk_rows=1_000_000:
-                        calls.extend(j[1] for j in jobs) or real_scan_tables(self, jobs, chunk_rows=1000))
+    real_scan_columns = tt_sqlite.Database.scan_columns
+    monkeypatch.setattr(tt_sqlite.Database, "scan_columns",
+                        lambda self, sql, table, convert, chunk_rows=1_000_000:
+                        calls.append(table) or real_scan_columns(self, sql, table, convert, chunk_rows=1000))
     trace = nsys.parse(str(path))
     assert "CUPTI_ACTIVITY_KIND_KERNEL" in calls
     want = sql(path, "SELECT start, end, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid")
