@@ -7,6 +7,7 @@ only charts need (busy over time, step durations), kept out of the JSON.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,6 +55,9 @@ def _trace_pids(trace: Trace) -> list[int]:
 
 
 LONG_STEP_FACTOR = 3.0  # a step longer than 3x the median is a stall a user sees
+
+
+MAX_TIMELINE_THREADS = 4
 
 
 def _long(steps: st.Steps) -> np.ndarray:
@@ -109,17 +113,35 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     devices, series_busy, coll_starts = [], {}, []
     hosts: dict = {}
     busy_in_long: dict[int, int] = {}
-    for d in range(len(trace.devices)):
-        row = trace.devices.iloc[d]
-        ends = np.sort(blocking.loc[blocking["pid"] == int(row["pid"]), "end"].to_numpy(np.int64))
-        s = steps.get(int(row["pid"]))
+
+    def timeline(d: int) -> dict:
+        pid = int(trace.devices.iloc[d]["pid"])
+        ends = np.sort(blocking.loc[blocking["pid"] == pid, "end"].to_numpy(np.int64))
+        s = steps.get(pid)
         long = _long(s) if s is not None else np.zeros(0, bool)
-        t = tl.device_timeline(trace, d, lo, hi, hosts, sync_ends=ends, sync_slack_ns=SYNC_SLACK_NS,
-                               min_gap_ns=int(trace.meta.get("clock_resolution_ns") or 1),
-                               spans=(s.starts[long], s.ends[long]) if long.any() else None)
-        if long.any():
-            busy_in_long[d] = t["_busy_in_spans_ns"]
-        t.pop("_busy_in_spans_ns")
+        return tl.device_timeline(trace, d, lo, hi, hosts, sync_ends=ends, sync_slack_ns=SYNC_SLACK_NS,
+                                  min_gap_ns=int(trace.meta.get("clock_resolution_ns") or 1),
+                                  spans=(s.starts[long], s.ends[long]) if long.any() else None)
+
+    n_dev = len(trace.devices)
+    for pid in trace.devices["pid"].unique().tolist():  # built once per process, before any thread reads them
+        hosts[int(pid)] = tl._HostSlicer(trace, int(pid))
+    workers = min(n_dev, os.cpu_count() or 1, MAX_TIMELINE_THREADS)
+    if workers > 1:  # devices timed on parallel threads (numpy releases the GIL); a lone device halves itself
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(workers) as pool:
+            timelines = list(pool.map(timeline, range(n_dev)))
+    else:
+        timelines = [timeline(d) for d in range(n_dev)]
+    for d in range(n_dev):
+        row = trace.devices.iloc[d]
+        t = timelines[d]
+        timelines[d] = None
+        in_long = t.pop("_busy_in_spans_ns")
+        s = steps.get(int(row["pid"]))
+        if s is not None and _long(s).any():
+            busy_in_long[d] = in_long
         c = coll.device_collectives(trace, d, lo, hi)
         copies = accounting.copy_activity(trace, d, lo, hi)
         did = prefix + trace.device_label(d)

@@ -19,6 +19,8 @@ Definitions (all inside the analysis window [lo, hi)):
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 
@@ -112,18 +114,21 @@ class _HostSlicer:
         return out
 
 
-def _device_chunks(trace: Trace, device: int, lo: int, hi: int, size: int):
+def _device_chunks(trace: Trace, device: int, lo: int, hi: int, size: int, rows: tuple[int, int] | None = None):
     """The device's intervals overlapping [lo, hi), clipped to it, in start order, a slice
-    of the table at a time (views of it; no copy of the device's whole columns)."""
+    of the table (of ``rows``, default all) at a time: views of it, no copy of the
+    device's whole columns."""
     g = trace.gpu
     start, end = g["start"].to_numpy(), g["end"].to_numpy()
     devs = g["device"].to_numpy()
     one = len(trace.devices) == 1 and device == 0  # every row is this device's
-    for k in range(0, start.size, size):
-        s, e = start[k:k + size], end[k:k + size]
+    r0, r1 = rows or (0, start.size)
+    for k in range(r0, r1, size):
+        stop = min(k + size, r1)
+        s, e = start[k:stop], end[k:stop]
         sel = (e > lo) & (s < hi)
         if not one:
-            sel &= devs[k:k + size] == device
+            sel &= devs[k:stop] == device
         if not sel.all():
             s, e = s[sel], e[sel]
         e = np.maximum(e, s)
@@ -131,47 +136,105 @@ def _device_chunks(trace: Trace, device: int, lo: int, hi: int, size: int):
         yield np.maximum(s, lo), e
 
 
-def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | None = None,
-                    sync_ends: np.ndarray | None = None, sync_slack_ns: int = 20_000, min_gap_ns: int = 1,
-                    spans: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
-    """Busy %, gap statistics and idle-by-cause of one device in [lo, hi).
+PARALLEL_MIN_ROWS = 1 << 21  # a lone device with more rows is timed as two halves on two threads
+SPLIT_WINDOW = 1 << 16
 
-    Streams over the device's intervals CHUNK_INTERVALS at a time: each slice is
-    merged, joined to the open interval carried from the previous slice, and the
-    gaps it closes are attributed to the host calls around them. The numbers are
-    the same as one pass over the whole union (tested), memory is one slice's worth.
-    ``sync_ends`` (sorted ends of the owning process's blocking calls) lets the same
-    pass sum the idle time that follows a sync and the short gaps spent launching.
-    ``spans`` (start, end arrays: the long steps) makes it also sum the busy ns inside
-    them (``_busy_in_spans_ns``), so no second pass over the device is needed for that.
-    """
-    window = hi - lo
-    pid = int(trace.devices.iloc[device]["pid"])
-    hosts = {} if hosts is None else hosts
-    if pid not in hosts:
-        hosts[pid] = _HostSlicer(trace, pid)
-    host = hosts[pid]
-    sync_ends = np.empty(0, np.int64) if sync_ends is None else sync_ends
-    edges = np.linspace(lo, hi, TIMELINE_BINS + 1).astype(np.int64)
-    # Gap lengths land in one buffer: a gap ends at each merged interval's start or at hi,
-    # so there are at most rows + 1 (np.empty reserves; only the gaps written are touched).
-    lengths_buf = np.empty(len(trace.gpu) + 1, np.int64)
-    in_spans = iv.Coverage(*iv.union(*spans)) if spans is not None and len(spans[0]) else None
-    acc = {"busy": 0, "in_spans": 0, "bins": np.zeros(TIMELINE_BINS), "n": 0, "by_cause": dict.fromkeys(CAUSES, 0),
-           "top": [], "floor": -1, "after_ns": 0, "after_n": 0, "short_lh_ns": 0, "short_n": 0,
-           "by_class": {k: dict.fromkeys(CAUSES, 0) for k in GAP_CLASSES}}
 
-    def close(cs: np.ndarray, ce: np.ndarray, gs: np.ndarray, ge: np.ndarray) -> None:
+def _split_row(trace: Trace, lo: int, hi: int) -> tuple[int, int] | None:
+    """Where a lone device's rows can be cut in two without cutting a busy interval: the
+    first row at or after the middle that starts a merged interval (its clipped start
+    lies after every earlier clipped end), with the running end before it (where the gap
+    before that row begins; ``lo`` when no earlier row is in the window). None when the
+    device is busy without a break from the middle on, or has too few rows to pay."""
+    g = trace.gpu
+    start, end = g["start"].to_numpy(), g["end"].to_numpy()
+    n = start.size
+    if n < PARALLEL_MIN_ROWS or len(trace.devices) != 1:
+        return None
+    mid = n // 2
+    none = lo - 1  # running end before any row in the window
+    run = none
+    # Zero-length intervals never extend a busy interval (they are dropped once merged), so
+    # the running end counts only intervals of positive length.
+    for s, e in _device_chunks(trace, 0, lo, hi, CHUNK_INTERVALS, (0, mid)):
+        run = max(run, int(e.max(where=e > s, initial=none)))
+    for k in range(mid, n, SPLIT_WINDOW):
+        stop = min(k + SPLIT_WINDOW, n)
+        s, e = start[k:stop], end[k:stop]
+        sel = (e > lo) & (s < hi)
+        sc = np.maximum(s, lo)
+        ec = np.minimum(np.maximum(e, s), hi)
+        ec = np.where(sel & (ec > sc), ec, none)
+        before = np.maximum.accumulate(np.concatenate(([run], ec[:-1])))  # running end before each row
+        cand = np.flatnonzero(sel & (sc > before))
+        if cand.size:
+            j = int(cand[0])
+            return k + j, max(int(before[j]), lo) if before[j] > none else lo
+        run = max(run, int(ec.max()))
+    return None
+
+
+class _Pass:
+    """One streaming pass over consecutive rows of a device: merges each slice, joins it to
+    the interval carried from the previous slice, and accounts the busy intervals and gaps
+    it closes (gap lengths into ``buf`` from ``offset`` on)."""
+
+    def __init__(self, host, sync_ends, sync_slack_ns: int, min_gap_ns: int, edges, in_spans, buf, offset: int):
+        self.host, self.sync_ends, self.sync_slack_ns, self.min_gap_ns = host, sync_ends, sync_slack_ns, min_gap_ns
+        self.edges, self.in_spans, self.buf, self.offset = edges, in_spans, buf, offset
+        self.acc = {"busy": 0, "in_spans": 0, "bins": np.zeros(TIMELINE_BINS), "n": 0, "by_cause": dict.fromkeys(CAUSES, 0),
+                    "top": [], "floor": -1, "after_ns": 0, "after_n": 0, "short_lh_ns": 0, "short_n": 0,
+                    "by_class": {k: dict.fromkeys(CAUSES, 0) for k in GAP_CLASSES}}
+
+    def run(self, trace: Trace, device: int, lo: int, hi: int, rows: tuple[int, int], gap_from: int, last: bool):
+        """Rows ``rows``; the first gap starts at ``gap_from``; the last pass closes the final
+        gap at ``hi``, an earlier one only its last busy interval (the next pass's first
+        gap starts where it ends)."""
+        carry = None  # the last merged interval of the slices so far, still open
+        for s_chunk, e_chunk in _device_chunks(trace, device, lo, hi, CHUNK_INTERVALS, rows):
+            ms, me = iv.union(s_chunk, e_chunk)
+            del s_chunk, e_chunk
+            nz = me > ms  # zero-length intervals do not split a gap
+            ms, me = ms[nz], me[nz]
+            if carry is not None:
+                # Merged intervals of the slice are disjoint (each ends before the next starts),
+                # so exactly those starting at or before the carry's end join it.
+                j = int(np.searchsorted(ms, carry[1], "right"))
+                if j:
+                    carry = (carry[0], max(carry[1], int(me[j - 1])))
+                ms, me = ms[j:], me[j:]
+            if not ms.size:
+                continue
+            # Closed now: the carried interval and all but the last of this slice; the gaps
+            # run from each closed end to the next start (the first from gap_from).
+            if carry is not None:
+                cs = np.concatenate(([carry[0]], ms[:-1]))
+                ce = np.concatenate(([carry[1]], me[:-1]))
+                first = carry[1]
+            else:
+                cs, ce = ms[:-1], me[:-1]
+                first = gap_from
+            self.close(cs, ce, np.concatenate(([first], me[:-1])), ms)
+            carry = (int(ms[-1]), int(me[-1]))
+        empty = np.empty(0, np.int64)
+        if carry is not None:
+            cs, ce = np.array([carry[0]], np.int64), np.array([carry[1]], np.int64)
+            self.close(cs, ce, np.array([carry[1]], np.int64) if last else empty, np.array([hi], np.int64) if last else empty)
+        elif last:
+            self.close(empty, empty, np.array([gap_from], np.int64), np.array([hi], np.int64))
+
+    def close(self, cs: np.ndarray, ce: np.ndarray, gs: np.ndarray, ge: np.ndarray) -> None:
         """Account closed busy intervals and the gaps that end at their starts."""
+        acc = self.acc
         if cs.size:
             acc["busy"] += int((ce - cs).sum())
-            if in_spans is not None:
-                acc["in_spans"] += int(in_spans.overlap(cs, ce).sum())
-            acc["bins"] += np.diff(iv.measure_before(cs, ce, edges))
+            if self.in_spans is not None:
+                acc["in_spans"] += int(self.in_spans.overlap(cs, ce).sum())
+            acc["bins"] += np.diff(iv.measure_before(cs, ce, self.edges))
         keep = ge > gs
         # A gap shorter than the clock's resolution (1 µs timestamps rounded apart) is rounding,
         # not idle time: it counts as busy.
-        tiny = keep & (ge - gs < min_gap_ns)
+        tiny = keep & (ge - gs < self.min_gap_ns)
         if tiny.any():
             acc["busy"] += int((ge - gs)[tiny].sum())
             keep &= ~tiny
@@ -179,8 +242,8 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
         if not gs.size:
             return
         length = ge - gs
-        causes = attribute(gs, ge, host.coverage(int(gs[0]), int(ge[-1])))
-        after = gaps_after(gs, ge, sync_ends, sync_slack_ns)
+        causes = attribute(gs, ge, self.host.coverage(int(gs[0]), int(ge[-1])))
+        after = gaps_after(gs, ge, self.sync_ends, self.sync_slack_ns)
         short = (length < SHORT_GAP_NS) & ~after
         acc["after_ns"] += int(length.sum(where=after))
         acc["after_n"] += int(np.count_nonzero(after))
@@ -195,7 +258,8 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
             by_class["long"][c] += total - in_after - in_short
             if c in ("launch", "host"):
                 acc["short_lh_ns"] += in_short
-        lengths_buf[acc["n"]:acc["n"] + length.size] = length
+        at = self.offset + acc["n"]
+        self.buf[at:at + length.size] = length
         acc["n"] += length.size
         # Top gaps: only gaps longer than the shortest of the ten kept so far can enter (an equal
         # one came later, and ties go to the earliest); among them, top-k without a full sort.
@@ -213,37 +277,66 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
         if len(acc["top"]) == TOP_GAPS:
             acc["floor"] = acc["top"][-1][0]
 
-    carry = None  # the last merged interval of the slices so far, still open
-    for s_chunk, e_chunk in _device_chunks(trace, device, lo, hi, CHUNK_INTERVALS):
-        ms, me = iv.union(s_chunk, e_chunk)
-        del s_chunk, e_chunk
-        nz = me > ms  # zero-length intervals do not split a gap
-        ms, me = ms[nz], me[nz]
-        if carry is not None:
-            # Merged intervals of the slice are disjoint (each ends before the next starts),
-            # so exactly those starting at or before the carry's end join it.
-            j = int(np.searchsorted(ms, carry[1], "right"))
-            if j:
-                carry = (carry[0], max(carry[1], int(me[j - 1])))
-            ms, me = ms[j:], me[j:]
-        if not ms.size:
-            continue
-        # Closed now: the carried interval and all but the last of this slice; the gaps
-        # run from each closed end to the next start (the first from the window start).
-        if carry is not None:
-            cs = np.concatenate(([carry[0]], ms[:-1]))
-            ce = np.concatenate(([carry[1]], me[:-1]))
-            gap_from = carry[1]
-        else:
-            cs, ce = ms[:-1], me[:-1]
-            gap_from = lo
-        close(cs, ce, np.concatenate(([gap_from], me[:-1])), ms)
-        carry = (int(ms[-1]), int(me[-1]))
-    if carry is not None:
-        close(np.array([carry[0]], np.int64), np.array([carry[1]], np.int64),
-              np.array([carry[1]], np.int64), np.array([hi], np.int64))
+
+def _merged(first: dict, second: dict) -> dict:
+    """The accumulators of two consecutive passes as one (the first's gaps come first)."""
+    out = dict(first)
+    for k in ("busy", "in_spans", "n", "after_ns", "after_n", "short_lh_ns", "short_n"):
+        out[k] = first[k] + second[k]
+    out["bins"] = first["bins"] + second["bins"]
+    out["by_cause"] = {c: first["by_cause"][c] + second["by_cause"][c] for c in CAUSES}
+    out["by_class"] = {k: {c: first["by_class"][k][c] + second["by_class"][k][c] for c in CAUSES} for k in GAP_CLASSES}
+    out["top"] = sorted(first["top"] + second["top"], key=lambda x: -x[0])[:TOP_GAPS]
+    return out
+
+
+def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | None = None,
+                    sync_ends: np.ndarray | None = None, sync_slack_ns: int = 20_000, min_gap_ns: int = 1,
+                    spans: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+    """Busy %, gap statistics and idle-by-cause of one device in [lo, hi).
+
+    Streams over the device's intervals CHUNK_INTERVALS at a time: each slice is
+    merged, joined to the open interval carried from the previous slice, and the
+    gaps it closes are attributed to the host calls around them. The numbers are
+    the same as one pass over the whole union (tested), memory is one slice's worth.
+    A lone device with many rows is cut in two where no busy interval crosses the
+    cut, and the halves run on two threads (numpy releases the GIL): same numbers.
+    ``sync_ends`` (sorted ends of the owning process's blocking calls) lets the same
+    pass sum the idle time that follows a sync and the short gaps spent launching.
+    ``spans`` (start, end arrays: the long steps) makes it also sum the busy ns inside
+    them (``_busy_in_spans_ns``), so no second pass over the device is needed for that.
+    """
+    window = hi - lo
+    pid = int(trace.devices.iloc[device]["pid"])
+    hosts = {} if hosts is None else hosts
+    if pid not in hosts:
+        hosts[pid] = _HostSlicer(trace, pid)
+    host = hosts[pid]
+    sync_ends = np.empty(0, np.int64) if sync_ends is None else sync_ends
+    edges = np.linspace(lo, hi, TIMELINE_BINS + 1).astype(np.int64)
+    # Gap lengths land in one buffer: a gap ends at each merged interval's start or at hi,
+    # so a pass has at most its rows + 1 (np.empty reserves; only the gaps written are touched).
+    n_rows = len(trace.gpu)
+    lengths_buf = np.empty(n_rows + 2, np.int64)  # + 2: a second half's gaps start at its first row + 1
+    in_spans = iv.Coverage(*iv.union(*spans)) if spans is not None and len(spans[0]) else None
+    split = _split_row(trace, lo, hi) if (os.cpu_count() or 1) > 1 else None
+    if split is None:
+        one = _Pass(host, sync_ends, sync_slack_ns, min_gap_ns, edges, in_spans, lengths_buf, 0)
+        one.run(trace, device, lo, hi, (0, n_rows), lo, last=True)
+        acc = one.acc
     else:
-        close(np.empty(0, np.int64), np.empty(0, np.int64), np.array([lo], np.int64), np.array([hi], np.int64))
+        from concurrent.futures import ThreadPoolExecutor
+
+        row, gap_from = split
+        a = _Pass(host, sync_ends, sync_slack_ns, min_gap_ns, edges, in_spans, lengths_buf, 0)
+        b = _Pass(host, sync_ends, sync_slack_ns, min_gap_ns, edges, in_spans, lengths_buf, row + 1)  # a writes <= row + 1
+        with ThreadPoolExecutor(2) as pool:
+            done = [pool.submit(a.run, trace, device, lo, hi, (0, row), lo, False),
+                    pool.submit(b.run, trace, device, lo, hi, (row, n_rows), gap_from, True)]
+            for f in done:
+                f.result()
+        lengths_buf[a.acc["n"]:a.acc["n"] + b.acc["n"]] = lengths_buf[row + 1:row + 1 + b.acc["n"]]  # b's gaps follow a's
+        acc = _merged(a.acc, b.acc)
 
     lengths = lengths_buf[:acc["n"]]
     busy = acc["busy"]

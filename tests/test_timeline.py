@@ -156,6 +156,14 @@ def test_streamed_gaps_match_brute_force(raw, chunk, lo, hi):
     try:
         spans = (np.array([lo + 10, lo + 100]), np.array([lo + 60, lo + 150]))  # two long steps
         r = device_timeline(t, 0, lo, hi, spans=spans)
+        # cut in two halves timed on two threads: the very same result
+        old_min, old_window = timeline.PARALLEL_MIN_ROWS, timeline.SPLIT_WINDOW
+        timeline.PARALLEL_MIN_ROWS, timeline.SPLIT_WINDOW = 0, chunk
+        try:
+            halves = device_timeline(t, 0, lo, hi, spans=spans)
+        finally:
+            timeline.PARALLEL_MIN_ROWS, timeline.SPLIT_WINDOW = old_min, old_window
+        assert halves == r
     finally:
         timeline.CHUNK_INTERVALS = old
     covered = set()
