@@ -124,12 +124,19 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
                                   spans=(s.starts[long], s.ends[long]) if long.any() else None)
 
     n_dev = len(trace.devices)
+    # The kernel summaries and each process's per-step host activity only read the tables:
+    # they run beside the timelines.
+    from concurrent.futures import ThreadPoolExecutor
+
+    side = ThreadPoolExecutor(1)
+    kernel_summary = side.submit(kern.kernel_summary, trace, lo, hi)
+    kernel_median = side.submit(kern.kernel_duration_median, trace, lo, hi)
+    activity = {pid: side.submit(st.host_activity, trace, steps[pid]) for pid in pids}
+    side.shutdown(wait=False)
     for pid in trace.devices["pid"].unique().tolist():  # built once per process, before any thread reads them
         hosts[int(pid)] = tl._HostSlicer(trace, int(pid))
     workers = min(n_dev, os.cpu_count() or 1, MAX_TIMELINE_THREADS)
     if workers > 1:  # devices timed on parallel threads (numpy releases the GIL); a lone device halves itself
-        from concurrent.futures import ThreadPoolExecutor
-
         with ThreadPoolExecutor(workers) as pool:
             timelines = list(pool.map(timeline, range(n_dev)))
     else:
@@ -184,7 +191,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
                     "prefill_count": int(s.is_prefill.sum()),
                     **_stats(d),
                 },
-                **st.host_activity(trace, s),
+                **activity[pid].result(),
                 "_long_steps": long_steps(trace, s, busy_in_long),
             }
         )
@@ -204,14 +211,14 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         "window": window,
         "devices": devices,
         "processes": processes,
-        "kernels": kern.kernel_summary(trace, lo, hi),
+        "kernels": kernel_summary.result(),
         "kernels_in_window": ops["kernel"],
         "gpu_ops_in_window": ops,
         "capture_calls": int(np.isin(api["name"].cat.codes.to_numpy(), capture_codes).sum()) if capture_codes else 0,
         "launches_in_window": int((a_in & cat_mask(api, "category", ("launch",))).sum()),
         "launches_total": int(cat_mask(api, "category", ("launch",)).sum()),
         "executed_total": int((is_kind(g, "kernel") | is_kind(g, "graph")).sum()),
-        "kernel_median_ns": kern.kernel_duration_median(trace, lo, hi),
+        "kernel_median_ns": kernel_median.result(),
         "copies": copies,
         "_coll_starts": coll_starts,
         "graph_replays_in_window": int(
