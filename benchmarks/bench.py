@@ -214,14 +214,20 @@ def bench_startup() -> None:
     """Start-up: ``tracetriage --version`` and a ~1 MB real export analyzed to JSON (best of 5)."""
     real = ROOT.parent / "shared" / "samples" / "real" / "nsys" / "nsys2024.6_1xH200_nvfuser_matmul.sqlite"
     small = real if real.exists() else ROOT / "samples" / "bundles" / "healthy" / "trace.sqlite"
+    import os
+
+    # As installed for a user: modules load from their bytecode caches (a session that sets
+    # PYTHONDONTWRITEBYTECODE would recompile every module of the package on every start).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     for label, cmd in (("--version", ["--version"]), (f"analyze {small.name} -f json", ["analyze", str(small), "-f", "json", "--no-cache"])):
-        best = min(_timed([sys.executable, "-m", "tracetriage", *cmd]) for _ in range(5))
+        _timed([sys.executable, "-m", "tracetriage", *cmd], env)  # writes the caches once
+        best = min(_timed([sys.executable, "-m", "tracetriage", *cmd], env) for _ in range(5))
         print(f"startup  {label:<58} {best:.2f} s")
 
 
-def _timed(cmd) -> float:
+def _timed(cmd, env=None) -> float:
     t = time.perf_counter()
-    subprocess.run(cmd, capture_output=True, check=False)
+    subprocess.run(cmd, capture_output=True, check=False, env=env)
     return time.perf_counter() - t
 
 
