@@ -53,7 +53,7 @@ def attribute(gap_s: np.ndarray, gap_e: np.ndarray, cover: dict[str, iv.Coverage
         if not cover[cause].s.size:  # no such calls around these gaps
             out[cause] = np.zeros_like(length)
             continue
-        got = np.minimum(cover[cause].overlap(gap_s, gap_e), remaining)
+        got = np.minimum(cover[cause].overlap_disjoint(gap_s, gap_e), remaining)
         out[cause] = got
         remaining -= got
     out["host"] = remaining

@@ -234,3 +234,15 @@ def test_measure_before_matches_coverage(raw, times):
     t = np.array(times, np.int64)
     assert iv.measure_before(s, e, t).tolist() == iv.Coverage(s, e).at(t).tolist()
     assert iv.measure_before(s, e, t).tolist() == [sum(max(0, min(b, x) - a) for a, b in zip(s.tolist(), e.tolist())) for x in times]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 400), st.integers(0, 30)), max_size=12),
+       st.lists(st.tuples(st.integers(0, 400), st.integers(1, 15)), min_size=1, max_size=120))
+def test_overlap_with_disjoint_queries_matches_the_full_measure(cover, gaps):
+    """The few-intervals path (only the gaps an interval touches are measured) gives the
+    same overlaps as measuring every gap."""
+    s, e = iv.union(np.array([a for a, _ in cover], np.int64), np.array([a + d for a, d in cover], np.int64))
+    gs, ge = iv.union(np.array([a for a, _ in gaps], np.int64), np.array([a + d for a, d in gaps], np.int64))
+    c = iv.Coverage(s, e)
+    assert c.overlap_disjoint(gs, ge).tolist() == c.overlap(gs, ge).tolist()
