@@ -246,3 +246,17 @@ def test_overlap_with_disjoint_queries_matches_the_full_measure(cover, gaps):
     gs, ge = iv.union(np.array([a for a, _ in gaps], np.int64), np.array([a + d for a, d in gaps], np.int64))
     c = iv.Coverage(s, e)
     assert c.overlap_disjoint(gs, ge).tolist() == c.overlap(gs, ge).tolist()
+
+
+def test_kernel_median_with_a_kernel_longer_than_int32_nanoseconds():
+    """The median's buffer widens to int64 when a kernel runs past 2^31 ns (2.1 s)."""
+    from tracetriage.analyzers import kernels as kern
+
+    long = 3_000_000_000
+    t = make_trace([(0, 10), (20, 25), (30, 30 + long), (40, 40 + long), (50, 50 + long)], [(0, 1, "cudaLaunchKernel")])
+    old = kern.SUMMARY_CHUNK
+    try:
+        kern.SUMMARY_CHUNK = 2  # the long kernels arrive after the buffer started as int32
+        assert kern.kernel_duration_median(t, 0, 10**10) == long
+    finally:
+        kern.SUMMARY_CHUNK = old
