@@ -295,7 +295,8 @@ def collective_op(kernel_name: str) -> str | None:
 def distinct(*arrays: np.ndarray) -> np.ndarray:
     """Sorted distinct values of several large integer arrays with few distinct values (pids):
     hashed per array, sorted only at the end (np.unique sorts every row)."""
-    parts = [pd.unique(np.asarray(a)) for a in arrays if len(a)]
+    # a constant column (one process: the usual case) needs no hash table, two reductions do
+    parts = [np.asarray(a)[:1] if np.min(a) == np.max(a) else pd.unique(np.asarray(a)) for a in arrays if len(a)]
     return np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
 
 
