@@ -5,6 +5,7 @@
     python benchmarks/bench.py --startup
     python benchmarks/bench.py --batch --jobs 1 --jobs 2
     python benchmarks/bench.py --kineto --kernels 1000000
+    python benchmarks/bench.py --profile --kernels 10000000 --shape decode
 
 Generates (once, cached under benchmarks/out/) two shapes of export with N kernels and
 N launch calls: ``decode`` (one device, one stream, NVTX step ranges, one sync per step)
@@ -151,6 +152,14 @@ elif mode == "kparse":
 elif mode == "parse":
     from tracetriage.parsers import nsys
     nsys.parse(path)
+elif mode == "profile":  # where the first read's time goes (main thread; reader and timeline threads show as waits)
+    import cProfile, pstats
+    from tracetriage import analyze, open_case
+    prof = cProfile.Profile()
+    prof.enable()
+    analyze(open_case([path]))
+    prof.disable()
+    pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
 elif mode == "cached":
     import os
     from tracetriage.cli import main
@@ -263,6 +272,7 @@ def main(argv=None):
     ap.add_argument("--startup", action="store_true", help="measure start-up and a small real export instead")
     ap.add_argument("--kineto", action="store_true", help="measure a generated Kineto JSON trace instead")
     ap.add_argument("--shape", choices=["decode", "sync2dev", "both"], default="both")
+    ap.add_argument("--profile", action="store_true", help="print a cProfile of the first read (analyze) of each shape instead")
     args = ap.parse_args(argv)
     if args.startup:
         bench_startup()
@@ -287,6 +297,10 @@ def main(argv=None):
         build(path, args.kernels, shape=shape)
         print(f"trace: {path.name} ({path.stat().st_size / 1e6:,.0f} MB, {args.kernels:,} kernels + launches; "
               f"built/cached in {time.perf_counter() - t:.1f} s)")
+        if args.profile:
+            proc = subprocess.run([sys.executable, "-c", CHILD, "profile", str(path)], capture_output=True, text=True, check=True)
+            print(proc.stderr, end="")
+            continue
         cache_dir = tempfile.mkdtemp(prefix="tt-bench-cache-")
         try:
             res = {mode: measure(mode, path, cache_dir) for mode in ("sqlite3", "parse", "analyze")}
