@@ -1,3 +1,3 @@
-from tracetriage.cli import main
+from tracetriage.cli import run
 
-raise SystemExit(main())
+run()
