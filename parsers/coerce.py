@@ -172,11 +172,18 @@ def sanitize_trace(trace) -> None:
     them into the trace's warnings, table by table."""
     gpu = trace.gpu
     anchor = _median(gpu["start"].to_numpy()) if len(gpu) else None
-    for name in ("gpu", "api", "ranges", "syncs"):
+    names = [n for n in ("gpu", "api", "ranges", "syncs")
+             if len(getattr(trace, n)) and "start" in getattr(trace, n) and "end" in getattr(trace, n)]
+    if sum(len(getattr(trace, n)) for n in names) > 2 * PLAUSIBLE_CHUNK:  # big tables: checked side by side
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(2) as pool:
+            masks = dict(zip(names, pool.map(lambda n: _plausible(getattr(trace, n), anchor), names)))
+    else:
+        masks = {n: _plausible(getattr(trace, n), anchor) for n in names}
+    for name in names:
         df = getattr(trace, name)
-        if not len(df) or "start" not in df or "end" not in df:
-            continue
-        ok = _plausible(df, anchor)
+        ok = masks.pop(name)
         if ok.all():
             continue
         dropped = int((~ok).sum())
