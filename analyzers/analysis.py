@@ -7,7 +7,6 @@ only charts need (busy over time, step durations), kept out of the JSON.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +19,7 @@ from tracetriage.analyzers import kernels as kern
 from tracetriage.analyzers import steps as st
 from tracetriage.analyzers import timeline as tl
 from tracetriage.model import Trace, cat_mask, is_kind
+from tracetriage.threads import thread_map
 
 SCHEMA = "tracetriage.analysis/1"
 SYNC_SLACK_NS = 20_000  # a gap "follows" a sync that ended at most 20 us before it began
@@ -66,13 +66,13 @@ def _long(steps: st.Steps) -> np.ndarray:
     return d > LONG_STEP_FACTOR * float(np.percentile(d, 50)) if d.size else np.zeros(0, bool)
 
 
-def long_steps(trace: Trace, steps: st.Steps, busy_in_long: dict[int, int]) -> dict:
+def long_steps(trace: Trace, steps: st.Steps, long: np.ndarray, busy_in_long: dict[int, int]) -> dict:
     """The long steps of a process (> LONG_STEP_FACTOR x p50): how many, whether the
     annotations call them prefill, how busy its GPUs were during them (GPU work vs a
     host stall: ``busy_in_long`` is each device's busy ns inside them, summed by the
-    device's timeline pass), and their time above p50 as a share of all step time."""
+    device's timeline pass), and their time above p50 as a share of all step time.
+    ``long`` is :func:`_long` of the steps."""
     d = steps.durations
-    long = _long(steps)
     if not long.any():
         return {"count": 0}
     p50 = float(np.percentile(d, 50))
@@ -113,15 +113,15 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     devices, series_busy, coll_starts = [], {}, []
     hosts: dict = {}
     busy_in_long: dict[int, int] = {}
+    long_of = {pid: _long(s) for pid, s in steps.items()}  # masks of each process's long steps
 
     def timeline(d: int) -> dict:
         pid = int(trace.devices.iloc[d]["pid"])
         ends = np.sort(blocking.loc[blocking["pid"] == pid, "end"].to_numpy(np.int64))
-        s = steps.get(pid)
-        long = _long(s) if s is not None else np.zeros(0, bool)
+        long = long_of.get(pid, np.zeros(0, bool))
         return tl.device_timeline(trace, d, lo, hi, hosts, sync_ends=ends, sync_slack_ns=SYNC_SLACK_NS,
                                   min_gap_ns=int(trace.meta.get("clock_resolution_ns") or 1),
-                                  spans=(s.starts[long], s.ends[long]) if long.any() else None)
+                                  spans=(steps[pid].starts[long], steps[pid].ends[long]) if long.any() else None)
 
     n_dev = len(trace.devices)
     # The kernel summaries and each process's per-step host activity only read the tables:
@@ -135,19 +135,14 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     side.shutdown(wait=False)
     for pid in trace.devices["pid"].unique().tolist():  # built once per process, before any thread reads them
         hosts[int(pid)] = tl._HostSlicer(trace, int(pid))
-    workers = min(n_dev, os.cpu_count() or 1, MAX_TIMELINE_THREADS)
-    if workers > 1:  # devices timed on parallel threads (numpy releases the GIL); a lone device halves itself
-        with ThreadPoolExecutor(workers) as pool:
-            timelines = list(pool.map(timeline, range(n_dev)))
-    else:
-        timelines = [timeline(d) for d in range(n_dev)]
+    # devices timed on parallel threads (numpy releases the GIL); a lone device halves itself
+    timelines = thread_map(timeline, range(n_dev), MAX_TIMELINE_THREADS)
     for d in range(n_dev):
         row = trace.devices.iloc[d]
         t = timelines[d]
         timelines[d] = None
         in_long = t.pop("_busy_in_spans_ns")
-        s = steps.get(int(row["pid"]))
-        if s is not None and _long(s).any():
+        if long_of.get(int(row["pid"]), np.zeros(0, bool)).any():
             busy_in_long[d] = in_long
         c = coll.device_collectives(trace, d, lo, hi)
         copies = accounting.copy_activity(trace, d, lo, hi)
@@ -192,7 +187,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
                     **_stats(d),
                 },
                 **activity[pid].result(),
-                "_long_steps": long_steps(trace, s, busy_in_long),
+                "_long_steps": long_steps(trace, s, long_of[pid], busy_in_long),
             }
         )
 
@@ -205,6 +200,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     in_win = (gs >= lo) & (gs < hi)
     ops = {k: int((in_win & is_kind(g, k)).sum()) for k in ("kernel", "memcpy", "memset", "graph")}
     a_in = (api["start"].to_numpy() >= lo) & (api["start"].to_numpy() < hi)
+    launch = cat_mask(api, "category", "launch")
     names = api["name"].cat.categories if isinstance(api["name"].dtype, pd.CategoricalDtype) else []
     capture_codes = [i for i, n in enumerate(names) if rules.CAPTURE_CALLS.search(str(n))]
     out = {
@@ -215,18 +211,14 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         "kernels_in_window": ops["kernel"],
         "gpu_ops_in_window": ops,
         "capture_calls": int(np.isin(api["name"].cat.codes.to_numpy(), capture_codes).sum()) if capture_codes else 0,
-        "launches_in_window": int((a_in & cat_mask(api, "category", ("launch",))).sum()),
-        "launches_total": int(cat_mask(api, "category", ("launch",)).sum()),
+        "launches_in_window": int((a_in & launch).sum()),
+        "launches_total": int(launch.sum()),
         "executed_total": int((is_kind(g, "kernel") | is_kind(g, "graph")).sum()),
         "kernel_median_ns": kernel_median.result(),
         "copies": copies,
         "_coll_starts": coll_starts,
-        "graph_replays_in_window": int(
-            ((trace.gpu["kind"] == "graph") & (trace.gpu["start"] >= lo) & (trace.gpu["start"] < hi)).sum()
-        ),
-        "graph_launches_in_window": int(
-            ((api["category"] == "graph_launch") & (api["start"] >= lo) & (api["start"] < hi)).sum()
-        ),
+        "graph_replays_in_window": ops["graph"],
+        "graph_launches_in_window": int((a_in & cat_mask(api, "category", "graph_launch")).sum()),
         "has_api": bool(len(api)),
         "meta": {"format": trace.format, "path": trace.path,
                  **{k: v for k, v in trace.meta.items() if k in ("version", "graph_trace_mode")}},

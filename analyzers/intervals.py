@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracetriage.model import is_sorted
+
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Merge possibly overlapping intervals into disjoint sorted ones (the inputs themselves
@@ -25,7 +27,7 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     # and the inputs come back as they are (callers never write into the result).
     if bool((starts[1:] > ends[:-1]).all()) and bool((ends >= starts).all()):
         return starts, ends
-    if not bool((starts[1:] >= starts[:-1]).all()):
+    if not is_sorted(starts):
         order = np.argsort(starts, kind="stable")
         starts, ends = starts[order], ends[order]
         del order

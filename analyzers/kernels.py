@@ -23,8 +23,8 @@ def kernel_summary(trace: Trace, lo: int, hi: int, top: int = TOP_KERNELS) -> li
     return kernel_summary_multi([(trace, lo, hi)], top)
 
 
-SUMMARY_CHUNK = 1 << 20
-FEW_NAMES = 16  # up to this many names in a slice, count by one mask per name instead of bincount  # rows per slice: temporaries of a few MB on 10M-kernel traces
+SUMMARY_CHUNK = 1 << 20  # rows per slice: temporaries of a few MB on 10M-kernel traces
+FEW_NAMES = 16  # up to this many names in a slice, count by one mask per name instead of bincount
 
 
 def _kernel_slices(trace: Trace, lo: int, hi: int):

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracetriage.model import Trace, cat_mask, is_kind
+from tracetriage.model import Trace, cat_mask, is_kind, is_sorted
 
 STEP_PATTERNS = re.compile(
     r"(?i)^(decode|prefill|step|execute_model|model_step|forward_step|engine_step|iteration|iter|"
@@ -183,9 +183,10 @@ class Selected:
 
     CHUNK = 1 << 20
 
-    def __init__(self, starts: np.ndarray, mask: np.ndarray):
+    def __init__(self, starts: np.ndarray, mask: np.ndarray, ordered: bool | None = None):
+        """``ordered``: whether ``starts`` ascend, when the caller already knows."""
         self.starts, self.mask = starts, mask
-        self.ordered = starts.size < 2 or bool((starts[1:] >= starts[:-1]).all())
+        self.ordered = is_sorted(starts) if ordered is None else ordered
 
     def per_step(self, steps: Steps) -> np.ndarray:
         if not self.ordered:  # rare: copy and sort the picked rows
@@ -226,8 +227,10 @@ def host_activity(trace: Trace, steps: Steps) -> dict:
     mine = api["pid"].to_numpy() == steps.pid
     a_start = api["start"].to_numpy()
 
+    ordered = is_sorted(a_start)  # checked once for the three questions below
+
     def median_of(values) -> float:
-        return float(np.median(Selected(a_start, mine & cat_mask(api, "category", values)).per_step(steps)))
+        return float(np.median(Selected(a_start, mine & cat_mask(api, "category", values), ordered).per_step(steps)))
 
     gpu = trace.gpu
     sel = (gpu["pid"].to_numpy() == steps.pid) & is_kind(gpu, "memcpy") & cat_mask(gpu, "copy_kind", "DtoH")

@@ -22,10 +22,10 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import pandas as pd
 
 from tracetriage.analyzers import intervals as iv
-from tracetriage.model import Trace
+from tracetriage.model import Trace, cat_lut
+from tracetriage.threads import thread_map
 
 CAUSES = ("sync", "memcpy_sync", "launch", "other_cuda", "host", "unknown")
 _CAUSE_CATEGORIES = {
@@ -87,14 +87,8 @@ class _HostSlicer:
         one = bool(pids.size) and pids.min() == pids.max() == pid
         mine = None if one else pids == pid
         self.empty = not (one or mine.any())
-        col = api["category"]
-        if isinstance(col.dtype, pd.CategoricalDtype):
-            codes, cats = col.cat.codes.to_numpy(), list(col.cat.categories)
-        else:
-            codes, uniq = pd.factorize(col.to_numpy())
-            cats = list(uniq)
-        # one lookup table per cause over the category codes; the last slot is code -1 (missing)
-        self.luts = {cause: np.array([c in wanted for c in cats] + [False]) for cause, wanted in _CAUSE_CATEGORIES.items()}
+        codes, _ = cat_lut(api["category"], ())
+        self.luts = {cause: cat_lut(api["category"], wanted)[1] for cause, wanted in _CAUSE_CATEGORIES.items()}
         if one:  # one process: views, no copies of a 10M-row table
             self.start, self.end, self.codes = api["start"].to_numpy(), api["end"].to_numpy(), codes
         else:
@@ -131,9 +125,14 @@ def _device_chunks(trace: Trace, device: int, lo: int, hi: int, size: int, rows:
             sel &= devs[k:stop] == device
         if not sel.all():
             s, e = s[sel], e[sel]
-        e = np.maximum(e, s)
-        np.minimum(e, hi, out=e)
-        yield np.maximum(s, lo), e
+        yield _clipped(s, e, lo, hi)
+
+
+def _clipped(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals of the window [lo, hi) clipped to it (an end before its start counts as the start)."""
+    e = np.maximum(e, s)
+    np.minimum(e, hi, out=e)
+    return np.maximum(s, lo), e
 
 
 PARALLEL_MIN_ROWS = 1 << 21  # a lone device with more rows is timed as two halves on two threads
@@ -162,8 +161,7 @@ def _split_row(trace: Trace, lo: int, hi: int) -> tuple[int, int] | None:
         stop = min(k + SPLIT_WINDOW, n)
         s, e = start[k:stop], end[k:stop]
         sel = (e > lo) & (s < hi)
-        sc = np.maximum(s, lo)
-        ec = np.minimum(np.maximum(e, s), hi)
+        sc, ec = _clipped(s, e, lo, hi)
         ec = np.where(sel & (ec > sc), ec, none)
         before = np.maximum.accumulate(np.concatenate(([run], ec[:-1])))  # running end before each row
         cand = np.flatnonzero(sel & (sc > before))
@@ -319,22 +317,19 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
     n_rows = len(trace.gpu)
     lengths_buf = np.empty(n_rows + 2, np.int64)  # + 2: a second half's gaps start at its first row + 1
     in_spans = iv.Coverage(*iv.union(*spans)) if spans is not None and len(spans[0]) else None
+    def new_pass(offset: int) -> _Pass:
+        return _Pass(host, sync_ends, sync_slack_ns, min_gap_ns, edges, in_spans, lengths_buf, offset)
+
     split = _split_row(trace, lo, hi) if (os.cpu_count() or 1) > 1 else None
     if split is None:
-        one = _Pass(host, sync_ends, sync_slack_ns, min_gap_ns, edges, in_spans, lengths_buf, 0)
+        one = new_pass(0)
         one.run(trace, device, lo, hi, (0, n_rows), lo, last=True)
         acc = one.acc
     else:
-        from concurrent.futures import ThreadPoolExecutor
-
         row, gap_from = split
-        a = _Pass(host, sync_ends, sync_slack_ns, min_gap_ns, edges, in_spans, lengths_buf, 0)
-        b = _Pass(host, sync_ends, sync_slack_ns, min_gap_ns, edges, in_spans, lengths_buf, row + 1)  # a writes <= row + 1
-        with ThreadPoolExecutor(2) as pool:
-            done = [pool.submit(a.run, trace, device, lo, hi, (0, row), lo, False),
-                    pool.submit(b.run, trace, device, lo, hi, (row, n_rows), gap_from, True)]
-            for f in done:
-                f.result()
+        a, b = new_pass(0), new_pass(row + 1)  # a writes at most row gaps
+        thread_map(lambda job: job(), [lambda: a.run(trace, device, lo, hi, (0, row), lo, False),
+                                       lambda: b.run(trace, device, lo, hi, (row, n_rows), gap_from, True)], 2)
         lengths_buf[a.acc["n"]:a.acc["n"] + b.acc["n"]] = lengths_buf[row + 1:row + 1 + b.acc["n"]]  # b's gaps follow a's
         acc = _merged(a.acc, b.acc)
 
@@ -344,7 +339,7 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
     total_gap, max_gap = int(lengths.sum()), int(lengths.max()) if lengths.size else 0
     # in place (the buffer is ours): np.percentile would otherwise copy all the gaps
     p50, p99 = (int(x) for x in np.percentile(lengths, [50, 99], overwrite_input=True)) if lengths.size else (0, 0)
-    top = sorted(acc["top"], key=lambda x: -x[0])[:TOP_GAPS]  # stable: earliest first among equals
+    top = acc["top"]  # kept sorted, longest first, earliest first among equals
     widths = np.diff(edges)
     per_bin = acc["bins"] / np.where(widths > 0, widths, 1)
     by_cause = acc["by_cause"]

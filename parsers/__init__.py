@@ -84,9 +84,8 @@ def load(case, path: Path, kind: str) -> None:
         ident = cache.identity(path) if cache else None
         trace = cache.get_model(ident) if ident else None
         if trace is None:
-            from tracetriage.parsers.coerce import sanitize_trace
-
             from tracetriage.memory import release_freed
+            from tracetriage.parsers.coerce import sanitize_trace
 
             trace = _parser(*_TRACES[kind])(str(path))
             release_freed()

@@ -23,6 +23,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from tracetriage.model import is_sorted
+
 LIMIT = 1 << 62  # |value| beyond this is no timestamp, id or size of a real capture
 DAY_NS = 86_400 * 10**9
 FAR_NS = 30 * DAY_NS  # further than this from the capture's median start: not the same capture
@@ -161,7 +163,7 @@ def _plausible(df: pd.DataFrame, anchor: float | None) -> np.ndarray:
 def _median(values: np.ndarray) -> float:
     """np.median, without its copy of the column when the column is sorted (gpu is, by start)."""
     n = values.size
-    if n > 2 and bool((values[1:] >= values[:-1]).all()):
+    if n > 2 and is_sorted(values):
         return float(np.median(values[(n - 1) // 2:n // 2 + 1]))
     return float(np.median(values))
 
@@ -172,18 +174,13 @@ def sanitize_trace(trace) -> None:
     them into the trace's warnings, table by table."""
     gpu = trace.gpu
     anchor = _median(gpu["start"].to_numpy()) if len(gpu) else None
-    names = [n for n in ("gpu", "api", "ranges", "syncs")
-             if len(getattr(trace, n)) and "start" in getattr(trace, n) and "end" in getattr(trace, n)]
-    if sum(len(getattr(trace, n)) for n in names) > 2 * PLAUSIBLE_CHUNK:  # big tables: checked side by side
-        from concurrent.futures import ThreadPoolExecutor
+    from tracetriage.threads import thread_map
 
-        with ThreadPoolExecutor(2) as pool:
-            masks = dict(zip(names, pool.map(lambda n: _plausible(getattr(trace, n), anchor), names)))
-    else:
-        masks = {n: _plausible(getattr(trace, n), anchor) for n in names}
-    for name in names:
-        df = getattr(trace, name)
-        ok = masks.pop(name)
+    tables = {n: df for n in ("gpu", "api", "ranges", "syncs")
+              if len(df := getattr(trace, n)) and "start" in df and "end" in df}
+    big = sum(map(len, tables.values())) > 2 * PLAUSIBLE_CHUNK  # big tables are checked side by side
+    masks = thread_map(lambda df: _plausible(df, anchor), tables.values(), 2 if big else 1)
+    for (name, df), ok in zip(tables.items(), masks):
         if ok.all():
             continue
         dropped = int((~ok).sum())

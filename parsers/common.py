@@ -133,6 +133,11 @@ def read_text(path: str, limit: int = TEXT_LIMIT) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def code_dtype(n: int):
+    """The smallest integer type for the codes of ``n`` categories (and -1)."""
+    return np.int8 if n < 127 else np.int16 if n < 32767 else np.int32
+
+
 def compact_categorical(codes, categories) -> pd.Categorical:
     """A categorical over only the categories its codes use (code -1 stays missing).
 
@@ -146,7 +151,7 @@ def compact_categorical(codes, categories) -> pd.Categorical:
     used = np.zeros(len(categories) + 1, dtype=bool)  # last slot: code -1
     used[codes] = True
     keep = np.flatnonzero(used[:-1])
-    dtype = np.int8 if len(keep) < 127 else np.int16 if len(keep) < 32767 else np.int32
+    dtype = code_dtype(len(keep))
     lut = np.full(len(categories) + 1, -1, dtype=dtype)  # last slot: code -1
     lut[keep] = np.arange(len(keep), dtype=dtype)
     return pd.Categorical.from_codes(lut[codes], categories=categories[keep])  # a code of -1 indexes the last slot

@@ -39,15 +39,16 @@ from tracetriage.model import (
     SYNC_TYPES,
     Trace,
     api_category,
-    distinct,
     collective_op,
+    distinct,
     empty_devices,
     gpu_column_order,
     is_kind,
+    is_sorted,
     strip_api_version,
 )
 from tracetriage.parsers import coerce
-from tracetriage.parsers.common import compact_categorical, per_category
+from tracetriage.parsers.common import code_dtype, compact_categorical, per_category
 from tracetriage.parsers.sqlite import Database, concat_columns
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -133,15 +134,7 @@ class _Strings:
         return np.where(pos >= 0, self.codes[np.maximum(pos, 0)], -1).astype(np.int32)
 
     def categorical(self, ids: np.ndarray) -> pd.Categorical:
-        ids = np.asarray(ids, dtype=np.int64)
-        if not len(self.codes):
-            return pd.Categorical.from_codes(np.full(ids.shape, -1, dtype=np.int32), categories=self.categories)
-        if self.lut is not None:
-            codes = self.codes_of(ids)
-        else:
-            pos = self.index.get_indexer(ids)
-            codes = np.where(pos >= 0, self.codes[np.maximum(pos, 0)], -1)
-        return compact_categorical(codes, self.categories)
+        return compact_categorical(self.codes_of(ids), self.categories)
 
     def get(self, sid, default=None):
         return self.by_id.get(int(sid), default)
@@ -431,7 +424,7 @@ def _api(db: Database, strings: _Strings) -> pd.DataFrame | None:
     # Strip the version suffix once per distinct name, then re-intern.
     stripped = [strip_api_version(str(c)) for c in raw.categories]
     codes, uniq = pd.factorize(pd.Index(stripped + ["<unknown>"]))
-    lut = codes.astype(np.int8 if len(uniq) < 127 else np.int16 if len(uniq) < 32767 else np.int32)
+    lut = codes.astype(code_dtype(len(uniq)))
     name = pd.Categorical.from_codes(lut[np.asarray(raw.codes)],  # code -1 takes the last slot: <unknown>
                                      categories=pd.Index(np.asarray(uniq, dtype=object), dtype=object))
     return pd.DataFrame({
@@ -630,7 +623,7 @@ def parse(path: str) -> Trace:
         cols["device"], pairs = device_keys(cols["pid"], cols.pop("dev"))
         trace.devices = _devices(db, pairs)
         starts = cols["start"]
-        if not bool((starts[1:] >= starts[:-1]).all()):  # exports are usually in start order already
+        if not is_sorted(starts):  # exports are usually in start order already
             order = np.argsort(starts, kind="stable")
             for col in list(cols):  # reorder one column at a time
                 cols[col] = cols[col][order]
@@ -640,7 +633,7 @@ def parse(path: str) -> Trace:
         gpu = trace.gpu
         if api is not None:
             starts = api["start"].to_numpy()
-            trace.api = api if bool((starts[1:] >= starts[:-1]).all()) else api.sort_values("start", kind="stable", ignore_index=True)
+            trace.api = api if is_sorted(starts) else api.sort_values("start", kind="stable", ignore_index=True)
         if ranges is not None:
             trace.ranges = ranges.sort_values("start", kind="stable", ignore_index=True)
         if syncs is not None:
@@ -699,7 +692,7 @@ def _linked_fraction(gpu: pd.DataFrame, rows: np.ndarray, api: pd.DataFrame) -> 
     pids, corr = api["pid"].to_numpy(), api["correlation"].to_numpy()
     if pids.size and pids.min() == pids.max():
         g_pid, g = gpu["pid"].to_numpy()[idx], gpu["correlation"].to_numpy()[idx]
-        a = corr if bool((corr[1:] >= corr[:-1]).all()) else np.sort(corr)
+        a = corr if is_sorted(corr) else np.sort(corr)
         same = g_pid == pids[0]
     else:
         g = gpu["pid"].to_numpy()[idx] * (1 << 32) + gpu["correlation"].to_numpy()[idx]

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from tracetriage.errors import TraceFormatError
 from tracetriage.memory import release_freed
+from tracetriage.threads import thread_map
 
 # Arrow's default jemalloc/mimalloc pools keep freed memory; between the big tables of a
 # trace the system allocator hands it back, which cut peak RSS by ~20% and time by ~30%
@@ -91,9 +92,9 @@ class Database:
         try:
             with open(self.path, "rb") as fh:
                 header = fh.read(100)
-            size = os.path.getsize(self.path)
         except OSError:
             return
+        size = self._size
         if len(header) < 100:
             return
         page = int.from_bytes(header[16:18], "big")
@@ -190,7 +191,11 @@ class Database:
         per reader are alive at a time. ``sql`` has a ``{rowid}`` placeholder; results
         come back in rowid order."""
         ranges = [("1=1", 0, 0)] if table in self.views else self._chunks(table, chunk_rows)  # a view has no rowid ranges
-        return self._run([lambda cond=cond: convert(self._fetch(sql.replace("{rowid}", cond))) for cond, _, _ in ranges])
+        return self._converted(sql, ranges, convert)
+
+    def _converted(self, sql: str, ranges: list, convert) -> list:
+        """Each range fetched and converted on the reader threads, results in rowid order."""
+        return thread_map(lambda r: convert(self._fetch(sql.replace("{rowid}", r[0]))), ranges, MAX_READERS)
 
     def scan_columns(self, sql: str, table: str, convert, chunk_rows: int = 1_000_000) -> dict[str, np.ndarray]:
         """:meth:`scan` for a ``convert`` that returns a dict of equal-length numpy arrays:
@@ -201,9 +206,8 @@ class Database:
         span never fills are never touched."""
         ranges = [("1=1", 0, 0)] if table in self.views else self._chunks(table, chunk_rows)
         capacity = ranges[-1][1] + ranges[-1][2]
-        if len(ranges) == 1 or capacity > self._size // 8:  # a span wider than the file has rows: sparse
-            return concat_columns(self._run([lambda cond=cond: convert(self._fetch(sql.replace("{rowid}", cond)))
-                                             for cond, _, _ in ranges]))
+        if len(ranges) == 1 or capacity > self.most_rows:  # a span wider than the file has rows: sparse
+            return concat_columns(self._converted(sql, ranges, convert))
         out: dict[str, np.ndarray] = {}
         counts = [0] * len(ranges)
         lock = threading.Lock()
@@ -221,7 +225,7 @@ class Database:
                 out[c][offset:offset + n] = part.pop(c)
             counts[k] = n
 
-        self._run([lambda k=k: run(k) for k in range(len(ranges))])
+        thread_map(run, range(len(ranges)), MAX_READERS)
         release_freed()  # the reader threads' Arrow batches, freed into arenas glibc does not trim itself
         total = sum(counts)
         if total == capacity:
@@ -235,15 +239,10 @@ class Database:
             at += n
         return {c: (v[:total].copy() if total < 0.75 * capacity else v[:total]) for c, v in out.items()}
 
-    def _run(self, tasks: list) -> list:
-        """The tasks on up to MAX_READERS threads (one per core), results in order."""
-        readers = max(1, min(os.cpu_count() or 1, MAX_READERS, len(tasks)))
-        if readers == 1:
-            return [t() for t in tasks]
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(readers) as pool:
-            return list(pool.map(lambda t: t(), tasks))
+    @property
+    def most_rows(self) -> int:
+        """More rows than any table of this file can hold: a row takes at least 8 bytes on disk."""
+        return max(1, self._size // 8)
 
     def _fetch(self, sql: str) -> pa.Table:
         """One query as an Arrow table on its own ADBC connection (sqlite3 fallback).
@@ -281,7 +280,7 @@ class Database:
         con.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 100_000)
         # A query can yield no more rows than the file could store (a row takes bytes on disk):
         # more means a recursive or exploding view, stopped before it exhausts memory.
-        cap = max(1_000_000, self._size // 8)
+        cap = max(1_000_000, self.most_rows)
         try:
             cur = con.execute(sql)
             names = [d[0] for d in cur.description]
@@ -320,7 +319,7 @@ class Database:
         if chunk_rows:
             # no more ranges than the file could fill (a row takes at least 8 bytes on disk),
             # however far apart sparse rowids lie
-            most = -(-max(1, self._size // 8) // chunk_rows) + n
+            most = -(-self.most_rows // chunk_rows) + n
             n = max(n, min(-(-(hi - lo + 1) // chunk_rows), most, MAX_CHUNKS))
         edges = [lo - 1 + (hi - lo + 1) * i // n for i in range(n + 1)]
         return [(f"rowid > {a} AND rowid <= {b}", a - edges[0], b - a) for a, b in itertools.pairwise(edges)]

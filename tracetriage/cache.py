@@ -66,6 +66,8 @@ def model_version() -> str:
 def metrics_version() -> str:
     """What makes analyze_trace's metrics: the model's code and the analyzers."""
     return "metrics-" + code_version("tracetriage", "tracetriage.parsers", "tracetriage.analyzers")
+
+
 MIN_CACHED_BYTES = 4 * 1024 * 1024
 HASHED_BYTES = 1 << 20
 DEFAULT_MAX_BYTES = 20 * 1000 ** 3

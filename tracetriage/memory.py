@@ -11,33 +11,34 @@ workers call this; importing tracetriage as a library changes nothing.
 from __future__ import annotations
 
 import ctypes
+import functools
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 
 
+@functools.cache
+def _libc():
+    """glibc, by its soname (find_library would run ``ldconfig -p`` in a subprocess at every
+    start); None on other C libraries."""
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
 def tune_allocator(threshold: int = 1 << 20) -> bool:
     """Fix glibc's mmap and trim thresholds; a no-op (False) on other C libraries."""
-    try:
-        # glibc's soname: find_library would run ``ldconfig -p`` in a subprocess at every start
-        libc = ctypes.CDLL("libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is None:
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, threshold)) and bool(mallopt(M_TRIM_THRESHOLD, threshold))
-
-
-_LIBC = []
 
 
 def release_freed() -> None:
     """Hand the heap's free pages back to the system (glibc ``malloc_trim``). The reader
     threads' small Arrow buffers are freed into per-thread arenas that glibc does not trim
     on its own: 150 MB of RSS after reading a 10M-kernel export, held through the analysis."""
-    if not _LIBC:
-        try:
-            _LIBC.append(ctypes.CDLL("libc.so.6").malloc_trim)
-        except (OSError, AttributeError):
-            _LIBC.append(None)
-    if _LIBC[0] is not None:
-        _LIBC[0](0)
+    trim = getattr(_libc(), "malloc_trim", None)
+    if trim is not None:
+        trim(0)

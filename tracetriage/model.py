@@ -292,6 +292,12 @@ def collective_op(kernel_name: str) -> str | None:
     return None
 
 
+def is_sorted(values: np.ndarray) -> bool:
+    """Whether the values ascend (ties allowed): tables are kept in start order, so this
+    one pass usually saves a sort."""
+    return values.size < 2 or bool((values[1:] >= values[:-1]).all())
+
+
 def distinct(*arrays: np.ndarray) -> np.ndarray:
     """Sorted distinct values of several large integer arrays with few distinct values (pids):
     hashed per array, sorted only at the end (np.unique sorts every row)."""
@@ -300,17 +306,25 @@ def distinct(*arrays: np.ndarray) -> np.ndarray:
     return np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
 
 
+def cat_lut(col: pd.Series, values) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, lut): the column's category codes (factorized when it is not categorical) and
+    a boolean table over them marking ``values``; its last slot is code -1 (missing)."""
+    values = (values,) if isinstance(values, str) else tuple(values)
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes, cats = col.cat.codes.to_numpy(), list(col.cat.categories)
+    else:
+        codes, uniq = pd.factorize(col.to_numpy())
+        cats = list(uniq)
+    lut = np.zeros(len(cats) + 1, dtype=bool)
+    lut[[cats.index(v) for v in values if v in cats]] = True
+    return codes, lut
+
+
 def cat_mask(df: pd.DataFrame, column: str, values) -> np.ndarray:
     """Rows whose categorical column is one of ``values``, compared on codes (no strings,
     no copy of the frame)."""
-    col = df[column]
-    values = (values,) if isinstance(values, str) else tuple(values)
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        cats = list(col.cat.categories)
-        lut = np.zeros(len(cats) + 1, dtype=bool)  # last slot: code -1 (missing)
-        lut[[cats.index(v) for v in values if v in cats]] = True
-        return lut[col.cat.codes.to_numpy()]  # one gather: no sort, no hash
-    return np.isin(col.to_numpy(), values)
+    codes, lut = cat_lut(df[column], values)
+    return lut[codes]  # one gather: no sort, no hash
 
 
 def is_kind(gpu: pd.DataFrame, kind: str) -> np.ndarray:
