@@ -61,16 +61,21 @@ def _kernel_row(start, end, dev, stream, corr, gpid, name_id) -> tuple:
             0, 0, 0, 0, corr, 0) + (None,) * 13
 
 
+def _launch(t: int, host_ns: int, call_ns: int, stream_free: int) -> tuple[int, int, int]:
+    """One launch: ``host_ns`` of host work, a ``call_ns`` launch call, and its kernel's start
+    (2 µs after the call returns, or when the stream frees up): (call start, call end, kernel start)."""
+    s = t + host_ns
+    e = s + call_ns
+    return s, e, max(e + 2000, stream_free)
+
+
 def _decode_rows(n_kernels, per_step, gpid, gtid, rng):
     """One device, one stream, NVTX steps, a stream sync at the end of each step."""
     t = gpu = 1_000_000_000
     corr = 0
     for i in range(n_kernels):
         corr += 1
-        t += 1500
-        s = t
-        t += 5000
-        ks = max(t + 2000, gpu)
+        s, t, ks = _launch(t, 1500, 5000, gpu)
         gpu = ks + rng.randint(1500, 3000)
         yield ("K", _kernel_row(ks, gpu, 0, 7, corr, gpid, 1 + i % 7))
         yield ("R", (s, t, 0, gtid, corr, 100, 0, None))
@@ -113,11 +118,8 @@ def _sync2dev_rows(n_kernels, per_step, gpid, gtid, rng):
     corr = 0
     for i in range(n_kernels):
         corr += 1
-        t += 1200
-        s0 = t
-        t += 4000
         dev, stream = i % 2, (i // 2) % 4
-        ks = max(t + 2000, gpu[(dev, stream)])
+        s0, t, ks = _launch(t, 1200, 4000, gpu[(dev, stream)])
         ke = ks + rng.randint(2000, 9000)
         gpu[(dev, stream)] = ke
         yield ("K", _kernel_row(ks, ke, dev, 10 + stream, corr, gpid, 1 + i % 7))
