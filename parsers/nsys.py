@@ -141,11 +141,8 @@ class _Strings:
 
 
 def _col(db: Database, table: str, column: str, default: str = "-1") -> str:
-    """``COALESCE(column, default)`` when the column exists (the bare column when the
-    schema declares it NOT NULL: ~10% faster scans), else the default."""
-    if db.has_column(table, column):
-        return f'"{column}"' if db.not_null(table, column) else f'COALESCE("{column}", {default})'
-    return default
+    """The column in a select list, its NULLs (or its absence) read as ``default``."""
+    return db.column_expr(table, column, int(default))
 
 
 def _enum(db: Database, table: str) -> dict[int, str]:
@@ -273,14 +270,9 @@ def _kernels(db: Database, strings: _Strings) -> dict | None:
     name_col = "shortName" if db.has_column(KERNEL, "shortName") else "demangledName"
     if not db.has_column(KERNEL, name_col):
         raise TraceFormatError(db.path, f"{KERNEL} has neither shortName nor demangledName")
-    sql = (
-        f"SELECT {_col(db, KERNEL, 'start', '0')} AS start, {_col(db, KERNEL, 'end', '0')} AS end, "
-        f"{_col(db, KERNEL, 'deviceId')} AS dev, {_col(db, KERNEL, 'streamId')} AS stream, "
-        f"{_col(db, KERNEL, 'correlationId')} AS correlation, {_col(db, KERNEL, 'globalPid', '0')} AS gpid, "
-        f"{_col(db, KERNEL, name_col)} AS name_id, {_col(db, KERNEL, 'graphNodeId')} AS node "
-        f"FROM {KERNEL} WHERE {{rowid}}"
-    )
-
+    columns = {"start": ("start", 0), "end": ("end", 0), "dev": ("deviceId", -1), "stream": ("streamId", -1),
+               "correlation": ("correlationId", -1), "gpid": ("globalPid", 0), "name_id": (name_col, -1),
+               "node": ("graphNodeId", -1)}
     w = db.warnings
 
     def convert(tbl) -> dict:
@@ -292,7 +284,7 @@ def _kernels(db: Database, strings: _Strings) -> dict | None:
             "in_graph": _int_column(tbl, "node", warnings=w) >= 0,
         }
 
-    cols = db.scan_columns(sql, KERNEL, convert)
+    cols = db.scan_columns(KERNEL, columns, convert)
     n = len(cols["start"])
     if not n:
         return None
@@ -403,11 +395,8 @@ def _api(db: Database, strings: _Strings) -> pd.DataFrame | None:
     if not db.has(RUNTIME):
         return None
     t = RUNTIME
-    sql = (
-        f"SELECT {_col(db, t, 'start', '0')} AS start, {_col(db, t, 'end', '0')} AS end, "
-        f"{_col(db, t, 'globalTid', '0')} AS gtid, {_col(db, t, 'correlationId')} AS correlation, "
-        f"{_col(db, t, 'nameId')} AS name_id FROM {t} WHERE {{rowid}}"
-    )
+    columns = {"start": ("start", 0), "end": ("end", 0), "gtid": ("globalTid", 0), "correlation": ("correlationId", -1),
+               "name_id": ("nameId", -1)}
 
     w = db.warnings
 
@@ -417,7 +406,7 @@ def _api(db: Database, strings: _Strings) -> pd.DataFrame | None:
                 "end": _int_column(tbl, "end", warnings=w), "name_code": strings.codes_of(_int_column(tbl, "name_id", warnings=w)),
                 "correlation": _int_column(tbl, "correlation", warnings=w)}
 
-    cols = db.scan_columns(sql, t, convert)
+    cols = db.scan_columns(t, columns, convert)
     if not cols or not len(cols["start"]):
         return None
     raw = compact_categorical(cols.pop("name_code"), strings.categories)

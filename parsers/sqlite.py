@@ -197,13 +197,33 @@ class Database:
         """Each range fetched and converted on the reader threads, results in rowid order."""
         return thread_map(lambda r: convert(self._fetch(sql.replace("{rowid}", r[0]))), ranges, MAX_READERS)
 
-    def scan_columns(self, sql: str, table: str, convert, chunk_rows: int = 1_000_000) -> dict[str, np.ndarray]:
-        """:meth:`scan` for a ``convert`` that returns a dict of equal-length numpy arrays:
-        each chunk's arrays are copied, in its reader thread, into one array per column
-        allocated for the table's whole rowid span, so no concatenation (a second copy of
-        every column) follows. Rowids of an export are dense; gaps left by deleted rows are
-        closed up afterwards. ``np.empty`` only reserves address space: pages a sparse
-        span never fills are never touched."""
+    def column_expr(self, table: str, column: str, null: int) -> str:
+        """A column in a select list: bare where the schema declares it NOT NULL (~10% faster
+        scans), else with ``null`` for its NULLs; ``null`` itself where the table lacks it."""
+        if not self.has_column(table, column):
+            return str(int(null))
+        return f'"{column}"' if self.not_null(table, column) else f'COALESCE("{column}", {int(null)})'
+
+    def scan_columns(self, table: str, columns: dict[str, tuple[str, int]], convert,
+                     chunk_rows: int = 1_000_000) -> dict[str, np.ndarray]:
+        """``convert`` (an Arrow table of int64 columns in, a dict of equal-length numpy
+        arrays out) over a big table, gathered into one array per key in rowid order.
+        ``columns`` maps the names ``convert`` reads to (table column, value of a NULL).
+
+        The table's b-tree pages are decoded directly where it is the plain case
+        (parsers/btree.py). Otherwise it is read like :meth:`scan`, each chunk's arrays
+        copied, in its reader thread, into one array per key allocated for the table's
+        whole rowid span, so no concatenation (a second copy of every column) follows.
+        Rowids of an export are dense; gaps left by deleted rows are closed up afterwards.
+        ``np.empty`` only reserves address space: pages a sparse span never fills are
+        never touched."""
+        from tracetriage.parsers import btree
+
+        direct = btree.read_columns(self, table, columns, convert)
+        if direct is not None:
+            return direct
+        select = ", ".join(f"{self.column_expr(table, c, null)} AS {name}" for name, (c, null) in columns.items())
+        sql = f'SELECT {select} FROM "{table}" WHERE {{rowid}}'
         ranges = [("1=1", 0, 0)] if table in self.views else self._chunks(table, chunk_rows)
         capacity = ranges[-1][1] + ranges[-1][2]
         if len(ranges) == 1 or capacity > self.most_rows:  # a span wider than the file has rows: sparse

@@ -174,22 +174,32 @@ def test_api_categories_and_processes_match_plain_sql(name):
 
 
 @pytest.mark.parametrize("name", sorted(FILES))
-def test_both_sqlite_readers_build_the_same_model(name, monkeypatch):
-    """Small files are read with the stdlib cursor, big ones through ADBC: forced each way,
-    the same export gives the same tables, value for value."""
-    from tracetriage.parsers import sqlite
+def test_all_sqlite_readers_build_the_same_model(name, monkeypatch):
+    """Small files are read with the stdlib cursor, big ones through ADBC, and their big
+    tables decoded from the b-tree pages: forced each way, the same export gives the same
+    tables, value for value, and the b-tree reader serves every export's kernels and calls."""
+    from tracetriage.parsers import btree, sqlite
 
     path = str(real("nsys", name))
-    monkeypatch.setattr(sqlite, "ADBC_MIN_BYTES", 0)
-    via_adbc = nsys.parse(path)
-    monkeypatch.setattr(sqlite, "ADBC_MIN_BYTES", 1 << 62)
-    via_stdlib = nsys.parse(path)
-    for table in ("gpu", "api", "ranges", "syncs", "devices", "processes"):
-        a, b = getattr(via_adbc, table), getattr(via_stdlib, table)
-        assert list(a.columns) == list(b.columns), table
-        for col in a.columns:
-            assert a[col].astype(object).tolist() == b[col].astype(object).tolist(), (table, col)
-    assert via_adbc.warnings == via_stdlib.warnings
+    served = []
+    real_read = btree.read_columns
+    monkeypatch.setattr(btree, "read_columns", lambda db, table, *a: served.append((table, r := real_read(db, table, *a)))
+                        or r)
+    models = {}
+    for reader, adbc_min, btree_min in (("stdlib", 1 << 62, 1 << 62), ("adbc", 0, 1 << 62), ("btree", 1 << 62, 0)):
+        monkeypatch.setattr(sqlite, "ADBC_MIN_BYTES", adbc_min)
+        monkeypatch.setattr(btree, "MIN_BYTES", btree_min)
+        served.clear()
+        models[reader] = nsys.parse(path)
+    assert served and all(r is not None for _, r in served), [t for t, r in served if r is None]
+    base = models.pop("stdlib")
+    for reader, model in models.items():
+        for table in ("gpu", "api", "ranges", "syncs", "devices", "processes"):
+            a, b = getattr(model, table), getattr(base, table)
+            assert list(a.columns) == list(b.columns), (reader, table)
+            for col in a.columns:
+                assert a[col].astype(object).tolist() == b[col].astype(object).tolist(), (reader, table, col)
+        assert model.warnings == base.warnings, reader
 
 
 @pytest.mark.parametrize("pids,shuffled", [((7,), False), ((7,), True), ((7, 9), False)])
@@ -223,14 +233,17 @@ def test_device_keys_match_a_sorted_factorization(pids):
     assert [distinct[k] for k in keys] == list(zip(pid.tolist(), ordinal.tolist()))
 
 
+@pytest.mark.parametrize("reader", ["sql", "btree"])
 @pytest.mark.parametrize("holes", ["dense", "deleted", "sparse"])
-def test_parallel_column_reader_with_deleted_and_sparse_rowids(holes, tmp_path, monkeypatch):
-    """Rows read in rowid ranges into preallocated columns: deleted rows (holes closed up
-    afterwards) and a rowid far beyond the row count (chunks concatenated instead) give the
+def test_parallel_column_reader_with_deleted_and_sparse_rowids(holes, reader, tmp_path, monkeypatch):
+    """Rows read in rowid ranges into preallocated columns, or decoded from the b-tree's
+    leaves: deleted rows (holes closed up afterwards) and a rowid far beyond the row count
+    (chunks concatenated instead; the b-tree reader leaves such a table to SQL) give the
     rows plain SQL gives, in rowid order."""
     import shutil
     import sqlite3
 
+    from tracetriage.parsers import btree
     from tracetriage.parsers import sqlite as tt_sqlite
 
     src = BUNDLES / "eager_decode" / "trace.sqlite"
@@ -245,13 +258,19 @@ def test_parallel_column_reader_with_deleted_and_sparse_rowids(holes, tmp_path, 
     con.close()
     monkeypatch.setattr(tt_sqlite, "ADBC_MIN_BYTES", 0)
     monkeypatch.setattr(tt_sqlite, "PARALLEL_MIN_ROWS", 100)
-    calls = []
+    monkeypatch.setattr(btree, "MIN_BYTES", 0 if reader == "btree" else 1 << 62)
+    monkeypatch.setattr(btree, "SEGMENT_BYTES", 64 << 10)  # many segments, on both threads
+    calls, direct = [], []
     real_scan_columns = tt_sqlite.Database.scan_columns
     monkeypatch.setattr(tt_sqlite.Database, "scan_columns",
-                        lambda self, sql, table, convert, chunk_rows=1_000_000:
-                        calls.append(table) or real_scan_columns(self, sql, table, convert, chunk_rows=1000))
+                        lambda self, table, columns, convert, chunk_rows=1_000_000:
+                        calls.append(table) or real_scan_columns(self, table, columns, convert, chunk_rows=1000))
+    real_read = btree.read_columns
+    monkeypatch.setattr(btree, "read_columns", lambda *a: direct.append(r := real_read(*a)) or r)
     trace = nsys.parse(str(path))
     assert "CUPTI_ACTIVITY_KIND_KERNEL" in calls
+    # the b-tree reader served the kernels unless their rowids are sparse
+    assert (direct[0] is not None) == (reader == "btree" and holes != "sparse")
     want = sql(path, "SELECT start, end, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start, rowid")
     k = trace.gpu[trace.gpu["kind"] == "kernel"]
     assert len(k) == len(want) > 1000
