@@ -153,53 +153,83 @@ typedef struct {
     int32_t last_field;
 } Job;
 
-static long long decode_page(const uint8_t *page, Py_ssize_t usable, Job *job, long long row) {
+/* Bytes of the value of each one-byte serial type (the integer types all are); -1 reserved. */
+static int8_t small_size[128];
+
+static void init_sizes(void) {
+    for (int st = 0; st < 128; st++) small_size[st] = (int8_t)serial_size((uint64_t)st);
+}
+
+static inline int read_varint(const uint8_t **pp, const uint8_t *end, uint64_t *v) {
+    if (*pp < end && **pp < 0x80) { /* the one-byte case: every serial type of a small value */
+        *v = *(*pp)++;
+        return 1;
+    }
+    return varint(pp, end, v);
+}
+
+static long long decode_page(const uint8_t *page, Py_ssize_t usable, const Job *job, long long row) {
     if (page[0] != LEAF) return MALFORMED;
     uint32_t n = be16(page + 3);
     if (8 + 2 * (Py_ssize_t)n > usable) return MALFORMED;
     const uint8_t *end = page + usable;
     const uint64_t max_local = (uint64_t)usable - 35;
+    const Py_ssize_t capacity = job->capacity;
+    const int32_t last_field = job->last_field;
+    const int32_t *column_of = job->column_of;
+    const int64_t *nulls = job->nulls;
+    int64_t *const out = job->out;
+    int64_t *const rowids = job->rowids;
     for (uint32_t c = 0; c < n; c++, row++) {
-        if (row >= job->capacity) return CAPACITY;
+        if (row >= capacity) return CAPACITY;
         uint32_t at = be16(page + 8 + 2 * c);
         if (at < 8 || at >= (uint32_t)usable) return MALFORMED;
         const uint8_t *p = page + at;
         uint64_t payload, rowid, header;
-        if (!varint(&p, end, &payload) || !varint(&p, end, &rowid)) return MALFORMED;
+        if (!read_varint(&p, end, &payload) || !varint(&p, end, &rowid)) return MALFORMED;
         if (payload > max_local) return OVERFLOW;
         if (payload > (uint64_t)(end - p)) return MALFORMED;
         const uint8_t *rec = p, *rec_end = p + payload;
         const uint8_t *h = rec;
-        if (!varint(&h, rec_end, &header) || header > payload || header < (uint64_t)(h - rec)) return MALFORMED;
+        if (!read_varint(&h, rec_end, &header) || header > payload || header < (uint64_t)(h - rec)) return MALFORMED;
         const uint8_t *h_end = rec + header, *body = h_end;
-        job->rowids[row] = (int64_t)rowid;
+        rowids[row] = (int64_t)rowid;
         int32_t f = 0;
-        for (; f <= job->last_field && h < h_end; f++) {
+        for (; f <= last_field && h < h_end; f++) {
             uint64_t st;
-            if (!varint(&h, h_end, &st)) return MALFORMED;
-            int64_t size = serial_size(st);
+            int64_t size;
+            if (*h < 0x80) {
+                st = *h++;
+                size = small_size[st];
+            } else {
+                if (!varint(&h, h_end, &st)) return MALFORMED;
+                size = serial_size(st);
+            }
             if (size < 0 || (uint64_t)size > (uint64_t)(rec_end - body)) return MALFORMED;
-            int32_t col = job->column_of[f];
+            int32_t col = column_of[f];
             if (col >= 0) {
                 int64_t v;
                 switch (st) {
-                case 0: v = job->nulls[col]; break;
-                case 1: case 2: case 3: case 4: v = be_int(body, (int)st); break;
-                case 5: v = be_int(body, 6); break;
-                case 6: v = be_int(body, 8); break;
+                case 0: v = nulls[col]; break;
+                case 1: v = (int8_t)body[0]; break;
+                case 2: v = (int16_t)be16(body); break;
+                case 3: v = be_int(body, 3); break;
+                case 4: v = (int32_t)be32(body); break;
+                case 5: v = ((int64_t)(int16_t)be16(body) << 32) | be32(body + 2); break;
+                case 6: v = (int64_t)(((uint64_t)be32(body) << 32) | be32(body + 4)); break;
                 case 8: v = 0; break;
                 case 9: v = 1; break;
                 default: return UNSUPPORTED;
                 }
-                job->out[col * job->capacity + row] = v;
+                out[col * capacity + row] = v;
             }
             body += size;
         }
-        if (f <= job->last_field) { /* a record written before its table grew columns */
+        if (f <= last_field) { /* a record written before its table grew columns */
             for (Py_ssize_t col = 0; col < job->ncols; col++) {
                 if (job->fields[col] >= f) {
                     if (!job->missing[col]) return SHORT;
-                    job->out[col * job->capacity + row] = job->nulls[col];
+                    out[col * capacity + row] = nulls[col];
                 }
             }
         }
@@ -284,4 +314,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_btree", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__btree(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__btree(void) {
+    init_sizes();
+    return PyModule_Create(&module);
+}
