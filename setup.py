@@ -1,11 +1,14 @@
-"""The one compiled part: the SQLite b-tree reader (parsers/_btree.c).
+"""The compiled parts: the SQLite b-tree reader (parsers/_btree.c) and the idle-time
+sweep of the device timeline (analyzers/_sweep.c).
 
-It is optional: where no C compiler is at hand the install goes on without it and the
-big tables are read through SQLite (ADBC), a few times slower on multi-GB exports.
-Everything else is declared in pyproject.toml.
+Both are optional: where no C compiler is at hand the install goes on without them, the
+big tables are read through SQLite (ADBC) and gaps are attributed with numpy, the same
+numbers a few times slower on multi-GB exports. Everything else is in pyproject.toml.
 """
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("tracetriage.parsers._btree", ["parsers/_btree.c"], optional=True,
-                             extra_compile_args=["-O2"])])
+setup(ext_modules=[
+    Extension("tracetriage.parsers._btree", ["parsers/_btree.c"], optional=True, extra_compile_args=["-O2"]),
+    Extension("tracetriage.analyzers._sweep", ["analyzers/_sweep.c"], optional=True, extra_compile_args=["-O2"]),
+])

@@ -27,6 +27,12 @@ from tracetriage.analyzers import intervals as iv
 from tracetriage.model import Trace, cat_lut
 from tracetriage.threads import thread_map
 
+try:
+    from tracetriage.analyzers import _sweep
+except ImportError:  # built without a C compiler: numpy attributes the gaps
+    _sweep = None
+SWEEP = True  # tests turn the compiled sweep off to compare it with numpy
+
 CAUSES = ("sync", "memcpy_sync", "launch", "other_cuda", "host", "unknown")
 _CAUSE_CATEGORIES = {
     "sync": ("sync",),
@@ -94,12 +100,32 @@ class _HostSlicer:
         else:
             self.start, self.end, self.codes = api["start"].to_numpy()[mine], api["end"].to_numpy()[mine], codes[mine]
         self.max_dur = int((self.end - self.start).max()) if self.start.size else 0
+        # the cause of each category code, for the compiled sweep (categories of causes are disjoint)
+        self.cause_of = np.full(len(self.luts["sync"]), -1, np.int8)
+        for k, lut in enumerate(self.luts.values()):
+            self.cause_of[lut] = k
+
+    def attribute(self, gs: np.ndarray, ge: np.ndarray) -> dict[str, np.ndarray]:
+        """:func:`attribute` of the gaps (disjoint, in order) to this process's calls around
+        them: by the compiled sweep (analyzers/_sweep.c) when built, else with numpy."""
+        if self.empty:
+            return attribute(gs, ge, None)
+        i = int(np.searchsorted(self.start, int(gs[0]) - self.max_dur, "left"))
+        j = int(np.searchsorted(self.start, int(ge[-1]), "left"))
+        if _sweep is not None and SWEEP:
+            out = np.empty((len(CAUSES), gs.size), np.int64)
+            if _sweep.attribute(gs, ge, self.start, self.end, self.codes, self.cause_of, i, j, out) == 0:
+                return dict(zip(CAUSES, out))
+        return attribute(gs, ge, self._coverage(i, j))
 
     def coverage(self, a: int, b: int) -> dict[str, iv.Coverage] | None:
         if self.empty:
             return None
         i = np.searchsorted(self.start, a - self.max_dur, "left")
         j = np.searchsorted(self.start, b, "left")
+        return self._coverage(i, j)
+
+    def _coverage(self, i: int, j: int) -> dict[str, iv.Coverage]:
         s, e, codes = self.start[i:j], self.end[i:j], self.codes[i:j]
         out = {}
         for cause, lut in self.luts.items():
@@ -240,7 +266,7 @@ class _Pass:
         if not gs.size:
             return
         length = ge - gs
-        causes = attribute(gs, ge, self.host.coverage(int(gs[0]), int(ge[-1])))
+        causes = self.host.attribute(gs, ge)
         after = gaps_after(gs, ge, self.sync_ends, self.sync_slack_ns)
         short = (length < SHORT_GAP_NS) & ~after
         acc["after_ns"] += int(length.sum(where=after))

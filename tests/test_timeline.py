@@ -1,6 +1,7 @@
 """Interval arithmetic and gap causes on small hand-built models."""
 
 import numpy as np
+import pytest
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -260,3 +261,47 @@ def test_kernel_median_with_a_kernel_longer_than_int32_nanoseconds():
         assert kern.kernel_duration_median(t, 0, 10**10) == long
     finally:
         kern.SUMMARY_CHUNK = old
+
+
+CALL_NAMES = ["cudaStreamSynchronize", "cudaMemcpy", "cudaLaunchKernel", "cudaGraphLaunch", "cudaMalloc",
+              "cudaMemcpyAsync", "cudaEventRecord", "cudaStreamWaitEvent"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 300), st.integers(0, 40)), min_size=1, max_size=40),
+       st.lists(st.tuples(st.integers(0, 320), st.integers(-3, 60), st.integers(0, len(CALL_NAMES) - 1)), max_size=40),
+       st.integers(1, 9), st.integers(0, 50), st.integers(200, 400))
+def test_compiled_sweep_attributes_like_numpy(raw, calls, chunk, lo, hi):
+    """The compiled gap attribution (analyzers/_sweep.c) gives the numpy path's numbers:
+    overlapping, touching, zero-length and inverted calls of every cause, across slices."""
+    import tracetriage.analyzers.timeline as timeline
+
+    if timeline._sweep is None:
+        pytest.skip("the C extension was not built (no compiler at install)")
+    kernels = sorted((s, s + d) for s, d in raw)
+    t = make_trace(kernels, sorted((s, s + d, CALL_NAMES[k]) for s, d, k in calls))
+    old = timeline.CHUNK_INTERVALS, timeline.SWEEP
+    timeline.CHUNK_INTERVALS = chunk
+    try:
+        timeline.SWEEP = True
+        compiled = device_timeline(t, 0, lo, hi)
+        timeline.SWEEP = False
+        numpy_path = device_timeline(t, 0, lo, hi)
+    finally:
+        timeline.CHUNK_INTERVALS, timeline.SWEEP = old
+    assert compiled == numpy_path
+
+
+def test_compiled_sweep_refuses_calls_out_of_order():
+    """Calls not in start order are not the sweep's case: it says so, and numpy is used."""
+    import tracetriage.analyzers.timeline as timeline
+
+    if timeline._sweep is None:
+        pytest.skip("the C extension was not built (no compiler at install)")
+    gs, ge = np.array([10, 50], np.int64), np.array([20, 60], np.int64)
+    out = np.zeros((6, 2), np.int64)
+    starts, ends = np.array([30, 5], np.int64), np.array([40, 55], np.int64)
+    assert timeline._sweep.attribute(gs, ge, starts, ends, np.zeros(2, np.int8), np.array([0, -1], np.int8), 0, 2, out) == -1
+    assert timeline._sweep.attribute(gs, ge, starts[::-1].copy(), ends[::-1].copy(), np.zeros(2, np.int8),
+                                     np.array([0, -1], np.int8), 0, 2, out) == 0
+    assert out[0].tolist() == [10, 5] and out[4].tolist() == [0, 5]
