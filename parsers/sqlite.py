@@ -3,9 +3,11 @@
 The file is opened with ``mode=ro`` (never written, no journal created) and its
 tables and columns are discovered from ``sqlite_master`` / ``PRAGMA table_info``:
 profiler schemas change between versions, so nothing is assumed to exist.
-Bulk reads go through ADBC straight into Arrow (no Python object per row), one
-path for every query (``_fetch``); the stdlib ``sqlite3`` cursor is its fallback and
-serves the small metadata queries.
+The two biggest tables of a multi-GB export are decoded from their b-tree pages where
+they are the plain case (``scan_columns``, parsers/btree.py). Other bulk reads go
+through ADBC straight into Arrow (no Python object per row), one path for every query
+(``_fetch``); the stdlib ``sqlite3`` cursor is its fallback, reads small files whole
+and serves the small metadata queries.
 """
 
 from __future__ import annotations
