@@ -181,7 +181,7 @@ class Selected:
     """The rows of a start-ordered column picked by a mask, counted per step without
     copying them out (on a 10M-launch trace that copy was 80 MB per question asked)."""
 
-    CHUNK = 1 << 20
+    CHUNK = 1 << 18  # rows per slice: temporaries under the 4 MiB mmap threshold (tracetriage/memory.py)
 
     def __init__(self, starts: np.ndarray, mask: np.ndarray, ordered: bool | None = None):
         """``ordered``: whether ``starts`` ascend, when the caller already knows."""

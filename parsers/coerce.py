@@ -144,7 +144,7 @@ def _count(warnings, where, n: int, default) -> None:
 # Intervals that cannot be true
 
 
-PLAUSIBLE_CHUNK = 1 << 20  # rows per slice: the checks' temporaries stay a few MB on 10M-row tables
+PLAUSIBLE_CHUNK = 1 << 18  # rows per slice: temporaries under the 4 MiB mmap threshold (tracetriage/memory.py)
 
 
 def _plausible(df: pd.DataFrame, anchor: float | None) -> np.ndarray:
