@@ -152,6 +152,7 @@ class _Plan:
         leaves of a b-tree lie at one depth, so one page of a level tells whether the
         level is made of leaves (each is checked again when it is decoded)."""
         level = np.array([self.root], np.int64)
+        visited = 1
         for _ in range(MAX_DEPTH):
             kind, _ = _btree.children(self._page(fh, int(level[0])), self.usable)
             if kind == LEAF:
@@ -165,7 +166,10 @@ class _Plan:
                     raise Unsupported
                 below.append(np.frombuffer(kids, ">u4"))
             level = np.concatenate(below).astype(np.int64)
-            if len(level) > self.pages or level.min() < 2 or level.max() > self.pages:
+            visited += len(level)
+            # A page named twice, or more pages than the file has: a loop or a damaged tree,
+            # given up before it costs more reads than the file has pages.
+            if visited > self.pages or level.min() < 2 or level.max() > self.pages or np.unique(level).size < len(level):
                 raise Unsupported
         raise Unsupported
 

@@ -192,3 +192,37 @@ def test_damaged_copies_never_crash_and_never_differ_from_sqlite(tmp_path, monke
             for col in ("start", "end", "correlation", "stream"):
                 assert a[col].tolist() == b[col].tolist(), (trial, col)
     assert outcomes["served"] and outcomes["left to sqlite"], outcomes
+
+
+@pytest.mark.parametrize("damage", ["child_is_root", "child_twice", "child_past_end"])
+def test_interior_pages_that_loop_or_point_outside(damage, tmp_path, monkeypatch):
+    """An interior page naming the root again (a loop), the same child twice, or a page past
+    the end of the file: the reader gives up at once and SQLite decides (here: the file is
+    reported corrupt, or read as SQLite reads it)."""
+    path = tmp_path / "t.sqlite"
+    make(path, 512, "CREATE TABLE t (a INTEGER, b INTEGER)", [(i, i * 3) for i in range(30_000)])
+    con = sqlite3.connect(path)
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 't'").fetchone()[0]
+    pages = con.execute("PRAGMA page_count").fetchone()[0]
+    con.close()
+    with open(path, "r+b") as fh:
+        fh.seek((root - 1) * 512)
+        page = bytearray(fh.read(512))
+        assert page[0] == 0x05  # interior: the tree is more than one level deep
+        first = int.from_bytes(page[12:14], "big")
+        second = int.from_bytes(page[14:16], "big")
+        child = {"child_is_root": root, "child_twice": int.from_bytes(page[second:second + 4], "big"),
+                 "child_past_end": pages + 1000}[damage]
+        page[first:first + 4] = child.to_bytes(4, "big")
+        fh.seek((root - 1) * 512)
+        fh.write(page)
+    served = []
+    real = btree.read_columns
+    monkeypatch.setattr(btree, "read_columns", lambda *a: served.append(r := real(*a)) or r)
+    monkeypatch.setattr(btree, "MIN_BYTES", 0)
+    try:
+        with Database(path) as db:
+            db.scan_columns("t", {"a": ("a", 0)}, identity)
+    except TraceFormatError:
+        pass
+    assert served == [None]
