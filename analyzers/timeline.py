@@ -104,6 +104,9 @@ class _HostSlicer:
         self.cause_of = np.full(len(self.luts["sync"]), -1, np.int8)
         for k, lut in enumerate(self.luts.values()):
             self.cause_of[lut] = k
+        # the sweep reads the columns as flat buffers: a column viewed out of a 2-D block is not one
+        self.contiguous = all(a.flags.c_contiguous and a.dtype.kind == "i" for a in (self.start, self.end, self.codes)) and \
+            self.start.dtype == self.end.dtype == np.int64
 
     def attribute(self, gs: np.ndarray, ge: np.ndarray) -> dict[str, np.ndarray]:
         """:func:`attribute` of the gaps (disjoint, in order) to this process's calls around
@@ -112,9 +115,10 @@ class _HostSlicer:
             return attribute(gs, ge, None)
         i = int(np.searchsorted(self.start, int(gs[0]) - self.max_dur, "left"))
         j = int(np.searchsorted(self.start, int(ge[-1]), "left"))
-        if _sweep is not None and SWEEP:
+        if _sweep is not None and SWEEP and self.contiguous:
             out = np.empty((len(CAUSES), gs.size), np.int64)
-            if _sweep.attribute(gs, ge, self.start, self.end, self.codes, self.cause_of, i, j, out) == 0:
+            if _sweep.attribute(np.ascontiguousarray(gs, np.int64), np.ascontiguousarray(ge, np.int64), self.start,
+                                self.end, self.codes, self.cause_of, i, j, out) == 0:
                 return dict(zip(CAUSES, out))
         return attribute(gs, ge, self._coverage(i, j))
 

@@ -24,6 +24,7 @@ import threading
 import numpy as np
 import pyarrow as pa
 
+from tracetriage.errors import TraceFormatError
 from tracetriage.memory import release_freed
 from tracetriage.threads import thread_map
 
@@ -53,13 +54,15 @@ def read_columns(db, table: str, columns: dict[str, tuple[str, int]], convert) -
 
     ``columns`` maps each name ``convert`` reads to (table column, value of a NULL); a
     column the table lacks reads as its NULL value throughout."""
-    if _btree is None or db._size < MIN_BYTES or table in db.views:
+    if _btree is None or db.size < MIN_BYTES or table in db.views:
         return None
     try:
         plan = _Plan(db, table, columns)
         with _File(db.path) as fh:
             return plan.read(fh, convert)
-    except Unsupported:
+    except (Unsupported, TraceFormatError):
+        # TraceFormatError: a schema query the SQLite library cannot answer (table_xinfo is
+        # 3.26+) or a damaged file; the SQLite path then reads or reports it as before
         release_freed()
         return None
 
@@ -123,7 +126,7 @@ class _Plan:
         self.fields = np.array(self.fields, np.int32)
         self.nulls = np.array(self.nulls, np.int64)
         self.missing = np.array(self.missing, np.uint8)
-        self.size = db._size
+        self.size = db.size
         self.db = db
         self.table = table
         self._local = threading.local()

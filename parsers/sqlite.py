@@ -256,6 +256,11 @@ class Database:
         return {c: (v[:total].copy() if total < 0.75 * capacity else v[:total]) for c, v in out.items()}
 
     @property
+    def size(self) -> int:
+        """The file's size in bytes when it was opened (0 if it could not be read)."""
+        return self._size
+
+    @property
     def most_rows(self) -> int:
         """More rows than any table of this file can hold: a row takes at least 8 bytes on disk."""
         return max(1, self._size // 8)

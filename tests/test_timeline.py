@@ -1,8 +1,8 @@
 """Interval arithmetic and gap causes on small hand-built models."""
 
 import numpy as np
-import pytest
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
