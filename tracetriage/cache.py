@@ -52,7 +52,9 @@ def code_version(*packages: str) -> str:
         for name in packages:
             pkg = Path(next(iter(importlib.import_module(name).__path__)))  # namespace packages too
             for f in sorted(pkg.iterdir()):
-                if f.suffix in (".py", ".toml", ".j2", ".json"):  # code, finding texts, templates, schema
+                # code, finding texts, templates, schema, and the compiled parts (their source where
+                # it ships, the built library itself: a rebuilt reader or sweep is other code)
+                if f.suffix in (".py", ".toml", ".j2", ".json", ".c", ".so"):
                     h.update(f.name.encode() + b"\0" + f.read_bytes())
         _CODE_VERSIONS[key] = h.hexdigest()[:12]
     return _CODE_VERSIONS[key]
