@@ -112,6 +112,6 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_sweep", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, .m_name = "_sweep", .m_size = -1, .m_methods = methods};
 
 PyMODINIT_FUNC PyInit__sweep(void) { return PyModule_Create(&module); }

@@ -246,6 +246,7 @@ static PyObject *decode(PyObject *self, PyObject *args) {
                           &out, &rowids))
         return NULL;
     long long status = 0;
+    int out_of_memory = 0;
     Job job = {0};
     job.ncols = fields.len / 4;
     job.capacity = rowids.len / 8;
@@ -269,8 +270,8 @@ static PyObject *decode(PyObject *self, PyObject *args) {
     }
     job.column_of = malloc(sizeof(int32_t) * ((size_t)job.last_field + 1));
     if (!job.column_of) {
-        PyErr_NoMemory();
-        goto fail;
+        out_of_memory = 1;
+        goto done;
     }
     for (int32_t f = 0; f <= job.last_field; f++) job.column_of[f] = -1;
     for (Py_ssize_t c = 0; c < job.ncols; c++) {
@@ -294,15 +295,7 @@ done:
     PyBuffer_Release(&missing);
     PyBuffer_Release(&out);
     PyBuffer_Release(&rowids);
-    return PyLong_FromLongLong(status);
-fail:
-    PyBuffer_Release(&buf);
-    PyBuffer_Release(&fields);
-    PyBuffer_Release(&nulls);
-    PyBuffer_Release(&missing);
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&rowids);
-    return NULL;
+    return out_of_memory ? PyErr_NoMemory() : PyLong_FromLongLong(status);
 }
 
 static PyMethodDef methods[] = {
@@ -312,7 +305,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_btree", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, .m_name = "_btree", .m_size = -1, .m_methods = methods};
 
 PyMODINIT_FUNC PyInit__btree(void) {
     init_sizes();
