@@ -215,7 +215,7 @@ static long long decode_page(const uint8_t *page, Py_ssize_t usable, const Job *
                 case 2: v = (int16_t)be16(body); break;
                 case 3: v = be_int(body, 3); break;
                 case 4: v = (int32_t)be32(body); break;
-                case 5: v = ((int64_t)(int16_t)be16(body) << 32) | be32(body + 2); break;
+                case 5: v = (int64_t)(((uint64_t)(int64_t)(int16_t)be16(body) << 32) | be32(body + 2)); break;
                 case 6: v = (int64_t)(((uint64_t)be32(body) << 32) | be32(body + 4)); break;
                 case 8: v = 0; break;
                 case 9: v = 1; break;
