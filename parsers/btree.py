@@ -33,7 +33,7 @@ try:
 except ImportError:  # built without a C compiler: SQLite reads everything
     _btree = None
 
-MIN_BYTES = 64 << 20  # smaller files read fast enough through SQLite
+MIN_BYTES = 4 << 20  # smaller files are read whole by the stdlib cursor (parsers/sqlite.py: ADBC_MIN_BYTES)
 SEGMENT_BYTES = 4 << 20  # leaf pages read and decoded per step of a reader thread (they stay in its cache)
 MAX_READERS = 2
 MAX_DEPTH = 20  # a b-tree of 4 KB pages is 4 deep at a billion rows; deeper is a loop
