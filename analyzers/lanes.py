@@ -96,7 +96,7 @@ def lanes(trace: Trace, wins: list[dict], labels: list[str]) -> dict:
             gap_s, gap_e = iv.complement(us, ue, a, b)
             if pid not in hosts:
                 hosts[pid] = tl._HostSlicer(trace, pid)
-            causes = tl.attribute(gap_s, gap_e, hosts[pid].coverage(a, b) if gap_s.size else None)
+            causes = hosts[pid].attribute(gap_s, gap_e)
             names = list(tl.CAUSES)
             which = np.argmax(np.stack([causes[c] for c in names]), axis=0) if gap_s.size else np.empty(0, int)
             s, e, (which,) = _cut(gap_s, gap_e, [which], a, b)

@@ -24,7 +24,7 @@ import os
 import numpy as np
 
 from tracetriage.analyzers import intervals as iv
-from tracetriage.model import Trace, cat_lut
+from tracetriage.model import Trace, cat_codes, is_sorted
 from tracetriage.threads import thread_map
 
 try:
@@ -93,17 +93,17 @@ class _HostSlicer:
         one = bool(pids.size) and pids.min() == pids.max() == pid
         mine = None if one else pids == pid
         self.empty = not (one or mine.any())
-        codes, _ = cat_lut(api["category"], ())
-        self.luts = {cause: cat_lut(api["category"], wanted)[1] for cause, wanted in _CAUSE_CATEGORIES.items()}
+        codes, cats = cat_codes(api["category"])
+        # the cause of each category code (categories of causes are disjoint; the last slot is
+        # code -1), read by the compiled sweep; numpy reads it as one mask per cause
+        self.cause_of = np.full(len(cats) + 1, -1, np.int8)
+        for k, wanted in enumerate(_CAUSE_CATEGORIES.values()):
+            self.cause_of[[cats.index(c) for c in wanted if c in cats]] = k
         if one:  # one process: views, no copies of a 10M-row table
             self.start, self.end, self.codes = api["start"].to_numpy(), api["end"].to_numpy(), codes
         else:
             self.start, self.end, self.codes = api["start"].to_numpy()[mine], api["end"].to_numpy()[mine], codes[mine]
         self.max_dur = int((self.end - self.start).max()) if self.start.size else 0
-        # the cause of each category code, for the compiled sweep (categories of causes are disjoint)
-        self.cause_of = np.full(len(self.luts["sync"]), -1, np.int8)
-        for k, lut in enumerate(self.luts.values()):
-            self.cause_of[lut] = k
         # the sweep reads the columns as flat buffers: a column viewed out of a 2-D block is not one
         self.contiguous = all(a.flags.c_contiguous and a.dtype.kind == "i" for a in (self.start, self.end, self.codes)) and \
             self.start.dtype == self.end.dtype == np.int64
@@ -111,7 +111,7 @@ class _HostSlicer:
     def attribute(self, gs: np.ndarray, ge: np.ndarray) -> dict[str, np.ndarray]:
         """:func:`attribute` of the gaps (disjoint, in order) to this process's calls around
         them: by the compiled sweep (analyzers/_sweep.c) when built, else with numpy."""
-        if self.empty:
+        if self.empty or not gs.size:
             return attribute(gs, ge, None)
         i = int(np.searchsorted(self.start, int(gs[0]) - self.max_dur, "left"))
         j = int(np.searchsorted(self.start, int(ge[-1]), "left"))
@@ -122,19 +122,14 @@ class _HostSlicer:
                 return dict(zip(CAUSES, out))
         return attribute(gs, ge, self._coverage(i, j))
 
-    def coverage(self, a: int, b: int) -> dict[str, iv.Coverage] | None:
-        if self.empty:
-            return None
-        i = np.searchsorted(self.start, a - self.max_dur, "left")
-        j = np.searchsorted(self.start, b, "left")
-        return self._coverage(i, j)
-
     def _coverage(self, i: int, j: int) -> dict[str, iv.Coverage]:
-        s, e, codes = self.start[i:j], self.end[i:j], self.codes[i:j]
+        """Each cause's calls among calls i..j, merged, as a coverage table (the numpy path)."""
+        s, e = self.start[i:j], self.end[i:j]
+        cause = self.cause_of[self.codes[i:j]]
         out = {}
-        for cause, lut in self.luts.items():
-            m = lut[codes]
-            out[cause] = iv.Coverage(*iv.union(s[m], e[m]))
+        for k, name in enumerate(_CAUSE_CATEGORIES):
+            m = cause == k
+            out[name] = iv.Coverage(*iv.union(s[m], e[m]))
         return out
 
 
@@ -340,7 +335,9 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
     if pid not in hosts:
         hosts[pid] = _HostSlicer(trace, pid)
     host = hosts[pid]
-    sync_ends = np.empty(0, np.int64) if sync_ends is None else sync_ends
+    sync_ends = np.empty(0, np.int64) if sync_ends is None else np.asarray(sync_ends, np.int64)
+    if not is_sorted(sync_ends):
+        sync_ends = np.sort(sync_ends)
     edges = np.linspace(lo, hi, TIMELINE_BINS + 1).astype(np.int64)
     # Gap lengths land in one buffer: a gap ends at each merged interval's start or at hi,
     # so a pass has at most its rows + 1 (np.empty reserves; only the gaps written are touched).
@@ -404,7 +401,9 @@ def gaps_after(gap_s: np.ndarray, gap_e: np.ndarray, event_ends: np.ndarray, sla
     Used to link idle time to blocking syncs: the GPU drains, the host returns from
     the sync and only then prepares the next step.
     """
-    ends = np.sort(np.asarray(event_ends, dtype=np.int64))
+    ends = np.asarray(event_ends, dtype=np.int64)
+    if not is_sorted(ends):  # the timeline passes them sorted, once for all its slices
+        ends = np.sort(ends)
     if ends.size == 0 or gap_s.size == 0:
         return np.zeros(gap_s.size, dtype=bool)
     k = np.searchsorted(ends, gap_s - slack_ns, side="left")

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from tracetriage.errors import TraceFormatError
 from tracetriage.memory import release_freed
+from tracetriage.parsers.sqlite import SpanColumns
 from tracetriage.threads import thread_map
 
 try:
@@ -98,11 +99,11 @@ class _Plan:
     asked for, its field number in a record."""
 
     def __init__(self, db, table: str, columns: dict[str, tuple[str, int]]):
-        rows = db.rows("SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
-        if len(rows) != 1 or not isinstance(rows[0][0], int) or rows[0][0] < 2:
+        root, sql = db.tables.get(table, (None, None))
+        if not isinstance(root, int) or root < 2:
             raise Unsupported  # a virtual table, or a schema row that is not one table
-        self.root = rows[0][0]
-        if re.search(r"\bWITHOUT\s+ROWID\b", rows[0][1] or "", re.IGNORECASE):
+        self.root = root
+        if re.search(r"\bWITHOUT\s+ROWID\b", sql or "", re.IGNORECASE):
             raise Unsupported  # its b-tree is an index, keyed by the primary key
         # cid, name, type, notnull, dflt_value, pk, hidden
         info = db.rows(f'PRAGMA table_xinfo("{table}")')
@@ -126,22 +127,14 @@ class _Plan:
         self.fields = np.array(self.fields, np.int32)
         self.nulls = np.array(self.nulls, np.int64)
         self.missing = np.array(self.missing, np.uint8)
-        self.size = db.size
+        # page geometry, from the header the Database read
+        self.page, self.usable = db.page_size, db.page_size - db.reserved
+        if self.page < 512 or self.page & (self.page - 1) or self.usable < 480:
+            raise Unsupported
+        self.pages = db.size // self.page
         self.db = db
         self.table = table
         self._local = threading.local()
-
-    def _geometry(self, fh: _File) -> None:
-        header = bytearray(100)
-        fh.read_into(memoryview(header), 0)
-        page = int.from_bytes(header[16:18], "big")
-        self.page = 65536 if page == 1 else page
-        if self.page < 512 or self.page & (self.page - 1):
-            raise Unsupported
-        self.usable = self.page - header[20]
-        if self.usable < 480:
-            raise Unsupported
-        self.pages = self.size // self.page
 
     def _page(self, fh: _File, number: int) -> bytearray:
         if not 2 <= number <= self.pages:
@@ -177,20 +170,18 @@ class _Plan:
         raise Unsupported
 
     def read(self, fh: _File, convert) -> dict[str, np.ndarray]:
-        self._geometry(fh)
         leaves = self.leaves(fh)
-        lo = self.db.scalar(f'SELECT min(rowid) FROM "{self.table}"')
-        hi = self.db.scalar(f'SELECT max(rowid) FROM "{self.table}"')
-        if lo is None or hi is None:
+        span = self.db.rowid_span(self.table)
+        if span is None:
             raise Unsupported  # an empty table: nothing to gain
+        lo, hi = span
         capacity = hi - lo + 1
         if capacity > self.db.most_rows:
             raise Unsupported  # sparse rowids: the SQL path reads them by range
         step = max(1, SEGMENT_BYTES // self.page)
         segments = [leaves[i:i + step] for i in range(0, len(leaves), step)]
-        out: dict[str, np.ndarray] = {}
+        gathered = SpanColumns(capacity)
         present = np.zeros(capacity, np.bool_)
-        lock = threading.Lock()
 
         def run(pages: np.ndarray) -> int:
             part, rowids = self._decode(fh, pages, convert)
@@ -201,18 +192,16 @@ class _Plan:
                 raise Unsupported  # rowids out of order or outside the table's: a damaged tree
             dense = rowids[-1] - rowids[0] == n - 1
             at = slice(rowids[0] - lo, rowids[-1] - lo + 1) if dense else rowids - lo
-            with lock:
+            with gathered.lock:
                 if present[at].any():
                     raise Unsupported  # a leaf reached twice
                 present[at] = True
-                if not out:
-                    out.update({c: np.empty(capacity, dtype=v.dtype) for c, v in part.items()})
-            for c in list(part):
-                out[c][at] = part.pop(c)
+            gathered.put(part, at)
             return n
 
         total = sum(thread_map(run, segments, MAX_READERS))
         release_freed()
+        out = gathered.columns
         if not out:
             raise Unsupported
         if total == capacity:

@@ -68,12 +68,14 @@ class Database:
             self.conn = _connect(self.uri)
             self.conn.set_progress_handler(lambda: 1 if time.monotonic() > self._deadline[0] else 0, 100_000)
             rows = self.conn.execute(
-                "SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view')"
+                "SELECT name, type, sql, rootpage FROM sqlite_master WHERE type IN ('table', 'view')"
             ).fetchall()
         except sqlite3.DatabaseError as exc:
             raise TraceFormatError(self.path, f"not a readable SQLite database ({exc})") from None
-        self.objects = {name: kind for name, kind, _ in rows}
-        self.views = {name for name, kind, _ in rows if kind == "view"}
+        self.objects = {name: kind for name, kind, _, _ in rows}
+        self.views = {name for name, kind, _, _ in rows if kind == "view"}
+        # each table's b-tree root page and CREATE statement (the b-tree reader's starting point)
+        self.tables = {name: (root, sql) for name, kind, sql, root in rows if kind == "table"}
         wal = Path(self.path + "-wal")
         try:
             if wal.exists() and wal.stat().st_size > 0:
@@ -89,7 +91,9 @@ class Database:
         self._columns: dict[str, list[str]] = {}
 
     def _check_size(self) -> None:
-        """A file shorter than its header's page count was cut: say so (queries may still work)."""
+        """The header's page geometry (``page_size``, ``reserved``: 0 when unreadable); a file
+        shorter than its header's page count was cut: say so (queries may still work)."""
+        self.page_size = self.reserved = 0
         try:
             with open(self.path, "rb") as fh:
                 header = fh.read(100)
@@ -100,6 +104,7 @@ class Database:
             return
         page = int.from_bytes(header[16:18], "big")
         page = 65536 if page == 1 else page
+        self.page_size, self.reserved = page, header[20]
         pages = int.from_bytes(header[28:32], "big")
         if page and pages and size < page * pages:
             self.warnings.append(f"the file is truncated: {size:,} bytes of the {page * pages:,} its header declares; "
@@ -224,21 +229,17 @@ class Database:
         capacity = ranges[-1][1] + ranges[-1][2]
         if len(ranges) == 1 or capacity > self.most_rows:  # a span wider than the file has rows: sparse
             return concat_columns(self._converted(sql, ranges, convert))
-        out: dict[str, np.ndarray] = {}
+        span = SpanColumns(capacity)
+        out = span.columns
         counts = [0] * len(ranges)
-        lock = threading.Lock()
 
         def run(k: int) -> None:
             cond, offset, width = ranges[k]
             part = convert(self._fetch(sql.replace("{rowid}", cond)))
-            with lock:
-                if not out:
-                    out.update({c: np.empty(capacity, dtype=v.dtype) for c, v in part.items()})
             n = len(next(iter(part.values()))) if part else 0
             if n > width:
                 raise TraceFormatError(self.path, f"corrupt SQLite file ({table} has more rows than rowids in {cond})")
-            for c in list(part):
-                out[c][offset:offset + n] = part.pop(c)
+            span.put(part, slice(offset, offset + n))
             counts[k] = n
 
         thread_map(run, range(len(ranges)), MAX_READERS)
@@ -325,17 +326,23 @@ class Database:
         cols = list(zip(*rows)) if rows else [[] for _ in names]
         return pa.table({n: _column(c) for n, c in zip(names, cols)})
 
-    def _chunks(self, table: str, chunk_rows: int | None = None) -> list[tuple[str, int, int]]:
-        """Rowid ranges of a table as (condition, offset of the range in the rowid span, width)."""
+    def rowid_span(self, table: str) -> tuple[int, int] | None:
+        """The table's lowest and highest rowid; None when it is empty or cannot say."""
         try:
             # Two queries: SQLite answers a lone min() or max() on rowid from the b-tree ends.
             self._arm(table)
             lo = self.conn.execute(f'SELECT min(rowid) FROM "{table}"').fetchone()[0]
             hi = self.conn.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0]
         except sqlite3.DatabaseError:
+            return None
+        return None if lo is None or hi is None else (lo, hi)
+
+    def _chunks(self, table: str, chunk_rows: int | None = None) -> list[tuple[str, int, int]]:
+        """Rowid ranges of a table as (condition, offset of the range in the rowid span, width)."""
+        span = self.rowid_span(table)
+        if span is None or span[1] - span[0] < PARALLEL_MIN_ROWS:
             return [("1=1", 0, 0)]
-        if lo is None or hi - lo < PARALLEL_MIN_ROWS:
-            return [("1=1", 0, 0)]
+        lo, hi = span
         n = max(1, min(os.cpu_count() or 1, MAX_READERS))
         if chunk_rows:
             # no more ranges than the file could fill (a row takes at least 8 bytes on disk),
@@ -344,6 +351,26 @@ class Database:
             n = max(n, min(-(-(hi - lo + 1) // chunk_rows), most, MAX_CHUNKS))
         edges = [lo - 1 + (hi - lo + 1) * i // n for i in range(n + 1)]
         return [(f"rowid > {a} AND rowid <= {b}", a - edges[0], b - a) for a, b in itertools.pairwise(edges)]
+
+
+class SpanColumns:
+    """One array per column over a table's whole rowid span, filled part by part from the
+    reader threads (a part's arrays are copied in and dropped): the first part fixes each
+    column's dtype, and ``np.empty`` only reserves address space, so rows a sparse or
+    holed span never holds cost no memory."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.columns: dict[str, np.ndarray] = {}
+        self.lock = threading.Lock()
+
+    def put(self, part: dict[str, np.ndarray], at) -> None:
+        """Copy ``part`` (equal-length arrays) into the rows ``at`` (a slice or row indices)."""
+        with self.lock:
+            if not self.columns:
+                self.columns.update({c: np.empty(self.capacity, dtype=v.dtype) for c, v in part.items()})
+        for c in list(part):
+            self.columns[c][at] = part.pop(c)
 
 
 def concat_columns(chunks: list[dict]) -> dict:

@@ -306,15 +306,20 @@ def distinct(*arrays: np.ndarray) -> np.ndarray:
     return np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
 
 
-def cat_lut(col: pd.Series, values) -> tuple[np.ndarray, np.ndarray]:
-    """(codes, lut): the column's category codes (factorized when it is not categorical) and
-    a boolean table over them marking ``values``; its last slot is code -1 (missing)."""
-    values = (values,) if isinstance(values, str) else tuple(values)
+def cat_codes(col: pd.Series) -> tuple[np.ndarray, list]:
+    """(codes, categories) of a column: its categorical codes, or factorized when it is not
+    categorical; code -1 is missing."""
     if isinstance(col.dtype, pd.CategoricalDtype):
-        codes, cats = col.cat.codes.to_numpy(), list(col.cat.categories)
-    else:
-        codes, uniq = pd.factorize(col.to_numpy())
-        cats = list(uniq)
+        return col.cat.codes.to_numpy(), list(col.cat.categories)
+    codes, uniq = pd.factorize(col.to_numpy())
+    return codes, list(uniq)
+
+
+def cat_lut(col: pd.Series, values) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, lut): the column's category codes (:func:`cat_codes`) and a boolean table over
+    them marking ``values``; its last slot is code -1 (missing)."""
+    values = (values,) if isinstance(values, str) else tuple(values)
+    codes, cats = cat_codes(col)
     lut = np.zeros(len(cats) + 1, dtype=bool)
     lut[[cats.index(v) for v in values if v in cats]] = True
     return codes, lut
