@@ -7,7 +7,11 @@ Event categories used (``cat`` of complete ``ph: X`` events):
   whose runtime call has the same ``args.correlation`` (Kineto writes one process
   per file; a rank-less file stays rank-less, it is not assumed to be rank 0);
 * ``cuda_runtime`` / ``cuda_driver`` (also used for HIP names on ROCm) — host API calls;
-* ``user_annotation`` — ranges (``ProfilerStep#N`` marks the profiler's steps).
+* ``user_annotation`` — ranges (``ProfilerStep#N`` marks the profiler's steps);
+* ``cpu_op`` — kept only when it carries recorded shapes (``record_shapes=True``: ``Input Dims``,
+  ``Input type``, ``Concrete Inputs``) and is of a kind with a work formula
+  (:data:`~tracetriage.model.WORK_OPS`), as the ``ops`` table; a GPU event's ``External id``
+  names the op that launched it (``op_kernels``), and ops that launched nothing are dropped.
 
 The JSON decoder materializes one dict per event anyway; this reader walks the
 events once, into columns, and converts column-wise from there.
@@ -31,6 +35,7 @@ from tracetriage.model import (
     COLLECTIVE_OPS,
     COPY_KINDS,
     GPU_KINDS,
+    WORK_OPS,
     Trace,
     api_category,
     collective_op,
@@ -52,10 +57,11 @@ GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 API_CATS = ("cuda_runtime", "cuda_driver")
 RANGE_CATS = ("user_annotation",)
 KEPT_CATS = set(GPU_CATS) | set(API_CATS) | set(RANGE_CATS)
-KEPT_ARGS = ("correlation", "device", "stream", "bytes")
+KEPT_ARGS = ("correlation", "device", "stream", "bytes", "External id")
 HEAD_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo")
 
 
+MAX_SHAPE_CHARS = 4096  # a shape record longer than this (a huge tensor list) is not kept
 MISSING = -(1 << 62)  # an absent id: never a valid value (coerce keeps |v| < 2^62)
 INT_FIELDS = ("pid", "tid", *KEPT_ARGS)
 KEPT_LIST = sorted(KEPT_CATS)
@@ -77,6 +83,12 @@ class _Events:
         self.ints = {f: array("q") for f in INT_FIELDS}
         self.names: dict[str, int] = {}
         self.odd: dict[str, list] = {}  # field -> [(row, raw value)]
+        # CPU ops with recorded shapes, as columns: name and shape codes, ids, µs times
+        self.op_name, self.op_shape = array("i"), array("i")
+        self.op_ext, self.op_pid = array("q"), array("q")
+        self.op_ts, self.op_dur = array("d"), array("d")
+        self.op_names: dict[str, int] = {}
+        self.shapes: dict[str, int] = {}
 
     def __len__(self):
         return len(self.cat)
@@ -87,6 +99,8 @@ class _Events:
         cat = e.get("cat")
         code = _CAT_CODE.get(cat) if type(cat) is str else None
         if code is None:
+            if cat == "cpu_op":
+                self.add_op(e)
             return
         n = len(self.cat)
         self.cat.append(code)
@@ -115,6 +129,45 @@ class _Events:
                     self.ints[field].append(MISSING)
                     if v is not None:
                         self.odd.setdefault(field, []).append((n, v))
+
+    def add_op(self, e: dict) -> None:
+        """A CPU op, kept when it carries shapes and has a work formula; its shape record is
+        interned as compact JSON (one string per distinct shape), and an odd value drops the op."""
+        name, a = e.get("name"), e.get("args")
+        if type(name) is not str or name not in WORK_OPS or type(a) is not dict or type(a.get("Input Dims")) is not list:
+            return
+        ext, pid, ts, dur = a.get("External id"), e.get("pid"), e.get("ts"), e.get("dur")
+        if not all(type(v) is int and -coerce.LIMIT < v < coerce.LIMIT for v in (ext, pid)):
+            return
+        if not all(type(v) in (int, float) and abs(v) < 4e15 for v in (ts, dur)):
+            return
+        try:
+            key = json.dumps([a["Input Dims"], a.get("Input type"), a.get("Concrete Inputs")], separators=(",", ":"),
+                             allow_nan=False)
+        except (TypeError, ValueError):
+            return
+        if len(key) > MAX_SHAPE_CHARS:
+            return
+        self.op_name.append(self.op_names.setdefault(name, len(self.op_names)))
+        self.op_shape.append(self.shapes.setdefault(key, len(self.shapes)))
+        self.op_ext.append(ext)
+        self.op_pid.append(pid)
+        self.op_ts.append(float(ts))
+        self.op_dur.append(float(dur))
+
+    def ops_frame(self) -> pd.DataFrame:
+        """The kept ops: pid, start/end ns, name and shape (categoricals), ext_id."""
+        ts = np.frombuffer(self.op_ts, np.float64)
+        start = np.round(ts * 1000).astype(np.int64)
+        return pd.DataFrame({
+            "pid": np.frombuffer(self.op_pid, np.int64).copy(), "start": start,
+            "end": start + np.round(np.frombuffer(self.op_dur, np.float64) * 1000).astype(np.int64),
+            "name": pd.Categorical.from_codes(np.frombuffer(self.op_name, np.int32),
+                                              categories=pd.Index(list(self.op_names), dtype=object)),
+            "shape": pd.Categorical.from_codes(np.frombuffer(self.op_shape, np.int32),
+                                               categories=pd.Index(list(self.shapes), dtype=object)),
+            "ext_id": np.frombuffer(self.op_ext, np.int64).copy(),
+        })
 
     def frame(self, warnings: list) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
         """(cat/name/id columns, ts µs, dur µs), each column through coerce."""
@@ -240,8 +293,27 @@ def stream_json(path: str) -> dict | None:
     except (OSError, EOFError, zlib.error) as exc:
         what = "corrupt gzip stream: " if gz else ""
         raise TraceFormatError(path, f"unreadable ({what}{exc})") from None
+    if not len(events.ts) and _top_level_type(path, "traceEvents") != "start_array":
+        return {}  # no events array at all (a dict, a string, null, or absent): load_json says so
     doc["traceEvents"] = events
     return doc
+
+
+def _top_level_type(path: str, key: str) -> str | None:
+    """The ijson event that opens top-level ``key`` (start_array, start_map, string, null, ...),
+    None when the key is absent or the file cannot be read that far. Only read when a trace
+    kept no event, to tell an empty or CPU-only events array from no array at all."""
+    import ijson
+
+    _, opener = gzip_opener(path)
+    try:
+        with opener(path, "rb") as fh:
+            for prefix, event, _ in ijson.parse(BoundedReader(fh, path, depth=True), use_float=True):
+                if prefix == key and event != "map_key":
+                    return event
+    except (ijson.JSONError, UnicodeDecodeError, TooDeep, OSError, EOFError, zlib.error, TraceFormatError):
+        return None
+    return None
 
 
 def load_json(path: str) -> dict:
@@ -306,10 +378,35 @@ def _only(cat: pd.Categorical, mask: np.ndarray) -> pd.Categorical:
     return pd.Categorical.from_codes(np.where(mask, cat.codes, -1).astype(cat.codes.dtype), categories=cat.categories)
 
 
+def _link_ops(ops: pd.DataFrame, ext: np.ndarray, pid: np.ndarray, corr: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(ops that launched GPU events, one row per such event: pid, correlation, op row). A GPU
+    event's External id is the id of the innermost op on the host stack when it was launched."""
+    if ops.empty or not (ext >= 0).any():
+        return ops.iloc[:0].reset_index(drop=True), pd.DataFrame({"pid": np.empty(0, np.int64),
+                                                                   "correlation": np.empty(0, np.int64),
+                                                                   "op": np.empty(0, np.int64)})
+    ops = ops.drop_duplicates("ext_id", keep="last").sort_values("ext_id", ignore_index=True)
+    ids = ops["ext_id"].to_numpy()
+    at = np.clip(np.searchsorted(ids, ext), 0, len(ids) - 1)
+    hit = (ext >= 0) & (ids[at] == ext) & (corr >= 0)
+    used, op = np.unique(at[hit], return_inverse=True)
+    kept = ops.iloc[used].reset_index(drop=True)
+    for col in ("name", "shape"):
+        kept[col] = kept[col].cat.remove_unused_categories()
+    return kept, pd.DataFrame({"pid": pid[hit].astype(np.int64), "correlation": corr[hit].astype(np.int64),
+                               "op": op.astype(np.int64)})
+
+
 def parse(path: str) -> Trace:
     doc = load_json(path)
     trace = Trace(path=str(path), format="kineto")
     events = doc["traceEvents"]  # a list or _Events: load_json checked
+    if not isinstance(events, _Events):
+        acc = _Events()
+        for e in events:
+            acc.add(e)
+        events = acc
+    ops = events.ops_frame()
     ev = _columns(events, trace.warnings)
     del events, doc["traceEvents"]  # the typed columns are all that is needed from here
     trace.meta["clock_resolution_ns"] = ev.attrs.get("clock_resolution_ns", 1)
@@ -366,6 +463,7 @@ def parse(path: str) -> Trace:
         return {"name": str(p.get("name") or "unknown GPU"), "sm_count": _int(p.get("numSms")),
                 "memory_bytes": _int(p.get("totalGlobalMem"))}
 
+    trace.ops, trace.op_kernels = _link_ops(ops, _ints(gpu_ev["External id"], -1), pid, g_corr)
     finish_trace(trace, gpu, device_info)
     if not rng_ev.empty:
         trace.ranges = pd.DataFrame({

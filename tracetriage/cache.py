@@ -74,7 +74,7 @@ MIN_CACHED_BYTES = 4 * 1024 * 1024
 HASHED_BYTES = 1 << 20
 DEFAULT_MAX_BYTES = 20 * 1000 ** 3
 
-_TABLES = ("gpu", "api", "ranges", "syncs", "devices", "processes")
+_TABLES = ("gpu", "api", "ranges", "syncs", "devices", "processes", "ops", "op_kernels")
 
 
 def default_dir() -> Path:

@@ -48,6 +48,16 @@ Tables of a :class:`Trace` (column: dtype — meaning):
 
 ``processes`` — pid: int64, name: str
 
+``ops`` — one row per CPU operator whose input shapes the capture recorded (PyTorch profiler
+``record_shapes=True``) and that launched at least one GPU event, for the op kinds with a work
+formula (:data:`WORK_OPS`)
+    pid: int64; start, end: int64 ns (host side); name: category (``aten::mm`` ...);
+    shape: category — the recorded ``[Input Dims, Input type, Concrete Inputs]`` as compact JSON
+    (interned: one string per distinct shape); ext_id: int64 (the profiler's External id)
+
+``op_kernels`` — one row per GPU event launched by a row of ``ops``
+    pid, correlation: int64 (join with ``gpu`` on both); op: int64 (row of ``ops``)
+
 ``meta`` — dict: ``format``, ``version``, ``graph_trace_mode`` (graph, node, none,
 unknown), ``warnings`` (list of str), ``tables`` (what was captured) and anything
 else a parser knows about the capture.
@@ -161,6 +171,42 @@ def empty_devices() -> pd.DataFrame:
     )
 
 
+# CPU ops whose recorded shapes the parsers keep: the kinds analyzers/opwork.py has a work
+# formula for (GEMMs, attention, memory-bound ops); views, allocations and wrapper ops carry no
+# work of their own and are not kept, so memory follows the ops that launched kernels.
+WORK_OPS = frozenset({
+    "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::linear", "aten::matmul", "aten::_scaled_mm",
+    "vllm::rocm_unquantized_gemm",
+    "aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
+    "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_efficient_attention",
+    "aten::_scaled_dot_product_cudnn_attention", "aten::_flash_attention_forward", "aten::_efficient_attention_forward",
+    "flash_attn::_flash_attn_forward",
+    "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
+    "aten::neg", "aten::rsqrt", "aten::sqrt", "aten::pow", "aten::exp", "aten::log", "aten::tanh", "aten::sigmoid",
+    "aten::silu", "aten::silu_", "aten::gelu", "aten::relu", "aten::relu_", "aten::where", "aten::clamp",
+    "aten::clamp_", "aten::masked_fill", "aten::masked_fill_", "aten::reciprocal", "aten::cos", "aten::sin",
+    "aten::eq", "aten::ne", "aten::lt", "aten::gt", "aten::ge", "aten::le", "aten::maximum", "aten::minimum",
+    "aten::fill_", "aten::zero_", "aten::index_select", "aten::embedding", "aten::gather",
+    "aten::copy_", "aten::cat",
+    "aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax",
+    "aten::sum", "aten::mean", "aten::amax", "aten::max", "aten::min", "aten::argmax", "aten::cumsum", "aten::all",
+    "aten::any", "aten::norm", "aten::topk",
+    "aten::native_layer_norm", "aten::layer_norm", "aten::rms_norm", "aten::_fused_rms_norm", "aten::native_group_norm",
+    "aten::native_batch_norm", "vllm::rms_norm", "_C::rms_norm", "_C::fused_add_rms_norm",
+})
+
+
+def empty_ops() -> pd.DataFrame:
+    return pd.DataFrame({"pid": pd.Series([], dtype="int64"), "start": pd.Series([], dtype="int64"),
+                         "end": pd.Series([], dtype="int64"), "name": categorical([]), "shape": categorical([]),
+                         "ext_id": pd.Series([], dtype="int64")})
+
+
+def empty_op_kernels() -> pd.DataFrame:
+    return pd.DataFrame({"pid": pd.Series([], dtype="int64"), "correlation": pd.Series([], dtype="int64"),
+                         "op": pd.Series([], dtype="int64")})
+
+
 def empty_processes() -> pd.DataFrame:
     return pd.DataFrame({"pid": pd.Series([], dtype="int64"), "name": pd.Series([], dtype=object)})
 
@@ -177,6 +223,8 @@ class Trace:
     syncs: pd.DataFrame = field(default_factory=empty_syncs)
     devices: pd.DataFrame = field(default_factory=empty_devices)
     processes: pd.DataFrame = field(default_factory=empty_processes)
+    ops: pd.DataFrame = field(default_factory=empty_ops)
+    op_kernels: pd.DataFrame = field(default_factory=empty_op_kernels)
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -1,0 +1,293 @@
+"""Work per operator from its recorded shapes: FLOPs and bytes moved.
+
+The PyTorch profiler, run with ``record_shapes=True``, writes each CPU op's ``Input Dims``
+(one list per argument; a tensor list is a list of lists; a scalar or None is ``[]``),
+``Input type`` (``c10::BFloat16``, ``float``, ``Scalar`` ...) and ``Concrete Inputs`` (scalar
+arguments as text). :func:`work` turns one op into a :class:`Work`, or None when its kind has
+no formula here (views, allocations, ops whose work the shapes do not determine).
+
+Conventions (the same as TraceLens's perf models, AMD-AGI/TraceLens PerfModel/perf_model.py,
+so the counts can be checked against it):
+
+* GEMM ``C[M,N] = A[M,K] @ B[K,N]``: 2·M·N·K FLOPs, plus M·N for a bias (addmm, baddbmm,
+  linear with bias); bytes = A + B + C (+ bias), each in its own dtype. ``weight_bytes`` is the B
+  operand (the weight of a linear layer): what a decode step must read from memory.
+* Attention (SDPA and its flash / efficient / cuDNN kernels): 2·B·H·Nq·Nkv·(d_qk + d_v)
+  FLOPs, halved when causal with Nq == Nkv; bytes = Q + K + V + O. ``weight_bytes`` is K + V
+  (the KV cache a decode step reads). Varlen / paged attention (the sequence lengths are not in
+  the shapes) has no formula: its time stays "not measured".
+* Memory-bound ops (elementwise, copies, concatenation, norms, softmax, reductions): FLOPs =
+  elements of the output (reductions: of the input); bytes = every tensor input read plus the
+  output written (``copy_(dst, src)``: src read and dst written; reductions: the input).
+
+Every formula is a pure function of the shapes: no trace, no device.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# Kineto "Input type" -> (our dtype name, bytes per element)
+_DTYPES = {
+    "c10::BFloat16": ("bf16", 2), "c10::Half": ("fp16", 2), "float": ("fp32", 4), "double": ("fp64", 8),
+    "c10::Float8_e4m3fn": ("fp8", 1), "c10::Float8_e5m2": ("fp8", 1), "c10::Float8_e4m3fnuz": ("fp8", 1),
+    "c10::Float8_e5m2fnuz": ("fp8", 1), "c10::Float8_e8m0fnu": ("fp8", 1),
+    "signed char": ("int8", 1), "unsigned char": ("uint8", 1), "bool": ("bool", 1), "short int": ("int16", 2),
+    "int": ("int32", 4), "long int": ("int64", 8), "long": ("int64", 8),
+    "c10::complex<float>": ("complex64", 8), "c10::complex<double>": ("complex128", 16),
+}
+
+CLASSES = ("gemm", "attention", "memory_bound")
+
+
+@dataclass(frozen=True)
+class Work:
+    kind: str  # gemm | attention | memory_bound
+    flops: float
+    bytes: float
+    dtype: str  # the data type the op computes in (the peak it is held against)
+    weight_bytes: float = 0.0  # operands a decode step must stream from memory (weights, KV cache)
+    tokens: int | None = None  # GEMM rows (M): a decode GEMM has few
+
+
+def dtype_of(kineto_type) -> tuple[str, int] | None:
+    return _DTYPES.get(kineto_type) if isinstance(kineto_type, str) else None
+
+
+def _numel(dims) -> int:
+    return math.prod(int(d) for d in dims)
+
+
+def _is_shape(dims) -> bool:
+    return isinstance(dims, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims)
+
+
+def _tensors(dims: list, types: list) -> list[tuple[list, int, str]]:
+    """(dims, bytes per element, dtype) of every tensor argument, tensor lists flattened; a list
+    argument without a per-element type (``TensorList``) takes the first known tensor dtype."""
+    known = next((dtype_of(t) for t in types if dtype_of(t)), None)
+    out = []
+    for i, d in enumerate(dims):
+        t = dtype_of(types[i]) if i < len(types) else None
+        if isinstance(d, list) and d and all(isinstance(x, list) for x in d):  # a tensor list
+            for sub in d:
+                if _is_shape(sub) and (t or known):
+                    out.append((sub, (t or known)[1], (t or known)[0]))
+        elif t and _is_shape(d) and (d or types[i] not in ("Scalar", "")):
+            out.append((d, t[1], t[0]))
+    return out
+
+
+def _broadcast(*shapes: list) -> list[int]:
+    n = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(n):
+        dims = [s[len(s) - n + i] for s in shapes if len(s) - n + i >= 0]
+        big = [d for d in dims if d != 1]
+        out.append(max(big) if big else 1)
+    return out
+
+
+def _flag(concrete: list, i: int) -> bool:
+    return i < len(concrete) and str(concrete[i]).strip() in ("True", "1", "true")
+
+
+# --- GEMMs -----------------------------------------------------------------------------------
+
+def _gemm(M, N, K, batch, a, b, out_e, bias_elems, bias_e, dtype) -> Work:
+    flops = 2.0 * batch * M * N * K + (batch * M * N if bias_elems else 0)
+    a_bytes, b_bytes = batch * M * K * a, batch * K * N * b
+    return Work("gemm", flops, a_bytes + b_bytes + batch * M * N * out_e + bias_elems * bias_e, dtype,
+                weight_bytes=b_bytes, tokens=int(batch * M))
+
+
+def _mm_like(t, bias=None) -> Work | None:
+    (a, ea, da), (b, eb, _) = t
+    if len(a) != 2 or len(b) != 2 or a[1] != b[0]:
+        return None
+    return _gemm(a[0], b[1], a[1], 1, ea, eb, ea, _numel(bias[0]) if bias else 0, bias[1] if bias else 0, da)
+
+
+def _bmm_like(t, bias=None) -> Work | None:
+    (a, ea, da), (b, eb, _) = t
+    if len(a) != 3 or len(b) != 3 or a[2] != b[1] or a[0] != b[0]:
+        return None
+    return _gemm(a[1], b[2], a[2], a[0], ea, eb, ea, _numel(bias[0]) if bias else 0, bias[1] if bias else 0, da)
+
+
+def _linear(t) -> Work | None:
+    """input[..., K] @ weight[N, K]^T (+ bias[N])."""
+    if len(t) < 2:
+        return None
+    (x, ex, dx), (w, ew, _) = t[0], t[1]
+    if len(x) < 1 or len(w) != 2 or x[-1] != w[1]:
+        return None
+    bias = t[2] if len(t) > 2 and len(t[2][0]) == 1 else None
+    return _gemm(_numel(x[:-1]), w[0], w[1], 1, ex, ew, ex, _numel(bias[0]) if bias else 0, bias[1] if bias else 0, dx)
+
+
+def _matmul(t) -> Work | None:
+    (a, ea, da), (b, eb, _) = t[0], t[1]
+    if not a or not b:
+        return None
+    a2 = [1] + a if len(a) == 1 else a
+    b2 = b + [1] if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        return None
+    if len(b2) == 2:  # the common linear-layer case: fold A's leading dims into M
+        return _gemm(_numel(a2[:-1]), b2[-1], a2[-1], 1, ea, eb, ea, 0, 0, da)
+    batch = _numel(_broadcast(a2[:-2], b2[:-2]))
+    return _gemm(a2[-2], b2[-1], a2[-1], batch, ea, eb, ea, 0, 0, da)
+
+
+def _scaled_mm(dims, types, t) -> Work | None:
+    """_scaled_mm(A[M,K] fp8, B[K,N] fp8, scale_a, scale_b, bias?, scale_result?, out_dtype, ...):
+    the output is written in out_dtype (bf16 unless the trace says otherwise)."""
+    if len(t) < 2:
+        return None
+    (a, ea, da), (b, eb, _) = t[0], t[1]
+    if len(a) != 2 or len(b) != 2 or a[1] != b[0]:
+        return None
+    bias = None
+    if len(dims) > 4 and _is_shape(dims[4]) and len(dims[4]) == 1 and dtype_of(types[4]):
+        bias = (dims[4], dtype_of(types[4])[1])
+    return _gemm(a[0], b[1], a[1], 1, ea, eb, 2, _numel(bias[0]) if bias else 0, bias[1] if bias else 0, da)
+
+
+GEMMS = {
+    "aten::mm": lambda d, ty, c, t: _mm_like(t[:2]) if len(t) >= 2 else None,
+    "aten::addmm": lambda d, ty, c, t: _mm_like(t[1:3], t[0]) if len(t) >= 3 else None,
+    "aten::bmm": lambda d, ty, c, t: _bmm_like(t[:2]) if len(t) >= 2 else None,
+    "aten::baddbmm": lambda d, ty, c, t: _bmm_like(t[1:3], t[0]) if len(t) >= 3 else None,
+    "aten::linear": lambda d, ty, c, t: _linear(t),
+    "aten::matmul": lambda d, ty, c, t: _matmul(t) if len(t) >= 2 else None,
+    "aten::_scaled_mm": lambda d, ty, c, t: _scaled_mm(d, ty, t),
+    "vllm::rocm_unquantized_gemm": lambda d, ty, c, t: _linear(t),
+}
+
+
+# --- attention -------------------------------------------------------------------------------
+
+def _attention(t, layout: str, causal: bool) -> Work | None:
+    """q, k, v in layout BHLD ([B, H, L, d], SDPA) or BLHD ([B, L, H, d], the flash kernels)."""
+    if len(t) < 3 or any(len(x[0]) != 4 for x in t[:3]):
+        return None
+    (q, e, dq), (k, _, _), (v, _, _) = t[:3]
+    if layout == "BHLD":
+        B, H, Nq, dqk = q
+        Hkv, Nkv, dv = k[1], k[2], v[3]
+    else:
+        B, Nq, H, dqk = q
+        Nkv, Hkv, dv = k[1], k[2], v[3]
+    flops = 2.0 * B * H * Nq * Nkv * (dqk + dv)
+    if causal and Nq == Nkv:
+        flops /= 2
+    kv = B * Nkv * Hkv * (dqk + dv) * e
+    return Work("attention", flops, (B * Nq * H * dqk + B * Nq * H * dv) * e + kv, dq, weight_bytes=kv)
+
+
+ATTENTION = {
+    # name: (layout, index of is_causal in the arguments)
+    "aten::scaled_dot_product_attention": ("BHLD", 5),
+    "aten::_scaled_dot_product_flash_attention": ("BHLD", 4),
+    "aten::_scaled_dot_product_flash_attention_for_cpu": ("BHLD", 4),
+    "aten::_scaled_dot_product_efficient_attention": ("BHLD", 6),
+    "aten::_scaled_dot_product_cudnn_attention": ("BHLD", 6),
+    "aten::_flash_attention_forward": ("BLHD", 8),
+    "flash_attn::_flash_attn_forward": ("BLHD", 5),
+}
+
+
+def _efficient_forward(c, t) -> Work | None:
+    # _efficient_attention_forward(q[B,M,H,K], k, v, bias, cu_q, cu_k, max_q, max_k, dropout_p,
+    # custom_mask_type, ...): custom_mask_type 1 or 2 = causal; cu_seqlens given = varlen
+    causal = len(c) > 9 and str(c[9]).strip() in ("1", "2")
+    return _attention(t, "BLHD", causal)
+
+
+# --- memory-bound ----------------------------------------------------------------------------
+
+ELEMENTWISE = {
+    "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
+    "aten::neg", "aten::rsqrt", "aten::sqrt", "aten::pow", "aten::exp", "aten::log", "aten::tanh", "aten::sigmoid",
+    "aten::silu", "aten::silu_", "aten::gelu", "aten::relu", "aten::relu_", "aten::where", "aten::clamp",
+    "aten::clamp_", "aten::masked_fill", "aten::masked_fill_", "aten::reciprocal", "aten::cos", "aten::sin",
+    "aten::eq", "aten::ne", "aten::lt", "aten::gt", "aten::ge", "aten::le", "aten::maximum", "aten::minimum",
+    "aten::fill_", "aten::zero_", "aten::index_select", "aten::embedding", "aten::gather",
+}
+COPIES = {"aten::copy_"}
+CONCAT = {"aten::cat"}
+SOFTMAX = {"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax"}
+REDUCTIONS = {"aten::sum", "aten::mean", "aten::amax", "aten::max", "aten::min", "aten::argmax", "aten::cumsum",
+              "aten::all", "aten::any", "aten::norm", "aten::topk"}
+NORMS = {"aten::native_layer_norm", "aten::layer_norm", "aten::rms_norm", "aten::_fused_rms_norm",
+         "aten::native_group_norm", "aten::native_batch_norm", "vllm::rms_norm", "_C::rms_norm",
+         "_C::fused_add_rms_norm"}
+
+
+def _norm_flops(name: str, n: int, t) -> float:
+    """TraceLens's norm conventions: layer norm 5 FLOPs an element (statistics and affine) plus 6
+    per channel; RMS norm 2C+2 per row for the statistic, then 1-2 an element (scale, weight)."""
+    c = _numel(t[1][0]) if len(t) > 1 and t[1][0] else (t[0][0][-1] if t[0][0] else 1)
+    if "rms" in name:
+        return (n / max(1, c)) * (2 * c + 2) + n * (2 if len(t) > 1 else 1)
+    return 5.0 * n + 6.0 * c
+
+
+def _memory_bound(name: str, t) -> Work | None:
+    if not t:
+        return None
+    dtype = t[0][2]
+    if name in COPIES:  # copy_(dst, src): src read, dst written
+        return Work("memory_bound", float(_numel(t[0][0])), float(sum(_numel(d) * e for d, e, _ in t[:2])), dtype)
+    if name in CONCAT:  # every input read, the concatenation written
+        moved = sum(_numel(d) * e for d, e, _ in t)
+        return Work("memory_bound", float(sum(_numel(d) for d, _, _ in t)), 2.0 * moved, dtype)
+    if name in REDUCTIONS:
+        return Work("memory_bound", float(_numel(t[0][0])), float(_numel(t[0][0]) * t[0][1]), dtype)
+    if name in SOFTMAX or name in NORMS:  # input read and an output of its size written (+ weights)
+        n = _numel(t[0][0])
+        moved = float(2 * n * t[0][1] + sum(_numel(d) * e for d, e, _ in t[1:]))
+        if name in NORMS:
+            return Work("memory_bound", _norm_flops(name, n, t), moved, dtype)
+        return Work("memory_bound", float(n), moved, dtype)
+    if name in ELEMENTWISE:
+        if name in ("aten::fill_", "aten::zero_"):
+            return Work("memory_bound", float(_numel(t[0][0])), float(_numel(t[0][0]) * t[0][1]), dtype)
+        out = _broadcast(*[d for d, _, _ in t])
+        if name in ("aten::index_select", "aten::embedding", "aten::gather"):
+            out = t[-1][0] if name == "aten::gather" else out
+        out_elems = _numel(out)
+        read = sum(_numel(d) * e for d, e, _ in t)
+        return Work("memory_bound", float(out_elems), float(read + out_elems * t[0][1]), dtype)
+    return None
+
+
+KNOWN = set(GEMMS) | set(ATTENTION) | {"aten::_efficient_attention_forward"} | ELEMENTWISE | COPIES | CONCAT \
+    | SOFTMAX | REDUCTIONS | NORMS
+
+
+def has_formula(name: str) -> bool:
+    """Whether an op of this name may get a :class:`Work` (the parser keeps only these)."""
+    return name in KNOWN
+
+
+def work(name: str, dims, types, concrete=None) -> Work | None:
+    """The FLOPs and bytes of one op from its recorded shapes, or None (no formula, or shapes
+    that do not fit the op's signature: a hand-written or truncated record)."""
+    if not isinstance(dims, list) or not isinstance(types, list):
+        return None
+    concrete = concrete if isinstance(concrete, list) else []
+    try:
+        t = _tensors(dims, types)
+        if name in GEMMS:
+            return GEMMS[name](dims, types, concrete, t)
+        if name in ATTENTION:
+            layout, causal_at = ATTENTION[name]
+            return _attention(t, layout, _flag(concrete, causal_at))
+        if name == "aten::_efficient_attention_forward":
+            return _efficient_forward(concrete, t)
+        return _memory_bound(name, t)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
