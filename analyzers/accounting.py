@@ -104,6 +104,8 @@ class Ledger:
         self.window = {d["id"]: d["window_ns"] for d in devices}
         self.remaining = {d["id"]: dict(d["_slices"]) for d in devices}
         self.claims: dict[str, dict[str, int]] = {d["id"]: {} for d in devices}
+        # device -> finding -> slice -> ns: where each claim came from (the Perfetto export draws it)
+        self.by_slice: dict[str, dict[str, dict[str, int]]] = {d["id"]: {} for d in devices}
 
     def available(self, device: str, patterns, limit_ns: float | None = None) -> int:
         got = sum(self.remaining[device][s] for s in matching(patterns))
@@ -120,6 +122,9 @@ class Ledger:
                     break
                 n = int(min(self.remaining[dev][s], left))
                 self.remaining[dev][s] -= n
+                if n:
+                    mine = self.by_slice[dev].setdefault(finding_id, {})
+                    mine[s] = mine.get(s, 0) + n
                 left -= n
                 got += n
             if got:

@@ -342,6 +342,7 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     data["abstentions"] = abstentions
     data["headline"] = rules.headline(findings, abstentions, data, symptom)
     data["headline_by_axis"] = rules.headline_by_axis(findings)
+    slices = {d["id"]: dict(d.get("_slices") or {}) for d in devices}  # the decomposition in ns (Perfetto export)
     for d in devices:  # internal figures used by the rules, not part of the contract
         for k in [k for k in d if k.startswith("_")]:
             del d[k]
@@ -350,5 +351,9 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
         "busy": {k: v for p in per_trace for k, v in p["_series"]["busy"].items()},
         "steps": {k: v for p in per_trace for k, v in p["_series"]["steps"].items()},
         "timeline": next((p["_series"].get("timeline") for p in per_trace if p["devices"]), None),
+        # device -> finding -> accounting slice -> ns claimed: the Perfetto export's findings tracks
+        "claims": ctx.ledger.by_slice,
+        "slices": slices,
+        "step_range": step_range,
     }
     return Analysis(data=data, series=series)

@@ -202,7 +202,9 @@ class _Pass:
     the interval carried from the previous slice, and accounts the busy intervals and gaps
     it closes (gap lengths into ``buf`` from ``offset`` on)."""
 
-    def __init__(self, host, sync_ends, sync_slack_ns: int, min_gap_ns: int, edges, in_spans, buf, offset: int):
+    def __init__(self, host, sync_ends, sync_slack_ns: int, min_gap_ns: int, edges, in_spans, buf, offset: int,
+                 on_gaps=None):
+        self.on_gaps = on_gaps
         self.host, self.sync_ends, self.sync_slack_ns, self.min_gap_ns = host, sync_ends, sync_slack_ns, min_gap_ns
         self.edges, self.in_spans, self.buf, self.offset = edges, in_spans, buf, offset
         self.acc = {"busy": 0, "in_spans": 0, "bins": np.zeros(TIMELINE_BINS), "n": 0, "by_cause": dict.fromkeys(CAUSES, 0),
@@ -268,6 +270,8 @@ class _Pass:
         causes = self.host.attribute(gs, ge)
         after = gaps_after(gs, ge, self.sync_ends, self.sync_slack_ns)
         short = (length < SHORT_GAP_NS) & ~after
+        if self.on_gaps is not None:  # the Perfetto export draws each gap as the analysis attributed it
+            self.on_gaps(gs, ge, causes, after, short)
         acc["after_ns"] += int(length.sum(where=after))
         acc["after_n"] += int(np.count_nonzero(after))
         acc["short_n"] += int(np.count_nonzero(short))
@@ -315,7 +319,7 @@ def _merged(first: dict, second: dict) -> dict:
 
 def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | None = None,
                     sync_ends: np.ndarray | None = None, sync_slack_ns: int = 20_000, min_gap_ns: int = 1,
-                    spans: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+                    spans: tuple[np.ndarray, np.ndarray] | None = None, on_gaps=None) -> dict:
     """Busy %, gap statistics and idle-by-cause of one device in [lo, hi).
 
     Streams over the device's intervals CHUNK_INTERVALS at a time: each slice is
@@ -328,6 +332,8 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
     pass sum the idle time that follows a sync and the short gaps spent launching.
     ``spans`` (start, end arrays: the long steps) makes it also sum the busy ns inside
     them (``_busy_in_spans_ns``), so no second pass over the device is needed for that.
+    ``on_gaps(gs, ge, causes, after_sync, short)`` is called with every slice of gaps, in
+    time order (one pass, no split), as attributed: the Perfetto export's gap track.
     """
     window = hi - lo
     pid = int(trace.devices.iloc[device]["pid"])
@@ -345,9 +351,9 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
     lengths_buf = np.empty(n_rows + 2, np.int64)  # + 2: a second half's gaps start at its first row + 1
     in_spans = iv.Coverage(*iv.union(*spans)) if spans is not None and len(spans[0]) else None
     def new_pass(offset: int) -> _Pass:
-        return _Pass(host, sync_ends, sync_slack_ns, min_gap_ns, edges, in_spans, lengths_buf, offset)
+        return _Pass(host, sync_ends, sync_slack_ns, min_gap_ns, edges, in_spans, lengths_buf, offset, on_gaps)
 
-    split = _split_row(trace, lo, hi) if (os.cpu_count() or 1) > 1 else None
+    split = _split_row(trace, lo, hi) if (os.cpu_count() or 1) > 1 and on_gaps is None else None
     if split is None:
         one = new_pass(0)
         one.run(trace, device, lo, hi, (0, n_rows), lo, last=True)
