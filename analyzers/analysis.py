@@ -54,6 +54,18 @@ def _trace_pids(trace: Trace) -> list[int]:
     return sorted(int(p) for p in pids)
 
 
+STEP_SAMPLE_MAX = 2000  # step durations kept in the JSON for compare/trend: enough for a bootstrap, bounded
+
+
+def step_sample(d: np.ndarray) -> list[int]:
+    """The step durations (ns, in step order) that ``compare`` tests: all of them up to
+    :data:`STEP_SAMPLE_MAX`, else that many evenly spaced over the run (every part of the
+    capture represented; ``steps.count`` still says how many there were)."""
+    if d.size > STEP_SAMPLE_MAX:
+        d = d[np.linspace(0, d.size - 1, STEP_SAMPLE_MAX).astype(np.int64)]
+    return [int(x) for x in d]
+
+
 LONG_STEP_FACTOR = 3.0  # a step longer than 3x the median is a stall a user sees
 
 
@@ -131,6 +143,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     side = ThreadPoolExecutor(1)
     kernel_summary = side.submit(kern.kernel_summary, trace, lo, hi)
     kernel_median = side.submit(kern.kernel_duration_median, trace, lo, hi)
+    per_device_kernels = side.submit(kern.device_kernels, trace, lo, hi)
     activity = {pid: side.submit(st.host_activity, trace, steps[pid]) for pid in pids}
     side.shutdown(wait=False)
     for pid in trace.devices["pid"].unique().tolist():  # built once per process, before any thread reads them
@@ -162,10 +175,14 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
                 **t,
                 **c,
                 "copies": copies,
+                "kernels": [],
                 "_slices": slices,
             }
         )
 
+    for d, rows in per_device_kernels.result().items():
+        if d < len(devices):
+            devices[d]["kernels"] = rows
     processes = []
     names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))
     step_series = {}
@@ -185,6 +202,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
                     "warmup_dropped": s.warmup_dropped,
                     "prefill_count": int(s.is_prefill.sum()),
                     **_stats(d),
+                    "durations_ns": step_sample(d),
                 },
                 **activity[pid].result(),
                 "_long_steps": long_steps(trace, s, long_of[pid], busy_in_long),

@@ -1,104 +1,678 @@
-"""Before/after comparison of two analyses (``tracetriage compare``), like with like.
+"""Before/after comparison of two analyses (``tracetriage compare``): the method's confirm /
+falsify step. Schema ``tracetriage.compare/2`` (``reports/compare.schema.json``).
 
-* ``deltas[metric]`` = {before, after, change} with change = after - before (None when
-  either side was not measured). Every metric is a rate or a share already: per step
-  (launches, syncs), per window (busy %, idle by cause, collective share), or a step
-  percentile, so windows of different lengths compare directly.
-* Findings are matched by id: ``resolved`` (before only), ``new`` (after only), and a
-  finding on both sides is ``improved`` / ``worse`` when its impact moved by more than
-  :data:`IMPACT_TOLERANCE_PTS` points (down / up) or its severity changed, else
-  ``unchanged``; ``finding_changes`` gives the impact before and after.
-* Kernels: each name's time as a share of its window (kernel ns / window ns x 100) on
-  each side, so a longer capture does not look slower; a kernel absent from one window
-  is ``"not in window"`` on that side, not a negative time.
+Absolute time per step first. A share of a window never judges a change on its own: a
+step three times shorter makes every remaining cost a bigger share. So:
+
+* **Comparability before judgement** (:func:`comparability`): the same device models and
+  count, the same world size (processes driving GPUs), the same program (its executable and
+  script or module, flags aside: the fix may be a flag), and enough steps on both sides.
+  Any of these failing makes the pair incomparable: the verdict is ``inconclusive`` and the
+  reason names the difference. The time-weighted overlap of kernel names, NVTX step-range
+  names and the capture format only move the confidence: the change under test may change
+  the kernels (graphs turned on), and a graph-level capture records replays without their
+  kernels (overlap not measured, and said so).
+* **Step time per rank** (:func:`step_test`): ranks are matched in order (lowest GPU index
+  first). ``ratio`` = after p50 / before p50; its 95% interval is a percentile bootstrap of
+  the ratio of medians over the two step-duration samples, and the change is ``significant``
+  when a two-sided Mann-Whitney U test rejects "same distribution" at :data:`ALPHA`, the
+  interval excludes 1, *and* the change is at least the practical threshold (default 5% of
+  the step). Two captures of one workload always differ a little: within noise is no change.
+* **Per-step figures**: each device's window decomposition (``devices[].accounting``) is
+  turned into ms per step (slice ns / the owning process's steps); a metric's change counts
+  when it is at least the threshold x the before step p50 (ms figures), 5 points (shares)
+  or the threshold in relative terms (counts per step).
+* **Findings**: each finding of the before side gets a status from its catalog check
+  (``[<id>.compare]`` in findings.toml: ``slices``, ``applied``, ``confirm``, ``falsifier``,
+  ``evidence``): ``fixed`` (confirm met), ``falsified`` (the fix was applied, its falsifier
+  met), else ``better`` / ``worse`` / ``persists`` by the ms per step of the slices it
+  claims; findings only on the after side are ``new``. ``healthy`` is a state, never a finding.
+* **Verdict**: ``inconclusive`` (not comparable, or nothing to judge per step or per
+  request), else from the budgets (step p50, step p99, the serving percentiles and
+  throughput): ``improved``, ``regressed``, ``mixed`` (some better, some worse) or
+  ``unchanged``.
 """
 
 from __future__ import annotations
 
+import re
+import statistics
+from collections import Counter
+
+import numpy as np
+
 from tracetriage import __version__
-from tracetriage.analyzers.summary import SEVERITY_ORDER, headline_metrics
+from tracetriage.analyzers import conditions
+from tracetriage.analyzers.accounting import matching
+from tracetriage.analyzers.catalog import CATALOG
+from tracetriage.analyzers.timeline import CAUSES
 
-SCHEMA = "tracetriage.compare/1"
-IMPACT_TOLERANCE_PTS = 2.0
-METRICS = [
-    "busy_pct", "busy_pct_min", "idle_launch_pct", "idle_sync_pct", "idle_memcpy_sync_pct", "idle_other_cuda_pct",
-    "idle_host_pct", "idle_unknown_pct", "launches_per_step", "graph_launches_per_step", "syncs_per_step",
-    "step_p50_ns", "step_p99_ns", "collective_share_pct", "collective_exposed_pct",
-]
+SCHEMA = "tracetriage.compare/2"
+THRESHOLD_PCT = 5.0  # the practical minimum: a change under 5% of the step is no change (--gate-threshold)
+ALPHA = 0.05  # Mann-Whitney U, two-sided
+RESAMPLES = 999  # bootstrap resamples of the median ratio (percentile interval)
+BOOT_MAX = 1000  # steps per side fed to the bootstrap (evenly spaced); the test uses all of them
+MIN_STEPS = 5  # fewer steps on a rank than this: no distribution to compare
+SHARE_NOISE_PTS = 5.0  # a change of a share (busy %) under this many points is no change
+TOP_KERNELS = 10  # kernels per device in the output: the largest movers in ms per step
+
+EXIT_REGRESSED = 8
+EXIT_INCONCLUSIVE = 9
 
 
-def _kernel_shares(data: dict) -> dict[str, dict]:
-    window = sum(w["duration_ns"] for w in data.get("windows") or []) or (data.get("window") or {}).get("duration_ns") or 0
-    return {k["name"]: {"total_ns": k["total_ns"], "share_pct": round(100.0 * k["total_ns"] / window, 4) if window else None}
-            for k in data.get("kernels") or []}
+# ---------------------------------------------------------------------------
+# One side: the analysis reduced to what the comparison reads
 
 
-def _finding_changes(before: list[dict], after: list[dict]) -> tuple[dict, list[dict]]:
-    fb = {f["id"]: f for f in before}
-    fa = {f["id"]: f for f in after}
-    out = {"resolved": [i for i in fb if i not in fa], "new": [i for i in fa if i not in fb],
-           "improved": [], "worse": [], "unchanged": []}
-    changes = []
-    for i in fb:
-        if i not in fa:
+def program_key(command: str) -> str:
+    """The program a process runs, flags aside: the executable's base name and the script or
+    ``-m`` module (``python3 -m vllm.worker rank0`` -> ``python3 vllm.worker``). Flags are what
+    a fix changes (``--enforce-eager``), so they do not make another program."""
+    tokens = str(command or "").split()
+    if not tokens:
+        return ""
+    exe = tokens[0].rsplit("/", 1)[-1]
+    exe = re.sub(r"\d+(\.\d+)*$", "", exe) or exe  # python3.11 -> python
+    rest = ""
+    it = iter(tokens[1:])
+    for tok in it:
+        if tok == "-m":
+            rest = next(it, "")
+            break
+        if tok.startswith("-"):
             continue
-        b, a = fb[i], fa[i]
-        delta = round(a["impact_pct"] - b["impact_pct"], 2)
-        sev = SEVERITY_ORDER.index(a["severity"]) - SEVERITY_ORDER.index(b["severity"])
-        verdict = ("worse" if delta > IMPACT_TOLERANCE_PTS or sev > 0 else
-                   "improved" if delta < -IMPACT_TOLERANCE_PTS or sev < 0 else "unchanged")
-        out[verdict].append(i)
-        changes.append({"id": i, "before_pct": b["impact_pct"], "after_pct": a["impact_pct"], "change_pts": delta,
-                        "before_severity": b["severity"], "after_severity": a["severity"], "verdict": verdict,
-                        "denominator": a["impact_denominator"]})
-    return out, changes
+        rest = tok.rsplit("/", 1)[-1]
+        break
+    return f"{exe} {rest}".strip()
 
 
-def compare(before: dict, after: dict, before_label: str = "before", after_label: str = "after") -> dict:
-    hb, ha = headline_metrics(before), headline_metrics(after)
-    deltas = {}
-    for m in METRICS:
-        b, a = hb.get(m), ha.get(m)
-        deltas[m] = {"before": b, "after": a, "change": None if b is None or a is None else round(a - b, 4)}
-    findings, changes = _finding_changes(before.get("findings") or [], after.get("findings") or [])
-    kb, ka = _kernel_shares(before), _kernel_shares(after)
-    kernel_deltas = []
-    for n in set(kb) | set(ka):
-        b, a = kb.get(n), ka.get(n)
-        change = (a["share_pct"] - b["share_pct"]) if a and b and a["share_pct"] is not None and b["share_pct"] is not None else None
-        kernel_deltas.append({
-            "name": n,
-            "before_ns": b["total_ns"] if b else None, "after_ns": a["total_ns"] if a else None,
-            "before_share_pct": b["share_pct"] if b else None, "after_share_pct": a["share_pct"] if a else None,
-            "change_pts": None if change is None else round(change, 4),
-            "status": "both" if a and b else "not in window before" if a else "not in window after",
-        })
-    kernel_deltas.sort(key=lambda k: (-(abs(k["change_pts"]) if k["change_pts"] is not None
-                                        else (k["before_share_pct"] or k["after_share_pct"] or 0.0)), k["name"]))
-    changed = [m for m, d in deltas.items() if d["change"] not in (None, 0, 0.0)]
-    return {
+class Side:
+    """The figures of one analysis that a comparison reads (all from the JSON contract)."""
+
+    def __init__(self, data: dict, label: str):
+        self.data = data
+        self.label = label
+        self.devices = list(data.get("devices") or [])
+        procs = {(p.get("trace"), p["pid"]): p for p in data.get("processes") or []}
+        by_proc: dict = {}
+        for d in self.devices:
+            by_proc.setdefault((d.get("trace"), d["pid"]), []).append(d)
+        ranks = []
+        for key, devs in by_proc.items():
+            p = procs.get(key)
+            if p is None:
+                continue
+            ranks.append({"pid": p["pid"], "name": p.get("name") or "", "trace": key[0], "process": p,
+                          "devices": sorted(devs, key=lambda d: d.get("gpu_index", 0)),
+                          "steps": p["steps"], "durations": np.asarray(p["steps"].get("durations_ns") or [], np.int64)})
+        order = {t: i for i, t in enumerate(dict.fromkeys(d.get("trace") for d in self.devices))}
+        ranks.sort(key=lambda r: (min(d.get("gpu_index", 0) for d in r["devices"]), order.get(r["trace"], 0), r["pid"]))
+        self.ranks = ranks
+        self.steps_of = {(r["trace"], r["pid"]): int(r["steps"]["count"] or 0) for r in ranks}
+        self.findings = {f["id"]: f for f in data.get("findings") or [] if f["id"] not in ("healthy",)}
+        self.serving = data.get("serving") or None
+        self.graph_level = any(k.get("kind") == "graph" for d in self.devices for k in d.get("kernels") or [])
+
+    # -- per device, per step
+    def device_steps(self, d: dict) -> int:
+        return self.steps_of.get((d.get("trace"), d["pid"]), 0)
+
+    def slice_ms(self, d: dict, patterns) -> float | None:
+        """ms per step on device ``d`` of the accounting slices matching ``patterns``."""
+        n = self.device_steps(d)
+        if not n:
+            return None
+        pct = (d.get("accounting") or {}).get("slices_pct") or {}
+        share = sum(pct.get(s, 0.0) for s in matching(patterns))
+        return share / 100.0 * d["window_ns"] / n / 1e6
+
+    def mean_slice_ms(self, patterns) -> float | None:
+        vals = [self.slice_ms(d, patterns) for d in self.devices]
+        vals = [v for v in vals if v is not None]
+        return float(np.mean(vals)) if vals else None
+
+    def claim_ms(self, finding_id: str) -> float | None:
+        vals = []
+        for d in self.devices:
+            n = self.device_steps(d)
+            claims = (d.get("accounting") or {}).get("claims_pct") or {}
+            if n and finding_id in claims:
+                vals.append(claims[finding_id] / 100.0 * d["window_ns"] / n / 1e6)
+        return float(np.mean(vals)) if vals else None
+
+    # -- the figures conditions and metrics read
+    def figures(self) -> dict:
+        ranks = [r for r in self.ranks if r["steps"]["count"]]
+
+        def med(values):
+            vals = [v for v in values if v is not None]
+            return float(statistics.median(vals)) if vals else None
+
+        out = {
+            "steps": sum(int(r["steps"]["count"]) for r in ranks) if ranks else 0,
+            "step_p50_ms": med([r["steps"]["p50_ns"] / 1e6 if r["steps"]["p50_ns"] is not None else None for r in ranks]),
+            "step_p99_ms": med([r["steps"]["p99_ns"] / 1e6 if r["steps"]["p99_ns"] is not None else None for r in ranks]),
+            "launches_per_step": med([r["process"].get("launches_per_step") for r in ranks]),
+            "graph_launches_per_step": med([r["process"].get("graph_launches_per_step") for r in ranks]),
+            "syncs_per_step": med([r["process"].get("syncs_per_step") for r in ranks]),
+            "dtoh_copies_per_step": med([r["process"].get("dtoh_copies_per_step") for r in ranks]),
+            "busy_pct": float(np.mean([d["busy_pct"] for d in self.devices])) if self.devices else None,
+            "compute_ms": self.mean_slice_ms(["compute"]),
+            "collective_ms": self.mean_slice_ms(["collective"]),
+            "copy_ms": self.mean_slice_ms(["copy"]),
+            "idle_ms": self.mean_slice_ms(["idle:*:*"]),
+        }
+        out["idle_pct"] = None if out["busy_pct"] is None else 100.0 - out["busy_pct"]
+        out["tail_ms"] = (out["step_p99_ms"] - out["step_p50_ms"]
+                          if out["step_p99_ms"] is not None and out["step_p50_ms"] is not None else None)
+        for cause in CAUSES:
+            out[f"idle_{cause}_ms"] = self.mean_slice_ms([f"idle:*:{cause}"])
+        pageable = ((self.data.get("copies") or {}).get("pageable_async") or {}).get("count")
+        out["pageable_copies_per_step"] = (pageable / out["steps"]) if pageable is not None and out["steps"] else None
+        out.update(serving_figures(self.serving))
+        return out
+
+
+def serving_figures(serving: dict | None) -> dict:
+    """Client-side latency percentiles (ms) and throughput of the serving artifacts, if any."""
+    keys = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2el_p50_ms",
+            "throughput_rps", "request_rate")
+    out = dict.fromkeys(keys)
+    if not serving:
+        return out
+    client = ((serving.get("latency") or {}).get("client")) or {}
+    for m in ("ttft", "tpot", "itl", "e2el"):
+        block = client.get(m) or {}
+        out[f"{m}_p50_ms"] = _num(block.get("median"))
+        if m != "e2el":
+            out[f"{m}_p99_ms"] = _num(block.get("p99"))
+    record = client.get("record") or {}
+    out["throughput_rps"] = _num(record.get("request_throughput"))
+    out["request_rate"] = _num(record.get("request_rate"))
+    return out
+
+
+def _num(v):
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) else None
+
+
+# ---------------------------------------------------------------------------
+# Comparability
+
+
+def comparability(b: Side, a: Side) -> dict:
+    """``{ok, confidence, reasons}``: whether the two captures are runs of one program on the
+    same hardware shape, and how much the rest of their signature agrees."""
+    reasons, ok, confidence = [], True, 1.0
+    names_b, names_a = Counter(d.get("name") for d in b.devices), Counter(d.get("name") for d in a.devices)
+    if names_b != names_a:
+        ok = False
+        reasons.append(f"devices differ: {_devices_text(names_b)} before, {_devices_text(names_a)} after")
+    if len(b.ranks) != len(a.ranks):
+        ok = False
+        reasons.append(f"world size differs: {len(b.ranks)} GPU processes before, {len(a.ranks)} after: "
+                       "per-step times of different parallel layouts do not compare (compare throughput per GPU "
+                       "from serving benchmarks instead)")
+    keys_b = {k for k in (program_key(r["name"]) for r in b.ranks) if k}
+    keys_a = {k for k in (program_key(r["name"]) for r in a.ranks) if k}
+    if keys_b and keys_a:
+        if not keys_b & keys_a:
+            ok = False
+            reasons.append(f"another program: {', '.join(sorted(keys_b))} before, {', '.join(sorted(keys_a))} after")
+        elif keys_b != keys_a:
+            confidence *= 0.8
+            reasons.append(f"the programs overlap only in part ({', '.join(sorted(keys_b ^ keys_a))} on one side)")
+    judge_steps = bool(b.ranks or a.ranks)
+    if judge_steps:
+        few = [(s.label, r) for s in (b, a) for r in s.ranks if len(r["durations"]) < MIN_STEPS]
+        if few:
+            side, r = few[0]
+            serving_ok = _serving_comparable(b, a)[0]
+            if not serving_ok:
+                ok = False
+            reasons.append(f"too few steps: {side} pid {r['pid']} has {len(r['durations'])} measured steps "
+                           f"(at least {MIN_STEPS} are needed for a step-time distribution)"
+                           + ("; judged on the serving artifacts only" if serving_ok else ""))
+    elif not (b.serving and a.serving):
+        ok = False
+        reasons.append("nothing to judge: neither a GPU trace with steps nor serving artifacts on both sides")
+    rn_b = {r["steps"].get("range_name") for r in b.ranks if r["steps"].get("source") == "nvtx"} - {None}
+    rn_a = {r["steps"].get("range_name") for r in a.ranks if r["steps"].get("source") == "nvtx"} - {None}
+    if rn_b and rn_a and rn_b != rn_a:
+        confidence *= 0.8
+        reasons.append(f"steps marked by other ranges: {', '.join(sorted(rn_b))} before, {', '.join(sorted(rn_a))} after")
+    fmt_b = {i.get("kind") for i in b.data.get("inputs") or []}
+    fmt_a = {i.get("kind") for i in a.data.get("inputs") or []}
+    if fmt_b and fmt_a and not fmt_b & fmt_a:
+        confidence *= 0.9
+        reasons.append(f"captured by other tools ({', '.join(sorted(map(str, fmt_b)))} vs {', '.join(sorted(map(str, fmt_a)))})")
+    if b.devices and a.devices:
+        if b.graph_level or a.graph_level:
+            which = " and ".join(dict.fromkeys(s.label for s in (b, a) if s.graph_level))
+            reasons.append(f"kernel overlap not measured: {which} {'are' if b.graph_level and a.graph_level else 'is'} a graph-level CUDA-graph capture (replays recorded "
+                           "without their kernels); compared on the rest of the signature")
+        else:
+            overlap = kernel_overlap(b, a)
+            if overlap is not None:
+                confidence *= 0.5 + 0.5 * overlap
+                reasons.append(f"kernel time overlap {100 * overlap:.0f}% (names weighted by their share of kernel time)")
+    serving_ok, why = _serving_comparable(b, a)
+    if why:
+        reasons.append(why)
+    if ok and not reasons:
+        reasons.append("same devices, world size and program")
+    return {"ok": ok, "confidence": round(confidence if ok else 0.0, 3), "reasons": reasons}
+
+
+def _serving_comparable(b: Side, a: Side) -> tuple[bool, str | None]:
+    if not (b.serving and a.serving):
+        return False, None
+    fb, fa = serving_figures(b.serving), serving_figures(a.serving)
+    if fb["ttft_p50_ms"] is None or fa["ttft_p50_ms"] is None:
+        return False, None
+    rb, ra = fb["request_rate"], fa["request_rate"]
+    if rb is not None and ra is not None and abs(rb - ra) > 0.05 * max(rb, ra):
+        return False, (f"serving benchmarks ran at other request rates ({rb:g} vs {ra:g} req/s): their latencies are "
+                       "not compared")
+    return True, None
+
+
+def _devices_text(names: Counter) -> str:
+    return ", ".join(f"{n}x {name}" for name, n in sorted(names.items(), key=lambda kv: str(kv[0]))) or "no GPU"
+
+
+def kernel_overlap(b: Side, a: Side) -> float | None:
+    """Sum over kernel names of min(share before, share after), shares of all kernel time on
+    all devices of the side (1 = the same kernels in the same proportions)."""
+    def shares(side):
+        tot = Counter()
+        for d in side.devices:
+            for k in d.get("kernels") or []:
+                tot[k["name"]] += k["total_ns"]
+        s = sum(tot.values())
+        return {n: v / s for n, v in tot.items()} if s else None
+    sb, sa = shares(b), shares(a)
+    if not sb or not sa:
+        return None
+    return float(sum(min(v, sa.get(n, 0.0)) for n, v in sb.items()))
+
+
+# ---------------------------------------------------------------------------
+# Step time
+
+
+def _spaced(x: np.ndarray, n: int) -> np.ndarray:
+    return x if x.size <= n else x[np.linspace(0, x.size - 1, n).astype(np.int64)]
+
+
+def step_test(before: np.ndarray, after: np.ndarray, threshold_pct: float) -> dict:
+    """p50 and p99 before -> after with bootstrap intervals of their ratios (after / before),
+    a Mann-Whitney U test, and whether the change is beyond noise and the threshold."""
+    from scipy import stats
+
+    b = np.asarray(before, np.float64)
+    a = np.asarray(after, np.float64)
+    out = {"before_count": int(b.size), "after_count": int(a.size),
+           "before_p50_ns": int(np.median(b)) if b.size else None, "after_p50_ns": int(np.median(a)) if a.size else None,
+           "before_p99_ns": int(np.percentile(b, 99)) if b.size else None,
+           "after_p99_ns": int(np.percentile(a, 99)) if a.size else None,
+           "ratio": None, "ci95": None, "p_value": None, "significant": False, "status": "not measured",
+           "p99_ratio": None, "p99_ci95": None, "p99_significant": False, "p99_status": "not measured"}
+    if b.size < MIN_STEPS or a.size < MIN_STEPS or not np.median(b) > 0:
+        return out
+    rng = np.random.default_rng(20261201)  # fixed: the same inputs give the same interval
+    bb, ab = _spaced(b, BOOT_MAX), _spaced(a, BOOT_MAX)
+
+    def interval(q):
+        ib = rng.integers(0, bb.size, (RESAMPLES, bb.size))
+        ia = rng.integers(0, ab.size, (RESAMPLES, ab.size))
+        ratios = np.percentile(ab[ia], q, axis=1) / np.maximum(np.percentile(bb[ib], q, axis=1), 1.0)
+        lo, hi = np.percentile(ratios, [2.5, 97.5])
+        return [round(float(lo), 4), round(float(hi), 4)]
+
+    p = float(stats.mannwhitneyu(b, a, alternative="two-sided").pvalue)
+    ratio = float(np.median(a) / np.median(b))
+    ci = interval(50)
+    practical = abs(ratio - 1.0) * 100.0 >= threshold_pct
+    sig = bool(p < ALPHA and (ci[0] > 1.0 or ci[1] < 1.0) and practical)
+    p99_ratio = float(np.percentile(a, 99) / max(np.percentile(b, 99), 1.0))
+    ci99 = interval(99)
+    sig99 = bool((ci99[0] > 1.0 or ci99[1] < 1.0) and abs(p99_ratio - 1.0) * 100.0 >= threshold_pct)
+    out.update({
+        "ratio": round(ratio, 4), "ci95": ci, "p_value": round(p, 6), "significant": sig,
+        "status": ("improved" if ratio < 1 else "regressed") if sig else "unchanged",
+        "p99_ratio": round(p99_ratio, 4), "p99_ci95": ci99, "p99_significant": sig99,
+        "p99_status": ("improved" if p99_ratio < 1 else "regressed") if sig99 else "unchanged",
+    })
+    return out
+
+
+def _overall(statuses: list[str]) -> str:
+    judged = [s for s in statuses if s != "not measured"]
+    if not judged:
+        return "not measured"
+    up, down = "improved" in judged, "regressed" in judged
+    return "mixed" if up and down else "improved" if up else "regressed" if down else "unchanged"
+
+
+# ---------------------------------------------------------------------------
+# Metrics
+
+
+METRICS = [
+    # name, unit, lower is better, figure key
+    ("step_p50_ms", "ms", True), ("step_p99_ms", "ms", True),
+    ("compute_ms", "ms/step", True), ("collective_ms", "ms/step", True), ("copy_ms", "ms/step", True),
+    ("idle_ms", "ms/step", True), *[(f"idle_{c}_ms", "ms/step", True) for c in CAUSES],
+    ("busy_pct", "%", False),
+    ("launches_per_step", "calls/step", True), ("graph_launches_per_step", "calls/step", None),
+    ("syncs_per_step", "calls/step", True), ("dtoh_copies_per_step", "copies/step", True),
+    ("ttft_p50_ms", "ms", True), ("ttft_p99_ms", "ms", True), ("tpot_p50_ms", "ms", True), ("tpot_p99_ms", "ms", True),
+    ("itl_p50_ms", "ms", True), ("itl_p99_ms", "ms", True), ("e2el_p50_ms", "ms", True), ("throughput_rps", "req/s", False),
+]
+SERVING_BUDGETS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p99_ms", "throughput_rps")
+
+
+def metric_rows(fb: dict, fa: dict, noise_ms: float | None, threshold_pct: float) -> list[dict]:
+    rows = []
+    for name, unit, lower_better in METRICS:
+        before, after = fb.get(name), fa.get(name)
+        if before is None and after is None:
+            continue
+        change = None if before is None or after is None else after - before
+        if change is None:
+            significant = False
+        elif unit == "%":
+            significant = abs(change) >= SHARE_NOISE_PTS
+        elif unit == "ms/step" and noise_ms is not None:
+            significant = abs(change) >= noise_ms
+        else:  # a percentile, a rate or a count: relative to its own size
+            significant = abs(change) >= threshold_pct / 100.0 * max(abs(before), 1e-12) and abs(change) >= (
+                0.5 if unit.startswith(("calls", "copies")) else 0.0)
+        if change is None or not significant or lower_better is None:
+            direction = "unchanged" if change is not None and significant is False else "n/a" if change is None else (
+                "changed" if lower_better is None else "unchanged")
+        else:
+            direction = "improved" if (change < 0) == lower_better else "regressed"
+        rows.append({"name": name, "unit": unit, "before": _round(before), "after": _round(after),
+                     "change": _round(change), "direction": direction, "significant": significant})
+    return rows
+
+
+def _round(v):
+    return None if v is None else round(float(v), 4)
+
+
+# ---------------------------------------------------------------------------
+# Findings
+
+
+def check_of(finding_id: str) -> dict:
+    """The catalog's compare check of a finding (``[<id>.compare]``), or the default one."""
+    entry = CATALOG.get(finding_id) or {}
+    check = dict(entry.get("compare") or {})
+    check.setdefault("confirm", "not after.present")
+    check.setdefault("evidence", [])
+    return check
+
+
+def _fmt(v, unit=""):
+    if v is None:
+        return "not measured"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if unit.startswith("ms"):
+        return f"{v:,.3g} ms" if abs(v) < 10 else f"{v:,.1f} ms"
+    if unit == "%":
+        return f"{v:.1f}%"
+    return f"{v:,.3g}" if isinstance(v, float) else f"{v:,}"
+
+
+FIGURE_UNITS = {name: unit for name, unit, _ in METRICS} | {"cause_ms": "ms/step", "idle_pct": "%",
+                                                            "pageable_copies_per_step": "copies/step"}
+FIGURE_TEXT = {"cause_ms": "its slices, ms per step", "step_p50_ms": "step p50", "step_p99_ms": "step p99",
+               "launches_per_step": "kernel launches per step", "graph_launches_per_step": "graph launches per step",
+               "syncs_per_step": "blocking syncs per step", "busy_pct": "GPU busy", "idle_ms": "GPU idle per step",
+               "idle_pct": "GPU idle", "copy_ms": "copy-only time per step", "collective_ms": "exposed collective per step",
+               "compute_ms": "compute per step", "tail_ms": "step p99 - p50",
+               "pageable_copies_per_step": "pageable async copies per step"}
+
+
+def finding_rows(b: Side, a: Side, fb: dict, fa: dict, step: dict, noise_ms: float | None, judged: bool) -> list[dict]:
+    rows = []
+    for fid, f in b.findings.items():
+        check = check_of(fid)
+        slices = check.get("slices")
+        cause_b = b.mean_slice_ms(slices) if slices else b.claim_ms(fid)
+        cause_a = a.mean_slice_ms(slices) if slices else a.claim_ms(fid)
+        names = {
+            "before": {**fb, "present": True, "cause_ms": cause_b},
+            "after": {**fa, "present": fid in a.findings, "cause_ms": cause_a},
+            "step": step, "noise_ms": noise_ms,
+        }
+        applied = conditions.holds(check.get("applied"), names)
+        names["applied"] = applied
+        confirm = conditions.holds(check.get("confirm"), names)
+        falsifier = conditions.holds(check.get("falsifier"), names)
+        delta = None if cause_b is None or cause_a is None else cause_a - cause_b
+        if not judged:
+            status, decided = None, "not judged: the captures are not comparable"
+        elif confirm:
+            status, decided = "fixed", f"its confirming measurement holds: {check['confirm']}"
+        elif falsifier:
+            status, decided = "falsified", f"the fix was applied and its falsifier holds: {check['falsifier']}"
+        elif delta is not None and noise_ms is not None and abs(delta) >= noise_ms:
+            status = "better" if delta < 0 else "worse"
+            decided = f"its slices moved {delta:+.3g} ms per step, beyond the noise of {noise_ms:.3g} ms"
+        else:
+            status = "persists"
+            decided = ("its slices moved less than the noise" if delta is not None and noise_ms is not None else
+                       "still reported after" if fid in a.findings else "no per-step measure on both sides")
+        evidence = []
+        for key in ["cause_ms", *check.get("evidence", [])]:
+            vb, va = names["before"].get(key), names["after"].get(key)
+            if vb is None and va is None:
+                continue
+            unit = FIGURE_UNITS.get(key, "")
+            evidence.append({"name": key, "before": _round(vb), "after": _round(va), "unit": unit,
+                             "text": f"{FIGURE_TEXT.get(key, key.replace('_', ' '))}: {_fmt(vb, unit)} -> {_fmt(va, unit)}"})
+        if step.get("ratio") is not None and judged:
+            evidence.append({"name": "step_ratio", "before": None, "after": step["ratio"], "unit": "ratio",
+                             "text": f"step p50 after/before {step['ratio']:.3f} ({step['status']})"})
+        rows.append({"id": fid, "axis": f.get("axis"), "status": status, "decided_by": decided,
+                     "applied": applied, "before_severity": f.get("severity"),
+                     "after_severity": a.findings[fid]["severity"] if fid in a.findings else None,
+                     "before_ms_per_step": _round(cause_b), "after_ms_per_step": _round(cause_a), "evidence": evidence})
+    for fid, f in a.findings.items():
+        if fid in b.findings:
+            continue
+        check = check_of(fid)
+        slices = check.get("slices")
+        cause_b = b.mean_slice_ms(slices) if slices else b.claim_ms(fid)
+        cause_a = a.mean_slice_ms(slices) if slices else a.claim_ms(fid)
+        rows.append({"id": fid, "axis": f.get("axis"), "status": "new" if judged else None,
+                     "decided_by": "reported after only" if judged else "not judged: the captures are not comparable",
+                     "applied": None, "before_severity": None, "after_severity": f.get("severity"),
+                     "before_ms_per_step": _round(cause_b), "after_ms_per_step": _round(cause_a),
+                     "evidence": [{"name": "cause_ms", "before": _round(cause_b), "after": _round(cause_a), "unit": "ms/step",
+                                   "text": f"its slices, ms per step: {_fmt(cause_b, 'ms')} -> {_fmt(cause_a, 'ms')}"}]})
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# Kernels
+
+
+def kernel_rows(b: Side, a: Side) -> list[dict]:
+    """Per matched device (rank order): each kernel's ms per step and share of that device's
+    window on both sides; the largest movers first. A kernel missing from a graph-level side
+    ran inside graph replays whose kernels were not recorded: not measured, never zero."""
+    db = sorted(b.devices, key=lambda d: (d.get("gpu_index", 0), d["pid"]))
+    da = sorted(a.devices, key=lambda d: (d.get("gpu_index", 0), d["pid"]))
+    rows = []
+    for rank, (x, y) in enumerate(zip(db, da)):
+        nx, ny = b.device_steps(x), a.device_steps(y)
+        kx = {k["name"]: k for k in x.get("kernels") or []}
+        ky = {k["name"]: k for k in y.get("kernels") or []}
+        gx = any(k["kind"] == "graph" for k in kx.values())
+        gy = any(k["kind"] == "graph" for k in ky.values())
+        per = []
+        for name in dict.fromkeys([*kx, *ky]):
+            def one(k, n, window, graph_level):
+                if k is None:
+                    return (None, None) if graph_level else (0.0, 0.0)
+                return (k["total_ns"] / n / 1e6 if n else None, min(100.0, 100.0 * k["total_ns"] / window) if window else None)
+            bm, bs = one(kx.get(name), nx, x["window_ns"], gx)
+            am, as_ = one(ky.get(name), ny, y["window_ns"], gy)
+            kind = (kx.get(name) or ky.get(name))["kind"]
+            per.append({"device": f"rank{rank}: {x['id']} -> {y['id']}", "name": name, "kind": kind,
+                        "before_ms_per_step": _round(bm), "after_ms_per_step": _round(am),
+                        "change_ms_per_step": _round(am - bm) if am is not None and bm is not None else None,
+                        "before_share_pct": _round(bs), "after_share_pct": _round(as_)})
+        per.sort(key=lambda r: (-abs(r["change_ms_per_step"] if r["change_ms_per_step"] is not None else
+                                     (r["before_ms_per_step"] or r["after_ms_per_step"] or 0.0)), r["name"]))
+        rows.extend(per[:TOP_KERNELS])
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# The comparison
+
+
+def compare(before: dict, after: dict, before_label: str = "before", after_label: str = "after",
+            threshold_pct: float = THRESHOLD_PCT, slo: dict | None = None) -> dict:
+    b, a = Side(before, before_label), Side(after, after_label)
+    comp = comparability(b, a)
+    fb, fa = b.figures(), a.figures()
+    step_rows = []
+    for i, (rb, ra) in enumerate(zip(b.ranks, a.ranks)):
+        t = step_test(rb["durations"], ra["durations"], threshold_pct)
+        step_rows.append({"rank": i, "before_pid": rb["pid"], "after_pid": ra["pid"], **t})
+    if not comp["ok"]:  # the numbers are shown, but nothing is judged on them
+        for r in step_rows:
+            r.update(significant=False, status="not judged", p99_significant=False, p99_status="not judged")
+    step_status = _overall([r["status"] for r in step_rows]) if comp["ok"] else "not measured"
+    p99_status = _overall([r["p99_status"] for r in step_rows]) if comp["ok"] else "not measured"
+    ratios = [r["ratio"] for r in step_rows if r["ratio"] is not None]
+    step = {"status": step_status, "improved": step_status == "improved", "regressed": step_status == "regressed",
+            "ratio": float(np.median(ratios)) if ratios else None, "p99_status": p99_status}
+    noise_ms = threshold_pct / 100.0 * fb["step_p50_ms"] if fb.get("step_p50_ms") else None
+    metrics = metric_rows(fb, fa, noise_ms, threshold_pct)
+    for m in metrics if not comp["ok"] else []:
+        m.update(direction="not judged", significant=False)
+    for m in metrics if comp["ok"] else []:  # the step percentiles are judged by the step test, not by their difference
+        if m["name"] in ("step_p50_ms", "step_p99_ms"):
+            status = step_status if m["name"] == "step_p50_ms" else p99_status
+            m["significant"] = status in ("improved", "regressed", "mixed")
+            m["direction"] = status if status in ("improved", "regressed", "mixed") else (
+                "unchanged" if status == "unchanged" else "n/a")
+    serving_ok = _serving_comparable(b, a)[0]
+    budgets = {"step p50": step_status, "step p99": p99_status}
+    if serving_ok and comp["ok"]:
+        for m in metrics:
+            if m["name"] in SERVING_BUDGETS and m["change"] is not None:
+                budgets[m["name"]] = m["direction"] if m["direction"] in ("improved", "regressed") else "unchanged"
+    measured = [v for v in budgets.values() if v != "not measured"]
+    ups = any(v in ("improved", "mixed") for v in measured)
+    downs = any(v in ("regressed", "mixed") for v in measured)
+    if not comp["ok"] or not measured:
+        verdict = "inconclusive"
+        if comp["ok"]:
+            comp["reasons"].append("nothing measured on both sides to judge: no step durations, no serving percentiles")
+    else:
+        verdict = "mixed" if ups and downs else "improved" if ups else "regressed" if downs else "unchanged"
+    slo_broken = slo_breaks(fb, fa, slo or {})
+    findings = finding_rows(b, a, fb, fa, step, noise_ms, comp["ok"])
+    result = {
         "schema": SCHEMA,
         "tool_version": __version__,
-        "before": {"label": before_label, "headline": before.get("headline"), **hb},
-        "after": {"label": after_label, "headline": after.get("headline"), **ha},
-        "deltas": deltas,
-        "changed": changed,
+        "verdict": verdict,
+        "summary": "",
+        "comparable": comp,
+        "threshold_pct": threshold_pct,
+        "method": {
+            "step_test": "two-sided Mann-Whitney U on the step durations of each rank, and a percentile bootstrap "
+                         f"({RESAMPLES} resamples) of the ratio of medians; significant when p < {ALPHA}, the 95% "
+                         f"interval excludes 1 and the change is at least {threshold_pct:g}% of the step",
+            "noise_ms_per_step": _round(noise_ms),
+            "alpha": ALPHA,
+        },
+        "before": _side_info(b, fb),
+        "after": _side_info(a, fa),
+        "budgets": budgets,
+        "slo_broken": slo_broken,
+        "step_time": step_rows,
+        "metrics": metrics,
         "findings": findings,
-        "finding_changes": changes,
-        "impact_tolerance_pts": IMPACT_TOLERANCE_PTS,
-        "findings_before": before.get("findings") or [],
-        "findings_after": after.get("findings") or [],
-        "kernel_deltas": kernel_deltas[:15],
-        "summary": summary_line(deltas, findings),
+        "kernels": kernel_rows(b, a) if comp["ok"] else [],
+        "_series": {"before": {f"rank{i}": r["durations"].tolist() for i, r in enumerate(b.ranks)},
+                    "after": {f"rank{i}": r["durations"].tolist() for i, r in enumerate(a.ranks)}},
     }
+    result["summary"] = summary_line(result)
+    return result
 
 
-def summary_line(deltas: dict, findings: dict) -> str:
-    parts = [f"{k}: " + ", ".join(findings[k]) for k in ("resolved", "new", "improved", "worse") if findings[k]]
-    for m, label, fmt in (("busy_pct", "GPU busy", "{:.1f}%"), ("launches_per_step", "launches/step", "{:,.0f}"),
-                          ("syncs_per_step", "syncs/step", "{:g}"), ("step_p50_ns", "step p50", None)):
-        d = deltas[m]
-        if d["change"] not in (None, 0, 0.0):
-            show = (lambda v: f"{v / 1e6:,.2f} ms") if fmt is None else fmt.format
-            parts.append(f"{label} {show(d['before'])} -> {show(d['after'])}")
-    return "; ".join(parts) if parts else "no change"
+def _side_info(s: Side, figures: dict) -> dict:
+    names = Counter(d.get("name") for d in s.devices)
+    return {"label": s.label, "headline": s.data.get("headline"),
+            "inputs": [str(i.get("path")) for i in s.data.get("inputs") or []],
+            "devices": _devices_text(names), "world_size": len(s.ranks), "steps": figures.get("steps") or 0,
+            "step_p50_ms": _round(figures.get("step_p50_ms")), "graph_level": s.graph_level}
+
+
+def slo_breaks(fb: dict, fa: dict, slo: dict) -> list[str]:
+    """SLO budgets (``--slo``) met before and broken after, on the client percentiles at hand."""
+    out = []
+    for key, budget in slo.items():
+        m = re.fullmatch(r"(ttft|tpot|itl|e2el?)_p(50|90|95|99)_ms", key)
+        if not m:
+            continue
+        metric = "e2el" if m.group(1).startswith("e2e") else m.group(1)
+        q = "p50" if m.group(2) == "50" else "p99" if m.group(2) == "99" else None
+        if q is None:
+            continue
+        vb, va = fb.get(f"{metric}_{q}_ms"), fa.get(f"{metric}_{q}_ms")
+        if vb is not None and va is not None and vb <= budget < va:
+            out.append(f"{key}={budget:g}: {vb:.1f} -> {va:.1f} ms")
+    return out
+
+
+def gate_exit(result: dict) -> int:
+    """``--gate``: 0 improved / unchanged / mixed within budgets, 8 regressed, 9 inconclusive.
+    A mixed verdict fails when the step p50 is what regressed or a --slo budget broke."""
+    v = result["verdict"]
+    if v == "inconclusive":
+        return EXIT_INCONCLUSIVE
+    if v == "regressed" or result["slo_broken"]:
+        return EXIT_REGRESSED
+    if v == "mixed" and result["budgets"].get("step p50") == "regressed":
+        return EXIT_REGRESSED
+    return 0
+
+
+def summary_line(r: dict) -> str:
+    v = r["verdict"]
+    if v == "inconclusive":
+        why = next((x for x in r["comparable"]["reasons"]), "nothing to judge")
+        return f"inconclusive: {why}"
+    parts = [v]
+    rows = [s for s in r["step_time"] if s["ratio"] is not None]
+    if rows:
+        s = rows[0]
+        speed = s["before_p50_ns"] / s["after_p50_ns"] if s["after_p50_ns"] else None
+        parts.append(f"step p50 {s['before_p50_ns'] / 1e6:.3g} -> {s['after_p50_ns'] / 1e6:.3g} ms"
+                     + (f" ({speed if speed >= 1 else 1 / speed:.2f}x {'faster' if speed >= 1 else 'slower'}, "
+                        f"after/before {s['ratio']:.3f} "
+                        f"[95% CI {s['ci95'][0]:.3f}-{s['ci95'][1]:.3f}]"
+                        f"{'' if s['significant'] else ', within noise'})" if speed else "")
+                     + (f" on rank0 of {len(r['step_time'])}" if len(r["step_time"]) > 1 else ""))
+    by = {}
+    for f in r["findings"]:
+        if f["status"]:
+            by.setdefault(f["status"], []).append(f["id"])
+    for status in ("fixed", "falsified", "worse", "new", "better", "persists"):
+        if status in by:
+            parts.append(f"{status}: {', '.join(by[status])}")
+    if r["slo_broken"]:
+        parts.append("SLO broken: " + "; ".join(r["slo_broken"]))
+    return "; ".join(parts)

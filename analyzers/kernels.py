@@ -99,6 +99,56 @@ def kernel_summary_multi(parts: list[tuple[Trace, int, int]], top: int = TOP_KER
     return out
 
 
+DEVICE_TOP_KERNELS = 20
+
+
+def device_kernels(trace: Trace, lo: int, hi: int, top: int = DEVICE_TOP_KERNELS) -> dict[int, list[dict]]:
+    """Per device (index into ``trace.devices``): the kernels *and graph replays* that start in
+    [lo, hi), by name: ``kind`` ("kernel" or "graph"), ``count``, ``total_ns``; the ``top`` names
+    by total time. A graph-level capture records a replay without the kernels inside it, so a
+    replay is its own entry ("graph 1"): the time is counted, never left out of the window.
+
+    One bincount per slice on (device, name) codes: no sort, no copy of the table."""
+    g = trace.gpu
+    if not len(g):
+        return {}
+    start, end = g["start"].to_numpy(), g["end"].to_numpy()
+    work = is_kind(g, "kernel") | is_kind(g, "graph")
+    graph = is_kind(g, "graph")
+    codes = g["name"].cat.codes.to_numpy()
+    devs = g["device"].to_numpy()
+    cats = g["name"].cat.categories
+    n_names = len(cats) + 1  # + 1: code -1 (no name) shifted to 0
+    n_dev = max(len(trace.devices), int(devs.max()) + 1 if devs.size else 0)
+    size = 2 * n_dev * n_names
+    if size > 1 << 22:  # a pathological name table: no per-device summary rather than a huge array
+        return {}
+    count = np.zeros(size, np.int64)
+    total = np.zeros(size)
+    for k in range(0, start.size, SUMMARY_CHUNK):
+        sl = slice(k, k + SUMMARY_CHUNK)
+        sk = start[sl]
+        sel = work[sl] & (sk >= lo) & (sk < hi)
+        if not sel.any():
+            continue
+        key = ((graph[sl][sel].astype(np.int64) * n_dev + devs[sl][sel].astype(np.int64)) * n_names
+               + codes[sl][sel].astype(np.int64) + 1)
+        c = np.bincount(key)
+        count[:c.size] += c
+        total[:c.size] += np.bincount(key, weights=(end[sl][sel] - sk[sel]).astype(np.float64))
+    out: dict[int, list[dict]] = {}
+    for key in np.flatnonzero(count):
+        is_graph, rest = divmod(int(key), n_dev * n_names)
+        dev, code = divmod(rest, n_names)
+        name = str(cats[code - 1]) if code > 0 else "<unknown>"
+        out.setdefault(dev, []).append({"name": name, "kind": "graph" if is_graph else "kernel",
+                                        "count": int(count[key]), "total_ns": int(round(total[key]))})
+    for dev, rows in out.items():
+        rows.sort(key=lambda r: (-r["total_ns"], r["name"]))
+        del rows[top:]
+    return out
+
+
 def merge_copy_checks(checks: list[dict]) -> dict | None:
     """The copy checks of several traces, summed field by field."""
     if not checks:

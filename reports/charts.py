@@ -330,3 +330,35 @@ def all_charts(analysis) -> list[tuple[str, str]]:
         ("hot_frames", hot_frames(data.get("hot_frames", []))),
     ]
     return [(k, v) for k, v in charts if v]
+
+
+def step_distributions(before: dict[str, list[int]], after: dict[str, list[int]], before_label: str = "before",
+                       after_label: str = "after") -> str | None:
+    """Step durations before and after, per matched rank, as one picture: a box per side and
+    rank with every step drawn as a point (up to 8 ranks; more are pooled into one pair)."""
+    ranks = [r for r in before if r in after and before[r] and after[r]]
+    if not ranks:
+        return None
+    if len(ranks) > 8:
+        before = {"all ranks": [v for r in ranks for v in before[r]]}
+        after = {"all ranks": [v for r in ranks for v in after[r]]}
+        ranks = ["all ranks"]
+    fig, ax = plt.subplots(figsize=(8, 0.9 + 0.55 * 2 * len(ranks)))
+    data, labels, colors = [], [], []
+    for r in ranks:
+        for side, vals, color in ((before_label, before[r], "#8d99ae"), (after_label, after[r], "#2a9d8f")):
+            data.append([v / 1e6 for v in vals])
+            labels.append(_label(f"{r} {side}", 40))
+            colors.append(color)
+    pos = list(range(len(data), 0, -1))
+    box = ax.boxplot(data, positions=pos, vert=False, widths=0.6, patch_artist=True, showfliers=False)
+    for patch, color in zip(box["boxes"], colors):
+        patch.set_facecolor(color)
+        patch.set_alpha(0.55)
+    for y, vals, color in zip(pos, data, colors):
+        ax.scatter(vals, [y] * len(vals), s=6, color=color, alpha=0.8, zorder=3)
+    ax.set_yticks(pos)
+    ax.set_yticklabels(labels)
+    ax.set_xlabel("step duration (ms)")
+    ax.set_title("Step durations, before and after (every measured step)", loc="left")
+    return _svg(fig)

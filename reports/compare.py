@@ -1,4 +1,9 @@
-"""Views of a comparison (``tracetriage.compare/1``): json, text, md, html."""
+"""Views of a comparison (``tracetriage.compare/2``): json, text, md, html.
+
+Every view reads the same dict; the verdict comes first, then the step time per rank, the
+findings with their status and the evidence it was decided on, the per-step metrics, then
+the kernels that moved most.
+"""
 
 from __future__ import annotations
 
@@ -6,87 +11,151 @@ import json
 
 from tracetriage.reports.jsonout import _clean
 from tracetriage.reports.markdown import md_escape
-from tracetriage.reports.view import fmt_ns
 
 LABELS = {
-    "busy_pct": ("GPU busy (mean over devices)", "%"), "busy_pct_min": ("GPU busy (least busy device)", "%"),
-    "idle_launch_pct": ("idle: host in launch calls", "%"), "idle_sync_pct": ("idle: host in blocking syncs", "%"),
-    "idle_memcpy_sync_pct": ("idle: host in synchronous copies", "%"), "idle_other_cuda_pct": ("idle: other CUDA/HIP calls", "%"),
-    "idle_host_pct": ("idle: host code, no CUDA call", "%"), "idle_unknown_pct": ("idle: cause unknown (no API trace)", "%"),
-    "launches_per_step": ("kernel launches per step", ""), "graph_launches_per_step": ("graph launches per step", ""),
-    "syncs_per_step": ("blocking syncs per step", ""), "step_p50_ns": ("step p50", "ns"), "step_p99_ns": ("step p99", "ns"),
-    "collective_share_pct": ("collective share", "%"), "collective_exposed_pct": ("collective exposed", "%"),
+    "step_p50_ms": "step p50", "step_p99_ms": "step p99", "compute_ms": "compute", "collective_ms": "exposed collective",
+    "copy_ms": "copies only", "idle_ms": "GPU idle", "idle_sync_ms": "idle: host in blocking syncs",
+    "idle_memcpy_sync_ms": "idle: host in synchronous copies", "idle_launch_ms": "idle: host in launch calls",
+    "idle_other_cuda_ms": "idle: other CUDA/HIP calls", "idle_host_ms": "idle: host code, no CUDA call",
+    "idle_unknown_ms": "idle: cause unknown", "busy_pct": "GPU busy (share of its window)",
+    "launches_per_step": "kernel launches", "graph_launches_per_step": "graph launches", "syncs_per_step": "blocking syncs",
+    "dtoh_copies_per_step": "device-to-host copies", "ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99",
+    "tpot_p50_ms": "TPOT p50", "tpot_p99_ms": "TPOT p99", "itl_p50_ms": "ITL p50", "itl_p99_ms": "ITL p99",
+    "e2el_p50_ms": "end-to-end latency p50", "throughput_rps": "request throughput",
 }
+VERDICT_WORDS = {"improved": "Improved", "regressed": "Regressed", "unchanged": "Unchanged (within noise)",
+                 "mixed": "Mixed", "inconclusive": "Inconclusive"}
 
 
-def fmt(value, unit):
-    if value is None:
+def value(v, unit: str) -> str:
+    if v is None:
         return "n/a"
-    if unit == "ns":
-        return fmt_ns(value)
+    if unit in ("ms", "ms/step"):
+        return f"{v:.3f} ms" if abs(v) < 100 else f"{v:,.1f} ms"
     if unit == "%":
-        return f"{value:.1f}%"
-    return f"{value:,.1f}".rstrip("0").rstrip(".") if isinstance(value, float) else f"{value:,}"
+        return f"{v:.1f}%"
+    if unit == "req/s":
+        return f"{v:.2f} req/s"
+    return f"{v:,.1f}".rstrip("0").rstrip(".")
 
 
-def rows(cmp: dict) -> list[dict]:
-    out = []
-    for m, d in cmp["deltas"].items():
-        label, unit = LABELS.get(m, (m, ""))
-        change = d["change"]
-        if change is None:
-            ch = "n/a"
-        elif unit == "ns":
-            ch = ("+" if change >= 0 else "-") + fmt_ns(abs(change))
-        elif unit == "%":
-            ch = "0.0 pt" if abs(change) < 0.05 else f"{change:+.1f} pt"
-        else:
-            ch = f"{change:+,.1f}".rstrip("0").rstrip(".")
-        out.append({"metric": m, "label": label, "before": fmt(d["before"], unit), "after": fmt(d["after"], unit),
-                    "change": ch, "changed": change not in (None, 0, 0.0)})
-    return out
+def change(m: dict) -> str:
+    c = m["change"]
+    if c is None:
+        return "n/a"
+    if m["unit"] == "%":
+        return f"{c:+.1f} pt"
+    return (f"{c:+.3f} ms" if m["unit"].startswith("ms") else f"{c:+,.2f}".rstrip("0").rstrip("."))
 
 
-def share(v) -> str:
-    return "not in window" if v is None else f"{v:.2f}%"
+def metric_label(m: dict) -> str:
+    label = LABELS.get(m["name"], m["name"])
+    return f"{label} (per step)" if m["unit"] in ("ms/step", "calls/step", "copies/step") else label
 
 
-def kchange(k: dict) -> str:
-    return "n/a" if k["change_pts"] is None else f"{k['change_pts']:+.2f} pt"
+def ms(v) -> str:
+    return "n/a" if v is None else f"{v:.3f} ms"
 
 
-def finding_line(cmp: dict) -> str:
-    f = cmp["findings"]
-    return "Findings — " + "; ".join(f"{k}: {', '.join(f[k]) or 'none'}" for k in ("resolved", "new", "improved", "worse", "unchanged")) + (
-        f" (tolerance {cmp['impact_tolerance_pts']:g} points of impact)")
+def pct(v) -> str:
+    return "n/a" if v is None else f"{v:.1f}%"
+
+
+def step_line(s: dict) -> str:
+    if s["ratio"] is None:
+        return (f"rank{s['rank']} (pid {s['before_pid']} -> {s['after_pid']}): not measured "
+                f"({s['before_count']} / {s['after_count']} steps)")
+    speed = s["before_p50_ns"] / s["after_p50_ns"] if s["after_p50_ns"] else float("nan")
+    how = f"{speed:.2f}x faster" if speed >= 1 else f"{1 / speed:.2f}x slower"
+    return (f"rank{s['rank']} (pid {s['before_pid']} -> {s['after_pid']}): p50 {s['before_p50_ns'] / 1e6:.3f} -> "
+            f"{s['after_p50_ns'] / 1e6:.3f} ms ({how}; after/before {s['ratio']:.3f}, 95% CI "
+            f"{s['ci95'][0]:.3f}-{s['ci95'][1]:.3f}, Mann-Whitney p={s['p_value']:.2g}: {s['status']}); p99 "
+            f"{s['before_p99_ns'] / 1e6:.3f} -> {s['after_p99_ns'] / 1e6:.3f} ms ({s['p99_status']}); "
+            f"{s['before_count']} / {s['after_count']} steps")
 
 
 def render_compare(cmp: dict, fmt_name: str) -> str:
+    public = {k: v for k, v in cmp.items() if not k.startswith("_")}
     if fmt_name == "json":
-        return json.dumps(_clean(cmp), indent=2, ensure_ascii=False) + "\n"
+        return json.dumps(_clean(public), indent=2, ensure_ascii=False) + "\n"
     if fmt_name == "html":
+        from tracetriage.reports import charts
         from tracetriage.reports.html import environment
 
-        return environment().get_template("compare.html.j2").render(c=cmp, rows=rows(cmp), share=share, kchange=kchange)
+        series = cmp.get("_series") or {}
+        chart = charts.step_distributions(series.get("before") or {}, series.get("after") or {},
+                                          "before", "after") if cmp["comparable"]["ok"] else None
+        return environment().get_template("compare.html.j2").render(
+            c=public, chart=chart, step_line=step_line, value=value, change=change, metric_label=metric_label, ms=ms,
+            pct=pct, verdict_words=VERDICT_WORDS)
     if fmt_name == "md":
-        lines = ["# tracetriage compare", "", f"**{md_escape(cmp['summary'])}**", "",
-                 f"- before: {md_escape(cmp['before']['label'])} — {md_escape(cmp['before']['headline'] or '')}",
-                 f"- after: {md_escape(cmp['after']['label'])} — {md_escape(cmp['after']['headline'] or '')}", "",
-                 "| metric | before | after | change |", "|---|---:|---:|---:|"]
-        lines += [f"| {md_escape(r['label'])} | {md_escape(r['before'])} | {md_escape(r['after'])} | {md_escape(r['change'])} |" for r in rows(cmp)]
-        lines += ["", finding_line(cmp), "", "| kernel | before (share of window) | after | change |", "|---|---:|---:|---:|"]
-        lines += [f"| {md_escape(k['name'][:90])} | {share(k['before_share_pct'])} | {share(k['after_share_pct'])} | {kchange(k)} |"
-                  for k in cmp["kernel_deltas"]]
-        return "\n".join(lines) + "\n"
-    lines = [f"tracetriage compare: {cmp['summary']}", "",
-             f"before: {cmp['before']['label']}: {cmp['before']['headline']}",
-             f"after:  {cmp['after']['label']}: {cmp['after']['headline']}", ""]
-    lines += [f"  {r['label']:<38} {r['before']:>12} -> {r['after']:>12}   {r['change']}" for r in rows(cmp)]
-    lines += ["", finding_line(cmp)]
-    lines += [f"  {c['id']}: {c['before_pct']:.1f}% -> {c['after_pct']:.1f}% of the {c['denominator']} ({c['verdict']})"
-              for c in cmp["finding_changes"]]
-    if cmp["kernel_deltas"]:
-        lines += ["", "kernel time as a share of each window (before -> after):"]
-        lines += [f"  {share(k['before_share_pct']):>16} -> {share(k['after_share_pct']):<16} {kchange(k):>10}  {k['name'][:90]}"
-                  for k in cmp["kernel_deltas"][:10]]
+        return _markdown(public)
+    return _text(public)
+
+
+def _text(c: dict) -> str:
+    comp = c["comparable"]
+    lines = [f"tracetriage compare: {c['summary']}", "",
+             f"before: {c['before']['label']} ({c['before']['devices']}; {c['before']['steps']} steps): {c['before']['headline']}",
+             f"after:  {c['after']['label']} ({c['after']['devices']}; {c['after']['steps']} steps): {c['after']['headline']}",
+             "", f"comparable: {'yes' if comp['ok'] else 'NO'} (confidence {comp['confidence']:.2f})"]
+    lines += [f"  - {r}" for r in comp["reasons"]]
+    if c["step_time"]:
+        lines += ["", f"step time per rank (noise: changes under {c['threshold_pct']:g}% of the step or inside the "
+                      "95% interval are no change):"]
+        lines += [f"  {step_line(s)}" for s in c["step_time"][:8]]
+        if len(c["step_time"]) > 8:
+            lines.append(f"  ... {len(c['step_time']) - 8} more ranks in the JSON")
+    if c["findings"]:
+        lines += ["", "findings of the before capture, checked on the after capture:"]
+        for f in c["findings"]:
+            lines.append(f"  {f['id']}: {(f['status'] or 'not judged').upper()} — {f['decided_by']}")
+            lines += [f"      {e['text']}" for e in f["evidence"]]
+    if c["metrics"]:
+        lines += ["", "per step (absolute):"]
+        lines += [f"  {metric_label(m):<44} {value(m['before'], m['unit']):>14} -> {value(m['after'], m['unit']):<14} "
+                  f"{change(m):>12}  {m['direction']}" for m in c["metrics"]]
+    if c["kernels"]:
+        lines += ["", "kernels that moved most, ms per step (share of that device's window):"]
+        for k in c["kernels"][:12]:
+            lines.append(f"  {ms(k['before_ms_per_step']):>12} ({pct(k['before_share_pct'])}) -> {ms(k['after_ms_per_step']):>12} "
+                         f"({pct(k['after_share_pct'])})  {k['name'][:80]}  [{k['device']}]")
+    return "\n".join(lines) + "\n"
+
+
+def _markdown(c: dict) -> str:
+    comp = c["comparable"]
+    lines = ["# tracetriage compare", "", f"**{md_escape(VERDICT_WORDS[c['verdict']])}** — {md_escape(c['summary'])}", "",
+             f"- before: `{md_escape(c['before']['label'])}` ({md_escape(c['before']['devices'])}, {c['before']['steps']} steps) — "
+             f"{md_escape(c['before']['headline'] or '')}",
+             f"- after: `{md_escape(c['after']['label'])}` ({md_escape(c['after']['devices'])}, {c['after']['steps']} steps) — "
+             f"{md_escape(c['after']['headline'] or '')}",
+             f"- comparable: {'yes' if comp['ok'] else '**no**'} (confidence {comp['confidence']:.2f}): "
+             + md_escape("; ".join(comp["reasons"])), ""]
+    if c["step_time"]:
+        lines += ["## Step time", "", "| rank | before p50 | after p50 | after/before (95% CI) | p | before p99 | after p99 | status |",
+                  "|---|---:|---:|---:|---:|---:|---:|---|"]
+        for s in c["step_time"]:
+            ci = f"{s['ratio']:.3f} ({s['ci95'][0]:.3f}-{s['ci95'][1]:.3f})" if s["ratio"] is not None else "n/a"
+            p = f"{s['p_value']:.2g}" if s["p_value"] is not None else "n/a"
+            f = lambda v: "n/a" if v is None else f"{v / 1e6:.3f} ms"  # noqa: E731
+            lines.append(f"| {s['rank']} | {f(s['before_p50_ns'])} | {f(s['after_p50_ns'])} | {ci} | {p} | "
+                         f"{f(s['before_p99_ns'])} | {f(s['after_p99_ns'])} | {s['status']} |")
+        lines.append("")
+    if c["findings"]:
+        lines += ["## Findings", "", "| finding | status | ms/step before | after | decided by | evidence |", "|---|---|---:|---:|---|---|"]
+        for f in c["findings"]:
+            lines.append(f"| {f['id']} | {f['status'] or 'not judged'} | {ms(f['before_ms_per_step'])} | {ms(f['after_ms_per_step'])} | "
+                         f"{md_escape(f['decided_by'])} | {md_escape('; '.join(e['text'] for e in f['evidence']))} |")
+        lines.append("")
+    if c["metrics"]:
+        lines += ["## Per step", "", "| metric | before | after | change | |", "|---|---:|---:|---:|---|"]
+        lines += [f"| {md_escape(metric_label(m))} | {value(m['before'], m['unit'])} | {value(m['after'], m['unit'])} | "
+                  f"{change(m)} | {m['direction']} |" for m in c["metrics"]]
+        lines.append("")
+    if c["kernels"]:
+        lines += ["## Kernels (ms per step, share of the device's window)", "",
+                  "| device | kernel | before | after |", "|---|---|---:|---:|"]
+        lines += [f"| {md_escape(k['device'])} | `{md_escape(k['name'][:90])}` | {ms(k['before_ms_per_step'])} ({pct(k['before_share_pct'])}) | "
+                  f"{ms(k['after_ms_per_step'])} ({pct(k['after_share_pct'])}) |" for k in c["kernels"][:20]]
     return "\n".join(lines) + "\n"

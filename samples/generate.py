@@ -276,6 +276,31 @@ def scenario_graph_decode(rng):
     return [r], {"launches_per_step": 0, "graph_launches_per_step": 1, "syncs_per_step": 1, "warmup_steps": 2}
 
 
+def scenario_graph_decode_no_gain(rng):
+    """The fix that did not help (compare's falsifier): CUDA graphs turned on for the eager
+    decode, but the captured graph is padded to a larger batch, so one replay takes as long as
+    the eager step's launches did, and the host work between steps (the .cpu() read-back and
+    the logits processor in Python) is unchanged. Launches fall from 500 to 0 per step, the
+    step time does not, and the GPU still idles between steps."""
+    r = Rank(pid=4101, device=0)
+    per_step = 500
+    for step in range(24):
+        if step < 2:  # warm-up and capture: eager, as in eager_decode
+            r.host(6_000 * US)
+            for name, dur in _decode_kernels(rng, per_step):
+                r.host(int(rng.uniform(1.0, 2.0) * US))
+                r.launch(name, dur)
+            r.dtoh_sync(nbytes=8 * 32)
+            r.host(int(rng.uniform(1_400, 1_600) * US))
+            continue
+        # the eager step issued 500 launches at ~6.5 us each: the padded replay runs as long
+        replay = sum(int(rng.uniform(1.0, 2.0) * US) + 5 * US for _ in range(per_step))
+        r.graph_launch(replay)
+        r.dtoh_sync(nbytes=8 * 32)
+        r.host(int(rng.uniform(1_400, 1_600) * US))
+    return [r], {"launches_per_step": 0, "graph_launches_per_step": 1, "syncs_per_step": 1, "warmup_steps": 2}
+
+
 def _tp_ranks(rng, n, layers, gemm_us, allreduce_us, steps, name):
     ranks = [Rank(pid=5000 + i, device=i) for i in range(n)]
     for step in range(steps):
@@ -431,6 +456,7 @@ SCENARIOS = {
     "eager_decode_nvtx": (lambda rng: scenario_eager_decode(rng, nvtx=True), "the eager decode with NVTX decode_step ranges"),
     "eager_decode_pyspy": (lambda rng: scenario_eager_decode(rng, pyspy=True), "the eager decode (no NVTX) with a py-spy record of the same load"),
     "graph_decode": (scenario_graph_decode, "the same decode in CUDA graphs (graph-trace mode), .cpu() sync kept"),
+    "graph_decode_no_gain": (scenario_graph_decode_no_gain, "eager_decode with CUDA graphs on but a padded graph and the same host work: no faster (compare: launch_bound falsified)"),
     "tp8_cross_island": (scenario_tp8_cross_island, "TP=8 across two NVLink islands, AllReduce dominates; NVTX execute_model"),
     "tp4_island": (scenario_tp4_island, "TP=4 inside one island, AllReduce ~5%; NVTX execute_model"),
     "prefill_stall": (lambda rng: scenario_prefill_stall(rng, nvtx=True), "graph decode with periodic whole-prompt prefills; NVTX prefill/decode_step"),

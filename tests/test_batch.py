@@ -1,4 +1,4 @@
-"""Batch over archives of captures, archive safety, incremental re-runs, compare, Dask."""
+"""Batch over archives of captures, archive safety, incremental re-runs, Dask (compare: test_compare.py)."""
 
 import gzip
 import io
@@ -164,39 +164,6 @@ def test_zip_with_dotdot_refused(tmp_path):
     with pytest.raises(ArchiveError):
         extract(arc, tmp_path / "d")
     assert not (tmp_path / "evil.txt").exists()
-
-
-def test_compare_eager_vs_graph(tmp_path):
-    proc = run_cli("compare", BUNDLES / "eager_decode", BUNDLES / "graph_decode", "-f", "json")
-    assert proc.returncode == 0, proc.stderr
-    c = json.loads(proc.stdout)
-    assert c["schema"] == "tracetriage.compare/1"
-    assert "launch_bound" in c["findings"]["resolved"]
-    # The sync stays and, with the launch gaps gone, claims more of the window: worse, with both impacts shown.
-    assert "host_sync_per_step" in c["findings"]["worse"]
-    change = next(x for x in c["finding_changes"] if x["id"] == "host_sync_per_step")
-    assert change["after_pct"] - change["before_pct"] > c["impact_tolerance_pts"]
-    assert any(k["status"] == "not in window after" and k["after_share_pct"] is None for k in c["kernel_deltas"])
-    assert c["deltas"]["launches_per_step"] == {"before": 500.0, "after": 0.0, "change": -500.0}
-    assert c["deltas"]["busy_pct"]["change"] > 5
-    assert c["deltas"]["graph_launches_per_step"]["change"] == 1.0
-    for fmt in ("html", "md", "text"):
-        out = run_cli("compare", BUNDLES / "eager_decode", BUNDLES / "graph_decode", "-f", fmt)
-        assert out.returncode == 0 and "launch_bound" in out.stdout
-
-
-def test_compare_identical_inputs_reports_no_change(tmp_path):
-    proc = run_cli("compare", BUNDLES / "healthy", BUNDLES / "healthy", "-f", "json")
-    c = json.loads(proc.stdout)
-    assert c["changed"] == [] and c["findings"]["resolved"] == [] and c["findings"]["new"] == []
-    assert c["summary"] == "no change"
-
-
-def test_compare_accepts_saved_analysis_json(tmp_path):
-    saved = tmp_path / "before.json"
-    saved.write_text(run_cli("analyze", BUNDLES / "eager_decode", "-f", "json").stdout)
-    c = json.loads(run_cli("compare", saved, BUNDLES / "graph_decode", "-f", "json").stdout)
-    assert "launch_bound" in c["findings"]["resolved"]
 
 
 def test_batch_on_dask_local_cluster(tmp_path):

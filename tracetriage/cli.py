@@ -111,18 +111,28 @@ def build_parser() -> argparse.ArgumentParser:
     _cache_options(b)
 
     c = sub.add_parser("compare", help="what changed between two captures (before/after a fix or release)",
-                       description="Compare two cases: traces, bundles, or saved analysis JSON files.")
+                       description="Compare two cases (traces, bundles, or saved analysis JSON files): step time per rank "
+                                   "with its noise, each finding of BEFORE checked on AFTER (fixed, falsified, better, "
+                                   "worse, persists, new), and a verdict. Exit codes with --gate: 0 improved/unchanged/"
+                                   "mixed within budgets, 8 regressed, 9 inconclusive.")
     c.add_argument("before", metavar="BEFORE")
     c.add_argument("after", metavar="AFTER")
     c.add_argument("--format", "-f", choices=FORMATS, help="output format (default: text, or from -o's extension)")
     c.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     c.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
+    c.add_argument("--gate", action="store_true",
+                   help="exit 8 when the after capture regressed, 9 when the pair cannot be judged (inconclusive), "
+                        "0 when improved, unchanged or mixed within budgets")
+    c.add_argument("--gate-threshold", type=float, default=5.0, metavar="PCT",
+                   help="the smallest step-time change, in %% of the before step, that counts (default 5); "
+                        "a change must also be beyond the noise of the steps")
     _verdict_options(c)
     _cache_options(c)
     return p
 
 
 OUTPUT_EXTENSIONS = {".html": "html", ".htm": "html", ".json": "json", ".md": "md", ".txt": "text", ".text": "text"}
+PERFETTO_EXTENSIONS = (".pftrace", ".perfetto-trace", ".perfetto")
 
 
 def _format_for(args) -> str:
@@ -294,7 +304,7 @@ def _load_analysis(path: str, step_range, symptom=None, slo=None):
 
 
 def cmd_compare(args) -> int:
-    from tracetriage.analyzers.compare import compare
+    from tracetriage.analyzers.compare import compare, gate_exit
     from tracetriage.reports.compare import render_compare
 
     _validate_regex(args.step_range)
@@ -304,9 +314,13 @@ def cmd_compare(args) -> int:
     _configure_cache(args)
     before = _load_analysis(args.before, args.step_range, args.symptom, slo)
     after = _load_analysis(args.after, args.step_range, args.symptom, slo)
-    result = compare(before, after, args.before, args.after)
+    if not 0 < args.gate_threshold < 100:
+        from tracetriage.errors import UsageError
+
+        raise UsageError(None, f"--gate-threshold {args.gate_threshold:g}: give a percentage between 0 and 100")
+    result = compare(before, after, args.before, args.after, threshold_pct=args.gate_threshold, slo=slo)
     _emit(args, render_compare(result, fmt), result["summary"])
-    return EXIT_OK
+    return gate_exit(result) if args.gate else EXIT_OK
 
 
 def one_line(text: str) -> str:
