@@ -1,20 +1,26 @@
 #!/usr/bin/env python3
 """Parse + analyze time and peak memory on large traces in the real nsys schema.
 
-    python benchmarks/bench.py --kernels 1000000
+    python benchmarks/bench.py                      # every shape, 1M kernels
+    python benchmarks/bench.py --kernels 10000000 --shape late39
+    python benchmarks/bench.py --devices 4 --streams 2 --sync-every 100 --late-rows 500   # a shape of your own
     python benchmarks/bench.py --startup
     python benchmarks/bench.py --batch --jobs 1 --jobs 2
     python benchmarks/bench.py --kineto --kernels 1000000
     python benchmarks/bench.py --profile --kernels 10000000 --shape decode
+    python benchmarks/bench.py --profile-html --kernels 10000000 --shape late39
 
-Generates (once, cached under benchmarks/out/) two shapes of export with N kernels and
-N launch calls: ``decode`` (one device, one stream, NVTX step ranges, one sync per step)
-and ``sync2dev`` (two devices alternating, four streams, no NVTX, a stream sync every
-500 kernels: steps inferred from syncs). For each it runs, each in a fresh process:
+Generates (once, cached under benchmarks/out/) exports in the nsys schema with N kernels,
+N launch calls and a stream sync every 500 kernels, in three shapes (``Shape``, whose
+fields are also options): ``decode`` (one device, one stream, NVTX step ranges),
+``sync2dev`` (two devices alternating, four streams, no NVTX: steps inferred from the
+syncs) and ``late39`` (sync2dev with ~39 runtime rows in 10M written out of start order,
+as multi-threaded exports have them). For each it runs, each in a fresh process:
 (1) the baseline — sqlite3 scanning the kernel and runtime tables once (what any reader
 must at least pay); (2) tracetriage's parser; (3) parser + all analyzers (no cache);
-(4) the CLI's second analysis of the same file from the analysis cache. Reports wall
-time, peak RSS (ru_maxrss), the ratio to the scan, and the cache's size on disk.
+(4) the CLI's second analysis of the same file from the analysis cache, as JSON and as
+HTML. Reports wall time, peak RSS (ru_maxrss), the ratio to the scan, and the cache's
+size on disk.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -33,11 +40,50 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "samples"))
 
 
-def build(path: Path, n_kernels: int, per_step: int = 500, shape: str = "decode") -> None:
+@dataclass(frozen=True)
+class Shape:
+    """What a generated export looks like. Every shape has N kernels, one launch call per
+    kernel (joined by correlationId) and a ``cudaStreamSynchronize`` every ``sync_every``
+    kernels; kernels go round-robin over the devices, then over each device's streams."""
+
+    devices: int = 1
+    streams: int = 1
+    sync_every: int = 500
+    nvtx: bool = True  # one NVTX range per sync period (else the steps are inferred from the syncs)
+    late_rows: int = 0  # runtime rows per 10M written after rows that start later (out of start order)
+    late_by: int = 100_000  # such a row is written up to this many runtime rows after its place
+    stream_base: int = 7
+    host_ns: int = 1500  # host work before each launch call
+    call_ns: int = 5000  # the launch call
+    kernel_ns: tuple[int, int] = (1500, 3000)
+    after_sync_ns: int = 400_000
+
+    def label(self) -> str:
+        return (f"{self.devices}dev_{self.streams}str_sync{self.sync_every}_{'nvtx' if self.nvtx else 'nonvtx'}"
+                f"_late{self.late_rows}")
+
+
+_SYNC2DEV = Shape(devices=2, streams=4, nvtx=False, stream_base=10, host_ns=1200, call_ns=4000,
+                  kernel_ns=(2000, 9000), after_sync_ns=200_000)
+SHAPES = {
+    # one device, one stream, NVTX steps, a stream sync at the end of each step
+    "decode": Shape(),
+    # two devices alternating, four streams each, no NVTX: steps inferred from the syncs
+    "sync2dev": _SYNC2DEV,
+    # the same with ~39 runtime rows in 10M out of start order, as multi-threaded exports write
+    # them (the real 2xH100 exports have 1 and 5): issue 27's shape
+    "late39": replace(_SYNC2DEV, late_rows=39),
+}
+
+
+def build(path: Path, n_kernels: int, per_step: int = 500, shape: str | Shape = "decode") -> None:
     import generate
 
     if path.exists():
         return
+    spec = SHAPES[shape] if isinstance(shape, str) else shape
+    if per_step != 500:
+        spec = replace(spec, sync_every=per_step)
     tmp = path.with_suffix(".tmp")
     if tmp.exists():
         tmp.unlink()
@@ -49,9 +95,11 @@ def build(path: Path, n_kernels: int, per_step: int = 500, shape: str = "decode"
                    [(100, "cudaLaunchKernel_v7000"), (101, "cudaStreamSynchronize_v3020")])
     pid = 4242
     gpid, gtid = pid << 24, (pid << 24) | pid
-    rng = random.Random(1)
-    rows = _sync2dev_rows if shape == "sync2dev" else _decode_rows
-    _insert(db, rows(n_kernels, per_step, gpid, gtid, rng), gpid, pid)
+    rows = _rows(spec, n_kernels, gpid, gtid, random.Random(1))
+    if spec.late_rows:
+        n_runtime = n_kernels + n_kernels // spec.sync_every
+        rows = _late(rows, n_runtime, max(1, round(spec.late_rows * n_runtime / 10_000_000)), spec.late_by)
+    _insert(db, rows, gpid, pid)
     tmp.rename(path)
 
 
@@ -69,23 +117,56 @@ def _launch(t: int, host_ns: int, call_ns: int, stream_free: int) -> tuple[int, 
     return s, e, max(e + 2000, stream_free)
 
 
-def _decode_rows(n_kernels, per_step, gpid, gtid, rng):
-    """One device, one stream, NVTX steps, a stream sync at the end of each step."""
-    t = gpu = 1_000_000_000
+def _rows(shape: Shape, n_kernels: int, gpid: int, gtid: int, rng):
+    """(table, row) pairs in start order: a launch call and its kernel per kernel, a stream
+    sync every ``sync_every`` kernels once all streams are done, and with ``nvtx`` a range
+    over each sync period (its launches and the sync)."""
+    t = 1_000_000_000
+    gpu = {(d, s): t for d in range(shape.devices) for s in range(shape.streams)}
+    lo, hi = shape.kernel_ns
+    period_ns = shape.sync_every * (shape.host_ns + shape.call_ns)
     corr = 0
     for i in range(n_kernels):
         corr += 1
-        s, t, ks = _launch(t, 1500, 5000, gpu)
-        gpu = ks + rng.randint(1500, 3000)
-        yield ("K", _kernel_row(ks, gpu, 0, 7, corr, gpid, 1 + i % 7))
-        yield ("R", (s, t, 0, gtid, corr, 100, 0, None))
-        if (i + 1) % per_step == 0:
+        dev, stream = i % shape.devices, (i // shape.devices) % shape.streams
+        s0, t, ks = _launch(t, shape.host_ns, shape.call_ns, gpu[(dev, stream)])
+        ke = ks + rng.randint(lo, hi)
+        gpu[(dev, stream)] = ke
+        yield ("K", _kernel_row(ks, ke, dev, shape.stream_base + stream, corr, gpid, 1 + i % 7))
+        yield ("R", (s0, t, 0, gtid, corr, 100, 0, None))
+        if (i + 1) % shape.sync_every == 0:
             corr += 1
-            s = t
-            t = max(t + 2000, gpu + 3000)
-            yield ("R", (s, t, 0, gtid, corr, 101, 0, None))
-            yield ("N", (s - per_step * 6500, t, 59, "decode_step", gtid, 0))
-            t += 400_000
+            s0 = t
+            t = max(t + 2000, max(gpu.values()) + 3000)
+            yield ("R", (s0, t, 0, gtid, corr, 101, 0, None))
+            if shape.nvtx:
+                yield ("N", (s0 - period_ns, t, 59, "decode_step", gtid, 0))
+            t += shape.after_sync_ns
+
+
+def _late(rows, n_runtime: int, k: int, late_by: int):
+    """The rows with ``k`` runtime rows (chosen at random) each written 1..``late_by`` runtime
+    rows after its place: out of start order, as a thread's buffered rows come out in a
+    multi-threaded export. Its own random stream, so every other value is as without it."""
+    import heapq
+
+    rng = random.Random(27)
+    chosen = set(rng.sample(range(n_runtime), min(k, n_runtime)))
+    held: list = []  # (runtime ordinal to write it after, ordinal, row)
+    ordinal = 0
+    for kind, row in rows:
+        if kind != "R":
+            yield kind, row
+            continue
+        if ordinal in chosen:
+            heapq.heappush(held, (ordinal + rng.randint(1, late_by), ordinal, row))
+        else:
+            yield kind, row
+            while held and held[0][0] <= ordinal:
+                yield "R", heapq.heappop(held)[2]
+        ordinal += 1
+    while held:
+        yield "R", heapq.heappop(held)[2]
 
 
 SQL = {
@@ -109,27 +190,6 @@ def _insert(db, rows, gpid: int, pid: int) -> None:
     db.execute("INSERT INTO PROCESSES VALUES (?, ?, 'python3')", (gpid, pid))
     db.commit()
     db.close()
-
-
-def _sync2dev_rows(n_kernels, per_step, gpid, gtid, rng):
-    """Two devices alternating, four streams each, no NVTX; a stream sync every ``per_step`` kernels."""
-    t = 1_000_000_000
-    gpu = {(d, s): t for d in (0, 1) for s in range(4)}
-    corr = 0
-    for i in range(n_kernels):
-        corr += 1
-        dev, stream = i % 2, (i // 2) % 4
-        s0, t, ks = _launch(t, 1200, 4000, gpu[(dev, stream)])
-        ke = ks + rng.randint(2000, 9000)
-        gpu[(dev, stream)] = ke
-        yield ("K", _kernel_row(ks, ke, dev, 10 + stream, corr, gpid, 1 + i % 7))
-        yield ("R", (s0, t, 0, gtid, corr, 100, 0, None))
-        if (i + 1) % per_step == 0:
-            corr += 1
-            s0 = t
-            t = max(t + 2000, max(gpu.values()) + 3000)
-            yield ("R", (s0, t, 0, gtid, corr, 101, 0, None))
-            t += 200_000
 
 
 CHILD = r"""
@@ -166,7 +226,15 @@ elif mode == "cached":
     import os
     from tracetriage.cli import main
     t = time.perf_counter()  # the CLI end to end, its imports included
-    main(["analyze", path, "-f", "json", "-o", os.devnull, "--cache-dir", sys.argv[3]])
+    main(["analyze", path, "-f", sys.argv[4], "-o", os.devnull, "--cache-dir", sys.argv[3]])
+elif mode == "profile_cached":  # where the cached HTML's time goes (imports included)
+    import cProfile, os, pstats
+    prof = cProfile.Profile()
+    prof.enable()
+    from tracetriage.cli import main
+    main(["analyze", path, "-f", "html", "-o", os.devnull, "--cache-dir", sys.argv[3]])
+    prof.disable()
+    pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
 else:
     from tracetriage import analyze, open_case
     analyze(open_case([path]))
@@ -273,8 +341,17 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, action="append", help="batch workers (repeat to compare, e.g. --jobs 1 --jobs 2)")
     ap.add_argument("--startup", action="store_true", help="measure start-up and a small real export instead")
     ap.add_argument("--kineto", action="store_true", help="measure a generated Kineto JSON trace instead")
-    ap.add_argument("--shape", choices=["decode", "sync2dev", "both"], default="both")
+    ap.add_argument("--shape", choices=[*SHAPES, "all", "both"], default="all",
+                    help="a generated shape, or all of them (both: decode and sync2dev)")
+    g = ap.add_argument_group("a shape of your own (starts from --shape, sync2dev when it is all)")
+    g.add_argument("--devices", type=int)
+    g.add_argument("--streams", type=int, help="streams per device")
+    g.add_argument("--sync-every", type=int, help="kernels between two stream syncs")
+    g.add_argument("--nvtx", action=argparse.BooleanOptionalAction, default=None, help="an NVTX range per sync period")
+    g.add_argument("--late-rows", type=int, help="runtime rows per 10M written out of start order")
+    g.add_argument("--late-by", type=int, help="how many runtime rows after its place such a row is written, at most")
     ap.add_argument("--profile", action="store_true", help="print a cProfile of the first read (analyze) of each shape instead")
+    ap.add_argument("--profile-html", action="store_true", help="print a cProfile of the cached HTML report of each shape instead")
     args = ap.parse_args(argv)
     if args.startup:
         bench_startup()
@@ -293,29 +370,51 @@ def main(argv=None):
 
     out = HERE / "out"
     out.mkdir(exist_ok=True)
-    for shape in (("decode", "sync2dev") if args.shape == "both" else (args.shape,)):
-        path = out / f"{shape}_{args.kernels}.sqlite"
+    names = {"all": list(SHAPES), "both": ["decode", "sync2dev"]}.get(args.shape, [args.shape])
+    custom = {f: getattr(args, f) for f in ("devices", "streams", "sync_every", "nvtx", "late_rows", "late_by")
+              if getattr(args, f) is not None}
+    if custom:
+        spec = replace(SHAPES["sync2dev" if args.shape in ("all", "both") else args.shape], **custom)
+        shapes = {spec.label(): spec}
+    else:
+        shapes = {name: SHAPES[name] for name in names}
+    summary = []
+    for name, spec in shapes.items():
+        path = out / f"{name}_{args.kernels}.sqlite"
         t = time.perf_counter()
-        build(path, args.kernels, shape=shape)
+        build(path, args.kernels, shape=spec)
         print(f"trace: {path.name} ({path.stat().st_size / 1e6:,.0f} MB, {args.kernels:,} kernels + launches; "
               f"built/cached in {time.perf_counter() - t:.1f} s)")
-        if args.profile:
-            proc = subprocess.run([sys.executable, "-c", CHILD, "profile", str(path)], capture_output=True, text=True, check=True)
-            print(proc.stderr, end="")
-            continue
         cache_dir = tempfile.mkdtemp(prefix="tt-bench-cache-")
         try:
+            if args.profile or args.profile_html:
+                if args.profile_html:
+                    measure("cached", path, cache_dir, "json")  # fills the cache
+                mode = "profile_cached" if args.profile_html else "profile"
+                proc = subprocess.run([sys.executable, "-c", CHILD, mode, str(path), cache_dir],
+                                      capture_output=True, text=True, check=True)
+                print(proc.stderr, end="")
+                continue
             res = {mode: measure(mode, path, cache_dir) for mode in ("sqlite3", "parse", "analyze")}
-            measure("cached", path, cache_dir)  # first CLI run fills the cache
-            res["cached"] = measure("cached", path, cache_dir)
+            measure("cached", path, cache_dir, "json")  # first CLI run fills the cache
+            res["cached"] = measure("cached", path, cache_dir, "json")
+            res["html"] = measure("cached", path, cache_dir, "html")
             size = sum(f.stat().st_size for f in Path(cache_dir).rglob("*") if f.is_file())
         finally:
             shutil.rmtree(cache_dir, ignore_errors=True)
         scan = res["sqlite3"]["seconds"]
+        labels = {"cached": "cached json", "html": "cached html"}
         for mode, r in res.items():
             ratio = f"{r['seconds'] / scan:5.1f}x scan" if mode != "sqlite3" else "    baseline"
-            print(f"  {mode:<8} {r['seconds']:>7.2f} s  {ratio}   peak RSS {r['peak_rss_mb']:>7.1f} MB")
+            print(f"  {labels.get(mode, mode):<11} {r['seconds']:>7.2f} s  {ratio}   peak RSS {r['peak_rss_mb']:>7.1f} MB")
         print(f"  cache on disk {size / 1e6:,.0f} MB ({size / (2 * args.kernels):.0f} bytes per kernel + launch)")
+        summary.append((name, res))
+    if len(summary) > 1:
+        print(f"\n{'shape':<10} {'scan':>7} {'first read':>11} {'ratio':>6} {'peak RSS':>9} {'cached json':>12} {'cached html':>12}")
+        for name, res in summary:
+            scan, first = res["sqlite3"]["seconds"], res["analyze"]
+            print(f"{name:<10} {scan:>6.2f}s {first['seconds']:>10.2f}s {first['seconds'] / scan:>5.1f}x "
+                  f"{first['peak_rss_mb']:>6.0f} MB {res['cached']['seconds']:>11.2f}s {res['html']['seconds']:>11.2f}s")
 
 
 if __name__ == "__main__":

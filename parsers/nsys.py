@@ -49,6 +49,7 @@ from tracetriage.model import (
 )
 from tracetriage.parsers import coerce
 from tracetriage.parsers.common import code_dtype, compact_categorical, per_category
+from tracetriage.order import start_order
 from tracetriage.parsers.sqlite import Database, concat_columns
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -409,6 +410,11 @@ def _api(db: Database, strings: _Strings) -> pd.DataFrame | None:
     cols = db.scan_columns(t, columns, convert)
     if not cols or not len(cols["start"]):
         return None
+    # In start order but for the few rows a multi-threaded capture writes late: put in place, not sorted.
+    plan = start_order(cols["start"])
+    if plan is not None:
+        for k in list(cols):  # in place, one column at a time
+            cols[k] = plan.apply(cols[k])
     raw = compact_categorical(cols.pop("name_code"), strings.categories)
     # Strip the version suffix once per distinct name, then re-intern.
     stripped = [strip_api_version(str(c)) for c in raw.categories]
@@ -611,13 +617,11 @@ def parse(path: str) -> Trace:
             raise MissingDataError(path, "nothing to analyze: no GPU record has timestamps")
         cols["device"], pairs = device_keys(cols["pid"], cols.pop("dev"))
         trace.devices = _devices(db, pairs)
-        starts = cols["start"]
-        if not is_sorted(starts):  # exports are usually in start order already
-            order = np.argsort(starts, kind="stable")
-            for col in list(cols):  # reorder one column at a time
-                cols[col] = cols[col][order]
-            del order
-        del starts
+        plan = start_order(cols["start"])  # exports are usually in start order already
+        if plan is not None:
+            for col in list(cols):  # in place, one column at a time
+                cols[col] = plan.apply(cols[col])
+        del plan
         trace.gpu = pd.DataFrame({c: cols.pop(c) for c in gpu_column_order()}, copy=False)
         gpu = trace.gpu
         if api is not None:
