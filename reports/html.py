@@ -10,6 +10,7 @@ from __future__ import annotations
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from tracetriage.reports import perfetto_view
 from tracetriage.reports.charts import all_charts, serving_charts
 from tracetriage.reports.view import build_view, fmt_ns
 
@@ -29,4 +30,5 @@ def render_html(analysis) -> str:
     view = build_view(analysis.data)
     charts = [(name, Markup(svg)) for name, svg in all_charts(analysis)]
     extra = [(name, Markup(svg)) for name, svg in serving_charts(analysis)]
-    return environment().get_template("report.html.j2").render(v=view, charts=charts, serving_charts=extra)
+    return environment().get_template("report.html.j2").render(v=view, charts=charts, serving_charts=extra,
+                                                                px=perfetto_view.view(analysis))

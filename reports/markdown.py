@@ -22,4 +22,6 @@ def render_markdown(analysis) -> str:
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["md"] = md_escape
     env.filters["ns"] = fmt_ns
-    return env.get_template("report.md.j2").render(v=build_view(analysis.data))
+    from tracetriage.reports import perfetto_view
+
+    return env.get_template("report.md.j2").render(v=build_view(analysis.data), px=perfetto_view.view(analysis))

@@ -33,7 +33,6 @@ where the claimed time lies and sums to the claim (within 1 ns per gap).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,23 +60,6 @@ CHUNK_ROWS = 1 << 18
 DEFAULT_WORST_STEPS = 3
 GAP_CLASS_NAMES = {"after_sync": "idle gap (after sync)", "short": "idle gap (short)", "long": "idle gap (long)"}
 MAX_EVIDENCE_ARGS = 12
-
-
-def parse_window(text: str | None) -> tuple[str, int]:
-    """``--perfetto-window``: ``steady`` (the analysis window, default), ``all``, or
-    ``worst-steps[=N]`` (``worst-steps N`` on the command line)."""
-    from tracetriage.errors import UsageError
-
-    text = (text or "steady").strip()
-    m = re.fullmatch(r"worst-steps(?:[=: ](\d+))?", text)
-    if m:
-        n = int(m.group(1) or DEFAULT_WORST_STEPS)
-        if n < 1:
-            raise UsageError(None, "--perfetto-window worst-steps N: N must be at least 1")
-        return "worst-steps", n
-    if text in ("all", "steady"):
-        return text, 0
-    raise UsageError(None, f"--perfetto-window: {text!r} is not one of all, steady, worst-steps N")
 
 
 def _text(value) -> str:
@@ -326,6 +308,7 @@ class _Claims:
         self.total = slices_total  # slice -> ns over the device window (the decomposition)
         self.done = {}  # slice -> cumulative ns of the slice seen so far
         self.drawn: dict[str, int] = {}
+        self.largest: dict[str, tuple[int, int]] = {}  # finding -> its longest piece (start, end)
         self.blobs, self.blob_of = [], {}
         for fid in self.order:
             for sl in claims[fid]:
@@ -361,6 +344,11 @@ class _Claims:
             if keep.any():
                 pieces.append((s[keep] + pos_prev[keep], s[keep] + pos[keep], self.name_iid[fid], self.blob_of[(fid, slice_name)]))
                 self.drawn[fid] = self.drawn.get(fid, 0) + int((pos - pos_prev)[keep].sum())
+                lens = (pos - pos_prev)[keep]
+                k = int(np.argmax(lens))
+                old = self.largest.get(fid)
+                if old is None or lens[k] > old[1] - old[0]:
+                    self.largest[fid] = (int(s[keep][k] + pos_prev[keep][k]), int(s[keep][k] + pos[keep][k]))
             pos_prev = pos
         if pieces:
             b = np.concatenate([x[0] for x in pieces])
@@ -388,7 +376,7 @@ class _TraceExport:
         self.process_tracks: dict[int, int] = {}
         self.names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist())) if len(trace.processes) else {}
         self.counts = {"kernels": {}, "gpu_ops": 0, "api_calls": 0, "ranges": 0, "gap_ns_by_cause": {}, "claimed_ns": {},
-                       "idle_slices_measured": {}}
+                       "idle_slices_measured": {}, "largest_claim": {}, "worst_step": {}}
         self.slices = (analysis.series or {}).get("slices") or {}
         self.hosts: dict = {}
         self.left_out = {}
@@ -595,6 +583,7 @@ class _TraceExport:
             w.raw(pw.slices(s.starts[idx], s.ends[idx], track, name, w.sequence, begin_extra=extra))
             flags = w.track(name="tracetriage: flags", parent=self.process_track(pid))
             if keep[worst]:
+                self.counts["worst_step"][pid] = (int(s.starts[worst]), int(s.ends[worst]))
                 w.slice(flags, int(s.starts[worst]), int(s.ends[worst]), "worst step",
                         {"step": worst, "duration_ns": int(d[worst]), "x_median": round(d[worst] / max(p50, 1.0), 2),
                          "steps_source": s.source})
@@ -677,6 +666,7 @@ class _TraceExport:
             for name, (s, e) in busy.items():
                 spread.spread(name, s, e - s, _in_spans(s, e, spans))
             self.counts["claimed_ns"][did] = spread.drawn
+            self.counts["largest_claim"][did] = spread.largest
         top = (self.devices_data.get(did) or {}).get("gaps", {}).get("top") or []
         for k, gap in enumerate(top[:tl.TOP_GAPS]):
             s0, ln = int(gap["start_ns"]), int(gap["length_ns"])
@@ -794,56 +784,6 @@ def _summary(exports: list[_TraceExport], mode: str, n: int) -> dict:
                        "kernels_by_device": x.counts["kernels"], "gpu_ops": x.counts["gpu_ops"],
                        "api_calls": x.counts["api_calls"], "ranges": x.counts["ranges"],
                        "gap_ns_by_cause": x.counts["gap_ns_by_cause"], "claimed_ns": x.counts["claimed_ns"],
+                       "largest_claim": x.counts["largest_claim"], "worst_step": x.counts["worst_step"],
                        "left_out": x.left_out_counts()})
     return {"mode": f"worst-steps {n}" if mode == "worst-steps" else mode, "traces": traces}
-
-
-def left_out_text(summary: dict) -> str:
-    """One line: what the export holds and what it leaves out."""
-    parts = []
-    for t in summary["traces"]:
-        lo = t["left_out"]
-        out = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in lo.items() if v)
-        parts.append(f"{t['what']}" + (f"; left out {out} outside it (--perfetto-window all keeps everything)" if out else "; nothing left out"))
-    return " | ".join(parts)
-
-
-# ---------------------------------------------------------------------------------------------
-# Where to look, for the reports (from the Analysis alone: no export needed to say it)
-
-
-def hints(analysis) -> dict[str, dict]:
-    """Per finding: the track of the exported trace that shows it and a time range to zoom to
-    (ns, the capture's clock): the longest gap among those it claims, the longest step of a
-    tail finding, else the analysis window."""
-    data = analysis.data
-    claims = (analysis.series or {}).get("claims") or {}
-    window = data.get("window") or {}
-    devices = {d["id"]: d for d in data.get("devices", [])}
-    out = {}
-    for f in data.get("findings", []):
-        fid = f["id"]
-        best = max(((dev, sum(c[fid].values())) for dev, c in claims.items() if fid in c), key=lambda x: x[1], default=None)
-        if best and best[1]:
-            dev = best[0]
-            slices = claims[dev][fid]
-            causes = {s.split(":")[2] for s in slices if s.startswith("idle:")}
-            top = [g for g in (devices.get(dev, {}).get("gaps", {}).get("top") or []) if g["cause"] in causes]
-            if top:
-                g = top[0]
-                out[fid] = {"track": f"{dev} › tracetriage: findings", "start_ns": int(g["start_ns"]),
-                            "end_ns": int(g["start_ns"]) + int(g["length_ns"]),
-                            "what": f"the longest gap it claims ({g['cause']}); the same track shows every slice it claims"}
-                continue
-            out[fid] = {"track": f"{dev} › tracetriage: findings", "start_ns": window.get("start_ns"),
-                        "end_ns": window.get("end_ns"), "what": "the slices it claims across the window"}
-            continue
-        if not window:
-            continue
-        if f["axis"] == "tail":
-            out[fid] = {"track": "tracetriage: verdict › " + fid + " (and each process's tracetriage: flags › worst step)",
-                        "start_ns": window.get("start_ns"), "end_ns": window.get("end_ns"), "what": "the long steps"}
-        else:
-            out[fid] = {"track": "tracetriage: verdict › " + fid, "start_ns": window.get("start_ns"),
-                        "end_ns": window.get("end_ns"), "what": "the analysis window"}
-    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tracetriage.analyzers.evidence import plural
+from tracetriage.reports import perfetto_view
 from tracetriage.reports.view import build_view, fmt_ns
 
 
@@ -13,6 +14,9 @@ def render_text(analysis) -> str:
         out.append(f"SYMPTOM  {v['symptom']} (its findings rank first)")
     for d in v.get("devices", [])[:8]:
         out.append(f"WINDOW   {d['id']}: {d['accounting_text']}")
+    exported = (analysis.series or {}).get("perfetto_export")
+    if exported:
+        out.append(f"TIMELINE wrote {exported['path']} (Perfetto trace; {exported['mode']}: {exported['left_out_text']})")
     out.append("")
     w = v["window"]
     if w:
@@ -52,11 +56,14 @@ def render_text(analysis) -> str:
                 f"{p['lps']:>9} {p['gps']:>8} {p['sps']:>7}  {p['name']}"
             )
         out.append("")
+    hints = perfetto_view.view(analysis)["hints"] if exported else {}
     for n, f in enumerate(v["findings"], 1):
         out.append(f"[{n}] {f['severity'].upper()} {f['id']} ({f['axis']}) — impact {f['impact_pct']:.1f}% of {f['impact_denominator']}")
         out.append(f"    {f['title']}")
         for e in f["evidence"]:
             out.append(f"    - {e['text']}")
+        if exported and hints.get(f["id"]):
+            out.append(f"    timeline:  {hints[f['id']]}")
         out.append(f"    mechanism: {f['mechanism']}")
         out.append(f"    fix:       {f['fix']}")
         out.append(f"    confirm:   {f['confirm']}")

@@ -86,8 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("analyze", help="analyze a trace, bundle directory or artifacts and print/write the verdict",
                        description="Analyze the given files and directories as one case.")
     a.add_argument("paths", nargs="+", metavar="PATH", help="trace files, side artifacts, or a bundle directory")
-    a.add_argument("--format", "-f", choices=FORMATS, help="output format (default: text, or from -o's extension)")
+    a.add_argument("--format", "-f", choices=FORMATS + ("perfetto",),
+                   help="output format (default: text, or from -o's extension); perfetto: the capture and the verdict as "
+                        "a Perfetto trace (binary: needs -o FILE.pftrace)")
     a.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of standard output")
+    a.add_argument("--perfetto", metavar="FILE", help="also export the capture and the verdict as a Perfetto trace to FILE "
+                                                      "(the report names it)")
+    a.add_argument("--perfetto-window", metavar="MODE", default="steady",
+                   help="what the Perfetto export holds: steady (default: the analysis window, warm-up excluded), all, "
+                        "or worst-steps N (the N slowest steps and the step before and after each; N defaults to 3)")
     a.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
     a.add_argument("--fail-on", choices=SEVERITIES, help="exit with code 5 when a finding at or above this severity is present")
     _verdict_options(a)
@@ -238,7 +245,8 @@ def cmd_analyze(args) -> int:
     _validate_regex(args.step_range)
     slo = parse_slo(args.slo)
     _check_output(args)
-    fmt = _format_for(args)
+    export_to, window = _perfetto_request(args)
+    fmt = "perfetto" if export_to and export_to == args.output else _format_for(args)
     _configure_cache(args)
     import warnings
 
@@ -258,8 +266,82 @@ def cmd_analyze(args) -> int:
     seen = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
     if seen:
         analysis.data.setdefault("warnings", []).extend(one_line(m) for m in seen)
-    _emit(args, render(analysis, fmt), analysis.headline)
+    if export_to:
+        _perfetto_export(case, analysis, export_to, window)
+    if fmt != "perfetto":
+        _emit(args, render(analysis, fmt), analysis.headline)
     return EXIT_FAIL_ON if _fails(analysis.findings, args.fail_on) else EXIT_OK
+
+
+def parse_perfetto_window(text: str | None) -> tuple[str, int]:
+    """``--perfetto-window``: ``steady`` (the analysis window, the default), ``all``, or
+    ``worst-steps N`` (also written ``worst-steps=N``; N defaults to 3)."""
+    import re
+
+    from tracetriage.errors import UsageError
+
+    text = (text or "steady").strip()
+    m = re.fullmatch(r"worst-steps(?:[=: ](\d+))?", text)
+    if m:
+        n = int(m.group(1) or 3)
+        if n < 1:
+            raise UsageError(None, "--perfetto-window worst-steps N: N must be at least 1")
+        return "worst-steps", n
+    if text in ("all", "steady"):
+        return text, 0
+    raise UsageError(None, f"--perfetto-window: {text!r} is not one of all, steady, worst-steps N")
+
+
+def _perfetto_request(args) -> tuple[str | None, tuple[str, int]]:
+    """Where the Perfetto export goes (``--format perfetto -o FILE``, a ``.pftrace`` -o, or
+    ``--perfetto FILE``) and its window; refused before any analysis when it cannot be written.
+    The trace is binary: it never goes to standard output."""
+    from tracetriage.errors import OutputError, UsageError
+    window = parse_perfetto_window(args.perfetto_window)
+    as_format = args.format == "perfetto" or (not args.format and args.output
+                                              and Path(args.output).suffix.lower() in PERFETTO_EXTENSIONS)
+    if as_format and args.perfetto:
+        raise UsageError(None, "--perfetto FILE adds the export to another report format: with --format perfetto, "
+                               "give only -o FILE")
+    if as_format and not args.output:
+        raise UsageError(None, "--format perfetto writes a binary trace: give -o FILE (e.g. -o case.pftrace)")
+    path = args.output if as_format else args.perfetto
+    if path:
+        out = Path(path)
+        if out.is_dir():
+            raise OutputError(out, "cannot write the Perfetto trace: it is a directory")
+        if not out.parent.is_dir():
+            raise OutputError(out, f"cannot write the Perfetto trace: folder {out.parent} does not exist")
+        if args.output and not as_format and out.resolve() == Path(args.output).resolve():
+            raise UsageError(None, "--perfetto FILE and -o FILE name the same file")
+    return path, window
+
+
+def _perfetto_export(case, analysis, path: str, window: tuple[str, int]) -> None:
+    """Write the export (a partial file is removed on failure) and say what it holds."""
+    import os
+
+    from tracetriage.errors import OutputError
+    from tracetriage.reports.perfetto import export
+    from tracetriage.reports.perfetto_view import left_out_text
+
+    try:
+        summary = export(case, analysis, path, mode=window[0], worst_steps=window[1])
+    except OSError as exc:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        raise OutputError(path, f"cannot write the Perfetto trace: {exc.strerror or exc}") from None
+    except BaseException:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        raise
+    analysis.series["perfetto_export"] = {"path": str(path), **summary, "left_out_text": left_out_text(summary)}
+    print(one_line(f"tracetriage: wrote {path} (Perfetto trace, open in ui.perfetto.dev; {summary['mode']}: "
+                   f"{left_out_text(summary)})"), file=sys.stderr)
 
 
 def cmd_batch(args) -> int:
@@ -329,6 +411,20 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
+def _joined_window(argv: list[str]) -> list[str]:
+    """``--perfetto-window worst-steps N`` as one value (argparse takes one word per option)."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == "--perfetto-window" and i + 2 < len(argv) + 1 and argv[i + 1:i + 2] == ["worst-steps"] \
+                and i + 2 < len(argv) and argv[i + 2].isdigit():
+            out += [argv[i], f"worst-steps={argv[i + 2]}"]
+            i += 3
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
 def _terminate(signum, frame):  # SIGTERM unwinds like Ctrl-C: temporary directories are removed
     raise KeyboardInterrupt
 
@@ -354,7 +450,7 @@ def main(argv=None) -> int:
             print(f"tracetriage: error: no command given: did you mean tracetriage analyze {one_line(argv[0])}"
                   f"{' ...' if len(argv) > 1 else ''}? (commands: analyze, batch, compare)", file=sys.stderr)
             return EXIT_USAGE
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_joined_window(argv))
     if not args.command:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
