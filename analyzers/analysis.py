@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from tracetriage import __version__
-from tracetriage.analyzers import accounting, lanes, rules
+from tracetriage.analyzers import accounting, efficiency, lanes, rules
 from tracetriage.analyzers import collectives as coll
 from tracetriage.analyzers import kernels as kern
 from tracetriage.analyzers import steps as st
@@ -243,6 +243,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         "_series": {"busy": series_busy, "steps": step_series, "timeline": timeline},
     }
     out["_odd"] = rules.oddities(out)
+    out["_efficiency"] = efficiency.measure(trace, lo, hi, list(steps.values()))
     return out
 
 
@@ -358,6 +359,7 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     findings, abstentions = rules.evaluate(ctx)
     data["findings"] = findings
     data["abstentions"] = abstentions
+    data["efficiency"] = efficiency.block(per_trace)
     data["headline"] = rules.headline(findings, abstentions, data, symptom)
     data["headline_by_axis"] = rules.headline_by_axis(findings)
     slices = {d["id"]: dict(d.get("_slices") or {}) for d in devices}  # the decomposition in ns (Perfetto export)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracetriage.analyzers import catalog, serving_rules
+from tracetriage.analyzers import catalog, efficiency, serving_rules
 from tracetriage.analyzers.accounting import Ledger
 from tracetriage.analyzers.catalog import AXES, SEVERITIES
 from tracetriage.analyzers.evidence import ev, nbytes, pct, plural, severity_for, us
@@ -61,6 +61,7 @@ THRESHOLDS = {
 }
 
 THRESHOLDS.update(serving_rules.THRESHOLDS)  # one table of thresholds, each with its reason
+THRESHOLDS.update(efficiency.THRESHOLDS)
 
 MINOR_HEADLINE_PCT = 5.0  # below this share a throughput finding is reported, but not as the verdict of an idle GPU
 CAPTURE_CALLS = re.compile(r"(?i)(Stream|Thread)?BeginCapture|EndCapture|GraphInstantiate")
@@ -621,8 +622,8 @@ def rule_healthy(ctx: Context, findings: list[dict], abstentions: list[dict]):
     devs = ctx.devices
     if not devs:
         return None
-    if any(SEVERITIES.index(f["severity"]) >= SEVERITIES.index("low") for f in findings):
-        return None
+    if any(SEVERITIES.index(f["severity"]) >= SEVERITIES.index("low") or f["id"] == "below_roofline" for f in findings):
+        return None  # busy is not fast: never healthy while the dominant class runs below its roofline
     if any(a["analysis"] in BLOCKS_HEALTHY for a in abstentions):
         return None
     compute = [100.0 * (d["_slices"]["compute"] + d["_slices"]["collective"]) / d["window_ns"] if d["window_ns"] else 0.0
@@ -631,19 +632,22 @@ def rule_healthy(ctx: Context, findings: list[dict], abstentions: list[dict]):
         return None
     evidence = [ev("min_compute_pct", round(min(compute), 2), "%", "window",
                    text=f"the least busy device runs kernels {pct(min(compute))} of the window")]
+    eff_words = efficiency.healthy_words(ctx.per_trace)
+    evidence.append(ev("efficiency", eff_words.lstrip("; "), "", None, text=f"efficiency: {eff_words.lstrip('; ')}"))
     stats = (ctx.data.get("serving") or {}).get("stats")
     if stats:
         evidence.append(ev("queue", stats["waiting_share_pct"], "%", f"{stats['samples']} engine stats samples",
                            text=f"requests waiting in {stats['waiting_share_pct']:.0f}% of {stats['samples']} stats samples "
                                 f"(mean {stats['waiting_mean']}, max {stats['waiting_max']}); running mean {stats['running_mean']}, "
                                 f"KV cache usage p50 {stats['kv_usage_p50']}% max {stats['kv_usage_max']}%"))
-    return catalog.make("healthy", 0.0, {"busy": pct(min(compute))}, evidence, severity="info", denominator="window")
+    return catalog.make("healthy", 0.0, {"busy": pct(min(compute)), "efficiency": eff_words}, evidence, severity="info",
+                        denominator="window")
 
 
 # Throughput rules in claim order: a root cause before the symptom it explains, the
 # specific before the generic, and gpu_starved last (it takes what nobody explained).
 THROUGHPUT_ORDER = ["cross_island_collective", "collective_dominant", "launch_bound", "python_host_overhead",
-                    "host_sync_per_step", "pageable_memcpy", "copy_bound", "gpu_starved"]
+                    "host_sync_per_step", "pageable_memcpy", "copy_bound", "below_roofline", "gpu_starved"]
 RULES = {
     "cross_island_collective": rule_cross_island_collective,
     "collective_dominant": rule_collective_dominant,
@@ -652,6 +656,7 @@ RULES = {
     "host_sync_per_step": rule_host_sync_per_step,
     "pageable_memcpy": rule_pageable_memcpy,
     "copy_bound": rule_copy_bound,
+    "below_roofline": efficiency.rule_below_roofline,
     "gpu_starved": rule_gpu_starved,
     "nccl_errors": rule_nccl_errors,
     "prefill_stall": rule_prefill_stall,
@@ -809,7 +814,7 @@ def evaluate(ctx: Context) -> tuple[list[dict], list[dict]]:
             same["evidence"].extend({**e, "text": "serving: " + e["text"]} for e in f["evidence"])
             continue
         findings.append(f)
-    abstentions = abstentions_for(ctx) + serving_rules.abstentions(serving, ctx.slo)
+    abstentions = abstentions_for(ctx) + efficiency.abstention(ctx) + serving_rules.abstentions(serving, ctx.slo)
     healthy = rule_healthy(ctx, findings, abstentions) if ctx.devices else (
         serving_rules.rule_healthy_serving(serving, ctx.slo, findings) if serving else None)
     if healthy:

@@ -458,8 +458,12 @@ def parse(path: str) -> Trace:
     props = {_int(p.get("id", i), i): p for i, p in enumerate(raw_props if isinstance(raw_props, list) else [])
              if isinstance(p, dict)}
 
+    # ROCm traces number kernels by the physical device (HIP_VISIBLE_DEVICES=2 -> device 2) while
+    # deviceProperties lists the visible ones from 0: one of each is the same GPU
+    lone = next(iter(props.values())) if len(props) == 1 and gpu["ordinal"].nunique() == 1 else {}
+
     def device_info(ordinal):
-        p = props.get(ordinal, {})
+        p = props.get(ordinal, lone)
         return {"name": str(p.get("name") or "unknown GPU"), "sm_count": _int(p.get("numSms")),
                 "memory_bytes": _int(p.get("totalGlobalMem"))}
 

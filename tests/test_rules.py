@@ -35,7 +35,7 @@ def test_every_threshold_has_a_reason():
     assert all(isinstance(v, tuple) and len(v) == 2 and v[1] for v in THRESHOLDS.values())
     assert set(RULES) == {
         "launch_bound", "host_sync_per_step", "pageable_memcpy", "collective_dominant", "cross_island_collective",
-        "python_host_overhead", "nccl_errors", "prefill_stall", "gpu_starved", "copy_bound",
+        "python_host_overhead", "nccl_errors", "prefill_stall", "gpu_starved", "copy_bound", "below_roofline",
     }
 
 

@@ -1,0 +1,484 @@
+"""Busy is not fast: achieved FLOP/s and bytes/s against the device's roofline.
+
+Definitions (every rate is work over the GPU time of the kernels that did it):
+
+* **device**: the capture's device name (Kineto ``deviceProperties``, nsys ``TARGET_INFO_GPU``,
+  rocpd agents) matched against ``devices.toml`` (peak dense FLOP/s per data type, memory
+  bandwidth, each with its datasheet). An unknown device is reported as such: achieved rates are
+  still given, the % of roofline is not.
+* **work per op**: FLOPs and bytes from the op's recorded shapes (:mod:`opwork`); the op's time
+  is the summed duration of the kernels it launched (External id -> correlation) that start in the
+  window. Kernels without such an op (graph replays, custom ops, kernels of ops outside the
+  profiled CPU window) are *not measured*, counted by class from their names.
+* **class**: gemm, attention, memory_bound (elementwise, norms, copies, reductions).
+  achieved_tflops = FLOPs / time; achieved_gbps = bytes / time; intensity = FLOPs / bytes.
+  The roofline time of an op is max(FLOPs / peak(dtype), bytes / bandwidth); a class's
+  ``pct_of_roofline`` = sum of its ops' roofline times / their measured time x 100 (100% = at
+  the datasheet bound; the TraceLens "Pct Roofline" definition). ``bound`` is compute when the
+  ops' compute times outweigh their memory times, else memory.
+* **decode bandwidth floor**: when the GEMMs are decode-shaped (time-weighted median rows at
+  most ``DECODE_MAX_TOKENS``) and steps are known, the bytes a step must read are the weights
+  (each GEMM's B operand) plus the KV cache read by attention, per step; floor = bytes /
+  bandwidth; ``pct_of_floor`` = floor / measured step p50 x 100. Only given when the GEMM time
+  is (almost) all measured: weights read inside unmeasured kernels would lower the floor.
+
+Caveats: kernel times are summed, not unioned (overlapping kernels of one class on two streams
+count twice, lowering the rate); datasheet peaks are boost-clock numbers no kernel sustains, so
+80-90% is excellent; a trace with several devices is pooled (Kineto writes one per rank).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tracetriage.analyzers import catalog, opwork
+from tracetriage.analyzers.evidence import ev, pct, severity_for, us
+from tracetriage.model import Trace, is_kind
+
+DEVICES: dict[str, dict] = tomllib.loads(Path(__file__).with_name("devices.toml").read_text(encoding="utf-8"))
+
+# name: (value, why) — merged into the rules' THRESHOLDS table
+THRESHOLDS = {
+    "roofline_min_pct": (50.0, "a class below half of its roofline bound leaves 2x on the table; tuned GEMMs reach "
+                               "60-80% of the dense datasheet peak and streaming kernels 70-90% of the bandwidth"),
+    "roofline_busy_min_pct": (50.0, "efficiency is the lever only when the GPU computes most of the window; "
+                                    "below half busy the idle time is the larger one"),
+    "roofline_min_measured_share": (0.5, "shapes must cover at least half of the dominant class's kernel time to "
+                                         "judge its efficiency"),
+    "decode_floor_min_pct": (50.0, "a decode step slower than twice the time needed to stream its weights and KV "
+                                   "cache once is not bandwidth-bound: launch gaps, small kernels or unfused ops dominate"),
+    "decode_max_tokens": (256, "a GEMM with at most 256 rows (tokens) reads its whole weight for a few FLOPs a byte: "
+                               "decode is weight-streaming, bound by bandwidth"),
+    "decode_min_measured_share": (0.9, "the weights read per step come from the GEMM shapes: 90% of GEMM time must "
+                                       "be measured, else the floor is too low"),
+}
+
+DECODE_MAX_TOKENS = THRESHOLDS["decode_max_tokens"][0]
+CLASS_WORDS = {"gemm": "GEMMs", "attention": "attention", "memory_bound": "memory-bound kernels"}
+DTYPE_WORDS = {"bf16": "BF16", "fp16": "FP16", "fp32": "FP32", "tf32": "TF32", "fp8": "FP8", "int8": "INT8", "fp64": "FP64"}
+# the peak an op is held against when the device lacks its own dtype's (fp8 on an A100 runs as bf16)
+DTYPE_FALLBACK = {"fp8": "bf16", "int8": "bf16", "bf16": "fp16", "fp16": "bf16", "tf32": "fp32", "fp64": "fp32",
+                  "uint8": "int8", "int16": "fp32", "int32": "fp32", "int64": "fp32", "bool": "fp32"}
+
+_GEMM_NAME = re.compile(r"(?i)gemm|cijk_|matmul|cutlass|xmma|cublas|hipblaslt|nvjet|wgmma|_mm_|splitk")
+_ATTN_NAME = re.compile(r"(?i)flash|fmha|attn|attention|paged|mla_|_mla")
+
+
+def kernel_class(name: str) -> str:
+    """A kernel's class from its name alone (for kernels no shaped op launched)."""
+    if _ATTN_NAME.search(name):
+        return "attention"
+    if _GEMM_NAME.search(name):
+        return "gemm"
+    return "memory_bound"
+
+
+def match_device(name: str, memory_bytes: int = -1, sm_count: int = -1) -> tuple[str, dict] | None:
+    """(key, entry) of devices.toml for a capture's device, or None when the table does not know it."""
+    gib = memory_bytes / 2**30 if memory_bytes and memory_bytes > 0 else None
+    name = (name or "").strip()
+    generic = not name or name.lower() in ("unknown gpu", "amd radeon graphics")
+    for key, entry in DEVICES.items():
+        if not generic and any(re.search(p, name, re.I) for p in entry["names"]):
+            lo, hi = entry.get("memory_gib", [None, None])
+            if lo is None or (gib is not None and lo <= gib <= hi):
+                return key, entry
+        props = entry.get("props")
+        if generic and props and sm_count == props["sm_count"] and gib is not None \
+                and props["memory_gib"][0] <= gib <= props["memory_gib"][1]:
+            return key, entry
+    return None
+
+
+def peak_tflops(entry: dict, dtype: str) -> tuple[str, float] | None:
+    """(dtype whose peak applies, TFLOP/s) on a device."""
+    peaks, seen = entry["peak_tflops"], set()
+    while dtype and dtype not in seen:
+        if dtype in peaks:
+            return dtype, float(peaks[dtype])
+        seen.add(dtype)
+        dtype = DTYPE_FALLBACK.get(dtype)
+    return None
+
+
+def capture_hint(fmt: str | None) -> str:
+    """The capture that records operator shapes, for the format at hand."""
+    if fmt == "kineto":
+        return ("profile with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], "
+                "record_shapes=True) so each op's input shapes are written and linked to its kernels")
+    if fmt in ("rocpd", "rpd", "rocprof_csv", "rocprof_json"):
+        return ("add a PyTorch profiler trace of the same run taken with record_shapes=True (rocprof records no "
+                "operator shapes)")
+    return ("add a PyTorch profiler trace of the same run taken with record_shapes=True (nsys: --pytorch=autograd-shapes-nvtx "
+            "writes the shapes into NVTX ranges, which tracetriage does not read yet)")
+
+
+def _works(ops: pd.DataFrame) -> tuple[np.ndarray, ...]:
+    """Per op row: kind code (-1: no formula), flops, bytes, weight bytes, tokens, dtype — each
+    distinct (name, shape) evaluated once."""
+    n = len(ops)
+    kind = np.full(n, -1, np.int8)
+    flops, nbytes, wbytes, tokens = np.zeros(n), np.zeros(n), np.zeros(n), np.full(n, -1, np.int64)
+    dtype = np.empty(n, dtype=object)
+    if not n:
+        return kind, flops, nbytes, wbytes, tokens, dtype
+    key = ops["name"].cat.codes.to_numpy().astype(np.int64) * (len(ops["shape"].cat.categories) + 1) \
+        + ops["shape"].cat.codes.to_numpy()
+    uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    names, shapes = ops["name"].to_numpy(), ops["shape"].to_numpy()
+    for j, i in enumerate(first):
+        try:
+            dims, types, concrete = json.loads(shapes[i])
+        except (ValueError, TypeError):
+            continue
+        w = opwork.work(str(names[i]), dims, types, concrete)
+        if w is None or not np.isfinite(w.flops) or not np.isfinite(w.bytes):
+            continue
+        sel = inv == j
+        kind[sel] = opwork.CLASSES.index(w.kind)
+        flops[sel], nbytes[sel], wbytes[sel] = w.flops, w.bytes, w.weight_bytes
+        tokens[sel] = -1 if w.tokens is None else w.tokens
+        dtype[sel] = w.dtype
+    return kind, flops, nbytes, wbytes, tokens, dtype
+
+
+def _rates(time_ns: float, flops: float, nbytes: float) -> dict:
+    return {"time_ns": int(time_ns), "flops": float(flops), "bytes": float(nbytes),
+            "achieved_tflops": round(flops / time_ns / 1e3, 3) if time_ns else None,
+            "achieved_gbps": round(nbytes / time_ns, 2) if time_ns else None,
+            "intensity": round(flops / nbytes, 3) if nbytes else None}
+
+
+def _roofline(entry: dict | None, flops: np.ndarray, nbytes: np.ndarray, dtypes: np.ndarray, time_ns: float) -> dict:
+    """bound, pct_of_roofline and the peak held against, for a set of op calls."""
+    if entry is None or not time_ns:
+        return {"bound": None, "pct_of_roofline": None, "peak_dtype": None}
+    bw = float(entry["bandwidth_gbps"])
+    t_c = np.zeros(len(flops))
+    for dt in pd.unique(dtypes):
+        got = peak_tflops(entry, dt)
+        sel = dtypes == dt
+        t_c[sel] = flops[sel] / (got[1] * 1e3) if got else 0.0  # TFLOP/s = 1e3 FLOP/ns
+    t_m = nbytes / bw
+    main = pd.Series(flops).groupby(dtypes).sum().idxmax() if len(flops) else None
+    got = peak_tflops(entry, main) if main else None
+    return {"bound": "compute" if t_c.sum() >= t_m.sum() else "memory",
+            "pct_of_roofline": round(100.0 * float(np.maximum(t_c, t_m).sum()) / time_ns, 2),
+            "peak_dtype": got[0] if got else None}
+
+
+def _device_of(trace: Trace, ns_by_device: np.ndarray) -> int | None:
+    return int(np.argmax(ns_by_device)) if ns_by_device.size and ns_by_device.max() > 0 else None
+
+
+def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
+    """Efficiency of one trace in the window [lo, hi): device, classes, top ops, decode floor,
+    what was not measured. ``steps`` are the trace's :class:`~tracetriage.analyzers.steps.Steps`."""
+    fmt = trace.format
+    g = trace.gpu
+    start = g["start"].to_numpy()
+    sel = is_kind(g, "kernel") & (start >= lo) & (start < hi)
+    k = g.loc[sel, ["device", "start", "end", "pid", "correlation", "name", "collective"]]
+    dur = (k["end"] - k["start"]).to_numpy().astype(np.float64)
+    ns_by_device = np.bincount(k["device"].to_numpy(), weights=dur, minlength=len(trace.devices))
+    dev = _device_of(trace, ns_by_device)
+    out = {"device": None, "device_name": None, "classes": [], "top_ops": [], "decode_floor": None, "not_measured": [],
+           "dominant": None, "_unmeasured_ns": {}, "_kernel_ns": 0, "_wasted_ns": {}}
+    if dev is None:
+        return out
+    row = trace.devices.iloc[dev]
+    out["device_name"] = str(row["name"])
+    found = match_device(str(row["name"]), int(row["memory_bytes"]), int(row["sm_count"]))
+    entry = found[1] if found else None
+    if entry is not None:
+        out["device"] = {"model": entry["model"], "source": entry["source"], "peak_tflops": dict(entry["peak_tflops"]),
+                         "bandwidth_gbps": float(entry["bandwidth_gbps"]), "matched_name": str(row["name"])}
+        if entry.get("note"):
+            out["device"]["note"] = entry["note"]
+    else:
+        out["not_measured"].append({
+            "what": "device peaks", "time_ns": None,
+            "reason": f"device {str(row['name']) or '(empty name)'!r} is not in the device table: achieved rates are "
+                      "reported, the % of roofline is not",
+            "capture_hint": "add the device's datasheet peaks (dense FLOP/s per data type, memory bandwidth) to "
+                            "analyzers/devices.toml"})
+
+    # kernels -> the shaped op that launched them
+    ok = trace.op_kernels
+    op = np.full(len(k), -1, np.int64)
+    if len(ok) and len(k):
+        ok = ok.drop_duplicates(["pid", "correlation"])  # one op per launch, so the merge keeps one row per kernel
+        m = k[["pid", "correlation"]].reset_index(drop=True).merge(ok, how="left", on=["pid", "correlation"])
+        op = m["op"].fillna(-1).to_numpy().astype(np.int64)
+    kind, flops, nbytes, wbytes, tokens, dtypes = _works(trace.ops)
+    has = op >= 0
+    has[has] = kind[op[has]] >= 0
+    coll = k["collective"].notna().to_numpy()
+    names = k["name"].to_numpy()
+    by_name = pd.Series(dur[~has & ~coll]).groupby(pd.Series(names[~has & ~coll]).astype(str).map(kernel_class).to_numpy()).sum()
+    unmeasured = {c: float(by_name.get(c, 0.0)) for c in opwork.CLASSES}
+    out["_unmeasured_ns"] = unmeasured
+    out["_kernel_ns"] = float(dur[~coll].sum())
+
+    # per op call: its kernels' time in the window
+    op_time = pd.Series(dur[has]).groupby(op[has]).sum()
+    idx = op_time.index.to_numpy()
+    t_op = op_time.to_numpy()
+    ck = kind[idx]
+    measured = {c: float(t_op[ck == i].sum()) for i, c in enumerate(opwork.CLASSES)}
+    total = {c: measured[c] + unmeasured[c] for c in opwork.CLASSES}
+    out["dominant"] = max(total, key=total.get) if any(total.values()) else None
+    for i, c in enumerate(opwork.CLASSES):
+        s = ck == i
+        if not s.any():
+            continue
+        sub = idx[s]
+        cls = {"class": c, **_rates(t_op[s].sum(), flops[sub].sum(), nbytes[sub].sum()),
+               **_roofline(entry, flops[sub], nbytes[sub], dtypes[sub], t_op[s].sum()),
+               "measured_share_pct": round(100.0 * measured[c] / total[c], 2) if total[c] else None,
+               "ops": int(s.sum())}
+        out["classes"].append(cls)
+        if c == out["dominant"] and cls["pct_of_roofline"] is not None:
+            out["_wasted_ns"] = {"class": c, "ns": float(t_op[s].sum()) * max(0.0, 1 - cls["pct_of_roofline"] / 100.0)}
+    for c in opwork.CLASSES:
+        if unmeasured[c] > 0:
+            out["not_measured"].append({
+                "what": f"{c} kernels without shapes", "time_ns": int(unmeasured[c]),
+                "share_pct": round(100.0 * unmeasured[c] / total[c], 2) if total[c] else None,
+                "reason": "kernels no shaped operator launched (CUDA/HIP graph replays, custom or fused ops, kernels of "
+                          "ops outside the profiled CPU window): their work is unknown",
+                "capture_hint": capture_hint(fmt) if trace.ops.empty else
+                "profile one step eagerly (CUDA graphs off, e.g. vLLM --enforce-eager) or also profile the graph-capture "
+                "phase with record_shapes=True so replayed kernels can be tied to their ops"})
+
+    # top ops: per (name, shape)
+    if len(idx):
+        ops = trace.ops
+        grp = pd.DataFrame({"op": idx, "t": t_op, "name": ops["name"].to_numpy()[idx].astype(str),
+                            "shape": ops["shape"].to_numpy()[idx].astype(str)})
+        top = grp.groupby(["name", "shape"], sort=False).agg(t=("t", "sum"), n=("t", "size"), first=("op", "first"))
+        for (name, shape), r in top.sort_values("t", ascending=False).head(10).iterrows():
+            members = grp.loc[(grp["name"] == name) & (grp["shape"] == shape), "op"].to_numpy()
+            dims, types, _ = json.loads(shape)
+            j = int(r["first"])
+            out["top_ops"].append({
+                "name": name, "class": opwork.CLASSES[kind[j]], "input_dims": dims, "dtype": dtypes[j], "count": int(r["n"]),
+                **_rates(r["t"], flops[members].sum(), nbytes[members].sum()),
+                **_roofline(entry, flops[members], nbytes[members], dtypes[members], r["t"])})
+
+    out["decode_floor"] = _decode_floor(out, entry, idx, t_op, kind, wbytes, tokens, measured, total, steps)
+    if trace.ops.empty:
+        out["not_measured"].insert(0, {"what": "operator shapes", "time_ns": int(out["_kernel_ns"]),
+                                       "reason": "the capture carries no operator input shapes: FLOPs and bytes per "
+                                                 "kernel, the roofline and the decode bandwidth floor are not measured",
+                                       "capture_hint": capture_hint(fmt)})
+    return out
+
+
+def _decode_floor(out, entry, idx, t_op, kind, wbytes, tokens, measured, total, steps) -> dict | None:
+    gemm = kind[idx] == 0
+    if not gemm.any() or entry is None:
+        return None
+    order = np.argsort(tokens[idx][gemm])
+    tw = t_op[gemm][order]
+    median_tokens = int(tokens[idx][gemm][order][np.searchsorted(np.cumsum(tw), tw.sum() / 2)])
+    if median_tokens > DECODE_MAX_TOKENS:
+        return None
+    with_steps = [s for s in steps if s.count]
+    if not with_steps:
+        out["not_measured"].append({"what": "decode bandwidth floor", "time_ns": None,
+                                    "reason": f"decode-shaped GEMMs (median {median_tokens} rows) but no steps: the "
+                                              "step the floor bounds is unknown",
+                                    "capture_hint": "mark each engine step (torch.profiler schedule steps, or an "
+                                                    "NVTX/record_function range per step), or pass --step-range REGEX"})
+        return None
+    share = measured["gemm"] / total["gemm"] if total["gemm"] else 0.0
+    if share < THRESHOLDS["decode_min_measured_share"][0]:
+        out["not_measured"].append({"what": "decode bandwidth floor", "time_ns": None,
+                                    "reason": f"only {100 * share:.0f}% of GEMM time carries shapes: the weights read per "
+                                              "step are not known",
+                                    "capture_hint": "profile one decode step eagerly (CUDA graphs off) with record_shapes=True"})
+        return None
+    n_steps = sum(s.count for s in with_steps)
+    streamed = kind[idx] <= 1  # GEMM weights and the KV cache attention reads
+    bytes_per_step = float(wbytes[idx][streamed].sum()) / n_steps
+    floor_ns = bytes_per_step / float(entry["bandwidth_gbps"])
+    measured_ns = float(np.median(np.concatenate([s.durations for s in with_steps])))
+    return {"bytes_per_step": bytes_per_step, "floor_ns": int(floor_ns), "measured_ns": int(measured_ns),
+            "pct_of_floor": round(100.0 * floor_ns / measured_ns, 2) if measured_ns else None,
+            "steps": int(n_steps), "median_gemm_tokens": median_tokens,
+            "source": "weights from the GEMM shapes + KV cache from the attention shapes, per step"}
+
+
+# ---------------------------------------------------------------------------
+# The JSON block, the rule, the words healthy uses
+
+
+def block(per_trace: list[dict]) -> dict | None:
+    """The ``efficiency`` block of the analysis: the trace with the most measured kernel time
+    (one block: Kineto captures are one per rank)."""
+    effs = [(p["meta"].get("path"), p.get("_efficiency")) for p in per_trace if p.get("_efficiency")]
+    if not effs:
+        return None
+    path, e = max(effs, key=lambda x: (sum(c["time_ns"] for c in x[1]["classes"]), x[1]["_kernel_ns"]))
+    return {"trace": path, "device_name": e["device_name"], "device": e["device"], "dominant_class": e["dominant"],
+            "classes": e["classes"], "top_ops": e["top_ops"], "decode_floor": e["decode_floor"],
+            "not_measured": e["not_measured"]}
+
+
+def t(name):
+    return THRESHOLDS[name][0]
+
+
+def judgement(eff: dict | None) -> dict | None:
+    """What the efficiency says about the dominant class: ``{"class", "entry", "measured", "below",
+    "side", "text"}``, or None when there is nothing to say (no efficiency measured at all)."""
+    if not eff or not eff.get("dominant"):
+        return None
+    dom = eff["dominant"]
+    cls = next((c for c in eff["classes"] if c["class"] == dom), None)
+    total = (cls["time_ns"] if cls else 0) + eff["_unmeasured_ns"].get(dom, 0.0)
+    share = (cls["time_ns"] / total) if cls and total else 0.0
+    df = eff.get("decode_floor")
+    if df and df.get("pct_of_floor") is not None:
+        return {"class": dom, "entry": cls, "measured": True, "side": "memory", "decode": df,
+                "below": df["pct_of_floor"] < t("decode_floor_min_pct"),
+                "text": f"decode steps at {df['pct_of_floor']:.0f}% of the bandwidth floor"}
+    if cls is None or cls["pct_of_roofline"] is None or share < t("roofline_min_measured_share"):
+        return {"class": dom, "entry": cls, "measured": False, "below": False, "side": None,
+                "text": f"{CLASS_WORDS[dom]} efficiency not measured"}
+    return {"class": dom, "entry": cls, "measured": True, "side": cls["bound"], "decode": None,
+            "below": cls["pct_of_roofline"] < t("roofline_min_pct"), "text": roofline_words(cls)}
+
+
+def roofline_words(cls: dict) -> str:
+    what = CLASS_WORDS[cls["class"]]
+    if cls["bound"] == "compute":
+        return f"{what} at {cls['pct_of_roofline']:.0f}% of the {DTYPE_WORDS.get(cls['peak_dtype'], cls['peak_dtype'])} peak"
+    return f"{what} at {cls['pct_of_roofline']:.0f}% of the memory-bandwidth roofline"
+
+
+def healthy_words(per_trace: list[dict]) -> str:
+    """The efficiency clause of the healthy verdict: the dominant class's measured efficiency
+    (and the GEMMs' when another class dominates), or why it is not measured."""
+    effs = [p.get("_efficiency") for p in per_trace if p.get("_efficiency")]
+    for eff in effs:
+        j = judgement(eff)
+        if j and j["measured"]:
+            words = [j["text"]]
+            gemm = next((c for c in eff["classes"] if c["class"] == "gemm" and c["pct_of_roofline"] is not None), None)
+            if j["class"] != "gemm" and gemm and (gemm["measured_share_pct"] or 0) >= 100 * t("roofline_min_measured_share"):
+                words.append(roofline_words(gemm))
+            return "; " + ", ".join(words)
+    why = "no operator shapes"
+    if any(e["classes"] for e in effs):
+        why = ("device not in the device table" if not any(e["device"] for e in effs if e["classes"])
+               else "too little kernel time carries operator shapes")
+    return f"; efficiency not measured ({why})"
+
+
+def abstention(ctx) -> list[dict]:
+    """Busy GPUs whose dominant class's efficiency is unknown: the capture that would decide."""
+    out = []
+    for p in ctx.judged():
+        j = judgement(p.get("_efficiency"))
+        busy = [d for d in p["devices"] if d["window_ns"]
+                and 100.0 * d["_slices"]["compute"] / d["window_ns"] >= t("roofline_busy_min_pct")]
+        if not busy or (j and j["measured"]):
+            continue
+        eff = p.get("_efficiency") or {}
+        why = next((n for n in eff.get("not_measured", []) if n["what"] == "operator shapes"), None)
+        dom = (j or {}).get("class")
+        reason = (f"the GPU computes most of the window, but how fast is not measured: "
+                  + (why["reason"] if why else f"{CLASS_WORDS.get(dom, 'the dominant class')} hold most kernel time and "
+                     "too little of it carries shapes"))
+        out.append({"analysis": "efficiency", "scope": p["meta"].get("path") or "trace", "reason": reason,
+                    "capture_hint": why["capture_hint"] if why else capture_hint(p["meta"].get("format"))})
+    return out
+
+
+MECHANISMS = {
+    ("gemm", "compute"): "gemm",
+    ("gemm", "memory"): "gemm_memory",
+    ("attention", "compute"): "attention",
+    ("attention", "memory"): "attention",
+    ("memory_bound", "compute"): "memory_bound",
+    ("memory_bound", "memory"): "memory_bound",
+}
+
+
+def rule_below_roofline(ctx):
+    """The GPU computes most of the window but the class holding most kernel time runs below
+    ``roofline_min_pct`` of its roofline (or a decode step below ``decode_floor_min_pct`` of its
+    bandwidth floor). It claims, from each such device's compute slice, the time above the
+    roofline time: class time x (1 - pct/100), or (step - floor) x steps for decode."""
+    wants, info = {}, {}
+    for p in ctx.judged():
+        eff = p.get("_efficiency")
+        j = judgement(eff)
+        if not j or not j["measured"] or not j["below"]:
+            continue
+        for d in p["devices"]:
+            w = d["window_ns"]
+            if not w or 100.0 * d["_slices"]["compute"] / w < t("roofline_busy_min_pct"):
+                continue
+            if j.get("decode"):
+                df = j["decode"]
+                ns = max(0.0, df["measured_ns"] - df["floor_ns"]) * df["steps"]
+            else:
+                ns = eff["_wasted_ns"].get("ns", 0.0)
+            wants[d["id"]] = (["compute"], ns)
+            info[d["id"]] = (p, eff, j, d)
+    if not wants:
+        return None
+    taken = ctx.ledger.take("below_roofline", wants)
+    impact = ctx.ledger.impact_pct(taken)
+    dev_id = max(taken, key=lambda x: taken[x] / max(1, ctx.ledger.window[x]))
+    p, eff, j, d = info[dev_id]
+    cls = j["entry"]
+    dev = eff["device"]
+    w = d["window_ns"]
+    compute_pct = 100.0 * d["_slices"]["compute"] / w
+    n = len(ctx.devices)
+    denominator = "window" if n == 1 else f"window, mean over {n} devices"
+    evidence = [
+        ev("device", dev["model"], "", None, text=f"device: {dev['model']} (peaks from {dev['source']})"),
+        ev("compute_pct", round(compute_pct, 2), "%", f"window on {d['id']}",
+           text=f"kernels run {pct(compute_pct)} of the {us(w)} window on {d['id']}: the GPU is busy"),
+    ]
+    total_k = eff["_kernel_ns"] or 1
+    for c in eff["classes"]:
+        evidence.append(ev(f"{c['class']}_pct_of_roofline", c["pct_of_roofline"], "%", f"{c['class']} roofline time",
+                           text=f"{CLASS_WORDS[c['class']]}: {100.0 * c['time_ns'] / total_k:.0f}% of kernel time, "
+                                f"{c['achieved_tflops']:.1f} TFLOP/s, {c['achieved_gbps']:.0f} GB/s, "
+                                f"{c['intensity'] if c['intensity'] is not None else 'n/a'} FLOP/B, {c['bound']}-bound, "
+                                f"{c['pct_of_roofline']:.0f}% of roofline"))
+    if j.get("decode"):
+        df = j["decode"]
+        evidence.append(ev("pct_of_floor", df["pct_of_floor"], "%", "measured step p50",
+                           text=f"a decode step reads {df['bytes_per_step'] / 1e9:.2f} GB (weights + KV cache): "
+                                f"{us(df['floor_ns'])} at {dev['bandwidth_gbps']:,.0f} GB/s; the step takes "
+                                f"{us(df['measured_ns'])} (p50 of {df['steps']} steps) = {df['pct_of_floor']:.0f}% of the floor"))
+    top = next((o for o in eff["top_ops"] if o["class"] == j["class"]), None)
+    if top:
+        evidence.append(ev("top_op", top["name"], "", None,
+                           text=f"top {j['class']} op: {top['name']} {top['input_dims']} {top['dtype']} x{top['count']}, "
+                                f"{top['achieved_tflops']:.1f} TFLOP/s, {top['pct_of_roofline']:.0f}% of roofline"
+                                if top.get("pct_of_roofline") is not None else f"top op: {top['name']}"))
+    evidence.append(ev("claimed_pct", round(impact, 2), "%", denominator,
+                       text=f"time above the roofline bound: {pct(impact)} of the window"))
+    variant = "decode" if j.get("decode") else MECHANISMS.get((j["class"], cls["bound"] if cls else "compute"), "gemm")
+    fields = {"what": j["text"], "device": dev["model"], "busy": pct(compute_pct), "claimed": pct(impact),
+              "klass": CLASS_WORDS[j["class"]],
+              "pct": f"{(j['decode'] or {}).get('pct_of_floor') or (cls or {}).get('pct_of_roofline') or 0:.0f}%",
+              "tflops": f"{cls['achieved_tflops']:.1f} TFLOP/s" if cls else "n/a",
+              "gbps": f"{cls['achieved_gbps']:.0f} GB/s" if cls else "n/a",
+              "threshold": f"{t('decode_floor_min_pct') if j.get('decode') else t('roofline_min_pct'):.0f}%"}
+    return catalog.make("below_roofline", impact, fields, evidence, severity=severity_for(impact),
+                        denominator=denominator, variant=variant)
