@@ -756,6 +756,12 @@ def _verdict_track(w: _Writer, analysis, exports: list[_TraceExport]) -> None:
 def export(case, analysis, path, mode: str = "steady", worst_steps: int = DEFAULT_WORST_STEPS) -> dict:
     """Write ``case`` with ``analysis``'s annotations to ``path`` (a Perfetto protobuf trace).
     Returns what was written and what was left out (also in the trace, on ``tracetriage: export``)."""
+    from tracetriage.errors import MissingDataError
+
+    if not case.traces:
+        raise MissingDataError(case.paths[0] if len(case.paths) == 1 else None,
+                               "no profiler trace in this case: nothing to put on a timeline (the Perfetto export "
+                               "needs an nsys, rocprofv3 or PyTorch profiler trace)")
     exports = []
     with open(path, "wb", buffering=1 << 20) as fh:
         w = _Writer(fh)
