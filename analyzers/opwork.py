@@ -17,8 +17,10 @@ so the counts can be checked against it):
   (the KV cache a decode step reads). Varlen / paged attention (the sequence lengths are not in
   the shapes) has no formula: its time stays "not measured".
 * Memory-bound ops (elementwise, copies, concatenation, norms, softmax, reductions): FLOPs =
-  elements of the output (reductions: of the input); bytes = every tensor input read plus the
-  output written (``copy_(dst, src)``: src read and dst written; reductions: the input).
+  elements of the output (reductions: of the input; norms: TraceLens's per-element counts); bytes =
+  every tensor input read plus the output written (``copy_(dst, src)``: src read and dst written;
+  reductions: the input, and the output over the dims named in the arguments). A tensor list recorded without an element type (``TensorList``, as
+  Kineto writes ``aten::cat``'s input) has unknown bytes: no Work.
 
 Every formula is a pure function of the shapes: no trace, no device.
 """
@@ -219,8 +221,9 @@ ELEMENTWISE = {
 COPIES = {"aten::copy_"}
 CONCAT = {"aten::cat"}
 SOFTMAX = {"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax"}
-REDUCTIONS = {"aten::sum", "aten::mean", "aten::amax", "aten::max", "aten::min", "aten::argmax", "aten::cumsum",
+REDUCTIONS = {"aten::sum", "aten::mean", "aten::amax", "aten::max", "aten::min", "aten::argmax",
               "aten::all", "aten::any", "aten::norm", "aten::topk"}
+SCANS = {"aten::cumsum"}  # an output as large as the input
 NORMS = {"aten::native_layer_norm", "aten::layer_norm", "aten::rms_norm", "aten::_fused_rms_norm",
          "aten::native_group_norm", "aten::native_batch_norm", "vllm::rms_norm", "_C::rms_norm",
          "_C::fused_add_rms_norm"}
@@ -235,7 +238,24 @@ def _norm_flops(name: str, n: int, t) -> float:
     return 5.0 * n + 6.0 * c
 
 
-def _memory_bound(name: str, t) -> Work | None:
+def _reduced_elems(shape: list, concrete: list) -> int:
+    """Output elements of a reduction: the input over the reduced dims named in the concrete
+    arguments (``[-1]``, ``-1``), or a single element when no dim is given (a full reduction)."""
+    import re as _re
+
+    dims = None
+    for c in concrete[1:3]:
+        got = _re.fullmatch(r"\[?\s*(-?\d+(?:\s*,\s*-?\d+)*)\s*\]?", str(c).strip())
+        if got:
+            dims = [int(x) for x in got.group(1).split(",")]
+            break
+    if not dims or not shape:
+        return 1
+    kept = [n for i, n in enumerate(shape) if i not in {d % len(shape) for d in dims}]
+    return _numel(kept)
+
+
+def _memory_bound(name: str, t, concrete: list) -> Work | None:
     if not t:
         return None
     dtype = t[0][2]
@@ -244,8 +264,12 @@ def _memory_bound(name: str, t) -> Work | None:
     if name in CONCAT:  # every input read, the concatenation written
         moved = sum(_numel(d) * e for d, e, _ in t)
         return Work("memory_bound", float(sum(_numel(d) for d, _, _ in t)), 2.0 * moved, dtype)
-    if name in REDUCTIONS:
-        return Work("memory_bound", float(_numel(t[0][0])), float(_numel(t[0][0]) * t[0][1]), dtype)
+    if name in REDUCTIONS:  # the input read, the reduced output written
+        n = _numel(t[0][0])
+        return Work("memory_bound", float(n), float((n + _reduced_elems(t[0][0], concrete)) * t[0][1]), dtype)
+    if name in SCANS:
+        n = _numel(t[0][0])
+        return Work("memory_bound", float(n), float(2 * n * t[0][1]), dtype)
     if name in SOFTMAX or name in NORMS:  # input read and an output of its size written (+ weights)
         n = _numel(t[0][0])
         moved = float(2 * n * t[0][1] + sum(_numel(d) * e for d, e, _ in t[1:]))
@@ -265,7 +289,7 @@ def _memory_bound(name: str, t) -> Work | None:
 
 
 KNOWN = set(GEMMS) | set(ATTENTION) | {"aten::_efficient_attention_forward"} | ELEMENTWISE | COPIES | CONCAT \
-    | SOFTMAX | REDUCTIONS | NORMS
+    | SOFTMAX | REDUCTIONS | SCANS | NORMS
 
 
 def has_formula(name: str) -> bool:
@@ -288,6 +312,6 @@ def work(name: str, dims, types, concrete=None) -> Work | None:
             return _attention(t, layout, _flag(concrete, causal_at))
         if name == "aten::_efficient_attention_forward":
             return _efficient_forward(concrete, t)
-        return _memory_bound(name, t)
+        return _memory_bound(name, t, concrete)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
