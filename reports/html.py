@@ -12,6 +12,7 @@ from markupsafe import Markup
 
 from tracetriage.reports import perfetto_view
 from tracetriage.reports.charts import all_charts, serving_charts
+from tracetriage.reports.roofline import roofline_chart
 from tracetriage.reports.view import build_view, fmt_ns
 
 
@@ -30,5 +31,7 @@ def render_html(analysis) -> str:
     view = build_view(analysis.data)
     charts = [(name, Markup(svg)) for name, svg in all_charts(analysis)]
     extra = [(name, Markup(svg)) for name, svg in serving_charts(analysis)]
+    roof = roofline_chart(analysis.data.get("efficiency"))
     return environment().get_template("report.html.j2").render(v=view, charts=charts, serving_charts=extra,
-                                                                px=perfetto_view.view(analysis))
+                                                                px=perfetto_view.view(analysis),
+                                                                roofline=Markup(roof) if roof else None)

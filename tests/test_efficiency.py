@@ -308,3 +308,19 @@ def test_linked_ops_carry_tracelens_flops(name):
         checked += 1
     gemms = sum(1 for op in trace.ops.itertuples() if op.name in ("aten::mm", "aten::addmm"))
     assert gemms and checked >= gemms  # every linked GEMM call, and the elementwise ops besides
+
+
+# --- the HTML report ----------------------------------------------------------------------------
+
+def test_html_has_the_roofline_chart_and_escapes_the_device_name(generated, tmp_path):
+    from tracetriage.reports.html import render_html
+
+    page = render_html(generated["decode_slow"][0])
+    assert '<figure class="chart" id="chart-roofline"><svg' in page and "Efficiency against the roofline" in page
+    assert "Decode bandwidth floor" in page and "<script" not in page
+
+    def rename(doc):
+        doc["deviceProperties"][0]["name"] = "<b>evil</b> GPU"
+    page = render_html(analyze(open_case([_rewrite(generated["gemm_slow"][2], tmp_path, rename)])))
+    assert "&lt;b&gt;evil&lt;/b&gt; GPU" in page and "<b>evil</b>" not in page
+    assert 'id="chart-roofline"' in page  # rates without a roof are still drawn

@@ -1,0 +1,57 @@
+"""The roofline picture of the ``efficiency`` block: achieved TFLOP/s against arithmetic intensity,
+under the device's roofs (peak FLOP/s per data type, memory bandwidth), drawn by matplotlib."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracetriage.reports.charts import _label, _svg, plt
+
+CLASS_COLORS = {"gemm": "#1f77b4", "attention": "#9467bd", "memory_bound": "#e4572e"}
+ROOF_DTYPES = ("fp8", "bf16", "fp32")
+
+
+def roofline_chart(eff: dict | None) -> str | None:
+    """Log-log roofline: one large marker per class, a small one per top op; the roofs of the
+    device's fp8 / bf16 / fp32 peaks and its bandwidth. None when nothing was measured."""
+    if not eff or not eff.get("classes"):
+        return None
+    points = [(c, True) for c in eff["classes"]] + [(o, False) for o in eff.get("top_ops", [])]
+    points = [(p, big) for p, big in points if p.get("intensity") and p.get("achieved_tflops")]
+    if not points:
+        return None
+    xs = np.array([p["intensity"] for p, _ in points])
+    ys = np.array([p["achieved_tflops"] for p, _ in points])
+    fig, ax = plt.subplots(figsize=(7.2, 4.2))
+    dev = eff.get("device")
+    x_lo, x_hi = max(1e-3, xs.min() / 4), xs.max() * 4
+    if dev:
+        bw = dev["bandwidth_gbps"]
+        x = np.logspace(np.log10(x_lo), np.log10(x_hi), 200)
+        for i, dt in enumerate(d for d in ROOF_DTYPES if d in dev["peak_tflops"]):
+            peak = dev["peak_tflops"][dt]
+            ax.plot(x, np.minimum(peak, bw * x / 1e3), color="#555555", lw=1.2 if i == 0 else 0.9,
+                    ls="-" if dt == "bf16" else "--", label=f"{dt.upper()} peak {peak:,.0f} TFLOP/s")
+        ax.plot([], [], " ", label=f"bandwidth {bw:,.0f} GB/s")
+        title = f"Roofline: {_label(dev['model'], 40)} (datasheet peaks)"
+    else:
+        title = "Achieved rates (device not in the table: no roof)"
+    for p, big in points:
+        color = CLASS_COLORS.get(p["class"], "#333333")
+        if big:
+            ax.scatter(p["intensity"], p["achieved_tflops"], s=90, color=color, edgecolor="black", zorder=3,
+                       label=f"{p['class']} ({p['pct_of_roofline']:.0f}% of roofline)" if p.get("pct_of_roofline") is not None
+                       else p["class"])
+        else:
+            ax.scatter(p["intensity"], p["achieved_tflops"], s=18, color=color, alpha=0.7, zorder=2)
+            ax.annotate(_label(p["name"].replace("aten::", ""), 18), (p["intensity"], p["achieved_tflops"]), fontsize=6,
+                        xytext=(3, 2), textcoords="offset points", color="#444444")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("achieved TFLOP/s")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(True, which="major", alpha=0.3)
+    return _svg(fig)
