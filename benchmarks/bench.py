@@ -334,6 +334,56 @@ def bench_batch(jobs: int) -> float:
     return rate
 
 
+PERFETTO_CHILD = r"""
+import json, os, resource, sys, time
+from tracetriage.memory import tune_allocator
+tune_allocator()  # as the CLI does
+path, out, window = sys.argv[1:4]
+t0 = time.perf_counter()
+from tracetriage import analyze, open_case
+from tracetriage.cli import parse_perfetto_window
+from tracetriage.reports.perfetto import export
+case = open_case([path])
+analysis = analyze(case)
+t1 = time.perf_counter()
+peak_analysis = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+mode, n = parse_perfetto_window(window)
+summary = export(case, analysis, out, mode=mode, worst_steps=n)
+t2 = time.perf_counter()
+t = summary["traces"][0]
+print(json.dumps({"window": window, "analyze_s": round(t1 - t0, 2), "export_s": round(t2 - t1, 2),
+                  "peak_analysis_mb": round(peak_analysis, 1),
+                  "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                  "file_mb": round(os.path.getsize(out) / 1e6, 1), "gpu_ops": t["gpu_ops"], "api_calls": t["api_calls"],
+                  "left_out_gpu_ops": t["left_out"]["gpu_ops"]}))
+"""
+
+
+def bench_perfetto(n_kernels: int, shape: str, windows: list[str]) -> None:
+    """``--format perfetto``: the export's own time and the process's peak RSS, per window mode, in
+    fresh processes (no cache: the analysis before it is the first read's), next to the analysis."""
+    import os
+    import tempfile
+
+    out = HERE / "out"
+    out.mkdir(exist_ok=True)
+    path = out / f"{shape}_{n_kernels}.sqlite"
+    build(path, n_kernels, shape=SHAPES[shape])
+    print(f"trace: {path.name} ({path.stat().st_size / 1e6:,.0f} MB, {n_kernels:,} kernels + launches)")
+    for window in windows:
+        fd, target = tempfile.mkstemp(suffix=".pftrace", prefix="tt-bench-", dir=out)
+        os.close(fd)
+        try:
+            proc = subprocess.run([sys.executable, "-c", PERFETTO_CHILD, str(path), target, window],
+                                  capture_output=True, text=True, check=True)
+        finally:
+            os.unlink(target)
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(f"  perfetto {r['window']:<14} export {r['export_s']:>7.2f} s (analysis before it {r['analyze_s']:.2f} s)  "
+              f"peak RSS {r['peak_mb']:>7.1f} MB (analysis alone {r['peak_analysis_mb']:.1f} MB)  file {r['file_mb']:,.0f} MB, "
+              f"{r['gpu_ops']:,} GPU ops + {r['api_calls']:,} calls exported, {r['left_out_gpu_ops']:,} GPU ops left out")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernels", type=int, default=1_000_000)
@@ -351,10 +401,16 @@ def main(argv=None):
     g.add_argument("--late-rows", type=int, help="runtime rows per 10M written out of start order")
     g.add_argument("--late-by", type=int, help="how many runtime rows after its place such a row is written, at most")
     ap.add_argument("--profile", action="store_true", help="print a cProfile of the first read (analyze) of each shape instead")
+    ap.add_argument("--perfetto", action="append", metavar="WINDOW", nargs="?", const="steady",
+                    help="time the Perfetto export (--format perfetto) of the --shape (decode when all) instead, with this "
+                         "--perfetto-window (repeat: --perfetto steady --perfetto worst-steps=3)")
     ap.add_argument("--profile-html", action="store_true", help="print a cProfile of the cached HTML report of each shape instead")
     args = ap.parse_args(argv)
     if args.startup:
         bench_startup()
+        return
+    if args.perfetto:
+        bench_perfetto(args.kernels, args.shape if args.shape in SHAPES else "decode", args.perfetto)
         return
     if args.kineto:
         bench_kineto(args.kernels)

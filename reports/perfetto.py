@@ -292,14 +292,15 @@ def _finding_args(f: dict, slice_name: str | None = None) -> dict:
             "impact_pct": round(float(f.get("impact_pct") or 0.0), 3), "impact_denominator": f.get("impact_denominator"),
             "title": f.get("title")}
     if slice_name:
-        args["claims_slice"] = slice_name
+        args["claims"] = slice_name
     for k, e in enumerate((f.get("evidence") or [])[:MAX_EVIDENCE_ARGS]):
         args[f"evidence {k + 1}"] = e.get("text") or ""
     return args
 
 
 class _Claims:
-    """The pieces of each finding's claim on one device, spread over that slice's intervals."""
+    """The pieces of each finding's claim on one device, spread over that slice's intervals.
+    A finding's adjacent pieces (its launch and host parts of one gap) are drawn as one slice."""
 
     def __init__(self, w: _Writer, track: int, findings: dict, claims: dict, slices_total: dict):
         self.w, self.track = w, track
@@ -308,20 +309,22 @@ class _Claims:
         self.total = slices_total  # slice -> ns over the device window (the decomposition)
         self.done = {}  # slice -> cumulative ns of the slice seen so far
         self.drawn: dict[str, int] = {}
-        self.largest: dict[str, tuple[int, int]] = {}  # finding -> its longest piece (start, end)
-        self.blobs, self.blob_of = [], {}
+        self.largest: dict[str, tuple[int, int]] = {}  # finding -> its longest slice (start, end)
+        self.blob_of, self.blobs = {}, []
         for fid in self.order:
-            for sl in claims[fid]:
-                self.blob_of[(fid, sl)] = len(self.blobs)
-                self.blobs.append(w.annotations(_finding_args(findings[fid], sl)))
+            claimed = ", ".join(f"{sl} {ns / 1e6:.3f} ms" for sl, ns in claims[fid].items())
+            self.blob_of[fid] = len(self.blobs)
+            self.blobs.append(w.annotations(_finding_args(findings[fid], claimed)))
         self.name_iid = {fid: w.name(fid) for fid in self.order}
+        self.buffer: list[tuple] = []
 
     def wants(self, slice_name: str) -> bool:
         return any(slice_name in self.claims[f] for f in self.order)
 
     def spread(self, slice_name: str, s: np.ndarray, p: np.ndarray, emit: np.ndarray | None = None) -> None:
         """Intervals [s, s + p) of ``slice_name`` in time order (the next ones of the device):
-        each finding claiming the slice gets its share of each, end to end in rule order."""
+        each finding claiming the slice gets its share of each, end to end in rule order
+        (buffered until :meth:`flush`)."""
         total = self.total.get(slice_name, 0)
         before = self.done.get(slice_name, 0)
         cum = before + np.cumsum(p)
@@ -330,8 +333,7 @@ class _Claims:
             return
         prev_cum = cum - p
         frac, pos_prev = 0.0, np.zeros(p.size, np.int64)
-        pieces = []
-        for fid in self.order:
+        for k, fid in enumerate(self.order):
             ns = self.claims[fid].get(slice_name, 0)
             if not ns:
                 continue
@@ -342,22 +344,36 @@ class _Claims:
             if emit is not None:
                 keep &= emit
             if keep.any():
-                pieces.append((s[keep] + pos_prev[keep], s[keep] + pos[keep], self.name_iid[fid], self.blob_of[(fid, slice_name)]))
-                self.drawn[fid] = self.drawn.get(fid, 0) + int((pos - pos_prev)[keep].sum())
-                lens = (pos - pos_prev)[keep]
-                k = int(np.argmax(lens))
-                old = self.largest.get(fid)
-                if old is None or lens[k] > old[1] - old[0]:
-                    self.largest[fid] = (int(s[keep][k] + pos_prev[keep][k]), int(s[keep][k] + pos[keep][k]))
+                self.buffer.append((s[keep] + pos_prev[keep], s[keep] + pos[keep], k))
             pos_prev = pos
-        if pieces:
-            b = np.concatenate([x[0] for x in pieces])
-            e = np.concatenate([x[1] for x in pieces])
-            names = np.concatenate([np.full(x[0].size, x[2], np.int64) for x in pieces])
-            blobs = np.concatenate([np.full(x[0].size, x[3], np.int64) for x in pieces])
-            order = np.argsort(b, kind="stable")
-            self.w.raw(pw.slices(b[order], e[order], self.track, names[order], self.w.sequence,
-                                 begin_extra=[pw.choose(self.blobs, blobs[order])]))
+
+    def flush(self) -> None:
+        if not self.buffer:
+            return
+        b = np.concatenate([x[0] for x in self.buffer])
+        e = np.concatenate([x[1] for x in self.buffer])
+        who = np.concatenate([np.full(x[0].size, x[2], np.int64) for x in self.buffer])
+        self.buffer = []
+        order = np.argsort(b, kind="stable")
+        b, e, who = b[order], e[order], who[order]
+        # one slice for a finding's pieces that touch (the causes of one gap lie end to end)
+        first = np.ones(b.size, bool)
+        first[1:] = (who[1:] != who[:-1]) | (b[1:] != e[:-1])
+        starts = np.flatnonzero(first)
+        last = np.concatenate((starts[1:] - 1, [b.size - 1]))
+        b, e, who = b[starts], e[last], who[starts]
+        lens = e - b
+        for k, fid in enumerate(self.order):
+            m = who == k
+            if m.any():
+                self.drawn[fid] = self.drawn.get(fid, 0) + int(lens[m].sum())
+                j = int(np.argmax(np.where(m, lens, -1)))
+                old = self.largest.get(fid)
+                if old is None or lens[j] > old[1] - old[0]:
+                    self.largest[fid] = (int(b[j]), int(e[j]))
+        names = np.array([self.name_iid[f] for f in self.order], np.int64)[who]
+        blobs = np.array([self.blob_of[f] for f in self.order], np.int64)[who]
+        self.w.raw(pw.slices(b, e, self.track, names, self.w.sequence, begin_extra=[pw.choose(self.blobs, blobs)]))
 
 
 class _TraceExport:
@@ -641,6 +657,8 @@ class _TraceExport:
                     if spread is not None and spread.wants(name):
                         mm = m & (P[k] > 0)
                         spread.spread(name, gs[mm] + offs[k][mm], P[k][mm], emit[mm])
+            if spread is not None:
+                spread.flush()
             if not emit.any():
                 return
             w.raw(pw.slices(gs[emit], ge[emit], gaps_track, class_iid[cls[emit]], w.sequence))
@@ -665,6 +683,7 @@ class _TraceExport:
         if spread is not None:
             for name, (s, e) in busy.items():
                 spread.spread(name, s, e - s, _in_spans(s, e, spans))
+            spread.flush()
             self.counts["claimed_ns"][did] = spread.drawn
             self.counts["largest_claim"][did] = spread.largest
         top = (self.devices_data.get(did) or {}).get("gaps", {}).get("top") or []

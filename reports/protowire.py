@@ -63,10 +63,11 @@ class Column:
     """Bytes of one field for each row: a left-aligned (rows, width) uint8 matrix and each
     row's length (0: the row has no such field)."""
 
-    __slots__ = ("mat", "len")
+    __slots__ = ("mat", "len", "full")
 
-    def __init__(self, mat: np.ndarray, length: np.ndarray):
+    def __init__(self, mat: np.ndarray, length: np.ndarray, full: bool = False):
         self.mat, self.len = mat, length
+        self.full = full  # every row has all of its width: nothing to mask
 
 
 def varint(values: np.ndarray, tag: bytes = b"", present: np.ndarray | None = None) -> Column:
@@ -76,19 +77,23 @@ def varint(values: np.ndarray, tag: bytes = b"", present: np.ndarray | None = No
     n = v.size
     top = int(v.max()) if n else 0
     width = max(1, (top.bit_length() + 6) // 7)
-    shifts = (np.arange(width, dtype=np.uint64) * np.uint64(7))
-    groups = ((v[:, None] >> shifts[None, :]) & np.uint64(0x7F)).astype(np.uint8)
+    t = len(tag)
+    mat = np.empty((n, t + width), np.uint8)
+    if t:
+        mat[:, :t] = np.frombuffer(tag, np.uint8)
     # a value's length in bytes: 1 + how many of 2^7, 2^14, ... it reaches
     length = 1 + np.searchsorted(_VARINT_LIMITS[:width - 1], v, "right").astype(np.int64)
-    more = np.arange(width)[None, :] < (length - 1)[:, None]
-    groups |= (more.astype(np.uint8) << 7)
-    t = np.frombuffer(tag, np.uint8)
-    if t.size:
-        groups = np.concatenate((np.broadcast_to(t, (n, t.size)), groups), axis=1)
-        length = length + t.size
+    x = v.copy() if width > 1 else v
+    for k in range(width):  # one 7-bit group of every value at a time, with its continuation bit
+        byte = (x & np.uint64(0x7F)).astype(np.uint8)
+        if k < width - 1:
+            byte |= (length > k + 1).view(np.uint8) << np.uint8(7)
+            x >>= np.uint64(7)
+        mat[:, t + k] = byte
+    length += t
     if present is not None:
         length = np.where(present, length, 0)
-    return Column(groups, length)
+    return Column(mat, length)
 
 
 def fixed64(values: np.ndarray, tag: bytes, present: np.ndarray | None = None) -> Column:
@@ -106,7 +111,7 @@ def constant(data: bytes, n: int, present: np.ndarray | None = None) -> Column:
     length = np.full(n, len(data), np.int64)
     if present is not None:
         length = np.where(present, length, 0)
-    return Column(mat, length)
+    return Column(mat, length, full=present is None)
 
 
 def choose(blobs: list[bytes], index: np.ndarray) -> Column:
@@ -122,13 +127,21 @@ def choose(blobs: list[bytes], index: np.ndarray) -> Column:
 
 
 def total(columns: list[Column]) -> np.ndarray:
-    return np.sum([c.len for c in columns], axis=0)
+    out = columns[0].len.copy()
+    for c in columns[1:]:
+        out += c.len
+    return out
 
 
 def join(columns: list[Column]) -> bytes:
     """Row by row, each row's fields in column order: one byte string."""
+    n = columns[0].len.size
     mat = np.concatenate([c.mat for c in columns], axis=1)
-    mask = np.concatenate([np.arange(c.mat.shape[1])[None, :] < c.len[:, None] for c in columns], axis=1)
+    full = [c.full or c.mat.shape[1] == 0 for c in columns]
+    if all(full):
+        return mat.tobytes()
+    mask = np.concatenate([np.ones((n, c.mat.shape[1]), bool) if f else np.arange(c.mat.shape[1])[None, :] < c.len[:, None]
+                           for c, f in zip(columns, full)], axis=1)
     return mat[mask].tobytes()
 
 
@@ -141,6 +154,7 @@ def annotation_int(name_iid: int, values: np.ndarray, present: np.ndarray | None
     if present is not None:
         for c in cols:
             c.len = np.where(present, c.len, 0)
+            c.full = False
     return cols
 
 
@@ -155,23 +169,24 @@ def slices(begin: np.ndarray, end: np.ndarray, track_uuid, name_iid, sequence: b
     n = len(begin)
     if n == 0:
         return b""
-    ts = np.empty(2 * n, np.int64)
-    ts[0::2], ts[1::2] = begin, end
-    uuid = np.broadcast_to(np.asarray(track_uuid, np.int64), (n,))
-    uuid2 = np.repeat(uuid, 2)
-    is_begin = np.zeros(2 * n, bool)
-    is_begin[0::2] = True
-    kind = np.where(is_begin, SLICE_BEGIN, SLICE_END)
-    names = np.repeat(np.broadcast_to(np.asarray(name_iid, np.int64), (n,)), 2)
-    event = [varint(kind, TAG_TYPE), varint(uuid2, TAG_TRACK_UUID), varint(names, TAG_NAME_IID, is_begin)]
-    for extra, side in ((begin_extra, 0), (end_extra, 1)):
-        for col in extra or []:
-            mat = np.zeros((2 * n, col.mat.shape[1]), np.uint8)
-            mat[side::2] = col.mat
-            length = np.zeros(2 * n, np.int64)
-            length[side::2] = col.len
-            event.append(Column(mat, length))
-    event_len = total(event)
-    packet = [varint(ts, TAG_TIMESTAMP), constant(TAG_TRACK_EVENT, 2 * n), varint(event_len)] + event + \
-        [constant(sequence, 2 * n)]
-    return join([constant(TAG_PACKET, 2 * n), varint(total(packet))] + packet)
+    fixed = []  # TrackEvent fields the same for every row: one constant column
+    if np.ndim(track_uuid) == 0:
+        fixed_uuid, uuid_col = TAG_TRACK_UUID + _varint_bytes(int(track_uuid)), None
+    else:
+        fixed_uuid, uuid_col = b"", varint(np.asarray(track_uuid, np.int64), TAG_TRACK_UUID)
+    if np.ndim(name_iid) == 0:
+        fixed.append(TAG_NAME_IID + _varint_bytes(int(name_iid)))
+        name_col = None
+    else:
+        name_col = varint(np.asarray(name_iid, np.int64), TAG_NAME_IID)
+    begin_event = [constant(TAG_TYPE + _varint_bytes(SLICE_BEGIN) + fixed_uuid + b"".join(fixed), n)]
+    begin_event += [c for c in (uuid_col, name_col) if c is not None] + list(begin_extra or [])
+    end_event = [constant(TAG_TYPE + _varint_bytes(SLICE_END) + fixed_uuid, n)]
+    end_event += [c for c in (uuid_col,) if c is not None] + list(end_extra or [])
+    row = []
+    for ts, event in ((begin, begin_event), (end, end_event)):
+        event_len = total(event)
+        packet = [varint(ts, TAG_TIMESTAMP), constant(TAG_TRACK_EVENT, n), varint(event_len)] + event + \
+            [constant(sequence, n)]
+        row += [constant(TAG_PACKET, n), varint(total(packet))] + packet
+    return join(row)
