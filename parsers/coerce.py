@@ -40,6 +40,8 @@ def _int_of(v, default: int):
         return (int(v), True) if -LIMIT < int(v) < LIMIT else (default, False)
     if isinstance(v, (float, np.floating)):
         return (int(v), True) if math.isfinite(v) and -LIMIT < v < LIMIT else (default, False)
+    if isinstance(v, (bytes, bytearray)) and 0 < len(v) <= 24:
+        v = bytes(v).decode("utf-8", "replace")
     if isinstance(v, str) and 0 < len(v) <= 24:
         s = v.strip()
         try:
@@ -85,6 +87,22 @@ def int64(values, where: str | None = None, warnings: list | None = None, defaul
     return out
 
 
+def int64_text(values: pd.Series, where: str | None = None, warnings: list | None = None, default: int = -1) -> np.ndarray:
+    """An int64 array from a column of text (a CSV's), vectorized: the first integer in each
+    cell; a cell without one becomes ``default``, and so does one whose integer lies beyond
+    ±2^62 (a 25-digit number, a bit flip: counted). Parsed as a nullable integer, so one bad
+    cell never turns the column into floats (a nanosecond timestamp does not survive float64)."""
+    if not len(values):
+        return np.zeros(0, np.int64)
+    digits = values.astype("string").str.extract(r"(-?\d+)", expand=False)
+    magnitude = digits.str.lstrip("-").str.lstrip("0").fillna("")
+    # equal-length digit strings compare like their numbers: 2^62 has 19 digits
+    ok = digits.notna() & ((magnitude.str.len() < 19) | ((magnitude.str.len() == 19) & (magnitude < str(LIMIT))))
+    num = pd.to_numeric(digits.where(ok), errors="coerce", dtype_backend="numpy_nullable")
+    _count(warnings, where, int((digits.notna() & ~ok).sum()), default)
+    return num.to_numpy(dtype=np.int64, na_value=default)
+
+
 def float64(values, where: str | None = None, warnings: list | None = None) -> np.ndarray:
     """A float64 array from untrusted values: finite numbers kept, the rest NaN (counted)."""
     arr = values.to_numpy() if isinstance(values, (pd.Series, pd.Index)) else np.asarray(values)
@@ -126,6 +144,57 @@ def text(v) -> str:
     except UnicodeEncodeError:  # lone surrogates from JSON "\udc80"
         s = s.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
     return s
+
+
+def utf8_columns(table, only: tuple[str, ...] | None = None):
+    """An Arrow table whose string columns hold valid UTF-8 (``only``: those columns, else
+    every string column). SQLite stores whatever bytes it is given and the Arrow reader
+    does not check them: a flipped bit in a text cell, or text in an integer column,
+    would fail the conversion to numpy or pandas. A column that validates is kept as is
+    (a C-speed check); one that does not has its invalid sequences replaced by U+FFFD."""
+    import pyarrow as pa
+
+    for i, name in enumerate(table.column_names):
+        if only is not None and name not in only:
+            continue
+        col = table.column(i)
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
+                or (only is not None and pa.types.is_binary(col.type))):
+            continue
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            try:
+                col.validate(full=True)
+                continue
+            except pa.ArrowInvalid:
+                pass
+        raw = col.cast(pa.large_binary() if pa.types.is_large_string(col.type) else pa.binary()).to_pylist()
+        fixed = pa.array([None if b is None else b.decode("utf-8", "replace") for b in raw], type=pa.string())
+        table = table.set_column(i, name, fixed)
+    return table
+
+
+def number(v):
+    """One untrusted JSON/text value as a finite number (an int stays an int, a numeric string
+    is parsed), else None: text, bools, NaN, ±Infinity, nested values and out-of-range
+    integers are no measurement."""
+    if isinstance(v, (bool, np.bool_)) or v is None:
+        return None
+    if isinstance(v, (int, np.integer)):
+        return int(v) if -LIMIT < int(v) < LIMIT else None
+    if isinstance(v, str):
+        s = v.strip()
+        if not 0 < len(s) <= 40:
+            return None
+        try:
+            return number(int(s))
+        except ValueError:
+            try:
+                v = float(s)
+            except ValueError:
+                return None
+    if isinstance(v, (float, np.floating)):
+        return float(v) if math.isfinite(v) else None
+    return None
 
 
 def scalar_int(v, default=None):

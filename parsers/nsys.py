@@ -484,9 +484,10 @@ def _ranges(db: Database, strings: _Strings) -> pd.DataFrame | None:
             f"SELECT domainId, {text}, {'textId' if db.has_column(t, 'textId') else 'NULL'} "
             f"FROM {t} WHERE eventType IN ({did})"
         ):
-            label = txt if txt else strings.get(tid_ or -1)
+            label = txt if txt else strings.get(coerce.scalar_int(tid_, -1))
+            dom = coerce.scalar_int(dom)  # a damaged row holds text here
             if dom is not None and label:
-                domains[int(dom)] = str(label)
+                domains[dom] = coerce.text(label)
     n = len(df)
     text_vals = df["text"].astype(object).to_numpy() if n else np.array([], dtype=object)
     missing = pd.isna(text_vals)

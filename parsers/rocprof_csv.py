@@ -28,6 +28,7 @@ from tracetriage.model import (
     collective_op,
     finish_trace,
 )
+from tracetriage.parsers import coerce
 from tracetriage.parsers.common import (
     blit_kind,
     compact_categorical,
@@ -49,7 +50,7 @@ def _read(path: Path) -> pd.DataFrame:
 def _int(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
     if col not in df.columns:
         return np.full(len(df), default, dtype=np.int64)
-    return pd.to_numeric(df[col].str.extract(r"(-?\d+)", expand=False), errors="coerce").fillna(default).to_numpy(np.int64)
+    return coerce.int64_text(df[col], col, default=default)
 
 
 def classify(df: pd.DataFrame) -> str:

@@ -63,6 +63,19 @@ def parse_gzip(path: str) -> Trace:
         os.unlink(tmp)
 
 
+def _positions(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """For each wanted id, the row of its first occurrence in ``keys``, or -1. Ids are unique
+    in a sound file; a damaged one repeats them (NULL ids read as -1), and the first wins
+    (-1 itself never matches: it is no id)."""
+    keys = np.where(keys < 0, np.iinfo(np.int64).min, keys)
+    first = ~pd.Index(keys).duplicated()
+    idx = pd.Index(keys[first])
+    rows = np.flatnonzero(first)
+    pos = idx.get_indexer(np.asarray(wanted, np.int64))
+    pos = np.where(np.asarray(wanted) < 0, -1, pos)
+    return np.where(pos >= 0, rows[np.maximum(pos, 0)] if len(rows) else -1, -1)
+
+
 def parse(path: str, display: str | None = None) -> Trace:
     shown = display or path
     with Database(path) as db:
@@ -118,10 +131,10 @@ def parse(path: str, display: str | None = None) -> Trace:
     keep = pd.notna(kind)
     # Op -> launching api (first link wins; an op belongs to one call).
     link = link.drop_duplicates("op_id")
-    corr = pd.Series(link["api_id"].to_numpy(np.int64), index=link["op_id"].to_numpy(np.int64))
-    op_corr = corr.reindex(ops["id"].to_numpy(np.int64)).fillna(-1).to_numpy(np.int64)
-    aidx = pd.Index(api["id"].to_numpy(np.int64))
-    pos = aidx.get_indexer(op_corr)
+    link_api = link["api_id"].to_numpy(np.int64)
+    at = _positions(link["op_id"].to_numpy(np.int64), ops["id"].to_numpy(np.int64))
+    op_corr = np.where(at >= 0, link_api[np.maximum(at, 0)] if len(link_api) else -1, -1)
+    pos = _positions(api["id"].to_numpy(np.int64), op_corr)
     op_pid = np.where(pos >= 0, api["pid"].to_numpy(np.int64)[np.maximum(pos, 0)], -1)
     launch_name = np.where(pos >= 0, api_name[np.maximum(pos, 0)], "")
     other_names = per_distinct(op_type, lambda t: f"memcpy {_COPY[t]}" if t in _COPY else "memset")
@@ -129,8 +142,9 @@ def parse(path: str, display: str | None = None) -> Trace:
     ops_coll = per_distinct(knames, lambda n: collective_op(str(n)))
     nbytes = np.zeros(len(ops), np.int64)
     if copy_sizes is not None and len(copy_sizes):
-        sz = pd.Series(copy_sizes["size"].to_numpy(np.int64), index=copy_sizes["api_ptr_id"].to_numpy(np.int64))
-        nbytes = np.where(kind == "memcpy", sz.reindex(op_corr).fillna(0).to_numpy(np.int64), 0)
+        sizes = copy_sizes["size"].to_numpy(np.int64)
+        at = _positions(copy_sizes["api_ptr_id"].to_numpy(np.int64), op_corr)
+        nbytes = np.where((kind == "memcpy") & (at >= 0), sizes[np.maximum(at, 0)], 0)
     gpu = pd.DataFrame({
         "pid": op_pid, "ordinal": ops["gpuId"].to_numpy(np.int64), "stream": ops["queueId"].to_numpy(np.int64),
         "start": ops["start"].to_numpy(np.int64), "end": ops["end"].to_numpy(np.int64),

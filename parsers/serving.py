@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from tracetriage.errors import TraceFormatError
+from tracetriage.parsers import coerce
 from tracetriage.parsers.common import json_document
 
 MAX_LINE = 65_536  # longer lines are noise (binary junk, a pasted blob): skipped and counted
@@ -361,7 +362,11 @@ def _prom(path: str, text: str) -> ServingCapture:
                 bad += 1
                 continue
             h = rep["histograms"].setdefault(name[: -len("_bucket")], {"buckets": {}, "sum": None, "count": None})
-            h["buckets"][le] = h["buckets"].get(le, 0.0) + value  # other labels (model) summed
+            total = h["buckets"].get(le, 0.0) + value  # other labels (model) summed
+            if not math.isfinite(total):  # 1e308 twice: no count of a real server
+                bad += 1
+                continue
+            h["buckets"][le] = total
             continue
         if value is None:
             continue
@@ -377,6 +382,10 @@ def _prom(path: str, text: str) -> ServingCapture:
                     cap.config[k] = _value(labels[k])
             continue
         kind = "counters" if name.endswith("_total") else "gauges"
+        if kind == "counters" and not (math.isfinite(rep[kind].get(name, 0.0) + value)
+                                       and math.isfinite(cap.metrics.get(name, 0.0) + value)):
+            bad += 1  # a sum past the float range: no count of a real server
+            continue
         rep[kind][name] = rep[kind].get(name, 0.0) + value if kind == "counters" else value
         cap.metrics[name] = cap.metrics.get(name, 0.0) + value if kind == "counters" else value
     for rep in cap.replicas.values():
@@ -404,10 +413,19 @@ def _record(d: dict) -> dict | None:
     if not isinstance(d, dict):
         return None
     d = {_SYNONYMS.get(k.rstrip(":"), k.rstrip(":")): v for k, v in d.items() if isinstance(k, str)}
-    out = {k: d[k] for k in _BENCH_KEYS if k in d and (d[k] is None or isinstance(d[k], (int, float, str)))}
+    # Numbers only (a number written as a string is read; other text, NaN or Infinity is no value),
+    # except request_rate's "inf" (an open-loop run), kept as infinity.
+    out = {}
+    for k in _BENCH_KEYS:
+        if k in d and not isinstance(d[k], bool):
+            v = d[k]
+            if k == "request_rate" and isinstance(v, (str, float)) and str(v).strip().lower() in ("inf", "infinity"):
+                out[k] = math.inf
+            else:
+                out[k] = coerce.number(v)
     for k, v in d.items():
-        if re.fullmatch(r"(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms", k) and isinstance(v, (int, float)):
-            out[k] = v if math.isfinite(v) else None
+        if re.fullmatch(r"(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms", k) and isinstance(v, (int, float, str)):
+            out[k] = coerce.number(v)
     for key in ("ttfts", "itls", "input_lens", "output_lens"):
         arr = d.get(key)
         if isinstance(arr, list) and arr:
@@ -419,8 +437,6 @@ def _record(d: dict) -> dict | None:
                 out[f"_{key}"] = stats
     group = [str(d[k]) for k in ("backend", "model_id", "model", "deployment", "gpu", "gateway", "label") if isinstance(d.get(k), str)]
     out["group"] = "|".join(group)
-    if "request_rate" in out and isinstance(out["request_rate"], str):
-        out["request_rate"] = _number(out["request_rate"]) if out["request_rate"] not in ("inf", "Infinity") else math.inf
     return out if any(k in out for k in ("request_throughput", "mean_ttft_ms", "median_ttft_ms", "completed")) else None
 
 

@@ -290,7 +290,9 @@ class Database:
                     # columns then convert to numpy without a copy
                     cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
                     cur.execute(sql)
-                    return cur.fetch_arrow_table()
+                    from tracetriage.parsers import coerce
+
+                    return coerce.utf8_columns(cur.fetch_arrow_table())  # a flipped bit in a text cell
                 finally:
                     con.close()
             except Exception as exc:  # noqa: BLE001
@@ -394,18 +396,10 @@ def concat_columns(chunks: list[dict]) -> dict:
 
 
 def _decoded_text(table: pa.Table, text: tuple[str, ...]) -> pa.Table:
-    """Text columns as valid UTF-8: SQLite stores whatever bytes it was given, and the Arrow
-    reader does not check; invalid sequences become U+FFFD."""
-    for name in text:
-        if name not in table.column_names:
-            continue
-        col = table.column(name)
-        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_binary(col.type)):
-            continue
-        raw = col.cast(pa.large_binary() if pa.types.is_large_string(col.type) else pa.binary()).to_pylist()
-        fixed = pa.array([None if b is None else b.decode("utf-8", "replace") for b in raw], type=pa.string())
-        table = table.set_column(table.column_names.index(name), name, fixed)
-    return table
+    """Text columns (blobs too) as valid UTF-8: see coerce.utf8_columns."""
+    from tracetriage.parsers import coerce
+
+    return coerce.utf8_columns(table, text)
 
 
 def _connect(uri: str) -> sqlite3.Connection:

@@ -16,6 +16,10 @@ case under a time and memory limit. Families:
   bomb, a huge comment, path escapes
 * special      — FIFOs, dangling symlinks, symlink loops, a symlink to /proc/self/mem
 * names        — control characters and newlines in file and folder names
+* rpd          — legacy RPD (the real sample, when present) with NULL / repeated / text ids
+* rocprof_csv  — rocprofv3 CSV traces with huge, negative, non-finite and non-numeric cells
+
+``EXPECTED_EXIT`` names the cases whose exit code is fixed (a malformed file is 3, not 4).
 """
 
 from __future__ import annotations
@@ -55,6 +59,12 @@ NSYS_COLUMNS = {
     "META_DATA_EXPORT": ["name", "value"],
 }
 BAD_VALUES = {"text": "'abc'", "null": "NULL", "huge": "1e308", "neg": "-9223372036854775808", "blob": "x'fffe00'"}
+RPD = Path("/work/shared/samples/real/rocprof/rpd_v2_pytorch_matmul.rpd")
+if not RPD.exists():
+    RPD = ROOT.parent / "shared" / "samples" / "real" / "rocprof" / "rpd_v2_pytorch_matmul.rpd"
+INVALID_UTF8 = "CAST(x'c328ffa0' AS TEXT)"  # what a flipped high bit leaves in a text cell
+# Cases whose exit code is part of the contract (the rest may end 0, 3 or 4).
+EXPECTED_EXIT: dict[str, int] = {}
 
 
 def _copy(src: Path, dst: Path) -> Path:
@@ -126,8 +136,29 @@ def nsys_shape(out: Path, cases: list) -> None:
     variant("endless cross join view", "ALTER TABLE CUPTI_ACTIVITY_KIND_MEMCPY RENAME TO M2",
             "CREATE VIEW CUPTI_ACTIVITY_KIND_MEMCPY AS SELECT a.* FROM M2 a, M2 b, M2 c, M2 d, M2 e, K0 f ORDER BY random()",
             "CREATE TABLE K0 AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    variant("NVTX domain-create row with text domainId",
+            "INSERT INTO NVTX_EVENTS (start, \"end\", eventType, domainId, text, globalTid) VALUES (1, NULL, 75, 'abc', 'dom', 0)")
+    variant("NVTX domain-create row with blob text",
+            "INSERT INTO NVTX_EVENTS (start, \"end\", eventType, domainId, text, globalTid) VALUES (1, NULL, 75, 7, x'fffe00', 0)")
+    # Over 4 MB an export is read through ADBC/Arrow, which does not check text: invalid UTF-8
+    # in any cell (a flipped high bit) must not reach the conversion to numpy.
+    pad = "CREATE TABLE zz_pad (b BLOB)", "INSERT INTO zz_pad VALUES (zeroblob(4500000))"
+    for table, col in (("CUPTI_ACTIVITY_KIND_KERNEL", "start"), ("CUPTI_ACTIVITY_KIND_KERNEL", "shortName"),
+                       ("CUPTI_ACTIVITY_KIND_RUNTIME", "nameId"), ("CUPTI_ACTIVITY_KIND_RUNTIME", "end"),
+                       ("StringIds", "value"), ("NVTX_EVENTS", "text")):
+        variant(f"over 4 MB, invalid UTF-8 in {table}.{col}", *pad,
+                f'UPDATE "{table}" SET "{col}" = {INVALID_UTF8} WHERE rowid IN (SELECT rowid FROM "{table}" LIMIT 3 OFFSET 5)')
     data = NSYS.read_bytes()
     page = 4096
+    rng = random.Random(25)
+    for k in range(8):  # single flipped bits anywhere past the header
+        name = f"flipped bit {k}"
+        p = out / name / "trace.sqlite"
+        p.parent.mkdir(parents=True)
+        b = bytearray(data)
+        b[rng.randrange(100, len(b))] ^= 1 << rng.randrange(8)
+        p.write_bytes(bytes(b))
+        cases.append(("nsys-shape", name, p))
     for frac in (0.1, 0.5, 0.9):
         name = f"truncated at {int(frac * 100)}%"
         p = out / name / "trace.sqlite"
@@ -245,10 +276,17 @@ def kineto(out: Path, cases: list) -> None:
                     ev[field] = "__X__"
             write(f"{field}={label}", json.dumps(doc).replace('"__X__"', raw))
     for key, value in (("distributedInfo", "[1]"), ("distributedInfo", '"rank0"'), ("deviceProperties", '{"a": 1}'),
-                       ("deviceProperties", "7"), ("traceEvents", '{"a": 1}'), ("traceEvents", "null")):
+                       ("deviceProperties", "7"), ("traceEvents", '{"a": 1}'), ("traceEvents", "null"),
+                       ("traceEvents", '"events"'), ("traceEvents", "42")):
         doc = json.loads(json.dumps(base))
         doc[key] = "__X__"
         write(f"{key} as {value[:8]}", json.dumps(doc).replace('"__X__"', value))
+        if key == "traceEvents":  # malformed, not a CPU-only trace
+            EXPECTED_EXIT[f"{key} as {value[:8]}"] = 3
+    for value in ('{"a": 1}', "null", '"events"'):  # the same through the tolerant reader (NaN elsewhere)
+        name = f"traceEvents as {value[:8]}, non-strict JSON"
+        write(name, '{"schemaVersion": NaN, "traceEvents": ' + value + "}")
+        EXPECTED_EXIT[name] = 3
     doc = json.loads(json.dumps(base))
     doc["traceEvents"][3]["name"] = "kern\udc80el"
     write("lone surrogate name", json.dumps(doc, ensure_ascii=False))
@@ -388,6 +426,33 @@ def text(out: Path, cases: list) -> None:
     write("nccl 200 kB token", "nccl.log", b"host:1:2 [0] NCCL INFO " + b"A" * 200_000 + b"\n")
     write("topo ragged", "topo.txt", b"\tGPU0\tGPU1\nGPU0\t X \tNV4\tNV4\tNV4\tSYS\nGPU1\n\nLegend:\n  X = Self\n")
     write("bench wrong types", "bench.json", b'{"request_throughput": "fast", "mean_ttft_ms": [1], "completed": {}}')
+    records = json.loads(bench)
+    records = records if isinstance(records, list) else [records]
+    for label, fn in (("numbers as strings", str), ("numbers as junk strings", lambda v: f"{v}ms"),
+                      ("numbers as NaN", lambda v: float("nan")), ("numbers as Infinity", lambda v: float("inf")),
+                      ("numbers as null", lambda v: None), ("numbers as bools", lambda v: True)):
+        doc = [{k: (fn(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v) for k, v in r.items()}
+               for r in records]
+        d = out / f"bench {label}"
+        d.mkdir()
+        (d / "bench.json").write_text(json.dumps(doc))
+        for f in ("vllm.log", "metrics.prom"):  # with the rest of the bundle, so the analysis reads them
+            shutil.copyfile(BUNDLES / "serving_at_capacity" / f, d / f)
+        cases.append(("text", f"bench {label}", d))
+    samples = [i for i, line in enumerate(prom.splitlines()) if line and not line.startswith("#")]
+    for label, values in (("+Inf, NaN values", ["+Inf", "NaN", "-Inf"]), ("1e308 values", ["1e308"]),
+                          ("huge and negative values", ["9" * 400, "-1e308", "-5"])):
+        lines = prom.splitlines()
+        for k, i in enumerate(samples):
+            lines[i] = lines[i].rsplit(" ", 1)[0] + " " + values[k % len(values)]
+        # each sample twice (two model labels): counters summed past the float range
+        lines += [lines[i].replace("{", '{model="b",', 1) if "{" in lines[i] else lines[i] for i in samples]
+        d = out / f"prom {label}"
+        d.mkdir()
+        (d / "metrics.prom").write_text("\n".join(lines) + "\n")
+        for f in ("vllm.log", "bench.json"):
+            shutil.copyfile(BUNDLES / "serving_at_capacity" / f, d / f)
+        cases.append(("text", f"prom {label}", d))
     write("bench deep", "bench.json", b'{"request_throughput": ' + b"[" * 100000 + b"]" * 100000 + b"}")
 
 
@@ -429,6 +494,12 @@ def archive(out: Path, cases: list) -> None:
         z.writestr("trace.sqlite", trace)
         z.comment = b"c" * 65535
     add("zip 64 KiB comment", p)
+    EXPECTED_EXIT["zip 64 KiB comment"] = 0
+    d = out / "zip 64 KiB comment, no suffix, in a folder"
+    d.mkdir()
+    shutil.copyfile(p, d / "capture")
+    add("zip 64 KiB comment, no suffix, in a folder", d)
+    EXPECTED_EXIT["zip 64 KiB comment, no suffix, in a folder"] = 0
     d = out / "zip ratio bomb"
     d.mkdir()
     p = d / "cap.zip"
@@ -459,6 +530,17 @@ def archive(out: Path, cases: list) -> None:
     raw[100:300] = bytes(200)
     p.write_bytes(bytes(raw))
     add("tar.gz corrupt deflate", p)
+    EXPECTED_EXIT["tar.gz corrupt deflate"] = 3
+    d = out / "tar.gz corrupt deflate in a folder"
+    d.mkdir()
+    shutil.copyfile(p, d / "cap.tar.gz")
+    add("tar.gz corrupt deflate in a folder", d)
+    EXPECTED_EXIT["tar.gz corrupt deflate in a folder"] = 3
+    d = out / "tar.gz truncated"
+    d.mkdir()
+    (d / "cap.tar.gz").write_bytes(bytes(raw[: len(raw) // 2]))
+    add("tar.gz truncated", d / "cap.tar.gz")
+    EXPECTED_EXIT["tar.gz truncated"] = 3
     for name, member in (("tar path escape", "../../escape.sqlite"), ("tar absolute path", "/tmp/abs.sqlite")):
         d = out / name
         d.mkdir()
@@ -515,7 +597,68 @@ def names(out: Path, cases: list) -> None:
     cases.append(("names", "bad table name", p))
 
 
-FAMILIES = [nsys_values, nsys_shape, rocpd, kineto, rocprof_json, pyspy, text, archive, special, names]
+def rpd(out: Path, cases: list) -> None:
+    """Legacy RPD: ids rebuilt without their constraints (a damaged or hand-merged file), then NULL,
+    text, huge or repeated. Needs the real sample (skipped when absent)."""
+    if not RPD.exists():
+        return
+    unconstrained = ('CREATE TABLE t_copy AS SELECT * FROM "{t}"', 'DROP TABLE "{t}"', 'ALTER TABLE t_copy RENAME TO "{t}"')
+
+    def views(db):
+        con = sqlite3.connect(db)
+        names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'view'")]
+        con.close()
+        return [f'DROP VIEW "{v}"' for v in names]
+
+    for table, col in (("rocpd_api", "id"), ("rocpd_op", "id"), ("rocpd_api_ops", "api_id"), ("rocpd_api_ops", "op_id"),
+                       ("rocpd_string", "id"), ("rocpd_copyapi", "api_ptr_id")):
+        for label in ("null", "text", "huge", "repeated"):
+            value = "(SELECT MIN(\"{c}\") FROM \"{t}\")".format(c=col, t=table) if label == "repeated" else BAD_VALUES[label]
+            name = f"rpd {table}.{col}={label}"
+            d = out / name
+            db = _copy(RPD, d / "trace.rpd")
+            try:
+                _sql(db, *views(db), *(x.format(t=table) for x in unconstrained),
+                     f'UPDATE "{table}" SET "{col}" = {value} WHERE rowid IN (SELECT rowid FROM "{table}" LIMIT 3)')
+            except sqlite3.DatabaseError:
+                shutil.rmtree(d)
+                continue
+            cases.append(("rpd", name, db))
+
+
+def rocprof_csv(out: Path, cases: list) -> None:
+    """A rocprofv3 CSV run (kernel + HIP API traces, rocprofv3's headers) with bad cells."""
+    api_hdr = ["Domain", "Function", "Process_Id", "Thread_Id", "Correlation_Id", "Start_Timestamp", "End_Timestamp"]
+    k_hdr = ["Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id", "Kernel_Id", "Kernel_Name",
+             "Correlation_Id", "Start_Timestamp", "End_Timestamp", "Grid_Size_X"]
+    t0 = 1_550_151_853_029_637
+    api = [["HIP_RUNTIME_API", "hipLaunchKernel", 77, 77, i + 1, t0 + i * 12000, t0 + i * 12000 + 3000] for i in range(60)]
+    ker = [["KERNEL_DISPATCH", "Agent 4", 1, 1, 77, i + 1, 1 + i % 2, "gemm" if i % 2 else "norm", i + 1,
+            t0 + i * 12000 + 4000, t0 + i * 12000 + 9000, 1024] for i in range(60)]
+
+    def write(name, kernel_rows, api_rows):
+        d = out / name
+        d.mkdir()
+        for fname, hdr, rows in (("run_kernel_trace.csv", k_hdr, kernel_rows), ("run_hip_api_trace.csv", api_hdr, api_rows)):
+            (d / fname).write_text("\n".join(",".join(f'"{c}"' for c in r) for r in [hdr, *rows]) + "\n")
+        cases.append(("rocprof_csv", name, d))
+
+    write("valid", ker, api)
+    for label, value in (("huge", "9" * 25), ("negative", "-5"), ("int64 min", "-9223372036854775808"), ("NaN", "nan"),
+                         ("inf", "inf"), ("1e308", "1e308"), ("text", "abc"), ("empty", ""), ("19 digits", "9999999999999999999")):
+        for col in ("Correlation_Id", "Start_Timestamp", "End_Timestamp", "Agent_Id", "Stream_Id"):
+            j = k_hdr.index(col)
+            rows = [list(r) for r in ker]
+            for r in rows[2:7]:
+                r[j] = value
+            arows = [list(r) for r in api]
+            if col in api_hdr:
+                for r in arows[2:7]:
+                    r[api_hdr.index(col)] = value
+            write(f"{col}={label}", rows, arows)
+
+
+FAMILIES = [nsys_values, nsys_shape, rocpd, kineto, rocprof_json, pyspy, text, archive, special, names, rpd, rocprof_csv]
 
 
 def generate(out: Path) -> list[tuple[str, str, Path]]:

@@ -1,5 +1,6 @@
 """The hostile-input corpus (tests/hostile_corpus.py), every case in its own process under a
-time and memory limit. A case passes when tracetriage ends with exit 0, 3 or 4; on an error
+time and memory limit. A case passes when tracetriage ends with exit 0, 3 or 4 (the one
+hostile_corpus.EXPECTED_EXIT names, where it names one: a malformed file is 3, never 4); on an error
 the message is one line ("tracetriage: error: ..."); nothing reaches stderr as a traceback,
 an internal error or a library warning; the input files are byte-identical afterwards and
 nothing was created beside them; no temporary file is left behind; peak RSS stays under 2 GB."""
@@ -76,6 +77,8 @@ def run_case(case, workdir):
         problems.append(f"hang (killed after {TIME_LIMIT_S} s)")
     elif ru not in (0, 3, 4):
         problems.append(f"exit {ru}")
+    elif name in hostile_corpus.EXPECTED_EXIT and ru != hostile_corpus.EXPECTED_EXIT[name]:
+        problems.append(f"exit {ru}, expected {hostile_corpus.EXPECTED_EXIT[name]}")
     lines = [x for x in err.splitlines() if x.strip()]
     if "Traceback" in err or "internal error" in err:
         problems.append("traceback / internal error")

@@ -9,6 +9,7 @@ Everything lands under the destination directory.
 
 from __future__ import annotations
 
+import re
 import shutil
 import tarfile
 import zipfile
@@ -22,20 +23,24 @@ MAX_MEMBERS = 10_000
 MAX_TOTAL_BYTES = 8 * 1024**3  # real capture bundles are a few GiB; more is refused, not spilled to disk
 MAX_RATIO = 200  # SQLite exports compress ~5-20x; a 200x member is a bomb
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
+SQLITE_MAGIC_LEN = 16
 
 
 def is_archive(path: Path) -> bool:
+    """A zip or tar (plain or compressed) by its content, whatever its name (a zip whose
+    end record sits behind a 64 KiB comment included); a gzip file named .tar.gz/.tgz that
+    cannot be read is one too, so that extract() says why."""
     name = path.name.lower()
-    if not name.endswith(ARCHIVE_SUFFIXES):
-        return False
     try:
-        if tarfile.is_tarfile(path) or zipfile.is_zipfile(path):
-            return True
         with open(path, "rb") as fh:
-            magic = fh.read(2)
-    except (OSError, EOFError, ValueError, zlib.error, tarfile.TarError):
+            magic = fh.read(SQLITE_MAGIC_LEN)
+        if magic.startswith(b"SQLite format 3\x00"):
+            return False  # the common case, answered without a tar probe
+        if zipfile.is_zipfile(path) or tarfile.is_tarfile(path):
+            return True
+    except (OSError, EOFError, ValueError, zlib.error, tarfile.TarError, zipfile.BadZipFile):
         return False
-    return name.endswith((".tar.gz", ".tgz")) and magic == b"\x1f\x8b"  # corrupt inside: extract() says why
+    return name.endswith((".tar.gz", ".tgz")) and magic[:2] == b"\x1f\x8b"  # corrupt inside: extract() says why
 
 
 def _safe_name(archive: Path, name: str) -> PurePosixPath:
@@ -75,7 +80,11 @@ def _why(exc: BaseException) -> str:
         return "an encrypted member"
     if isinstance(exc, NotImplementedError):
         return f"a member's compression method is not supported: {exc}"
-    return f"{type(exc).__name__}: {exc}"
+    text = str(exc)
+    m = re.search(r"- method (?:gz|bz2|xz): ReadError\('((?:zlib error|invalid|Compressed|crc)[^']*)'\)", text)
+    if m:  # tarfile's "could not be opened" lists every method it tried: the one that applies says why
+        text = m.group(1)
+    return f"{type(exc).__name__}: {' '.join(text.split())}"
 
 
 def _copy_limited(src, dst_path: Path, budget: list[int], archive: Path, name: str, packed: int | None) -> None:

@@ -216,26 +216,21 @@ def _bundle_files(directory: Path) -> list[Path]:
     return out
 
 
-def _open_with_archives(paths, archives: list[Path], step_range) -> Case:
+MAX_ARCHIVE_DEPTH = 2  # an archive in a folder, or in an archive: no deeper (a zip quine never ends)
+
+
+def _open_with_archives(paths, archives: list[Path], step_range, depth: int = 0) -> Case:
     """Archives are extracted (safely, see tracetriage.archive) into a private temporary
     directory that is removed once the files are parsed; inputs are named
-    ``archive!/member`` so reports point at what the user gave."""
+    ``archive!/member`` so reports, and errors, point at what the user gave."""
     import tempfile
 
     from tracetriage.archive import extract
+    from tracetriage.errors import ArchiveError
 
     with tempfile.TemporaryDirectory(prefix="tracetriage-") as tmp:
         mapping = {}
         expanded = []
-        for i, p in enumerate(map(Path, paths)):
-            if p in archives:
-                dest = Path(tmp) / str(i)
-                extract(p, dest)
-                mapping[str(dest)] = f"{p}!"
-                expanded.append(dest)
-            else:
-                expanded.append(p)
-        case = open_case(expanded, step_range)
 
         def rename(text: str) -> str:
             for d, label in mapping.items():
@@ -243,12 +238,35 @@ def _open_with_archives(paths, archives: list[Path], step_range) -> Case:
                     return label + text[len(d):]
             return text
 
+        for i, p in enumerate(map(Path, paths)):
+            if p in archives:
+                if depth >= MAX_ARCHIVE_DEPTH:
+                    raise ArchiveError(p, f"refused: an archive nested more than {MAX_ARCHIVE_DEPTH} deep")
+                dest = Path(tmp) / str(i)
+                extract(p, dest)
+                mapping[str(dest)] = f"{p}!"
+                expanded.append(dest)
+            else:
+                expanded.append(p)
+        try:
+            case = open_case(expanded, step_range, _depth=depth + 1)
+        except TraceTriageError as exc:  # name the member as the user sees it, never the temporary copy
+            exc.path = rename(exc.path) if exc.path else exc.path
+            exc.args = (f"{exc.path}: {exc.problem}" if exc.path else exc.problem,)
+            raise
+
         case.paths = [str(p) for p in paths]
         for item in case.inputs + case.skipped:
             item["path"] = rename(item["path"])
         for artifact in case.traces + case.topologies + case.nccl_logs + case.pyspy + case.serving:
             artifact.path = rename(artifact.path)
         return case
+
+
+def _merge(case: Case, other: Case) -> None:
+    """The artifacts of ``other`` (an archive found in a folder) added to ``case``."""
+    for name in ("traces", "topologies", "nccl_logs", "pyspy", "serving", "inputs", "skipped"):
+        getattr(case, name).extend(getattr(other, name))
 
 
 def _merge_per_process_files(case: Case) -> None:
@@ -272,8 +290,11 @@ def _merge_per_process_files(case: Case) -> None:
                 "counts": merged.counts(), "files": sorted(group)}]
 
 
-def open_case(paths, step_range: str | None = None) -> Case:
-    """Open files and directories as one case. Raises a TraceTriageError on bad input."""
+def open_case(paths, step_range: str | None = None, _depth: int = 0) -> Case:
+    """Open files and directories as one case. Raises a TraceTriageError on bad input.
+
+    An archive (zip, tar, tar.gz: recognised by content) is extracted and its files are part
+    of the case, whether it is named or lies in a folder; a corrupt one is an input error."""
     from tracetriage import parsers as registry
 
     if isinstance(paths, (str, os.PathLike)):
@@ -286,7 +307,7 @@ def open_case(paths, step_range: str | None = None) -> Case:
             raise UnsupportedInputError(p, problem)
     archives = [Path(p) for p in paths if Path(p).is_file() and is_archive(Path(p))]
     if archives:
-        return _open_with_archives(paths, archives, step_range)
+        return _open_with_archives(paths, archives, step_range, _depth)
     case = Case(paths=[str(p) for p in paths])
     candidates: list[tuple[Path, bool]] = []
     for p in map(Path, paths):
@@ -298,10 +319,20 @@ def open_case(paths, step_range: str | None = None) -> Case:
         else:
             candidates.append((p, True))
     csv_groups: dict[Path, list[tuple[Path, bool]]] = {}
+    archive_errors: list[TraceTriageError] = []
     for path, explicit in candidates:
         problem = None if explicit else file_problem(path)
         if problem:  # inside a bundle: listed as skipped, the rest is analyzed
             case.skipped.append({"path": str(path), "reason": problem})
+            continue
+        if not explicit and is_archive(path):  # an archive in the folder: its files join the case
+            try:
+                _merge(case, _open_with_archives([path], [path], step_range, _depth))
+            except MissingDataError as exc:
+                case.skipped.append({"path": str(path), "reason": exc.problem})
+            except TraceTriageError as exc:
+                archive_errors.append(exc)
+                case.skipped.append({"path": str(path), "reason": exc.problem})
             continue
         try:
             kind = detect(path)
@@ -329,6 +360,8 @@ def open_case(paths, step_range: str | None = None) -> Case:
         registry.load_csv_group(case, [p for p, _ in group])
     _merge_per_process_files(case)
     if not (case.traces or case.topologies or case.nccl_logs or case.pyspy or case.serving):
+        if archive_errors:  # the folder's only content was an archive that cannot be read: an input error
+            raise archive_errors[0]
         raise MissingDataError(
             ", ".join(case.paths), "nothing to analyze: no trace, topology, NCCL log or py-spy capture found"
         )
