@@ -422,28 +422,39 @@ class _TraceExport:
             self.tracetriage_device(d)
 
     def flows(self) -> None:
-        """Rows linked launch call -> first GPU operation with the same (pid, correlation), both exported."""
+        """The exported launch calls' flow keys, sorted: :meth:`gpu_flows` links each to the first
+        exported GPU operation with the same (pid, correlation), :meth:`api` starts the flows that
+        found one. Memory: two int64 columns of the launch calls, one flag each."""
         t = self.trace
-        g, a = t.gpu, t.api
-        self.gpu_flow = np.zeros(len(g), bool)
-        self.api_flow = np.zeros(len(a), bool)
-        if not len(g) or not len(a):
+        a = t.api
+        self.launch_keys = self.launch_rows = np.empty(0, np.int64)
+        self.linked = np.zeros(0, bool)
+        if not len(t.gpu) or not len(a):
             return
-        g_rows = np.concatenate([np.arange(*r) for r in _row_ranges(g["start"].to_numpy(), self.spans)] or [np.empty(0, np.int64)])
         a_start = a["start"].to_numpy()
-        a_rows = np.concatenate([np.arange(*r) for r in _row_ranges(a_start, self.spans)] or [np.empty(0, np.int64)]) \
-            if is_sorted(a_start) else np.flatnonzero(_in_spans(a_start, a_start + 1, self.spans))
-        launch = cat_mask(a, "category", ("launch", "graph_launch"))[a_rows]
-        a_rows = a_rows[launch & (a["correlation"].to_numpy()[a_rows] >= 0)]
-        g_rows = g_rows[g["correlation"].to_numpy()[g_rows] >= 0]
-        if not a_rows.size or not g_rows.size:
-            return
-        ak = _flow_keys(a["pid"].to_numpy()[a_rows], a["correlation"].to_numpy()[a_rows])
-        gk = _flow_keys(g["pid"].to_numpy()[g_rows], g["correlation"].to_numpy()[g_rows])
-        gk_u, first = np.unique(gk, return_index=True)  # the first operation of each launch (start order)
-        linked = np.intersect1d(ak, gk_u, assume_unique=False)
-        self.gpu_flow[g_rows[first[np.isin(gk_u, linked)]]] = True
-        self.api_flow[a_rows[np.isin(ak, linked)]] = True
+        mine = cat_mask(a, "category", ("launch", "graph_launch")) & (a["correlation"].to_numpy() >= 0)
+        mine &= _in_spans(a_start, a_start + 1, self.spans)  # calls starting in the exported spans
+        rows = np.flatnonzero(mine)
+        del mine
+        keys = _flow_keys(a["pid"].to_numpy()[rows], a["correlation"].to_numpy()[rows])
+        order = np.argsort(keys, kind="stable")
+        self.launch_keys, self.launch_rows = keys[order], rows[order]
+        self.linked = np.zeros(rows.size, bool)
+
+    def gpu_flows(self, pid: np.ndarray, corr: np.ndarray) -> np.ndarray:
+        """Mask of these GPU rows (the next exported ones, in start order) that end a flow."""
+        out = np.zeros(pid.size, bool)
+        if not self.launch_keys.size:
+            return out
+        keys = _flow_keys(pid, corr)
+        j = np.minimum(np.searchsorted(self.launch_keys, keys), self.launch_keys.size - 1)
+        hit = np.flatnonzero((corr >= 0) & (self.launch_keys[j] == keys))
+        if hit.size:
+            uniq, first = np.unique(j[hit], return_index=True)  # one GPU row per launch: its first
+            new = ~self.linked[uniq]
+            self.linked[uniq[new]] = True
+            out[hit[first[new]]] = True
+        return out
 
     def gpu(self) -> None:
         t, w = self.trace, self.w
@@ -503,7 +514,7 @@ class _TraceExport:
             extra = [pw.choose(blobs, blob_rows)]
             extra += pw.annotation_int(bytes_iid, nbytes[rows], is_copy[rows])
             extra += pw.annotation_int(corr_iid, corr[rows], corr[rows] >= 0)
-            flow = self.gpu_flow[rows]
+            flow = self.gpu_flows(pid[rows], corr[rows])
             if flow.any():
                 extra.append(pw.fixed64(_flow_keys(pid[rows], corr[rows]), pw.TAG_TERMINATING_FLOW, flow))
             w.raw(pw.slices(s, e, track, names(rows), w.sequence, begin_extra=extra))
@@ -532,6 +543,8 @@ class _TraceExport:
         cat_c, cats = cat_codes(a["category"])
         blobs = [w.annotations({"category": str(c)}) for c in cats]
         corr_iid = w.arg_name("correlation")
+        api_flow = np.zeros(len(a), bool)
+        api_flow[self.launch_rows[self.linked]] = True
 
         def make(key, lane):
             p, th = divmod_key(key)
@@ -547,7 +560,7 @@ class _TraceExport:
             track = lanes.assign(keys, s, e)
             extra = [pw.choose(blobs, cat_c[rows].astype(np.int64))]
             extra += pw.annotation_int(corr_iid, corr[rows], corr[rows] >= 0)
-            flow = self.api_flow[rows]
+            flow = api_flow[rows]
             if flow.any():
                 extra.append(pw.fixed64(_flow_keys(pid[rows], corr[rows]), pw.TAG_FLOW, flow))
             w.raw(pw.slices(s, e, track, names(rows), w.sequence, begin_extra=extra))

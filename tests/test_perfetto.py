@@ -359,3 +359,22 @@ def test_cli(tmp_path):
     r = run_cli("analyze", bundle, "-o", html)
     text = html.read_text()
     assert "tracetriage: findings" in text and "On the timeline" in text
+
+
+def test_flows_link_launch_calls_to_their_kernels(tmp_path):
+    """Each launch call of the window starts one flow, ending on the kernel with its (pid,
+    correlation): counted from the model's join, and checked end to end on the slices."""
+    case, analysis, summary, ex = _export(BUNDLES / "eager_decode", tmp_path)
+    trace = case.traces[0]
+    lo, hi = summary["traces"][0]["spans"][0]
+    g, a = trace.gpu, trace.api
+    gw = g[(g["start"] >= lo) & (g["start"] < hi) & (g["correlation"] >= 0)]
+    aw = a[(a["start"] >= lo) & (a["start"] < hi) & a["category"].isin(["launch", "graph_launch"])]
+    joined = gw.merge(aw, on=["pid", "correlation"], suffixes=("", "_api")).drop_duplicates(["pid", "correlation"])
+    starts = {f: x for sl in ex.slices.values() for x in sl for f in x[4]}
+    ends = {f: x for sl in ex.slices.values() for x in sl for f in x[5]}
+    assert len(starts) == len(joined) > 10_000
+    for f, call in starts.items():
+        kernel = ends[f]
+        assert call[2] == "cudaLaunchKernel" and kernel[3]["kind"] == "kernel"
+        assert call[3]["correlation"] == kernel[3]["correlation"] and call[0] <= kernel[0]
