@@ -183,10 +183,10 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
     fmt = trace.format
     g = trace.gpu
     start = g["start"].to_numpy()
-    sel = is_kind(g, "kernel") & (start >= lo) & (start < hi)
-    k = g.loc[sel, ["device", "start", "end", "pid", "correlation", "name", "collective"]]
-    dur = (k["end"] - k["start"]).to_numpy().astype(np.float64)
-    ns_by_device = np.bincount(k["device"].to_numpy(), weights=dur, minlength=len(trace.devices))
+    # the window's kernels as row numbers into the columns: no copy of their rows
+    sel = np.flatnonzero(is_kind(g, "kernel") & (start >= lo) & (start < hi))
+    dur = (g["end"].to_numpy()[sel] - start[sel]).astype(np.float64)
+    ns_by_device = np.bincount(g["device"].to_numpy()[sel], weights=dur, minlength=len(trace.devices))
     dev = _device_of(trace, ns_by_device)
     out = {"device": None, "device_name": None, "classes": [], "top_ops": [], "decode_floor": None, "not_measured": [],
            "dominant": None, "_unmeasured_ns": {}, "_kernel_ns": 0, "_wasted_ns": {}}
@@ -211,21 +211,22 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
 
     # kernels -> the shaped op that launched them
     ok = trace.op_kernels
-    op = np.full(len(k), -1, np.int64)
-    if len(ok) and len(k):
+    op = np.full(len(sel), -1, np.int64)
+    if len(ok) and len(sel):
         ok = ok.drop_duplicates(["pid", "correlation"])  # one op per launch, so the merge keeps one row per kernel
-        m = k[["pid", "correlation"]].reset_index(drop=True).merge(ok, how="left", on=["pid", "correlation"])
+        m = pd.DataFrame({"pid": g["pid"].to_numpy()[sel], "correlation": g["correlation"].to_numpy()[sel]}).merge(
+            ok, how="left", on=["pid", "correlation"])
         op = m["op"].fillna(-1).to_numpy().astype(np.int64)
     kind, flops, nbytes, wbytes, tokens, dtypes = _works(trace.ops)
     has = op >= 0
     has[has] = kind[op[has]] >= 0
-    coll = k["collective"].notna().to_numpy()
-    # classified once per distinct name (a regex per kernel row was 7 s at 2M kernels); code -1 (no name) last
-    codes, cats = cat_codes(k["name"])
-    class_of = np.array([kernel_class(str(c)) for c in cats] + [kernel_class("nan")], dtype=object)
+    coll = g["collective"].notna().to_numpy()[sel]
+    # classed once per distinct name (a regex per kernel row was 7 s at 2M kernels); code -1 (no name) last
+    codes, cats = cat_codes(g["name"])
+    class_of = np.array([opwork.CLASSES.index(kernel_class(str(c))) for c in [*cats, "nan"]], dtype=np.int8)
     rest = ~has & ~coll
-    by_name = pd.Series(dur[rest]).groupby(class_of[codes[rest]]).sum()
-    unmeasured = {c: float(by_name.get(c, 0.0)) for c in opwork.CLASSES}
+    by_class = np.bincount(class_of[codes[sel[rest]]], weights=dur[rest], minlength=len(opwork.CLASSES))
+    unmeasured = {c: float(by_class[i]) for i, c in enumerate(opwork.CLASSES)}
     out["_unmeasured_ns"] = unmeasured
     out["_kernel_ns"] = float(dur[~coll].sum())
 
@@ -323,16 +324,55 @@ def _decode_floor(out, entry, idx, t_op, kind, wbytes, tokens, measured, total, 
 # The JSON block, the rule, the words healthy uses
 
 
-def block(per_trace: list[dict]) -> dict | None:
+def block(per_trace: list[dict], serving: dict | None = None) -> dict | None:
     """The ``efficiency`` block of the analysis: the trace with the most measured kernel time
-    (one block: Kineto captures are one per rank)."""
+    (one block: Kineto captures are one per rank). Without a decode floor from the shapes, the
+    serving artifacts may give one (:func:`serving_floor`)."""
     effs = [(p["meta"].get("path"), p.get("_efficiency")) for p in per_trace if p.get("_efficiency")]
     if not effs:
         return None
     path, e = max(effs, key=lambda x: (sum(c["time_ns"] for c in x[1]["classes"]), x[1]["_kernel_ns"]))
-    return {"trace": path, "device_name": e["device_name"], "device": e["device"], "dominant_class": e["dominant"],
-            "classes": e["classes"], "top_ops": e["top_ops"], "decode_floor": e["decode_floor"],
-            "not_measured": e["not_measured"]}
+    out = {"trace": path, "device_name": e["device_name"], "device": e["device"], "dominant_class": e["dominant"],
+           "classes": e["classes"], "top_ops": e["top_ops"], "decode_floor": e["decode_floor"],
+           "not_measured": list(e["not_measured"])}
+    if out["decode_floor"] is None and serving:
+        floor, missing = serving_floor(serving, e["device"])
+        out["decode_floor"] = floor
+        if missing:
+            out["not_measured"].append(missing)
+    return out
+
+
+def serving_floor(serving: dict, device: dict | None) -> tuple[dict | None, dict | None]:
+    """(decode floor, or what is missing for it) from serving artifacts: the weights one worker
+    loaded (the log's "Model loading took N GiB": its shard, so per device under tensor
+    parallelism) over the device's bandwidth, against the median TPOT (one decode step per output
+    token). The KV cache read is not known from the log, so the floor is a lower bound of a lower
+    bound; it is reported, and judges nothing on its own (no window to claim time from)."""
+    weights = (serving.get("config") or {}).get("model_weights_bytes")
+    lat = serving.get("latency") or {}
+    client = (lat.get("client") or {}).get("tpot") or {}
+    server = (lat.get("server") or {}).get("tpot") or {}
+    tpot_ms, source = None, None
+    for value, where in ((client.get("median"), "client median TPOT"), (client.get("mean"), "client mean TPOT"),
+                         ((server.get("p50") or {}).get("value_ms"), "server TPOT p50 (histogram)")):
+        if isinstance(value, (int, float)) and value > 0:
+            tpot_ms, source = float(value), where
+            break
+    if not weights:
+        return None, None  # no weights line: nothing to say beyond the shapes' not_measured
+    if device is None or tpot_ms is None:
+        what = "the device's bandwidth (no known device in the traces)" if device is None else "a TPOT (no benchmark result or TPOT histogram)"
+        return None, {"what": "decode bandwidth floor from the serving log", "time_ns": None,
+                      "reason": f"the log gives the weights per device ({weights / 2**30:.2f} GiB) but not {what}",
+                      "capture_hint": "add a GPU trace of the server (for the device) and a benchmark result or /metrics "
+                                      "scrape (for TPOT) to the bundle"}
+    floor_ns = weights / float(device["bandwidth_gbps"])
+    measured_ns = tpot_ms * 1e6
+    return {"bytes_per_step": float(weights), "floor_ns": int(floor_ns), "measured_ns": int(measured_ns),
+            "pct_of_floor": round(100.0 * floor_ns / measured_ns, 2), "steps": None, "median_gemm_tokens": None,
+            "source": f"weights from the serving log's model-loading line (per device; KV cache read not included) "
+                      f"against the {source}"}, None
 
 
 def t(name):
