@@ -359,7 +359,7 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     findings, abstentions = rules.evaluate(ctx)
     data["findings"] = findings
     data["abstentions"] = abstentions
-    data["efficiency"] = efficiency.block(per_trace)
+    data["efficiency"] = efficiency.block(per_trace, data.get("serving"))
     data["headline"] = rules.headline(findings, abstentions, data, symptom)
     data["headline_by_axis"] = rules.headline_by_axis(findings)
     slices = {d["id"]: dict(d.get("_slices") or {}) for d in devices}  # the decomposition in ns (Perfetto export)

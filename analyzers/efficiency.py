@@ -324,16 +324,55 @@ def _decode_floor(out, entry, idx, t_op, kind, wbytes, tokens, measured, total, 
 # The JSON block, the rule, the words healthy uses
 
 
-def block(per_trace: list[dict]) -> dict | None:
+def block(per_trace: list[dict], serving: dict | None = None) -> dict | None:
     """The ``efficiency`` block of the analysis: the trace with the most measured kernel time
-    (one block: Kineto captures are one per rank)."""
+    (one block: Kineto captures are one per rank). Without a decode floor from the shapes, the
+    serving artifacts may give one (:func:`serving_floor`)."""
     effs = [(p["meta"].get("path"), p.get("_efficiency")) for p in per_trace if p.get("_efficiency")]
     if not effs:
         return None
     path, e = max(effs, key=lambda x: (sum(c["time_ns"] for c in x[1]["classes"]), x[1]["_kernel_ns"]))
-    return {"trace": path, "device_name": e["device_name"], "device": e["device"], "dominant_class": e["dominant"],
-            "classes": e["classes"], "top_ops": e["top_ops"], "decode_floor": e["decode_floor"],
-            "not_measured": e["not_measured"]}
+    out = {"trace": path, "device_name": e["device_name"], "device": e["device"], "dominant_class": e["dominant"],
+           "classes": e["classes"], "top_ops": e["top_ops"], "decode_floor": e["decode_floor"],
+           "not_measured": list(e["not_measured"])}
+    if out["decode_floor"] is None and serving:
+        floor, missing = serving_floor(serving, e["device"])
+        out["decode_floor"] = floor
+        if missing:
+            out["not_measured"].append(missing)
+    return out
+
+
+def serving_floor(serving: dict, device: dict | None) -> tuple[dict | None, dict | None]:
+    """(decode floor, or what is missing for it) from serving artifacts: the weights one worker
+    loaded (the log's "Model loading took N GiB": its shard, so per device under tensor
+    parallelism) over the device's bandwidth, against the median TPOT (one decode step per output
+    token). The KV cache read is not known from the log, so the floor is a lower bound of a lower
+    bound; it is reported, and judges nothing on its own (no window to claim time from)."""
+    weights = (serving.get("config") or {}).get("model_weights_bytes")
+    lat = serving.get("latency") or {}
+    client = (lat.get("client") or {}).get("tpot") or {}
+    server = (lat.get("server") or {}).get("tpot") or {}
+    tpot_ms, source = None, None
+    for value, where in ((client.get("median"), "client median TPOT"), (client.get("mean"), "client mean TPOT"),
+                         ((server.get("p50") or {}).get("value_ms"), "server TPOT p50 (histogram)")):
+        if isinstance(value, (int, float)) and value > 0:
+            tpot_ms, source = float(value), where
+            break
+    if not weights:
+        return None, None  # no weights line: nothing to say beyond the shapes' not_measured
+    if device is None or tpot_ms is None:
+        what = "the device's bandwidth (no known device in the traces)" if device is None else "a TPOT (no benchmark result or TPOT histogram)"
+        return None, {"what": "decode bandwidth floor from the serving log", "time_ns": None,
+                      "reason": f"the log gives the weights per device ({weights / 2**30:.2f} GiB) but not {what}",
+                      "capture_hint": "add a GPU trace of the server (for the device) and a benchmark result or /metrics "
+                                      "scrape (for TPOT) to the bundle"}
+    floor_ns = weights / float(device["bandwidth_gbps"])
+    measured_ns = tpot_ms * 1e6
+    return {"bytes_per_step": float(weights), "floor_ns": int(floor_ns), "measured_ns": int(measured_ns),
+            "pct_of_floor": round(100.0 * floor_ns / measured_ns, 2), "steps": None, "median_gemm_tokens": None,
+            "source": f"weights from the serving log's model-loading line (per device; KV cache read not included) "
+                      f"against the {source}"}, None
 
 
 def t(name):

@@ -57,6 +57,9 @@ _CONFIG_KEYS = ("enforce_eager", "enable_chunked_prefill", "max_num_seqs", "max_
                 "max_running_requests", "disable_radix_cache", "mem_fraction_static")
 _CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
 _KV_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
+# the weights each worker loaded (vLLM: "Model loading took 14.99 GiB and 5.3 seconds"; SGLang: "Load weight
+# end. ... mem usage=14.98 GB"): with tensor parallelism every rank logs its own shard, the bytes per device
+_WEIGHTS = re.compile(r"Model loading took ([\d.]+) ?(GiB|GB|MiB|MB)\b|Load weight end\..*?mem usage=([\d.]+) ?(GiB|GB)\b")
 _PREEMPT = re.compile(r"(?i)is preempted by PreemptionMode|preempted.*(?:KV cache|recompute)|total_num_cumulative_preemption=(\d+)")
 # "MM-DD HH:MM:SS" (vLLM) or "[YYYY-MM-DD HH:MM:SS" / "[HH:MM:SS" (SGLang)
 _TIME = re.compile(r"(?:(\d{4})-)?(?:(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
@@ -261,6 +264,11 @@ def _log(path: str, text: str) -> ServingCapture:
         if ch:
             cap.config["enable_chunked_prefill"] = True
             cap.config.setdefault("max_num_batched_tokens", int(ch.group(1)))
+        wl = _WEIGHTS.search(line)
+        if wl:
+            got = _bytes(wl.group(1) or wl.group(3), wl.group(2) or wl.group(4))
+            if got:
+                cap.config["model_weights_bytes"] = int(got)
         kv = _KV_TOKENS.search(line)
         if kv:
             cap.kv_tokens = int(kv.group(1).replace(",", ""))

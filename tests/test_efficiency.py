@@ -324,3 +324,28 @@ def test_html_has_the_roofline_chart_and_escapes_the_device_name(generated, tmp_
     page = render_html(analyze(open_case([_rewrite(generated["gemm_slow"][2], tmp_path, rename)])))
     assert "&lt;b&gt;evil&lt;/b&gt; GPU" in page and "<b>evil</b>" not in page
     assert 'id="chart-roofline"' in page  # rates without a roof are still drawn
+
+
+def test_serving_log_weights_give_a_decode_floor_without_shapes(generated, tmp_path):
+    """No shapes in the trace: the weights come from vLLM's model-loading line (the rank's shard) and the
+    step from the benchmark's median TPOT; the device from the trace."""
+    def strip(doc):
+        for e in doc["traceEvents"]:
+            e.get("args", {}).pop("Input Dims", None)
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    _rewrite(generated["decode_slow"][2], bundle, strip)
+    (bundle / "vllm.log").write_text(
+        "INFO 05-04 01:05:40 [__init__.py:244] Automatically detected platform cuda.\n"
+        "(VllmWorker rank=0 pid=118) INFO 05-04 01:05:50 [gpu_model_runner.py:1595] Model loading took 1.8750 GiB "
+        "and 2.513 seconds\n"
+        "INFO 05-04 01:06:10 [loggers.py:116] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: "
+        "400.0 tokens/s, Running: 8 reqs, Waiting: 0 reqs, GPU KV cache usage: 5.0%, Prefix cache hit rate: 0.0%\n")
+    (bundle / "bench.json").write_text(json.dumps({"backend": "vllm", "completed": 100, "request_throughput": 10.0,
+                                                   "median_ttft_ms": 50.0, "median_tpot_ms": 2.0, "mean_tpot_ms": 2.1}))
+    a = analyze(open_case([bundle]))
+    df = a.data["efficiency"]["decode_floor"]
+    assert df["bytes_per_step"] == 1.875 * 2**30
+    assert df["floor_ns"] == int(1.875 * 2**30 / 3350)  # H100 SXM: 3,350 GB/s
+    assert df["measured_ns"] == 2_000_000 and df["pct_of_floor"] == pytest.approx(100 * 1.875 * 2**30 / 3350 / 2e6, abs=0.01)
+    assert "model-loading line" in df["source"] and "median TPOT" in df["source"]
