@@ -414,6 +414,7 @@ def parse(path: str) -> Trace:
     trace.meta["version"] = str(doc.get("schemaVersion")) if doc.get("schemaVersion") is not None else None
     trace.meta["rank"] = dist.get("rank")
     trace.meta["world_size"] = dist.get("world_size")
+    trace.meta["backend"] = dist.get("backend")
     if not dist or "rank" not in dist:
         trace.warnings.append("no distributedInfo rank in the trace: the rank is unknown (not assumed to be 0)")
     gpu_ev = ev[ev["cat"].isin(list(GPU_CATS))]

@@ -84,11 +84,18 @@ def session_span(path: str) -> tuple[int, int] | None:
     (one per rank) are compared on this wall-clock span. None when the export lacks either table."""
     try:
         with Database(path) as db:
-            if db.objects.get("TARGET_INFO_SESSION_START_TIME") != "table" or db.objects.get("ANALYSIS_DETAILS") != "table":
-                return None
-            start = coerce.scalar_int(db.rows("SELECT min(utcEpochNs) FROM TARGET_INFO_SESSION_START_TIME")[0][0])
-            duration = coerce.scalar_int(db.rows("SELECT max(duration) FROM ANALYSIS_DETAILS")[0][0])
+            return _session_span(db)
     except TraceFormatError:
+        return None
+
+
+def _session_span(db: Database) -> tuple[int, int] | None:
+    if db.objects.get("TARGET_INFO_SESSION_START_TIME") != "table" or db.objects.get("ANALYSIS_DETAILS") != "table":
+        return None
+    try:
+        start = coerce.scalar_int(db.rows("SELECT min(utcEpochNs) FROM TARGET_INFO_SESSION_START_TIME")[0][0])
+        duration = coerce.scalar_int(db.rows("SELECT max(duration) FROM ANALYSIS_DETAILS")[0][0])
+    except TraceFormatError:  # a column missing from a damaged or older table
         return None
     return (start, start + duration) if start is not None and duration is not None and duration >= 0 else None
 
@@ -595,6 +602,7 @@ def parse(path: str) -> Trace:
         meta["version"] = _version(db, export)
         meta["schema_version"] = export.get("EXPORT_SCHEMA_VERSION")
         meta["tables"] = sorted(n for n in db.objects if n.startswith(("CUPTI_", "NVTX_", "OSRT_")))
+        meta["session_utc_ns"] = _session_span(db)  # wall clock: which exports are one run (tracetriage/runs.py)
         mode = (capture.get("CUDA_GRAPH_TRACE_OPTIONS:MODE") or [None])[0]
         if not parts and not db.has(KERNEL) and not db.has(GRAPH_TRACE):
             what = "no CUDA kernel, memcpy or graph tables"

@@ -214,20 +214,11 @@ def _progress_note(paths, fmt: str):
 
 
 def _check_one_run(case) -> None:
-    """Several paths are one case only when they belong together: traces whose GPU activity
-    overlaps in time (one run, one clock) plus side artifacts."""
-    from tracetriage.errors import UsageError
+    """Several paths are one case only when their traces are one run (tracetriage/runs.py: the
+    rule batch groups files by), plus side artifacts."""
+    from tracetriage.runs import check_one_run
 
-    spans = []
-    for t in case.traces:
-        g = t.gpu
-        if len(g):
-            spans.append((int(g["start"].min()), int(g["end"].max()), t.path))
-    for i, (a0, a1, pa) in enumerate(spans):
-        for b0, b1, pb in spans[i + 1:]:
-            if a1 < b0 or b1 < a0:
-                raise UsageError(None, f"{pa} and {pb} are not one run (their GPU activity does not overlap in time): "
-                                       "analyze each on its own, or all of them with tracetriage batch")
+    check_one_run(case)
 
 
 def _fails(findings, fail_on: str | None) -> bool:
