@@ -21,6 +21,22 @@ def axis_of(finding_id: str) -> str:
     return CATALOG[finding_id]["axis"]
 
 
+def answers_of(finding_id: str) -> list[str]:
+    """The symptoms a finding explains, its primary axis first (``answers`` in the catalog)."""
+    entry = CATALOG[finding_id]
+    return list(entry.get("answers") or [entry["axis"]])
+
+
+def answers(finding: dict, symptom: str) -> bool:
+    """Whether a finding explains the symptom the user named (its axis or a further answer)."""
+    return symptom in (finding.get("answers") or [finding["axis"]])
+
+
+for _id, _entry in CATALOG.items():  # a catalog mistake fails at import, in every test
+    if "axis" in _entry and _entry.get("answers") and _entry["answers"][0] != _entry["axis"]:
+        raise ValueError(f"findings.toml [{_id}]: answers must list the axis ({_entry['axis']}) first")
+
+
 def _text(entry: dict, key: str, variant: str | None) -> str:
     value = entry[key]
     if isinstance(value, dict):
@@ -33,8 +49,8 @@ def make(finding_id: str, impact: float, fields: dict, evidence: list[dict], *, 
     """One finding: the catalog's texts for ``entry`` (default: the id) filled with ``fields``."""
     texts = CATALOG[entry or finding_id]
     impact = round(float(max(0.0, min(100.0, impact))), 2)
-    out = {"id": finding_id, "axis": texts["axis"], "severity": severity, "impact_pct": impact,
-           "impact_denominator": denominator}
+    out = {"id": finding_id, "axis": texts["axis"], "answers": list(texts.get("answers") or [texts["axis"]]),
+           "severity": severity, "impact_pct": impact, "impact_denominator": denominator}
     for key in TEXTS:
         out[key] = " ".join(_text(texts, key, variant).format_map(fields).split())
     out["evidence"] = evidence

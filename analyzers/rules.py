@@ -787,12 +787,15 @@ def abstentions_for(ctx: Context) -> list[dict]:
 
 
 def rank(findings: list[dict], symptom: str | None) -> list[dict]:
-    """Healthy first (it fires only when nothing reaches medium); then the symptom's axis;
-    then severity, impact, and a root cause before its symptom on ties."""
+    """Healthy first (it fires only when nothing reaches medium); then the findings that answer
+    the symptom (its axis, or a further symptom they explain: launch-bound kernels answer
+    "GPU at 30% utilization"); then severity, impact, the symptom's own axis before an answer
+    from another, and a root cause before its symptom on ties."""
     order = {"cross_island_collective": 0}
     return sorted(findings, key=lambda f: (f["id"] != "healthy",
-                                           bool(symptom) and f["axis"] != symptom,
-                                           -SEVERITIES.index(f["severity"]), -f["impact_pct"], order.get(f["id"], 1)))
+                                           bool(symptom) and not catalog.answers(f, symptom),
+                                           -SEVERITIES.index(f["severity"]), -f["impact_pct"],
+                                           bool(symptom) and f["axis"] != symptom, order.get(f["id"], 1)))
 
 
 def evaluate(ctx: Context) -> tuple[list[dict], list[dict]]:
@@ -898,7 +901,7 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom:
 
 def _symptom_headline(findings: list[dict], abstentions: list[dict], symptom: str, where: str, tail: str = "") -> str:
     """The verdict for the symptom the user named: its top finding, or why there is none."""
-    mine = [f for f in findings if f["axis"] == symptom]
+    mine = [f for f in findings if catalog.answers(f, symptom)]
     if mine:
         return f"{symptom}: {_says(mine[0])}{where}"
     others = "; ".join(f"{a}: [{f['id']}]" for a, f in _axis_tops(findings).items())
