@@ -143,7 +143,7 @@ def step_durations(steps: dict[str, dict]) -> str | None:
     p50 = float(np.percentile(v["durations"], 50)) / 1e6
     p99 = float(np.percentile(v["durations"], 99)) / 1e6
     fig, ax = plt.subplots(figsize=(8, 2.6))
-    ax.hist(d, bins=min(60, max(10, len(d) // 2)), color="#29335c")
+    ax.hist(d, bins=min(60, max(10, len(d) // 2)), color="#29335c", histtype="stepfilled")  # one polygon, not a bar each
     ax.axvline(p50, color="#2a9d8f", linestyle="--", label=f"p50 {p50:.2f} ms")
     ax.axvline(p99, color="#e4572e", linestyle="--", label=f"p99 {p99:.2f} ms (tail)")
     ax.set_xlabel("step duration (ms)")
@@ -213,6 +213,27 @@ LANE_COLORS = {"kernels": "#2a9d8f", "collectives": "#f3a712", "copies": "#a23b7
 HOST_COLORS = {"launch": "#e4572e", "sync": "#7b2cbf", "other": "#8d99ae"}
 
 
+def _bars(ax, xranges: list[tuple[float, float]], yrange: tuple[float, float], color: str, alpha: float | None = None,
+          label: str | None = None) -> None:
+    """Rectangles (x, width) over one y range as a single filled path: the SVG gets one ``<path>``
+    per lane instead of one per bar (``broken_barh`` makes matplotlib draw and write each of
+    a step's hundreds of bars on its own)."""
+    import numpy as np
+    from matplotlib.patches import PathPatch
+    from matplotlib.path import Path
+
+    xw = np.asarray(xranges, dtype=float).reshape(-1, 2)
+    x0, x1 = xw[:, 0], xw[:, 0] + xw[:, 1]
+    y0, y1 = yrange[0], yrange[0] + yrange[1]
+    verts = np.empty((len(xw), 5, 2))
+    verts[:, :, 0] = np.stack([x0, x1, x1, x0, x0], axis=1)
+    verts[:, :, 1] = [y0, y0, y1, y1, y0]
+    codes = np.tile(np.array([Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY], Path.code_type), len(xw))
+    ax.add_artist(PathPatch(Path(verts.reshape(-1, 2), codes), facecolor=color, alpha=alpha, linewidth=0, label=label))
+    ax.update_datalim([(x0.min(), y0), (x1.max(), y1)])  # add_patch would walk every vertex in Python
+    ax.autoscale_view()
+
+
 def timeline(tl: dict | None) -> list[tuple[str, str]]:
     """Per window (median step, longest step): for each device a GPU lane (kernels,
     collectives, copies, graph replays) over its idle gaps shaded by cause, and under it the
@@ -229,17 +250,19 @@ def timeline(tl: dict | None) -> list[tuple[str, str]]:
         yticks, ylabels = [], []
         for i, d in enumerate(devs):
             y = (len(devs) - 1 - i) * 2.2
+            gaps: dict[str, list] = {}  # one collection per cause, not one per gap (hundreds of artists a step)
             for gs, ge, cause in d["gaps"]:
-                ax.broken_barh([((gs - t0) / 1e6, (ge - gs) / 1e6)], (y + 1.0, 0.9), facecolors=CAUSE_COLORS.get(cause, "#ccc"),
-                               alpha=0.18, linewidth=0)
+                gaps.setdefault(cause, []).append(((gs - t0) / 1e6, (ge - gs) / 1e6))
+            for cause, bars in gaps.items():
+                _bars(ax, bars, (y + 1.0, 0.9), CAUSE_COLORS.get(cause, "#ccc"), alpha=0.18)
             for lane, color in LANE_COLORS.items():
                 bars = [((s - t0) / 1e6, max((e - s) / 1e6, span / 1e6 / 2000)) for s, e in d[lane]]
                 if bars:
-                    ax.broken_barh(bars, (y + 1.0, 0.9), facecolors=color, linewidth=0, label=lane)
+                    _bars(ax, bars, (y + 1.0, 0.9), color, label=lane)
             for cat, color in HOST_COLORS.items():
                 bars = [((s - t0) / 1e6, max((e - s) / 1e6, span / 1e6 / 2000)) for s, e, c in d["host"] if c == cat]
                 if bars:
-                    ax.broken_barh(bars, (y, 0.8), facecolors=color, linewidth=0, label=f"host: {cat}")
+                    _bars(ax, bars, (y, 0.8), color, label=f"host: {cat}")
             yticks += [y + 1.45, y + 0.4]
             ylabels += [_label(d["id"], 26), "  host"]
         ax.set_yticks(yticks)
