@@ -1,5 +1,6 @@
-"""The compiled parts: the SQLite b-tree reader (parsers/_btree.c) and the idle-time
-sweep of the device timeline (analyzers/_sweep.c).
+"""The compiled parts: the SQLite b-tree reader (parsers/_btree.c), the idle-time
+sweep of the device timeline (analyzers/_sweep.c) and the byte join of the Perfetto
+export's packets (reports/_protowire.c).
 
 Both are optional: where no C compiler is at hand the install goes on without them, the
 big tables are read through SQLite (ADBC) and gaps are attributed with numpy, the same
@@ -11,4 +12,5 @@ from setuptools import Extension, setup
 setup(ext_modules=[
     Extension("tracetriage.parsers._btree", ["parsers/_btree.c"], optional=True, extra_compile_args=["-O2"]),
     Extension("tracetriage.analyzers._sweep", ["analyzers/_sweep.c"], optional=True, extra_compile_args=["-O2"]),
+    Extension("tracetriage.reports._protowire", ["reports/_protowire.c"], optional=True, extra_compile_args=["-O2"]),
 ])

@@ -56,7 +56,7 @@ from tracetriage.model import cat_codes, cat_mask, is_kind, is_sorted
 from tracetriage.reports import protowire as pw
 
 SEQUENCE_ID = 0x7472  # one writer sequence for the whole file ("tr")
-CHUNK_ROWS = 1 << 18
+CHUNK_ROWS = 1 << 15  # rows encoded at a time: their byte matrices stay in cache (~2x faster than 256K)
 DEFAULT_WORST_STEPS = 3
 GAP_CLASS_NAMES = {"after_sync": "idle gap (after sync)", "short": "idle gap (short)", "long": "idle gap (long)"}
 MAX_EVIDENCE_ARGS = 12
@@ -658,6 +658,11 @@ class _TraceExport:
         spread = _Claims(w, find_track, self.findings, claims, totals) if claims else None
 
         def on_gaps(gs, ge, causes, after, short):
+            for k in range(0, gs.size, CHUNK_ROWS):
+                part = slice(k, k + CHUNK_ROWS)
+                gaps(gs[part], ge[part], {c: v[part] for c, v in causes.items()}, after[part], short[part])
+
+        def gaps(gs, ge, causes, after, short):
             cls = np.where(after, 0, np.where(short, 1, 2))
             emit = np.ones(gs.size, bool) if whole else _in_spans(gs, ge, spans)
             P = np.stack([causes[c] for c in tl.CAUSES])

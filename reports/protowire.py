@@ -20,6 +20,12 @@ from __future__ import annotations
 import numpy as np
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import DebugAnnotation, Trace, TracePacket, TrackEvent
 
+try:
+    from tracetriage.reports import _protowire
+except ImportError:  # built without a C compiler: numpy joins the fields
+    _protowire = None
+NATIVE = True  # tests turn the compiled join off to compare it with numpy
+
 _VARINT, _FIXED64, _LEN = 0, 1, 2
 
 
@@ -55,6 +61,7 @@ TAG_TERMINATING_FLOW = _tag(_field(TrackEvent, "terminating_flow_ids"), _FIXED64
 TAG_ANNOTATION = _tag(_field(TrackEvent, "debug_annotations"), _LEN)
 TAG_ANNOTATION_NAME_IID = _tag(_field(DebugAnnotation, "name_iid"), _VARINT)
 TAG_ANNOTATION_INT = _tag(_field(DebugAnnotation, "int_value"), _VARINT)
+BATCH_ROWS = 16384
 _VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)
 SLICE_BEGIN, SLICE_END = TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_SLICE_END
 
@@ -134,14 +141,37 @@ def total(columns: list[Column]) -> np.ndarray:
 
 
 def join(columns: list[Column]) -> bytes:
-    """Row by row, each row's fields in column order: one byte string."""
+    """Row by row, each row's fields in column order: one byte string (the compiled join when
+    built: one memcpy per field; else numpy, :func:`join_numpy`)."""
+    if _protowire is not None and NATIVE:
+        n = columns[0].len.size
+        parts = []
+        for c in columns:
+            m = c.mat
+            if m.shape[0] and m.strides[0] == 0:  # one row broadcast to all: pass it once
+                parts.append((np.ascontiguousarray(m[0]), 0, np.ascontiguousarray(c.len, np.int64)))
+            else:
+                parts.append((np.ascontiguousarray(m), m.shape[1], np.ascontiguousarray(c.len, np.int64)))
+        return _protowire.join(n, parts)
+    return join_numpy(columns)
+
+
+def join_numpy(columns: list[Column]) -> bytes:
+    """:func:`join` with numpy.
+
+    When the rows fall into few runs of one length pattern (the usual case: a varint's length
+    only changes at powers of 128), each run is cut out of the column matrices with exactly its
+    bytes; otherwise the padded matrices are concatenated and compacted through a mask."""
     n = columns[0].len.size
+    lens = np.stack([c.len for c in columns], axis=1)
+    change = np.flatnonzero((lens[1:] != lens[:-1]).any(axis=1)) + 1
+    if change.size < 8:
+        bounds = np.concatenate(([0], change, [n]))
+        return b"".join(np.concatenate([c.mat[a:b, :ln] for c, ln in zip(columns, lens[a]) if ln], axis=1).tobytes()
+                        for a, b in zip(bounds[:-1], bounds[1:]))
     mat = np.concatenate([c.mat for c in columns], axis=1)
-    full = [c.full or c.mat.shape[1] == 0 for c in columns]
-    if all(full):
-        return mat.tobytes()
-    mask = np.concatenate([np.ones((n, c.mat.shape[1]), bool) if f else np.arange(c.mat.shape[1])[None, :] < c.len[:, None]
-                           for c, f in zip(columns, full)], axis=1)
+    mask = np.concatenate([np.ones((n, c.mat.shape[1]), bool) if c.full else np.arange(c.mat.shape[1])[None, :] < c.len[:, None]
+                           for c in columns], axis=1)
     return mat[mask].tobytes()
 
 
@@ -169,6 +199,16 @@ def slices(begin: np.ndarray, end: np.ndarray, track_uuid, name_iid, sequence: b
     n = len(begin)
     if n == 0:
         return b""
+    if n > BATCH_ROWS:  # the byte matrices of a batch stay in cache: ~2x faster than one pass over 256K rows
+        def part(x, a, b):
+            return x if np.ndim(x) == 0 else x[a:b]
+
+        def cols(extra, a, b):
+            return [Column(c.mat[a:b], c.len[a:b], c.full) for c in extra or []]
+
+        return b"".join(slices(begin[a:a + BATCH_ROWS], end[a:a + BATCH_ROWS], part(track_uuid, a, a + BATCH_ROWS),
+                               part(name_iid, a, a + BATCH_ROWS), sequence, cols(begin_extra, a, a + BATCH_ROWS),
+                               cols(end_extra, a, a + BATCH_ROWS)) for a in range(0, n, BATCH_ROWS))
     fixed = []  # TrackEvent fields the same for every row: one constant column
     if np.ndim(track_uuid) == 0:
         fixed_uuid, uuid_col = TAG_TRACK_UUID + _varint_bytes(int(track_uuid)), None

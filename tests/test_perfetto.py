@@ -258,6 +258,33 @@ def test_wire_format_is_what_the_classes_write():
     assert got == want
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_compiled_join_equals_numpy(seed):
+    """The C join (reports/_protowire.c) writes the bytes numpy writes: columns of any width,
+    lengths 0..width, broadcast constants, uniform and mixed length patterns."""
+    if pw._protowire is None:
+        pytest.skip("reports/_protowire.c was not built (no C compiler at install)")
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    cols = []
+    for _ in range(int(rng.integers(1, 12))):
+        kind = rng.integers(0, 4)
+        if kind == 0:
+            cols.append(pw.constant(bytes(rng.integers(0, 256, int(rng.integers(0, 9)), dtype=np.uint8)), n))
+        elif kind == 1:
+            cols.append(pw.varint(rng.integers(-(1 << 62), 1 << 62, n), b"\x08", rng.random(n) < 0.7))
+        elif kind == 2:
+            cols.append(pw.varint(np.full(n, int(rng.integers(0, 1 << 20)))))
+        else:
+            cols.append(pw.choose([bytes([k]) * k for k in range(1, 6)], rng.integers(-1, 5, n)))
+    pw.NATIVE = False
+    try:
+        want = pw.join(cols)
+    finally:
+        pw.NATIVE = True
+    assert pw.join(cols) == want
+
+
 def test_varint_edges():
     for v in [0, 1, 127, 128, 16383, 16384, (1 << 63) - 1, -1, -(1 << 63)]:
         col = pw.varint(np.array([v], np.int64))
@@ -378,3 +405,12 @@ def test_flows_link_launch_calls_to_their_kernels(tmp_path):
         kernel = ends[f]
         assert call[2] == "cudaLaunchKernel" and kernel[3]["kind"] == "kernel"
         assert call[3]["correlation"] == kernel[3]["correlation"] and call[0] <= kernel[0]
+
+
+def test_export_without_the_compiled_join_is_the_same_file(tmp_path, monkeypatch):
+    case = open_case([BUNDLES / "tp4_island"])
+    analysis = analyze(case)
+    pf.export(case, analysis, tmp_path / "c.pftrace")
+    monkeypatch.setattr(pw, "NATIVE", False)
+    pf.export(case, analysis, tmp_path / "numpy.pftrace")
+    assert (tmp_path / "c.pftrace").read_bytes() == (tmp_path / "numpy.pftrace").read_bytes()
