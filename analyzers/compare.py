@@ -46,6 +46,7 @@ from tracetriage.analyzers import conditions
 from tracetriage.analyzers.accounting import matching
 from tracetriage.analyzers.catalog import CATALOG
 from tracetriage.analyzers.timeline import CAUSES
+from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSED
 
 SCHEMA = "tracetriage.compare/2"
 THRESHOLD_PCT = 5.0  # the practical minimum: a change under 5% of the step is no change (--gate-threshold)
@@ -56,8 +57,6 @@ MIN_STEPS = 5  # fewer steps on a rank than this: no distribution to compare
 SHARE_NOISE_PTS = 5.0  # a change of a share (busy %) under this many points is no change
 TOP_KERNELS = 10  # kernels per device in the output: the largest movers in ms per step
 
-EXIT_REGRESSED = 8
-EXIT_INCONCLUSIVE = 9
 
 
 # ---------------------------------------------------------------------------
@@ -69,7 +68,7 @@ def program_key(command: str) -> str:
     ``-m`` module (``python3 -m vllm.worker rank0`` -> ``python3 vllm.worker``). Flags are what
     a fix changes (``--enforce-eager``), so they do not make another program."""
     tokens = str(command or "").split()
-    if not tokens:
+    if not tokens or re.fullmatch(r"pid \d+", " ".join(tokens)):  # a name made up from the pid: no program known
         return ""
     exe = tokens[0].rsplit("/", 1)[-1]
     exe = re.sub(r"\d+(\.\d+)*$", "", exe) or exe  # python3.11 -> python
@@ -676,3 +675,47 @@ def summary_line(r: dict) -> str:
     if r["slo_broken"]:
         parts.append("SLO broken: " + "; ".join(r["slo_broken"]))
     return "; ".join(parts)
+
+
+# ---------------------------------------------------------------------------
+# The record batch keeps per case, so trend never re-reads a capture
+
+
+SERIES_FIGURES = ("step_p50_ms", "step_p99_ms", "busy_pct", "compute_ms", "collective_ms", "copy_ms", "idle_ms",
+                  *(f"idle_{c}_ms" for c in CAUSES), "launches_per_step", "graph_launches_per_step", "syncs_per_step",
+                  "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms",
+                  "throughput_rps")
+
+
+def trend_record(data: dict) -> dict:
+    """What ``trend`` reads of one analysis (flat, for the batch Parquet tables): the
+    comparability signature, the per-step figures, each finding's ms per step, and each
+    device's kernels in ms per step (rank order)."""
+    side = Side(data, "")
+    fig = side.figures()
+    names = Counter(d.get("name") for d in side.devices)
+    serving = side.serving or {}
+    program = ",".join(sorted({k for k in (program_key(r["name"]) for r in side.ranks) if k}))
+    if not side.devices and serving:
+        program = "serving:" + str(serving.get("engine") or "unknown")
+    signature = {
+        "device_model": ",".join(sorted(str(n) for n in names)) if names else "",
+        "device_count": len(side.devices),
+        "world_size": len(side.ranks),
+        "program": program,
+        "step_ranges": ",".join(sorted({str(r["steps"].get("range_name")) for r in side.ranks
+                                        if r["steps"].get("range_name")})),
+    }
+    findings = {}
+    for fid in side.findings:
+        check = check_of(fid)
+        ms = side.mean_slice_ms(check["slices"]) if check.get("slices") else side.claim_ms(fid)
+        findings[fid] = _round(ms)
+    kernels = []
+    for rank, d in enumerate(sorted(side.devices, key=lambda d: (d.get("gpu_index", 0), d["pid"]))):
+        n = side.device_steps(d)
+        for k in d.get("kernels") or []:
+            kernels.append({"device_rank": rank, "name": k["name"], "kind": k["kind"],
+                            "ms_per_step": round(k["total_ns"] / n / 1e6, 6) if n else None})
+    return {"signature": signature, "figures": {k: _round(fig.get(k)) for k in SERIES_FIGURES},
+            "findings_ms": findings, "kernels": kernels}

@@ -58,7 +58,7 @@ API_CATS = ("cuda_runtime", "cuda_driver")
 RANGE_CATS = ("user_annotation",)
 KEPT_CATS = set(GPU_CATS) | set(API_CATS) | set(RANGE_CATS)
 KEPT_ARGS = ("correlation", "device", "stream", "bytes", "External id")
-HEAD_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo")
+HEAD_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds")
 
 
 MAX_SHAPE_CHARS = 4096  # a shape record longer than this (a huge tensor list) is not kept
@@ -250,6 +250,22 @@ def keys_in_tail(tail: bytes, keys) -> dict:
 def tail_info(path: str) -> dict | None:
     """distributedInfo from the file's last bytes, without parsing the events (a gzipped file is
     decompressed as a stream, keeping only its tail)."""
+    tail = _tail(path)
+    info = keys_in_tail(tail, ["distributedInfo"]).get("distributedInfo") if tail is not None else None
+    return info if isinstance(info, dict) else None
+
+
+def base_time_ns(path: str) -> int | None:
+    """``baseTimeNanoseconds`` (the capture's start on the wall clock, UTC ns), from the head or
+    the tail of the file, where PyTorch writes it; None when absent or not an integer."""
+    value = head(path).get("baseTimeNanoseconds")
+    if value is None:
+        tail = _tail(path)
+        value = keys_in_tail(tail, ["baseTimeNanoseconds"]).get("baseTimeNanoseconds") if tail is not None else None
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
+def _tail(path: str) -> bytes | None:
     gz, opener = gzip_opener(path)
     try:
         with opener(path, "rb") as fh:
@@ -264,8 +280,7 @@ def tail_info(path: str) -> dict | None:
                 tail = fh.read(TAIL_BYTES)
     except (OSError, EOFError, zlib.error, TraceFormatError):
         return None
-    info = keys_in_tail(tail, ["distributedInfo"]).get("distributedInfo")
-    return info if isinstance(info, dict) else None
+    return tail
 
 
 def stream_json(path: str) -> dict | None:

@@ -385,3 +385,43 @@ def step_distributions(before: dict[str, list[int]], after: dict[str, list[int]]
     ax.set_xlabel("step duration (ms)")
     ax.set_title("Step durations, before and after (every measured step)", loc="left")
     return _svg(fig)
+
+
+def trend_charts(group: dict, changes: list[dict], names: tuple, links: list[str | None]) -> str | None:
+    """Small multiples of a group's main series over its captures: level shifts as vertical
+    lines at the first bad capture, outliers circled; each point links to its case report."""
+    series = [(n, group["series"][n]) for n in names if n in group["series"]]
+    series += [(n, s) for n, s in group["series"].items() if n.startswith("finding:")][:3]
+    if not series:
+        return None
+    cases = group["cases"]
+    xs = list(range(len(cases)))
+    cols = 2
+    rows = (len(series) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(9, 1.9 * rows), squeeze=False, sharex=True)
+    ticks = [c["label"] or c["name"] for c in cases]
+    for ax, (name, s) in zip(axes.flat, series):
+        ys = [float("nan") if v is None else v for v in s["values"]]
+        ax.plot(xs, ys, color="#8d99ae", lw=1, zorder=1)
+        pts = ax.scatter(xs, ys, s=14, color="#29335c", zorder=3)
+        pts.set_urls(links)
+        for c in changes:
+            if c["metric"] != name:
+                continue
+            i = next((k for k, case in enumerate(cases) if case["name"] == c["first_bad"]), None)
+            if i is None:
+                continue
+            color = "#d62828" if c["direction"] == "regressed" else "#2a9d8f"
+            if c["kind"] == "level_shift":
+                ax.axvline(i - 0.5, color=color, lw=1.2, ls="--", zorder=2)
+            else:
+                ax.scatter([i], [ys[i]], s=90, facecolors="none", edgecolors=color, lw=1.5, zorder=4)
+        ax.set_title(_label(f"{name} ({s['unit']})", 60), loc="left", fontsize=9)
+    for ax in axes.flat[len(series):]:
+        ax.set_visible(False)
+    step = max(1, len(cases) // 10)
+    for ax in axes[-1]:
+        ax.set_xticks(xs[::step])
+        ax.set_xticklabels([_label(t, 14) for t in ticks[::step]], rotation=30, ha="right", fontsize=7)
+    fig.tight_layout()
+    return _svg(fig)

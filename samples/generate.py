@@ -485,7 +485,14 @@ class Strings:
         return self.ids[s]
 
 
-def write_nsys(path: Path, ranks: list[Rank], scenario: str) -> None:
+SESSION_DDL = """
+CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, localTime TEXT, systemClockNs INTEGER);
+CREATE TABLE ANALYSIS_DETAILS (globalVid INTEGER NOT NULL, duration INTEGER NOT NULL, startTime INTEGER NOT NULL,
+                               stopTime INTEGER NOT NULL);
+"""  # the DDL of a real 2026.1 export (TARGET_INFO_SESSION_START_TIME, ANALYSIS_DETAILS)
+
+
+def write_nsys(path: Path, ranks: list[Rank], scenario: str, session_start_ns: int | None = None) -> None:
     if path.exists():
         path.unlink()
     db = sqlite3.connect(path)
@@ -546,6 +553,14 @@ def write_nsys(path: Path, ranks: list[Rank], scenario: str) -> None:
     for dev in sorted({r.device for r in ranks}):
         db.execute("INSERT INTO TARGET_INFO_GPU (vmId, id, name, uuid, smCount, totalMemory, cuDevice) VALUES (0, ?, 'NVIDIA H100 80GB HBM3', ?, 132, 85520809984, ?)",
                    (dev, f"GPU-0000000{dev}", dev))
+    if session_start_ns is not None:  # the capture's wall-clock start, as nsys records it
+        import datetime
+
+        db.executescript(SESSION_DDL)
+        end = max((e for r in ranks for _, e in r.busy_intervals()), default=0) + 1_000_000
+        utc = datetime.datetime.fromtimestamp(session_start_ns / 1e9, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        db.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, ?, ?, 0)", (session_start_ns, utc, utc))
+        db.execute("INSERT INTO ANALYSIS_DETAILS VALUES (281474976710656, ?, 0, ?)", (end, end))
     db.commit()
     db.execute("VACUUM")
     db.close()
@@ -776,6 +791,62 @@ def nccl_log(n: int, pids: list[int]) -> str:
     return "\n".join(out) + "\n"
 
 
+def scenario_nightly_decode(rng, eager=False, host_outlier=False):
+    """One night of a nightly decode benchmark: 30 decode steps of 200 kernels, each step read
+    back by a sync (the sampled tokens) and followed by ~50 us of host work. In CUDA graphs
+    (the healthy nights) a step is one replay; ``eager`` launches the 200 kernels one by one
+    (launch-bound: the regression); ``host_outlier`` adds ~1 ms of Python after each read-back
+    (a one-night host stall: an outlier)."""
+    r = Rank(pid=4300, device=0)
+    per_step = 200
+    for step in range(32):
+        if step < 2 or eager:
+            if step < 2:
+                r.host(3_000 * US)
+            for name, dur in _decode_kernels(rng, per_step):
+                r.host(int(rng.uniform(1.0, 2.0) * US))
+                r.launch(name, dur)
+        else:
+            r.host(int(rng.uniform(20, 30) * US))
+            r.graph_launch(sum(d for _, d in _decode_kernels(rng, per_step)) + per_step * 300)
+        r.dtoh_sync(nbytes=8 * 32)
+        r.host(int(rng.uniform(40, 60) * US) + (int(rng.uniform(900, 1100) * US) if host_outlier else 0))
+    return [r], {"launches_per_step": per_step if eager else 0, "graph_launches_per_step": 0 if eager else 1,
+                 "syncs_per_step": 1, "warmup_steps": 2}
+
+
+NIGHT0_NS = 1_793_491_200 * 10**9  # 2026-11-01T00:00:00Z
+DAY_NS = 86_400 * 10**9
+
+
+def generate_nightly(out: Path, nights: int = 20, switch_at: int | None = 13, outlier_at: int | None = 6,
+                     seed: int = 7) -> list[Path]:
+    """A nightly benchmark archive: ``nightly-YYYY-MM-DD/trace.sqlite`` for nights 1..N, each
+    from its own seed, the capture time (03:00 UTC that night) in the export's session table.
+    Nights from ``switch_at`` on run eager (CUDA graphs lost: the regression), night
+    ``outlier_at`` alone carries a host stall after each read-back. The truth of the series
+    goes to ``series_truth.json`` beside the nights (not inside a case)."""
+    import datetime
+
+    out.mkdir(parents=True, exist_ok=True)
+    made, truth = [], {"nights": [], "switch_at": switch_at, "outlier_at": outlier_at}
+    for night in range(1, nights + 1):
+        start = NIGHT0_NS + (night - 1) * DAY_NS + 3 * 3600 * 10**9
+        day = datetime.datetime.fromtimestamp(start / 1e9, datetime.timezone.utc).strftime("%Y-%m-%d")
+        eager = switch_at is not None and night >= switch_at
+        ranks, extra = scenario_nightly_decode(random.Random(f"{seed}:night:{night}"), eager=eager,
+                                               host_outlier=night == outlier_at)
+        bundle = out / f"nightly-{day}"
+        bundle.mkdir(exist_ok=True)
+        write_nsys(bundle / "trace.sqlite", ranks, "nightly_decode", session_start_ns=start)
+        steps = truth_for(ranks, extra, "nightly_decode", "")
+        truth["nights"].append({"night": night, "name": bundle.name, "capture_start_ns": start, "eager": eager,
+                                "outlier": night == outlier_at, "step_p50_ns": steps["step_p50_ns"]})
+        made.append(bundle)
+    (out / "series_truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+    return made
+
+
 SIDE_ARTIFACTS = {
     "tp8_cross_island": {"topo.txt": lambda: topo_two_islands(), "nccl.log": lambda: nccl_log(8, [5000 + i for i in range(8)])},
     "tp4_island": {"topo.txt": lambda: topo_two_islands(), "nccl.log": lambda: nccl_log(4, [5000 + i for i in range(4)])},
@@ -811,8 +882,14 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--rocpd", action="store_true", help="write rocprofv3 rocpd databases instead of nsys exports")
     ap.add_argument("--serving", action="store_true", help="write the serving bundles (log + scrape + benchmark result)")
+    ap.add_argument("--nightly", type=int, metavar="N", help="write a nightly archive of N captures (trend's sample): "
+                    "eager from --switch-at on, a host-stall outlier at --outlier-at")
+    ap.add_argument("--switch-at", type=int, default=13, help="first eager night of --nightly (0: no switch)")
+    ap.add_argument("--outlier-at", type=int, default=6, help="the night with a one-off host stall (0: none)")
     args = ap.parse_args(argv)
-    if args.serving:
+    if args.nightly:
+        made = generate_nightly(args.out, args.nightly, args.switch_at or None, args.outlier_at or None, args.seed)
+    elif args.serving:
         from serving_scenarios import generate_serving
 
         made = generate_serving(args.out, args.only, args.seed)

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tracetriage import __version__
+from tracetriage.analyzers.compare import SERIES_FIGURES
 from tracetriage.errors import ArchiveError, TraceTriageError
 
 DEFAULT_CASE_TIMEOUT_S = 600.0
@@ -291,6 +292,30 @@ class CaseTimeout(Exception):
     pass
 
 
+def capture_start_ns(inputs: list[dict]) -> int | None:
+    """When the capture started (UTC ns) from the capture's own metadata: the nsys session
+    start (``TARGET_INFO_SESSION_START_TIME``), Kineto's ``baseTimeNanoseconds``; the earliest
+    of the case's inputs. None when no input records it (trend then orders by name)."""
+    starts = []
+    for item in inputs:
+        path, kind = str(item.get("path") or ""), item.get("kind")
+        try:
+            if kind == "nsys":
+                from tracetriage.parsers.nsys import session_span
+
+                span = session_span(path)
+                starts.append(span[0] if span else None)
+            elif kind == "kineto":
+                from tracetriage.parsers.kineto import base_time_ns
+
+                starts.append(base_time_ns(path))
+        except Exception:  # noqa: BLE001 - a missing date only changes the order, never the analysis
+            continue
+    # a date before 2001 is a clock that was not the wall clock
+    starts = [s for s in starts if isinstance(s, int) and s > 978_307_200 * 10**9]
+    return min(starts) if starts else None
+
+
 def _alarm(signum, frame):
     raise CaseTimeout
 
@@ -300,6 +325,7 @@ def analyze_case(spec: dict, outdir: str, options: dict | None = None, cache_dir
     """Run one case (in a worker process) and write its reports; return its record.
     ``options`` are analyze()'s keyword options (step_range, symptom, slo)."""
     from tracetriage import analyze, open_case
+    from tracetriage.analyzers.compare import trend_record
     from tracetriage.analyzers.summary import headline_metrics
     from tracetriage.memory import tune_allocator
     from tracetriage.reports import render
@@ -331,8 +357,12 @@ def analyze_case(spec: dict, outdir: str, options: dict | None = None, cache_dir
             analysis = analyze(open_case(spec["paths"]), **(options or {}))
             (case_dir / "analysis.json").write_text(render(analysis, "json"), encoding="utf-8")
             (case_dir / "report.html").write_text(render(analysis, "html"), encoding="utf-8")
-            record.update(status="ok", error=None, metrics=headline_metrics(analysis.data),
-                          findings=[{k: f[k] for k in ("id", "axis", "severity", "impact_pct", "title")} for f in analysis.findings])
+            trend = trend_record(analysis.data)
+            record.update(status="ok", error=None, metrics=headline_metrics(analysis.data), trend=trend,
+                          capture_start_ns=capture_start_ns(analysis.data.get("inputs") or []),
+                          findings=[{**{k: f.get(k) for k in ("id", "axis", "severity", "impact_pct", "impact_denominator",
+                                                              "title")},
+                                     "ms_per_step": trend["findings_ms"].get(f["id"])} for f in analysis.findings])
         except TraceTriageError as exc:
             record["error"] = str(exc)
         except CaseTimeout:
@@ -356,7 +386,7 @@ def _previous(outdir: Path, spec: CaseSpec, options: dict) -> dict | None:
     except (OSError, json.JSONDecodeError):
         return None
     if (old.get("inputs_hash") == spec.inputs_hash and old.get("tool_version") == __version__
-            and (old.get("options") or {}) == options):
+            and (old.get("options") or {}) == options and (old.get("status") != "ok" or "trend" in old)):
         return old
     return None
 
@@ -450,11 +480,16 @@ SUMMARY_COLUMNS = [
     "idle_launch_pct", "idle_sync_pct", "idle_memcpy_sync_pct", "idle_other_cuda_pct", "idle_host_pct", "idle_unknown_pct",
     "launches_per_step", "graph_launches_per_step", "syncs_per_step", "step_p50_ns", "step_p99_ns", "steps",
     "collective_share_pct", "collective_exposed_pct", "report_html", "report_json",
+    # what trend reads: when the capture started, its comparability signature, the per-step figures
+    "capture_start_ns", "device_model", "device_count", "world_size", "program", "step_ranges",
 ]
+# the per-step figures not already in the headline columns (busy %, launches/syncs per step)
+TREND_FLOAT_COLUMNS = [f for f in SERIES_FIGURES if f not in SUMMARY_COLUMNS]
+SUMMARY_COLUMNS += TREND_FLOAT_COLUMNS
 
 
-def summary_rows(result: BatchResult) -> tuple[list[dict], list[dict]]:
-    rows, findings = [], []
+def summary_rows(result: BatchResult) -> tuple[list[dict], list[dict], list[dict]]:
+    rows, findings, kernels = [], [], []
     for r in result.records:
         m = r.get("metrics") or {}
         row = {c: m.get(c) for c in SUMMARY_COLUMNS}
@@ -463,27 +498,44 @@ def summary_rows(result: BatchResult) -> tuple[list[dict], list[dict]]:
             "reused": bool(r.get("reused")), "seconds": r.get("seconds"),
             "report_html": f"cases/{r['case_id']}/report.html" if r["status"] == "ok" else None,
             "report_json": f"cases/{r['case_id']}/analysis.json" if r["status"] == "ok" else None,
+            "capture_start_ns": r.get("capture_start_ns"),
         })
+        trend = r.get("trend") or {}
+        row.update({k: v for k, v in (trend.get("signature") or {}).items() if k in SUMMARY_COLUMNS})
+        row.update({k: v for k, v in (trend.get("figures") or {}).items() if k in TREND_FLOAT_COLUMNS})
         rows.append(row)
         for rank, f in enumerate(r.get("findings") or [], 1):
             findings.append({"case_id": r["case_id"], "path": r["path"], "rank": rank, **f})
-    return rows, findings
+        for k in trend.get("kernels") or []:
+            kernels.append({"case_id": r["case_id"], "path": r["path"], **k})
+    return rows, findings, kernels
 
 
 def write_outputs(result: BatchResult, out: Path) -> None:
     import pandas as pd
 
-    rows, findings = summary_rows(result)
+    rows, findings, kernels = summary_rows(result)
     summary = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     for col in ("top_impact_pct", "busy_pct", "busy_pct_min", "idle_launch_pct", "idle_sync_pct", "idle_memcpy_sync_pct",
                 "idle_other_cuda_pct", "idle_host_pct", "idle_unknown_pct", "launches_per_step", "graph_launches_per_step",
                 "syncs_per_step", "step_p50_ns", "step_p99_ns", "collective_share_pct", "collective_exposed_pct", "seconds"):
         summary[col] = pd.to_numeric(summary[col], errors="coerce").astype("float64")
-    for col in ("findings", "abstentions", "devices", "processes", "window_ns", "steps"):
+    for col in TREND_FLOAT_COLUMNS:
+        summary[col] = pd.to_numeric(summary[col], errors="coerce").astype("float64")
+    for col in ("findings", "abstentions", "devices", "processes", "window_ns", "steps", "capture_start_ns", "device_count",
+                "world_size"):
         summary[col] = pd.to_numeric(summary[col], errors="coerce").astype("Int64")
+    for col in ("device_model", "program", "step_ranges"):
+        summary[col] = summary[col].astype("string")
     summary.to_parquet(out / "summary.parquet", engine="pyarrow", index=False)
-    fdf = pd.DataFrame(findings, columns=["case_id", "path", "rank", "id", "severity", "impact_pct", "title"])
+    fdf = pd.DataFrame(findings, columns=["case_id", "path", "rank", "id", "axis", "severity", "impact_pct",
+                                          "impact_denominator", "ms_per_step", "title"])
     fdf["impact_pct"] = pd.to_numeric(fdf["impact_pct"], errors="coerce").astype("float64")
+    fdf["ms_per_step"] = pd.to_numeric(fdf["ms_per_step"], errors="coerce").astype("float64")
+    kdf = pd.DataFrame(kernels, columns=["case_id", "path", "device_rank", "name", "kind", "ms_per_step"])
+    kdf["device_rank"] = pd.to_numeric(kdf["device_rank"], errors="coerce").astype("Int64")
+    kdf["ms_per_step"] = pd.to_numeric(kdf["ms_per_step"], errors="coerce").astype("float64")
+    kdf.to_parquet(out / "kernels.parquet", engine="pyarrow", index=False)
     fdf["rank"] = pd.to_numeric(fdf["rank"], errors="coerce").astype("Int64")
     fdf.to_parquet(out / "findings.parquet", engine="pyarrow", index=False)
     from tracetriage.reports.html import environment

@@ -12,6 +12,7 @@ from tracetriage.errors import (
     EXIT_FAIL_ON,
     EXIT_INTERNAL,
     EXIT_OK,
+    EXIT_REGRESSED,
     EXIT_USAGE,
     TraceTriageError,
 )
@@ -116,6 +117,33 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a case running longer is recorded as failed and the batch goes on (default 600)")
     _verdict_options(b)
     _cache_options(b)
+
+    t = sub.add_parser("trend", help="an archive over time: series per workload, regressions with their first bad capture",
+                       description="Order the cases of a batch output folder (or of captures, analyzed by batch first) by "
+                                   "capture time, group comparable cases, find level shifts and one-off outliers in each "
+                                   "series, and name the last good and first bad capture with the findings and kernels "
+                                   "that moved there. --gate: exit 8 when the latest capture of a group is in a regressed "
+                                   "segment.")
+    t.add_argument("inputs", nargs="+", metavar="INPUT", help="a batch output folder (with summary.parquet), or captures, "
+                                                             "folders and archives to run batch on first")
+    t.add_argument("--format", "-f", choices=FORMATS + ("parquet",),
+                   help="output format (default: text, or from -o's extension); parquet: the series table")
+    t.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    t.add_argument("--batch-dir", metavar="OUTDIR", help="where batch writes when INPUT is captures "
+                                                          "(default: trend-batch/ in the current folder)")
+    t.add_argument("--order-by", choices=["time", "name"], default="time",
+                   help="time (default): the capture's start from its metadata, else the name; name: natural name order")
+    t.add_argument("--group-by", metavar="KEY", help="an extra group key: a path component index (e.g. -2 for the folder "
+                                                     "above the case) or tag:FILE (the text of FILE in the case's folder)")
+    t.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
+                   help="the practical minimum of a change, in %% of the step (default 5)")
+    t.add_argument("--baseline", metavar="NAME", help="the reference capture of --gate (a case name as shown)")
+    t.add_argument("--gate", action="store_true", help="exit 8 when the latest capture of a group is in a regressed segment")
+    t.add_argument("--jobs", "-j", type=int, default=None, help="batch worker processes (default: number of cores)")
+    t.add_argument("--dask", metavar="ADDRESS", help="run batch's cases on an existing Dask distributed scheduler")
+    t.add_argument("--force", action="store_true", help="re-analyze cases whose files and tool version did not change")
+    t.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
+    _cache_options(t)
 
     c = sub.add_parser("compare", help="what changed between two captures (before/after a fix or release)",
                        description="Compare two cases (traces, bundles, or saved analysis JSON files): step time per rank "
@@ -396,6 +424,104 @@ def cmd_compare(args) -> int:
     return gate_exit(result) if args.gate else EXIT_OK
 
 
+def _group_by(key: str | None):
+    """``--group-by``: a path component index, or ``tag:FILE`` (FILE's first line in the case's folder)."""
+    if not key:
+        return None
+    from tracetriage.errors import UsageError
+
+    if key.startswith("tag:") and key[4:]:
+        name = key[4:]
+
+        def tag(path: str) -> str:
+            folder = Path(path) if Path(path).is_dir() else Path(path).parent
+            try:
+                return (folder / name).read_text(encoding="utf-8", errors="replace").strip().splitlines()[0][:200]
+            except (OSError, IndexError):
+                return "(no tag)"
+        return tag
+    try:
+        index = int(key)
+    except ValueError:
+        raise UsageError(None, f"--group-by {key!r}: give a path component index (e.g. -2) or tag:FILE") from None
+
+    def component(path: str) -> str:
+        parts = Path(path).parts
+        return parts[index] if -len(parts) <= index < len(parts) else "(none)"
+    return component
+
+
+def cmd_trend(args) -> int:
+    import json
+
+    import pandas as pd
+
+    from tracetriage.analyzers.compare import compare
+    from tracetriage.analyzers.trend import trend
+    from tracetriage.errors import TraceFormatError, UsageError
+    from tracetriage.reports.trend import render_trend
+
+    _validate_regex(args.step_range)
+    _check_output(args) if (args.format or "") != "parquet" and not (args.output or "").endswith(".parquet") else None
+    fmt = "parquet" if args.format == "parquet" or (not args.format and (args.output or "").endswith(".parquet")) else _format_for(args)
+    if fmt == "parquet" and not args.output:
+        raise UsageError(None, "--format parquet writes a binary table: give -o FILE.parquet")
+    if not 0 < args.threshold < 100:
+        raise UsageError(None, f"--threshold {args.threshold:g}: give a percentage between 0 and 100")
+    group_by = _group_by(args.group_by)
+    folder = Path(args.inputs[0])
+    if len(args.inputs) == 1 and folder.is_dir() and (folder / "summary.parquet").is_file():
+        outdir = folder
+    else:
+        from tracetriage.batch import run_batch
+
+        _configure_cache(args)
+        outdir = Path(args.batch_dir or "trend-batch")
+        print(f"tracetriage: running batch into {outdir} first", file=sys.stderr)
+        run_batch(args.inputs, str(outdir), jobs=args.jobs, force=args.force, dask_address=args.dask,
+                  step_range=args.step_range, progress=False)
+    try:
+        summary = pd.read_parquet(outdir / "summary.parquet")
+        findings = pd.read_parquet(outdir / "findings.parquet")
+        kernels = pd.read_parquet(outdir / "kernels.parquet") if (outdir / "kernels.parquet").is_file() else None
+    except Exception as exc:  # noqa: BLE001 - a damaged table is the input's problem, said in one line
+        raise TraceFormatError(str(outdir), f"cannot read the batch tables: {exc}") from None
+    missing = [c for c in ("capture_start_ns", "device_model", "step_p50_ms") if c not in summary]
+    if missing:
+        raise TraceFormatError(str(outdir), f"the batch tables lack {', '.join(missing)} (written by an older tracetriage): "
+                                            "re-run tracetriage batch with --force into this folder")
+
+    def compare_pair(before_row, after_row):
+        try:
+            b = json.loads((outdir / before_row["report_json"]).read_text(encoding="utf-8"))
+            a = json.loads((outdir / after_row["report_json"]).read_text(encoding="utf-8"))
+        except (OSError, TypeError, ValueError):
+            return None
+        return compare(b, a, before_row["path"], after_row["path"], threshold_pct=args.threshold)
+
+    result = trend(summary, findings, kernels, order_by=args.order_by, group_by=group_by, threshold_pct=args.threshold,
+                   baseline=args.baseline, compare_pair=compare_pair)
+    result["batch_dir"] = str(outdir)
+    links = None
+    if args.output:
+        import os
+
+        links = os.path.relpath(outdir, Path(args.output).resolve().parent if Path(args.output).parent else ".")
+    summary_line = "; ".join(g["verdict"] for g in result["groups"]) or "no group of comparable captures"
+    if fmt == "parquet":
+        from tracetriage.errors import OutputError
+        from tracetriage.reports.trend import series_frame
+
+        try:
+            series_frame(result).to_parquet(args.output, engine="pyarrow", index=False)
+        except OSError as exc:
+            raise OutputError(args.output, f"cannot write the table: {exc.strerror or exc}") from None
+        print(f"tracetriage: wrote {args.output}: {one_line(summary_line)}", file=sys.stderr)
+    else:
+        _emit(args, render_trend(result, fmt, links), summary_line)
+    return EXIT_REGRESSED if args.gate and result["gate"]["regressed"] else EXIT_OK
+
+
 def one_line(text: str) -> str:
     """A message as one printable line: newlines, escapes and other control characters from
     file, folder or table names are shown escaped, never sent raw to the terminal."""
@@ -434,19 +560,19 @@ def main(argv=None) -> int:
         pass
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and not argv[0].startswith("-") and argv[0] not in ("analyze", "batch", "compare"):
+    if argv and not argv[0].startswith("-") and argv[0] not in ("analyze", "batch", "compare", "trend"):
         import os
 
         if os.path.exists(argv[0]):
             print(f"tracetriage: error: no command given: did you mean tracetriage analyze {one_line(argv[0])}"
-                  f"{' ...' if len(argv) > 1 else ''}? (commands: analyze, batch, compare)", file=sys.stderr)
+                  f"{' ...' if len(argv) > 1 else ''}? (commands: analyze, batch, compare, trend)", file=sys.stderr)
             return EXIT_USAGE
     args = parser.parse_args(_joined_window(argv))
     if not args.command:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        return {"analyze": cmd_analyze, "batch": cmd_batch, "compare": cmd_compare}[args.command](args)
+        return {"analyze": cmd_analyze, "batch": cmd_batch, "compare": cmd_compare, "trend": cmd_trend}[args.command](args)
     except TraceTriageError as exc:
         print(f"tracetriage: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code

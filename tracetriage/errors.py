@@ -12,6 +12,8 @@ EXIT_INPUT = 3          # unreadable, corrupt or unsupported input file
 EXIT_NOTHING = 4        # input understood, but it holds nothing to analyze
 EXIT_FAIL_ON = 5        # --fail-on: a finding at or above the given severity
 EXIT_BATCH_FAILED = 6   # batch: at least one case failed
+EXIT_REGRESSED = 8      # compare --gate / trend --gate: the after capture (the latest capture) regressed
+EXIT_INCONCLUSIVE = 9   # compare --gate: the two captures cannot be judged against each other
 EXIT_INTERNAL = 70      # a bug in tracetriage (EX_SOFTWARE)
 
 

@@ -1,0 +1,361 @@
+"""An archive over time (``tracetriage trend``): series per workload, change points, their cause.
+Schema ``tracetriage.trend/1`` (``reports/trend.schema.json``).
+
+Input: the tables ``batch`` writes (``summary.parquet``, ``findings.parquet``,
+``kernels.parquet``); no capture is read again. At each change the two analyses on either
+side (their saved ``analysis.json``) are compared with :func:`compare.compare`, so a change
+carries the same finding statuses and kernel movers as ``tracetriage compare``.
+
+* **Order**: by the capture's start on the wall clock (nsys session start, Kineto
+  ``baseTimeNanoseconds``), else by a natural sort of the case name (``--order-by``).
+* **Groups**: cases are judged only against comparable cases: the same device model and
+  count, world size and program (compare's signature), plus ``--group-by`` (a path
+  component). A group of one case fits no series: listed apart, never mixed in.
+* **Series**: the per-step figures of each case (ms per step, counts per step, busy %,
+  serving percentiles), each finding's ms per step (0 where the case did not report it) and
+  the top kernels' ms per step.
+* **Noise**: sigma of a series is estimated robustly from its successive differences
+  (median absolute difference / 0.954, the MAD of a difference of two normal draws), so
+  neither a level shift nor an outlier inflates it.
+* **Outliers** first: a point whose distance to the median of its neighbours (two each
+  side, itself excluded) exceeds both 5 sigma and the practical minimum, while those
+  neighbours agree with each other, is a one-off. It is reported as ``outlier`` and replaced
+  by that median before the level search, so a bad night among good ones is never a shift.
+* **Level shifts**: PELT (``ruptures``, l2 cost, minimum segment 2) with a penalty of
+  3 sigma^2 log n, the BIC scale for a mean shift in noise of that sigma. A breakpoint counts
+  only when the segments' medians differ by more than the within-segment spread (2x the
+  larger of their robust SDs) *and* by the practical minimum: the threshold (default 5%) of
+  the step p50 for ms-per-step series, of the level for counts and serving figures, 5 points
+  for shares. The last case before it is ``last_good``, the first after ``first_bad``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+SCHEMA = "tracetriage.trend/1"
+THRESHOLD_PCT = 5.0
+OUTLIER_SIGMAS = 5.0
+SHIFT_SPREAD_FACTOR = 2.0
+PENALTY_SCALE = 3.0
+SHARE_MIN_PTS = 5.0
+TOP_KERNELS = 8  # kernels per group given a series: the largest by mean ms per step
+MIN_SERIES = 4  # fewer cases than this: shown, not searched for changes
+
+# series name -> (unit, lower is better); findings and kernels are added per group
+BASE_SERIES = {
+    "step_p50_ms": ("ms", True), "step_p99_ms": ("ms", True), "busy_pct": ("%", False), "compute_ms": ("ms/step", True),
+    "idle_ms": ("ms/step", True), "idle_launch_ms": ("ms/step", True), "idle_sync_ms": ("ms/step", True),
+    "idle_memcpy_sync_ms": ("ms/step", True), "idle_other_cuda_ms": ("ms/step", True), "idle_host_ms": ("ms/step", True),
+    "idle_unknown_ms": ("ms/step", True), "copy_ms": ("ms/step", True), "collective_ms": ("ms/step", True),
+    "launches_per_step": ("calls/step", True), "syncs_per_step": ("calls/step", True),
+    "ttft_p50_ms": ("ms", True), "ttft_p99_ms": ("ms", True), "tpot_p50_ms": ("ms", True), "tpot_p99_ms": ("ms", True),
+    "itl_p50_ms": ("ms", True), "itl_p99_ms": ("ms", True), "throughput_rps": ("req/s", False),
+}
+BUDGETS = ("step_p50_ms", "step_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p99_ms",
+           "throughput_rps")
+SIGNATURE = ("device_model", "device_count", "world_size", "program")
+DATE = re.compile(r"(?<!\d)(20\d\d)[-_.]?(0[1-9]|1[0-2])[-_.]?(0[1-9]|[12]\d|3[01])(?!\d)")
+
+
+def natural_key(text: str):
+    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", str(text))]
+
+
+def case_name(path: str, common: str) -> str:
+    """The case as a reader names it: its path below the common folder, without a file name
+    that every case shares (``nightly-2026-11-13`` for ``.../nightly-2026-11-13/trace.sqlite``)."""
+    rel = str(path)[len(common):].lstrip("/") if common and str(path).startswith(common) else str(path)
+    return rel or str(path)
+
+
+def date_label(name: str) -> str | None:
+    m = DATE.search(name)
+    return f"{m.group(1)}-{m.group(2)}-{m.group(3)}" if m else None
+
+
+def robust_sigma(x: np.ndarray) -> float:
+    """Noise of a series from successive differences (robust to level shifts and outliers)."""
+    d = np.diff(x[np.isfinite(x)])
+    if d.size == 0:
+        return 0.0
+    return float(np.median(np.abs(d)) / 0.954)
+
+
+def _spread(seg: np.ndarray) -> float:
+    if seg.size < 2:
+        return 0.0
+    q75, q25 = np.percentile(seg, [75, 25])
+    return float((q75 - q25) / 1.349)
+
+
+def practical_min(unit: str, level: float, step_p50_ms: float | None, threshold_pct: float) -> float:
+    if unit == "%":
+        return SHARE_MIN_PTS
+    if unit == "ms/step" and step_p50_ms:
+        return threshold_pct / 100.0 * step_p50_ms
+    if unit.startswith("calls"):
+        return max(0.5, threshold_pct / 100.0 * abs(level))
+    return threshold_pct / 100.0 * abs(level) if level else 1e-9
+
+
+def find_changes(x: np.ndarray, unit: str, step_p50_ms: float | None, threshold_pct: float) -> tuple[list[dict], list[dict]]:
+    """(outliers, level shifts) of one series, by index. Points that are NaN (not measured)
+    are left out of the search and never named as last good or first bad."""
+    idx = np.flatnonzero(np.isfinite(x))
+    v = x[idx].astype(np.float64)
+    if v.size < MIN_SERIES:
+        return [], []
+    sigma = robust_sigma(v)
+    level = float(np.median(v))
+    floor = max(sigma, 1e-6 * max(abs(level), 1e-9))
+    outliers, clean = [], v.copy()
+    for i in range(v.size):
+        nb = np.concatenate([v[max(0, i - 2):i], v[i + 1:i + 3]])
+        if nb.size < 2:
+            continue
+        med = float(np.median(nb))
+        agree = float(np.max(nb) - np.min(nb)) <= max(OUTLIER_SIGMAS * floor, practical_min(unit, med, step_p50_ms, threshold_pct))
+        if agree and abs(v[i] - med) > max(OUTLIER_SIGMAS * floor, practical_min(unit, med, step_p50_ms, threshold_pct)):
+            outliers.append({"index": int(idx[i]), "value": float(v[i]), "baseline": med})
+            clean[i] = med
+    import ruptures
+
+    pen = PENALTY_SCALE * floor ** 2 * math.log(max(v.size, 2))
+    try:
+        bkps = ruptures.Pelt(model="l2", min_size=2, jump=1).fit(clean.reshape(-1, 1)).predict(pen=pen)
+    except Exception:  # noqa: BLE001 - a degenerate series: no change rather than a crash
+        bkps = [v.size]
+    shifts = []
+    bounds = [0, *bkps]
+    for k in range(1, len(bounds) - 1):
+        a = clean[bounds[k - 1]:bounds[k]]
+        b = clean[bounds[k]:bounds[k + 1]]
+        before, after = float(np.median(a)), float(np.median(b))
+        spread = max(_spread(a), _spread(b), sigma)
+        minimum = practical_min(unit, before, step_p50_ms, threshold_pct)
+        if abs(after - before) > SHIFT_SPREAD_FACTOR * spread and abs(after - before) >= minimum:
+            shifts.append({"index": int(idx[bounds[k]]), "last_index": int(idx[bounds[k] - 1]),
+                           "before": {"level": before, "spread": _spread(a), "cases": int(a.size)},
+                           "after": {"level": after, "spread": _spread(b), "cases": int(b.size)}})
+    return outliers, shifts
+
+
+def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, threshold_pct: float = THRESHOLD_PCT,
+          baseline: str | None = None, compare_pair=None) -> dict:
+    """The trend of an archive from batch's tables (pandas DataFrames). ``group_by(path)``
+    returns the user's extra group key; ``compare_pair(before_row, after_row)`` returns the
+    compare result of two cases (or None), used at each change."""
+    import os
+
+    ok = summary[summary["status"] == "ok"].copy()
+    failed = summary[summary["status"] != "ok"]
+    common = os.path.commonpath([str(p) for p in summary["path"]]) if len(summary) > 1 else ""
+    if common and os.path.basename(common) and len(summary) > 1 and common in set(summary["path"].astype(str)):
+        common = os.path.dirname(common)
+    names = {cid: case_name(p, common) for cid, p in zip(summary["case_id"], summary["path"])}
+    same_file = {os.path.basename(str(p)) for p in summary["path"]}
+    if len(same_file) == 1 and len(summary) > 1:  # every case is ".../trace.sqlite": name by the folder
+        base = next(iter(same_file))
+        names = {cid: (n[: -len(base)].rstrip("/") or n) if n.endswith(base) else n for cid, n in names.items()}
+    ok["_name"] = ok["case_id"].map(names)
+    ok["_time"] = ok["capture_start_ns"] if "capture_start_ns" in ok else None
+    has_time = order_by == "time" and "capture_start_ns" in ok and ok["capture_start_ns"].notna().all() and len(ok)
+    order_source = "capture time" if has_time else "case name (natural order)"
+    ok["_key"] = [tuple(str(r.get(k)) for k in SIGNATURE) + ((str(group_by(r["path"])),) if group_by else ())
+                  for _, r in ok.iterrows()]
+    groups_out, changes, ungrouped = [], [], []
+    fidx = findings.groupby("case_id") if len(findings) else None
+    for key, g in ok.groupby("_key", sort=True):
+        g = (g.sort_values(["capture_start_ns", "_name"], kind="stable") if has_time else
+             g.iloc[sorted(range(len(g)), key=lambda i: natural_key(g["_name"].iloc[i]))])
+        label = _group_label(key, group_by is not None)
+        cases = [{"name": n, "case_id": cid, "time": _iso(t) if has_time else None, "label": date_label(n),
+                  "report": rh} for n, cid, t, rh in zip(g["_name"], g["case_id"], g["capture_start_ns"], g["report_html"])]
+        if len(g) < 2:
+            ungrouped.append({"key": label, "cases": cases, "reason": "no other capture of this workload "
+                              "(device model and count, world size, program" + (", group" if group_by else "") + ")"})
+            continue
+        series = _series(g, fidx, kernels)
+        step_p50 = float(np.nanmedian(g["step_p50_ms"].to_numpy(np.float64))) if g["step_p50_ms"].notna().any() else None
+        group_changes = []
+        for name, (unit, lower_better, values) in series.items():
+            outliers, shifts = find_changes(np.asarray(values, np.float64), unit, step_p50, threshold_pct)
+            for o in outliers:
+                i = o["index"]
+                worse = (o["value"] > o["baseline"]) == lower_better
+                group_changes.append(_change(label, name, unit, "outlier", worse, g, i - 1 if i else None, i,
+                                             {"level": o["baseline"], "spread": None, "cases": None},
+                                             {"level": o["value"], "spread": None, "cases": 1}, cases))
+            for s in shifts:
+                worse = (s["after"]["level"] > s["before"]["level"]) == lower_better
+                group_changes.append(_change(label, name, unit, "level_shift", worse, g, s["last_index"], s["index"],
+                                             s["before"], s["after"], cases))
+        _attach_causes(group_changes, g, compare_pair)
+        group_changes.sort(key=lambda c: (c["first_bad"] or "", _metric_rank(c["metric"]), c["metric"]))
+        changes.extend(group_changes)
+        gate = _gate(group_changes, cases, series, baseline, step_p50, threshold_pct, g)
+        groups_out.append({"key": label, "signature": dict(zip(SIGNATURE, key[:len(SIGNATURE)])), "cases": cases,
+                           "series": {n: {"unit": u, "values": [None if not np.isfinite(v) else round(float(v), 6) for v in vals]}
+                                      for n, (u, _lb, vals) in series.items()},
+                           "verdict": _verdict(label, group_changes, cases), "latest_regressed": gate})
+    return {
+        "schema": SCHEMA,
+        "order": order_source,
+        "threshold_pct": threshold_pct,
+        "method": {"noise": "sigma from the median absolute successive difference / 0.954",
+                   "outlier": f"farther than {OUTLIER_SIGMAS:g} sigma and the practical minimum from the median of its "
+                              "two neighbours each side, which agree with each other",
+                   "level_shift": f"ruptures PELT (l2, min segment 2, penalty {PENALTY_SCALE:g} sigma^2 log n); kept when the "
+                                  f"medians differ by more than {SHIFT_SPREAD_FACTOR:g}x the within-segment spread and the "
+                                  "practical minimum"},
+        "groups": groups_out,
+        "ungrouped": ungrouped,
+        "failed": [{"name": names.get(cid, p), "error": e} for cid, p, e in zip(failed["case_id"], failed["path"], failed["error"])],
+        "changes": changes,
+        "gate": {"regressed": any(g["latest_regressed"] for g in groups_out),
+                 "groups": [g["key"] for g in groups_out if g["latest_regressed"]]},
+    }
+
+
+def _iso(t) -> str | None:
+    import datetime
+
+    try:
+        return datetime.datetime.fromtimestamp(int(t) / 1e9, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (TypeError, ValueError, OverflowError, OSError):
+        return None
+
+
+def _group_label(key: tuple, user: bool) -> str:
+    model, count, world, program = key[:4]
+    text = f"{count}x {model or 'no GPU'}, world size {world}, {program or 'unknown program'}"
+    return text + (f", {key[4]}" if user else "")
+
+
+def _metric_rank(metric: str) -> int:
+    return 0 if metric in BUDGETS else 1 if metric.startswith("finding:") else 3 if metric.startswith("kernel:") else 2
+
+
+def _series(g, fidx, kernels) -> dict:
+    out = {}
+    for name, (unit, lower) in BASE_SERIES.items():
+        if name in g and g[name].notna().sum() >= 2:
+            out[name] = (unit, lower, g[name].to_numpy(np.float64, na_value=np.nan))
+    ids = g["case_id"].tolist()
+    if fidx is not None:
+        fids = sorted({f for cid in ids if cid in fidx.groups for f in fidx.get_group(cid)["id"] if f != "healthy"})
+        for fid in fids:
+            vals = []
+            for cid in ids:
+                rows = fidx.get_group(cid) if cid in fidx.groups else None
+                hit = rows[rows["id"] == fid] if rows is not None else None
+                vals.append(float(hit["ms_per_step"].iloc[0]) if hit is not None and len(hit) and hit["ms_per_step"].notna().iloc[0]
+                            else 0.0 if g.loc[g["case_id"] == cid, "step_p50_ms"].notna().any() else np.nan)
+            out[f"finding:{fid}"] = ("ms/step", True, np.asarray(vals))
+    if kernels is not None and len(kernels):
+        k = kernels[kernels["case_id"].isin(ids)]
+        if len(k):
+            per = k.groupby(["case_id", "name"])["ms_per_step"].mean()
+            top = per.groupby("name").mean().sort_values(ascending=False).head(TOP_KERNELS).index
+            for name in top:
+                vals = [float(per.get((cid, name), 0.0)) for cid in ids]
+                out[f"kernel:{name}"] = ("ms/step", True, np.asarray(vals))
+    return out
+
+
+def _change(group, metric, unit, kind, worse, g, last, first, before, after, cases) -> dict:
+    def r(v):
+        return None if v is None else round(float(v), 6)
+    b, a = before["level"], after["level"]
+    return {"group": group, "metric": metric, "unit": unit, "kind": kind, "direction": "regressed" if worse else "improved",
+            "last_good": cases[last]["name"] if last is not None and last >= 0 else None,
+            "first_bad": cases[first]["name"], "first_bad_time": cases[first]["time"],
+            "before": {"level": r(b), "spread": r(before.get("spread")), "cases": before.get("cases")},
+            "after": {"level": r(a), "spread": r(after.get("spread")), "cases": after.get("cases")},
+            "change_pct": r(100.0 * (a - b) / abs(b)) if b else None, "findings": [], "kernels": [],
+            "_rows": (last, first)}
+
+
+def _attach_causes(changes, g, compare_pair) -> None:
+    """The findings and kernels that moved where each change happened: compare's statuses on
+    the analyses of the last good and the first bad case (each pair compared once)."""
+    done = {}
+    for c in changes:
+        last, first = c.pop("_rows")
+        if compare_pair is None or last is None or last < 0:
+            continue
+        if (last, first) not in done:
+            done[(last, first)] = compare_pair(g.iloc[last], g.iloc[first])
+        cmp = done[(last, first)]
+        if not cmp:
+            continue
+        c["findings"] = [{"id": f["id"], "status": f["status"], "before_ms_per_step": f["before_ms_per_step"],
+                          "after_ms_per_step": f["after_ms_per_step"]}
+                         for f in cmp.get("findings") or [] if f["status"] and f["status"] != "persists"]
+        movers = sorted((k for k in cmp.get("kernels") or [] if k.get("change_ms_per_step") is not None),
+                        key=lambda k: -abs(k["change_ms_per_step"]))[:5]
+        c["kernels"] = [{"name": k["name"], "before_ms_per_step": k["before_ms_per_step"],
+                         "after_ms_per_step": k["after_ms_per_step"]} for k in movers]
+
+
+def _gate(changes, cases, series, baseline, step_p50, threshold_pct, g) -> bool:
+    """True when the latest case sits in a regressed segment of a budget series: a regressed
+    level shift with no later shift of that series back. With ``baseline`` (a case name), the
+    latest case's level is compared with the baseline case's segment level instead."""
+    if baseline is not None:
+        names = [c["name"] for c in cases]
+        hit = [i for i, n in enumerate(names) if n == baseline or n.startswith(baseline.rstrip("/"))]
+        if not hit:
+            return False
+        for metric in BUDGETS:
+            if metric not in series:
+                continue
+            unit, lower, vals = series[metric]
+            vals = np.asarray(vals, np.float64)
+            base, last = vals[hit[0]], vals[-1]
+            if not (np.isfinite(base) and np.isfinite(last)):
+                continue
+            worse = (last - base) if lower else (base - last)
+            if worse >= practical_min(unit, base, step_p50, threshold_pct) and worse > SHIFT_SPREAD_FACTOR * robust_sigma(vals):
+                return True
+        return False
+    latest = len(cases) - 1
+    for metric in BUDGETS:
+        shifts = [c for c in changes if c["metric"] == metric and c["kind"] == "level_shift"]
+        if shifts and shifts[-1]["direction"] == "regressed":
+            return True
+    del latest
+    return False
+
+
+def _metric_words(metric: str) -> str:
+    return re.sub(r"_(p\d\d)_ms$", r" \1", metric).replace("_", " ")
+
+
+def _verdict(label, changes, cases) -> str:
+    shifts = [c for c in changes if c["kind"] == "level_shift"]
+    outliers = [c for c in changes if c["kind"] == "outlier" and c["metric"] in BUDGETS]
+    if not shifts and not outliers:
+        return f"{label}: no change beyond noise over {len(cases)} captures"
+    parts, seen = [], set()
+    for c in shifts:
+        if c["metric"] not in BUDGETS or c["first_bad"] in seen:  # one line per change point: its first budget
+            continue
+        seen.add(c["first_bad"])
+        causes = [f"{f['id']} {f['status']}" + (f" at {f['after_ms_per_step']:.3g} ms/step" if f["status"] == "new" and
+                                                  f["after_ms_per_step"] is not None else "") for f in c["findings"]]
+        parts.append(f"from {c['first_bad']} on: {_metric_words(c['metric'])} {c['change_pct']:+.0f}% "
+                     f"({c['before']['level']:.3g} -> {c['after']['level']:.3g} {c['unit']}), {c['direction']}"
+                     + (f"; {', '.join(causes)}" if causes else ""))
+    for c in outliers:
+        if c["first_bad"] in seen:
+            continue
+        seen.add(c["first_bad"])
+        parts.append(f"{c['first_bad']} alone: {_metric_words(c['metric'])} {c['change_pct']:+.0f}% (an outlier, not a shift)")
+    if not parts:
+        parts = [f"{len(shifts)} shift(s) in secondary series; the budgets (step time, serving percentiles) held"]
+    return f"{label}: " + "; ".join(parts)

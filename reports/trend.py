@@ -1,0 +1,105 @@
+"""Views of a trend (``tracetriage.trend/1``): json, text, md, html, and the series as a table."""
+
+from __future__ import annotations
+
+import json
+
+from tracetriage.reports.jsonout import _clean
+from tracetriage.reports.markdown import md_escape
+
+CHART_SERIES = ("step_p50_ms", "step_p99_ms", "busy_pct", "idle_ms", "launches_per_step", "syncs_per_step",
+                "ttft_p50_ms", "tpot_p50_ms", "throughput_rps")
+
+
+def series_frame(result: dict):
+    """One row per group, case and series: the long table ``--format parquet`` writes."""
+    import pandas as pd
+
+    rows = []
+    for g in result["groups"]:
+        for name, s in g["series"].items():
+            for case, value in zip(g["cases"], s["values"]):
+                rows.append({"group": g["key"], "case": case["name"], "time": case["time"], "label": case["label"],
+                             "metric": name, "unit": s["unit"], "value": value})
+    return pd.DataFrame(rows, columns=["group", "case", "time", "label", "metric", "unit", "value"])
+
+
+def level(v, unit) -> str:
+    if v is None:
+        return "n/a"
+    if unit in ("ms", "ms/step"):
+        return f"{v:.3f} ms"
+    if unit == "%":
+        return f"{v:.1f}%"
+    return f"{v:,.2f}".rstrip("0").rstrip(".")
+
+
+def pct(v) -> str:
+    return "" if v is None else f"{v:+.1f}%"
+
+
+def change_line(c: dict) -> str:
+    what = "alone (outlier)" if c["kind"] == "outlier" else "on (level shift)"
+    pct = f"{c['change_pct']:+.1f}%" if c["change_pct"] is not None else "n/a"
+    text = (f"{c['metric']}: {c['direction']} from {c['first_bad']} {what}: {level(c['before']['level'], c['unit'])} -> "
+            f"{level(c['after']['level'], c['unit'])} ({pct}); last good {c['last_good'] or 'none (first capture)'}")
+    if c["findings"]:
+        text += "; findings: " + ", ".join(f"{f['id']} {f['status']}" for f in c["findings"])
+    if c["kernels"]:
+        k = c["kernels"][0]
+        text += f"; kernel moved most: {k['name'][:60]}"
+    return text
+
+
+def render_trend(result: dict, fmt: str, links: str | None = None) -> str:
+    if fmt == "json":
+        return json.dumps(_clean(result), indent=2, ensure_ascii=False) + "\n"
+    if fmt == "html":
+        from tracetriage.reports.charts import trend_charts
+        from tracetriage.reports.html import environment
+
+        def href(case):
+            if links is None or not case.get("report"):
+                return None
+            return f"{links.rstrip('/')}/{case['report']}"
+
+        charts = {g["key"]: trend_charts(g, [c for c in result["changes"] if c["group"] == g["key"]], CHART_SERIES,
+                                         [href(c) for c in g["cases"]]) for g in result["groups"]}
+        return environment().get_template("trend.html.j2").render(t=result, charts=charts, href=href, change_line=change_line,
+                                                                  level=level)
+    if fmt == "md":
+        lines = ["# tracetriage trend", "", f"Ordered by {md_escape(result['order'])}; practical minimum {result['threshold_pct']:g}% "
+                 "of the step.", ""]
+        for g in result["groups"]:
+            lines += [f"## {md_escape(g['key'])}", "", f"**{md_escape(g['verdict'])}**", "",
+                      f"{len(g['cases'])} captures: {md_escape(g['cases'][0]['name'])} … {md_escape(g['cases'][-1]['name'])}", ""]
+            mine = [c for c in result["changes"] if c["group"] == g["key"]]
+            if mine:
+                lines += ["| metric | kind | direction | last good | first bad | before | after | change | findings |",
+                          "|---|---|---|---|---|---:|---:|---:|---|"]
+                for c in mine:
+                    lines.append(f"| {md_escape(c['metric'])} | {c['kind']} | {c['direction']} | {md_escape(c['last_good'] or '')} | "
+                                 f"{md_escape(c['first_bad'])} | {level(c['before']['level'], c['unit'])} | "
+                                 f"{level(c['after']['level'], c['unit'])} | "
+                                 f"{pct(c['change_pct'])} | "
+                                 f"{md_escape(', '.join(f['id'] + ' ' + f['status'] for f in c['findings']))} |")
+                lines.append("")
+        for u in result["ungrouped"]:
+            lines.append(f"- not in a series: {md_escape(', '.join(c['name'] for c in u['cases']))} ({md_escape(u['reason'])})")
+        for f in result["failed"]:
+            lines.append(f"- failed: {md_escape(f['name'])}: {md_escape(str(f['error']))}")
+        return "\n".join(lines) + "\n"
+    lines = [f"tracetriage trend: {len(result['groups'])} group(s), ordered by {result['order']}", ""]
+    for g in result["groups"]:
+        lines += [g["verdict"], f"  {len(g['cases'])} captures: {g['cases'][0]['name']} ... {g['cases'][-1]['name']}"]
+        for c in result["changes"]:
+            if c["group"] == g["key"]:
+                lines.append(f"  - {change_line(c)}")
+        lines.append("")
+    for u in result["ungrouped"]:
+        lines.append(f"not in a series: {', '.join(c['name'] for c in u['cases'])} ({u['reason']})")
+    for f in result["failed"]:
+        lines.append(f"failed: {f['name']}: {f['error']}")
+    if result["gate"]["regressed"]:
+        lines.append(f"gate: the latest capture is in a regressed segment in: {', '.join(result['gate']['groups'])}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,216 @@
+"""trend (tracetriage.trend/1): an archive over time from batch's tables.
+
+The nightly archives come from the project's generator (samples/generate.py --nightly): each
+night its own seed, the capture time in the export's session table; the ground truth (which
+nights run eager, which carries the host stall) is the generator's own series_truth.json."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import BUNDLES, run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((ROOT / "reports" / "trend.schema.json").read_text())
+
+
+def _generate():
+    sys.path.insert(0, str(ROOT / "samples"))
+    try:
+        import generate
+    finally:
+        sys.path.pop(0)
+    return generate
+
+
+@pytest.fixture(scope="module")
+def archives(tmp_path_factory):
+    """Two nightly archives (with and without the switch to eager) and their batch folders."""
+    from tracetriage.batch import run_batch
+
+    gen = _generate()
+    root = tmp_path_factory.mktemp("nightly")
+    out = {}
+    for name, switch in (("switch", 13), ("steady", None)):
+        gen.generate_nightly(root / name, nights=20, switch_at=switch, outlier_at=6, seed=11)
+        run_batch([str(root / name)], str(root / f"{name}-batch"), jobs=2, progress=False)
+        out[name] = (root / name, root / f"{name}-batch")
+    return out
+
+
+def trend_json(batch_dir, *extra, code=0):
+    proc = run_cli("trend", batch_dir, "-f", "json", *extra)
+    assert proc.returncode == code, proc.stdout[-2000:] + proc.stderr
+    data = json.loads(proc.stdout)
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(data, SCHEMA)
+    return data
+
+
+def night_name(truth, night):
+    return next(n["name"] for n in truth["nights"] if n["night"] == night)
+
+
+def test_switch_to_eager_is_one_regression_with_its_first_bad_night(archives):
+    folder, batch = archives["switch"]
+    truth = json.loads((folder / "series_truth.json").read_text())
+    t = trend_json(batch, "--gate", code=8)
+    assert t["order"] == "capture time" and len(t["groups"]) == 1
+    g = t["groups"][0]
+    assert [c["name"] for c in g["cases"]] == [n["name"] for n in truth["nights"]]  # ordered by capture time
+    assert g["latest_regressed"] and t["gate"]["regressed"]
+    step = [c for c in t["changes"] if c["metric"] == "step_p50_ms"]
+    shifts = [c for c in step if c["kind"] == "level_shift"]
+    assert len(shifts) == 1
+    s = shifts[0]
+    first_eager = truth["switch_at"]
+    assert s["first_bad"] == night_name(truth, first_eager) and s["last_good"] == night_name(truth, first_eager - 1)
+    assert s["direction"] == "regressed"
+    eager = [n["step_p50_ns"] / 1e6 for n in truth["nights"] if n["eager"]]
+    graph = [n["step_p50_ns"] / 1e6 for n in truth["nights"] if not n["eager"] and not n["outlier"]]
+    assert abs(s["after"]["level"] - np.median(eager)) < 0.02 * np.median(eager)
+    assert abs(s["before"]["level"] - np.median(graph)) < 0.02 * np.median(graph)
+    assert {"id": "launch_bound", "status": "new"}.items() <= next(f for f in s["findings"] if f["id"] == "launch_bound").items()
+    outliers = [c for c in step if c["kind"] == "outlier"]
+    assert [c["first_bad"] for c in outliers] == [night_name(truth, truth["outlier_at"])]
+    assert "launch_bound new" in g["verdict"] and night_name(truth, first_eager) in g["verdict"]
+    # a launch_bound series appears at the switch, with its ms per step
+    lb = [c for c in t["changes"] if c["metric"] == "finding:launch_bound" and c["kind"] == "level_shift"]
+    assert lb and lb[0]["first_bad"] == night_name(truth, first_eager)
+
+
+def test_the_same_series_without_the_switch_has_no_regression(archives):
+    folder, batch = archives["steady"]
+    truth = json.loads((folder / "series_truth.json").read_text())
+    t = trend_json(batch, "--gate", code=0)
+    steps = [n["step_p50_ns"] for n in truth["nights"] if not n["outlier"]]
+    assert max(steps) != min(steps)  # every night differs by noise ...
+    assert not [c for c in t["changes"] if c["kind"] == "level_shift" and not c["metric"].startswith("kernel:")]
+    assert not t["gate"]["regressed"]  # ... and none of it is a change
+    assert [c["first_bad"] for c in t["changes"] if c["metric"] == "step_p50_ms"] == [night_name(truth, truth["outlier_at"])]
+
+
+def test_baseline_pins_the_reference(archives):
+    folder, batch = archives["switch"]
+    truth = json.loads((folder / "series_truth.json").read_text())
+    trend_json(batch, "--gate", "--baseline", night_name(truth, 2), code=8)
+    trend_json(batch, "--gate", "--baseline", night_name(truth, 15), code=0)  # eager vs eager: no regression
+
+
+def test_two_workloads_are_two_groups(archives, tmp_path):
+    from tracetriage.batch import run_batch
+
+    folder, _ = archives["switch"]
+    mixed = tmp_path / "mixed"
+    for night in sorted(folder.glob("nightly-*"))[:6]:
+        shutil.copytree(night, mixed / night.name)
+    gen = _generate()
+    for seed in (3, 4, 5):
+        gen.generate(mixed / f"tp8-seed{seed}", only=["tp8_cross_island"], seed=seed)
+    run_batch([str(mixed)], str(tmp_path / "b"), jobs=2, progress=False)
+    t = trend_json(tmp_path / "b")
+    keys = sorted(g["key"] for g in t["groups"])
+    assert len(keys) == 2 and any("8x" in k and "world size 8" in k for k in keys) and any("1x" in k for k in keys)
+    for g in t["groups"]:
+        eight = "world size 8" in g["key"]
+        assert all(("tp8" in c["name"]) == eight for c in g["cases"])
+        assert len(g["cases"]) == (3 if eight else 6)
+
+
+def test_formats_and_the_report(archives, tmp_path):
+    _, batch = archives["switch"]
+    for fmt in ("text", "md"):
+        out = run_cli("trend", batch, "-f", fmt)
+        assert out.returncode == 0 and "launch_bound" in out.stdout.replace("\\_", "_")
+    html = tmp_path / "trend.html"
+    assert run_cli("trend", batch, "-o", html).returncode == 0
+    text = html.read_text()
+    assert "<svg" in text and text.count('href="') >= 20 and "<script" not in text
+    pq = tmp_path / "series.parquet"
+    assert run_cli("trend", batch, "-o", pq).returncode == 0
+    import pandas as pd
+
+    df = pd.read_parquet(pq)
+    assert set(df.columns) == {"group", "case", "time", "label", "metric", "unit", "value"}
+    assert (df[df["metric"] == "step_p50_ms"]["case"].nunique()) == 20
+    assert run_cli("trend", batch, "-f", "parquet").returncode == 2  # binary: needs -o
+
+
+def test_trend_runs_batch_first_on_captures(tmp_path):
+    gen = _generate()
+    gen.generate_nightly(tmp_path / "a", nights=5, switch_at=None, outlier_at=None, seed=2)
+    proc = run_cli("trend", tmp_path / "a", "--batch-dir", tmp_path / "b", "-f", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "b" / "summary.parquet").exists() and len(json.loads(proc.stdout)["groups"]) == 1
+
+
+def test_order_by_name_without_capture_times(tmp_path):
+    from tracetriage.batch import run_batch
+
+    for i, name in enumerate(["run-10", "run-2", "run-1"]):
+        shutil.copytree(BUNDLES / "graph_decode", tmp_path / "c" / name)
+    run_batch([str(tmp_path / "c")], str(tmp_path / "b"), jobs=1, progress=False)
+    t = trend_json(tmp_path / "b")
+    assert t["order"].startswith("case name")
+    assert [c["name"].split("/")[0] for c in t["groups"][0]["cases"]] == ["run-1", "run-2", "run-10"]
+
+
+def test_a_lone_workload_is_listed_not_mixed_in(tmp_path):
+    from tracetriage.batch import run_batch
+
+    shutil.copytree(BUNDLES / "graph_decode", tmp_path / "c" / "a")
+    shutil.copytree(BUNDLES / "graph_decode", tmp_path / "c" / "b")
+    shutil.copytree(BUNDLES / "tp4_island", tmp_path / "c" / "tp4")
+    run_batch([str(tmp_path / "c")], str(tmp_path / "b"), jobs=1, progress=False)
+    t = trend_json(tmp_path / "b")
+    assert len(t["groups"]) == 1 and len(t["ungrouped"]) == 1 and "tp4" in t["ungrouped"][0]["cases"][0]["name"]
+
+
+def test_bad_batch_folder_is_one_line(tmp_path):
+    (tmp_path / "summary.parquet").write_text("not parquet")
+    proc = run_cli("trend", tmp_path)
+    assert proc.returncode == 3 and proc.stderr.count("\n") == 1 and "batch tables" in proc.stderr
+
+
+# -- the change detection on its own, series with known structure
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_noise_alone_is_no_change(seed):
+    from tracetriage.analyzers.trend import find_changes
+
+    x = np.random.default_rng(seed).normal(10.0, 0.15, 40)  # 1.5% noise, under the 5% practical minimum
+    outliers, shifts = find_changes(x, "ms", 10.0, 5.0)
+    assert shifts == [] and outliers == []
+
+
+@pytest.mark.parametrize("at", [3, 10, 25])
+def test_a_step_is_found_where_it_is(at):
+    from tracetriage.analyzers.trend import find_changes
+
+    rng = np.random.default_rng(at)
+    x = np.r_[rng.normal(10, 0.1, at), rng.normal(12, 0.1, 30 - at)]
+    outliers, shifts = find_changes(x, "ms", 10.0, 5.0)
+    assert [s["index"] for s in shifts] == [at] and shifts[0]["last_index"] == at - 1 and outliers == []
+
+
+def test_a_spike_is_an_outlier_not_a_shift():
+    from tracetriage.analyzers.trend import find_changes
+
+    x = np.random.default_rng(1).normal(10, 0.1, 20)
+    x[7] = 16
+    outliers, shifts = find_changes(x, "ms", 10.0, 5.0)
+    assert [o["index"] for o in outliers] == [7] and shifts == []
+
+
+def test_a_small_real_shift_under_the_practical_minimum_is_not_reported():
+    from tracetriage.analyzers.trend import find_changes
+
+    x = np.r_[np.full(10, 10.0), np.full(10, 10.3)] + np.random.default_rng(0).normal(0, 0.01, 20)  # 3% < 5%
+    assert find_changes(x, "ms", 10.0, 5.0)[1] == []
