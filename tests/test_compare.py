@@ -216,3 +216,18 @@ def test_real_export_against_itself_is_unchanged():
         assert any("steps" in r for r in c["comparable"]["reasons"])
     else:
         assert all(f["status"] == "persists" for f in c["findings"])
+
+
+def test_real_before_after_pair_is_judged_on_step_time():
+    """nsys-ai's 2xH100 before/after fixtures (MIT, copied into samples/real/nsys with provenance)."""
+    real = Path(__file__).resolve().parents[1] / "samples" / "real" / "nsys"
+    c = compare_json(real / "nsys2026.2_2xH100_mfu_before.sqlite", real / "nsys2026.2_2xH100_mfu_after.sqlite")
+    assert c["comparable"]["ok"] and c["comparable"]["confidence"] > 0.9
+    assert len(c["step_time"]) == 2
+    for s in c["step_time"]:
+        assert 1.05 < s["ratio"] < 1.25 and s["significant"] and s["ci95"][0] > 1.0
+    assert c["verdict"] == "regressed"
+    m = {x["name"]: x for x in c["metrics"]}
+    # the numbers that explain it: more idle per step (host code), less kernel time
+    assert m["idle_ms"]["change"] > 1.0 and m["idle_host_ms"]["change"] > 0.5
+    assert m["compute_ms"]["change"] < 0
