@@ -48,6 +48,7 @@ THRESHOLDS = {
     "pageable_min_count": (1, "any pageable async copy in steady state serializes with the host"),
     "copy_bound_min_pct": (30.0, "copies alone filling 30% of the window (and more than kernels) set the step time"),
     "healthy_compute_min_pct": (80.0, "every device computing (kernels, not copies) at least 80% of the window"),
+    "healthy_min_steps": (3, "'steady' is a claim about repeated steps: each process driving a GPU needs at least 3 measured steps"),
     "starved_idle_min_pct": (50.0, "a GPU idle for most of the window is starved, whatever the cause"),
     "starved_unexplained_min_share": (0.5, "the other findings explain less than half of the idle time"),
     "host_idle_pyspy_hint_pct": (10.0, "idle host-code time above 10% of the window deserves a host profile"),
@@ -618,6 +619,15 @@ def rule_prefill_stall(ctx: Context):
         evidence, severity=severity, denominator="total step time")
 
 
+def _fewest_steps(ctx: Context) -> int:
+    """The fewest measured steps of a process that drives a device (0 when one has none)."""
+    counts = []
+    for p in ctx.per_trace:
+        pids = {int(d["pid"]) for d in p["devices"] if d.get("pid") is not None}
+        counts += [int(pr["steps"]["count"] or 0) for pr in p["processes"] if int(pr["pid"]) in pids]
+    return min(counts) if counts else 0
+
+
 def rule_healthy(ctx: Context, findings: list[dict], abstentions: list[dict]):
     devs = ctx.devices
     if not devs:
@@ -630,6 +640,8 @@ def rule_healthy(ctx: Context, findings: list[dict], abstentions: list[dict]):
                for d in devs]
     if min(compute) < t("healthy_compute_min_pct"):
         return None
+    if _fewest_steps(ctx) < t("healthy_min_steps"):
+        return None  # busy, but steadiness is not measured: the headline says what is missing instead
     evidence = [ev("min_compute_pct", round(min(compute), 2), "%", "window",
                    text=f"the least busy device runs kernels {pct(min(compute))} of the window")]
     eff_words = efficiency.healthy_words(ctx.per_trace)

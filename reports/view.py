@@ -54,7 +54,9 @@ def build_view(data: dict) -> dict:
         busy = {k: acc["slices_pct"].get(k, 0.0) for k in ("compute", "collective", "copy")}
         d["accounting_text"] = ", ".join(
             [f"{k} {pct(x)}" for k, x in claims]
-            + [f"unclaimed {pct(max(0.0, 100.0 - claimed))} (compute {pct(busy['compute'])}, copies {pct(busy['copy'])} of the window in all)"])
+            + [f"unclaimed {pct(max(0.0, 100.0 - claimed))} (compute {pct(busy['compute'] + busy['collective'])}"
+               + (f" of which collectives {pct(busy['collective'])}" if busy["collective"] else "")
+               + f", copies {pct(busy['copy'])} of the window in all)"])  # compute = kernels, collectives included: one definition
         d["causes_text"] = ", ".join(f"{c} {100 * n / w:.1f}%" for c, n in sorted(parts, key=lambda x: -x[1])) or "-"
     for p in v.get("processes", []):
         p["step_p50"] = fmt_ns(p["steps"]["p50_ns"])
