@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracetriage.reports.charts import _label, _svg, plt
+from tracetriage.reports.charts import _label, _memo, _svg, plt
 
 CLASS_COLORS = {"gemm": "#1f77b4", "attention": "#9467bd", "memory_bound": "#e4572e"}
 ROOF_DTYPES = ("fp8", "bf16", "fp32")
 
 
+@_memo
 def roofline_chart(eff: dict | None) -> str | None:
     """Log-log roofline: one large marker per class, a small one per top op; the roofs of the
     device's fp8 / bf16 / fp32 peaks and its bandwidth. None when nothing was measured."""

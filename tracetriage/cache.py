@@ -1,7 +1,7 @@
 """The analysis cache: parsed models and per-trace metrics of large captures, kept for next time.
 
 A second look at the same capture — another ``--symptom``, another output format,
-``compare``, a batch re-run — should not re-read a multi-GB export. Two things are
+``compare``, a batch re-run — should not re-read a multi-GB export. Three things are
 kept, each under a key that changes whenever its input or its code does:
 
 * the **model** of a trace (``model/``): every table as an Arrow IPC file (columns as
@@ -11,7 +11,9 @@ kept, each under a key that changes whenever its input or its code does:
   (pickled), keyed by the input's identity, :func:`metrics_version` (a digest of the
   parsers' and analyzers' source) and the options that
   change them (``--step-range``). Rules and rendering run again every time: they are cheap,
-  and they are what ``--symptom`` / ``--slo`` change.
+  and they are what ``--symptom`` / ``--slo`` change;
+* the HTML report's **charts** (``charts/``): each chart's SVG, keyed by its data, the reports'
+  source and matplotlib's version (reports/charts.py): drawing them was most of a cached report.
 
 The identity of an input is its size, its modification time (ns) and a SHA-256 of its
 first and last MiB (and of its path's name), so a file rewritten in place — even with
@@ -211,10 +213,32 @@ class Cache:
         except Exception:  # noqa: BLE001
             shutil.rmtree(tmp, ignore_errors=True)
 
+    # -- rendered pieces (charts) -------------------------------------------------------
+    def get_blob(self, kind: str, key: str) -> bytes | None:
+        """What :meth:`put_blob` kept under ``kind``/``key`` (a key its caller derives from the
+        inputs and the code that made it), or None."""
+        entry = self._entry(kind, key)
+        try:
+            data = (entry / "blob").read_bytes()
+        except OSError:
+            return None
+        self._touch(entry)
+        return data
+
+    def put_blob(self, kind: str, key: str, data: bytes) -> None:
+        if not self._ready():
+            return
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.dir))
+        try:
+            (tmp / "blob").write_bytes(data)
+            self._commit(tmp, self._entry(kind, key))
+        except Exception:  # noqa: BLE001 - an unwritable or full cache is skipped
+            shutil.rmtree(tmp, ignore_errors=True)
+
     # -- size bound --------------------------------------------------------------------
     def entries(self) -> list[tuple[float, int, Path]]:
         out = []
-        for kind in ("model", "metrics"):
+        for kind in ("model", "metrics", "charts"):
             d = self.dir / kind
             if not d.is_dir():
                 continue

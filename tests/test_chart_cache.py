@@ -1,0 +1,65 @@
+"""Charts kept in the analysis cache (reports/charts.py ``_memo``): a report made again from
+the cache is the same page, drawn without matplotlib; a chart whose data changed is redrawn;
+ids stay unique on a page that mixes kept and fresh charts."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+from conftest import ROOT
+
+from tracetriage import cache as cache_mod
+
+BUNDLE = ROOT / "samples" / "bundles" / "eager_decode_nvtx"
+
+CHILD = r"""
+import json, sys
+from tracetriage import analyze, cache, open_case
+if sys.argv[2] != "-":
+    cache.configure(sys.argv[2])
+html = analyze(open_case([sys.argv[1]])).to_html()
+print(json.dumps({"matplotlib": "matplotlib" in sys.modules, "html": html}))
+"""
+
+
+def _report(cache_dir) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD, str(BUNDLE), str(cache_dir)], capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout)
+
+
+def test_report_from_kept_charts_is_the_same_page_without_matplotlib(tmp_path):
+    uncached = _report("-")
+    first = _report(tmp_path)
+    second = _report(tmp_path)
+    assert uncached["matplotlib"] and first["matplotlib"]
+    assert not second["matplotlib"]  # every chart came from the cache
+    assert "<svg" in second["html"]
+    assert first["html"] == uncached["html"] == second["html"]
+    assert (tmp_path / "charts").is_dir()
+    assert cache_mod.Cache(tmp_path).size() > 0  # kept charts count toward the cache's bound
+
+
+def _ids(svg: str) -> set[str]:
+    return set(re.findall(r'\bid="([^"]+)"', svg))
+
+
+def test_kept_chart_takes_a_fresh_prefix_and_changed_data_redraws(tmp_path):
+    from tracetriage.reports import charts
+
+    cache_mod.configure(tmp_path)
+    try:
+        steps = {"4242": {"durations": [1_000_000 + 1000 * i for i in range(50)]}}
+        drawn = charts.step_durations(steps)
+        kept = charts.step_durations(steps)
+        assert drawn and kept and _ids(drawn) and not (_ids(drawn) & _ids(kept))  # unique on one page
+        strip = re.compile(r'(\bid="|url\(#|href="#)c\d+-')
+        assert strip.sub(r"\1", drawn) == strip.sub(r"\1", kept)
+        other = charts.step_durations({"4242": {"durations": [2_000_000 + 1000 * i for i in range(50)]}})
+        assert strip.sub(r"\1", other) != strip.sub(r"\1", drawn)
+        assert len(list((tmp_path / "charts").iterdir())) == 2
+    finally:
+        cache_mod.configure(enabled=False)
