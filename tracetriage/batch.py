@@ -352,9 +352,22 @@ def analyze_case(spec: dict, outdir: str, options: dict | None = None, cache_dir
             armed = True
         except ValueError:  # not the main thread (a Dask thread worker): no per-case alarm
             pass
+    options = dict(options or {})
+    timeline = options.pop("perfetto_window", None)  # --perfetto: the case's timeline.pftrace beside its report
     if not spec.get("error"):
         try:
-            analysis = analyze(open_case(spec["paths"]), **(options or {}))
+            case = open_case(spec["paths"])
+            analysis = analyze(case, **options)
+            if timeline and case.traces:
+                from tracetriage.reports.perfetto import export
+                from tracetriage.reports.perfetto_view import left_out_text
+
+                mode, n = timeline
+                summary = export(case, analysis, case_dir / "timeline.pftrace", mode=mode, worst_steps=n)
+                analysis.series["perfetto_export"] = {"path": "timeline.pftrace", **summary,
+                                                      "left_out_text": left_out_text(summary)}
+                record["timeline"] = f"cases/{spec['case_id']}/timeline.pftrace"
+            del case
             (case_dir / "analysis.json").write_text(render(analysis, "json"), encoding="utf-8")
             (case_dir / "report.html").write_text(render(analysis, "html"), encoding="utf-8")
             trend = trend_record(analysis.data)
@@ -394,9 +407,11 @@ def _previous(outdir: Path, spec: CaseSpec, options: dict) -> dict | None:
 def run_batch(inputs: list[str], outdir: str, jobs: int | None = None, on_error: str = "skip", force: bool = False,
               dask_address: str | None = None, step_range: str | None = None, progress: bool = True,
               symptom: str | None = None, slo: dict | None = None, cache_dir: str | None = None,
-              case_timeout: float | None = DEFAULT_CASE_TIMEOUT_S) -> BatchResult:
+              case_timeout: float | None = DEFAULT_CASE_TIMEOUT_S, perfetto_window: tuple[str, int] | None = None) -> BatchResult:
+    """``perfetto_window`` (a parsed --perfetto-window): also export each case's timeline."""
     t0 = time.perf_counter()
-    options = {k: v for k, v in (("step_range", step_range), ("symptom", symptom), ("slo", slo)) if v}
+    options = {k: v for k, v in (("step_range", step_range), ("symptom", symptom), ("slo", slo),
+                                 ("perfetto_window", list(perfetto_window) if perfetto_window else None)) if v}
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     specs = discover(inputs, out)

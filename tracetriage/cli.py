@@ -115,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     b.add_argument("--case-timeout", type=float, default=600.0, metavar="SECONDS",
                    help="a case running longer is recorded as failed and the batch goes on (default 600)")
+    b.add_argument("--perfetto", action="store_true",
+                   help="also export each case's timeline with its verdict as cases/<id>/timeline.pftrace (Perfetto)")
+    b.add_argument("--perfetto-window", metavar="MODE", default="steady",
+                   help="what each timeline holds: steady (default), all, or worst-steps N")
     _verdict_options(b)
     _cache_options(b)
 
@@ -374,6 +378,7 @@ def cmd_batch(args) -> int:
     result = run_batch(args.inputs, args.output, jobs=args.jobs, on_error=args.on_error, force=args.force,
                        dask_address=args.dask, step_range=args.step_range, progress=not args.no_progress,
                        symptom=args.symptom, slo=slo, case_timeout=args.case_timeout,
+                       perfetto_window=parse_perfetto_window(args.perfetto_window) if args.perfetto else None,
                        cache_dir=None if args.no_cache else str(_configure_cache(args).dir))
     print(f"tracetriage: {len(result.records)} cases: {result.analyzed} analyzed, {result.reused} unchanged, "
           f"{result.failed} failed{f', {result.not_run} not run' if result.not_run else ''}; "
