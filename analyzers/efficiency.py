@@ -467,6 +467,8 @@ def rule_below_roofline(ctx):
         j = judgement(eff)
         if not j or not j["measured"] or not j["below"]:
             continue
+        # the trace's time above the roofline, split over its devices by their compute time
+        compute = sum(d["_slices"]["compute"] for d in p["devices"]) or 1
         for d in p["devices"]:
             w = d["window_ns"]
             if not w or 100.0 * d["_slices"]["compute"] / w < t("roofline_busy_min_pct"):
@@ -476,7 +478,7 @@ def rule_below_roofline(ctx):
                 ns = max(0.0, df["measured_ns"] - df["floor_ns"]) * df["steps"]
             else:
                 ns = eff["_wasted_ns"].get("ns", 0.0)
-            wants[d["id"]] = (["compute"], ns)
+            wants[d["id"]] = (["compute"], ns * d["_slices"]["compute"] / compute)
             info[d["id"]] = (p, eff, j, d)
     if not wants:
         return None
