@@ -177,16 +177,61 @@ def _device_of(trace: Trace, ns_by_device: np.ndarray) -> int | None:
     return int(np.argmax(ns_by_device)) if ns_by_device.size and ns_by_device.max() > 0 else None
 
 
+KERNEL_SLICE = 1 << 18  # rows per slice: temporaries under the 4 MiB mmap threshold (tracetriage/memory.py)
+
+
+def _kernel_time(trace: Trace, lo: int, hi: int, kind: np.ndarray) -> tuple:
+    """One pass over the kernels starting in [lo, hi), a slice of rows at a time (a column-sized
+    temporary per step was the first read's peak at 10M kernels): kernel time per device, the
+    time of kernels no shaped op launched per class (from their names; collectives apart), the
+    non-collective kernel time, and the shaped op and time of each kernel one launched."""
+    g = trace.gpu
+    start, end, device = g["start"].to_numpy(), g["end"].to_numpy(), g["device"].to_numpy()
+    is_kernel = is_kind(g, "kernel")
+    coll_all = g["collective"].notna().to_numpy()
+    # classed once per distinct name (a regex per kernel row was 7 s at 2M kernels); code -1 (no name) last
+    codes, cats = cat_codes(g["name"])
+    class_of = np.array([opwork.CLASSES.index(kernel_class(str(c))) for c in [*cats, "nan"]], dtype=np.int8)
+    ok = trace.op_kernels
+    if len(ok):
+        ok = ok.drop_duplicates(["pid", "correlation"])  # one op per launch, so the merge keeps one row per kernel
+        pid, corr = g["pid"].to_numpy(), g["correlation"].to_numpy()
+    ns_by_device = np.zeros(len(trace.devices))
+    by_class = np.zeros(len(opwork.CLASSES))
+    kernel_ns = 0.0
+    ops, durs = [np.empty(0, np.int64)], [np.empty(0)]
+    for a in range(0, len(g), KERNEL_SLICE):
+        s = start[a:a + KERNEL_SLICE]
+        rows = a + np.flatnonzero(is_kernel[a:a + KERNEL_SLICE] & (s >= lo) & (s < hi))
+        if not rows.size:
+            continue
+        dur = (end[rows] - start[rows]).astype(np.float64)
+        per_device = np.bincount(device[rows], weights=dur, minlength=len(ns_by_device))
+        if per_device.size > ns_by_device.size:
+            ns_by_device = np.append(ns_by_device, np.zeros(per_device.size - ns_by_device.size))
+        ns_by_device[:per_device.size] += per_device
+        op = np.full(rows.size, -1, np.int64)  # kernels -> the shaped op that launched them
+        if len(ok):
+            m = pd.DataFrame({"pid": pid[rows], "correlation": corr[rows]}).merge(ok, how="left", on=["pid", "correlation"])
+            op = m["op"].fillna(-1).to_numpy().astype(np.int64)
+        has = op >= 0
+        has[has] = kind[op[has]] >= 0
+        coll = coll_all[rows]
+        rest = ~has & ~coll
+        by_class += np.bincount(class_of[codes[rows[rest]]], weights=dur[rest], minlength=len(opwork.CLASSES))
+        kernel_ns += float(dur[~coll].sum())
+        if has.any():
+            ops.append(op[has])
+            durs.append(dur[has])
+    return ns_by_device, by_class, kernel_ns, np.concatenate(ops), np.concatenate(durs)
+
+
 def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
     """Efficiency of one trace in the window [lo, hi): device, classes, top ops, decode floor,
     what was not measured. ``steps`` are the trace's :class:`~tracetriage.analyzers.steps.Steps`."""
     fmt = trace.format
-    g = trace.gpu
-    start = g["start"].to_numpy()
-    # the window's kernels as row numbers into the columns: no copy of their rows
-    sel = np.flatnonzero(is_kind(g, "kernel") & (start >= lo) & (start < hi))
-    dur = (g["end"].to_numpy()[sel] - start[sel]).astype(np.float64)
-    ns_by_device = np.bincount(g["device"].to_numpy()[sel], weights=dur, minlength=len(trace.devices))
+    kind, flops, nbytes, wbytes, tokens, dtypes = _works(trace.ops)
+    ns_by_device, unmeasured_by_class, kernel_ns, op_of, op_dur = _kernel_time(trace, lo, hi, kind)
     dev = _device_of(trace, ns_by_device)
     out = {"device": None, "device_name": None, "classes": [], "top_ops": [], "decode_floor": None, "not_measured": [],
            "dominant": None, "_unmeasured_ns": {}, "_kernel_ns": 0, "_wasted_ns": {}}
@@ -209,29 +254,12 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
             "capture_hint": "add the device's datasheet peaks (dense FLOP/s per data type, memory bandwidth) to "
                             "analyzers/devices.toml"})
 
-    # kernels -> the shaped op that launched them
-    ok = trace.op_kernels
-    op = np.full(len(sel), -1, np.int64)
-    if len(ok) and len(sel):
-        ok = ok.drop_duplicates(["pid", "correlation"])  # one op per launch, so the merge keeps one row per kernel
-        m = pd.DataFrame({"pid": g["pid"].to_numpy()[sel], "correlation": g["correlation"].to_numpy()[sel]}).merge(
-            ok, how="left", on=["pid", "correlation"])
-        op = m["op"].fillna(-1).to_numpy().astype(np.int64)
-    kind, flops, nbytes, wbytes, tokens, dtypes = _works(trace.ops)
-    has = op >= 0
-    has[has] = kind[op[has]] >= 0
-    coll = g["collective"].notna().to_numpy()[sel]
-    # classed once per distinct name (a regex per kernel row was 7 s at 2M kernels); code -1 (no name) last
-    codes, cats = cat_codes(g["name"])
-    class_of = np.array([opwork.CLASSES.index(kernel_class(str(c))) for c in [*cats, "nan"]], dtype=np.int8)
-    rest = ~has & ~coll
-    by_class = np.bincount(class_of[codes[sel[rest]]], weights=dur[rest], minlength=len(opwork.CLASSES))
-    unmeasured = {c: float(by_class[i]) for i, c in enumerate(opwork.CLASSES)}
+    unmeasured = {c: float(unmeasured_by_class[i]) for i, c in enumerate(opwork.CLASSES)}
     out["_unmeasured_ns"] = unmeasured
-    out["_kernel_ns"] = float(dur[~coll].sum())
+    out["_kernel_ns"] = kernel_ns
 
     # per op call: its kernels' time in the window
-    op_time = pd.Series(dur[has]).groupby(op[has]).sum()
+    op_time = pd.Series(op_dur).groupby(op_of).sum()
     idx = op_time.index.to_numpy()
     t_op = op_time.to_numpy()
     ck = kind[idx]
