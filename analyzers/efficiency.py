@@ -121,16 +121,18 @@ def capture_hint(fmt: str | None) -> str:
 
 def _works(ops: pd.DataFrame) -> tuple[np.ndarray, ...]:
     """Per op row: kind code (-1: no formula), flops, bytes, weight bytes, tokens, dtype — each
-    distinct (name, shape) evaluated once."""
+    distinct (name, shape) evaluated once, then spread to its rows by one gather."""
     n = len(ops)
-    kind = np.full(n, -1, np.int8)
-    flops, nbytes, wbytes, tokens = np.zeros(n), np.zeros(n), np.zeros(n), np.full(n, -1, np.int64)
-    dtype = np.empty(n, dtype=object)
     if not n:
-        return kind, flops, nbytes, wbytes, tokens, dtype
+        return (np.full(0, -1, np.int8), np.zeros(0), np.zeros(0), np.zeros(0), np.full(0, -1, np.int64),
+                np.empty(0, dtype=object))
     key = ops["name"].cat.codes.to_numpy().astype(np.int64) * (len(ops["shape"].cat.categories) + 1) \
         + ops["shape"].cat.codes.to_numpy()
     uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    m = len(uniq)
+    kind = np.full(m, -1, np.int8)
+    flops, nbytes, wbytes, tokens = np.zeros(m), np.zeros(m), np.zeros(m), np.full(m, -1, np.int64)
+    dtype = np.empty(m, dtype=object)
     names, shapes = ops["name"].to_numpy(), ops["shape"].to_numpy()
     for j, i in enumerate(first):
         try:
@@ -140,12 +142,11 @@ def _works(ops: pd.DataFrame) -> tuple[np.ndarray, ...]:
         w = opwork.work(str(names[i]), dims, types, concrete)
         if w is None or not np.isfinite(w.flops) or not np.isfinite(w.bytes):
             continue
-        sel = inv == j
-        kind[sel] = opwork.CLASSES.index(w.kind)
-        flops[sel], nbytes[sel], wbytes[sel] = w.flops, w.bytes, w.weight_bytes
-        tokens[sel] = -1 if w.tokens is None else w.tokens
-        dtype[sel] = w.dtype
-    return kind, flops, nbytes, wbytes, tokens, dtype
+        kind[j] = opwork.CLASSES.index(w.kind)
+        flops[j], nbytes[j], wbytes[j] = w.flops, w.bytes, w.weight_bytes
+        tokens[j] = -1 if w.tokens is None else w.tokens
+        dtype[j] = w.dtype
+    return kind[inv], flops[inv], nbytes[inv], wbytes[inv], tokens[inv], dtype[inv]
 
 
 def _rates(time_ns: float, flops: float, nbytes: float) -> dict:
