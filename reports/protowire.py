@@ -62,7 +62,6 @@ TAG_ANNOTATION = _tag(_field(TrackEvent, "debug_annotations"), _LEN)
 TAG_ANNOTATION_NAME_IID = _tag(_field(DebugAnnotation, "name_iid"), _VARINT)
 TAG_ANNOTATION_INT = _tag(_field(DebugAnnotation, "int_value"), _VARINT)
 BATCH_ROWS = 16384
-_VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)
 SLICE_BEGIN, SLICE_END = TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_SLICE_END
 
 
@@ -88,16 +87,16 @@ def varint(values: np.ndarray, tag: bytes = b"", present: np.ndarray | None = No
     mat = np.empty((n, t + width), np.uint8)
     if t:
         mat[:, :t] = np.frombuffer(tag, np.uint8)
-    # a value's length in bytes: 1 + how many of 2^7, 2^14, ... it reaches
-    length = 1 + np.searchsorted(_VARINT_LIMITS[:width - 1], v, "right").astype(np.int64)
+    length = np.full(n, 1 + t, np.int64)
     x = v.copy() if width > 1 else v
-    for k in range(width):  # one 7-bit group of every value at a time, with its continuation bit
+    for k in range(width):  # one 7-bit group of every value at a time; more follow while bits are left
         byte = (x & np.uint64(0x7F)).astype(np.uint8)
         if k < width - 1:
-            byte |= (length > k + 1).view(np.uint8) << np.uint8(7)
             x >>= np.uint64(7)
+            more = x != 0
+            byte |= more.view(np.uint8) << np.uint8(7)
+            length += more
         mat[:, t + k] = byte
-    length += t
     if present is not None:
         length = np.where(present, length, 0)
     return Column(mat, length)
