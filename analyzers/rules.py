@@ -877,9 +877,11 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom:
         if data.get("serving"):
             measured = serving_rules.measured_serving(data["serving"])
             if measured:
-                return ("No serving finding in what was measured (" + "; ".join(measured[:3]) + "), and not enough to call it "
-                        "healthy; no GPU trace given" + ("; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions}))
-                                                         if abstentions else ""))
+                knee = next((a for a in abstentions if a["analysis"] == "tpot_budget"), None)
+                why = ("not called healthy: TPOT rises with the batch and no TPOT budget was given (give --slo tpot_p95_ms=<budget>)"
+                       if knee else "not enough to call it healthy")
+                return ("No serving finding in what was measured (" + "; ".join(measured[:3]) + f"), {why}; no GPU trace given"
+                        + ("; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions})) if abstentions else ""))
         return f"No GPU trace given, so no timeline verdict; {what}" + (
             "; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions})) if abstentions else "")
     compute = min(d["accounting"]["slices_pct"].get("compute", 0.0) + d["accounting"]["slices_pct"].get("collective", 0.0)

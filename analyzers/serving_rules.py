@@ -23,6 +23,7 @@ THRESHOLDS = {
     "queue_kv_full_pct": (90.0, "KV usage at 90% or more: admission is KV-bound"),
     "queue_cap_share": (0.95, "running within 5% of max_num_seqs: the batch is at its cap"),
     "knee_r2_min": (0.8, "TPOT must be explained by the batch (r² >= 0.8) for the cap to be read off the fit"),
+    "knee_min_points": (5, "a line through fewer than 5 measured batch sizes is not a model of TPOT (any 2-4 points fit some line)"),
     "itl_tail_ratio": (3.0, "ITL p99 at 3x the median is a visible stall in a streamed answer"),
     "long_prompt_tokens": (1024, "prompts of 1k+ tokens take a step of their own when prefilled whole"),
     "fragmentation_share": (0.2, "20% of PyTorch's reserved memory unallocated is fragmentation worth a setting"),
@@ -161,10 +162,45 @@ def rule_at_capacity(serving: dict, slo: dict):
         variant=None if fired["arrival"] else "queue")
 
 
-def rule_batch_past_knee(serving: dict, slo: dict):
+COMMON_TPOT_BUDGETS_MS = (20, 30, 50, 100)  # interactive chat to batch-ish: where each budget breaks is stated without --slo
+
+
+def fit_rejected(fit: dict | None) -> str | None:
+    """Why a TPOT = a + b x batch fit is not a model of this server (None when it is one): a
+    slope or intercept below zero (TPOT does not fall as the batch grows, and a step costs
+    something at batch 0), r² under knee_r2_min, or fewer than knee_min_points points."""
+    if not fit:
+        return "no fit"
+    if fit["b_ms_per_seq"] <= 0:
+        return f"negative slope ({fit['b_ms_per_seq']:.3f} ms per sequence)"
+    if fit["a_ms"] < 0:
+        return f"negative intercept ({fit['a_ms']:.2f} ms)"
+    if fit["r2"] < t("knee_r2_min"):
+        return f"r² {fit['r2']:.2f} under {t('knee_r2_min'):g}"
+    if fit["points"] < t("knee_min_points"):
+        return f"{fit['points']} points, fewer than {t('knee_min_points')}"
+    return None
+
+
+def judge_fit(serving: dict) -> dict | None:
+    """The fit with its verdict written on it (``model``: shown as a model or not, ``rejected``:
+    why not), so every view says the same; None without a fit."""
     fit = serving.get("tpot_fit")
+    if fit:
+        why = fit_rejected(fit)
+        fit["model"], fit["rejected"] = why is None, why
+    return fit
+
+
+def budgets_break_at(fit: dict) -> list[tuple[float, float]]:
+    """(budget ms, the running batch at which it breaks) for the common TPOT budgets above the fit's intercept."""
+    return [(b, (b - fit["a_ms"]) / fit["b_ms_per_seq"]) for b in COMMON_TPOT_BUDGETS_MS if b > fit["a_ms"]]
+
+
+def rule_batch_past_knee(serving: dict, slo: dict):
+    fit = judge_fit(serving)
     budget = slo.get("tpot_p95_ms") or slo.get("tpot_p99_ms") or slo.get("tpot_p90_ms")
-    if not fit or not budget or fit["b_ms_per_seq"] <= 0 or fit["r2"] < t("knee_r2_min"):
+    if not fit or not budget or not fit["model"]:
         return None
     a, b, x_max = fit["a_ms"], fit["b_ms_per_seq"], fit["x_max"]
     at_max = a + b * x_max
@@ -408,9 +444,19 @@ def rule_admission_blocked(serving: dict, slo: dict):
                         evidence, severity="high" if impact >= 50 else "medium", denominator="batch slots (max_num_seqs)")
 
 
+def tpot_needs_budget(serving: dict, slo: dict) -> bool:
+    """TPOT rises with the batch (a fit that is a model, up 1.5x across the batches measured) and
+    no TPOT budget was given: the knee cannot be judged, so the run is not called healthy."""
+    fit = judge_fit(serving)
+    return bool(fit and fit["model"] and not any(k.startswith("tpot_") for k in slo) and (
+        fit["a_ms"] + fit["b_ms_per_seq"] * fit["x_max"] >= 1.5 * (fit["a_ms"] + fit["b_ms_per_seq"] * fit["x_min"])))
+
+
 def rule_healthy_serving(serving: dict, slo: dict, findings: list[dict]):
     if findings:
         return None
+    if tpot_needs_budget(serving, slo):
+        return None  # the page shows the knee: without a budget, "healthy" is not shown
     measured = measured_serving(serving)
     st = serving.get("stats")
     enough = (st and st["samples"] >= t("healthy_min_samples")) or any(
@@ -497,14 +543,21 @@ def abstentions(serving: dict | None, slo: dict) -> list[dict]:
     if not serving:
         return []
     out = []
-    fit = serving.get("tpot_fit")
-    rises = fit and fit["r2"] >= t("knee_r2_min") and fit["b_ms_per_seq"] > 0 and (
-        fit["a_ms"] + fit["b_ms_per_seq"] * fit["x_max"] >= 1.5 * (fit["a_ms"] + fit["b_ms_per_seq"] * fit["x_min"]))
-    if rises and not any(k.startswith("tpot_") for k in slo):
+    fit = judge_fit(serving)
+    if tpot_needs_budget(serving, slo):
+        breaks = "; ".join(f"{b:g} ms breaks at {x:.0f} running" + (" (beyond the largest batch measured)" if x > fit["x_max"] else "")
+                           for b, x in budgets_break_at(fit))
         out.append({"analysis": "tpot_budget", "scope": "serving",
-                    "reason": f"TPOT follows the batch (TPOT = {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} ms x running, r² {fit['r2']:.2f}) "
-                              "but no TPOT budget was given, so the batch cap it allows cannot be read off",
+                    "reason": f"TPOT follows the batch (TPOT = {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} ms x running, r² {fit['r2']:.2f}, "
+                              f"{fit['points']} points) but no TPOT budget was given, so whether the batch is past its knee is not "
+                              f"judged; common budgets: {breaks or 'all below the intercept'}",
                     "capture_hint": "re-run with --slo tpot_p95_ms=<your budget>"})
+    elif fit and not fit["model"]:
+        out.append({"analysis": "tpot_fit", "scope": "serving",
+                    "reason": f"TPOT against the running batch is not a model ({fit['rejected']}): "
+                              f"TPOT = {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} ms x running from {fit['source']} is not used",
+                    "capture_hint": "a benchmark sweep over at least 5 concurrencies (vllm bench serve --max-concurrency N for each N, "
+                                    "--save-result) gives TPOT at each batch size"})
     if not (serving.get("stats") or serving.get("bench") or serving["latency"]["server"] or serving["memory"]["oom_events"]
             or serving.get("replicas")):
         out.append({"analysis": "serving_load", "scope": "serving",

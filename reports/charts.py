@@ -389,8 +389,9 @@ def tpot_vs_batch(fit: dict | None, budget: float | None) -> str | None:
     fig, ax = plt.subplots(figsize=(10, 2.8))
     ax.scatter(xs, ys, s=10, color="#29335c", label="measured")
     line_x = [0, max(xs) * 1.05]
-    ax.plot(line_x, [fit["a_ms"] + fit["b_ms_per_seq"] * x for x in line_x], color="#2a9d8f",
-            label=f"fit: {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} x B ms (r² {fit['r2']:.2f})")
+    if fit.get("model", True):  # a rejected fit (negative slope, low r², few points) is not drawn as a model
+        ax.plot(line_x, [fit["a_ms"] + fit["b_ms_per_seq"] * x for x in line_x], color="#2a9d8f",
+                label=f"fit: {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} x B ms (r² {fit['r2']:.2f})")
     if budget:
         ax.axhline(budget, color="#e4572e", linestyle="--", label=f"budget {budget:g} ms")
     ax.set_xlabel("running sequences (batch)")

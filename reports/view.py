@@ -114,8 +114,10 @@ def serving_view(srv: dict | None) -> dict | None:
               "group": b.get("group") or ""} for b in srv.get("bench") or []]
     fit = srv.get("tpot_fit")
     return {"latency_rows": rows, "littles_law": law_text, "sweep": sweep[:30],
-            "fit": (f"TPOT = {fit['a_ms']:.2f} ms + {fit['b_ms_per_seq']:.3f} ms x running (r² {fit['r2']:.2f}, "
-                    f"{fit['points']} points, {fit['source']})") if fit else None,
+            "fit": ((f"TPOT = {fit['a_ms']:.2f} ms + {fit['b_ms_per_seq']:.3f} ms x running (r² {fit['r2']:.2f}, "
+                     f"{fit['points']} points, {fit['source']})") if fit.get("model", True) else
+                    f"TPOT against the running batch: no model ({fit['rejected']}; {fit['points']} points, {fit['source']})")
+            if fit else None,
             "memory": srv.get("memory"), "tokens": srv.get("tokens"), "replicas": srv.get("replicas") or []}
 
 

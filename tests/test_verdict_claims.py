@@ -78,3 +78,60 @@ def test_real_vllm_full_graph_capture_is_not_called_healthy_and_steady():
     assert not d["headline"].startswith("Healthy") and "steady" not in d["headline"]
     assert "steps" in d["headline"]
     assert all(f["id"] != "healthy" for f in d["findings"])
+
+
+# --- item 5: serving without a budget is not "Healthy" when the page shows the knee -------------
+
+KNEE = ROOT / "samples" / "bundles" / "serving_batch_past_knee"
+
+
+def test_knee_without_slo_is_not_healthy_and_states_where_common_budgets_break():
+    import numpy as np
+
+    d = _analyze(KNEE)
+    assert all(f["id"] != "healthy" for f in d["findings"]) and not d["headline"].startswith("Healthy")
+    assert "give --slo" in d["headline"]
+    knee = next(a for a in d["abstentions"] if a["analysis"] == "tpot_budget")
+    # the fit, recomputed here from the benchmark sweep the bundle holds
+    bench = [b for b in json.loads((KNEE / "bench.json").read_text()) if b.get("max_concurrency")]
+    b, a = np.polyfit([r["max_concurrency"] for r in bench], [r["mean_tpot_ms"] for r in bench], 1)
+    assert f"TPOT = {a:.2f} + {b:.3f} ms x running" in knee["reason"]
+    assert f"20 ms breaks at {(20 - a) / b:.0f} running" in knee["reason"]
+    assert d["serving"]["tpot_fit"]["model"] is True
+    with_slo = _analyze(KNEE, "--slo", "tpot_p95_ms=20")
+    assert with_slo["findings"][0]["id"] == "batch_past_knee"
+
+
+def _stats_log(path, points):
+    """A vLLM log: the banner, then one stats line per (running, TPOT ms) point (gen tok/s = running / TPOT)."""
+    lines = ["(APIServer pid=1) INFO 07-28 08:59:50 [api_server.py:1] vLLM API server version 0.10.1"]
+    for i, (running, tpot) in enumerate(points):
+        lines.append(f"(APIServer pid=1) INFO 07-28 09:{i // 6:02d}:{(i % 6) * 10:02d} [loggers.py:118] Engine 000: Avg prompt "
+                     f"throughput: 900.0 tokens/s, Avg generation throughput: {1000.0 * running / tpot:.1f} tokens/s, Running: "
+                     f"{running} reqs, Waiting: 0 reqs, GPU KV cache usage: 20.0%, Prefix cache hit rate: 0.0%")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("label, points, why", [
+    ("negative slope", [(10, 60.0), (20, 50.0), (30, 45.0), (40, 30.0), (50, 28.0), (60, 20.0)], "negative slope"),
+    ("low r2", [(10, 20.0), (20, 60.0), (30, 15.0), (40, 70.0), (50, 25.0), (60, 80.0)], "r²"),
+    ("too few points", [(10, 10.0), (20, 12.0), (30, 14.0), (40, 16.0)], "points, fewer than 5"),
+])
+def test_an_implausible_tpot_fit_is_not_shown_as_a_model(tmp_path, label, points, why):
+    """A real vLLM log printed 'TPOT = 5698.78 ms + -749.518 ms x running (r² 0.57, 6 points)'."""
+    log = _stats_log(tmp_path / "vllm.log", points)
+    d = _analyze(log, "--slo", "tpot_p95_ms=20")
+    fit = d["serving"]["tpot_fit"]
+    assert fit["model"] is False and why in fit["rejected"], fit
+    assert all(f["id"] != "batch_past_knee" for f in d["findings"])
+    assert any(a["analysis"] == "tpot_fit" and why in a["reason"] for a in d["abstentions"])
+    text = _analyze(log, fmt="text")
+    assert "x running (r²" not in text and "no model" in text
+
+
+def test_no_gpu_trace_never_says_the_gpus_are_not_busy_enough(tmp_path):
+    out = tmp_path / "r.html"
+    p = run_cli("analyze", KNEE, "-f", "html", "-o", out, "--no-cache")
+    assert p.returncode == 0, p.stderr
+    assert "GPUs are not busy enough" not in out.read_text()
