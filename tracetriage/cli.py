@@ -172,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 OUTPUT_EXTENSIONS = {".html": "html", ".htm": "html", ".json": "json", ".md": "md", ".txt": "text", ".text": "text"}
 PERFETTO_EXTENSIONS = (".pftrace", ".perfetto-trace", ".perfetto")
+PERFETTO_BROWSER_BYTES = 1 << 30  # above this, say how to open the trace (the browser UI tops out near 2 GB)
 
 
 def _format_for(args) -> str:
@@ -365,6 +366,11 @@ def _perfetto_export(case, analysis, path: str, window: tuple[str, int]) -> None
     analysis.series["perfetto_export"] = {"path": str(path), **summary, "left_out_text": left_out_text(summary)}
     print(one_line(f"tracetriage: wrote {path} (Perfetto trace, open in ui.perfetto.dev; {summary['mode']}: "
                    f"{left_out_text(summary)})"), file=sys.stderr)
+    size = os.path.getsize(path)
+    if size > PERFETTO_BROWSER_BYTES:
+        print(f"tracetriage: note: {path} is {size / 2**30:.1f} GiB: ui.perfetto.dev loads traces of up to about 2 GB in "
+              "the browser; open it through trace_processor --httpd, or export less with --perfetto-window worst-steps N",
+              file=sys.stderr)
 
 
 def cmd_batch(args) -> int:
