@@ -118,6 +118,10 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         hi = lo + 1
     window = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo, "source": source, "warmup_steps_excluded": dropped,
               "setup_excluded_ns": setup}
+    if setup:
+        from tracetriage.analyzers.startup import setup_cause
+
+        window["setup_cause"] = setup_cause(trace, int(trace.gpu["start"].min()), lo)
 
     prefix = f"{index}:" if multi else ""
     api = trace.api
@@ -361,6 +365,10 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     data["abstentions"] = abstentions
     data["efficiency"] = efficiency.block(per_trace, data.get("serving"))
     data["headline"] = rules.headline(findings, abstentions, data, symptom)
+    stall = (data.get("window") or {}).get("setup_cause")
+    if stall and data["window"]["setup_excluded_ns"] >= data["window"]["duration_ns"]:  # a start-up stall longer than the work
+        data["headline"] += (f"; before the window the GPU waited {data['window']['setup_excluded_ns'] / 1e6:,.1f} ms at start-up "
+                             f"while the host was blocked in {stall['call']}" + (f" ({stall['caller']})" if stall.get("caller") else ""))
     data["headline_by_axis"] = rules.headline_by_axis(findings)
     slices = {d["id"]: dict(d.get("_slices") or {}) for d in devices}  # the decomposition in ns (Perfetto export)
     for d in devices:  # internal figures used by the rules, not part of the contract

@@ -48,6 +48,9 @@ THRESHOLDS = {
     "pageable_min_count": (1, "any pageable async copy in steady state serializes with the host"),
     "copy_bound_min_pct": (30.0, "copies alone filling 30% of the window (and more than kernels) set the step time"),
     "healthy_compute_min_pct": (80.0, "every device computing (kernels, not copies) at least 80% of the window"),
+    "severity_min_steps": (5, "a window holding 5+ measured steps shows a repeating pattern: its severity is not capped"),
+    "severity_toy_window_ns": (10_000_000, "without 5 steps, a window under 10 ms (a toy program, one step) shows too little for more than low"),
+    "severity_short_window_ns": (100_000_000, "without 5 steps, a window under 100 ms may be start-up or a single step: at most medium"),
     "healthy_min_steps": (3, "'steady' is a claim about repeated steps: each process driving a GPU needs at least 3 measured steps"),
     "starved_idle_min_pct": (50.0, "a GPU idle for most of the window is starved, whatever the cause"),
     "starved_unexplained_min_share": (0.5, "the other findings explain less than half of the idle time"),
@@ -536,7 +539,8 @@ def rule_gpu_starved(ctx: Context):
     return catalog.make("gpu_starved", impact,
                         {"idle": pct(idle_pct), "cause_text": f"mostly {CAUSE_WORDS[cause]}", "claimed": pct(impact),
                          "cause_where": f"while the host was {CAUSE_WORDS[cause]}", "capture": capture},
-                        evidence, severity=severity_for(impact), denominator=window_denominator(ctx))
+                        evidence, severity=severity_for(impact), denominator=window_denominator(ctx),
+                        variant="blocked" if cause in ("sync", "memcpy_sync") else None)
 
 
 # ---------------------------------------------------------------------------
@@ -617,6 +621,26 @@ def rule_prefill_stall(ctx: Context):
         {"max": us(s["max_ns"]), "p50": us(s["p50_ns"]), "p99": us(s["p99_ns"]), "ratio_max": f"{rmax:.0f}x",
          "long": info["count"], "step_word": "step" if info["count"] == 1 else "steps", "label": label},
         evidence, severity=severity, denominator="total step time")
+
+
+def _cap_severity_by_window(ctx: Context, findings: list[dict]) -> None:
+    """Severity scales with what the window can show: without severity_min_steps measured steps,
+    a window under severity_toy_window_ns caps the throughput findings at low, one under
+    severity_short_window_ns at medium (a 1.5 ms Game-of-Life export is not a HIGH problem).
+    The finding says so in its evidence."""
+    if not ctx.devices:
+        return
+    steps = max((int(pr["steps"]["count"] or 0) for p in ctx.per_trace for pr in p["processes"]), default=0)
+    window = max(d["window_ns"] for d in ctx.devices)
+    if steps >= t("severity_min_steps") or window >= t("severity_short_window_ns"):
+        return
+    cap = "low" if window < t("severity_toy_window_ns") else "medium"
+    for f in findings:
+        if f["axis"] == "throughput" and SEVERITIES.index(f["severity"]) > SEVERITIES.index(cap):
+            f["evidence"].append(ev("severity_capped", cap, "", None,
+                                    text=f"severity capped at {cap} (was {f['severity']}): a {us(window)} window with "
+                                         f"{plural(steps, 'measured step')} shows too little to rank it higher"))
+            f["severity"] = cap
 
 
 def _fewest_steps(ctx: Context) -> int:
@@ -819,6 +843,7 @@ def evaluate(ctx: Context) -> tuple[list[dict], list[dict]]:
         if f is not None:
             findings.append(f)
             fired.add(rid)
+    _cap_severity_by_window(ctx, findings)
     for rid in ("nccl_errors", "prefill_stall"):
         if (f := RULES[rid](ctx)) is not None:
             findings.append(f)

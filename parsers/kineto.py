@@ -61,6 +61,8 @@ KEPT_ARGS = ("correlation", "device", "stream", "bytes", "External id")
 HEAD_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds")
 
 
+PY_FRAME_MIN_US = 1000.0  # python_function events kept to name a blocking call's caller: 1 ms or longer only
+PY_FRAMES_MAX = 20_000  # and at most this many (memory stays small on a 1M-event trace)
 MAX_SHAPE_CHARS = 4096  # a shape record longer than this (a huge tensor list) is not kept
 MISSING = -(1 << 62)  # an absent id: never a valid value (coerce keeps |v| < 2^62)
 INT_FIELDS = ("pid", "tid", *KEPT_ARGS)
@@ -88,6 +90,7 @@ class _Events:
         self.op_ext, self.op_pid = array("q"), array("q")
         self.op_ts, self.op_dur = array("d"), array("d")
         self.op_names: dict[str, int] = {}
+        self.py_frames: list[tuple] = []  # (tid, ts µs, dur µs, name) of long python_function events
         self.shapes: dict[str, int] = {}
 
     def __len__(self):
@@ -101,6 +104,8 @@ class _Events:
         if code is None:
             if cat == "cpu_op":
                 self.add_op(e)
+            elif cat == "python_function":
+                self.add_py(e)
             return
         n = len(self.cat)
         self.cat.append(code)
@@ -129,6 +134,15 @@ class _Events:
                     self.ints[field].append(MISSING)
                     if v is not None:
                         self.odd.setdefault(field, []).append((n, v))
+
+    def add_py(self, e: dict) -> None:
+        """A Python frame (with_stack=True) of PY_FRAME_MIN_US or longer: what a long blocking call
+        is called from (tracetriage/analyzers names a start-up stall's caller with it)."""
+        ts, dur, tid = e.get("ts"), e.get("dur"), e.get("tid")
+        if (len(self.py_frames) < PY_FRAMES_MAX and type(ts) in (int, float) and type(dur) in (int, float)
+                and PY_FRAME_MIN_US <= dur < 4e15 and abs(ts) < 4e15):
+            tid = tid if type(tid) is int and -coerce.LIMIT < tid < coerce.LIMIT else -1
+            self.py_frames.append((tid, float(ts), float(dur), coerce.text(e.get("name"))[:300]))
 
     def add_op(self, e: dict) -> None:
         """A CPU op, kept when it carries shapes and has a work formula; its shape record is
@@ -430,6 +444,9 @@ def parse(path: str) -> Trace:
             acc.add(e)
         events = acc
     ops = events.ops_frame()
+    # long Python frames, in the events' ns: [tid, start, end, name] (JSON-friendly for the cache)
+    trace.meta["python_frames"] = [[tid, round(ts * 1000), round((ts + dur) * 1000), name]
+                                   for tid, ts, dur, name in events.py_frames]
     ev = _columns(events, trace.warnings)
     del events, doc["traceEvents"]  # the typed columns are all that is needed from here
     trace.meta["clock_resolution_ns"] = ev.attrs.get("clock_resolution_ns", 1)

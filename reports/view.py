@@ -41,6 +41,10 @@ def build_view(data: dict) -> dict:
         v["window"]["duration"] = fmt_ns(v["window"]["duration_ns"])
         setup = v["window"].get("setup_excluded_ns") or 0
         v["window"]["setup"] = f"; {fmt_ns(setup)} of set-up before the first kernel excluded" if setup else ""
+        cause = v["window"].get("setup_cause")
+        if setup and cause:
+            v["window"]["setup"] = (f"; {fmt_ns(setup)} of set-up before the work excluded: the host was in {cause['call']}"
+                                    + (f" ({cause['caller']})" if cause.get("caller") else ""))
     for d in v.get("devices", []):
         d["gap_p50"] = fmt_ns(d["gaps"]["p50_ns"])
         d["gap_p99"] = fmt_ns(d["gaps"]["p99_ns"])
