@@ -227,6 +227,8 @@ elif mode == "cached":
     from tracetriage.cli import main
     t = time.perf_counter()  # the CLI end to end, its imports included
     main(["analyze", path, "-f", sys.argv[4], "-o", os.devnull, "--cache-dir", sys.argv[3]])
+    from tracetriage import cache
+    hits = dict(cache.active().hits if cache.active() else {}, drew_charts="matplotlib" in sys.modules)
 elif mode == "profile_cached":  # where the cached HTML's time goes (imports included)
     import cProfile, os, pstats
     prof = cProfile.Profile()
@@ -239,7 +241,8 @@ else:
     from tracetriage import analyze, open_case
     analyze(open_case([path]))
 elapsed = time.perf_counter() - t
-print(json.dumps({"mode": mode, "seconds": round(elapsed, 2), "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
+print(json.dumps({"mode": mode, "seconds": round(elapsed, 2), "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                  "hits": globals().get("hits")}))
 """
 
 
@@ -397,6 +400,20 @@ def bench_perfetto(n_kernels: int, shape: str, windows: list[str]) -> None:
               f"{r['gpu_ops']:,} GPU ops + {r['api_calls']:,} calls exported, {r['left_out_gpu_ops']:,} GPU ops left out")
 
 
+def _cached_runs(path: Path, cache_dir: str, tries: int = 3) -> tuple[dict, dict]:
+    """The CLI's JSON and HTML reports of a file whose analysis is in the cache. The first run
+    fills the cache (and the bytecode caches); a measured run that was not served by the cache
+    (code changed under the run: keys follow the source) is measured again after a re-fill."""
+    for attempt in range(tries):
+        measure("cached", path, cache_dir, "html")
+        runs = measure("cached", path, cache_dir, "json"), measure("cached", path, cache_dir, "html")
+        if all((r.get("hits") or {}).get("metrics") for r in runs) and not runs[1]["hits"]["drew_charts"]:
+            return runs
+        print(f"  (attempt {attempt + 1}: a measured run missed the cache (metrics or charts): the source changed "
+              "under it; again)")
+    return runs
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernels", type=int, default=1_000_000)
@@ -465,9 +482,7 @@ def main(argv=None):
                 print(proc.stderr, end="")
                 continue
             res = {mode: measure(mode, path, cache_dir) for mode in ("sqlite3", "parse", "analyze")}
-            measure("cached", path, cache_dir, "html")  # the first CLI run fills the cache (and the bytecode caches)
-            res["cached"] = measure("cached", path, cache_dir, "json")
-            res["html"] = measure("cached", path, cache_dir, "html")
+            res["cached"], res["html"] = _cached_runs(path, cache_dir)
             size = sum(f.stat().st_size for f in Path(cache_dir).rglob("*") if f.is_file())
         finally:
             shutil.rmtree(cache_dir, ignore_errors=True)
