@@ -475,7 +475,7 @@ def main(argv=None):
         try:
             if args.profile or args.profile_html:
                 if args.profile_html:
-                    measure("cached", path, cache_dir, "json")  # fills the cache
+                    measure("cached", path, cache_dir, "html")  # fills the cache, charts included
                 mode = "profile_cached" if args.profile_html else "profile"
                 proc = subprocess.run([sys.executable, "-c", CHILD, mode, str(path), cache_dir],
                                       capture_output=True, text=True, check=True, env=_user_env())
