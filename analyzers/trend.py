@@ -111,22 +111,30 @@ def find_changes(x: np.ndarray, unit: str, step_p50_ms: float | None, threshold_
         return [], []
     sigma = robust_sigma(v)
     level = float(np.median(v))
-    floor = max(sigma, 1e-6 * max(abs(level), 1e-9))
+    # Noise under a tenth of the practical minimum decides nothing; as a floor it keeps the
+    # penalty meaningful where most successive differences are exactly 0 (counts, a finding
+    # absent from most cases), which would otherwise split the series at every wiggle.
+    scale = max(abs(level), float(np.mean(np.abs(v))))
+    floor = max(sigma, 0.1 * practical_min(unit, scale, step_p50_ms, threshold_pct), 1e-9 * max(scale, 1e-9))
     outliers, clean = [], v.copy()
-    for i in range(v.size):
-        nb = np.concatenate([v[max(0, i - 2):i], v[i + 1:i + 3]])
-        if nb.size < 2:
-            continue
-        med = float(np.median(nb))
-        agree = float(np.max(nb) - np.min(nb)) <= max(OUTLIER_SIGMAS * floor, practical_min(unit, med, step_p50_ms, threshold_pct))
-        if agree and abs(v[i] - med) > max(OUTLIER_SIGMAS * floor, practical_min(unit, med, step_p50_ms, threshold_pct)):
-            outliers.append({"index": int(idx[i]), "value": float(v[i]), "baseline": med})
-            clean[i] = med
+    # each point's neighbours, two on each side (NaN past the ends), as one matrix
+    padded = np.r_[np.full(2, np.nan), v, np.full(2, np.nan)]
+    nb = np.stack([padded[0:-4], padded[1:-3], padded[3:-1], padded[4:]], axis=1)
+    with np.errstate(all="ignore"):
+        med = np.nanmedian(nb, axis=1)
+        width = np.nanmax(nb, axis=1) - np.nanmin(nb, axis=1)
+    enough = np.isfinite(nb).sum(axis=1) >= 2
+    candidates = np.flatnonzero(enough & (np.abs(v - med) > OUTLIER_SIGMAS * floor))
+    for i in candidates:  # few: the practical minimum depends on the local level
+        limit = max(OUTLIER_SIGMAS * floor, practical_min(unit, float(med[i]), step_p50_ms, threshold_pct))
+        if width[i] <= limit and abs(v[i] - med[i]) > limit:
+            outliers.append({"index": int(idx[i]), "value": float(v[i]), "baseline": float(med[i])})
+            clean[i] = med[i]
     import ruptures
 
     pen = PENALTY_SCALE * floor ** 2 * math.log(max(v.size, 2))
-    try:
-        bkps = ruptures.Pelt(model="l2", min_size=2, jump=1).fit(clean.reshape(-1, 1)).predict(pen=pen)
+    try:  # KernelCPD with a linear kernel is PELT on the l2 cost, in ruptures' compiled code
+        bkps = [int(b) for b in ruptures.KernelCPD(kernel="linear", min_size=2, jump=1).fit(clean.reshape(-1, 1)).predict(pen=pen)]
     except Exception:  # noqa: BLE001 - a degenerate series: no change rather than a crash
         bkps = [v.size]
     shifts = []
@@ -165,10 +173,12 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
     ok["_time"] = ok["capture_start_ns"] if "capture_start_ns" in ok else None
     has_time = order_by == "time" and "capture_start_ns" in ok and ok["capture_start_ns"].notna().all() and len(ok)
     order_source = "capture time" if has_time else "case name (natural order)"
-    ok["_key"] = [tuple(str(r.get(k)) for k in SIGNATURE) + ((str(group_by(r["path"])),) if group_by else ())
-                  for _, r in ok.iterrows()]
+    columns = [ok[k].astype(str).tolist() if k in ok else ["None"] * len(ok) for k in SIGNATURE]
+    if group_by:
+        columns.append([str(group_by(p)) for p in ok["path"]])
+    ok["_key"] = list(zip(*columns)) if len(ok) else []
     groups_out, changes, ungrouped = [], [], []
-    fidx = findings.groupby("case_id") if len(findings) else None
+    fidx = findings if len(findings) else None
     for key, g in ok.groupby("_key", sort=True):
         g = (g.sort_values(["capture_start_ns", "_name"], kind="stable") if has_time else
              g.iloc[sorted(range(len(g)), key=lambda i: natural_key(g["_name"].iloc[i]))])
@@ -241,29 +251,32 @@ def _metric_rank(metric: str) -> int:
 
 
 def _series(g, fidx, kernels) -> dict:
+    """The group's series, one value per case in order: the per-step figures, each finding's ms
+    per step (0 where a case with steps did not report it), the top kernels' ms per step (mean
+    over the case's devices; 0 where absent). One pivot per table, no per-case lookups."""
     out = {}
     for name, (unit, lower) in BASE_SERIES.items():
         if name in g and g[name].notna().sum() >= 2:
             out[name] = (unit, lower, g[name].to_numpy(np.float64, na_value=np.nan))
     ids = g["case_id"].tolist()
+    has_steps = g["step_p50_ms"].notna().to_numpy() if "step_p50_ms" in g else np.zeros(len(ids), bool)
     if fidx is not None:
-        fids = sorted({f for cid in ids if cid in fidx.groups for f in fidx.get_group(cid)["id"] if f != "healthy"})
-        for fid in fids:
-            vals = []
-            for cid in ids:
-                rows = fidx.get_group(cid) if cid in fidx.groups else None
-                hit = rows[rows["id"] == fid] if rows is not None else None
-                vals.append(float(hit["ms_per_step"].iloc[0]) if hit is not None and len(hit) and hit["ms_per_step"].notna().iloc[0]
-                            else 0.0 if g.loc[g["case_id"] == cid, "step_p50_ms"].notna().any() else np.nan)
-            out[f"finding:{fid}"] = ("ms/step", True, np.asarray(vals))
+        f = fidx[fidx["case_id"].isin(ids) & (fidx["id"] != "healthy")]
+        if len(f):
+            table = f.pivot_table(index="case_id", columns="id", values="ms_per_step", aggfunc="first").reindex(ids)
+            present = f.assign(one=1).pivot_table(index="case_id", columns="id", values="one", aggfunc="first").reindex(ids)
+            for fid in sorted(table.columns):
+                vals = table[fid].to_numpy(np.float64, na_value=np.nan)
+                absent = present[fid].isna().to_numpy()
+                vals = np.where(absent & has_steps, 0.0, vals)
+                out[f"finding:{fid}"] = ("ms/step", True, vals)
     if kernels is not None and len(kernels):
         k = kernels[kernels["case_id"].isin(ids)]
         if len(k):
-            per = k.groupby(["case_id", "name"])["ms_per_step"].mean()
-            top = per.groupby("name").mean().sort_values(ascending=False).head(TOP_KERNELS).index
+            per = k.groupby(["case_id", "name"])["ms_per_step"].mean().unstack("name").reindex(ids)
+            top = per.mean().sort_values(ascending=False).head(TOP_KERNELS).index
             for name in top:
-                vals = [float(per.get((cid, name), 0.0)) for cid in ids]
-                out[f"kernel:{name}"] = ("ms/step", True, np.asarray(vals))
+                out[f"kernel:{name}"] = ("ms/step", True, per[name].fillna(0.0).to_numpy(np.float64))
     return out
 
 

@@ -76,3 +76,32 @@ def analyses():
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", default=False,
                      help="rewrite tests/golden/*.json from the current analysis (on purpose, then review the diff)")
+
+
+def open_in_chromium(html_path, screenshot=None):
+    """Open a written HTML file in headless Chromium (Debian's, through playwright); return
+    (visible text, console errors, requested URLs) and save a full-page screenshot. Skips
+    when playwright or Chromium is missing (.ci/run installs both)."""
+    import os
+    import shutil
+
+    pw = pytest.importorskip("playwright.sync_api", reason="playwright not installed (.ci/run installs it)")
+    exe = next((c for c in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if os.path.exists(c)), None) or shutil.which("chromium")
+    if not exe:
+        pytest.skip("Debian chromium not installed (.ci/run installs it)")
+    errors, requests = [], []
+    with pw.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu", "--no-first-run",
+                                                                 "--disable-background-networking"])
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(Path(html_path).resolve().as_uri())
+        page.wait_for_load_state("load")
+        text = page.inner_text("body")
+        if screenshot:
+            (ROOT / "test-artifacts").mkdir(exist_ok=True)
+            page.screenshot(path=str(ROOT / "test-artifacts" / screenshot), full_page=True)
+        browser.close()
+    return text, errors, requests

@@ -231,3 +231,14 @@ def test_real_before_after_pair_is_judged_on_step_time():
     # the numbers that explain it: more idle per step (host code), less kernel time
     assert m["idle_ms"]["change"] > 1.0 and m["idle_host_ms"]["change"] > 0.5
     assert m["compute_ms"]["change"] < 0
+
+
+def test_compare_page_in_chromium(tmp_path):
+    from conftest import open_in_chromium
+
+    page = tmp_path / "diff.html"
+    assert run_cli("compare", BUNDLES / "eager_decode", BUNDLES / "graph_decode", "-o", page).returncode == 0
+    text, errors, requests = open_in_chromium(page, "compare_eager_to_graph.png")
+    assert errors == [] and requests == [page.resolve().as_uri()]  # self-contained
+    assert text.index("Improved") < text.index("Step time") < text.index("was the fix confirmed")
+    assert "fixed" in text and "launch_bound" in text

@@ -214,3 +214,14 @@ def test_a_small_real_shift_under_the_practical_minimum_is_not_reported():
 
     x = np.r_[np.full(10, 10.0), np.full(10, 10.3)] + np.random.default_rng(0).normal(0, 0.01, 20)  # 3% < 5%
     assert find_changes(x, "ms", 10.0, 5.0)[1] == []
+
+
+def test_trend_page_in_chromium(archives, tmp_path):
+    from conftest import open_in_chromium
+
+    _, batch = archives["switch"]
+    page = tmp_path / "trend.html"
+    assert run_cli("trend", batch, "-o", page).returncode == 0
+    text, errors, requests = open_in_chromium(page, "trend_nightly.png")
+    assert errors == [] and requests == [page.resolve().as_uri()]
+    assert "launch_bound new" in text and "level_shift" in text and "outlier" in text
