@@ -338,7 +338,7 @@ def step_test(before: np.ndarray, after: np.ndarray, threshold_pct: float) -> di
     ci99 = interval(99)
     sig99 = bool((ci99[0] > 1.0 or ci99[1] < 1.0) and abs(p99_ratio - 1.0) * 100.0 >= threshold_pct)
     out.update({
-        "ratio": round(ratio, 4), "ci95": ci, "p_value": round(p, 6), "significant": sig,
+        "ratio": round(ratio, 4), "ci95": ci, "p_value": float(f"{p:.3g}"), "significant": sig,
         "status": ("improved" if ratio < 1 else "regressed") if sig else "unchanged",
         "p99_ratio": round(p99_ratio, 4), "p99_ci95": ci99, "p99_significant": sig99,
         "p99_status": ("improved" if p99_ratio < 1 else "regressed") if sig99 else "unchanged",

@@ -85,8 +85,9 @@ def render_compare(cmp: dict, fmt_name: str) -> str:
         series = cmp.get("_series") or {}
         chart = charts.step_distributions(series.get("before") or {}, series.get("after") or {},
                                           "before", "after") if cmp["comparable"]["ok"] else None
+        detail = public["summary"].split("; ", 1)[1] if public["summary"].startswith(public["verdict"] + ";") else public["summary"]
         return environment().get_template("compare.html.j2").render(
-            c=public, chart=chart, step_line=step_line, value=value, change=change, metric_label=metric_label, ms=ms,
+            c=public, chart=chart, detail=detail, step_line=step_line, value=value, change=change, metric_label=metric_label, ms=ms,
             pct=pct, verdict_words=VERDICT_WORDS)
     if fmt_name == "md":
         return _markdown(public)
