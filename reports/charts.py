@@ -41,10 +41,7 @@ class _Pyplot:
 
 plt = _Pyplot()
 
-CAUSE_COLORS = {
-    "launch": "#e4572e", "sync": "#7b2cbf", "memcpy_sync": "#c77dff", "other_cuda": "#f3a712",
-    "host": "#29335c", "unknown": "#aaaaaa",
-}
+from tracetriage.reports.palette import ACTIVITY_COLORS, CAUSE_COLORS, CAUSE_LABELS, NEUTRAL, finding_color  # noqa: E402
 
 
 def _label(s: str, width: int = 48) -> str:
@@ -123,16 +120,36 @@ def _memo(chart):
 def busy_over_time(busy: dict[str, list[float]], window_ns: int) -> str | None:
     if not busy:
         return None
-    fig, ax = plt.subplots(figsize=(8, 0.6 + 0.35 * min(len(busy), 8) + 1.2))
     n = len(next(iter(busy.values())))
     xs = [window_ns / 1e6 * (i + 0.5) / n for i in range(n)]
-    for dev, series in list(busy.items())[:16]:
-        ax.plot(xs, series, label=_label(dev, 24), linewidth=1.2)
+    # devices whose curves agree to 3 points in every bin are one line (8 ranks in lockstep drew
+    # 8 overlapping lines); more than four distinct curves become their median and range
+    groups: list[tuple[list[str], list[float]]] = []
+    for dev, series in busy.items():
+        for names, ref in groups:
+            if all(abs(a - b) <= 3.0 for a, b in zip(series, ref)):
+                names.append(dev)
+                break
+        else:
+            groups.append(([dev], list(series)))
+    fig, ax = plt.subplots(figsize=(8, 2.6))
+    if len(groups) <= 4:
+        for k, (names, series) in enumerate(groups):
+            label = _label(names[0], 24) if len(names) == 1 else f"{_label(names[0], 20)} and {len(names) - 1} more (within 3 points)"
+            ax.plot(xs, series, label=label, linewidth=1.2, color=(NEUTRAL + ("#8ecae6",))[k])
+    else:
+        import numpy as np
+
+        m = np.array([list(s) for s in busy.values()], dtype=float)
+        ax.fill_between(xs, m.min(axis=0), m.max(axis=0), color=NEUTRAL[1], alpha=0.35, linewidth=0,
+                        label=f"range over {len(busy)} devices")
+        ax.plot(xs, np.median(m, axis=0), color=NEUTRAL[0], linewidth=1.2, label="median device")
     ax.set_ylim(0, 105)
-    ax.set_xlabel("time in window (ms)")
-    ax.set_ylabel("GPU busy %")
-    ax.set_title("GPU busy over time (share of each time bin covered by GPU activity)")
-    ax.legend(fontsize=7, ncol=4, loc="lower right")
+    ax.set_xlim(0, window_ns / 1e6)
+    ax.set_xlabel("ms from the start of the window")
+    ax.set_ylabel("GPU busy % of the bin")
+    ax.set_title(f"GPU busy over time ({n} bins of {window_ns / 1e6 / n:.3g} ms; share of each bin covered by GPU activity)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return _svg(fig)
 
 
@@ -147,18 +164,15 @@ def idle_by_cause(devices: list[dict]) -> str | None:
         vals = [100.0 * d["gaps"]["by_cause"][cause] / (d["window_ns"] or 1) for d in devices[:16]]
         if not any(vals):
             continue
-        ax.barh(labels, vals, left=left, color=color, label=cause)
+        ax.barh(labels, vals, left=left, color=color, label=f"idle: {CAUSE_LABELS[cause]}")
         left = [a + b for a, b in zip(left, vals)]
     ax.set_xlim(0, 100)
-    ax.set_xlabel("% of window the GPU is idle, by what the host was doing")
+    ax.set_xlabel("% of the device's window the GPU is idle, by what the host was doing")
     ax.set_title("Idle time by cause")
     ax.invert_yaxis()
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, ncol=6, loc="upper center", bbox_to_anchor=(0.5, -0.55 if len(labels) < 3 else -0.2), frameon=False)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return _svg(fig)
-
-
-FINDING_COLORS = ["#e4572e", "#f3a712", "#29335c", "#a23b72", "#3f88c5", "#8c5e58", "#44bba4", "#e94f37"]
 
 
 @_memo
@@ -173,7 +187,7 @@ def window_accounting(devices: list[dict]) -> str | None:
         for k in d["accounting"]["claims_pct"]:
             if k not in ids:
                 ids.append(k)
-    fig, ax = plt.subplots(figsize=(10, 1.0 + 0.34 * len(devs)))
+    fig, ax = plt.subplots(figsize=(8, 1.0 + 0.34 * len(devs)))
     labels = [_label(d["id"], 28) for d in devs]
     left = [0.0] * len(devs)
 
@@ -185,17 +199,17 @@ def window_accounting(devices: list[dict]) -> str | None:
         left = [a + b for a, b in zip(left, values)]
 
     for i, fid in enumerate(ids):
-        layer([d["accounting"]["claims_pct"].get(fid, 0.0) for d in devs], FINDING_COLORS[i % len(FINDING_COLORS)], fid)
+        layer([d["accounting"]["claims_pct"].get(fid, 0.0) for d in devs], finding_color(fid), fid)
     # What remains unclaimed, from the decomposition less the claims (busy slices are claimed first by collective/copy rules).
     rest = [max(0.0, 100.0 - sum(d["accounting"]["claims_pct"].values())) for d in devs]
     compute = [min(r, d["accounting"]["slices_pct"].get("compute", 0.0)) for r, d in zip(rest, devs)]
-    layer(compute, "#2a9d8f", "kernels computing")
-    layer([max(0.0, r - k) for r, k in zip(rest, compute)], "#cccccc", "unclaimed (copies, idle)")
+    layer(compute, ACTIVITY_COLORS["kernels"], "kernels computing (no finding)")
+    layer([max(0.0, r - k) for r, k in zip(rest, compute)], ACTIVITY_COLORS["unclaimed"], "unclaimed (copies, idle)")
     ax.set_xlim(0, 100)
     ax.set_xlabel("% of each device's window")
     ax.set_title("Where each device's window went, and which finding claims each slice")
     ax.invert_yaxis()
-    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.9 if len(devs) < 3 else -0.25), frameon=False)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # beside the bars, not under them
     return _svg(fig)
 
 
@@ -212,9 +226,9 @@ def step_durations(steps: dict[str, dict]) -> str | None:
     p50 = float(np.percentile(v["durations"], 50)) / 1e6
     p99 = float(np.percentile(v["durations"], 99)) / 1e6
     fig, ax = plt.subplots(figsize=(8, 2.6))
-    ax.hist(d, bins=min(60, max(10, len(d) // 2)), color="#29335c", histtype="stepfilled")  # one polygon, not a bar each
-    ax.axvline(p50, color="#2a9d8f", linestyle="--", label=f"p50 {p50:.2f} ms")
-    ax.axvline(p99, color="#e4572e", linestyle="--", label=f"p99 {p99:.2f} ms (tail)")
+    ax.hist(d, bins=min(60, max(10, len(d) // 2)), color=NEUTRAL[1], histtype="stepfilled")  # one polygon, not a bar each
+    ax.axvline(p50, color=NEUTRAL[2], linestyle="--", label=f"p50 {p50:.2f} ms")
+    ax.axvline(p99, color=NEUTRAL[2], linestyle=":", label=f"p99 {p99:.2f} ms (tail)")
     ax.set_xlabel("step duration (ms)")
     ax.set_ylabel("steps")
     ax.set_title(f"Step durations, pid {_label(key, 20)} ({len(d)} steady-state steps)")
@@ -246,8 +260,8 @@ def collective_share(devices: list[dict]) -> str | None:
         return None
     return _ranked_bars(
         [_label(d["id"], 24) for d in devs],
-        [([d["collective_share_pct"] for d in devs], "#f3a712", "collective share"),
-         ([d["collective_exposed_pct"] for d in devs], "#e4572e", "exposed (not overlapped)")],
+        [([d["collective_share_pct"] for d in devs], ACTIVITY_COLORS["collectives"], "collective share"),
+         ([d["collective_exposed_pct"] for d in devs], NEUTRAL[2], "exposed (not overlapped)")],
         "Collective share per rank", "% of window")
 
 
@@ -276,12 +290,13 @@ def hot_frames(frames: list[dict]) -> str | None:
     fs = frames[:12]
     return _ranked_bars(
         [_frame_label(f["frame"]) for f in fs],
-        [([f["share_pct"] for f in fs], "#29335c", "inclusive"), ([f["self_pct"] for f in fs], "#e4572e", "own code")],
+        [([f["share_pct"] for f in fs], NEUTRAL[1], "inclusive"), ([f["self_pct"] for f in fs], NEUTRAL[0], "own code")],
         "Hot frames (host)", "% of non-idle py-spy samples")
 
 
-LANE_COLORS = {"kernels": "#2a9d8f", "collectives": "#f3a712", "copies": "#a23b72", "graphs": "#3f88c5"}
-HOST_COLORS = {"launch": "#e4572e", "sync": "#7b2cbf", "other": "#8d99ae"}
+LANE_COLORS = {k: ACTIVITY_COLORS[k] for k in ("kernels", "collectives", "copies", "graphs")}
+# host calls by category: a launch or sync call has its idle cause's colour (the call is the cause)
+HOST_COLORS = {"launch": CAUSE_COLORS["launch"], "sync": CAUSE_COLORS["sync"], "other": NEUTRAL[1]}
 
 
 def _bars(ax, xranges: list[tuple[float, float]], yrange: tuple[float, float], color: str, alpha: float | None = None,
@@ -340,17 +355,18 @@ def timeline(tl: dict | None) -> list[tuple[str, str]]:
         ax.set_yticks(yticks)
         ax.set_yticklabels(ylabels, fontsize=7)
         ax.set_xlim(0, span / 1e6)
-        ax.set_xlabel("ms from the start of the step")
+        ax.set_xlabel(f"ms from the start of the span shown ({w['label']})")
         more = f" (+{w['more_devices']} more devices)" if w.get("more_devices") else ""
         ax.set_title(f"Timeline: {w['label']}{more} — GPU lanes over idle gaps shaded by cause, host calls below")
         handles, labels = ax.get_legend_handles_labels()
         uniq = dict(zip(labels, handles))
         from matplotlib.patches import Patch
 
-        for cause in ("host", "launch", "sync", "unknown"):
-            uniq[f"idle: {cause}"] = Patch(facecolor=CAUSE_COLORS[cause], alpha=0.3)
-        ax.legend(uniq.values(), uniq.keys(), fontsize=7, ncol=6, loc="upper center",
-                  bbox_to_anchor=(0.5, -0.35 if len(devs) < 3 else -0.12), frameon=False)
+        shaded = {cause for d in devs for _, _, cause in d["gaps"]}  # every cause drawn gets an entry, none other
+        for cause in CAUSE_COLORS:
+            if cause in shaded:
+                uniq[f"idle: {CAUSE_LABELS[cause]}"] = Patch(facecolor=CAUSE_COLORS[cause], alpha=0.3)
+        ax.legend(uniq.values(), uniq.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         out.append((f"timeline-{k}", _svg(fig)))
     return out
 
@@ -363,14 +379,14 @@ def serving_load(points: list[dict]) -> str | None:
         return None
     t = [p["t"] for p in pts]
     fig, ax = plt.subplots(figsize=(10, 2.8))
-    ax.plot(t, [p["running"] for p in pts], color="#2a9d8f", label="running")
-    ax.plot(t, [p.get("waiting") or 0 for p in pts], color="#e4572e", label="waiting")
+    ax.plot(t, [p["running"] for p in pts], color=NEUTRAL[0], label="running")
+    ax.plot(t, [p.get("waiting") or 0 for p in pts], color=NEUTRAL[2], linestyle="--", label="waiting")
     ax.set_xlabel("seconds since the first stats line")
     ax.set_ylabel("requests")
     kv = [p.get("kv_usage_pct") for p in pts]
     if any(v is not None for v in kv):
         ax2 = ax.twinx()
-        ax2.plot(t, [v if v is not None else float("nan") for v in kv], color="#29335c", linestyle=":", label="KV cache %")
+        ax2.plot(t, [v if v is not None else float("nan") for v in kv], color=NEUTRAL[1], linestyle=":", label="KV cache %")
         ax2.set_ylim(0, 105)
         ax2.set_ylabel("KV cache %")
         ax2.legend(fontsize=7, loc="upper right")
@@ -387,13 +403,13 @@ def tpot_vs_batch(fit: dict | None, budget: float | None) -> str | None:
     xs = [x for x, _ in fit["series"]]
     ys = [y for _, y in fit["series"]]
     fig, ax = plt.subplots(figsize=(10, 2.8))
-    ax.scatter(xs, ys, s=10, color="#29335c", label="measured")
+    ax.scatter(xs, ys, s=10, color=NEUTRAL[0], label="measured")
     line_x = [0, max(xs) * 1.05]
     if fit.get("model", True):  # a rejected fit (negative slope, low r², few points) is not drawn as a model
-        ax.plot(line_x, [fit["a_ms"] + fit["b_ms_per_seq"] * x for x in line_x], color="#2a9d8f",
+        ax.plot(line_x, [fit["a_ms"] + fit["b_ms_per_seq"] * x for x in line_x], color=NEUTRAL[1],
                 label=f"fit: {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} x B ms (r² {fit['r2']:.2f})")
     if budget:
-        ax.axhline(budget, color="#e4572e", linestyle="--", label=f"budget {budget:g} ms")
+        ax.axhline(budget, color=NEUTRAL[2], linestyle="--", label=f"budget {budget:g} ms")
     ax.set_xlabel("running sequences (batch)")
     ax.set_ylabel("TPOT (ms)")
     ax.set_title("TPOT against the running batch")

@@ -9,7 +9,9 @@ from tracetriage.reports.view import build_view, fmt_ns
 
 def render_text(analysis) -> str:
     v = build_view(analysis.data)
-    out = [f"tracetriage {v['tool_version']}", "", f"VERDICT  {v['headline']}"]
+    h = v["header"]
+    out = [f"tracetriage {v['tool_version']}", f"CASE     {', '.join(h['inputs'])}" + (f" · {h['devices']}" if h["devices"] else "")
+           + f" · captured {h['captured'] or 'at a time the capture does not record'}", "", f"VERDICT  {v['headline']}"]
     if v.get("symptom"):
         out.append(f"SYMPTOM  {v['symptom']} (its findings rank first)")
     for d in v.get("devices", [])[:8]:
@@ -31,10 +33,10 @@ def render_text(analysis) -> str:
         out.append(f"skipped  {s['path']}: {s['reason']}")
     out.append("")
     if v["devices"]:
-        out.append(f"{'device':<22} {'busy %':>7} {'gaps':>7} {'gap p50':>10} {'gap max':>10} {'coll %':>7}  idle by cause")
+        out.append(f"{'device':<22} {'busy %':>7} {'comp %':>7} {'copy %':>7} {'gaps':>7} {'gap p50':>10} {'gap max':>10} {'coll %':>7}  idle by cause")
         for d in v["devices"]:
             out.append(
-                f"{d['id']:<22} {d['busy_pct']:>7.1f} {d['gaps']['count']:>7,} {d['gap_p50']:>10} {d['gap_max']:>10} "
+                f"{d['id']:<22} {d['busy_pct']:>7.1f} {d['compute_pct']:>7.1f} {d['copy_only_pct']:>7.1f} {d['gaps']['count']:>7,} {d['gap_p50']:>10} {d['gap_max']:>10} "
                 f"{d['collective_share_pct']:>7.1f}  {d['causes_text']}"
             )
         out.append("")
@@ -134,7 +136,7 @@ def render_text(analysis) -> str:
     if prof:
         out.append(f"HOST PROFILE (py-spy): {prof['total_samples']:,} non-idle samples, {prof['idle_samples']:,} idle")
         for c in prof["captures"]:
-            out.append(f"  {c['path']} [{c['format']}]: {c['threads']} threads, {c['idle_threads']} idle")
+            out.append(f"  {c['path']} [{c['format']}]: {plural(c['threads'], 'thread')}, {c['idle_threads']} idle")
         snap = prof.get("snapshot") or []
         if snap:
             active = [x for x in snap if not x["idle"]]

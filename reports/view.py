@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import copy
 
+from tracetriage.analyzers.evidence import nbytes, plural
+from tracetriage.reports.palette import CAUSE_LABELS, finding_color
+
 
 def fmt_ns(ns) -> str:
     if ns is None:
@@ -21,6 +24,21 @@ def fmt_ns(ns) -> str:
     if ns >= 1e3:
         return f"{ns / 1e3:,.1f} µs"
     return f"{ns:,.0f} ns"
+
+
+def fmt_bytes(n) -> str:
+    """Bytes in one style on every page and format: ``16.1 GB``, ``512 B`` (decimal units)."""
+    return "n/a" if n is None else nbytes(n)
+
+
+def short_middle(name: str, width: int = 90) -> str:
+    """A long templated name (Tensile, CUTLASS) cut in the middle: its start (the kernel family)
+    and its end (the tile shape, the last template arguments) are what tell two kernels apart."""
+    name = str(name)
+    if len(name) <= width:
+        return name
+    head = (width - 1) * 3 // 5
+    return name[:head] + "…" + name[-(width - 1 - head):]
 
 
 def fmt_num(x) -> str:
@@ -56,6 +74,10 @@ def build_view(data: dict) -> dict:
         claims = sorted(acc["claims_pct"].items(), key=lambda x: -x[1])
         claimed = sum(x for _, x in claims)
         busy = {k: acc["slices_pct"].get(k, 0.0) for k in ("compute", "collective", "copy")}
+        d["compute_pct"] = busy["compute"] + busy["collective"]  # kernels, collectives included
+        d["copy_only_pct"] = busy["copy"]
+        d["claims"] = [{"id": k, "pct": x, "color": finding_color(k)} for k, x in claims]
+        d["unclaimed_pct"] = max(0.0, 100.0 - claimed)
         d["accounting_text"] = ", ".join(
             [f"{k} {pct(x)}" for k, x in claims]
             + [f"unclaimed {pct(max(0.0, 100.0 - claimed))} (compute {pct(busy['compute'] + busy['collective'])}"
@@ -73,9 +95,22 @@ def build_view(data: dict) -> dict:
         k["mean"] = fmt_ns(k["mean_ns"])
         k["median"] = fmt_ns(k["median_ns"])
         k["total"] = fmt_ns(k["total_ns"])
-        k["short_name"] = k["name"] if len(k["name"]) <= 90 else k["name"][:87] + "..."
+        k["short_name"] = short_middle(k["name"])
     v.setdefault("skipped", [])
-    v["copies_text"] = copies_text(v.get("copies"))
+    v["copies_text"] = copies_text(v.get("copies"), v.get("devices"))
+    v["captured_utc"] = captured_utc(v.get("inputs") or [])
+    v["header"] = header_view(v)
+    for f in v.get("findings", []):
+        f["color"] = finding_color(f["id"])
+    v["cause_labels"] = CAUSE_LABELS
+    columns: dict[str, str] = {}  # the findings that claim a slice somewhere, in the order of their first claim
+    for d in v.get("devices", []):
+        for c in d["claims"]:
+            columns.setdefault(c["id"], c["color"])
+    v["claim_columns"] = [{"id": k, "color": c} for k, c in columns.items()]
+    for d in v.get("devices", []):
+        mine = {c["id"]: c["pct"] for c in d["claims"]}
+        d["claim_cells"] = [mine.get(k) for k in columns]
     v["serving_view"] = serving_view(v.get("serving"))
     return v
 
@@ -125,11 +160,73 @@ def serving_view(srv: dict | None) -> dict | None:
             "memory": srv.get("memory"), "tokens": srv.get("tokens"), "replicas": srv.get("replicas") or []}
 
 
-def copies_text(c: dict | None) -> str | None:
-    """One line on the copies of the window: pageable async, synchronous calls, DtoH, UVM migrations."""
+_DIRECTIONS = {"HtoD": "host-to-device", "DtoH": "device-to-host", "DtoD": "device-to-device", "PtoP": "peer-to-peer",
+               "HtoH": "host-to-host"}
+
+
+def copies_text(c: dict | None, devices: list[dict] | None = None) -> str | None:
+    """One line on the copies of the window: every direction with its count and bytes (from the
+    devices' copy activity, summed), then pageable async copies, synchronous copy calls and UVM
+    migrations."""
     if not c:
         return None
     m = c.get("migrations") or {"count": 0, "bytes": 0}
-    return (f"copies in the window: {c['pageable_async']['count']:,} async from/to pageable memory, "
-            f"{c['sync_copy_calls']['count']:,} synchronous copy calls, {c['dtoh']['count']:,} device-to-host copies "
-            f"({c['dtoh']['bytes']:,} B); unified-memory migrations (page moves, not copies): {m['count']:,} ({m['bytes']:,} B)")
+    dirs: dict[str, dict] = {}
+    for d in devices or []:
+        for k, x in ((d.get("copies") or {}).get("by_direction") or {}).items():
+            t = dirs.setdefault(k, {"count": 0, "bytes": 0})
+            t["count"] += x.get("count") or 0
+            t["bytes"] += x.get("bytes") or 0
+    if not dirs and c["dtoh"]["count"]:
+        dirs["DtoH"] = dict(c["dtoh"])
+    moved = ", ".join(f"{plural(x['count'], _DIRECTIONS.get(k, k) + ' copy', _DIRECTIONS.get(k, k) + ' copies')} "
+                      f"({fmt_bytes(x['bytes'])})" for k, x in sorted(dirs.items(), key=lambda kv: -kv[1]["bytes"]))
+    return (f"copies in the window: {moved or 'none'}; {plural(c['pageable_async']['count'], 'async copy', 'async copies')} "
+            f"from/to pageable memory, {plural(c['sync_copy_calls']['count'], 'synchronous copy call')}; "
+            f"unified-memory migrations (page moves, not copies): {m['count']:,} ({fmt_bytes(m['bytes'])})")
+
+
+def captured_utc(inputs: list[dict]) -> str | None:
+    """When the capture was taken, as the capture itself records it (nsys: the session's start,
+    ``TARGET_INFO_SESSION_START_TIME``; Kineto: ``baseTimeNanoseconds`` in the file's head), the
+    earliest of the inputs, as UTC text; None when no input records a wall-clock start (rocprof
+    and RPD times are on a boot-time clock). A missing date never stops a report."""
+    import datetime
+
+    starts = []
+    for item in inputs:
+        path, kind = str(item.get("path") or ""), item.get("kind")
+        try:
+            if kind == "nsys":
+                from tracetriage.parsers.nsys import session_span
+
+                span = session_span(path)
+                starts.append(span[0] if span else None)
+            elif kind == "kineto":
+                from tracetriage.parsers.kineto import head
+
+                value = head(path).get("baseTimeNanoseconds")
+                starts.append(int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None)
+        except Exception:  # noqa: BLE001 - an input gone since the analysis (an archive's temporary copy)
+            continue
+    starts = [s for s in starts if isinstance(s, int) and s > 978_307_200 * 10**9]  # before 2001: not the wall clock
+    if not starts:
+        return None
+    return datetime.datetime.fromtimestamp(min(starts) / 1e9, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def header_view(v: dict) -> dict:
+    """What the page is about, before any number: the inputs by name, the capture's date when
+    the capture records one, and the device(s)."""
+    paths = [str(i.get("path") or "") for i in v.get("inputs") or []]
+    parents = {p.rsplit("/", 1)[0] if "/" in p else "" for p in paths}
+    if len(parents) == 1 and len(paths) > 1 and next(iter(parents)):  # one bundle: its folder, then the files
+        names = [f"{next(iter(parents))}/ ({', '.join(p.rsplit('/', 1)[-1] for p in paths)})"]
+    else:
+        names = paths
+    devices: dict[str, int] = {}
+    for d in v.get("devices") or []:
+        key = d.get("name") or "unknown GPU"
+        devices[key] = devices.get(key, 0) + 1
+    return {"inputs": names, "devices": ", ".join(f"{n} x {k}" if n > 1 else k for k, n in devices.items()),
+            "captured": v.get("captured_utc")}

@@ -1,0 +1,51 @@
+"""One palette for every chart and table of a report.
+
+A colour means one thing on the whole page, and the same thing on every report: an idle
+cause (what the host was doing while the GPU waited), an activity on the GPU (kernels,
+collectives, copies, graph replays), or a finding, keyed by its stable id. The three
+families share no colour, so a finding is never read as an idle cause in the next chart.
+Everything else (step histograms, serving lines, host frames) is drawn in the neutral greys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+# idle causes, in the order the analysis attributes them (analyzers/timeline.py)
+CAUSE_COLORS = {
+    "sync": "#7b2cbf", "memcpy_sync": "#c77dff", "launch": "#e4572e", "other_cuda": "#f3a712",
+    "host": "#29335c", "unknown": "#aaaaaa",
+}
+CAUSE_LABELS = {
+    "sync": "inside a sync", "memcpy_sync": "in a synchronous copy", "launch": "in a launch call",
+    "other_cuda": "in another CUDA call", "host": "host code (no CUDA call)", "unknown": "unknown",
+}
+
+# what the GPU is doing (timeline lanes, the accounting bar's unclaimed busy time)
+ACTIVITY_COLORS = {
+    "kernels": "#2a9d8f", "collectives": "#588157", "copies": "#a23b72", "graphs": "#3f88c5",
+    "unclaimed": "#d9d9d9",
+}
+
+# findings, keyed by id: fixed, so a finding keeps its colour from one report to the next
+FINDING_COLORS = {
+    "launch_bound": "#d00000", "host_sync_per_step": "#ff70a6", "python_host_overhead": "#8d6346",
+    "gpu_starved": "#ffd166", "copy_bound": "#06d6a0", "pageable_memcpy": "#118ab2",
+    "collective_dominant": "#073b4c", "cross_island_collective": "#9e2a2b", "below_roofline": "#606c38",
+    "nccl_errors": "#bc6c25", "prefill_stall": "#0077b6", "healthy": "#52b788",
+}
+_SPARE = ("#e9c46a", "#264653", "#b5179e", "#6a994e", "#fb8500", "#3a0ca3")
+
+NEUTRAL = ("#4a4e69", "#8d99ae", "#1d1d1f")
+
+
+def finding_color(finding_id: str) -> str:
+    """The colour of a finding id; an id without a fixed colour gets a spare one chosen by its
+    name (stable across reports, never one of the cause or activity colours)."""
+    if finding_id in FINDING_COLORS:
+        return FINDING_COLORS[finding_id]
+    return _SPARE[int(hashlib.sha1(finding_id.encode()).hexdigest(), 16) % len(_SPARE)]
+
+
+def cause_color(cause: str) -> str:
+    return CAUSE_COLORS.get(cause, CAUSE_COLORS["unknown"])
