@@ -8,6 +8,7 @@ catalog too, so a finding's id, axis and words are kept in one reviewable place.
 from __future__ import annotations
 
 import tomllib
+from contextvars import ContextVar
 from pathlib import Path
 
 AXES = ("throughput", "utilization", "tail", "ttft", "tpot", "oom", "cost")
@@ -37,10 +38,25 @@ for _id, _entry in CATALOG.items():  # a catalog mistake fails at import, in eve
         raise ValueError(f"findings.toml [{_id}]: answers must list the axis ({_entry['axis']}) first")
 
 
+# The kind of capture being judged (analyzers/capture_kind.py: vendor, workload, language), set by
+# rules.evaluate for the findings it makes: a text with variants picks the one that fits.
+CAPTURE_KIND: ContextVar[dict] = ContextVar("capture_kind", default={})
+
+
+def variant_order(variant: str | None, kind: dict) -> list[str]:
+    """The variant names a text is looked up by, most specific first: the rule's own (the
+    evidence called for it: --enforce-eager, a blocking copy), then the capture's kind
+    (training_rocm, training, python_rocm, native, rocm ...), then default."""
+    vendor, workload, language = kind.get("vendor"), kind.get("workload"), kind.get("language")
+    names = [variant, workload and vendor and f"{workload}_{vendor}", workload, language and vendor and f"{language}_{vendor}",
+             language, vendor, "default"]
+    return [n for n in names if n]
+
+
 def _text(entry: dict, key: str, variant: str | None) -> str:
     value = entry[key]
     if isinstance(value, dict):
-        value = value.get(variant or "default", value["default"])
+        value = next(value[n] for n in variant_order(variant, CAPTURE_KIND.get()) if n in value)
     return value
 
 

@@ -140,8 +140,9 @@ def host_profiler_hint(process_name: str, pid: int) -> str:
     """The host profiler that names the code running in the GPU's idle time, for this process."""
     py = is_python(process_name)
     if py is False:
-        return (f"perf record -g --call-graph dwarf -p {pid} -- sleep 30 (a native process: a Python profiler "
-                "would see nothing), or nsys profile --sample=process-tree --cpuctxsw=process-tree")
+        rocm = catalog.CAPTURE_KIND.get().get("vendor") == "rocm"  # no nsys on an AMD machine
+        return (f"perf record -g --call-graph dwarf -p {pid} -- sleep 30 (a native process: perf samples its "
+                "C/C++ frames)" + ("" if rocm else ", or nsys profile --sample=process-tree --cpuctxsw=process-tree"))
     return (f"py-spy record --format raw --rate 200 --duration 30 -o pyspy.txt --pid {pid} --native "
             "(during the same load), added to the bundle")
 
@@ -515,12 +516,17 @@ def rule_gpu_starved(ctx: Context):
     cause, cause_ns = max(by_cause.items(), key=lambda x: x[1])
     idle_pct = 100.0 - d["busy_pct"]
     pname = _process_name(ctx, d["pid"])
-    fmt = next((p["meta"].get("format") for p in ctx.per_trace if d in p["devices"]), None)
+    fmt = next((_hint_format(p) for p in ctx.per_trace if d in p["devices"]), None)
+    rocm = fmt == "rocm" or fmt in AMD_FORMATS
     capture = {
         "host": host_profiler_hint(pname, d["pid"]),
         "unknown": capture_cmd(fmt, "api"),
-        "sync": "find the waits: " + capture_cmd(fmt, "api") + " with backtraces on the sync calls (nsys --cudabacktrace=sync)",
-        "memcpy_sync": "find the synchronous copies' callers: nsys --cudabacktrace=memory",
+        "sync": "find the waits: " + capture_cmd(fmt, "api") + (
+            " with roctx ranges around the suspected waits (roctxRangePush/Pop), or torch.profiler with with_stack=True"
+            if rocm else " with backtraces on the sync calls (nsys --cudabacktrace=sync)"),
+        "memcpy_sync": ("find the synchronous copies' callers: torch.profiler with with_stack=True (the Python stack of "
+                        "each hipMemcpy), or roctx ranges around the suspected copies with rocprofv3 --hip-trace --marker-trace"
+                        if rocm else "find the synchronous copies' callers: nsys --cudabacktrace=memory"),
         "launch": "a host profile of the launching thread (launch calls this long mean a contended driver lock or a full launch queue)",
         "other_cuda": "the CUDA calls in the gaps (nsys stats --report cuda_api_sum over the same window)",
     }[cause]
@@ -708,9 +714,18 @@ ODD = ("too_few_gpu_ops", "window_too_short", "memset_only", "graph_capture_phas
 BLOCKS_HEALTHY = ODD + ("gap_causes", "graph_replays")
 
 
+def _hint_format(p: dict) -> str | None:
+    """The trace's format for capture hints: "rocm" for a ROCm capture in a vendor-neutral format
+    (a Kineto trace from ROCm PyTorch), so its hints name rocprofv3 and roctx, not nsys."""
+    from tracetriage.analyzers.capture_kind import is_rocm
+
+    fmt = p["meta"].get("format")
+    return "rocm" if fmt not in AMD_FORMATS and is_rocm(p) else fmt
+
+
 def capture_cmd(fmt: str | None, what: str) -> str:
     """The capture command that would decide an abstention, for the vendor of the trace."""
-    if fmt in AMD_FORMATS:
+    if fmt in AMD_FORMATS or fmt == "rocm":
         return {
             "steps": "mark each engine step with roctxRangePush('step') / roctxRangePop() and capture with "
                      "rocprofv3 --runtime-trace --marker-trace --output-format rocpd -- <server command>, "
@@ -736,7 +751,7 @@ def oddities(p: dict) -> list[dict]:
     a handful of GPU operations, a window shorter than a step, memsets only, or a
     CUDA/HIP-graph capture phase (stream capture or graph instantiation calls, and
     launch calls far exceeding the kernels that ran)."""
-    fmt = p["meta"].get("format")
+    fmt = _hint_format(p)
     w = p["window"]["duration_ns"]
     ops = p["gpu_ops_in_window"]
     out = []
@@ -767,7 +782,7 @@ def abstentions_for(ctx: Context) -> list[dict]:
     out = []
     for p in ctx.per_trace:
         out.extend(p["_odd"])
-        fmt = p["meta"].get("format")
+        fmt = _hint_format(p)
         inferred = [pr for pr in p["processes"] if pr["steps"]["source"] in ("sync", "graph_launch")]
         if inferred:
             src = ", ".join(sorted({pr["steps"]["source"] for pr in inferred}))
@@ -835,6 +850,18 @@ def rank(findings: list[dict], symptom: str | None) -> list[dict]:
 
 
 def evaluate(ctx: Context) -> tuple[list[dict], list[dict]]:
+    from tracetriage.analyzers.capture_kind import kind_of
+
+    kind = kind_of(ctx.case, ctx.per_trace, ctx.data.get("serving"))
+    ctx.data["capture_kind"] = kind  # the evidence the catalog's texts select their variant on
+    token = catalog.CAPTURE_KIND.set(kind)
+    try:
+        return _evaluate(ctx)
+    finally:
+        catalog.CAPTURE_KIND.reset(token)
+
+
+def _evaluate(ctx: Context) -> tuple[list[dict], list[dict]]:
     findings: list[dict] = []
     fired: set[str] = set()
     for rid in THROUGHPUT_ORDER:

@@ -440,6 +440,7 @@ def frame_window(trace: Trace) -> tuple[int, int]:
         e = np.maximum.accumulate(g["end"].to_numpy()[first])
         gaps = s[1:] - e[:-1]
         k = int(np.argmax(gaps))
-        if gaps[k] >= STARTUP_STALL_MIN_SHARE * (hi - lo) and first.size > k + 1:
+        after = starts.size - int(first[k + 1])  # a workload must follow: a handful after the stall is no work either
+        if gaps[k] >= STARTUP_STALL_MIN_SHARE * (hi - lo) and after > STARTUP_STALL_MAX_OPS:
             lo = int(s[k + 1])
     return lo, hi

@@ -200,3 +200,56 @@ def test_start_up_stall_is_excluded_and_named_on_the_real_sglang_mi300x_capture(
     assert "cuda_graph_runner.py(276): populate_from_forward_batch" in w["setup_cause"]["caller"]
     assert "hipMemcpyWithStream" in d["headline"] and "no measured cause" not in d["headline"]
     assert all("no measured cause" not in f["title"] for f in d["findings"])
+
+
+# --- item 6: advice that fits the capture --------------------------------------------------------
+
+ROCM_CAPTURES = [REAL / "kineto" / "tracelens_sglang_qwen3-8b_decode.json.gz", REAL / "kineto" / "tracelens_mi300_qwen1.5-0.5b_chat.json.gz",
+                 REAL / "rocprof" / "rpd_v2_pytorch_matmul.rpd", REAL / "rocprof" / "rocprofv3_rocpd_v3_ck_batched_gemm_mi300x.db"]
+
+
+def _advice(d):
+    return json.dumps([{k: f[k] for k in ("title", "mechanism", "fix", "confirm", "falsifier")} for f in d["findings"]]
+                      + [a["capture_hint"] for a in d["abstentions"]])
+
+
+@pytest.mark.parametrize("path", ROCM_CAPTURES, ids=lambda p: p.name)
+def test_rocm_captures_get_rocm_tools_never_nsys(path):
+    _need(path)
+    d = _analyze(path)
+    assert d["capture_kind"]["vendor"] == "rocm"
+    text = _advice(d)
+    assert "nsys" not in text and "cudabacktrace" not in text and "NVTX range" not in text, text[:500]
+
+
+def test_training_trace_gets_no_serving_engine_fix():
+    path = REAL / "kineto" / "hta_nccl_parser_config_nccl_data.json.gz"
+    _need(path)
+    d = _analyze(path)
+    assert d["capture_kind"]["workload"] == "training"
+    lb = next(f for f in d["findings"] if f["id"] == "launch_bound")
+    assert not re.search(r"vLLM|SGLang|enforce-eager|cuda-graph-max-bs", lb["fix"]), lb["fix"]
+    assert "training step" in lb["fix"]
+
+
+def test_native_program_gets_no_python_advice():
+    path = REAL / "nsys" / "nsys2025.5_2xRTX3090_cuda_uvm_osrt_sampling.sqlite"
+    _need(path)
+    d = _analyze(path)
+    assert d["capture_kind"]["language"] == "native"
+    f = next(f for f in d["findings"] if f["id"] == "gpu_starved")
+    assert not re.search(r"py-spy|Python|DataLoader|tokenization|torch", f["fix"]), f["fix"]
+
+
+def test_serving_python_cuda_keeps_the_engine_fix():
+    d = _analyze(ROOT / "samples" / "bundles" / "eager_decode")
+    assert d["capture_kind"] == {"vendor": "cuda", "workload": "serving", "language": "python"}
+    assert "vLLM" in next(f for f in d["findings"] if f["id"] == "launch_bound")["fix"]
+
+
+def test_variant_order():
+    from tracetriage.analyzers.catalog import variant_order
+
+    assert variant_order("eager", {"vendor": "rocm", "workload": "training", "language": "native"}) == [
+        "eager", "training_rocm", "training", "native_rocm", "native", "rocm", "default"]
+    assert variant_order(None, {}) == ["default"]

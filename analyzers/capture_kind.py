@@ -1,0 +1,64 @@
+"""What kind of program a capture is of: the evidence the catalog's texts select a variant on.
+
+Advice that does not fit the capture is advice a GPU engineer overturns: vLLM flags on a
+training trace, ``nsys --cudabacktrace`` on a ROCm one, ``.item()`` on a C++ program. Three
+axes, each decided from the capture or left unknown (then the default text, which names the
+alternatives, stays):
+
+* ``vendor``: ``rocm`` for rocprofv3 / rocpd / RPD captures, or a trace whose devices are AMD
+  GPUs or whose runtime calls are HIP's (a Kineto trace from ROCm PyTorch); else ``cuda``.
+* ``workload``: ``training`` when backward or optimizer kernels or ranges run (autograd's
+  ``*backward*`` / ``*_bwd*`` kernels, ``Optimizer.step``, fused Adam/SGD) and no serving engine
+  is seen; ``serving`` when an engine is (a vLLM/SGLang process or serving artifacts); else unknown.
+* ``language``: ``python`` for PyTorch profiler traces, a python process or a py-spy capture;
+  ``native`` when every process that drives a GPU is named and none is Python; else unknown.
+"""
+
+from __future__ import annotations
+
+import re
+
+AMD_FORMATS = ("rocpd", "rpd", "rocprof_csv", "rocprof_json")
+_AMD_DEVICE = re.compile(r"\bAMD\b|Instinct|Radeon|\bMI\d{3}|gfx\d{3}", re.I)
+# multi_tensor_apply is not here: torch's _foreach ops use it at inference too (an SGLang decode step)
+_BACKWARD = re.compile(r"backward|Backward|_bwd|bwd_|wgrad|dgrad|autograd::engine|Optimizer\.step|optimizer_step"
+                       r"|fused_adam|FusedAdam|[Aa]dam[W]?_|sgd_|zero_grad")
+_SERVING = re.compile(r"vllm|sglang|tensorrt_llm|trtllm|text-generation|tgi|lmdeploy", re.I)
+_PYTHON = re.compile(r"python|\bpt_main_thread\b|torchrun|pytest|\.py\b", re.I)
+
+
+def is_rocm(p: dict) -> bool:
+    """A per-trace analysis (analysis.analyze_trace's dict) of a ROCm capture."""
+    if p["meta"].get("format") in AMD_FORMATS:
+        return True
+    return any(_AMD_DEVICE.search(str(d.get("name") or "")) for d in p["devices"])
+
+
+def kind_of(case, per_trace: list[dict], serving: dict | None) -> dict:
+    """{"vendor", "workload", "language"} (a value or None when unknown) for a case."""
+    vendor = None
+    if per_trace:
+        vendor = "rocm" if any(is_rocm(p) for p in per_trace) else "cuda"
+    names = [n for t in getattr(case, "traces", []) for n in _names(getattr(t, "gpu", None))]
+    ranges = [n for t in getattr(case, "traces", []) for n in _names(getattr(t, "ranges", None))]
+    procs = [str(pr.get("name") or "") for p in per_trace for pr in p["processes"]]
+    engine = bool(serving) or any(_SERVING.search(n) for n in procs)
+    backward = any(_BACKWARD.search(n) for n in names + ranges)
+    workload = "serving" if engine else "training" if backward else None
+    formats = {p["meta"].get("format") for p in per_trace}
+    if "kineto" in formats or getattr(case, "pyspy", None) or any(_PYTHON.search(n) for n in procs):
+        language = "python"
+    elif procs and all(n and not n.startswith("pid ") for n in procs):
+        language = "native"
+    else:
+        language = None
+    return {"vendor": vendor, "workload": workload, "language": language}
+
+
+def _names(df, limit: int = 5000) -> list[str]:
+    """The distinct names of a model table (its categories: no pass over the rows)."""
+    if df is None or not len(df) or "name" not in df:
+        return []
+    col = df["name"]
+    cats = col.cat.categories if hasattr(col, "cat") else col.unique()[:limit]
+    return [str(c) for c in list(cats)[:limit]]
