@@ -423,7 +423,7 @@ def run_batch(inputs: list[str], outdir: str, jobs: int | None = None, on_error:
         if old is not None:
             old["reused"] = True
             by_id[s.case_id] = old
-            result.reused += 1
+            result.reused += old.get("status") == "ok"  # a failure kept from the last run counts as failed
         else:
             todo.append(s)
     jobs = jobs or os.cpu_count() or 1
@@ -431,7 +431,7 @@ def run_batch(inputs: list[str], outdir: str, jobs: int | None = None, on_error:
     for record in _execute(todo, out, jobs, dask_address, options, progress, cache_dir, case_timeout):
         record["reused"] = False
         by_id[record["case_id"]] = record
-        result.analyzed += 1
+        result.analyzed += record["status"] == "ok"  # analyzed, unchanged, failed and not run add up to the cases
         if record["status"] != "ok" and on_error == "fail":
             stop = True
             break
@@ -526,6 +526,28 @@ def summary_rows(result: BatchResult) -> tuple[list[dict], list[dict], list[dict
     return rows, findings, kernels
 
 
+def index_rows(rows: list[dict], result: BatchResult) -> list[dict]:
+    """The rows of index.html: the headline without its leading ``[id]`` (the finding column
+    names it), the impact with its denominator (a % of the window, of TTFT and of the run are
+    not one scale), ordered failed first, then by the top finding's severity, then by path;
+    never by impact across denominators."""
+    from tracetriage.analyzers.summary import SEVERITY_ORDER
+
+    top = {r["case_id"]: (r.get("findings") or [None])[0] for r in result.records}
+    out = []
+    for r in rows:
+        f = top.get(r["case_id"]) or {}
+        headline = r.get("headline") or ""
+        if r.get("top_finding") and headline.startswith(f"[{r['top_finding']}]"):
+            headline = headline[len(r["top_finding"]) + 2:].lstrip()
+        impact = ""
+        if f and r.get("top_impact_pct") is not None and f.get("id") != "healthy":
+            impact = f"{r['top_impact_pct']:.1f}% of the {f.get('impact_denominator') or 'window'}"
+        out.append({**r, "headline_text": headline, "impact_text": impact})
+    severity = {s: i for i, s in enumerate(SEVERITY_ORDER)}
+    return sorted(out, key=lambda r: (r["status"] != "failed", -severity.get(r.get("top_severity"), -1), str(r["path"])))
+
+
 def write_outputs(result: BatchResult, out: Path) -> None:
     import pandas as pd
 
@@ -555,7 +577,6 @@ def write_outputs(result: BatchResult, out: Path) -> None:
     fdf.to_parquet(out / "findings.parquet", engine="pyarrow", index=False)
     from tracetriage.reports.html import environment
 
-    html = environment().get_template("index.html.j2").render(
-        rows=sorted(rows, key=lambda r: (r["status"] != "failed", -(r["top_impact_pct"] or 0))),
-        result=result, version=__version__)
+    html = environment().get_template("index.html.j2").render(rows=index_rows(rows, result), result=result,
+                                                              version=__version__)
     (out / "index.html").write_text(html, encoding="utf-8")
