@@ -36,6 +36,10 @@ def answers(finding: dict, symptom: str) -> bool:
 for _id, _entry in CATALOG.items():  # a catalog mistake fails at import, in every test
     if "axis" in _entry and _entry.get("answers") and _entry["answers"][0] != _entry["axis"]:
         raise ValueError(f"findings.toml [{_id}]: answers must list the axis ({_entry['axis']}) first")
+    if _entry.get("falsified_when"):
+        from tracetriage.analyzers.conditions import parse as _parse
+
+        _parse(_entry["falsified_when"])
 
 
 # The kind of capture being judged (analyzers/capture_kind.py: vendor, workload, language), set by
@@ -58,6 +62,23 @@ def _text(entry: dict, key: str, variant: str | None) -> str:
     if isinstance(value, dict):
         value = next(value[n] for n in variant_order(variant, CAPTURE_KIND.get()) if n in value)
     return value
+
+
+def falsified(finding: dict, facts: dict) -> str | None:
+    """Why the capture already meets this finding's falsifier (``falsified_when`` in the catalog,
+    a condition over ``ev`` — the finding's evidence by name — and the ``facts`` of the capture:
+    ``config``, ``trace``, ``kind``), or None. Evaluated by analyzers/conditions.py; a figure
+    nobody measured never meets a condition."""
+    from tracetriage.analyzers import conditions
+
+    entry = CATALOG.get(finding["id"]) or {}
+    cond = entry.get("falsified_when")
+    if not cond:
+        return None
+    names = {"ev": {e["name"]: e.get("value") for e in finding.get("evidence") or []}, **facts}
+    if conditions.holds(cond, names):
+        return " ".join(str(entry.get("falsified_why") or f"its falsifier holds: {cond}").split())
+    return None
 
 
 def make(finding_id: str, impact: float, fields: dict, evidence: list[dict], *, severity: str,

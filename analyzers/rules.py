@@ -629,6 +629,30 @@ def rule_prefill_stall(ctx: Context):
         evidence, severity=severity, denominator="total step time")
 
 
+def _facts(ctx: Context) -> dict:
+    """What the capture shows that a finding's falsifier can be checked against (catalog.falsified)."""
+    serving = ctx.data.get("serving") or {}
+    return {
+        "config": dict(serving.get("config") or {}),
+        "trace": {"graph_replays": sum(int(p.get("graph_replays_in_window") or 0) for p in ctx.per_trace) if ctx.per_trace else None,
+                  "graph_launches_per_step": max((pr["graph_launches_per_step"] for p in ctx.per_trace for pr in p["processes"]
+                                                  if pr.get("graph_launches_per_step") is not None), default=None)},
+        "kind": dict(ctx.data.get("capture_kind") or {}),
+    }
+
+
+def _apply_falsifiers(ctx: Context, findings: list[dict]) -> None:
+    """No finding whose own falsifier the capture already meets: it is kept (its slice stays
+    claimed, the accounting adds up) but downgraded to info, marked ``falsified`` with the reason,
+    ranked last and never named in a headline."""
+    facts = _facts(ctx)
+    for f in findings:
+        why = catalog.falsified(f, facts)
+        if why:
+            f["evidence"].append(ev("falsifier_met", True, "", None, text=f"not the problem as stated: {why}"))
+            f["severity"], f["falsified"] = "info", why
+
+
 def _cap_severity_by_window(ctx: Context, findings: list[dict]) -> None:
     """Severity scales with what the window can show: without severity_min_steps measured steps,
     a window under severity_toy_window_ns caps the throughput findings at low, one under
@@ -662,8 +686,9 @@ def rule_healthy(ctx: Context, findings: list[dict], abstentions: list[dict]):
     devs = ctx.devices
     if not devs:
         return None
-    if any(SEVERITIES.index(f["severity"]) >= SEVERITIES.index("low") or f["id"] == "below_roofline" for f in findings):
-        return None  # busy is not fast: never healthy while the dominant class runs below its roofline
+    if any(SEVERITIES.index(f["severity"]) >= SEVERITIES.index("low") or f["id"] == "below_roofline" or f.get("falsified")
+           for f in findings):
+        return None  # a falsified finding still measured a symptom, with a cause not yet known  # busy is not fast: never healthy while the dominant class runs below its roofline
     if any(a["analysis"] in BLOCKS_HEALTHY for a in abstentions):
         return None
     compute = [100.0 * (d["_slices"]["compute"] + d["_slices"]["collective"]) / d["window_ns"] if d["window_ns"] else 0.0
@@ -843,7 +868,7 @@ def rank(findings: list[dict], symptom: str | None) -> list[dict]:
     "GPU at 30% utilization"); then severity, impact, the symptom's own axis before an answer
     from another, and a root cause before its symptom on ties."""
     order = {"cross_island_collective": 0}
-    return sorted(findings, key=lambda f: (f["id"] != "healthy",
+    return sorted(findings, key=lambda f: (f["id"] != "healthy", bool(f.get("falsified")),
                                            bool(symptom) and not catalog.answers(f, symptom),
                                            -SEVERITIES.index(f["severity"]), -f["impact_pct"],
                                            bool(symptom) and f["axis"] != symptom, order.get(f["id"], 1)))
@@ -881,6 +906,7 @@ def _evaluate(ctx: Context) -> tuple[list[dict], list[dict]]:
             same["evidence"].extend({**e, "text": "serving: " + e["text"]} for e in f["evidence"])
             continue
         findings.append(f)
+    _apply_falsifiers(ctx, findings)
     abstentions = abstentions_for(ctx) + efficiency.abstention(ctx) + serving_rules.abstentions(serving, ctx.slo)
     healthy = rule_healthy(ctx, findings, abstentions) if ctx.devices else (
         serving_rules.rule_healthy_serving(serving, ctx.slo, findings) if serving else None)
@@ -905,7 +931,7 @@ def _says(f: dict) -> str:
 def headline_by_axis(findings: list[dict]) -> dict[str, str]:
     out: dict[str, str] = {}
     for f in findings:  # already ranked: the first of each axis is its top finding
-        if f["axis"] in AXES and f["axis"] not in out:
+        if f["axis"] in AXES and f["axis"] not in out and not f.get("falsified"):
             out[f["axis"]] = _says(f)
     return out
 
@@ -967,7 +993,7 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom:
 
 def _symptom_headline(findings: list[dict], abstentions: list[dict], symptom: str, where: str, tail: str = "") -> str:
     """The verdict for the symptom the user named: its top finding, or why there is none."""
-    mine = [f for f in findings if catalog.answers(f, symptom)]
+    mine = [f for f in findings if catalog.answers(f, symptom) and not f.get("falsified")]
     if mine:
         return f"{symptom}: {_says(mine[0])}{where}"
     others = "; ".join(f"{a}: [{f['id']}]" for a, f in _axis_tops(findings).items())
@@ -980,6 +1006,6 @@ def _symptom_headline(findings: list[dict], abstentions: list[dict], symptom: st
 def _axis_tops(findings: list[dict]) -> dict[str, dict]:
     tops: dict[str, dict] = {}
     for f in findings:
-        if f["axis"] in AXES and f["axis"] not in tops:
+        if f["axis"] in AXES and f["axis"] not in tops and not f.get("falsified"):
             tops[f["axis"]] = f
     return tops

@@ -253,3 +253,69 @@ def test_variant_order():
     assert variant_order("eager", {"vendor": "rocm", "workload": "training", "language": "native"}) == [
         "eager", "training_rocm", "training", "native_rocm", "native", "rocm", "default"]
     assert variant_order(None, {}) == ["default"]
+
+
+# --- item 3: no finding whose own falsifier the capture already meets ----------------------------
+
+BUNDLES = ROOT / "samples" / "bundles"
+
+
+def _bundle_with_log(tmp_path, src, log_from, replace):
+    import shutil
+
+    d = tmp_path / src
+    shutil.copytree(BUNDLES / src, d)
+    text = (BUNDLES / log_from / "vllm.log").read_text()
+    for old, new in replace:
+        assert old in text
+        text = text.replace(old, new)
+    (d / "vllm.log").write_text(text)
+    return d
+
+
+def test_prefix_cache_miss_with_caching_already_on_and_no_shared_prefix_is_falsified(tmp_path):
+    plain = _analyze(BUNDLES / "serving_prefix_cache_miss")
+    f0 = next(f for f in plain["findings"] if f["id"] == "prefix_cache_miss")
+    assert f0["severity"] != "info" and not f0.get("falsified")
+    d = _analyze(_bundle_with_log(tmp_path, "serving_prefix_cache_miss", "serving_prefix_cache_miss",
+                                  [("'enable_prefix_caching': False", "'enable_prefix_caching': True")]))
+    f = next(f for f in d["findings"] if f["id"] == "prefix_cache_miss")
+    hit = next(e["value"] for e in f["evidence"] if e["name"] == "prefix_hit_pct")
+    assert hit < 1  # the bundle's prompts share no prefix: 0% hits with caching on
+    assert f["severity"] == "info" and "prompts share no prefix" in f["falsified"]
+    assert "prefix_cache_miss" not in d["headline"]
+    assert any(e["name"] == "falsifier_met" for e in f["evidence"])
+
+
+def test_prefill_stall_with_chunked_prefill_already_on_is_falsified(tmp_path):
+    plain = _analyze(BUNDLES / "prefill_stall")
+    assert plain["findings"][0]["id"] == "prefill_stall" and plain["findings"][0]["severity"] == "high"
+    d = tmp_path / "prefill_stall"
+    d.mkdir()
+    (d / "trace.sqlite").write_bytes((BUNDLES / "prefill_stall" / "trace.sqlite").read_bytes())
+    log = (BUNDLES / "serving_prefill_stall" / "vllm.log").read_text().replace(
+        "'enable_chunked_prefill': False", "'enable_chunked_prefill': True, 'max_num_batched_tokens': 2048")
+    (d / "vllm.log").write_text(log)
+    got = _analyze(d)
+    f = next(f for f in got["findings"] if f["id"] == "prefill_stall")
+    assert f["severity"] == "info" and "chunked prefill is already on" in f["falsified"]
+    assert not got["headline"].startswith("Healthy") and "[prefill_stall]" not in got["headline"]
+    assert all(x["id"] != "healthy" for x in got["findings"])  # the long steps are still there, cause unknown
+
+
+def test_itl_prefill_stall_with_chunked_prefill_on_does_not_fire(tmp_path):
+    assert any(f["id"] == "prefill_stall" for f in _analyze(BUNDLES / "serving_prefill_stall")["findings"])
+    d = _analyze(_bundle_with_log(tmp_path, "serving_prefill_stall", "serving_prefill_stall",
+                                  [("'enable_chunked_prefill': False", "'enable_chunked_prefill': True")]))
+    assert all(f["id"] != "prefill_stall" for f in d["findings"])
+
+
+def test_launch_bound_falsifier_graphs_already_replay():
+    from tracetriage.analyzers.catalog import falsified
+
+    finding = {"id": "launch_bound", "evidence": []}
+    assert falsified(finding, {"trace": {"graph_replays": 40, "graph_launches_per_step": 1.0}, "config": {}})
+    assert falsified(finding, {"trace": {"graph_replays": 0, "graph_launches_per_step": 0.0}, "config": {}}) is None
+    assert falsified(finding, {"trace": {"graph_replays": None, "graph_launches_per_step": None}, "config": {}}) is None
+    d = _analyze(BUNDLES / "graph_decode")  # the capture: graphs replay, so no launch_bound at all
+    assert all(f["id"] != "launch_bound" for f in d["findings"])
