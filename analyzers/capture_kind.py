@@ -39,8 +39,8 @@ def kind_of(case, per_trace: list[dict], serving: dict | None) -> dict:
     vendor = None
     if per_trace:
         vendor = "rocm" if any(is_rocm(p) for p in per_trace) else "cuda"
-    names = [n for t in getattr(case, "traces", []) for n in _names(getattr(t, "gpu", None))]
-    ranges = [n for t in getattr(case, "traces", []) for n in _names(getattr(t, "ranges", None))]
+    names = [n for t in getattr(case, "traces", []) for n in _trace_names(t, "gpu")]
+    ranges = [n for t in getattr(case, "traces", []) for n in _trace_names(t, "ranges")]
     procs = [str(pr.get("name") or "") for p in per_trace for pr in p["processes"]]
     engine = bool(serving) or any(_SERVING.search(n) for n in procs)
     backward = any(_BACKWARD.search(n) for n in names + ranges)
@@ -53,6 +53,14 @@ def kind_of(case, per_trace: list[dict], serving: dict | None) -> dict:
     else:
         language = None
     return {"vendor": vendor, "workload": workload, "language": language}
+
+
+def _trace_names(trace, table: str, limit: int = 5000) -> list[str]:
+    """:func:`_names` of a trace's table; a trace from the cache answers from the table's stored
+    dictionary, so a cached analysis still loads no table."""
+    quick = getattr(trace, "distinct_names", None)
+    names = quick(table) if quick is not None else None
+    return names[:limit] if names is not None else _names(getattr(trace, table, None), limit)
 
 
 def _names(df, limit: int = 5000) -> list[str]:

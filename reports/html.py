@@ -22,9 +22,24 @@ def environment() -> Environment:
         autoescape=select_autoescape(default=True, default_for_string=True),
         trim_blocks=True,
         lstrip_blocks=True,
+        bytecode_cache=_compiled_templates(),
     )
     env.filters["ns"] = fmt_ns
     return env
+
+
+def _compiled_templates():
+    """Compiled templates kept in the analysis cache (``templates/``; Jinja keys them by the
+    template's source and the Python version): compiling the report's template was most of a
+    report made again from the cache. None without a cache."""
+    from tracetriage import cache as cache_mod
+
+    store = cache_mod.active()
+    if store is None or store.templates_dir() is None:
+        return None
+    from jinja2 import FileSystemBytecodeCache
+
+    return FileSystemBytecodeCache(str(store.templates_dir()))
 
 
 def render_html(analysis) -> str:

@@ -63,3 +63,20 @@ def test_kept_chart_takes_a_fresh_prefix_and_changed_data_redraws(tmp_path):
         assert len(list((tmp_path / "charts").iterdir())) == 2
     finally:
         cache_mod.configure(enabled=False)
+
+
+def test_compiled_templates_are_kept_and_evicted(tmp_path):
+    """The report template is compiled once per cache (Jinja's bytecode cache under templates/),
+    and those files count toward the cache's bound like any entry."""
+    from tracetriage.reports.html import environment
+
+    store = cache_mod.configure(tmp_path)
+    try:
+        environment().get_template("report.html.j2")
+        kept = list((tmp_path / "templates").iterdir())
+        assert kept and store.size() >= sum(f.stat().st_size for f in kept)
+        store.max_bytes = 0
+        store.evict()
+        assert not list((tmp_path / "templates").iterdir())
+    finally:
+        cache_mod.configure(enabled=False)

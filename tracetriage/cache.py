@@ -13,7 +13,8 @@ kept, each under a key that changes whenever its input or its code does:
   change them (``--step-range``). Rules and rendering run again every time: they are cheap,
   and they are what ``--symptom`` / ``--slo`` change;
 * the HTML report's **charts** (``charts/``): each chart's SVG, keyed by its data, the reports'
-  source and matplotlib's version (reports/charts.py): drawing them was most of a cached report.
+  source and matplotlib's version (reports/charts.py): drawing them was most of a cached report;
+  and the compiled report templates (``templates/``, Jinja's bytecode cache).
 
 The identity of an input is its size, its modification time (ns) and a SHA-256 of its
 first and last MiB (and of its path's name), so a file rewritten in place — even with
@@ -114,6 +115,17 @@ class Cache:
             return h.hexdigest()[:32]
         except OSError:
             return None
+
+    def templates_dir(self) -> Path | None:
+        """Where compiled report templates are kept (reports/html.py)."""
+        if not self._ready():
+            return None
+        d = self.dir / "templates"
+        try:
+            d.mkdir(exist_ok=True, mode=0o700)
+        except OSError:
+            return None
+        return d
 
     def exports_dir(self) -> Path | None:
         """Where exports of reports (.nsys-rep -> SQLite) are kept."""
@@ -238,13 +250,13 @@ class Cache:
     # -- size bound --------------------------------------------------------------------
     def entries(self) -> list[tuple[float, int, Path]]:
         out = []
-        for kind in ("model", "metrics", "charts"):
+        for kind in ("model", "metrics", "charts", "templates"):
             d = self.dir / kind
             if not d.is_dir():
                 continue
             for entry in d.iterdir():
                 try:
-                    size = sum(f.stat().st_size for f in entry.iterdir())
+                    size = sum(f.stat().st_size for f in entry.iterdir()) if entry.is_dir() else entry.stat().st_size
                     out.append((entry.stat().st_mtime, size, entry))
                 except OSError:
                     continue
@@ -260,7 +272,10 @@ class Cache:
         for _, size, entry in entries:
             if total <= self.max_bytes:
                 break
-            shutil.rmtree(entry, ignore_errors=True)
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:  # a compiled template
+                entry.unlink(missing_ok=True)
             total -= size
         for stale in self.dir.glob(".tmp-*"):  # a write killed half-way
             try:
@@ -292,6 +307,24 @@ class CachedTrace:
         df = table.to_pandas(split_blocks=True, self_destruct=True)
         setattr(self, name, df)
         return df
+
+    def distinct_names(self, table: str) -> list[str] | None:
+        """The categories of a table's ``name`` column, read from its Arrow dictionary without
+        loading the table (the capture-kind evidence needs only them); None when the table is
+        loaded already or its names are not a dictionary."""
+        if table in vars(self) or table not in _TABLES:
+            return None
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+
+        with pa.memory_map(str(self._entry / f"{table}.arrow")) as src:
+            reader = ipc.open_file(src)
+            if "name" not in reader.schema.names or not pa.types.is_dictionary(reader.schema.field("name").type):
+                return None
+            names: dict[str, None] = {}
+            for i in range(reader.num_record_batches):
+                names.update(dict.fromkeys(str(v) for v in reader.get_batch(i).column("name").dictionary.to_pylist()))
+        return list(names)
 
     @property
     def warnings(self) -> list[str]:
