@@ -803,23 +803,47 @@ def oddities(p: dict) -> list[dict]:
     return out
 
 
+STEP_RANGE_CANDIDATES = 5  # the most frequent range names offered as --step-range candidates
+
+
+def _range_candidates(trace) -> str:
+    """', though the capture holds N annotation ranges; the most frequent: ...' naming the range
+    names a --step-range could select (empty without ranges): a name that repeats once per step
+    marks the steps."""
+    r = getattr(trace, "ranges", None)
+    if r is None or not len(r) or "name" not in r:
+        return ""
+    counts = r["name"].value_counts()
+    counts = counts[counts > 1].head(STEP_RANGE_CANDIDATES)
+    if counts.empty:
+        return ""
+    names = ", ".join(f"'{str(n)[:60]}' ({int(c):,})" for n, c in counts.items())
+    return (f"; of the capture's {len(r):,} annotation ranges the most frequent are {names}: pass the one that "
+            "marks a step as --step-range REGEX")
+
+
 def abstentions_for(ctx: Context) -> list[dict]:
     out = []
-    for p in ctx.per_trace:
+    traces = list(getattr(ctx.case, "traces", []) or [])
+    for i, p in enumerate(ctx.per_trace):
         out.extend(p["_odd"])
         fmt = _hint_format(p)
+        candidates = _range_candidates(traces[i]) if len(traces) == len(ctx.per_trace) else ""
         inferred = [pr for pr in p["processes"] if pr["steps"]["source"] in ("sync", "graph_launch")]
         if inferred:
             src = ", ".join(sorted({pr["steps"]["source"] for pr in inferred}))
             out.append({"analysis": "step_annotations", "scope": ", ".join(f"pid {pr['pid']}" for pr in inferred[:8]),
-                        "reason": f"no annotation ranges mark the steps: they were inferred from the periodic {src} pattern, "
-                                  "so prefill and decode steps cannot be told apart by name",
+                        "reason": (f"no annotation ranges mark the steps: they were inferred from the periodic {src} pattern, "
+                                   "so prefill and decode steps cannot be told apart by name") if not candidates else (
+                            f"no known step range marks the steps: they were inferred from the periodic {src} pattern, "
+                            f"so prefill and decode steps cannot be told apart by name{candidates}"),
                         "capture_hint": capture_cmd(fmt, "steps")})
         for pr in p["processes"]:
             if pr["steps"]["source"] == "none":
                 out.append({"analysis": "steps", "scope": f"pid {pr['pid']}",
-                            "reason": "no NVTX step ranges and no periodic sync or graph launch: per-step metrics "
-                                      "(launches and syncs per step, the step tail) not measured",
+                            "reason": ("no NVTX step ranges" if not candidates else "no known step range")
+                            + " and no periodic sync or graph launch: per-step metrics "
+                              f"(launches and syncs per step, the step tail) not measured{candidates}",
                             "capture_hint": capture_cmd(fmt, "steps")})
         if not p["has_api"]:
             out.append({"analysis": "gap_causes", "scope": "trace",

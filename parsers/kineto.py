@@ -316,7 +316,7 @@ def stream_json(path: str) -> dict | None:
             for e in ijson.items(reader, "traceEvents.item", use_float=True):
                 events.add(e)
         # keys some exporters write after the events: from the bytes just read, not another pass
-        doc.update(keys_in_tail(reader.tail, [k for k in HEAD_KEYS[1:] if k not in doc]))
+        doc.update(keys_in_tail(reader.tail, [k for k in HEAD_KEYS if k not in doc]))  # schemaVersion too (often last)
     except (ijson.JSONError, UnicodeDecodeError, TooDeep):
         return None  # not strict JSON (NaN, a lone surrogate, a cut file) or nested deeper than any trace: the tolerant reader decides
     except (OSError, EOFError, zlib.error) as exc:

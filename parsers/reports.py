@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -33,13 +34,20 @@ def set_nsys(path: str | None) -> None:
     _NSYS_OVERRIDE = path
 
 
+_NSYS_VERSION = re.compile(rb"(20\d\d)[@.](\d{1,3})(?:[@.](\d{1,4}))?(?:[@.](\d{1,6}))?")
+
+
 def report_version(head: bytes) -> str | None:
-    """``2023@3@3@...`` after the magic -> ``2023.3.3``."""
+    """The Nsight Systems version that wrote the report: ``2023@3@3@...`` after the magic ->
+    ``2023.3.3``. Reports of 2022-2023 put a small format number there (``1``) and the version
+    further on: a version is a year-led number (20YY.N...), never the format number; None
+    when the head names none."""
     m = re.match(re.escape(NSYS_MAGIC) + rb"\s*([0-9@.]+)", head)
-    if not m:
-        return None
-    parts = [p for p in m.group(1).decode("ascii", "replace").replace(".", "@").split("@") if p]
-    return ".".join(parts[:4]) or None
+    if m and _NSYS_VERSION.match(m.group(1)):
+        parts = [p for p in m.group(1).decode("ascii", "replace").replace(".", "@").split("@") if p]
+        return ".".join(parts[:4])
+    m = _NSYS_VERSION.search(head[:65536])
+    return ".".join(g.decode() for g in m.groups() if g) if m else None
 
 
 def find_nsys() -> str | None:
@@ -72,11 +80,14 @@ def export_nsys_report(report: Path, head: bytes, workdir: Path | None) -> tuple
     temporary directory it removes afterwards."""
     version = report_version(head)
     nsys = find_nsys()
-    suggested = report.with_suffix(".sqlite").name
+    # the command as the user runs it, from the directory they ran tracetriage in: the report's
+    # path as given (its folder kept), quoted for the shell
+    suggested = shlex.quote(str(report.with_suffix(".sqlite")))
     if nsys is None:
         raise UnsupportedInputError(
             report, f"Nsight Systems report (version {version or 'unknown'}) needs exporting and no nsys was found: run "
-                    f"nsys export --type sqlite --output {suggested} {report.name} and analyze {suggested}, or give --nsys PATH")
+                    f"nsys export --type sqlite --output {suggested} {shlex.quote(str(report))} and analyze {suggested}, "
+                    "or give --nsys PATH")
     from tracetriage.cache import Cache
 
     ident = Cache.identity(report, force=True) or "report"

@@ -4,6 +4,7 @@ and the rocprofv3 formats that need re-capturing."""
 
 import json
 import os
+import shlex
 import stat
 import sys
 import textwrap
@@ -113,7 +114,24 @@ def test_no_exporter_names_the_version_and_the_command(tmp_path, monkeypatch):
     p = run_cli("analyze", rep)
     assert p.returncode == 3 and len(p.stderr.strip().splitlines()) == 1
     assert "version 2023.3.3" in p.stderr
-    assert "nsys export --type sqlite --output report1.sqlite report1.nsys-rep" in p.stderr
+    # the command runs as printed from the user's directory: the report's folder kept (issue 25)
+    out, rep_q = shlex.quote(str(rep.with_suffix(".sqlite"))), shlex.quote(str(rep))
+    assert f"nsys export --type sqlite --output {out} {rep_q} and analyze {out}" in p.stderr
+
+
+def test_no_exporter_quotes_paths_and_reads_the_version_not_the_format_number(tmp_path, monkeypatch):
+    """Reports of 2022-2023 carry a format number ('1') after the magic and the Nsight Systems
+    version further on: the message said 'version 1'; and a folder with a space must be quoted."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.delenv("NSYS", raising=False)
+    d = tmp_path / "my captures"
+    d.mkdir()
+    rep = d / "old.nsys-rep"
+    rep.write_bytes(b"NVIDIA Tegra Profiler Report 1\x00\x00\x02" + bytes(200) + b"2022.4.2.50-32196742v0" + bytes(100))
+    p = run_cli("analyze", rep, cwd=tmp_path)
+    assert p.returncode == 3 and len(p.stderr.strip().splitlines()) == 1
+    assert "version 2022.4.2.50" in p.stderr and "version 1)" not in p.stderr
+    assert f"--output '{d}/old.sqlite' '{rep}'" in p.stderr
 
 
 def test_nsys_option_and_directory_and_batch(standin, tmp_path, monkeypatch):

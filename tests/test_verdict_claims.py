@@ -319,3 +319,45 @@ def test_launch_bound_falsifier_graphs_already_replay():
     assert falsified(finding, {"trace": {"graph_replays": None, "graph_launches_per_step": None}, "config": {}}) is None
     d = _analyze(BUNDLES / "graph_decode")  # the capture: graphs replay, so no launch_bound at all
     assert all(f["id"] != "launch_bound" for f in d["findings"])
+
+
+# --- item 8: smaller ones -------------------------------------------------------------------------
+
+def test_kineto_graph_launches_count_as_replays(tmp_path):
+    """Kineto has no replay records: 'graph_replays 0' while hipGraphLaunch calls ran most kernels."""
+    events, corr, t = [], 1, 1000.0
+    for launch in range(25):  # 25 graph launches, each running 14 kernels
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "hipGraphLaunch", "pid": 5, "tid": 5, "ts": t, "dur": 10.0,
+                       "args": {"correlation": corr}})
+        for k in range(14):
+            events.append({"ph": "X", "cat": "kernel", "name": f"k{k}", "pid": 0, "tid": 1, "ts": t + 12 + 3 * k, "dur": 2.5,
+                           "args": {"correlation": corr, "device": 0, "stream": 1}})
+        corr, t = corr + 1, t + 100.0
+    for k in range(52):  # and 52 kernels launched one by one
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 5, "tid": 5, "ts": t, "dur": 4.0,
+                       "args": {"correlation": corr}})
+        events.append({"ph": "X", "cat": "kernel", "name": "eager", "pid": 0, "tid": 1, "ts": t + 5, "dur": 2.0,
+                       "args": {"correlation": corr, "device": 0, "stream": 1}})
+        corr, t = corr + 1, t + 10.0
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    counts = _analyze(p)["inputs"][0]["counts"]
+    assert counts["kernels"] == 25 * 14 + 52 and counts["graph_replays"] == 25
+
+
+def test_kineto_schema_version_written_after_the_events(tmp_path):
+    doc = json.loads(gzip.decompress((ROOT / "samples" / "h200" / "eager_decode.json.gz").read_bytes()))
+    version = doc.pop("schemaVersion", 1)
+    p = tmp_path / "late.json"
+    p.write_text(json.dumps({"traceEvents": doc.pop("traceEvents"), **doc, "schemaVersion": version}))
+    assert _analyze(p)["inputs"][0]["version"] == str(version)
+
+
+def test_step_range_candidates_are_named_when_ranges_exist():
+    """'no annotation ranges mark the steps' while the capture holds 19,118 ranges."""
+    _need(TORCHRUN)
+    d = _analyze(TORCHRUN)
+    a = next(a for a in d["abstentions"] if a["analysis"] == "step_annotations")
+    assert "no annotation ranges" not in a["reason"]
+    assert "19,118 annotation ranges" in a["reason"] and "--step-range" in a["reason"]
+    assert re.search(r"'[^']+' \(\d[\d,]*\)", a["reason"])

@@ -234,11 +234,17 @@ class Trace:
     def counts(self) -> dict[str, int]:
         """Event counts by table and kind, as reported in the JSON ``inputs[]``."""
         kinds = self.gpu["kind"].value_counts()
+        replays = int(kinds.get("graph", 0))
+        if not replays and "in_graph" in self.gpu and len(self.gpu) and bool(self.gpu["in_graph"].any()):
+            # no replay records (Kineto, node-level traces): a replay is one graph launch whose kernels
+            # ran, and they share its correlation id (25 hipGraphLaunch calls ran 361 of 413 kernels)
+            corr = self.gpu["correlation"].to_numpy()[self.gpu["in_graph"].to_numpy(bool)]
+            replays = int(np.unique(corr[corr >= 0]).size)
         return {
             "kernels": int(kinds.get("kernel", 0)),
             "memcpy": int(kinds.get("memcpy", 0)),
             "memset": int(kinds.get("memset", 0)),
-            "graph_replays": int(kinds.get("graph", 0)),
+            "graph_replays": replays,
             "api_calls": int(len(self.api)),
             "ranges": int(len(self.ranges)),
         }
