@@ -242,3 +242,54 @@ def test_compare_page_in_chromium(tmp_path):
     assert errors == [] and requests == [page.resolve().as_uri()]  # self-contained
     assert text.index("Improved") < text.index("Step time") < text.index("was the fix confirmed")
     assert "fixed" in text and "launch_bound" in text
+
+
+def test_saved_analysis_damage_is_a_one_line_error(tmp_path):
+    good = json.loads(run_cli("analyze", BUNDLES / "eager_decode", "-f", "json").stdout)
+    (tmp_path / "good.json").write_text(json.dumps(good))
+    bad = json.loads(json.dumps(good))
+    bad["devices"][0]["window_ns"] = "x"
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    proc = run_cli("compare", tmp_path / "bad.json", tmp_path / "good.json")
+    assert proc.returncode == 3 and "window_ns" in proc.stderr and proc.stderr.count("\n") == 1
+    old = json.loads(json.dumps(good))
+    for p in old["processes"]:
+        del p["steps"]["durations_ns"]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    proc = run_cli("compare", tmp_path / "old.json", tmp_path / "good.json", "--gate")
+    assert proc.returncode == 9 and "older tracetriage" in proc.stdout
+
+
+def test_mutated_saved_analyses_never_crash(tmp_path, capsys):
+    """Random damage to a saved analysis (a leaf replaced by another type): compare answers or
+    refuses with exit 3, never an internal error."""
+    import random
+
+    from tracetriage.cli import main
+
+    good = json.loads(run_cli("analyze", BUNDLES / "eager_decode", "-f", "json").stdout)
+    (tmp_path / "good.json").write_text(json.dumps(good))
+    leaves = []
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, path + [k])
+        elif isinstance(node, list):
+            for i, v in enumerate(node[:3]):
+                walk(v, path + [i])
+        else:
+            leaves.append(path)
+    walk(good, [])
+    rng = random.Random(5)
+    for _ in range(60):
+        data = json.loads(json.dumps(good))
+        path = rng.choice(leaves)
+        node = data
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = rng.choice([None, "x", -1, 1e308, [], {}, True, 2**70])
+        (tmp_path / "m.json").write_text(json.dumps(data))
+        code = main(["compare", str(tmp_path / "m.json"), str(tmp_path / "good.json"), "-f", "json"])
+        err = capsys.readouterr().err
+        assert code in (0, 3), (path, err)

@@ -225,3 +225,21 @@ def test_trend_page_in_chromium(archives, tmp_path):
     text, errors, requests = open_in_chromium(page, "trend_nightly.png")
     assert errors == [] and requests == [page.resolve().as_uri()]
     assert "launch_bound new" in text and "level_shift" in text and "outlier" in text
+
+
+def test_damaged_batch_tables_never_crash(archives, tmp_path):
+    """A batch folder is input like any other: wrong column types and a damaged case file
+    leave values missing (and a change without its causes), never an internal error."""
+    import pandas as pd
+
+    _, batch = archives["switch"]
+    copy = tmp_path / "b"
+    shutil.copytree(batch, copy)
+    s = pd.read_parquet(copy / "summary.parquet")
+    s["step_p50_ms"] = s["step_p50_ms"].astype(str)
+    s.loc[3, "step_p50_ms"] = "abc"
+    s["world_size"] = s["world_size"].astype(str)
+    s.to_parquet(copy / "summary.parquet")
+    (copy / s.loc[5, "report_json"]).write_text('{"schema": "tracetriage.analysis/1", "devices": 5}')
+    t = trend_json(copy)
+    assert len(t["groups"]) == 1 and any(c["kind"] == "level_shift" for c in t["changes"])

@@ -18,27 +18,12 @@ from tracetriage.errors import (
 )
 from tracetriage.reports import FORMATS
 
-SLO_KEYS = [f"{m}_{q}_ms" for m in ("ttft", "tpot", "itl", "e2e") for q in ("p50", "p90", "p95", "p99")]
+from tracetriage.options import check_slo, check_symptom  # noqa: E402 - one validation with the API
 
 
 def parse_slo(text: str | None) -> dict:
     """``ttft_p95_ms=800,tpot_p95_ms=50`` -> {"ttft_p95_ms": 800.0, ...}; unknown keys are a usage error."""
-    from tracetriage.errors import UsageError
-
-    out: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in (text or "").split(","))):
-        key, sep, value = part.partition("=")
-        key = key.strip()
-        if key not in SLO_KEYS:
-            raise UsageError(None, f"--slo: unknown budget {key!r}; valid names: {', '.join(SLO_KEYS)}")
-        try:
-            number = float(value)
-        except ValueError:
-            number = float("nan")
-        if not sep or not number > 0 or number == float("inf"):
-            raise UsageError(None, f"--slo: {key} needs a positive number of milliseconds (got {value.strip()!r})")
-        out[key] = number
-    return out
+    return check_slo(text or None)
 
 
 def _cache_options(parser) -> None:
@@ -63,7 +48,7 @@ def _configure_cache(args):
 
 
 def _verdict_options(parser) -> None:
-    parser.add_argument("--symptom", choices=AXES,
+    parser.add_argument("--symptom", metavar="{" + ",".join(AXES) + "}",
                         help="the symptom the user suffers: its findings rank first (default: the top finding of each axis)")
     parser.add_argument("--slo", metavar="BUDGETS",
                         help="latency budgets the findings are checked against, e.g. ttft_p95_ms=800,tpot_p95_ms=50,itl_p99_ms=100")
@@ -80,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tracetriage",
         description="Post-mortem triage of a slow or unstable LLM inference server.",
         epilog="exit codes: 0 analyzed; 2 usage error; 3 unreadable or unsupported input; 4 nothing to analyze; "
-               "5 --fail-on matched; 6 batch: some case failed; 70 internal error",
+               "5 --fail-on matched; 6 batch: some case failed; 7 cannot write the report; 8 regressed and "
+               "9 inconclusive (compare/trend --gate); 70 internal error",
     )
     p.add_argument("--version", action="version", version=f"tracetriage {__version__}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
@@ -199,8 +185,10 @@ def _check_output(args) -> None:
     out = Path(args.output)
     if out.is_dir():
         raise OutputError(out, "cannot write the report: it is a directory")
-    if not out.parent.is_dir():
-        raise OutputError(out, f"cannot write the report: folder {out.parent} does not exist")
+    try:  # a missing folder is made, as batch -o makes its own
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(out, f"cannot write the report: cannot make folder {out.parent}: {exc.strerror or exc}") from None
 
 
 def _validate_regex(pattern):
@@ -411,6 +399,12 @@ def _load_analysis(path: str, step_range, symptom=None, slo=None):
         except (OSError, ValueError):
             data = None
         if isinstance(data, dict) and data.get("schema") == "tracetriage.analysis/1":
+            from tracetriage.analyzers.compare import check_saved
+            from tracetriage.errors import TraceFormatError
+
+            problem = check_saved(data)
+            if problem:
+                raise TraceFormatError(str(path), f"a saved analysis, but {problem}")
             return data
     return analyze(open_case([path]), step_range=step_range, symptom=symptom, slo=slo).data
 
@@ -462,6 +456,37 @@ def _group_by(key: str | None):
     return component
 
 
+def _trend_tables(summary, findings, kernels):
+    """The batch tables with every column trend reads coerced to its type (the folder is input
+    like any other: a column of the wrong type becomes missing values, never a crash)."""
+    import pandas as pd
+
+    from tracetriage.analyzers.trend import BASE_SERIES
+
+    def numbers(df, cols):
+        for c in cols:
+            df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64") if c in df else float("nan")
+
+    def texts(df, cols):
+        for c in cols:
+            df[c] = df[c].astype("string").fillna("") if c in df else ""
+
+    summary = summary.copy()
+    numbers(summary, list(BASE_SERIES))
+    for c in ("capture_start_ns", "device_count", "world_size"):
+        v = pd.to_numeric(summary[c], errors="coerce") if c in summary else pd.Series(float("nan"), index=summary.index)
+        summary[c] = v.where(v.abs() < 2**62).round().astype("Int64")
+    texts(summary, ["case_id", "path", "status", "error", "device_model", "program", "report_json", "report_html"])
+    findings = findings.copy()
+    numbers(findings, ["ms_per_step"])
+    texts(findings, ["case_id", "id"])
+    if kernels is not None:
+        kernels = kernels.copy()
+        numbers(kernels, ["ms_per_step"])
+        texts(kernels, ["case_id", "name"])
+    return summary, findings, kernels
+
+
 def cmd_trend(args) -> int:
     import json
 
@@ -502,13 +527,19 @@ def cmd_trend(args) -> int:
         raise TraceFormatError(str(outdir), f"the batch tables lack {', '.join(missing)} (written by an older tracetriage): "
                                             "re-run tracetriage batch with --force into this folder")
 
+    summary, findings, kernels = _trend_tables(summary, findings, kernels)
+
     def compare_pair(before_row, after_row):
+        from tracetriage.analyzers.compare import check_saved
+
         try:
-            b = json.loads((outdir / before_row["report_json"]).read_text(encoding="utf-8"))
-            a = json.loads((outdir / after_row["report_json"]).read_text(encoding="utf-8"))
+            b = json.loads((outdir / str(before_row["report_json"])).read_text(encoding="utf-8"))
+            a = json.loads((outdir / str(after_row["report_json"])).read_text(encoding="utf-8"))
         except (OSError, TypeError, ValueError):
             return None
-        return compare(b, a, before_row["path"], after_row["path"], threshold_pct=args.threshold)
+        if not (isinstance(b, dict) and isinstance(a, dict)) or check_saved(b) or check_saved(a):
+            return None  # a damaged case file: the change is still reported, without its causes
+        return compare(b, a, str(before_row["path"]), str(after_row["path"]), threshold_pct=args.threshold)
 
     result = trend(summary, findings, kernels, order_by=args.order_by, group_by=group_by, threshold_pct=args.threshold,
                    baseline=args.baseline, compare_pair=compare_pair)
@@ -583,6 +614,7 @@ def main(argv=None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
+        check_symptom(getattr(args, "symptom", None))
         return {"analyze": cmd_analyze, "batch": cmd_batch, "compare": cmd_compare, "trend": cmd_trend}[args.command](args)
     except TraceTriageError as exc:
         print(f"tracetriage: error: {one_line(str(exc))}", file=sys.stderr)
