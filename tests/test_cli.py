@@ -36,14 +36,20 @@ def test_step_range_option():
     assert p["steps"]["source"] == "nvtx" and p["steps"]["count"] == 55  # 60 steps, 5 of them prefill
 
 
-def test_output_path_problems_are_one_line_exit_3(tmp_path):
+def test_output_path_problems_are_one_line_exit_7(tmp_path):
+    """-o into a missing folder makes it (as batch -o does); what cannot be written is exit 7,
+    not 3 (3 is an unreadable input)."""
     from conftest import BUNDLES, run_cli
 
-    p = run_cli("analyze", BUNDLES / "healthy", "-o", tmp_path / "missing" / "r.html")
-    assert p.returncode == 3 and "does not exist" in p.stderr and len(p.stderr.strip().splitlines()) == 1
-    assert "internal error" not in p.stderr
+    p = run_cli("analyze", BUNDLES / "healthy", "-o", tmp_path / "missing" / "dir" / "r.html")
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "missing" / "dir" / "r.html").read_text().startswith("<!DOCTYPE html>")
     p = run_cli("analyze", BUNDLES / "healthy", "-o", tmp_path)
-    assert p.returncode == 3 and "is a directory" in p.stderr
+    assert p.returncode == 7 and "is a directory" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    (tmp_path / "afile").write_text("x")
+    p = run_cli("analyze", BUNDLES / "healthy", "-o", tmp_path / "afile" / "r.html")
+    assert p.returncode == 7 and "cannot make folder" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert "internal error" not in p.stderr
 
 
 def test_unknown_output_extension_is_usage_error(tmp_path):

@@ -59,3 +59,74 @@ def test_index_names_each_finding_once_and_never_sorts_on_mixed_impacts(batch_ou
     # failed first, then by severity: never by a number whose denominators differ
     rows = re.findall(r'<tr class="(\w+)">', index)
     assert rows[0] == "failed"
+
+
+# --- CLI: output paths, detection, messages ---------------------------------------------------
+
+MARKDOWN_QUOTING_A_LOG = """# Why our SGLang server queues
+
+We saw the queue grow during the load test. The scheduler printed lines like this one:
+
+    Decode batch. #running-req: 1010, #token: 55006, token usage: 0.93, gen throughput (token/s): 1397.13, #queue-req: 12279
+
+and NCCL said `host:12:34 [0] NCCL INFO comm 0x1 rank 0 nranks 8` once at start-up.
+
+## What we think
+
+The arrival rate is above capacity; see the dashboard. Next steps:
+
+- capture /metrics for an hour
+- rerun the benchmark at 10 req/s
+"""
+
+
+def test_a_markdown_document_quoting_log_lines_is_not_a_log(tmp_path):
+    from pathlib import Path
+
+    from tracetriage.case import detect
+
+    doc = tmp_path / "notes.md"
+    doc.write_text(MARKDOWN_QUOTING_A_LOG)
+    assert detect(Path(doc)).startswith("unknown:")
+    p = run_cli("analyze", doc)
+    assert p.returncode == 3 and "notes.md" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    # the same line as a log file (one line of the grammar, nothing else) is still a log
+    log = tmp_path / "server.log"
+    log.write_text(MARKDOWN_QUOTING_A_LOG.splitlines()[4].strip() + "\n")
+    assert detect(Path(log)) == "serving"
+
+
+def test_nothing_to_analyze_in_a_folder_names_serving_artifacts(tmp_path):
+    (tmp_path / "bundle").mkdir()
+    (tmp_path / "bundle" / "notes.md").write_text(MARKDOWN_QUOTING_A_LOG)
+    p = run_cli("analyze", tmp_path / "bundle")
+    assert p.returncode == 4 and "serving artifact" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+# --- Python API: one validation with the CLI ------------------------------------------------
+
+@pytest.mark.parametrize("options, flag", [
+    ({"symptom": "latency"}, ["--symptom", "latency"]),
+    ({"slo": {"tpot": 50}}, ["--slo", "tpot=50"]),
+    ({"slo": {"tpot_p95_ms": -1}}, ["--slo", "tpot_p95_ms=-1"]),
+    ({"slo": "ttft_p95_ms=fast"}, ["--slo", "ttft_p95_ms=fast"]),
+])
+def test_api_refuses_what_the_cli_refuses_with_the_same_message(options, flag):
+    import tracetriage
+    from tracetriage.errors import UsageError
+
+    with pytest.raises(UsageError) as err:
+        tracetriage.analyze(BUNDLES / "healthy", **options)
+    assert isinstance(err.value, ValueError)
+    p = run_cli("analyze", BUNDLES / "healthy", *flag)
+    assert p.returncode == 2
+    assert p.stderr.strip() == f"tracetriage: error: {err.value}"
+
+
+def test_api_accepts_the_cli_budget_text():
+    import tracetriage
+
+    a = tracetriage.analyze(BUNDLES / "serving_batch_past_knee", slo="tpot_p95_ms=50")
+    b = tracetriage.analyze(BUNDLES / "serving_batch_past_knee", slo={"tpot_p95_ms": 50})
+    assert a.data["slo"] == b.data["slo"] == {"tpot_p95_ms": 50.0}
+    assert [f["id"] for f in a.findings] == [f["id"] for f in b.findings]

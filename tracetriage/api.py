@@ -36,14 +36,16 @@ class Analysis(_Analysis):
 
         return render(self, "md")
 
-    def to_html(self, path: str | Path | None = None) -> str:
-        """The self-contained HTML report; written to ``path`` when given."""
+    def to_html(self, path: str | Path | None = None) -> str | Path:
+        """The self-contained HTML report as text; with ``path``, written there and the path
+        returned (a notebook cell then shows the path, not 400 KB of HTML)."""
         from tracetriage.reports import render
 
         text = render(self, "html")
-        if path is not None:
-            Path(path).write_text(text, encoding="utf-8")
-        return text
+        if path is None:
+            return text
+        Path(path).write_text(text, encoding="utf-8")
+        return Path(path)
 
     def findings_frame(self):
         import pandas as pd
@@ -81,10 +83,27 @@ class Analysis(_Analysis):
 def analyze(case_or_paths, **options) -> Analysis:
     """Analyze a case (from ``open_case``) or paths (files, bundle directories, archives).
 
-    Options: ``symptom`` (an axis name), ``slo`` (dict of budgets in ms, e.g.
-    ``{"tpot_p95_ms": 50}``), ``step_range`` (a regex naming the step ranges)."""
+    Options: ``symptom`` (an axis name), ``slo`` (budgets in ms, ``{"tpot_p95_ms": 50}`` or the
+    CLI's ``"tpot_p95_ms=50"``), ``step_range`` (a regex naming the step ranges). They are checked
+    as the CLI checks them: an unknown name is a :class:`tracetriage.errors.UsageError` (a
+    ``ValueError``) with the CLI's message."""
     from tracetriage.analyzers.analysis import analyze as _analyze
     from tracetriage.case import Case, open_case
+    from tracetriage.options import check_slo, check_symptom
+
+    if "symptom" in options:
+        options["symptom"] = check_symptom(options["symptom"])
+    if "slo" in options:
+        options["slo"] = check_slo(options["slo"])
+    if options.get("step_range"):
+        import re
+
+        from tracetriage.errors import UsageError
+
+        try:
+            re.compile(options["step_range"])
+        except re.error as exc:
+            raise UsageError(None, f"--step-range is not a valid regular expression: {exc}") from None
 
     case = case_or_paths if isinstance(case_or_paths, Case) else open_case(
         [case_or_paths] if isinstance(case_or_paths, (str, Path)) else list(case_or_paths))

@@ -98,6 +98,27 @@ _SERVING = re.compile(
     re.M,
 )
 _PYSPY = re.compile(r"^\s*Thread (0x[0-9A-Fa-f]+|\d+) \(", re.M)
+_PYSPY_FRAME = re.compile(r"^\s+\S.* \([^()\n]+:\d+\)\s*$", re.M)  # "    broadcast (torch/distributed/c10d.py:1191)"
+# The lines a serving artifact is made of: a log line (vLLM level prefix, SGLang/ISO timestamps,
+# a bare SGLang batch line), Prometheus text, a traceback, the benchmark result table, rows of
+# torch.cuda.memory_summary(). A file is a serving artifact when a signature is there AND at
+# least half of its non-blank lines have this grammar: prose quoting a log line (a Markdown
+# document, an issue) is not a log.
+_SERVING_LINE = re.compile(
+    r"^(?:\(\w+ pid=\d+\)\s+)?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b"
+    r"|^\[?(?:\d{4}-\d\d-\d\d[ T])?\d\d:\d\d:\d\d|^\d\d-\d\d \d\d:\d\d:\d\d"
+    r"|^(?:Decode|Prefill) batch[.,] #"
+    r"|^# (?:HELP|TYPE) |^[A-Za-z_:][\w:]*(?:\{[^}]*\})?\s+[-+]?(?:[\d.]+(?:[eE][-+]?\d+)?|NaN|Inf)(?:\s+\d+)?$"
+    r"|^Traceback |^\s+File \"|^ {4}\S|^[\w.]+(?:Error|Exception)\b"
+    r"|^[=\-]{3,}|^[A-Za-z][\w ()/.%-]{1,60}:\s+[-\d.]+\s*$"
+    r"|^\|\s*(?:[A-Z][\w -]*(?:memory|allocs|allocations|segments)\b|\s*from (?:large|small) pool|[-=]{5,}|\s+Cur Usage"
+    r"|PyTorch CUDA memory summary)"
+)
+
+
+def _serving_grammar_share(text: str) -> float:
+    lines = [line for line in text.splitlines() if line.strip()][:400]
+    return sum(1 for line in lines if _SERVING_LINE.match(line)) / len(lines) if lines else 0.0
 _PYSPY_HEADER = re.compile(r"^Process \d+: ", re.M)
 
 
@@ -182,13 +203,14 @@ def _detect_text(head: bytes, gz: bool = False) -> str:
         "," in first and re.search(r'"?(Correlation_Id|Kernel_Name|Start_Timestamp)"?', first)
     ):
         return "rocprof_csv"
-    if _SERVING.search(text):
+    if _SERVING.search(text) and _serving_grammar_share(text) >= 0.5:
         return "serving"
     if _ROCM_TOPO.search(text):
         return "rocm_topology"
-    if _PYSPY.search(text) and (_PYSPY_HEADER.search(text) or re.search(r"\(idle\)|\(active", text) or "Python v" in text):
+    if _PYSPY.search(text) and _PYSPY_FRAME.search(text) and (
+            _PYSPY_HEADER.search(text) or re.search(r"\(idle\)|\(active", text) or "Python v" in text):
         return "pyspy"
-    if _NCCL.search(text):
+    if len(_NCCL.findall(text, 0, len(text))[:2]) >= 2:  # two lines of NCCL's grammar, not prose quoting one
         return "nccl"
     # nvidia-smi (driver 580+) underlines the header with ANSI escapes even when written to a file.
     plain = _ANSI.sub("", text)
@@ -200,7 +222,7 @@ def _detect_text(head: bytes, gz: bool = False) -> str:
         return "topology"
     if re.match(r"^[^;\s][^\n]*;[^\n]* \d+$", first):
         return "pyspy"  # py-spy record --format raw: collapsed stacks
-    return "unknown:text file that is not a trace, topology matrix, NCCL log or py-spy capture"
+    return "unknown:text file that is not a trace, topology matrix, NCCL log, py-spy capture or serving artifact"
 
 
 def _bundle_files(directory: Path) -> list[Path]:
@@ -363,6 +385,7 @@ def open_case(paths, step_range: str | None = None, _depth: int = 0) -> Case:
         if archive_errors:  # the folder's only content was an archive that cannot be read: an input error
             raise archive_errors[0]
         raise MissingDataError(
-            ", ".join(case.paths), "nothing to analyze: no trace, topology, NCCL log or py-spy capture found"
+            ", ".join(case.paths), "nothing to analyze: no profiler trace, topology matrix, NCCL log, py-spy capture or serving artifact "
+            "(vLLM/SGLang log, /metrics scrape, benchmark result) found"
         )
     return case

@@ -12,6 +12,7 @@ EXIT_INPUT = 3          # unreadable, corrupt or unsupported input file
 EXIT_NOTHING = 4        # input understood, but it holds nothing to analyze
 EXIT_FAIL_ON = 5        # --fail-on: a finding at or above the given severity
 EXIT_BATCH_FAILED = 6   # batch: at least one case failed
+EXIT_OUTPUT = 7         # the report cannot be written where -o asks (a directory, no permission)
 EXIT_REGRESSED = 8      # compare --gate / trend --gate: the after capture (the latest capture) regressed
 EXIT_INCONCLUSIVE = 9   # compare --gate: the two captures cannot be judged against each other
 EXIT_INTERNAL = 70      # a bug in tracetriage (EX_SOFTWARE)
@@ -42,14 +43,16 @@ class MissingDataError(TraceTriageError):
     exit_code = EXIT_NOTHING
 
 
-class UsageError(TraceTriageError):
-    """The command line asks for something impossible."""
+class UsageError(TraceTriageError, ValueError):
+    """The command line (or the Python API's options) asks for something impossible."""
 
     exit_code = EXIT_USAGE
 
 
 class OutputError(TraceTriageError):
-    """The report cannot be written where the user asked (missing folder, no permission, a directory)."""
+    """The report cannot be written where the user asked (no permission, a directory, a file in the way)."""
+
+    exit_code = EXIT_OUTPUT
 
 
 class ArchiveError(TraceTriageError):
