@@ -2,7 +2,8 @@
 """Generate scenario bundles in the real Nsight Systems SQLite schema, with ground truth.
 
 Each bundle is a directory holding ``trace.sqlite`` (DDL and enum rows from real
-exports: ``nsys_schema.sql`` next to this script) and ``truth.json``, computed here
+exports: ``nsys_schema.sql`` next to this script); its truth, ``truth/<bundle>.json``
+beside the bundles folder (not in the bundle, where a report would list it), is computed here
 from the intervals this script generated — with its own plain-Python interval
 merge, independent of tracetriage's analyzers.
 
@@ -853,7 +854,12 @@ SIDE_ARTIFACTS = {
 }
 
 
-def generate(out: Path, only: list[str] | None = None, seed: int = 7) -> list[Path]:
+def generate(out: Path, only: list[str] | None = None, seed: int = 7, truth_dir: Path | None = None) -> list[Path]:
+    """Each scenario into ``out/<name>/``; its truth into ``truth_dir/<name>.json`` (default
+    ``out/../truth``): the generator's truth is not part of the capture, so it stays out of
+    the bundle (a report listed it as a skipped input)."""
+    truth_dir = Path(truth_dir) if truth_dir is not None else Path(out).parent / "truth"
+    truth_dir.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     made = []
     for name, description, ranks, extra in simulate(only, seed):
@@ -870,7 +876,7 @@ def generate(out: Path, only: list[str] | None = None, seed: int = 7) -> list[Pa
         if name in SIDE_ARTIFACTS:
             truth["islands"] = [[0, 1, 2, 3], [4, 5, 6, 7]]
             truth["crosses_islands"] = len({r.device // 4 for r in ranks}) > 1
-        (bundle / "truth.json").write_text(json.dumps(truth, indent=2) + "\n")
+        (truth_dir / f"{name}.json").write_text(json.dumps(truth, indent=2) + "\n")
         made.append(bundle)
     return made
 

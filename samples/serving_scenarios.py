@@ -5,7 +5,7 @@ studies: at capacity, TPOT past the knee, prefill stalls in the ITL tail, OOM fr
 unchunked long prefill, prefix-cache misses, a buffering proxy, over-replication, blocked
 admission, and a healthy server), writes them in the real formats (vLLM V1 log lines,
 Prometheus text, ``benchmark_serving.py --save-result`` JSON), and records in
-``serving_truth.json`` what the generator itself put there: the finding(s) expected, the
+``../truth/<bundle>.json`` (outside the bundle) what the generator itself put there: the finding(s) expected, the
 ``--slo`` budgets the check runs with, and the key numbers computed from the generated
 values (not by tracetriage).
 """
@@ -326,7 +326,11 @@ def _clean(x):
     return x
 
 
-def generate_serving(out: Path, only: list[str] | None = None, seed: int = 7) -> list[Path]:
+def generate_serving(out: Path, only: list[str] | None = None, seed: int = 7, truth_dir: Path | None = None) -> list[Path]:
+    """Each scenario into ``out/<name>/``, its truth into ``truth_dir/<name>.json`` (default
+    ``out/../truth``), outside the bundle."""
+    truth_dir = Path(truth_dir) if truth_dir is not None else Path(out).parent / "truth"
+    truth_dir.mkdir(parents=True, exist_ok=True)
     made = []
     for name, fn in SCENARIOS.items():
         if only and name not in only:
@@ -342,6 +346,6 @@ def generate_serving(out: Path, only: list[str] | None = None, seed: int = 7) ->
             (bundle / fname).write_text(text)
         truth["scenario"] = name
         truth["description"] = (fn.__doc__ or "").strip()
-        (bundle / "serving_truth.json").write_text(json.dumps(truth, indent=2) + "\n")
+        (truth_dir / f"{name}.json").write_text(json.dumps(truth, indent=2) + "\n")
         made.append(bundle)
     return made

@@ -18,14 +18,41 @@ if "TRACETRIAGE_CACHE_DIR" not in os.environ:
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLES = ROOT / "samples" / "bundles"
-REAL = (ROOT.parent / "shared" / "samples" / "real").resolve()
+TRUTH = ROOT / "samples" / "truth"  # the generator's truth per bundle, outside the bundles
 SCHEMA_SQL = ROOT / "samples" / "nsys_schema.sql"
+# Real captures: the ones whose licence allows it are in the repository (samples/real/, with
+# SOURCES.md); the rest of the project's collection sits in ../shared/samples/real when it is
+# there. Tests read one view of both, the repository's copy first: a folder per format of
+# links, so REAL / fmt / name and globs work as on one folder.
+REAL_IN_REPO = ROOT / "samples" / "real"
+REAL_SHARED = (ROOT.parent / "shared" / "samples" / "real").resolve()
+REAL_SKIP = "real sample not redistributable, in the project's ../shared/samples/real only"
+
+
+def _real_view() -> Path:
+    import atexit
+    import shutil
+
+    view = Path(tempfile.mkdtemp(prefix="tracetriage-real-"))
+    atexit.register(shutil.rmtree, str(view), True)
+    for source in (REAL_IN_REPO, REAL_SHARED):
+        if not source.is_dir():
+            continue
+        for fmt in sorted(p for p in source.iterdir() if p.is_dir()):
+            (view / fmt.name).mkdir(exist_ok=True)
+            for f in fmt.iterdir():
+                if f.is_file() and not (view / fmt.name / f.name).exists():
+                    (view / fmt.name / f.name).symlink_to(f.resolve())
+    return view
+
+
+REAL = _real_view()
 
 
 def real(fmt: str, name: str) -> Path:
     path = REAL / fmt / name
     if not path.exists():
-        pytest.skip(f"real sample {fmt}/{name} not present (../shared/samples/real is absent in this checkout)")
+        pytest.skip(f"{REAL_SKIP}: {fmt}/{name}")
     return path
 
 
@@ -54,11 +81,12 @@ def api_only_export(path, capture_types=()):
 
 
 def bundle_names():
-    return sorted(p.name for p in BUNDLES.iterdir() if (p / "truth.json").exists())
+    """The trace bundles (a serving bundle's truth names the findings it expects instead)."""
+    return sorted(p.stem for p in TRUTH.glob("*.json") if (BUNDLES / p.stem).is_dir() and "expect" not in json.loads(p.read_text()))
 
 
 def truth(name):
-    return json.loads((BUNDLES / name / "truth.json").read_text())
+    return json.loads((TRUTH / f"{name}.json").read_text())
 
 
 def run_cli(*args, cwd=None):
@@ -78,6 +106,9 @@ def pytest_addoption(parser):
                      help="rewrite tests/golden/*.json from the current analysis (on purpose, then review the diff)")
 
 
+BROWSER_SKIP = "no Chromium for the browser tests: install it with .venv/bin/python -m playwright install chromium"
+
+
 def open_in_chromium(html_path, screenshot=None):
     """Open a written HTML file in headless Chromium (Debian's, through playwright); return
     (visible text, console errors, requested URLs) and save a full-page screenshot. Skips
@@ -85,14 +116,17 @@ def open_in_chromium(html_path, screenshot=None):
     import os
     import shutil
 
-    pw = pytest.importorskip("playwright.sync_api", reason="playwright not installed (.ci/run installs it)")
+    pw = pytest.importorskip("playwright.sync_api", reason=f"{BROWSER_SKIP} (playwright not installed)")
     exe = next((c for c in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if os.path.exists(c)), None) or shutil.which("chromium")
-    if not exe:
-        pytest.skip("Debian chromium not installed (.ci/run installs it)")
     errors, requests = [], []
     with pw.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu", "--no-first-run",
-                                                                 "--disable-background-networking"])
+        try:  # Debian's chromium, else the one `python -m playwright install chromium` downloads
+            browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu", "--no-first-run",
+                                                                     "--disable-background-networking"])
+        except pw.Error as exc:
+            if "Executable doesn't exist" in str(exc) or "executable" in str(exc).lower():
+                pytest.skip(BROWSER_SKIP)
+            raise
         page = browser.new_page(viewport={"width": 1200, "height": 900})
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -105,3 +139,23 @@ def open_in_chromium(html_path, screenshot=None):
             page.screenshot(path=str(ROOT / "test-artifacts" / screenshot), full_page=True)
         browser.close()
     return text, errors, requests
+
+
+def pytest_terminal_summary(terminalreporter):
+    """What skipped, and why, in one line: real samples that only the project's collection
+    holds, a missing browser, anything else."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    kinds = {"real samples not redistributable (absent without ../shared/samples/real)": 0,
+             "no Chromium (.venv/bin/python -m playwright install chromium)": 0, "other": 0}
+    for rep in skipped:
+        reason = str(rep.longrepr[-1]) if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        if REAL_SKIP in reason or "shared/samples/real" in reason or "real sample" in reason:
+            kinds["real samples not redistributable (absent without ../shared/samples/real)"] += 1
+        elif BROWSER_SKIP in reason or "chromium" in reason.lower() or "playwright" in reason.lower():
+            kinds["no Chromium (.venv/bin/python -m playwright install chromium)"] += 1
+        else:
+            kinds["other"] += 1
+    terminalreporter.write_line(f"tracetriage: {len(skipped)} skipped: "
+                                + "; ".join(f"{n} {k}" for k, n in kinds.items() if n))

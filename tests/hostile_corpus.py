@@ -59,7 +59,7 @@ NSYS_COLUMNS = {
     "META_DATA_EXPORT": ["name", "value"],
 }
 BAD_VALUES = {"text": "'abc'", "null": "NULL", "huge": "1e308", "neg": "-9223372036854775808", "blob": "x'fffe00'"}
-RPD = Path("/work/shared/samples/real/rocprof/rpd_v2_pytorch_matmul.rpd")
+RPD = ROOT / "samples" / "real" / "rocprof" / "rpd_v2_pytorch_matmul.rpd"  # MIT, kept in the repository
 if not RPD.exists():
     RPD = ROOT.parent / "shared" / "samples" / "real" / "rocprof" / "rpd_v2_pytorch_matmul.rpd"
 INVALID_UTF8 = "CAST(x'c328ffa0' AS TEXT)"  # what a flipped high bit leaves in a text cell

@@ -5,12 +5,12 @@ one of the two mechanisms of "GPU at 30% utilization"; accounting still claims o
 import json
 
 import pytest
-from conftest import BUNDLES, ROOT, run_cli
+from conftest import BUNDLES, REAL as REAL_ALL, ROOT, run_cli
 
 from tracetriage import analyze
 from tracetriage.analyzers.catalog import AXES, CATALOG
 
-REAL = ROOT.parent / "shared" / "samples" / "real" / "nsys"
+REAL = REAL_ALL / "nsys"  # the repository's real captures, then ../shared's
 BOTH = {"launch_bound", "gpu_starved", "host_sync_per_step", "copy_bound", "python_host_overhead"}
 
 

@@ -1,4 +1,4 @@
-"""Generated scenario bundles: metrics against the generator's truth.json, and the verdict.
+"""Generated scenario bundles: metrics against the generator's truth (samples/truth/<bundle>.json), and the verdict.
 
 Tolerances (documented in README): busy % and collective share within 1 point per
 device; launches/graph launches/syncs per step exact (medians); step count within
@@ -121,8 +121,10 @@ def test_generator_is_deterministic_and_truth_is_independent(tmp_path):
     sys.path.insert(0, str(BUNDLES.parent))
     import generate
 
-    generate.generate(tmp_path, only=["healthy", "tp4_island"])
+    generate.generate(tmp_path / "bundles", only=["healthy", "tp4_island"])
     for name in ("healthy", "tp4_island"):
-        assert json.loads((tmp_path / name / "truth.json").read_text()) == truth(name)
+        assert json.loads((tmp_path / "truth" / f"{name}.json").read_text()) == truth(name)
+        assert sorted(p.name for p in (tmp_path / "bundles" / name).iterdir()) == sorted(
+            p.name for p in (BUNDLES / name).iterdir())  # the truth is not in the bundle
     # the generator's own interval merge, checked on a case with overlaps
     assert generate.merge([(0, 10), (5, 20), (30, 40), (40, 41)]) == 31

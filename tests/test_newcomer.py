@@ -130,3 +130,25 @@ def test_api_accepts_the_cli_budget_text():
     b = tracetriage.analyze(BUNDLES / "serving_batch_past_knee", slo={"tpot_p95_ms": 50})
     assert a.data["slo"] == b.data["slo"] == {"tpot_p95_ms": 50.0}
     assert [f["id"] for f in a.findings] == [f["id"] for f in b.findings]
+
+
+# --- real captures in the repository ------------------------------------------------------------
+
+def test_every_real_sample_in_the_repository_has_its_provenance():
+    """Each file under samples/real/<format>/ is a row of that folder's SOURCES.md with its licence
+    and the git blob id of these very bytes (so a changed or unlisted file fails)."""
+    import hashlib
+
+    from conftest import REAL_IN_REPO
+
+    files = [p for p in REAL_IN_REPO.glob("*/*") if p.name != "SOURCES.md"]
+    assert len(files) > 40
+    for p in files:
+        sources = (p.parent / "SOURCES.md").read_text()
+        row = next((line for line in sources.splitlines() if line.startswith(f"| `{p.name}` |")), None)
+        data = p.read_bytes()
+        blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        assert row is not None, p
+        if row.count("|") >= 8:  # the rows with a git blob column (the compare pair's rows predate it)
+            assert blob in row, p
+        assert any(lic in row for lic in ("MIT", "BSD", "Apache-2.0", "CC BY-SA 4.0")), p

@@ -13,7 +13,9 @@ from tracetriage import order
 from tracetriage.model import is_sorted
 from tracetriage.order import start_order
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "samples" / "real" / "nsys"
+from conftest import REAL as REAL_ALL  # noqa: E402 - the repository's real captures, then ../shared's
+
+REAL = REAL_ALL / "nsys"
 
 
 def _check(values: np.ndarray) -> order.Reorder | None:

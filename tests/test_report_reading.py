@@ -210,3 +210,27 @@ def test_json_view_is_unchanged_by_the_view(offload):
     render_html(offload)
     render_markdown(offload)
     assert json.dumps(offload.data, sort_keys=True) == before
+
+
+@pytest.mark.parametrize("name, shot", [
+    ("offload_copy_bound", "issue26_offload_copy_bound.png"),
+    ("tp8_cross_island", "issue26_tp8_cross_island.png"),
+    ("graph_decode_rocpd", "issue26_rocm_graph_decode_rocpd.png"),
+    ("serving_at_capacity", "issue26_serving_at_capacity.png"),
+])
+def test_reports_in_the_browser(name, shot, tmp_path):
+    """The offload, TP8, a ROCm and a serving report open offline in Chromium with the header,
+    the verdict and (with a trace) the accounting table visible; a screenshot of each goes to
+    test-artifacts/."""
+    from conftest import open_in_chromium
+
+    a = analyze([BUNDLES / name])
+    page = tmp_path / f"{name}.html"
+    a.to_html(page)
+    text, errors, requests = open_in_chromium(page, shot)
+    assert errors == [] and requests == [page.resolve().as_uri()]
+    assert a.headline in text and "captured" in text
+    if a.data["devices"]:
+        assert "Window accounting" in text and "compute in all" in text
+        for d in a.data["devices"][:2]:
+            assert d["id"] in text

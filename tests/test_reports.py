@@ -6,7 +6,7 @@ import shutil
 import sys
 
 import pytest
-from conftest import ROOT, bundle_names
+from conftest import BROWSER_SKIP, ROOT, bundle_names
 
 from tracetriage import analyze, open_case
 from tracetriage.reports import render
@@ -52,20 +52,30 @@ def test_markdown_escapes_trace_text(evil_analysis):
 
 
 def _chromium():
+    """Debian's chromium, else the one `python -m playwright install chromium` downloaded."""
     for c in ("/usr/bin/chromium", "/usr/bin/chromium-browser"):
         if os.path.exists(c):
             return c
-    return shutil.which("chromium")
+    if shutil.which("chromium"):
+        return shutil.which("chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            path = p.chromium.executable_path
+        return path if path and os.path.exists(path) else None
+    except Exception:  # noqa: BLE001 - no playwright, or no browser of its own
+        return None
 
 
 @contextlib.contextmanager
 def _browser_page(analysis, tmp_path, **page_options):
     """The analysis's HTML open in headless Chromium; on leaving, the page must have logged no
     error and requested nothing but itself (self-contained, offline)."""
-    pw = pytest.importorskip("playwright.sync_api", reason="playwright not installed (.ci/run installs it)")
+    pw = pytest.importorskip("playwright.sync_api", reason=f"{BROWSER_SKIP} (playwright not installed)")
     exe = _chromium()
     if not exe:
-        pytest.skip("Debian chromium not installed (.ci/run installs it)")
+        pytest.skip(BROWSER_SKIP)
     page_path = tmp_path / "r.html"
     page_path.write_text(render(analysis, "html"), encoding="utf-8")
     errors, requests = [], []
@@ -84,10 +94,10 @@ def _browser_page(analysis, tmp_path, **page_options):
 
 @pytest.mark.parametrize("name", bundle_names())
 def test_html_in_headless_chromium(name, analyses, tmp_path):
-    pw = pytest.importorskip("playwright.sync_api", reason="playwright not installed (.ci/run installs it)")
+    pw = pytest.importorskip("playwright.sync_api", reason=f"{BROWSER_SKIP} (playwright not installed)")
     exe = _chromium()
     if not exe:
-        pytest.skip("Debian chromium not installed (.ci/run installs it)")
+        pytest.skip(BROWSER_SKIP)
     a = analyses[name]
     page_path = tmp_path / f"{name}.html"
     page_path.write_text(render(a, "html"), encoding="utf-8")
@@ -144,7 +154,8 @@ def test_python_api_for_notebooks(tmp_path):
     assert a.headline.startswith("throughput: [launch_bound]") and a.findings[0]["id"] == "launch_bound"
     assert json.loads(a.to_json())["symptom"] == "throughput"
     out = tmp_path / "r.html"
-    assert "<html" in a.to_html(out) and out.exists()
+    assert a.to_html(out) == out and out.read_text().startswith("<!DOCTYPE html>")
+    assert "<html" in a.to_html()
     ff = a.findings_frame()
     assert list(ff["id"])[:1] == ["launch_bound"] and {"axis", "severity", "impact_pct"} <= set(ff.columns)
     df = a.devices_frame()

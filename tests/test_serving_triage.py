@@ -1,24 +1,24 @@
 """Serving-level triage: generated serving bundles (log + scrape + benchmark result), the real
 serving samples, and bad serving input. Expected findings and numbers come from each bundle's
-serving_truth.json, written by samples/serving_scenarios.py from what it generated."""
+samples/truth/<bundle>.json, written by samples/serving_scenarios.py from what it generated."""
 
 import json
 import math
 import shutil
 
 import pytest
-from conftest import BUNDLES, REAL, run_cli
+from conftest import BUNDLES, REAL, TRUTH, run_cli
 
 from tracetriage import analyze, open_case
 from tracetriage.analyzers import catalog
 from tracetriage.case import detect
 from tracetriage.parsers import serving
 
-SERVING = sorted(p.name for p in BUNDLES.iterdir() if (p / "serving_truth.json").exists())
+SERVING = sorted(p.stem for p in TRUTH.glob("*.json") if (BUNDLES / p.stem).is_dir() and "expect" in json.loads(p.read_text()))
 
 
 def truth(name):
-    return json.loads((BUNDLES / name / "serving_truth.json").read_text())
+    return json.loads((TRUTH / f"{name}.json").read_text())
 
 
 @pytest.fixture(scope="module")
