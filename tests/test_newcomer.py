@@ -152,3 +152,53 @@ def test_every_real_sample_in_the_repository_has_its_provenance():
         if row.count("|") >= 8:  # the rows with a git blob column (the compare pair's rows predate it)
             assert blob in row, p
         assert any(lic in row for lic in ("MIT", "BSD", "Apache-2.0", "CC BY-SA 4.0")), p
+
+
+# --- the JSON contract: the keys the issue found undeclared ---------------------------------------
+
+ISSUE_KEYS = [
+    ("devices", "gaps", "top"), ("devices", "gaps", "by_cause_pct_of_window"), ("devices", "gaps", "histogram"),
+    ("processes", "trace"), ("processes", "dtoh_copies_per_step"), ("processes", "dtoh_bytes_per_step"),
+    ("processes", "steps", "warmup_dropped"), ("processes", "steps", "prefill_count"),
+    ("hot_frames", "calls_sync"), ("hot_frames", "user_pct"), ("abstentions", "scope"),
+    ("copies", "pageable_async"), ("copies", "sync_copy_calls"), ("copies", "dtoh"), ("copies", "migrations"),
+    ("collective_skew", "matched"), ("collective_skew", "p50_ns"), ("host_profile", "total_samples"),
+    ("host_profile", "user_frames"),
+]
+
+
+def _schema_node(schema, path):
+    node = schema
+    for key in path:
+        if node.get("type") == "array" or "items" in node:
+            node = node["items"]
+        node = node["properties"][key]
+    return node
+
+
+def test_issue_keys_are_declared_with_what_they_measure():
+    import json
+
+    from conftest import ROOT
+
+    schema = json.loads((ROOT / "reports" / "analysis.schema.json").read_text())
+    for path in ISSUE_KEYS:
+        node = _schema_node(schema, path)
+        assert len(node.get("description", "")) > 20, path
+
+
+def test_the_declared_keys_validate_on_bundles_and_real_captures(analyses):
+    """Declared keys are checked for their types on every bundle (and a real py-spy + topology case)."""
+    import json
+
+    import jsonschema
+
+    from conftest import ROOT, real
+    from tracetriage.api import analyze
+    from tracetriage.reports import render
+
+    schema = json.loads((ROOT / "reports" / "analysis.schema.json").read_text())
+    cases = list(analyses.values())
+    cases.append(analyze([BUNDLES / "healthy" / "trace.sqlite", real("pyspy", "py-spy_dump_two_idle_threads_hex_tid.txt")]))
+    for a in cases:
+        jsonschema.validate(json.loads(render(a, "json")), schema)
