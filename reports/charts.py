@@ -68,18 +68,42 @@ def _svg(fig) -> str:
 
 
 _PREFIXED = re.compile(r'(\bid="|url\(#|href="#)c\d+-')
+_HOLE = "\x00"  # where a kept chart's id prefix goes (no SVG holds a NUL)
+
+
+def _kept(svg: str) -> str:
+    """A drawn chart as kept: its id prefix (see :func:`_svg`) left as a hole."""
+    return _PREFIXED.sub(lambda m: m.group(1) + _HOLE, svg)
 
 
 def _reprefix(svg: str) -> str:
-    """A kept chart's ids under this page's next prefix (see :func:`_svg`)."""
-    prefix = f"c{next(_CHART_IDS)}-"
-    return _PREFIXED.sub(lambda m: m.group(1) + prefix, svg)
+    """A kept chart's ids under this page's next prefix."""
+    return svg.replace(_HOLE, f"c{next(_CHART_IDS)}-")
 
 
 def _plain(x):
     if hasattr(x, "tolist"):  # numpy arrays and scalars
         return x.tolist()
     raise TypeError(f"{type(x).__name__} is not a chart input the cache can key")
+
+
+@functools.lru_cache(maxsize=1)
+def _drawing_code() -> str:
+    """What a kept chart was drawn by: the reports package's source and matplotlib's version file
+    (read without importing matplotlib; importlib.metadata parses the whole METADATA file)."""
+    import importlib.util
+    from pathlib import Path
+
+    from tracetriage import cache as cache_mod
+
+    spec = importlib.util.find_spec("matplotlib")
+    try:
+        mpl = hashlib.sha256((Path(spec.submodule_search_locations[0]) / "_version.py").read_bytes()).hexdigest()[:12]
+    except (AttributeError, TypeError, OSError):
+        from importlib.metadata import version
+
+        mpl = version("matplotlib")
+    return f"{cache_mod.code_version('tracetriage.reports')}-{mpl}"
 
 
 def _memo(chart):
@@ -96,13 +120,10 @@ def _memo(chart):
         if store is None:
             return chart(*args, **kwargs)
         try:
-            from importlib.metadata import version
-
-            code = f"{cache_mod.code_version('tracetriage.reports')}-{version('matplotlib')}"
             blob = json.dumps([chart.__qualname__, args, kwargs], sort_keys=True, default=_plain)
         except (TypeError, ValueError):
             return chart(*args, **kwargs)
-        key = hashlib.sha256(f"{code}\0{blob}".encode()).hexdigest()[:32]
+        key = hashlib.sha256(f"{_drawing_code()}\0{blob}".encode()).hexdigest()[:32]
         kept = store.get_blob("charts", key)
         if kept is not None:
             out = json.loads(kept)
@@ -110,7 +131,10 @@ def _memo(chart):
                 return [(name, _reprefix(svg)) for name, svg in out]
             return _reprefix(out) if out else out
         out = chart(*args, **kwargs)
-        store.put_blob("charts", key, json.dumps(out).encode())
+        if isinstance(out, list):
+            store.put_blob("charts", key, json.dumps([(name, _kept(svg)) for name, svg in out]).encode())
+        else:
+            store.put_blob("charts", key, json.dumps(_kept(out) if out else out).encode())
         return out
 
     return cached
