@@ -349,3 +349,11 @@ def test_serving_log_weights_give_a_decode_floor_without_shapes(generated, tmp_p
     assert df["floor_ns"] == int(1.875 * 2**30 / 3350)  # H100 SXM: 3,350 GB/s
     assert df["measured_ns"] == 2_000_000 and df["pct_of_floor"] == pytest.approx(100 * 1.875 * 2**30 / 3350 / 2e6, abs=0.01)
     assert "model-loading line" in df["source"] and "median TPOT" in df["source"]
+
+
+def test_below_roofline_answers_the_utilization_symptom(generated):
+    """'The GPU shows 100% utilized' is answered by busy-but-slow, not only 'tokens/s too low'."""
+    d = generated["gemm_slow"][2] / "trace.pt.trace.json.gz"
+    a = analyze(open_case([d]), symptom="utilization")
+    assert a.findings[0]["id"] == "below_roofline" and a.findings[0]["answers"] == ["throughput", "utilization"]
+    assert a.headline.startswith("utilization: [below_roofline]")
