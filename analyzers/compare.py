@@ -159,6 +159,8 @@ def check_saved(data: dict) -> str | None:
         if not isinstance(st.get("count", 0), int) or not isinstance(st.get("durations_ns", []), list) or not all(
                 isinstance(v, int) and not isinstance(v, bool) for v in st.get("durations_ns", [])):
             return "a process's steps are malformed"
+        if any(v <= 0 for v in st.get("durations_ns", [])):
+            return "a process's step durations must be above 0 ns"
     for d in data.get("devices") or []:
         acc = d.get("accounting") or {}
         if not isinstance(acc, dict) or not all(isinstance(v, dict) for v in acc.values()) or not all(
@@ -351,6 +353,9 @@ def comparability(b: Side, a: Side) -> dict:
     serving_ok, why = _serving_comparable(b, a)
     if why:
         reasons.append(why)
+    paths_b = {str(i.get("path")) for i in b.data.get("inputs") or []}
+    if paths_b and paths_b == {str(i.get("path")) for i in a.data.get("inputs") or []}:
+        reasons.append("BEFORE and AFTER are the same capture: what differs is only the method's own resampling")
     if ok and not reasons:
         reasons.append("same devices, world size and program")
     return {"ok": ok, "confidence": round(confidence if ok else 0.0, 3), "reasons": reasons}
@@ -454,7 +459,8 @@ def _overall(statuses: list[str]) -> str:
 METRICS = [
     # name, unit, lower is better, figure key
     ("step_p50_ms", "ms", True), ("step_p99_ms", "ms", True),
-    ("compute_ms", "ms/step", True), ("collective_ms", "ms/step", True), ("copy_ms", "ms/step", True),
+    # more compute per step is more work, or slower kernels: a change, neither better nor worse by itself
+    ("compute_ms", "ms/step", None), ("collective_ms", "ms/step", True), ("copy_ms", "ms/step", True),
     ("idle_ms", "ms/step", True), *[(f"idle_{c}_ms", "ms/step", True) for c in CAUSES],
     ("busy_pct", "%", False),
     ("launches_per_step", "calls/step", True), ("graph_launches_per_step", "calls/step", None),
@@ -530,7 +536,8 @@ FIGURE_TEXT = {"cause_ms": "its slices, ms per step", "step_p50_ms": "step p50",
                "pageable_copies_per_step": "pageable async copies per step"}
 
 
-def finding_rows(b: Side, a: Side, fb: dict, fa: dict, step: dict, noise_ms: float | None, judged: bool) -> list[dict]:
+def finding_rows(b: Side, a: Side, fb: dict, fa: dict, step: dict, noise_ms: float | None, judged: bool,
+                 threshold_pct: float = THRESHOLD_PCT) -> list[dict]:
     rows = []
     for fid, f in b.findings.items():
         check = check_of(fid)
@@ -550,15 +557,19 @@ def finding_rows(b: Side, a: Side, fb: dict, fa: dict, step: dict, noise_ms: flo
         if not judged:
             status, decided = None, "not judged: the captures are not comparable"
         elif confirm:
-            status, decided = "fixed", f"its confirming measurement holds: {check['confirm']}"
+            status = "fixed"
+            decided = f"confirmed: {check.get('confirm_says') or 'it is no longer reported after the change'}"
         elif falsifier:
-            status, decided = "falsified", f"the fix was applied and its falsifier holds: {check['falsifier']}"
+            status = "falsified"
+            decided = f"the fix was applied but its falsifier holds: {check.get('falsifier_says') or check['falsifier']}"
         elif delta is not None and noise_ms is not None and abs(delta) >= noise_ms:
             status = "better" if delta < 0 else "worse"
-            decided = f"its slices moved {delta:+.3g} ms per step, beyond the noise of {noise_ms:.3g} ms"
+            decided = (f"the time it claims moved {delta:+.3g} ms per step, beyond the threshold of {noise_ms:.3g} ms "
+                       f"({threshold_pct:g}% of the before step)")
         else:
             status = "persists"
-            decided = ("its slices moved less than the noise" if delta is not None and noise_ms is not None else
+            decided = (f"the time it claims moved less than the threshold of {noise_ms:.3g} ms per step"
+                       if delta is not None and noise_ms is not None else
                        "still reported after" if fid in a.findings else "no per-step measure on both sides")
         evidence = []
         for key in ["cause_ms", *check.get("evidence", [])]:
@@ -674,7 +685,7 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
     else:
         verdict = "mixed" if ups and downs else "improved" if ups else "regressed" if downs else "unchanged"
     slo_broken = slo_breaks(fb, fa, slo or {})
-    findings = finding_rows(b, a, fb, fa, step, noise_ms, comp["ok"])
+    findings = finding_rows(b, a, fb, fa, step, noise_ms, comp["ok"], threshold_pct)
     result = {
         "schema": SCHEMA,
         "tool_version": __version__,
@@ -709,6 +720,7 @@ def _side_info(s: Side, figures: dict) -> dict:
     return {"label": s.label, "headline": s.data.get("headline"),
             "inputs": [str(i.get("path")) for i in s.data.get("inputs") or []],
             "devices": _devices_text(names), "world_size": len(s.ranks), "steps": figures.get("steps") or 0,
+            "steps_per_rank": int(statistics.median([int(r["steps"]["count"] or 0) for r in s.ranks])) if s.ranks else 0,
             "step_p50_ms": _round(figures.get("step_p50_ms")), "graph_level": s.graph_level}
 
 
@@ -752,8 +764,10 @@ def summary_line(r: dict) -> str:
     if rows:
         s = rows[0]
         speed = s["before_p50_ns"] / s["after_p50_ns"] if s["after_p50_ns"] else None
+        how = ("same speed" if speed and abs(speed - 1) < 0.005 else
+               f"{speed if speed >= 1 else 1 / speed:.2f}x {'faster' if speed >= 1 else 'slower'}" if speed else "")
         parts.append(f"step p50 {s['before_p50_ns'] / 1e6:.3g} -> {s['after_p50_ns'] / 1e6:.3g} ms"
-                     + (f" ({speed if speed >= 1 else 1 / speed:.2f}x {'faster' if speed >= 1 else 'slower'}, "
+                     + (f" ({how}, "
                         f"after/before {s['ratio']:.3f} "
                         f"[95% CI {s['ci95'][0]:.3f}-{s['ci95'][1]:.3f}]"
                         f"{'' if s['significant'] else ', within noise'})" if speed else "")

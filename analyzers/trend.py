@@ -47,7 +47,7 @@ MIN_SERIES = 4  # fewer cases than this: shown, not searched for changes
 
 # series name -> (unit, lower is better); findings and kernels are added per group
 BASE_SERIES = {
-    "step_p50_ms": ("ms", True), "step_p99_ms": ("ms", True), "busy_pct": ("%", False), "compute_ms": ("ms/step", True),
+    "step_p50_ms": ("ms", True), "step_p99_ms": ("ms", True), "busy_pct": ("%", False), "compute_ms": ("ms/step", None),
     "idle_ms": ("ms/step", True), "idle_launch_ms": ("ms/step", True), "idle_sync_ms": ("ms/step", True),
     "idle_memcpy_sync_ms": ("ms/step", True), "idle_other_cuda_ms": ("ms/step", True), "idle_host_ms": ("ms/step", True),
     "idle_unknown_ms": ("ms/step", True), "copy_ms": ("ms/step", True), "collective_ms": ("ms/step", True),
@@ -70,6 +70,24 @@ def case_name(path: str, common: str) -> str:
     that every case shares (``nightly-2026-11-13`` for ``.../nightly-2026-11-13/trace.sqlite``)."""
     rel = str(path)[len(common):].lstrip("/") if common and str(path).startswith(common) else str(path)
     return rel or str(path)
+
+
+def case_names(summary) -> dict[str, str]:
+    """case_id -> the name a reader knows the case by: its path below the archive's common
+    folder, without the file name every case shares (``nightly-2026-11-13`` for
+    ``.../nightly-2026-11-13/trace.sqlite``)."""
+    import os
+
+    paths = [os.path.normpath(str(p)) for p in summary["path"]]
+    common = os.path.commonpath(paths) if len(paths) > 1 and len({p.startswith("/") for p in paths}) == 1 else ""
+    if common and len(paths) > 1 and common in set(paths):
+        common = os.path.dirname(common)
+    names = {cid: case_name(p, common) for cid, p in zip(summary["case_id"], paths)}
+    same_file = {os.path.basename(p) for p in paths}
+    if len(same_file) == 1 and len(paths) > 1:  # every case is ".../trace.sqlite": name by the folder
+        base = next(iter(same_file))
+        names = {cid: (n[: -len(base)].rstrip("/") or n) if n.endswith(base) else n for cid, n in names.items()}
+    return {cid: n[2:] if n.startswith("./") else n for cid, n in names.items()}
 
 
 def date_label(name: str) -> str | None:
@@ -161,14 +179,7 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
 
     ok = summary[summary["status"] == "ok"].copy()
     failed = summary[summary["status"] != "ok"]
-    common = os.path.commonpath([str(p) for p in summary["path"]]) if len(summary) > 1 else ""
-    if common and os.path.basename(common) and len(summary) > 1 and common in set(summary["path"].astype(str)):
-        common = os.path.dirname(common)
-    names = {cid: case_name(p, common) for cid, p in zip(summary["case_id"], summary["path"])}
-    same_file = {os.path.basename(str(p)) for p in summary["path"]}
-    if len(same_file) == 1 and len(summary) > 1:  # every case is ".../trace.sqlite": name by the folder
-        base = next(iter(same_file))
-        names = {cid: (n[: -len(base)].rstrip("/") or n) if n.endswith(base) else n for cid, n in names.items()}
+    names = case_names(summary)
     ok["_name"] = ok["case_id"].map(names)
     ok["_time"] = ok["capture_start_ns"] if "capture_start_ns" in ok else None
     has_time = order_by == "time" and "capture_start_ns" in ok and ok["capture_start_ns"].notna().all() and len(ok)
@@ -196,12 +207,12 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
             outliers, shifts = find_changes(np.asarray(values, np.float64), unit, step_p50, threshold_pct)
             for o in outliers:
                 i = o["index"]
-                worse = (o["value"] > o["baseline"]) == lower_better
+                worse = None if lower_better is None else (o["value"] > o["baseline"]) == lower_better
                 group_changes.append(_change(label, name, unit, "outlier", worse, g, i - 1 if i else None, i,
                                              {"level": o["baseline"], "spread": None, "cases": None},
                                              {"level": o["value"], "spread": None, "cases": 1}, cases))
             for s in shifts:
-                worse = (s["after"]["level"] > s["before"]["level"]) == lower_better
+                worse = None if lower_better is None else (s["after"]["level"] > s["before"]["level"]) == lower_better
                 group_changes.append(_change(label, name, unit, "level_shift", worse, g, s["last_index"], s["index"],
                                              s["before"], s["after"], cases))
         _attach_causes(group_changes, g, compare_pair)
@@ -227,7 +238,10 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
         "failed": [{"name": names.get(cid, p), "error": e} for cid, p, e in zip(failed["case_id"], failed["path"], failed["error"])],
         "changes": changes,
         "gate": {"regressed": any(g["latest_regressed"] for g in groups_out),
-                 "groups": [g["key"] for g in groups_out if g["latest_regressed"]]},
+                 "groups": [g["key"] for g in groups_out if g["latest_regressed"]],
+                 "baseline": baseline,
+                 "rule": ("the latest capture against the baseline's level, per budget series" if baseline else
+                          "the latest capture in a segment opened by a regressed level shift of a budget series")},
     }
 
 
@@ -274,9 +288,15 @@ def _series(g, fidx, kernels) -> dict:
         k = kernels[kernels["case_id"].isin(ids)]
         if len(k):
             per = k.groupby(["case_id", "name"])["ms_per_step"].mean().unstack("name").reindex(ids)
+            # a graph-level capture records replays, not the kernels inside them: a kernel it lacks
+            # was not measured there (NaN, left out of the search), not absent (0)
+            graph_level = (k.assign(g=k["kind"].astype(str) == "graph").groupby("case_id")["g"].any()
+                           .reindex(ids, fill_value=False).to_numpy(bool)) if "kind" in k else np.zeros(len(ids), bool)
             top = per.mean().sort_values(ascending=False).head(TOP_KERNELS).index
             for name in top:
-                out[f"kernel:{name}"] = ("ms/step", True, per[name].fillna(0.0).to_numpy(np.float64))
+                vals = per[name].to_numpy(np.float64, na_value=np.nan)
+                # a kernel's time alone is neither better nor worse (the work may have moved): "changed"
+                out[f"kernel:{name}"] = ("ms/step", None, np.where(np.isnan(vals) & ~graph_level, 0.0, vals))
     return out
 
 
@@ -284,7 +304,8 @@ def _change(group, metric, unit, kind, worse, g, last, first, before, after, cas
     def r(v):
         return None if v is None else round(float(v), 6)
     b, a = before["level"], after["level"]
-    return {"group": group, "metric": metric, "unit": unit, "kind": kind, "direction": "regressed" if worse else "improved",
+    return {"group": group, "metric": metric, "unit": unit, "kind": kind,
+            "direction": "changed" if worse is None else "regressed" if worse else "improved",
             "last_good": cases[last]["name"] if last is not None and last >= 0 else None,
             "first_bad": cases[first]["name"], "first_bad_time": cases[first]["time"],
             "before": {"level": r(b), "spread": r(before.get("spread")), "cases": before.get("cases")},
@@ -309,8 +330,9 @@ def _attach_causes(changes, g, compare_pair) -> None:
         c["findings"] = [{"id": f["id"], "status": f["status"], "before_ms_per_step": f["before_ms_per_step"],
                           "after_ms_per_step": f["after_ms_per_step"]}
                          for f in cmp.get("findings") or [] if f["status"] and f["status"] != "persists"]
-        movers = sorted((k for k in cmp.get("kernels") or [] if k.get("change_ms_per_step") is not None),
-                        key=lambda k: -abs(k["change_ms_per_step"]))[:5]
+        noise = (cmp.get("method") or {}).get("noise_ms_per_step") or 0.0
+        movers = sorted((k for k in cmp.get("kernels") or [] if k.get("change_ms_per_step") is not None
+                         and abs(k["change_ms_per_step"]) >= noise), key=lambda k: -abs(k["change_ms_per_step"]))[:5]
         c["kernels"] = [{"name": k["name"], "before_ms_per_step": k["before_ms_per_step"],
                          "after_ms_per_step": k["after_ms_per_step"]} for k in movers]
 

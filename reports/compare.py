@@ -61,12 +61,32 @@ def pct(v) -> str:
     return "n/a" if v is None else f"{v:.1f}%"
 
 
+def side_steps(side: dict) -> str:
+    if side["world_size"] > 1:
+        return f"{side['steps_per_rank']} steps per rank x {side['world_size']} ranks"
+    return f"{side['steps']} steps"
+
+
+def detail(c: dict) -> str:
+    """The summary without its leading verdict word (the views print the verdict themselves)."""
+    text = c["summary"]
+    for sep in (";", ":"):
+        if text.startswith(c["verdict"] + sep):
+            return text[len(c["verdict"]) + 1:].strip()
+    return text
+
+
+def code(text: str) -> str:
+    """A Markdown code span: backslash escapes are literal inside backticks, so none are added."""
+    return "`" + str(text).replace("`", "'").replace("\n", " ") + "`"
+
+
 def step_line(s: dict) -> str:
     if s["ratio"] is None:
         return (f"rank{s['rank']} (pid {s['before_pid']} -> {s['after_pid']}): not measured "
                 f"({s['before_count']} / {s['after_count']} steps)")
     speed = s["before_p50_ns"] / s["after_p50_ns"] if s["after_p50_ns"] else float("nan")
-    how = f"{speed:.2f}x faster" if speed >= 1 else f"{1 / speed:.2f}x slower"
+    how = "same speed" if abs(speed - 1) < 0.005 else f"{speed:.2f}x faster" if speed >= 1 else f"{1 / speed:.2f}x slower"
     return (f"rank{s['rank']} (pid {s['before_pid']} -> {s['after_pid']}): p50 {s['before_p50_ns'] / 1e6:.3f} -> "
             f"{s['after_p50_ns'] / 1e6:.3f} ms ({how}; after/before {s['ratio']:.3f}, 95% CI "
             f"{s['ci95'][0]:.3f}-{s['ci95'][1]:.3f}, Mann-Whitney p={s['p_value']:.2g}: {s['status']}); p99 "
@@ -85,9 +105,8 @@ def render_compare(cmp: dict, fmt_name: str) -> str:
         series = cmp.get("_series") or {}
         chart = charts.step_distributions(series.get("before") or {}, series.get("after") or {},
                                           "before", "after") if cmp["comparable"]["ok"] else None
-        detail = public["summary"].split("; ", 1)[1] if public["summary"].startswith(public["verdict"] + ";") else public["summary"]
         return environment().get_template("compare.html.j2").render(
-            c=public, chart=chart, detail=detail, step_line=step_line, value=value, change=change, metric_label=metric_label, ms=ms,
+            c=public, chart=chart, detail=detail(public), side_steps=side_steps, step_line=step_line, value=value, change=change, metric_label=metric_label, ms=ms,
             pct=pct, verdict_words=VERDICT_WORDS)
     if fmt_name == "md":
         return _markdown(public)
@@ -97,8 +116,8 @@ def render_compare(cmp: dict, fmt_name: str) -> str:
 def _text(c: dict) -> str:
     comp = c["comparable"]
     lines = [f"tracetriage compare: {c['summary']}", "",
-             f"before: {c['before']['label']} ({c['before']['devices']}; {c['before']['steps']} steps): {c['before']['headline']}",
-             f"after:  {c['after']['label']} ({c['after']['devices']}; {c['after']['steps']} steps): {c['after']['headline']}",
+             f"before: {c['before']['label']} ({c['before']['devices']}; {side_steps(c['before'])}): {c['before']['headline']}",
+             f"after:  {c['after']['label']} ({c['after']['devices']}; {side_steps(c['after'])}): {c['after']['headline']}",
              "", f"comparable: {'yes' if comp['ok'] else 'NO'} (confidence {comp['confidence']:.2f})"]
     lines += [f"  - {r}" for r in comp["reasons"]]
     if c["step_time"]:
@@ -108,7 +127,7 @@ def _text(c: dict) -> str:
         if len(c["step_time"]) > 8:
             lines.append(f"  ... {len(c['step_time']) - 8} more ranks in the JSON")
     if c["findings"]:
-        lines += ["", "findings of the before capture, checked on the after capture:"]
+        lines += ["", "findings of the before capture checked on the after capture (and those new after):"]
         for f in c["findings"]:
             lines.append(f"  {f['id']}: {(f['status'] or 'not judged').upper()} — {f['decided_by']}")
             lines += [f"      {e['text']}" for e in f["evidence"]]
@@ -126,10 +145,10 @@ def _text(c: dict) -> str:
 
 def _markdown(c: dict) -> str:
     comp = c["comparable"]
-    lines = ["# tracetriage compare", "", f"**{md_escape(VERDICT_WORDS[c['verdict']])}** — {md_escape(c['summary'])}", "",
-             f"- before: `{md_escape(c['before']['label'])}` ({md_escape(c['before']['devices'])}, {c['before']['steps']} steps) — "
+    lines = ["# tracetriage compare", "", f"**{md_escape(VERDICT_WORDS[c['verdict']])}** — {md_escape(detail(c))}", "",
+             f"- before: {code(c['before']['label'])} ({md_escape(c['before']['devices'])}, {side_steps(c['before'])}) — "
              f"{md_escape(c['before']['headline'] or '')}",
-             f"- after: `{md_escape(c['after']['label'])}` ({md_escape(c['after']['devices'])}, {c['after']['steps']} steps) — "
+             f"- after: {code(c['after']['label'])} ({md_escape(c['after']['devices'])}, {side_steps(c['after'])}) — "
              f"{md_escape(c['after']['headline'] or '')}",
              f"- comparable: {'yes' if comp['ok'] else '**no**'} (confidence {comp['confidence']:.2f}): "
              + md_escape("; ".join(comp["reasons"])), ""]
@@ -157,6 +176,6 @@ def _markdown(c: dict) -> str:
     if c["kernels"]:
         lines += ["## Kernels (ms per step, share of the device's window)", "",
                   "| device | kernel | before | after |", "|---|---|---:|---:|"]
-        lines += [f"| {md_escape(k['device'])} | `{md_escape(k['name'][:90])}` | {ms(k['before_ms_per_step'])} ({pct(k['before_share_pct'])}) | "
+        lines += [f"| {md_escape(k['device'])} | {code(k['name'][:90])} | {ms(k['before_ms_per_step'])} ({pct(k['before_share_pct'])}) | "
                   f"{ms(k['after_ms_per_step'])} ({pct(k['after_share_pct'])}) |" for k in c["kernels"][:20]]
     return "\n".join(lines) + "\n"

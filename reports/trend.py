@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from tracetriage.reports.compare import LABELS
 from tracetriage.reports.jsonout import _clean
 from tracetriage.reports.markdown import md_escape
 
@@ -38,17 +39,44 @@ def pct(v) -> str:
     return "" if v is None else f"{v:+.1f}%"
 
 
+def label(metric: str) -> str:
+    """A series as a reader names it: compare's labels; finding:<id> and kernel:<name> as such."""
+    if metric.startswith("finding:"):
+        return f"{metric[8:]} (ms per step it claims)"
+    if metric.startswith("kernel:"):
+        return f"kernel {metric[7:]} (ms per step)"
+    return LABELS.get(metric, metric.replace("_", " "))
+
+
+def change_text(c: dict) -> str:
+    """The change: points for a share (busy %), else relative to the level before."""
+    b, a = c["before"]["level"], c["after"]["level"]
+    if c["unit"] == "%" and b is not None and a is not None:
+        return f"{a - b:+.1f} pt"
+    return pct(c["change_pct"]) or "n/a"
+
+
 def change_line(c: dict) -> str:
     what = "alone (outlier)" if c["kind"] == "outlier" else "on (level shift)"
-    pct = f"{c['change_pct']:+.1f}%" if c["change_pct"] is not None else "n/a"
-    text = (f"{c['metric']}: {c['direction']} from {c['first_bad']} {what}: {level(c['before']['level'], c['unit'])} -> "
-            f"{level(c['after']['level'], c['unit'])} ({pct}); last good {c['last_good'] or 'none (first capture)'}")
+    text = (f"{label(c['metric'])}: {c['direction']} from {c['first_bad']} {what}: {level(c['before']['level'], c['unit'])} -> "
+            f"{level(c['after']['level'], c['unit'])} ({change_text(c)}); last good {c['last_good'] or 'none (first capture)'}")
     if c["findings"]:
         text += "; findings: " + ", ".join(f"{f['id']} {f['status']}" for f in c["findings"])
     if c["kernels"]:
         k = c["kernels"][0]
         text += f"; kernel moved most: {k['name'][:60]}"
     return text
+
+
+def md_link(name: str | None, group: dict, links: str | None) -> str:
+    """A case name, linked to its report when the output knows where the batch folder is."""
+    if not name:
+        return ""
+    case = next((c for c in group["cases"] if c["name"] == name), None)
+    text = md_escape(name)
+    if links is None or not case or not case.get("report"):
+        return text
+    return f"[{text}]({links.rstrip('/')}/{case['report']})"
 
 
 def render_trend(result: dict, fmt: str, links: str | None = None) -> str:
@@ -66,7 +94,7 @@ def render_trend(result: dict, fmt: str, links: str | None = None) -> str:
         charts = {g["key"]: trend_charts(g, [c for c in result["changes"] if c["group"] == g["key"]], CHART_SERIES,
                                          [href(c) for c in g["cases"]]) for g in result["groups"]}
         return environment().get_template("trend.html.j2").render(t=result, charts=charts, href=href, change_line=change_line,
-                                                                  level=level)
+                                                                  level=level, label=label, change_text=change_text)
     if fmt == "md":
         lines = ["# tracetriage trend", "", f"Ordered by {md_escape(result['order'])}; practical minimum {result['threshold_pct']:g}% "
                  "of the step.", ""]
@@ -75,13 +103,13 @@ def render_trend(result: dict, fmt: str, links: str | None = None) -> str:
                       f"{len(g['cases'])} captures: {md_escape(g['cases'][0]['name'])} … {md_escape(g['cases'][-1]['name'])}", ""]
             mine = [c for c in result["changes"] if c["group"] == g["key"]]
             if mine:
-                lines += ["| metric | kind | direction | last good | first bad | before | after | change | findings |",
+                lines += ["| series | kind | direction | last good | first bad | before | after | change | findings |",
                           "|---|---|---|---|---|---:|---:|---:|---|"]
                 for c in mine:
-                    lines.append(f"| {md_escape(c['metric'])} | {c['kind']} | {c['direction']} | {md_escape(c['last_good'] or '')} | "
-                                 f"{md_escape(c['first_bad'])} | {level(c['before']['level'], c['unit'])} | "
+                    lines.append(f"| {md_escape(label(c['metric']))} | {c['kind']} | {c['direction']} | {md_link(c['last_good'], g, links)} | "
+                                 f"{md_link(c['first_bad'], g, links)} | {level(c['before']['level'], c['unit'])} | "
                                  f"{level(c['after']['level'], c['unit'])} | "
-                                 f"{pct(c['change_pct'])} | "
+                                 f"{change_text(c)} | "
                                  f"{md_escape(', '.join(f['id'] + ' ' + f['status'] for f in c['findings']))} |")
                 lines.append("")
         for u in result["ungrouped"]:

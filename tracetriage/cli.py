@@ -115,12 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
                                    "that moved there. --gate: exit 8 when the latest capture of a group is in a regressed "
                                    "segment.")
     t.add_argument("inputs", nargs="+", metavar="INPUT", help="a batch output folder (with summary.parquet), or captures, "
-                                                             "folders and archives to run batch on first")
+                                                             "folders and archives to run batch on first; exit 3 when an "
+                                                             "input is missing or unreadable, 4 when no case could be analyzed")
     t.add_argument("--format", "-f", choices=FORMATS + ("parquet",),
                    help="output format (default: text, or from -o's extension); parquet: the series table")
     t.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     t.add_argument("--batch-dir", metavar="OUTDIR", help="where batch writes when INPUT is captures "
-                                                          "(default: trend-batch/ in the current folder)")
+                                                          "(default: a folder in the analysis cache, never beside the captures)")
     t.add_argument("--order-by", choices=["time", "name"], default="time",
                    help="time (default): the capture's start from its metadata, else the name; name: natural name order")
     t.add_argument("--group-by", metavar="KEY", help="an extra group key: a path component index (e.g. -2 for the folder "
@@ -140,14 +141,16 @@ def build_parser() -> argparse.ArgumentParser:
                                    "with its noise, each finding of BEFORE checked on AFTER (fixed, falsified, better, "
                                    "worse, persists, new), and a verdict. Exit codes with --gate: 0 improved/unchanged/"
                                    "mixed within budgets, 8 regressed, 9 inconclusive.")
-    c.add_argument("before", metavar="BEFORE")
-    c.add_argument("after", metavar="AFTER")
+    c.add_argument("before", metavar="BEFORE", help="the capture before the change: a trace, a bundle folder, or a saved "
+                                                    "analysis.json (analyze --format json, or batch's cases/<id>/analysis.json)")
+    c.add_argument("after", metavar="AFTER", help="the capture after the change (the same kinds)")
     c.add_argument("--format", "-f", choices=FORMATS, help="output format (default: text, or from -o's extension)")
     c.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     c.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
     c.add_argument("--gate", action="store_true",
                    help="exit 8 when the after capture regressed, 9 when the pair cannot be judged (inconclusive), "
-                        "0 when improved, unchanged or mixed within budgets")
+                        "0 when improved, unchanged or mixed (a mixed result fails when the step p50 regressed or a "
+                        "--slo budget met before is broken after)")
     c.add_argument("--gate-threshold", type=float, default=5.0, metavar="PCT",
                    help="the smallest step-time change, in %% of the before step, that counts (default 5); "
                         "a change must also be beyond the noise of the steps")
@@ -392,15 +395,27 @@ def _load_analysis(path: str, step_range, symptom=None, slo=None):
 
     from tracetriage import analyze, open_case
 
+    from tracetriage.errors import TraceFormatError
+
     p = Path(path)
     if p.is_file() and p.suffix == ".json":
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = None
+            with p.open("rb") as fh:
+                head = fh.read(1 << 16)
+        except OSError:
+            head = b""
+        data = None
+        if b'"schema": "tracetriage.' in head or b'"schema":"tracetriage.' in head:  # one of ours: read it whole
+            try:
+                data = json.loads(p.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise TraceFormatError(str(path), f"a tracetriage result that is not valid JSON (truncated?): {exc}") from None
+            schema = data.get("schema") if isinstance(data, dict) else None
+            if schema != "tracetriage.analysis/1":
+                raise TraceFormatError(str(path), f"a {schema} result, not an analysis (tracetriage.analysis/1): compare "
+                                                  "takes captures or saved analysis.json files")
         if isinstance(data, dict) and data.get("schema") == "tracetriage.analysis/1":
             from tracetriage.analyzers.compare import check_saved
-            from tracetriage.errors import TraceFormatError
 
             problem = check_saved(data)
             if problem:
@@ -423,7 +438,7 @@ def cmd_compare(args) -> int:
     if not 0 < args.gate_threshold < 100:
         from tracetriage.errors import UsageError
 
-        raise UsageError(None, f"--gate-threshold {args.gate_threshold:g}: give a percentage between 0 and 100")
+        raise UsageError(None, f"--gate-threshold {args.gate_threshold:g}: give a percentage above 0 and below 100")
     result = compare(before, after, args.before, args.after, threshold_pct=args.gate_threshold, slo=slo)
     _emit(args, render_compare(result, fmt), result["summary"])
     return gate_exit(result) if args.gate else EXIT_OK
@@ -503,17 +518,31 @@ def cmd_trend(args) -> int:
     if fmt == "parquet" and not args.output:
         raise UsageError(None, "--format parquet writes a binary table: give -o FILE.parquet")
     if not 0 < args.threshold < 100:
-        raise UsageError(None, f"--threshold {args.threshold:g}: give a percentage between 0 and 100")
+        raise UsageError(None, f"--threshold {args.threshold:g}: give a percentage above 0 and below 100")
     group_by = _group_by(args.group_by)
     folder = Path(args.inputs[0])
-    if len(args.inputs) == 1 and folder.is_dir() and (folder / "summary.parquet").is_file():
+    tables = [p for p in args.inputs if Path(p).is_dir() and (Path(p) / "summary.parquet").is_file()]
+    if tables and len(args.inputs) > 1:
+        raise UsageError(None, f"give one batch output folder ({', '.join(tables)} hold batch tables), or captures to analyze")
+    for p in args.inputs:
+        if not any(ch in p for ch in "*?[") and not Path(p).exists():
+            raise TraceFormatError(p, "no such file or directory")
+    if tables:
         outdir = folder
     else:
+        import hashlib
+
         from tracetriage.batch import run_batch
 
-        _configure_cache(args)
-        outdir = Path(args.batch_dir or "trend-batch")
-        print(f"tracetriage: running batch into {outdir} first", file=sys.stderr)
+        cache = _configure_cache(args)
+        if args.batch_dir:
+            outdir = Path(args.batch_dir)
+        else:  # never beside the user's captures: under the analysis cache, one folder per set of inputs
+            from tracetriage.cache import default_dir
+
+            key = hashlib.sha256("\0".join(str(Path(p).resolve()) for p in args.inputs).encode()).hexdigest()[:16]
+            outdir = (Path(cache.dir) if cache is not None else default_dir()) / "trend-batch" / key
+        print(f"tracetriage: running batch into {outdir} first (--batch-dir chooses the folder)", file=sys.stderr)
         run_batch(args.inputs, str(outdir), jobs=args.jobs, force=args.force, dask_address=args.dask,
                   step_range=args.step_range, progress=False)
     try:
@@ -528,6 +557,22 @@ def cmd_trend(args) -> int:
                                             "re-run tracetriage batch with --force into this folder")
 
     summary, findings, kernels = _trend_tables(summary, findings, kernels)
+    if not (summary["status"] == "ok").any():
+        from tracetriage.errors import MissingDataError
+
+        failed = int((summary["status"] != "ok").sum())
+        raise MissingDataError(str(args.inputs[0]), "nothing to follow over time: no case could be analyzed"
+                               + (f" ({failed} failed; see {outdir / 'index.html'})" if failed else " (no capture found)"))
+    if args.baseline is not None:
+        from tracetriage.analyzers.trend import case_names
+
+        names = case_names(summary)
+        if not any(n == args.baseline or n.startswith(args.baseline.rstrip("/") + "/") for n in names.values()):
+            raise UsageError(None, f"--baseline {args.baseline!r}: no case of that name (e.g. {next(iter(names.values()))!r})")
+    if group_by is not None and args.group_by.lstrip("-").isdigit():
+        index = int(args.group_by)
+        if not any(-len(Path(p).parts) <= index < len(Path(p).parts) for p in summary["path"]):
+            raise UsageError(None, f"--group-by {args.group_by}: no case path has a component at that index")
 
     def compare_pair(before_row, after_row):
         from tracetriage.analyzers.compare import check_saved
@@ -555,6 +600,7 @@ def cmd_trend(args) -> int:
         from tracetriage.reports.trend import series_frame
 
         try:
+            Path(args.output).parent.mkdir(parents=True, exist_ok=True)
             series_frame(result).to_parquet(args.output, engine="pyarrow", index=False)
         except OSError as exc:
             raise OutputError(args.output, f"cannot write the table: {exc.strerror or exc}") from None
