@@ -243,3 +243,18 @@ def test_damaged_batch_tables_never_crash(archives, tmp_path):
     (copy / s.loc[5, "report_json"]).write_text('{"schema": "tracetriage.analysis/1", "devices": 5}')
     t = trend_json(copy)
     assert len(t["groups"]) == 1 and any(c["kind"] == "level_shift" for c in t["changes"])
+
+
+def test_trend_refuses_what_it_cannot_judge(archives, tmp_path):
+    _, batch = archives["switch"]
+    missing = run_cli("trend", tmp_path / "nothing-here")
+    assert missing.returncode == 3 and "no such file" in missing.stderr
+    (tmp_path / "empty").mkdir()
+    empty = run_cli("trend", tmp_path / "empty", "--batch-dir", tmp_path / "eb")
+    assert empty.returncode == 4 and "no case could be analyzed" in empty.stderr
+    assert not any((tmp_path / "empty").iterdir())  # nothing written beside the input
+    assert run_cli("trend", batch, batch).returncode == 2
+    unknown = run_cli("trend", batch, "--baseline", "no-such-night", "--gate")
+    assert unknown.returncode == 2 and "no case of that name" in unknown.stderr
+    assert run_cli("trend", batch, "--group-by", "99").returncode == 2
+    assert run_cli("trend", batch, "--threshold", "0").returncode == 2
