@@ -33,6 +33,8 @@ def _real_view() -> Path:
     import atexit
     import shutil
 
+    import hashlib
+
     view = Path(tempfile.mkdtemp(prefix="tracetriage-real-"))
     atexit.register(shutil.rmtree, str(view), True)
     for source in (REAL_IN_REPO, REAL_SHARED):
@@ -40,9 +42,18 @@ def _real_view() -> Path:
             continue
         for fmt in sorted(p for p in source.iterdir() if p.is_dir()):
             (view / fmt.name).mkdir(exist_ok=True)
-            for f in fmt.iterdir():
-                if f.is_file() and not (view / fmt.name / f.name).exists():
-                    (view / fmt.name / f.name).symlink_to(f.resolve())
+            listed = (fmt / "SOURCES.md").read_text() if (fmt / "SOURCES.md").exists() else ""
+            seen = {hashlib.sha1(p.read_bytes()).digest() for p in (view / fmt.name).iterdir()}
+            # one name per capture: a file kept twice in the repository (the compare pair's "before" is
+            # the collection's torchrun export) appears once, under its collection name (a row of the
+            # SOURCES.md table with its git blob), as in the collection
+            blob_rows = {line.split("`")[1] for line in listed.splitlines() if line.startswith("| `") and line.count("|") >= 7}
+            for f in sorted((f for f in fmt.iterdir() if f.is_file()), key=lambda f: (f.name not in blob_rows, f.name)):
+                digest = hashlib.sha1(f.read_bytes()).digest()
+                if (view / fmt.name / f.name).exists() or digest in seen:
+                    continue
+                seen.add(digest)
+                (view / fmt.name / f.name).symlink_to(f.resolve())
     return view
 
 
