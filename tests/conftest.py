@@ -152,6 +152,7 @@ def open_in_chromium(html_path, screenshot=None):
     return text, errors, requests
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter):
     """What skipped, and why, in one line: real samples that only the project's collection
     holds, a missing browser, anything else."""
@@ -159,7 +160,7 @@ def pytest_terminal_summary(terminalreporter):
     if not skipped:
         return
     kinds = {"real samples not redistributable (absent without ../shared/samples/real)": 0,
-             "no Chromium (.venv/bin/python -m playwright install chromium)": 0, "other": 0}
+             "no Chromium (.venv/bin/python -m playwright install chromium)": 0, "other (each listed below)": 0}
     for rep in skipped:
         reason = str(rep.longrepr[-1]) if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
         if REAL_SKIP in reason or "shared/samples/real" in reason or "real sample" in reason:
@@ -167,6 +168,6 @@ def pytest_terminal_summary(terminalreporter):
         elif BROWSER_SKIP in reason or "chromium" in reason.lower() or "playwright" in reason.lower():
             kinds["no Chromium (.venv/bin/python -m playwright install chromium)"] += 1
         else:
-            kinds["other"] += 1
+            kinds["other (each listed below)"] += 1
     terminalreporter.write_line(f"tracetriage: {len(skipped)} skipped: "
                                 + "; ".join(f"{n} {k}" for k, n in kinds.items() if n))
