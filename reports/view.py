@@ -187,32 +187,10 @@ def copies_text(c: dict | None, devices: list[dict] | None = None) -> str | None
 
 
 def captured_utc(inputs: list[dict]) -> str | None:
-    """When the capture was taken, as the capture itself records it (nsys: the session's start,
-    ``TARGET_INFO_SESSION_START_TIME``; Kineto: ``baseTimeNanoseconds`` in the file's head), the
-    earliest of the inputs, as UTC text; None when no input records a wall-clock start (rocprof
-    and RPD times are on a boot-time clock). A missing date never stops a report."""
-    import datetime
+    """When the capture was taken, as it records it (tracetriage.captured), as UTC text."""
+    from tracetriage.captured import capture_start_utc
 
-    starts = []
-    for item in inputs:
-        path, kind = str(item.get("path") or ""), item.get("kind")
-        try:
-            if kind == "nsys":
-                from tracetriage.parsers.nsys import session_span
-
-                span = session_span(path)
-                starts.append(span[0] if span else None)
-            elif kind == "kineto":
-                from tracetriage.parsers.kineto import head
-
-                value = head(path).get("baseTimeNanoseconds")
-                starts.append(int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None)
-        except Exception:  # noqa: BLE001 - an input gone since the analysis (an archive's temporary copy)
-            continue
-    starts = [s for s in starts if isinstance(s, int) and s > 978_307_200 * 10**9]  # before 2001: not the wall clock
-    if not starts:
-        return None
-    return datetime.datetime.fromtimestamp(min(starts) / 1e9, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return capture_start_utc(inputs)
 
 
 def header_view(v: dict) -> dict:

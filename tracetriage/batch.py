@@ -292,30 +292,6 @@ class CaseTimeout(Exception):
     pass
 
 
-def capture_start_ns(inputs: list[dict]) -> int | None:
-    """When the capture started (UTC ns) from the capture's own metadata: the nsys session
-    start (``TARGET_INFO_SESSION_START_TIME``), Kineto's ``baseTimeNanoseconds``; the earliest
-    of the case's inputs. None when no input records it (trend then orders by name)."""
-    starts = []
-    for item in inputs:
-        path, kind = str(item.get("path") or ""), item.get("kind")
-        try:
-            if kind == "nsys":
-                from tracetriage.parsers.nsys import session_span
-
-                span = session_span(path)
-                starts.append(span[0] if span else None)
-            elif kind == "kineto":
-                from tracetriage.parsers.kineto import base_time_ns
-
-                starts.append(base_time_ns(path))
-        except Exception:  # noqa: BLE001 - a missing date only changes the order, never the analysis
-            continue
-    # a date before 2001 is a clock that was not the wall clock
-    starts = [s for s in starts if isinstance(s, int) and s > 978_307_200 * 10**9]
-    return min(starts) if starts else None
-
-
 def _alarm(signum, frame):
     raise CaseTimeout
 
@@ -326,6 +302,7 @@ def analyze_case(spec: dict, outdir: str, options: dict | None = None, cache_dir
     ``options`` are analyze()'s keyword options (step_range, symptom, slo)."""
     from tracetriage import analyze, open_case
     from tracetriage.analyzers.compare import trend_record
+    from tracetriage.captured import capture_start_ns
     from tracetriage.analyzers.summary import headline_metrics
     from tracetriage.memory import tune_allocator
     from tracetriage.reports import render
@@ -372,7 +349,7 @@ def analyze_case(spec: dict, outdir: str, options: dict | None = None, cache_dir
             (case_dir / "report.html").write_text(render(analysis, "html"), encoding="utf-8")
             trend = trend_record(analysis.data)
             record.update(status="ok", error=None, metrics=headline_metrics(analysis.data), trend=trend,
-                          capture_start_ns=capture_start_ns(analysis.data.get("inputs") or []),
+                          capture_start_ns=capture_start_ns(analysis.data.get("inputs") or []),  # trend's order
                           findings=[{**{k: f.get(k) for k in ("id", "axis", "severity", "impact_pct", "impact_denominator",
                                                               "title")},
                                      "ms_per_step": trend["findings_ms"].get(f["id"])} for f in analysis.findings])
