@@ -30,6 +30,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from tracetriage.model import (
+    CONCAT_OPS,
+    COPY_OPS,
+    ELEMENTWISE_OPS,
+    NORM_OPS,
+    REDUCTION_OPS,
+    SCAN_OPS,
+    SOFTMAX_OPS,
+)
+
 # Kineto "Input type" -> (our dtype name, bytes per element)
 _DTYPES = {
     "c10::BFloat16": ("bf16", 2), "c10::Half": ("fp16", 2), "float": ("fp32", 4), "double": ("fp64", 8),
@@ -210,23 +220,13 @@ def _efficient_forward(c, t) -> Work | None:
 
 # --- memory-bound ----------------------------------------------------------------------------
 
-ELEMENTWISE = {
-    "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
-    "aten::neg", "aten::rsqrt", "aten::sqrt", "aten::pow", "aten::exp", "aten::log", "aten::tanh", "aten::sigmoid",
-    "aten::silu", "aten::silu_", "aten::gelu", "aten::relu", "aten::relu_", "aten::where", "aten::clamp",
-    "aten::clamp_", "aten::masked_fill", "aten::masked_fill_", "aten::reciprocal", "aten::cos", "aten::sin",
-    "aten::eq", "aten::ne", "aten::lt", "aten::gt", "aten::ge", "aten::le", "aten::maximum", "aten::minimum",
-    "aten::fill_", "aten::zero_", "aten::index_select", "aten::embedding", "aten::gather",
-}
-COPIES = {"aten::copy_"}
-CONCAT = {"aten::cat"}
-SOFTMAX = {"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax"}
-REDUCTIONS = {"aten::sum", "aten::mean", "aten::amax", "aten::max", "aten::min", "aten::argmax",
-              "aten::all", "aten::any", "aten::norm", "aten::topk"}
-SCANS = {"aten::cumsum"}  # an output as large as the input
-NORMS = {"aten::native_layer_norm", "aten::layer_norm", "aten::rms_norm", "aten::_fused_rms_norm",
-         "aten::native_group_norm", "aten::native_batch_norm", "vllm::rms_norm", "_C::rms_norm",
-         "_C::fused_add_rms_norm"}
+ELEMENTWISE = ELEMENTWISE_OPS
+COPIES = COPY_OPS
+CONCAT = CONCAT_OPS
+SOFTMAX = SOFTMAX_OPS
+REDUCTIONS = REDUCTION_OPS
+SCANS = SCAN_OPS  # an output as large as the input
+NORMS = NORM_OPS
 
 
 def _norm_flops(name: str, n: int, t) -> float:

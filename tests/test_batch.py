@@ -2,7 +2,6 @@
 
 import gzip
 import io
-import sqlite3
 import json
 import shutil
 import tarfile
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import BUNDLES, REAL, ROOT, run_cli
+from conftest import BUNDLES, REAL, ROOT, add_nsys_session as _session, run_cli
 
 from tracetriage.archive import extract
 from tracetriage.batch import run_batch
@@ -241,17 +240,6 @@ def test_batch_on_a_separate_dask_scheduler_and_worker(tmp_path):
                 proc.wait(timeout=20)
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _session(db, utc_start_ns, duration_ns):
-    """Give a generated export the two tables real nsys exports record their session in."""
-    con = sqlite3.connect(db)
-    con.execute("CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, localTime TEXT)")
-    con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '', '')", (utc_start_ns,))
-    con.execute("CREATE TABLE ANALYSIS_DETAILS (globalVid INTEGER, duration INTEGER, startTime INTEGER, stopTime INTEGER)")
-    con.execute("INSERT INTO ANALYSIS_DETAILS VALUES (281474976710656, ?, 0, ?)", (duration_ns, duration_ns))
-    con.commit()
-    con.close()
 
 
 def test_loose_files_are_grouped_by_run_not_by_folder(tmp_path):

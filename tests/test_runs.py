@@ -4,23 +4,12 @@ rule batch groups files by (tracetriage/runs.py) to every combination of traces 
 import gzip
 import json
 import shutil
-import sqlite3
 
 import pytest
-from conftest import BUNDLES, ROOT, run_cli
+from conftest import BUNDLES, ROOT, add_nsys_session as _session, run_cli
 
 REAL_NSYS = ROOT.parent / "shared" / "samples" / "real" / "nsys" / "nsys2026.1_tiny_cuda_app_full_export.sqlite"
 H200 = ROOT / "samples" / "h200"
-
-
-def _session(db, utc_start_ns, duration_ns):
-    con = sqlite3.connect(db)
-    con.execute("CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, localTime TEXT)")
-    con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, '', '')", (utc_start_ns,))
-    con.execute("CREATE TABLE ANALYSIS_DETAILS (globalVid INTEGER, duration INTEGER, startTime INTEGER, stopTime INTEGER)")
-    con.execute("INSERT INTO ANALYSIS_DETAILS VALUES (281474976710656, ?, 0, ?)", (duration_ns, duration_ns))
-    con.commit()
-    con.close()
 
 
 def _refused(p):

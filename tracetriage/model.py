@@ -174,6 +174,24 @@ def empty_devices() -> pd.DataFrame:
 # CPU ops whose recorded shapes the parsers keep: the kinds analyzers/opwork.py has a work
 # formula for (GEMMs, attention, memory-bound ops); views, allocations and wrapper ops carry no
 # work of their own and are not kept, so memory follows the ops that launched kernels.
+# The memory-bound op kinds by how their bytes are counted (analyzers/opwork.py imports them).
+ELEMENTWISE_OPS = frozenset({
+    "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
+    "aten::neg", "aten::rsqrt", "aten::sqrt", "aten::pow", "aten::exp", "aten::log", "aten::tanh", "aten::sigmoid",
+    "aten::silu", "aten::silu_", "aten::gelu", "aten::relu", "aten::relu_", "aten::where", "aten::clamp",
+    "aten::clamp_", "aten::masked_fill", "aten::masked_fill_", "aten::reciprocal", "aten::cos", "aten::sin",
+    "aten::eq", "aten::ne", "aten::lt", "aten::gt", "aten::ge", "aten::le", "aten::maximum", "aten::minimum",
+    "aten::fill_", "aten::zero_", "aten::index_select", "aten::embedding", "aten::gather",
+})
+COPY_OPS = frozenset({"aten::copy_"})
+CONCAT_OPS = frozenset({"aten::cat"})
+SOFTMAX_OPS = frozenset({"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax"})
+REDUCTION_OPS = frozenset({"aten::sum", "aten::mean", "aten::amax", "aten::max", "aten::min", "aten::argmax",
+                           "aten::all", "aten::any", "aten::norm", "aten::topk"})
+SCAN_OPS = frozenset({"aten::cumsum"})  # an output as large as the input
+NORM_OPS = frozenset({"aten::native_layer_norm", "aten::layer_norm", "aten::rms_norm", "aten::_fused_rms_norm",
+                      "aten::native_group_norm", "aten::native_batch_norm", "vllm::rms_norm", "_C::rms_norm",
+                      "_C::fused_add_rms_norm"})
 WORK_OPS = frozenset({
     "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::linear", "aten::matmul", "aten::_scaled_mm",
     "vllm::rocm_unquantized_gemm",
@@ -181,19 +199,7 @@ WORK_OPS = frozenset({
     "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_efficient_attention",
     "aten::_scaled_dot_product_cudnn_attention", "aten::_flash_attention_forward", "aten::_efficient_attention_forward",
     "flash_attn::_flash_attn_forward",
-    "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
-    "aten::neg", "aten::rsqrt", "aten::sqrt", "aten::pow", "aten::exp", "aten::log", "aten::tanh", "aten::sigmoid",
-    "aten::silu", "aten::silu_", "aten::gelu", "aten::relu", "aten::relu_", "aten::where", "aten::clamp",
-    "aten::clamp_", "aten::masked_fill", "aten::masked_fill_", "aten::reciprocal", "aten::cos", "aten::sin",
-    "aten::eq", "aten::ne", "aten::lt", "aten::gt", "aten::ge", "aten::le", "aten::maximum", "aten::minimum",
-    "aten::fill_", "aten::zero_", "aten::index_select", "aten::embedding", "aten::gather",
-    "aten::copy_", "aten::cat",
-    "aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax",
-    "aten::sum", "aten::mean", "aten::amax", "aten::max", "aten::min", "aten::argmax", "aten::cumsum", "aten::all",
-    "aten::any", "aten::norm", "aten::topk",
-    "aten::native_layer_norm", "aten::layer_norm", "aten::rms_norm", "aten::_fused_rms_norm", "aten::native_group_norm",
-    "aten::native_batch_norm", "vllm::rms_norm", "_C::rms_norm", "_C::fused_add_rms_norm",
-})
+}) | ELEMENTWISE_OPS | COPY_OPS | CONCAT_OPS | SOFTMAX_OPS | REDUCTION_OPS | SCAN_OPS | NORM_OPS
 
 
 def empty_ops() -> pd.DataFrame:
