@@ -35,6 +35,7 @@ step three times shorter makes every remaining cost a bigger share. So:
 
 from __future__ import annotations
 
+import functools
 import re
 import statistics
 from collections import Counter
@@ -85,20 +86,25 @@ def program_key(command: str) -> str:
     return f"{exe} {rest}".strip()
 
 
-def _schema_problem(data: dict) -> str | None:
-    """The first place where ``data`` breaks the analysis JSON schema (the contract), or None."""
+@functools.lru_cache(maxsize=1)
+def _analysis_validator():
+    """The analysis JSON schema's validator, built once per process."""
     import json
     from importlib.resources import files
 
     import jsonschema
 
     schema = json.loads((files("tracetriage.reports") / "analysis.schema.json").read_text(encoding="utf-8"))
-    try:
-        jsonschema.validate(data, schema)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "the top level"
-        return f"{where}: {exc.message[:160]}"
-    return None
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+def _schema_problem(data: dict) -> str | None:
+    """The first place where ``data`` breaks the analysis JSON schema (the contract), or None."""
+    error = next(iter(_analysis_validator().iter_errors(data)), None)
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "the top level"
+    return f"{where}: {error.message[:160]}"
 
 
 def check_saved(data: dict) -> str | None:

@@ -574,15 +574,24 @@ def cmd_trend(args) -> int:
         if not any(-len(Path(p).parts) <= index < len(Path(p).parts) for p in summary["path"]):
             raise UsageError(None, f"--group-by {args.group_by}: no case path has a component at that index")
 
-    def compare_pair(before_row, after_row):
+    loaded: dict[str, dict | None] = {}
+
+    def saved(row) -> dict | None:
+        """A case's analysis.json, read and checked once however many changes it borders."""
         from tracetriage.analyzers.compare import check_saved
 
-        try:
-            b = json.loads((outdir / str(before_row["report_json"])).read_text(encoding="utf-8"))
-            a = json.loads((outdir / str(after_row["report_json"])).read_text(encoding="utf-8"))
-        except (OSError, TypeError, ValueError):
-            return None
-        if not (isinstance(b, dict) and isinstance(a, dict)) or check_saved(b) or check_saved(a):
+        key = str(row["report_json"])
+        if key not in loaded:
+            try:
+                data = json.loads((outdir / key).read_text(encoding="utf-8"))
+            except (OSError, TypeError, ValueError):
+                data = None
+            loaded[key] = data if isinstance(data, dict) and not check_saved(data) else None
+        return loaded[key]
+
+    def compare_pair(before_row, after_row):
+        b, a = saved(before_row), saved(after_row)
+        if b is None or a is None:
             return None  # a damaged case file: the change is still reported, without its causes
         return compare(b, a, str(before_row["path"]), str(after_row["path"]), threshold_pct=args.threshold)
 
