@@ -293,3 +293,21 @@ def test_mutated_saved_analyses_never_crash(tmp_path, capsys):
         code = main(["compare", str(tmp_path / "m.json"), str(tmp_path / "good.json"), "-f", "json"])
         err = capsys.readouterr().err
         assert code in (0, 3), (path, err)
+
+
+def test_graph_replayed_kernels_are_matched_where_the_capture_records_them(tmp_path):
+    """rocprofv3 traces each kernel of a hipGraphLaunch: those kernels are matched by name per
+    device (ms per step on both sides), never "not in window"; a graph-level nsys capture,
+    which records only the replay, shows the replay as its own entry instead."""
+    gen_dir = Path(__file__).resolve().parents[1] / "samples"
+    sys.path.insert(0, str(gen_dir))
+    try:
+        import generate
+    finally:
+        sys.path.pop(0)
+    generate.generate_rocpd(tmp_path, only=["graph_decode"], seed=8)
+    c = compare_json(BUNDLES / "graph_decode_rocpd", tmp_path / "graph_decode_rocpd")
+    assert c["verdict"] == "unchanged" and c["comparable"]["ok"]
+    graph_kernels = [k for k in c["kernels"] if k["name"].startswith("graph1_node")]
+    assert graph_kernels and all(k["before_ms_per_step"] and k["after_ms_per_step"] for k in graph_kernels)
+    assert not any("graph-level" in r for r in c["comparable"]["reasons"])
