@@ -243,7 +243,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         "graph_launches_in_window": int((a_in & cat_mask(api, "category", "graph_launch")).sum()),
         "has_api": bool(len(api)),
         "meta": {"format": trace.format, "path": trace.path,
-                 **{k: v for k, v in trace.meta.items() if k in ("version", "graph_trace_mode")}},
+                 **{k: v for k, v in trace.meta.items() if k in ("version", "graph_trace_mode", "started_utc_ns")}},
         "_series": {"busy": series_busy, "steps": step_series, "timeline": timeline},
     }
     out["_odd"] = rules.oddities(out)
@@ -304,6 +304,9 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
         "skipped": list(case.skipped),
         "symptom": symptom,
         "slo": dict(slo or {}),
+        # when the capture started on the wall clock, as it records it (nsys session, Kineto base time)
+        "captured_utc_ns": min((p["meta"]["started_utc_ns"] for p in per_trace if p["meta"].get("started_utc_ns")),
+                               default=None),
         "window": per_trace[0]["window"] if per_trace else None,
         "windows": [p["window"] for p in per_trace],
         "devices": devices,

@@ -206,6 +206,11 @@ class Side:
         self.serving = data.get("serving") or None
         self.graph_level = any(k.get("kind") == "graph" for d in self.devices for k in d.get("kernels") or [])
 
+    def devices_in_rank_order(self) -> list[dict]:
+        """The devices rank by rank (ranks in the order they are matched), each rank's by GPU index:
+        what kernel_rows pairs and trend_record numbers."""
+        return [d for r in self.ranks for d in r["devices"]]
+
     # -- per device, per step
     def device_steps(self, d: dict) -> int:
         return self.steps_of.get((d.get("trace"), d["pid"]), 0)
@@ -223,6 +228,12 @@ class Side:
         vals = [self.slice_ms(d, patterns) for d in self.devices]
         vals = [v for v in vals if v is not None]
         return float(np.mean(vals)) if vals else None
+
+    def finding_ms(self, finding_id: str) -> float | None:
+        """ms per step of the time a finding is about: its catalog slices (the same measure on both
+        sides, whether or not it fires there), else what it claimed here."""
+        slices = check_of(finding_id).get("slices")
+        return self.mean_slice_ms(slices) if slices else self.claim_ms(finding_id)
 
     def claim_ms(self, finding_id: str) -> float | None:
         vals = []
@@ -277,8 +288,11 @@ def serving_figures(serving: dict | None) -> dict:
     for m in ("ttft", "tpot", "itl", "e2el"):
         block = client.get(m) or {}
         out[f"{m}_p50_ms"] = _num(block.get("median"))
-        if m != "e2el":
-            out[f"{m}_p99_ms"] = _num(block.get("p99"))
+        for q in ("p90", "p95", "p99"):  # p90/p95 only for --slo; p99 is a metric row too (not e2el)
+            if q == "p99" and m != "e2el":
+                out[f"{m}_p99_ms"] = _num(block.get(q))
+            else:
+                out[f"_{m}_{q}_ms"] = _num(block.get(q))
     record = client.get("record") or {}
     out["throughput_rps"] = _num(record.get("request_throughput"))
     out["request_rate"] = _num(record.get("request_rate"))
@@ -286,7 +300,11 @@ def serving_figures(serving: dict | None) -> dict:
 
 
 def _num(v):
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) else None
+    """An untrusted serving figure as a float (parsers/coerce.number decides what a number is)."""
+    from tracetriage.parsers.coerce import number
+
+    n = number(v)
+    return None if n is None else float(n)
 
 
 # ---------------------------------------------------------------------------
@@ -297,6 +315,7 @@ def comparability(b: Side, a: Side) -> dict:
     """``{ok, confidence, reasons}``: whether the two captures are runs of one program on the
     same hardware shape, and how much the rest of their signature agrees."""
     reasons, ok, confidence = [], True, 1.0
+    serving_ok, serving_why = _serving_comparable(b, a)
     names_b, names_a = Counter(d.get("name") for d in b.devices), Counter(d.get("name") for d in a.devices)
     if names_b != names_a:
         ok = False
@@ -327,7 +346,6 @@ def comparability(b: Side, a: Side) -> dict:
             few = []
         if few:
             side, r = few[0]
-            serving_ok = _serving_comparable(b, a)[0]
             if not serving_ok:
                 ok = False
             reasons.append(f"too few steps: {side} pid {r['pid']} has {len(r['durations'])} measured steps "
@@ -356,9 +374,8 @@ def comparability(b: Side, a: Side) -> dict:
             if overlap is not None:
                 confidence *= 0.5 + 0.5 * overlap
                 reasons.append(f"kernel time overlap {100 * overlap:.0f}% (names weighted by their share of kernel time)")
-    serving_ok, why = _serving_comparable(b, a)
-    if why:
-        reasons.append(why)
+    if serving_why:
+        reasons.append(serving_why)
     paths_b = {str(i.get("path")) for i in b.data.get("inputs") or []}
     if paths_b and paths_b == {str(i.get("path")) for i in a.data.get("inputs") or []}:
         reasons.append("BEFORE and AFTER are the same capture: what differs is only the method's own resampling")
@@ -493,9 +510,12 @@ def metric_rows(fb: dict, fa: dict, noise_ms: float | None, threshold_pct: float
         else:  # a percentile, a rate or a count: relative to its own size
             significant = abs(change) >= threshold_pct / 100.0 * max(abs(before), 1e-12) and abs(change) >= (
                 0.5 if unit.startswith(("calls", "copies")) else 0.0)
-        if change is None or not significant or lower_better is None:
-            direction = "unchanged" if change is not None and significant is False else "n/a" if change is None else (
-                "changed" if lower_better is None else "unchanged")
+        if change is None:
+            direction = "n/a"
+        elif not significant:
+            direction = "unchanged"
+        elif lower_better is None:  # neither better nor worse by itself
+            direction = "changed"
         else:
             direction = "improved" if (change < 0) == lower_better else "regressed"
         rows.append({"name": name, "unit": unit, "before": _round(before), "after": _round(after),
@@ -547,9 +567,7 @@ def finding_rows(b: Side, a: Side, fb: dict, fa: dict, step: dict, noise_ms: flo
     rows = []
     for fid, f in b.findings.items():
         check = check_of(fid)
-        slices = check.get("slices")
-        cause_b = b.mean_slice_ms(slices) if slices else b.claim_ms(fid)
-        cause_a = a.mean_slice_ms(slices) if slices else a.claim_ms(fid)
+        cause_b, cause_a = b.finding_ms(fid), a.finding_ms(fid)
         names = {
             "before": {**fb, "present": True, "cause_ms": cause_b},
             "after": {**fa, "present": fid in a.findings, "cause_ms": cause_a},
@@ -595,10 +613,7 @@ def finding_rows(b: Side, a: Side, fb: dict, fa: dict, step: dict, noise_ms: flo
     for fid, f in a.findings.items():
         if fid in b.findings:
             continue
-        check = check_of(fid)
-        slices = check.get("slices")
-        cause_b = b.mean_slice_ms(slices) if slices else b.claim_ms(fid)
-        cause_a = a.mean_slice_ms(slices) if slices else a.claim_ms(fid)
+        cause_b, cause_a = b.finding_ms(fid), a.finding_ms(fid)
         rows.append({"id": fid, "axis": f.get("axis"), "status": "new" if judged else None,
                      "decided_by": "reported after only" if judged else "not judged: the captures are not comparable",
                      "applied": None, "before_severity": None, "after_severity": f.get("severity"),
@@ -616,8 +631,7 @@ def kernel_rows(b: Side, a: Side) -> list[dict]:
     """Per matched device (rank order): each kernel's ms per step and share of that device's
     window on both sides; the largest movers first. A kernel missing from a graph-level side
     ran inside graph replays whose kernels were not recorded: not measured, never zero."""
-    db = sorted(b.devices, key=lambda d: (d.get("gpu_index", 0), d["pid"]))
-    da = sorted(a.devices, key=lambda d: (d.get("gpu_index", 0), d["pid"]))
+    db, da = b.devices_in_rank_order(), a.devices_in_rank_order()
     rows = []
     for rank, (x, y) in enumerate(zip(db, da)):
         nx, ny = b.device_steps(x), a.device_steps(y)
@@ -690,7 +704,7 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
             comp["reasons"].append("nothing measured on both sides to judge: no step durations, no serving percentiles")
     else:
         verdict = "mixed" if ups and downs else "improved" if ups else "regressed" if downs else "unchanged"
-    slo_broken = slo_breaks(fb, fa, slo or {})
+    slo_broken, slo_unmeasured = slo_breaks(fb, fa, slo or {})
     findings = finding_rows(b, a, fb, fa, step, noise_ms, comp["ok"], threshold_pct)
     result = {
         "schema": SCHEMA,
@@ -710,6 +724,7 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
         "after": _side_info(a, fa),
         "budgets": budgets,
         "slo_broken": slo_broken,
+        "slo_not_measured": slo_unmeasured,
         "step_time": step_rows,
         "metrics": metrics,
         "findings": findings,
@@ -730,21 +745,23 @@ def _side_info(s: Side, figures: dict) -> dict:
             "step_p50_ms": _round(figures.get("step_p50_ms")), "graph_level": s.graph_level}
 
 
-def slo_breaks(fb: dict, fa: dict, slo: dict) -> list[str]:
-    """SLO budgets (``--slo``) met before and broken after, on the client percentiles at hand."""
-    out = []
+def slo_breaks(fb: dict, fa: dict, slo: dict) -> tuple[list[str], list[str]]:
+    """SLO budgets (``--slo``): those met before and broken after, on the client percentiles at
+    hand, and those that could not be checked (the percentile is missing on a side)."""
+    out, unmeasured = [], []
     for key, budget in slo.items():
         m = re.fullmatch(r"(ttft|tpot|itl|e2el?)_p(50|90|95|99)_ms", key)
         if not m:
             continue
         metric = "e2el" if m.group(1).startswith("e2e") else m.group(1)
-        q = "p50" if m.group(2) == "50" else "p99" if m.group(2) == "99" else None
-        if q is None:
-            continue
-        vb, va = fb.get(f"{metric}_{q}_ms"), fa.get(f"{metric}_{q}_ms")
-        if vb is not None and va is not None and vb <= budget < va:
+        q = "p" + m.group(2)
+        vb, va = (fb.get(f"{metric}_{q}_ms", fb.get(f"_{metric}_{q}_ms")),
+                  fa.get(f"{metric}_{q}_ms", fa.get(f"_{metric}_{q}_ms")))
+        if vb is None or va is None:
+            unmeasured.append(f"{key}={budget:g}: no client {q} of {metric} on both sides")
+        elif vb <= budget < va:
             out.append(f"{key}={budget:g}: {vb:.1f} -> {va:.1f} ms")
-    return out
+    return out, unmeasured
 
 
 def gate_exit(result: dict) -> int:
@@ -760,6 +777,16 @@ def gate_exit(result: dict) -> int:
     return 0
 
 
+def speed_words(s: dict) -> str:
+    """A rank's step p50 change in words: "3.02x faster", "1.13x slower", "same speed"."""
+    speed = s["before_p50_ns"] / s["after_p50_ns"] if s.get("after_p50_ns") and s.get("before_p50_ns") else None
+    if speed is None:
+        return ""
+    if abs(speed - 1) < 0.005:
+        return "same speed"
+    return f"{speed:.2f}x faster" if speed >= 1 else f"{1 / speed:.2f}x slower"
+
+
 def summary_line(r: dict) -> str:
     v = r["verdict"]
     if v == "inconclusive":
@@ -769,14 +796,9 @@ def summary_line(r: dict) -> str:
     rows = [s for s in r["step_time"] if s["ratio"] is not None]
     if rows:
         s = rows[0]
-        speed = s["before_p50_ns"] / s["after_p50_ns"] if s["after_p50_ns"] else None
-        how = ("same speed" if speed and abs(speed - 1) < 0.005 else
-               f"{speed if speed >= 1 else 1 / speed:.2f}x {'faster' if speed >= 1 else 'slower'}" if speed else "")
         parts.append(f"step p50 {s['before_p50_ns'] / 1e6:.3g} -> {s['after_p50_ns'] / 1e6:.3g} ms"
-                     + (f" ({how}, "
-                        f"after/before {s['ratio']:.3f} "
-                        f"[95% CI {s['ci95'][0]:.3f}-{s['ci95'][1]:.3f}]"
-                        f"{'' if s['significant'] else ', within noise'})" if speed else "")
+                     f" ({speed_words(s)}, after/before {s['ratio']:.3f} "
+                     f"[95% CI {s['ci95'][0]:.3f}-{s['ci95'][1]:.3f}]{'' if s['significant'] else ', within noise'})"
                      + (f" on rank0 of {len(r['step_time'])}" if len(r["step_time"]) > 1 else ""))
     by = {}
     for f in r["findings"]:
@@ -794,10 +816,7 @@ def summary_line(r: dict) -> str:
 # The record batch keeps per case, so trend never re-reads a capture
 
 
-SERIES_FIGURES = ("step_p50_ms", "step_p99_ms", "busy_pct", "compute_ms", "collective_ms", "copy_ms", "idle_ms",
-                  *(f"idle_{c}_ms" for c in CAUSES), "launches_per_step", "graph_launches_per_step", "syncs_per_step",
-                  "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms",
-                  "throughput_rps")
+SERIES_FIGURES = tuple(name for name, _unit, _lower in METRICS)  # every per-step metric compare shows
 
 
 def trend_record(data: dict) -> dict:
@@ -812,20 +831,16 @@ def trend_record(data: dict) -> dict:
     if not side.devices and serving:
         program = "serving:" + str(serving.get("engine") or "unknown")
     signature = {
-        "device_model": ",".join(sorted(str(n) for n in names)) if names else "",
+        "device_model": _devices_text(names) if names else "",  # counts per model: 1x A100, 3x H100
         "device_count": len(side.devices),
         "world_size": len(side.ranks),
         "program": program,
         "step_ranges": ",".join(sorted({str(r["steps"].get("range_name")) for r in side.ranks
                                         if r["steps"].get("range_name")})),
     }
-    findings = {}
-    for fid in side.findings:
-        check = check_of(fid)
-        ms = side.mean_slice_ms(check["slices"]) if check.get("slices") else side.claim_ms(fid)
-        findings[fid] = _round(ms)
+    findings = {fid: _round(side.finding_ms(fid)) for fid in side.findings}
     kernels = []
-    for rank, d in enumerate(sorted(side.devices, key=lambda d: (d.get("gpu_index", 0), d["pid"]))):
+    for rank, d in enumerate(side.devices_in_rank_order()):
         n = side.device_steps(d)
         for k in d.get("kernels") or []:
             kernels.append({"device_rank": rank, "name": k["name"], "kind": k["kind"],

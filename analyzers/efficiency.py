@@ -174,7 +174,7 @@ def _roofline(entry: dict | None, flops: np.ndarray, nbytes: np.ndarray, dtypes:
             "peak_dtype": got[0] if got else None}
 
 
-def _device_of(trace: Trace, ns_by_device: np.ndarray) -> int | None:
+def _device_of(ns_by_device: np.ndarray) -> int | None:
     return int(np.argmax(ns_by_device)) if ns_by_device.size and ns_by_device.max() > 0 else None
 
 
@@ -233,7 +233,7 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
     fmt = trace.format
     kind, flops, nbytes, wbytes, tokens, dtypes = _works(trace.ops)
     ns_by_device, unmeasured_by_class, kernel_ns, op_of, op_dur = _kernel_time(trace, lo, hi, kind)
-    dev = _device_of(trace, ns_by_device)
+    dev = _device_of(ns_by_device)
     out = {"device": None, "device_name": None, "classes": [], "top_ops": [], "decode_floor": None, "not_measured": [],
            "dominant": None, "_unmeasured_ns": {}, "_kernel_ns": 0, "_wasted_ns": {}}
     if dev is None:

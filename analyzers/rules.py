@@ -733,7 +733,7 @@ RULES = {
 # ---------------------------------------------------------------------------
 # Abstentions
 
-AMD_FORMATS = ("rocpd", "rpd", "rocprof_csv")
+from tracetriage.analyzers.capture_kind import AMD_FORMATS  # noqa: E402 - one list of the ROCm capture formats
 # Abstentions that mean the capture cannot be judged healthy (too little, or the wrong phase).
 ODD = ("too_few_gpu_ops", "window_too_short", "memset_only", "graph_capture_phase")
 BLOCKS_HEALTHY = ODD + ("gap_causes", "graph_replays")

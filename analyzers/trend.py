@@ -36,6 +36,8 @@ import re
 
 import numpy as np
 
+from tracetriage.analyzers.compare import METRICS, SERVING_BUDGETS  # noqa: E402 - the series are compare's metrics
+
 SCHEMA = "tracetriage.trend/1"
 THRESHOLD_PCT = 5.0
 OUTLIER_SIGMAS = 5.0
@@ -45,18 +47,10 @@ SHARE_MIN_PTS = 5.0
 TOP_KERNELS = 8  # kernels per group given a series: the largest by mean ms per step
 MIN_SERIES = 4  # fewer cases than this: shown, not searched for changes
 
-# series name -> (unit, lower is better); findings and kernels are added per group
-BASE_SERIES = {
-    "step_p50_ms": ("ms", True), "step_p99_ms": ("ms", True), "busy_pct": ("%", False), "compute_ms": ("ms/step", None),
-    "idle_ms": ("ms/step", True), "idle_launch_ms": ("ms/step", True), "idle_sync_ms": ("ms/step", True),
-    "idle_memcpy_sync_ms": ("ms/step", True), "idle_other_cuda_ms": ("ms/step", True), "idle_host_ms": ("ms/step", True),
-    "idle_unknown_ms": ("ms/step", True), "copy_ms": ("ms/step", True), "collective_ms": ("ms/step", True),
-    "launches_per_step": ("calls/step", True), "syncs_per_step": ("calls/step", True),
-    "ttft_p50_ms": ("ms", True), "ttft_p99_ms": ("ms", True), "tpot_p50_ms": ("ms", True), "tpot_p99_ms": ("ms", True),
-    "itl_p50_ms": ("ms", True), "itl_p99_ms": ("ms", True), "throughput_rps": ("req/s", False),
-}
-BUDGETS = ("step_p50_ms", "step_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p99_ms",
-           "throughput_rps")
+# series name -> (unit, lower is better: None for neither), compare's metrics; findings and kernels
+# are added per group. The budgets the gate and the verdict line read: step time, serving figures.
+BASE_SERIES = {name: (unit, lower) for name, unit, lower in METRICS}
+BUDGETS = ("step_p50_ms", "step_p99_ms", *SERVING_BUDGETS)
 SIGNATURE = ("device_model", "device_count", "world_size", "program")
 DATE = re.compile(r"(?<!\d)(20\d\d)[-_.]?(0[1-9]|1[0-2])[-_.]?(0[1-9]|[12]\d|3[01])(?!\d)")
 
@@ -175,13 +169,10 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
     """The trend of an archive from batch's tables (pandas DataFrames). ``group_by(path)``
     returns the user's extra group key; ``compare_pair(before_row, after_row)`` returns the
     compare result of two cases (or None), used at each change."""
-    import os
-
     ok = summary[summary["status"] == "ok"].copy()
     failed = summary[summary["status"] != "ok"]
     names = case_names(summary)
     ok["_name"] = ok["case_id"].map(names)
-    ok["_time"] = ok["capture_start_ns"] if "capture_start_ns" in ok else None
     has_time = order_by == "time" and "capture_start_ns" in ok and ok["capture_start_ns"].notna().all() and len(ok)
     order_source = "capture time" if has_time else "case name (natural order)"
     columns = [ok[k].astype(str).tolist() if k in ok else ["None"] * len(ok) for k in SIGNATURE]
@@ -216,9 +207,11 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
                 group_changes.append(_change(label, name, unit, "level_shift", worse, g, s["last_index"], s["index"],
                                              s["before"], s["after"], cases))
         _attach_causes(group_changes, g, compare_pair)
-        group_changes.sort(key=lambda c: (c["first_bad"] or "", _metric_rank(c["metric"]), c["metric"]))
+        group_changes.sort(key=lambda c: (c["_first"], _metric_rank(c["metric"]), c["metric"]))  # capture order
+        gate = _gate(group_changes, cases, series, baseline, step_p50, threshold_pct)
+        for c in group_changes:
+            del c["_first"]
         changes.extend(group_changes)
-        gate = _gate(group_changes, cases, series, baseline, step_p50, threshold_pct, g)
         groups_out.append({"key": label, "signature": dict(zip(SIGNATURE, key[:len(SIGNATURE)])), "cases": cases,
                            "series": {n: {"unit": u, "values": [None if not np.isfinite(v) else round(float(v), 6) for v in vals]}
                                       for n, (u, _lb, vals) in series.items()},
@@ -255,8 +248,8 @@ def _iso(t) -> str | None:
 
 
 def _group_label(key: tuple, user: bool) -> str:
-    model, count, world, program = key[:4]
-    text = f"{count}x {model or 'no GPU'}, world size {world}, {program or 'unknown program'}"
+    models, _count, world, program = key[:4]  # models already counted: "8x NVIDIA H100 80GB HBM3"
+    text = f"{models or 'no GPU'}, world size {world}, {program or 'unknown program'}"
     return text + (f", {key[4]}" if user else "")
 
 
@@ -311,7 +304,7 @@ def _change(group, metric, unit, kind, worse, g, last, first, before, after, cas
             "before": {"level": r(b), "spread": r(before.get("spread")), "cases": before.get("cases")},
             "after": {"level": r(a), "spread": r(after.get("spread")), "cases": after.get("cases")},
             "change_pct": r(100.0 * (a - b) / abs(b)) if b else None, "findings": [], "kernels": [],
-            "_rows": (last, first)}
+            "_rows": (last, first), "_first": first}
 
 
 def _attach_causes(changes, g, compare_pair) -> None:
@@ -337,13 +330,19 @@ def _attach_causes(changes, g, compare_pair) -> None:
                          "after_ms_per_step": k["after_ms_per_step"]} for k in movers]
 
 
-def _gate(changes, cases, series, baseline, step_p50, threshold_pct, g) -> bool:
+def matches_baseline(name: str, baseline: str) -> bool:
+    """A case named by --baseline: the name itself, or a folder above it (``nightly-2026-11-02``
+    for ``nightly-2026-11-02/trace.sqlite``); ``run-1`` never matches ``run-10``."""
+    return name == baseline or name.startswith(baseline.rstrip("/") + "/")
+
+
+def _gate(changes, cases, series, baseline, step_p50, threshold_pct) -> bool:
     """True when the latest case sits in a regressed segment of a budget series: a regressed
     level shift with no later shift of that series back. With ``baseline`` (a case name), the
     latest case's level is compared with the baseline case's segment level instead."""
     if baseline is not None:
         names = [c["name"] for c in cases]
-        hit = [i for i, n in enumerate(names) if n == baseline or n.startswith(baseline.rstrip("/"))]
+        hit = [i for i, n in enumerate(names) if matches_baseline(n, baseline)]
         if not hit:
             return False
         for metric in BUDGETS:
@@ -358,12 +357,10 @@ def _gate(changes, cases, series, baseline, step_p50, threshold_pct, g) -> bool:
             if worse >= practical_min(unit, base, step_p50, threshold_pct) and worse > SHIFT_SPREAD_FACTOR * robust_sigma(vals):
                 return True
         return False
-    latest = len(cases) - 1
     for metric in BUDGETS:
         shifts = [c for c in changes if c["metric"] == metric and c["kind"] == "level_shift"]
         if shifts and shifts[-1]["direction"] == "regressed":
             return True
-    del latest
     return False
 
 

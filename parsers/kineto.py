@@ -269,16 +269,6 @@ def tail_info(path: str) -> dict | None:
     return info if isinstance(info, dict) else None
 
 
-def base_time_ns(path: str) -> int | None:
-    """``baseTimeNanoseconds`` (the capture's start on the wall clock, UTC ns), from the head or
-    the tail of the file, where PyTorch writes it; None when absent or not an integer."""
-    value = head(path).get("baseTimeNanoseconds")
-    if value is None:
-        tail = _tail(path)
-        value = keys_in_tail(tail, ["baseTimeNanoseconds"]).get("baseTimeNanoseconds") if tail is not None else None
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
-
-
 def _tail(path: str) -> bytes | None:
     gz, opener = gzip_opener(path)
     try:
@@ -452,6 +442,8 @@ def parse(path: str) -> Trace:
     trace.meta["clock_resolution_ns"] = ev.attrs.get("clock_resolution_ns", 1)
     dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
     trace.meta["version"] = str(doc.get("schemaVersion")) if doc.get("schemaVersion") is not None else None
+    base = coerce.number(doc.get("baseTimeNanoseconds"))
+    trace.meta["started_utc_ns"] = int(base) if isinstance(base, int) and base > 0 else None  # wall-clock start
     trace.meta["rank"] = dist.get("rank")
     trace.meta["world_size"] = dist.get("world_size")
     trace.meta["backend"] = dist.get("backend")

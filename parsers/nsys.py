@@ -603,6 +603,7 @@ def parse(path: str) -> Trace:
         meta["schema_version"] = export.get("EXPORT_SCHEMA_VERSION")
         meta["tables"] = sorted(n for n in db.objects if n.startswith(("CUPTI_", "NVTX_", "OSRT_")))
         meta["session_utc_ns"] = _session_span(db)  # wall clock: which exports are one run (tracetriage/runs.py)
+        meta["started_utc_ns"] = meta["session_utc_ns"][0] if meta["session_utc_ns"] else None  # the report's date
         mode = (capture.get("CUDA_GRAPH_TRACE_OPTIONS:MODE") or [None])[0]
         if not parts and not db.has(KERNEL) and not db.has(GRAPH_TRACE):
             what = "no CUDA kernel, memcpy or graph tables"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from tracetriage.analyzers.compare import speed_words
 from tracetriage.reports.jsonout import _clean
 from tracetriage.reports.markdown import md_escape
 
@@ -85,8 +86,7 @@ def step_line(s: dict) -> str:
     if s["ratio"] is None:
         return (f"rank{s['rank']} (pid {s['before_pid']} -> {s['after_pid']}): not measured "
                 f"({s['before_count']} / {s['after_count']} steps)")
-    speed = s["before_p50_ns"] / s["after_p50_ns"] if s["after_p50_ns"] else float("nan")
-    how = "same speed" if abs(speed - 1) < 0.005 else f"{speed:.2f}x faster" if speed >= 1 else f"{1 / speed:.2f}x slower"
+    how = speed_words(s)
     return (f"rank{s['rank']} (pid {s['before_pid']} -> {s['after_pid']}): p50 {s['before_p50_ns'] / 1e6:.3f} -> "
             f"{s['after_p50_ns'] / 1e6:.3f} ms ({how}; after/before {s['ratio']:.3f}, 95% CI "
             f"{s['ci95'][0]:.3f}-{s['ci95'][1]:.3f}, Mann-Whitney p={s['p_value']:.2g}: {s['status']}); p99 "
@@ -120,6 +120,8 @@ def _text(c: dict) -> str:
              f"after:  {c['after']['label']} ({c['after']['devices']}; {side_steps(c['after'])}): {c['after']['headline']}",
              "", f"comparable: {'yes' if comp['ok'] else 'NO'} (confidence {comp['confidence']:.2f})"]
     lines += [f"  - {r}" for r in comp["reasons"]]
+    lines += [f"SLO broken after the change: {x}" for x in c["slo_broken"]]
+    lines += [f"SLO not checked: {x}" for x in c["slo_not_measured"]]
     if c["step_time"]:
         lines += ["", f"step time per rank (noise: changes under {c['threshold_pct']:g}% of the step or inside the "
                       "95% interval are no change):"]
@@ -151,7 +153,9 @@ def _markdown(c: dict) -> str:
              f"- after: {code(c['after']['label'])} ({md_escape(c['after']['devices'])}, {side_steps(c['after'])}) — "
              f"{md_escape(c['after']['headline'] or '')}",
              f"- comparable: {'yes' if comp['ok'] else '**no**'} (confidence {comp['confidence']:.2f}): "
-             + md_escape("; ".join(comp["reasons"])), ""]
+             + md_escape("; ".join(comp["reasons"])),
+             *[f"- SLO broken after the change: {md_escape(x)}" for x in c["slo_broken"]],
+             *[f"- SLO not checked: {md_escape(x)}" for x in c["slo_not_measured"]], ""]
     if c["step_time"]:
         lines += ["## Step time", "", "| rank | before p50 | after p50 | after/before (95% CI) | p | before p99 | after p99 | status |",
                   "|---|---:|---:|---:|---:|---:|---:|---|"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 
 from tracetriage.analyzers.evidence import nbytes, plural
+from tracetriage.captured import capture_start_utc
 from tracetriage.reports.palette import CAUSE_LABELS, finding_color
 
 
@@ -98,7 +99,7 @@ def build_view(data: dict) -> dict:
         k["short_name"] = short_middle(k["name"])
     v.setdefault("skipped", [])
     v["copies_text"] = copies_text(v.get("copies"), v.get("devices"))
-    v["captured_utc"] = captured_utc(v.get("inputs") or [])
+    v["captured_utc"] = capture_start_utc(v)
     v["header"] = header_view(v)
     for f in v.get("findings", []):
         f["color"] = finding_color(f["id"])
@@ -184,13 +185,6 @@ def copies_text(c: dict | None, devices: list[dict] | None = None) -> str | None
     return (f"copies in the window: {moved or 'none'}; {plural(c['pageable_async']['count'], 'async copy', 'async copies')} "
             f"from/to pageable memory, {plural(c['sync_copy_calls']['count'], 'synchronous copy call')}; "
             f"unified-memory migrations (page moves, not copies): {m['count']:,} ({fmt_bytes(m['bytes'])})")
-
-
-def captured_utc(inputs: list[dict]) -> str | None:
-    """When the capture was taken, as it records it (tracetriage.captured), as UTC text."""
-    from tracetriage.captured import capture_start_utc
-
-    return capture_start_utc(inputs)
 
 
 def header_view(v: dict) -> dict:

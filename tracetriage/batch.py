@@ -349,7 +349,7 @@ def analyze_case(spec: dict, outdir: str, options: dict | None = None, cache_dir
             (case_dir / "report.html").write_text(render(analysis, "html"), encoding="utf-8")
             trend = trend_record(analysis.data)
             record.update(status="ok", error=None, metrics=headline_metrics(analysis.data), trend=trend,
-                          capture_start_ns=capture_start_ns(analysis.data.get("inputs") or []),  # trend's order
+                          capture_start_ns=capture_start_ns(analysis.data),  # trend's order
                           findings=[{**{k: f.get(k) for k in ("id", "axis", "severity", "impact_pct", "impact_denominator",
                                                               "title")},
                                      "ms_per_step": trend["findings_ms"].get(f["id"])} for f in analysis.findings])

@@ -432,13 +432,13 @@ def cmd_compare(args) -> int:
     slo = parse_slo(args.slo)
     _check_output(args)
     fmt = _format_for(args)
-    _configure_cache(args)
-    before = _load_analysis(args.before, args.step_range, args.symptom, slo)
-    after = _load_analysis(args.after, args.step_range, args.symptom, slo)
-    if not 0 < args.gate_threshold < 100:
+    if not 0 < args.gate_threshold < 100:  # before minutes of parsing, not after
         from tracetriage.errors import UsageError
 
         raise UsageError(None, f"--gate-threshold {args.gate_threshold:g}: give a percentage above 0 and below 100")
+    _configure_cache(args)
+    before = _load_analysis(args.before, args.step_range, args.symptom, slo)
+    after = _load_analysis(args.after, args.step_range, args.symptom, slo)
     result = compare(before, after, args.before, args.after, threshold_pct=args.gate_threshold, slo=slo)
     _emit(args, render_compare(result, fmt), result["summary"])
     return gate_exit(result) if args.gate else EXIT_OK
@@ -564,10 +564,10 @@ def cmd_trend(args) -> int:
         raise MissingDataError(str(args.inputs[0]), "nothing to follow over time: no case could be analyzed"
                                + (f" ({failed} failed; see {outdir / 'index.html'})" if failed else " (no capture found)"))
     if args.baseline is not None:
-        from tracetriage.analyzers.trend import case_names
+        from tracetriage.analyzers.trend import case_names, matches_baseline
 
         names = case_names(summary)
-        if not any(n == args.baseline or n.startswith(args.baseline.rstrip("/") + "/") for n in names.values()):
+        if not any(matches_baseline(n, args.baseline) for n in names.values()):
             raise UsageError(None, f"--baseline {args.baseline!r}: no case of that name (e.g. {next(iter(names.values()))!r})")
     if group_by is not None and args.group_by.lstrip("-").isdigit():
         index = int(args.group_by)
