@@ -371,6 +371,9 @@ def _metric_words(metric: str) -> str:
 def _verdict(label, changes, cases) -> str:
     shifts = [c for c in changes if c["kind"] == "level_shift"]
     outliers = [c for c in changes if c["kind"] == "outlier" and c["metric"] in BUDGETS]
+    if len(cases) < MIN_SERIES:
+        return (f"{label}: {len(cases)} captures, too few to tell a change from noise (at least {MIN_SERIES}); "
+                "compare two of them with tracetriage compare")
     if not shifts and not outliers:
         return f"{label}: no change beyond noise over {len(cases)} captures"
     parts, seen = [], set()

@@ -134,7 +134,8 @@ def _text(c: dict) -> str:
             lines.append(f"  {f['id']}: {(f['status'] or 'not judged').upper()} — {f['decided_by']}")
             lines += [f"      {e['text']}" for e in f["evidence"]]
     if c["metrics"]:
-        lines += ["", "per step (absolute):"]
+        lines += ["", "per step (absolute; idle by cause says what the host was doing, a finding claims idle by when it "
+                      "happens, e.g. after each sync, so the two cut the same time differently):"]
         lines += [f"  {metric_label(m):<44} {value(m['before'], m['unit']):>14} -> {value(m['after'], m['unit']):<14} "
                   f"{change(m):>12}  {m['direction']}" for m in c["metrics"]]
     if c["kernels"]:

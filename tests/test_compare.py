@@ -311,3 +311,11 @@ def test_graph_replayed_kernels_are_matched_where_the_capture_records_them(tmp_p
     graph_kernels = [k for k in c["kernels"] if k["name"].startswith("graph1_node")]
     assert graph_kernels and all(k["before_ms_per_step"] and k["after_ms_per_step"] for k in graph_kernels)
     assert not any("graph-level" in r for r in c["comparable"]["reasons"])
+
+
+def test_dash_is_standard_output_never_a_file(tmp_path):
+    proc = run_cli("compare", BUNDLES / "healthy", BUNDLES / "healthy", "-f", "json", "-o", "-", cwd=tmp_path)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["verdict"] == "unchanged"
+    binary = run_cli("analyze", BUNDLES / "healthy", "--perfetto", "-", cwd=tmp_path)
+    assert binary.returncode == 2 and "standard output" in binary.stderr
+    assert not (tmp_path / "-").exists()

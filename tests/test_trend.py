@@ -258,3 +258,13 @@ def test_trend_refuses_what_it_cannot_judge(archives, tmp_path):
     assert unknown.returncode == 2 and "no case of that name" in unknown.stderr
     assert run_cli("trend", batch, "--group-by", "99").returncode == 2
     assert run_cli("trend", batch, "--threshold", "0").returncode == 2
+
+
+def test_too_few_captures_are_said_to_be_too_few(tmp_path):
+    from tracetriage.batch import run_batch
+
+    for name in ("a", "b", "c"):
+        shutil.copytree(BUNDLES / "graph_decode", tmp_path / "c" / name)
+    run_batch([str(tmp_path / "c")], str(tmp_path / "b"), jobs=1, progress=False)
+    t = trend_json(tmp_path / "b")
+    assert "too few" in t["groups"][0]["verdict"] and t["changes"] == []

@@ -183,6 +183,8 @@ def _check_output(args) -> None:
     """Refuse an output path that cannot be written before spending time on the analysis."""
     from tracetriage.errors import OutputError
 
+    if args.output == "-":  # the usual name for standard output, never a file called "-"
+        args.output = None
     if not args.output:
         return
     out = Path(args.output)
@@ -320,6 +322,8 @@ def _perfetto_request(args) -> tuple[str | None, tuple[str, int]]:
                                "give only -o FILE")
     if as_format and not args.output:
         raise UsageError(None, "--format perfetto writes a binary trace: give -o FILE (e.g. -o case.pftrace)")
+    if "-" in (args.output if as_format else None, args.perfetto):
+        raise UsageError(None, "the Perfetto export is a binary trace, never written to standard output: give a file name")
     path = args.output if as_format else args.perfetto
     if path:
         out = Path(path)
@@ -513,6 +517,8 @@ def cmd_trend(args) -> int:
     from tracetriage.reports.trend import render_trend
 
     _validate_regex(args.step_range)
+    if args.output == "-":
+        args.output = None  # standard output (a binary table is refused below)
     _check_output(args) if (args.format or "") != "parquet" and not (args.output or "").endswith(".parquet") else None
     fmt = "parquet" if args.format == "parquet" or (not args.format and (args.output or "").endswith(".parquet")) else _format_for(args)
     if fmt == "parquet" and not args.output:
@@ -542,7 +548,6 @@ def cmd_trend(args) -> int:
 
             key = hashlib.sha256("\0".join(str(Path(p).resolve()) for p in args.inputs).encode()).hexdigest()[:16]
             outdir = (Path(cache.dir) if cache is not None else default_dir()) / "trend-batch" / key
-        print(f"tracetriage: running batch into {outdir} first (--batch-dir chooses the folder)", file=sys.stderr)
         run_batch(args.inputs, str(outdir), jobs=args.jobs, force=args.force, dask_address=args.dask,
                   step_range=args.step_range, progress=False)
     try:
@@ -560,9 +565,13 @@ def cmd_trend(args) -> int:
     if not (summary["status"] == "ok").any():
         from tracetriage.errors import MissingDataError
 
-        failed = int((summary["status"] != "ok").sum())
-        raise MissingDataError(str(args.inputs[0]), "nothing to follow over time: no case could be analyzed"
-                               + (f" ({failed} failed; see {outdir / 'index.html'})" if failed else " (no capture found)"))
+        failed = summary[summary["status"] != "ok"]
+        if len(failed):  # every case unreadable: the input's problem, as analyze and compare say it (exit 3)
+            raise TraceFormatError(str(args.inputs[0]), f"no case could be analyzed: {len(failed)} failed, the first: "
+                                                        f"{failed['error'].iloc[0]} (all: {outdir / 'index.html'})")
+        if all(Path(p).is_file() for p in args.inputs):  # named files none of which is a capture: unreadable input
+            raise TraceFormatError(str(args.inputs[0]), "not a capture tracetriage reads (nor a batch output folder)")
+        raise MissingDataError(str(args.inputs[0]), "nothing to follow over time: no capture found")
     if args.baseline is not None:
         from tracetriage.analyzers.trend import case_names, matches_baseline
 
