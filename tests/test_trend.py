@@ -251,7 +251,7 @@ def test_trend_refuses_what_it_cannot_judge(archives, tmp_path):
     assert missing.returncode == 3 and "no such file" in missing.stderr
     (tmp_path / "empty").mkdir()
     empty = run_cli("trend", tmp_path / "empty", "--batch-dir", tmp_path / "eb")
-    assert empty.returncode == 4 and "no case could be analyzed" in empty.stderr
+    assert empty.returncode == 4 and "no capture found" in empty.stderr
     assert not any((tmp_path / "empty").iterdir())  # nothing written beside the input
     assert run_cli("trend", batch, batch).returncode == 2
     unknown = run_cli("trend", batch, "--baseline", "no-such-night", "--gate")
