@@ -63,6 +63,20 @@ def test_unknown_output_extension_is_usage_error(tmp_path):
     assert p.returncode == 0 and "VERDICT" in (tmp_path / "r.txt").read_text()
 
 
+def test_perfetto_options_are_never_silently_ignored(tmp_path):
+    """A window without an export, or a report written into a file named as a Perfetto trace,
+    is refused before any analysis (exit 2), and nothing is written."""
+    window_alone = run_cli("analyze", BUNDLES / "healthy", "--perfetto-window", "all")
+    assert window_alone.returncode == 2 and "add --perfetto FILE" in window_alone.stderr
+    assert run_cli("batch", BUNDLES / "healthy", "-o", tmp_path / "b", "--perfetto-window", "all").returncode == 2
+    assert not (tmp_path / "b").exists()
+    html_in_trace = run_cli("analyze", BUNDLES / "healthy", "-o", tmp_path / "x.pftrace", "-f", "html")
+    assert html_in_trace.returncode == 2 and "names a Perfetto trace" in html_in_trace.stderr
+    assert not (tmp_path / "x.pftrace").exists()
+    ok = run_cli("analyze", BUNDLES / "healthy", "-o", tmp_path / "x.pftrace", "--perfetto-window", "worst-steps", "2")
+    assert ok.returncode == 0 and (tmp_path / "x.pftrace").stat().st_size > 0
+
+
 def test_unrelated_traces_in_one_analyze_are_a_usage_error(tmp_path):
     from conftest import real
 

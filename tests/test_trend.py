@@ -257,6 +257,8 @@ def test_trend_refuses_what_it_cannot_judge(archives, tmp_path):
     unknown = run_cli("trend", batch, "--baseline", "no-such-night", "--gate")
     assert unknown.returncode == 2 and "no case of that name" in unknown.stderr
     assert run_cli("trend", batch, "--group-by", "99").returncode == 2
+    no_tag = run_cli("trend", batch, "--group-by", "tag:no-such-file")  # not one silent "(no tag)" group
+    assert no_tag.returncode == 2 and "no case folder holds a file 'no-such-file'" in no_tag.stderr
     assert run_cli("trend", batch, "--threshold", "0").returncode == 2
 
 

@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of standard output")
     a.add_argument("--perfetto", metavar="FILE", help="also export the capture and the verdict as a Perfetto trace to FILE "
                                                       "(the report names it)")
-    a.add_argument("--perfetto-window", metavar="MODE", default="steady",
+    a.add_argument("--perfetto-window", metavar="MODE",
                    help="what the Perfetto export holds: steady (default: the analysis window, warm-up excluded), all, "
                         "or worst-steps N (the N slowest steps and the step before and after each; N defaults to 3)")
     a.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a case running longer is recorded as failed and the batch goes on (default 600)")
     b.add_argument("--perfetto", action="store_true",
                    help="also export each case's timeline with its verdict as cases/<id>/timeline.pftrace (Perfetto)")
-    b.add_argument("--perfetto-window", metavar="MODE", default="steady",
+    b.add_argument("--perfetto-window", metavar="MODE",
                    help="what each timeline holds: steady (default), all, or worst-steps N")
     _verdict_options(b)
     _cache_options(b)
@@ -315,8 +315,14 @@ def _perfetto_request(args) -> tuple[str | None, tuple[str, int]]:
     The trace is binary: it never goes to standard output."""
     from tracetriage.errors import OutputError, UsageError
     window = parse_perfetto_window(args.perfetto_window)
-    as_format = args.format == "perfetto" or (not args.format and args.output
-                                              and Path(args.output).suffix.lower() in PERFETTO_EXTENSIONS)
+    perfetto_named = bool(args.output) and Path(args.output).suffix.lower() in PERFETTO_EXTENSIONS
+    as_format = args.format == "perfetto" or (not args.format and perfetto_named)
+    if perfetto_named and not as_format:  # never an HTML or JSON report in a file named as a Perfetto trace
+        raise UsageError(None, f"-o {args.output} names a Perfetto trace but --format {args.format} writes a report: "
+                               f"give -o FILE.{args.format} (and --perfetto {args.output} for the trace too)")
+    if args.perfetto_window is not None and not (as_format or args.perfetto):
+        raise UsageError(None, "--perfetto-window chooses what a Perfetto export holds: add --perfetto FILE "
+                               "(or -o FILE.pftrace)")
     if as_format and args.perfetto:
         raise UsageError(None, "--perfetto FILE adds the export to another report format: with --format perfetto, "
                                "give only -o FILE")
@@ -375,6 +381,8 @@ def cmd_batch(args) -> int:
     _validate_regex(args.step_range)
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(None, "--jobs must be at least 1")
+    if args.perfetto_window is not None and not args.perfetto:
+        raise UsageError(None, "--perfetto-window chooses what each case's Perfetto timeline holds: add --perfetto")
     slo = parse_slo(args.slo)
     result = run_batch(args.inputs, args.output, jobs=args.jobs, on_error=args.on_error, force=args.force,
                        dask_address=args.dask, step_range=args.step_range, progress=not args.no_progress,
@@ -448,6 +456,9 @@ def cmd_compare(args) -> int:
     return gate_exit(result) if args.gate else EXIT_OK
 
 
+NO_TAG = "(no tag)"
+
+
 def _group_by(key: str | None):
     """``--group-by``: a path component index, or ``tag:FILE`` (FILE's first line in the case's folder)."""
     if not key:
@@ -462,7 +473,7 @@ def _group_by(key: str | None):
             try:
                 return (folder / name).read_text(encoding="utf-8", errors="replace").strip().splitlines()[0][:200]
             except (OSError, IndexError):
-                return "(no tag)"
+                return NO_TAG
         return tag
     try:
         index = int(key)
@@ -582,6 +593,9 @@ def cmd_trend(args) -> int:
         index = int(args.group_by)
         if not any(-len(Path(p).parts) <= index < len(Path(p).parts) for p in summary["path"]):
             raise UsageError(None, f"--group-by {args.group_by}: no case path has a component at that index")
+    elif group_by is not None and all(group_by(str(p)) == NO_TAG for p in summary["path"]):
+        raise UsageError(None, f"--group-by {args.group_by}: no case folder holds a file {args.group_by[4:]!r} "
+                               "(tag:FILE reads the first line of FILE beside each capture)")
 
     loaded: dict[str, dict | None] = {}
 
