@@ -19,6 +19,13 @@ def pct(x: float) -> str:
     return shown + "%"
 
 
+def ms(x) -> str:
+    """Milliseconds as serving figures are read: ``812.4 ms``, ``12.35 s`` from 10 s on."""
+    if x is None:
+        return "n/a"
+    return f"{x / 1000:,.2f} s" if x >= 10_000 else f"{x:,.1f} ms"
+
+
 def plural(n, word: str, words: str | None = None) -> str:
     return f"{n:,} {word if n == 1 else (words or word + 's')}"
 

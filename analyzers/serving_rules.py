@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from tracetriage.analyzers import catalog
-from tracetriage.analyzers.evidence import ev, nbytes, pct, plural
+from tracetriage.analyzers.evidence import ev, ms, nbytes, pct, plural
 
 # name: (value, why)
 THRESHOLDS = {
@@ -46,12 +46,6 @@ DEFAULT_CAP = 256  # vLLM's default max_num_seqs, used only to size over-replica
 
 def t(name):
     return THRESHOLDS[name][0]
-
-
-def ms(x) -> str:
-    if x is None:
-        return "n/a"
-    return f"{x / 1000:,.2f} s" if x >= 10_000 else f"{x:,.1f} ms"
 
 
 def rps(x) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 
-from tracetriage.analyzers.evidence import nbytes, plural
+from tracetriage.analyzers.evidence import ms, nbytes, pct, plural
 from tracetriage.captured import capture_start_utc
 from tracetriage.reports.palette import CAUSE_LABELS, finding_color
 
@@ -46,12 +46,6 @@ def fmt_num(x) -> str:
     if x is None:
         return "n/a"
     return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.1f}"
-
-
-def pct(x: float) -> str:
-    """One decimal that never shows 100.0% for less."""
-    shown = f"{x:.1f}"
-    return "99.9%" if shown == "100.0" and x < 100.0 else shown + "%"
 
 
 def build_view(data: dict) -> dict:
@@ -116,10 +110,6 @@ def build_view(data: dict) -> dict:
     return v
 
 
-def _ms(x) -> str:
-    return "n/a" if x is None else (f"{x / 1000:,.2f} s" if x >= 10_000 else f"{x:,.1f} ms")
-
-
 def serving_view(srv: dict | None) -> dict | None:
     """Rows of the serving section: latency percentiles (client and server side), Little's law, the sweep."""
     if not srv:
@@ -128,15 +118,15 @@ def serving_view(srv: dict | None) -> dict | None:
     for metric, c in (srv.get("latency") or {}).get("client", {}).items():
         if metric == "record":
             continue
-        rows.append({"metric": metric.upper(), "side": "client (benchmark)", "p50": _ms(c.get("median") or c.get("p50")),
-                     "p99": _ms(c.get("p99")), "mean": _ms(c.get("mean")), "note": f"max {_ms(c['max'])}" if c.get("max") else ""})
+        rows.append({"metric": metric.upper(), "side": "client (benchmark)", "p50": ms(c.get("median") or c.get("p50")),
+                     "p99": ms(c.get("p99")), "mean": ms(c.get("mean")), "note": f"max {ms(c['max'])}" if c.get("max") else ""})
     for metric, h in (srv.get("latency") or {}).get("server", {}).items():
         def q(name, h=h):
             x = h.get(name)
-            return "n/a" if not x else (">" if x["lower_bound"] else "") + _ms(x["value_ms"])
+            return "n/a" if not x else (">" if x["lower_bound"] else "") + ms(x["value_ms"])
         res = [f"{k} ±{h[k]['resolution_ms']:g} ms" for k in ("p50", "p99") if h.get(k) and h[k].get("resolution_ms")]
         rows.append({"metric": metric.upper(), "side": "server (/metrics histogram)", "p50": q("p50"), "p99": q("p99"),
-                     "mean": _ms(h.get("mean_ms")),
+                     "mean": ms(h.get("mean_ms")),
                      "note": f"{h['count']:,.0f} requests; bucket resolution " + (", ".join(res) if res else "n/a")})
     law = srv.get("littles_law") or {}
     law_text = None
@@ -150,7 +140,7 @@ def serving_view(srv: dict | None) -> dict | None:
         law_text = "Little's law (L = λ·W): " + "; ".join(parts) + f" — {law.get('source')}"
     sweep = [{"rate": "inf" if isinstance(b.get("request_rate"), float) and b["request_rate"] == float("inf") else b.get("request_rate"),
               "concurrency": b.get("max_concurrency"), "throughput": b.get("request_throughput"),
-              "ttft": _ms(b.get("mean_ttft_ms")), "tpot": _ms(b.get("mean_tpot_ms")), "itl_p99": _ms(b.get("p99_itl_ms")),
+              "ttft": ms(b.get("mean_ttft_ms")), "tpot": ms(b.get("mean_tpot_ms")), "itl_p99": ms(b.get("p99_itl_ms")),
               "group": b.get("group") or ""} for b in srv.get("bench") or []]
     fit = srv.get("tpot_fit")
     return {"latency_rows": rows, "littles_law": law_text, "sweep": sweep[:30],
