@@ -18,7 +18,7 @@ from tracetriage.analyzers import collectives as coll
 from tracetriage.analyzers import kernels as kern
 from tracetriage.analyzers import steps as st
 from tracetriage.analyzers import timeline as tl
-from tracetriage.model import Trace, cat_mask, is_kind
+from tracetriage.model import Trace, cat_mask, distinct, is_kind
 from tracetriage.threads import thread_map
 
 SCHEMA = "tracetriage.analysis/1"
@@ -50,8 +50,14 @@ def _stats(d: np.ndarray) -> dict:
 
 
 def _trace_pids(trace: Trace) -> list[int]:
+    """The processes that ran GPU work (kernels, copies, memsets, graph replays)."""
     pids = set(trace.gpu["pid"].unique().tolist())
     return sorted(int(p) for p in pids)
+
+
+def _row_counts(pids: np.ndarray, wanted: list[int]) -> dict[int, int]:
+    """Rows of each wanted pid in a pid column (a compare per pid: processes are few)."""
+    return {p: int(np.count_nonzero(pids == p)) for p in wanted} if len(pids) else {p: 0 for p in wanted}
 
 
 STEP_SAMPLE_MAX = 2000  # step durations kept in the JSON for compare/trend: enough for a bootstrap, bounded
@@ -101,7 +107,11 @@ def long_steps(trace: Trace, steps: st.Steps, long: np.ndarray, busy_in_long: di
 def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None) -> dict:
     """Metrics of one trace (its own clock and window)."""
     pids = _trace_pids(trace)
+    # A process that made runtime/driver calls but ran no GPU work (a helper that only queried the
+    # device) is listed too, with its call count and no steps: it defines no window and no step.
+    api_only = sorted(int(p) for p in set(distinct(trace.api["pid"].to_numpy()).tolist()) - set(pids)) if len(trace.api) else []
     steps = {pid: st.find_steps(trace, pid, step_range) for pid in pids}
+    steps.update({pid: st.Steps(pid, "none") for pid in api_only})
     with_steps = [s for s in steps.values() if s.count]
     if with_steps:
         lo = int(min(s.starts[0] for s in with_steps))
@@ -148,7 +158,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     kernel_summary = side.submit(kern.kernel_summary, trace, lo, hi)
     kernel_median = side.submit(kern.kernel_duration_median, trace, lo, hi)
     per_device_kernels = side.submit(kern.device_kernels, trace, lo, hi)
-    activity = {pid: side.submit(st.host_activity, trace, steps[pid]) for pid in pids}
+    activity = {pid: side.submit(st.host_activity, trace, steps[pid]) for pid in pids + api_only}
     side.shutdown(wait=False)
     for pid in trace.devices["pid"].unique().tolist():  # built once per process, before any thread reads them
         hosts[int(pid)] = tl._HostSlicer(trace, int(pid))
@@ -190,7 +200,10 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     processes = []
     names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))
     step_series = {}
-    for pid in pids:
+    all_pids = sorted(pids + api_only)
+    api_calls = _row_counts(trace.api["pid"].to_numpy(), all_pids)
+    gpu_ops = _row_counts(trace.gpu["pid"].to_numpy(), all_pids)
+    for pid in all_pids:
         s = steps[pid]
         d = s.durations
         step_series[f"{prefix}{pid}"] = {"durations": d.tolist(), "is_prefill": s.is_prefill.tolist()}
@@ -209,6 +222,8 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
                     "durations_ns": step_sample(d),
                 },
                 **activity[pid].result(),
+                "api_calls": api_calls[pid],
+                "gpu_ops": gpu_ops[pid],
                 "_long_steps": long_steps(trace, s, long_of[pid], busy_in_long),
             }
         )

@@ -41,7 +41,8 @@ def kind_of(case, per_trace: list[dict], serving: dict | None) -> dict:
         vendor = "rocm" if any(is_rocm(p) for p in per_trace) else "cuda"
     names = [n for t in getattr(case, "traces", []) for n in _trace_names(t, "gpu")]
     ranges = [n for t in getattr(case, "traces", []) for n in _trace_names(t, "ranges")]
-    procs = [str(pr.get("name") or "") for p in per_trace for pr in p["processes"]]
+    # the programs that drive the GPUs (a process that only queried the device is not the one advised)
+    procs = [str(pr.get("name") or "") for p in per_trace for pr in p["processes"] if pr.get("gpu_ops", 1)]
     engine = bool(serving) or any(_SERVING.search(n) for n in procs)
     backward = any(_BACKWARD.search(n) for n in names + ranges)
     workload = "serving" if engine else "training" if backward else None

@@ -839,7 +839,7 @@ def abstentions_for(ctx: Context) -> list[dict]:
                             f"so prefill and decode steps cannot be told apart by name{candidates}"),
                         "capture_hint": capture_cmd(fmt, "steps")})
         for pr in p["processes"]:
-            if pr["steps"]["source"] == "none":
+            if pr["steps"]["source"] == "none" and pr.get("gpu_ops", 1):  # a process with no GPU work has no steps to find
                 out.append({"analysis": "steps", "scope": f"pid {pr['pid']}",
                             "reason": ("no NVTX step ranges" if not candidates else "no known step range")
                             + " and no periodic sync or graph launch: per-step metrics "

@@ -359,3 +359,38 @@ def test_step_range_candidates_are_named_when_ranges_exist():
     assert "no annotation ranges" not in a["reason"]
     assert "19,118 annotation ranges" in a["reason"] and "--step-range" in a["reason"]
     assert re.search(r"'[^']+' \(\d[\d,]*\)", a["reason"])
+
+
+NVFUSER_2025_1 = "nsys2025.1_1xH200_nvfuser_pytorch_crossentropy.sqlite"
+
+
+def test_process_with_api_calls_and_no_gpu_work_is_listed_on_the_real_nsys_2025_1_export():
+    """processes[] held only the processes that ran GPU work: pid 50922 (python3) of the nvFuser
+    export made two runtime calls (cuModuleGetLoadingMode, cudaGetDeviceProperties) and launched
+    nothing, and was missing. It is listed with its call count, zero GPU work, no steps and nothing
+    per step; it drives no device and asks for no step annotation."""
+    from conftest import real, sql
+
+    path = real("nsys", NVFUSER_2025_1)
+    pid_of = "(globalTid >> 24) & 16777215"
+    runtime = dict(sql(path, f"SELECT {pid_of}, count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY 1"))
+    gpu = {}
+    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        for pid, n in sql(path, f"SELECT (globalPid >> 24) & 16777215, count(*) FROM {table} GROUP BY 1"):
+            gpu[pid] = gpu.get(pid, 0) + n
+    api_only = sorted(set(runtime) - set(gpu))
+    assert api_only == [50922]  # the independent reading: API rows, no kernel, copy or memset rows
+    d = _analyze(path)
+    procs = {p["pid"]: p for p in d["processes"]}
+    assert set(procs) == set(runtime) | set(gpu)
+    for pid, p in procs.items():
+        assert p["api_calls"] == runtime.get(pid, 0) and p["gpu_ops"] == gpu.get(pid, 0)
+    lone = procs[50922]
+    assert lone["name"] == "python3" and lone["api_calls"] == 2 and lone["gpu_ops"] == 0
+    assert lone["steps"]["count"] == 0 and lone["steps"]["durations_ns"] == []
+    assert all(lone[k] is None for k in ("launches_per_step", "graph_launches_per_step", "syncs_per_step",
+                                         "dtoh_copies_per_step", "dtoh_bytes_per_step"))
+    assert all(dev["pid"] != 50922 for dev in d["devices"])
+    assert not any(a["analysis"] in ("steps", "step_annotations") and "50922" in a["scope"] for a in d["abstentions"])
+    for fmt in ("text", "md", "html"):  # every view renders the row (nothing divides by its absent work)
+        assert "50922" in _analyze(path, fmt=fmt)
