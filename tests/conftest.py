@@ -1,3 +1,4 @@
+import functools
 import json
 import os
 import sqlite3
@@ -101,7 +102,79 @@ def truth(name):
 
 
 def run_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "tracetriage", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+    """The CLI in a subprocess; any analysis JSON it writes (standard output, ``-o FILE.json``, a
+    batch folder's ``analysis.json`` files) is checked against the schema before the test reads it."""
+    result = subprocess.run([sys.executable, "-m", "tracetriage", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+    _check_cli_outputs([str(a) for a in args], result, cwd)
+    return result
+
+
+# --- the JSON contract, checked on every analysis the suite produces -------------------------
+ANALYSIS_SCHEMA = ROOT / "reports" / "analysis.schema.json"
+ANALYSIS_ID = "tracetriage.analysis/1"
+
+
+@functools.lru_cache(maxsize=1)
+def analysis_validator():
+    """The validator of reports/analysis.schema.json (closed: an undeclared key is an error)."""
+    import jsonschema
+
+    schema = json.loads(ANALYSIS_SCHEMA.read_text())
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+def schema_errors(doc) -> list[str]:
+    """Where ``doc`` breaks the analysis schema: 'path: message' per error (empty when valid)."""
+    return [f"{'/'.join(map(str, e.absolute_path)) or '(top level)'}: {e.message[:300]}"
+            for e in analysis_validator().iter_errors(doc)]
+
+
+def assert_valid_analysis(doc, where: str) -> None:
+    errors = schema_errors(doc)
+    assert not errors, f"{where}: the analysis JSON breaks reports/analysis.schema.json: " + "; ".join(errors[:5])
+
+
+def _check_cli_outputs(args: list[str], result, cwd) -> None:
+    base = Path(cwd) if cwd else Path.cwd()
+    if result.stdout.lstrip().startswith("{"):
+        try:
+            doc = json.loads(result.stdout)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and doc.get("schema") == ANALYSIS_ID:
+            assert_valid_analysis(doc, f"tracetriage {' '.join(args[:3])} (standard output)")
+    for flag in ("-o", "--output"):
+        if flag not in args[:-1]:
+            continue
+        out = base / args[args.index(flag) + 1]
+        files = sorted(out.rglob("analysis.json")) if out.is_dir() else [out] if out.suffix == ".json" and out.is_file() else []
+        for f in files:
+            try:
+                doc = json.loads(f.read_text(encoding="utf-8"))
+            except ValueError:
+                continue
+            if isinstance(doc, dict) and doc.get("schema") == ANALYSIS_ID:
+                assert_valid_analysis(doc, str(f))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def every_analysis_meets_the_schema():
+    """Every analysis made in this process (API, in-process CLI, fixtures) is checked against the
+    schema as it is made: a key the schema does not declare fails the test that produced it."""
+    from tracetriage.analyzers import analysis as module
+    from tracetriage.reports.jsonout import to_dict
+
+    real = module.analyze
+
+    @functools.wraps(real)
+    def checked(*args, **kwargs):
+        result = real(*args, **kwargs)
+        assert_valid_analysis(to_dict(result), "analyze()")
+        return result
+
+    module.analyze = checked
+    yield
+    module.analyze = real
 
 
 @pytest.fixture(scope="session")
