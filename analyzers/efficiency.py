@@ -6,10 +6,13 @@ Definitions (every rate is work over the GPU time of the kernels that did it):
   rocpd agents) matched against ``devices.toml`` (peak dense FLOP/s per data type, memory
   bandwidth, each with its datasheet). An unknown device is reported as such: achieved rates are
   still given, the % of roofline is not.
-* **work per op**: FLOPs and bytes from the op's recorded shapes (:mod:`opwork`); the op's time
-  is the summed duration of the kernels it launched (External id -> correlation) that start in the
-  window. Kernels without such an op (graph replays, custom ops, kernels of ops outside the
-  profiled CPU window) are *not measured*, counted by class from their names.
+* **work per op**: FLOPs and bytes from the op's recorded shapes (:mod:`opwork`: Kineto's
+  ``Input Dims``/``Input type``, or the ``sizes`` of nsys's PyTorch operator NVTX ranges with the
+  dtype read from the kernel names, parsers/torch_nvtx.py); the op's time is the summed duration of
+  the kernels it launched (External id, or the launch calls inside its NVTX range -> correlation)
+  that start in the window. Kernels without such an op (graph replays, custom ops, kernels of ops
+  outside the profiled CPU window) are *not measured*, counted by class from their names; so are
+  those of ops whose dtype is unknown, apart ("without dtype").
 * **class**: gemm, attention, memory_bound (elementwise, norms, copies, reductions).
   achieved_tflops = FLOPs / time; achieved_gbps = bytes / time; intensity = FLOPs / bytes.
   The roofline time of an op is max(FLOPs / peak(dtype), bytes / bandwidth); a class's
@@ -115,17 +118,22 @@ def capture_hint(fmt: str | None) -> str:
     if fmt in ("rocpd", "rpd", "rocprof_csv", "rocprof_json"):
         return ("add a PyTorch profiler trace of the same run taken with record_shapes=True (rocprof records no "
                 "operator shapes)")
-    return ("add a PyTorch profiler trace of the same run taken with record_shapes=True (nsys: --pytorch=autograd-shapes-nvtx "
-            "writes the shapes into NVTX ranges, which tracetriage does not read yet)")
+    if fmt == "nsys":
+        return ("profile with nsys profile --pytorch=autograd-shapes-nvtx (PyTorch's emit_nvtx(record_shapes=True): each "
+                "operator's NVTX range carries its input shapes, tied to its kernels by the launch calls inside it), or add "
+                "a PyTorch profiler trace of the same run taken with record_shapes=True (it also records the data types)")
+    return "add a PyTorch profiler trace of the same run taken with record_shapes=True"
 
 
 def _works(ops: pd.DataFrame) -> tuple[np.ndarray, ...]:
-    """Per op row: kind code (-1: no formula), flops, bytes, weight bytes, tokens, dtype — each
-    distinct (name, shape) evaluated once, then spread to its rows by one gather."""
+    """Per op row: kind code (-1: no formula), flops, bytes, weight bytes, tokens, dtype, and
+    whether the shape came without data types (NVTX operator ranges record none: an op whose
+    kernels' names did not tell it) — each distinct (name, shape) evaluated once, then spread to
+    its rows by one gather."""
     n = len(ops)
     if not n:
         return (np.full(0, -1, np.int8), np.zeros(0), np.zeros(0), np.zeros(0), np.full(0, -1, np.int64),
-                np.empty(0, dtype=object))
+                np.empty(0, dtype=object), np.zeros(0, bool))
     key = ops["name"].cat.codes.to_numpy().astype(np.int64) * (len(ops["shape"].cat.categories) + 1) \
         + ops["shape"].cat.codes.to_numpy()
     uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
@@ -133,11 +141,15 @@ def _works(ops: pd.DataFrame) -> tuple[np.ndarray, ...]:
     kind = np.full(m, -1, np.int8)
     flops, nbytes, wbytes, tokens = np.zeros(m), np.zeros(m), np.zeros(m), np.full(m, -1, np.int64)
     dtype = np.empty(m, dtype=object)
+    untyped = np.zeros(m, bool)
     names, shapes = ops["name"].to_numpy(), ops["shape"].to_numpy()
     for j, i in enumerate(first):
         try:
             dims, types, concrete = json.loads(shapes[i])
         except (ValueError, TypeError):
+            continue
+        if types is None:
+            untyped[j] = opwork.has_formula(str(names[i]))
             continue
         w = opwork.work(str(names[i]), dims, types, concrete)
         if w is None or not np.isfinite(w.flops) or not np.isfinite(w.bytes):
@@ -146,7 +158,7 @@ def _works(ops: pd.DataFrame) -> tuple[np.ndarray, ...]:
         flops[j], nbytes[j], wbytes[j] = w.flops, w.bytes, w.weight_bytes
         tokens[j] = -1 if w.tokens is None else w.tokens
         dtype[j] = w.dtype
-    return kind[inv], flops[inv], nbytes[inv], wbytes[inv], tokens[inv], dtype[inv]
+    return kind[inv], flops[inv], nbytes[inv], wbytes[inv], tokens[inv], dtype[inv], untyped[inv]
 
 
 def _rates(time_ns: float, flops: float, nbytes: float) -> dict:
@@ -181,11 +193,12 @@ def _device_of(ns_by_device: np.ndarray) -> int | None:
 KERNEL_SLICE = 1 << 18  # rows per slice: temporaries under the 4 MiB mmap threshold (tracetriage/memory.py)
 
 
-def _kernel_time(trace: Trace, lo: int, hi: int, kind: np.ndarray) -> tuple:
+def _kernel_time(trace: Trace, lo: int, hi: int, kind: np.ndarray, untyped: np.ndarray) -> tuple:
     """One pass over the kernels starting in [lo, hi), a slice of rows at a time (a column-sized
     temporary per step was the first read's peak at 10M kernels): kernel time per device, the
-    time of kernels no shaped op launched per class (from their names; collectives apart), the
-    non-collective kernel time, and the shaped op and time of each kernel one launched."""
+    time of kernels no shaped op launched per class (from their names; collectives apart) and the
+    part of it launched by ops whose shapes came without data types, the non-collective kernel
+    time, and the shaped op and time of each kernel one launched."""
     g = trace.gpu
     start, end, device = g["start"].to_numpy(), g["end"].to_numpy(), g["device"].to_numpy()
     is_kernel = is_kind(g, "kernel")
@@ -199,6 +212,7 @@ def _kernel_time(trace: Trace, lo: int, hi: int, kind: np.ndarray) -> tuple:
         pid, corr = g["pid"].to_numpy(), g["correlation"].to_numpy()
     ns_by_device = np.zeros(len(trace.devices))
     by_class = np.zeros(len(opwork.CLASSES))
+    untyped_by_class = np.zeros(len(opwork.CLASSES))
     kernel_ns = 0.0
     ops, durs = [np.empty(0, np.int64)], [np.empty(0)]
     for a in range(0, len(g), KERNEL_SLICE):
@@ -220,19 +234,25 @@ def _kernel_time(trace: Trace, lo: int, hi: int, kind: np.ndarray) -> tuple:
         coll = coll_all[rows]
         rest = ~has & ~coll
         by_class += np.bincount(class_of[codes[rows[rest]]], weights=dur[rest], minlength=len(opwork.CLASSES))
+        no_type = rest & (op >= 0)
+        no_type[no_type] = untyped[op[no_type]]
+        if no_type.any():
+            untyped_by_class += np.bincount(class_of[codes[rows[no_type]]], weights=dur[no_type],
+                                            minlength=len(opwork.CLASSES))
         kernel_ns += float(dur[~coll].sum())
         if has.any():
             ops.append(op[has])
             durs.append(dur[has])
-    return ns_by_device, by_class, kernel_ns, np.concatenate(ops), np.concatenate(durs)
+    return ns_by_device, by_class, untyped_by_class, kernel_ns, np.concatenate(ops), np.concatenate(durs)
 
 
 def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
     """Efficiency of one trace in the window [lo, hi): device, classes, top ops, decode floor,
     what was not measured. ``steps`` are the trace's :class:`~tracetriage.analyzers.steps.Steps`."""
     fmt = trace.format
-    kind, flops, nbytes, wbytes, tokens, dtypes = _works(trace.ops)
-    ns_by_device, unmeasured_by_class, kernel_ns, op_of, op_dur = _kernel_time(trace, lo, hi, kind)
+    kind, flops, nbytes, wbytes, tokens, dtypes, untyped = _works(trace.ops)
+    ns_by_device, unmeasured_by_class, untyped_by_class, kernel_ns, op_of, op_dur = _kernel_time(trace, lo, hi, kind,
+                                                                                                  untyped)
     dev = _device_of(ns_by_device)
     out = {"device": None, "device_name": None, "classes": [], "top_ops": [], "decode_floor": None, "not_measured": [],
            "dominant": None, "_unmeasured_ns": {}, "_kernel_ns": 0, "_wasted_ns": {}}
@@ -279,11 +299,20 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
         out["classes"].append(cls)
         if c == out["dominant"] and cls["pct_of_roofline"] is not None:
             out["_wasted_ns"] = {"class": c, "ns": float(t_op[s].sum()) * max(0.0, 1 - cls["pct_of_roofline"] / 100.0)}
-    for c in opwork.CLASSES:
-        if unmeasured[c] > 0:
+    for i, c in enumerate(opwork.CLASSES):
+        no_dtype = float(untyped_by_class[i])
+        if no_dtype > 0:
             out["not_measured"].append({
-                "what": f"{c} kernels without shapes", "time_ns": int(unmeasured[c]),
-                "share_pct": round(100.0 * unmeasured[c] / total[c], 2) if total[c] else None,
+                "what": f"{c} kernels without dtype", "time_ns": int(no_dtype),
+                "share_pct": round(100.0 * no_dtype / total[c], 2) if total[c] else None,
+                "reason": "kernels of operators whose NVTX ranges give shapes but no data types, and whose kernel names "
+                          "do not state one (or state two, as a conversion does): their bytes and peak are unknown",
+                "capture_hint": "add a PyTorch profiler trace of the same run taken with record_shapes=True: it records "
+                                "each operator's input types"})
+        if unmeasured[c] - no_dtype > 0:
+            out["not_measured"].append({
+                "what": f"{c} kernels without shapes", "time_ns": int(unmeasured[c] - no_dtype),
+                "share_pct": round(100.0 * (unmeasured[c] - no_dtype) / total[c], 2) if total[c] else None,
                 "reason": "kernels no shaped operator launched (CUDA/HIP graph replays, custom or fused ops, kernels of "
                           "ops outside the profiled CPU window): their work is unknown",
                 "capture_hint": capture_hint(fmt) if trace.ops.empty else
@@ -307,9 +336,14 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
 
     out["decode_floor"] = _decode_floor(out, entry, idx, t_op, kind, wbytes, tokens, measured, total, steps)
     if trace.ops.empty:
+        nvtx = trace.meta.get("nvtx_ops") or {}
+        what = "the capture carries no operator input shapes"
+        if nvtx.get("op_ranges") and not nvtx.get("with_shapes"):
+            what = (f"the capture's {nvtx['op_ranges']:,} PyTorch operator NVTX ranges carry no input shapes (nsys "
+                    "--pytorch=autograd-nvtx, not autograd-shapes-nvtx)")
         out["not_measured"].insert(0, {"what": "operator shapes", "time_ns": int(out["_kernel_ns"]),
-                                       "reason": "the capture carries no operator input shapes: FLOPs and bytes per "
-                                                 "kernel, the roofline and the decode bandwidth floor are not measured",
+                                       "reason": f"{what}: FLOPs and bytes per kernel, the roofline and the decode "
+                                                 "bandwidth floor are not measured",
                                        "capture_hint": capture_hint(fmt)})
     return out
 
@@ -449,10 +483,20 @@ def healthy_words(per_trace: list[dict]) -> str:
                 words.append(roofline_words(gemm))
             return "; " + ", ".join(words)
     why = "no operator shapes"
-    if any(e["classes"] for e in effs):
+    if any(_untyped_dominant(e) for e in effs):
+        why = "the operators' data types are neither in their NVTX ranges nor in their kernels' names"
+    elif any(e["classes"] for e in effs):
         why = ("device not in the device table" if not any(e["device"] for e in effs if e["classes"])
                else "too little kernel time carries operator shapes")
     return f"; efficiency not measured ({why})"
+
+
+def _untyped_dominant(eff: dict) -> dict | None:
+    """The not-measured entry of the dominant class's kernels whose ops came without a dtype, when
+    they hold more of its time than the threshold lets go unmeasured."""
+    dom = eff.get("dominant")
+    got = next((n for n in eff.get("not_measured", []) if n["what"] == f"{dom} kernels without dtype"), None)
+    return got if got and (got.get("share_pct") or 0) > 100 * (1 - t("roofline_min_measured_share")) else None
 
 
 def abstention(ctx) -> list[dict]:
@@ -465,7 +509,8 @@ def abstention(ctx) -> list[dict]:
         if not busy or (j and j["measured"]):
             continue
         eff = p.get("_efficiency") or {}
-        why = next((n for n in eff.get("not_measured", []) if n["what"] == "operator shapes"), None)
+        why = next((n for n in eff.get("not_measured", []) if n["what"] == "operator shapes"), None) \
+            or _untyped_dominant(eff)
         dom = (j or {}).get("class")
         reason = (f"the GPU computes most of the window, but how fast is not measured: "
                   + (why["reason"] if why else f"{CLASS_WORDS.get(dom, 'the dominant class')} hold most kernel time and "

@@ -22,6 +22,10 @@ so the counts can be checked against it):
   reductions: the input, and the output over the dims named in the arguments). A tensor list recorded without an element type (``TensorList``, as
   Kineto writes ``aten::cat``'s input) has unknown bytes: no Work.
 
+nsys's PyTorch operator NVTX ranges (``--pytorch=autograd-shapes-nvtx``) give the same dims
+(a tensor list flattened into its tensors) and no ``Concrete Inputs``: ``concrete`` is then None,
+and an attention whose causal flag decides its FLOPs (Nq == Nkv) gets no Work.
+
 Every formula is a pure function of the shapes: no trace, no device.
 """
 
@@ -181,8 +185,10 @@ GEMMS = {
 
 # --- attention -------------------------------------------------------------------------------
 
-def _attention(t, layout: str, causal: bool) -> Work | None:
-    """q, k, v in layout BHLD ([B, H, L, d], SDPA) or BLHD ([B, L, H, d], the flash kernels)."""
+def _attention(t, layout: str, causal: bool | None) -> Work | None:
+    """q, k, v in layout BHLD ([B, H, L, d], SDPA) or BLHD ([B, L, H, d], the flash kernels).
+    ``causal`` None: not recorded (NVTX ranges write no scalar arguments) — decisive, so no Work,
+    when Nq == Nkv (a causal mask halves the FLOPs), irrelevant otherwise (decode)."""
     if len(t) < 3 or any(len(x[0]) != 4 for x in t[:3]):
         return None
     (q, e, dq), (k, _, _), (v, _, _) = t[:3]
@@ -192,6 +198,8 @@ def _attention(t, layout: str, causal: bool) -> Work | None:
     else:
         B, Nq, H, dqk = q
         Nkv, Hkv, dv = k[1], k[2], v[3]
+    if causal is None and Nq == Nkv:
+        return None
     flops = 2.0 * B * H * Nq * Nkv * (dqk + dv)
     if causal and Nq == Nkv:
         flops /= 2
@@ -214,7 +222,7 @@ ATTENTION = {
 def _efficient_forward(c, t) -> Work | None:
     # _efficient_attention_forward(q[B,M,H,K], k, v, bias, cu_q, cu_k, max_q, max_k, dropout_p,
     # custom_mask_type, ...): custom_mask_type 1 or 2 = causal; cu_seqlens given = varlen
-    causal = len(c) > 9 and str(c[9]).strip() in ("1", "2")
+    causal = (len(c) > 9 and str(c[9]).strip() in ("1", "2")) if c is not None else None
     return _attention(t, "BLHD", causal)
 
 
@@ -302,16 +310,17 @@ def work(name: str, dims, types, concrete=None) -> Work | None:
     that do not fit the op's signature: a hand-written or truncated record)."""
     if not isinstance(dims, list) or not isinstance(types, list):
         return None
-    concrete = concrete if isinstance(concrete, list) else []
+    recorded = isinstance(concrete, list)  # NVTX operator ranges write no scalar arguments
+    concrete = concrete if recorded else []
     try:
         t = _tensors(dims, types)
         if name in GEMMS:
             return GEMMS[name](dims, types, concrete, t)
         if name in ATTENTION:
             layout, causal_at = ATTENTION[name]
-            return _attention(t, layout, _flag(concrete, causal_at))
+            return _attention(t, layout, _flag(concrete, causal_at) if recorded else None)
         if name == "aten::_efficient_attention_forward":
-            return _efficient_forward(concrete, t)
+            return _efficient_forward(concrete if recorded else None, t)
         return _memory_bound(name, t, concrete)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None

@@ -47,7 +47,7 @@ from tracetriage.model import (
     is_sorted,
     strip_api_version,
 )
-from tracetriage.parsers import coerce
+from tracetriage.parsers import coerce, torch_nvtx
 from tracetriage.parsers.common import code_dtype, compact_categorical, per_category
 from tracetriage.order import start_order
 from tracetriage.parsers.sqlite import Database, concat_columns
@@ -522,6 +522,49 @@ def _ranges(db: Database, strings: _Strings) -> pd.DataFrame | None:
     )
 
 
+def _nvtx_ops(db: Database, strings: _Strings, trace: Trace) -> None:
+    """Operator shapes from PyTorch's NVTX operator ranges (``nsys profile
+    --pytorch=autograd-shapes-nvtx``) into ``ops`` / ``op_kernels`` (parsers/torch_nvtx.py), each
+    op's dtype from the full names of the kernels it launched. ``meta["nvtx_ops"]`` counts the
+    operator ranges, those with shapes and the shaped ops left without a dtype."""
+    if not len(trace.ranges):
+        return
+    ops, op_kernels, counts = torch_nvtx.link(trace.ranges, trace.api)
+    if counts["op_ranges"]:
+        trace.meta["nvtx_ops"] = counts
+    if ops.empty:
+        return
+    ops, counts["without_dtype"] = torch_nvtx.set_dtypes(ops, op_kernels, _launched_kernels(db, strings, op_kernels))
+    trace.ops, trace.op_kernels = ops, op_kernels
+
+
+def _launched_kernels(db: Database, strings: _Strings, op_kernels: pd.DataFrame) -> pd.DataFrame:
+    """pid, correlation and full name (``demangledName``: the template arguments carry the data
+    type, ``shortName`` drops them) of the kernels the ops' launch calls made: one scan of the
+    kernel table's ids, rows kept by correlation id."""
+    out = {"pid": [np.empty(0, np.int64)], "correlation": [np.empty(0, np.int64)], "name": [np.empty(0, np.int32)]}
+    col = next((c for c in ("demangledName", "shortName") if db.has_column(KERNEL, c)), None)
+    if not db.has(KERNEL) or col is None or op_kernels.empty:
+        return pd.DataFrame({k: v[0] for k, v in out.items()})
+    wanted = np.unique(op_kernels["correlation"].to_numpy(np.int64))
+    sql = (f"SELECT {_col(db, KERNEL, 'correlationId')} AS correlation, {_col(db, KERNEL, 'globalPid', '0')} AS gpid, "
+           f"{_col(db, KERNEL, col)} AS name_id FROM {KERNEL} WHERE {{rowid}} "
+           f"AND correlationId BETWEEN {int(wanted[0])} AND {int(wanted[-1])}")
+
+    def convert(tbl) -> dict:
+        corr = _int_column(tbl, "correlation")
+        keep = np.isin(corr, wanted)
+        return {"pid": pid_of(_int_column(tbl, "gpid")[keep]), "correlation": corr[keep],
+                "name": strings.codes_of(_int_column(tbl, "name_id")[keep])}
+
+    for part in db.scan(sql, KERNEL, convert):
+        for k in out:
+            out[k].append(part[k])
+    cols = {k: np.concatenate(v) for k, v in out.items()}
+    return pd.DataFrame({"pid": cols["pid"], "correlation": cols["correlation"],
+                         "name": compact_categorical(cols["name"].astype(np.int32), strings.categories)})
+
+
 def _devices(db: Database, gpu_pid_dev: pd.DataFrame) -> pd.DataFrame:
     """One device per (pid, ordinal) seen in GPU activity, with names when the export has them."""
     gpus: dict[int, dict] = {}
@@ -641,6 +684,7 @@ def parse(path: str) -> Trace:
             trace.ranges = ranges.sort_values("start", kind="stable", ignore_index=True)
         if syncs is not None:
             trace.syncs = syncs
+        _nvtx_ops(db, strings, trace)
         pids = distinct(gpu["pid"].to_numpy(), trace.api["pid"].to_numpy())
         trace.processes = _processes(db, pids, capture)
         has_replays = bool((gpu["kind"] == "graph").any())

@@ -107,46 +107,76 @@ def scenarios() -> dict[str, Scenario]:
     }
 
 
-def build(sc: Scenario) -> tuple[dict, dict]:
-    """(Kineto document, ground truth) of one scenario."""
-    pid, tid, t0 = 4242, 4242, 1_000_000_000_000  # ns; written as µs floats like the profiler
-    ext, corr = 1000, 50000
-    events = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "python"}}]
-    gpu_t = t0 + 100 * US
-    per_class = {}
-    step_bounds = []
-    kernel_ns_total = 0
-    for step in range(sc.steps):
+T0_NS = 1_000_000_000_000  # the first step's host clock, ns
+
+
+def schedule(sc: Scenario) -> tuple[list, list]:
+    """Every op call as (op, host ns, kernel start ns, kernel duration ns) — the op is issued on the
+    host 8 us before its kernel starts, after an idle gap that sets the busy share — and each
+    step's (first kernel's start, last kernel's end). Both writers below follow it."""
+    gpu_t = T0_NS + 100 * US
+    calls, step_bounds = [], []
+    for _ in range(sc.steps):
         step_start = gpu_t
         for op in sc.step_ops:
             dur = duration_ns(op, sc.speed)
             gap = round(dur * (1 / sc.busy - 1))
             k_start = gpu_t + gap
-            host = k_start - 8 * US  # the op runs on the host just before its kernel starts
-            ext += 1
-            corr += 1
-            events.append({"ph": "X", "cat": "cpu_op", "name": op.name, "pid": pid, "tid": tid, "ts": host / 1e3,
-                           "dur": 5.0, "args": {"External id": ext, "Record function id": 0, "Input Dims": op.dims,
-                                                "Input type": op.types, "Concrete Inputs": op.concrete,
-                                                "Input Strides": [[] for _ in op.dims]}})
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": tid,
-                           "ts": (host + 1 * US) / 1e3, "dur": 3.0,
-                           "args": {"External id": ext, "cbid": 211, "correlation": corr}})
-            events.append({"ph": "X", "cat": "kernel", "name": op.kernel, "pid": 0, "tid": 7, "ts": k_start / 1e3,
-                           "dur": dur / 1e3, "args": {"External id": ext, "queued": 0, "device": 0, "context": 1,
-                                                      "stream": 7, "correlation": corr, "grid": [132, 1, 1],
-                                                      "block": [384, 1, 1]}})
-            c = per_class.setdefault(op.klass, {"time_ns": 0, "flops": 0.0, "bytes": 0.0, "roofline_ns": 0.0,
-                                                "compute_ns": 0.0, "memory_ns": 0.0})
-            c["time_ns"] += dur
-            c["flops"] += op.flops
-            c["bytes"] += op.nbytes
-            c["compute_ns"] += op.flops / (PEAK_BF16_TFLOPS * 1e3)
-            c["memory_ns"] += op.nbytes / BANDWIDTH_GBPS
-            c["roofline_ns"] += max(op.flops / (PEAK_BF16_TFLOPS * 1e3), op.nbytes / BANDWIDTH_GBPS)
-            kernel_ns_total += dur
+            calls.append((op, k_start - 8 * US, k_start, dur))
             gpu_t = k_start + dur
         step_bounds.append((step_start, gpu_t))
+    return calls, step_bounds
+
+
+def truth_of(sc: Scenario, calls: list, step_bounds: list) -> dict:
+    """The ground truth, from the generated shapes and durations alone."""
+    per_class = {}
+    kernel_ns_total = 0
+    for op, _, _, dur in calls:
+        c = per_class.setdefault(op.klass, {"time_ns": 0, "flops": 0.0, "bytes": 0.0, "roofline_ns": 0.0,
+                                            "compute_ns": 0.0, "memory_ns": 0.0})
+        c["time_ns"] += dur
+        c["flops"] += op.flops
+        c["bytes"] += op.nbytes
+        c["compute_ns"] += op.flops / (PEAK_BF16_TFLOPS * 1e3)
+        c["memory_ns"] += op.nbytes / BANDWIDTH_GBPS
+        c["roofline_ns"] += max(op.flops / (PEAK_BF16_TFLOPS * 1e3), op.nbytes / BANDWIDTH_GBPS)
+        kernel_ns_total += dur
+    classes = {k: {**v, "achieved_tflops": v["flops"] / v["time_ns"] / 1e3, "achieved_gbps": v["bytes"] / v["time_ns"],
+                   "pct_of_roofline": 100.0 * v["roofline_ns"] / v["time_ns"],
+                   "bound": "compute" if v["compute_ns"] >= v["memory_ns"] else "memory"}
+               for k, v in per_class.items()}
+    step_ns = [e - s for s, e in step_bounds]
+    streamed = sum(op.weight_bytes for op in sc.step_ops)
+    floor_ns = streamed / BANDWIDTH_GBPS
+    return {"scenario": sc.name, "description": sc.description, "device": DEVICE_NAME, "steps": sc.steps,
+            "busy_pct": 100.0 * kernel_ns_total / sum(step_ns), "classes": classes,
+            "dominant_class": max(classes, key=lambda k: classes[k]["time_ns"]),
+            "step_ns": sorted(step_ns)[len(step_ns) // 2], "bytes_per_step": streamed, "floor_ns": floor_ns,
+            "pct_of_floor": 100.0 * floor_ns / sorted(step_ns)[len(step_ns) // 2],
+            "decode": all(len(op.dims[0]) != 2 or op.dims[0][0] <= 256 for op in sc.step_ops if op.klass == "gemm")}
+
+
+def build(sc: Scenario) -> tuple[dict, dict]:
+    """(Kineto document, ground truth) of one scenario."""
+    pid, tid = 4242, 4242  # times in ns; written as µs floats like the profiler
+    ext, corr = 1000, 50000
+    events = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "python"}}]
+    calls, step_bounds = schedule(sc)
+    for op, host, k_start, dur in calls:
+        ext += 1
+        corr += 1
+        events.append({"ph": "X", "cat": "cpu_op", "name": op.name, "pid": pid, "tid": tid, "ts": host / 1e3,
+                       "dur": 5.0, "args": {"External id": ext, "Record function id": 0, "Input Dims": op.dims,
+                                            "Input type": op.types, "Concrete Inputs": op.concrete,
+                                            "Input Strides": [[] for _ in op.dims]}})
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": tid,
+                       "ts": (host + 1 * US) / 1e3, "dur": 3.0,
+                       "args": {"External id": ext, "cbid": 211, "correlation": corr}})
+        events.append({"ph": "X", "cat": "kernel", "name": op.kernel, "pid": 0, "tid": 7, "ts": k_start / 1e3,
+                       "dur": dur / 1e3, "args": {"External id": ext, "queued": 0, "device": 0, "context": 1,
+                                                  "stream": 7, "correlation": corr, "grid": [132, 1, 1],
+                                                  "block": [384, 1, 1]}})
     for i, (s, e) in enumerate(step_bounds):  # host step ranges: the step's first op to the next step's
         host_s = s - 8 * US + 0  # the first op of the step is issued 8 us before its kernel (after its gap)
         host_e = step_bounds[i + 1][0] - 8 * US if i + 1 < len(step_bounds) else e
@@ -157,20 +187,75 @@ def build(sc: Scenario) -> tuple[dict, dict]:
                                  "computeMinor": 0, "numSms": 132}],
            "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
            "traceEvents": events, "displayTimeUnit": "ms"}
-    classes = {k: {**v, "achieved_tflops": v["flops"] / v["time_ns"] / 1e3, "achieved_gbps": v["bytes"] / v["time_ns"],
-                   "pct_of_roofline": 100.0 * v["roofline_ns"] / v["time_ns"],
-                   "bound": "compute" if v["compute_ns"] >= v["memory_ns"] else "memory"}
-               for k, v in per_class.items()}
-    step_ns = [e - s for s, e in step_bounds]
-    streamed = sum(op.weight_bytes for op in sc.step_ops)
-    floor_ns = streamed / BANDWIDTH_GBPS
-    truth = {"scenario": sc.name, "description": sc.description, "device": DEVICE_NAME, "steps": sc.steps,
-             "busy_pct": 100.0 * kernel_ns_total / sum(step_ns), "classes": classes,
-             "dominant_class": max(classes, key=lambda k: classes[k]["time_ns"]),
-             "step_ns": sorted(step_ns)[len(step_ns) // 2], "bytes_per_step": streamed, "floor_ns": floor_ns,
-             "pct_of_floor": 100.0 * floor_ns / sorted(step_ns)[len(step_ns) // 2],
-             "decode": all(len(op.dims[0]) != 2 or op.dims[0][0] <= 256 for op in sc.step_ops if op.klass == "gemm")}
-    return doc, truth
+    return doc, truth_of(sc, calls, step_bounds)
+
+
+# --- the same scenarios as Nsight Systems exports taken with --pytorch=autograd-shapes-nvtx -------
+
+# the kernels' full (demangled) names, as nsys writes them, where they differ from the Kineto ones;
+# the short name nsys also writes drops the template arguments (and with them the data type)
+NSYS_KERNELS = {
+    "aten::mul": ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::BinaryFunctor<c10::BFloat16, "
+                  "c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float>>, "
+                  "std::array<char *, (unsigned long)3>>(int, T2, T3)", "vectorized_elementwise_kernel"),
+    "aten::_scaled_dot_product_flash_attention": (
+        "void pytorch_flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<(int)128, (int)64, (int)128, (int)4, "
+        "(bool)0, (bool)0, cutlass::bfloat16_t, Flash_kernel_traits<(int)128, (int)64, (int)128, (int)4, "
+        "cutlass::bfloat16_t>>, (bool)0, (bool)1, (bool)0, (bool)0, (bool)1, (bool)0, (bool)0>(Flash_fwd_params)",
+        "flash_fwd_splitkv_kernel"),
+}
+
+
+def nvtx_text(name: str, op_id: int, sizes: list, seq: int | None = None, inputs: int = 0) -> str:
+    """An operator's NVTX range text exactly as PyTorch's emit_nvtx(record_shapes=True) writes it
+    (torch/csrc/profiler/util.cpp getNvtxStr, shapesToStr, inputOpIdsToStr)."""
+    text = name if seq is None else f"{name}, seq = {seq}"
+    text += f", op_id = {op_id}"
+    text += ", sizes = [" + ", ".join("[" + ", ".join(str(d) for d in dims) + "]" for dims in sizes) + "]"
+    if inputs:
+        text += ", input_op_ids = [" + ", ".join(f"({op_id - 1 - i},0)" for i in range(inputs)) + "]"
+    return text
+
+
+def build_nsys(sc: Scenario, path: Path, gemm_kernel: str | None = None, shapes: bool = True) -> dict:
+    """Write the scenario as an nsys SQLite export (samples/generate.py's schema writer) in which
+    PyTorch's operator ranges carry the shapes: each GEMM an ``aten::matmul`` range holding an
+    ``aten::t`` range (a view: no kernel) and the ``aten::mm`` range whose ``cudaLaunchKernel``
+    starts the kernel; the other ops one range each; a ``ProfilerStep#N`` range per step. Kernel
+    times are those of :func:`build`, so the truth is the same. ``gemm_kernel`` renames the GEMM
+    kernel (a name that states no dtype); ``shapes=False`` writes the ranges as
+    ``--pytorch=autograd-nvtx`` does (no sizes). Returns the truth."""
+    import generate  # samples/generate.py
+
+    calls, step_bounds = schedule(sc)
+    r = generate.Rank(pid=4242, device=0)
+    op_id, seq = 7000, 300
+    for op, host, k_start, dur in calls:
+        r.corr += 1
+        kernel, short = NSYS_KERNELS.get(op.name, (op.kernel, op.kernel))
+        if op.klass == "gemm" and gemm_kernel:
+            kernel = short = gemm_kernel
+        r.short_names[kernel] = short
+        sizes = op.dims
+        text = (lambda name, sz, **kw: nvtx_text(name, op_id, sz, **kw) if shapes
+                else f"{name}, seq = {kw['seq']}, op_id = {op_id}" if kw.get("seq") is not None else f"{name}, op_id = {op_id}")
+        if op.name == "aten::mm":
+            op_id += 1
+            r.nvtx.append((host - 3 * US, host + 6 * US, text("aten::matmul", sizes, seq=seq, inputs=2)))
+            op_id += 1
+            r.nvtx.append((host - 2 * US, host - 1 * US, text("aten::t", [sizes[1]], inputs=1)))
+        op_id += 1
+        seq += 1
+        r.nvtx.append((host, host + 5 * US, text(op.name, sizes, seq=seq, inputs=sum(1 for d in sizes if d))))
+        r.api.append((host + 1 * US, host + 4 * US, "cudaLaunchKernel_v7000", r.corr))
+        r.kernels.append((k_start, k_start + dur, kernel, r.corr, None))
+    for i, (s, e) in enumerate(step_bounds):
+        host_s = s - 8 * US
+        host_e = step_bounds[i + 1][0] - 8 * US if i + 1 < len(step_bounds) else e
+        r.nvtx.append((host_s, host_e, f"ProfilerStep#{i}"))
+    r.nvtx.sort()
+    generate.write_nsys(path, [r], f"efficiency_{sc.name}")
+    return truth_of(sc, calls, step_bounds)
 
 
 def write(out: Path, only: list[str] | None = None) -> list[Path]:

@@ -86,6 +86,7 @@ class Rank:
     syncs: list = field(default_factory=list)     # (start, end, corr, sync_type)
     nvtx: list = field(default_factory=list)      # (start, end, text)
     memsets: list = field(default_factory=list)   # (start, end, corr, bytes)
+    short_names: dict = field(default_factory=dict)  # kernel name (demangledName) -> shortName, where they differ
 
     @property
     def gtid(self):
@@ -518,7 +519,7 @@ def write_nsys(path: Path, ranks: list[Rank], scenario: str, session_start_ns: i
             [(s, e, r.device, r.stream, c, r.gpid, b) for s, e, c, b in r.memsets],
         )
         k_rows = [
-            (s, e, r.device, 1, None, r.stream, c, r.gpid, sid(n), sid(n), None, 0, 0, 32, 1, 1, 1, 128, 1, 1,
+            (s, e, r.device, 1, None, r.stream, c, r.gpid, sid(n), sid(r.short_names.get(n, n)), None, 0, 0, 32, 1, 1, 1, 128, 1, 1,
              0, 0, 0, 0, c, 0, None, None, None, None, None, None, None, None, None, None, None, None, None)
             for s, e, n, c, _ in r.kernels
         ]

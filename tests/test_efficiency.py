@@ -357,3 +357,146 @@ def test_below_roofline_answers_the_utilization_symptom(generated):
     a = analyze(open_case([d]), symptom="utilization")
     assert a.findings[0]["id"] == "below_roofline" and a.findings[0]["answers"] == ["throughput", "utilization"]
     assert a.headline.startswith("utilization: [below_roofline]")
+
+
+# --- nsys captures taken with --pytorch=autograd-shapes-nvtx: shapes in the NVTX range texts ------
+
+def test_pytorch_nvtx_texts_parse_as_emit_nvtx_writes_them():
+    """getNvtxStr (torch/csrc/profiler/util.cpp): name[, seq = n], op_id = n[, sizes = ...][, input_op_ids = ...];
+    sizes flatten a tensor list into one entry per tensor and write [] for non-tensors."""
+    from tracetriage.parsers import torch_nvtx
+
+    got = torch_nvtx.parse_texts([
+        "aten::addmm, seq = 12, op_id = 34, sizes = [[64], [16, 32], [32, 64], [], []], input_op_ids = [(30,0), (31,0), (0,-1), (0,-1), (0,-1)]",
+        "aten::cat, op_id = 40, sizes = [[2, 3], [2, 5], []], input_op_ids = [(38,0), (39,0), (0,-1)]",
+        "aten::mul, seq = 46174, op_id = 993406",  # --pytorch=autograd-nvtx: no sizes
+        "ProfilerStep#3", "decode_step",
+    ])
+    assert got["is_op"].tolist() == [True, True, True, False, False]
+    assert got["name"].tolist()[:3] == ["aten::addmm", "aten::cat", "aten::mul"]
+    assert got["op_id"].tolist()[:3] == [34, 40, 993406]
+    assert json.loads(got["sizes"][0]) == [[64], [16, 32], [32, 64], [], []] and got["sizes"].isna()[2]
+    # the flattened tensor list is what the concatenation formula wants: every input read, the result written
+    cat = w("aten::cat", json.loads(got["sizes"][1]), [BF, BF, ""])
+    assert cat.bytes == 2 * (6 + 10) * 2
+
+
+def test_innermost_enclosing_op_range():
+    from tracetriage.parsers import torch_nvtx
+    import numpy as np
+
+    # matmul [0, 100] holds t [10, 20] and mm [30, 60]; a sibling add [70, 90]; sorted by (start, -end)
+    start, end = np.array([0, 10, 30, 70]), np.array([100, 20, 60, 90])
+    calls = np.array([15, 25, 40, 65, 80, 150])
+    assert torch_nvtx.innermost(start, end, calls).tolist() == [1, 0, 2, 0, 3, -1]
+
+
+@pytest.mark.parametrize("name,dtype", [
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel", "bf16"),
+    ("ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_tn", "fp16"),
+    ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn_align8>(T1::Params)", "bf16"),
+    ("void at::native::elementwise_kernel<(int)128, (int)4, void at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor"
+     "<c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float>>>(...)>(int, T3)", "bf16"),
+    ("void at::native::vectorized_elementwise_kernel<(int)4, at::native::CUDAFunctor_add<float>, std::array<char *, "
+     "(unsigned long)3>>(int, T2, T3)", "fp32"),
+    ("ampere_sgemm_128x64_tn", "fp32"),
+    ("nvjet_tst_192x192_64x4_2x1_v_bz_coopB_bias_TNN", None),  # cuBLAS on Hopper: no dtype in the name
+    ("vectorized_elementwise_kernel", None),  # nsys's shortName drops the template arguments
+    # a conversion names both types: float read, bf16 written
+    ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::bfloat16_copy_kernel_cuda(at::TensorIteratorBase &)"
+     "::[lambda(float) (instance 1)], std::array<char *, (unsigned long)2>>(int, T2, T3)", None),
+    ("void at::native::unrolled_elementwise_kernel<at::native::CUDAFunctor_add<float>, std::array<char *, (unsigned long)3>, "
+     "(int)4, TrivialOffsetCalculator<(int)2, unsigned int>, at::native::memory::LoadWithCast<(int)2>>", None),
+])
+def test_dtype_from_kernel_names_only_when_unambiguous(name, dtype):
+    from tracetriage.parsers import torch_nvtx
+
+    assert torch_nvtx.kernel_dtype(name) == dtype
+
+
+def test_attention_without_recorded_arguments():
+    """NVTX ranges write no scalar arguments: is_causal is unknown, which halves the FLOPs when
+    Nq == Nkv (no Work then), and does not matter for a decode (Nq = 1)."""
+    q = [2, 4, 8, 16]
+    assert opwork.work("aten::_scaled_dot_product_flash_attention", [q, q, q, [], [], [], []], [BF] * 3 + [""] * 4) is None
+    dec = opwork.work("aten::_scaled_dot_product_flash_attention", [[1, 8, 1, 64], [1, 2, 100, 64], [1, 2, 100, 64],
+                                                                   [], [], [], []], [BF] * 3 + [""] * 4)
+    assert dec.flops == 2 * 8 * 100 * 128
+
+
+@pytest.fixture(scope="module")
+def nsys_nvtx(tmp_path_factory):
+    """The efficiency scenarios written as nsys exports whose PyTorch operator ranges carry the shapes."""
+    out = tmp_path_factory.mktemp("eff_nsys")
+    cache = {}
+
+    def get(scenario, **kw):
+        key = (scenario, tuple(sorted(kw.items())))
+        if key not in cache:
+            path = out / f"{scenario}_{len(cache)}.sqlite"
+            truth = gen_efficiency.build_nsys(gen_efficiency.scenarios()[scenario], path, **kw)
+            cache[key] = (analyze(open_case([path])), truth)
+        return cache[key]
+    return get
+
+
+def test_nsys_nvtx_shapes_give_the_gemm_rate(nsys_nvtx):
+    """achieved TFLOP/s = 2MNK summed over the generated GEMMs / their generated kernel time, the
+    shapes read from the ranges' text and each kernel tied to the innermost op range around its launch
+    (aten::mm inside aten::matmul, not the aten::t view before it)."""
+    a, truth = nsys_nvtx("gemm_slow")
+    eff = a.data["efficiency"]
+    assert eff["device"]["model"] == "NVIDIA H100 SXM"
+    gemm, want = _class(a, "gemm"), truth["classes"]["gemm"]
+    assert gemm["time_ns"] == want["time_ns"] and gemm["flops"] == want["flops"]
+    assert gemm["achieved_tflops"] == pytest.approx(want["flops"] / want["time_ns"] / 1e3, abs=1e-3)
+    assert gemm["pct_of_roofline"] == pytest.approx(want["pct_of_roofline"], rel=1e-3) and gemm["peak_dtype"] == "bf16"
+    # bf16 read from the elementwise kernel's full name (nsys's short name drops it)
+    mem = _class(a, "memory_bound")
+    assert mem["achieved_gbps"] == pytest.approx(truth["classes"]["memory_bound"]["achieved_gbps"], rel=1e-4)
+    assert {o["name"] for o in eff["top_ops"]} == {"aten::mm", "aten::mul"}
+    assert eff["not_measured"] == []
+    assert a.findings[0]["id"] == "below_roofline" and "25% of the BF16 peak" in a.findings[0]["title"]
+
+
+def test_nsys_nvtx_decode_floor(nsys_nvtx):
+    a, truth = nsys_nvtx("decode_slow")
+    df = a.data["efficiency"]["decode_floor"]
+    assert df["bytes_per_step"] == pytest.approx(truth["bytes_per_step"])
+    assert df["pct_of_floor"] == pytest.approx(truth["pct_of_floor"], rel=1e-3)
+    att = _class(a, "attention")  # Nq = 1: is_causal, which NVTX does not record, does not matter
+    assert att["flops"] == truth["classes"]["attention"]["flops"]
+
+
+def test_nsys_nvtx_gemm_kernels_without_a_dtype_are_not_measured(nsys_nvtx):
+    """nvjet kernels (cuBLAS on Hopper) name no dtype and the ranges give none: the GEMM time is
+    'without dtype', not guessed, and the verdict says why efficiency is not measured."""
+    a, truth = nsys_nvtx("gemm_slow", gemm_kernel="nvjet_tst_192x192_64x4_2x1_v_bz_coopB_TNN")
+    eff = a.data["efficiency"]
+    assert [c["class"] for c in eff["classes"]] == ["memory_bound"]
+    nm = next(n for n in eff["not_measured"] if n["what"] == "gemm kernels without dtype")
+    assert nm["time_ns"] == truth["classes"]["gemm"]["time_ns"] and nm["share_pct"] == 100.0
+    assert "record_shapes=True" in nm["capture_hint"]
+    assert "below_roofline" not in [f["id"] for f in a.findings]
+    ab = next(x for x in a.data["abstentions"] if x["analysis"] == "efficiency")
+    assert "no data types" in ab["reason"]
+
+
+def test_nsys_nvtx_without_shapes_names_the_capture_option(nsys_nvtx):
+    """--pytorch=autograd-nvtx writes the operator ranges without sizes: the not-measured entry says
+    so and names the option that records them."""
+    a, _ = nsys_nvtx("gemm_slow", shapes=False)
+    nm = a.data["efficiency"]["not_measured"][0]
+    assert nm["what"] == "operator shapes" and "autograd-nvtx, not autograd-shapes-nvtx" in nm["reason"]
+    assert "nsys profile --pytorch=autograd-shapes-nvtx" in nm["capture_hint"]
+    ab = next(x for x in a.data["abstentions"] if x["analysis"] == "efficiency")
+    assert "nsys profile --pytorch=autograd-shapes-nvtx" in ab["capture_hint"]
+
+
+@pytest.mark.parametrize("name", ["nsys2026.2_2xH100_mfu_after.sqlite", "nsys2026.2_2xH100_fastvideo_sp2_pytorch_window1s.sqlite"])
+def test_real_autograd_nvtx_capture_says_which_option_records_shapes(name):
+    """Real nsys-ai captures taken with --pytorch=autograd-nvtx ('aten::mul, seq = 46174, op_id = 993406')."""
+    a = analyze(open_case([real("nsys", name)]))
+    nm = a.data["efficiency"]["not_measured"][0]
+    assert nm["what"] == "operator shapes" and "PyTorch operator NVTX ranges carry no input shapes" in nm["reason"]
+    assert "nsys profile --pytorch=autograd-shapes-nvtx" in nm["capture_hint"]

@@ -49,8 +49,9 @@ Tables of a :class:`Trace` (column: dtype — meaning):
 ``processes`` — pid: int64, name: str
 
 ``ops`` — one row per CPU operator whose input shapes the capture recorded (PyTorch profiler
-``record_shapes=True``) and that launched at least one GPU event, for the op kinds with a work
-formula (:data:`WORK_OPS`)
+``record_shapes=True``; nsys ``--pytorch=autograd-shapes-nvtx`` operator ranges, Input type null
+where no kernel name told the dtype) and that launched at least one GPU event, for the op kinds
+with a work formula (:data:`WORK_OPS`)
     pid: int64; start, end: int64 ns (host side); name: category (``aten::mm`` ...);
     shape: category — the recorded ``[Input Dims, Input type, Concrete Inputs]`` as compact JSON
     (interned: one string per distinct shape); ext_id: int64 (the profiler's External id)
