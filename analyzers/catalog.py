@@ -67,8 +67,8 @@ def _text(entry: dict, key: str, variant: str | None) -> str:
 def falsified(finding: dict, facts: dict) -> str | None:
     """Why the capture already meets this finding's falsifier (``falsified_when`` in the catalog,
     a condition over ``ev`` — the finding's evidence by name — and the ``facts`` of the capture:
-    ``config``, ``trace``, ``kind``), or None. Evaluated by analyzers/conditions.py; a figure
-    nobody measured never meets a condition."""
+    ``config``, ``trace``, ``serving``, ``threshold``, ``kind``: rules._facts), or None. Evaluated
+    by analyzers/conditions.py; a figure nobody measured never meets a condition."""
     from tracetriage.analyzers import conditions
 
     entry = CATALOG.get(finding["id"]) or {}

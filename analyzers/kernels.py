@@ -6,7 +6,8 @@
 * Copies: in the window, async copies whose host side is pageable memory
   (``pageable_async``: the copy kind says pageable and the launching call is an
   ``*Async`` API, joined on (pid, correlation)), synchronous copy calls, and
-  device-to-host copies, each with count and bytes; unified-memory migrations
+  device-to-host copies, each with count and bytes (``pageable_async.hidden_ns``: of those
+  copies' time, the part during which a kernel of the same device runs); unified-memory migrations
   (``migrations``: UVM page moves, e.g. from cudaMemPrefetchAsync) apart from copies.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracetriage.analyzers import intervals as iv
 from tracetriage.model import UVM_KINDS, Trace, cat_mask, is_kind
 
 TOP_KERNELS = 15
@@ -181,6 +183,28 @@ def kernel_duration_median(trace: Trace, lo: int, hi: int) -> int | None:
     return int(np.median(buf[:n], overwrite_input=True)) if n else None
 
 
+def under_kernels(trace: Trace, copies) -> int:
+    """Of the copies' summed time (each copy's own duration), the ns during which a kernel or a
+    graph replay of the same device runs: copy time the GPU spends computing anyway, so the copy
+    delays no work (``pageable_async.hidden_ns``; its share of ``time_ns`` is the hidden share)."""
+    if not len(copies):
+        return 0
+    g = trace.gpu
+    work = is_kind(g, "kernel") | is_kind(g, "graph")
+    g_dev, g_start, g_end = g["device"].to_numpy(), g["start"].to_numpy(), g["end"].to_numpy()
+    c_dev, c_start, c_end = (copies[k].to_numpy(np.int64) for k in ("device", "start", "end"))
+    hidden = 0
+    for dev in np.unique(c_dev):
+        mine = c_dev == dev
+        cs, ce = c_start[mine], c_end[mine]
+        k = work & (g_dev == dev)
+        ks, ke = g_start[k], g_end[k]
+        near = iv.Coverage(*iv.union(cs, ce)).overlap(ks, ke) > 0  # only kernels that touch a copy matter
+        if near.any():
+            hidden += int(iv.Coverage(*iv.union(ks[near], ke[near])).overlap(cs, ce).sum())
+    return hidden
+
+
 def copy_checks(trace: Trace, lo: int, hi: int) -> dict:
     g = trace.gpu
     g_start = g["start"].to_numpy()
@@ -206,6 +230,7 @@ def copy_checks(trace: Trace, lo: int, hi: int) -> dict:
             "count": int(len(pageable_async)),
             "bytes": int(pageable_async["bytes"].sum()),
             "time_ns": int(dur.sum()),
+            "hidden_ns": under_kernels(trace, pageable_async),
             "by_device": by_device,
         },
         "migrations": {"count": int(len(uvm)), "bytes": int(uvm["bytes"].sum())},

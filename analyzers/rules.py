@@ -423,11 +423,13 @@ def rule_host_sync_per_step(ctx: Context):
 
 
 def rule_pageable_memcpy(ctx: Context):
-    wants, count, size = {}, 0, 0
+    wants, count, size, time_ns, hidden_ns = {}, 0, 0, 0, 0
     for p in ctx.judged():
         c = p["copies"]["pageable_async"]
         count += c["count"]
         size += c["bytes"]
+        time_ns += c["time_ns"]
+        hidden_ns += c.get("hidden_ns", 0)
         for d in p["devices"]:
             ns = c["by_device"].get(d["id"], 0)
             if ns:
@@ -442,6 +444,10 @@ def rule_pageable_memcpy(ctx: Context):
         ev("pageable_claimed_pct", round(impact, 3), "%", window_denominator(ctx),
            text=f"copy or blocked time of those copies not hidden by kernels: {pct(impact)} of the window"),
     ]
+    if time_ns:
+        hidden = round(100.0 * hidden_ns / time_ns, 2)
+        evidence.append(ev("pageable_hidden_pct", hidden, "%", "time of those copies",
+                           text=f"a kernel of the same GPU runs during {pct(hidden)} of those copies' time"))
     return catalog.make("pageable_memcpy", impact,
                         {"count": f"{count:,}", "copies": "copy" if count == 1 else "copies", "bytes": nbytes(size)},
                         evidence, severity="medium" if impact >= 5 else "low" if impact >= 1 else "info",
@@ -630,13 +636,21 @@ def rule_prefill_stall(ctx: Context):
 
 
 def _facts(ctx: Context) -> dict:
-    """What the capture shows that a finding's falsifier can be checked against (catalog.falsified)."""
+    """What the capture shows that a finding's falsifier can be checked against (catalog.falsified):
+    ``config`` (the engine's), ``trace`` (graph replays and launches; the collective share and its
+    exposed part, means over the devices that ran collectives), ``serving`` (serving_rules.facts),
+    ``threshold`` (THRESHOLDS' values by name) and ``kind``. A figure not measured is None."""
     serving = ctx.data.get("serving") or {}
+    coll = [d for d in ctx.devices if d.get("collective_count")]
     return {
         "config": dict(serving.get("config") or {}),
         "trace": {"graph_replays": sum(int(p.get("graph_replays_in_window") or 0) for p in ctx.per_trace) if ctx.per_trace else None,
                   "graph_launches_per_step": max((pr["graph_launches_per_step"] for p in ctx.per_trace for pr in p["processes"]
-                                                  if pr.get("graph_launches_per_step") is not None), default=None)},
+                                                  if pr.get("graph_launches_per_step") is not None), default=None),
+                  "collective_share_pct": float(np.mean([d["collective_share_pct"] for d in coll])) if coll else None,
+                  "collective_exposed_pct": float(np.mean([d["collective_exposed_pct"] for d in coll])) if coll else None},
+        "serving": serving_rules.facts(serving, ctx.slo) if serving else {},
+        "threshold": {name: value for name, (value, _why) in THRESHOLDS.items()},
         "kind": dict(ctx.data.get("capture_kind") or {}),
     }
 
@@ -982,7 +996,8 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom:
                 knee = next((a for a in abstentions if a["analysis"] == "tpot_budget"), None)
                 why = ("not called healthy: TPOT rises with the batch and no TPOT budget was given (give --slo tpot_p95_ms=<budget>)"
                        if knee else "not enough to call it healthy")
-                return ("No serving finding in what was measured (" + "; ".join(measured[:3]) + f"), {why}; no GPU trace given"
+                return ("No serving finding in what was measured (" + "; ".join(measured[:3]) + f"){_ruled_out(findings)}, {why}; "
+                        "no GPU trace given"
                         + ("; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions})) if abstentions else ""))
         return f"No GPU trace given, so no timeline verdict; {what}" + (
             "; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions})) if abstentions else "")
@@ -1009,10 +1024,18 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom:
             return _says(next(iter(tops.values())))
         return " | ".join(f"{axis}: {_says(f)}" for axis, f in tops.items())
     if compute >= t("healthy_compute_min_pct") and abstentions:
-        return (f"No problem found in what was measured (GPU computing at least {pct(compute)} of the window), but the verdict "
-                "is incomplete: " + "; ".join(sorted({a["analysis"] for a in abstentions})) + " not measured")
+        return (f"No problem found in what was measured (GPU computing at least {pct(compute)} of the window)"
+                f"{_ruled_out(findings)}, but the verdict is incomplete: " + "; ".join(sorted({a["analysis"] for a in abstentions})) + " not measured")
     return (f"GPU computing {pct(compute)} of the window; no measured cause explains the rest (not healthy: not GPU-bound)"
+            + _ruled_out(findings)
             + ("; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions})) if abstentions else ""))
+
+
+def _ruled_out(findings: list[dict]) -> str:
+    """'; ruled out by its own falsifier: a, b' for the falsified findings (empty when none): a
+    headline with no standing finding still says what was measured and set aside."""
+    out = [f["id"] for f in findings if f.get("falsified")]
+    return f"; ruled out by its own falsifier: {', '.join(out)}" if out else ""
 
 
 def _symptom_headline(findings: list[dict], abstentions: list[dict], symptom: str, where: str, tail: str = "") -> str:

@@ -438,6 +438,28 @@ def rule_admission_blocked(serving: dict, slo: dict):
                         evidence, severity="high" if impact >= 50 else "medium", denominator="batch slots (max_num_seqs)")
 
 
+def facts(serving: dict, slo: dict) -> dict:
+    """What the serving artifacts show that a finding's falsifier is checked against (rules._facts;
+    None: not measured): the stats lines' queue share, running mean and max, KV usage max; the
+    batch cap; preemptions + retractions (measured when an engine log, which prints them, or the
+    preemption counter was read); whether a --slo budget is already exceeded (True: one is,
+    False: every one is met, None: none given or none decided)."""
+    st = serving.get("stats") or {}
+    mem = serving.get("memory") or {}
+    seen = any(str(c.get("kind", "")).endswith("_log") for c in serving.get("captures") or []) or any(
+        "num_preemptions" in k for k in serving.get("metrics") or {})
+    checks = [budget_check(serving, key, value) for key, value in slo.items()]
+    return {
+        "waiting_share_pct": st.get("waiting_share_pct"),
+        "running_mean": st.get("running_mean"),
+        "running_max": st.get("running_max"),
+        "kv_usage_max": st.get("kv_usage_max"),
+        "cap": _cap(serving),
+        "preemptions": (mem.get("preemptions") or 0) + (mem.get("retractions") or 0) if seen else None,
+        "budget_exceeded": True if False in checks else False if checks and all(c is True for c in checks) else None,
+    }
+
+
 def tpot_needs_budget(serving: dict, slo: dict) -> bool:
     """TPOT rises with the batch (a fit that is a model, up 1.5x across the batches measured) and
     no TPOT budget was given: the knee cannot be judged, so the run is not called healthy."""

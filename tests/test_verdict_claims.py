@@ -281,7 +281,8 @@ def test_prefix_cache_miss_with_caching_already_on_and_no_shared_prefix_is_falsi
     hit = next(e["value"] for e in f["evidence"] if e["name"] == "prefix_hit_pct")
     assert hit < 1  # the bundle's prompts share no prefix: 0% hits with caching on
     assert f["severity"] == "info" and "prompts share no prefix" in f["falsified"]
-    assert "prefix_cache_miss" not in d["headline"]
+    assert "[prefix_cache_miss]" not in d["headline"]  # not the verdict; named only as set aside
+    assert "ruled out by its own falsifier: prefix_cache_miss" in d["headline"]
     assert any(e["name"] == "falsifier_met" for e in f["evidence"])
 
 

@@ -1,0 +1,272 @@
+"""Issue 25 item 3: no finding whose own falsifier the evidence already meets.
+
+Every catalog entry either states its falsifier as a condition over the capture in hand
+(``falsified_when``) or says in a ``# no falsified_when`` comment why one capture cannot meet it
+(an after-capture or a second measurement is needed, or the rule already excludes it). Each
+condition is tested here on a bundle or real capture modified as little as the falsifier needs
+(a copy in tmp_path): the finding is kept, downgraded to info with the reason, and never named
+as the verdict; the unmodified input still fires it. launch_bound, prefill_stall and
+prefix_cache_miss are tested in test_verdict_claims.py.
+"""
+
+import ast
+import json
+import re
+import shutil
+import sqlite3
+
+import pytest
+from conftest import BUNDLES, ROOT, real
+
+from tracetriage import analyze, open_case
+from tracetriage.analyzers import catalog, serving_rules
+from tracetriage.analyzers.rules import THRESHOLDS
+
+NVFUSER_2025_1 = "nsys2025.1_1xH200_nvfuser_pytorch_crossentropy.sqlite"
+
+
+def _run(path, **kw):
+    return analyze(open_case([path]), **kw).data
+
+
+def _finding(data, fid):
+    return next(f for f in data["findings"] if f["id"] == fid)
+
+
+def _falsified(data, fid, says):
+    f = _finding(data, fid)
+    assert f["severity"] == "info" and says in f["falsified"], f.get("falsified")
+    assert any(e["name"] == "falsifier_met" for e in f["evidence"])
+    assert f"[{fid}]" not in data["headline"] and f"{fid}" not in "".join(data["headline_by_axis"].values())
+    return f
+
+
+def _standing(data, fid):
+    f = _finding(data, fid)
+    assert f["severity"] != "info" and not f.get("falsified")
+    return f
+
+
+def _copy(src, tmp_path, name=None):
+    dst = tmp_path / (name or src.name)
+    (shutil.copytree if src.is_dir() else shutil.copyfile)(src, dst)
+    if dst.is_file():
+        dst.chmod(0o644)
+    return dst
+
+
+# --- the catalog: a condition or a documented reason for every entry ---------------------------------
+
+def _sections(text: str) -> dict[str, str]:
+    """Each top-level [entry] of findings.toml with the text up to the next top-level entry."""
+    heads = list(re.finditer(r"(?m)^\[([a-z_]+)\]$", text))
+    return {m.group(1): text[m.end():(heads[i + 1].start() if i + 1 < len(heads) else len(text))] for i, m in enumerate(heads)}
+
+
+def test_every_catalog_entry_has_a_falsifier_condition_or_says_why_not():
+    sections = _sections((ROOT / "analyzers" / "findings.toml").read_text())
+    assert set(sections) == set(catalog.CATALOG)
+    missing = [fid for fid, body in sections.items()
+               if not catalog.CATALOG[fid].get("falsified_when") and "# no falsified_when" not in body]
+    assert not missing, f"no falsified_when and no '# no falsified_when' reason: {missing}"
+    both = [fid for fid, body in sections.items() if catalog.CATALOG[fid].get("falsified_when") and "# no falsified_when" in body]
+    assert not both
+    assert all(catalog.CATALOG[fid].get("falsified_why") for fid in catalog.CATALOG if catalog.CATALOG[fid].get("falsified_when"))
+
+
+def _names(cond: str) -> set[tuple[str, str]]:
+    return {(n.value.id, n.attr) for n in ast.walk(ast.parse(cond, mode="eval"))
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+
+
+def test_every_condition_names_figures_the_analysis_has():
+    """A misspelt name would leave a condition forever unknown (never met): each one is checked
+    against what rules._facts and the rules' evidence provide."""
+    sources = "".join((ROOT / "analyzers" / f).read_text() for f in ("rules.py", "serving_rules.py", "efficiency.py"))
+    serving_keys = set(serving_rules.facts({"stats": {}, "memory": {}, "captures": [], "metrics": {}}, {}))
+    trace_keys = {"graph_replays", "graph_launches_per_step", "collective_share_pct", "collective_exposed_pct"}
+    for fid, entry in catalog.CATALOG.items():
+        cond = entry.get("falsified_when")
+        if not cond:
+            continue
+        for space, name in _names(cond):
+            ok = {"threshold": name in THRESHOLDS, "serving": name in serving_keys, "trace": name in trace_keys,
+                  "ev": f'ev("{name}"' in sources, "config": True, "kind": name in ("vendor", "workload", "language")}[space]
+            assert ok, f"[{fid}] falsified_when names {space}.{name}, which the analysis does not provide"
+
+
+def test_rules_facts_trace_keys_are_the_ones_checked():
+    from tracetriage.analyzers import rules
+
+    ctx = rules.Context(case=None, data={"serving": None, "capture_kind": {}}, per_trace=[])
+    assert set(rules._facts(ctx)["trace"]) == {"graph_replays", "graph_launches_per_step", "collective_share_pct",
+                                                "collective_exposed_pct"}
+
+
+# --- throughput: pageable copies hidden under kernels -------------------------------------------------
+
+def _cover(path, source_sql: str, fraction: float) -> int:
+    """Insert, for each interval (start, end, deviceId, globalPid) that ``source_sql`` selects, a
+    kernel of the same device and process on a stream of its own (the export's first kernel row,
+    moved) running from the interval's start for ``fraction`` of it: compute that overlaps it."""
+    con = sqlite3.connect(path)
+    cols = [r[1] for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")]
+    over = {"start": "c.cs", "end": f"c.cs + CAST((c.ce - c.cs) * {fraction} AS INTEGER)", "streamId": "9999",
+            "correlationId": "2000000000 + c.n", "deviceId": "c.dev", "globalPid": "c.gpid"}
+    picked = ", ".join(f"{over[c]}" if c in over else f"k.{c}" for c in cols)
+    n = con.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({', '.join(cols)}) SELECT {picked} FROM "
+                    f"(SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid LIMIT 1) AS k, "
+                    f"(SELECT s.start AS cs, s.end AS ce, s.deviceId AS dev, s.globalPid AS gpid, "
+                    f"row_number() OVER (ORDER BY s.start) AS n FROM ({source_sql}) AS s) AS c").rowcount
+    con.commit()
+    con.close()
+    return n
+
+
+PAGEABLE = "SELECT start, end, deviceId, globalPid FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE srcKind = 0 OR dstKind = 0"
+
+
+def test_pageable_memcpy_hidden_under_kernels_is_falsified_on_the_real_nvfuser_export(tmp_path):
+    """The nvFuser export's two pageable host-to-device copies run while the GPU is otherwise idle:
+    on the critical path. With a kernel of the same GPU running through each of them (another
+    stream), the GPU computes while they are staged: off the critical path, the falsifier met."""
+    src = real("nsys", NVFUSER_2025_1)
+    plain = _standing(_run(src), "pageable_memcpy")
+    assert next(e["value"] for e in plain["evidence"] if e["name"] == "pageable_hidden_pct") < 1
+    half = _copy(src, tmp_path, "half.sqlite")
+    assert _cover(half, PAGEABLE, 0.5) == 2
+    f = _finding(_run(half), "pageable_memcpy")
+    assert not f.get("falsified") and 45 < next(e["value"] for e in f["evidence"] if e["name"] == "pageable_hidden_pct") < 55
+    hidden = _copy(src, tmp_path, "hidden.sqlite")
+    assert _cover(hidden, PAGEABLE, 1.0) == 2
+    f = _falsified(_run(hidden), "pageable_memcpy", "off the critical path")
+    assert next(e["value"] for e in f["evidence"] if e["name"] == "pageable_hidden_pct") == 100.0
+
+
+# --- throughput: collectives overlapped with compute -----------------------------------------------------
+
+COLLECTIVES = ("SELECT k.start, k.end, k.deviceId, k.globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName "
+               "WHERE s.value LIKE 'ncclDevKernel%'")
+
+
+def _tp8(tmp_path, fraction, with_topology=True):
+    d = _copy(BUNDLES / "tp8_cross_island", tmp_path, f"tp8_{fraction}")
+    assert _cover(d / "trace.sqlite", COLLECTIVES, fraction) > 0
+    return d if with_topology else d / "trace.sqlite"
+
+
+def test_collective_dominant_with_collectives_hidden_under_compute_is_falsified(tmp_path):
+    """The TP=8 trace alone (no topology): AllReduce 53% of the window, all of it exposed. With
+    compute on another stream through 95% of each AllReduce, the step no longer waits for them."""
+    _standing(_run(BUNDLES / "tp8_cross_island" / "trace.sqlite"), "collective_dominant")
+    _standing(_run(_tp8(tmp_path, 0.5, with_topology=False)), "collective_dominant")  # half hidden: it still costs
+    data = _run(_tp8(tmp_path, 0.95, with_topology=False))
+    f = _falsified(data, "collective_dominant", "does not wait for the collectives")
+    assert f["impact_pct"] < 5  # the share stays in the title, the exposed part is what it claims
+    assert all(d["collective_share_pct"] > 50 and d["collective_exposed_pct"] < 0.1 * d["collective_share_pct"]
+               for d in data["devices"])
+
+
+def test_cross_island_collective_with_collectives_hidden_under_compute_is_falsified(tmp_path):
+    _standing(_run(BUNDLES / "tp8_cross_island"), "cross_island_collective")
+    _standing(_run(_tp8(tmp_path, 0.5)), "cross_island_collective")
+    data = _run(_tp8(tmp_path, 0.95))
+    _falsified(data, "cross_island_collective", "does not wait for the slow link")
+    assert not data["headline"].startswith("Healthy")
+
+
+# --- serving: at capacity, admission, memory, replicas ------------------------------------------------
+
+def _with(tmp_path, bundle, **files):
+    d = _copy(BUNDLES / bundle, tmp_path, bundle)
+    for name, text in files.items():
+        (d / name.replace("_", ".")).write_text(text)
+    return d
+
+
+def test_at_capacity_with_the_batch_far_below_its_cap_and_kv_free_is_falsified(tmp_path):
+    """The benchmark sweep shows arrivals above completions; the engine log beside it shows the
+    queue standing while 11 of 128 slots run and KV is at most 22% used: not capacity."""
+    _standing(_run(BUNDLES / "serving_at_capacity"), "at_capacity")
+    data = _run(_with(tmp_path, "serving_at_capacity", vllm_log=(BUNDLES / "serving_admission_blocked" / "vllm.log").read_text()))
+    _falsified(data, "at_capacity", "the host is not admitting work")
+    assert data["findings"][0]["id"] == "admission_blocked" and "[admission_blocked]" in data["headline"]
+
+
+PREEMPTION = ("(EngineCore_0 pid=90) WARNING 07-28 09:00:12 [scheduler.py:1754] Sequence group 41 is preempted by "
+              "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the end-to-end "
+              "performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. "
+              "total_num_cumulative_preemption=1\n")
+
+
+def test_admission_blocked_with_kv_blocks_exhausted_is_falsified(tmp_path):
+    """Free KV in every sampled stats line, but the engine preempted a sequence for want of KV
+    blocks: the blocks do run out, so the queue waits for capacity, not for the host."""
+    _standing(_run(BUNDLES / "serving_admission_blocked"), "admission_blocked")
+    log = (BUNDLES / "serving_admission_blocked" / "vllm.log").read_text().splitlines(keepends=True)
+    data = _run(_with(tmp_path, "serving_admission_blocked", vllm_log="".join(log[:5] + [PREEMPTION] + log[5:])))
+    _falsified(data, "admission_blocked", "server is at capacity instead")
+    assert _finding(data, "memory_pressure")["severity"] != "info"  # the preemption itself stands as the oom-axis finding
+
+
+def test_memory_pressure_oom_with_chunked_prefill_on_kv_and_allocator_healthy_is_falsified(tmp_path):
+    """An OOM (3.5 GiB asked, 8.6% of reserved memory free in pieces), KV at most 69% used, no
+    preemption: with chunked prefill off the unchunked prefill explains it (the finding stands);
+    with it on, neither the prefill peak, the KV pool nor fragmentation does."""
+    plain = _run(BUNDLES / "serving_memory_pressure")
+    assert _standing(plain, "memory_pressure")["severity"] == "high"
+    log = (BUNDLES / "serving_memory_pressure" / "vllm.log").read_text()
+    assert "'enable_chunked_prefill': False" in log
+    data = _run(_with(tmp_path, "serving_memory_pressure",
+                      vllm_log=log.replace("'enable_chunked_prefill': False", "'enable_chunked_prefill': True")))
+    _falsified(data, "memory_pressure", "the memory goes elsewhere")
+    assert "ruled out by its own falsifier: memory_pressure" in data["headline"]  # the OOMs are not silently dropped
+
+
+def test_over_replicated_with_a_budget_already_exceeded_is_falsified():
+    """16 replicas... here 8, each decoding ~7 sequences with an empty queue; TTFT p99 69 ms. A TTFT
+    p99 budget of 30 ms is already exceeded at this light load: consolidating cannot meet it."""
+    d = BUNDLES / "serving_over_replicated"
+    _standing(_run(d), "over_replicated")
+    _standing(_run(d, slo={"ttft_p99_ms": 500.0}), "over_replicated")  # budgets met: the headroom is waste
+    _falsified(_run(d, slo={"ttft_p99_ms": 30.0}), "over_replicated", "headroom is not the waste")
+    _standing(_run(d, slo={"ttft_p95_ms": 30.0}), "over_replicated")  # p95 not measured, p99 over: undecided, not met
+
+
+# --- entries whose falsifier the rule itself excludes: met, the finding does not fire -----------------
+
+def test_proxy_buffering_does_not_fire_when_the_server_ttft_equals_the_client_ttft(tmp_path):
+    """The falsifier (the delay is in the server) cannot be met by one capture in a finding that
+    fired: the rule needs server TTFT under 30% of the client's. With the server's histogram
+    showing the client's 2.57 s, it does not fire."""
+    _standing(_run(BUNDLES / "serving_proxy_buffering"), "proxy_buffering")
+    prom = (BUNDLES / "serving_proxy_buffering" / "metrics.prom").read_text()
+    out = []
+    for line in prom.splitlines(keepends=True):
+        m = re.match(r'vllm:time_to_first_token_seconds_bucket\{le="([^"]+)"', line)
+        if m and m.group(1) != "+Inf":
+            le = float(m.group(1))
+            line = re.sub(r"\} [\d.]+$", "} " + ("0.0" if le < 2.5 else "150.0" if le < 5.0 else "300.0"), line.rstrip("\n")) + "\n"
+        elif line.startswith("vllm:time_to_first_token_seconds_sum"):
+            line = re.sub(r"\} [\d.]+$", "} 769.96", line.rstrip("\n")) + "\n"
+        out.append(line)
+    data = _run(_with(tmp_path, "serving_proxy_buffering", metrics_prom="".join(out)))
+    assert data["serving"]["latency"]["server"]["ttft"]["mean_ms"] == pytest.approx(2566.5, rel=0.01)
+    assert all(f["id"] != "proxy_buffering" for f in data["findings"])
+
+
+def test_batch_past_knee_does_not_fire_when_tpot_does_not_follow_the_batch(tmp_path):
+    """Its falsifier (p95 TPOT high but not explained by the running batch, r² low) is the rule's
+    own condition: the same sweep with the TPOTs of the three largest batches rotated (TPOT peaks
+    at 128 and falls at 256; r² 0.13) is no model, and the finding does not fire."""
+    src = BUNDLES / "serving_batch_past_knee"
+    _standing(_run(src, slo={"tpot_p95_ms": 10.0}), "batch_past_knee")
+    bench = json.loads((src / "bench.json").read_text())
+    assert [b["max_concurrency"] for b in bench] == [8, 16, 32, 64, 128, 256]
+    latency = [{k: v for k, v in b.items() if "tpot" in k or "itl" in k} for b in bench]
+    for i, j in ((3, 4), (4, 5), (5, 3)):
+        bench[i].update(latency[j])
+    data = _run(_with(tmp_path, "serving_batch_past_knee", bench_json=json.dumps(bench)), slo={"tpot_p95_ms": 10.0})
+    fit = data["serving"]["tpot_fit"]
+    assert fit["source"].startswith("benchmark sweep") and fit["r2"] < 0.3 and fit["model"] is False
+    assert all(f["id"] != "batch_past_knee" for f in data["findings"])
