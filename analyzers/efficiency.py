@@ -12,7 +12,10 @@ Definitions (every rate is work over the GPU time of the kernels that did it):
   the kernels it launched (External id, or the launch calls inside its NVTX range -> correlation)
   that start in the window. Kernels without such an op (graph replays, custom ops, kernels of ops
   outside the profiled CPU window) are *not measured*, counted by class from their names; so are
-  those of ops whose dtype is unknown, apart ("without dtype").
+  those of ops whose dtype is unknown, apart ("without dtype"). Kernels replayed from a CUDA/HIP
+  graph are tied to the ops that launched them at capture where the trace (or another trace of the
+  case, of the same process) recorded that capture (parsers/graph_replays.py); the replayed kernel
+  time left untied is reported per trace with the reason.
 * **class**: gemm, attention, memory_bound (elementwise, norms, copies, reductions).
   achieved_tflops = FLOPs / time; achieved_gbps = bytes / time; intensity = FLOPs / bytes.
   The roofline time of an op is max(FLOPs / peak(dtype), bytes / bandwidth); a class's
@@ -193,6 +196,110 @@ def _device_of(ns_by_device: np.ndarray) -> int | None:
 KERNEL_SLICE = 1 << 18  # rows per slice: temporaries under the 4 MiB mmap threshold (tracetriage/memory.py)
 
 
+GRAPH_UNTIED = {
+    "no_capture": ("the capture phase was not profiled: the trace (and the case) holds no graph capture whose launch calls "
+                   "carry the operators' shapes",
+                   "also profile the CUDA-graph capture with record_shapes=True (vLLM and SGLang can profile it into its own "
+                   "trace) and analyze that trace with this one, or profile one step eagerly (vLLM --enforce-eager)"),
+    "no_match": ("no profiled capture launched this sequence of kernels (another graph, or one captured outside the "
+                 "profiled window)",
+                 "profile the capture of the graphs that are replayed (every batch size served) with record_shapes=True"),
+    "ambiguous": ("several profiled captures launched these kernels with different shapes (one graph per batch size): "
+                  "which one was replayed is not in the trace",
+                  "profile the capture of the one batch size served, or capture and replay in one profiler session"),
+    "unnamed": ("the capture is in another file and its launch calls do not name their kernels, so the pairing cannot "
+                "be checked",
+                "profile the capture and the replays in one profiler session"),
+    "no_formula": ("tied to their capture, where the operator that launched them has no FLOP/byte formula here (a "
+                   "custom or fused op: Triton, MoE, paged attention...) or recorded no shapes",
+                   "the work of custom ops is not modelled: profile with record_shapes=True and compare their kernels' "
+                   "time, or add their formula to analyzers/opwork.py"),
+}
+
+
+def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -> list[dict]:
+    """Per capture (trace): the kernel time of graph-replayed kernels in the window that no
+    captured op was tied to, and why (parsers/graph_replays.py); nsys's whole-graph replay
+    intervals, whose kernels are not recorded at all. Their time is also in the per-class
+    'without shapes' figures: this says which part is graph replay and what would measure it."""
+    g = trace.gpu
+    if not len(g) or not g["in_graph"].any():
+        return []
+    start, end = g["start"].to_numpy(), g["end"].to_numpy()
+    graph = np.flatnonzero(g["in_graph"].to_numpy(bool))  # row numbers, not column-sized temporaries
+    graph = graph[(start[graph] >= lo) & (start[graph] < hi)]
+    out = []
+    whole = graph[is_kind(g, "graph")[graph]]
+    if whole.size:
+        out.append({"what": "graph replays without kernels", "time_ns": int((end[whole] - start[whole]).sum()),
+                    "share_pct": None,
+                    "reason": f"{whole.size:,} graph replays traced as one interval each (nsys --cuda-graph-trace=graph, "
+                              "the default): their kernels, and so the operators behind them, are not recorded",
+                    "capture_hint": "nsys profile --cuda-graph-trace=node records each replayed kernel"})
+    rows = graph[is_kind(g, "kernel")[graph]]
+    if not rows.size:
+        return out
+    untied = rows[~np.isin(rows, tied_rows)] if tied_rows.size else rows
+    all_ns = float((end[rows] - start[rows]).sum())
+    untied_ns = float((end[untied] - start[untied]).sum())
+    if not untied.size:
+        return out
+    ties = trace.meta.get("graph_ties")
+    key = g["pid"].to_numpy(np.int64)[untied] * (1 << 32) + g["correlation"].to_numpy(np.int64)[untied]
+    n_replays = int(np.unique(key).size)
+    if not ties:
+        out.append({"what": "graph-replayed kernels not tied to ops", "time_ns": int(untied_ns), "share_pct": None,
+                    "reason": f"{n_replays:,} replays, {100.0 * untied_ns / all_ns:.0f}% of the replayed kernel time in "
+                              f"the window: this {trace.format} export does not tie a replayed kernel to the launch call "
+                              "that captured it",
+                    "capture_hint": "profile the same run with the PyTorch profiler (record_shapes=True) over the CUDA-graph "
+                                    "capture and the replays, or one step eagerly (vLLM --enforce-eager)"})
+        return out
+    tied = len(ties.get("tied", []))
+    done = (f"; {tied:,} of {ties['replays']:,} replays tied to their capture in "
+            f"{', '.join(Path(x).name for x in ties['sources'])}" if tied else "")
+    groups = [(reason, pairs) for reason, pairs in ties.get("untied", {}).items()] + [("no_formula", ties.get("tied", []))]
+    for reason, pairs in groups:
+        pk = np.array([p * (1 << 32) + c for p, c in pairs], dtype=np.int64)
+        sel = np.isin(key, pk)
+        if not sel.any():
+            continue
+        ns = float((end[untied[sel]] - start[untied[sel]]).sum())
+        why, hint = GRAPH_UNTIED.get(reason, (reason, "profile the CUDA-graph capture with record_shapes=True"))
+        out.append({"what": "graph-replayed kernels not tied to ops", "time_ns": int(ns), "share_pct": None,
+                    "reason": f"{int(np.unique(key[sel]).size):,} replays, {100.0 * ns / all_ns:.0f}% of the replayed "
+                              f"kernel time in the window: {why}{done}",
+                    "capture_hint": hint})
+    return out
+
+
+def replayed_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """(gpu rows, op rows) of the graph-replayed kernels tied to a captured op: ``op_kernels`` rows
+    with ``nth`` >= 0 name the n-th kernel, in start order, of the replay with that correlation."""
+    ok = trace.op_kernels
+    empty = (np.empty(0, np.int64), np.empty(0, np.int64))
+    if "nth" not in ok or not (ok["nth"].to_numpy() >= 0).any():
+        return empty
+    ok = ok[ok["nth"].to_numpy() >= 0]
+    g = trace.gpu
+    key = ok["pid"].to_numpy(np.int64) * (1 << 32) + ok["correlation"].to_numpy(np.int64)
+    rows = np.flatnonzero(is_kind(g, "kernel") & g["in_graph"].to_numpy(bool))
+    gkey = g["pid"].to_numpy(np.int64)[rows] * (1 << 32) + g["correlation"].to_numpy(np.int64)[rows]
+    keep = np.isin(gkey, key)
+    rows, gkey = rows[keep], gkey[keep]
+    if not rows.size:
+        return empty
+    order = np.argsort(gkey, kind="stable")  # rows are in start order: stable keeps it within a replay
+    rows, gkey = rows[order], gkey[order]
+    first = np.r_[0, np.flatnonzero(np.diff(gkey)) + 1]
+    nth = np.arange(rows.size) - np.repeat(first, np.diff(np.r_[first, rows.size]))
+    m = pd.DataFrame({"key": gkey, "nth": nth, "row": rows}).merge(
+        pd.DataFrame({"key": key, "nth": ok["nth"].to_numpy(np.int64), "op": ok["op"].to_numpy(np.int64)}),
+        on=["key", "nth"], how="inner")
+    order = np.argsort(m["row"].to_numpy())
+    return m["row"].to_numpy()[order], m["op"].to_numpy()[order]
+
+
 def _kernel_time(trace: Trace, lo: int, hi: int, kind: np.ndarray, untyped: np.ndarray) -> tuple:
     """One pass over the kernels starting in [lo, hi), a slice of rows at a time (a column-sized
     temporary per step was the first read's peak at 10M kernels): kernel time per device, the
@@ -207,8 +314,10 @@ def _kernel_time(trace: Trace, lo: int, hi: int, kind: np.ndarray, untyped: np.n
     codes, cats = cat_codes(g["name"])
     class_of = np.array([opwork.CLASSES.index(kernel_class(str(c))) for c in [*cats, "nan"]], dtype=np.int8)
     ok = trace.op_kernels
+    tied_rows, tied_ops = replayed_ops(trace)  # graph-replayed kernels tied to their captured ops
     if len(ok):
-        ok = ok.drop_duplicates(["pid", "correlation"])  # one op per launch, so the merge keeps one row per kernel
+        ok = ok[ok["nth"].to_numpy() < 0] if "nth" in ok else ok
+        ok = ok.drop_duplicates(["pid", "correlation"])[["pid", "correlation", "op"]]  # one op per launch: one row per kernel
         pid, corr = g["pid"].to_numpy(), g["correlation"].to_numpy()
     ns_by_device = np.zeros(len(trace.devices))
     by_class = np.zeros(len(opwork.CLASSES))
@@ -229,6 +338,10 @@ def _kernel_time(trace: Trace, lo: int, hi: int, kind: np.ndarray, untyped: np.n
         if len(ok):
             m = pd.DataFrame({"pid": pid[rows], "correlation": corr[rows]}).merge(ok, how="left", on=["pid", "correlation"])
             op = m["op"].fillna(-1).to_numpy().astype(np.int64)
+        if tied_rows.size:
+            at = np.clip(np.searchsorted(tied_rows, rows), 0, tied_rows.size - 1)
+            hit = tied_rows[at] == rows
+            op[hit] = tied_ops[at[hit]]
         has = op >= 0
         has[has] = kind[op[has]] >= 0
         coll = coll_all[rows]
@@ -256,7 +369,8 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
     dev = _device_of(ns_by_device)
     out = {"device": None, "device_name": None, "classes": [], "top_ops": [], "decode_floor": None, "not_measured": [],
            "dominant": None, "_unmeasured_ns": {}, "_kernel_ns": 0, "_wasted_ns": {}}
-    if dev is None:
+    if dev is None:  # no kernel in the window; graph replays traced whole may be all it ran
+        out["not_measured"].extend(_graph_not_measured(trace, lo, hi, np.empty(0, np.int64)))
         return out
     row = trace.devices.iloc[dev]
     out["device_name"] = str(row["name"])
@@ -334,6 +448,7 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
                 **_rates(r["t"], flops[members].sum(), nbytes[members].sum()),
                 **_roofline(entry, flops[members], nbytes[members], dtypes[members], r["t"])})
 
+    out["not_measured"].extend(_graph_not_measured(trace, lo, hi, replayed_ops(trace)[0]))
     out["decode_floor"] = _decode_floor(out, entry, idx, t_op, kind, wbytes, tokens, measured, total, steps)
     if trace.ops.empty:
         nvtx = trace.meta.get("nvtx_ops") or {}

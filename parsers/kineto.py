@@ -39,9 +39,10 @@ from tracetriage.model import (
     Trace,
     api_category,
     collective_op,
+    empty_op_kernels,
     finish_trace,
 )
-from tracetriage.parsers import coerce
+from tracetriage.parsers import coerce, graph_replays
 from tracetriage.parsers.common import (
     BoundedReader,
     TooDeep,
@@ -92,6 +93,9 @@ class _Events:
         self.op_names: dict[str, int] = {}
         self.py_frames: list[tuple] = []  # (tid, ts µs, dur µs, name) of long python_function events
         self.shapes: dict[str, int] = {}
+        # the kernel a launch call names (ROCm runtime events: args.kernel), code into launch_kernels; -1 none
+        self.launch_kernel = array("i")
+        self.launch_kernels: dict[str, int] = {}
 
     def __len__(self):
         return len(self.cat)
@@ -125,6 +129,9 @@ class _Events:
                     self.odd.setdefault(field, []).append((n, v))
         a = e.get("args")
         a = a if type(a) is dict else {}
+        k = a.get("kernel")
+        self.launch_kernel.append(self.launch_kernels.setdefault(k, len(self.launch_kernels))
+                                  if type(k) is str and len(k) < 4096 else -1)
         for source, fields in ((e, ("pid", "tid")), (a, KEPT_ARGS)):
             for field in fields:
                 v = source.get(field)
@@ -188,7 +195,9 @@ class _Events:
         # categoricals straight from the codes: no string is copied per event
         cols = {"cat": pd.Categorical.from_codes(np.frombuffer(self.cat, np.int8), categories=pd.Index(KEPT_LIST, dtype=object)),
                 "name": pd.Categorical.from_codes(np.frombuffer(self.name, np.int32),
-                                                  categories=pd.Index(list(self.names), dtype=object))}
+                                                  categories=pd.Index(list(self.names), dtype=object)),
+                "launch_kernel": pd.Categorical.from_codes(np.frombuffer(self.launch_kernel, np.int32),
+                                                           categories=pd.Index(list(self.launch_kernels), dtype=object))}
         ts = self._column("ts", np.frombuffer(self.ts, np.float64), warnings)
         dur = self._column("dur", np.frombuffer(self.dur, np.float64), warnings)
         for field in INT_FIELDS:
@@ -405,23 +414,24 @@ def _only(cat: pd.Categorical, mask: np.ndarray) -> pd.Categorical:
     return pd.Categorical.from_codes(np.where(mask, cat.codes, -1).astype(cat.codes.dtype), categories=cat.categories)
 
 
-def _link_ops(ops: pd.DataFrame, ext: np.ndarray, pid: np.ndarray, corr: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _link_ops(ops: pd.DataFrame, ext: np.ndarray, pid: np.ndarray, corr: np.ndarray,
+              in_graph: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(ops that launched GPU events, one row per such event: pid, correlation, op row). A GPU
-    event's External id is the id of the innermost op on the host stack when it was launched."""
+    event's External id is the id of the innermost op on the host stack when it was launched; a
+    graph-replayed event's (an older CUDA trace repeats the graph launch's) is not: the op around
+    the replay did not launch it (parsers/graph_replays.py ties those)."""
     if ops.empty or not (ext >= 0).any():
-        return ops.iloc[:0].reset_index(drop=True), pd.DataFrame({"pid": np.empty(0, np.int64),
-                                                                   "correlation": np.empty(0, np.int64),
-                                                                   "op": np.empty(0, np.int64)})
+        return ops.iloc[:0].reset_index(drop=True), empty_op_kernels()
     ops = ops.drop_duplicates("ext_id", keep="last").sort_values("ext_id", ignore_index=True)
     ids = ops["ext_id"].to_numpy()
     at = np.clip(np.searchsorted(ids, ext), 0, len(ids) - 1)
-    hit = (ext >= 0) & (ids[at] == ext) & (corr >= 0)
+    hit = (ext >= 0) & (ids[at] == ext) & (corr >= 0) & ~in_graph
     used, op = np.unique(at[hit], return_inverse=True)
     kept = ops.iloc[used].reset_index(drop=True)
     for col in ("name", "shape"):
         kept[col] = kept[col].cat.remove_unused_categories()
     return kept, pd.DataFrame({"pid": pid[hit].astype(np.int64), "correlation": corr[hit].astype(np.int64),
-                               "op": op.astype(np.int64)})
+                               "nth": np.full(int(hit.sum()), -1, np.int64), "op": op.astype(np.int64)})
 
 
 def parse(path: str) -> Trace:
@@ -463,7 +473,10 @@ def parse(path: str) -> Trace:
         "end": (api_ev["ts"] + api_ev["dur"]).to_numpy(), "name": a_name,
         "category": pd.Categorical(per_distinct(a_name, api_category), categories=API_CATEGORIES),
         "correlation": a_corr,
+        "_ext": _ints(api_ev["External id"], -1), "_kernel": api_ev["launch_kernel"].array,
     }).sort_values("start", kind="stable", ignore_index=True)
+    a_ext = trace.api.pop("_ext").to_numpy()
+    a_kernel = np.asarray(trace.api.pop("_kernel").astype(object))
     host_pid = int(pd.Series(a_pid).mode().iloc[0]) if len(a_pid) else 0
     graph_launch = np.isin(np.asarray(a_name.categories, dtype=object), GRAPH_LAUNCHES)
 
@@ -500,7 +513,7 @@ def parse(path: str) -> Trace:
         return {"name": str(p.get("name") or "unknown GPU"), "sm_count": _int(p.get("numSms")),
                 "memory_bytes": _int(p.get("totalGlobalMem"))}
 
-    trace.ops, trace.op_kernels = _link_ops(ops, _ints(gpu_ev["External id"], -1), pid, g_corr)
+    trace.ops, trace.op_kernels = _link_ops(ops, _ints(gpu_ev["External id"], -1), pid, g_corr, in_graph)
     finish_trace(trace, gpu, device_info)
     if not rng_ev.empty:
         trace.ranges = pd.DataFrame({
@@ -510,4 +523,11 @@ def parse(path: str) -> Trace:
             "domain": pd.Categorical(["user_annotation"] * len(rng_ev)),
         }).sort_values("start", kind="stable", ignore_index=True)
     trace.meta["graph_trace_mode"] = "node" if bool(trace.gpu["in_graph"].any()) else "unknown"
+    # graph captures (the launch calls and shaped ops between Begin/EndCapture), and this trace's
+    # replays tied to them where they are the same kernels (parsers/graph_replays.py)
+    caps = graph_replays.captures(trace.api, a_ext, a_kernel, ops, trace.ranges)
+    if caps:
+        trace.meta["graph_captures"] = caps
+    if bool(trace.gpu["in_graph"].any()):
+        graph_replays.tie(trace, [(str(path), caps, True)] if caps else [])
     return trace

@@ -34,7 +34,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from tracetriage.model import WORK_OPS
+from tracetriage.model import WORK_OPS, empty_op_kernels
+from tracetriage.parsers.graph_replays import object_categorical
 
 # getNvtxStr's text; sizes: only integer lists, so json.loads reads them as written
 OP_TEXT = re.compile(
@@ -134,8 +135,7 @@ def link(ranges: pd.DataFrame, api: pd.DataFrame) -> tuple[pd.DataFrame, pd.Data
     empty = (pd.DataFrame({"pid": np.empty(0, np.int64), "start": np.empty(0, np.int64),
                            "end": np.empty(0, np.int64), "name": pd.Categorical([]), "shape": pd.Categorical([]),
                            "ext_id": np.empty(0, np.int64)}),
-             pd.DataFrame({"pid": np.empty(0, np.int64), "correlation": np.empty(0, np.int64),
-                           "op": np.empty(0, np.int64)}))
+             empty_op_kernels())
     if ranges is None or not len(ranges):
         return (*empty, {"op_ranges": 0, "with_shapes": 0})
     cats = np.asarray(ranges["name"].cat.categories, dtype=object)
@@ -185,11 +185,11 @@ def link(ranges: pd.DataFrame, api: pd.DataFrame) -> tuple[pd.DataFrame, pd.Data
     ops = pd.DataFrame({
         "pid": ops_r["pid"].to_numpy(np.int64)[used], "start": ops_r["start"].to_numpy(np.int64)[used],
         "end": ops_r["end"].to_numpy(np.int64)[used],
-        "name": pd.Categorical(names.astype(object)), "shape": pd.Categorical(np.asarray(shapes, dtype=object)),
+        "name": object_categorical(names), "shape": object_categorical(shapes),
         "ext_id": parsed["op_id"].to_numpy(np.int64)[used_codes],
     })
     op_kernels = pd.DataFrame({"pid": a_pid[hit_call], "correlation": calls["correlation"].to_numpy(np.int64)[hit_call],
-                               "op": op.astype(np.int64)})
+                               "nth": np.full(hit_call.size, -1, np.int64), "op": op.astype(np.int64)})
     return ops, op_kernels, counts
 
 
@@ -222,4 +222,4 @@ def set_dtypes(ops: pd.DataFrame, op_kernels: pd.DataFrame, launched: pd.DataFra
             types = [KINETO_TYPE[dt] if d else "" for d in sizes]
             cache[key] = json.dumps([sizes, types, None], separators=(",", ":"))
         out.append(cache[key])
-    return ops.assign(shape=pd.Categorical(np.asarray(out, dtype=object))), untyped
+    return ops.assign(shape=object_categorical(out)), untyped

@@ -500,3 +500,141 @@ def test_real_autograd_nvtx_capture_says_which_option_records_shapes(name):
     nm = a.data["efficiency"]["not_measured"][0]
     assert nm["what"] == "operator shapes" and "PyTorch operator NVTX ranges carry no input shapes" in nm["reason"]
     assert "nsys profile --pytorch=autograd-shapes-nvtx" in nm["capture_hint"]
+
+
+# --- graph-replayed kernels tied to the ops that launched them at capture --------------------------
+
+def _events(name):
+    with gzip.open(real("kineto", name), "rt") as fh:
+        return json.load(fh)["traceEvents"]
+
+
+def _pairing(capture, execution):
+    """Independently of the parsers: the capture's launch calls (between Begin/EndCapture, in time
+    order) with the op whose External id each carries, and the replay's kernels in time order."""
+    cap = _events(capture)
+    rt = sorted((e for e in cap if e.get("cat") == "cuda_runtime"), key=lambda e: e["ts"])
+    b = next(i for i, e in enumerate(rt) if e["name"].endswith("StreamBeginCapture"))
+    e_ = next(i for i, e in enumerate(rt) if e["name"].endswith("StreamEndCapture"))
+    launches = [e for e in rt[b:e_] if e["name"] in ("hipLaunchKernel", "hipExtModuleLaunchKernel", "hipModuleLaunchKernel")]
+    ops = {e["args"]["External id"]: e for e in cap if e.get("cat") == "cpu_op" and "Input Dims" in e.get("args", {})}
+    ex = _events(execution)
+    launch = next(e for e in ex if e.get("name") == "hipGraphLaunch")
+    kernels = sorted((e for e in ex if e.get("cat") == "kernel" and e["args"].get("correlation") == launch["args"]["correlation"]),
+                     key=lambda e: e["ts"])
+    return launches, ops, kernels
+
+
+def test_real_sglang_graph_replay_tied_to_its_capture():
+    """SGLang profiles its decode graph's capture into its own trace (TraceLens's pair): the 544 launch calls
+    of the capture and the 544 kernels of the replay are the same sequence, so each replayed GEMM gets the
+    shapes of the aten::mm that launched it at capture. Checked against a plain pairing of the two files."""
+    cap, exe = "tracelens_sglang_decode_capture_bs32_rank0.json.gz", "tracelens_sglang_qwen3-8b_decode.json.gz"
+    launches, ops, kernels = _pairing(cap, exe)
+    assert len(launches) == len(kernels) == 544
+    assert all(l["args"]["kernel"] == k["name"] for l, k in zip(launches, kernels))
+    want = [4096, 24576]  # the fused gate/up projection of Qwen3-8B at batch 32
+    picked = [(k, ops[l["args"]["External id"]]) for l, k in zip(launches, kernels)
+              if ops.get(l["args"].get("External id"), {}).get("name") == "aten::mm"
+              and ops[l["args"]["External id"]]["args"]["Input Dims"][1] == want]
+    a = analyze(open_case([real("kineto", cap), real("kineto", exe)]))
+    eff = a.data["efficiency"]
+    assert eff["trace"].endswith(exe) and eff["device"]["model"] == "AMD Instinct MI300X"
+    top = next(o for o in eff["top_ops"] if o["name"] == "aten::mm" and o["input_dims"] == [[32, 4096], want])
+    assert top["count"] == len(picked) == 36 and top["dtype"] == "bf16"
+    assert top["time_ns"] == pytest.approx(sum(k["dur"] for k, _ in picked) * 1000, abs=len(picked))
+    assert top["flops"] == 36 * 2 * 32 * 4096 * 24576
+    gemm = _class(a, "gemm")
+    assert gemm["measured_share_pct"] == 100.0 and 0 < gemm["achieved_tflops"] < eff["device"]["peak_tflops"]["bf16"]
+    # what stayed untied is said, with why: kernels of ops without a formula (attention, fused norms)
+    nm = [n for n in eff["not_measured"] if n["what"] == "graph-replayed kernels not tied to ops"]
+    assert len(nm) == 1 and "no FLOP/byte formula" in nm[0]["reason"] and "1 of 1 replays tied" in nm[0]["reason"]
+    untied = sum(k["dur"] for l, k in zip(launches, kernels)
+                 if ops.get(l["args"].get("External id"), {}).get("name") not in ("aten::mm", "aten::copy_", "aten::gather"))
+    assert nm[0]["time_ns"] == pytest.approx(untied * 1000, abs=len(kernels))
+
+
+def test_real_graph_replay_alone_says_the_capture_was_not_profiled():
+    a = analyze(open_case([real("kineto", "tracelens_sglang_qwen3-8b_decode.json.gz")]))
+    _, _, kernels = _pairing("tracelens_sglang_decode_capture_bs32_rank0.json.gz", "tracelens_sglang_qwen3-8b_decode.json.gz")
+    nm = next(n for n in a.data["efficiency"]["not_measured"] if n["what"] == "graph-replayed kernels not tied to ops")
+    assert "capture phase was not profiled" in nm["reason"] and "record_shapes=True" in nm["capture_hint"]
+    assert nm["time_ns"] == pytest.approx(sum(k["dur"] for k in kernels) * 1000, abs=len(kernels))
+
+
+def test_real_vllm_piecewise_replays_tied_to_their_captures():
+    """vLLM's piecewise capture: 25 graphs (4, 23 x 15, 12 kernels); the 23 layer graphs launch the same
+    kernels with the same shapes, so any of them gives the replay's shapes."""
+    from tracetriage.parsers import kineto
+
+    cap = "tracelens_vllm_prefilldecode_piecewise_graph_capture_rank0.json.gz"
+    exe = "tracelens_vllm_prefilldecode_piecewise_graph_execution.json.gz"
+    case = open_case([real("kineto", cap), real("kineto", exe)])
+    t = next(t for t in case.traces if t.path.endswith(exe))
+    assert len(t.meta["graph_ties"]["tied"]) == 25 and t.meta["graph_ties"]["untied"] == {}
+    assert [len(c["kernel"]) for c in kineto.parse(str(real("kineto", cap))).meta["graph_captures"]["captures"]] \
+        == [4] + [15] * 23 + [12]
+    eff = analyze(case).data["efficiency"]
+    qkv = next(o for o in eff["top_ops"] if o["name"] == "aten::addmm" and o["input_dims"][2] == [2880, 5120])
+    assert qkv["input_dims"][1] == [8192, 2880] and qkv["count"] == 24  # the 8192-token capture
+    assert qkv["flops"] == 24 * (2 * 8192 * 5120 * 2880 + 8192 * 5120)
+
+
+def _graph_doc(captures, replay_kernels, kernel_names=True):
+    """A small Kineto trace: graph captures (each a list of (op name, dims) launched in order) and one
+    hipGraphLaunch replaying ``replay_kernels`` (name, duration µs) on one stream."""
+    ev, t, ext, corr = [], 1000.0, 100, 500
+    rt = lambda name, ts, **a: ev.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 7, "tid": 7, "ts": ts,
+                                          "dur": 1.0, "args": {"correlation": a.pop("corr", 0), **a}})
+    for ops in captures:
+        rt("hipStreamBeginCapture", t)
+        for name, dims, kernel in ops:
+            ext += 1
+            corr += 1
+            ev.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 7, "tid": 7, "ts": t + 1, "dur": 3.0,
+                       "args": {"External id": ext, "Input Dims": dims, "Input type": [BF] * len(dims),
+                                "Concrete Inputs": [""] * len(dims)}})
+            rt("hipLaunchKernel", t + 2, corr=corr, **{"External id": ext}, **({"kernel": kernel} if kernel_names else {}))
+            t += 5
+        rt("hipStreamEndCapture", t)
+        t += 10
+    rt("hipGraphLaunch", t, corr=900)
+    k = t + 5
+    for name, dur in replay_kernels:
+        ev.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 1, "ts": k, "dur": dur,
+                   "args": {"device": 0, "stream": 1, "correlation": 900}})
+        k += dur
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "AMD Instinct MI300X", "totalGlobalMem": 205822885888,
+                                                      "numSms": 304}],
+            "distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": ev}
+
+
+def test_graph_replay_tied_only_when_one_set_of_shapes_fits(tmp_path):
+    """One capture: tied, and the GEMM rate is the capture's 2MNK over the replayed kernel's time. Two captures
+    of the same kernels with different shapes (two batch sizes): which one ran is unknown, so untied, and said."""
+    def mm(m):
+        return ("aten::mm", [[m, 4096], [4096, 4096]], "Cijk_gemm_bf16")
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(_graph_doc([[mm(64), ("aten::mul", [[64, 4096], [64, 4096]], "elementwise")]],
+                                         [("Cijk_gemm_bf16", 20.0), ("elementwise", 2.0)])))
+    a = analyze(open_case([one]))
+    gemm = _class(a, "gemm")
+    assert gemm["flops"] == 2 * 64 * 4096 * 4096 and gemm["time_ns"] == 20_000
+    assert gemm["achieved_tflops"] == pytest.approx(2 * 64 * 4096 * 4096 / 20_000 / 1e3, abs=1e-3)
+    assert not any(n["what"] == "graph-replayed kernels not tied to ops" for n in a.data["efficiency"]["not_measured"])
+    two = tmp_path / "two.json"
+    two.write_text(json.dumps(_graph_doc([[mm(64)], [mm(128)]], [("Cijk_gemm_bf16", 20.0)])))
+    eff = analyze(open_case([two])).data["efficiency"]
+    assert eff["classes"] == []
+    nm = next(n for n in eff["not_measured"] if n["what"] == "graph-replayed kernels not tied to ops")
+    assert "one graph per batch size" in nm["reason"] and nm["time_ns"] == 20_000
+    # a different kernel sequence is not tied either, whatever the count
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(_graph_doc([[mm(64)]], [("some_other_kernel", 20.0)])))
+    nm = next(n for n in analyze(open_case([other])).data["efficiency"]["not_measured"]
+              if n["what"] == "graph-replayed kernels not tied to ops")
+    assert "no profiled capture launched this sequence" in nm["reason"]
+    # CUDA launch calls name no kernel: in one trace the count decides; across two files it would not
+    cuda = tmp_path / "cuda.json"
+    cuda.write_text(json.dumps(_graph_doc([[mm(64)]], [("Cijk_gemm_bf16", 20.0)], kernel_names=False)))
+    assert _class(analyze(open_case([cuda])), "gemm")["flops"] == 2 * 64 * 4096 * 4096

@@ -312,6 +312,26 @@ def _merge_per_process_files(case: Case) -> None:
                 "counts": merged.counts(), "files": sorted(group)}]
 
 
+def _tie_graph_replays(case: Case) -> None:
+    """Graph replays of one trace tied to the capture profiled into another trace of the same
+    process (vLLM and SGLang profile the capture phase apart): parsers/graph_replays.py. The
+    replay trace's analysis then depends on the capture's file too, so its cache identity says so."""
+    from tracetriage.parsers import graph_replays
+
+    with_captures = [t for t in case.traces if t.meta.get("graph_captures")]
+    for t in case.traces:
+        if not with_captures or not (t.meta.get("graph_ties") or {}).get("untied"):
+            continue
+        mine = t.meta.get("started_utc_ns")
+        others = [c for c in with_captures if c is not t and (mine is None or c.meta.get("started_utc_ns") in (None, mine))]
+        if not others or not graph_replays.tie(t, [(c.path, c.meta["graph_captures"], False) for c in others]):
+            continue
+        ident = t.meta.get("cache_identity")
+        if ident and "+graphs:" not in ident:
+            t.meta["cache_identity"] = ident + "+graphs:" + ",".join(str(c.meta.get("cache_identity") or c.path)
+                                                                      for c in others)
+
+
 def open_case(paths, step_range: str | None = None, _depth: int = 0) -> Case:
     """Open files and directories as one case. Raises a TraceTriageError on bad input.
 
@@ -381,6 +401,7 @@ def open_case(paths, step_range: str | None = None, _depth: int = 0) -> Case:
     for group in csv_groups.values():
         registry.load_csv_group(case, [p for p, _ in group])
     _merge_per_process_files(case)
+    _tie_graph_replays(case)
     if not (case.traces or case.topologies or case.nccl_logs or case.pyspy or case.serving):
         if archive_errors:  # the folder's only content was an archive that cannot be read: an input error
             raise archive_errors[0]

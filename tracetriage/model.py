@@ -57,11 +57,15 @@ with a work formula (:data:`WORK_OPS`)
     (interned: one string per distinct shape); ext_id: int64 (the profiler's External id)
 
 ``op_kernels`` — one row per GPU event launched by a row of ``ops``
-    pid, correlation: int64 (join with ``gpu`` on both); op: int64 (row of ``ops``)
+    pid, correlation: int64 (join with ``gpu`` on both); nth: int64 (-1: every GPU event of that
+    launch; n >= 0: only the n-th kernel, in start order, of a graph replay, whose kernels all carry
+    the graph launch's correlation: parsers/graph_replays.py); op: int64 (row of ``ops``)
 
 ``meta`` — dict: ``format``, ``version``, ``graph_trace_mode`` (graph, node, none,
 unknown), ``warnings`` (list of str), ``tables`` (what was captured) and anything
-else a parser knows about the capture.
+else a parser knows about the capture: ``nvtx_ops`` (nsys: PyTorch operator ranges, with shapes,
+without a dtype), ``graph_captures`` / ``graph_ties`` (CUDA/HIP graph captures recorded, and which
+replays were tied to one: parsers/graph_replays.py).
 """
 
 from __future__ import annotations
@@ -211,7 +215,7 @@ def empty_ops() -> pd.DataFrame:
 
 def empty_op_kernels() -> pd.DataFrame:
     return pd.DataFrame({"pid": pd.Series([], dtype="int64"), "correlation": pd.Series([], dtype="int64"),
-                         "op": pd.Series([], dtype="int64")})
+                         "nth": pd.Series([], dtype="int64"), "op": pd.Series([], dtype="int64")})
 
 
 def empty_processes() -> pd.DataFrame:
