@@ -414,18 +414,27 @@ def _only(cat: pd.Categorical, mask: np.ndarray) -> pd.Categorical:
     return pd.Categorical.from_codes(np.where(mask, cat.codes, -1).astype(cat.codes.dtype), categories=cat.categories)
 
 
+LAUNCH_SLACK_NS = 1_000  # the op and its launch call are rounded from µs floats apiece
+
+
 def _link_ops(ops: pd.DataFrame, ext: np.ndarray, pid: np.ndarray, corr: np.ndarray,
-              in_graph: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+              in_graph: np.ndarray, launched_at: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(ops that launched GPU events, one row per such event: pid, correlation, op row). A GPU
-    event's External id is the id of the innermost op on the host stack when it was launched; a
-    graph-replayed event's (an older CUDA trace repeats the graph launch's) is not: the op around
-    the replay did not launch it (parsers/graph_replays.py ties those)."""
+    event's External id is the id of the innermost op on the host stack when it was launched, so
+    the op's span holds the launch call (``launched_at``, -1 where no call has the event's
+    correlation) in the same process: a link that breaks this is a number that happens to match
+    (older traces give GPU events their correlation as External id) and is not made. A
+    graph-replayed event's External id (an older CUDA trace repeats the graph launch's) is not
+    its op's either: the op around the replay did not launch it (parsers/graph_replays.py ties those)."""
     if ops.empty or not (ext >= 0).any():
         return ops.iloc[:0].reset_index(drop=True), empty_op_kernels()
     ops = ops.drop_duplicates("ext_id", keep="last").sort_values("ext_id", ignore_index=True)
     ids = ops["ext_id"].to_numpy()
     at = np.clip(np.searchsorted(ids, ext), 0, len(ids) - 1)
-    hit = (ext >= 0) & (ids[at] == ext) & (corr >= 0) & ~in_graph
+    start, end, op_pid = (ops[c].to_numpy()[at] for c in ("start", "end", "pid"))
+    held = (launched_at >= 0) & (start - LAUNCH_SLACK_NS <= launched_at) & (launched_at <= end + LAUNCH_SLACK_NS) \
+        & (op_pid == pid)
+    hit = (ext >= 0) & (ids[at] == ext) & (corr >= 0) & ~in_graph & held
     used, op = np.unique(at[hit], return_inverse=True)
     kept = ops.iloc[used].reset_index(drop=True)
     for col in ("name", "shape"):
@@ -513,7 +522,8 @@ def parse(path: str) -> Trace:
         return {"name": str(p.get("name") or "unknown GPU"), "sm_count": _int(p.get("numSms")),
                 "memory_bytes": _int(p.get("totalGlobalMem"))}
 
-    trace.ops, trace.op_kernels = _link_ops(ops, _ints(gpu_ev["External id"], -1), pid, g_corr, in_graph)
+    launched_at = from_launch(a_corr, api_ev["ts"].to_numpy(), g_corr, -1).astype(np.int64)
+    trace.ops, trace.op_kernels = _link_ops(ops, _ints(gpu_ev["External id"], -1), pid, g_corr, in_graph, launched_at)
     finish_trace(trace, gpu, device_info)
     if not rng_ev.empty:
         trace.ranges = pd.DataFrame({

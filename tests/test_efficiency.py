@@ -638,3 +638,41 @@ def test_graph_replay_tied_only_when_one_set_of_shapes_fits(tmp_path):
     cuda = tmp_path / "cuda.json"
     cuda.write_text(json.dumps(_graph_doc([[mm(64)]], [("Cijk_gemm_bf16", 20.0)], kernel_names=False)))
     assert _class(analyze(open_case([cuda])), "gemm")["flops"] == 2 * 64 * 4096 * 4096
+
+
+def test_an_external_id_links_a_kernel_only_to_the_op_whose_span_holds_its_launch(tmp_path):
+    """The External id is a number: older traces give GPU events their correlation as one, which
+    can equal an unrelated op's id. A link is made only where that op's span holds the launch
+    call, in the same process, so a number that merely matches links nothing."""
+    from tracetriage.parsers import kineto
+
+    doc = json.loads(gzip.open(real("kineto", "tracelens_h100_bert_small.json.gz")).read())
+    plain = kineto.parse(str(real("kineto", "tracelens_h100_bert_small.json.gz")))
+    assert len(plain.op_kernels) == 60
+    ops = sorted((e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})),
+                 key=lambda e: e["ts"])
+    launches = {e["args"]["correlation"]: e for e in doc["traceEvents"]
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    linked = set(plain.op_kernels["correlation"])  # the last linked kernel: kept ops ended before its launch
+    moved = max((k for k in kernels if k["args"]["correlation"] in linked), key=lambda k: k["ts"])
+    launch = launches[moved["args"]["correlation"]]
+    # an op that ran before the launch and ended before it: its id, not the launching op's
+    kept = set(plain.ops["ext_id"])  # the ops the parser keeps (shaped work ops)
+    far = next(o for o in ops if o["ts"] + o["dur"] < launch["ts"] - 100 and o["args"]["External id"] in kept
+               and o["args"]["External id"] != moved["args"]["External id"])
+    moved["args"]["External id"] = far["args"]["External id"]
+    path = tmp_path / "moved.json"
+    path.write_text(json.dumps(doc))
+    t = kineto.parse(str(path))
+    linked = set(t.op_kernels["correlation"])
+    assert moved["args"]["correlation"] not in linked and len(t.op_kernels) == 59
+    # the old-format shape: every GPU event's External id is its correlation
+    for k in kernels:
+        k["args"]["External id"] = k["args"]["correlation"]
+    path.write_text(json.dumps(doc))
+    t = kineto.parse(str(path))
+    ids_of = {o["args"]["External id"]: o for o in ops}
+    for corr in t.op_kernels["correlation"]:  # any link left is a true one: its op holds the launch
+        o, call = ids_of[corr], launches[corr]
+        assert o["ts"] <= call["ts"] <= o["ts"] + o["dur"]
