@@ -554,6 +554,30 @@ def test_real_sglang_graph_replay_tied_to_its_capture():
     assert nm[0]["time_ns"] == pytest.approx(untied * 1000, abs=len(kernels))
 
 
+def test_capture_and_execution_traces_are_one_case_on_the_command_line(tmp_path):
+    """The two files of one process (same pid and profiler start, rank 0 of 1 both) are not two
+    ranks nor two runs: the capture trace serves the replay's shapes and is said to, and only the
+    execution trace is analyzed (its device, its window, its verdict)."""
+    import json as _json
+
+    from conftest import run_cli
+
+    cap, exe = "tracelens_sglang_decode_capture_bs32_rank0.json.gz", "tracelens_sglang_qwen3-8b_decode.json.gz"
+    out = tmp_path / "a.json"
+    p = run_cli("analyze", real("kineto", exe), real("kineto", cap), "-o", out, "--no-cache")
+    assert p.returncode == 0, p.stderr
+    a = _json.loads(out.read_text())
+    assert [d["trace"] for d in a["devices"]] == [str(real("kineto", exe))]
+    note = next(i for i in a["inputs"] if i["path"].endswith(cap))["warnings"]
+    assert any("graph capture phase" in w and w.endswith("not analyzed as a run of its own") for w in note)
+    assert a["efficiency"]["trace"].endswith(exe) and _class_of(a, "gemm")["measured_share_pct"] == 100.0
+    assert not any(x["analysis"] == "graph_capture_phase" for x in a["abstentions"])  # it was "Not enough to judge: ... a graph capture phase"
+
+
+def _class_of(data, name):
+    return next(c for c in data["efficiency"]["classes"] if c["class"] == name)
+
+
 def test_real_graph_replay_alone_says_the_capture_was_not_profiled():
     a = analyze(open_case([real("kineto", "tracelens_sglang_qwen3-8b_decode.json.gz")]))
     _, _, kernels = _pairing("tracelens_sglang_decode_capture_bs32_rank0.json.gz", "tracelens_sglang_qwen3-8b_decode.json.gz")

@@ -330,6 +330,18 @@ def _tie_graph_replays(case: Case) -> None:
         if ident and "+graphs:" not in ident:
             t.meta["cache_identity"] = ident + "+graphs:" + ",".join(str(c.meta.get("cache_identity") or c.path)
                                                                       for c in others)
+    # a trace whose captures tied another's replays is that process's capture phase, profiled
+    # apart: the shapes of the replayed kernels, not a run of its own (nor a second rank)
+    sources = {p for t in case.traces for p in (t.meta.get("graph_ties") or {}).get("sources", [])}
+    companions = [c for c in case.traces if c.path in sources and not (c.meta.get("graph_ties") or {}).get("sources")]
+    for c in companions:
+        case.traces.remove(c)
+        replays = [t for t in case.traces if c.path in (t.meta.get("graph_ties") or {}).get("sources", [])]
+        note = (f"the graph capture phase of {', '.join(t.path for t in replays)}: read for the shapes of the kernels "
+                "its graphs replay, not analyzed as a run of its own")
+        for item in case.inputs:
+            if item["path"] == c.path and note not in item.setdefault("warnings", []):
+                item["warnings"].append(note)
 
 
 def open_case(paths, step_range: str | None = None, _depth: int = 0) -> Case:
