@@ -186,9 +186,13 @@ def header_view(v: dict) -> dict:
         names = [f"{next(iter(parents))}/ ({', '.join(p.rsplit('/', 1)[-1] for p in paths)})"]
     else:
         names = paths
+    eff = v.get("efficiency") or {}
+    known = (eff.get("device") or {}).get("model")  # matched by its properties when the name is blank
     devices: dict[str, int] = {}
     for d in v.get("devices") or []:
         key = d.get("name") or "unknown GPU"
+        if key == "unknown GPU" and known and d.get("trace") == eff.get("trace"):
+            key = f"{known} (by its properties: the capture names no device)"
         devices[key] = devices.get(key, 0) + 1
     return {"inputs": names, "devices": ", ".join(f"{n} x {k}" if n > 1 else k for k, n in devices.items()),
             "captured": v.get("captured_utc")}

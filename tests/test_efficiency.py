@@ -700,3 +700,16 @@ def test_an_external_id_links_a_kernel_only_to_the_op_whose_span_holds_its_launc
     for corr in t.op_kernels["correlation"]:  # any link left is a true one: its op holds the launch
         o, call = ids_of[corr], launches[corr]
         assert o["ts"] <= call["ts"] <= o["ts"] + o["dur"]
+
+
+def test_a_device_without_a_name_is_headed_by_the_model_its_properties_match():
+    """vLLM's ROCm traces leave deviceProperties' names blank: the table matches the device by its
+    compute units and memory, and the report's header says which model, and how it was known,
+    instead of "unknown GPU" above an efficiency table on a named device."""
+    from tracetriage.reports import render
+
+    a = analyze(open_case([real("kineto", "tracelens_vllm_decode_full_graph_execution.json.gz")]))
+    assert [d["name"] for d in a.data["devices"]] == ["unknown GPU"]
+    assert a.data["efficiency"]["device"]["model"] == "AMD Instinct MI300X"
+    head = render(a, "text").splitlines()[1]
+    assert "AMD Instinct MI300X (by its properties: the capture names no device)" in head and "unknown GPU" not in head
