@@ -18,6 +18,7 @@ from tracetriage.analyzers import collectives as coll
 from tracetriage.analyzers import kernels as kern
 from tracetriage.analyzers import steps as st
 from tracetriage.analyzers import timeline as tl
+from tracetriage.analyzers.capture_kind import runtime_of
 from tracetriage.model import Trace, cat_mask, distinct, is_kind
 from tracetriage.threads import thread_map
 
@@ -257,7 +258,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         "graph_replays_in_window": ops["graph"],
         "graph_launches_in_window": int((a_in & cat_mask(api, "category", "graph_launch")).sum()),
         "has_api": bool(len(api)),
-        "meta": {"format": trace.format, "path": trace.path,
+        "meta": {"format": trace.format, "path": trace.path, "runtime": runtime_of(trace),
                  **{k: v for k, v in trace.meta.items() if k in ("version", "graph_trace_mode", "started_utc_ns")}},
         "_series": {"busy": series_busy, "steps": step_series, "timeline": timeline},
     }

@@ -29,9 +29,18 @@ _PYTHON = re.compile(r"python|\bpt_main_thread\b|torchrun|pytest|\.py\b", re.I)
 
 def is_rocm(p: dict) -> bool:
     """A per-trace analysis (analysis.analyze_trace's dict) of a ROCm capture."""
-    if p["meta"].get("format") in AMD_FORMATS:
+    if p["meta"].get("format") in AMD_FORMATS or p["meta"].get("runtime") == "hip":
         return True
     return any(_AMD_DEVICE.search(str(d.get("name") or "")) for d in p["devices"])
+
+
+def runtime_of(trace) -> str | None:
+    """``hip`` or ``cuda`` when most of the trace's runtime calls are that API's (a Kineto trace
+    from ROCm PyTorch may name its devices by no vendor: its calls are hipLaunchKernel ...)."""
+    calls = [n for n in _trace_names(trace, "api") if n.startswith(("hip", "cuda", "cu"))]
+    if not calls:
+        return None
+    return "hip" if sum(n.startswith("hip") for n in calls) * 2 > len(calls) else "cuda"
 
 
 def kind_of(case, per_trace: list[dict], serving: dict | None) -> dict:

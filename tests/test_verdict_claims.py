@@ -203,7 +203,10 @@ def test_start_up_stall_is_excluded_and_named_on_the_real_sglang_mi300x_capture(
 # --- item 6: advice that fits the capture --------------------------------------------------------
 
 ROCM_CAPTURES = [REAL / "kineto" / "tracelens_sglang_qwen3-8b_decode.json.gz", REAL / "kineto" / "tracelens_mi300_qwen1.5-0.5b_chat.json.gz",
-                 REAL / "rocprof" / "rpd_v2_pytorch_matmul.rpd", REAL / "rocprof" / "rocprofv3_rocpd_v3_ck_batched_gemm_mi300x.db"]
+                 REAL / "rocprof" / "rpd_v2_pytorch_matmul.rpd", REAL / "rocprof" / "rocprofv3_rocpd_v3_ck_batched_gemm_mi300x.db",
+                 # vLLM on ROCm: deviceProperties names blank, only the hip* runtime calls say ROCm
+                 REAL / "kineto" / "tracelens_vllm_decode_full_graph_capture_rank0.json.gz",
+                 REAL / "kineto" / "tracelens_vllm_prefilldecode_piecewise_graph_execution.json.gz"]
 
 
 def _advice(d):
