@@ -98,13 +98,36 @@ def _analysis_validator():
     return jsonschema.validators.validator_for(schema)(schema)
 
 
+SCHEMA_MESSAGE_CHARS = 200  # a one-line error: longer rule texts end at a word, with "..."
+
+
 def _schema_problem(data: dict) -> str | None:
-    """The first place where ``data`` breaks the analysis JSON schema (the contract), or None."""
-    error = next(iter(_analysis_validator().iter_errors(data)), None)
+    """Where ``data`` breaks the analysis JSON schema (the contract) and which rule, or None.
+    jsonschema's best match descends into oneOf/anyOf, so a bad leaf under a nullable object
+    is named by its own path (``window/duration_ns: -5 is less than the minimum of 1``), not
+    by the whole object; a long value is shown shortened, never the message cut mid-word."""
+    import reprlib
+
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_analysis_validator().iter_errors(data))
     if error is None:
         return None
+    while error.validator in ("oneOf", "anyOf") and error.context:
+        # best_match stops where branches tie; a branch refused only for its type (null for an
+        # object) says least, so the deepest error of the other branches names the place
+        told = [e for e in error.context if not (e.validator == "type" and not e.relative_path)] or list(error.context)
+        error = max(told, key=lambda e: len(e.absolute_path))
     where = "/".join(str(p) for p in error.absolute_path) or "the top level"
-    return f"{where}: {error.message[:160]}"
+    message = error.message
+    whole = repr(error.instance)
+    if message.startswith(whole) and len(whole) > 60:
+        short = reprlib.Repr()
+        short.maxstring, short.maxother, short.maxdict, short.maxlist, short.maxlevel = 40, 40, 3, 3, 1
+        message = short.repr(error.instance) + message[len(whole):]
+    if len(message) > SCHEMA_MESSAGE_CHARS:
+        message = message[:SCHEMA_MESSAGE_CHARS].rsplit(" ", 1)[0] + " ..."
+    return f"{where}: {message}"
 
 
 def check_saved(data: dict) -> str | None:
@@ -639,7 +662,7 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
             comp["reasons"].append("nothing measured on both sides to judge: no step durations, no serving percentiles")
     else:
         verdict = "mixed" if ups and downs else "improved" if ups else "regressed" if downs else "unchanged"
-    slo_broken, slo_unmeasured = slo_breaks(fb, fa, slo or {})
+    slo_broken, slo_unmeasured = slo_breaks(b.serving, a.serving, slo or {})
     findings = finding_rows(b, a, fb, fa, step, noise_ms, comp["ok"], threshold_pct)
     result = {
         "schema": SCHEMA,
@@ -680,22 +703,20 @@ def _side_info(s: Side, figures: dict) -> dict:
             "step_p50_ms": _round(figures.get("step_p50_ms")), "graph_level": s.graph_level}
 
 
-def slo_breaks(fb: dict, fa: dict, slo: dict) -> tuple[list[str], list[str]]:
-    """SLO budgets (``--slo``): those met before and broken after, on the client percentiles at
-    hand, and those that could not be checked (the percentile is missing on a side)."""
+def slo_breaks(before: dict | None, after: dict | None, slo: dict) -> tuple[list[str], list[str]]:
+    """SLO budgets (``--slo``): those met before and broken after, and those that could not be
+    checked on a side; each side's budget is checked by the one check analyze uses
+    (serving_rules.slo_check on that side's serving artifacts)."""
+    from tracetriage.analyzers.serving_rules import slo_check
+
     out, unmeasured = [], []
     for key, budget in slo.items():
-        m = re.fullmatch(r"(ttft|tpot|itl|e2el?)_p(50|90|95|99)_ms", key)
-        if not m:
-            continue
-        metric = "e2el" if m.group(1).startswith("e2e") else m.group(1)
-        q = "p" + m.group(2)
-        vb, va = (fb.get(f"{metric}_{q}_ms", fb.get(f"_{metric}_{q}_ms")),
-                  fa.get(f"{metric}_{q}_ms", fa.get(f"_{metric}_{q}_ms")))
-        if vb is None or va is None:
-            unmeasured.append(f"{key}={budget:g}: no client {q} of {metric} on both sides")
-        elif vb <= budget < va:
-            out.append(f"{key}={budget:g}: {vb:.1f} -> {va:.1f} ms")
+        cb, ca = slo_check(before, key, budget), slo_check(after, key, budget)
+        if "not_measured" in (cb["status"], ca["status"]):
+            side = " and ".join(n for n, c in (("before", cb), ("after", ca)) if c["status"] == "not_measured")
+            unmeasured.append(f"{key}={budget:g}: no {cb['percentile']} of {cb['metric']} {side}")
+        elif cb["status"] == "met" and ca["status"] == "broken":
+            out.append(f"{key}={budget:g}: {cb['measured_ms']:.1f} -> {ca['measured_ms']:.1f} ms")
     return out, unmeasured
 
 

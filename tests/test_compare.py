@@ -260,6 +260,30 @@ def test_saved_analysis_damage_is_a_one_line_error(tmp_path):
     assert proc.returncode == 9 and "older tracetriage" in proc.stdout
 
 
+def test_saved_analysis_damage_names_the_leaf_and_its_rule(tmp_path):
+    """A bad leaf under a nullable object (window is oneOf object/null) is named by its own path
+    and rule, not by the whole object cut off mid-sentence (new-user trial: "window: {...} is
+    not valid under")."""
+    from tracetriage.analyzers.compare import _schema_problem
+
+    good = json.loads(run_cli("analyze", BUNDLES / "eager_decode", "-f", "json").stdout)
+    bad = json.loads(json.dumps(good))
+    bad["window"]["duration_ns"] = -5
+    (tmp_path / "good.json").write_text(json.dumps(good))
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    proc = run_cli("compare", tmp_path / "bad.json", tmp_path / "good.json")
+    assert proc.returncode == 3 and proc.stderr.count("\n") == 1
+    assert "window/duration_ns: -5 is less than the minimum of" in proc.stderr and "start_ns" not in proc.stderr
+    long = json.loads(json.dumps(good))
+    long["devices"][0]["kernels"] = "x" * 5000  # a long value is shortened, the rule kept whole
+    problem = _schema_problem(long)
+    assert problem.startswith("devices/0/kernels: ") and problem.endswith("is not of type 'array'") and len(problem) < 200
+    odd = json.loads(json.dumps(good))
+    odd["window"] = {"a": 1}  # both branches refuse it: the object branch says why
+    assert _schema_problem(odd).startswith("window: ") and "'a'" in _schema_problem(odd)
+    assert _schema_problem(good) is None
+
+
 def test_mutated_saved_analyses_never_crash(tmp_path, capsys):
     """Random damage to a saved analysis (a leaf replaced by another type): compare answers or
     refuses with exit 3, never an internal error."""
