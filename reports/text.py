@@ -59,20 +59,29 @@ def render_text(analysis) -> str:
             )
         out.append("")
     eff = v.get("efficiency")
+
+    def num(x, f):
+        return f.format(x) if x is not None else "-"
     if eff and eff.get("classes"):
         dev = eff["device"]["model"] if eff.get("device") else f"{eff.get('device_name') or 'unknown device'} (not in the device table)"
-        out.append(f"{'class':<13} {'time':>10} {'TFLOP/s':>9} {'GB/s':>8} {'FLOP/B':>9} {'bound':<8} {'% roof':>7}  on {dev}")
+        out.append(f"{'class':<13} {'time':>10} {'TFLOP/s':>9} {'GB/s':>8} {'FLOP/B':>9} {'bound':<8} {'% roof':>7} "
+                   f"{'% meas':>7}  on {dev}")
         for c in eff["classes"]:
-            def num(x, f):
-                return f.format(x) if x is not None else "-"
             out.append(f"{c['class']:<13} {fmt_ns(c['time_ns']):>10} {num(c['achieved_tflops'], '{:.1f}'):>9} "
                        f"{num(c['achieved_gbps'], '{:.0f}'):>8} {num(c['intensity'], '{:.2f}'):>9} {c['bound'] or '-':<8} "
-                       f"{num(c['pct_of_roofline'], '{:.0f}'):>7}")
+                       f"{num(c['pct_of_roofline'], '{:.0f}'):>7} {num(c.get('measured_share_pct'), '{:.0f}'):>7}")
+        out.append("(% meas: the share of the class's kernel time whose operator shapes were measured)")
     if eff and eff.get("decode_floor"):
         df = eff["decode_floor"]
         out.append(f"decode floor: {df['bytes_per_step'] / 1e9:.2f} GB a step = {fmt_ns(df['floor_ns'])} at the datasheet "
                    f"bandwidth; measured {fmt_ns(df['measured_ns'])} = {df['pct_of_floor']:.0f}% of the floor")
-    if eff and (eff.get("classes") or eff.get("decode_floor")):
+    if eff and eff.get("not_measured"):
+        out.append("efficiency not measured:")
+        for n in eff["not_measured"]:
+            share = f" ({n['share_pct']:.0f}% of that class's time)" if n.get("share_pct") is not None else ""
+            out.append(f"- {n['what']}{share}: {n['reason']}")
+            out.append(f"  capture: {n['capture_hint']}")
+    if eff and (eff.get("classes") or eff.get("decode_floor") or eff.get("not_measured")):
         out.append("")
     hints = perfetto_view.view(analysis)["hints"] if exported else {}
     for n, f in enumerate(v["findings"], 1):

@@ -713,3 +713,36 @@ def test_a_device_without_a_name_is_headed_by_the_model_its_properties_match():
     assert a.data["efficiency"]["device"]["model"] == "AMD Instinct MI300X"
     head = render(a, "text").splitlines()[1]
     assert "AMD Instinct MI300X (by its properties: the capture names no device)" in head and "unknown GPU" not in head
+
+
+# --- what the text and Markdown reports say about efficiency -----------------------------------
+
+def _reports(a):
+    from tracetriage.reports import render
+    return render(a, "text"), render(a, "md")
+
+
+def test_text_and_markdown_show_what_efficiency_did_not_measure():
+    """Both reports list efficiency.not_measured (what, share, reason, capture) and each class's
+    measured share, as the HTML does: the SGLang replay alone ('capture phase was not profiled') and
+    the nsys graph_decode bundle ('graph replays without kernels ... --cuda-graph-trace=node')."""
+    a = analyze(open_case([real("kineto", "tracelens_sglang_qwen3-8b_decode.json.gz")]))
+    text, md = _reports(a)
+    mem = _class(a, "memory_bound")
+    for out in (text, md):
+        assert "capture phase was not profiled" in out and "gemm kernels without shapes (100% of that class's time)" in out
+        for n in a.data["efficiency"]["not_measured"]:
+            assert n["capture_hint"].replace("_", "\\_" if out is md else "_") in out
+    assert "% meas" in text and f"{mem['measured_share_pct']:.0f}" in text.split("memory_bound", 1)[1].splitlines()[0]
+    assert "% of the class's time measured" in md
+    row = next(line for line in md.splitlines() if line.startswith("| memory_bound"))
+    assert row.rstrip(" |").endswith(f"{mem['measured_share_pct']:.0f}")
+    g = analyze(open_case([ROOT / "samples" / "bundles" / "graph_decode"]))
+    for out in _reports(g):
+        assert "graph replays without kernels" in out and "--cuda-graph-trace=node" in out
+
+
+def test_nvjet_gemms_without_dtype_are_in_the_text_report(nsys_nvtx):
+    a, _ = nsys_nvtx("gemm_slow", gemm_kernel="nvjet_tst_192x192_64x4_2x1_v_bz_coopB_TNN")
+    for out in _reports(a):
+        assert "gemm kernels without dtype (100% of that class's time)" in out
