@@ -77,6 +77,28 @@ def test_perfetto_options_are_never_silently_ignored(tmp_path):
     assert ok.returncode == 0 and (tmp_path / "x.pftrace").stat().st_size > 0
 
 
+def test_perfetto_conflict_names_what_was_given(tmp_path):
+    """--perfetto F with a .pftrace -o (no --format): the refusal names -o, never a
+    "--format perfetto" the user did not give (new-user trial)."""
+    named = run_cli("analyze", BUNDLES / "healthy", "--perfetto", tmp_path / "a.pftrace", "-o", tmp_path / "b.pftrace")
+    assert named.returncode == 2 and "--format" not in named.stderr and "b.pftrace (a Perfetto file name)" in named.stderr
+    formatted = run_cli("analyze", BUNDLES / "healthy", "--perfetto", tmp_path / "a.pftrace", "-f", "perfetto",
+                        "-o", tmp_path / "b.pftrace")
+    assert formatted.returncode == 2 and formatted.stderr.count("--format perfetto") == 1
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_path_given_twice_is_read_once(tmp_path):
+    """``analyze X X`` (or ``X ./X/``) is X, not two runs refused as "not one run" (new-user trial)."""
+    once = run_cli("analyze", BUNDLES / "healthy", "-f", "json")
+    twice = run_cli("analyze", BUNDLES / "healthy", f"{BUNDLES / 'healthy'}/", "-f", "json")
+    assert once.returncode == twice.returncode == 0, twice.stderr
+    a, b = json.loads(once.stdout), json.loads(twice.stdout)
+    assert len(b["inputs"]) == len(a["inputs"]) and b["headline"] == a["headline"]
+    file = BUNDLES / "eager_decode" / "trace.sqlite"
+    assert run_cli("analyze", file, file).returncode == 0
+
+
 def test_unrelated_traces_in_one_analyze_are_a_usage_error(tmp_path):
     from conftest import real
 

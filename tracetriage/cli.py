@@ -255,6 +255,21 @@ def _fails(findings, fail_on: str | None) -> bool:
     return any(SEVERITIES.index(f["severity"]) >= limit and f["id"] != "healthy" for f in findings)
 
 
+def _distinct_paths(paths: list[str]) -> list[str]:
+    """The paths in the order given, each file or folder once: one given twice (``x x``,
+    ``./x x``, a link and its target) is read once, never taken for a second run of itself."""
+    seen, out = set(), []
+    for p in paths:
+        try:
+            key = str(Path(p).resolve())
+        except (OSError, RuntimeError):  # a link loop: left for open_case to refuse
+            key = p
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
 def cmd_analyze(args) -> int:
     from tracetriage import analyze
     from tracetriage.reports import render
@@ -269,11 +284,12 @@ def cmd_analyze(args) -> int:
 
     from tracetriage import open_case
 
-    progress = _progress_note(args.paths, fmt)
+    paths = _distinct_paths(args.paths)
+    progress = _progress_note(paths, fmt)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            case = open_case(args.paths)
+            case = open_case(paths)
             if len(case.traces) > 1:  # several files, or a folder of them
                 _check_one_run(case)
             analysis = analyze(case, step_range=args.step_range, symptom=args.symptom, slo=slo)
@@ -323,9 +339,10 @@ def _perfetto_request(args) -> tuple[str | None, tuple[str, int]]:
     if args.perfetto_window is not None and not (as_format or args.perfetto):
         raise UsageError(None, "--perfetto-window chooses what a Perfetto export holds: add --perfetto FILE "
                                "(or -o FILE.pftrace)")
-    if as_format and args.perfetto:
-        raise UsageError(None, "--perfetto FILE adds the export to another report format: with --format perfetto, "
-                               "give only -o FILE")
+    if as_format and args.perfetto:  # worded for what was given: --format perfetto, or only a .pftrace -o
+        given = "--format perfetto" if args.format == "perfetto" else f"-o {args.output} (a Perfetto file name)"
+        raise UsageError(None, f"{given} already writes the Perfetto trace; --perfetto FILE adds one beside a report: "
+                               f"give one of them (for both, a report -o FILE.html|.md|.json|.txt and --perfetto FILE)")
     if as_format and not args.output:
         raise UsageError(None, "--format perfetto writes a binary trace: give -o FILE (e.g. -o case.pftrace)")
     if "-" in (args.output if as_format else None, args.perfetto):
