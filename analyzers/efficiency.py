@@ -113,19 +113,24 @@ def peak_tflops(entry: dict, dtype: str) -> tuple[str, float] | None:
     return None
 
 
+# tracetriage reads one profiler's captures as one run (tracetriage/runs.py refuses a mix), so a
+# hint never asks to analyze a PyTorch profiler trace "with" an nsys or rocprof one: on its own.
+KINETO_ALONE = ("profile the run with the PyTorch profiler (torch.profiler, record_shapes=True) and analyze that trace "
+                "on its own")
+
+
 def capture_hint(fmt: str | None) -> str:
     """The capture that records operator shapes, for the format at hand."""
     if fmt == "kineto":
         return ("profile with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], "
                 "record_shapes=True) so each op's input shapes are written and linked to its kernels")
     if fmt in ("rocpd", "rpd", "rocprof_csv", "rocprof_json"):
-        return ("add a PyTorch profiler trace of the same run taken with record_shapes=True (rocprof records no "
-                "operator shapes)")
+        return f"rocprof records no operator shapes: {KINETO_ALONE}"
     if fmt == "nsys":
         return ("profile with nsys profile --pytorch=autograd-shapes-nvtx (PyTorch's emit_nvtx(record_shapes=True): each "
-                "operator's NVTX range carries its input shapes, tied to its kernels by the launch calls inside it), or add "
-                "a PyTorch profiler trace of the same run taken with record_shapes=True (it also records the data types)")
-    return "add a PyTorch profiler trace of the same run taken with record_shapes=True"
+                "operator's NVTX range carries its input shapes, tied to its kernels by the launch calls inside it); or "
+                f"{KINETO_ALONE} (it also records the data types)")
+    return KINETO_ALONE
 
 
 def _works(ops: pd.DataFrame) -> tuple[np.ndarray, ...]:
@@ -196,6 +201,12 @@ def _device_of(ns_by_device: np.ndarray) -> int | None:
 KERNEL_SLICE = 1 << 18  # rows per slice: temporaries under the 4 MiB mmap threshold (tracetriage/memory.py)
 
 
+# shaped ops were recorded, no graph replays: the kernels without one come from ops with no formula
+# here, or from ops whose CPU side fell outside the profiled window
+NO_SHAPED_OP_HINT = ("their operators have no FLOP/byte formula here (custom or fused ops: Triton, MoE, paged "
+                     "attention...; add it to analyzers/opwork.py) or ran before the profiler's CPU activity started "
+                     "(start the profiler before the work, or widen its schedule)")
+
 GRAPH_UNTIED = {
     "no_capture": ("the capture phase was not profiled: the trace (and the case) holds no graph capture whose launch calls "
                    "carry the operators' shapes",
@@ -235,7 +246,10 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
                     "share_pct": None,
                     "reason": f"{whole.size:,} graph replays traced as one interval each (nsys --cuda-graph-trace=graph, "
                               "the default): their kernels, and so the operators behind them, are not recorded",
-                    "capture_hint": "nsys profile --cuda-graph-trace=node records each replayed kernel"})
+                    "capture_hint": "nsys profile --cuda-graph-trace=node records each replayed kernel (its class "
+                                    "and time); the operators' shapes need their kernels launched outside a graph: "
+                                    "profile one step eagerly (CUDA graphs off, e.g. vLLM --enforce-eager) with "
+                                    "--pytorch=autograd-shapes-nvtx"})
     rows = graph[is_kind(g, "kernel")[graph]]
     if not rows.size:
         return out
@@ -413,6 +427,7 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
         out["classes"].append(cls)
         if c == out["dominant"] and cls["pct_of_roofline"] is not None:
             out["_wasted_ns"] = {"class": c, "ns": float(t_op[s].sum()) * max(0.0, 1 - cls["pct_of_roofline"] / 100.0)}
+    replays = bool(len(trace.gpu)) and bool(trace.gpu["in_graph"].any())
     for i, c in enumerate(opwork.CLASSES):
         no_dtype = float(untyped_by_class[i])
         if no_dtype > 0:
@@ -421,8 +436,7 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
                 "share_pct": round(100.0 * no_dtype / total[c], 2) if total[c] else None,
                 "reason": "kernels of operators whose NVTX ranges give shapes but no data types, and whose kernel names "
                           "do not state one (or state two, as a conversion does): their bytes and peak are unknown",
-                "capture_hint": "add a PyTorch profiler trace of the same run taken with record_shapes=True: it records "
-                                "each operator's input types"})
+                "capture_hint": f"{KINETO_ALONE}: it records each operator's input types"})
         if unmeasured[c] - no_dtype > 0:
             out["not_measured"].append({
                 "what": f"{c} kernels without shapes", "time_ns": int(unmeasured[c] - no_dtype),
@@ -431,7 +445,8 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
                           "ops outside the profiled CPU window): their work is unknown",
                 "capture_hint": capture_hint(fmt) if trace.ops.empty else
                 "profile one step eagerly (CUDA graphs off, e.g. vLLM --enforce-eager) or also profile the graph-capture "
-                "phase with record_shapes=True so replayed kernels can be tied to their ops"})
+                "phase with record_shapes=True so replayed kernels can be tied to their ops" if replays else
+                NO_SHAPED_OP_HINT})
 
     # top ops: per (name, shape)
     if len(idx):
@@ -614,8 +629,28 @@ def _untyped_dominant(eff: dict) -> dict | None:
     return got if got and (got.get("share_pct") or 0) > 100 * (1 - t("roofline_min_measured_share")) else None
 
 
+GRAPH_MISSING = ("graph-replayed kernels not tied to ops", "graph replays without kernels")
+
+
+def missing_shapes(eff: dict) -> dict | None:
+    """The not-measured entry that says why the dominant class's efficiency is unknown, and so
+    which capture would decide: no shaped op at all ("operator shapes"); shaped ops present but
+    the class's ops came without data types; graph replays left untied (the largest such entry:
+    the capture phase not profiled, ambiguous, the captured op without a formula, or nsys whole-
+    graph intervals); else the class's kernels no shaped op launched."""
+    nm = eff.get("not_measured", [])
+    got = next((n for n in nm if n["what"] == "operator shapes"), None) or _untyped_dominant(eff)
+    if got:
+        return got
+    graph = [n for n in nm if n["what"] in GRAPH_MISSING]
+    if graph:
+        return max(graph, key=lambda n: n.get("time_ns") or 0)
+    return next((n for n in nm if n["what"] == f"{eff.get('dominant')} kernels without shapes"), None)
+
+
 def abstention(ctx) -> list[dict]:
-    """Busy GPUs whose dominant class's efficiency is unknown: the capture that would decide."""
+    """Busy GPUs whose dominant class's efficiency is unknown: the capture that would decide
+    (:func:`missing_shapes`: what is actually missing, not a generic record_shapes hint)."""
     out = []
     for p in ctx.judged():
         j = judgement(p.get("_efficiency"))
@@ -624,13 +659,19 @@ def abstention(ctx) -> list[dict]:
         if not busy or (j and j["measured"]):
             continue
         eff = p.get("_efficiency") or {}
-        why = next((n for n in eff.get("not_measured", []) if n["what"] == "operator shapes"), None) \
-            or _untyped_dominant(eff)
+        why = missing_shapes(eff)
         dom = (j or {}).get("class")
-        reason = (f"the GPU computes most of the window, but how fast is not measured: "
-                  + (why["reason"] if why else f"{CLASS_WORDS.get(dom, 'the dominant class')} hold most kernel time and "
-                     "too little of it carries shapes"))
-        out.append({"analysis": "efficiency", "scope": p["meta"].get("path") or "trace", "reason": reason,
+        too_little = f"{CLASS_WORDS.get(dom, 'the dominant class')} hold most kernel time and too little of it carries shapes"
+        if why is None:
+            reason = too_little
+        elif why["what"] == "operator shapes" or why["what"].endswith("without dtype"):
+            reason = why["reason"]
+        elif dom is None:  # no kernel recorded in the window: graph replays traced whole
+            reason = f"{why['what']}: {why['reason']}"
+        else:
+            reason = f"{too_little}: {why['what']}, {why['reason']}"
+        out.append({"analysis": "efficiency", "scope": p["meta"].get("path") or "trace",
+                    "reason": f"the GPU computes most of the window, but how fast is not measured: {reason}",
                     "capture_hint": why["capture_hint"] if why else capture_hint(p["meta"].get("format"))})
     return out
 

@@ -746,3 +746,50 @@ def test_nvjet_gemms_without_dtype_are_in_the_text_report(nsys_nvtx):
     a, _ = nsys_nvtx("gemm_slow", gemm_kernel="nvjet_tst_192x192_64x4_2x1_v_bz_coopB_TNN")
     for out in _reports(a):
         assert "gemm kernels without dtype (100% of that class's time)" in out
+
+
+# --- the efficiency abstention names what is actually missing ----------------------------------
+
+def _efficiency_abstention(a):
+    return next(x for x in a.data["abstentions"] if x["analysis"] == "efficiency")
+
+
+def test_graph_replay_abstention_asks_for_the_capture_phase_not_record_shapes():
+    """The SGLang execution trace already has record_shapes (every cpu_op carries Input Dims): the
+    shapes missing are those of the graph capture phase, so that is the capture asked for."""
+    events = _events("tracelens_sglang_qwen3-8b_decode.json.gz")
+    cpu_ops = [e for e in events if e.get("cat") == "cpu_op"]
+    assert cpu_ops and all("Input Dims" in e.get("args", {}) for e in cpu_ops)
+    a = analyze(open_case([real("kineto", "tracelens_sglang_qwen3-8b_decode.json.gz")]))
+    ab = _efficiency_abstention(a)
+    assert "capture phase was not profiled" in ab["reason"]
+    assert ab["capture_hint"] == efficiency.GRAPH_UNTIED["no_capture"][1]
+    assert ab["capture_hint"] != efficiency.capture_hint("kineto")
+
+
+def test_ops_without_a_formula_abstention_says_so(generated, tmp_path):
+    """Shaped ops recorded, no graph replay, but the GEMMs' op has no formula: the hint is the
+    formula (or the profiled window), not record_shapes=True, which the trace already has."""
+    def rename(doc):
+        for e in doc["traceEvents"]:
+            if e.get("name") == "aten::mm":
+                e["name"] = "mylib::fused_gemm"
+    a = analyze(open_case([_rewrite(generated["gemm_slow"][2], tmp_path, rename)]))
+    ab = _efficiency_abstention(a)
+    assert ab["capture_hint"] == efficiency.NO_SHAPED_OP_HINT and "gemm kernels without shapes" in ab["reason"]
+
+
+@pytest.mark.parametrize("fmt", ["nsys", "rocpd", "rpd", None])
+def test_capture_hints_never_ask_to_mix_profilers(fmt):
+    """'tracetriage analyze x.sqlite y.pt.trace.json.gz' is refused (captures of different
+    profilers): no hint promises a PyTorch profiler trace analyzed with another profiler's."""
+    hint = efficiency.capture_hint(fmt)
+    assert "of the same run" not in hint and "add a PyTorch profiler trace" not in hint
+    assert "on its own" in hint and "record_shapes=True" in hint
+
+
+def test_nsys_untyped_gemm_hint_does_not_ask_to_mix_profilers(nsys_nvtx):
+    a, _ = nsys_nvtx("gemm_slow", gemm_kernel="nvjet_tst_192x192_64x4_2x1_v_bz_coopB_TNN")
+    nm = next(n for n in a.data["efficiency"]["not_measured"] if n["what"] == "gemm kernels without dtype")
+    assert "on its own" in nm["capture_hint"] and "same run" not in nm["capture_hint"]
+    assert _efficiency_abstention(a)["capture_hint"] == nm["capture_hint"]
