@@ -354,6 +354,10 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
         from tracetriage.analyzers import serving as serving_mod
 
         data["serving"] = serving_mod.summary(case.serving)
+        if slo:  # every budget given, checked against what was measured (the headline names the broken ones)
+            from tracetriage.analyzers.serving_rules import slo_checks
+
+            data["serving"]["slo_checks"] = slo_checks(data["serving"], slo)
         serving_series = serving_mod.series(case.serving)
     if case.pyspy:
         from tracetriage.analyzers import hotframes

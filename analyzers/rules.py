@@ -26,7 +26,7 @@ import numpy as np
 from tracetriage.analyzers import catalog, efficiency, serving_rules
 from tracetriage.analyzers.accounting import Ledger
 from tracetriage.analyzers.catalog import AXES, SEVERITIES
-from tracetriage.analyzers.evidence import ev, nbytes, pct, plural, severity_for, us
+from tracetriage.analyzers.evidence import ev, ms, nbytes, pct, plural, severity_for, us
 
 # name: (value, why)
 THRESHOLDS = {
@@ -705,6 +705,8 @@ def rule_healthy(ctx: Context, findings: list[dict], abstentions: list[dict]):
         return None  # a falsified finding still measured a symptom, with a cause not yet known  # busy is not fast: never healthy while the dominant class runs below its roofline
     if any(a["analysis"] in BLOCKS_HEALTHY for a in abstentions):
         return None
+    if any(c["status"] == "broken" for c in serving_rules.slo_checks(ctx.data.get("serving"), ctx.slo)):
+        return None  # a --slo budget the serving artifacts show broken: never under a healthy verdict
     compute = [100.0 * (d["_slices"]["compute"] + d["_slices"]["collective"]) / d["window_ns"] if d["window_ns"] else 0.0
                for d in devs]
     if min(compute) < t("healthy_compute_min_pct"):
@@ -974,7 +976,37 @@ def headline_by_axis(findings: list[dict]) -> dict[str, str]:
     return out
 
 
+SLO_AXES = {"ttft": {"ttft"}, "tpot": {"tpot"}, "itl": {"tail"},
+            "e2el": {"ttft", "tpot", "tail", "utilization", "oom"}}  # the axes whose findings can explain a broken budget
+
+
+def slo_unexplained(findings: list[dict], data: dict) -> tuple[list[dict], list[dict]]:
+    """The --slo budgets broken with no standing finding on an axis that explains them
+    (SLO_AXES), and those that could not be checked (serving_rules.slo_check)."""
+    checks = serving_rules.slo_checks(data.get("serving"), data.get("slo") or {})
+    standing = {f["axis"] for f in findings if not f.get("falsified") and f["id"] != "healthy"}
+    broken = [c for c in checks if c["status"] == "broken" and not (SLO_AXES.get(c["metric"], set()) & standing)]
+    return broken, [c for c in checks if c["status"] == "not_measured"]
+
+
+def _slo_words(checks: list[dict]) -> str:
+    return "; ".join(f"{c['metric'].upper()} {c['percentile']} {ms(c['measured_ms'])} over the {c['limit_ms']:g} ms budget"
+                     for c in checks)
+
+
 def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom: str | None = None) -> str:
+    """The verdict in one line (_headline), then the --slo budgets it leaves out: a broken budget no
+    standing finding explains is named (it leads when nothing else stands), one not checked is said so."""
+    broken, unchecked = slo_unexplained(findings, data)
+    text = _headline(findings, abstentions, data, symptom, broken)
+    if broken and not text.startswith("SLO broken"):
+        text += f"; SLO broken, no finding on its axis: {_slo_words(broken)}"
+    if unchecked:
+        text += "; --slo not checked: " + ", ".join(f"{c['budget']} ({c['source']})" for c in unchecked)
+    return text
+
+
+def _headline(findings: list[dict], abstentions: list[dict], data: dict, symptom: str | None, broken: list[dict]) -> str:
     devices = data["devices"]
     if not devices:
         topo = data.get("topology")
@@ -992,6 +1024,10 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom:
             return f"{body} (no GPU trace given; {what})"
         if data.get("serving"):
             measured = serving_rules.measured_serving(data["serving"])
+            if broken:
+                return (f"SLO broken: {_slo_words(broken)}; no serving finding explains it (measured: " + "; ".join(measured[:3])
+                        + f"){_ruled_out(findings)}; no GPU trace given"
+                        + ("; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions})) if abstentions else ""))
             if measured:
                 knee = next((a for a in abstentions if a["analysis"] == "tpot_budget"), None)
                 why = ("not called healthy: TPOT rises with the batch and no TPOT budget was given (give --slo tpot_p95_ms=<budget>)"

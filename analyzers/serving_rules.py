@@ -487,24 +487,74 @@ def rule_healthy_serving(serving: dict, slo: dict, findings: list[dict]):
                         severity="info", denominator="serving artifacts", entry="healthy_serving")
 
 
+SLO_METRIC = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e": "e2el"}  # --slo name -> the latency block it reads
+QUANTILES = ["p50", "p90", "p95", "p99", "max"]
+
+
+def slo_check(serving: dict | None, key: str, budget: float) -> dict:
+    """One --slo budget (``key`` e.g. ttft_p95_ms, ``budget`` in ms) against what the serving
+    artifacts measured: ``{budget, metric, percentile, limit_ms, measured_ms, source, status}``,
+    status "met", "broken" or "not_measured". The percentile is read from the benchmark (client)
+    first, else the server's /metrics histogram (its value, not a lower bound; a lower bound above
+    the budget still shows it broken). Without the percentile itself, a higher quantile (p99, max)
+    within budget bounds it: met, with that quantile as the measured value. One check for
+    ``analyze --slo`` and ``compare --slo`` alike."""
+    name, q, _ = key.split("_")
+    metric = SLO_METRIC.get(name, name)
+    row = {"budget": key, "metric": metric, "percentile": q, "limit_ms": float(budget), "measured_ms": None,
+           "source": None, "status": "not_measured"}
+    if not serving:
+        row["source"] = "no serving artifacts (engine log, /metrics scrape or benchmark result) were given"
+        return row
+    latency = serving.get("latency") or {}
+    c = (latency.get("client") or {}).get(metric) or {}
+    s = (latency.get("server") or {}).get(metric) or {}
+    known: dict[str, tuple[float, str]] = {}
+    for k, v in (("p50", c.get("p50") or c.get("median")), ("p90", c.get("p90")), ("p95", c.get("p95")),
+                 ("p99", c.get("p99")), ("max", c.get("max"))):
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            known[k] = (float(v), "benchmark (client)")
+    for k in ("p50", "p90", "p95", "p99"):
+        h = s.get(k)
+        if k not in known and h and not h.get("lower_bound") and h.get("value_ms") is not None:
+            known[k] = (float(h["value_ms"]), "server histogram (/metrics)")
+    if q in known:
+        value, src = known[q]
+        row.update(measured_ms=round(value, 3), source=src, status="met" if value <= budget else "broken")
+        return row
+    h = s.get(q)
+    if h and h.get("lower_bound") and h.get("value_ms") is not None and h["value_ms"] > budget:
+        row.update(measured_ms=round(float(h["value_ms"]), 3), source="server histogram (/metrics): a lower bound",
+                   status="broken")
+        return row
+    for higher in QUANTILES[QUANTILES.index(q) + 1:]:
+        if higher in known and known[higher][0] <= budget:
+            value, src = known[higher]
+            row.update(measured_ms=round(value, 3), source=f"{src}: its {higher} bounds the {q}", status="met")
+            return row
+    row["source"] = f"no {q} of {metric.upper()} measured" + (
+        f" (measured: {', '.join(k for k in QUANTILES if k in known)})" if known else "")
+    return row
+
+
+def slo_checks(serving: dict | None, slo: dict) -> list[dict]:
+    """Every --slo budget checked (slo_check), in the order given."""
+    return [slo_check(serving, key, value) for key, value in (slo or {}).items()]
+
+
 def budget_check(serving: dict, key: str, budget: float) -> bool | None:
     """True when the measurements show ``key`` (e.g. ttft_p95_ms) within budget, False when over,
-    None when nothing measured decides. A higher quantile (p99, max) within budget bounds a lower one."""
-    metric, q, _ = key.split("_")
-    order = ["p50", "p90", "p95", "p99", "max"]
-    c = serving["latency"]["client"].get(metric) or {}
-    s = serving["latency"]["server"].get(metric) or {}
-    known = {"p50": c.get("p50") or c.get("median"), "p90": c.get("p90"), "p95": c.get("p95"), "p99": c.get("p99"),
-             "max": c.get("max")}
-    for k in ("p50", "p90", "p95", "p99"):
-        if known[k] is None and s.get(k) and not s[k]["lower_bound"]:
-            known[k] = s[k]["value_ms"]
-    if known.get(q) is not None:
-        return known[q] <= budget
-    for higher in order[order.index(q) + 1:]:
-        if known.get(higher) is not None and known[higher] <= budget:
-            return True
-    return None
+    None when nothing measured decides (slo_check)."""
+    return {"met": True, "broken": False}.get(slo_check(serving, key, budget)["status"])
+
+
+def slo_text(check: dict) -> str:
+    """One budget in words: 'TTFT p95 249.3 ms > budget 100 ms: broken (benchmark (client))'."""
+    what = f"{check['metric'].upper()} {check['percentile']}"
+    if check["status"] == "not_measured":
+        return f"{check['budget']}={check['limit_ms']:g}: unchecked ({check['source']})"
+    sign = ">" if check["status"] == "broken" else "<="
+    return f"{what} {ms(check['measured_ms'])} {sign} budget {check['limit_ms']:g} ms: {check['status']} ({check['source']})"
 
 
 def measured_serving(serving: dict) -> list[str]:
@@ -556,9 +606,16 @@ def evaluate(serving: dict | None, slo: dict) -> list[dict]:
 
 
 def abstentions(serving: dict | None, slo: dict) -> list[dict]:
-    if not serving:
-        return []
     out = []
+    unchecked = [c for c in slo_checks(serving, slo) if c["status"] == "not_measured"]
+    if unchecked:
+        out.append({"analysis": "slo", "scope": "serving",
+                    "reason": "--slo budgets not checked: " + "; ".join(slo_text(c) for c in unchecked),
+                    "capture_hint": "a benchmark result with the percentiles budgeted (vllm bench serve --save-result "
+                                    "--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,95,99) or a /metrics "
+                                    "scrape of the server's latency histograms"})
+    if not serving:
+        return out
     fit = judge_fit(serving)
     if tpot_needs_budget(serving, slo):
         breaks = "; ".join(f"{b:g} ms breaks at {x:.0f} running" + (" (beyond the largest batch measured)" if x > fit["x_max"] else "")

@@ -133,6 +133,8 @@ def render_text(analysis) -> str:
         sv = v["serving_view"]
         for r in sv["latency_rows"]:
             out.append(f"  {r['metric']:<6} {r['side']:<28} p50 {r['p50']:>10}  p99 {r['p99']:>10}  mean {r['mean']:>10}  {r['note']}")
+        for line in sv["slo"]:
+            out.append("  SLO " + line)
         if sv["littles_law"]:
             out.append("  " + sv["littles_law"])
         if sv["fit"]:

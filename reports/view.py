@@ -111,7 +111,10 @@ def build_view(data: dict) -> dict:
 
 
 def serving_view(srv: dict | None) -> dict | None:
-    """Rows of the serving section: latency percentiles (client and server side), Little's law, the sweep."""
+    """Rows of the serving section: latency percentiles (client and server side), Little's law, the sweep,
+    each --slo budget checked."""
+    from tracetriage.analyzers.serving_rules import slo_text
+
     if not srv:
         return None
     rows = []
@@ -148,7 +151,8 @@ def serving_view(srv: dict | None) -> dict | None:
                      f"{fit['points']} points, {fit['source']})") if fit.get("model", True) else
                     f"TPOT against the running batch: no model ({fit['rejected']}; {fit['points']} points, {fit['source']})")
             if fit else None,
-            "memory": srv.get("memory"), "tokens": srv.get("tokens"), "replicas": srv.get("replicas") or []}
+            "memory": srv.get("memory"), "tokens": srv.get("tokens"), "replicas": srv.get("replicas") or [],
+            "slo": [slo_text(c) for c in srv.get("slo_checks") or []]}
 
 
 _DIRECTIONS = {"HtoD": "host-to-device", "DtoH": "device-to-host", "DtoD": "device-to-device", "PtoP": "peer-to-peer",

@@ -255,3 +255,50 @@ def test_sglang_bench_serving_jsonl(tmp_path):
     assert cap.engine == "sglang" and len(cap.bench) == 2
     assert cap.bench[0]["mean_e2el_ms"] == 3800.0 and cap.bench[1]["max_concurrency"] == 128
     assert math.isinf(cap.bench[0]["request_rate"])
+
+
+# --- --slo budgets are reported whether or not a finding fires (new-user trial, item 1) -------------
+
+def test_broken_slo_budgets_lead_the_verdict_when_no_finding_fires(tmp_path):
+    """serving_healthy measures TTFT p95 240 ms (server histogram) and E2E p50 4,980 ms: budgets of
+    100 ms and 1 ms are broken, and with no finding to explain them the headline names them (it said
+    only 'No serving finding ... not enough to call it healthy'); every budget is in the JSON, the
+    text, the markdown and the HTML with its measured value and status."""
+    slo = {"ttft_p95_ms": 100.0, "e2e_p50_ms": 1.0, "itl_p90_ms": 50.0}
+    result = analyze(open_case([BUNDLES / "serving_healthy"]), slo=slo)
+    data = result.data
+    checks = {c["budget"]: c for c in data["serving"]["slo_checks"]}
+    assert checks["ttft_p95_ms"]["status"] == "broken" and checks["ttft_p95_ms"]["measured_ms"] > 100
+    assert checks["e2e_p50_ms"]["status"] == "broken" and checks["e2e_p50_ms"]["metric"] == "e2el"
+    assert math.isclose(checks["e2e_p50_ms"]["measured_ms"], 4980.2, rel_tol=1e-3)
+    assert checks["itl_p90_ms"]["status"] == "met"  # the ITL p99 (39.8 ms) bounds the p90
+    h = data["headline"]
+    assert h.startswith("SLO broken: TTFT p95") and "E2EL p50 4,980.2 ms over the 1 ms budget" in h
+    assert "healthy" not in h.lower() and not any(f["id"] == "healthy" for f in data["findings"])
+    text = run_cli("analyze", str(BUNDLES / "serving_healthy"), "--slo", "ttft_p95_ms=100,e2e_p50_ms=1").stdout
+    assert "SLO TTFT p95" in text and "broken" in text
+    for fmt in ("md", "html"):
+        out = tmp_path / f"r.{fmt}"
+        run_cli("analyze", str(BUNDLES / "serving_healthy"), "--slo", "ttft_p95_ms=100,e2e_p50_ms=1", "--format", fmt, "-o", str(out))
+        body = out.read_text()
+        assert "E2EL p50 4,980.2 ms" in body and "budget 1 ms: broken" in body
+
+
+def test_a_broken_budget_is_named_when_the_only_finding_is_ruled_out():
+    """serving_over_replicated with a TPOT p99 budget of 5 ms (TPOT p99 11 ms): over_replicated is
+    ruled out by the broken budget, and the headline names the budget instead of 'No serving finding'."""
+    data = analyze(open_case([BUNDLES / "serving_over_replicated"]), slo={"tpot_p99_ms": 5.0}).data
+    assert data["headline"].startswith("SLO broken: TPOT p99 11.0 ms over the 5 ms budget")
+    assert "No serving finding" not in data["headline"]
+
+
+def test_budgets_nothing_measured_are_said_to_be_unchecked():
+    """A budget on a GPU-only bundle, or on a percentile no artifact measured, is unchecked: said in
+    the headline and as an abstention, never silently passed."""
+    gpu = analyze(open_case([BUNDLES / "healthy"]), slo={"ttft_p95_ms": 100.0}).data
+    assert "--slo not checked: ttft_p95_ms" in gpu["headline"]
+    assert any(a["analysis"] == "slo" for a in gpu["abstentions"])
+    srv = analyze(open_case([BUNDLES / "serving_over_replicated"]), slo={"e2e_p90_ms": 1.0}).data
+    (check,) = srv["serving"]["slo_checks"]
+    assert check["status"] == "not_measured" and check["measured_ms"] is None
+    assert "--slo not checked: e2e_p90_ms" in srv["headline"]
