@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate PyTorch-profiler (Kineto) traces with recorded shapes and chosen kernel speeds, with ground truth.
+"""Generate PyTorch-profiler (Kineto) traces and/or nsys exports with recorded shapes and chosen kernel speeds, with ground truth.
 
 Each scenario is a host thread issuing ops to one GPU stream, written the way the PyTorch profiler
 writes them with ``record_shapes=True``: a ``cpu_op`` event per op (``Input Dims``, ``Input type``,
@@ -13,8 +13,8 @@ The ground truth (truth.json) is computed here from what was generated — FLOPs
 by summing operand sizes, the H100 SXM datasheet peaks written below — independently of
 tracetriage's analyzers.
 
-    python samples/gen_efficiency.py --out /tmp/eff            # every scenario
-    python samples/gen_efficiency.py --out /tmp/eff --only gemm_slow
+    python samples/gen_efficiency.py --out /tmp/eff                 # every scenario, Kineto and nsys
+    python samples/gen_efficiency.py --out /tmp/eff --only gemm_slow --format nsys
 """
 
 from __future__ import annotations
@@ -258,27 +258,59 @@ def build_nsys(sc: Scenario, path: Path, gemm_kernel: str | None = None, shapes:
     return truth_of(sc, calls, step_bounds)
 
 
-def write(out: Path, only: list[str] | None = None) -> list[Path]:
+FORMATS = ("kineto", "nsys", "both")
+
+
+def write(out: Path, only: list[str] | None = None, fmt: str = "kineto") -> list[Path]:
+    """Write each scenario (or those named in ``only``) under ``out``: ``fmt`` kineto writes
+    ``efficiency_NAME/trace.pt.trace.json.gz``, nsys ``efficiency_NAME_nsys/trace.sqlite`` (the
+    same kernels, :func:`build_nsys`), both writes both; each folder holds the truth.json. The two
+    formats go to separate folders: tracetriage analyzes one profiler's captures as one run."""
+    known = scenarios()
+    unknown = [n for n in only or [] if n not in known]
+    if unknown:
+        raise ValueError(f"unknown scenario {', '.join(unknown)}: the scenarios are {', '.join(known)}")
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt}: one of {', '.join(FORMATS)}")
     paths = []
-    for name, sc in scenarios().items():
+    for name, sc in known.items():
         if only and name not in only:
             continue
-        doc, truth = build(sc)
-        d = out / f"efficiency_{name}"
-        d.mkdir(parents=True, exist_ok=True)
-        with gzip.open(d / "trace.pt.trace.json.gz", "wt", encoding="utf-8") as fh:
-            json.dump(doc, fh)
-        (d / "truth.json").write_text(json.dumps(truth, indent=1, sort_keys=True))
-        paths.append(d)
+        if fmt in ("kineto", "both"):
+            doc, truth = build(sc)
+            d = out / f"efficiency_{name}"
+            d.mkdir(parents=True, exist_ok=True)
+            with gzip.open(d / "trace.pt.trace.json.gz", "wt", encoding="utf-8") as fh:
+                json.dump(doc, fh)
+            (d / "truth.json").write_text(json.dumps(truth, indent=1, sort_keys=True))
+            paths.append(d)
+        if fmt in ("nsys", "both"):
+            d = out / f"efficiency_{name}_nsys"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "trace.sqlite").unlink(missing_ok=True)
+            truth = build_nsys(sc, d / "trace.sqlite")
+            (d / "truth.json").write_text(json.dumps(truth, indent=1, sort_keys=True))
+            paths.append(d)
     return paths
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--only", nargs="*")
+    ap = argparse.ArgumentParser(
+        description="Write generated captures with recorded shapes and chosen kernel speeds, and their ground truth "
+                    "(truth.json), as PyTorch-profiler (Kineto) traces and/or nsys SQLite exports (the operator shapes "
+                    "in PyTorch's --pytorch=autograd-shapes-nvtx ranges).",
+        epilog="scenarios: " + ", ".join(scenarios()))
+    ap.add_argument("--out", type=Path, required=True, metavar="DIR",
+                    help="folder to write into: one folder per scenario and format (efficiency_NAME/ for Kineto, "
+                         "efficiency_NAME_nsys/ for nsys), each with truth.json")
+    ap.add_argument("--only", nargs="+", metavar="NAME", help="write only these scenarios (default: all of them)")
+    ap.add_argument("--format", choices=FORMATS, default="both", dest="fmt",
+                    help="kineto: trace.pt.trace.json.gz; nsys: trace.sqlite (an nsys export); both: each (default: both)")
     args = ap.parse_args(argv)
-    for p in write(args.out, args.only):
+    unknown = [n for n in args.only or [] if n not in scenarios()]
+    if unknown:
+        ap.error(f"unknown scenario {', '.join(unknown)} (valid: {', '.join(scenarios())})")
+    for p in write(args.out, args.only, args.fmt):
         print(p)
 
 

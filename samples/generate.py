@@ -884,16 +884,30 @@ def generate(out: Path, only: list[str] | None = None, seed: int = 7, truth_dir:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=HERE / "bundles")
-    ap.add_argument("--only", nargs="*")
-    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--out", type=Path, default=HERE / "bundles", metavar="DIR",
+                    help="folder the bundles are written into (default: samples/bundles next to this script; the "
+                         "truth goes to truth/ beside it)")
+    ap.add_argument("--only", nargs="*", metavar="NAME", help="write only these bundles (default: every scenario)")
+    ap.add_argument("--seed", type=int, default=7, help="random seed of the simulated jitter (default: %(default)s)")
     ap.add_argument("--rocpd", action="store_true", help="write rocprofv3 rocpd databases instead of nsys exports")
     ap.add_argument("--serving", action="store_true", help="write the serving bundles (log + scrape + benchmark result)")
     ap.add_argument("--nightly", type=int, metavar="N", help="write a nightly archive of N captures (trend's sample): "
                     "eager from --switch-at on, a host-stall outlier at --outlier-at")
-    ap.add_argument("--switch-at", type=int, default=13, help="first eager night of --nightly (0: no switch)")
-    ap.add_argument("--outlier-at", type=int, default=6, help="the night with a one-off host stall (0: none)")
+    ap.add_argument("--switch-at", type=int, default=13, metavar="K",
+                    help="first eager night of --nightly, 2..N (0: no switch; default: %(default)s)")
+    ap.add_argument("--outlier-at", type=int, default=6, metavar="K",
+                    help="the night with a one-off host stall, 1..N (0: none; default: %(default)s)")
     args = ap.parse_args(argv)
+    if args.nightly is not None:
+        if args.nightly < 1:
+            ap.error(f"--nightly {args.nightly}: the archive needs at least one night")
+        # nights are 1..N; a switch on night 1 (or after N) leaves no night before or after it: no regression to find
+        if args.switch_at and not 2 <= args.switch_at <= args.nightly:
+            ap.error(f"--switch-at {args.switch_at} with --nightly {args.nightly} (nights 1 to {args.nightly}) gives no "
+                     f"regression: pass --switch-at between 2 and {args.nightly}, or 0 for none")
+        if args.outlier_at and not 1 <= args.outlier_at <= args.nightly:
+            ap.error(f"--outlier-at {args.outlier_at} is not a night of --nightly {args.nightly}: pass it between 1 and "
+                     f"{args.nightly}, or 0 for none")
     if args.nightly:
         made = generate_nightly(args.out, args.nightly, args.switch_at or None, args.outlier_at or None, args.seed)
     elif args.serving:
