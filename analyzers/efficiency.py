@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.analyzers import catalog, opwork
-from tracetriage.analyzers.evidence import ev, pct, severity_for, us
+from tracetriage.analyzers.evidence import ev, plural, pct, severity_for, us
 from tracetriage.model import Trace, cat_codes, is_kind
 
 DEVICES: dict[str, dict] = tomllib.loads(Path(__file__).with_name("devices.toml").read_text(encoding="utf-8"))
@@ -59,8 +59,10 @@ THRESHOLDS = {
                                          "judge its efficiency"),
     "decode_floor_min_pct": (50.0, "a decode step slower than twice the time needed to stream its weights and KV "
                                    "cache once is not bandwidth-bound: launch gaps, small kernels or unfused ops dominate"),
-    "decode_max_tokens": (256, "a GEMM with at most 256 rows (tokens) reads its whole weight for a few FLOPs a byte: "
-                               "decode is weight-streaming, bound by bandwidth"),
+    "decode_max_tokens": (64, "decode-shaped: one new token per sequence, so a GEMM's rows are the batch's sequences, a "
+                              "handful to a few dozen per GPU; at most 64 rows keeps its intensity (~M FLOP/byte in "
+                              "bf16) under a quarter of the H100/MI300X ridge point (~300 FLOP/byte): it streams its "
+                              "weights. A pass of 100+ tokens (BERT's 141-token GEMMs, a prefill chunk) is not decode"),
     "decode_min_measured_share": (0.9, "the weights read per step come from the GEMM shapes: 90% of GEMM time must "
                                        "be measured, else the floor is too low"),
 }
@@ -244,7 +246,7 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
     if whole.size:
         out.append({"what": "graph replays without kernels", "time_ns": int((end[whole] - start[whole]).sum()),
                     "share_pct": None,
-                    "reason": f"{whole.size:,} graph replays traced as one interval each (nsys --cuda-graph-trace=graph, "
+                    "reason": f"{plural(whole.size, 'graph replay')} traced as one interval each (nsys --cuda-graph-trace=graph, "
                               "the default): their kernels, and so the operators behind them, are not recorded",
                     "capture_hint": "nsys profile --cuda-graph-trace=node records each replayed kernel (its class "
                                     "and time); the operators' shapes need their kernels launched outside a graph: "
@@ -263,7 +265,7 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
     n_replays = int(np.unique(key).size)
     if not ties:
         out.append({"what": "graph-replayed kernels not tied to ops", "time_ns": int(untied_ns), "share_pct": None,
-                    "reason": f"{n_replays:,} replays, {100.0 * untied_ns / all_ns:.0f}% of the replayed kernel time in "
+                    "reason": f"{plural(n_replays, 'replay')}, {100.0 * untied_ns / all_ns:.0f}% of the replayed kernel time in "
                               f"the window: this {trace.format} export does not tie a replayed kernel to the launch call "
                               "that captured it",
                     "capture_hint": "profile the same run with the PyTorch profiler (record_shapes=True) over the CUDA-graph "
@@ -281,7 +283,7 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
         ns = float((end[untied[sel]] - start[untied[sel]]).sum())
         why, hint = GRAPH_UNTIED.get(reason, (reason, "profile the CUDA-graph capture with record_shapes=True"))
         out.append({"what": "graph-replayed kernels not tied to ops", "time_ns": int(ns), "share_pct": None,
-                    "reason": f"{int(np.unique(key[sel]).size):,} replays, {100.0 * ns / all_ns:.0f}% of the replayed "
+                    "reason": f"{plural(int(np.unique(key[sel]).size), 'replay')}, {100.0 * ns / all_ns:.0f}% of the replayed "
                               f"kernel time in the window: {why}{done}",
                     "capture_hint": hint})
     return out

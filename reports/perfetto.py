@@ -52,6 +52,7 @@ from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers import steps as st
 from tracetriage.analyzers import timeline as tl
 from tracetriage.analyzers.analysis import SYNC_SLACK_NS
+from tracetriage.analyzers.evidence import plural
 from tracetriage.model import cat_codes, cat_mask, is_kind, is_sorted
 from tracetriage.reports import protowire as pw
 
@@ -625,7 +626,7 @@ class _TraceExport:
         first = min([lo] + [int(x["start"].min()) for x in (t.gpu, t.api) if len(x)])
         last = max([hi] + [int(x["end"].max()) for x in (t.gpu,) if len(x)])
         if first < lo:
-            what = f"{win.get('warmup_steps_excluded', 0)} warm-up steps" if win.get("warmup_steps_excluded") else "set-up before the window"
+            what = plural(win["warmup_steps_excluded"], "warm-up step") if win.get("warmup_steps_excluded") else "set-up before the window"
             w.slice(track, first, lo, "excluded: warm-up / set-up", {"what": what, "setup_excluded_ns": win.get("setup_excluded_ns", 0)})
         w.slice(track, lo, hi, "analysis window", {"source": win.get("source"), "duration_ns": hi - lo,
                                                   "warmup_steps_excluded": win.get("warmup_steps_excluded", 0)})

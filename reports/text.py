@@ -22,11 +22,12 @@ def render_text(analysis) -> str:
     out.append("")
     w = v["window"]
     if w:
-        out.append(f"window   {w['duration']} ({w['source']}; {w['warmup_steps_excluded']} warm-up steps excluded{w['setup']})")
+        out.append(f"window   {w['duration']} ({w['source']}; {w['warmup_text']} excluded{w['setup']})")
     for i in v["inputs"]:
         c = i.get("counts") or {}
         counts = ", ".join(f"{k} {n:,}" for k, n in c.items())
-        out.append(f"input    {i['path']} [{i['kind']} {i.get('version') or ''}] {counts}")
+        kind = " ".join(str(x) for x in (i["kind"], i.get("version")) if x)
+        out.append(f"input    {i['path']} [{kind}] {counts}".rstrip())
         for warn in i.get("warnings") or []:
             out.append(f"  warning: {warn}")
     for s in v["skipped"]:
@@ -140,7 +141,8 @@ def render_text(analysis) -> str:
         if sv["fit"]:
             out.append("  " + sv["fit"])
         for b in sv["sweep"][:12]:
-            out.append(f"  bench: rate {b['rate']} conc {b['concurrency']} -> {b['throughput'] or 0:.2f} req/s, TTFT {b['ttft']}, "
+            conc = f" conc {b['concurrency']}" if b["concurrency"] is not None else ""  # None: no concurrency cap
+            out.append(f"  bench: rate {b['rate']}{conc} -> {b['throughput'] or 0:.2f} req/s, TTFT {b['ttft']}, "
                        f"TPOT {b['tpot']}, ITL p99 {b['itl_p99']} {b['group']}")
         out.append("")
     prof = v.get("host_profile")

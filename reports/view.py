@@ -52,6 +52,7 @@ def build_view(data: dict) -> dict:
     v = copy.deepcopy(data)
     if v.get("window"):
         v["window"]["duration"] = fmt_ns(v["window"]["duration_ns"])
+        v["window"]["warmup_text"] = plural(v["window"].get("warmup_steps_excluded") or 0, "warm-up step")
         setup = v["window"].get("setup_excluded_ns") or 0
         v["window"]["setup"] = f"; {fmt_ns(setup)} of set-up before the first kernel excluded" if setup else ""
         cause = v["window"].get("setup_cause")

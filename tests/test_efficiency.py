@@ -793,3 +793,31 @@ def test_nsys_untyped_gemm_hint_does_not_ask_to_mix_profilers(nsys_nvtx):
     nm = next(n for n in a.data["efficiency"]["not_measured"] if n["what"] == "gemm kernels without dtype")
     assert "on its own" in nm["capture_hint"] and "same run" not in nm["capture_hint"]
     assert _efficiency_abstention(a)["capture_hint"] == nm["capture_hint"]
+
+
+# --- wording: counts agree with their nouns, no None printed ------------------------------------
+
+def test_one_replay_and_one_warm_up_step_are_singular():
+    a = analyze(open_case([real("kineto", "tracelens_sglang_qwen3-8b_decode.json.gz")]))
+    nm = next(n for n in a.data["efficiency"]["not_measured"] if n["what"] == "graph-replayed kernels not tied to ops")
+    assert nm["reason"].startswith("1 replay, ")
+    g = analyze(open_case([ROOT / "samples" / "bundles" / "graph_decode"]))
+    assert g.data["window"]["warmup_steps_excluded"] == 1
+    text, md = _reports(g)
+    assert "1 warm-up step excluded" in text and "1 warm-up step excluded" in md and "1 warm-up steps" not in text + md
+
+
+def test_bench_lines_print_no_none_and_no_stray_space():
+    from tracetriage.reports import render
+    text = render(analyze(open_case([ROOT / "samples" / "bundles" / "serving_at_capacity"])), "text")
+    assert "conc None" not in text and "None" not in text
+    assert "[bench_result]" in text and "[bench_result ]" not in text
+
+
+def test_bert_141_token_gemms_are_not_decode_shaped():
+    """141 rows per GEMM is an encoder pass, not a decode batch (decode_max_tokens = 64)."""
+    assert efficiency.DECODE_MAX_TOKENS == 64
+    a = analyze(open_case([real("kineto", "tracelens_h100_bert_small.json.gz")]))
+    eff = a.data["efficiency"]
+    assert eff["decode_floor"] is None
+    assert not any("decode" in n["what"] or "decode-shaped" in n["reason"] for n in eff["not_measured"])
