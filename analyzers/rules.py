@@ -948,6 +948,7 @@ def _evaluate(ctx: Context) -> tuple[list[dict], list[dict]]:
         findings.append(f)
     _apply_falsifiers(ctx, findings)
     abstentions = abstentions_for(ctx) + efficiency.abstention(ctx) + serving_rules.abstentions(serving, ctx.slo)
+    abstentions += serving_rules.tail_abstention(serving, findings) if serving and not ctx.devices else []
     healthy = rule_healthy(ctx, findings, abstentions) if ctx.devices else (
         serving_rules.rule_healthy_serving(serving, ctx.slo, findings) if serving else None)
     if healthy:
@@ -1028,6 +1029,13 @@ def _headline(findings: list[dict], abstentions: list[dict], data: dict, symptom
                 return (f"SLO broken: {_slo_words(broken)}; no serving finding explains it (measured: " + "; ".join(measured[:3])
                         + f"){_ruled_out(findings)}; no GPU trace given"
                         + ("; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions})) if abstentions else ""))
+            tail = serving_rules.unexplained_tail(data["serving"], findings)
+            if tail:
+                return (f"Inter-token tail not explained: {serving_rules.tail_words(tail)}"
+                        + (f"; not the prefill-chunk mechanism ({', '.join(tail['ruled_out'])} ruled out by its own falsifier)"
+                           if tail["ruled_out"] else "")
+                        + f"{_ruled_out([f for f in findings if f['id'] not in tail['ruled_out']])}; not called healthy; "
+                        "no GPU trace given; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions})))
             if measured:
                 knee = next((a for a in abstentions if a["analysis"] == "tpot_budget"), None)
                 why = ("not called healthy: TPOT rises with the batch and no TPOT budget was given (give --slo tpot_p95_ms=<budget>)"

@@ -245,8 +245,11 @@ def rule_prefill_stall_itl(serving: dict, slo: dict):
     chunked = (serving.get("config") or {}).get("enable_chunked_prefill")
     prompts = serving.get("prompts") or {}
     longest = max(v for v in (prompts.get("input_len_max"), prompts.get("input_len_mean"), prompts.get("prefill_new_token_max"), 0) if v)
-    if chunked is True or longest < t("long_prompt_tokens"):
+    if longest < t("long_prompt_tokens"):
         return None
+    # With chunked prefill on the rule still fires on the tail: the catalog's falsifier decides (a chunk
+    # budget of at most 2048 tokens rules the mechanism out; an unstated one leaves a large default chunk).
+    budget_tokens = (serving.get("config") or {}).get("max_num_batched_tokens")
     impact = 100.0 * (tail["p99"] - tail["p50"]) / tail["p99"]
     budget = slo.get("itl_p99_ms")
     evidence = [
@@ -254,7 +257,9 @@ def rule_prefill_stall_itl(serving: dict, slo: dict):
         ev("itl_p99_ms", round(tail["p99"], 3), "ms", tail["source"], text=f"ITL p99 {ms(tail['p99'])}: {ratio:.1f}x the median"),
         ev("itl_p99_over_p50", round(ratio, 2), "x", "ITL median"),
         ev("longest_prompt_tokens", longest, "tokens", None, text=f"prompts up to {longest:,.0f} tokens"),
-        ev("chunked_prefill", chunked, "", None, text="chunked prefill: " + ("off" if chunked is False else "not stated in the config")),
+        ev("chunked_prefill", chunked, "", None, text="chunked prefill: " + (
+            "off" if chunked is False else "not stated in the config" if chunked is None else
+            f"on, max_num_batched_tokens {budget_tokens}" if budget_tokens else "on, chunk budget (max_num_batched_tokens) not stated")),
     ]
     if tail.get("max"):
         evidence.append(ev("itl_max_ms", round(tail["max"], 3), "ms", tail["source"], text=f"longest inter-token gap {ms(tail['max'])}"))
@@ -269,8 +274,11 @@ def rule_prefill_stall_itl(serving: dict, slo: dict):
         "prefill_stall", impact,
         {"p99": ms(tail["p99"]), "p50": ms(tail["p50"]), "ratio": f"{ratio:.1f}x",
          "max_text": f", max {ms(tail['max'])}" if tail.get("max") else "",
-         "prompt_text": f"prompts up to {longest:,.0f} tokens, chunked prefill " + ("off" if chunked is False else "not enabled in the config")},
-        evidence, severity=severity, denominator="ITL p99", entry="prefill_stall_itl")
+         "prompt_text": f"prompts up to {longest:,.0f} tokens, chunked prefill " + (
+             "off" if chunked is False else "not enabled in the config" if chunked is None else
+             f"on with chunks of up to {budget_tokens:,} tokens" if budget_tokens else "on, chunk budget not stated")},
+        evidence, severity=severity, denominator="ITL p99", entry="prefill_stall_itl",
+        variant="chunked" if chunked is True else None)
 
 
 def rule_memory_pressure(serving: dict, slo: dict):
@@ -468,9 +476,44 @@ def tpot_needs_budget(serving: dict, slo: dict) -> bool:
         fit["a_ms"] + fit["b_ms_per_seq"] * fit["x_max"] >= 1.5 * (fit["a_ms"] + fit["b_ms_per_seq"] * fit["x_min"])))
 
 
+def unexplained_tail(serving: dict | None, findings: list[dict]) -> dict | None:
+    """The inter-token tail (itl_tail: ITL, else the server's TPOT histogram) when its p99 is at
+    least itl_tail_ratio x its median and no standing finding on the tail axis explains it (a
+    falsified one does not); None otherwise. Serving is never called healthy while one stands."""
+    tail = itl_tail(serving) if serving else None
+    if not tail or tail["p99"] / tail["p50"] < t("itl_tail_ratio"):
+        return None
+    if any(f["axis"] == "tail" and not f.get("falsified") for f in findings):
+        return None
+    return {**tail, "ratio": tail["p99"] / tail["p50"],
+            "ruled_out": [f["id"] for f in findings if f["axis"] == "tail" and f.get("falsified")]}
+
+
+def tail_abstention(serving: dict | None, findings: list[dict]) -> list[dict]:
+    """An abstention for an unexplained inter-token tail (unexplained_tail): what stands, which
+    mechanism is ruled out, and the capture that would tell the others apart."""
+    tail = unexplained_tail(serving, findings)
+    if not tail:
+        return []
+    return [{"analysis": "itl_tail", "scope": "serving",
+             "reason": f"{tail_words(tail)} and no finding explains it"
+                       + (f" ({', '.join(tail['ruled_out'])} ruled out by its own falsifier: not the prefill-chunk mechanism)"
+                          if tail["ruled_out"] else ""),
+             "capture_hint": "per-request inter-token times (vllm bench serve --save-result --save-detailed) lined up with the "
+                             "engine log's preemption warnings and stats lines, and py-spy record of the engine core over a "
+                             "spike, tell preemption and recompute, a host stall (garbage collection, a metrics flush) and "
+                             "network jitter in the streaming path apart"}]
+
+
+def tail_words(tail: dict) -> str:
+    return f"ITL p99 {ms(tail['p99'])} is {tail['ratio']:.1f}x the median of {ms(tail['p50'])} ({tail['source']})"
+
+
 def rule_healthy_serving(serving: dict, slo: dict, findings: list[dict]):
     if findings:
         return None
+    if unexplained_tail(serving, findings):
+        return None  # an inter-token tail of that size is a symptom with no cause found, not health
     if tpot_needs_budget(serving, slo):
         return None  # the page shows the knee: without a budget, "healthy" is not shown
     measured = measured_serving(serving)

@@ -270,3 +270,23 @@ def test_batch_past_knee_does_not_fire_when_tpot_does_not_follow_the_batch(tmp_p
     fit = data["serving"]["tpot_fit"]
     assert fit["source"].startswith("benchmark sweep") and fit["r2"] < 0.3 and fit["model"] is False
     assert all(f["id"] != "batch_past_knee" for f in data["findings"])
+
+
+# --- an ITL tail whose prefill-chunk cause is ruled out (new-user trial, item 2) ----------------------
+
+def test_itl_tail_with_chunked_prefill_on_is_prefill_stall_falsified_not_healthy(tmp_path):
+    """serving_prefill_stall with chunked prefill on and a 2048-token budget: the ITL p99 612.7 ms
+    (29x the median) still stands. The verdict was 'Healthy: Serving looks healthy' (the rule
+    returned early, so the falsifier never ran); now prefill_stall fires, its falsifier marks it
+    ruled out, and the headline says the tail is there with its cause not found."""
+    log = (BUNDLES / "serving_prefill_stall" / "vllm.log").read_text()
+    data = _run(_with(tmp_path, "serving_prefill_stall", vllm_log=log.replace(
+        "'enable_chunked_prefill': False", "'enable_chunked_prefill': True, 'max_num_batched_tokens': 2048")))
+    _falsified(data, "prefill_stall", "chunked prefill is already on")
+    h = data["headline"]
+    assert not h.startswith("Healthy") and "healthy" not in h.replace("not called healthy", "")
+    assert all(f["id"] != "healthy" for f in data["findings"])
+    assert h.startswith("Inter-token tail not explained: ITL p99 612.7 ms is 29.0x the median")
+    assert "not the prefill-chunk mechanism (prefill_stall ruled out by its own falsifier)" in h
+    tail = next(a for a in data["abstentions"] if a["analysis"] == "itl_tail")
+    assert "preemption" in tail["capture_hint"] and "prefill_stall ruled out" in tail["reason"]

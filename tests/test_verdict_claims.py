@@ -305,11 +305,16 @@ def test_prefill_stall_with_chunked_prefill_already_on_is_falsified(tmp_path):
     assert all(x["id"] != "healthy" for x in got["findings"])  # the long steps are still there, cause unknown
 
 
-def test_itl_prefill_stall_with_chunked_prefill_on_does_not_fire(tmp_path):
+def test_itl_prefill_stall_with_chunked_prefill_on_and_no_chunk_budget_stands(tmp_path):
+    """Chunked prefill on with no chunk budget stated: the 29x ITL tail is still this mechanism when
+    the default chunk is large (vLLM V1: 8192 tokens on 70+ GiB GPUs), so the finding fires with the
+    chunked texts (set the budget), not 'Enable chunked prefill' and not silence."""
     assert any(f["id"] == "prefill_stall" for f in _analyze(BUNDLES / "serving_prefill_stall")["findings"])
     d = _analyze(_bundle_with_log(tmp_path, "serving_prefill_stall", "serving_prefill_stall",
                                   [("'enable_chunked_prefill': False", "'enable_chunked_prefill': True")]))
-    assert all(f["id"] != "prefill_stall" for f in d["findings"])
+    f = next(f for f in d["findings"] if f["id"] == "prefill_stall")
+    assert not f.get("falsified") and f["severity"] == "high" and "[prefill_stall]" in d["headline"]
+    assert "chunk budget is not stated" in f["fix"] and "chunk budget not stated" in f["title"]
 
 
 def test_launch_bound_falsifier_graphs_already_replay():
