@@ -10,7 +10,8 @@ carries the same finding statuses and kernel movers as ``tracetriage compare``.
   ``baseTimeNanoseconds``), else by a natural sort of the case name (``--order-by``).
 * **Groups**: cases are judged only against comparable cases: the same device model and
   count, world size and program (compare's signature), plus ``--group-by`` (a path
-  component). A group of one case fits no series: listed apart, never mixed in.
+  component counted from the case: -2 the folder holding it, see :func:`case_paths`, or a
+  tag file). A group of one case fits no series: listed apart, never mixed in.
 * **Series**: the per-step figures of each case (ms per step, counts per step, busy %,
   serving percentiles), each finding's ms per step (0 where the case did not report it) and
   the top kernels' ms per step.
@@ -82,6 +83,28 @@ def case_names(summary) -> dict[str, str]:
         base = next(iter(same_file))
         names = {cid: (n[: -len(base)].rstrip("/") or n) if n.endswith(base) else n for cid, n in names.items()}
     return {cid: n[2:] if n.startswith("./") else n for cid, n in names.items()}
+
+
+def case_paths(summary) -> dict[str, str]:
+    """case path (as batch records it) -> the case as trend names it: its folder when every
+    case is a file of the same name (``.../nightly-2026-11-13`` for
+    ``.../nightly-2026-11-13/trace.sqlite``, as :func:`case_names` drops that name), else the
+    path itself. ``--group-by`` counts path components from this, so -1 is the case itself."""
+    import os
+
+    paths = [os.path.normpath(str(p)) for p in summary["path"]]
+    bases = {os.path.basename(p) for p in paths}
+    shared = next(iter(bases)) if len(bases) == 1 and len(paths) > 1 else None
+    return {str(raw): (os.path.dirname(p) or p) if shared else p for raw, p in zip(summary["path"], paths)}
+
+
+def group_keys(ok, group_by=None) -> list[tuple]:
+    """Each case's group key: compare's signature (device model and count, world size,
+    program), plus ``group_by(path)`` when given."""
+    columns = [ok[k].astype(str).tolist() if k in ok else ["None"] * len(ok) for k in SIGNATURE]
+    if group_by:
+        columns.append([str(group_by(p)) for p in ok["path"]])
+    return list(zip(*columns)) if len(ok) else []
 
 
 def date_label(name: str) -> str | None:
@@ -175,10 +198,7 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
     ok["_name"] = ok["case_id"].map(names)
     has_time = order_by == "time" and "capture_start_ns" in ok and ok["capture_start_ns"].notna().all() and len(ok)
     order_source = "capture time" if has_time else "case name (natural order)"
-    columns = [ok[k].astype(str).tolist() if k in ok else ["None"] * len(ok) for k in SIGNATURE]
-    if group_by:
-        columns.append([str(group_by(p)) for p in ok["path"]])
-    ok["_key"] = list(zip(*columns)) if len(ok) else []
+    ok["_key"] = group_keys(ok, group_by)
     groups_out, changes, ungrouped = [], [], []
     fidx = findings if len(findings) else None
     for key, g in ok.groupby("_key", sort=True):

@@ -502,9 +502,10 @@ def step_distributions(before: dict[str, list[int]], after: dict[str, list[int]]
     return _svg(fig)
 
 
-def trend_charts(group: dict, changes: list[dict], names: tuple, links: list[str | None]) -> str | None:
+def trend_charts(group: dict, changes: list[dict], names: tuple, links: list[str | None], title=None) -> str | None:
     """Small multiples of a group's main series over its captures: level shifts as vertical
-    lines at the first bad capture, outliers circled; each point links to its case report."""
+    lines at the first bad capture, outliers circled; each point links to its case report.
+    ``title(name, unit)``: a series as the page's tables name it (reports/trend.py series_title)."""
     series = [(n, group["series"][n]) for n in names if n in group["series"]]
     series += [(n, s) for n, s in group["series"].items() if n.startswith("finding:")][:3]
     if not series:
@@ -531,7 +532,7 @@ def trend_charts(group: dict, changes: list[dict], names: tuple, links: list[str
                 ax.axvline(i - 0.5, color=color, lw=1.2, ls="--", zorder=2)
             else:
                 ax.scatter([i], [ys[i]], s=90, facecolors="none", edgecolors=color, lw=1.5, zorder=4)
-        ax.set_title(_label(f"{name} ({s['unit']})", 60), loc="left", fontsize=9)
+        ax.set_title(_label(title(name, s["unit"]) if title else f"{name} ({s['unit']})", 60), loc="left", fontsize=9)
     for ax in axes.flat[len(series):]:
         ax.set_visible(False)
     step = max(1, len(cases) // 10)

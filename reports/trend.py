@@ -48,6 +48,12 @@ def label(metric: str) -> str:
     return LABELS.get(metric, metric.replace("_", " "))
 
 
+def series_title(metric: str, unit: str) -> str:
+    """A chart's title: the table's label, with the unit where the label does not say it."""
+    text = label(metric)
+    return text if metric.startswith(("finding:", "kernel:")) else f"{text} ({unit})"
+
+
 def change_text(c: dict) -> str:
     """The change: points for a share (busy %), else relative to the level before."""
     b, a = c["before"]["level"], c["after"]["level"]
@@ -68,6 +74,31 @@ def change_line(c: dict) -> str:
     return text
 
 
+def gate_line(result: dict, gate: bool) -> str | None:
+    """The gate's result with --gate (passed or failed, against which baseline); without it a
+    latest capture in a regressed segment is a finding of the trend, not a gate."""
+    from tracetriage.analyzers.trend import matches_baseline
+
+    g = result["gate"]
+    budgets = "step time, serving percentiles"
+    if not gate:
+        return (f"the latest capture is in a regressed segment in: {', '.join(g['groups'])}" if g["regressed"] else None)
+    base = g.get("baseline")
+    if base is None:
+        if g["regressed"]:
+            return (f"gate: failed: the latest capture is in a regressed segment (a budget series shifted worse and did not "
+                    f"come back) in: {', '.join(g['groups'])}")
+        return f"gate: passed: no group's latest capture is in a regressed segment of a budget series ({budgets})"
+    judged = [grp["key"] for grp in result["groups"] if any(matches_baseline(c["name"], base) for c in grp["cases"])]
+    others = len(result["groups"]) - len(judged)
+    rest = f"; {others} group(s) without {base} not judged" if others else ""
+    if g["regressed"]:
+        return (f"gate: failed against baseline {base}: the latest capture of {', '.join(g['groups'])} is worse than "
+                f"{base} beyond the noise and the practical minimum on a budget series ({budgets}){rest}")
+    return (f"gate: passed against baseline {base}: the latest capture of {', '.join(judged)} is within the noise or "
+            f"the practical minimum of {base} on every budget series ({budgets}){rest}")
+
+
 def md_link(name: str | None, group: dict, links: str | None) -> str:
     """A case name, linked to its report when the output knows where the batch folder is."""
     if not name:
@@ -79,7 +110,9 @@ def md_link(name: str | None, group: dict, links: str | None) -> str:
     return f"[{text}]({links.rstrip('/')}/{case['report']})"
 
 
-def render_trend(result: dict, fmt: str, links: str | None = None) -> str:
+def render_trend(result: dict, fmt: str, links: str | None = None, gate: bool = False) -> str:
+    """``gate``: --gate was given, so the views print the gate's result line."""
+    gate_text = gate_line(result, gate)
     if fmt == "json":
         return json.dumps(_clean(result), indent=2, ensure_ascii=False) + "\n"
     if fmt == "html":
@@ -92,12 +125,15 @@ def render_trend(result: dict, fmt: str, links: str | None = None) -> str:
             return f"{links.rstrip('/')}/{case['report']}"
 
         charts = {g["key"]: trend_charts(g, [c for c in result["changes"] if c["group"] == g["key"]], CHART_SERIES,
-                                         [href(c) for c in g["cases"]]) for g in result["groups"]}
+                                         [href(c) for c in g["cases"]], title=series_title) for g in result["groups"]}
         return environment().get_template("trend.html.j2").render(t=result, charts=charts, href=href, change_line=change_line,
-                                                                  level=level, label=label, change_text=change_text)
+                                                                  level=level, label=label, change_text=change_text,
+                                                                  gate_text=gate_text, gate=gate)
     if fmt == "md":
         lines = ["# tracetriage trend", "", f"Ordered by {md_escape(result['order'])}; practical minimum {result['threshold_pct']:g}% "
                  "of the step.", ""]
+        if gate_text:
+            lines += [f"**{md_escape(gate_text)}**", ""]
         for g in result["groups"]:
             lines += [f"## {md_escape(g['key'])}", "", f"**{md_escape(g['verdict'])}**", "",
                       f"{len(g['cases'])} captures: {md_escape(g['cases'][0]['name'])} … {md_escape(g['cases'][-1]['name'])}", ""]
@@ -128,6 +164,6 @@ def render_trend(result: dict, fmt: str, links: str | None = None) -> str:
         lines.append(f"not in a series: {', '.join(c['name'] for c in u['cases'])} ({u['reason']})")
     for f in result["failed"]:
         lines.append(f"failed: {f['name']}: {f['error']}")
-    if result["gate"]["regressed"]:
-        lines.append(f"gate: the latest capture is in a regressed segment in: {', '.join(result['gate']['groups'])}")
+    if gate_text:
+        lines.append(gate_text)
     return "\n".join(lines) + "\n"

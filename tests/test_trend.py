@@ -270,3 +270,78 @@ def test_too_few_captures_are_said_to_be_too_few(tmp_path):
     run_batch([str(tmp_path / "c")], str(tmp_path / "b"), jobs=1, progress=False)
     t = trend_json(tmp_path / "b")
     assert "too few" in t["groups"][0]["verdict"] and t["changes"] == []
+
+
+@pytest.fixture(scope="module")
+def branches(tmp_path_factory):
+    """The new-user trial's archive: <root>/{main,dev}/nightly-*/trace.sqlite, main steady,
+    dev eager (the regression) from its 4th night; dev's nights renamed so every case name
+    is unique."""
+    from tracetriage.batch import run_batch
+
+    gen = _generate()
+    root = tmp_path_factory.mktemp("branches")
+    gen.generate_nightly(root / "ng" / "main", nights=5, switch_at=None, outlier_at=None, seed=1)
+    gen.generate_nightly(root / "ng" / "dev", nights=6, switch_at=4, outlier_at=None, seed=2)
+    for night in sorted((root / "ng" / "dev").glob("nightly-*")):
+        night.rename(night.with_name("dev-" + night.name))
+    run_batch([str(root / "ng")], str(root / "b"), jobs=2, progress=False)
+    return root
+
+
+def test_group_by_counts_from_the_case(branches):
+    """--group-by -2 is the folder holding the case, as its help says (new-user trial: -2 was
+    the case folder itself, "0 group(s)" and every case "not in a series", no warning)."""
+    from tracetriage.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    help_text = next(a.help for a in sub.choices["trend"]._actions if a.dest == "group_by")
+    assert "-2: the folder holding the case" in help_text
+    t = trend_json(branches / "b", "--group-by", "-2")
+    assert sorted(g["key"].rsplit(", ", 1)[1] for g in t["groups"]) == ["dev", "main"] and t["ungrouped"] == []
+    for g in t["groups"]:
+        branch = g["key"].rsplit(", ", 1)[1]
+        assert len(g["cases"]) == (6 if branch == "dev" else 5)
+        assert all(c["name"].startswith(f"{branch}/") for c in g["cases"])
+    own = run_cli("trend", branches / "b", "--group-by", "-1")
+    assert own.returncode == 2 and "-2 is the folder holding the case" in own.stderr
+    case = next((branches / "ng" / "main").glob("nightly-*"))
+    alone = run_cli("trend", branches / "b", "--group-by", str(len(case.parts) - 1))  # the case's own name, from the root
+    assert alone.returncode == 2 and "leaves every case alone in its group" in alone.stderr
+    assert "it picked 'dev-nightly-2026-" in alone.stderr and "-2 is the folder holding the case" in alone.stderr
+    for i, night in enumerate(sorted((branches / "ng").glob("*/*nightly-*"))):
+        (night / "build-id").write_text(f"build {i}\n")
+    tagged = run_cli("trend", branches / "b", "--group-by", "tag:build-id")
+    assert tagged.returncode == 2 and "it picked 'build 0'" in tagged.stderr
+
+
+def test_gate_says_its_result_and_baseline_needs_the_gate(branches):
+    """--baseline without --gate is refused (it would be ignored); with --gate the output says
+    passed or failed and against which baseline; without --gate a regressed latest capture is
+    a finding of the trend, not a gate line."""
+    b = branches / "b"
+    dev = sorted(p.name for p in (branches / "ng" / "dev").glob("dev-nightly-*"))
+    plain = run_cli("trend", b, "--group-by", "-2")
+    assert plain.returncode == 0 and "gate" not in plain.stdout
+    assert "the latest capture is in a regressed segment in: " in plain.stdout
+    failed = run_cli("trend", b, "--group-by", "-2", "--gate")
+    assert failed.returncode == 8 and "gate: failed: the latest capture is in a regressed segment" in failed.stdout
+    alone = run_cli("trend", b, "--group-by", "-2", "--baseline", f"dev/{dev[0]}")
+    assert alone.returncode == 2 and "add --gate" in alone.stderr and not alone.stdout
+    worse = run_cli("trend", b, "--group-by", "-2", "--gate", "--baseline", f"dev/{dev[0]}")
+    assert worse.returncode == 8 and f"gate: failed against baseline dev/{dev[0]}" in worse.stdout
+    assert "1 group(s) without" in worse.stdout  # main has no such capture: not judged, and said so
+    same = run_cli("trend", b, "--group-by", "-2", "--gate", "--baseline", f"dev/{dev[-2]}", "-f", "md")
+    assert same.returncode == 0 and f"gate: passed against baseline dev/{dev[-2]}" in same.stdout.replace("\\", "")
+    page = branches / "gate.html"
+    assert run_cli("trend", b, "--group-by", "-2", "--gate", "-o", page).returncode == 8
+    assert "gate: failed" in page.read_text()
+
+
+def test_chart_titles_use_the_table_labels(branches, tmp_path):
+    """The charts name a series as the table does (reports/trend.py label), never its raw key."""
+    page = tmp_path / "t.html"
+    assert run_cli("trend", branches / "b", "--group-by", "-2", "-o", page).returncode == 0
+    text = page.read_text()
+    assert "step p50 (ms)" in text and "step_p50_ms (ms)" not in text
+    assert "finding:" not in text and "launch_bound (ms per step it claims)" in text

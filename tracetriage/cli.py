@@ -124,11 +124,15 @@ def build_parser() -> argparse.ArgumentParser:
                                                           "(default: a folder in the analysis cache, never beside the captures)")
     t.add_argument("--order-by", choices=["time", "name"], default="time",
                    help="time (default): the capture's start from its metadata, else the name; name: natural name order")
-    t.add_argument("--group-by", metavar="KEY", help="an extra group key: a path component index (e.g. -2 for the folder "
-                                                     "above the case) or tag:FILE (the text of FILE in the case's folder)")
+    t.add_argument("--group-by", metavar="KEY", help="an extra group key: a path component counted from the case as "
+                                                     "trend names it (-2: the folder holding the case, e.g. main for "
+                                                     "main/nightly-01; -3: the folder above that; 0, 1, ...: from the "
+                                                     "root; -1, the case itself, is no group key) or tag:FILE (the text "
+                                                     "of FILE in the case's folder)")
     t.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
                    help="the practical minimum of a change, in %% of the step (default 5)")
-    t.add_argument("--baseline", metavar="NAME", help="the reference capture of --gate (a case name as shown)")
+    t.add_argument("--baseline", metavar="NAME", help="with --gate: the reference capture the latest one is judged "
+                                                      "against (a case name as shown), instead of the series' own shifts")
     t.add_argument("--gate", action="store_true", help="exit 8 when the latest capture of a group is in a regressed segment")
     t.add_argument("--jobs", "-j", type=int, default=None, help="batch worker processes (default: number of cores)")
     t.add_argument("--dask", metavar="ADDRESS", help="run batch's cases on an existing Dask distributed scheduler")
@@ -476,8 +480,11 @@ def cmd_compare(args) -> int:
 NO_TAG = "(no tag)"
 
 
-def _group_by(key: str | None):
-    """``--group-by``: a path component index, or ``tag:FILE`` (FILE's first line in the case's folder)."""
+def _group_by(key: str | None, case_path: dict[str, str] | None = None):
+    """``--group-by``: a path component of the case, indexed as Python indexes its parts (-1 the
+    case itself, refused: a case's own name groups nothing; -2 the folder holding it; 0 the
+    root), the case being what trend names (``case_path``: batch's path -> the case, its folder
+    for ``.../nightly-01/trace.sqlite``); or ``tag:FILE`` (FILE's first line in the case's folder)."""
     if not key:
         return None
     from tracetriage.errors import UsageError
@@ -496,11 +503,17 @@ def _group_by(key: str | None):
         index = int(key)
     except ValueError:
         raise UsageError(None, f"--group-by {key!r}: give a path component index (e.g. -2) or tag:FILE") from None
+    if index == -1:
+        raise UsageError(None, f"--group-by -1 is the case itself, and a case's own name is no group key (every case "
+                               f"would be alone): {GROUP_BY_HINT}")
 
     def component(path: str) -> str:
-        parts = Path(path).parts
+        parts = Path((case_path or {}).get(str(path), path)).parts
         return parts[index] if -len(parts) <= index < len(parts) else "(none)"
     return component
+
+
+GROUP_BY_HINT = "-2 is the folder holding the case, -3 the folder above that"
 
 
 def _trend_tables(summary, findings, kernels):
@@ -553,7 +566,10 @@ def cmd_trend(args) -> int:
         raise UsageError(None, "--format parquet writes a binary table: give -o FILE.parquet")
     if not 0 < args.threshold < 100:
         raise UsageError(None, f"--threshold {args.threshold:g}: give a percentage above 0 and below 100")
-    group_by = _group_by(args.group_by)
+    if args.baseline is not None and not args.gate:
+        raise UsageError(None, f"--baseline {args.baseline} is the reference of --gate: add --gate (without it trend "
+                               "reports the changes each series shows, against no one capture)")
+    _group_by(args.group_by)  # a bad key is refused before batch runs
     folder = Path(args.inputs[0])
     tables = [p for p in args.inputs if Path(p).is_dir() and (Path(p) / "summary.parquet").is_file()]
     if tables and len(args.inputs) > 1:
@@ -600,19 +616,31 @@ def cmd_trend(args) -> int:
         if all(Path(p).is_file() for p in args.inputs):  # named files none of which is a capture: unreadable input
             raise TraceFormatError(str(args.inputs[0]), "not a capture tracetriage reads (nor a batch output folder)")
         raise MissingDataError(str(args.inputs[0]), "nothing to follow over time: no capture found")
-    if args.baseline is not None:
-        from tracetriage.analyzers.trend import case_names, matches_baseline
+    from tracetriage.analyzers.trend import case_names, case_paths, group_keys, matches_baseline
 
-        names = case_names(summary)
+    names = case_names(summary)
+    if args.baseline is not None:
         if not any(matches_baseline(n, args.baseline) for n in names.values()):
             raise UsageError(None, f"--baseline {args.baseline!r}: no case of that name (e.g. {next(iter(names.values()))!r})")
+    cases = case_paths(summary)
+    group_by = _group_by(args.group_by, cases)
     if group_by is not None and args.group_by.lstrip("-").isdigit():
         index = int(args.group_by)
-        if not any(-len(Path(p).parts) <= index < len(Path(p).parts) for p in summary["path"]):
-            raise UsageError(None, f"--group-by {args.group_by}: no case path has a component at that index")
+        if not any(-len(Path(p).parts) <= index < len(Path(p).parts) for p in cases.values()):
+            raise UsageError(None, f"--group-by {args.group_by}: no case path has a component at that index "
+                                   f"({GROUP_BY_HINT})")
     elif group_by is not None and all(group_by(str(p)) == NO_TAG for p in summary["path"]):
         raise UsageError(None, f"--group-by {args.group_by}: no case folder holds a file {args.group_by[4:]!r} "
                                "(tag:FILE reads the first line of FILE beside each capture)")
+    ok = summary[summary["status"] == "ok"]
+    keys = group_keys(ok, group_by) if group_by is not None else []
+    if len(keys) > 1 and len(set(keys)) == len(keys) and len(set(group_keys(ok))) < len(keys):
+        # the grouping alone leaves no series where the signature would have some: never "0 group(s)" in silence
+        path, cid = str(ok["path"].iloc[0]), ok["case_id"].iloc[0]
+        how = (f"the component at {args.group_by} of {cases.get(path, path)}: {GROUP_BY_HINT}"
+               if args.group_by.lstrip("-").isdigit() else f"its {args.group_by[4:]}: every case's differs")
+        raise UsageError(None, f"--group-by {args.group_by} leaves every case alone in its group, so there is no series: "
+                               f"for {names.get(cid, path)} it picked {group_by(path)!r} ({how})")
 
     loaded: dict[str, dict | None] = {}
 
@@ -638,12 +666,20 @@ def cmd_trend(args) -> int:
     result = trend(summary, findings, kernels, order_by=args.order_by, group_by=group_by, threshold_pct=args.threshold,
                    baseline=args.baseline, compare_pair=compare_pair)
     result["batch_dir"] = str(outdir)
+    if args.baseline is not None and not any(matches_baseline(c["name"], args.baseline)
+                                             for g in result["groups"] for c in g["cases"]):
+        raise UsageError(None, f"--baseline {args.baseline}: that case is in no series (failed, or alone in its group), "
+                               "so the gate would judge nothing: name a capture of a series")
     links = None
     if args.output:
         import os
 
         links = os.path.relpath(outdir, Path(args.output).resolve().parent if Path(args.output).parent else ".")
     summary_line = "; ".join(g["verdict"] for g in result["groups"]) or "no group of comparable captures"
+    if args.gate:  # the note on stderr says the gate's result too, not only the report in the file
+        from tracetriage.reports.trend import gate_line
+
+        summary_line += f"; {gate_line(result, True)}"
     if fmt == "parquet":
         from tracetriage.errors import OutputError
         from tracetriage.reports.trend import series_frame
@@ -655,7 +691,7 @@ def cmd_trend(args) -> int:
             raise OutputError(args.output, f"cannot write the table: {exc.strerror or exc}") from None
         print(f"tracetriage: wrote {args.output}: {one_line(summary_line)}", file=sys.stderr)
     else:
-        _emit(args, render_trend(result, fmt, links), summary_line)
+        _emit(args, render_trend(result, fmt, links, gate=args.gate), summary_line)
     return EXIT_REGRESSED if args.gate and result["gate"]["regressed"] else EXIT_OK
 
 
