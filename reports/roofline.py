@@ -9,12 +9,31 @@ from tracetriage.reports.charts import _label, _memo, _svg, plt
 
 CLASS_COLORS = {"gemm": "#1f77b4", "attention": "#9467bd", "memory_bound": "#e4572e"}
 ROOF_DTYPES = ("fp8", "bf16", "fp32")
+ROOF_STYLES = {"fp8": "--", "bf16": "-", "fp32": ":"}
+
+
+def axis_limits(dev: dict | None, xs: np.ndarray, ys: np.ndarray) -> tuple[tuple[float, float], tuple[float, float]]:
+    """((x_lo, x_hi), (y_lo, y_hi)) of the log-log axes: the points with room around them and, on
+    a known device, past the highest roof's ridge point (peak / bandwidth) and above that peak, so
+    every roof the legend names is drawn: a decode's points (a few FLOP/byte, a few TFLOP/s) alone
+    would end the axes below the compute peaks."""
+    x_lo, x_hi = max(1e-3, float(xs.min()) / 4), float(xs.max()) * 4
+    y_lo, y_hi = float(ys.min()) / 4, float(ys.max()) * 4
+    peaks = [dev["peak_tflops"][d] for d in ROOF_DTYPES if d in dev["peak_tflops"]] if dev else []
+    if peaks:
+        bw = dev["bandwidth_gbps"]
+        x_hi = max(x_hi, 2 * max(peaks) * 1e3 / bw)
+        y_hi = max(y_hi, 2 * max(peaks))
+        y_lo = min(y_lo, bw * x_lo / 1e3)
+    return (x_lo, x_hi), (y_lo, y_hi)
 
 
 @_memo
 def roofline_chart(eff: dict | None) -> str | None:
     """Log-log roofline: one large marker per class, a small one per top op; the roofs of the
-    device's fp8 / bf16 / fp32 peaks and its bandwidth. None when nothing was measured."""
+    device's fp8 / bf16 / fp32 peaks and its bandwidth, the axes reaching past the highest peak's
+    ridge point so that each roof in the legend is drawn (a decode's points sit far below them).
+    None when nothing was measured."""
     if not eff or not eff.get("classes"):
         return None
     points = [(c, True) for c in eff["classes"]] + [(o, False) for o in eff.get("top_ops", [])]
@@ -25,14 +44,14 @@ def roofline_chart(eff: dict | None) -> str | None:
     ys = np.array([p["achieved_tflops"] for p, _ in points])
     fig, ax = plt.subplots(figsize=(7.2, 4.2))
     dev = eff.get("device")
-    x_lo, x_hi = max(1e-3, xs.min() / 4), xs.max() * 4
+    (x_lo, x_hi), (y_lo, y_hi) = axis_limits(dev, xs, ys)
     if dev:
         bw = dev["bandwidth_gbps"]
         x = np.logspace(np.log10(x_lo), np.log10(x_hi), 200)
         for i, dt in enumerate(d for d in ROOF_DTYPES if d in dev["peak_tflops"]):
             peak = dev["peak_tflops"][dt]
             ax.plot(x, np.minimum(peak, bw * x / 1e3), color="#555555", lw=1.2 if i == 0 else 0.9,
-                    ls="-" if dt == "bf16" else "--", label=f"{dt.upper()} peak {peak:,.0f} TFLOP/s")
+                    ls=ROOF_STYLES[dt], label=f"{dt.upper()} peak {peak:,.0f} TFLOP/s")
         ax.plot([], [], " ", label=f"bandwidth {bw:,.0f} GB/s")
         title = f"Roofline: {_label(dev['model'], 40)} (datasheet peaks)"
     else:
@@ -50,6 +69,7 @@ def roofline_chart(eff: dict | None) -> str | None:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(y_lo, y_hi)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved TFLOP/s")
     ax.set_title(title)

@@ -821,3 +821,24 @@ def test_bert_141_token_gemms_are_not_decode_shaped():
     eff = a.data["efficiency"]
     assert eff["decode_floor"] is None
     assert not any("decode" in n["what"] or "decode-shaped" in n["reason"] for n in eff["not_measured"])
+
+
+def test_decode_roofline_draws_every_roof_its_legend_names(generated):
+    """decode_slow's points sit near 8 FLOP/byte and 10 TFLOP/s: the axes used to end near 100
+    TFLOP/s, below the BF16 and FP8 peaks the legend listed. They now reach past the top peak and
+    its ridge point, so each roof's flat part is on the chart."""
+    import numpy as np
+
+    from tracetriage.reports import roofline
+    eff = generated["decode_slow"][0].data["efficiency"]
+    pts = [c for c in eff["classes"] + eff["top_ops"] if c.get("intensity") and c.get("achieved_tflops")]
+    assert max(p["achieved_tflops"] for p in pts) * 4 < eff["device"]["peak_tflops"]["bf16"]  # the case the fix is for
+    (x_lo, x_hi), (y_lo, y_hi) = roofline.axis_limits(eff["device"], np.array([p["intensity"] for p in pts]),
+                                                      np.array([p["achieved_tflops"] for p in pts]))
+    bw = eff["device"]["bandwidth_gbps"]
+    for dt in roofline.ROOF_DTYPES:
+        peak = eff["device"]["peak_tflops"][dt]
+        assert y_lo < peak < y_hi and peak * 1e3 / bw < x_hi  # the roof and its ridge point are inside the axes
+    assert all(x_lo < p["intensity"] < x_hi and y_lo < p["achieved_tflops"] < y_hi for p in pts)
+    svg = roofline.roofline_chart(eff)
+    assert all(f"{dt.upper()} peak" in svg for dt in roofline.ROOF_DTYPES)
