@@ -498,13 +498,25 @@ def check_of(finding_id: str) -> dict:
     return check
 
 
+def ms_decimals(v: float) -> int:
+    """The one precision rule for milliseconds in compare's results and views: four
+    significant figures, at most three decimals (0.606, 70.35, 680.2, 13,396)."""
+    a = abs(v)
+    return 0 if a >= 1000 else 1 if a >= 100 else 2 if a >= 10 else 3
+
+
+def ms_text(v: float, decimals: int | None = None, sign: str = "") -> str:
+    """``v`` ms by :func:`ms_decimals` (or ``decimals``); ``sign="+"`` for a change."""
+    return f"{v:{sign},.{ms_decimals(v) if decimals is None else decimals}f} ms"
+
+
 def _fmt(v, unit=""):
     if v is None:
         return "not measured"
     if isinstance(v, bool):
         return "yes" if v else "no"
     if unit.startswith("ms"):
-        return f"{v:,.3g} ms" if abs(v) < 10 else f"{v:,.1f} ms"
+        return ms_text(v)
     if unit == "%":
         return f"{v:.1f}%"
     return f"{v:,.3g}" if isinstance(v, float) else f"{v:,}"
@@ -546,11 +558,11 @@ def finding_rows(b: Side, a: Side, fb: dict, fa: dict, step: dict, noise_ms: flo
             decided = f"the fix was applied but its falsifier holds: {check.get('falsifier_says') or check['falsifier']}"
         elif delta is not None and noise_ms is not None and abs(delta) >= noise_ms:
             status = "better" if delta < 0 else "worse"
-            decided = (f"the time it claims moved {delta:+.3g} ms per step, beyond the threshold of {noise_ms:.3g} ms "
+            decided = (f"the time it claims moved {ms_text(delta, sign='+')} per step, beyond the threshold of {ms_text(noise_ms)} "
                        f"({threshold_pct:g}% of the before step)")
         else:
             status = "persists"
-            decided = (f"the time it claims moved less than the threshold of {noise_ms:.3g} ms per step"
+            decided = (f"the time it claims moved less than the threshold of {ms_text(noise_ms)} per step"
                        if delta is not None and noise_ms is not None else
                        "still reported after" if fid in a.findings else "no per-step measure on both sides")
         evidence = []
@@ -716,7 +728,7 @@ def slo_breaks(before: dict | None, after: dict | None, slo: dict) -> tuple[list
             side = " and ".join(n for n, c in (("before", cb), ("after", ca)) if c["status"] == "not_measured")
             unmeasured.append(f"{key}={budget:g}: no {cb['percentile']} of {cb['metric']} {side}")
         elif cb["status"] == "met" and ca["status"] == "broken":
-            out.append(f"{key}={budget:g}: {cb['measured_ms']:.1f} -> {ca['measured_ms']:.1f} ms")
+            out.append(f"{key}={budget:g}: {ms_text(cb['measured_ms'])} -> {ms_text(ca['measured_ms'])}")
     return out, unmeasured
 
 
@@ -752,7 +764,7 @@ def summary_line(r: dict) -> str:
     rows = [s for s in r["step_time"] if s["ratio"] is not None]
     if rows:
         s = rows[0]
-        parts.append(f"step p50 {s['before_p50_ns'] / 1e6:.3g} -> {s['after_p50_ns'] / 1e6:.3g} ms"
+        parts.append(f"step p50 {ms_text(s['before_p50_ns'] / 1e6)} -> {ms_text(s['after_p50_ns'] / 1e6)}"
                      f" ({speed_words(s)}, after/before {s['ratio']:.3f} "
                      f"[95% CI {s['ci95'][0]:.3f}-{s['ci95'][1]:.3f}]{'' if s['significant'] else ', within noise'})"
                      + (f" on rank0 of {len(r['step_time'])}" if len(r["step_time"]) > 1 else ""))

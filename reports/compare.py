@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from tracetriage.analyzers.compare import speed_words
+from tracetriage.analyzers.compare import ms_decimals, ms_text, speed_words
 from tracetriage.reports.jsonout import _clean
 from tracetriage.reports.markdown import md_escape
 
@@ -28,11 +28,24 @@ VERDICT_WORDS = {"improved": "Improved", "regressed": "Regressed", "unchanged": 
                  "mixed": "Mixed", "inconclusive": "Inconclusive"}
 
 
+SERVING_PREFIXES = ("ttft_", "tpot_", "itl_", "e2el_", "throughput_")
+
+
+def is_serving(m: dict) -> bool:
+    """A serving figure (client percentiles, request throughput): per request, never per step."""
+    return m["name"].startswith(SERVING_PREFIXES)
+
+
+def ms(v, decimals: int | None = None, sign: str = "") -> str:
+    """Milliseconds by compare's one precision rule (analyzers/compare.py ms_decimals)."""
+    return "n/a" if v is None else ms_text(v, decimals, sign)
+
+
 def value(v, unit: str) -> str:
     if v is None:
         return "n/a"
     if unit in ("ms", "ms/step"):
-        return f"{v:.3f} ms" if abs(v) < 100 else f"{v:,.1f} ms"
+        return ms(v)
     if unit == "%":
         return f"{v:.1f}%"
     if unit == "req/s":
@@ -46,16 +59,14 @@ def change(m: dict) -> str:
         return "n/a"
     if m["unit"] == "%":
         return f"{c:+.1f} pt"
-    return (f"{c:+.3f} ms" if m["unit"].startswith("ms") else f"{c:+,.2f}".rstrip("0").rstrip("."))
+    if m["unit"].startswith("ms"):  # as precise as the coarser of its two values, no finer
+        return ms(c, ms_decimals(max(abs(m["before"] or 0.0), abs(m["after"] or 0.0))), sign="+")
+    return f"{c:+,.2f}".rstrip("0").rstrip(".")
 
 
 def metric_label(m: dict) -> str:
     label = LABELS.get(m["name"], m["name"])
     return f"{label} (per step)" if m["unit"] in ("ms/step", "calls/step", "copies/step") else label
-
-
-def ms(v) -> str:
-    return "n/a" if v is None else f"{v:.3f} ms"
 
 
 def pct(v) -> str:
@@ -87,10 +98,10 @@ def step_line(s: dict) -> str:
         return (f"rank{s['rank']} (pid {s['before_pid']} -> {s['after_pid']}): not measured "
                 f"({s['before_count']} / {s['after_count']} steps)")
     how = speed_words(s)
-    return (f"rank{s['rank']} (pid {s['before_pid']} -> {s['after_pid']}): p50 {s['before_p50_ns'] / 1e6:.3f} -> "
-            f"{s['after_p50_ns'] / 1e6:.3f} ms ({how}; after/before {s['ratio']:.3f}, 95% CI "
+    return (f"rank{s['rank']} (pid {s['before_pid']} -> {s['after_pid']}): p50 {ms(s['before_p50_ns'] / 1e6)} -> "
+            f"{ms(s['after_p50_ns'] / 1e6)} ({how}; after/before {s['ratio']:.3f}, 95% CI "
             f"{s['ci95'][0]:.3f}-{s['ci95'][1]:.3f}, Mann-Whitney p={s['p_value']:.2g}: {s['status']}); p99 "
-            f"{s['before_p99_ns'] / 1e6:.3f} -> {s['after_p99_ns'] / 1e6:.3f} ms ({s['p99_status']}); "
+            f"{ms(s['before_p99_ns'] / 1e6)} -> {ms(s['after_p99_ns'] / 1e6)} ({s['p99_status']}); "
             f"{s['before_count']} / {s['after_count']} steps")
 
 
@@ -107,10 +118,29 @@ def render_compare(cmp: dict, fmt_name: str) -> str:
                                           "before", "after") if cmp["comparable"]["ok"] else None
         return environment().get_template("compare.html.j2").render(
             c=public, chart=chart, detail=detail(public), side_steps=side_steps, step_line=step_line, value=value, change=change, metric_label=metric_label, ms=ms,
-            pct=pct, verdict_words=VERDICT_WORDS)
+            pct=pct, verdict_words=VERDICT_WORDS, sections=metric_sections(public["metrics"]))
     if fmt_name == "md":
         return _markdown(public)
     return _text(public)
+
+
+STEP_NOTE = ("idle by cause says what the host was doing, a finding claims idle by when it happens, e.g. after each "
+             "sync, so the two cut the same time differently")
+SERVING_NOTE = "client percentiles and throughput from the serving benchmark, per request"
+
+
+def metric_sections(metrics: list[dict]) -> list[tuple[str, str | None, list[dict]]]:
+    """The metrics table in two parts, each under a heading that applies to its rows: (title,
+    note or None, rows) for the per-step figures, then the serving figures."""
+    step = [m for m in metrics if not is_serving(m)]
+    serving = [m for m in metrics if is_serving(m)]
+    out = []
+    if step:
+        idle = any(m["name"].startswith("idle_") for m in step)
+        out.append(("Per step, absolute", STEP_NOTE if idle else None, step))
+    if serving:
+        out.append(("Serving", SERVING_NOTE, serving))
+    return out
 
 
 def _text(c: dict) -> str:
@@ -133,11 +163,10 @@ def _text(c: dict) -> str:
         for f in c["findings"]:
             lines.append(f"  {f['id']}: {(f['status'] or 'not judged').upper()} — {f['decided_by']}")
             lines += [f"      {e['text']}" for e in f["evidence"]]
-    if c["metrics"]:
-        lines += ["", "per step (absolute; idle by cause says what the host was doing, a finding claims idle by when it "
-                      "happens, e.g. after each sync, so the two cut the same time differently):"]
+    for title, note, rows in metric_sections(c["metrics"]):
+        lines += ["", f"{title.lower()}" + (f" ({note})" if note else "") + ":"]
         lines += [f"  {metric_label(m):<44} {value(m['before'], m['unit']):>14} -> {value(m['after'], m['unit']):<14} "
-                  f"{change(m):>12}  {m['direction']}" for m in c["metrics"]]
+                  f"{change(m):>12}  {m['direction']}" for m in rows]
     if c["kernels"]:
         lines += ["", "kernels that moved most, ms per step (share of that device's window):"]
         for k in c["kernels"][:12]:
@@ -163,7 +192,7 @@ def _markdown(c: dict) -> str:
         for s in c["step_time"]:
             ci = f"{s['ratio']:.3f} ({s['ci95'][0]:.3f}-{s['ci95'][1]:.3f})" if s["ratio"] is not None else "n/a"
             p = f"{s['p_value']:.2g}" if s["p_value"] is not None else "n/a"
-            f = lambda v: "n/a" if v is None else f"{v / 1e6:.3f} ms"  # noqa: E731
+            f = lambda v: "n/a" if v is None else ms(v / 1e6)  # noqa: E731
             lines.append(f"| {s['rank']} | {f(s['before_p50_ns'])} | {f(s['after_p50_ns'])} | {ci} | {p} | "
                          f"{f(s['before_p99_ns'])} | {f(s['after_p99_ns'])} | {s['status']} |")
         lines.append("")
@@ -173,10 +202,11 @@ def _markdown(c: dict) -> str:
             lines.append(f"| {f['id']} | {f['status'] or 'not judged'} | {ms(f['before_ms_per_step'])} | {ms(f['after_ms_per_step'])} | "
                          f"{md_escape(f['decided_by'])} | {md_escape('; '.join(e['text'] for e in f['evidence']))} |")
         lines.append("")
-    if c["metrics"]:
-        lines += ["## Per step", "", "| metric | before | after | change | |", "|---|---:|---:|---:|---|"]
+    for title, note, rows in metric_sections(c["metrics"]):
+        lines += [f"## {title}", "", *([md_escape(note[0].upper() + note[1:]) + ".", ""] if note else []),
+                  "| metric | before | after | change | |", "|---|---:|---:|---:|---|"]
         lines += [f"| {md_escape(metric_label(m))} | {value(m['before'], m['unit'])} | {value(m['after'], m['unit'])} | "
-                  f"{change(m)} | {m['direction']} |" for m in c["metrics"]]
+                  f"{change(m)} | {m['direction']} |" for m in rows]
         lines.append("")
     if c["kernels"]:
         lines += ["## Kernels (ms per step, share of the device's window)", "",

@@ -343,3 +343,31 @@ def test_dash_is_standard_output_never_a_file(tmp_path):
     binary = run_cli("analyze", BUNDLES / "healthy", "--perfetto", "-", cwd=tmp_path)
     assert binary.returncode == 2 and "standard output" in binary.stderr
     assert not (tmp_path / "-").exists()
+
+
+def test_serving_metrics_have_their_own_heading_and_one_ms_precision(tmp_path):
+    """Serving figures are per request, not "per step (absolute; idle by cause ...)"; every ms
+    figure below the headlines follows one rule (4 significant figures, at most 3 decimals),
+    never 70.347 ms beside 680.2 ms (new-user trial)."""
+    import re
+
+    from tracetriage.analyzers.compare import ms_decimals
+
+    serving = run_cli("compare", BUNDLES / "serving_healthy", BUNDLES / "serving_at_capacity")
+    assert serving.returncode == 0, serving.stderr
+    assert "per step" not in serving.stdout.split("findings of the before")[1].split("\n\n", 1)[1]
+    assert "\nserving (client percentiles and throughput from the serving benchmark, per request):" in serving.stdout
+    steps = run_cli("compare", BUNDLES / "eager_decode", BUNDLES / "graph_decode")
+    assert "\nper step, absolute (idle by cause" in steps.stdout and "\nserving" not in steps.stdout
+    for out in (serving.stdout, steps.stdout):
+        body = out.split("\n\n", 2)[2]  # below the summary and the two captures' headlines
+        for text in re.findall(r"(?<![\w.,+-])(\d[\d,]*(?:\.\d+)?) ms\b", body):
+            v = float(text.replace(",", ""))
+            decimals = len(text.split(".")[1]) if "." in text else 0
+            assert decimals == ms_decimals(v), text
+    assert "| TTFT p99 | 249.3 ms | 26,470 ms | +26,221 ms | regressed |" in run_cli(
+        "compare", BUNDLES / "serving_healthy", BUNDLES / "serving_at_capacity", "-f", "md").stdout
+    page = tmp_path / "c.html"
+    assert run_cli("compare", BUNDLES / "serving_healthy", BUNDLES / "serving_at_capacity", "-o", page).returncode == 0
+    html = page.read_text()
+    assert "<h2>Serving</h2>" in html and "Per step, absolute" not in html
