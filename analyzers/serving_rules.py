@@ -312,7 +312,8 @@ def rule_memory_pressure(serving: dict, slo: dict):
     if pre or ret:
         parts.append(f"{plural(pre + ret, 'preemption')}")
         evidence.append(ev("preemptions", pre + ret, "events", "the log or counters",
-                           text=f"{pre:,} preemptions and {ret:,} retractions (sequences evicted for KV blocks, recomputed later)"))
+                           text=f"{plural(pre, 'preemption')} and {plural(ret, 'retraction')} (sequences evicted for KV "
+                                "blocks, recomputed later)"))
     if st.get("kv_usage_max") is not None:
         evidence.append(ev("kv_usage_max", st["kv_usage_max"], "%", "KV cache pool", text=f"KV cache usage up to {st['kv_usage_max']}%"))
         if kv_full and not parts:

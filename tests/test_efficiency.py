@@ -842,3 +842,10 @@ def test_decode_roofline_draws_every_roof_its_legend_names(generated):
     assert all(x_lo < p["intensity"] < x_hi and y_lo < p["achieved_tflops"] < y_hi for p in pts)
     svg = roofline.roofline_chart(eff)
     assert all(f"{dt.upper()} peak" in svg for dt in roofline.ROOF_DTYPES)
+
+
+def test_one_preemption_is_singular():
+    from tracetriage.analyzers import serving_rules
+    f = serving_rules.rule_memory_pressure({"memory": {"preemptions": 1, "retractions": 0}, "stats": {}}, {})
+    text = " ".join(e["text"] for e in (f or {}).get("evidence", []))
+    assert "1 preemption and 0 retractions" in text and "1 preemptions" not in text
