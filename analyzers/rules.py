@@ -658,13 +658,23 @@ def _facts(ctx: Context) -> dict:
 def _apply_falsifiers(ctx: Context, findings: list[dict]) -> None:
     """No finding whose own falsifier the capture already meets: it is kept (its slice stays
     claimed, the accounting adds up) but downgraded to info, marked ``falsified`` with the reason,
-    ranked last and never named in a headline."""
+    ranked last and never named in a headline. It claims no impact (0: it explains nothing), its
+    fix is the reason it is ruled out, and the mechanism its evidence pointed to is said to be
+    ruled out."""
     facts = _facts(ctx)
     for f in findings:
         why = catalog.falsified(f, facts)
         if why:
-            f["evidence"].append(ev("falsifier_met", True, "", None, text=f"not the problem as stated: {why}"))
-            f["severity"], f["falsified"] = "info", why
+            _falsify(f, why)
+
+
+def _falsify(f: dict, why: str) -> None:
+    for e in f["evidence"]:
+        if e["name"] == "mechanism":
+            e["text"] = f"mechanism the evidence pointed to ({e['value']}): ruled out by the falsifier below"
+    f["evidence"].append(ev("falsifier_met", True, "", None, text=f"not the problem as stated: {why}"))
+    f["severity"], f["falsified"], f["impact_pct"] = "info", why, 0.0
+    f["fix"] = why  # no fix to give: what rules the finding out stands in its place
 
 
 def _cap_severity_by_window(ctx: Context, findings: list[dict]) -> None:

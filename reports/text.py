@@ -86,14 +86,17 @@ def render_text(analysis) -> str:
         out.append("")
     hints = perfetto_view.view(analysis)["hints"] if exported else {}
     for n, f in enumerate(v["findings"], 1):
-        out.append(f"[{n}] {f['severity'].upper()} {f['id']} ({f['axis']}) — impact {f['impact_pct']:.1f}% of {f['impact_denominator']}")
+        if f.get("falsified"):
+            out.append(f"[{n}] {f['severity'].upper()} FALSIFIED {f['id']} ({f['axis']}) — ruled out by its own falsifier, claims no impact")
+        else:
+            out.append(f"[{n}] {f['severity'].upper()} {f['id']} ({f['axis']}) — impact {f['impact_pct']:.1f}% of {f['impact_denominator']}")
         out.append(f"    {f['title']}")
         for e in f["evidence"]:
             out.append(f"    - {e['text']}")
         if exported and hints.get(f["id"]):
             out.append(f"    timeline:  {hints[f['id']]}")
         out.append(f"    mechanism: {f['mechanism']}")
-        out.append(f"    fix:       {f['fix']}")
+        out.append(f"    {'ruled out' if f.get('falsified') else 'fix'}:{' ' if f.get('falsified') else '       '}{f['fix']}")
         out.append(f"    confirm:   {f['confirm']}")
         out.append(f"    falsifier: {f['falsifier']}")
         out.append("")

@@ -16,7 +16,7 @@ import shutil
 import sqlite3
 
 import pytest
-from conftest import BUNDLES, ROOT, real
+from conftest import BUNDLES, ROOT, real, run_cli
 
 from tracetriage import analyze, open_case
 from tracetriage.analyzers import catalog, serving_rules
@@ -37,6 +37,8 @@ def _falsified(data, fid, says):
     f = _finding(data, fid)
     assert f["severity"] == "info" and says in f["falsified"], f.get("falsified")
     assert any(e["name"] == "falsifier_met" for e in f["evidence"])
+    assert f["impact_pct"] == 0.0 and f["fix"] == f["falsified"]  # explains nothing; no fix, the reason instead
+    assert not any(e["text"].startswith("mechanism the evidence supports") for e in f["evidence"])
     assert f"[{fid}]" not in data["headline"] and f"{fid}" not in "".join(data["headline_by_axis"].values())
     return f
 
@@ -290,3 +292,26 @@ def test_itl_tail_with_chunked_prefill_on_is_prefill_stall_falsified_not_healthy
     assert "not the prefill-chunk mechanism (prefill_stall ruled out by its own falsifier)" in h
     tail = next(a for a in data["abstentions"] if a["analysis"] == "itl_tail")
     assert "preemption" in tail["capture_hint"] and "prefill_stall ruled out" in tail["reason"]
+
+
+# --- a falsified finding reads as ruled out everywhere (new-user trial, item 3) -----------------------
+
+def test_a_falsified_finding_claims_no_impact_gives_no_fix_and_is_marked_in_every_format(tmp_path):
+    """prefix_cache_miss with prefix caching already on (0% hits): it said 'explains 96.9% of the
+    tokens processed' and 'Turn prefix caching on', with no mark in HTML. Now it claims 0%, its
+    falsified_why stands in place of the fix, and text, markdown and HTML mark it falsified."""
+    log = (BUNDLES / "serving_prefix_cache_miss" / "vllm.log").read_text()
+    d = _with(tmp_path, "serving_prefix_cache_miss", vllm_log=log.replace("'enable_prefix_caching': False",
+                                                                          "'enable_prefix_caching': True"))
+    f = _falsified(_run(d), "prefix_cache_miss", "prompts share no prefix")
+    assert "Turn prefix caching on" not in f["fix"]
+    text = run_cli("analyze", d).stdout
+    assert "INFO FALSIFIED prefix_cache_miss (cost) — ruled out by its own falsifier, claims no impact" in text
+    assert "ruled out: prefix caching is already on" in text and "Turn prefix caching on" not in text
+    run_cli("analyze", d, "--format", "md", "-o", tmp_path / "r.md")
+    md = (tmp_path / "r.md").read_text()
+    assert "[INFO · FALSIFIED]" in md and "**Ruled out:** prefix caching is already on" in md and "explains 96" not in md
+    run_cli("analyze", d, "--format", "html", "-o", tmp_path / "r.html")
+    page = (tmp_path / "r.html").read_text()
+    assert '<span class="sev sev-falsified">falsified</span>' in page and "claims no impact" in page
+    assert "Turn prefix caching on" not in page

@@ -72,7 +72,8 @@ class Analysis(_Analysis):
         e = html.escape
         items = "".join(
             f"<li><b>{e(f['severity'].upper())}</b> <code>{e(f['id'])}</code> ({e(f['axis'])}): {e(f['title'])}"
-            + (f" — {f['impact_pct']:.1f}% of the {e(f['impact_denominator'])}" if f["id"] != "healthy" else "")
+            + (" — FALSIFIED: ruled out by its own falsifier" if f.get("falsified") else
+               f" — {f['impact_pct']:.1f}% of the {e(f['impact_denominator'])}" if f["id"] != "healthy" else "")
             + "</li>" for f in self.findings)
         missing = "".join(f"<li>{e(a['analysis'])}: {e(a['reason'])}</li>" for a in self.data.get("abstentions") or [])
         return (f"<div class='tracetriage'><p><b>Verdict:</b> {e(self.headline)}</p>"
