@@ -658,13 +658,16 @@ def _facts(ctx: Context) -> dict:
 def _apply_falsifiers(ctx: Context, findings: list[dict]) -> None:
     """No finding whose own falsifier the capture already meets: it is kept (its slice stays
     claimed, the accounting adds up) but downgraded to info, marked ``falsified`` with the reason,
-    ranked last and never named in a headline. It claims no impact (0: it explains nothing), its
+    ranked last and never named in a headline. (A memory_pressure finding with a CUDA OOM is the
+    exception: the OOM happened, so it stands at its severity and only its cause changes.) It claims no impact (0: it explains nothing), its
     fix is the reason it is ruled out, and the mechanism its evidence pointed to is said to be
     ruled out."""
     facts = _facts(ctx)
     for f in findings:
         why = catalog.falsified(f, facts)
-        if why:
+        if why and f["id"] == "memory_pressure" and any(e["name"] == "oom_events" and e["value"] for e in f["evidence"]):
+            serving_rules.oom_cause_ruled_out(f, why)  # the crash is a fact: only its cause is ruled out
+        elif why:
             _falsify(f, why)
 
 

@@ -345,6 +345,20 @@ def rule_memory_pressure(serving: dict, slo: dict):
                         variant=variant)
 
 
+def oom_cause_ruled_out(finding: dict, why: str) -> None:
+    """memory_pressure with a CUDA OOM whose falsifier holds: the OOM that killed the engine is a
+    fact, not a hypothesis, so the finding keeps its severity and impact; what is ruled out is the
+    cause the rule read (KV pool, prefill peak, fragmentation). Its mechanism, fix and mechanism
+    evidence say where to look instead (the catalog's 'elsewhere' fix)."""
+    finding["mechanism"] = ("Not KV pressure: memory goes elsewhere (a leak, another process, activation peaks). "
+                            f"The crash stands, but {why}")
+    finding["fix"] = " ".join(catalog.CATALOG["memory_pressure"]["fix"]["elsewhere"].split())
+    for e in finding["evidence"]:
+        if e["name"] == "mechanism":
+            e["value"], e["text"] = "elsewhere", "mechanism the evidence supports: elsewhere (not the KV pool, the prefill peak or fragmentation)"
+    finding["evidence"].append(ev("cause_ruled_out", True, "", None, text=f"the OOM stands; its KV cause is ruled out: {why}"))
+
+
 def rule_prefix_cache_miss(serving: dict, slo: dict):
     tok = serving.get("tokens") or {}
     ratio = tok.get("prompt_per_output")
