@@ -27,6 +27,8 @@ THRESHOLDS = {
     "itl_tail_ratio": (3.0, "ITL p99 at 3x the median is a visible stall in a streamed answer"),
     "long_prompt_tokens": (1024, "prompts of 1k+ tokens take a step of their own when prefilled whole"),
     "fragmentation_share": (0.2, "20% of PyTorch's reserved memory unallocated is fragmentation worth a setting"),
+    "preemptions_recurring": (2, "preemptions recur (2 or more): the KV pool runs out again and again; a lone one with the "
+                                 "sampled KV usage far from full is a moment's shortfall, not a pool that runs out"),
     "kv_full_pct": (98.0, "KV usage at 98%+ leaves no room for the next admission"),
     "prompt_per_output_min": (5.0, "5+ prompt tokens per output token: prefill dominates the work"),
     "prefix_hit_low_pct": (10.0, "a hit rate under 10% means the shared prefixes (if any) are recomputed"),
@@ -281,12 +283,24 @@ def rule_prefill_stall_itl(serving: dict, slo: dict):
         variant="chunked" if chunked is True else None)
 
 
+def lone_preemption(serving: dict) -> bool:
+    """Preemptions (and SGLang retractions) fewer than preemptions_recurring while every sampled
+    KV usage stays under queue_kv_full_pct: the pool ran short once, between samples, but does not
+    run out. False when none happened or KV usage was not measured."""
+    mem, st = serving.get("memory") or {}, serving.get("stats") or {}
+    n = (mem.get("preemptions") or 0) + (mem.get("retractions") or 0)
+    kv = st.get("kv_usage_max")
+    return 0 < n < t("preemptions_recurring") and kv is not None and kv < t("queue_kv_full_pct")
+
+
 def rule_memory_pressure(serving: dict, slo: dict):
     mem = serving.get("memory") or {}
     st = serving.get("stats") or {}
     ooms = mem.get("oom_events") or []
     pre, ret = mem.get("preemptions") or 0, mem.get("retractions") or 0
     kv_full = (st.get("kv_usage_max") or 0) >= t("kv_full_pct")
+    if (pre or ret) and not ooms and lone_preemption(serving):
+        pre = ret = 0  # one preemption with the KV cache mostly free: not a pool that runs out (admission_blocked says it)
     if not (ooms or pre or ret or (kv_full and (st.get("waiting_max") or 0) > 0)):
         return None
     config = serving.get("config") or {}
@@ -455,6 +469,12 @@ def rule_admission_blocked(serving: dict, slo: dict):
            text=f"running {st['running_mean']:.1f} on average (max {st['running_max']:g}) of a cap of {cap:g}"),
         ev("kv_usage_max", st["kv_usage_max"], "%", "KV cache pool", text=f"KV cache at most {st['kv_usage_max']}% used"),
     ]
+    mem = serving.get("memory") or {}
+    if lone_preemption(serving):
+        n = (mem.get("preemptions") or 0) + (mem.get("retractions") or 0)
+        evidence.append(ev("preemptions", n, "events", "the log or counters",
+                           text=f"{plural(n, 'preemption')} with the KV cache at most {st['kv_usage_max']}% used: a lone "
+                                "shortfall, not a pool that runs out"))
     return catalog.make("admission_blocked", impact,
                         {"waiting_share": f"{st['waiting_share_pct']:.0f}%", "running": f"{st['running_mean']:.1f}", "cap": f"{cap:g}",
                          "kv": f"{st['kv_usage_max']:.0f}%"},

@@ -202,13 +202,29 @@ PREEMPTION = ("(EngineCore_0 pid=90) WARNING 07-28 09:00:12 [scheduler.py:1754] 
 
 
 def test_admission_blocked_with_kv_blocks_exhausted_is_falsified(tmp_path):
-    """Free KV in every sampled stats line, but the engine preempted a sequence for want of KV
-    blocks: the blocks do run out, so the queue waits for capacity, not for the host."""
+    """Free KV in every sampled stats line, but the engine preempted sequences for want of KV
+    blocks again and again (the warning vLLM prints at the 1st and the 51st): the blocks do run
+    out, so the queue waits for capacity, not for the host."""
     _standing(_run(BUNDLES / "serving_admission_blocked"), "admission_blocked")
     log = (BUNDLES / "serving_admission_blocked" / "vllm.log").read_text().splitlines(keepends=True)
-    data = _run(_with(tmp_path, "serving_admission_blocked", vllm_log="".join(log[:5] + [PREEMPTION] + log[5:])))
+    again = PREEMPTION.replace("Sequence group 41", "Sequence group 97").replace("preemption=1", "preemption=51")
+    data = _run(_with(tmp_path, "serving_admission_blocked", vllm_log="".join(log[:5] + [PREEMPTION] + log[5:9] + [again] + log[9:])))
     _falsified(data, "admission_blocked", "server is at capacity instead")
-    assert _finding(data, "memory_pressure")["severity"] != "info"  # the preemption itself stands as the oom-axis finding
+    assert _finding(data, "memory_pressure")["severity"] != "info"  # the preemptions themselves stand as the oom-axis finding
+
+
+def test_one_preemption_with_the_kv_cache_mostly_free_does_not_overturn_admission_blocked(tmp_path):
+    """One vLLM preemption warning in serving_admission_blocked's log (KV at most 21.9% in all 24
+    stats lines) turned admission_blocked (HIGH, 91%) into INFO and headlined 'Memory pressure: 1
+    preemption — explains 4% of the stats samples'. A lone preemption with the pool mostly free does
+    not show a pool that runs out: admission_blocked stands, says the preemption, and
+    memory_pressure does not fire."""
+    log = (BUNDLES / "serving_admission_blocked" / "vllm.log").read_text().splitlines(keepends=True)
+    data = _run(_with(tmp_path, "serving_admission_blocked", vllm_log="".join(log[:5] + [PREEMPTION] + log[5:])))
+    f = _standing(data, "admission_blocked")
+    assert f["severity"] == "high" and data["headline"].startswith("[admission_blocked]")
+    assert "a lone shortfall" in next(e for e in f["evidence"] if e["name"] == "preemptions")["text"]
+    assert all(x["id"] != "memory_pressure" for x in data["findings"])
 
 
 def test_memory_pressure_oom_with_chunked_prefill_on_keeps_the_crash_and_rules_out_its_kv_cause(tmp_path):
