@@ -659,9 +659,9 @@ def _apply_falsifiers(ctx: Context, findings: list[dict]) -> None:
     """No finding whose own falsifier the capture already meets: it is kept (its slice stays
     claimed, the accounting adds up) but downgraded to info, marked ``falsified`` with the reason,
     ranked last and never named in a headline. (A memory_pressure finding with a CUDA OOM is the
-    exception: the OOM happened, so it stands at its severity and only its cause changes.) It claims no impact (0: it explains nothing), its
-    fix is the reason it is ruled out, and the mechanism its evidence pointed to is said to be
-    ruled out."""
+    exception: the OOM happened, so it stands at its severity and only its cause changes.) It
+    claims no impact (0: it explains nothing), its fix is the reason it is ruled out, and the
+    mechanism its evidence pointed to is said to be ruled out."""
     facts = _facts(ctx)
     for f in findings:
         why = catalog.falsified(f, facts)

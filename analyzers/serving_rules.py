@@ -261,7 +261,8 @@ def rule_prefill_stall_itl(serving: dict, slo: dict):
         ev("longest_prompt_tokens", longest, "tokens", None, text=f"prompts up to {longest:,.0f} tokens"),
         ev("chunked_prefill", chunked, "", None, text="chunked prefill: " + (
             "off" if chunked is False else "not stated in the config" if chunked is None else
-            f"on, max_num_batched_tokens {budget_tokens}" if budget_tokens else "on, chunk budget (max_num_batched_tokens) not stated")),
+            f"on, max_num_batched_tokens {budget_tokens}" if budget_tokens
+            else "on, chunk budget (max_num_batched_tokens) not stated")),
     ]
     if tail.get("max"):
         evidence.append(ev("itl_max_ms", round(tail["max"], 3), "ms", tail["source"], text=f"longest inter-token gap {ms(tail['max'])}"))
@@ -369,7 +370,8 @@ def oom_cause_ruled_out(finding: dict, why: str) -> None:
     finding["fix"] = " ".join(catalog.CATALOG["memory_pressure"]["fix"]["elsewhere"].split())
     for e in finding["evidence"]:
         if e["name"] == "mechanism":
-            e["value"], e["text"] = "elsewhere", "mechanism the evidence supports: elsewhere (not the KV pool, the prefill peak or fragmentation)"
+            e["value"] = "elsewhere"
+            e["text"] = "mechanism the evidence supports: elsewhere (not the KV pool, the prefill peak or fragmentation)"
     finding["evidence"].append(ev("cause_ruled_out", True, "", None, text=f"the OOM stands; its KV cause is ruled out: {why}"))
 
 

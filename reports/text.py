@@ -87,7 +87,8 @@ def render_text(analysis) -> str:
     hints = perfetto_view.view(analysis)["hints"] if exported else {}
     for n, f in enumerate(v["findings"], 1):
         if f.get("falsified"):
-            out.append(f"[{n}] {f['severity'].upper()} FALSIFIED {f['id']} ({f['axis']}) — ruled out by its own falsifier, claims no impact")
+            out.append(f"[{n}] {f['severity'].upper()} FALSIFIED {f['id']} ({f['axis']}) — ruled out by its own falsifier, "
+                       "claims no impact")
         else:
             out.append(f"[{n}] {f['severity'].upper()} {f['id']} ({f['axis']}) — impact {f['impact_pct']:.1f}% of {f['impact_denominator']}")
         out.append(f"    {f['title']}")

@@ -208,7 +208,8 @@ def test_admission_blocked_with_kv_blocks_exhausted_is_falsified(tmp_path):
     _standing(_run(BUNDLES / "serving_admission_blocked"), "admission_blocked")
     log = (BUNDLES / "serving_admission_blocked" / "vllm.log").read_text().splitlines(keepends=True)
     again = PREEMPTION.replace("Sequence group 41", "Sequence group 97").replace("preemption=1", "preemption=51")
-    data = _run(_with(tmp_path, "serving_admission_blocked", vllm_log="".join(log[:5] + [PREEMPTION] + log[5:9] + [again] + log[9:])))
+    log = log[:5] + [PREEMPTION] + log[5:9] + [again] + log[9:]
+    data = _run(_with(tmp_path, "serving_admission_blocked", vllm_log="".join(log)))
     _falsified(data, "admission_blocked", "server is at capacity instead")
     assert _finding(data, "memory_pressure")["severity"] != "info"  # the preemptions themselves stand as the oom-axis finding
 

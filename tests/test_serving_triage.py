@@ -279,7 +279,8 @@ def test_broken_slo_budgets_lead_the_verdict_when_no_finding_fires(tmp_path):
     assert "SLO TTFT p95" in text and "broken" in text
     for fmt in ("md", "html"):
         out = tmp_path / f"r.{fmt}"
-        run_cli("analyze", str(BUNDLES / "serving_healthy"), "--slo", "ttft_p95_ms=100,e2e_p50_ms=1", "--format", fmt, "-o", str(out))
+        run_cli("analyze", str(BUNDLES / "serving_healthy"), "--slo", "ttft_p95_ms=100,e2e_p50_ms=1",
+                "--format", fmt, "-o", str(out))
         body = out.read_text()
         assert "E2EL p50 4,980.2 ms" in body and "budget 1 ms: broken" in body
 
