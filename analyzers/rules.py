@@ -769,16 +769,32 @@ BLOCKS_HEALTHY = ODD + ("gap_causes", "graph_replays")
 
 
 def _hint_format(p: dict) -> str | None:
-    """The trace's format for capture hints: "rocm" for a ROCm capture in a vendor-neutral format
-    (a Kineto trace from ROCm PyTorch), so its hints name rocprofv3 and roctx, not nsys."""
+    """The trace's format for capture hints: a PyTorch profiler trace is re-captured with the
+    PyTorch profiler (on either vendor); "rocm" for another ROCm capture in a vendor-neutral
+    format, so its hints name rocprofv3 and roctx, not nsys."""
     from tracetriage.analyzers.capture_kind import is_rocm
 
     fmt = p["meta"].get("format")
+    if fmt == "kineto":
+        return fmt
     return "rocm" if fmt not in AMD_FORMATS and is_rocm(p) else fmt
 
 
 def capture_cmd(fmt: str | None, what: str) -> str:
-    """The capture command that would decide an abstention, for the vendor of the trace."""
+    """The capture command that would decide an abstention, for the profiler and vendor of the trace."""
+    if fmt == "kineto":
+        return {
+            "steps": "call prof.step() once per engine step inside torch.profiler.profile(...) (each step becomes a "
+                     "ProfilerStep#N range), or wrap each step in torch.profiler.record_function('step'), or pass "
+                     "--step-range REGEX naming an existing range",
+            "api": "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (ROCm builds use the same "
+                   "names): the runtime calls are recorded beside the GPU activity",
+            "graphs": "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] so the kernels a graph "
+                      "replays are recorded, and profile the graph capture phase too for their shapes",
+            "steady": "capture a steady-state window under load: torch.profiler.profile(schedule=torch.profiler."
+                      "schedule(wait=50, warmup=5, active=20)) with prof.step() per engine step, started after "
+                      "warm-up and graph capture (vLLM: the /start_profile endpoint with VLLM_TORCH_PROFILER_DIR set)",
+        }[what]
     if fmt in AMD_FORMATS or fmt == "rocm":
         return {
             "steps": "mark each engine step with roctxRangePush('step') / roctxRangePop() and capture with "

@@ -223,6 +223,21 @@ def test_rocm_captures_get_rocm_tools_never_nsys(path):
     assert "nsys" not in text and "cudabacktrace" not in text and "NVTX range" not in text, text[:500]
 
 
+KINETO_CAPTURES = [REAL / "kineto" / "tracelens_vllm_decode_full_graph_capture_rank0.json.gz",  # ROCm
+                   REAL / "kineto" / "hta_critical_path_alexnet.json.gz"]  # CUDA
+
+
+@pytest.mark.parametrize("path", KINETO_CAPTURES, ids=lambda p: p.name)
+def test_pytorch_profiler_captures_are_told_to_recapture_with_the_pytorch_profiler(path):
+    """A Kineto trace was taken with torch.profiler: what would decide an abstention is a
+    torch.profiler capture (prof.step(), a schedule), not nsys/NVTX nor rocprofv3/roctx."""
+    _need(path)
+    d = _analyze(path)
+    hints = [a["capture_hint"] for a in d["abstentions"] if a["analysis"] != "host_profile"]
+    assert hints and all("torch.profiler" in h or "ProfilerActivity" in h or "py-spy" in h for h in hints), hints
+    assert not any(w in h for h in hints for w in ("nsys", "rocprofv3", "roctx", "NVTX range")), hints
+
+
 def test_training_trace_gets_no_serving_engine_fix():
     path = REAL / "kineto" / "hta_nccl_parser_config_nccl_data.json.gz"
     _need(path)
