@@ -97,6 +97,9 @@ def test_a_path_given_twice_is_read_once(tmp_path):
     assert len(b["inputs"]) == len(a["inputs"]) and b["headline"] == a["headline"]
     file = BUNDLES / "eager_decode" / "trace.sqlite"
     assert run_cli("analyze", file, file).returncode == 0
+    inside = run_cli("analyze", BUNDLES / "healthy", BUNDLES / "healthy" / "trace.sqlite", "-f", "json")  # the folder reads it
+    assert inside.returncode == 0, inside.stderr
+    assert json.loads(inside.stdout)["headline"] == a["headline"]
 
 
 def test_unrelated_traces_in_one_analyze_are_a_usage_error(tmp_path):

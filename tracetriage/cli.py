@@ -261,14 +261,18 @@ def _fails(findings, fail_on: str | None) -> bool:
 
 def _distinct_paths(paths: list[str]) -> list[str]:
     """The paths in the order given, each file or folder once: one given twice (``x x``,
-    ``./x x``, a link and its target) is read once, never taken for a second run of itself."""
-    seen, out = set(), []
+    ``./x x``, a link and its target), or a file given beside the folder that holds it (the
+    folder reads it), is read once, never taken for a second run of itself."""
+    keys = []
     for p in paths:
         try:
-            key = str(Path(p).resolve())
+            keys.append(str(Path(p).resolve()))
         except (OSError, RuntimeError):  # a link loop: left for open_case to refuse
-            key = p
-        if key not in seen:
+            keys.append(p)
+    folders = {k for k, p in zip(keys, paths) if Path(p).is_dir()}
+    seen, out = set(), []
+    for p, key in zip(paths, keys):
+        if key not in seen and not (str(Path(key).parent) in folders and key not in folders):
             seen.add(key)
             out.append(p)
     return out
