@@ -246,11 +246,8 @@ def serving_figures(serving: dict | None) -> dict:
     for m in ("ttft", "tpot", "itl", "e2el"):
         block = client.get(m) or {}
         out[f"{m}_p50_ms"] = _num(block.get("median"))
-        for q in ("p90", "p95", "p99"):  # p90/p95 only for --slo; p99 is a metric row too (not e2el)
-            if q == "p99" and m != "e2el":
-                out[f"{m}_p99_ms"] = _num(block.get(q))
-            else:
-                out[f"_{m}_{q}_ms"] = _num(block.get(q))
+        if m != "e2el":
+            out[f"{m}_p99_ms"] = _num(block.get("p99"))
     record = client.get("record") or {}
     out["throughput_rps"] = _num(record.get("request_throughput"))
     out["request_rate"] = _num(record.get("request_rate"))

@@ -294,7 +294,7 @@ def replayed_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     with ``nth`` >= 0 name the n-th kernel, in start order, of the replay with that correlation."""
     ok = trace.op_kernels
     empty = (np.empty(0, np.int64), np.empty(0, np.int64))
-    if "nth" not in ok or not (ok["nth"].to_numpy() >= 0).any():
+    if not (ok["nth"].to_numpy() >= 0).any():
         return empty
     ok = ok[ok["nth"].to_numpy() >= 0]
     g = trace.gpu
@@ -316,12 +316,13 @@ def replayed_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return m["row"].to_numpy()[order], m["op"].to_numpy()[order]
 
 
-def _kernel_time(trace: Trace, lo: int, hi: int, kind: np.ndarray, untyped: np.ndarray) -> tuple:
+def _kernel_time(trace: Trace, lo: int, hi: int, kind: np.ndarray, untyped: np.ndarray,
+                 tied: tuple[np.ndarray, np.ndarray]) -> tuple:
     """One pass over the kernels starting in [lo, hi), a slice of rows at a time (a column-sized
     temporary per step was the first read's peak at 10M kernels): kernel time per device, the
     time of kernels no shaped op launched per class (from their names; collectives apart) and the
     part of it launched by ops whose shapes came without data types, the non-collective kernel
-    time, and the shaped op and time of each kernel one launched."""
+    time, and the shaped op and time of each kernel one launched. ``tied``: :func:`replayed_ops`."""
     g = trace.gpu
     start, end, device = g["start"].to_numpy(), g["end"].to_numpy(), g["device"].to_numpy()
     is_kernel = is_kind(g, "kernel")
@@ -330,9 +331,9 @@ def _kernel_time(trace: Trace, lo: int, hi: int, kind: np.ndarray, untyped: np.n
     codes, cats = cat_codes(g["name"])
     class_of = np.array([opwork.CLASSES.index(kernel_class(str(c))) for c in [*cats, "nan"]], dtype=np.int8)
     ok = trace.op_kernels
-    tied_rows, tied_ops = replayed_ops(trace)  # graph-replayed kernels tied to their captured ops
+    tied_rows, tied_ops = tied  # graph-replayed kernels tied to their captured ops
     if len(ok):
-        ok = ok[ok["nth"].to_numpy() < 0] if "nth" in ok else ok
+        ok = ok[ok["nth"].to_numpy() < 0]
         ok = ok.drop_duplicates(["pid", "correlation"])[["pid", "correlation", "op"]]  # one op per launch: one row per kernel
         pid, corr = g["pid"].to_numpy(), g["correlation"].to_numpy()
     ns_by_device = np.zeros(len(trace.devices))
@@ -380,8 +381,9 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
     what was not measured. ``steps`` are the trace's :class:`~tracetriage.analyzers.steps.Steps`."""
     fmt = trace.format
     kind, flops, nbytes, wbytes, tokens, dtypes, untyped = _works(trace.ops)
+    tied = replayed_ops(trace)  # once: its grouping of the in-graph kernels is not cheap
     ns_by_device, unmeasured_by_class, untyped_by_class, kernel_ns, op_of, op_dur = _kernel_time(trace, lo, hi, kind,
-                                                                                                  untyped)
+                                                                                                  untyped, tied)
     dev = _device_of(ns_by_device)
     out = {"device": None, "device_name": None, "classes": [], "top_ops": [], "decode_floor": None, "not_measured": [],
            "dominant": None, "_unmeasured_ns": {}, "_kernel_ns": 0, "_wasted_ns": {}}
@@ -465,7 +467,7 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
                 **_rates(r["t"], flops[members].sum(), nbytes[members].sum()),
                 **_roofline(entry, flops[members], nbytes[members], dtypes[members], r["t"])})
 
-    out["not_measured"].extend(_graph_not_measured(trace, lo, hi, replayed_ops(trace)[0]))
+    out["not_measured"].extend(_graph_not_measured(trace, lo, hi, tied[0]))
     out["decode_floor"] = _decode_floor(out, entry, idx, t_op, kind, wbytes, tokens, measured, total, steps)
     if trace.ops.empty:
         nvtx = trace.meta.get("nvtx_ops") or {}

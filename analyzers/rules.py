@@ -1057,23 +1057,22 @@ def _headline(findings: list[dict], abstentions: list[dict], data: dict, symptom
             if broken:
                 return (f"SLO broken: {_slo_words(broken)}; no serving finding explains it (measured: " + "; ".join(measured[:3])
                         + f"){_ruled_out(findings)}; no GPU trace given"
-                        + ("; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions})) if abstentions else ""))
+                        + _not_measured(abstentions))
             tail = serving_rules.unexplained_tail(data["serving"], findings)
             if tail:
                 return (f"Inter-token tail not explained: {serving_rules.tail_words(tail)}"
                         + (f"; not the prefill-chunk mechanism ({', '.join(tail['ruled_out'])} ruled out by its own falsifier)"
                            if tail["ruled_out"] else "")
                         + f"{_ruled_out([f for f in findings if f['id'] not in tail['ruled_out']])}; not called healthy; "
-                        "no GPU trace given; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions})))
+                        "no GPU trace given" + _not_measured(abstentions))
             if measured:
                 knee = next((a for a in abstentions if a["analysis"] == "tpot_budget"), None)
                 why = ("not called healthy: TPOT rises with the batch and no TPOT budget was given (give --slo tpot_p95_ms=<budget>)"
                        if knee else "not enough to call it healthy")
                 return ("No serving finding in what was measured (" + "; ".join(measured[:3]) + f"){_ruled_out(findings)}, {why}; "
                         "no GPU trace given"
-                        + ("; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions})) if abstentions else ""))
-        return f"No GPU trace given, so no timeline verdict; {what}" + (
-            "; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions})) if abstentions else "")
+                        + _not_measured(abstentions))
+        return f"No GPU trace given, so no timeline verdict; {what}" + _not_measured(abstentions)
     compute = min(d["accounting"]["slices_pct"].get("compute", 0.0) + d["accounting"]["slices_pct"].get("collective", 0.0)
                   for d in devices)
     odd = [a for a in abstentions if a["analysis"] in ODD]
@@ -1092,7 +1091,7 @@ def _headline(findings: list[dict], abstentions: list[dict], data: dict, symptom
             # A minor finding must not pose as the verdict of a mostly idle capture.
             return (f"GPU computing {pct(compute)} of the window and no measured cause explains the rest "
                     f"(largest finding: {thr['id']}, {thr['impact_pct']:.1f}%)"
-                    + ("; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions})) if abstentions else ""))
+                    + _not_measured(abstentions))
         if len(tops) == 1:
             return _says(next(iter(tops.values())))
         return " | ".join(f"{axis}: {_says(f)}" for axis, f in tops.items())
@@ -1101,7 +1100,12 @@ def _headline(findings: list[dict], abstentions: list[dict], data: dict, symptom
                 f"{_ruled_out(findings)}, but the verdict is incomplete: " + "; ".join(sorted({a["analysis"] for a in abstentions})) + " not measured")
     return (f"GPU computing {pct(compute)} of the window; no measured cause explains the rest (not healthy: not GPU-bound)"
             + _ruled_out(findings)
-            + ("; not measured: " + ", ".join(sorted({a['analysis'] for a in abstentions})) if abstentions else ""))
+            + _not_measured(abstentions))
+
+
+def _not_measured(abstentions: list[dict]) -> str:
+    """'; not measured: a, b' for the abstentions' analyses (empty when none)."""
+    return "; not measured: " + ", ".join(sorted({a["analysis"] for a in abstentions})) if abstentions else ""
 
 
 def _ruled_out(findings: list[dict]) -> str:

@@ -154,7 +154,7 @@ def truth_of(sc: Scenario, calls: list, step_bounds: list) -> dict:
             "dominant_class": max(classes, key=lambda k: classes[k]["time_ns"]),
             "step_ns": sorted(step_ns)[len(step_ns) // 2], "bytes_per_step": streamed, "floor_ns": floor_ns,
             "pct_of_floor": 100.0 * floor_ns / sorted(step_ns)[len(step_ns) // 2],
-            "decode": all(len(op.dims[0]) != 2 or op.dims[0][0] <= 256 for op in sc.step_ops if op.klass == "gemm")}
+            "decode": all(len(op.dims[0]) != 2 or op.dims[0][0] <= 64 for op in sc.step_ops if op.klass == "gemm")}
 
 
 def build(sc: Scenario) -> tuple[dict, dict]:

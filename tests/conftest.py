@@ -110,17 +110,15 @@ def run_cli(*args, cwd=None):
 
 
 # --- the JSON contract, checked on every analysis the suite produces -------------------------
-ANALYSIS_SCHEMA = ROOT / "reports" / "analysis.schema.json"
 ANALYSIS_ID = "tracetriage.analysis/1"
 
 
-@functools.lru_cache(maxsize=1)
 def analysis_validator():
-    """The validator of reports/analysis.schema.json (closed: an undeclared key is an error)."""
-    import jsonschema
+    """The validator of reports/analysis.schema.json (closed: an undeclared key is an error),
+    the one compare checks saved analyses with, built once per process."""
+    from tracetriage.analyzers.compare import _analysis_validator
 
-    schema = json.loads(ANALYSIS_SCHEMA.read_text())
-    return jsonschema.validators.validator_for(schema)(schema)
+    return _analysis_validator()
 
 
 def schema_errors(doc) -> list[str]:

@@ -353,7 +353,7 @@ def _perfetto_request(args) -> tuple[str | None, tuple[str, int]]:
                                f"give one of them (for both, a report -o FILE.html|.md|.json|.txt and --perfetto FILE)")
     if as_format and not args.output:
         raise UsageError(None, "--format perfetto writes a binary trace: give -o FILE (e.g. -o case.pftrace)")
-    if "-" in (args.output if as_format else None, args.perfetto):
+    if args.perfetto == "-":  # (-o - is standard output, made None by _check_output before this)
         raise UsageError(None, "the Perfetto export is a binary trace, never written to standard output: give a file name")
     path = args.output if as_format else args.perfetto
     if path:
