@@ -258,7 +258,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         "graph_replays_in_window": ops["graph"],
         "graph_launches_in_window": int((a_in & cat_mask(api, "category", "graph_launch")).sum()),
         "has_api": bool(len(api)),
-        "meta": {"format": trace.format, "path": trace.path, "runtime": runtime_of(trace),
+        "meta": {"format": trace.format, "path": trace.path, "runtime": runtime_of(trace), "step_range": step_range,
                  **{k: v for k, v in trace.meta.items() if k in ("version", "graph_trace_mode", "started_utc_ns")}},
         "_series": {"busy": series_busy, "steps": step_series, "timeline": timeline},
     }

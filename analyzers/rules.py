@@ -885,6 +885,14 @@ def abstentions_for(ctx: Context) -> list[dict]:
                         "capture_hint": capture_cmd(fmt, "steps")})
         for pr in p["processes"]:
             if pr["steps"]["source"] == "none" and pr.get("gpu_ops", 1):  # a process with no GPU work has no steps to find
+                asked = p["meta"].get("step_range")
+                if asked:  # the user's regex replaced the search: say so, not that the capture has no steps
+                    out.append({"analysis": "steps", "scope": f"pid {pr['pid']}",
+                                "reason": f"--step-range {asked!r} matched no annotation range of this process: per-step "
+                                          f"metrics (launches and syncs per step, the step tail) not measured{candidates}",
+                                "capture_hint": "pass a --step-range REGEX naming a range the capture holds, or leave it "
+                                                "out: the steps are then found from known range names or the periodic sync"})
+                    continue
                 out.append({"analysis": "steps", "scope": f"pid {pr['pid']}",
                             "reason": ("no NVTX step ranges" if not candidates else "no known step range")
                             + " and no periodic sync or graph launch: per-step metrics "

@@ -34,6 +34,11 @@ def test_step_range_option():
     data = json.loads(proc.stdout)
     p = data["processes"][0]
     assert p["steps"]["source"] == "nvtx" and p["steps"]["count"] == 55  # 60 steps, 5 of them prefill
+    # a regex that names no range: said as such, never "no periodic sync" on a capture that has one
+    miss = json.loads(run_cli("analyze", BUNDLES / "eager_decode", "--step-range", "nomatch", "-f", "json").stdout)
+    steps = next(a for a in miss["abstentions"] if a["analysis"] == "steps")
+    assert "--step-range 'nomatch' matched no annotation range" in steps["reason"]
+    assert "periodic sync" not in steps["reason"] and "nsys" not in steps["capture_hint"]
 
 
 def test_output_path_problems_are_one_line_exit_7(tmp_path):
@@ -73,6 +78,8 @@ def test_perfetto_options_are_never_silently_ignored(tmp_path):
     html_in_trace = run_cli("analyze", BUNDLES / "healthy", "-o", tmp_path / "x.pftrace", "-f", "html")
     assert html_in_trace.returncode == 2 and "names a Perfetto trace" in html_in_trace.stderr
     assert not (tmp_path / "x.pftrace").exists()
+    trace_in_html = run_cli("analyze", BUNDLES / "healthy", "-f", "perfetto", "-o", tmp_path / "x.html")
+    assert trace_in_html.returncode == 2 and "binary trace" in trace_in_html.stderr and not (tmp_path / "x.html").exists()
     ok = run_cli("analyze", BUNDLES / "healthy", "-o", tmp_path / "x.pftrace", "--perfetto-window", "worst-steps", "2")
     assert ok.returncode == 0 and (tmp_path / "x.pftrace").stat().st_size > 0
 

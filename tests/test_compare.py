@@ -282,6 +282,11 @@ def test_saved_analysis_damage_names_the_leaf_and_its_rule(tmp_path):
     odd["window"] = {"a": 1}  # both branches refuse it: the object branch says why
     assert _schema_problem(odd).startswith("window: ") and "'a'" in _schema_problem(odd)
     assert _schema_problem(good) is None
+    negative = json.loads(json.dumps(good))  # an impossible count is refused, not compared (new-user trial)
+    negative["processes"][0]["launches_per_step"] = -5
+    (tmp_path / "neg.json").write_text(json.dumps(negative))
+    proc = run_cli("compare", tmp_path / "good.json", tmp_path / "neg.json")
+    assert proc.returncode == 3 and "processes/0/launches_per_step: -5 is less than the minimum of 0" in proc.stderr
 
 
 def test_mutated_saved_analyses_never_crash(tmp_path, capsys):

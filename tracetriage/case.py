@@ -337,8 +337,8 @@ def _tie_graph_replays(case: Case) -> None:
     for c in companions:
         case.traces.remove(c)
         replays = [t for t in case.traces if c.path in (t.meta.get("graph_ties") or {}).get("sources", [])]
-        note = (f"the graph capture phase of {', '.join(t.path for t in replays)}: read for the shapes of the kernels "
-                "its graphs replay, not analyzed as a run of its own")
+        note = (f"this trace is the graph capture phase profiled apart for {', '.join(t.path for t in replays)}: read "
+                "for the shapes of the kernels its graphs replay, not analyzed as a run of its own")
         for item in case.inputs:
             if item["path"] == c.path and note not in item.setdefault("warnings", []):
                 item["warnings"].append(note)

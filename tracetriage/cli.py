@@ -341,6 +341,9 @@ def _perfetto_request(args) -> tuple[str | None, tuple[str, int]]:
     window = parse_perfetto_window(args.perfetto_window)
     perfetto_named = bool(args.output) and Path(args.output).suffix.lower() in PERFETTO_EXTENSIONS
     as_format = args.format == "perfetto" or (not args.format and perfetto_named)
+    if as_format and args.output and Path(args.output).suffix.lower() in OUTPUT_EXTENSIONS:  # and never the reverse
+        raise UsageError(None, f"--format perfetto writes a binary trace, not the report {args.output} names: "
+                               f"give -o FILE.pftrace")
     if perfetto_named and not as_format:  # never an HTML or JSON report in a file named as a Perfetto trace
         raise UsageError(None, f"-o {args.output} names a Perfetto trace but --format {args.format} writes a report: "
                                f"give -o FILE.{args.format} (and --perfetto {args.output} for the trace too)")
