@@ -995,6 +995,7 @@ def _evaluate(ctx: Context) -> tuple[list[dict], list[dict]]:
         d["accounting"] = {
             "slices_pct": {k: round(100.0 * v / w, 3) for k, v in d["_slices"].items() if v},
             "claims_pct": {k: round(100.0 * v / w, 3) for k, v in ctx.ledger.claims[d["id"]].items()},
+            "unclaimed_pct": {k: round(100.0 * v / w, 3) for k, v in ctx.ledger.remaining[d["id"]].items() if v},
         }
     for p in ctx.per_trace:
         for pr in p["processes"]:

@@ -199,6 +199,13 @@ def idle_by_cause(devices: list[dict]) -> str | None:
     return _svg(fig)
 
 
+def _unclaimed_compute(acc: dict) -> float:
+    """% of the window in which kernels (collectives included) compute and no finding claims it;
+    an analysis saved before ``unclaimed_pct`` was written gives the compute slices, as then drawn."""
+    left = acc.get("unclaimed_pct", acc["slices_pct"])
+    return left.get("compute", 0.0) + left.get("collective", 0.0)
+
+
 @_memo
 def window_accounting(devices: list[dict]) -> str | None:
     """One stacked bar per device: the slice each finding claims, then what no finding
@@ -224,9 +231,10 @@ def window_accounting(devices: list[dict]) -> str | None:
 
     for i, fid in enumerate(ids):
         layer([d["accounting"]["claims_pct"].get(fid, 0.0) for d in devs], finding_color(fid), fid)
-    # What remains unclaimed, from the decomposition less the claims (busy slices are claimed first by collective/copy rules).
+    # What no finding claims, slice by slice as the ledger left it (a claim on kernel time, e.g.
+    # below_roofline's, leaves idle unclaimed: never drawn as computing)
     rest = [max(0.0, 100.0 - sum(d["accounting"]["claims_pct"].values())) for d in devs]
-    compute = [min(r, d["accounting"]["slices_pct"].get("compute", 0.0)) for r, d in zip(rest, devs)]
+    compute = [min(r, _unclaimed_compute(d["accounting"])) for r, d in zip(rest, devs)]
     layer(compute, ACTIVITY_COLORS["kernels"], "kernels computing (no finding)")
     layer([max(0.0, r - k) for r, k in zip(rest, compute)], ACTIVITY_COLORS["unclaimed"], "unclaimed (copies, idle)")
     ax.set_xlim(0, 100)

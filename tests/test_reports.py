@@ -212,3 +212,27 @@ def test_real_kineto_report_screenshot_with_timeline(name, tmp_path):
         assert page.locator("#headline").inner_text().strip() == a.headline
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"real_kineto_h200_{name.split('.')[0]}.png"), full_page=True)
+
+
+def test_unclaimed_slices_and_claims_add_up_to_the_window(analyses):
+    """Each device's unclaimed_pct is its slices less what the findings took from them: with
+    claims_pct it sums to 100, and no slice has more unclaimed than it holds."""
+    for name, a in analyses.items():
+        for d in a.data["devices"]:
+            acc = d["accounting"]
+            total = sum(acc["unclaimed_pct"].values()) + sum(acc["claims_pct"].values())
+            assert total == pytest.approx(100.0, abs=0.05), (name, d["id"])
+            assert all(v <= acc["slices_pct"][k] + 1e-9 for k, v in acc["unclaimed_pct"].items()), (name, d["id"])
+
+
+def test_the_accounting_bar_never_draws_idle_as_computing():
+    """A claim on kernel time (below_roofline) leaves the idle slices unclaimed: the bar draws
+    only the unclaimed kernel time as computing (new-user trial: 93.5% busy, 27.7% claimed, and
+    'computing' filled the rest of the window)."""
+    from tracetriage.reports.charts import _unclaimed_compute
+
+    acc = {"slices_pct": {"compute": 93.357, "copy": 0.126, "idle:short:host": 6.517},
+           "claims_pct": {"below_roofline": 27.721},
+           "unclaimed_pct": {"compute": 65.636, "copy": 0.126, "idle:short:host": 6.517}}
+    assert _unclaimed_compute(acc) == pytest.approx(65.636)
+    assert 100.0 - 27.721 - _unclaimed_compute(acc) == pytest.approx(0.126 + 6.517)
