@@ -70,9 +70,12 @@ def _run(argv: list[str]) -> tuple[int, str, str]:
 TEMP = re.compile(re.escape(tempfile.gettempdir()).encode() + rb"/tmp[A-Za-z0-9_]+")
 
 
+ELAPSED = re.compile(rb"\((\d+\.)?\d+ s\)")
+
+
 def _clean(data: bytes) -> bytes:
-    """Temporary folders named the same in every run (their names are random)."""
-    return TEMP.sub(b"<TMP>", data)
+    """Temporary folders named the same in every run (their names are random), wall times masked."""
+    return ELAPSED.sub(b"(<T> s)", TEMP.sub(b"<TMP>", data))
 
 
 def _record(dest: Path, argv: list[str], files: dict[str, Path] | None = None) -> None:
@@ -125,24 +128,24 @@ def snapshot_compare(pair: tuple[str, str], outdir: str, quick: bool) -> str:
 
 
 def snapshot_archive(outdir: str, quick: bool) -> str:
-    """batch and trend on a generated nightly archive (the generator is seeded: the same bytes each run)."""
+    """batch and trend on a generated nightly archive (the generator is seeded: the same bytes each run).
+    The archive is given by a relative path from a temporary working folder, so case names and ids
+    (which follow the path) are the same in every run."""
     import subprocess
 
     out = Path(outdir) / "archive"
-    os.chdir(ROOT)
     with tempfile.TemporaryDirectory() as tmp:
-        arch = Path(tmp) / "nightly"
-        subprocess.run([sys.executable, "samples/generate.py", "--out", str(arch), "--nightly", "14"], check=True,
-                       stdout=subprocess.DEVNULL)
-        cache = ["--cache-dir", os.path.join(tmp, "cache")]
-        batch_out = Path(tmp) / "batch"
-        _record(out / "batch", ["batch", str(arch), "-o", str(batch_out), "-j", "1", "--no-progress", *cache])
-        _tables(batch_out, out / "batch")
+        os.chdir(tmp)
+        subprocess.run([sys.executable, str(ROOT / "samples" / "generate.py"), "--out", "nightly", "--nightly", "14"],
+                       check=True, stdout=subprocess.DEVNULL)
+        cache = ["--cache-dir", "cache"]
+        _record(out / "batch", ["batch", "nightly", "-o", "batch", "-j", "1", "--no-progress", *cache])
+        _tables(Path("batch"), out / "batch")
         for fmt in FORMATS if not quick else ("text",):
-            produced = Path(tmp) / f"trend.{fmt}"
-            _record(out / f"trend-{fmt}", ["trend", str(batch_out), "-f", fmt, "-o", str(produced), "--gate", *cache],
-                    {"output": produced})
-        _record(out / "trend-stdout", ["trend", str(batch_out), *cache])
+            _record(out / f"trend-{fmt}", ["trend", "batch", "-f", fmt, "-o", f"trend.{fmt}", "--gate", *cache],
+                    {"output": Path(f"trend.{fmt}")})
+        _record(out / "trend-stdout", ["trend", "batch", *cache])
+        os.chdir(ROOT)
     return "archive"
 
 
@@ -150,10 +153,10 @@ def _tables(batch_out: Path, dest: Path) -> None:
     import pandas as pd
 
     for parquet in sorted(batch_out.glob("*.parquet")):
-        frame = pd.read_parquet(parquet)
-        frame.to_csv(dest / f"{parquet.stem}.csv", index=False)
+        frame = pd.read_parquet(parquet).drop(columns=["seconds"], errors="ignore")  # wall time of each case
+        (dest / f"{parquet.stem}.csv").write_bytes(_clean(frame.to_csv(index=False).encode()))
     for analysis in sorted(batch_out.glob("cases/*/analysis.json")):
-        (dest / f"case-{analysis.parent.name}.json").write_bytes(analysis.read_bytes())
+        (dest / f"case-{analysis.parent.name}.json").write_bytes(_clean(analysis.read_bytes()))
 
 
 def main() -> int:
@@ -162,12 +165,13 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=[], help="inputs whose path contains one of these")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="text and json only")
-    parser.add_argument("--no-archive", action="store_true")
+    parser.add_argument("--no-archive", action="store_true", help="leave out batch and trend")
+    parser.add_argument("--archive-only", action="store_true", help="only batch and trend")
     args = parser.parse_args()
     outdir = os.path.abspath(args.outdir)
-    todo = [p for p in inputs() if not args.only or any(s in p for s in args.only)]
+    todo = [p for p in inputs() if not args.only or any(s in p for s in args.only)] if not args.archive_only else []
     pairs = [p for p in COMPARE_PAIRS if not args.only or any(s in p[0] or s in p[1] for s in args.only)]
-    pairs = [p for p in pairs if all((ROOT / side).exists() for side in p)]
+    pairs = [p for p in pairs if all((ROOT / side).exists() for side in p)] if not args.archive_only else []
     with ProcessPoolExecutor(args.jobs) as pool:
         jobs = [pool.submit(snapshot_input, p, outdir, args.quick) for p in todo]
         jobs += [pool.submit(snapshot_compare, p, outdir, args.quick) for p in pairs]
