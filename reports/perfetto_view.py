@@ -11,6 +11,9 @@ from __future__ import annotations
 from tracetriage.reports.view import fmt_ns
 
 LONG_STEP_TRACK = "tracetriage: flags › worst step"
+# A gap under this is "short" unless it follows a sync: the timeline analyzer's bound
+# (analyzers.timeline.SHORT_GAP_NS, stated here so reports import no analyzer; a test checks they agree).
+SHORT_GAP_NS = 1_000_000
 
 
 def left_out_text(summary: dict) -> str:
@@ -26,8 +29,6 @@ def left_out_text(summary: dict) -> str:
 def _fits(gap: dict, slices) -> bool:
     """Whether one of the analysis's longest gaps can be in one of these accounting slices: its
     main cause is claimed, and a claim on short gaps only takes gaps under 1 ms."""
-    from tracetriage.analyzers.timeline import SHORT_GAP_NS
-
     idle = [s.split(":") for s in slices if s.startswith("idle:")]
     if not any(c in ("*", gap["cause"]) for _, _, c in idle):
         return False
