@@ -253,8 +253,8 @@ def _trace_tracks(trace, index: int, multi: bool, analysis, mode: str, n: int) -
     processes = trace.processes
     names = dict(zip(processes["pid"].tolist(), processes["name"].tolist())) if len(processes) else {}
     return TraceTracks(path=trace.path, prefix=prefix, window=_window(trace, window), spans=tuple(spans), spans_text=spans_text,
-                       process_names=names, gpu=gpu, api=_api_calls(trace, spans, launch_flows),
-                       ranges=_ranges(trace, spans), devices=devices,
+                       process_names=names, gpu=gpu, api=_host_events(trace.api, spans, "category", launch_flows),
+                       ranges=_host_events(trace.ranges, spans, "domain", None), devices=devices,
                        steps=tuple(_step_tracks(steps[pid], spans) for pid in pids if steps[pid].count))
 
 
@@ -324,7 +324,6 @@ def _launches(trace, spans) -> tuple[np.ndarray, np.ndarray]:
     mine = cat_mask(api, "category", ("launch", "graph_launch")) & (api["correlation"].to_numpy() >= 0)
     mine &= in_spans(start, start + 1, spans)
     rows = np.flatnonzero(mine)
-    del mine
     keys = flow_keys(api["pid"].to_numpy()[rows], api["correlation"].to_numpy()[rows])
     order = np.argsort(keys, kind="stable")
     return keys[order], rows[order]
@@ -375,21 +374,13 @@ def _selected(table, spans) -> Selected:
     return Selected(order, _row_ranges(start[order], spans), len(table))
 
 
-def _api_calls(trace, spans, flows: Flows) -> HostEvents:
-    api = trace.api
-    return HostEvents(start=api["start"].to_numpy(), end=api["end"].to_numpy(), pid=api["pid"].to_numpy(),
-                      tid=api["tid"].to_numpy(), correlation=api["correlation"].to_numpy(), name=Codes.of(api["name"]),
-                      group=Codes.of(api["category"]), rows=_selected(api, spans) if len(api) else Selected(None, (), 0),
-                      flows=flows)
-
-
-def _ranges(trace, spans) -> HostEvents:
-    ranges = trace.ranges
-    return HostEvents(start=ranges["start"].to_numpy(), end=ranges["end"].to_numpy(), pid=ranges["pid"].to_numpy(),
-                      tid=ranges["tid"].to_numpy(), correlation=None, name=Codes.of(ranges["name"]),
-                      group=Codes.of(ranges["domain"]),
-                      rows=_selected(ranges, spans) if len(ranges) else Selected(None, (), 0),
-                      flows=NO_FLOWS)
+def _host_events(table, spans, group: str, flows: Flows | None) -> HostEvents:
+    """API calls (``group`` = "category", with their correlations and ``flows``) or annotation
+    ranges (``group`` = "domain", ``flows`` None)."""
+    return HostEvents(start=table["start"].to_numpy(), end=table["end"].to_numpy(), pid=table["pid"].to_numpy(),
+                      tid=table["tid"].to_numpy(), correlation=table["correlation"].to_numpy() if flows is not None else None,
+                      name=Codes.of(table["name"]), group=Codes.of(table[group]),
+                      rows=_selected(table, spans) if len(table) else Selected(None, (), 0), flows=flows or NO_FLOWS)
 
 
 def _step_tracks(steps, spans) -> StepTracks:
@@ -398,8 +389,9 @@ def _step_tracks(steps, spans) -> StepTracks:
     worst = int(np.argmax(durations))
     median = float(np.percentile(durations, 50))
     long = np.flatnonzero(durations > LONG_STEP_X_MEDIAN * median)
+    long = long[in_spans(steps.starts[long], steps.ends[long], spans)]
     return StepTracks(pid=steps.pid, source=steps.source, starts=steps.starts, ends=steps.ends, is_prefill=steps.is_prefill,
-                      exported=np.flatnonzero(exported), long_exported=long[in_spans(steps.starts[long], steps.ends[long], spans)],
+                      exported=np.flatnonzero(exported), long_exported=long,
                       worst=worst, worst_duration_ns=int(durations[worst]), worst_x_median=durations[worst] / max(median, 1.0),
                       worst_exported=bool(exported[worst]))
 

@@ -193,7 +193,8 @@ class _TraceExport:
                     if co >= 0:
                         args["collective"] = str(colls[co])
                     if kind in ("memcpy", "memset"):
-                        args["direction"] = str(cks[ck]) if ck >= 0 and kind == "memcpy" else ("set" if kind == "memset" else "other")
+                        other = "set" if kind == "memset" else "other"
+                        args["direction"] = str(cks[ck]) if ck >= 0 and kind == "memcpy" else other
                         args["pageable"] = bool(page)
                     if graph_node:
                         args["in_graph"] = True

@@ -3,7 +3,7 @@ out, and under each finding which track and time range of the export shows it.
 
 Computed from the Analysis alone (the ledger's claims and the longest gaps), so a report
 written without an export can still say where to look in one. Light on purpose: the
-``perfetto`` package is imported only by the export itself (reports/perfetto.py).
+``perfetto`` package is imported only by the export itself (reports/perfetto.py, perfetto_writer.py).
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ def hints(analysis) -> dict[str, dict]:
         if f["axis"] == "tail" and worst:
             pid, (a, b) = worst[0]
             out[fid] = {"track": f"tracetriage: verdict › {fid}, and pid {pid}'s {LONG_STEP_TRACK}",
-                        "start_ns": a, "end_ns": b, "what": f"the worst step ({fmt_ns(b - a)}); the verdict track marks every long step"}
+                        "start_ns": a, "end_ns": b,
+                        "what": f"the worst step ({fmt_ns(b - a)}); the verdict track marks every long step"}
         elif f["axis"] == "tail":
             out[fid] = {"track": f"tracetriage: verdict › {fid}, and each process's {LONG_STEP_TRACK}",
                         "start_ns": window["start_ns"], "end_ns": window["end_ns"], "what": "the long steps"}

@@ -29,12 +29,12 @@ CHUNK_ROWS = 1 << 15  # rows encoded at a time: their byte matrices stay in cach
 def proto_text(value) -> str:
     """A capture's string as protobuf takes it: any UTF-8 text unchanged (markup and control
     characters included: they are data), lone surrogates from undecodable bytes as U+FFFD."""
-    s = str(value)
+    text = str(value)
     try:
-        s.encode("utf-8")
-        return s
+        text.encode("utf-8")
+        return text
     except UnicodeEncodeError:
-        return s.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 class Writer:
@@ -84,9 +84,9 @@ class Writer:
 
     def flush_interned(self) -> None:
         if self.has_pending:
-            p = TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, sequence_flags=TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
-            p.interned_data.CopyFrom(self.pending)
-            self.builder.write_packet(p)
+            packet = TracePacket(trusted_packet_sequence_id=SEQUENCE_ID, sequence_flags=TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
+            packet.interned_data.CopyFrom(self.pending)
+            self.builder.write_packet(packet)
             self.pending = InternedData()
             self.has_pending = False
 
@@ -96,40 +96,41 @@ class Writer:
               ordered: bool = False) -> int:
         uuid = self.next_uuid
         self.next_uuid += 1
-        d = TrackDescriptor(uuid=uuid)
+        descriptor = TrackDescriptor(uuid=uuid)
         if parent is not None:
-            d.parent_uuid = parent
+            descriptor.parent_uuid = parent
         if name is not None:
-            d.name = proto_text(name)
+            descriptor.name = proto_text(name)
         if tid is not None:
-            d.thread.CopyFrom(ThreadDescriptor(pid=int(pid) & 0x7FFFFFFF, tid=int(tid) & 0x7FFFFFFF,
+            descriptor.thread.CopyFrom(ThreadDescriptor(pid=int(pid) & 0x7FFFFFFF, tid=int(tid) & 0x7FFFFFFF,
                                                thread_name=proto_text(name or f"thread {tid}")))
         elif pid is not None:
-            d.process.CopyFrom(ProcessDescriptor(pid=int(pid) & 0x7FFFFFFF, process_name=proto_text(process_name or f"pid {pid}")))
+            descriptor.process.CopyFrom(ProcessDescriptor(pid=int(pid) & 0x7FFFFFFF,
+                                                 process_name=proto_text(process_name or f"pid {pid}")))
         if rank is not None:
-            d.sibling_order_rank = rank
+            descriptor.sibling_order_rank = rank
         if ordered:  # children in their sibling_order_rank
-            d.child_ordering = TrackDescriptor.EXPLICIT
-        self.builder.write_packet(TracePacket(track_descriptor=d))
+            descriptor.child_ordering = TrackDescriptor.EXPLICIT
+        self.builder.write_packet(TracePacket(track_descriptor=descriptor))
         return uuid
 
     def annotations(self, args: dict) -> bytes:
         """TrackEvent bytes holding only these debug annotations (strings interned)."""
-        ev = TrackEvent()
+        event = TrackEvent()
         for key, value in args.items():
             if value is None:
                 continue
-            a = DebugAnnotation(name_iid=self.arg_name(key))
+            annotation = DebugAnnotation(name_iid=self.arg_name(key))
             if isinstance(value, (bool, np.bool_)):
-                a.bool_value = bool(value)
+                annotation.bool_value = bool(value)
             elif isinstance(value, (int, np.integer)):
-                a.int_value = int(value)
+                annotation.int_value = int(value)
             elif isinstance(value, (float, np.floating)):
-                a.double_value = float(value)
+                annotation.double_value = float(value)
             else:
-                a.string_value_iid = self.arg_string(value)
-            ev.debug_annotations.append(a)
-        return ev.SerializeToString()
+                annotation.string_value_iid = self.arg_string(value)
+            event.debug_annotations.append(annotation)
+        return event.SerializeToString()
 
     def slice(self, track: int, start: int, end: int, name: str, args: dict | None = None) -> None:
         """One slice made with the classes (for the few: windows, flags, steps' marks)."""
