@@ -355,6 +355,7 @@ path, out, window = sys.argv[1:4]
 t0 = time.perf_counter()
 from tracetriage import analyze, open_case
 from tracetriage.cli import parse_perfetto_window
+from tracetriage.analyzers.tracks import build_tracks
 from tracetriage.reports.perfetto import export
 case = open_case([path])
 analysis = analyze(case)
@@ -362,7 +363,7 @@ t1 = time.perf_counter()
 peak_analysis = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 u0 = resource.getrusage(resource.RUSAGE_SELF)
 mode, n = parse_perfetto_window(window)
-summary = export(case, analysis, out, mode=mode, worst_steps=n)
+summary = export(build_tracks(case, analysis, mode=mode, worst_steps=n), analysis, out)
 t2 = time.perf_counter()
 u1 = resource.getrusage(resource.RUSAGE_SELF)
 t = summary["traces"][0]

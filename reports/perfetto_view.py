@@ -3,7 +3,7 @@ out, and under each finding which track and time range of the export shows it.
 
 Computed from the Analysis alone (the ledger's claims and the longest gaps), so a report
 written without an export can still say where to look in one. Light on purpose: the
-``perfetto`` package is imported only by the export itself (reports/perfetto.py).
+``perfetto`` package is imported only by the export itself (reports/perfetto.py, perfetto_writer.py).
 """
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ from __future__ import annotations
 from tracetriage.reports.view import fmt_ns
 
 LONG_STEP_TRACK = "tracetriage: flags › worst step"
+# A gap under this is "short" unless it follows a sync: the timeline analyzer's bound
+# (analyzers.timeline.SHORT_GAP_NS, stated here so reports import no analyzer; a test checks they agree).
+SHORT_GAP_NS = 1_000_000
 
 
 def left_out_text(summary: dict) -> str:
@@ -26,8 +29,6 @@ def left_out_text(summary: dict) -> str:
 def _fits(gap: dict, slices) -> bool:
     """Whether one of the analysis's longest gaps can be in one of these accounting slices: its
     main cause is claimed, and a claim on short gaps only takes gaps under 1 ms."""
-    from tracetriage.analyzers.timeline import SHORT_GAP_NS
-
     idle = [s.split(":") for s in slices if s.startswith("idle:")]
     if not any(c in ("*", gap["cause"]) for _, _, c in idle):
         return False
@@ -75,7 +76,8 @@ def hints(analysis) -> dict[str, dict]:
         if f["axis"] == "tail" and worst:
             pid, (a, b) = worst[0]
             out[fid] = {"track": f"tracetriage: verdict › {fid}, and pid {pid}'s {LONG_STEP_TRACK}",
-                        "start_ns": a, "end_ns": b, "what": f"the worst step ({fmt_ns(b - a)}); the verdict track marks every long step"}
+                        "start_ns": a, "end_ns": b,
+                        "what": f"the worst step ({fmt_ns(b - a)}); the verdict track marks every long step"}
         elif f["axis"] == "tail":
             out[fid] = {"track": f"tracetriage: verdict › {fid}, and each process's {LONG_STEP_TRACK}",
                         "start_ns": window["start_ns"], "end_ns": window["end_ns"], "what": "the long steps"}

@@ -25,9 +25,11 @@ from conftest import BUNDLES, REAL, ROOT, run_cli
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TracePacket, TrackEvent
 
 from tracetriage import analyze, open_case
+from tracetriage.analyzers.tracks import build_tracks
 from tracetriage.model import is_kind
 from tracetriage.reports import perfetto as pf
 from tracetriage.reports import protowire as pw
+from tracetriage.reports.perfetto_writer import SEQUENCE_ID
 
 REAL_CAPTURES = [
     "nsys/nsys2021.2_1xRTX6000_legacy_schema_no_metadata.sqlite",
@@ -80,7 +82,7 @@ class Export:
                 self.tracks[d.uuid] = (name, d.parent_uuid if d.HasField("parent_uuid") else None)
             if not p.HasField("track_event"):
                 continue
-            assert p.trusted_packet_sequence_id == pf.SEQUENCE_ID
+            assert p.trusted_packet_sequence_id == SEQUENCE_ID
             ev = p.track_event
             assert ev.track_uuid in self.tracks, "an event on a track not described before it"
             if ev.type == TrackEvent.TYPE_SLICE_BEGIN:
@@ -136,7 +138,7 @@ def _export(path_or_case, tmp_path, mode="steady", n=3, name="case"):
     case = open_case([path_or_case]) if not hasattr(path_or_case, "traces") else path_or_case
     analysis = analyze(case)
     out = tmp_path / f"{name}.pftrace"
-    summary = pf.export(case, analysis, out, mode=mode, worst_steps=n)
+    summary = pf.export(build_tracks(case, analysis, mode=mode, worst_steps=n), analysis, out)
     return case, analysis, summary, Export(out)
 
 
@@ -410,9 +412,10 @@ def test_flows_link_launch_calls_to_their_kernels(tmp_path):
 def test_export_without_the_compiled_join_is_the_same_file(tmp_path, monkeypatch):
     case = open_case([BUNDLES / "tp4_island"])
     analysis = analyze(case)
-    pf.export(case, analysis, tmp_path / "c.pftrace")
+    tracks = build_tracks(case, analysis)
+    pf.export(tracks, analysis, tmp_path / "c.pftrace")
     monkeypatch.setattr(pw, "NATIVE", False)
-    pf.export(case, analysis, tmp_path / "numpy.pftrace")
+    pf.export(tracks, analysis, tmp_path / "numpy.pftrace")
     assert (tmp_path / "c.pftrace").read_bytes() == (tmp_path / "numpy.pftrace").read_bytes()
 
 
@@ -431,3 +434,57 @@ def test_batch_exports_each_case_timeline(tmp_path):
     assert "Timeline exported to timeline.pftrace" in (timelines[0].parent / "report.html").read_text()
     again = run_batch(inputs, str(tmp_path / "out"), jobs=1, progress=False)
     assert again.reused == 0
+
+
+def test_renderers_import_no_analyzer():
+    """reports/perfetto*.py render the Analysis and its Tracks: none imports tracetriage.analyzers
+    (at the top or inside a function)."""
+    import ast
+
+    for name in ("perfetto.py", "perfetto_writer.py", "perfetto_view.py"):
+        tree = ast.parse((ROOT / "reports" / name).read_text(encoding="utf-8"))
+        imported = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module]
+        imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+        assert not [m for m in imported if m.startswith(("tracetriage.analyzers", "analyzers"))], (name, imported)
+
+
+def test_short_gap_bound_is_the_timelines():
+    from tracetriage.analyzers import timeline
+    from tracetriage.reports import perfetto_view
+
+    assert perfetto_view.SHORT_GAP_NS == timeline.SHORT_GAP_NS
+
+
+class _Gone:
+    """Stands for a trace table the export must not read: any use of it raises."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"the export read the trace ({name})")
+
+    def __getitem__(self, key):
+        raise AssertionError(f"the export read the trace ([{key!r}])")
+
+    def __len__(self):
+        raise AssertionError("the export read the trace (len)")
+
+
+def test_export_renders_tracks_built_beforehand(tmp_path, monkeypatch):
+    """Given the Tracks, the export reads neither the trace's tables nor runs an analyzer: the
+    same file with every table of the case replaced by a sentinel and the analyzers disabled."""
+    from dataclasses import fields
+
+    from tracetriage.analyzers import steps, timeline, tracks
+
+    case = open_case([BUNDLES / "tp4_island"])
+    analysis = analyze(case)
+    built = build_tracks(case, analysis, mode="worst-steps", worst_steps=2)
+    pf.export(built, analysis, tmp_path / "before.pftrace")
+    for trace in case.traces:
+        for table in fields(trace):
+            setattr(trace, table.name, _Gone())
+    case.traces[:] = [_Gone()]
+    for module, name in ((timeline, "device_timeline"), (steps, "find_steps"), (tracks, "build_tracks")):
+        monkeypatch.setattr(module, name, _Gone())
+    summary = pf.export(built, analysis, tmp_path / "after.pftrace")
+    assert (tmp_path / "before.pftrace").read_bytes() == (tmp_path / "after.pftrace").read_bytes()
+    assert summary["mode"] == "worst-steps 2" and summary["traces"][0]["gpu_ops"] > 0

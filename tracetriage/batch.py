@@ -336,11 +336,12 @@ def analyze_case(spec: dict, outdir: str, options: dict | None = None, cache_dir
             case = open_case(spec["paths"])
             analysis = analyze(case, **options)
             if timeline and case.traces:
+                from tracetriage.analyzers.tracks import build_tracks
                 from tracetriage.reports.perfetto import export
                 from tracetriage.reports.perfetto_view import left_out_text
 
                 mode, n = timeline
-                summary = export(case, analysis, case_dir / "timeline.pftrace", mode=mode, worst_steps=n)
+                summary = export(build_tracks(case, analysis, mode=mode, worst_steps=n), analysis, case_dir / "timeline.pftrace")
                 analysis.series["perfetto_export"] = {"path": "timeline.pftrace", **summary,
                                                       "left_out_text": left_out_text(summary)}
                 record["timeline"] = f"cases/{spec['case_id']}/timeline.pftrace"

@@ -374,12 +374,13 @@ def _perfetto_export(case, analysis, path: str, window: tuple[str, int]) -> None
     """Write the export (a partial file is removed on failure) and say what it holds."""
     import os
 
+    from tracetriage.analyzers.tracks import build_tracks
     from tracetriage.errors import OutputError
     from tracetriage.reports.perfetto import export
     from tracetriage.reports.perfetto_view import left_out_text
 
     try:
-        summary = export(case, analysis, path, mode=window[0], worst_steps=window[1])
+        summary = export(build_tracks(case, analysis, mode=window[0], worst_steps=window[1]), analysis, path)
     except OSError as exc:
         try:
             os.unlink(path)
