@@ -10,10 +10,9 @@ from __future__ import annotations
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from tracetriage.reports import perfetto_view
 from tracetriage.reports.charts import all_charts, serving_charts
 from tracetriage.reports.roofline import roofline_chart
-from tracetriage.reports.view import build_view, fmt_ns
+from tracetriage.reports.view import fmt_ns, report_view
 
 
 def environment() -> Environment:
@@ -42,11 +41,11 @@ def _compiled_templates():
     return FileSystemBytecodeCache(str(store.templates_dir()))
 
 
-def render_html(analysis) -> str:
-    view = build_view(analysis.data)
+def render_html(analysis, view=None) -> str:
+    """The HTML report: the ReportView (``view`` when the caller built it already) and the charts, drawn
+    from the analysis's series."""
     charts = [(name, Markup(svg)) for name, svg in all_charts(analysis)]
     extra = [(name, Markup(svg)) for name, svg in serving_charts(analysis)]
     roof = roofline_chart(analysis.data.get("efficiency"))
-    return environment().get_template("report.html.j2").render(v=view, charts=charts, serving_charts=extra,
-                                                                px=perfetto_view.view(analysis),
-                                                                roofline=Markup(roof) if roof else None)
+    return environment().get_template("report.html.j2").render(v=view or report_view(analysis), charts=charts,
+                                                                serving_charts=extra, roofline=Markup(roof) if roof else None)
