@@ -7,6 +7,9 @@ inserted unescaped, and they come from matplotlib, which escapes its text.
 
 from __future__ import annotations
 
+import functools
+import html
+
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
@@ -49,3 +52,23 @@ def render_html(analysis, view=None) -> str:
     roof = roofline_chart(analysis.data.get("efficiency"))
     return environment().get_template("report.html.j2").render(v=view or report_view(analysis), charts=charts,
                                                                 serving_charts=extra, roofline=Markup(roof) if roof else None)
+
+
+def _escape_as_html_escape(value):
+    """Every value of the card escaped as :func:`html.escape` escapes (``&#x27;`` for a quote): the
+    entities the card has always written. Markup (already safe) passes as it is."""
+    return value if isinstance(value, Markup) else Markup(html.escape(str(value)))
+
+
+@functools.cache
+def _card_environment() -> Environment:
+    return Environment(loader=PackageLoader("tracetriage.reports", "templates"), autoescape=True,
+                       finalize=_escape_as_html_escape)
+
+
+def render_card(analysis, view=None) -> str:
+    """The notebook card (``Analysis._repr_html_``): headline, then each finding's title, axis, severity
+    and impact, then what was not measured; every string escaped."""
+    from tracetriage.reports.view import report_view
+
+    return _card_environment().get_template("card.html.j2").render(v=view or report_view(analysis))

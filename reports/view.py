@@ -657,8 +657,9 @@ def _efficiency(eff: dict | None) -> EfficiencyView | None:
         top_ops=tuple(OpView(_text(o["name"]), str([x for x in o["input_dims"] if x]), _text(o["dtype"]), count(o["count"]),
                              fmt_ns(o["time_ns"]), fixed(o["achieved_tflops"], 1), fixed(o["achieved_gbps"], 0),
                              fixed(o["pct_of_roofline"], 0)) for o in eff.get("top_ops") or []),
-        decode_floor=DecodeFloorView(fixed(floor["bytes_per_step"] / 1e9, 2), fmt_ns(floor["floor_ns"]), fmt_ns(floor["measured_ns"]),
-                                     fixed(floor["pct_of_floor"], 0), _text(floor.get("source"))) if floor else None,
+        decode_floor=DecodeFloorView(fixed(floor["bytes_per_step"] / 1e9, 2), fmt_ns(floor["floor_ns"]),
+                                     fmt_ns(floor["measured_ns"]), fixed(floor["pct_of_floor"], 0),
+                                     _text(floor.get("source"))) if floor else None,
         not_measured=tuple(NotMeasuredView(n["what"], fixed(n.get("share_pct"), 0), n["reason"], n["capture_hint"])
                            for n in eff.get("not_measured") or []))
 
@@ -689,7 +690,8 @@ def _topology(topo: dict | None) -> TopologyView | None:
         numa = topo["numa"]
         rows.append(TopologyRow(
             gpu=f"GPU{a}",
-            links=tuple(LinkCell(link, _link_speed(link)) for link in (links.get(f"GPU{b}", "X" if a == b else "?") for b in gpus)),
+            links=tuple(LinkCell(link, _link_speed(link))
+                        for link in (links.get(f"GPU{b}", "X" if a == b else "?") for b in gpus)),
             numa=("N/A" if numa[str(a)] is None else str(numa[str(a)])) if str(a) in numa else "",
             cpu_affinity=_text(topo["cpu_affinity"][str(a)]) if str(a) in topo["cpu_affinity"] else ""))
     return TopologyView(
@@ -704,14 +706,17 @@ def _topology(topo: dict | None) -> TopologyView | None:
 def _nccl(log: dict) -> NcclLogView:
     tests = log["tests"]
     return NcclLogView(
-        path=_text(log["path"]), library=_text(log["library"]), version=log["version"] or None, nccl_lines=count(log["nccl_lines"]),
-        communicators=tuple(CommunicatorView(_text(c["comm"]), _text(c["nranks"]), "?" if c["nnodes"] is None else str(c["nnodes"]),
-                                             _text(c["ranks_seen"]), _text(c["init_complete"]), ", ".join(map(str, c.get("cuda_devs") or [])))
+        path=_text(log["path"]), library=_text(log["library"]), version=log["version"] or None,
+        nccl_lines=count(log["nccl_lines"]),
+        communicators=tuple(CommunicatorView(_text(c["comm"]), _text(c["nranks"]),
+                                             "?" if c["nnodes"] is None else str(c["nnodes"]), _text(c["ranks_seen"]),
+                                             _text(c["init_complete"]), ", ".join(map(str, c.get("cuda_devs") or [])))
                             for c in log["communicators"]),
         transports=", ".join(f"{k} {n}" for k, n in log["transports"].items()),
         transports_dict=str(log["transports"]),  # as the Markdown page has always printed them
         gdrdma=_text(log["gdrdma_connections"]),
-        slow_paths=tuple(SlowPathView(_text(p["from_dev"]), _text(p["to_dev"]), _text(p["via"])) for p in log["intra_node_slow_paths"]),
+        slow_paths=tuple(SlowPathView(_text(hop["from_dev"]), _text(hop["to_dev"]), _text(hop["via"]))
+                         for hop in log["intra_node_slow_paths"]),
         warning_count=str(len(log["warnings"])),
         warnings=tuple(NcclWarningView(_text(w.get("time") or ""), _text(w["host"]), _text(w["pid"]), _text(w["cuda_dev"]),
                                        _text(w.get("location") or ""), _text(w["message"])) for w in log["warnings"]),
@@ -747,7 +752,8 @@ def serving_view(srv: dict | None) -> ServingView | None:
             parts.append(f"arrival {law['arrival_rate_rps']:g} req/s vs capacity {law['capacity_rps']:g} req/s")
         if law.get("in_system") is not None:
             parts.append(f"requests in the system L = {law['in_system']:g}"
-                         + (f" = throughput x time in system ({law['time_in_system_s']:g} s)" if law.get("time_in_system_s") else ""))
+                         + (f" = throughput x time in system ({law['time_in_system_s']:g} s)"
+                            if law.get("time_in_system_s") else ""))
         law_text = "Little's law (L = λ·W): " + "; ".join(parts) + f" — {law.get('source')}"
     sweep = [SweepRow(rate="inf" if isinstance(b.get("request_rate"), float) and b["request_rate"] == float("inf")
                       else _text(b.get("request_rate")),
@@ -758,7 +764,8 @@ def serving_view(srv: dict | None) -> ServingView | None:
     fit = srv.get("tpot_fit")
     stats = srv.get("stats")
     return ServingView(
-        captures=tuple(ServingCaptureView(_text(c["path"]), _text(c["kind"])) for c in srv["captures"]), engine=srv.get("engine") or None,
+        captures=tuple(ServingCaptureView(_text(c["path"]), _text(c["kind"])) for c in srv["captures"]),
+        engine=srv.get("engine") or None,
         version=srv.get("version") or None, config=tuple(f"{k}={value}" for k, value in (srv.get("config") or {}).items()),
         stats=StatsView(*(_text(stats[k]) for k in ("samples", "running_mean", "running_max", "waiting_mean", "waiting_max",
                                                     "waiting_share_pct", "kv_usage_p50", "kv_usage_max", "gen_tps_mean")))
@@ -769,7 +776,7 @@ def serving_view(srv: dict | None) -> ServingView | None:
              f"TPOT against the running batch: no model ({fit['rejected']}; {fit['points']} points, {fit['source']})")
         if fit else None,
         sweep=tuple(sweep[:30]),
-        replicas=tuple(ReplicaView(_text(r["replica"]), _text(r["running"]), _text(r["waiting"]), _text(r["kv_usage_pct"]))
+        replicas=tuple(ReplicaView(*(_text(r[k]) if k in r else "" for k in ("replica", "running", "waiting", "kv_usage_pct")))
                        for r in (srv.get("replicas") or [])[:32]),
         warnings=tuple(_text(w) for w in srv.get("warnings") or []))
 
