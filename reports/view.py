@@ -731,37 +731,6 @@ def serving_view(srv: dict | None) -> ServingView | None:
 
     if not srv:
         return None
-    rows = []
-    for metric, c in (srv.get("latency") or {}).get("client", {}).items():
-        if metric == "record":
-            continue
-        rows.append(LatencyRow(metric.upper(), "client (benchmark)", ms(c.get("median") or c.get("p50")), ms(c.get("p99")),
-                               ms(c.get("mean")), f"max {ms(c['max'])}" if c.get("max") else ""))
-    for metric, h in (srv.get("latency") or {}).get("server", {}).items():
-        def q(name, h=h):
-            x = h.get(name)
-            return "n/a" if not x else (">" if x["lower_bound"] else "") + ms(x["value_ms"])
-        res = [f"{k} ±{h[k]['resolution_ms']:g} ms" for k in ("p50", "p99") if h.get(k) and h[k].get("resolution_ms")]
-        rows.append(LatencyRow(metric.upper(), "server (/metrics histogram)", q("p50"), q("p99"), ms(h.get("mean_ms")),
-                               f"{h['count']:,.0f} requests; bucket resolution " + (", ".join(res) if res else "n/a")))
-    law = srv.get("littles_law") or {}
-    law_text = None
-    if law.get("arrival_rate_rps") is not None or law.get("in_system") is not None:
-        parts = []
-        if law.get("arrival_rate_rps") is not None:
-            parts.append(f"arrival {law['arrival_rate_rps']:g} req/s vs capacity {law['capacity_rps']:g} req/s")
-        if law.get("in_system") is not None:
-            parts.append(f"requests in the system L = {law['in_system']:g}"
-                         + (f" = throughput x time in system ({law['time_in_system_s']:g} s)"
-                            if law.get("time_in_system_s") else ""))
-        law_text = "Little's law (L = λ·W): " + "; ".join(parts) + f" — {law.get('source')}"
-    sweep = [SweepRow(rate="inf" if isinstance(b.get("request_rate"), float) and b["request_rate"] == float("inf")
-                      else _text(b.get("request_rate")),
-                      concurrency=None if b.get("max_concurrency") is None else _text(b["max_concurrency"]),
-                      throughput=fixed(b.get("request_throughput") or None, 2), ttft=ms(b.get("mean_ttft_ms")),
-                      tpot=ms(b.get("mean_tpot_ms")), itl_p99=ms(b.get("p99_itl_ms")), group=b.get("group") or "")
-             for b in srv.get("bench") or []]
-    fit = srv.get("tpot_fit")
     stats = srv.get("stats")
     return ServingView(
         captures=tuple(ServingCaptureView(_text(c["path"]), _text(c["kind"])) for c in srv["captures"]),
@@ -770,15 +739,59 @@ def serving_view(srv: dict | None) -> ServingView | None:
         stats=StatsView(*(_text(stats[k]) for k in ("samples", "running_mean", "running_max", "waiting_mean", "waiting_max",
                                                     "waiting_share_pct", "kv_usage_p50", "kv_usage_max", "gen_tps_mean")))
         if stats else None,
-        latency_rows=tuple(rows), slo=tuple(slo_text(c) for c in srv.get("slo_checks") or []), littles_law=law_text,
-        fit=((f"TPOT = {fit['a_ms']:.2f} ms + {fit['b_ms_per_seq']:.3f} ms x running (r² {fit['r2']:.2f}, "
-              f"{fit['points']} points, {fit['source']})") if fit.get("model", True) else
-             f"TPOT against the running batch: no model ({fit['rejected']}; {fit['points']} points, {fit['source']})")
-        if fit else None,
-        sweep=tuple(sweep[:30]),
+        latency_rows=_latency_rows(srv.get("latency") or {}), slo=tuple(slo_text(c) for c in srv.get("slo_checks") or []),
+        littles_law=_littles_law(srv.get("littles_law") or {}), fit=_tpot_fit(srv.get("tpot_fit")),
+        sweep=tuple(_sweep_row(point) for point in (srv.get("bench") or [])[:30]),
         replicas=tuple(ReplicaView(*(_text(r[k]) if k in r else "" for k in ("replica", "running", "waiting", "kv_usage_pct")))
                        for r in (srv.get("replicas") or [])[:32]),
         warnings=tuple(_text(w) for w in srv.get("warnings") or []))
+
+
+def _latency_rows(latency: dict) -> tuple[LatencyRow, ...]:
+    """The client benchmark's percentiles, then the server's /metrics histograms (``>`` a lower bound)."""
+    rows = []
+    for metric, c in latency.get("client", {}).items():
+        if metric == "record":
+            continue
+        rows.append(LatencyRow(metric.upper(), "client (benchmark)", ms(c.get("median") or c.get("p50")), ms(c.get("p99")),
+                               ms(c.get("mean")), f"max {ms(c['max'])}" if c.get("max") else ""))
+    for metric, h in latency.get("server", {}).items():
+        def q(name, h=h):
+            x = h.get(name)
+            return "n/a" if not x else (">" if x["lower_bound"] else "") + ms(x["value_ms"])
+        res = [f"{k} ±{h[k]['resolution_ms']:g} ms" for k in ("p50", "p99") if h.get(k) and h[k].get("resolution_ms")]
+        rows.append(LatencyRow(metric.upper(), "server (/metrics histogram)", q("p50"), q("p99"), ms(h.get("mean_ms")),
+                               f"{h['count']:,.0f} requests; bucket resolution " + (", ".join(res) if res else "n/a")))
+    return tuple(rows)
+
+
+def _littles_law(law: dict) -> str | None:
+    """Little's law on the serving figures: arrival rate against capacity, requests in the system."""
+    parts = []
+    if law.get("arrival_rate_rps") is not None:
+        parts.append(f"arrival {law['arrival_rate_rps']:g} req/s vs capacity {law['capacity_rps']:g} req/s")
+    if law.get("in_system") is not None:
+        parts.append(f"requests in the system L = {law['in_system']:g}"
+                     + (f" = throughput x time in system ({law['time_in_system_s']:g} s)" if law.get("time_in_system_s") else ""))
+    return "Little's law (L = λ·W): " + "; ".join(parts) + f" — {law.get('source')}" if parts else None
+
+
+def _tpot_fit(fit: dict | None) -> str | None:
+    """TPOT against the running batch: the line fitted, or why there is none."""
+    if not fit:
+        return None
+    if fit.get("model", True):
+        return (f"TPOT = {fit['a_ms']:.2f} ms + {fit['b_ms_per_seq']:.3f} ms x running (r² {fit['r2']:.2f}, "
+                f"{fit['points']} points, {fit['source']})")
+    return f"TPOT against the running batch: no model ({fit['rejected']}; {fit['points']} points, {fit['source']})"
+
+
+def _sweep_row(point: dict) -> SweepRow:
+    rate = point.get("request_rate")
+    return SweepRow(rate="inf" if isinstance(rate, float) and rate == float("inf") else _text(rate),
+                    concurrency=None if point.get("max_concurrency") is None else _text(point["max_concurrency"]),
+                    throughput=fixed(point.get("request_throughput") or None, 2), ttft=ms(point.get("mean_ttft_ms")),
+                    tpot=ms(point.get("mean_tpot_ms")), itl_p99=ms(point.get("p99_itl_ms")), group=point.get("group") or "")
 
 
 def _host_profile(profile: dict | None) -> HostProfileView | None:
