@@ -7,13 +7,15 @@ inserted unescaped, and they come from matplotlib, which escapes its text.
 
 from __future__ import annotations
 
+import functools
+import html
+
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from tracetriage.reports import perfetto_view
 from tracetriage.reports.charts import all_charts, serving_charts
 from tracetriage.reports.roofline import roofline_chart
-from tracetriage.reports.view import build_view, fmt_ns
+from tracetriage.reports.view import fmt_ns, report_view
 
 
 def environment() -> Environment:
@@ -42,11 +44,31 @@ def _compiled_templates():
     return FileSystemBytecodeCache(str(store.templates_dir()))
 
 
-def render_html(analysis) -> str:
-    view = build_view(analysis.data)
+def render_html(analysis, view=None) -> str:
+    """The HTML report: the ReportView (``view`` when the caller built it already) and the charts, drawn
+    from the analysis's series."""
     charts = [(name, Markup(svg)) for name, svg in all_charts(analysis)]
     extra = [(name, Markup(svg)) for name, svg in serving_charts(analysis)]
     roof = roofline_chart(analysis.data.get("efficiency"))
-    return environment().get_template("report.html.j2").render(v=view, charts=charts, serving_charts=extra,
-                                                                px=perfetto_view.view(analysis),
-                                                                roofline=Markup(roof) if roof else None)
+    return environment().get_template("report.html.j2").render(v=view or report_view(analysis), charts=charts,
+                                                                serving_charts=extra, roofline=Markup(roof) if roof else None)
+
+
+def _escape_as_html_escape(value):
+    """Every value of the card escaped as :func:`html.escape` escapes (``&#x27;`` for a quote): the
+    entities the card has always written. Markup (already safe) passes as it is."""
+    return value if isinstance(value, Markup) else Markup(html.escape(str(value)))
+
+
+@functools.cache
+def _card_environment() -> Environment:
+    return Environment(loader=PackageLoader("tracetriage.reports", "templates"), autoescape=True,
+                       finalize=_escape_as_html_escape)
+
+
+def render_card(analysis, view=None) -> str:
+    """The notebook card (``Analysis._repr_html_``): headline, then each finding's title, axis, severity
+    and impact, then what was not measured; every string escaped."""
+    from tracetriage.reports.view import report_view
+
+    return _card_environment().get_template("card.html.j2").render(v=view or report_view(analysis))

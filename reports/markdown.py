@@ -1,12 +1,12 @@
-"""Markdown for pasting into a ticket. Untrusted strings are escaped for Markdown."""
+"""Markdown for pasting into a ticket: templates/report.md.j2 laid out from the ReportView. Untrusted
+strings are escaped for Markdown (the ``md`` filter)."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 from jinja2 import Environment, PackageLoader
-
-from tracetriage.reports.view import build_view, fmt_ns
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]!|<>~$&])")
 
@@ -17,11 +17,17 @@ def md_escape(value) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
-def render_markdown(analysis) -> str:
+@functools.cache
+def environment() -> Environment:
+    """The Markdown templates' environment: no HTML escaping (the ``md`` filter escapes), no blank lines from block tags."""
     env = Environment(loader=PackageLoader("tracetriage.reports", "templates"), autoescape=False,
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["md"] = md_escape
-    env.filters["ns"] = fmt_ns
-    from tracetriage.reports import perfetto_view
+    return env
 
-    return env.get_template("report.md.j2").render(v=build_view(analysis.data), px=perfetto_view.view(analysis))
+
+def render_markdown(analysis, view=None) -> str:
+    """The Markdown report; ``view`` is the analysis's ReportView when the caller built it already."""
+    from tracetriage.reports.view import report_view
+
+    return environment().get_template("report.md.j2").render(v=view or report_view(analysis))

@@ -1,11 +1,16 @@
-"""Formatting shared by the text, Markdown and HTML views (numbers -> display strings).
+"""The view of one Analysis: every figure and phrase a report shows, formatted once.
 
-Views only format; every number comes from the Analysis data (the JSON contract).
+:func:`report_view` builds a :class:`ReportView` from the Analysis (its JSON contract ``data``
+and its ``series``) once; the text, Markdown and HTML reports and the notebook card are
+templates that lay it out (reports/templates/) and compute nothing. A figure is formatted here,
+in one place, whatever format shows it; a field a format leaves out is listed, with the reason,
+in tests/test_view_parity.py. ``None`` is a figure that was not measured: each format prints its
+own placeholder (``-`` in text, ``–`` in tables of the pages).
 """
 
 from __future__ import annotations
 
-import copy
+from dataclasses import dataclass
 
 from tracetriage.analyzers.evidence import ms, nbytes, pct, plural
 from tracetriage.captured import capture_start_utc
@@ -48,112 +53,766 @@ def fmt_num(x) -> str:
     return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.1f}"
 
 
-def build_view(data: dict) -> dict:
-    v = copy.deepcopy(data)
-    if v.get("window"):
-        v["window"]["duration"] = fmt_ns(v["window"]["duration_ns"])
-        v["window"]["warmup_text"] = plural(v["window"].get("warmup_steps_excluded") or 0, "warm-up step")
-        setup = v["window"].get("setup_excluded_ns") or 0
-        v["window"]["setup"] = f"; {fmt_ns(setup)} of set-up before the first kernel excluded" if setup else ""
-        cause = v["window"].get("setup_cause")
-        if setup and cause:
-            v["window"]["setup"] = (f"; {fmt_ns(setup)} of set-up before the work excluded: the host was in {cause['call']}"
-                                    + (f" ({cause['caller']})" if cause.get("caller") else ""))
-    for d in v.get("devices", []):
-        d["gap_p50"] = fmt_ns(d["gaps"]["p50_ns"])
-        d["gap_p99"] = fmt_ns(d["gaps"]["p99_ns"])
-        d["gap_max"] = fmt_ns(d["gaps"]["max_ns"])
-        d["busy"] = fmt_ns(d["busy_ns"])
-        w = d["window_ns"] or 1
-        parts = [(c, n) for c, n in d["gaps"]["by_cause"].items() if n]
-        acc = d.get("accounting") or {"slices_pct": {}, "claims_pct": {}}
-        claims = sorted(acc["claims_pct"].items(), key=lambda x: -x[1])
-        claimed = sum(x for _, x in claims)
-        busy = {k: acc["slices_pct"].get(k, 0.0) for k in ("compute", "collective", "copy")}
-        d["compute_pct"] = busy["compute"] + busy["collective"]  # kernels, collectives included
-        d["copy_only_pct"] = busy["copy"]
-        d["claims"] = [{"id": k, "pct": x, "color": finding_color(k)} for k, x in claims]
-        d["unclaimed_pct"] = max(0.0, 100.0 - claimed)
-        d["accounting_text"] = ", ".join(
-            [f"{k} {pct(x)}" for k, x in claims]
-            + [f"unclaimed {pct(max(0.0, 100.0 - claimed))} (compute {pct(busy['compute'] + busy['collective'])}"
-               + (f" of which collectives {pct(busy['collective'])}" if busy["collective"] else "")
-               + f", copies {pct(busy['copy'])} of the window in all)"])  # compute = kernels, collectives included: one definition
-        d["causes_text"] = ", ".join(f"{c} {100 * n / w:.1f}%" for c, n in sorted(parts, key=lambda x: -x[1])) or "-"
-    for p in v.get("processes", []):
-        p["step_p50"] = fmt_ns(p["steps"]["p50_ns"])
-        p["step_p99"] = fmt_ns(p["steps"]["p99_ns"])
-        p["step_max"] = fmt_ns(p["steps"]["max_ns"])
-        p["lps"] = fmt_num(p["launches_per_step"])
-        p["gps"] = fmt_num(p["graph_launches_per_step"])
-        p["sps"] = fmt_num(p["syncs_per_step"])
-    for k in v.get("kernels", []):
-        k["mean"] = fmt_ns(k["mean_ns"])
-        k["median"] = fmt_ns(k["median_ns"])
-        k["total"] = fmt_ns(k["total_ns"])
-        k["short_name"] = short_middle(k["name"])
-    v.setdefault("skipped", [])
-    v["copies_text"] = copies_text(v.get("copies"), v.get("devices"))
-    v["captured_utc"] = capture_start_utc(v)
-    v["header"] = header_view(v)
-    for f in v.get("findings", []):
-        f["color"] = finding_color(f["id"])
-    v["cause_labels"] = CAUSE_LABELS
-    columns: dict[str, str] = {}  # the findings that claim a slice somewhere, in the order of their first claim
-    for d in v.get("devices", []):
-        for c in d["claims"]:
-            columns.setdefault(c["id"], c["color"])
-    v["claim_columns"] = [{"id": k, "color": c} for k, c in columns.items()]
-    for d in v.get("devices", []):
-        mine = {c["id"]: c["pct"] for c in d["claims"]}
-        d["claim_cells"] = [mine.get(k) for k in columns]
-    v["serving_view"] = serving_view(v.get("serving"))
-    return v
+def fixed(x, decimals: int) -> str | None:
+    """A number to a fixed count of decimals (``12.3``); None when it was not measured."""
+    return None if x is None else f"{x:.{decimals}f}"
 
 
-def serving_view(srv: dict | None) -> dict | None:
-    """Rows of the serving section: latency percentiles (client and server side), Little's law, the sweep,
+def count(n) -> str:
+    """A count with thousands separators: ``12,345``."""
+    return f"{n:,}"
+
+
+def _text(x) -> str:
+    """A value from the contract as the reports print it (``None`` as ``None``)."""
+    return str(x)
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderView:
+    """What the page is about: the inputs by name, the device(s), the capture's date."""
+    inputs: str
+    devices: str
+    captured: str
+
+
+@dataclass(frozen=True, slots=True)
+class WindowView:
+    """The analysis window: its length, how it was chosen, what was excluded before it."""
+    duration: str
+    source: str
+    warmup: str
+    setup: str
+
+
+@dataclass(frozen=True, slots=True)
+class PerfettoView:
+    """The Perfetto export written in this run (None when none was)."""
+    file: str
+    mode: str
+    left_out: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceView:
+    """One device's row: busy, compute and copy-only shares of its window (%), idle gaps, collectives,
+    its window accounting (each finding's claim, % of the window)."""
+    id: str
+    name: str
+    busy_pct: str
+    compute_pct: str
+    copy_only_pct: str
+    gaps: str
+    gap_p50: str
+    gap_p99: str
+    gap_max: str
+    collective_pct: str
+    exposed_pct: str
+    idle_by_cause: str
+    accounting: str
+    claim_cells: tuple[str | None, ...]
+    unclaimed_pct: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimColumn:
+    """A finding that claims a slice of some device's window, with its colour on the charts."""
+    id: str
+    color: str
+
+
+@dataclass(frozen=True, slots=True)
+class GapView:
+    """One of the longest idle gaps: where it starts from the window start, its length, the host's state."""
+    device: str
+    start: str
+    length: str
+    host: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessView:
+    """One process's step times and host calls per step (medians over steady-state steps)."""
+    pid: str
+    name: str
+    steps: str
+    step_source: str
+    step_range: str | None
+    step_p50: str
+    step_p99: str
+    step_max: str
+    launches: str
+    graph_launches: str
+    syncs: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClassView:
+    """One kernel class against the roofline."""
+    name: str
+    time: str
+    tflops: str | None
+    gbps: str | None
+    intensity: str | None
+    bound: str | None
+    pct_of_roofline: str | None
+    measured_pct: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class OpView:
+    """One operator (shapes measured) against the roofline."""
+    name: str
+    input_dims: str
+    dtype: str
+    calls: str
+    time: str
+    tflops: str | None
+    gbps: str | None
+    pct_of_roofline: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeFloorView:
+    """The bytes a decode step reads, the time they take at the datasheet bandwidth, the measured step."""
+    gb_per_step: str
+    floor: str
+    measured: str
+    pct_of_floor: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class NotMeasuredView:
+    """A kernel class whose efficiency was not measured, and how to capture it."""
+    what: str
+    share_pct: str | None
+    reason: str
+    capture_hint: str
+
+
+@dataclass(frozen=True, slots=True)
+class EfficiencyView:
+    """Efficiency against the roofline: the device (``model`` None when it is not in the device table)."""
+    model: str | None
+    peaks_source: str | None
+    device_name: str | None
+    dominant_class: str | None
+    classes: tuple[ClassView, ...]
+    top_ops: tuple[OpView, ...]
+    decode_floor: DecodeFloorView | None
+    not_measured: tuple[NotMeasuredView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FindingView:
+    """One finding, numbered in rank order; ``timeline`` says where the Perfetto export shows it."""
+    number: str
+    id: str
+    severity: str
+    axis: str
+    title: str
+    falsified: bool
+    impact_pct: str
+    impact_denominator: str
+    evidence: tuple[str, ...]
+    timeline: str | None
+    mechanism: str
+    fix: str
+    confirm: str
+    falsifier: str
+    color: str
+
+
+@dataclass(frozen=True, slots=True)
+class LinkCell:
+    """One cell of the GPU-to-GPU link matrix; ``speed`` is ``fast``, ``slow`` or empty."""
+    link: str
+    speed: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRow:
+    """One GPU of the topology matrix: its links to every GPU, its NUMA node, its CPU affinity."""
+    gpu: str
+    links: tuple[LinkCell, ...]
+    numa: str
+    cpu_affinity: str
+
+
+@dataclass(frozen=True, slots=True)
+class CrossingGroupView:
+    """A process group and the NVLink islands it spans."""
+    group: str
+    islands_spanned: str
+    worst_link: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyView:
+    """The node's topology: GPUs, NICs, NVLink/fabric islands, the recommended layout."""
+    path: str
+    gpu_labels: tuple[str, ...]
+    gpus: str
+    nics: str
+    islands: str
+    island_list: tuple[str, ...]
+    numa: str
+    crossing_groups: tuple[CrossingGroupView, ...]
+    recommendation: str | None
+    rows: tuple[TopologyRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CommunicatorView:
+    """One NCCL communicator as its log shows it (``nodes`` ``?`` where it was not logged)."""
+    comm: str
+    ranks: str
+    nodes: str
+    ranks_seen: str
+    init_complete: str
+    cuda_devs: str
+
+
+@dataclass(frozen=True, slots=True)
+class SlowPathView:
+    """An intra-node hop that goes through the host."""
+    from_dev: str
+    to_dev: str
+    via: str
+
+
+@dataclass(frozen=True, slots=True)
+class NcclWarningView:
+    """One WARN line of an NCCL log."""
+    time: str
+    host: str
+    pid: str
+    cuda_dev: str
+    location: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class NcclTestsView:
+    """The nccl-tests table of a log: message sizes, ranks, bus bandwidth (GB/s; ``avg_measured`` false when
+    the log gives no average)."""
+    name: str
+    sizes: str
+    ranks: str
+    max_busbw: str
+    avg_busbw: str
+    avg_measured: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NcclLogView:
+    """One NCCL log: library and version, communicators, transports per hop, slow hops, WARN lines."""
+    path: str
+    library: str
+    version: str | None
+    nccl_lines: str
+    communicators: tuple[CommunicatorView, ...]
+    transports: str
+    transports_dict: str
+    gdrdma: str
+    slow_paths: tuple[SlowPathView, ...]
+    warning_count: str
+    warnings: tuple[NcclWarningView, ...]
+    tests: NcclTestsView | None
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyRow:
+    """One latency metric at one side (client benchmark or server histogram)."""
+    metric: str
+    side: str
+    p50: str
+    p99: str
+    mean: str
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class SweepRow:
+    """One point of a benchmark sweep (``concurrency`` None: no concurrency cap)."""
+    rate: str
+    concurrency: str | None
+    throughput: str | None
+    ttft: str
+    tpot: str
+    itl_p99: str
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class StatsView:
+    """The engine's periodic stats lines, summarized."""
+    samples: str
+    running_mean: str
+    running_max: str
+    waiting_mean: str
+    waiting_max: str
+    waiting_share_pct: str
+    kv_usage_p50: str
+    kv_usage_max: str
+    gen_tps_mean: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaView:
+    """One replica's scheduler state."""
+    replica: str
+    running: str
+    waiting: str
+    kv_usage_pct: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServingCaptureView:
+    """One capture of the serving engine (a log, a /metrics scrape, a benchmark result) and its kind."""
+    path: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServingView:
+    """The serving engine: its captures, version and config, stats, latency percentiles (client and server
+    side), each --slo budget checked, Little's law, the TPOT fit, the sweep, the replicas."""
+    captures: tuple[ServingCaptureView, ...]
+    engine: str | None
+    version: str | None
+    config: tuple[str, ...]
+    stats: StatsView | None
+    latency_rows: tuple[LatencyRow, ...]
+    slo: tuple[str, ...]
+    littles_law: str | None
+    fit: str | None
+    sweep: tuple[SweepRow, ...]
+    replicas: tuple[ReplicaView, ...]
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadView:
+    """One thread of a py-spy dump: its innermost frame and that frame's caller."""
+    pid: str
+    process: str
+    thread: str
+    state: str
+    frame: str
+    caller: str
+
+
+@dataclass(frozen=True, slots=True)
+class HotFrameView:
+    """A frame of the py-spy profile: inclusive and own share of the non-idle samples (%)."""
+    frame: str
+    share_pct: str
+    self_pct: str
+    calls_sync: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileCaptureView:
+    """One py-spy capture."""
+    path: str
+    format: str
+    threads: str
+    idle_threads: str
+
+
+@dataclass(frozen=True, slots=True)
+class HostProfileView:
+    """The host profile (py-spy): samples, captures, the threads of a dump."""
+    samples: str
+    idle_samples: str
+    captures: tuple[ProfileCaptureView, ...]
+    snapshot_summary: str | None
+    threads: tuple[ThreadView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AbstentionView:
+    """An analysis that did not have the data it needed, and how to capture it."""
+    analysis: str
+    scope: str
+    reason: str
+    capture_hint: str
+
+
+@dataclass(frozen=True, slots=True)
+class KernelView:
+    """One kernel name: count, total, mean and median time, share of the window's kernel time (%)."""
+    name: str
+    short_name: str
+    count: str
+    total: str
+    mean: str
+    median: str
+    share_pct: str
+
+
+@dataclass(frozen=True, slots=True)
+class InputView:
+    """One input file: its kind and version, what was read from it, its warnings."""
+    path: str
+    kind: str
+    version: str | None
+    counts: str
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedView:
+    """A file of the case that was not read, and why."""
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReportView:
+    """Everything a report of one Analysis shows, in the order the text report shows it."""
+    tool_version: str
+    schema: str
+    header: HeaderView
+    headline: str
+    headline_by_axis: tuple[tuple[str, str], ...]
+    symptom: str | None
+    perfetto: PerfettoView | None
+    window: WindowView | None
+    inputs: tuple[InputView, ...]
+    skipped: tuple[SkippedView, ...]
+    devices: tuple[DeviceView, ...]
+    claim_columns: tuple[ClaimColumn, ...]
+    longest_gaps: tuple[GapView, ...]
+    longest_gaps_scope: str
+    gap_histogram: str | None
+    copies: str | None
+    collective_skew: str | None
+    processes: tuple[ProcessView, ...]
+    efficiency: EfficiencyView | None
+    findings: tuple[FindingView, ...]
+    topology: TopologyView | None
+    nccl: tuple[NcclLogView, ...]
+    serving: ServingView | None
+    host_profile: HostProfileView | None
+    hot_frames: tuple[HotFrameView, ...]
+    abstentions: tuple[AbstentionView, ...]
+    kernels: tuple[KernelView, ...]
+
+
+def report_view(analysis) -> ReportView:
+    """The view of one Analysis, built once for every format."""
+    from tracetriage.reports import perfetto_view
+
+    data = analysis.data
+    exported = (analysis.series or {}).get("perfetto_export")
+    devices = data.get("devices") or []
+    claim_columns: dict[str, str] = {}  # the findings that claim a slice somewhere, in the order of their first claim
+    for device in devices:
+        for finding_id, _ in _claims(device):
+            claim_columns.setdefault(finding_id, finding_color(finding_id))
+    hints = perfetto_view.view(analysis)["hints"]
+    return ReportView(
+        tool_version=_text(data.get("tool_version")), schema=_text(data.get("schema")), header=_header(data),
+        headline=data["headline"], headline_by_axis=tuple((data.get("headline_by_axis") or {}).items()),
+        symptom=data.get("symptom") or None,
+        perfetto=PerfettoView(exported["path"], exported["mode"], exported["left_out_text"]) if exported else None,
+        window=_window(data.get("window")),
+        inputs=tuple(_input(i) for i in data.get("inputs") or []),
+        skipped=tuple(SkippedView(s["path"], s["reason"]) for s in data.get("skipped") or []),
+        devices=tuple(_device(device, list(claim_columns)) for device in devices),
+        claim_columns=tuple(ClaimColumn(k, color) for k, color in claim_columns.items()),
+        longest_gaps=_longest_gaps(devices, data.get("window")),
+        longest_gaps_scope=f" (first two devices of {len(devices)})" if len(devices) > 2 else "",
+        gap_histogram=(f"Gap lengths on {devices[0]['id']}: "
+                       + ", ".join(f"{k} {count(n)}" for k, n in devices[0]["gaps"]["histogram"].items())) if devices else None,
+        copies=copies_text(data.get("copies"), devices),
+        collective_skew=_skew(data.get("collective_skew")),
+        processes=tuple(_process(process) for process in data.get("processes") or []),
+        efficiency=_efficiency(data.get("efficiency")),
+        findings=tuple(_finding(n, finding, hints.get(finding["id"])) for n, finding in enumerate(data.get("findings") or [], 1)),
+        topology=_topology(data.get("topology")),
+        nccl=tuple(_nccl(log) for log in data.get("nccl") or []),
+        serving=serving_view(data.get("serving")),
+        host_profile=_host_profile(data.get("host_profile")),
+        hot_frames=tuple(HotFrameView(_text(f["frame"]), fixed(f["share_pct"], 1), fixed(f["self_pct"], 1), bool(f["calls_sync"]))
+                         for f in data.get("hot_frames") or []),
+        abstentions=tuple(AbstentionView(a["analysis"], a["scope"], a["reason"], a["capture_hint"])
+                          for a in data.get("abstentions") or []),
+        kernels=tuple(KernelView(k["name"], short_middle(k["name"]), count(k["count"]), fmt_ns(k["total_ns"]),
+                                 fmt_ns(k["mean_ns"]), fmt_ns(k["median_ns"]), fixed(k["share_pct"], 1))
+                      for k in data.get("kernels") or []),
+    )
+
+
+def _header(data: dict) -> HeaderView:
+    """What the page is about, before any number: the inputs by name, the capture's date when
+    the capture records one, and the device(s)."""
+    paths = [str(i.get("path") or "") for i in data.get("inputs") or []]
+    parents = {p.rsplit("/", 1)[0] if "/" in p else "" for p in paths}
+    if len(parents) == 1 and len(paths) > 1 and next(iter(parents)):  # one bundle: its folder, then the files
+        names = [f"{next(iter(parents))}/ ({', '.join(p.rsplit('/', 1)[-1] for p in paths)})"]
+    else:
+        names = paths
+    eff = data.get("efficiency") or {}
+    known = (eff.get("device") or {}).get("model")  # matched by its properties when the name is blank
+    devices: dict[str, int] = {}
+    for device in data.get("devices") or []:
+        key = device.get("name") or "unknown GPU"
+        if key == "unknown GPU" and known and device.get("trace") == eff.get("trace"):
+            key = f"{known} (by its properties: the capture names no device)"
+        devices[key] = devices.get(key, 0) + 1
+    return HeaderView(inputs=", ".join(names), devices=", ".join(f"{n} x {k}" if n > 1 else k for k, n in devices.items()),
+                      captured=capture_start_utc(data) or "at a time the capture does not record")
+
+
+def _window(window: dict | None) -> WindowView | None:
+    if not window:
+        return None
+    setup = window.get("setup_excluded_ns") or 0
+    setup_text = f"; {fmt_ns(setup)} of set-up before the first kernel excluded" if setup else ""
+    cause = window.get("setup_cause")
+    if setup and cause:
+        setup_text = (f"; {fmt_ns(setup)} of set-up before the work excluded: the host was in {cause['call']}"
+                      + (f" ({cause['caller']})" if cause.get("caller") else ""))
+    return WindowView(duration=fmt_ns(window["duration_ns"]), source=window["source"],
+                      warmup=plural(window.get("warmup_steps_excluded") or 0, "warm-up step"), setup=setup_text)
+
+
+def _input(entry: dict) -> InputView:
+    return InputView(path=entry["path"], kind=entry["kind"], version=_text(entry["version"]) if entry.get("version") else None,
+                     counts=", ".join(f"{k} {count(n)}" for k, n in (entry.get("counts") or {}).items()),
+                     warnings=tuple(entry.get("warnings") or ()))
+
+
+def _claims(device: dict) -> list[tuple[str, float]]:
+    """The findings' claims on a device's window (% of it), largest first."""
+    accounting = device.get("accounting") or {"claims_pct": {}}
+    return sorted(accounting["claims_pct"].items(), key=lambda x: -x[1])
+
+
+def _device(device: dict, claim_columns: list[str]) -> DeviceView:
+    window = device["window_ns"] or 1
+    causes = [(c, n) for c, n in device["gaps"]["by_cause"].items() if n]
+    slices = (device.get("accounting") or {}).get("slices_pct") or {}
+    claims = _claims(device)
+    busy = {k: slices.get(k, 0.0) for k in ("compute", "collective", "copy")}
+    compute = busy["compute"] + busy["collective"]  # kernels, collectives included: one definition
+    unclaimed = max(0.0, 100.0 - sum(x for _, x in claims))
+    accounting = ", ".join(
+        [f"{k} {pct(x)}" for k, x in claims]
+        + [f"unclaimed {pct(unclaimed)} (compute {pct(compute)}"
+           + (f" of which collectives {pct(busy['collective'])}" if busy["collective"] else "")
+           + f", copies {pct(busy['copy'])} of the window in all)"])
+    mine = dict(claims)
+    return DeviceView(
+        id=device["id"], name=_text(device["name"]), busy_pct=fixed(device["busy_pct"], 1), compute_pct=fixed(compute, 1),
+        copy_only_pct=fixed(busy["copy"], 1), gaps=count(device["gaps"]["count"]), gap_p50=fmt_ns(device["gaps"]["p50_ns"]),
+        gap_p99=fmt_ns(device["gaps"]["p99_ns"]), gap_max=fmt_ns(device["gaps"]["max_ns"]),
+        collective_pct=fixed(device["collective_share_pct"], 1), exposed_pct=fixed(device.get("collective_exposed_pct"), 1),
+        idle_by_cause=", ".join(f"{c} {100 * n / window:.1f}%" for c, n in sorted(causes, key=lambda x: -x[1])) or "-",
+        accounting=accounting, claim_cells=tuple(fixed(mine.get(k), 1) for k in claim_columns), unclaimed_pct=fixed(unclaimed, 1))
+
+
+def _longest_gaps(devices: list[dict], window: dict | None) -> tuple[GapView, ...]:
+    """The five longest idle gaps of each of the first two devices."""
+    start = (window or {}).get("start_ns") or 0
+    return tuple(GapView(device["id"], fmt_ns(gap["start_ns"] - start), fmt_ns(gap["length_ns"]),
+                         CAUSE_LABELS.get(gap["cause"], gap["cause"]))
+                 for device in devices[:2] for gap in (device["gaps"].get("top") or [])[:5])
+
+
+def _skew(skew: dict | None) -> str | None:
+    """How far apart the ranks start the same collective."""
+    if not skew:
+        return None
+    if skew.get("matched"):
+        return (f"{skew['matched']} collectives matched, start spread p50 {fmt_ns(skew['p50_ns'])}, "
+                f"max {fmt_ns(skew['max_ns'])}")
+    return f"not measured ({skew.get('reason')})"
+
+
+def _process(process: dict) -> ProcessView:
+    steps = process["steps"]
+    return ProcessView(pid=_text(process["pid"]), name=_text(process["name"]), steps=_text(steps["count"]),
+                       step_source=_text(steps["source"]), step_range=steps.get("range_name") or None,
+                       step_p50=fmt_ns(steps["p50_ns"]), step_p99=fmt_ns(steps["p99_ns"]), step_max=fmt_ns(steps["max_ns"]),
+                       launches=fmt_num(process["launches_per_step"]), graph_launches=fmt_num(process["graph_launches_per_step"]),
+                       syncs=fmt_num(process["syncs_per_step"]))
+
+
+def _efficiency(eff: dict | None) -> EfficiencyView | None:
+    if not eff:
+        return None
+    floor = eff.get("decode_floor")
+    return EfficiencyView(
+        model=_text(eff["device"]["model"]) if eff.get("device") else None,
+        peaks_source=_text(eff["device"].get("source")) if eff.get("device") else None,
+        device_name=eff.get("device_name") or None, dominant_class=eff.get("dominant_class") or None,
+        classes=tuple(ClassView(c["class"], fmt_ns(c["time_ns"]), fixed(c["achieved_tflops"], 1), fixed(c["achieved_gbps"], 0),
+                                fixed(c["intensity"], 2), c["bound"] or None, fixed(c["pct_of_roofline"], 0),
+                                fixed(c.get("measured_share_pct"), 0)) for c in eff.get("classes") or []),
+        top_ops=tuple(OpView(_text(o["name"]), str([x for x in o["input_dims"] if x]), _text(o["dtype"]), count(o["count"]),
+                             fmt_ns(o["time_ns"]), fixed(o["achieved_tflops"], 1), fixed(o["achieved_gbps"], 0),
+                             fixed(o["pct_of_roofline"], 0)) for o in eff.get("top_ops") or []),
+        decode_floor=DecodeFloorView(fixed(floor["bytes_per_step"] / 1e9, 2), fmt_ns(floor["floor_ns"]),
+                                     fmt_ns(floor["measured_ns"]), fixed(floor["pct_of_floor"], 0),
+                                     _text(floor.get("source"))) if floor else None,
+        not_measured=tuple(NotMeasuredView(n["what"], fixed(n.get("share_pct"), 0), n["reason"], n["capture_hint"])
+                           for n in eff.get("not_measured") or []))
+
+
+def _finding(number: int, finding: dict, timeline: str | None) -> FindingView:
+    return FindingView(
+        number=str(number), id=finding["id"], severity=finding["severity"], axis=finding["axis"], title=finding["title"],
+        falsified=bool(finding.get("falsified")), impact_pct=fixed(finding["impact_pct"], 1),
+        impact_denominator=_text(finding["impact_denominator"]), evidence=tuple(e["text"] for e in finding["evidence"]),
+        timeline=timeline, mechanism=finding["mechanism"], fix=finding["fix"], confirm=finding["confirm"],
+        falsifier=finding["falsifier"], color=finding_color(finding["id"]))
+
+
+def _link_speed(link: str) -> str:
+    """``fast`` for NVLink and fabric links, ``slow`` for hops through the host."""
+    if link.startswith("NV") or link in ("XGMI", "MX"):
+        return "fast"
+    return "slow" if link in ("SYS", "NODE", "PHB") else ""
+
+
+def _topology(topo: dict | None) -> TopologyView | None:
+    if not topo:
+        return None
+    gpus = topo["gpus"]
+    rows = []
+    for a in gpus:
+        links = topo["links"][f"GPU{a}"]
+        numa = topo["numa"]
+        rows.append(TopologyRow(
+            gpu=f"GPU{a}",
+            links=tuple(LinkCell(link, _link_speed(link))
+                        for link in (links.get(f"GPU{b}", "X" if a == b else "?") for b in gpus)),
+            numa=("N/A" if numa[str(a)] is None else str(numa[str(a)])) if str(a) in numa else "",
+            cpu_affinity=_text(topo["cpu_affinity"][str(a)]) if str(a) in topo["cpu_affinity"] else ""))
+    return TopologyView(
+        path=_text(topo["path"]), gpu_labels=tuple(f"GPU{g}" for g in gpus), gpus=plural(len(gpus), "GPU"),
+        nics=plural(topo["nics"], "NIC"), islands=str(topo["islands"]), island_list=tuple(str(i) for i in topo["islands"]),
+        numa=", ".join(f"GPU{g}:{n}" for g, n in topo["numa"].items()),
+        crossing_groups=tuple(CrossingGroupView(_text(g["group"]), _text(g["islands_spanned"]), _text(g["worst_link"]))
+                              for g in topo["crossing_groups"]),
+        recommendation=topo.get("recommendation") or None, rows=tuple(rows))
+
+
+def _nccl(log: dict) -> NcclLogView:
+    tests = log["tests"]
+    return NcclLogView(
+        path=_text(log["path"]), library=_text(log["library"]), version=log["version"] or None,
+        nccl_lines=count(log["nccl_lines"]),
+        communicators=tuple(CommunicatorView(_text(c["comm"]), _text(c["nranks"]),
+                                             "?" if c["nnodes"] is None else str(c["nnodes"]), _text(c["ranks_seen"]),
+                                             _text(c["init_complete"]), ", ".join(map(str, c.get("cuda_devs") or [])))
+                            for c in log["communicators"]),
+        transports=", ".join(f"{k} {n}" for k, n in log["transports"].items()),
+        transports_dict=str(log["transports"]),  # as the Markdown page has always printed them
+        gdrdma=_text(log["gdrdma_connections"]),
+        slow_paths=tuple(SlowPathView(_text(hop["from_dev"]), _text(hop["to_dev"]), _text(hop["via"]))
+                         for hop in log["intra_node_slow_paths"]),
+        warning_count=str(len(log["warnings"])),
+        warnings=tuple(NcclWarningView(_text(w.get("time") or ""), _text(w["host"]), _text(w["pid"]), _text(w["cuda_dev"]),
+                                       _text(w.get("location") or ""), _text(w["message"])) for w in log["warnings"]),
+        tests=NcclTestsView(_text(tests["name"] or ""), _text(tests["rows"]), _text(tests["ranks"]), _text(tests["max_busbw"]),
+                            _text(tests["avg_busbw"]), bool(tests["avg_busbw"])) if tests["rows"] else None)
+
+
+def serving_view(srv: dict | None) -> ServingView | None:
+    """The serving section: latency percentiles (client and server side), Little's law, the sweep,
     each --slo budget checked."""
     from tracetriage.analyzers.serving_rules import slo_text
 
     if not srv:
         return None
+    stats = srv.get("stats")
+    return ServingView(
+        captures=tuple(ServingCaptureView(_text(c["path"]), _text(c["kind"])) for c in srv["captures"]),
+        engine=srv.get("engine") or None,
+        version=srv.get("version") or None, config=tuple(f"{k}={value}" for k, value in (srv.get("config") or {}).items()),
+        stats=StatsView(*(_text(stats[k]) for k in ("samples", "running_mean", "running_max", "waiting_mean", "waiting_max",
+                                                    "waiting_share_pct", "kv_usage_p50", "kv_usage_max", "gen_tps_mean")))
+        if stats else None,
+        latency_rows=_latency_rows(srv.get("latency") or {}), slo=tuple(slo_text(c) for c in srv.get("slo_checks") or []),
+        littles_law=_littles_law(srv.get("littles_law") or {}), fit=_tpot_fit(srv.get("tpot_fit")),
+        sweep=tuple(_sweep_row(point) for point in (srv.get("bench") or [])[:30]),
+        replicas=tuple(ReplicaView(*(_text(r[k]) if k in r else "" for k in ("replica", "running", "waiting", "kv_usage_pct")))
+                       for r in (srv.get("replicas") or [])[:32]),
+        warnings=tuple(_text(w) for w in srv.get("warnings") or []))
+
+
+def _latency_rows(latency: dict) -> tuple[LatencyRow, ...]:
+    """The client benchmark's percentiles, then the server's /metrics histograms (``>`` a lower bound)."""
     rows = []
-    for metric, c in (srv.get("latency") or {}).get("client", {}).items():
+    for metric, c in latency.get("client", {}).items():
         if metric == "record":
             continue
-        rows.append({"metric": metric.upper(), "side": "client (benchmark)", "p50": ms(c.get("median") or c.get("p50")),
-                     "p99": ms(c.get("p99")), "mean": ms(c.get("mean")), "note": f"max {ms(c['max'])}" if c.get("max") else ""})
-    for metric, h in (srv.get("latency") or {}).get("server", {}).items():
+        rows.append(LatencyRow(metric.upper(), "client (benchmark)", ms(c.get("median") or c.get("p50")), ms(c.get("p99")),
+                               ms(c.get("mean")), f"max {ms(c['max'])}" if c.get("max") else ""))
+    for metric, h in latency.get("server", {}).items():
         def q(name, h=h):
             x = h.get(name)
             return "n/a" if not x else (">" if x["lower_bound"] else "") + ms(x["value_ms"])
         res = [f"{k} ±{h[k]['resolution_ms']:g} ms" for k in ("p50", "p99") if h.get(k) and h[k].get("resolution_ms")]
-        rows.append({"metric": metric.upper(), "side": "server (/metrics histogram)", "p50": q("p50"), "p99": q("p99"),
-                     "mean": ms(h.get("mean_ms")),
-                     "note": f"{h['count']:,.0f} requests; bucket resolution " + (", ".join(res) if res else "n/a")})
-    law = srv.get("littles_law") or {}
-    law_text = None
-    if law.get("arrival_rate_rps") is not None or law.get("in_system") is not None:
-        parts = []
-        if law.get("arrival_rate_rps") is not None:
-            parts.append(f"arrival {law['arrival_rate_rps']:g} req/s vs capacity {law['capacity_rps']:g} req/s")
-        if law.get("in_system") is not None:
-            parts.append(f"requests in the system L = {law['in_system']:g}"
-                         + (f" = throughput x time in system ({law['time_in_system_s']:g} s)" if law.get("time_in_system_s") else ""))
-        law_text = "Little's law (L = λ·W): " + "; ".join(parts) + f" — {law.get('source')}"
-    sweep = [{"rate": "inf" if isinstance(b.get("request_rate"), float) and b["request_rate"] == float("inf") else b.get("request_rate"),
-              "concurrency": b.get("max_concurrency"), "throughput": b.get("request_throughput"),
-              "ttft": ms(b.get("mean_ttft_ms")), "tpot": ms(b.get("mean_tpot_ms")), "itl_p99": ms(b.get("p99_itl_ms")),
-              "group": b.get("group") or ""} for b in srv.get("bench") or []]
-    fit = srv.get("tpot_fit")
-    return {"latency_rows": rows, "littles_law": law_text, "sweep": sweep[:30],
-            "fit": ((f"TPOT = {fit['a_ms']:.2f} ms + {fit['b_ms_per_seq']:.3f} ms x running (r² {fit['r2']:.2f}, "
-                     f"{fit['points']} points, {fit['source']})") if fit.get("model", True) else
-                    f"TPOT against the running batch: no model ({fit['rejected']}; {fit['points']} points, {fit['source']})")
-            if fit else None,
-            "memory": srv.get("memory"), "tokens": srv.get("tokens"), "replicas": srv.get("replicas") or [],
-            "slo": [slo_text(c) for c in srv.get("slo_checks") or []]}
+        rows.append(LatencyRow(metric.upper(), "server (/metrics histogram)", q("p50"), q("p99"), ms(h.get("mean_ms")),
+                               f"{h['count']:,.0f} requests; bucket resolution " + (", ".join(res) if res else "n/a")))
+    return tuple(rows)
+
+
+def _littles_law(law: dict) -> str | None:
+    """Little's law on the serving figures: arrival rate against capacity, requests in the system."""
+    parts = []
+    if law.get("arrival_rate_rps") is not None:
+        parts.append(f"arrival {law['arrival_rate_rps']:g} req/s vs capacity {law['capacity_rps']:g} req/s")
+    if law.get("in_system") is not None:
+        parts.append(f"requests in the system L = {law['in_system']:g}"
+                     + (f" = throughput x time in system ({law['time_in_system_s']:g} s)" if law.get("time_in_system_s") else ""))
+    return "Little's law (L = λ·W): " + "; ".join(parts) + f" — {law.get('source')}" if parts else None
+
+
+def _tpot_fit(fit: dict | None) -> str | None:
+    """TPOT against the running batch: the line fitted, or why there is none."""
+    if not fit:
+        return None
+    if fit.get("model", True):
+        return (f"TPOT = {fit['a_ms']:.2f} ms + {fit['b_ms_per_seq']:.3f} ms x running (r² {fit['r2']:.2f}, "
+                f"{fit['points']} points, {fit['source']})")
+    return f"TPOT against the running batch: no model ({fit['rejected']}; {fit['points']} points, {fit['source']})"
+
+
+def _sweep_row(point: dict) -> SweepRow:
+    rate = point.get("request_rate")
+    return SweepRow(rate="inf" if isinstance(rate, float) and rate == float("inf") else _text(rate),
+                    concurrency=None if point.get("max_concurrency") is None else _text(point["max_concurrency"]),
+                    throughput=fixed(point.get("request_throughput") or None, 2), ttft=ms(point.get("mean_ttft_ms")),
+                    tpot=ms(point.get("mean_tpot_ms")), itl_p99=ms(point.get("p99_itl_ms")), group=point.get("group") or "")
+
+
+def _host_profile(profile: dict | None) -> HostProfileView | None:
+    if not profile:
+        return None
+    snapshot = profile.get("snapshot") or []
+    active = [x for x in snapshot if not x["idle"]]
+    frames: dict[str, int] = {}
+    for thread in active:
+        frames[thread["frame"]] = frames.get(thread["frame"], 0) + 1
+    summary = None
+    if active:
+        frame, n = max(frames.items(), key=lambda kv: kv[1])
+        summary = f"{n} of {len(active)} active threads are in {frame}"
+    return HostProfileView(
+        samples=count(profile["total_samples"]), idle_samples=count(profile["idle_samples"]),
+        captures=tuple(ProfileCaptureView(_text(c["path"]), _text(c["format"]), plural(c["threads"], "thread"),
+                                          _text(c["idle_threads"])) for c in profile["captures"]),
+        snapshot_summary=summary,
+        threads=tuple(ThreadView(_text(x["pid"] or "?"), x["process"][:40], _text(x["thread"]), "idle" if x["idle"] else "active",
+                                 _text(x["frame"]), _text(x["caller"])) for x in snapshot[:16]))
 
 
 _DIRECTIONS = {"HtoD": "host-to-device", "DtoH": "device-to-host", "DtoD": "device-to-device", "PtoP": "peer-to-peer",
@@ -182,22 +841,3 @@ def copies_text(c: dict | None, devices: list[dict] | None = None) -> str | None
             f"unified-memory migrations (page moves, not copies): {m['count']:,} ({fmt_bytes(m['bytes'])})")
 
 
-def header_view(v: dict) -> dict:
-    """What the page is about, before any number: the inputs by name, the capture's date when
-    the capture records one, and the device(s)."""
-    paths = [str(i.get("path") or "") for i in v.get("inputs") or []]
-    parents = {p.rsplit("/", 1)[0] if "/" in p else "" for p in paths}
-    if len(parents) == 1 and len(paths) > 1 and next(iter(parents)):  # one bundle: its folder, then the files
-        names = [f"{next(iter(parents))}/ ({', '.join(p.rsplit('/', 1)[-1] for p in paths)})"]
-    else:
-        names = paths
-    eff = v.get("efficiency") or {}
-    known = (eff.get("device") or {}).get("model")  # matched by its properties when the name is blank
-    devices: dict[str, int] = {}
-    for d in v.get("devices") or []:
-        key = d.get("name") or "unknown GPU"
-        if key == "unknown GPU" and known and d.get("trace") == eff.get("trace"):
-            key = f"{known} (by its properties: the capture names no device)"
-        devices[key] = devices.get(key, 0) + 1
-    return {"inputs": names, "devices": ", ".join(f"{n} x {k}" if n > 1 else k for k, n in devices.items()),
-            "captured": v.get("captured_utc")}

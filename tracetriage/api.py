@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 from tracetriage.analyzers.analysis import Analysis as _Analysis
@@ -69,16 +68,9 @@ class Analysis(_Analysis):
 
     def _repr_html_(self) -> str:
         """The verdict card: headline, then each finding's title, axis, severity and impact (escaped)."""
-        e = html.escape
-        items = "".join(
-            f"<li><b>{e(f['severity'].upper())}</b> <code>{e(f['id'])}</code> ({e(f['axis'])}): {e(f['title'])}"
-            + (" — FALSIFIED: ruled out by its own falsifier" if f.get("falsified") else
-               f" — {f['impact_pct']:.1f}% of the {e(f['impact_denominator'])}" if f["id"] != "healthy" else "")
-            + "</li>" for f in self.findings)
-        missing = "".join(f"<li>{e(a['analysis'])}: {e(a['reason'])}</li>" for a in self.data.get("abstentions") or [])
-        return (f"<div class='tracetriage'><p><b>Verdict:</b> {e(self.headline)}</p>"
-                + (f"<ul>{items}</ul>" if items else "")
-                + (f"<details><summary>Not measured</summary><ul>{missing}</ul></details>" if missing else "") + "</div>")
+        from tracetriage.reports.html import render_card
+
+        return render_card(self)
 
 
 def analyze(case_or_paths, **options) -> Analysis:
