@@ -19,8 +19,16 @@ from tracetriage.analyzers import kernels as kern
 from tracetriage.analyzers import steps as st
 from tracetriage.analyzers import timeline as tl
 from tracetriage.analyzers.capture_kind import runtime_of
-from tracetriage.analyzers.metrics import (DeviceMetrics, DeviceTimeline, LongSteps, ProcessMetrics, StepStats, TraceMetrics,
-                                           TraceSeries, Window)
+from tracetriage.analyzers.metrics import (
+    DeviceMetrics,
+    DeviceTimeline,
+    LongSteps,
+    ProcessMetrics,
+    StepStats,
+    TraceMetrics,
+    TraceSeries,
+    Window,
+)
 from tracetriage.model import Trace, cat_mask, distinct, is_kind
 from tracetriage.threads import thread_map
 

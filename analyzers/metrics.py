@@ -17,9 +17,9 @@ today's string keys (``device["busy_pct"]``, ``device["_slices"]``, ``process["_
 (``device["accounting"] = ...``) fails loudly. Readers that still use it (grep ``\\["_`` and the
 per-trace keys):
 
-* analyzers/rules.py (Context.devices / judged, every rule, oddities, abstentions_for,
-  rule_healthy, _cause_split, the falsifiers) and analyzers/serving_rules.py where it reads
-  the trace's devices;
+* analyzers/rules.py: Context.devices / judged, every trace rule, oddities, abstentions_for,
+  rule_healthy, _cause_split, the falsifiers, _headline (``ctx.data["devices"]`` holds the
+  DeviceMetrics while the rules and the headline run);
 * analyzers/efficiency.py rule_below_roofline and abstention (owned by the rules package);
 * analyzers/capture_kind.py is_rocm / kind_of (``p["meta"]``, ``p["devices"]``, ``pr["gpu_ops"]``);
 * analyzers/accounting.py Ledger (``device["id"]``, ``["window_ns"]``, ``["_slices"]``: the rules
@@ -69,9 +69,7 @@ class KeyBridge:
         return True
 
 
-def private(**kwargs) -> Any:
-    """A field the rules read that the JSON contract does not carry (``default=`` or ``default_factory=``)."""
-    return field(metadata={"private": True}, **kwargs)
+PRIVATE = {"private": True}  # field metadata: a figure the rules read that the JSON contract does not carry
 
 
 def contract_value(value: Any) -> Any:
@@ -215,15 +213,15 @@ class DeviceMetrics(Contract):
     copies: Copies
     kernels: list[dict]
     accounting: dict | None = None
-    after_sync_ns: int = private(default=0)
-    after_sync_count: int = private(default=0)
-    short_launch_host_ns: int = private(default=0)
-    short_gap_count: int = private(default=0)
-    idle_by_class: dict[str, dict[str, int]] = private(default_factory=dict)
-    slices: dict[str, int] = private(default_factory=dict)
-    busy_in_long_steps_ns: int = private(default=0)
-    collective_exposed_ns: int = private(default=0)
-    collective_starts: np.ndarray = private(default_factory=lambda: np.empty(0, np.int64))
+    after_sync_ns: int = field(default=0, metadata=PRIVATE)
+    after_sync_count: int = field(default=0, metadata=PRIVATE)
+    short_launch_host_ns: int = field(default=0, metadata=PRIVATE)
+    short_gap_count: int = field(default=0, metadata=PRIVATE)
+    idle_by_class: dict[str, dict[str, int]] = field(default_factory=dict, metadata=PRIVATE)
+    slices: dict[str, int] = field(default_factory=dict, metadata=PRIVATE)
+    busy_in_long_steps_ns: int = field(default=0, metadata=PRIVATE)
+    collective_exposed_ns: int = field(default=0, metadata=PRIVATE)
+    collective_starts: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), metadata=PRIVATE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +280,7 @@ class ProcessMetrics(Contract):
     dtoh_bytes_per_step: float | None
     api_calls: int
     gpu_ops: int
-    long_steps: LongSteps = private(default_factory=LongSteps)
+    long_steps: LongSteps = field(default_factory=LongSteps, metadata=PRIVATE)
 
 
 @dataclass(frozen=True, slots=True)
