@@ -85,7 +85,7 @@ def _long(steps: st.Steps) -> np.ndarray:
     return d > LONG_STEP_FACTOR * float(np.percentile(d, 50)) if d.size else np.zeros(0, bool)
 
 
-def long_steps(trace: Trace, steps: st.Steps, long: np.ndarray, devices: list[DeviceMetrics]) -> LongSteps:
+def long_steps(steps: st.Steps, long: np.ndarray, devices: list[DeviceMetrics]) -> LongSteps:
     """The long steps of a process (> LONG_STEP_FACTOR x p50): how many, whether the
     annotations call them prefill, how busy its GPUs were during them (GPU work vs a
     host stall: each of its devices' busy ns inside them, summed by the device's
@@ -107,8 +107,8 @@ def long_steps(trace: Trace, steps: st.Steps, long: np.ndarray, devices: list[De
 def step_stats(steps: st.Steps) -> StepStats:
     """The contract's ``steps`` block of one process: durations p50 / p99 / max and :func:`step_sample`."""
     durations = steps.durations
-    quantiles = (int(np.percentile(durations, 50)), int(np.percentile(durations, 99)), int(durations.max())) \
-        if durations.size else (None, None, None)
+    quantiles = ((int(np.percentile(durations, 50)), int(np.percentile(durations, 99)), int(durations.max()))
+                 if durations.size else (None, None, None))
     return StepStats(source=steps.source, range_name=steps.range_name, count=steps.count,
                      warmup_dropped=steps.warmup_dropped, prefill_count=int(steps.is_prefill.sum()),
                      p50_ns=quantiles[0], p99_ns=quantiles[1], max_ns=quantiles[2], durations_ns=step_sample(durations))
@@ -221,7 +221,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
             launches_per_step=host.launches_per_step, graph_launches_per_step=host.graph_launches_per_step,
             syncs_per_step=host.syncs_per_step, dtoh_copies_per_step=host.dtoh_copies_per_step,
             dtoh_bytes_per_step=host.dtoh_bytes_per_step, api_calls=api_calls[pid], gpu_ops=gpu_ops[pid],
-            long_steps=long_steps(trace, process_steps, long_of[pid], devices)))
+            long_steps=long_steps(process_steps, long_of[pid], devices)))
 
     labels = [device.id for device in devices]
     copies = kern.copy_checks(trace, lo, hi, labels)
@@ -383,10 +383,12 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     data["devices"] = devices
     data["efficiency"] = efficiency.block(per_trace, data.get("serving"))
     data["headline"] = rules.headline(findings, abstentions, data, symptom)
-    stall = (data.get("window") or {}).get("setup_cause")
-    if stall and data["window"]["setup_excluded_ns"] >= data["window"]["duration_ns"]:  # a start-up stall longer than the work
-        data["headline"] += (f"; before the window the GPU waited {data['window']['setup_excluded_ns'] / 1e6:,.1f} ms at start-up "
-                             f"while the host was blocked in {stall['call']}" + (f" ({stall['caller']})" if stall.get("caller") else ""))
+    window = per_trace[0].window if per_trace else None
+    stall = window.setup_cause if window else None
+    if stall and window.setup_excluded_ns >= window.duration_ns:  # a start-up stall longer than the work
+        data["headline"] += (f"; before the window the GPU waited {window.setup_excluded_ns / 1e6:,.1f} ms at start-up "
+                             f"while the host was blocked in {stall['call']}"
+                             + (f" ({stall['caller']})" if stall.get("caller") else ""))
     data["headline_by_axis"] = rules.headline_by_axis(findings)
     data["devices"] = [device.to_contract() for device in devices]
     data["processes"] = [process.to_contract() for process in processes]
