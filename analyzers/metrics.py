@@ -22,8 +22,6 @@ per-trace keys):
   DeviceMetrics while the rules and the headline run);
 * analyzers/efficiency.py rule_below_roofline and abstention (owned by the rules package);
 * analyzers/capture_kind.py is_rocm / kind_of (``p["meta"]``, ``p["devices"]``, ``pr["gpu_ops"]``);
-* analyzers/accounting.py Ledger (``device["id"]``, ``["window_ns"]``, ``["_slices"]``: the rules
-  build it from Context.devices);
 * tests/test_timeline.py (``device_timeline(...)["gaps"]["by_cause"]``, ``["_busy_in_spans_ns"]``).
 
 Delete the bridge (and this list) when those read fields.
