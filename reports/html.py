@@ -16,25 +16,23 @@ from tracetriage.reports.roofline import roofline_chart
 from tracetriage.reports.view import build_view, fmt_ns
 
 
-def environment() -> Environment:
+def environment(store=None) -> Environment:
+    """The templates' environment; with ``store`` (the analysis cache), compiled templates are kept there."""
     env = Environment(
         loader=PackageLoader("tracetriage.reports", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
         trim_blocks=True,
         lstrip_blocks=True,
-        bytecode_cache=_compiled_templates(),
+        bytecode_cache=_compiled_templates(store),
     )
     env.filters["ns"] = fmt_ns
     return env
 
 
-def _compiled_templates():
-    """Compiled templates kept in the analysis cache (``templates/``; Jinja keys them by the
-    template's source and the Python version): compiling the report's template was most of a
-    report made again from the cache. None without a cache."""
-    from tracetriage import cache as cache_mod
-
-    store = cache_mod.active()
+def _compiled_templates(store):
+    """Compiled templates kept in the analysis cache ``store`` (``templates/``; Jinja keys them by
+    the template's source and the Python version): compiling the report's template was most of
+    a report made again from the cache. None without a cache."""
     if store is None or store.templates_dir() is None:
         return None
     from jinja2 import FileSystemBytecodeCache
@@ -42,11 +40,12 @@ def _compiled_templates():
     return FileSystemBytecodeCache(str(store.templates_dir()))
 
 
-def render_html(analysis) -> str:
+def render_html(analysis, store=None) -> str:
+    """The report page; its charts and compiled template kept in ``store`` (the analysis cache) when given."""
     view = build_view(analysis.data)
-    charts = [(name, Markup(svg)) for name, svg in all_charts(analysis)]
-    extra = [(name, Markup(svg)) for name, svg in serving_charts(analysis)]
-    roof = roofline_chart(analysis.data.get("efficiency"))
-    return environment().get_template("report.html.j2").render(v=view, charts=charts, serving_charts=extra,
+    charts = [(name, Markup(svg)) for name, svg in all_charts(analysis, store)]
+    extra = [(name, Markup(svg)) for name, svg in serving_charts(analysis, store)]
+    roof = roofline_chart(analysis.data.get("efficiency"), store=store)
+    return environment(store).get_template("report.html.j2").render(v=view, charts=charts, serving_charts=extra,
                                                                 px=perfetto_view.view(analysis),
                                                                 roofline=Markup(roof) if roof else None)
