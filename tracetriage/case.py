@@ -354,7 +354,7 @@ def open_case(paths, step_range: str | None = None, runtime=None, _depth: int = 
     from tracetriage import parsers as registry
     from tracetriage.runtime import Runtime
 
-    runtime = runtime or Runtime.create(use_cache=False)
+    runtime = runtime if runtime is not None else Runtime.create(use_cache=False)
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]

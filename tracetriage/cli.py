@@ -397,17 +397,22 @@ def cmd_batch(args) -> int:
     result = batch(args.inputs, args.output, _options(args), runtime=_runtime(args), on_error=args.on_error,
                    force=args.force, progress=not args.no_progress, case_timeout=args.case_timeout,
                    perfetto_window=parse_perfetto_window(args.perfetto_window) if args.perfetto else None)
-    print(f"tracetriage: {len(result.records)} cases: {result.analyzed} analyzed, {result.reused} unchanged, "
-          f"{result.failed} failed{f', {result.not_run} not run' if result.not_run else ''}; "
-          f"wrote {Path(args.output) / 'index.html'} and summary.parquet ({result.seconds} s)", file=sys.stderr)
-    for record in result.records:
-        if record["status"] != "ok":
-            print(f"tracetriage: {record['status']}: {one_line(str(record['error']))}", file=sys.stderr)
+    _batch_note(result, args.output)
     if (result.failed or result.not_run) and not args.exit_zero:
         return EXIT_BATCH_FAILED
     if any(_fails(record.get("findings") or [], args.fail_on) for record in result.records):
         return EXIT_FAIL_ON
     return EXIT_OK
+
+
+def _batch_note(result, outdir: str) -> None:
+    """What batch did, on stderr: the counts, then one line per case that failed or did not run."""
+    print(f"tracetriage: {len(result.records)} cases: {result.analyzed} analyzed, {result.reused} unchanged, "
+          f"{result.failed} failed{f', {result.not_run} not run' if result.not_run else ''}; "
+          f"wrote {Path(outdir) / 'index.html'} and summary.parquet ({result.seconds} s)", file=sys.stderr)
+    for record in result.records:
+        if record["status"] != "ok":
+            print(f"tracetriage: {record['status']}: {one_line(str(record['error']))}", file=sys.stderr)
 
 
 def cmd_compare(args) -> int:
@@ -426,18 +431,10 @@ def cmd_trend(args) -> int:
     import os
 
     from tracetriage import trend
-    from tracetriage.errors import UsageError
     from tracetriage.runtime import check_step_range
 
     check_step_range(args.step_range)
-    if args.output == "-":
-        args.output = None  # standard output (a binary table is refused below)
-    named_table = (args.output or "").endswith(".parquet")
-    if args.format != "parquet" and not named_table:
-        _check_output(args)
-    fmt = "parquet" if args.format == "parquet" or (not args.format and named_table) else _format_for(args)
-    if fmt == "parquet" and not args.output:
-        raise UsageError(None, "--format parquet writes a binary table: give -o FILE.parquet")
+    fmt = _trend_format(args)
     runtime = _runtime(args)
     result = trend(args.inputs, order_by=args.order_by, group_by=args.group_by, threshold_pct=args.threshold,
                    baseline=args.baseline, gate=args.gate, batch_dir=args.batch_dir, force=args.force,
@@ -448,6 +445,22 @@ def cmd_trend(args) -> int:
         links = os.path.relpath(result.batch_dir, Path(args.output).resolve().parent) if args.output else None
         _emit(args, result.render(fmt, links, runtime.cache), result.summary)
     return EXIT_REGRESSED if args.gate and result.regressed else EXIT_OK
+
+
+def _trend_format(args) -> str:
+    """trend's output format: a report's (see :func:`_format_for`), or parquet (--format parquet, or
+    -o FILE.parquet), which is a binary table and needs -o."""
+    from tracetriage.errors import UsageError
+
+    if args.output == "-":
+        args.output = None  # standard output (a binary table is refused below)
+    named_table = (args.output or "").endswith(".parquet")
+    if args.format != "parquet" and not named_table:
+        _check_output(args)
+    fmt = "parquet" if args.format == "parquet" or (not args.format and named_table) else _format_for(args)
+    if fmt == "parquet" and not args.output:
+        raise UsageError(None, "--format parquet writes a binary table: give -o FILE.parquet")
+    return fmt
 
 
 def _write_table(path: str, result) -> None:
