@@ -70,7 +70,7 @@ def _run(argv: list[str]) -> tuple[int, str, str]:
 TEMP = re.compile(re.escape(tempfile.gettempdir()).encode() + rb"/tmp[A-Za-z0-9_]+")
 
 
-ELAPSED = re.compile(rb"\((\d+\.)?\d+ s\)")
+ELAPSED = re.compile(rb"(?<=summary\.parquet )\((\d+\.)?\d+ s\)")  # batch's closing note
 
 
 def _clean(data: bytes) -> bytes:
@@ -172,7 +172,9 @@ def main() -> int:
     todo = [p for p in inputs() if not args.only or any(s in p for s in args.only)] if not args.archive_only else []
     pairs = [p for p in COMPARE_PAIRS if not args.only or any(s in p[0] or s in p[1] for s in args.only)]
     pairs = [p for p in pairs if all((ROOT / side).exists() for side in p)] if not args.archive_only else []
-    with ProcessPoolExecutor(args.jobs) as pool:
+    # one process per input: chart ids and other per-process counters start afresh, as in one CLI run,
+    # so the outputs do not depend on which inputs a worker happened to run before
+    with ProcessPoolExecutor(args.jobs, max_tasks_per_child=1) as pool:
         jobs = [pool.submit(snapshot_input, p, outdir, args.quick) for p in todo]
         jobs += [pool.submit(snapshot_compare, p, outdir, args.quick) for p in pairs]
         if not args.no_archive and not args.only:

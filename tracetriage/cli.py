@@ -48,7 +48,8 @@ def _verdict_options(parser) -> None:
     parser.add_argument("--symptom", metavar="{" + ",".join(AXES) + "}",
                         help="the symptom the user suffers: its findings rank first (default: the top finding of each axis)")
     parser.add_argument("--slo", metavar="BUDGETS",
-                        help="latency budgets the findings are checked against, e.g. ttft_p95_ms=800,tpot_p95_ms=50,itl_p99_ms=100")
+                        help="latency budgets the findings are checked against, e.g. "
+                             "ttft_p95_ms=800,tpot_p95_ms=50,itl_p99_ms=100")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -84,12 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
     _verdict_options(a)
     _cache_options(a)
 
-    b = sub.add_parser("batch", help="analyze every case under directories, globs or archives; write index.html and summary.parquet",
+    b = sub.add_parser("batch", help="analyze every case under directories, globs or archives; write index.html and "
+                                     "summary.parquet",
                        description="One case per trace file, or per directory bundling a trace with its side artifacts.")
-    b.add_argument("inputs", nargs="+", metavar="INPUT", help="directories, glob patterns, trace files, .tar.gz/.tgz/.zip archives")
+    b.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="directories, glob patterns, trace files, .tar.gz/.tgz/.zip archives")
     b.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="where reports, index.html and the parquet tables go")
     b.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: number of cores)")
-    b.add_argument("--on-error", choices=["skip", "fail"], default="skip", help="skip (default): record a failed case and go on; fail: stop at the first")
+    b.add_argument("--on-error", choices=["skip", "fail"], default="skip",
+                   help="skip (default): record a failed case and go on; fail: stop at the first")
     b.add_argument("--force", action="store_true", help="re-analyze cases whose files and tool version did not change")
     b.add_argument("--dask", metavar="ADDRESS", help="run the cases on an existing Dask distributed scheduler")
     b.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
@@ -207,7 +211,8 @@ def _emit(args, text: str, summary: str) -> None:
             Path(args.output).write_text(text, encoding="utf-8")
         except OSError as exc:
             raise OutputError(args.output, f"cannot write the report: {exc.strerror or exc}") from None
-        print(f"tracetriage: wrote {args.output}: {one_line(summary)}".encode("utf-8", "replace").decode("utf-8"), file=sys.stderr)
+        note = f"tracetriage: wrote {args.output}: {one_line(summary)}"
+        print(note.encode("utf-8", "replace").decode("utf-8"), file=sys.stderr)
     else:
         sys.stdout.write(text)
 
@@ -221,7 +226,8 @@ def _progress_note(paths, fmt: str):
 
     if fmt == "json" or not sys.stderr.isatty():
         return None
-    timer = threading.Timer(PROGRESS_AFTER_S, lambda: print(f"tracetriage: reading and analyzing {', '.join(map(str, paths))[:200]} ... "
+    named = ", ".join(map(str, paths))[:200]
+    timer = threading.Timer(PROGRESS_AFTER_S, lambda: print(f"tracetriage: reading and analyzing {named} ... "
                                                "(large captures are cached: the next run is fast)", file=sys.stderr))
     timer.daemon = True
     timer.start()
