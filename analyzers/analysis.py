@@ -265,21 +265,10 @@ def _tp_groups(devices: list[DeviceMetrics]) -> list[list[int]]:
     return [coll] if len(coll) > 1 else []
 
 
-def _trace_metrics(trace: Trace, index: int, multi: bool, step_range: str | None) -> TraceMetrics:
-    """analyze_trace, served from the analysis cache when this input was analyzed before with the same options."""
-    from tracetriage.cache import active
-
-    cache = active()
-    ident = trace.meta.get("cache_identity")
-    options = {"step_range": step_range, "index": index, "multi": multi}
-    if cache and ident:
-        got = cache.get_metrics(ident, options)
-        if got is not None:
-            return got
-    out = analyze_trace(trace, index, multi, step_range)
-    if cache and ident:
-        cache.put_metrics(ident, options, out)
-    return out
+def _trace_metrics(trace: Trace, index: int, multi: bool, step_range: str | None, metrics=None) -> TraceMetrics:
+    """analyze_trace's metrics of one trace, or what ``metrics`` (a function of the same
+    arguments, e.g. one served from a cache by the caller) gives for it."""
+    return (metrics or analyze_trace)(trace, index, multi, step_range)
 
 
 def _skew(per_trace: list[TraceMetrics]) -> dict | None:
@@ -298,11 +287,14 @@ def _skew(per_trace: list[TraceMetrics]) -> dict | None:
     return out
 
 
-def analyze(case, step_range: str | None = None, symptom: str | None = None, slo: dict | None = None) -> Analysis:
+def analyze(case, step_range: str | None = None, symptom: str | None = None, slo: dict | None = None,
+            metrics=None) -> Analysis:
     """Every analyzer over a case; ``symptom`` ranks its axis first, ``slo`` holds the
-    user's budgets (``ttft_p95_ms``, ``tpot_p95_ms``, ``itl_p99_ms``)."""
+    user's budgets (``ttft_p95_ms``, ``tpot_p95_ms``, ``itl_p99_ms``); ``metrics(trace, index,
+    multi, step_range)`` gives each trace's metrics (default :func:`analyze_trace`; the API
+    passes its Runtime's memoised one)."""
     multi = len(case.traces) > 1
-    per_trace = [_trace_metrics(t, i, multi, step_range) for i, t in enumerate(case.traces)]
+    per_trace = [_trace_metrics(t, i, multi, step_range, metrics) for i, t in enumerate(case.traces)]
     devices = [device for trace in per_trace for device in trace.devices]
     processes = [process for trace in per_trace for process in trace.processes]
     data = {

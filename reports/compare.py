@@ -105,7 +105,8 @@ def step_line(s: dict) -> str:
             f"{s['before_count']} / {s['after_count']} steps")
 
 
-def render_compare(cmp: dict, fmt_name: str) -> str:
+def render_compare(cmp: dict, fmt_name: str, store=None) -> str:
+    """The comparison in ``fmt_name``; ``store`` (the analysis cache, or None) keeps the HTML's compiled template."""
     public = {k: v for k, v in cmp.items() if not k.startswith("_")}
     if fmt_name == "json":
         return json.dumps(_clean(public), indent=2, ensure_ascii=False) + "\n"
@@ -116,7 +117,7 @@ def render_compare(cmp: dict, fmt_name: str) -> str:
         series = cmp.get("_series") or {}
         chart = charts.step_distributions(series.get("before") or {}, series.get("after") or {},
                                           "before", "after") if cmp["comparable"]["ok"] else None
-        return environment().get_template("compare.html.j2").render(
+        return environment(store).get_template("compare.html.j2").render(
             c=public, chart=chart, detail=detail(public), side_steps=side_steps, step_line=step_line, value=value, change=change, metric_label=metric_label, ms=ms,
             pct=pct, verdict_words=VERDICT_WORDS, sections=metric_sections(public["metrics"]))
     if fmt_name == "md":

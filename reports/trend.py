@@ -110,8 +110,9 @@ def md_link(name: str | None, group: dict, links: str | None) -> str:
     return f"[{text}]({links.rstrip('/')}/{case['report']})"
 
 
-def render_trend(result: dict, fmt: str, links: str | None = None, gate: bool = False) -> str:
-    """``gate``: --gate was given, so the views print the gate's result line."""
+def render_trend(result: dict, fmt: str, links: str | None = None, gate: bool = False, store=None) -> str:
+    """``gate``: --gate was given, so the views print the gate's result line; ``store`` (the analysis
+    cache, or None) keeps the HTML's compiled template."""
     gate_text = gate_line(result, gate)
     if fmt == "json":
         return json.dumps(_clean(result), indent=2, ensure_ascii=False) + "\n"
@@ -126,7 +127,7 @@ def render_trend(result: dict, fmt: str, links: str | None = None, gate: bool = 
 
         charts = {g["key"]: trend_charts(g, [c for c in result["changes"] if c["group"] == g["key"]], CHART_SERIES,
                                          [href(c) for c in g["cases"]], title=series_title) for g in result["groups"]}
-        return environment().get_template("trend.html.j2").render(t=result, charts=charts, href=href, change_line=change_line,
+        return environment(store).get_template("trend.html.j2").render(t=result, charts=charts, href=href, change_line=change_line,
                                                                   level=level, label=label, change_text=change_text,
                                                                   gate_text=gate_text, gate=gate)
     if fmt == "md":
