@@ -355,7 +355,7 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
 
         data["serving"] = serving_mod.summary(case.serving)
         if slo:  # every budget given, checked against what was measured (the headline names the broken ones)
-            from tracetriage.analyzers.serving_rules import slo_checks
+            from tracetriage.analyzers.rules.slo import slo_checks
 
             data["serving"]["slo_checks"] = slo_checks(data["serving"], slo)
         serving_series = serving_mod.series(case.serving)
@@ -383,7 +383,11 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
             ][:64],
         }
     ctx = rules.Context(case=case, data=data, per_trace=per_trace, symptom=symptom, slo=dict(slo or {}))
-    findings, abstentions = rules.evaluate(ctx)
+    evaluation = rules.evaluate(ctx)
+    findings, abstentions = evaluation.findings, evaluation.abstentions
+    data["capture_kind"] = evaluation.kind  # the evidence the catalog's texts selected their variant on
+    for device in devices:  # the accounting, in the contract
+        device["accounting"] = evaluation.accounting[device["id"]]
     data["findings"] = findings
     data["abstentions"] = abstentions
     data["efficiency"] = efficiency.block(per_trace, data.get("serving"))
@@ -397,6 +401,8 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     for d in devices:  # internal figures used by the rules, not part of the contract
         for k in [k for k in d if k.startswith("_")]:
             del d[k]
+    for process in (process for trace in per_trace for process in trace["processes"]):
+        process.pop("_long_steps", None)
     series = {
         "serving": serving_series if case.serving else None,
         "busy": {k: v for p in per_trace for k, v in p["_series"]["busy"].items()},

@@ -114,7 +114,7 @@ def build_view(data: dict) -> dict:
 def serving_view(srv: dict | None) -> dict | None:
     """Rows of the serving section: latency percentiles (client and server side), Little's law, the sweep,
     each --slo budget checked."""
-    from tracetriage.analyzers.serving_rules import slo_text
+    from tracetriage.analyzers.rules.slo import slo_text
 
     if not srv:
         return None
