@@ -12,7 +12,7 @@ from tracetriage.analyzers import catalog
 from tracetriage.analyzers.rules import REGISTRY, THRESHOLDS
 
 sys.path.insert(0, str(ROOT / "samples"))
-import gen_efficiency  # noqa: E402
+import gen_efficiency
 
 # Catalog entries no rule makes: none. (Every entry, variants such as cross_island_collective_nccl
 # and healthy_serving included, is the id or an entry of one registered rule.)

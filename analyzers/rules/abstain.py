@@ -46,10 +46,12 @@ def oddities(p: dict) -> list[dict]:
             f"{p['launches_total']:,} launch calls for {executed:,} kernels executed: this is a CUDA/HIP-graph capture "
             "phase, not steady-state serving")
     elif p["capture_calls"] and any(pr["steps"]["source"] == "sync" for pr in p["processes"]) and executed < p["launches_total"]:
-        add("graph_capture_phase", f"steps were inferred from syncs in a window with {plural(p['capture_calls'], 'graph-capture call')}: "
+        add("graph_capture_phase", "steps were inferred from syncs in a window with "
+                                   f"{plural(p['capture_calls'], 'graph-capture call')}: "
             "the syncs belong to graph capture, not to serving steps")
     if ops["kernel"] + ops["graph"] == 0 and ops["memset"] and not ops["memcpy"]:
-        add("memset_only", f"the window holds only {plural(ops['memset'], 'memset')} and no kernel: nothing to judge the GPU's work by")
+        add("memset_only", f"the window holds only {plural(ops['memset'], 'memset')} and no kernel: nothing "
+                           "to judge the GPU's work by")
     elif sum(ops.values()) < t("judge_min_gpu_ops"):
         add("too_few_gpu_ops", f"only {plural(sum(ops.values()), 'GPU operation')} in the window "
             f"({', '.join(f'{k} {v}' for k, v in ops.items() if v)}): a handful, not a workload")
@@ -111,7 +113,8 @@ def trace_abstentions(ctx: Context) -> list[dict]:
                             "capture_hint": capture_cmd(fmt, "steps")})
         if not p["has_api"]:
             out.append({"analysis": "gap_causes", "scope": "trace",
-                        "reason": "the trace holds no CUDA/HIP API calls: idle time cannot be attributed to launches, syncs or host code",
+                        "reason": "the trace holds no CUDA/HIP API calls: idle time cannot be attributed to "
+                                  "launches, syncs or host code",
                         "capture_hint": capture_cmd(fmt, "api")})
         if p["graph_launches_in_window"] and not p["graph_replays_in_window"] and p["meta"].get("graph_trace_mode") != "node":
             out.append({"analysis": "graph_replays", "scope": "trace",
@@ -123,7 +126,8 @@ def trace_abstentions(ctx: Context) -> list[dict]:
             if (info.get("count") and s["p50_ns"] and s["max_ns"] / s["p50_ns"] >= t("prefill_max_ratio")
                     and not info.get("prefill_labelled") and info.get("busy_pct", 0) < t("prefill_long_busy_min_pct")):
                 out.append({"analysis": "step_tail", "scope": f"pid {pr['pid']}",
-                            "reason": f"{plural(info['count'], 'step')} up to {us(s['max_ns'])} against a p50 of {us(s['p50_ns'])}, "
+                            "reason": f"{plural(info['count'], 'step')} up to {us(s['max_ns'])} against a "
+                                      f"p50 of {us(s['p50_ns'])}, "
                                       f"but the GPU is busy only {info.get('busy_pct', 0):.0f}% during them: a host stall "
                                       "(garbage collection, scheduler, I/O), not prefill; what the host did is not measured",
                             "capture_hint": host_profiler_hint(pr["name"], pr["pid"], ctx.kind)})
@@ -171,21 +175,26 @@ def serving_abstentions(serving: dict | None, slo: dict) -> list[dict]:
         return out
     fit = judge_fit(serving)
     if tpot_needs_budget(serving, slo):
-        breaks = "; ".join(f"{b:g} ms breaks at {x:.0f} running" + (" (beyond the largest batch measured)" if x > fit["x_max"] else "")
+        breaks = "; ".join(f"{b:g} ms breaks at {x:.0f} running"
+                           + (" (beyond the largest batch measured)" if x > fit["x_max"] else "")
                            for b, x in budgets_break_at(fit))
         out.append({"analysis": "tpot_budget", "scope": "serving",
-                    "reason": f"TPOT follows the batch (TPOT = {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} ms x running, r² {fit['r2']:.2f}, "
-                              f"{fit['points']} points) but no TPOT budget was given, so whether the batch is past its knee is not "
+                    "reason": f"TPOT follows the batch (TPOT = {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} ms x "
+                              f"running, r² {fit['r2']:.2f}, "
+                              f"{fit['points']} points) but no TPOT budget was given, so whether the batch "
+                              "is past its knee is not "
                               f"judged; common budgets: {breaks or 'all below the intercept'}",
                     "capture_hint": capture_text("abstention", "tpot_budget")})
     elif fit and not fit["model"]:
         out.append({"analysis": "tpot_fit", "scope": "serving",
                     "reason": f"TPOT against the running batch is not a model ({fit['rejected']}): "
-                              f"TPOT = {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} ms x running from {fit['source']} is not used",
+                              f"TPOT = {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} ms x running from "
+                              f"{fit['source']} is not used",
                     "capture_hint": capture_text("abstention", "tpot_fit")})
     if not (serving.get("stats") or serving.get("bench") or serving["latency"]["server"] or serving["memory"]["oom_events"]
             or serving.get("replicas")):
         out.append({"analysis": "serving_load", "scope": "serving",
-                    "reason": "the serving artifacts hold configuration only: no stats lines, /metrics values or benchmark results",
+                    "reason": "the serving artifacts hold configuration only: no stats lines, /metrics "
+                              "values or benchmark results",
                     "capture_hint": capture_text("abstention", "serving_load")})
     return out

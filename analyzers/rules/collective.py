@@ -11,7 +11,8 @@ from tracetriage.analyzers.rules.context import Context, Rule, declare, t, windo
 
 # name: (value, why)
 THRESHOLDS = declare({
-    "collective_share_min_pct": (20.0, "the TensorBoard/TraceLens rule of thumb flags communication above 10-20% of step time; 20% is where re-layout pays"),
+    "collective_share_min_pct": (20.0, ("the TensorBoard/TraceLens rule of thumb flags communication above 10-20% of step time; "
+                                        "20% is where re-layout pays")),
 })
 
 
@@ -32,7 +33,8 @@ def rule_cross_island_collective(ctx: Context):
     evidence = [
         ev("group", g["group"], text=f"GPUs running collectives together: {g['group']}"),
         ev("islands", topo["islands"], text=f"NVLink/fabric islands from the topology matrix: {islands_txt}"),
-        ev("worst_link", g["worst_link"], text=f"slowest link inside the group: {g['worst_link']} (traffic crosses PCIe and the CPU interconnect)"),
+        ev("worst_link", g["worst_link"], text=f"slowest link inside the group: {g['worst_link']} (traffic crosses PCIe "
+                                               "and the CPU interconnect)"),
         ev("collective_share_pct", round(share, 2), "%", "window, mean over the group's ranks",
            text=f"collectives run {pct(share)} of the window (mean over the group's ranks)"),
         ev("collective_claimed_pct", round(impact, 2), "%", window_denominator(ctx),
@@ -127,9 +129,11 @@ def rule_nccl_errors(ctx: Context):
     ranks = sorted({f"{w['host']}:{w['pid']} [dev {w['cuda_dev']}]" for w in warns})
     net = any("NET/IB" in w["message"] or "socket" in w["message"].lower() for w in warns)
     evidence = [
-        ev("warn_count", len(warns), "lines", "log lines", text=f"{plural(len(warns), 'WARN line')} from {plural(len(ranks), 'process', 'processes')}"),
+        ev("warn_count", len(warns), "lines", "log lines", text=f"{plural(len(warns), 'WARN line')} from "
+                                                                f"{plural(len(ranks), 'process', 'processes')}"),
         ev("first", first["message"], "", None,
-           text=f"first: [{first.get('time') or 'no timestamp'}] {first['host']}:{first['pid']} dev {first['cuda_dev']} {first.get('location') or ''}: {first['message']}"),
+           text=f"first: [{first.get('time') or 'no timestamp'}] {first['host']}:{first['pid']} dev {first['cuda_dev']} "
+                f"{first.get('location') or ''}: {first['message']}"),
         ev("kinds", kinds, "lines", None, text="by message: " + "; ".join(f"{k} x{n}" for k, n in kinds.items())),
         ev("ranks", ranks[:8], "", None, text="from: " + ", ".join(ranks[:8]) + (" ..." if len(ranks) > 8 else "")),
     ]
@@ -137,7 +141,8 @@ def rule_nccl_errors(ctx: Context):
         "nccl_errors", 100.0,
         {"count": len(warns), "line_word": "line" if len(warns) == 1 else "lines", "first": first["message"][:140],
          "net_clause": " The messages point at the network path (IB completion errors / socket connects)." if net else ""},
-        evidence, severity="high", denominator="run (a failed collective stops every step)", variant="net" if net else None, kind=ctx.kind)
+        evidence, severity="high", denominator="run (a failed collective stops every step)", variant="net" if net else None,
+        kind=ctx.kind)
 
 
 RULES = [

@@ -24,7 +24,8 @@ def abstention(ctx: Context) -> list[dict]:
         eff = p.get("_efficiency") or {}
         why = efficiency.missing_shapes(eff)
         dom = (j or {}).get("class")
-        too_little = f"{efficiency.CLASS_WORDS.get(dom, 'the dominant class')} hold most kernel time and too little of it carries shapes"
+        too_little = (f"{efficiency.CLASS_WORDS.get(dom, 'the dominant class')} hold most kernel time and too little of it "
+                      "carries shapes")
         if why is None:
             reason = too_little
         elif why["what"] == "operator shapes" or why["what"].endswith("without dtype"):

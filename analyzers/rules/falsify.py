@@ -17,8 +17,10 @@ from tracetriage.analyzers.rules.slo import budget_check, cap_of
 # name: (value, why)
 declare({
     "severity_min_steps": (5, "a window holding 5+ measured steps shows a repeating pattern: its severity is not capped"),
-    "severity_toy_window_ns": (10_000_000, "without 5 steps, a window under 10 ms (a toy program, one step) shows too little for more than low"),
-    "severity_short_window_ns": (100_000_000, "without 5 steps, a window under 100 ms may be start-up or a single step: at most medium"),
+    "severity_toy_window_ns": (10_000_000, ("without 5 steps, a window under 10 ms (a toy program, one step) shows too "
+                                            "little for more than low")),
+    "severity_short_window_ns": (100_000_000, ("without 5 steps, a window under 100 ms may be start-up or a "
+                                               "single step: at most medium")),
 })
 
 
@@ -31,7 +33,8 @@ def facts(ctx: Context) -> dict:
     coll = [d for d in ctx.devices if d.get("collective_count")]
     return {
         "config": dict(serving.get("config") or {}),
-        "trace": {"graph_replays": sum(int(p.get("graph_replays_in_window") or 0) for p in ctx.per_trace) if ctx.per_trace else None,
+        "trace": {"graph_replays": (sum(int(p.get("graph_replays_in_window") or 0) for p in ctx.per_trace)
+                                    if ctx.per_trace else None),
                   "graph_launches_per_step": max((pr["graph_launches_per_step"] for p in ctx.per_trace for pr in p["processes"]
                                                   if pr.get("graph_launches_per_step") is not None), default=None),
                   "collective_share_pct": float(np.mean([d["collective_share_pct"] for d in coll])) if coll else None,

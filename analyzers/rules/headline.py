@@ -102,9 +102,11 @@ def _headline(findings: list[dict], abstentions: list[dict], data: dict, symptom
                         "no GPU trace given" + _not_measured(abstentions))
             if measured:
                 knee = next((a for a in abstentions if a["analysis"] == "tpot_budget"), None)
-                why = ("not called healthy: TPOT rises with the batch and no TPOT budget was given (give --slo tpot_p95_ms=<budget>)"
+                why = ("not called healthy: TPOT rises with the batch and no TPOT budget was given (give "
+                       "--slo tpot_p95_ms=<budget>)"
                        if knee else "not enough to call it healthy")
-                return ("No serving finding in what was measured (" + "; ".join(measured[:3]) + f"){_ruled_out(findings)}, {why}; "
+                return ("No serving finding in what was measured (" + "; ".join(measured[:3])
+                        + f"){_ruled_out(findings)}, {why}; "
                         "no GPU trace given"
                         + _not_measured(abstentions))
         return f"No GPU trace given, so no timeline verdict; {what}" + _not_measured(abstentions)
@@ -132,7 +134,8 @@ def _headline(findings: list[dict], abstentions: list[dict], data: dict, symptom
         return " | ".join(f"{axis}: {_says(f)}" for axis, f in tops.items())
     if compute >= t("healthy_compute_min_pct") and abstentions:
         return (f"No problem found in what was measured (GPU computing at least {pct(compute)} of the window)"
-                f"{_ruled_out(findings)}, but the verdict is incomplete: " + "; ".join(sorted({a["analysis"] for a in abstentions})) + " not measured")
+                f"{_ruled_out(findings)}, but the verdict is incomplete: "
+                + "; ".join(sorted({a["analysis"] for a in abstentions})) + " not measured")
     return (f"GPU computing {pct(compute)} of the window; no measured cause explains the rest (not healthy: not GPU-bound)"
             + _ruled_out(findings)
             + _not_measured(abstentions))

@@ -14,7 +14,8 @@ from tracetriage.analyzers.rules.slo import slo_checks
 # name: (value, why)
 declare({
     "healthy_compute_min_pct": (80.0, "every device computing (kernels, not copies) at least 80% of the window"),
-    "healthy_min_steps": (3, "'steady' is a claim about repeated steps: each process driving a GPU needs at least 3 measured steps"),
+    "healthy_min_steps": (3, ("'steady' is a claim about repeated steps: each process driving a GPU needs "
+                              "at least 3 measured steps")),
 })
 
 
@@ -33,7 +34,9 @@ def rule_healthy(ctx: Context):
         return None
     if any(SEVERITIES.index(f["severity"]) >= SEVERITIES.index("low") or f["id"] == "below_roofline" or f.get("falsified")
            for f in findings):
-        return None  # a falsified finding still measured a symptom, with a cause not yet known  # busy is not fast: never healthy while the dominant class runs below its roofline
+        # a falsified finding still measured a symptom, with a cause not yet known; busy is not fast:
+        # never healthy while the dominant class runs below its roofline
+        return None
     if any(a["analysis"] in BLOCKS_HEALTHY for a in abstentions):
         return None
     if any(c["status"] == "broken" for c in slo_checks(ctx.data.get("serving"), ctx.slo)):
@@ -52,7 +55,8 @@ def rule_healthy(ctx: Context):
     if stats:
         evidence.append(ev("queue", stats["waiting_share_pct"], "%", f"{stats['samples']} engine stats samples",
                            text=f"requests waiting in {stats['waiting_share_pct']:.0f}% of {stats['samples']} stats samples "
-                                f"(mean {stats['waiting_mean']}, max {stats['waiting_max']}); running mean {stats['running_mean']}, "
+                                f"(mean {stats['waiting_mean']}, max {stats['waiting_max']}); running mean "
+                                f"{stats['running_mean']}, "
                                 f"KV cache usage p50 {stats['kv_usage_p50']}% max {stats['kv_usage_max']}%"))
     return catalog.make("healthy", 0.0, {"busy": pct(min(compute)), "efficiency": eff_words}, evidence, severity="info",
                         denominator="window", kind=ctx.kind)

@@ -25,12 +25,13 @@ THRESHOLDS = declare({
     "queue_kv_full_pct": (90.0, "KV usage at 90% or more: admission is KV-bound"),
     "queue_cap_share": (0.95, "running within 5% of max_num_seqs: the batch is at its cap"),
     "knee_r2_min": (0.8, "TPOT must be explained by the batch (r² >= 0.8) for the cap to be read off the fit"),
-    "knee_min_points": (5, "a line through fewer than 5 measured batch sizes is not a model of TPOT (any 2-4 points fit some line)"),
+    "knee_min_points": (5, ("a line through fewer than 5 measured batch sizes is not a model of TPOT (any "
+                            "2-4 points fit some line)")),
     "itl_tail_ratio": (3.0, "ITL p99 at 3x the median is a visible stall in a streamed answer"),
     "long_prompt_tokens": (1024, "prompts of 1k+ tokens take a step of their own when prefilled whole"),
     "fragmentation_share": (0.2, "20% of PyTorch's reserved memory unallocated is fragmentation worth a setting"),
-    "preemptions_recurring": (2, "preemptions recur (2 or more): the KV pool runs out again and again; a lone one with the "
-                                 "sampled KV usage far from full is a moment's shortfall, not a pool that runs out"),
+    "preemptions_recurring": (2, ("preemptions recur (2 or more): the KV pool runs out again and again; a lone one with the "
+                                  "sampled KV usage far from full is a moment's shortfall, not a pool that runs out")),
     "kv_full_pct": (98.0, "KV usage at 98%+ leaves no room for the next admission"),
     "prompt_per_output_min": (5.0, "5+ prompt tokens per output token: prefill dominates the work"),
     "prefix_hit_low_pct": (10.0, "a hit rate under 10% means the shared prefixes (if any) are recomputed"),
@@ -73,9 +74,9 @@ def _capacity_from_sweep(bench: list[dict], queue_share):
         impact = 100.0 * (top["mean_ttft_ms"] - base) / top["mean_ttft_ms"]
     else:
         impact = 100.0 * queue_share if queue_share is not None else 100.0 * (1 - capacity / top["request_rate"])
-    fired = dict(arrival=top["request_rate"], capacity=capacity, impact=impact,
-                 ttft_text=f"mean TTFT {ms(top['mean_ttft_ms'])} against {ms(base)} at low load" if len(bench) > 1
-                 else f"mean TTFT {ms(top['mean_ttft_ms'])}")
+    fired = {"arrival": top["request_rate"], "capacity": capacity, "impact": impact,
+                 "ttft_text": f"mean TTFT {ms(top['mean_ttft_ms'])} against {ms(base)} at low load" if len(bench) > 1
+                 else f"mean TTFT {ms(top['mean_ttft_ms'])}"}
     evidence = [
         ev("arrival_rate_rps", top["request_rate"], "req/s", None, text=f"arrival rate (configured): {rps(top['request_rate'])}"),
         ev("capacity_rps", round(capacity, 3), "req/s", None,
@@ -104,7 +105,8 @@ def rule_at_capacity(ctx: Context):
     for name, runs in groups.items():
         got = _capacity_from_sweep(runs, queue_share)
         if got and (fired is None or got[0]["impact"] > fired["impact"]):
-            fired, evidence = got[0], got[1] + ([ev("sweep", name, "", None, text=f"benchmark series: {name}")] if len(groups) > 1 else [])
+            series = [ev("sweep", name, "", None, text=f"benchmark series: {name}")] if len(groups) > 1 else []
+            fired, evidence = got[0], got[1] + series
     st = serving.get("stats")
     cap = cap_of(serving)
     if fired is None and st and st.get("waiting_mean") is not None and st["samples"] >= 1:
@@ -115,18 +117,21 @@ def rule_at_capacity(ctx: Context):
         if st["waiting_share_pct"] >= t("queue_share_min_pct") and growing and full and deep:
             impact = 100.0 * queue_share if queue_share is not None else 100.0 * st["waiting_mean"] / (
                 st["waiting_mean"] + (st["running_mean"] or 0))
-            fired = dict(arrival=None, capacity=None, impact=impact,
-                         ttft_text=f"{st['waiting_mean']:g} requests wait on average behind {st['running_mean']:g} running"
-                                   + (f", KV cache up to {st['kv_usage_max']:g}% full" if st.get("kv_usage_max") is not None else ""))
+            fired = {"arrival": None, "capacity": None, "impact": impact,
+                         "ttft_text": f"{st['waiting_mean']:g} requests wait on average behind {st['running_mean']:g} running"
+                                   + (f", KV cache up to {st['kv_usage_max']:g}% full"
+                                      if st.get("kv_usage_max") is not None else "")}
             evidence += [
                 ev("arrival_rate_rps", None, "req/s", None, text="arrival rate: not measured (no benchmark or request counters)"),
                 ev("capacity_rps", None, "req/s", None, text="capacity: not measured; the queue grows at the load seen"),
                 ev("waiting_mean", st["waiting_mean"], "requests", f"{st['samples']} stats samples",
                    text=f"waiting queue non-empty in {st['waiting_share_pct']:.0f}% of {st['samples']} samples, mean "
-                        f"{st['waiting_mean']:g}, max {st['waiting_max']:g} (first {st['waiting_first']:g}, last {st['waiting_last']:g})"),
+                        f"{st['waiting_mean']:g}, max {st['waiting_max']:g} (first {st['waiting_first']:g}, "
+                        f"last {st['waiting_last']:g})"),
                 ev("littles_law_in_system", law.get("in_system"), "requests", None,
                    text=f"requests in the system (running + waiting): {law.get('in_system')}"),
-                ev("kv_usage_max", st.get("kv_usage_max"), "%", "KV cache pool", text=f"KV cache usage up to {st.get('kv_usage_max')}%"
+                ev("kv_usage_max", st.get("kv_usage_max"), "%", "KV cache pool", text="KV cache usage up to "
+                                                                                      f"{st.get('kv_usage_max')}%"
                    + (f"; running up to {st['running_max']:g} of max {cap:g} sequences" if cap else "")),
             ]
     if fired is None:
@@ -139,14 +144,17 @@ def rule_at_capacity(ctx: Context):
         evidence.append(ev("ttft_p95_budget_ms", budget, "ms", None, text=f"TTFT p95 budget {budget:g} ms"))
     if fired["arrival"] and fired["capacity"]:
         need = math.ceil(fired["arrival"] / fired["capacity"])
-        replicas_needed = f"{plural(need, 'replica')} of the measured size ({fired['arrival'] / fired['capacity']:.2f}x today's capacity)"
+        replicas_needed = (f"{plural(need, 'replica')} of the measured size "
+                           f"({fired['arrival'] / fired['capacity']:.2f}x today's capacity)")
     else:
-        replicas_needed = "the arrival rate divided by the per-replica completion rate, rounded up (measure both with a benchmark sweep)"
+        replicas_needed = ("the arrival rate divided by the per-replica completion rate, rounded up (measure both with a "
+                           "benchmark sweep)")
     return catalog.make(
         "at_capacity", fired["impact"],
         {"arrival": rps(fired["arrival"]) if fired["arrival"] else "more requests",
          "capacity": rps(fired["capacity"]) if fired["capacity"] else "fewer",
-         "ttft_text": fired["ttft_text"], "capacity_per_replica": rps(fired["capacity"]) if fired["capacity"] else "completion rate",
+         "ttft_text": fired["ttft_text"],
+         "capacity_per_replica": rps(fired["capacity"]) if fired["capacity"] else "completion rate",
          "arrival_plain": rps(fired["arrival"]) if fired["arrival"] else "the arrival rate", "replicas_needed": replicas_needed,
          "queue_clause": f" ({pct(100 * queue_share)} of the server's TTFT is queue time)" if queue_share is not None else ""},
         evidence, severity="high" if fired["impact"] >= 50 else "medium", denominator="time to first token",
@@ -243,7 +251,8 @@ def rule_prefill_stall_itl(ctx: Context):
         return None
     chunked = (serving.get("config") or {}).get("enable_chunked_prefill")
     prompts = serving.get("prompts") or {}
-    longest = max(v for v in (prompts.get("input_len_max"), prompts.get("input_len_mean"), prompts.get("prefill_new_token_max"), 0) if v)
+    longest = max(v for v in (prompts.get("input_len_max"), prompts.get("input_len_mean"),
+                              prompts.get("prefill_new_token_max"), 0) if v)
     if longest < t("long_prompt_tokens"):
         return None
     # With chunked prefill on the rule still fires on the tail: the catalog's falsifier decides (a chunk
@@ -262,7 +271,8 @@ def rule_prefill_stall_itl(ctx: Context):
             else "on, chunk budget (max_num_batched_tokens) not stated")),
     ]
     if tail.get("max"):
-        evidence.append(ev("itl_max_ms", round(tail["max"], 3), "ms", tail["source"], text=f"longest inter-token gap {ms(tail['max'])}"))
+        evidence.append(ev("itl_max_ms", round(tail["max"], 3), "ms", tail["source"], text="longest "
+                                                                                           f"inter-token gap {ms(tail['max'])}"))
     severity = "high" if (tail.get("max") or tail["p99"]) >= 10 * tail["p50"] else "medium"
     if budget is not None:
         over = tail["p99"] > budget
@@ -308,7 +318,8 @@ def rule_memory_pressure(ctx: Context):
     if ooms:
         e = ooms[-1]
         parts.append(plural(len(ooms), "CUDA out-of-memory error"))
-        text = "OOM: " + ", ".join(f"{k.replace('_bytes', '').replace('_', ' ')} {nbytes(v)}" for k, v in e.items() if v is not None)
+        text = "OOM: " + ", ".join(f"{k.replace('_bytes', '').replace('_', ' ')} {nbytes(v)}"
+                                   for k, v in e.items() if v is not None)
         evidence.append(ev("oom_events", len(ooms), "errors", "the log", text=text))
         if e.get("reserved_unallocated_bytes") is not None and e.get("allocated_bytes"):
             frag = e["reserved_unallocated_bytes"] / (e["reserved_unallocated_bytes"] + e["allocated_bytes"])
@@ -317,7 +328,8 @@ def rule_memory_pressure(ctx: Context):
         gap = alloc["reserved_bytes"] - alloc["allocated_bytes"]
         frag = max(frag or 0.0, gap / alloc["reserved_bytes"])
         evidence.append(ev("allocator_reserved_minus_allocated", gap, "B", "reserved memory",
-                           text=f"allocator: reserved {nbytes(alloc['reserved_bytes'])}, allocated {nbytes(alloc['allocated_bytes'])} "
+                           text=f"allocator: reserved {nbytes(alloc['reserved_bytes'])}, allocated "
+                                f"{nbytes(alloc['allocated_bytes'])} "
                                 f"-> {nbytes(gap)} reserved but unused ({pct(100 * gap / alloc['reserved_bytes'])} of reserved)"))
     if frag is not None:
         evidence.append(ev("fragmentation_share", round(100 * frag, 2), "%", "PyTorch reserved memory",
@@ -328,17 +340,20 @@ def rule_memory_pressure(ctx: Context):
                            text=f"{plural(pre, 'preemption')} and {plural(ret, 'retraction')} (sequences evicted for KV "
                                 "blocks, recomputed later)"))
     if st.get("kv_usage_max") is not None:
-        evidence.append(ev("kv_usage_max", st["kv_usage_max"], "%", "KV cache pool", text=f"KV cache usage up to {st['kv_usage_max']}%"))
+        evidence.append(ev("kv_usage_max", st["kv_usage_max"], "%", "KV cache pool", text="KV cache usage up "
+                                                                                          f"to {st['kv_usage_max']}%"))
         if kv_full and not parts:
             parts.append(f"KV cache {st['kv_usage_max']}% full with requests waiting")
     prompts = serving.get("prompts") or {}
-    longest = max((v for v in (prompts.get("input_len_max"), prompts.get("prefill_new_token_max"), config.get("max_model_len")) if v), default=0)
+    longest = max((v for v in (prompts.get("input_len_max"), prompts.get("prefill_new_token_max"), config.get("max_model_len"))
+                   if v), default=0)
     chunked = config.get("enable_chunked_prefill")
     tried = ooms[-1].get("tried_bytes") if ooms else None
     if ooms and chunked is not True and (longest >= 8192 or (tried or 0) >= 1024 ** 3):
         variant = "prefill"
         mech = (f"An unchunked prefill of a long prompt (up to {longest:,} tokens) computes activations for the whole prompt "
-                f"in one step{f'; the failing allocation asked for {nbytes(tried)}' if tried else ''}. The transient peak, not the "
+                f"in one step{f'; the failing allocation asked for {nbytes(tried)}' if tried else ''}. The "
+                "transient peak, not the "
                 "steady KV cache, crosses the GPU's capacity, so the crash comes with long contexts only.")
     elif frag is not None and frag >= t("fragmentation_share"):
         variant = "fragmentation"
@@ -350,7 +365,8 @@ def rule_memory_pressure(ctx: Context):
                 "the pool runs out, the engine preempts (evicts and later recomputes) sequences or fails to allocate.")
     evidence.append(ev("mechanism", variant, "", None, text=f"mechanism the evidence supports: {variant}"))
     if chunked is not None:
-        evidence.append(ev("chunked_prefill", chunked, "", None, text=f"chunked prefill {'on' if chunked else 'off'} in the config"))
+        evidence.append(ev("chunked_prefill", chunked, "", None, text="chunked prefill "
+                                                                      f"{'on' if chunked else 'off'} in the config"))
     return catalog.make("memory_pressure", 100.0 if ooms else min(100.0, 100.0 * (pre + ret) / max(1, st.get("samples") or 1)),
                         {"what": ", ".join(parts), "mechanism_text": mech}, evidence,
                         severity="high" if ooms else "medium",
@@ -377,7 +393,8 @@ def rule_prefix_cache_miss(ctx: Context):
     impact = 100.0 * share * (1 - (hit or 0.0) / 100.0)
     hit_text = "prefix caching is off in the config" if off else f"hit rate {pct(hit)} from {tok['prefix_hit_source']}"
     evidence = [
-        ev("prompt_per_output", ratio, "tokens", "output token", text=f"{ratio:,.1f} prompt tokens per output token ({tok['source']})"),
+        ev("prompt_per_output", ratio, "tokens", "output token", text=f"{ratio:,.1f} prompt tokens per "
+                                                                      f"output token ({tok['source']})"),
         ev("prefix_hit_pct", hit, "%", "prompt tokens looked up", text=hit_text),
         ev("uncached_prompt_share", round(impact, 2), "%", "tokens processed",
            text=f"prompt tokens computed without a cache hit: {pct(impact)} of all tokens processed"),
@@ -429,11 +446,13 @@ def rule_over_replicated(ctx: Context):
     impact = 100.0 * (1 - per / cap)
     evidence = [
         ev("replicas", len(reps), "replicas", None, text=f"{len(reps)} replicas" + (f" (data parallel size {dp})" if dp else "")),
-        ev("running_per_replica", round(per, 2), "sequences", "replica", text=f"{per:.1f} running sequences per replica on average"),
+        ev("running_per_replica", round(per, 2), "sequences", "replica", text=f"{per:.1f} running "
+                                                                              "sequences per replica on average"),
         ev("waiting_max", max(waiting), "requests", None, text="no request waiting on any replica"),
         ev("kv_usage_max", max(kv) if kv else None, "%", "KV cache pool",
            text=f"KV cache usage at most {max(kv):.1f}%" if kv else "KV cache usage not measured"),
-        ev("idle_slots_pct", round(impact, 2), "%", f"batch slots ({cap} per replica{'' if cap_of(serving) else ', vLLM default'})"),
+        ev("idle_slots_pct", round(impact, 2), "%", f"batch slots ({cap} per "
+                                                    f"replica{'' if cap_of(serving) else ', vLLM default'})"),
     ]
     return catalog.make("over_replicated", impact,
                         {"replicas": len(reps), "per_replica": f"{per:.1f}", "kv": f"{max(kv):.0f}%" if kv else "n/a",
@@ -466,9 +485,11 @@ def rule_admission_blocked(ctx: Context):
                            text=f"{plural(n, 'preemption')} with the KV cache at most {st['kv_usage_max']}% used: a lone "
                                 "shortfall, not a pool that runs out"))
     return catalog.make("admission_blocked", impact,
-                        {"waiting_share": f"{st['waiting_share_pct']:.0f}%", "running": f"{st['running_mean']:.1f}", "cap": f"{cap:g}",
+                        {"waiting_share": f"{st['waiting_share_pct']:.0f}%", "running": f"{st['running_mean']:.1f}",
+                         "cap": f"{cap:g}",
                          "kv": f"{st['kv_usage_max']:.0f}%"},
-                        evidence, severity="high" if impact >= 50 else "medium", denominator="batch slots (max_num_seqs)", kind=ctx.kind)
+                        evidence, severity="high" if impact >= 50 else "medium", denominator="batch slots (max_num_seqs)",
+                        kind=ctx.kind)
 
 
 def tpot_needs_budget(serving: dict, slo: dict) -> bool:

@@ -28,9 +28,11 @@ from tracetriage.analyzers.rules.hints import capture_cmd, hint_format, host_pro
 # name: (value, why)
 THRESHOLDS = declare({
     "launch_busy_max_pct": (75.0, "a GPU busier than 75% is not mainly waiting on launches"),
-    "launch_kernel_median_max_ns": (50_000, "kernels above ~50 us amortize a 5-10 us launch; below it launch cost competes with work"),
+    "launch_kernel_median_max_ns": (50_000, ("kernels above ~50 us amortize a 5-10 us launch; below it "
+                                             "launch cost competes with work")),
     "launch_per_step_min": (50, "a step with fewer than ~50 launches cannot lose much time to launch overhead"),
-    "launch_kernels_min_no_steps": (1000, "without steps, need at least this many kernels in the window to call it a launch pattern"),
+    "launch_kernels_min_no_steps": (1000, ("without steps, need at least this many kernels in the window to "
+                                           "call it a launch pattern")),
     "launch_host_idle_share_min": (0.5, "at least half of the idle time must be the host launching or between launches"),
     "launch_impact_min_pct": (5.0, "below 5% of the window the launch overhead is not worth a finding"),
     "sync_per_step_min": (1.0, "the median step holds at least one blocking sync"),
@@ -38,15 +40,19 @@ THRESHOLDS = declare({
     "prefill_min_steps": (20, "a tail needs at least 20 steps to be more than noise"),
     "prefill_p99_ratio": (3.0, "p99 step at 3x the median is a stall users see as a frozen stream"),
     "prefill_max_ratio": (5.0, "a single step 5x the median is a visible freeze"),
-    "prefill_long_busy_min_pct": (80.0, "a long step in which the GPU is busy is GPU work (prefill); an idle one is a host stall"),
+    "prefill_long_busy_min_pct": (80.0, ("a long step in which the GPU is busy is GPU work (prefill); an idle one is a "
+                                         "host stall")),
     "tail_high_ratio": (10.0, "a step 10x the median is an order-of-magnitude freeze every streaming user notices"),
-    "tail_high_freeze_ns": (200_000_000, "a freeze of 200 ms or more is visible as a stalled stream, whatever its share of the time"),
+    "tail_high_freeze_ns": (200_000_000, ("a freeze of 200 ms or more is visible as a stalled stream, "
+                                          "whatever its share of the time")),
     "pageable_min_count": (1, "any pageable async copy in steady state serializes with the host"),
     "copy_bound_min_pct": (30.0, "copies alone filling 30% of the window (and more than kernels) set the step time"),
     "starved_idle_min_pct": (50.0, "a GPU idle for most of the window is starved, whatever the cause"),
     "starved_unexplained_min_share": (0.5, "the other findings explain less than half of the idle time"),
-    "python_frame_min_pct": (15.0, "one user frame holding 15% of the host's non-idle samples is a hot spot worth moving off the step's critical path"),
-    "python_min_samples": (100, "a share needs a sampling profile (py-spy record); one dump is a snapshot per thread, not a profile"),
+    "python_frame_min_pct": (15.0, ("one user frame holding 15% of the host's non-idle samples is a hot spot worth moving off "
+                                    "the step's critical path")),
+    "python_min_samples": (100, ("a share needs a sampling profile (py-spy record); one dump is a snapshot "
+                                 "per thread, not a profile")),
     "python_host_idle_min_pct": (5.0, "the GPU must idle at least 5% of the window in host code for Python to matter"),
     "python_impact_min_pct": (1.0, "a frame whose converted share of the window is under 1% is not worth a finding"),
 })
@@ -108,7 +114,8 @@ def rule_launch_bound(ctx: Context):
     launch_frame = _hot_frame(ctx, r"(?i)(cu|hip)(da)?LaunchKernel|LaunchKernel")
     if launch_frame:
         evidence.append(ev("launch_frame_self_pct", launch_frame["self_pct"], "%", "non-idle host samples",
-                           text=f"the host profile spends {pct(launch_frame['self_pct'])} of its samples inside {launch_frame['frame']}"))
+                           text=f"the host profile spends {pct(launch_frame['self_pct'])} of its samples "
+                                f"inside {launch_frame['frame']}"))
     if eager is True:
         evidence.append(ev("enforce_eager", True, "", None, text="the engine config has enforce_eager=True: CUDA graphs are off"))
     return catalog.make(
@@ -143,13 +150,16 @@ def rule_python_host_overhead(ctx: Context):
     evidence = [
         ev("frame", top["frame"], "", None, text=f"hot user frame: {top['frame']}"),
         ev("share_pct", top["share_pct"], "%", f"{prof['total_samples']:,} non-idle py-spy samples",
-           text=f"{pct(top['share_pct'])} of {prof['total_samples']:,} non-idle py-spy samples are inside it ({pct(top['self_pct'])} in its own code)"),
-        ev("calls_sync", top["calls_sync"], "", None, text="it calls a host-syncing operation" if top["calls_sync"] else "no host sync below it"),
+           text=f"{pct(top['share_pct'])} of {prof['total_samples']:,} non-idle py-spy samples are inside it "
+                f"({pct(top['self_pct'])} in its own code)"),
+        ev("calls_sync", top["calls_sync"], "", None,
+           text="it calls a host-syncing operation" if top["calls_sync"] else "no host sync below it"),
     ]
     devs = [d for d in ctx.devices if d["window_ns"]]
     if not devs:
         evidence.append(ev("host_idle", None, "", None, text="no GPU trace in the case: the share is of the host's samples only"))
-        return catalog.make("python_host_overhead", top["share_pct"], {**fields, "host_idle": "not measured", "claimed": "not measured"},
+        return catalog.make("python_host_overhead", top["share_pct"],
+                            {**fields, "host_idle": "not measured", "claimed": "not measured"},
                             evidence, severity=severity_for(top["share_pct"]),
                             denominator="host samples (no GPU trace to weigh it against)", kind=ctx.kind)
     wants, host_idle = {}, {}
@@ -166,7 +176,8 @@ def rule_python_host_overhead(ctx: Context):
         return None
     d = best_device(taken, ctx)
     evidence.append(ev("host_idle_pct", round(host_idle[d["id"]], 2), "%", f"window on {d['id']}",
-                       text=f"the GPU ({d['id']}) idles {pct(host_idle[d['id']])} of the window while the host is in no CUDA call"))
+                       text=f"the GPU ({d['id']}) idles {pct(host_idle[d['id']])} of the window while "
+                            "the host is in no CUDA call"))
     evidence.append(ev("claimed_pct", round(impact, 2), "%", window_denominator(ctx),
                        text=f"{pct(top['share_pct'])} of that host-code idle time = {pct(impact)} of the window"))
     return catalog.make("python_host_overhead", impact,
@@ -206,11 +217,14 @@ def rule_host_sync_per_step(ctx: Context):
            text=f"{dtoh:g} device-to-host {'copy' if dtoh == 1 else 'copies'} per step (median)"),
         ev("idle_after_sync_pct", round(100.0 * after_all / d["window_ns"], 2), "%", f"window on {d['id']}",
            text=f"idle gaps that begin as a sync returns: {plural(d['_after_sync_count'], 'gap')}, {us(after_all)} in all = "
-                f"{pct(100.0 * after_all / d['window_ns'])} of the window; the host was then {cause_split(d, 'idle:after_sync:')}"),
+                f"{pct(100.0 * after_all / d['window_ns'])} of the window; the host was then "
+                f"{cause_split(d, 'idle:after_sync:')}"),
         ev("claimed_pct", round(impact, 2), "%", window_denominator(ctx),
            text=f"left to this finding after the findings ranked before it: {pct(impact)} of the window"),
-        ev("idle_after_sync_per_step", int(per_step_idle), "ns", "one step", text=f"about {us(per_step_idle)} of GPU idle per step after the sync"),
-        ev("steps", steps["count"], "steps", "window", text=f"{steps['count']:,} steps (source: {steps['source']}), p50 {us(steps['p50_ns'])}"),
+        ev("idle_after_sync_per_step", int(per_step_idle), "ns", "one step", text=f"about {us(per_step_idle)} of GPU "
+                                                                                  "idle per step after the sync"),
+        ev("steps", steps["count"], "steps", "window", text=f"{steps['count']:,} steps (source: {steps['source']}), "
+                                                            f"p50 {us(steps['p50_ns'])}"),
     ]
     return catalog.make("host_sync_per_step", impact,
                         {"syncs": f"{pr['syncs_per_step']:g}", "dtoh": dtoh_txt, "claimed": pct(impact),
@@ -275,7 +289,8 @@ def rule_copy_bound(ctx: Context):
     evidence = [
         ev("copy_only_pct", round(100.0 * d["_slices"]["copy"] / w, 2), "%", f"window on {d['id']}",
            text=f"only copies run during {pct(100.0 * d['_slices']['copy'] / w)} of the window on {d['id']}"),
-        ev("compute_pct", round(100.0 * (d["_slices"]["compute"] + d["_slices"]["collective"]) / w, 2), "%", f"window on {d['id']}",
+        ev("compute_pct", round(100.0 * (d["_slices"]["compute"] + d["_slices"]["collective"]) / w, 2), "%",
+           f"window on {d['id']}",
            text=f"kernels run {pct(100.0 * (d['_slices']['compute'] + d['_slices']['collective']) / w)} of the window"),
         ev("bytes", c["bytes"], "B", f"{plural(c['count'], 'copy', 'copies')} in the window",
            text=f"{nbytes(c['bytes'])} in {plural(c['count'], 'copy', 'copies')}: " + ", ".join(
@@ -284,12 +299,14 @@ def rule_copy_bound(ctx: Context):
            text=f"{gbps:.1f} GB/s {dir_words.get(direction, direction)}, the direction that takes the most copy time"),
         ev("pinned", pinned, "copies", f"{c['count']} copies",
            text=f"{pinned:,} of {c['count']:,} copies use pinned host memory, {c['pageable']:,} pageable"),
-        ev("overlap_with_kernels_pct", c["overlap_pct"], "%", "copy time", text=f"{pct(c['overlap_pct'])} of the copy time overlaps kernels"),
+        ev("overlap_with_kernels_pct", c["overlap_pct"], "%", "copy time", text=f"{pct(c['overlap_pct'])} of the "
+                                                                                "copy time overlaps kernels"),
     ]
     return catalog.make("copy_bound", impact,
                         {"copy_share": pct(100.0 * d["_slices"]["copy"] / w),
                          "compute_share": pct(100.0 * (d["_slices"]["compute"] + d["_slices"]["collective"]) / w),
-                         "gbps": f"{gbps:.1f} GB/s", "direction": dir_words.get(direction, direction), "bytes": nbytes(top["bytes"])},
+                         "gbps": f"{gbps:.1f} GB/s", "direction": dir_words.get(direction, direction),
+                         "bytes": nbytes(top["bytes"])},
                         evidence, severity=severity_for(impact), denominator=window_denominator(ctx), kind=ctx.kind)
 
 
@@ -327,17 +344,20 @@ def rule_gpu_starved(ctx: Context):
         variant = f"{cause}_rocm" if is_rocm_format(fmt) and cause in ("sync", "memcpy_sync") else cause
         capture = capture_text("gpu_starved", variant).format(api=capture_cmd(fmt, "api"))
     evidence = [
-        ev("idle_pct", round(idle_pct, 2), "%", f"window on {d['id']}", text=f"GPU idle {pct(idle_pct)} of the {us(w)} window on {d['id']}"),
+        ev("idle_pct", round(idle_pct, 2), "%", f"window on {d['id']}", text=f"GPU idle {pct(idle_pct)} of the "
+                                                                             f"{us(w)} window on {d['id']}"),
         ev("unexplained_pct", round(impact, 2), "%", window_denominator(ctx),
            text=f"idle time no other finding claims: {pct(impact)} of the window"),
         ev("dominant_cause", cause, "", None,
            text=f"most of it ({pct(100.0 * cause_ns / w)} of the window) the host was {CAUSE_WORDS[cause]}"),
         ev("by_cause", {c: round(100.0 * v / w, 2) for c, v in by_cause.items()}, "%", f"window on {d['id']}",
-           text="unexplained idle by cause: " + ", ".join(f"{c} {pct(100.0 * v / w)}" for c, v in sorted(by_cause.items(), key=lambda x: -x[1]) if v)),
+           text="unexplained idle by cause: " + ", ".join(f"{c} {pct(100.0 * v / w)}"
+                                                          for c, v in sorted(by_cause.items(), key=lambda x: -x[1]) if v)),
     ]
     if d["gaps"]["count"]:
         evidence.append(ev("gaps", d["gaps"]["count"], "gaps", "window",
-                           text=f"{plural(d['gaps']['count'], 'idle gap')}, p50 {us(d['gaps']['p50_ns'])}, max {us(d['gaps']['max_ns'])}"))
+                           text=f"{plural(d['gaps']['count'], 'idle gap')}, p50 {us(d['gaps']['p50_ns'])}, max "
+                                f"{us(d['gaps']['max_ns'])}"))
     return catalog.make("gpu_starved", impact,
                         {"idle": pct(idle_pct), "cause_text": f"mostly {CAUSE_WORDS[cause]}", "claimed": pct(impact),
                          "cause_where": f"while the host was {CAUSE_WORDS[cause]}", "capture": capture},
@@ -368,20 +388,24 @@ def rule_prefill_stall(ctx: Context):
     s = pr["steps"]
     severity = "high" if rmax >= t("tail_high_ratio") and s["max_ns"] >= t("tail_high_freeze_ns") else "medium"
     budget = ctx.slo.get("itl_p99_ms")
-    label = "labelled prefill by NVTX" if info.get("prefill_labelled") else f"GPU busy {info['busy_pct']:.0f}% during them (GPU work, not a host stall)"
+    label = ("labelled prefill by NVTX" if info.get("prefill_labelled")
+             else f"GPU busy {info['busy_pct']:.0f}% during them (GPU work, not a host stall)")
     evidence = [
         ev("step_p50", s["p50_ns"], "ns", f"{s['count']} steps", text=f"step p50 {us(s['p50_ns'])} over {s['count']:,} steps"),
-        ev("step_max", s["max_ns"], "ns", f"{s['count']} steps", text=f"longest step {us(s['max_ns'])}: a {us(s['max_ns'] - s['p50_ns'])} freeze"),
+        ev("step_max", s["max_ns"], "ns", f"{s['count']} steps", text=f"longest step {us(s['max_ns'])}: a "
+                                                                      f"{us(s['max_ns'] - s['p50_ns'])} freeze"),
         ev("step_p99_over_p50", round(r99, 2), "x", "step p50"),
         ev("step_max_over_p50", round(rmax, 2), "x", "step p50"),
-        ev("long_steps", info["count"], "steps", f"{s['count']} steps", text=f"{info['count']} of {s['count']} steps longer than 3x p50"),
+        ev("long_steps", info["count"], "steps", f"{s['count']} steps", text=f"{info['count']} of {s['count']} "
+                                                                             "steps longer than 3x p50"),
         ev("long_step_excess_pct", round(info["excess_pct"], 2), "%", "total step time",
            text=f"time above p50 in those steps: {pct(info['excess_pct'])} of all step time"),
     ]
     if budget is not None:
         over = s["p99_ns"] / 1e6 > budget
         evidence.append(ev("itl_p99_budget_ms", budget, "ms", None,
-                           text=f"step p99 {us(s['p99_ns'])} is {'over' if over else 'within'} the inter-token p99 budget of {budget:g} ms"))
+                           text=f"step p99 {us(s['p99_ns'])} is {'over' if over else 'within'} the inter-token "
+                                f"p99 budget of {budget:g} ms"))
         if over and severity != "high":
             severity = "high"
     chunked = (ctx.data.get("serving") or {}).get("config", {}).get("enable_chunked_prefill")
