@@ -7,18 +7,18 @@ import re
 
 from tracetriage.analyzers.catalog import capture_text
 from tracetriage.analyzers.evidence import plural, us
-from tracetriage.analyzers.rules.context import Context, declare, process_name, t
+from tracetriage.analyzers.rules.context import Context, process_name, t
 from tracetriage.analyzers.rules.hints import capture_cmd, hint_format, host_profiler_hint
 from tracetriage.analyzers.rules.serving import budgets_break_at, judge_fit, tail_words, tpot_needs_budget, unexplained_tail
 from tracetriage.analyzers.rules.slo import slo_checks, slo_text
 
 # name: (value, why)
-declare({
+THRESHOLDS = {
     "host_idle_pyspy_hint_pct": (10.0, "idle host-code time above 10% of the window deserves a host profile"),
     "judge_min_gpu_ops": (20, "fewer GPU operations than this in the window are a handful, not a workload"),
     "judge_min_window_ns": (1_000_000, "a window shorter than 1 ms is shorter than one decode step"),
     "capture_launch_ratio": (4.0, "launch calls at 4x the kernels that ran: work was recorded into a graph, not executed"),
-})
+}
 
 CAPTURE_CALLS = re.compile(r"(?i)(Stream|Thread)?BeginCapture|EndCapture|GraphInstantiate")
 # Abstentions that mean the capture cannot be judged healthy (too little, or the wrong phase).

@@ -7,13 +7,13 @@ import numpy as np
 
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.evidence import ev, pct, plural, severity_for
-from tracetriage.analyzers.rules.context import Context, Rule, declare, t, window_denominator
+from tracetriage.analyzers.rules.context import Context, Rule, t, window_denominator
 
 # name: (value, why)
-THRESHOLDS = declare({
+THRESHOLDS = {
     "collective_share_min_pct": (20.0, ("the TensorBoard/TraceLens rule of thumb flags communication above 10-20% of step time; "
                                         "20% is where re-layout pays")),
-})
+}
 
 
 def rule_cross_island_collective(ctx: Context):

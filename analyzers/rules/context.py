@@ -11,18 +11,9 @@ import numpy as np
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.accounting import Ledger
 
-# Every threshold of every rule, in the order the modules declare them: name -> (value, why).
+# Every threshold of every rule: name -> (value, why), collected by thresholds.py from the table
+# each module declares beside its rules (its THRESHOLDS).
 THRESHOLDS: dict[str, tuple] = {}
-
-
-def declare(table: dict[str, tuple]) -> dict[str, tuple]:
-    """Add a module's thresholds (name -> (value, why)) to :data:`THRESHOLDS`; a name declared
-    twice is a bug, caught at import."""
-    twice = set(table) & set(THRESHOLDS)
-    if twice:
-        raise ValueError(f"thresholds declared twice: {sorted(twice)}")
-    THRESHOLDS.update(table)
-    return table
 
 
 def t(name: str):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from tracetriage.analyzers import catalog, efficiency
 from tracetriage.analyzers.evidence import ev, pct, severity_for, us
-from tracetriage.analyzers.rules.context import Context, Rule, declare, t
+from tracetriage.analyzers.rules.context import Context, Rule, t
 
-declare(efficiency.THRESHOLDS)  # measuring reads them too: declared with the measurement, collected here
+THRESHOLDS = efficiency.THRESHOLDS  # measuring reads them too: declared with the measurement
 
 
 def abstention(ctx: Context) -> list[dict]:

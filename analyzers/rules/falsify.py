@@ -11,17 +11,18 @@ import numpy as np
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.catalog import SEVERITIES
 from tracetriage.analyzers.evidence import ev, plural, us
-from tracetriage.analyzers.rules.context import THRESHOLDS, Context, declare, t
+from tracetriage.analyzers.rules import context
+from tracetriage.analyzers.rules.context import Context, t
 from tracetriage.analyzers.rules.slo import budget_check, cap_of
 
 # name: (value, why)
-declare({
+THRESHOLDS = {
     "severity_min_steps": (5, "a window holding 5+ measured steps shows a repeating pattern: its severity is not capped"),
     "severity_toy_window_ns": (10_000_000, ("without 5 steps, a window under 10 ms (a toy program, one step) shows too "
                                             "little for more than low")),
     "severity_short_window_ns": (100_000_000, ("without 5 steps, a window under 100 ms may be start-up or a "
                                                "single step: at most medium")),
-})
+}
 
 
 def facts(ctx: Context) -> dict:
@@ -40,7 +41,7 @@ def facts(ctx: Context) -> dict:
                   "collective_share_pct": float(np.mean([d["collective_share_pct"] for d in coll])) if coll else None,
                   "collective_exposed_pct": float(np.mean([d["collective_exposed_pct"] for d in coll])) if coll else None},
         "serving": serving_facts(serving, ctx.slo) if serving else {},
-        "threshold": {name: value for name, (value, _why) in THRESHOLDS.items()},
+        "threshold": {name: value for name, (value, _why) in context.THRESHOLDS.items()},
         "kind": dict(ctx.kind or {}),
     }
 

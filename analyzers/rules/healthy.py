@@ -8,15 +8,15 @@ from tracetriage.analyzers import catalog, efficiency
 from tracetriage.analyzers.catalog import SEVERITIES
 from tracetriage.analyzers.evidence import ev, pct
 from tracetriage.analyzers.rules.abstain import BLOCKS_HEALTHY
-from tracetriage.analyzers.rules.context import Context, Rule, declare, t
+from tracetriage.analyzers.rules.context import Context, Rule, t
 from tracetriage.analyzers.rules.slo import slo_checks
 
 # name: (value, why)
-declare({
+THRESHOLDS = {
     "healthy_compute_min_pct": (80.0, "every device computing (kernels, not copies) at least 80% of the window"),
     "healthy_min_steps": (3, ("'steady' is a claim about repeated steps: each process driving a GPU needs "
                               "at least 3 measured steps")),
-})
+}
 
 
 def _fewest_steps(ctx: Context) -> int:

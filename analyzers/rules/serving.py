@@ -14,11 +14,11 @@ import math
 
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.evidence import ev, ms, nbytes, pct, plural
-from tracetriage.analyzers.rules.context import Context, Rule, declare, t
+from tracetriage.analyzers.rules.context import Context, Rule, t
 from tracetriage.analyzers.rules.slo import budget_check, cap_of, measured_serving
 
 # name: (value, why)
-THRESHOLDS = declare({
+THRESHOLDS = {
     "capacity_rate_excess": (1.1, "arrivals 10% above completions: beyond the drain-time slack of a finite benchmark run"),
     "capacity_ttft_growth": (3.0, "TTFT three times its low-load value: requests are waiting, not being prefilled"),
     "queue_share_min_pct": (50.0, "a non-empty queue in at least half of the stats samples is a standing queue, not a burst"),
@@ -45,7 +45,7 @@ THRESHOLDS = declare({
     "stats_min_samples": (10, "token ratios from stats lines need a window of at least 10 samples, not a burst"),
     "healthy_min_samples": (5, "a serving verdict of healthy needs at least 5 stats samples ..."),
     "healthy_min_requests": (20, "... or a benchmark of at least 20 completed requests"),
-})
+}
 
 
 DEFAULT_CAP = 256  # vLLM's default max_num_seqs, used only to size over-replication when the config is absent

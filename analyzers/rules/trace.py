@@ -17,7 +17,6 @@ from tracetriage.analyzers.rules.context import (
     Rule,
     best_device,
     cause_split,
-    declare,
     median,
     process_name,
     t,
@@ -26,7 +25,7 @@ from tracetriage.analyzers.rules.context import (
 from tracetriage.analyzers.rules.hints import capture_cmd, hint_format, host_profiler_hint, is_rocm_format
 
 # name: (value, why)
-THRESHOLDS = declare({
+THRESHOLDS = {
     "launch_busy_max_pct": (75.0, "a GPU busier than 75% is not mainly waiting on launches"),
     "launch_kernel_median_max_ns": (50_000, ("kernels above ~50 us amortize a 5-10 us launch; below it "
                                              "launch cost competes with work")),
@@ -55,7 +54,7 @@ THRESHOLDS = declare({
                                  "per thread, not a profile")),
     "python_host_idle_min_pct": (5.0, "the GPU must idle at least 5% of the window in host code for Python to matter"),
     "python_impact_min_pct": (1.0, "a frame whose converted share of the window is under 1% is not worth a finding"),
-})
+}
 
 
 def rule_launch_bound(ctx: Context):
