@@ -339,7 +339,7 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
 
         data["serving"] = serving_mod.summary(case.serving)
         if slo:  # every budget given, checked against what was measured (the headline names the broken ones)
-            from tracetriage.analyzers.serving_rules import slo_checks
+            from tracetriage.analyzers.rules.slo import slo_checks
 
             data["serving"]["slo_checks"] = slo_checks(data["serving"], slo)
         serving_series = serving_mod.series(case.serving)
@@ -367,11 +367,13 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
             ][:64],
         }
     ctx = rules.Context(case=case, data=data, per_trace=per_trace, symptom=symptom, slo=dict(slo or {}))
-    findings, abstentions = rules.evaluate(ctx)
+    evaluation = rules.evaluate(ctx)
+    findings, abstentions = evaluation.findings, evaluation.abstentions
+    data["capture_kind"] = evaluation.kind  # the evidence the catalog's texts selected their variant on
     data["findings"] = findings
     data["abstentions"] = abstentions
     # the accounting is known once the findings took their claims; the headline reads it
-    devices = [replace(device, accounting=accounting.device_accounting(device, ctx.ledger)) for device in devices]
+    devices = [replace(device, accounting=evaluation.accounting[device.id]) for device in devices]
     data["devices"] = devices
     data["efficiency"] = efficiency.block(per_trace, data.get("serving"))
     data["headline"] = rules.headline(findings, abstentions, data, symptom)

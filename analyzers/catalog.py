@@ -1,4 +1,5 @@
-"""The findings catalog (``findings.toml``): the prose of each finding, read once at import.
+"""The findings catalog (``findings.toml``) and the capture commands (``capture_hints.toml``):
+the prose of each finding and of each capture hint, read once at import.
 
 Rules compute metrics and evidence; :func:`make` turns them into a finding by filling
 the catalog's texts with the rule's fields. The axis of a finding comes from the
@@ -8,7 +9,6 @@ catalog too, so a finding's id, axis and words are kept in one reviewable place.
 from __future__ import annotations
 
 import tomllib
-from contextvars import ContextVar
 from pathlib import Path
 
 AXES = ("throughput", "utilization", "tail", "ttft", "tpot", "oom", "cost")
@@ -16,6 +16,7 @@ SEVERITIES = ["info", "low", "medium", "high"]
 TEXTS = ("title", "mechanism", "fix", "confirm", "falsifier")
 
 CATALOG: dict[str, dict] = tomllib.loads(Path(__file__).with_name("findings.toml").read_text(encoding="utf-8"))
+CAPTURE_HINTS: dict[str, dict] = tomllib.loads(Path(__file__).with_name("capture_hints.toml").read_text(encoding="utf-8"))
 
 
 def axis_of(finding_id: str) -> str:
@@ -42,9 +43,9 @@ for _id, _entry in CATALOG.items():  # a catalog mistake fails at import, in eve
         _parse(_entry["falsified_when"])
 
 
-# The kind of capture being judged (analyzers/capture_kind.py: vendor, workload, language), set by
-# rules.evaluate for the findings it makes: a text with variants picks the one that fits.
-CAPTURE_KIND: ContextVar[dict] = ContextVar("capture_kind", default={})
+def capture_text(table: str, key: str) -> str:
+    """The capture hint ``key`` of ``table`` in capture_hints.toml, on one line."""
+    return " ".join(CAPTURE_HINTS[table][key].split())
 
 
 def variant_order(variant: str | None, kind: dict) -> list[str]:
@@ -57,17 +58,18 @@ def variant_order(variant: str | None, kind: dict) -> list[str]:
     return [n for n in names if n]
 
 
-def _text(entry: dict, key: str, variant: str | None) -> str:
+def _text(entry: dict, key: str, variant: str | None, kind: dict) -> str:
+    """The text ``key`` of a catalog entry; of a text with variants, the first of variant_order."""
     value = entry[key]
     if isinstance(value, dict):
-        value = next(value[n] for n in variant_order(variant, CAPTURE_KIND.get()) if n in value)
+        value = next(value[n] for n in variant_order(variant, kind) if n in value)
     return value
 
 
 def falsified(finding: dict, facts: dict) -> str | None:
     """Why the capture already meets this finding's falsifier (``falsified_when`` in the catalog,
     a condition over ``ev`` — the finding's evidence by name — and the ``facts`` of the capture:
-    ``config``, ``trace``, ``serving``, ``threshold``, ``kind``: rules._facts), or None. Evaluated
+    ``config``, ``trace``, ``serving``, ``threshold``, ``kind``: rules/falsify.py facts), or None. Evaluated
     by analyzers/conditions.py; a figure nobody measured never meets a condition."""
     from tracetriage.analyzers import conditions
 
@@ -82,13 +84,14 @@ def falsified(finding: dict, facts: dict) -> str | None:
 
 
 def make(finding_id: str, impact: float, fields: dict, evidence: list[dict], *, severity: str,
-         denominator: str, variant: str | None = None, entry: str | None = None) -> dict:
-    """One finding: the catalog's texts for ``entry`` (default: the id) filled with ``fields``."""
+         denominator: str, kind: dict, variant: str | None = None, entry: str | None = None) -> dict:
+    """One finding: the catalog's texts for ``entry`` (default: the id) filled with ``fields``, each
+    text's variant chosen for the rule's ``variant`` and the capture's ``kind`` (variant_order)."""
     texts = CATALOG[entry or finding_id]
     impact = round(float(max(0.0, min(100.0, impact))), 2)
     out = {"id": finding_id, "axis": texts["axis"], "answers": list(texts.get("answers") or [texts["axis"]]),
            "severity": severity, "impact_pct": impact, "impact_denominator": denominator}
     for key in TEXTS:
-        out[key] = " ".join(_text(texts, key, variant).format_map(fields).split())
+        out[key] = " ".join(_text(texts, key, variant, kind).format_map(fields).split())
     out["evidence"] = evidence
     return out

@@ -715,8 +715,8 @@ def _side_info(s: Side, figures: dict) -> dict:
 def slo_breaks(before: dict | None, after: dict | None, slo: dict) -> tuple[list[str], list[str]]:
     """SLO budgets (``--slo``): those met before and broken after, and those that could not be
     checked on a side; each side's budget is checked by the one check analyze uses
-    (serving_rules.slo_check on that side's serving artifacts)."""
-    from tracetriage.analyzers.serving_rules import slo_check
+    (rules.slo.slo_check on that side's serving artifacts)."""
+    from tracetriage.analyzers.rules.slo import slo_check
 
     out, unmeasured = [], []
     for key, budget in slo.items():

@@ -727,7 +727,7 @@ def _nccl(log: dict) -> NcclLogView:
 def serving_view(srv: dict | None) -> ServingView | None:
     """The serving section: latency percentiles (client and server side), Little's law, the sweep,
     each --slo budget checked."""
-    from tracetriage.analyzers.serving_rules import slo_text
+    from tracetriage.analyzers.rules.slo import slo_text
 
     if not srv:
         return None

@@ -845,7 +845,9 @@ def test_decode_roofline_draws_every_roof_its_legend_names(generated):
 
 
 def test_one_preemption_is_singular():
-    from tracetriage.analyzers import serving_rules
-    f = serving_rules.rule_memory_pressure({"memory": {"preemptions": 1, "retractions": 0}, "stats": {}}, {})
+    from tracetriage.analyzers.rules import Context
+    from tracetriage.analyzers.rules.serving import rule_memory_pressure
+    serving = {"memory": {"preemptions": 1, "retractions": 0}, "stats": {}}
+    f = rule_memory_pressure(Context(case=None, data={"serving": serving}, per_trace=[]))
     text = " ".join(e["text"] for e in (f or {}).get("evidence", []))
     assert "1 preemption and 0 retractions" in text and "1 preemptions" not in text

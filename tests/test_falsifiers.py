@@ -19,7 +19,8 @@ import pytest
 from conftest import BUNDLES, ROOT, real, run_cli
 
 from tracetriage import analyze, open_case
-from tracetriage.analyzers import catalog, serving_rules
+from tracetriage.analyzers import catalog
+from tracetriage.analyzers.rules.falsify import serving_facts
 from tracetriage.analyzers.rules import THRESHOLDS
 
 NVFUSER_2025_1 = "nsys2025.1_1xH200_nvfuser_pytorch_crossentropy.sqlite"
@@ -83,9 +84,9 @@ def _names(cond: str) -> set[tuple[str, str]]:
 
 def test_every_condition_names_figures_the_analysis_has():
     """A misspelt name would leave a condition forever unknown (never met): each one is checked
-    against what rules._facts and the rules' evidence provide."""
-    sources = "".join((ROOT / "analyzers" / f).read_text() for f in ("rules.py", "serving_rules.py", "efficiency.py"))
-    serving_keys = set(serving_rules.facts({"stats": {}, "memory": {}, "captures": [], "metrics": {}}, {}))
+    against what rules/falsify.py facts and the rules' evidence provide."""
+    sources = "".join(f.read_text() for f in sorted((ROOT / "analyzers" / "rules").glob("*.py")))
+    serving_keys = set(serving_facts({"stats": {}, "memory": {}, "captures": [], "metrics": {}}, {}))
     trace_keys = {"graph_replays", "graph_launches_per_step", "collective_share_pct", "collective_exposed_pct"}
     for fid, entry in catalog.CATALOG.items():
         cond = entry.get("falsified_when")
@@ -98,10 +99,11 @@ def test_every_condition_names_figures_the_analysis_has():
 
 
 def test_rules_facts_trace_keys_are_the_ones_checked():
-    from tracetriage.analyzers import rules
+    from tracetriage.analyzers.rules import Context
+    from tracetriage.analyzers.rules.falsify import facts
 
-    ctx = rules.Context(case=None, data={"serving": None, "capture_kind": {}}, per_trace=[])
-    assert set(rules._facts(ctx)["trace"]) == {"graph_replays", "graph_launches_per_step", "collective_share_pct",
+    ctx = Context(case=None, data={"serving": None}, per_trace=[])
+    assert set(facts(ctx)["trace"]) == {"graph_replays", "graph_launches_per_step", "collective_share_pct",
                                                 "collective_exposed_pct"}
 
 

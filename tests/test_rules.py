@@ -6,7 +6,8 @@ import sys
 from conftest import ROOT
 
 from tracetriage import analyze, open_case
-from tracetriage.analyzers.rules import RULES, THRESHOLDS
+from tracetriage.analyzers.rules import THRESHOLDS
+from tracetriage.analyzers.rules.registry import stage
 
 sys.path.insert(0, str(ROOT / "samples"))
 import generate  # noqa: E402
@@ -33,7 +34,7 @@ def test_pageable_memcpy_does_not_fire_on_pinned(analyses):
 
 def test_every_threshold_has_a_reason():
     assert all(isinstance(v, tuple) and len(v) == 2 and v[1] for v in THRESHOLDS.values())
-    assert set(RULES) == {
+    assert {rule.id for rule in stage("throughput") + stage("trace")} == {
         "launch_bound", "host_sync_per_step", "pageable_memcpy", "collective_dominant", "cross_island_collective",
         "python_host_overhead", "nccl_errors", "prefill_stall", "gpu_starved", "copy_bound", "below_roofline",
     }

@@ -12,7 +12,11 @@ import pytest
 from conftest import BUNDLES, REAL, bundle_names, real, run_cli, truth
 
 from tracetriage import analyze, open_case
-from tracetriage.analyzers import catalog, rules
+from tracetriage.analyzers import catalog
+from tracetriage.analyzers.evidence import pct
+from tracetriage.analyzers.rules.abstain import ODD
+from tracetriage.analyzers.rules.hints import host_profiler_hint
+from tracetriage.analyzers.rules.registry import stage
 from tracetriage.model import api_category
 
 
@@ -121,7 +125,7 @@ def test_too_small_or_odd_captures_abstain(name, analyses):
     a = analyses[name]
     assert a.headline.startswith("Not enough to judge"), a.headline
     assert "healthy" not in ids(a)
-    assert {x["analysis"] for x in a.data["abstentions"]} & set(rules.ODD)
+    assert {x["analysis"] for x in a.data["abstentions"]} & set(ODD)
 
 
 def test_graph_capture_phase_named(analyses):
@@ -166,7 +170,7 @@ def test_unknown_symptom_or_slo_key_is_usage_error():
 
 
 def test_percent_never_rounds_up_to_100():
-    assert rules.pct(99.99) == "99.9%" and rules.pct(100.0) == "100.0%" and rules.pct(42.04) == "42.0%"
+    assert pct(99.99) == "99.9%" and pct(100.0) == "100.0%" and pct(42.04) == "42.0%"
 
 
 def test_blocking_hip_copy_is_synchronous():
@@ -175,13 +179,13 @@ def test_blocking_hip_copy_is_synchronous():
 
 
 def test_host_advice_matches_the_process():
-    assert "perf record" in rules.host_profiler_hint("./my_cuda_server --port 8000", 77)
-    assert "py-spy" in rules.host_profiler_hint("python3 -m vllm.entrypoints.openai.api_server", 77)
-    assert "py-spy" in rules.host_profiler_hint("pid 77", 77)  # unknown: the common case
+    assert "perf record" in host_profiler_hint("./my_cuda_server --port 8000", 77, {})
+    assert "py-spy" in host_profiler_hint("python3 -m vllm.entrypoints.openai.api_server", 77, {})
+    assert "py-spy" in host_profiler_hint("pid 77", 77, {})  # unknown: the common case
 
 
 def test_catalog_covers_every_rule_with_every_text():
-    for rid in list(rules.RULES) + ["healthy"]:
+    for rid in [rule.id for rule in stage("throughput") + stage("trace")] + ["healthy"]:
         entry = catalog.CATALOG[rid]
         assert entry["axis"] in catalog.AXES + ("all",)
         assert all(k in entry for k in catalog.TEXTS), rid

@@ -279,8 +279,8 @@ def content_hash(paths: list[str]) -> str:
     from tracetriage.cache import code_version
 
     h = hashlib.sha256(__version__.encode())
-    h.update(code_version("tracetriage", "tracetriage.parsers", "tracetriage.analyzers", "tracetriage.reports",
-                          "tracetriage.reports.templates").encode())
+    h.update(code_version("tracetriage", "tracetriage.parsers", "tracetriage.analyzers", "tracetriage.analyzers.rules",
+                          "tracetriage.reports", "tracetriage.reports.templates").encode())
     for p in sorted(paths):
         h.update(Path(p).name.encode())
         with open(p, "rb") as fh:

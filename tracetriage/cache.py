@@ -72,7 +72,8 @@ def model_version() -> str:
 
 def metrics_version() -> str:
     """What makes analyze_trace's metrics: the model's code and the analyzers."""
-    return "metrics-" + code_version("tracetriage", "tracetriage.parsers", "tracetriage.analyzers")
+    return "metrics-" + code_version("tracetriage", "tracetriage.parsers", "tracetriage.analyzers",
+                                     "tracetriage.analyzers.rules")
 
 
 MIN_CACHED_BYTES = 4 * 1024 * 1024

@@ -1,11 +1,11 @@
 """Serving-level rules: findings from engine logs, /metrics scrapes and benchmark results.
 
-Each rule reads ``data["serving"]`` (analyzers/serving.py) and the user's ``--slo`` budgets,
-returns a finding or None, and never opens a file. Impacts are shares of the axis's
-denominator (DESIGN.md): TTFT for ``at_capacity`` and ``proxy_buffering`` (they claim
-disjoint parts of one client TTFT: queue wait, then delivery), the TPOT at the largest
-batch for ``batch_past_knee``, the ITL p99 for a serving ``prefill_stall``, the prompt share
-of processed tokens for ``prefix_cache_miss``, idle batch slots for the utilization rules.
+Each rule reads ``ctx.serving`` (analyzers/serving.py) and the user's ``--slo`` budgets, returns
+a finding or None, and never opens a file. Impacts are shares of the axis's denominator
+(DESIGN.md): TTFT for ``at_capacity`` and ``proxy_buffering`` (they claim disjoint parts of one
+client TTFT: queue wait, then delivery), the TPOT at the largest batch for ``batch_past_knee``,
+the ITL p99 for a serving ``prefill_stall``, the prompt share of processed tokens for
+``prefix_cache_miss``, idle batch slots for the utilization rules.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import math
 
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.evidence import ev, ms, nbytes, pct, plural
+from tracetriage.analyzers.rules.context import Context, Rule, t
+from tracetriage.analyzers.rules.slo import budget_check, cap_of, measured_serving
 
 # name: (value, why)
 THRESHOLDS = {
@@ -23,12 +25,13 @@ THRESHOLDS = {
     "queue_kv_full_pct": (90.0, "KV usage at 90% or more: admission is KV-bound"),
     "queue_cap_share": (0.95, "running within 5% of max_num_seqs: the batch is at its cap"),
     "knee_r2_min": (0.8, "TPOT must be explained by the batch (r² >= 0.8) for the cap to be read off the fit"),
-    "knee_min_points": (5, "a line through fewer than 5 measured batch sizes is not a model of TPOT (any 2-4 points fit some line)"),
+    "knee_min_points": (5, ("a line through fewer than 5 measured batch sizes is not a model of TPOT (any "
+                            "2-4 points fit some line)")),
     "itl_tail_ratio": (3.0, "ITL p99 at 3x the median is a visible stall in a streamed answer"),
     "long_prompt_tokens": (1024, "prompts of 1k+ tokens take a step of their own when prefilled whole"),
     "fragmentation_share": (0.2, "20% of PyTorch's reserved memory unallocated is fragmentation worth a setting"),
-    "preemptions_recurring": (2, "preemptions recur (2 or more): the KV pool runs out again and again; a lone one with the "
-                                 "sampled KV usage far from full is a moment's shortfall, not a pool that runs out"),
+    "preemptions_recurring": (2, ("preemptions recur (2 or more): the KV pool runs out again and again; a lone one with the "
+                                  "sampled KV usage far from full is a moment's shortfall, not a pool that runs out")),
     "kv_full_pct": (98.0, "KV usage at 98%+ leaves no room for the next admission"),
     "prompt_per_output_min": (5.0, "5+ prompt tokens per output token: prefill dominates the work"),
     "prefix_hit_low_pct": (10.0, "a hit rate under 10% means the shared prefixes (if any) are recomputed"),
@@ -43,21 +46,13 @@ THRESHOLDS = {
     "healthy_min_samples": (5, "a serving verdict of healthy needs at least 5 stats samples ..."),
     "healthy_min_requests": (20, "... or a benchmark of at least 20 completed requests"),
 }
+
+
 DEFAULT_CAP = 256  # vLLM's default max_num_seqs, used only to size over-replication when the config is absent
-
-
-def t(name):
-    return THRESHOLDS[name][0]
 
 
 def rps(x) -> str:
     return "n/a" if x is None else f"{x:,.1f} req/s"
-
-
-def _cap(serving: dict):
-    c = serving.get("config") or {}
-    v = c.get("max_num_seqs") or c.get("max_running_requests")
-    return v if isinstance(v, (int, float)) and v > 0 else None
 
 
 def _budgets(slo: dict) -> str:
@@ -79,9 +74,9 @@ def _capacity_from_sweep(bench: list[dict], queue_share):
         impact = 100.0 * (top["mean_ttft_ms"] - base) / top["mean_ttft_ms"]
     else:
         impact = 100.0 * queue_share if queue_share is not None else 100.0 * (1 - capacity / top["request_rate"])
-    fired = dict(arrival=top["request_rate"], capacity=capacity, impact=impact,
-                 ttft_text=f"mean TTFT {ms(top['mean_ttft_ms'])} against {ms(base)} at low load" if len(bench) > 1
-                 else f"mean TTFT {ms(top['mean_ttft_ms'])}")
+    fired = {"arrival": top["request_rate"], "capacity": capacity, "impact": impact,
+                 "ttft_text": f"mean TTFT {ms(top['mean_ttft_ms'])} against {ms(base)} at low load" if len(bench) > 1
+                 else f"mean TTFT {ms(top['mean_ttft_ms'])}"}
     evidence = [
         ev("arrival_rate_rps", top["request_rate"], "req/s", None, text=f"arrival rate (configured): {rps(top['request_rate'])}"),
         ev("capacity_rps", round(capacity, 3), "req/s", None,
@@ -93,7 +88,8 @@ def _capacity_from_sweep(bench: list[dict], queue_share):
     return fired, evidence
 
 
-def rule_at_capacity(serving: dict, slo: dict):
+def rule_at_capacity(ctx: Context):
+    serving, slo = ctx.serving, ctx.slo
     bench = [b for b in serving.get("bench") or [] if isinstance(b.get("request_rate"), (int, float))
              and math.isfinite(b["request_rate"]) and b.get("request_throughput")]
     evidence = []
@@ -109,9 +105,10 @@ def rule_at_capacity(serving: dict, slo: dict):
     for name, runs in groups.items():
         got = _capacity_from_sweep(runs, queue_share)
         if got and (fired is None or got[0]["impact"] > fired["impact"]):
-            fired, evidence = got[0], got[1] + ([ev("sweep", name, "", None, text=f"benchmark series: {name}")] if len(groups) > 1 else [])
+            series = [ev("sweep", name, "", None, text=f"benchmark series: {name}")] if len(groups) > 1 else []
+            fired, evidence = got[0], got[1] + series
     st = serving.get("stats")
-    cap = _cap(serving)
+    cap = cap_of(serving)
     if fired is None and st and st.get("waiting_mean") is not None and st["samples"] >= 1:
         growing = (st.get("waiting_last") or 0) >= (st.get("waiting_first") or 0)
         full = (st.get("kv_usage_max") or 0) >= t("queue_kv_full_pct") or (
@@ -120,18 +117,21 @@ def rule_at_capacity(serving: dict, slo: dict):
         if st["waiting_share_pct"] >= t("queue_share_min_pct") and growing and full and deep:
             impact = 100.0 * queue_share if queue_share is not None else 100.0 * st["waiting_mean"] / (
                 st["waiting_mean"] + (st["running_mean"] or 0))
-            fired = dict(arrival=None, capacity=None, impact=impact,
-                         ttft_text=f"{st['waiting_mean']:g} requests wait on average behind {st['running_mean']:g} running"
-                                   + (f", KV cache up to {st['kv_usage_max']:g}% full" if st.get("kv_usage_max") is not None else ""))
+            fired = {"arrival": None, "capacity": None, "impact": impact,
+                         "ttft_text": f"{st['waiting_mean']:g} requests wait on average behind {st['running_mean']:g} running"
+                                   + (f", KV cache up to {st['kv_usage_max']:g}% full"
+                                      if st.get("kv_usage_max") is not None else "")}
             evidence += [
                 ev("arrival_rate_rps", None, "req/s", None, text="arrival rate: not measured (no benchmark or request counters)"),
                 ev("capacity_rps", None, "req/s", None, text="capacity: not measured; the queue grows at the load seen"),
                 ev("waiting_mean", st["waiting_mean"], "requests", f"{st['samples']} stats samples",
                    text=f"waiting queue non-empty in {st['waiting_share_pct']:.0f}% of {st['samples']} samples, mean "
-                        f"{st['waiting_mean']:g}, max {st['waiting_max']:g} (first {st['waiting_first']:g}, last {st['waiting_last']:g})"),
+                        f"{st['waiting_mean']:g}, max {st['waiting_max']:g} (first {st['waiting_first']:g}, "
+                        f"last {st['waiting_last']:g})"),
                 ev("littles_law_in_system", law.get("in_system"), "requests", None,
                    text=f"requests in the system (running + waiting): {law.get('in_system')}"),
-                ev("kv_usage_max", st.get("kv_usage_max"), "%", "KV cache pool", text=f"KV cache usage up to {st.get('kv_usage_max')}%"
+                ev("kv_usage_max", st.get("kv_usage_max"), "%", "KV cache pool", text="KV cache usage up to "
+                                                                                      f"{st.get('kv_usage_max')}%"
                    + (f"; running up to {st['running_max']:g} of max {cap:g} sequences" if cap else "")),
             ]
     if fired is None:
@@ -144,18 +144,21 @@ def rule_at_capacity(serving: dict, slo: dict):
         evidence.append(ev("ttft_p95_budget_ms", budget, "ms", None, text=f"TTFT p95 budget {budget:g} ms"))
     if fired["arrival"] and fired["capacity"]:
         need = math.ceil(fired["arrival"] / fired["capacity"])
-        replicas_needed = f"{plural(need, 'replica')} of the measured size ({fired['arrival'] / fired['capacity']:.2f}x today's capacity)"
+        replicas_needed = (f"{plural(need, 'replica')} of the measured size "
+                           f"({fired['arrival'] / fired['capacity']:.2f}x today's capacity)")
     else:
-        replicas_needed = "the arrival rate divided by the per-replica completion rate, rounded up (measure both with a benchmark sweep)"
+        replicas_needed = ("the arrival rate divided by the per-replica completion rate, rounded up (measure both with a "
+                           "benchmark sweep)")
     return catalog.make(
         "at_capacity", fired["impact"],
         {"arrival": rps(fired["arrival"]) if fired["arrival"] else "more requests",
          "capacity": rps(fired["capacity"]) if fired["capacity"] else "fewer",
-         "ttft_text": fired["ttft_text"], "capacity_per_replica": rps(fired["capacity"]) if fired["capacity"] else "completion rate",
+         "ttft_text": fired["ttft_text"],
+         "capacity_per_replica": rps(fired["capacity"]) if fired["capacity"] else "completion rate",
          "arrival_plain": rps(fired["arrival"]) if fired["arrival"] else "the arrival rate", "replicas_needed": replicas_needed,
          "queue_clause": f" ({pct(100 * queue_share)} of the server's TTFT is queue time)" if queue_share is not None else ""},
         evidence, severity="high" if fired["impact"] >= 50 else "medium", denominator="time to first token",
-        variant=None if fired["arrival"] else "queue")
+        variant=None if fired["arrival"] else "queue", kind=ctx.kind)
 
 
 COMMON_TPOT_BUDGETS_MS = (20, 30, 50, 100)  # interactive chat to batch-ish: where each budget breaks is stated without --slo
@@ -193,7 +196,8 @@ def budgets_break_at(fit: dict) -> list[tuple[float, float]]:
     return [(b, (b - fit["a_ms"]) / fit["b_ms_per_seq"]) for b in COMMON_TPOT_BUDGETS_MS if b > fit["a_ms"]]
 
 
-def rule_batch_past_knee(serving: dict, slo: dict):
+def rule_batch_past_knee(ctx: Context):
+    serving, slo = ctx.serving, ctx.slo
     fit = judge_fit(serving)
     budget = slo.get("tpot_p95_ms") or slo.get("tpot_p99_ms") or slo.get("tpot_p90_ms")
     if not fit or not budget or not fit["model"]:
@@ -203,7 +207,7 @@ def rule_batch_past_knee(serving: dict, slo: dict):
     if at_max <= budget or a >= budget:
         return None
     cap = max(1, int((budget - a) / b))
-    thr = lambda x: x / (a + b * x)  # sequences x tokens/ms each  # noqa: E731
+    thr = lambda x: x / (a + b * x)  # sequences x tokens/ms each
     loss = 100.0 * (1 - thr(cap) / thr(x_max))
     impact = 100.0 * (at_max - budget) / at_max
     fit_text = f"TPOT = {a:.2f} ms + {b:.3f} ms x running"
@@ -220,7 +224,7 @@ def rule_batch_past_knee(serving: dict, slo: dict):
         "batch_past_knee", impact,
         {"fit_text": fit_text, "budget": f"{budget:g} ms", "cap": cap, "source": fit["source"], "r2": f"{fit['r2']:.2f}",
          "x_max": f"{x_max:g}", "tpot_at_max": f"{at_max:.1f} ms", "loss": pct(loss)},
-        evidence, severity="high" if impact >= 25 else "medium", denominator="TPOT at the largest batch measured")
+        evidence, severity="high" if impact >= 25 else "medium", denominator="TPOT at the largest batch measured", kind=ctx.kind)
 
 
 def itl_tail(serving: dict) -> dict | None:
@@ -237,7 +241,8 @@ def itl_tail(serving: dict) -> dict | None:
     return {"p50": p50, "p99": p99, "max": mx, "source": src}
 
 
-def rule_prefill_stall_itl(serving: dict, slo: dict):
+def rule_prefill_stall_itl(ctx: Context):
+    serving, slo = ctx.serving, ctx.slo
     tail = itl_tail(serving)
     if not tail:
         return None
@@ -246,7 +251,8 @@ def rule_prefill_stall_itl(serving: dict, slo: dict):
         return None
     chunked = (serving.get("config") or {}).get("enable_chunked_prefill")
     prompts = serving.get("prompts") or {}
-    longest = max(v for v in (prompts.get("input_len_max"), prompts.get("input_len_mean"), prompts.get("prefill_new_token_max"), 0) if v)
+    longest = max(v for v in (prompts.get("input_len_max"), prompts.get("input_len_mean"),
+                              prompts.get("prefill_new_token_max"), 0) if v)
     if longest < t("long_prompt_tokens"):
         return None
     # With chunked prefill on the rule still fires on the tail: the catalog's falsifier decides (a chunk
@@ -265,7 +271,8 @@ def rule_prefill_stall_itl(serving: dict, slo: dict):
             else "on, chunk budget (max_num_batched_tokens) not stated")),
     ]
     if tail.get("max"):
-        evidence.append(ev("itl_max_ms", round(tail["max"], 3), "ms", tail["source"], text=f"longest inter-token gap {ms(tail['max'])}"))
+        evidence.append(ev("itl_max_ms", round(tail["max"], 3), "ms", tail["source"], text="longest "
+                                                                                           f"inter-token gap {ms(tail['max'])}"))
     severity = "high" if (tail.get("max") or tail["p99"]) >= 10 * tail["p50"] else "medium"
     if budget is not None:
         over = tail["p99"] > budget
@@ -281,7 +288,7 @@ def rule_prefill_stall_itl(serving: dict, slo: dict):
              "off" if chunked is False else "not enabled in the config" if chunked is None else
              f"on with chunks of up to {budget_tokens:,} tokens" if budget_tokens else "on, chunk budget not stated")},
         evidence, severity=severity, denominator="ITL p99", entry="prefill_stall_itl",
-        variant="chunked" if chunked is True else None)
+        variant="chunked" if chunked is True else None, kind=ctx.kind)
 
 
 def lone_preemption(serving: dict) -> bool:
@@ -294,7 +301,8 @@ def lone_preemption(serving: dict) -> bool:
     return 0 < n < t("preemptions_recurring") and kv is not None and kv < t("queue_kv_full_pct")
 
 
-def rule_memory_pressure(serving: dict, slo: dict):
+def rule_memory_pressure(ctx: Context):
+    serving = ctx.serving
     mem = serving.get("memory") or {}
     st = serving.get("stats") or {}
     ooms = mem.get("oom_events") or []
@@ -310,7 +318,8 @@ def rule_memory_pressure(serving: dict, slo: dict):
     if ooms:
         e = ooms[-1]
         parts.append(plural(len(ooms), "CUDA out-of-memory error"))
-        text = "OOM: " + ", ".join(f"{k.replace('_bytes', '').replace('_', ' ')} {nbytes(v)}" for k, v in e.items() if v is not None)
+        text = "OOM: " + ", ".join(f"{k.replace('_bytes', '').replace('_', ' ')} {nbytes(v)}"
+                                   for k, v in e.items() if v is not None)
         evidence.append(ev("oom_events", len(ooms), "errors", "the log", text=text))
         if e.get("reserved_unallocated_bytes") is not None and e.get("allocated_bytes"):
             frag = e["reserved_unallocated_bytes"] / (e["reserved_unallocated_bytes"] + e["allocated_bytes"])
@@ -319,7 +328,8 @@ def rule_memory_pressure(serving: dict, slo: dict):
         gap = alloc["reserved_bytes"] - alloc["allocated_bytes"]
         frag = max(frag or 0.0, gap / alloc["reserved_bytes"])
         evidence.append(ev("allocator_reserved_minus_allocated", gap, "B", "reserved memory",
-                           text=f"allocator: reserved {nbytes(alloc['reserved_bytes'])}, allocated {nbytes(alloc['allocated_bytes'])} "
+                           text=f"allocator: reserved {nbytes(alloc['reserved_bytes'])}, allocated "
+                                f"{nbytes(alloc['allocated_bytes'])} "
                                 f"-> {nbytes(gap)} reserved but unused ({pct(100 * gap / alloc['reserved_bytes'])} of reserved)"))
     if frag is not None:
         evidence.append(ev("fragmentation_share", round(100 * frag, 2), "%", "PyTorch reserved memory",
@@ -330,17 +340,20 @@ def rule_memory_pressure(serving: dict, slo: dict):
                            text=f"{plural(pre, 'preemption')} and {plural(ret, 'retraction')} (sequences evicted for KV "
                                 "blocks, recomputed later)"))
     if st.get("kv_usage_max") is not None:
-        evidence.append(ev("kv_usage_max", st["kv_usage_max"], "%", "KV cache pool", text=f"KV cache usage up to {st['kv_usage_max']}%"))
+        evidence.append(ev("kv_usage_max", st["kv_usage_max"], "%", "KV cache pool", text="KV cache usage up "
+                                                                                          f"to {st['kv_usage_max']}%"))
         if kv_full and not parts:
             parts.append(f"KV cache {st['kv_usage_max']}% full with requests waiting")
     prompts = serving.get("prompts") or {}
-    longest = max((v for v in (prompts.get("input_len_max"), prompts.get("prefill_new_token_max"), config.get("max_model_len")) if v), default=0)
+    longest = max((v for v in (prompts.get("input_len_max"), prompts.get("prefill_new_token_max"), config.get("max_model_len"))
+                   if v), default=0)
     chunked = config.get("enable_chunked_prefill")
     tried = ooms[-1].get("tried_bytes") if ooms else None
     if ooms and chunked is not True and (longest >= 8192 or (tried or 0) >= 1024 ** 3):
         variant = "prefill"
         mech = (f"An unchunked prefill of a long prompt (up to {longest:,} tokens) computes activations for the whole prompt "
-                f"in one step{f'; the failing allocation asked for {nbytes(tried)}' if tried else ''}. The transient peak, not the "
+                f"in one step{f'; the failing allocation asked for {nbytes(tried)}' if tried else ''}. The "
+                "transient peak, not the "
                 "steady KV cache, crosses the GPU's capacity, so the crash comes with long contexts only.")
     elif frag is not None and frag >= t("fragmentation_share"):
         variant = "fragmentation"
@@ -352,30 +365,17 @@ def rule_memory_pressure(serving: dict, slo: dict):
                 "the pool runs out, the engine preempts (evicts and later recomputes) sequences or fails to allocate.")
     evidence.append(ev("mechanism", variant, "", None, text=f"mechanism the evidence supports: {variant}"))
     if chunked is not None:
-        evidence.append(ev("chunked_prefill", chunked, "", None, text=f"chunked prefill {'on' if chunked else 'off'} in the config"))
+        evidence.append(ev("chunked_prefill", chunked, "", None, text="chunked prefill "
+                                                                      f"{'on' if chunked else 'off'} in the config"))
     return catalog.make("memory_pressure", 100.0 if ooms else min(100.0, 100.0 * (pre + ret) / max(1, st.get("samples") or 1)),
                         {"what": ", ".join(parts), "mechanism_text": mech}, evidence,
                         severity="high" if ooms else "medium",
                         denominator="run (an OOM kills every request in flight)" if ooms else "stats samples",
-                        variant=variant)
+                        variant=variant, kind=ctx.kind)
 
 
-def oom_cause_ruled_out(finding: dict, why: str) -> None:
-    """memory_pressure with a CUDA OOM whose falsifier holds: the OOM that killed the engine is a
-    fact, not a hypothesis, so the finding keeps its severity and impact; what is ruled out is the
-    cause the rule read (KV pool, prefill peak, fragmentation). Its mechanism, fix and mechanism
-    evidence say where to look instead (the catalog's 'elsewhere' fix)."""
-    finding["mechanism"] = ("Not KV pressure: memory goes elsewhere (a leak, another process, activation peaks). "
-                            f"The crash stands, but {why}")
-    finding["fix"] = " ".join(catalog.CATALOG["memory_pressure"]["fix"]["elsewhere"].split())
-    for e in finding["evidence"]:
-        if e["name"] == "mechanism":
-            e["value"] = "elsewhere"
-            e["text"] = "mechanism the evidence supports: elsewhere (not the KV pool, the prefill peak or fragmentation)"
-    finding["evidence"].append(ev("cause_ruled_out", True, "", None, text=f"the OOM stands; its KV cause is ruled out: {why}"))
-
-
-def rule_prefix_cache_miss(serving: dict, slo: dict):
+def rule_prefix_cache_miss(ctx: Context):
+    serving = ctx.serving
     tok = serving.get("tokens") or {}
     ratio = tok.get("prompt_per_output")
     config = serving.get("config") or {}
@@ -393,17 +393,20 @@ def rule_prefix_cache_miss(serving: dict, slo: dict):
     impact = 100.0 * share * (1 - (hit or 0.0) / 100.0)
     hit_text = "prefix caching is off in the config" if off else f"hit rate {pct(hit)} from {tok['prefix_hit_source']}"
     evidence = [
-        ev("prompt_per_output", ratio, "tokens", "output token", text=f"{ratio:,.1f} prompt tokens per output token ({tok['source']})"),
+        ev("prompt_per_output", ratio, "tokens", "output token", text=f"{ratio:,.1f} prompt tokens per "
+                                                                      f"output token ({tok['source']})"),
         ev("prefix_hit_pct", hit, "%", "prompt tokens looked up", text=hit_text),
         ev("uncached_prompt_share", round(impact, 2), "%", "tokens processed",
            text=f"prompt tokens computed without a cache hit: {pct(impact)} of all tokens processed"),
     ]
     return catalog.make("prefix_cache_miss", impact,
                         {"ratio": f"{ratio:,.1f}", "hit": "off" if off else pct(hit), "hit_text": hit_text},
-                        evidence, severity="medium" if ratio >= 10 else "low", denominator="tokens processed")
+                        evidence, severity="medium" if ratio >= 10 else "low", denominator="tokens processed", kind=ctx.kind)
 
 
-def rule_proxy_buffering(serving: dict, slo: dict, ttft_claimed: float = 0.0):
+def rule_proxy_buffering(ctx: Context):
+    serving = ctx.serving
+    ttft_claimed = sum(f["impact_pct"] for f in (ctx.fired.get(r) for r in PROXY_AFTER) if f and f["axis"] == "ttft")
     client = serving["latency"]["client"]
     server = serving["latency"]["server"].get("ttft") or {}
     c_ttft = (client.get("ttft") or {}).get("mean") or (client.get("ttft") or {}).get("median")
@@ -422,10 +425,11 @@ def rule_proxy_buffering(serving: dict, slo: dict, ttft_claimed: float = 0.0):
     return catalog.make("proxy_buffering", impact,
                         {"client_ttft": ms(c_ttft), "server_ttft": ms(s_ttft), "client_e2e": ms(c_e2e),
                          "ttft_share": pct(100.0 * c_ttft / c_e2e)},
-                        evidence, severity="high" if impact >= 50 else "medium", denominator="time to first token")
+                        evidence, severity="high" if impact >= 50 else "medium", denominator="time to first token", kind=ctx.kind)
 
 
-def rule_over_replicated(serving: dict, slo: dict):
+def rule_over_replicated(ctx: Context):
+    serving = ctx.serving
     reps = [r for r in serving.get("replicas") or [] if r.get("running") is not None]
     dp = (serving.get("config") or {}).get("data_parallel_size")
     if len(reps) < t("replicas_min"):
@@ -436,27 +440,30 @@ def rule_over_replicated(serving: dict, slo: dict):
     per = sum(running) / len(reps)
     if per > t("replica_running_max") or max(waiting) > 0 or (kv and max(kv) >= t("replica_kv_max_pct")):
         return None
-    cap = _cap(serving) or DEFAULT_CAP
+    cap = cap_of(serving) or DEFAULT_CAP
     target = max(t("replica_running_max") * 4, min(cap, 64))
     need = max(1, math.ceil(sum(running) / target))
     impact = 100.0 * (1 - per / cap)
     evidence = [
         ev("replicas", len(reps), "replicas", None, text=f"{len(reps)} replicas" + (f" (data parallel size {dp})" if dp else "")),
-        ev("running_per_replica", round(per, 2), "sequences", "replica", text=f"{per:.1f} running sequences per replica on average"),
+        ev("running_per_replica", round(per, 2), "sequences", "replica", text=f"{per:.1f} running "
+                                                                              "sequences per replica on average"),
         ev("waiting_max", max(waiting), "requests", None, text="no request waiting on any replica"),
         ev("kv_usage_max", max(kv) if kv else None, "%", "KV cache pool",
            text=f"KV cache usage at most {max(kv):.1f}%" if kv else "KV cache usage not measured"),
-        ev("idle_slots_pct", round(impact, 2), "%", f"batch slots ({cap} per replica{'' if _cap(serving) else ', vLLM default'})"),
+        ev("idle_slots_pct", round(impact, 2), "%", f"batch slots ({cap} per "
+                                                    f"replica{'' if cap_of(serving) else ', vLLM default'})"),
     ]
     return catalog.make("over_replicated", impact,
                         {"replicas": len(reps), "per_replica": f"{per:.1f}", "kv": f"{max(kv):.0f}%" if kv else "n/a",
                          "replicas_needed": plural(need, "replica"), "target": int(target)},
-                        evidence, severity="medium", denominator="batch slots of all replicas")
+                        evidence, severity="medium", denominator="batch slots of all replicas", kind=ctx.kind)
 
 
-def rule_admission_blocked(serving: dict, slo: dict):
+def rule_admission_blocked(ctx: Context):
+    serving = ctx.serving
     st = serving.get("stats")
-    cap = _cap(serving)
+    cap = cap_of(serving)
     if not st or not cap or st.get("running_mean") is None:
         return None
     if st["waiting_share_pct"] < t("queue_share_min_pct") or (st.get("kv_usage_max") or 0) >= t("admission_kv_max_pct"):
@@ -478,31 +485,11 @@ def rule_admission_blocked(serving: dict, slo: dict):
                            text=f"{plural(n, 'preemption')} with the KV cache at most {st['kv_usage_max']}% used: a lone "
                                 "shortfall, not a pool that runs out"))
     return catalog.make("admission_blocked", impact,
-                        {"waiting_share": f"{st['waiting_share_pct']:.0f}%", "running": f"{st['running_mean']:.1f}", "cap": f"{cap:g}",
+                        {"waiting_share": f"{st['waiting_share_pct']:.0f}%", "running": f"{st['running_mean']:.1f}",
+                         "cap": f"{cap:g}",
                          "kv": f"{st['kv_usage_max']:.0f}%"},
-                        evidence, severity="high" if impact >= 50 else "medium", denominator="batch slots (max_num_seqs)")
-
-
-def facts(serving: dict, slo: dict) -> dict:
-    """What the serving artifacts show that a finding's falsifier is checked against (rules._facts;
-    None: not measured): the stats lines' queue share, running mean and max, KV usage max; the
-    batch cap; preemptions + retractions (measured when an engine log, which prints them, or the
-    preemption counter was read); whether a --slo budget is already exceeded (True: one is,
-    False: every one is met, None: none given or none decided)."""
-    st = serving.get("stats") or {}
-    mem = serving.get("memory") or {}
-    seen = any(str(c.get("kind", "")).endswith("_log") for c in serving.get("captures") or []) or any(
-        "num_preemptions" in k for k in serving.get("metrics") or {})
-    checks = [budget_check(serving, key, value) for key, value in slo.items()]
-    return {
-        "waiting_share_pct": st.get("waiting_share_pct"),
-        "running_mean": st.get("running_mean"),
-        "running_max": st.get("running_max"),
-        "kv_usage_max": st.get("kv_usage_max"),
-        "cap": _cap(serving),
-        "preemptions": (mem.get("preemptions") or 0) + (mem.get("retractions") or 0) if seen else None,
-        "budget_exceeded": True if False in checks else False if checks and all(c is True for c in checks) else None,
-    }
+                        evidence, severity="high" if impact >= 50 else "medium", denominator="batch slots (max_num_seqs)",
+                        kind=ctx.kind)
 
 
 def tpot_needs_budget(serving: dict, slo: dict) -> bool:
@@ -526,29 +513,14 @@ def unexplained_tail(serving: dict | None, findings: list[dict]) -> dict | None:
             "ruled_out": [f["id"] for f in findings if f["axis"] == "tail" and f.get("falsified")]}
 
 
-def tail_abstention(serving: dict | None, findings: list[dict]) -> list[dict]:
-    """An abstention for an unexplained inter-token tail (unexplained_tail): what stands, which
-    mechanism is ruled out, and the capture that would tell the others apart."""
-    tail = unexplained_tail(serving, findings)
-    if not tail:
-        return []
-    return [{"analysis": "itl_tail", "scope": "serving",
-             "reason": f"{tail_words(tail)} and no finding explains it"
-                       + (f" ({', '.join(tail['ruled_out'])} ruled out by its own falsifier: not the prefill-chunk mechanism)"
-                          if tail["ruled_out"] else ""),
-             "capture_hint": "per-request inter-token times (vllm bench serve --save-result --save-detailed) lined up with the "
-                             "engine log's preemption warnings and stats lines, and py-spy record of the engine core over a "
-                             "spike, tell preemption and recompute, a host stall (garbage collection, a metrics flush) and "
-                             "network jitter in the streaming path apart"}]
-
-
 def tail_words(tail: dict) -> str:
     return f"ITL p99 {ms(tail['p99'])} is {tail['ratio']:.1f}x the median of {ms(tail['p50'])} ({tail['source']})"
 
 
-def rule_healthy_serving(serving: dict, slo: dict, findings: list[dict]):
-    if findings:
-        return None
+def rule_healthy_serving(ctx: Context):
+    serving, slo, findings = ctx.serving, ctx.slo, ctx.findings
+    if ctx.devices or findings:
+        return None  # a case with a GPU trace is judged by the trace's healthy rule
     if unexplained_tail(serving, findings):
         return None  # an inter-token tail of that size is a symptom with no cause found, not health
     if tpot_needs_budget(serving, slo):
@@ -564,157 +536,30 @@ def rule_healthy_serving(serving: dict, slo: dict, findings: list[dict]):
     evidence = [ev("measured", "; ".join(measured), "", None, text="measured: " + "; ".join(measured)),
                 ev("budgets", dict(slo), "ms", None, text="budgets checked: " + _budgets(slo))]
     return catalog.make("healthy", 0.0, {"what": "; ".join(measured[:3]), "budgets": _budgets(slo)}, evidence,
-                        severity="info", denominator="serving artifacts", entry="healthy_serving")
+                        severity="info", denominator="serving artifacts", entry="healthy_serving", kind=ctx.kind)
 
 
-SLO_METRIC = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e": "e2el"}  # --slo name -> the latency block it reads
-QUANTILES = ["p50", "p90", "p95", "p99", "max"]
-
-
-def slo_check(serving: dict | None, key: str, budget: float) -> dict:
-    """One --slo budget (``key`` e.g. ttft_p95_ms, ``budget`` in ms) against what the serving
-    artifacts measured: ``{budget, metric, percentile, limit_ms, measured_ms, source, status}``,
-    status "met", "broken" or "not_measured". The percentile is read from the benchmark (client)
-    first, else the server's /metrics histogram (its value, not a lower bound; a lower bound above
-    the budget still shows it broken). Without the percentile itself, a higher quantile (p99, max)
-    within budget bounds it: met, with that quantile as the measured value. One check for
-    ``analyze --slo`` and ``compare --slo`` alike."""
-    name, q, _ = key.split("_")
-    metric = SLO_METRIC.get(name, name)
-    row = {"budget": key, "metric": metric, "percentile": q, "limit_ms": float(budget), "measured_ms": None,
-           "source": None, "status": "not_measured"}
-    if not serving:
-        row["source"] = "no serving artifacts (engine log, /metrics scrape or benchmark result) were given"
-        return row
-    latency = serving.get("latency") or {}
-    c = (latency.get("client") or {}).get(metric) or {}
-    s = (latency.get("server") or {}).get(metric) or {}
-    known: dict[str, tuple[float, str]] = {}
-    for k, v in (("p50", c.get("p50") or c.get("median")), ("p90", c.get("p90")), ("p95", c.get("p95")),
-                 ("p99", c.get("p99")), ("max", c.get("max"))):
-        if isinstance(v, (int, float)) and math.isfinite(v):
-            known[k] = (float(v), "benchmark (client)")
-    for k in ("p50", "p90", "p95", "p99"):
-        h = s.get(k)
-        if k not in known and h and not h.get("lower_bound") and h.get("value_ms") is not None:
-            known[k] = (float(h["value_ms"]), "server histogram (/metrics)")
-    if q in known:
-        value, src = known[q]
-        row.update(measured_ms=round(value, 3), source=src, status="met" if value <= budget else "broken")
-        return row
-    h = s.get(q)
-    if h and h.get("lower_bound") and h.get("value_ms") is not None and h["value_ms"] > budget:
-        row.update(measured_ms=round(float(h["value_ms"]), 3), source="server histogram (/metrics): a lower bound",
-                   status="broken")
-        return row
-    for higher in QUANTILES[QUANTILES.index(q) + 1:]:
-        if higher in known and known[higher][0] <= budget:
-            value, src = known[higher]
-            row.update(measured_ms=round(value, 3), source=f"{src}: its {higher} bounds the {q}", status="met")
-            return row
-    row["source"] = f"no {q} of {metric.upper()} measured" + (
-        f" (measured: {', '.join(k for k in QUANTILES if k in known)})" if known else "")
-    return row
-
-
-def slo_checks(serving: dict | None, slo: dict) -> list[dict]:
-    """Every --slo budget checked (slo_check), in the order given."""
-    return [slo_check(serving, key, value) for key, value in (slo or {}).items()]
-
-
-def budget_check(serving: dict, key: str, budget: float) -> bool | None:
-    """True when the measurements show ``key`` (e.g. ttft_p95_ms) within budget, False when over,
-    None when nothing measured decides (slo_check)."""
-    return {"met": True, "broken": False}.get(slo_check(serving, key, budget)["status"])
-
-
-def slo_text(check: dict) -> str:
-    """One budget in words: 'TTFT p95 249.3 ms > budget 100 ms: broken (benchmark (client))'."""
-    what = f"{check['metric'].upper()} {check['percentile']}"
-    if check["status"] == "not_measured":
-        return f"{check['budget']}={check['limit_ms']:g}: unchecked ({check['source']})"
-    sign = ">" if check["status"] == "broken" else "<="
-    return f"{what} {ms(check['measured_ms'])} {sign} budget {check['limit_ms']:g} ms: {check['status']} ({check['source']})"
-
-
-def measured_serving(serving: dict) -> list[str]:
-    """What the serving artifacts measured, in words (for the healthy finding and a finding-less headline)."""
-    client = serving["latency"]["client"]
-    st = serving.get("stats")
-    measured = []
-    if st:
-        measured.append(f"queue non-empty in {st['waiting_share_pct']:.0f}% of {st['samples']} stats samples"
-                        + (f", KV up to {st['kv_usage_max']}%" if st.get("kv_usage_max") is not None else ""))
-    for metric in ("ttft", "tpot", "itl"):
-        c = client.get(metric) or {}
-        v = c.get("p99") or c.get("mean")
-        if v:
-            measured.append(f"{metric.upper()} {'p99' if c.get('p99') else 'mean'} {ms(v)}")
-    for metric, h in serving["latency"]["server"].items():
-        p50 = h.get("p50")
-        if p50:
-            measured.append(f"server {metric.upper()} p50 {'>' if p50['lower_bound'] else ''}{ms(p50['value_ms'])}"
-                            + (f" (bucket resolution {p50['resolution_ms']:g} ms)" if p50.get("resolution_ms") else "")
-                            + f" over {h['count']:,.0f} requests")
-    return measured
-
-
-SERVING_RULES = [
-    ("at_capacity", rule_at_capacity),
-    ("batch_past_knee", rule_batch_past_knee),
-    ("prefill_stall", rule_prefill_stall_itl),
-    ("memory_pressure", rule_memory_pressure),
-    ("prefix_cache_miss", rule_prefix_cache_miss),
-    ("proxy_buffering", rule_proxy_buffering),
-    ("over_replicated", rule_over_replicated),
-    ("admission_blocked", rule_admission_blocked),
+PROXY_AFTER = ("at_capacity",)  # the TTFT rules before proxy_buffering: it claims what they left of the TTFT
+SERVING = ("serving",)
+RULES = [
+    Rule("at_capacity", "serving", rule_at_capacity, reads=("serving.bench", "serving.stats", "serving.latency", "slo"),
+         requires=SERVING, thresholds=("capacity_rate_excess", "capacity_ttft_growth", "queue_share_min_pct",
+                                       "queue_kv_full_pct", "queue_cap_share")),
+    Rule("batch_past_knee", "serving", rule_batch_past_knee, reads=("serving.tpot_fit", "slo"), requires=SERVING,
+         thresholds=("knee_r2_min", "knee_min_points")),
+    Rule("prefill_stall_itl", "serving", rule_prefill_stall_itl, reads=("serving.latency", "serving.prompts", "slo"),
+         requires=SERVING, finding="prefill_stall", thresholds=("itl_tail_ratio", "long_prompt_tokens")),
+    Rule("memory_pressure", "serving", rule_memory_pressure, reads=("serving.memory", "serving.stats", "serving.config"),
+         requires=SERVING, thresholds=("kv_full_pct", "fragmentation_share", "preemptions_recurring", "queue_kv_full_pct")),
+    Rule("prefix_cache_miss", "serving", rule_prefix_cache_miss, reads=("serving.tokens", "serving.config"),
+         requires=SERVING, thresholds=("prompt_per_output_min", "prefix_hit_low_pct", "stats_min_samples")),
+    Rule("proxy_buffering", "serving", rule_proxy_buffering, reads=("serving.latency",), requires=SERVING,
+         thresholds=("proxy_ttft_share", "proxy_server_share"), depends_on=PROXY_AFTER),
+    Rule("over_replicated", "serving", rule_over_replicated, reads=("serving.replicas", "serving.config"), requires=SERVING,
+         thresholds=("replicas_min", "replica_running_max", "replica_kv_max_pct")),
+    Rule("admission_blocked", "serving", rule_admission_blocked, reads=("serving.stats", "serving.config"),
+         requires=SERVING, thresholds=("queue_share_min_pct", "admission_kv_max_pct", "admission_running_share")),
 ]
-
-
-def evaluate(serving: dict | None, slo: dict) -> list[dict]:
-    if not serving:
-        return []
-    out = []
-    ttft_claimed = 0.0
-    for rid, rule in SERVING_RULES:
-        f = rule(serving, slo, ttft_claimed) if rid == "proxy_buffering" else rule(serving, slo)
-        if f is not None:
-            out.append(f)
-            if f["axis"] == "ttft":
-                ttft_claimed += f["impact_pct"]
-    return out
-
-
-def abstentions(serving: dict | None, slo: dict) -> list[dict]:
-    out = []
-    unchecked = [c for c in slo_checks(serving, slo) if c["status"] == "not_measured"]
-    if unchecked:
-        out.append({"analysis": "slo", "scope": "serving",
-                    "reason": "--slo budgets not checked: " + "; ".join(slo_text(c) for c in unchecked),
-                    "capture_hint": "a benchmark result with the percentiles budgeted (vllm bench serve --save-result "
-                                    "--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,95,99) or a /metrics "
-                                    "scrape of the server's latency histograms"})
-    if not serving:
-        return out
-    fit = judge_fit(serving)
-    if tpot_needs_budget(serving, slo):
-        breaks = "; ".join(f"{b:g} ms breaks at {x:.0f} running" + (" (beyond the largest batch measured)" if x > fit["x_max"] else "")
-                           for b, x in budgets_break_at(fit))
-        out.append({"analysis": "tpot_budget", "scope": "serving",
-                    "reason": f"TPOT follows the batch (TPOT = {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} ms x running, r² {fit['r2']:.2f}, "
-                              f"{fit['points']} points) but no TPOT budget was given, so whether the batch is past its knee is not "
-                              f"judged; common budgets: {breaks or 'all below the intercept'}",
-                    "capture_hint": "re-run with --slo tpot_p95_ms=<your budget>"})
-    elif fit and not fit["model"]:
-        out.append({"analysis": "tpot_fit", "scope": "serving",
-                    "reason": f"TPOT against the running batch is not a model ({fit['rejected']}): "
-                              f"TPOT = {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} ms x running from {fit['source']} is not used",
-                    "capture_hint": "a benchmark sweep over at least 5 concurrencies (vllm bench serve --max-concurrency N for each N, "
-                                    "--save-result) gives TPOT at each batch size"})
-    if not (serving.get("stats") or serving.get("bench") or serving["latency"]["server"] or serving["memory"]["oom_events"]
-            or serving.get("replicas")):
-        out.append({"analysis": "serving_load", "scope": "serving",
-                    "reason": "the serving artifacts hold configuration only: no stats lines, /metrics values or benchmark results",
-                    "capture_hint": "add the engine log covering the slow period (its periodic stats lines), a /metrics scrape "
-                                    "(curl -s localhost:8000/metrics > metrics.prom) or a benchmark result (--save-result)"})
-    return out
+HEALTHY = Rule("healthy_serving", "verdict", rule_healthy_serving, reads=("serving", "slo", "findings"), requires=SERVING,
+               finding="healthy", thresholds=("itl_tail_ratio", "healthy_min_samples", "healthy_min_requests",
+                                              "queue_share_min_pct"))

@@ -1,0 +1,155 @@
+"""Collective rules: communication that no compute hides, its cause in the topology, and NCCL's
+own warnings. Each claims (or, for NCCL warnings, states) what the collective kernels cost."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracetriage.analyzers import catalog
+from tracetriage.analyzers.evidence import ev, pct, plural, severity_for
+from tracetriage.analyzers.rules.context import Context, Rule, t, window_denominator
+
+# name: (value, why)
+THRESHOLDS = {
+    "collective_share_min_pct": (20.0, ("the TensorBoard/TraceLens rule of thumb flags communication above 10-20% of step time; "
+                                        "20% is where re-layout pays")),
+}
+
+
+def rule_cross_island_collective(ctx: Context):
+    topo = ctx.data.get("topology")
+    slow_paths = [p for log in (ctx.data.get("nccl") or []) for p in log["intra_node_slow_paths"]]
+    if not topo:
+        return _cross_island_from_nccl(ctx, slow_paths) if slow_paths else None
+    crossing = [g for g in topo["crossing_groups"] if g["islands_spanned"] > 1 or g["crosses_slow_link"]]
+    if not crossing:
+        return None
+    g = crossing[0]
+    devs = [d for d in ctx.devices if d.get("collective_count") and d["gpu_index"] in g["group"]]
+    taken = ctx.ledger.take("cross_island_collective", {d["id"]: (["collective"], None) for d in devs})
+    impact = ctx.ledger.impact_pct(taken)
+    share = float(np.mean([d["collective_share_pct"] for d in devs])) if devs else 0.0
+    islands_txt = " and ".join(str(i) for i in topo["islands"])
+    evidence = [
+        ev("group", g["group"], text=f"GPUs running collectives together: {g['group']}"),
+        ev("islands", topo["islands"], text=f"NVLink/fabric islands from the topology matrix: {islands_txt}"),
+        ev("worst_link", g["worst_link"], text=f"slowest link inside the group: {g['worst_link']} (traffic crosses PCIe "
+                                               "and the CPU interconnect)"),
+        ev("collective_share_pct", round(share, 2), "%", "window, mean over the group's ranks",
+           text=f"collectives run {pct(share)} of the window (mean over the group's ranks)"),
+        ev("collective_claimed_pct", round(impact, 2), "%", window_denominator(ctx),
+           text=f"communication no compute hides: {pct(impact)} of the window"),
+    ]
+    evidence += _nccl_hop_evidence(slow_paths) + _collective_op_evidence(ctx)
+    return catalog.make(
+        "cross_island_collective", impact,
+        {"group": g["group"], "spanned": g["islands_spanned"], "islands": islands_txt, "worst": g["worst_link"],
+         "n_islands": len(topo["islands"]), "group_size": len(g["group"]),
+         "recommendation": topo.get("recommendation") or "keep each tensor-parallel group on GPUs joined by NVLink/XGMI"},
+        evidence, severity="high" if impact >= 25 else "medium", denominator=window_denominator(ctx), kind=ctx.kind)
+
+
+def _nccl_hop_evidence(slow_paths: list[dict]) -> list[dict]:
+    if not slow_paths:
+        return []
+    hops = ", ".join(f"GPU {p['from_dev']} → GPU {p['to_dev']} via {p['via']}" for p in slow_paths[:6])
+    return [ev("slow_hops", len(slow_paths), "hops", None,
+               text=f"the NCCL log routes {plural(len(slow_paths), 'intra-node hop')} without P2P: {hops}")]
+
+
+def _collective_op_evidence(ctx: Context) -> list[dict]:
+    devs = [d for d in ctx.devices if d.get("collective_count", 0) > 0]
+    if not devs:
+        return []
+    ops: dict[str, float] = {}
+    for d in devs:
+        for op, v in d["collectives_by_op"].items():
+            ops[op] = ops.get(op, 0.0) + v / len(devs)
+    per_rank = ", ".join(f"{d['id']} {d['collective_share_pct']:.0f}%" for d in devs[:8])
+    return [
+        ev("per_rank", per_rank, "%", "window of each rank", text=f"collective share per rank: {per_rank}"),
+        ev("by_op", {k: round(v, 2) for k, v in ops.items()}, "%", "window, mean over ranks",
+           text="by op: " + ", ".join(f"{k} {pct(v)}" for k, v in ops.items())),
+    ]
+
+
+def _cross_island_from_nccl(ctx: Context, slow_paths: list[dict]):
+    devs = [d for d in ctx.devices if d.get("collective_count")]
+    taken = ctx.ledger.take("cross_island_collective", {d["id"]: (["collective"], None) for d in devs})
+    impact = ctx.ledger.impact_pct(taken)
+    hops = ", ".join(f"{p['from_dev']}->{p['to_dev']} via {p['via']}" for p in slow_paths[:6])
+    evidence = _nccl_hop_evidence(slow_paths)
+    if devs:
+        evidence.append(ev("collective_claimed_pct", round(impact, 2), "%", window_denominator(ctx),
+                           text=f"communication no compute hides: {pct(impact)} of the window"))
+    else:
+        evidence.append(ev("trace", None, "", None, text="no GPU trace: the time share is not measured"))
+    return catalog.make(
+        "cross_island_collective", impact,
+        {"hops_count": len(slow_paths), "hop_word": "hop" if len(slow_paths) == 1 else "hops", "hops": hops},
+        evidence, severity="high" if impact >= 25 else "medium",
+        denominator=window_denominator(ctx) if devs else "window (not measured: no GPU trace)",
+        entry="cross_island_collective_nccl", kind=ctx.kind)
+
+
+def rule_collective_dominant(ctx: Context):
+    devs = [d for d in ctx.devices if d.get("collective_count", 0) > 0]
+    if not devs:
+        return None
+    mean_share = float(np.mean([d["collective_share_pct"] for d in devs]))
+    if mean_share < t("collective_share_min_pct"):
+        return None
+    taken = ctx.ledger.take("collective_dominant", {d["id"]: (["collective"], None) for d in devs})
+    impact = ctx.ledger.impact_pct(taken)
+    ops = _collective_op_evidence(ctx)
+    top_op = max(ops[1]["value"], key=ops[1]["value"].get) if ops[1]["value"] else "collectives"
+    ranks = plural(len(devs), "rank")
+    evidence = [
+        ev("collective_share_pct_mean", round(mean_share, 2), "%", "window, mean over ranks",
+           text=f"collective kernels run {pct(mean_share)} of the window (mean over {ranks})"),
+        ev("collective_claimed_pct", round(impact, 2), "%", window_denominator(ctx),
+           text=f"not hidden by compute: {pct(impact)} of the window"),
+        *ops,
+    ]
+    return catalog.make("collective_dominant", impact,
+                        {"op": top_op, "share": pct(mean_share), "ranks": ranks, "claimed": pct(impact)},
+                        evidence, severity=severity_for(impact), denominator=window_denominator(ctx), kind=ctx.kind)
+
+
+def rule_nccl_errors(ctx: Context):
+    logs = ctx.data.get("nccl") or []
+    warns = [w for log in logs for w in log["warnings"]]
+    if not warns:
+        return None
+    first = warns[0]
+    kinds: dict[str, int] = {}
+    for w in warns:
+        key = w["message"].split(":")[0][:60]
+        kinds[key] = kinds.get(key, 0) + 1
+    ranks = sorted({f"{w['host']}:{w['pid']} [dev {w['cuda_dev']}]" for w in warns})
+    net = any("NET/IB" in w["message"] or "socket" in w["message"].lower() for w in warns)
+    evidence = [
+        ev("warn_count", len(warns), "lines", "log lines", text=f"{plural(len(warns), 'WARN line')} from "
+                                                                f"{plural(len(ranks), 'process', 'processes')}"),
+        ev("first", first["message"], "", None,
+           text=f"first: [{first.get('time') or 'no timestamp'}] {first['host']}:{first['pid']} dev {first['cuda_dev']} "
+                f"{first.get('location') or ''}: {first['message']}"),
+        ev("kinds", kinds, "lines", None, text="by message: " + "; ".join(f"{k} x{n}" for k, n in kinds.items())),
+        ev("ranks", ranks[:8], "", None, text="from: " + ", ".join(ranks[:8]) + (" ..." if len(ranks) > 8 else "")),
+    ]
+    return catalog.make(
+        "nccl_errors", 100.0,
+        {"count": len(warns), "line_word": "line" if len(warns) == 1 else "lines", "first": first["message"][:140],
+         "net_clause": " The messages point at the network path (IB completion errors / socket connects)." if net else ""},
+        evidence, severity="high", denominator="run (a failed collective stops every step)", variant="net" if net else None,
+        kind=ctx.kind)
+
+
+RULES = [
+    Rule("cross_island_collective", "throughput", rule_cross_island_collective, reads=("topology", "nccl", "devices"),
+         entries=("cross_island_collective_nccl",)),
+    Rule("collective_dominant", "throughput", rule_collective_dominant, reads=("devices",),
+         thresholds=("collective_share_min_pct",),
+         suppressed_by=("cross_island_collective",)),  # the cause is named; its finding carries the collective evidence
+    Rule("nccl_errors", "trace", rule_nccl_errors, reads=("nccl",)),
+]

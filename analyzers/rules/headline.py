@@ -1,0 +1,173 @@
+"""The verdict: findings ranked, symptom first, and the headline that says it in one line.
+
+Findings are ranked: the ``--symptom`` axis first when one is given, then by severity, then by
+impact. Without a symptom the headline names the top finding of each axis; the --slo budgets it
+leaves out are named after it."""
+
+from __future__ import annotations
+
+from tracetriage.analyzers import catalog
+from tracetriage.analyzers.catalog import AXES, SEVERITIES
+from tracetriage.analyzers.evidence import ms, pct, plural
+from tracetriage.analyzers.rules.abstain import ODD
+from tracetriage.analyzers.rules.context import t
+from tracetriage.analyzers.rules.serving import tail_words, unexplained_tail
+from tracetriage.analyzers.rules.slo import measured_serving, slo_checks
+
+MINOR_HEADLINE_PCT = 5.0  # below this share a throughput finding is reported, but not as the verdict of an idle GPU
+
+
+def rank(findings: list[dict], symptom: str | None) -> list[dict]:
+    """Healthy first (it fires only when nothing reaches medium); then the findings that answer
+    the symptom (its axis, or a further symptom they explain: launch-bound kernels answer
+    "GPU at 30% utilization"); then severity, impact, the symptom's own axis before an answer
+    from another, and a root cause before its symptom on ties."""
+    order = {"cross_island_collective": 0}
+    return sorted(findings, key=lambda f: (f["id"] != "healthy", bool(f.get("falsified")),
+                                           bool(symptom) and not catalog.answers(f, symptom),
+                                           -SEVERITIES.index(f["severity"]), -f["impact_pct"],
+                                           bool(symptom) and f["axis"] != symptom, order.get(f["id"], 1)))
+
+
+def _says(f: dict) -> str:
+    return f"[{f['id']}] {f['title']} — explains {f['impact_pct']:.0f}% of the {f['impact_denominator']}"
+
+
+def headline_by_axis(findings: list[dict]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for f in findings:  # already ranked: the first of each axis is its top finding
+        if f["axis"] in AXES and f["axis"] not in out and not f.get("falsified"):
+            out[f["axis"]] = _says(f)
+    return out
+
+
+SLO_AXES = {"ttft": {"ttft"}, "tpot": {"tpot"}, "itl": {"tail"},
+            "e2el": {"ttft", "tpot", "tail", "utilization", "oom"}}  # the axes whose findings can explain a broken budget
+
+
+def slo_unexplained(findings: list[dict], data: dict) -> tuple[list[dict], list[dict]]:
+    """The --slo budgets broken with no standing finding on an axis that explains them
+    (SLO_AXES), and those that could not be checked (slo.slo_check)."""
+    checks = slo_checks(data.get("serving"), data.get("slo") or {})
+    standing = {f["axis"] for f in findings if not f.get("falsified") and f["id"] != "healthy"}
+    broken = [c for c in checks if c["status"] == "broken" and not (SLO_AXES.get(c["metric"], set()) & standing)]
+    return broken, [c for c in checks if c["status"] == "not_measured"]
+
+
+def _slo_words(checks: list[dict]) -> str:
+    return "; ".join(f"{c['metric'].upper()} {c['percentile']} {ms(c['measured_ms'])} over the {c['limit_ms']:g} ms budget"
+                     for c in checks)
+
+
+def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom: str | None = None) -> str:
+    """The verdict in one line (_headline), then the --slo budgets it leaves out: a broken budget no
+    standing finding explains is named (it leads when nothing else stands), one not checked is said so."""
+    broken, unchecked = slo_unexplained(findings, data)
+    text = _headline(findings, abstentions, data, symptom, broken)
+    if broken and not text.startswith("SLO broken"):
+        text += f"; SLO broken, no finding on its axis: {_slo_words(broken)}"
+    if unchecked:
+        text += "; --slo not checked: " + ", ".join(f"{c['budget']} ({c['source']})" for c in unchecked)
+    return text
+
+
+def _headline(findings: list[dict], abstentions: list[dict], data: dict, symptom: str | None, broken: list[dict]) -> str:
+    devices = data["devices"]
+    if not devices:
+        topo = data.get("topology")
+        what = ((f"topology: {plural(len(topo['gpus']), 'GPU')} in islands {topo['islands']}" if len(topo["gpus"]) > 1
+                 else "topology: one GPU, so no interconnect between GPUs to judge") if topo
+                else "serving artifacts" if data.get("serving") else "side artifacts only")
+        if findings and findings[0]["id"] == "healthy":
+            return f"Healthy: {findings[0]['title']} (no GPU trace given)"
+        if symptom:
+            return _symptom_headline(findings, abstentions, symptom, f" (no GPU trace given; {what})")
+        tops = _axis_tops(findings)
+        if tops:
+            body = (_says(next(iter(tops.values()))) if len(tops) == 1
+                    else " | ".join(f"{axis}: {_says(f)}" for axis, f in tops.items()))
+            return f"{body} (no GPU trace given; {what})"
+        if data.get("serving"):
+            measured = measured_serving(data["serving"])
+            if broken:
+                return (f"SLO broken: {_slo_words(broken)}; no serving finding explains it (measured: " + "; ".join(measured[:3])
+                        + f"){_ruled_out(findings)}; no GPU trace given"
+                        + _not_measured(abstentions))
+            tail = unexplained_tail(data["serving"], findings)
+            if tail:
+                return (f"Inter-token tail not explained: {tail_words(tail)}"
+                        + (f"; not the prefill-chunk mechanism ({', '.join(tail['ruled_out'])} ruled out by its own falsifier)"
+                           if tail["ruled_out"] else "")
+                        + f"{_ruled_out([f for f in findings if f['id'] not in tail['ruled_out']])}; not called healthy; "
+                        "no GPU trace given" + _not_measured(abstentions))
+            if measured:
+                knee = next((a for a in abstentions if a["analysis"] == "tpot_budget"), None)
+                why = ("not called healthy: TPOT rises with the batch and no TPOT budget was given (give "
+                       "--slo tpot_p95_ms=<budget>)"
+                       if knee else "not enough to call it healthy")
+                return ("No serving finding in what was measured (" + "; ".join(measured[:3])
+                        + f"){_ruled_out(findings)}, {why}; "
+                        "no GPU trace given"
+                        + _not_measured(abstentions))
+        return f"No GPU trace given, so no timeline verdict; {what}" + _not_measured(abstentions)
+    compute = min(d["accounting"]["slices_pct"].get("compute", 0.0) + d["accounting"]["slices_pct"].get("collective", 0.0)
+                  for d in devices)
+    odd = [a for a in abstentions if a["analysis"] in ODD]
+    if findings and findings[0]["id"] == "healthy":
+        return f"Healthy: {findings[0]['title']}"
+    if symptom:
+        return _symptom_headline(findings, abstentions, symptom, "",
+                                 f"; the capture is too odd to judge: {odd[0]['reason']}" if odd else "")
+    tops = _axis_tops(findings)
+    if odd and not any(f["axis"] != "throughput" for f in findings):
+        return f"Not enough to judge: {odd[0]['reason']}. Capture: {odd[0]['capture_hint']}"
+    if tops:
+        thr = tops.get("throughput")
+        if (thr is not None and len(tops) == 1 and thr["impact_pct"] < MINOR_HEADLINE_PCT
+                and SEVERITIES.index(thr["severity"]) < SEVERITIES.index("medium") and compute < t("healthy_compute_min_pct")):
+            # A minor finding must not pose as the verdict of a mostly idle capture.
+            return (f"GPU computing {pct(compute)} of the window and no measured cause explains the rest "
+                    f"(largest finding: {thr['id']}, {thr['impact_pct']:.1f}%)"
+                    + _not_measured(abstentions))
+        if len(tops) == 1:
+            return _says(next(iter(tops.values())))
+        return " | ".join(f"{axis}: {_says(f)}" for axis, f in tops.items())
+    if compute >= t("healthy_compute_min_pct") and abstentions:
+        return (f"No problem found in what was measured (GPU computing at least {pct(compute)} of the window)"
+                f"{_ruled_out(findings)}, but the verdict is incomplete: "
+                + "; ".join(sorted({a["analysis"] for a in abstentions})) + " not measured")
+    return (f"GPU computing {pct(compute)} of the window; no measured cause explains the rest (not healthy: not GPU-bound)"
+            + _ruled_out(findings)
+            + _not_measured(abstentions))
+
+
+def _not_measured(abstentions: list[dict]) -> str:
+    """'; not measured: a, b' for the abstentions' analyses (empty when none)."""
+    return "; not measured: " + ", ".join(sorted({a["analysis"] for a in abstentions})) if abstentions else ""
+
+
+def _ruled_out(findings: list[dict]) -> str:
+    """'; ruled out by its own falsifier: a, b' for the falsified findings (empty when none): a
+    headline with no standing finding still says what was measured and set aside."""
+    out = [f["id"] for f in findings if f.get("falsified")]
+    return f"; ruled out by its own falsifier: {', '.join(out)}" if out else ""
+
+
+def _symptom_headline(findings: list[dict], abstentions: list[dict], symptom: str, where: str, tail: str = "") -> str:
+    """The verdict for the symptom the user named: its top finding, or why there is none."""
+    mine = [f for f in findings if catalog.answers(f, symptom) and not f.get("falsified")]
+    if mine:
+        return f"{symptom}: {_says(mine[0])}{where}"
+    others = "; ".join(f"{a}: [{f['id']}]" for a, f in _axis_tops(findings).items())
+    undecided = [a for a in abstentions if symptom == "tail" and a["analysis"] in ("steps", "step_tail", "step_annotations")]
+    why = f"; not measured: {undecided[0]['reason']}" if undecided else ""
+    return (f"{symptom}: no finding on this axis in what was measured{why}{where}"
+            + (f" (other axes: {others})" if others else "") + tail)
+
+
+def _axis_tops(findings: list[dict]) -> dict[str, dict]:
+    tops: dict[str, dict] = {}
+    for f in findings:
+        if f["axis"] in AXES and f["axis"] not in tops and not f.get("falsified"):
+            tops[f["axis"]] = f
+    return tops

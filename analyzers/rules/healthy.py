@@ -1,0 +1,66 @@
+"""The healthy verdict of a GPU trace: every device computing most of the window in repeated
+steps, and nothing found, abstained on or over budget that says otherwise. (A case of serving
+artifacts alone is judged by serving.rule_healthy_serving.)"""
+
+from __future__ import annotations
+
+from tracetriage.analyzers import catalog, efficiency
+from tracetriage.analyzers.catalog import SEVERITIES
+from tracetriage.analyzers.evidence import ev, pct
+from tracetriage.analyzers.rules.abstain import BLOCKS_HEALTHY
+from tracetriage.analyzers.rules.context import Context, Rule, t
+from tracetriage.analyzers.rules.slo import slo_checks
+
+# name: (value, why)
+THRESHOLDS = {
+    "healthy_compute_min_pct": (80.0, "every device computing (kernels, not copies) at least 80% of the window"),
+    "healthy_min_steps": (3, ("'steady' is a claim about repeated steps: each process driving a GPU needs "
+                              "at least 3 measured steps")),
+}
+
+
+def _fewest_steps(ctx: Context) -> int:
+    """The fewest measured steps of a process that drives a device (0 when one has none)."""
+    counts = []
+    for p in ctx.per_trace:
+        pids = {int(d["pid"]) for d in p["devices"] if d.get("pid") is not None}
+        counts += [int(pr["steps"]["count"] or 0) for pr in p["processes"] if int(pr["pid"]) in pids]
+    return min(counts) if counts else 0
+
+
+def rule_healthy(ctx: Context):
+    devs, findings, abstentions = ctx.devices, ctx.findings, ctx.abstentions
+    if not devs:
+        return None
+    if any(SEVERITIES.index(f["severity"]) >= SEVERITIES.index("low") or f["id"] == "below_roofline" or f.get("falsified")
+           for f in findings):
+        # a falsified finding still measured a symptom, with a cause not yet known; busy is not fast:
+        # never healthy while the dominant class runs below its roofline
+        return None
+    if any(a["analysis"] in BLOCKS_HEALTHY for a in abstentions):
+        return None
+    if any(c["status"] == "broken" for c in slo_checks(ctx.data.get("serving"), ctx.slo)):
+        return None  # a --slo budget the serving artifacts show broken: never under a healthy verdict
+    compute = [100.0 * (d["_slices"]["compute"] + d["_slices"]["collective"]) / d["window_ns"] if d["window_ns"] else 0.0
+               for d in devs]
+    if min(compute) < t("healthy_compute_min_pct"):
+        return None
+    if _fewest_steps(ctx) < t("healthy_min_steps"):
+        return None  # busy, but steadiness is not measured: the headline says what is missing instead
+    evidence = [ev("min_compute_pct", round(min(compute), 2), "%", "window",
+                   text=f"the least busy device runs kernels {pct(min(compute))} of the window")]
+    eff_words = efficiency.healthy_words(ctx.per_trace)
+    evidence.append(ev("efficiency", eff_words.lstrip("; "), "", None, text=f"efficiency: {eff_words.lstrip('; ')}"))
+    stats = (ctx.data.get("serving") or {}).get("stats")
+    if stats:
+        evidence.append(ev("queue", stats["waiting_share_pct"], "%", f"{stats['samples']} engine stats samples",
+                           text=f"requests waiting in {stats['waiting_share_pct']:.0f}% of {stats['samples']} stats samples "
+                                f"(mean {stats['waiting_mean']}, max {stats['waiting_max']}); running mean "
+                                f"{stats['running_mean']}, "
+                                f"KV cache usage p50 {stats['kv_usage_p50']}% max {stats['kv_usage_max']}%"))
+    return catalog.make("healthy", 0.0, {"busy": pct(min(compute)), "efficiency": eff_words}, evidence, severity="info",
+                        denominator="window", kind=ctx.kind)
+
+
+HEALTHY = Rule("healthy", "verdict", rule_healthy, reads=("devices", "processes", "findings", "abstentions", "serving"),
+               thresholds=("healthy_compute_min_pct", "healthy_min_steps"))
