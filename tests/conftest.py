@@ -1,10 +1,16 @@
+import contextlib
+import contextvars
 import functools
+import io
 import json
+import locale
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import pytest
@@ -102,11 +108,95 @@ def truth(name):
 
 
 def run_cli(*args, cwd=None):
-    """The CLI in a subprocess; any analysis JSON it writes (standard output, ``-o FILE.json``, a
-    batch folder's ``analysis.json`` files) is checked against the schema before the test reads it."""
+    """The CLI in this process: ``tracetriage.cli.main(args)`` run as a fresh ``python -m tracetriage``
+    would run it, its result a ``subprocess.CompletedProcess`` (returncode, stdout, stderr as text).
+    What the call changes in the process is put back after it (see :func:`_as_a_fresh_process`).
+    Any analysis JSON it writes (standard output, ``-o FILE.json``, a batch folder's ``analysis.json``
+    files) is checked against the schema before the test reads it."""
+    from tracetriage.cli import main
+
+    argv = [str(a) for a in args]
+    stdout, stderr = _ProcessStream(sys.__stdout__, "strict"), _ProcessStream(sys.__stderr__, "backslashreplace")
+    with _as_a_fresh_process(cwd), contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            code = contextvars.copy_context().run(main, argv)
+        except SystemExit as exc:  # argparse: a usage error, --help
+            code = _exit_status(exc, stderr)
+    result = subprocess.CompletedProcess([sys.executable, "-m", "tracetriage", *argv], code, stdout.text(), stderr.text())
+    _check_cli_outputs(argv, result, cwd)
+    return result
+
+
+def run_cli_process(*args, cwd=None):
+    """The CLI in a subprocess (``python -m tracetriage``), for what only a process of its own shows:
+    the entry point itself, signals, limits, what is read at import. Outputs checked as run_cli's."""
     result = subprocess.run([sys.executable, "-m", "tracetriage", *map(str, args)], capture_output=True, text=True, cwd=cwd)
     _check_cli_outputs([str(a) for a in args], result, cwd)
     return result
+
+
+class _ProcessStream(io.TextIOWrapper):
+    """A standard stream as a subprocess's pipe is: the encoding and error handler the interpreter
+    gives its own stream (``like``), read back as ``subprocess.run(text=True)`` reads a pipe."""
+
+    def __init__(self, like, errors: str):
+        self.encoding_of_the_reader = locale.getpreferredencoding(False)
+        super().__init__(io.BytesIO(), encoding=getattr(like, "encoding", None) or "utf-8",
+                         errors=getattr(like, "errors", None) or errors)
+
+    def isatty(self) -> bool:
+        return False
+
+    def text(self) -> str:
+        self.flush()
+        data = self.buffer.getvalue().decode(self.encoding_of_the_reader)
+        return data.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _exit_status(exc: SystemExit, stderr) -> int:
+    """The exit status the interpreter gives a process that ends with ``exc``."""
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    print(exc.code, file=stderr)
+    return 1
+
+
+# Process globals the CLI sets (the analysis cache of --cache-dir / --no-cache, the exporter of --nsys):
+# (module, attribute, its value in a fresh process); a module that no longer has the attribute is skipped.
+_CLI_GLOBALS = (("tracetriage.cache", "_ACTIVE", None), ("tracetriage.parsers.reports", "_NSYS_OVERRIDE", None))
+
+
+@contextlib.contextmanager
+def _as_a_fresh_process(cwd):
+    """Run the CLI in ``cwd`` with the state a fresh process starts with, and put back what it changes:
+    the working directory, the environment (``--nsys`` sets NSYS), the warnings filters (main ignores
+    warnings), the SIGTERM handler and the globals of :data:`_CLI_GLOBALS`. Context variables (the
+    capture kind) stay inside the call: it runs in a copy of the context."""
+    import importlib
+
+    saved_cwd, saved_environ = os.getcwd(), dict(os.environ)
+    saved_sigterm = signal.getsignal(signal.SIGTERM)
+    saved_globals = []
+    for module_name, attribute, fresh in _CLI_GLOBALS:
+        module = importlib.import_module(module_name)
+        if hasattr(module, attribute):
+            saved_globals.append((module, attribute, getattr(module, attribute)))
+            setattr(module, attribute, fresh)
+    try:
+        with warnings.catch_warnings():
+            if cwd is not None:
+                os.chdir(cwd)
+            yield
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_environ)
+        if saved_sigterm is not None:
+            signal.signal(signal.SIGTERM, saved_sigterm)
+        for module, attribute, value in saved_globals:
+            setattr(module, attribute, value)
 
 
 # --- the JSON contract, checked on every analysis the suite produces -------------------------

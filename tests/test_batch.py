@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import BUNDLES, REAL, ROOT, add_nsys_session as _session, run_cli
+from conftest import BUNDLES, REAL, ROOT, add_nsys_session as _session, run_cli, run_cli_process
 
 from tracetriage.archive import extract
 from tracetriage.batches import run_batch
@@ -187,11 +187,12 @@ def test_batch_on_dask_local_cluster(tmp_path):
 def test_batch_glob_and_fail_on(tmp_path):
     out = tmp_path / "o"
     pattern = str(BUNDLES / "eager_*" / "trace.sqlite")
-    proc = run_cli("batch", pattern, "-o", out, "--jobs", "1", "--no-progress", "--fail-on", "high")
+    # subprocesses: the exit status of the batch process itself (run() ends batch with SystemExit, after the pools' exit hooks)
+    proc = run_cli_process("batch", pattern, "-o", out, "--jobs", "1", "--no-progress", "--fail-on", "high")
     assert proc.returncode == 5, proc.stderr  # launch_bound is high severity
     summary = pd.read_parquet(out / "summary.parquet")
     assert len(summary) == 3 and set(summary["top_finding"]) == {"launch_bound"}  # the three eager bundles
-    proc = run_cli("batch", str(BUNDLES / "healthy"), "-o", tmp_path / "o2", "--no-progress", "--fail-on", "medium")
+    proc = run_cli_process("batch", str(BUNDLES / "healthy"), "-o", tmp_path / "o2", "--no-progress", "--fail-on", "medium")
     assert proc.returncode == 0, proc.stderr
 
 

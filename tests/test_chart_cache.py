@@ -25,6 +25,7 @@ print(json.dumps({"matplotlib": "matplotlib" in sys.modules, "html": html}))
 
 
 def _report(cache_dir) -> dict:
+    # a fresh interpreter: the test asks whether matplotlib was ever imported
     out = subprocess.run([sys.executable, "-c", CHILD, str(BUNDLE), str(cache_dir)], capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout)

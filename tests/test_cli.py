@@ -1,7 +1,7 @@
 import json
 
 import pytest
-from conftest import BUNDLES, run_cli
+from conftest import BUNDLES, run_cli, run_cli_process
 
 from tracetriage.cli import build_parser
 from tracetriage.errors import EXIT_FAIL_ON
@@ -25,8 +25,20 @@ def test_analyze_formats(fmt, tmp_path):
 
 
 def test_fail_on(tmp_path):
-    assert run_cli("analyze", BUNDLES / "eager_decode", "--fail-on", "high").returncode == EXIT_FAIL_ON
-    assert run_cli("analyze", BUNDLES / "healthy", "--fail-on", "low").returncode == 0
+    # a subprocess: the exit status of `python -m tracetriage` itself (run() ends the process with os._exit)
+    assert run_cli_process("analyze", BUNDLES / "eager_decode", "--fail-on", "high").returncode == EXIT_FAIL_ON
+    assert run_cli_process("analyze", BUNDLES / "healthy", "--fail-on", "low").returncode == 0
+
+
+@pytest.mark.parametrize("args", [("analyze", BUNDLES / "eager_decode", "-f", "json"),
+                                  ("analyze", BUNDLES / "healthy", "--bogus"), ("analyze", BUNDLES / "missing.sqlite")])
+def test_in_process_cli_is_the_process(args):
+    """run_cli (main in this process) gives what `python -m tracetriage` gives: exit status and every byte
+    of standard output and error, for a report, a usage error (argparse's SystemExit) and an input error."""
+    in_process = run_cli(*args)
+    # a subprocess: the reference run_cli is checked against
+    process = run_cli_process(*args)
+    assert (in_process.returncode, in_process.stdout, in_process.stderr) == (process.returncode, process.stdout, process.stderr)
 
 
 def test_step_range_option():

@@ -59,6 +59,7 @@ def run_case(case, workdir):
     env = dict(os.environ, TMPDIR=str(tmp), TRACETRIAGE_CACHE_DIR=str(workdir / "cache"), PYTHONWARNINGS="default",
                TT_RSS_FILE=str(rss_file))
     t0 = time.monotonic()
+    # a subprocess per case: its own peak RSS, a kill on a hang, and a crash or leak that cannot reach the suite
     proc = subprocess.Popen([sys.executable, "-c", RUNNER, "analyze", str(path), "-f", "json", "--no-cache"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env,
                             cwd=str(tmp), start_new_session=True)
