@@ -94,7 +94,7 @@ def _drawing_code() -> str:
     import importlib.util
     from pathlib import Path
 
-    from tracetriage import cache as cache_mod
+    from tracetriage.codeversion import code_version
 
     spec = importlib.util.find_spec("matplotlib")
     try:
@@ -103,7 +103,7 @@ def _drawing_code() -> str:
         from importlib.metadata import version
 
         mpl = version("matplotlib")
-    return f"{cache_mod.code_version('tracetriage.reports')}-{mpl}"
+    return f"{code_version('tracetriage.reports')}-{mpl}"
 
 
 def _memo(chart):

@@ -112,16 +112,23 @@ def test_cache_keys_follow_the_code(tmp_path, monkeypatch):
     import sys
 
     from tracetriage import cache as cache_mod
+    from tracetriage import codeversion
 
     pkg = tmp_path / "fakepkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "rules.py").write_text("X = 1\n")
+    (pkg / "sub").mkdir()
+    (pkg / "sub" / "rule.py").write_text("Y = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(cache_mod, "_CODE_VERSIONS", {})
-    before = cache_mod.code_version("fakepkg")
+    monkeypatch.setattr(codeversion, "_DIGESTS", {})
+    before = codeversion.code_version("fakepkg")
     (pkg / "rules.py").write_text("X = 2\n")
-    monkeypatch.setattr(cache_mod, "_CODE_VERSIONS", {})
-    assert cache_mod.code_version("fakepkg") != before
+    monkeypatch.setattr(codeversion, "_DIGESTS", {})
+    changed = codeversion.code_version("fakepkg")
+    assert changed != before
+    (pkg / "sub" / "rule.py").write_text("Y = 2\n")  # a subpackage's code is the package's code too
+    monkeypatch.setattr(codeversion, "_DIGESTS", {})
+    assert codeversion.code_version("fakepkg") != changed
     sys.modules.pop("fakepkg", None)
     assert cache_mod.model_version() != cache_mod.metrics_version()

@@ -276,11 +276,10 @@ def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
 def content_hash(paths: list[str]) -> str:
     """The inputs' content and the code that analyzes and renders them: a batch re-run redoes a
     case when either changed."""
-    from tracetriage.cache import code_version
+    from tracetriage.codeversion import code_version
 
     h = hashlib.sha256(__version__.encode())
-    h.update(code_version("tracetriage", "tracetriage.parsers", "tracetriage.analyzers", "tracetriage.analyzers.rules",
-                          "tracetriage.reports", "tracetriage.reports.templates").encode())
+    h.update(code_version("tracetriage", "tracetriage.parsers", "tracetriage.analyzers", "tracetriage.reports").encode())
     for p in sorted(paths):
         h.update(Path(p).name.encode())
         with open(p, "rb") as fh:

@@ -42,28 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-_CODE_VERSIONS: dict[str, str] = {}
-
-
-def code_version(*packages: str) -> str:
-    """A digest of the source of the packages whose code produces a cached entry: the key changes
-    with any change to that code (an upgrade, a fix), so no one has to remember to bump a version
-    and no entry made by other code is ever served."""
-    key = ",".join(packages)
-    if key not in _CODE_VERSIONS:
-        import importlib
-
-        h = hashlib.sha256()
-        for name in packages:
-            pkg = Path(next(iter(importlib.import_module(name).__path__)))  # namespace packages too
-            for f in sorted(pkg.iterdir()):
-                # code, finding texts, templates, schema, and the compiled parts (their source where
-                # it ships, the built library itself: a rebuilt reader or sweep is other code)
-                if f.suffix in (".py", ".toml", ".j2", ".json", ".c", ".so"):
-                    h.update(f.name.encode() + b"\0" + f.read_bytes())
-        _CODE_VERSIONS[key] = h.hexdigest()[:12]
-    return _CODE_VERSIONS[key]
-
+from tracetriage.codeversion import code_version
 
 def model_version() -> str:
     """What makes a model: the parsers and the model (tracetriage/*.py)."""
@@ -72,8 +51,7 @@ def model_version() -> str:
 
 def metrics_version() -> str:
     """What makes analyze_trace's metrics: the model's code and the analyzers."""
-    return "metrics-" + code_version("tracetriage", "tracetriage.parsers", "tracetriage.analyzers",
-                                     "tracetriage.analyzers.rules")
+    return "metrics-" + code_version("tracetriage", "tracetriage.parsers", "tracetriage.analyzers")
 
 
 MIN_CACHED_BYTES = 4 * 1024 * 1024
