@@ -173,7 +173,10 @@ class MovedKernelView:
 
 @dataclass(frozen=True, slots=True)
 class CompareView:
-    """Everything a report of one Comparison shows, in the order the text report shows it."""
+    """Everything a report of one Comparison shows, in the order the text report shows it: ``threshold``
+    the practical minimum (% of the before step) as ``%g`` spells it, ``threshold_repr`` as the contract
+    does; ``noise_ms_per_step`` None when the before step was not measured; ``step_test`` the test of the
+    step times, None when no rank's steps were compared."""
     tool_version: str
     schema: str
     summary: str
@@ -190,7 +193,7 @@ class CompareView:
     threshold: str
     threshold_repr: str
     noise_ms_per_step: str | None
-    step_test: str
+    step_test: str | None
     step_time: tuple[StepTimeView, ...]
     findings: tuple[EvidencedFindingView, ...]
     sections: tuple[MetricSectionView, ...]
@@ -201,7 +204,7 @@ def compare_view(comparison: dict) -> CompareView:
     """The view of one Comparison (its contract dict), built once for every format."""
     comparable = comparison["comparable"]
     method = comparison["method"]
-    noise = method.get("noise_ms_per_step")
+    noise = method["noise_ms_per_step"]
     return CompareView(
         tool_version=str(comparison["tool_version"]), schema=str(comparison["schema"]), summary=comparison["summary"],
         verdict=comparison["verdict"], verdict_words=VERDICT_WORDS[comparison["verdict"]], detail=verdict_detail(comparison),
@@ -209,7 +212,8 @@ def compare_view(comparison: dict) -> CompareView:
         comparable=bool(comparable["ok"]), confidence=f"{comparable['confidence']:.2f}", reasons=tuple(comparable["reasons"]),
         slo_broken=tuple(comparison["slo_broken"]), slo_not_measured=tuple(comparison["slo_not_measured"]),
         threshold=f"{comparison['threshold_pct']:g}", threshold_repr=str(comparison["threshold_pct"]),
-        noise_ms_per_step=None if noise is None else ms(noise), step_test=str(method.get("step_test")),
+        noise_ms_per_step=None if noise is None else ms(noise),
+        step_test=str(method["step_test"]) if comparison["step_time"] else None,
         step_time=tuple(_step_time(rank) for rank in comparison["step_time"]),
         findings=tuple(_finding(finding) for finding in comparison["findings"]),
         sections=metric_sections(comparison["metrics"]),
