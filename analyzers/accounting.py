@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.analyzers import intervals as iv
+from tracetriage.analyzers.metrics import Copies, DeviceMetrics
 from tracetriage.analyzers.timeline import CAUSES, GAP_CLASSES
 from tracetriage.model import Trace, is_kind
 
@@ -31,7 +32,7 @@ IDLE_SLICES = tuple(f"idle:{cls}:{cause}" for cls in GAP_CLASSES for cause in CA
 SLICES = BUSY_SLICES + IDLE_SLICES
 
 
-def copy_activity(trace: Trace, device: int, lo: int, hi: int) -> dict:
+def copy_activity(trace: Trace, device: int, lo: int, hi: int) -> Copies:
     """Copies and memsets of one device in [lo, hi): their union, the part of it no
     kernel overlaps (``copy_only_ns``), count / bytes / summed duration by direction
     (HtoD, DtoH, ..., memset), pinned vs pageable."""
@@ -40,10 +41,8 @@ def copy_activity(trace: Trace, device: int, lo: int, hi: int) -> dict:
     start, end = g["start"].to_numpy(), g["end"].to_numpy()
     inwin = dev & (end > lo) & (start < hi)
     is_copy = inwin & (is_kind(g, "memcpy") | is_kind(g, "memset"))
-    empty = {"count": 0, "busy_ns": 0, "copy_only_ns": 0, "bytes": 0, "by_direction": {}, "pageable": 0,
-             "overlap_pct": 0.0}
     if not is_copy.any():
-        return empty
+        return Copies(count=0, busy_ns=0, copy_only_ns=0, bytes=0, by_direction={}, pageable=0, overlap_pct=0.0)
     cs, ce = iv.clip(*iv.union(start[is_copy], end[is_copy]), lo, hi)
     copy_busy = iv.measure(cs, ce)
     work = inwin & (is_kind(g, "kernel") | is_kind(g, "graph"))
@@ -63,15 +62,15 @@ def copy_activity(trace: Trace, device: int, lo: int, hi: int) -> dict:
     for k in np.unique(kinds):
         m = kinds == k
         by_direction[str(k)] = {"count": int(m.sum()), "bytes": int(nbytes[m].sum()), "time_ns": int(dur[m].sum())}
-    return {
-        "count": int(is_copy.sum()),
-        "busy_ns": int(copy_busy),
-        "copy_only_ns": int(copy_busy - hidden),
-        "bytes": int(nbytes.sum()),
-        "by_direction": by_direction,
-        "pageable": int(g["pageable"].to_numpy()[is_copy].sum()),
-        "overlap_pct": round(100.0 * hidden / copy_busy, 2) if copy_busy else 0.0,
-    }
+    return Copies(
+        count=int(is_copy.sum()),
+        busy_ns=int(copy_busy),
+        copy_only_ns=int(copy_busy - hidden),
+        bytes=int(nbytes.sum()),
+        by_direction=by_direction,
+        pageable=int(g["pageable"].to_numpy()[is_copy].sum()),
+        overlap_pct=round(100.0 * hidden / copy_busy, 2) if copy_busy else 0.0,
+    )
 
 
 def decomposition(busy_ns: int, window_ns: int, copy_only_ns: int, collective_exposed_ns: int,
@@ -100,12 +99,12 @@ def matching(patterns) -> list[str]:
 class Ledger:
     """Unclaimed nanoseconds of each device's slices; findings take from it in rule order."""
 
-    def __init__(self, devices: list[dict]):
-        self.window = {d["id"]: d["window_ns"] for d in devices}
-        self.remaining = {d["id"]: dict(d["_slices"]) for d in devices}
-        self.claims: dict[str, dict[str, int]] = {d["id"]: {} for d in devices}
+    def __init__(self, devices: list[DeviceMetrics]):
+        self.window = {device.id: device.window_ns for device in devices}
+        self.remaining = {device.id: dict(device.slices) for device in devices}
+        self.claims: dict[str, dict[str, int]] = {device.id: {} for device in devices}
         # device -> finding -> slice -> ns: where each claim came from (the Perfetto export draws it)
-        self.by_slice: dict[str, dict[str, dict[str, int]]] = {d["id"]: {} for d in devices}
+        self.by_slice: dict[str, dict[str, dict[str, int]]] = {device.id: {} for device in devices}
 
     def available(self, device: str, patterns, limit_ns: float | None = None) -> int:
         got = sum(self.remaining[device][s] for s in matching(patterns))
@@ -140,3 +139,14 @@ class Ledger:
 
     def unclaimed(self, device: str, patterns) -> dict[str, int]:
         return {s: self.remaining[device][s] for s in matching(patterns) if self.remaining[device][s]}
+
+
+def device_accounting(device: DeviceMetrics, ledger: Ledger) -> dict:
+    """The contract's ``accounting`` of one device: its slices, the findings' claims and what is left
+    unclaimed, each as % of its window (3 decimals; zero slices left out)."""
+    w = device.window_ns or 1
+    return {
+        "slices_pct": {k: round(100.0 * v / w, 3) for k, v in device.slices.items() if v},
+        "claims_pct": {k: round(100.0 * v / w, 3) for k, v in ledger.claims[device.id].items()},
+        "unclaimed_pct": {k: round(100.0 * v / w, 3) for k, v in ledger.remaining[device.id].items() if v},
+    }

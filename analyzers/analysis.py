@@ -7,7 +7,7 @@ only charts need (busy over time, step durations), kept out of the JSON.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -19,6 +19,16 @@ from tracetriage.analyzers import kernels as kern
 from tracetriage.analyzers import steps as st
 from tracetriage.analyzers import timeline as tl
 from tracetriage.analyzers.capture_kind import runtime_of
+from tracetriage.analyzers.metrics import (
+    DeviceMetrics,
+    DeviceTimeline,
+    LongSteps,
+    ProcessMetrics,
+    StepStats,
+    TraceMetrics,
+    TraceSeries,
+    Window,
+)
 from tracetriage.model import Trace, cat_mask, distinct, is_kind
 from tracetriage.threads import thread_map
 
@@ -38,16 +48,6 @@ class Analysis:
     @property
     def headline(self) -> str:
         return self.data["headline"]
-
-
-def _stats(d: np.ndarray) -> dict:
-    if d.size == 0:
-        return {"p50_ns": None, "p99_ns": None, "max_ns": None}
-    return {
-        "p50_ns": int(np.percentile(d, 50)),
-        "p99_ns": int(np.percentile(d, 99)),
-        "max_ns": int(d.max()),
-    }
 
 
 def _trace_pids(trace: Trace) -> list[int]:
@@ -85,40 +85,43 @@ def _long(steps: st.Steps) -> np.ndarray:
     return d > LONG_STEP_FACTOR * float(np.percentile(d, 50)) if d.size else np.zeros(0, bool)
 
 
-def long_steps(trace: Trace, steps: st.Steps, long: np.ndarray, busy_in_long: dict[int, int]) -> dict:
+def long_steps(steps: st.Steps, long: np.ndarray, devices: list[DeviceMetrics]) -> LongSteps:
     """The long steps of a process (> LONG_STEP_FACTOR x p50): how many, whether the
     annotations call them prefill, how busy its GPUs were during them (GPU work vs a
-    host stall: ``busy_in_long`` is each device's busy ns inside them, summed by the
-    device's timeline pass), and their time above p50 as a share of all step time.
+    host stall: each of its devices' busy ns inside them, summed by the device's
+    timeline pass), and their time above p50 as a share of all step time.
     ``long`` is :func:`_long` of the steps."""
-    d = steps.durations
+    durations = steps.durations
     if not long.any():
-        return {"count": 0}
-    p50 = float(np.percentile(d, 50))
-    busy = [busy_in_long[dv] / max(1, d[long].sum()) for dv in range(len(trace.devices))
-            if int(trace.devices.iloc[dv]["pid"]) == steps.pid and dv in busy_in_long]
-    return {
-        "count": int(long.sum()),
-        "prefill_labelled": bool(steps.is_prefill[long].mean() >= 0.5) if steps.is_prefill.size else False,
-        "busy_pct": 100.0 * float(np.mean(busy)) if busy else 0.0,
-        "excess_pct": 100.0 * float((d[long] - p50).sum()) / max(1, int(d.sum())),
-    }
+        return LongSteps()
+    p50 = float(np.percentile(durations, 50))
+    busy = [device.busy_in_long_steps_ns / max(1, durations[long].sum()) for device in devices if device.pid == steps.pid]
+    return LongSteps(
+        count=int(long.sum()),
+        prefill_labelled=bool(steps.is_prefill[long].mean() >= 0.5) if steps.is_prefill.size else False,
+        busy_pct=100.0 * float(np.mean(busy)) if busy else 0.0,
+        excess_pct=100.0 * float((durations[long] - p50).sum()) / max(1, int(durations.sum())),
+    )
 
 
-def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None) -> dict:
-    """Metrics of one trace (its own clock and window)."""
-    pids = _trace_pids(trace)
-    # A process that made runtime/driver calls but ran no GPU work (a helper that only queried the
-    # device) is listed too, with its call count and no steps: it defines no window and no step.
-    api_only = sorted(int(p) for p in set(distinct(trace.api["pid"].to_numpy()).tolist()) - set(pids)) if len(trace.api) else []
-    steps = {pid: st.find_steps(trace, pid, step_range) for pid in pids}
-    steps.update({pid: st.Steps(pid, "none") for pid in api_only})
+def step_stats(steps: st.Steps) -> StepStats:
+    """The contract's ``steps`` block of one process: durations p50 / p99 / max and :func:`step_sample`."""
+    durations = steps.durations
+    quantiles = ((int(np.percentile(durations, 50)), int(np.percentile(durations, 99)), int(durations.max()))
+                 if durations.size else (None, None, None))
+    return StepStats(source=steps.source, range_name=steps.range_name, count=steps.count,
+                     warmup_dropped=steps.warmup_dropped, prefill_count=int(steps.is_prefill.sum()),
+                     p50_ns=quantiles[0], p99_ns=quantiles[1], max_ns=quantiles[2], durations_ns=step_sample(durations))
+
+
+def _window(trace: Trace, steps: dict[int, st.Steps]) -> Window:
+    """The analysis window of a trace: first step start to last step end of the processes with
+    steps (set-up and warm-up excluded), else :func:`timeline.frame_window` with its set-up."""
     with_steps = [s for s in steps.values() if s.count]
     if with_steps:
         lo = int(min(s.starts[0] for s in with_steps))
         hi = int(max(s.ends[-1] for s in with_steps))
-        sources = sorted({s.source for s in with_steps})
-        source = "steps:" + "+".join(sources)
+        source = "steps:" + "+".join(sorted({s.source for s in with_steps}))
         dropped = sum(s.warmup_dropped for s in with_steps)
     else:
         lo, hi = tl.frame_window(trace)
@@ -127,26 +130,37 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     setup = max(0, lo - int(trace.gpu["start"].min())) if not with_steps else 0
     if hi <= lo:
         hi = lo + 1
-    window = {"start_ns": lo, "end_ns": hi, "duration_ns": hi - lo, "source": source, "warmup_steps_excluded": dropped,
-              "setup_excluded_ns": setup}
+    cause = None
     if setup:
         from tracetriage.analyzers.startup import setup_cause
 
-        window["setup_cause"] = setup_cause(trace, int(trace.gpu["start"].min()), lo)
+        cause = setup_cause(trace, int(trace.gpu["start"].min()), lo)
+    return Window(start_ns=lo, end_ns=hi, duration_ns=hi - lo, source=source, warmup_steps_excluded=dropped,
+                  setup_excluded_ns=setup, setup_cause=cause)
+
+
+def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None) -> TraceMetrics:
+    """Metrics of one trace (its own clock and window)."""
+    pids = _trace_pids(trace)
+    # A process that made runtime/driver calls but ran no GPU work (a helper that only queried the
+    # device) is listed too, with its call count and no steps: it defines no window and no step.
+    api_only = sorted(int(p) for p in set(distinct(trace.api["pid"].to_numpy()).tolist()) - set(pids)) if len(trace.api) else []
+    steps = {pid: st.find_steps(trace, pid, step_range) for pid in pids}
+    steps.update({pid: st.Steps(pid, "none") for pid in api_only})
+    window = _window(trace, steps)
+    lo, hi = window.start_ns, window.end_ns
 
     prefix = f"{index}:" if multi else ""
     api = trace.api
     blocking = api[cat_mask(api, "category", st.BLOCKING)]  # syncs are few
-    devices, series_busy, coll_starts = [], {}, []
     hosts: dict = {}
-    busy_in_long: dict[int, int] = {}
     long_of = {pid: _long(s) for pid, s in steps.items()}  # masks of each process's long steps
 
-    def timeline(d: int) -> dict:
-        pid = int(trace.devices.iloc[d]["pid"])
+    def timeline(device: int) -> DeviceTimeline:
+        pid = int(trace.devices.iloc[device]["pid"])
         ends = np.sort(blocking.loc[blocking["pid"] == pid, "end"].to_numpy(np.int64))
         long = long_of.get(pid, np.zeros(0, bool))
-        return tl.device_timeline(trace, d, lo, hi, hosts, sync_ends=ends, sync_slack_ns=SYNC_SLACK_NS,
+        return tl.device_timeline(trace, device, lo, hi, hosts, sync_ends=ends, sync_slack_ns=SYNC_SLACK_NS,
                                   min_gap_ns=int(trace.meta.get("clock_resolution_ns") or 1),
                                   spans=(steps[pid].starts[long], steps[pid].ends[long]) if long.any() else None)
 
@@ -165,39 +179,32 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         hosts[int(pid)] = tl._HostSlicer(trace, int(pid))
     # devices timed on parallel threads (numpy releases the GIL); a lone device halves itself
     timelines = thread_map(timeline, range(n_dev), MAX_TIMELINE_THREADS)
-    for d in range(n_dev):
-        row = trace.devices.iloc[d]
-        t = timelines[d]
-        timelines[d] = None
-        in_long = t.pop("_busy_in_spans_ns")
-        if long_of.get(int(row["pid"]), np.zeros(0, bool)).any():
-            busy_in_long[d] = in_long
-        c = coll.device_collectives(trace, d, lo, hi)
-        copies = accounting.copy_activity(trace, d, lo, hi)
-        did = prefix + trace.device_label(d)
-        series_busy[did] = t.pop("busy_timeline")
-        coll_starts.append(c.pop("_starts"))
-        slices = accounting.decomposition(t["busy_ns"], t["window_ns"], copies["copy_only_ns"], c.pop("_exposed_ns"),
-                                          t["_idle_by_class"])
-        devices.append(
-            {
-                "id": did,
-                "name": str(row["name"]),
-                "pid": int(row["pid"]),
-                "ordinal": int(row["ordinal"]),
-                "gpu_index": int(row["gpu_index"]),
-                "trace": trace.path,
-                **t,
-                **c,
-                "copies": copies,
-                "kernels": [],
-                "_slices": slices,
-            }
-        )
+    kernel_rows = per_device_kernels.result()
+    devices: list[DeviceMetrics] = []
+    series_busy = {}
+    for device_index in range(n_dev):
+        row = trace.devices.iloc[device_index]
+        times = timelines[device_index]
+        timelines[device_index] = None
+        colls = coll.device_collectives(trace, device_index, lo, hi)
+        copies = accounting.copy_activity(trace, device_index, lo, hi)
+        label = prefix + trace.device_label(device_index)
+        series_busy[label] = times.busy_timeline
+        devices.append(DeviceMetrics(
+            id=label, name=str(row["name"]), pid=int(row["pid"]), ordinal=int(row["ordinal"]),
+            gpu_index=int(row["gpu_index"]), trace=trace.path,
+            busy_ns=times.busy_ns, window_ns=times.window_ns, busy_pct=times.busy_pct, gaps=times.gaps,
+            collective_ns=colls.collective_ns, collective_share_pct=colls.collective_share_pct,
+            collective_exposed_pct=colls.collective_exposed_pct, collectives_by_op=colls.collectives_by_op,
+            collective_count=colls.collective_count, copies=copies, kernels=kernel_rows.get(device_index, []),
+            after_sync_ns=times.after_sync_ns, after_sync_count=times.after_sync_count,
+            short_launch_host_ns=times.short_launch_host_ns, short_gap_count=times.short_gap_count,
+            idle_by_class=times.idle_by_class,
+            slices=accounting.decomposition(times.busy_ns, times.window_ns, copies.copy_only_ns, colls.exposed_ns,
+                                            times.idle_by_class),
+            busy_in_long_steps_ns=times.busy_in_spans_ns, collective_exposed_ns=colls.exposed_ns,
+            collective_starts=colls.starts))
 
-    for d, rows in per_device_kernels.result().items():
-        if d < len(devices):
-            devices[d]["kernels"] = rows
     processes = []
     names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))
     step_series = {}
@@ -205,34 +212,20 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     api_calls = _row_counts(trace.api["pid"].to_numpy(), all_pids)
     gpu_ops = _row_counts(trace.gpu["pid"].to_numpy(), all_pids)
     for pid in all_pids:
-        s = steps[pid]
-        d = s.durations
-        step_series[f"{prefix}{pid}"] = {"durations": d.tolist(), "is_prefill": s.is_prefill.tolist()}
-        processes.append(
-            {
-                "pid": pid,
-                "name": str(names.get(pid, f"pid {pid}")),
-                "trace": trace.path,
-                "steps": {
-                    "source": s.source,
-                    "range_name": s.range_name,
-                    "count": s.count,
-                    "warmup_dropped": s.warmup_dropped,
-                    "prefill_count": int(s.is_prefill.sum()),
-                    **_stats(d),
-                    "durations_ns": step_sample(d),
-                },
-                **activity[pid].result(),
-                "api_calls": api_calls[pid],
-                "gpu_ops": gpu_ops[pid],
-                "_long_steps": long_steps(trace, s, long_of[pid], busy_in_long),
-            }
-        )
+        process_steps = steps[pid]
+        step_series[f"{prefix}{pid}"] = {"durations": process_steps.durations.tolist(),
+                                         "is_prefill": process_steps.is_prefill.tolist()}
+        host = activity[pid].result()
+        processes.append(ProcessMetrics(
+            pid=pid, name=str(names.get(pid, f"pid {pid}")), trace=trace.path, steps=step_stats(process_steps),
+            launches_per_step=host.launches_per_step, graph_launches_per_step=host.graph_launches_per_step,
+            syncs_per_step=host.syncs_per_step, dtoh_copies_per_step=host.dtoh_copies_per_step,
+            dtoh_bytes_per_step=host.dtoh_bytes_per_step, api_calls=api_calls[pid], gpu_ops=gpu_ops[pid],
+            long_steps=long_steps(process_steps, long_of[pid], devices)))
 
-    copies = kern.copy_checks(trace, lo, hi)
-    labels = {d: devices[d]["id"] for d in range(len(devices))}
-    timeline = lanes.lanes(trace, lanes.windows(list(steps.values()), lo, hi), [labels[d] for d in range(len(devices))])
-    copies["pageable_async"]["by_device"] = {labels[k]: v for k, v in copies["pageable_async"]["by_device"].items()}
+    labels = [device.id for device in devices]
+    copies = kern.copy_checks(trace, lo, hi, labels)
+    lanes_of = lanes.lanes(trace, lanes.windows(list(steps.values()), lo, hi), labels)
     g = trace.gpu
     gs = g["start"].to_numpy()
     in_win = (gs >= lo) & (gs < hi)
@@ -241,78 +234,69 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     launch = cat_mask(api, "category", "launch")
     names = api["name"].cat.categories if isinstance(api["name"].dtype, pd.CategoricalDtype) else []
     capture_codes = [i for i, n in enumerate(names) if rules.CAPTURE_CALLS.search(str(n))]
-    out = {
-        "window": window,
-        "devices": devices,
-        "processes": processes,
-        "kernels": kernel_summary.result(),
-        "kernels_in_window": ops["kernel"],
-        "gpu_ops_in_window": ops,
-        "capture_calls": int(np.isin(api["name"].cat.codes.to_numpy(), capture_codes).sum()) if capture_codes else 0,
-        "launches_in_window": int((a_in & launch).sum()),
-        "launches_total": int(launch.sum()),
-        "executed_total": int((is_kind(g, "kernel") | is_kind(g, "graph")).sum()),
-        "kernel_median_ns": kernel_median.result(),
-        "copies": copies,
-        "_coll_starts": coll_starts,
-        "graph_replays_in_window": ops["graph"],
-        "graph_launches_in_window": int((a_in & cat_mask(api, "category", "graph_launch")).sum()),
-        "has_api": bool(len(api)),
-        "meta": {"format": trace.format, "path": trace.path, "runtime": runtime_of(trace), "step_range": step_range,
-                 **{k: v for k, v in trace.meta.items() if k in ("version", "graph_trace_mode", "started_utc_ns")}},
-        "_series": {"busy": series_busy, "steps": step_series, "timeline": timeline},
-    }
-    out["_odd"] = rules.oddities(out)
-    out["_efficiency"] = efficiency.measure(trace, lo, hi, list(steps.values()))
-    return out
+    metrics = TraceMetrics(
+        window=window,
+        devices=tuple(devices),
+        processes=tuple(processes),
+        kernels=kernel_summary.result(),
+        kernels_in_window=ops["kernel"],
+        gpu_ops_in_window=ops,
+        capture_calls=int(np.isin(api["name"].cat.codes.to_numpy(), capture_codes).sum()) if capture_codes else 0,
+        launches_in_window=int((a_in & launch).sum()),
+        launches_total=int(launch.sum()),
+        executed_total=int((is_kind(g, "kernel") | is_kind(g, "graph")).sum()),
+        kernel_median_ns=kernel_median.result(),
+        copies=copies,
+        coll_starts=tuple(device.collective_starts for device in devices),
+        graph_replays_in_window=ops["graph"],
+        graph_launches_in_window=int((a_in & cat_mask(api, "category", "graph_launch")).sum()),
+        has_api=bool(len(api)),
+        meta={"format": trace.format, "path": trace.path, "runtime": runtime_of(trace), "step_range": step_range,
+              **{k: v for k, v in trace.meta.items() if k in ("version", "graph_trace_mode", "started_utc_ns")}},
+        series=TraceSeries(busy=series_busy, steps=step_series, timeline=lanes_of),
+        efficiency=efficiency.measure(trace, lo, hi, list(steps.values())),
+    )
+    return replace(metrics, odd=rules.oddities(metrics))
 
 
-def _tp_groups(devices: list[dict]) -> list[list[int]]:
+def _tp_groups(devices: list[DeviceMetrics]) -> list[list[int]]:
     """The GPU set that runs collectives together (one communicator per trace file)."""
-    coll = sorted({d["gpu_index"] for d in devices if d.get("collective_count")})
+    coll = sorted({device.gpu_index for device in devices if device.collective_count})
     return [coll] if len(coll) > 1 else []
 
 
-def _trace_metrics(trace: Trace, index: int, multi: bool, step_range: str | None) -> dict:
-    """analyze_trace, served from the analysis cache when this input was analyzed before with the same options."""
-    from tracetriage.cache import active
-
-    cache = active()
-    ident = trace.meta.get("cache_identity")
-    options = {"step_range": step_range, "index": index, "multi": multi}
-    if cache and ident:
-        got = cache.get_metrics(ident, options)
-        if got is not None:
-            return got
-    out = analyze_trace(trace, index, multi, step_range)
-    if cache and ident:
-        cache.put_metrics(ident, options, out)
-    return out
+def _trace_metrics(trace: Trace, index: int, multi: bool, step_range: str | None, metrics=None) -> TraceMetrics:
+    """analyze_trace's metrics of one trace, or what ``metrics`` (a function of the same
+    arguments, e.g. one served from a cache by the caller) gives for it."""
+    return (metrics or analyze_trace)(trace, index, multi, step_range)
 
 
-def _skew(per_trace: list[dict]) -> dict | None:
+def _skew(per_trace: list[TraceMetrics]) -> dict | None:
     """Collective skew over every device of the case. Devices of different traces are
     compared only when the traces' windows overlap (one clock); otherwise per trace."""
-    starts = [a for p in per_trace for a in p["_coll_starts"] if a.size]
+    starts = [a for trace in per_trace for a in trace.coll_starts if a.size]
     if not starts:
         return None
-    spans = [(p["window"]["start_ns"], p["window"]["end_ns"]) for p in per_trace if any(a.size for a in p["_coll_starts"])]
+    spans = [(trace.window.start_ns, trace.window.end_ns) for trace in per_trace if any(a.size for a in trace.coll_starts)]
     one_clock = all(a < d and c < b for (a, b) in spans for (c, d) in spans)
     if one_clock:
         return coll.rank_skew(starts)
-    out = coll.rank_skew([a for a in per_trace[0]["_coll_starts"] if a.size])
+    out = coll.rank_skew([a for a in per_trace[0].coll_starts if a.size])
     out["reason"] = "the traces' windows do not overlap (different clocks): skew measured inside each trace only" + (
         f"; {out['reason']}" if out.get("reason") else "")
     return out
 
 
-def analyze(case, step_range: str | None = None, symptom: str | None = None, slo: dict | None = None) -> Analysis:
+def analyze(case, step_range: str | None = None, symptom: str | None = None, slo: dict | None = None,
+            metrics=None) -> Analysis:
     """Every analyzer over a case; ``symptom`` ranks its axis first, ``slo`` holds the
-    user's budgets (``ttft_p95_ms``, ``tpot_p95_ms``, ``itl_p99_ms``)."""
+    user's budgets (``ttft_p95_ms``, ``tpot_p95_ms``, ``itl_p99_ms``); ``metrics(trace, index,
+    multi, step_range)`` gives each trace's metrics (default :func:`analyze_trace`; the API
+    passes its Runtime's memoised one)."""
     multi = len(case.traces) > 1
-    per_trace = [_trace_metrics(t, i, multi, step_range) for i, t in enumerate(case.traces)]
-    devices = [d for p in per_trace for d in p["devices"]]
-    processes = [p for t in per_trace for p in t["processes"]]
+    per_trace = [_trace_metrics(t, i, multi, step_range, metrics) for i, t in enumerate(case.traces)]
+    devices = [device for trace in per_trace for device in trace.devices]
+    processes = [process for trace in per_trace for process in trace.processes]
     data = {
         "schema": SCHEMA,
         "tool_version": __version__,
@@ -321,17 +305,17 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
         "symptom": symptom,
         "slo": dict(slo or {}),
         # when the capture started on the wall clock, as it records it (nsys session, Kineto base time)
-        "captured_utc_ns": min((p["meta"]["started_utc_ns"] for p in per_trace if p["meta"].get("started_utc_ns")),
+        "captured_utc_ns": min((trace.meta["started_utc_ns"] for trace in per_trace if trace.meta.get("started_utc_ns")),
                                default=None),
-        "window": per_trace[0]["window"] if per_trace else None,
-        "windows": [p["window"] for p in per_trace],
-        "devices": devices,
+        "window": per_trace[0].window.to_contract() if per_trace else None,
+        "windows": [trace.window.to_contract() for trace in per_trace],
+        "devices": devices,  # the metrics while the rules run (they read them), the contract after
         "processes": processes,
         # one trace: its own summary (no second pass over its tables); several: merged exactly
-        "kernels": (per_trace[0]["kernels"] if len(per_trace) == 1 else
-                    kern.kernel_summary_multi([(t, p["window"]["start_ns"], p["window"]["end_ns"])
-                                               for t, p in zip(case.traces, per_trace)]) if per_trace else []),
-        "copies": kern.merge_copy_checks([p["copies"] for p in per_trace]),
+        "kernels": (per_trace[0].kernels if len(per_trace) == 1 else
+                    kern.kernel_summary_multi([(t, metrics.window.start_ns, metrics.window.end_ns)
+                                               for t, metrics in zip(case.traces, per_trace)]) if per_trace else []),
+        "copies": kern.merge_copy_checks([trace.copies for trace in per_trace]),
         "collective_skew": _skew(per_trace),
         "topology": None,
         "nccl": None,
@@ -386,25 +370,28 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     findings, abstentions = rules.evaluate(ctx)
     data["findings"] = findings
     data["abstentions"] = abstentions
+    # the accounting is known once the findings took their claims; the headline reads it
+    devices = [replace(device, accounting=accounting.device_accounting(device, ctx.ledger)) for device in devices]
+    data["devices"] = devices
     data["efficiency"] = efficiency.block(per_trace, data.get("serving"))
     data["headline"] = rules.headline(findings, abstentions, data, symptom)
-    stall = (data.get("window") or {}).get("setup_cause")
-    if stall and data["window"]["setup_excluded_ns"] >= data["window"]["duration_ns"]:  # a start-up stall longer than the work
-        data["headline"] += (f"; before the window the GPU waited {data['window']['setup_excluded_ns'] / 1e6:,.1f} ms at start-up "
-                             f"while the host was blocked in {stall['call']}" + (f" ({stall['caller']})" if stall.get("caller") else ""))
+    window = per_trace[0].window if per_trace else None
+    stall = window.setup_cause if window else None
+    if stall and window.setup_excluded_ns >= window.duration_ns:  # a start-up stall longer than the work
+        data["headline"] += (f"; before the window the GPU waited {window.setup_excluded_ns / 1e6:,.1f} ms at start-up "
+                             f"while the host was blocked in {stall['call']}"
+                             + (f" ({stall['caller']})" if stall.get("caller") else ""))
     data["headline_by_axis"] = rules.headline_by_axis(findings)
-    slices = {d["id"]: dict(d.get("_slices") or {}) for d in devices}  # the decomposition in ns (Perfetto export)
-    for d in devices:  # internal figures used by the rules, not part of the contract
-        for k in [k for k in d if k.startswith("_")]:
-            del d[k]
+    data["devices"] = [device.to_contract() for device in devices]
+    data["processes"] = [process.to_contract() for process in processes]
     series = {
         "serving": serving_series if case.serving else None,
-        "busy": {k: v for p in per_trace for k, v in p["_series"]["busy"].items()},
-        "steps": {k: v for p in per_trace for k, v in p["_series"]["steps"].items()},
-        "timeline": next((p["_series"].get("timeline") for p in per_trace if p["devices"]), None),
+        "busy": {k: v for trace in per_trace for k, v in trace.series.busy.items()},
+        "steps": {k: v for trace in per_trace for k, v in trace.series.steps.items()},
+        "timeline": next((trace.series.timeline for trace in per_trace if trace.devices), None),
         # device -> finding -> accounting slice -> ns claimed: the Perfetto export's findings tracks
         "claims": ctx.ledger.by_slice,
-        "slices": slices,
+        "slices": {device.id: dict(device.slices) for device in devices},  # the decomposition in ns (Perfetto export)
         "step_range": step_range,
     }
     return Analysis(data=data, series=series)

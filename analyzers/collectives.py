@@ -17,18 +17,19 @@ from __future__ import annotations
 import numpy as np
 
 from tracetriage.analyzers import intervals as iv
+from tracetriage.analyzers.metrics import DeviceCollectives
 from tracetriage.model import Trace, is_kind
 
 
-def device_collectives(trace: Trace, device: int, lo: int, hi: int) -> dict:
+def device_collectives(trace: Trace, device: int, lo: int, hi: int) -> DeviceCollectives:
     g = trace.gpu
     window = hi - lo
     mine = (g["device"].to_numpy() == device) & is_kind(g, "kernel")
     coll_codes = g["collective"].cat.codes.to_numpy()
     is_coll = mine & (coll_codes >= 0)
     if not is_coll.any():  # most single-GPU captures: no compute union to build
-        return {"collective_ns": 0, "collective_share_pct": 0.0, "collective_exposed_pct": 0.0,
-                "collectives_by_op": {}, "collective_count": 0, "_starts": np.empty(0, np.int64), "_exposed_ns": 0}
+        return DeviceCollectives(collective_ns=0, collective_share_pct=0.0, collective_exposed_pct=0.0, collectives_by_op={},
+                                 collective_count=0, starts=np.empty(0, np.int64), exposed_ns=0)
     starts, ends = g["start"].to_numpy(), g["end"].to_numpy()
     cs, ce = iv.clip(*iv.union(starts[is_coll], ends[is_coll]), lo, hi)
     comp = mine & (coll_codes < 0)
@@ -42,15 +43,15 @@ def device_collectives(trace: Trace, device: int, lo: int, hi: int) -> dict:
         s, e = iv.clip(*iv.union(grp["start"].to_numpy(), grp["end"].to_numpy()), lo, hi)
         by_op[str(op)] = round(100.0 * iv.measure(s, e) / window, 3) if window else 0.0
     in_window = coll[(coll["start"] >= lo) & (coll["start"] < hi)]
-    return {
-        "collective_ns": iv.measure(cs, ce),
-        "collective_share_pct": round(100.0 * iv.measure(cs, ce) / window, 3) if window else 0.0,
-        "collective_exposed_pct": round(100.0 * exposed_ns / window, 3) if window else 0.0,
-        "collectives_by_op": by_op,
-        "collective_count": int(len(in_window)),
-        "_starts": np.sort(in_window["start"].to_numpy(np.int64)),
-        "_exposed_ns": int(exposed_ns),
-    }
+    return DeviceCollectives(
+        collective_ns=iv.measure(cs, ce),
+        collective_share_pct=round(100.0 * iv.measure(cs, ce) / window, 3) if window else 0.0,
+        collective_exposed_pct=round(100.0 * exposed_ns / window, 3) if window else 0.0,
+        collectives_by_op=by_op,
+        collective_count=int(len(in_window)),
+        starts=np.sort(in_window["start"].to_numpy(np.int64)),
+        exposed_ns=int(exposed_ns),
+    )
 
 
 def rank_skew(per_device_starts: list[np.ndarray]) -> dict:

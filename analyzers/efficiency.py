@@ -45,6 +45,7 @@ import pandas as pd
 
 from tracetriage.analyzers import catalog, opwork
 from tracetriage.analyzers.evidence import ev, plural, pct, severity_for, us
+from tracetriage.analyzers.metrics import Efficiency, TraceMetrics
 from tracetriage.model import Trace, cat_codes, is_kind
 
 DEVICES: dict[str, dict] = tomllib.loads(Path(__file__).with_name("devices.toml").read_text(encoding="utf-8"))
@@ -376,7 +377,7 @@ def _kernel_time(trace: Trace, lo: int, hi: int, kind: np.ndarray, untyped: np.n
     return ns_by_device, by_class, untyped_by_class, kernel_ns, np.concatenate(ops), np.concatenate(durs)
 
 
-def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
+def measure(trace: Trace, lo: int, hi: int, steps: list) -> Efficiency:
     """Efficiency of one trace in the window [lo, hi): device, classes, top ops, decode floor,
     what was not measured. ``steps`` are the trace's :class:`~tracetriage.analyzers.steps.Steps`."""
     fmt = trace.format
@@ -385,22 +386,23 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
     ns_by_device, unmeasured_by_class, untyped_by_class, kernel_ns, op_of, op_dur = _kernel_time(trace, lo, hi, kind,
                                                                                                   untyped, tied)
     dev = _device_of(ns_by_device)
-    out = {"device": None, "device_name": None, "classes": [], "top_ops": [], "decode_floor": None, "not_measured": [],
-           "dominant": None, "_unmeasured_ns": {}, "_kernel_ns": 0, "_wasted_ns": {}}
     if dev is None:  # no kernel in the window; graph replays traced whole may be all it ran
-        out["not_measured"].extend(_graph_not_measured(trace, lo, hi, np.empty(0, np.int64)))
-        return out
+        return Efficiency(not_measured=_graph_not_measured(trace, lo, hi, np.empty(0, np.int64)))
+    not_measured: list[dict] = []
+    classes: list[dict] = []
+    top_ops: list[dict] = []
+    wasted_ns: dict = {}
     row = trace.devices.iloc[dev]
-    out["device_name"] = str(row["name"])
+    device = None
     found = match_device(str(row["name"]), int(row["memory_bytes"]), int(row["sm_count"]))
     entry = found[1] if found else None
     if entry is not None:
-        out["device"] = {"model": entry["model"], "source": entry["source"], "peak_tflops": dict(entry["peak_tflops"]),
-                         "bandwidth_gbps": float(entry["bandwidth_gbps"]), "matched_name": str(row["name"])}
+        device = {"model": entry["model"], "source": entry["source"], "peak_tflops": dict(entry["peak_tflops"]),
+                  "bandwidth_gbps": float(entry["bandwidth_gbps"]), "matched_name": str(row["name"])}
         if entry.get("note"):
-            out["device"]["note"] = entry["note"]
+            device["note"] = entry["note"]
     else:
-        out["not_measured"].append({
+        not_measured.append({
             "what": "device peaks", "time_ns": None,
             "reason": f"device {str(row['name']) or '(empty name)'!r} is not in the device table: achieved rates are "
                       "reported, the % of roofline is not",
@@ -408,8 +410,6 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
                             "analyzers/devices.toml"})
 
     unmeasured = {c: float(unmeasured_by_class[i]) for i, c in enumerate(opwork.CLASSES)}
-    out["_unmeasured_ns"] = unmeasured
-    out["_kernel_ns"] = kernel_ns
 
     # per op call: its kernels' time in the window
     op_time = pd.Series(op_dur).groupby(op_of).sum()
@@ -418,7 +418,7 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
     ck = kind[idx]
     measured = {c: float(t_op[ck == i].sum()) for i, c in enumerate(opwork.CLASSES)}
     total = {c: measured[c] + unmeasured[c] for c in opwork.CLASSES}
-    out["dominant"] = max(total, key=total.get) if any(total.values()) else None
+    dominant = max(total, key=total.get) if any(total.values()) else None
     for i, c in enumerate(opwork.CLASSES):
         s = ck == i
         if not s.any():
@@ -428,21 +428,21 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
                **_roofline(entry, flops[sub], nbytes[sub], dtypes[sub], t_op[s].sum()),
                "measured_share_pct": round(100.0 * measured[c] / total[c], 2) if total[c] else None,
                "ops": int(s.sum())}
-        out["classes"].append(cls)
-        if c == out["dominant"] and cls["pct_of_roofline"] is not None:
-            out["_wasted_ns"] = {"class": c, "ns": float(t_op[s].sum()) * max(0.0, 1 - cls["pct_of_roofline"] / 100.0)}
+        classes.append(cls)
+        if c == dominant and cls["pct_of_roofline"] is not None:
+            wasted_ns = {"class": c, "ns": float(t_op[s].sum()) * max(0.0, 1 - cls["pct_of_roofline"] / 100.0)}
     replays = bool(len(trace.gpu)) and bool(trace.gpu["in_graph"].any())
     for i, c in enumerate(opwork.CLASSES):
         no_dtype = float(untyped_by_class[i])
         if no_dtype > 0:
-            out["not_measured"].append({
+            not_measured.append({
                 "what": f"{c} kernels without dtype", "time_ns": int(no_dtype),
                 "share_pct": round(100.0 * no_dtype / total[c], 2) if total[c] else None,
                 "reason": "kernels of operators whose NVTX ranges give shapes but no data types, and whose kernel names "
                           "do not state one (or state two, as a conversion does): their bytes and peak are unknown",
                 "capture_hint": f"{KINETO_ALONE}: it records each operator's input types"})
         if unmeasured[c] - no_dtype > 0:
-            out["not_measured"].append({
+            not_measured.append({
                 "what": f"{c} kernels without shapes", "time_ns": int(unmeasured[c] - no_dtype),
                 "share_pct": round(100.0 * (unmeasured[c] - no_dtype) / total[c], 2) if total[c] else None,
                 "reason": "kernels no shaped operator launched (CUDA/HIP graph replays, custom or fused ops, kernels of "
@@ -462,27 +462,29 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> dict:
             members = grp.loc[(grp["name"] == name) & (grp["shape"] == shape), "op"].to_numpy()
             dims, types, _ = json.loads(shape)
             j = int(r["first"])
-            out["top_ops"].append({
+            top_ops.append({
                 "name": name, "class": opwork.CLASSES[kind[j]], "input_dims": dims, "dtype": dtypes[j], "count": int(r["n"]),
                 **_rates(r["t"], flops[members].sum(), nbytes[members].sum()),
                 **_roofline(entry, flops[members], nbytes[members], dtypes[members], r["t"])})
 
-    out["not_measured"].extend(_graph_not_measured(trace, lo, hi, tied[0]))
-    out["decode_floor"] = _decode_floor(out, entry, idx, t_op, kind, wbytes, tokens, measured, total, steps)
+    not_measured.extend(_graph_not_measured(trace, lo, hi, tied[0]))
+    decode_floor = _decode_floor(not_measured, entry, idx, t_op, kind, wbytes, tokens, measured, total, steps)
     if trace.ops.empty:
         nvtx = trace.meta.get("nvtx_ops") or {}
         what = "the capture carries no operator input shapes"
         if nvtx.get("op_ranges") and not nvtx.get("with_shapes"):
             what = (f"the capture's {nvtx['op_ranges']:,} PyTorch operator NVTX ranges carry no input shapes (nsys "
                     "--pytorch=autograd-nvtx, not autograd-shapes-nvtx)")
-        out["not_measured"].insert(0, {"what": "operator shapes", "time_ns": int(out["_kernel_ns"]),
-                                       "reason": f"{what}: FLOPs and bytes per kernel, the roofline and the decode "
-                                                 "bandwidth floor are not measured",
-                                       "capture_hint": capture_hint(fmt)})
-    return out
+        not_measured.insert(0, {"what": "operator shapes", "time_ns": int(kernel_ns),
+                                "reason": f"{what}: FLOPs and bytes per kernel, the roofline and the decode "
+                                          "bandwidth floor are not measured",
+                                "capture_hint": capture_hint(fmt)})
+    return Efficiency(device=device, device_name=str(row["name"]), classes=classes, top_ops=top_ops,
+                      decode_floor=decode_floor, not_measured=not_measured, dominant=dominant, unmeasured_ns=unmeasured,
+                      kernel_ns=kernel_ns, wasted_ns=wasted_ns)
 
 
-def _decode_floor(out, entry, idx, t_op, kind, wbytes, tokens, measured, total, steps) -> dict | None:
+def _decode_floor(not_measured: list[dict], entry, idx, t_op, kind, wbytes, tokens, measured, total, steps) -> dict | None:
     gemm = kind[idx] == 0
     if not gemm.any() or entry is None:
         return None
@@ -493,7 +495,7 @@ def _decode_floor(out, entry, idx, t_op, kind, wbytes, tokens, measured, total, 
         return None
     with_steps = [s for s in steps if s.count]
     if not with_steps:
-        out["not_measured"].append({"what": "decode bandwidth floor", "time_ns": None,
+        not_measured.append({"what": "decode bandwidth floor", "time_ns": None,
                                     "reason": f"decode-shaped GEMMs (median {median_tokens} rows) but no steps: the "
                                               "step the floor bounds is unknown",
                                     "capture_hint": "mark each engine step (torch.profiler schedule steps, or an "
@@ -501,7 +503,7 @@ def _decode_floor(out, entry, idx, t_op, kind, wbytes, tokens, measured, total, 
         return None
     share = measured["gemm"] / total["gemm"] if total["gemm"] else 0.0
     if share < THRESHOLDS["decode_min_measured_share"][0]:
-        out["not_measured"].append({"what": "decode bandwidth floor", "time_ns": None,
+        not_measured.append({"what": "decode bandwidth floor", "time_ns": None,
                                     "reason": f"only {100 * share:.0f}% of GEMM time carries shapes: the weights read per "
                                               "step are not known",
                                     "capture_hint": "profile one decode step eagerly (CUDA graphs off) with record_shapes=True"})
@@ -521,19 +523,19 @@ def _decode_floor(out, entry, idx, t_op, kind, wbytes, tokens, measured, total, 
 # The JSON block, the rule, the words healthy uses
 
 
-def block(per_trace: list[dict], serving: dict | None = None) -> dict | None:
+def block(per_trace: list[TraceMetrics], serving: dict | None = None) -> dict | None:
     """The ``efficiency`` block of the analysis: the trace with the most measured kernel time
     (one block: Kineto captures are one per rank). Without a decode floor from the shapes, the
     serving artifacts may give one (:func:`serving_floor`)."""
-    effs = [(p["meta"].get("path"), p.get("_efficiency")) for p in per_trace if p.get("_efficiency")]
-    if not effs:
+    if not per_trace:
         return None
-    path, e = max(effs, key=lambda x: (sum(c["time_ns"] for c in x[1]["classes"]), x[1]["_kernel_ns"]))
-    out = {"trace": path, "device_name": e["device_name"], "device": e["device"], "dominant_class": e["dominant"],
-           "classes": e["classes"], "top_ops": e["top_ops"], "decode_floor": e["decode_floor"],
-           "not_measured": list(e["not_measured"])}
+    best = max(per_trace, key=lambda trace: (sum(c["time_ns"] for c in trace.efficiency.classes), trace.efficiency.kernel_ns))
+    eff = best.efficiency
+    out = {"trace": best.meta.get("path"), "device_name": eff.device_name, "device": eff.device,
+           "dominant_class": eff.dominant, "classes": eff.classes, "top_ops": eff.top_ops, "decode_floor": eff.decode_floor,
+           "not_measured": list(eff.not_measured)}
     if out["decode_floor"] is None and serving:
-        floor, missing = serving_floor(serving, e["device"])
+        floor, missing = serving_floor(serving, eff.device)
         out["decode_floor"] = floor
         if missing:
             out["not_measured"].append(missing)
@@ -576,16 +578,16 @@ def t(name):
     return THRESHOLDS[name][0]
 
 
-def judgement(eff: dict | None) -> dict | None:
+def judgement(eff: Efficiency | None) -> dict | None:
     """What the efficiency says about the dominant class: ``{"class", "entry", "measured", "below",
     "side", "text"}``, or None when there is nothing to say (no efficiency measured at all)."""
-    if not eff or not eff.get("dominant"):
+    if not eff or not eff.dominant:
         return None
-    dom = eff["dominant"]
-    cls = next((c for c in eff["classes"] if c["class"] == dom), None)
-    total = (cls["time_ns"] if cls else 0) + eff["_unmeasured_ns"].get(dom, 0.0)
+    dom = eff.dominant
+    cls = next((c for c in eff.classes if c["class"] == dom), None)
+    total = (cls["time_ns"] if cls else 0) + eff.unmeasured_ns.get(dom, 0.0)
     share = (cls["time_ns"] / total) if cls and total else 0.0
-    df = eff.get("decode_floor")
+    df = eff.decode_floor
     if df and df.get("pct_of_floor") is not None:
         return {"class": dom, "entry": cls, "measured": True, "side": "memory", "decode": df,
                 "below": df["pct_of_floor"] < t("decode_floor_min_pct"),
@@ -604,52 +606,52 @@ def roofline_words(cls: dict) -> str:
     return f"{what} at {cls['pct_of_roofline']:.0f}% of the memory-bandwidth roofline"
 
 
-def healthy_words(per_trace: list[dict]) -> str:
+def healthy_words(per_trace: list[TraceMetrics]) -> str:
     """The efficiency clause of the healthy verdict: the dominant class's measured efficiency
     (and the GEMMs' when another class dominates), or why it is not measured."""
-    effs = [p.get("_efficiency") for p in per_trace if p.get("_efficiency")]
+    effs = [trace.efficiency for trace in per_trace]
     for eff in effs:
         j = judgement(eff)
         if j and j["measured"]:
             words = [j["text"]]
-            gemm = next((c for c in eff["classes"] if c["class"] == "gemm" and c["pct_of_roofline"] is not None), None)
+            gemm = next((c for c in eff.classes if c["class"] == "gemm" and c["pct_of_roofline"] is not None), None)
             if j["class"] != "gemm" and gemm and (gemm["measured_share_pct"] or 0) >= 100 * t("roofline_min_measured_share"):
                 words.append(roofline_words(gemm))
             return "; " + ", ".join(words)
     why = "no operator shapes"
     if any(_untyped_dominant(e) for e in effs):
         why = "the operators' data types are neither in their NVTX ranges nor in their kernels' names"
-    elif any(e["classes"] for e in effs):
-        why = ("device not in the device table" if not any(e["device"] for e in effs if e["classes"])
+    elif any(e.classes for e in effs):
+        why = ("device not in the device table" if not any(e.device for e in effs if e.classes)
                else "too little kernel time carries operator shapes")
     return f"; efficiency not measured ({why})"
 
 
-def _untyped_dominant(eff: dict) -> dict | None:
+def _untyped_dominant(eff: Efficiency) -> dict | None:
     """The not-measured entry of the dominant class's kernels whose ops came without a dtype, when
     they hold more of its time than the threshold lets go unmeasured."""
-    dom = eff.get("dominant")
-    got = next((n for n in eff.get("not_measured", []) if n["what"] == f"{dom} kernels without dtype"), None)
+    dom = eff.dominant
+    got = next((n for n in eff.not_measured if n["what"] == f"{dom} kernels without dtype"), None)
     return got if got and (got.get("share_pct") or 0) > 100 * (1 - t("roofline_min_measured_share")) else None
 
 
 GRAPH_MISSING = ("graph-replayed kernels not tied to ops", "graph replays without kernels")
 
 
-def missing_shapes(eff: dict) -> dict | None:
+def missing_shapes(eff: Efficiency) -> dict | None:
     """The not-measured entry that says why the dominant class's efficiency is unknown, and so
     which capture would decide: no shaped op at all ("operator shapes"); shaped ops present but
     the class's ops came without data types; graph replays left untied (the largest such entry:
     the capture phase not profiled, ambiguous, the captured op without a formula, or nsys whole-
     graph intervals); else the class's kernels no shaped op launched."""
-    nm = eff.get("not_measured", [])
+    nm = eff.not_measured
     got = next((n for n in nm if n["what"] == "operator shapes"), None) or _untyped_dominant(eff)
     if got:
         return got
     graph = [n for n in nm if n["what"] in GRAPH_MISSING]
     if graph:
         return max(graph, key=lambda n: n.get("time_ns") or 0)
-    return next((n for n in nm if n["what"] == f"{eff.get('dominant')} kernels without shapes"), None)
+    return next((n for n in nm if n["what"] == f"{eff.dominant} kernels without shapes"), None)
 
 
 def abstention(ctx) -> list[dict]:

@@ -205,7 +205,9 @@ def under_kernels(trace: Trace, copies) -> int:
     return hidden
 
 
-def copy_checks(trace: Trace, lo: int, hi: int) -> dict:
+def copy_checks(trace: Trace, lo: int, hi: int, labels: list[str]) -> dict:
+    """Copies that cost (pageable async copies, with their time per device label: ``labels[i]`` names
+    device i), page migrations, pageable copies, synchronous copy calls, DtoH copies, in [lo, hi)."""
     g = trace.gpu
     g_start = g["start"].to_numpy()
     copies = g[(g_start >= lo) & (g_start < hi) & is_kind(g, "memcpy")]
@@ -224,7 +226,7 @@ def copy_checks(trace: Trace, lo: int, hi: int) -> dict:
     uvm = copies[copies["copy_kind"].astype(object).isin(UVM_KINDS).to_numpy()]
     dur = (pageable_async["end"] - pageable_async["start"]).to_numpy()
     devs, inverse = np.unique(pageable_async["device"].to_numpy(), return_inverse=True)
-    by_device = {int(k): int(v) for k, v in zip(devs, np.bincount(inverse, weights=dur, minlength=devs.size))}
+    by_device = {labels[int(k)]: int(v) for k, v in zip(devs, np.bincount(inverse, weights=dur, minlength=devs.size))}
     return {
         "pageable_async": {
             "count": int(len(pageable_async)),

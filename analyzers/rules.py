@@ -990,16 +990,6 @@ def _evaluate(ctx: Context) -> tuple[list[dict], list[dict]]:
         serving_rules.rule_healthy_serving(serving, ctx.slo, findings) if serving else None)
     if healthy:
         findings.append(healthy)
-    for d in ctx.devices:  # the accounting, in the contract
-        w = d["window_ns"] or 1
-        d["accounting"] = {
-            "slices_pct": {k: round(100.0 * v / w, 3) for k, v in d["_slices"].items() if v},
-            "claims_pct": {k: round(100.0 * v / w, 3) for k, v in ctx.ledger.claims[d["id"]].items()},
-            "unclaimed_pct": {k: round(100.0 * v / w, 3) for k, v in ctx.ledger.remaining[d["id"]].items() if v},
-        }
-    for p in ctx.per_trace:
-        for pr in p["processes"]:
-            pr.pop("_long_steps", None)
     return rank(findings, ctx.symptom), abstentions
 
 

@@ -33,11 +33,12 @@ that category in a step; denominator: one step).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
+from tracetriage.analyzers.metrics import HostActivity
 from tracetriage.model import Trace, cat_mask, is_kind, is_sorted
 
 STEP_PATTERNS = re.compile(
@@ -55,7 +56,7 @@ WARMUP_MAX_SHARE = 0.10
 BLOCKING = ("sync", "memcpy_sync")
 
 
-@dataclass
+@dataclass(frozen=True, slots=True, eq=False)
 class Steps:
     pid: int
     source: str  # nvtx | sync | graph_launch | none
@@ -120,8 +121,7 @@ def _drop_warmup(steps: Steps) -> Steps:
     while n < limit and d[n] > WARMUP_FACTOR * med:
         n += 1
     if n:
-        steps.starts, steps.ends, steps.is_prefill = steps.starts[n:], steps.ends[n:], steps.is_prefill[n:]
-        steps.warmup_dropped = n
+        return replace(steps, starts=steps.starts[n:], ends=steps.ends[n:], is_prefill=steps.is_prefill[n:], warmup_dropped=n)
     return steps
 
 
@@ -213,16 +213,10 @@ def per_step_counts(starts_sorted: np.ndarray, steps: Steps) -> np.ndarray:
     return np.searchsorted(starts_sorted, steps.ends, "left") - np.searchsorted(starts_sorted, steps.starts, "left")
 
 
-def host_activity(trace: Trace, steps: Steps) -> dict:
+def host_activity(trace: Trace, steps: Steps) -> HostActivity:
     """Median per step of launches, graph launches, blocking syncs, DtoH copies (count, bytes)."""
     if steps.count == 0:
-        return {
-            "launches_per_step": None,
-            "graph_launches_per_step": None,
-            "syncs_per_step": None,
-            "dtoh_copies_per_step": None,
-            "dtoh_bytes_per_step": None,
-        }
+        return HostActivity()
     api = trace.api
     mine = api["pid"].to_numpy() == steps.pid
     a_start = api["start"].to_numpy()
@@ -239,10 +233,10 @@ def host_activity(trace: Trace, steps: Steps) -> dict:
     cum = np.concatenate(([0], np.cumsum(dtoh["bytes"].to_numpy(np.int64))))
     lo = np.searchsorted(ds, steps.starts, "left")
     hi = np.searchsorted(ds, steps.ends, "left")
-    return {
-        "launches_per_step": median_of("launch"),
-        "graph_launches_per_step": median_of("graph_launch"),
-        "syncs_per_step": median_of(BLOCKING),
-        "dtoh_copies_per_step": float(np.median(hi - lo)),
-        "dtoh_bytes_per_step": float(np.median(cum[hi] - cum[lo])),
-    }
+    return HostActivity(
+        launches_per_step=median_of("launch"),
+        graph_launches_per_step=median_of("graph_launch"),
+        syncs_per_step=median_of(BLOCKING),
+        dtoh_copies_per_step=float(np.median(hi - lo)),
+        dtoh_bytes_per_step=float(np.median(cum[hi] - cum[lo])),
+    )

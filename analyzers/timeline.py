@@ -24,6 +24,7 @@ import os
 import numpy as np
 
 from tracetriage.analyzers import intervals as iv
+from tracetriage.analyzers.metrics import DeviceTimeline, Gaps
 from tracetriage.model import Trace, cat_codes, is_sorted
 from tracetriage.threads import thread_map
 
@@ -319,7 +320,7 @@ def _merged(first: dict, second: dict) -> dict:
 
 def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | None = None,
                     sync_ends: np.ndarray | None = None, sync_slack_ns: int = 20_000, min_gap_ns: int = 1,
-                    spans: tuple[np.ndarray, np.ndarray] | None = None, on_gaps=None) -> dict:
+                    spans: tuple[np.ndarray, np.ndarray] | None = None, on_gaps=None) -> DeviceTimeline:
     """Busy %, gap statistics and idle-by-cause of one device in [lo, hi).
 
     Streams over the device's intervals CHUNK_INTERVALS at a time: each slice is
@@ -331,7 +332,7 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
     ``sync_ends`` (sorted ends of the owning process's blocking calls) lets the same
     pass sum the idle time that follows a sync and the short gaps spent launching.
     ``spans`` (start, end arrays: the long steps) makes it also sum the busy ns inside
-    them (``_busy_in_spans_ns``), so no second pass over the device is needed for that.
+    them (``busy_in_spans_ns``), so no second pass over the device is needed for that.
     ``on_gaps(gs, ge, causes, after_sync, short)`` is called with every slice of gaps, in
     time order (one pass, no split), as attributed: the Perfetto export's gap track.
     """
@@ -376,29 +377,14 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
     widths = np.diff(edges)
     per_bin = acc["bins"] / np.where(widths > 0, widths, 1)
     by_cause = acc["by_cause"]
-    return {
-        "busy_ns": busy,
-        "window_ns": window,
-        "busy_pct": _pct(busy, window),
-        "gaps": {
-            "count": int(lengths.size),
-            "total_ns": total_gap,
-            "p50_ns": p50,
-            "p99_ns": p99,
-            "max_ns": max_gap,
-            "by_cause": by_cause,
-            "by_cause_pct_of_window": {c: _pct(v, window) for c, v in by_cause.items()},
-            "histogram": {label: int(n) for label, n in zip(HISTOGRAM_LABELS, hist)},
-            "top": [{"start_ns": st, "length_ns": ln, "cause": cause} for ln, st, cause in top],
-        },
-        "busy_timeline": [round(float(x) * 100, 2) for x in per_bin],
-        "_after_sync_ns": acc["after_ns"],
-        "_after_sync_count": acc["after_n"],
-        "_short_launch_host_ns": acc["short_lh_ns"],
-        "_short_gap_count": acc["short_n"],
-        "_idle_by_class": acc["by_class"],
-        "_busy_in_spans_ns": acc["in_spans"],
-    }
+    gaps = Gaps(count=int(lengths.size), total_ns=total_gap, p50_ns=p50, p99_ns=p99, max_ns=max_gap, by_cause=by_cause,
+                by_cause_pct_of_window={c: _pct(v, window) for c, v in by_cause.items()},
+                histogram={label: int(n) for label, n in zip(HISTOGRAM_LABELS, hist)},
+                top=[{"start_ns": st, "length_ns": ln, "cause": cause} for ln, st, cause in top])
+    return DeviceTimeline(busy_ns=busy, window_ns=window, busy_pct=_pct(busy, window), gaps=gaps,
+                          busy_timeline=[round(float(x) * 100, 2) for x in per_bin], after_sync_ns=acc["after_ns"],
+                          after_sync_count=acc["after_n"], short_launch_host_ns=acc["short_lh_ns"],
+                          short_gap_count=acc["short_n"], idle_by_class=acc["by_class"], busy_in_spans_ns=acc["in_spans"])
 
 
 def gaps_after(gap_s: np.ndarray, gap_e: np.ndarray, event_ends: np.ndarray, slack_ns: int) -> np.ndarray:

@@ -414,3 +414,99 @@ def _verdict(label, changes, cases) -> str:
     if not parts:
         parts = [f"{len(shifts)} shift(s) in secondary series; the budgets (step time, serving percentiles) held"]
     return f"{label}: " + "; ".join(parts)
+
+
+NO_TAG = "(no tag)"
+GROUP_BY_HINT = "-2 is the folder holding the case, -3 the folder above that"
+
+
+def group_by_key(key: str | None, case_path: dict[str, str] | None = None):
+    """``--group-by``: a path component of the case, indexed as Python indexes its parts (-1 the
+    case itself, refused: a case's own name groups nothing; -2 the folder holding it; 0 the
+    root), the case being what trend names (``case_path``: batch's path -> the case, its folder
+    for ``.../nightly-01/trace.sqlite``); or ``tag:FILE`` (FILE's first line in the case's folder).
+    The function of a batch path giving its group key, or None without ``key``."""
+    if not key:
+        return None
+    from pathlib import Path
+
+    from tracetriage.errors import UsageError
+
+    if key.startswith("tag:") and key[4:]:
+        name = key[4:]
+
+        def tag(path: str) -> str:
+            folder = Path(path) if Path(path).is_dir() else Path(path).parent
+            try:
+                return (folder / name).read_text(encoding="utf-8", errors="replace").strip().splitlines()[0][:200]
+            except (OSError, IndexError):
+                return NO_TAG
+        return tag
+    try:
+        index = int(key)
+    except ValueError:
+        raise UsageError(None, f"--group-by {key!r}: give a path component index (e.g. -2) or tag:FILE") from None
+    if index == -1:
+        raise UsageError(None, f"--group-by -1 is the case itself, and a case's own name is no group key (every case "
+                               f"would be alone): {GROUP_BY_HINT}")
+
+    def component(path: str) -> str:
+        parts = Path((case_path or {}).get(str(path), path)).parts
+        return parts[index] if -len(parts) <= index < len(parts) else "(none)"
+    return component
+
+
+def check_grouping(key: str, group_by, summary, names: dict[str, str], cases: dict[str, str]) -> None:
+    """A ``--group-by`` that groups nothing is a usage error, never "0 group(s)" in silence: an
+    index no case path has, a tag file no case folder holds, or a key that leaves every case
+    alone where the comparability signature alone would have made series."""
+    from pathlib import Path
+
+    from tracetriage.errors import UsageError
+
+    if key.lstrip("-").isdigit():
+        index = int(key)
+        if not any(-len(Path(p).parts) <= index < len(Path(p).parts) for p in cases.values()):
+            raise UsageError(None, f"--group-by {key}: no case path has a component at that index ({GROUP_BY_HINT})")
+    elif all(group_by(str(p)) == NO_TAG for p in summary["path"]):
+        raise UsageError(None, f"--group-by {key}: no case folder holds a file {key[4:]!r} "
+                               "(tag:FILE reads the first line of FILE beside each capture)")
+    ok = summary[summary["status"] == "ok"]
+    keys = group_keys(ok, group_by)
+    if len(keys) > 1 and len(set(keys)) == len(keys) and len(set(group_keys(ok))) < len(keys):
+        path, case_id = str(ok["path"].iloc[0]), ok["case_id"].iloc[0]
+        how = (f"the component at {key} of {cases.get(path, path)}: {GROUP_BY_HINT}"
+               if key.lstrip("-").isdigit() else f"its {key[4:]}: every case's differs")
+        raise UsageError(None, f"--group-by {key} leaves every case alone in its group, so there is no series: "
+                               f"for {names.get(case_id, path)} it picked {group_by(path)!r} ({how})")
+
+
+def coerce_tables(summary, findings, kernels):
+    """The batch tables with every column trend reads coerced to its type (the folder is input
+    like any other: a column of the wrong type becomes missing values, never a crash)."""
+    import pandas as pd
+
+    def numbers(frame, columns):
+        for column in columns:
+            frame[column] = (pd.to_numeric(frame[column], errors="coerce").astype("float64") if column in frame
+                             else float("nan"))
+
+    def texts(frame, columns):
+        for column in columns:
+            frame[column] = frame[column].astype("string").fillna("") if column in frame else ""
+
+    summary = summary.copy()
+    numbers(summary, list(BASE_SERIES))
+    for column in ("capture_start_ns", "device_count", "world_size"):
+        values = (pd.to_numeric(summary[column], errors="coerce") if column in summary
+                  else pd.Series(float("nan"), index=summary.index))
+        summary[column] = values.where(values.abs() < 2**62).round().astype("Int64")
+    texts(summary, ["case_id", "path", "status", "error", "device_model", "program", "report_json", "report_html"])
+    findings = findings.copy()
+    numbers(findings, ["ms_per_step"])
+    texts(findings, ["case_id", "id"])
+    if kernels is not None:
+        kernels = kernels.copy()
+        numbers(kernels, ["ms_per_step"])
+        texts(kernels, ["case_id", "name"])
+    return summary, findings, kernels

@@ -224,11 +224,13 @@ elif mode == "profile":  # where the first read's time goes (main thread; reader
     pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
 elif mode == "cached":
     import os
-    from tracetriage.cli import main
-    t = time.perf_counter()  # the CLI end to end, its imports included
-    main(["analyze", path, "-f", sys.argv[4], "-o", os.devnull, "--cache-dir", sys.argv[3]])
-    from tracetriage import cache
-    hits = dict(cache.active().hits if cache.active() else {}, drew_charts="matplotlib" in sys.modules)
+    t = time.perf_counter()  # what the CLI runs, end to end, its imports included
+    from tracetriage import Runtime, analyze
+    from tracetriage.reports import render
+    runtime = Runtime.create(sys.argv[3])
+    with open(os.devnull, "w", encoding="utf-8") as sink:
+        sink.write(render(analyze(path, runtime=runtime), sys.argv[4], runtime.cache))
+    hits = dict(runtime.cache.hits, drew_charts="matplotlib" in sys.modules)
 elif mode == "profile_cached":  # where the cached HTML's time goes (imports included)
     import cProfile, os, pstats
     prof = cProfile.Profile()
@@ -329,7 +331,8 @@ def bench_batch(jobs: int) -> float:
     import shutil
     import tempfile
 
-    from tracetriage.batch import run_batch
+    from tracetriage.batches import run_batch
+    from tracetriage.runtime import Runtime
 
     inputs = [str(ROOT / "samples" / "bundles")]
     real = ROOT.parent / "shared" / "samples" / "real" / "nsys"
@@ -338,7 +341,7 @@ def bench_batch(jobs: int) -> float:
     out = Path(tempfile.mkdtemp(prefix="tt-bench-"))
     try:
         t = time.perf_counter()
-        res = run_batch(inputs, str(out), jobs=jobs, force=True, progress=False)
+        res = run_batch(inputs, str(out), runtime=Runtime(jobs=jobs), force=True, progress=False)
         dt = time.perf_counter() - t
     finally:
         shutil.rmtree(out, ignore_errors=True)

@@ -31,7 +31,7 @@ KERNELS = ["gemv_kernel", "rms_norm_kernel", "paged_attention_v1_kernel", "silu_
 
 
 def write_archive(out: Path, n: int, seed: int = 0) -> None:
-    from tracetriage.batch import SUMMARY_COLUMNS
+    from tracetriage.batches import SUMMARY_COLUMNS
 
     rng = np.random.default_rng(seed)
     out.mkdir(parents=True, exist_ok=True)

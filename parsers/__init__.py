@@ -68,38 +68,41 @@ def _parser(module: str, function: str):
     return getattr(importlib.import_module(f"tracetriage.parsers.{module}"), function)
 
 
-def load(case, path: Path, kind: str) -> None:
-    """Parse one file of a known kind into the case."""
+def read_trace(path: Path, kind: str):
+    """The trace model of one trace file of a known kind, its impossible records removed; a
+    :class:`MissingDataError` when none of its GPU records is left."""
+    from tracetriage.memory import release_freed
+    from tracetriage.parsers.coerce import sanitize_trace
+
+    trace = _parser(*_TRACES[kind])(str(path))
+    release_freed()
+    before = len(trace.gpu)
+    sanitize_trace(trace)
+    if before and not len(trace.gpu):
+        from tracetriage.errors import MissingDataError
+
+        raise MissingDataError(path, f"nothing to analyze: all {before:,} GPU records have impossible times "
+                                     "(missing, negative, or ending before they start)")
+    return trace
+
+
+def load(case, path: Path, kind: str, read=read_trace, exporter=None) -> None:
+    """Parse one file of a known kind into the case. ``read(path, kind)`` gives a trace file's
+    model (:func:`read_trace`, or the caller's memoised version of it); ``exporter()`` says how
+    a .nsys-rep report is exported (:class:`~tracetriage.parsers.reports.Exporter`; default: nsys
+    on PATH, into a temporary folder)."""
     if kind == "nsys_rep":
-        _load_nsys_report(case, Path(path))
+        from tracetriage.parsers.reports import Exporter
+
+        _load_nsys_report(case, Path(path), read, (exporter or Exporter)())
         return
     if kind in ("perfetto", "otf2"):
         from tracetriage.parsers.reports import recapture_message
 
         raise NotReadableYet(path, recapture_message(kind))
     if kind in _TRACES:
-        from tracetriage.cache import active
-
-        cache = active()
-        ident = cache.identity(path) if cache else None
-        trace = cache.get_model(ident) if ident else None
-        if trace is None:
-            from tracetriage.memory import release_freed
-            from tracetriage.parsers.coerce import sanitize_trace
-
-            trace = _parser(*_TRACES[kind])(str(path))
-            release_freed()
-            before = len(trace.gpu)
-            sanitize_trace(trace)
-            if before and not len(trace.gpu):
-                from tracetriage.errors import MissingDataError
-
-                raise MissingDataError(path, f"nothing to analyze: all {before:,} GPU records have impossible times "
-                                             "(missing, negative, or ending before they start)")
-            if ident:
-                cache.put_model(ident, trace)
+        trace = read(path, kind)
         trace.path = str(path)
-        trace.meta["cache_identity"] = ident
         case.traces.append(trace)
         case.inputs.append(_trace_input(trace))
         return
@@ -113,25 +116,23 @@ def load(case, path: Path, kind: str) -> None:
     raise NotReadableYet(path, f"recognised as {READERS.get(kind, kind)}, which this version cannot read")
 
 
-def _load_nsys_report(case, report: Path) -> None:
-    """Export the report with the real nsys (into the cache, or a temporary directory
+def _load_nsys_report(case, report: Path, read, exporter) -> None:
+    """Export the report with the real nsys (into ``exporter.workdir``, or a temporary directory
     removed after parsing), parse the export, and record both versions in the input row."""
     import shutil
     import tempfile
 
-    from tracetriage.cache import active
     from tracetriage.case import _read_head
     from tracetriage.parsers.reports import export_nsys_report
 
-    cache = active()
-    workdir = cache.exports_dir() if cache else None
+    workdir = exporter.workdir
     tmp = None
     if workdir is None:
         tmp = Path(tempfile.mkdtemp(prefix="tracetriage-export-"))
         workdir = tmp
     try:
-        export, info = export_nsys_report(report, _read_head(report), workdir)
-        load(case, export, "nsys")
+        export, info = export_nsys_report(report, _read_head(report), workdir, exporter)
+        load(case, export, "nsys", read)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -2,11 +2,12 @@
 
 * Nsight Systems ``.nsys-rep`` / ``.qdrep``: the file begins with
   ``NVIDIA Tegra Profiler Report `` and the writer's version (``2023@3@3@...``). When an
-  ``nsys`` executable is found (``--nsys PATH``, the ``NSYS`` environment variable, or
-  ``PATH``) it is run as ``nsys export --type sqlite --force-overwrite true --output OUT
-  REPORT`` into the analysis cache (``exports/``; a private temporary directory with
-  ``--no-cache``), never beside the report, and the export is reused while the report is
-  unchanged. Without ``nsys`` the error names the report's version and the exact command.
+  ``nsys`` executable is found (the :class:`Exporter`'s, which the entry point takes from
+  ``--nsys PATH`` or the ``NSYS`` environment variable; else ``nsys`` on ``PATH``) it is run as
+  ``nsys export --type sqlite --force-overwrite true --output OUT REPORT`` into the exporter's
+  folder (the analysis cache's ``exports/``; a private temporary directory with ``--no-cache``),
+  never beside the report, and the export is reused while the report is unchanged. Without
+  ``nsys`` the error names the report's version and the exact command.
 * rocprofv3 ``--output-format pftrace`` (Perfetto protobuf) and ``otf2``: not read; the
   error says to re-capture as rocpd (or csv), which keep the kernel-to-launch links the
   analyses need.
@@ -14,24 +15,29 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shlex
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from tracetriage.errors import TraceFormatError, UnsupportedInputError
 
 NSYS_MAGIC = b"NVIDIA Tegra Profiler Report"
-EXPORT_TIMEOUT_S = float(os.environ.get("TRACETRIAGE_NSYS_TIMEOUT", "900"))
-_NSYS_OVERRIDE: str | None = None
 
 
-def set_nsys(path: str | None) -> None:
-    """The exporter given with ``--nsys PATH`` (the CLI calls this)."""
-    global _NSYS_OVERRIDE
-    _NSYS_OVERRIDE = path
+@dataclass(frozen=True)
+class Exporter:
+    """How a report is exported: ``nsys`` (the executable, or the folder holding it; None: nsys on
+    PATH), ``workdir`` (where exports are kept; None: a temporary folder the caller removes),
+    ``timeout_s`` (the export's time limit)."""
+
+    nsys: str | None = None
+    workdir: Path | None = None
+    timeout_s: float = 900.0
 
 
 _NSYS_VERSION = re.compile(rb"(20\d\d)[@.](\d{1,3})(?:[@.](\d{1,4}))?(?:[@.](\d{1,6}))?")
@@ -50,13 +56,14 @@ def report_version(head: bytes) -> str | None:
     return ".".join(g.decode() for g in m.groups() if g) if m else None
 
 
-def find_nsys() -> str | None:
-    for candidate in (_NSYS_OVERRIDE, os.environ.get("NSYS")):
-        if candidate:
-            p = Path(candidate)
-            if p.is_dir():
-                p = p / "nsys"
-            return str(p) if p.exists() and os.access(p, os.X_OK) else None
+def find_nsys(given: str | None) -> str | None:
+    """The nsys to run: the one ``given`` (a folder means its ``nsys``; None when it is not an
+    executable), else nsys on PATH."""
+    if given:
+        p = Path(given)
+        if p.is_dir():
+            p = p / "nsys"
+        return str(p) if p.exists() and os.access(p, os.X_OK) else None
     return shutil.which("nsys")
 
 
@@ -73,13 +80,27 @@ def _exporter_version(nsys: str) -> str | None:
     return m.group(1) if m else None
 
 
-def export_nsys_report(report: Path, head: bytes, workdir: Path | None) -> tuple[Path, dict]:
-    """The SQLite export of a report (made now, or reused from the cache) and what to record about it.
+IDENTITY_HASHED_BYTES = 1 << 20
 
-    ``workdir``: where exports go (the cache's ``exports/``); None: the caller gives a
-    temporary directory it removes afterwards."""
+
+def file_identity(path: Path) -> str:
+    """A key that changes with a file's content: a digest of its name, size, modification time
+    (ns) and its first and last MiB, so a file rewritten in place (even with the same size) has
+    another key. The name of a report's export here, and of cache entries (tracetriage/cache.py)."""
+    st = path.stat()
+    digest = hashlib.sha256(f"{path.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    with open(path, "rb") as fh:
+        digest.update(fh.read(IDENTITY_HASHED_BYTES))
+        if st.st_size > IDENTITY_HASHED_BYTES:
+            fh.seek(max(IDENTITY_HASHED_BYTES, st.st_size - IDENTITY_HASHED_BYTES))
+            digest.update(fh.read(IDENTITY_HASHED_BYTES))
+    return digest.hexdigest()[:32]
+
+
+def export_nsys_report(report: Path, head: bytes, workdir: Path, exporter: Exporter) -> tuple[Path, dict]:
+    """The SQLite export of a report (made now into ``workdir``, or reused from there) and what to record about it."""
     version = report_version(head)
-    nsys = find_nsys()
+    nsys = find_nsys(exporter.nsys)
     # the command as the user runs it, from the directory they ran tracetriage in: the report's
     # path as given (its folder kept), quoted for the shell
     suggested = shlex.quote(str(report.with_suffix(".sqlite")))
@@ -88,9 +109,10 @@ def export_nsys_report(report: Path, head: bytes, workdir: Path | None) -> tuple
             report, f"Nsight Systems report (version {version or 'unknown'}) needs exporting and no nsys was found: run "
                     f"nsys export --type sqlite --output {suggested} {shlex.quote(str(report))} and analyze {suggested}, "
                     "or give --nsys PATH")
-    from tracetriage.cache import Cache
-
-    ident = Cache.identity(report, force=True) or "report"
+    try:
+        ident = file_identity(report)
+    except OSError:
+        ident = "report"
     out = workdir / f"{ident}.sqlite"
     info = {"report_version": version, "exporter": nsys, "exporter_version": _exporter_version(nsys), "reused": False}
     if out.exists() and out.stat().st_size > 0:
@@ -101,10 +123,10 @@ def export_nsys_report(report: Path, head: bytes, workdir: Path | None) -> tuple
     partial = workdir / f".{ident}.partial.sqlite"
     cmd = export_command(nsys, report, partial)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=exporter.timeout_s, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         partial.unlink(missing_ok=True)
-        raise TraceFormatError(report, f"nsys export timed out after {EXPORT_TIMEOUT_S:g} s") from None
+        raise TraceFormatError(report, f"nsys export timed out after {exporter.timeout_s:g} s") from None
     except OSError as exc:
         raise TraceFormatError(report, f"nsys export could not run ({exc.strerror or exc})") from None
     if proc.returncode != 0 or not partial.exists() or partial.stat().st_size == 0:

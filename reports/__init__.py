@@ -5,7 +5,8 @@ from __future__ import annotations
 FORMATS = ("text", "json", "md", "html")
 
 
-def render(analysis, fmt: str) -> str:
+def render(analysis, fmt: str, store=None) -> str:
+    """The report in ``fmt``; ``store`` (the analysis cache, or None) keeps the HTML's charts and compiled template."""
     if fmt == "json":
         from tracetriage.reports.jsonout import render_json
 
@@ -21,5 +22,5 @@ def render(analysis, fmt: str) -> str:
     if fmt == "html":
         from tracetriage.reports.html import render_html
 
-        return render_html(analysis)
+        return render_html(analysis, store)
     raise ValueError(f"unknown format {fmt}")

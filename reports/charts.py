@@ -107,16 +107,14 @@ def _drawing_code() -> str:
 
 
 def _memo(chart):
-    """Keep what ``chart`` returns (an SVG, None, or a list of (name, SVG)) in the analysis cache,
-    keyed by its arguments and by the code that draws it (the reports package's source and
-    matplotlib's version): a report made again from the cache, for another format or
-    ``--symptom``, redraws no chart whose data did not change. Without a cache, it just draws."""
+    """Keep what ``chart`` returns (an SVG, None, or a list of (name, SVG)) in the analysis cache
+    given as ``store=`` (a :class:`tracetriage.cache.Cache`), keyed by its arguments and by the
+    code that draws it (the reports package's source and matplotlib's version): a report made
+    again from the cache, for another format or ``--symptom``, redraws no chart whose data did
+    not change. Without a store, it just draws."""
 
     @functools.wraps(chart)
-    def cached(*args, **kwargs):
-        from tracetriage import cache as cache_mod
-
-        store = cache_mod.active()
+    def cached(*args, store=None, **kwargs):
         if store is None:
             return chart(*args, **kwargs)
         try:
@@ -449,31 +447,32 @@ def tpot_vs_batch(fit: dict | None, budget: float | None) -> str | None:
     return _svg(fig)
 
 
-def serving_charts(analysis) -> list[tuple[str, str]]:
+def serving_charts(analysis, store=None) -> list[tuple[str, str]]:
     srv = analysis.data.get("serving")
     if not srv:
         return []
     slo = analysis.data.get("slo") or {}
     budget = slo.get("tpot_p95_ms") or slo.get("tpot_p99_ms") or slo.get("tpot_p90_ms")
-    charts = [("serving_load", serving_load((analysis.series.get("serving") or {}).get("stats") or [])),
-              ("tpot_fit", tpot_vs_batch(srv.get("tpot_fit"), budget))]
+    charts = [("serving_load", serving_load((analysis.series.get("serving") or {}).get("stats") or [], store=store)),
+              ("tpot_fit", tpot_vs_batch(srv.get("tpot_fit"), budget, store=store))]
     return [(k, v) for k, v in charts if v]
 
 
-def all_charts(analysis) -> list[tuple[str, str]]:
+def all_charts(analysis, store=None) -> list[tuple[str, str]]:
+    """The report's charts, each kept in ``store`` (the analysis cache; None: drawn every time)."""
     data, series = analysis.data, analysis.series
     window = (data.get("window") or {}).get("duration_ns") or 1
     charts = [
-        *timeline(series.get("timeline")),
-        ("busy", busy_over_time(series.get("busy", {}), window)),
-        ("accounting", window_accounting(data["devices"])),
+        *timeline(series.get("timeline"), store=store),
+        ("busy", busy_over_time(series.get("busy", {}), window, store=store)),
+        ("accounting", window_accounting(data["devices"], store=store)),
         # idle by cause only where idle time is worth a picture (>= 5% of some device's window)
-        ("idle", idle_by_cause(data["devices"]) if any(100.0 * d["gaps"]["total_ns"] / (d["window_ns"] or 1) >= 5
+        ("idle", idle_by_cause(data["devices"], store=store) if any(100.0 * d["gaps"]["total_ns"] / (d["window_ns"] or 1) >= 5
                                                         for d in data["devices"]) else None),
-        ("steps", step_durations(series.get("steps", {}))),
-        ("collectives", collective_share(data["devices"])),
+        ("steps", step_durations(series.get("steps", {}), store=store)),
+        ("collectives", collective_share(data["devices"], store=store)),
         # the top-kernels table below says it all: no chart repeating it
-        ("hot_frames", hot_frames(data.get("hot_frames", []))),
+        ("hot_frames", hot_frames(data.get("hot_frames", []), store=store)),
     ]
     return [(k, v) for k, v in charts if v]
 

@@ -19,9 +19,10 @@ def code(text: str) -> str:
     return "`" + str(text).replace("`", "'").replace("\n", " ") + "`"
 
 
-def render_compare(cmp: dict, fmt_name: str) -> str:
+def render_compare(cmp: dict, fmt_name: str, store=None) -> str:
     """The comparison ``cmp`` (its contract, with the private ``_series`` the step chart is drawn from)
-    in one format: json, html, md or text."""
+    in one format: json, html, md or text; ``store`` (the analysis cache, or None) keeps the HTML's
+    compiled template."""
     public = {k: v for k, v in cmp.items() if not k.startswith("_")}
     if fmt_name == "json":
         return json.dumps(_clean(public), indent=2, ensure_ascii=False) + "\n"
@@ -33,7 +34,7 @@ def render_compare(cmp: dict, fmt_name: str) -> str:
         series = cmp.get("_series") or {}
         chart = charts.step_distributions(series.get("before") or {}, series.get("after") or {},
                                           "before", "after") if view.comparable else None
-        return environment().get_template("compare.html.j2").render(v=view, chart=chart)
+        return environment(store).get_template("compare.html.j2").render(v=view, chart=chart)
     if fmt_name == "md":
         from tracetriage.reports.markdown import environment
 

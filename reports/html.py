@@ -18,25 +18,23 @@ from tracetriage.reports.roofline import roofline_chart
 from tracetriage.reports.view import fmt_ns, report_view
 
 
-def environment() -> Environment:
+def environment(store=None) -> Environment:
+    """The templates' environment; with ``store`` (the analysis cache), compiled templates are kept there."""
     env = Environment(
         loader=PackageLoader("tracetriage.reports", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
         trim_blocks=True,
         lstrip_blocks=True,
-        bytecode_cache=_compiled_templates(),
+        bytecode_cache=_compiled_templates(store),
     )
     env.filters["ns"] = fmt_ns
     return env
 
 
-def _compiled_templates():
-    """Compiled templates kept in the analysis cache (``templates/``; Jinja keys them by the
-    template's source and the Python version): compiling the report's template was most of a
-    report made again from the cache. None without a cache."""
-    from tracetriage import cache as cache_mod
-
-    store = cache_mod.active()
+def _compiled_templates(store):
+    """Compiled templates kept in the analysis cache ``store`` (``templates/``; Jinja keys them by
+    the template's source and the Python version): compiling the report's template was most of
+    a report made again from the cache. None without a cache."""
     if store is None or store.templates_dir() is None:
         return None
     from jinja2 import FileSystemBytecodeCache
@@ -44,14 +42,16 @@ def _compiled_templates():
     return FileSystemBytecodeCache(str(store.templates_dir()))
 
 
-def render_html(analysis, view=None) -> str:
+def render_html(analysis, store=None, view=None) -> str:
     """The HTML report: the ReportView (``view`` when the caller built it already) and the charts, drawn
-    from the analysis's series."""
-    charts = [(name, Markup(svg)) for name, svg in all_charts(analysis)]
-    extra = [(name, Markup(svg)) for name, svg in serving_charts(analysis)]
-    roof = roofline_chart(analysis.data.get("efficiency"))
-    return environment().get_template("report.html.j2").render(v=view or report_view(analysis), charts=charts,
-                                                                serving_charts=extra, roofline=Markup(roof) if roof else None)
+    from the analysis's series; charts and the compiled template kept in ``store`` (the analysis cache)
+    when given."""
+    charts = [(name, Markup(svg)) for name, svg in all_charts(analysis, store)]
+    extra = [(name, Markup(svg)) for name, svg in serving_charts(analysis, store)]
+    roof = roofline_chart(analysis.data.get("efficiency"), store=store)
+    return environment(store).get_template("report.html.j2").render(v=view or report_view(analysis), charts=charts,
+                                                                     serving_charts=extra,
+                                                                     roofline=Markup(roof) if roof else None)
 
 
 def _escape_as_html_escape(value):

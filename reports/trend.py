@@ -27,10 +27,10 @@ def series_frame(result: dict):
     return pd.DataFrame(rows, columns=["group", "case", "time", "label", "metric", "unit", "value"])
 
 
-def render_trend(result: dict, fmt: str, links: str | None = None, gate: bool = False) -> str:
+def render_trend(result: dict, fmt: str, links: str | None = None, gate: bool = False, store=None) -> str:
     """The trend in one format: json, html, md or text. ``links``: the batch folder relative to the
     report (the captures link to their reports); ``gate``: --gate was given, so the reports print the
-    gate's result line."""
+    gate's result line; ``store`` (the analysis cache, or None) keeps the HTML's compiled template."""
     if fmt == "json":
         return json.dumps(_clean(result), indent=2, ensure_ascii=False) + "\n"
     view = trend_view(result, links, gate)
@@ -41,7 +41,7 @@ def render_trend(result: dict, fmt: str, links: str | None = None, gate: bool = 
         charts = {group.key: trend_charts(contract, [c for c in result["changes"] if c["group"] == group.key], CHART_SERIES,
                                           [case.href for case in group.cases], title=series_title)
                   for contract, group in zip(result["groups"], view.groups)}
-        return environment().get_template("trend.html.j2").render(v=view, charts=charts)
+        return environment(store).get_template("trend.html.j2").render(v=view, charts=charts)
     if fmt == "md":
         from tracetriage.reports.markdown import environment
 

@@ -13,7 +13,8 @@ import pytest
 from conftest import BUNDLES, REAL, ROOT, add_nsys_session as _session, run_cli
 
 from tracetriage.archive import extract
-from tracetriage.batch import run_batch
+from tracetriage.batches import run_batch
+from tracetriage.runtime import Runtime
 from tracetriage.errors import EXIT_BATCH_FAILED, ArchiveError
 
 
@@ -92,16 +93,16 @@ def test_rerun_reanalyzes_nothing_then_only_the_changed_case(corpus, tmp_path):
     shutil.copytree(BUNDLES / "healthy", work / "healthy")
     shutil.copytree(BUNDLES / "graph_decode", work / "graph_decode")
     out = tmp_path / "out"
-    first = run_batch([str(work)], str(out), jobs=1, progress=False)
+    first = run_batch([str(work)], str(out), runtime=Runtime(jobs=1), progress=False)
     assert (first.analyzed, first.reused) == (2, 0)
-    again = run_batch([str(work)], str(out), jobs=1, progress=False)
+    again = run_batch([str(work)], str(out), runtime=Runtime(jobs=1), progress=False)
     assert (again.analyzed, again.reused) == (0, 2)
     with open(work / "healthy" / "trace.sqlite", "ab") as fh:  # touch the content, not just the mtime
         fh.write(b"\0")
-    third = run_batch([str(work)], str(out), jobs=1, progress=False)
+    third = run_batch([str(work)], str(out), runtime=Runtime(jobs=1), progress=False)
     assert (third.analyzed, third.reused) == (1, 1)
     assert [r["path"].split("/")[-2] for r in third.records if not r["reused"]] == ["healthy"]
-    forced = run_batch([str(work)], str(out), jobs=1, force=True, progress=False)
+    forced = run_batch([str(work)], str(out), runtime=Runtime(jobs=1), force=True, progress=False)
     assert forced.analyzed == 2
 
 
@@ -110,7 +111,7 @@ def test_on_error_fail_stops(tmp_path):
     work.mkdir()
     (work / "a_bad.sqlite").write_bytes(b"")
     shutil.copyfile(BUNDLES / "healthy" / "trace.sqlite", work / "b_good.sqlite")
-    res = run_batch([str(work)], str(tmp_path / "o"), jobs=1, on_error="fail", progress=False)
+    res = run_batch([str(work)], str(tmp_path / "o"), runtime=Runtime(jobs=1), on_error="fail", progress=False)
     assert res.failed >= 1
     assert {r["status"] for r in res.records} <= {"failed", "ok", "not_run"}
 
@@ -151,7 +152,7 @@ def test_unsafe_archives_are_refused(kind, tmp_path, monkeypatch):
     assert not (tmp_path / "escaped.txt").exists() and not Path("/tmp/tracetriage-absolute.txt").exists()
     assert not dest.exists() or not any(dest.iterdir())
     # through the batch: the archive is a failed case with the reason, nothing written outside OUTDIR
-    res = run_batch([str(arc)], str(tmp_path / "batch"), jobs=1, progress=False)
+    res = run_batch([str(arc)], str(tmp_path / "batch"), runtime=Runtime(jobs=1), progress=False)
     assert res.records[0]["status"] == "failed" and "refused" in res.records[0]["error"]
     assert {p.name for p in tmp_path.iterdir()} <= {arc.name, "out", "batch"}
 
@@ -172,10 +173,11 @@ def test_batch_on_dask_local_cluster(tmp_path):
         shutil.copytree(BUNDLES / name, work / name)
     (work / "broken.sqlite").write_text("not sqlite")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
-        res = run_batch([str(work)], str(tmp_path / "out"), dask_address=cluster.scheduler_address, progress=False)
+        res = run_batch([str(work)], str(tmp_path / "out"), runtime=Runtime(dask_address=cluster.scheduler_address),
+                        progress=False)
     summary = pd.read_parquet(tmp_path / "out" / "summary.parquet")
     assert len(summary) == 4 and (summary["status"] == "ok").sum() == 3
-    local = run_batch([str(work)], str(tmp_path / "out_local"), jobs=1, progress=False)
+    local = run_batch([str(work)], str(tmp_path / "out_local"), runtime=Runtime(jobs=1), progress=False)
     by_path = {r["path"].replace(str(tmp_path / "out_local"), ""): r for r in local.records}
     for r in res.records:
         if r["status"] == "ok":
@@ -247,7 +249,7 @@ def test_loose_files_are_grouped_by_run_not_by_folder(tmp_path):
     time (one run), a third export captured an hour later, and two Kineto ranks of a 2-rank
     job. Each run's NCCL log goes with it by name; the topology matrix goes with every run;
     a log no run claims is a case of its own."""
-    from tracetriage.batch import discover
+    from tracetriage.batches import discover
 
     folder = tmp_path / "incident"
     folder.mkdir()
@@ -282,7 +284,7 @@ def test_loose_files_are_grouped_by_run_not_by_folder(tmp_path):
 
 
 def test_exports_without_session_tables_stay_apart(tmp_path):
-    from tracetriage.batch import discover
+    from tracetriage.batches import discover
 
     folder = tmp_path / "f"
     folder.mkdir()

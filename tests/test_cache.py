@@ -49,19 +49,16 @@ def test_second_analysis_comes_from_the_cache_and_is_identical(big, tmp_path):
 
 
 def test_cache_hit_reads_no_table(big, tmp_path):
-    from tracetriage import analyze, open_case
+    from tracetriage import Runtime, analyze, open_case
 
-    c = cache_mod.configure(tmp_path / "c")
-    try:
-        analyze(open_case([big]))
-        again = open_case([big])
-        trace = again.traces[0]
-        assert isinstance(trace, cache_mod.CachedTrace)
-        analyze(again)
-        assert "gpu" not in vars(trace) and "api" not in vars(trace)  # metrics came from the cache
-        assert c.hits == {"model": 1, "metrics": 1}
-    finally:
-        cache_mod.configure(enabled=False)
+    runtime = Runtime(cache=cache_mod.Cache(tmp_path / "c"))
+    analyze(open_case([big], runtime=runtime), runtime=runtime)
+    again = open_case([big], runtime=runtime)
+    trace = again.traces[0]
+    assert isinstance(trace, cache_mod.CachedTrace)
+    analyze(again, runtime=runtime)
+    assert "gpu" not in vars(trace) and "api" not in vars(trace)  # metrics came from the cache
+    assert runtime.cache.hits == {"model": 1, "metrics": 1}
 
 
 def test_a_changed_file_is_never_served_from_the_cache(big, tmp_path):

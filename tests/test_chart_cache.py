@@ -17,10 +17,9 @@ BUNDLE = ROOT / "samples" / "bundles" / "eager_decode_nvtx"
 
 CHILD = r"""
 import json, sys
-from tracetriage import analyze, cache, open_case
-if sys.argv[2] != "-":
-    cache.configure(sys.argv[2])
-html = analyze(open_case([sys.argv[1]])).to_html()
+from tracetriage import Runtime, analyze, cache
+runtime = Runtime(cache=cache.Cache(sys.argv[2]) if sys.argv[2] != "-" else None)
+html = analyze(sys.argv[1], runtime=runtime).to_html(store=runtime.cache)
 print(json.dumps({"matplotlib": "matplotlib" in sys.modules, "html": html}))
 """
 
@@ -50,19 +49,16 @@ def _ids(svg: str) -> set[str]:
 def test_kept_chart_takes_a_fresh_prefix_and_changed_data_redraws(tmp_path):
     from tracetriage.reports import charts
 
-    cache_mod.configure(tmp_path)
-    try:
-        steps = {"4242": {"durations": [1_000_000 + 1000 * i for i in range(50)]}}
-        drawn = charts.step_durations(steps)
-        kept = charts.step_durations(steps)
-        assert drawn and kept and _ids(drawn) and not (_ids(drawn) & _ids(kept))  # unique on one page
-        strip = re.compile(r'(\bid="|url\(#|href="#)c\d+-')
-        assert strip.sub(r"\1", drawn) == strip.sub(r"\1", kept)
-        other = charts.step_durations({"4242": {"durations": [2_000_000 + 1000 * i for i in range(50)]}})
-        assert strip.sub(r"\1", other) != strip.sub(r"\1", drawn)
-        assert len(list((tmp_path / "charts").iterdir())) == 2
-    finally:
-        cache_mod.configure(enabled=False)
+    store = cache_mod.Cache(tmp_path)
+    steps = {"4242": {"durations": [1_000_000 + 1000 * i for i in range(50)]}}
+    drawn = charts.step_durations(steps, store=store)
+    kept = charts.step_durations(steps, store=store)
+    assert drawn and kept and _ids(drawn) and not (_ids(drawn) & _ids(kept))  # unique on one page
+    strip = re.compile(r'(\bid="|url\(#|href="#)c\d+-')
+    assert strip.sub(r"\1", drawn) == strip.sub(r"\1", kept)
+    other = charts.step_durations({"4242": {"durations": [2_000_000 + 1000 * i for i in range(50)]}}, store=store)
+    assert strip.sub(r"\1", other) != strip.sub(r"\1", drawn)
+    assert len(list((tmp_path / "charts").iterdir())) == 2
 
 
 def test_compiled_templates_are_kept_and_evicted(tmp_path):
@@ -70,13 +66,10 @@ def test_compiled_templates_are_kept_and_evicted(tmp_path):
     and those files count toward the cache's bound like any entry."""
     from tracetriage.reports.html import environment
 
-    store = cache_mod.configure(tmp_path)
-    try:
-        environment().get_template("report.html.j2")
-        kept = list((tmp_path / "templates").iterdir())
-        assert kept and store.size() >= sum(f.stat().st_size for f in kept)
-        store.max_bytes = 0
-        store.evict()
-        assert not list((tmp_path / "templates").iterdir())
-    finally:
-        cache_mod.configure(enabled=False)
+    store = cache_mod.Cache(tmp_path)
+    environment(store).get_template("report.html.j2")
+    kept = list((tmp_path / "templates").iterdir())
+    assert kept and store.size() >= sum(f.stat().st_size for f in kept)
+    store.max_bytes = 0
+    store.evict()
+    assert not list((tmp_path / "templates").iterdir())

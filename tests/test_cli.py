@@ -122,7 +122,7 @@ def test_unrelated_traces_in_one_analyze_are_a_usage_error(tmp_path):
 
 
 def test_batch_case_ids_are_readable():
-    from tracetriage.batch import _case_id
+    from tracetriage.batches import _case_id
 
     for label in ("../shared/samples/real/nccl/nccl_log.txt", "/captures/a/b/trace.sqlite", "x.tar.gz!/bundle/trace.sqlite"):
         cid = _case_id(label)

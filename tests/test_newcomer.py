@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from conftest import BUNDLES, run_cli
-from tracetriage.batch import run_batch
+from tracetriage.batches import run_batch
+from tracetriage.runtime import Runtime
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def batch_out(tmp_path_factory):
         shutil.copytree(BUNDLES / name, work / name)
     (work / "broken.sqlite").write_text("this is not a database\n")
     out = root / "out"
-    return run_batch([str(work)], str(out), jobs=1, progress=False), out
+    return run_batch([str(work)], str(out), runtime=Runtime(jobs=1), progress=False), out
 
 
 def test_summary_counts_add_up_and_failed_is_not_analyzed(batch_out):
@@ -29,7 +30,7 @@ def test_summary_counts_add_up_and_failed_is_not_analyzed(batch_out):
     assert len(result.records) == 3
     assert result.failed == 1 and result.analyzed == 2 and result.reused == 0
     assert result.analyzed + result.reused + result.failed + result.not_run == len(result.records)
-    again = run_batch([str(out.parent / "work")], str(out), jobs=1, progress=False)
+    again = run_batch([str(out.parent / "work")], str(out), runtime=Runtime(jobs=1), progress=False)
     assert (again.analyzed, again.reused, again.failed) == (0, 2, 1)
 
 

@@ -422,17 +422,18 @@ def test_export_without_the_compiled_join_is_the_same_file(tmp_path, monkeypatch
 def test_batch_exports_each_case_timeline(tmp_path):
     """batch --perfetto: a timeline.pftrace per case with a trace, named by its report; a serving-only
     case gets none and still succeeds; a re-run without --perfetto is not served the old records."""
-    from tracetriage.batch import run_batch
+    from tracetriage.batches import run_batch
+    from tracetriage.runtime import Runtime
 
     inputs = [str(BUNDLES / "tp4_island"), str(BUNDLES / "serving_healthy")]
-    res = run_batch(inputs, str(tmp_path / "out"), jobs=1, progress=False, perfetto_window=("steady", 0))
+    res = run_batch(inputs, str(tmp_path / "out"), runtime=Runtime(jobs=1), progress=False, perfetto_window=("steady", 0))
     assert res.failed == 0
     timelines = sorted((tmp_path / "out").rglob("timeline.pftrace"))
     assert len(timelines) == 1
     ex = Export(timelines[0])
     assert len([u for u, (n, par) in ex.tracks.items() if par is None and n.startswith("GPU")]) == 4
     assert "Timeline exported to timeline.pftrace" in (timelines[0].parent / "report.html").read_text()
-    again = run_batch(inputs, str(tmp_path / "out"), jobs=1, progress=False)
+    again = run_batch(inputs, str(tmp_path / "out"), runtime=Runtime(jobs=1), progress=False)
     assert again.reused == 0
 
 

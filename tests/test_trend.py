@@ -32,14 +32,15 @@ def _generate():
 @pytest.fixture(scope="module")
 def archives(tmp_path_factory):
     """Two nightly archives (with and without the switch to eager) and their batch folders."""
-    from tracetriage.batch import run_batch
+    from tracetriage.batches import run_batch
+    from tracetriage.runtime import Runtime
 
     gen = _generate()
     root = tmp_path_factory.mktemp("nightly")
     out = {}
     for name, switch in (("switch", 13), ("steady", None)):
         gen.generate_nightly(root / name, nights=20, switch_at=switch, outlier_at=6, seed=11)
-        run_batch([str(root / name)], str(root / f"{name}-batch"), jobs=2, progress=False)
+        run_batch([str(root / name)], str(root / f"{name}-batch"), runtime=Runtime(jobs=2), progress=False)
         out[name] = (root / name, root / f"{name}-batch")
     return out
 
@@ -104,7 +105,8 @@ def test_baseline_pins_the_reference(archives):
 
 
 def test_two_workloads_are_two_groups(archives, tmp_path):
-    from tracetriage.batch import run_batch
+    from tracetriage.batches import run_batch
+    from tracetriage.runtime import Runtime
 
     folder, _ = archives["switch"]
     mixed = tmp_path / "mixed"
@@ -113,7 +115,7 @@ def test_two_workloads_are_two_groups(archives, tmp_path):
     gen = _generate()
     for seed in (3, 4, 5):
         gen.generate(mixed / f"tp8-seed{seed}", only=["tp8_cross_island"], seed=seed)
-    run_batch([str(mixed)], str(tmp_path / "b"), jobs=2, progress=False)
+    run_batch([str(mixed)], str(tmp_path / "b"), runtime=Runtime(jobs=2), progress=False)
     t = trend_json(tmp_path / "b")
     keys = sorted(g["key"] for g in t["groups"])
     assert len(keys) == 2 and any("8x" in k and "world size 8" in k for k in keys) and any("1x" in k for k in keys)
@@ -151,23 +153,25 @@ def test_trend_runs_batch_first_on_captures(tmp_path):
 
 
 def test_order_by_name_without_capture_times(tmp_path):
-    from tracetriage.batch import run_batch
+    from tracetriage.batches import run_batch
+    from tracetriage.runtime import Runtime
 
     for i, name in enumerate(["run-10", "run-2", "run-1"]):
         shutil.copytree(BUNDLES / "graph_decode", tmp_path / "c" / name)
-    run_batch([str(tmp_path / "c")], str(tmp_path / "b"), jobs=1, progress=False)
+    run_batch([str(tmp_path / "c")], str(tmp_path / "b"), runtime=Runtime(jobs=1), progress=False)
     t = trend_json(tmp_path / "b")
     assert t["order"].startswith("case name")
     assert [c["name"].split("/")[0] for c in t["groups"][0]["cases"]] == ["run-1", "run-2", "run-10"]
 
 
 def test_a_lone_workload_is_listed_not_mixed_in(tmp_path):
-    from tracetriage.batch import run_batch
+    from tracetriage.batches import run_batch
+    from tracetriage.runtime import Runtime
 
     shutil.copytree(BUNDLES / "graph_decode", tmp_path / "c" / "a")
     shutil.copytree(BUNDLES / "graph_decode", tmp_path / "c" / "b")
     shutil.copytree(BUNDLES / "tp4_island", tmp_path / "c" / "tp4")
-    run_batch([str(tmp_path / "c")], str(tmp_path / "b"), jobs=1, progress=False)
+    run_batch([str(tmp_path / "c")], str(tmp_path / "b"), runtime=Runtime(jobs=1), progress=False)
     t = trend_json(tmp_path / "b")
     assert len(t["groups"]) == 1 and len(t["ungrouped"]) == 1 and "tp4" in t["ungrouped"][0]["cases"][0]["name"]
 
@@ -263,11 +267,12 @@ def test_trend_refuses_what_it_cannot_judge(archives, tmp_path):
 
 
 def test_too_few_captures_are_said_to_be_too_few(tmp_path):
-    from tracetriage.batch import run_batch
+    from tracetriage.batches import run_batch
+    from tracetriage.runtime import Runtime
 
     for name in ("a", "b", "c"):
         shutil.copytree(BUNDLES / "graph_decode", tmp_path / "c" / name)
-    run_batch([str(tmp_path / "c")], str(tmp_path / "b"), jobs=1, progress=False)
+    run_batch([str(tmp_path / "c")], str(tmp_path / "b"), runtime=Runtime(jobs=1), progress=False)
     t = trend_json(tmp_path / "b")
     assert "too few" in t["groups"][0]["verdict"] and t["changes"] == []
 
@@ -277,7 +282,8 @@ def branches(tmp_path_factory):
     """The new-user trial's archive: <root>/{main,dev}/nightly-*/trace.sqlite, main steady,
     dev eager (the regression) from its 4th night; dev's nights renamed so every case name
     is unique."""
-    from tracetriage.batch import run_batch
+    from tracetriage.batches import run_batch
+    from tracetriage.runtime import Runtime
 
     gen = _generate()
     root = tmp_path_factory.mktemp("branches")
@@ -285,7 +291,7 @@ def branches(tmp_path_factory):
     gen.generate_nightly(root / "ng" / "dev", nights=6, switch_at=4, outlier_at=None, seed=2)
     for night in sorted((root / "ng" / "dev").glob("nightly-*")):
         night.rename(night.with_name("dev-" + night.name))
-    run_batch([str(root / "ng")], str(root / "b"), jobs=2, progress=False)
+    run_batch([str(root / "ng")], str(root / "b"), runtime=Runtime(jobs=2), progress=False)
     return root
 
 

@@ -1,4 +1,4 @@
-"""The Python API: ``tracetriage.analyze(paths)`` and the result a notebook works with.
+"""The Python API: ``analyze``, ``compare``, ``trend`` and ``batch``, and the results a notebook works with.
 
     import tracetriage
     a = tracetriage.analyze(["bundle/"], symptom="tail")
@@ -9,13 +9,25 @@
     a.to_json()             # the JSON contract as text
     a.to_html("report.html")
     a                       # in Jupyter: the verdict card (_repr_html_)
+
+    c = tracetriage.compare("before/", "after/")          # a Comparison: c.verdict, c.summary, c.gate_exit()
+    r = tracetriage.batch(["runs/"], "out/")              # a BatchResult: r.records, r.failed
+    t = tracetriage.trend("out/")                         # a Trend: t.groups, t.changes, t.series_frame()
+
+Each call takes the analysis options as keywords (``symptom``, ``slo``, ``step_range``, checked
+as the CLI checks them) or as one :class:`~tracetriage.runtime.Options`, and a
+:class:`~tracetriage.runtime.Runtime` (``runtime=``: the cache, nsys, the batch executor; by
+default no cache, nsys from $NSYS or PATH, one worker process per core). Errors are the CLI's:
+a :class:`~tracetriage.errors.TraceTriageError` whose text is the CLI's one-line message.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tracetriage.analyzers.analysis import Analysis as _Analysis
+from tracetriage.runtime import Options, Runtime, check_step_range
 
 
 class Analysis(_Analysis):
@@ -35,12 +47,13 @@ class Analysis(_Analysis):
 
         return render(self, "md")
 
-    def to_html(self, path: str | Path | None = None) -> str | Path:
+    def to_html(self, path: str | Path | None = None, store=None) -> str | Path:
         """The self-contained HTML report as text; with ``path``, written there and the path
-        returned (a notebook cell then shows the path, not 400 KB of HTML)."""
+        returned (a notebook cell then shows the path, not 400 KB of HTML). ``store``: the
+        analysis cache (a Runtime's ``cache``) its charts are kept in and drawn from."""
         from tracetriage.reports import render
 
-        text = render(self, "html")
+        text = render(self, "html", store)
         if path is None:
             return text
         Path(path).write_text(text, encoding="utf-8")
@@ -73,32 +86,351 @@ class Analysis(_Analysis):
         return render_card(self)
 
 
-def analyze(case_or_paths, **options) -> Analysis:
+def _options(options: Options | None, values: dict) -> Options:
+    """The options given as one :class:`Options`, else checked from keywords (symptom, slo, step_range)."""
+    if options is not None and values:
+        raise TypeError(f"give options= or the keywords {', '.join(values)}, not both")
+    return options if options is not None else Options.checked(**values)
+
+
+def _runtime(runtime: Runtime | None) -> Runtime:
+    return runtime if runtime is not None else Runtime.create(use_cache=False)
+
+
+def analyze(case_or_paths, options: Options | None = None, runtime: Runtime | None = None, **values) -> Analysis:
     """Analyze a case (from ``open_case``) or paths (files, bundle directories, archives).
 
     Options: ``symptom`` (an axis name), ``slo`` (budgets in ms, ``{"tpot_p95_ms": 50}`` or the
-    CLI's ``"tpot_p95_ms=50"``), ``step_range`` (a regex naming the step ranges). They are checked
-    as the CLI checks them: an unknown name is a :class:`tracetriage.errors.UsageError` (a
-    ``ValueError``) with the CLI's message."""
+    CLI's ``"tpot_p95_ms=50"``), ``step_range`` (a regex naming the step ranges), or all three
+    as ``options=Options(...)``. They are checked as the CLI checks them: an unknown name is a
+    :class:`tracetriage.errors.UsageError` (a ``ValueError``) with the CLI's message. Each trace's
+    model and metrics come from ``runtime``'s cache when it holds them."""
     from tracetriage.analyzers.analysis import analyze as _analyze
     from tracetriage.case import Case, open_case
-    from tracetriage.options import check_slo, check_symptom
 
-    if "symptom" in options:
-        options["symptom"] = check_symptom(options["symptom"])
-    if "slo" in options:
-        options["slo"] = check_slo(options["slo"])
-    if options.get("step_range"):
-        import re
+    options = _options(options, values)
+    runtime = _runtime(runtime)
+    case = case_or_paths if isinstance(case_or_paths, Case) else open_case(
+        [case_or_paths] if isinstance(case_or_paths, (str, Path)) else list(case_or_paths), runtime=runtime)
+    analysis = _analyze(case, step_range=options.step_range, symptom=options.symptom, slo=dict(options.slo),
+                        metrics=runtime.trace_metrics)
+    return Analysis(data=analysis.data, series=analysis.series)
 
+
+@dataclass(frozen=True)
+class Comparison:
+    """What changed between two captures: ``data`` is the compare contract (schema
+    ``tracetriage.compare/2``: comparability, step time per rank with its noise, each finding of
+    before checked on after, the verdict); keys starting with ``_`` hold the step samples the
+    HTML chart draws and are not part of the contract."""
+
+    data: dict
+
+    @property
+    def verdict(self) -> str:
+        """improved, regressed, unchanged, mixed or inconclusive."""
+        return self.data["verdict"]
+
+    @property
+    def summary(self) -> str:
+        """The verdict in one line."""
+        return self.data["summary"]
+
+    def gate_exit(self) -> int:
+        """``compare --gate``'s exit code: 0 improved/unchanged/mixed within budgets, 8 regressed, 9 inconclusive."""
+        from tracetriage.analyzers.compare import gate_exit
+
+        return gate_exit(self.data)
+
+    def render(self, fmt: str = "text", store=None) -> str:
+        """The comparison as text, json, md or html (``store``: the analysis cache for compiled templates)."""
+        from tracetriage.reports.compare import render_compare
+
+        return render_compare(self.data, fmt, store)
+
+    def to_json(self) -> str:
+        return self.render("json")
+
+    def _repr_html_(self) -> str:
+        return self.render("html")
+
+
+@dataclass(frozen=True)
+class Trend:
+    """An archive over time: ``data`` is the trend contract (schema ``tracetriage.trend/1``: the
+    groups of comparable captures with their series, the changes with their last good and first
+    bad capture, the gate); ``gate`` says whether the latest capture of each group was judged."""
+
+    data: dict
+    gate: bool = False
+
+    @property
+    def groups(self) -> list[dict]:
+        return self.data["groups"]
+
+    @property
+    def changes(self) -> list[dict]:
+        return self.data["changes"]
+
+    @property
+    def batch_dir(self) -> str:
+        """The batch output folder whose tables the trend read."""
+        return self.data["batch_dir"]
+
+    @property
+    def regressed(self) -> bool:
+        """The gate's result: the latest capture of some group is in a regressed segment (or worse than the baseline)."""
+        return bool(self.data["gate"]["regressed"])
+
+    @property
+    def summary(self) -> str:
+        """Each group's verdict, and with ``gate`` the gate's result, in one line."""
+        line = "; ".join(group["verdict"] for group in self.groups) or "no group of comparable captures"
+        if self.gate:
+            from tracetriage.reports.trend import gate_line
+
+            line += f"; {gate_line(self.data, True)}"
+        return line
+
+    def series_frame(self):
+        """pandas: one row per group, case and series (the table ``trend --format parquet`` writes)."""
+        from tracetriage.reports.trend import series_frame
+
+        return series_frame(self.data)
+
+    def render(self, fmt: str = "text", links: str | None = None, store=None) -> str:
+        """The trend as text, json, md or html; ``links``: the batch folder as the output's links
+        reach it (None: no links to the case reports); ``store``: the analysis cache for compiled templates."""
+        from tracetriage.reports.trend import render_trend
+
+        return render_trend(self.data, fmt, links, gate=self.gate, store=store)
+
+    def to_json(self) -> str:
+        return self.render("json")
+
+
+def load_analysis(source, options: Options, runtime: Runtime) -> dict:
+    """The analysis contract of one side of a comparison: an :class:`Analysis`, a saved analysis
+    JSON file (``analyze --format json``, batch's ``cases/<id>/analysis.json``: read and checked,
+    never re-analyzed), or a capture (a trace, bundle folder or archive: analyzed)."""
+    import json
+
+    from tracetriage.errors import TraceFormatError
+
+    if isinstance(source, _Analysis):
+        return source.data
+    path = Path(source)
+    if path.is_file() and path.suffix == ".json":
+        try:
+            with path.open("rb") as fh:
+                head = fh.read(1 << 16)
+        except OSError:
+            head = b""
+        data = None
+        if b'"schema": "tracetriage.' in head or b'"schema":"tracetriage.' in head:  # one of ours: read it whole
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise TraceFormatError(str(source), f"a tracetriage result that is not valid JSON (truncated?): {exc}") from None
+            schema = data.get("schema") if isinstance(data, dict) else None
+            if schema != "tracetriage.analysis/1":
+                raise TraceFormatError(str(source), f"a {schema} result, not an analysis (tracetriage.analysis/1): compare "
+                                                    "takes captures or saved analysis.json files")
+        if isinstance(data, dict) and data.get("schema") == "tracetriage.analysis/1":
+            from tracetriage.analyzers.compare import check_saved
+
+            problem = check_saved(data)
+            if problem:
+                raise TraceFormatError(str(source), f"a saved analysis, but {problem}")
+            return data
+    return analyze(str(source), options, runtime).data
+
+
+def compare(before, after, options: Options | None = None, *, threshold_pct: float = 5.0, runtime: Runtime | None = None,
+            **values) -> Comparison:
+    """What changed between two captures: ``before`` and ``after`` are each a trace, a bundle
+    folder, a saved analysis.json, or an :class:`Analysis`. ``threshold_pct`` is the smallest
+    step-time change, in % of the before step, that counts (``--gate-threshold``); the options
+    (``symptom``, ``slo``, ``step_range``) apply to the captures analyzed here, and ``slo``'s
+    budgets are checked on both sides."""
+    from tracetriage.analyzers.compare import compare as _compare
+
+    options = _options(options, values)
+    if not 0 < threshold_pct < 100:  # before minutes of parsing, not after
         from tracetriage.errors import UsageError
 
-        try:
-            re.compile(options["step_range"])
-        except re.error as exc:
-            raise UsageError(None, f"--step-range is not a valid regular expression: {exc}") from None
+        raise UsageError(None, f"--gate-threshold {threshold_pct:g}: give a percentage above 0 and below 100")
+    runtime = _runtime(runtime)
+    before_data = load_analysis(before, options, runtime)
+    after_data = load_analysis(after, options, runtime)
+    labels = ["before" if isinstance(side, _Analysis) else str(side) for side in (before, after)]
+    return Comparison(_compare(before_data, after_data, *labels, threshold_pct=threshold_pct, slo=dict(options.slo)))
 
-    case = case_or_paths if isinstance(case_or_paths, Case) else open_case(
-        [case_or_paths] if isinstance(case_or_paths, (str, Path)) else list(case_or_paths))
-    a = _analyze(case, **options)
-    return Analysis(data=a.data, series=a.series)
+
+def check_jobs(jobs: int | None) -> None:
+    """None (one worker per core) or at least one worker."""
+    if jobs is not None and jobs < 1:
+        from tracetriage.errors import UsageError
+
+        raise UsageError(None, "--jobs must be at least 1")
+
+
+def batch(inputs, outdir, options: Options | None = None, *, runtime: Runtime | None = None, on_error: str = "skip",
+          force: bool = False, progress: bool = True, case_timeout: float | None = 600.0,
+          perfetto_window: tuple[str, int] | None = None, **values):
+    """Every case under ``inputs`` (directories, glob patterns, trace files, archives) analyzed
+    into ``outdir``: ``cases/<id>/report.html`` and ``analysis.json``, ``index.html``,
+    ``summary.parquet``, ``findings.parquet``, ``kernels.parquet``. Cases run on ``runtime``'s
+    executor (``Runtime(jobs=4)``, ``Runtime(dask_address=...)``); a failed case is a record with
+    its error (``on_error="fail"``: the rest are not run); a case whose files and tool version are
+    unchanged since the last run into ``outdir`` is reused unless ``force``; ``perfetto_window``
+    (``("steady", 0)``, ``("all", 0)``, ``("worst-steps", n)``) also exports each case's timeline.
+    Returns the :class:`~tracetriage.batches.BatchResult`."""
+    from tracetriage.batches import run_batch
+
+    if options is None:
+        check_step_range(values.get("step_range"))
+    runtime = _runtime(runtime)
+    check_jobs(runtime.jobs)
+    options = _options(options, values)
+    return run_batch(list(_as_list(inputs)), str(outdir), options, runtime, on_error=on_error, force=force,
+                     progress=progress, case_timeout=case_timeout, perfetto_window=perfetto_window)
+
+
+def _as_list(inputs) -> list[str]:
+    return [str(inputs)] if isinstance(inputs, (str, Path)) else [str(item) for item in inputs]
+
+
+def _batch_folder(inputs: list[str], batch_dir, step_range: str | None, force: bool, runtime: Runtime) -> Path:
+    """The batch output folder trend reads: ``inputs`` itself when it is one (it holds summary.parquet),
+    else the folder batch analyzes the captures into first (``batch_dir``; default: a folder per set of
+    inputs under the analysis cache, never beside the captures)."""
+    import hashlib
+
+    from tracetriage.batches import run_batch
+    from tracetriage.errors import TraceFormatError, UsageError
+
+    tables = [item for item in inputs if Path(item).is_dir() and (Path(item) / "summary.parquet").is_file()]
+    if tables and len(inputs) > 1:
+        raise UsageError(None, f"give one batch output folder ({', '.join(tables)} hold batch tables), or captures to analyze")
+    for item in inputs:
+        if not any(ch in item for ch in "*?[") and not Path(item).exists():
+            raise TraceFormatError(item, "no such file or directory")
+    if tables:
+        return Path(inputs[0])
+    if batch_dir:
+        outdir = Path(batch_dir)
+    else:
+        from tracetriage.cache import default_dir
+
+        key = hashlib.sha256("\0".join(str(Path(item).resolve()) for item in inputs).encode()).hexdigest()[:16]
+        outdir = (runtime.cache.dir if runtime.cache is not None else default_dir()) / "trend-batch" / key
+    # trend's batch keeps no models or metrics in the cache: its tables are what trend reads
+    run_batch(inputs, str(outdir), Options(step_range=step_range), replace(runtime, cache=None), force=force, progress=False)
+    return outdir
+
+
+def _read_tables(outdir: Path):
+    """batch's summary, findings and kernels tables (kernels None when absent), typed for trend."""
+    import pandas as pd
+
+    from tracetriage.analyzers.trend import coerce_tables
+    from tracetriage.errors import TraceFormatError
+
+    try:
+        summary = pd.read_parquet(outdir / "summary.parquet")
+        findings = pd.read_parquet(outdir / "findings.parquet")
+        kernels = pd.read_parquet(outdir / "kernels.parquet") if (outdir / "kernels.parquet").is_file() else None
+    except Exception as exc:  # noqa: BLE001 - a damaged table is the input's problem, said in one line
+        raise TraceFormatError(str(outdir), f"cannot read the batch tables: {exc}") from None
+    missing = [column for column in ("capture_start_ns", "device_model", "step_p50_ms") if column not in summary]
+    if missing:
+        raise TraceFormatError(str(outdir), f"the batch tables lack {', '.join(missing)} (written by an older tracetriage): "
+                                            "re-run tracetriage batch with --force into this folder")
+    return coerce_tables(summary, findings, kernels)
+
+
+def _check_analyzed(summary, inputs: list[str], outdir: Path) -> None:
+    """Some case analyzed, else the input's problem (exit 3) or nothing to follow (exit 4)."""
+    from tracetriage.errors import MissingDataError, TraceFormatError
+
+    if (summary["status"] == "ok").any():
+        return
+    failed = summary[summary["status"] != "ok"]
+    if len(failed):  # every case unreadable: the input's problem, as analyze and compare say it (exit 3)
+        raise TraceFormatError(str(inputs[0]), f"no case could be analyzed: {len(failed)} failed, the first: "
+                                               f"{failed['error'].iloc[0]} (all: {outdir / 'index.html'})")
+    if all(Path(item).is_file() for item in inputs):  # named files none of which is a capture: unreadable input
+        raise TraceFormatError(str(inputs[0]), "not a capture tracetriage reads (nor a batch output folder)")
+    raise MissingDataError(str(inputs[0]), "nothing to follow over time: no capture found")
+
+
+def _pair_comparer(outdir: Path, threshold_pct: float):
+    """compare_pair for trend: the comparison of two cases from their saved analysis.json, each
+    read and checked once however many changes it borders; None when either file is damaged."""
+    import json
+
+    from tracetriage.analyzers.compare import check_saved
+    from tracetriage.analyzers.compare import compare as _compare
+
+    loaded: dict[str, dict | None] = {}
+
+    def saved(row) -> dict | None:
+        key = str(row["report_json"])
+        if key not in loaded:
+            try:
+                data = json.loads((outdir / key).read_text(encoding="utf-8"))
+            except (OSError, TypeError, ValueError):
+                data = None
+            loaded[key] = data if isinstance(data, dict) and not check_saved(data) else None
+        return loaded[key]
+
+    def compare_pair(before_row, after_row):
+        before, after = saved(before_row), saved(after_row)
+        if before is None or after is None:
+            return None  # a damaged case file: the change is still reported, without its causes
+        return _compare(before, after, str(before_row["path"]), str(after_row["path"]), threshold_pct=threshold_pct)
+
+    return compare_pair
+
+
+def trend(tables_or_inputs, *, order_by: str = "time", group_by: str | None = None, threshold_pct: float = 5.0,
+          baseline: str | None = None, gate: bool = False, batch_dir=None, force: bool = False,
+          step_range: str | None = None, runtime: Runtime | None = None) -> Trend:
+    """An archive over time. ``tables_or_inputs``: a batch output folder (with summary.parquet),
+    or captures, folders and archives that :func:`batch` analyzes first (into ``batch_dir``,
+    default a folder under the analysis cache; ``force``, ``step_range`` and ``runtime``'s
+    executor apply to it). ``order_by``: time (the capture's start) or name; ``group_by``: an
+    extra group key, a path component index (-2: the folder holding the case) or ``tag:FILE``;
+    ``threshold_pct``: the practical minimum of a change, in % of the step; ``gate``: judge the
+    latest capture of each group, against the capture named ``baseline`` when given."""
+    from tracetriage.analyzers.trend import case_names, case_paths, check_grouping, group_by_key, matches_baseline
+    from tracetriage.analyzers.trend import trend as _trend
+    from tracetriage.errors import UsageError
+
+    check_step_range(step_range)
+    if not 0 < threshold_pct < 100:
+        raise UsageError(None, f"--threshold {threshold_pct:g}: give a percentage above 0 and below 100")
+    if baseline is not None and not gate:
+        raise UsageError(None, f"--baseline {baseline} is the reference of --gate: add --gate (without it trend "
+                               "reports the changes each series shows, against no one capture)")
+    group_by_key(group_by)  # a bad key is refused before batch runs
+    inputs = _as_list(tables_or_inputs)
+    outdir = _batch_folder(inputs, batch_dir, step_range, force, _runtime(runtime))
+    summary, findings, kernels = _read_tables(outdir)
+    _check_analyzed(summary, inputs, outdir)
+    names = case_names(summary)
+    if baseline is not None and not any(matches_baseline(name, baseline) for name in names.values()):
+        raise UsageError(None, f"--baseline {baseline!r}: no case of that name (e.g. {next(iter(names.values()))!r})")
+    cases = case_paths(summary)
+    grouping = group_by_key(group_by, cases)
+    if grouping is not None:
+        check_grouping(group_by, grouping, summary, names, cases)
+    result = _trend(summary, findings, kernels, order_by=order_by, group_by=grouping, threshold_pct=threshold_pct,
+                    baseline=baseline, compare_pair=_pair_comparer(outdir, threshold_pct))
+    result["batch_dir"] = str(outdir)
+    if baseline is not None and not any(matches_baseline(case["name"], baseline)
+                                        for group in result["groups"] for case in group["cases"]):
+        raise UsageError(None, f"--baseline {baseline}: that case is in no series (failed, or alone in its group), "
+                               "so the gate would judge nothing: name a capture of a series")
+    return Trend(result, gate)

@@ -22,11 +22,13 @@ the same size — is a different entry, and a changed row near either end change
 even if the mtime was preserved. Entries live in a user cache directory (``--cache-dir``,
 else ``$TRACETRIAGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/tracetriage``, else
 ``~/.cache/tracetriage``), never beside the input; the directory is created private
-(0700). Its size is bounded (``TRACETRIAGE_CACHE_MAX_GB``, default 20 GB): after a write,
-the least recently used entries are removed until it fits. Files smaller than
-:data:`MIN_CACHED_BYTES` are not cached (reading them is faster than caching them).
-A cache entry that cannot be read is ignored and rewritten; a cache that cannot be
-written is skipped with no error — the cache is an accelerator, never a requirement.
+(0700). The entry point's :class:`~tracetriage.runtime.Runtime` holds the :class:`Cache` and
+memoises parsing and per-trace analysis through it; parsers and analyzers never see it.
+Its size is bounded (``TRACETRIAGE_CACHE_MAX_GB``, default 20 GB): after a write, the least
+recently used entries are removed until it fits. Files smaller than :data:`MIN_CACHED_BYTES`
+are not cached (reading them is faster than caching them). A cache entry that cannot be read
+is ignored and rewritten; a cache that cannot be written is skipped with no error — the
+cache is an accelerator, never a requirement.
 """
 
 from __future__ import annotations
@@ -74,7 +76,6 @@ def metrics_version() -> str:
 
 
 MIN_CACHED_BYTES = 4 * 1024 * 1024
-HASHED_BYTES = 1 << 20
 DEFAULT_MAX_BYTES = 20 * 1000 ** 3
 
 _TABLES = ("gpu", "api", "ranges", "syncs", "devices", "processes", "ops", "op_kernels")
@@ -97,22 +98,16 @@ class Cache:
 
     # -- identity ----------------------------------------------------------------------
     @staticmethod
-    def identity(path: str | os.PathLike, force: bool = False) -> str | None:
-        """A key that changes with the file's content (see the module docstring); None for small
-        files unless ``force``."""
+    def identity(path: str | os.PathLike) -> str | None:
+        """A key that changes with the file's content (see the module docstring); None for files
+        smaller than :data:`MIN_CACHED_BYTES` (and unreadable ones)."""
+        from tracetriage.parsers.reports import file_identity
+
         p = Path(path)
         try:
-            st = p.stat()
-            if st.st_size < MIN_CACHED_BYTES and not force:
+            if p.stat().st_size < MIN_CACHED_BYTES:
                 return None
-            h = hashlib.sha256()
-            h.update(f"{p.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-            with open(p, "rb") as fh:
-                h.update(fh.read(HASHED_BYTES))
-                if st.st_size > HASHED_BYTES:
-                    fh.seek(max(HASHED_BYTES, st.st_size - HASHED_BYTES))
-                    h.update(fh.read(HASHED_BYTES))
-            return h.hexdigest()[:32]
+            return file_identity(p)
         except OSError:
             return None
 
@@ -347,17 +342,3 @@ def _jsonable(x):
     if isinstance(x, (str, int, float, bool)) or x is None:
         return x
     return str(x)
-
-
-_ACTIVE: Cache | None = None
-
-
-def configure(directory=None, enabled: bool = True) -> Cache | None:
-    """The process's cache (None: caching off). The CLI calls this from --cache-dir / --no-cache."""
-    global _ACTIVE
-    _ACTIVE = Cache(directory) if enabled else None
-    return _ACTIVE
-
-
-def active() -> Cache | None:
-    return _ACTIVE

@@ -241,7 +241,7 @@ def _bundle_files(directory: Path) -> list[Path]:
 MAX_ARCHIVE_DEPTH = 2  # an archive in a folder, or in an archive: no deeper (a zip quine never ends)
 
 
-def _open_with_archives(paths, archives: list[Path], step_range, depth: int = 0) -> Case:
+def _open_with_archives(paths, archives: list[Path], step_range, depth: int = 0, runtime=None) -> Case:
     """Archives are extracted (safely, see tracetriage.archive) into a private temporary
     directory that is removed once the files are parsed; inputs are named
     ``archive!/member`` so reports, and errors, point at what the user gave."""
@@ -271,7 +271,7 @@ def _open_with_archives(paths, archives: list[Path], step_range, depth: int = 0)
             else:
                 expanded.append(p)
         try:
-            case = open_case(expanded, step_range, _depth=depth + 1)
+            case = open_case(expanded, step_range, runtime=runtime, _depth=depth + 1)
         except TraceTriageError as exc:  # name the member as the user sees it, never the temporary copy
             exc.path = rename(exc.path) if exc.path else exc.path
             exc.args = (f"{exc.path}: {exc.problem}" if exc.path else exc.problem,)
@@ -344,12 +344,17 @@ def _tie_graph_replays(case: Case) -> None:
                 item["warnings"].append(note)
 
 
-def open_case(paths, step_range: str | None = None, _depth: int = 0) -> Case:
+def open_case(paths, step_range: str | None = None, runtime=None, _depth: int = 0) -> Case:
     """Open files and directories as one case. Raises a TraceTriageError on bad input.
 
     An archive (zip, tar, tar.gz: recognised by content) is extracted and its files are part
-    of the case, whether it is named or lies in a folder; a corrupt one is an input error."""
+    of the case, whether it is named or lies in a folder; a corrupt one is an input error.
+    ``runtime`` (a :class:`~tracetriage.runtime.Runtime`; default: no cache, nsys from $NSYS or
+    PATH) parses each trace file, through its cache, and exports .nsys-rep reports."""
     from tracetriage import parsers as registry
+    from tracetriage.runtime import Runtime
+
+    runtime = runtime if runtime is not None else Runtime.create(use_cache=False)
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -361,7 +366,7 @@ def open_case(paths, step_range: str | None = None, _depth: int = 0) -> Case:
             raise UnsupportedInputError(p, problem)
     archives = [Path(p) for p in paths if Path(p).is_file() and is_archive(Path(p))]
     if archives:
-        return _open_with_archives(paths, archives, step_range, _depth)
+        return _open_with_archives(paths, archives, step_range, _depth, runtime)
     case = Case(paths=[str(p) for p in paths])
     candidates: list[tuple[Path, bool]] = []
     for p in map(Path, paths):
@@ -381,7 +386,7 @@ def open_case(paths, step_range: str | None = None, _depth: int = 0) -> Case:
             continue
         if not explicit and is_archive(path):  # an archive in the folder: its files join the case
             try:
-                _merge(case, _open_with_archives([path], [path], step_range, _depth))
+                _merge(case, _open_with_archives([path], [path], step_range, _depth, runtime))
             except MissingDataError as exc:
                 case.skipped.append({"path": str(path), "reason": exc.problem})
             except TraceTriageError as exc:
@@ -405,7 +410,7 @@ def open_case(paths, step_range: str | None = None, _depth: int = 0) -> Case:
             csv_groups.setdefault(path.parent, []).append((path, explicit))
             continue
         try:
-            registry.load(case, path, kind)
+            registry.load(case, path, kind, runtime.read_trace, runtime.exporter)
         except registry.NotReadableYet as exc:
             if explicit:
                 raise

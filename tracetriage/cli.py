@@ -16,14 +16,8 @@ from tracetriage.errors import (
     EXIT_USAGE,
     TraceTriageError,
 )
+from tracetriage.options import check_symptom
 from tracetriage.reports import FORMATS
-
-from tracetriage.options import check_slo, check_symptom  # noqa: E402 - one validation with the API
-
-
-def parse_slo(text: str | None) -> dict:
-    """``ttft_p95_ms=800,tpot_p95_ms=50`` -> {"ttft_p95_ms": 800.0, ...}; unknown keys are a usage error."""
-    return check_slo(text or None)
 
 
 def _cache_options(parser) -> None:
@@ -35,23 +29,27 @@ def _cache_options(parser) -> None:
                                                        "(default: $NSYS, else nsys on PATH)")
 
 
-def _configure_cache(args):
-    import os
+def _runtime(args):
+    """The Runtime of one command: --cache-dir / --no-cache, --nsys, and batch's --jobs / --dask."""
+    from tracetriage.runtime import Runtime
 
-    from tracetriage import cache
-    from tracetriage.parsers import reports
+    return Runtime.create(args.cache_dir, use_cache=not args.no_cache, nsys=args.nsys,
+                          jobs=getattr(args, "jobs", None), dask_address=getattr(args, "dask", None))
 
-    if args.nsys:
-        reports.set_nsys(args.nsys)
-        os.environ["NSYS"] = args.nsys  # batch workers are other processes
-    return cache.configure(args.cache_dir, enabled=not args.no_cache)
+
+def _options(args):
+    """--symptom, --step-range and --slo, checked in that order."""
+    from tracetriage.runtime import Options
+
+    return Options.checked(getattr(args, "symptom", None), args.slo, args.step_range)
 
 
 def _verdict_options(parser) -> None:
     parser.add_argument("--symptom", metavar="{" + ",".join(AXES) + "}",
                         help="the symptom the user suffers: its findings rank first (default: the top finding of each axis)")
     parser.add_argument("--slo", metavar="BUDGETS",
-                        help="latency budgets the findings are checked against, e.g. ttft_p95_ms=800,tpot_p95_ms=50,itl_p99_ms=100")
+                        help="latency budgets the findings are checked against, e.g. "
+                             "ttft_p95_ms=800,tpot_p95_ms=50,itl_p99_ms=100")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -87,12 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
     _verdict_options(a)
     _cache_options(a)
 
-    b = sub.add_parser("batch", help="analyze every case under directories, globs or archives; write index.html and summary.parquet",
+    b = sub.add_parser("batch", help="analyze every case under directories, globs or archives; write index.html and "
+                                     "summary.parquet",
                        description="One case per trace file, or per directory bundling a trace with its side artifacts.")
-    b.add_argument("inputs", nargs="+", metavar="INPUT", help="directories, glob patterns, trace files, .tar.gz/.tgz/.zip archives")
+    b.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="directories, glob patterns, trace files, .tar.gz/.tgz/.zip archives")
     b.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="where reports, index.html and the parquet tables go")
     b.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: number of cores)")
-    b.add_argument("--on-error", choices=["skip", "fail"], default="skip", help="skip (default): record a failed case and go on; fail: stop at the first")
+    b.add_argument("--on-error", choices=["skip", "fail"], default="skip",
+                   help="skip (default): record a failed case and go on; fail: stop at the first")
     b.add_argument("--force", action="store_true", help="re-analyze cases whose files and tool version did not change")
     b.add_argument("--dask", metavar="ADDRESS", help="run the cases on an existing Dask distributed scheduler")
     b.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
@@ -200,18 +201,6 @@ def _check_output(args) -> None:
         raise OutputError(out, f"cannot write the report: cannot make folder {out.parent}: {exc.strerror or exc}") from None
 
 
-def _validate_regex(pattern):
-    import re
-
-    from tracetriage.errors import UsageError
-
-    if pattern:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise UsageError(None, f"--step-range is not a valid regular expression: {exc}") from None
-
-
 def _emit(args, text: str, summary: str) -> None:
     """The report to -o FILE (with a one-line note on stderr) or to standard output."""
     text = text.encode("utf-8", "replace").decode("utf-8")  # lone surrogates from a capture become '?'
@@ -222,7 +211,8 @@ def _emit(args, text: str, summary: str) -> None:
             Path(args.output).write_text(text, encoding="utf-8")
         except OSError as exc:
             raise OutputError(args.output, f"cannot write the report: {exc.strerror or exc}") from None
-        print(f"tracetriage: wrote {args.output}: {one_line(summary)}".encode("utf-8", "replace").decode("utf-8"), file=sys.stderr)
+        note = f"tracetriage: wrote {args.output}: {one_line(summary)}"
+        print(note.encode("utf-8", "replace").decode("utf-8"), file=sys.stderr)
     else:
         sys.stdout.write(text)
 
@@ -236,7 +226,8 @@ def _progress_note(paths, fmt: str):
 
     if fmt == "json" or not sys.stderr.isatty():
         return None
-    timer = threading.Timer(PROGRESS_AFTER_S, lambda: print(f"tracetriage: reading and analyzing {', '.join(map(str, paths))[:200]} ... "
+    named = ", ".join(map(str, paths))[:200]
+    timer = threading.Timer(PROGRESS_AFTER_S, lambda: print(f"tracetriage: reading and analyzing {named} ... "
                                                "(large captures are cached: the next run is fast)", file=sys.stderr))
     timer.daemon = True
     timer.start()
@@ -279,28 +270,25 @@ def _distinct_paths(paths: list[str]) -> list[str]:
 
 
 def cmd_analyze(args) -> int:
-    from tracetriage import analyze
+    import warnings
+
+    from tracetriage import analyze, open_case
     from tracetriage.reports import render
 
-    _validate_regex(args.step_range)
-    slo = parse_slo(args.slo)
+    options = _options(args)
     _check_output(args)
     export_to, window = _perfetto_request(args)
     fmt = "perfetto" if export_to and export_to == args.output else _format_for(args)
-    _configure_cache(args)
-    import warnings
-
-    from tracetriage import open_case
-
+    runtime = _runtime(args)
     paths = _distinct_paths(args.paths)
     progress = _progress_note(paths, fmt)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            case = open_case(paths)
+            case = open_case(paths, runtime=runtime)
             if len(case.traces) > 1:  # several files, or a folder of them
                 _check_one_run(case)
-            analysis = analyze(case, step_range=args.step_range, symptom=args.symptom, slo=slo)
+            analysis = analyze(case, options, runtime)
     finally:
         if progress:
             progress.cancel()
@@ -310,7 +298,7 @@ def cmd_analyze(args) -> int:
     if export_to:
         _perfetto_export(case, analysis, export_to, window)
     if fmt != "perfetto":
-        _emit(args, render(analysis, fmt), analysis.headline)
+        _emit(args, render(analysis, fmt, runtime.cache), analysis.headline)
     return EXIT_FAIL_ON if _fails(analysis.findings, args.fail_on) else EXIT_OK
 
 
@@ -404,303 +392,94 @@ def _perfetto_export(case, analysis, path: str, window: tuple[str, int]) -> None
 
 
 def cmd_batch(args) -> int:
-    from tracetriage.batch import run_batch
+    from tracetriage import batch
+    from tracetriage.api import check_jobs
     from tracetriage.errors import EXIT_BATCH_FAILED, UsageError
+    from tracetriage.runtime import check_step_range
 
-    _validate_regex(args.step_range)
-    if args.jobs is not None and args.jobs < 1:
-        raise UsageError(None, "--jobs must be at least 1")
+    check_step_range(args.step_range)
+    check_jobs(args.jobs)
     if args.perfetto_window is not None and not args.perfetto:
         raise UsageError(None, "--perfetto-window chooses what each case's Perfetto timeline holds: add --perfetto")
-    slo = parse_slo(args.slo)
-    result = run_batch(args.inputs, args.output, jobs=args.jobs, on_error=args.on_error, force=args.force,
-                       dask_address=args.dask, step_range=args.step_range, progress=not args.no_progress,
-                       symptom=args.symptom, slo=slo, case_timeout=args.case_timeout,
-                       perfetto_window=parse_perfetto_window(args.perfetto_window) if args.perfetto else None,
-                       cache_dir=None if args.no_cache else str(_configure_cache(args).dir))
-    print(f"tracetriage: {len(result.records)} cases: {result.analyzed} analyzed, {result.reused} unchanged, "
-          f"{result.failed} failed{f', {result.not_run} not run' if result.not_run else ''}; "
-          f"wrote {Path(args.output) / 'index.html'} and summary.parquet ({result.seconds} s)", file=sys.stderr)
-    for r in result.records:
-        if r["status"] != "ok":
-            print(f"tracetriage: {r['status']}: {one_line(str(r['error']))}", file=sys.stderr)
+    result = batch(args.inputs, args.output, _options(args), runtime=_runtime(args), on_error=args.on_error,
+                   force=args.force, progress=not args.no_progress, case_timeout=args.case_timeout,
+                   perfetto_window=parse_perfetto_window(args.perfetto_window) if args.perfetto else None)
+    _batch_note(result, args.output)
     if (result.failed or result.not_run) and not args.exit_zero:
         return EXIT_BATCH_FAILED
-    if any(_fails(r.get("findings") or [], args.fail_on) for r in result.records):
+    if any(_fails(record.get("findings") or [], args.fail_on) for record in result.records):
         return EXIT_FAIL_ON
     return EXIT_OK
 
 
-def _load_analysis(path: str, step_range, symptom=None, slo=None):
-    import json
-
-    from tracetriage import analyze, open_case
-
-    from tracetriage.errors import TraceFormatError
-
-    p = Path(path)
-    if p.is_file() and p.suffix == ".json":
-        try:
-            with p.open("rb") as fh:
-                head = fh.read(1 << 16)
-        except OSError:
-            head = b""
-        data = None
-        if b'"schema": "tracetriage.' in head or b'"schema":"tracetriage.' in head:  # one of ours: read it whole
-            try:
-                data = json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise TraceFormatError(str(path), f"a tracetriage result that is not valid JSON (truncated?): {exc}") from None
-            schema = data.get("schema") if isinstance(data, dict) else None
-            if schema != "tracetriage.analysis/1":
-                raise TraceFormatError(str(path), f"a {schema} result, not an analysis (tracetriage.analysis/1): compare "
-                                                  "takes captures or saved analysis.json files")
-        if isinstance(data, dict) and data.get("schema") == "tracetriage.analysis/1":
-            from tracetriage.analyzers.compare import check_saved
-
-            problem = check_saved(data)
-            if problem:
-                raise TraceFormatError(str(path), f"a saved analysis, but {problem}")
-            return data
-    return analyze(open_case([path]), step_range=step_range, symptom=symptom, slo=slo).data
+def _batch_note(result, outdir: str) -> None:
+    """What batch did, on stderr: the counts, then one line per case that failed or did not run."""
+    print(f"tracetriage: {len(result.records)} cases: {result.analyzed} analyzed, {result.reused} unchanged, "
+          f"{result.failed} failed{f', {result.not_run} not run' if result.not_run else ''}; "
+          f"wrote {Path(outdir) / 'index.html'} and summary.parquet ({result.seconds} s)", file=sys.stderr)
+    for record in result.records:
+        if record["status"] != "ok":
+            print(f"tracetriage: {record['status']}: {one_line(str(record['error']))}", file=sys.stderr)
 
 
 def cmd_compare(args) -> int:
-    from tracetriage.analyzers.compare import compare, gate_exit
-    from tracetriage.reports.compare import render_compare
+    from tracetriage import compare
 
-    _validate_regex(args.step_range)
-    slo = parse_slo(args.slo)
+    options = _options(args)
     _check_output(args)
     fmt = _format_for(args)
-    if not 0 < args.gate_threshold < 100:  # before minutes of parsing, not after
-        from tracetriage.errors import UsageError
-
-        raise UsageError(None, f"--gate-threshold {args.gate_threshold:g}: give a percentage above 0 and below 100")
-    _configure_cache(args)
-    before = _load_analysis(args.before, args.step_range, args.symptom, slo)
-    after = _load_analysis(args.after, args.step_range, args.symptom, slo)
-    result = compare(before, after, args.before, args.after, threshold_pct=args.gate_threshold, slo=slo)
-    _emit(args, render_compare(result, fmt), result["summary"])
-    return gate_exit(result) if args.gate else EXIT_OK
-
-
-NO_TAG = "(no tag)"
-
-
-def _group_by(key: str | None, case_path: dict[str, str] | None = None):
-    """``--group-by``: a path component of the case, indexed as Python indexes its parts (-1 the
-    case itself, refused: a case's own name groups nothing; -2 the folder holding it; 0 the
-    root), the case being what trend names (``case_path``: batch's path -> the case, its folder
-    for ``.../nightly-01/trace.sqlite``); or ``tag:FILE`` (FILE's first line in the case's folder)."""
-    if not key:
-        return None
-    from tracetriage.errors import UsageError
-
-    if key.startswith("tag:") and key[4:]:
-        name = key[4:]
-
-        def tag(path: str) -> str:
-            folder = Path(path) if Path(path).is_dir() else Path(path).parent
-            try:
-                return (folder / name).read_text(encoding="utf-8", errors="replace").strip().splitlines()[0][:200]
-            except (OSError, IndexError):
-                return NO_TAG
-        return tag
-    try:
-        index = int(key)
-    except ValueError:
-        raise UsageError(None, f"--group-by {key!r}: give a path component index (e.g. -2) or tag:FILE") from None
-    if index == -1:
-        raise UsageError(None, f"--group-by -1 is the case itself, and a case's own name is no group key (every case "
-                               f"would be alone): {GROUP_BY_HINT}")
-
-    def component(path: str) -> str:
-        parts = Path((case_path or {}).get(str(path), path)).parts
-        return parts[index] if -len(parts) <= index < len(parts) else "(none)"
-    return component
-
-
-GROUP_BY_HINT = "-2 is the folder holding the case, -3 the folder above that"
-
-
-def _trend_tables(summary, findings, kernels):
-    """The batch tables with every column trend reads coerced to its type (the folder is input
-    like any other: a column of the wrong type becomes missing values, never a crash)."""
-    import pandas as pd
-
-    from tracetriage.analyzers.trend import BASE_SERIES
-
-    def numbers(df, cols):
-        for c in cols:
-            df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64") if c in df else float("nan")
-
-    def texts(df, cols):
-        for c in cols:
-            df[c] = df[c].astype("string").fillna("") if c in df else ""
-
-    summary = summary.copy()
-    numbers(summary, list(BASE_SERIES))
-    for c in ("capture_start_ns", "device_count", "world_size"):
-        v = pd.to_numeric(summary[c], errors="coerce") if c in summary else pd.Series(float("nan"), index=summary.index)
-        summary[c] = v.where(v.abs() < 2**62).round().astype("Int64")
-    texts(summary, ["case_id", "path", "status", "error", "device_model", "program", "report_json", "report_html"])
-    findings = findings.copy()
-    numbers(findings, ["ms_per_step"])
-    texts(findings, ["case_id", "id"])
-    if kernels is not None:
-        kernels = kernels.copy()
-        numbers(kernels, ["ms_per_step"])
-        texts(kernels, ["case_id", "name"])
-    return summary, findings, kernels
+    runtime = _runtime(args)
+    result = compare(args.before, args.after, options, threshold_pct=args.gate_threshold, runtime=runtime)
+    _emit(args, result.render(fmt, runtime.cache), result.summary)
+    return result.gate_exit() if args.gate else EXIT_OK
 
 
 def cmd_trend(args) -> int:
-    import json
+    import os
 
-    import pandas as pd
+    from tracetriage import trend
+    from tracetriage.runtime import check_step_range
 
-    from tracetriage.analyzers.compare import compare
-    from tracetriage.analyzers.trend import trend
-    from tracetriage.errors import TraceFormatError, UsageError
-    from tracetriage.reports.trend import render_trend
+    check_step_range(args.step_range)
+    fmt = _trend_format(args)
+    runtime = _runtime(args)
+    result = trend(args.inputs, order_by=args.order_by, group_by=args.group_by, threshold_pct=args.threshold,
+                   baseline=args.baseline, gate=args.gate, batch_dir=args.batch_dir, force=args.force,
+                   step_range=args.step_range, runtime=runtime)
+    if fmt == "parquet":
+        _write_table(args.output, result)
+    else:
+        links = os.path.relpath(result.batch_dir, Path(args.output).resolve().parent) if args.output else None
+        _emit(args, result.render(fmt, links, runtime.cache), result.summary)
+    return EXIT_REGRESSED if args.gate and result.regressed else EXIT_OK
 
-    _validate_regex(args.step_range)
+
+def _trend_format(args) -> str:
+    """trend's output format: a report's (see :func:`_format_for`), or parquet (--format parquet, or
+    -o FILE.parquet), which is a binary table and needs -o."""
+    from tracetriage.errors import UsageError
+
     if args.output == "-":
         args.output = None  # standard output (a binary table is refused below)
-    _check_output(args) if (args.format or "") != "parquet" and not (args.output or "").endswith(".parquet") else None
-    fmt = "parquet" if args.format == "parquet" or (not args.format and (args.output or "").endswith(".parquet")) else _format_for(args)
+    named_table = (args.output or "").endswith(".parquet")
+    if args.format != "parquet" and not named_table:
+        _check_output(args)
+    fmt = "parquet" if args.format == "parquet" or (not args.format and named_table) else _format_for(args)
     if fmt == "parquet" and not args.output:
         raise UsageError(None, "--format parquet writes a binary table: give -o FILE.parquet")
-    if not 0 < args.threshold < 100:
-        raise UsageError(None, f"--threshold {args.threshold:g}: give a percentage above 0 and below 100")
-    if args.baseline is not None and not args.gate:
-        raise UsageError(None, f"--baseline {args.baseline} is the reference of --gate: add --gate (without it trend "
-                               "reports the changes each series shows, against no one capture)")
-    _group_by(args.group_by)  # a bad key is refused before batch runs
-    folder = Path(args.inputs[0])
-    tables = [p for p in args.inputs if Path(p).is_dir() and (Path(p) / "summary.parquet").is_file()]
-    if tables and len(args.inputs) > 1:
-        raise UsageError(None, f"give one batch output folder ({', '.join(tables)} hold batch tables), or captures to analyze")
-    for p in args.inputs:
-        if not any(ch in p for ch in "*?[") and not Path(p).exists():
-            raise TraceFormatError(p, "no such file or directory")
-    if tables:
-        outdir = folder
-    else:
-        import hashlib
+    return fmt
 
-        from tracetriage.batch import run_batch
 
-        cache = _configure_cache(args)
-        if args.batch_dir:
-            outdir = Path(args.batch_dir)
-        else:  # never beside the user's captures: under the analysis cache, one folder per set of inputs
-            from tracetriage.cache import default_dir
+def _write_table(path: str, result) -> None:
+    """trend --format parquet: the series table to ``path``, with the one-line note on stderr."""
+    from tracetriage.errors import OutputError
 
-            key = hashlib.sha256("\0".join(str(Path(p).resolve()) for p in args.inputs).encode()).hexdigest()[:16]
-            outdir = (Path(cache.dir) if cache is not None else default_dir()) / "trend-batch" / key
-        run_batch(args.inputs, str(outdir), jobs=args.jobs, force=args.force, dask_address=args.dask,
-                  step_range=args.step_range, progress=False)
     try:
-        summary = pd.read_parquet(outdir / "summary.parquet")
-        findings = pd.read_parquet(outdir / "findings.parquet")
-        kernels = pd.read_parquet(outdir / "kernels.parquet") if (outdir / "kernels.parquet").is_file() else None
-    except Exception as exc:  # noqa: BLE001 - a damaged table is the input's problem, said in one line
-        raise TraceFormatError(str(outdir), f"cannot read the batch tables: {exc}") from None
-    missing = [c for c in ("capture_start_ns", "device_model", "step_p50_ms") if c not in summary]
-    if missing:
-        raise TraceFormatError(str(outdir), f"the batch tables lack {', '.join(missing)} (written by an older tracetriage): "
-                                            "re-run tracetriage batch with --force into this folder")
-
-    summary, findings, kernels = _trend_tables(summary, findings, kernels)
-    if not (summary["status"] == "ok").any():
-        from tracetriage.errors import MissingDataError
-
-        failed = summary[summary["status"] != "ok"]
-        if len(failed):  # every case unreadable: the input's problem, as analyze and compare say it (exit 3)
-            raise TraceFormatError(str(args.inputs[0]), f"no case could be analyzed: {len(failed)} failed, the first: "
-                                                        f"{failed['error'].iloc[0]} (all: {outdir / 'index.html'})")
-        if all(Path(p).is_file() for p in args.inputs):  # named files none of which is a capture: unreadable input
-            raise TraceFormatError(str(args.inputs[0]), "not a capture tracetriage reads (nor a batch output folder)")
-        raise MissingDataError(str(args.inputs[0]), "nothing to follow over time: no capture found")
-    from tracetriage.analyzers.trend import case_names, case_paths, group_keys, matches_baseline
-
-    names = case_names(summary)
-    if args.baseline is not None:
-        if not any(matches_baseline(n, args.baseline) for n in names.values()):
-            raise UsageError(None, f"--baseline {args.baseline!r}: no case of that name (e.g. {next(iter(names.values()))!r})")
-    cases = case_paths(summary)
-    group_by = _group_by(args.group_by, cases)
-    if group_by is not None and args.group_by.lstrip("-").isdigit():
-        index = int(args.group_by)
-        if not any(-len(Path(p).parts) <= index < len(Path(p).parts) for p in cases.values()):
-            raise UsageError(None, f"--group-by {args.group_by}: no case path has a component at that index "
-                                   f"({GROUP_BY_HINT})")
-    elif group_by is not None and all(group_by(str(p)) == NO_TAG for p in summary["path"]):
-        raise UsageError(None, f"--group-by {args.group_by}: no case folder holds a file {args.group_by[4:]!r} "
-                               "(tag:FILE reads the first line of FILE beside each capture)")
-    ok = summary[summary["status"] == "ok"]
-    keys = group_keys(ok, group_by) if group_by is not None else []
-    if len(keys) > 1 and len(set(keys)) == len(keys) and len(set(group_keys(ok))) < len(keys):
-        # the grouping alone leaves no series where the signature would have some: never "0 group(s)" in silence
-        path, cid = str(ok["path"].iloc[0]), ok["case_id"].iloc[0]
-        how = (f"the component at {args.group_by} of {cases.get(path, path)}: {GROUP_BY_HINT}"
-               if args.group_by.lstrip("-").isdigit() else f"its {args.group_by[4:]}: every case's differs")
-        raise UsageError(None, f"--group-by {args.group_by} leaves every case alone in its group, so there is no series: "
-                               f"for {names.get(cid, path)} it picked {group_by(path)!r} ({how})")
-
-    loaded: dict[str, dict | None] = {}
-
-    def saved(row) -> dict | None:
-        """A case's analysis.json, read and checked once however many changes it borders."""
-        from tracetriage.analyzers.compare import check_saved
-
-        key = str(row["report_json"])
-        if key not in loaded:
-            try:
-                data = json.loads((outdir / key).read_text(encoding="utf-8"))
-            except (OSError, TypeError, ValueError):
-                data = None
-            loaded[key] = data if isinstance(data, dict) and not check_saved(data) else None
-        return loaded[key]
-
-    def compare_pair(before_row, after_row):
-        b, a = saved(before_row), saved(after_row)
-        if b is None or a is None:
-            return None  # a damaged case file: the change is still reported, without its causes
-        return compare(b, a, str(before_row["path"]), str(after_row["path"]), threshold_pct=args.threshold)
-
-    result = trend(summary, findings, kernels, order_by=args.order_by, group_by=group_by, threshold_pct=args.threshold,
-                   baseline=args.baseline, compare_pair=compare_pair)
-    result["batch_dir"] = str(outdir)
-    if args.baseline is not None and not any(matches_baseline(c["name"], args.baseline)
-                                             for g in result["groups"] for c in g["cases"]):
-        raise UsageError(None, f"--baseline {args.baseline}: that case is in no series (failed, or alone in its group), "
-                               "so the gate would judge nothing: name a capture of a series")
-    links = None
-    if args.output:
-        import os
-
-        links = os.path.relpath(outdir, Path(args.output).resolve().parent if Path(args.output).parent else ".")
-    summary_line = "; ".join(g["verdict"] for g in result["groups"]) or "no group of comparable captures"
-    if args.gate:  # the note on stderr says the gate's result too, not only the report in the file
-        from tracetriage.reports.trend import gate_line
-
-        summary_line += f"; {gate_line(result, True)}"
-    if fmt == "parquet":
-        from tracetriage.errors import OutputError
-        from tracetriage.reports.trend import series_frame
-
-        try:
-            Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-            series_frame(result).to_parquet(args.output, engine="pyarrow", index=False)
-        except OSError as exc:
-            raise OutputError(args.output, f"cannot write the table: {exc.strerror or exc}") from None
-        print(f"tracetriage: wrote {args.output}: {one_line(summary_line)}", file=sys.stderr)
-    else:
-        _emit(args, render_trend(result, fmt, links, gate=args.gate), summary_line)
-    return EXIT_REGRESSED if args.gate and result["gate"]["regressed"] else EXIT_OK
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        result.series_frame().to_parquet(path, engine="pyarrow", index=False)
+    except OSError as exc:
+        raise OutputError(path, f"cannot write the table: {exc.strerror or exc}") from None
+    print(f"tracetriage: wrote {path}: {one_line(result.summary)}", file=sys.stderr)
 
 
 def one_line(text: str) -> str:

@@ -35,6 +35,7 @@ from pathlib import Path
 from tracetriage import __version__
 from tracetriage.analyzers.compare import SERIES_FIGURES
 from tracetriage.errors import ArchiveError, TraceTriageError
+from tracetriage.runtime import Options, Runtime
 
 DEFAULT_CASE_TIMEOUT_S = 600.0
 TRACE_KINDS = ("nsys", "nsys_rep", "rocpd", "rpd", "gzip_sqlite", "rocprof_csv", "kineto", "rocprof_json")
@@ -296,10 +297,11 @@ def _alarm(signum, frame):
     raise CaseTimeout
 
 
-def analyze_case(spec: dict, outdir: str, options: dict | None = None, cache_dir: str | None = None,
+def analyze_case(spec: dict, outdir: str, options: dict | None = None, settings: dict | None = None,
                  timeout_s: float | None = None) -> dict:
     """Run one case (in a worker process) and write its reports; return its record.
-    ``options`` are analyze()'s keyword options (step_range, symptom, slo)."""
+    ``options`` are analyze()'s keyword options (step_range, symptom, slo); ``settings`` the
+    batch's :meth:`Runtime.settings <tracetriage.runtime.Runtime.settings>` (plain values)."""
     from tracetriage import analyze, open_case
     from tracetriage.analyzers.compare import trend_record
     from tracetriage.captured import capture_start_ns
@@ -308,10 +310,7 @@ def analyze_case(spec: dict, outdir: str, options: dict | None = None, cache_dir
     from tracetriage.reports import render
 
     tune_allocator()
-    if cache_dir:
-        from tracetriage import cache
-
-        cache.configure(cache_dir)
+    runtime = Runtime.from_settings(settings or {})
     t0 = time.perf_counter()
     case_dir = Path(outdir) / "cases" / spec["case_id"]
     case_dir.mkdir(parents=True, exist_ok=True)
@@ -333,8 +332,8 @@ def analyze_case(spec: dict, outdir: str, options: dict | None = None, cache_dir
     timeline = options.pop("perfetto_window", None)  # --perfetto: the case's timeline.pftrace beside its report
     if not spec.get("error"):
         try:
-            case = open_case(spec["paths"])
-            analysis = analyze(case, **options)
+            case = open_case(spec["paths"], runtime=runtime)
+            analysis = analyze(case, runtime=runtime, **options)
             if timeline and case.traces:
                 from tracetriage.analyzers.tracks import build_tracks
                 from tracetriage.reports.perfetto import export
@@ -347,7 +346,7 @@ def analyze_case(spec: dict, outdir: str, options: dict | None = None, cache_dir
                 record["timeline"] = f"cases/{spec['case_id']}/timeline.pftrace"
             del case
             (case_dir / "analysis.json").write_text(render(analysis, "json"), encoding="utf-8")
-            (case_dir / "report.html").write_text(render(analysis, "html"), encoding="utf-8")
+            (case_dir / "report.html").write_text(render(analysis, "html", runtime.cache), encoding="utf-8")
             trend = trend_record(analysis.data)
             record.update(status="ok", error=None, metrics=headline_metrics(analysis.data), trend=trend,
                           capture_start_ns=capture_start_ns(analysis.data),  # trend's order
@@ -382,13 +381,14 @@ def _previous(outdir: Path, spec: CaseSpec, options: dict) -> dict | None:
     return None
 
 
-def run_batch(inputs: list[str], outdir: str, jobs: int | None = None, on_error: str = "skip", force: bool = False,
-              dask_address: str | None = None, step_range: str | None = None, progress: bool = True,
-              symptom: str | None = None, slo: dict | None = None, cache_dir: str | None = None,
+def run_batch(inputs: list[str], outdir: str, options: Options = Options(), runtime: Runtime = Runtime(),
+              on_error: str = "skip", force: bool = False, progress: bool = True,
               case_timeout: float | None = DEFAULT_CASE_TIMEOUT_S, perfetto_window: tuple[str, int] | None = None) -> BatchResult:
-    """``perfetto_window`` (a parsed --perfetto-window): also export each case's timeline."""
+    """Every case under ``inputs`` analyzed with ``options``, on ``runtime``'s executor (its
+    ``jobs`` processes, or its Dask scheduler) and cache; ``perfetto_window`` (a parsed
+    --perfetto-window): also export each case's timeline."""
     t0 = time.perf_counter()
-    options = {k: v for k, v in (("step_range", step_range), ("symptom", symptom), ("slo", slo),
+    options = {k: v for k, v in (("step_range", options.step_range), ("symptom", options.symptom), ("slo", dict(options.slo)),
                                  ("perfetto_window", list(perfetto_window) if perfetto_window else None)) if v}
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
@@ -404,9 +404,8 @@ def run_batch(inputs: list[str], outdir: str, jobs: int | None = None, on_error:
             result.reused += old.get("status") == "ok"  # a failure kept from the last run counts as failed
         else:
             todo.append(s)
-    jobs = jobs or os.cpu_count() or 1
     stop = False
-    for record in _execute(todo, out, jobs, dask_address, options, progress, cache_dir, case_timeout):
+    for record in _execute(todo, out, runtime, options, progress, case_timeout):
         record["reused"] = False
         by_id[record["case_id"]] = record
         result.analyzed += record["status"] == "ok"  # analyzed, unchanged, failed and not run add up to the cases
@@ -422,22 +421,23 @@ def run_batch(inputs: list[str], outdir: str, jobs: int | None = None, on_error:
     result.records = [by_id[s.case_id] for s in specs if s.case_id in by_id]
     result.failed = sum(1 for r in result.records if r["status"] == "failed")
     result.seconds = round(time.perf_counter() - t0, 2)
-    write_outputs(result, out)
+    write_outputs(result, out, runtime.cache)
     return result
 
 
-def _execute(todo: list[CaseSpec], out: Path, jobs: int, dask_address: str | None, options: dict, progress: bool,
-             cache_dir: str | None = None, case_timeout: float | None = None):
+def _execute(todo: list[CaseSpec], out: Path, runtime: Runtime, options: dict, progress: bool,
+             case_timeout: float | None = None):
     if not todo:
         return
     bar = _bar(len(todo), progress)
     payload = [asdict(s) for s in todo]
+    settings = runtime.settings()
     try:
-        if dask_address:
+        if runtime.dask_address:
             from dask.distributed import Client, as_completed
 
-            with Client(dask_address) as client:
-                futures = client.map(analyze_case, payload, outdir=str(out), options=options, cache_dir=cache_dir,
+            with Client(runtime.dask_address) as client:
+                futures = client.map(analyze_case, payload, outdir=str(out), options=options, settings=settings,
                                      timeout_s=case_timeout, pure=False)
                 for fut in as_completed(futures):
                     bar.update(1)
@@ -448,8 +448,9 @@ def _execute(todo: list[CaseSpec], out: Path, jobs: int, dask_address: str | Non
         from concurrent.futures import as_completed as done
 
         ctx = multiprocessing.get_context("spawn")
+        jobs = runtime.jobs or os.cpu_count() or 1
         with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
-            futures = [pool.submit(analyze_case, p, str(out), options, cache_dir, case_timeout) for p in payload]
+            futures = [pool.submit(analyze_case, p, str(out), options, settings, case_timeout) for p in payload]
             try:
                 for fut in done(futures):
                     bar.update(1)
@@ -526,7 +527,9 @@ def index_rows(rows: list[dict], result: BatchResult) -> list[dict]:
     return sorted(out, key=lambda r: (r["status"] != "failed", -severity.get(r.get("top_severity"), -1), str(r["path"])))
 
 
-def write_outputs(result: BatchResult, out: Path) -> None:
+def write_outputs(result: BatchResult, out: Path, store=None) -> None:
+    """summary.parquet, findings.parquet, kernels.parquet and index.html (its compiled template
+    kept in ``store``, the analysis cache)."""
     import pandas as pd
 
     rows, findings, kernels = summary_rows(result)
@@ -555,6 +558,6 @@ def write_outputs(result: BatchResult, out: Path) -> None:
     fdf.to_parquet(out / "findings.parquet", engine="pyarrow", index=False)
     from tracetriage.reports.html import environment
 
-    html = environment().get_template("index.html.j2").render(rows=index_rows(rows, result), result=result,
+    html = environment(store).get_template("index.html.j2").render(rows=index_rows(rows, result), result=result,
                                                               version=__version__)
     (out / "index.html").write_text(html, encoding="utf-8")

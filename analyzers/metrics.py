@@ -1,0 +1,344 @@
+"""The typed metrics that flow from the analyzers to the rules and the renderers.
+
+Every type is a frozen, slotted dataclass: what an analyzer produced is never changed
+downstream (``dataclasses.replace`` makes a changed copy where one is needed, as the
+accounting of each device after the rules ran). Contract types (:class:`Window`,
+:class:`Gaps`, :class:`Copies`, :class:`StepStats`, :class:`DeviceMetrics`,
+:class:`ProcessMetrics`) write the JSON contract with :meth:`Contract.to_contract`: their
+fields in declaration order, which is the contract's key order, except the fields marked
+``private`` (figures the rules read that the contract does not carry). The contract leaves
+inside them (gap histograms, kernel rows, copy directions ...) stay plain dicts and lists,
+as the JSON has them; frozen means a field is never rebound, not that those leaves are
+deep-frozen: nothing writes into them after they are built.
+
+TEMPORARY: :class:`KeyBridge` lets the readers that still index the per-trace metrics by
+today's string keys (``device["busy_pct"]``, ``device["_slices"]``, ``process["_long_steps"]``,
+``trace["_odd"]``) keep working until they read fields. It is read-only: a reader that writes
+(``device["accounting"] = ...``) fails loudly. Readers that still use it (grep ``\\["_`` and the
+per-trace keys):
+
+* analyzers/rules.py: Context.devices / judged, every trace rule, oddities, abstentions_for,
+  rule_healthy, _cause_split, the falsifiers, _headline (``ctx.data["devices"]`` holds the
+  DeviceMetrics while the rules and the headline run);
+* analyzers/efficiency.py rule_below_roofline and abstention (owned by the rules package);
+* analyzers/capture_kind.py is_rocm / kind_of (``p["meta"]``, ``p["devices"]``, ``pr["gpu_ops"]``);
+* tests/test_timeline.py (``device_timeline(...)["gaps"]["by_cause"]``, ``["_busy_in_spans_ns"]``).
+
+Delete the bridge (and this list) when those read fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+import numpy as np
+
+
+class KeyBridge:
+    """TEMPORARY, read-only: ``metrics["key"]``, ``metrics.get("key")`` and ``"key" in metrics``
+    for readers not yet converted to field access. A key is a field's name, or a private key
+    of the old dicts that ``_RENAMED`` maps to a field (``"_slices"`` -> ``slices``). There is
+    no ``__setitem__``: writing through the bridge raises TypeError."""
+
+    __slots__ = ()
+    _RENAMED: ClassVar[dict[str, str]] = {}
+
+    def _field_name(self, key: str) -> str:
+        name = self._RENAMED.get(key, key)
+        if name not in self.__dataclass_fields__:  # type: ignore[attr-defined]
+            raise KeyError(key)
+        return name
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, self._field_name(key))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            self._field_name(key)  # type: ignore[arg-type]
+        except (KeyError, TypeError):
+            return False
+        return True
+
+
+PRIVATE = {"private": True}  # field metadata: a figure the rules read that the JSON contract does not carry
+
+
+def contract_value(value: Any) -> Any:
+    """A field's value in the contract: a contract type's own contract, lists of them item by item."""
+    if isinstance(value, Contract):
+        return value.to_contract()
+    if isinstance(value, (list, tuple)) and value and isinstance(value[0], Contract):
+        return [item.to_contract() for item in value]
+    return value
+
+
+class Contract(KeyBridge):
+    """A type that writes a block of the JSON contract."""
+
+    __slots__ = ()
+
+    @classmethod
+    def contract_keys(cls) -> list[str]:
+        """The contract keys this type can write, in the contract's order."""
+        return [f.name for f in fields(cls) if not f.metadata.get("private")]
+
+    def to_contract(self) -> dict:
+        """This block of the JSON contract: every field not marked private, in declaration order."""
+        return {name: contract_value(getattr(self, name)) for name in self.contract_keys()}
+
+
+@dataclass(frozen=True, slots=True)
+class Window(Contract):
+    """The analysis window of one trace (ns on its clock): steady-state steps, else the GPU activity.
+    ``setup_cause`` (what the host did before the window) is written only when set-up was excluded."""
+
+    start_ns: int
+    end_ns: int
+    duration_ns: int
+    source: str
+    warmup_steps_excluded: int
+    setup_excluded_ns: int
+    setup_cause: dict | None = None
+
+    def to_contract(self) -> dict:
+        out = Contract.to_contract(self)
+        if not self.setup_excluded_ns:
+            del out["setup_cause"]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Gaps(Contract):
+    """The idle gaps of one device in the window: their count, lengths, causes, histogram, the longest."""
+
+    count: int
+    total_ns: int
+    p50_ns: int
+    p99_ns: int
+    max_ns: int
+    by_cause: dict[str, int]
+    by_cause_pct_of_window: dict[str, float]
+    histogram: dict[str, int]
+    top: list[dict]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTimeline(KeyBridge):
+    """timeline.device_timeline of one device: busy ns and %, the gaps, busy over time, and the
+    idle figures the rules read (after a sync, short gaps in launch/host code, idle by gap class
+    and cause, busy ns inside the long steps)."""
+
+    _RENAMED: ClassVar[dict[str, str]] = {
+        "_after_sync_ns": "after_sync_ns", "_after_sync_count": "after_sync_count",
+        "_short_launch_host_ns": "short_launch_host_ns", "_short_gap_count": "short_gap_count",
+        "_idle_by_class": "idle_by_class", "_busy_in_spans_ns": "busy_in_spans_ns"}
+
+    busy_ns: int
+    window_ns: int
+    busy_pct: float
+    gaps: Gaps
+    busy_timeline: list[float]
+    after_sync_ns: int
+    after_sync_count: int
+    short_launch_host_ns: int
+    short_gap_count: int
+    idle_by_class: dict[str, dict[str, int]]
+    busy_in_spans_ns: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DeviceCollectives(KeyBridge):
+    """collectives.device_collectives of one device (see that module for the definitions), with the
+    exposed ns and the sorted starts of the collectives in the window (the skew's input)."""
+
+    _RENAMED: ClassVar[dict[str, str]] = {"_starts": "starts", "_exposed_ns": "exposed_ns"}
+
+    collective_ns: int
+    collective_share_pct: float
+    collective_exposed_pct: float
+    collectives_by_op: dict[str, float]
+    collective_count: int
+    starts: np.ndarray
+    exposed_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Copies(Contract):
+    """accounting.copy_activity of one device: copies and memsets in the window."""
+
+    count: int
+    busy_ns: int
+    copy_only_ns: int
+    bytes: int
+    by_direction: dict[str, dict]
+    pageable: int
+    overlap_pct: float
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DeviceMetrics(Contract):
+    """One device of a trace: what the timeline, collectives, copies and kernels analyzers measured
+    in the trace's window, its decomposition (``slices``, accounting.py) and, once the rules ran,
+    its ``accounting`` (``dataclasses.replace`` adds it)."""
+
+    _RENAMED: ClassVar[dict[str, str]] = {
+        "_after_sync_ns": "after_sync_ns", "_after_sync_count": "after_sync_count",
+        "_short_launch_host_ns": "short_launch_host_ns", "_short_gap_count": "short_gap_count",
+        "_idle_by_class": "idle_by_class", "_slices": "slices"}
+
+    id: str
+    name: str
+    pid: int
+    ordinal: int
+    gpu_index: int
+    trace: str
+    busy_ns: int
+    window_ns: int
+    busy_pct: float
+    gaps: Gaps
+    collective_ns: int
+    collective_share_pct: float
+    collective_exposed_pct: float
+    collectives_by_op: dict[str, float]
+    collective_count: int
+    copies: Copies
+    kernels: list[dict]
+    accounting: dict | None = None
+    after_sync_ns: int = field(default=0, metadata=PRIVATE)
+    after_sync_count: int = field(default=0, metadata=PRIVATE)
+    short_launch_host_ns: int = field(default=0, metadata=PRIVATE)
+    short_gap_count: int = field(default=0, metadata=PRIVATE)
+    idle_by_class: dict[str, dict[str, int]] = field(default_factory=dict, metadata=PRIVATE)
+    slices: dict[str, int] = field(default_factory=dict, metadata=PRIVATE)
+    busy_in_long_steps_ns: int = field(default=0, metadata=PRIVATE)
+    collective_exposed_ns: int = field(default=0, metadata=PRIVATE)
+    collective_starts: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), metadata=PRIVATE)
+
+
+@dataclass(frozen=True, slots=True)
+class StepStats(Contract):
+    """The steps of one process (steps.py says where they come from) as the contract states them:
+    durations p50/p99/max and a bounded sample of them (analysis.step_sample)."""
+
+    source: str
+    range_name: str | None
+    count: int
+    warmup_dropped: int
+    prefill_count: int
+    p50_ns: int | None
+    p99_ns: int | None
+    max_ns: int | None
+    durations_ns: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class HostActivity(KeyBridge):
+    """steps.host_activity of one process: medians per step (None without steps)."""
+
+    launches_per_step: float | None = None
+    graph_launches_per_step: float | None = None
+    syncs_per_step: float | None = None
+    dtoh_copies_per_step: float | None = None
+    dtoh_bytes_per_step: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LongSteps(KeyBridge):
+    """The long steps of a process (analysis.long_steps): how many, whether labelled prefill, how busy
+    its GPUs were during them, and their time above p50 as a % of all step time."""
+
+    count: int = 0
+    prefill_labelled: bool = False
+    busy_pct: float = 0.0
+    excess_pct: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessMetrics(Contract):
+    """One process of a trace: its steps, host activity per step, call and GPU-operation counts,
+    and its long steps (``long_steps``, read by the prefill-stall rule, not in the contract)."""
+
+    _RENAMED: ClassVar[dict[str, str]] = {"_long_steps": "long_steps"}
+
+    pid: int
+    name: str
+    trace: str
+    steps: StepStats
+    launches_per_step: float | None
+    graph_launches_per_step: float | None
+    syncs_per_step: float | None
+    dtoh_copies_per_step: float | None
+    dtoh_bytes_per_step: float | None
+    api_calls: int
+    gpu_ops: int
+    long_steps: LongSteps = field(default_factory=LongSteps, metadata=PRIVATE)
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency(KeyBridge):
+    """efficiency.measure of one trace (see that module): the device's peaks, the classes and top
+    ops with their rates and roofline, the decode floor, what was not measured, the dominant class;
+    and for the rules the kernel ns without work per class, the kernel ns in all, and the ns the
+    dominant class wastes below its roofline (``{"class", "ns"}``, empty when not measured)."""
+
+    _RENAMED: ClassVar[dict[str, str]] = {"_unmeasured_ns": "unmeasured_ns", "_kernel_ns": "kernel_ns",
+                                          "_wasted_ns": "wasted_ns"}
+
+    device: dict | None = None
+    device_name: str | None = None
+    classes: list[dict] = field(default_factory=list)
+    top_ops: list[dict] = field(default_factory=list)
+    decode_floor: dict | None = None
+    not_measured: list[dict] = field(default_factory=list)
+    dominant: str | None = None
+    unmeasured_ns: dict[str, float] = field(default_factory=dict)
+    kernel_ns: float = 0
+    wasted_ns: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSeries(KeyBridge):
+    """What only the charts need of one trace: busy % over time per device label, step durations
+    per process label, the lanes of the timeline chart."""
+
+    busy: dict[str, list[float]]
+    steps: dict[str, dict]
+    timeline: dict
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TraceMetrics(KeyBridge):
+    """Metrics of one trace in its own window and clock (analysis.analyze_trace); the analysis cache
+    keeps them. ``odd`` says why the trace is too small or odd to judge (rules.oddities), empty when
+    it can be judged; ``coll_starts`` holds each device's collective starts, for the skew."""
+
+    _RENAMED: ClassVar[dict[str, str]] = {"_coll_starts": "coll_starts", "_series": "series", "_odd": "odd",
+                                          "_efficiency": "efficiency"}
+
+    window: Window
+    devices: tuple[DeviceMetrics, ...]
+    processes: tuple[ProcessMetrics, ...]
+    kernels: list[dict]
+    kernels_in_window: int
+    gpu_ops_in_window: dict[str, int]
+    capture_calls: int
+    launches_in_window: int
+    launches_total: int
+    executed_total: int
+    kernel_median_ns: int | None
+    copies: dict
+    coll_starts: tuple[np.ndarray, ...]
+    graph_replays_in_window: int
+    graph_launches_in_window: int
+    has_api: bool
+    meta: dict
+    series: TraceSeries
+    efficiency: Efficiency
+    odd: list[dict] = field(default_factory=list)

@@ -1,0 +1,98 @@
+"""The typed metrics (analyzers/metrics.py) against the JSON contract (reports/analysis.schema.json):
+every key a type's to_contract() can write is declared in the schema at that place, every property the
+schema declares there is written by the type, and the types are frozen and survive the analysis cache's
+pickle."""
+
+import dataclasses
+import json
+import pickle
+
+import numpy as np
+import pytest
+from conftest import BUNDLES, ROOT
+
+from tracetriage import open_case
+from tracetriage.analyzers import metrics
+from tracetriage.analyzers.analysis import analyze_trace
+
+SCHEMA = json.loads((ROOT / "reports" / "analysis.schema.json").read_text())
+DEVICE = SCHEMA["properties"]["devices"]["items"]
+PROCESS = SCHEMA["properties"]["processes"]["items"]
+
+# each contract type -> the schema object it writes
+PLACES = {
+    metrics.Window: SCHEMA["$defs"]["window"],
+    metrics.DeviceMetrics: DEVICE,
+    metrics.Gaps: DEVICE["properties"]["gaps"],
+    metrics.Copies: DEVICE["properties"]["copies"],
+    metrics.ProcessMetrics: PROCESS,
+    metrics.StepStats: PROCESS["properties"]["steps"],
+}
+
+
+def test_every_contract_type_has_its_place_in_the_schema():
+    types = {t for t in vars(metrics).values() if isinstance(t, type) and issubclass(t, metrics.Contract)
+             and t is not metrics.Contract}
+    assert types == set(PLACES)
+
+
+@pytest.mark.parametrize("kind", list(PLACES), ids=lambda t: t.__name__)
+def test_contract_keys_are_the_schema_properties(kind):
+    place = PLACES[kind]
+    keys = kind.contract_keys()
+    declared = list(place["properties"])
+    assert set(keys) - set(declared) == set(), f"{kind.__name__} writes keys the schema does not declare"
+    assert set(declared) - set(keys) == set(), f"the schema declares keys {kind.__name__} never writes"
+    assert set(place.get("required", [])) <= set(keys)
+    assert place.get("additionalProperties") is False
+    assert all(not k.startswith("_") for k in keys)
+
+
+@pytest.fixture(scope="module")
+def trace_metrics():
+    case = open_case([BUNDLES / "tp4_island"])
+    return analyze_trace(case.traces[0], 0, False, None)
+
+
+def test_to_contract_writes_the_contract_keys_in_order(trace_metrics):
+    device = trace_metrics.devices[0]
+    assert list(device.to_contract()) == metrics.DeviceMetrics.contract_keys()
+    assert list(device.gaps.to_contract()) == metrics.Gaps.contract_keys()
+    process = trace_metrics.processes[0]
+    assert list(process.to_contract()) == metrics.ProcessMetrics.contract_keys()
+    window = trace_metrics.window.to_contract()
+    assert list(window) == [k for k in metrics.Window.contract_keys() if k != "setup_cause" or window.get(k)]
+    assert "slices" not in device.to_contract() and "long_steps" not in process.to_contract()
+
+
+def test_the_metrics_are_frozen(trace_metrics):
+    device = trace_metrics.devices[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        device.busy_pct = 0.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        trace_metrics.odd = []
+    with pytest.raises(TypeError):  # the temporary key bridge reads, it never writes
+        device["accounting"] = {}
+    with pytest.raises(AttributeError):
+        trace_metrics.processes[0].pop("_long_steps")
+    assert not hasattr(device, "__dict__")  # slotted
+
+
+def test_the_key_bridge_reads_todays_keys(trace_metrics):
+    device = trace_metrics.devices[0]
+    assert device["_slices"] is device.slices and device["busy_pct"] == device.busy_pct
+    assert device["gaps"]["by_cause"] is device.gaps.by_cause
+    assert "_slices" in device and "nonexistent" not in device and device.get("nonexistent", 7) == 7
+    assert trace_metrics["_odd"] is trace_metrics.odd and trace_metrics["window"]["duration_ns"] > 0
+    with pytest.raises(KeyError):
+        device["nonexistent"]
+
+
+def test_the_metrics_pickle(trace_metrics):
+    again = pickle.loads(pickle.dumps(trace_metrics, protocol=pickle.HIGHEST_PROTOCOL))
+    assert type(again) is metrics.TraceMetrics
+    assert [d.to_contract() for d in again.devices] == [d.to_contract() for d in trace_metrics.devices]
+    assert [d.slices for d in again.devices] == [d.slices for d in trace_metrics.devices]
+    assert all(np.array_equal(a, b) for a, b in zip(again.coll_starts, trace_metrics.coll_starts))
+    assert again.processes == trace_metrics.processes and again.window == trace_metrics.window
+    assert again.efficiency == trace_metrics.efficiency and again.odd == trace_metrics.odd
