@@ -169,7 +169,7 @@ def _render(fmt: str, analysis, view, env=None) -> str:
     if fmt == "md":
         return (env or markdown.environment()).get_template("report.md.j2").render(v=view)
     if env is None:
-        return html_report.render_html(analysis, view)
+        return html_report.render_html(analysis, view=view)
     return env.get_template("report.html.j2").render(v=view, charts=[], serving_charts=[], roofline=None)
 
 
