@@ -136,8 +136,8 @@ def _readable(fmt: str, output: str) -> str:
     return output
 
 
-def _cut_short(fmt: str, indexed_path: str) -> bool:
-    for list_path, shown in SHOWN_FIRST[fmt].items():
+def _cut_short(shown_first: dict[str, int], indexed_path: str) -> bool:
+    for list_path, shown in shown_first.items():
         pattern = r"(?:\[\d+\])?\.".join(map(re.escape, list_path.split("."))) + r"\[(\d+)\]"
         match = re.match(pattern, indexed_path)
         if match and int(match.group(1)) >= shown:
@@ -145,16 +145,20 @@ def _cut_short(fmt: str, indexed_path: str) -> bool:
     return False
 
 
-def missing_fields(view, fmt: str, output: str) -> set[str]:
-    """The fields of the view whose text is not in the output, nor left out on purpose."""
+def missing_fields(view, fmt: str, output: str, omitted: dict[str, dict[str, str]] = OMITTED,
+                   shown_first: dict[str, dict[str, int]] = SHOWN_FIRST, cut_to: dict[str, dict[str, int]] | None = None) -> set[str]:
+    """The fields of the view whose text is not in the output, nor left out on purpose: ``omitted``,
+    ``shown_first`` (lists shown up to their Nth item) and ``cut_to`` (strings shown up to their Nth
+    character) per format."""
     readable = _readable(fmt, output)
+    cut = (cut_to or {}).get(fmt, {})
     missing = set()
     for indexed_path, value in display_leaves(view):
         path = re.sub(r"\[\d+\]", "", indexed_path)
-        if path in OMITTED[fmt] or _cut_short(fmt, indexed_path):
+        if path in omitted[fmt] or _cut_short(shown_first[fmt], indexed_path):
             continue
-        value = value.replace("\n", " ")
-        if not any(form in readable for form in (value, value.upper(), value[:1].upper() + value[1:])):
+        value = value.replace("\n", " ")[:cut.get(path)]
+        if not any(form in readable for form in (value, value.upper(), value.lower(), value[:1].upper() + value[1:])):
             missing.add(path)
     return missing
 
@@ -165,7 +169,7 @@ def _render(fmt: str, analysis, view, env=None) -> str:
     if fmt == "md":
         return (env or markdown.environment()).get_template("report.md.j2").render(v=view)
     if env is None:
-        return html_report.render_html(analysis, view)
+        return html_report.render_html(analysis, view=view)
     return env.get_template("report.html.j2").render(v=view, charts=[], serving_charts=[], roofline=None)
 
 

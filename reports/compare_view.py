@@ -1,0 +1,274 @@
+"""The view of a Comparison (``tracetriage.compare/2``): every figure and phrase its reports show, formatted once.
+
+:func:`compare_view` builds a :class:`CompareView` from the comparison's contract dict once; the text,
+Markdown and HTML reports are templates (reports/templates/compare.*.j2) that lay it out and compute
+nothing. A field a format leaves out is listed, with the reason, in tests/test_view_parity.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tracetriage.analyzers.compare import ms_decimals, ms_text, speed_words
+
+LABELS = {
+    "step_p50_ms": "step p50", "step_p99_ms": "step p99", "compute_ms": "compute", "collective_ms": "exposed collective",
+    "copy_ms": "copies only", "idle_ms": "GPU idle", "idle_sync_ms": "idle: host in blocking syncs",
+    "idle_memcpy_sync_ms": "idle: host in synchronous copies", "idle_launch_ms": "idle: host in launch calls",
+    "idle_other_cuda_ms": "idle: other CUDA/HIP calls", "idle_host_ms": "idle: host code, no CUDA call",
+    "idle_unknown_ms": "idle: cause unknown", "busy_pct": "GPU busy (share of its window)",
+    "launches_per_step": "kernel launches", "graph_launches_per_step": "graph launches", "syncs_per_step": "blocking syncs",
+    "dtoh_copies_per_step": "device-to-host copies", "ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99",
+    "tpot_p50_ms": "TPOT p50", "tpot_p99_ms": "TPOT p99", "itl_p50_ms": "ITL p50", "itl_p99_ms": "ITL p99",
+    "e2el_p50_ms": "end-to-end latency p50", "throughput_rps": "request throughput",
+}
+VERDICT_WORDS = {"improved": "Improved", "regressed": "Regressed", "unchanged": "Unchanged (within noise)",
+                 "mixed": "Mixed", "inconclusive": "Inconclusive"}
+SERVING_PREFIXES = ("ttft_", "tpot_", "itl_", "e2el_", "throughput_")
+STEP_NOTE = ("idle by cause says what the host was doing, a finding claims idle by when it happens, e.g. after each "
+             "sync, so the two cut the same time differently")
+SERVING_NOTE = "client percentiles and throughput from the serving benchmark, per request"
+
+
+def ms(value, decimals: int | None = None, sign: str = "") -> str:
+    """Milliseconds by compare's one precision rule (analyzers/compare.py ms_decimals)."""
+    return "n/a" if value is None else ms_text(value, decimals, sign)
+
+
+def ms_of_ns(ns) -> str:
+    """Nanoseconds shown as milliseconds by compare's precision rule."""
+    return "n/a" if ns is None else ms(ns / 1e6)
+
+
+def pct(value) -> str:
+    return "n/a" if value is None else f"{value:.1f}%"
+
+
+def metric_value(value, unit: str) -> str:
+    """A metric's level in its unit: ms by compare's precision rule, % to a decimal, req/s to two."""
+    if value is None:
+        return "n/a"
+    if unit in ("ms", "ms/step"):
+        return ms(value)
+    if unit == "%":
+        return f"{value:.1f}%"
+    if unit == "req/s":
+        return f"{value:.2f} req/s"
+    return f"{value:,.1f}".rstrip("0").rstrip(".")
+
+
+def metric_change(metric: dict) -> str:
+    """after - before: points for a share, ms as precise as the coarser of the two values, no finer."""
+    delta = metric["change"]
+    if delta is None:
+        return "n/a"
+    if metric["unit"] == "%":
+        return f"{delta:+.1f} pt"
+    if metric["unit"].startswith("ms"):
+        coarser = max(abs(metric["before"] or 0.0), abs(metric["after"] or 0.0))
+        return ms(delta, ms_decimals(coarser), sign="+")
+    return f"{delta:+,.2f}".rstrip("0").rstrip(".")
+
+
+def metric_label(metric: dict) -> str:
+    label = LABELS.get(metric["name"], metric["name"])
+    return f"{label} (per step)" if metric["unit"] in ("ms/step", "calls/step", "copies/step") else label
+
+
+def is_serving(metric: dict) -> bool:
+    """A serving figure (client percentiles, request throughput): per request, never per step."""
+    return metric["name"].startswith(SERVING_PREFIXES)
+
+
+def side_steps(side: dict) -> str:
+    if side["world_size"] > 1:
+        return f"{side['steps_per_rank']} steps per rank x {side['world_size']} ranks"
+    return f"{side['steps']} steps"
+
+
+def verdict_detail(comparison: dict) -> str:
+    """The summary without its leading verdict word (the reports print the verdict in words themselves)."""
+    summary = comparison["summary"]
+    for separator in (";", ":"):
+        if summary.startswith(comparison["verdict"] + separator):
+            return summary[len(comparison["verdict"]) + 1:].strip()
+    return summary
+
+
+@dataclass(frozen=True, slots=True)
+class SideView:
+    """One side of the comparison: its inputs, devices, steps and its own headline (None: none recorded)."""
+    label: str
+    devices: str
+    steps: str
+    headline: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StepTimeView:
+    """One rank's step time before and after: medians and p99 (ms), the ratio after/before with its 95%
+    interval, the Mann-Whitney p; ``measured`` false when a side had too few steps to test."""
+    rank: str
+    before_pid: str
+    after_pid: str
+    measured: bool
+    before_p50: str
+    after_p50: str
+    before_p99: str
+    after_p99: str
+    speed: str | None
+    ratio: str | None
+    ci_low: str | None
+    ci_high: str | None
+    p_value: str
+    status: str
+    p99_status: str
+    before_steps: str
+    after_steps: str
+
+
+@dataclass(frozen=True, slots=True)
+class EvidencedFindingView:
+    """A finding of the before capture checked on the after one (or new after), and what decided it."""
+    id: str
+    status: str
+    status_class: str
+    before_ms_per_step: str
+    after_ms_per_step: str
+    decided_by: str
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricView:
+    """One metric's row: its label, before, after, the change and its direction."""
+    label: str
+    before: str
+    after: str
+    change: str
+    direction: str
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSectionView:
+    """A part of the metrics table under a heading that applies to its rows (``note`` None: nothing to add)."""
+    title: str
+    note: str | None
+    serving: bool
+    rows: tuple[MetricView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MovedKernelView:
+    """A kernel that moved: ms per step and share of its device's window (%) on each side."""
+    device: str
+    name: str
+    short_name: str
+    graph: bool
+    before_ms_per_step: str
+    after_ms_per_step: str
+    before_share: str
+    after_share: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompareView:
+    """Everything a report of one Comparison shows, in the order the text report shows it: ``threshold``
+    the practical minimum (% of the before step) as ``%g`` spells it, ``threshold_repr`` as the contract
+    does; ``noise_ms_per_step`` None when the before step was not measured; ``step_test`` the test of the
+    step times, None when no rank's steps were compared."""
+    tool_version: str
+    schema: str
+    summary: str
+    verdict: str
+    verdict_words: str
+    detail: str
+    before: SideView
+    after: SideView
+    comparable: bool
+    confidence: str
+    reasons: tuple[str, ...]
+    slo_broken: tuple[str, ...]
+    slo_not_measured: tuple[str, ...]
+    threshold: str
+    threshold_repr: str
+    noise_ms_per_step: str | None
+    step_test: str | None
+    step_time: tuple[StepTimeView, ...]
+    findings: tuple[EvidencedFindingView, ...]
+    sections: tuple[MetricSectionView, ...]
+    kernels: tuple[MovedKernelView, ...]
+
+
+def compare_view(comparison: dict) -> CompareView:
+    """The view of one Comparison (its contract dict), built once for every format."""
+    comparable = comparison["comparable"]
+    method = comparison["method"]
+    noise = method["noise_ms_per_step"]
+    return CompareView(
+        tool_version=str(comparison["tool_version"]), schema=str(comparison["schema"]), summary=comparison["summary"],
+        verdict=comparison["verdict"], verdict_words=VERDICT_WORDS[comparison["verdict"]], detail=verdict_detail(comparison),
+        before=_side(comparison["before"]), after=_side(comparison["after"]),
+        comparable=bool(comparable["ok"]), confidence=f"{comparable['confidence']:.2f}", reasons=tuple(comparable["reasons"]),
+        slo_broken=tuple(comparison["slo_broken"]), slo_not_measured=tuple(comparison["slo_not_measured"]),
+        threshold=f"{comparison['threshold_pct']:g}", threshold_repr=str(comparison["threshold_pct"]),
+        noise_ms_per_step=None if noise is None else ms(noise),
+        step_test=str(method["step_test"]) if comparison["step_time"] else None,
+        step_time=tuple(_step_time(rank) for rank in comparison["step_time"]),
+        findings=tuple(_finding(finding) for finding in comparison["findings"]),
+        sections=metric_sections(comparison["metrics"]),
+        kernels=tuple(_kernel(kernel) for kernel in comparison["kernels"]))
+
+
+def _side(side: dict) -> SideView:
+    return SideView(label=str(side["label"]), devices=str(side["devices"]), steps=side_steps(side), headline=side["headline"])
+
+
+def _step_time(rank: dict) -> StepTimeView:
+    measured = rank["ratio"] is not None
+    return StepTimeView(
+        rank=str(rank["rank"]), before_pid=str(rank["before_pid"]), after_pid=str(rank["after_pid"]), measured=measured,
+        before_p50=ms_of_ns(rank["before_p50_ns"]), after_p50=ms_of_ns(rank["after_p50_ns"]),
+        before_p99=ms_of_ns(rank["before_p99_ns"]), after_p99=ms_of_ns(rank["after_p99_ns"]),
+        speed=speed_words(rank) if measured else None,
+        ratio=f"{rank['ratio']:.3f}" if measured else None,
+        ci_low=f"{rank['ci95'][0]:.3f}" if measured else None, ci_high=f"{rank['ci95'][1]:.3f}" if measured else None,
+        p_value="n/a" if rank["p_value"] is None else f"{rank['p_value']:.2g}",
+        status=str(rank["status"]), p99_status=str(rank["p99_status"]),
+        before_steps=str(rank["before_count"]), after_steps=str(rank["after_count"]))
+
+
+def _finding(finding: dict) -> EvidencedFindingView:
+    return EvidencedFindingView(
+        id=finding["id"], status=finding["status"] or "not judged", status_class=finding["status"] or "unchanged",
+        before_ms_per_step=ms(finding["before_ms_per_step"]), after_ms_per_step=ms(finding["after_ms_per_step"]),
+        decided_by=finding["decided_by"], evidence=tuple(e["text"] for e in finding["evidence"]))
+
+
+def metric_sections(metrics: list[dict]) -> tuple[MetricSectionView, ...]:
+    """The metrics table in two parts, each under a heading that applies to its rows: the per-step figures
+    (with a note on idle by cause when they have idle rows), then the serving figures."""
+    step = [metric for metric in metrics if not is_serving(metric)]
+    serving = [metric for metric in metrics if is_serving(metric)]
+    sections = []
+    if step:
+        idle = any(metric["name"].startswith("idle_") for metric in step)
+        sections.append(MetricSectionView("Per step, absolute", STEP_NOTE if idle else None, False, _metric_rows(step)))
+    if serving:
+        sections.append(MetricSectionView("Serving", SERVING_NOTE, True, _metric_rows(serving)))
+    return tuple(sections)
+
+
+def _metric_rows(metrics: list[dict]) -> tuple[MetricView, ...]:
+    return tuple(MetricView(metric_label(metric), metric_value(metric["before"], metric["unit"]),
+                            metric_value(metric["after"], metric["unit"]), metric_change(metric), metric["direction"])
+                 for metric in metrics)
+
+
+def _kernel(kernel: dict) -> MovedKernelView:
+    name = str(kernel["name"])
+    return MovedKernelView(
+        device=str(kernel["device"]), name=name, short_name=name if len(name) <= 90 else name[:44] + "…" + name[-44:],
+        graph=kernel.get("kind") == "graph",
+        before_ms_per_step=ms(kernel["before_ms_per_step"]), after_ms_per_step=ms(kernel["after_ms_per_step"]),
+        before_share=pct(kernel["before_share_pct"]), after_share=pct(kernel["after_share_pct"]))

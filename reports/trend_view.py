@@ -1,0 +1,198 @@
+"""The view of a Trend (``tracetriage.trend/1``): every figure and phrase its reports show, formatted once.
+
+:func:`trend_view` builds a :class:`TrendView` from the trend's contract dict once; the text, Markdown
+and HTML reports are templates (reports/templates/trend.*.j2) that lay it out and compute nothing. A
+field a format leaves out is listed, with the reason, in tests/test_view_parity.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tracetriage.reports.compare_view import LABELS
+
+BUDGETS = "step time, serving percentiles"
+
+
+def level(value, unit) -> str:
+    """A series' level: ms to three decimals, % to one, anything else to two (trailing zeros cut)."""
+    if value is None:
+        return "n/a"
+    if unit in ("ms", "ms/step"):
+        return f"{value:.3f} ms"
+    if unit == "%":
+        return f"{value:.1f}%"
+    return f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
+def label(metric: str) -> str:
+    """A series as a reader names it: compare's labels; finding:<id> and kernel:<name> as such."""
+    if metric.startswith("finding:"):
+        return f"{metric[8:]} (ms per step it claims)"
+    if metric.startswith("kernel:"):
+        return f"kernel {metric[7:]} (ms per step)"
+    return LABELS.get(metric, metric.replace("_", " "))
+
+
+def series_title(metric: str, unit: str) -> str:
+    """A chart's title: the table's label, with the unit where the label does not say it."""
+    text = label(metric)
+    return text if metric.startswith(("finding:", "kernel:")) else f"{text} ({unit})"
+
+
+def change_text(change: dict) -> str:
+    """The change: points for a share (busy %), else relative to the level before."""
+    before, after = change["before"]["level"], change["after"]["level"]
+    if change["unit"] == "%" and before is not None and after is not None:
+        return f"{after - before:+.1f} pt"
+    return "n/a" if change["change_pct"] is None else f"{change['change_pct']:+.1f}%"
+
+
+def gate_line(result: dict, gate: bool) -> str | None:
+    """The gate's result with --gate (passed or failed, against which baseline); without it a
+    latest capture in a regressed segment is a finding of the trend, not a gate."""
+    from tracetriage.analyzers.trend import matches_baseline
+
+    verdict = result["gate"]
+    if not gate:
+        return (f"the latest capture is in a regressed segment in: {', '.join(verdict['groups'])}"
+                if verdict["regressed"] else None)
+    base = verdict.get("baseline")
+    if base is None:
+        if verdict["regressed"]:
+            return (f"gate: failed: the latest capture is in a regressed segment (a budget series shifted worse and did not "
+                    f"come back) in: {', '.join(verdict['groups'])}")
+        return f"gate: passed: no group's latest capture is in a regressed segment of a budget series ({BUDGETS})"
+    judged = [group["key"] for group in result["groups"] if any(matches_baseline(case["name"], base) for case in group["cases"])]
+    others = len(result["groups"]) - len(judged)
+    rest = f"; {others} group(s) without {base} not judged" if others else ""
+    if verdict["regressed"]:
+        return (f"gate: failed against baseline {base}: the latest capture of {', '.join(verdict['groups'])} is worse than "
+                f"{base} beyond the noise and the practical minimum on a budget series ({BUDGETS}){rest}")
+    return (f"gate: passed against baseline {base}: the latest capture of {', '.join(judged)} is within the noise or "
+            f"the practical minimum of {base} on every budget series ({BUDGETS}){rest}")
+
+
+@dataclass(frozen=True, slots=True)
+class CaseView:
+    """One capture of a series: its name, its label on the page, the link to its report (None: no link)."""
+    name: str
+    label: str
+    href: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FindingStatusView:
+    """A finding at the first bad capture and its status there."""
+    id: str
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeView:
+    """A step change or an outlier of one series: where it starts (``last_good`` None: at the first
+    capture), the levels before and after, the change, the findings and the kernel that moved most there."""
+    label: str
+    kind: str
+    kind_words: str
+    direction: str
+    last_good: str | None
+    last_good_href: str | None
+    first_bad: str | None
+    first_bad_href: str | None
+    before: str
+    after: str
+    change: str
+    findings: tuple[FindingStatusView, ...]
+    kernel: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    """A group of comparable captures: its verdict, its captures in order, its changes."""
+    key: str
+    verdict: str
+    latest_regressed: bool
+    capture_count: str
+    first_case: str
+    last_case: str
+    cases: tuple[CaseView, ...]
+    changes: tuple[ChangeView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UngroupedView:
+    """Captures that are in no series, and why."""
+    key: str
+    names: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class FailedView:
+    """A case that could not be analysed, and its error."""
+    name: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class TrendView:
+    """Everything a report of one Trend shows; ``gate_text`` None: no gate line to print."""
+    schema: str
+    batch_dir: str
+    order: str
+    threshold: str
+    threshold_repr: str
+    level_shift: str
+    gate_text: str | None
+    gate_regressed: bool
+    group_count: str
+    groups: tuple[GroupView, ...]
+    ungrouped: tuple[UngroupedView, ...]
+    failed: tuple[FailedView, ...]
+
+
+def trend_view(result: dict, links: str | None = None, gate: bool = False) -> TrendView:
+    """The view of one Trend (its contract dict), built once for every format. ``links``: the batch folder
+    relative to the report, to link each capture to its report; ``gate``: --gate was given."""
+    return TrendView(
+        schema=str(result["schema"]), batch_dir=str(result["batch_dir"]), order=str(result["order"]),
+        threshold=f"{result['threshold_pct']:g}", threshold_repr=str(result["threshold_pct"]),
+        level_shift=str(result["method"]["level_shift"]), gate_text=gate_line(result, gate),
+        gate_regressed=bool(result["gate"]["regressed"]), group_count=str(len(result["groups"])),
+        groups=tuple(_group(group, [c for c in result["changes"] if c["group"] == group["key"]], links)
+                     for group in result["groups"]),
+        ungrouped=tuple(UngroupedView(str(entry["key"]), ", ".join(case["name"] for case in entry["cases"]), str(entry["reason"]))
+                        for entry in result["ungrouped"]),
+        failed=tuple(FailedView(str(case["name"]), str(case["error"])) for case in result["failed"]))
+
+
+def _href(case: dict | None, links: str | None) -> str | None:
+    """The link to a capture's report, when the output knows where the batch folder is."""
+    if links is None or not case or not case.get("report"):
+        return None
+    return f"{links.rstrip('/')}/{case['report']}"
+
+
+def _group(group: dict, changes: list[dict], links: str | None) -> GroupView:
+    cases = group["cases"]
+    return GroupView(
+        key=str(group["key"]), verdict=str(group["verdict"]), latest_regressed=bool(group["latest_regressed"]),
+        capture_count=str(len(cases)), first_case=str(cases[0]["name"]), last_case=str(cases[-1]["name"]),
+        cases=tuple(CaseView(str(case["name"]), str(case["label"] or case["name"]), _href(case, links)) for case in cases),
+        changes=tuple(_change(change, group, links) for change in changes))
+
+
+def _change(change: dict, group: dict, links: str | None) -> ChangeView:
+    def href(name):
+        return _href(next((case for case in group["cases"] if case["name"] == name), None), links) if name else None
+
+    unit = change["unit"]
+    return ChangeView(
+        label=label(change["metric"]), kind=str(change["kind"]),
+        kind_words="alone (outlier)" if change["kind"] == "outlier" else "on (level shift)",
+        direction=str(change["direction"]), last_good=change["last_good"], last_good_href=href(change["last_good"]),
+        first_bad=change["first_bad"], first_bad_href=href(change["first_bad"]),
+        before=level(change["before"]["level"], unit), after=level(change["after"]["level"], unit), change=change_text(change),
+        findings=tuple(FindingStatusView(str(finding["id"]), str(finding["status"])) for finding in change["findings"]),
+        kernel=str(change["kernels"][0]["name"]) if change["kernels"] else None)
