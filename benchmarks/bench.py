@@ -313,7 +313,8 @@ def bench_startup() -> None:
     # As installed for a user: modules load from their bytecode caches (a session that sets
     # PYTHONDONTWRITEBYTECODE would recompile every module of the package on every start).
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    for label, cmd in (("--version", ["--version"]), (f"analyze {small.name} -f json", ["analyze", str(small), "-f", "json", "--no-cache"])):
+    for label, cmd in (("--version", ["--version"]),
+                       (f"analyze {small.name} -f json", ["analyze", str(small), "-f", "json", "--no-cache"])):
         _timed([sys.executable, "-m", "tracetriage", *cmd], env)  # writes the caches once
         best = min(_timed([sys.executable, "-m", "tracetriage", *cmd], env) for _ in range(5))
         print(f"startup  {label:<58} {best:.2f} s")
@@ -439,7 +440,8 @@ def main(argv=None):
     ap.add_argument("--perfetto", action="append", metavar="WINDOW", nargs="?", const="steady",
                     help="time the Perfetto export (--format perfetto) of the --shape (decode when all) instead, with this "
                          "--perfetto-window (repeat: --perfetto steady --perfetto worst-steps=3)")
-    ap.add_argument("--profile-html", action="store_true", help="print a cProfile of the cached HTML report of each shape instead")
+    ap.add_argument("--profile-html", action="store_true",
+                    help="print a cProfile of the cached HTML report of each shape instead")
     args = ap.parse_args(argv)
     if args.startup:
         bench_startup()
@@ -500,8 +502,8 @@ def main(argv=None):
         print(f"  cache on disk {size / 1e6:,.0f} MB ({size / (2 * args.kernels):.0f} bytes per kernel + launch)")
         summary.append((name, res))
     if len(summary) > 1:
-        print(f"\n{'shape':<10} {'scan':>7} {'first read':>11} {'ratio':>6} {'peak RSS':>9} {'cached json':>12} {'cached html':>12}"
-              f" {'(CPU json / html)':>18}")
+        print(f"\n{'shape':<10} {'scan':>7} {'first read':>11} {'ratio':>6} {'peak RSS':>9} {'cached json':>12}"
+              f" {'cached html':>12} {'(CPU json / html)':>18}")
         for name, res in summary:
             scan, first = res["sqlite3"]["seconds"], res["analyze"]
             print(f"{name:<10} {scan:>6.2f}s {first['seconds']:>10.2f}s {first['seconds'] / scan:>5.1f}x "

@@ -87,7 +87,8 @@ def measure(folder: Path, repeat: int) -> tuple[list[float], float]:
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "tracetriage", "trend", str(folder), "-f", "json"], capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-m", "tracetriage", "trend", str(folder), "-f", "json"],
+                              capture_output=True, text=True)
         times.append(time.perf_counter() - t0)
         if proc.returncode != 0:
             raise SystemExit(proc.stderr)

@@ -157,7 +157,8 @@ def busy_over_time(busy: dict[str, list[float]], window_ns: int) -> str | None:
     fig, ax = plt.subplots(figsize=(8, 2.6))
     if len(groups) <= 4:
         for k, (names, series) in enumerate(groups):
-            label = _label(names[0], 24) if len(names) == 1 else f"{_label(names[0], 20)} and {len(names) - 1} more (within 3 points)"
+            label = (_label(names[0], 24) if len(names) == 1
+                     else f"{_label(names[0], 20)} and {len(names) - 1} more (within 3 points)")
             ax.plot(xs, series, label=label, linewidth=1.2, color=(NEUTRAL + ("#8ecae6",))[k])
     else:
         import numpy as np

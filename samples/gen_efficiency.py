@@ -237,8 +237,14 @@ def build_nsys(sc: Scenario, path: Path, gemm_kernel: str | None = None, shapes:
             kernel = short = gemm_kernel
         r.short_names[kernel] = short
         sizes = op.dims
-        text = (lambda name, sz, **kw: nvtx_text(name, op_id, sz, **kw) if shapes
-                else f"{name}, seq = {kw['seq']}, op_id = {op_id}" if kw.get("seq") is not None else f"{name}, op_id = {op_id}")
+
+        def text(name, sz, **kw):
+            if shapes:
+                return nvtx_text(name, op_id, sz, **kw)
+            if kw.get("seq") is not None:
+                return f"{name}, seq = {kw['seq']}, op_id = {op_id}"
+            return f"{name}, op_id = {op_id}"
+
         if op.name == "aten::mm":
             op_id += 1
             r.nvtx.append((host - 3 * US, host + 6 * US, text("aten::matmul", sizes, seq=seq, inputs=2)))

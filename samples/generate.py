@@ -251,9 +251,11 @@ def pyspy_raw(pid, host_time) -> str:
     rows = [
         (head + fwd + ["cudaLaunchKernel (libcudart.so.12)"], host_time["launch"]),
         (head + fwd, host_time["python"]),
-        (head + logits + [f"{LOGITS_FRAME}:42)", "cpu (torch/_tensor.py:1150)", "cudaStreamSynchronize (libcudart.so.12)"], host_time["sync"]),
+        (head + logits + [f"{LOGITS_FRAME}:42)", "cpu (torch/_tensor.py:1150)", "cudaStreamSynchronize (libcudart.so.12)"],
+         host_time["sync"]),
         (head + logits + [f"{LOGITS_FRAME}:57)"], host_time["logits"] // 2),
-        (head + logits + [f"{LOGITS_FRAME}:61)", "tolist_tokens (custom_logits_processor.py:18)"], host_time["logits"] - host_time["logits"] // 2),
+        (head + logits + [f"{LOGITS_FRAME}:61)", "tolist_tokens (custom_logits_processor.py:18)"],
+         host_time["logits"] - host_time["logits"] // 2),
     ]
     return "".join(";".join(stack) + f" {_samples(ns)}\n" for stack, ns in rows)
 
@@ -454,19 +456,27 @@ def scenario_host_starved(rng):
 
 
 SCENARIOS = {
-    "eager_decode": (lambda rng: scenario_eager_decode(rng), "launch-bound eager decode (--enforce-eager), one .cpu() sync per step; no NVTX"),
+    "eager_decode": (lambda rng: scenario_eager_decode(rng),
+                     "launch-bound eager decode (--enforce-eager), one .cpu() sync per step; no NVTX"),
     "eager_decode_nvtx": (lambda rng: scenario_eager_decode(rng, nvtx=True), "the eager decode with NVTX decode_step ranges"),
-    "eager_decode_pyspy": (lambda rng: scenario_eager_decode(rng, pyspy=True), "the eager decode (no NVTX) with a py-spy record of the same load"),
+    "eager_decode_pyspy": (lambda rng: scenario_eager_decode(rng, pyspy=True),
+                           "the eager decode (no NVTX) with a py-spy record of the same load"),
     "graph_decode": (scenario_graph_decode, "the same decode in CUDA graphs (graph-trace mode), .cpu() sync kept"),
-    "graph_decode_no_gain": (scenario_graph_decode_no_gain, "eager_decode with CUDA graphs on but a padded graph and the same host work: no faster (compare: launch_bound falsified)"),
+    "graph_decode_no_gain": (scenario_graph_decode_no_gain,
+                             ("eager_decode with CUDA graphs on but a padded graph and the same host work: no faster "
+                              "(compare: launch_bound falsified)")),
     "tp8_cross_island": (scenario_tp8_cross_island, "TP=8 across two NVLink islands, AllReduce dominates; NVTX execute_model"),
     "tp4_island": (scenario_tp4_island, "TP=4 inside one island, AllReduce ~5%; NVTX execute_model"),
-    "prefill_stall": (lambda rng: scenario_prefill_stall(rng, nvtx=True), "graph decode with periodic whole-prompt prefills; NVTX prefill/decode_step"),
+    "prefill_stall": (lambda rng: scenario_prefill_stall(rng, nvtx=True),
+                      "graph decode with periodic whole-prompt prefills; NVTX prefill/decode_step"),
     "prefill_stall_nonvtx": (lambda rng: scenario_prefill_stall(rng, nvtx=False), "the prefill-stall run without NVTX"),
     "healthy": (scenario_healthy, "compute-bound decode in CUDA graphs, host ahead of the GPU"),
-    "decode_rare_prefill": (scenario_decode_rare_prefill, "graph decode, 1 ms host work after a per-step read-back, three 458 ms prefills in 400 steps"),
-    "offload_copy_bound": (scenario_offload_copy_bound, "weights streamed host-to-device from pinned memory every step (CPU offload)"),
-    "graph_capture_phase": (scenario_graph_capture_phase, "CUDA-graph capture at start-up: 720 launches recorded, 7 kernels executed"),
+    "decode_rare_prefill": (scenario_decode_rare_prefill,
+                            "graph decode, 1 ms host work after a per-step read-back, three 458 ms prefills in 400 steps"),
+    "offload_copy_bound": (scenario_offload_copy_bound,
+                           "weights streamed host-to-device from pinned memory every step (CPU offload)"),
+    "graph_capture_phase": (scenario_graph_capture_phase,
+                            "CUDA-graph capture at start-up: 720 launches recorded, 7 kernels executed"),
     "memset_only": (scenario_memset_only, "no kernel table, one 1.5 us memset"),
     "single_kernel": (scenario_single_kernel, "one 2.3 us kernel inside 112 ms of CUDA calls"),
     "host_starved": (scenario_host_starved, "graph replays of 2 ms separated by 7 ms of host code, no sync"),
@@ -519,8 +529,8 @@ def write_nsys(path: Path, ranks: list[Rank], scenario: str, session_start_ns: i
             [(s, e, r.device, r.stream, c, r.gpid, b) for s, e, c, b in r.memsets],
         )
         k_rows = [
-            (s, e, r.device, 1, None, r.stream, c, r.gpid, sid(n), sid(r.short_names.get(n, n)), None, 0, 0, 32, 1, 1, 1, 128, 1, 1,
-             0, 0, 0, 0, c, 0, None, None, None, None, None, None, None, None, None, None, None, None, None)
+            (s, e, r.device, 1, None, r.stream, c, r.gpid, sid(n), sid(r.short_names.get(n, n)), None, 0, 0, 32, 1, 1, 1, 128,
+             1, 1, 0, 0, 0, 0, c, 0, None, None, None, None, None, None, None, None, None, None, None, None, None)
             for s, e, n, c, _ in r.kernels
         ]
         if k_rows:
@@ -553,7 +563,8 @@ def write_nsys(path: Path, ranks: list[Rank], scenario: str, session_start_ns: i
         db.execute("INSERT INTO TARGET_INFO_CUDA_DEVICE (gpuId, cudaId, pid, uuid, numMultiprocessors) VALUES (?, ?, ?, ?, 132)",
                    (r.device, r.device, r.pid, f"GPU-0000000{r.device}"))
     for dev in sorted({r.device for r in ranks}):
-        db.execute("INSERT INTO TARGET_INFO_GPU (vmId, id, name, uuid, smCount, totalMemory, cuDevice) VALUES (0, ?, 'NVIDIA H100 80GB HBM3', ?, 132, 85520809984, ?)",
+        db.execute("INSERT INTO TARGET_INFO_GPU (vmId, id, name, uuid, smCount, totalMemory, cuDevice) "
+                   "VALUES (0, ?, 'NVIDIA H100 80GB HBM3', ?, 132, 85520809984, ?)",
                    (dev, f"GPU-0000000{dev}", dev))
     if session_start_ns is not None:  # the capture's wall-clock start, as nsys records it
         import datetime
@@ -603,17 +614,22 @@ def write_rocpd(path: Path, rank: Rank, scenario: str) -> None:
             strings[text] = len(strings) + 1
         return strings[text]
 
-    db.execute(f"INSERT INTO {t('rocpd_info_node')} (id, guid, hash, machine_id, hostname) VALUES (1, ?, 1, 'node', 'gpu-node-01')", (guid,))
+    db.execute(f"INSERT INTO {t('rocpd_info_node')} (id, guid, hash, machine_id, hostname) "
+               "VALUES (1, ?, 1, 'node', 'gpu-node-01')", (guid,))
     db.execute(f"INSERT INTO {t('rocpd_info_process')} (id, guid, nid, pid, command) VALUES (1, ?, 1, ?, ?)",
                (guid, rank.pid, f"python3 -m vllm.worker rank{rank.device}"))
-    db.execute(f"INSERT INTO {t('rocpd_info_thread')} (id, guid, nid, pid, tid, name) VALUES (1, ?, 1, 1, ?, 'python3')", (guid, rank.pid))
+    db.execute(f"INSERT INTO {t('rocpd_info_thread')} (id, guid, nid, pid, tid, name) VALUES (1, ?, 1, 1, ?, 'python3')",
+               (guid, rank.pid))
     agents = [(i, "CPU", i, i, i, "AMD EPYC 9654", "AMD EPYC 9654") for i in range(2)] + [
         (2 + g, "GPU", 2 + g, 2 + g, g, "gfx942", "AMD Instinct MI300X") for g in range(8)]
-    db.executemany(f"INSERT INTO {t('rocpd_info_agent')} (id, guid, nid, pid, type, absolute_index, logical_index, type_index, name, product_name) VALUES (?, ?, 1, 1, ?, ?, ?, ?, ?, ?)",
+    db.executemany(f"INSERT INTO {t('rocpd_info_agent')} "
+                   "(id, guid, nid, pid, type, absolute_index, logical_index, type_index, name, product_name) "
+                   "VALUES (?, ?, 1, 1, ?, ?, ?, ?, ?, ?)",
                    [(a[0], guid, a[1], a[2], a[3], a[4], a[5], a[6]) for a in agents])
     db.execute(f"INSERT INTO {t('rocpd_info_queue')} (id, guid, nid, pid, name) VALUES (1, ?, 1, 1, 'HIP queue')", (guid,))
     db.execute(f"INSERT INTO {t('rocpd_info_stream')} (id, guid, nid, pid, name) VALUES (1, ?, 1, 1, 'stream 0')", (guid,))
-    db.execute(f"INSERT INTO {t('rocpd_info_code_object')} (id, guid, nid, pid, agent_id, uri) VALUES (1, ?, 1, 1, ?, 'memory://model')", (guid, 2 + rank.device))
+    db.execute(f"INSERT INTO {t('rocpd_info_code_object')} (id, guid, nid, pid, agent_id, uri) "
+               "VALUES (1, ?, 1, 1, ?, 'memory://model')", (guid, 2 + rank.device))
     symbols: dict[str, int] = {}
     events, regions, dispatches, copies = [], [], [], []
     gpu_agent = 2 + rank.device
@@ -659,14 +675,26 @@ def write_rocpd(path: Path, rank: Rank, scenario: str) -> None:
     for s_, e_, c_, b_, ck, sk, dk in rank.copies:
         eid = len(events) + 1
         events.append((eid, guid, sid("MEMORY_COPY"), region_of[c_], None, 0))
-        copies.append((len(copies) + 1, guid, 1, 1, 1, s_, e_, sid("MEMORY_COPY_DEVICE_TO_HOST"), 0, 0, gpu_agent, 0, b_, 1, 1, eid))
-    db.executemany(f"INSERT INTO {t('rocpd_info_kernel_symbol')} (id, guid, nid, pid, code_object_id, kernel_name, display_name) VALUES (?, ?, 1, 1, 1, ?, ?)",
+        copies.append((len(copies) + 1, guid, 1, 1, 1, s_, e_, sid("MEMORY_COPY_DEVICE_TO_HOST"), 0, 0, gpu_agent, 0, b_, 1, 1,
+                       eid))
+    db.executemany(f"INSERT INTO {t('rocpd_info_kernel_symbol')} "
+                   "(id, guid, nid, pid, code_object_id, kernel_name, display_name) VALUES (?, ?, 1, 1, 1, ?, ?)",
                    [(i, guid, n, n) for n, i in symbols.items()])
-    db.executemany(f"INSERT INTO {t('rocpd_string')} (id, guid, string) VALUES (?, ?, ?)", [(i, guid, s2) for s2, i in strings.items()])
-    db.executemany(f"INSERT INTO {t('rocpd_event')} (id, guid, category_id, stack_id, parent_stack_id, correlation_id) VALUES (?, ?, ?, ?, ?, ?)", events)
-    db.executemany(f"INSERT INTO {t('rocpd_region')} (id, guid, nid, pid, tid, start, end, name_id, event_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", regions)
-    db.executemany(f"INSERT INTO {t('rocpd_kernel_dispatch')} (id, guid, nid, pid, tid, agent_id, kernel_id, dispatch_id, queue_id, stream_id, start, end, private_segment_size, group_segment_size, workgroup_size_x, workgroup_size_y, workgroup_size_z, grid_size_x, grid_size_y, grid_size_z, region_name_id, event_id) VALUES ({','.join('?' * 22)})", dispatches)
-    db.executemany(f"INSERT INTO {t('rocpd_memory_copy')} (id, guid, nid, pid, tid, start, end, name_id, dst_agent_id, dst_address, src_agent_id, src_address, size, queue_id, stream_id, event_id) VALUES ({','.join('?' * 16)})", copies)
+    db.executemany(f"INSERT INTO {t('rocpd_string')} (id, guid, string) VALUES (?, ?, ?)",
+                   [(i, guid, s2) for s2, i in strings.items()])
+    db.executemany(f"INSERT INTO {t('rocpd_event')} (id, guid, category_id, stack_id, parent_stack_id, correlation_id) "
+                   "VALUES (?, ?, ?, ?, ?, ?)", events)
+    db.executemany(f"INSERT INTO {t('rocpd_region')} (id, guid, nid, pid, tid, start, end, name_id, event_id) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", regions)
+    db.executemany(f"INSERT INTO {t('rocpd_kernel_dispatch')} "
+                   "(id, guid, nid, pid, tid, agent_id, kernel_id, dispatch_id, queue_id, stream_id, start, end, "
+                   "private_segment_size, group_segment_size, workgroup_size_x, workgroup_size_y, workgroup_size_z, "
+                   "grid_size_x, grid_size_y, grid_size_z, region_name_id, event_id) "
+                   f"VALUES ({','.join('?' * 22)})", dispatches)
+    db.executemany(f"INSERT INTO {t('rocpd_memory_copy')} "
+                   "(id, guid, nid, pid, tid, start, end, name_id, dst_agent_id, dst_address, src_agent_id, src_address, "
+                   "size, queue_id, stream_id, event_id) "
+                   f"VALUES ({','.join('?' * 16)})", copies)
     db.commit()
     db.execute("VACUUM")
     db.close()
@@ -779,17 +807,21 @@ def nccl_log(n: int, pids: list[int]) -> str:
     comm_id = "0x5f1e2d3c4b5a6978"
     out = [f"{host}:{pids[0]}:{pids[0]} [0] NCCL INFO NCCL version 2.21.5+cuda12.4"]
     for r in range(n):
-        out.append(f"{host}:{pids[r]}:{pids[r] + 100} [{r}] NCCL INFO ncclCommInitRank comm 0x55d0{r:04x}a0 rank {r} nranks {n} cudaDev {r} nvmlDev {r} busId {r + 1}8000 commId {comm_id} - Init START")
+        out.append(f"{host}:{pids[r]}:{pids[r] + 100} [{r}] NCCL INFO ncclCommInitRank comm 0x55d0{r:04x}a0 rank {r} "
+                   f"nranks {n} cudaDev {r} nvmlDev {r} busId {r + 1}8000 commId {comm_id} - Init START")
     for r in range(n):
-        out.append(f"{host}:{pids[r]}:{pids[r] + 100} [{r}] NCCL INFO comm 0x55d0{r:04x}a0 rank {r} nRanks {n} nNodes 1 localRanks {n} localRank {r} MNNVL 0")
+        out.append(f"{host}:{pids[r]}:{pids[r] + 100} [{r}] NCCL INFO comm 0x55d0{r:04x}a0 rank {r} nRanks {n} nNodes 1 "
+                   f"localRanks {n} localRank {r} MNNVL 0")
     out.append(f"{host}:{pids[0]}:{pids[0] + 100} [0] NCCL INFO Channel 00/02 : " + " ".join(str(i) for i in range(n)))
     for ch in range(2):
         for r in range(n):
             nxt = (r + 1) % n
             via = "P2P/CUMEM" if r // 4 == nxt // 4 else "SHM/direct/direct"
-            out.append(f"{host}:{pids[r]}:{pids[r] + 101} [{r}] NCCL INFO Channel {ch:02d}/0 : {r}[{r}] -> {nxt}[{nxt}] via {via}")
+            out.append(f"{host}:{pids[r]}:{pids[r] + 101} [{r}] NCCL INFO Channel {ch:02d}/0 : "
+                       f"{r}[{r}] -> {nxt}[{nxt}] via {via}")
     for r in range(n):
-        out.append(f"{host}:{pids[r]}:{pids[r] + 100} [{r}] NCCL INFO ncclCommInitRank comm 0x55d0{r:04x}a0 rank {r} nranks {n} cudaDev {r} nvmlDev {r} busId {r + 1}8000 commId {comm_id} - Init COMPLETE")
+        out.append(f"{host}:{pids[r]}:{pids[r] + 100} [{r}] NCCL INFO ncclCommInitRank comm 0x55d0{r:04x}a0 rank {r} "
+                   f"nranks {n} cudaDev {r} nvmlDev {r} busId {r + 1}8000 commId {comm_id} - Init COMPLETE")
     return "\n".join(out) + "\n"
 
 

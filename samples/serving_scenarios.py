@@ -32,7 +32,8 @@ def gen_tps(running, a=5.0, b=0.086):
 
 
 def stats_line(t, running, waiting, kv_pct, prompt_tps, gen_tps, hit_pct=0.0, engine="000"):
-    return (f"(APIServer pid=1) INFO {log_time(t)} [loggers.py:118] Engine {engine}: Avg prompt throughput: {prompt_tps:.1f} tokens/s, "
+    return (f"(APIServer pid=1) INFO {log_time(t)} [loggers.py:118] Engine {engine}: "
+            f"Avg prompt throughput: {prompt_tps:.1f} tokens/s, "
             f"Avg generation throughput: {gen_tps:.1f} tokens/s, Running: {running} reqs, Waiting: {waiting} reqs, "
             f"GPU KV cache usage: {kv_pct:.1f}%, Prefix cache hit rate: {hit_pct:.1f}%")
 
@@ -41,7 +42,8 @@ def config_lines(args: dict, chunked: int | None = None) -> list[str]:
     out = ["(APIServer pid=1) INFO 07-28 08:59:50 [api_server.py:1287] vLLM API server version 0.10.1",
            f"(APIServer pid=1) INFO 07-28 08:59:51 [utils.py:233] non-default args: {args!r}"]
     if chunked:
-        out.append(f"(EngineCore_0 pid=90) INFO 07-28 08:59:55 [config.py:2197] Chunked prefill is enabled with max_num_batched_tokens={chunked}.")
+        out.append("(EngineCore_0 pid=90) INFO 07-28 08:59:55 [config.py:2197] "
+                   f"Chunked prefill is enabled with max_num_batched_tokens={chunked}.")
     return out
 
 
@@ -176,8 +178,10 @@ def memory_pressure(rng):
         log.append(stats_line(10 * i, run, 0, rng.uniform(40, 70), 6000.0, gen_tps(run), hit_pct=rng.uniform(30, 50)))
     log += [
         "(EngineCore_0 pid=90) ERROR 07-28 09:02:31 [core.py:700] EngineCore encountered a fatal error.",
-        "(EngineCore_0 pid=90) ERROR 07-28 09:02:31 [core.py:700] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. "
-        "GPU 0 has a total capacity of 79.19 GiB of which 1.12 GiB is free. Including non-PyTorch memory, this process has 78.05 GiB "
+        "(EngineCore_0 pid=90) ERROR 07-28 09:02:31 [core.py:700] torch.OutOfMemoryError: CUDA out of memory. "
+        "Tried to allocate 3.50 GiB. "
+        "GPU 0 has a total capacity of 79.19 GiB of which 1.12 GiB is free. "
+        "Including non-PyTorch memory, this process has 78.05 GiB "
         "memory in use. Of the allocated memory 71.40 GiB is allocated by PyTorch, and 6.70 GiB is reserved by PyTorch but "
         "unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
         "to avoid fragmentation.",
@@ -231,7 +235,8 @@ def proxy_buffering(rng):
     e2e = [rng.uniform(2.4, 2.8) for _ in range(n)]
     client_ttft = [x - rng.uniform(0.01, 0.05) for x in e2e]
     rec = bench_record(3.0, None, n, n / 2.95, 400 * n, 150 * n, [1000 * x for x in client_ttft],
-                       [rng.uniform(0.5, 1.0) for _ in range(n)], [rng.uniform(0.5, 1.0) for _ in range(n)], [1000 * x for x in e2e])
+                       [rng.uniform(0.5, 1.0) for _ in range(n)], [rng.uniform(0.5, 1.0) for _ in range(n)],
+                       [1000 * x for x in e2e])
     prom = (gauge("vllm:num_requests_running", 9) + gauge("vllm:num_requests_waiting", 0)
             + histogram("vllm:time_to_first_token_seconds", server_ttft) + histogram("vllm:e2e_request_latency_seconds",
                                                                                   [x - 0.05 for x in e2e]))
@@ -252,7 +257,8 @@ def over_replicated(rng):
         running.append(run)
         files[f"replica{r}.prom"] = (gauge("vllm:num_requests_running", run, f'model_name="m",instance="10.0.0.{r}:8000"')
                                      + gauge("vllm:num_requests_waiting", 0, f'model_name="m",instance="10.0.0.{r}:8000"')
-                                     + gauge("vllm:kv_cache_usage_perc", rng.uniform(0.05, 0.15), f'model_name="m",instance="10.0.0.{r}:8000"'))
+                                     + gauge("vllm:kv_cache_usage_perc", rng.uniform(0.05, 0.15),
+                                             f'model_name="m",instance="10.0.0.{r}:8000"'))
     n = 200
     files["bench.json"] = [bench_record(4.0, None, n, n / 3.95, 500 * n, 150 * n, [rng.uniform(40, 70) for _ in range(n)],
                                         [rng.uniform(9, 11) for _ in range(n)], [rng.uniform(9, 12) for _ in range(n)],
@@ -275,7 +281,8 @@ def admission_blocked(rng):
     for i in range(24):
         run = rng.randint(8, 16)
         running.append(run)
-        log.append(stats_line(10 * i, run, rng.randint(20, 40), rng.uniform(8, 22), 800.0, gen_tps(run), hit_pct=rng.uniform(30, 50)))
+        log.append(stats_line(10 * i, run, rng.randint(20, 40), rng.uniform(8, 22), 800.0, gen_tps(run),
+                              hit_pct=rng.uniform(30, 50)))
     prom = (gauge("vllm:num_requests_running", running[-1]) + gauge("vllm:num_requests_waiting", 30)
             + gauge("vllm:kv_cache_usage_perc", 0.15))
     n = 200

@@ -38,9 +38,8 @@ REAL_SKIP = "real sample not redistributable, in the project's ../shared/samples
 
 def _real_view() -> Path:
     import atexit
-    import shutil
-
     import hashlib
+    import shutil
 
     view = Path(tempfile.mkdtemp(prefix="tracetriage-real-"))
     atexit.register(shutil.rmtree, str(view), True)
@@ -100,7 +99,8 @@ def api_only_export(path, capture_types=()):
 
 def bundle_names():
     """The trace bundles (a serving bundle's truth names the findings it expects instead)."""
-    return sorted(p.stem for p in TRUTH.glob("*.json") if (BUNDLES / p.stem).is_dir() and "expect" not in json.loads(p.read_text()))
+    return sorted(p.stem for p in TRUTH.glob("*.json")
+                  if (BUNDLES / p.stem).is_dir() and "expect" not in json.loads(p.read_text()))
 
 
 def truth(name):
@@ -289,7 +289,8 @@ def open_in_chromium(html_path, screenshot=None):
     import shutil
 
     pw = pytest.importorskip("playwright.sync_api", reason=f"{BROWSER_SKIP} (playwright not installed)")
-    exe = next((c for c in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if os.path.exists(c)), None) or shutil.which("chromium")
+    exe = (next((c for c in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if os.path.exists(c)), None)
+           or shutil.which("chromium"))
     errors, requests = [], []
     with pw.sync_playwright() as p:
         try:  # Debian's chromium, else the one `python -m playwright install chromium` downloads

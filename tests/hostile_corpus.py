@@ -121,7 +121,8 @@ def nsys_shape(out: Path, cases: list) -> None:
     variant("no StringIds", "DROP TABLE StringIds")
     variant("kernel end INT64_MAX", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = 9223372036854775807 WHERE rowid = 7")
     variant("kernel end before start", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 1000000 WHERE rowid % 5 = 0")
-    variant("kernel years away", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + 100000000000000000, end = end + 100000000000000000 WHERE rowid = 3")
+    variant("kernel years away", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL "
+            "SET start = start + 100000000000000000, end = end + 100000000000000000 WHERE rowid = 3")
     variant("runtime end INT64_MAX", "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET end = 9223372036854775807 WHERE rowid = 11")
     variant("negative times", "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = -start, end = -end WHERE rowid % 3 = 0")
     variant("empty kernel table", "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
@@ -131,15 +132,17 @@ def nsys_shape(out: Path, cases: list) -> None:
             "CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS SELECT * FROM K2")
     variant("recursive view", "ALTER TABLE CUPTI_ACTIVITY_KIND_RUNTIME RENAME TO R2",
             "CREATE VIEW CUPTI_ACTIVITY_KIND_RUNTIME AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
-            "SELECT x AS start, x + 1 AS end, 0 AS eventClass, 0 AS globalTid, x AS correlationId, 1 AS nameId, 0 AS returnValue, "
-            "NULL AS callchainId FROM c")
+            "SELECT x AS start, x + 1 AS end, 0 AS eventClass, 0 AS globalTid, x AS correlationId, 1 AS nameId, "
+            "0 AS returnValue, NULL AS callchainId FROM c")
     variant("endless cross join view", "ALTER TABLE CUPTI_ACTIVITY_KIND_MEMCPY RENAME TO M2",
             "CREATE VIEW CUPTI_ACTIVITY_KIND_MEMCPY AS SELECT a.* FROM M2 a, M2 b, M2 c, M2 d, M2 e, K0 f ORDER BY random()",
             "CREATE TABLE K0 AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL")
     variant("NVTX domain-create row with text domainId",
-            "INSERT INTO NVTX_EVENTS (start, \"end\", eventType, domainId, text, globalTid) VALUES (1, NULL, 75, 'abc', 'dom', 0)")
+            "INSERT INTO NVTX_EVENTS (start, \"end\", eventType, domainId, text, globalTid) "
+            "VALUES (1, NULL, 75, 'abc', 'dom', 0)")
     variant("NVTX domain-create row with blob text",
-            "INSERT INTO NVTX_EVENTS (start, \"end\", eventType, domainId, text, globalTid) VALUES (1, NULL, 75, 7, x'fffe00', 0)")
+            "INSERT INTO NVTX_EVENTS (start, \"end\", eventType, domainId, text, globalTid) "
+            "VALUES (1, NULL, 75, 7, x'fffe00', 0)")
     # Over 4 MB an export is read through ADBC/Arrow, which does not check text: invalid UTF-8
     # in any cell (a flipped high bit) must not reach the conversion to numpy.
     pad = "CREATE TABLE zz_pad (b BLOB)", "INSERT INTO zz_pad VALUES (zeroblob(4500000))"
@@ -341,7 +344,8 @@ def rocprof_json(out: Path, cases: list) -> None:
     write("valid", json.dumps(base))
     for record, field in (("kernel_dispatch", "start_timestamp"), ("kernel_dispatch", "end_timestamp"),
                           ("kernel_dispatch", "dispatch_info"), ("kernel_dispatch", "correlation_id"),
-                          ("hip_api", "operation"), ("hip_api", "kind"), ("memory_copy", "bytes"), ("memory_copy", "src_agent_id")):
+                          ("hip_api", "operation"), ("hip_api", "kind"), ("memory_copy", "bytes"),
+                          ("memory_copy", "src_agent_id")):
         for label, raw in (("Infinity", "Infinity"), ("1e308", "1e308"), ("5000 digits", "9" * 5000), ("string", '"12x"'),
                            ("null", "null"), ("list", "[1,2]"), ("negative", "-5")):
             doc = json.loads(json.dumps(base))
@@ -645,7 +649,8 @@ def rocprof_csv(out: Path, cases: list) -> None:
 
     write("valid", ker, api)
     for label, value in (("huge", "9" * 25), ("negative", "-5"), ("int64 min", "-9223372036854775808"), ("NaN", "nan"),
-                         ("inf", "inf"), ("1e308", "1e308"), ("text", "abc"), ("empty", ""), ("19 digits", "9999999999999999999")):
+                         ("inf", "inf"), ("1e308", "1e308"), ("text", "abc"), ("empty", ""),
+                         ("19 digits", "9999999999999999999")):
         for col in ("Correlation_Id", "Start_Timestamp", "End_Timestamp", "Agent_Id", "Stream_Id"):
             j = k_hdr.index(col)
             rows = [list(r) for r in ker]

@@ -5,7 +5,8 @@ one of the two mechanisms of "GPU at 30% utilization"; accounting still claims o
 import json
 
 import pytest
-from conftest import BUNDLES, REAL as REAL_ALL, ROOT, run_cli
+from conftest import BUNDLES, ROOT, run_cli
+from conftest import REAL as REAL_ALL
 
 from tracetriage import analyze
 from tracetriage.analyzers.catalog import AXES, CATALOG
@@ -49,7 +50,8 @@ def test_a_utilization_finding_on_its_own_axis_stays_first():
     assert d["findings"][0]["answers"] == ["utilization"]
 
 
-@pytest.mark.parametrize("name", ["nsys2024.6_1xH200_nvfuser_matmul.sqlite", "nsys2025.1_1xH200_nvfuser_pytorch_crossentropy.sqlite"])
+@pytest.mark.parametrize("name", ["nsys2024.6_1xH200_nvfuser_matmul.sqlite",
+                                  "nsys2025.1_1xH200_nvfuser_pytorch_crossentropy.sqlite"])
 def test_real_idle_gpus_answer_utilization(name):
     """The NVIDIA Fuser captures (GPU busy under 2%) used to answer 'no finding on this axis'."""
     if not (REAL / name).exists():

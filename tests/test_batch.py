@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import BUNDLES, REAL, ROOT, add_nsys_session as _session, run_cli, run_cli_process
+from conftest import BUNDLES, REAL, ROOT, run_cli, run_cli_process
+from conftest import add_nsys_session as _session
 
 from tracetriage.archive import extract
 from tracetriage.batches import run_batch
-from tracetriage.runtime import Runtime
 from tracetriage.errors import EXIT_BATCH_FAILED, ArchiveError
+from tracetriage.runtime import Runtime
 
 
 @pytest.fixture(scope="module")

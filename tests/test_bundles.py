@@ -96,7 +96,8 @@ def test_tp4_not_collective_dominant(analyses):
     a = analyses["tp4_island"]
     assert "collective_dominant" not in ids(a)
     assert "cross_island_collective" not in ids(a)
-    assert a.data["topology"]["crossing_groups"][0] == {"group": [0, 1, 2, 3], "islands_spanned": 1, "worst_link": "NV18", "crosses_slow_link": False}
+    assert a.data["topology"]["crossing_groups"][0] == {"group": [0, 1, 2, 3], "islands_spanned": 1, "worst_link": "NV18",
+                                                        "crosses_slow_link": False}
     assert all(d["collective_share_pct"] < 10 for d in a.data["devices"])
 
 

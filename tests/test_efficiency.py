@@ -87,7 +87,8 @@ def test_memory_bound_ops():
     # a tensor list is recorded without its element type: the bytes are unknown, not guessed
     assert opwork.work("aten::cat", [[[2, 3], [2, 5]], []], ["TensorList", "Scalar"]) is None
     # mean over the last dim: 32 read, 4 written; with no dim given, one element written
-    assert w("aten::mean", [[4, 8], [], [], []], ["float", "ScalarList", "Scalar", ""], ["", "[-1]", "True", ""]).bytes == (32 + 4) * 4
+    assert (w("aten::mean", [[4, 8], [], [], []], ["float", "ScalarList", "Scalar", ""], ["", "[-1]", "True", ""]).bytes
+            == (32 + 4) * 4)
     assert w("aten::max", [[32]], ["int"], [""]).bytes == (32 + 1) * 4
     assert w("aten::cumsum", [[32], [], []], ["int", "Scalar", ""]).bytes == 2 * 32 * 4
     assert w("aten::_softmax", [[4, 8], [], []], [BF, "Scalar", "Scalar"]).bytes == 2 * 32 * 2
@@ -367,7 +368,8 @@ def test_pytorch_nvtx_texts_parse_as_emit_nvtx_writes_them():
     from tracetriage.parsers import torch_nvtx
 
     got = torch_nvtx.parse_texts([
-        "aten::addmm, seq = 12, op_id = 34, sizes = [[64], [16, 32], [32, 64], [], []], input_op_ids = [(30,0), (31,0), (0,-1), (0,-1), (0,-1)]",
+        ("aten::addmm, seq = 12, op_id = 34, sizes = [[64], [16, 32], [32, 64], [], []], "
+         "input_op_ids = [(30,0), (31,0), (0,-1), (0,-1), (0,-1)]"),
         "aten::cat, op_id = 40, sizes = [[2, 3], [2, 5], []], input_op_ids = [(38,0), (39,0), (0,-1)]",
         "aten::mul, seq = 46174, op_id = 993406",  # --pytorch=autograd-nvtx: no sizes
         "ProfilerStep#3", "decode_step",
@@ -382,8 +384,9 @@ def test_pytorch_nvtx_texts_parse_as_emit_nvtx_writes_them():
 
 
 def test_innermost_enclosing_op_range():
-    from tracetriage.parsers import torch_nvtx
     import numpy as np
+
+    from tracetriage.parsers import torch_nvtx
 
     # matmul [0, 100] holds t [10, 20] and mm [30, 60]; a sibling add [70, 90]; sorted by (start, -end)
     start, end = np.array([0, 10, 30, 70]), np.array([100, 20, 60, 90])
@@ -493,7 +496,8 @@ def test_nsys_nvtx_without_shapes_names_the_capture_option(nsys_nvtx):
     assert "nsys profile --pytorch=autograd-shapes-nvtx" in ab["capture_hint"]
 
 
-@pytest.mark.parametrize("name", ["nsys2026.2_2xH100_mfu_after.sqlite", "nsys2026.2_2xH100_fastvideo_sp2_pytorch_window1s.sqlite"])
+@pytest.mark.parametrize("name", ["nsys2026.2_2xH100_mfu_after.sqlite",
+                                  "nsys2026.2_2xH100_fastvideo_sp2_pytorch_window1s.sqlite"])
 def test_real_autograd_nvtx_capture_says_which_option_records_shapes(name):
     """Real nsys-ai captures taken with --pytorch=autograd-nvtx ('aten::mul, seq = 46174, op_id = 993406')."""
     a = analyze(open_case([real("nsys", name)]))
@@ -520,7 +524,8 @@ def _pairing(capture, execution):
     ops = {e["args"]["External id"]: e for e in cap if e.get("cat") == "cpu_op" and "Input Dims" in e.get("args", {})}
     ex = _events(execution)
     launch = next(e for e in ex if e.get("name") == "hipGraphLaunch")
-    kernels = sorted((e for e in ex if e.get("cat") == "kernel" and e["args"].get("correlation") == launch["args"]["correlation"]),
+    kernels = sorted((e for e in ex
+                      if e.get("cat") == "kernel" and e["args"].get("correlation") == launch["args"]["correlation"]),
                      key=lambda e: e["ts"])
     return launches, ops, kernels
 
@@ -532,11 +537,11 @@ def test_real_sglang_graph_replay_tied_to_its_capture():
     cap, exe = "tracelens_sglang_decode_capture_bs32_rank0.json.gz", "tracelens_sglang_qwen3-8b_decode.json.gz"
     launches, ops, kernels = _pairing(cap, exe)
     assert len(launches) == len(kernels) == 544
-    assert all(l["args"]["kernel"] == k["name"] for l, k in zip(launches, kernels))
+    assert all(call["args"]["kernel"] == k["name"] for call, k in zip(launches, kernels))
     want = [4096, 24576]  # the fused gate/up projection of Qwen3-8B at batch 32
-    picked = [(k, ops[l["args"]["External id"]]) for l, k in zip(launches, kernels)
-              if ops.get(l["args"].get("External id"), {}).get("name") == "aten::mm"
-              and ops[l["args"]["External id"]]["args"]["Input Dims"][1] == want]
+    picked = [(k, ops[call["args"]["External id"]]) for call, k in zip(launches, kernels)
+              if ops.get(call["args"].get("External id"), {}).get("name") == "aten::mm"
+              and ops[call["args"]["External id"]]["args"]["Input Dims"][1] == want]
     a = analyze(open_case([real("kineto", cap), real("kineto", exe)]))
     eff = a.data["efficiency"]
     assert eff["trace"].endswith(exe) and eff["device"]["model"] == "AMD Instinct MI300X"
@@ -549,8 +554,8 @@ def test_real_sglang_graph_replay_tied_to_its_capture():
     # what stayed untied is said, with why: kernels of ops without a formula (attention, fused norms)
     nm = [n for n in eff["not_measured"] if n["what"] == "graph-replayed kernels not tied to ops"]
     assert len(nm) == 1 and "no FLOP/byte formula" in nm[0]["reason"] and "1 of 1 replays tied" in nm[0]["reason"]
-    untied = sum(k["dur"] for l, k in zip(launches, kernels)
-                 if ops.get(l["args"].get("External id"), {}).get("name") not in ("aten::mm", "aten::copy_", "aten::gather"))
+    untied = sum(k["dur"] for call, k in zip(launches, kernels)
+                 if ops.get(call["args"].get("External id"), {}).get("name") not in ("aten::mm", "aten::copy_", "aten::gather"))
     assert nm[0]["time_ns"] == pytest.approx(untied * 1000, abs=len(kernels))
 
 
@@ -571,7 +576,8 @@ def test_capture_and_execution_traces_are_one_case_on_the_command_line(tmp_path)
     note = next(i for i in a["inputs"] if i["path"].endswith(cap))["warnings"]
     assert any("graph capture phase" in w and w.endswith("not analyzed as a run of its own") for w in note)
     assert a["efficiency"]["trace"].endswith(exe) and _class_of(a, "gemm")["measured_share_pct"] == 100.0
-    assert not any(x["analysis"] == "graph_capture_phase" for x in a["abstentions"])  # it was "Not enough to judge: ... a graph capture phase"
+    # it was "Not enough to judge: ... a graph capture phase"
+    assert not any(x["analysis"] == "graph_capture_phase" for x in a["abstentions"])
 
 
 def _class_of(data, name):
@@ -608,8 +614,11 @@ def _graph_doc(captures, replay_kernels, kernel_names=True):
     """A small Kineto trace: graph captures (each a list of (op name, dims) launched in order) and one
     hipGraphLaunch replaying ``replay_kernels`` (name, duration µs) on one stream."""
     ev, t, ext, corr = [], 1000.0, 100, 500
-    rt = lambda name, ts, **a: ev.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 7, "tid": 7, "ts": ts,
-                                          "dur": 1.0, "args": {"correlation": a.pop("corr", 0), **a}})
+
+    def rt(name, ts, **a):
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 7, "tid": 7, "ts": ts,
+                   "dur": 1.0, "args": {"correlation": a.pop("corr", 0), **a}})
+
     for ops in captures:
         rt("hipStreamBeginCapture", t)
         for name, dims, kernel in ops:

@@ -61,7 +61,8 @@ def test_graph_replay_is_not_launch_bound(results):
     assert "launch_bound" not in {f["id"] for f in a.findings}
     assert _compute_pct(a) > 90
     eager = results["eager_decode.json.gz"]
-    assert a.data["inputs"][0]["counts"]["kernels"] == eager.data["inputs"][0]["counts"]["kernels"]  # same kernels, other launch path
+    # same kernels, other launch path
+    assert a.data["inputs"][0]["counts"]["kernels"] == eager.data["inputs"][0]["counts"]["kernels"]
 
 
 def test_offload_is_a_copy_problem(results):

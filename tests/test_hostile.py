@@ -44,7 +44,8 @@ def snapshot(path):
 
 # The CLI as `python -m tracetriage`, writing its own peak RSS (KiB) where the runner reads it.
 RUNNER = ("import atexit, os, resource, runpy, sys; "
-          "atexit.register(lambda: open(os.environ['TT_RSS_FILE'], 'w').write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))); "
+          "atexit.register(lambda: open(os.environ['TT_RSS_FILE'], 'w')"
+          ".write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))); "
           "sys.argv = ['tracetriage'] + sys.argv[1:]; runpy.run_module('tracetriage', run_name='__main__')")
 
 
@@ -121,7 +122,8 @@ def test_hostile_corpus(corpus):
     ART.mkdir(exist_ok=True)
     (ART / "hostile_results.json").write_text(__import__("json").dumps(results, indent=1))
     failures = [r for r in results if r["problems"]]
-    assert not failures, "\n".join(f"{r['family']}/{r['name']}: {'; '.join(r['problems'])} | {r['stderr']}" for r in failures[:60])
+    assert not failures, "\n".join(f"{r['family']}/{r['name']}: {'; '.join(r['problems'])} | {r['stderr']}"
+                                   for r in failures[:60])
     assert peak_mb < RSS_LIMIT_MB
 
 

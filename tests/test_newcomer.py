@@ -8,8 +8,8 @@ import shutil
 
 import pandas as pd
 import pytest
-
 from conftest import BUNDLES, run_cli
+
 from tracetriage.batches import run_batch
 from tracetriage.runtime import Runtime
 
@@ -193,8 +193,8 @@ def test_the_declared_keys_validate_on_bundles_and_real_captures(analyses):
     import json
 
     import jsonschema
-
     from conftest import ROOT, real
+
     from tracetriage.api import analyze
     from tracetriage.reports import render
 

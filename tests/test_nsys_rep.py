@@ -103,7 +103,8 @@ def test_failing_exporter_is_exit_3_with_its_last_error_line(standin, tmp_path, 
     rep = report(tmp_path)
     p = run_cli("analyze", rep, "--cache-dir", tmp_path / "cache")
     assert p.returncode == 3
-    assert p.stderr.strip() == f"tracetriage: error: {rep}: nsys export failed: Error: the report is corrupted: unexpected end of stream"
+    assert p.stderr.strip() == (f"tracetriage: error: {rep}: nsys export failed: "
+                                "Error: the report is corrupted: unexpected end of stream")
     assert not list((tmp_path / "cache" / "exports").glob("*"))  # no partial export kept
 
 

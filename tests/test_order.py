@@ -3,17 +3,14 @@ and the nsys parser's tables against a full sort on the real multi-threaded expo
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import REAL as REAL_ALL  # the repository's real captures, then ../shared's
 
 from tracetriage import order
 from tracetriage.model import is_sorted
 from tracetriage.order import start_order
-
-from conftest import REAL as REAL_ALL  # noqa: E402 - the repository's real captures, then ../shared's
 
 REAL = REAL_ALL / "nsys"
 

@@ -15,8 +15,8 @@ import json
 import re
 
 import pytest
-
 from conftest import BUNDLES, real, sql
+
 from tracetriage.analyzers.evidence import nbytes
 from tracetriage.api import analyze
 from tracetriage.reports import palette
@@ -145,7 +145,11 @@ def test_busy_over_time_draws_lockstep_ranks_once(tp8):
 
 
 def test_long_kernel_names_are_cut_in_the_middle():
-    name = "Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_SN_1LDSB0_APM1_ABV0_ACED0_AF0EM1_AF1EM1_AMAS3_ASE_ASGT_ASLT_ASAE01_ASCE01_ASEM1_AAC0_BL1_BS1_DTL0_DTVA0_DVO0_ETSP_EPS1_FL0_GRVW8_GSU1_GSUASB_GLS0_ISA942_IU1_K1_KLA_LBSPPA128_LPA0_LPB8_LDL1_LRVW16_LWPMn1_LDW0_FMA_MIAV1_MDA2_MO40_NTA0_NTB0_NTC0_NTD0_NEPBS0_NLCA1_NLCB1_ONLL1_OPLV0_PK0_PAP0_PGR2_PLR1_SIA3_SS1_SU32_SUM0_SUS128_SCIUI1_SPO0_SRVW0_SSO0_SVW4_SNLL0_TT4_64_TLDS1_USFGROn1_VAW2_VSn1_VW4_WSGRA1_WSGRB1_WS64_WG32_8_1_WGM8"
+    name = ("Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_SN_1LDSB0_APM1_ABV0_ACED0_AF0EM1_AF1EM1_AMAS3_ASE_ASGT_ASLT_"
+            "ASAE01_ASCE01_ASEM1_AAC0_BL1_BS1_DTL0_DTVA0_DVO0_ETSP_EPS1_FL0_GRVW8_GSU1_GSUASB_GLS0_ISA942_IU1_K1_KLA_"
+            "LBSPPA128_LPA0_LPB8_LDL1_LRVW16_LWPMn1_LDW0_FMA_MIAV1_MDA2_MO40_NTA0_NTB0_NTC0_NTD0_NEPBS0_NLCA1_NLCB1_ONLL1_"
+            "OPLV0_PK0_PAP0_PGR2_PLR1_SIA3_SS1_SU32_SUM0_SUS128_SCIUI1_SPO0_SRVW0_SSO0_SVW4_SNLL0_TT4_64_TLDS1_USFGROn1_"
+            "VAW2_VSn1_VW4_WSGRA1_WSGRB1_WS64_WG32_8_1_WGM8")
     short = short_middle(name)
     assert len(short) == 90 and "…" in short
     assert short.startswith("Cijk_Alik_Bljk") and short.endswith("WGM8")  # family and tile shape both kept

@@ -6,7 +6,8 @@ import json
 import shutil
 
 import pytest
-from conftest import BUNDLES, ROOT, add_nsys_session as _session, run_cli
+from conftest import BUNDLES, ROOT, run_cli
+from conftest import add_nsys_session as _session
 
 REAL_NSYS = ROOT.parent / "shared" / "samples" / "real" / "nsys" / "nsys2026.1_tiny_cuda_app_full_export.sqlite"
 H200 = ROOT / "samples" / "h200"
@@ -45,7 +46,8 @@ def test_exports_whose_sessions_do_not_overlap_are_refused_and_overlapping_ones_
 def test_kineto_ranks_of_one_job_are_one_run_other_kineto_files_are_not(tmp_path):
     base = json.loads(gzip.open(H200 / "eager_decode.json.gz").read())
     for rank in (0, 1):
-        (tmp_path / f"r{rank}.json").write_text(json.dumps(dict(base, distributedInfo={"backend": "nccl", "rank": rank, "world_size": 2})))
+        (tmp_path / f"r{rank}.json").write_text(
+            json.dumps(dict(base, distributedInfo={"backend": "nccl", "rank": rank, "world_size": 2})))
     (tmp_path / "dup.json").write_text(json.dumps(dict(base, distributedInfo={"backend": "nccl", "rank": 1, "world_size": 2})))
     ok = run_cli("analyze", tmp_path / "r0.json", tmp_path / "r1.json", "--no-cache")
     assert ok.returncode == 0, ok.stderr

@@ -18,8 +18,7 @@ import copy
 import json
 
 import pytest
-from conftest import (BUNDLES, REAL, REAL_SHARED, REAL_SKIP, ROOT, TRUTH, assert_valid_analysis, bundle_names,
-                      schema_errors)
+from conftest import BUNDLES, REAL, REAL_SHARED, REAL_SKIP, ROOT, TRUTH, assert_valid_analysis, schema_errors
 
 from tracetriage.errors import TraceTriageError
 from tracetriage.reports.jsonout import to_dict
@@ -87,7 +86,8 @@ def test_every_finding_id_of_the_catalog_is_in_the_schema():
 def _cases():
     cases = [pytest.param([BUNDLES / n], {}, id=f"bundle-{n}") for n in sorted(p.name for p in BUNDLES.iterdir() if p.is_dir())]
     cases += [pytest.param([BUNDLES / "eager_decode_pyspy"], {"symptom": s}, id=f"symptom-{s}-eager_decode_pyspy") for s in AXES]
-    cases += [pytest.param([BUNDLES / "serving_at_capacity"], {"symptom": s}, id=f"symptom-{s}-serving_at_capacity") for s in AXES]
+    cases += [pytest.param([BUNDLES / "serving_at_capacity"], {"symptom": s}, id=f"symptom-{s}-serving_at_capacity")
+              for s in AXES]
     for t in sorted(TRUTH.glob("serving_*.json")):
         slo = json.loads(t.read_text()).get("slo")
         if slo and (BUNDLES / t.stem).is_dir():

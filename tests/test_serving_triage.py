@@ -131,7 +131,8 @@ def test_over_replicated_and_admission_blocked(results):
     assert abs(ev(f, "running_per_replica")["value"] - t["running_per_replica"]) < 0.01
     t = truth("serving_admission_blocked")["numbers"]
     f = results["serving_admission_blocked"].findings[0]
-    assert abs(ev(f, "running_mean")["value"] - t["running_mean"]) < 0.01 and f"of a cap of {t['cap']}" in ev(f, "running_mean")["text"]
+    assert (abs(ev(f, "running_mean")["value"] - t["running_mean"]) < 0.01
+            and f"of a cap of {t['cap']}" in ev(f, "running_mean")["text"])
 
 
 def test_healthy_says_which_budgets(results):

@@ -303,8 +303,8 @@ def analyze_case(spec: dict, outdir: str, options: dict | None = None, settings:
     batch's :meth:`Runtime.settings <tracetriage.runtime.Runtime.settings>` (plain values)."""
     from tracetriage import analyze, open_case
     from tracetriage.analyzers.compare import trend_record
-    from tracetriage.captured import capture_start_ns
     from tracetriage.analyzers.summary import headline_metrics
+    from tracetriage.captured import capture_start_ns
     from tracetriage.memory import tune_allocator
     from tracetriage.reports import render
 

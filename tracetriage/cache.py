@@ -44,6 +44,7 @@ from pathlib import Path
 
 from tracetriage.codeversion import code_version
 
+
 def model_version() -> str:
     """What makes a model: the parsers and the model (tracetriage/*.py)."""
     return "model-" + code_version("tracetriage", "tracetriage.parsers")

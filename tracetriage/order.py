@@ -25,7 +25,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-
 #: at most this many rows out of place are merged in; more, and the span is argsorted
 MAX_MERGED = 4096
 
