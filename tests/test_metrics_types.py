@@ -71,21 +71,11 @@ def test_the_metrics_are_frozen(trace_metrics):
         device.busy_pct = 0.0
     with pytest.raises(dataclasses.FrozenInstanceError):
         trace_metrics.odd = []
-    with pytest.raises(TypeError):  # the temporary key bridge reads, it never writes
-        device["accounting"] = {}
-    with pytest.raises(AttributeError):
-        trace_metrics.processes[0].pop("_long_steps")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        trace_metrics.processes[0].long_steps = metrics.LongSteps()
+    with pytest.raises(TypeError):  # no key look-ups: the rules and renderers read fields
+        device["accounting"]
     assert not hasattr(device, "__dict__")  # slotted
-
-
-def test_the_key_bridge_reads_todays_keys(trace_metrics):
-    device = trace_metrics.devices[0]
-    assert device["_slices"] is device.slices and device["busy_pct"] == device.busy_pct
-    assert device["gaps"]["by_cause"] is device.gaps.by_cause
-    assert "_slices" in device and "nonexistent" not in device and device.get("nonexistent", 7) == 7
-    assert trace_metrics["_odd"] is trace_metrics.odd and trace_metrics["window"]["duration_ns"] > 0
-    with pytest.raises(KeyError):
-        device["nonexistent"]
 
 
 def test_the_metrics_pickle(trace_metrics):

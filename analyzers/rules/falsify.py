@@ -31,15 +31,18 @@ def facts(ctx: Context) -> dict:
     exposed part, means over the devices that ran collectives), ``serving`` (serving_facts),
     ``threshold`` (THRESHOLDS' values by name) and ``kind``. A figure not measured is None."""
     serving = ctx.data.get("serving") or {}
-    coll = [d for d in ctx.devices if d.get("collective_count")]
+    collective = [device for device in ctx.devices if device.collective_count]
+    processes = [process for trace in ctx.per_trace for process in trace.processes]
     return {
         "config": dict(serving.get("config") or {}),
-        "trace": {"graph_replays": (sum(int(p.get("graph_replays_in_window") or 0) for p in ctx.per_trace)
+        "trace": {"graph_replays": (sum(int(trace.graph_replays_in_window or 0) for trace in ctx.per_trace)
                                     if ctx.per_trace else None),
-                  "graph_launches_per_step": max((pr["graph_launches_per_step"] for p in ctx.per_trace for pr in p["processes"]
-                                                  if pr.get("graph_launches_per_step") is not None), default=None),
-                  "collective_share_pct": float(np.mean([d["collective_share_pct"] for d in coll])) if coll else None,
-                  "collective_exposed_pct": float(np.mean([d["collective_exposed_pct"] for d in coll])) if coll else None},
+                  "graph_launches_per_step": max((process.graph_launches_per_step for process in processes
+                                                  if process.graph_launches_per_step is not None), default=None),
+                  "collective_share_pct": (float(np.mean([device.collective_share_pct for device in collective]))
+                                           if collective else None),
+                  "collective_exposed_pct": (float(np.mean([device.collective_exposed_pct for device in collective]))
+                                             if collective else None)},
         "serving": serving_facts(serving, ctx.slo) if serving else {},
         "threshold": {name: value for name, (value, _why) in context.THRESHOLDS.items()},
         "kind": dict(ctx.kind or {}),
@@ -54,21 +57,23 @@ def apply_falsifiers(ctx: Context, findings: list[dict]) -> None:
     claims no impact (0: it explains nothing), its fix is the reason it is ruled out, and the
     mechanism its evidence pointed to is said to be ruled out."""
     measured = facts(ctx)
-    for f in findings:
-        why = catalog.falsified(f, measured)
-        if why and f["id"] == "memory_pressure" and any(e["name"] == "oom_events" and e["value"] for e in f["evidence"]):
-            oom_cause_ruled_out(f, why)  # the crash is a fact: only its cause is ruled out
+    for finding in findings:
+        why = catalog.falsified(finding, measured)
+        if why and finding["id"] == "memory_pressure" and any(row["name"] == "oom_events" and row["value"]
+                                                              for row in finding["evidence"]):
+            oom_cause_ruled_out(finding, why)  # the crash is a fact: only its cause is ruled out
         elif why:
-            _falsify(f, why)
+            _falsify(finding, why)
 
 
-def _falsify(f: dict, why: str) -> None:
-    for e in f["evidence"]:
-        if e["name"] == "mechanism":
-            e["text"] = f"mechanism the evidence pointed to ({e['value']}): ruled out by the falsifier below"
-    f["evidence"].append(ev("falsifier_met", True, "", None, text=f"not the problem as stated: {why}"))
-    f["severity"], f["falsified"], f["impact_pct"] = "info", why, 0.0
-    f["fix"] = why  # no fix to give: what rules the finding out stands in its place
+def _falsify(finding: dict, why: str) -> None:
+    """Downgrade a finding its falsifier rules out: info, no impact, the reason as its fix."""
+    for row in finding["evidence"]:
+        if row["name"] == "mechanism":
+            row["text"] = f"mechanism the evidence pointed to ({row['value']}): ruled out by the falsifier below"
+    finding["evidence"].append(ev("falsifier_met", True, "", None, text=f"not the problem as stated: {why}"))
+    finding["severity"], finding["falsified"], finding["impact_pct"] = "info", why, 0.0
+    finding["fix"] = why  # no fix to give: what rules the finding out stands in its place
 
 
 def cap_severity_by_window(ctx: Context, findings: list[dict]) -> None:
@@ -78,17 +83,17 @@ def cap_severity_by_window(ctx: Context, findings: list[dict]) -> None:
     The finding says so in its evidence."""
     if not ctx.devices:
         return
-    steps = max((int(pr["steps"]["count"] or 0) for p in ctx.per_trace for pr in p["processes"]), default=0)
-    window = max(d["window_ns"] for d in ctx.devices)
+    steps = max((int(process.steps.count or 0) for trace in ctx.per_trace for process in trace.processes), default=0)
+    window = max(device.window_ns for device in ctx.devices)
     if steps >= t("severity_min_steps") or window >= t("severity_short_window_ns"):
         return
     cap = "low" if window < t("severity_toy_window_ns") else "medium"
-    for f in findings:
-        if f["axis"] == "throughput" and SEVERITIES.index(f["severity"]) > SEVERITIES.index(cap):
-            f["evidence"].append(ev("severity_capped", cap, "", None,
-                                    text=f"severity capped at {cap} (was {f['severity']}): a {us(window)} window with "
-                                         f"{plural(steps, 'measured step')} shows too little to rank it higher"))
-            f["severity"] = cap
+    for finding in findings:
+        if finding["axis"] == "throughput" and SEVERITIES.index(finding["severity"]) > SEVERITIES.index(cap):
+            finding["evidence"].append(ev("severity_capped", cap, "", None,
+                                          text=f"severity capped at {cap} (was {finding['severity']}): a {us(window)} window "
+                                               f"with {plural(steps, 'measured step')} shows too little to rank it higher"))
+            finding["severity"] = cap
 
 
 def serving_facts(serving: dict, slo: dict) -> dict:
@@ -97,19 +102,19 @@ def serving_facts(serving: dict, slo: dict) -> dict:
     batch cap; preemptions + retractions (measured when an engine log, which prints them, or the
     preemption counter was read); whether a --slo budget is already exceeded (True: one is,
     False: every one is met, None: none given or none decided)."""
-    st = serving.get("stats") or {}
-    mem = serving.get("memory") or {}
-    seen = any(str(c.get("kind", "")).endswith("_log") for c in serving.get("captures") or []) or any(
-        "num_preemptions" in k for k in serving.get("metrics") or {})
+    stats = serving.get("stats") or {}
+    memory = serving.get("memory") or {}
+    seen = any(str(capture.get("kind", "")).endswith("_log") for capture in serving.get("captures") or []) or any(
+        "num_preemptions" in name for name in serving.get("metrics") or {})
     checks = [budget_check(serving, key, value) for key, value in slo.items()]
     return {
-        "waiting_share_pct": st.get("waiting_share_pct"),
-        "running_mean": st.get("running_mean"),
-        "running_max": st.get("running_max"),
-        "kv_usage_max": st.get("kv_usage_max"),
+        "waiting_share_pct": stats.get("waiting_share_pct"),
+        "running_mean": stats.get("running_mean"),
+        "running_max": stats.get("running_max"),
+        "kv_usage_max": stats.get("kv_usage_max"),
         "cap": cap_of(serving),
-        "preemptions": (mem.get("preemptions") or 0) + (mem.get("retractions") or 0) if seen else None,
-        "budget_exceeded": True if False in checks else False if checks and all(c is True for c in checks) else None,
+        "preemptions": (memory.get("preemptions") or 0) + (memory.get("retractions") or 0) if seen else None,
+        "budget_exceeded": True if False in checks else False if checks and all(check is True for check in checks) else None,
     }
 
 
@@ -121,8 +126,8 @@ def oom_cause_ruled_out(finding: dict, why: str) -> None:
     finding["mechanism"] = ("Not KV pressure: memory goes elsewhere (a leak, another process, activation peaks). "
                             f"The crash stands, but {why}")
     finding["fix"] = " ".join(catalog.CATALOG["memory_pressure"]["fix"]["elsewhere"].split())
-    for e in finding["evidence"]:
-        if e["name"] == "mechanism":
-            e["value"] = "elsewhere"
-            e["text"] = "mechanism the evidence supports: elsewhere (not the KV pool, the prefill peak or fragmentation)"
+    for row in finding["evidence"]:
+        if row["name"] == "mechanism":
+            row["value"] = "elsewhere"
+            row["text"] = "mechanism the evidence supports: elsewhere (not the KV pool, the prefill peak or fragmentation)"
     finding["evidence"].append(ev("cause_ruled_out", True, "", None, text=f"the OOM stands; its KV cause is ruled out: {why}"))

@@ -72,70 +72,94 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom:
 
 
 def _headline(findings: list[dict], abstentions: list[dict], data: dict, symptom: str | None, broken: list[dict]) -> str:
-    devices = data["devices"]
-    if not devices:
-        topo = data.get("topology")
-        what = ((f"topology: {plural(len(topo['gpus']), 'GPU')} in islands {topo['islands']}" if len(topo["gpus"]) > 1
-                 else "topology: one GPU, so no interconnect between GPUs to judge") if topo
-                else "serving artifacts" if data.get("serving") else "side artifacts only")
-        if findings and findings[0]["id"] == "healthy":
-            return f"Healthy: {findings[0]['title']} (no GPU trace given)"
-        if symptom:
-            return _symptom_headline(findings, abstentions, symptom, f" (no GPU trace given; {what})")
-        tops = _axis_tops(findings)
-        if tops:
-            body = (_says(next(iter(tops.values()))) if len(tops) == 1
-                    else " | ".join(f"{axis}: {_says(f)}" for axis, f in tops.items()))
-            return f"{body} (no GPU trace given; {what})"
-        if data.get("serving"):
-            measured = measured_serving(data["serving"])
-            if broken:
-                return (f"SLO broken: {_slo_words(broken)}; no serving finding explains it (measured: " + "; ".join(measured[:3])
-                        + f"){_ruled_out(findings)}; no GPU trace given"
-                        + _not_measured(abstentions))
-            tail = unexplained_tail(data["serving"], findings)
-            if tail:
-                return (f"Inter-token tail not explained: {tail_words(tail)}"
-                        + (f"; not the prefill-chunk mechanism ({', '.join(tail['ruled_out'])} ruled out by its own falsifier)"
-                           if tail["ruled_out"] else "")
-                        + f"{_ruled_out([f for f in findings if f['id'] not in tail['ruled_out']])}; not called healthy; "
-                        "no GPU trace given" + _not_measured(abstentions))
-            if measured:
-                knee = next((a for a in abstentions if a["analysis"] == "tpot_budget"), None)
-                why = ("not called healthy: TPOT rises with the batch and no TPOT budget was given (give "
-                       "--slo tpot_p95_ms=<budget>)"
-                       if knee else "not enough to call it healthy")
-                return ("No serving finding in what was measured (" + "; ".join(measured[:3])
-                        + f"){_ruled_out(findings)}, {why}; "
-                        "no GPU trace given"
-                        + _not_measured(abstentions))
-        return f"No GPU trace given, so no timeline verdict; {what}" + _not_measured(abstentions)
-    compute = min(d["accounting"]["slices_pct"].get("compute", 0.0) + d["accounting"]["slices_pct"].get("collective", 0.0)
-                  for d in devices)
-    odd = [a for a in abstentions if a["analysis"] in ODD]
+    """The verdict in one line, without the --slo budgets it leaves out (headline adds them)."""
+    if not data["devices"]:
+        return _side_artifacts_headline(findings, abstentions, data, symptom, broken)
+    return _trace_headline(findings, abstentions, data["devices"], symptom)
+
+
+def _side_artifacts_headline(findings: list[dict], abstentions: list[dict], data: dict, symptom: str | None,
+                             broken: list[dict]) -> str:
+    """The verdict of a case without a GPU trace: a topology, serving artifacts or other side artifacts."""
+    topo = data.get("topology")
+    what = ((f"topology: {plural(len(topo['gpus']), 'GPU')} in islands {topo['islands']}" if len(topo["gpus"]) > 1
+             else "topology: one GPU, so no interconnect between GPUs to judge") if topo
+            else "serving artifacts" if data.get("serving") else "side artifacts only")
+    if findings and findings[0]["id"] == "healthy":
+        return f"Healthy: {findings[0]['title']} (no GPU trace given)"
+    if symptom:
+        return _symptom_headline(findings, abstentions, symptom, f" (no GPU trace given; {what})")
+    tops = _axis_tops(findings)
+    if tops:
+        return f"{_tops_words(tops)} (no GPU trace given; {what})"
+    if data.get("serving"):
+        text = _serving_headline(findings, abstentions, data["serving"], broken)
+        if text is not None:
+            return text
+    return f"No GPU trace given, so no timeline verdict; {what}" + _not_measured(abstentions)
+
+
+def _serving_headline(findings: list[dict], abstentions: list[dict], serving: dict, broken: list[dict]) -> str | None:
+    """The verdict of serving artifacts with no standing finding: a broken budget, an unexplained
+    inter-token tail, or what was measured and why it is not called healthy; None when nothing was measured."""
+    measured = measured_serving(serving)
+    if broken:
+        return (f"SLO broken: {_slo_words(broken)}; no serving finding explains it (measured: " + "; ".join(measured[:3])
+                + f"){_ruled_out(findings)}; no GPU trace given"
+                + _not_measured(abstentions))
+    tail = unexplained_tail(serving, findings)
+    if tail:
+        return (f"Inter-token tail not explained: {tail_words(tail)}"
+                + (f"; not the prefill-chunk mechanism ({', '.join(tail['ruled_out'])} ruled out by its own falsifier)"
+                   if tail["ruled_out"] else "")
+                + f"{_ruled_out([f for f in findings if f['id'] not in tail['ruled_out']])}; not called healthy; "
+                "no GPU trace given" + _not_measured(abstentions))
+    if not measured:
+        return None
+    knee = next((abstention for abstention in abstentions if abstention["analysis"] == "tpot_budget"), None)
+    why = ("not called healthy: TPOT rises with the batch and no TPOT budget was given (give "
+           "--slo tpot_p95_ms=<budget>)"
+           if knee else "not enough to call it healthy")
+    return ("No serving finding in what was measured (" + "; ".join(measured[:3])
+            + f"){_ruled_out(findings)}, {why}; "
+            "no GPU trace given"
+            + _not_measured(abstentions))
+
+
+def _tops_words(tops: dict[str, dict]) -> str:
+    """The top finding of one axis, or of each axis joined by ' | '."""
+    if len(tops) == 1:
+        return _says(next(iter(tops.values())))
+    return " | ".join(f"{axis}: {_says(finding)}" for axis, finding in tops.items())
+
+
+def _trace_headline(findings: list[dict], abstentions: list[dict], devices: list, symptom: str | None) -> str:
+    """The verdict of a case with a GPU trace (``devices``: its DeviceMetrics with their accounting)."""
+    compute = min(device.accounting["slices_pct"].get("compute", 0.0) + device.accounting["slices_pct"].get("collective", 0.0)
+                  for device in devices)
+    odd = [abstention for abstention in abstentions if abstention["analysis"] in ODD]
     if findings and findings[0]["id"] == "healthy":
         return f"Healthy: {findings[0]['title']}"
     if symptom:
         return _symptom_headline(findings, abstentions, symptom, "",
                                  f"; the capture is too odd to judge: {odd[0]['reason']}" if odd else "")
     tops = _axis_tops(findings)
-    if odd and not any(f["axis"] != "throughput" for f in findings):
+    if odd and not any(finding["axis"] != "throughput" for finding in findings):
         return f"Not enough to judge: {odd[0]['reason']}. Capture: {odd[0]['capture_hint']}"
     if tops:
-        thr = tops.get("throughput")
-        if (thr is not None and len(tops) == 1 and thr["impact_pct"] < MINOR_HEADLINE_PCT
-                and SEVERITIES.index(thr["severity"]) < SEVERITIES.index("medium") and compute < t("healthy_compute_min_pct")):
+        throughput = tops.get("throughput")
+        if (throughput is not None and len(tops) == 1 and throughput["impact_pct"] < MINOR_HEADLINE_PCT
+                and SEVERITIES.index(throughput["severity"]) < SEVERITIES.index("medium")
+                and compute < t("healthy_compute_min_pct")):
             # A minor finding must not pose as the verdict of a mostly idle capture.
             return (f"GPU computing {pct(compute)} of the window and no measured cause explains the rest "
-                    f"(largest finding: {thr['id']}, {thr['impact_pct']:.1f}%)"
+                    f"(largest finding: {throughput['id']}, {throughput['impact_pct']:.1f}%)"
                     + _not_measured(abstentions))
-        if len(tops) == 1:
-            return _says(next(iter(tops.values())))
-        return " | ".join(f"{axis}: {_says(f)}" for axis, f in tops.items())
+        return _tops_words(tops)
     if compute >= t("healthy_compute_min_pct") and abstentions:
         return (f"No problem found in what was measured (GPU computing at least {pct(compute)} of the window)"
                 f"{_ruled_out(findings)}, but the verdict is incomplete: "
-                + "; ".join(sorted({a["analysis"] for a in abstentions})) + " not measured")
+                + "; ".join(sorted({abstention["analysis"] for abstention in abstentions})) + " not measured")
     return (f"GPU computing {pct(compute)} of the window; no measured cause explains the rest (not healthy: not GPU-bound)"
             + _ruled_out(findings)
             + _not_measured(abstentions))

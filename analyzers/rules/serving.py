@@ -88,52 +88,90 @@ def _capacity_from_sweep(bench: list[dict], queue_share):
     return fired, evidence
 
 
-def rule_at_capacity(ctx: Context):
-    serving, slo = ctx.serving, ctx.slo
-    bench = [b for b in serving.get("bench") or [] if isinstance(b.get("request_rate"), (int, float))
-             and math.isfinite(b["request_rate"]) and b.get("request_throughput")]
-    evidence = []
-    law = serving["littles_law"]
+def _queue_share(serving: dict) -> float | None:
+    """The server's mean queue time over its mean TTFT (at most 1), or None when either is not measured."""
     server = serving["latency"]["server"]
-    queue_share = None
     if server.get("queue", {}).get("mean_ms") and server.get("ttft", {}).get("mean_ms"):
-        queue_share = min(1.0, server["queue"]["mean_ms"] / server["ttft"]["mean_ms"])
-    fired = None
+        return min(1.0, server["queue"]["mean_ms"] / server["ttft"]["mean_ms"])
+    return None
+
+
+def _capacity_from_bench(serving: dict, queue_share) -> tuple[dict | None, list[dict]]:
+    """at_capacity from the benchmark runs: the sweep whose overload explains most of its TTFT."""
+    bench = [run for run in serving.get("bench") or [] if isinstance(run.get("request_rate"), (int, float))
+             and math.isfinite(run["request_rate"]) and run.get("request_throughput")]
+    fired, evidence = None, []
     groups: dict[str, list] = {}
-    for b in bench:  # a file may hold several sweeps (deployments, models): each is judged on its own
-        groups.setdefault(b.get("group") or "", []).append(b)
+    for run in bench:  # a file may hold several sweeps (deployments, models): each is judged on its own
+        groups.setdefault(run.get("group") or "", []).append(run)
     for name, runs in groups.items():
         got = _capacity_from_sweep(runs, queue_share)
         if got and (fired is None or got[0]["impact"] > fired["impact"]):
             series = [ev("sweep", name, "", None, text=f"benchmark series: {name}")] if len(groups) > 1 else []
             fired, evidence = got[0], got[1] + series
-    st = serving.get("stats")
+    return fired, evidence
+
+
+def _capacity_from_queue(serving: dict, queue_share) -> tuple[dict | None, list[dict]]:
+    """at_capacity from the engine's stats lines: a standing, growing queue behind a full batch or KV pool."""
+    stats = serving.get("stats")
+    if not (stats and stats.get("waiting_mean") is not None and stats["samples"] >= 1):
+        return None, []
     cap = cap_of(serving)
-    if fired is None and st and st.get("waiting_mean") is not None and st["samples"] >= 1:
-        growing = (st.get("waiting_last") or 0) >= (st.get("waiting_first") or 0)
-        full = (st.get("kv_usage_max") or 0) >= t("queue_kv_full_pct") or (
-            cap and (st.get("running_max") or 0) >= t("queue_cap_share") * cap)
-        deep = (st["waiting_mean"] or 0) >= max(1.0, 0.5 * (st["running_mean"] or 0))
-        if st["waiting_share_pct"] >= t("queue_share_min_pct") and growing and full and deep:
-            impact = 100.0 * queue_share if queue_share is not None else 100.0 * st["waiting_mean"] / (
-                st["waiting_mean"] + (st["running_mean"] or 0))
-            fired = {"arrival": None, "capacity": None, "impact": impact,
-                         "ttft_text": f"{st['waiting_mean']:g} requests wait on average behind {st['running_mean']:g} running"
-                                   + (f", KV cache up to {st['kv_usage_max']:g}% full"
-                                      if st.get("kv_usage_max") is not None else "")}
-            evidence += [
-                ev("arrival_rate_rps", None, "req/s", None, text="arrival rate: not measured (no benchmark or request counters)"),
-                ev("capacity_rps", None, "req/s", None, text="capacity: not measured; the queue grows at the load seen"),
-                ev("waiting_mean", st["waiting_mean"], "requests", f"{st['samples']} stats samples",
-                   text=f"waiting queue non-empty in {st['waiting_share_pct']:.0f}% of {st['samples']} samples, mean "
-                        f"{st['waiting_mean']:g}, max {st['waiting_max']:g} (first {st['waiting_first']:g}, "
-                        f"last {st['waiting_last']:g})"),
-                ev("littles_law_in_system", law.get("in_system"), "requests", None,
-                   text=f"requests in the system (running + waiting): {law.get('in_system')}"),
-                ev("kv_usage_max", st.get("kv_usage_max"), "%", "KV cache pool", text="KV cache usage up to "
-                                                                                      f"{st.get('kv_usage_max')}%"
-                   + (f"; running up to {st['running_max']:g} of max {cap:g} sequences" if cap else "")),
-            ]
+    growing = (stats.get("waiting_last") or 0) >= (stats.get("waiting_first") or 0)
+    full = (stats.get("kv_usage_max") or 0) >= t("queue_kv_full_pct") or (
+        cap and (stats.get("running_max") or 0) >= t("queue_cap_share") * cap)
+    deep = (stats["waiting_mean"] or 0) >= max(1.0, 0.5 * (stats["running_mean"] or 0))
+    if not (stats["waiting_share_pct"] >= t("queue_share_min_pct") and growing and full and deep):
+        return None, []
+    impact = 100.0 * queue_share if queue_share is not None else 100.0 * stats["waiting_mean"] / (
+        stats["waiting_mean"] + (stats["running_mean"] or 0))
+    fired = {"arrival": None, "capacity": None, "impact": impact,
+             "ttft_text": f"{stats['waiting_mean']:g} requests wait on average behind {stats['running_mean']:g} running"
+                          + (f", KV cache up to {stats['kv_usage_max']:g}% full"
+                             if stats.get("kv_usage_max") is not None else "")}
+    law = serving["littles_law"]
+    evidence = [
+        ev("arrival_rate_rps", None, "req/s", None, text="arrival rate: not measured (no benchmark or request counters)"),
+        ev("capacity_rps", None, "req/s", None, text="capacity: not measured; the queue grows at the load seen"),
+        ev("waiting_mean", stats["waiting_mean"], "requests", f"{stats['samples']} stats samples",
+           text=f"waiting queue non-empty in {stats['waiting_share_pct']:.0f}% of {stats['samples']} samples, mean "
+                f"{stats['waiting_mean']:g}, max {stats['waiting_max']:g} (first {stats['waiting_first']:g}, "
+                f"last {stats['waiting_last']:g})"),
+        ev("littles_law_in_system", law.get("in_system"), "requests", None,
+           text=f"requests in the system (running + waiting): {law.get('in_system')}"),
+        ev("kv_usage_max", stats.get("kv_usage_max"), "%", "KV cache pool",
+           text=f"KV cache usage up to {stats.get('kv_usage_max')}%"
+           + (f"; running up to {stats['running_max']:g} of max {cap:g} sequences" if cap else "")),
+    ]
+    return fired, evidence
+
+
+def _capacity_fields(fired: dict, queue_share) -> dict:
+    """The catalog fields of at_capacity: arrivals, capacity, replicas needed, the queue's share of TTFT."""
+    arrival, capacity = fired["arrival"], fired["capacity"]
+    if arrival and capacity:
+        need = math.ceil(arrival / capacity)
+        replicas_needed = f"{plural(need, 'replica')} of the measured size ({arrival / capacity:.2f}x today's capacity)"
+    else:
+        replicas_needed = ("the arrival rate divided by the per-replica completion rate, rounded up (measure both with a "
+                           "benchmark sweep)")
+    return {"arrival": rps(arrival) if arrival else "more requests",
+            "capacity": rps(capacity) if capacity else "fewer",
+            "ttft_text": fired["ttft_text"],
+            "capacity_per_replica": rps(capacity) if capacity else "completion rate",
+            "arrival_plain": rps(arrival) if arrival else "the arrival rate", "replicas_needed": replicas_needed,
+            "queue_clause": f" ({pct(100 * queue_share)} of the server's TTFT is queue time)" if queue_share is not None
+            else ""}
+
+
+def rule_at_capacity(ctx: Context):
+    serving, slo = ctx.serving, ctx.slo
+    queue_share = _queue_share(serving)
+    fired, evidence = _capacity_from_bench(serving, queue_share)
+    if fired is None:
+        fired, queue_evidence = _capacity_from_queue(serving, queue_share)
+        evidence += queue_evidence
     if fired is None:
         return None
     if queue_share is not None:
@@ -142,21 +180,8 @@ def rule_at_capacity(ctx: Context):
     budget = slo.get("ttft_p95_ms")
     if budget:
         evidence.append(ev("ttft_p95_budget_ms", budget, "ms", None, text=f"TTFT p95 budget {budget:g} ms"))
-    if fired["arrival"] and fired["capacity"]:
-        need = math.ceil(fired["arrival"] / fired["capacity"])
-        replicas_needed = (f"{plural(need, 'replica')} of the measured size "
-                           f"({fired['arrival'] / fired['capacity']:.2f}x today's capacity)")
-    else:
-        replicas_needed = ("the arrival rate divided by the per-replica completion rate, rounded up (measure both with a "
-                           "benchmark sweep)")
     return catalog.make(
-        "at_capacity", fired["impact"],
-        {"arrival": rps(fired["arrival"]) if fired["arrival"] else "more requests",
-         "capacity": rps(fired["capacity"]) if fired["capacity"] else "fewer",
-         "ttft_text": fired["ttft_text"],
-         "capacity_per_replica": rps(fired["capacity"]) if fired["capacity"] else "completion rate",
-         "arrival_plain": rps(fired["arrival"]) if fired["arrival"] else "the arrival rate", "replicas_needed": replicas_needed,
-         "queue_clause": f" ({pct(100 * queue_share)} of the server's TTFT is queue time)" if queue_share is not None else ""},
+        "at_capacity", fired["impact"], _capacity_fields(fired, queue_share),
         evidence, severity="high" if fired["impact"] >= 50 else "medium", denominator="time to first token",
         variant=None if fired["arrival"] else "queue", kind=ctx.kind)
 
@@ -301,74 +326,93 @@ def lone_preemption(serving: dict) -> bool:
     return 0 < n < t("preemptions_recurring") and kv is not None and kv < t("queue_kv_full_pct")
 
 
+def _fragmentation(memory: dict, ooms: list[dict], evidence: list[dict], parts: list[str]) -> float | None:
+    """The share of PyTorch's reserved memory that is unallocated (the last OOM's and the allocator's, the
+    larger), or None when neither says; the OOM and allocator evidence and the OOM in words are appended."""
+    fragmentation = None
+    if ooms:
+        last = ooms[-1]
+        parts.append(plural(len(ooms), "CUDA out-of-memory error"))
+        text = "OOM: " + ", ".join(f"{name.replace('_bytes', '').replace('_', ' ')} {nbytes(size)}"
+                                   for name, size in last.items() if size is not None)
+        evidence.append(ev("oom_events", len(ooms), "errors", "the log", text=text))
+        if last.get("reserved_unallocated_bytes") is not None and last.get("allocated_bytes"):
+            unallocated = last["reserved_unallocated_bytes"]
+            fragmentation = unallocated / (unallocated + last["allocated_bytes"])
+    allocator = memory.get("allocator") or {}
+    if allocator.get("reserved_bytes") and allocator.get("allocated_bytes") is not None:
+        reserved = allocator["reserved_bytes"]
+        gap = reserved - allocator["allocated_bytes"]
+        fragmentation = max(fragmentation or 0.0, gap / reserved)
+        evidence.append(ev("allocator_reserved_minus_allocated", gap, "B", "reserved memory",
+                           text=f"allocator: reserved {nbytes(reserved)}, allocated "
+                                f"{nbytes(allocator['allocated_bytes'])} "
+                                f"-> {nbytes(gap)} reserved but unused ({pct(100 * gap / reserved)} of reserved)"))
+    if fragmentation is not None:
+        evidence.append(ev("fragmentation_share", round(100 * fragmentation, 2), "%", "PyTorch reserved memory",
+                           text=f"reserved but unallocated: {pct(100 * fragmentation)} of PyTorch's reserved memory"))
+    return fragmentation
+
+
+def _memory_mechanism(serving: dict, ooms: list[dict], fragmentation: float | None) -> tuple[str, str]:
+    """(variant, mechanism in words) the memory evidence supports: an unchunked long prefill's peak,
+    fragmentation, or the KV pool running out."""
+    config = serving.get("config") or {}
+    prompts = serving.get("prompts") or {}
+    longest = max((size for size in (prompts.get("input_len_max"), prompts.get("prefill_new_token_max"),
+                                     config.get("max_model_len")) if size), default=0)
+    tried = ooms[-1].get("tried_bytes") if ooms else None
+    if ooms and config.get("enable_chunked_prefill") is not True and (longest >= 8192 or (tried or 0) >= 1024 ** 3):
+        return "prefill", (
+            f"An unchunked prefill of a long prompt (up to {longest:,} tokens) computes activations for the whole prompt "
+            f"in one step{f'; the failing allocation asked for {nbytes(tried)}' if tried else ''}. The "
+            "transient peak, not the "
+            "steady KV cache, crosses the GPU's capacity, so the crash comes with long contexts only.")
+    if fragmentation is not None and fragmentation >= t("fragmentation_share"):
+        return "fragmentation", (
+            f"{pct(100 * fragmentation)} of PyTorch's reserved memory is free but in pieces: the caching allocator cannot "
+            "hand out one large contiguous block even though enough memory is free in total (external fragmentation).")
+    return "kv", ("Sequences are admitted by request count while each holds KV blocks in proportion to its context; when "
+                  "the pool runs out, the engine preempts (evicts and later recomputes) sequences or fails to allocate.")
+
+
+def _pool_evidence(stats: dict, preempted: int, retracted: int, kv_full: bool, evidence: list[dict],
+                   parts: list[str]) -> None:
+    """The KV pool's evidence (preemptions and retractions, the KV usage), appended with its words."""
+    if preempted or retracted:
+        parts.append(f"{plural(preempted + retracted, 'preemption')}")
+        evidence.append(ev("preemptions", preempted + retracted, "events", "the log or counters",
+                           text=f"{plural(preempted, 'preemption')} and {plural(retracted, 'retraction')} (sequences "
+                                "evicted for KV blocks, recomputed later)"))
+    if stats.get("kv_usage_max") is not None:
+        evidence.append(ev("kv_usage_max", stats["kv_usage_max"], "%", "KV cache pool",
+                           text=f"KV cache usage up to {stats['kv_usage_max']}%"))
+        if kv_full and not parts:
+            parts.append(f"KV cache {stats['kv_usage_max']}% full with requests waiting")
+
+
 def rule_memory_pressure(ctx: Context):
     serving = ctx.serving
-    mem = serving.get("memory") or {}
-    st = serving.get("stats") or {}
-    ooms = mem.get("oom_events") or []
-    pre, ret = mem.get("preemptions") or 0, mem.get("retractions") or 0
-    kv_full = (st.get("kv_usage_max") or 0) >= t("kv_full_pct")
-    if (pre or ret) and not ooms and lone_preemption(serving):
-        pre = ret = 0  # one preemption with the KV cache mostly free: not a pool that runs out (admission_blocked says it)
-    if not (ooms or pre or ret or (kv_full and (st.get("waiting_max") or 0) > 0)):
+    memory = serving.get("memory") or {}
+    stats = serving.get("stats") or {}
+    ooms = memory.get("oom_events") or []
+    preempted, retracted = memory.get("preemptions") or 0, memory.get("retractions") or 0
+    kv_full = (stats.get("kv_usage_max") or 0) >= t("kv_full_pct")
+    if (preempted or retracted) and not ooms and lone_preemption(serving):
+        preempted = retracted = 0  # one preemption with the KV cache mostly free: not a pool that runs out
+    if not (ooms or preempted or retracted or (kv_full and (stats.get("waiting_max") or 0) > 0)):
         return None
-    config = serving.get("config") or {}
     evidence, parts = [], []
-    frag = None
-    if ooms:
-        e = ooms[-1]
-        parts.append(plural(len(ooms), "CUDA out-of-memory error"))
-        text = "OOM: " + ", ".join(f"{k.replace('_bytes', '').replace('_', ' ')} {nbytes(v)}"
-                                   for k, v in e.items() if v is not None)
-        evidence.append(ev("oom_events", len(ooms), "errors", "the log", text=text))
-        if e.get("reserved_unallocated_bytes") is not None and e.get("allocated_bytes"):
-            frag = e["reserved_unallocated_bytes"] / (e["reserved_unallocated_bytes"] + e["allocated_bytes"])
-    alloc = mem.get("allocator") or {}
-    if alloc.get("reserved_bytes") and alloc.get("allocated_bytes") is not None:
-        gap = alloc["reserved_bytes"] - alloc["allocated_bytes"]
-        frag = max(frag or 0.0, gap / alloc["reserved_bytes"])
-        evidence.append(ev("allocator_reserved_minus_allocated", gap, "B", "reserved memory",
-                           text=f"allocator: reserved {nbytes(alloc['reserved_bytes'])}, allocated "
-                                f"{nbytes(alloc['allocated_bytes'])} "
-                                f"-> {nbytes(gap)} reserved but unused ({pct(100 * gap / alloc['reserved_bytes'])} of reserved)"))
-    if frag is not None:
-        evidence.append(ev("fragmentation_share", round(100 * frag, 2), "%", "PyTorch reserved memory",
-                           text=f"reserved but unallocated: {pct(100 * frag)} of PyTorch's reserved memory"))
-    if pre or ret:
-        parts.append(f"{plural(pre + ret, 'preemption')}")
-        evidence.append(ev("preemptions", pre + ret, "events", "the log or counters",
-                           text=f"{plural(pre, 'preemption')} and {plural(ret, 'retraction')} (sequences evicted for KV "
-                                "blocks, recomputed later)"))
-    if st.get("kv_usage_max") is not None:
-        evidence.append(ev("kv_usage_max", st["kv_usage_max"], "%", "KV cache pool", text="KV cache usage up "
-                                                                                          f"to {st['kv_usage_max']}%"))
-        if kv_full and not parts:
-            parts.append(f"KV cache {st['kv_usage_max']}% full with requests waiting")
-    prompts = serving.get("prompts") or {}
-    longest = max((v for v in (prompts.get("input_len_max"), prompts.get("prefill_new_token_max"), config.get("max_model_len"))
-                   if v), default=0)
-    chunked = config.get("enable_chunked_prefill")
-    tried = ooms[-1].get("tried_bytes") if ooms else None
-    if ooms and chunked is not True and (longest >= 8192 or (tried or 0) >= 1024 ** 3):
-        variant = "prefill"
-        mech = (f"An unchunked prefill of a long prompt (up to {longest:,} tokens) computes activations for the whole prompt "
-                f"in one step{f'; the failing allocation asked for {nbytes(tried)}' if tried else ''}. The "
-                "transient peak, not the "
-                "steady KV cache, crosses the GPU's capacity, so the crash comes with long contexts only.")
-    elif frag is not None and frag >= t("fragmentation_share"):
-        variant = "fragmentation"
-        mech = (f"{pct(100 * frag)} of PyTorch's reserved memory is free but in pieces: the caching allocator cannot hand "
-                "out one large contiguous block even though enough memory is free in total (external fragmentation).")
-    else:
-        variant = "kv"
-        mech = ("Sequences are admitted by request count while each holds KV blocks in proportion to its context; when "
-                "the pool runs out, the engine preempts (evicts and later recomputes) sequences or fails to allocate.")
+    fragmentation = _fragmentation(memory, ooms, evidence, parts)
+    _pool_evidence(stats, preempted, retracted, kv_full, evidence, parts)
+    variant, mechanism = _memory_mechanism(serving, ooms, fragmentation)
     evidence.append(ev("mechanism", variant, "", None, text=f"mechanism the evidence supports: {variant}"))
+    chunked = (serving.get("config") or {}).get("enable_chunked_prefill")
     if chunked is not None:
-        evidence.append(ev("chunked_prefill", chunked, "", None, text="chunked prefill "
-                                                                      f"{'on' if chunked else 'off'} in the config"))
-    return catalog.make("memory_pressure", 100.0 if ooms else min(100.0, 100.0 * (pre + ret) / max(1, st.get("samples") or 1)),
-                        {"what": ", ".join(parts), "mechanism_text": mech}, evidence,
+        evidence.append(ev("chunked_prefill", chunked, "", None,
+                           text=f"chunked prefill {'on' if chunked else 'off'} in the config"))
+    impact = 100.0 if ooms else min(100.0, 100.0 * (preempted + retracted) / max(1, stats.get("samples") or 1))
+    return catalog.make("memory_pressure", impact, {"what": ", ".join(parts), "mechanism_text": mechanism}, evidence,
                         severity="high" if ooms else "medium",
                         denominator="run (an OOM kills every request in flight)" if ooms else "stats samples",
                         variant=variant, kind=ctx.kind)
