@@ -23,12 +23,12 @@ if TYPE_CHECKING:
     from tracetriage.analyzers.metrics import TraceMetrics
 
 AMD_FORMATS = ("rocpd", "rpd", "rocprof_csv", "rocprof_json")
-_AMD_DEVICE = re.compile(r"\bAMD\b|Instinct|Radeon|\bMI\d{3}|gfx\d{3}", re.I)
+_AMD_DEVICE = re.compile(r"\bAMD\b|Instinct|Radeon|\bMI\d{3}|gfx\d{3}", re.IGNORECASE)
 # multi_tensor_apply is not here: torch's _foreach ops use it at inference too (an SGLang decode step)
 _BACKWARD = re.compile(r"backward|Backward|_bwd|bwd_|wgrad|dgrad|autograd::engine|Optimizer\.step|optimizer_step"
                        r"|fused_adam|FusedAdam|[Aa]dam[W]?_|sgd_|zero_grad")
-_SERVING = re.compile(r"vllm|sglang|tensorrt_llm|trtllm|text-generation|tgi|lmdeploy", re.I)
-_PYTHON = re.compile(r"python|\bpt_main_thread\b|torchrun|pytest|\.py\b", re.I)
+_SERVING = re.compile(r"vllm|sglang|tensorrt_llm|trtllm|text-generation|tgi|lmdeploy", re.IGNORECASE)
+_PYTHON = re.compile(r"python|\bpt_main_thread\b|torchrun|pytest|\.py\b", re.IGNORECASE)
 
 
 def is_rocm(trace: TraceMetrics) -> bool:
@@ -41,10 +41,10 @@ def is_rocm(trace: TraceMetrics) -> bool:
 def runtime_of(trace) -> str | None:
     """``hip`` or ``cuda`` when most of the trace's runtime calls are that API's (a Kineto trace
     from ROCm PyTorch may name its devices by no vendor: its calls are hipLaunchKernel ...)."""
-    calls = [n for n in _trace_names(trace, "api") if n.startswith(("hip", "cuda", "cu"))]
+    calls = [name for name in _trace_names(trace, "api") if name.startswith(("hip", "cuda", "cu"))]
     if not calls:
         return None
-    return "hip" if sum(n.startswith("hip") for n in calls) * 2 > len(calls) else "cuda"
+    return "hip" if sum(name.startswith("hip") for name in calls) * 2 > len(calls) else "cuda"
 
 
 def kind_of(case, per_trace: list[TraceMetrics], serving: dict | None) -> dict:
@@ -84,10 +84,10 @@ def _trace_names(trace, table: str, limit: int = 5000) -> list[str]:
     return names[:limit] if names is not None else _names(getattr(trace, table, None), limit)
 
 
-def _names(df, limit: int = 5000) -> list[str]:
+def _names(table, limit: int = 5000) -> list[str]:
     """The distinct names of a model table (its categories: no pass over the rows)."""
-    if df is None or not len(df) or "name" not in df:
+    if table is None or not len(table) or "name" not in table:
         return []
-    col = df["name"]
-    cats = col.cat.categories if hasattr(col, "cat") else col.unique()[:limit]
-    return [str(c) for c in list(cats)[:limit]]
+    column = table["name"]
+    categories = column.cat.categories if hasattr(column, "cat") else column.unique()[:limit]
+    return [str(category) for category in list(categories)[:limit]]

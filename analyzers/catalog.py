@@ -55,14 +55,14 @@ def variant_order(variant: str | None, kind: dict) -> list[str]:
     vendor, workload, language = kind.get("vendor"), kind.get("workload"), kind.get("language")
     names = [variant, workload and vendor and f"{workload}_{vendor}", workload, language and vendor and f"{language}_{vendor}",
              language, vendor, "default"]
-    return [n for n in names if n]
+    return [name for name in names if name]
 
 
 def _text(entry: dict, key: str, variant: str | None, kind: dict) -> str:
     """The text ``key`` of a catalog entry; of a text with variants, the first of variant_order."""
     value = entry[key]
     if isinstance(value, dict):
-        value = next(value[n] for n in variant_order(variant, kind) if n in value)
+        value = next(value[name] for name in variant_order(variant, kind) if name in value)
     return value
 
 
@@ -77,7 +77,7 @@ def falsified(finding: dict, facts: dict) -> str | None:
     cond = entry.get("falsified_when")
     if not cond:
         return None
-    names = {"ev": {e["name"]: e.get("value") for e in finding.get("evidence") or []}, **facts}
+    names = {"ev": {row["name"]: row.get("value") for row in finding.get("evidence") or []}, **facts}
     if conditions.holds(cond, names):
         return " ".join(str(entry.get("falsified_why") or f"its falsifier holds: {cond}").split())
     return None

@@ -203,18 +203,18 @@ def serving_abstentions(serving: dict | None, slo: dict) -> list[dict]:
     """What the serving artifacts leave unjudged: --slo budgets not checked, a TPOT knee without a
     budget, a TPOT fit that is no model, artifacts holding configuration only."""
     out = []
-    unchecked = [c for c in slo_checks(serving, slo) if c["status"] == "not_measured"]
+    unchecked = [check for check in slo_checks(serving, slo) if check["status"] == "not_measured"]
     if unchecked:
         out.append({"analysis": "slo", "scope": "serving",
-                    "reason": "--slo budgets not checked: " + "; ".join(slo_text(c) for c in unchecked),
+                    "reason": "--slo budgets not checked: " + "; ".join(slo_text(check) for check in unchecked),
                     "capture_hint": capture_text("abstention", "slo")})
     if not serving:
         return out
     fit = judge_fit(serving)
     if tpot_needs_budget(serving, slo):
-        breaks = "; ".join(f"{b:g} ms breaks at {x:.0f} running"
-                           + (" (beyond the largest batch measured)" if x > fit["x_max"] else "")
-                           for b, x in budgets_break_at(fit))
+        breaks = "; ".join(f"{budget:g} ms breaks at {running:.0f} running"
+                           + (" (beyond the largest batch measured)" if running > fit["x_max"] else "")
+                           for budget, running in budgets_break_at(fit))
         out.append({"analysis": "tpot_budget", "scope": "serving",
                     "reason": f"TPOT follows the batch (TPOT = {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} ms x "
                               f"running, r² {fit['r2']:.2f}, "

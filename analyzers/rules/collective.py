@@ -134,7 +134,8 @@ def rule_nccl_errors(ctx: Context):
         ev("first", first["message"], "", None,
            text=f"first: [{first.get('time') or 'no timestamp'}] {first['host']}:{first['pid']} dev {first['cuda_dev']} "
                 f"{first.get('location') or ''}: {first['message']}"),
-        ev("kinds", kinds, "lines", None, text="by message: " + "; ".join(f"{k} x{n}" for k, n in kinds.items())),
+        ev("kinds", kinds, "lines", None,
+           text="by message: " + "; ".join(f"{message} x{count}" for message, count in kinds.items())),
         ev("ranks", ranks[:8], "", None, text="from: " + ", ".join(ranks[:8]) + (" ..." if len(ranks) > 8 else "")),
     ]
     return catalog.make(

@@ -108,7 +108,7 @@ def window_denominator(ctx: Context) -> str:
 
 def best_device(taken: dict[str, int], ctx: Context) -> DeviceMetrics:
     """The device whose claimed share of its window is largest."""
-    device_id = max(taken, key=lambda k: taken[k] / max(1, ctx.ledger.window[k]))
+    device_id = max(taken, key=lambda name: taken[name] / max(1, ctx.ledger.window[name]))
     return next(device for device in ctx.devices if device.id == device_id)
 
 

@@ -52,9 +52,9 @@ def evaluate(ctx: Context) -> Evaluation:
     cap_severity_by_window(ctx, findings)
     findings += _fire(ctx, "trace")
     for finding in _fire(ctx, "serving"):
-        same = next((x for x in findings if x["id"] == finding["id"]), None)
+        same = next((earlier for earlier in findings if earlier["id"] == finding["id"]), None)
         if same is not None:  # one problem seen in the trace's steps and in the ITL tail: one finding, both evidences
-            same["evidence"].extend({**e, "text": "serving: " + e["text"]} for e in finding["evidence"])
+            same["evidence"].extend({**row, "text": "serving: " + row["text"]} for row in finding["evidence"])
             continue
         findings.append(finding)
     apply_falsifiers(ctx, findings)

@@ -23,21 +23,23 @@ def rank(findings: list[dict], symptom: str | None) -> list[dict]:
     "GPU at 30% utilization"); then severity, impact, the symptom's own axis before an answer
     from another, and a root cause before its symptom on ties."""
     order = {"cross_island_collective": 0}
-    return sorted(findings, key=lambda f: (f["id"] != "healthy", bool(f.get("falsified")),
-                                           bool(symptom) and not catalog.answers(f, symptom),
-                                           -SEVERITIES.index(f["severity"]), -f["impact_pct"],
-                                           bool(symptom) and f["axis"] != symptom, order.get(f["id"], 1)))
+    return sorted(findings, key=lambda finding: (finding["id"] != "healthy", bool(finding.get("falsified")),
+                                                 bool(symptom) and not catalog.answers(finding, symptom),
+                                                 -SEVERITIES.index(finding["severity"]), -finding["impact_pct"],
+                                                 bool(symptom) and finding["axis"] != symptom, order.get(finding["id"], 1)))
 
 
-def _says(f: dict) -> str:
-    return f"[{f['id']}] {f['title']} — explains {f['impact_pct']:.0f}% of the {f['impact_denominator']}"
+def _says(finding: dict) -> str:
+    """A finding in headline words: its id, title and the share it explains."""
+    return (f"[{finding['id']}] {finding['title']} — explains {finding['impact_pct']:.0f}% of the "
+            f"{finding['impact_denominator']}")
 
 
 def headline_by_axis(findings: list[dict]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for f in findings:  # already ranked: the first of each axis is its top finding
-        if f["axis"] in AXES and f["axis"] not in out and not f.get("falsified"):
-            out[f["axis"]] = _says(f)
+    for finding in findings:  # already ranked: the first of each axis is its top finding
+        if finding["axis"] in AXES and finding["axis"] not in out and not finding.get("falsified"):
+            out[finding["axis"]] = _says(finding)
     return out
 
 
@@ -49,14 +51,15 @@ def slo_unexplained(findings: list[dict], data: dict) -> tuple[list[dict], list[
     """The --slo budgets broken with no standing finding on an axis that explains them
     (SLO_AXES), and those that could not be checked (slo.slo_check)."""
     checks = slo_checks(data.get("serving"), data.get("slo") or {})
-    standing = {f["axis"] for f in findings if not f.get("falsified") and f["id"] != "healthy"}
-    broken = [c for c in checks if c["status"] == "broken" and not (SLO_AXES.get(c["metric"], set()) & standing)]
-    return broken, [c for c in checks if c["status"] == "not_measured"]
+    standing = {finding["axis"] for finding in findings if not finding.get("falsified") and finding["id"] != "healthy"}
+    broken = [check for check in checks
+              if check["status"] == "broken" and not (SLO_AXES.get(check["metric"], set()) & standing)]
+    return broken, [check for check in checks if check["status"] == "not_measured"]
 
 
 def _slo_words(checks: list[dict]) -> str:
-    return "; ".join(f"{c['metric'].upper()} {c['percentile']} {ms(c['measured_ms'])} over the {c['limit_ms']:g} ms budget"
-                     for c in checks)
+    return "; ".join(f"{check['metric'].upper()} {check['percentile']} {ms(check['measured_ms'])} over the "
+                     f"{check['limit_ms']:g} ms budget" for check in checks)
 
 
 def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom: str | None = None) -> str:
@@ -67,7 +70,7 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom:
     if broken and not text.startswith("SLO broken"):
         text += f"; SLO broken, no finding on its axis: {_slo_words(broken)}"
     if unchecked:
-        text += "; --slo not checked: " + ", ".join(f"{c['budget']} ({c['source']})" for c in unchecked)
+        text += "; --slo not checked: " + ", ".join(f"{check['budget']} ({check['source']})" for check in unchecked)
     return text
 
 
@@ -112,7 +115,8 @@ def _serving_headline(findings: list[dict], abstentions: list[dict], serving: di
         return (f"Inter-token tail not explained: {tail_words(tail)}"
                 + (f"; not the prefill-chunk mechanism ({', '.join(tail['ruled_out'])} ruled out by its own falsifier)"
                    if tail["ruled_out"] else "")
-                + f"{_ruled_out([f for f in findings if f['id'] not in tail['ruled_out']])}; not called healthy; "
+                + _ruled_out([finding for finding in findings if finding["id"] not in tail["ruled_out"]])
+                + "; not called healthy; "
                 "no GPU trace given" + _not_measured(abstentions))
     if not measured:
         return None
@@ -167,23 +171,26 @@ def _trace_headline(findings: list[dict], abstentions: list[dict], devices: list
 
 def _not_measured(abstentions: list[dict]) -> str:
     """'; not measured: a, b' for the abstentions' analyses (empty when none)."""
-    return "; not measured: " + ", ".join(sorted({a["analysis"] for a in abstentions})) if abstentions else ""
+    if not abstentions:
+        return ""
+    return "; not measured: " + ", ".join(sorted({abstention["analysis"] for abstention in abstentions}))
 
 
 def _ruled_out(findings: list[dict]) -> str:
     """'; ruled out by its own falsifier: a, b' for the falsified findings (empty when none): a
     headline with no standing finding still says what was measured and set aside."""
-    out = [f["id"] for f in findings if f.get("falsified")]
+    out = [finding["id"] for finding in findings if finding.get("falsified")]
     return f"; ruled out by its own falsifier: {', '.join(out)}" if out else ""
 
 
 def _symptom_headline(findings: list[dict], abstentions: list[dict], symptom: str, where: str, tail: str = "") -> str:
     """The verdict for the symptom the user named: its top finding, or why there is none."""
-    mine = [f for f in findings if catalog.answers(f, symptom) and not f.get("falsified")]
+    mine = [finding for finding in findings if catalog.answers(finding, symptom) and not finding.get("falsified")]
     if mine:
         return f"{symptom}: {_says(mine[0])}{where}"
-    others = "; ".join(f"{a}: [{f['id']}]" for a, f in _axis_tops(findings).items())
-    undecided = [a for a in abstentions if symptom == "tail" and a["analysis"] in ("steps", "step_tail", "step_annotations")]
+    others = "; ".join(f"{axis}: [{finding['id']}]" for axis, finding in _axis_tops(findings).items())
+    undecided = [abstention for abstention in abstentions
+                 if symptom == "tail" and abstention["analysis"] in ("steps", "step_tail", "step_annotations")]
     why = f"; not measured: {undecided[0]['reason']}" if undecided else ""
     return (f"{symptom}: no finding on this axis in what was measured{why}{where}"
             + (f" (other axes: {others})" if others else "") + tail)
@@ -191,7 +198,7 @@ def _symptom_headline(findings: list[dict], abstentions: list[dict], symptom: st
 
 def _axis_tops(findings: list[dict]) -> dict[str, dict]:
     tops: dict[str, dict] = {}
-    for f in findings:
-        if f["axis"] in AXES and f["axis"] not in tops and not f.get("falsified"):
-            tops[f["axis"]] = f
+    for finding in findings:
+        if finding["axis"] in AXES and finding["axis"] not in tops and not finding.get("falsified"):
+            tops[finding["axis"]] = finding
     return tops

@@ -51,25 +51,25 @@ THRESHOLDS = {
 DEFAULT_CAP = 256  # vLLM's default max_num_seqs, used only to size over-replication when the config is absent
 
 
-def rps(x) -> str:
-    return "n/a" if x is None else f"{x:,.1f} req/s"
+def rps(rate) -> str:
+    return "n/a" if rate is None else f"{rate:,.1f} req/s"
 
 
 def _budgets(slo: dict) -> str:
-    return ", ".join(f"{k}={v:g}" for k, v in slo.items()) if slo else "no latency budgets (none given with --slo)"
+    return ", ".join(f"{name}={value:g}" for name, value in slo.items()) if slo else "no latency budgets (none given with --slo)"
 
 
 def _capacity_from_sweep(bench: list[dict], queue_share):
     """Arrivals above completions with TTFT growing with the rate, in one benchmark series."""
-    base = min((b["mean_ttft_ms"] for b in bench if b.get("mean_ttft_ms")), default=None)
-    over = [b for b in bench if b["request_rate"] > t("capacity_rate_excess") * b["request_throughput"]
-            and b.get("mean_ttft_ms") and base and b["mean_ttft_ms"] >= t("capacity_ttft_growth") * base]
+    base = min((run["mean_ttft_ms"] for run in bench if run.get("mean_ttft_ms")), default=None)
+    over = [run for run in bench if run["request_rate"] > t("capacity_rate_excess") * run["request_throughput"]
+            and run.get("mean_ttft_ms") and base and run["mean_ttft_ms"] >= t("capacity_ttft_growth") * base]
     if len(bench) == 1:  # one record: TTFT growth cannot be measured, the rate gap must be clear
-        over = [b for b in bench if b["request_rate"] > 1.5 * b["request_throughput"] and b.get("mean_ttft_ms")]
+        over = [run for run in bench if run["request_rate"] > 1.5 * run["request_throughput"] and run.get("mean_ttft_ms")]
     if not over:
         return None
-    top = max(over, key=lambda b: b["request_rate"])
-    capacity = max(b["request_throughput"] for b in bench)
+    top = max(over, key=lambda run: run["request_rate"])
+    capacity = max(run["request_throughput"] for run in bench)
     if len(bench) > 1:
         impact = 100.0 * (top["mean_ttft_ms"] - base) / top["mean_ttft_ms"]
     else:
@@ -218,7 +218,8 @@ def judge_fit(serving: dict) -> dict | None:
 
 def budgets_break_at(fit: dict) -> list[tuple[float, float]]:
     """(budget ms, the running batch at which it breaks) for the common TPOT budgets above the fit's intercept."""
-    return [(b, (b - fit["a_ms"]) / fit["b_ms_per_seq"]) for b in COMMON_TPOT_BUDGETS_MS if b > fit["a_ms"]]
+    return [(budget, (budget - fit["a_ms"]) / fit["b_ms_per_seq"])
+            for budget in COMMON_TPOT_BUDGETS_MS if budget > fit["a_ms"]]
 
 
 def rule_batch_past_knee(ctx: Context):
@@ -254,16 +255,17 @@ def rule_batch_past_knee(ctx: Context):
 
 def itl_tail(serving: dict) -> dict | None:
     """ITL p50 / p99 / max from the benchmark (per-request arrays or aggregates), else the server histogram."""
-    c = serving["latency"]["client"].get("itl") or {}
-    p50, p99, mx, src = c.get("median") or c.get("p50"), c.get("p99"), c.get("max"), "benchmark (client)"
+    client = serving["latency"]["client"].get("itl") or {}
+    p50, p99, longest = client.get("median") or client.get("p50"), client.get("p99"), client.get("max")
+    source = "benchmark (client)"
     if not (p50 and p99):
-        s = serving["latency"]["server"].get("itl") or serving["latency"]["server"].get("tpot") or {}
-        if s.get("p50") and s.get("p99") and not s["p99"]["lower_bound"]:
-            p50, p99, mx, src = s["p50"]["value_ms"], s["p99"]["value_ms"], None, (
-                f"server histogram (bucket resolution {s['p99']['resolution_ms']:g} ms at p99)")
+        server = serving["latency"]["server"].get("itl") or serving["latency"]["server"].get("tpot") or {}
+        if server.get("p50") and server.get("p99") and not server["p99"]["lower_bound"]:
+            p50, p99, longest, source = server["p50"]["value_ms"], server["p99"]["value_ms"], None, (
+                f"server histogram (bucket resolution {server['p99']['resolution_ms']:g} ms at p99)")
     if not (p50 and p99) or p50 <= 0:
         return None
-    return {"p50": p50, "p99": p99, "max": mx, "source": src}
+    return {"p50": p50, "p99": p99, "max": longest, "source": source}
 
 
 def rule_prefill_stall_itl(ctx: Context):
@@ -276,8 +278,8 @@ def rule_prefill_stall_itl(ctx: Context):
         return None
     chunked = (serving.get("config") or {}).get("enable_chunked_prefill")
     prompts = serving.get("prompts") or {}
-    longest = max(v for v in (prompts.get("input_len_max"), prompts.get("input_len_mean"),
-                              prompts.get("prefill_new_token_max"), 0) if v)
+    longest = max(tokens for tokens in (prompts.get("input_len_max"), prompts.get("input_len_mean"),
+                                        prompts.get("prefill_new_token_max"), 0) if tokens)
     if longest < t("long_prompt_tokens"):
         return None
     # With chunked prefill on the rule still fires on the tail: the catalog's falsifier decides (a chunk
@@ -320,10 +322,10 @@ def lone_preemption(serving: dict) -> bool:
     """Preemptions (and SGLang retractions) fewer than preemptions_recurring while every sampled
     KV usage stays under queue_kv_full_pct: the pool ran short once, between samples, but does not
     run out. False when none happened or KV usage was not measured."""
-    mem, st = serving.get("memory") or {}, serving.get("stats") or {}
-    n = (mem.get("preemptions") or 0) + (mem.get("retractions") or 0)
-    kv = st.get("kv_usage_max")
-    return 0 < n < t("preemptions_recurring") and kv is not None and kv < t("queue_kv_full_pct")
+    memory, stats = serving.get("memory") or {}, serving.get("stats") or {}
+    count = (memory.get("preemptions") or 0) + (memory.get("retractions") or 0)
+    kv = stats.get("kv_usage_max")
+    return 0 < count < t("preemptions_recurring") and kv is not None and kv < t("queue_kv_full_pct")
 
 
 def _fragmentation(memory: dict, ooms: list[dict], evidence: list[dict], parts: list[str]) -> float | None:
@@ -420,14 +422,14 @@ def rule_memory_pressure(ctx: Context):
 
 def rule_prefix_cache_miss(ctx: Context):
     serving = ctx.serving
-    tok = serving.get("tokens") or {}
-    ratio = tok.get("prompt_per_output")
+    tokens = serving.get("tokens") or {}
+    ratio = tokens.get("prompt_per_output")
     config = serving.get("config") or {}
     off = config.get("enable_prefix_caching") is False or config.get("disable_radix_cache") is True
-    hit = tok.get("prefix_hit_pct")
+    hit = tokens.get("prefix_hit_pct")
     if ratio is None or ratio < t("prompt_per_output_min"):
         return None
-    if tok["source"].startswith("engine stats") and (serving.get("stats") or {}).get("samples", 0) < t("stats_min_samples"):
+    if tokens["source"].startswith("engine stats") and (serving.get("stats") or {}).get("samples", 0) < t("stats_min_samples"):
         return None
     if hit is None and not off:
         return None
@@ -435,10 +437,10 @@ def rule_prefix_cache_miss(ctx: Context):
         return None
     share = ratio / (ratio + 1)  # prompt tokens / all tokens processed
     impact = 100.0 * share * (1 - (hit or 0.0) / 100.0)
-    hit_text = "prefix caching is off in the config" if off else f"hit rate {pct(hit)} from {tok['prefix_hit_source']}"
+    hit_text = "prefix caching is off in the config" if off else f"hit rate {pct(hit)} from {tokens['prefix_hit_source']}"
     evidence = [
         ev("prompt_per_output", ratio, "tokens", "output token", text=f"{ratio:,.1f} prompt tokens per "
-                                                                      f"output token ({tok['source']})"),
+                                                                      f"output token ({tokens['source']})"),
         ev("prefix_hit_pct", hit, "%", "prompt tokens looked up", text=hit_text),
         ev("uncached_prompt_share", round(impact, 2), "%", "tokens processed",
            text=f"prompt tokens computed without a cache hit: {pct(impact)} of all tokens processed"),
@@ -450,7 +452,8 @@ def rule_prefix_cache_miss(ctx: Context):
 
 def rule_proxy_buffering(ctx: Context):
     serving = ctx.serving
-    ttft_claimed = sum(f["impact_pct"] for f in (ctx.fired.get(r) for r in PROXY_AFTER) if f and f["axis"] == "ttft")
+    before = (ctx.fired.get(rule_id) for rule_id in PROXY_AFTER)
+    ttft_claimed = sum(finding["impact_pct"] for finding in before if finding and finding["axis"] == "ttft")
     client = serving["latency"]["client"]
     server = serving["latency"]["server"].get("ttft") or {}
     c_ttft = (client.get("ttft") or {}).get("mean") or (client.get("ttft") or {}).get("median")
@@ -474,14 +477,14 @@ def rule_proxy_buffering(ctx: Context):
 
 def rule_over_replicated(ctx: Context):
     serving = ctx.serving
-    reps = [r for r in serving.get("replicas") or [] if r.get("running") is not None]
-    dp = (serving.get("config") or {}).get("data_parallel_size")
-    if len(reps) < t("replicas_min"):
+    replicas = [replica for replica in serving.get("replicas") or [] if replica.get("running") is not None]
+    data_parallel = (serving.get("config") or {}).get("data_parallel_size")
+    if len(replicas) < t("replicas_min"):
         return None
-    running = [r["running"] for r in reps]
-    waiting = [r.get("waiting") or 0 for r in reps]
-    kv = [r["kv_usage_pct"] for r in reps if r.get("kv_usage_pct") is not None]
-    per = sum(running) / len(reps)
+    running = [replica["running"] for replica in replicas]
+    waiting = [replica.get("waiting") or 0 for replica in replicas]
+    kv = [replica["kv_usage_pct"] for replica in replicas if replica.get("kv_usage_pct") is not None]
+    per = sum(running) / len(replicas)
     if per > t("replica_running_max") or max(waiting) > 0 or (kv and max(kv) >= t("replica_kv_max_pct")):
         return None
     cap = cap_of(serving) or DEFAULT_CAP
@@ -489,7 +492,8 @@ def rule_over_replicated(ctx: Context):
     need = max(1, math.ceil(sum(running) / target))
     impact = 100.0 * (1 - per / cap)
     evidence = [
-        ev("replicas", len(reps), "replicas", None, text=f"{len(reps)} replicas" + (f" (data parallel size {dp})" if dp else "")),
+        ev("replicas", len(replicas), "replicas", None,
+           text=f"{len(replicas)} replicas" + (f" (data parallel size {data_parallel})" if data_parallel else "")),
         ev("running_per_replica", round(per, 2), "sequences", "replica", text=f"{per:.1f} running "
                                                                               "sequences per replica on average"),
         ev("waiting_max", max(waiting), "requests", None, text="no request waiting on any replica"),
@@ -499,39 +503,40 @@ def rule_over_replicated(ctx: Context):
                                                     f"replica{'' if cap_of(serving) else ', vLLM default'})"),
     ]
     return catalog.make("over_replicated", impact,
-                        {"replicas": len(reps), "per_replica": f"{per:.1f}", "kv": f"{max(kv):.0f}%" if kv else "n/a",
+                        {"replicas": len(replicas), "per_replica": f"{per:.1f}", "kv": f"{max(kv):.0f}%" if kv else "n/a",
                          "replicas_needed": plural(need, "replica"), "target": int(target)},
                         evidence, severity="medium", denominator="batch slots of all replicas", kind=ctx.kind)
 
 
 def rule_admission_blocked(ctx: Context):
     serving = ctx.serving
-    st = serving.get("stats")
+    stats = serving.get("stats")
     cap = cap_of(serving)
-    if not st or not cap or st.get("running_mean") is None:
+    if not stats or not cap or stats.get("running_mean") is None:
         return None
-    if st["waiting_share_pct"] < t("queue_share_min_pct") or (st.get("kv_usage_max") or 0) >= t("admission_kv_max_pct"):
+    if stats["waiting_share_pct"] < t("queue_share_min_pct") or (stats.get("kv_usage_max") or 0) >= t("admission_kv_max_pct"):
         return None
-    if st["running_mean"] > t("admission_running_share") * cap or st.get("kv_usage_max") is None:
+    if stats["running_mean"] > t("admission_running_share") * cap or stats.get("kv_usage_max") is None:
         return None
-    impact = 100.0 * (1 - st["running_mean"] / cap)
+    impact = 100.0 * (1 - stats["running_mean"] / cap)
     evidence = [
-        ev("waiting_share_pct", st["waiting_share_pct"], "%", f"{st['samples']} stats samples",
-           text=f"requests waiting in {st['waiting_share_pct']:.0f}% of {st['samples']} samples (mean {st['waiting_mean']:g})"),
-        ev("running_mean", st["running_mean"], "sequences", f"max_num_seqs {cap:g}",
-           text=f"running {st['running_mean']:.1f} on average (max {st['running_max']:g}) of a cap of {cap:g}"),
-        ev("kv_usage_max", st["kv_usage_max"], "%", "KV cache pool", text=f"KV cache at most {st['kv_usage_max']}% used"),
+        ev("waiting_share_pct", stats["waiting_share_pct"], "%", f"{stats['samples']} stats samples",
+           text=f"requests waiting in {stats['waiting_share_pct']:.0f}% of {stats['samples']} samples "
+                f"(mean {stats['waiting_mean']:g})"),
+        ev("running_mean", stats["running_mean"], "sequences", f"max_num_seqs {cap:g}",
+           text=f"running {stats['running_mean']:.1f} on average (max {stats['running_max']:g}) of a cap of {cap:g}"),
+        ev("kv_usage_max", stats["kv_usage_max"], "%", "KV cache pool", text=f"KV cache at most {stats['kv_usage_max']}% used"),
     ]
-    mem = serving.get("memory") or {}
+    memory = serving.get("memory") or {}
     if lone_preemption(serving):
-        n = (mem.get("preemptions") or 0) + (mem.get("retractions") or 0)
-        evidence.append(ev("preemptions", n, "events", "the log or counters",
-                           text=f"{plural(n, 'preemption')} with the KV cache at most {st['kv_usage_max']}% used: a lone "
+        count = (memory.get("preemptions") or 0) + (memory.get("retractions") or 0)
+        evidence.append(ev("preemptions", count, "events", "the log or counters",
+                           text=f"{plural(count, 'preemption')} with the KV cache at most {stats['kv_usage_max']}% used: a lone "
                                 "shortfall, not a pool that runs out"))
     return catalog.make("admission_blocked", impact,
-                        {"waiting_share": f"{st['waiting_share_pct']:.0f}%", "running": f"{st['running_mean']:.1f}",
+                        {"waiting_share": f"{stats['waiting_share_pct']:.0f}%", "running": f"{stats['running_mean']:.1f}",
                          "cap": f"{cap:g}",
-                         "kv": f"{st['kv_usage_max']:.0f}%"},
+                         "kv": f"{stats['kv_usage_max']:.0f}%"},
                         evidence, severity="high" if impact >= 50 else "medium", denominator="batch slots (max_num_seqs)",
                         kind=ctx.kind)
 
@@ -540,7 +545,7 @@ def tpot_needs_budget(serving: dict, slo: dict) -> bool:
     """TPOT rises with the batch (a fit that is a model, up 1.5x across the batches measured) and
     no TPOT budget was given: the knee cannot be judged, so the run is not called healthy."""
     fit = judge_fit(serving)
-    return bool(fit and fit["model"] and not any(k.startswith("tpot_") for k in slo) and (
+    return bool(fit and fit["model"] and not any(key.startswith("tpot_") for key in slo) and (
         fit["a_ms"] + fit["b_ms_per_seq"] * fit["x_max"] >= 1.5 * (fit["a_ms"] + fit["b_ms_per_seq"] * fit["x_min"])))
 
 
@@ -551,10 +556,10 @@ def unexplained_tail(serving: dict | None, findings: list[dict]) -> dict | None:
     tail = itl_tail(serving) if serving else None
     if not tail or tail["p99"] / tail["p50"] < t("itl_tail_ratio"):
         return None
-    if any(f["axis"] == "tail" and not f.get("falsified") for f in findings):
+    if any(finding["axis"] == "tail" and not finding.get("falsified") for finding in findings):
         return None
     return {**tail, "ratio": tail["p99"] / tail["p50"],
-            "ruled_out": [f["id"] for f in findings if f["axis"] == "tail" and f.get("falsified")]}
+            "ruled_out": [finding["id"] for finding in findings if finding["axis"] == "tail" and finding.get("falsified")]}
 
 
 def tail_words(tail: dict) -> str:
@@ -570,10 +575,10 @@ def rule_healthy_serving(ctx: Context):
     if tpot_needs_budget(serving, slo):
         return None  # the page shows the knee: without a budget, "healthy" is not shown
     measured = measured_serving(serving)
-    st = serving.get("stats")
-    enough = (st and st["samples"] >= t("healthy_min_samples")) or any(
-        (b.get("completed") or 0) >= t("healthy_min_requests") for b in serving.get("bench") or [])
-    if not measured or not enough or (st and st["waiting_share_pct"] >= t("queue_share_min_pct")):
+    stats = serving.get("stats")
+    enough = (stats and stats["samples"] >= t("healthy_min_samples")) or any(
+        (run.get("completed") or 0) >= t("healthy_min_requests") for run in serving.get("bench") or [])
+    if not measured or not enough or (stats and stats["waiting_share_pct"] >= t("queue_share_min_pct")):
         return None
     if any(budget_check(serving, key, value) is not True for key, value in slo.items()):
         return None  # a budget exceeded, or one that nothing measured can show is met

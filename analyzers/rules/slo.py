@@ -67,7 +67,7 @@ def slo_check(serving: dict | None, key: str, budget: float) -> dict:
             row.update(measured_ms=round(value, 3), source=f"{source}: its {higher} bounds the {quantile}", status="met")
             return row
     row["source"] = f"no {quantile} of {metric.upper()} measured" + (
-        f" (measured: {', '.join(k for k in QUANTILES if k in known)})" if known else "")
+        f" (measured: {', '.join(name for name in QUANTILES if name in known)})" if known else "")
     return row
 
 

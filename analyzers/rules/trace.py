@@ -159,11 +159,11 @@ def rule_python_host_overhead(ctx: Context):
     samples; samples are taken uniformly in time, so it runs during about ``share`` of the
     host-code idle time H (GPU idle, host in no CUDA call). It claims share x H of each
     device's host-code idle, from the slices no earlier finding took."""
-    prof = ctx.data.get("host_profile")
-    if not prof or not prof["user_frames"]:
+    host_profile = ctx.data.get("host_profile")
+    if not host_profile or not host_profile["user_frames"]:
         return None
-    top = prof["user_frames"][0]
-    if top["share_pct"] < t("python_frame_min_pct") or prof["total_samples"] < t("python_min_samples"):
+    top = host_profile["user_frames"][0]
+    if top["share_pct"] < t("python_frame_min_pct") or host_profile["total_samples"] < t("python_min_samples"):
         return None
     sync_txt = f"; {top['sync_pct']:.1f}% of samples are inside a host sync it calls" if top["calls_sync"] else ""
     fields = {"frame": top["frame"], "share": pct(top["share_pct"]), "sync": sync_txt,
@@ -172,8 +172,8 @@ def rule_python_host_overhead(ctx: Context):
               else ", and it calls a host-syncing operation" if top["calls_sync"] else ""}
     evidence = [
         ev("frame", top["frame"], "", None, text=f"hot user frame: {top['frame']}"),
-        ev("share_pct", top["share_pct"], "%", f"{prof['total_samples']:,} non-idle py-spy samples",
-           text=f"{pct(top['share_pct'])} of {prof['total_samples']:,} non-idle py-spy samples are inside it "
+        ev("share_pct", top["share_pct"], "%", f"{host_profile['total_samples']:,} non-idle py-spy samples",
+           text=f"{pct(top['share_pct'])} of {host_profile['total_samples']:,} non-idle py-spy samples are inside it "
                 f"({pct(top['self_pct'])} in its own code)"),
         ev("calls_sync", top["calls_sync"], "", None,
            text="it calls a host-syncing operation" if top["calls_sync"] else "no host sync below it"),
@@ -461,9 +461,9 @@ def rule_prefill_stall(ctx: Context):
 
 RULES = [
     Rule("launch_bound", "throughput", rule_launch_bound, reads=("processes", "devices", "hot_frames", "serving.config"),
-         thresholds=tuple(n for n in THRESHOLDS if n.startswith("launch_"))),
+         thresholds=tuple(name for name in THRESHOLDS if name.startswith("launch_"))),
     Rule("python_host_overhead", "throughput", rule_python_host_overhead, reads=("host_profile", "devices"),
-         thresholds=tuple(n for n in THRESHOLDS if n.startswith("python_"))),
+         thresholds=tuple(name for name in THRESHOLDS if name.startswith("python_"))),
     Rule("host_sync_per_step", "throughput", rule_host_sync_per_step, reads=("processes", "devices"),
          thresholds=("sync_per_step_min", "sync_impact_min_pct")),
     Rule("pageable_memcpy", "throughput", rule_pageable_memcpy, reads=("copies", "devices"), thresholds=("pageable_min_count",)),
@@ -472,4 +472,4 @@ RULES = [
 STARVED = Rule("gpu_starved", "throughput", rule_gpu_starved, reads=("devices", "processes"),
                thresholds=("starved_idle_min_pct", "starved_unexplained_min_share"))
 PREFILL_STALL = Rule("prefill_stall", "trace", rule_prefill_stall, reads=("processes", "slo", "serving.config"),
-                     thresholds=tuple(n for n in THRESHOLDS if n.startswith(("prefill_", "tail_"))))
+                     thresholds=tuple(name for name in THRESHOLDS if name.startswith(("prefill_", "tail_"))))
