@@ -7,6 +7,7 @@ import re
 
 from tracetriage.analyzers.catalog import capture_text
 from tracetriage.analyzers.evidence import plural, us
+from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.metrics import TraceMetrics
 from tracetriage.analyzers.rules.context import Context, process_name, t
 from tracetriage.analyzers.rules.hints import capture_cmd, hint_format, host_profiler_hint
@@ -186,7 +187,7 @@ def trace_abstentions(ctx: Context) -> list[dict]:
     return out + _case_abstentions(ctx)
 
 
-def tail_abstention(serving: dict | None, findings: list[dict]) -> list[dict]:
+def tail_abstention(serving: dict | None, findings: list[Finding]) -> list[dict]:
     """An abstention for an unexplained inter-token tail (unexplained_tail): what stands, which
     mechanism is ruled out, and the capture that would tell the others apart."""
     tail = unexplained_tail(serving, findings)

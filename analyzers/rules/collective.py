@@ -102,7 +102,8 @@ def rule_collective_dominant(ctx: Context):
     taken = ctx.ledger.take("collective_dominant", {device.id: (["collective"], None) for device in devices})
     impact = ctx.ledger.impact_pct(taken)
     ops = _collective_op_evidence(ctx)
-    top_op = max(ops[1]["value"], key=ops[1]["value"].get) if ops[1]["value"] else "collectives"
+    by_op = ops[1].value
+    top_op = max(by_op, key=by_op.get) if by_op else "collectives"
     ranks = plural(len(devices), "rank")
     evidence = [
         ev("collective_share_pct_mean", round(mean_share, 2), "%", "window, mean over ranks",

@@ -10,6 +10,7 @@ import numpy as np
 
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.accounting import Ledger
+from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.metrics import DeviceMetrics, TraceMetrics
 
 # Every threshold of every rule: name -> (value, why), collected by thresholds.py from the table
@@ -37,8 +38,8 @@ class Context:
     slo: dict = field(default_factory=dict)
     ledger: Ledger | None = None
     kind: dict = field(default_factory=dict)
-    fired: dict[str, dict] = field(default_factory=dict)
-    findings: list[dict] = field(default_factory=list)
+    fired: dict[str, Finding] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
     abstentions: list[dict] = field(default_factory=list)
 
     def __post_init__(self):
@@ -73,7 +74,7 @@ class Rule:
 
     id: str
     stage: str
-    check: Callable[[Context], dict | None]
+    check: Callable[[Context], Finding | None]
     reads: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
     thresholds: tuple[str, ...] = ()
@@ -90,7 +91,7 @@ class Rule:
     def axis(self) -> str:
         return catalog.axis_of(self.finding_id)
 
-    def evaluate(self, ctx: Context) -> dict | None:
+    def evaluate(self, ctx: Context) -> Finding | None:
         """The rule's finding on this capture, or None."""
         return self.check(ctx)
 

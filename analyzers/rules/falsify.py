@@ -6,11 +6,14 @@ pattern are capped in severity (cap_severity_by_window)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.catalog import SEVERITIES
 from tracetriage.analyzers.evidence import ev, plural, us
+from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.rules import context
 from tracetriage.analyzers.rules.context import Context, t
 from tracetriage.analyzers.rules.slo import budget_check, cap_of
@@ -49,51 +52,52 @@ def facts(ctx: Context) -> dict:
     }
 
 
-def apply_falsifiers(ctx: Context, findings: list[dict]) -> None:
+def apply_falsifiers(ctx: Context, findings: list[Finding]) -> list[Finding]:
     """No finding whose own falsifier the capture already meets: it is kept (its slice stays
     claimed, the accounting adds up) but downgraded to info, marked ``falsified`` with the reason,
     ranked last and never named in a headline. (A memory_pressure finding with a CUDA OOM is the
     exception: the OOM happened, so it stands at its severity and only its cause changes.) It
     claims no impact (0: it explains nothing), its fix is the reason it is ruled out, and the
-    mechanism its evidence pointed to is said to be ruled out."""
+    mechanism its evidence pointed to is said to be ruled out. Returns the findings, in their order."""
     measured = facts(ctx)
-    for finding in findings:
-        why = catalog.falsified(finding, measured)
-        if why and finding["id"] == "memory_pressure" and any(row["name"] == "oom_events" and row["value"]
-                                                              for row in finding["evidence"]):
-            oom_cause_ruled_out(finding, why)  # the crash is a fact: only its cause is ruled out
-        elif why:
-            _falsify(finding, why)
+    return [_judged(finding, catalog.falsified(finding, measured)) for finding in findings]
 
 
-def _falsify(finding: dict, why: str) -> None:
+def _judged(finding: Finding, why: str | None) -> Finding:
+    """The finding as its falsifier leaves it (``why``: the reason it is ruled out, None when it stands)."""
+    if why and finding.id == "memory_pressure" and any(row.name == "oom_events" and row.value for row in finding.evidence):
+        return oom_cause_ruled_out(finding, why)  # the crash is a fact: only its cause is ruled out
+    return _falsify(finding, why) if why else finding
+
+
+def _falsify(finding: Finding, why: str) -> Finding:
     """Downgrade a finding its falsifier rules out: info, no impact, the reason as its fix."""
-    for row in finding["evidence"]:
-        if row["name"] == "mechanism":
-            row["text"] = f"mechanism the evidence pointed to ({row['value']}): ruled out by the falsifier below"
-    finding["evidence"].append(ev("falsifier_met", True, "", None, text=f"not the problem as stated: {why}"))
-    finding["severity"], finding["falsified"], finding["impact_pct"] = "info", why, 0.0
-    finding["fix"] = why  # no fix to give: what rules the finding out stands in its place
+    evidence = tuple(replace(row, text=f"mechanism the evidence pointed to ({row.value}): ruled out by the falsifier below")
+                     if row.name == "mechanism" else row for row in finding.evidence)
+    return replace(finding, evidence=evidence).with_evidence(
+        ev("falsifier_met", True, "", None, text=f"not the problem as stated: {why}"),
+        severity="info", falsified=why, impact_pct=0.0,
+        fix=why)  # no fix to give: what rules the finding out stands in its place
 
 
-def cap_severity_by_window(ctx: Context, findings: list[dict]) -> None:
+def cap_severity_by_window(ctx: Context, findings: list[Finding]) -> list[Finding]:
     """Severity scales with what the window can show: without severity_min_steps measured steps,
     a window under severity_toy_window_ns caps the throughput findings at low, one under
     severity_short_window_ns at medium (a 1.5 ms Game-of-Life export is not a HIGH problem).
     The finding says so in its evidence."""
     if not ctx.devices:
-        return
+        return findings
     steps = max((int(process.steps.count or 0) for trace in ctx.per_trace for process in trace.processes), default=0)
     window = max(device.window_ns for device in ctx.devices)
     if steps >= t("severity_min_steps") or window >= t("severity_short_window_ns"):
-        return
+        return findings
     cap = "low" if window < t("severity_toy_window_ns") else "medium"
-    for finding in findings:
-        if finding["axis"] == "throughput" and SEVERITIES.index(finding["severity"]) > SEVERITIES.index(cap):
-            finding["evidence"].append(ev("severity_capped", cap, "", None,
-                                          text=f"severity capped at {cap} (was {finding['severity']}): a {us(window)} window "
-                                               f"with {plural(steps, 'measured step')} shows too little to rank it higher"))
-            finding["severity"] = cap
+    return [finding.with_evidence(ev("severity_capped", cap, "", None,
+                                     text=f"severity capped at {cap} (was {finding.severity}): a {us(window)} window "
+                                          f"with {plural(steps, 'measured step')} shows too little to rank it higher"),
+                                  severity=cap)
+            if finding.axis == "throughput" and SEVERITIES.index(finding.severity) > SEVERITIES.index(cap) else finding
+            for finding in findings]
 
 
 def serving_facts(serving: dict, slo: dict) -> dict:
@@ -118,16 +122,16 @@ def serving_facts(serving: dict, slo: dict) -> dict:
     }
 
 
-def oom_cause_ruled_out(finding: dict, why: str) -> None:
+def oom_cause_ruled_out(finding: Finding, why: str) -> Finding:
     """memory_pressure with a CUDA OOM whose falsifier holds: the OOM that killed the engine is a
     fact, not a hypothesis, so the finding keeps its severity and impact; what is ruled out is the
     cause the rule read (KV pool, prefill peak, fragmentation). Its mechanism, fix and mechanism
     evidence say where to look instead (the catalog's 'elsewhere' fix)."""
-    finding["mechanism"] = ("Not KV pressure: memory goes elsewhere (a leak, another process, activation peaks). "
-                            f"The crash stands, but {why}")
-    finding["fix"] = " ".join(catalog.CATALOG["memory_pressure"]["fix"]["elsewhere"].split())
-    for row in finding["evidence"]:
-        if row["name"] == "mechanism":
-            row["value"] = "elsewhere"
-            row["text"] = "mechanism the evidence supports: elsewhere (not the KV pool, the prefill peak or fragmentation)"
-    finding["evidence"].append(ev("cause_ruled_out", True, "", None, text=f"the OOM stands; its KV cause is ruled out: {why}"))
+    elsewhere = "mechanism the evidence supports: elsewhere (not the KV pool, the prefill peak or fragmentation)"
+    evidence = tuple(replace(row, value="elsewhere", text=elsewhere) if row.name == "mechanism" else row
+                     for row in finding.evidence)
+    return replace(finding, evidence=evidence).with_evidence(
+        ev("cause_ruled_out", True, "", None, text=f"the OOM stands; its KV cause is ruled out: {why}"),
+        mechanism=("Not KV pressure: memory goes elsewhere (a leak, another process, activation peaks). "
+                   f"The crash stands, but {why}"),
+        fix=" ".join(catalog.CATALOG["memory_pressure"]["fix"]["elsewhere"].split()))

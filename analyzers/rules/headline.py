@@ -9,6 +9,7 @@ from __future__ import annotations
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.catalog import AXES, SEVERITIES
 from tracetriage.analyzers.evidence import ms, pct, plural
+from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.rules.abstain import ODD
 from tracetriage.analyzers.rules.context import t
 from tracetriage.analyzers.rules.serving import tail_words, unexplained_tail
@@ -17,29 +18,29 @@ from tracetriage.analyzers.rules.slo import measured_serving, slo_checks
 MINOR_HEADLINE_PCT = 5.0  # below this share a throughput finding is reported, but not as the verdict of an idle GPU
 
 
-def rank(findings: list[dict], symptom: str | None) -> list[dict]:
+def rank(findings: list[Finding], symptom: str | None) -> list[Finding]:
     """Healthy first (it fires only when nothing reaches medium); then the findings that answer
     the symptom (its axis, or a further symptom they explain: launch-bound kernels answer
     "GPU at 30% utilization"); then severity, impact, the symptom's own axis before an answer
     from another, and a root cause before its symptom on ties."""
     order = {"cross_island_collective": 0}
-    return sorted(findings, key=lambda finding: (finding["id"] != "healthy", bool(finding.get("falsified")),
+    return sorted(findings, key=lambda finding: (finding.id != "healthy", bool(finding.falsified),
                                                  bool(symptom) and not catalog.answers(finding, symptom),
-                                                 -SEVERITIES.index(finding["severity"]), -finding["impact_pct"],
-                                                 bool(symptom) and finding["axis"] != symptom, order.get(finding["id"], 1)))
+                                                 -SEVERITIES.index(finding.severity), -finding.impact_pct,
+                                                 bool(symptom) and finding.axis != symptom, order.get(finding.id, 1)))
 
 
-def _says(finding: dict) -> str:
+def _says(finding: Finding) -> str:
     """A finding in headline words: its id, title and the share it explains."""
-    return (f"[{finding['id']}] {finding['title']} — explains {finding['impact_pct']:.0f}% of the "
-            f"{finding['impact_denominator']}")
+    return (f"[{finding.id}] {finding.title} — explains {finding.impact_pct:.0f}% of the "
+            f"{finding.impact_denominator}")
 
 
-def headline_by_axis(findings: list[dict]) -> dict[str, str]:
+def headline_by_axis(findings: list[Finding]) -> dict[str, str]:
     out: dict[str, str] = {}
     for finding in findings:  # already ranked: the first of each axis is its top finding
-        if finding["axis"] in AXES and finding["axis"] not in out and not finding.get("falsified"):
-            out[finding["axis"]] = _says(finding)
+        if finding.axis in AXES and finding.axis not in out and not finding.falsified:
+            out[finding.axis] = _says(finding)
     return out
 
 
@@ -47,11 +48,11 @@ SLO_AXES = {"ttft": {"ttft"}, "tpot": {"tpot"}, "itl": {"tail"},
             "e2el": {"ttft", "tpot", "tail", "utilization", "oom"}}  # the axes whose findings can explain a broken budget
 
 
-def slo_unexplained(findings: list[dict], data: dict) -> tuple[list[dict], list[dict]]:
+def slo_unexplained(findings: list[Finding], data: dict) -> tuple[list[dict], list[dict]]:
     """The --slo budgets broken with no standing finding on an axis that explains them
     (SLO_AXES), and those that could not be checked (slo.slo_check)."""
     checks = slo_checks(data.get("serving"), data.get("slo") or {})
-    standing = {finding["axis"] for finding in findings if not finding.get("falsified") and finding["id"] != "healthy"}
+    standing = {finding.axis for finding in findings if not finding.falsified and finding.id != "healthy"}
     broken = [check for check in checks
               if check["status"] == "broken" and not (SLO_AXES.get(check["metric"], set()) & standing)]
     return broken, [check for check in checks if check["status"] == "not_measured"]
@@ -62,7 +63,7 @@ def _slo_words(checks: list[dict]) -> str:
                      f"{check['limit_ms']:g} ms budget" for check in checks)
 
 
-def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom: str | None = None) -> str:
+def headline(findings: list[Finding], abstentions: list[dict], data: dict, symptom: str | None = None) -> str:
     """The verdict in one line (_headline), then the --slo budgets it leaves out: a broken budget no
     standing finding explains is named (it leads when nothing else stands), one not checked is said so."""
     broken, unchecked = slo_unexplained(findings, data)
@@ -74,22 +75,22 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom:
     return text
 
 
-def _headline(findings: list[dict], abstentions: list[dict], data: dict, symptom: str | None, broken: list[dict]) -> str:
+def _headline(findings: list[Finding], abstentions: list[dict], data: dict, symptom: str | None, broken: list[dict]) -> str:
     """The verdict in one line, without the --slo budgets it leaves out (headline adds them)."""
     if not data["devices"]:
         return _side_artifacts_headline(findings, abstentions, data, symptom, broken)
     return _trace_headline(findings, abstentions, data["devices"], symptom)
 
 
-def _side_artifacts_headline(findings: list[dict], abstentions: list[dict], data: dict, symptom: str | None,
+def _side_artifacts_headline(findings: list[Finding], abstentions: list[dict], data: dict, symptom: str | None,
                              broken: list[dict]) -> str:
     """The verdict of a case without a GPU trace: a topology, serving artifacts or other side artifacts."""
     topo = data.get("topology")
     what = ((f"topology: {plural(len(topo['gpus']), 'GPU')} in islands {topo['islands']}" if len(topo["gpus"]) > 1
              else "topology: one GPU, so no interconnect between GPUs to judge") if topo
             else "serving artifacts" if data.get("serving") else "side artifacts only")
-    if findings and findings[0]["id"] == "healthy":
-        return f"Healthy: {findings[0]['title']} (no GPU trace given)"
+    if findings and findings[0].id == "healthy":
+        return f"Healthy: {findings[0].title} (no GPU trace given)"
     if symptom:
         return _symptom_headline(findings, abstentions, symptom, f" (no GPU trace given; {what})")
     tops = _axis_tops(findings)
@@ -102,7 +103,7 @@ def _side_artifacts_headline(findings: list[dict], abstentions: list[dict], data
     return f"No GPU trace given, so no timeline verdict; {what}" + _not_measured(abstentions)
 
 
-def _serving_headline(findings: list[dict], abstentions: list[dict], serving: dict, broken: list[dict]) -> str | None:
+def _serving_headline(findings: list[Finding], abstentions: list[dict], serving: dict, broken: list[dict]) -> str | None:
     """The verdict of serving artifacts with no standing finding: a broken budget, an unexplained
     inter-token tail, or what was measured and why it is not called healthy; None when nothing was measured."""
     measured = measured_serving(serving)
@@ -115,7 +116,7 @@ def _serving_headline(findings: list[dict], abstentions: list[dict], serving: di
         return (f"Inter-token tail not explained: {tail_words(tail)}"
                 + (f"; not the prefill-chunk mechanism ({', '.join(tail['ruled_out'])} ruled out by its own falsifier)"
                    if tail["ruled_out"] else "")
-                + _ruled_out([finding for finding in findings if finding["id"] not in tail["ruled_out"]])
+                + _ruled_out([finding for finding in findings if finding.id not in tail["ruled_out"]])
                 + "; not called healthy; "
                 "no GPU trace given" + _not_measured(abstentions))
     if not measured:
@@ -137,27 +138,27 @@ def _tops_words(tops: dict[str, dict]) -> str:
     return " | ".join(f"{axis}: {_says(finding)}" for axis, finding in tops.items())
 
 
-def _trace_headline(findings: list[dict], abstentions: list[dict], devices: list, symptom: str | None) -> str:
+def _trace_headline(findings: list[Finding], abstentions: list[dict], devices: list, symptom: str | None) -> str:
     """The verdict of a case with a GPU trace (``devices``: its DeviceMetrics with their accounting)."""
     compute = min(device.accounting["slices_pct"].get("compute", 0.0) + device.accounting["slices_pct"].get("collective", 0.0)
                   for device in devices)
     odd = [abstention for abstention in abstentions if abstention["analysis"] in ODD]
-    if findings and findings[0]["id"] == "healthy":
-        return f"Healthy: {findings[0]['title']}"
+    if findings and findings[0].id == "healthy":
+        return f"Healthy: {findings[0].title}"
     if symptom:
         return _symptom_headline(findings, abstentions, symptom, "",
                                  f"; the capture is too odd to judge: {odd[0]['reason']}" if odd else "")
     tops = _axis_tops(findings)
-    if odd and not any(finding["axis"] != "throughput" for finding in findings):
+    if odd and not any(finding.axis != "throughput" for finding in findings):
         return f"Not enough to judge: {odd[0]['reason']}. Capture: {odd[0]['capture_hint']}"
     if tops:
         throughput = tops.get("throughput")
-        if (throughput is not None and len(tops) == 1 and throughput["impact_pct"] < MINOR_HEADLINE_PCT
-                and SEVERITIES.index(throughput["severity"]) < SEVERITIES.index("medium")
+        if (throughput is not None and len(tops) == 1 and throughput.impact_pct < MINOR_HEADLINE_PCT
+                and SEVERITIES.index(throughput.severity) < SEVERITIES.index("medium")
                 and compute < t("healthy_compute_min_pct")):
             # A minor finding must not pose as the verdict of a mostly idle capture.
             return (f"GPU computing {pct(compute)} of the window and no measured cause explains the rest "
-                    f"(largest finding: {throughput['id']}, {throughput['impact_pct']:.1f}%)"
+                    f"(largest finding: {throughput.id}, {throughput.impact_pct:.1f}%)"
                     + _not_measured(abstentions))
         return _tops_words(tops)
     if compute >= t("healthy_compute_min_pct") and abstentions:
@@ -176,19 +177,19 @@ def _not_measured(abstentions: list[dict]) -> str:
     return "; not measured: " + ", ".join(sorted({abstention["analysis"] for abstention in abstentions}))
 
 
-def _ruled_out(findings: list[dict]) -> str:
+def _ruled_out(findings: list[Finding]) -> str:
     """'; ruled out by its own falsifier: a, b' for the falsified findings (empty when none): a
     headline with no standing finding still says what was measured and set aside."""
-    out = [finding["id"] for finding in findings if finding.get("falsified")]
+    out = [finding.id for finding in findings if finding.falsified]
     return f"; ruled out by its own falsifier: {', '.join(out)}" if out else ""
 
 
-def _symptom_headline(findings: list[dict], abstentions: list[dict], symptom: str, where: str, tail: str = "") -> str:
+def _symptom_headline(findings: list[Finding], abstentions: list[dict], symptom: str, where: str, tail: str = "") -> str:
     """The verdict for the symptom the user named: its top finding, or why there is none."""
-    mine = [finding for finding in findings if catalog.answers(finding, symptom) and not finding.get("falsified")]
+    mine = [finding for finding in findings if catalog.answers(finding, symptom) and not finding.falsified]
     if mine:
         return f"{symptom}: {_says(mine[0])}{where}"
-    others = "; ".join(f"{axis}: [{finding['id']}]" for axis, finding in _axis_tops(findings).items())
+    others = "; ".join(f"{axis}: [{finding.id}]" for axis, finding in _axis_tops(findings).items())
     undecided = [abstention for abstention in abstentions
                  if symptom == "tail" and abstention["analysis"] in ("steps", "step_tail", "step_annotations")]
     why = f"; not measured: {undecided[0]['reason']}" if undecided else ""
@@ -196,9 +197,9 @@ def _symptom_headline(findings: list[dict], abstentions: list[dict], symptom: st
             + (f" (other axes: {others})" if others else "") + tail)
 
 
-def _axis_tops(findings: list[dict]) -> dict[str, dict]:
+def _axis_tops(findings: list[Finding]) -> dict[str, Finding]:
     tops: dict[str, dict] = {}
     for finding in findings:
-        if finding["axis"] in AXES and finding["axis"] not in tops and not finding.get("falsified"):
-            tops[finding["axis"]] = finding
+        if finding.axis in AXES and finding.axis not in tops and not finding.falsified:
+            tops[finding.axis] = finding
     return tops

@@ -32,8 +32,8 @@ def rule_healthy(ctx: Context):
     devices, findings, abstentions = ctx.devices, ctx.findings, ctx.abstentions
     if not devices:
         return None
-    if any(SEVERITIES.index(finding["severity"]) >= SEVERITIES.index("low") or finding["id"] == "below_roofline"
-           or finding.get("falsified") for finding in findings):
+    if any(SEVERITIES.index(finding.severity) >= SEVERITIES.index("low") or finding.id == "below_roofline"
+           or finding.falsified for finding in findings):
         # a falsified finding still measured a symptom, with a cause not yet known; busy is not fast:
         # never healthy while the dominant class runs below its roofline
         return None

@@ -14,6 +14,7 @@ import math
 
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.evidence import ev, ms, nbytes, pct, plural
+from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.rules.context import Context, Rule, t
 from tracetriage.analyzers.rules.slo import budget_check, cap_of, measured_serving
 
@@ -453,7 +454,7 @@ def rule_prefix_cache_miss(ctx: Context):
 def rule_proxy_buffering(ctx: Context):
     serving = ctx.serving
     before = (ctx.fired.get(rule_id) for rule_id in PROXY_AFTER)
-    ttft_claimed = sum(finding["impact_pct"] for finding in before if finding and finding["axis"] == "ttft")
+    ttft_claimed = sum(finding.impact_pct for finding in before if finding and finding.axis == "ttft")
     client = serving["latency"]["client"]
     server = serving["latency"]["server"].get("ttft") or {}
     c_ttft = (client.get("ttft") or {}).get("mean") or (client.get("ttft") or {}).get("median")
@@ -549,17 +550,17 @@ def tpot_needs_budget(serving: dict, slo: dict) -> bool:
         fit["a_ms"] + fit["b_ms_per_seq"] * fit["x_max"] >= 1.5 * (fit["a_ms"] + fit["b_ms_per_seq"] * fit["x_min"])))
 
 
-def unexplained_tail(serving: dict | None, findings: list[dict]) -> dict | None:
+def unexplained_tail(serving: dict | None, findings: list[Finding]) -> dict | None:
     """The inter-token tail (itl_tail: ITL, else the server's TPOT histogram) when its p99 is at
     least itl_tail_ratio x its median and no standing finding on the tail axis explains it (a
     falsified one does not); None otherwise. Serving is never called healthy while one stands."""
     tail = itl_tail(serving) if serving else None
     if not tail or tail["p99"] / tail["p50"] < t("itl_tail_ratio"):
         return None
-    if any(finding["axis"] == "tail" and not finding.get("falsified") for finding in findings):
+    if any(finding.axis == "tail" and not finding.falsified for finding in findings):
         return None
     return {**tail, "ratio": tail["p99"] / tail["p50"],
-            "ruled_out": [finding["id"] for finding in findings if finding["axis"] == "tail" and finding.get("falsified")]}
+            "ruled_out": [finding.id for finding in findings if finding.axis == "tail" and finding.falsified]}
 
 
 def tail_words(tail: dict) -> str:
