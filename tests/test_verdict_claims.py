@@ -338,8 +338,10 @@ def test_itl_prefill_stall_with_chunked_prefill_on_and_no_chunk_budget_stands(tm
 
 def test_launch_bound_falsifier_graphs_already_replay():
     from tracetriage.analyzers.catalog import falsified
+    from tracetriage.analyzers.findings import Finding
 
-    finding = {"id": "launch_bound", "evidence": []}
+    finding = Finding(id="launch_bound", axis="throughput", answers=("throughput",), severity="medium", impact_pct=10.0,
+                      impact_denominator="window", title="", mechanism="", fix="", confirm="", falsifier="", evidence=())
     assert falsified(finding, {"trace": {"graph_replays": 40, "graph_launches_per_step": 1.0}, "config": {}})
     assert falsified(finding, {"trace": {"graph_replays": 0, "graph_launches_per_step": 0.0}, "config": {}}) is None
     assert falsified(finding, {"trace": {"graph_replays": None, "graph_launches_per_step": None}, "config": {}}) is None
