@@ -370,7 +370,7 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     evaluation = rules.evaluate(ctx)
     findings, abstentions = evaluation.findings, evaluation.abstentions
     data["capture_kind"] = evaluation.kind  # the evidence the catalog's texts selected their variant on
-    data["findings"] = findings
+    data["findings"] = [finding.to_contract() for finding in findings]
     data["abstentions"] = abstentions
     # the accounting is known once the findings took their claims; the headline reads it
     devices = [replace(device, accounting=evaluation.accounting[device.id]) for device in devices]

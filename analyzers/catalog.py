@@ -11,6 +11,8 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from tracetriage.analyzers.findings import Finding
+
 AXES = ("throughput", "utilization", "tail", "ttft", "tpot", "oom", "cost")
 SEVERITIES = ["info", "low", "medium", "high"]
 TEXTS = ("title", "mechanism", "fix", "confirm", "falsifier")
@@ -29,9 +31,9 @@ def answers_of(finding_id: str) -> list[str]:
     return list(entry.get("answers") or [entry["axis"]])
 
 
-def answers(finding: dict, symptom: str) -> bool:
+def answers(finding: Finding, symptom: str) -> bool:
     """Whether a finding explains the symptom the user named (its axis or a further answer)."""
-    return symptom in (finding.get("answers") or [finding["axis"]])
+    return symptom in (finding.answers or [finding.axis])
 
 
 for _id, _entry in CATALOG.items():  # a catalog mistake fails at import, in every test
@@ -55,14 +57,14 @@ def variant_order(variant: str | None, kind: dict) -> list[str]:
     vendor, workload, language = kind.get("vendor"), kind.get("workload"), kind.get("language")
     names = [variant, workload and vendor and f"{workload}_{vendor}", workload, language and vendor and f"{language}_{vendor}",
              language, vendor, "default"]
-    return [n for n in names if n]
+    return [name for name in names if name]
 
 
 def _text(entry: dict, key: str, variant: str | None, kind: dict) -> str:
     """The text ``key`` of a catalog entry; of a text with variants, the first of variant_order."""
     value = entry[key]
     if isinstance(value, dict):
-        value = next(value[n] for n in variant_order(variant, kind) if n in value)
+        value = next(value[name] for name in variant_order(variant, kind) if name in value)
     return value
 
 
@@ -73,25 +75,22 @@ def falsified(finding: dict, facts: dict) -> str | None:
     by analyzers/conditions.py; a figure nobody measured never meets a condition."""
     from tracetriage.analyzers import conditions
 
-    entry = CATALOG.get(finding["id"]) or {}
+    entry = CATALOG.get(finding.id) or {}
     cond = entry.get("falsified_when")
     if not cond:
         return None
-    names = {"ev": {e["name"]: e.get("value") for e in finding.get("evidence") or []}, **facts}
+    names = {"ev": {row.name: row.value for row in finding.evidence}, **facts}
     if conditions.holds(cond, names):
         return " ".join(str(entry.get("falsified_why") or f"its falsifier holds: {cond}").split())
     return None
 
 
 def make(finding_id: str, impact: float, fields: dict, evidence: list[dict], *, severity: str,
-         denominator: str, kind: dict, variant: str | None = None, entry: str | None = None) -> dict:
+         denominator: str, kind: dict, variant: str | None = None, entry: str | None = None) -> Finding:
     """One finding: the catalog's texts for ``entry`` (default: the id) filled with ``fields``, each
     text's variant chosen for the rule's ``variant`` and the capture's ``kind`` (variant_order)."""
     texts = CATALOG[entry or finding_id]
-    impact = round(float(max(0.0, min(100.0, impact))), 2)
-    out = {"id": finding_id, "axis": texts["axis"], "answers": list(texts.get("answers") or [texts["axis"]]),
-           "severity": severity, "impact_pct": impact, "impact_denominator": denominator}
-    for key in TEXTS:
-        out[key] = " ".join(_text(texts, key, variant, kind).format_map(fields).split())
-    out["evidence"] = evidence
-    return out
+    words = {key: " ".join(_text(texts, key, variant, kind).format_map(fields).split()) for key in TEXTS}
+    return Finding(id=finding_id, axis=texts["axis"], answers=tuple(texts.get("answers") or [texts["axis"]]),
+                   severity=severity, impact_pct=round(float(max(0.0, min(100.0, impact))), 2),
+                   impact_denominator=denominator, evidence=tuple(evidence), **words)

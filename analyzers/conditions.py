@@ -62,44 +62,65 @@ def _get(obj, attr: str):
     return getattr(obj, attr, None)
 
 
+def _name(node: ast.Name, names: dict, text: str):
+    if node.id not in names:
+        raise ConditionError(f"condition {text!r}: unknown name {node.id!r}")
+    return names[node.id]
+
+
+def _attribute(node: ast.Attribute, names: dict, text: str):
+    base = _eval(node.value, names, text)
+    return None if base is None else _get(base, node.attr)
+
+
+def _unary(node: ast.UnaryOp, names: dict, text: str):
+    operand = _eval(node.operand, names, text)
+    if operand is None:
+        return None
+    return (not operand) if isinstance(node.op, ast.Not) else -operand
+
+
+def _binary(node: ast.BinOp, names: dict, text: str):
+    left, right = _eval(node.left, names, text), _eval(node.right, names, text)
+    if left is None or right is None or (isinstance(node.op, ast.Div) and right == 0):
+        return None
+    return _BIN[type(node.op)](left, right)
+
+
+def _compare(node: ast.Compare, names: dict, text: str):
+    """A chained comparison: False as soon as one link is False, unknown if one link is unknown."""
+    left = _eval(node.left, names, text)
+    result = True
+    for op, right_node in zip(node.ops, node.comparators):
+        right = _eval(right_node, names, text)
+        if left is None or right is None:
+            result = None if result is not False else False
+        elif not _CMP[type(op)](left, right):
+            return False
+        left = right
+    return result
+
+
+def _bool(node: ast.BoolOp, names: dict, text: str):
+    """``and``: False once one side is False; ``or``: True once one side is True; else unknown stays unknown."""
+    values = [_eval(value, names, text) for value in node.values]
+    if isinstance(node.op, ast.And):
+        if any(value is not None and not value for value in values):
+            return False
+        return None if any(value is None for value in values) else True
+    if any(value is not None and value for value in values):
+        return True
+    return None if any(value is None for value in values) else False
+
+
+_NODES = {ast.Name: _name, ast.Attribute: _attribute, ast.UnaryOp: _unary, ast.BinOp: _binary, ast.Compare: _compare,
+          ast.BoolOp: _bool}
+
+
 def _eval(node, names, text):
     if isinstance(node, ast.Constant):
         return node.value
-    if isinstance(node, ast.Name):
-        if node.id not in names:
-            raise ConditionError(f"condition {text!r}: unknown name {node.id!r}")
-        return names[node.id]
-    if isinstance(node, ast.Attribute):
-        base = _eval(node.value, names, text)
-        return None if base is None else _get(base, node.attr)
-    if isinstance(node, ast.UnaryOp):
-        v = _eval(node.operand, names, text)
-        if v is None:
-            return None
-        return (not v) if isinstance(node.op, ast.Not) else -v
-    if isinstance(node, ast.BinOp):
-        a, b = _eval(node.left, names, text), _eval(node.right, names, text)
-        if a is None or b is None or (isinstance(node.op, ast.Div) and b == 0):
-            return None
-        return _BIN[type(node.op)](a, b)
-    if isinstance(node, ast.Compare):
-        left = _eval(node.left, names, text)
-        result = True
-        for op, right_node in zip(node.ops, node.comparators):
-            right = _eval(right_node, names, text)
-            if left is None or right is None:
-                result = None if result is not False else False
-            elif not _CMP[type(op)](left, right):
-                return False
-            left = right
-        return result
-    if isinstance(node, ast.BoolOp):
-        values = [_eval(v, names, text) for v in node.values]
-        if isinstance(node.op, ast.And):
-            if any(v is not None and not v for v in values):
-                return False
-            return None if any(v is None for v in values) else True
-        if any(v is not None and v for v in values):
-            return True
-        return None if any(v is None for v in values) else False
-    raise ConditionError(f"condition {text!r}: {type(node).__name__} is not allowed")
+    evaluate_node = _NODES.get(type(node))
+    if evaluate_node is None:
+        raise ConditionError(f"condition {text!r}: {type(node).__name__} is not allowed")
+    return evaluate_node(node, names, text)

@@ -651,4 +651,4 @@ def missing_shapes(eff: Efficiency) -> dict | None:
     graph = [n for n in nm if n["what"] in GRAPH_MISSING]
     if graph:
         return max(graph, key=lambda n: n.get("time_ns") or 0)
-    return next((n for n in nm if n["what"] == f"{eff.get('dominant')} kernels without shapes"), None)
+    return next((n for n in nm if n["what"] == f"{eff.dominant} kernels without shapes"), None)

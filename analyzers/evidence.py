@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tracetriage.analyzers.findings import Evidence
+
 
 def us(ns) -> str:
     if ns is None:
@@ -37,17 +39,17 @@ def nbytes(n: float) -> str:
     return f"{int(n):,} B"
 
 
-def ev(name, value, unit="", denominator=None, text=None):
+def ev(name, value, unit="", denominator=None, text=None) -> Evidence:
     """One evidence item: value with unit and denominator (None where none applies), and a sentence."""
     shown = f"{value:,.1f}".rstrip("0").rstrip(".") if isinstance(value, float) else value
-    return {
-        "name": name,
-        "value": value,
-        "unit": unit,
-        "denominator": denominator,
-        "text": text or f"{name.replace('_', ' ')}: {shown}{'%' if unit == '%' else (' ' + unit) if unit else ''}"
+    return Evidence(
+        name=name,
+        value=value,
+        unit=unit,
+        denominator=denominator,
+        text=text or f"{name.replace('_', ' ')}: {shown}{'%' if unit == '%' else (' ' + unit) if unit else ''}"
         + (f" (of {denominator})" if denominator else ""),
-    }
+    )
 
 
 def severity_for(impact: float) -> str:

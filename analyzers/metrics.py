@@ -10,62 +10,14 @@ fields in declaration order, which is the contract's key order, except the field
 inside them (gap histograms, kernel rows, copy directions ...) stay plain dicts and lists,
 as the JSON has them; frozen means a field is never rebound, not that those leaves are
 deep-frozen: nothing writes into them after they are built.
-
-TEMPORARY: :class:`KeyBridge` lets the readers that still index the per-trace metrics by
-today's string keys (``device["busy_pct"]``, ``device["_slices"]``, ``process["_long_steps"]``,
-``trace["_odd"]``) keep working until they read fields. It is read-only: a reader that writes
-(``device["accounting"] = ...``) fails loudly. Readers that still use it (grep ``\\["_`` and the
-per-trace keys):
-
-* analyzers/rules.py: Context.devices / judged, every trace rule, oddities, abstentions_for,
-  rule_healthy, _cause_split, the falsifiers, _headline (``ctx.data["devices"]`` holds the
-  DeviceMetrics while the rules and the headline run);
-* analyzers/efficiency.py rule_below_roofline and abstention (owned by the rules package);
-* analyzers/capture_kind.py is_rocm / kind_of (``p["meta"]``, ``p["devices"]``, ``pr["gpu_ops"]``);
-* tests/test_timeline.py (``device_timeline(...)["gaps"]["by_cause"]``, ``["_busy_in_spans_ns"]``).
-
-Delete the bridge (and this list) when those read fields.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
-
-
-class KeyBridge:
-    """TEMPORARY, read-only: ``metrics["key"]``, ``metrics.get("key")`` and ``"key" in metrics``
-    for readers not yet converted to field access. A key is a field's name, or a private key
-    of the old dicts that ``_RENAMED`` maps to a field (``"_slices"`` -> ``slices``). There is
-    no ``__setitem__``: writing through the bridge raises TypeError."""
-
-    __slots__ = ()
-    _RENAMED: ClassVar[dict[str, str]] = {}
-
-    def _field_name(self, key: str) -> str:
-        name = self._RENAMED.get(key, key)
-        if name not in self.__dataclass_fields__:  # type: ignore[attr-defined]
-            raise KeyError(key)
-        return name
-
-    def __getitem__(self, key: str) -> Any:
-        return getattr(self, self._field_name(key))
-
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-    def __contains__(self, key: object) -> bool:
-        try:
-            self._field_name(key)  # type: ignore[arg-type]
-        except (KeyError, TypeError):
-            return False
-        return True
-
 
 PRIVATE = {"private": True}  # field metadata: a figure the rules read that the JSON contract does not carry
 
@@ -79,7 +31,7 @@ def contract_value(value: Any) -> Any:
     return value
 
 
-class Contract(KeyBridge):
+class Contract:
     """A type that writes a block of the JSON contract."""
 
     __slots__ = ()
@@ -130,15 +82,11 @@ class Gaps(Contract):
 
 
 @dataclass(frozen=True, slots=True)
-class DeviceTimeline(KeyBridge):
+class DeviceTimeline:
     """timeline.device_timeline of one device: busy ns and %, the gaps, busy over time, and the
     idle figures the rules read (after a sync, short gaps in launch/host code, idle by gap class
     and cause, busy ns inside the long steps)."""
 
-    _RENAMED: ClassVar[dict[str, str]] = {
-        "_after_sync_ns": "after_sync_ns", "_after_sync_count": "after_sync_count",
-        "_short_launch_host_ns": "short_launch_host_ns", "_short_gap_count": "short_gap_count",
-        "_idle_by_class": "idle_by_class", "_busy_in_spans_ns": "busy_in_spans_ns"}
 
     busy_ns: int
     window_ns: int
@@ -154,11 +102,10 @@ class DeviceTimeline(KeyBridge):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class DeviceCollectives(KeyBridge):
+class DeviceCollectives:
     """collectives.device_collectives of one device (see that module for the definitions), with the
     exposed ns and the sorted starts of the collectives in the window (the skew's input)."""
 
-    _RENAMED: ClassVar[dict[str, str]] = {"_starts": "starts", "_exposed_ns": "exposed_ns"}
 
     collective_ns: int
     collective_share_pct: float
@@ -188,10 +135,6 @@ class DeviceMetrics(Contract):
     in the trace's window, its decomposition (``slices``, accounting.py) and, once the rules ran,
     its ``accounting`` (``dataclasses.replace`` adds it)."""
 
-    _RENAMED: ClassVar[dict[str, str]] = {
-        "_after_sync_ns": "after_sync_ns", "_after_sync_count": "after_sync_count",
-        "_short_launch_host_ns": "short_launch_host_ns", "_short_gap_count": "short_gap_count",
-        "_idle_by_class": "idle_by_class", "_slices": "slices"}
 
     id: str
     name: str
@@ -239,7 +182,7 @@ class StepStats(Contract):
 
 
 @dataclass(frozen=True, slots=True)
-class HostActivity(KeyBridge):
+class HostActivity:
     """steps.host_activity of one process: medians per step (None without steps)."""
 
     launches_per_step: float | None = None
@@ -250,7 +193,7 @@ class HostActivity(KeyBridge):
 
 
 @dataclass(frozen=True, slots=True)
-class LongSteps(KeyBridge):
+class LongSteps:
     """The long steps of a process (analysis.long_steps): how many, whether labelled prefill, how busy
     its GPUs were during them, and their time above p50 as a % of all step time."""
 
@@ -265,7 +208,6 @@ class ProcessMetrics(Contract):
     """One process of a trace: its steps, host activity per step, call and GPU-operation counts,
     and its long steps (``long_steps``, read by the prefill-stall rule, not in the contract)."""
 
-    _RENAMED: ClassVar[dict[str, str]] = {"_long_steps": "long_steps"}
 
     pid: int
     name: str
@@ -282,14 +224,12 @@ class ProcessMetrics(Contract):
 
 
 @dataclass(frozen=True, slots=True)
-class Efficiency(KeyBridge):
+class Efficiency:
     """efficiency.measure of one trace (see that module): the device's peaks, the classes and top
     ops with their rates and roofline, the decode floor, what was not measured, the dominant class;
     and for the rules the kernel ns without work per class, the kernel ns in all, and the ns the
     dominant class wastes below its roofline (``{"class", "ns"}``, empty when not measured)."""
 
-    _RENAMED: ClassVar[dict[str, str]] = {"_unmeasured_ns": "unmeasured_ns", "_kernel_ns": "kernel_ns",
-                                          "_wasted_ns": "wasted_ns"}
 
     device: dict | None = None
     device_name: str | None = None
@@ -304,7 +244,7 @@ class Efficiency(KeyBridge):
 
 
 @dataclass(frozen=True, slots=True)
-class TraceSeries(KeyBridge):
+class TraceSeries:
     """What only the charts need of one trace: busy % over time per device label, step durations
     per process label, the lanes of the timeline chart."""
 
@@ -314,13 +254,11 @@ class TraceSeries(KeyBridge):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class TraceMetrics(KeyBridge):
+class TraceMetrics:
     """Metrics of one trace in its own window and clock (analysis.analyze_trace); the analysis cache
     keeps them. ``odd`` says why the trace is too small or odd to judge (rules.oddities), empty when
     it can be judged; ``coll_starts`` holds each device's collective starts, for the skew."""
 
-    _RENAMED: ClassVar[dict[str, str]] = {"_coll_starts": "coll_starts", "_series": "series", "_odd": "odd",
-                                          "_efficiency": "efficiency"}
 
     window: Window
     devices: tuple[DeviceMetrics, ...]

@@ -858,5 +858,5 @@ def test_one_preemption_is_singular():
     from tracetriage.analyzers.rules.serving import rule_memory_pressure
     serving = {"memory": {"preemptions": 1, "retractions": 0}, "stats": {}}
     f = rule_memory_pressure(Context(case=None, data={"serving": serving}, per_trace=[]))
-    text = " ".join(e["text"] for e in (f or {}).get("evidence", []))
+    text = " ".join(row.text for row in (f.evidence if f else ()))
     assert "1 preemption and 0 retractions" in text and "1 preemptions" not in text

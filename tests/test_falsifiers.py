@@ -149,8 +149,8 @@ def test_pageable_memcpy_hidden_under_kernels_is_falsified_on_the_real_nvfuser_e
 
 # --- throughput: collectives overlapped with compute -----------------------------------------------------
 
-COLLECTIVES = ("SELECT k.start, k.end, k.deviceId, k.globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName "
-               "WHERE s.value LIKE 'ncclDevKernel%'")
+COLLECTIVES = ("SELECT k.start, k.end, k.deviceId, k.globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+               "JOIN StringIds s ON s.id = k.demangledName WHERE s.value LIKE 'ncclDevKernel%'")
 
 
 def _tp8(tmp_path, fraction, with_topology=True):
@@ -276,7 +276,8 @@ def test_proxy_buffering_does_not_fire_when_the_server_ttft_equals_the_client_tt
         m = re.match(r'vllm:time_to_first_token_seconds_bucket\{le="([^"]+)"', line)
         if m and m.group(1) != "+Inf":
             le = float(m.group(1))
-            line = re.sub(r"\} [\d.]+$", "} " + ("0.0" if le < 2.5 else "150.0" if le < 5.0 else "300.0"), line.rstrip("\n")) + "\n"
+            count = "0.0" if le < 2.5 else "150.0" if le < 5.0 else "300.0"
+            line = re.sub(r"\} [\d.]+$", "} " + count, line.rstrip("\n")) + "\n"
         elif line.startswith("vllm:time_to_first_token_seconds_sum"):
             line = re.sub(r"\} [\d.]+$", "} 769.96", line.rstrip("\n")) + "\n"
         out.append(line)

@@ -1,5 +1,5 @@
-"""The typed metrics (analyzers/metrics.py) against the JSON contract (reports/analysis.schema.json):
-every key a type's to_contract() can write is declared in the schema at that place, every property the
+"""The typed metrics (analyzers/metrics.py) and findings (analyzers/findings.py) against the JSON
+contract (reports/analysis.schema.json): every key a type's to_contract() can write is declared in the schema at that place, every property the
 schema declares there is written by the type, and the types are frozen and survive the analysis cache's
 pickle."""
 
@@ -71,21 +71,11 @@ def test_the_metrics_are_frozen(trace_metrics):
         device.busy_pct = 0.0
     with pytest.raises(dataclasses.FrozenInstanceError):
         trace_metrics.odd = []
-    with pytest.raises(TypeError):  # the temporary key bridge reads, it never writes
-        device["accounting"] = {}
-    with pytest.raises(AttributeError):
-        trace_metrics.processes[0].pop("_long_steps")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        trace_metrics.processes[0].long_steps = metrics.LongSteps()
+    with pytest.raises(TypeError):  # no key look-ups: the rules and renderers read fields
+        device["accounting"]
     assert not hasattr(device, "__dict__")  # slotted
-
-
-def test_the_key_bridge_reads_todays_keys(trace_metrics):
-    device = trace_metrics.devices[0]
-    assert device["_slices"] is device.slices and device["busy_pct"] == device.busy_pct
-    assert device["gaps"]["by_cause"] is device.gaps.by_cause
-    assert "_slices" in device and "nonexistent" not in device and device.get("nonexistent", 7) == 7
-    assert trace_metrics["_odd"] is trace_metrics.odd and trace_metrics["window"]["duration_ns"] > 0
-    with pytest.raises(KeyError):
-        device["nonexistent"]
 
 
 def test_the_metrics_pickle(trace_metrics):
@@ -96,3 +86,25 @@ def test_the_metrics_pickle(trace_metrics):
     assert all(np.array_equal(a, b) for a, b in zip(again.coll_starts, trace_metrics.coll_starts))
     assert again.processes == trace_metrics.processes and again.window == trace_metrics.window
     assert again.efficiency == trace_metrics.efficiency and again.odd == trace_metrics.odd
+
+
+def test_finding_contract_is_the_schema_finding():
+    """A Finding writes the schema's finding properties in order (``falsified`` only when ruled out), its
+    Evidence the schema's evidence item, and both are frozen."""
+    from tracetriage.analyzers.evidence import ev
+    from tracetriage.analyzers.findings import Evidence, Finding
+
+    place = SCHEMA["properties"]["findings"]["items"]
+    row = ev("busy_pct", 12.5, "%", "window")
+    finding = Finding(id="gpu_starved", axis="throughput", answers=("throughput",), severity="low", impact_pct=1.0,
+                      impact_denominator="window", title="t", mechanism="m", fix="f", confirm="c", falsifier="x",
+                      evidence=(row,))
+    assert list(finding.to_contract()) == [k for k in place["properties"] if k != "falsified"]
+    ruled_out = dataclasses.replace(finding, falsified="why")
+    assert list(ruled_out.to_contract()) == list(place["properties"])
+    assert set(place["required"]) <= set(finding.to_contract())
+    evidence_place = place["properties"]["evidence"]["items"]
+    assert list(row.to_contract()) == list(evidence_place["properties"])
+    assert isinstance(row, Evidence)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        finding.severity = "high"

@@ -72,6 +72,7 @@ def test_nccl_errors_fires_on_warn_lines_only(tmp_path):
     log = (BUNDLES / "tp8_cross_island" / "nccl.log").read_text()
     assert "nccl_errors" not in [f["id"] for f in analyze(open_case([BUNDLES / "tp8_cross_island" / "nccl.log"])).findings]
     bad = tmp_path / "nccl.log"
-    bad.write_text(log + "gpu-node-01:5003:5103 [3] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer with error 12\n")
+    bad.write_text(log + "gpu-node-01:5003:5103 [3] transport/net_ib.cc:1296 NCCL WARN NET/IB : "
+                   "Got completion from peer with error 12\n")
     f = analyze(open_case([bad])).findings
     assert f[0]["id"] == "nccl_errors" and "net_ib.cc:1296" in " ".join(e["text"] for e in f[0]["evidence"])

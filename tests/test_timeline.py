@@ -75,40 +75,41 @@ def make_trace(kernels, calls):
         "correlation": np.arange(len(calls), dtype=np.int64),
     })
     t = Trace(path="<hand-built>", format="test", gpu=gpu, api=api)
-    t.devices = pd.DataFrame({"pid": [1], "ordinal": [0], "gpu_index": [0], "name": ["test"], "uuid": [""], "sm_count": [-1], "memory_bytes": [-1]})
+    t.devices = pd.DataFrame({"pid": [1], "ordinal": [0], "gpu_index": [0], "name": ["test"], "uuid": [""], "sm_count": [-1],
+                              "memory_bytes": [-1]})
     return t
 
 
 def test_gap_inside_stream_synchronize_is_sync():
     t = make_trace([(0, 100), (300, 400)], [(90, 290, "cudaStreamSynchronize")])
-    r = device_timeline(t, 0, 0, 400)
-    assert r["busy_pct"] == 50.0
-    assert r["gaps"]["by_cause"]["sync"] == 190
-    assert r["gaps"]["by_cause"]["host"] == 10
-    assert r["gaps"]["top"][0]["cause"] == "sync"
+    measured = device_timeline(t, 0, 0, 400)
+    assert measured.busy_pct == 50.0
+    assert measured.gaps.by_cause["sync"] == 190
+    assert measured.gaps.by_cause["host"] == 10
+    assert measured.gaps.top[0]["cause"] == "sync"
 
 
 def test_gap_between_two_launch_calls_is_launch_and_host():
     # the host spends the gap inside launch calls, with a little Python between them
     t = make_trace([(0, 10), (60, 70)], [(5, 30, "cudaLaunchKernel"), (35, 58, "cuLaunchKernelEx")])
-    r = device_timeline(t, 0, 0, 70)
-    by = r["gaps"]["by_cause"]
+    measured = device_timeline(t, 0, 0, 70)
+    by = measured.gaps.by_cause
     assert by["launch"] == (30 - 10) + (58 - 35)
     assert by["host"] == 50 - by["launch"]
-    assert r["gaps"]["top"][0]["cause"] == "launch"
+    assert measured.gaps.top[0]["cause"] == "launch"
 
 
 def test_gap_with_no_cuda_call_is_host():
     t = make_trace([(0, 10), (110, 120)], [(0, 5, "cudaLaunchKernel"), (105, 109, "cudaLaunchKernel")])
-    r = device_timeline(t, 0, 0, 120)
-    assert r["gaps"]["by_cause"]["host"] == 100 - 4 + 0  # 10..110 minus the launch at 105..109
-    assert r["gaps"]["by_cause"]["launch"] == 4
+    measured = device_timeline(t, 0, 0, 120)
+    assert measured.gaps.by_cause["host"] == 100 - 4 + 0  # 10..110 minus the launch at 105..109
+    assert measured.gaps.by_cause["launch"] == 4
 
 
 def test_no_api_calls_means_unknown_not_host():
     t = make_trace([(0, 10), (110, 120)], [])
-    r = device_timeline(t, 0, 0, 120)
-    assert r["gaps"]["by_cause"]["unknown"] == 100 and r["gaps"]["by_cause"]["host"] == 0
+    measured = device_timeline(t, 0, 0, 120)
+    assert measured.gaps.by_cause["unknown"] == 100 and measured.gaps.by_cause["host"] == 0
 
 
 def test_api_categories():
@@ -156,7 +157,7 @@ def test_streamed_gaps_match_brute_force(raw, chunk, lo, hi):
     timeline.CHUNK_INTERVALS = chunk
     try:
         spans = (np.array([lo + 10, lo + 100]), np.array([lo + 60, lo + 150]))  # two long steps
-        r = device_timeline(t, 0, lo, hi, spans=spans)
+        measured = device_timeline(t, 0, lo, hi, spans=spans)
         # cut in two halves timed on two threads: the very same result
         old_min, old_window = timeline.PARALLEL_MIN_ROWS, timeline.SPLIT_WINDOW
         timeline.PARALLEL_MIN_ROWS, timeline.SPLIT_WINDOW = 0, chunk
@@ -164,15 +165,15 @@ def test_streamed_gaps_match_brute_force(raw, chunk, lo, hi):
             halves = device_timeline(t, 0, lo, hi, spans=spans)
         finally:
             timeline.PARALLEL_MIN_ROWS, timeline.SPLIT_WINDOW = old_min, old_window
-        assert halves == r
+        assert halves == measured
     finally:
         timeline.CHUNK_INTERVALS = old
     covered = set()
     for s, e in kernels:
         covered.update(range(max(s, lo), min(e, hi)))
-    assert r["busy_ns"] == len(covered)
+    assert measured.busy_ns == len(covered)
     in_spans = {x for x in covered if lo + 10 <= x < lo + 60 or lo + 100 <= x < lo + 150}
-    assert r["_busy_in_spans_ns"] == len(in_spans)
+    assert measured.busy_in_spans_ns == len(in_spans)
     # gaps = maximal runs of uncovered points in [lo, hi)
     gaps, run, starts = [], 0, []
     for x in range(lo, hi):
@@ -186,12 +187,12 @@ def test_streamed_gaps_match_brute_force(raw, chunk, lo, hi):
             run += 1
     if run:
         gaps.append(run)
-    assert r["gaps"]["count"] == len(gaps)
+    assert measured.gaps.count == len(gaps)
     # the ten longest gaps, ties to the earliest, across slice boundaries
     want = sorted(zip(gaps, starts), key=lambda g: (-g[0], g[1]))[:10]
-    assert [(g["length_ns"], g["start_ns"]) for g in r["gaps"]["top"]] == want
-    assert r["gaps"]["total_ns"] == sum(gaps)
-    assert r["gaps"]["max_ns"] == (max(gaps) if gaps else 0)
+    assert [(g["length_ns"], g["start_ns"]) for g in measured.gaps.top] == want
+    assert measured.gaps.total_ns == sum(gaps)
+    assert measured.gaps.max_ns == (max(gaps) if gaps else 0)
 
 
 def test_top_gaps_ties_go_to_the_earliest():
@@ -199,8 +200,8 @@ def test_top_gaps_ties_go_to_the_earliest():
     kernels = [(i * 20, i * 20 + 10) for i in range(16)]
     kernels[8] = (160, 165)  # makes the gap after it 15 ns long
     t = make_trace(kernels, [(0, 1, "cudaLaunchKernel")])
-    r = device_timeline(t, 0, 0, 320)
-    top = r["gaps"]["top"]
+    measured = device_timeline(t, 0, 0, 320)
+    top = measured.gaps.top
     assert top[0]["length_ns"] == 15
     assert [g["start_ns"] for g in top[1:]] == sorted(g["start_ns"] for g in top[1:])
     assert top[1]["start_ns"] == 10
@@ -229,12 +230,14 @@ def test_selected_counts_per_step_equal_a_copied_search():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 200), st.integers(0, 30)), max_size=30), st.lists(st.integers(-10, 260), min_size=1, max_size=20))
+@given(st.lists(st.tuples(st.integers(0, 200), st.integers(0, 30)), max_size=30),
+       st.lists(st.integers(-10, 260), min_size=1, max_size=20))
 def test_measure_before_matches_coverage(raw, times):
     s, e = iv.union(np.array([a for a, _ in raw], np.int64), np.array([a + d for a, d in raw], np.int64))
     t = np.array(times, np.int64)
     assert iv.measure_before(s, e, t).tolist() == iv.Coverage(s, e).at(t).tolist()
-    assert iv.measure_before(s, e, t).tolist() == [sum(max(0, min(b, x) - a) for a, b in zip(s.tolist(), e.tolist())) for x in times]
+    assert iv.measure_before(s, e, t).tolist() == [sum(max(0, min(b, x) - a) for a, b in zip(s.tolist(), e.tolist()))
+                                                   for x in times]
 
 
 @settings(max_examples=200, deadline=None)

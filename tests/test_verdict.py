@@ -165,7 +165,8 @@ def test_unknown_symptom_or_slo_key_is_usage_error():
     assert p.returncode == 2 and "ttft_p95_ms" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     p = run_cli("analyze", BUNDLES / "healthy", "--slo", "tpot_p95_ms=abc")
     assert p.returncode == 2
-    p = run_cli("analyze", BUNDLES / "decode_rare_prefill", "--symptom", "tail", "--slo", "tpot_p95_ms=50,itl_p99_ms=100", "-f", "json")
+    p = run_cli("analyze", BUNDLES / "decode_rare_prefill", "--symptom", "tail", "--slo", "tpot_p95_ms=50,itl_p99_ms=100",
+                "-f", "json")
     assert p.returncode == 0 and json.loads(p.stdout)["findings"][0]["id"] == "prefill_stall"
 
 

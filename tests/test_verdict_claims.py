@@ -34,7 +34,8 @@ def test_healthy_number_is_the_accounting_compute_on_the_real_torchrun_capture()
     shown = [float(x) for x in re.findall(r"\(compute ([\d.]+)%", text)]
     assert len(shown) == 2 and min(shown) == head, (head, shown)
     d = _analyze(TORCHRUN)
-    per_dev = [d_["accounting"]["slices_pct"]["compute"] + d_["accounting"]["slices_pct"].get("collective", 0.0) for d_ in d["devices"]]
+    per_dev = [device["accounting"]["slices_pct"]["compute"] + device["accounting"]["slices_pct"].get("collective", 0.0)
+               for device in d["devices"]]
     assert abs(min(per_dev) - head) < 0.06
 
 
@@ -158,7 +159,8 @@ def _launches(path, blocks, base_us=1_000_000.0):
             events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpy", "pid": 10, "tid": 10, "ts": t,
                            "dur": block[1], "args": {"correlation": corr}})
             events.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)", "pid": 0, "tid": 7,
-                           "ts": t + block[1] - 3.0, "dur": 2.0, "args": {"correlation": corr, "device": 0, "stream": 7, "bytes": 256}})
+                           "ts": t + block[1] - 3.0, "dur": 2.0,
+                           "args": {"correlation": corr, "device": 0, "stream": 7, "bytes": 256}})
             corr += 1
             t += block[1] + 1.0
     doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}], "traceEvents": events}
@@ -202,8 +204,10 @@ def test_start_up_stall_is_excluded_and_named_on_the_real_sglang_mi300x_capture(
 
 # --- item 6: advice that fits the capture --------------------------------------------------------
 
-ROCM_CAPTURES = [REAL / "kineto" / "tracelens_sglang_qwen3-8b_decode.json.gz", REAL / "kineto" / "tracelens_mi300_qwen1.5-0.5b_chat.json.gz",
-                 REAL / "rocprof" / "rpd_v2_pytorch_matmul.rpd", REAL / "rocprof" / "rocprofv3_rocpd_v3_ck_batched_gemm_mi300x.db",
+ROCM_CAPTURES = [REAL / "kineto" / "tracelens_sglang_qwen3-8b_decode.json.gz",
+                 REAL / "kineto" / "tracelens_mi300_qwen1.5-0.5b_chat.json.gz",
+                 REAL / "rocprof" / "rpd_v2_pytorch_matmul.rpd",
+                 REAL / "rocprof" / "rocprofv3_rocpd_v3_ck_batched_gemm_mi300x.db",
                  # vLLM on ROCm: deviceProperties names blank, only the hip* runtime calls say ROCm
                  REAL / "kineto" / "tracelens_vllm_decode_full_graph_capture_rank0.json.gz",
                  REAL / "kineto" / "tracelens_vllm_prefilldecode_piecewise_graph_execution.json.gz"]
@@ -334,8 +338,10 @@ def test_itl_prefill_stall_with_chunked_prefill_on_and_no_chunk_budget_stands(tm
 
 def test_launch_bound_falsifier_graphs_already_replay():
     from tracetriage.analyzers.catalog import falsified
+    from tracetriage.analyzers.findings import Finding
 
-    finding = {"id": "launch_bound", "evidence": []}
+    finding = Finding(id="launch_bound", axis="throughput", answers=("throughput",), severity="medium", impact_pct=10.0,
+                      impact_denominator="window", title="", mechanism="", fix="", confirm="", falsifier="", evidence=())
     assert falsified(finding, {"trace": {"graph_replays": 40, "graph_launches_per_step": 1.0}, "config": {}})
     assert falsified(finding, {"trace": {"graph_replays": 0, "graph_launches_per_step": 0.0}, "config": {}}) is None
     assert falsified(finding, {"trace": {"graph_replays": None, "graph_launches_per_step": None}, "config": {}}) is None

@@ -18,23 +18,23 @@ THRESHOLDS = {
 
 def rule_cross_island_collective(ctx: Context):
     topo = ctx.data.get("topology")
-    slow_paths = [p for log in (ctx.data.get("nccl") or []) for p in log["intra_node_slow_paths"]]
+    slow_paths = [path for log in (ctx.data.get("nccl") or []) for path in log["intra_node_slow_paths"]]
     if not topo:
         return _cross_island_from_nccl(ctx, slow_paths) if slow_paths else None
-    crossing = [g for g in topo["crossing_groups"] if g["islands_spanned"] > 1 or g["crosses_slow_link"]]
+    crossing = [group for group in topo["crossing_groups"] if group["islands_spanned"] > 1 or group["crosses_slow_link"]]
     if not crossing:
         return None
-    g = crossing[0]
-    devs = [d for d in ctx.devices if d.get("collective_count") and d["gpu_index"] in g["group"]]
-    taken = ctx.ledger.take("cross_island_collective", {d["id"]: (["collective"], None) for d in devs})
+    group = crossing[0]
+    devices = [device for device in ctx.devices if device.collective_count and device.gpu_index in group["group"]]
+    taken = ctx.ledger.take("cross_island_collective", {device.id: (["collective"], None) for device in devices})
     impact = ctx.ledger.impact_pct(taken)
-    share = float(np.mean([d["collective_share_pct"] for d in devs])) if devs else 0.0
+    share = float(np.mean([device.collective_share_pct for device in devices])) if devices else 0.0
     islands_txt = " and ".join(str(i) for i in topo["islands"])
     evidence = [
-        ev("group", g["group"], text=f"GPUs running collectives together: {g['group']}"),
+        ev("group", group["group"], text=f"GPUs running collectives together: {group['group']}"),
         ev("islands", topo["islands"], text=f"NVLink/fabric islands from the topology matrix: {islands_txt}"),
-        ev("worst_link", g["worst_link"], text=f"slowest link inside the group: {g['worst_link']} (traffic crosses PCIe "
-                                               "and the CPU interconnect)"),
+        ev("worst_link", group["worst_link"], text=f"slowest link inside the group: {group['worst_link']} (traffic crosses "
+                                                   "PCIe and the CPU interconnect)"),
         ev("collective_share_pct", round(share, 2), "%", "window, mean over the group's ranks",
            text=f"collectives run {pct(share)} of the window (mean over the group's ranks)"),
         ev("collective_claimed_pct", round(impact, 2), "%", window_denominator(ctx),
@@ -43,8 +43,8 @@ def rule_cross_island_collective(ctx: Context):
     evidence += _nccl_hop_evidence(slow_paths) + _collective_op_evidence(ctx)
     return catalog.make(
         "cross_island_collective", impact,
-        {"group": g["group"], "spanned": g["islands_spanned"], "islands": islands_txt, "worst": g["worst_link"],
-         "n_islands": len(topo["islands"]), "group_size": len(g["group"]),
+        {"group": group["group"], "spanned": group["islands_spanned"], "islands": islands_txt, "worst": group["worst_link"],
+         "n_islands": len(topo["islands"]), "group_size": len(group["group"]),
          "recommendation": topo.get("recommendation") or "keep each tensor-parallel group on GPUs joined by NVLink/XGMI"},
         evidence, severity="high" if impact >= 25 else "medium", denominator=window_denominator(ctx), kind=ctx.kind)
 
@@ -52,34 +52,34 @@ def rule_cross_island_collective(ctx: Context):
 def _nccl_hop_evidence(slow_paths: list[dict]) -> list[dict]:
     if not slow_paths:
         return []
-    hops = ", ".join(f"GPU {p['from_dev']} → GPU {p['to_dev']} via {p['via']}" for p in slow_paths[:6])
+    hops = ", ".join(f"GPU {path['from_dev']} → GPU {path['to_dev']} via {path['via']}" for path in slow_paths[:6])
     return [ev("slow_hops", len(slow_paths), "hops", None,
                text=f"the NCCL log routes {plural(len(slow_paths), 'intra-node hop')} without P2P: {hops}")]
 
 
 def _collective_op_evidence(ctx: Context) -> list[dict]:
-    devs = [d for d in ctx.devices if d.get("collective_count", 0) > 0]
-    if not devs:
+    devices = [device for device in ctx.devices if device.collective_count > 0]
+    if not devices:
         return []
     ops: dict[str, float] = {}
-    for d in devs:
-        for op, v in d["collectives_by_op"].items():
-            ops[op] = ops.get(op, 0.0) + v / len(devs)
-    per_rank = ", ".join(f"{d['id']} {d['collective_share_pct']:.0f}%" for d in devs[:8])
+    for device in devices:
+        for op, share in device.collectives_by_op.items():
+            ops[op] = ops.get(op, 0.0) + share / len(devices)
+    per_rank = ", ".join(f"{device.id} {device.collective_share_pct:.0f}%" for device in devices[:8])
     return [
         ev("per_rank", per_rank, "%", "window of each rank", text=f"collective share per rank: {per_rank}"),
-        ev("by_op", {k: round(v, 2) for k, v in ops.items()}, "%", "window, mean over ranks",
-           text="by op: " + ", ".join(f"{k} {pct(v)}" for k, v in ops.items())),
+        ev("by_op", {op: round(share, 2) for op, share in ops.items()}, "%", "window, mean over ranks",
+           text="by op: " + ", ".join(f"{op} {pct(share)}" for op, share in ops.items())),
     ]
 
 
 def _cross_island_from_nccl(ctx: Context, slow_paths: list[dict]):
-    devs = [d for d in ctx.devices if d.get("collective_count")]
-    taken = ctx.ledger.take("cross_island_collective", {d["id"]: (["collective"], None) for d in devs})
+    devices = [device for device in ctx.devices if device.collective_count]
+    taken = ctx.ledger.take("cross_island_collective", {device.id: (["collective"], None) for device in devices})
     impact = ctx.ledger.impact_pct(taken)
-    hops = ", ".join(f"{p['from_dev']}->{p['to_dev']} via {p['via']}" for p in slow_paths[:6])
+    hops = ", ".join(f"{path['from_dev']}->{path['to_dev']} via {path['via']}" for path in slow_paths[:6])
     evidence = _nccl_hop_evidence(slow_paths)
-    if devs:
+    if devices:
         evidence.append(ev("collective_claimed_pct", round(impact, 2), "%", window_denominator(ctx),
                            text=f"communication no compute hides: {pct(impact)} of the window"))
     else:
@@ -88,22 +88,23 @@ def _cross_island_from_nccl(ctx: Context, slow_paths: list[dict]):
         "cross_island_collective", impact,
         {"hops_count": len(slow_paths), "hop_word": "hop" if len(slow_paths) == 1 else "hops", "hops": hops},
         evidence, severity="high" if impact >= 25 else "medium",
-        denominator=window_denominator(ctx) if devs else "window (not measured: no GPU trace)",
+        denominator=window_denominator(ctx) if devices else "window (not measured: no GPU trace)",
         entry="cross_island_collective_nccl", kind=ctx.kind)
 
 
 def rule_collective_dominant(ctx: Context):
-    devs = [d for d in ctx.devices if d.get("collective_count", 0) > 0]
-    if not devs:
+    devices = [device for device in ctx.devices if device.collective_count > 0]
+    if not devices:
         return None
-    mean_share = float(np.mean([d["collective_share_pct"] for d in devs]))
+    mean_share = float(np.mean([device.collective_share_pct for device in devices]))
     if mean_share < t("collective_share_min_pct"):
         return None
-    taken = ctx.ledger.take("collective_dominant", {d["id"]: (["collective"], None) for d in devs})
+    taken = ctx.ledger.take("collective_dominant", {device.id: (["collective"], None) for device in devices})
     impact = ctx.ledger.impact_pct(taken)
     ops = _collective_op_evidence(ctx)
-    top_op = max(ops[1]["value"], key=ops[1]["value"].get) if ops[1]["value"] else "collectives"
-    ranks = plural(len(devs), "rank")
+    by_op = ops[1].value
+    top_op = max(by_op, key=by_op.get) if by_op else "collectives"
+    ranks = plural(len(devices), "rank")
     evidence = [
         ev("collective_share_pct_mean", round(mean_share, 2), "%", "window, mean over ranks",
            text=f"collective kernels run {pct(mean_share)} of the window (mean over {ranks})"),
@@ -118,23 +119,24 @@ def rule_collective_dominant(ctx: Context):
 
 def rule_nccl_errors(ctx: Context):
     logs = ctx.data.get("nccl") or []
-    warns = [w for log in logs for w in log["warnings"]]
+    warns = [warning for log in logs for warning in log["warnings"]]
     if not warns:
         return None
     first = warns[0]
     kinds: dict[str, int] = {}
-    for w in warns:
-        key = w["message"].split(":")[0][:60]
+    for warning in warns:
+        key = warning["message"].split(":")[0][:60]
         kinds[key] = kinds.get(key, 0) + 1
-    ranks = sorted({f"{w['host']}:{w['pid']} [dev {w['cuda_dev']}]" for w in warns})
-    net = any("NET/IB" in w["message"] or "socket" in w["message"].lower() for w in warns)
+    ranks = sorted({f"{warning['host']}:{warning['pid']} [dev {warning['cuda_dev']}]" for warning in warns})
+    net = any("NET/IB" in warning["message"] or "socket" in warning["message"].lower() for warning in warns)
     evidence = [
         ev("warn_count", len(warns), "lines", "log lines", text=f"{plural(len(warns), 'WARN line')} from "
                                                                 f"{plural(len(ranks), 'process', 'processes')}"),
         ev("first", first["message"], "", None,
            text=f"first: [{first.get('time') or 'no timestamp'}] {first['host']}:{first['pid']} dev {first['cuda_dev']} "
                 f"{first.get('location') or ''}: {first['message']}"),
-        ev("kinds", kinds, "lines", None, text="by message: " + "; ".join(f"{k} x{n}" for k, n in kinds.items())),
+        ev("kinds", kinds, "lines", None,
+           text="by message: " + "; ".join(f"{message} x{count}" for message, count in kinds.items())),
         ev("ranks", ranks[:8], "", None, text="from: " + ", ".join(ranks[:8]) + (" ..." if len(ranks) > 8 else "")),
     ]
     return catalog.make(

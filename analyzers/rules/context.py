@@ -10,6 +10,8 @@ import numpy as np
 
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.accounting import Ledger
+from tracetriage.analyzers.findings import Finding
+from tracetriage.analyzers.metrics import DeviceMetrics, TraceMetrics
 
 # Every threshold of every rule: name -> (value, why), collected by thresholds.py from the table
 # each module declares beside its rules (its THRESHOLDS).
@@ -31,13 +33,13 @@ class Context:
 
     case: object
     data: dict
-    per_trace: list[dict]
+    per_trace: list[TraceMetrics]
     symptom: str | None = None
     slo: dict = field(default_factory=dict)
     ledger: Ledger | None = None
     kind: dict = field(default_factory=dict)
-    fired: dict[str, dict] = field(default_factory=dict)
-    findings: list[dict] = field(default_factory=list)
+    fired: dict[str, Finding] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
     abstentions: list[dict] = field(default_factory=list)
 
     def __post_init__(self):
@@ -45,16 +47,17 @@ class Context:
             self.ledger = Ledger(self.devices)
 
     @property
-    def devices(self) -> list[dict]:
-        return [device for trace in self.per_trace for device in trace["devices"]]
+    def devices(self) -> list[DeviceMetrics]:
+        """Every device of every trace, in trace order."""
+        return [device for trace in self.per_trace for device in trace.devices]
 
     @property
     def serving(self) -> dict | None:
         return self.data.get("serving")
 
-    def judged(self) -> list[dict]:
+    def judged(self) -> list[TraceMetrics]:
         """Traces large and steady enough to judge (see abstain.oddities)."""
-        return [trace for trace in self.per_trace if not trace["_odd"]]
+        return [trace for trace in self.per_trace if not trace.odd]
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ class Rule:
 
     id: str
     stage: str
-    check: Callable[[Context], dict | None]
+    check: Callable[[Context], Finding | None]
     reads: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
     thresholds: tuple[str, ...] = ()
@@ -88,13 +91,14 @@ class Rule:
     def axis(self) -> str:
         return catalog.axis_of(self.finding_id)
 
-    def evaluate(self, ctx: Context) -> dict | None:
+    def evaluate(self, ctx: Context) -> Finding | None:
         """The rule's finding on this capture, or None."""
         return self.check(ctx)
 
 
 def median(values):
-    present = [v for v in values if v is not None]
+    """The median of the values that are not None (None when none is)."""
+    present = [value for value in values if value is not None]
     return float(np.median(present)) if present else None
 
 
@@ -103,10 +107,10 @@ def window_denominator(ctx: Context) -> str:
     return "window" if count == 1 else f"window, mean over {count} devices"
 
 
-def best_device(taken: dict[str, int], ctx: Context) -> dict:
+def best_device(taken: dict[str, int], ctx: Context) -> DeviceMetrics:
     """The device whose claimed share of its window is largest."""
-    device_id = max(taken, key=lambda k: taken[k] / max(1, ctx.ledger.window[k]))
-    return next(device for device in ctx.devices if device["id"] == device_id)
+    device_id = max(taken, key=lambda name: taken[name] / max(1, ctx.ledger.window[name]))
+    return next(device for device in ctx.devices if device.id == device_id)
 
 
 CAUSE_WORDS = {
@@ -119,12 +123,12 @@ CAUSE_WORDS = {
 }
 
 
-def cause_split(device: dict, prefix: str) -> str:
+def cause_split(device: DeviceMetrics, prefix: str) -> str:
     """The host's activity during the idle slices under ``prefix``, as shares in words."""
-    parts = [(k.rsplit(":", 1)[1], v) for k, v in device["_slices"].items() if k.startswith(prefix) and v]
-    total = sum(v for _, v in parts) or 1
-    return ", ".join(f"{CAUSE_WORDS[c]} {100.0 * v / total:.0f}%" for c, v in sorted(parts, key=lambda x: -x[1]))
+    parts = [(name.rsplit(":", 1)[1], ns) for name, ns in device.slices.items() if name.startswith(prefix) and ns]
+    total = sum(ns for _, ns in parts) or 1
+    return ", ".join(f"{CAUSE_WORDS[cause]} {100.0 * ns / total:.0f}%" for cause, ns in sorted(parts, key=lambda x: -x[1]))
 
 
 def process_name(ctx: Context, pid: int) -> str:
-    return next((process["name"] for process in ctx.data["processes"] if process["pid"] == pid), "")
+    return next((process.name for process in ctx.data["processes"] if process.pid == pid), "")

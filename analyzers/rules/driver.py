@@ -9,10 +9,11 @@ rules that suppress it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tracetriage.analyzers.accounting import device_accounting
 from tracetriage.analyzers.capture_kind import kind_of
+from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.rules import abstain, efficiency, registry
 from tracetriage.analyzers.rules.context import Context, Rule
 from tracetriage.analyzers.rules.falsify import apply_falsifiers, cap_severity_by_window
@@ -24,7 +25,7 @@ class Evaluation:
     """The verdict's parts: the findings (ranked), the abstentions, each device's accounting by
     device id (slices_pct, claims_pct, unclaimed_pct: % of its window) and the capture's kind."""
 
-    findings: list[dict]
+    findings: list[Finding]
     abstentions: list[dict]
     accounting: dict[str, dict]
     kind: dict
@@ -35,7 +36,7 @@ def _runs(rule: Rule, ctx: Context) -> bool:
     return all(getattr(ctx, name) for name in rule.requires) and not any(name in ctx.fired for name in rule.suppressed_by)
 
 
-def _fire(ctx: Context, stage: str) -> list[dict]:
+def _fire(ctx: Context, stage: str) -> list[Finding]:
     """The findings of one stage's rules, in registry order (each recorded in ``ctx.fired``)."""
     out = []
     for rule in registry.stage(stage):
@@ -48,16 +49,16 @@ def _fire(ctx: Context, stage: str) -> list[dict]:
 def evaluate(ctx: Context) -> Evaluation:
     """Every registered rule on the case of ``ctx``; the capture kind is computed here, once."""
     ctx.kind = kind_of(ctx.case, ctx.per_trace, ctx.serving)
-    findings = _fire(ctx, "throughput")
-    cap_severity_by_window(ctx, findings)
+    findings = cap_severity_by_window(ctx, _fire(ctx, "throughput"))
     findings += _fire(ctx, "trace")
     for finding in _fire(ctx, "serving"):
-        same = next((x for x in findings if x["id"] == finding["id"]), None)
+        same = next((index for index, earlier in enumerate(findings) if earlier.id == finding.id), None)
         if same is not None:  # one problem seen in the trace's steps and in the ITL tail: one finding, both evidences
-            same["evidence"].extend({**e, "text": "serving: " + e["text"]} for e in finding["evidence"])
+            findings[same] = findings[same].with_evidence(*(replace(row, text="serving: " + row.text)
+                                                            for row in finding.evidence))
             continue
         findings.append(finding)
-    apply_falsifiers(ctx, findings)
+    findings = apply_falsifiers(ctx, findings)
     serving = ctx.serving
     abstentions = (abstain.trace_abstentions(ctx) + efficiency.abstention(ctx)
                    + abstain.serving_abstentions(serving, ctx.slo))

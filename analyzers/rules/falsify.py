@@ -6,11 +6,14 @@ pattern are capped in severity (cap_severity_by_window)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.catalog import SEVERITIES
 from tracetriage.analyzers.evidence import ev, plural, us
+from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.rules import context
 from tracetriage.analyzers.rules.context import Context, t
 from tracetriage.analyzers.rules.slo import budget_check, cap_of
@@ -31,64 +34,70 @@ def facts(ctx: Context) -> dict:
     exposed part, means over the devices that ran collectives), ``serving`` (serving_facts),
     ``threshold`` (THRESHOLDS' values by name) and ``kind``. A figure not measured is None."""
     serving = ctx.data.get("serving") or {}
-    coll = [d for d in ctx.devices if d.get("collective_count")]
+    collective = [device for device in ctx.devices if device.collective_count]
+    processes = [process for trace in ctx.per_trace for process in trace.processes]
     return {
         "config": dict(serving.get("config") or {}),
-        "trace": {"graph_replays": (sum(int(p.get("graph_replays_in_window") or 0) for p in ctx.per_trace)
+        "trace": {"graph_replays": (sum(int(trace.graph_replays_in_window or 0) for trace in ctx.per_trace)
                                     if ctx.per_trace else None),
-                  "graph_launches_per_step": max((pr["graph_launches_per_step"] for p in ctx.per_trace for pr in p["processes"]
-                                                  if pr.get("graph_launches_per_step") is not None), default=None),
-                  "collective_share_pct": float(np.mean([d["collective_share_pct"] for d in coll])) if coll else None,
-                  "collective_exposed_pct": float(np.mean([d["collective_exposed_pct"] for d in coll])) if coll else None},
+                  "graph_launches_per_step": max((process.graph_launches_per_step for process in processes
+                                                  if process.graph_launches_per_step is not None), default=None),
+                  "collective_share_pct": (float(np.mean([device.collective_share_pct for device in collective]))
+                                           if collective else None),
+                  "collective_exposed_pct": (float(np.mean([device.collective_exposed_pct for device in collective]))
+                                             if collective else None)},
         "serving": serving_facts(serving, ctx.slo) if serving else {},
         "threshold": {name: value for name, (value, _why) in context.THRESHOLDS.items()},
         "kind": dict(ctx.kind or {}),
     }
 
 
-def apply_falsifiers(ctx: Context, findings: list[dict]) -> None:
+def apply_falsifiers(ctx: Context, findings: list[Finding]) -> list[Finding]:
     """No finding whose own falsifier the capture already meets: it is kept (its slice stays
     claimed, the accounting adds up) but downgraded to info, marked ``falsified`` with the reason,
     ranked last and never named in a headline. (A memory_pressure finding with a CUDA OOM is the
     exception: the OOM happened, so it stands at its severity and only its cause changes.) It
     claims no impact (0: it explains nothing), its fix is the reason it is ruled out, and the
-    mechanism its evidence pointed to is said to be ruled out."""
+    mechanism its evidence pointed to is said to be ruled out. Returns the findings, in their order."""
     measured = facts(ctx)
-    for f in findings:
-        why = catalog.falsified(f, measured)
-        if why and f["id"] == "memory_pressure" and any(e["name"] == "oom_events" and e["value"] for e in f["evidence"]):
-            oom_cause_ruled_out(f, why)  # the crash is a fact: only its cause is ruled out
-        elif why:
-            _falsify(f, why)
+    return [_judged(finding, catalog.falsified(finding, measured)) for finding in findings]
 
 
-def _falsify(f: dict, why: str) -> None:
-    for e in f["evidence"]:
-        if e["name"] == "mechanism":
-            e["text"] = f"mechanism the evidence pointed to ({e['value']}): ruled out by the falsifier below"
-    f["evidence"].append(ev("falsifier_met", True, "", None, text=f"not the problem as stated: {why}"))
-    f["severity"], f["falsified"], f["impact_pct"] = "info", why, 0.0
-    f["fix"] = why  # no fix to give: what rules the finding out stands in its place
+def _judged(finding: Finding, why: str | None) -> Finding:
+    """The finding as its falsifier leaves it (``why``: the reason it is ruled out, None when it stands)."""
+    if why and finding.id == "memory_pressure" and any(row.name == "oom_events" and row.value for row in finding.evidence):
+        return oom_cause_ruled_out(finding, why)  # the crash is a fact: only its cause is ruled out
+    return _falsify(finding, why) if why else finding
 
 
-def cap_severity_by_window(ctx: Context, findings: list[dict]) -> None:
+def _falsify(finding: Finding, why: str) -> Finding:
+    """Downgrade a finding its falsifier rules out: info, no impact, the reason as its fix."""
+    evidence = tuple(replace(row, text=f"mechanism the evidence pointed to ({row.value}): ruled out by the falsifier below")
+                     if row.name == "mechanism" else row for row in finding.evidence)
+    return replace(finding, evidence=evidence).with_evidence(
+        ev("falsifier_met", True, "", None, text=f"not the problem as stated: {why}"),
+        severity="info", falsified=why, impact_pct=0.0,
+        fix=why)  # no fix to give: what rules the finding out stands in its place
+
+
+def cap_severity_by_window(ctx: Context, findings: list[Finding]) -> list[Finding]:
     """Severity scales with what the window can show: without severity_min_steps measured steps,
     a window under severity_toy_window_ns caps the throughput findings at low, one under
     severity_short_window_ns at medium (a 1.5 ms Game-of-Life export is not a HIGH problem).
     The finding says so in its evidence."""
     if not ctx.devices:
-        return
-    steps = max((int(pr["steps"]["count"] or 0) for p in ctx.per_trace for pr in p["processes"]), default=0)
-    window = max(d["window_ns"] for d in ctx.devices)
+        return findings
+    steps = max((int(process.steps.count or 0) for trace in ctx.per_trace for process in trace.processes), default=0)
+    window = max(device.window_ns for device in ctx.devices)
     if steps >= t("severity_min_steps") or window >= t("severity_short_window_ns"):
-        return
+        return findings
     cap = "low" if window < t("severity_toy_window_ns") else "medium"
-    for f in findings:
-        if f["axis"] == "throughput" and SEVERITIES.index(f["severity"]) > SEVERITIES.index(cap):
-            f["evidence"].append(ev("severity_capped", cap, "", None,
-                                    text=f"severity capped at {cap} (was {f['severity']}): a {us(window)} window with "
-                                         f"{plural(steps, 'measured step')} shows too little to rank it higher"))
-            f["severity"] = cap
+    return [finding.with_evidence(ev("severity_capped", cap, "", None,
+                                     text=f"severity capped at {cap} (was {finding.severity}): a {us(window)} window "
+                                          f"with {plural(steps, 'measured step')} shows too little to rank it higher"),
+                                  severity=cap)
+            if finding.axis == "throughput" and SEVERITIES.index(finding.severity) > SEVERITIES.index(cap) else finding
+            for finding in findings]
 
 
 def serving_facts(serving: dict, slo: dict) -> dict:
@@ -97,32 +106,32 @@ def serving_facts(serving: dict, slo: dict) -> dict:
     batch cap; preemptions + retractions (measured when an engine log, which prints them, or the
     preemption counter was read); whether a --slo budget is already exceeded (True: one is,
     False: every one is met, None: none given or none decided)."""
-    st = serving.get("stats") or {}
-    mem = serving.get("memory") or {}
-    seen = any(str(c.get("kind", "")).endswith("_log") for c in serving.get("captures") or []) or any(
-        "num_preemptions" in k for k in serving.get("metrics") or {})
+    stats = serving.get("stats") or {}
+    memory = serving.get("memory") or {}
+    seen = any(str(capture.get("kind", "")).endswith("_log") for capture in serving.get("captures") or []) or any(
+        "num_preemptions" in name for name in serving.get("metrics") or {})
     checks = [budget_check(serving, key, value) for key, value in slo.items()]
     return {
-        "waiting_share_pct": st.get("waiting_share_pct"),
-        "running_mean": st.get("running_mean"),
-        "running_max": st.get("running_max"),
-        "kv_usage_max": st.get("kv_usage_max"),
+        "waiting_share_pct": stats.get("waiting_share_pct"),
+        "running_mean": stats.get("running_mean"),
+        "running_max": stats.get("running_max"),
+        "kv_usage_max": stats.get("kv_usage_max"),
         "cap": cap_of(serving),
-        "preemptions": (mem.get("preemptions") or 0) + (mem.get("retractions") or 0) if seen else None,
-        "budget_exceeded": True if False in checks else False if checks and all(c is True for c in checks) else None,
+        "preemptions": (memory.get("preemptions") or 0) + (memory.get("retractions") or 0) if seen else None,
+        "budget_exceeded": True if False in checks else False if checks and all(check is True for check in checks) else None,
     }
 
 
-def oom_cause_ruled_out(finding: dict, why: str) -> None:
+def oom_cause_ruled_out(finding: Finding, why: str) -> Finding:
     """memory_pressure with a CUDA OOM whose falsifier holds: the OOM that killed the engine is a
     fact, not a hypothesis, so the finding keeps its severity and impact; what is ruled out is the
     cause the rule read (KV pool, prefill peak, fragmentation). Its mechanism, fix and mechanism
     evidence say where to look instead (the catalog's 'elsewhere' fix)."""
-    finding["mechanism"] = ("Not KV pressure: memory goes elsewhere (a leak, another process, activation peaks). "
-                            f"The crash stands, but {why}")
-    finding["fix"] = " ".join(catalog.CATALOG["memory_pressure"]["fix"]["elsewhere"].split())
-    for e in finding["evidence"]:
-        if e["name"] == "mechanism":
-            e["value"] = "elsewhere"
-            e["text"] = "mechanism the evidence supports: elsewhere (not the KV pool, the prefill peak or fragmentation)"
-    finding["evidence"].append(ev("cause_ruled_out", True, "", None, text=f"the OOM stands; its KV cause is ruled out: {why}"))
+    elsewhere = "mechanism the evidence supports: elsewhere (not the KV pool, the prefill peak or fragmentation)"
+    evidence = tuple(replace(row, value="elsewhere", text=elsewhere) if row.name == "mechanism" else row
+                     for row in finding.evidence)
+    return replace(finding, evidence=evidence).with_evidence(
+        ev("cause_ruled_out", True, "", None, text=f"the OOM stands; its KV cause is ruled out: {why}"),
+        mechanism=("Not KV pressure: memory goes elsewhere (a leak, another process, activation peaks). "
+                   f"The crash stands, but {why}"),
+        fix=" ".join(catalog.CATALOG["memory_pressure"]["fix"]["elsewhere"].split()))

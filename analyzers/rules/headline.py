@@ -9,6 +9,7 @@ from __future__ import annotations
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.catalog import AXES, SEVERITIES
 from tracetriage.analyzers.evidence import ms, pct, plural
+from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.rules.abstain import ODD
 from tracetriage.analyzers.rules.context import t
 from tracetriage.analyzers.rules.serving import tail_words, unexplained_tail
@@ -17,27 +18,29 @@ from tracetriage.analyzers.rules.slo import measured_serving, slo_checks
 MINOR_HEADLINE_PCT = 5.0  # below this share a throughput finding is reported, but not as the verdict of an idle GPU
 
 
-def rank(findings: list[dict], symptom: str | None) -> list[dict]:
+def rank(findings: list[Finding], symptom: str | None) -> list[Finding]:
     """Healthy first (it fires only when nothing reaches medium); then the findings that answer
     the symptom (its axis, or a further symptom they explain: launch-bound kernels answer
     "GPU at 30% utilization"); then severity, impact, the symptom's own axis before an answer
     from another, and a root cause before its symptom on ties."""
     order = {"cross_island_collective": 0}
-    return sorted(findings, key=lambda f: (f["id"] != "healthy", bool(f.get("falsified")),
-                                           bool(symptom) and not catalog.answers(f, symptom),
-                                           -SEVERITIES.index(f["severity"]), -f["impact_pct"],
-                                           bool(symptom) and f["axis"] != symptom, order.get(f["id"], 1)))
+    return sorted(findings, key=lambda finding: (finding.id != "healthy", bool(finding.falsified),
+                                                 bool(symptom) and not catalog.answers(finding, symptom),
+                                                 -SEVERITIES.index(finding.severity), -finding.impact_pct,
+                                                 bool(symptom) and finding.axis != symptom, order.get(finding.id, 1)))
 
 
-def _says(f: dict) -> str:
-    return f"[{f['id']}] {f['title']} — explains {f['impact_pct']:.0f}% of the {f['impact_denominator']}"
+def _says(finding: Finding) -> str:
+    """A finding in headline words: its id, title and the share it explains."""
+    return (f"[{finding.id}] {finding.title} — explains {finding.impact_pct:.0f}% of the "
+            f"{finding.impact_denominator}")
 
 
-def headline_by_axis(findings: list[dict]) -> dict[str, str]:
+def headline_by_axis(findings: list[Finding]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for f in findings:  # already ranked: the first of each axis is its top finding
-        if f["axis"] in AXES and f["axis"] not in out and not f.get("falsified"):
-            out[f["axis"]] = _says(f)
+    for finding in findings:  # already ranked: the first of each axis is its top finding
+        if finding.axis in AXES and finding.axis not in out and not finding.falsified:
+            out[finding.axis] = _says(finding)
     return out
 
 
@@ -45,21 +48,22 @@ SLO_AXES = {"ttft": {"ttft"}, "tpot": {"tpot"}, "itl": {"tail"},
             "e2el": {"ttft", "tpot", "tail", "utilization", "oom"}}  # the axes whose findings can explain a broken budget
 
 
-def slo_unexplained(findings: list[dict], data: dict) -> tuple[list[dict], list[dict]]:
+def slo_unexplained(findings: list[Finding], data: dict) -> tuple[list[dict], list[dict]]:
     """The --slo budgets broken with no standing finding on an axis that explains them
     (SLO_AXES), and those that could not be checked (slo.slo_check)."""
     checks = slo_checks(data.get("serving"), data.get("slo") or {})
-    standing = {f["axis"] for f in findings if not f.get("falsified") and f["id"] != "healthy"}
-    broken = [c for c in checks if c["status"] == "broken" and not (SLO_AXES.get(c["metric"], set()) & standing)]
-    return broken, [c for c in checks if c["status"] == "not_measured"]
+    standing = {finding.axis for finding in findings if not finding.falsified and finding.id != "healthy"}
+    broken = [check for check in checks
+              if check["status"] == "broken" and not (SLO_AXES.get(check["metric"], set()) & standing)]
+    return broken, [check for check in checks if check["status"] == "not_measured"]
 
 
 def _slo_words(checks: list[dict]) -> str:
-    return "; ".join(f"{c['metric'].upper()} {c['percentile']} {ms(c['measured_ms'])} over the {c['limit_ms']:g} ms budget"
-                     for c in checks)
+    return "; ".join(f"{check['metric'].upper()} {check['percentile']} {ms(check['measured_ms'])} over the "
+                     f"{check['limit_ms']:g} ms budget" for check in checks)
 
 
-def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom: str | None = None) -> str:
+def headline(findings: list[Finding], abstentions: list[dict], data: dict, symptom: str | None = None) -> str:
     """The verdict in one line (_headline), then the --slo budgets it leaves out: a broken budget no
     standing finding explains is named (it leads when nothing else stands), one not checked is said so."""
     broken, unchecked = slo_unexplained(findings, data)
@@ -67,75 +71,100 @@ def headline(findings: list[dict], abstentions: list[dict], data: dict, symptom:
     if broken and not text.startswith("SLO broken"):
         text += f"; SLO broken, no finding on its axis: {_slo_words(broken)}"
     if unchecked:
-        text += "; --slo not checked: " + ", ".join(f"{c['budget']} ({c['source']})" for c in unchecked)
+        text += "; --slo not checked: " + ", ".join(f"{check['budget']} ({check['source']})" for check in unchecked)
     return text
 
 
-def _headline(findings: list[dict], abstentions: list[dict], data: dict, symptom: str | None, broken: list[dict]) -> str:
-    devices = data["devices"]
-    if not devices:
-        topo = data.get("topology")
-        what = ((f"topology: {plural(len(topo['gpus']), 'GPU')} in islands {topo['islands']}" if len(topo["gpus"]) > 1
-                 else "topology: one GPU, so no interconnect between GPUs to judge") if topo
-                else "serving artifacts" if data.get("serving") else "side artifacts only")
-        if findings and findings[0]["id"] == "healthy":
-            return f"Healthy: {findings[0]['title']} (no GPU trace given)"
-        if symptom:
-            return _symptom_headline(findings, abstentions, symptom, f" (no GPU trace given; {what})")
-        tops = _axis_tops(findings)
-        if tops:
-            body = (_says(next(iter(tops.values()))) if len(tops) == 1
-                    else " | ".join(f"{axis}: {_says(f)}" for axis, f in tops.items()))
-            return f"{body} (no GPU trace given; {what})"
-        if data.get("serving"):
-            measured = measured_serving(data["serving"])
-            if broken:
-                return (f"SLO broken: {_slo_words(broken)}; no serving finding explains it (measured: " + "; ".join(measured[:3])
-                        + f"){_ruled_out(findings)}; no GPU trace given"
-                        + _not_measured(abstentions))
-            tail = unexplained_tail(data["serving"], findings)
-            if tail:
-                return (f"Inter-token tail not explained: {tail_words(tail)}"
-                        + (f"; not the prefill-chunk mechanism ({', '.join(tail['ruled_out'])} ruled out by its own falsifier)"
-                           if tail["ruled_out"] else "")
-                        + f"{_ruled_out([f for f in findings if f['id'] not in tail['ruled_out']])}; not called healthy; "
-                        "no GPU trace given" + _not_measured(abstentions))
-            if measured:
-                knee = next((a for a in abstentions if a["analysis"] == "tpot_budget"), None)
-                why = ("not called healthy: TPOT rises with the batch and no TPOT budget was given (give "
-                       "--slo tpot_p95_ms=<budget>)"
-                       if knee else "not enough to call it healthy")
-                return ("No serving finding in what was measured (" + "; ".join(measured[:3])
-                        + f"){_ruled_out(findings)}, {why}; "
-                        "no GPU trace given"
-                        + _not_measured(abstentions))
-        return f"No GPU trace given, so no timeline verdict; {what}" + _not_measured(abstentions)
-    compute = min(d["accounting"]["slices_pct"].get("compute", 0.0) + d["accounting"]["slices_pct"].get("collective", 0.0)
-                  for d in devices)
-    odd = [a for a in abstentions if a["analysis"] in ODD]
-    if findings and findings[0]["id"] == "healthy":
-        return f"Healthy: {findings[0]['title']}"
+def _headline(findings: list[Finding], abstentions: list[dict], data: dict, symptom: str | None, broken: list[dict]) -> str:
+    """The verdict in one line, without the --slo budgets it leaves out (headline adds them)."""
+    if not data["devices"]:
+        return _side_artifacts_headline(findings, abstentions, data, symptom, broken)
+    return _trace_headline(findings, abstentions, data["devices"], symptom)
+
+
+def _side_artifacts_headline(findings: list[Finding], abstentions: list[dict], data: dict, symptom: str | None,
+                             broken: list[dict]) -> str:
+    """The verdict of a case without a GPU trace: a topology, serving artifacts or other side artifacts."""
+    topo = data.get("topology")
+    what = ((f"topology: {plural(len(topo['gpus']), 'GPU')} in islands {topo['islands']}" if len(topo["gpus"]) > 1
+             else "topology: one GPU, so no interconnect between GPUs to judge") if topo
+            else "serving artifacts" if data.get("serving") else "side artifacts only")
+    if findings and findings[0].id == "healthy":
+        return f"Healthy: {findings[0].title} (no GPU trace given)"
+    if symptom:
+        return _symptom_headline(findings, abstentions, symptom, f" (no GPU trace given; {what})")
+    tops = _axis_tops(findings)
+    if tops:
+        return f"{_tops_words(tops)} (no GPU trace given; {what})"
+    if data.get("serving"):
+        text = _serving_headline(findings, abstentions, data["serving"], broken)
+        if text is not None:
+            return text
+    return f"No GPU trace given, so no timeline verdict; {what}" + _not_measured(abstentions)
+
+
+def _serving_headline(findings: list[Finding], abstentions: list[dict], serving: dict, broken: list[dict]) -> str | None:
+    """The verdict of serving artifacts with no standing finding: a broken budget, an unexplained
+    inter-token tail, or what was measured and why it is not called healthy; None when nothing was measured."""
+    measured = measured_serving(serving)
+    if broken:
+        return (f"SLO broken: {_slo_words(broken)}; no serving finding explains it (measured: " + "; ".join(measured[:3])
+                + f"){_ruled_out(findings)}; no GPU trace given"
+                + _not_measured(abstentions))
+    tail = unexplained_tail(serving, findings)
+    if tail:
+        return (f"Inter-token tail not explained: {tail_words(tail)}"
+                + (f"; not the prefill-chunk mechanism ({', '.join(tail['ruled_out'])} ruled out by its own falsifier)"
+                   if tail["ruled_out"] else "")
+                + _ruled_out([finding for finding in findings if finding.id not in tail["ruled_out"]])
+                + "; not called healthy; "
+                "no GPU trace given" + _not_measured(abstentions))
+    if not measured:
+        return None
+    knee = next((abstention for abstention in abstentions if abstention["analysis"] == "tpot_budget"), None)
+    why = ("not called healthy: TPOT rises with the batch and no TPOT budget was given (give "
+           "--slo tpot_p95_ms=<budget>)"
+           if knee else "not enough to call it healthy")
+    return ("No serving finding in what was measured (" + "; ".join(measured[:3])
+            + f"){_ruled_out(findings)}, {why}; "
+            "no GPU trace given"
+            + _not_measured(abstentions))
+
+
+def _tops_words(tops: dict[str, dict]) -> str:
+    """The top finding of one axis, or of each axis joined by ' | '."""
+    if len(tops) == 1:
+        return _says(next(iter(tops.values())))
+    return " | ".join(f"{axis}: {_says(finding)}" for axis, finding in tops.items())
+
+
+def _trace_headline(findings: list[Finding], abstentions: list[dict], devices: list, symptom: str | None) -> str:
+    """The verdict of a case with a GPU trace (``devices``: its DeviceMetrics with their accounting)."""
+    compute = min(device.accounting["slices_pct"].get("compute", 0.0) + device.accounting["slices_pct"].get("collective", 0.0)
+                  for device in devices)
+    odd = [abstention for abstention in abstentions if abstention["analysis"] in ODD]
+    if findings and findings[0].id == "healthy":
+        return f"Healthy: {findings[0].title}"
     if symptom:
         return _symptom_headline(findings, abstentions, symptom, "",
                                  f"; the capture is too odd to judge: {odd[0]['reason']}" if odd else "")
     tops = _axis_tops(findings)
-    if odd and not any(f["axis"] != "throughput" for f in findings):
+    if odd and not any(finding.axis != "throughput" for finding in findings):
         return f"Not enough to judge: {odd[0]['reason']}. Capture: {odd[0]['capture_hint']}"
     if tops:
-        thr = tops.get("throughput")
-        if (thr is not None and len(tops) == 1 and thr["impact_pct"] < MINOR_HEADLINE_PCT
-                and SEVERITIES.index(thr["severity"]) < SEVERITIES.index("medium") and compute < t("healthy_compute_min_pct")):
+        throughput = tops.get("throughput")
+        if (throughput is not None and len(tops) == 1 and throughput.impact_pct < MINOR_HEADLINE_PCT
+                and SEVERITIES.index(throughput.severity) < SEVERITIES.index("medium")
+                and compute < t("healthy_compute_min_pct")):
             # A minor finding must not pose as the verdict of a mostly idle capture.
             return (f"GPU computing {pct(compute)} of the window and no measured cause explains the rest "
-                    f"(largest finding: {thr['id']}, {thr['impact_pct']:.1f}%)"
+                    f"(largest finding: {throughput.id}, {throughput.impact_pct:.1f}%)"
                     + _not_measured(abstentions))
-        if len(tops) == 1:
-            return _says(next(iter(tops.values())))
-        return " | ".join(f"{axis}: {_says(f)}" for axis, f in tops.items())
+        return _tops_words(tops)
     if compute >= t("healthy_compute_min_pct") and abstentions:
         return (f"No problem found in what was measured (GPU computing at least {pct(compute)} of the window)"
                 f"{_ruled_out(findings)}, but the verdict is incomplete: "
-                + "; ".join(sorted({a["analysis"] for a in abstentions})) + " not measured")
+                + "; ".join(sorted({abstention["analysis"] for abstention in abstentions})) + " not measured")
     return (f"GPU computing {pct(compute)} of the window; no measured cause explains the rest (not healthy: not GPU-bound)"
             + _ruled_out(findings)
             + _not_measured(abstentions))
@@ -143,31 +172,34 @@ def _headline(findings: list[dict], abstentions: list[dict], data: dict, symptom
 
 def _not_measured(abstentions: list[dict]) -> str:
     """'; not measured: a, b' for the abstentions' analyses (empty when none)."""
-    return "; not measured: " + ", ".join(sorted({a["analysis"] for a in abstentions})) if abstentions else ""
+    if not abstentions:
+        return ""
+    return "; not measured: " + ", ".join(sorted({abstention["analysis"] for abstention in abstentions}))
 
 
-def _ruled_out(findings: list[dict]) -> str:
+def _ruled_out(findings: list[Finding]) -> str:
     """'; ruled out by its own falsifier: a, b' for the falsified findings (empty when none): a
     headline with no standing finding still says what was measured and set aside."""
-    out = [f["id"] for f in findings if f.get("falsified")]
+    out = [finding.id for finding in findings if finding.falsified]
     return f"; ruled out by its own falsifier: {', '.join(out)}" if out else ""
 
 
-def _symptom_headline(findings: list[dict], abstentions: list[dict], symptom: str, where: str, tail: str = "") -> str:
+def _symptom_headline(findings: list[Finding], abstentions: list[dict], symptom: str, where: str, tail: str = "") -> str:
     """The verdict for the symptom the user named: its top finding, or why there is none."""
-    mine = [f for f in findings if catalog.answers(f, symptom) and not f.get("falsified")]
+    mine = [finding for finding in findings if catalog.answers(finding, symptom) and not finding.falsified]
     if mine:
         return f"{symptom}: {_says(mine[0])}{where}"
-    others = "; ".join(f"{a}: [{f['id']}]" for a, f in _axis_tops(findings).items())
-    undecided = [a for a in abstentions if symptom == "tail" and a["analysis"] in ("steps", "step_tail", "step_annotations")]
+    others = "; ".join(f"{axis}: [{finding.id}]" for axis, finding in _axis_tops(findings).items())
+    undecided = [abstention for abstention in abstentions
+                 if symptom == "tail" and abstention["analysis"] in ("steps", "step_tail", "step_annotations")]
     why = f"; not measured: {undecided[0]['reason']}" if undecided else ""
     return (f"{symptom}: no finding on this axis in what was measured{why}{where}"
             + (f" (other axes: {others})" if others else "") + tail)
 
 
-def _axis_tops(findings: list[dict]) -> dict[str, dict]:
+def _axis_tops(findings: list[Finding]) -> dict[str, Finding]:
     tops: dict[str, dict] = {}
-    for f in findings:
-        if f["axis"] in AXES and f["axis"] not in tops and not f.get("falsified"):
-            tops[f["axis"]] = f
+    for finding in findings:
+        if finding.axis in AXES and finding.axis not in tops and not finding.falsified:
+            tops[finding.axis] = finding
     return tops

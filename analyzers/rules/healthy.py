@@ -22,27 +22,27 @@ THRESHOLDS = {
 def _fewest_steps(ctx: Context) -> int:
     """The fewest measured steps of a process that drives a device (0 when one has none)."""
     counts = []
-    for p in ctx.per_trace:
-        pids = {int(d["pid"]) for d in p["devices"] if d.get("pid") is not None}
-        counts += [int(pr["steps"]["count"] or 0) for pr in p["processes"] if int(pr["pid"]) in pids]
+    for trace in ctx.per_trace:
+        pids = {int(device.pid) for device in trace.devices if device.pid is not None}
+        counts += [int(process.steps.count or 0) for process in trace.processes if int(process.pid) in pids]
     return min(counts) if counts else 0
 
 
 def rule_healthy(ctx: Context):
-    devs, findings, abstentions = ctx.devices, ctx.findings, ctx.abstentions
-    if not devs:
+    devices, findings, abstentions = ctx.devices, ctx.findings, ctx.abstentions
+    if not devices:
         return None
-    if any(SEVERITIES.index(f["severity"]) >= SEVERITIES.index("low") or f["id"] == "below_roofline" or f.get("falsified")
-           for f in findings):
+    if any(SEVERITIES.index(finding.severity) >= SEVERITIES.index("low") or finding.id == "below_roofline"
+           or finding.falsified for finding in findings):
         # a falsified finding still measured a symptom, with a cause not yet known; busy is not fast:
         # never healthy while the dominant class runs below its roofline
         return None
-    if any(a["analysis"] in BLOCKS_HEALTHY for a in abstentions):
+    if any(abstention["analysis"] in BLOCKS_HEALTHY for abstention in abstentions):
         return None
-    if any(c["status"] == "broken" for c in slo_checks(ctx.data.get("serving"), ctx.slo)):
+    if any(check["status"] == "broken" for check in slo_checks(ctx.data.get("serving"), ctx.slo)):
         return None  # a --slo budget the serving artifacts show broken: never under a healthy verdict
-    compute = [100.0 * (d["_slices"]["compute"] + d["_slices"]["collective"]) / d["window_ns"] if d["window_ns"] else 0.0
-               for d in devs]
+    compute = [100.0 * (device.slices["compute"] + device.slices["collective"]) / device.window_ns if device.window_ns
+               else 0.0 for device in devices]
     if min(compute) < t("healthy_compute_min_pct"):
         return None
     if _fewest_steps(ctx) < t("healthy_min_steps"):

@@ -7,6 +7,7 @@ import re
 
 from tracetriage.analyzers.capture_kind import AMD_FORMATS, is_rocm
 from tracetriage.analyzers.catalog import capture_text
+from tracetriage.analyzers.metrics import TraceMetrics
 
 
 def is_python(process_name: str) -> bool | None:
@@ -26,11 +27,11 @@ def host_profiler_hint(process_name: str, pid: int, kind: dict) -> str:
     return capture_text("host_python", "default").format(pid=pid)
 
 
-def hint_format(trace: dict) -> str | None:
+def hint_format(trace: TraceMetrics) -> str | None:
     """The trace's format for capture hints: a PyTorch profiler trace is re-captured with the
     PyTorch profiler (on either vendor); "rocm" for another ROCm capture in a vendor-neutral
     format, so its hints name rocprofv3 and roctx, not nsys."""
-    fmt = trace["meta"].get("format")
+    fmt = trace.meta.get("format")
     if fmt == "kineto":
         return fmt
     return "rocm" if fmt not in AMD_FORMATS and is_rocm(trace) else fmt

@@ -14,6 +14,7 @@ import math
 
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.evidence import ev, ms, nbytes, pct, plural
+from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.rules.context import Context, Rule, t
 from tracetriage.analyzers.rules.slo import budget_check, cap_of, measured_serving
 
@@ -51,25 +52,25 @@ THRESHOLDS = {
 DEFAULT_CAP = 256  # vLLM's default max_num_seqs, used only to size over-replication when the config is absent
 
 
-def rps(x) -> str:
-    return "n/a" if x is None else f"{x:,.1f} req/s"
+def rps(rate) -> str:
+    return "n/a" if rate is None else f"{rate:,.1f} req/s"
 
 
 def _budgets(slo: dict) -> str:
-    return ", ".join(f"{k}={v:g}" for k, v in slo.items()) if slo else "no latency budgets (none given with --slo)"
+    return ", ".join(f"{name}={value:g}" for name, value in slo.items()) if slo else "no latency budgets (none given with --slo)"
 
 
 def _capacity_from_sweep(bench: list[dict], queue_share):
     """Arrivals above completions with TTFT growing with the rate, in one benchmark series."""
-    base = min((b["mean_ttft_ms"] for b in bench if b.get("mean_ttft_ms")), default=None)
-    over = [b for b in bench if b["request_rate"] > t("capacity_rate_excess") * b["request_throughput"]
-            and b.get("mean_ttft_ms") and base and b["mean_ttft_ms"] >= t("capacity_ttft_growth") * base]
+    base = min((run["mean_ttft_ms"] for run in bench if run.get("mean_ttft_ms")), default=None)
+    over = [run for run in bench if run["request_rate"] > t("capacity_rate_excess") * run["request_throughput"]
+            and run.get("mean_ttft_ms") and base and run["mean_ttft_ms"] >= t("capacity_ttft_growth") * base]
     if len(bench) == 1:  # one record: TTFT growth cannot be measured, the rate gap must be clear
-        over = [b for b in bench if b["request_rate"] > 1.5 * b["request_throughput"] and b.get("mean_ttft_ms")]
+        over = [run for run in bench if run["request_rate"] > 1.5 * run["request_throughput"] and run.get("mean_ttft_ms")]
     if not over:
         return None
-    top = max(over, key=lambda b: b["request_rate"])
-    capacity = max(b["request_throughput"] for b in bench)
+    top = max(over, key=lambda run: run["request_rate"])
+    capacity = max(run["request_throughput"] for run in bench)
     if len(bench) > 1:
         impact = 100.0 * (top["mean_ttft_ms"] - base) / top["mean_ttft_ms"]
     else:
@@ -88,52 +89,90 @@ def _capacity_from_sweep(bench: list[dict], queue_share):
     return fired, evidence
 
 
-def rule_at_capacity(ctx: Context):
-    serving, slo = ctx.serving, ctx.slo
-    bench = [b for b in serving.get("bench") or [] if isinstance(b.get("request_rate"), (int, float))
-             and math.isfinite(b["request_rate"]) and b.get("request_throughput")]
-    evidence = []
-    law = serving["littles_law"]
+def _queue_share(serving: dict) -> float | None:
+    """The server's mean queue time over its mean TTFT (at most 1), or None when either is not measured."""
     server = serving["latency"]["server"]
-    queue_share = None
     if server.get("queue", {}).get("mean_ms") and server.get("ttft", {}).get("mean_ms"):
-        queue_share = min(1.0, server["queue"]["mean_ms"] / server["ttft"]["mean_ms"])
-    fired = None
+        return min(1.0, server["queue"]["mean_ms"] / server["ttft"]["mean_ms"])
+    return None
+
+
+def _capacity_from_bench(serving: dict, queue_share) -> tuple[dict | None, list[dict]]:
+    """at_capacity from the benchmark runs: the sweep whose overload explains most of its TTFT."""
+    bench = [run for run in serving.get("bench") or [] if isinstance(run.get("request_rate"), (int, float))
+             and math.isfinite(run["request_rate"]) and run.get("request_throughput")]
+    fired, evidence = None, []
     groups: dict[str, list] = {}
-    for b in bench:  # a file may hold several sweeps (deployments, models): each is judged on its own
-        groups.setdefault(b.get("group") or "", []).append(b)
+    for run in bench:  # a file may hold several sweeps (deployments, models): each is judged on its own
+        groups.setdefault(run.get("group") or "", []).append(run)
     for name, runs in groups.items():
         got = _capacity_from_sweep(runs, queue_share)
         if got and (fired is None or got[0]["impact"] > fired["impact"]):
             series = [ev("sweep", name, "", None, text=f"benchmark series: {name}")] if len(groups) > 1 else []
             fired, evidence = got[0], got[1] + series
-    st = serving.get("stats")
+    return fired, evidence
+
+
+def _capacity_from_queue(serving: dict, queue_share) -> tuple[dict | None, list[dict]]:
+    """at_capacity from the engine's stats lines: a standing, growing queue behind a full batch or KV pool."""
+    stats = serving.get("stats")
+    if not (stats and stats.get("waiting_mean") is not None and stats["samples"] >= 1):
+        return None, []
     cap = cap_of(serving)
-    if fired is None and st and st.get("waiting_mean") is not None and st["samples"] >= 1:
-        growing = (st.get("waiting_last") or 0) >= (st.get("waiting_first") or 0)
-        full = (st.get("kv_usage_max") or 0) >= t("queue_kv_full_pct") or (
-            cap and (st.get("running_max") or 0) >= t("queue_cap_share") * cap)
-        deep = (st["waiting_mean"] or 0) >= max(1.0, 0.5 * (st["running_mean"] or 0))
-        if st["waiting_share_pct"] >= t("queue_share_min_pct") and growing and full and deep:
-            impact = 100.0 * queue_share if queue_share is not None else 100.0 * st["waiting_mean"] / (
-                st["waiting_mean"] + (st["running_mean"] or 0))
-            fired = {"arrival": None, "capacity": None, "impact": impact,
-                         "ttft_text": f"{st['waiting_mean']:g} requests wait on average behind {st['running_mean']:g} running"
-                                   + (f", KV cache up to {st['kv_usage_max']:g}% full"
-                                      if st.get("kv_usage_max") is not None else "")}
-            evidence += [
-                ev("arrival_rate_rps", None, "req/s", None, text="arrival rate: not measured (no benchmark or request counters)"),
-                ev("capacity_rps", None, "req/s", None, text="capacity: not measured; the queue grows at the load seen"),
-                ev("waiting_mean", st["waiting_mean"], "requests", f"{st['samples']} stats samples",
-                   text=f"waiting queue non-empty in {st['waiting_share_pct']:.0f}% of {st['samples']} samples, mean "
-                        f"{st['waiting_mean']:g}, max {st['waiting_max']:g} (first {st['waiting_first']:g}, "
-                        f"last {st['waiting_last']:g})"),
-                ev("littles_law_in_system", law.get("in_system"), "requests", None,
-                   text=f"requests in the system (running + waiting): {law.get('in_system')}"),
-                ev("kv_usage_max", st.get("kv_usage_max"), "%", "KV cache pool", text="KV cache usage up to "
-                                                                                      f"{st.get('kv_usage_max')}%"
-                   + (f"; running up to {st['running_max']:g} of max {cap:g} sequences" if cap else "")),
-            ]
+    growing = (stats.get("waiting_last") or 0) >= (stats.get("waiting_first") or 0)
+    full = (stats.get("kv_usage_max") or 0) >= t("queue_kv_full_pct") or (
+        cap and (stats.get("running_max") or 0) >= t("queue_cap_share") * cap)
+    deep = (stats["waiting_mean"] or 0) >= max(1.0, 0.5 * (stats["running_mean"] or 0))
+    if not (stats["waiting_share_pct"] >= t("queue_share_min_pct") and growing and full and deep):
+        return None, []
+    impact = 100.0 * queue_share if queue_share is not None else 100.0 * stats["waiting_mean"] / (
+        stats["waiting_mean"] + (stats["running_mean"] or 0))
+    fired = {"arrival": None, "capacity": None, "impact": impact,
+             "ttft_text": f"{stats['waiting_mean']:g} requests wait on average behind {stats['running_mean']:g} running"
+                          + (f", KV cache up to {stats['kv_usage_max']:g}% full"
+                             if stats.get("kv_usage_max") is not None else "")}
+    law = serving["littles_law"]
+    evidence = [
+        ev("arrival_rate_rps", None, "req/s", None, text="arrival rate: not measured (no benchmark or request counters)"),
+        ev("capacity_rps", None, "req/s", None, text="capacity: not measured; the queue grows at the load seen"),
+        ev("waiting_mean", stats["waiting_mean"], "requests", f"{stats['samples']} stats samples",
+           text=f"waiting queue non-empty in {stats['waiting_share_pct']:.0f}% of {stats['samples']} samples, mean "
+                f"{stats['waiting_mean']:g}, max {stats['waiting_max']:g} (first {stats['waiting_first']:g}, "
+                f"last {stats['waiting_last']:g})"),
+        ev("littles_law_in_system", law.get("in_system"), "requests", None,
+           text=f"requests in the system (running + waiting): {law.get('in_system')}"),
+        ev("kv_usage_max", stats.get("kv_usage_max"), "%", "KV cache pool",
+           text=f"KV cache usage up to {stats.get('kv_usage_max')}%"
+           + (f"; running up to {stats['running_max']:g} of max {cap:g} sequences" if cap else "")),
+    ]
+    return fired, evidence
+
+
+def _capacity_fields(fired: dict, queue_share) -> dict:
+    """The catalog fields of at_capacity: arrivals, capacity, replicas needed, the queue's share of TTFT."""
+    arrival, capacity = fired["arrival"], fired["capacity"]
+    if arrival and capacity:
+        need = math.ceil(arrival / capacity)
+        replicas_needed = f"{plural(need, 'replica')} of the measured size ({arrival / capacity:.2f}x today's capacity)"
+    else:
+        replicas_needed = ("the arrival rate divided by the per-replica completion rate, rounded up (measure both with a "
+                           "benchmark sweep)")
+    return {"arrival": rps(arrival) if arrival else "more requests",
+            "capacity": rps(capacity) if capacity else "fewer",
+            "ttft_text": fired["ttft_text"],
+            "capacity_per_replica": rps(capacity) if capacity else "completion rate",
+            "arrival_plain": rps(arrival) if arrival else "the arrival rate", "replicas_needed": replicas_needed,
+            "queue_clause": f" ({pct(100 * queue_share)} of the server's TTFT is queue time)" if queue_share is not None
+            else ""}
+
+
+def rule_at_capacity(ctx: Context):
+    serving, slo = ctx.serving, ctx.slo
+    queue_share = _queue_share(serving)
+    fired, evidence = _capacity_from_bench(serving, queue_share)
+    if fired is None:
+        fired, queue_evidence = _capacity_from_queue(serving, queue_share)
+        evidence += queue_evidence
     if fired is None:
         return None
     if queue_share is not None:
@@ -142,21 +181,8 @@ def rule_at_capacity(ctx: Context):
     budget = slo.get("ttft_p95_ms")
     if budget:
         evidence.append(ev("ttft_p95_budget_ms", budget, "ms", None, text=f"TTFT p95 budget {budget:g} ms"))
-    if fired["arrival"] and fired["capacity"]:
-        need = math.ceil(fired["arrival"] / fired["capacity"])
-        replicas_needed = (f"{plural(need, 'replica')} of the measured size "
-                           f"({fired['arrival'] / fired['capacity']:.2f}x today's capacity)")
-    else:
-        replicas_needed = ("the arrival rate divided by the per-replica completion rate, rounded up (measure both with a "
-                           "benchmark sweep)")
     return catalog.make(
-        "at_capacity", fired["impact"],
-        {"arrival": rps(fired["arrival"]) if fired["arrival"] else "more requests",
-         "capacity": rps(fired["capacity"]) if fired["capacity"] else "fewer",
-         "ttft_text": fired["ttft_text"],
-         "capacity_per_replica": rps(fired["capacity"]) if fired["capacity"] else "completion rate",
-         "arrival_plain": rps(fired["arrival"]) if fired["arrival"] else "the arrival rate", "replicas_needed": replicas_needed,
-         "queue_clause": f" ({pct(100 * queue_share)} of the server's TTFT is queue time)" if queue_share is not None else ""},
+        "at_capacity", fired["impact"], _capacity_fields(fired, queue_share),
         evidence, severity="high" if fired["impact"] >= 50 else "medium", denominator="time to first token",
         variant=None if fired["arrival"] else "queue", kind=ctx.kind)
 
@@ -193,7 +219,8 @@ def judge_fit(serving: dict) -> dict | None:
 
 def budgets_break_at(fit: dict) -> list[tuple[float, float]]:
     """(budget ms, the running batch at which it breaks) for the common TPOT budgets above the fit's intercept."""
-    return [(b, (b - fit["a_ms"]) / fit["b_ms_per_seq"]) for b in COMMON_TPOT_BUDGETS_MS if b > fit["a_ms"]]
+    return [(budget, (budget - fit["a_ms"]) / fit["b_ms_per_seq"])
+            for budget in COMMON_TPOT_BUDGETS_MS if budget > fit["a_ms"]]
 
 
 def rule_batch_past_knee(ctx: Context):
@@ -229,16 +256,17 @@ def rule_batch_past_knee(ctx: Context):
 
 def itl_tail(serving: dict) -> dict | None:
     """ITL p50 / p99 / max from the benchmark (per-request arrays or aggregates), else the server histogram."""
-    c = serving["latency"]["client"].get("itl") or {}
-    p50, p99, mx, src = c.get("median") or c.get("p50"), c.get("p99"), c.get("max"), "benchmark (client)"
+    client = serving["latency"]["client"].get("itl") or {}
+    p50, p99, longest = client.get("median") or client.get("p50"), client.get("p99"), client.get("max")
+    source = "benchmark (client)"
     if not (p50 and p99):
-        s = serving["latency"]["server"].get("itl") or serving["latency"]["server"].get("tpot") or {}
-        if s.get("p50") and s.get("p99") and not s["p99"]["lower_bound"]:
-            p50, p99, mx, src = s["p50"]["value_ms"], s["p99"]["value_ms"], None, (
-                f"server histogram (bucket resolution {s['p99']['resolution_ms']:g} ms at p99)")
+        server = serving["latency"]["server"].get("itl") or serving["latency"]["server"].get("tpot") or {}
+        if server.get("p50") and server.get("p99") and not server["p99"]["lower_bound"]:
+            p50, p99, longest, source = server["p50"]["value_ms"], server["p99"]["value_ms"], None, (
+                f"server histogram (bucket resolution {server['p99']['resolution_ms']:g} ms at p99)")
     if not (p50 and p99) or p50 <= 0:
         return None
-    return {"p50": p50, "p99": p99, "max": mx, "source": src}
+    return {"p50": p50, "p99": p99, "max": longest, "source": source}
 
 
 def rule_prefill_stall_itl(ctx: Context):
@@ -251,8 +279,8 @@ def rule_prefill_stall_itl(ctx: Context):
         return None
     chunked = (serving.get("config") or {}).get("enable_chunked_prefill")
     prompts = serving.get("prompts") or {}
-    longest = max(v for v in (prompts.get("input_len_max"), prompts.get("input_len_mean"),
-                              prompts.get("prefill_new_token_max"), 0) if v)
+    longest = max(tokens for tokens in (prompts.get("input_len_max"), prompts.get("input_len_mean"),
+                                        prompts.get("prefill_new_token_max"), 0) if tokens)
     if longest < t("long_prompt_tokens"):
         return None
     # With chunked prefill on the rule still fires on the tail: the catalog's falsifier decides (a chunk
@@ -295,80 +323,99 @@ def lone_preemption(serving: dict) -> bool:
     """Preemptions (and SGLang retractions) fewer than preemptions_recurring while every sampled
     KV usage stays under queue_kv_full_pct: the pool ran short once, between samples, but does not
     run out. False when none happened or KV usage was not measured."""
-    mem, st = serving.get("memory") or {}, serving.get("stats") or {}
-    n = (mem.get("preemptions") or 0) + (mem.get("retractions") or 0)
-    kv = st.get("kv_usage_max")
-    return 0 < n < t("preemptions_recurring") and kv is not None and kv < t("queue_kv_full_pct")
+    memory, stats = serving.get("memory") or {}, serving.get("stats") or {}
+    count = (memory.get("preemptions") or 0) + (memory.get("retractions") or 0)
+    kv = stats.get("kv_usage_max")
+    return 0 < count < t("preemptions_recurring") and kv is not None and kv < t("queue_kv_full_pct")
+
+
+def _fragmentation(memory: dict, ooms: list[dict], evidence: list[dict], parts: list[str]) -> float | None:
+    """The share of PyTorch's reserved memory that is unallocated (the last OOM's and the allocator's, the
+    larger), or None when neither says; the OOM and allocator evidence and the OOM in words are appended."""
+    fragmentation = None
+    if ooms:
+        last = ooms[-1]
+        parts.append(plural(len(ooms), "CUDA out-of-memory error"))
+        text = "OOM: " + ", ".join(f"{name.replace('_bytes', '').replace('_', ' ')} {nbytes(size)}"
+                                   for name, size in last.items() if size is not None)
+        evidence.append(ev("oom_events", len(ooms), "errors", "the log", text=text))
+        if last.get("reserved_unallocated_bytes") is not None and last.get("allocated_bytes"):
+            unallocated = last["reserved_unallocated_bytes"]
+            fragmentation = unallocated / (unallocated + last["allocated_bytes"])
+    allocator = memory.get("allocator") or {}
+    if allocator.get("reserved_bytes") and allocator.get("allocated_bytes") is not None:
+        reserved = allocator["reserved_bytes"]
+        gap = reserved - allocator["allocated_bytes"]
+        fragmentation = max(fragmentation or 0.0, gap / reserved)
+        evidence.append(ev("allocator_reserved_minus_allocated", gap, "B", "reserved memory",
+                           text=f"allocator: reserved {nbytes(reserved)}, allocated "
+                                f"{nbytes(allocator['allocated_bytes'])} "
+                                f"-> {nbytes(gap)} reserved but unused ({pct(100 * gap / reserved)} of reserved)"))
+    if fragmentation is not None:
+        evidence.append(ev("fragmentation_share", round(100 * fragmentation, 2), "%", "PyTorch reserved memory",
+                           text=f"reserved but unallocated: {pct(100 * fragmentation)} of PyTorch's reserved memory"))
+    return fragmentation
+
+
+def _memory_mechanism(serving: dict, ooms: list[dict], fragmentation: float | None) -> tuple[str, str]:
+    """(variant, mechanism in words) the memory evidence supports: an unchunked long prefill's peak,
+    fragmentation, or the KV pool running out."""
+    config = serving.get("config") or {}
+    prompts = serving.get("prompts") or {}
+    longest = max((size for size in (prompts.get("input_len_max"), prompts.get("prefill_new_token_max"),
+                                     config.get("max_model_len")) if size), default=0)
+    tried = ooms[-1].get("tried_bytes") if ooms else None
+    if ooms and config.get("enable_chunked_prefill") is not True and (longest >= 8192 or (tried or 0) >= 1024 ** 3):
+        return "prefill", (
+            f"An unchunked prefill of a long prompt (up to {longest:,} tokens) computes activations for the whole prompt "
+            f"in one step{f'; the failing allocation asked for {nbytes(tried)}' if tried else ''}. The "
+            "transient peak, not the "
+            "steady KV cache, crosses the GPU's capacity, so the crash comes with long contexts only.")
+    if fragmentation is not None and fragmentation >= t("fragmentation_share"):
+        return "fragmentation", (
+            f"{pct(100 * fragmentation)} of PyTorch's reserved memory is free but in pieces: the caching allocator cannot "
+            "hand out one large contiguous block even though enough memory is free in total (external fragmentation).")
+    return "kv", ("Sequences are admitted by request count while each holds KV blocks in proportion to its context; when "
+                  "the pool runs out, the engine preempts (evicts and later recomputes) sequences or fails to allocate.")
+
+
+def _pool_evidence(stats: dict, preempted: int, retracted: int, kv_full: bool, evidence: list[dict],
+                   parts: list[str]) -> None:
+    """The KV pool's evidence (preemptions and retractions, the KV usage), appended with its words."""
+    if preempted or retracted:
+        parts.append(f"{plural(preempted + retracted, 'preemption')}")
+        evidence.append(ev("preemptions", preempted + retracted, "events", "the log or counters",
+                           text=f"{plural(preempted, 'preemption')} and {plural(retracted, 'retraction')} (sequences "
+                                "evicted for KV blocks, recomputed later)"))
+    if stats.get("kv_usage_max") is not None:
+        evidence.append(ev("kv_usage_max", stats["kv_usage_max"], "%", "KV cache pool",
+                           text=f"KV cache usage up to {stats['kv_usage_max']}%"))
+        if kv_full and not parts:
+            parts.append(f"KV cache {stats['kv_usage_max']}% full with requests waiting")
 
 
 def rule_memory_pressure(ctx: Context):
     serving = ctx.serving
-    mem = serving.get("memory") or {}
-    st = serving.get("stats") or {}
-    ooms = mem.get("oom_events") or []
-    pre, ret = mem.get("preemptions") or 0, mem.get("retractions") or 0
-    kv_full = (st.get("kv_usage_max") or 0) >= t("kv_full_pct")
-    if (pre or ret) and not ooms and lone_preemption(serving):
-        pre = ret = 0  # one preemption with the KV cache mostly free: not a pool that runs out (admission_blocked says it)
-    if not (ooms or pre or ret or (kv_full and (st.get("waiting_max") or 0) > 0)):
+    memory = serving.get("memory") or {}
+    stats = serving.get("stats") or {}
+    ooms = memory.get("oom_events") or []
+    preempted, retracted = memory.get("preemptions") or 0, memory.get("retractions") or 0
+    kv_full = (stats.get("kv_usage_max") or 0) >= t("kv_full_pct")
+    if (preempted or retracted) and not ooms and lone_preemption(serving):
+        preempted = retracted = 0  # one preemption with the KV cache mostly free: not a pool that runs out
+    if not (ooms or preempted or retracted or (kv_full and (stats.get("waiting_max") or 0) > 0)):
         return None
-    config = serving.get("config") or {}
     evidence, parts = [], []
-    frag = None
-    if ooms:
-        e = ooms[-1]
-        parts.append(plural(len(ooms), "CUDA out-of-memory error"))
-        text = "OOM: " + ", ".join(f"{k.replace('_bytes', '').replace('_', ' ')} {nbytes(v)}"
-                                   for k, v in e.items() if v is not None)
-        evidence.append(ev("oom_events", len(ooms), "errors", "the log", text=text))
-        if e.get("reserved_unallocated_bytes") is not None and e.get("allocated_bytes"):
-            frag = e["reserved_unallocated_bytes"] / (e["reserved_unallocated_bytes"] + e["allocated_bytes"])
-    alloc = mem.get("allocator") or {}
-    if alloc.get("reserved_bytes") and alloc.get("allocated_bytes") is not None:
-        gap = alloc["reserved_bytes"] - alloc["allocated_bytes"]
-        frag = max(frag or 0.0, gap / alloc["reserved_bytes"])
-        evidence.append(ev("allocator_reserved_minus_allocated", gap, "B", "reserved memory",
-                           text=f"allocator: reserved {nbytes(alloc['reserved_bytes'])}, allocated "
-                                f"{nbytes(alloc['allocated_bytes'])} "
-                                f"-> {nbytes(gap)} reserved but unused ({pct(100 * gap / alloc['reserved_bytes'])} of reserved)"))
-    if frag is not None:
-        evidence.append(ev("fragmentation_share", round(100 * frag, 2), "%", "PyTorch reserved memory",
-                           text=f"reserved but unallocated: {pct(100 * frag)} of PyTorch's reserved memory"))
-    if pre or ret:
-        parts.append(f"{plural(pre + ret, 'preemption')}")
-        evidence.append(ev("preemptions", pre + ret, "events", "the log or counters",
-                           text=f"{plural(pre, 'preemption')} and {plural(ret, 'retraction')} (sequences evicted for KV "
-                                "blocks, recomputed later)"))
-    if st.get("kv_usage_max") is not None:
-        evidence.append(ev("kv_usage_max", st["kv_usage_max"], "%", "KV cache pool", text="KV cache usage up "
-                                                                                          f"to {st['kv_usage_max']}%"))
-        if kv_full and not parts:
-            parts.append(f"KV cache {st['kv_usage_max']}% full with requests waiting")
-    prompts = serving.get("prompts") or {}
-    longest = max((v for v in (prompts.get("input_len_max"), prompts.get("prefill_new_token_max"), config.get("max_model_len"))
-                   if v), default=0)
-    chunked = config.get("enable_chunked_prefill")
-    tried = ooms[-1].get("tried_bytes") if ooms else None
-    if ooms and chunked is not True and (longest >= 8192 or (tried or 0) >= 1024 ** 3):
-        variant = "prefill"
-        mech = (f"An unchunked prefill of a long prompt (up to {longest:,} tokens) computes activations for the whole prompt "
-                f"in one step{f'; the failing allocation asked for {nbytes(tried)}' if tried else ''}. The "
-                "transient peak, not the "
-                "steady KV cache, crosses the GPU's capacity, so the crash comes with long contexts only.")
-    elif frag is not None and frag >= t("fragmentation_share"):
-        variant = "fragmentation"
-        mech = (f"{pct(100 * frag)} of PyTorch's reserved memory is free but in pieces: the caching allocator cannot hand "
-                "out one large contiguous block even though enough memory is free in total (external fragmentation).")
-    else:
-        variant = "kv"
-        mech = ("Sequences are admitted by request count while each holds KV blocks in proportion to its context; when "
-                "the pool runs out, the engine preempts (evicts and later recomputes) sequences or fails to allocate.")
+    fragmentation = _fragmentation(memory, ooms, evidence, parts)
+    _pool_evidence(stats, preempted, retracted, kv_full, evidence, parts)
+    variant, mechanism = _memory_mechanism(serving, ooms, fragmentation)
     evidence.append(ev("mechanism", variant, "", None, text=f"mechanism the evidence supports: {variant}"))
+    chunked = (serving.get("config") or {}).get("enable_chunked_prefill")
     if chunked is not None:
-        evidence.append(ev("chunked_prefill", chunked, "", None, text="chunked prefill "
-                                                                      f"{'on' if chunked else 'off'} in the config"))
-    return catalog.make("memory_pressure", 100.0 if ooms else min(100.0, 100.0 * (pre + ret) / max(1, st.get("samples") or 1)),
-                        {"what": ", ".join(parts), "mechanism_text": mech}, evidence,
+        evidence.append(ev("chunked_prefill", chunked, "", None,
+                           text=f"chunked prefill {'on' if chunked else 'off'} in the config"))
+    impact = 100.0 if ooms else min(100.0, 100.0 * (preempted + retracted) / max(1, stats.get("samples") or 1))
+    return catalog.make("memory_pressure", impact, {"what": ", ".join(parts), "mechanism_text": mechanism}, evidence,
                         severity="high" if ooms else "medium",
                         denominator="run (an OOM kills every request in flight)" if ooms else "stats samples",
                         variant=variant, kind=ctx.kind)
@@ -376,14 +423,14 @@ def rule_memory_pressure(ctx: Context):
 
 def rule_prefix_cache_miss(ctx: Context):
     serving = ctx.serving
-    tok = serving.get("tokens") or {}
-    ratio = tok.get("prompt_per_output")
+    tokens = serving.get("tokens") or {}
+    ratio = tokens.get("prompt_per_output")
     config = serving.get("config") or {}
     off = config.get("enable_prefix_caching") is False or config.get("disable_radix_cache") is True
-    hit = tok.get("prefix_hit_pct")
+    hit = tokens.get("prefix_hit_pct")
     if ratio is None or ratio < t("prompt_per_output_min"):
         return None
-    if tok["source"].startswith("engine stats") and (serving.get("stats") or {}).get("samples", 0) < t("stats_min_samples"):
+    if tokens["source"].startswith("engine stats") and (serving.get("stats") or {}).get("samples", 0) < t("stats_min_samples"):
         return None
     if hit is None and not off:
         return None
@@ -391,10 +438,10 @@ def rule_prefix_cache_miss(ctx: Context):
         return None
     share = ratio / (ratio + 1)  # prompt tokens / all tokens processed
     impact = 100.0 * share * (1 - (hit or 0.0) / 100.0)
-    hit_text = "prefix caching is off in the config" if off else f"hit rate {pct(hit)} from {tok['prefix_hit_source']}"
+    hit_text = "prefix caching is off in the config" if off else f"hit rate {pct(hit)} from {tokens['prefix_hit_source']}"
     evidence = [
         ev("prompt_per_output", ratio, "tokens", "output token", text=f"{ratio:,.1f} prompt tokens per "
-                                                                      f"output token ({tok['source']})"),
+                                                                      f"output token ({tokens['source']})"),
         ev("prefix_hit_pct", hit, "%", "prompt tokens looked up", text=hit_text),
         ev("uncached_prompt_share", round(impact, 2), "%", "tokens processed",
            text=f"prompt tokens computed without a cache hit: {pct(impact)} of all tokens processed"),
@@ -406,7 +453,8 @@ def rule_prefix_cache_miss(ctx: Context):
 
 def rule_proxy_buffering(ctx: Context):
     serving = ctx.serving
-    ttft_claimed = sum(f["impact_pct"] for f in (ctx.fired.get(r) for r in PROXY_AFTER) if f and f["axis"] == "ttft")
+    before = (ctx.fired.get(rule_id) for rule_id in PROXY_AFTER)
+    ttft_claimed = sum(finding.impact_pct for finding in before if finding and finding.axis == "ttft")
     client = serving["latency"]["client"]
     server = serving["latency"]["server"].get("ttft") or {}
     c_ttft = (client.get("ttft") or {}).get("mean") or (client.get("ttft") or {}).get("median")
@@ -430,14 +478,14 @@ def rule_proxy_buffering(ctx: Context):
 
 def rule_over_replicated(ctx: Context):
     serving = ctx.serving
-    reps = [r for r in serving.get("replicas") or [] if r.get("running") is not None]
-    dp = (serving.get("config") or {}).get("data_parallel_size")
-    if len(reps) < t("replicas_min"):
+    replicas = [replica for replica in serving.get("replicas") or [] if replica.get("running") is not None]
+    data_parallel = (serving.get("config") or {}).get("data_parallel_size")
+    if len(replicas) < t("replicas_min"):
         return None
-    running = [r["running"] for r in reps]
-    waiting = [r.get("waiting") or 0 for r in reps]
-    kv = [r["kv_usage_pct"] for r in reps if r.get("kv_usage_pct") is not None]
-    per = sum(running) / len(reps)
+    running = [replica["running"] for replica in replicas]
+    waiting = [replica.get("waiting") or 0 for replica in replicas]
+    kv = [replica["kv_usage_pct"] for replica in replicas if replica.get("kv_usage_pct") is not None]
+    per = sum(running) / len(replicas)
     if per > t("replica_running_max") or max(waiting) > 0 or (kv and max(kv) >= t("replica_kv_max_pct")):
         return None
     cap = cap_of(serving) or DEFAULT_CAP
@@ -445,7 +493,8 @@ def rule_over_replicated(ctx: Context):
     need = max(1, math.ceil(sum(running) / target))
     impact = 100.0 * (1 - per / cap)
     evidence = [
-        ev("replicas", len(reps), "replicas", None, text=f"{len(reps)} replicas" + (f" (data parallel size {dp})" if dp else "")),
+        ev("replicas", len(replicas), "replicas", None,
+           text=f"{len(replicas)} replicas" + (f" (data parallel size {data_parallel})" if data_parallel else "")),
         ev("running_per_replica", round(per, 2), "sequences", "replica", text=f"{per:.1f} running "
                                                                               "sequences per replica on average"),
         ev("waiting_max", max(waiting), "requests", None, text="no request waiting on any replica"),
@@ -455,39 +504,40 @@ def rule_over_replicated(ctx: Context):
                                                     f"replica{'' if cap_of(serving) else ', vLLM default'})"),
     ]
     return catalog.make("over_replicated", impact,
-                        {"replicas": len(reps), "per_replica": f"{per:.1f}", "kv": f"{max(kv):.0f}%" if kv else "n/a",
+                        {"replicas": len(replicas), "per_replica": f"{per:.1f}", "kv": f"{max(kv):.0f}%" if kv else "n/a",
                          "replicas_needed": plural(need, "replica"), "target": int(target)},
                         evidence, severity="medium", denominator="batch slots of all replicas", kind=ctx.kind)
 
 
 def rule_admission_blocked(ctx: Context):
     serving = ctx.serving
-    st = serving.get("stats")
+    stats = serving.get("stats")
     cap = cap_of(serving)
-    if not st or not cap or st.get("running_mean") is None:
+    if not stats or not cap or stats.get("running_mean") is None:
         return None
-    if st["waiting_share_pct"] < t("queue_share_min_pct") or (st.get("kv_usage_max") or 0) >= t("admission_kv_max_pct"):
+    if stats["waiting_share_pct"] < t("queue_share_min_pct") or (stats.get("kv_usage_max") or 0) >= t("admission_kv_max_pct"):
         return None
-    if st["running_mean"] > t("admission_running_share") * cap or st.get("kv_usage_max") is None:
+    if stats["running_mean"] > t("admission_running_share") * cap or stats.get("kv_usage_max") is None:
         return None
-    impact = 100.0 * (1 - st["running_mean"] / cap)
+    impact = 100.0 * (1 - stats["running_mean"] / cap)
     evidence = [
-        ev("waiting_share_pct", st["waiting_share_pct"], "%", f"{st['samples']} stats samples",
-           text=f"requests waiting in {st['waiting_share_pct']:.0f}% of {st['samples']} samples (mean {st['waiting_mean']:g})"),
-        ev("running_mean", st["running_mean"], "sequences", f"max_num_seqs {cap:g}",
-           text=f"running {st['running_mean']:.1f} on average (max {st['running_max']:g}) of a cap of {cap:g}"),
-        ev("kv_usage_max", st["kv_usage_max"], "%", "KV cache pool", text=f"KV cache at most {st['kv_usage_max']}% used"),
+        ev("waiting_share_pct", stats["waiting_share_pct"], "%", f"{stats['samples']} stats samples",
+           text=f"requests waiting in {stats['waiting_share_pct']:.0f}% of {stats['samples']} samples "
+                f"(mean {stats['waiting_mean']:g})"),
+        ev("running_mean", stats["running_mean"], "sequences", f"max_num_seqs {cap:g}",
+           text=f"running {stats['running_mean']:.1f} on average (max {stats['running_max']:g}) of a cap of {cap:g}"),
+        ev("kv_usage_max", stats["kv_usage_max"], "%", "KV cache pool", text=f"KV cache at most {stats['kv_usage_max']}% used"),
     ]
-    mem = serving.get("memory") or {}
+    memory = serving.get("memory") or {}
     if lone_preemption(serving):
-        n = (mem.get("preemptions") or 0) + (mem.get("retractions") or 0)
-        evidence.append(ev("preemptions", n, "events", "the log or counters",
-                           text=f"{plural(n, 'preemption')} with the KV cache at most {st['kv_usage_max']}% used: a lone "
+        count = (memory.get("preemptions") or 0) + (memory.get("retractions") or 0)
+        evidence.append(ev("preemptions", count, "events", "the log or counters",
+                           text=f"{plural(count, 'preemption')} with the KV cache at most {stats['kv_usage_max']}% used: a lone "
                                 "shortfall, not a pool that runs out"))
     return catalog.make("admission_blocked", impact,
-                        {"waiting_share": f"{st['waiting_share_pct']:.0f}%", "running": f"{st['running_mean']:.1f}",
+                        {"waiting_share": f"{stats['waiting_share_pct']:.0f}%", "running": f"{stats['running_mean']:.1f}",
                          "cap": f"{cap:g}",
-                         "kv": f"{st['kv_usage_max']:.0f}%"},
+                         "kv": f"{stats['kv_usage_max']:.0f}%"},
                         evidence, severity="high" if impact >= 50 else "medium", denominator="batch slots (max_num_seqs)",
                         kind=ctx.kind)
 
@@ -496,21 +546,21 @@ def tpot_needs_budget(serving: dict, slo: dict) -> bool:
     """TPOT rises with the batch (a fit that is a model, up 1.5x across the batches measured) and
     no TPOT budget was given: the knee cannot be judged, so the run is not called healthy."""
     fit = judge_fit(serving)
-    return bool(fit and fit["model"] and not any(k.startswith("tpot_") for k in slo) and (
+    return bool(fit and fit["model"] and not any(key.startswith("tpot_") for key in slo) and (
         fit["a_ms"] + fit["b_ms_per_seq"] * fit["x_max"] >= 1.5 * (fit["a_ms"] + fit["b_ms_per_seq"] * fit["x_min"])))
 
 
-def unexplained_tail(serving: dict | None, findings: list[dict]) -> dict | None:
+def unexplained_tail(serving: dict | None, findings: list[Finding]) -> dict | None:
     """The inter-token tail (itl_tail: ITL, else the server's TPOT histogram) when its p99 is at
     least itl_tail_ratio x its median and no standing finding on the tail axis explains it (a
     falsified one does not); None otherwise. Serving is never called healthy while one stands."""
     tail = itl_tail(serving) if serving else None
     if not tail or tail["p99"] / tail["p50"] < t("itl_tail_ratio"):
         return None
-    if any(f["axis"] == "tail" and not f.get("falsified") for f in findings):
+    if any(finding.axis == "tail" and not finding.falsified for finding in findings):
         return None
     return {**tail, "ratio": tail["p99"] / tail["p50"],
-            "ruled_out": [f["id"] for f in findings if f["axis"] == "tail" and f.get("falsified")]}
+            "ruled_out": [finding.id for finding in findings if finding.axis == "tail" and finding.falsified]}
 
 
 def tail_words(tail: dict) -> str:
@@ -526,10 +576,10 @@ def rule_healthy_serving(ctx: Context):
     if tpot_needs_budget(serving, slo):
         return None  # the page shows the knee: without a budget, "healthy" is not shown
     measured = measured_serving(serving)
-    st = serving.get("stats")
-    enough = (st and st["samples"] >= t("healthy_min_samples")) or any(
-        (b.get("completed") or 0) >= t("healthy_min_requests") for b in serving.get("bench") or [])
-    if not measured or not enough or (st and st["waiting_share_pct"] >= t("queue_share_min_pct")):
+    stats = serving.get("stats")
+    enough = (stats and stats["samples"] >= t("healthy_min_samples")) or any(
+        (run.get("completed") or 0) >= t("healthy_min_requests") for run in serving.get("bench") or [])
+    if not measured or not enough or (stats and stats["waiting_share_pct"] >= t("queue_share_min_pct")):
         return None
     if any(budget_check(serving, key, value) is not True for key, value in slo.items()):
         return None  # a budget exceeded, or one that nothing measured can show is met

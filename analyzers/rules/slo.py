@@ -10,13 +10,28 @@ from tracetriage.analyzers.evidence import ms
 
 def cap_of(serving: dict):
     """The engine's batch cap (max_num_seqs, SGLang's max_running_requests), or None."""
-    c = serving.get("config") or {}
-    v = c.get("max_num_seqs") or c.get("max_running_requests")
-    return v if isinstance(v, (int, float)) and v > 0 else None
+    config = serving.get("config") or {}
+    cap = config.get("max_num_seqs") or config.get("max_running_requests")
+    return cap if isinstance(cap, (int, float)) and cap > 0 else None
 
 
 SLO_METRIC = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e": "e2el"}  # --slo name -> the latency block it reads
 QUANTILES = ["p50", "p90", "p95", "p99", "max"]
+
+
+def _known_quantiles(client: dict, server: dict) -> dict[str, tuple[float, str]]:
+    """quantile -> (ms, source) of one latency metric: the benchmark's (client) first, else the server
+    histogram's value where it is not a lower bound."""
+    known: dict[str, tuple[float, str]] = {}
+    for quantile, value in (("p50", client.get("p50") or client.get("median")), ("p90", client.get("p90")),
+                            ("p95", client.get("p95")), ("p99", client.get("p99")), ("max", client.get("max"))):
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            known[quantile] = (float(value), "benchmark (client)")
+    for quantile in ("p50", "p90", "p95", "p99"):
+        bucket = server.get(quantile)
+        if quantile not in known and bucket and not bucket.get("lower_bound") and bucket.get("value_ms") is not None:
+            known[quantile] = (float(bucket["value_ms"]), "server histogram (/metrics)")
+    return known
 
 
 def slo_check(serving: dict | None, key: str, budget: float) -> dict:
@@ -27,41 +42,32 @@ def slo_check(serving: dict | None, key: str, budget: float) -> dict:
     the budget still shows it broken). Without the percentile itself, a higher quantile (p99, max)
     within budget bounds it: met, with that quantile as the measured value. One check for
     ``analyze --slo`` and ``compare --slo`` alike."""
-    name, q, _ = key.split("_")
+    name, quantile, _ = key.split("_")
     metric = SLO_METRIC.get(name, name)
-    row = {"budget": key, "metric": metric, "percentile": q, "limit_ms": float(budget), "measured_ms": None,
+    row = {"budget": key, "metric": metric, "percentile": quantile, "limit_ms": float(budget), "measured_ms": None,
            "source": None, "status": "not_measured"}
     if not serving:
         row["source"] = "no serving artifacts (engine log, /metrics scrape or benchmark result) were given"
         return row
     latency = serving.get("latency") or {}
-    c = (latency.get("client") or {}).get(metric) or {}
-    s = (latency.get("server") or {}).get(metric) or {}
-    known: dict[str, tuple[float, str]] = {}
-    for k, v in (("p50", c.get("p50") or c.get("median")), ("p90", c.get("p90")), ("p95", c.get("p95")),
-                 ("p99", c.get("p99")), ("max", c.get("max"))):
-        if isinstance(v, (int, float)) and math.isfinite(v):
-            known[k] = (float(v), "benchmark (client)")
-    for k in ("p50", "p90", "p95", "p99"):
-        h = s.get(k)
-        if k not in known and h and not h.get("lower_bound") and h.get("value_ms") is not None:
-            known[k] = (float(h["value_ms"]), "server histogram (/metrics)")
-    if q in known:
-        value, src = known[q]
-        row.update(measured_ms=round(value, 3), source=src, status="met" if value <= budget else "broken")
+    server = (latency.get("server") or {}).get(metric) or {}
+    known = _known_quantiles((latency.get("client") or {}).get(metric) or {}, server)
+    if quantile in known:
+        value, source = known[quantile]
+        row.update(measured_ms=round(value, 3), source=source, status="met" if value <= budget else "broken")
         return row
-    h = s.get(q)
-    if h and h.get("lower_bound") and h.get("value_ms") is not None and h["value_ms"] > budget:
-        row.update(measured_ms=round(float(h["value_ms"]), 3), source="server histogram (/metrics): a lower bound",
+    bucket = server.get(quantile)
+    if bucket and bucket.get("lower_bound") and bucket.get("value_ms") is not None and bucket["value_ms"] > budget:
+        row.update(measured_ms=round(float(bucket["value_ms"]), 3), source="server histogram (/metrics): a lower bound",
                    status="broken")
         return row
-    for higher in QUANTILES[QUANTILES.index(q) + 1:]:
+    for higher in QUANTILES[QUANTILES.index(quantile) + 1:]:
         if higher in known and known[higher][0] <= budget:
-            value, src = known[higher]
-            row.update(measured_ms=round(value, 3), source=f"{src}: its {higher} bounds the {q}", status="met")
+            value, source = known[higher]
+            row.update(measured_ms=round(value, 3), source=f"{source}: its {higher} bounds the {quantile}", status="met")
             return row
-    row["source"] = f"no {q} of {metric.upper()} measured" + (
-        f" (measured: {', '.join(k for k in QUANTILES if k in known)})" if known else "")
+    row["source"] = f"no {quantile} of {metric.upper()} measured" + (
+        f" (measured: {', '.join(name for name in QUANTILES if name in known)})" if known else "")
     return row
 
 
@@ -88,20 +94,20 @@ def slo_text(check: dict) -> str:
 def measured_serving(serving: dict) -> list[str]:
     """What the serving artifacts measured, in words (for the healthy finding and a finding-less headline)."""
     client = serving["latency"]["client"]
-    st = serving.get("stats")
+    stats = serving.get("stats")
     measured = []
-    if st:
-        measured.append(f"queue non-empty in {st['waiting_share_pct']:.0f}% of {st['samples']} stats samples"
-                        + (f", KV up to {st['kv_usage_max']}%" if st.get("kv_usage_max") is not None else ""))
+    if stats:
+        measured.append(f"queue non-empty in {stats['waiting_share_pct']:.0f}% of {stats['samples']} stats samples"
+                        + (f", KV up to {stats['kv_usage_max']}%" if stats.get("kv_usage_max") is not None else ""))
     for metric in ("ttft", "tpot", "itl"):
-        c = client.get(metric) or {}
-        v = c.get("p99") or c.get("mean")
-        if v:
-            measured.append(f"{metric.upper()} {'p99' if c.get('p99') else 'mean'} {ms(v)}")
-    for metric, h in serving["latency"]["server"].items():
-        p50 = h.get("p50")
+        figures = client.get(metric) or {}
+        value = figures.get("p99") or figures.get("mean")
+        if value:
+            measured.append(f"{metric.upper()} {'p99' if figures.get('p99') else 'mean'} {ms(value)}")
+    for metric, histogram in serving["latency"]["server"].items():
+        p50 = histogram.get("p50")
         if p50:
             measured.append(f"server {metric.upper()} p50 {'>' if p50['lower_bound'] else ''}{ms(p50['value_ms'])}"
                             + (f" (bucket resolution {p50['resolution_ms']:g} ms)" if p50.get("resolution_ms") else "")
-                            + f" over {h['count']:,.0f} requests")
+                            + f" over {histogram['count']:,.0f} requests")
     return measured

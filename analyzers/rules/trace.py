@@ -11,6 +11,7 @@ import re
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.catalog import capture_text
 from tracetriage.analyzers.evidence import ev, nbytes, pct, plural, severity_for, us
+from tracetriage.analyzers.metrics import DeviceMetrics, ProcessMetrics, TraceMetrics
 from tracetriage.analyzers.rules.context import (
     CAUSE_WORDS,
     Context,
@@ -57,59 +58,82 @@ THRESHOLDS = {
 }
 
 
+def _launch_pattern(trace: TraceMetrics) -> tuple[float | None, int, int] | None:
+    """(launches per step, median kernel ns, kernels in the window) of a trace whose host side has the
+    launch-bound pattern: no graph replays, short kernels, many launches per step (or, without steps,
+    many kernels) and no graph launches per step; None otherwise."""
+    if trace.graph_replays_in_window > 0:
+        return None
+    kernel_median = trace.kernel_median_ns
+    if kernel_median is None or kernel_median > t("launch_kernel_median_max_ns"):
+        return None
+    launches_per_step = median([process.launches_per_step for process in trace.processes])
+    kernels = trace.kernels_in_window
+    if launches_per_step is not None:
+        if launches_per_step < t("launch_per_step_min"):
+            return None
+    elif kernels < t("launch_kernels_min_no_steps"):
+        return None
+    if median([process.graph_launches_per_step for process in trace.processes]):
+        return None
+    return launches_per_step, kernel_median, kernels
+
+
+def _waits_on_launches(device: DeviceMetrics) -> bool:
+    """A device not too busy whose idle time is mostly the host launching or running code between launches."""
+    if device.busy_pct > t("launch_busy_max_pct") or device.window_ns <= 0:
+        return False
+    idle = device.gaps.total_ns
+    launch_or_host = device.gaps.by_cause["launch"] + device.gaps.by_cause["host"]
+    return idle > 0 and launch_or_host / idle >= t("launch_host_idle_share_min")
+
+
+def _launch_evidence(device: DeviceMetrics, trace: TraceMetrics, launches_per_step, kernel_median: int,
+                     kernels: int) -> list[dict]:
+    """The launch-bound evidence of the device that lost most: launches, kernel lengths, busy and idle shares."""
+    by_cause = device.gaps.by_cause
+    window_ns = device.window_ns
+    return [
+        ev("launches_per_step", launches_per_step, "calls", "one step",
+           text=f"{launches_per_step:,.0f} kernel launches per step (median over steps)")
+        if launches_per_step is not None else ev("kernels_in_window", kernels, "kernels", "window"),
+        ev("kernel_median", kernel_median, "ns", "kernels in the window", text=f"median kernel duration {us(kernel_median)}"),
+        ev("busy_pct", device.busy_pct, "%", f"window of {us(window_ns)} on {device.id}",
+           text=f"GPU busy {pct(device.busy_pct)} of the {us(window_ns)} window on {device.id}"),
+        ev("idle_launch_pct", round(100 * by_cause["launch"] / window_ns, 2), "%", "window",
+           text=f"idle while the host is inside launch calls: {pct(100 * by_cause['launch'] / window_ns)} of the window"),
+        ev("idle_host_pct", round(100 * by_cause["host"] / window_ns, 2), "%", "window",
+           text=f"idle while the host runs code outside CUDA: {pct(100 * by_cause['host'] / window_ns)} of the window"),
+        ev("short_gaps", device.short_gap_count, "gaps", "window",
+           text=f"{plural(device.short_gap_count, 'gap')} under 1 ms between kernels, p50 {us(device.gaps.p50_ns)}"),
+        ev("graph_replays", trace.graph_replays_in_window, "replays", "window",
+           text="no CUDA graph replays in the steady state"),
+    ]
+
+
 def rule_launch_bound(ctx: Context):
-    wants, info = {}, {}
-    for p in ctx.judged():
-        if p["graph_replays_in_window"] > 0:
+    wants, pattern_of = {}, {}
+    for trace in ctx.judged():
+        pattern = _launch_pattern(trace)
+        if pattern is None:
             continue
-        kmed = p["kernel_median_ns"]
-        if kmed is None or kmed > t("launch_kernel_median_max_ns"):
-            continue
-        lps = median([pr["launches_per_step"] for pr in p["processes"]])
-        n_kernels = p["kernels_in_window"]
-        if lps is not None:
-            if lps < t("launch_per_step_min"):
-                continue
-        elif n_kernels < t("launch_kernels_min_no_steps"):
-            continue
-        if median([pr["graph_launches_per_step"] for pr in p["processes"]]):
-            continue
-        for d in p["devices"]:
-            if d["busy_pct"] > t("launch_busy_max_pct") or d["window_ns"] <= 0:
-                continue
-            idle = d["gaps"]["total_ns"]
-            lh = d["gaps"]["by_cause"]["launch"] + d["gaps"]["by_cause"]["host"]
-            if idle <= 0 or lh / idle < t("launch_host_idle_share_min"):
-                continue
-            wants[d["id"]] = (["idle:short:launch", "idle:short:host"], None)
-            info[d["id"]] = (p, lps, kmed, n_kernels)
+        for device in trace.devices:
+            if _waits_on_launches(device):
+                wants[device.id] = (["idle:short:launch", "idle:short:host"], None)
+                pattern_of[device.id] = (trace, *pattern)
     if not wants:
         return None
-    avail = {k: ctx.ledger.available(k, *v) for k, v in wants.items()}
-    if ctx.ledger.impact_pct(avail) < t("launch_impact_min_pct"):
+    available = {device_id: ctx.ledger.available(device_id, *want) for device_id, want in wants.items()}
+    if ctx.ledger.impact_pct(available) < t("launch_impact_min_pct"):
         return None
     taken = ctx.ledger.take("launch_bound", wants)
     impact = ctx.ledger.impact_pct(taken)
-    d = best_device(taken, ctx)
-    p, lps, kmed, n_kernels = info[d["id"]]
-    per_step = f"{lps:,.0f} kernel launches per step" if lps is not None else f"{n_kernels:,} kernels in the window"
-    by = d["gaps"]["by_cause"]
-    w = d["window_ns"]
+    device = best_device(taken, ctx)
+    trace, launches_per_step, kernel_median, kernels = pattern_of[device.id]
+    per_step = (f"{launches_per_step:,.0f} kernel launches per step" if launches_per_step is not None
+                else f"{kernels:,} kernels in the window")
     eager = (ctx.data.get("serving") or {}).get("config", {}).get("enforce_eager")
-    evidence = [
-        ev("launches_per_step", lps, "calls", "one step", text=f"{lps:,.0f} kernel launches per step (median over steps)")
-        if lps is not None else ev("kernels_in_window", n_kernels, "kernels", "window"),
-        ev("kernel_median", kmed, "ns", "kernels in the window", text=f"median kernel duration {us(kmed)}"),
-        ev("busy_pct", d["busy_pct"], "%", f"window of {us(w)} on {d['id']}",
-           text=f"GPU busy {pct(d['busy_pct'])} of the {us(w)} window on {d['id']}"),
-        ev("idle_launch_pct", round(100 * by["launch"] / w, 2), "%", "window",
-           text=f"idle while the host is inside launch calls: {pct(100 * by['launch'] / w)} of the window"),
-        ev("idle_host_pct", round(100 * by["host"] / w, 2), "%", "window",
-           text=f"idle while the host runs code outside CUDA: {pct(100 * by['host'] / w)} of the window"),
-        ev("short_gaps", d["_short_gap_count"], "gaps", "window",
-           text=f"{plural(d['_short_gap_count'], 'gap')} under 1 ms between kernels, p50 {us(d['gaps']['p50_ns'])}"),
-        ev("graph_replays", p["graph_replays_in_window"], "replays", "window", text="no CUDA graph replays in the steady state"),
-    ]
+    evidence = _launch_evidence(device, trace, launches_per_step, kernel_median, kernels)
     launch_frame = _hot_frame(ctx, r"(?i)(cu|hip)(da)?LaunchKernel|LaunchKernel")
     if launch_frame:
         evidence.append(ev("launch_frame_self_pct", launch_frame["self_pct"], "%", "non-idle host samples",
@@ -119,15 +143,15 @@ def rule_launch_bound(ctx: Context):
         evidence.append(ev("enforce_eager", True, "", None, text="the engine config has enforce_eager=True: CUDA graphs are off"))
     return catalog.make(
         "launch_bound", impact,
-        {"per_step": per_step, "per_step_short": f"{lps:,.0f}" if lps is not None else "many",
-         "kernel_median": us(kmed), "busy": pct(d["busy_pct"]), "claimed": pct(impact)},
+        {"per_step": per_step, "per_step_short": f"{launches_per_step:,.0f}" if launches_per_step is not None else "many",
+         "kernel_median": us(kernel_median), "busy": pct(device.busy_pct), "claimed": pct(impact)},
         evidence, severity=severity_for(impact), denominator=window_denominator(ctx),
         variant="eager" if eager is True else None, kind=ctx.kind)
 
 
 def _hot_frame(ctx: Context, pattern: str) -> dict | None:
     rx = re.compile(pattern)
-    return next((f for f in ctx.data.get("hot_frames") or [] if rx.search(f["frame"])), None)
+    return next((frame for frame in ctx.data.get("hot_frames") or [] if rx.search(frame["frame"])), None)
 
 
 def rule_python_host_overhead(ctx: Context):
@@ -135,11 +159,11 @@ def rule_python_host_overhead(ctx: Context):
     samples; samples are taken uniformly in time, so it runs during about ``share`` of the
     host-code idle time H (GPU idle, host in no CUDA call). It claims share x H of each
     device's host-code idle, from the slices no earlier finding took."""
-    prof = ctx.data.get("host_profile")
-    if not prof or not prof["user_frames"]:
+    host_profile = ctx.data.get("host_profile")
+    if not host_profile or not host_profile["user_frames"]:
         return None
-    top = prof["user_frames"][0]
-    if top["share_pct"] < t("python_frame_min_pct") or prof["total_samples"] < t("python_min_samples"):
+    top = host_profile["user_frames"][0]
+    if top["share_pct"] < t("python_frame_min_pct") or host_profile["total_samples"] < t("python_min_samples"):
         return None
     sync_txt = f"; {top['sync_pct']:.1f}% of samples are inside a host sync it calls" if top["calls_sync"] else ""
     fields = {"frame": top["frame"], "share": pct(top["share_pct"]), "sync": sync_txt,
@@ -148,101 +172,104 @@ def rule_python_host_overhead(ctx: Context):
               else ", and it calls a host-syncing operation" if top["calls_sync"] else ""}
     evidence = [
         ev("frame", top["frame"], "", None, text=f"hot user frame: {top['frame']}"),
-        ev("share_pct", top["share_pct"], "%", f"{prof['total_samples']:,} non-idle py-spy samples",
-           text=f"{pct(top['share_pct'])} of {prof['total_samples']:,} non-idle py-spy samples are inside it "
+        ev("share_pct", top["share_pct"], "%", f"{host_profile['total_samples']:,} non-idle py-spy samples",
+           text=f"{pct(top['share_pct'])} of {host_profile['total_samples']:,} non-idle py-spy samples are inside it "
                 f"({pct(top['self_pct'])} in its own code)"),
         ev("calls_sync", top["calls_sync"], "", None,
            text="it calls a host-syncing operation" if top["calls_sync"] else "no host sync below it"),
     ]
-    devs = [d for d in ctx.devices if d["window_ns"]]
-    if not devs:
+    devices = [device for device in ctx.devices if device.window_ns]
+    if not devices:
         evidence.append(ev("host_idle", None, "", None, text="no GPU trace in the case: the share is of the host's samples only"))
         return catalog.make("python_host_overhead", top["share_pct"],
                             {**fields, "host_idle": "not measured", "claimed": "not measured"},
                             evidence, severity=severity_for(top["share_pct"]),
                             denominator="host samples (no GPU trace to weigh it against)", kind=ctx.kind)
     wants, host_idle = {}, {}
-    for d in devs:
-        h = sum(v for k, v in d["_slices"].items() if k.endswith(":host"))
-        host_idle[d["id"]] = 100.0 * h / d["window_ns"]
-        if host_idle[d["id"]] >= t("python_host_idle_min_pct"):
-            wants[d["id"]] = (["idle:after_sync:host", "idle:long:host", "idle:short:host"], top["share_pct"] / 100.0 * h)
+    for device in devices:
+        host_ns = sum(ns for name, ns in device.slices.items() if name.endswith(":host"))
+        host_idle[device.id] = 100.0 * host_ns / device.window_ns
+        if host_idle[device.id] >= t("python_host_idle_min_pct"):
+            wants[device.id] = (["idle:after_sync:host", "idle:long:host", "idle:short:host"],
+                                top["share_pct"] / 100.0 * host_ns)
     if not wants:
         return None
     taken = ctx.ledger.take("python_host_overhead", wants)
     impact = ctx.ledger.impact_pct(taken)
     if impact < t("python_impact_min_pct"):
         return None
-    d = best_device(taken, ctx)
-    evidence.append(ev("host_idle_pct", round(host_idle[d["id"]], 2), "%", f"window on {d['id']}",
-                       text=f"the GPU ({d['id']}) idles {pct(host_idle[d['id']])} of the window while "
+    device = best_device(taken, ctx)
+    evidence.append(ev("host_idle_pct", round(host_idle[device.id], 2), "%", f"window on {device.id}",
+                       text=f"the GPU ({device.id}) idles {pct(host_idle[device.id])} of the window while "
                             "the host is in no CUDA call"))
     evidence.append(ev("claimed_pct", round(impact, 2), "%", window_denominator(ctx),
                        text=f"{pct(top['share_pct'])} of that host-code idle time = {pct(impact)} of the window"))
     return catalog.make("python_host_overhead", impact,
-                        {**fields, "host_idle": pct(host_idle[d["id"]]), "claimed": pct(impact)},
+                        {**fields, "host_idle": pct(host_idle[device.id]), "claimed": pct(impact)},
                         evidence, severity=severity_for(impact), denominator=window_denominator(ctx), kind=ctx.kind)
 
 
 def rule_host_sync_per_step(ctx: Context):
-    wants, procs = {}, {}
-    for p in ctx.judged():
-        for d in p["devices"]:
-            pr = next((x for x in p["processes"] if x["pid"] == d["pid"]), None)
-            if pr is None or pr["syncs_per_step"] is None or pr["syncs_per_step"] < t("sync_per_step_min") or not d["window_ns"]:
+    wants, process_of = {}, {}
+    for trace in ctx.judged():
+        for device in trace.devices:
+            process = next((process for process in trace.processes if process.pid == device.pid), None)
+            if (process is None or process.syncs_per_step is None or process.syncs_per_step < t("sync_per_step_min")
+                    or not device.window_ns):
                 continue
-            wants[d["id"]] = (["idle:after_sync:*"], None)
-            procs[d["id"]] = pr
+            wants[device.id] = (["idle:after_sync:*"], None)
+            process_of[device.id] = process
     if not wants:
         return None
-    avail = {k: ctx.ledger.available(k, *v) for k, v in wants.items()}
-    if ctx.ledger.impact_pct(avail) < t("sync_impact_min_pct"):
+    available = {device_id: ctx.ledger.available(device_id, *want) for device_id, want in wants.items()}
+    if ctx.ledger.impact_pct(available) < t("sync_impact_min_pct"):
         return None
-    before = {k: dict(d["_slices"]) for k, d in ((d["id"], d) for d in ctx.devices) if k in wants}
     taken = ctx.ledger.take("host_sync_per_step", wants)
     impact = ctx.ledger.impact_pct(taken)
-    d = best_device(taken, ctx)
-    pr = procs[d["id"]]
-    dtoh = pr.get("dtoh_copies_per_step") or 0
+    device = best_device(taken, ctx)
+    process = process_of[device.id]
+    dtoh = process.dtoh_copies_per_step or 0
     dtoh_txt = (f", with {plural(round(dtoh), 'device-to-host copy', 'device-to-host copies')} per step "
-                f"({nbytes(pr.get('dtoh_bytes_per_step') or 0)})") if dtoh else ""
-    steps = pr["steps"]
-    per_step_idle = taken[d["id"]] / max(1, steps["count"])
-    after_all = sum(v for k, v in before[d["id"]].items() if k.startswith("idle:after_sync:"))
+                f"({nbytes(process.dtoh_bytes_per_step or 0)})") if dtoh else ""
+    steps = process.steps
+    syncs = process.syncs_per_step
+    per_step_idle = taken[device.id] / max(1, steps.count)
+    after_all = sum(ns for name, ns in device.slices.items() if name.startswith("idle:after_sync:"))
+    window_ns = device.window_ns
     evidence = [
-        ev("syncs_per_step", pr["syncs_per_step"], "calls", "one step",
-           text=f"{pr['syncs_per_step']:g} blocking {'sync' if pr['syncs_per_step'] == 1 else 'syncs'} per step (median)"),
+        ev("syncs_per_step", syncs, "calls", "one step",
+           text=f"{syncs:g} blocking {'sync' if syncs == 1 else 'syncs'} per step (median)"),
         ev("dtoh_copies_per_step", dtoh, "copies", "one step",
            text=f"{dtoh:g} device-to-host {'copy' if dtoh == 1 else 'copies'} per step (median)"),
-        ev("idle_after_sync_pct", round(100.0 * after_all / d["window_ns"], 2), "%", f"window on {d['id']}",
-           text=f"idle gaps that begin as a sync returns: {plural(d['_after_sync_count'], 'gap')}, {us(after_all)} in all = "
-                f"{pct(100.0 * after_all / d['window_ns'])} of the window; the host was then "
-                f"{cause_split(d, 'idle:after_sync:')}"),
+        ev("idle_after_sync_pct", round(100.0 * after_all / window_ns, 2), "%", f"window on {device.id}",
+           text=f"idle gaps that begin as a sync returns: {plural(device.after_sync_count, 'gap')}, {us(after_all)} in all = "
+                f"{pct(100.0 * after_all / window_ns)} of the window; the host was then "
+                f"{cause_split(device, 'idle:after_sync:')}"),
         ev("claimed_pct", round(impact, 2), "%", window_denominator(ctx),
            text=f"left to this finding after the findings ranked before it: {pct(impact)} of the window"),
         ev("idle_after_sync_per_step", int(per_step_idle), "ns", "one step", text=f"about {us(per_step_idle)} of GPU "
                                                                                   "idle per step after the sync"),
-        ev("steps", steps["count"], "steps", "window", text=f"{steps['count']:,} steps (source: {steps['source']}), "
-                                                            f"p50 {us(steps['p50_ns'])}"),
+        ev("steps", steps.count, "steps", "window", text=f"{steps.count:,} steps (source: {steps.source}), "
+                                                         f"p50 {us(steps.p50_ns)}"),
     ]
     return catalog.make("host_sync_per_step", impact,
-                        {"syncs": f"{pr['syncs_per_step']:g}", "dtoh": dtoh_txt, "claimed": pct(impact),
+                        {"syncs": f"{syncs:g}", "dtoh": dtoh_txt, "claimed": pct(impact),
                          "per_step_idle": us(per_step_idle)},
                         evidence, severity=severity_for(impact), denominator=window_denominator(ctx), kind=ctx.kind)
 
 
 def rule_pageable_memcpy(ctx: Context):
     wants, count, size, time_ns, hidden_ns = {}, 0, 0, 0, 0
-    for p in ctx.judged():
-        c = p["copies"]["pageable_async"]
-        count += c["count"]
-        size += c["bytes"]
-        time_ns += c["time_ns"]
-        hidden_ns += c.get("hidden_ns", 0)
-        for d in p["devices"]:
-            ns = c["by_device"].get(d["id"], 0)
+    for trace in ctx.judged():
+        pageable = trace.copies["pageable_async"]
+        count += pageable["count"]
+        size += pageable["bytes"]
+        time_ns += pageable["time_ns"]
+        hidden_ns += pageable.get("hidden_ns", 0)
+        for device in trace.devices:
+            ns = pageable["by_device"].get(device.id, 0)
             if ns:
-                wants[d["id"]] = (["copy", "idle:*:other_cuda", "idle:*:memcpy_sync"], ns)
+                wants[device.id] = (["copy", "idle:*:other_cuda", "idle:*:memcpy_sync"], ns)
     if count < t("pageable_min_count"):
         return None
     taken = ctx.ledger.take("pageable_memcpy", wants)
@@ -265,45 +292,47 @@ def rule_pageable_memcpy(ctx: Context):
 
 def rule_copy_bound(ctx: Context):
     wants = {}
-    for p in ctx.judged():
-        for d in p["devices"]:
-            w = d["window_ns"]
-            s = d["_slices"]
-            if not w or 100.0 * s["copy"] / w < t("copy_bound_min_pct") or s["copy"] <= s["compute"] + s["collective"]:
+    for trace in ctx.judged():
+        for device in trace.devices:
+            window_ns, slices = device.window_ns, device.slices
+            if (not window_ns or 100.0 * slices["copy"] / window_ns < t("copy_bound_min_pct")
+                    or slices["copy"] <= slices["compute"] + slices["collective"]):
                 continue
-            wants[d["id"]] = (["copy"], None)
+            wants[device.id] = (["copy"], None)
     if not wants:
         return None
     taken = ctx.ledger.take("copy_bound", wants)
     impact = ctx.ledger.impact_pct(taken)
-    d = best_device(taken, ctx)
-    c = d["copies"]
-    w = d["window_ns"]
-    dirs = sorted(c["by_direction"].items(), key=lambda x: -x[1]["time_ns"])
+    device = best_device(taken, ctx)
+    copies = device.copies
+    window_ns = device.window_ns
+    copy_pct = 100.0 * device.slices["copy"] / window_ns
+    kernels_pct = 100.0 * (device.slices["compute"] + device.slices["collective"]) / window_ns
+    dirs = sorted(copies.by_direction.items(), key=lambda x: -x[1]["time_ns"])
     direction, top = dirs[0]
     gbps = top["bytes"] / top["time_ns"] if top["time_ns"] else 0.0  # bytes per ns = GB/s
     dir_words = {"HtoD": "host to device", "DtoH": "device to host", "DtoD": "device to device", "PtoP": "peer to peer",
                  "HtoH": "host to host", "memset": "memsets"}
-    pinned = c["count"] - c["pageable"]
+    pinned = copies.count - copies.pageable
+    copies_words = plural(copies.count, "copy", "copies")
     evidence = [
-        ev("copy_only_pct", round(100.0 * d["_slices"]["copy"] / w, 2), "%", f"window on {d['id']}",
-           text=f"only copies run during {pct(100.0 * d['_slices']['copy'] / w)} of the window on {d['id']}"),
-        ev("compute_pct", round(100.0 * (d["_slices"]["compute"] + d["_slices"]["collective"]) / w, 2), "%",
-           f"window on {d['id']}",
-           text=f"kernels run {pct(100.0 * (d['_slices']['compute'] + d['_slices']['collective']) / w)} of the window"),
-        ev("bytes", c["bytes"], "B", f"{plural(c['count'], 'copy', 'copies')} in the window",
-           text=f"{nbytes(c['bytes'])} in {plural(c['count'], 'copy', 'copies')}: " + ", ".join(
-               f"{dir_words.get(k, k)} {nbytes(v['bytes'])} in {us(v['time_ns'])}" for k, v in dirs)),
+        ev("copy_only_pct", round(copy_pct, 2), "%", f"window on {device.id}",
+           text=f"only copies run during {pct(copy_pct)} of the window on {device.id}"),
+        ev("compute_pct", round(kernels_pct, 2), "%", f"window on {device.id}",
+           text=f"kernels run {pct(kernels_pct)} of the window"),
+        ev("bytes", copies.bytes, "B", f"{copies_words} in the window",
+           text=f"{nbytes(copies.bytes)} in {copies_words}: " + ", ".join(
+               f"{dir_words.get(name, name)} {nbytes(row['bytes'])} in {us(row['time_ns'])}" for name, row in dirs)),
         ev("throughput", round(gbps, 2), "GB/s", f"time {dir_words.get(direction, direction)} copies run",
            text=f"{gbps:.1f} GB/s {dir_words.get(direction, direction)}, the direction that takes the most copy time"),
-        ev("pinned", pinned, "copies", f"{c['count']} copies",
-           text=f"{pinned:,} of {c['count']:,} copies use pinned host memory, {c['pageable']:,} pageable"),
-        ev("overlap_with_kernels_pct", c["overlap_pct"], "%", "copy time", text=f"{pct(c['overlap_pct'])} of the "
-                                                                                "copy time overlaps kernels"),
+        ev("pinned", pinned, "copies", f"{copies.count} copies",
+           text=f"{pinned:,} of {copies.count:,} copies use pinned host memory, {copies.pageable:,} pageable"),
+        ev("overlap_with_kernels_pct", copies.overlap_pct, "%", "copy time",
+           text=f"{pct(copies.overlap_pct)} of the copy time overlaps kernels"),
     ]
     return catalog.make("copy_bound", impact,
-                        {"copy_share": pct(100.0 * d["_slices"]["copy"] / w),
-                         "compute_share": pct(100.0 * (d["_slices"]["compute"] + d["_slices"]["collective"]) / w),
+                        {"copy_share": pct(copy_pct),
+                         "compute_share": pct(kernels_pct),
                          "gbps": f"{gbps:.1f} GB/s", "direction": dir_words.get(direction, direction),
                          "bytes": nbytes(top["bytes"])},
                         evidence, severity=severity_for(impact), denominator=window_denominator(ctx), kind=ctx.kind)
@@ -311,52 +340,45 @@ def rule_copy_bound(ctx: Context):
 
 def rule_gpu_starved(ctx: Context):
     wants = {}
-    for p in ctx.judged():
-        for d in p["devices"]:
-            w = d["window_ns"]
-            if not w:
+    for trace in ctx.judged():
+        for device in trace.devices:
+            window_ns = device.window_ns
+            if not window_ns:
                 continue
-            idle = sum(v for k, v in d["_slices"].items() if k.startswith("idle:"))
-            left = ctx.ledger.available(d["id"], ["idle:*:*"])
-            if 100.0 * idle / w >= t("starved_idle_min_pct") and left >= t("starved_unexplained_min_share") * idle:
-                wants[d["id"]] = (["idle:*:*"], None)
+            idle = sum(ns for name, ns in device.slices.items() if name.startswith("idle:"))
+            left = ctx.ledger.available(device.id, ["idle:*:*"])
+            if 100.0 * idle / window_ns >= t("starved_idle_min_pct") and left >= t("starved_unexplained_min_share") * idle:
+                wants[device.id] = (["idle:*:*"], None)
     if not wants:
         return None
-    unclaimed = {k: ctx.ledger.unclaimed(k, ["idle:*:*"]) for k in wants}
+    unclaimed = {device_id: ctx.ledger.unclaimed(device_id, ["idle:*:*"]) for device_id in wants}
     taken = ctx.ledger.take("gpu_starved", wants)
     impact = ctx.ledger.impact_pct(taken)
-    d = best_device(taken, ctx)
-    w = d["window_ns"]
+    device = best_device(taken, ctx)
+    window_ns = device.window_ns
     by_cause: dict[str, int] = {}
-    for k, v in unclaimed[d["id"]].items():
-        cause = k.rsplit(":", 1)[1]
-        by_cause[cause] = by_cause.get(cause, 0) + v
+    for name, ns in unclaimed[device.id].items():
+        cause = name.rsplit(":", 1)[1]
+        by_cause[cause] = by_cause.get(cause, 0) + ns
     cause, cause_ns = max(by_cause.items(), key=lambda x: x[1])
-    idle_pct = 100.0 - d["busy_pct"]
-    pname = process_name(ctx, d["pid"])
-    fmt = next((hint_format(p) for p in ctx.per_trace if d in p["devices"]), None)
-    if cause == "host":
-        capture = host_profiler_hint(pname, d["pid"], ctx.kind)
-    elif cause == "unknown":
-        capture = capture_cmd(fmt, "api")
-    else:
-        variant = f"{cause}_rocm" if is_rocm_format(fmt) and cause in ("sync", "memcpy_sync") else cause
-        capture = capture_text("gpu_starved", variant).format(api=capture_cmd(fmt, "api"))
+    idle_pct = 100.0 - device.busy_pct
+    capture = _starved_capture(ctx, device, cause)
     evidence = [
-        ev("idle_pct", round(idle_pct, 2), "%", f"window on {d['id']}", text=f"GPU idle {pct(idle_pct)} of the "
-                                                                             f"{us(w)} window on {d['id']}"),
+        ev("idle_pct", round(idle_pct, 2), "%", f"window on {device.id}",
+           text=f"GPU idle {pct(idle_pct)} of the {us(window_ns)} window on {device.id}"),
         ev("unexplained_pct", round(impact, 2), "%", window_denominator(ctx),
            text=f"idle time no other finding claims: {pct(impact)} of the window"),
         ev("dominant_cause", cause, "", None,
-           text=f"most of it ({pct(100.0 * cause_ns / w)} of the window) the host was {CAUSE_WORDS[cause]}"),
-        ev("by_cause", {c: round(100.0 * v / w, 2) for c, v in by_cause.items()}, "%", f"window on {d['id']}",
-           text="unexplained idle by cause: " + ", ".join(f"{c} {pct(100.0 * v / w)}"
-                                                          for c, v in sorted(by_cause.items(), key=lambda x: -x[1]) if v)),
+           text=f"most of it ({pct(100.0 * cause_ns / window_ns)} of the window) the host was {CAUSE_WORDS[cause]}"),
+        ev("by_cause", {name: round(100.0 * ns / window_ns, 2) for name, ns in by_cause.items()}, "%",
+           f"window on {device.id}",
+           text="unexplained idle by cause: " + ", ".join(f"{name} {pct(100.0 * ns / window_ns)}"
+                                                          for name, ns in sorted(by_cause.items(), key=lambda x: -x[1]) if ns)),
     ]
-    if d["gaps"]["count"]:
-        evidence.append(ev("gaps", d["gaps"]["count"], "gaps", "window",
-                           text=f"{plural(d['gaps']['count'], 'idle gap')}, p50 {us(d['gaps']['p50_ns'])}, max "
-                                f"{us(d['gaps']['max_ns'])}"))
+    gaps = device.gaps
+    if gaps.count:
+        evidence.append(ev("gaps", gaps.count, "gaps", "window",
+                           text=f"{plural(gaps.count, 'idle gap')}, p50 {us(gaps.p50_ns)}, max {us(gaps.max_ns)}"))
     return catalog.make("gpu_starved", impact,
                         {"idle": pct(idle_pct), "cause_text": f"mostly {CAUSE_WORDS[cause]}", "claimed": pct(impact),
                          "cause_where": f"while the host was {CAUSE_WORDS[cause]}", "capture": capture},
@@ -364,46 +386,65 @@ def rule_gpu_starved(ctx: Context):
                         variant="blocked" if cause in ("sync", "memcpy_sync") else None, kind=ctx.kind)
 
 
-def rule_prefill_stall(ctx: Context):
+def _longest_tail(ctx: Context) -> tuple[float, ProcessMetrics, float] | None:
+    """(max / p50, the process, p99 / p50) of the judged process whose longest step is furthest above its
+    median, among those with enough steps and a tail over prefill_p99_ratio or prefill_max_ratio; or None."""
     best = None
-    for p in ctx.judged():
-        for pr in p["processes"]:
-            s = pr["steps"]
-            if s["count"] < t("prefill_min_steps") or not s["p50_ns"]:
+    for trace in ctx.judged():
+        for process in trace.processes:
+            steps = process.steps
+            if steps.count < t("prefill_min_steps") or not steps.p50_ns:
                 continue
-            r99, rmax = s["p99_ns"] / s["p50_ns"], s["max_ns"] / s["p50_ns"]
-            if r99 < t("prefill_p99_ratio") and rmax < t("prefill_max_ratio"):
+            ratio_p99, ratio_max = steps.p99_ns / steps.p50_ns, steps.max_ns / steps.p50_ns
+            if ratio_p99 < t("prefill_p99_ratio") and ratio_max < t("prefill_max_ratio"):
                 continue
-            if best is None or rmax > best[0]:
-                best = (rmax, pr, r99)
+            if best is None or ratio_max > best[0]:
+                best = (ratio_max, process, ratio_p99)
+    return best
+
+
+def _starved_capture(ctx: Context, device: DeviceMetrics, cause: str) -> str:
+    """The capture that names what the host did in the device's idle time, for its dominant ``cause``."""
+    fmt = next((hint_format(trace) for trace in ctx.per_trace if device in trace.devices), None)
+    if cause == "host":
+        return host_profiler_hint(process_name(ctx, device.pid), device.pid, ctx.kind)
+    if cause == "unknown":
+        return capture_cmd(fmt, "api")
+    variant = f"{cause}_rocm" if is_rocm_format(fmt) and cause in ("sync", "memcpy_sync") else cause
+    return capture_text("gpu_starved", variant).format(api=capture_cmd(fmt, "api"))
+
+
+def rule_prefill_stall(ctx: Context):
+    best = _longest_tail(ctx)
     if best is None:
         return None
-    rmax, pr, r99 = best
-    info = pr.get("_long_steps") or {}
-    if not info.get("count"):
+    ratio_max, process, ratio_p99 = best
+    long_steps = process.long_steps
+    if not long_steps.count:
         return None
-    if not (info.get("prefill_labelled") or info.get("busy_pct", 0) >= t("prefill_long_busy_min_pct")):
+    if not (long_steps.prefill_labelled or long_steps.busy_pct >= t("prefill_long_busy_min_pct")):
         return None
-    s = pr["steps"]
-    severity = "high" if rmax >= t("tail_high_ratio") and s["max_ns"] >= t("tail_high_freeze_ns") else "medium"
+    steps = process.steps
+    severity = "high" if ratio_max >= t("tail_high_ratio") and steps.max_ns >= t("tail_high_freeze_ns") else "medium"
     budget = ctx.slo.get("itl_p99_ms")
-    label = ("labelled prefill by NVTX" if info.get("prefill_labelled")
-             else f"GPU busy {info['busy_pct']:.0f}% during them (GPU work, not a host stall)")
+    label = ("labelled prefill by NVTX" if long_steps.prefill_labelled
+             else f"GPU busy {long_steps.busy_pct:.0f}% during them (GPU work, not a host stall)")
+    counted = f"{steps.count} steps"
     evidence = [
-        ev("step_p50", s["p50_ns"], "ns", f"{s['count']} steps", text=f"step p50 {us(s['p50_ns'])} over {s['count']:,} steps"),
-        ev("step_max", s["max_ns"], "ns", f"{s['count']} steps", text=f"longest step {us(s['max_ns'])}: a "
-                                                                      f"{us(s['max_ns'] - s['p50_ns'])} freeze"),
-        ev("step_p99_over_p50", round(r99, 2), "x", "step p50"),
-        ev("step_max_over_p50", round(rmax, 2), "x", "step p50"),
-        ev("long_steps", info["count"], "steps", f"{s['count']} steps", text=f"{info['count']} of {s['count']} "
-                                                                             "steps longer than 3x p50"),
-        ev("long_step_excess_pct", round(info["excess_pct"], 2), "%", "total step time",
-           text=f"time above p50 in those steps: {pct(info['excess_pct'])} of all step time"),
+        ev("step_p50", steps.p50_ns, "ns", counted, text=f"step p50 {us(steps.p50_ns)} over {steps.count:,} steps"),
+        ev("step_max", steps.max_ns, "ns", counted,
+           text=f"longest step {us(steps.max_ns)}: a {us(steps.max_ns - steps.p50_ns)} freeze"),
+        ev("step_p99_over_p50", round(ratio_p99, 2), "x", "step p50"),
+        ev("step_max_over_p50", round(ratio_max, 2), "x", "step p50"),
+        ev("long_steps", long_steps.count, "steps", counted,
+           text=f"{long_steps.count} of {steps.count} steps longer than 3x p50"),
+        ev("long_step_excess_pct", round(long_steps.excess_pct, 2), "%", "total step time",
+           text=f"time above p50 in those steps: {pct(long_steps.excess_pct)} of all step time"),
     ]
     if budget is not None:
-        over = s["p99_ns"] / 1e6 > budget
+        over = steps.p99_ns / 1e6 > budget
         evidence.append(ev("itl_p99_budget_ms", budget, "ms", None,
-                           text=f"step p99 {us(s['p99_ns'])} is {'over' if over else 'within'} the inter-token "
+                           text=f"step p99 {us(steps.p99_ns)} is {'over' if over else 'within'} the inter-token "
                                 f"p99 budget of {budget:g} ms"))
         if over and severity != "high":
             severity = "high"
@@ -412,17 +453,17 @@ def rule_prefill_stall(ctx: Context):
         evidence.append(ev("chunked_prefill", chunked, "", None, text="engine config: chunked prefill " + (
             "enabled: lower the chunk (max_num_batched_tokens) to bound a step" if chunked else "disabled")))
     return catalog.make(
-        "prefill_stall", info["excess_pct"],
-        {"max": us(s["max_ns"]), "p50": us(s["p50_ns"]), "p99": us(s["p99_ns"]), "ratio_max": f"{rmax:.0f}x",
-         "long": info["count"], "step_word": "step" if info["count"] == 1 else "steps", "label": label},
+        "prefill_stall", long_steps.excess_pct,
+        {"max": us(steps.max_ns), "p50": us(steps.p50_ns), "p99": us(steps.p99_ns), "ratio_max": f"{ratio_max:.0f}x",
+         "long": long_steps.count, "step_word": "step" if long_steps.count == 1 else "steps", "label": label},
         evidence, severity=severity, denominator="total step time", kind=ctx.kind)
 
 
 RULES = [
     Rule("launch_bound", "throughput", rule_launch_bound, reads=("processes", "devices", "hot_frames", "serving.config"),
-         thresholds=tuple(n for n in THRESHOLDS if n.startswith("launch_"))),
+         thresholds=tuple(name for name in THRESHOLDS if name.startswith("launch_"))),
     Rule("python_host_overhead", "throughput", rule_python_host_overhead, reads=("host_profile", "devices"),
-         thresholds=tuple(n for n in THRESHOLDS if n.startswith("python_"))),
+         thresholds=tuple(name for name in THRESHOLDS if name.startswith("python_"))),
     Rule("host_sync_per_step", "throughput", rule_host_sync_per_step, reads=("processes", "devices"),
          thresholds=("sync_per_step_min", "sync_impact_min_pct")),
     Rule("pageable_memcpy", "throughput", rule_pageable_memcpy, reads=("copies", "devices"), thresholds=("pageable_min_count",)),
@@ -431,4 +472,4 @@ RULES = [
 STARVED = Rule("gpu_starved", "throughput", rule_gpu_starved, reads=("devices", "processes"),
                thresholds=("starved_idle_min_pct", "starved_unexplained_min_share"))
 PREFILL_STALL = Rule("prefill_stall", "trace", rule_prefill_stall, reads=("processes", "slo", "serving.config"),
-                     thresholds=tuple(n for n in THRESHOLDS if n.startswith(("prefill_", "tail_"))))
+                     thresholds=tuple(name for name in THRESHOLDS if name.startswith(("prefill_", "tail_"))))
