@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 QUANTILES = (50, 90, 95, 99)
 HISTOGRAMS = {  # our name -> metric base names, both generations and engines
@@ -174,42 +175,62 @@ def _littles_law(bench: list[dict], stats: dict | None) -> dict:
     return out
 
 
-def _tokens(caps, bench: list[dict], stats_rows: list[dict], prefills: list[dict]) -> dict:
-    prompt = sum(b.get("total_input_tokens") or 0 for b in bench)
-    output = sum(b.get("total_output_tokens") or 0 for b in bench)
-    source = "benchmark totals"
-    counters = defaultdict(float)
-    for c in caps:
-        for rep in c.replicas.values():
+def _token_counters(caps) -> defaultdict:
+    """The COUNTERS summed over every scrape's replicas (the first of each counter's names a replica has)."""
+    counters: defaultdict = defaultdict(float)
+    for capture in caps:
+        for replica in capture.replicas.values():
             for ours, names in COUNTERS.items():
-                for name in names:
-                    if name in rep["counters"]:
-                        counters[ours] += rep["counters"][name]
-                        break
-    if not (prompt and output) and counters["prompt_tokens"] and counters["generation_tokens"]:
-        prompt, output, source = counters["prompt_tokens"], counters["generation_tokens"], "token counters (/metrics)"
-    if not (prompt and output):
-        p = [r["prompt_tps"] for r in stats_rows if r.get("prompt_tps") is not None]
-        g = [r["gen_tps"] for r in stats_rows if r.get("gen_tps") is not None]
-        if p and g and sum(g) > 0:
-            prompt, output, source = sum(p), sum(g), "engine stats lines (prompt vs generation throughput)"
-    hit, hit_source = None, None
-    vals = [r["prefix_hit_pct"] for r in stats_rows if r.get("prefix_hit_pct") is not None]
-    if vals:
-        hit, hit_source = statistics.fmean(vals), "engine stats lines"
-    elif prefills and any(r.get("new_token") for r in prefills):
-        new = sum(r.get("new_token") or 0 for r in prefills)
-        cached = sum(r.get("cached_token") or 0 for r in prefills)
-        hit, hit_source = 100.0 * cached / (new + cached) if new + cached else None, "SGLang prefill lines (cached / (new + cached) tokens)"
-    elif counters["prefix_queries"]:
-        hit, hit_source = 100.0 * counters["prefix_hits"] / counters["prefix_queries"], "prefix cache hits / queries counters"
-    else:
-        g = [rep["gauges"][n] for c in caps for rep in c.replicas.values() for n in GAUGES["prefix_hit"] if n in rep["gauges"]]
-        if g:
-            hit, hit_source = 100.0 * statistics.fmean(g), "sglang:cache_hit_rate"
+                name = next((name for name in names if name in replica["counters"]), None)
+                if name is not None:
+                    counters[ours] += replica["counters"][name]
+    return counters
+
+
+def _token_totals(bench: list[dict], counters: defaultdict, stats_rows: list[dict]) -> tuple[float, float, str]:
+    """(prompt tokens, output tokens, where from): benchmark totals, else the token counters, else the
+    stats lines' throughputs (a zero total when none has both)."""
+    prompt = sum(record.get("total_input_tokens") or 0 for record in bench)
+    output = sum(record.get("total_output_tokens") or 0 for record in bench)
+    if prompt and output:
+        return prompt, output, "benchmark totals"
+    if counters["prompt_tokens"] and counters["generation_tokens"]:
+        return counters["prompt_tokens"], counters["generation_tokens"], "token counters (/metrics)"
+    prompt_tps = [row["prompt_tps"] for row in stats_rows if row.get("prompt_tps") is not None]
+    gen_tps = [row["gen_tps"] for row in stats_rows if row.get("gen_tps") is not None]
+    if prompt_tps and gen_tps and sum(gen_tps) > 0:
+        return sum(prompt_tps), sum(gen_tps), "engine stats lines (prompt vs generation throughput)"
+    return prompt, output, "benchmark totals"
+
+
+def _prefix_hit(caps, stats_rows: list[dict], prefills: list[dict], counters: defaultdict) -> tuple[float | None, str | None]:
+    """(prefix-cache hit %, where from): stats lines, else SGLang prefill lines, else hits / queries
+    counters, else the sglang:cache_hit_rate gauge."""
+    stats_hits = [row["prefix_hit_pct"] for row in stats_rows if row.get("prefix_hit_pct") is not None]
+    if stats_hits:
+        return statistics.fmean(stats_hits), "engine stats lines"
+    if prefills and any(row.get("new_token") for row in prefills):
+        new = sum(row.get("new_token") or 0 for row in prefills)
+        cached = sum(row.get("cached_token") or 0 for row in prefills)
+        return 100.0 * cached / (new + cached) if new + cached else None, "SGLang prefill lines (cached / (new + cached) tokens)"
+    if counters["prefix_queries"]:
+        return 100.0 * counters["prefix_hits"] / counters["prefix_queries"], "prefix cache hits / queries counters"
+    gauges = [replica["gauges"][name] for capture in caps for replica in capture.replicas.values()
+              for name in GAUGES["prefix_hit"] if name in replica["gauges"]]
+    if gauges:
+        return 100.0 * statistics.fmean(gauges), "sglang:cache_hit_rate"
+    return None, None
+
+
+def _tokens(caps, bench: list[dict], stats_rows: list[dict], prefills: list[dict]) -> dict:
+    """The ``tokens`` block: prompt per output token and the prefix-cache hit rate (module docstring)."""
+    counters = _token_counters(caps)
+    prompt, output, source = _token_totals(bench, counters, stats_rows)
+    hit, hit_source = _prefix_hit(caps, stats_rows, prefills, counters)
+    both = bool(prompt and output)
     return {
         "prompt_tokens": prompt or None, "output_tokens": output or None,
-        "prompt_per_output": round(prompt / output, 3) if prompt and output else None, "source": source if prompt and output else None,
+        "prompt_per_output": round(prompt / output, 3) if both else None, "source": source if both else None,
         "prefix_hit_pct": round(hit, 3) if hit is not None else None, "prefix_hit_source": hit_source,
         "preemptions_counter": counters["preemptions"] or None,
     }
@@ -240,74 +261,110 @@ def _replicas(caps, stats_rows) -> list[dict]:
     return out
 
 
+@dataclass
+class _Gathered:
+    """What every serving capture of a case holds, pooled: config, stats lines (each with its file),
+    SGLang prefill lines, /metrics values, benchmark records, versions, engines, warnings, and the
+    memory events (OOMs, preemptions, retractions) and allocator figures."""
+
+    config: dict = field(default_factory=dict)
+    stats: list = field(default_factory=list)
+    prefills: list = field(default_factory=list)
+    metrics: dict = field(default_factory=dict)
+    bench: list = field(default_factory=list)
+    versions: list = field(default_factory=list)
+    engines: set = field(default_factory=set)
+    warnings: list = field(default_factory=list)
+    oom: list = field(default_factory=list)
+    preemptions: int = 0
+    retractions: int = 0
+    memory: dict = field(default_factory=dict)
+
+
+def _gather(caps) -> _Gathered:
+    """The captures' contents pooled, in capture order."""
+    pooled = _Gathered()
+    for capture in caps:
+        pooled.config.update(capture.config)
+        pooled.stats.extend({**row, "_file": capture.path} for row in capture.stats)
+        pooled.prefills.extend(capture.prefills)
+        pooled.metrics.update(capture.metrics)
+        pooled.bench.extend(capture.bench)
+        if capture.version:
+            pooled.versions.append(capture.version)
+        if capture.engine:
+            pooled.engines.add(capture.engine)
+        pooled.oom.extend(capture.events["oom"])
+        pooled.preemptions += capture.events["preemptions"]
+        pooled.retractions += capture.events["retractions"]
+        pooled.memory.update(capture.memory)
+        pooled.warnings.extend(f"{capture.path}: {warning}" for warning in capture.warnings)
+    return pooled
+
+
+METRIC_WORDS = ("num_requests", "kv_cache_usage", "gpu_cache_usage", "prefix_cache", "num_preemptions", "token_usage",
+                "num_running", "num_queue", "cache_hit")  # the /metrics values the summary keeps
+
+
+def _stats_block(stats: list[dict]) -> dict | None:
+    """The ``stats`` block (module docstring) of the engine stats lines, None without any."""
+    if not stats:
+        return None
+    return {
+        "samples": len(stats),
+        "running_mean": _stat(stats, "running", statistics.fmean),
+        "running_max": _stat(stats, "running", max),
+        "waiting_mean": _stat(stats, "waiting", statistics.fmean),
+        "waiting_max": _stat(stats, "waiting", max),
+        "waiting_first": next((row["waiting"] for row in stats if row.get("waiting") is not None), None),
+        "waiting_last": next((row["waiting"] for row in reversed(stats) if row.get("waiting") is not None), None),
+        "waiting_share_pct": round(100.0 * sum(1 for row in stats if (row.get("waiting") or 0) > 0) / len(stats), 1),
+        "kv_usage_p50": _stat(stats, "kv_usage_pct", statistics.median),
+        "kv_usage_max": _stat(stats, "kv_usage_pct", max),
+        "prompt_tps_mean": _stat(stats, "prompt_tps", statistics.fmean),
+        "gen_tps_mean": _stat(stats, "gen_tps", statistics.fmean),
+        "prefix_hit_mean": _stat(stats, "prefix_hit_pct", statistics.fmean),
+    }
+
+
+def _prompts(bench: list[dict], prefills: list[dict]) -> dict:
+    """The ``prompts`` block: mean and max input length (benchmark), the largest prefill (SGLang)."""
+    lens = [record.get("_input_lens") for record in bench if record.get("_input_lens")]
+    per_request_input = [record["total_input_tokens"] / record["completed"] for record in bench
+                         if record.get("total_input_tokens") and record.get("completed")]
+    if lens:
+        input_len_mean = round(statistics.fmean([record_lens["mean"] for record_lens in lens]), 1)
+    else:
+        input_len_mean = round(statistics.fmean(per_request_input), 1) if per_request_input else None
+    return {
+        "input_len_mean": input_len_mean,
+        "input_len_max": max(record_lens["max"] for record_lens in lens) if lens else None,
+        "prefill_new_token_max": max((row.get("new_token") or 0 for row in prefills), default=None) or None,
+    }
+
+
 def summary(caps) -> dict:
-    config: dict = {}
-    stats: list = []
-    prefills: list = []
-    metrics: dict = {}
-    bench: list = []
-    versions, engines, warnings = [], set(), []
-    oom, preemptions, retractions, memory = [], 0, 0, {}
-    for c in caps:
-        config.update(c.config)
-        for r in c.stats:
-            stats.append({**r, "_file": c.path})
-        prefills.extend(c.prefills)
-        metrics.update(c.metrics)
-        bench.extend(c.bench)
-        if c.version:
-            versions.append(c.version)
-        if c.engine:
-            engines.add(c.engine)
-        oom.extend(c.events["oom"])
-        preemptions += c.events["preemptions"]
-        retractions += c.events["retractions"]
-        memory.update(c.memory)
-        warnings.extend(f"{c.path}: {w}" for w in c.warnings)
+    """The contract's ``serving`` block of a case's serving captures (module docstring)."""
+    pooled = _gather(caps)
     out = {
-        "captures": [{"path": c.path, "kind": c.kind, "version": c.version} for c in caps],
-        "engine": "/".join(sorted(engines)) or None,
-        "version": versions[0] if versions else None,
-        "config": config,
-        "stats": None,
-        "metrics": {k: v for k, v in metrics.items() if any(s in k for s in (
-            "num_requests", "kv_cache_usage", "gpu_cache_usage", "prefix_cache", "num_preemptions", "token_usage",
-            "num_running", "num_queue", "cache_hit"))},
-        "bench": [{k: v for k, v in b.items() if not k.startswith("_")} for b in bench],
-        "warnings": warnings,
+        "captures": [{"path": capture.path, "kind": capture.kind, "version": capture.version} for capture in caps],
+        "engine": "/".join(sorted(pooled.engines)) or None,
+        "version": pooled.versions[0] if pooled.versions else None,
+        "config": pooled.config,
+        "stats": _stats_block(pooled.stats),
+        "metrics": {name: value for name, value in pooled.metrics.items() if any(word in name for word in METRIC_WORDS)},
+        "bench": [{key: value for key, value in record.items() if not key.startswith("_")} for record in pooled.bench],
+        "warnings": pooled.warnings,
     }
-    if stats:
-        out["stats"] = {
-            "samples": len(stats),
-            "running_mean": _stat(stats, "running", statistics.fmean),
-            "running_max": _stat(stats, "running", max),
-            "waiting_mean": _stat(stats, "waiting", statistics.fmean),
-            "waiting_max": _stat(stats, "waiting", max),
-            "waiting_first": next((r["waiting"] for r in stats if r.get("waiting") is not None), None),
-            "waiting_last": next((r["waiting"] for r in reversed(stats) if r.get("waiting") is not None), None),
-            "waiting_share_pct": round(100.0 * sum(1 for r in stats if (r.get("waiting") or 0) > 0) / len(stats), 1),
-            "kv_usage_p50": _stat(stats, "kv_usage_pct", statistics.median),
-            "kv_usage_max": _stat(stats, "kv_usage_pct", max),
-            "prompt_tps_mean": _stat(stats, "prompt_tps", statistics.fmean),
-            "gen_tps_mean": _stat(stats, "gen_tps", statistics.fmean),
-            "prefix_hit_mean": _stat(stats, "prefix_hit_pct", statistics.fmean),
-        }
-    out["latency"] = {"client": _client_latency(bench), "server": _server_latency(caps)}
-    out["littles_law"] = _littles_law(bench, out["stats"])
-    out["tpot_fit"] = _tpot_fit(bench, stats)
-    out["tokens"] = _tokens(caps, bench, stats, prefills)
-    out["replicas"] = _replicas(caps, stats)
-    lens = [b.get("_input_lens") for b in bench if b.get("_input_lens")]
-    per_req_input = [b["total_input_tokens"] / b["completed"] for b in bench if b.get("total_input_tokens") and b.get("completed")]
-    out["prompts"] = {
-        "input_len_mean": round(statistics.fmean([x["mean"] for x in lens]), 1) if lens else (
-            round(statistics.fmean(per_req_input), 1) if per_req_input else None),
-        "input_len_max": max(x["max"] for x in lens) if lens else None,
-        "prefill_new_token_max": max((r.get("new_token") or 0 for r in prefills), default=None) or None,
-    }
+    out["latency"] = {"client": _client_latency(pooled.bench), "server": _server_latency(caps)}
+    out["littles_law"] = _littles_law(pooled.bench, out["stats"])
+    out["tpot_fit"] = _tpot_fit(pooled.bench, pooled.stats)
+    out["tokens"] = _tokens(caps, pooled.bench, pooled.stats, pooled.prefills)
+    out["replicas"] = _replicas(caps, pooled.stats)
+    out["prompts"] = _prompts(pooled.bench, pooled.prefills)
     out["memory"] = {
-        "oom_events": oom, "preemptions": max(preemptions, int(out["tokens"]["preemptions_counter"] or 0)),
-        "retractions": retractions, "allocator": memory or None,
+        "oom_events": pooled.oom, "preemptions": max(pooled.preemptions, int(out["tokens"]["preemptions_counter"] or 0)),
+        "retractions": pooled.retractions, "allocator": pooled.memory or None,
     }
     return out
 
