@@ -12,13 +12,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from tracetriage import __version__
 from tracetriage.analyzers import accounting, efficiency, lanes, rules
 from tracetriage.analyzers import collectives as coll
 from tracetriage.analyzers import kernels as kern
 from tracetriage.analyzers import steps as st
 from tracetriage.analyzers import timeline as tl
 from tracetriage.analyzers.capture_kind import runtime_of
+from tracetriage.analyzers.case_blocks import CaseInputs, HostProfile
 from tracetriage.analyzers.metrics import (
     DeviceMetrics,
     DeviceTimeline,
@@ -32,7 +32,6 @@ from tracetriage.analyzers.metrics import (
 from tracetriage.model import Trace, cat_mask, distinct, is_kind
 from tracetriage.threads import thread_map
 
-SCHEMA = "tracetriage.analysis/1"
 SYNC_SLACK_NS = 20_000  # a gap "follows" a sync that ended at most 20 us before it began
 
 
@@ -287,6 +286,77 @@ def _skew(per_trace: list[TraceMetrics]) -> dict | None:
     return out
 
 
+def _case_kernels(case, per_trace: list[TraceMetrics]) -> list[dict]:
+    """The case's kernel summary: one trace's own (no second pass over its tables); several merged exactly."""
+    if len(per_trace) == 1:
+        return per_trace[0].kernels
+    if not per_trace:
+        return []
+    return kern.kernel_summary_multi([(trace, metrics.window.start_ns, metrics.window.end_ns)
+                                      for trace, metrics in zip(case.traces, per_trace)])
+
+
+def _topology(case, devices: list[DeviceMetrics]) -> dict | None:
+    """The first topology's summary, judged against the GPU groups that ran collectives on it."""
+    if not case.topologies:
+        return None
+    from tracetriage.analyzers import topology as topo_mod
+
+    topology = case.topologies[0]
+    return topo_mod.summary(topology, [group for group in _tp_groups(devices) if set(group) <= set(topology.gpus)])
+
+
+def _nccl(case) -> list[dict] | None:
+    """One summary per NCCL log, None without logs."""
+    if not case.nccl_logs:
+        return None
+    from tracetriage.analyzers import nccl as nccl_mod
+
+    return [nccl_mod.summary(log) for log in case.nccl_logs]
+
+
+def _serving(case, slo: dict | None) -> dict | None:
+    """The serving summary, with each SLO budget given checked against what was measured (the headline
+    names the broken ones); None without serving captures."""
+    if not getattr(case, "serving", None):
+        return None
+    from tracetriage.analyzers import serving as serving_mod
+
+    summary = serving_mod.summary(case.serving)
+    if slo:
+        from tracetriage.analyzers.rules.slo import slo_checks
+
+        summary["slo_checks"] = slo_checks(summary, slo)
+    return summary
+
+
+def _startup_stall_words(window: Window | None) -> str:
+    """The headline's clause for a start-up stall longer than the work (the set-up excluded before
+    the window, with the call the host was blocked in), else empty."""
+    stall = window.setup_cause if window else None
+    if not stall or window.setup_excluded_ns < window.duration_ns:
+        return ""
+    return (f"; before the window the GPU waited {window.setup_excluded_ns / 1e6:,.1f} ms at start-up "
+            f"while the host was blocked in {stall['call']}" + (f" ({stall['caller']})" if stall.get("caller") else ""))
+
+
+def _series(case, per_trace: list[TraceMetrics], devices: list[DeviceMetrics], claims: dict,
+            step_range: str | None) -> dict:
+    """The arrays only charts and the Perfetto export need, kept out of the JSON."""
+    from tracetriage.analyzers import serving as serving_mod
+
+    return {
+        "serving": serving_mod.series(case.serving) if case.serving else None,
+        "busy": {label: busy for trace in per_trace for label, busy in trace.series.busy.items()},
+        "steps": {label: steps for trace in per_trace for label, steps in trace.series.steps.items()},
+        "timeline": next((trace.series.timeline for trace in per_trace if trace.devices), None),
+        # device -> finding -> accounting slice -> ns claimed: the Perfetto export's findings tracks
+        "claims": claims,
+        "slices": {device.id: dict(device.slices) for device in devices},  # the decomposition in ns (Perfetto export)
+        "step_range": step_range,
+    }
+
+
 def analyze(case, step_range: str | None = None, symptom: str | None = None, slo: dict | None = None,
             metrics=None) -> Analysis:
     """Every analyzer over a case; ``symptom`` ranks its axis first, ``slo`` holds the
@@ -297,75 +367,23 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     per_trace = [_trace_metrics(t, i, multi, step_range, metrics) for i, t in enumerate(case.traces)]
     devices = [device for trace in per_trace for device in trace.devices]
     processes = [process for trace in per_trace for process in trace.processes]
+    host_profile = HostProfile.of(case.pyspy) if case.pyspy else None
     data = {
-        "schema": SCHEMA,
-        "tool_version": __version__,
-        "inputs": list(case.inputs),
-        "skipped": list(case.skipped),
-        "symptom": symptom,
-        "slo": dict(slo or {}),
-        # when the capture started on the wall clock, as it records it (nsys session, Kineto base time)
-        "captured_utc_ns": min((trace.meta["started_utc_ns"] for trace in per_trace if trace.meta.get("started_utc_ns")),
-                               default=None),
-        "window": per_trace[0].window.to_contract() if per_trace else None,
-        "windows": [trace.window.to_contract() for trace in per_trace],
+        **CaseInputs.of(case, per_trace, symptom, slo).to_contract(),
         "devices": devices,  # the metrics while the rules run (they read them), the contract after
         "processes": processes,
-        # one trace: its own summary (no second pass over its tables); several: merged exactly
-        "kernels": (per_trace[0].kernels if len(per_trace) == 1 else
-                    kern.kernel_summary_multi([(t, metrics.window.start_ns, metrics.window.end_ns)
-                                               for t, metrics in zip(case.traces, per_trace)]) if per_trace else []),
+        "kernels": _case_kernels(case, per_trace),
         "copies": kern.merge_copy_checks([trace.copies for trace in per_trace]),
         "collective_skew": _skew(per_trace),
-        "topology": None,
-        "nccl": None,
-        "serving": None,
-        "hot_frames": [],
+        "topology": _topology(case, devices),
+        "nccl": _nccl(case),
+        "serving": _serving(case, slo),
+        "hot_frames": host_profile.hot_frames if host_profile else [],
         "findings": [],
         "abstentions": [],
     }
-    if case.topologies:
-        from tracetriage.analyzers import topology as topo_mod
-
-        groups = _tp_groups(devices)
-        topo = case.topologies[0]
-        data["topology"] = topo_mod.summary(topo, [g for g in groups if set(g) <= set(topo.gpus)])
-    if case.nccl_logs:
-        from tracetriage.analyzers import nccl as nccl_mod
-
-        data["nccl"] = [nccl_mod.summary(log) for log in case.nccl_logs]
-    if getattr(case, "serving", None):
-        from tracetriage.analyzers import serving as serving_mod
-
-        data["serving"] = serving_mod.summary(case.serving)
-        if slo:  # every budget given, checked against what was measured (the headline names the broken ones)
-            from tracetriage.analyzers.rules.slo import slo_checks
-
-            data["serving"]["slo_checks"] = slo_checks(data["serving"], slo)
-        serving_series = serving_mod.series(case.serving)
-    if case.pyspy:
-        from tracetriage.analyzers import hotframes
-
-        hf = hotframes.hot_frames(case.pyspy)
-        data["hot_frames"] = [
-            {"frame": f["frame"], "share_pct": f["share_pct"], "self_pct": f["self_pct"], "user_pct": f["user_pct"],
-             "calls_sync": f["calls_sync"]}
-            for f in hf["frames"]
-        ]
-        data["host_profile"] = {
-            "total_samples": hf["total_samples"],
-            "idle_samples": hf["idle_samples"],
-            "user_frames": hf["user"],
-            "captures": [{"path": c.path, "format": c.format, "threads": c.threads, "idle_threads": c.idle_threads,
-                          "processes": {str(k): v for k, v in c.processes.items()}} for c in case.pyspy],
-            # A dump is a snapshot: where each thread is (the first thing to read in a hang).
-            "snapshot": [
-                {"pid": smp.pid, "process": c.processes.get(smp.pid, "") if smp.pid is not None else "",
-                 "thread": smp.thread, "idle": smp.idle, "frame": smp.stack[-1] if smp.stack else "",
-                 "caller": smp.stack[-2] if len(smp.stack) > 1 else ""}
-                for c in case.pyspy if c.format in ("dump", "dump-json") for smp in c.samples
-            ][:64],
-        }
+    if host_profile:
+        data["host_profile"] = host_profile.to_contract()
     ctx = rules.Context(case=case, data=data, per_trace=per_trace, symptom=symptom, slo=dict(slo or {}))
     evaluation = rules.evaluate(ctx)
     findings, abstentions = evaluation.findings, evaluation.abstentions
@@ -377,23 +395,8 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     data["devices"] = devices
     data["efficiency"] = efficiency.block(per_trace, data.get("serving"))
     data["headline"] = rules.headline(findings, abstentions, data, symptom)
-    window = per_trace[0].window if per_trace else None
-    stall = window.setup_cause if window else None
-    if stall and window.setup_excluded_ns >= window.duration_ns:  # a start-up stall longer than the work
-        data["headline"] += (f"; before the window the GPU waited {window.setup_excluded_ns / 1e6:,.1f} ms at start-up "
-                             f"while the host was blocked in {stall['call']}"
-                             + (f" ({stall['caller']})" if stall.get("caller") else ""))
+    data["headline"] += _startup_stall_words(per_trace[0].window if per_trace else None)
     data["headline_by_axis"] = rules.headline_by_axis(findings)
     data["devices"] = [device.to_contract() for device in devices]
     data["processes"] = [process.to_contract() for process in processes]
-    series = {
-        "serving": serving_series if case.serving else None,
-        "busy": {k: v for trace in per_trace for k, v in trace.series.busy.items()},
-        "steps": {k: v for trace in per_trace for k, v in trace.series.steps.items()},
-        "timeline": next((trace.series.timeline for trace in per_trace if trace.devices), None),
-        # device -> finding -> accounting slice -> ns claimed: the Perfetto export's findings tracks
-        "claims": ctx.ledger.by_slice,
-        "slices": {device.id: dict(device.slices) for device in devices},  # the decomposition in ns (Perfetto export)
-        "step_range": step_range,
-    }
-    return Analysis(data=data, series=series)
+    return Analysis(data=data, series=_series(case, per_trace, devices, ctx.ledger.by_slice, step_range))
