@@ -52,24 +52,24 @@ class Analysis:
 def _trace_pids(trace: Trace) -> list[int]:
     """The processes that ran GPU work (kernels, copies, memsets, graph replays)."""
     pids = set(trace.gpu["pid"].unique().tolist())
-    return sorted(int(p) for p in pids)
+    return sorted(int(pid) for pid in pids)
 
 
 def _row_counts(pids: np.ndarray, wanted: list[int]) -> dict[int, int]:
     """Rows of each wanted pid in a pid column (a compare per pid: processes are few)."""
-    return {p: int(np.count_nonzero(pids == p)) for p in wanted} if len(pids) else {p: 0 for p in wanted}
+    return {pid: int(np.count_nonzero(pids == pid)) for pid in wanted} if len(pids) else {pid: 0 for pid in wanted}
 
 
 STEP_SAMPLE_MAX = 2000  # step durations kept in the JSON for compare/trend: enough for a bootstrap, bounded
 
 
-def step_sample(d: np.ndarray) -> list[int]:
+def step_sample(durations: np.ndarray) -> list[int]:
     """The step durations (ns, in step order) that ``compare`` tests: all of them up to
     :data:`STEP_SAMPLE_MAX`, else that many evenly spaced over the run (every part of the
     capture represented; ``steps.count`` still says how many there were)."""
-    if d.size > STEP_SAMPLE_MAX:
-        d = d[np.linspace(0, d.size - 1, STEP_SAMPLE_MAX).astype(np.int64)]
-    return [int(x) for x in d]
+    if durations.size > STEP_SAMPLE_MAX:
+        durations = durations[np.linspace(0, durations.size - 1, STEP_SAMPLE_MAX).astype(np.int64)]
+    return [int(duration) for duration in durations]
 
 
 LONG_STEP_FACTOR = 3.0  # a step longer than 3x the median is a stall a user sees
@@ -80,8 +80,8 @@ MAX_TIMELINE_THREADS = 4
 
 def _long(steps: st.Steps) -> np.ndarray:
     """Mask of the long steps (> LONG_STEP_FACTOR x p50)."""
-    d = steps.durations
-    return d > LONG_STEP_FACTOR * float(np.percentile(d, 50)) if d.size else np.zeros(0, bool)
+    durations = steps.durations
+    return durations > LONG_STEP_FACTOR * float(np.percentile(durations, 50)) if durations.size else np.zeros(0, bool)
 
 
 def long_steps(steps: st.Steps, long: np.ndarray, devices: list[DeviceMetrics]) -> LongSteps:
@@ -116,12 +116,12 @@ def step_stats(steps: st.Steps) -> StepStats:
 def _window(trace: Trace, steps: dict[int, st.Steps]) -> Window:
     """The analysis window of a trace: first step start to last step end of the processes with
     steps (set-up and warm-up excluded), else :func:`timeline.frame_window` with its set-up."""
-    with_steps = [s for s in steps.values() if s.count]
+    with_steps = [process_steps for process_steps in steps.values() if process_steps.count]
     if with_steps:
-        lo = int(min(s.starts[0] for s in with_steps))
-        hi = int(max(s.ends[-1] for s in with_steps))
-        source = "steps:" + "+".join(sorted({s.source for s in with_steps}))
-        dropped = sum(s.warmup_dropped for s in with_steps)
+        lo = int(min(process_steps.starts[0] for process_steps in with_steps))
+        hi = int(max(process_steps.ends[-1] for process_steps in with_steps))
+        source = "steps:" + "+".join(sorted({process_steps.source for process_steps in with_steps}))
+        dropped = sum(process_steps.warmup_dropped for process_steps in with_steps)
     else:
         lo, hi = tl.frame_window(trace)
         source = "gpu_activity"
@@ -138,12 +138,59 @@ def _window(trace: Trace, steps: dict[int, st.Steps]) -> Window:
                   setup_excluded_ns=setup, setup_cause=cause)
 
 
+def _device_metrics(trace: Trace, device_index: int, label: str, times: DeviceTimeline, kernels: list[dict],
+                    lo: int, hi: int) -> DeviceMetrics:
+    """One device of a trace: its timeline (``times``), collectives, copies and kernels in [lo, hi),
+    and its decomposition of the window."""
+    row = trace.devices.iloc[device_index]
+    collectives = coll.device_collectives(trace, device_index, lo, hi)
+    copies = accounting.copy_activity(trace, device_index, lo, hi)
+    return DeviceMetrics(
+        id=label, name=str(row["name"]), pid=int(row["pid"]), ordinal=int(row["ordinal"]),
+        gpu_index=int(row["gpu_index"]), trace=trace.path,
+        busy_ns=times.busy_ns, window_ns=times.window_ns, busy_pct=times.busy_pct, gaps=times.gaps,
+        collective_ns=collectives.collective_ns, collective_share_pct=collectives.collective_share_pct,
+        collective_exposed_pct=collectives.collective_exposed_pct, collectives_by_op=collectives.collectives_by_op,
+        collective_count=collectives.collective_count, copies=copies, kernels=kernels,
+        after_sync_ns=times.after_sync_ns, after_sync_count=times.after_sync_count,
+        short_launch_host_ns=times.short_launch_host_ns, short_gap_count=times.short_gap_count,
+        idle_by_class=times.idle_by_class,
+        slices=accounting.decomposition(times.busy_ns, times.window_ns, copies.copy_only_ns, collectives.exposed_ns,
+                                        times.idle_by_class),
+        busy_in_long_steps_ns=times.busy_in_spans_ns, collective_exposed_ns=collectives.exposed_ns,
+        collective_starts=collectives.starts)
+
+
+def _table_counts(trace: Trace, lo: int, hi: int) -> dict:
+    """The TraceMetrics counts read off the tables: GPU operations by kind starting in [lo, hi), graph
+    replays, the CUDA-graph capture calls, launches (in the window and in all), executions in all."""
+    gpu, api = trace.gpu, trace.api
+    gpu_start = gpu["start"].to_numpy()
+    gpu_in_window = (gpu_start >= lo) & (gpu_start < hi)
+    ops = {kind: int((gpu_in_window & is_kind(gpu, kind)).sum()) for kind in ("kernel", "memcpy", "memset", "graph")}
+    api_in_window = (api["start"].to_numpy() >= lo) & (api["start"].to_numpy() < hi)
+    launch = cat_mask(api, "category", "launch")
+    call_names = api["name"].cat.categories if isinstance(api["name"].dtype, pd.CategoricalDtype) else []
+    capture_codes = [code for code, name in enumerate(call_names) if rules.CAPTURE_CALLS.search(str(name))]
+    return {
+        "kernels_in_window": ops["kernel"],
+        "gpu_ops_in_window": ops,
+        "capture_calls": int(np.isin(api["name"].cat.codes.to_numpy(), capture_codes).sum()) if capture_codes else 0,
+        "launches_in_window": int((api_in_window & launch).sum()),
+        "launches_total": int(launch.sum()),
+        "executed_total": int((is_kind(gpu, "kernel") | is_kind(gpu, "graph")).sum()),
+        "graph_replays_in_window": ops["graph"],
+        "graph_launches_in_window": int((api_in_window & cat_mask(api, "category", "graph_launch")).sum()),
+    }
+
+
 def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None) -> TraceMetrics:
     """Metrics of one trace (its own clock and window)."""
     pids = _trace_pids(trace)
     # A process that made runtime/driver calls but ran no GPU work (a helper that only queried the
     # device) is listed too, with its call count and no steps: it defines no window and no step.
-    api_only = sorted(int(p) for p in set(distinct(trace.api["pid"].to_numpy()).tolist()) - set(pids)) if len(trace.api) else []
+    api_pids = set(distinct(trace.api["pid"].to_numpy()).tolist()) if len(trace.api) else set()
+    api_only = sorted(int(pid) for pid in api_pids - set(pids))
     steps = {pid: st.find_steps(trace, pid, step_range) for pid in pids}
     steps.update({pid: st.Steps(pid, "none") for pid in api_only})
     window = _window(trace, steps)
@@ -153,7 +200,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     api = trace.api
     blocking = api[cat_mask(api, "category", st.BLOCKING)]  # syncs are few
     hosts: dict = {}
-    long_of = {pid: _long(s) for pid, s in steps.items()}  # masks of each process's long steps
+    long_of = {pid: _long(process_steps) for pid, process_steps in steps.items()}  # masks of each process's long steps
 
     def timeline(device: int) -> DeviceTimeline:
         pid = int(trace.devices.iloc[device]["pid"])
@@ -163,7 +210,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
                                   min_gap_ns=int(trace.meta.get("clock_resolution_ns") or 1),
                                   spans=(steps[pid].starts[long], steps[pid].ends[long]) if long.any() else None)
 
-    n_dev = len(trace.devices)
+    device_count = len(trace.devices)
     # The kernel summaries and each process's per-step host activity only read the tables:
     # they run beside the timelines.
     from concurrent.futures import ThreadPoolExecutor
@@ -177,35 +224,19 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     for pid in trace.devices["pid"].unique().tolist():  # built once per process, before any thread reads them
         hosts[int(pid)] = tl._HostSlicer(trace, int(pid))
     # devices timed on parallel threads (numpy releases the GIL); a lone device halves itself
-    timelines = thread_map(timeline, range(n_dev), MAX_TIMELINE_THREADS)
+    timelines = thread_map(timeline, range(device_count), MAX_TIMELINE_THREADS)
     kernel_rows = per_device_kernels.result()
     devices: list[DeviceMetrics] = []
     series_busy = {}
-    for device_index in range(n_dev):
-        row = trace.devices.iloc[device_index]
+    for device_index in range(device_count):
         times = timelines[device_index]
         timelines[device_index] = None
-        colls = coll.device_collectives(trace, device_index, lo, hi)
-        copies = accounting.copy_activity(trace, device_index, lo, hi)
         label = prefix + trace.device_label(device_index)
         series_busy[label] = times.busy_timeline
-        devices.append(DeviceMetrics(
-            id=label, name=str(row["name"]), pid=int(row["pid"]), ordinal=int(row["ordinal"]),
-            gpu_index=int(row["gpu_index"]), trace=trace.path,
-            busy_ns=times.busy_ns, window_ns=times.window_ns, busy_pct=times.busy_pct, gaps=times.gaps,
-            collective_ns=colls.collective_ns, collective_share_pct=colls.collective_share_pct,
-            collective_exposed_pct=colls.collective_exposed_pct, collectives_by_op=colls.collectives_by_op,
-            collective_count=colls.collective_count, copies=copies, kernels=kernel_rows.get(device_index, []),
-            after_sync_ns=times.after_sync_ns, after_sync_count=times.after_sync_count,
-            short_launch_host_ns=times.short_launch_host_ns, short_gap_count=times.short_gap_count,
-            idle_by_class=times.idle_by_class,
-            slices=accounting.decomposition(times.busy_ns, times.window_ns, copies.copy_only_ns, colls.exposed_ns,
-                                            times.idle_by_class),
-            busy_in_long_steps_ns=times.busy_in_spans_ns, collective_exposed_ns=colls.exposed_ns,
-            collective_starts=colls.starts))
+        devices.append(_device_metrics(trace, device_index, label, times, kernel_rows.get(device_index, []), lo, hi))
 
     processes = []
-    names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))
+    process_names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))
     step_series = {}
     all_pids = sorted(pids + api_only)
     api_calls = _row_counts(trace.api["pid"].to_numpy(), all_pids)
@@ -216,7 +247,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
                                          "is_prefill": process_steps.is_prefill.tolist()}
         host = activity[pid].result()
         processes.append(ProcessMetrics(
-            pid=pid, name=str(names.get(pid, f"pid {pid}")), trace=trace.path, steps=step_stats(process_steps),
+            pid=pid, name=str(process_names.get(pid, f"pid {pid}")), trace=trace.path, steps=step_stats(process_steps),
             launches_per_step=host.launches_per_step, graph_launches_per_step=host.graph_launches_per_step,
             syncs_per_step=host.syncs_per_step, dtoh_copies_per_step=host.dtoh_copies_per_step,
             dtoh_bytes_per_step=host.dtoh_bytes_per_step, api_calls=api_calls[pid], gpu_ops=gpu_ops[pid],
@@ -225,43 +256,29 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     labels = [device.id for device in devices]
     copies = kern.copy_checks(trace, lo, hi, labels)
     lanes_of = lanes.lanes(trace, lanes.windows(list(steps.values()), lo, hi), labels)
-    g = trace.gpu
-    gs = g["start"].to_numpy()
-    in_win = (gs >= lo) & (gs < hi)
-    ops = {k: int((in_win & is_kind(g, k)).sum()) for k in ("kernel", "memcpy", "memset", "graph")}
-    a_in = (api["start"].to_numpy() >= lo) & (api["start"].to_numpy() < hi)
-    launch = cat_mask(api, "category", "launch")
-    names = api["name"].cat.categories if isinstance(api["name"].dtype, pd.CategoricalDtype) else []
-    capture_codes = [i for i, n in enumerate(names) if rules.CAPTURE_CALLS.search(str(n))]
+    kept_meta = ("version", "graph_trace_mode", "started_utc_ns")
     metrics = TraceMetrics(
         window=window,
         devices=tuple(devices),
         processes=tuple(processes),
         kernels=kernel_summary.result(),
-        kernels_in_window=ops["kernel"],
-        gpu_ops_in_window=ops,
-        capture_calls=int(np.isin(api["name"].cat.codes.to_numpy(), capture_codes).sum()) if capture_codes else 0,
-        launches_in_window=int((a_in & launch).sum()),
-        launches_total=int(launch.sum()),
-        executed_total=int((is_kind(g, "kernel") | is_kind(g, "graph")).sum()),
         kernel_median_ns=kernel_median.result(),
         copies=copies,
         coll_starts=tuple(device.collective_starts for device in devices),
-        graph_replays_in_window=ops["graph"],
-        graph_launches_in_window=int((a_in & cat_mask(api, "category", "graph_launch")).sum()),
         has_api=bool(len(api)),
         meta={"format": trace.format, "path": trace.path, "runtime": runtime_of(trace), "step_range": step_range,
-              **{k: v for k, v in trace.meta.items() if k in ("version", "graph_trace_mode", "started_utc_ns")}},
+              **{key: value for key, value in trace.meta.items() if key in kept_meta}},
         series=TraceSeries(busy=series_busy, steps=step_series, timeline=lanes_of),
         efficiency=efficiency.measure(trace, lo, hi, list(steps.values())),
+        **_table_counts(trace, lo, hi),
     )
     return replace(metrics, odd=rules.oddities(metrics))
 
 
 def _tp_groups(devices: list[DeviceMetrics]) -> list[list[int]]:
     """The GPU set that runs collectives together (one communicator per trace file)."""
-    coll = sorted({device.gpu_index for device in devices if device.collective_count})
-    return [coll] if len(coll) > 1 else []
+    gpus = sorted({device.gpu_index for device in devices if device.collective_count})
+    return [gpus] if len(gpus) > 1 else []
 
 
 def _trace_metrics(trace: Trace, index: int, multi: bool, step_range: str | None, metrics=None) -> TraceMetrics:
@@ -273,14 +290,15 @@ def _trace_metrics(trace: Trace, index: int, multi: bool, step_range: str | None
 def _skew(per_trace: list[TraceMetrics]) -> dict | None:
     """Collective skew over every device of the case. Devices of different traces are
     compared only when the traces' windows overlap (one clock); otherwise per trace."""
-    starts = [a for trace in per_trace for a in trace.coll_starts if a.size]
+    starts = [device_starts for trace in per_trace for device_starts in trace.coll_starts if device_starts.size]
     if not starts:
         return None
-    spans = [(trace.window.start_ns, trace.window.end_ns) for trace in per_trace if any(a.size for a in trace.coll_starts)]
-    one_clock = all(a < d and c < b for (a, b) in spans for (c, d) in spans)
+    spans = [(trace.window.start_ns, trace.window.end_ns) for trace in per_trace
+             if any(device_starts.size for device_starts in trace.coll_starts)]
+    one_clock = all(start < other_end and other_start < end for (start, end) in spans for (other_start, other_end) in spans)
     if one_clock:
         return coll.rank_skew(starts)
-    out = coll.rank_skew([a for a in per_trace[0].coll_starts if a.size])
+    out = coll.rank_skew([device_starts for device_starts in per_trace[0].coll_starts if device_starts.size])
     out["reason"] = "the traces' windows do not overlap (different clocks): skew measured inside each trace only" + (
         f"; {out['reason']}" if out.get("reason") else "")
     return out
@@ -322,7 +340,7 @@ def _serving(case, slo: dict | None) -> dict | None:
         return None
     from tracetriage.analyzers import serving as serving_mod
 
-    summary = serving_mod.summary(case.serving)
+    summary = serving_mod.summary(case.serving).to_contract()
     if slo:
         from tracetriage.analyzers.rules.slo import slo_checks
 

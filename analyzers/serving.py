@@ -28,6 +28,8 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from tracetriage.analyzers.metrics import Contract
+
 QUANTILES = (50, 90, 95, 99)
 HISTOGRAMS = {  # our name -> metric base names, both generations and engines
     "ttft": ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"),
@@ -52,9 +54,10 @@ COUNTERS = {
 }
 
 
-def _stat(rows, key, fn):
-    vals = [r[key] for r in rows if r.get(key) is not None]
-    return round(float(fn(vals)), 3) if vals else None
+def _stat(rows, key, reduce):
+    """``reduce`` (mean, max, median) of a stats-line field over the rows that have it, rounded; None without any."""
+    values = [row[key] for row in rows if row.get(key) is not None]
+    return round(float(reduce(values)), 3) if values else None
 
 
 def histogram_quantile(buckets: dict, q: float) -> dict | None:
@@ -66,57 +69,65 @@ def histogram_quantile(buckets: dict, q: float) -> dict | None:
     if not total:
         return None
     target = q / 100.0 * total
-    prev_le, prev_c = 0.0, 0.0
+    prev_le, prev_count = 0.0, 0.0
     for le in edges:
-        c = buckets[le]
-        if c >= target:
+        count = buckets[le]
+        if count >= target:
             if math.isinf(le):
                 return {"value_ms": prev_le * 1000.0, "lower_bound": True, "resolution_ms": None}
-            frac = (target - prev_c) / (c - prev_c) if c > prev_c else 1.0
+            frac = (target - prev_count) / (count - prev_count) if count > prev_count else 1.0
             return {"value_ms": round((prev_le + frac * (le - prev_le)) * 1000.0, 3), "lower_bound": False,
                     "resolution_ms": round((le - prev_le) * 1000.0, 3)}
-        prev_le, prev_c = le, c
+        prev_le, prev_count = le, count
     # the histogram has no +Inf bucket and the quantile lies above its last bucket
     return {"value_ms": prev_le * 1000.0, "lower_bound": True, "resolution_ms": None}
 
 
 def _server_latency(caps) -> dict:
+    """``latency.server``: per HISTOGRAMS name, the quantiles, count and mean of the /metrics histograms
+    of every replica merged bucket by bucket."""
     out = {}
     for ours, names in HISTOGRAMS.items():
         merged: dict = defaultdict(float)
-        s = n = 0.0
-        for c in caps:
-            for rep in c.replicas.values():
+        total_s = total_count = 0.0
+        for capture in caps:
+            for replica in capture.replicas.values():
                 for name in names:
-                    h = rep["histograms"].get(name)
-                    if not h:
+                    histogram = replica["histograms"].get(name)
+                    if not histogram:
                         continue
-                    for le, v in h["buckets"].items():
-                        merged[le] += v
-                    if h.get("sum") is not None and h.get("count"):
-                        s += h["sum"]
-                        n += h["count"]
+                    for le, count in histogram["buckets"].items():
+                        merged[le] += count
+                    if histogram.get("sum") is not None and histogram.get("count"):
+                        total_s += histogram["sum"]
+                        total_count += histogram["count"]
         if not merged:
             continue
         entry = {f"p{q}": histogram_quantile(dict(merged), q) for q in QUANTILES}
         count = merged[math.inf] if math.inf in merged else max(merged.values())
         entry["count"] = count
-        entry["mean_ms"] = round(1000.0 * s / n, 3) if n else None
+        entry["mean_ms"] = round(1000.0 * total_s / total_count, 3) if total_count else None
         out[ours] = entry
     return out
 
 
+def _finite_rate(record: dict) -> bool:
+    """Whether a benchmark record has a finite request rate (``inf``: all requests sent at once)."""
+    return isinstance(record.get("request_rate"), (int, float)) and math.isfinite(record["request_rate"])
+
+
 def _client_latency(bench: list[dict]) -> dict:
+    """``latency.client``: the percentiles of the record with the highest finite request rate (else the last)."""
     if not bench:
         return {}
-    finite = [b for b in bench if isinstance(b.get("request_rate"), (int, float)) and math.isfinite(b["request_rate"])]
-    rec = max(finite, key=lambda b: b["request_rate"]) if finite else bench[-1]
-    out = {"record": {k: rec.get(k) for k in ("request_rate", "max_concurrency", "request_throughput", "completed")}}
+    finite = [record for record in bench if _finite_rate(record)]
+    chosen = max(finite, key=lambda record: record["request_rate"]) if finite else bench[-1]
+    out = {"record": {key: chosen.get(key) for key in ("request_rate", "max_concurrency", "request_throughput", "completed")}}
     for metric in ("ttft", "tpot", "itl", "e2el"):
-        entry = {k.split("_")[0]: rec[k] for k in rec if k.endswith(f"_{metric}_ms") and rec[k] is not None}
-        arr = rec.get(f"_{metric}s") if metric in ("ttft", "itl") else None
-        if arr:
-            entry.update({"p50": arr["p50"], "p99": arr["p99"], "max": arr["max"]})
+        entry = {key.split("_")[0]: chosen[key] for key in chosen if key.endswith(f"_{metric}_ms") and chosen[key] is not None}
+        per_request = chosen.get(f"_{metric}s") if metric in ("ttft", "itl") else None
+        if per_request:
+            entry.update({"p50": per_request["p50"], "p99": per_request["p99"], "max": per_request["max"]})
         if entry:
             out[metric] = entry
     return out
@@ -142,29 +153,30 @@ def fit_line(points: list[tuple[float, float]]) -> dict | None:
 
 
 def _tpot_fit(bench: list[dict], stats: list[dict]) -> dict | None:
-    pts = [(float(b["max_concurrency"]), float(b["mean_tpot_ms"])) for b in bench
-           if isinstance(b.get("max_concurrency"), (int, float)) and b.get("mean_tpot_ms")]
-    if len({x for x, _ in pts}) >= 4:
-        fit = fit_line(pts)
+    """``tpot_fit`` (module docstring): from the benchmark sweep, else from the stats lines."""
+    points = [(float(record["max_concurrency"]), float(record["mean_tpot_ms"])) for record in bench
+              if isinstance(record.get("max_concurrency"), (int, float)) and record.get("mean_tpot_ms")]
+    if len({x for x, _ in points}) >= 4:
+        fit = fit_line(points)
         if fit:
             return {**fit, "source": "benchmark sweep (mean TPOT at each max concurrency)",
-                    "series": sorted(pts)}
-    pts = [(r["running"], 1000.0 * r["running"] / r["gen_tps"]) for r in stats
-           if r.get("running") and r.get("gen_tps") and r["gen_tps"] > 0]
-    fit = fit_line(pts)
+                    "series": sorted(points)}
+    points = [(row["running"], 1000.0 * row["running"] / row["gen_tps"]) for row in stats
+              if row.get("running") and row.get("gen_tps") and row["gen_tps"] > 0]
+    fit = fit_line(points)
     if fit:
-        return {**fit, "source": "engine stats lines (TPOT = running / generation throughput)", "series": sorted(pts)}
+        return {**fit, "source": "engine stats lines (TPOT = running / generation throughput)", "series": sorted(points)}
     return None
 
 
 def _littles_law(bench: list[dict], stats: dict | None) -> dict:
+    """``littles_law`` (module docstring): from the benchmark records, else from the stats summary."""
     out = {"arrival_rate_rps": None, "capacity_rps": None, "in_system": None, "time_in_system_s": None, "source": None}
-    finite = [b for b in bench if isinstance(b.get("request_rate"), (int, float)) and math.isfinite(b["request_rate"])
-              and b.get("request_throughput")]
+    finite = [record for record in bench if _finite_rate(record) and record.get("request_throughput")]
     if finite:
-        top = max(finite, key=lambda b: b["request_rate"])
-        out.update(arrival_rate_rps=top["request_rate"],
-                   capacity_rps=round(max(b["request_throughput"] for b in bench if b.get("request_throughput")), 3),
+        top = max(finite, key=lambda record: record["request_rate"])
+        capacity = max(record["request_throughput"] for record in bench if record.get("request_throughput"))
+        out.update(arrival_rate_rps=top["request_rate"], capacity_rps=round(capacity, 3),
                    source="benchmark: configured request rate vs measured completion rate")
         if top.get("mean_e2el_ms"):
             out["time_in_system_s"] = round(top["mean_e2el_ms"] / 1000.0, 3)
@@ -240,22 +252,22 @@ def _replicas(caps, stats_rows) -> list[dict]:
     """One row per replica: a scrape's instance/engine label (or its file); without scrapes, an engine
     id of the stats lines (one replica is not counted twice from both)."""
     out = []
-    for c in caps:
-        for key, rep in c.replicas.items():
-            g = rep["gauges"]
-            row = {"replica": f"{c.path}" + (f" [{key}]" if key else ""), "source": "metrics"}
+    for capture in caps:
+        for label, replica in capture.replicas.items():
+            gauges = replica["gauges"]
+            row = {"replica": f"{capture.path}" + (f" [{label}]" if label else ""), "source": "metrics"}
             for ours, names in GAUGES.items():
-                row[ours] = next((g[n] for n in names if n in g), None)
+                row[ours] = next((gauges[name] for name in names if name in gauges), None)
             if row.get("kv_usage") is not None:
                 row["kv_usage_pct"] = round(100.0 * row.pop("kv_usage"), 3)
-            if any(row.get(k) is not None for k in ("running", "waiting", "kv_usage_pct")):
+            if any(row.get(key) is not None for key in ("running", "waiting", "kv_usage_pct")):
                 out.append(row)
-    by = defaultdict(list)
-    for r in stats_rows:
-        by[(r.get("_file"), r.get("replica") or "")].append(r)
-    if len(by) > 1 and not out:  # scrapes name the replicas when there are any; else the engines of the stats lines
-        for (path, rep), rows in by.items():
-            out.append({"replica": f"{path}" + (f" [engine {rep}]" if rep else ""), "source": "stats lines",
+    by_engine = defaultdict(list)
+    for stats_row in stats_rows:
+        by_engine[(stats_row.get("_file"), stats_row.get("replica") or "")].append(stats_row)
+    if len(by_engine) > 1 and not out:  # scrapes name the replicas when there are any; else the engines of the stats lines
+        for (path, engine), rows in by_engine.items():
+            out.append({"replica": f"{path}" + (f" [engine {engine}]" if engine else ""), "source": "stats lines",
                         "running": _stat(rows, "running", statistics.fmean), "waiting": _stat(rows, "waiting", statistics.fmean),
                         "kv_usage_pct": _stat(rows, "kv_usage_pct", statistics.fmean)})
     return out
@@ -343,38 +355,62 @@ def _prompts(bench: list[dict], prefills: list[dict]) -> dict:
     }
 
 
-def summary(caps) -> dict:
-    """The contract's ``serving`` block of a case's serving captures (module docstring)."""
+@dataclass(frozen=True, slots=True)
+class ServingSummary(Contract):
+    """The contract's ``serving`` block of a case's serving captures (the module docstring defines
+    its figures): the captures, engine and version, the engine config, the stats lines' summary,
+    the kept /metrics values, the benchmark records, warnings, latency (client and server),
+    Little's law, the TPOT fit, tokens, replicas, prompts and memory events. The blocks inside
+    stay plain dicts, as the JSON has them."""
+
+    captures: list[dict]
+    engine: str | None
+    version: str | None
+    config: dict
+    stats: dict | None
+    metrics: dict
+    bench: list[dict]
+    warnings: list[str]
+    latency: dict
+    littles_law: dict
+    tpot_fit: dict | None
+    tokens: dict
+    replicas: list[dict]
+    prompts: dict
+    memory: dict
+
+
+def summary(caps) -> ServingSummary:
+    """The serving summary of a case's serving captures."""
     pooled = _gather(caps)
-    out = {
-        "captures": [{"path": capture.path, "kind": capture.kind, "version": capture.version} for capture in caps],
-        "engine": "/".join(sorted(pooled.engines)) or None,
-        "version": pooled.versions[0] if pooled.versions else None,
-        "config": pooled.config,
-        "stats": _stats_block(pooled.stats),
-        "metrics": {name: value for name, value in pooled.metrics.items() if any(word in name for word in METRIC_WORDS)},
-        "bench": [{key: value for key, value in record.items() if not key.startswith("_")} for record in pooled.bench],
-        "warnings": pooled.warnings,
-    }
-    out["latency"] = {"client": _client_latency(pooled.bench), "server": _server_latency(caps)}
-    out["littles_law"] = _littles_law(pooled.bench, out["stats"])
-    out["tpot_fit"] = _tpot_fit(pooled.bench, pooled.stats)
-    out["tokens"] = _tokens(caps, pooled.bench, pooled.stats, pooled.prefills)
-    out["replicas"] = _replicas(caps, pooled.stats)
-    out["prompts"] = _prompts(pooled.bench, pooled.prefills)
-    out["memory"] = {
-        "oom_events": pooled.oom, "preemptions": max(pooled.preemptions, int(out["tokens"]["preemptions_counter"] or 0)),
-        "retractions": pooled.retractions, "allocator": pooled.memory or None,
-    }
-    return out
+    stats = _stats_block(pooled.stats)
+    tokens = _tokens(caps, pooled.bench, pooled.stats, pooled.prefills)
+    return ServingSummary(
+        captures=[{"path": capture.path, "kind": capture.kind, "version": capture.version} for capture in caps],
+        engine="/".join(sorted(pooled.engines)) or None,
+        version=pooled.versions[0] if pooled.versions else None,
+        config=pooled.config,
+        stats=stats,
+        metrics={name: value for name, value in pooled.metrics.items() if any(word in name for word in METRIC_WORDS)},
+        bench=[{key: value for key, value in record.items() if not key.startswith("_")} for record in pooled.bench],
+        warnings=pooled.warnings,
+        latency={"client": _client_latency(pooled.bench), "server": _server_latency(caps)},
+        littles_law=_littles_law(pooled.bench, stats),
+        tpot_fit=_tpot_fit(pooled.bench, pooled.stats),
+        tokens=tokens,
+        replicas=_replicas(caps, pooled.stats),
+        prompts=_prompts(pooled.bench, pooled.prefills),
+        memory={"oom_events": pooled.oom, "preemptions": max(pooled.preemptions, int(tokens["preemptions_counter"] or 0)),
+                "retractions": pooled.retractions, "allocator": pooled.memory or None},
+    )
 
 
 def series(caps) -> dict:
     """Arrays for the charts only (kept out of the JSON): stats over time, TPOT against batch."""
-    rows = [r for c in caps for r in c.stats]
-    t0 = next((r["t"] for r in rows if r.get("t") is not None), None)
+    rows = [row for capture in caps for row in capture.stats]
+    t0 = next((row["t"] for row in rows if row.get("t") is not None), None)
     return {
-        "stats": [{"t": (r["t"] - t0) if r.get("t") is not None and t0 is not None else i,
-                   "running": r.get("running"), "waiting": r.get("waiting"), "kv_usage_pct": r.get("kv_usage_pct")}
-                  for i, r in enumerate(rows[:5000])],
+        "stats": [{"t": (row["t"] - t0) if row.get("t") is not None and t0 is not None else index,
+                   "running": row.get("running"), "waiting": row.get("waiting"), "kv_usage_pct": row.get("kv_usage_pct")}
+                  for index, row in enumerate(rows[:5000])],
     }
