@@ -137,14 +137,14 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
     captured op was tied to, and why (parsers/graph_replays.py); nsys's whole-graph replay
     intervals, whose kernels are not recorded at all. Their time is also in the per-class
     'without shapes' figures: this says which part is graph replay and what would measure it."""
-    g = trace.gpu
-    if not len(g) or not g["in_graph"].any():
+    gpu = trace.gpu
+    if not len(gpu) or not gpu["in_graph"].any():
         return []
-    start, end = g["start"].to_numpy(), g["end"].to_numpy()
-    graph = np.flatnonzero(g["in_graph"].to_numpy(bool))  # row numbers, not column-sized temporaries
+    start, end = gpu["start"].to_numpy(), gpu["end"].to_numpy()
+    graph = np.flatnonzero(gpu["in_graph"].to_numpy(bool))  # row numbers, not column-sized temporaries
     graph = graph[(start[graph] >= lo) & (start[graph] < hi)]
     out = []
-    whole = graph[is_kind(g, "graph")[graph]]
+    whole = graph[is_kind(gpu, "graph")[graph]]
     if whole.size:
         out.append({"what": "graph replays without kernels", "time_ns": int((end[whole] - start[whole]).sum()),
                     "share_pct": None,
@@ -154,7 +154,7 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
                                     "and time); the operators' shapes need their kernels launched outside a graph: "
                                     "profile one step eagerly (CUDA graphs off, e.g. vLLM --enforce-eager) with "
                                     "--pytorch=autograd-shapes-nvtx"})
-    rows = graph[is_kind(g, "kernel")[graph]]
+    rows = graph[is_kind(gpu, "kernel")[graph]]
     if not rows.size:
         return out
     untied = rows[~np.isin(rows, tied_rows)] if tied_rows.size else rows
@@ -163,30 +163,30 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
     if not untied.size:
         return out
     ties = trace.meta.get("graph_ties")
-    key = g["pid"].to_numpy(np.int64)[untied] * (1 << 32) + g["correlation"].to_numpy(np.int64)[untied]
-    n_replays = int(np.unique(key).size)
+    key = gpu["pid"].to_numpy(np.int64)[untied] * (1 << 32) + gpu["correlation"].to_numpy(np.int64)[untied]
+    replay_count = int(np.unique(key).size)
     if not ties:
         out.append({"what": "graph-replayed kernels not tied to ops", "time_ns": int(untied_ns), "share_pct": None,
-                    "reason": f"{plural(n_replays, 'replay')}, {100.0 * untied_ns / all_ns:.0f}% of the replayed kernel time in "
-                              f"the window: this {trace.format} export does not tie a replayed kernel to the launch call "
+                    "reason": f"{plural(replay_count, 'replay')}, {100.0 * untied_ns / all_ns:.0f}% of the replayed kernel "
+                              f"time in the window: this {trace.format} export does not tie a replayed kernel to the launch call "
                               "that captured it",
                     "capture_hint": "profile the same run with the PyTorch profiler (record_shapes=True) over the CUDA-graph "
                                     "capture and the replays, or one step eagerly (vLLM --enforce-eager)"})
         return out
     tied = len(ties.get("tied", []))
     done = (f"; {tied:,} of {ties['replays']:,} replays tied to their capture in "
-            f"{', '.join(Path(x).name for x in ties['sources'])}" if tied else "")
+            f"{', '.join(Path(source).name for source in ties['sources'])}" if tied else "")
     groups = [(reason, pairs) for reason, pairs in ties.get("untied", {}).items()] + [("no_formula", ties.get("tied", []))]
     for reason, pairs in groups:
-        pk = np.array([p * (1 << 32) + c for p, c in pairs], dtype=np.int64)
-        sel = np.isin(key, pk)
-        if not sel.any():
+        pair_keys = np.array([pid * (1 << 32) + correlation for pid, correlation in pairs], dtype=np.int64)
+        selected = np.isin(key, pair_keys)
+        if not selected.any():
             continue
-        ns = float((end[untied[sel]] - start[untied[sel]]).sum())
+        ns = float((end[untied[selected]] - start[untied[selected]]).sum())
         why, hint = GRAPH_UNTIED.get(reason, (reason, "profile the CUDA-graph capture with record_shapes=True"))
+        replays = plural(int(np.unique(key[selected]).size), "replay")
         out.append({"what": "graph-replayed kernels not tied to ops", "time_ns": int(ns), "share_pct": None,
-                    "reason": f"{plural(int(np.unique(key[sel]).size), 'replay')}, {100.0 * ns / all_ns:.0f}% of the replayed "
-                              f"kernel time in the window: {why}{done}",
+                    "reason": f"{replays}, {100.0 * ns / all_ns:.0f}% of the replayed kernel time in the window: {why}{done}",
                     "capture_hint": hint})
     return out
 
