@@ -12,13 +12,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from tracetriage import __version__
 from tracetriage.analyzers import accounting, efficiency, lanes, rules
 from tracetriage.analyzers import collectives as coll
 from tracetriage.analyzers import kernels as kern
 from tracetriage.analyzers import steps as st
 from tracetriage.analyzers import timeline as tl
 from tracetriage.analyzers.capture_kind import runtime_of
+from tracetriage.analyzers.case_blocks import CaseInputs, HostProfile
 from tracetriage.analyzers.metrics import (
     DeviceMetrics,
     DeviceTimeline,
@@ -32,7 +32,6 @@ from tracetriage.analyzers.metrics import (
 from tracetriage.model import Trace, cat_mask, distinct, is_kind
 from tracetriage.threads import thread_map
 
-SCHEMA = "tracetriage.analysis/1"
 SYNC_SLACK_NS = 20_000  # a gap "follows" a sync that ended at most 20 us before it began
 
 
@@ -53,24 +52,24 @@ class Analysis:
 def _trace_pids(trace: Trace) -> list[int]:
     """The processes that ran GPU work (kernels, copies, memsets, graph replays)."""
     pids = set(trace.gpu["pid"].unique().tolist())
-    return sorted(int(p) for p in pids)
+    return sorted(int(pid) for pid in pids)
 
 
 def _row_counts(pids: np.ndarray, wanted: list[int]) -> dict[int, int]:
     """Rows of each wanted pid in a pid column (a compare per pid: processes are few)."""
-    return {p: int(np.count_nonzero(pids == p)) for p in wanted} if len(pids) else {p: 0 for p in wanted}
+    return {pid: int(np.count_nonzero(pids == pid)) for pid in wanted} if len(pids) else {pid: 0 for pid in wanted}
 
 
 STEP_SAMPLE_MAX = 2000  # step durations kept in the JSON for compare/trend: enough for a bootstrap, bounded
 
 
-def step_sample(d: np.ndarray) -> list[int]:
+def step_sample(durations: np.ndarray) -> list[int]:
     """The step durations (ns, in step order) that ``compare`` tests: all of them up to
     :data:`STEP_SAMPLE_MAX`, else that many evenly spaced over the run (every part of the
     capture represented; ``steps.count`` still says how many there were)."""
-    if d.size > STEP_SAMPLE_MAX:
-        d = d[np.linspace(0, d.size - 1, STEP_SAMPLE_MAX).astype(np.int64)]
-    return [int(x) for x in d]
+    if durations.size > STEP_SAMPLE_MAX:
+        durations = durations[np.linspace(0, durations.size - 1, STEP_SAMPLE_MAX).astype(np.int64)]
+    return [int(duration) for duration in durations]
 
 
 LONG_STEP_FACTOR = 3.0  # a step longer than 3x the median is a stall a user sees
@@ -81,8 +80,8 @@ MAX_TIMELINE_THREADS = 4
 
 def _long(steps: st.Steps) -> np.ndarray:
     """Mask of the long steps (> LONG_STEP_FACTOR x p50)."""
-    d = steps.durations
-    return d > LONG_STEP_FACTOR * float(np.percentile(d, 50)) if d.size else np.zeros(0, bool)
+    durations = steps.durations
+    return durations > LONG_STEP_FACTOR * float(np.percentile(durations, 50)) if durations.size else np.zeros(0, bool)
 
 
 def long_steps(steps: st.Steps, long: np.ndarray, devices: list[DeviceMetrics]) -> LongSteps:
@@ -117,12 +116,12 @@ def step_stats(steps: st.Steps) -> StepStats:
 def _window(trace: Trace, steps: dict[int, st.Steps]) -> Window:
     """The analysis window of a trace: first step start to last step end of the processes with
     steps (set-up and warm-up excluded), else :func:`timeline.frame_window` with its set-up."""
-    with_steps = [s for s in steps.values() if s.count]
+    with_steps = [process_steps for process_steps in steps.values() if process_steps.count]
     if with_steps:
-        lo = int(min(s.starts[0] for s in with_steps))
-        hi = int(max(s.ends[-1] for s in with_steps))
-        source = "steps:" + "+".join(sorted({s.source for s in with_steps}))
-        dropped = sum(s.warmup_dropped for s in with_steps)
+        lo = int(min(process_steps.starts[0] for process_steps in with_steps))
+        hi = int(max(process_steps.ends[-1] for process_steps in with_steps))
+        source = "steps:" + "+".join(sorted({process_steps.source for process_steps in with_steps}))
+        dropped = sum(process_steps.warmup_dropped for process_steps in with_steps)
     else:
         lo, hi = tl.frame_window(trace)
         source = "gpu_activity"
@@ -139,12 +138,59 @@ def _window(trace: Trace, steps: dict[int, st.Steps]) -> Window:
                   setup_excluded_ns=setup, setup_cause=cause)
 
 
+def _device_metrics(trace: Trace, device_index: int, label: str, times: DeviceTimeline, kernels: list[dict],
+                    lo: int, hi: int) -> DeviceMetrics:
+    """One device of a trace: its timeline (``times``), collectives, copies and kernels in [lo, hi),
+    and its decomposition of the window."""
+    row = trace.devices.iloc[device_index]
+    collectives = coll.device_collectives(trace, device_index, lo, hi)
+    copies = accounting.copy_activity(trace, device_index, lo, hi)
+    return DeviceMetrics(
+        id=label, name=str(row["name"]), pid=int(row["pid"]), ordinal=int(row["ordinal"]),
+        gpu_index=int(row["gpu_index"]), trace=trace.path,
+        busy_ns=times.busy_ns, window_ns=times.window_ns, busy_pct=times.busy_pct, gaps=times.gaps,
+        collective_ns=collectives.collective_ns, collective_share_pct=collectives.collective_share_pct,
+        collective_exposed_pct=collectives.collective_exposed_pct, collectives_by_op=collectives.collectives_by_op,
+        collective_count=collectives.collective_count, copies=copies, kernels=kernels,
+        after_sync_ns=times.after_sync_ns, after_sync_count=times.after_sync_count,
+        short_launch_host_ns=times.short_launch_host_ns, short_gap_count=times.short_gap_count,
+        idle_by_class=times.idle_by_class,
+        slices=accounting.decomposition(times.busy_ns, times.window_ns, copies.copy_only_ns, collectives.exposed_ns,
+                                        times.idle_by_class),
+        busy_in_long_steps_ns=times.busy_in_spans_ns, collective_exposed_ns=collectives.exposed_ns,
+        collective_starts=collectives.starts)
+
+
+def _table_counts(trace: Trace, lo: int, hi: int) -> dict:
+    """The TraceMetrics counts read off the tables: GPU operations by kind starting in [lo, hi), graph
+    replays, the CUDA-graph capture calls, launches (in the window and in all), executions in all."""
+    gpu, api = trace.gpu, trace.api
+    gpu_start = gpu["start"].to_numpy()
+    gpu_in_window = (gpu_start >= lo) & (gpu_start < hi)
+    ops = {kind: int((gpu_in_window & is_kind(gpu, kind)).sum()) for kind in ("kernel", "memcpy", "memset", "graph")}
+    api_in_window = (api["start"].to_numpy() >= lo) & (api["start"].to_numpy() < hi)
+    launch = cat_mask(api, "category", "launch")
+    call_names = api["name"].cat.categories if isinstance(api["name"].dtype, pd.CategoricalDtype) else []
+    capture_codes = [code for code, name in enumerate(call_names) if rules.CAPTURE_CALLS.search(str(name))]
+    return {
+        "kernels_in_window": ops["kernel"],
+        "gpu_ops_in_window": ops,
+        "capture_calls": int(np.isin(api["name"].cat.codes.to_numpy(), capture_codes).sum()) if capture_codes else 0,
+        "launches_in_window": int((api_in_window & launch).sum()),
+        "launches_total": int(launch.sum()),
+        "executed_total": int((is_kind(gpu, "kernel") | is_kind(gpu, "graph")).sum()),
+        "graph_replays_in_window": ops["graph"],
+        "graph_launches_in_window": int((api_in_window & cat_mask(api, "category", "graph_launch")).sum()),
+    }
+
+
 def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None) -> TraceMetrics:
     """Metrics of one trace (its own clock and window)."""
     pids = _trace_pids(trace)
     # A process that made runtime/driver calls but ran no GPU work (a helper that only queried the
     # device) is listed too, with its call count and no steps: it defines no window and no step.
-    api_only = sorted(int(p) for p in set(distinct(trace.api["pid"].to_numpy()).tolist()) - set(pids)) if len(trace.api) else []
+    api_pids = set(distinct(trace.api["pid"].to_numpy()).tolist()) if len(trace.api) else set()
+    api_only = sorted(int(pid) for pid in api_pids - set(pids))
     steps = {pid: st.find_steps(trace, pid, step_range) for pid in pids}
     steps.update({pid: st.Steps(pid, "none") for pid in api_only})
     window = _window(trace, steps)
@@ -154,7 +200,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     api = trace.api
     blocking = api[cat_mask(api, "category", st.BLOCKING)]  # syncs are few
     hosts: dict = {}
-    long_of = {pid: _long(s) for pid, s in steps.items()}  # masks of each process's long steps
+    long_of = {pid: _long(process_steps) for pid, process_steps in steps.items()}  # masks of each process's long steps
 
     def timeline(device: int) -> DeviceTimeline:
         pid = int(trace.devices.iloc[device]["pid"])
@@ -164,7 +210,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
                                   min_gap_ns=int(trace.meta.get("clock_resolution_ns") or 1),
                                   spans=(steps[pid].starts[long], steps[pid].ends[long]) if long.any() else None)
 
-    n_dev = len(trace.devices)
+    device_count = len(trace.devices)
     # The kernel summaries and each process's per-step host activity only read the tables:
     # they run beside the timelines.
     from concurrent.futures import ThreadPoolExecutor
@@ -178,35 +224,19 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     for pid in trace.devices["pid"].unique().tolist():  # built once per process, before any thread reads them
         hosts[int(pid)] = tl._HostSlicer(trace, int(pid))
     # devices timed on parallel threads (numpy releases the GIL); a lone device halves itself
-    timelines = thread_map(timeline, range(n_dev), MAX_TIMELINE_THREADS)
+    timelines = thread_map(timeline, range(device_count), MAX_TIMELINE_THREADS)
     kernel_rows = per_device_kernels.result()
     devices: list[DeviceMetrics] = []
     series_busy = {}
-    for device_index in range(n_dev):
-        row = trace.devices.iloc[device_index]
+    for device_index in range(device_count):
         times = timelines[device_index]
         timelines[device_index] = None
-        colls = coll.device_collectives(trace, device_index, lo, hi)
-        copies = accounting.copy_activity(trace, device_index, lo, hi)
         label = prefix + trace.device_label(device_index)
         series_busy[label] = times.busy_timeline
-        devices.append(DeviceMetrics(
-            id=label, name=str(row["name"]), pid=int(row["pid"]), ordinal=int(row["ordinal"]),
-            gpu_index=int(row["gpu_index"]), trace=trace.path,
-            busy_ns=times.busy_ns, window_ns=times.window_ns, busy_pct=times.busy_pct, gaps=times.gaps,
-            collective_ns=colls.collective_ns, collective_share_pct=colls.collective_share_pct,
-            collective_exposed_pct=colls.collective_exposed_pct, collectives_by_op=colls.collectives_by_op,
-            collective_count=colls.collective_count, copies=copies, kernels=kernel_rows.get(device_index, []),
-            after_sync_ns=times.after_sync_ns, after_sync_count=times.after_sync_count,
-            short_launch_host_ns=times.short_launch_host_ns, short_gap_count=times.short_gap_count,
-            idle_by_class=times.idle_by_class,
-            slices=accounting.decomposition(times.busy_ns, times.window_ns, copies.copy_only_ns, colls.exposed_ns,
-                                            times.idle_by_class),
-            busy_in_long_steps_ns=times.busy_in_spans_ns, collective_exposed_ns=colls.exposed_ns,
-            collective_starts=colls.starts))
+        devices.append(_device_metrics(trace, device_index, label, times, kernel_rows.get(device_index, []), lo, hi))
 
     processes = []
-    names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))
+    process_names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))
     step_series = {}
     all_pids = sorted(pids + api_only)
     api_calls = _row_counts(trace.api["pid"].to_numpy(), all_pids)
@@ -217,7 +247,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
                                          "is_prefill": process_steps.is_prefill.tolist()}
         host = activity[pid].result()
         processes.append(ProcessMetrics(
-            pid=pid, name=str(names.get(pid, f"pid {pid}")), trace=trace.path, steps=step_stats(process_steps),
+            pid=pid, name=str(process_names.get(pid, f"pid {pid}")), trace=trace.path, steps=step_stats(process_steps),
             launches_per_step=host.launches_per_step, graph_launches_per_step=host.graph_launches_per_step,
             syncs_per_step=host.syncs_per_step, dtoh_copies_per_step=host.dtoh_copies_per_step,
             dtoh_bytes_per_step=host.dtoh_bytes_per_step, api_calls=api_calls[pid], gpu_ops=gpu_ops[pid],
@@ -226,43 +256,29 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     labels = [device.id for device in devices]
     copies = kern.copy_checks(trace, lo, hi, labels)
     lanes_of = lanes.lanes(trace, lanes.windows(list(steps.values()), lo, hi), labels)
-    g = trace.gpu
-    gs = g["start"].to_numpy()
-    in_win = (gs >= lo) & (gs < hi)
-    ops = {k: int((in_win & is_kind(g, k)).sum()) for k in ("kernel", "memcpy", "memset", "graph")}
-    a_in = (api["start"].to_numpy() >= lo) & (api["start"].to_numpy() < hi)
-    launch = cat_mask(api, "category", "launch")
-    names = api["name"].cat.categories if isinstance(api["name"].dtype, pd.CategoricalDtype) else []
-    capture_codes = [i for i, n in enumerate(names) if rules.CAPTURE_CALLS.search(str(n))]
+    kept_meta = ("version", "graph_trace_mode", "started_utc_ns")
     metrics = TraceMetrics(
         window=window,
         devices=tuple(devices),
         processes=tuple(processes),
         kernels=kernel_summary.result(),
-        kernels_in_window=ops["kernel"],
-        gpu_ops_in_window=ops,
-        capture_calls=int(np.isin(api["name"].cat.codes.to_numpy(), capture_codes).sum()) if capture_codes else 0,
-        launches_in_window=int((a_in & launch).sum()),
-        launches_total=int(launch.sum()),
-        executed_total=int((is_kind(g, "kernel") | is_kind(g, "graph")).sum()),
         kernel_median_ns=kernel_median.result(),
         copies=copies,
         coll_starts=tuple(device.collective_starts for device in devices),
-        graph_replays_in_window=ops["graph"],
-        graph_launches_in_window=int((a_in & cat_mask(api, "category", "graph_launch")).sum()),
         has_api=bool(len(api)),
         meta={"format": trace.format, "path": trace.path, "runtime": runtime_of(trace), "step_range": step_range,
-              **{k: v for k, v in trace.meta.items() if k in ("version", "graph_trace_mode", "started_utc_ns")}},
+              **{key: value for key, value in trace.meta.items() if key in kept_meta}},
         series=TraceSeries(busy=series_busy, steps=step_series, timeline=lanes_of),
         efficiency=efficiency.measure(trace, lo, hi, list(steps.values())),
+        **_table_counts(trace, lo, hi),
     )
     return replace(metrics, odd=rules.oddities(metrics))
 
 
 def _tp_groups(devices: list[DeviceMetrics]) -> list[list[int]]:
     """The GPU set that runs collectives together (one communicator per trace file)."""
-    coll = sorted({device.gpu_index for device in devices if device.collective_count})
-    return [coll] if len(coll) > 1 else []
+    gpus = sorted({device.gpu_index for device in devices if device.collective_count})
+    return [gpus] if len(gpus) > 1 else []
 
 
 def _trace_metrics(trace: Trace, index: int, multi: bool, step_range: str | None, metrics=None) -> TraceMetrics:
@@ -274,17 +290,89 @@ def _trace_metrics(trace: Trace, index: int, multi: bool, step_range: str | None
 def _skew(per_trace: list[TraceMetrics]) -> dict | None:
     """Collective skew over every device of the case. Devices of different traces are
     compared only when the traces' windows overlap (one clock); otherwise per trace."""
-    starts = [a for trace in per_trace for a in trace.coll_starts if a.size]
+    starts = [device_starts for trace in per_trace for device_starts in trace.coll_starts if device_starts.size]
     if not starts:
         return None
-    spans = [(trace.window.start_ns, trace.window.end_ns) for trace in per_trace if any(a.size for a in trace.coll_starts)]
-    one_clock = all(a < d and c < b for (a, b) in spans for (c, d) in spans)
+    spans = [(trace.window.start_ns, trace.window.end_ns) for trace in per_trace
+             if any(device_starts.size for device_starts in trace.coll_starts)]
+    one_clock = all(start < other_end and other_start < end for (start, end) in spans for (other_start, other_end) in spans)
     if one_clock:
         return coll.rank_skew(starts)
-    out = coll.rank_skew([a for a in per_trace[0].coll_starts if a.size])
+    out = coll.rank_skew([device_starts for device_starts in per_trace[0].coll_starts if device_starts.size])
     out["reason"] = "the traces' windows do not overlap (different clocks): skew measured inside each trace only" + (
         f"; {out['reason']}" if out.get("reason") else "")
     return out
+
+
+def _case_kernels(case, per_trace: list[TraceMetrics]) -> list[dict]:
+    """The case's kernel summary: one trace's own (no second pass over its tables); several merged exactly."""
+    if len(per_trace) == 1:
+        return per_trace[0].kernels
+    if not per_trace:
+        return []
+    return kern.kernel_summary_multi([(trace, metrics.window.start_ns, metrics.window.end_ns)
+                                      for trace, metrics in zip(case.traces, per_trace)])
+
+
+def _topology(case, devices: list[DeviceMetrics]) -> dict | None:
+    """The first topology's summary, judged against the GPU groups that ran collectives on it."""
+    if not case.topologies:
+        return None
+    from tracetriage.analyzers import topology as topo_mod
+
+    topology = case.topologies[0]
+    return topo_mod.summary(topology, [group for group in _tp_groups(devices) if set(group) <= set(topology.gpus)])
+
+
+def _nccl(case) -> list[dict] | None:
+    """One summary per NCCL log, None without logs."""
+    if not case.nccl_logs:
+        return None
+    from tracetriage.analyzers import nccl as nccl_mod
+
+    return [nccl_mod.summary(log) for log in case.nccl_logs]
+
+
+def _serving(case, slo: dict | None) -> dict | None:
+    """The serving summary, with each SLO budget given checked against what was measured (the headline
+    names the broken ones); None without serving captures."""
+    if not getattr(case, "serving", None):
+        return None
+    from tracetriage.analyzers import serving as serving_mod
+
+    summary = serving_mod.summary(case.serving).to_contract()
+    if slo:
+        from tracetriage.analyzers.rules.slo import slo_checks
+
+        summary["slo_checks"] = slo_checks(summary, slo)
+    return summary
+
+
+def _startup_stall_words(window: Window | None) -> str:
+    """The headline's clause for a start-up stall longer than the work (the set-up excluded before
+    the window, with the call the host was blocked in), else empty."""
+    stall = window.setup_cause if window else None
+    if not stall or window.setup_excluded_ns < window.duration_ns:
+        return ""
+    return (f"; before the window the GPU waited {window.setup_excluded_ns / 1e6:,.1f} ms at start-up "
+            f"while the host was blocked in {stall['call']}" + (f" ({stall['caller']})" if stall.get("caller") else ""))
+
+
+def _series(case, per_trace: list[TraceMetrics], devices: list[DeviceMetrics], claims: dict,
+            step_range: str | None) -> dict:
+    """The arrays only charts and the Perfetto export need, kept out of the JSON."""
+    from tracetriage.analyzers import serving as serving_mod
+
+    return {
+        "serving": serving_mod.series(case.serving) if case.serving else None,
+        "busy": {label: busy for trace in per_trace for label, busy in trace.series.busy.items()},
+        "steps": {label: steps for trace in per_trace for label, steps in trace.series.steps.items()},
+        "timeline": next((trace.series.timeline for trace in per_trace if trace.devices), None),
+        # device -> finding -> accounting slice -> ns claimed: the Perfetto export's findings tracks
+        "claims": claims,
+        "slices": {device.id: dict(device.slices) for device in devices},  # the decomposition in ns (Perfetto export)
+        "step_range": step_range,
+    }
 
 
 def analyze(case, step_range: str | None = None, symptom: str | None = None, slo: dict | None = None,
@@ -297,75 +385,23 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     per_trace = [_trace_metrics(t, i, multi, step_range, metrics) for i, t in enumerate(case.traces)]
     devices = [device for trace in per_trace for device in trace.devices]
     processes = [process for trace in per_trace for process in trace.processes]
+    host_profile = HostProfile.of(case.pyspy) if case.pyspy else None
     data = {
-        "schema": SCHEMA,
-        "tool_version": __version__,
-        "inputs": list(case.inputs),
-        "skipped": list(case.skipped),
-        "symptom": symptom,
-        "slo": dict(slo or {}),
-        # when the capture started on the wall clock, as it records it (nsys session, Kineto base time)
-        "captured_utc_ns": min((trace.meta["started_utc_ns"] for trace in per_trace if trace.meta.get("started_utc_ns")),
-                               default=None),
-        "window": per_trace[0].window.to_contract() if per_trace else None,
-        "windows": [trace.window.to_contract() for trace in per_trace],
+        **CaseInputs.of(case, per_trace, symptom, slo).to_contract(),
         "devices": devices,  # the metrics while the rules run (they read them), the contract after
         "processes": processes,
-        # one trace: its own summary (no second pass over its tables); several: merged exactly
-        "kernels": (per_trace[0].kernels if len(per_trace) == 1 else
-                    kern.kernel_summary_multi([(t, metrics.window.start_ns, metrics.window.end_ns)
-                                               for t, metrics in zip(case.traces, per_trace)]) if per_trace else []),
+        "kernels": _case_kernels(case, per_trace),
         "copies": kern.merge_copy_checks([trace.copies for trace in per_trace]),
         "collective_skew": _skew(per_trace),
-        "topology": None,
-        "nccl": None,
-        "serving": None,
-        "hot_frames": [],
+        "topology": _topology(case, devices),
+        "nccl": _nccl(case),
+        "serving": _serving(case, slo),
+        "hot_frames": host_profile.hot_frames if host_profile else [],
         "findings": [],
         "abstentions": [],
     }
-    if case.topologies:
-        from tracetriage.analyzers import topology as topo_mod
-
-        groups = _tp_groups(devices)
-        topo = case.topologies[0]
-        data["topology"] = topo_mod.summary(topo, [g for g in groups if set(g) <= set(topo.gpus)])
-    if case.nccl_logs:
-        from tracetriage.analyzers import nccl as nccl_mod
-
-        data["nccl"] = [nccl_mod.summary(log) for log in case.nccl_logs]
-    if getattr(case, "serving", None):
-        from tracetriage.analyzers import serving as serving_mod
-
-        data["serving"] = serving_mod.summary(case.serving)
-        if slo:  # every budget given, checked against what was measured (the headline names the broken ones)
-            from tracetriage.analyzers.rules.slo import slo_checks
-
-            data["serving"]["slo_checks"] = slo_checks(data["serving"], slo)
-        serving_series = serving_mod.series(case.serving)
-    if case.pyspy:
-        from tracetriage.analyzers import hotframes
-
-        hf = hotframes.hot_frames(case.pyspy)
-        data["hot_frames"] = [
-            {"frame": f["frame"], "share_pct": f["share_pct"], "self_pct": f["self_pct"], "user_pct": f["user_pct"],
-             "calls_sync": f["calls_sync"]}
-            for f in hf["frames"]
-        ]
-        data["host_profile"] = {
-            "total_samples": hf["total_samples"],
-            "idle_samples": hf["idle_samples"],
-            "user_frames": hf["user"],
-            "captures": [{"path": c.path, "format": c.format, "threads": c.threads, "idle_threads": c.idle_threads,
-                          "processes": {str(k): v for k, v in c.processes.items()}} for c in case.pyspy],
-            # A dump is a snapshot: where each thread is (the first thing to read in a hang).
-            "snapshot": [
-                {"pid": smp.pid, "process": c.processes.get(smp.pid, "") if smp.pid is not None else "",
-                 "thread": smp.thread, "idle": smp.idle, "frame": smp.stack[-1] if smp.stack else "",
-                 "caller": smp.stack[-2] if len(smp.stack) > 1 else ""}
-                for c in case.pyspy if c.format in ("dump", "dump-json") for smp in c.samples
-            ][:64],
-        }
+    if host_profile:
+        data["host_profile"] = host_profile.to_contract()
     ctx = rules.Context(case=case, data=data, per_trace=per_trace, symptom=symptom, slo=dict(slo or {}))
     evaluation = rules.evaluate(ctx)
     findings, abstentions = evaluation.findings, evaluation.abstentions
@@ -377,23 +413,8 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     data["devices"] = devices
     data["efficiency"] = efficiency.block(per_trace, data.get("serving"))
     data["headline"] = rules.headline(findings, abstentions, data, symptom)
-    window = per_trace[0].window if per_trace else None
-    stall = window.setup_cause if window else None
-    if stall and window.setup_excluded_ns >= window.duration_ns:  # a start-up stall longer than the work
-        data["headline"] += (f"; before the window the GPU waited {window.setup_excluded_ns / 1e6:,.1f} ms at start-up "
-                             f"while the host was blocked in {stall['call']}"
-                             + (f" ({stall['caller']})" if stall.get("caller") else ""))
+    data["headline"] += _startup_stall_words(per_trace[0].window if per_trace else None)
     data["headline_by_axis"] = rules.headline_by_axis(findings)
     data["devices"] = [device.to_contract() for device in devices]
     data["processes"] = [process.to_contract() for process in processes]
-    series = {
-        "serving": serving_series if case.serving else None,
-        "busy": {k: v for trace in per_trace for k, v in trace.series.busy.items()},
-        "steps": {k: v for trace in per_trace for k, v in trace.series.steps.items()},
-        "timeline": next((trace.series.timeline for trace in per_trace if trace.devices), None),
-        # device -> finding -> accounting slice -> ns claimed: the Perfetto export's findings tracks
-        "claims": ctx.ledger.by_slice,
-        "slices": {device.id: dict(device.slices) for device in devices},  # the decomposition in ns (Perfetto export)
-        "step_range": step_range,
-    }
-    return Analysis(data=data, series=series)
+    return Analysis(data=data, series=_series(case, per_trace, devices, ctx.ledger.by_slice, step_range))

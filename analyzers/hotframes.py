@@ -21,6 +21,7 @@ ENTRY = re.compile(r"^(<module>|main|run|_run_code|_run_module_as_main|_bootstra
 
 
 def _func(frame: str) -> str:
+    """The function of a frame label ``func (file:line)``."""
     return frame.split(" (", 1)[0]
 
 
@@ -28,18 +29,21 @@ _SYNC_CACHE: dict[str, bool] = {}
 
 
 def _is_sync(frame: str) -> bool:
-    got = _SYNC_CACHE.get(frame)
-    if got is None:
-        got = _SYNC_CACHE[frame] = bool(SYNC_FRAME.match(_func(frame)))
-    return got
+    """Whether a frame is a host-syncing operation (SYNC_FRAME), memoised per label."""
+    syncs = _SYNC_CACHE.get(frame)
+    if syncs is None:
+        syncs = _SYNC_CACHE[frame] = bool(SYNC_FRAME.match(_func(frame)))
+    return syncs
 
 
 def _file(frame: str) -> str:
-    m = re.search(r"\((.+?)(?::\d+)?\)$", frame)
-    return m.group(1) if m else ""
+    """The file of a frame label ``func (file:line)``, empty when it names none."""
+    match = re.search(r"\((.+?)(?::\d+)?\)$", frame)
+    return match.group(1) if match else ""
 
 
 def is_framework(frame: str) -> bool:
+    """Whether a frame is framework or interpreter code (FRAMEWORK), or names no file."""
     return bool(FRAMEWORK.search(_file(frame))) or "(" not in frame
 
 
@@ -58,63 +62,64 @@ def hot_frames(caps: list[PySpyCapture], top: int = 15) -> dict:
     labels: dict[str, dict[str, int]] = {}
 
     def key(frame: str) -> str:
-        k = re.sub(r":\d+\)$", ")", frame)
-        labels.setdefault(k, {})
-        return k
+        function_key = re.sub(r":\d+\)$", ")", frame)
+        labels.setdefault(function_key, {})
+        return function_key
 
     incl: dict[str, int] = {}
     self_: dict[str, int] = {}
     user: dict[str, int] = {}
     sync_under: dict[str, int] = {}
     total = idle = 0
-    for cap in caps:
-        for s in cap.samples:
-            if s.idle:
-                idle += s.count
+    for capture in caps:
+        for sample in capture.samples:
+            if sample.idle:
+                idle += sample.count
                 continue
-            total += s.count
-            full = s.stack
-            stack = tuple(key(f) for f in full)
-            for f, k in zip(full, stack):
-                labels[k][f] = labels[k].get(f, 0) + s.count
-            s = type(s)(stack, s.count, s.thread, s.idle, s.pid)
-            for f in set(s.stack):
-                incl[f] = incl.get(f, 0) + s.count
-            if s.stack:
-                self_[s.stack[-1]] = self_.get(s.stack[-1], 0) + s.count
-            blame = next((f for f in reversed(s.stack) if not is_framework(f) and not ENTRY.match(_func(f))), None)
+            total += sample.count
+            stack = tuple(key(frame) for frame in sample.stack)
+            for frame, function_key in zip(sample.stack, stack):
+                labels[function_key][frame] = labels[function_key].get(frame, 0) + sample.count
+            for frame in set(stack):
+                incl[frame] = incl.get(frame, 0) + sample.count
+            if stack:
+                self_[stack[-1]] = self_.get(stack[-1], 0) + sample.count
+            blame = next((frame for frame in reversed(stack) if not is_framework(frame) and not ENTRY.match(_func(frame))),
+                         None)
             if blame:
-                user[blame] = user.get(blame, 0) + s.count
+                user[blame] = user.get(blame, 0) + sample.count
             # frames with a host sync below them in this sample: every frame above the deepest sync
             # (one pass: a 50k-frame stack costs 50k checks, not 50k^2)
-            deepest = next((i for i in range(len(s.stack) - 1, -1, -1) if _is_sync(s.stack[i])), -1)
-            for f in set(s.stack[:max(deepest, 0)]):
-                sync_under[f] = sync_under.get(f, 0) + s.count
+            deepest = next((depth for depth in range(len(stack) - 1, -1, -1) if _is_sync(stack[depth])), -1)
+            for frame in set(stack[:max(deepest, 0)]):
+                sync_under[frame] = sync_under.get(frame, 0) + sample.count
     if not total:
         return {"total_samples": 0, "idle_samples": idle, "frames": [], "user": []}
 
-    def pct(n):
-        return round(100.0 * n / total, 2)
+    def pct(samples):
+        return round(100.0 * samples / total, 2)
 
-    def shown(k):  # "func (file:line)" with the line seen most often
-        return max(labels[k].items(), key=lambda kv: kv[1])[0] if labels.get(k) else k
+    def shown(function_key):  # "func (file:line)" with the line seen most often
+        seen = labels.get(function_key)
+        return max(seen.items(), key=lambda label_count: label_count[1])[0] if seen else function_key
 
-    frames = sorted(incl, key=lambda f: (-incl[f], f))[:top]
+    frames = sorted(incl, key=lambda frame: (-incl[frame], frame))[:top]
     return {
         "total_samples": total,
         "idle_samples": idle,
         "frames": [
-            {"frame": shown(f), "share_pct": pct(incl[f]), "self_pct": pct(self_.get(f, 0)), "user_pct": pct(user.get(f, 0)),
-             "framework": is_framework(f), "calls_sync": bool(sync_under.get(f))}
-            for f in frames
+            {"frame": shown(frame), "share_pct": pct(incl[frame]), "self_pct": pct(self_.get(frame, 0)),
+             "user_pct": pct(user.get(frame, 0)), "framework": is_framework(frame), "calls_sync": bool(sync_under.get(frame))}
+            for frame in frames
         ],
         # Hot user frames: application code (not a framework or the interpreter), ranked by
         # inclusive share; a frame holding >= WRAPPER_PCT of all samples wraps everything
         # (a request handler, a serve loop) and is not a hot spot.
         "user": [
-            {"frame": shown(f), "function": f, "share_pct": pct(incl[f]), "user_pct": pct(user.get(f, 0)),
-             "self_pct": pct(self_.get(f, 0)), "calls_sync": bool(sync_under.get(f)), "sync_pct": pct(sync_under.get(f, 0))}
-            for f in sorted(incl, key=lambda k: (-incl[k], k))
-            if not is_framework(f) and not ENTRY.match(_func(f)) and pct(incl[f]) < WRAPPER_PCT
+            {"frame": shown(frame), "function": frame, "share_pct": pct(incl[frame]), "user_pct": pct(user.get(frame, 0)),
+             "self_pct": pct(self_.get(frame, 0)), "calls_sync": bool(sync_under.get(frame)),
+             "sync_pct": pct(sync_under.get(frame, 0))}
+            for frame in sorted(incl, key=lambda function_key: (-incl[function_key], function_key))
+            if not is_framework(frame) and not ENTRY.match(_func(frame)) and pct(incl[frame]) < WRAPPER_PCT
         ][:top],
     }

@@ -19,8 +19,8 @@ so the counts can be checked against it):
 * Memory-bound ops (elementwise, copies, concatenation, norms, softmax, reductions): FLOPs =
   elements of the output (reductions: of the input; norms: TraceLens's per-element counts); bytes =
   every tensor input read plus the output written (``copy_(dst, src)``: src read and dst written;
-  reductions: the input, and the output over the dims named in the arguments). A tensor list recorded without an element type (``TensorList``, as
-  Kineto writes ``aten::cat``'s input) has unknown bytes: no Work.
+  reductions: the input, and the output over the dims named in the arguments). A tensor list recorded
+  without an element type (``TensorList``, as Kineto writes ``aten::cat``'s input) has unknown bytes: no Work.
 
 nsys's PyTorch operator NVTX ranges (``--pytorch=autograd-shapes-nvtx``) give the same dims
 (a tensor list flattened into its tensors) and no ``Concrete Inputs``: ``concrete`` is then None,

@@ -26,6 +26,9 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass, field
+
+from tracetriage.analyzers.metrics import Contract
 
 QUANTILES = (50, 90, 95, 99)
 HISTOGRAMS = {  # our name -> metric base names, both generations and engines
@@ -51,9 +54,10 @@ COUNTERS = {
 }
 
 
-def _stat(rows, key, fn):
-    vals = [r[key] for r in rows if r.get(key) is not None]
-    return round(float(fn(vals)), 3) if vals else None
+def _stat(rows, key, reduce):
+    """``reduce`` (mean, max, median) of a stats-line field over the rows that have it, rounded; None without any."""
+    values = [row[key] for row in rows if row.get(key) is not None]
+    return round(float(reduce(values)), 3) if values else None
 
 
 def histogram_quantile(buckets: dict, q: float) -> dict | None:
@@ -65,57 +69,65 @@ def histogram_quantile(buckets: dict, q: float) -> dict | None:
     if not total:
         return None
     target = q / 100.0 * total
-    prev_le, prev_c = 0.0, 0.0
+    prev_le, prev_count = 0.0, 0.0
     for le in edges:
-        c = buckets[le]
-        if c >= target:
+        count = buckets[le]
+        if count >= target:
             if math.isinf(le):
                 return {"value_ms": prev_le * 1000.0, "lower_bound": True, "resolution_ms": None}
-            frac = (target - prev_c) / (c - prev_c) if c > prev_c else 1.0
+            frac = (target - prev_count) / (count - prev_count) if count > prev_count else 1.0
             return {"value_ms": round((prev_le + frac * (le - prev_le)) * 1000.0, 3), "lower_bound": False,
                     "resolution_ms": round((le - prev_le) * 1000.0, 3)}
-        prev_le, prev_c = le, c
+        prev_le, prev_count = le, count
     # the histogram has no +Inf bucket and the quantile lies above its last bucket
     return {"value_ms": prev_le * 1000.0, "lower_bound": True, "resolution_ms": None}
 
 
 def _server_latency(caps) -> dict:
+    """``latency.server``: per HISTOGRAMS name, the quantiles, count and mean of the /metrics histograms
+    of every replica merged bucket by bucket."""
     out = {}
     for ours, names in HISTOGRAMS.items():
         merged: dict = defaultdict(float)
-        s = n = 0.0
-        for c in caps:
-            for rep in c.replicas.values():
+        total_s = total_count = 0.0
+        for capture in caps:
+            for replica in capture.replicas.values():
                 for name in names:
-                    h = rep["histograms"].get(name)
-                    if not h:
+                    histogram = replica["histograms"].get(name)
+                    if not histogram:
                         continue
-                    for le, v in h["buckets"].items():
-                        merged[le] += v
-                    if h.get("sum") is not None and h.get("count"):
-                        s += h["sum"]
-                        n += h["count"]
+                    for le, count in histogram["buckets"].items():
+                        merged[le] += count
+                    if histogram.get("sum") is not None and histogram.get("count"):
+                        total_s += histogram["sum"]
+                        total_count += histogram["count"]
         if not merged:
             continue
         entry = {f"p{q}": histogram_quantile(dict(merged), q) for q in QUANTILES}
         count = merged[math.inf] if math.inf in merged else max(merged.values())
         entry["count"] = count
-        entry["mean_ms"] = round(1000.0 * s / n, 3) if n else None
+        entry["mean_ms"] = round(1000.0 * total_s / total_count, 3) if total_count else None
         out[ours] = entry
     return out
 
 
+def _finite_rate(record: dict) -> bool:
+    """Whether a benchmark record has a finite request rate (``inf``: all requests sent at once)."""
+    return isinstance(record.get("request_rate"), (int, float)) and math.isfinite(record["request_rate"])
+
+
 def _client_latency(bench: list[dict]) -> dict:
+    """``latency.client``: the percentiles of the record with the highest finite request rate (else the last)."""
     if not bench:
         return {}
-    finite = [b for b in bench if isinstance(b.get("request_rate"), (int, float)) and math.isfinite(b["request_rate"])]
-    rec = max(finite, key=lambda b: b["request_rate"]) if finite else bench[-1]
-    out = {"record": {k: rec.get(k) for k in ("request_rate", "max_concurrency", "request_throughput", "completed")}}
+    finite = [record for record in bench if _finite_rate(record)]
+    chosen = max(finite, key=lambda record: record["request_rate"]) if finite else bench[-1]
+    out = {"record": {key: chosen.get(key) for key in ("request_rate", "max_concurrency", "request_throughput", "completed")}}
     for metric in ("ttft", "tpot", "itl", "e2el"):
-        entry = {k.split("_")[0]: rec[k] for k in rec if k.endswith(f"_{metric}_ms") and rec[k] is not None}
-        arr = rec.get(f"_{metric}s") if metric in ("ttft", "itl") else None
-        if arr:
-            entry.update({"p50": arr["p50"], "p99": arr["p99"], "max": arr["max"]})
+        entry = {key.split("_")[0]: chosen[key] for key in chosen if key.endswith(f"_{metric}_ms") and chosen[key] is not None}
+        per_request = chosen.get(f"_{metric}s") if metric in ("ttft", "itl") else None
+        if per_request:
+            entry.update({"p50": per_request["p50"], "p99": per_request["p99"], "max": per_request["max"]})
         if entry:
             out[metric] = entry
     return out
@@ -141,29 +153,30 @@ def fit_line(points: list[tuple[float, float]]) -> dict | None:
 
 
 def _tpot_fit(bench: list[dict], stats: list[dict]) -> dict | None:
-    pts = [(float(b["max_concurrency"]), float(b["mean_tpot_ms"])) for b in bench
-           if isinstance(b.get("max_concurrency"), (int, float)) and b.get("mean_tpot_ms")]
-    if len({x for x, _ in pts}) >= 4:
-        fit = fit_line(pts)
+    """``tpot_fit`` (module docstring): from the benchmark sweep, else from the stats lines."""
+    points = [(float(record["max_concurrency"]), float(record["mean_tpot_ms"])) for record in bench
+              if isinstance(record.get("max_concurrency"), (int, float)) and record.get("mean_tpot_ms")]
+    if len({x for x, _ in points}) >= 4:
+        fit = fit_line(points)
         if fit:
             return {**fit, "source": "benchmark sweep (mean TPOT at each max concurrency)",
-                    "series": sorted(pts)}
-    pts = [(r["running"], 1000.0 * r["running"] / r["gen_tps"]) for r in stats
-           if r.get("running") and r.get("gen_tps") and r["gen_tps"] > 0]
-    fit = fit_line(pts)
+                    "series": sorted(points)}
+    points = [(row["running"], 1000.0 * row["running"] / row["gen_tps"]) for row in stats
+              if row.get("running") and row.get("gen_tps") and row["gen_tps"] > 0]
+    fit = fit_line(points)
     if fit:
-        return {**fit, "source": "engine stats lines (TPOT = running / generation throughput)", "series": sorted(pts)}
+        return {**fit, "source": "engine stats lines (TPOT = running / generation throughput)", "series": sorted(points)}
     return None
 
 
 def _littles_law(bench: list[dict], stats: dict | None) -> dict:
+    """``littles_law`` (module docstring): from the benchmark records, else from the stats summary."""
     out = {"arrival_rate_rps": None, "capacity_rps": None, "in_system": None, "time_in_system_s": None, "source": None}
-    finite = [b for b in bench if isinstance(b.get("request_rate"), (int, float)) and math.isfinite(b["request_rate"])
-              and b.get("request_throughput")]
+    finite = [record for record in bench if _finite_rate(record) and record.get("request_throughput")]
     if finite:
-        top = max(finite, key=lambda b: b["request_rate"])
-        out.update(arrival_rate_rps=top["request_rate"],
-                   capacity_rps=round(max(b["request_throughput"] for b in bench if b.get("request_throughput")), 3),
+        top = max(finite, key=lambda record: record["request_rate"])
+        capacity = max(record["request_throughput"] for record in bench if record.get("request_throughput"))
+        out.update(arrival_rate_rps=top["request_rate"], capacity_rps=round(capacity, 3),
                    source="benchmark: configured request rate vs measured completion rate")
         if top.get("mean_e2el_ms"):
             out["time_in_system_s"] = round(top["mean_e2el_ms"] / 1000.0, 3)
@@ -174,42 +187,62 @@ def _littles_law(bench: list[dict], stats: dict | None) -> dict:
     return out
 
 
-def _tokens(caps, bench: list[dict], stats_rows: list[dict], prefills: list[dict]) -> dict:
-    prompt = sum(b.get("total_input_tokens") or 0 for b in bench)
-    output = sum(b.get("total_output_tokens") or 0 for b in bench)
-    source = "benchmark totals"
-    counters = defaultdict(float)
-    for c in caps:
-        for rep in c.replicas.values():
+def _token_counters(caps) -> defaultdict:
+    """The COUNTERS summed over every scrape's replicas (the first of each counter's names a replica has)."""
+    counters: defaultdict = defaultdict(float)
+    for capture in caps:
+        for replica in capture.replicas.values():
             for ours, names in COUNTERS.items():
-                for name in names:
-                    if name in rep["counters"]:
-                        counters[ours] += rep["counters"][name]
-                        break
-    if not (prompt and output) and counters["prompt_tokens"] and counters["generation_tokens"]:
-        prompt, output, source = counters["prompt_tokens"], counters["generation_tokens"], "token counters (/metrics)"
-    if not (prompt and output):
-        p = [r["prompt_tps"] for r in stats_rows if r.get("prompt_tps") is not None]
-        g = [r["gen_tps"] for r in stats_rows if r.get("gen_tps") is not None]
-        if p and g and sum(g) > 0:
-            prompt, output, source = sum(p), sum(g), "engine stats lines (prompt vs generation throughput)"
-    hit, hit_source = None, None
-    vals = [r["prefix_hit_pct"] for r in stats_rows if r.get("prefix_hit_pct") is not None]
-    if vals:
-        hit, hit_source = statistics.fmean(vals), "engine stats lines"
-    elif prefills and any(r.get("new_token") for r in prefills):
-        new = sum(r.get("new_token") or 0 for r in prefills)
-        cached = sum(r.get("cached_token") or 0 for r in prefills)
-        hit, hit_source = 100.0 * cached / (new + cached) if new + cached else None, "SGLang prefill lines (cached / (new + cached) tokens)"
-    elif counters["prefix_queries"]:
-        hit, hit_source = 100.0 * counters["prefix_hits"] / counters["prefix_queries"], "prefix cache hits / queries counters"
-    else:
-        g = [rep["gauges"][n] for c in caps for rep in c.replicas.values() for n in GAUGES["prefix_hit"] if n in rep["gauges"]]
-        if g:
-            hit, hit_source = 100.0 * statistics.fmean(g), "sglang:cache_hit_rate"
+                name = next((name for name in names if name in replica["counters"]), None)
+                if name is not None:
+                    counters[ours] += replica["counters"][name]
+    return counters
+
+
+def _token_totals(bench: list[dict], counters: defaultdict, stats_rows: list[dict]) -> tuple[float, float, str]:
+    """(prompt tokens, output tokens, where from): benchmark totals, else the token counters, else the
+    stats lines' throughputs (a zero total when none has both)."""
+    prompt = sum(record.get("total_input_tokens") or 0 for record in bench)
+    output = sum(record.get("total_output_tokens") or 0 for record in bench)
+    if prompt and output:
+        return prompt, output, "benchmark totals"
+    if counters["prompt_tokens"] and counters["generation_tokens"]:
+        return counters["prompt_tokens"], counters["generation_tokens"], "token counters (/metrics)"
+    prompt_tps = [row["prompt_tps"] for row in stats_rows if row.get("prompt_tps") is not None]
+    gen_tps = [row["gen_tps"] for row in stats_rows if row.get("gen_tps") is not None]
+    if prompt_tps and gen_tps and sum(gen_tps) > 0:
+        return sum(prompt_tps), sum(gen_tps), "engine stats lines (prompt vs generation throughput)"
+    return prompt, output, "benchmark totals"
+
+
+def _prefix_hit(caps, stats_rows: list[dict], prefills: list[dict], counters: defaultdict) -> tuple[float | None, str | None]:
+    """(prefix-cache hit %, where from): stats lines, else SGLang prefill lines, else hits / queries
+    counters, else the sglang:cache_hit_rate gauge."""
+    stats_hits = [row["prefix_hit_pct"] for row in stats_rows if row.get("prefix_hit_pct") is not None]
+    if stats_hits:
+        return statistics.fmean(stats_hits), "engine stats lines"
+    if prefills and any(row.get("new_token") for row in prefills):
+        new = sum(row.get("new_token") or 0 for row in prefills)
+        cached = sum(row.get("cached_token") or 0 for row in prefills)
+        return 100.0 * cached / (new + cached) if new + cached else None, "SGLang prefill lines (cached / (new + cached) tokens)"
+    if counters["prefix_queries"]:
+        return 100.0 * counters["prefix_hits"] / counters["prefix_queries"], "prefix cache hits / queries counters"
+    gauges = [replica["gauges"][name] for capture in caps for replica in capture.replicas.values()
+              for name in GAUGES["prefix_hit"] if name in replica["gauges"]]
+    if gauges:
+        return 100.0 * statistics.fmean(gauges), "sglang:cache_hit_rate"
+    return None, None
+
+
+def _tokens(caps, bench: list[dict], stats_rows: list[dict], prefills: list[dict]) -> dict:
+    """The ``tokens`` block: prompt per output token and the prefix-cache hit rate (module docstring)."""
+    counters = _token_counters(caps)
+    prompt, output, source = _token_totals(bench, counters, stats_rows)
+    hit, hit_source = _prefix_hit(caps, stats_rows, prefills, counters)
+    both = bool(prompt and output)
     return {
         "prompt_tokens": prompt or None, "output_tokens": output or None,
-        "prompt_per_output": round(prompt / output, 3) if prompt and output else None, "source": source if prompt and output else None,
+        "prompt_per_output": round(prompt / output, 3) if both else None, "source": source if both else None,
         "prefix_hit_pct": round(hit, 3) if hit is not None else None, "prefix_hit_source": hit_source,
         "preemptions_counter": counters["preemptions"] or None,
     }
@@ -219,105 +252,165 @@ def _replicas(caps, stats_rows) -> list[dict]:
     """One row per replica: a scrape's instance/engine label (or its file); without scrapes, an engine
     id of the stats lines (one replica is not counted twice from both)."""
     out = []
-    for c in caps:
-        for key, rep in c.replicas.items():
-            g = rep["gauges"]
-            row = {"replica": f"{c.path}" + (f" [{key}]" if key else ""), "source": "metrics"}
+    for capture in caps:
+        for label, replica in capture.replicas.items():
+            gauges = replica["gauges"]
+            row = {"replica": f"{capture.path}" + (f" [{label}]" if label else ""), "source": "metrics"}
             for ours, names in GAUGES.items():
-                row[ours] = next((g[n] for n in names if n in g), None)
+                row[ours] = next((gauges[name] for name in names if name in gauges), None)
             if row.get("kv_usage") is not None:
                 row["kv_usage_pct"] = round(100.0 * row.pop("kv_usage"), 3)
-            if any(row.get(k) is not None for k in ("running", "waiting", "kv_usage_pct")):
+            if any(row.get(key) is not None for key in ("running", "waiting", "kv_usage_pct")):
                 out.append(row)
-    by = defaultdict(list)
-    for r in stats_rows:
-        by[(r.get("_file"), r.get("replica") or "")].append(r)
-    if len(by) > 1 and not out:  # scrapes name the replicas when there are any; else the engines of the stats lines
-        for (path, rep), rows in by.items():
-            out.append({"replica": f"{path}" + (f" [engine {rep}]" if rep else ""), "source": "stats lines",
+    by_engine = defaultdict(list)
+    for stats_row in stats_rows:
+        by_engine[(stats_row.get("_file"), stats_row.get("replica") or "")].append(stats_row)
+    if len(by_engine) > 1 and not out:  # scrapes name the replicas when there are any; else the engines of the stats lines
+        for (path, engine), rows in by_engine.items():
+            out.append({"replica": f"{path}" + (f" [engine {engine}]" if engine else ""), "source": "stats lines",
                         "running": _stat(rows, "running", statistics.fmean), "waiting": _stat(rows, "waiting", statistics.fmean),
                         "kv_usage_pct": _stat(rows, "kv_usage_pct", statistics.fmean)})
     return out
 
 
-def summary(caps) -> dict:
-    config: dict = {}
-    stats: list = []
-    prefills: list = []
-    metrics: dict = {}
-    bench: list = []
-    versions, engines, warnings = [], set(), []
-    oom, preemptions, retractions, memory = [], 0, 0, {}
-    for c in caps:
-        config.update(c.config)
-        for r in c.stats:
-            stats.append({**r, "_file": c.path})
-        prefills.extend(c.prefills)
-        metrics.update(c.metrics)
-        bench.extend(c.bench)
-        if c.version:
-            versions.append(c.version)
-        if c.engine:
-            engines.add(c.engine)
-        oom.extend(c.events["oom"])
-        preemptions += c.events["preemptions"]
-        retractions += c.events["retractions"]
-        memory.update(c.memory)
-        warnings.extend(f"{c.path}: {w}" for w in c.warnings)
-    out = {
-        "captures": [{"path": c.path, "kind": c.kind, "version": c.version} for c in caps],
-        "engine": "/".join(sorted(engines)) or None,
-        "version": versions[0] if versions else None,
-        "config": config,
-        "stats": None,
-        "metrics": {k: v for k, v in metrics.items() if any(s in k for s in (
-            "num_requests", "kv_cache_usage", "gpu_cache_usage", "prefix_cache", "num_preemptions", "token_usage",
-            "num_running", "num_queue", "cache_hit"))},
-        "bench": [{k: v for k, v in b.items() if not k.startswith("_")} for b in bench],
-        "warnings": warnings,
+@dataclass
+class _Gathered:
+    """What every serving capture of a case holds, pooled: config, stats lines (each with its file),
+    SGLang prefill lines, /metrics values, benchmark records, versions, engines, warnings, and the
+    memory events (OOMs, preemptions, retractions) and allocator figures."""
+
+    config: dict = field(default_factory=dict)
+    stats: list = field(default_factory=list)
+    prefills: list = field(default_factory=list)
+    metrics: dict = field(default_factory=dict)
+    bench: list = field(default_factory=list)
+    versions: list = field(default_factory=list)
+    engines: set = field(default_factory=set)
+    warnings: list = field(default_factory=list)
+    oom: list = field(default_factory=list)
+    preemptions: int = 0
+    retractions: int = 0
+    memory: dict = field(default_factory=dict)
+
+
+def _gather(caps) -> _Gathered:
+    """The captures' contents pooled, in capture order."""
+    pooled = _Gathered()
+    for capture in caps:
+        pooled.config.update(capture.config)
+        pooled.stats.extend({**row, "_file": capture.path} for row in capture.stats)
+        pooled.prefills.extend(capture.prefills)
+        pooled.metrics.update(capture.metrics)
+        pooled.bench.extend(capture.bench)
+        if capture.version:
+            pooled.versions.append(capture.version)
+        if capture.engine:
+            pooled.engines.add(capture.engine)
+        pooled.oom.extend(capture.events["oom"])
+        pooled.preemptions += capture.events["preemptions"]
+        pooled.retractions += capture.events["retractions"]
+        pooled.memory.update(capture.memory)
+        pooled.warnings.extend(f"{capture.path}: {warning}" for warning in capture.warnings)
+    return pooled
+
+
+METRIC_WORDS = ("num_requests", "kv_cache_usage", "gpu_cache_usage", "prefix_cache", "num_preemptions", "token_usage",
+                "num_running", "num_queue", "cache_hit")  # the /metrics values the summary keeps
+
+
+def _stats_block(stats: list[dict]) -> dict | None:
+    """The ``stats`` block (module docstring) of the engine stats lines, None without any."""
+    if not stats:
+        return None
+    return {
+        "samples": len(stats),
+        "running_mean": _stat(stats, "running", statistics.fmean),
+        "running_max": _stat(stats, "running", max),
+        "waiting_mean": _stat(stats, "waiting", statistics.fmean),
+        "waiting_max": _stat(stats, "waiting", max),
+        "waiting_first": next((row["waiting"] for row in stats if row.get("waiting") is not None), None),
+        "waiting_last": next((row["waiting"] for row in reversed(stats) if row.get("waiting") is not None), None),
+        "waiting_share_pct": round(100.0 * sum(1 for row in stats if (row.get("waiting") or 0) > 0) / len(stats), 1),
+        "kv_usage_p50": _stat(stats, "kv_usage_pct", statistics.median),
+        "kv_usage_max": _stat(stats, "kv_usage_pct", max),
+        "prompt_tps_mean": _stat(stats, "prompt_tps", statistics.fmean),
+        "gen_tps_mean": _stat(stats, "gen_tps", statistics.fmean),
+        "prefix_hit_mean": _stat(stats, "prefix_hit_pct", statistics.fmean),
     }
-    if stats:
-        out["stats"] = {
-            "samples": len(stats),
-            "running_mean": _stat(stats, "running", statistics.fmean),
-            "running_max": _stat(stats, "running", max),
-            "waiting_mean": _stat(stats, "waiting", statistics.fmean),
-            "waiting_max": _stat(stats, "waiting", max),
-            "waiting_first": next((r["waiting"] for r in stats if r.get("waiting") is not None), None),
-            "waiting_last": next((r["waiting"] for r in reversed(stats) if r.get("waiting") is not None), None),
-            "waiting_share_pct": round(100.0 * sum(1 for r in stats if (r.get("waiting") or 0) > 0) / len(stats), 1),
-            "kv_usage_p50": _stat(stats, "kv_usage_pct", statistics.median),
-            "kv_usage_max": _stat(stats, "kv_usage_pct", max),
-            "prompt_tps_mean": _stat(stats, "prompt_tps", statistics.fmean),
-            "gen_tps_mean": _stat(stats, "gen_tps", statistics.fmean),
-            "prefix_hit_mean": _stat(stats, "prefix_hit_pct", statistics.fmean),
-        }
-    out["latency"] = {"client": _client_latency(bench), "server": _server_latency(caps)}
-    out["littles_law"] = _littles_law(bench, out["stats"])
-    out["tpot_fit"] = _tpot_fit(bench, stats)
-    out["tokens"] = _tokens(caps, bench, stats, prefills)
-    out["replicas"] = _replicas(caps, stats)
-    lens = [b.get("_input_lens") for b in bench if b.get("_input_lens")]
-    per_req_input = [b["total_input_tokens"] / b["completed"] for b in bench if b.get("total_input_tokens") and b.get("completed")]
-    out["prompts"] = {
-        "input_len_mean": round(statistics.fmean([x["mean"] for x in lens]), 1) if lens else (
-            round(statistics.fmean(per_req_input), 1) if per_req_input else None),
-        "input_len_max": max(x["max"] for x in lens) if lens else None,
-        "prefill_new_token_max": max((r.get("new_token") or 0 for r in prefills), default=None) or None,
+
+
+def _prompts(bench: list[dict], prefills: list[dict]) -> dict:
+    """The ``prompts`` block: mean and max input length (benchmark), the largest prefill (SGLang)."""
+    lens = [record.get("_input_lens") for record in bench if record.get("_input_lens")]
+    per_request_input = [record["total_input_tokens"] / record["completed"] for record in bench
+                         if record.get("total_input_tokens") and record.get("completed")]
+    if lens:
+        input_len_mean = round(statistics.fmean([record_lens["mean"] for record_lens in lens]), 1)
+    else:
+        input_len_mean = round(statistics.fmean(per_request_input), 1) if per_request_input else None
+    return {
+        "input_len_mean": input_len_mean,
+        "input_len_max": max(record_lens["max"] for record_lens in lens) if lens else None,
+        "prefill_new_token_max": max((row.get("new_token") or 0 for row in prefills), default=None) or None,
     }
-    out["memory"] = {
-        "oom_events": oom, "preemptions": max(preemptions, int(out["tokens"]["preemptions_counter"] or 0)),
-        "retractions": retractions, "allocator": memory or None,
-    }
-    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ServingSummary(Contract):
+    """The contract's ``serving`` block of a case's serving captures (the module docstring defines
+    its figures): the captures, engine and version, the engine config, the stats lines' summary,
+    the kept /metrics values, the benchmark records, warnings, latency (client and server),
+    Little's law, the TPOT fit, tokens, replicas, prompts and memory events. The blocks inside
+    stay plain dicts, as the JSON has them."""
+
+    captures: list[dict]
+    engine: str | None
+    version: str | None
+    config: dict
+    stats: dict | None
+    metrics: dict
+    bench: list[dict]
+    warnings: list[str]
+    latency: dict
+    littles_law: dict
+    tpot_fit: dict | None
+    tokens: dict
+    replicas: list[dict]
+    prompts: dict
+    memory: dict
+
+
+def summary(caps) -> ServingSummary:
+    """The serving summary of a case's serving captures."""
+    pooled = _gather(caps)
+    stats = _stats_block(pooled.stats)
+    tokens = _tokens(caps, pooled.bench, pooled.stats, pooled.prefills)
+    return ServingSummary(
+        captures=[{"path": capture.path, "kind": capture.kind, "version": capture.version} for capture in caps],
+        engine="/".join(sorted(pooled.engines)) or None,
+        version=pooled.versions[0] if pooled.versions else None,
+        config=pooled.config,
+        stats=stats,
+        metrics={name: value for name, value in pooled.metrics.items() if any(word in name for word in METRIC_WORDS)},
+        bench=[{key: value for key, value in record.items() if not key.startswith("_")} for record in pooled.bench],
+        warnings=pooled.warnings,
+        latency={"client": _client_latency(pooled.bench), "server": _server_latency(caps)},
+        littles_law=_littles_law(pooled.bench, stats),
+        tpot_fit=_tpot_fit(pooled.bench, pooled.stats),
+        tokens=tokens,
+        replicas=_replicas(caps, pooled.stats),
+        prompts=_prompts(pooled.bench, pooled.prefills),
+        memory={"oom_events": pooled.oom, "preemptions": max(pooled.preemptions, int(tokens["preemptions_counter"] or 0)),
+                "retractions": pooled.retractions, "allocator": pooled.memory or None},
+    )
 
 
 def series(caps) -> dict:
     """Arrays for the charts only (kept out of the JSON): stats over time, TPOT against batch."""
-    rows = [r for c in caps for r in c.stats]
-    t0 = next((r["t"] for r in rows if r.get("t") is not None), None)
+    rows = [row for capture in caps for row in capture.stats]
+    t0 = next((row["t"] for row in rows if row.get("t") is not None), None)
     return {
-        "stats": [{"t": (r["t"] - t0) if r.get("t") is not None and t0 is not None else i,
-                   "running": r.get("running"), "waiting": r.get("waiting"), "kv_usage_pct": r.get("kv_usage_pct")}
-                  for i, r in enumerate(rows[:5000])],
+        "stats": [{"t": (row["t"] - t0) if row.get("t") is not None and t0 is not None else index,
+                   "running": row.get("running"), "waiting": row.get("waiting"), "kv_usage_pct": row.get("kv_usage_pct")}
+                  for index, row in enumerate(rows[:5000])],
     }

@@ -369,7 +369,8 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
 
     lengths = lengths_buf[:acc["n"]]
     busy = acc["busy"]
-    hist = np.histogram(lengths, bins=HISTOGRAM_EDGES_NS + [max(int(lengths.max()) + 1 if lengths.size else 1, HISTOGRAM_EDGES_NS[-1] + 1)])[0]
+    last_edge = max(int(lengths.max()) + 1 if lengths.size else 1, HISTOGRAM_EDGES_NS[-1] + 1)
+    hist = np.histogram(lengths, bins=HISTOGRAM_EDGES_NS + [last_edge])[0]
     total_gap, max_gap = int(lengths.sum()), int(lengths.max()) if lengths.size else 0
     # in place (the buffer is ours): np.percentile would otherwise copy all the gaps
     p50, p99 = (int(x) for x in np.percentile(lengths, [50, 99], overwrite_input=True)) if lengths.size else (0, 0)

@@ -46,7 +46,9 @@ def summary(topo: Topology, groups: list[list[int]] | None = None) -> dict:
         "islands": isl,
         "numa": {str(k): v for k, v in topo.numa.items()},
         "cpu_affinity": {str(k): v for k, v in topo.cpu_affinity.items()},
-        "links": {f"GPU{a}": {f"GPU{b}": topo.link(a, b) for b in topo.gpus if b != a and topo.graph.has_edge(f"GPU{a}", f"GPU{b}")} for a in topo.gpus},
+        "links": {f"GPU{gpu}": {f"GPU{peer}": topo.link(gpu, peer) for peer in topo.gpus
+                                if peer != gpu and topo.graph.has_edge(f"GPU{gpu}", f"GPU{peer}")}
+                  for gpu in topo.gpus},
         "crossing_groups": [],
         "recommendation": recommendation(topo, isl),
     }
@@ -72,6 +74,7 @@ def recommendation(topo: Topology, isl: list[list[int]]) -> str | None:
         node = next(iter(nodes)) if len(nodes) == 1 else None
         # The environment assignment comes first: "numactl ... VAR=x cmd" would make numactl run "VAR=x" as a program.
         pin = f" numactl --cpunodebind={node} --membind={node}" if node is not None else ""
-        parts.append(f"CUDA_VISIBLE_DEVICES={','.join(map(str, group))}{pin} <server command> --tensor-parallel-size {len(group)}")
+        visible = ",".join(map(str, group))
+        parts.append(f"CUDA_VISIBLE_DEVICES={visible}{pin} <server command> --tensor-parallel-size {len(group)}")
     tp = f"TP={len(isl[0])}" if len(sizes) == 1 else "one TP group"
     return f"run {len(isl)} instances of {tp}, one per NVLink/fabric island, each pinned to its NUMA node: " + "; ".join(parts)

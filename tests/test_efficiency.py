@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT, real
 
 from tracetriage import analyze, open_case
-from tracetriage.analyzers import efficiency, opwork
+from tracetriage.analyzers import efficiency, opwork, peaks
 from tracetriage.model import WORK_OPS
 
 sys.path.insert(0, str(ROOT / "samples"))
@@ -143,7 +143,7 @@ def test_device_names_match(name, mem_gib, sms, model):
 def test_unknown_device_is_none_and_every_entry_has_a_source():
     assert efficiency.match_device("Some Future GPU", 2**36, 100) is None
     assert efficiency.match_device("", -1, -1) is None
-    for key, e in efficiency.DEVICES.items():
+    for key, e in peaks.DEVICES.items():
         assert e["source"] and e["bandwidth_gbps"] > 0 and e["names"], key
         assert all(v > 0 for v in e["peak_tflops"].values()), key
 

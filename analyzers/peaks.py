@@ -1,0 +1,90 @@
+"""Device peaks and the roofline: what a device can do, and how close a set of op calls came to it.
+
+* **device**: the capture's device name (Kineto ``deviceProperties``, nsys ``TARGET_INFO_GPU``,
+  rocpd agents) matched against ``devices.toml`` (peak dense FLOP/s per data type, memory
+  bandwidth, each with its datasheet); :func:`match_device` says None for a device it does not know.
+* **rates**: achieved_tflops = FLOPs / time; achieved_gbps = bytes / time; intensity = FLOPs / bytes.
+* **roofline**: the roofline time of an op is max(FLOPs / peak(dtype), bytes / bandwidth); the
+  ``pct_of_roofline`` of a set of ops = sum of their roofline times / their measured time x 100
+  (100% = at the datasheet bound); ``bound`` is compute when their compute times outweigh their
+  memory times, else memory. A dtype the device has no peak for is held against
+  :data:`DTYPE_FALLBACK`'s.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+DEVICES: dict[str, dict] = tomllib.loads(Path(__file__).with_name("devices.toml").read_text(encoding="utf-8"))
+
+# the peak an op is held against when the device lacks its own dtype's (fp8 on an A100 runs as bf16)
+DTYPE_FALLBACK = {"fp8": "bf16", "int8": "bf16", "bf16": "fp16", "fp16": "bf16", "tf32": "fp32", "fp64": "fp32",
+                  "uint8": "int8", "int16": "fp32", "int32": "fp32", "int64": "fp32", "bool": "fp32"}
+
+
+def match_device(name: str, memory_bytes: int = -1, sm_count: int = -1) -> tuple[str, dict] | None:
+    """(key, entry) of devices.toml for a capture's device, or None when the table does not know it."""
+    gib = memory_bytes / 2**30 if memory_bytes and memory_bytes > 0 else None
+    name = (name or "").strip()
+    generic = not name or name.lower() in ("unknown gpu", "amd radeon graphics")
+    for key, entry in DEVICES.items():
+        if not generic and any(re.search(pattern, name, re.I) for pattern in entry["names"]):
+            lo, hi = entry.get("memory_gib", [None, None])
+            if lo is None or (gib is not None and lo <= gib <= hi):
+                return key, entry
+        props = entry.get("props")
+        if generic and props and sm_count == props["sm_count"] and gib is not None \
+                and props["memory_gib"][0] <= gib <= props["memory_gib"][1]:
+            return key, entry
+    return None
+
+
+def peak_tflops(entry: dict, dtype: str) -> tuple[str, float] | None:
+    """(dtype whose peak applies, TFLOP/s) on a device."""
+    peaks, seen = entry["peak_tflops"], set()
+    while dtype and dtype not in seen:
+        if dtype in peaks:
+            return dtype, float(peaks[dtype])
+        seen.add(dtype)
+        dtype = DTYPE_FALLBACK.get(dtype)
+    return None
+
+
+def device_block(entry: dict, matched_name: str) -> dict:
+    """The contract's ``efficiency.device``: the table entry's model, datasheet, peaks and bandwidth."""
+    device = {"model": entry["model"], "source": entry["source"], "peak_tflops": dict(entry["peak_tflops"]),
+              "bandwidth_gbps": float(entry["bandwidth_gbps"]), "matched_name": matched_name}
+    if entry.get("note"):
+        device["note"] = entry["note"]
+    return device
+
+
+def rates(time_ns: float, flops: float, nbytes: float) -> dict:
+    """Time, work and the achieved rates of a set of op calls."""
+    return {"time_ns": int(time_ns), "flops": float(flops), "bytes": float(nbytes),
+            "achieved_tflops": round(flops / time_ns / 1e3, 3) if time_ns else None,
+            "achieved_gbps": round(nbytes / time_ns, 2) if time_ns else None,
+            "intensity": round(flops / nbytes, 3) if nbytes else None}
+
+
+def roofline(entry: dict | None, flops: np.ndarray, nbytes: np.ndarray, dtypes: np.ndarray, time_ns: float) -> dict:
+    """bound, pct_of_roofline and the peak held against, for a set of op calls."""
+    if entry is None or not time_ns:
+        return {"bound": None, "pct_of_roofline": None, "peak_dtype": None}
+    bandwidth = float(entry["bandwidth_gbps"])
+    compute_ns = np.zeros(len(flops))
+    for dtype in pd.unique(dtypes):
+        peak = peak_tflops(entry, dtype)
+        selected = dtypes == dtype
+        compute_ns[selected] = flops[selected] / (peak[1] * 1e3) if peak else 0.0  # TFLOP/s = 1e3 FLOP/ns
+    memory_ns = nbytes / bandwidth
+    main_dtype = pd.Series(flops).groupby(dtypes).sum().idxmax() if len(flops) else None
+    main_peak = peak_tflops(entry, main_dtype) if main_dtype else None
+    return {"bound": "compute" if compute_ns.sum() >= memory_ns.sum() else "memory",
+            "pct_of_roofline": round(100.0 * float(np.maximum(compute_ns, memory_ns).sum()) / time_ns, 2),
+            "peak_dtype": main_peak[0] if main_peak else None}
