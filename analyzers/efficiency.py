@@ -44,11 +44,11 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.analyzers import opwork
-from tracetriage.analyzers.evidence import plural
 from tracetriage.analyzers.metrics import Efficiency, TraceMetrics
 from tracetriage.analyzers.op_kernels import KernelTime, OpWork, kernel_time, op_works, replayed_ops
 from tracetriage.analyzers.peaks import device_block, match_device, rates, roofline
 from tracetriage.model import Trace, is_kind
+from tracetriage.wording import plural
 
 # name: (value, why) — merged into the rules' THRESHOLDS table
 THRESHOLDS = {

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tracetriage.analyzers.evidence import ms, nbytes, pct, plural
 from tracetriage.captured import capture_start_utc
 from tracetriage.reports.palette import CAUSE_LABELS, finding_color
+from tracetriage.wording import ms, nbytes, pct, plural
 
 
 def fmt_ns(ns) -> str:
@@ -727,7 +727,7 @@ def _nccl(log: dict) -> NcclLogView:
 def serving_view(srv: dict | None) -> ServingView | None:
     """The serving section: latency percentiles (client and server side), Little's law, the sweep,
     each --slo budget checked."""
-    from tracetriage.analyzers.rules.slo import slo_text
+    from tracetriage.wording import slo_text
 
     if not srv:
         return None

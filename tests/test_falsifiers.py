@@ -20,8 +20,8 @@ from conftest import BUNDLES, ROOT, real, run_cli
 
 from tracetriage import analyze, open_case
 from tracetriage.analyzers import catalog
-from tracetriage.analyzers.rules.falsify import serving_facts
 from tracetriage.analyzers.rules import THRESHOLDS
+from tracetriage.analyzers.rules.falsify import serving_facts
 
 NVFUSER_2025_1 = "nsys2025.1_1xH200_nvfuser_pytorch_crossentropy.sqlite"
 

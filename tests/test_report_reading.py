@@ -17,13 +17,13 @@ import re
 import pytest
 from conftest import BUNDLES, real, sql
 
-from tracetriage.analyzers.evidence import nbytes
 from tracetriage.api import analyze
 from tracetriage.reports import palette
 from tracetriage.reports.html import render_html
 from tracetriage.reports.markdown import render_markdown
 from tracetriage.reports.text import render_text
 from tracetriage.reports.view import short_middle
+from tracetriage.wording import nbytes
 
 
 @pytest.fixture(scope="module")

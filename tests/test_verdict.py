@@ -13,11 +13,11 @@ from conftest import BUNDLES, REAL, bundle_names, real, run_cli, truth
 
 from tracetriage import analyze, open_case
 from tracetriage.analyzers import catalog
-from tracetriage.analyzers.evidence import pct
 from tracetriage.analyzers.rules.abstain import ODD
 from tracetriage.analyzers.rules.hints import host_profiler_hint
 from tracetriage.analyzers.rules.registry import stage
 from tracetriage.model import api_category
+from tracetriage.wording import pct
 
 
 def ids(a):

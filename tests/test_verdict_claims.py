@@ -8,6 +8,7 @@ import re
 
 import pytest
 from conftest import REAL, ROOT, run_cli
+
 TORCHRUN = REAL / "nsys" / "nsys2026.2_2xH100_torchrun_nccl_flashattn_window300ms.sqlite"
 VLLM_GRAPH = REAL / "kineto" / "tracelens_vllm_decode_full_graph_execution.json.gz"
 

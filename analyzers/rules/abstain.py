@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 
 from tracetriage.analyzers.catalog import capture_text
-from tracetriage.analyzers.evidence import plural, us
 from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.metrics import TraceMetrics
 from tracetriage.analyzers.rules.context import Context, process_name, t
 from tracetriage.analyzers.rules.hints import capture_cmd, hint_format, host_profiler_hint
 from tracetriage.analyzers.rules.serving import budgets_break_at, judge_fit, tail_words, tpot_needs_budget, unexplained_tail
-from tracetriage.analyzers.rules.slo import slo_checks, slo_text
+from tracetriage.analyzers.rules.slo import slo_checks
+from tracetriage.wording import plural, slo_text, us
 
 # name: (value, why)
 THRESHOLDS = {

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from tracetriage.analyzers import catalog
-from tracetriage.analyzers.evidence import ev, pct, plural, severity_for
+from tracetriage.analyzers.evidence import ev, severity_for
 from tracetriage.analyzers.rules.context import Context, Rule, t, window_denominator
+from tracetriage.wording import pct, plural
 
 # name: (value, why)
 THRESHOLDS = {

@@ -5,9 +5,10 @@ and the efficiency abstention says which capture would measure it when it is unk
 from __future__ import annotations
 
 from tracetriage.analyzers import catalog, efficiency
-from tracetriage.analyzers.evidence import ev, pct, severity_for, us
+from tracetriage.analyzers.evidence import ev, severity_for
 from tracetriage.analyzers.metrics import Efficiency
 from tracetriage.analyzers.rules.context import Context, Rule, t
+from tracetriage.wording import pct, us
 
 THRESHOLDS = efficiency.THRESHOLDS  # measuring reads them too: declared with the measurement
 

@@ -12,11 +12,12 @@ import numpy as np
 
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.catalog import SEVERITIES
-from tracetriage.analyzers.evidence import ev, plural, us
+from tracetriage.analyzers.evidence import ev
 from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.rules import context
 from tracetriage.analyzers.rules.context import Context, t
 from tracetriage.analyzers.rules.slo import budget_check, cap_of
+from tracetriage.wording import plural, us
 
 # name: (value, why)
 THRESHOLDS = {

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.catalog import AXES, SEVERITIES
-from tracetriage.analyzers.evidence import ms, pct, plural
 from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.rules.abstain import ODD
 from tracetriage.analyzers.rules.context import t
 from tracetriage.analyzers.rules.serving import tail_words, unexplained_tail
 from tracetriage.analyzers.rules.slo import measured_serving, slo_checks
+from tracetriage.wording import ms, pct, plural
 
 MINOR_HEADLINE_PCT = 5.0  # below this share a throughput finding is reported, but not as the verdict of an idle GPU
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from tracetriage.analyzers import catalog, efficiency
 from tracetriage.analyzers.catalog import SEVERITIES
-from tracetriage.analyzers.evidence import ev, pct
+from tracetriage.analyzers.evidence import ev
 from tracetriage.analyzers.rules.abstain import BLOCKS_HEALTHY
 from tracetriage.analyzers.rules.context import Context, Rule, t
 from tracetriage.analyzers.rules.slo import slo_checks
+from tracetriage.wording import pct
 
 # name: (value, why)
 THRESHOLDS = {

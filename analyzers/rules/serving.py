@@ -13,10 +13,11 @@ from __future__ import annotations
 import math
 
 from tracetriage.analyzers import catalog
-from tracetriage.analyzers.evidence import ev, ms, nbytes, pct, plural
+from tracetriage.analyzers.evidence import ev
 from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.rules.context import Context, Rule, t
 from tracetriage.analyzers.rules.slo import budget_check, cap_of, measured_serving
+from tracetriage.wording import ms, nbytes, pct, plural
 
 # name: (value, why)
 THRESHOLDS = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from tracetriage.analyzers.evidence import ms
+from tracetriage.wording import ms
 
 
 def cap_of(serving: dict):
@@ -80,15 +80,6 @@ def budget_check(serving: dict, key: str, budget: float) -> bool | None:
     """True when the measurements show ``key`` (e.g. ttft_p95_ms) within budget, False when over,
     None when nothing measured decides (slo_check)."""
     return {"met": True, "broken": False}.get(slo_check(serving, key, budget)["status"])
-
-
-def slo_text(check: dict) -> str:
-    """One budget in words: 'TTFT p95 249.3 ms > budget 100 ms: broken (benchmark (client))'."""
-    what = f"{check['metric'].upper()} {check['percentile']}"
-    if check["status"] == "not_measured":
-        return f"{check['budget']}={check['limit_ms']:g}: unchecked ({check['source']})"
-    sign = ">" if check["status"] == "broken" else "<="
-    return f"{what} {ms(check['measured_ms'])} {sign} budget {check['limit_ms']:g} ms: {check['status']} ({check['source']})"
 
 
 def measured_serving(serving: dict) -> list[str]:

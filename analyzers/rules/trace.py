@@ -10,7 +10,7 @@ import re
 
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.catalog import capture_text
-from tracetriage.analyzers.evidence import ev, nbytes, pct, plural, severity_for, us
+from tracetriage.analyzers.evidence import ev, severity_for
 from tracetriage.analyzers.metrics import DeviceMetrics, ProcessMetrics, TraceMetrics
 from tracetriage.analyzers.rules.context import (
     CAUSE_WORDS,
@@ -24,6 +24,7 @@ from tracetriage.analyzers.rules.context import (
     window_denominator,
 )
 from tracetriage.analyzers.rules.hints import capture_cmd, hint_format, host_profiler_hint, is_rocm_format
+from tracetriage.wording import nbytes, pct, plural, us
 
 # name: (value, why)
 THRESHOLDS = {
