@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 
-from tracetriage.analyzers.compare import ms_decimals, ms_text, speed_words
+from tracetriage.analyzers.compare import speed_words
+from tracetriage.analyzers.compare_metrics import ms_decimals, ms_text
 from tracetriage.reports.jsonout import _clean
 from tracetriage.reports.markdown import md_escape
 
