@@ -370,8 +370,8 @@ def _pair_comparer(outdir: Path, threshold_pct: float):
     read and checked once however many changes it borders; None when either file is damaged."""
     import json
 
-    from tracetriage.analyzers.compare_side import check_saved
     from tracetriage.analyzers.compare import compare as _compare
+    from tracetriage.analyzers.compare_side import check_saved
 
     loaded: dict[str, dict | None] = {}
 
