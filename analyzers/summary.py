@@ -32,39 +32,61 @@ def _mean(values):
 
 
 def headline_metrics(data: dict) -> dict:
+    """The batch summary's columns of one analysis, floats to 4 decimals (definitions above)."""
     devices = data.get("devices") or []
-    procs = [p for p in data.get("processes") or [] if p["steps"]["count"]]
-    window = sum(d["window_ns"] for d in devices)
-    coll = [d for d in devices if d.get("collective_count")]
-    out = {
+    metrics = {
         "devices": len(devices),
         "processes": len(data.get("processes") or []),
         "window_ns": (data.get("window") or {}).get("duration_ns"),
-        "busy_pct": _mean([d["busy_pct"] for d in devices]),
-        "busy_pct_min": min((d["busy_pct"] for d in devices), default=None),
-        "launches_per_step": _median([p["launches_per_step"] for p in procs]),
-        "graph_launches_per_step": _median([p["graph_launches_per_step"] for p in procs]),
-        "syncs_per_step": _median([p["syncs_per_step"] for p in procs]),
-        "step_p50_ns": _median([p["steps"]["p50_ns"] for p in procs]),
-        "step_p99_ns": _median([p["steps"]["p99_ns"] for p in procs]),
-        "steps": int(statistics.median([p["steps"]["count"] for p in procs])) if procs else 0,
-        "collective_share_pct": _mean([d["collective_share_pct"] for d in coll]) if coll else (0.0 if devices else None),
-        "collective_exposed_pct": _mean([d["collective_exposed_pct"] for d in coll]) if coll else (0.0 if devices else None),
+        "busy_pct": _mean([device["busy_pct"] for device in devices]),
+        "busy_pct_min": min((device["busy_pct"] for device in devices), default=None),
+        **_step_metrics([process for process in data.get("processes") or [] if process["steps"]["count"]]),
+        **_collective_metrics(devices),
+        **_idle_metrics(devices),
+        **_finding_metrics(data),
     }
-    for cause in CAUSES:
-        out[f"idle_{cause}_pct"] = (100.0 * sum(d["gaps"]["by_cause"][cause] for d in devices) / window) if window else None
+    return {key: round(value, 4) if isinstance(value, float) else value for key, value in metrics.items()}
+
+
+def _step_metrics(processes: list[dict]) -> dict:
+    """Per-step counts and step percentiles: medians over the processes that have steps."""
+    return {
+        "launches_per_step": _median([process["launches_per_step"] for process in processes]),
+        "graph_launches_per_step": _median([process["graph_launches_per_step"] for process in processes]),
+        "syncs_per_step": _median([process["syncs_per_step"] for process in processes]),
+        "step_p50_ns": _median([process["steps"]["p50_ns"] for process in processes]),
+        "step_p99_ns": _median([process["steps"]["p99_ns"] for process in processes]),
+        "steps": int(statistics.median([process["steps"]["count"] for process in processes])) if processes else 0,
+    }
+
+
+def _collective_metrics(devices: list[dict]) -> dict:
+    """Collective share and exposed share: means over the devices that ran collectives (0 when none did)."""
+    with_collectives = [device for device in devices if device.get("collective_count")]
+    if not with_collectives:
+        none_ran = 0.0 if devices else None
+        return {"collective_share_pct": none_ran, "collective_exposed_pct": none_ran}
+    return {"collective_share_pct": _mean([device["collective_share_pct"] for device in with_collectives]),
+            "collective_exposed_pct": _mean([device["collective_exposed_pct"] for device in with_collectives])}
+
+
+def _idle_metrics(devices: list[dict]) -> dict:
+    """Idle % by cause: idle ns of that cause over all devices / their window ns x 100."""
+    window_ns = sum(device["window_ns"] for device in devices)
+    return {f"idle_{cause}_pct": (100.0 * sum(device["gaps"]["by_cause"][cause] for device in devices) / window_ns)
+            if window_ns else None for cause in CAUSES}
+
+
+def _finding_metrics(data: dict) -> dict:
+    """The headline, the top finding (the first: findings are ranked) and the counts of findings and abstentions."""
     findings = data.get("findings") or []
     top = findings[0] if findings else None
-    out.update({
+    return {
         "headline": data.get("headline"),
         "top_finding": top["id"] if top else None,
         "top_impact_pct": top["impact_pct"] if top else None,
         "top_severity": top["severity"] if top else None,
-        "max_severity": max((f["severity"] for f in findings), key=SEVERITY_ORDER.index, default=None),
+        "max_severity": max((finding["severity"] for finding in findings), key=SEVERITY_ORDER.index, default=None),
         "findings": len(findings),
         "abstentions": len(data.get("abstentions") or []),
-    })
-    for key, value in list(out.items()):
-        if isinstance(value, float):
-            out[key] = round(value, 4)
-    return out
+    }

@@ -37,7 +37,7 @@ import re
 
 import numpy as np
 
-from tracetriage.analyzers.compare import METRICS, SERVING_BUDGETS  # noqa: E402 - the series are compare's metrics
+from tracetriage.analyzers.compare_metrics import METRICS, SERVING_BUDGETS  # the series are compare's metrics
 
 SCHEMA = "tracetriage.trend/1"
 THRESHOLD_PCT = 5.0
@@ -169,7 +169,8 @@ def find_changes(x: np.ndarray, unit: str, step_p50_ms: float | None, threshold_
 
     pen = PENALTY_SCALE * floor ** 2 * math.log(max(v.size, 2))
     try:  # KernelCPD with a linear kernel is PELT on the l2 cost, in ruptures' compiled code
-        bkps = [int(b) for b in ruptures.KernelCPD(kernel="linear", min_size=2, jump=1).fit(clean.reshape(-1, 1)).predict(pen=pen)]
+        search = ruptures.KernelCPD(kernel="linear", min_size=2, jump=1).fit(clean.reshape(-1, 1))
+        bkps = [int(b) for b in search.predict(pen=pen)]
     except Exception:  # noqa: BLE001 - a degenerate series: no change rather than a crash
         bkps = [v.size]
     shifts = []
@@ -201,40 +202,31 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
     ok["_key"] = group_keys(ok, group_by)
     groups_out, changes, ungrouped = [], [], []
     fidx = findings if len(findings) else None
-    for key, g in ok.groupby("_key", sort=True):
-        g = (g.sort_values(["capture_start_ns", "_name"], kind="stable") if has_time else
-             g.iloc[sorted(range(len(g)), key=lambda i: natural_key(g["_name"].iloc[i]))])
+    for key, rows in ok.groupby("_key", sort=True):
+        rows = (rows.sort_values(["capture_start_ns", "_name"], kind="stable") if has_time else
+                rows.iloc[sorted(range(len(rows)), key=lambda i: natural_key(rows["_name"].iloc[i]))])
         label = _group_label(key, group_by is not None)
-        cases = [{"name": n, "case_id": cid, "time": _iso(t) if has_time else None, "label": date_label(n),
-                  "report": rh} for n, cid, t, rh in zip(g["_name"], g["case_id"], g["capture_start_ns"], g["report_html"])]
-        if len(g) < 2:
+        cases = [{"name": name, "case_id": case_id, "time": _iso(start_ns) if has_time else None, "label": date_label(name),
+                  "report": report}
+                 for name, case_id, start_ns, report in zip(rows["_name"], rows["case_id"], rows["capture_start_ns"],
+                                                             rows["report_html"])]
+        if len(rows) < 2:
             ungrouped.append({"key": label, "cases": cases, "reason": "no other capture of this workload "
                               "(device model and count, world size, program" + (", group" if group_by else "") + ")"})
             continue
-        series = _series(g, fidx, kernels)
-        step_p50 = float(np.nanmedian(g["step_p50_ms"].to_numpy(np.float64))) if g["step_p50_ms"].notna().any() else None
-        group_changes = []
-        for name, (unit, lower_better, values) in series.items():
-            outliers, shifts = find_changes(np.asarray(values, np.float64), unit, step_p50, threshold_pct)
-            for o in outliers:
-                i = o["index"]
-                worse = None if lower_better is None else (o["value"] > o["baseline"]) == lower_better
-                group_changes.append(_change(label, name, unit, "outlier", worse, g, i - 1 if i else None, i,
-                                             {"level": o["baseline"], "spread": None, "cases": None},
-                                             {"level": o["value"], "spread": None, "cases": 1}, cases))
-            for s in shifts:
-                worse = None if lower_better is None else (s["after"]["level"] > s["before"]["level"]) == lower_better
-                group_changes.append(_change(label, name, unit, "level_shift", worse, g, s["last_index"], s["index"],
-                                             s["before"], s["after"], cases))
-        _attach_causes(group_changes, g, compare_pair)
-        group_changes.sort(key=lambda c: (c["_first"], _metric_rank(c["metric"]), c["metric"]))  # capture order
+        series = _series(rows, fidx, kernels)
+        step_p50 = float(np.nanmedian(rows["step_p50_ms"].to_numpy(np.float64))) if rows["step_p50_ms"].notna().any() else None
+        group_changes = _group_changes(label, rows, cases, series, step_p50, threshold_pct)
+        _attach_causes(group_changes, rows, compare_pair)
+        # in capture order, the budgets first at one case
+        group_changes.sort(key=lambda change: (change["_first"], _metric_rank(change["metric"]), change["metric"]))
         gate = _gate(group_changes, cases, series, baseline, step_p50, threshold_pct)
-        for c in group_changes:
-            del c["_first"]
+        for change in group_changes:
+            del change["_first"]
         changes.extend(group_changes)
         groups_out.append({"key": label, "signature": dict(zip(SIGNATURE, key[:len(SIGNATURE)])), "cases": cases,
-                           "series": {n: {"unit": u, "values": [None if not np.isfinite(v) else round(float(v), 6) for v in vals]}
-                                      for n, (u, _lb, vals) in series.items()},
+                           "series": {name: {"unit": unit, "values": _series_values(values)}
+                                      for name, (unit, _lower, values) in series.items()},
                            "verdict": _verdict(label, group_changes, cases), "latest_regressed": gate})
     return {
         "schema": SCHEMA,
@@ -248,7 +240,8 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
                                   "practical minimum"},
         "groups": groups_out,
         "ungrouped": ungrouped,
-        "failed": [{"name": names.get(cid, p), "error": e} for cid, p, e in zip(failed["case_id"], failed["path"], failed["error"])],
+        "failed": [{"name": names.get(case_id, path), "error": error}
+                   for case_id, path, error in zip(failed["case_id"], failed["path"], failed["error"])],
         "changes": changes,
         "gate": {"regressed": any(g["latest_regressed"] for g in groups_out),
                  "groups": [g["key"] for g in groups_out if g["latest_regressed"]],
@@ -256,6 +249,30 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
                  "rule": ("the latest capture against the baseline's level, per budget series" if baseline else
                           "the latest capture in a segment opened by a regressed level shift of a budget series")},
     }
+
+
+def _series_values(values) -> list[float | None]:
+    """A series as the contract writes it: 6 decimals, None where not measured."""
+    return [None if not np.isfinite(value) else round(float(value), 6) for value in values]
+
+
+def _group_changes(label: str, rows, cases: list[dict], series: dict, step_p50: float | None,
+                   threshold_pct: float) -> list[dict]:
+    """The outliers and level shifts of each of a group's series, series by series (causes not yet attached)."""
+    group_changes = []
+    for name, (unit, lower_better, values) in series.items():
+        outliers, shifts = find_changes(np.asarray(values, np.float64), unit, step_p50, threshold_pct)
+        for outlier in outliers:
+            index = outlier["index"]
+            worse = None if lower_better is None else (outlier["value"] > outlier["baseline"]) == lower_better
+            group_changes.append(_change(label, name, unit, "outlier", worse, rows, index - 1 if index else None, index,
+                                         {"level": outlier["baseline"], "spread": None, "cases": None},
+                                         {"level": outlier["value"], "spread": None, "cases": 1}, cases))
+        for shift in shifts:
+            worse = None if lower_better is None else (shift["after"]["level"] > shift["before"]["level"]) == lower_better
+            group_changes.append(_change(label, name, unit, "level_shift", worse, rows, shift["last_index"], shift["index"],
+                                         shift["before"], shift["after"], cases))
+    return group_changes
 
 
 def _iso(t) -> str | None:

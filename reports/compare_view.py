@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tracetriage.analyzers.compare import ms_decimals, ms_text, speed_words
+from tracetriage.wording import ms_decimals, ms_text, speed_words
 
 LABELS = {
     "step_p50_ms": "step p50", "step_p99_ms": "step p99", "compute_ms": "compute", "collective_ms": "exposed collective",
@@ -31,7 +31,7 @@ SERVING_NOTE = "client percentiles and throughput from the serving benchmark, pe
 
 
 def ms(value, decimals: int | None = None, sign: str = "") -> str:
-    """Milliseconds by compare's one precision rule (analyzers/compare.py ms_decimals)."""
+    """Milliseconds by compare's one precision rule (tracetriage/wording.py ms_decimals)."""
     return "n/a" if value is None else ms_text(value, decimals, sign)
 
 

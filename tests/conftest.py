@@ -206,7 +206,7 @@ ANALYSIS_ID = "tracetriage.analysis/1"
 def analysis_validator():
     """The validator of reports/analysis.schema.json (closed: an undeclared key is an error),
     the one compare checks saved analyses with, built once per process."""
-    from tracetriage.analyzers.compare import _analysis_validator
+    from tracetriage.analyzers.compare_side import analysis_validator as _analysis_validator
 
     return _analysis_validator()
 

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import BUNDLES, REAL, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -162,7 +161,7 @@ def test_serving_only_pairs_compare_on_percentiles():
 def test_catalog_conditions_parse_and_use_known_figures():
     from tracetriage.analyzers import conditions
     from tracetriage.analyzers.catalog import CATALOG
-    from tracetriage.analyzers.compare import Side
+    from tracetriage.analyzers.compare_side import Side
 
     side = Side(json.loads(run_cli("analyze", BUNDLES / "eager_decode", "-f", "json").stdout), "x")
     figures = {**side.figures(), "present": True, "cause_ms": 1.0}
@@ -264,7 +263,7 @@ def test_saved_analysis_damage_names_the_leaf_and_its_rule(tmp_path):
     """A bad leaf under a nullable object (window is oneOf object/null) is named by its own path
     and rule, not by the whole object cut off mid-sentence (new-user trial: "window: {...} is
     not valid under")."""
-    from tracetriage.analyzers.compare import _schema_problem
+    from tracetriage.analyzers.compare_side import schema_problem
 
     good = json.loads(run_cli("analyze", BUNDLES / "eager_decode", "-f", "json").stdout)
     bad = json.loads(json.dumps(good))
@@ -276,12 +275,12 @@ def test_saved_analysis_damage_names_the_leaf_and_its_rule(tmp_path):
     assert "window/duration_ns: -5 is less than the minimum of" in proc.stderr and "start_ns" not in proc.stderr
     long = json.loads(json.dumps(good))
     long["devices"][0]["kernels"] = "x" * 5000  # a long value is shortened, the rule kept whole
-    problem = _schema_problem(long)
+    problem = schema_problem(long)
     assert problem.startswith("devices/0/kernels: ") and problem.endswith("is not of type 'array'") and len(problem) < 200
     odd = json.loads(json.dumps(good))
     odd["window"] = {"a": 1}  # both branches refuse it: the object branch says why
-    assert _schema_problem(odd).startswith("window: ") and "'a'" in _schema_problem(odd)
-    assert _schema_problem(good) is None
+    assert schema_problem(odd).startswith("window: ") and "'a'" in schema_problem(odd)
+    assert schema_problem(good) is None
     negative = json.loads(json.dumps(good))  # an impossible count is refused, not compared (new-user trial)
     negative["processes"][0]["launches_per_step"] = -5
     (tmp_path / "neg.json").write_text(json.dumps(negative))
@@ -356,7 +355,7 @@ def test_serving_metrics_have_their_own_heading_and_one_ms_precision(tmp_path):
     never 70.347 ms beside 680.2 ms (new-user trial)."""
     import re
 
-    from tracetriage.analyzers.compare import ms_decimals
+    from tracetriage.wording import ms_decimals
 
     serving = run_cli("compare", BUNDLES / "serving_healthy", BUNDLES / "serving_at_capacity")
     assert serving.returncode == 0, serving.stderr

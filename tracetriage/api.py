@@ -237,7 +237,7 @@ def load_analysis(source, options: Options, runtime: Runtime) -> dict:
                 raise TraceFormatError(str(source), f"a {schema} result, not an analysis (tracetriage.analysis/1): compare "
                                                     "takes captures or saved analysis.json files")
         if isinstance(data, dict) and data.get("schema") == "tracetriage.analysis/1":
-            from tracetriage.analyzers.compare import check_saved
+            from tracetriage.analyzers.compare_side import check_saved
 
             problem = check_saved(data)
             if problem:
@@ -370,8 +370,8 @@ def _pair_comparer(outdir: Path, threshold_pct: float):
     read and checked once however many changes it borders; None when either file is damaged."""
     import json
 
-    from tracetriage.analyzers.compare import check_saved
     from tracetriage.analyzers.compare import compare as _compare
+    from tracetriage.analyzers.compare_side import check_saved
 
     loaded: dict[str, dict | None] = {}
 

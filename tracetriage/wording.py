@@ -47,3 +47,26 @@ def slo_text(check: dict) -> str:
         return f"{check['budget']}={check['limit_ms']:g}: unchecked ({check['source']})"
     sign = ">" if check["status"] == "broken" else "<="
     return f"{what} {ms(check['measured_ms'])} {sign} budget {check['limit_ms']:g} ms: {check['status']} ({check['source']})"
+
+
+def ms_decimals(value: float) -> int:
+    """The one precision rule for milliseconds in compare's results and views: four
+    significant figures, at most three decimals (0.606, 70.35, 680.2, 13,396)."""
+    size = abs(value)
+    return 0 if size >= 1000 else 1 if size >= 100 else 2 if size >= 10 else 3
+
+
+def ms_text(value: float, decimals: int | None = None, sign: str = "") -> str:
+    """``value`` ms by :func:`ms_decimals` (or ``decimals``); ``sign="+"`` for a change."""
+    return f"{value:{sign},.{ms_decimals(value) if decimals is None else decimals}f} ms"
+
+
+def speed_words(step_row: dict) -> str:
+    """A rank's step p50 change in words: "3.02x faster", "1.13x slower", "same speed"."""
+    before_ns, after_ns = step_row.get("before_p50_ns"), step_row.get("after_p50_ns")
+    speed = before_ns / after_ns if after_ns and before_ns else None
+    if speed is None:
+        return ""
+    if abs(speed - 1) < 0.005:
+        return "same speed"
+    return f"{speed:.2f}x faster" if speed >= 1 else f"{1 / speed:.2f}x slower"

@@ -1,0 +1,206 @@
+"""Comparability before judgement: whether two captures are runs of one program on the same
+hardware shape, and how much the rest of their signature agrees.
+
+* **Hard checks** (any failing makes the pair incomparable, the verdict ``inconclusive``, the
+  reason naming the difference): the same device models and count, the same world size
+  (processes driving GPUs), the same program (its executable and script or module, flags
+  aside: the fix may be a flag), and enough steps on both sides (:data:`MIN_STEPS`) unless
+  the serving artifacts alone can be judged.
+* **Confidence** (1 = every signal agrees; 0 when incomparable) is the product of the
+  factors of the soft signals: programs overlapping only in part (x0.8), steps marked by other
+  NVTX ranges (x0.8), captures by other tools (x0.9) and the time-weighted kernel overlap
+  (x(0.5 + 0.5 overlap)). The change under test may change the kernels (graphs turned on), and
+  a graph-level capture records replays without their kernels (overlap not measured, and said so).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from tracetriage.analyzers.compare_side import Side, devices_text, program_key, serving_figures
+
+MIN_STEPS = 5  # fewer steps on a rank than this: no distribution to compare
+REQUEST_RATE_TOLERANCE = 0.05  # serving benchmarks at request rates further apart than this share do not compare
+
+
+@dataclass(frozen=True, slots=True)
+class Comparability:
+    """``ok``: the pair may be judged; ``confidence``: how much the rest of the signature agrees
+    (0.0 when not ok, 3 decimals); ``reasons``: each difference found, in the order checked."""
+
+    ok: bool
+    confidence: float
+    reasons: tuple[str, ...]
+
+    def with_reason(self, reason: str) -> Comparability:
+        return Comparability(self.ok, self.confidence, (*self.reasons, reason))
+
+    def to_contract(self) -> dict:
+        return {"ok": self.ok, "confidence": self.confidence, "reasons": list(self.reasons)}
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """What one check of the signature found: whether the pair stays comparable, the factor it
+    puts on the confidence, and the difference it names (None: nothing to say)."""
+
+    comparable: bool = True
+    confidence_factor: float = 1.0
+    reason: str | None = None
+
+
+AGREES = Signal()
+
+
+def comparability(before: Side, after: Side) -> Comparability:
+    """Every check of the pair's signature, in order; the reasons read in that order."""
+    serving_ok, serving_why = serving_comparable(before, after)
+    signals = [_same_devices(before, after), _same_world_size(before, after), _same_program(before, after),
+               _enough_steps(before, after, serving_ok), _same_step_ranges(before, after),
+               _same_capture_tools(before, after), _kernel_agreement(before, after),
+               Signal(reason=serving_why), _same_capture(before, after)]
+    ok, confidence, reasons = True, 1.0, []
+    for signal in signals:
+        ok = ok and signal.comparable
+        confidence *= signal.confidence_factor  # x 1.0 is exact: the product of the factors that differ
+        if signal.reason:
+            reasons.append(signal.reason)
+    if ok and not reasons:
+        reasons.append("same devices, world size and program")
+    return Comparability(ok, round(confidence if ok else 0.0, 3), tuple(reasons))
+
+
+def _same_devices(before: Side, after: Side) -> Signal:
+    models_before = Counter(device.get("name") for device in before.devices)
+    models_after = Counter(device.get("name") for device in after.devices)
+    if models_before == models_after:
+        return AGREES
+    return Signal(False, reason=f"devices differ: {devices_text(models_before)} before, {devices_text(models_after)} after")
+
+
+def _same_world_size(before: Side, after: Side) -> Signal:
+    if len(before.ranks) == len(after.ranks):
+        return AGREES
+    return Signal(False, reason=(f"world size differs: {len(before.ranks)} GPU processes before, {len(after.ranks)} after: "
+                                  "per-step times of different parallel layouts do not compare (compare throughput per GPU "
+                                  "from serving benchmarks instead)"))
+
+
+def _programs(side: Side) -> set[str]:
+    return {key for key in (program_key(rank["name"]) for rank in side.ranks) if key}
+
+
+def _same_program(before: Side, after: Side) -> Signal:
+    programs_before, programs_after = _programs(before), _programs(after)
+    if not (programs_before and programs_after) or programs_before == programs_after:
+        return AGREES
+    if not programs_before & programs_after:
+        return Signal(False, reason=(f"another program: {', '.join(sorted(programs_before))} before, "
+                                      f"{', '.join(sorted(programs_after))} after"))
+    return Signal(confidence_factor=0.8, reason=(f"the programs overlap only in part "
+                                                  f"({', '.join(sorted(programs_before ^ programs_after))} on one side)"))
+
+
+def _enough_steps(before: Side, after: Side, serving_ok: bool) -> Signal:
+    """Step durations on both sides, at least MIN_STEPS on every rank; else the serving
+    artifacts alone are judged when both sides have them."""
+    if not (before.ranks or after.ranks):
+        if before.serving and after.serving:
+            return AGREES
+        return Signal(False, reason="nothing to judge: neither a GPU trace with steps nor serving artifacts on both sides")
+    ranks = [(side.label, rank) for side in (before, after) for rank in side.ranks]
+    without_durations = [(label, rank) for label, rank in ranks
+                         if (rank["steps"].get("count") or 0) >= MIN_STEPS and "durations_ns" not in rank["steps"]]
+    if without_durations:
+        return Signal(False, reason=(f"{without_durations[0][0]} is a saved analysis without step durations (written by an "
+                                      "older tracetriage): analyze the capture again, or save a new analysis.json"))
+    few = [(label, rank) for label, rank in ranks if len(rank["durations"]) < MIN_STEPS]
+    if not few:
+        return AGREES
+    label, rank = few[0]
+    return Signal(serving_ok, reason=(f"too few steps: {label} pid {rank['pid']} has {len(rank['durations'])} measured steps "
+                                       f"(at least {MIN_STEPS} are needed for a step-time distribution)"
+                                       + ("; judged on the serving artifacts only" if serving_ok else "")))
+
+
+def _step_ranges(side: Side) -> set:
+    return {rank["steps"].get("range_name") for rank in side.ranks if rank["steps"].get("source") == "nvtx"} - {None}
+
+
+def _same_step_ranges(before: Side, after: Side) -> Signal:
+    ranges_before, ranges_after = _step_ranges(before), _step_ranges(after)
+    if not (ranges_before and ranges_after) or ranges_before == ranges_after:
+        return AGREES
+    return Signal(confidence_factor=0.8, reason=(f"steps marked by other ranges: {', '.join(sorted(ranges_before))} before, "
+                                                  f"{', '.join(sorted(ranges_after))} after"))
+
+
+def _capture_tools(side: Side) -> set:
+    return {source.get("kind") for source in side.data.get("inputs") or []}
+
+
+def _same_capture_tools(before: Side, after: Side) -> Signal:
+    tools_before, tools_after = _capture_tools(before), _capture_tools(after)
+    if not (tools_before and tools_after) or tools_before & tools_after:
+        return AGREES
+    return Signal(confidence_factor=0.9, reason=(f"captured by other tools ({', '.join(sorted(map(str, tools_before)))} vs "
+                                                  f"{', '.join(sorted(map(str, tools_after)))})"))
+
+
+def _kernel_agreement(before: Side, after: Side) -> Signal:
+    """The kernel time overlap as a confidence factor, or why it is not measured (a graph-level side)."""
+    if not (before.devices and after.devices):
+        return AGREES
+    if before.graph_level or after.graph_level:
+        which = " and ".join(dict.fromkeys(side.label for side in (before, after) if side.graph_level))
+        verb = "are" if before.graph_level and after.graph_level else "is"
+        return Signal(reason=(f"kernel overlap not measured: {which} {verb} a graph-level CUDA-graph capture (replays "
+                               "recorded without their kernels); compared on the rest of the signature"))
+    overlap = kernel_overlap(before, after)
+    if overlap is None:
+        return AGREES
+    return Signal(confidence_factor=0.5 + 0.5 * overlap,
+                  reason=f"kernel time overlap {100 * overlap:.0f}% (names weighted by their share of kernel time)")
+
+
+def _same_capture(before: Side, after: Side) -> Signal:
+    paths_before = {str(source.get("path")) for source in before.data.get("inputs") or []}
+    if paths_before and paths_before == {str(source.get("path")) for source in after.data.get("inputs") or []}:
+        return Signal(reason="BEFORE and AFTER are the same capture: what differs is only the method's own resampling")
+    return AGREES
+
+
+def serving_comparable(before: Side, after: Side) -> tuple[bool, str | None]:
+    """Whether the serving artifacts of both sides can be judged (a TTFT p50 on each, request
+    rates within 5%), and why not when their request rates differ."""
+    if not (before.serving and after.serving):
+        return False, None
+    figures_before, figures_after = serving_figures(before.serving), serving_figures(after.serving)
+    if figures_before["ttft_p50_ms"] is None or figures_after["ttft_p50_ms"] is None:
+        return False, None
+    rate_before, rate_after = figures_before["request_rate"], figures_after["request_rate"]
+    if (rate_before is not None and rate_after is not None
+            and abs(rate_before - rate_after) > REQUEST_RATE_TOLERANCE * max(rate_before, rate_after)):
+        return False, (f"serving benchmarks ran at other request rates ({rate_before:g} vs {rate_after:g} req/s): their "
+                       "latencies are not compared")
+    return True, None
+
+
+def kernel_overlap(before: Side, after: Side) -> float | None:
+    """Sum over kernel names of min(share before, share after), shares of all kernel time on
+    all devices of the side (1 = the same kernels in the same proportions)."""
+    shares_before, shares_after = _kernel_shares(before), _kernel_shares(after)
+    if not shares_before or not shares_after:
+        return None
+    return float(sum(min(share, shares_after.get(name, 0.0)) for name, share in shares_before.items()))
+
+
+def _kernel_shares(side: Side) -> dict[str, float] | None:
+    """Each kernel name's share of all kernel time on the side's devices (None when no kernel time)."""
+    total_ns = Counter()
+    for device in side.devices:
+        for kernel in device.get("kernels") or []:
+            total_ns[kernel["name"]] += kernel["total_ns"]
+    all_ns = sum(total_ns.values())
+    return {name: ns / all_ns for name, ns in total_ns.items()} if all_ns else None

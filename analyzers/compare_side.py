@@ -1,0 +1,258 @@
+"""One side of a before/after comparison: an analysis (the JSON contract) reduced to what
+``tracetriage compare`` reads, and the check that a saved analysis.json is usable as a side.
+
+* **Ranks**: the processes that drove a device, each with its devices (by GPU index) and its
+  step durations; ranks are ordered by their lowest GPU index, then trace, then pid, which is
+  the order the two sides are matched in.
+* **ms per step** of accounting slices on a device = their share of the device's window x the
+  window ns / the owning process's steps / 1e6; a side's figure is the mean over its devices.
+* **Figures** (:meth:`Side.figures`): the medians over ranks with steps of the step
+  percentiles and per-step counts, the mean busy %, the slices in ms per step, and the
+  serving percentiles (:func:`serving_figures`).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import statistics
+from collections import Counter
+
+import numpy as np
+
+from tracetriage.analyzers.accounting import matching
+from tracetriage.analyzers.catalog import CATALOG
+from tracetriage.analyzers.timeline import CAUSES
+
+SCHEMA_MESSAGE_CHARS = 200  # a one-line error: longer rule texts end at a word, with "..."
+
+
+def program_key(command: str) -> str:
+    """The program a process runs, flags aside: the executable's base name and the script or
+    ``-m`` module (``python3 -m vllm.worker rank0`` -> ``python3 vllm.worker``). Flags are what
+    a fix changes (``--enforce-eager``), so they do not make another program."""
+    tokens = str(command or "").split()
+    if not tokens or re.fullmatch(r"pid \d+", " ".join(tokens)):  # a name made up from the pid: no program known
+        return ""
+    executable = tokens[0].rsplit("/", 1)[-1]
+    executable = re.sub(r"\d+(\.\d+)*$", "", executable) or executable  # python3.11 -> python
+    script = ""
+    arguments = iter(tokens[1:])
+    for token in arguments:
+        if token == "-m":
+            script = next(arguments, "")
+            break
+        if token.startswith("-"):
+            continue
+        script = token.rsplit("/", 1)[-1]
+        break
+    return f"{executable} {script}".strip()
+
+
+def devices_text(models: Counter) -> str:
+    """Device models with their counts, by model name: ``1x A100, 3x H100`` (``no GPU`` when none)."""
+    return ", ".join(f"{count}x {model}" for model, count in sorted(models.items(), key=lambda kv: str(kv[0]))) or "no GPU"
+
+
+def round4(value):
+    """A figure as the compare contract writes it: a float to 4 decimals, None kept."""
+    return None if value is None else round(float(value), 4)
+
+
+def check_of(finding_id: str) -> dict:
+    """The catalog's compare check of a finding (``[<id>.compare]``), or the default one."""
+    entry = CATALOG.get(finding_id) or {}
+    check = dict(entry.get("compare") or {})
+    check.setdefault("confirm", "not after.present")
+    check.setdefault("evidence", [])
+    return check
+
+
+# ---------------------------------------------------------------------------
+# A saved analysis.json is untrusted: the analysis schema is the check
+
+
+@functools.lru_cache(maxsize=1)
+def analysis_validator():
+    """The analysis JSON schema's validator, built once per process."""
+    import json
+    from importlib.resources import files
+
+    import jsonschema
+
+    schema = json.loads((files("tracetriage.reports") / "analysis.schema.json").read_text(encoding="utf-8"))
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+def schema_problem(data: dict) -> str | None:
+    """Where ``data`` breaks the analysis JSON schema (the contract) and which rule, or None.
+    jsonschema's best match descends into oneOf/anyOf, so a bad leaf under a nullable object
+    is named by its own path (``window/duration_ns: -5 is less than the minimum of 1``), not
+    by the whole object; a long value is shown shortened, never the message cut mid-word."""
+    import reprlib
+
+    from jsonschema.exceptions import best_match
+
+    error = best_match(analysis_validator().iter_errors(data))
+    if error is None:
+        return None
+    while error.validator in ("oneOf", "anyOf") and error.context:
+        # best_match stops where branches tie; a branch refused only for its type (null for an
+        # object) says least, so the deepest error of the other branches names the place
+        told = [branch for branch in error.context
+                if not (branch.validator == "type" and not branch.relative_path)] or list(error.context)
+        error = max(told, key=lambda branch: len(branch.absolute_path))
+    where = "/".join(str(part) for part in error.absolute_path) or "the top level"
+    message = error.message
+    whole = repr(error.instance)
+    if message.startswith(whole) and len(whole) > 60:
+        short = reprlib.Repr()
+        short.maxstring, short.maxother, short.maxdict, short.maxlist, short.maxlevel = 40, 40, 3, 3, 1
+        message = short.repr(error.instance) + message[len(whole):]
+    if len(message) > SCHEMA_MESSAGE_CHARS:
+        message = message[:SCHEMA_MESSAGE_CHARS].rsplit(" ", 1)[0] + " ..."
+    return f"{where}: {message}"
+
+
+def check_saved(data: dict) -> str | None:
+    """What makes a saved analysis.json unusable as a side of a comparison (None: usable).
+    The file is untrusted; the analysis schema is closed and types every key compare reads
+    (step durations above 0 ns, kernels' kind, accounting values), so it is the whole check."""
+    return schema_problem(data)
+
+
+# ---------------------------------------------------------------------------
+# One side
+
+
+def _median_of(values) -> float | None:
+    present = [value for value in values if value is not None]
+    return float(statistics.median(present)) if present else None
+
+
+class Side:
+    """The figures of one analysis that a comparison reads (all from the JSON contract)."""
+
+    def __init__(self, data: dict, label: str):
+        self.data = data
+        self.label = label
+        self.devices = list(data.get("devices") or [])
+        self.ranks = self._ranks()
+        self.steps_of = {(rank["trace"], rank["pid"]): int(rank["steps"]["count"] or 0) for rank in self.ranks}
+        self.findings = {finding["id"]: finding for finding in data.get("findings") or [] if finding["id"] not in ("healthy",)}
+        self.serving = data.get("serving") or None
+        self.graph_level = any(kernel.get("kind") == "graph" for device in self.devices for kernel in device.get("kernels") or [])
+
+    def _ranks(self) -> list[dict]:
+        """The processes that drove a device, each with its devices and steps, in matching order."""
+        processes = {(process.get("trace"), process["pid"]): process for process in self.data.get("processes") or []}
+        devices_of: dict = {}
+        for device in self.devices:
+            devices_of.setdefault((device.get("trace"), device["pid"]), []).append(device)
+        ranks = []
+        for key, devices in devices_of.items():
+            process = processes.get(key)
+            if process is None:
+                continue
+            ranks.append({"pid": process["pid"], "name": process.get("name") or "", "trace": key[0], "process": process,
+                          "devices": sorted(devices, key=lambda device: device.get("gpu_index", 0)),
+                          "steps": process["steps"],
+                          "durations": np.asarray(process["steps"].get("durations_ns") or [], np.int64)})
+        trace_order = {trace: i for i, trace in enumerate(dict.fromkeys(device.get("trace") for device in self.devices))}
+        ranks.sort(key=lambda rank: (min(device.get("gpu_index", 0) for device in rank["devices"]),
+                                     trace_order.get(rank["trace"], 0), rank["pid"]))
+        return ranks
+
+    def devices_in_rank_order(self) -> list[dict]:
+        """The devices rank by rank (ranks in the order they are matched), each rank's by GPU index:
+        what kernel_rows pairs and trend_record numbers."""
+        return [device for rank in self.ranks for device in rank["devices"]]
+
+    # -- per device, per step
+    def device_steps(self, device: dict) -> int:
+        return self.steps_of.get((device.get("trace"), device["pid"]), 0)
+
+    def slice_ms(self, device: dict, patterns) -> float | None:
+        """ms per step on ``device`` of the accounting slices matching ``patterns``."""
+        steps = self.device_steps(device)
+        if not steps:
+            return None
+        slices_pct = (device.get("accounting") or {}).get("slices_pct") or {}
+        share = sum(slices_pct.get(name, 0.0) for name in matching(patterns))
+        return share / 100.0 * device["window_ns"] / steps / 1e6
+
+    def mean_slice_ms(self, patterns) -> float | None:
+        per_device = [self.slice_ms(device, patterns) for device in self.devices]
+        per_device = [value for value in per_device if value is not None]
+        return float(np.mean(per_device)) if per_device else None
+
+    def finding_ms(self, finding_id: str) -> float | None:
+        """ms per step of the time a finding is about: its catalog slices (the same measure on both
+        sides, whether or not it fires there), else what it claimed here."""
+        slices = check_of(finding_id).get("slices")
+        return self.mean_slice_ms(slices) if slices else self.claim_ms(finding_id)
+
+    def claim_ms(self, finding_id: str) -> float | None:
+        per_device = []
+        for device in self.devices:
+            steps = self.device_steps(device)
+            claims = (device.get("accounting") or {}).get("claims_pct") or {}
+            if steps and finding_id in claims:
+                per_device.append(claims[finding_id] / 100.0 * device["window_ns"] / steps / 1e6)
+        return float(np.mean(per_device)) if per_device else None
+
+    # -- the figures conditions and metrics read
+    def figures(self) -> dict:
+        ranks = [rank for rank in self.ranks if rank["steps"]["count"]]
+        figures = {"steps": sum(int(rank["steps"]["count"]) for rank in ranks) if ranks else 0,
+                   "step_p50_ms": _median_of([_ns_to_ms(rank["steps"]["p50_ns"]) for rank in ranks]),
+                   "step_p99_ms": _median_of([_ns_to_ms(rank["steps"]["p99_ns"]) for rank in ranks])}
+        for name in ("launches_per_step", "graph_launches_per_step", "syncs_per_step", "dtoh_copies_per_step"):
+            figures[name] = _median_of([rank["process"].get(name) for rank in ranks])
+        figures.update({
+            "busy_pct": float(np.mean([device["busy_pct"] for device in self.devices])) if self.devices else None,
+            "compute_ms": self.mean_slice_ms(["compute"]),
+            "collective_ms": self.mean_slice_ms(["collective"]),
+            "copy_ms": self.mean_slice_ms(["copy"]),
+            "idle_ms": self.mean_slice_ms(["idle:*:*"]),
+        })
+        figures["idle_pct"] = None if figures["busy_pct"] is None else 100.0 - figures["busy_pct"]
+        p50_ms, p99_ms = figures["step_p50_ms"], figures["step_p99_ms"]
+        figures["tail_ms"] = p99_ms - p50_ms if p99_ms is not None and p50_ms is not None else None
+        for cause in CAUSES:
+            figures[f"idle_{cause}_ms"] = self.mean_slice_ms([f"idle:*:{cause}"])
+        pageable = ((self.data.get("copies") or {}).get("pageable_async") or {}).get("count")
+        figures["pageable_copies_per_step"] = (pageable / figures["steps"]) if pageable is not None and figures["steps"] else None
+        figures.update(serving_figures(self.serving))
+        return figures
+
+
+def _ns_to_ms(ns) -> float | None:
+    return ns / 1e6 if ns is not None else None
+
+
+def serving_figures(serving: dict | None) -> dict:
+    """Client-side latency percentiles (ms) and throughput of the serving artifacts, if any."""
+    keys = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2el_p50_ms",
+            "throughput_rps", "request_rate")
+    figures = dict.fromkeys(keys)
+    if not serving:
+        return figures
+    client = ((serving.get("latency") or {}).get("client")) or {}
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        block = client.get(metric) or {}
+        figures[f"{metric}_p50_ms"] = _number(block.get("median"))
+        if metric != "e2el":
+            figures[f"{metric}_p99_ms"] = _number(block.get("p99"))
+    record = client.get("record") or {}
+    figures["throughput_rps"] = _number(record.get("request_throughput"))
+    figures["request_rate"] = _number(record.get("request_rate"))
+    return figures
+
+
+def _number(value):
+    """An untrusted serving figure as a float (parsers/coerce.number decides what a number is)."""
+    from tracetriage.parsers.coerce import number
+
+    parsed = number(value)
+    return None if parsed is None else float(parsed)

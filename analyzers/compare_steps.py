@@ -1,0 +1,128 @@
+"""Step time per rank, before -> after: the statistics behind compare's step verdict.
+
+Ranks are matched in order (lowest GPU index first). ``ratio`` = after p50 / before p50; its
+95% interval is a percentile bootstrap (:data:`RESAMPLES` resamples, at most :data:`BOOT_MAX`
+evenly spaced steps per side) of the ratio of medians, and the change is ``significant`` when a
+two-sided Mann-Whitney U test (all steps) rejects "same distribution" at :data:`ALPHA`, the
+interval excludes 1, *and* the change is at least the practical threshold (default 5% of the
+step). The p99 ratio has its own interval; it is significant when that interval excludes 1 and
+the change is at least the threshold. Two captures of one workload always differ a little:
+within noise is no change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from tracetriage.analyzers.comparability import MIN_STEPS
+
+ALPHA = 0.05  # Mann-Whitney U, two-sided
+RESAMPLES = 999  # bootstrap resamples of the median ratio (percentile interval)
+BOOT_MAX = 1000  # steps per side fed to the bootstrap (evenly spaced); the test uses all of them
+BOOTSTRAP_SEED = 20261201  # fixed: the same inputs give the same interval
+NOT_MEASURED = "not measured"
+NOT_JUDGED = "not judged"
+
+
+@dataclass(frozen=True, slots=True)
+class StepTimeRow:
+    """One matched rank's step p50 and p99, before and after (ns), their ratios after / before
+    with 95% bootstrap intervals, the test's p value, and each change's status (improved,
+    regressed, unchanged, not measured; not judged when the pair is not comparable)."""
+
+    rank: int
+    before_pid: int
+    after_pid: int
+    before_count: int
+    after_count: int
+    before_p50_ns: int | None
+    after_p50_ns: int | None
+    before_p99_ns: int | None
+    after_p99_ns: int | None
+    ratio: float | None = None
+    ci95: tuple[float, float] | None = None
+    p_value: float | None = None
+    significant: bool = False
+    status: str = NOT_MEASURED
+    p99_ratio: float | None = None
+    p99_ci95: tuple[float, float] | None = None
+    p99_significant: bool = False
+    p99_status: str = NOT_MEASURED
+
+    def not_judged(self) -> StepTimeRow:
+        """The row of an incomparable pair: its numbers shown, nothing judged on them."""
+        return replace(self, significant=False, status=NOT_JUDGED, p99_significant=False, p99_status=NOT_JUDGED)
+
+    def to_contract(self) -> dict:
+        return {"rank": self.rank, "before_pid": self.before_pid, "after_pid": self.after_pid,
+                "before_count": self.before_count, "after_count": self.after_count,
+                "before_p50_ns": self.before_p50_ns, "after_p50_ns": self.after_p50_ns,
+                "before_p99_ns": self.before_p99_ns, "after_p99_ns": self.after_p99_ns,
+                "ratio": self.ratio, "ci95": _listed(self.ci95), "p_value": self.p_value,
+                "significant": self.significant, "status": self.status,
+                "p99_ratio": self.p99_ratio, "p99_ci95": _listed(self.p99_ci95),
+                "p99_significant": self.p99_significant, "p99_status": self.p99_status}
+
+
+def _listed(interval: tuple[float, float] | None) -> list[float] | None:
+    return None if interval is None else list(interval)
+
+
+def _spaced(durations: np.ndarray, limit: int) -> np.ndarray:
+    """At most ``limit`` of ``durations``, evenly spaced."""
+    return durations if durations.size <= limit else durations[np.linspace(0, durations.size - 1, limit).astype(np.int64)]
+
+
+def step_test(rank: int, before_rank: dict, after_rank: dict, threshold_pct: float) -> StepTimeRow:
+    """p50 and p99 before -> after of one matched rank with bootstrap intervals of their ratios
+    (after / before), a Mann-Whitney U test, and whether the change is beyond noise and the threshold."""
+    from scipy import stats
+
+    before = np.asarray(before_rank["durations"], np.float64)
+    after = np.asarray(after_rank["durations"], np.float64)
+    row = StepTimeRow(
+        rank=rank, before_pid=before_rank["pid"], after_pid=after_rank["pid"],
+        before_count=int(before.size), after_count=int(after.size),
+        before_p50_ns=int(np.median(before)) if before.size else None, after_p50_ns=int(np.median(after)) if after.size else None,
+        before_p99_ns=int(np.percentile(before, 99)) if before.size else None,
+        after_p99_ns=int(np.percentile(after, 99)) if after.size else None)
+    if before.size < MIN_STEPS or after.size < MIN_STEPS or not np.median(before) > 0:
+        return row
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    before_sample, after_sample = _spaced(before, BOOT_MAX), _spaced(after, BOOT_MAX)
+
+    def interval(percentile) -> tuple[float, float]:
+        before_draws = rng.integers(0, before_sample.size, (RESAMPLES, before_sample.size))
+        after_draws = rng.integers(0, after_sample.size, (RESAMPLES, after_sample.size))
+        ratios = (np.percentile(after_sample[after_draws], percentile, axis=1)
+                  / np.maximum(np.percentile(before_sample[before_draws], percentile, axis=1), 1.0))
+        low, high = np.percentile(ratios, [2.5, 97.5])
+        return round(float(low), 4), round(float(high), 4)
+
+    p_value = float(stats.mannwhitneyu(before, after, alternative="two-sided").pvalue)
+    ratio = float(np.median(after) / np.median(before))
+    ci95 = interval(50)
+    practical = abs(ratio - 1.0) * 100.0 >= threshold_pct
+    significant = bool(p_value < ALPHA and (ci95[0] > 1.0 or ci95[1] < 1.0) and practical)
+    p99_ratio = float(np.percentile(after, 99) / max(np.percentile(before, 99), 1.0))
+    p99_ci95 = interval(99)
+    p99_significant = bool((p99_ci95[0] > 1.0 or p99_ci95[1] < 1.0) and abs(p99_ratio - 1.0) * 100.0 >= threshold_pct)
+    return replace(row, ratio=round(ratio, 4), ci95=ci95, p_value=float(f"{p_value:.3g}"), significant=significant,
+                   status=_direction(ratio) if significant else "unchanged",
+                   p99_ratio=round(p99_ratio, 4), p99_ci95=p99_ci95, p99_significant=p99_significant,
+                   p99_status=_direction(p99_ratio) if p99_significant else "unchanged")
+
+
+def _direction(ratio: float) -> str:
+    return "improved" if ratio < 1 else "regressed"
+
+
+def overall(statuses: list[str]) -> str:
+    """The ranks' statuses in one: mixed when some improved and some regressed, not measured when none was."""
+    judged = [status for status in statuses if status != NOT_MEASURED]
+    if not judged:
+        return NOT_MEASURED
+    up, down = "improved" in judged, "regressed" in judged
+    return "mixed" if up and down else "improved" if up else "regressed" if down else "unchanged"
