@@ -38,6 +38,7 @@ import re
 import numpy as np
 
 from tracetriage.analyzers.compare_metrics import METRICS, SERVING_BUDGETS  # the series are compare's metrics
+from tracetriage.casenames import matches_baseline
 
 SCHEMA = "tracetriage.trend/1"
 THRESHOLD_PCT = 5.0
@@ -365,12 +366,6 @@ def _attach_causes(changes, g, compare_pair) -> None:
                          and abs(k["change_ms_per_step"]) >= noise), key=lambda k: -abs(k["change_ms_per_step"]))[:5]
         c["kernels"] = [{"name": k["name"], "before_ms_per_step": k["before_ms_per_step"],
                          "after_ms_per_step": k["after_ms_per_step"]} for k in movers]
-
-
-def matches_baseline(name: str, baseline: str) -> bool:
-    """A case named by --baseline: the name itself, or a folder above it (``nightly-2026-11-02``
-    for ``nightly-2026-11-02/trace.sqlite``); ``run-1`` never matches ``run-10``."""
-    return name == baseline or name.startswith(baseline.rstrip("/") + "/")
 
 
 def _gate(changes, cases, series, baseline, step_p50, threshold_pct) -> bool:

@@ -51,7 +51,7 @@ def change_text(change: dict) -> str:
 def gate_line(result: dict, gate: bool) -> str | None:
     """The gate's result with --gate (passed or failed, against which baseline); without it a
     latest capture in a regressed segment is a finding of the trend, not a gate."""
-    from tracetriage.analyzers.trend import matches_baseline
+    from tracetriage.casenames import matches_baseline
 
     verdict = result["gate"]
     if not gate:

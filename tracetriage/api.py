@@ -404,8 +404,9 @@ def trend(tables_or_inputs, *, order_by: str = "time", group_by: str | None = No
     extra group key, a path component index (-2: the folder holding the case) or ``tag:FILE``;
     ``threshold_pct``: the practical minimum of a change, in % of the step; ``gate``: judge the
     latest capture of each group, against the capture named ``baseline`` when given."""
-    from tracetriage.analyzers.trend import case_names, case_paths, check_grouping, group_by_key, matches_baseline
+    from tracetriage.analyzers.trend import case_names, case_paths, check_grouping, group_by_key
     from tracetriage.analyzers.trend import trend as _trend
+    from tracetriage.casenames import matches_baseline
     from tracetriage.errors import UsageError
 
     check_step_range(step_range)
