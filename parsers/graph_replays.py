@@ -127,11 +127,7 @@ def tie(trace, sources: list[tuple[str, dict, bool]]) -> int:
     done = {(p, c) for p, c in state["tied"]}
     names = trace.gpu["name"]
     codes, cats = np.asarray(names.cat.codes), np.asarray(names.cat.categories, dtype=object)
-    # every capture's signature: (pid, kernel count) -> [(source, capture), ...]
-    by_count: dict[tuple, list] = {}
-    for s, (where, caps, same) in enumerate(sources):
-        for c, cap in enumerate(caps["captures"]):
-            by_count.setdefault((cap["pid"], len(cap["kernel"])), []).append((s, c))
+    by_count = _captures_by_count(sources)
     new_ops, new_links = [], []
     n_ops = len(trace.ops)
     untied: dict[str, list] = {}
@@ -140,44 +136,13 @@ def tie(trace, sources: list[tuple[str, dict, bool]]) -> int:
         if (pid, corr) in done:
             continue
         a, b = bounds[i], bounds[i + 1]
-        cands = by_count.get((pid, b - a), [])
-        reason, match = ("no_capture" if not any(src[1]["captures"] for src in sources) else "no_match"), []
-        seq = None
-        for s, c in cands:
-            where, caps, same = sources[s]
-            cap = caps["captures"][c]
-            if any(k < 0 for k in cap["kernel"]):
-                if not same:
-                    reason = "unnamed"
-                    continue
-                if streams > 1:
-                    continue  # without names, start order across streams is not the capture order
-            else:
-                if seq is None:
-                    seq = cats[codes[rows[a:b]]]
-                if any(x != caps["kernels"][k] for x, k in zip(seq, cap["kernel"])):
-                    continue
-            match.append((s, c))
-        if match:
-            shapes = {tuple(tuple(sources[s][1]["ops"][o][:2]) if o >= 0 else None
-                            for o in sources[s][1]["captures"][c]["op"]) for s, c in match}
-            if len(shapes) > 1:
-                reason, match = "ambiguous", []
+        reason, match = _matching_captures(sources, by_count.get((pid, b - a), []), streams, rows[a:b], codes, cats)
         if not match:
             untied.setdefault(reason, []).append([pid, corr])
             continue
         s, c = match[0]
         where, caps, _ = sources[s]
-        cap = caps["captures"][c]
-        local: dict[int, int] = {}
-        for nth, o in enumerate(cap["op"]):
-            if o < 0:
-                continue
-            if o not in local:
-                name, shape, _, start, end = caps["ops"][o]
-                local[o] = n_ops + len(new_ops)
-                new_ops.append((pid, start, end, name, shape, -1))
-            new_links.append((pid, corr, nth, local[o]))
+        _add_capture_ops(pid, corr, caps, caps["captures"][c], n_ops, new_ops, new_links)
         state["tied"].append([pid, corr])
         if where not in state["sources"]:
             state["sources"].append(where)
@@ -185,13 +150,71 @@ def tie(trace, sources: list[tuple[str, dict, bool]]) -> int:
     state["untied"] = untied
     trace.meta["graph_ties"] = state
     if new_ops:
-        add = pd.DataFrame(new_ops, columns=["pid", "start", "end", "name", "shape", "ext_id"])
-        ops = pd.concat([trace.ops.astype({"name": object, "shape": object}), add], ignore_index=True)
-        trace.ops = ops.astype({"pid": np.int64, "start": np.int64, "end": np.int64, "ext_id": np.int64}).assign(
-            name=object_categorical(ops["name"]), shape=object_categorical(ops["shape"]))
-        links = pd.DataFrame(new_links, columns=["pid", "correlation", "nth", "op"]).astype(np.int64)
-        trace.op_kernels = pd.concat([trace.op_kernels, links], ignore_index=True)
+        _append_ops(trace, new_ops, new_links)
     return tied_now
+
+
+def _captures_by_count(sources: list[tuple[str, dict, bool]]) -> dict[tuple, list]:
+    """Every capture's signature: (pid, kernel count) -> [(source index, capture index), ...]."""
+    by_count: dict[tuple, list] = {}
+    for s, (_, caps, _) in enumerate(sources):
+        for c, cap in enumerate(caps["captures"]):
+            by_count.setdefault((cap["pid"], len(cap["kernel"])), []).append((s, c))
+    return by_count
+
+
+def _matching_captures(sources: list[tuple[str, dict, bool]], cands: list, streams: int, replay_rows: np.ndarray,
+                       codes: np.ndarray, cats: np.ndarray) -> tuple[str, list]:
+    """The captures among ``cands`` (same pid and kernel count) one replay matches, kernel by kernel
+    (``replay_rows``: its GPU rows in start order, named by ``cats[codes[row]]``), and the reason it
+    stays untied when none does, or several with different op shapes do ("ambiguous": then no match)."""
+    reason, match = ("no_capture" if not any(src[1]["captures"] for src in sources) else "no_match"), []
+    seq = None
+    for s, c in cands:
+        where, caps, same = sources[s]
+        cap = caps["captures"][c]
+        if any(k < 0 for k in cap["kernel"]):
+            if not same:
+                reason = "unnamed"
+                continue
+            if streams > 1:
+                continue  # without names, start order across streams is not the capture order
+        else:
+            if seq is None:
+                seq = cats[codes[replay_rows]]
+            if any(x != caps["kernels"][k] for x, k in zip(seq, cap["kernel"])):
+                continue
+        match.append((s, c))
+    if match:
+        shapes = {tuple(tuple(sources[s][1]["ops"][o][:2]) if o >= 0 else None
+                        for o in sources[s][1]["captures"][c]["op"]) for s, c in match}
+        if len(shapes) > 1:
+            reason, match = "ambiguous", []
+    return reason, match
+
+
+def _add_capture_ops(pid: int, corr: int, caps: dict, cap: dict, n_ops: int, new_ops: list, new_links: list) -> None:
+    """The ops of one tied capture as new ops of the replay's process (each op once: ``n_ops`` is
+    how many the trace had), and the replay's kernels linked to them by position."""
+    local: dict[int, int] = {}
+    for nth, o in enumerate(cap["op"]):
+        if o < 0:
+            continue
+        if o not in local:
+            name, shape, _, start, end = caps["ops"][o]
+            local[o] = n_ops + len(new_ops)
+            new_ops.append((pid, start, end, name, shape, -1))
+        new_links.append((pid, corr, nth, local[o]))
+
+
+def _append_ops(trace, new_ops: list, new_links: list) -> None:
+    """The new ops and kernel links appended to ``trace.ops`` and ``trace.op_kernels``."""
+    add = pd.DataFrame(new_ops, columns=["pid", "start", "end", "name", "shape", "ext_id"])
+    ops = pd.concat([trace.ops.astype({"name": object, "shape": object}), add], ignore_index=True)
+    trace.ops = ops.astype({"pid": np.int64, "start": np.int64, "end": np.int64, "ext_id": np.int64}).assign(
+        name=object_categorical(ops["name"]), shape=object_categorical(ops["shape"]))
+    links = pd.DataFrame(new_links, columns=["pid", "correlation", "nth", "op"]).astype(np.int64)
+    trace.op_kernels = pd.concat([trace.op_kernels, links], ignore_index=True)
 
 
 def object_categorical(values) -> pd.Categorical:

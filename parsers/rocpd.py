@@ -114,206 +114,29 @@ def parse(path: str) -> Trace:
         missing = [b for b in NEEDED if source(db, b) is None]
         if missing:
             raise TraceFormatError(path, f"rocpd database without {', '.join(missing)} (not schema version 3, or cut)")
-        version = None
-        meta_src = source(db, "rocpd_metadata")
-        if meta_src:
-            for tag, value in db.rows(f"SELECT tag, value FROM {meta_src}"):
-                if tag == "schema_version":
-                    version = str(value)
+        version = _schema_version(db)
         if version not in (None, "3"):
             raise TraceFormatError(path, f"rocpd schema_version {version}: this reader knows version 3")
-
-        guid_frames = []
-
-        def frame(sql):
-            df = db.frame(sql, text=("guid", "string", "type", "name", "command"))
-            if "guid" in df.columns:
-                guid_frames.append(df["guid"])
-            return df
-
-        strings = frame(f"SELECT id, guid, string FROM {source(db, 'rocpd_string')}")
-        agents = frame(f"SELECT id, guid, type, {_col(db, 'rocpd_info_agent', 'type_index')} AS type_index, "
-                       f"COALESCE(product_name, name, '') AS name FROM {source(db, 'rocpd_info_agent')}")
-        proc_src = source(db, "rocpd_info_process")
-        procs = frame(f"SELECT id, guid, pid, COALESCE(command, '') AS command FROM {proc_src}") if proc_src else None
-        thr_src = source(db, "rocpd_info_thread")
-        threads = frame(f"SELECT id, guid, tid FROM {thr_src}") if thr_src else None
-        sym_src = source(db, "rocpd_info_kernel_symbol")
-        syms = frame(f"SELECT id, guid, COALESCE(display_name, kernel_name, '') AS name FROM {sym_src}") if sym_src else None
-        ev_src = source(db, "rocpd_event")
-
-        def event(alias: str, column: str) -> tuple[str, str]:
-            """(join, column) for a row's rocpd_event; -1 when the table is absent."""
-            if not ev_src:
-                return "", "-1"
-            return f"LEFT JOIN {ev_src} e ON e.id = {alias}.event_id AND e.guid = {alias}.guid", f"COALESCE(e.{column}, -1)"
-
-        kd = source(db, "rocpd_kernel_dispatch")
-        ev_join, stack = event("k", "stack_id")
-        kernels = frame(
-            f"SELECT k.guid AS guid, k.pid AS pid, {_col(db, 'rocpd_kernel_dispatch', 'tid', '-1', 'k')} AS tid, "
-            f"k.agent_id AS agent, k.kernel_id AS kernel_id, COALESCE(k.stream_id, -1) AS stream, "
-            f"COALESCE(k.queue_id, -1) AS queue, k.start AS start, k.\"end\" AS \"end\", {stack} AS corr FROM {kd} k {ev_join}"
-        )
-        reg_src = source(db, "rocpd_region")
-        regions = None
-        if reg_src:
-            rj, cat = event("r", "category_id")
-            parent = event("r", "parent_stack_id")[1]
-            regions = frame(
-                f"SELECT r.id AS id, r.guid AS guid, r.pid AS pid, r.tid AS tid, r.start AS start, r.\"end\" AS \"end\", "
-                f"r.name_id AS name_id, {cat} AS category_id, {parent} AS parent FROM {reg_src} r {rj}"
-            )
-        smp_src, trk_src = source(db, "rocpd_sample"), source(db, "rocpd_track")
-        marks = None
-        if smp_src and trk_src:
-            ej, cat = event("s", "category_id")
-            marks = frame(
-                f"SELECT s.guid AS guid, COALESCE(t.pid, -1) AS pid, COALESCE(t.tid, -1) AS tid, s.timestamp AS start, "
-                f"COALESCE(t.name_id, -1) AS name_id, {cat} AS category_id FROM {smp_src} s "
-                f"LEFT JOIN {trk_src} t ON t.id = s.track_id AND t.guid = s.guid {ej}"
-            )
-        mc_src = source(db, "rocpd_memory_copy")
-        copies = None
-        if mc_src:
-            mj, mstack = event("m", "stack_id")
-            copies = frame(
-                f"SELECT m.guid AS guid, m.pid AS pid, m.start AS start, m.\"end\" AS \"end\", m.name_id AS name_id, "
-                f"COALESCE(m.src_agent_id, -1) AS src, COALESCE(m.dst_agent_id, -1) AS dst, COALESCE(m.size, 0) AS size, "
-                f"COALESCE(m.stream_id, -1) AS stream, {mstack} AS corr FROM {mc_src} m {mj}"
-            )
-
-        all_guids = pd.concat(guid_frames, ignore_index=True).astype(str) if guid_frames else pd.Series([], dtype=str)
-        guid_codes, guid_uniq = pd.factorize(all_guids)
-        gcode = {g: i for i, g in enumerate(guid_uniq)}
-
-        def gc(df):
-            return df["guid"].astype(str).map(gcode).to_numpy(np.int64)
-
-        string_of = _Keyed(gc(strings), strings["id"].to_numpy(np.int64), strings["string"].astype(object))
-        agent_type = _Keyed(gc(agents), agents["id"].to_numpy(np.int64), agents["type"].astype(object))
-        agent_index = _Keyed(gc(agents), agents["id"].to_numpy(np.int64), agents["type_index"].to_numpy(np.int64))
-        pid_of = _Keyed(gc(procs), procs["id"].to_numpy(np.int64), procs["pid"].to_numpy(np.int64)) if procs is not None and len(procs) else None
-        tid_of = _Keyed(gc(threads), threads["id"].to_numpy(np.int64), threads["tid"].to_numpy(np.int64)) if threads is not None and len(threads) else None
-
-        def real_pid(df):
-            if pid_of is None:
-                return df["pid"].to_numpy(np.int64)
-            got = pid_of.get(gc(df), df["pid"].to_numpy(np.int64), default=-1)
-            return np.where(got == -1, df["pid"].to_numpy(np.int64), got).astype(np.int64)
-
-        def real_tid(df):
-            if tid_of is None or "tid" not in df:
-                return df["tid"].to_numpy(np.int64) if "tid" in df else np.zeros(len(df), np.int64)
-            got = tid_of.get(gc(df), df["tid"].to_numpy(np.int64), default=-1)
-            return np.where(got == -1, df["tid"].to_numpy(np.int64), got).astype(np.int64)
-
-        def corr_key(df, col="corr"):
-            c = df[col].to_numpy(np.int64)
-            return np.where(c >= 0, (gc(df) << _GUID_BITS) + c, -1)
-
+        tables = _Tables(db)
+        ids = _Ids(tables)
         trace = Trace(path=str(path), format="rocpd")
         trace.meta["version"] = f"rocpd schema {version or 3}"
-        trace.meta["guids"] = len(guid_uniq)
-
-        # --- API regions and markers
-        region_name = None
-        if regions is not None and len(regions):
-            g = gc(regions)
-            region_name = string_of.get(g, regions["name_id"].to_numpy(np.int64), default="<unknown>")
-            category = string_of.get(g, regions["category_id"].to_numpy(np.int64), default="")
-            is_marker = per_distinct(category, lambda c: bool(_MARKER.search(str(c)))).astype(bool)
-            pids, tids = real_pid(regions), real_tid(regions)
-            rid = (g << _GUID_BITS) + regions["id"].to_numpy(np.int64)
-            names = pd.Categorical(region_name.astype(object))
-            cats = pd.Categorical([api_category(str(c)) for c in names.categories])
-            api_cat = pd.Categorical(np.asarray(cats)[names.codes], categories=API_CATEGORIES)
-            api = pd.DataFrame({
-                "pid": pids, "tid": tids, "start": regions["start"].to_numpy(np.int64),
-                "end": regions["end"].to_numpy(np.int64), "name": names, "category": api_cat, "correlation": rid,
-            })
-            trace.api = api[~is_marker].sort_values("start", kind="stable", ignore_index=True)
-            trace.api["name"] = compact_categorical(trace.api["name"].array.codes, trace.api["name"].cat.categories)
-            rng = api[is_marker]
-            trace.ranges = pd.DataFrame({
-                "pid": rng["pid"].to_numpy(), "tid": rng["tid"].to_numpy(), "start": rng["start"].to_numpy(),
-                "end": rng["end"].to_numpy(), "name": pd.Categorical(rng["name"].astype(object)),
-                "domain": pd.Categorical(np.asarray(category, dtype=object)[is_marker]),
-            }).sort_values("start", kind="stable", ignore_index=True)
-            region_lookup = pd.DataFrame({"key": rid, "name": region_name.astype(object),
-                                          "parent": np.where(regions["parent"].to_numpy(np.int64) >= 0,
-                                                             (g << _GUID_BITS) + regions["parent"].to_numpy(np.int64), -1)})
-        else:
-            region_lookup = pd.DataFrame({"key": [], "name": [], "parent": []})
-        # Instant roctx marks are samples on a marker track: ranges of zero length.
-        if marks is not None and len(marks):
-            mg = gc(marks)
-            mname = string_of.get(mg, marks["name_id"].to_numpy(np.int64), default="mark")
-            mcat = string_of.get(mg, marks["category_id"].to_numpy(np.int64), default="roctx")
-            keep = per_distinct(mcat, lambda c: not c or bool(_MARKER.search(str(c))) or c == "roctx").astype(bool)
-            if keep.any():
-                m = marks[keep]
-                start = m["start"].to_numpy(np.int64)
-                mark_rows = pd.DataFrame({
-                    "pid": real_pid(m), "tid": real_tid(m), "start": start, "end": start,
-                    "name": pd.Categorical(np.asarray(mname, dtype=object)[keep]),
-                    "domain": pd.Categorical(np.asarray(mcat, dtype=object)[keep]),
-                })
-                from tracetriage.model import merge_frames
-
-                trace.ranges = merge_frames([trace.ranges, mark_rows])
-
-        # --- kernels (and blit kernels as copies / memsets)
-        kg = gc(kernels)
-        kname = _Keyed(gc(syms), syms["id"].to_numpy(np.int64), syms["name"].astype(object)).get(
-            kg, kernels["kernel_id"].to_numpy(np.int64), default="<unknown kernel>") if syms is not None and len(syms) else np.full(len(kernels), "<unknown kernel>", dtype=object)
-        kinds = per_distinct(kname, blit_kind)
-        kcorr = corr_key(kernels)
-        ops = per_distinct(kname, lambda n: collective_op(str(n)))
-        ops = _rccl_ops_from_api(ops, kcorr, region_lookup)
-        # Graph kernels are traced one by one; they are graph work when hipGraphLaunch launched them.
-        if len(region_lookup):
-            rpos = pd.Index(region_lookup["key"].to_numpy(np.int64)).get_indexer(kcorr)
-            launcher = np.where(rpos >= 0, region_lookup["name"].to_numpy(object)[np.maximum(rpos, 0)], "")
-            k_in_graph = np.asarray(launcher == "hipGraphLaunch", dtype=bool)
-        else:
-            k_in_graph = np.zeros(len(kernels), bool)
-        is_gpu = agent_type.get(kg, kernels["agent"].to_numpy(np.int64), default="GPU")
-        gpu_index = agent_index.get(kg, kernels["agent"].to_numpy(np.int64), default=-1)
-        if (np.asarray(is_gpu) != "GPU").any():
-            trace.warnings.append("some dispatches name a non-GPU agent")
-        kdf = pd.DataFrame({
-            "pid": real_pid(kernels), "ordinal": np.asarray(gpu_index, dtype=np.int64),
-            "stream": kernels["stream"].to_numpy(np.int64), "start": kernels["start"].to_numpy(np.int64),
-            "end": kernels["end"].to_numpy(np.int64), "kind": kinds, "name": kname.astype(object), "correlation": kcorr,
-            "collective": np.where(kinds == "kernel", ops, None), "bytes": np.zeros(len(kernels), np.int64),
-            "copy_kind": np.where(kinds == "memcpy", "other", None), "pageable": np.zeros(len(kernels), bool),
-            "in_graph": k_in_graph,
-        })
-        parts = [kdf]
-        if copies is not None and len(copies):
-            cg = gc(copies)
-            direction = string_of.get(cg, copies["name_id"].to_numpy(np.int64), default="")
-            ck = per_distinct(direction, lambda d: copy_direction(str(d)))
-            src_gpu = agent_type.get(cg, copies["src"].to_numpy(np.int64), default="") == "GPU"
-            dst_gpu = agent_type.get(cg, copies["dst"].to_numpy(np.int64), default="") == "GPU"
-            dev_agent = np.where(dst_gpu & ~src_gpu, copies["dst"].to_numpy(np.int64), copies["src"].to_numpy(np.int64))
-            parts.append(pd.DataFrame({
-                "pid": real_pid(copies), "ordinal": np.asarray(agent_index.get(cg, dev_agent, default=-1), dtype=np.int64),
-                "stream": copies["stream"].to_numpy(np.int64), "start": copies["start"].to_numpy(np.int64),
-                "end": copies["end"].to_numpy(np.int64), "kind": "memcpy",
-                "name": per_distinct(ck, lambda k: f"memcpy {k}"), "correlation": corr_key(copies),
-                "collective": None, "bytes": copies["size"].to_numpy(np.int64), "copy_kind": ck,
-                "pageable": np.zeros(len(copies), bool), "in_graph": np.zeros(len(copies), bool),
-            }))
+        trace.meta["guids"] = ids.guid_count
+        region_lookup = _api_and_ranges(trace, tables.regions, ids)
+        _add_marks(trace, tables.marks, ids)
+        parts = [_kernel_rows(trace, tables, ids, region_lookup)]
+        if tables.copies is not None and len(tables.copies):
+            parts.append(_copy_rows(tables.copies, ids))
         gpu = pd.concat(parts, ignore_index=True)
         if not len(gpu):
             raise MissingDataError(path, "nothing to analyze: the rocpd database holds no kernel dispatch or copy")
+        agents, procs = tables.agents, tables.procs
         names_by_index = {}
-        for gi, nm, t in zip(agents["type_index"].to_numpy(np.int64), agents["name"].astype(object), agents["type"].astype(object)):
+        for gi, nm, t in zip(agents["type_index"].to_numpy(np.int64), agents["name"].astype(object),
+                             agents["type"].astype(object)):
             if t == "GPU":
                 names_by_index.setdefault(int(gi), str(nm))
-        commands = dict(zip(real_pid(procs).tolist(), procs["command"].astype(object).tolist())) if procs is not None else {}
+        commands = dict(zip(ids.real_pid(procs).tolist(), procs["command"].astype(object).tolist())) if procs is not None else {}
         finish_trace(trace, gpu, lambda o: {"name": names_by_index.get(o, "unknown GPU")}, commands)
         trace.meta["graph_trace_mode"] = "node" if bool(trace.gpu["in_graph"].any()) else "unknown"
         if len(trace.api):
@@ -323,6 +146,242 @@ def parse(path: str) -> Trace:
                 trace.warnings.append(f"only {linked:.0%} of GPU operations link to their launching call")
         trace.warnings.extend(db.warnings)
         return trace
+
+
+def _schema_version(db: Database) -> str | None:
+    """The ``schema_version`` tag of ``rocpd_metadata`` (None when the database has none)."""
+    version = None
+    meta_src = source(db, "rocpd_metadata")
+    if meta_src:
+        for tag, value in db.rows(f"SELECT tag, value FROM {meta_src}"):
+            if tag == "schema_version":
+                version = str(value)
+    return version
+
+
+class _Tables:
+    """The rocpd tables a trace is read from, as frames (None where the database lacks the table),
+    and every frame's ``guid`` column in reading order (``guids``)."""
+
+    def __init__(self, db: Database):
+        self.db = db
+        self.guids: list[pd.Series] = []
+        self.strings = self._frame(f"SELECT id, guid, string FROM {source(db, 'rocpd_string')}")
+        self.agents = self._frame(f"SELECT id, guid, type, {_col(db, 'rocpd_info_agent', 'type_index')} AS type_index, "
+                                  f"COALESCE(product_name, name, '') AS name FROM {source(db, 'rocpd_info_agent')}")
+        proc_src = source(db, "rocpd_info_process")
+        self.procs = self._frame(f"SELECT id, guid, pid, COALESCE(command, '') AS command FROM {proc_src}") if proc_src else None
+        thr_src = source(db, "rocpd_info_thread")
+        self.threads = self._frame(f"SELECT id, guid, tid FROM {thr_src}") if thr_src else None
+        sym_src = source(db, "rocpd_info_kernel_symbol")
+        self.syms = (self._frame(f"SELECT id, guid, COALESCE(display_name, kernel_name, '') AS name FROM {sym_src}")
+                     if sym_src else None)
+        self.ev_src = source(db, "rocpd_event")
+        self.kernels = self._kernels()
+        self.regions = self._regions()
+        self.marks = self._marks()
+        self.copies = self._copies()
+
+    def _frame(self, sql: str) -> pd.DataFrame:
+        df = self.db.frame(sql, text=("guid", "string", "type", "name", "command"))
+        if "guid" in df.columns:
+            self.guids.append(df["guid"])
+        return df
+
+    def _event(self, alias: str, column: str) -> tuple[str, str]:
+        """(join, column) for a row's rocpd_event; -1 when the table is absent."""
+        if not self.ev_src:
+            return "", "-1"
+        return (f"LEFT JOIN {self.ev_src} e ON e.id = {alias}.event_id AND e.guid = {alias}.guid",
+                f"COALESCE(e.{column}, -1)")
+
+    def _kernels(self) -> pd.DataFrame:
+        kd = source(self.db, "rocpd_kernel_dispatch")
+        ev_join, stack = self._event("k", "stack_id")
+        return self._frame(
+            f"SELECT k.guid AS guid, k.pid AS pid, {_col(self.db, 'rocpd_kernel_dispatch', 'tid', '-1', 'k')} AS tid, "
+            f"k.agent_id AS agent, k.kernel_id AS kernel_id, COALESCE(k.stream_id, -1) AS stream, "
+            f"COALESCE(k.queue_id, -1) AS queue, k.start AS start, k.\"end\" AS \"end\", {stack} AS corr FROM {kd} k {ev_join}"
+        )
+
+    def _regions(self) -> pd.DataFrame | None:
+        reg_src = source(self.db, "rocpd_region")
+        if not reg_src:
+            return None
+        rj, cat = self._event("r", "category_id")
+        parent = self._event("r", "parent_stack_id")[1]
+        return self._frame(
+            f"SELECT r.id AS id, r.guid AS guid, r.pid AS pid, r.tid AS tid, r.start AS start, r.\"end\" AS \"end\", "
+            f"r.name_id AS name_id, {cat} AS category_id, {parent} AS parent FROM {reg_src} r {rj}"
+        )
+
+    def _marks(self) -> pd.DataFrame | None:
+        smp_src, trk_src = source(self.db, "rocpd_sample"), source(self.db, "rocpd_track")
+        if not (smp_src and trk_src):
+            return None
+        ej, cat = self._event("s", "category_id")
+        return self._frame(
+            f"SELECT s.guid AS guid, COALESCE(t.pid, -1) AS pid, COALESCE(t.tid, -1) AS tid, s.timestamp AS start, "
+            f"COALESCE(t.name_id, -1) AS name_id, {cat} AS category_id FROM {smp_src} s "
+            f"LEFT JOIN {trk_src} t ON t.id = s.track_id AND t.guid = s.guid {ej}"
+        )
+
+    def _copies(self) -> pd.DataFrame | None:
+        mc_src = source(self.db, "rocpd_memory_copy")
+        if not mc_src:
+            return None
+        mj, mstack = self._event("m", "stack_id")
+        return self._frame(
+            f"SELECT m.guid AS guid, m.pid AS pid, m.start AS start, m.\"end\" AS \"end\", m.name_id AS name_id, "
+            f"COALESCE(m.src_agent_id, -1) AS src, COALESCE(m.dst_agent_id, -1) AS dst, COALESCE(m.size, 0) AS size, "
+            f"COALESCE(m.stream_id, -1) AS stream, {mstack} AS corr FROM {mc_src} m {mj}"
+        )
+
+
+class _Ids:
+    """Ids in a rocpd database are per guid (one per process run): every lookup is keyed on
+    (guid code, id). Strings, agent types and indices, and the real pid and tid of process and
+    thread ids."""
+
+    def __init__(self, tables: _Tables):
+        guids = tables.guids
+        all_guids = pd.concat(guids, ignore_index=True).astype(str) if guids else pd.Series([], dtype=str)
+        _, guid_uniq = pd.factorize(all_guids)
+        self.guid_count = len(guid_uniq)
+        self.gcode = {g: i for i, g in enumerate(guid_uniq)}
+        gc = self.gc
+        strings, agents, procs, threads = tables.strings, tables.agents, tables.procs, tables.threads
+        self.string_of = _Keyed(gc(strings), strings["id"].to_numpy(np.int64), strings["string"].astype(object))
+        self.agent_type = _Keyed(gc(agents), agents["id"].to_numpy(np.int64), agents["type"].astype(object))
+        self.agent_index = _Keyed(gc(agents), agents["id"].to_numpy(np.int64), agents["type_index"].to_numpy(np.int64))
+        self.pid_of = (_Keyed(gc(procs), procs["id"].to_numpy(np.int64), procs["pid"].to_numpy(np.int64))
+                       if procs is not None and len(procs) else None)
+        self.tid_of = (_Keyed(gc(threads), threads["id"].to_numpy(np.int64), threads["tid"].to_numpy(np.int64))
+                       if threads is not None and len(threads) else None)
+
+    def gc(self, df: pd.DataFrame) -> np.ndarray:
+        """Each row's guid code."""
+        return df["guid"].astype(str).map(self.gcode).to_numpy(np.int64)
+
+    def real_pid(self, df: pd.DataFrame) -> np.ndarray:
+        if self.pid_of is None:
+            return df["pid"].to_numpy(np.int64)
+        got = self.pid_of.get(self.gc(df), df["pid"].to_numpy(np.int64), default=-1)
+        return np.where(got == -1, df["pid"].to_numpy(np.int64), got).astype(np.int64)
+
+    def real_tid(self, df: pd.DataFrame) -> np.ndarray:
+        if self.tid_of is None or "tid" not in df:
+            return df["tid"].to_numpy(np.int64) if "tid" in df else np.zeros(len(df), np.int64)
+        got = self.tid_of.get(self.gc(df), df["tid"].to_numpy(np.int64), default=-1)
+        return np.where(got == -1, df["tid"].to_numpy(np.int64), got).astype(np.int64)
+
+    def corr_key(self, df: pd.DataFrame, col: str = "corr") -> np.ndarray:
+        """A correlation id unique across guids (-1 where the row has none)."""
+        c = df[col].to_numpy(np.int64)
+        return np.where(c >= 0, (self.gc(df) << _GUID_BITS) + c, -1)
+
+
+def _api_and_ranges(trace: Trace, regions: pd.DataFrame | None, ids: _Ids) -> pd.DataFrame:
+    """API regions into ``trace.api`` and marker regions into ``trace.ranges``; the regions by key
+    (name, parent key) that kernels are tied to their launching call with."""
+    if regions is None or not len(regions):
+        return pd.DataFrame({"key": [], "name": [], "parent": []})
+    g = ids.gc(regions)
+    region_name = ids.string_of.get(g, regions["name_id"].to_numpy(np.int64), default="<unknown>")
+    category = ids.string_of.get(g, regions["category_id"].to_numpy(np.int64), default="")
+    is_marker = per_distinct(category, lambda c: bool(_MARKER.search(str(c)))).astype(bool)
+    pids, tids = ids.real_pid(regions), ids.real_tid(regions)
+    rid = (g << _GUID_BITS) + regions["id"].to_numpy(np.int64)
+    names = pd.Categorical(region_name.astype(object))
+    cats = pd.Categorical([api_category(str(c)) for c in names.categories])
+    api_cat = pd.Categorical(np.asarray(cats)[names.codes], categories=API_CATEGORIES)
+    api = pd.DataFrame({
+        "pid": pids, "tid": tids, "start": regions["start"].to_numpy(np.int64),
+        "end": regions["end"].to_numpy(np.int64), "name": names, "category": api_cat, "correlation": rid,
+    })
+    trace.api = api[~is_marker].sort_values("start", kind="stable", ignore_index=True)
+    trace.api["name"] = compact_categorical(trace.api["name"].array.codes, trace.api["name"].cat.categories)
+    rng = api[is_marker]
+    trace.ranges = pd.DataFrame({
+        "pid": rng["pid"].to_numpy(), "tid": rng["tid"].to_numpy(), "start": rng["start"].to_numpy(),
+        "end": rng["end"].to_numpy(), "name": pd.Categorical(rng["name"].astype(object)),
+        "domain": pd.Categorical(np.asarray(category, dtype=object)[is_marker]),
+    }).sort_values("start", kind="stable", ignore_index=True)
+    return pd.DataFrame({"key": rid, "name": region_name.astype(object),
+                         "parent": np.where(regions["parent"].to_numpy(np.int64) >= 0,
+                                            (g << _GUID_BITS) + regions["parent"].to_numpy(np.int64), -1)})
+
+
+def _add_marks(trace: Trace, marks: pd.DataFrame | None, ids: _Ids) -> None:
+    """Instant roctx marks (samples on a marker track) added to ``trace.ranges`` as ranges of zero length."""
+    if marks is None or not len(marks):
+        return
+    mg = ids.gc(marks)
+    mname = ids.string_of.get(mg, marks["name_id"].to_numpy(np.int64), default="mark")
+    mcat = ids.string_of.get(mg, marks["category_id"].to_numpy(np.int64), default="roctx")
+    keep = per_distinct(mcat, lambda c: not c or bool(_MARKER.search(str(c))) or c == "roctx").astype(bool)
+    if keep.any():
+        m = marks[keep]
+        start = m["start"].to_numpy(np.int64)
+        mark_rows = pd.DataFrame({
+            "pid": ids.real_pid(m), "tid": ids.real_tid(m), "start": start, "end": start,
+            "name": pd.Categorical(np.asarray(mname, dtype=object)[keep]),
+            "domain": pd.Categorical(np.asarray(mcat, dtype=object)[keep]),
+        })
+        from tracetriage.model import merge_frames
+
+        trace.ranges = merge_frames([trace.ranges, mark_rows])
+
+
+def _kernel_rows(trace: Trace, tables: _Tables, ids: _Ids, region_lookup: pd.DataFrame) -> pd.DataFrame:
+    """The kernel dispatches as GPU rows (blit kernels as copies and memsets), RCCL kernels given
+    their call's op and graph kernels marked; a warning when a dispatch names a non-GPU agent."""
+    kernels, syms = tables.kernels, tables.syms
+    kg = ids.gc(kernels)
+    kname = _Keyed(ids.gc(syms), syms["id"].to_numpy(np.int64), syms["name"].astype(object)).get(
+        kg, kernels["kernel_id"].to_numpy(np.int64), default="<unknown kernel>") if syms is not None and len(syms) \
+        else np.full(len(kernels), "<unknown kernel>", dtype=object)
+    kinds = per_distinct(kname, blit_kind)
+    kcorr = ids.corr_key(kernels)
+    ops = per_distinct(kname, lambda n: collective_op(str(n)))
+    ops = _rccl_ops_from_api(ops, kcorr, region_lookup)
+    # Graph kernels are traced one by one; they are graph work when hipGraphLaunch launched them.
+    if len(region_lookup):
+        rpos = pd.Index(region_lookup["key"].to_numpy(np.int64)).get_indexer(kcorr)
+        launcher = np.where(rpos >= 0, region_lookup["name"].to_numpy(object)[np.maximum(rpos, 0)], "")
+        k_in_graph = np.asarray(launcher == "hipGraphLaunch", dtype=bool)
+    else:
+        k_in_graph = np.zeros(len(kernels), bool)
+    is_gpu = ids.agent_type.get(kg, kernels["agent"].to_numpy(np.int64), default="GPU")
+    gpu_index = ids.agent_index.get(kg, kernels["agent"].to_numpy(np.int64), default=-1)
+    if (np.asarray(is_gpu) != "GPU").any():
+        trace.warnings.append("some dispatches name a non-GPU agent")
+    return pd.DataFrame({
+        "pid": ids.real_pid(kernels), "ordinal": np.asarray(gpu_index, dtype=np.int64),
+        "stream": kernels["stream"].to_numpy(np.int64), "start": kernels["start"].to_numpy(np.int64),
+        "end": kernels["end"].to_numpy(np.int64), "kind": kinds, "name": kname.astype(object), "correlation": kcorr,
+        "collective": np.where(kinds == "kernel", ops, None), "bytes": np.zeros(len(kernels), np.int64),
+        "copy_kind": np.where(kinds == "memcpy", "other", None), "pageable": np.zeros(len(kernels), bool),
+        "in_graph": k_in_graph,
+    })
+
+
+def _copy_rows(copies: pd.DataFrame, ids: _Ids) -> pd.DataFrame:
+    """The memory copies as GPU rows, on the GPU agent of the pair."""
+    cg = ids.gc(copies)
+    direction = ids.string_of.get(cg, copies["name_id"].to_numpy(np.int64), default="")
+    ck = per_distinct(direction, lambda d: copy_direction(str(d)))
+    src_gpu = ids.agent_type.get(cg, copies["src"].to_numpy(np.int64), default="") == "GPU"
+    dst_gpu = ids.agent_type.get(cg, copies["dst"].to_numpy(np.int64), default="") == "GPU"
+    dev_agent = np.where(dst_gpu & ~src_gpu, copies["dst"].to_numpy(np.int64), copies["src"].to_numpy(np.int64))
+    return pd.DataFrame({
+        "pid": ids.real_pid(copies), "ordinal": np.asarray(ids.agent_index.get(cg, dev_agent, default=-1), dtype=np.int64),
+        "stream": copies["stream"].to_numpy(np.int64), "start": copies["start"].to_numpy(np.int64),
+        "end": copies["end"].to_numpy(np.int64), "kind": "memcpy",
+        "name": per_distinct(ck, lambda k: f"memcpy {k}"), "correlation": ids.corr_key(copies),
+        "collective": None, "bytes": copies["size"].to_numpy(np.int64), "copy_kind": ck,
+        "pageable": np.zeros(len(copies), bool), "in_graph": np.zeros(len(copies), bool),
+    })
 
 
 def _rccl_ops_from_api(ops: np.ndarray, corr: np.ndarray, regions: pd.DataFrame) -> np.ndarray:

@@ -148,100 +148,134 @@ def parse(path: str) -> Trace:
         for gpu, index, name in agents.values():
             if gpu:
                 devices.setdefault(index, name)
-
-        def agent_index(handles):
-            return np.array([agents.get(h, (False, -1, ""))[1] for h in handles], dtype=np.int64)
-
-        # --- kernel dispatches (blit kernels are copies and memsets)
-        ks = _records(proc, "kernel_dispatch", "kernel_dispatches")  # the older name too
-        if ks:
-            kid = _ints([_get(r, "dispatch_info", "kernel_id") for r in ks], "kernel_dispatch[].kernel_id", w)
-            kname = np.array([symbols.get(int(k), "<unknown kernel>") for k in kid], dtype=object)
-            kinds = per_distinct(kname, blit_kind)
-            ops = per_distinct(kname, lambda n: collective_op(str(n)))
-            handles = _ints([_get(r, "dispatch_info", "agent_id", "handle") for r in ks], "kernel_dispatch[].agent_id", w)
-            gpu_parts.append(pd.DataFrame({
-                "pid": pid, "ordinal": agent_index(handles),
-                "stream": _ints([_get(r, "stream_id", "handle") for r in ks], "kernel_dispatch[].stream_id", w),
-                "start": _ints([r.get("start_timestamp") for r in ks], "kernel_dispatch[].start_timestamp", w),
-                "end": _ints([r.get("end_timestamp") for r in ks], "kernel_dispatch[].end_timestamp", w),
-                "kind": kinds, "name": kname,
-                "correlation": _ints([_corr(r) for r in ks], "kernel_dispatch[].correlation_id", w),
-                "collective": np.where(kinds == "kernel", ops, None), "bytes": 0,
-                "copy_kind": np.where(kinds == "memcpy", "other", None), "pageable": False, "in_graph": False,
-            }))
-        # --- memory copies: the device side is the GPU agent of the pair
-        cs = _records(proc, "memory_copy")
-        if cs:
-            direction = np.array([names.operation(r.get("kind"), r.get("operation")) or "" for r in cs], dtype=object)
-            ck = per_distinct(direction, copy_direction)
-            src = _ints([_get(r, "src_agent_id", "handle") for r in cs], "memory_copy[].src_agent_id", w)
-            dst = _ints([_get(r, "dst_agent_id", "handle") for r in cs], "memory_copy[].dst_agent_id", w)
-            dst_gpu = np.array([agents.get(int(h), (False,))[0] for h in dst], dtype=bool)
-            src_gpu = np.array([agents.get(int(h), (False,))[0] for h in src], dtype=bool)
-            gpu_parts.append(pd.DataFrame({
-                "pid": pid, "ordinal": agent_index(np.where(dst_gpu & ~src_gpu, dst, src)),
-                "stream": _ints([_get(r, "stream_id", "handle") for r in cs], "memory_copy[].stream_id", w),
-                "start": _ints([r.get("start_timestamp") for r in cs], "memory_copy[].start_timestamp", w),
-                "end": _ints([r.get("end_timestamp") for r in cs], "memory_copy[].end_timestamp", w),
-                "kind": "memcpy", "name": per_distinct(ck, lambda k: f"memcpy {k}"),
-                "correlation": _ints([_corr(r) for r in cs], "memory_copy[].correlation_id", w),
-                "collective": None, "bytes": np.maximum(_ints([r.get("bytes") for r in cs], "memory_copy[].bytes", w, 0), 0),
-                "copy_kind": ck, "pageable": False, "in_graph": False,
-            }))
-        # --- runtime API calls
-        api = _records(proc, *API_RECORDS)
-        if api:
-            an = np.array([names.operation(r.get("kind"), r.get("operation")) or "<unknown>" for r in api], dtype=object)
-            api_parts.append(pd.DataFrame({
-                "pid": pid, "tid": _ints([r.get("thread_id") for r in api], "hip_api[].thread_id", w, 0),
-                "start": _ints([r.get("start_timestamp") for r in api], "hip_api[].start_timestamp", w),
-                "end": _ints([r.get("end_timestamp") for r in api], "hip_api[].end_timestamp", w),
-                "name": an, "correlation": _ints([_corr(r) for r in api], "hip_api[].correlation_id", w),
-            }))
-        # --- roctx ranges: the message where the file keeps it, else the marker call's name
-        ms = _records(proc, "marker_api")
-        if ms:
-            messages = _marker_messages(proc)
-            corr = _ints([_corr(r) for r in ms], "marker_api[].correlation_id", w)
-            mname = np.array([messages.get(int(c)) or names.operation(r.get("kind"), r.get("operation")) or "marker"
-                              for c, r in zip(corr, ms)], dtype=object)
-            range_parts.append(pd.DataFrame({
-                "pid": pid, "tid": _ints([r.get("thread_id") for r in ms], "marker_api[].thread_id", w, 0),
-                "start": _ints([r.get("start_timestamp") for r in ms], "marker_api[].start_timestamp", w),
-                "end": _ints([r.get("end_timestamp") for r in ms], "marker_api[].end_timestamp", w),
-                "name": mname, "domain": np.array([names.kind(r.get("kind")) or "roctx" for r in ms], dtype=object),
-            }))
+        for rows, parts in ((_kernel_rows(proc, pid, symbols, agents, w), gpu_parts),
+                            (_copy_rows(proc, pid, names, agents, w), gpu_parts),
+                            (_api_rows(proc, pid, names, w), api_parts),
+                            (_marker_rows(proc, pid, names, w), range_parts)):
+            if rows is not None:
+                parts.append(rows)
     if not gpu_parts:
         raise MissingDataError(path, "nothing to analyze: the rocprofv3 JSON holds no kernel dispatch or memory copy "
                                      "(capture with --kernel-trace --memory-copy-trace)")
     gpu = pd.concat(gpu_parts, ignore_index=True)
     if api_parts:
-        api = pd.concat(api_parts, ignore_index=True)
-        names = pd.Categorical(api["name"].astype(object))
-        trace.api = pd.DataFrame({
-            "pid": api["pid"].to_numpy(np.int64), "tid": api["tid"].to_numpy(np.int64), "start": api["start"].to_numpy(np.int64),
-            "end": api["end"].to_numpy(np.int64), "name": names,
-            "category": pd.Categorical(per_distinct(names, api_category), categories=API_CATEGORIES),
-            "correlation": api["correlation"].to_numpy(np.int64),
-        }).sort_values("start", kind="stable", ignore_index=True)
+        trace.api = _api_table(api_parts)
         # a kernel launched by hipGraphLaunch is graph work (correlation ids are per process)
         keys = pd.MultiIndex.from_arrays([trace.api["pid"].to_numpy(), trace.api["correlation"].to_numpy()])
         gpu["in_graph"] = from_launch(keys, (trace.api["name"] == "hipGraphLaunch").to_numpy(),
                                       pd.MultiIndex.from_arrays([gpu["pid"].to_numpy(np.int64), gpu["correlation"].to_numpy()]),
                                       False).astype(bool)
     if range_parts:
-        rng = pd.concat(range_parts, ignore_index=True)
-        trace.ranges = pd.DataFrame({
-            "pid": rng["pid"].to_numpy(np.int64), "tid": rng["tid"].to_numpy(np.int64), "start": rng["start"].to_numpy(np.int64),
-            "end": rng["end"].to_numpy(np.int64), "name": pd.Categorical(rng["name"].astype(object)),
-            "domain": pd.Categorical(rng["domain"].astype(object)),
-        }).sort_values("start", kind="stable", ignore_index=True)
+        trace.ranges = _range_table(range_parts)
     if (gpu["ordinal"] < 0).any():
         w.append(f"{int((gpu['ordinal'] < 0).sum()):,} GPU records name an agent that is not a GPU of the file's agents")
     finish_trace(trace, gpu, lambda o: {"name": devices.get(o, "unknown GPU")}, commands)
     trace.meta["graph_trace_mode"] = "node" if bool(trace.gpu["in_graph"].any()) else "unknown"
     return trace
+
+
+def _agent_index(agents: dict, handles) -> np.ndarray:
+    """The GPU index of each agent handle (-1 for a handle that is not among the agents)."""
+    return np.array([agents.get(h, (False, -1, ""))[1] for h in handles], dtype=np.int64)
+
+
+def _kernel_rows(proc: dict, pid: int, symbols: dict, agents: dict, w: list) -> pd.DataFrame | None:
+    """One process's kernel dispatches as GPU rows (blit kernels are copies and memsets); None when it has none."""
+    ks = _records(proc, "kernel_dispatch", "kernel_dispatches")  # the older name too
+    if not ks:
+        return None
+    kid = _ints([_get(r, "dispatch_info", "kernel_id") for r in ks], "kernel_dispatch[].kernel_id", w)
+    kname = np.array([symbols.get(int(k), "<unknown kernel>") for k in kid], dtype=object)
+    kinds = per_distinct(kname, blit_kind)
+    ops = per_distinct(kname, lambda n: collective_op(str(n)))
+    handles = _ints([_get(r, "dispatch_info", "agent_id", "handle") for r in ks], "kernel_dispatch[].agent_id", w)
+    return pd.DataFrame({
+        "pid": pid, "ordinal": _agent_index(agents, handles),
+        "stream": _ints([_get(r, "stream_id", "handle") for r in ks], "kernel_dispatch[].stream_id", w),
+        "start": _ints([r.get("start_timestamp") for r in ks], "kernel_dispatch[].start_timestamp", w),
+        "end": _ints([r.get("end_timestamp") for r in ks], "kernel_dispatch[].end_timestamp", w),
+        "kind": kinds, "name": kname,
+        "correlation": _ints([_corr(r) for r in ks], "kernel_dispatch[].correlation_id", w),
+        "collective": np.where(kinds == "kernel", ops, None), "bytes": 0,
+        "copy_kind": np.where(kinds == "memcpy", "other", None), "pageable": False, "in_graph": False,
+    })
+
+
+def _copy_rows(proc: dict, pid: int, names: _Names, agents: dict, w: list) -> pd.DataFrame | None:
+    """One process's memory copies as GPU rows, on the GPU agent of the pair; None when it has none."""
+    cs = _records(proc, "memory_copy")
+    if not cs:
+        return None
+    direction = np.array([names.operation(r.get("kind"), r.get("operation")) or "" for r in cs], dtype=object)
+    ck = per_distinct(direction, copy_direction)
+    src = _ints([_get(r, "src_agent_id", "handle") for r in cs], "memory_copy[].src_agent_id", w)
+    dst = _ints([_get(r, "dst_agent_id", "handle") for r in cs], "memory_copy[].dst_agent_id", w)
+    dst_gpu = np.array([agents.get(int(h), (False,))[0] for h in dst], dtype=bool)
+    src_gpu = np.array([agents.get(int(h), (False,))[0] for h in src], dtype=bool)
+    return pd.DataFrame({
+        "pid": pid, "ordinal": _agent_index(agents, np.where(dst_gpu & ~src_gpu, dst, src)),
+        "stream": _ints([_get(r, "stream_id", "handle") for r in cs], "memory_copy[].stream_id", w),
+        "start": _ints([r.get("start_timestamp") for r in cs], "memory_copy[].start_timestamp", w),
+        "end": _ints([r.get("end_timestamp") for r in cs], "memory_copy[].end_timestamp", w),
+        "kind": "memcpy", "name": per_distinct(ck, lambda k: f"memcpy {k}"),
+        "correlation": _ints([_corr(r) for r in cs], "memory_copy[].correlation_id", w),
+        "collective": None, "bytes": np.maximum(_ints([r.get("bytes") for r in cs], "memory_copy[].bytes", w, 0), 0),
+        "copy_kind": ck, "pageable": False, "in_graph": False,
+    })
+
+
+def _api_rows(proc: dict, pid: int, names: _Names, w: list) -> pd.DataFrame | None:
+    """One process's runtime API calls; None when it has none."""
+    api = _records(proc, *API_RECORDS)
+    if not api:
+        return None
+    an = np.array([names.operation(r.get("kind"), r.get("operation")) or "<unknown>" for r in api], dtype=object)
+    return pd.DataFrame({
+        "pid": pid, "tid": _ints([r.get("thread_id") for r in api], "hip_api[].thread_id", w, 0),
+        "start": _ints([r.get("start_timestamp") for r in api], "hip_api[].start_timestamp", w),
+        "end": _ints([r.get("end_timestamp") for r in api], "hip_api[].end_timestamp", w),
+        "name": an, "correlation": _ints([_corr(r) for r in api], "hip_api[].correlation_id", w),
+    })
+
+
+def _marker_rows(proc: dict, pid: int, names: _Names, w: list) -> pd.DataFrame | None:
+    """One process's roctx ranges, named by their message where the file keeps it, else by the marker
+    call's name; None when it has none."""
+    ms = _records(proc, "marker_api")
+    if not ms:
+        return None
+    messages = _marker_messages(proc)
+    corr = _ints([_corr(r) for r in ms], "marker_api[].correlation_id", w)
+    mname = np.array([messages.get(int(c)) or names.operation(r.get("kind"), r.get("operation")) or "marker"
+                      for c, r in zip(corr, ms)], dtype=object)
+    return pd.DataFrame({
+        "pid": pid, "tid": _ints([r.get("thread_id") for r in ms], "marker_api[].thread_id", w, 0),
+        "start": _ints([r.get("start_timestamp") for r in ms], "marker_api[].start_timestamp", w),
+        "end": _ints([r.get("end_timestamp") for r in ms], "marker_api[].end_timestamp", w),
+        "name": mname, "domain": np.array([names.kind(r.get("kind")) or "roctx" for r in ms], dtype=object),
+    })
+
+
+def _api_table(api_parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The model's ``api`` table of every process's calls, in start order."""
+    api = pd.concat(api_parts, ignore_index=True)
+    names = pd.Categorical(api["name"].astype(object))
+    return pd.DataFrame({
+        "pid": api["pid"].to_numpy(np.int64), "tid": api["tid"].to_numpy(np.int64), "start": api["start"].to_numpy(np.int64),
+        "end": api["end"].to_numpy(np.int64), "name": names,
+        "category": pd.Categorical(per_distinct(names, api_category), categories=API_CATEGORIES),
+        "correlation": api["correlation"].to_numpy(np.int64),
+    }).sort_values("start", kind="stable", ignore_index=True)
+
+
+def _range_table(range_parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The model's ``ranges`` table of every process's roctx ranges, in start order."""
+    rng = pd.concat(range_parts, ignore_index=True)
+    return pd.DataFrame({
+        "pid": rng["pid"].to_numpy(np.int64), "tid": rng["tid"].to_numpy(np.int64), "start": rng["start"].to_numpy(np.int64),
+        "end": rng["end"].to_numpy(np.int64), "name": pd.Categorical(rng["name"].astype(object)),
+        "domain": pd.Categorical(rng["domain"].astype(object)),
+    }).sort_values("start", kind="stable", ignore_index=True)
 
 
 def _marker_messages(proc: dict) -> dict[int, str]:

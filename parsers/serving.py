@@ -60,7 +60,8 @@ _KV_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
 # the weights each worker loaded (vLLM: "Model loading took 14.99 GiB and 5.3 seconds"; SGLang: "Load weight
 # end. ... mem usage=14.98 GB"): with tensor parallelism every rank logs its own shard, the bytes per device
 _WEIGHTS = re.compile(r"Model loading took ([\d.]+) ?(GiB|GB|MiB|MB)\b|Load weight end\..*?mem usage=([\d.]+) ?(GiB|GB)\b")
-_PREEMPT = re.compile(r"(?i)is preempted by PreemptionMode|preempted.*(?:KV cache|recompute)|total_num_cumulative_preemption=(\d+)")
+_PREEMPT = re.compile(r"(?i)is preempted by PreemptionMode|preempted.*(?:KV cache|recompute)"
+                      r"|total_num_cumulative_preemption=(\d+)")
 # "MM-DD HH:MM:SS" (vLLM) or "[YYYY-MM-DD HH:MM:SS" / "[HH:MM:SS" (SGLang)
 _TIME = re.compile(r"(?:(\d{4})-)?(?:(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
 
@@ -92,7 +93,8 @@ _OOM_FREE = re.compile(r"of which " + _SIZE + r" is free")
 _OOM_IN_USE = re.compile(r"this process has " + _SIZE + r" memory in use")
 _OOM_ALLOC = re.compile(_SIZE + r" is allocated by PyTorch")
 _OOM_RESERVED_FREE = re.compile(_SIZE + r" is reserved by PyTorch but unallocated")
-_MEMSUM_ROW = re.compile(r"^\|?\s*(Allocated memory|GPU reserved memory|Reserved memory)\s*\|\s*([\d.]+)\s*([KMGT]i?B|B)\s*\|\s*([\d.]+)\s*([KMGT]i?B|B)")
+_MEMSUM_ROW = re.compile(r"^\|?\s*(Allocated memory|GPU reserved memory|Reserved memory)"
+                         r"\s*\|\s*([\d.]+)\s*([KMGT]i?B|B)\s*\|\s*([\d.]+)\s*([KMGT]i?B|B)")
 
 # --- Prometheus -----------------------------------------------------------------------
 _PROM = re.compile(r"^((?:vllm|sglang):[A-Za-z_:][\w:]*)(\{[^}]*\})?\s+(\S+)")
@@ -109,8 +111,8 @@ _TABLE = {
 _TABLE_METRIC = re.compile(r"^(Mean|Median|P\d+(?:\.\d+)?)\s+(TTFT|TPOT|ITL|E2EL|E2E Latency)\s+\(ms\):\s*([\d.]+)", re.I)
 _BENCH_KEYS = ("request_rate", "burstiness", "max_concurrency", "completed", "duration", "total_input_tokens",
                "total_output_tokens", "request_throughput", "output_throughput", "total_token_throughput")
-_SYNONYMS = {"mean_e2e_latency_ms": "mean_e2el_ms", "median_e2e_latency_ms": "median_e2el_ms", "p99_e2e_latency_ms": "p99_e2el_ms",
-             "total_input": "total_input_tokens", "total_output": "total_output_tokens"}
+_SYNONYMS = {"mean_e2e_latency_ms": "mean_e2el_ms", "median_e2e_latency_ms": "median_e2el_ms",
+             "p99_e2e_latency_ms": "p99_e2el_ms", "total_input": "total_input_tokens", "total_output": "total_output_tokens"}
 
 _UNITS = {"B": 1, "bytes": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3,
           "TiB": 1024 ** 4}
@@ -246,84 +248,115 @@ def _log(path: str, text: str) -> ServingCapture:
     if sglang and not _STATS.search(text):
         cap.kind, cap.engine = "sglang_log", "sglang"
     for line in _lines(cap, text):
-        if cap.engine == "vllm":
-            v = _VERSION.search(line)
-            if v and cap.version is None:
-                cap.version = v.group(1).rstrip(")")
-        else:
-            v = _SGL_VERSION.search(line)
-            if v and cap.version is None:
-                cap.version = v.group(1)
-        nd = _NON_DEFAULT.search(line)
-        if nd:
-            _config_from(nd.group(1), cap.config)
-            continue
-        if "with config:" in line or "server_args=ServerArgs(" in line:
-            _config_from(line.split("with config:", 1)[-1].split("ServerArgs(", 1)[-1], cap.config)
-        ch = _CHUNKED.search(line)
-        if ch:
-            cap.config["enable_chunked_prefill"] = True
-            cap.config.setdefault("max_num_batched_tokens", int(ch.group(1)))
-        wl = _WEIGHTS.search(line)
-        if wl:
-            got = _bytes(wl.group(1) or wl.group(3), wl.group(2) or wl.group(4))
-            if got:
-                cap.config["model_weights_bytes"] = int(got)
-        kv = _KV_TOKENS.search(line)
-        if kv:
-            cap.kv_tokens = int(kv.group(1).replace(",", ""))
-        s = _STATS.search(line)
-        if s:
-            row = {"t": _seconds(line), "prompt_tps": float(s.group(1)), "gen_tps": float(s.group(2))}
-            for key, rx in _FIELD.items():
-                m = rx.search(line)
-                row[key] = float(m.group(1)) if m else None
-            e = _ENGINE_ID.search(line)
-            row["replica"] = e.group(1) if e else ""
-            cap.stats.append(row)
-            continue
-        p = _PREFIX_LINE.search(line)
-        if p and cap.stats and cap.stats[-1].get("prefix_hit_pct") is None:
-            cap.stats[-1]["prefix_hit_pct"] = float(p.group(1))  # V0 logs it on its own line
-        if _SGL_DECODE.search(line) or _SGL_PREFILL.search(line):
-            row = {"t": _seconds(line)}
-            for key, rx in _SGL_FIELDS.items():
-                m = rx.search(line)
-                row[key] = float(m.group(1)) if m else None
-            if row["token_usage"] is not None:
-                row["kv_usage_pct"] = 100.0 * row.pop("token_usage")
-            else:
-                row.pop("token_usage")
-                row["kv_usage_pct"] = None
-            g = _SGL_CUDA_GRAPH.search(line)
-            if g:
-                cap.config.setdefault("cuda_graph", g.group(1) == "True")
-            tp = re.search(r"\bTP(\d+)\]", line)
-            row["replica"] = ""
-            if tp and tp.group(1) != "0":
-                continue  # every TP rank logs the same batch: rank 0 speaks for the group
-            if _SGL_PREFILL.search(line):
-                cap.prefills.append(row)
-            cap.stats.append(row)  # decode and prefill lines both sample the scheduler's running / queue / KV state
-            continue
-        if _PREEMPT.search(line):
-            m = _PREEMPT.search(line)
-            n = m.group(1) if m and m.lastindex else None
-            cap.events["preemptions"] = max(cap.events["preemptions"] + 1, int(n) if n else 0)
-        r = _SGL_RETRACT.search(line)
-        if r:
-            cap.events["retractions"] += int(r.group(1)) if r.lastindex and r.group(1) else 1
-        if _OOM.search(line):
-            cap.events["oom"].append(_oom_event(line))
-            continue
-        if cap.events["oom"] and ("Tried to allocate" in line or "reserved by PyTorch" in line):
-            for k, v in _oom_event(line).items():  # the details wrapped onto the next line
-                cap.events["oom"][-1].setdefault(k, v)
+        _log_version(cap, line)
+        if _log_config(cap, line) or _vllm_stats(cap, line) or _sglang_batch(cap, line) or _log_events(cap, line):
             continue
         _memory_summary_row(cap, line)
     if not cap.stats and not cap.config and cap.version is None and (cap.memory or cap.events["oom"]):
         cap.kind, cap.engine = "oom_report", None
     return cap
+
+
+def _log_version(cap: ServingCapture, line: str) -> None:
+    """The engine's version, from the first line of the engine's own form that states it."""
+    if cap.engine == "vllm":
+        v = _VERSION.search(line)
+        if v and cap.version is None:
+            cap.version = v.group(1).rstrip(")")
+    else:
+        v = _SGL_VERSION.search(line)
+        if v and cap.version is None:
+            cap.version = v.group(1)
+
+
+def _log_config(cap: ServingCapture, line: str) -> bool:
+    """The engine configuration a log line states (arguments, chunked prefill, weights size, KV-cache
+    size) into ``cap``; True when the line is vLLM's ``non-default args`` (nothing else is read from it)."""
+    nd = _NON_DEFAULT.search(line)
+    if nd:
+        _config_from(nd.group(1), cap.config)
+        return True
+    if "with config:" in line or "server_args=ServerArgs(" in line:
+        _config_from(line.split("with config:", 1)[-1].split("ServerArgs(", 1)[-1], cap.config)
+    ch = _CHUNKED.search(line)
+    if ch:
+        cap.config["enable_chunked_prefill"] = True
+        cap.config.setdefault("max_num_batched_tokens", int(ch.group(1)))
+    wl = _WEIGHTS.search(line)
+    if wl:
+        got = _bytes(wl.group(1) or wl.group(3), wl.group(2) or wl.group(4))
+        if got:
+            cap.config["model_weights_bytes"] = int(got)
+    kv = _KV_TOKENS.search(line)
+    if kv:
+        cap.kv_tokens = int(kv.group(1).replace(",", ""))
+    return False
+
+
+def _vllm_stats(cap: ServingCapture, line: str) -> bool:
+    """A vLLM periodic stats line as a row of ``cap.stats`` (True), or the prefix-cache hit rate
+    V0 logs on its own line, filled into the last row (False, as for any other line)."""
+    s = _STATS.search(line)
+    if s:
+        row = {"t": _seconds(line), "prompt_tps": float(s.group(1)), "gen_tps": float(s.group(2))}
+        for key, rx in _FIELD.items():
+            m = rx.search(line)
+            row[key] = float(m.group(1)) if m else None
+        e = _ENGINE_ID.search(line)
+        row["replica"] = e.group(1) if e else ""
+        cap.stats.append(row)
+        return True
+    p = _PREFIX_LINE.search(line)
+    if p and cap.stats and cap.stats[-1].get("prefix_hit_pct") is None:
+        cap.stats[-1]["prefix_hit_pct"] = float(p.group(1))  # V0 logs it on its own line
+    return False
+
+
+def _sglang_batch(cap: ServingCapture, line: str) -> bool:
+    """An SGLang ``Decode batch`` / ``Prefill batch`` line (True) as a row of ``cap.stats`` (prefill
+    lines also of ``cap.prefills``); only tensor-parallel rank 0's lines are kept."""
+    if not (_SGL_DECODE.search(line) or _SGL_PREFILL.search(line)):
+        return False
+    row = {"t": _seconds(line)}
+    for key, rx in _SGL_FIELDS.items():
+        m = rx.search(line)
+        row[key] = float(m.group(1)) if m else None
+    if row["token_usage"] is not None:
+        row["kv_usage_pct"] = 100.0 * row.pop("token_usage")
+    else:
+        row.pop("token_usage")
+        row["kv_usage_pct"] = None
+    g = _SGL_CUDA_GRAPH.search(line)
+    if g:
+        cap.config.setdefault("cuda_graph", g.group(1) == "True")
+    tp = re.search(r"\bTP(\d+)\]", line)
+    row["replica"] = ""
+    if tp and tp.group(1) != "0":
+        return True  # every TP rank logs the same batch: rank 0 speaks for the group
+    if _SGL_PREFILL.search(line):
+        cap.prefills.append(row)
+    cap.stats.append(row)  # decode and prefill lines both sample the scheduler's running / queue / KV state
+    return True
+
+
+def _log_events(cap: ServingCapture, line: str) -> bool:
+    """Preemptions, KV-pool retractions and OOM errors into ``cap.events``; True when the line is an
+    OOM error or its wrapped details (nothing else is read from it)."""
+    if _PREEMPT.search(line):
+        m = _PREEMPT.search(line)
+        n = m.group(1) if m and m.lastindex else None
+        cap.events["preemptions"] = max(cap.events["preemptions"] + 1, int(n) if n else 0)
+    r = _SGL_RETRACT.search(line)
+    if r:
+        cap.events["retractions"] += int(r.group(1)) if r.lastindex and r.group(1) else 1
+    if _OOM.search(line):
+        cap.events["oom"].append(_oom_event(line))
+        return True
+    if cap.events["oom"] and ("Tried to allocate" in line or "reserved by PyTorch" in line):
+        for k, v in _oom_event(line).items():  # the details wrapped onto the next line
+            cap.events["oom"][-1].setdefault(k, v)
+        return True
+    return False
 
 
 def _oom_event(text: str) -> dict:
@@ -351,51 +384,7 @@ def _prom(path: str, text: str) -> ServingCapture:
     cap = ServingCapture(path=str(path), kind=f"{engine}_metrics", engine=engine)
     bad = 0
     for line in _lines(cap, text):
-        m = _PROM.match(line.strip())
-        if not m:
-            if line.startswith(("vllm:", "sglang:")):
-                bad += 1  # a sample line cut off or mangled
-            continue
-        value = _number(m.group(3))
-        if value is None and m.group(3) not in ("+Inf", "Inf", "NaN", "-Inf"):
-            bad += 1
-            continue
-        name = m.group(1)
-        labels = dict(_LABEL.findall(m.group(2) or ""))
-        replica = labels.get("instance") or labels.get("engine") or labels.get("dp_rank") or ""
-        rep = cap.replicas.setdefault(replica, {"gauges": {}, "counters": {}, "histograms": {}, "info": {}})
-        if name.endswith("_bucket") and "le" in labels:
-            le = _number(labels["le"]) if labels["le"] not in ("+Inf", "Inf") else math.inf
-            if le is None or value is None:
-                bad += 1
-                continue
-            h = rep["histograms"].setdefault(name[: -len("_bucket")], {"buckets": {}, "sum": None, "count": None})
-            total = h["buckets"].get(le, 0.0) + value  # other labels (model) summed
-            if not math.isfinite(total):  # 1e308 twice: no count of a real server
-                bad += 1
-                continue
-            h["buckets"][le] = total
-            continue
-        if value is None:
-            continue
-        if name.endswith(("_sum", "_count")) and name.rsplit("_", 1)[0] in rep["histograms"]:
-            rep["histograms"][name.rsplit("_", 1)[0]][name.rsplit("_", 1)[1]] = value
-            continue
-        if name.endswith("_created"):
-            continue
-        if name.endswith("_info"):
-            rep["info"].update(labels)
-            for k in _CONFIG_KEYS:
-                if k in labels:
-                    cap.config[k] = _value(labels[k])
-            continue
-        kind = "counters" if name.endswith("_total") else "gauges"
-        if kind == "counters" and not (math.isfinite(rep[kind].get(name, 0.0) + value)
-                                       and math.isfinite(cap.metrics.get(name, 0.0) + value)):
-            bad += 1  # a sum past the float range: no count of a real server
-            continue
-        rep[kind][name] = rep[kind].get(name, 0.0) + value if kind == "counters" else value
-        cap.metrics[name] = cap.metrics.get(name, 0.0) + value if kind == "counters" else value
+        bad += _prom_sample(cap, line)
     for rep in cap.replicas.values():
         for name, h in rep["histograms"].items():
             if math.inf not in h["buckets"]:
@@ -403,6 +392,63 @@ def _prom(path: str, text: str) -> ServingCapture:
     if bad:
         cap.warnings.append(f"{bad} metric samples with unreadable values skipped")
     return cap
+
+
+def _prom_sample(cap: ServingCapture, line: str) -> int:
+    """One line of Prometheus text into its replica of ``cap``: 1 when it is a sample that cannot be
+    read (skipped), else 0 (comments and other lines included)."""
+    m = _PROM.match(line.strip())
+    if not m:
+        return 1 if line.startswith(("vllm:", "sglang:")) else 0  # a sample line cut off or mangled
+    value = _number(m.group(3))
+    if value is None and m.group(3) not in ("+Inf", "Inf", "NaN", "-Inf"):
+        return 1
+    name = m.group(1)
+    labels = dict(_LABEL.findall(m.group(2) or ""))
+    replica = labels.get("instance") or labels.get("engine") or labels.get("dp_rank") or ""
+    rep = cap.replicas.setdefault(replica, {"gauges": {}, "counters": {}, "histograms": {}, "info": {}})
+    if name.endswith("_bucket") and "le" in labels:
+        return _prom_bucket(rep, name, labels, value)
+    if value is None:
+        return 0
+    if name.endswith(("_sum", "_count")) and name.rsplit("_", 1)[0] in rep["histograms"]:
+        rep["histograms"][name.rsplit("_", 1)[0]][name.rsplit("_", 1)[1]] = value
+        return 0
+    if name.endswith("_created"):
+        return 0
+    if name.endswith("_info"):
+        rep["info"].update(labels)
+        for k in _CONFIG_KEYS:
+            if k in labels:
+                cap.config[k] = _value(labels[k])
+        return 0
+    return _prom_value(cap, rep, name, value)
+
+
+def _prom_bucket(rep: dict, name: str, labels: dict, value: float | None) -> int:
+    """A histogram bucket sample added to its cumulative bucket (samples differing in other labels,
+    such as the model, are summed): 1 when its bound or value cannot be read or the sum overflows."""
+    le = _number(labels["le"]) if labels["le"] not in ("+Inf", "Inf") else math.inf
+    if le is None or value is None:
+        return 1
+    h = rep["histograms"].setdefault(name[: -len("_bucket")], {"buckets": {}, "sum": None, "count": None})
+    total = h["buckets"].get(le, 0.0) + value  # other labels (model) summed
+    if not math.isfinite(total):  # 1e308 twice: no count of a real server
+        return 1
+    h["buckets"][le] = total
+    return 0
+
+
+def _prom_value(cap: ServingCapture, rep: dict, name: str, value: float) -> int:
+    """A counter (``*_total``: summed over samples) or gauge (the last sample) into the replica and
+    into ``cap.metrics``: 1 when a counter's sum passes the float range."""
+    kind = "counters" if name.endswith("_total") else "gauges"
+    if kind == "counters" and not (math.isfinite(rep[kind].get(name, 0.0) + value)
+                                   and math.isfinite(cap.metrics.get(name, 0.0) + value)):
+        return 1  # a sum past the float range: no count of a real server
+    rep[kind][name] = rep[kind].get(name, 0.0) + value if kind == "counters" else value
+    cap.metrics[name] = cap.metrics.get(name, 0.0) + value if kind == "counters" else value
+    return 0
 
 
 def _percentiles_from_list(values) -> dict:
@@ -416,13 +462,10 @@ def _percentiles_from_list(values) -> dict:
     return {"p50": q(50), "p99": q(99), "max": vals[-1], "mean": statistics.fmean(vals), "n": len(vals)}
 
 
-def _record(d: dict) -> dict | None:
-    """A benchmark record: aggregate keys (synonyms folded), plus summaries of per-request arrays."""
-    if not isinstance(d, dict):
-        return None
-    d = {_SYNONYMS.get(k.rstrip(":"), k.rstrip(":")): v for k, v in d.items() if isinstance(k, str)}
-    # Numbers only (a number written as a string is read; other text, NaN or Infinity is no value),
-    # except request_rate's "inf" (an open-loop run), kept as infinity.
+def _aggregate_numbers(d: dict) -> dict:
+    """The aggregate keys of a benchmark record (synonyms already folded) and its latency statistics
+    (``mean_ttft_ms``, ``p99_itl_ms``...). Numbers only (a number written as a string is read; other
+    text, NaN or Infinity is no value), except request_rate's "inf" (an open-loop run), kept as infinity."""
     out = {}
     for k in _BENCH_KEYS:
         if k in d and not isinstance(d[k], bool):
@@ -434,6 +477,12 @@ def _record(d: dict) -> dict | None:
     for k, v in d.items():
         if re.fullmatch(r"(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el)_ms", k) and isinstance(v, (int, float, str)):
             out[k] = coerce.number(v)
+    return out
+
+
+def _summarise_requests(d: dict, out: dict) -> None:
+    """Percentile summaries of the per-request arrays (``ttfts`` and ``itls`` in ms, the lengths
+    in tokens) into ``out`` as ``_ttfts``, ``_itls``, ``_input_lens``, ``_output_lens``."""
     for key in ("ttfts", "itls", "input_lens", "output_lens"):
         arr = d.get(key)
         if isinstance(arr, list) and arr:
@@ -443,7 +492,17 @@ def _record(d: dict) -> dict | None:
                 if key in ("ttfts", "itls"):  # seconds in the result file
                     stats = {k: (v * 1000.0 if k != "n" else v) for k, v in stats.items()}
                 out[f"_{key}"] = stats
-    group = [str(d[k]) for k in ("backend", "model_id", "model", "deployment", "gpu", "gateway", "label") if isinstance(d.get(k), str)]
+
+
+def _record(d: dict) -> dict | None:
+    """A benchmark record: aggregate keys (synonyms folded), plus summaries of per-request arrays."""
+    if not isinstance(d, dict):
+        return None
+    d = {_SYNONYMS.get(k.rstrip(":"), k.rstrip(":")): v for k, v in d.items() if isinstance(k, str)}
+    out = _aggregate_numbers(d)
+    _summarise_requests(d, out)
+    group = [str(d[k]) for k in ("backend", "model_id", "model", "deployment", "gpu", "gateway", "label")
+             if isinstance(d.get(k), str)]
     out["group"] = "|".join(group)
     return out if any(k in out for k in ("request_throughput", "mean_ttft_ms", "median_ttft_ms", "completed")) else None
 

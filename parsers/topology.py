@@ -61,9 +61,7 @@ def parse(path: str, text: str | None = None) -> Topology:
     if text is None:
         text = read_text(path)
     lines = [_ANSI.sub("", ln).rstrip("\r\n") for ln in text.splitlines()]
-    header_i = next((i for i, ln in enumerate(lines) if re.match(r"^\s*GPU0\b", ln.strip()) and "GPU1" in ln or re.match(r"^\s+GPU0\s*$", ln)), None)
-    if header_i is None:
-        header_i = next((i for i, ln in enumerate(lines) if re.match(r"^\s+GPU0(\s|$)", ln)), None)
+    header_i = _header_row(lines)
     if header_i is None:
         raise TraceFormatError(path, "topology matrix without a GPU0 header row")
     devs, extra = _split_header(lines[header_i])
@@ -80,27 +78,42 @@ def parse(path: str, text: str | None = None) -> Topology:
             if seen_rows and (not toks or toks[0].startswith("Legend")):
                 break
             continue
-        name = toks[0]
-        cells = toks[1:1 + len(devs)]
-        rest = toks[1 + len(devs):]
-        if len(cells) < len(devs):
-            topo.warnings.append(f"row {name} has {len(cells)} of {len(devs)} link cells")
         seen_rows += 1
-        for other, cell in zip(devs, cells):
-            if other != name and cell != "X":
-                g.add_edge(name, other, link=cell, link_class=link_class(cell))
-        if name.startswith("GPU"):
-            idx = int(name[3:])
-            topo.gpus.append(idx)
-            values = dict(zip(extra, _affinity_values(rest, len(extra))))
-            topo.cpu_affinity[idx] = values.get("CPU Affinity", "")
-            numa = values.get("NUMA Affinity") or values.get("Node Affinity")
-            topo.numa[idx] = int(numa) if numa and re.match(r"^\d+$", numa) else None
+        _matrix_row(topo, toks, devs, extra)
     for m in re.finditer(r"^\s*(NIC\d+):\s*(\S+)", "\n".join(lines), re.M):
         topo.nics[m.group(1)] = m.group(2)
     if not topo.gpus:
         raise TraceFormatError(path, "topology matrix without GPU rows")
     return topo
+
+
+def _header_row(lines: list[str]) -> int | None:
+    """The index of the matrix's header line (``GPU0 GPU1 ...``, or ``GPU0`` alone for one GPU)."""
+    header_i = next((i for i, ln in enumerate(lines)
+                     if re.match(r"^\s*GPU0\b", ln.strip()) and "GPU1" in ln or re.match(r"^\s+GPU0\s*$", ln)), None)
+    if header_i is None:
+        header_i = next((i for i, ln in enumerate(lines) if re.match(r"^\s+GPU0(\s|$)", ln)), None)
+    return header_i
+
+
+def _matrix_row(topo: Topology, toks: list[str], devs: list[str], extra: list[str]) -> None:
+    """One device's row of the matrix: its links into ``topo.graph``; for a GPU, its index and CPU
+    and NUMA affinity (the cells after the link cells, named by ``extra``)."""
+    name = toks[0]
+    cells = toks[1:1 + len(devs)]
+    rest = toks[1 + len(devs):]
+    if len(cells) < len(devs):
+        topo.warnings.append(f"row {name} has {len(cells)} of {len(devs)} link cells")
+    for other, cell in zip(devs, cells):
+        if other != name and cell != "X":
+            topo.graph.add_edge(name, other, link=cell, link_class=link_class(cell))
+    if name.startswith("GPU"):
+        idx = int(name[3:])
+        topo.gpus.append(idx)
+        values = dict(zip(extra, _affinity_values(rest, len(extra))))
+        topo.cpu_affinity[idx] = values.get("CPU Affinity", "")
+        numa = values.get("NUMA Affinity") or values.get("Node Affinity")
+        topo.numa[idx] = int(numa) if numa and re.match(r"^\d+$", numa) else None
 
 
 def _affinity_values(rest: list[str], n: int) -> list[str]:

@@ -135,7 +135,8 @@ def detect(path: Path) -> str:
         return _detect_sqlite(path)
     if head.startswith(NSYS_MAGIC):
         return "nsys_rep"
-    if head[:1] == b"\x0a" and (b"perfetto" in head.lower() or b"rocprof" in head or Path(path).suffix in (".pftrace", ".perfetto-trace")):
+    if head[:1] == b"\x0a" and (b"perfetto" in head.lower() or b"rocprof" in head
+                                 or Path(path).suffix in (".pftrace", ".perfetto-trace")):
         return "perfetto"
     if head[:4] == b"OTF2" or Path(path).suffix == ".otf2":
         return "otf2"
@@ -179,30 +180,46 @@ def _detect_text(head: bytes, gz: bool = False) -> str:
     if b"\x00" in sample:
         # A few NULs in a log (a torn write, a pasted blob) keep it a log when a text signature is there.
         kind = _detect_text(sample.replace(b"\x00", b" "), gz)
-        return kind if not kind.startswith("unknown:") and kind in ("serving", "nccl", "pyspy", "topology", "rocm_topology") else "unknown:binary file"
+        return kind if not kind.startswith("unknown:") and kind in ("serving", "nccl", "pyspy", "topology", "rocm_topology") \
+            else "unknown:binary file"
     text = head.decode("utf-8", errors="replace")
     stripped = text.lstrip()
     from tracetriage.parsers.serving import looks_like_log
 
     if stripped.startswith(("{", "[")) and not looks_like_log(stripped):
-        if '"rocprofiler-sdk-tool"' in text:
-            return "rocprof_json"
-        if '"request_throughput"' in text or '"mean_ttft_ms"' in text or '"mean_e2e_latency_ms"' in text:
-            return "serving"
-        if '"traceEvents"' in text or '"deviceProperties"' in text or '"schemaVersion"' in text and '"ph"' in text:
-            return "kineto"
-        if '"$schema"' in text and "speedscope" in text:
-            return "pyspy"
-        if stripped.startswith("[") and '"frames"' in text and ('"thread_id"' in text or '"thread_name"' in text):
-            return "pyspy"
-        return "unknown:JSON without traceEvents (not a PyTorch profiler trace)"
+        return _detect_json(text, stripped)
     first = stripped.splitlines()[0] if stripped else ""
+    return _detect_csv(first) or _detect_log(text, first)
+
+
+def _detect_json(text: str, stripped: str) -> str:
+    """The kind of a JSON document, from the keys in its head."""
+    if '"rocprofiler-sdk-tool"' in text:
+        return "rocprof_json"
+    if '"request_throughput"' in text or '"mean_ttft_ms"' in text or '"mean_e2e_latency_ms"' in text:
+        return "serving"
+    if '"traceEvents"' in text or '"deviceProperties"' in text or '"schemaVersion"' in text and '"ph"' in text:
+        return "kineto"
+    if '"$schema"' in text and "speedscope" in text:
+        return "pyspy"
+    if stripped.startswith("[") and '"frames"' in text and ('"thread_id"' in text or '"thread_name"' in text):
+        return "pyspy"
+    return "unknown:JSON without traceEvents (not a PyTorch profiler trace)"
+
+
+def _detect_csv(first: str) -> str | None:
+    """rocprofv3 CSV (or its statistics summary, which is not a trace) from the header line; None otherwise."""
     if re.match(r'^"?Name"?,"?Calls"?,"?TotalDurationNs"?', first):
         return "unknown:rocprofv3 statistics summary (*_stats.csv), not a trace: give the *_trace.csv files"
     if re.match(r'^"?(Kind|Agent_Id|Correlation_Id|Dispatch_Id|Domain|Guid)"?,', first, re.I) or (
         "," in first and re.search(r'"?(Correlation_Id|Kernel_Name|Start_Timestamp)"?', first)
     ):
         return "rocprof_csv"
+    return None
+
+
+def _detect_log(text: str, first: str) -> str:
+    """The kind of a text artifact (serving log, topology, py-spy dump, NCCL log) from its signatures."""
     if _SERVING.search(text) and _serving_grammar_share(text) >= 0.5:
         return "serving"
     if _ROCM_TOPO.search(text):
@@ -212,17 +229,22 @@ def _detect_text(head: bytes, gz: bool = False) -> str:
         return "pyspy"
     if len(_NCCL.findall(text, 0, len(text))[:2]) >= 2:  # two lines of NCCL's grammar, not prose quoting one
         return "nccl"
-    # nvidia-smi (driver 580+) underlines the header with ANSI escapes even when written to a file.
-    plain = _ANSI.sub("", text)
-    if _TOPO.search(plain) and (
-        re.search(r"^\s+GPU0(?:[ \t]+\S+)*[ \t]+GPU1\b", plain, re.M)
-        and re.search(r"^GPU\d+[ \t]+(?:X|NV\d+|SYS|NODE|PHB|PXB|PIX|XGMI|MX|SOC)\b", plain, re.M)
-        or re.search(r"^\s+GPU0[ \t]", plain, re.M) and re.search(r"^GPU0[ \t]+X[ \t]", plain, re.M)  # one GPU
-    ):
+    if _is_topology_matrix(text):
         return "topology"
     if re.match(r"^[^;\s][^\n]*;[^\n]* \d+$", first):
         return "pyspy"  # py-spy record --format raw: collapsed stacks
     return "unknown:text file that is not a trace, topology matrix, NCCL log, py-spy capture or serving artifact"
+
+
+def _is_topology_matrix(text: str) -> bool:
+    """An ``nvidia-smi topo -m`` matrix: its legend or link names, a GPU header row and GPU rows (or one GPU)."""
+    # nvidia-smi (driver 580+) underlines the header with ANSI escapes even when written to a file.
+    plain = _ANSI.sub("", text)
+    return bool(_TOPO.search(plain) and (
+        re.search(r"^\s+GPU0(?:[ \t]+\S+)*[ \t]+GPU1\b", plain, re.M)
+        and re.search(r"^GPU\d+[ \t]+(?:X|NV\d+|SYS|NODE|PHB|PXB|PIX|XGMI|MX|SOC)\b", plain, re.M)
+        or re.search(r"^\s+GPU0[ \t]", plain, re.M) and re.search(r"^GPU0[ \t]+X[ \t]", plain, re.M)  # one GPU
+    ))
 
 
 def _bundle_files(directory: Path) -> list[Path]:
@@ -312,6 +334,11 @@ def _merge_per_process_files(case: Case) -> None:
                 "counts": merged.counts(), "files": sorted(group)}]
 
 
+def _graph_ties(trace) -> dict:
+    """``meta["graph_ties"]`` of a trace: {} when it has none."""
+    return trace.meta.get("graph_ties") or {}
+
+
 def _tie_graph_replays(case: Case) -> None:
     """Graph replays of one trace tied to the capture profiled into another trace of the same
     process (vLLM and SGLang profile the capture phase apart): parsers/graph_replays.py. The
@@ -320,7 +347,7 @@ def _tie_graph_replays(case: Case) -> None:
 
     with_captures = [t for t in case.traces if t.meta.get("graph_captures")]
     for t in case.traces:
-        if not with_captures or not (t.meta.get("graph_ties") or {}).get("untied"):
+        if not with_captures or not _graph_ties(t).get("untied"):
             continue
         mine = t.meta.get("started_utc_ns")
         others = [c for c in with_captures if c is not t and (mine is None or c.meta.get("started_utc_ns") in (None, mine))]
@@ -330,13 +357,18 @@ def _tie_graph_replays(case: Case) -> None:
         if ident and "+graphs:" not in ident:
             t.meta["cache_identity"] = ident + "+graphs:" + ",".join(str(c.meta.get("cache_identity") or c.path)
                                                                       for c in others)
-    # a trace whose captures tied another's replays is that process's capture phase, profiled
-    # apart: the shapes of the replayed kernels, not a run of its own (nor a second rank)
-    sources = {p for t in case.traces for p in (t.meta.get("graph_ties") or {}).get("sources", [])}
-    companions = [c for c in case.traces if c.path in sources and not (c.meta.get("graph_ties") or {}).get("sources")]
+    _set_aside_capture_phases(case)
+
+
+def _set_aside_capture_phases(case: Case) -> None:
+    """A trace whose captures tied another's replays is that process's capture phase, profiled
+    apart: the shapes of the replayed kernels, not a run of its own (nor a second rank). It leaves
+    ``case.traces``; its input row says why."""
+    sources = {p for t in case.traces for p in _graph_ties(t).get("sources", [])}
+    companions = [c for c in case.traces if c.path in sources and not _graph_ties(c).get("sources")]
     for c in companions:
         case.traces.remove(c)
-        replays = [t for t in case.traces if c.path in (t.meta.get("graph_ties") or {}).get("sources", [])]
+        replays = [t for t in case.traces if c.path in _graph_ties(t).get("sources", [])]
         note = (f"this trace is the graph capture phase profiled apart for {', '.join(t.path for t in replays)}: read "
                 "for the shapes of the kernels its graphs replay, not analyzed as a run of its own")
         for item in case.inputs:
@@ -368,43 +400,11 @@ def open_case(paths, step_range: str | None = None, runtime=None, _depth: int = 
     if archives:
         return _open_with_archives(paths, archives, step_range, _depth, runtime)
     case = Case(paths=[str(p) for p in paths])
-    candidates: list[tuple[Path, bool]] = []
-    for p in map(Path, paths):
-        problem = file_problem(p)
-        if problem:
-            raise UnsupportedInputError(p, problem)
-        if p.is_dir():
-            candidates.extend((f, False) for f in _bundle_files(p))
-        else:
-            candidates.append((p, True))
     csv_groups: dict[Path, list[tuple[Path, bool]]] = {}
     archive_errors: list[TraceTriageError] = []
-    for path, explicit in candidates:
-        problem = None if explicit else file_problem(path)
-        if problem:  # inside a bundle: listed as skipped, the rest is analyzed
-            case.skipped.append({"path": str(path), "reason": problem})
-            continue
-        if not explicit and is_archive(path):  # an archive in the folder: its files join the case
-            try:
-                _merge(case, _open_with_archives([path], [path], step_range, _depth, runtime))
-            except MissingDataError as exc:
-                case.skipped.append({"path": str(path), "reason": exc.problem})
-            except TraceTriageError as exc:
-                archive_errors.append(exc)
-                case.skipped.append({"path": str(path), "reason": exc.problem})
-            continue
-        try:
-            kind = detect(path)
-        except OSError as exc:
-            if explicit:
-                raise UnsupportedInputError(path, f"cannot be read ({exc.strerror or exc})") from None
-            case.skipped.append({"path": str(path), "reason": f"cannot be read ({exc.strerror or exc})"})
-            continue
-        if kind == "empty" or kind.startswith("unknown:"):
-            why = "empty file" if kind == "empty" else kind.split(":", 1)[1]
-            if explicit:
-                raise UnsupportedInputError(path, f"not a supported input: {why}")
-            case.skipped.append({"path": str(path), "reason": why})
+    for path, explicit in _candidates(paths):
+        kind = _candidate_kind(case, path, explicit, archive_errors, step_range, _depth, runtime)
+        if kind is None:
             continue
         if kind == "rocprof_csv":  # the files of one rocprofv3 run are merged below
             csv_groups.setdefault(path.parent, []).append((path, explicit))
@@ -423,7 +423,58 @@ def open_case(paths, step_range: str | None = None, runtime=None, _depth: int = 
         if archive_errors:  # the folder's only content was an archive that cannot be read: an input error
             raise archive_errors[0]
         raise MissingDataError(
-            ", ".join(case.paths), "nothing to analyze: no profiler trace, topology matrix, NCCL log, py-spy capture or serving artifact "
-            "(vLLM/SGLang log, /metrics scrape, benchmark result) found"
+            ", ".join(case.paths), "nothing to analyze: no profiler trace, topology matrix, NCCL log, py-spy capture "
+            "or serving artifact (vLLM/SGLang log, /metrics scrape, benchmark result) found"
         )
     return case
+
+
+def _candidates(paths) -> list[tuple[Path, bool]]:
+    """The files to open, each with whether the user named it (True) or it lies in a named folder."""
+    candidates: list[tuple[Path, bool]] = []
+    for p in map(Path, paths):
+        problem = file_problem(p)
+        if problem:
+            raise UnsupportedInputError(p, problem)
+        if p.is_dir():
+            candidates.extend((f, False) for f in _bundle_files(p))
+        else:
+            candidates.append((p, True))
+    return candidates
+
+
+def _candidate_kind(case: Case, path: Path, explicit: bool, archive_errors: list[TraceTriageError],
+                    step_range, depth: int, runtime) -> str | None:
+    """The kind of one file to load, or None when it is not loaded here: a file of a folder that
+    cannot be read or is not recognised (listed in ``case.skipped``), or an archive in a folder
+    (its files merged into the case; an archive that cannot be read also goes to ``archive_errors``).
+    A file the user named that cannot be read or is not recognised is an input error."""
+    from tracetriage.archive import is_archive
+
+    problem = None if explicit else file_problem(path)
+    if problem:  # inside a bundle: listed as skipped, the rest is analyzed
+        case.skipped.append({"path": str(path), "reason": problem})
+        return None
+    if not explicit and is_archive(path):  # an archive in the folder: its files join the case
+        try:
+            _merge(case, _open_with_archives([path], [path], step_range, depth, runtime))
+        except MissingDataError as exc:
+            case.skipped.append({"path": str(path), "reason": exc.problem})
+        except TraceTriageError as exc:
+            archive_errors.append(exc)
+            case.skipped.append({"path": str(path), "reason": exc.problem})
+        return None
+    try:
+        kind = detect(path)
+    except OSError as exc:
+        if explicit:
+            raise UnsupportedInputError(path, f"cannot be read ({exc.strerror or exc})") from None
+        case.skipped.append({"path": str(path), "reason": f"cannot be read ({exc.strerror or exc})"})
+        return None
+    if kind == "empty" or kind.startswith("unknown:"):
+        why = "empty file" if kind == "empty" else kind.split(":", 1)[1]
+        if explicit:
+            raise UnsupportedInputError(path, f"not a supported input: {why}")
+        case.skipped.append({"path": str(path), "reason": why})
+        return None
+    return kind
