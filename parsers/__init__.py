@@ -122,7 +122,7 @@ def _load_nsys_report(case, report: Path, read, exporter) -> None:
     import shutil
     import tempfile
 
-    from tracetriage.case import _read_head
+    from tracetriage.parsers.common import read_head
     from tracetriage.parsers.reports import export_nsys_report
 
     workdir = exporter.workdir
@@ -131,7 +131,7 @@ def _load_nsys_report(case, report: Path, read, exporter) -> None:
         tmp = Path(tempfile.mkdtemp(prefix="tracetriage-export-"))
         workdir = tmp
     try:
-        export, info = export_nsys_report(report, _read_head(report), workdir, exporter)
+        export, info = export_nsys_report(report, read_head(report), workdir, exporter)
         load(case, export, "nsys", read)
     finally:
         if tmp is not None:

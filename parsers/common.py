@@ -116,6 +116,15 @@ def read_json(path: str, what: str):
 TEXT_LIMIT = 256 * 1024 * 1024  # a side artifact (log, scrape, matrix) larger than this is not one
 
 
+HEAD_BYTES = 64 * 1024  # what detection reads of a file to tell its format
+
+
+def read_head(path) -> bytes:
+    """The first :data:`HEAD_BYTES` of a file (detection by content; an nsys report's header)."""
+    with open(path, "rb") as fh:
+        return fh.read(HEAD_BYTES)
+
+
 def read_text(path: str, limit: int = TEXT_LIMIT) -> str:
     """A text side artifact, plain or gzipped, bounded: at most ``limit`` bytes are
     decompressed (more is this file's format error, not an exhausted machine);

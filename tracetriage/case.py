@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracetriage.errors import MissingDataError, TraceTriageError, UnsupportedInputError
+from tracetriage.parsers.common import HEAD_BYTES, read_head
 from tracetriage.parsers.reports import NSYS_MAGIC
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -26,7 +27,6 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 if TYPE_CHECKING:
     from tracetriage.model import Trace
 
-HEAD_BYTES = 64 * 1024
 MAX_BUNDLE_FILES = 10_000
 
 
@@ -46,11 +46,6 @@ class Case:
     @property
     def topology(self):
         return self.topologies[0] if self.topologies else None
-
-
-def _read_head(path: Path) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read(HEAD_BYTES)
 
 
 def file_problem(path: Path) -> str | None:
@@ -128,7 +123,7 @@ def detect(path: Path) -> str:
     Returns one of: nsys, rocpd, rpd, rocprof_csv, kineto, topology, rocm_topology,
     nccl, pyspy, unknown:<what it looks like>, empty.
     """
-    head = _read_head(path)
+    head = read_head(path)
     if not head:
         return "empty"
     if head.startswith(SQLITE_MAGIC):
