@@ -215,11 +215,13 @@ def copy_direction(name: str) -> str:
 
 
 def rccl_api_op(name: str) -> str | None:
-    m = re.match(r"^(?:nccl|rccl)(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|Recv|AllToAll|AlltoAll|Gather|Scatter)", name)
+    m = re.match(r"^(?:nccl|rccl)"
+                 r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|Recv|AllToAll|AlltoAll|Gather|Scatter)", name)
     if not m:
         return None
     op = m.group(1)
-    return {"Send": "SendRecv", "Recv": "SendRecv", "AlltoAll": "AllToAll", "Gather": "Collective", "Scatter": "Collective"}.get(op, op)
+    renamed = {"Send": "SendRecv", "Recv": "SendRecv", "AlltoAll": "AllToAll", "Gather": "Collective", "Scatter": "Collective"}
+    return renamed.get(op, op)
 
 
 def overlapping_groups(paths: list, span) -> list[list]:

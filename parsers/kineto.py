@@ -317,7 +317,8 @@ def stream_json(path: str) -> dict | None:
         # keys some exporters write after the events: from the bytes just read, not another pass
         doc.update(keys_in_tail(reader.tail, [k for k in HEAD_KEYS if k not in doc]))  # schemaVersion too (often last)
     except (ijson.JSONError, UnicodeDecodeError, TooDeep):
-        return None  # not strict JSON (NaN, a lone surrogate, a cut file) or nested deeper than any trace: the tolerant reader decides
+        # not strict JSON (NaN, a lone surrogate, a cut file) or nested deeper than any trace: the tolerant reader decides
+        return None
     except (OSError, EOFError, zlib.error) as exc:
         what = "corrupt gzip stream: " if gz else ""
         raise TraceFormatError(path, f"unreadable ({what}{exc})") from None

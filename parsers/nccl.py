@@ -94,7 +94,8 @@ def _parse_line(log: NcclLog, line: str, last_warn):
         log.library, log.version = v.group(1), v.group(2)
     m = _LINE.search(line)
     if not m:
-        if last_warn is not None and line and "NCCL" not in line and len(line) < 200 and not line.startswith(("[", "Traceback", "  File")):
+        if (last_warn is not None and line and "NCCL" not in line and len(line) < 200
+                and not line.startswith(("[", "Traceback", "  File"))):
             last_warn["message"] += " " + line.strip()  # a hard-wrapped WARN continues here
             return None
         _parse_test_line(log, line)

@@ -116,11 +116,13 @@ def _dump_json(path: str, doc: list) -> PySpyCapture:
         frames = []
         for fr in th.get("frames") or []:
             if isinstance(fr, dict):
-                frames.append(frame_label(fr.get("name", "?"), fr.get("short_filename") or fr.get("filename", "?"), fr.get("line")))
+                frames.append(frame_label(fr.get("name", "?"), fr.get("short_filename") or fr.get("filename", "?"),
+                                          fr.get("line")))
         idle = not th.get("active", True)
         cap.threads += 1
         cap.idle_threads += idle
-        cap.samples.append(Sample(tuple(reversed(frames)), 1, str(th.get("thread_name") or th.get("thread_id")), idle, th.get("pid")))
+        cap.samples.append(Sample(tuple(reversed(frames)), 1, str(th.get("thread_name") or th.get("thread_id")), idle,
+                                  th.get("pid")))
     return cap
 
 

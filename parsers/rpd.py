@@ -94,7 +94,8 @@ def parse(path: str, display: str | None = None) -> Trace:
 
         api = db.frame('SELECT id, pid, tid, start, "end", apiName_id FROM rocpd_api')
         ops = db.frame('SELECT id, gpuId, queueId, start, "end", description_id, opType_id FROM rocpd_op')
-        link = db.frame("SELECT api_id, op_id FROM rocpd_api_ops") if db.has("rocpd_api_ops") else pd.DataFrame({"api_id": [], "op_id": []})
+        link = (db.frame("SELECT api_id, op_id FROM rocpd_api_ops") if db.has("rocpd_api_ops")
+                else pd.DataFrame({"api_id": [], "op_id": []}))
         copy_sizes = None
         if db.has("rocpd_copyapi") and "size" in db.columns("rocpd_copyapi"):
             copy_sizes = db.frame("SELECT api_ptr_id, size FROM rocpd_copyapi")
@@ -109,7 +110,8 @@ def parse(path: str, display: str | None = None) -> Trace:
     names = pd.Categorical(api_name.astype(object))
     cats = np.array([api_category(str(c)) for c in names.categories] + ["other"], dtype=object)
     api_cat = pd.Categorical(cats[np.where(names.codes < 0, len(names.categories), names.codes)], categories=API_CATEGORIES)
-    user_marker = np.asarray(api_name == "UserMarker") | np.asarray(pd.Series(api_name).astype(str).str.startswith("roctx").to_numpy())
+    user_marker = (np.asarray(api_name == "UserMarker")
+                   | np.asarray(pd.Series(api_name).astype(str).str.startswith("roctx").to_numpy()))
     api_df = pd.DataFrame({
         "pid": api["pid"].to_numpy(np.int64), "tid": api["tid"].to_numpy(np.int64),
         "start": api["start"].to_numpy(np.int64), "end": api["end"].to_numpy(np.int64),

@@ -175,16 +175,19 @@ def test_rocpd_instant_marks_from_samples(tmp_path):
     db = tmp_path / f"{ranks[0].pid}_results.db"
     generate.write_rocpd(db, ranks[0], "marks")
     con = sqlite3.connect(db)
-    suffix = next(n for (n,) in con.execute("select name from sqlite_master where name like 'rocpd_track_%'"))[len("rocpd_track_"):]
+    track_table = next(n for (n,) in con.execute("select name from sqlite_master where name like 'rocpd_track_%'"))
+    suffix = track_table[len("rocpd_track_"):]
     guid = con.execute(f"select guid from rocpd_string_{suffix} limit 1").fetchone()[0]
     sid = con.execute(f"select max(id) from rocpd_string_{suffix}").fetchone()[0]
-    con.execute(f"insert into rocpd_string_{suffix} (id, guid, string) values (?, ?, 'scheduler tick'), (?, ?, 'MARKER_CORE_API')",
+    con.execute(f"insert into rocpd_string_{suffix} (id, guid, string) "
+                "values (?, ?, 'scheduler tick'), (?, ?, 'MARKER_CORE_API')",
                 (sid + 1, guid, sid + 2, guid))
     con.execute(f"insert into rocpd_track_{suffix} (id, guid, nid, pid, tid, name_id) values (1, ?, 1, 1, 1, ?)", (guid, sid + 1))
     eid = con.execute(f"select max(id) from rocpd_event_{suffix}").fetchone()[0] + 1
     con.execute(f"insert into rocpd_event_{suffix} (id, guid, category_id, stack_id) values (?, ?, ?, 0)", (eid, guid, sid + 2))
     t0 = generate.T0 + 5_000_000
-    con.execute(f"insert into rocpd_sample_{suffix} (id, guid, track_id, timestamp, event_id) values (1, ?, 1, ?, ?)", (guid, t0, eid))
+    con.execute(f"insert into rocpd_sample_{suffix} (id, guid, track_id, timestamp, event_id) values (1, ?, 1, ?, ?)",
+                (guid, t0, eid))
     con.commit()
     con.close()
     r = open_case([db]).traces[0].ranges

@@ -1,7 +1,7 @@
 """The typed metrics (analyzers/metrics.py) and findings (analyzers/findings.py) against the JSON
-contract (reports/analysis.schema.json): every key a type's to_contract() can write is declared in the schema at that place, every property the
-schema declares there is written by the type, and the types are frozen and survive the analysis cache's
-pickle."""
+contract (reports/analysis.schema.json): every key a type's to_contract() can write is declared in
+the schema at that place, every property the schema declares there is written by the type, and the
+types are frozen and survive the analysis cache's pickle."""
 
 import dataclasses
 import json

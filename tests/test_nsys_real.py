@@ -253,7 +253,8 @@ def test_parallel_column_reader_with_deleted_and_sparse_rowids(holes, reader, tm
     if holes == "deleted":
         con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 7 = 3 OR rowid BETWEEN 100 AND 2000")
     elif holes == "sparse":
-        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET rowid = 1000000000000 WHERE rowid = (SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET rowid = 1000000000000 "
+                    "WHERE rowid = (SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
     con.commit()
     con.close()
     monkeypatch.setattr(tt_sqlite, "ADBC_MIN_BYTES", 0)

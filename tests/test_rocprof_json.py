@@ -32,7 +32,8 @@ def rocpd_to_json(db_path, out, wrap_list=True, dispatch_key="kernel_dispatch"):
          "correlation_id": {"internal": stack, "external": {"value": 0}},
          "start_timestamp": start, "end_timestamp": end, "stream_id": {"handle": stream},
          "dispatch_info": {"agent_id": {"handle": agent}, "queue_id": {"handle": queue}, "kernel_id": kid,
-                           "dispatch_id": did, "grid_size": {"x": gx, "y": 1, "z": 1}, "workgroup_size": {"x": wx, "y": 1, "z": 1}}}
+                           "dispatch_id": did, "grid_size": {"x": gx, "y": 1, "z": 1},
+                           "workgroup_size": {"x": wx, "y": 1, "z": 1}}}
         for tid, start, end, stream, agent, queue, kid, did, gx, wx, stack in q(
             "SELECT k.tid, k.start, k.end, k.stream_id, k.agent_id, k.queue_id, k.kernel_id, k.dispatch_id, "
             "k.grid_size_x, k.workgroup_size_x, e.stack_id FROM rocpd_kernel_dispatch k JOIN rocpd_event e ON e.id = k.event_id")]
@@ -89,13 +90,16 @@ def test_copies_markers_and_directions(tmp_path):
         return {"kind": kind, "operation": op, "thread_id": 7, "correlation_id": {"internal": corr}, "start_timestamp": s,
                 "end_timestamp": e, **kw}
 
-    proc = {"metadata": {"pid": 4242}, "agents": agents, "kernel_symbols": [{"kernel_id": 1, "kernel_name": "_Z15matrixTransposePfS_i.kd",
-                                                                             "formatted_kernel_name": "matrixTranspose(float*, float*, int)"}],
+    symbol = {"kernel_id": 1, "kernel_name": "_Z15matrixTransposePfS_i.kd",
+              "formatted_kernel_name": "matrixTranspose(float*, float*, int)"}
+    proc = {"metadata": {"pid": 4242}, "agents": agents, "kernel_symbols": [symbol],
             "strings": {"buffer_records": kinds, "marker_api": [{"key": 9, "value": "step"}]},
             "buffer_records": {
                 "hip_api": [rec(1, 0, 1, 100, 5_000), rec(1, 1, 2, 5_100, 5_200), rec(1, 0, 3, 5_300, 20_000)],
-                "memory_copy": [rec(3, 2, 1, 1_000, 4_000, src_agent_id={"handle": 11}, dst_agent_id={"handle": 22}, bytes=4 << 20),
-                                rec(3, 3, 3, 16_000, 19_000, src_agent_id={"handle": 22}, dst_agent_id={"handle": 11}, bytes=4 << 20)],
+                "memory_copy": [rec(3, 2, 1, 1_000, 4_000, src_agent_id={"handle": 11}, dst_agent_id={"handle": 22},
+                                    bytes=4 << 20),
+                                rec(3, 3, 3, 16_000, 19_000, src_agent_id={"handle": 22}, dst_agent_id={"handle": 11},
+                                    bytes=4 << 20)],
                 "kernel_dispatch": [rec(2, 0, 2, 5_500, 15_000, dispatch_info={"kernel_id": 1, "agent_id": {"handle": 22}},
                                         stream_id={"handle": 0})],
                 "marker_api": [rec(4, 0, 9, 50, 20_500)]}}
@@ -112,7 +116,6 @@ def test_copies_markers_and_directions(tmp_path):
     r = run_cli("analyze", path, "--format", "json", "--no-cache")
     assert r.returncode == 0, r.stderr
     import jsonschema
-
     from conftest import ROOT
     jsonschema.validate(json.loads(r.stdout), json.loads((ROOT / "reports" / "analysis.schema.json").read_text()))
 

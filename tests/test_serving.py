@@ -15,7 +15,8 @@ SERVING = {
     "vllm_log_v1_pr21809_stats_queueing.log": ("vllm_log", 6, {}, 0),
     "vllm_log_v0_mooncake269_stats.log": ("vllm_log", 5, {}, 0),
     "vllm_log_v0_issue17954_stats_prefix.log": ("vllm_log", 1, {}, 0),
-    "vllm_log_v1_0.9.2dev_issue19810_startup.log": ("vllm_log", 0, {"enable_chunked_prefill": True, "max_num_batched_tokens": 2048, "enforce_eager": False}, 0),
+    "vllm_log_v1_0.9.2dev_issue19810_startup.log": (
+        "vllm_log", 0, {"enable_chunked_prefill": True, "max_num_batched_tokens": 2048, "enforce_eager": False}, 0),
     "vllm_log_v1_0.20.2_club3090_issue104_engine_config.log": ("vllm_log", 0, {"tensor_parallel_size": 2, "max_num_seqs": 2}, 0),
     "vllm_bench_serving_llmd_l40s_results.jsonl": ("bench_result", 0, {}, 9),
     "vllm_bench_serving_llmd_l40s_base_rerun.jsonl": ("bench_result", 0, {}, 3),

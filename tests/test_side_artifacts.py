@@ -19,15 +19,20 @@ from tracetriage.parsers import nccl, pyspy, topology
 
 # file: (library, version, communicators [(nranks, nnodes, ranks seen)], transports, WARN lines, nccl-tests rows)
 NCCL = {
-    "nccl-tests_all_reduce_perf_h200_p5e_1node_8gpu_nccl_debug_info_2.27.7.txt": ("NCCL", "2.27.7+cuda12.8", [(8, 1, 8)], {"P2P": 192}, 0, 32),
-    "nccl-tests_all_reduce_perf_h200_p5e_2node_16gpu_efa_nccl_debug_info_2.27.7.txt": ("NCCL", "2.27.7+cuda12.8", [(16, 2, 16)], {"P2P": 464, "NET": 512}, 0, 32),
-    "deepspeed_2node_g5_efa_ofi_nccl_2.23.4_training_log_mixed_app_output.txt": ("NCCL", "2.23.4+cuda12.4", [(2, 2, 2)], {"NET": 8}, 0, 0),
+    "nccl-tests_all_reduce_perf_h200_p5e_1node_8gpu_nccl_debug_info_2.27.7.txt": (
+        "NCCL", "2.27.7+cuda12.8", [(8, 1, 8)], {"P2P": 192}, 0, 32),
+    "nccl-tests_all_reduce_perf_h200_p5e_2node_16gpu_efa_nccl_debug_info_2.27.7.txt": (
+        "NCCL", "2.27.7+cuda12.8", [(16, 2, 16)], {"P2P": 464, "NET": 512}, 0, 32),
+    "deepspeed_2node_g5_efa_ofi_nccl_2.23.4_training_log_mixed_app_output.txt": (
+        "NCCL", "2.23.4+cuda12.4", [(2, 2, 2)], {"NET": 8}, 0, 0),
     "nccl-tests_all_reduce_perf_h100_2node_16rank.txt": ("NCCL", None, [], {}, 0, 31),
     "nccl-tests_all_reduce_perf_h100_2node_16rank_markdown_damaged_header.txt": ("NCCL", None, [], {}, 0, 31),
     "nccl-tests_sendrecv_perf_a100_8gpu_single_process.txt": ("NCCL", None, [], {}, 0, 4),
     "nccl_2.27.5_2node_roce_coll_tuning_lines_then_warn_ib_vendor_err_81.txt": ("NCCL", None, [(16, None, 4)], {}, 1, 0),
-    "nccl_2.27.5_node7_of_2node_tuning_matrix_p2p_ipc_warn_ib_vendor_err_81_truncated_first_line.txt": ("NCCL", None, [(16, None, 8)], {"P2P": 2}, 1, 0),
-    "nccl_2.27.5_node8_of_2node_roce_ib_gdrdma_init_truncated_first_line.txt": ("NCCL", None, [(16, 2, 8)], {"P2P": 60, "NET": 16}, 0, 0),
+    "nccl_2.27.5_node7_of_2node_tuning_matrix_p2p_ipc_warn_ib_vendor_err_81_truncated_first_line.txt": (
+        "NCCL", None, [(16, None, 8)], {"P2P": 2}, 1, 0),
+    "nccl_2.27.5_node8_of_2node_roce_ib_gdrdma_init_truncated_first_line.txt": (
+        "NCCL", None, [(16, 2, 8)], {"P2P": 60, "NET": 16}, 0, 0),
     "nccl_warn_ib_completion_error_vendor_err_129_wrapped.txt": ("NCCL", None, [], {}, 1, 0),
     "rccl_lumi_mi250x_2.20.5_socket_fallback_init_excerpt.txt": ("RCCL", "2.20.5+hip6.2", [(1, None, 1)], {}, 0, 0),
     "sglang_2node_nccl_2.27_warn_socketPollConnect_refused_timestamped_traceback.txt": ("NCCL", None, [], {}, 7, 0),

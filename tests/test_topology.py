@@ -12,7 +12,8 @@ from tracetriage.parsers import topology
 REAL = {
     "nvidia-smi_topo_a100_8gpu_nv12_ml-engineering.txt": (8, [[0, 1, 2, 3, 4, 5, 6, 7]], [0, 0, 0, 0, 1, 1, 1, 1], 0, "NV12"),
     "nvidia-smi_topo_h100_8gpu_nv18_ml-engineering.txt": (8, [[0, 1, 2, 3, 4, 5, 6, 7]], [0, 0, 0, 0, 1, 1, 1, 1], 0, "NV18"),
-    "nvidia-smi_topo_h100_8gpu_nv18_ht_cpu_ranges_ml-engineering.txt": (8, [[0, 1, 2, 3, 4, 5, 6, 7]], [0, 0, 0, 0, 1, 1, 1, 1], 0, "NV18"),
+    "nvidia-smi_topo_h100_8gpu_nv18_ht_cpu_ranges_ml-engineering.txt": (8, [[0, 1, 2, 3, 4, 5, 6, 7]], [0, 0, 0, 0, 1, 1, 1, 1],
+                                                                        0, "NV18"),
     "nvidia-smi_topo_8gpu_nv18_12nic_tabs_single_numa_with_prompt.txt": (8, [[0, 1, 2, 3, 4, 5, 6, 7]], [0] * 8, 12, "NV18"),
     "nvidia-smi_topo_rtx6000ada_4gpu_pcie_node_sys_4nic.txt": (4, [[0], [1], [2], [3]], [0, 0, 1, 1], 4, "SYS"),
     "nvidia-smi_topo_2gpu_phb_2nic_threadripper.txt": (2, [[0], [1]], [0, 0], 2, "PHB"),
@@ -53,7 +54,8 @@ def test_topology_alone_is_a_case(tmp_path):
 
 
 def test_ansi_and_garbage_lines():
-    text = "\x1b[1mGarbage line\x1b[0m\n\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV4\t0-7\t0\nGPU1\tNV4\t X \t0-7\t0\n"
+    text = ("\x1b[1mGarbage line\x1b[0m\n\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n"
+            "GPU0\t X \tNV4\t0-7\t0\nGPU1\tNV4\t X \t0-7\t0\n")
     t = topology.parse("<inline>", text)
     assert analysis.islands(t) == [[0, 1]] and t.link(0, 1) == "NV4"
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import BUNDLES, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -146,7 +146,8 @@ def _cut_short(shown_first: dict[str, int], indexed_path: str) -> bool:
 
 
 def missing_fields(view, fmt: str, output: str, omitted: dict[str, dict[str, str]] = OMITTED,
-                   shown_first: dict[str, dict[str, int]] = SHOWN_FIRST, cut_to: dict[str, dict[str, int]] | None = None) -> set[str]:
+                   shown_first: dict[str, dict[str, int]] = SHOWN_FIRST, cut_to: dict[str, dict[str,
+                                                                                                int]] | None = None) -> set[str]:
     """The fields of the view whose text is not in the output, nor left out on purpose: ``omitted``,
     ``shown_first`` (lists shown up to their Nth item) and ``cut_to`` (strings shown up to their Nth
     character) per format."""

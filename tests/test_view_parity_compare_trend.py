@@ -76,7 +76,8 @@ TREND_OMITTED: dict[str, dict[str, str]] = {
         "groups.cases.name": "the terminal names the first and the last capture of a group",
         "groups.cases.label": "the terminal names the first and the last capture of a group",
         "groups.cases.href": "the terminal links nothing", "groups.changes.kind": "said in words (kind_words)",
-        "groups.changes.last_good_href": "the terminal links nothing", "groups.changes.first_bad_href": "the terminal links nothing",
+        "groups.changes.last_good_href": "the terminal links nothing",
+        "groups.changes.first_bad_href": "the terminal links nothing",
         "ungrouped.key": _TERMINAL,
     },
     "md": {
@@ -111,7 +112,8 @@ DECLARED = {"compare": (COMPARE_OMITTED, COMPARE_SHOWN_FIRST, COMPARE_CUT_TO),
 
 def _case(night: int) -> dict:
     name = f"nightly-2026-11-0{night}"
-    return {"name": name, "case_id": f"nightly_{name}-0{night}", "time": f"2026-11-0{night}T03:00:00Z", "label": f"2026-11-0{night}",
+    return {"name": name, "case_id": f"nightly_{name}-0{night}", "time": f"2026-11-0{night}T03:00:00Z",
+            "label": f"2026-11-0{night}",
             "report": f"cases/nightly_{name}-0{night}/report.html"}
 
 
@@ -133,19 +135,22 @@ def trend_contract() -> dict:
     shift = _change("step_p50_ms", "ms", "level_shift", 3, 4, 0.604, 1.361,
                     findings=[{"id": "launch_bound", "status": "new", "before_ms_per_step": None, "after_ms_per_step": 0.844}],
                     kernels=[{"name": "void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
-                                      "cutlass::half_t>>(Flash_fwd_params)", "before_ms_per_step": 0.1, "after_ms_per_step": 0.5}])
+                                      "cutlass::half_t>>(Flash_fwd_params)", "before_ms_per_step": 0.1,
+                                      "after_ms_per_step": 0.5}])
     return {
         "schema": "tracetriage.trend/1", "order": "capture time", "threshold_pct": 5.0,
         "method": {"noise": "sigma from the median absolute successive difference / 0.954", "outlier": "farther than 5 sigma",
                    "level_shift": "ruptures PELT (l2, min segment 2, penalty 3 sigma^2 log n)"},
-        "groups": [{"key": GROUP, "signature": {"device_model": "1x NVIDIA H100 80GB HBM3", "device_count": "1", "world_size": "1",
+        "groups": [{"key": GROUP, "signature": {"device_model": "1x NVIDIA H100 80GB HBM3", "device_count": "1",
+                                                "world_size": "1",
                                                 "program": "python vllm.worker"},
                     "cases": cases,
                     "series": {"step_p50_ms": {"unit": "ms", "values": [0.606, 1.583, 0.603, 1.361, 1.360]},
                                "busy_pct": {"unit": "%", "values": [91.0, 90.5, 91.2, 62.0, 61.8]}},
                     "verdict": f"{GROUP}: from nightly-2026-11-04 on: step p50 +125% (0.604 -> 1.36 ms), regressed",
                     "latest_regressed": True}],
-        "ungrouped": [{"key": "8x NVIDIA H100 80GB HBM3, world size 8, python train.py", "cases": [_case(6) | {"name": "tp8-seed3"}],
+        "ungrouped": [{"key": "8x NVIDIA H100 80GB HBM3, world size 8, python train.py",
+                       "cases": [_case(6) | {"name": "tp8-seed3"}],
                        "reason": "one capture of its kind: no series"}],
         "failed": [{"name": "nightly-2026-11-07", "error": "TraceFormatError: truncated SQLite file"}],
         "changes": [_change("step_p50_ms", "ms", "outlier", 1, 2, 0.605, 1.583), shift,

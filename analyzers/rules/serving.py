@@ -235,8 +235,11 @@ def rule_batch_past_knee(ctx: Context):
     if at_max <= budget or a >= budget:
         return None
     cap = max(1, int((budget - a) / b))
-    thr = lambda x: x / (a + b * x)  # sequences x tokens/ms each
-    loss = 100.0 * (1 - thr(cap) / thr(x_max))
+
+    def throughput(running: float) -> float:  # sequences x tokens/ms each
+        return running / (a + b * running)
+
+    loss = 100.0 * (1 - throughput(cap) / throughput(x_max))
     impact = 100.0 * (at_max - budget) / at_max
     fit_text = f"TPOT = {a:.2f} ms + {b:.3f} ms x running"
     evidence = [
