@@ -15,7 +15,8 @@ from markupsafe import Markup
 
 from tracetriage.reports.charts import all_charts, serving_charts
 from tracetriage.reports.roofline import roofline_chart
-from tracetriage.reports.view import fmt_ns, report_view
+from tracetriage.reports.view import report_view
+from tracetriage.wording import fmt_ns
 
 
 def environment(store=None) -> Environment:

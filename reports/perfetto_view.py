@@ -8,7 +8,7 @@ written without an export can still say where to look in one. Light on purpose: 
 
 from __future__ import annotations
 
-from tracetriage.reports.view import fmt_ns
+from tracetriage.wording import fmt_ns
 
 LONG_STEP_TRACK = "tracetriage: flags › worst step"
 # A gap under this is "short" unless it follows a sync: the timeline analyzer's bound

@@ -14,58 +14,18 @@ from dataclasses import dataclass
 
 from tracetriage.captured import capture_start_utc
 from tracetriage.reports.palette import CAUSE_LABELS, finding_color
-from tracetriage.wording import ms, nbytes, pct, plural
-
-
-def fmt_ns(ns) -> str:
-    if ns is None:
-        return "n/a"
-    ns = float(ns)
-    if ns < 0:
-        return "-" + fmt_ns(-ns)
-    if ns >= 1e9:
-        return f"{ns / 1e9:,.2f} s"
-    if ns >= 1e6:
-        return f"{ns / 1e6:,.2f} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:,.1f} µs"
-    return f"{ns:,.0f} ns"
-
-
-def fmt_bytes(n) -> str:
-    """Bytes in one style on every page and format: ``16.1 GB``, ``512 B`` (decimal units)."""
-    return "n/a" if n is None else nbytes(n)
-
-
-def short_middle(name: str, width: int = 90) -> str:
-    """A long templated name (Tensile, CUTLASS) cut in the middle: its start (the kernel family)
-    and its end (the tile shape, the last template arguments) are what tell two kernels apart."""
-    name = str(name)
-    if len(name) <= width:
-        return name
-    head = (width - 1) * 3 // 5
-    return name[:head] + "…" + name[-(width - 1 - head):]
-
-
-def fmt_num(x) -> str:
-    if x is None:
-        return "n/a"
-    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.1f}"
-
-
-def fixed(x, decimals: int) -> str | None:
-    """A number to a fixed count of decimals (``12.3``); None when it was not measured."""
-    return None if x is None else f"{x:.{decimals}f}"
-
-
-def count(n) -> str:
-    """A count with thousands separators: ``12,345``."""
-    return f"{n:,}"
-
-
-def _text(x) -> str:
-    """A value from the contract as the reports print it (``None`` as ``None``)."""
-    return str(x)
+from tracetriage.reports.side_views import (
+    HostProfileView,
+    HotFrameView,
+    NcclLogView,
+    ServingView,
+    TopologyView,
+    host_profile_view,
+    nccl_view,
+    serving_view,
+    topology_view,
+)
+from tracetriage.wording import as_text, count, fixed, fmt_bytes, fmt_ns, fmt_num, pct, plural, short_middle
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,214 +185,6 @@ class FindingView:
 
 
 @dataclass(frozen=True, slots=True)
-class LinkCell:
-    """One cell of the GPU-to-GPU link matrix; ``speed`` is ``fast``, ``slow`` or empty."""
-    link: str
-    speed: str
-
-
-@dataclass(frozen=True, slots=True)
-class TopologyRow:
-    """One GPU of the topology matrix: its links to every GPU, its NUMA node, its CPU affinity."""
-    gpu: str
-    links: tuple[LinkCell, ...]
-    numa: str
-    cpu_affinity: str
-
-
-@dataclass(frozen=True, slots=True)
-class CrossingGroupView:
-    """A process group and the NVLink islands it spans."""
-    group: str
-    islands_spanned: str
-    worst_link: str
-
-
-@dataclass(frozen=True, slots=True)
-class TopologyView:
-    """The node's topology: GPUs, NICs, NVLink/fabric islands, the recommended layout."""
-    path: str
-    gpu_labels: tuple[str, ...]
-    gpus: str
-    nics: str
-    islands: str
-    island_list: tuple[str, ...]
-    numa: str
-    crossing_groups: tuple[CrossingGroupView, ...]
-    recommendation: str | None
-    rows: tuple[TopologyRow, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class CommunicatorView:
-    """One NCCL communicator as its log shows it (``nodes`` ``?`` where it was not logged)."""
-    comm: str
-    ranks: str
-    nodes: str
-    ranks_seen: str
-    init_complete: str
-    cuda_devs: str
-
-
-@dataclass(frozen=True, slots=True)
-class SlowPathView:
-    """An intra-node hop that goes through the host."""
-    from_dev: str
-    to_dev: str
-    via: str
-
-
-@dataclass(frozen=True, slots=True)
-class NcclWarningView:
-    """One WARN line of an NCCL log."""
-    time: str
-    host: str
-    pid: str
-    cuda_dev: str
-    location: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class NcclTestsView:
-    """The nccl-tests table of a log: message sizes, ranks, bus bandwidth (GB/s; ``avg_measured`` false when
-    the log gives no average)."""
-    name: str
-    sizes: str
-    ranks: str
-    max_busbw: str
-    avg_busbw: str
-    avg_measured: bool
-
-
-@dataclass(frozen=True, slots=True)
-class NcclLogView:
-    """One NCCL log: library and version, communicators, transports per hop, slow hops, WARN lines."""
-    path: str
-    library: str
-    version: str | None
-    nccl_lines: str
-    communicators: tuple[CommunicatorView, ...]
-    transports: str
-    transports_dict: str
-    gdrdma: str
-    slow_paths: tuple[SlowPathView, ...]
-    warning_count: str
-    warnings: tuple[NcclWarningView, ...]
-    tests: NcclTestsView | None
-
-
-@dataclass(frozen=True, slots=True)
-class LatencyRow:
-    """One latency metric at one side (client benchmark or server histogram)."""
-    metric: str
-    side: str
-    p50: str
-    p99: str
-    mean: str
-    note: str
-
-
-@dataclass(frozen=True, slots=True)
-class SweepRow:
-    """One point of a benchmark sweep (``concurrency`` None: no concurrency cap)."""
-    rate: str
-    concurrency: str | None
-    throughput: str | None
-    ttft: str
-    tpot: str
-    itl_p99: str
-    group: str
-
-
-@dataclass(frozen=True, slots=True)
-class StatsView:
-    """The engine's periodic stats lines, summarized."""
-    samples: str
-    running_mean: str
-    running_max: str
-    waiting_mean: str
-    waiting_max: str
-    waiting_share_pct: str
-    kv_usage_p50: str
-    kv_usage_max: str
-    gen_tps_mean: str
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaView:
-    """One replica's scheduler state."""
-    replica: str
-    running: str
-    waiting: str
-    kv_usage_pct: str
-
-
-@dataclass(frozen=True, slots=True)
-class ServingCaptureView:
-    """One capture of the serving engine (a log, a /metrics scrape, a benchmark result) and its kind."""
-    path: str
-    kind: str
-
-
-@dataclass(frozen=True, slots=True)
-class ServingView:
-    """The serving engine: its captures, version and config, stats, latency percentiles (client and server
-    side), each --slo budget checked, Little's law, the TPOT fit, the sweep, the replicas."""
-    captures: tuple[ServingCaptureView, ...]
-    engine: str | None
-    version: str | None
-    config: tuple[str, ...]
-    stats: StatsView | None
-    latency_rows: tuple[LatencyRow, ...]
-    slo: tuple[str, ...]
-    littles_law: str | None
-    fit: str | None
-    sweep: tuple[SweepRow, ...]
-    replicas: tuple[ReplicaView, ...]
-    warnings: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ThreadView:
-    """One thread of a py-spy dump: its innermost frame and that frame's caller."""
-    pid: str
-    process: str
-    thread: str
-    state: str
-    frame: str
-    caller: str
-
-
-@dataclass(frozen=True, slots=True)
-class HotFrameView:
-    """A frame of the py-spy profile: inclusive and own share of the non-idle samples (%)."""
-    frame: str
-    share_pct: str
-    self_pct: str
-    calls_sync: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ProfileCaptureView:
-    """One py-spy capture."""
-    path: str
-    format: str
-    threads: str
-    idle_threads: str
-
-
-@dataclass(frozen=True, slots=True)
-class HostProfileView:
-    """The host profile (py-spy): samples, captures, the threads of a dump."""
-    samples: str
-    idle_samples: str
-    captures: tuple[ProfileCaptureView, ...]
-    snapshot_summary: str | None
-    threads: tuple[ThreadView, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class AbstentionView:
     """An analysis that did not have the data it needed, and how to capture it."""
     analysis: str
@@ -515,7 +267,7 @@ def report_view(analysis) -> ReportView:
             claim_columns.setdefault(finding_id, finding_color(finding_id))
     hints = perfetto_view.view(analysis)["hints"]
     return ReportView(
-        tool_version=_text(data.get("tool_version")), schema=_text(data.get("schema")), header=_header(data),
+        tool_version=as_text(data.get("tool_version")), schema=as_text(data.get("schema")), header=_header(data),
         headline=data["headline"], headline_by_axis=tuple((data.get("headline_by_axis") or {}).items()),
         symptom=data.get("symptom") or None,
         perfetto=PerfettoView(exported["path"], exported["mode"], exported["left_out_text"]) if exported else None,
@@ -533,11 +285,12 @@ def report_view(analysis) -> ReportView:
         processes=tuple(_process(process) for process in data.get("processes") or []),
         efficiency=_efficiency(data.get("efficiency")),
         findings=tuple(_finding(n, finding, hints.get(finding["id"])) for n, finding in enumerate(data.get("findings") or [], 1)),
-        topology=_topology(data.get("topology")),
-        nccl=tuple(_nccl(log) for log in data.get("nccl") or []),
+        topology=topology_view(data.get("topology")),
+        nccl=tuple(nccl_view(log) for log in data.get("nccl") or []),
         serving=serving_view(data.get("serving")),
-        host_profile=_host_profile(data.get("host_profile")),
-        hot_frames=tuple(HotFrameView(_text(f["frame"]), fixed(f["share_pct"], 1), fixed(f["self_pct"], 1), bool(f["calls_sync"]))
+        host_profile=host_profile_view(data.get("host_profile")),
+        hot_frames=tuple(HotFrameView(as_text(f["frame"]), fixed(f["share_pct"], 1), fixed(f["self_pct"], 1),
+                                      bool(f["calls_sync"]))
                          for f in data.get("hot_frames") or []),
         abstentions=tuple(AbstentionView(a["analysis"], a["scope"], a["reason"], a["capture_hint"])
                           for a in data.get("abstentions") or []),
@@ -582,7 +335,7 @@ def _window(window: dict | None) -> WindowView | None:
 
 
 def _input(entry: dict) -> InputView:
-    return InputView(path=entry["path"], kind=entry["kind"], version=_text(entry["version"]) if entry.get("version") else None,
+    return InputView(path=entry["path"], kind=entry["kind"], version=as_text(entry["version"]) if entry.get("version") else None,
                      counts=", ".join(f"{k} {count(n)}" for k, n in (entry.get("counts") or {}).items()),
                      warnings=tuple(entry.get("warnings") or ()))
 
@@ -608,7 +361,7 @@ def _device(device: dict, claim_columns: list[str]) -> DeviceView:
            + f", copies {pct(busy['copy'])} of the window in all)"])
     mine = dict(claims)
     return DeviceView(
-        id=device["id"], name=_text(device["name"]), busy_pct=fixed(device["busy_pct"], 1), compute_pct=fixed(compute, 1),
+        id=device["id"], name=as_text(device["name"]), busy_pct=fixed(device["busy_pct"], 1), compute_pct=fixed(compute, 1),
         copy_only_pct=fixed(busy["copy"], 1), gaps=count(device["gaps"]["count"]), gap_p50=fmt_ns(device["gaps"]["p50_ns"]),
         gap_p99=fmt_ns(device["gaps"]["p99_ns"]), gap_max=fmt_ns(device["gaps"]["max_ns"]),
         collective_pct=fixed(device["collective_share_pct"], 1), exposed_pct=fixed(device.get("collective_exposed_pct"), 1),
@@ -636,8 +389,8 @@ def _skew(skew: dict | None) -> str | None:
 
 def _process(process: dict) -> ProcessView:
     steps = process["steps"]
-    return ProcessView(pid=_text(process["pid"]), name=_text(process["name"]), steps=_text(steps["count"]),
-                       step_source=_text(steps["source"]), step_range=steps.get("range_name") or None,
+    return ProcessView(pid=as_text(process["pid"]), name=as_text(process["name"]), steps=as_text(steps["count"]),
+                       step_source=as_text(steps["source"]), step_range=steps.get("range_name") or None,
                        step_p50=fmt_ns(steps["p50_ns"]), step_p99=fmt_ns(steps["p99_ns"]), step_max=fmt_ns(steps["max_ns"]),
                        launches=fmt_num(process["launches_per_step"]), graph_launches=fmt_num(process["graph_launches_per_step"]),
                        syncs=fmt_num(process["syncs_per_step"]))
@@ -648,18 +401,18 @@ def _efficiency(eff: dict | None) -> EfficiencyView | None:
         return None
     floor = eff.get("decode_floor")
     return EfficiencyView(
-        model=_text(eff["device"]["model"]) if eff.get("device") else None,
-        peaks_source=_text(eff["device"].get("source")) if eff.get("device") else None,
+        model=as_text(eff["device"]["model"]) if eff.get("device") else None,
+        peaks_source=as_text(eff["device"].get("source")) if eff.get("device") else None,
         device_name=eff.get("device_name") or None, dominant_class=eff.get("dominant_class") or None,
         classes=tuple(ClassView(c["class"], fmt_ns(c["time_ns"]), fixed(c["achieved_tflops"], 1), fixed(c["achieved_gbps"], 0),
                                 fixed(c["intensity"], 2), c["bound"] or None, fixed(c["pct_of_roofline"], 0),
                                 fixed(c.get("measured_share_pct"), 0)) for c in eff.get("classes") or []),
-        top_ops=tuple(OpView(_text(o["name"]), str([x for x in o["input_dims"] if x]), _text(o["dtype"]), count(o["count"]),
+        top_ops=tuple(OpView(as_text(o["name"]), str([x for x in o["input_dims"] if x]), as_text(o["dtype"]), count(o["count"]),
                              fmt_ns(o["time_ns"]), fixed(o["achieved_tflops"], 1), fixed(o["achieved_gbps"], 0),
                              fixed(o["pct_of_roofline"], 0)) for o in eff.get("top_ops") or []),
         decode_floor=DecodeFloorView(fixed(floor["bytes_per_step"] / 1e9, 2), fmt_ns(floor["floor_ns"]),
                                      fmt_ns(floor["measured_ns"]), fixed(floor["pct_of_floor"], 0),
-                                     _text(floor.get("source"))) if floor else None,
+                                     as_text(floor.get("source"))) if floor else None,
         not_measured=tuple(NotMeasuredView(n["what"], fixed(n.get("share_pct"), 0), n["reason"], n["capture_hint"])
                            for n in eff.get("not_measured") or []))
 
@@ -668,151 +421,9 @@ def _finding(number: int, finding: dict, timeline: str | None) -> FindingView:
     return FindingView(
         number=str(number), id=finding["id"], severity=finding["severity"], axis=finding["axis"], title=finding["title"],
         falsified=bool(finding.get("falsified")), impact_pct=fixed(finding["impact_pct"], 1),
-        impact_denominator=_text(finding["impact_denominator"]), evidence=tuple(e["text"] for e in finding["evidence"]),
+        impact_denominator=as_text(finding["impact_denominator"]), evidence=tuple(e["text"] for e in finding["evidence"]),
         timeline=timeline, mechanism=finding["mechanism"], fix=finding["fix"], confirm=finding["confirm"],
         falsifier=finding["falsifier"], color=finding_color(finding["id"]))
-
-
-def _link_speed(link: str) -> str:
-    """``fast`` for NVLink and fabric links, ``slow`` for hops through the host."""
-    if link.startswith("NV") or link in ("XGMI", "MX"):
-        return "fast"
-    return "slow" if link in ("SYS", "NODE", "PHB") else ""
-
-
-def _topology(topo: dict | None) -> TopologyView | None:
-    if not topo:
-        return None
-    gpus = topo["gpus"]
-    rows = []
-    for a in gpus:
-        links = topo["links"][f"GPU{a}"]
-        numa = topo["numa"]
-        rows.append(TopologyRow(
-            gpu=f"GPU{a}",
-            links=tuple(LinkCell(link, _link_speed(link))
-                        for link in (links.get(f"GPU{b}", "X" if a == b else "?") for b in gpus)),
-            numa=("N/A" if numa[str(a)] is None else str(numa[str(a)])) if str(a) in numa else "",
-            cpu_affinity=_text(topo["cpu_affinity"][str(a)]) if str(a) in topo["cpu_affinity"] else ""))
-    return TopologyView(
-        path=_text(topo["path"]), gpu_labels=tuple(f"GPU{g}" for g in gpus), gpus=plural(len(gpus), "GPU"),
-        nics=plural(topo["nics"], "NIC"), islands=str(topo["islands"]), island_list=tuple(str(i) for i in topo["islands"]),
-        numa=", ".join(f"GPU{g}:{n}" for g, n in topo["numa"].items()),
-        crossing_groups=tuple(CrossingGroupView(_text(g["group"]), _text(g["islands_spanned"]), _text(g["worst_link"]))
-                              for g in topo["crossing_groups"]),
-        recommendation=topo.get("recommendation") or None, rows=tuple(rows))
-
-
-def _nccl(log: dict) -> NcclLogView:
-    tests = log["tests"]
-    return NcclLogView(
-        path=_text(log["path"]), library=_text(log["library"]), version=log["version"] or None,
-        nccl_lines=count(log["nccl_lines"]),
-        communicators=tuple(CommunicatorView(_text(c["comm"]), _text(c["nranks"]),
-                                             "?" if c["nnodes"] is None else str(c["nnodes"]), _text(c["ranks_seen"]),
-                                             _text(c["init_complete"]), ", ".join(map(str, c.get("cuda_devs") or [])))
-                            for c in log["communicators"]),
-        transports=", ".join(f"{k} {n}" for k, n in log["transports"].items()),
-        transports_dict=str(log["transports"]),  # as the Markdown page has always printed them
-        gdrdma=_text(log["gdrdma_connections"]),
-        slow_paths=tuple(SlowPathView(_text(hop["from_dev"]), _text(hop["to_dev"]), _text(hop["via"]))
-                         for hop in log["intra_node_slow_paths"]),
-        warning_count=str(len(log["warnings"])),
-        warnings=tuple(NcclWarningView(_text(w.get("time") or ""), _text(w["host"]), _text(w["pid"]), _text(w["cuda_dev"]),
-                                       _text(w.get("location") or ""), _text(w["message"])) for w in log["warnings"]),
-        tests=NcclTestsView(_text(tests["name"] or ""), _text(tests["rows"]), _text(tests["ranks"]), _text(tests["max_busbw"]),
-                            _text(tests["avg_busbw"]), bool(tests["avg_busbw"])) if tests["rows"] else None)
-
-
-def serving_view(srv: dict | None) -> ServingView | None:
-    """The serving section: latency percentiles (client and server side), Little's law, the sweep,
-    each --slo budget checked."""
-    from tracetriage.wording import slo_text
-
-    if not srv:
-        return None
-    stats = srv.get("stats")
-    return ServingView(
-        captures=tuple(ServingCaptureView(_text(c["path"]), _text(c["kind"])) for c in srv["captures"]),
-        engine=srv.get("engine") or None,
-        version=srv.get("version") or None, config=tuple(f"{k}={value}" for k, value in (srv.get("config") or {}).items()),
-        stats=StatsView(*(_text(stats[k]) for k in ("samples", "running_mean", "running_max", "waiting_mean", "waiting_max",
-                                                    "waiting_share_pct", "kv_usage_p50", "kv_usage_max", "gen_tps_mean")))
-        if stats else None,
-        latency_rows=_latency_rows(srv.get("latency") or {}), slo=tuple(slo_text(c) for c in srv.get("slo_checks") or []),
-        littles_law=_littles_law(srv.get("littles_law") or {}), fit=_tpot_fit(srv.get("tpot_fit")),
-        sweep=tuple(_sweep_row(point) for point in (srv.get("bench") or [])[:30]),
-        replicas=tuple(ReplicaView(*(_text(r[k]) if k in r else "" for k in ("replica", "running", "waiting", "kv_usage_pct")))
-                       for r in (srv.get("replicas") or [])[:32]),
-        warnings=tuple(_text(w) for w in srv.get("warnings") or []))
-
-
-def _latency_rows(latency: dict) -> tuple[LatencyRow, ...]:
-    """The client benchmark's percentiles, then the server's /metrics histograms (``>`` a lower bound)."""
-    rows = []
-    for metric, c in latency.get("client", {}).items():
-        if metric == "record":
-            continue
-        rows.append(LatencyRow(metric.upper(), "client (benchmark)", ms(c.get("median") or c.get("p50")), ms(c.get("p99")),
-                               ms(c.get("mean")), f"max {ms(c['max'])}" if c.get("max") else ""))
-    for metric, h in latency.get("server", {}).items():
-        def q(name, h=h):
-            x = h.get(name)
-            return "n/a" if not x else (">" if x["lower_bound"] else "") + ms(x["value_ms"])
-        res = [f"{k} ±{h[k]['resolution_ms']:g} ms" for k in ("p50", "p99") if h.get(k) and h[k].get("resolution_ms")]
-        rows.append(LatencyRow(metric.upper(), "server (/metrics histogram)", q("p50"), q("p99"), ms(h.get("mean_ms")),
-                               f"{h['count']:,.0f} requests; bucket resolution " + (", ".join(res) if res else "n/a")))
-    return tuple(rows)
-
-
-def _littles_law(law: dict) -> str | None:
-    """Little's law on the serving figures: arrival rate against capacity, requests in the system."""
-    parts = []
-    if law.get("arrival_rate_rps") is not None:
-        parts.append(f"arrival {law['arrival_rate_rps']:g} req/s vs capacity {law['capacity_rps']:g} req/s")
-    if law.get("in_system") is not None:
-        parts.append(f"requests in the system L = {law['in_system']:g}"
-                     + (f" = throughput x time in system ({law['time_in_system_s']:g} s)" if law.get("time_in_system_s") else ""))
-    return "Little's law (L = λ·W): " + "; ".join(parts) + f" — {law.get('source')}" if parts else None
-
-
-def _tpot_fit(fit: dict | None) -> str | None:
-    """TPOT against the running batch: the line fitted, or why there is none."""
-    if not fit:
-        return None
-    if fit.get("model", True):
-        return (f"TPOT = {fit['a_ms']:.2f} ms + {fit['b_ms_per_seq']:.3f} ms x running (r² {fit['r2']:.2f}, "
-                f"{fit['points']} points, {fit['source']})")
-    return f"TPOT against the running batch: no model ({fit['rejected']}; {fit['points']} points, {fit['source']})"
-
-
-def _sweep_row(point: dict) -> SweepRow:
-    rate = point.get("request_rate")
-    return SweepRow(rate="inf" if isinstance(rate, float) and rate == float("inf") else _text(rate),
-                    concurrency=None if point.get("max_concurrency") is None else _text(point["max_concurrency"]),
-                    throughput=fixed(point.get("request_throughput") or None, 2), ttft=ms(point.get("mean_ttft_ms")),
-                    tpot=ms(point.get("mean_tpot_ms")), itl_p99=ms(point.get("p99_itl_ms")), group=point.get("group") or "")
-
-
-def _host_profile(profile: dict | None) -> HostProfileView | None:
-    if not profile:
-        return None
-    snapshot = profile.get("snapshot") or []
-    active = [x for x in snapshot if not x["idle"]]
-    frames: dict[str, int] = {}
-    for thread in active:
-        frames[thread["frame"]] = frames.get(thread["frame"], 0) + 1
-    summary = None
-    if active:
-        frame, n = max(frames.items(), key=lambda kv: kv[1])
-        summary = f"{n} of {len(active)} active threads are in {frame}"
-    return HostProfileView(
-        samples=count(profile["total_samples"]), idle_samples=count(profile["idle_samples"]),
-        captures=tuple(ProfileCaptureView(_text(c["path"]), _text(c["format"]), plural(c["threads"], "thread"),
-                                          _text(c["idle_threads"])) for c in profile["captures"]),
-        snapshot_summary=summary,
-        threads=tuple(ThreadView(_text(x["pid"] or "?"), x["process"][:40], _text(x["thread"]), "idle" if x["idle"] else "active",
-                                 _text(x["frame"]), _text(x["caller"])) for x in snapshot[:16]))
 
 
 _DIRECTIONS = {"HtoD": "host-to-device", "DtoH": "device-to-host", "DtoD": "device-to-device", "PtoP": "peer-to-peer",

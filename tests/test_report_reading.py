@@ -22,8 +22,7 @@ from tracetriage.reports import palette
 from tracetriage.reports.html import render_html
 from tracetriage.reports.markdown import render_markdown
 from tracetriage.reports.text import render_text
-from tracetriage.reports.view import short_middle
-from tracetriage.wording import nbytes
+from tracetriage.wording import nbytes, short_middle
 
 
 @pytest.fixture(scope="module")

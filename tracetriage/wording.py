@@ -70,3 +70,54 @@ def speed_words(step_row: dict) -> str:
     if abs(speed - 1) < 0.005:
         return "same speed"
     return f"{speed:.2f}x faster" if speed >= 1 else f"{1 / speed:.2f}x slower"
+
+
+def fmt_ns(ns) -> str:
+    if ns is None:
+        return "n/a"
+    ns = float(ns)
+    if ns < 0:
+        return "-" + fmt_ns(-ns)
+    if ns >= 1e9:
+        return f"{ns / 1e9:,.2f} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:,.2f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:,.1f} µs"
+    return f"{ns:,.0f} ns"
+
+
+def fmt_bytes(n) -> str:
+    """Bytes in one style on every page and format: ``16.1 GB``, ``512 B`` (decimal units)."""
+    return "n/a" if n is None else nbytes(n)
+
+
+def short_middle(name: str, width: int = 90) -> str:
+    """A long templated name (Tensile, CUTLASS) cut in the middle: its start (the kernel family)
+    and its end (the tile shape, the last template arguments) are what tell two kernels apart."""
+    name = str(name)
+    if len(name) <= width:
+        return name
+    head = (width - 1) * 3 // 5
+    return name[:head] + "…" + name[-(width - 1 - head):]
+
+
+def fmt_num(x) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.1f}"
+
+
+def fixed(x, decimals: int) -> str | None:
+    """A number to a fixed count of decimals (``12.3``); None when it was not measured."""
+    return None if x is None else f"{x:.{decimals}f}"
+
+
+def count(n) -> str:
+    """A count with thousands separators: ``12,345``."""
+    return f"{n:,}"
+
+
+def as_text(x) -> str:
+    """A value from the contract as the reports print it (``None`` as ``None``)."""
+    return str(x)

@@ -1,0 +1,362 @@
+"""The sections of the side artifacts in the report's view: topology, NCCL logs, serving, and the
+host profile (py-spy). Built by :func:`tracetriage.reports.view.report_view` like every other
+section: figures formatted once, the templates compute nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tracetriage.wording import as_text, count, fixed, ms, plural
+
+
+@dataclass(frozen=True, slots=True)
+class LinkCell:
+    """One cell of the GPU-to-GPU link matrix; ``speed`` is ``fast``, ``slow`` or empty."""
+    link: str
+    speed: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRow:
+    """One GPU of the topology matrix: its links to every GPU, its NUMA node, its CPU affinity."""
+    gpu: str
+    links: tuple[LinkCell, ...]
+    numa: str
+    cpu_affinity: str
+
+
+@dataclass(frozen=True, slots=True)
+class CrossingGroupView:
+    """A process group and the NVLink islands it spans."""
+    group: str
+    islands_spanned: str
+    worst_link: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyView:
+    """The node's topology: GPUs, NICs, NVLink/fabric islands, the recommended layout."""
+    path: str
+    gpu_labels: tuple[str, ...]
+    gpus: str
+    nics: str
+    islands: str
+    island_list: tuple[str, ...]
+    numa: str
+    crossing_groups: tuple[CrossingGroupView, ...]
+    recommendation: str | None
+    rows: tuple[TopologyRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CommunicatorView:
+    """One NCCL communicator as its log shows it (``nodes`` ``?`` where it was not logged)."""
+    comm: str
+    ranks: str
+    nodes: str
+    ranks_seen: str
+    init_complete: str
+    cuda_devs: str
+
+
+@dataclass(frozen=True, slots=True)
+class SlowPathView:
+    """An intra-node hop that goes through the host."""
+    from_dev: str
+    to_dev: str
+    via: str
+
+
+@dataclass(frozen=True, slots=True)
+class NcclWarningView:
+    """One WARN line of an NCCL log."""
+    time: str
+    host: str
+    pid: str
+    cuda_dev: str
+    location: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class NcclTestsView:
+    """The nccl-tests table of a log: message sizes, ranks, bus bandwidth (GB/s; ``avg_measured`` false when
+    the log gives no average)."""
+    name: str
+    sizes: str
+    ranks: str
+    max_busbw: str
+    avg_busbw: str
+    avg_measured: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NcclLogView:
+    """One NCCL log: library and version, communicators, transports per hop, slow hops, WARN lines."""
+    path: str
+    library: str
+    version: str | None
+    nccl_lines: str
+    communicators: tuple[CommunicatorView, ...]
+    transports: str
+    transports_dict: str
+    gdrdma: str
+    slow_paths: tuple[SlowPathView, ...]
+    warning_count: str
+    warnings: tuple[NcclWarningView, ...]
+    tests: NcclTestsView | None
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyRow:
+    """One latency metric at one side (client benchmark or server histogram)."""
+    metric: str
+    side: str
+    p50: str
+    p99: str
+    mean: str
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class SweepRow:
+    """One point of a benchmark sweep (``concurrency`` None: no concurrency cap)."""
+    rate: str
+    concurrency: str | None
+    throughput: str | None
+    ttft: str
+    tpot: str
+    itl_p99: str
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class StatsView:
+    """The engine's periodic stats lines, summarized."""
+    samples: str
+    running_mean: str
+    running_max: str
+    waiting_mean: str
+    waiting_max: str
+    waiting_share_pct: str
+    kv_usage_p50: str
+    kv_usage_max: str
+    gen_tps_mean: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaView:
+    """One replica's scheduler state."""
+    replica: str
+    running: str
+    waiting: str
+    kv_usage_pct: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServingCaptureView:
+    """One capture of the serving engine (a log, a /metrics scrape, a benchmark result) and its kind."""
+    path: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServingView:
+    """The serving engine: its captures, version and config, stats, latency percentiles (client and server
+    side), each --slo budget checked, Little's law, the TPOT fit, the sweep, the replicas."""
+    captures: tuple[ServingCaptureView, ...]
+    engine: str | None
+    version: str | None
+    config: tuple[str, ...]
+    stats: StatsView | None
+    latency_rows: tuple[LatencyRow, ...]
+    slo: tuple[str, ...]
+    littles_law: str | None
+    fit: str | None
+    sweep: tuple[SweepRow, ...]
+    replicas: tuple[ReplicaView, ...]
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadView:
+    """One thread of a py-spy dump: its innermost frame and that frame's caller."""
+    pid: str
+    process: str
+    thread: str
+    state: str
+    frame: str
+    caller: str
+
+
+@dataclass(frozen=True, slots=True)
+class HotFrameView:
+    """A frame of the py-spy profile: inclusive and own share of the non-idle samples (%)."""
+    frame: str
+    share_pct: str
+    self_pct: str
+    calls_sync: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileCaptureView:
+    """One py-spy capture."""
+    path: str
+    format: str
+    threads: str
+    idle_threads: str
+
+
+@dataclass(frozen=True, slots=True)
+class HostProfileView:
+    """The host profile (py-spy): samples, captures, the threads of a dump."""
+    samples: str
+    idle_samples: str
+    captures: tuple[ProfileCaptureView, ...]
+    snapshot_summary: str | None
+    threads: tuple[ThreadView, ...]
+
+
+def _link_speed(link: str) -> str:
+    """``fast`` for NVLink and fabric links, ``slow`` for hops through the host."""
+    if link.startswith("NV") or link in ("XGMI", "MX"):
+        return "fast"
+    return "slow" if link in ("SYS", "NODE", "PHB") else ""
+
+
+def topology_view(topo: dict | None) -> TopologyView | None:
+    if not topo:
+        return None
+    gpus = topo["gpus"]
+    rows = []
+    for a in gpus:
+        links = topo["links"][f"GPU{a}"]
+        numa = topo["numa"]
+        rows.append(TopologyRow(
+            gpu=f"GPU{a}",
+            links=tuple(LinkCell(link, _link_speed(link))
+                        for link in (links.get(f"GPU{b}", "X" if a == b else "?") for b in gpus)),
+            numa=("N/A" if numa[str(a)] is None else str(numa[str(a)])) if str(a) in numa else "",
+            cpu_affinity=as_text(topo["cpu_affinity"][str(a)]) if str(a) in topo["cpu_affinity"] else ""))
+    return TopologyView(
+        path=as_text(topo["path"]), gpu_labels=tuple(f"GPU{g}" for g in gpus), gpus=plural(len(gpus), "GPU"),
+        nics=plural(topo["nics"], "NIC"), islands=str(topo["islands"]), island_list=tuple(str(i) for i in topo["islands"]),
+        numa=", ".join(f"GPU{g}:{n}" for g, n in topo["numa"].items()),
+        crossing_groups=tuple(CrossingGroupView(as_text(g["group"]), as_text(g["islands_spanned"]), as_text(g["worst_link"]))
+                              for g in topo["crossing_groups"]),
+        recommendation=topo.get("recommendation") or None, rows=tuple(rows))
+
+
+def nccl_view(log: dict) -> NcclLogView:
+    tests = log["tests"]
+    return NcclLogView(
+        path=as_text(log["path"]), library=as_text(log["library"]), version=log["version"] or None,
+        nccl_lines=count(log["nccl_lines"]),
+        communicators=tuple(CommunicatorView(as_text(c["comm"]), as_text(c["nranks"]),
+                                             "?" if c["nnodes"] is None else str(c["nnodes"]), as_text(c["ranks_seen"]),
+                                             as_text(c["init_complete"]), ", ".join(map(str, c.get("cuda_devs") or [])))
+                            for c in log["communicators"]),
+        transports=", ".join(f"{k} {n}" for k, n in log["transports"].items()),
+        transports_dict=str(log["transports"]),  # as the Markdown page has always printed them
+        gdrdma=as_text(log["gdrdma_connections"]),
+        slow_paths=tuple(SlowPathView(as_text(hop["from_dev"]), as_text(hop["to_dev"]), as_text(hop["via"]))
+                         for hop in log["intra_node_slow_paths"]),
+        warning_count=str(len(log["warnings"])),
+        warnings=tuple(NcclWarningView(as_text(w.get("time") or ""), as_text(w["host"]), as_text(w["pid"]),
+                                       as_text(w["cuda_dev"]),
+                                       as_text(w.get("location") or ""), as_text(w["message"])) for w in log["warnings"]),
+        tests=NcclTestsView(as_text(tests["name"] or ""), as_text(tests["rows"]), as_text(tests["ranks"]),
+                            as_text(tests["max_busbw"]),
+                            as_text(tests["avg_busbw"]), bool(tests["avg_busbw"])) if tests["rows"] else None)
+
+
+def serving_view(srv: dict | None) -> ServingView | None:
+    """The serving section: latency percentiles (client and server side), Little's law, the sweep,
+    each --slo budget checked."""
+    from tracetriage.wording import slo_text
+
+    if not srv:
+        return None
+    stats = srv.get("stats")
+    return ServingView(
+        captures=tuple(ServingCaptureView(as_text(c["path"]), as_text(c["kind"])) for c in srv["captures"]),
+        engine=srv.get("engine") or None,
+        version=srv.get("version") or None, config=tuple(f"{k}={value}" for k, value in (srv.get("config") or {}).items()),
+        stats=StatsView(*(as_text(stats[k]) for k in ("samples", "running_mean", "running_max", "waiting_mean", "waiting_max",
+                                                    "waiting_share_pct", "kv_usage_p50", "kv_usage_max", "gen_tps_mean")))
+        if stats else None,
+        latency_rows=_latency_rows(srv.get("latency") or {}), slo=tuple(slo_text(c) for c in srv.get("slo_checks") or []),
+        littles_law=_littles_law(srv.get("littles_law") or {}), fit=_tpot_fit(srv.get("tpot_fit")),
+        sweep=tuple(_sweep_row(point) for point in (srv.get("bench") or [])[:30]),
+        replicas=tuple(ReplicaView(*(as_text(r[k]) if k in r else "" for k in ("replica", "running", "waiting", "kv_usage_pct")))
+                       for r in (srv.get("replicas") or [])[:32]),
+        warnings=tuple(as_text(w) for w in srv.get("warnings") or []))
+
+
+def _latency_rows(latency: dict) -> tuple[LatencyRow, ...]:
+    """The client benchmark's percentiles, then the server's /metrics histograms (``>`` a lower bound)."""
+    rows = []
+    for metric, c in latency.get("client", {}).items():
+        if metric == "record":
+            continue
+        rows.append(LatencyRow(metric.upper(), "client (benchmark)", ms(c.get("median") or c.get("p50")), ms(c.get("p99")),
+                               ms(c.get("mean")), f"max {ms(c['max'])}" if c.get("max") else ""))
+    for metric, h in latency.get("server", {}).items():
+        def q(name, h=h):
+            x = h.get(name)
+            return "n/a" if not x else (">" if x["lower_bound"] else "") + ms(x["value_ms"])
+        res = [f"{k} ±{h[k]['resolution_ms']:g} ms" for k in ("p50", "p99") if h.get(k) and h[k].get("resolution_ms")]
+        rows.append(LatencyRow(metric.upper(), "server (/metrics histogram)", q("p50"), q("p99"), ms(h.get("mean_ms")),
+                               f"{h['count']:,.0f} requests; bucket resolution " + (", ".join(res) if res else "n/a")))
+    return tuple(rows)
+
+
+def _littles_law(law: dict) -> str | None:
+    """Little's law on the serving figures: arrival rate against capacity, requests in the system."""
+    parts = []
+    if law.get("arrival_rate_rps") is not None:
+        parts.append(f"arrival {law['arrival_rate_rps']:g} req/s vs capacity {law['capacity_rps']:g} req/s")
+    if law.get("in_system") is not None:
+        parts.append(f"requests in the system L = {law['in_system']:g}"
+                     + (f" = throughput x time in system ({law['time_in_system_s']:g} s)" if law.get("time_in_system_s") else ""))
+    return "Little's law (L = λ·W): " + "; ".join(parts) + f" — {law.get('source')}" if parts else None
+
+
+def _tpot_fit(fit: dict | None) -> str | None:
+    """TPOT against the running batch: the line fitted, or why there is none."""
+    if not fit:
+        return None
+    if fit.get("model", True):
+        return (f"TPOT = {fit['a_ms']:.2f} ms + {fit['b_ms_per_seq']:.3f} ms x running (r² {fit['r2']:.2f}, "
+                f"{fit['points']} points, {fit['source']})")
+    return f"TPOT against the running batch: no model ({fit['rejected']}; {fit['points']} points, {fit['source']})"
+
+
+def _sweep_row(point: dict) -> SweepRow:
+    rate = point.get("request_rate")
+    return SweepRow(rate="inf" if isinstance(rate, float) and rate == float("inf") else as_text(rate),
+                    concurrency=None if point.get("max_concurrency") is None else as_text(point["max_concurrency"]),
+                    throughput=fixed(point.get("request_throughput") or None, 2), ttft=ms(point.get("mean_ttft_ms")),
+                    tpot=ms(point.get("mean_tpot_ms")), itl_p99=ms(point.get("p99_itl_ms")), group=point.get("group") or "")
+
+
+def host_profile_view(profile: dict | None) -> HostProfileView | None:
+    if not profile:
+        return None
+    snapshot = profile.get("snapshot") or []
+    active = [x for x in snapshot if not x["idle"]]
+    frames: dict[str, int] = {}
+    for thread in active:
+        frames[thread["frame"]] = frames.get(thread["frame"], 0) + 1
+    summary = None
+    if active:
+        frame, n = max(frames.items(), key=lambda kv: kv[1])
+        summary = f"{n} of {len(active)} active threads are in {frame}"
+    return HostProfileView(
+        samples=count(profile["total_samples"]), idle_samples=count(profile["idle_samples"]),
+        captures=tuple(ProfileCaptureView(as_text(c["path"]), as_text(c["format"]), plural(c["threads"], "thread"),
+                                          as_text(c["idle_threads"])) for c in profile["captures"]),
+        snapshot_summary=summary,
+        threads=tuple(ThreadView(as_text(x["pid"] or "?"), x["process"][:40], as_text(x["thread"]),
+                                 "idle" if x["idle"] else "active",
+                                 as_text(x["frame"]), as_text(x["caller"])) for x in snapshot[:16]))
