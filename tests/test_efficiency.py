@@ -855,7 +855,7 @@ def test_decode_roofline_draws_every_roof_its_legend_names(generated):
 
 def test_one_preemption_is_singular():
     from tracetriage.analyzers.rules import Context
-    from tracetriage.analyzers.rules.serving import rule_memory_pressure
+    from tracetriage.analyzers.rules.memory import rule_memory_pressure
     serving = {"memory": {"preemptions": 1, "retractions": 0}, "stats": {}}
     f = rule_memory_pressure(Context(case=None, data={"serving": serving}, per_trace=[]))
     text = " ".join(row.text for row in (f.evidence if f else ()))
