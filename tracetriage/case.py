@@ -82,7 +82,7 @@ _ROCM_TOPO = re.compile(r"=+\s*ROCm System Management Interface\s*=+|Weight betw
 # nccl-tests output; prose that merely mentions NCCL (a README) does not match.
 _NCCL = re.compile(
     r":\d+:\d+ \[\d+\] (?:\S+ )?NCCL (?:INFO|WARN|ERROR)|^(?:NCCL|RCCL) version \S+|^#?\s*out-of-place\s+in-place"
-    r"|^#?\s*nThread \d+ nGpus \d+|^\S*\w+_perf -b \S+ -e ",
+    r"|^#?\s*nThread \d+ nGpus \d+|^\S*\w_perf -b \S+ -e ",  # \S*\w, not \S*\w+: linear on a long line
     re.M,
 )
 _SERVING = re.compile(
