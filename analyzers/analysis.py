@@ -281,12 +281,6 @@ def _tp_groups(devices: list[DeviceMetrics]) -> list[list[int]]:
     return [gpus] if len(gpus) > 1 else []
 
 
-def _trace_metrics(trace: Trace, index: int, multi: bool, step_range: str | None, metrics=None) -> TraceMetrics:
-    """analyze_trace's metrics of one trace, or what ``metrics`` (a function of the same
-    arguments, e.g. one served from a cache by the caller) gives for it."""
-    return (metrics or analyze_trace)(trace, index, multi, step_range)
-
-
 def _skew(per_trace: list[TraceMetrics]) -> dict | None:
     """Collective skew over every device of the case. Devices of different traces are
     compared only when the traces' windows overlap (one clock); otherwise per trace."""
@@ -339,8 +333,11 @@ def _serving(case, slo: dict | None) -> dict | None:
     if not getattr(case, "serving", None):
         return None
     from tracetriage.analyzers import serving as serving_mod
+    from tracetriage.analyzers.rules.serving import judged_fit
 
     summary = serving_mod.summary(case.serving).to_contract()
+    if summary.get("tpot_fit"):  # judged here, once: no rule writes into the serving block
+        summary["tpot_fit"] = judged_fit(summary["tpot_fit"])
     if slo:
         from tracetriage.analyzers.rules.slo import slo_checks
 
@@ -382,7 +379,8 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     multi, step_range)`` gives each trace's metrics (default :func:`analyze_trace`; the API
     passes its Runtime's memoised one)."""
     multi = len(case.traces) > 1
-    per_trace = [_trace_metrics(t, i, multi, step_range, metrics) for i, t in enumerate(case.traces)]
+    measure = metrics or analyze_trace  # the caller's memoised analyze_trace, when it has one
+    per_trace = [measure(trace, index, multi, step_range) for index, trace in enumerate(case.traces)]
     devices = [device for trace in per_trace for device in trace.devices]
     processes = [process for trace in per_trace for process in trace.processes]
     host_profile = HostProfile.of(case.pyspy) if case.pyspy else None

@@ -163,27 +163,13 @@ def _exit_status(exc: SystemExit, stderr) -> int:
     return 1
 
 
-# Process globals the CLI sets (the analysis cache of --cache-dir / --no-cache, the exporter of --nsys):
-# (module, attribute, its value in a fresh process); a module that no longer has the attribute is skipped.
-_CLI_GLOBALS = (("tracetriage.cache", "_ACTIVE", None), ("tracetriage.parsers.reports", "_NSYS_OVERRIDE", None))
-
-
 @contextlib.contextmanager
 def _as_a_fresh_process(cwd):
     """Run the CLI in ``cwd`` with the state a fresh process starts with, and put back what it changes:
-    the working directory, the environment (``--nsys`` sets NSYS), the warnings filters (main ignores
-    warnings), the SIGTERM handler and the globals of :data:`_CLI_GLOBALS`. Context variables (the
-    capture kind) stay inside the call: it runs in a copy of the context."""
-    import importlib
-
+    the working directory, the environment, the warnings filters (main ignores warnings) and the
+    SIGTERM handler. The CLI keeps no other process state: the cache and nsys travel in its Runtime."""
     saved_cwd, saved_environ = os.getcwd(), dict(os.environ)
     saved_sigterm = signal.getsignal(signal.SIGTERM)
-    saved_globals = []
-    for module_name, attribute, fresh in _CLI_GLOBALS:
-        module = importlib.import_module(module_name)
-        if hasattr(module, attribute):
-            saved_globals.append((module, attribute, getattr(module, attribute)))
-            setattr(module, attribute, fresh)
     try:
         with warnings.catch_warnings():
             if cwd is not None:
@@ -195,8 +181,6 @@ def _as_a_fresh_process(cwd):
         os.environ.update(saved_environ)
         if saved_sigterm is not None:
             signal.signal(signal.SIGTERM, saved_sigterm)
-        for module, attribute, value in saved_globals:
-            setattr(module, attribute, value)
 
 
 # --- the JSON contract, checked on every analysis the suite produces -------------------------

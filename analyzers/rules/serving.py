@@ -209,14 +209,16 @@ def fit_rejected(fit: dict | None) -> str | None:
     return None
 
 
+def judged_fit(fit: dict) -> dict:
+    """The fit with its verdict on it (``model``: shown as a model or not, ``rejected``: why not),
+    so every rule and view reads the same; analysis puts it in the serving block once."""
+    why = fit_rejected(fit)
+    return {**fit, "model": why is None, "rejected": why}
+
+
 def judge_fit(serving: dict) -> dict | None:
-    """The fit with its verdict written on it (``model``: shown as a model or not, ``rejected``:
-    why not), so every view says the same; None without a fit."""
-    fit = serving.get("tpot_fit")
-    if fit:
-        why = fit_rejected(fit)
-        fit["model"], fit["rejected"] = why is None, why
-    return fit
+    """The serving block's judged fit (:func:`judged_fit`), None without one."""
+    return serving.get("tpot_fit")
 
 
 def budgets_break_at(fit: dict) -> list[tuple[float, float]]:
