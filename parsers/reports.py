@@ -104,6 +104,13 @@ def export_nsys_report(report: Path, head: bytes, workdir: Path, exporter: Expor
     # the command as the user runs it, from the directory they ran tracetriage in: the report's
     # path as given (its folder kept), quoted for the shell
     suggested = shlex.quote(str(report.with_suffix(".sqlite")))
+    if nsys is None and exporter.nsys:  # the user named one: say what is wrong with it
+        given = Path(exporter.nsys)
+        problem = ("does not exist" if not given.exists()
+                   else "is a folder without an nsys in it" if given.is_dir() else "is not executable")
+        raise UnsupportedInputError(
+            report, f"Nsight Systems report (version {version or 'unknown'}) needs exporting and the nsys given "
+                    f"({exporter.nsys}, from --nsys or $NSYS) {problem}")
     if nsys is None:
         raise UnsupportedInputError(
             report, f"Nsight Systems report (version {version or 'unknown'}) needs exporting and no nsys was found: run "

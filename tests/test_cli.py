@@ -65,7 +65,7 @@ def test_output_path_problems_are_one_line_exit_7(tmp_path):
     assert p.returncode == 7 and "is a directory" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     (tmp_path / "afile").write_text("x")
     p = run_cli("analyze", BUNDLES / "healthy", "-o", tmp_path / "afile" / "r.html")
-    assert p.returncode == 7 and "cannot make folder" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert p.returncode == 7 and "afile is a file, not a folder" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     assert "internal error" not in p.stderr
 
 

@@ -3,15 +3,18 @@
 Refused, with the reason, before anything is written: absolute member paths, members
 that climb out with ``..``, symbolic or hard links, device files, more than
 MAX_MEMBERS members, or more than MAX_TOTAL_BYTES uncompressed (declared sizes are
-checked up front and actual bytes while copying, so a lying header cannot bomb).
+checked up front and actual bytes while copying, so a lying header cannot bomb; a tar.gz may not
+inflate past MAX_RATIO times its own size, and no extraction runs past MAX_EXTRACT_SECONDS).
 Everything lands under the destination directory.
 """
 
 from __future__ import annotations
 
+import io
 import re
 import shutil
 import tarfile
+import time
 import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
@@ -22,6 +25,7 @@ from tracetriage.errors import ArchiveError
 MAX_MEMBERS = 10_000
 MAX_TOTAL_BYTES = 8 * 1024**3  # real capture bundles are a few GiB; more is refused, not spilled to disk
 MAX_RATIO = 200  # SQLite exports compress ~5-20x; a 200x member is a bomb
+MAX_EXTRACT_SECONDS = 300.0  # a bundle of a few GiB inflates in well under a minute; longer is refused
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")
 SQLITE_MAGIC_LEN = 16
 
@@ -87,15 +91,38 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {' '.join(text.split())}"
 
 
-def _copy_limited(src, dst_path: Path, budget: list[int], archive: Path, name: str, packed: int | None) -> None:
+class _Budget:
+    """What an extraction may still spend: bytes (the total limit, and MAX_RATIO times the
+    archive's own size when its members do not say their compressed size, as a tar.gz does)
+    and time (MAX_EXTRACT_SECONDS), so that neither a lying header nor a stream of zeros
+    inflates for long."""
+
+    def __init__(self, archive: Path, max_bytes: int, ratio_of: int | None):
+        self.archive = archive
+        self.left = max_bytes
+        self.written = 0
+        self.ratio_limit = None if ratio_of is None else max(1 << 24, MAX_RATIO * max(ratio_of, 1))
+        self.deadline = time.monotonic() + MAX_EXTRACT_SECONDS
+
+    def spend(self, n: int) -> None:
+        self.left -= n
+        self.written += n
+        if self.left < 0:
+            raise ArchiveError(self.archive, f"refused: archive inflates past {MAX_TOTAL_BYTES >> 30} GiB")
+        if self.ratio_limit is not None and self.written > self.ratio_limit:
+            raise ArchiveError(self.archive, f"refused: the archive inflates more than {MAX_RATIO}x its size "
+                                             f"(a compression bomb)")
+        if time.monotonic() > self.deadline:
+            raise ArchiveError(self.archive, f"refused: extracting took longer than {MAX_EXTRACT_SECONDS:.0f} s")
+
+
+def _copy_limited(src, dst_path: Path, budget: _Budget, archive: Path, name: str, packed: int | None) -> None:
     dst_path.parent.mkdir(parents=True, exist_ok=True)
     written = 0
     with open(dst_path, "wb") as out:
         while chunk := src.read(1 << 20):
-            budget[0] -= len(chunk)
+            budget.spend(len(chunk))
             written += len(chunk)
-            if budget[0] < 0:
-                raise ArchiveError(archive, f"refused: archive inflates past {MAX_TOTAL_BYTES >> 30} GiB")
             if packed is not None and written > (1 << 24) and written > MAX_RATIO * max(packed, 1):
                 raise ArchiveError(archive, f"refused: member {name!r} inflates more than {MAX_RATIO}x (a compression bomb)")
             out.write(chunk)
@@ -134,7 +161,7 @@ def _zip_members(zf: zipfile.ZipFile, archive: Path, max_members: int) -> list[_
     ]
 
 
-def _extract_members(archive: Path, dest: Path, members: list[_Member], max_bytes: int) -> Path:
+def _extract_members(archive: Path, dest: Path, members: list[_Member], max_bytes: int, ratio_of: int | None) -> Path:
     """Check every member first (nothing is written for a refused archive), then copy
     with a byte budget that also catches a header lying about sizes."""
     total = 0
@@ -150,7 +177,7 @@ def _extract_members(archive: Path, dest: Path, members: list[_Member], max_byte
             raise ArchiveError(archive, f"refused: member {m.name!r} declares {m.size:,} bytes from {m.packed:,} "
                                         f"compressed (over {MAX_RATIO}x: a compression bomb)")
     dest.mkdir(parents=True, exist_ok=True)
-    budget = [max_bytes]
+    budget = _Budget(archive, max_bytes, ratio_of)
     try:
         for m in members:
             target = dest.joinpath(*_safe_name(archive, m.name).parts)
@@ -175,9 +202,11 @@ def _extract_members(archive: Path, dest: Path, members: list[_Member], max_byte
 
 def _extract_tar(archive: Path, dest: Path, max_members: int, max_bytes: int) -> Path:
     with tarfile.open(archive, "r:*") as tf:
-        return _extract_members(archive, dest, _tar_members(tf, archive, max_members), max_bytes)
+        compressed = not isinstance(tf.fileobj, io.BufferedReader)  # gz/bz2/xz: members do not say their packed size
+        return _extract_members(archive, dest, _tar_members(tf, archive, max_members), max_bytes,
+                                archive.stat().st_size if compressed else None)
 
 
 def _extract_zip(archive: Path, dest: Path, max_members: int, max_bytes: int) -> Path:
     with zipfile.ZipFile(archive) as zf:
-        return _extract_members(archive, dest, _zip_members(zf, archive, max_members), max_bytes)
+        return _extract_members(archive, dest, _zip_members(zf, archive, max_members), max_bytes, None)

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sys
 import time
 import traceback
@@ -34,10 +35,11 @@ from pathlib import Path
 
 from tracetriage import __version__
 from tracetriage.analyzers.compare import SERIES_FIGURES
-from tracetriage.errors import ArchiveError, TraceTriageError
+from tracetriage.errors import ArchiveError, MissingDataError, TraceTriageError
 from tracetriage.runtime import Options, Runtime
 
 DEFAULT_CASE_TIMEOUT_S = 600.0
+DASK_CONNECT_TIMEOUT_S = 10.0  # a scheduler on the cluster answers in well under a second
 TRACE_KINDS = ("nsys", "nsys_rep", "rocpd", "rpd", "gzip_sqlite", "rocprof_csv", "kineto", "rocprof_json")
 SIDE_KINDS = ("topology", "rocm_topology", "nccl", "pyspy", "serving")
 CAPTURE_SUFFIXES = (".sqlite", ".sqlite3", ".db", ".rpd", ".nsys-rep", ".qdrep", ".gz")
@@ -61,6 +63,7 @@ class BatchResult:
     failed: int = 0
     not_run: int = 0
     seconds: float = 0.0
+    skipped: list[str] = field(default_factory=list)  # inputs that held no capture
 
 
 def _slug(text: str) -> str:
@@ -88,6 +91,8 @@ def expand_inputs(inputs: list[str]) -> list[Path]:
             out.extend(Path(h) for h in hits)
             if not hits:
                 raise TraceTriageError(item, "the pattern matches no file")
+        elif not os.path.lexists(item):  # as a pattern that matches nothing: the input is missing
+            raise TraceTriageError(item, "no such file or directory")
         else:
             out.append(Path(item))
     return out
@@ -390,9 +395,14 @@ def run_batch(inputs: list[str], outdir: str, options: Options = Options(), runt
     options = {k: v for k, v in (("step_range", options.step_range), ("symptom", options.symptom), ("slo", dict(options.slo)),
                                  ("perfetto_window", list(perfetto_window) if perfetto_window else None)) if v}
     out = Path(outdir)
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     specs = discover(inputs, out)
-    result = BatchResult(outdir=str(out))
+    if not specs:
+        if made:
+            shutil.rmtree(out, ignore_errors=True)
+        raise MissingDataError(", ".join(inputs), "nothing to analyze: no capture found (no trace, bundle or archive)")
+    result = BatchResult(outdir=str(out), skipped=_without_case(inputs, specs))
     todo = []
     by_id = {}
     for s in specs:
@@ -424,6 +434,16 @@ def run_batch(inputs: list[str], outdir: str, options: Options = Options(), runt
     return result
 
 
+def _without_case(inputs: list[str], specs: list[CaseSpec]) -> list[str]:
+    """The inputs (after glob expansion) that gave no case: a folder of notes, a file batch does not read."""
+    labels = [spec.label for spec in specs]
+
+    def gave_case(path: str) -> bool:
+        return any(label == path or label.startswith((path + "/", path + "!")) for label in labels)
+
+    return [str(path) for path in expand_inputs(inputs) if not gave_case(str(path))]
+
+
 def _execute(todo: list[CaseSpec], out: Path, runtime: Runtime, options: dict, progress: bool,
              case_timeout: float | None = None):
     if not todo:
@@ -435,8 +455,10 @@ def _execute(todo: list[CaseSpec], out: Path, runtime: Runtime, options: dict, p
         if runtime.dask_address:
             from dask.distributed import Client, as_completed
 
-            with Client(runtime.dask_address) as client:
-                futures = client.map(analyze_case, payload, outdir=str(out), options=options, settings=settings,
+            # the workers do not share the client's working directory: every path they get is absolute
+            payload = [{**spec, "paths": [os.path.abspath(path) for path in spec["paths"]]} for spec in payload]
+            with _client(Client, runtime.dask_address) as client:
+                futures = client.map(analyze_case, payload, outdir=str(out.resolve()), options=options, settings=settings,
                                      timeout_s=case_timeout, pure=False)
                 for fut in as_completed(futures):
                     bar.update(1)
@@ -459,6 +481,21 @@ def _execute(todo: list[CaseSpec], out: Path, runtime: Runtime, options: dict, p
                     f.cancel()
     finally:
         bar.close()
+
+
+def _client(client_class, address: str):
+    """A Dask client of the scheduler at ``address``; one that cannot be reached is the user's
+    error (a wrong address, a scheduler not started), said in one line."""
+    from tracetriage.errors import UsageError
+
+    try:
+        return client_class(address, timeout=DASK_CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError) as exc:
+        raise UsageError(address, f"cannot reach the Dask scheduler ({one_line_reason(exc)})") from None
+
+
+def one_line_reason(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _bar(total: int, progress: bool):

@@ -177,6 +177,8 @@ def _format_for(args) -> str:
         return args.format
     if args.output:
         ext = Path(args.output).suffix.lower()
+        if not ext:  # a plain name: the default format, as on standard output
+            return "text"
         if ext not in OUTPUT_EXTENSIONS:
             raise UsageError(None, f"-o {args.output}: unknown report extension {ext or '(none)'!r}; use .html, .md, .json "
                                    "or .txt, or give --format html|md|json|text")
@@ -195,6 +197,9 @@ def _check_output(args) -> None:
     out = Path(args.output)
     if out.is_dir():
         raise OutputError(out, "cannot write the report: it is a directory")
+    blocking = next((folder for folder in reversed(out.parents) if folder.exists() and not folder.is_dir()), None)
+    if blocking is not None:
+        raise OutputError(out, f"cannot write the report: {blocking} is a file, not a folder")
     try:  # a missing folder is made, as batch -o makes its own
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -214,7 +219,21 @@ def _emit(args, text: str, summary: str) -> None:
         note = f"tracetriage: wrote {args.output}: {one_line(summary)}"
         print(note.encode("utf-8", "replace").decode("utf-8"), file=sys.stderr)
     else:
+        _to_stdout(text)
+
+
+def _to_stdout(text: str) -> None:
+    """The report on standard output, flushed here so that a full disk or a closed device is
+    the report's error (exit 7), never an internal one or a silent exit 0 at shutdown."""
+    from tracetriage.errors import OutputError
+
+    try:
         sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError("standard output", f"cannot write the report: {exc.strerror or exc}") from None
 
 
 PROGRESS_AFTER_S = 2.0
@@ -242,12 +261,19 @@ def _check_one_run(case) -> None:
     check_one_run(case)
 
 
-def _fails(findings, fail_on: str | None) -> bool:
-    """--fail-on: a finding (other than healthy) at or above that severity."""
+def _matched(findings, fail_on: str | None) -> list[str]:
+    """--fail-on: the findings (other than healthy) at or above that severity, as ``SEVERITY id``."""
     if not fail_on:
-        return False
+        return []
     limit = SEVERITIES.index(fail_on)
-    return any(SEVERITIES.index(f["severity"]) >= limit and f["id"] != "healthy" for f in findings)
+    return [f"{finding['severity']} {finding['id']}" for finding in findings
+            if SEVERITIES.index(finding["severity"]) >= limit and finding["id"] != "healthy"]
+
+
+def _fail_on_note(fail_on: str, matched: list[str], case: str | None = None) -> None:
+    """The line that says why --fail-on gave exit 5: what matched (and in which case, for batch)."""
+    where = f"{case}: " if case else ""
+    print(one_line(f"tracetriage: --fail-on {fail_on} matched: {where}{', '.join(matched)}"), file=sys.stderr)
 
 
 def _distinct_paths(paths: list[str]) -> list[str]:
@@ -299,7 +325,11 @@ def cmd_analyze(args) -> int:
         _perfetto_export(case, analysis, export_to, window)
     if fmt != "perfetto":
         _emit(args, render(analysis, fmt, runtime.cache), analysis.headline)
-    return EXIT_FAIL_ON if _fails(analysis.findings, args.fail_on) else EXIT_OK
+    matched = _matched(analysis.findings, args.fail_on)
+    if matched:
+        _fail_on_note(args.fail_on, matched)
+        return EXIT_FAIL_ON
+    return EXIT_OK
 
 
 def parse_perfetto_window(text: str | None) -> tuple[str, int]:
@@ -407,9 +437,11 @@ def cmd_batch(args) -> int:
     _batch_note(result, args.output)
     if (result.failed or result.not_run) and not args.exit_zero:
         return EXIT_BATCH_FAILED
-    if any(_fails(record.get("findings") or [], args.fail_on) for record in result.records):
-        return EXIT_FAIL_ON
-    return EXIT_OK
+    failing = [(record["path"], _matched(record.get("findings") or [], args.fail_on)) for record in result.records]
+    failing = [(case, matched) for case, matched in failing if matched]
+    for case, matched in failing:
+        _fail_on_note(args.fail_on, matched, case)
+    return EXIT_FAIL_ON if failing else EXIT_OK
 
 
 def _batch_note(result, outdir: str) -> None:
@@ -420,6 +452,9 @@ def _batch_note(result, outdir: str) -> None:
     for record in result.records:
         if record["status"] != "ok":
             print(f"tracetriage: {record['status']}: {one_line(str(record['error']))}", file=sys.stderr)
+    for path in result.skipped:
+        print(f"tracetriage: skipped: {one_line(path)}: no capture batch reads (trace, bundle or archive) in it",
+              file=sys.stderr)
 
 
 def cmd_compare(args) -> int:

@@ -78,7 +78,7 @@ class Runtime:
 
     def settings(self) -> dict:
         """What a worker process needs to rebuild this Runtime (:meth:`from_settings`): plain, picklable values."""
-        return {"cache_dir": str(self.cache.dir) if self.cache is not None else None, "nsys": self.nsys,
+        return {"cache_dir": os.path.abspath(self.cache.dir) if self.cache is not None else None, "nsys": self.nsys,
                 "nsys_timeout_s": self.nsys_timeout_s}
 
     @classmethod
