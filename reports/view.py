@@ -335,7 +335,10 @@ def _window(window: dict | None) -> WindowView | None:
 
 
 def _input(entry: dict) -> InputView:
-    return InputView(path=entry["path"], kind=entry["kind"], version=as_text(entry["version"]) if entry.get("version") else None,
+    version = as_text(entry["version"]) if entry.get("version") else None
+    if version and version.startswith(f"{entry['kind']} "):  # "rocpd schema 3" beside the kind rocpd: said once
+        version = version[len(entry["kind"]) + 1:]
+    return InputView(path=entry["path"], kind=entry["kind"], version=version,
                      counts=", ".join(f"{k} {count(n)}" for k, n in (entry.get("counts") or {}).items()),
                      warnings=tuple(entry.get("warnings") or ()))
 

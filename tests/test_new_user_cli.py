@@ -171,3 +171,10 @@ def test_an_unreachable_dask_scheduler_is_a_usage_error(tmp_path, monkeypatch):
     monkeypatch.setattr(tracetriage.batches, "DASK_CONNECT_TIMEOUT_S", 2.0)
     proc = run_cli("batch", EAGER, "-o", tmp_path / "out", "--dask", "tcp://127.0.0.1:1", "--no-progress", "--no-cache")
     _one_error_line(proc, EXIT_USAGE, "tcp://127.0.0.1:1: cannot reach the Dask scheduler")
+
+
+def test_the_input_line_says_the_format_once():
+    """Item 26: a rocpd input reads `[rocpd schema 3]`, not `[rocpd rocpd schema 3]` (the JSON keeps the version as read)."""
+    proc = run_cli("analyze", BUNDLES / "graph_decode_rocpd", "--no-cache")
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("input"))
+    assert "[rocpd schema 3]" in line and "rocpd rocpd" not in line, line
