@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import unquote, urlparse
 
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, ClientCapabilities, RootsCapability, TextContent
+from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
+from mcp.types import CallToolResult, ListRootsResult, TextContent
 from pydantic import Field
 
 from tracetriage import __version__
@@ -389,23 +389,14 @@ class Server:
     settings: dict
     worker: Worker
 
-    async def roots_of(self, ctx: Context) -> Roots:
-        """The ``--root`` folders and the client's MCP roots (file URIs); the working directory when
-        neither names one."""
-        import warnings
-
-        granted = []
-        session = ctx.session
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # roots are deprecated in the newest protocol, still what clients send
-                if session.check_client_capability(ClientCapabilities(roots=RootsCapability())):
-                    listed = await session.list_roots()
-                    granted = [unquote(urlparse(str(root.uri)).path) for root in listed.roots
-                               if str(root.uri).startswith("file:")]
-        except Exception:  # noqa: BLE001 - a client that cannot list its roots grants none
-            pass
-        names = list(self.roots) + [name for name in granted if Path(name).is_dir()]
+    def roots_of(self, granted: ListRootsResult | None) -> Roots:
+        """The ``--root`` folders and the folders of the client's MCP roots (file URIs); the working
+        directory when neither names one."""
+        names = list(self.roots)
+        for root in granted.roots if granted is not None else []:
+            uri = str(root.uri)
+            if uri.startswith("file:") and Path(unquote(urlparse(uri).path)).is_dir():
+                names.append(unquote(urlparse(uri).path))
         return Roots.of(names or [os.getcwd()])
 
     async def run(self, ctx: Context, tool: str, arguments: dict) -> CallToolResult:
@@ -468,6 +459,14 @@ Symptom = Annotated[str | None, Field(description="the axis whose findings rank 
                                                   "tpot, oom or cost")]
 Slo = Annotated[str | None, Field(description="latency budgets in ms, e.g. 'ttft_p95_ms=800,tpot_p95_ms=50'")]
 StepRange = Annotated[str | None, Field(description="a regular expression naming the NVTX/roctx ranges that mark one step")]
+def client_roots(ctx: Context) -> ListRoots | None:
+    """The request for the client's MCP roots, when it declares the roots capability (the SDK
+    sends it as the protocol version wants: mid-call, or as input the client's retry answers)."""
+    capabilities = ctx.client_capabilities
+    return ListRoots() if capabilities is not None and capabilities.roots is not None else None
+
+
+Granted = Annotated[ListRootsResult | None, Resolve(client_roots)]
 Format = Annotated[Literal["html", "md"] | None, Field(description="also write the rendered report (needs output)")]
 Output = Annotated[str | None, Field(description="where the report goes: under a root, not beside an input")]
 
@@ -479,11 +478,11 @@ def build(server: Server) -> MCPServer:
         "(findings with impact and its denominator, falsifiers, abstentions) as structured content and the headline as "
         "text. Paths are read only under the granted roots; reports are written only when format and output are given."))
 
-    async def guarded(ctx: Context, tool: str, prepare) -> CallToolResult:
+    async def guarded(ctx: Context, granted: ListRootsResult | None, tool: str, prepare) -> CallToolResult:
         """Check the call's paths against the roots (``prepare``: roots -> the worker's arguments),
         then run it; any refusal is a one-line error result."""
         try:
-            arguments = prepare(await server.roots_of(ctx))
+            arguments = prepare(server.roots_of(granted))
         except Exception as exc:  # noqa: BLE001 - every failure is a one-line result
             return error_result(exc)
         return await server.run(ctx, tool, arguments)
@@ -495,8 +494,8 @@ def build(server: Server) -> MCPServer:
         return {"symptom": symptom, "slo": slo, "step_range": step_range}
 
     @mcp.tool()
-    async def analyze(paths: Paths, ctx: Context, symptom: Symptom = None, slo: Slo = None, step_range: StepRange = None,
-                      format: Format = None, output: Output = None) -> CallToolResult:
+    async def analyze(paths: Paths, ctx: Context, granted: Granted, symptom: Symptom = None, slo: Slo = None,
+                      step_range: StepRange = None, format: Format = None, output: Output = None) -> CallToolResult:
         """Analyze the paths as one case (a trace, a bundle folder, artifacts): the analysis contract
         (tracetriage.analysis/1: findings, abstentions, devices, serving) and its headline."""
         def prepare(roots: Roots) -> dict:
@@ -505,13 +504,13 @@ def build(server: Server) -> MCPServer:
             read = [roots.readable(path) for path in paths]
             return {"paths": read, **options, "format": fmt, "output": roots.writable(output, read) if fmt else None}
 
-        return await guarded(ctx, "analyze", prepare)
+        return await guarded(ctx, granted, "analyze", prepare)
 
     @mcp.tool()
     async def compare(before: Annotated[str, Field(description="the capture before the change: a trace, bundle folder or "
                                                                "saved analysis.json")],
                       after: Annotated[str, Field(description="the capture after the change (the same kinds)")],
-                      ctx: Context,
+                      ctx: Context, granted: Granted,
                       threshold: Annotated[float, Field(description="the smallest step-time change that counts, in % of "
                                                                     "the before step")] = 5.0,
                       symptom: Symptom = None, slo: Slo = None, step_range: StepRange = None, format: Format = None,
@@ -525,11 +524,11 @@ def build(server: Server) -> MCPServer:
             return {"before": read[0], "after": read[1], "threshold": threshold, **options, "format": fmt,
                     "output": roots.writable(output, read) if fmt else None}
 
-        return await guarded(ctx, "compare", prepare)
+        return await guarded(ctx, granted, "compare", prepare)
 
     @mcp.tool()
     async def trend(batch_dir: Annotated[str, Field(description="a batch output folder (it holds summary.parquet)")],
-                    ctx: Context, order_by: Literal["time", "name"] = "time",
+                    ctx: Context, granted: Granted, order_by: Literal["time", "name"] = "time",
                     group_by: Annotated[str | None, Field(description="an extra group key: a path component index (-2: "
                                                                       "the folder holding the case) or tag:FILE")] = None,
                     threshold: Annotated[float, Field(description="the practical minimum of a change, in % of the "
@@ -546,13 +545,13 @@ def build(server: Server) -> MCPServer:
             return {"batch_dir": folder, "order_by": order_by, "group_by": group_by, "threshold": threshold, "baseline": baseline,
                     "gate": gate, "format": fmt, "output": roots.writable(output, [folder]) if fmt else None}
 
-        return await guarded(ctx, "trend", prepare)
+        return await guarded(ctx, granted, "trend", prepare)
 
     @mcp.tool()
     async def batch(inputs: Annotated[list[str], Field(description="folders, trace files or archives under the roots")],
                     outdir: Annotated[str, Field(description="where the case reports, index.html and the parquet tables "
                                                              "go: under a root, not inside or beside an input")],
-                    ctx: Context,
+                    ctx: Context, granted: Granted,
                     reports: Annotated[bool, Field(description="also list each case's findings and the paths of its "
                                                                "report.html and analysis.json")] = False,
                     force: Annotated[bool, Field(description="re-analyze cases whose files did not change")] = False,
@@ -564,7 +563,7 @@ def build(server: Server) -> MCPServer:
             read = [roots.readable(item) for item in inputs]
             return {"inputs": read, "outdir": roots.writable(outdir, read), "reports": reports, "force": force, **options}
 
-        return await guarded(ctx, "batch", prepare)
+        return await guarded(ctx, granted, "batch", prepare)
 
     @mcp.tool(name="explain")
     async def explain_tool(finding_id: Annotated[str, Field(description="a finding id, e.g. launch_bound")]) -> CallToolResult:
@@ -577,7 +576,7 @@ def build(server: Server) -> MCPServer:
             return error_result(exc)
 
     @mcp.tool()
-    async def capture_advice(ctx: Context,
+    async def capture_advice(ctx: Context, granted: Granted,
                              abstention: Annotated[str | None, Field(description="an abstention's analysis name, e.g. "
                                                                                  "steps, gap_causes, host_frames")] = None,
                              paths: Annotated[list[str] | None, Field(description="the capture that abstained: its "
@@ -593,7 +592,7 @@ def build(server: Server) -> MCPServer:
                 checked_options(None, None, step_range)
                 return {"paths": [roots.readable(path) for path in paths], "abstention": abstention, "step_range": step_range}
 
-            return await guarded(ctx, "capture_advice", prepare)
+            return await guarded(ctx, granted, "capture_advice", prepare)
         try:
             if abstention is None:
                 raise UsageError(None, "capture_advice: give abstention (its name), paths (the capture), or both")
