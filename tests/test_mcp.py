@@ -20,6 +20,7 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.types import ListRootsResult, Root  # noqa: E402
 
 from tracetriage.errors import EXIT_INPUT, EXIT_OUTPUT, EXIT_USAGE  # noqa: E402
+from tracetriage.mcp_server import ABSTENTION_HINTS, EXIT_TIMEOUT  # noqa: E402
 
 TOOLS = {"analyze", "compare", "trend", "batch", "explain", "capture_advice"}
 
@@ -43,13 +44,17 @@ def _calls(work: Path, granted: Path, outside: Path) -> dict:
     }
 
 
+def _server(*args: str) -> StdioServerParameters:
+    """`python -m tracetriage mcp ARGS`, run from the repository with the tests' analysis cache."""
+    return StdioServerParameters(command=sys.executable, args=["-m", "tracetriage", "mcp", *args],
+                                 env={"TRACETRIAGE_CACHE_DIR": os.environ["TRACETRIAGE_CACHE_DIR"]}, cwd=str(ROOT))
+
+
 async def _session(work: Path, granted: Path, outside: Path) -> dict:
     async def list_roots(context) -> ListRootsResult:
         return ListRootsResult(roots=[Root(uri=granted.as_uri(), name="granted")])
 
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "tracetriage", "mcp", "--root", str(work), "--root", str(BUNDLES)],
-                                   env={"TRACETRIAGE_CACHE_DIR": os.environ["TRACETRIAGE_CACHE_DIR"]}, cwd=str(ROOT))
+    params = _server("--root", str(work), "--root", str(BUNDLES))
     results, progress = {}, []
 
     async def note(value, total, message):
@@ -95,6 +100,7 @@ def test_analyze_returns_the_contract_and_its_headline(session):
     assert data["schema"] == "tracetriage.analysis/1"
     assert data["findings"][0]["id"] == "launch_bound"
     assert result.content[0].text == data["headline"]
+    assert any(message == "analyze: started" for _, _, message in session["progress"])
 
 
 def test_compare_a_before_after_pair(session):
@@ -142,7 +148,6 @@ def test_explain_and_capture_advice(session):
 def test_every_abstention_has_its_capture_advice():
     """capture_advice's table names every abstention the rules can give (their "analysis" names)."""
     from tracetriage.analyzers.rules.abstain import ODD
-    from tracetriage.mcp_server import ABSTENTION_HINTS
 
     names = set(ODD)
     for module in ("analyzers/rules/abstain.py", "analyzers/rules/efficiency.py"):
@@ -151,3 +156,16 @@ def test_every_abstention_has_its_capture_advice():
                 names |= {value.value for key, value in zip(node.keys, node.values)
                           if isinstance(key, ast.Constant) and key.value == "analysis" and isinstance(value, ast.Constant)}
     assert names <= set(ABSTENTION_HINTS)
+
+
+def test_a_call_past_the_time_bound_ends_with_its_exit_code():
+    """--timeout: the call's worker is ended and the call answers exit code 124; the server goes on."""
+    async def calls():
+        async with Client(_server("--root", str(BUNDLES), "--timeout", "0.01"), read_timeout_seconds=120) as client:
+            late = await client.call_tool("analyze", {"paths": [str(BUNDLES / "eager_decode")]})
+            return late, await client.call_tool("explain", {"finding_id": "healthy"})
+
+    late, after = asyncio.run(calls())
+    assert _error(late) == {"error": "tracetriage: error: analyze: timed out after 0.01 s (tracetriage mcp --timeout)",
+                            "exit_code": EXIT_TIMEOUT, "error_class": "Timeout"}
+    assert not after.is_error

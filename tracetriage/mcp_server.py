@@ -325,14 +325,16 @@ class Worker:
         self.process.start()
         child_end.close()
 
-    def stop(self) -> None:
-        """End the worker and its process group (batch's worker processes with it)."""
+    def stop(self, wait_s: float = 0.0) -> None:
+        """End the worker: close its pipe (an idle worker then returns), wait up to ``wait_s``
+        seconds, then end its process group (batch's worker processes with it)."""
         import signal
 
         process, self.process = self.process, None
         if process is None:
             return
         self.conn.close()
+        process.join(wait_s)
         if process.is_alive():
             try:
                 if hasattr(os, "killpg"):
@@ -355,6 +357,7 @@ class Worker:
                 self.start()
             self.conn.send((tool, arguments, settings))
             started = time.monotonic()
+            await ctx.report_progress(0, timeout_s, f"{tool}: started")
             next_note = started + PROGRESS_EVERY_S
             answer = None
             try:
@@ -541,9 +544,9 @@ def build(server: Server) -> MCPServer:
         groups of comparable captures, their series, the changes with last good and first bad capture)."""
         def prepare(roots: Roots) -> dict:
             fmt = _report_format(format, output)
-            folder = roots.readable(batch_dir)
+            folder = roots.readable(batch_dir)  # tables batch wrote, not captures: a report may go beside or into it
             return {"batch_dir": folder, "order_by": order_by, "group_by": group_by, "threshold": threshold, "baseline": baseline,
-                    "gate": gate, "format": fmt, "output": roots.writable(output, [folder]) if fmt else None}
+                    "gate": gate, "format": fmt, "output": roots.writable(output, []) if fmt else None}
 
         return await guarded(ctx, granted, "trend", prepare)
 
@@ -613,4 +616,4 @@ def serve(roots: list[str], timeout_s: float, settings: dict) -> None:
     try:
         build(Server(tuple(roots), timeout_s, settings, analyses)).run("stdio")
     finally:
-        analyses.stop()
+        analyses.stop(wait_s=5.0)
