@@ -19,7 +19,7 @@ pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install 'tr
 from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.types import ListRootsResult, Root  # noqa: E402
 
-from tracetriage.errors import EXIT_INPUT, EXIT_OUTPUT, EXIT_USAGE  # noqa: E402
+from tracetriage.errors import EXIT_INPUT, EXIT_OUTPUT, EXIT_USAGE, OutputError, UsageError  # noqa: E402
 from tracetriage.mcp_server import ABSTENTION_HINTS, EXIT_TIMEOUT  # noqa: E402
 
 TOOLS = {"analyze", "compare", "trend", "batch", "explain", "capture_advice"}
@@ -169,3 +169,26 @@ def test_a_call_past_the_time_bound_ends_with_its_exit_code():
     assert _error(late) == {"error": "tracetriage: error: analyze: timed out after 0.01 s (tracetriage mcp --timeout)",
                             "exit_code": EXIT_TIMEOUT, "error_class": "Timeout"}
     assert not after.is_error
+
+
+def test_roots_resolve_links_and_globs(tmp_path):
+    """What the roots refuse without a session: a link out (given, inside a folder, or matched by a
+    batch glob), a '..' escape, and an output beside an input; what they allow: a path under a root."""
+    from tracetriage.mcp_server import Roots
+
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "captures").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.sqlite").write_text("never read\n")
+    (root / "captures" / "run.sqlite").write_text("a capture\n")
+    (root / "captures" / "link.sqlite").symlink_to(outside / "secret.sqlite")
+    roots = Roots.of([str(root)])
+    for refused in ([str(root / "captures" / "link.sqlite")], [str(root / "captures")], [str(root / "captures" / "*.sqlite")],
+                    [f"{root}/../outside/secret.sqlite"]):
+        with pytest.raises(UsageError):
+            roots.readable_inputs(refused)
+    assert roots.readable_inputs([str(root / "captures" / "r*")]) == [str((root / "captures" / "run.sqlite").resolve())]
+    inputs = [str(root / "captures" / "run.sqlite")]
+    with pytest.raises(OutputError, match="beside or inside the input"):
+        roots.writable(str(root / "captures" / "report.md"), inputs)
+    assert roots.writable(str(root / "reports" / "report.md"), inputs) == str((root / "reports" / "report.md").resolve())

@@ -102,6 +102,17 @@ class Roots:
                                                f"({self.shown()})")
         return str(path)
 
+    def readable_inputs(self, names: list[str]) -> list[str]:
+        """batch's inputs, each :meth:`readable`; a glob pattern is expanded here, so that each file
+        it matches is checked (one matching nothing is passed on for batch to report)."""
+        import glob
+
+        out = []
+        for name in names:
+            matches = sorted(glob.glob(str(self._resolved(name)))) if any(ch in name for ch in "*?[") else []
+            out += [self.readable(match) for match in matches] or [self.readable(name)]
+        return out
+
     def writable(self, name: str, inputs: list[str]) -> str:
         """The resolved path of an output under a root, neither inside an input folder nor in the
         folder of an input (the captures' folders stay as they were)."""
@@ -551,7 +562,8 @@ def build(server: Server) -> MCPServer:
         return await guarded(ctx, granted, "trend", prepare)
 
     @mcp.tool()
-    async def batch(inputs: Annotated[list[str], Field(description="folders, trace files or archives under the roots")],
+    async def batch(inputs: Annotated[list[str], Field(description="folders, trace files, archives or glob patterns under "
+                                                                   "the roots")],
                     outdir: Annotated[str, Field(description="where the case reports, index.html and the parquet tables "
                                                              "go: under a root, not inside or beside an input")],
                     ctx: Context, granted: Granted,
@@ -563,7 +575,7 @@ def build(server: Server) -> MCPServer:
         index.html, summary.parquet): the counts and one record per case (status, error, top finding)."""
         def prepare(roots: Roots) -> dict:
             options = checked_options(symptom, slo, step_range)
-            read = [roots.readable(item) for item in inputs]
+            read = roots.readable_inputs(inputs)
             return {"inputs": read, "outdir": roots.writable(outdir, read), "reports": reports, "force": force, **options}
 
         return await guarded(ctx, granted, "batch", prepare)
