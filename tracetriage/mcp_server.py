@@ -73,7 +73,7 @@ class Roots:
         return cls(tuple(dict.fromkeys(folders)))
 
     def _inside(self, path: Path) -> bool:
-        return any(path == folder or path.is_relative_to(folder) for folder in self.folders)
+        return any(path.is_relative_to(folder) for folder in self.folders)
 
     def _resolved(self, name: str) -> Path:
         """``name`` refused when it has a ``..`` component, else resolved (a relative path is taken
@@ -125,17 +125,18 @@ class Roots:
         return str(path)
 
 
-def error_result(exc: BaseException) -> CallToolResult:
-    """A failed call: the CLI's one line as text, and the line, the exit code and the error's
-    class as structured content."""
+def error_fields(exc: BaseException) -> tuple[str, int, str]:
+    """A failure as the CLI reports it: its one line, its exit code, and the error's class."""
     from tracetriage.cli import one_line
 
     if isinstance(exc, TraceTriageError):
-        line, code = f"tracetriage: error: {one_line(str(exc))}", exc.exit_code
-    else:
-        line = f"tracetriage: internal error: {type(exc).__name__}: {one_line(str(exc))} (please report this)"
-        code = EXIT_INTERNAL
-    return failure(line, code, type(exc).__name__)
+        return f"tracetriage: error: {one_line(str(exc))}", exc.exit_code, type(exc).__name__
+    return (f"tracetriage: internal error: {type(exc).__name__}: {one_line(str(exc))} (please report this)", EXIT_INTERNAL,
+            type(exc).__name__)
+
+
+def error_result(exc: BaseException) -> CallToolResult:
+    return failure(*error_fields(exc))
 
 
 def failure(line: str, exit_code: int, error_class: str) -> CallToolResult:
@@ -164,11 +165,6 @@ def _write(path: str, text: str) -> None:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise OutputError(path, f"cannot write the report: {exc.strerror or exc}") from None
-
-
-def _without_private(data: dict) -> dict:
-    """The contract without the keys starting with ``_`` (chart samples, not part of it)."""
-    return {key: value for key, value in data.items() if not key.startswith("_")}
 
 
 # The work of each tool, run in a worker process: (arguments, runtime settings) -> (structured, summary).
@@ -287,13 +283,12 @@ WORK = {"analyze": work_analyze, "compare": work_compare, "trend": work_trend, "
 
 def worker(conn) -> None:
     """The worker process: answers one request at a time, (tool, arguments, runtime settings) with
-    ("ok", structured, summary) or ("error", line, exit code, class), until the server closes the
-    pipe. Its standard output goes to standard error (the server's standard output is the MCP
+    ("ok", structured, summary) or ("error", line, exit code, class) (:func:`error_fields`), until
+    the server closes the pipe. Its standard output goes to standard error (the server's standard output is the MCP
     channel); it leads a process group of its own, so that the server can end it and batch's
     workers together."""
     import warnings
 
-    from tracetriage.cli import one_line
     from tracetriage.memory import tune_allocator
 
     os.dup2(2, 1)
@@ -309,11 +304,8 @@ def worker(conn) -> None:
         try:
             structured, summary = WORK[tool](arguments, settings)
             answer = ("ok", structured, summary.encode("utf-8", "replace").decode("utf-8"))
-        except TraceTriageError as exc:
-            answer = ("error", f"tracetriage: error: {one_line(str(exc))}", exc.exit_code, type(exc).__name__)
-        except Exception as exc:  # noqa: BLE001 - one line and the internal exit code, never a traceback
-            answer = ("error", f"tracetriage: internal error: {type(exc).__name__}: {one_line(str(exc))} (please report "
-                               "this)", EXIT_INTERNAL, type(exc).__name__)
+        except Exception as exc:  # noqa: BLE001 - one line and its exit code, never a traceback
+            answer = ("error", *error_fields(exc))
         conn.send(answer)
 
 
@@ -473,6 +465,8 @@ Symptom = Annotated[str | None, Field(description="the axis whose findings rank 
                                                   "tpot, oom or cost")]
 Slo = Annotated[str | None, Field(description="latency budgets in ms, e.g. 'ttft_p95_ms=800,tpot_p95_ms=50'")]
 StepRange = Annotated[str | None, Field(description="a regular expression naming the NVTX/roctx ranges that mark one step")]
+
+
 def client_roots(ctx: Context) -> ListRoots | None:
     """The request for the client's MCP roots, when it declares the roots capability (the SDK
     sends it as the protocol version wants: mid-call, or as input the client's retry answers)."""
