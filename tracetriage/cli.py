@@ -447,12 +447,14 @@ def cmd_compare(args) -> int:
 
 
 def cmd_mcp(args) -> int:
+    import importlib.util
+
     from tracetriage.errors import UsageError
 
-    try:
-        from tracetriage.mcp_server import serve
-    except ImportError as exc:
-        raise UsageError(None, f"tracetriage mcp needs the MCP SDK ({exc}): pip install 'tracetriage[mcp]'") from None
+    if importlib.util.find_spec("mcp") is None:
+        raise UsageError(None, "tracetriage mcp needs the MCP SDK: pip install 'tracetriage[mcp]'")
+    from tracetriage.mcp_server import serve
+
     serve(args.root, args.timeout, _runtime(args).settings())
     return EXIT_OK
 
