@@ -170,3 +170,14 @@ def test_progress_note_only_on_a_terminal_and_never_in_json(tty, fmt, shown, mon
     lines = [ln for ln in err.getvalue().splitlines() if "reading and analyzing" in ln]
     assert len(lines) == (1 if shown else 0)
     capsys.readouterr()
+
+
+def test_mcp_without_the_sdk_is_one_line(monkeypatch):
+    """`tracetriage mcp` where the mcp extra is not installed: a usage error naming the install, not an ImportError."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "mcp" else find_spec(name, *rest))
+    proc = run_cli("mcp")
+    assert proc.returncode == 2
+    assert proc.stderr == "tracetriage: error: tracetriage mcp needs the MCP SDK: pip install 'tracetriage[mcp]'\n"

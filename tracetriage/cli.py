@@ -161,6 +161,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "a change must also be beyond the noise of the steps")
     _verdict_options(c)
     _cache_options(c)
+
+    m = sub.add_parser("mcp", help="serve the library as tools of a coding assistant (Model Context Protocol, stdio)",
+                       description="Start an MCP server on standard input and output with the tools analyze, compare, "
+                                   "trend, batch, explain and capture_advice. It reads only under the client's MCP roots "
+                                   "and the --root folders (the working directory when neither names one) and writes "
+                                   "reports only there, never beside an input. Needs the mcp extra: "
+                                   "pip install 'tracetriage[mcp]'.")
+    m.add_argument("--root", action="append", default=[], metavar="DIR",
+                   help="a folder the server may read and write under (repeatable)")
+    m.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="the time bound of one call: its worker process is ended after it (default 600)")
+    _cache_options(m)
     return p
 
 
@@ -469,6 +481,19 @@ def cmd_compare(args) -> int:
     return result.gate_exit() if args.gate else EXIT_OK
 
 
+def cmd_mcp(args) -> int:
+    import importlib.util
+
+    from tracetriage.errors import UsageError
+
+    if importlib.util.find_spec("mcp") is None:
+        raise UsageError(None, "tracetriage mcp needs the MCP SDK: pip install 'tracetriage[mcp]'")
+    from tracetriage.mcp_server import serve
+
+    serve(args.root, args.timeout, _runtime(args).settings())
+    return EXIT_OK
+
+
 def cmd_trend(args) -> int:
     import os
 
@@ -555,7 +580,7 @@ def main(argv=None) -> int:
         pass
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and not argv[0].startswith("-") and argv[0] not in ("analyze", "batch", "compare", "trend"):
+    if argv and not argv[0].startswith("-") and argv[0] not in ("analyze", "batch", "compare", "trend", "mcp"):
         import os
 
         if os.path.exists(argv[0]):
@@ -568,7 +593,8 @@ def main(argv=None) -> int:
         return EXIT_USAGE
     try:
         check_symptom(getattr(args, "symptom", None))
-        return {"analyze": cmd_analyze, "batch": cmd_batch, "compare": cmd_compare, "trend": cmd_trend}[args.command](args)
+        return {"analyze": cmd_analyze, "batch": cmd_batch, "compare": cmd_compare, "trend": cmd_trend,
+                "mcp": cmd_mcp}[args.command](args)
     except TraceTriageError as exc:
         print(f"tracetriage: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code

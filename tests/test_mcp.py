@@ -1,0 +1,194 @@
+"""`tracetriage mcp` through the MCP SDK's own client, over a real stdio session with
+`python -m tracetriage mcp --root ...`: the tools listed, analyze and compare on sample bundles, a
+report written where asked, paths refused outside the roots (given with --root or granted by the
+client as MCP roots), a corrupt input's one-line error with exit code 3."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import BUNDLES, ROOT
+
+pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install 'tracetriage[mcp]')")
+
+from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp.types import ListRootsResult, Root  # noqa: E402
+
+from tracetriage.errors import EXIT_INPUT, EXIT_OUTPUT, EXIT_USAGE, OutputError, UsageError  # noqa: E402
+from tracetriage.mcp_server import ABSTENTION_HINTS, EXIT_TIMEOUT  # noqa: E402
+
+TOOLS = {"analyze", "compare", "trend", "batch", "explain", "capture_advice"}
+
+
+def _calls(work: Path, granted: Path, outside: Path) -> dict:
+    """Each call's name -> (tool, arguments): everything one session asks."""
+    return {
+        "analyze": ("analyze", {"paths": [str(BUNDLES / "eager_decode")]}),
+        "compare": ("compare", {"before": str(BUNDLES / "eager_decode"), "after": str(BUNDLES / "graph_decode")}),
+        "report": ("analyze", {"paths": [str(BUNDLES / "eager_decode")], "format": "md",
+                               "output": str(work / "reports" / "eager.md")}),
+        "report_inside_input": ("analyze", {"paths": [str(BUNDLES / "eager_decode")], "format": "md",
+                                            "output": str(BUNDLES / "eager_decode" / "report.md")}),
+        "outside": ("analyze", {"paths": [str(outside / "trace.sqlite")]}),
+        "dotdot": ("analyze", {"paths": [f"{work}/../{outside.name}/trace.sqlite"]}),
+        "corrupt": ("analyze", {"paths": [str(work / "x.sqlite")]}),
+        "granted": ("analyze", {"paths": [str(granted / "x.sqlite")]}),
+        "explain": ("explain", {"finding_id": "launch_bound"}),
+        "explain_unknown": ("explain", {"finding_id": "no_such_finding"}),
+        "advice": ("capture_advice", {"abstention": "gap_causes", "profiler": "nsys"}),
+    }
+
+
+def _server(*args: str) -> StdioServerParameters:
+    """`python -m tracetriage mcp ARGS`, run from the repository with the tests' analysis cache."""
+    return StdioServerParameters(command=sys.executable, args=["-m", "tracetriage", "mcp", *args],
+                                 env={"TRACETRIAGE_CACHE_DIR": os.environ["TRACETRIAGE_CACHE_DIR"]}, cwd=str(ROOT))
+
+
+async def _session(work: Path, granted: Path, outside: Path) -> dict:
+    async def list_roots(context) -> ListRootsResult:
+        return ListRootsResult(roots=[Root(uri=granted.as_uri(), name="granted")])
+
+    params = _server("--root", str(work), "--root", str(BUNDLES))
+    results, progress = {}, []
+
+    async def note(value, total, message):
+        progress.append((value, total, message))
+
+    async with Client(params, list_roots_callback=list_roots, read_timeout_seconds=300) as client:
+        results["tools"] = (await client.list_tools()).tools
+        for name, (tool, arguments) in _calls(work, granted, outside).items():
+            results[name] = await client.call_tool(tool, arguments, progress_callback=note)
+    results["progress"] = progress
+    return results
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    """One stdio session's answers (starting the server and its worker costs seconds: paid once)."""
+    work, granted, outside = (tmp_path_factory.mktemp(name) for name in ("work", "granted", "outside"))
+    for folder in (work, granted):
+        (folder / "x.sqlite").write_text("this is a text file, not an SQLite database\n")
+    (outside / "trace.sqlite").write_text("never read\n")
+    return {"work": work, **asyncio.run(_session(work, granted, outside))}
+
+
+def _error(result) -> dict:
+    assert result.is_error
+    line = result.content[0].text
+    assert "\n" not in line and "Traceback" not in line and line.startswith("tracetriage: error: ")
+    assert result.structured_content["error"] == line
+    return result.structured_content
+
+
+def test_lists_the_tools(session):
+    tools = {tool.name: tool for tool in session["tools"]}
+    assert set(tools) == TOOLS
+    assert all(tool.description for tool in tools.values())
+    assert set(tools["analyze"].input_schema["properties"]) == {"paths", "symptom", "slo", "step_range", "format", "output"}
+
+
+def test_analyze_returns_the_contract_and_its_headline(session):
+    result = session["analyze"]
+    assert not result.is_error
+    data = result.structured_content
+    assert data["schema"] == "tracetriage.analysis/1"
+    assert data["findings"][0]["id"] == "launch_bound"
+    assert result.content[0].text == data["headline"]
+    assert any(message == "analyze: started" for _, _, message in session["progress"])
+
+
+def test_compare_a_before_after_pair(session):
+    result = session["compare"]
+    assert not result.is_error
+    data = result.structured_content
+    assert data["schema"] == "tracetriage.compare/2" and data["verdict"] == "improved"
+    assert not any(key.startswith("_") for key in data)
+    assert result.content[0].text == data["summary"]
+
+
+def test_a_report_only_where_asked_and_never_inside_an_input(session):
+    report = session["work"] / "reports" / "eager.md"
+    assert not session["report"].is_error and report.is_file()
+    assert session["report"].content[0].text.endswith(f"wrote {report}")
+    assert _error(session["report_inside_input"])["exit_code"] == EXIT_OUTPUT
+    assert not (BUNDLES / "eager_decode" / "report.md").exists()
+
+
+@pytest.mark.parametrize("call", ["outside", "dotdot"])
+def test_a_path_outside_the_roots_is_refused(session, call):
+    error = _error(session[call])
+    assert error["exit_code"] == EXIT_USAGE
+    assert "outside the roots" in error["error"] or "'..'" in error["error"]
+
+
+def test_a_corrupt_input_is_one_line_with_the_input_exit_code(session):
+    assert _error(session["corrupt"])["exit_code"] == EXIT_INPUT
+
+
+def test_the_clients_roots_are_read_too(session):
+    """A folder granted only as an MCP root is read: its corrupt file fails as input, not as refused."""
+    assert _error(session["granted"])["exit_code"] == EXIT_INPUT
+
+
+def test_explain_and_capture_advice(session):
+    explained = session["explain"].structured_content
+    assert explained["axis"] == "throughput" and explained["falsified_when"]
+    assert {"mechanism", "fix", "confirm", "falsifier"} <= set(explained)
+    assert explained["rules"][0]["thresholds"]["launch_per_step_min"]["why"]
+    assert _error(session["explain_unknown"])["exit_code"] == EXIT_USAGE
+    assert "nsys profile" in session["advice"].structured_content["capture"]["nsys"]
+
+
+def test_every_abstention_has_its_capture_advice():
+    """capture_advice's table names every abstention the rules can give (their "analysis" names)."""
+    from tracetriage.analyzers.rules.abstain import ODD
+
+    names = set(ODD)
+    for module in ("analyzers/rules/abstain.py", "analyzers/rules/efficiency.py"):
+        for node in ast.walk(ast.parse((ROOT / module).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Dict):
+                names |= {value.value for key, value in zip(node.keys, node.values)
+                          if isinstance(key, ast.Constant) and key.value == "analysis" and isinstance(value, ast.Constant)}
+    assert names <= set(ABSTENTION_HINTS)
+
+
+def test_a_call_past_the_time_bound_ends_with_its_exit_code():
+    """--timeout: the call's worker is ended and the call answers exit code 124; the server goes on."""
+    async def calls():
+        async with Client(_server("--root", str(BUNDLES), "--timeout", "0.01"), read_timeout_seconds=120) as client:
+            late = await client.call_tool("analyze", {"paths": [str(BUNDLES / "eager_decode")]})
+            return late, await client.call_tool("explain", {"finding_id": "healthy"})
+
+    late, after = asyncio.run(calls())
+    assert _error(late) == {"error": "tracetriage: error: analyze: timed out after 0.01 s (tracetriage mcp --timeout)",
+                            "exit_code": EXIT_TIMEOUT, "error_class": "Timeout"}
+    assert not after.is_error
+
+
+def test_roots_resolve_links_and_globs(tmp_path):
+    """What the roots refuse without a session: a link out (given, inside a folder, or matched by a
+    batch glob), a '..' escape, and an output beside an input; what they allow: a path under a root."""
+    from tracetriage.mcp_server import Roots
+
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "captures").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.sqlite").write_text("never read\n")
+    (root / "captures" / "run.sqlite").write_text("a capture\n")
+    (root / "captures" / "link.sqlite").symlink_to(outside / "secret.sqlite")
+    roots = Roots.of([str(root)])
+    for refused in ([str(root / "captures" / "link.sqlite")], [str(root / "captures")], [str(root / "captures" / "*.sqlite")],
+                    [f"{root}/../outside/secret.sqlite"]):
+        with pytest.raises(UsageError):
+            roots.readable_inputs(refused)
+    assert roots.readable_inputs([str(root / "captures" / "r*")]) == [str((root / "captures" / "run.sqlite").resolve())]
+    inputs = [str(root / "captures" / "run.sqlite")]
+    with pytest.raises(OutputError, match="beside or inside the input"):
+        roots.writable(str(root / "captures" / "report.md"), inputs)
+    assert roots.writable(str(root / "reports" / "report.md"), inputs) == str((root / "reports" / "report.md").resolve())
