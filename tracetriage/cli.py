@@ -585,7 +585,7 @@ def main(argv=None) -> int:
 
         if os.path.exists(argv[0]):
             print(f"tracetriage: error: no command given: did you mean tracetriage analyze {one_line(argv[0])}"
-                  f"{' ...' if len(argv) > 1 else ''}? (commands: analyze, batch, compare, trend)", file=sys.stderr)
+                  f"{' ...' if len(argv) > 1 else ''}? (commands: analyze, batch, compare, trend, mcp)", file=sys.stderr)
             return EXIT_USAGE
     args = parser.parse_args(_joined_window(argv))
     if not args.command:
