@@ -88,6 +88,7 @@ KNOWN_CATS = (*sorted(KEPT_CATS), "cpu_op", "python_function", "gpu_user_annotat
 # is the launch's correlation id
 FLOW_CATS = frozenset(("async", "async_cpu_to_gpu", "ac2g"))
 STEP_PREFIX = "ProfilerStep#"  # a legacy Operator of this name is the profiler's step range
+MAX_SPELLINGS = 4096  # category spellings remembered with their code
 HEAD_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds")
 
 
@@ -156,12 +157,14 @@ class _Events:
         return len(self.cat)
 
     def _code(self, cat: str) -> int:
-        """The code of a category spelling not seen before (then remembered)."""
+        """The code of a category spelling not seen before (then remembered, up to MAX_SPELLINGS:
+        a file of endless distinct categories costs time, not memory)."""
         name = canonical_category(cat)
         if cat in LEGACY_CATS:
             self.legacy.add(cat)
         code = _CAT_CODE.get(name, _SPECIAL_CODE.get(name, _IGNORED))
-        self.cat_codes[cat] = code
+        if len(self.cat_codes) < MAX_SPELLINGS:
+            self.cat_codes[cat] = code
         return code
 
     def add(self, e) -> None:
@@ -196,7 +199,7 @@ class _Events:
     def add_flow(self, e: dict) -> None:
         """A CPU->GPU flow event with integer id, pid, tid and a finite ts (others are of no use)."""
         cat = e.get("cat")
-        if cat not in FLOW_CATS or (cat == "async" and e.get("name") != "launch"):
+        if type(cat) is not str or cat not in FLOW_CATS or (cat == "async" and e.get("name") != "launch"):
             return
         fid, ts, pid, tid = e.get("id"), e.get("ts"), e.get("pid"), e.get("tid")
         if type(pid) is not int:
@@ -665,7 +668,6 @@ def parse(path: str) -> Trace:
     props = {_int(p.get("id", i), i): p for i, p in enumerate(raw_props if isinstance(raw_props, list) else [])
              if isinstance(p, dict)}
     if legacy:
-        trace.meta["legacy_categories"] = legacy
         schema = f"PyTorch 1.8–1.10 Kineto trace (categories {', '.join(legacy)})"
         if not props:
             trace.warnings.append(f"{schema} without deviceProperties: the GPU model, its SM count and memory are unknown "
