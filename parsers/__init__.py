@@ -26,6 +26,7 @@ READERS = {
     "perfetto": "Perfetto protobuf trace",
     "otf2": "OTF2 trace archive",
     "rocprof_json": "rocprofv3 JSON output",
+    "rocprof_v1": "rocprof v1 (rocprofiler v1) results database",
 }
 
 
@@ -100,6 +101,14 @@ def load(case, path: Path, kind: str, read=read_trace, exporter=None) -> None:
         from tracetriage.parsers.reports import recapture_message
 
         raise NotReadableYet(path, recapture_message(kind))
+    if kind == "rocprof_v1":
+        from tracetriage.parsers.reports import recapture_message
+        from tracetriage.parsers.rocpd import rocprof_v1_tables
+        from tracetriage.parsers.sqlite import Database
+
+        with Database(path) as db:
+            tables = rocprof_v1_tables(db)
+        raise NotReadableYet(path, recapture_message(kind, tables))
     if kind in _TRACES:
         trace = read(path, kind)
         trace.path = str(path)

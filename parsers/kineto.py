@@ -13,6 +13,20 @@ Event categories used (``cat`` of complete ``ph: X`` events):
   (:data:`~tracetriage.model.WORK_OPS`), as the ``ops`` table; a GPU event's ``External id``
   names the op that launched it (``op_kernels``), and ops that launched nothing are dropped.
 
+Category names match case-insensitively among the format's known names, current and legacy:
+PyTorch 1.8–1.10 (Kineto before its November 2021 logger refactor) wrote fixed capitalised names,
+``Kernel``, ``Memcpy``, ``Memset``, ``Runtime``, ``Operator`` (every CPU op and user range;
+``ProfilerStep#N`` is one, and is kept as the step's range), ``User`` (GPU-side user spans),
+their GPU events' ``tid`` as ``"stream N"``, host ``tid`` as a numeric string and the launch's op as
+``args["external id"]``; those traces record no ``deviceProperties`` (said in a warning, never
+guessed). A GPU event or launch call without ``args.correlation`` takes the id of the CPU→GPU flow
+event bound to it (same pid, tid and ts): ``async``/``launch`` (PyTorch 1.8–1.10),
+``async_cpu_to_gpu`` (1.11–1.13), ``ac2g`` (later).
+
+Activity of a device other than a CUDA or ROCm GPU (libkineto's ``mtia_*``, ``hpu_op``, ``xpu_*``,
+``privateuse1_*`` activity types) is not modelled: a trace whose device work is only that is
+refused naming the device ("a device this tool does not model yet: MTIA"), never called CPU-only.
+
 The JSON decoder materializes one dict per event anyway; this reader walks the
 events once, into columns, and converts column-wise from there.
 Timestamps are microseconds (float, ns resolution in newer PyTorch): converted to
@@ -59,6 +73,22 @@ API_CATS = ("cuda_runtime", "cuda_driver")
 RANGE_CATS = ("user_annotation",)
 KEPT_CATS = set(GPU_CATS) | set(API_CATS) | set(RANGE_CATS)
 KEPT_ARGS = ("correlation", "device", "stream", "bytes", "External id")
+# The fixed category names PyTorch 1.8–1.10 wrote (libkineto output_json.cpp before Nov 2021),
+# each with the activity-type name that replaced it.
+LEGACY_CATS = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Runtime": "cuda_runtime",
+               "Operator": "cpu_op", "User": "gpu_user_annotation"}
+# Activity types of devices this tool does not model (libkineto ActivityType.h): category -> device type
+OTHER_DEVICE_CATS = {
+    "mtia_runtime": "MTIA", "mtia_ccp_events": "MTIA", "mtia_insight": "MTIA", "mtia_counters": "MTIA",
+    "hpu_op": "HPU", "xpu_runtime": "XPU", "xpu_driver": "XPU", "xpu_scope_profiler": "XPU", "xpu_sync": "XPU",
+    "privateuse1_runtime": "PrivateUse1", "privateuse1_driver": "PrivateUse1",
+}
+KNOWN_CATS = (*sorted(KEPT_CATS), "cpu_op", "python_function", "gpu_user_annotation", *OTHER_DEVICE_CATS)
+# CPU->GPU flow events ("s" at the launch call, "f" bound to the GPU event), by category: their id
+# is the launch's correlation id
+FLOW_CATS = frozenset(("async", "async_cpu_to_gpu", "ac2g"))
+STEP_PREFIX = "ProfilerStep#"  # a legacy Operator of this name is the profiler's step range
+MAX_SPELLINGS = 4096  # category spellings remembered with their code
 HEAD_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds")
 
 
@@ -69,6 +99,26 @@ MISSING = -(1 << 62)  # an absent id: never a valid value (coerce keeps |v| < 2^
 INT_FIELDS = ("pid", "tid", *KEPT_ARGS)
 KEPT_LIST = sorted(KEPT_CATS)
 _CAT_CODE = {c: i for i, c in enumerate(KEPT_LIST)}
+# codes of the categories that are not kept as rows (negative)
+_CPU_OP, _PY_FRAME, _OTHER_DEVICE, _IGNORED = -1, -2, -3, -4
+_SPECIAL_CODE = {"cpu_op": _CPU_OP, "python_function": _PY_FRAME, **{c: _OTHER_DEVICE for c in OTHER_DEVICE_CATS}}
+_BY_LOWER = {**{c.lower(): c for c in KNOWN_CATS}, **{c.lower(): name for c, name in LEGACY_CATS.items()}}
+
+
+def canonical_category(cat: str) -> str:
+    """The current Kineto name of a category as a trace spells it: a case-insensitive match among
+    the format's known names (current and PyTorch 1.8–1.10); any other name unchanged."""
+    return _BY_LOWER.get(cat.lower(), cat)
+
+
+def _ids(value):
+    """A pid/tid as written: an int, a numeric string (PyTorch 1.8–1.10 host threads) or
+    ``"stream N"`` (their GPU events); anything else returned as is, for coerce."""
+    if type(value) is str:
+        text = value[7:] if value.startswith("stream ") else value
+        if text.isdigit() and len(text) < 19:
+            return int(text)
+    return value
 
 
 class _Events:
@@ -96,21 +146,81 @@ class _Events:
         # the kernel a launch call names (ROCm runtime events: args.kernel), code into launch_kernels; -1 none
         self.launch_kernel = array("i")
         self.launch_kernels: dict[str, int] = {}
+        self.cat_codes: dict[str, int] = {**_CAT_CODE, **_SPECIAL_CODE}  # every spelling seen -> its code
+        self.legacy: set[str] = set()  # the PyTorch 1.8–1.10 category names seen
+        self.untyped_shapes = 0  # ops with a work formula whose shapes are PyTorch 1.8's "Input dims" (no types)
+        self.other_devices: dict[str, int] = {}  # category of a device not modelled -> events
+        # CPU->GPU flow events: (is start, pid, tid, id) four int64 apiece, and ts µs
+        self.flow_ints, self.flow_ts = array("q"), array("d")
 
     def __len__(self):
         return len(self.cat)
 
+    def _code(self, cat: str) -> int:
+        """The code of a category spelling not seen before (then remembered, up to MAX_SPELLINGS:
+        a file of endless distinct categories costs time, not memory)."""
+        name = canonical_category(cat)
+        if cat in LEGACY_CATS:
+            self.legacy.add(cat)
+        code = _CAT_CODE.get(name, _SPECIAL_CODE.get(name, _IGNORED))
+        if len(self.cat_codes) < MAX_SPELLINGS:
+            self.cat_codes[cat] = code
+        return code
+
     def add(self, e) -> None:
-        if type(e) is not dict or e.get("ph") != "X":
+        if type(e) is not dict:
+            return
+        ph = e.get("ph")
+        if ph != "X":
+            if ph == "s" or ph == "f":
+                self.add_flow(e)
             return
         cat = e.get("cat")
-        code = _CAT_CODE.get(cat) if type(cat) is str else None
-        if code is None:
-            if cat == "cpu_op":
-                self.add_op(e)
-            elif cat == "python_function":
-                self.add_py(e)
+        if type(cat) is not str:
             return
+        code = self.cat_codes.get(cat)
+        if code is None:
+            code = self._code(cat)
+        if code < 0:
+            if code == _CPU_OP:
+                name = e.get("name")
+                if type(name) is str and name.startswith(STEP_PREFIX):  # a legacy trace's step
+                    self._add_row(e, _CAT_CODE["user_annotation"])
+                else:
+                    self.add_op(e)
+            elif code == _PY_FRAME:
+                self.add_py(e)
+            elif code == _OTHER_DEVICE:
+                name = canonical_category(cat)
+                self.other_devices[name] = self.other_devices.get(name, 0) + 1
+            return
+        self._add_row(e, code)
+
+    def add_flow(self, e: dict) -> None:
+        """A CPU->GPU flow event with integer id, pid, tid and a finite ts (others are of no use)."""
+        cat = e.get("cat")
+        if type(cat) is not str or cat not in FLOW_CATS or (cat == "async" and e.get("name") != "launch"):
+            return
+        fid, ts, pid, tid = e.get("id"), e.get("ts"), e.get("pid"), e.get("tid")
+        if type(pid) is not int:
+            pid = _ids(pid)
+        if type(tid) is not int:
+            tid = _ids(tid)
+        if (type(fid) is int and type(pid) is int and type(tid) is int and type(ts) in (int, float)
+                and -coerce.LIMIT < fid < coerce.LIMIT and -coerce.LIMIT < pid < coerce.LIMIT
+                and -coerce.LIMIT < tid < coerce.LIMIT and -4e15 < ts < 4e15):
+            self.flow_ints.extend((e["ph"] == "s", pid, tid, fid))
+            self.flow_ts.append(ts)
+
+    def flows_frame(self) -> pd.DataFrame:
+        """The kept flow events: start (True at the launch call), pid, tid, ts ns, id."""
+        ints = np.frombuffer(self.flow_ints, np.int64).reshape(-1, 4)
+        return pd.DataFrame({
+            "start": ints[:, 0].astype(bool), "pid": ints[:, 1].astype(np.float64), "tid": ints[:, 2].astype(np.float64),
+            "ts": np.round(np.frombuffer(self.flow_ts, np.float64) * 1000).astype(np.int64), "id": ints[:, 3].copy(),
+        })
+
+    def _add_row(self, e: dict, code: int) -> None:
         n = len(self.cat)
         self.cat.append(code)
         name = e.get("name")
@@ -132,9 +242,13 @@ class _Events:
         k = a.get("kernel")
         self.launch_kernel.append(self.launch_kernels.setdefault(k, len(self.launch_kernels))
                                   if type(k) is str and len(k) < 4096 else -1)
+        if "External id" not in a and "external id" in a:  # PyTorch 1.8–1.10 spelling on GPU events and launches
+            a = {**a, "External id": a["external id"]}
         for source, fields in ((e, ("pid", "tid")), (a, KEPT_ARGS)):
             for field in fields:
                 v = source.get(field)
+                if type(v) is str and source is e:
+                    v = _ids(v)
                 if type(v) is int and -coerce.LIMIT < v < coerce.LIMIT:
                     self.ints[field].append(v)
                 else:
@@ -155,7 +269,11 @@ class _Events:
         """A CPU op, kept when it carries shapes and has a work formula; its shape record is
         interned as compact JSON (one string per distinct shape), and an odd value drops the op."""
         name, a = e.get("name"), e.get("args")
-        if type(name) is not str or name not in WORK_OPS or type(a) is not dict or type(a.get("Input Dims")) is not list:
+        if type(name) is not str or name not in WORK_OPS or type(a) is not dict:
+            return
+        if type(a.get("Input Dims")) is not list:
+            if "Input dims" in a:
+                self.untyped_shapes += 1  # PyTorch 1.8: dims without input types, so no work is modelled
             return
         ext, pid, ts, dur = a.get("External id"), e.get("pid"), e.get("ts"), e.get("dur")
         if not all(type(v) is int and -coerce.LIMIT < v < coerce.LIMIT for v in (ext, pid)):
@@ -444,6 +562,40 @@ def _link_ops(ops: pd.DataFrame, ext: np.ndarray, pid: np.ndarray, corr: np.ndar
                                "nth": np.full(int(hit.sum()), -1, np.int64), "op": op.astype(np.int64)})
 
 
+def _correlate_by_flow(ev: pd.DataFrame, flows: pd.DataFrame) -> None:
+    """Fill the correlation of GPU events and launch calls that carry none from the CPU->GPU flow
+    event bound to them: an "f" at the GPU event's pid, tid and ts, an "s" at the launch call's
+    (Chrome-trace flow binding, as Kineto writes it). The first flow at a place wins."""
+    missing = ev["correlation"].isna().to_numpy()
+    if flows.empty or not missing.any():
+        return
+    for start, cats in ((False, list(GPU_CATS)), (True, list(API_CATS))):
+        rows = np.flatnonzero(missing & ev["cat"].isin(cats).to_numpy())
+        side = flows[flows["start"] == start].drop_duplicates(["pid", "tid", "ts"])
+        if not len(rows) or side.empty:
+            continue
+        found = ev.iloc[rows][["pid", "tid", "ts"]].merge(side, how="left", on=["pid", "tid", "ts"])["id"].to_numpy()
+        hit = ~np.isnan(found)
+        ev.iloc[rows[hit], ev.columns.get_loc("correlation")] = found[hit]
+
+
+def _check_device(path: str, warnings: list, no_gpu: bool, no_launches: bool, other_devices: dict) -> None:
+    """Refuse a trace whose device work is of a device this tool does not model (MTIA, HPU, XPU, a
+    PrivateUse1 backend): nothing on a CUDA/ROCm GPU, or GPU rows without one CUDA/HIP launch
+    call beside that device's runtime (an XPU's kernels share the ``kernel`` category). A trace
+    with no device activity at all is CPU-only. Beside CUDA/ROCm work, such events are left out,
+    with a warning."""
+    devices = sorted({OTHER_DEVICE_CATS[c] for c in other_devices})
+    counts = ", ".join(f"{n:,} {c}" for c, n in sorted(other_devices.items()))
+    if devices and (no_gpu or no_launches):
+        raise MissingDataError(path, f"nothing to analyze: a device this tool does not model yet: {', '.join(devices)} "
+                                     f"({counts} events; it models CUDA and ROCm GPUs)")
+    if no_gpu:
+        raise MissingDataError(path, "nothing to analyze: CPU-only profiler trace (no kernel, memcpy or memset events)")
+    if devices:
+        warnings.append(f"{counts} events of a device this tool does not model yet ({', '.join(devices)}) left out")
+
+
 def parse(path: str) -> Trace:
     doc = load_json(path)
     trace = Trace(path=str(path), format="kineto")
@@ -454,11 +606,14 @@ def parse(path: str) -> Trace:
             acc.add(e)
         events = acc
     ops = events.ops_frame()
+    flows = events.flows_frame()
+    legacy, other_devices, untyped_shapes = sorted(events.legacy), dict(events.other_devices), events.untyped_shapes
     # long Python frames, in the events' ns: [tid, start, end, name] (JSON-friendly for the cache)
     trace.meta["python_frames"] = [[tid, round(ts * 1000), round((ts + dur) * 1000), name]
                                    for tid, ts, dur, name in events.py_frames]
     ev = _columns(events, trace.warnings)
     del events, doc["traceEvents"]  # the typed columns are all that is needed from here
+    _correlate_by_flow(ev, flows)
     trace.meta["clock_resolution_ns"] = ev.attrs.get("clock_resolution_ns", 1)
     dist = doc.get("distributedInfo") if isinstance(doc.get("distributedInfo"), dict) else {}
     trace.meta["version"] = str(doc.get("schemaVersion")) if doc.get("schemaVersion") is not None else None
@@ -473,8 +628,7 @@ def parse(path: str) -> Trace:
     api_ev = ev[ev["cat"].isin(API_CATS)]
     rng_ev = ev[ev["cat"].isin(RANGE_CATS)]
     del ev
-    if gpu_ev.empty:
-        raise MissingDataError(path, "nothing to analyze: CPU-only profiler trace (no kernel, memcpy or memset events)")
+    _check_device(path, trace.warnings, gpu_ev.empty, api_ev.empty, other_devices)
 
     a_pid, a_corr = _ints(api_ev["pid"], 0), _ints(api_ev["correlation"], -1)
     a_name = _used(api_ev["name"].array)
@@ -513,6 +667,14 @@ def parse(path: str) -> Trace:
     raw_props = doc.get("deviceProperties")
     props = {_int(p.get("id", i), i): p for i, p in enumerate(raw_props if isinstance(raw_props, list) else [])
              if isinstance(p, dict)}
+    if legacy:
+        schema = f"PyTorch 1.8–1.10 Kineto trace (categories {', '.join(legacy)})"
+        if not props:
+            trace.warnings.append(f"{schema} without deviceProperties: the GPU model, its SM count and memory are unknown "
+                                  "(not guessed)")
+        if untyped_shapes:
+            trace.warnings.append(f"{schema}: {untyped_shapes:,} operators record input dims without input types, so their "
+                                  "work (FLOPs, bytes) is not modelled (not guessed)")
 
     # ROCm traces number kernels by the physical device (HIP_VISIBLE_DEVICES=2 -> device 2) while
     # deviceProperties lists the visible ones from 0: one of each is the same GPU

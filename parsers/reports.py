@@ -11,6 +11,8 @@
 * rocprofv3 ``--output-format pftrace`` (Perfetto protobuf) and ``otf2``: not read; the
   error says to re-capture as rocpd (or csv), which keep the kernel-to-launch links the
   analyses need.
+* rocprof v1's ``results.db`` (rocprofiler v1, ROCm 5 and before): not read; the error names
+  it and gives the rocprofv3 command that captures the same kernels, HIP calls and copies.
 """
 
 from __future__ import annotations
@@ -145,7 +147,15 @@ def export_nsys_report(report: Path, head: bytes, workdir: Path, exporter: Expor
     return out, info
 
 
-def recapture_message(kind: str) -> str:
+ROCPROFV3_COMMAND = "rocprofv3 --kernel-trace --hip-runtime-trace --memory-copy-trace --output-format rocpd -- <app>"
+
+
+def recapture_message(kind: str, tables: list[str] | None = None) -> str:
+    """Why a recognised format is not read and how to capture one that is (``tables``: those found
+    in a rocprof v1 database)."""
+    if kind == "rocprof_v1":
+        return (f"a rocprof v1 results database (rocprofiler v1; tables {', '.join(tables or [])}) is not read: "
+                f"re-capture with {ROCPROFV3_COMMAND} (--output-format csv where rocpd is not available)")
     what = {"perfetto": "a Perfetto trace (rocprofv3 --output-format pftrace)",
             "otf2": "an OTF2 archive (rocprofv3 --output-format otf2)"}[kind]
     return (f"{what} is not read: it drops the links between kernels and the calls that launched them; re-capture with "

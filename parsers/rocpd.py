@@ -83,6 +83,21 @@ def same_run_groups(paths: list[str]) -> list[list[str]]:
     return overlapping_groups(paths, time_span)
 
 
+# rocprof (v1, rocprofiler's bin/tblextr.py) writes results.db: kernels in "A" (until 2020) or
+# "KERN" (from 2021) keyed by KernelName; HIP/HSA/KFD API calls, COPY, OPS (GPU ops) and rocTX
+# ranges with BeginNs/EndNs columns.
+ROCPROF_V1_KERNEL_TABLES = ("A", "KERN")
+ROCPROF_V1_TRACE_TABLES = ("HIP", "HSA", "KFD", "COPY", "OPS", "rocTX")
+
+
+def rocprof_v1_tables(db: Database) -> list[str]:
+    """The rocprof v1 tables of a database (empty when it is not one): a kernel table with a
+    KernelName column, or a trace table with BeginNs and EndNs."""
+    found = [t for t in ROCPROF_V1_KERNEL_TABLES if t in db.tables and "KernelName" in db.columns(t)]
+    found += [t for t in ROCPROF_V1_TRACE_TABLES if t in db.tables and {"BeginNs", "EndNs"} <= set(db.columns(t))]
+    return found
+
+
 def looks_like_rocpd(db: Database) -> bool:
     """rocpd v3: rocpd_info_*/rocpd_region/rocpd_kernel_dispatch tables or views (UUID-suffixed or not)."""
     return any(n.startswith(("rocpd_kernel_dispatch", "rocpd_info_", "rocpd_region")) for n in db.objects)

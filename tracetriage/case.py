@@ -120,7 +120,7 @@ _PYSPY_HEADER = re.compile(r"^Process \d+: ", re.M)
 def detect(path: Path) -> str:
     """The kind of artifact a file holds, from its content.
 
-    Returns one of: nsys, rocpd, rpd, rocprof_csv, kineto, topology, rocm_topology,
+    Returns one of: nsys, rocpd, rpd, rocprof_v1 (recognised, not read), rocprof_csv, kineto, topology, rocm_topology,
     nccl, pyspy, unknown:<what it looks like>, empty.
     """
     head = read_head(path)
@@ -150,14 +150,15 @@ def detect(path: Path) -> str:
 def _detect_sqlite(path: Path) -> str:
     """Which profiler wrote a SQLite file, by the parsers' own table predicates."""
     from tracetriage.parsers.nsys import looks_like_nsys
-    from tracetriage.parsers.rocpd import looks_like_rocpd
+    from tracetriage.parsers.rocpd import looks_like_rocpd, rocprof_v1_tables
     from tracetriage.parsers.rpd import looks_like_rpd
     from tracetriage.parsers.sqlite import Database
 
     try:
         with Database(path) as db:
             # RPD before rocpd v3: legacy RPD shares the rocpd_ table prefix.
-            for kind, looks_like in (("nsys", looks_like_nsys), ("rpd", looks_like_rpd), ("rocpd", looks_like_rocpd)):
+            for kind, looks_like in (("nsys", looks_like_nsys), ("rpd", looks_like_rpd), ("rocpd", looks_like_rocpd),
+                                     ("rocprof_v1", rocprof_v1_tables)):
                 if looks_like(db):
                     return kind
             names = sorted(db.objects)
