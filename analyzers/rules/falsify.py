@@ -17,6 +17,7 @@ from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.rules import context
 from tracetriage.analyzers.rules.context import Context, t
 from tracetriage.analyzers.rules.slo import budget_check, cap_of
+from tracetriage.analyzers.serving import effective_config
 from tracetriage.wording import plural, us
 
 # name: (value, why)
@@ -31,14 +32,14 @@ THRESHOLDS = {
 
 def facts(ctx: Context) -> dict:
     """What the capture shows that a finding's falsifier can be checked against (catalog.falsified):
-    ``config`` (the engine's), ``trace`` (graph replays and launches; the collective share and its
+    ``config`` (the engine's, printed or its known defaults: serving.effective_config), ``trace`` (graph replays and launches; the collective share and its
     exposed part, means over the devices that ran collectives), ``serving`` (serving_facts),
     ``threshold`` (THRESHOLDS' values by name) and ``kind``. A figure not measured is None."""
     serving = ctx.data.get("serving") or {}
     collective = [device for device in ctx.devices if device.collective_count]
     processes = [process for trace in ctx.per_trace for process in trace.processes]
     return {
-        "config": dict(serving.get("config") or {}),
+        "config": effective_config(serving),
         "trace": {"graph_replays": (sum(int(trace.graph_replays_in_window or 0) for trace in ctx.per_trace)
                                     if ctx.per_trace else None),
                   "graph_launches_per_step": max((process.graph_launches_per_step for process in processes
