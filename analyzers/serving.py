@@ -115,13 +115,13 @@ def _generation(engine: str, version: str | None, stated: str | None, stated_by:
     if engine == "sglang":
         return None, "default", "SGLang default (every version)"
     if stated:
-        return stated, "default", f"vLLM {stated} default ({stated} named by {stated_by})"
+        return stated, "default", f"vLLM {stated} default, {stated} named by {stated_by}"
     parsed = _version_tuple(version)
     if parsed is None:
         return None, "not known", ""
     assumed = "V1" if parsed >= V1_DEFAULT_SINCE else "V0"
-    return assumed, "assumed", (f"vLLM {assumed} default, assumed from version {version} (V1 is the default engine "
-                                f"from 0.8{'' if assumed == 'V1' else '; before it, V0'})")
+    return assumed, "assumed", (f"vLLM {assumed} default, {assumed} assumed from version {version}: V1 is the default "
+                                f"engine from 0.8{'' if assumed == 'V1' else ', V0 before it'}")
 
 
 def _feature_words(rule: EngineDefault, value) -> str:

@@ -32,7 +32,8 @@ THRESHOLDS = {
 
 def facts(ctx: Context) -> dict:
     """What the capture shows that a finding's falsifier can be checked against (catalog.falsified):
-    ``config`` (the engine's, printed or its known defaults: serving.effective_config), ``trace`` (graph replays and launches; the collective share and its
+    ``config`` (the engine's, printed or its known defaults: serving.effective_config), ``trace``
+    (graph replays and launches; the collective share and its
     exposed part, means over the devices that ran collectives), ``serving`` (serving_facts),
     ``threshold`` (THRESHOLDS' values by name) and ``kind``. A figure not measured is None."""
     serving = ctx.data.get("serving") or {}
