@@ -133,9 +133,11 @@ def _feature_words(rule: EngineDefault, value) -> str:
 
 
 def _feature(rule: EngineDefault, value, source: str, where: str) -> dict:
-    """One feature of ``engine_defaults``: its value, source, where that comes from and both in words."""
+    """One feature of ``engine_defaults``: its value, source, where that comes from, both in words, and
+    where the engine's code sets the default."""
     words = _feature_words(rule, value) if value is not None else f"{rule.feature}: not known"
-    return {"feature": rule.feature, "value": value, "source": source, "where": where, "text": f"{words} ({where})"}
+    return {"feature": rule.feature, "value": value, "source": source, "where": where, "text": f"{words} ({where})",
+            "defined_in": rule.source}
 
 
 def engine_defaults(engine: str | None, version: str | None, stated: str | None, stated_by: str | None,

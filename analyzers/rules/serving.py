@@ -277,6 +277,12 @@ def itl_tail(serving: dict) -> dict | None:
     return {"p50": p50, "p99": p99, "max": longest, "source": source}
 
 
+def _default_words(serving: dict, key: str) -> str:
+    """' (the vLLM V1 default, ...)' when the engine default, not the capture, gave ``key``'s value; else ''."""
+    feature = ((serving.get("engine_defaults") or {}).get("features") or {}).get(key)
+    return f" ({feature['where']})" if feature and feature["source"] in ("default", "assumed") else ""
+
+
 def rule_prefill_stall_itl(ctx: Context):
     serving, slo = ctx.serving, ctx.slo
     tail = itl_tail(serving)
@@ -304,7 +310,7 @@ def rule_prefill_stall_itl(ctx: Context):
         ev("chunked_prefill", chunked, "", None, text="chunked prefill: " + (
             "off" if chunked is False else "not stated in the config" if chunked is None else
             f"on, max_num_batched_tokens {budget_tokens}" if budget_tokens
-            else "on, chunk budget (max_num_batched_tokens) not stated")),
+            else "on, chunk budget (max_num_batched_tokens) not stated") + _default_words(serving, "enable_chunked_prefill")),
     ]
     if tail.get("max"):
         evidence.append(ev("itl_max_ms", round(tail["max"], 3), "ms", tail["source"], text="longest "
