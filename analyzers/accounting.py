@@ -35,7 +35,8 @@ SLICES = BUSY_SLICES + IDLE_SLICES
 def copy_activity(trace: Trace, device: int, lo: int, hi: int) -> Copies:
     """Copies and memsets of one device in [lo, hi): their union, the part of it no
     kernel overlaps (``copy_only_ns``), count / bytes / summed duration by direction
-    (HtoD, DtoH, ..., memset), pinned vs pageable."""
+    (HtoD, DtoH, ..., memset), pinned vs pageable. Bytes are those the format records: a direction
+    with operations of unrecorded size says how many (``bytes_unrecorded``), never 0 B for them."""
     g = trace.gpu
     dev = g["device"].to_numpy() == device
     start, end = g["start"].to_numpy(), g["end"].to_numpy()
@@ -54,6 +55,8 @@ def copy_activity(trace: Trace, device: int, lo: int, hi: int) -> Copies:
             us, ue = iv.clip(*iv.union(ks[near], ke[near]), lo, hi)
             hidden = int(iv.Coverage(us, ue).overlap(cs, ce).sum())
     nbytes = g["bytes"].to_numpy()[is_copy]
+    unrecorded = nbytes < 0  # the format does not record the size (parsers/common.py UNRECORDED_BYTES)
+    nbytes = np.where(unrecorded, 0, nbytes)
     dur = np.minimum(end[is_copy], hi) - np.maximum(start[is_copy], lo)
     kinds = g["copy_kind"].astype(object).to_numpy()[is_copy]
     kinds = np.where(is_kind(g, "memset")[is_copy], "memset", kinds)
@@ -62,6 +65,8 @@ def copy_activity(trace: Trace, device: int, lo: int, hi: int) -> Copies:
     for k in np.unique(kinds):
         m = kinds == k
         by_direction[str(k)] = {"count": int(m.sum()), "bytes": int(nbytes[m].sum()), "time_ns": int(dur[m].sum())}
+        if unrecorded[m].any():
+            by_direction[str(k)]["bytes_unrecorded"] = int(unrecorded[m].sum())
     return Copies(
         count=int(is_copy.sum()),
         busy_ns=int(copy_busy),

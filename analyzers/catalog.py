@@ -81,7 +81,12 @@ def falsified(finding: dict, facts: dict) -> str | None:
         return None
     names = {"ev": {row.name: row.value for row in finding.evidence}, **facts}
     if conditions.holds(cond, names):
-        return " ".join(str(entry.get("falsified_why") or f"its falsifier holds: {cond}").split())
+        why = str(entry.get("falsified_why") or f"its falsifier holds: {cond}")
+        try:  # a reason may quote the finding's evidence: {ev[name]} is that row's value
+            why = why.format_map({"ev": {row.name: row.value for row in finding.evidence}})
+        except (KeyError, IndexError, ValueError):
+            pass
+        return " ".join(why.split())
     return None
 
 

@@ -211,6 +211,7 @@ def copy_checks(trace: Trace, lo: int, hi: int, labels: list[str]) -> dict:
     g = trace.gpu
     g_start = g["start"].to_numpy()
     copies = g[(g_start >= lo) & (g_start < hi) & is_kind(g, "memcpy")]
+    copies = copies.assign(bytes=copies["bytes"].clip(lower=0))  # a size the format does not record (-1) adds nothing
     # API rows are picked by category first: copy calls are few, the table may hold 10M launches
     api = trace.api
     async_calls = api.loc[cat_mask(api, "category", "memcpy_async"), ["pid", "correlation"]]

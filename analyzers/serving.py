@@ -19,6 +19,13 @@ Definitions (every share names its denominator):
 * ``tokens``: prompt tokens per output token (benchmark totals, else token counters, else the
   stats lines' throughputs) and the prefix-cache hit rate (stats lines, SGLang prefill lines,
   or hits / queries counters).
+* ``engine_defaults``: what the engine ran, not only what it printed. ``config`` holds the
+  arguments the captures state; each feature of ENGINE_DEFAULTS gets its value and where it
+  comes from: ``printed`` (the captures state it), ``default`` (the default of the engine
+  generation the capture names: a start-up line, a fallback warning, the stats lines' form),
+  ``assumed`` (the generation assumed from the version: vLLM >= 0.8 runs V1 unless told
+  otherwise) or ``not known`` (value None). docs/analysis.md "Engine defaults" cites the
+  engines' source for each default.
 """
 
 from __future__ import annotations
@@ -52,6 +59,125 @@ COUNTERS = {
     "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
     "preemptions": ("vllm:num_preemptions_total",),
 }
+
+
+V1_DEFAULT_SINCE = (0, 8)  # vLLM 0.8.0 made the V1 engine the default (vllm/envs.py VLLM_USE_V1)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineDefault:
+    """One engine default: the engine (and vLLM generation, None for every SGLang version), the
+    config key and feature it sets, its default value (None: no single default, ``note`` says
+    what decides it), the flag that changes it, and where the engine's source sets it."""
+
+    engine: str
+    generation: str | None
+    key: str
+    feature: str
+    value: bool | None
+    flag: str
+    source: str
+    note: str = ""
+
+
+ENGINE_DEFAULTS = (
+    EngineDefault("vllm", "V1", "enable_prefix_caching", "prefix caching", True, "--no-enable-prefix-caching",
+                  "vllm/engine/arg_utils.py EngineArgs._set_default_args_v1"),
+    EngineDefault("vllm", "V1", "enable_chunked_prefill", "chunked prefill", True, "--no-enable-chunked-prefill",
+                  "vllm/engine/arg_utils.py EngineArgs._set_default_args_v1"),
+    EngineDefault("vllm", "V0", "enable_prefix_caching", "prefix caching", False, "--enable-prefix-caching",
+                  "vllm/engine/arg_utils.py EngineArgs (enable_prefix_caching unset: off on V0)"),
+    EngineDefault("vllm", "V0", "enable_chunked_prefill", "chunked prefill", False, "--enable-chunked-prefill",
+                  "vllm/engine/arg_utils.py EngineArgs.create_engine_config",
+                  "V0 turns it on by itself only for max_model_len > 32K"),
+    EngineDefault("sglang", None, "disable_radix_cache", "radix (prefix) cache", False, "--disable-radix-cache",
+                  "python/sglang/srt/server_args.py ServerArgs.disable_radix_cache"),
+    EngineDefault("sglang", None, "chunked_prefill_size", "chunked prefill size", None, "--chunked-prefill-size",
+                  "python/sglang/srt/server_args.py ServerArgs (chunked_prefill_size unset: set by GPU memory)",
+                  "set by GPU memory when unset: 2048 tokens on small GPUs, 8192 up to 160 GB, 16384 above, "
+                  "4096 when the memory is not known; -1 turns chunking off"),
+)
+_ON_WORDS = {"disable_radix_cache": ("off", "on")}  # a disable_* key reads inverted
+
+
+def _version_tuple(version: str | None) -> tuple[int, int] | None:
+    """(major, minor) of a version string such as '0.9.2.dev140+g8b6e1d639', None when unreadable."""
+    parts = (version or "").lstrip("v").split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def _generation(engine: str, version: str | None, stated: str | None, stated_by: str | None) -> tuple[str | None, str, str]:
+    """(vLLM generation, source words, how it is known): stated by the capture, else assumed from
+    the version (V1 from V1_DEFAULT_SINCE), else not known. SGLang has one set of defaults."""
+    if engine == "sglang":
+        return None, "default", "SGLang default (every version)"
+    if stated:
+        return stated, "default", f"vLLM {stated} default, {stated} named by {stated_by}"
+    parsed = _version_tuple(version)
+    if parsed is None:
+        return None, "not known", ""
+    assumed = "V1" if parsed >= V1_DEFAULT_SINCE else "V0"
+    return assumed, "assumed", (f"vLLM {assumed} default, {assumed} assumed from version {version}: V1 is the default "
+                                f"engine from 0.8{'' if assumed == 'V1' else ', V0 before it'}")
+
+
+def _feature_words(rule: EngineDefault, value) -> str:
+    """'prefix caching on', 'radix (prefix) cache on', 'chunked prefill size 8192' for a value."""
+    if isinstance(value, bool):
+        off, on = _ON_WORDS.get(rule.key, ("on", "off"))
+        return f"{rule.feature} {off if value else on}"
+    return f"{rule.feature} {value}"
+
+
+def _feature(rule: EngineDefault, value, source: str, where: str) -> dict:
+    """One feature of ``engine_defaults``: its value, source, where that comes from, both in words, and
+    where the engine's code sets the default."""
+    words = _feature_words(rule, value) if value is not None else f"{rule.feature}: not known"
+    return {"feature": rule.feature, "value": value, "source": source, "where": where, "text": f"{words} ({where})",
+            "defined_in": rule.source}
+
+
+def engine_defaults(engine: str | None, version: str | None, stated: str | None, stated_by: str | None,
+                    config: dict) -> dict | None:
+    """The ``engine_defaults`` block (module docstring): the engine generation whose defaults apply
+    and, per ENGINE_DEFAULTS feature of the engine, its value, source and words. None for a case
+    whose engine is not known (a benchmark result alone) or mixes engines."""
+    if engine not in ("vllm", "sglang"):
+        return None
+    generation, source, basis = _generation(engine, version, stated, stated_by)
+    features = {}
+    for rule in ENGINE_DEFAULTS:
+        if rule.engine != engine or (engine == "vllm" and generation not in (None, rule.generation)):
+            continue
+        if rule.key in features:
+            continue
+        if rule.key in config and config[rule.key] is not None:
+            value = config[rule.key]
+            features[rule.key] = _feature(rule, value, "printed", f"stated in the capture: {rule.key}={value}")
+            continue
+        value = rule.value
+        if rule.key == "enable_chunked_prefill" and generation == "V0" and (config.get("max_model_len") or 0) > 32768:
+            value = None  # V0 turns chunked prefill on by itself for a long context
+        if source == "not known" or value is None:
+            known = "; ".join(f"{other.generation}: {'on' if other.value else 'off'}" for other in ENGINE_DEFAULTS
+                              if other.engine == engine and other.key == rule.key and other.value is not None)
+            why = rule.note or (f"the capture names no {engine} version or engine generation; by default {known}"
+                                if engine == "vllm" else "")
+            features[rule.key] = _feature(rule, None, "not known", f"not stated; {why}; {rule.flag} sets it")
+            continue
+        features[rule.key] = _feature(rule, value, source, f"the {basis}; {rule.flag} not in the capture")
+    return {"engine": engine, "generation": generation, "basis": basis or None, "features": features}
+
+
+def effective_config(serving: dict) -> dict:
+    """The engine config the serving block shows the engine ran with: the printed ``config`` and each
+    engine default whose value is known (``engine_defaults``)."""
+    features = (serving.get("engine_defaults") or {}).get("features") or {}
+    return {**(serving.get("config") or {}),
+            **{key: feature["value"] for key, feature in features.items() if feature["value"] is not None}}
 
 
 def _stat(rows, key, reduce):
@@ -286,6 +412,8 @@ class _Gathered:
     bench: list = field(default_factory=list)
     versions: list = field(default_factory=list)
     engines: set = field(default_factory=set)
+    generation: str | None = None
+    generation_from: str | None = None
     warnings: list = field(default_factory=list)
     oom: list = field(default_factory=list)
     preemptions: int = 0
@@ -306,6 +434,8 @@ def _gather(caps) -> _Gathered:
             pooled.versions.append(capture.version)
         if capture.engine:
             pooled.engines.add(capture.engine)
+        if capture.generation and pooled.generation is None:
+            pooled.generation, pooled.generation_from = capture.generation, capture.generation_from
         pooled.oom.extend(capture.events["oom"])
         pooled.preemptions += capture.events["preemptions"]
         pooled.retractions += capture.events["retractions"]
@@ -360,7 +490,7 @@ class ServingSummary(Contract):
     """The contract's ``serving`` block of a case's serving captures (the module docstring defines
     its figures): the captures, engine and version, the engine config, the stats lines' summary,
     the kept /metrics values, the benchmark records, warnings, latency (client and server),
-    Little's law, the TPOT fit, tokens, replicas, prompts and memory events. The blocks inside
+    Little's law, the TPOT fit, tokens, replicas, prompts, memory events and the engine defaults. The blocks inside
     stay plain dicts, as the JSON has them."""
 
     captures: list[dict]
@@ -378,6 +508,7 @@ class ServingSummary(Contract):
     replicas: list[dict]
     prompts: dict
     memory: dict
+    engine_defaults: dict | None
 
 
 def summary(caps) -> ServingSummary:
@@ -402,6 +533,9 @@ def summary(caps) -> ServingSummary:
         prompts=_prompts(pooled.bench, pooled.prefills),
         memory={"oom_events": pooled.oom, "preemptions": max(pooled.preemptions, int(tokens["preemptions_counter"] or 0)),
                 "retractions": pooled.retractions, "allocator": pooled.memory or None},
+        engine_defaults=engine_defaults(next(iter(pooled.engines)) if len(pooled.engines) == 1 else None,
+                                        pooled.versions[0] if pooled.versions else None, pooled.generation,
+                                        pooled.generation_from, pooled.config),
     )
 
 

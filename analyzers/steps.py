@@ -230,7 +230,7 @@ def host_activity(trace: Trace, steps: Steps) -> HostActivity:
     sel = (gpu["pid"].to_numpy() == steps.pid) & is_kind(gpu, "memcpy") & cat_mask(gpu, "copy_kind", "DtoH")
     dtoh = gpu[sel].sort_values("start")
     ds = dtoh["start"].to_numpy(np.int64)
-    cum = np.concatenate(([0], np.cumsum(dtoh["bytes"].to_numpy(np.int64))))
+    cum = np.concatenate(([0], np.cumsum(np.maximum(dtoh["bytes"].to_numpy(np.int64), 0))))  # -1: size not recorded
     lo = np.searchsorted(ds, steps.starts, "left")
     hi = np.searchsorted(ds, steps.ends, "left")
     return HostActivity(

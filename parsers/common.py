@@ -197,6 +197,16 @@ def per_distinct(values, fn) -> np.ndarray:
     return mapped[np.where(codes < 0, len(uniq), codes)]
 
 
+UNRECORDED_BYTES = -1  # the ``bytes`` of a copy or memset whose size the format does not record (tracetriage/model.py)
+
+
+def blit_bytes(kinds: np.ndarray) -> np.ndarray:
+    """``bytes`` of rows read from kernel dispatches (rocprofv3): 0 for kernels, UNRECORDED_BYTES for the
+    copies and memsets the runtime ran as blit kernels (``__amd_rocclr_fill*`` / ``__amd_rocclr_copy*``):
+    a dispatch record has no size."""
+    return np.where(np.asarray(kinds, dtype=object) == "kernel", 0, UNRECORDED_BYTES).astype(np.int64)
+
+
 def blit_kind(name: str) -> str:
     if re.search(r"__amd_rocclr_fill", name):
         return "memset"

@@ -34,6 +34,7 @@ from tracetriage.model import (
 )
 from tracetriage.parsers import coerce
 from tracetriage.parsers.common import (
+    blit_bytes,
     blit_kind,
     compact_categorical,
     copy_direction,
@@ -375,7 +376,7 @@ def _kernel_rows(trace: Trace, tables: _Tables, ids: _Ids, region_lookup: pd.Dat
         "pid": ids.real_pid(kernels), "ordinal": np.asarray(gpu_index, dtype=np.int64),
         "stream": kernels["stream"].to_numpy(np.int64), "start": kernels["start"].to_numpy(np.int64),
         "end": kernels["end"].to_numpy(np.int64), "kind": kinds, "name": kname.astype(object), "correlation": kcorr,
-        "collective": np.where(kinds == "kernel", ops, None), "bytes": np.zeros(len(kernels), np.int64),
+        "collective": np.where(kinds == "kernel", ops, None), "bytes": blit_bytes(kinds),
         "copy_kind": np.where(kinds == "memcpy", "other", None), "pageable": np.zeros(len(kernels), bool),
         "in_graph": k_in_graph,
     })

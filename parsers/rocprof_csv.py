@@ -30,6 +30,8 @@ from tracetriage.model import (
 )
 from tracetriage.parsers import coerce
 from tracetriage.parsers.common import (
+    UNRECORDED_BYTES,
+    blit_bytes,
     blit_kind,
     compact_categorical,
     copy_direction,
@@ -145,7 +147,7 @@ def _kernel_rows(df: pd.DataFrame, corr_name: pd.Series) -> pd.DataFrame:
         "agent": _int(df, "agent_id"), "stream": _int(df, "stream_id" if "stream_id" in df.columns else "queue_id"),
         "start": _int(df, "start_timestamp", 0), "end": _int(df, "end_timestamp", 0), "kind": kind,
         "name": name, "correlation": corr, "collective": np.where(kind == "kernel", ops, None),
-        "bytes": np.zeros(len(df), np.int64), "copy_kind": np.where(kind == "memcpy", "other", None),
+        "bytes": blit_bytes(kind), "copy_kind": np.where(kind == "memcpy", "other", None),
     })
 
 
@@ -158,7 +160,7 @@ def _copy_rows(df: pd.DataFrame) -> pd.DataFrame:
         "agent": agent, "stream": _int(df, "stream_id"), "start": _int(df, "start_timestamp", 0),
         "end": _int(df, "end_timestamp", 0), "kind": "memcpy", "name": per_distinct(ck, lambda k: f"memcpy {k}"),
         "correlation": _int(df, "correlation_id"), "collective": None,
-        "bytes": _int(df, "size", 0) if "size" in df.columns else np.zeros(len(df), np.int64),
+        "bytes": _int(df, "size", UNRECORDED_BYTES),
         "copy_kind": ck,
     })
 

@@ -30,7 +30,7 @@ import pandas as pd
 from tracetriage.errors import MissingDataError, TraceFormatError
 from tracetriage.model import API_CATEGORIES, Trace, api_category, collective_op, finish_trace
 from tracetriage.parsers import coerce
-from tracetriage.parsers.common import blit_kind, copy_direction, from_launch, per_distinct, read_json
+from tracetriage.parsers.common import blit_bytes, blit_kind, copy_direction, from_launch, per_distinct, read_json
 
 ROOT = "rocprofiler-sdk-tool"
 API_RECORDS = ("hip_api", "hsa_api", "rccl_api")
@@ -196,7 +196,7 @@ def _kernel_rows(proc: dict, pid: int, symbols: dict, agents: dict, w: list) -> 
         "end": _ints([r.get("end_timestamp") for r in ks], "kernel_dispatch[].end_timestamp", w),
         "kind": kinds, "name": kname,
         "correlation": _ints([_corr(r) for r in ks], "kernel_dispatch[].correlation_id", w),
-        "collective": np.where(kinds == "kernel", ops, None), "bytes": 0,
+        "collective": np.where(kinds == "kernel", ops, None), "bytes": blit_bytes(kinds),
         "copy_kind": np.where(kinds == "memcpy", "other", None), "pageable": False, "in_graph": False,
     })
 

@@ -27,6 +27,7 @@ from tracetriage.model import (
     finish_trace,
 )
 from tracetriage.parsers.common import (
+    UNRECORDED_BYTES,
     compact_categorical,
     per_distinct,
 )
@@ -142,11 +143,12 @@ def parse(path: str, display: str | None = None) -> Trace:
     other_names = per_distinct(op_type, lambda t: f"memcpy {_COPY[t]}" if t in _COPY else "memset")
     knames = np.where(kind == "kernel", desc, other_names)
     ops_coll = per_distinct(knames, lambda n: collective_op(str(n)))
-    nbytes = np.zeros(len(ops), np.int64)
+    # sizes only for the copies rocpd_copyapi lists; a FillBuffer (memset) op records none
+    nbytes = np.where(kind == "kernel", 0, UNRECORDED_BYTES).astype(np.int64)
     if copy_sizes is not None and len(copy_sizes):
         sizes = copy_sizes["size"].to_numpy(np.int64)
         at = _positions(copy_sizes["api_ptr_id"].to_numpy(np.int64), op_corr)
-        nbytes = np.where((kind == "memcpy") & (at >= 0), sizes[np.maximum(at, 0)], 0)
+        nbytes = np.where((kind == "memcpy") & (at >= 0), sizes[np.maximum(at, 0)], nbytes)
     gpu = pd.DataFrame({
         "pid": op_pid, "ordinal": ops["gpuId"].to_numpy(np.int64), "stream": ops["queueId"].to_numpy(np.int64),
         "start": ops["start"].to_numpy(np.int64), "end": ops["end"].to_numpy(np.int64),

@@ -1,7 +1,10 @@
 """Serving-engine artifacts: engine logs, Prometheus ``/metrics`` scrapes, benchmark results,
 and the allocator's state at an OOM.
 
-* vLLM log (V0 and V1, any prefix such as ``(APIServer pid=1)``): the version, the engine
+* vLLM log (V0 and V1, any prefix such as ``(APIServer pid=1)``): the version, which engine
+  generation ran (``generation``: the start-up line ``Initializing a V1 LLM engine (v...)`` /
+  ``Initializing a V0 LLM engine`` / ``Initializing an LLM engine``, a ``Falling back to V0``
+  warning, else the stats lines' form: V1 ``Waiting:``, V0 ``Swapped:`` / ``Pending:``), the engine
   configuration (``non-default args: {...}``, ``Initializing ... engine ... with config:``,
   ``Chunked prefill is enabled ...``), KV-cache size lines, the periodic stats lines (V0
   ``metrics.py``: Running / Swapped / Pending; V1 ``loggers.py``: Running / Waiting, KV cache
@@ -56,6 +59,11 @@ _CONFIG_KEYS = ("enforce_eager", "enable_chunked_prefill", "max_num_seqs", "max_
                 "gpu_memory_utilization", "max_model_len", "kv_cache_dtype", "quantization", "chunked_prefill_size",
                 "max_running_requests", "disable_radix_cache", "mem_fraction_static")
 _CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
+# which engine generation ran (vllm/v1/engine/core.py, vllm/engine/llm_engine.py; arg_utils.py's fallback warning)
+_GENERATION = ((re.compile(r"Initializing a V1 LLM engine \(v"), "V1", "the start-up line 'Initializing a V1 LLM engine'"),
+               (re.compile(r"Initializing a V0 LLM engine \(v|Initializing an LLM engine \(v"), "V0",
+                "the start-up line 'Initializing a V0 LLM engine' / 'Initializing an LLM engine'"),
+               (re.compile(r"Falling back to V0"), "V0", "the warning 'Falling back to V0'"))
 _KV_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
 # the weights each worker loaded (vLLM: "Model loading took 14.99 GiB and 5.3 seconds"; SGLang: "Load weight
 # end. ... mem usage=14.98 GB"): with tensor parallelism every rank logs its own shard, the bytes per device
@@ -124,6 +132,8 @@ class ServingCapture:
     kind: str  # vllm_log | sglang_log | vllm_metrics | sglang_metrics | bench_result | oom_report
     engine: str | None = None  # vllm | sglang
     version: str | None = None
+    generation: str | None = None       # vLLM engine generation that ran: V1 | V0 (None: the capture does not say)
+    generation_from: str | None = None  # what said so (a start-up line, a warning, the stats lines' form)
     config: dict = field(default_factory=dict)
     stats: list = field(default_factory=list)       # engine stats samples (one per stats / decode line)
     prefills: list = field(default_factory=list)    # SGLang prefill batch lines
@@ -249,6 +259,7 @@ def _log(path: str, text: str) -> ServingCapture:
         cap.kind, cap.engine = "sglang_log", "sglang"
     for line in _lines(cap, text):
         _log_version(cap, line)
+        _log_generation(cap, line)
         if _log_config(cap, line) or _vllm_stats(cap, line) or _sglang_batch(cap, line) or _log_events(cap, line):
             continue
         _memory_summary_row(cap, line)
@@ -267,6 +278,24 @@ def _log_version(cap: ServingCapture, line: str) -> None:
         v = _SGL_VERSION.search(line)
         if v and cap.version is None:
             cap.version = v.group(1)
+
+
+def _log_generation(cap: ServingCapture, line: str) -> None:
+    """The vLLM engine generation (V1 / V0) a line states: the start-up line or the fallback warning
+    decide (the last one wins: a fallback comes after the V1 attempt); a stats line's form only
+    when nothing stated it (V1's ``loggers.py`` prints ``Waiting:``, V0's ``metrics.py``
+    ``Swapped:`` and ``Pending:``)."""
+    if cap.engine != "vllm":
+        return
+    for pattern, generation, said_by in _GENERATION:
+        if pattern.search(line):
+            cap.generation, cap.generation_from = generation, said_by
+            return
+    if cap.generation is None and _STATS.search(line):
+        if _FIELD["swapped"].search(line) or "Pending:" in line:
+            cap.generation, cap.generation_from = "V0", "the stats lines' V0 form (Swapped / Pending)"
+        elif "Waiting:" in line:
+            cap.generation, cap.generation_from = "V1", "the stats lines' V1 form (Running / Waiting)"
 
 
 def _log_config(cap: ServingCapture, line: str) -> bool:
@@ -307,6 +336,9 @@ def _vllm_stats(cap: ServingCapture, line: str) -> bool:
         cap.stats.append(row)
         return True
     p = _PREFIX_LINE.search(line)
+    if p:
+        # V0's metrics.py prints this line only when a hit rate is kept (>= 0), i.e. prefix caching is on
+        cap.config.setdefault("enable_prefix_caching", True)
     if p and cap.stats and cap.stats[-1].get("prefix_hit_pct") is None:
         cap.stats[-1]["prefix_hit_pct"] = float(p.group(1))  # V0 logs it on its own line
     return False
@@ -391,6 +423,8 @@ def _prom(path: str, text: str) -> ServingCapture:
                 cap.warnings.append(f"histogram {name} has no +Inf bucket: percentiles above its last bucket are not known")
     if bad:
         cap.warnings.append(f"{bad} metric samples with unreadable values skipped")
+    if engine == "vllm" and any("vllm:kv_cache_usage_perc" in rep["gauges"] for rep in cap.replicas.values()):
+        cap.generation, cap.generation_from = "V1", "the V1 metric vllm:kv_cache_usage_perc"
     return cap
 
 

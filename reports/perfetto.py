@@ -203,7 +203,7 @@ class _TraceExport:
             blob_rows = np.array([blob_index[c] for c in uniq.tolist()], np.int64)[inv]
             corr = ops.correlation[rows]
             extra = [pw.choose(blobs, blob_rows)]
-            extra += pw.annotation_int(bytes_iid, ops.nbytes[rows], ops.is_copy[rows])
+            extra += pw.annotation_int(bytes_iid, ops.nbytes[rows], ops.is_copy[rows] & (ops.nbytes[rows] >= 0))
             extra += pw.annotation_int(corr_iid, corr, corr >= 0)
             flow = _flow_column(ops.flows, np.arange(rows.start, rows.stop), pw.TAG_TERMINATING_FLOW)
             if flow is not None:

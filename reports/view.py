@@ -433,6 +433,22 @@ _DIRECTIONS = {"HtoD": "host-to-device", "DtoH": "device-to-host", "DtoD": "devi
                "HtoH": "host-to-host"}
 
 
+def _copies_words(direction: str, count: int) -> str:
+    """'3 device-to-host copies', '151 memsets'."""
+    if direction == "memset":
+        return plural(count, "memset")
+    return plural(count, _DIRECTIONS.get(direction, direction) + " copy", _DIRECTIONS.get(direction, direction) + " copies")
+
+
+def _copy_bytes(totals: dict) -> str:
+    """The bytes of a direction's operations, 'size not recorded' for those whose format records
+    none (rocprofv3 blit memsets: by_direction's bytes_unrecorded), never '0 B' for them."""
+    missing = totals.get("bytes_unrecorded") or 0
+    if missing >= totals["count"]:
+        return "size not recorded"
+    return fmt_bytes(totals["bytes"]) + (f"; {missing:,} of them of unrecorded size" if missing else "")
+
+
 def copies_text(c: dict | None, devices: list[dict] | None = None) -> str | None:
     """One line on the copies of the window: every direction with its count and bytes (from the
     devices' copy activity, summed), then pageable async copies, synchronous copy calls and UVM
@@ -443,13 +459,14 @@ def copies_text(c: dict | None, devices: list[dict] | None = None) -> str | None
     dirs: dict[str, dict] = {}
     for d in devices or []:
         for k, x in ((d.get("copies") or {}).get("by_direction") or {}).items():
-            t = dirs.setdefault(k, {"count": 0, "bytes": 0})
+            t = dirs.setdefault(k, {"count": 0, "bytes": 0, "bytes_unrecorded": 0})
             t["count"] += x.get("count") or 0
             t["bytes"] += x.get("bytes") or 0
+            t["bytes_unrecorded"] += x.get("bytes_unrecorded") or 0
     if not dirs and c["dtoh"]["count"]:
         dirs["DtoH"] = dict(c["dtoh"])
-    moved = ", ".join(f"{plural(x['count'], _DIRECTIONS.get(k, k) + ' copy', _DIRECTIONS.get(k, k) + ' copies')} "
-                      f"({fmt_bytes(x['bytes'])})" for k, x in sorted(dirs.items(), key=lambda kv: -kv[1]["bytes"]))
+    moved = ", ".join(f"{_copies_words(k, x['count'])} ({_copy_bytes(x)})"
+                      for k, x in sorted(dirs.items(), key=lambda kv: -kv[1]["bytes"]))
     return (f"copies in the window: {moved or 'none'}; {plural(c['pageable_async']['count'], 'async copy', 'async copies')} "
             f"from/to pageable memory, {plural(c['sync_copy_calls']['count'], 'synchronous copy call')}; "
             f"unified-memory migrations (page moves, not copies): {m['count']:,} ({fmt_bytes(m['bytes'])})")

@@ -228,6 +228,26 @@ def prefix_cache_miss(rng):
     return {"vllm.log": log, "metrics.prom": prom, "bench.json": [rec]}, truth
 
 
+def prefix_unshared(rng):
+    """Class 8 of issue 32: the same prefill-heavy load on vLLM 0.10.1 (V1) started without
+    --enable-prefix-caching: V1 caches prefixes by default, so the 0% hit rate means the prompts
+    share no prefix (the finding is ruled out by its falsifier), not that caching is off."""
+    n = 500
+    rec = bench_record(6.0, None, n, n / 5.9, 1900 * n, 60 * n, [rng.uniform(90, 140) for _ in range(n)],
+                       [rng.uniform(14, 16) for _ in range(n)], [rng.uniform(14, 16) for _ in range(n)],
+                       [rng.uniform(1000, 1200) for _ in range(n)])
+    log = config_lines({"model": "m", "max_num_seqs": 128}, chunked=2048)
+    log.append("(EngineCore_0 pid=90) INFO 07-28 08:59:56 [core.py:74] Initializing a V1 LLM engine (v0.10.1) with config: "
+               "model='m', speculative_config=None, tokenizer='m', skip_tokenizer_init=False, tokenizer_mode=auto")
+    for i in range(20):
+        run = rng.randint(20, 40)
+        log.append(stats_line(10 * i, run, 0, rng.uniform(20, 35), 11000.0, gen_tps(run) / 10, hit_pct=0.0))
+    truth = {"expect": ["prefix_cache_miss"], "falsified": ["prefix_cache_miss"], "slo": {},
+             "numbers": {"prompt_per_output": 1900 / 60, "prefix_caching": "on", "prefix_caching_source": "default",
+                         "generation": "V1"}}
+    return {"vllm.log": log, "bench.json": [rec]}, truth
+
+
 def proxy_buffering(rng):
     """Seed 002 case 8: a proxy buffers the stream; the client's first token comes with nearly the last."""
     n = 300
@@ -316,6 +336,7 @@ SCENARIOS = {
     "serving_prefill_stall": prefill_stall,
     "serving_memory_pressure": memory_pressure,
     "serving_prefix_cache_miss": prefix_cache_miss,
+    "serving_prefix_unshared": prefix_unshared,
     "serving_proxy_buffering": proxy_buffering,
     "serving_over_replicated": over_replicated,
     "serving_admission_blocked": admission_blocked,

@@ -19,7 +19,9 @@ Tables of a :class:`Trace` (column: dtype — meaning):
     pid: int64 — owning process
     collective: category — AllReduce, AllGather, ReduceScatter, Broadcast, Reduce,
         SendRecv, AllToAll, Collective (op unknown), or missing for compute
-    bytes: int64 — bytes moved by a copy or set, 0 for kernels
+    bytes: int64 — bytes moved by a copy or set, 0 for kernels, -1 when the format does not record
+        the size (parsers/common.py UNRECORDED_BYTES: rocprofv3 blit-kernel copies and memsets, RPD
+        FillBuffer memsets)
     copy_kind: category — HtoD, DtoH, DtoD, HtoH, PtoP, other, and UVM_HtoD / UVM_DtoH /
         UVM_DtoD for unified-memory migrations (copies only)
     pageable: bool — a copy whose host side is pageable (not pinned) memory

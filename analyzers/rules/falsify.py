@@ -17,13 +17,16 @@ from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.rules import context
 from tracetriage.analyzers.rules.context import Context, t
 from tracetriage.analyzers.rules.slo import budget_check, cap_of
+from tracetriage.analyzers.serving import effective_config
 from tracetriage.wording import plural, us
 
 # name: (value, why)
 THRESHOLDS = {
-    "severity_min_steps": (5, "a window holding 5+ measured steps shows a repeating pattern: its severity is not capped"),
-    "severity_toy_window_ns": (10_000_000, ("without 5 steps, a window under 10 ms (a toy program, one step) shows too "
-                                            "little for more than low")),
+    "severity_min_steps": (5, ("between 10 and 100 ms, a window holding 5+ measured steps shows a repeating pattern: "
+                               "its severity is not capped")),
+    "severity_toy_window_ns": (10_000_000, ("a window under 10 ms is a toy program or a fraction of one real step, "
+                                            "however many steps it holds (steps of a few hundred µs are a micro-benchmark's "
+                                            "loop): at most low")),
     "severity_short_window_ns": (100_000_000, ("without 5 steps, a window under 100 ms may be start-up or a "
                                                "single step: at most medium")),
 }
@@ -31,14 +34,15 @@ THRESHOLDS = {
 
 def facts(ctx: Context) -> dict:
     """What the capture shows that a finding's falsifier can be checked against (catalog.falsified):
-    ``config`` (the engine's), ``trace`` (graph replays and launches; the collective share and its
+    ``config`` (the engine's, printed or its known defaults: serving.effective_config), ``trace``
+    (graph replays and launches; the collective share and its
     exposed part, means over the devices that ran collectives), ``serving`` (serving_facts),
     ``threshold`` (THRESHOLDS' values by name) and ``kind``. A figure not measured is None."""
     serving = ctx.data.get("serving") or {}
     collective = [device for device in ctx.devices if device.collective_count]
     processes = [process for trace in ctx.per_trace for process in trace.processes]
     return {
-        "config": dict(serving.get("config") or {}),
+        "config": effective_config(serving),
         "trace": {"graph_replays": (sum(int(trace.graph_replays_in_window or 0) for trace in ctx.per_trace)
                                     if ctx.per_trace else None),
                   "graph_launches_per_step": max((process.graph_launches_per_step for process in processes
@@ -81,18 +85,29 @@ def _falsify(finding: Finding, why: str) -> Finding:
         fix=why)  # no fix to give: what rules the finding out stands in its place
 
 
+def window_cap(window_ns: int, steps: int) -> str | None:
+    """The severity cap of a window (None: not capped), one rule by the window's length: under
+    severity_toy_window_ns, low whatever it holds (a 1.5 ms export with 6 steps and a 2 ms one with
+    4 get the same cap); under severity_short_window_ns, medium unless it holds severity_min_steps
+    measured steps; longer, none."""
+    if window_ns < t("severity_toy_window_ns"):
+        return "low"
+    if window_ns < t("severity_short_window_ns") and steps < t("severity_min_steps"):
+        return "medium"
+    return None
+
+
 def cap_severity_by_window(ctx: Context, findings: list[Finding]) -> list[Finding]:
-    """Severity scales with what the window can show: without severity_min_steps measured steps,
-    a window under severity_toy_window_ns caps the throughput findings at low, one under
-    severity_short_window_ns at medium (a 1.5 ms Game-of-Life export is not a HIGH problem).
-    The finding says so in its evidence."""
+    """Severity scales with what the window can show (window_cap: the longest device window, the
+    most steps a process measured): the throughput findings above the cap are lowered to it (a
+    1.5 ms Game-of-Life export is not a HIGH problem). The finding says so in its evidence."""
     if not ctx.devices:
         return findings
     steps = max((int(process.steps.count or 0) for trace in ctx.per_trace for process in trace.processes), default=0)
     window = max(device.window_ns for device in ctx.devices)
-    if steps >= t("severity_min_steps") or window >= t("severity_short_window_ns"):
+    cap = window_cap(window, steps)
+    if cap is None:
         return findings
-    cap = "low" if window < t("severity_toy_window_ns") else "medium"
     return [finding.with_evidence(ev("severity_capped", cap, "", None,
                                      text=f"severity capped at {cap} (was {finding.severity}): a {us(window)} window "
                                           f"with {plural(steps, 'measured step')} shows too little to rank it higher"),

@@ -18,6 +18,7 @@ from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.rules.context import Context, Rule, t
 from tracetriage.analyzers.rules.memory import lone_preemption, rule_memory_pressure
 from tracetriage.analyzers.rules.slo import budget_check, cap_of, measured_serving
+from tracetriage.analyzers.serving import effective_config
 from tracetriage.wording import ms, pct, plural
 
 # name: (value, why)
@@ -276,6 +277,12 @@ def itl_tail(serving: dict) -> dict | None:
     return {"p50": p50, "p99": p99, "max": longest, "source": source}
 
 
+def _default_words(serving: dict, key: str) -> str:
+    """' (the vLLM V1 default, ...)' when the engine default, not the capture, gave ``key``'s value; else ''."""
+    feature = ((serving.get("engine_defaults") or {}).get("features") or {}).get(key)
+    return f" ({feature['where']})" if feature and feature["source"] in ("default", "assumed") else ""
+
+
 def rule_prefill_stall_itl(ctx: Context):
     serving, slo = ctx.serving, ctx.slo
     tail = itl_tail(serving)
@@ -284,7 +291,7 @@ def rule_prefill_stall_itl(ctx: Context):
     ratio = tail["p99"] / tail["p50"]
     if ratio < t("itl_tail_ratio"):
         return None
-    chunked = (serving.get("config") or {}).get("enable_chunked_prefill")
+    chunked = effective_config(serving).get("enable_chunked_prefill")
     prompts = serving.get("prompts") or {}
     longest = max(tokens for tokens in (prompts.get("input_len_max"), prompts.get("input_len_mean"),
                                         prompts.get("prefill_new_token_max"), 0) if tokens)
@@ -303,7 +310,7 @@ def rule_prefill_stall_itl(ctx: Context):
         ev("chunked_prefill", chunked, "", None, text="chunked prefill: " + (
             "off" if chunked is False else "not stated in the config" if chunked is None else
             f"on, max_num_batched_tokens {budget_tokens}" if budget_tokens
-            else "on, chunk budget (max_num_batched_tokens) not stated")),
+            else "on, chunk budget (max_num_batched_tokens) not stated") + _default_words(serving, "enable_chunked_prefill")),
     ]
     if tail.get("max"):
         evidence.append(ev("itl_max_ms", round(tail["max"], 3), "ms", tail["source"], text="longest "
@@ -326,12 +333,29 @@ def rule_prefill_stall_itl(ctx: Context):
         variant="chunked" if chunked is True else None, kind=ctx.kind)
 
 
+PREFIX_CACHE_KEYS = ("enable_prefix_caching", "disable_radix_cache")  # vLLM's switch, SGLang's (inverted)
+
+
+def prefix_caching(serving: dict) -> tuple[bool | None, str]:
+    """(whether prefix caching ran: True, False or None when not known; where that comes from, in
+    words: printed, the engine default of the named or assumed generation, or why it is not known)."""
+    features = (serving.get("engine_defaults") or {}).get("features") or {}
+    config = effective_config(serving)
+    for key in PREFIX_CACHE_KEYS:
+        if config.get(key) is not None:
+            on = bool(config[key]) if key == "enable_prefix_caching" else not config[key]
+            return on, features[key]["where"] if key in features else f"{key}={config[key]}"
+    where = next((features[key]["where"] for key in PREFIX_CACHE_KEYS if key in features), None)
+    return None, where or "no engine log or config in the case"
+
+
 def rule_prefix_cache_miss(ctx: Context):
     serving = ctx.serving
     tokens = serving.get("tokens") or {}
     ratio = tokens.get("prompt_per_output")
-    config = serving.get("config") or {}
-    off = config.get("enable_prefix_caching") is False or config.get("disable_radix_cache") is True
+    caching, caching_where = prefix_caching(serving)
+    state = "on" if caching else "off" if caching is False else "not known"
+    off = caching is False
     hit = tokens.get("prefix_hit_pct")
     if ratio is None or ratio < t("prompt_per_output_min"):
         return None
@@ -343,17 +367,20 @@ def rule_prefix_cache_miss(ctx: Context):
         return None
     share = ratio / (ratio + 1)  # prompt tokens / all tokens processed
     impact = 100.0 * share * (1 - (hit or 0.0) / 100.0)
-    hit_text = "prefix caching is off in the config" if off else f"hit rate {pct(hit)} from {tokens['prefix_hit_source']}"
+    measured = f"hit rate {pct(hit)} from {tokens['prefix_hit_source']}" if hit is not None else "hit rate not measured"
+    hit_text = f"prefix caching {state} ({caching_where}); {measured}"
     evidence = [
         ev("prompt_per_output", ratio, "tokens", "output token", text=f"{ratio:,.1f} prompt tokens per "
                                                                       f"output token ({tokens['source']})"),
-        ev("prefix_hit_pct", hit, "%", "prompt tokens looked up", text=hit_text),
+        ev("prefix_caching", f"{state} ({caching_where})", "", None, text=f"prefix caching {state} ({caching_where})"),
+        ev("prefix_hit_pct", hit, "%", "prompt tokens looked up", text=measured),
         ev("uncached_prompt_share", round(impact, 2), "%", "tokens processed",
            text=f"prompt tokens computed without a cache hit: {pct(impact)} of all tokens processed"),
     ]
     return catalog.make("prefix_cache_miss", impact,
                         {"ratio": f"{ratio:,.1f}", "hit": "off" if off else pct(hit), "hit_text": hit_text},
-                        evidence, severity="medium" if ratio >= 10 else "low", denominator="tokens processed", kind=ctx.kind)
+                        evidence, severity="medium" if ratio >= 10 else "low", denominator="tokens processed",
+                        variant="cached" if caching else None, kind=ctx.kind)
 
 
 def rule_proxy_buffering(ctx: Context):
@@ -506,7 +533,8 @@ RULES = [
          requires=SERVING, finding="prefill_stall", thresholds=("itl_tail_ratio", "long_prompt_tokens")),
     Rule("memory_pressure", "serving", rule_memory_pressure, reads=("serving.memory", "serving.stats", "serving.config"),
          requires=SERVING, thresholds=("kv_full_pct", "fragmentation_share", "preemptions_recurring", "queue_kv_full_pct")),
-    Rule("prefix_cache_miss", "serving", rule_prefix_cache_miss, reads=("serving.tokens", "serving.config"),
+    Rule("prefix_cache_miss", "serving", rule_prefix_cache_miss, reads=("serving.tokens", "serving.config",
+                                                                         "serving.engine_defaults"),
          requires=SERVING, thresholds=("prompt_per_output_min", "prefix_hit_low_pct", "stats_min_samples")),
     Rule("proxy_buffering", "serving", rule_proxy_buffering, reads=("serving.latency",), requires=SERVING,
          thresholds=("proxy_ttft_share", "proxy_server_share"), depends_on=PROXY_AFTER),

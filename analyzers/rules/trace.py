@@ -49,6 +49,9 @@ THRESHOLDS = {
     "pageable_min_count": (1, "any pageable async copy in steady state serializes with the host"),
     "copy_bound_min_pct": (30.0, "copies alone filling 30% of the window (and more than kernels) set the step time"),
     "starved_idle_min_pct": (50.0, "a GPU idle for most of the window is starved, whatever the cause"),
+    "starved_band_pct": (5.0, ("a class needs a margin: identical captures differ by a few points of idle (where the "
+                               "capture starts and stops), so idle within 5 points of the 50% line is 'about half', "
+                               "named as such and never called starved")),
     "starved_unexplained_min_share": (0.5, "the other findings explain less than half of the idle time"),
     "python_frame_min_pct": (15.0, ("one user frame holding 15% of the host's non-idle samples is a hot spot worth moving off "
                                     "the step's critical path")),
@@ -311,7 +314,8 @@ def rule_copy_bound(ctx: Context):
     kernels_pct = 100.0 * (device.slices["compute"] + device.slices["collective"]) / window_ns
     dirs = sorted(copies.by_direction.items(), key=lambda x: -x[1]["time_ns"])
     direction, top = dirs[0]
-    gbps = top["bytes"] / top["time_ns"] if top["time_ns"] else 0.0  # bytes per ns = GB/s
+    sized = not top.get("bytes_unrecorded")  # a rate needs the sizes: rocprofv3 blit memsets record none
+    gbps = top["bytes"] / top["time_ns"] if top["time_ns"] and sized else None  # bytes per ns = GB/s
     dir_words = {"HtoD": "host to device", "DtoH": "device to host", "DtoD": "device to device", "PtoP": "peer to peer",
                  "HtoH": "host to host", "memset": "memsets"}
     pinned = copies.count - copies.pageable
@@ -323,9 +327,12 @@ def rule_copy_bound(ctx: Context):
            text=f"kernels run {pct(kernels_pct)} of the window"),
         ev("bytes", copies.bytes, "B", f"{copies_words} in the window",
            text=f"{nbytes(copies.bytes)} in {copies_words}: " + ", ".join(
-               f"{dir_words.get(name, name)} {nbytes(row['bytes'])} in {us(row['time_ns'])}" for name, row in dirs)),
-        ev("throughput", round(gbps, 2), "GB/s", f"time {dir_words.get(direction, direction)} copies run",
-           text=f"{gbps:.1f} GB/s {dir_words.get(direction, direction)}, the direction that takes the most copy time"),
+               f"{dir_words.get(name, name)} {copy_size(row)} in {us(row['time_ns'])}" for name, row in dirs)),
+        ev("throughput", round(gbps, 2) if gbps is not None else None, "GB/s",
+           f"time {dir_words.get(direction, direction)} copies run",
+           text=(f"{gbps:.1f} GB/s" if gbps is not None else
+                 f"rate not measured (the format records no size for {top['bytes_unrecorded']:,} of them)")
+                + f" {dir_words.get(direction, direction)}, the direction that takes the most copy time"),
         ev("pinned", pinned, "copies", f"{copies.count} copies",
            text=f"{pinned:,} of {copies.count:,} copies use pinned host memory, {copies.pageable:,} pageable"),
         ev("overlap_with_kernels_pct", copies.overlap_pct, "%", "copy time",
@@ -334,9 +341,18 @@ def rule_copy_bound(ctx: Context):
     return catalog.make("copy_bound", impact,
                         {"copy_share": pct(copy_pct),
                          "compute_share": pct(kernels_pct),
-                         "gbps": f"{gbps:.1f} GB/s", "direction": dir_words.get(direction, direction),
-                         "bytes": nbytes(top["bytes"])},
+                         "gbps": f"{gbps:.1f} GB/s" if gbps is not None else "unknown GB/s",
+                         "direction": dir_words.get(direction, direction), "bytes": copy_size(top)},
                         evidence, severity=severity_for(impact), denominator=window_denominator(ctx), kind=ctx.kind)
+
+
+def copy_size(row: dict) -> str:
+    """The bytes of a by_direction row in words: 'size not recorded' when the format records none of
+    its sizes, the recorded bytes and how many are not recorded when some are missing."""
+    missing = row.get("bytes_unrecorded") or 0
+    if missing >= row["count"]:
+        return "size not recorded"
+    return nbytes(row["bytes"]) + (f" (+{missing:,} of unrecorded size)" if missing else "")
 
 
 def rule_gpu_starved(ctx: Context):
@@ -348,7 +364,8 @@ def rule_gpu_starved(ctx: Context):
                 continue
             idle = sum(ns for name, ns in device.slices.items() if name.startswith("idle:"))
             left = ctx.ledger.available(device.id, ["idle:*:*"])
-            if 100.0 * idle / window_ns >= t("starved_idle_min_pct") and left >= t("starved_unexplained_min_share") * idle:
+            if (100.0 * idle / window_ns >= t("starved_idle_min_pct") - t("starved_band_pct")
+                    and left >= t("starved_unexplained_min_share") * idle):
                 wants[device.id] = (["idle:*:*"], None)
     if not wants:
         return None
@@ -380,8 +397,17 @@ def rule_gpu_starved(ctx: Context):
     if gaps.count:
         evidence.append(ev("gaps", gaps.count, "gaps", "window",
                            text=f"{plural(gaps.count, 'idle gap')}, p50 {us(gaps.p50_ns)}, max {us(gaps.max_ns)}"))
+    half = abs(idle_pct - t("starved_idle_min_pct")) < t("starved_band_pct")
+    if half:
+        evidence.append(ev("about_half", round(idle_pct, 2), "%", f"window on {device.id}",
+                           text=f"idle {pct(idle_pct)} is within {t('starved_band_pct'):g} points of the "
+                                f"{t('starved_idle_min_pct'):g}% line: about half, not called starved (a re-capture of "
+                                "the same program may fall on either side)"))
     return catalog.make("gpu_starved", impact,
-                        {"idle": pct(idle_pct), "cause_text": f"mostly {CAUSE_WORDS[cause]}", "claimed": pct(impact),
+                        {"starved": (f"GPU idle about half the window ({pct(idle_pct)})" if half
+                                     else f"GPU starved: idle {pct(idle_pct)} of the window"),
+                         "share_words": "about half the window" if half else "most of the window",
+                         "idle": pct(idle_pct), "cause_text": f"mostly {CAUSE_WORDS[cause]}", "claimed": pct(impact),
                          "cause_where": f"while the host was {CAUSE_WORDS[cause]}", "capture": capture},
                         evidence, severity=severity_for(impact), denominator=window_denominator(ctx),
                         variant="blocked" if cause in ("sync", "memcpy_sync") else None, kind=ctx.kind)
@@ -471,6 +497,6 @@ RULES = [
     Rule("copy_bound", "throughput", rule_copy_bound, reads=("devices",), thresholds=("copy_bound_min_pct",)),
 ]
 STARVED = Rule("gpu_starved", "throughput", rule_gpu_starved, reads=("devices", "processes"),
-               thresholds=("starved_idle_min_pct", "starved_unexplained_min_share"))
+               thresholds=("starved_idle_min_pct", "starved_band_pct", "starved_unexplained_min_share"))
 PREFILL_STALL = Rule("prefill_stall", "trace", rule_prefill_stall, reads=("processes", "slo", "serving.config"),
                      thresholds=tuple(name for name in THRESHOLDS if name.startswith(("prefill_", "tail_"))))
