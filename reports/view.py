@@ -382,8 +382,17 @@ def _skew(skew: dict | None) -> str | None:
     if not skew:
         return None
     if skew.get("matched"):
-        return (f"{skew['matched']} collectives matched, start spread p50 {fmt_ns(skew['p50_ns'])}, "
-                f"max {fmt_ns(skew['max_ns'])}")
+        words = (f"{skew['matched']} collectives matched, start spread p50 {fmt_ns(skew['p50_ns'])}, "
+                 f"max {fmt_ns(skew['max_ns'])}")
+        late = skew.get("late_rank")
+        if skew.get("wait_share_pct") is not None and late:
+            rank = f"rank {late['rank']} ({late['device']})" if late.get("rank") is not None else late["device"]
+            words += (f"; {skew['wait_share_pct']:.1f}% of their time is ranks waiting for the last to start, "
+                      f"{late['waited_share_pct']:.0f}% of that for {rank}")
+        if skew.get("end_spread_p50_ns") is not None:
+            words += f"; ends within {fmt_ns(skew['end_spread_p50_ns'])} (p50)" + (
+                ", each rank on its own trace's clock" if skew.get("clock") == "files" else "")
+        return words
     return f"not measured ({skew.get('reason')})"
 
 
