@@ -156,6 +156,25 @@ def _language(case, per_trace: list[TraceMetrics], programs: list[str]) -> str |
     return None
 
 
+def trace_vendor(trace) -> str:
+    """``rocm`` or ``cuda`` for one trace of the model (as :func:`is_rocm` for its metrics): an AMD
+    format, HIP runtime calls, or AMD device names."""
+    if trace.format in AMD_FORMATS or trace.meta.get("runtime") == "hip" or runtime_of(trace) == "hip":
+        return "rocm"
+    names = trace.devices["name"].astype(str).tolist() if "name" in trace.devices else []
+    return "rocm" if any(_AMD_DEVICE.search(name) for name in names) else "cuda"
+
+
+def is_native_trace(trace) -> bool:
+    """A trace (the model's) of a native program: not a PyTorch profiler trace, and every process
+    that ran GPU work is named and none of them is Python (as ``language`` = native above)."""
+    if trace.format == "kineto" or not len(trace.processes) or not len(trace.gpu):
+        return False
+    names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))
+    programs = [str(names.get(pid) or "") for pid in set(trace.gpu["pid"].tolist())]
+    return bool(programs) and all(name and not name.startswith("pid ") and not _PYTHON.search(name) for name in programs)
+
+
 def _trace_names(trace, table: str, limit: int = 5000) -> list[str]:
     """:func:`_names` of a trace's table; a trace from the cache answers from the table's stored
     dictionary, so a cached analysis still loads no table."""
