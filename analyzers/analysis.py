@@ -295,7 +295,8 @@ def _skew(case, per_trace: list[TraceMetrics]) -> CollectiveSkew | None:
     files = len({index for index, _, _ in ranks}) > 1
     if not one_clock:
         ranks = [rank for rank in ranks if rank[0] == ranks[0][0]]
-    labels = [trace.devices[calls.device].id if calls.device < len(trace.devices) else str(calls.device) for _, trace, calls in ranks]
+    labels = [trace.devices[calls.device].id if calls.device < len(trace.devices) else str(calls.device)
+              for _, trace, calls in ranks]
     skew = coll.rank_skew([calls for _, _, calls in ranks], labels)
     if not one_clock:
         reason = "the traces' windows do not overlap (different clocks): skew measured inside each trace only"

@@ -88,7 +88,8 @@ def _workload(case, programs: list[str], serving: dict | None) -> str | None:
 
 # a range or op that names the call a SendRecv kernel runs for (PyTorch's record_param_comms
 # annotations, c10d ops, torch.distributed.pipelining and Megatron/DeepSpeed pipeline schedules)
-_POINT_TO_POINT = re.compile(r"^(?:nccl|rccl|gloo):(?:send|recv|batch_isend_irecv|coalesced_p2p)|^c10d::(?:send|recv_|recv_any_source)"
+_POINT_TO_POINT = re.compile(r"^(?:nccl|rccl|gloo):(?:send|recv|batch_isend_irecv|coalesced_p2p)"
+                             r"|^c10d::(?:send|recv_|recv_any_source)"
                              r"|batch_isend_irecv|PipelineSchedule|Schedule1F1B|ScheduleInterleaved|ScheduleGPipe|pipeline_stage"
                              r"|send_forward|recv_forward|send_backward|recv_backward|PipelineEngine|_exec_send_activations",
                              re.IGNORECASE)

@@ -25,7 +25,7 @@ from tracetriage.reports.side_views import (
     serving_view,
     topology_view,
 )
-from tracetriage.wording import as_text, count, fixed, for_vendor, fmt_bytes, fmt_ns, fmt_num, pct, plural, short_middle
+from tracetriage.wording import as_text, count, fixed, fmt_bytes, fmt_ns, fmt_num, for_vendor, pct, plural, short_middle
 
 
 @dataclass(frozen=True, slots=True)

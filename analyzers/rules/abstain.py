@@ -159,7 +159,8 @@ def _case_abstentions(ctx: Context) -> list[dict]:
         out.append({"analysis": "topology", "scope": "case",
                     "reason": "collectives run but no topology matrix was given: cannot tell whether the communicator "
                               "crosses a slow (SYS/NODE/PHB) link",
-                    "capture_hint": capture_text("abstention", "topology_rocm" if ctx.kind.get("vendor") == "rocm" else "topology")})
+                    "capture_hint": capture_text("abstention",
+                                                 "topology_rocm" if ctx.kind.get("vendor") == "rocm" else "topology")})
     if not any(capture.format in ("raw", "speedscope") for capture in getattr(ctx.case, "pyspy", [])):
         hosty = [device for device in ctx.devices if device.window_ns
                  and 100.0 * device.gaps.by_cause["host"] / device.window_ns >= t("host_idle_pyspy_hint_pct")]
