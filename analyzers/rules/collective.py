@@ -174,8 +174,8 @@ def _before_words(skew: CollectiveSkew) -> str:
         return "the trace shows neither a kernel nor a host range on it in that time"
     name = short_middle(late.before, 90)
     if late.before_where == "gpu":
-        return f"its GPU was still running {name} ({fmt_ns(late.before_ns)} of that time)"
-    return f"its GPU idled while its host was in {name} ({fmt_ns(late.before_ns)} of that time)"
+        return f"its GPU was still running {name} ({fmt_ns(late.before_ns)} over those calls)"
+    return f"its GPU idled while its host was in {name} ({fmt_ns(late.before_ns)} over those calls)"
 
 
 def _clock_words(skew: CollectiveSkew) -> str:
