@@ -84,36 +84,46 @@ class Matched:
 
 
 def match_calls(ranks: list[CollectiveCalls]) -> Matched:
-    """The calls every rank ran, matched by their ends (module docstring)."""
+    """The calls every rank ran, matched by their ends (module docstring): for each call of the rank
+    with the fewest, the same op's call with the nearest end on every other rank (a call taken once)."""
     reference = min(range(len(ranks)), key=lambda index: ranks[index].starts.size)
     ref = ranks[reference]
-    columns: list[list[int]] = []
-    used = [np.zeros(calls.starts.size, bool) for calls in ranks]
-    for call in range(ref.starts.size):
-        picked = []
-        for index, calls in enumerate(ranks):
-            if index == reference:
-                picked.append(call)
-                continue
-            same = np.flatnonzero((calls.ops == ref.ops[call]) & ~used[index])
-            if not same.size:
-                break
-            nearest = same[np.argmin(np.abs(calls.ends[same] - ref.ends[call]))]
-            shorter = min(ref.ends[call] - ref.starts[call], calls.ends[nearest] - calls.starts[nearest])
-            if abs(int(calls.ends[nearest]) - int(ref.ends[call])) > max(END_TOLERANCE_MIN_NS, END_TOLERANCE_SHARE * shorter):
-                break
-            picked.append(int(nearest))
-        if len(picked) == len(ranks):
-            for index, position in enumerate(picked):
-                used[index][position] = True
-            columns.append(picked)
-    if not columns:
+    picked = np.full((len(ranks), ref.starts.size), -1, np.int64)
+    picked[reference] = np.arange(ref.starts.size)
+    for index, calls in enumerate(ranks):
+        if index != reference:
+            picked[index] = _nearest_ends(ref, calls)
+    keep = (picked >= 0).all(axis=0)
+    order = picked[:, keep]  # (ranks, calls)
+    if not order.shape[1]:
         empty = np.empty((len(ranks), 0), np.int64)
         return Matched(starts=empty, ends=empty, ops=[])
-    order = np.asarray(columns).T  # (ranks, calls)
     starts = np.stack([ranks[index].starts[order[index]] for index in range(len(ranks))])
     ends = np.stack([ranks[index].ends[order[index]] for index in range(len(ranks))])
-    return Matched(starts=starts, ends=ends, ops=[str(ref.ops[call]) for call in order[reference]])
+    return Matched(starts=starts, ends=ends, ops=[str(op) for op in ref.ops[order[reference]]])
+
+
+def _nearest_ends(ref: CollectiveCalls, calls: CollectiveCalls) -> np.ndarray:
+    """For each call of ``ref``, the index in ``calls`` of the same op's call whose end is nearest and
+    within the tolerance, else -1; a call of ``calls`` is given to the first ``ref`` call close to it."""
+    out = np.full(ref.starts.size, -1, np.int64)
+    for op in np.unique(ref.ops):
+        mine = np.flatnonzero(ref.ops == op)
+        theirs = np.flatnonzero(calls.ops == op)
+        if not theirs.size:
+            continue
+        by_end = theirs[np.argsort(calls.ends[theirs], kind="stable")]
+        ends = calls.ends[by_end]
+        at = np.searchsorted(ends, ref.ends[mine])
+        before, after = np.clip(at - 1, 0, ends.size - 1), np.clip(at, 0, ends.size - 1)
+        nearer = np.where(np.abs(ends[after] - ref.ends[mine]) < np.abs(ends[before] - ref.ends[mine]), after, before)
+        nearest = by_end[nearer]
+        shorter = np.minimum(ref.ends[mine] - ref.starts[mine], calls.ends[nearest] - calls.starts[nearest])
+        close = np.abs(calls.ends[nearest] - ref.ends[mine]) <= np.maximum(END_TOLERANCE_MIN_NS, END_TOLERANCE_SHARE * shorter)
+        near = np.flatnonzero(close)
+        _, first = np.unique(nearest[near], return_index=True)  # among the close ones, the first takes the call
+        out[mine[near[first]]] = nearest[near[first]]
+    return out
 
 
 def rank_skew(ranks: list[CollectiveCalls], labels: list[str]) -> CollectiveSkew:
