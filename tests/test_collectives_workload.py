@@ -226,9 +226,9 @@ def test_pipeline_sendrecv_is_told_about_bubbles_and_the_schedule():
 # vendors, "CUDA/HIP" or "NVLink/XGMI", is fine)
 CUDA_ONLY = re.compile(r"nvidia-smi|\bnsys\b|Nsight|\bncu\b|nccl-tests|cudabacktrace|\bNVTX\b(?!/)|NVLink(?!/)"
                        r"|CUDA calls?\b|CUDA[- ]graphs?\b|(?<![/\w])cuda[A-Z]\w*(?!\s*/\s*hip)")
-ROCM_REAL = [("rocprof", name) for name in ("rocprofv3_rocpd_v3_bmm_trace_mi300x.db", "rocprofv3_rocpd_v3_ck_batched_gemm_mi300x.db",
-                                            "rpd_v2_pytorch_matmul.rpd", "rpd_v2_vllm_hipgraph.rpd.gz",
-                                            "rocprofv3_docs_kernel_trace.csv", "rocprofv3_docs_memory_copy_trace.csv")] + [
+ROCM_REAL = [("rocprof", name) for name in (
+    "rocprofv3_rocpd_v3_bmm_trace_mi300x.db", "rocprofv3_rocpd_v3_ck_batched_gemm_mi300x.db", "rpd_v2_pytorch_matmul.rpd",
+    "rpd_v2_vllm_hipgraph.rpd.gz", "rocprofv3_docs_kernel_trace.csv", "rocprofv3_docs_memory_copy_trace.csv")] + [
     ("kineto", "hta_amd_mi250_minitoy_train_rocm6.2.json.gz"), ("kineto", "tracelens_mi300_qwen1.5-0.5b_chat.json.gz")]
 
 
