@@ -266,8 +266,9 @@ def _no_shape_hint(trace: Trace) -> str:
     if trace.ops.empty:
         return capture_hint(trace.format, is_native_trace(trace))
     if bool(len(trace.gpu)) and bool(trace.gpu["in_graph"].any()):
-        return ("profile one step eagerly (CUDA graphs off, e.g. vLLM --enforce-eager) or also profile the graph-capture "
-                "phase with record_shapes=True so replayed kernels can be tied to their ops")
+        return for_vendor("profile one step eagerly (CUDA graphs off, e.g. vLLM --enforce-eager) or also profile the "
+                          "graph-capture phase with record_shapes=True so replayed kernels can be tied to their ops",
+                          trace_vendor(trace))
     return NO_SHAPED_OP_HINT
 
 

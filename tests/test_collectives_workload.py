@@ -229,7 +229,11 @@ CUDA_ONLY = re.compile(r"nvidia-smi|\bnsys\b|Nsight|\bncu\b|nccl-tests|cudabackt
 ROCM_REAL = [("rocprof", name) for name in (
     "rocprofv3_rocpd_v3_bmm_trace_mi300x.db", "rocprofv3_rocpd_v3_ck_batched_gemm_mi300x.db", "rpd_v2_pytorch_matmul.rpd",
     "rpd_v2_vllm_hipgraph.rpd.gz", "rocprofv3_docs_kernel_trace.csv", "rocprofv3_docs_memory_copy_trace.csv")] + [
-    ("kineto", "hta_amd_mi250_minitoy_train_rocm6.2.json.gz"), ("kineto", "tracelens_mi300_qwen1.5-0.5b_chat.json.gz")]
+    ("kineto", "hta_amd_mi250_minitoy_train_rocm6.2.json.gz"), ("kineto", "tracelens_mi300_qwen1.5-0.5b_chat.json.gz")] + [
+    ("kineto", f"tracelens_{name}.json.gz") for name in (  # TraceLens' vLLM and SGLang captures are MI300X ones
+        "sglang_decode_capture_bs32_rank0", "sglang_qwen3-8b_decode", "vllm_decode_full_graph_capture_rank0",
+        "vllm_decode_full_graph_execution", "vllm_prefilldecode_piecewise_graph_capture_rank0",
+        "vllm_prefilldecode_piecewise_graph_execution")]
 
 
 def _rendered(analysis) -> dict[str, str]:

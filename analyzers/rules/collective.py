@@ -73,6 +73,9 @@ def rule_cross_island_collective(ctx: Context):
            text=f"communication no compute hides: {pct(impact)} of the window"),
     ]
     evidence += _nccl_hop_evidence(slow_paths) + _collective_op_evidence(ctx)
+    skew = ctx.data.get("collective_skew")
+    if isinstance(skew, CollectiveSkew) and skew.matched:
+        evidence += _skew_evidence(skew)  # a late rank, not the link, when the ranks mostly wait (falsified_when)
     return catalog.make(
         "cross_island_collective", impact,
         {"group": group["group"], "spanned": group["islands_spanned"], "islands": islands_txt, "worst": group["worst_link"],
@@ -241,7 +244,8 @@ def rule_nccl_errors(ctx: Context):
 
 
 RULES = [
-    Rule("cross_island_collective", "throughput", rule_cross_island_collective, reads=("topology", "nccl", "devices"),
+    Rule("cross_island_collective", "throughput", rule_cross_island_collective,
+         reads=("topology", "nccl", "devices", "collective_skew", "kind"), thresholds=("skew_wait_share_min_pct",),
          entries=("cross_island_collective_nccl",)),
     Rule("collective_dominant", "throughput", rule_collective_dominant, reads=("devices", "collective_skew", "kind"),
          thresholds=("collective_share_min_pct", "skew_wait_share_min_pct"),
