@@ -31,8 +31,10 @@ from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers.metrics import CollectiveCalls, CollectiveSkew, DeviceCollectives, LateRank
 from tracetriage.model import Trace, is_kind
 
-END_TOLERANCE_MIN_NS = 20_000  # two ends this close are one call whatever its length (launch jitter, a ring's last hop)
-END_TOLERANCE_SHARE = 0.25  # or within a quarter of the shorter call: a collective's ranks finish within its last chunk
+# two ends this close are one call whatever its length: the ranks of one call leave it a ring's last hop
+# and the kernel's teardown apart (~25 us seen between two H100s on ~100 us SendRecv calls)
+END_TOLERANCE_MIN_NS = 50_000
+END_TOLERANCE_SHARE = 0.5  # or within half the shorter call: two different calls of a rank are a call apart
 BEFORE_CALLS_MAX = 64  # the late calls what_came_before reads: the longest waits, where the time is
 # ranges that are the collective itself (its launch and bookkeeping), not what the late rank did before it
 _COLLECTIVE_RANGE = ("nccl:", "rccl:", "c10d::", "record_param_comms", "ncclGroup", "ncclSend", "ncclRecv",

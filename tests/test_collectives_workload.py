@@ -214,7 +214,7 @@ def test_pipeline_sendrecv_is_told_about_bubbles_and_the_schedule():
     found = catalog.make("collective_dominant", 30.0, {"op": "SendRecv", "share": "30%", "ranks": "4 ranks",
                                                        "claimed": "25%", "topo_cmd": "rocm-smi --showtopo",
                                                        "bench": "rccl-tests", "fabric": "XGMI", "lib": "RCCL",
-                                                       "profiler": "rocprofv3", "marker": "roctx"},
+                                                       "profiler": "rocprofv3"},
                          [], severity="high", denominator="window", kind={"vendor": "rocm"}, variant="pipeline")
     assert "bubbles" in found.mechanism and "micro-batches" in found.fix and "1F1B" in found.fix
     assert "rccl-tests" in found.falsifier and "nccl-tests" not in found.falsifier

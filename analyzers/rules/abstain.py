@@ -97,6 +97,13 @@ def _step_annotations(trace: TraceMetrics, fmt: str | None, candidates: str) -> 
              "capture_hint": capture_cmd(fmt, "steps")}]
 
 
+def _no_ranges_words(fmt: str | None, vendor: str | None) -> str:
+    """"No step ranges" in the words of the capture: a PyTorch profiler trace's annotations (on either
+    vendor), else NVTX or roctx ranges."""
+    return "no step annotation ranges (ProfilerStep#N, record_function)" if fmt == "kineto" else for_vendor(
+        "no NVTX step ranges", vendor)
+
+
 def _no_steps(trace: TraceMetrics, fmt: str | None, candidates: str, vendor: str | None = None) -> list[dict]:
     """Each process with GPU work and no steps found: per-step metrics not measured (``vendor``: the
     capture's, so an AMD capture reads roctx, not NVTX)."""
@@ -112,7 +119,7 @@ def _no_steps(trace: TraceMetrics, fmt: str | None, candidates: str, vendor: str
                         "capture_hint": capture_text("abstention", "step_range")})
             continue
         out.append({"analysis": "steps", "scope": f"pid {process.pid}",
-                    "reason": (for_vendor("no NVTX step ranges", vendor) if not candidates else "no known step range")
+                    "reason": (_no_ranges_words(fmt, vendor) if not candidates else "no known step range")
                     + " and no periodic sync or graph launch: per-step metrics "
                       f"(launches and syncs per step, the step tail) not measured{candidates}",
                     "capture_hint": capture_cmd(fmt, "steps")})

@@ -30,9 +30,9 @@ THRESHOLDS = {
 # the words that name a vendor's tools: the fields every collective text is filled with
 VENDOR_WORDS = {
     "cuda": {"topo_cmd": "nvidia-smi topo -m", "bench": "nccl-tests", "fabric": "NVLink", "lib": "NCCL",
-             "profiler": "nsys profile --trace=cuda,nvtx,osrt", "marker": "NVTX"},
+             "profiler": "nsys profile --trace=cuda,nvtx,osrt"},
     "rocm": {"topo_cmd": "rocm-smi --showtopo", "bench": "rccl-tests", "fabric": "XGMI", "lib": "RCCL",
-             "profiler": "rocprofv3 --runtime-trace --marker-trace", "marker": "roctx"},
+             "profiler": "rocprofv3 --runtime-trace --marker-trace"},
 }
 WORKLOAD_WORDS = {
     "tensor_parallel": "tensor-parallel inference", "data_parallel": "data-parallel training (DDP)",
@@ -190,12 +190,14 @@ def _clock_words(skew: CollectiveSkew) -> str:
 
 
 def _skew_fields(skew: CollectiveSkew) -> dict:
+    """The fields of the "skew" texts of collective_dominant."""
     return {"wait_share": pct(skew.wait_share_pct), "late": _late_name(skew), "late_calls": skew.late_rank.late_calls,
             "matched": skew.matched, "skew_p50": fmt_ns(skew.p50_ns), "transfer_p50": fmt_ns(skew.duration_p50_ns),
             "before": _before_words(skew), "clock": _clock_words(skew)}
 
 
 def _skew_evidence(skew: CollectiveSkew) -> list:
+    """The skew's evidence rows: spread, waiting share, the clocks, the late rank and what it did."""
     evidence = [
         ev("skew_p50_ns", skew.p50_ns, "ns", None,
            text=f"start skew across ranks: p50 {fmt_ns(skew.p50_ns)}, max {fmt_ns(skew.max_ns)} over "
