@@ -20,6 +20,7 @@ from tracetriage.analyzers import timeline as tl
 from tracetriage.analyzers.capture_kind import runtime_of
 from tracetriage.analyzers.case_blocks import CaseInputs, HostProfile
 from tracetriage.analyzers.metrics import (
+    CollectiveSkew,
     DeviceMetrics,
     DeviceTimeline,
     LongSteps,
@@ -158,7 +159,7 @@ def _device_metrics(trace: Trace, device_index: int, label: str, times: DeviceTi
         slices=accounting.decomposition(times.busy_ns, times.window_ns, copies.copy_only_ns, collectives.exposed_ns,
                                         times.idle_by_class),
         busy_in_long_steps_ns=times.busy_in_spans_ns, collective_exposed_ns=collectives.exposed_ns,
-        collective_starts=collectives.starts)
+        collective_calls=collectives.calls)
 
 
 def _table_counts(trace: Trace, lo: int, hi: int) -> dict:
@@ -264,7 +265,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         kernels=kernel_summary.result(),
         kernel_median_ns=kernel_median.result(),
         copies=copies,
-        coll_starts=tuple(device.collective_starts for device in devices),
+        coll_calls=tuple(device.collective_calls for device in devices if device.collective_calls is not None),
         has_api=bool(len(api)),
         meta={"format": trace.format, "path": trace.path, "runtime": runtime_of(trace), "step_range": step_range,
               **{key: value for key, value in trace.meta.items() if key in kept_meta}},
@@ -281,21 +282,34 @@ def _tp_groups(devices: list[DeviceMetrics]) -> list[list[int]]:
     return [gpus] if len(gpus) > 1 else []
 
 
-def _skew(per_trace: list[TraceMetrics]) -> dict | None:
-    """Collective skew over every device of the case. Devices of different traces are
-    compared only when the traces' windows overlap (one clock); otherwise per trace."""
-    starts = [device_starts for trace in per_trace for device_starts in trace.coll_starts if device_starts.size]
-    if not starts:
+def _skew(case, per_trace: list[TraceMetrics]) -> CollectiveSkew | None:
+    """Collective skew over every device of the case (collectives.rank_skew), with what the late
+    rank did before its calls. Devices of different traces are compared only when the traces'
+    windows overlap (their clocks then agree to within the matched calls' end spread); otherwise
+    inside the first trace."""
+    ranks = [(index, trace, calls) for index, trace in enumerate(per_trace) for calls in trace.coll_calls if calls.starts.size]
+    if not ranks:
         return None
-    spans = [(trace.window.start_ns, trace.window.end_ns) for trace in per_trace
-             if any(device_starts.size for device_starts in trace.coll_starts)]
+    spans = [(trace.window.start_ns, trace.window.end_ns) for trace in per_trace if any(c.starts.size for c in trace.coll_calls)]
     one_clock = all(start < other_end and other_start < end for (start, end) in spans for (other_start, other_end) in spans)
-    if one_clock:
-        return coll.rank_skew(starts)
-    out = coll.rank_skew([device_starts for device_starts in per_trace[0].coll_starts if device_starts.size])
-    out["reason"] = "the traces' windows do not overlap (different clocks): skew measured inside each trace only" + (
-        f"; {out['reason']}" if out.get("reason") else "")
-    return out
+    files = len({index for index, _, _ in ranks}) > 1
+    if not one_clock:
+        ranks = [rank for rank in ranks if rank[0] == ranks[0][0]]
+    labels = [trace.devices[calls.device].id if calls.device < len(trace.devices) else str(calls.device)
+              for _, trace, calls in ranks]
+    skew = coll.rank_skew([calls for _, _, calls in ranks], labels)
+    if not one_clock:
+        reason = "the traces' windows do not overlap (different clocks): skew measured inside each trace only"
+        return replace(skew, reason=reason + (f"; {skew.reason}" if skew.reason else ""))
+    if skew.late_rank is None:
+        return skew
+    index, trace_metrics, calls = ranks[labels.index(skew.late_rank.device)]
+    trace = case.traces[index]
+    device = trace_metrics.devices[calls.device] if calls.device < len(trace_metrics.devices) else None
+    where, before, before_ns = coll.what_came_before(trace, calls.device, device.pid if device else -1, skew.late_intervals)
+    late = replace(skew.late_rank, rank=trace.meta.get("rank") if files else None, before_where=where, before=before,
+                   before_ns=before_ns)
+    return replace(skew, late_rank=late, clock="files" if files else "one trace")
 
 
 def _case_kernels(case, per_trace: list[TraceMetrics]) -> list[dict]:
@@ -390,7 +404,7 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
         "processes": processes,
         "kernels": _case_kernels(case, per_trace),
         "copies": kern.merge_copy_checks([trace.copies for trace in per_trace]),
-        "collective_skew": _skew(per_trace),
+        "collective_skew": _skew(case, per_trace),
         "topology": _topology(case, devices),
         "nccl": _nccl(case),
         "serving": _serving(case, slo),
@@ -403,6 +417,7 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     ctx = rules.Context(case=case, data=data, per_trace=per_trace, symptom=symptom, slo=dict(slo or {}))
     evaluation = rules.evaluate(ctx)
     findings, abstentions = evaluation.findings, evaluation.abstentions
+    data["collective_skew"] = data["collective_skew"].to_contract() if data["collective_skew"] else None
     data["capture_kind"] = evaluation.kind  # the evidence the catalog's texts selected their variant on
     data["findings"] = [finding.to_contract() for finding in findings]
     data["abstentions"] = abstentions

@@ -12,11 +12,32 @@ alternatives, stays):
   is seen; ``serving`` when an engine is (a vLLM/SGLang process or serving artifacts); else unknown.
 * ``language``: ``python`` for PyTorch profiler traces, a python process or a py-spy capture;
   ``native`` when every process that drives a GPU is named and none is Python; else unknown.
+
+What the collectives are for (:func:`collective_workload`, the collective rules' text variant) is
+decided from the op that takes most collective time and the names of what runs around it:
+
+==================  ===========================================================================
+``pipeline``        SendRecv kernels with point-to-point calls named (``nccl:send``/``nccl:recv``,
+                    ``c10d::send``/``recv_``, ``batch_isend_irecv``, a pipeline schedule's ranges) and
+                    no all-to-all: activations passed between pipeline stages, a wait is a bubble
+``all_to_all``      AllToAll kernels, or SendRecv kernels under ``nccl:all_to_all`` /
+                    ``c10d::alltoall*`` (NCCL runs an all-to-all as grouped sends and receives):
+                    sharded embeddings (TorchRec), experts (MoE) or sequence parallelism (Ulysses)
+``fsdp``            a training capture whose collective time is mostly AllGather / ReduceScatter, or
+                    that names FSDP / ZeRO: parameters gathered, gradients scattered every layer
+``data_parallel``   a training capture whose collective time is mostly AllReduce: the gradient
+                    all-reduce of DDP (``nccl:all_reduce`` from DistributedDataParallel)
+``tensor_parallel`` a serving capture whose collective time is AllReduce / AllGather / ReduceScatter:
+                    the per-layer collectives of tensor-parallel inference
+unknown             anything else (SendRecv whose call the trace does not name, a collective-heavy
+                    capture whose workload is unknown): the default text names the alternatives
+==================  ===========================================================================
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -65,6 +86,66 @@ def _workload(case, programs: list[str], serving: dict | None) -> str | None:
     return "training" if any(_BACKWARD.search(name) for name in names) else None
 
 
+# a range or op that names the call a SendRecv kernel runs for (PyTorch's record_param_comms
+# annotations, c10d ops, torch.distributed.pipelining and Megatron/DeepSpeed pipeline schedules)
+_POINT_TO_POINT = re.compile(r"^(?:nccl|rccl|gloo):(?:send|recv|batch_isend_irecv|coalesced_p2p)"
+                             r"|^c10d::(?:send|recv_|recv_any_source)"
+                             r"|batch_isend_irecv|PipelineSchedule|Schedule1F1B|ScheduleInterleaved|ScheduleGPipe|pipeline_stage"
+                             r"|send_forward|recv_forward|send_backward|recv_backward|PipelineEngine|_exec_send_activations",
+                             re.IGNORECASE)
+_ALL_TO_ALL = re.compile(r"^(?:nccl|rccl):all_to_all|^c10d::alltoall|all_to_all_single|alltoall_base|all2all", re.IGNORECASE)
+_FSDP = re.compile(r"FullyShardedDataParallel|FSDP::|fsdp::|FSDPParamGroup|ZeRO|zero_stage|reduce_scatter_tensor"
+                   r"|_reduce_scatter_base|all_gather_into_tensor|_allgather_base")
+_GATHER_SCATTER = ("AllGather", "ReduceScatter")
+
+
+@dataclass(frozen=True, slots=True)
+class CollectiveWorkload:
+    """What the collectives of a case are for (module docstring): ``kind`` one of pipeline,
+    all_to_all, fsdp, data_parallel, tensor_parallel, or None when unknown; ``why`` the names that
+    decided it, in words for the evidence."""
+
+    kind: str | None
+    why: str
+
+
+def collective_workload(case, by_op: dict[str, float], workload: str | None) -> CollectiveWorkload:
+    """The workload kind of a case's collectives, from ``by_op`` (op -> share of the window, mean
+    over the ranks), the capture's ``workload`` (kind_of) and the names of its ranges and ops."""
+    if not by_op:
+        return CollectiveWorkload(None, "no collective kernels")
+    top = max(by_op, key=by_op.get)
+    traces = getattr(case, "traces", [])
+    names = [name for trace in traces for table in ("ranges", "ops") for name in _trace_names(trace, table, limit=1 << 20)]
+    p2p = sorted({name for name in names if _POINT_TO_POINT.search(name)})
+    a2a = sorted({name for name in names if _ALL_TO_ALL.search(name)})
+    if top == "AllToAll" or (top == "SendRecv" and a2a and not p2p):
+        return CollectiveWorkload("all_to_all", f"{top} kernels" + (f" under {_few(a2a)}" if a2a else ""))
+    if top == "SendRecv":
+        if p2p and not a2a:
+            return CollectiveWorkload("pipeline", f"SendRecv kernels with point-to-point calls: {_few(p2p)}")
+        return CollectiveWorkload(None, "SendRecv kernels whose call the trace does not name (no nccl:send/recv or "
+                                        "nccl:all_to_all annotation)" if not p2p else
+                                        f"SendRecv kernels under both point-to-point ({_few(p2p)}) and all-to-all "
+                                        f"({_few(a2a)}) calls")
+    if workload == "training":
+        fsdp = sorted({name for name in names if _FSDP.search(name)})
+        if top in _GATHER_SCATTER or fsdp:
+            return CollectiveWorkload("fsdp", f"training with {top} on top" + (f", {_few(fsdp)}" if fsdp else ""))
+        if top == "AllReduce":
+            return CollectiveWorkload("data_parallel", "training (backward or optimizer work runs) with AllReduce on top")
+        return CollectiveWorkload(None, f"training with {top} on top")
+    if workload == "serving" and top in ("AllReduce", *_GATHER_SCATTER):
+        return CollectiveWorkload("tensor_parallel", f"a serving engine with {top} on top")
+    return CollectiveWorkload(None, f"{top} on top; the workload (training or serving) is not known from the capture")
+
+
+def _few(names: list[str], count: int = 3) -> str:
+    """Up to ``count`` names, for the evidence: the communication library's own annotations first."""
+    names = sorted(names, key=lambda name: (not name.startswith(("nccl:", "rccl:", "c10d::")), name))
+    return ", ".join(names[:count]) + (f" (+{len(names) - count})" if len(names) > count else "")
+
+
 def _language(case, per_trace: list[TraceMetrics], programs: list[str]) -> str | None:
     """``python`` for a PyTorch profiler trace, a py-spy capture or a Python program; ``native`` when
     every program driving a GPU is named and none is Python; else None."""
@@ -74,6 +155,25 @@ def _language(case, per_trace: list[TraceMetrics], programs: list[str]) -> str |
     if programs and all(name and not name.startswith("pid ") for name in programs):
         return "native"
     return None
+
+
+def trace_vendor(trace) -> str:
+    """``rocm`` or ``cuda`` for one trace of the model (as :func:`is_rocm` for its metrics): an AMD
+    format, HIP runtime calls, or AMD device names."""
+    if trace.format in AMD_FORMATS or trace.meta.get("runtime") == "hip" or runtime_of(trace) == "hip":
+        return "rocm"
+    names = trace.devices["name"].astype(str).tolist() if "name" in trace.devices else []
+    return "rocm" if any(_AMD_DEVICE.search(name) for name in names) else "cuda"
+
+
+def is_native_trace(trace) -> bool:
+    """A trace (the model's) of a native program: not a PyTorch profiler trace, and every process
+    that ran GPU work is named and none of them is Python (as ``language`` = native above)."""
+    if trace.format == "kineto" or not len(trace.processes) or not len(trace.gpu):
+        return False
+    names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))
+    programs = [str(names.get(pid) or "") for pid in set(trace.gpu["pid"].tolist())]
+    return bool(programs) and all(name and not name.startswith("pid ") and not _PYTHON.search(name) for name in programs)
 
 
 def _trace_names(trace, table: str, limit: int = 5000) -> list[str]:

@@ -44,11 +44,12 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.analyzers import opwork
+from tracetriage.analyzers.capture_kind import is_native_trace, trace_vendor
 from tracetriage.analyzers.metrics import Efficiency, TraceMetrics
 from tracetriage.analyzers.op_kernels import KernelTime, OpWork, kernel_time, op_works, replayed_ops
 from tracetriage.analyzers.peaks import device_block, match_device, rates, roofline
 from tracetriage.model import Trace, is_kind
-from tracetriage.wording import plural
+from tracetriage.wording import for_vendor, plural
 
 # name: (value, why) — merged into the rules' THRESHOLDS table
 THRESHOLDS = {
@@ -84,19 +85,33 @@ KINETO_ALONE = ("profile the run with the PyTorch profiler (torch.profiler, reco
                 "on its own")
 
 
-def capture_hint(fmt: str | None) -> str:
-    """The capture that records operator shapes, for the format at hand."""
+# a native program (C++/HIP/CUDA, no PyTorch operators) gets no shapes from any profiler: the
+# kernels' achieved rates come from hardware counters instead
+NATIVE_HINTS = {
+    "rocm": ("a native HIP program has no PyTorch operators to read shapes from: measure each kernel's achieved "
+             "FLOP/s and bandwidth with counters (rocprofv3 --kernel-trace --pmc with the FLOP and memory counters, or "
+             "rocprof-compute profile), or name each problem size with a roctx range"),
+    "cuda": ("a native CUDA program has no PyTorch operators to read shapes from: measure each kernel's achieved "
+             "FLOP/s and bandwidth with Nsight Compute (ncu --set full), or name each problem size with an NVTX range"),
+}
+
+
+def capture_hint(fmt: str | None, native: bool = False) -> str:
+    """The capture that records operator shapes, for the format at hand; for a ``native`` program
+    (capture_kind: no Python process drives the GPU) the counters that measure its kernels instead."""
+    rocm = fmt in ("rocpd", "rpd", "rocprof_csv", "rocprof_json")
+    if native and fmt != "kineto":
+        return NATIVE_HINTS["rocm" if rocm else "cuda"]
     if fmt == "kineto":
         return ("profile with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], "
                 "record_shapes=True) so each op's input shapes are written and linked to its kernels")
-    if fmt in ("rocpd", "rpd", "rocprof_csv", "rocprof_json"):
+    if rocm:
         return f"rocprof records no operator shapes: {KINETO_ALONE}"
     if fmt == "nsys":
         return ("profile with nsys profile --pytorch=autograd-shapes-nvtx (PyTorch's emit_nvtx(record_shapes=True): each "
                 "operator's NVTX range carries its input shapes, tied to its kernels by the launch calls inside it); or "
                 f"{KINETO_ALONE} (it also records the data types)")
     return KINETO_ALONE
-
 
 
 def _busiest_device(ns_by_device: np.ndarray) -> int | None:
@@ -170,8 +185,9 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
                     "reason": f"{plural(replay_count, 'replay')}, {100.0 * untied_ns / all_ns:.0f}% of the replayed kernel "
                               f"time in the window: this {trace.format} export does not tie a replayed kernel to the launch call "
                               "that captured it",
-                    "capture_hint": "profile the same run with the PyTorch profiler (record_shapes=True) over the CUDA-graph "
-                                    "capture and the replays, or one step eagerly (vLLM --enforce-eager)"})
+                    "capture_hint": for_vendor("profile the same run with the PyTorch profiler (record_shapes=True) over "
+                                               "the CUDA-graph capture and the replays, or one step eagerly (vLLM "
+                                               "--enforce-eager)", trace_vendor(trace))})
         return out
     tied = len(ties.get("tied", []))
     done = (f"; {tied:,} of {ties['replays']:,} replays tied to their capture in "
@@ -187,7 +203,7 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
         replays = plural(int(np.unique(key[selected]).size), "replay")
         out.append({"what": "graph-replayed kernels not tied to ops", "time_ns": int(ns), "share_pct": None,
                     "reason": f"{replays}, {100.0 * ns / all_ns:.0f}% of the replayed kernel time in the window: {why}{done}",
-                    "capture_hint": hint})
+                    "capture_hint": for_vendor(hint, trace_vendor(trace))})
     return out
 
 
@@ -248,10 +264,11 @@ def _class_rows(entry: dict | None, work: OpWork, calls: _OpCalls, measured: dic
 def _no_shape_hint(trace: Trace) -> str:
     """The capture that would give shapes to the kernels no shaped op launched."""
     if trace.ops.empty:
-        return capture_hint(trace.format)
+        return capture_hint(trace.format, is_native_trace(trace))
     if bool(len(trace.gpu)) and bool(trace.gpu["in_graph"].any()):
-        return ("profile one step eagerly (CUDA graphs off, e.g. vLLM --enforce-eager) or also profile the graph-capture "
-                "phase with record_shapes=True so replayed kernels can be tied to their ops")
+        return for_vendor("profile one step eagerly (CUDA graphs off, e.g. vLLM --enforce-eager) or also profile the "
+                          "graph-capture phase with record_shapes=True so replayed kernels can be tied to their ops",
+                          trace_vendor(trace))
     return NO_SHAPED_OP_HINT
 
 
@@ -311,7 +328,7 @@ def _no_shapes_row(trace: Trace, kernel_ns: float) -> dict:
                 "--pytorch=autograd-nvtx, not autograd-shapes-nvtx)")
     return {"what": "operator shapes", "time_ns": int(kernel_ns),
             "reason": f"{what}: FLOPs and bytes per kernel, the roofline and the decode bandwidth floor are not measured",
-            "capture_hint": capture_hint(trace.format)}
+            "capture_hint": capture_hint(trace.format, is_native_trace(trace))}
 
 
 def measure(trace: Trace, lo: int, hi: int, steps: list) -> Efficiency:
@@ -335,7 +352,7 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> Efficiency:
     not_measured.extend(_unmeasured_rows(trace, kernels, unmeasured, total))
     top_ops = _top_ops(trace, entry, work, calls)
     not_measured.extend(_graph_not_measured(trace, lo, hi, tied[0]))
-    decode_floor = _decode_floor(not_measured, entry, work, calls, measured, total, steps)
+    decode_floor = _decode_floor(not_measured, entry, work, calls, measured, total, steps, trace_vendor(trace))
     if trace.ops.empty:
         not_measured.insert(0, _no_shapes_row(trace, kernels.kernel_ns))
     return Efficiency(device=device, device_name=str(row["name"]), classes=classes, top_ops=top_ops,
@@ -344,9 +361,9 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> Efficiency:
 
 
 def _decode_floor(not_measured: list[dict], entry: dict | None, work: OpWork, calls: _OpCalls, measured: dict[str, float],
-                  total: dict[str, float], steps: list) -> dict | None:
+                  total: dict[str, float], steps: list, vendor: str) -> dict | None:
     """The decode bandwidth floor (module docstring), or None; appends to ``not_measured`` why a
-    decode-shaped trace has none."""
+    decode-shaped trace has none (its capture hint in the ``vendor``'s words)."""
     gemm = calls.kind == 0
     if not gemm.any() or entry is None:
         return None
@@ -361,8 +378,9 @@ def _decode_floor(not_measured: list[dict], entry: dict | None, work: OpWork, ca
         not_measured.append({"what": "decode bandwidth floor", "time_ns": None,
                              "reason": f"decode-shaped GEMMs (median {median_tokens} rows) but no steps: the "
                                        "step the floor bounds is unknown",
-                             "capture_hint": "mark each engine step (torch.profiler schedule steps, or an "
-                                             "NVTX/record_function range per step), or pass --step-range REGEX"})
+                             "capture_hint": for_vendor("mark each engine step (torch.profiler schedule steps, or an "
+                                                        "NVTX/record_function range per step), or pass --step-range REGEX",
+                                                        vendor)})
         return None
     share = measured["gemm"] / total["gemm"] if total["gemm"] else 0.0
     if share < _threshold("decode_min_measured_share"):

@@ -102,18 +102,74 @@ class DeviceTimeline:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class CollectiveCalls:
+    """The collective kernels of one device (its index in the trace's devices) that start in the
+    window, by start: start and end ns and op (collectives.py), the skew's input."""
+
+    device: int
+    starts: np.ndarray
+    ends: np.ndarray
+    ops: np.ndarray
+
+    @classmethod
+    def empty(cls, device: int) -> CollectiveCalls:
+        return cls(device=device, starts=np.empty(0, np.int64), ends=np.empty(0, np.int64), ops=np.empty(0, object))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class DeviceCollectives:
     """collectives.device_collectives of one device (see that module for the definitions), with the
-    exposed ns and the sorted starts of the collectives in the window (the skew's input)."""
-
+    exposed ns and its collective calls in the window (the skew's input)."""
 
     collective_ns: int
     collective_share_pct: float
     collective_exposed_pct: float
     collectives_by_op: dict[str, float]
     collective_count: int
-    starts: np.ndarray
+    calls: CollectiveCalls
     exposed_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class LateRank(Contract):
+    """The rank the others waited for most (collectives.rank_skew): its device label and rank (the
+    trace's distributed rank, when the ranks are separate traces that name it), the matched calls
+    it was the last to start, the share of all the waiting that was for it, and what it did
+    meanwhile (collectives.what_came_before: ``before_where`` gpu or host, ``before`` the kernel or
+    range, ``before_ns`` its overlap with the waits; ``before`` empty when the trace shows nothing)."""
+
+    device: str
+    rank: int | None
+    late_calls: int
+    waited_share_pct: float
+    before_where: str
+    before: str
+    before_ns: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CollectiveSkew(Contract):
+    """Start spread of the same collective across ranks (collectives.py: calls matched by their
+    ends): ``matched``, ``p50_ns``, ``max_ns``, ``reason``; ``wait_share_pct`` the share of the matched
+    calls' time that ranks spent waiting for the last one to start; ``end_spread_p50_ns`` the median
+    spread of their ends (it bounds the clocks' offset); ``clock`` "one trace" or "files" (each rank
+    its own trace and clock); ``late_rank`` the rank waited for most. Private: the late rank's
+    median call (the transfer without the wait) and the intervals it was late in (2 x calls)."""
+
+    matched: int
+    p50_ns: int | None
+    max_ns: int | None
+    reason: str | None
+    wait_share_pct: float | None = None
+    end_spread_p50_ns: int | None = None
+    clock: str | None = None
+    late_rank: LateRank | None = None
+    duration_p50_ns: int = field(default=0, metadata=PRIVATE)
+    late_intervals: np.ndarray = field(default_factory=lambda: np.empty((2, 0), np.int64), metadata=PRIVATE)
+
+    @classmethod
+    def unmeasured(cls, reason: str) -> CollectiveSkew:
+        return cls(matched=0, p50_ns=None, max_ns=None, reason=reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +218,7 @@ class DeviceMetrics(Contract):
     slices: dict[str, int] = field(default_factory=dict, metadata=PRIVATE)
     busy_in_long_steps_ns: int = field(default=0, metadata=PRIVATE)
     collective_exposed_ns: int = field(default=0, metadata=PRIVATE)
-    collective_starts: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), metadata=PRIVATE)
+    collective_calls: CollectiveCalls | None = field(default=None, metadata=PRIVATE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +313,7 @@ class TraceSeries:
 class TraceMetrics:
     """Metrics of one trace in its own window and clock (analysis.analyze_trace); the analysis cache
     keeps them. ``odd`` says why the trace is too small or odd to judge (rules.oddities), empty when
-    it can be judged; ``coll_starts`` holds each device's collective starts, for the skew."""
+    it can be judged; ``coll_calls`` holds each device's collective calls, for the skew."""
 
 
     window: Window
@@ -272,7 +328,7 @@ class TraceMetrics:
     executed_total: int
     kernel_median_ns: int | None
     copies: dict
-    coll_starts: tuple[np.ndarray, ...]
+    coll_calls: tuple[CollectiveCalls, ...]
     graph_replays_in_window: int
     graph_launches_in_window: int
     has_api: bool

@@ -25,7 +25,7 @@ from tracetriage.reports.side_views import (
     serving_view,
     topology_view,
 )
-from tracetriage.wording import as_text, count, fixed, fmt_bytes, fmt_ns, fmt_num, pct, plural, short_middle
+from tracetriage.wording import as_text, count, fixed, fmt_bytes, fmt_ns, fmt_num, for_vendor, pct, plural, short_middle
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +252,7 @@ class ReportView:
     hot_frames: tuple[HotFrameView, ...]
     abstentions: tuple[AbstentionView, ...]
     kernels: tuple[KernelView, ...]
+    rocm: bool = False  # an AMD capture: the templates' own capture advice names rocprofv3, not nsys
 
 
 def report_view(analysis) -> ReportView:
@@ -276,7 +277,7 @@ def report_view(analysis) -> ReportView:
         skipped=tuple(SkippedView(s["path"], s["reason"]) for s in data.get("skipped") or []),
         devices=tuple(_device(device, list(claim_columns)) for device in devices),
         claim_columns=tuple(ClaimColumn(k, color) for k, color in claim_columns.items()),
-        longest_gaps=_longest_gaps(devices, data.get("window")),
+        longest_gaps=_longest_gaps(devices, data.get("window"), (data.get("capture_kind") or {}).get("vendor")),
         longest_gaps_scope=f" (first two devices of {len(devices)})" if len(devices) > 2 else "",
         gap_histogram=(f"Gap lengths on {devices[0]['id']}: "
                        + ", ".join(f"{k} {count(n)}" for k, n in devices[0]["gaps"]["histogram"].items())) if devices else None,
@@ -297,6 +298,7 @@ def report_view(analysis) -> ReportView:
         kernels=tuple(KernelView(k["name"], short_middle(k["name"]), count(k["count"]), fmt_ns(k["total_ns"]),
                                  fmt_ns(k["mean_ns"]), fmt_ns(k["median_ns"]), fixed(k["share_pct"], 1))
                       for k in data.get("kernels") or []),
+        rocm=(data.get("capture_kind") or {}).get("vendor") == "rocm",
     )
 
 
@@ -372,11 +374,11 @@ def _device(device: dict, claim_columns: list[str]) -> DeviceView:
         accounting=accounting, claim_cells=tuple(fixed(mine.get(k), 1) for k in claim_columns), unclaimed_pct=fixed(unclaimed, 1))
 
 
-def _longest_gaps(devices: list[dict], window: dict | None) -> tuple[GapView, ...]:
-    """The five longest idle gaps of each of the first two devices."""
+def _longest_gaps(devices: list[dict], window: dict | None, vendor: str | None) -> tuple[GapView, ...]:
+    """The five longest idle gaps of each of the first two devices (their causes in the vendor's words)."""
     start = (window or {}).get("start_ns") or 0
     return tuple(GapView(device["id"], fmt_ns(gap["start_ns"] - start), fmt_ns(gap["length_ns"]),
-                         CAUSE_LABELS.get(gap["cause"], gap["cause"]))
+                         for_vendor(CAUSE_LABELS.get(gap["cause"], gap["cause"]), vendor))
                  for device in devices[:2] for gap in (device["gaps"].get("top") or [])[:5])
 
 
@@ -385,8 +387,17 @@ def _skew(skew: dict | None) -> str | None:
     if not skew:
         return None
     if skew.get("matched"):
-        return (f"{skew['matched']} collectives matched, start spread p50 {fmt_ns(skew['p50_ns'])}, "
-                f"max {fmt_ns(skew['max_ns'])}")
+        words = (f"{skew['matched']} collectives matched, start spread p50 {fmt_ns(skew['p50_ns'])}, "
+                 f"max {fmt_ns(skew['max_ns'])}")
+        late = skew.get("late_rank")
+        if skew.get("wait_share_pct") is not None and late:
+            rank = f"rank {late['rank']} ({late['device']})" if late.get("rank") is not None else late["device"]
+            words += (f"; {skew['wait_share_pct']:.1f}% of their time is ranks waiting for the last to start, "
+                      f"{late['waited_share_pct']:.0f}% of that for {rank}")
+        if skew.get("end_spread_p50_ns") is not None:
+            words += f"; ends within {fmt_ns(skew['end_spread_p50_ns'])} (p50)" + (
+                ", each rank on its own trace's clock" if skew.get("clock") == "files" else "")
+        return words
     return f"not measured ({skew.get('reason')})"
 
 

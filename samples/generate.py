@@ -87,6 +87,11 @@ class Rank:
     nvtx: list = field(default_factory=list)      # (start, end, text)
     memsets: list = field(default_factory=list)   # (start, end, corr, bytes)
     short_names: dict = field(default_factory=dict)  # kernel name (demangledName) -> shortName, where they differ
+    program: str = ""  # the process's command line (default: a vLLM worker's)
+
+    @property
+    def command(self):
+        return self.program or f"python3 -m vllm.worker rank{self.device}"
 
     @property
     def gtid(self):
@@ -346,6 +351,60 @@ def scenario_tp4_island(rng):
     return ranks, {"launches_per_step": 16 * 3, "graph_launches_per_step": 0, "syncs_per_step": 1, "warmup_steps": 0}
 
 
+def scenario_dp2_late_rank(rng):
+    """Data-parallel training on 2 ranks: forward and backward GEMMs, then the gradient all-reduce and
+    the optimizer. Rank 1's host spends ~5 ms in a ``log_metrics`` range after queueing its backward,
+    so its all-reduce starts ~2 ms after rank 0's: rank 0's AllReduce kernel is mostly waiting for
+    rank 1, not moving data (every rank's call ends when the last has arrived and ~400 us moved)."""
+    ranks = [Rank(pid=5000 + i, device=i, program=f"python3 train.py --local-rank {i}") for i in range(2)]
+    late = ranks[1]
+    calls = []  # per step: [(start, end) per rank]
+    for _step in range(24):
+        step_start = max(r.t for r in ranks)
+        starts = {}
+        for r in ranks:
+            r.t = step_start
+            starts[r.pid] = step_start
+            for _layer in range(4):
+                r.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_fprop", int(250 * US * rng.uniform(0.98, 1.02)))
+            for _layer in range(4):
+                r.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_nt_n_dgrad", int(250 * US * rng.uniform(0.98, 1.02)))
+                r.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_wgrad", int(250 * US * rng.uniform(0.98, 1.02)))
+            if r is late:
+                stall = int(5_000 * US * rng.uniform(0.95, 1.05))
+                r.nvtx.append((r.t, r.t + stall, "log_metrics"))
+                r.host(stall)
+            r.host(3 * US)
+        # the all-reduce: each rank's kernel starts when its stream reaches it; all end together
+        begun = []
+        for r in ranks:
+            ks, _ = r.launch("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 0, collective="AllReduce")
+            r.kernels.pop()
+            begun.append(ks)
+        end = max(begun) + int(400 * US * rng.uniform(0.98, 1.02))
+        for r, ks in zip(ranks, begun):
+            r.kernels.append((ks, end, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", r.corr, "AllReduce"))
+            r.gpu_free = end
+        calls.append([(ks, end) for ks in begun])
+        for r in ranks:
+            r.launch("multi_tensor_apply_kernel<FusedAdamFunctor>", int(200 * US * rng.uniform(0.98, 1.02)))
+            r.dtoh_sync(nbytes=4)  # loss.item()
+            r.nvtx.append((starts[r.pid], r.t, "train_step"))
+    # the truth of the skew, from the generated intervals (collectives.py's definitions)
+    spreads, waits, durations, late_count = [], 0, 0, 0
+    for call in calls:
+        latest = max(start for start, _ in call)
+        spreads.append(latest - min(start for start, _ in call))
+        waits += sum(min(latest - start, end - start) for start, end in call)
+        durations += sum(end - start for start, end in call)
+        late_count += call[1][0] == latest
+    spreads.sort()
+    skew = {"matched": len(calls), "p50_ns": spreads[len(spreads) // 2], "wait_share_pct": 100.0 * waits / durations,
+            "late_pid": late.pid, "late_calls": late_count, "before_where": "host", "before": "log_metrics"}
+    return ranks, {"launches_per_step": 14, "graph_launches_per_step": 0, "syncs_per_step": 1, "warmup_steps": 0,
+                   "skew_truth": skew}
+
+
 def scenario_prefill_stall(rng, nvtx=True):
     """Seed case: 22 ms decode steps, a 450 ms whole-prompt prefill every ~12 steps."""
     r = Rank(pid=4303, device=0)
@@ -480,6 +539,9 @@ SCENARIOS = {
     "memset_only": (scenario_memset_only, "no kernel table, one 1.5 us memset"),
     "single_kernel": (scenario_single_kernel, "one 2.3 us kernel inside 112 ms of CUDA calls"),
     "host_starved": (scenario_host_starved, "graph replays of 2 ms separated by 7 ms of host code, no sync"),
+    "dp2_late_rank": (scenario_dp2_late_rank,
+                      "2-rank data-parallel training; rank 1 starts each gradient all-reduce ~2 ms late after a 5 ms "
+                      "log_metrics host range"),
 }
 
 
@@ -522,7 +584,7 @@ def write_nsys(path: Path, ranks: list[Rank], scenario: str, session_start_ns: i
         ("CUDA_GRAPH_TRACE_OPTIONS:MODE", "Graph"), ("PROCESS_0:COMMAND", "python3"),
     ])
     for r in ranks:
-        db.execute("INSERT INTO PROCESSES VALUES (?, ?, ?)", (r.gpid, r.pid, f"python3 -m vllm.worker rank{r.device}"))
+        db.execute("INSERT INTO PROCESSES VALUES (?, ?, ?)", (r.gpid, r.pid, r.command))
         db.execute("INSERT INTO ThreadNames VALUES (?, ?, ?)", (sid("python3"), 0, r.gtid))
         db.executemany(
             "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (?, ?, ?, 1, NULL, ?, ?, ?, 0, ?, NULL, 2)",
@@ -617,7 +679,7 @@ def write_rocpd(path: Path, rank: Rank, scenario: str) -> None:
     db.execute(f"INSERT INTO {t('rocpd_info_node')} (id, guid, hash, machine_id, hostname) "
                "VALUES (1, ?, 1, 'node', 'gpu-node-01')", (guid,))
     db.execute(f"INSERT INTO {t('rocpd_info_process')} (id, guid, nid, pid, command) VALUES (1, ?, 1, ?, ?)",
-               (guid, rank.pid, f"python3 -m vllm.worker rank{rank.device}"))
+               (guid, rank.pid, rank.command))
     db.execute(f"INSERT INTO {t('rocpd_info_thread')} (id, guid, nid, pid, tid, name) VALUES (1, ?, 1, 1, ?, 'python3')",
                (guid, rank.pid))
     agents = [(i, "CPU", i, i, i, "AMD EPYC 9654", "AMD EPYC 9654") for i in range(2)] + [
@@ -906,6 +968,8 @@ def generate(out: Path, only: list[str] | None = None, seed: int = 7, truth_dir:
         truth = truth_for(ranks, extra, name, description)
         if "pyspy_truth" in extra:
             truth["pyspy"] = extra["pyspy_truth"]
+        if "skew_truth" in extra:
+            truth["skew"] = extra["skew_truth"]
         if name in SIDE_ARTIFACTS:
             truth["islands"] = [[0, 1, 2, 3], [4, 5, 6, 7]]
             truth["crosses_islands"] = len({r.device // 4 for r in ranks}) > 1

@@ -27,6 +27,8 @@ PLACES = {
     metrics.Copies: DEVICE["properties"]["copies"],
     metrics.ProcessMetrics: PROCESS,
     metrics.StepStats: PROCESS["properties"]["steps"],
+    metrics.CollectiveSkew: SCHEMA["properties"]["collective_skew"],
+    metrics.LateRank: SCHEMA["properties"]["collective_skew"]["properties"]["late_rank"],
 }
 
 
@@ -83,7 +85,8 @@ def test_the_metrics_pickle(trace_metrics):
     assert type(again) is metrics.TraceMetrics
     assert [d.to_contract() for d in again.devices] == [d.to_contract() for d in trace_metrics.devices]
     assert [d.slices for d in again.devices] == [d.slices for d in trace_metrics.devices]
-    assert all(np.array_equal(a, b) for a, b in zip(again.coll_starts, trace_metrics.coll_starts))
+    assert all(np.array_equal(a.starts, b.starts) and np.array_equal(a.ends, b.ends)
+               for a, b in zip(again.coll_calls, trace_metrics.coll_calls))
     assert again.processes == trace_metrics.processes and again.window == trace_metrics.window
     assert again.efficiency == trace_metrics.efficiency and again.odd == trace_metrics.odd
 

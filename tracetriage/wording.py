@@ -121,3 +121,19 @@ def count(n) -> str:
 def as_text(x) -> str:
     """A value from the contract as the reports print it (``None`` as ``None``)."""
     return str(x)
+
+
+# the CUDA runtime's nouns and their HIP names, for texts written once for both vendors
+_HIP_WORDS = (("CUDA calls", "HIP calls"), ("CUDA call", "HIP call"), ("CUDA-graph", "HIP-graph"), ("CUDA graph", "HIP graph"),
+              ("NVTX", "roctx"))
+
+
+def for_vendor(text: str, vendor: str | None) -> str:
+    """``text`` with the CUDA runtime's nouns (a CUDA call, a CUDA graph, an NVTX range) named as HIP's
+    when ``vendor`` is rocm (capture_kind's vendor); unchanged otherwise."""
+    if vendor != "rocm":
+        return text
+    for cuda, hip in _HIP_WORDS:
+        text = text.replace(cuda, hip)
+    return text
+

@@ -12,7 +12,7 @@ from tracetriage.analyzers.rules.context import Context, process_name, t
 from tracetriage.analyzers.rules.hints import capture_cmd, hint_format, host_profiler_hint
 from tracetriage.analyzers.rules.serving import budgets_break_at, judge_fit, tail_words, tpot_needs_budget, unexplained_tail
 from tracetriage.analyzers.rules.slo import slo_checks
-from tracetriage.wording import plural, slo_text, us
+from tracetriage.wording import for_vendor, plural, slo_text, us
 
 # name: (value, why)
 THRESHOLDS = {
@@ -97,8 +97,16 @@ def _step_annotations(trace: TraceMetrics, fmt: str | None, candidates: str) -> 
              "capture_hint": capture_cmd(fmt, "steps")}]
 
 
-def _no_steps(trace: TraceMetrics, fmt: str | None, candidates: str) -> list[dict]:
-    """Each process with GPU work and no steps found: per-step metrics not measured."""
+def _no_ranges_words(fmt: str | None, vendor: str | None) -> str:
+    """"No step ranges" in the words of the capture: a PyTorch profiler trace's annotations (on either
+    vendor), else NVTX or roctx ranges."""
+    return "no step annotation ranges (ProfilerStep#N, record_function)" if fmt == "kineto" else for_vendor(
+        "no NVTX step ranges", vendor)
+
+
+def _no_steps(trace: TraceMetrics, fmt: str | None, candidates: str, vendor: str | None = None) -> list[dict]:
+    """Each process with GPU work and no steps found: per-step metrics not measured (``vendor``: the
+    capture's, so an AMD capture reads roctx, not NVTX)."""
     out = []
     asked = trace.meta.get("step_range")
     for process in trace.processes:
@@ -111,7 +119,7 @@ def _no_steps(trace: TraceMetrics, fmt: str | None, candidates: str) -> list[dic
                         "capture_hint": capture_text("abstention", "step_range")})
             continue
         out.append({"analysis": "steps", "scope": f"pid {process.pid}",
-                    "reason": ("no NVTX step ranges" if not candidates else "no known step range")
+                    "reason": (_no_ranges_words(fmt, vendor) if not candidates else "no known step range")
                     + " and no periodic sync or graph launch: per-step metrics "
                       f"(launches and syncs per step, the step tail) not measured{candidates}",
                     "capture_hint": capture_cmd(fmt, "steps")})
@@ -158,7 +166,8 @@ def _case_abstentions(ctx: Context) -> list[dict]:
         out.append({"analysis": "topology", "scope": "case",
                     "reason": "collectives run but no topology matrix was given: cannot tell whether the communicator "
                               "crosses a slow (SYS/NODE/PHB) link",
-                    "capture_hint": capture_text("abstention", "topology")})
+                    "capture_hint": capture_text("abstention",
+                                                 "topology_rocm" if ctx.kind.get("vendor") == "rocm" else "topology")})
     if not any(capture.format in ("raw", "speedscope") for capture in getattr(ctx.case, "pyspy", [])):
         hosty = [device for device in ctx.devices if device.window_ns
                  and 100.0 * device.gaps.by_cause["host"] / device.window_ns >= t("host_idle_pyspy_hint_pct")]
@@ -166,7 +175,8 @@ def _case_abstentions(ctx: Context) -> list[dict]:
             device = max(hosty, key=lambda x: x.gaps.by_cause["host"])
             out.append({"analysis": "host_frames", "scope": device.id,
                         "reason": f"{100.0 * device.gaps.by_cause['host'] / device.window_ns:.0f}% of the window the GPU "
-                                  "idles while the host is in no CUDA call: which host code runs then is not measured",
+                                  + for_vendor("idles while the host is in no CUDA call: which host code runs then is not "
+                                               "measured", ctx.kind.get("vendor")),
                         "capture_hint": host_profiler_hint(process_name(ctx, device.pid), device.pid, ctx.kind)})
     return out
 
@@ -181,7 +191,7 @@ def trace_abstentions(ctx: Context) -> list[dict]:
         fmt = hint_format(trace)
         candidates = _range_candidates(traces[index]) if len(traces) == len(ctx.per_trace) else ""
         out += _step_annotations(trace, fmt, candidates)
-        out += _no_steps(trace, fmt, candidates)
+        out += _no_steps(trace, fmt, candidates, ctx.kind.get("vendor"))
         out += _api_and_graphs(trace, fmt)
         out += _host_stall_tail(ctx, trace)
     return out + _case_abstentions(ctx)

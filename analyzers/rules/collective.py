@@ -1,20 +1,51 @@
 """Collective rules: communication that no compute hides, its cause in the topology, and NCCL's
-own warnings. Each claims (or, for NCCL warnings, states) what the collective kernels cost."""
+own warnings. Each claims (or, for NCCL warnings, states) what the collective kernels cost.
+
+The advice depends on what the collectives are for (capture_kind.collective_workload: tensor-parallel
+inference, data-parallel or FSDP training, pipeline stages, all-to-all) and on whether their time
+is data moving or ranks waiting: when ranks spend at least ``skew_wait_share_min_pct`` of the matched
+calls' time waiting for the last rank to start (collectives.rank_skew), the late rank and what it
+did before are named, not the link. Vendor words (the topology command, the bandwidth test, the
+fabric, the library) follow the capture's vendor."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from tracetriage.analyzers import catalog
+from tracetriage.analyzers.capture_kind import collective_workload
 from tracetriage.analyzers.evidence import ev, severity_for
+from tracetriage.analyzers.metrics import CollectiveSkew
 from tracetriage.analyzers.rules.context import Context, Rule, t, window_denominator
-from tracetriage.wording import pct, plural
+from tracetriage.wording import fmt_ns, pct, plural, short_middle
 
 # name: (value, why)
 THRESHOLDS = {
     "collective_share_min_pct": (20.0, ("the TensorBoard/TraceLens rule of thumb flags communication above 10-20% of step time; "
                                         "20% is where re-layout pays")),
+    "skew_wait_share_min_pct": (50.0, ("at least half of the matched collectives' time is ranks waiting for the last one to "
+                                       "start: the wait, not the transfer, is what the collectives cost")),
 }
+
+# the words that name a vendor's tools: the fields every collective text is filled with
+VENDOR_WORDS = {
+    "cuda": {"topo_cmd": "nvidia-smi topo -m", "bench": "nccl-tests", "fabric": "NVLink", "lib": "NCCL",
+             "profiler": "nsys profile --trace=cuda,nvtx,osrt"},
+    "rocm": {"topo_cmd": "rocm-smi --showtopo", "bench": "rccl-tests", "fabric": "XGMI", "lib": "RCCL",
+             "profiler": "rocprofv3 --runtime-trace --marker-trace"},
+}
+WORKLOAD_WORDS = {
+    "tensor_parallel": "tensor-parallel inference", "data_parallel": "data-parallel training (DDP)",
+    "fsdp": "sharded data-parallel training (FSDP/ZeRO)", "pipeline": "pipeline-parallel stages",
+    "all_to_all": "an all-to-all (sharded embeddings, experts or sequence parallelism)",
+}
+
+
+def vendor_words(ctx: Context) -> dict[str, str]:
+    """The vendor's tool names for the capture (VENDOR_WORDS): ROCm's for a ROCm trace or an RCCL
+    log, else CUDA's (also when the vendor is unknown)."""
+    rccl = any(log.get("library") == "RCCL" for log in (ctx.data.get("nccl") or []))
+    return VENDOR_WORDS["rocm" if ctx.kind.get("vendor") == "rocm" or rccl else "cuda"]
 
 
 def rule_cross_island_collective(ctx: Context):
@@ -42,11 +73,15 @@ def rule_cross_island_collective(ctx: Context):
            text=f"communication no compute hides: {pct(impact)} of the window"),
     ]
     evidence += _nccl_hop_evidence(slow_paths) + _collective_op_evidence(ctx)
+    skew = ctx.data.get("collective_skew")
+    if isinstance(skew, CollectiveSkew) and skew.matched:
+        evidence += _skew_evidence(skew)  # a late rank, not the link, when the ranks mostly wait (falsified_when)
     return catalog.make(
         "cross_island_collective", impact,
         {"group": group["group"], "spanned": group["islands_spanned"], "islands": islands_txt, "worst": group["worst_link"],
          "n_islands": len(topo["islands"]), "group_size": len(group["group"]),
-         "recommendation": topo.get("recommendation") or "keep each tensor-parallel group on GPUs joined by NVLink/XGMI"},
+         "recommendation": topo.get("recommendation") or "keep each tensor-parallel group on GPUs joined by NVLink/XGMI",
+         **vendor_words(ctx)},
         evidence, severity="high" if impact >= 25 else "medium", denominator=window_denominator(ctx), kind=ctx.kind)
 
 
@@ -87,7 +122,8 @@ def _cross_island_from_nccl(ctx: Context, slow_paths: list[dict]):
         evidence.append(ev("trace", None, "", None, text="no GPU trace: the time share is not measured"))
     return catalog.make(
         "cross_island_collective", impact,
-        {"hops_count": len(slow_paths), "hop_word": "hop" if len(slow_paths) == 1 else "hops", "hops": hops},
+        {"hops_count": len(slow_paths), "hop_word": "hop" if len(slow_paths) == 1 else "hops", "hops": hops,
+         **vendor_words(ctx)},
         evidence, severity="high" if impact >= 25 else "medium",
         denominator=window_denominator(ctx) if devices else "window (not measured: no GPU trace)",
         entry="cross_island_collective_nccl", kind=ctx.kind)
@@ -106,16 +142,76 @@ def rule_collective_dominant(ctx: Context):
     by_op = ops[1].value
     top_op = max(by_op, key=by_op.get) if by_op else "collectives"
     ranks = plural(len(devices), "rank")
+    workload = collective_workload(ctx.case, by_op, ctx.kind.get("workload"))
     evidence = [
         ev("collective_share_pct_mean", round(mean_share, 2), "%", "window, mean over ranks",
            text=f"collective kernels run {pct(mean_share)} of the window (mean over {ranks})"),
         ev("collective_claimed_pct", round(impact, 2), "%", window_denominator(ctx),
            text=f"not hidden by compute: {pct(impact)} of the window"),
         *ops,
+        ev("collective_workload", workload.kind, text=f"what the collectives are for: "
+                                                      f"{WORKLOAD_WORDS.get(workload.kind, 'not known')} ({workload.why})"),
     ]
-    return catalog.make("collective_dominant", impact,
-                        {"op": top_op, "share": pct(mean_share), "ranks": ranks, "claimed": pct(impact)},
-                        evidence, severity=severity_for(impact), denominator=window_denominator(ctx), kind=ctx.kind)
+    skew = ctx.data.get("collective_skew")
+    fields = {"op": top_op, "share": pct(mean_share), "ranks": ranks, "claimed": pct(impact), **vendor_words(ctx)}
+    variant = workload.kind
+    if isinstance(skew, CollectiveSkew) and skew.matched:
+        evidence += _skew_evidence(skew)
+        if skew.late_rank and (skew.wait_share_pct or 0.0) >= t("skew_wait_share_min_pct"):
+            variant = "skew"
+            fields.update(_skew_fields(skew))
+    return catalog.make("collective_dominant", impact, fields, evidence, severity=severity_for(impact),
+                        denominator=window_denominator(ctx), kind=ctx.kind, variant=variant)
+
+
+def _late_name(skew: CollectiveSkew) -> str:
+    """The late rank in words: its distributed rank when known, with its device."""
+    late = skew.late_rank
+    return f"rank {late.rank} ({late.device})" if late.rank is not None else late.device
+
+
+def _before_words(skew: CollectiveSkew) -> str:
+    """What the late rank did while the others waited, in words."""
+    late = skew.late_rank
+    if not late.before:
+        return "the trace shows neither a kernel nor a host range on it in that time"
+    name = short_middle(late.before, 90)
+    if late.before_where == "gpu":
+        return f"its GPU was still running {name} ({fmt_ns(late.before_ns)} over those calls)"
+    return f"its GPU idled while its host was in {name} ({fmt_ns(late.before_ns)} over those calls)"
+
+
+def _clock_words(skew: CollectiveSkew) -> str:
+    """The clock caveat of the skew: one trace's clock, or each rank's file on its own clock."""
+    if skew.clock == "files":
+        return (f"each rank is its own trace on its own host clock; the matched calls end within "
+                f"{fmt_ns(skew.end_spread_p50_ns)} of each other (median), which bounds the clocks' offset")
+    return f"every rank on one trace's clock; the matched calls end within {fmt_ns(skew.end_spread_p50_ns)} (median)"
+
+
+def _skew_fields(skew: CollectiveSkew) -> dict:
+    """The fields of the "skew" texts of collective_dominant."""
+    return {"wait_share": pct(skew.wait_share_pct), "late": _late_name(skew), "late_calls": skew.late_rank.late_calls,
+            "matched": skew.matched, "skew_p50": fmt_ns(skew.p50_ns), "transfer_p50": fmt_ns(skew.duration_p50_ns),
+            "before": _before_words(skew), "clock": _clock_words(skew)}
+
+
+def _skew_evidence(skew: CollectiveSkew) -> list:
+    """The skew's evidence rows: spread, waiting share, the clocks, the late rank and what it did."""
+    evidence = [
+        ev("skew_p50_ns", skew.p50_ns, "ns", None,
+           text=f"start skew across ranks: p50 {fmt_ns(skew.p50_ns)}, max {fmt_ns(skew.max_ns)} over "
+                f"{plural(skew.matched, 'matched call')}; the late rank's own call takes {fmt_ns(skew.duration_p50_ns)} (p50)"),
+        ev("skew_wait_share_pct", skew.wait_share_pct, "%", "matched collective time, all ranks",
+           text=f"ranks waiting for the last one to start: {pct(skew.wait_share_pct)} of the matched collectives' time"),
+        ev("skew_clock", skew.clock, text=f"clocks: {_clock_words(skew)}"),
+    ]
+    if skew.late_rank:
+        late = skew.late_rank
+        evidence.append(ev("late_rank", late.device, text=f"waited for most: {_late_name(skew)}, last to start "
+                                                          f"{plural(late.late_calls, 'call')} ({pct(late.waited_share_pct)} "
+                                                          f"of the waiting); meanwhile {_before_words(skew)}"))
+    return evidence
 
 
 def rule_nccl_errors(ctx: Context):
@@ -143,16 +239,18 @@ def rule_nccl_errors(ctx: Context):
     return catalog.make(
         "nccl_errors", 100.0,
         {"count": len(warns), "line_word": "line" if len(warns) == 1 else "lines", "first": first["message"][:140],
-         "net_clause": " The messages point at the network path (IB completion errors / socket connects)." if net else ""},
+         "net_clause": " The messages point at the network path (IB completion errors / socket connects)." if net else "",
+         **vendor_words(ctx)},
         evidence, severity="high", denominator="run (a failed collective stops every step)", variant="net" if net else None,
         kind=ctx.kind)
 
 
 RULES = [
-    Rule("cross_island_collective", "throughput", rule_cross_island_collective, reads=("topology", "nccl", "devices"),
+    Rule("cross_island_collective", "throughput", rule_cross_island_collective,
+         reads=("topology", "nccl", "devices", "collective_skew", "kind"), thresholds=("skew_wait_share_min_pct",),
          entries=("cross_island_collective_nccl",)),
-    Rule("collective_dominant", "throughput", rule_collective_dominant, reads=("devices",),
-         thresholds=("collective_share_min_pct",),
+    Rule("collective_dominant", "throughput", rule_collective_dominant, reads=("devices", "collective_skew", "kind"),
+         thresholds=("collective_share_min_pct", "skew_wait_share_min_pct"),
          suppressed_by=("cross_island_collective",)),  # the cause is named; its finding carries the collective evidence
     Rule("nccl_errors", "trace", rule_nccl_errors, reads=("nccl",)),
 ]

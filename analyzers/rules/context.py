@@ -12,6 +12,7 @@ from tracetriage.analyzers import catalog
 from tracetriage.analyzers.accounting import Ledger
 from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.metrics import DeviceMetrics, TraceMetrics
+from tracetriage.wording import for_vendor
 
 # Every threshold of every rule: name -> (value, why), collected by thresholds.py from the table
 # each module declares beside its rules (its THRESHOLDS).
@@ -123,11 +124,13 @@ CAUSE_WORDS = {
 }
 
 
-def cause_split(device: DeviceMetrics, prefix: str) -> str:
-    """The host's activity during the idle slices under ``prefix``, as shares in words."""
+def cause_split(device: DeviceMetrics, prefix: str, vendor: str | None = None) -> str:
+    """The host's activity during the idle slices under ``prefix``, as shares in words (``vendor``'s:
+    an AMD capture's calls are HIP calls)."""
     parts = [(name.rsplit(":", 1)[1], ns) for name, ns in device.slices.items() if name.startswith(prefix) and ns]
     total = sum(ns for _, ns in parts) or 1
-    return ", ".join(f"{CAUSE_WORDS[cause]} {100.0 * ns / total:.0f}%" for cause, ns in sorted(parts, key=lambda x: -x[1]))
+    return ", ".join(f"{for_vendor(CAUSE_WORDS[cause], vendor)} {100.0 * ns / total:.0f}%"
+                     for cause, ns in sorted(parts, key=lambda x: -x[1]))
 
 
 def process_name(ctx: Context, pid: int) -> str:

@@ -37,7 +37,8 @@ def abstention(ctx: Context) -> list[dict]:
             reason = f"{too_little}: {why['what']}, {why['reason']}"
         out.append({"analysis": "efficiency", "scope": trace.meta.get("path") or "trace",
                     "reason": f"the GPU computes most of the window, but how fast is not measured: {reason}",
-                    "capture_hint": why["capture_hint"] if why else efficiency.capture_hint(trace.meta.get("format"))})
+                    "capture_hint": why["capture_hint"] if why else efficiency.capture_hint(trace.meta.get("format"),
+                                                                                          ctx.kind.get("language") == "native")})
     return out
 
 

@@ -24,7 +24,7 @@ from tracetriage.analyzers.rules.context import (
     window_denominator,
 )
 from tracetriage.analyzers.rules.hints import capture_cmd, hint_format, host_profiler_hint, is_rocm_format
-from tracetriage.wording import nbytes, pct, plural, us
+from tracetriage.wording import for_vendor, nbytes, pct, plural, us
 
 # name: (value, why)
 THRESHOLDS = {
@@ -248,7 +248,7 @@ def rule_host_sync_per_step(ctx: Context):
         ev("idle_after_sync_pct", round(100.0 * after_all / window_ns, 2), "%", f"window on {device.id}",
            text=f"idle gaps that begin as a sync returns: {plural(device.after_sync_count, 'gap')}, {us(after_all)} in all = "
                 f"{pct(100.0 * after_all / window_ns)} of the window; the host was then "
-                f"{cause_split(device, 'idle:after_sync:')}"),
+                f"{cause_split(device, 'idle:after_sync:', ctx.kind.get('vendor'))}"),
         ev("claimed_pct", round(impact, 2), "%", window_denominator(ctx),
            text=f"left to this finding after the findings ranked before it: {pct(impact)} of the window"),
         ev("idle_after_sync_per_step", int(per_step_idle), "ns", "one step", text=f"about {us(per_step_idle)} of GPU "
@@ -381,13 +381,14 @@ def rule_gpu_starved(ctx: Context):
     cause, cause_ns = max(by_cause.items(), key=lambda x: x[1])
     idle_pct = 100.0 - device.busy_pct
     capture = _starved_capture(ctx, device, cause)
+    cause_words = for_vendor(CAUSE_WORDS[cause], ctx.kind.get("vendor"))
     evidence = [
         ev("idle_pct", round(idle_pct, 2), "%", f"window on {device.id}",
            text=f"GPU idle {pct(idle_pct)} of the {us(window_ns)} window on {device.id}"),
         ev("unexplained_pct", round(impact, 2), "%", window_denominator(ctx),
            text=f"idle time no other finding claims: {pct(impact)} of the window"),
         ev("dominant_cause", cause, "", None,
-           text=f"most of it ({pct(100.0 * cause_ns / window_ns)} of the window) the host was {CAUSE_WORDS[cause]}"),
+           text=f"most of it ({pct(100.0 * cause_ns / window_ns)} of the window) the host was {cause_words}"),
         ev("by_cause", {name: round(100.0 * ns / window_ns, 2) for name, ns in by_cause.items()}, "%",
            f"window on {device.id}",
            text="unexplained idle by cause: " + ", ".join(f"{name} {pct(100.0 * ns / window_ns)}"
@@ -407,8 +408,8 @@ def rule_gpu_starved(ctx: Context):
                         {"starved": (f"GPU idle about half the window ({pct(idle_pct)})" if half
                                      else f"GPU starved: idle {pct(idle_pct)} of the window"),
                          "share_words": "about half the window" if half else "most of the window",
-                         "idle": pct(idle_pct), "cause_text": f"mostly {CAUSE_WORDS[cause]}", "claimed": pct(impact),
-                         "cause_where": f"while the host was {CAUSE_WORDS[cause]}", "capture": capture},
+                         "idle": pct(idle_pct), "cause_text": f"mostly {cause_words}", "claimed": pct(impact),
+                         "cause_where": f"while the host was {cause_words}", "capture": capture},
                         evidence, severity=severity_for(impact), denominator=window_denominator(ctx),
                         variant="blocked" if cause in ("sync", "memcpy_sync") else None, kind=ctx.kind)
 
@@ -437,7 +438,8 @@ def _starved_capture(ctx: Context, device: DeviceMetrics, cause: str) -> str:
         return host_profiler_hint(process_name(ctx, device.pid), device.pid, ctx.kind)
     if cause == "unknown":
         return capture_cmd(fmt, "api")
-    variant = f"{cause}_rocm" if is_rocm_format(fmt) and cause in ("sync", "memcpy_sync") else cause
+    rocm = is_rocm_format(fmt) or ctx.kind.get("vendor") == "rocm"  # a ROCm PyTorch profiler trace too
+    variant = f"{cause}_rocm" if rocm and cause in ("sync", "memcpy_sync", "other_cuda") else cause
     return capture_text("gpu_starved", variant).format(api=capture_cmd(fmt, "api"))
 
 
