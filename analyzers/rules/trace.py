@@ -38,6 +38,10 @@ THRESHOLDS = {
     "launch_impact_min_pct": (5.0, "below 5% of the window the launch overhead is not worth a finding"),
     "sync_per_step_min": (1.0, "the median step holds at least one blocking sync"),
     "sync_impact_min_pct": (2.0, "idle time after syncs must be at least 2% of the window"),
+    "sync_launch_latency_ns": (10_000, ("after a sync returns, the next kernel reaches the GPU ~5-10 us after its launch "
+                                        "call: what a gap holds beyond that in host code is the code, not the sync")),
+    "sync_host_after_share": (0.5, ("when most of the idle after the syncs is host code, that code is the cost and the "
+                                    "wait itself is minor")),
     "prefill_min_steps": (20, "a tail needs at least 20 steps to be more than noise"),
     "prefill_p99_ratio": (3.0, "p99 step at 3x the median is a stall users see as a frozen stream"),
     "prefill_max_ratio": (5.0, "a single step 5x the median is a visible freeze"),
@@ -47,9 +51,14 @@ THRESHOLDS = {
     "tail_high_freeze_ns": (200_000_000, ("a freeze of 200 ms or more is visible as a stalled stream, "
                                           "whatever its share of the time")),
     "pageable_min_count": (1, "any pageable async copy in steady state serializes with the host"),
+    "pageable_min_time_pct": (0.1, ("pageable copies whose own GPU time and host time blocked in them stay under 0.1% "
+                                    "of the window (scalar uploads of a few bytes) cost nothing measurable")),
     "copy_bound_min_pct": (30.0, "copies alone filling 30% of the window (and more than kernels) set the step time"),
     "starved_idle_min_pct": (50.0, "a GPU idle for most of the window is starved, whatever the cause"),
     "starved_unexplained_min_share": (0.5, "the other findings explain less than half of the idle time"),
+    "starved_unexplained_min_pct": (20.0, ("a fifth of the window idle with no cause named (the host code after a "
+                                           "per-step sync, which the sync does not claim) is a problem of its own, "
+                                           "however busy the rest and whatever the other findings explain")),
     "python_frame_min_pct": (15.0, ("one user frame holding 15% of the host's non-idle samples is a hot spot worth moving off "
                                     "the step's critical path")),
     "python_min_samples": (100, ("a share needs a sampling profile (py-spy record); one dump is a snapshot "
@@ -210,24 +219,36 @@ def rule_python_host_overhead(ctx: Context):
                         evidence, severity=severity_for(impact), denominator=window_denominator(ctx), kind=ctx.kind)
 
 
+# What a blocking sync causes: the idle while the host waits in it (or in the blocking copy that reads the
+# result back) and while it launches the next kernel; plus, per gap, the launch latency in no call
+# (sync_launch_latency_ns). The host code that runs after it is host-bound time, not the sync's.
+SYNC_CAUSED = ("idle:after_sync:sync", "idle:after_sync:memcpy_sync", "idle:after_sync:launch")
+
+
 def rule_host_sync_per_step(ctx: Context):
-    wants, process_of = {}, {}
+    """A blocking sync in most steps, the GPU idle after it: claims what the sync causes (SYNC_CAUSED and
+    the launch latency after each sync), not the host code that follows; when that code holds most of the
+    idle after the syncs (sync_host_after_share) the text says the sync is minor and the code is the cost."""
+    wants, latency, process_of = {}, {}, {}
     for trace in ctx.judged():
         for device in trace.devices:
             process = next((process for process in trace.processes if process.pid == device.pid), None)
             if (process is None or process.syncs_per_step is None or process.syncs_per_step < t("sync_per_step_min")
                     or not device.window_ns):
                 continue
-            wants[device.id] = (["idle:after_sync:*"], None)
+            wants[device.id] = (list(SYNC_CAUSED), None)
+            latency[device.id] = (["idle:after_sync:host"], device.after_sync_count * t("sync_launch_latency_ns"))
             process_of[device.id] = process
     if not wants:
         return None
-    available = {device_id: ctx.ledger.available(device_id, *want) for device_id, want in wants.items()}
-    if ctx.ledger.impact_pct(available) < t("sync_impact_min_pct"):
+    after_sync = {device_id: ctx.ledger.available(device_id, ["idle:after_sync:*"]) for device_id in wants}
+    if ctx.ledger.impact_pct(after_sync) < t("sync_impact_min_pct"):
         return None
-    taken = ctx.ledger.take("host_sync_per_step", wants)
+    waited = ctx.ledger.take("host_sync_per_step", wants)
+    launched = ctx.ledger.take("host_sync_per_step", latency)
+    taken = {device_id: waited[device_id] + launched[device_id] for device_id in wants}
     impact = ctx.ledger.impact_pct(taken)
-    device = best_device(taken, ctx)
+    device = best_device(taken if any(taken.values()) else after_sync, ctx)
     process = process_of[device.id]
     dtoh = process.dtoh_copies_per_step or 0
     dtoh_txt = (f", with {plural(round(dtoh), 'device-to-host copy', 'device-to-host copies')} per step "
@@ -247,20 +268,33 @@ def rule_host_sync_per_step(ctx: Context):
                 f"{pct(100.0 * after_all / window_ns)} of the window; the host was then "
                 f"{cause_split(device, 'idle:after_sync:')}"),
         ev("claimed_pct", round(impact, 2), "%", window_denominator(ctx),
-           text=f"left to this finding after the findings ranked before it: {pct(impact)} of the window"),
-        ev("idle_after_sync_per_step", int(per_step_idle), "ns", "one step", text=f"about {us(per_step_idle)} of GPU "
-                                                                                  "idle per step after the sync"),
+           text=f"claimed: the GPU idle while the host waits in the sync and launches the next kernel, {pct(impact)} "
+                "of the window (what the findings ranked before it left)"),
+        ev("idle_after_sync_per_step", int(per_step_idle), "ns", "one step",
+           text=f"about {us(per_step_idle)} of GPU idle per step caused by the sync (its wait and the launch after it)"),
         ev("steps", steps.count, "steps", "window", text=f"{steps.count:,} steps (source: {steps.source}), "
                                                          f"p50 {us(steps.p50_ns)}"),
     ]
+    host_after = device.slices["idle:after_sync:host"]
+    host_after_pct = 100.0 * host_after / window_ns
+    evidence.append(ev("host_after_sync_pct", round(host_after_pct, 2), "%", f"window on {device.id}",
+                       text=f"host code after the syncs return (no CUDA call while the GPU idles): {pct(host_after_pct)} "
+                            "of the window, not claimed here: it is host-bound time, not the wait"))
+    host_bound = after_all and host_after >= t("sync_host_after_share") * after_all
     return catalog.make("host_sync_per_step", impact,
                         {"syncs": f"{syncs:g}", "dtoh": dtoh_txt, "claimed": pct(impact),
-                         "per_step_idle": us(per_step_idle)},
-                        evidence, severity=severity_for(impact), denominator=window_denominator(ctx), kind=ctx.kind)
+                         "per_step_idle": us(per_step_idle), "host_after": pct(host_after_pct)},
+                        evidence, severity=severity_for(impact), denominator=window_denominator(ctx),
+                        variant="host_after" if host_bound else None, kind=ctx.kind)
 
 
 def rule_pageable_memcpy(ctx: Context):
-    wants, count, size, time_ns, hidden_ns = {}, 0, 0, 0, 0
+    """Async copies from or to pageable host memory: the driver stages them, so the call blocks the host
+    (a hidden sync). Claims the copies' own copy-only time (up to their GPU time) and the idle time the
+    host spends inside those calls (timeline: memcpy_sync). Copies whose GPU time and blocked host time
+    are both negligible (pageable_min_time_pct: scalar uploads) are no finding."""
+    copying, blocked, count, size, time_ns, hidden_ns = {}, {}, 0, 0, 0, 0
+    cost_pct = 0.0
     for trace in ctx.judged():
         pageable = trace.copies["pageable_async"]
         count += pageable["count"]
@@ -270,16 +304,26 @@ def rule_pageable_memcpy(ctx: Context):
         for device in trace.devices:
             ns = pageable["by_device"].get(device.id, 0)
             if ns:
-                wants[device.id] = (["copy", "idle:*:other_cuda", "idle:*:memcpy_sync"], ns)
-    if count < t("pageable_min_count"):
+                copying[device.id] = (["copy"], ns)
+            if device.idle_in_pageable_copies_ns:
+                blocked[device.id] = (["idle:*:memcpy_sync"], device.idle_in_pageable_copies_ns)
+            if device.window_ns:
+                cost_pct = max(cost_pct, 100.0 * (ns + device.idle_in_pageable_copies_ns) / device.window_ns)
+    if count < t("pageable_min_count") or cost_pct < t("pageable_min_time_pct"):
         return None
-    taken = ctx.ledger.take("pageable_memcpy", wants)
+    copied = ctx.ledger.take("pageable_memcpy", copying)
+    waited = ctx.ledger.take("pageable_memcpy", blocked)
+    taken = {device_id: copied.get(device_id, 0) + waited.get(device_id, 0) for device_id in {*copied, *waited}}
     impact = ctx.ledger.impact_pct(taken)
+    blocked_pct = ctx.ledger.impact_pct(waited)
     evidence = [
         ev("pageable_async_copies", count, "copies", "window"),
         ev("pageable_async_bytes", size, "B", None, text=f"{nbytes(size)} moved through pageable memory"),
         ev("pageable_claimed_pct", round(impact, 3), "%", window_denominator(ctx),
            text=f"copy or blocked time of those copies not hidden by kernels: {pct(impact)} of the window"),
+        ev("pageable_blocked_pct", round(blocked_pct, 3), "%", window_denominator(ctx),
+           text=f"of it, the GPU idle while the host is blocked inside those copy calls (a hidden sync): "
+                f"{pct(blocked_pct)} of the window"),
     ]
     if time_ns:
         hidden = round(100.0 * hidden_ns / time_ns, 2)
@@ -348,7 +392,8 @@ def rule_gpu_starved(ctx: Context):
                 continue
             idle = sum(ns for name, ns in device.slices.items() if name.startswith("idle:"))
             left = ctx.ledger.available(device.id, ["idle:*:*"])
-            if 100.0 * idle / window_ns >= t("starved_idle_min_pct") and left >= t("starved_unexplained_min_share") * idle:
+            starved = 100.0 * idle / window_ns >= t("starved_idle_min_pct") and left >= t("starved_unexplained_min_share") * idle
+            if starved or 100.0 * left / window_ns >= t("starved_unexplained_min_pct"):
                 wants[device.id] = (["idle:*:*"], None)
     if not wants:
         return None
@@ -376,15 +421,26 @@ def rule_gpu_starved(ctx: Context):
            text="unexplained idle by cause: " + ", ".join(f"{name} {pct(100.0 * ns / window_ns)}"
                                                           for name, ns in sorted(by_cause.items(), key=lambda x: -x[1]) if ns)),
     ]
+    after_sync_host = unclaimed[device.id].get("idle:after_sync:host", 0)
+    if after_sync_host:
+        evidence.append(ev("after_sync_host_pct", round(100.0 * after_sync_host / window_ns, 2), "%",
+                           f"window on {device.id}",
+                           text=f"of it, {pct(100.0 * after_sync_host / window_ns)} of the window is host code right after "
+                                "a blocking sync returns (the code that consumes the read-back), before the next launch"))
     gaps = device.gaps
     if gaps.count:
         evidence.append(ev("gaps", gaps.count, "gaps", "window",
                            text=f"{plural(gaps.count, 'idle gap')}, p50 {us(gaps.p50_ns)}, max {us(gaps.max_ns)}"))
+    blocked_ns = by_cause.get("sync", 0) + by_cause.get("memcpy_sync", 0)
+    blocked = cause in ("sync", "memcpy_sync")
+    after_sync = cause == "host" and after_sync_host >= t("sync_host_after_share") * cause_ns
     return catalog.make("gpu_starved", impact,
                         {"idle": pct(idle_pct), "cause_text": f"mostly {CAUSE_WORDS[cause]}", "claimed": pct(impact),
+                         "blocked": pct(100.0 * blocked_ns / window_ns),
                          "cause_where": f"while the host was {CAUSE_WORDS[cause]}", "capture": capture},
                         evidence, severity=severity_for(impact), denominator=window_denominator(ctx),
-                        variant="blocked" if cause in ("sync", "memcpy_sync") else None, kind=ctx.kind)
+                        variant="blocked" if blocked else "after_sync" if after_sync else
+                        "part" if idle_pct < t("starved_idle_min_pct") else None, kind=ctx.kind)
 
 
 def _longest_tail(ctx: Context) -> tuple[float, ProcessMetrics, float] | None:
@@ -466,11 +522,12 @@ RULES = [
     Rule("python_host_overhead", "throughput", rule_python_host_overhead, reads=("host_profile", "devices"),
          thresholds=tuple(name for name in THRESHOLDS if name.startswith("python_"))),
     Rule("host_sync_per_step", "throughput", rule_host_sync_per_step, reads=("processes", "devices"),
-         thresholds=("sync_per_step_min", "sync_impact_min_pct")),
-    Rule("pageable_memcpy", "throughput", rule_pageable_memcpy, reads=("copies", "devices"), thresholds=("pageable_min_count",)),
+         thresholds=tuple(name for name in THRESHOLDS if name.startswith("sync_"))),
+    Rule("pageable_memcpy", "throughput", rule_pageable_memcpy, reads=("copies", "devices"),
+         thresholds=("pageable_min_count", "pageable_min_time_pct")),
     Rule("copy_bound", "throughput", rule_copy_bound, reads=("devices",), thresholds=("copy_bound_min_pct",)),
 ]
 STARVED = Rule("gpu_starved", "throughput", rule_gpu_starved, reads=("devices", "processes"),
-               thresholds=("starved_idle_min_pct", "starved_unexplained_min_share"))
+               thresholds=(*(name for name in THRESHOLDS if name.startswith("starved_")), "sync_host_after_share"))
 PREFILL_STALL = Rule("prefill_stall", "trace", rule_prefill_stall, reads=("processes", "slo", "serving.config"),
                      thresholds=tuple(name for name in THRESHOLDS if name.startswith(("prefill_", "tail_"))))
