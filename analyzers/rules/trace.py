@@ -42,6 +42,8 @@ THRESHOLDS = {
                                         "call: what a gap holds beyond that in host code is the code, not the sync")),
     "sync_host_after_share": (0.5, ("when most of the idle after the syncs is host code, that code is the cost and the "
                                     "wait itself is minor")),
+    "sync_claim_min_pct": (0.1, ("a sync whose wait and launch cost under 0.1% of the window causes nothing "
+                                 "measurable: the gaps after it are the host code's, named by the host-bound findings")),
     "prefill_min_steps": (20, "a tail needs at least 20 steps to be more than noise"),
     "prefill_p99_ratio": (3.0, "p99 step at 3x the median is a stall users see as a frozen stream"),
     "prefill_max_ratio": (5.0, "a single step 5x the median is a visible freeze"),
@@ -56,9 +58,9 @@ THRESHOLDS = {
     "copy_bound_min_pct": (30.0, "copies alone filling 30% of the window (and more than kernels) set the step time"),
     "starved_idle_min_pct": (50.0, "a GPU idle for most of the window is starved, whatever the cause"),
     "starved_unexplained_min_share": (0.5, "the other findings explain less than half of the idle time"),
-    "starved_unexplained_min_pct": (20.0, ("a fifth of the window idle with no cause named (the host code after a "
-                                           "per-step sync, which the sync does not claim) is a problem of its own, "
-                                           "however busy the rest and whatever the other findings explain")),
+    "starved_after_sync_min_pct": (20.0, ("a fifth of the window idle in host code right after blocking syncs (which "
+                                          "the sync does not claim) is host-bound time of its own, however busy the "
+                                          "rest and whatever the other findings explain")),
     "python_frame_min_pct": (15.0, ("one user frame holding 15% of the host's non-idle samples is a hot spot worth moving off "
                                     "the step's critical path")),
     "python_min_samples": (100, ("a share needs a sampling profile (py-spy record); one dump is a snapshot "
@@ -244,6 +246,10 @@ def rule_host_sync_per_step(ctx: Context):
     after_sync = {device_id: ctx.ledger.available(device_id, ["idle:after_sync:*"]) for device_id in wants}
     if ctx.ledger.impact_pct(after_sync) < t("sync_impact_min_pct"):
         return None
+    caused = {device_id: ctx.ledger.available(device_id, *wants[device_id]) + ctx.ledger.available(device_id, *latency[device_id])
+              for device_id in wants}
+    if ctx.ledger.impact_pct(caused) < t("sync_claim_min_pct"):
+        return None
     waited = ctx.ledger.take("host_sync_per_step", wants)
     launched = ctx.ledger.take("host_sync_per_step", latency)
     taken = {device_id: waited[device_id] + launched[device_id] for device_id in wants}
@@ -393,7 +399,8 @@ def rule_gpu_starved(ctx: Context):
             idle = sum(ns for name, ns in device.slices.items() if name.startswith("idle:"))
             left = ctx.ledger.available(device.id, ["idle:*:*"])
             starved = 100.0 * idle / window_ns >= t("starved_idle_min_pct") and left >= t("starved_unexplained_min_share") * idle
-            if starved or 100.0 * left / window_ns >= t("starved_unexplained_min_pct"):
+            after_sync_host = ctx.ledger.available(device.id, ["idle:after_sync:host"])
+            if starved or 100.0 * after_sync_host / window_ns >= t("starved_after_sync_min_pct"):
                 wants[device.id] = (["idle:*:*"], None)
     if not wants:
         return None
@@ -422,7 +429,7 @@ def rule_gpu_starved(ctx: Context):
                                                           for name, ns in sorted(by_cause.items(), key=lambda x: -x[1]) if ns)),
     ]
     after_sync_host = unclaimed[device.id].get("idle:after_sync:host", 0)
-    if after_sync_host:
+    if 100.0 * after_sync_host / window_ns >= t("sync_impact_min_pct"):
         evidence.append(ev("after_sync_host_pct", round(100.0 * after_sync_host / window_ns, 2), "%",
                            f"window on {device.id}",
                            text=f"of it, {pct(100.0 * after_sync_host / window_ns)} of the window is host code right after "
@@ -528,6 +535,7 @@ RULES = [
     Rule("copy_bound", "throughput", rule_copy_bound, reads=("devices",), thresholds=("copy_bound_min_pct",)),
 ]
 STARVED = Rule("gpu_starved", "throughput", rule_gpu_starved, reads=("devices", "processes"),
-               thresholds=(*(name for name in THRESHOLDS if name.startswith("starved_")), "sync_host_after_share"))
+               thresholds=(*(name for name in THRESHOLDS if name.startswith("starved_")), "sync_host_after_share",
+                           "sync_impact_min_pct"))
 PREFILL_STALL = Rule("prefill_stall", "trace", rule_prefill_stall, reads=("processes", "slo", "serving.config"),
                      thresholds=tuple(name for name in THRESHOLDS if name.startswith(("prefill_", "tail_"))))
