@@ -100,6 +100,7 @@ class DeviceTimeline:
     idle_by_class: dict[str, dict[str, int]]
     busy_in_spans_ns: int
     idle_in_pageable_copies_ns: int = 0
+    idle_in_calls: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -164,6 +165,7 @@ class DeviceMetrics(Contract):
     busy_in_long_steps_ns: int = field(default=0, metadata=PRIVATE)
     collective_exposed_ns: int = field(default=0, metadata=PRIVATE)
     idle_in_pageable_copies_ns: int = field(default=0, metadata=PRIVATE)
+    idle_in_calls: dict[str, int] = field(default_factory=dict, metadata=PRIVATE)
     collective_starts: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), metadata=PRIVATE)
 
 

@@ -24,6 +24,7 @@ from tracetriage.analyzers.rules.context import (
     window_denominator,
 )
 from tracetriage.analyzers.rules.hints import capture_cmd, hint_format, host_profiler_hint, is_rocm_format
+from tracetriage.model import api_category
 from tracetriage.wording import nbytes, pct, plural, us
 
 # name: (value, why)
@@ -414,6 +415,11 @@ def rule_gpu_starved(ctx: Context):
         cause = name.rsplit(":", 1)[1]
         by_cause[cause] = by_cause.get(cause, 0) + ns
     cause, cause_ns = max(by_cause.items(), key=lambda x: x[1])
+    cause_text = CAUSE_WORDS[cause]
+    calls = sorted(device.idle_in_calls.items(), key=lambda item: -item[1])
+    if cause == "other_cuda" and calls:
+        # name what "other CUDA calls" were: cudaMalloc / cudaFree (the allocator), a module load...
+        cause_text += f" ({calls[0][0]}: {pct(100.0 * calls[0][1] / window_ns)} of the window)"
     idle_pct = 100.0 - device.busy_pct
     capture = _starved_capture(ctx, device, cause)
     evidence = [
@@ -422,12 +428,17 @@ def rule_gpu_starved(ctx: Context):
         ev("unexplained_pct", round(impact, 2), "%", window_denominator(ctx),
            text=f"idle time no other finding claims: {pct(impact)} of the window"),
         ev("dominant_cause", cause, "", None,
-           text=f"most of it ({pct(100.0 * cause_ns / window_ns)} of the window) the host was {CAUSE_WORDS[cause]}"),
+           text=f"most of it ({pct(100.0 * cause_ns / window_ns)} of the window) the host was {cause_text}"),
         ev("by_cause", {name: round(100.0 * ns / window_ns, 2) for name, ns in by_cause.items()}, "%",
            f"window on {device.id}",
            text="unexplained idle by cause: " + ", ".join(f"{name} {pct(100.0 * ns / window_ns)}"
                                                           for name, ns in sorted(by_cause.items(), key=lambda x: -x[1]) if ns)),
     ]
+    if cause == "other_cuda" and calls:
+        evidence.append(ev("idle_in_calls", {name: round(100.0 * ns / window_ns, 2) for name, ns in calls}, "%",
+                           f"window on {device.id}",
+                           text="the GPU idles inside these CUDA/HIP calls: " + ", ".join(
+                               f"{name} {pct(100.0 * ns / window_ns)}" for name, ns in calls)))
     after_sync_host = unclaimed[device.id].get("idle:after_sync:host", 0)
     if 100.0 * after_sync_host / window_ns >= t("sync_impact_min_pct"):
         evidence.append(ev("after_sync_host_pct", round(100.0 * after_sync_host / window_ns, 2), "%",
@@ -440,13 +451,15 @@ def rule_gpu_starved(ctx: Context):
                            text=f"{plural(gaps.count, 'idle gap')}, p50 {us(gaps.p50_ns)}, max {us(gaps.max_ns)}"))
     blocked_ns = by_cause.get("sync", 0) + by_cause.get("memcpy_sync", 0)
     blocked = cause in ("sync", "memcpy_sync")
+    in_allocator = cause == "other_cuda" and bool(calls) and api_category(calls[0][0]) == "alloc"
     after_sync = cause == "host" and after_sync_host >= t("sync_host_after_share") * cause_ns
     return catalog.make("gpu_starved", impact,
-                        {"idle": pct(idle_pct), "cause_text": f"mostly {CAUSE_WORDS[cause]}", "claimed": pct(impact),
+                        {"idle": pct(idle_pct), "cause_text": f"mostly {cause_text}", "claimed": pct(impact),
                          "blocked": pct(100.0 * blocked_ns / window_ns),
-                         "cause_where": f"while the host was {CAUSE_WORDS[cause]}", "capture": capture},
+                         "top_call": f"{calls[0][0]}: {pct(100.0 * calls[0][1] / window_ns)} of the window" if calls else "",
+                         "cause_where": f"while the host was {cause_text}", "capture": capture},
                         evidence, severity=severity_for(impact), denominator=window_denominator(ctx),
-                        variant="blocked" if blocked else "after_sync" if after_sync else
+                        variant="blocked" if blocked else "after_sync" if after_sync else "alloc" if in_allocator else
                         "part" if idle_pct < t("starved_idle_min_pct") else None, kind=ctx.kind)
 
 
