@@ -59,9 +59,9 @@ THRESHOLDS = {
     "copy_bound_min_pct": (30.0, "copies alone filling 30% of the window (and more than kernels) set the step time"),
     "starved_idle_min_pct": (50.0, "a GPU idle for most of the window is starved, whatever the cause"),
     "starved_unexplained_min_share": (0.5, "the other findings explain less than half of the idle time"),
-    "starved_after_sync_min_pct": (20.0, ("a fifth of the window idle in host code right after blocking syncs (which "
-                                          "the sync does not claim) is host-bound time of its own, however busy the "
-                                          "rest and whatever the other findings explain")),
+    "starved_after_sync_min_pct": (20.0, ("a fifth of the window idle in host code right after per-step syncs (which "
+                                          "host_sync_per_step does not claim) is host-bound time of its own, however "
+                                          "busy the rest and whatever the other findings explain")),
     "python_frame_min_pct": (15.0, ("one user frame holding 15% of the host's non-idle samples is a hot spot worth moving off "
                                     "the step's critical path")),
     "python_min_samples": (100, ("a share needs a sampling profile (py-spy record); one dump is a snapshot "
@@ -400,7 +400,9 @@ def rule_gpu_starved(ctx: Context):
             idle = sum(ns for name, ns in device.slices.items() if name.startswith("idle:"))
             left = ctx.ledger.available(device.id, ["idle:*:*"])
             starved = 100.0 * idle / window_ns >= t("starved_idle_min_pct") and left >= t("starved_unexplained_min_share") * idle
-            after_sync_host = ctx.ledger.available(device.id, ["idle:after_sync:host"])
+            # the host code after per-step syncs that host_sync_per_step found and left (it claims only the wait)
+            handed_back = "host_sync_per_step" in ctx.ledger.claims[device.id]
+            after_sync_host = ctx.ledger.available(device.id, ["idle:after_sync:host"]) if handed_back else 0
             if starved or 100.0 * after_sync_host / window_ns >= t("starved_after_sync_min_pct"):
                 wants[device.id] = (["idle:*:*"], None)
     if not wants:
