@@ -292,3 +292,14 @@ def test_alexnet_idle_is_named_as_cudamalloc():
     assert starved["id"] == "gpu_starved" and "cudaMalloc" in a.headline
     assert _evidence(starved, "idle_in_calls")["cudaMalloc"] > 95
     assert "allocator" in starved["mechanism"]
+
+
+def test_a_minor_sync_in_the_headline_says_its_own_number():
+    """Generated decode_rare_prefill: GPU busy 95%, 1 ms of host code after each per-step read-back.
+    The sync's wait is minor (0.1%); the headline's clause gives that number, not '0%' beside a title
+    that says 0.1%."""
+    a = _analyze(BUNDLES / "decode_rare_prefill")
+    sync = _finding(a, "host_sync_per_step")
+    expected = f"explains {sync['impact_pct']:.1f}% of the window"
+    assert sync["impact_pct"] < 1 and expected in a.data["headline_by_axis"]["throughput"]
+    assert f"the wait costs {sync['impact_pct']:.1f}%" in sync["title"]
