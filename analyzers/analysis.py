@@ -159,6 +159,7 @@ def _device_metrics(trace: Trace, device_index: int, label: str, times: DeviceTi
         slices=accounting.decomposition(times.busy_ns, times.window_ns, copies.copy_only_ns, collectives.exposed_ns,
                                         times.idle_by_class),
         busy_in_long_steps_ns=times.busy_in_spans_ns, collective_exposed_ns=collectives.exposed_ns,
+        idle_in_pageable_copies_ns=times.idle_in_pageable_copies_ns, idle_in_calls=times.idle_in_calls,
         collective_calls=collectives.calls)
 
 

@@ -99,6 +99,8 @@ class DeviceTimeline:
     short_gap_count: int
     idle_by_class: dict[str, dict[str, int]]
     busy_in_spans_ns: int
+    idle_in_pageable_copies_ns: int = 0
+    idle_in_calls: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -218,6 +220,8 @@ class DeviceMetrics(Contract):
     slices: dict[str, int] = field(default_factory=dict, metadata=PRIVATE)
     busy_in_long_steps_ns: int = field(default=0, metadata=PRIVATE)
     collective_exposed_ns: int = field(default=0, metadata=PRIVATE)
+    idle_in_pageable_copies_ns: int = field(default=0, metadata=PRIVATE)
+    idle_in_calls: dict[str, int] = field(default_factory=dict, metadata=PRIVATE)
     collective_calls: CollectiveCalls | None = field(default=None, metadata=PRIVATE)
 
 

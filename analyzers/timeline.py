@@ -15,6 +15,16 @@ Definitions (all inside the analysis window [lo, hi)):
   ``host`` (no CUDA call at all: Python, the scheduler, the tokenizer...). When the
   capture holds no API calls of that process, the whole gap is ``unknown``.
   ``by_cause[c]`` is idle ns with cause c; they sum to ``gaps.total_ns``.
+* **Hidden syncs.** An "async" copy call whose GPU copy has a pageable host side
+  (cudaMemcpyAsync / hipMemcpyAsync, Device->Pageable or Pageable->Device: the model's
+  ``pageable`` flag on the copy its correlation names) is staged by the driver through a
+  bounce buffer and blocks the calling thread, so the host time inside it counts as
+  ``memcpy_sync``, not ``other_cuda``; ``idle_in_pageable_copies_ns`` is the part of that
+  idle time inside such calls (the ``pageable_memcpy`` finding claims it). A capture whose
+  format records no host memory kind (rocprof) leaves those calls ``other_cuda``.
+* ``idle_in_calls``: the GPU idle inside each "other" CUDA/HIP call of the process lasting at
+  least NAMED_CALL_MIN_NS (cudaMalloc, cudaFree, a module load...), summed by call name, each at
+  most the device's ``other_cuda`` idle: what "inside other CUDA/HIP calls" was.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ import numpy as np
 
 from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers.metrics import DeviceTimeline, Gaps
-from tracetriage.model import Trace, cat_codes, is_sorted
+from tracetriage.model import Trace, cat_codes, cat_mask, is_kind, is_sorted
 from tracetriage.threads import thread_map
 
 try:
@@ -72,6 +82,9 @@ def _pct(x: int, d: int) -> float:
     return round(100.0 * x / d, 3) if d else 0.0
 
 
+NAMED_CALL_MIN_NS = 100_000  # an "other" CUDA call this long can hold the GPU idle on its own: named by call
+NAMED_CALLS_KEPT = 5  # the calls named per device, by idle time
+
 CHUNK_INTERVALS = 1 << 18  # device intervals processed per slice: bounds memory on 10M-kernel traces
 SHORT_GAP_NS = 1_000_000
 # Gap classes, disjoint: a gap that begins as a blocking sync returns ("after_sync"),
@@ -95,15 +108,24 @@ class _HostSlicer:
         mine = None if one else pids == pid
         self.empty = not (one or mine.any())
         codes, cats = cat_codes(api["category"])
-        # the cause of each category code (categories of causes are disjoint; the last slot is
-        # code -1), read by the compiled sweep; numpy reads it as one mask per cause
-        self.cause_of = np.full(len(cats) + 1, -1, np.int8)
+        # the cause of each category code (categories of causes are disjoint), read by the compiled
+        # sweep; numpy reads it as one mask per cause. Slot len(cats) is the pageable async copy
+        # calls' own code (a hidden sync: memcpy_sync), the last slot code -1.
+        self.cause_of = np.full(len(cats) + 2, -1, np.int8)
         for k, wanted in enumerate(_CAUSE_CATEGORIES.values()):
             self.cause_of[[cats.index(c) for c in wanted if c in cats]] = k
+        self.cause_of[len(cats)] = CAUSES.index("memcpy_sync")
         if one:  # one process: views, no copies of a 10M-row table
             self.start, self.end, self.codes = api["start"].to_numpy(), api["end"].to_numpy(), codes
         else:
             self.start, self.end, self.codes = api["start"].to_numpy()[mine], api["end"].to_numpy()[mine], codes[mine]
+        self._named_calls(api, mine)
+        staged = pageable_async_calls(trace, pid, mine)
+        self.pageable = None  # the pageable async copy calls, merged: the idle inside them is pageable_memcpy's
+        if staged.any():
+            self.codes = self.codes.astype(np.int16 if len(cats) >= 127 else self.codes.dtype, copy=True)
+            self.codes[staged] = len(cats)
+            self.pageable = iv.Coverage(*iv.union(self.start[staged], self.end[staged]))
         self.max_dur = int((self.end - self.start).max()) if self.start.size else 0
         # the sweep reads the columns as flat buffers: a column viewed out of a 2-D block is not one
         self.contiguous = all(a.flags.c_contiguous and a.dtype.kind == "i" for a in (self.start, self.end, self.codes)) and \
@@ -123,6 +145,36 @@ class _HostSlicer:
                 return dict(zip(CAUSES, out))
         return attribute(gs, ge, self._coverage(i, j))
 
+    def _named_calls(self, api, mine: np.ndarray | None) -> None:
+        """The process's long "other" CUDA calls (at least NAMED_CALL_MIN_NS, cause other_cuda), in start
+        order: their spans and name codes, the names they index (the model's interned call names)."""
+        is_long = (self.end - self.start) >= NAMED_CALL_MIN_NS
+        is_long &= self.cause_of[self.codes] == CAUSES.index("other_cuda")
+        names, self.call_names = cat_codes(api["name"])
+        if mine is not None:
+            names = names[mine]
+        self.named_start, self.named_end = self.start[is_long], self.end[is_long]
+        self.named_code = names[is_long]
+        self.named_max = int((self.named_end - self.named_start).max()) if self.named_start.size else 0
+
+    def idle_in_named_calls(self, gs: np.ndarray, ge: np.ndarray) -> dict[int, int]:
+        """Idle ns of the gaps (disjoint, in order) inside each long "other" call, by name code."""
+        if not self.named_start.size or not gs.size:
+            return {}
+        i = int(np.searchsorted(self.named_start, int(gs[0]) - self.named_max, "left"))
+        j = int(np.searchsorted(self.named_start, int(ge[-1]), "left"))
+        if i >= j:
+            return {}
+        idle = iv.Coverage(gs, ge).overlap(self.named_start[i:j], self.named_end[i:j])
+        codes = self.named_code[i:j]
+        return {int(code): int(idle[codes == code].sum()) for code in np.unique(codes[idle > 0])}
+
+    def blocked_in_pageable(self, gs: np.ndarray, ge: np.ndarray, memcpy_sync: np.ndarray) -> int:
+        """Idle ns of the gaps (attributed ``memcpy_sync`` per gap) spent inside pageable async copy calls."""
+        if self.pageable is None:
+            return 0
+        return int(np.minimum(self.pageable.overlap_disjoint(gs, ge), memcpy_sync).sum())
+
     def _coverage(self, i: int, j: int) -> dict[str, iv.Coverage]:
         """Each cause's calls among calls i..j, merged, as a coverage table (the numpy path)."""
         s, e = self.start[i:j], self.end[i:j]
@@ -132,6 +184,25 @@ class _HostSlicer:
             m = cause == k
             out[name] = iv.Coverage(*iv.union(s[m], e[m]))
         return out
+
+
+def pageable_async_calls(trace: Trace, pid: int, mine: np.ndarray | None) -> np.ndarray:
+    """Mask over the process's API rows (``mine`` picks them from the table; None: all rows are
+    its) of the async copy calls whose GPU copy has a pageable host side: the copy carries the
+    call's correlation and the model's ``pageable`` flag (nsys srcKind/dstKind 0, Kineto
+    'Memcpy DtoH (Device -> Pageable)'). Copy calls are few: the join runs on them only."""
+    api, gpu = trace.api, trace.gpu
+    is_async = cat_mask(api, "category", "memcpy_async")
+    if mine is not None:
+        is_async = is_async[mine]
+    out = np.zeros(is_async.size, bool)
+    pageable = gpu["pageable"].to_numpy() & is_kind(gpu, "memcpy") & (gpu["pid"].to_numpy() == pid)
+    if not (pageable.any() and is_async.any()):
+        return out
+    correlations = api["correlation"].to_numpy() if mine is None else api["correlation"].to_numpy()[mine]
+    rows = np.flatnonzero(is_async)
+    out[rows[np.isin(correlations[rows], gpu["correlation"].to_numpy()[pageable])]] = True
+    return out
 
 
 def _device_chunks(trace: Trace, device: int, lo: int, hi: int, size: int, rows: tuple[int, int] | None = None):
@@ -209,7 +280,8 @@ class _Pass:
         self.host, self.sync_ends, self.sync_slack_ns, self.min_gap_ns = host, sync_ends, sync_slack_ns, min_gap_ns
         self.edges, self.in_spans, self.buf, self.offset = edges, in_spans, buf, offset
         self.acc = {"busy": 0, "in_spans": 0, "bins": np.zeros(TIMELINE_BINS), "n": 0, "by_cause": dict.fromkeys(CAUSES, 0),
-                    "top": [], "floor": -1, "after_ns": 0, "after_n": 0, "short_lh_ns": 0, "short_n": 0,
+                    "top": [], "floor": -1, "after_ns": 0, "after_n": 0, "short_lh_ns": 0, "short_n": 0, "pageable_ns": 0,
+                    "calls": {},
                     "by_class": {k: dict.fromkeys(CAUSES, 0) for k in GAP_CLASSES}}
 
     def run(self, trace: Trace, device: int, lo: int, hi: int, rows: tuple[int, int], gap_from: int, last: bool):
@@ -273,6 +345,9 @@ class _Pass:
         short = (length < SHORT_GAP_NS) & ~after
         if self.on_gaps is not None:  # the Perfetto export draws each gap as the analysis attributed it
             self.on_gaps(gs, ge, causes, after, short)
+        acc["pageable_ns"] += self.host.blocked_in_pageable(gs, ge, causes["memcpy_sync"])
+        for code, ns in self.host.idle_in_named_calls(gs, ge).items():
+            acc["calls"][code] = acc["calls"].get(code, 0) + ns
         acc["after_ns"] += int(length.sum(where=after))
         acc["after_n"] += int(np.count_nonzero(after))
         acc["short_n"] += int(np.count_nonzero(short))
@@ -309,12 +384,14 @@ class _Pass:
 def _merged(first: dict, second: dict) -> dict:
     """The accumulators of two consecutive passes as one (the first's gaps come first)."""
     out = dict(first)
-    for k in ("busy", "in_spans", "n", "after_ns", "after_n", "short_lh_ns", "short_n"):
+    for k in ("busy", "in_spans", "n", "after_ns", "after_n", "short_lh_ns", "short_n", "pageable_ns"):
         out[k] = first[k] + second[k]
     out["bins"] = first["bins"] + second["bins"]
     out["by_cause"] = {c: first["by_cause"][c] + second["by_cause"][c] for c in CAUSES}
     out["by_class"] = {k: {c: first["by_class"][k][c] + second["by_class"][k][c] for c in CAUSES} for k in GAP_CLASSES}
     out["top"] = sorted(first["top"] + second["top"], key=lambda x: -x[0])[:TOP_GAPS]
+    out["calls"] = {code: first["calls"].get(code, 0) + second["calls"].get(code, 0)
+                    for code in {*first["calls"], *second["calls"]}}
     return out
 
 
@@ -378,6 +455,8 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
     widths = np.diff(edges)
     per_bin = acc["bins"] / np.where(widths > 0, widths, 1)
     by_cause = acc["by_cause"]
+    named = sorted(acc["calls"].items(), key=lambda item: (-item[1], item[0]))[:NAMED_CALLS_KEPT]
+    idle_in_calls = {str(host.call_names[code]): min(ns, by_cause["other_cuda"]) for code, ns in named if code >= 0}
     gaps = Gaps(count=int(lengths.size), total_ns=total_gap, p50_ns=p50, p99_ns=p99, max_ns=max_gap, by_cause=by_cause,
                 by_cause_pct_of_window={c: _pct(v, window) for c, v in by_cause.items()},
                 histogram={label: int(n) for label, n in zip(HISTOGRAM_LABELS, hist)},
@@ -385,7 +464,8 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
     return DeviceTimeline(busy_ns=busy, window_ns=window, busy_pct=_pct(busy, window), gaps=gaps,
                           busy_timeline=[round(float(x) * 100, 2) for x in per_bin], after_sync_ns=acc["after_ns"],
                           after_sync_count=acc["after_n"], short_launch_host_ns=acc["short_lh_ns"],
-                          short_gap_count=acc["short_n"], idle_by_class=acc["by_class"], busy_in_spans_ns=acc["in_spans"])
+                          short_gap_count=acc["short_n"], idle_by_class=acc["by_class"], busy_in_spans_ns=acc["in_spans"],
+                          idle_in_pageable_copies_ns=acc["pageable_ns"], idle_in_calls=idle_in_calls)
 
 
 def gaps_after(gap_s: np.ndarray, gap_e: np.ndarray, event_ends: np.ndarray, slack_ns: int) -> np.ndarray:

@@ -545,21 +545,43 @@ def _device_tracks(trace, device: int, label: str, window: dict, spans, findings
     pid = int(trace.devices.iloc[device]["pid"])
     tl.device_timeline(trace, device, lo, hi, hosts, sync_ends=_sync_ends(trace, pid), sync_slack_ns=SYNC_SLACK_NS,
                        min_gap_ns=int(trace.meta.get("clock_resolution_ns") or 1), on_gaps=builder.on_gaps)
+    batches = builder.batches
+    claim_slices = Slices(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int16))
     if spread is not None:
         for name, (s, e) in busy.items():
             spread.spread(name, s, e - s, in_spans(s, e, spans))
         spread.flush()
         builder.end_batch()
+        claim_slices = _in_time_order(_joined(spread.out))
+        # one finding track: its slices written in time order, after the gaps (a copy piece touching an
+        # idle piece of the same finding, both claimed by pageable_memcpy, is one slice, not two that
+        # Perfetto would nest wrongly at their common end)
+        batches = [(0, gaps, causes) for _, gaps, causes in builder.batches[:-1]]
+        batches.append((claim_slices.start.size, builder.n_gaps, builder.n_causes))
     top = (devices_data.get(label) or {}).get("gaps", {}).get("top") or []
     longest = tuple(LongestGap(k + 1, int(gap["start_ns"]), int(gap["length_ns"]), gap["cause"])
                     for k, gap in enumerate(top[:tl.TOP_GAPS])
                     if in_spans(np.array([int(gap["start_ns"])]), np.array([int(gap["start_ns"]) + int(gap["length_ns"])]),
                                 spans)[0])
     return DeviceTracks(index=device, label=label, name=str(trace.devices.iloc[device]["name"]), gaps=_joined(builder.gaps),
-                        causes=_joined(builder.causes), claims=_joined(spread.out if spread is not None else []),
-                        batches=np.array(builder.batches, np.int64).reshape(-1, 3), claimed=claimed,
+                        causes=_joined(builder.causes), claims=claim_slices,
+                        batches=np.array(batches, np.int64).reshape(-1, 3), claimed=claimed,
                         gap_ns_by_cause=builder.gap_ns, claimed_ns=spread.drawn if spread is not None else None,
                         largest_claim=spread.largest if spread is not None else None, longest_gaps=longest)
+
+
+def _in_time_order(claims: Slices) -> Slices:
+    """The claims' slices sorted by start, a finding's touching slices joined (pieces of its idle and busy
+    slices were spread apart)."""
+    if not claims.start.size:
+        return claims
+    order = np.argsort(claims.start, kind="stable")
+    b, e, who = claims.start[order], claims.end[order], claims.code[order]
+    first = np.ones(b.size, bool)
+    first[1:] = (who[1:] != who[:-1]) | (b[1:] != e[:-1])
+    starts = np.flatnonzero(first)
+    last = np.concatenate((starts[1:] - 1, [b.size - 1]))
+    return Slices(b[starts], e[last], who[starts])
 
 
 def _sync_ends(trace, pid: int) -> np.ndarray:

@@ -143,6 +143,29 @@ class Rank:
         self.api.append((s2, self.t, "cudaStreamSynchronize_v3020", c2))
         self.syncs.append((s2, self.t, c2, 3))
 
+    def pageable_copy(self, nbytes, dma_gbps, stage_gbps, to_host=True):
+        """A cudaMemcpyAsync to (or from) pageable host memory: the driver stages it through a
+        pinned bounce buffer, so the call returns only when the copy is done (a hidden sync).
+        Device to host: the GPU copy waits for the queue, then the host copies out of the
+        buffer (``stage_gbps``) while the GPU idles; host to device: the host first fills
+        the buffer, then the GPU copies."""
+        c = self._corr()
+        s = self.t
+        stage = int(nbytes / stage_gbps)  # bytes / (GB/s) = ns
+        if to_host:
+            cs = max(s + 2 * US, self.gpu_free)
+            ce = cs + int(nbytes / dma_gbps)
+            self.t = ce + stage
+            kinds = (2, 2, 0)  # copyKind DtoH; src device, dst pageable (nsys ENUM_CUDA_MEM_KIND)
+        else:
+            cs = max(s + stage, self.gpu_free)
+            ce = cs + int(nbytes / dma_gbps)
+            self.t = ce + 2 * US
+            kinds = (1, 0, 2)  # copyKind HtoD; src pageable, dst device
+        self.api.append((s, self.t, "cudaMemcpyAsync_v3020", c))
+        self.copies.append((cs, ce, c, nbytes, *kinds))
+        self.gpu_free = ce
+
     def event_sync(self, until):
         """``cudaEventSynchronize`` on an event recorded when the GPU reaches ``until``."""
         c = self._corr()
@@ -230,7 +253,8 @@ def scenario_eager_decode(rng, nvtx=False, pyspy=False):
             host_time["logits"] += post
         if nvtx:
             r.nvtx.append((s0, r.t, "decode_step"))
-    extra = {"launches_per_step": per_step, "graph_launches_per_step": 0, "syncs_per_step": 1, "warmup_steps": 2}
+    extra = {"launches_per_step": per_step, "graph_launches_per_step": 0, "syncs_per_step": 1, "warmup_steps": 2,
+             "blocking_calls": ("cudaStreamSynchronize_v3020",)}
     if pyspy:
         extra["side"] = {"pyspy.txt": pyspy_raw(r.pid, host_time)}
         total = sum(_samples(v) for v in host_time.values())
@@ -282,7 +306,8 @@ def scenario_graph_decode(rng):
         r.graph_launch(dur)
         r.dtoh_sync(nbytes=8 * 32)
         r.host(int(rng.uniform(900, 1100) * US))
-    return [r], {"launches_per_step": 0, "graph_launches_per_step": 1, "syncs_per_step": 1, "warmup_steps": 2}
+    return [r], {"launches_per_step": 0, "graph_launches_per_step": 1, "syncs_per_step": 1, "warmup_steps": 2,
+                 "blocking_calls": ("cudaStreamSynchronize_v3020",)}
 
 
 def scenario_graph_decode_no_gain(rng):
@@ -466,6 +491,21 @@ def scenario_offload_copy_bound(rng):
     return [r], {"launches_per_step": 4, "graph_launches_per_step": 0, "syncs_per_step": 1, "warmup_steps": 0}
 
 
+def scenario_pageable_readback(rng):
+    """A hidden sync: each step replays its graph (~2 ms) and reads 24 MiB of output back with
+    cudaMemcpyAsync into pageable host memory; the driver stages the copy, so the call blocks
+    until the copy is done and the host has copied the bounce buffer out (the GPU idle all that
+    while), then ~100 us of host work. No explicit sync anywhere."""
+    r = Rank(pid=4707, device=0)
+    for step in range(30):
+        r.graph_launch(int(rng.uniform(1_900, 2_100) * US))
+        r.host(int(rng.uniform(15, 25) * US))
+        r.pageable_copy(24 * 1024 * 1024, dma_gbps=rng.uniform(11.5, 12.5), stage_gbps=rng.uniform(7.5, 8.5))
+        r.host(int(rng.uniform(80, 120) * US))
+    return [r], {"launches_per_step": 0, "graph_launches_per_step": 1, "syncs_per_step": 0, "warmup_steps": 0,
+                 "blocking_calls": ("cudaMemcpyAsync_v3020",)}
+
+
 def scenario_graph_capture_phase(rng):
     """vLLM start-up: a few warm-up kernels, then CUDA-graph capture of 6 batch sizes, each
     recording 120 launches into a graph (nothing executes) and instantiating it."""
@@ -534,6 +574,8 @@ SCENARIOS = {
                             "graph decode, 1 ms host work after a per-step read-back, three 458 ms prefills in 400 steps"),
     "offload_copy_bound": (scenario_offload_copy_bound,
                            "weights streamed host-to-device from pinned memory every step (CPU offload)"),
+    "pageable_readback": (scenario_pageable_readback,
+                          "graph decode whose per-step output is read back into pageable memory: a hidden sync"),
     "graph_capture_phase": (scenario_graph_capture_phase,
                             "CUDA-graph capture at start-up: 720 launches recorded, 7 kernels executed"),
     "memset_only": (scenario_memset_only, "no kernel table, one 1.5 us memset"),
@@ -783,6 +825,37 @@ def generate_rocpd(out: Path, only: list[str] | None = None, seed: int = 7) -> l
     return made
 
 
+def overlap(spans, intervals) -> int:
+    """Total length of ``spans`` (disjoint) covered by the union of ``intervals``."""
+    return sum(merge(clip_all(intervals, s, e)) for s, e in spans)
+
+
+def blocked_truth(rank: Rank, calls: tuple[str, ...], lo: int, hi: int) -> dict:
+    """What the host's blocking calls (``calls``: API names) cost the GPU in [lo, hi): the idle inside
+    them (host blocked, GPU idle), and the idle gaps in which one returns (its end in [lo, hi]), split
+    into the part inside any CUDA call and the host code (the GPU idle while the host is in no call),
+    each % of the window. From the generated intervals."""
+    busy = clip_all(rank.busy_intervals(), lo, hi)
+    blocking = [(s, e) for s, e, name, _ in rank.api if name in calls]
+    inside = clip_all(blocking, lo, hi)
+    idle_inside = sum(e - s for s, e in inside) - overlap(inside, busy)
+    gaps = set()
+    for _, end in blocking:
+        if not lo <= end <= hi or any(s < end < e for s, e in busy):
+            continue  # outside the window, or the GPU is busy as the call returns
+        start = max([e for _, e in busy if e <= end], default=lo)
+        stop = min([s for s, _ in busy if s >= end], default=hi)
+        if stop > start:
+            gaps.add((start, stop))
+    gaps = sorted(gaps)
+    calls_all = clip_all([(s, e) for s, e, *_ in rank.api], lo, hi)
+    after = sum(e - s for s, e in gaps)
+    host_after = after - overlap(gaps, calls_all)
+    window = hi - lo
+    return {"calls": list(calls), "idle_inside_pct": 100.0 * idle_inside / window, "after_idle_pct": 100.0 * after / window,
+            "after_host_pct": 100.0 * host_after / window, "gaps_after": len(gaps)}
+
+
 def truth_for(ranks: list[Rank], extra: dict, scenario: str, description: str) -> dict:
     """Ground truth from the generated intervals, over the steady-state window.
 
@@ -824,6 +897,7 @@ def truth_for(ranks: list[Rank], extra: dict, scenario: str, description: str) -
         })
     steps = per_rank_steps[0]
     durations = sorted(e - s for s, e in steps) or [None]
+    blocking = {"blocking": blocked_truth(ranks[0], extra["blocking_calls"], lo, hi)} if extra.get("blocking_calls") else {}
     return {
         "scenario": scenario,
         "description": description,
@@ -841,6 +915,7 @@ def truth_for(ranks: list[Rank], extra: dict, scenario: str, description: str) -
         "api_calls": sum(len(r.api) for r in ranks),
         "nvtx_ranges": sum(len(r.nvtx) for r in ranks),
         "tolerances": {"busy_pct": 1.0, "collective_share_pct": 1.0, "steps": 1},
+        **blocking,
     }
 
 

@@ -66,7 +66,8 @@ def test_eager_decode_is_launch_bound_first_with_sync(analyses):
 def test_graph_decode_is_not_launch_bound_and_not_idle(analyses):
     a = analyses["graph_decode"]
     assert "launch_bound" not in ids(a)
-    assert ids(a)[0] == "host_sync_per_step"
+    # the post-sync gaps are the logits processor's host code: host-bound first, the sync minor (issue 32, item 4)
+    assert ids(a)[0] == "gpu_starved" and "host_sync_per_step" in ids(a)
     d = a.data["devices"][0]
     # graph replays count as busy: the decode in graphs must not look idle
     assert d["busy_pct"] > 30

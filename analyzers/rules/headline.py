@@ -31,9 +31,10 @@ def rank(findings: list[Finding], symptom: str | None) -> list[Finding]:
 
 
 def _says(finding: Finding) -> str:
-    """A finding in headline words: its id, title and the share it explains."""
-    return (f"[{finding.id}] {finding.title} — explains {finding.impact_pct:.0f}% of the "
-            f"{finding.impact_denominator}")
+    """A finding in headline words: its id, title and the share it explains (whole percent; under 1%
+    with its decimal, so the clause does not read 0% while the title names 0.1%)."""
+    share = f"{finding.impact_pct:.0f}%" if finding.impact_pct >= 1 else pct(finding.impact_pct)
+    return f"[{finding.id}] {finding.title} — explains {share} of the {finding.impact_denominator}"
 
 
 def headline_by_axis(findings: list[Finding]) -> dict[str, str]:

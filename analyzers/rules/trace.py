@@ -24,6 +24,7 @@ from tracetriage.analyzers.rules.context import (
     window_denominator,
 )
 from tracetriage.analyzers.rules.hints import capture_cmd, hint_format, host_profiler_hint, is_rocm_format
+from tracetriage.model import api_category
 from tracetriage.wording import for_vendor, nbytes, pct, plural, us
 
 # name: (value, why)
@@ -38,6 +39,12 @@ THRESHOLDS = {
     "launch_impact_min_pct": (5.0, "below 5% of the window the launch overhead is not worth a finding"),
     "sync_per_step_min": (1.0, "the median step holds at least one blocking sync"),
     "sync_impact_min_pct": (2.0, "idle time after syncs must be at least 2% of the window"),
+    "sync_launch_latency_ns": (10_000, ("after a sync returns, the next kernel reaches the GPU ~5-10 us after its launch "
+                                        "call: what a gap holds beyond that in host code is the code, not the sync")),
+    "sync_host_after_share": (0.5, ("when most of the idle after the syncs is host code, that code is the cost and the "
+                                    "wait itself is minor")),
+    "sync_claim_min_pct": (0.1, ("a sync whose wait and launch cost under 0.1% of the window causes nothing "
+                                 "measurable: the gaps after it are the host code's, named by the host-bound findings")),
     "prefill_min_steps": (20, "a tail needs at least 20 steps to be more than noise"),
     "prefill_p99_ratio": (3.0, "p99 step at 3x the median is a stall users see as a frozen stream"),
     "prefill_max_ratio": (5.0, "a single step 5x the median is a visible freeze"),
@@ -47,12 +54,17 @@ THRESHOLDS = {
     "tail_high_freeze_ns": (200_000_000, ("a freeze of 200 ms or more is visible as a stalled stream, "
                                           "whatever its share of the time")),
     "pageable_min_count": (1, "any pageable async copy in steady state serializes with the host"),
+    "pageable_min_time_pct": (0.1, ("pageable copies whose own GPU time and host time blocked in them stay under 0.1% "
+                                    "of the window (scalar uploads of a few bytes) cost nothing measurable")),
     "copy_bound_min_pct": (30.0, "copies alone filling 30% of the window (and more than kernels) set the step time"),
     "starved_idle_min_pct": (50.0, "a GPU idle for most of the window is starved, whatever the cause"),
     "starved_band_pct": (5.0, ("a class needs a margin: identical captures differ by a few points of idle (where the "
                                "capture starts and stops), so idle within 5 points of the 50% line is 'about half', "
                                "named as such and never called starved")),
     "starved_unexplained_min_share": (0.5, "the other findings explain less than half of the idle time"),
+    "starved_after_sync_min_pct": (20.0, ("a fifth of the window idle in host code right after per-step syncs (which "
+                                          "host_sync_per_step does not claim) is host-bound time of its own, however "
+                                          "busy the rest and whatever the other findings explain")),
     "python_frame_min_pct": (15.0, ("one user frame holding 15% of the host's non-idle samples is a hot spot worth moving off "
                                     "the step's critical path")),
     "python_min_samples": (100, ("a share needs a sampling profile (py-spy record); one dump is a snapshot "
@@ -213,24 +225,40 @@ def rule_python_host_overhead(ctx: Context):
                         evidence, severity=severity_for(impact), denominator=window_denominator(ctx), kind=ctx.kind)
 
 
+# What a blocking sync causes: the idle while the host waits in it (or in the blocking copy that reads the
+# result back) and while it launches the next kernel; plus, per gap, the launch latency in no call
+# (sync_launch_latency_ns). The host code that runs after it is host-bound time, not the sync's.
+SYNC_CAUSED = ("idle:after_sync:sync", "idle:after_sync:memcpy_sync", "idle:after_sync:launch")
+
+
 def rule_host_sync_per_step(ctx: Context):
-    wants, process_of = {}, {}
+    """A blocking sync in most steps, the GPU idle after it: claims what the sync causes (SYNC_CAUSED and
+    the launch latency after each sync), not the host code that follows; when that code holds most of the
+    idle after the syncs (sync_host_after_share) the text says the sync is minor and the code is the cost."""
+    wants, latency, process_of = {}, {}, {}
     for trace in ctx.judged():
         for device in trace.devices:
             process = next((process for process in trace.processes if process.pid == device.pid), None)
             if (process is None or process.syncs_per_step is None or process.syncs_per_step < t("sync_per_step_min")
                     or not device.window_ns):
                 continue
-            wants[device.id] = (["idle:after_sync:*"], None)
+            wants[device.id] = (list(SYNC_CAUSED), None)
+            latency[device.id] = (["idle:after_sync:host"], device.after_sync_count * t("sync_launch_latency_ns"))
             process_of[device.id] = process
     if not wants:
         return None
-    available = {device_id: ctx.ledger.available(device_id, *want) for device_id, want in wants.items()}
-    if ctx.ledger.impact_pct(available) < t("sync_impact_min_pct"):
+    after_sync = {device_id: ctx.ledger.available(device_id, ["idle:after_sync:*"]) for device_id in wants}
+    if ctx.ledger.impact_pct(after_sync) < t("sync_impact_min_pct"):
         return None
-    taken = ctx.ledger.take("host_sync_per_step", wants)
+    caused = {device_id: ctx.ledger.available(device_id, *wants[device_id]) + ctx.ledger.available(device_id, *latency[device_id])
+              for device_id in wants}
+    if ctx.ledger.impact_pct(caused) < t("sync_claim_min_pct"):
+        return None
+    waited = ctx.ledger.take("host_sync_per_step", wants)
+    launched = ctx.ledger.take("host_sync_per_step", latency)
+    taken = {device_id: waited[device_id] + launched[device_id] for device_id in wants}
     impact = ctx.ledger.impact_pct(taken)
-    device = best_device(taken, ctx)
+    device = best_device(taken if any(taken.values()) else after_sync, ctx)
     process = process_of[device.id]
     dtoh = process.dtoh_copies_per_step or 0
     dtoh_txt = (f", with {plural(round(dtoh), 'device-to-host copy', 'device-to-host copies')} per step "
@@ -250,20 +278,33 @@ def rule_host_sync_per_step(ctx: Context):
                 f"{pct(100.0 * after_all / window_ns)} of the window; the host was then "
                 f"{cause_split(device, 'idle:after_sync:', ctx.kind.get('vendor'))}"),
         ev("claimed_pct", round(impact, 2), "%", window_denominator(ctx),
-           text=f"left to this finding after the findings ranked before it: {pct(impact)} of the window"),
-        ev("idle_after_sync_per_step", int(per_step_idle), "ns", "one step", text=f"about {us(per_step_idle)} of GPU "
-                                                                                  "idle per step after the sync"),
+           text=f"claimed: the GPU idle while the host waits in the sync and launches the next kernel, {pct(impact)} "
+                "of the window (what the findings ranked before it left)"),
+        ev("idle_after_sync_per_step", int(per_step_idle), "ns", "one step",
+           text=f"about {us(per_step_idle)} of GPU idle per step caused by the sync (its wait and the launch after it)"),
         ev("steps", steps.count, "steps", "window", text=f"{steps.count:,} steps (source: {steps.source}), "
                                                          f"p50 {us(steps.p50_ns)}"),
     ]
+    host_after = device.slices["idle:after_sync:host"]
+    host_after_pct = 100.0 * host_after / window_ns
+    evidence.append(ev("host_after_sync_pct", round(host_after_pct, 2), "%", f"window on {device.id}",
+                       text=f"host code after the syncs return (no CUDA call while the GPU idles): {pct(host_after_pct)} "
+                            "of the window, not claimed here: it is host-bound time, not the wait"))
+    host_bound = after_all and host_after >= t("sync_host_after_share") * after_all
     return catalog.make("host_sync_per_step", impact,
                         {"syncs": f"{syncs:g}", "dtoh": dtoh_txt, "claimed": pct(impact),
-                         "per_step_idle": us(per_step_idle)},
-                        evidence, severity=severity_for(impact), denominator=window_denominator(ctx), kind=ctx.kind)
+                         "per_step_idle": us(per_step_idle), "host_after": pct(host_after_pct)},
+                        evidence, severity=severity_for(impact), denominator=window_denominator(ctx),
+                        variant="host_after" if host_bound else None, kind=ctx.kind)
 
 
 def rule_pageable_memcpy(ctx: Context):
-    wants, count, size, time_ns, hidden_ns = {}, 0, 0, 0, 0
+    """Async copies from or to pageable host memory: the driver stages them, so the call blocks the host
+    (a hidden sync). Claims the copies' own copy-only time (up to their GPU time) and the idle time the
+    host spends inside those calls (timeline: memcpy_sync). Copies whose GPU time and blocked host time
+    are both negligible (pageable_min_time_pct: scalar uploads) are no finding."""
+    copying, blocked, count, size, time_ns, hidden_ns = {}, {}, 0, 0, 0, 0
+    cost_pct = 0.0
     for trace in ctx.judged():
         pageable = trace.copies["pageable_async"]
         count += pageable["count"]
@@ -273,16 +314,26 @@ def rule_pageable_memcpy(ctx: Context):
         for device in trace.devices:
             ns = pageable["by_device"].get(device.id, 0)
             if ns:
-                wants[device.id] = (["copy", "idle:*:other_cuda", "idle:*:memcpy_sync"], ns)
-    if count < t("pageable_min_count"):
+                copying[device.id] = (["copy"], ns)
+            if device.idle_in_pageable_copies_ns:
+                blocked[device.id] = (["idle:*:memcpy_sync"], device.idle_in_pageable_copies_ns)
+            if device.window_ns:
+                cost_pct = max(cost_pct, 100.0 * (ns + device.idle_in_pageable_copies_ns) / device.window_ns)
+    if count < t("pageable_min_count") or cost_pct < t("pageable_min_time_pct"):
         return None
-    taken = ctx.ledger.take("pageable_memcpy", wants)
+    copied = ctx.ledger.take("pageable_memcpy", copying)
+    waited = ctx.ledger.take("pageable_memcpy", blocked)
+    taken = {device_id: copied.get(device_id, 0) + waited.get(device_id, 0) for device_id in {*copied, *waited}}
     impact = ctx.ledger.impact_pct(taken)
+    blocked_pct = ctx.ledger.impact_pct(waited)
     evidence = [
         ev("pageable_async_copies", count, "copies", "window"),
         ev("pageable_async_bytes", size, "B", None, text=f"{nbytes(size)} moved through pageable memory"),
         ev("pageable_claimed_pct", round(impact, 3), "%", window_denominator(ctx),
            text=f"copy or blocked time of those copies not hidden by kernels: {pct(impact)} of the window"),
+        ev("pageable_blocked_pct", round(blocked_pct, 3), "%", window_denominator(ctx),
+           text=f"of it, the GPU idle while the host is blocked inside those copy calls (a hidden sync): "
+                f"{pct(blocked_pct)} of the window"),
     ]
     if time_ns:
         hidden = round(100.0 * hidden_ns / time_ns, 2)
@@ -364,8 +415,12 @@ def rule_gpu_starved(ctx: Context):
                 continue
             idle = sum(ns for name, ns in device.slices.items() if name.startswith("idle:"))
             left = ctx.ledger.available(device.id, ["idle:*:*"])
-            if (100.0 * idle / window_ns >= t("starved_idle_min_pct") - t("starved_band_pct")
-                    and left >= t("starved_unexplained_min_share") * idle):
+            starved = (100.0 * idle / window_ns >= t("starved_idle_min_pct") - t("starved_band_pct")
+                       and left >= t("starved_unexplained_min_share") * idle)
+            # the host code after per-step syncs that host_sync_per_step found and left (it claims only the wait)
+            handed_back = "host_sync_per_step" in ctx.ledger.claims[device.id]
+            after_sync_host = ctx.ledger.available(device.id, ["idle:after_sync:host"]) if handed_back else 0
+            if starved or 100.0 * after_sync_host / window_ns >= t("starved_after_sync_min_pct"):
                 wants[device.id] = (["idle:*:*"], None)
     if not wants:
         return None
@@ -379,21 +434,36 @@ def rule_gpu_starved(ctx: Context):
         cause = name.rsplit(":", 1)[1]
         by_cause[cause] = by_cause.get(cause, 0) + ns
     cause, cause_ns = max(by_cause.items(), key=lambda x: x[1])
+    cause_text = for_vendor(CAUSE_WORDS[cause], ctx.kind.get("vendor"))
+    calls = sorted(device.idle_in_calls.items(), key=lambda item: -item[1])
+    if cause == "other_cuda" and calls:
+        # name what "other CUDA calls" were: cudaMalloc / cudaFree (the allocator), a module load...
+        cause_text += f" ({calls[0][0]}: {pct(100.0 * calls[0][1] / window_ns)} of the window)"
     idle_pct = 100.0 - device.busy_pct
     capture = _starved_capture(ctx, device, cause)
-    cause_words = for_vendor(CAUSE_WORDS[cause], ctx.kind.get("vendor"))
     evidence = [
         ev("idle_pct", round(idle_pct, 2), "%", f"window on {device.id}",
            text=f"GPU idle {pct(idle_pct)} of the {us(window_ns)} window on {device.id}"),
         ev("unexplained_pct", round(impact, 2), "%", window_denominator(ctx),
            text=f"idle time no other finding claims: {pct(impact)} of the window"),
         ev("dominant_cause", cause, "", None,
-           text=f"most of it ({pct(100.0 * cause_ns / window_ns)} of the window) the host was {cause_words}"),
+           text=f"most of it ({pct(100.0 * cause_ns / window_ns)} of the window) the host was {cause_text}"),
         ev("by_cause", {name: round(100.0 * ns / window_ns, 2) for name, ns in by_cause.items()}, "%",
            f"window on {device.id}",
            text="unexplained idle by cause: " + ", ".join(f"{name} {pct(100.0 * ns / window_ns)}"
                                                           for name, ns in sorted(by_cause.items(), key=lambda x: -x[1]) if ns)),
     ]
+    if cause == "other_cuda" and calls:
+        evidence.append(ev("idle_in_calls", {name: round(100.0 * ns / window_ns, 2) for name, ns in calls}, "%",
+                           f"window on {device.id}",
+                           text="the GPU idles inside these CUDA/HIP calls: " + ", ".join(
+                               f"{name} {pct(100.0 * ns / window_ns)}" for name, ns in calls)))
+    after_sync_host = unclaimed[device.id].get("idle:after_sync:host", 0)
+    if 100.0 * after_sync_host / window_ns >= t("sync_impact_min_pct"):
+        evidence.append(ev("after_sync_host_pct", round(100.0 * after_sync_host / window_ns, 2), "%",
+                           f"window on {device.id}",
+                           text=f"of it, {pct(100.0 * after_sync_host / window_ns)} of the window is host code right after "
+                                "a blocking sync returns (the code that consumes the read-back), before the next launch"))
     gaps = device.gaps
     if gaps.count:
         evidence.append(ev("gaps", gaps.count, "gaps", "window",
@@ -404,14 +474,21 @@ def rule_gpu_starved(ctx: Context):
                            text=f"idle {pct(idle_pct)} is within {t('starved_band_pct'):g} points of the "
                                 f"{t('starved_idle_min_pct'):g}% line: about half, not called starved (a re-capture of "
                                 "the same program may fall on either side)"))
+    blocked_ns = by_cause.get("sync", 0) + by_cause.get("memcpy_sync", 0)
+    blocked = cause in ("sync", "memcpy_sync")
+    in_allocator = cause == "other_cuda" and bool(calls) and api_category(calls[0][0]) == "alloc"
+    after_sync = cause == "host" and after_sync_host >= t("sync_host_after_share") * cause_ns
     return catalog.make("gpu_starved", impact,
                         {"starved": (f"GPU idle about half the window ({pct(idle_pct)})" if half
                                      else f"GPU starved: idle {pct(idle_pct)} of the window"),
                          "share_words": "about half the window" if half else "most of the window",
-                         "idle": pct(idle_pct), "cause_text": f"mostly {cause_words}", "claimed": pct(impact),
-                         "cause_where": f"while the host was {cause_words}", "capture": capture},
+                         "idle": pct(idle_pct), "cause_text": f"mostly {cause_text}", "claimed": pct(impact),
+                         "blocked": pct(100.0 * blocked_ns / window_ns),
+                         "top_call": f"{calls[0][0]}: {pct(100.0 * calls[0][1] / window_ns)} of the window" if calls else "",
+                         "cause_where": f"while the host was {cause_text}", "capture": capture},
                         evidence, severity=severity_for(impact), denominator=window_denominator(ctx),
-                        variant="blocked" if cause in ("sync", "memcpy_sync") else None, kind=ctx.kind)
+                        variant="blocked" if blocked else "after_sync" if after_sync else "alloc" if in_allocator else
+                        "part" if idle_pct < t("starved_idle_min_pct") else None, kind=ctx.kind)
 
 
 def _longest_tail(ctx: Context) -> tuple[float, ProcessMetrics, float] | None:
@@ -494,11 +571,13 @@ RULES = [
     Rule("python_host_overhead", "throughput", rule_python_host_overhead, reads=("host_profile", "devices"),
          thresholds=tuple(name for name in THRESHOLDS if name.startswith("python_"))),
     Rule("host_sync_per_step", "throughput", rule_host_sync_per_step, reads=("processes", "devices"),
-         thresholds=("sync_per_step_min", "sync_impact_min_pct")),
-    Rule("pageable_memcpy", "throughput", rule_pageable_memcpy, reads=("copies", "devices"), thresholds=("pageable_min_count",)),
+         thresholds=tuple(name for name in THRESHOLDS if name.startswith("sync_"))),
+    Rule("pageable_memcpy", "throughput", rule_pageable_memcpy, reads=("copies", "devices"),
+         thresholds=("pageable_min_count", "pageable_min_time_pct")),
     Rule("copy_bound", "throughput", rule_copy_bound, reads=("devices",), thresholds=("copy_bound_min_pct",)),
 ]
 STARVED = Rule("gpu_starved", "throughput", rule_gpu_starved, reads=("devices", "processes"),
-               thresholds=("starved_idle_min_pct", "starved_band_pct", "starved_unexplained_min_share"))
+               thresholds=(*(name for name in THRESHOLDS if name.startswith("starved_")), "sync_host_after_share",
+                           "sync_impact_min_pct"))
 PREFILL_STALL = Rule("prefill_stall", "trace", rule_prefill_stall, reads=("processes", "slo", "serving.config"),
                      thresholds=tuple(name for name in THRESHOLDS if name.startswith(("prefill_", "tail_"))))
