@@ -216,8 +216,8 @@ def rule_python_host_overhead(ctx: Context):
         return None
     device = best_device(taken, ctx)
     evidence.append(ev("host_idle_pct", round(host_idle[device.id], 2), "%", f"window on {device.id}",
-                       text=f"the GPU ({device.id}) idles {pct(host_idle[device.id])} of the window while "
-                            "the host is in no CUDA call"))
+                       text=for_vendor(f"the GPU ({device.id}) idles {pct(host_idle[device.id])} of the window while "
+                                       "the host is in no CUDA call", ctx.kind.get("vendor"))))
     evidence.append(ev("claimed_pct", round(impact, 2), "%", window_denominator(ctx),
                        text=f"{pct(top['share_pct'])} of that host-code idle time = {pct(impact)} of the window"))
     return catalog.make("python_host_overhead", impact,
@@ -288,8 +288,9 @@ def rule_host_sync_per_step(ctx: Context):
     host_after = device.slices["idle:after_sync:host"]
     host_after_pct = 100.0 * host_after / window_ns
     evidence.append(ev("host_after_sync_pct", round(host_after_pct, 2), "%", f"window on {device.id}",
-                       text=f"host code after the syncs return (no CUDA call while the GPU idles): {pct(host_after_pct)} "
-                            "of the window, not claimed here: it is host-bound time, not the wait"))
+                       text=for_vendor(f"host code after the syncs return (no CUDA call while the GPU idles): "
+                                       f"{pct(host_after_pct)} of the window, not claimed here: it is host-bound time, "
+                                       "not the wait", ctx.kind.get("vendor"))))
     host_bound = after_all and host_after >= t("sync_host_after_share") * after_all
     return catalog.make("host_sync_per_step", impact,
                         {"syncs": f"{syncs:g}", "dtoh": dtoh_txt, "claimed": pct(impact),
