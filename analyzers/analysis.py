@@ -22,8 +22,8 @@ from tracetriage.analyzers.case_blocks import CaseInputs, HostProfile
 from tracetriage.analyzers.metrics import (
     DeviceMetrics,
     DeviceTimeline,
-    LongSteps,
     IdleByHost,
+    LongSteps,
     ProcessMetrics,
     StepStats,
     TraceMetrics,

@@ -216,8 +216,9 @@ def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges,
             top = np.lexsort((keys, -idle))[:TOP_RANGES]
             for k in top:
                 name_code, source_code = divmod(int(keys[k]), len(hosts.sources) + 1)
+                share = round(100.0 * float(idle[k]) / window, 3) if window else 0.0
                 rows_out.append({"name": hosts.names[name_code], "source": hosts.sources[source_code],
-                                 "idle_ns": int(idle[k]), "pct_of_window": round(100.0 * float(idle[k]) / window, 3) if window else 0.0,
+                                 "idle_ns": int(idle[k]), "pct_of_window": share,
                                  "gaps": int(gap_count[k]), "host_code_ns": int(code_ns[k])})
     return IdleByHost(idle_ns=idle_ns, host_code_idle_ns=host_code_ns, attributed_ns=attributed,
                       sources=sorted(hosts.sources), ranges=rows_out, api_calls_recorded=has_calls)
