@@ -6,12 +6,14 @@ Definitions (inside the analysis window [lo, hi) of one device, owned by process
   the device's GPU intervals, gaps shorter than the clock's resolution counted busy.
   **Host-code idle** is the idle time in which no runtime/driver call of ``pid`` runs (the
   ``host`` cause of :mod:`timeline`).
-* **Host ranges** are the host-side intervals of ``pid`` the capture recorded, in two tiers:
+* **Host ranges** are the host-side intervals of ``pid`` the capture recorded, in three tiers,
+  each naming only the idle time the tiers before it left uncovered:
   (1) annotation and operator ranges — the ``ranges`` table (PyTorch profiler
   ``user_annotation``, NVTX, roctx) and the PyTorch profiler's CPU ops of
   :data:`~tracetriage.parsers.kineto.HOST_OP_MIN_US` or longer (``meta["host_ops"]``);
-  (2) long Python frames (``meta["python_frames"]``, ``with_stack=True``), which name only the
-  idle time tier 1 leaves uncovered.
+  (2) OS runtime calls (nsys ``--trace=osrt``, ``meta["host_calls"]``, 100 µs or longer) of the
+  threads that launch GPU work — a poll loop on another thread does not hold the GPU;
+  (3) long Python frames (``meta["python_frames"]``, ``with_stack=True``).
 * **Step ranges are not answers**: a range whose name marks a step (:data:`steps.STEP_PATTERNS`,
   ``ProfilerStep#N``; or the ``--step-range`` pattern), or that encloses a whole step of the
   process, covers everything the step does and names nothing in it. Without steps, a range
@@ -23,7 +25,8 @@ Definitions (inside the analysis window [lo, hi) of one device, owned by process
   and a running maximum: a range owns ``[max(start, the latest end of every range started
   before it), end)``.
 * A row of :attr:`~tracetriage.analyzers.metrics.IdleByHost.ranges`: one range name of one
-  source, its idle ns, that as % of the window, the number of distinct gaps it covers part of,
+  source (an emit_nvtx operator range without its ``, seq = N, op_id = N`` tail: one row per
+  operator), its idle ns, that as % of the window, the number of distinct gaps it covers part of,
   and its host-code idle ns; the top :data:`TOP_RANGES` by idle ns.
 
 Cost: linear in the rows read (sorts aside): the device's intervals, the process's ranges and
@@ -45,6 +48,14 @@ from tracetriage.model import Trace
 TOP_RANGES = 8
 WHOLE_WINDOW_SHARE = 0.9  # without steps, a range spanning this share of the window is the loop, not an answer
 DATA_LOADER = re.compile(r"(?i)data_?loader")  # PyTorch's enumerate(DataLoader)#..., a user's dataloader range
+# the per-call tail of PyTorch's emit_nvtx operator ranges (``aten::add, seq = 4, op_id = 9, sizes = [...]``):
+# one name per operator, not per call
+OP_TAIL = re.compile(r", (?:seq|op_id) = -?\d+.*$", re.DOTALL)
+
+
+def range_name(text: str) -> str:
+    """A host range's name as the table groups it: an emit_nvtx operator range without its per-call ids."""
+    return OP_TAIL.sub("", text)
 
 
 def is_data_loader(name: str) -> bool:
@@ -69,8 +80,10 @@ class HostRanges:
                 domain = table["domain"].astype(object).fillna("nvtx").astype(str).to_numpy()
                 parts.append((table["start"].to_numpy(np.int64), table["end"].to_numpy(np.int64), name_codes,
                               np.array([sources.setdefault(value, len(sources)) for value in domain], np.int32), 1))
-        for key, source, tier in (("host_ops", "cpu_op", 1), ("python_frames", "python", 2)):
-            rows = [row for row in trace.meta.get(key) or [] if _row_pid(row, key, pid)]
+        feeding = _feeding_threads(trace, pid)
+        for key, source, tier in (("host_ops", "cpu_op", 1), ("host_calls", "osrt", 2), ("python_frames", "python", 3)):
+            rows = [row for row in trace.meta.get(key) or [] if _row_pid(row, key, pid)
+                    and (key != "host_calls" or int(row[1]) in feeding)]
             if rows:
                 start = np.array([row[-3] for row in rows], np.int64)
                 end = np.array([row[-2] for row in rows], np.int64)
@@ -97,14 +110,25 @@ class HostRanges:
 def _codes(column: pd.Series, names: dict[str, int]) -> np.ndarray:
     """The rows' name codes into ``names`` (one lookup per distinct name); a missing name is ''."""
     cat = column.astype("category") if not isinstance(column.dtype, pd.CategoricalDtype) else column
-    remap = np.array([names.setdefault(str(value), len(names)) for value in cat.cat.categories] +
+    remap = np.array([names.setdefault(range_name(str(value)), len(names)) for value in cat.cat.categories] +
                      [names.setdefault("", len(names))], np.int32)
     return remap[cat.cat.codes.to_numpy()]  # code -1 (missing) reads the last slot
 
 
 def _row_pid(row, key: str, pid: int) -> bool:
-    """host_ops rows are [pid, tid, start, end, name]; python_frames rows [tid, start, end, name] (one process a file)."""
-    return key != "host_ops" or int(row[0]) == pid
+    """host_ops and host_calls rows are [pid, tid, start, end, name]; python_frames rows [tid, start, end, name]
+    (one process a file)."""
+    return key == "python_frames" or int(row[0]) == pid
+
+
+def _feeding_threads(trace: Trace, pid: int) -> set[int]:
+    """The threads of ``pid`` that launch GPU work (kernel or graph launches): an OS call on another thread
+    (a poll loop, a logger) does not keep the GPU waiting."""
+    api = trace.api
+    if not len(api) or not trace.meta.get("host_calls"):
+        return set()
+    launching = (api["pid"].to_numpy() == pid) & api["category"].isin(["launch", "graph_launch"]).to_numpy()
+    return set(np.unique(api["tid"].to_numpy()[launching]).tolist())
 
 
 def _excluded(hosts: HostRanges, steps: Steps | None, lo: int, hi: int) -> np.ndarray:
@@ -182,7 +206,7 @@ def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges,
     candidate = ~_excluded(hosts, steps, lo, hi) & (hosts.end > np.maximum(hosts.start, lo)) & (hosts.start < hi)
     segments_s, segments_e, segments_of = [], [], []
     taken_s, taken_e = np.empty(0, np.int64), np.empty(0, np.int64)
-    for tier in (1, 2):
+    for tier in (1, 2, 3):
         rows = np.flatnonzero(candidate & (hosts.tier == tier))
         if not rows.size:
             continue
