@@ -76,10 +76,8 @@ class HostRanges:
             mine = ranges["pid"].to_numpy() == pid
             if mine.any():
                 table = ranges[mine]
-                name_codes = _codes(table["name"], names)
-                domain = table["domain"].astype(object).fillna("nvtx").astype(str).to_numpy()
-                parts.append((table["start"].to_numpy(np.int64), table["end"].to_numpy(np.int64), name_codes,
-                              np.array([sources.setdefault(value, len(sources)) for value in domain], np.int32), 1))
+                parts.append((table["start"].to_numpy(np.int64), table["end"].to_numpy(np.int64),
+                              _codes(table["name"], names, range_name, ""), _codes(table["domain"], sources, str, "nvtx"), 1))
         feeding = _feeding_threads(trace, pid)
         for key, source, tier in (("host_ops", "cpu_op", 1), ("host_calls", "osrt", 2), ("python_frames", "python", 3)):
             rows = [row for row in trace.meta.get(key) or [] if _row_pid(row, key, pid)
@@ -107,12 +105,14 @@ class HostRanges:
         return not self.start.size
 
 
-def _codes(column: pd.Series, names: dict[str, int]) -> np.ndarray:
-    """The rows' name codes into ``names`` (one lookup per distinct name); a missing name is ''."""
+def _codes(column: pd.Series, names: dict[str, int], spelled, missing: str) -> np.ndarray:
+    """The rows' codes into ``names`` of their values as ``spelled`` (one lookup per distinct value); a missing
+    value is ``missing``."""
     cat = column.astype("category") if not isinstance(column.dtype, pd.CategoricalDtype) else column
-    remap = np.array([names.setdefault(range_name(str(value)), len(names)) for value in cat.cat.categories] +
-                     [names.setdefault("", len(names))], np.int32)
-    return remap[cat.cat.codes.to_numpy()]  # code -1 (missing) reads the last slot
+    codes = cat.cat.codes.to_numpy()
+    remap = [names.setdefault(spelled(str(value)), len(names)) for value in cat.cat.categories]
+    remap.append(names.setdefault(missing, len(names)) if (codes < 0).any() else -1)
+    return np.array(remap, np.int32)[codes]  # code -1 (missing) reads the last slot
 
 
 def _row_pid(row, key: str, pid: int) -> bool:
@@ -201,8 +201,7 @@ def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges,
     call_s, call_e = iv.union(api["start"].to_numpy()[calls], np.maximum(api["end"].to_numpy()[calls],
                                                                            api["start"].to_numpy()[calls]))
     has_calls = bool(calls.any())
-    host_s, host_e = iv.subtract(gap_s, gap_e, call_s, call_e) if has_calls else (gap_s[:0], gap_e[:0])
-    host_code = iv.Coverage(host_s, host_e)
+    in_calls = iv.Coverage(call_s, call_e)  # host code = idle time outside every call of the process
     candidate = ~_excluded(hosts, steps, lo, hi) & (hosts.end > np.maximum(hosts.start, lo)) & (hosts.start < hi)
     segments_s, segments_e, segments_of = [], [], []
     taken_s, taken_e = np.empty(0, np.int64), np.empty(0, np.int64)
@@ -211,17 +210,19 @@ def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges,
         if not rows.size:
             continue
         own_s, own_e, which = _owned(hosts.start[rows], hosts.end[rows])
+        if not own_s.size:  # marks only
+            continue
         which = rows[which]
         if taken_s.size:  # a later tier names only what the earlier ones left
-            free_s, free_e = iv.subtract(own_s, own_e, taken_s, taken_e)
-            at = np.searchsorted(own_s, free_s, "right") - 1
-            own_s, own_e, which = free_s, free_e, which[at]
+            free_s, free_e = iv.complement(taken_s, taken_e, int(min(own_s[0], taken_s[0])), int(max(own_e[-1], taken_e[-1])))
+            own_s, own_e, at, _ = _pieces(own_s, own_e, free_s, free_e)
+            which = which[at]
         segments_s.append(own_s)
         segments_e.append(own_e)
         segments_of.append(which)
         taken_s, taken_e = iv.union(np.concatenate((taken_s, own_s)), np.concatenate((taken_e, own_e)))
     idle_ns = int((gap_e - gap_s).sum())
-    host_code_ns = int((host_e - host_s).sum())
+    host_code_ns = idle_ns - int(in_calls.overlap_disjoint(gap_s, gap_e).sum()) if has_calls else 0
     rows_out: list[dict] = []
     attributed = 0
     if segments_s:
@@ -234,8 +235,13 @@ def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges,
             key = hosts.name[owner].astype(np.int64) * (len(hosts.sources) + 1) + hosts.source[owner]
             keys, inverse = np.unique(key, return_inverse=True)
             idle = np.bincount(inverse, weights=piece_e - piece_s, minlength=keys.size)
-            code_ns = np.bincount(inverse, weights=host_code.overlap(piece_s, piece_e), minlength=keys.size)
-            gap_count = np.bincount(np.unique(inverse * (gap_e.size + 1) + gap) // (gap_e.size + 1), minlength=keys.size)
+            code = (piece_e - piece_s) - in_calls.overlap(piece_s, piece_e) if has_calls else np.zeros(piece_s.size, np.int64)
+            code_ns = np.bincount(inverse, weights=code, minlength=keys.size)
+            order = np.lexsort((gap, inverse))  # distinct (range, gap) pairs: a sort, no hash table
+            pair_key, pair_gap = inverse[order], gap[order]
+            first = np.ones(order.size, bool)
+            first[1:] = (pair_key[1:] != pair_key[:-1]) | (pair_gap[1:] != pair_gap[:-1])
+            gap_count = np.bincount(pair_key[first], minlength=keys.size)
             attributed = int(idle.sum())
             top = np.lexsort((keys, -idle))[:TOP_RANGES]
             for k in top:
