@@ -77,7 +77,8 @@ class HostRanges:
             if mine.any():
                 table = ranges[mine]
                 parts.append((table["start"].to_numpy(np.int64), table["end"].to_numpy(np.int64),
-                              _codes(table["name"], names, range_name, ""), _codes(table["domain"], sources, str, "nvtx"), 1))
+                              _codes(table["name"], names, range_name, ""),
+                              _codes(table["domain"], sources, _source_of if trace.format == "nsys" else str, "nvtx"), 1))
         feeding = _feeding_threads(trace, pid)
         for key, source, tier in (("host_ops", "cpu_op", 1), ("host_calls", "osrt", 2), ("python_frames", "python", 3)):
             rows = [row for row in trace.meta.get(key) or [] if _row_pid(row, key, pid)
@@ -113,6 +114,11 @@ def _codes(column: pd.Series, names: dict[str, int], spelled, missing: str) -> n
     remap = [names.setdefault(spelled(str(value)), len(names)) for value in cat.cat.categories]
     remap.append(names.setdefault(missing, len(names)) if (codes < 0).any() else -1)
     return np.array(remap, np.int32)[codes]  # code -1 (missing) reads the last slot
+
+
+def _source_of(domain: str) -> str:
+    """An nsys NVTX range's source as the table names it: ``nvtx``, or ``nvtx <domain>`` for a named domain."""
+    return "nvtx" if domain == "default" else f"nvtx {domain}"
 
 
 def _row_pid(row, key: str, pid: int) -> bool:
