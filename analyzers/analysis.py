@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from tracetriage.analyzers import accounting, efficiency, lanes, rules
+from tracetriage.analyzers import accounting, efficiency, host_activity, lanes, rules
 from tracetriage.analyzers import collectives as coll
 from tracetriage.analyzers import kernels as kern
 from tracetriage.analyzers import steps as st
@@ -23,6 +23,7 @@ from tracetriage.analyzers.metrics import (
     CollectiveSkew,
     DeviceMetrics,
     DeviceTimeline,
+    IdleByHost,
     LongSteps,
     ProcessMetrics,
     StepStats,
@@ -140,9 +141,9 @@ def _window(trace: Trace, steps: dict[int, st.Steps]) -> Window:
 
 
 def _device_metrics(trace: Trace, device_index: int, label: str, times: DeviceTimeline, kernels: list[dict],
-                    lo: int, hi: int) -> DeviceMetrics:
+                    lo: int, hi: int, idle_by_host: IdleByHost | None = None) -> DeviceMetrics:
     """One device of a trace: its timeline (``times``), collectives, copies and kernels in [lo, hi),
-    and its decomposition of the window."""
+    its idle time by host range (host_activity.py) and its decomposition of the window."""
     row = trace.devices.iloc[device_index]
     collectives = coll.device_collectives(trace, device_index, lo, hi)
     copies = accounting.copy_activity(trace, device_index, lo, hi)
@@ -152,7 +153,7 @@ def _device_metrics(trace: Trace, device_index: int, label: str, times: DeviceTi
         busy_ns=times.busy_ns, window_ns=times.window_ns, busy_pct=times.busy_pct, gaps=times.gaps,
         collective_ns=collectives.collective_ns, collective_share_pct=collectives.collective_share_pct,
         collective_exposed_pct=collectives.collective_exposed_pct, collectives_by_op=collectives.collectives_by_op,
-        collective_count=collectives.collective_count, copies=copies, kernels=kernels,
+        collective_count=collectives.collective_count, copies=copies, kernels=kernels, idle_by_host=idle_by_host,
         after_sync_ns=times.after_sync_ns, after_sync_count=times.after_sync_count,
         short_launch_host_ns=times.short_launch_host_ns, short_gap_count=times.short_gap_count,
         idle_by_class=times.idle_by_class,
@@ -230,12 +231,19 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     kernel_rows = per_device_kernels.result()
     devices: list[DeviceMetrics] = []
     series_busy = {}
+    host_ranges: dict[int, host_activity.HostRanges] = {}
     for device_index in range(device_count):
         times = timelines[device_index]
         timelines[device_index] = None
         label = prefix + trace.device_label(device_index)
         series_busy[label] = times.busy_timeline
-        devices.append(_device_metrics(trace, device_index, label, times, kernel_rows.get(device_index, []), lo, hi))
+        pid = int(trace.devices.iloc[device_index]["pid"])
+        if pid not in host_ranges:
+            host_ranges[pid] = host_activity.HostRanges(trace, pid)
+        by_host = host_activity.idle_by_host(trace, device_index, lo, hi, host_ranges[pid], steps.get(pid),
+                                             min_gap_ns=int(trace.meta.get("clock_resolution_ns") or 1))
+        devices.append(_device_metrics(trace, device_index, label, times, kernel_rows.get(device_index, []), lo, hi,
+                                       by_host))
 
     processes = []
     process_names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))

@@ -187,6 +187,22 @@ class Copies(Contract):
     overlap_pct: float
 
 
+@dataclass(frozen=True, slots=True)
+class IdleByHost(Contract):
+    """A device's idle time in the window by the host range that covers it (analyzers/host_activity.py):
+    ``idle_ns`` its gaps, ``host_code_idle_ns`` the part outside every runtime/driver call of its process,
+    ``attributed_ns`` the part some host range covers, ``sources`` the kinds of host range the process
+    recorded (``user_annotation``, ``cpu_op``, an NVTX domain, ``python``), ``ranges`` the top ranges
+    (name, source, idle_ns, pct_of_window, gaps, host_code_ns), most idle first."""
+
+    idle_ns: int
+    host_code_idle_ns: int
+    attributed_ns: int
+    sources: list[str]
+    ranges: list[dict]
+    api_calls_recorded: bool = field(default=True, metadata=PRIVATE)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class DeviceMetrics(Contract):
     """One device of a trace: what the timeline, collectives, copies and kernels analyzers measured
@@ -212,6 +228,7 @@ class DeviceMetrics(Contract):
     copies: Copies
     kernels: list[dict]
     accounting: dict | None = None
+    idle_by_host: IdleByHost | None = None
     after_sync_ns: int = field(default=0, metadata=PRIVATE)
     after_sync_count: int = field(default=0, metadata=PRIVATE)
     short_launch_host_ns: int = field(default=0, metadata=PRIVATE)

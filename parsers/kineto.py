@@ -12,6 +12,9 @@ Event categories used (``cat`` of complete ``ph: X`` events):
   ``Input type``, ``Concrete Inputs``) and is of a kind with a work formula
   (:data:`~tracetriage.model.WORK_OPS`), as the ``ops`` table; a GPU event's ``External id``
   names the op that launched it (``op_kernels``), and ops that launched nothing are dropped.
+  Apart from that, every CPU op of :data:`HOST_OP_MIN_US` or longer (the longest
+  :data:`HOST_OPS_MAX`) is kept as a host range, ``meta["host_ops"]`` rows ``[pid, tid, start ns,
+  end ns, name]``: what the host did while a GPU idled (analyzers/host_activity.py).
 
 Category names match case-insensitively among the format's known names, current and legacy:
 PyTorch 1.8–1.10 (Kineto before its November 2021 logger refactor) wrote fixed capitalised names,
@@ -36,6 +39,7 @@ int64 ns. Graph kernels are recorded one by one; a kernel launched by
 
 from __future__ import annotations
 
+import heapq
 import json
 import re
 import zlib
@@ -94,6 +98,10 @@ HEAD_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNa
 
 PY_FRAME_MIN_US = 1000.0  # python_function events kept to name a blocking call's caller: 1 ms or longer only
 PY_FRAMES_MAX = 20_000  # and at most this many (memory stays small on a 1M-event trace)
+# CPU ops kept as host ranges (what the host did while a GPU idled: analyzers/host_activity.py): 100 µs or
+# longer, the longest HOST_OPS_MAX of them (an op's enclosing ops are at least as long, so the outermost stay)
+HOST_OP_MIN_US = 100.0
+HOST_OPS_MAX = 20_000
 MAX_SHAPE_CHARS = 4096  # a shape record longer than this (a huge tensor list) is not kept
 MISSING = -(1 << 62)  # an absent id: never a valid value (coerce keeps |v| < 2^62)
 INT_FIELDS = ("pid", "tid", *KEPT_ARGS)
@@ -142,6 +150,7 @@ class _Events:
         self.op_ts, self.op_dur = array("d"), array("d")
         self.op_names: dict[str, int] = {}
         self.py_frames: list[tuple] = []  # (tid, ts µs, dur µs, name) of long python_function events
+        self.host_ops: list[tuple] = []  # a min-heap of (dur µs, n, pid, tid, ts µs, name): the longest CPU ops
         self.shapes: dict[str, int] = {}
         # the kernel a launch call names (ROCm runtime events: args.kernel), code into launch_kernels; -1 none
         self.launch_kernel = array("i")
@@ -269,6 +278,7 @@ class _Events:
         """A CPU op, kept when it carries shapes and has a work formula; its shape record is
         interned as compact JSON (one string per distinct shape), and an odd value drops the op."""
         name, a = e.get("name"), e.get("args")
+        self.add_host_op(e, name)
         if type(name) is not str or name not in WORK_OPS or type(a) is not dict:
             return
         if type(a.get("Input Dims")) is not list:
@@ -293,6 +303,21 @@ class _Events:
         self.op_pid.append(pid)
         self.op_ts.append(float(ts))
         self.op_dur.append(float(dur))
+
+    def add_host_op(self, e: dict, name) -> None:
+        """A CPU op of HOST_OP_MIN_US or longer, among the longest HOST_OPS_MAX: a host range."""
+        ts, dur, pid, tid = e.get("ts"), e.get("dur"), e.get("pid"), e.get("tid")
+        if not (type(ts) in (int, float) and type(dur) in (int, float) and HOST_OP_MIN_US <= dur < 4e15 and abs(ts) < 4e15):
+            return
+        if len(self.host_ops) >= HOST_OPS_MAX and dur <= self.host_ops[0][0]:
+            return
+        pid = pid if type(pid) is int and -coerce.LIMIT < pid < coerce.LIMIT else -1
+        tid = tid if type(tid) is int and -coerce.LIMIT < tid < coerce.LIMIT else -1
+        row = (float(dur), len(self.cat), pid, tid, float(ts), (name if type(name) is str else coerce.text(name))[:300])
+        if len(self.host_ops) < HOST_OPS_MAX:
+            heapq.heappush(self.host_ops, row)
+        else:
+            heapq.heapreplace(self.host_ops, row)
 
     def ops_frame(self) -> pd.DataFrame:
         """The kept ops: pid, start/end ns, name and shape (categoricals), ext_id."""
@@ -611,6 +636,9 @@ def parse(path: str) -> Trace:
     # long Python frames, in the events' ns: [tid, start, end, name] (JSON-friendly for the cache)
     trace.meta["python_frames"] = [[tid, round(ts * 1000), round((ts + dur) * 1000), name]
                                    for tid, ts, dur, name in events.py_frames]
+    # long CPU ops, in start order: [pid, tid, start, end, name] (JSON-friendly for the cache)
+    trace.meta["host_ops"] = [[pid, tid, round(ts * 1000), round((ts + dur) * 1000), name]
+                              for dur, _, pid, tid, ts, name in sorted(events.host_ops, key=lambda row: (row[4], row[1]))]
     ev = _columns(events, trace.warnings)
     del events, doc["traceEvents"]  # the typed columns are all that is needed from here
     _correlate_by_flow(ev, flows)

@@ -49,6 +49,7 @@ from tracetriage.parsers.nsys_tables import (
     read_graph_replays,
     read_kernels,
     read_nvtx_ops,
+    read_os_calls,
     read_ranges,
     read_syncs,
 )
@@ -127,6 +128,7 @@ def parse(path: str) -> Trace:
         trace.gpu = pd.DataFrame({c: cols.pop(c) for c in gpu_column_order()}, copy=False)
         _attach_host_tables(trace, api, ranges, syncs)
         read_nvtx_ops(db, strings, trace)
+        trace.meta["host_calls"] = read_os_calls(db, strings)
         pids = distinct(trace.gpu["pid"].to_numpy(), trace.api["pid"].to_numpy())
         trace.processes = read_processes(db, pids, capture)
         trace.meta["graph_trace_mode"] = _graph_trace_mode(trace.gpu, mode)

@@ -395,6 +395,30 @@ def read_ranges(db: Database, strings: StringTable) -> pd.DataFrame | None:
     )
 
 
+OSRT = "OSRT_API"
+OSRT_MIN_NS = 100_000  # OS runtime calls kept as host ranges: 100 us or longer (analyzers/host_activity.py)
+OSRT_MAX = 20_000  # the longest this many
+
+
+def read_os_calls(db: Database, strings: StringTable) -> list[list]:
+    """The longest OS runtime calls (``nsys --trace=osrt``: poll, read, pthread_cond_wait, ...) of
+    OSRT_MIN_NS or longer, at most OSRT_MAX, in start order, as ``[pid, tid, start, end, name]`` rows:
+    what a host thread waited in while a GPU idled. Empty without the table."""
+    if not db.has(OSRT) or not all(db.has_column(OSRT, c) for c in ("start", "end", "globalTid", "nameId")):
+        return []
+    rows = db.rows(f'SELECT start, "end", globalTid, nameId FROM {OSRT} WHERE "end" - start >= ? '
+                   f'ORDER BY "end" - start DESC LIMIT ?', (OSRT_MIN_NS, OSRT_MAX))
+    out = []
+    for start, end, gtid, name_id in rows:
+        start, end, gtid, name_id = (coerce.scalar_int(v) for v in (start, end, gtid, name_id))
+        if None in (start, end, gtid):
+            continue
+        name = strings.get(name_id, None) if name_id is not None else None
+        out.append([int(pid_of(np.int64(gtid))), int(tid_of(np.int64(gtid))), start, end,
+                    coerce.text(name)[:300] if name is not None else "<unnamed OS call>"])
+    return sorted(out, key=lambda row: (row[2], row[3]))
+
+
 def read_nvtx_ops(db: Database, strings: StringTable, trace: Trace) -> None:
     """Operator shapes from PyTorch's NVTX operator ranges (``nsys profile
     --pytorch=autograd-shapes-nvtx``) into ``ops`` / ``op_kernels`` (parsers/torch_nvtx.py), each

@@ -91,6 +91,19 @@ class GapView:
 
 
 @dataclass(frozen=True, slots=True)
+class HostIdleView:
+    """One row of "GPU idle by host activity": a host range (name, what recorded it) and the device idle
+    time it covers — ns, % of the window, gaps touched — with the part outside every runtime call."""
+    device: str
+    name: str
+    source: str
+    idle: str
+    pct_of_window: str
+    gaps: str
+    host_code: str
+
+
+@dataclass(frozen=True, slots=True)
 class ProcessView:
     """One process's step times and host calls per step (medians over steady-state steps)."""
     pid: str
@@ -239,6 +252,8 @@ class ReportView:
     claim_columns: tuple[ClaimColumn, ...]
     longest_gaps: tuple[GapView, ...]
     longest_gaps_scope: str
+    idle_by_host: tuple[HostIdleView, ...]
+    idle_by_host_scope: str
     gap_histogram: str | None
     copies: str | None
     collective_skew: str | None
@@ -279,6 +294,8 @@ def report_view(analysis) -> ReportView:
         claim_columns=tuple(ClaimColumn(k, color) for k, color in claim_columns.items()),
         longest_gaps=_longest_gaps(devices, data.get("window"), (data.get("capture_kind") or {}).get("vendor")),
         longest_gaps_scope=f" (first two devices of {len(devices)})" if len(devices) > 2 else "",
+        idle_by_host=_idle_by_host(devices),
+        idle_by_host_scope=_idle_by_host_scope(devices),
         gap_histogram=(f"Gap lengths on {devices[0]['id']}: "
                        + ", ".join(f"{k} {count(n)}" for k, n in devices[0]["gaps"]["histogram"].items())) if devices else None,
         copies=copies_text(data.get("copies"), devices),
@@ -372,6 +389,22 @@ def _device(device: dict, claim_columns: list[str]) -> DeviceView:
         collective_pct=fixed(device["collective_share_pct"], 1), exposed_pct=fixed(device.get("collective_exposed_pct"), 1),
         idle_by_cause=", ".join(f"{c} {100 * n / window:.1f}%" for c, n in sorted(causes, key=lambda x: -x[1])) or "-",
         accounting=accounting, claim_cells=tuple(fixed(mine.get(k), 1) for k in claim_columns), unclaimed_pct=fixed(unclaimed, 1))
+
+
+def _idle_by_host(devices: list[dict]) -> tuple[HostIdleView, ...]:
+    """The top host ranges by the idle time they cover, on each of the first two devices that recorded any."""
+    shown = [device for device in devices if (device.get("idle_by_host") or {}).get("ranges")][:2]
+    return tuple(HostIdleView(device["id"], short_middle(as_text(row["name"])), as_text(row["source"]), fmt_ns(row["idle_ns"]),
+                              fixed(row["pct_of_window"], 1), count(row["gaps"]), fmt_ns(row["host_code_ns"]))
+                 for device in shown for row in device["idle_by_host"]["ranges"])
+
+
+def _idle_by_host_scope(devices: list[dict]) -> str:
+    """What the host-activity table covers: each shown device's idle time inside some host range."""
+    shown = [device for device in devices if (device.get("idle_by_host") or {}).get("ranges")][:2]
+    return "; ".join(f"{device['id']}: {pct(100.0 * block['attributed_ns'] / block['idle_ns'])} of its idle time "
+                     f"inside a host range ({', '.join(block['sources'])})"
+                     for device in shown for block in [device["idle_by_host"]] if block["idle_ns"])
 
 
 def _longest_gaps(devices: list[dict], window: dict | None, vendor: str | None) -> tuple[GapView, ...]:

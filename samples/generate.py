@@ -85,6 +85,7 @@ class Rank:
     copies: list = field(default_factory=list)    # (start, end, corr, bytes, copy_kind, src_kind, dst_kind)
     syncs: list = field(default_factory=list)     # (start, end, corr, sync_type)
     nvtx: list = field(default_factory=list)      # (start, end, text)
+    host_ranges: list = field(default_factory=list)  # (start, end, text): NVTX ranges that are not steps
     memsets: list = field(default_factory=list)   # (start, end, corr, bytes)
     short_names: dict = field(default_factory=dict)  # kernel name (demangledName) -> shortName, where they differ
     program: str = ""  # the process's command line (default: a vLLM worker's)
@@ -554,6 +555,30 @@ def scenario_host_starved(rng):
     return [r], {"launches_per_step": 0, "graph_launches_per_step": 1, "syncs_per_step": 0, "warmup_steps": 0}
 
 
+LOADER_RANGE = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
+
+def scenario_data_loader_starved(rng):
+    """A training loop with num_workers=0: each step the main thread loads the batch itself (~25 ms in
+    the DataLoader range, nothing queued on the GPU), copies it in (pinned, non_blocking) and launches
+    400 forward/backward/optimizer kernels of ~60 us, each after ~55 us of autograd and Python, so the
+    GPU just keeps up with the host and drains as the next load starts. No per-step sync; NVTX step_N
+    ranges mark the steps. The GPU idles about half of each step, nearly all of it under the DataLoader."""
+    r = Rank(pid=5020, device=0)
+    for step in range(12):
+        s0 = r.t
+        load = int(rng.uniform(23_000, 27_000) * US)
+        r.host_ranges.append((r.t, r.t + load, LOADER_RANGE))
+        r.host(load)
+        r.h2d_copy(16 << 20, 12.0)  # the batch, pinned
+        for k in range(400):
+            r.host(int(rng.uniform(50, 60) * US))  # autograd and Python between launches
+            r.launch(("conv_fwd_kernel", "bn_fwd_kernel", "conv_bwd_kernel", "sgd_kernel")[k % 4],
+                     int(rng.uniform(55, 65) * US))
+        r.nvtx.append((s0, r.t, f"step_{step}"))
+    return [r], {"launches_per_step": 400, "graph_launches_per_step": 0, "syncs_per_step": 0, "warmup_steps": 0}
+
+
 SCENARIOS = {
     "eager_decode": (lambda rng: scenario_eager_decode(rng),
                      "launch-bound eager decode (--enforce-eager), one .cpu() sync per step; no NVTX"),
@@ -584,6 +609,8 @@ SCENARIOS = {
     "dp2_late_rank": (scenario_dp2_late_rank,
                       "2-rank data-parallel training; rank 1 starts each gradient all-reduce ~2 ms late after a 5 ms "
                       "log_metrics host range"),
+    "data_loader_starved": (scenario_data_loader_starved,
+                            "training with num_workers=0: ~25 ms of each ~50 ms step in the DataLoader range, GPU idle"),
 }
 
 
@@ -657,10 +684,10 @@ def write_nsys(path: Path, ranks: list[Rank], scenario: str, session_start_ns: i
                 "INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES (?, ?, ?, 1, NULL, ?, ?, ?, ?, ?)",
                 [(s, e, r.device, r.stream, c, r.gpid, g, g) for s, e, c, g in r.graphs],
             )
-        if r.nvtx:
+        if r.nvtx or r.host_ranges:
             db.executemany(
                 "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (?, ?, 59, ?, ?, 0)",
-                [(s, e, text, r.gtid) for s, e, text in r.nvtx],
+                [(s, e, text, r.gtid) for s, e, text in sorted(r.nvtx + r.host_ranges)],
             )
     db.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in sid.ids.items()])
     for r in ranks:
@@ -898,6 +925,14 @@ def truth_for(ranks: list[Rank], extra: dict, scenario: str, description: str) -
     steps = per_rank_steps[0]
     durations = sorted(e - s for s, e in steps) or [None]
     blocking = {"blocking": blocked_truth(ranks[0], extra["blocking_calls"], lo, hi)} if extra.get("blocking_calls") else {}
+    idle_in_ranges = {}  # the GPU idle time under each non-step NVTX range (they do not nest here)
+    for r in ranks:
+        busy = sorted(clip_all(r.busy_intervals(), lo, hi))
+        for s, e, text in r.host_ranges:
+            s, e = max(s, lo), min(e, hi)
+            if e > s:
+                covered = merge([(max(bs, s), min(be, e)) for bs, be in busy if be > s and bs < e])
+                idle_in_ranges[text] = idle_in_ranges.get(text, 0) + (e - s) - covered
     return {
         "scenario": scenario,
         "description": description,
@@ -913,7 +948,9 @@ def truth_for(ranks: list[Rank], extra: dict, scenario: str, description: str) -
         "memsets": sum(len(r.memsets) for r in ranks),
         "graph_replays": sum(len(r.graphs) for r in ranks),
         "api_calls": sum(len(r.api) for r in ranks),
-        "nvtx_ranges": sum(len(r.nvtx) for r in ranks),
+        "nvtx_ranges": sum(len(r.nvtx) + len(r.host_ranges) for r in ranks),
+        **({"idle_by_host_range": {text: {"idle_ns": ns, "pct_of_window": 100.0 * ns / (hi - lo)}
+                                   for text, ns in idle_in_ranges.items()}} if idle_in_ranges else {}),
         "tolerances": {"busy_pct": 1.0, "collective_share_pct": 1.0, "steps": 1},
         **blocking,
     }

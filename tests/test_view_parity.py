@@ -17,7 +17,7 @@ from tracetriage.reports import markdown, text
 from tracetriage.reports.view import report_view
 
 BUNDLES = ("eager_decode", "tp8_cross_island", "serving_at_capacity", "prefill_stall", "healthy", "memset_only",
-           "eager_decode_pyspy")
+           "eager_decode_pyspy", "data_loader_starved")
 FORMATS = ("text", "md", "html")
 
 _STYLE = "a colour for the charts and swatches of the page, not a fact to read"
@@ -35,6 +35,7 @@ OMITTED: dict[str, dict[str, str]] = {
         "efficiency.model": "named on the efficiency table's header only when the table has classes",
         "efficiency.peaks_source": _TERMINAL,
         "processes.step_range": _TERMINAL,
+        "processes.step_max": "the terminal's process table shows p50 and p99; the HTML page has the max",
         "kernels.total": _TERMINAL,
         "kernels.median": _TERMINAL,
         "longest_gaps.start": _TERMINAL,
@@ -58,6 +59,7 @@ OMITTED: dict[str, dict[str, str]] = {
         "inputs.version": _TICKET,
         "inputs.counts": _TICKET,
         "devices.gap_p99": _TICKET,
+        "processes.step_max": _TICKET,
         "devices.accounting": "the Markdown page shows the accounting as a table (claim_cells), not as a sentence",
         "collective_skew": _TICKET,
         "efficiency.model": "named on the efficiency table's heading only when the table has classes",

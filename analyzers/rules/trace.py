@@ -11,7 +11,8 @@ import re
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.catalog import capture_text
 from tracetriage.analyzers.evidence import ev, severity_for
-from tracetriage.analyzers.metrics import DeviceMetrics, ProcessMetrics, TraceMetrics
+from tracetriage.analyzers.host_activity import is_data_loader
+from tracetriage.analyzers.metrics import DeviceMetrics, IdleByHost, ProcessMetrics, TraceMetrics
 from tracetriage.analyzers.rules.context import (
     CAUSE_WORDS,
     Context,
@@ -65,6 +66,10 @@ THRESHOLDS = {
     "starved_after_sync_min_pct": (20.0, ("a fifth of the window idle in host code right after per-step syncs (which "
                                           "host_sync_per_step does not claim) is host-bound time of its own, however "
                                           "busy the rest and whatever the other findings explain")),
+    "starved_loader_min_pct": (10.0, ("a DataLoader range on the thread that feeds the GPU that keeps it idle a tenth of "
+                                      "the window adds that much to every step: starved, even when the GPU is busy the rest")),
+    "starved_range_min_share": (0.5, ("one host range covering most of the GPU's idle host-code time is what the host "
+                                      "does while the GPU waits: the finding names it")),
     "python_frame_min_pct": (15.0, ("one user frame holding 15% of the host's non-idle samples is a hot spot worth moving off "
                                     "the step's critical path")),
     "python_min_samples": (100, ("a share needs a sampling profile (py-spy record); one dump is a snapshot "
@@ -423,6 +428,10 @@ def rule_gpu_starved(ctx: Context):
             after_sync_host = ctx.ledger.available(device.id, ["idle:after_sync:host"]) if handed_back else 0
             if starved or 100.0 * after_sync_host / window_ns >= t("starved_after_sync_min_pct"):
                 wants[device.id] = (["idle:*:*"], None)
+                continue
+            loader = _loader_range(device)  # data loading on the feeding thread: starved, however busy the rest
+            if loader is not None and left >= t("starved_unexplained_min_share") * loader["idle_ns"]:
+                wants[device.id] = (["idle:*:*"], None)
     if not wants:
         return None
     unclaimed = {device_id: ctx.ledger.unclaimed(device_id, ["idle:*:*"]) for device_id in wants}
@@ -479,17 +488,70 @@ def rule_gpu_starved(ctx: Context):
     blocked = cause in ("sync", "memcpy_sync")
     in_allocator = cause == "other_cuda" and bool(calls) and api_category(calls[0][0]) == "alloc"
     after_sync = cause == "host" and after_sync_host >= t("sync_host_after_share") * cause_ns
-    return catalog.make("gpu_starved", impact,
-                        {"starved": (f"GPU idle about half the window ({pct(idle_pct)})" if half
-                                     else f"GPU starved: idle {pct(idle_pct)} of the window"),
-                         "share_words": "about half the window" if half else "most of the window",
-                         "idle": pct(idle_pct), "cause_text": f"mostly {cause_text}", "claimed": pct(impact),
-                         "blocked": pct(100.0 * blocked_ns / window_ns),
-                         "top_call": f"{calls[0][0]}: {pct(100.0 * calls[0][1] / window_ns)} of the window" if calls else "",
-                         "cause_where": f"while the host was {cause_text}", "capture": capture},
-                        evidence, severity=severity_for(impact), denominator=window_denominator(ctx),
-                        variant="blocked" if blocked else "after_sync" if after_sync else "alloc" if in_allocator else
-                        "part" if idle_pct < t("starved_idle_min_pct") else None, kind=ctx.kind)
+    fields = {"starved": (f"GPU idle about half the window ({pct(idle_pct)})" if half
+                          else f"GPU starved: idle {pct(idle_pct)} of the window"),
+              "share_words": "about half the window" if half else "most of the window",
+              "idle": pct(idle_pct), "cause_text": f"mostly {cause_text}", "claimed": pct(impact),
+              "blocked": pct(100.0 * blocked_ns / window_ns),
+              "top_call": f"{calls[0][0]}: {pct(100.0 * calls[0][1] / window_ns)} of the window" if calls else "",
+              "cause_where": f"while the host was {cause_text}", "capture": capture}
+    variant = ("blocked" if blocked else "after_sync" if after_sync else "alloc" if in_allocator else
+               "part" if idle_pct < t("starved_idle_min_pct") else None)
+    by_host = device.idle_by_host
+    if by_host is not None and by_host.ranges:
+        evidence.append(ev("idle_by_host_range", {row["name"]: row["pct_of_window"] for row in by_host.ranges[:3]}, "%",
+                           f"window on {device.id}", text="GPU idle inside host ranges: " + ", ".join(
+                               f"{row['name']} {pct(row['pct_of_window'])}" for row in by_host.ranges[:3])))
+        covering = _covering_range(by_host) if cause in ("host", "unknown") else None
+        if covering is not None:  # one host range holds most of the host code: named, more telling than the cause
+            share = _per_step_share(ctx, device, covering["idle_ns"])
+            evidence.append(ev("host_range", covering["name"], "", None,
+                               text=f"{share} the GPU idles inside {covering['name']} ({covering['source']}), "
+                                    f"over {plural(covering['gaps'], 'gap')}"))
+            fields.update({"range": covering["name"], "source": covering["source"], "share_text": share,
+                           "range_pct": pct(covering["pct_of_window"])})
+            variant = "data_loading" if is_data_loader(covering["name"]) else "host_range"
+    return catalog.make("gpu_starved", impact, fields, evidence, severity=severity_for(impact),
+                        denominator=window_denominator(ctx), variant=variant, kind=ctx.kind)
+
+
+def _covering_range(by_host: IdleByHost) -> dict | None:
+    """The top host range of a device when it covers most (starved_range_min_share) of the idle host-code
+    time (of all idle time when the capture has no runtime calls to tell host code from calls), else None."""
+    top = by_host.ranges[0]
+    if by_host.api_calls_recorded and by_host.host_code_idle_ns:
+        covered, base = top["host_code_ns"], by_host.host_code_idle_ns
+    else:
+        covered, base = top["idle_ns"], by_host.idle_ns
+    return top if base and covered >= t("starved_range_min_share") * base else None
+
+
+def _loader_range(device: DeviceMetrics) -> dict | None:
+    """The device's covering host range (:func:`_covering_range`) when it is a data loader's and keeps the GPU
+    idle starved_loader_min_pct of the window or more, else None."""
+    by_host = device.idle_by_host
+    if by_host is None or not by_host.ranges:
+        return None
+    top = _covering_range(by_host)
+    if top is None or not is_data_loader(top["name"]) or top["pct_of_window"] < t("starved_loader_min_pct"):
+        return None
+    return top
+
+
+def _rounded(ns: float) -> str:
+    """A per-step time in round words: ``120 ms`` from 1 ms on, else :func:`us`."""
+    return f"{round(ns / 1e6):,} ms" if ns >= 1_000_000 else us(ns)
+
+
+def _per_step_share(ctx: Context, device: DeviceMetrics, idle_ns: int) -> str:
+    """``~120 ms of each 240 ms step`` (the mean over the window's steps) when the device's process has steps,
+    else ``45.0% of the window``."""
+    process = next((process for trace in ctx.judged() if device in trace.devices
+                    for process in trace.processes if process.pid == device.pid), None)
+    count = process.steps.count if process is not None else 0
+    if count:
+        return f"~{_rounded(idle_ns / count)} of each {_rounded(device.window_ns / count)} step"
+    return f"{pct(100.0 * idle_ns / device.window_ns)} of the window"
 
 
 def _longest_tail(ctx: Context) -> tuple[float, ProcessMetrics, float] | None:

@@ -1,0 +1,260 @@
+"""What the host does while a GPU waits: each idle nanosecond of a device attributed to a host range.
+
+Definitions (inside the analysis window [lo, hi) of one device, owned by process ``pid``):
+
+* **Idle** is the device's gaps as :mod:`timeline` measures them: the window minus the union of
+  the device's GPU intervals, gaps shorter than the clock's resolution counted busy.
+  **Host-code idle** is the idle time in which no runtime/driver call of ``pid`` runs (the
+  ``host`` cause of :mod:`timeline`).
+* **Host ranges** are the host-side intervals of ``pid`` the capture recorded, in three tiers,
+  each naming only the idle time the tiers before it left uncovered:
+  (1) annotation and operator ranges — the ``ranges`` table (PyTorch profiler
+  ``user_annotation``, NVTX, roctx) and the PyTorch profiler's CPU ops of
+  :data:`~tracetriage.parsers.kineto.HOST_OP_MIN_US` or longer (``meta["host_ops"]``);
+  (2) OS runtime calls (nsys ``--trace=osrt``, ``meta["host_calls"]``, 100 µs or longer) of the
+  threads that launch GPU work — a poll loop on another thread does not hold the GPU;
+  (3) long Python frames (``meta["python_frames"]``, ``with_stack=True``).
+* **Step ranges are not answers**: a range whose name marks a step (:data:`steps.STEP_PATTERNS`,
+  ``ProfilerStep#N``; or the ``--step-range`` pattern), or that encloses a whole step of the
+  process, covers everything the step does and names nothing in it. Without steps, a range
+  spanning :data:`WHOLE_WINDOW_SHARE` of the window or more is the loop itself and is left out.
+* **Attribution**: each idle nanosecond goes to the *outermost* remaining range that covers it
+  (the one that started first; the longest among equal starts), so
+  ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`` takes the time its collate and
+  copy ops run in, and two threads' ranges never count one nanosecond twice. Computed by one sort
+  and a running maximum: a range owns ``[max(start, the latest end of every range started
+  before it), end)``.
+* A row of :attr:`~tracetriage.analyzers.metrics.IdleByHost.ranges`: one range name of one
+  source (an emit_nvtx operator range without its ``, seq = N, op_id = N`` tail: one row per
+  operator), its idle ns, that as % of the window, the number of distinct gaps it covers part of,
+  and its host-code idle ns; the top :data:`TOP_RANGES` by idle ns.
+
+Cost: linear in the rows read (sorts aside): the device's intervals, the process's ranges and
+calls, each once; no per-event Python.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from tracetriage.analyzers import intervals as iv
+from tracetriage.analyzers.metrics import IdleByHost
+from tracetriage.analyzers.steps import STEP_PATTERNS, Steps
+from tracetriage.model import Trace
+
+TOP_RANGES = 8
+WHOLE_WINDOW_SHARE = 0.9  # without steps, a range spanning this share of the window is the loop, not an answer
+DATA_LOADER = re.compile(r"(?i)data_?loader")  # PyTorch's enumerate(DataLoader)#..., a user's dataloader range
+# the per-call tail of PyTorch's emit_nvtx operator ranges (``aten::add, seq = 4, op_id = 9, sizes = [...]``):
+# one name per operator, not per call
+OP_TAIL = re.compile(r", (?:seq|op_id) = -?\d+.*$", re.DOTALL)
+
+
+def range_name(text: str) -> str:
+    """A host range's name as the table groups it: an emit_nvtx operator range without its per-call ids."""
+    return OP_TAIL.sub("", text)
+
+
+def is_data_loader(name: str) -> bool:
+    """Whether a host range is a data loader's (PyTorch writes ``enumerate(DataLoader)#<iterator>.__next__``)."""
+    return bool(DATA_LOADER.search(name))
+
+
+class HostRanges:
+    """The host ranges of one process as flat columns (start, end, a name code, a source code, a tier),
+    built once per process and shared by its devices."""
+
+    def __init__(self, trace: Trace, pid: int):
+        names: dict[str, int] = {}
+        sources: dict[str, int] = {}
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]] = []
+        ranges = trace.ranges
+        if len(ranges):
+            mine = ranges["pid"].to_numpy() == pid
+            if mine.any():
+                table = ranges[mine]
+                parts.append((table["start"].to_numpy(np.int64), table["end"].to_numpy(np.int64),
+                              _codes(table["name"], names, range_name, ""),
+                              _codes(table["domain"], sources, _source_of if trace.format == "nsys" else str, "nvtx"), 1))
+        feeding = _feeding_threads(trace, pid)
+        for key, source, tier in (("host_ops", "cpu_op", 1), ("host_calls", "osrt", 2), ("python_frames", "python", 3)):
+            rows = [row for row in trace.meta.get(key) or [] if _row_pid(row, key, pid)
+                    and (key != "host_calls" or int(row[1]) in feeding)]
+            if rows:
+                start = np.array([row[-3] for row in rows], np.int64)
+                end = np.array([row[-2] for row in rows], np.int64)
+                code = np.array([names.setdefault(str(row[-1]), len(names)) for row in rows], np.int32)
+                parts.append((start, end, code, np.full(len(rows), sources.setdefault(source, len(sources)), np.int32), tier))
+        self.names = list(names)
+        self.sources = list(sources)
+        if parts:
+            self.start = np.concatenate([part[0] for part in parts])
+            self.end = np.concatenate([part[1] for part in parts])
+            self.name = np.concatenate([part[2] for part in parts])
+            self.source = np.concatenate([part[3] for part in parts])
+            self.tier = np.concatenate([np.full(part[0].size, part[4], np.int8) for part in parts])
+        else:
+            self.start = self.end = np.empty(0, np.int64)
+            self.name = self.source = np.empty(0, np.int32)
+            self.tier = np.empty(0, np.int8)
+
+    @property
+    def empty(self) -> bool:
+        return not self.start.size
+
+
+def _codes(column: pd.Series, names: dict[str, int], spelled, missing: str) -> np.ndarray:
+    """The rows' codes into ``names`` of their values as ``spelled`` (one lookup per distinct value); a missing
+    value is ``missing``."""
+    cat = column.astype("category") if not isinstance(column.dtype, pd.CategoricalDtype) else column
+    codes = cat.cat.codes.to_numpy()
+    remap = [names.setdefault(spelled(str(value)), len(names)) for value in cat.cat.categories]
+    remap.append(names.setdefault(missing, len(names)) if (codes < 0).any() else -1)
+    return np.array(remap, np.int32)[codes]  # code -1 (missing) reads the last slot
+
+
+def _source_of(domain: str) -> str:
+    """An nsys NVTX range's source as the table names it: ``nvtx``, or ``nvtx <domain>`` for a named domain."""
+    return "nvtx" if domain == "default" else f"nvtx {domain}"
+
+
+def _row_pid(row, key: str, pid: int) -> bool:
+    """host_ops and host_calls rows are [pid, tid, start, end, name]; python_frames rows [tid, start, end, name]
+    (one process a file)."""
+    return key == "python_frames" or int(row[0]) == pid
+
+
+def _feeding_threads(trace: Trace, pid: int) -> set[int]:
+    """The threads of ``pid`` that launch GPU work (kernel or graph launches): an OS call on another thread
+    (a poll loop, a logger) does not keep the GPU waiting."""
+    api = trace.api
+    if not len(api) or not trace.meta.get("host_calls"):
+        return set()
+    launching = (api["pid"].to_numpy() == pid) & api["category"].isin(["launch", "graph_launch"]).to_numpy()
+    return set(np.unique(api["tid"].to_numpy()[launching]).tolist())
+
+
+def _excluded(hosts: HostRanges, steps: Steps | None, lo: int, hi: int) -> np.ndarray:
+    """Mask of ranges that cannot be an answer: step ranges by name, and ranges that enclose a whole step
+    (or, without steps, span WHOLE_WINDOW_SHARE of the window)."""
+    pattern = re.compile(steps.pattern) if steps is not None and steps.pattern else STEP_PATTERNS
+    step_named = np.array([bool(pattern.search(name)) or bool(STEP_PATTERNS.search(name)) for name in hosts.names], bool)
+    out = step_named[hosts.name] if hosts.names else np.zeros(hosts.start.size, bool)
+    if steps is not None and steps.count:
+        first = np.searchsorted(steps.starts, hosts.start, "left")  # the first step starting inside the range
+        inside = first < steps.count
+        out |= inside & (steps.ends[np.minimum(first, steps.count - 1)] <= hosts.end)
+    else:
+        out |= (np.minimum(hosts.end, hi) - np.maximum(hosts.start, lo)) >= WHOLE_WINDOW_SHARE * (hi - lo)
+    return out
+
+
+def _owned(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(segment starts, ends, range index): each range's part not covered by a range started before it
+    (the longest first among equal starts), so the outermost range owns every covered nanosecond."""
+    order = np.lexsort((-(end - start), start))
+    s, e = start[order], end[order]
+    before = np.maximum.accumulate(np.concatenate(([np.iinfo(np.int64).min], e[:-1])))
+    own_s = np.maximum(s, before)
+    keep = e > own_s
+    return own_s[keep], e[keep], order[keep]
+
+
+def _device_gaps(trace: Trace, device: int, lo: int, hi: int, min_gap_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """The device's gaps in [lo, hi), as timeline.py measures them (shorter than min_gap_ns: busy)."""
+    gpu = trace.gpu
+    start, end = gpu["start"].to_numpy(), gpu["end"].to_numpy()
+    mine = (end > lo) & (start < hi)
+    if len(trace.devices) > 1:
+        mine &= gpu["device"].to_numpy() == device
+    s = np.maximum(start[mine], lo)
+    e = np.minimum(np.maximum(end[mine], start[mine]), hi)
+    busy_s, busy_e = iv.union(s, e)
+    gap_s, gap_e = iv.complement(busy_s, busy_e, lo, hi)
+    keep = gap_e - gap_s >= max(1, min_gap_ns)
+    return gap_s[keep], gap_e[keep]
+
+
+def _pieces(seg_s, seg_e, gap_s, gap_e) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The overlaps of two disjoint sorted sets: (start, end, segment index, gap index), at most
+    len(segments) + len(gaps) of them."""
+    first = np.searchsorted(gap_e, seg_s, "right")
+    stop = np.searchsorted(gap_s, seg_e, "left")
+    count = np.maximum(stop - first, 0)
+    seg = np.repeat(np.arange(seg_s.size), count)
+    offsets = np.concatenate(([0], np.cumsum(count)[:-1]))
+    gap = np.repeat(first - offsets, count) + np.arange(int(count.sum()))
+    piece_s = np.maximum(seg_s[seg], gap_s[gap])
+    piece_e = np.minimum(seg_e[seg], gap_e[gap])
+    keep = piece_e > piece_s
+    return piece_s[keep], piece_e[keep], seg[keep], gap[keep]
+
+
+def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges, steps: Steps | None,
+                 min_gap_ns: int = 1) -> IdleByHost | None:
+    """The device's idle time in [lo, hi) by the host range that covers it (module docstring); None when
+    the process recorded no host range."""
+    if hosts.empty:
+        return None
+    window = hi - lo
+    gap_s, gap_e = _device_gaps(trace, device, lo, hi, min_gap_ns)
+    pid = int(trace.devices.iloc[device]["pid"])
+    api = trace.api
+    calls = api["pid"].to_numpy() == pid
+    call_s, call_e = iv.union(api["start"].to_numpy()[calls], np.maximum(api["end"].to_numpy()[calls],
+                                                                           api["start"].to_numpy()[calls]))
+    has_calls = bool(calls.any())
+    in_calls = iv.Coverage(call_s, call_e)  # host code = idle time outside every call of the process
+    candidate = ~_excluded(hosts, steps, lo, hi) & (hosts.end > np.maximum(hosts.start, lo)) & (hosts.start < hi)
+    segments_s, segments_e, segments_of = [], [], []
+    taken_s, taken_e = np.empty(0, np.int64), np.empty(0, np.int64)
+    for tier in (1, 2, 3):
+        rows = np.flatnonzero(candidate & (hosts.tier == tier))
+        if not rows.size:
+            continue
+        own_s, own_e, which = _owned(hosts.start[rows], hosts.end[rows])
+        if not own_s.size:  # marks only
+            continue
+        which = rows[which]
+        if taken_s.size:  # a later tier names only what the earlier ones left
+            free_s, free_e = iv.complement(taken_s, taken_e, int(min(own_s[0], taken_s[0])), int(max(own_e[-1], taken_e[-1])))
+            own_s, own_e, at, _ = _pieces(own_s, own_e, free_s, free_e)
+            which = which[at]
+        segments_s.append(own_s)
+        segments_e.append(own_e)
+        segments_of.append(which)
+        taken_s, taken_e = iv.union(np.concatenate((taken_s, own_s)), np.concatenate((taken_e, own_e)))
+    idle_ns = int((gap_e - gap_s).sum())
+    host_code_ns = idle_ns - int(in_calls.overlap_disjoint(gap_s, gap_e).sum()) if has_calls else 0
+    rows_out: list[dict] = []
+    attributed = 0
+    if segments_s:
+        seg_s, seg_e, seg_of = (np.concatenate(part) for part in (segments_s, segments_e, segments_of))
+        order = np.argsort(seg_s, kind="stable")
+        seg_s, seg_e, seg_of = seg_s[order], seg_e[order], seg_of[order]
+        piece_s, piece_e, seg, gap = _pieces(seg_s, seg_e, gap_s, gap_e)
+        if piece_s.size:
+            owner = seg_of[seg]
+            key = hosts.name[owner].astype(np.int64) * (len(hosts.sources) + 1) + hosts.source[owner]
+            keys, inverse = np.unique(key, return_inverse=True)
+            idle = np.bincount(inverse, weights=piece_e - piece_s, minlength=keys.size)
+            code = (piece_e - piece_s) - in_calls.overlap(piece_s, piece_e) if has_calls else np.zeros(piece_s.size, np.int64)
+            code_ns = np.bincount(inverse, weights=code, minlength=keys.size)
+            order = np.lexsort((gap, inverse))  # distinct (range, gap) pairs: a sort, no hash table
+            pair_key, pair_gap = inverse[order], gap[order]
+            first = np.ones(order.size, bool)
+            first[1:] = (pair_key[1:] != pair_key[:-1]) | (pair_gap[1:] != pair_gap[:-1])
+            gap_count = np.bincount(pair_key[first], minlength=keys.size)
+            attributed = int(idle.sum())
+            top = np.lexsort((keys, -idle))[:TOP_RANGES]
+            for k in top:
+                name_code, source_code = divmod(int(keys[k]), len(hosts.sources) + 1)
+                share = round(100.0 * float(idle[k]) / window, 3) if window else 0.0
+                rows_out.append({"name": hosts.names[name_code], "source": hosts.sources[source_code],
+                                 "idle_ns": int(idle[k]), "pct_of_window": share,
+                                 "gaps": int(gap_count[k]), "host_code_ns": int(code_ns[k])})
+    return IdleByHost(idle_ns=idle_ns, host_code_idle_ns=host_code_ns, attributed_ns=attributed,
+                      sources=sorted(hosts.sources), ranges=rows_out, api_calls_recorded=has_calls)
