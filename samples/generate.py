@@ -489,7 +489,7 @@ def scenario_setup_then_starved(rng):
     _host_starved_loop(rng, r)
     gpu_start = min(s for s, _ in r.busy_intervals())
     steady_from = r.graphs[first][0]
-    return [r], {"launches_per_step": 0, "graph_launches_per_step": 1, "syncs_per_step": 0, "warmup_steps": 0,
+    return [r], {"launches_per_step": None, "graph_launches_per_step": None, "syncs_per_step": None, "warmup_steps": 0,
                  "steady_from_ns": steady_from, "setup_ns": steady_from - gpu_start}
 
 
