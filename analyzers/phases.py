@@ -28,7 +28,11 @@ Definitions (one trace, its clock; "kernel" includes CUDA/HIP graph replays):
     of the kernel launches there run a kernel that already ran earlier in the capture
     (compilation, loading, allocator warm-up run things once; a loop repeats them),
   - and preceded by at most :data:`SETUP_DENSITY_RATIO` times the kernel time per elapsed time
-    of what follows it (start-up computes little).
+    of what follows it (start-up computes little);
+
+  or that follows a handful of operations (fewer than :data:`STEADY_MIN_OPS` since the previous
+  cut) and fills :data:`STALL_MIN_SHARE` or more of what is left of the capture, with a workload
+  after it (a start-up stall: a 463 ms blocking copy before ~10 ms of work).
 
   Tear-down is what follows the last kernel (results read back, buffers freed) when it lasts
   :data:`PHASE_MIN_SHARE` of the capture or more; a stall inside the work is never cut off at
@@ -140,7 +144,13 @@ def _setup_end(activity: _Activity, starts: np.ndarray, ends: np.ndarray, setup_
             running = max(running, int(lengths[k]))
     for k in np.flatnonzero(setup_like & inside & (ends < hi)):
         cut = int(ends[k])
-        if cut <= lo or lengths[k] < SETUP_STRETCH_FACTOR * later_max[k] or activity.ops_from(cut) < STEADY_MIN_OPS:
+        if cut <= lo or activity.ops_from(cut) < STEADY_MIN_OPS:
+            continue
+        handful = activity.ops_from(lo) - activity.ops_from(int(starts[k])) < STEADY_MIN_OPS
+        if handful and lengths[k] >= STALL_MIN_SHARE * (hi - int(starts[k])):  # a start-up stall after a handful
+            lo = cut
+            continue
+        if lengths[k] < SETUP_STRETCH_FACTOR * later_max[k]:
             continue
         launches, repeated = activity.launches(lo, cut)
         if launches and repeated >= STEADY_MIN_REPEAT * launches:  # set-up is first-time work, not repeated work

@@ -10,6 +10,7 @@ own placeholder (``-`` in text, ``–`` in tables of the pages).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from tracetriage.captured import capture_start_utc
@@ -352,8 +353,8 @@ def _phases(phases: dict | None) -> tuple[PhaseView, ...]:
     out = []
     if phases["setup"]:
         setup = phases["setup"]
-        out.append(PhaseView("set-up", f"{fmt_ns(setup['duration_ns'])} before the "
-                                       f"{'first step' if by_steps else 'steady work'}: {_phase_contents(setup)}"))
+        before = "first step" if by_steps else ("steady work" if phases["steady"] else "window")
+        out.append(PhaseView("set-up", f"{fmt_ns(setup['duration_ns'])} before the {before}: {_phase_contents(setup)}"))
     if phases["steady"]:
         steady = phases["steady"]
         repeat = f"; {pct(phases['repeat_pct'])} of its kernel launches repeat an earlier kernel" \
@@ -361,16 +362,24 @@ def _phases(phases: dict | None) -> tuple[PhaseView, ...]:
         out.append(PhaseView("steady", f"{fmt_ns(steady['duration_ns'])}, judged as the window{repeat}"))
     else:
         no_steady = phases["no_steady"]
-        why = (f"a {fmt_ns(no_steady['stall_ns'])} stall with a handful of GPU operations either side"
+        why = (f"{_a(fmt_ns(no_steady['stall_ns']))} stall with a handful of GPU operations either side"
                if no_steady["why"] == "stall" else
                f"{no_steady['repeated']:,} of {plural(no_steady['kernels'], 'kernel launch', 'kernel launches')} "
                "repeat a kernel that ran before (first launches)")
-        out.append(PhaseView("no steady phase", f"{why}: start-up only, not judged"))
+        out.append(PhaseView("steady", f"none: {why}: start-up only, not judged"))
     if phases["teardown"]:
         teardown = phases["teardown"]
         out.append(PhaseView("tear-down", f"{fmt_ns(teardown['duration_ns'])} after the "
                                           f"{'last step' if by_steps else 'last kernel'}: {_phase_contents(teardown)}"))
     return tuple(out)
+
+
+def _a(figure: str) -> str:
+    """The figure with its article, as it is read aloud: "an 80.01 ms copy", "an 11.2 s stretch", "a 2.14 s"."""
+    whole = re.match(r"[\d,]+", figure)
+    digits = whole.group(0).replace(",", "") if whole else ""
+    spoken_an = digits.startswith("8") or (digits[:2] in ("11", "18") and len(digits) in (2, 5, 8))
+    return ("an " if spoken_an else "a ") + figure
 
 
 def _phase_contents(phase: dict) -> str:
@@ -380,12 +389,12 @@ def _phase_contents(phase: dict) -> str:
     stretches = [fmt_ns(stretch["length_ns"]) + (f" (in {stretch['call']})" if stretch.get("call") else "")
                  for stretch in phase["host_only"]]
     if len(stretches) == 1:
-        parts.append(f"a {stretches[0]} host-only stretch")
+        parts.append(f"{_a(stretches[0])} host-only stretch")
     elif stretches:
         parts.append("host-only stretches " + ", ".join(stretches[:-1]) + " and " + stretches[-1])
     sync = phase["sync_copies"]
     if sync["count"] == 1:
-        parts.append(f"a {fmt_ns(sync['longest_ns'])} synchronous copy")
+        parts.append(f"{_a(fmt_ns(sync['longest_ns']))} synchronous copy")
     elif sync["count"]:
         parts.append(f"{sync['count']:,} synchronous copies (longest {fmt_ns(sync['longest_ns'])})")
     if phase["copy_bytes"]:
