@@ -359,7 +359,7 @@ def _phases(phases: dict | None) -> tuple[PhaseView, ...]:
         steady = phases["steady"]
         repeat = f"; {pct(phases['repeat_pct'])} of its kernel launches repeat an earlier kernel" \
             if phases.get("repeat_pct") is not None else ""
-        out.append(PhaseView("steady", f"{fmt_ns(steady['duration_ns'])}, judged as the window{repeat}"))
+        out.append(PhaseView("steady", f"{fmt_ns(steady['duration_ns'])}: the window{repeat}"))
     else:
         no_steady = phases["no_steady"]
         why = (f"{_a(fmt_ns(no_steady['stall_ns']))} stall with a handful of GPU operations either side"
@@ -389,7 +389,8 @@ def _phase_contents(phase: dict) -> str:
     stretches = [fmt_ns(stretch["length_ns"]) + (f" (in {stretch['call']})" if stretch.get("call") else "")
                  for stretch in phase["host_only"]]
     if len(stretches) == 1:
-        parts.append(f"{_a(stretches[0])} host-only stretch")
+        only = phase["host_only"][0]
+        parts.append(f"{_a(fmt_ns(only['length_ns']))} host-only stretch" + (f" (in {only['call']})" if only.get("call") else ""))
     elif stretches:
         parts.append("host-only stretches " + ", ".join(stretches[:-1]) + " and " + stretches[-1])
     sync = phase["sync_copies"]
