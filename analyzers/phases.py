@@ -60,7 +60,7 @@ import numpy as np
 
 from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers.metrics import Phase, Phases
-from tracetriage.model import cat_mask, is_kind
+from tracetriage.model import cat_mask, is_kind, is_sorted
 
 # name: (value, why) — the phase rule's thresholds (analyzers/rules/thresholds.py lists them)
 THRESHOLDS = {
@@ -85,6 +85,21 @@ CALL_COVER_SHARE = 0.5  # a host call covering half a stretch names what the hos
 CAPTURE_CALLS = re.compile(r"(?i)(Stream|Thread)?BeginCapture|EndCapture|GraphInstantiate")
 
 
+def _near(intervals: tuple[np.ndarray, np.ndarray], around: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals of a disjoint sorted set that overlap some interval of ``around`` (disjoint,
+    sorted, usually few): only those can intersect it."""
+    starts, ends = intervals
+    if not around[0].size or not starts.size:
+        return starts[:0], ends[:0]
+    first = np.searchsorted(ends, around[0], "right")
+    stop = np.searchsorted(starts, around[1], "left")
+    marks = np.zeros(starts.size + 1, np.int64)
+    np.add.at(marks, first, 1)
+    np.add.at(marks, np.maximum(stop, first), -1)
+    keep = np.cumsum(marks[:-1]) > 0
+    return starts[keep], ends[keep]
+
+
 class _Activity:
     """The GPU and host activity of one trace that the phase rule reads, built once."""
 
@@ -95,17 +110,34 @@ class _Activity:
         self.kernel = is_kind(gpu, "kernel") | is_kind(gpu, "graph")
         self.span = (int(self.start.min()), int(self.end.max())) if self.start.size else (0, 0)
         self.busy = iv.union(self.start, self.end)
-        self.kernels = iv.union(self.start[self.kernel], self.end[self.kernel])
-        self.kernel_cover = iv.Coverage(*self.kernels)
         self.busy_cover = iv.Coverage(*self.busy)
-        self.op_starts = np.sort(self.start)
+        if self.kernel.all():  # no copy or memset: the kernels are the busy time (one table, not two)
+            self.kernels, self.kernel_cover = self.busy, self.busy_cover
+        else:
+            self.kernels = iv.union(self.start[self.kernel], self.end[self.kernel])
+            self.kernel_cover = iv.Coverage(*self.kernels)
+        self.op_starts = self.start if is_sorted(self.start) else np.sort(self.start)
         self.kernel_starts, self.repeats = _repeats(trace)
         self.api_start, self.api_end = api["start"].to_numpy(np.int64), api["end"].to_numpy(np.int64)
         self.sync_copy = cat_mask(api, "category", "memcpy_sync") if len(api) else np.zeros(0, bool)
-        idle = iv.complement(*self.busy, *self.span)
-        waiting = iv.union(np.concatenate((idle[0], self.api_start[self.sync_copy])),
-                           np.concatenate((idle[1], self.api_end[self.sync_copy])))
-        self.waiting = iv.Coverage(*iv.clip(*waiting, *self.span))
+        # GPU time the host spends blocked in a synchronous copy: the busy intervals under those calls
+        sync = iv.union(self.api_start[self.sync_copy], self.api_end[self.sync_copy])
+        self.busy_in_sync = iv.Coverage(*iv.intersect(*sync, *_near(self.busy, sync)))
+
+    def idle_stretches(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """The GPU's idle intervals (no operation on any device) inside [a, b), in order."""
+        busy_s, busy_e = self.busy
+        i = int(np.searchsorted(busy_e, a, "right"))  # the first busy interval ending after a
+        j = max(i, int(np.searchsorted(busy_s, b, "left")))  # ... and those starting before b
+        gap_s = np.maximum(np.concatenate(([a], busy_e[i:j])), a)
+        gap_e = np.minimum(np.concatenate((busy_s[i:j], [b])), b)
+        keep = gap_e > gap_s
+        return gap_s[keep], gap_e[keep]
+
+    def waiting(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """For each interval, the ns the GPU idles or the host waits in a synchronous copy."""
+        busy = self.busy_cover.overlap(starts, ends)
+        return (ends - starts) - busy + self.busy_in_sync.overlap(starts, ends)
 
     def ops_from(self, t: int) -> int:
         return int(self.op_starts.size - np.searchsorted(self.op_starts, t, "left"))
@@ -120,29 +152,29 @@ class _Activity:
         return float(self.kernel_cover.overlap(np.array([a]), np.array([b]))[0]) / (b - a) if b > a else 0.0
 
 
-def _stretches(activity: _Activity) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The kernel-free stretches between the first and the last kernel (starts, ends, whether set-up-like)."""
+def _stretches(activity: _Activity) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel-free stretches between the first and the last kernel (starts, ends)."""
     ks, ke = activity.kernels
     starts, ends = ke[:-1], ks[1:]
     keep = ends > starts
-    starts, ends = starts[keep], ends[keep]
-    waiting = activity.waiting.overlap(starts, ends)
-    return starts, ends, waiting >= SETUP_WAIT_SHARE * (ends - starts)
+    return starts[keep], ends[keep]
 
 
-def _setup_end(activity: _Activity, starts: np.ndarray, ends: np.ndarray, setup_like: np.ndarray, lo: int, hi: int) -> int:
+def _setup_end(activity: _Activity, starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> int:
     """Where the steady phase starts: ``lo`` (the first kernel) moved past each set-up-like stretch
     that passes the rule (module docstring), earliest first, the density before a stretch measured
     from the previous cut (a long stall does not make the work after it look like start-up)."""
     lengths = ends - starts
     inside = (ends <= hi) & (starts >= lo)
-    later_max = np.zeros(lengths.size, np.int64)  # the longest stretch after each one, up to hi
-    running = 0
-    for k in range(lengths.size - 1, -1, -1):
-        later_max[k] = running
-        if inside[k]:
-            running = max(running, int(lengths[k]))
-    for k in np.flatnonzero(setup_like & inside & (ends < hi)):
+    # the longest stretch after each one, up to hi: a running maximum from the end, shifted by one
+    later_max = np.zeros(lengths.size, np.int64)
+    if lengths.size > 1:
+        later_max[:-1] = np.maximum.accumulate(np.where(inside, lengths, 0)[::-1])[::-1][1:]
+    # only stretches that can pass the rule are looked at one by one (a loop has many short ones)
+    may_pass = (lengths >= SETUP_STRETCH_FACTOR * later_max) | (lengths >= STALL_MIN_SHARE * (hi - starts))
+    candidates = np.flatnonzero(inside & (ends < hi) & may_pass)
+    setup_like = activity.waiting(starts[candidates], ends[candidates]) >= SETUP_WAIT_SHARE * lengths[candidates]
+    for k in candidates[setup_like]:
         cut = int(ends[k])
         if cut <= lo or activity.ops_from(cut) < STEADY_MIN_OPS:
             continue
@@ -167,8 +199,9 @@ def _repeats(trace) -> tuple[np.ndarray, np.ndarray]:
     kernel = is_kind(gpu, "kernel") | is_kind(gpu, "graph")
     start = gpu["start"].to_numpy(np.int64)[kernel]
     names = gpu["name"].cat.codes.to_numpy()[kernel]
-    order = np.argsort(start, kind="stable")
-    start, names = start[order], names[order]
+    if not is_sorted(start):
+        order = np.argsort(start, kind="stable")
+        start, names = start[order], names[order]
     repeated = np.ones(start.size, bool)
     repeated[np.unique(names, return_index=True)[1]] = False
     return start, np.concatenate(([0], np.cumsum(repeated)))
@@ -180,7 +213,7 @@ def _phase(activity: _Activity, name: str, start: int, end: int, warmup_steps: i
     length = max(1, end - start)
     a, b = np.array([start]), np.array([end])
     busy = int(activity.busy_cover.overlap(a, b)[0])
-    idle_s, idle_e = iv.complement(*iv.clip(*activity.busy, start, end), start, end)
+    idle_s, idle_e = activity.idle_stretches(start, end)
     idle_len = idle_e - idle_s
     named = np.flatnonzero(idle_len >= STRETCH_MIN_SHARE * length)
     named = named[np.argsort(-idle_len[named], kind="stable")][:STRETCHES_NAMED]
@@ -235,7 +268,7 @@ def _no_steady(activity: _Activity, lo: int, hi: int, launches: int, repeated: i
         return None
     if repeated < STEADY_MIN_REPEAT * launches:
         return {"why": "first_launches", "kernels": launches, "repeated": repeated, "stall_ns": 0}
-    idle_s, idle_e = iv.complement(*iv.clip(*activity.busy, lo, hi), lo, hi)
+    idle_s, idle_e = activity.idle_stretches(lo, hi)
     if idle_s.size:
         k = int(np.argmax(idle_e - idle_s))
         before, after = activity.ops_from(lo) - activity.ops_from(int(idle_s[k])), activity.ops_from(int(idle_e[k]))
@@ -261,8 +294,7 @@ def find(trace, steps: list) -> tuple[Phases, int, int]:
         source, warmup = "activity", 0
         if activity.kernels[0].size:
             lo, hi = int(activity.kernels[0][0]), span_hi
-            starts, ends, setup_like = _stretches(activity)
-            lo = _setup_end(activity, starts, ends, setup_like, lo, hi)
+            lo = _setup_end(activity, *_stretches(activity), lo, hi)
             tail = int(activity.kernels[1][-1])  # copies and memsets after the last kernel: results read back
             if span_hi - tail >= PHASE_MIN_SHARE * (span_hi - span_lo) and tail > lo:
                 hi = tail

@@ -180,3 +180,21 @@ def test_repeats_count_kernels_seen_earlier_in_the_capture():
     starts, repeats = _repeats(trace)
     assert starts.tolist() == [0, 10, 20, 30, 40]
     assert repeats.tolist() == [0, 0, 0, 1, 1, 2]
+
+
+def test_the_phases_are_in_every_format(setup_bundle):
+    """Text, Markdown, HTML and the notebook card all show each phase line (HTML escaped)."""
+    import html
+
+    from test_view_parity import _render, missing_fields
+
+    from tracetriage.reports import html as html_report
+    from tracetriage.reports.view import report_view
+
+    analysis, _ = setup_bundle
+    view = report_view(analysis)
+    assert [phase.name for phase in view.phases] == ["set-up", "steady"]
+    for fmt in ("text", "md", "html"):
+        assert not {path for path in missing_fields(view, fmt, _render(fmt, analysis, view)) if path.startswith("phases")}
+    card = html.unescape(html_report.render_card(analysis, view))
+    assert all(f"{phase.name} {phase.text}" in card for phase in view.phases)
