@@ -27,6 +27,8 @@ PLACES = {
     metrics.Copies: DEVICE["properties"]["copies"],
     metrics.ProcessMetrics: PROCESS,
     metrics.StepStats: PROCESS["properties"]["steps"],
+    metrics.Phases: SCHEMA["$defs"]["phases"],
+    metrics.Phase: SCHEMA["$defs"]["phase"],
 }
 
 
