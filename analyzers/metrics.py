@@ -48,7 +48,8 @@ class Contract:
 
 @dataclass(frozen=True, slots=True)
 class Window(Contract):
-    """The analysis window of one trace (ns on its clock): steady-state steps, else the GPU activity.
+    """The analysis window of one trace (ns on its clock): its steady phase (phases.py) — steady-state
+    steps, else found from the GPU activity.
     ``setup_cause`` (what the host did before the window) is written only when set-up was excluded."""
 
     start_ns: int
