@@ -518,8 +518,8 @@ SCENARIOS = {
     "memset_only": (scenario_memset_only, "no kernel table, one 1.5 us memset"),
     "single_kernel": (scenario_single_kernel, "one 2.3 us kernel inside 112 ms of CUDA calls"),
     "host_starved": (scenario_host_starved, "graph replays of 2 ms separated by 7 ms of host code, no sync"),
-    "setup_then_starved": (scenario_setup_then_starved,
-                           "2.2 s of start-up (synchronous weight copy, host-only stretches, cudaMalloc storm), then host_starved's loop"),
+    "setup_then_starved": (scenario_setup_then_starved, "2.2 s of start-up (synchronous weight copy, host-only "
+                           "stretches, cudaMalloc storm), then host_starved's loop"),
 }
 
 
