@@ -280,7 +280,7 @@ def report_view(analysis) -> ReportView:
         headline=data["headline"], headline_by_axis=tuple((data.get("headline_by_axis") or {}).items()),
         symptom=data.get("symptom") or None,
         perfetto=PerfettoView(exported["path"], exported["mode"], exported["left_out_text"]) if exported else None,
-        window=_window(data.get("window")),
+        window=_window(data.get("window"), data.get("phases")),
         phases=_phases(data.get("phases")),
         inputs=tuple(_input(i) for i in data.get("inputs") or []),
         skipped=tuple(SkippedView(s["path"], s["reason"]) for s in data.get("skipped") or []),
@@ -331,11 +331,14 @@ def _header(data: dict) -> HeaderView:
                       captured=capture_start_utc(data) or "at a time the capture does not record")
 
 
-def _window(window: dict | None) -> WindowView | None:
+def _window(window: dict | None, phases: dict | None = None) -> WindowView | None:
     if not window:
         return None
     setup = window.get("setup_excluded_ns") or 0
-    setup_text = f"; {fmt_ns(setup)} of set-up before the first kernel excluded" if setup else ""
+    # past the first kernel when the phase rule moved the window beyond start-up work (phases.py)
+    before = ("the first kernel" if not (phases or {}).get("setup") else
+              "the steady work" if phases.get("steady") else "the window")
+    setup_text = f"; {fmt_ns(setup)} of set-up before {before} excluded" if setup else ""
     cause = window.get("setup_cause")
     if setup and cause:
         setup_text = (f"; {fmt_ns(setup)} of set-up before the work excluded: the host was in {cause['call']}"
