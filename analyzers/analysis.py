@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from tracetriage.analyzers import accounting, efficiency, host_activity, lanes, rules
+from tracetriage.analyzers import accounting, efficiency, host_activity, lanes, phases, rules
 from tracetriage.analyzers import collectives as coll
 from tracetriage.analyzers import kernels as kern
 from tracetriage.analyzers import steps as st
@@ -25,6 +25,7 @@ from tracetriage.analyzers.metrics import (
     DeviceTimeline,
     IdleByHost,
     LongSteps,
+    Phases,
     ProcessMetrics,
     StepStats,
     TraceMetrics,
@@ -115,29 +116,27 @@ def step_stats(steps: st.Steps) -> StepStats:
                      p50_ns=quantiles[0], p99_ns=quantiles[1], max_ns=quantiles[2], durations_ns=step_sample(durations))
 
 
-def _window(trace: Trace, steps: dict[int, st.Steps]) -> Window:
-    """The analysis window of a trace: first step start to last step end of the processes with
-    steps (set-up and warm-up excluded), else :func:`timeline.frame_window` with its set-up."""
+def _window(trace: Trace, steps: dict[int, st.Steps]) -> tuple[Window, Phases]:
+    """The analysis window of a trace and its phases (phases.py): the steady phase — first step start
+    to last step end of the processes with steps, else found from the GPU activity — with the set-up
+    excluded before it (``setup_excluded_ns`` and the host call that filled it, for a window without
+    steps) and the tear-down after it."""
+    found, lo, hi = phases.find(trace, list(steps.values()))
     with_steps = [process_steps for process_steps in steps.values() if process_steps.count]
     if with_steps:
-        lo = int(min(process_steps.starts[0] for process_steps in with_steps))
-        hi = int(max(process_steps.ends[-1] for process_steps in with_steps))
         source = "steps:" + "+".join(sorted({process_steps.source for process_steps in with_steps}))
         dropped = sum(process_steps.warmup_dropped for process_steps in with_steps)
     else:
-        lo, hi = tl.frame_window(trace)
         source = "gpu_activity"
         dropped = 0
     setup = max(0, lo - int(trace.gpu["start"].min())) if not with_steps else 0
-    if hi <= lo:
-        hi = lo + 1
     cause = None
     if setup:
         from tracetriage.analyzers.startup import setup_cause
 
         cause = setup_cause(trace, int(trace.gpu["start"].min()), lo)
     return Window(start_ns=lo, end_ns=hi, duration_ns=hi - lo, source=source, warmup_steps_excluded=dropped,
-                  setup_excluded_ns=setup, setup_cause=cause)
+                  setup_excluded_ns=setup, setup_cause=cause), found
 
 
 def _device_metrics(trace: Trace, device_index: int, label: str, times: DeviceTimeline, kernels: list[dict],
@@ -196,7 +195,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     api_only = sorted(int(pid) for pid in api_pids - set(pids))
     steps = {pid: st.find_steps(trace, pid, step_range) for pid in pids}
     steps.update({pid: st.Steps(pid, "none") for pid in api_only})
-    window = _window(trace, steps)
+    window, found_phases = _window(trace, steps)
     lo, hi = window.start_ns, window.end_ns
 
     prefix = f"{index}:" if multi else ""
@@ -280,6 +279,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
               **{key: value for key, value in trace.meta.items() if key in kept_meta}},
         series=TraceSeries(busy=series_busy, steps=step_series, timeline=lanes_of),
         efficiency=efficiency.measure(trace, lo, hi, list(steps.values())),
+        phases=found_phases,
         **_table_counts(trace, lo, hi),
     )
     return replace(metrics, odd=rules.oddities(metrics))
@@ -407,8 +407,11 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     devices = [device for trace in per_trace for device in trace.devices]
     processes = [process for trace in per_trace for process in trace.processes]
     host_profile = HostProfile.of(case.pyspy) if case.pyspy else None
+    first_phases = per_trace[0].phases if per_trace else None
     data = {
         **CaseInputs.of(case, per_trace, symptom, slo).to_contract(),
+        # the first trace's phases (as its window), written only when it holds more than a steady one
+        **({"phases": first_phases.to_contract()} if first_phases and first_phases.reported else {}),
         "devices": devices,  # the metrics while the rules run (they read them), the contract after
         "processes": processes,
         "kernels": _case_kernels(case, per_trace),

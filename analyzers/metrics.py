@@ -48,7 +48,8 @@ class Contract:
 
 @dataclass(frozen=True, slots=True)
 class Window(Contract):
-    """The analysis window of one trace (ns on its clock): steady-state steps, else the GPU activity.
+    """The analysis window of one trace (ns on its clock): its steady phase (phases.py) — steady-state
+    steps, else found from the GPU activity.
     ``setup_cause`` (what the host did before the window) is written only when set-up was excluded."""
 
     start_ns: int
@@ -64,6 +65,52 @@ class Window(Contract):
         if not self.setup_excluded_ns:
             del out["setup_cause"]
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class Phase(Contract):
+    """One phase of a trace (analyzers/phases.py): ``phase`` (setup, steady, teardown), [start_ns,
+    end_ns) on its clock, and what fills it: the GPU's busy share (% of the phase, every device's
+    activity as one), the kernels that start in it, its longest host-only stretches (GPU idle:
+    ``start_ns``, ``length_ns``, ``call`` the host call covering half of it or None), its
+    synchronous copy calls (count, longest and summed host ns inside the phase), the bytes its
+    GPU copies moved, its graph capture/instantiate calls, its allocator calls and the warm-up
+    steps dropped in it."""
+
+    phase: str
+    start_ns: int
+    end_ns: int
+    duration_ns: int
+    busy_pct: float
+    kernels: int
+    host_only: list[dict]
+    sync_copies: dict
+    copy_bytes: int
+    graph_capture_calls: int
+    alloc_calls: int
+    warmup_steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class Phases(Contract):
+    """The phases of a trace (analyzers/phases.py): how the steady phase was found (``steps`` or
+    ``activity``), the set-up before it and the tear-down after it (None when shorter than
+    phases.PHASE_MIN_SHARE of the capture), the steady phase (the analysis window; None when there
+    is none: ``no_steady`` then holds the window's kernel launches and how many repeat an earlier
+    kernel), and the share of the window's kernel launches that repeat one (%)."""
+
+    source: str
+    setup: Phase | None
+    steady: Phase | None
+    teardown: Phase | None
+    no_steady: dict | None
+    repeat_pct: float | None
+
+    @property
+    def reported(self) -> bool:
+        """Whether the capture holds more than one phase (or no steady one): the contract carries
+        the phases only then."""
+        return bool(self.setup or self.teardown or self.no_steady)
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,4 +403,5 @@ class TraceMetrics:
     meta: dict
     series: TraceSeries
     efficiency: Efficiency
+    phases: Phases | None = None
     odd: list[dict] = field(default_factory=list)

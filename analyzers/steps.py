@@ -3,7 +3,9 @@
 Where steps come from, in order of trust:
 
 1. ``nvtx`` — NVTX/roctx ranges whose name matches ``--step-range REGEX`` or one of
-   :data:`STEP_PATTERNS` (the names serving engines and common instrumentation use);
+   :data:`STEP_PATTERNS` (the names serving engines and common instrumentation use: PyTorch's
+   ``ProfilerStep#N``, SGLang's ``step[EXTEND bs=.. toks=..]`` / ``step[DECODE bs=..]``, vLLM V1's
+   ``execute_context_N(..)_generation_M(..)``);
    only the outermost matching ranges of a process count, and at least
    :data:`MIN_STEPS` of them are needed.
 2. ``sync`` — one blocking host sync per step (``cudaStreamSynchronize``,
@@ -43,10 +45,23 @@ from tracetriage.model import Trace, cat_mask, is_kind, is_sorted
 
 STEP_PATTERNS = re.compile(
     r"(?i)^(decode|prefill|step|execute_model|model_step|forward_step|engine_step|iteration|iter|"
-    r"decode_step|prefill_step|forward_batch|run_batch|generate_step|serving_step|schedule_and_run|ProfilerStep)"
+    r"decode_step|prefill_step|forward_batch|run_batch|generate_step|serving_step|schedule_and_run|ProfilerStep|"
+    r"execute_context|execute_\d+_context)"
     r"(?=$|[\s_:#\-\[(\d])"
 )
+# vLLM V1's per-iteration annotation (GPUWorker.annotate_profile): execute_context_<n>(<tokens>)_generation_<n>(<tokens>),
+# or execute_<requests>_context_<n>(...)_generation_<n>(...): a step is prefill when it holds context (prompt) requests.
+VLLM_STEP = re.compile(r"(?i)^execute_(?:\d+_)?context_(\d+)")
 PREFILL_NAME = re.compile(r"(?i)prefill|extend|context")
+
+
+def is_prefill_name(name: str) -> bool:
+    """Whether a step range's name marks a prefill step: SGLang's ``step[EXTEND ...]``, a ``prefill``
+    range, vLLM's ``execute_context_N(..)`` with N > 0 context requests."""
+    vllm = VLLM_STEP.match(name)
+    if vllm:
+        return int(vllm.group(1)) > 0
+    return bool(PREFILL_NAME.search(name))
 MIN_STEPS = 3
 MIN_INFERRED_STEPS = 8
 MIN_INFERRED_COVERAGE = 0.5
@@ -104,7 +119,7 @@ def _from_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> tuple[np.ndarray,
     keep = _outermost(s, e)
     if keep.sum() < MIN_STEPS:
         return None
-    prefill_cats = np.array([bool(PREFILL_NAME.search(str(c))) for c in sel["name"].cat.categories], dtype=bool)
+    prefill_cats = np.array([is_prefill_name(str(c)) for c in sel["name"].cat.categories], dtype=bool)
     sc = sel["name"].cat.codes.to_numpy()
     is_prefill = (sc >= 0) & prefill_cats[np.maximum(sc, 0)]
     top = sel["name"][keep].astype(str).value_counts()

@@ -483,31 +483,3 @@ def gaps_after(gap_s: np.ndarray, gap_e: np.ndarray, event_ends: np.ndarray, sla
     k = np.minimum(k, ends.size - 1)
     first = ends[k]
     return (first >= gap_s - slack_ns) & (first <= gap_e)
-
-
-STARTUP_STALL_MAX_OPS = 20  # a handful of GPU operations before a stall is start-up, not a workload (judge_min_gpu_ops)
-STARTUP_STALL_MIN_SHARE = 0.5  # ... when the GPU then idles for at least half of what is left of the capture
-
-
-def frame_window(trace: Trace) -> tuple[int, int]:
-    """The window of a capture without steps: from the first kernel to the end of the last GPU
-    activity. Copies and memsets before any kernel ran are the program's set-up (weights loaded,
-    buffers cleared), not its steady state; a capture without kernels keeps all of its activity.
-    Likewise a start-up stall: a handful of operations (STARTUP_STALL_MAX_OPS), then the GPU idle
-    for most of the capture (a 463 ms blocking copy before ~10 ms of work) — the window starts
-    after it, and the analysis names what the host was doing during it."""
-    g = trace.gpu
-    kernels = g["kind"].to_numpy() == "kernel"
-    starts = g["start"].to_numpy()
-    lo = int(starts[kernels].min()) if kernels.any() else int(g["start"].min())
-    hi = int(g["end"].max())
-    first = np.flatnonzero(starts >= lo)[:STARTUP_STALL_MAX_OPS + 1]  # gpu is in start order
-    if first.size > 1:
-        s = starts[first]
-        e = np.maximum.accumulate(g["end"].to_numpy()[first])
-        gaps = s[1:] - e[:-1]
-        k = int(np.argmax(gaps))
-        after = starts.size - int(first[k + 1])  # a workload must follow: a handful after the stall is no work either
-        if gaps[k] >= STARTUP_STALL_MIN_SHARE * (hi - lo) and after > STARTUP_STALL_MAX_OPS:
-            lo = int(s[k + 1])
-    return lo, hi

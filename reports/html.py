@@ -69,7 +69,7 @@ def _card_environment() -> Environment:
 
 def render_card(analysis, view=None) -> str:
     """The notebook card (``Analysis._repr_html_``): headline, then each finding's title, axis, severity
-    and impact, then what was not measured; every string escaped."""
+    and impact, the capture's phases, then what was not measured; every string escaped."""
     from tracetriage.reports.view import report_view
 
     return _card_environment().get_template("card.html.j2").render(v=view or report_view(analysis))

@@ -10,6 +10,7 @@ own placeholder (``-`` in text, ``–`` in tables of the pages).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from tracetriage.captured import capture_start_utc
@@ -43,6 +44,13 @@ class WindowView:
     source: str
     warmup: str
     setup: str
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseView:
+    """One phase of the capture (set-up, steady, tear-down, or that there is no steady one) and what fills it."""
+    name: str
+    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +254,7 @@ class ReportView:
     symptom: str | None
     perfetto: PerfettoView | None
     window: WindowView | None
+    phases: tuple[PhaseView, ...]
     inputs: tuple[InputView, ...]
     skipped: tuple[SkippedView, ...]
     devices: tuple[DeviceView, ...]
@@ -287,7 +296,8 @@ def report_view(analysis) -> ReportView:
         headline=data["headline"], headline_by_axis=tuple((data.get("headline_by_axis") or {}).items()),
         symptom=data.get("symptom") or None,
         perfetto=PerfettoView(exported["path"], exported["mode"], exported["left_out_text"]) if exported else None,
-        window=_window(data.get("window")),
+        window=_window(data.get("window"), data.get("phases")),
+        phases=_phases(data.get("phases")),
         inputs=tuple(_input(i) for i in data.get("inputs") or []),
         skipped=tuple(SkippedView(s["path"], s["reason"]) for s in data.get("skipped") or []),
         devices=tuple(_device(device, list(claim_columns)) for device in devices),
@@ -340,17 +350,86 @@ def _header(data: dict) -> HeaderView:
                       captured=capture_start_utc(data) or "at a time the capture does not record")
 
 
-def _window(window: dict | None) -> WindowView | None:
+def _window(window: dict | None, phases: dict | None = None) -> WindowView | None:
     if not window:
         return None
     setup = window.get("setup_excluded_ns") or 0
-    setup_text = f"; {fmt_ns(setup)} of set-up before the first kernel excluded" if setup else ""
+    # past the first kernel when the phase rule moved the window beyond start-up work (phases.py)
+    before = ("the first kernel" if not (phases or {}).get("setup") else
+              "the steady work" if phases.get("steady") else "the window")
+    setup_text = f"; {fmt_ns(setup)} of set-up before {before} excluded" if setup else ""
     cause = window.get("setup_cause")
     if setup and cause:
         setup_text = (f"; {fmt_ns(setup)} of set-up before the work excluded: the host was in {cause['call']}"
                       + (f" ({cause['caller']})" if cause.get("caller") else ""))
     return WindowView(duration=fmt_ns(window["duration_ns"]), source=window["source"],
                       warmup=plural(window.get("warmup_steps_excluded") or 0, "warm-up step"), setup=setup_text)
+
+
+def _phases(phases: dict | None) -> tuple[PhaseView, ...]:
+    """The capture's phases, one line each (empty when it holds only a steady phase): the set-up and
+    tear-down with their length and what fills them, the steady phase judged, or why there is none."""
+    if not phases:
+        return ()
+    by_steps = phases["source"] == "steps"
+    out = []
+    if phases["setup"]:
+        setup = phases["setup"]
+        before = "first step" if by_steps else ("steady work" if phases["steady"] else "window")
+        out.append(PhaseView("set-up", f"{fmt_ns(setup['duration_ns'])} before the {before}: {_phase_contents(setup)}"))
+    if phases["steady"]:
+        steady = phases["steady"]
+        repeat = f"; {pct(phases['repeat_pct'])} of its kernel launches repeat an earlier kernel" \
+            if phases.get("repeat_pct") is not None else ""
+        out.append(PhaseView("steady", f"{fmt_ns(steady['duration_ns'])}: the window{repeat}"))
+    else:
+        no_steady = phases["no_steady"]
+        why = (f"{_a(fmt_ns(no_steady['stall_ns']))} stall with a handful of GPU operations either side"
+               if no_steady["why"] == "stall" else
+               f"{no_steady['repeated']:,} of {plural(no_steady['kernels'], 'kernel launch', 'kernel launches')} "
+               "repeat a kernel that ran before (first launches)")
+        out.append(PhaseView("steady", f"none: {why}: start-up only, not judged"))
+    if phases["teardown"]:
+        teardown = phases["teardown"]
+        out.append(PhaseView("tear-down", f"{fmt_ns(teardown['duration_ns'])} after the "
+                                          f"{'last step' if by_steps else 'last kernel'}: {_phase_contents(teardown)}"))
+    return tuple(out)
+
+
+def _a(figure: str) -> str:
+    """The figure with its article, as it is read aloud: "an 80.01 ms copy", "an 11.2 s stretch", "a 2.14 s"."""
+    whole = re.match(r"[\d,]+", figure)
+    digits = whole.group(0).replace(",", "") if whole else ""
+    spoken_an = digits.startswith("8") or (digits[:2] in ("11", "18") and len(digits) in (2, 5, 8))
+    return ("an " if spoken_an else "a ") + figure
+
+
+def _phase_contents(phase: dict) -> str:
+    """What fills a set-up or tear-down: its host-only stretches (with the host call that filled each),
+    synchronous copies, bytes copied, graph captures, allocator calls, warm-up steps and kernels."""
+    parts = []
+    stretches = [fmt_ns(stretch["length_ns"]) + (f" (in {stretch['call']})" if stretch.get("call") else "")
+                 for stretch in phase["host_only"]]
+    if len(stretches) == 1:
+        only = phase["host_only"][0]
+        parts.append(f"{_a(fmt_ns(only['length_ns']))} host-only stretch" + (f" (in {only['call']})" if only.get("call") else ""))
+    elif stretches:
+        parts.append("host-only stretches " + ", ".join(stretches[:-1]) + " and " + stretches[-1])
+    sync = phase["sync_copies"]
+    if sync["count"] == 1:
+        parts.append(f"{_a(fmt_ns(sync['longest_ns']))} synchronous copy")
+    elif sync["count"]:
+        parts.append(f"{sync['count']:,} synchronous copies (longest {fmt_ns(sync['longest_ns'])})")
+    if phase["copy_bytes"]:
+        parts.append(f"{fmt_bytes(phase['copy_bytes'])} copied")
+    if phase["graph_capture_calls"]:
+        parts.append(plural(phase["graph_capture_calls"], "graph capture/instantiate call"))
+    if phase["alloc_calls"]:
+        parts.append(plural(phase["alloc_calls"], "allocator call"))
+    if phase["warmup_steps"]:
+        parts.append(plural(phase["warmup_steps"], "warm-up step"))
+    parts.append(f"{plural(phase['kernels'], 'kernel')}, GPU busy {pct(phase['busy_pct'])}")
+    return ", ".join(parts)
 
 
 def _input(entry: dict) -> InputView:

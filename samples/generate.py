@@ -544,14 +544,19 @@ def scenario_single_kernel(rng):
     return [r], {"launches_per_step": None, "graph_launches_per_step": None, "syncs_per_step": None, "warmup_steps": 0}
 
 
+def _host_starved_loop(rng, r: Rank, steps: int = 60) -> None:
+    """host_starved's loop: ~2 ms graph replays separated by ~7 ms of host code, no sync."""
+    for _ in range(steps):
+        r.graph_launch(int(rng.uniform(1_900, 2_100) * US))
+        r.host(int(rng.uniform(6_500, 7_500) * US))
+
+
 def scenario_host_starved(rng):
     """The GPU idles while the host runs code in no CUDA call: each step ~2 ms of graph
     replay, then ~7 ms of host work (tokenizer / scheduler) before the next launch; no
     sync, no py-spy capture."""
     r = Rank(pid=5010, device=0)
-    for step in range(60):
-        r.graph_launch(int(rng.uniform(1_900, 2_100) * US))
-        r.host(int(rng.uniform(6_500, 7_500) * US))
+    _host_starved_loop(rng, r)
     return [r], {"launches_per_step": 0, "graph_launches_per_step": 1, "syncs_per_step": 0, "warmup_steps": 0}
 
 
@@ -577,6 +582,39 @@ def scenario_data_loader_starved(rng):
                      int(rng.uniform(55, 65) * US))
         r.nvtx.append((s0, r.t, f"step_{step}"))
     return [r], {"launches_per_step": 400, "graph_launches_per_step": 0, "syncs_per_step": 0, "warmup_steps": 0}
+
+
+def scenario_setup_then_starved(rng):
+    """Start-up, then host_starved's loop: a 64 B copy, 0.1 ms later a synchronous 2 GB weight
+    copy (~80 ms, host blocked in cudaMemcpy), a few one-off init kernels, a 1.5 s host-only
+    stretch (model build, no CUDA call), an allocator storm (40 cudaMalloc), 0.6 s more host-only
+    (compilation), then the steady loop of ~9 ms steps. The truth's window starts at the loop's
+    first replay (``setup_ns`` before it); no step annotation, no sync: the phase rule alone
+    must find where the steady state begins."""
+    r = Rank(pid=5111, device=0)
+    r.h2d_copy(nbytes=64, gbps=10.0)
+    r.host(100 * US)
+    c = r._corr()
+    s = r.t
+    cs = max(r.t + 4 * US, r.gpu_free)
+    ce = cs + int(2_000_000_000 / 25.0)  # 2 GB at 25 GB/s
+    r.copies.append((cs, ce, c, 2_000_000_000, 1, 0, 2))  # pageable host memory, synchronous
+    r.t = ce + 5 * US
+    r.api.append((s, r.t, "cudaMemcpy_v3020", c))
+    r.gpu_free = ce
+    for name in ("init_weights_kernel", "fill_kernel", "rng_init_kernel"):
+        r.host(50 * US)
+        r.launch(name, 40 * US)
+    r.host(1_500_000 * US)
+    for _ in range(40):
+        r.api_call("cudaMalloc_v3020", int(rng.uniform(500, 1_500) * US))
+    r.host(600_000 * US)
+    first = len(r.graphs)
+    _host_starved_loop(rng, r)
+    gpu_start = min(s for s, _ in r.busy_intervals())
+    steady_from = r.graphs[first][0]
+    return [r], {"launches_per_step": None, "graph_launches_per_step": None, "syncs_per_step": None, "warmup_steps": 0,
+                 "steady_from_ns": steady_from, "setup_ns": steady_from - gpu_start}
 
 
 SCENARIOS = {
@@ -611,6 +649,8 @@ SCENARIOS = {
                       "log_metrics host range"),
     "data_loader_starved": (scenario_data_loader_starved,
                             "training with num_workers=0: ~25 ms of each ~50 ms step in the DataLoader range, GPU idle"),
+    "setup_then_starved": (scenario_setup_then_starved, "2.2 s of start-up (synchronous weight copy, host-only "
+                           "stretches, cudaMalloc storm), then host_starved's loop"),
 }
 
 
@@ -888,7 +928,10 @@ def truth_for(ranks: list[Rank], extra: dict, scenario: str, description: str) -
 
     Steps are what tracetriage should find: NVTX ranges when written, else the spans
     between consecutive blocking syncs, else between consecutive graph launches;
-    ``extra['warmup_steps']`` leading steps are warm-up.
+    ``extra['warmup_steps']`` leading steps are warm-up. A scenario that generated a set-up
+    (``extra['steady_from_ns']``, ``extra['setup_ns']``) longer than its loop has no steps to
+    find (inferred steps must span half of the GPU activity): its window starts where the
+    loop does, and its truth carries the set-up's length.
     """
     warm = extra["warmup_steps"]
     per_rank_steps = []
@@ -903,12 +946,14 @@ def truth_for(ranks: list[Rank], extra: dict, scenario: str, description: str) -
             starts = sorted(s for s, *_ in r.graphs)
             bounds = list(zip(starts[:-1], starts[1:]))
         per_rank_steps.append(bounds)
+    if "steady_from_ns" in extra:  # a set-up longer than the loop: inferred steps must span half the GPU activity
+        per_rank_steps = [[] for _ in ranks]
     if all(per_rank_steps):
         lo = min(b[0][0] for b in per_rank_steps)
         hi = max(b[-1][1] for b in per_rank_steps)
-    else:  # no steps: the window is first to last GPU activity
+    else:  # no steps: the window is first to last GPU activity, after the set-up the scenario generated
         spans = [iv for r in ranks for iv in r.busy_intervals()]
-        lo, hi = min(s for s, _ in spans), max(e for _, e in spans)
+        lo, hi = extra.get("steady_from_ns") or min(s for s, _ in spans), max(e for _, e in spans)
         per_rank_steps = [[] for _ in ranks]
     devices = []
     for r in ranks:
@@ -953,6 +998,8 @@ def truth_for(ranks: list[Rank], extra: dict, scenario: str, description: str) -
                                    for text, ns in idle_in_ranges.items()}} if idle_in_ranges else {}),
         "tolerances": {"busy_pct": 1.0, "collective_share_pct": 1.0, "steps": 1},
         **blocking,
+
+        **({"setup_ns": extra["setup_ns"]} if "setup_ns" in extra else {}),
     }
 
 

@@ -23,7 +23,7 @@ from tracetriage.analyzers import catalog
 from tracetriage.analyzers.rules import THRESHOLDS
 from tracetriage.analyzers.rules.falsify import serving_facts
 
-NVFUSER_2025_1 = "nsys2025.1_1xH200_nvfuser_pytorch_crossentropy.sqlite"
+TORCHRUN = "nsys2026.2_2xH100_torchrun_nccl_flashattn_window300ms.sqlite"
 
 
 def _run(path, **kw):
@@ -130,19 +130,21 @@ def _cover(path, source_sql: str, fraction: float) -> int:
 PAGEABLE = "SELECT start, end, deviceId, globalPid FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE srcKind = 0 OR dstKind = 0"
 
 
-def test_pageable_memcpy_hidden_under_kernels_is_falsified_on_the_real_nvfuser_export(tmp_path):
-    """The nvFuser export's two pageable host-to-device copies run while the GPU is otherwise idle:
-    on the critical path. With a kernel of the same GPU running through each of them (another
-    stream), the GPU computes while they are staged: off the critical path, the falsifier met."""
-    src = real("nsys", NVFUSER_2025_1)
-    plain = _standing(_run(src), "pageable_memcpy")
+def test_pageable_memcpy_hidden_under_kernels_is_falsified_on_a_real_export(tmp_path):
+    """The torchrun export's pageable copies run while the GPU is otherwise idle: on the critical path.
+    With a kernel of the same GPU running through each of them (another stream), the GPU computes while
+    they are staged: off the critical path, the falsifier met. (The nvFuser export this test first used
+    is start-up only, its 394 MB pageable upload set-up: no finding is judged on it, tests/test_phases.py.)"""
+    src = real("nsys", TORCHRUN)
+    plain = _finding(_run(src), "pageable_memcpy")
+    assert not plain.get("falsified")
     assert next(e["value"] for e in plain["evidence"] if e["name"] == "pageable_hidden_pct") < 1
     half = _copy(src, tmp_path, "half.sqlite")
-    assert _cover(half, PAGEABLE, 0.5) == 2
+    assert _cover(half, PAGEABLE, 0.5) > 0
     f = _finding(_run(half), "pageable_memcpy")
     assert not f.get("falsified") and 45 < next(e["value"] for e in f["evidence"] if e["name"] == "pageable_hidden_pct") < 55
     hidden = _copy(src, tmp_path, "hidden.sqlite")
-    assert _cover(hidden, PAGEABLE, 1.0) == 2
+    assert _cover(hidden, PAGEABLE, 1.0) > 0
     f = _falsified(_run(hidden), "pageable_memcpy", "off the critical path")
     assert next(e["value"] for e in f["evidence"] if e["name"] == "pageable_hidden_pct") == 100.0
 

@@ -29,6 +29,8 @@ PLACES = {
     metrics.StepStats: PROCESS["properties"]["steps"],
     metrics.CollectiveSkew: SCHEMA["properties"]["collective_skew"],
     metrics.LateRank: SCHEMA["properties"]["collective_skew"]["properties"]["late_rank"],
+    metrics.Phases: SCHEMA["$defs"]["phases"],
+    metrics.Phase: SCHEMA["$defs"]["phase"],
 }
 
 

@@ -12,7 +12,7 @@ from tracetriage.analyzers.rules.context import Context, process_name, t
 from tracetriage.analyzers.rules.hints import capture_cmd, hint_format, host_profiler_hint
 from tracetriage.analyzers.rules.serving import budgets_break_at, judge_fit, tail_words, tpot_needs_budget, unexplained_tail
 from tracetriage.analyzers.rules.slo import slo_checks
-from tracetriage.wording import for_vendor, plural, slo_text, us
+from tracetriage.wording import fmt_ns, for_vendor, pct, plural, slo_text, us
 
 # name: (value, why)
 THRESHOLDS = {
@@ -24,7 +24,7 @@ THRESHOLDS = {
 
 CAPTURE_CALLS = re.compile(r"(?i)(Stream|Thread)?BeginCapture|EndCapture|GraphInstantiate")
 # Abstentions that mean the capture cannot be judged healthy (too little, or the wrong phase).
-ODD = ("too_few_gpu_ops", "window_too_short", "memset_only", "graph_capture_phase")
+ODD = ("too_few_gpu_ops", "window_too_short", "memset_only", "graph_capture_phase", "no_steady_phase")
 BLOCKS_HEALTHY = ODD + ("gap_causes", "graph_replays")
 
 
@@ -59,9 +59,24 @@ def oddities(trace: TraceMetrics) -> list[dict]:
     elif sum(ops.values()) < t("judge_min_gpu_ops"):
         add("too_few_gpu_ops", f"only {plural(sum(ops.values()), 'GPU operation')} in the window "
             f"({', '.join(f'{kind} {count}' for kind, count in ops.items() if count)}): a handful, not a workload")
+    no_steady = trace.phases.no_steady if trace.phases else None
+    if no_steady:
+        add("no_steady_phase", _no_steady_words(no_steady, window_ns))
     if window_ns < t("judge_min_window_ns"):
         add("window_too_short", f"the window is {us(window_ns)} long, shorter than one decode step")
     return out
+
+
+def _no_steady_words(no_steady: dict, window_ns: int) -> str:
+    """Why the window of a capture without steps is start-up, not a steady state (analyzers/phases.py)."""
+    if no_steady["why"] == "stall":
+        return (f"no steady phase: one {fmt_ns(no_steady['stall_ns'])} host-only stall fills "
+                f"{pct(100.0 * no_steady['stall_ns'] / max(1, window_ns))} of the window, with a handful of GPU "
+                "operations on either side: this is start-up (compilation, loading), not a steady state")
+    launches = plural(no_steady["kernels"], "kernel launch", "kernel launches")
+    return (f"no steady phase: only {no_steady['repeated']:,} of the window's {launches} "
+            "run a kernel that ran before in the capture: these are first launches (compilation, module loading, a "
+            "one-shot run), start-up, not a steady state")
 
 
 STEP_RANGE_CANDIDATES = 5  # the most frequent range names offered as --step-range candidates

@@ -1,0 +1,320 @@
+"""The phases of a capture: set-up, steady state, tear-down, found from the activity itself.
+
+A capture is not one regime: a program loads its weights, warms its allocator, compiles or
+captures its graphs, and only then repeats its work. The verdict judges the steady phase
+(the analysis window); every other phase is reported with its length and what fills it.
+
+Definitions (one trace, its clock; "kernel" includes CUDA/HIP graph replays):
+
+* The **capture span** runs from the first GPU operation's start to the last one's end.
+* With **steps** (steps.py: step annotations such as ``ProfilerStep#N``, SGLang's
+  ``step[DECODE ..]``, vLLM's ``execute_model``, or a periodic sync / graph launch), the steady
+  phase runs from the first kept step's start to the last step's end; before it is set-up
+  (warm-up steps included), after it tear-down — each when it computes at most
+  :data:`SETUP_DENSITY_RATIO` as densely as the steps (denser GPU work there is steps the
+  annotations missed, or the GPU draining the last steps the host already left).
+* Without steps, the steady phase is found from the GPU timeline. A **stretch** is a
+  maximal kernel-free interval between the first and the last kernel. A stretch is
+  **set-up-like** when for at least :data:`SETUP_WAIT_SHARE` of it the GPU idles or the host
+  waits in a synchronous copy (a host-only stretch, a synchronous weight copy; not the
+  asynchronous copies a copy-bound loop streams). The steady phase starts at the first kernel
+  (copies and memsets before any kernel are set-up: weights loaded, buffers cleared) and moves
+  past each set-up-like stretch, earliest first, that is
+
+  - at least :data:`SETUP_STRETCH_FACTOR` times every stretch after it (a stall the loop repeats
+    is part of the loop),
+  - followed by at least :data:`STEADY_MIN_OPS` GPU operations (a workload),
+  - preceded (since the previous cut) by first-time work: fewer than :data:`STEADY_MIN_REPEAT`
+    of the kernel launches there run a kernel that already ran earlier in the capture
+    (compilation, loading, allocator warm-up run things once; a loop repeats them),
+  - and preceded by at most :data:`SETUP_DENSITY_RATIO` times the kernel time per elapsed time
+    of what follows it (start-up computes little);
+
+  or that follows a handful of operations (fewer than :data:`STEADY_MIN_OPS` since the previous
+  cut) and fills :data:`STALL_MIN_SHARE` or more of what is left of the capture, with a workload
+  after it (a start-up stall: a 463 ms blocking copy before ~10 ms of work).
+
+  Tear-down is what follows the last kernel (results read back, buffers freed) when it lasts
+  :data:`PHASE_MIN_SHARE` of the capture or more; a stall inside the work is never cut off at
+  the end (a slow last step is the loop's, and nothing in the timeline tells it from tear-down).
+* **No steady phase** (then the analysis abstains instead of judging set-up as steady): the
+  window holds at least :data:`STEADY_MIN_OPS` GPU operations, but fewer than
+  :data:`STEADY_MIN_REPEAT` of its kernel launches repeat a kernel that ran earlier in the
+  capture (``first_launches``: a steady state repeats its work — a loop's iterations, a model's
+  layers), or one stall fills :data:`STALL_MIN_SHARE` of it or more with fewer than
+  :data:`STEADY_MIN_OPS` operations on either side (``stall``).
+
+What fills a phase (:class:`metrics.Phase`): its host-only stretches (GPU idle on every device,
+the longest :data:`STRETCHES_NAMED` of at least :data:`STRETCH_MIN_SHARE` of the phase, each with
+the host call covering half of it when one does), its synchronous copy calls, the bytes its
+copies moved, its graph capture/instantiate calls, its allocator calls (cudaMalloc/cudaFree/
+hipMalloc ...), the warm-up steps dropped, its kernels and the GPU's busy share.
+A set-up or tear-down shorter than :data:`PHASE_MIN_SHARE` of the capture span is not a phase.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from tracetriage.analyzers import intervals as iv
+from tracetriage.analyzers.metrics import Phase, Phases
+from tracetriage.model import cat_mask, is_kind, is_sorted
+
+# name: (value, why) — the phase rule's thresholds (analyzers/rules/thresholds.py lists them)
+THRESHOLDS = {
+    "phase_min_share": (0.05, "a set-up or tear-down shorter than 5% of the capture is noise, not a phase"),
+    "setup_stretch_factor": (3.0, "a set-up stretch is 3x every stall after it: a stall the loop repeats is the loop's"),
+    "setup_density_ratio": (1 / 3, "start-up computes at most a third as densely (kernel time per elapsed time) as steady work"),
+    "setup_wait_share": (0.5, "a set-up stretch is half or more GPU idle or host waiting in a synchronous copy"),
+    "steady_min_ops": (20, "a steady phase holds a workload: 20 GPU operations or more (judge_min_gpu_ops)"),
+    "steady_min_repeat": (0.5, "in a steady phase half the kernel launches or more run a kernel that ran before"),
+    "stall_min_share": (0.5, "a stall filling half the window or more, with a handful of operations either side, is start-up"),
+}
+PHASE_MIN_SHARE = THRESHOLDS["phase_min_share"][0]
+SETUP_STRETCH_FACTOR = THRESHOLDS["setup_stretch_factor"][0]
+SETUP_DENSITY_RATIO = THRESHOLDS["setup_density_ratio"][0]
+SETUP_WAIT_SHARE = THRESHOLDS["setup_wait_share"][0]
+STEADY_MIN_OPS = THRESHOLDS["steady_min_ops"][0]
+STEADY_MIN_REPEAT = THRESHOLDS["steady_min_repeat"][0]
+STALL_MIN_SHARE = THRESHOLDS["stall_min_share"][0]
+STRETCH_MIN_SHARE = 0.05  # a host-only stretch named in a phase's contents: at least 5% of the phase
+STRETCHES_NAMED = 3
+CALL_COVER_SHARE = 0.5  # a host call covering half a stretch names what the host did in it
+CAPTURE_CALLS = re.compile(r"(?i)(Stream|Thread)?BeginCapture|EndCapture|GraphInstantiate")
+
+
+def _near(intervals: tuple[np.ndarray, np.ndarray], around: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals of a disjoint sorted set that overlap some interval of ``around`` (disjoint,
+    sorted, usually few): only those can intersect it."""
+    starts, ends = intervals
+    if not around[0].size or not starts.size:
+        return starts[:0], ends[:0]
+    first = np.searchsorted(ends, around[0], "right")
+    stop = np.searchsorted(starts, around[1], "left")
+    marks = np.zeros(starts.size + 1, np.int64)
+    np.add.at(marks, first, 1)
+    np.add.at(marks, np.maximum(stop, first), -1)
+    keep = np.cumsum(marks[:-1]) > 0
+    return starts[keep], ends[keep]
+
+
+class _Activity:
+    """The GPU and host activity of one trace that the phase rule reads, built once."""
+
+    def __init__(self, trace):
+        gpu, api = trace.gpu, trace.api
+        self.trace = trace
+        self.start, self.end = gpu["start"].to_numpy(np.int64), gpu["end"].to_numpy(np.int64)
+        self.kernel = is_kind(gpu, "kernel") | is_kind(gpu, "graph")
+        self.span = (int(self.start.min()), int(self.end.max())) if self.start.size else (0, 0)
+        self.busy = iv.union(self.start, self.end)
+        self.busy_cover = iv.Coverage(*self.busy)
+        if self.kernel.all():  # no copy or memset: the kernels are the busy time (one table, not two)
+            self.kernels, self.kernel_cover = self.busy, self.busy_cover
+        else:
+            self.kernels = iv.union(self.start[self.kernel], self.end[self.kernel])
+            self.kernel_cover = iv.Coverage(*self.kernels)
+        self.op_starts = self.start if is_sorted(self.start) else np.sort(self.start)
+        self.kernel_starts, self.repeats = _repeats(trace)
+        self.api_start, self.api_end = api["start"].to_numpy(np.int64), api["end"].to_numpy(np.int64)
+        self.sync_copy = cat_mask(api, "category", "memcpy_sync") if len(api) else np.zeros(0, bool)
+        # GPU time the host spends blocked in a synchronous copy: the busy intervals under those calls
+        sync = iv.union(self.api_start[self.sync_copy], self.api_end[self.sync_copy])
+        self.busy_in_sync = iv.Coverage(*iv.intersect(*sync, *_near(self.busy, sync)))
+
+    def idle_stretches(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """The GPU's idle intervals (no operation on any device) inside [a, b), in order."""
+        busy_s, busy_e = self.busy
+        i = int(np.searchsorted(busy_e, a, "right"))  # the first busy interval ending after a
+        j = max(i, int(np.searchsorted(busy_s, b, "left")))  # ... and those starting before b
+        gap_s = np.maximum(np.concatenate(([a], busy_e[i:j])), a)
+        gap_e = np.minimum(np.concatenate((busy_s[i:j], [b])), b)
+        keep = gap_e > gap_s
+        return gap_s[keep], gap_e[keep]
+
+    def waiting(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """For each interval, the ns the GPU idles or the host waits in a synchronous copy."""
+        busy = self.busy_cover.overlap(starts, ends)
+        return (ends - starts) - busy + self.busy_in_sync.overlap(starts, ends)
+
+    def ops_from(self, t: int) -> int:
+        return int(self.op_starts.size - np.searchsorted(self.op_starts, t, "left"))
+
+    def launches(self, a: int, b: int) -> tuple[int, int]:
+        """Kernel launches starting in [a, b) and how many of them run a kernel that ran before."""
+        i, j = np.searchsorted(self.kernel_starts, [a, b], "left")
+        return int(j - i), int(self.repeats[j] - self.repeats[i])
+
+    def density(self, a: int, b: int) -> float:
+        """Kernel time per elapsed time in [a, b)."""
+        return float(self.kernel_cover.overlap(np.array([a]), np.array([b]))[0]) / (b - a) if b > a else 0.0
+
+
+def _stretches(activity: _Activity) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel-free stretches between the first and the last kernel (starts, ends)."""
+    ks, ke = activity.kernels
+    starts, ends = ke[:-1], ks[1:]
+    keep = ends > starts
+    return starts[keep], ends[keep]
+
+
+def _setup_end(activity: _Activity, starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> int:
+    """Where the steady phase starts: ``lo`` (the first kernel) moved past each set-up-like stretch
+    that passes the rule (module docstring), earliest first, the density before a stretch measured
+    from the previous cut (a long stall does not make the work after it look like start-up)."""
+    lengths = ends - starts
+    inside = (ends <= hi) & (starts >= lo)
+    # the longest stretch after each one, up to hi: a running maximum from the end, shifted by one
+    later_max = np.zeros(lengths.size, np.int64)
+    if lengths.size > 1:
+        later_max[:-1] = np.maximum.accumulate(np.where(inside, lengths, 0)[::-1])[::-1][1:]
+    # only stretches that can pass the rule are looked at one by one (a loop has many short ones)
+    may_pass = (lengths >= SETUP_STRETCH_FACTOR * later_max) | (lengths >= STALL_MIN_SHARE * (hi - starts))
+    candidates = np.flatnonzero(inside & (ends < hi) & may_pass)
+    setup_like = activity.waiting(starts[candidates], ends[candidates]) >= SETUP_WAIT_SHARE * lengths[candidates]
+    for k in candidates[setup_like]:
+        cut = int(ends[k])
+        if cut <= lo or activity.ops_from(cut) < STEADY_MIN_OPS:
+            continue
+        handful = activity.ops_from(lo) - activity.ops_from(int(starts[k])) < STEADY_MIN_OPS
+        if handful and lengths[k] >= STALL_MIN_SHARE * (hi - int(starts[k])):  # a start-up stall after a handful
+            lo = cut
+            continue
+        if lengths[k] < SETUP_STRETCH_FACTOR * later_max[k]:
+            continue
+        launches, repeated = activity.launches(lo, cut)
+        if launches and repeated >= STEADY_MIN_REPEAT * launches:  # set-up is first-time work, not repeated work
+            continue
+        if activity.density(lo, cut) <= SETUP_DENSITY_RATIO * activity.density(cut, hi):
+            lo = cut
+    return lo
+
+
+def _repeats(trace) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel launches' starts in order, and the running count of those that run a kernel (by
+    name) that already ran earlier in the capture (``repeats[k]``: among the first k)."""
+    gpu = trace.gpu
+    kernel = is_kind(gpu, "kernel") | is_kind(gpu, "graph")
+    start = gpu["start"].to_numpy(np.int64)[kernel]
+    names = gpu["name"].cat.codes.to_numpy()[kernel]
+    if not is_sorted(start):
+        order = np.argsort(start, kind="stable")
+        start, names = start[order], names[order]
+    repeated = np.ones(start.size, bool)
+    repeated[np.unique(names, return_index=True)[1]] = False
+    return start, np.concatenate(([0], np.cumsum(repeated)))
+
+
+def _phase(activity: _Activity, name: str, start: int, end: int, warmup_steps: int = 0) -> Phase:
+    """A phase of [start, end) with what fills it (module docstring)."""
+    trace = activity.trace
+    length = max(1, end - start)
+    a, b = np.array([start]), np.array([end])
+    busy = int(activity.busy_cover.overlap(a, b)[0])
+    idle_s, idle_e = activity.idle_stretches(start, end)
+    idle_len = idle_e - idle_s
+    named = np.flatnonzero(idle_len >= STRETCH_MIN_SHARE * length)
+    named = named[np.argsort(-idle_len[named], kind="stable")][:STRETCHES_NAMED]
+    host_only = [{"start_ns": int(idle_s[k]), "length_ns": int(idle_len[k]), "call": _covering_call(trace, int(idle_s[k]),
+                                                                                                      int(idle_e[k]))}
+                 for k in sorted(named, key=lambda k: idle_s[k])]
+    api = trace.api
+    in_phase = (activity.api_end > start) & (activity.api_start < end)
+    sync = in_phase & activity.sync_copy
+    sync_ns = np.minimum(activity.api_end[sync], end) - np.maximum(activity.api_start[sync], start)
+    gpu = trace.gpu
+    ops = (activity.start >= start) & (activity.start < end)
+    names = api["name"]
+    capture = [code for code, call in enumerate(names.cat.categories) if CAPTURE_CALLS.search(str(call))] \
+        if len(api) and hasattr(names, "cat") else []
+    return Phase(
+        phase=name, start_ns=int(start), end_ns=int(end), duration_ns=int(end - start),
+        busy_pct=round(100.0 * busy / length, 1), kernels=int((ops & activity.kernel).sum()),
+        host_only=host_only,
+        sync_copies={"count": int(sync.sum()), "longest_ns": int(sync_ns.max(initial=0)), "host_ns": int(sync_ns.sum())},
+        copy_bytes=int(gpu["bytes"].to_numpy(np.int64)[ops & is_kind(gpu, "memcpy")].sum()),
+        graph_capture_calls=int(np.isin(names.cat.codes.to_numpy()[in_phase], capture).sum()) if capture else 0,
+        alloc_calls=int((in_phase & cat_mask(api, "category", "alloc")).sum()) if len(api) else 0,
+        warmup_steps=int(warmup_steps),
+    )
+
+
+def _covering_call(trace, start: int, end: int) -> str | None:
+    """The host call (by name, its calls summed) covering at least half of [start, end), None when
+    none does: a 13 s stretch spent in two cudaFree calls is "in cudaFree"."""
+    api = trace.api
+    if not len(api):
+        return None
+    s, e = api["start"].to_numpy(np.int64), api["end"].to_numpy(np.int64)
+    overlap = np.minimum(e, end) - np.maximum(s, start)
+    touching = overlap > 0
+    if not touching.any():
+        return None
+    codes = api["name"].cat.codes.to_numpy()[touching]
+    covered = np.bincount(codes, weights=overlap[touching])
+    best = int(np.argmax(covered))
+    return str(api["name"].cat.categories[best]) if covered[best] >= CALL_COVER_SHARE * (end - start) else None
+
+
+def _no_steady(activity: _Activity, lo: int, hi: int, launches: int, repeated: int) -> dict | None:
+    """Why the window [lo, hi) of a capture without steps is no steady phase (None when it is one, or
+    when it holds a handful of operations, which the oddities already say): its kernels do not
+    repeat (``first_launches``), or one stall fills most of it with a handful of operations on
+    either side (``stall``: the work the stall separates is no workload either)."""
+    ops = activity.ops_from(lo) - activity.ops_from(hi)
+    if ops < STEADY_MIN_OPS:
+        return None
+    if repeated < STEADY_MIN_REPEAT * launches:
+        return {"why": "first_launches", "kernels": launches, "repeated": repeated, "stall_ns": 0}
+    idle_s, idle_e = activity.idle_stretches(lo, hi)
+    if idle_s.size:
+        k = int(np.argmax(idle_e - idle_s))
+        before, after = activity.ops_from(lo) - activity.ops_from(int(idle_s[k])), activity.ops_from(int(idle_e[k]))
+        after -= activity.ops_from(hi)
+        if idle_e[k] - idle_s[k] >= STALL_MIN_SHARE * (hi - lo) and max(before, after) < STEADY_MIN_OPS:
+            return {"why": "stall", "kernels": launches, "repeated": repeated, "stall_ns": int(idle_e[k] - idle_s[k])}
+    return None
+
+
+def find(trace, steps: list) -> tuple[Phases, int, int]:
+    """The phases of one trace and the analysis window [lo, hi) they choose (the steady phase; the
+    candidate steady phase when there is none, so that the figures exist while the verdict abstains).
+    ``steps`` are the trace's processes' steps (those with a count define the steady phase)."""
+    activity = _Activity(trace)
+    span_lo, span_hi = activity.span
+    with_steps = [process_steps for process_steps in steps if process_steps.count]
+    if with_steps:
+        lo = int(min(process_steps.starts[0] for process_steps in with_steps))
+        hi = int(max(process_steps.ends[-1] for process_steps in with_steps))
+        source = "steps"
+        warmup = sum(process_steps.warmup_dropped for process_steps in with_steps)
+    else:
+        source, warmup = "activity", 0
+        if activity.kernels[0].size:
+            lo, hi = int(activity.kernels[0][0]), span_hi
+            lo = _setup_end(activity, *_stretches(activity), lo, hi)
+            tail = int(activity.kernels[1][-1])  # copies and memsets after the last kernel: results read back
+            if span_hi - tail >= PHASE_MIN_SHARE * (span_hi - span_lo) and tail > lo:
+                hi = tail
+        else:  # no kernel ran: all of the activity is what the capture holds
+            lo, hi = span_lo, span_hi
+    if hi <= lo:
+        hi = lo + 1
+    span = max(1, span_hi - span_lo)
+    steady_density = activity.density(lo, hi)
+
+    def other_phase(start: int, end: int) -> bool:
+        # Before the first step or after the last one, GPU work as dense as the steps' is the queue of
+        # steps the annotations missed or the GPU still draining them (the host runs ahead), not a phase.
+        return end - start >= PHASE_MIN_SHARE * span and (
+            not with_steps or activity.density(start, end) <= SETUP_DENSITY_RATIO * steady_density)
+
+    setup = _phase(activity, "setup", span_lo, lo, warmup) if other_phase(span_lo, lo) else None
+    teardown = _phase(activity, "teardown", hi, span_hi) if other_phase(hi, span_hi) else None
+    launches, repeated = activity.launches(lo, hi)
+    no_steady = None if with_steps else _no_steady(activity, lo, hi, launches, repeated)
+    steady = _phase(activity, "steady", lo, hi) if no_steady is None else None
+    return Phases(source=source, setup=setup, steady=steady, teardown=teardown, no_steady=no_steady,
+                  repeat_pct=round(100.0 * repeated / launches, 1) if launches else None), lo, hi

@@ -1,0 +1,200 @@
+"""Phases before judgement (analyzers/phases.py): set-up, steady state and tear-down found from the
+activity, the steady phase judged, the others reported with what fills them, and no verdict on a
+capture that is start-up only.
+
+Real captures assert the reading an engineer gives them by hand; the generated bundle
+setup_then_starved (host_starved's loop after 2.2 s of start-up) checks the set-up's length against
+the generator's truth and that the set-up does not move the steady verdict.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import real, truth
+
+import tracetriage
+from tracetriage import open_case
+from tracetriage.analyzers import steps as st
+from tracetriage.reports import render
+
+MS = 1_000_000
+
+
+def _analysis(path):
+    return tracetriage.analyze(str(path))
+
+
+def _gpu_start(path) -> int:
+    return int(open_case([path]).traces[0].gpu["start"].min())
+
+
+# --- real captures ------------------------------------------------------------------------------
+
+def test_one_shot_rocm_matmul_is_start_up_only():
+    """rpd_v2_pytorch_matmul: a 2 GB weight copy, 2.7 s of host code (module loading), then one matmul
+    and a check whose every launch is a first launch taking milliseconds: no steady state, so no
+    verdict (it used to read "GPU starved 61%, mostly inside launch calls")."""
+    analysis = _analysis(real("rocprof", "rpd_v2_pytorch_matmul.rpd"))
+    phases = analysis.data["phases"]
+    setup = phases["setup"]
+    assert 2_800 * MS < setup["duration_ns"] < 3_000 * MS
+    assert max(stretch["length_ns"] for stretch in setup["host_only"]) > 2_500 * MS
+    assert setup["copy_bytes"] >= 2_000_000_000 and setup["sync_copies"]["count"] >= 1
+    assert phases["steady"] is None and phases["no_steady"]["why"] == "first_launches"
+    assert analysis.headline.startswith("Not enough to judge: no steady phase")
+    assert not any(finding["id"] == "healthy" for finding in analysis.findings)
+    assert "no_steady_phase" in {abstention["analysis"] for abstention in analysis.data["abstentions"]}
+
+
+def test_nvfuser_compile_stall_is_start_up_only():
+    """nsys2024.6 nvfuser matmul: two kernels, a 397 ms host-only stretch (fusion compilation), then a
+    handful of kernels whose launches load modules: start-up, not "GPU starved 99.9%"."""
+    analysis = _analysis(real("nsys", "nsys2024.6_1xH200_nvfuser_matmul.sqlite"))
+    no_steady = analysis.data["phases"]["no_steady"]
+    assert no_steady["why"] == "stall" and 390 * MS < no_steady["stall_ns"] < 400 * MS
+    assert analysis.headline.startswith("Not enough to judge: no steady phase")
+
+
+def test_nvfuser_first_launches_are_start_up_only():
+    """nsys2025.1 nvfuser cross-entropy: 18 kernels over 3.2 s, most of them launched once."""
+    analysis = _analysis(real("nsys", "nsys2025.1_1xH200_nvfuser_pytorch_crossentropy.sqlite"))
+    assert analysis.data["phases"]["no_steady"]["why"] == "first_launches"
+    assert analysis.headline.startswith("Not enough to judge: no steady phase")
+
+
+def test_alexnet_benchmark_judges_the_measured_forward():
+    """hta_critical_path_alexnet: a warm-up forward filled by 10 s in cudaFree and two ~1 s cudaMalloc
+    stretches, then the measured forward. The window is the measured part (after the allocator's
+    warm-up), not the 2 s that still held the allocator stalls; the set-up names them."""
+    path = real("kineto", "hta_critical_path_alexnet.json.gz")
+    analysis = _analysis(path)
+    setup = analysis.data["phases"]["setup"]
+    calls = {stretch["call"] for stretch in setup["host_only"]}
+    assert {"cudaFree", "cudaMalloc"} <= calls
+    assert max(stretch["length_ns"] for stretch in setup["host_only"]) > 10_000 * MS
+    trace = open_case([path]).traces[0]
+    ranges = trace.ranges[trace.ranges["name"].astype(str).str.endswith("measure|forward]")]
+    window = analysis.data["window"]
+    assert window["start_ns"] <= int(ranges["start"].min())  # the measured forward is inside the window
+    assert window["end_ns"] >= int(ranges["end"].max()) - 1 * MS
+    assert window["duration_ns"] < 200 * MS  # ... and the 1.04 s cudaMalloc stall before it is not
+
+
+def test_benchmark_after_a_weight_copy_keeps_its_warm_up_iterations():
+    """rocprofv3 bmm on MI300X: a 13 ms synchronous hipMemcpy, then warm-up and timed batched GEMMs
+    with a 1 ms sync between them. The copy is set-up; the 1 ms sync between iterations of the same
+    kernels is the loop's own, not a second set-up."""
+    path = real("rocprof", "rocprofv3_rocpd_v3_bmm_trace_mi300x.db")
+    analysis = _analysis(path)
+    setup = analysis.data["phases"]["setup"]
+    assert 13 * MS < setup["duration_ns"] < 15 * MS
+    assert setup["host_only"][0]["call"] == "hipMemcpy"
+    assert analysis.data["window"]["start_ns"] - _gpu_start(path) == setup["duration_ns"]
+    assert analysis.data["devices"][0]["busy_pct"] > 85
+
+
+def test_sglang_decode_after_a_blocking_copy():
+    """tracelens SGLang decode (ROCm): a 463 ms hipMemcpyWithStream before ~10 ms of decode kernels."""
+    analysis = _analysis(real("kineto", "tracelens_sglang_qwen3-8b_decode.json.gz"))
+    phases = analysis.data["phases"]
+    assert 460 * MS < phases["setup"]["duration_ns"] < 466 * MS
+    assert phases["setup"]["sync_copies"]["longest_ns"] > 460 * MS
+    assert phases["repeat_pct"] > 90
+    assert 10 * MS < analysis.data["window"]["duration_ns"] < 11 * MS
+
+
+@pytest.mark.parametrize("fmt, name", [
+    ("nsys", "nsys2021.2_1xRTX6000_legacy_schema_no_metadata.sqlite"),  # three iterations, 2.5 ms host stalls each
+    ("nsys", "nsys2025.5_2xRTX3090_cuda_uvm_osrt_sampling.sqlite"),  # an iterative solver with a sync per iteration
+    ("nsys", "nsys2026.2_2xH100_fastvideo_sp2_pytorch_window1s.sqlite"),  # a copy-bound loop (async copies)
+    ("kineto", "hta_ns_resolution_rank0.json.gz"),  # steps; the GPU drains the last ones after the host left
+    ("kineto", "tracelens_h100_bert_small.json.gz"),  # one eager step of small kernels
+])
+def test_steady_captures_are_one_phase(fmt, name):
+    """A loop whose stalls repeat, an async copy stream, the GPU still draining queued steps: one steady
+    phase, nothing cut off, no phases block in the contract."""
+    analysis = _analysis(real(fmt, name))
+    assert "phases" not in analysis.data
+
+
+# --- the generated case ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def setup_bundle(analyses):
+    return analyses["setup_then_starved"], truth("setup_then_starved")
+
+
+def test_generated_set_up_length_and_contents(setup_bundle):
+    analysis, expected = setup_bundle
+    phases = analysis.data["phases"]
+    assert phases["source"] == "activity"
+    setup = phases["setup"]
+    assert abs(setup["duration_ns"] - expected["setup_ns"]) <= 0.01 * expected["setup_ns"]
+    assert analysis.data["window"]["start_ns"] == expected["window"]["start_ns"]
+    assert setup["sync_copies"]["count"] == 1 and 79 * MS < setup["sync_copies"]["longest_ns"] < 81 * MS
+    assert setup["alloc_calls"] == 40 and setup["kernels"] == 3
+    assert max(stretch["length_ns"] for stretch in setup["host_only"]) > 2_000 * MS
+    text = render(analysis, "text")
+    assert "phases   set-up 2.22 s before the steady work: a 2.14 s host-only stretch, an 80.01 ms synchronous copy" in text
+
+
+def test_generated_set_up_leaves_the_steady_verdict_alone(setup_bundle, analyses):
+    """The same loop with and without 2.2 s of start-up before it: the same finding, the same idle share."""
+    analysis, _ = setup_bundle
+    plain = analyses["host_starved"]
+    assert analysis.findings[0]["id"] == plain.findings[0]["id"] == "gpu_starved"
+    idle = [100 - a.data["devices"][0]["busy_pct"] for a in (analysis, plain)]
+    assert abs(idle[0] - idle[1]) < 1.5
+    assert "phases" not in plain.data
+
+
+# --- step annotations --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, prefill", [
+    ("ProfilerStep#12", False),
+    ("step[EXTEND bs=4 toks=2048]", True),
+    ("step[DECODE bs=32]", False),
+    ("execute_context_0(0)_generation_32(32)", False),
+    ("execute_context_2(4096)_generation_30(30)", True),
+    ("execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk32785sqsq32sqsk32785)", False),
+    ("execute_8_context_1(sq512sk512sqsq262144sqsk262144)_generation_7(sq7sk7000sqsq7sqsk7000)", True),
+])
+def test_serving_engines_step_annotations(name, prefill):
+    """SGLang's step[EXTEND|DECODE ..] and vLLM V1's execute_context_N(..)_generation_M(..) mark steps;
+    a vLLM step is prefill when it holds context (prompt) requests."""
+    assert st.STEP_PATTERNS.search(name)
+    assert st.is_prefill_name(name) is prefill
+
+
+def test_repeats_count_kernels_seen_earlier_in_the_capture():
+    """The share the no-steady rule reads: a launch repeats when its kernel ran before, anywhere earlier."""
+    from tracetriage.analyzers.phases import _repeats
+
+    trace = SimpleNamespace(gpu=pd.DataFrame({"start": np.array([0, 10, 20, 30, 40], np.int64),
+                                              "kind": pd.Categorical(["kernel"] * 5),
+                                              "name": pd.Categorical(["a", "b", "a", "c", "b"])}))
+    starts, repeats = _repeats(trace)
+    assert starts.tolist() == [0, 10, 20, 30, 40]
+    assert repeats.tolist() == [0, 0, 0, 1, 1, 2]
+
+
+def test_the_phases_are_in_every_format(setup_bundle):
+    """Text, Markdown, HTML and the notebook card all show each phase line (HTML escaped)."""
+    import html
+
+    from test_view_parity import _render, missing_fields
+
+    from tracetriage.reports import html as html_report
+    from tracetriage.reports.view import report_view
+
+    analysis, _ = setup_bundle
+    view = report_view(analysis)
+    assert [phase.name for phase in view.phases] == ["set-up", "steady"]
+    for fmt in ("text", "md", "html"):
+        assert not {path for path in missing_fields(view, fmt, _render(fmt, analysis, view)) if path.startswith("phases")}
+    card = html.unescape(html_report.render_card(analysis, view))
+    assert all(f"{phase.name} {phase.text}" in card for phase in view.phases)
