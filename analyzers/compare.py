@@ -260,8 +260,8 @@ def _work_rate_words(result: dict) -> list[str]:
                      f"per call ({kernel['status']})")
     busy = next((metric for metric in result["metrics"] if metric["name"] == "busy_pct"), None)
     if busy is not None and busy["before"] is not None and busy["after"] is not None:
-        words.append(f"GPU busy {busy['before']:.1f}% -> {busy['after']:.1f}% not judged (a window of GPU activity "
-                     "shrinks when its kernels get faster)")
+        words.append(f"GPU busy {busy['before']:.1f}% -> {busy['after']:.1f}% not judged (a window without steps "
+                     "is the GPU activity itself: it shrinks when the kernels get faster)")
     return words
 
 
@@ -275,7 +275,7 @@ SERIES_FIGURES = tuple(name for name, _unit, _lower in METRICS)  # every per-ste
 def trend_record(data: dict) -> dict:
     """What ``trend`` reads of one analysis (flat, for the batch Parquet tables): the
     comparability signature, the per-step figures, each finding's ms per step, and each
-    device's kernels in ms per step (rank order)."""
+    device's kernels in ms per step and ns per call (rank order)."""
     side = Side(data, "")
     figures = side.figures()
     models = Counter(device.get("name") for device in side.devices)
@@ -297,6 +297,7 @@ def trend_record(data: dict) -> dict:
         steps = side.device_steps(device)
         for kernel in device.get("kernels") or []:
             kernels.append({"device_rank": rank, "name": kernel["name"], "kind": kernel["kind"],
-                            "ms_per_step": round(kernel["total_ns"] / steps / 1e6, 6) if steps else None})
+                            "ms_per_step": round(kernel["total_ns"] / steps / 1e6, 6) if steps else None,
+                            "ns_per_call": round(kernel["total_ns"] / kernel["count"], 1) if kernel["count"] else None})
     return {"signature": signature, "figures": {name: round4(figures.get(name)) for name in SERIES_FIGURES},
             "findings_ms": findings, "kernels": kernels}
