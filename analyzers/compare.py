@@ -18,11 +18,11 @@ step three times shorter makes every remaining cost a bigger share. So, each in 
   step that moved beyond the threshold or grew by a quarter of themselves, largest first: the
   summary names them.
 * **Captures without steps** (analyzers/compare_workrate.py): a benchmark loop or micro-benchmark
-  is judged on its common kernels' time per call (budget ``kernel time per call``), never on
-  busy %: a faster kernel shortens the window and lowers busy %. A pair with no common kernel of
-  enough calls is refused, with why.
+  is judged on its common kernels' time per call and their calls per second (budgets ``kernel
+  time per call`` and ``kernel calls per second``), never on busy %: a faster kernel shortens the
+  window and lowers busy %. A pair with no common kernel of enough calls is refused, with why.
 * **Verdict** (here): ``inconclusive`` (not comparable, or nothing to judge per step, per call or
-  per request), else from the budgets (step p50, step p99, kernel time per call, the serving
+  per request), else from the budgets (step p50, step p99, kernel time per call and calls per second, the serving
   percentiles and throughput): ``improved``, ``regressed``, ``mixed`` (some better, some worse)
   or ``unchanged``.
 """
@@ -49,6 +49,7 @@ SCHEMA = "tracetriage.compare/2"
 THRESHOLD_PCT = 5.0  # the practical minimum: a change under 5% of the step is no change (--gate-threshold)
 STEP_PERCENTILES = ("step_p50_ms", "step_p99_ms")
 WORK_RATE_BUDGET = "kernel time per call"
+CALL_RATE_BUDGET = "kernel calls per second"
 SUMMARY_MOVERS = 3  # movers the one-line summary names
 
 
@@ -139,6 +140,7 @@ def budget_statuses(step: dict, metrics: list[MetricRow], serving_judged: bool, 
     budgets = {"step p50": step["status"], "step p99": step["p99_status"]}
     if rate is not None:
         budgets[WORK_RATE_BUDGET] = overall([device.status for device in rate.devices])
+        budgets[CALL_RATE_BUDGET] = overall([device.rate_status for device in rate.devices])
     if serving_judged:
         for metric in metrics:
             if metric.name in SERVING_BUDGETS and metric.change is not None:
@@ -254,6 +256,8 @@ def _work_rate_words(result: dict) -> list[str]:
              f"{'' if device['significant'] else ', within noise'} over {device['kernels']} common kernels "
              f"({device['before_covered_pct']:.0f}% of the kernel time before)"
              + (f" on rank0 of {len(rate['devices'])}" if len(rate["devices"]) > 1 else "")]
+    if device["rate_ratio"] is not None:
+        words.append(f"their calls per second x{device['rate_ratio']:.3f} ({device['rate_status']})")
     kernel = next((row for row in rate["kernels"] if row["device"] == device["device"]), None)
     if kernel is not None:
         words.append(f"{kernel['name'][:60]} {fmt_ns(kernel['before_ns_per_call'])} -> {fmt_ns(kernel['after_ns_per_call'])} "

@@ -18,6 +18,11 @@ faster. Such a pair is judged on the time per call of the same kernels instead, 
   it is ``improved`` / ``regressed`` when the interval excludes 1 and the change is at least the
   threshold, else ``unchanged``. ``covered`` says which share of each side's kernel time the common
   kernels are: what the ratio speaks for.
+* **Calls per second** (the loop's rate, which launch overhead or host work moves while every
+  kernel keeps its speed): the common kernels' calls / window seconds, after / before (higher is
+  better). Its noise is the spread of the rate over the window: the calls counted in each of 20
+  equal parts of it (``calls_per_bin``), a bootstrap of their mean ratio and a Mann-Whitney U on
+  the parts' rates; judged like time per call.
 * **Refused** (the pair is not judged, and why): no kernel name common to a matched device pair, or
   none with :data:`MIN_CALLS` calls on both sides, or a side saved without call samples.
 """
@@ -65,8 +70,9 @@ class KernelRate:
 @dataclass(frozen=True, slots=True)
 class DeviceRate:
     """One matched device pair: how many kernels it was judged on, the share of each side's kernel
-    time they cover (%), the common kernels' calls per second of window on each side, the
-    time-per-call ratio with its interval and status (``ratio`` None: nothing to judge, ``reason`` why)."""
+    time they cover (%), the common kernels' calls per second of window on each side with the ratio
+    after / before, its interval, p and status, and the time-per-call ratio with its interval and
+    status (``ratio`` None: nothing to judge, ``reason`` why)."""
 
     rank: int
     device: str
@@ -80,16 +86,22 @@ class DeviceRate:
     significant: bool
     status: str
     reason: str | None
+    rate_ratio: float | None = None
+    rate_ci95: tuple[float, float] | None = None
+    rate_p_value: float | None = None
+    rate_status: str = "not measured"
 
     def not_judged(self) -> DeviceRate:
-        return replace(self, significant=False, status=NOT_JUDGED)
+        return replace(self, significant=False, status=NOT_JUDGED, rate_status=NOT_JUDGED)
 
     def to_contract(self) -> dict:
         return {"rank": self.rank, "device": self.device, "kernels": self.kernels,
                 "before_covered_pct": round4(self.before_covered_pct), "after_covered_pct": round4(self.after_covered_pct),
                 "before_calls_per_s": round4(self.before_calls_per_s), "after_calls_per_s": round4(self.after_calls_per_s),
                 "ratio": self.ratio, "ci95": None if self.ci95 is None else list(self.ci95),
-                "significant": self.significant, "status": self.status, "reason": self.reason}
+                "significant": self.significant, "status": self.status, "reason": self.reason,
+                "rate_ratio": self.rate_ratio, "rate_ci95": None if self.rate_ci95 is None else list(self.rate_ci95),
+                "rate_p_value": self.rate_p_value, "rate_status": self.rate_status}
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +163,8 @@ def _device_rate(rank: int, label: str, device_before: dict, device_after: dict,
     if not common:
         return replace(empty, reason=f"no kernel in common on {label}: the captures ran other kernels "
                                      "(another program or another device), so no time per call compares"), []
-    if any("durations_ns" not in kernels[name] for kernels in (kernels_before, kernels_after) for name in common):
+    if any("durations_ns" not in kernels[name] or "calls_per_bin" not in kernels[name]
+           for kernels in (kernels_before, kernels_after) for name in common):
         return replace(empty, reason=("a side is a saved analysis without per-call durations (written by an older "
                                       "tracetriage): analyze the capture again, or save a new analysis.json")), []
     judged = [name for name in common
@@ -178,7 +191,34 @@ def _device_rate(rank: int, label: str, device_before: dict, device_after: dict,
     device = DeviceRate(rank, label, len(judged), _covered(kernels_before, judged), _covered(kernels_after, judged),
                         _calls_per_s(kernels_before, judged, device_before), _calls_per_s(kernels_after, judged, device_after),
                         round(ratio, 4), ci95, significant, _direction(ratio) if significant else "unchanged", None)
-    return device, rows
+    return _with_rate(device, [kernels_before[name] for name in judged], [kernels_after[name] for name in judged],
+                      threshold_pct, rng), rows
+
+
+def _with_rate(device: DeviceRate, kernels_before: list[dict], kernels_after: list[dict], threshold_pct: float,
+               rng) -> DeviceRate:
+    """The device with its calls-per-second test: the common kernels' calls per part of the window."""
+    from scipy import stats
+
+    if not (device.before_calls_per_s and device.after_calls_per_s):
+        return device
+    before = np.sum([kernel["calls_per_bin"] for kernel in kernels_before], axis=0).astype(np.float64)
+    after = np.sum([kernel["calls_per_bin"] for kernel in kernels_after], axis=0).astype(np.float64)
+    if not (before.sum() and after.sum()):
+        return device
+    # each part's calls per second: its share of the side's calls x the side's rate x the parts
+    before_rates = before / before.mean() * device.before_calls_per_s
+    after_rates = after / after.mean() * device.after_calls_per_s
+    ratio = device.after_calls_per_s / device.before_calls_per_s
+    draws = (after_rates[rng.integers(0, after.size, (RESAMPLES, after.size))].mean(axis=1)
+             / before_rates[rng.integers(0, before.size, (RESAMPLES, before.size))].mean(axis=1))
+    low, high = np.percentile(draws, [2.5, 97.5])
+    ci95 = (round(float(low), 4), round(float(high), 4))
+    p_value = float(stats.mannwhitneyu(before_rates, after_rates, alternative="two-sided").pvalue)
+    significant = bool(p_value < ALPHA and (ci95[0] > 1.0 or ci95[1] < 1.0) and abs(ratio - 1.0) * 100.0 >= threshold_pct)
+    status = ("improved" if ratio > 1 else "regressed") if significant else "unchanged"
+    return replace(device, rate_ratio=round(ratio, 4), rate_ci95=ci95, rate_p_value=float(f"{p_value:.3g}"),
+                   rate_status=status)
 
 
 def _kernel_rate(label: str, name: str, kernel_before: dict, kernel_after: dict, threshold_pct: float,

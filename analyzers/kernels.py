@@ -103,6 +103,7 @@ def kernel_summary_multi(parts: list[tuple[Trace, int, int]], top: int = TOP_KER
 
 DEVICE_TOP_KERNELS = 20
 CALL_SAMPLE_MAX = 200  # per-call durations kept per kernel name and device of a step-less capture
+RATE_BINS = 20  # equal parts of the window a step-less capture's kernel calls are counted in
 
 
 def device_kernels(trace: Trace, lo: int, hi: int, top: int = DEVICE_TOP_KERNELS,
@@ -114,7 +115,8 @@ def device_kernels(trace: Trace, lo: int, hi: int, top: int = DEVICE_TOP_KERNELS
     With ``call_samples`` (a capture without steps, whose comparison judges time per call) each
     entry also has ``durations_ns``: the durations of at most :data:`CALL_SAMPLE_MAX` of its
     calls, every k-th in start order (k = ceil(count / CALL_SAMPLE_MAX)), so every part of the
-    window is represented.
+    window is represented, and ``calls_per_bin``: its calls starting in each of :data:`RATE_BINS`
+    equal parts of the window (the spread of its rate over the window).
 
     One bincount per slice on (device, name) codes: no sort, no copy of the table."""
     g = trace.gpu
@@ -166,11 +168,14 @@ def device_kernels(trace: Trace, lo: int, hi: int, top: int = DEVICE_TOP_KERNELS
 def _call_samples(rows: dict[int, dict], start, end, work, graph, devs, codes, lo: int, hi: int,
                   n_dev: int, n_names: int) -> None:
     """``durations_ns`` of each kept (device, name) key's entry in ``rows``: every k-th call in
-    start order (the table is sorted by start), k = ceil(count / CALL_SAMPLE_MAX)."""
+    start order (the table is sorted by start), k = ceil(count / CALL_SAMPLE_MAX); and
+    ``calls_per_bin``, its calls by the part of the window they start in."""
     keys = np.fromiter(rows, np.int64)
     stride = {key: -(-row["count"] // CALL_SAMPLE_MAX) for key, row in rows.items()}
     seen = dict.fromkeys(rows, 0)
     picked: dict[int, list] = {key: [] for key in rows}
+    bins = {key: np.zeros(RATE_BINS, np.int64) for key in rows}
+    span = max(1, hi - lo)
     for k in range(0, start.size, SUMMARY_CHUNK):
         sl = slice(k, k + SUMMARY_CHUNK)
         sk = start[sl]
@@ -180,13 +185,16 @@ def _call_samples(rows: dict[int, dict], start, end, work, graph, devs, codes, l
         key = ((graph[sl][sel].astype(np.int64) * n_dev + devs[sl][sel].astype(np.int64)) * n_names
                + codes[sl][sel].astype(np.int64) + 1)
         duration = (end[sl][sel] - sk[sel]).astype(np.int64)
+        part = np.minimum((sk[sel] - lo) * RATE_BINS // span, RATE_BINS - 1)
         for one in keys[np.isin(keys, key)].tolist():
+            bins[one] += np.bincount(part[key == one], minlength=RATE_BINS)
             mine = duration[key == one]
             ordinal = seen[one] + np.arange(mine.size)
             picked[one].append(mine[ordinal % stride[one] == 0])
             seen[one] += mine.size
     for key, row in rows.items():
         row["durations_ns"] = [int(value) for value in np.concatenate(picked[key])] if picked[key] else []
+        row["calls_per_bin"] = [int(value) for value in bins[key]]
 
 
 def merge_copy_checks(checks: list[dict]) -> dict | None:

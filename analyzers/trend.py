@@ -309,7 +309,8 @@ def _metric_rank(metric: str) -> int:
 def _series(g, fidx, kernels) -> dict:
     """The group's series, one value per case in order: the per-step figures, each finding's ms
     per step (0 where a case with steps did not report it), the top kernels' ms per step (mean
-    over the case's devices; 0 where absent). One pivot per table, no per-case lookups."""
+    over the case's devices; 0 where absent), or in a group without steps their ns per call
+    (:func:`_call_series`). One pivot per table, no per-case lookups."""
     out = {}
     ids = g["case_id"].tolist()
     has_steps = g["step_p50_ms"].notna().to_numpy() if "step_p50_ms" in g else np.zeros(len(ids), bool)
@@ -330,7 +331,9 @@ def _series(g, fidx, kernels) -> dict:
                 out[f"finding:{fid}"] = ("ms/step", True, vals)
     if kernels is not None and len(kernels):
         k = kernels[kernels["case_id"].isin(ids)]
-        if len(k):
+        if len(k) and stepless:  # no ms per step without steps: the time per call instead
+            out.update(_call_series(k, ids) if "ns_per_call" in k else {})
+        elif len(k):
             per = k.groupby(["case_id", "name"])["ms_per_step"].mean().unstack("name").reindex(ids)
             # a graph-level capture records replays, not the kernels inside them: a kernel it lacks
             # was not measured there (NaN, left out of the search), not absent (0)
@@ -341,8 +344,6 @@ def _series(g, fidx, kernels) -> dict:
                 vals = per[name].to_numpy(np.float64, na_value=np.nan)
                 # a kernel's time alone is neither better nor worse (the work may have moved): "changed"
                 out[f"kernel:{name}"] = ("ms/step", None, np.where(np.isnan(vals) & ~graph_level, 0.0, vals))
-            if stepless and "ns_per_call" in k:
-                out.update(_call_series(k, ids))
     return out
 
 

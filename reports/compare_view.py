@@ -187,7 +187,8 @@ class MoverView:
 class DeviceRateView:
     """One matched device pair of captures without steps: the kernel time per call after/before
     with its interval and status, the kernels it rests on and the share of kernel time they cover,
-    their calls per second; ``reason`` why it was not measured (None when it was)."""
+    their calls per second with its ratio after/before, interval, p and status; ``reason`` why it was
+    not measured (None when it was)."""
     device: str
     measured: bool
     kernels: str
@@ -200,6 +201,11 @@ class DeviceRateView:
     ci_high: str | None
     status: str
     reason: str | None
+    rate_ratio: str | None
+    rate_ci_low: str | None
+    rate_ci_high: str | None
+    rate_p_value: str
+    rate_status: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,7 +364,12 @@ def _device_rate(device: dict) -> DeviceRateView:
         before_calls_per_s=_rate(device["before_calls_per_s"]), after_calls_per_s=_rate(device["after_calls_per_s"]),
         ratio=f"{device['ratio']:.3f}" if measured else None,
         ci_low=f"{device['ci95'][0]:.3f}" if measured else None, ci_high=f"{device['ci95'][1]:.3f}" if measured else None,
-        status=str(device["status"]), reason=device["reason"])
+        status=str(device["status"]), reason=device["reason"],
+        rate_ratio=None if device["rate_ratio"] is None else f"{device['rate_ratio']:.3f}",
+        rate_ci_low=None if device["rate_ci95"] is None else f"{device['rate_ci95'][0]:.3f}",
+        rate_ci_high=None if device["rate_ci95"] is None else f"{device['rate_ci95'][1]:.3f}",
+        rate_p_value="n/a" if device["rate_p_value"] is None else f"{device['rate_p_value']:.2g}",
+        rate_status=str(device["rate_status"]))
 
 
 def _kernel_rate(kernel: dict) -> KernelRateView:

@@ -1,11 +1,13 @@
-"""compare and trend of captures without steps judge work rate (kernel time per call), never busy %;
-compare's one-line summary names the per-step components that moved (issue 32, items 7 and 9).
+"""compare and trend of captures without steps judge work rate (kernel time per call, calls per
+second), never busy %; compare's one-line summary names the per-step components that moved
+(issue 32, items 7 and 9).
 
 Generated: samples/generate.py's micro-benchmark pair (generate_microbench_pair), whose GEMM runs 2x
-faster after; the truth (each kernel's ns per call, each side's busy %) is computed from the generated
-calls. Real: the two halves of one real step-less capture (the same program, the same GPU), as is and
-with one kernel's calls made 2x shorter in the second half; a cross-device pair and two different
-programs, which must be refused; the nsys 2xH100 before/after pair for the movers."""
+faster after; the truth (each kernel's ns per call, each side's busy %) is computed from the
+generated calls. Real: an eager and a CUDA-graph decode on an H200 (samples/h200); the two halves
+of one real step-less capture (the same program, the same GPU), as is and with one kernel's calls
+made 2x shorter in the second half; a cross-device pair and two different programs, which must be
+refused; the nsys 2xH100 before/after pair for the movers."""
 
 from __future__ import annotations
 
@@ -86,6 +88,8 @@ def test_generated_2x_faster_kernel_is_improved_while_busy_falls(microbench):
     assert busy["direction"] == "not judged" and busy["after"] < busy["before"]
     assert busy["before"] == pytest.approx(truth["before"]["busy_pct"], abs=1.0)
     assert "regressed" not in result["summary"] and "kernel time per call" in result["summary"]
+    # the host paces the loop: as many calls per second, each faster
+    assert _device_rate(result)["rate_status"] == "unchanged" and result["budgets"]["kernel calls per second"] == "unchanged"
 
 
 def test_generated_2x_slower_kernel_is_regressed_and_fails_the_gate(microbench):
@@ -181,6 +185,19 @@ def test_real_halves_with_a_gemm_2x_faster_is_improved(tmp_path):
     assert gemm["status"] == "improved" and 0.45 < gemm["ratio"] < 0.55
     busy = next(metric for metric in result["metrics"] if metric["name"] == "busy_pct")
     assert busy["after"] < busy["before"] and busy["direction"] == "not judged"
+
+
+def test_real_h200_eager_to_cuda_graphs_is_improved_on_calls_per_second():
+    """samples/h200 (this project's H200 captures, no steps): the same decode eager, then in CUDA
+    graphs. Every kernel keeps its speed; the launch gaps go, so the loop runs its kernels twice
+    as often and busy % doubles. Time per call unchanged, calls per second improved."""
+    result = compare_json(ROOT / "samples" / "h200" / "eager_decode.json.gz", ROOT / "samples" / "h200" / "graph_decode.json.gz")
+    assert result["verdict"] == "improved", result["summary"]
+    device = _device_rate(result)
+    assert device["status"] == "unchanged" and device["ci95"][0] < 1.0 < device["ci95"][1]
+    assert device["rate_status"] == "improved" and device["rate_ratio"] > 1.8 and device["rate_ci95"][0] > 1.0
+    assert result["budgets"] == {"step p50": "not measured", "step p99": "not measured",
+                                 "kernel time per call": "unchanged", "kernel calls per second": "improved"}
 
 
 def test_real_cross_device_pair_is_refused():
