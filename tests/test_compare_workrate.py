@@ -288,3 +288,25 @@ def test_shown_in_every_format(microbench):
         proc = run_cli("compare", before, after, "-f", fmt)
         assert proc.returncode == 0, proc.stderr
         assert GEMM in proc.stdout and "0.499" in proc.stdout, fmt
+
+
+def test_every_field_of_the_work_rate_view_is_in_every_format(microbench):
+    """The view parity of tests/test_view_parity_compare_trend.py on a pair without steps (its
+    pairs have steps), with the same declared omissions and the kernel names cut as there."""
+    from test_view_parity import missing_fields
+    from test_view_parity_compare_trend import COMPARE_CUT_TO, COMPARE_OMITTED, COMPARE_SHOWN_FIRST
+
+    from tracetriage.reports.compare import render_compare
+    from tracetriage.reports.compare_view import compare_view
+
+    before, after, _truth = microbench
+    comparison = compare(tracetriage.analyze(before).data, tracetriage.analyze(after).data, str(before), str(after))
+    cut = "the kernel name is cut at its end (rate_kernels.name), as the per-step kernels are"
+    omitted = {fmt: {**fields, **({"rate_kernels.short_name": cut} if fmt != "html" else {})}
+               for fmt, fields in COMPARE_OMITTED.items()}
+    cut_to = {fmt: {**fields, "rate_kernels.name": fields["kernels.name"]} for fmt, fields in COMPARE_CUT_TO.items()}
+    view = compare_view(comparison)
+    assert view.work_rate and view.rate_kernels and not view.step_time
+    for fmt in ("text", "md", "html"):
+        missing = missing_fields(view, fmt, render_compare(comparison, fmt), omitted, COMPARE_SHOWN_FIRST, cut_to)
+        assert not missing, (fmt, sorted(missing))
