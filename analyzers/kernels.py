@@ -184,11 +184,16 @@ def _call_samples(rows: dict[int, dict], start, end, work, graph, devs, codes, l
             continue
         key = ((graph[sl][sel].astype(np.int64) * n_dev + devs[sl][sel].astype(np.int64)) * n_names
                + codes[sl][sel].astype(np.int64) + 1)
-        duration = (end[sl][sel] - sk[sel]).astype(np.int64)
-        part = np.minimum((sk[sel] - lo) * RATE_BINS // span, RATE_BINS - 1)
-        for one in keys[np.isin(keys, key)].tolist():
-            bins[one] += np.bincount(part[key == one], minlength=RATE_BINS)
-            mine = duration[key == one]
+        kept_rows = np.isin(key, keys)
+        key = key[kept_rows]
+        duration = (end[sl][sel] - sk[sel]).astype(np.int64)[kept_rows]
+        part = np.minimum((sk[sel][kept_rows] - lo) * RATE_BINS // span, RATE_BINS - 1)
+        order = np.argsort(key, kind="stable")  # by key, each key's calls still in start order
+        present, first = np.unique(key[order], return_index=True)
+        for one, lo_row, hi_row in zip(present.tolist(), first.tolist(), [*first[1:].tolist(), order.size]):
+            rows_of = order[lo_row:hi_row]
+            bins[one] += np.bincount(part[rows_of], minlength=RATE_BINS)
+            mine = duration[rows_of]
             ordinal = seen[one] + np.arange(mine.size)
             picked[one].append(mine[ordinal % stride[one] == 0])
             seen[one] += mine.size
