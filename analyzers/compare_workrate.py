@@ -6,7 +6,7 @@ faster. Such a pair is judged on the time per call of the same kernels instead, 
 
 * **Matched**: devices in rank order (as compare pairs them), kernels by name on each matched pair;
   a kernel counts when both sides sampled at least :data:`MIN_CALLS` of its calls (the analysis
-  keeps up to 200 per kernel of a step-less capture, ``durations_ns``).
+  keeps up to 200 per kernel of a step-less capture, ``durations_ns``) and it took time on both.
 * **Per kernel**: ``ratio`` = after time per call / before time per call (total ns / calls); its
   95% interval is a percentile bootstrap (:data:`RESAMPLES` resamples) of the ratio of the sampled
   calls' means, scaled to the exact ratio; a two-sided Mann-Whitney U test on the sampled calls;
@@ -168,7 +168,8 @@ def _device_rate(rank: int, label: str, device_before: dict, device_after: dict,
         return replace(empty, reason=("a side is a saved analysis without per-call durations (written by an older "
                                       "tracetriage): analyze the capture again, or save a new analysis.json")), []
     judged = [name for name in common
-              if min(len(kernels_before[name]["durations_ns"]), len(kernels_after[name]["durations_ns"])) >= MIN_CALLS]
+              if min(len(kernels_before[name]["durations_ns"]), len(kernels_after[name]["durations_ns"])) >= MIN_CALLS
+              and kernels_before[name]["total_ns"] > 0 and kernels_after[name]["total_ns"] > 0]
     if not judged:
         most = max(common, key=lambda name: min(kernels_before[name]["count"], kernels_after[name]["count"]))
         return replace(empty, reason=(f"too few calls: no kernel common to both sides runs at least {MIN_CALLS} times on "
