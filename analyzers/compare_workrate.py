@@ -120,14 +120,17 @@ class WorkRate:
         return self.devices[0].reason
 
     def not_judged(self) -> WorkRate:
-        return WorkRate(tuple(device.not_judged() for device in self.devices), self.kernels)
+        """The work rate of an incomparable pair: its devices' figures shown, no status, no kernel judged."""
+        return WorkRate(tuple(device.not_judged() for device in self.devices), ())
 
     def to_contract(self, threshold_pct: float) -> dict:
         return {"method": (f"each common kernel's time per call (total / calls), after / before; 95% interval by a percentile "
                            f"bootstrap ({RESAMPLES} resamples) of the sampled calls, two-sided Mann-Whitney U on them; a device "
                            "is the before calls of its common kernels timed at the after speed over their before time, "
-                           f"judged when its interval excludes 1 and the change is at least {threshold_pct:g}%; busy % is "
-                           "not judged (a faster kernel shortens a step-less window)"),
+                           f"judged when its interval excludes 1 and the change is at least {threshold_pct:g}%; the common "
+                           "kernels' calls per second, after / before, with a bootstrap and a Mann-Whitney U over the calls "
+                           "in 20 equal parts of each window, judged the same way; busy % is not judged (a faster kernel "
+                           "shortens a step-less window)"),
                 "min_calls": MIN_CALLS,
                 "devices": [device.to_contract() for device in self.devices],
                 "kernels": [kernel.to_contract() for kernel in self.kernels]}
