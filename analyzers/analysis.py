@@ -220,7 +220,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     side = ThreadPoolExecutor(1)
     kernel_summary = side.submit(kern.kernel_summary, trace, lo, hi)
     kernel_median = side.submit(kern.kernel_duration_median, trace, lo, hi)
-    per_device_kernels = side.submit(kern.device_kernels, trace, lo, hi)
+    per_device_kernels = side.submit(kern.device_kernels, trace, lo, hi, call_samples=window.source == "gpu_activity")
     activity = {pid: side.submit(st.host_activity, trace, steps[pid]) for pid in pids + api_only}
     side.shutdown(wait=False)
     for pid in trace.devices["pid"].unique().tolist():  # built once per process, before any thread reads them

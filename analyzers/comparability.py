@@ -5,7 +5,9 @@ hardware shape, and how much the rest of their signature agrees.
   reason naming the difference): the same device models and count, the same world size
   (processes driving GPUs), the same program (its executable and script or module, flags
   aside: the fix may be a flag), and enough steps on both sides (:data:`MIN_STEPS`) unless
-  the serving artifacts alone can be judged.
+  the serving artifacts alone can be judged, or both sides are captures without steps (judged
+  on their kernels' time per call, analyzers/compare_workrate.py, which refuses a pair with no
+  common kernel of enough calls); one side with steps and one without do not compare.
 * **Confidence** (1 = every signal agrees; 0 when incomparable) is the product of the
   factors of the soft signals: programs overlapping only in part (x0.8), steps marked by other
   NVTX ranges (x0.8), captures by other tools (x0.9) and the time-weighted kernel overlap
@@ -19,8 +21,10 @@ from collections import Counter
 from dataclasses import dataclass
 
 from tracetriage.analyzers.compare_side import Side, devices_text, program_key, serving_figures
+from tracetriage.analyzers.compare_workrate import is_stepless
 
 MIN_STEPS = 5  # fewer steps on a rank than this: no distribution to compare
+SAME_SIGNATURE = "same devices, world size and program"
 REQUEST_RATE_TOLERANCE = 0.05  # serving benchmarks at request rates further apart than this share do not compare
 
 
@@ -35,6 +39,10 @@ class Comparability:
 
     def with_reason(self, reason: str) -> Comparability:
         return Comparability(self.ok, self.confidence, (*self.reasons, reason))
+
+    def refused(self, reason: str) -> Comparability:
+        """Not comparable after all, for ``reason`` (named first: it is why nothing is judged)."""
+        return Comparability(False, 0.0, (reason, *(kept for kept in self.reasons if kept != SAME_SIGNATURE)))
 
     def to_contract(self) -> dict:
         return {"ok": self.ok, "confidence": self.confidence, "reasons": list(self.reasons)}
@@ -67,7 +75,7 @@ def comparability(before: Side, after: Side) -> Comparability:
         if signal.reason:
             reasons.append(signal.reason)
     if ok and not reasons:
-        reasons.append("same devices, world size and program")
+        reasons.append(SAME_SIGNATURE)
     return Comparability(ok, round(confidence if ok else 0.0, 3), tuple(reasons))
 
 
@@ -109,6 +117,14 @@ def _enough_steps(before: Side, after: Side, serving_ok: bool) -> Signal:
         if before.serving and after.serving:
             return AGREES
         return Signal(False, reason="nothing to judge: neither a GPU trace with steps nor serving artifacts on both sides")
+    if is_stepless(before) and is_stepless(after):
+        return AGREES  # judged on time per call, which says itself when it cannot
+    if is_stepless(before) != is_stepless(after):
+        stepless, stepped = (before, after) if is_stepless(before) else (after, before)
+        return Signal(serving_ok, reason=(f"{stepless.label} has no steps (its window is its GPU activity) and {stepped.label} "
+                                           "has: a step time and a window of GPU activity do not compare; capture both with "
+                                           "the same step marks (an NVTX/roctx range per step, --step-range)"
+                                           + ("; judged on the serving artifacts only" if serving_ok else "")))
     ranks = [(side.label, rank) for side in (before, after) for rank in side.ranks]
     without_durations = [(label, rank) for label, rank in ranks
                          if (rank["steps"].get("count") or 0) >= MIN_STEPS and "durations_ns" not in rank["steps"]]

@@ -14,9 +14,17 @@ step three times shorter makes every remaining cost a bigger share. So, each in 
 * **Findings** (analyzers/compare_findings.py): each finding of before checked on after by its
   catalog check: fixed, falsified, better, worse, persists; new when on the after side only.
 * **Kernels** (analyzers/compare_kernels.py): the largest movers per matched device.
-* **Verdict** (here): ``inconclusive`` (not comparable, or nothing to judge per step or per
-  request), else from the budgets (step p50, step p99, the serving percentiles and
-  throughput): ``improved``, ``regressed``, ``mixed`` (some better, some worse) or ``unchanged``.
+* **What moved** (analyzers/compare_metrics.py ``movers``): each rank's components in ms per
+  step that moved beyond the threshold or grew by a quarter of themselves, largest first: the
+  summary names them.
+* **Captures without steps** (analyzers/compare_workrate.py): a benchmark loop or micro-benchmark
+  is judged on its common kernels' time per call and their calls per second (budgets ``kernel
+  time per call`` and ``kernel calls per second``), never on busy %: a faster kernel shortens the
+  window and lowers busy %. A pair with no common kernel of enough calls is refused, with why.
+* **Verdict** (here): ``inconclusive`` (not comparable, or nothing to judge per step, per call or
+  per request), else from the budgets (step p50, step p99, kernel time per call and calls per second, the serving
+  percentiles and throughput): ``improved``, ``regressed``, ``mixed`` (some better, some worse)
+  or ``unchanged``.
 """
 
 from __future__ import annotations
@@ -30,15 +38,19 @@ from tracetriage import __version__
 from tracetriage.analyzers.comparability import Comparability, comparability, serving_comparable
 from tracetriage.analyzers.compare_findings import FindingContext, finding_rows
 from tracetriage.analyzers.compare_kernels import kernel_rows
-from tracetriage.analyzers.compare_metrics import METRICS, SERVING_BUDGETS, MetricRow, metric_rows
+from tracetriage.analyzers.compare_metrics import METRICS, SERVING_BUDGETS, MetricRow, metric_rows, mover_text, movers
 from tracetriage.analyzers.compare_side import Side, devices_text, program_key, round4
 from tracetriage.analyzers.compare_steps import ALPHA, NOT_MEASURED, RESAMPLES, StepTimeRow, overall, step_test
+from tracetriage.analyzers.compare_workrate import WorkRate, is_stepless, work_rate
 from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSED
-from tracetriage.wording import ms_text, speed_words
+from tracetriage.wording import fmt_ns, ms_text, speed_words
 
 SCHEMA = "tracetriage.compare/2"
 THRESHOLD_PCT = 5.0  # the practical minimum: a change under 5% of the step is no change (--gate-threshold)
 STEP_PERCENTILES = ("step_p50_ms", "step_p99_ms")
+WORK_RATE_BUDGET = "kernel time per call"
+CALL_RATE_BUDGET = "kernel calls per second"
+SUMMARY_MOVERS = 3  # movers the one-line summary names
 
 
 def compare(before: dict, after: dict, before_label: str = "before", after_label: str = "after",
@@ -47,6 +59,14 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
     the budgets (``--slo``) checked on both sides' serving artifacts."""
     before_side, after_side = Side(before, before_label), Side(after, after_label)
     comparable = comparability(before_side, after_side)
+    rate = None
+    if is_stepless(before_side) and is_stepless(after_side):
+        rate = work_rate(before_side, after_side, threshold_pct)
+        refusal = rate.refusal()
+        if comparable.ok and refusal:
+            comparable = comparable.refused(refusal)
+        if not comparable.ok:
+            rate = rate.not_judged()
     figures_before, figures_after = before_side.figures(), after_side.figures()
     step_rows = [step_test(rank, before_rank, after_rank, threshold_pct)
                  for rank, (before_rank, after_rank) in enumerate(zip(before_side.ranks, after_side.ranks))]
@@ -54,8 +74,9 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
         step_rows = [row.not_judged() for row in step_rows]
     step = step_verdict(step_rows, comparable.ok)
     noise_ms = threshold_pct / 100.0 * figures_before["step_p50_ms"] if figures_before.get("step_p50_ms") else None
-    metrics = judged_metrics(metric_rows(figures_before, figures_after, noise_ms, threshold_pct), step, comparable.ok)
-    budgets = budget_statuses(step, metrics, comparable.ok and serving_comparable(before_side, after_side)[0])
+    metrics = judged_metrics(metric_rows(figures_before, figures_after, noise_ms, threshold_pct), step, comparable.ok,
+                             stepless=rate is not None)
+    budgets = budget_statuses(step, metrics, comparable.ok and serving_comparable(before_side, after_side)[0], rate)
     verdict, comparable = overall_verdict(budgets, comparable)
     slo_broken, slo_unmeasured = slo_breaks(before_side.serving, after_side.serving, slo or {})
     findings = finding_rows(FindingContext(before_side, after_side, figures_before, figures_after, step, noise_ms,
@@ -83,6 +104,8 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
         "metrics": [row.to_contract() for row in metrics],
         "findings": [row.to_contract() for row in findings],
         "kernels": [row.to_contract() for row in kernel_rows(before_side, after_side)] if comparable.ok else [],
+        "movers": [row.to_contract() for row in movers(before_side, after_side, threshold_pct)] if comparable.ok else [],
+        "work_rate": None if rate is None else rate.to_contract(threshold_pct),
         "_series": {"before": _step_series(before_side), "after": _step_series(after_side)},
     }
     result["summary"] = summary_line(result)
@@ -99,18 +122,25 @@ def step_verdict(step_rows: list[StepTimeRow], judged: bool) -> dict:
             "ratio": float(np.median(ratios)) if ratios else None, "p99_status": p99_status}
 
 
-def judged_metrics(metrics: list[MetricRow], step: dict, judged: bool) -> list[MetricRow]:
-    """Nothing judged on an incomparable pair; the step percentiles judged by the step test, not by their difference."""
+def judged_metrics(metrics: list[MetricRow], step: dict, judged: bool, stepless: bool = False) -> list[MetricRow]:
+    """Nothing judged on an incomparable pair; the step percentiles judged by the step test, not by
+    their difference; busy % of a pair without steps not judged (its window is its GPU activity,
+    which a faster kernel shortens)."""
     if not judged:
         return [metric.not_judged() for metric in metrics]
     status_of = {"step_p50_ms": step["status"], "step_p99_ms": step["p99_status"]}
-    return [metric.judged_by(status_of[metric.name]) if metric.name in STEP_PERCENTILES else metric for metric in metrics]
+    return [metric.judged_by(status_of[metric.name]) if metric.name in STEP_PERCENTILES
+            else metric.not_judged() if stepless and metric.unit == "%" else metric for metric in metrics]
 
 
-def budget_statuses(step: dict, metrics: list[MetricRow], serving_judged: bool) -> dict[str, str]:
-    """The budgets the verdict reads: step p50 and p99, and with comparable serving artifacts
-    each serving budget measured on both sides (improved, regressed or unchanged)."""
+def budget_statuses(step: dict, metrics: list[MetricRow], serving_judged: bool, rate: WorkRate | None = None) -> dict[str, str]:
+    """The budgets the verdict reads: step p50 and p99, the kernel time per call of a pair without
+    steps (over its matched devices), and with comparable serving artifacts each serving budget
+    measured on both sides (improved, regressed or unchanged)."""
     budgets = {"step p50": step["status"], "step p99": step["p99_status"]}
+    if rate is not None:
+        budgets[WORK_RATE_BUDGET] = overall([device.status for device in rate.devices])
+        budgets[CALL_RATE_BUDGET] = overall([device.rate_status for device in rate.devices])
     if serving_judged:
         for metric in metrics:
             if metric.name in SERVING_BUDGETS and metric.change is not None:
@@ -125,7 +155,7 @@ def overall_verdict(budgets: dict[str, str], comparable: Comparability) -> tuple
         return "inconclusive", comparable
     if not measured:
         return "inconclusive", comparable.with_reason(
-            "nothing measured on both sides to judge: no step durations, no serving percentiles")
+            "nothing measured on both sides to judge: no step durations, no kernel times per call, no serving percentiles")
     ups = any(status in ("improved", "mixed") for status in measured)
     downs = any(status in ("regressed", "mixed") for status in measured)
     return "mixed" if ups and downs else "improved" if ups else "regressed" if downs else "unchanged", comparable
@@ -179,7 +209,10 @@ def gate_exit(result: dict) -> int:
 
 
 def summary_line(result: dict) -> str:
-    """The verdict in one line: the first measured rank's step p50 change, the findings by status, broken SLOs."""
+    """The verdict in one line: the first measured rank's step p50 change (a pair without steps:
+    the first judged device's kernel time per call), the largest per-step movers across ranks,
+    the findings that changed status (a finding that merely persists is in the findings, not
+    here), broken SLOs."""
     verdict = result["verdict"]
     if verdict == "inconclusive":
         why = next((reason for reason in result["comparable"]["reasons"]), "nothing to judge")
@@ -192,16 +225,48 @@ def summary_line(result: dict) -> str:
                      f" ({speed_words(row)}, after/before {row['ratio']:.3f} "
                      f"[95% CI {row['ci95'][0]:.3f}-{row['ci95'][1]:.3f}]{'' if row['significant'] else ', within noise'})"
                      + (f" on rank0 of {len(result['step_time'])}" if len(result["step_time"]) > 1 else ""))
+    if result["work_rate"]:
+        parts.extend(_work_rate_words(result))
+    ranks = len(result["step_time"])
+    moved = [mover_text(mover, result["threshold_pct"], ranks) for mover in result["movers"][:SUMMARY_MOVERS]]
+    if moved:
+        parts.append("moved: " + ", ".join(moved))
     ids_by_status = {}
     for finding in result["findings"]:
         if finding["status"]:
             ids_by_status.setdefault(finding["status"], []).append(finding["id"])
-    for status in ("fixed", "falsified", "worse", "new", "better", "persists"):
+    for status in ("fixed", "falsified", "worse", "new", "better"):
         if status in ids_by_status:
             parts.append(f"{status}: {', '.join(ids_by_status[status])}")
     if result["slo_broken"]:
         parts.append("SLO broken: " + "; ".join(result["slo_broken"]))
     return "; ".join(parts)
+
+
+def _work_rate_words(result: dict) -> list[str]:
+    """A pair without steps in words: the first judged device's kernel time per call, the kernel
+    that moved most, and busy % said to be not judged."""
+    rate = result["work_rate"]
+    judged = [device for device in rate["devices"] if device["ratio"] is not None]
+    if not judged:
+        return []
+    device = judged[0]
+    low, high = device["ci95"]
+    words = [f"kernel time per call x{device['ratio']:.3f} of before [95% CI {low:.3f}-{high:.3f}]"
+             f"{'' if device['significant'] else ', within noise'} over {device['kernels']} common kernels "
+             f"({device['before_covered_pct']:.0f}% of the kernel time before)"
+             + (f" on rank0 of {len(rate['devices'])}" if len(rate["devices"]) > 1 else "")]
+    if device["rate_ratio"] is not None:
+        words.append(f"their calls per second x{device['rate_ratio']:.3f} ({device['rate_status']})")
+    kernel = next((row for row in rate["kernels"] if row["device"] == device["device"]), None)
+    if kernel is not None:
+        words.append(f"{kernel['name'][:60]} {fmt_ns(kernel['before_ns_per_call'])} -> {fmt_ns(kernel['after_ns_per_call'])} "
+                     f"per call ({kernel['status']})")
+    busy = next((metric for metric in result["metrics"] if metric["name"] == "busy_pct"), None)
+    if busy is not None and busy["before"] is not None and busy["after"] is not None:
+        words.append(f"GPU busy {busy['before']:.1f}% -> {busy['after']:.1f}% not judged (a window without steps "
+                     "is the GPU activity itself: it shrinks when the kernels get faster)")
+    return words
 
 
 # ---------------------------------------------------------------------------
@@ -214,7 +279,7 @@ SERIES_FIGURES = tuple(name for name, _unit, _lower in METRICS)  # every per-ste
 def trend_record(data: dict) -> dict:
     """What ``trend`` reads of one analysis (flat, for the batch Parquet tables): the
     comparability signature, the per-step figures, each finding's ms per step, and each
-    device's kernels in ms per step (rank order)."""
+    device's kernels in ms per step and ns per call (rank order)."""
     side = Side(data, "")
     figures = side.figures()
     models = Counter(device.get("name") for device in side.devices)
@@ -236,6 +301,7 @@ def trend_record(data: dict) -> dict:
         steps = side.device_steps(device)
         for kernel in device.get("kernels") or []:
             kernels.append({"device_rank": rank, "name": kernel["name"], "kind": kernel["kind"],
-                            "ms_per_step": round(kernel["total_ns"] / steps / 1e6, 6) if steps else None})
+                            "ms_per_step": round(kernel["total_ns"] / steps / 1e6, 6) if steps else None,
+                            "ns_per_call": round(kernel["total_ns"] / kernel["count"], 1) if kernel["count"] else None})
     return {"signature": signature, "figures": {name: round4(figures.get(name)) for name in SERIES_FIGURES},
             "findings_ms": findings, "kernels": kernels}

@@ -6,17 +6,28 @@ step figures), :data:`SHARE_NOISE_PTS` points (shares), or the threshold in rela
 (percentiles, rates, counts per step; a count also by at least half a call). Its direction
 is ``improved`` / ``regressed`` by the metric's better side, ``changed`` for a metric that
 is neither better nor worse by itself, ``unchanged`` within noise, ``n/a`` when a side lacks it.
+
+**What moved** (:func:`movers`): the window's components in ms per step (compute, exposed
+collective, copies only, idle by cause) rank by rank, ranks matched in order. A component
+moved when its change is at least the threshold x that rank's before step p50 (``beyond_noise``),
+or when it grew by at least :data:`GROWTH_PCT` % of itself and by at least
+:data:`GROWTH_FLOOR_PCT_OF_STEP` % of the step (``grown``: a component that grew by a third is a
+cause in the making even while it is under the step threshold). Movers rank by the size of their
+change, across ranks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tracetriage.analyzers.compare_side import round4
+from tracetriage.analyzers.compare_side import Side, round4
 from tracetriage.analyzers.timeline import CAUSES
+from tracetriage.model import collective_op
 from tracetriage.wording import ms_text
 
 SHARE_NOISE_PTS = 5.0  # a change of a share (busy %) under this many points is no change
+GROWTH_PCT = 25.0  # a component that grew by this share of itself is reported as grown, even under the step threshold
+GROWTH_FLOOR_PCT_OF_STEP = 1.0  # ... when it grew by at least this share of the step (finer is jitter of two captures)
 JUDGED_DIRECTIONS = ("improved", "regressed", "mixed")
 
 METRICS = [
@@ -110,3 +121,84 @@ def figure_text(value, unit: str = "") -> str:
     if unit == "%":
         return f"{value:.1f}%"
     return f"{value:,.3g}" if isinstance(value, float) else f"{value:,}"
+
+
+# ---------------------------------------------------------------------------
+# What moved, per rank
+
+COMPONENT_WORDS = {"compute_ms": "compute", "collective_ms": "exposed collective", "copy_ms": "copies only",
+                   "idle_sync_ms": "idle in blocking syncs", "idle_memcpy_sync_ms": "idle in synchronous copies",
+                   "idle_launch_ms": "idle in launch calls", "idle_other_cuda_ms": "idle in other CUDA/HIP calls",
+                   "idle_host_ms": "host idle (no CUDA call)", "idle_unknown_ms": "idle, cause unknown"}
+COMPONENTS = (("compute_ms", ["compute"]), ("collective_ms", ["collective"]), ("copy_ms", ["copy"]),
+              *[(f"idle_{cause}_ms", [f"idle:*:{cause}"]) for cause in CAUSES])
+
+
+@dataclass(frozen=True, slots=True)
+class Mover:
+    """One component of one matched rank that moved: ms per step on each side, the change in ms
+    and in % of its before value, and why it counts (beyond the step threshold, or grown)."""
+
+    component: str
+    label: str
+    rank: int
+    before_ms: float
+    after_ms: float
+    change_ms: float
+    change_pct: float | None
+    beyond_noise: bool
+    grown: bool
+
+    def to_contract(self) -> dict:
+        return {"component": self.component, "label": self.label, "rank": self.rank, "before_ms": round4(self.before_ms),
+                "after_ms": round4(self.after_ms), "change_ms": round4(self.change_ms),
+                "change_pct": None if self.change_pct is None else round(self.change_pct, 1),
+                "beyond_noise": self.beyond_noise, "grown": self.grown}
+
+
+def movers(before: Side, after: Side, threshold_pct: float) -> list[Mover]:
+    """The components that moved on each matched rank with steps on both sides, largest change first."""
+    found = []
+    for index, (rank_before, rank_after) in enumerate(zip(before.ranks, after.ranks)):
+        step_ns = rank_before["steps"].get("p50_ns")
+        if not step_ns or not rank_after["steps"].get("count"):
+            continue
+        step_ms = step_ns / 1e6
+        for component, patterns in COMPONENTS:
+            before_ms, after_ms = before.rank_slice_ms(rank_before, patterns), after.rank_slice_ms(rank_after, patterns)
+            if before_ms is None or after_ms is None:
+                continue
+            change = after_ms - before_ms
+            change_pct = 100.0 * change / before_ms if before_ms > 0 else None
+            beyond = abs(change) >= threshold_pct / 100.0 * step_ms
+            grown = (change >= GROWTH_FLOOR_PCT_OF_STEP / 100.0 * step_ms
+                     and (change_pct is None or change_pct >= GROWTH_PCT))
+            if beyond or grown:
+                found.append(Mover(component, _component_label(component, rank_before, rank_after, change), index,
+                                   before_ms, after_ms, change, change_pct, beyond, grown))
+    found.sort(key=lambda mover: (-abs(mover.change_ms), mover.rank, mover.component))
+    return found
+
+
+def _component_label(component: str, rank_before: dict, rank_after: dict, change: float) -> str:
+    """The component in words; exposed collective time named by the collective that ran most on
+    the side where the time is larger (``exposed SendRecv``)."""
+    if component != "collective_ms":
+        return COMPONENT_WORDS[component]
+    busier = rank_after if change > 0 else rank_before
+    time_of: dict[str, int] = {}
+    for device in busier["devices"]:
+        for kernel in device.get("kernels") or []:
+            operation = collective_op(kernel["name"])
+            if operation:
+                time_of[operation] = time_of.get(operation, 0) + kernel["total_ns"]
+    return f"exposed {max(time_of, key=time_of.get)}" if time_of else COMPONENT_WORDS[component]
+
+
+def mover_text(mover: dict, threshold_pct: float, ranks: int) -> str:
+    """One mover in words: ``exposed SendRecv +0.301 ms/step on rank1 (grew 37%, below the 5%-of-step threshold)``."""
+    text = f"{mover['label']} {ms_text(mover['change_ms'], sign='+')}/step" + (f" on rank{mover['rank']}" if ranks > 1 else "")
+    if mover["grown"] and not mover["beyond_noise"]:
+        grew = f"grew {mover['change_pct']:.0f}%" if mover["change_pct"] is not None else "grew from nothing"
+        text += f" ({grew}, below the {threshold_pct:g}%-of-step threshold)"
+    return text

@@ -181,6 +181,12 @@ class Side:
         share = sum(slices_pct.get(name, 0.0) for name in matching(patterns))
         return share / 100.0 * device["window_ns"] / steps / 1e6
 
+    def rank_slice_ms(self, rank: dict, patterns) -> float | None:
+        """ms per step of the slices matching ``patterns``: the mean over one rank's devices."""
+        per_device = [self.slice_ms(device, patterns) for device in rank["devices"]]
+        per_device = [value for value in per_device if value is not None]
+        return float(np.mean(per_device)) if per_device else None
+
     def mean_slice_ms(self, patterns) -> float | None:
         per_device = [self.slice_ms(device, patterns) for device in self.devices]
         per_device = [value for value in per_device if value is not None]

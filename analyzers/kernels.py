@@ -102,13 +102,21 @@ def kernel_summary_multi(parts: list[tuple[Trace, int, int]], top: int = TOP_KER
 
 
 DEVICE_TOP_KERNELS = 20
+CALL_SAMPLE_MAX = 200  # per-call durations kept per kernel name and device of a step-less capture
+RATE_BINS = 20  # equal parts of the window a step-less capture's kernel calls are counted in
 
 
-def device_kernels(trace: Trace, lo: int, hi: int, top: int = DEVICE_TOP_KERNELS) -> dict[int, list[dict]]:
+def device_kernels(trace: Trace, lo: int, hi: int, top: int = DEVICE_TOP_KERNELS,
+                   call_samples: bool = False) -> dict[int, list[dict]]:
     """Per device (index into ``trace.devices``): the kernels *and graph replays* that start in
     [lo, hi), by name: ``kind`` ("kernel" or "graph"), ``count``, ``total_ns``; the ``top`` names
     by total time. A graph-level capture records a replay without the kernels inside it, so a
     replay is its own entry ("graph 1"): the time is counted, never left out of the window.
+    With ``call_samples`` (a capture without steps, whose comparison judges time per call) each
+    entry also has ``durations_ns``: the durations of at most :data:`CALL_SAMPLE_MAX` of its
+    calls, every k-th in start order (k = ceil(count / CALL_SAMPLE_MAX)), so every part of the
+    window is represented, and ``calls_per_bin``: its calls starting in each of :data:`RATE_BINS`
+    equal parts of the window (the spread of its rate over the window).
 
     One bincount per slice on (device, name) codes: no sort, no copy of the table."""
     g = trace.gpu
@@ -144,11 +152,54 @@ def device_kernels(trace: Trace, lo: int, hi: int, top: int = DEVICE_TOP_KERNELS
         dev, code = divmod(rest, n_names)
         name = str(cats[code - 1]) if code > 0 else "<unknown>"
         out.setdefault(dev, []).append({"name": name, "kind": "graph" if is_graph else "kernel",
-                                        "count": int(count[key]), "total_ns": int(round(total[key]))})
+                                        "count": int(count[key]), "total_ns": int(round(total[key])), "_key": int(key)})
+    kept: dict[int, dict] = {}
     for dev, rows in out.items():
         rows.sort(key=lambda r: (-r["total_ns"], r["name"]))
         del rows[top:]
+        kept.update({row.pop("_key"): row for row in rows})
+    for row in (row for rows in out.values() for row in rows):
+        row.pop("_key", None)
+    if call_samples and kept:
+        _call_samples(kept, start, end, work, graph, devs, codes, lo, hi, n_dev, n_names)
     return out
+
+
+def _call_samples(rows: dict[int, dict], start, end, work, graph, devs, codes, lo: int, hi: int,
+                  n_dev: int, n_names: int) -> None:
+    """``durations_ns`` of each kept (device, name) key's entry in ``rows``: every k-th call in
+    start order (the table is sorted by start), k = ceil(count / CALL_SAMPLE_MAX); and
+    ``calls_per_bin``, its calls by the part of the window they start in."""
+    keys = np.fromiter(rows, np.int64)
+    stride = {key: -(-row["count"] // CALL_SAMPLE_MAX) for key, row in rows.items()}
+    seen = dict.fromkeys(rows, 0)
+    picked: dict[int, list] = {key: [] for key in rows}
+    bins = {key: np.zeros(RATE_BINS, np.int64) for key in rows}
+    span = max(1, hi - lo)
+    for k in range(0, start.size, SUMMARY_CHUNK):
+        sl = slice(k, k + SUMMARY_CHUNK)
+        sk = start[sl]
+        sel = work[sl] & (sk >= lo) & (sk < hi)
+        if not sel.any():
+            continue
+        key = ((graph[sl][sel].astype(np.int64) * n_dev + devs[sl][sel].astype(np.int64)) * n_names
+               + codes[sl][sel].astype(np.int64) + 1)
+        kept_rows = np.isin(key, keys)
+        key = key[kept_rows]
+        duration = (end[sl][sel] - sk[sel]).astype(np.int64)[kept_rows]
+        part = np.minimum((sk[sel][kept_rows] - lo) * RATE_BINS // span, RATE_BINS - 1)
+        order = np.argsort(key, kind="stable")  # by key, each key's calls still in start order
+        present, first = np.unique(key[order], return_index=True)
+        for one, lo_row, hi_row in zip(present.tolist(), first.tolist(), [*first[1:].tolist(), order.size]):
+            rows_of = order[lo_row:hi_row]
+            bins[one] += np.bincount(part[rows_of], minlength=RATE_BINS)
+            mine = duration[rows_of]
+            ordinal = seen[one] + np.arange(mine.size)
+            picked[one].append(mine[ordinal % stride[one] == 0])
+            seen[one] += mine.size
+    for key, row in rows.items():
+        row["durations_ns"] = [int(value) for value in np.concatenate(picked[key])] if picked[key] else []
+        row["calls_per_bin"] = [int(value) for value in bins[key]]
 
 
 def merge_copy_checks(checks: list[dict]) -> dict | None:

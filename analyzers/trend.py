@@ -14,7 +14,11 @@ carries the same finding statuses and kernel movers as ``tracetriage compare``.
   tag file). A group of one case fits no series: listed apart, never mixed in.
 * **Series**: the per-step figures of each case (ms per step, counts per step, busy %,
   serving percentiles), each finding's ms per step (0 where the case did not report it) and
-  the top kernels' ms per step.
+  the top kernels' ms per step. A group of captures without steps (a benchmark loop, a
+  micro-benchmark: no case has a step p50) is read on work rate instead: its top kernels' ns
+  per call (``kernel_call:<name>``, lower is better, the budgets of such a group, as compare's
+  ``kernel time per call``), and its busy % is neither better nor worse (``changed``): the
+  window is the GPU activity itself, and a kernel that got 2x faster shrinks it.
 * **Noise**: sigma of a series is estimated robustly from its successive differences
   (median absolute difference / 0.954, the MAD of a difference of two normal draws), so
   neither a level shift nor an outlier inflates it.
@@ -39,6 +43,7 @@ import numpy as np
 
 from tracetriage.analyzers.compare_metrics import METRICS, SERVING_BUDGETS  # the series are compare's metrics
 from tracetriage.casenames import matches_baseline
+from tracetriage.wording import fmt_ns
 
 SCHEMA = "tracetriage.trend/1"
 THRESHOLD_PCT = 5.0
@@ -291,20 +296,29 @@ def _group_label(key: tuple, user: bool) -> str:
     return text + (f", {key[4]}" if user else "")
 
 
+def is_budget(metric: str) -> bool:
+    """A series the verdict line and the gate read: step time and serving figures, and the kernels'
+    time per call of a group without steps."""
+    return metric in BUDGETS or metric.startswith("kernel_call:")
+
+
 def _metric_rank(metric: str) -> int:
-    return 0 if metric in BUDGETS else 1 if metric.startswith("finding:") else 3 if metric.startswith("kernel:") else 2
+    return 0 if is_budget(metric) else 1 if metric.startswith("finding:") else 3 if metric.startswith("kernel:") else 2
 
 
 def _series(g, fidx, kernels) -> dict:
     """The group's series, one value per case in order: the per-step figures, each finding's ms
     per step (0 where a case with steps did not report it), the top kernels' ms per step (mean
-    over the case's devices; 0 where absent). One pivot per table, no per-case lookups."""
+    over the case's devices; 0 where absent), or in a group without steps their ns per call
+    (:func:`_call_series`). One pivot per table, no per-case lookups."""
     out = {}
-    for name, (unit, lower) in BASE_SERIES.items():
-        if name in g and g[name].notna().sum() >= 2:
-            out[name] = (unit, lower, g[name].to_numpy(np.float64, na_value=np.nan))
     ids = g["case_id"].tolist()
     has_steps = g["step_p50_ms"].notna().to_numpy() if "step_p50_ms" in g else np.zeros(len(ids), bool)
+    stepless = not has_steps.any()
+    for name, (unit, lower) in BASE_SERIES.items():
+        if name in g and g[name].notna().sum() >= 2:
+            # busy % of a window that is the GPU activity itself is no better or worse by itself
+            out[name] = (unit, None if stepless and unit == "%" else lower, g[name].to_numpy(np.float64, na_value=np.nan))
     if fidx is not None:
         f = fidx[fidx["case_id"].isin(ids) & (fidx["id"] != "healthy")]
         if len(f):
@@ -317,7 +331,9 @@ def _series(g, fidx, kernels) -> dict:
                 out[f"finding:{fid}"] = ("ms/step", True, vals)
     if kernels is not None and len(kernels):
         k = kernels[kernels["case_id"].isin(ids)]
-        if len(k):
+        if len(k) and stepless:  # no ms per step without steps: the time per call instead
+            out.update(_call_series(k, ids) if "ns_per_call" in k else {})
+        elif len(k):
             per = k.groupby(["case_id", "name"])["ms_per_step"].mean().unstack("name").reindex(ids)
             # a graph-level capture records replays, not the kernels inside them: a kernel it lacks
             # was not measured there (NaN, left out of the search), not absent (0)
@@ -329,6 +345,20 @@ def _series(g, fidx, kernels) -> dict:
                 # a kernel's time alone is neither better nor worse (the work may have moved): "changed"
                 out[f"kernel:{name}"] = ("ms/step", None, np.where(np.isnan(vals) & ~graph_level, 0.0, vals))
     return out
+
+
+def _call_series(kernels, ids: list) -> dict:
+    """The ns per call of a group's kernels without steps (mean over a case's devices; NaN where a
+    case did not list the kernel: no call, no time per call; lower is better): the
+    :data:`TOP_KERNELS` listed by the most cases (each case lists its devices' top kernels by
+    time), then the longest per call."""
+    measured = kernels[kernels["ns_per_call"].notna()]
+    if not len(measured):
+        return {}
+    per = measured.groupby(["case_id", "name"])["ns_per_call"].mean().unstack("name").reindex(ids)
+    top = sorted(per.columns, key=lambda name: (-int(per[name].notna().sum()), -float(np.nanmean(per[name])), name))
+    return {f"kernel_call:{name}": ("ns/call", True, per[name].to_numpy(np.float64, na_value=np.nan))
+            for name in top[:TOP_KERNELS]}
 
 
 def _change(group, metric, unit, kind, worse, g, last, first, before, after, cases) -> dict:
@@ -377,7 +407,7 @@ def _gate(changes, cases, series, baseline, step_p50, threshold_pct) -> bool:
         hit = [i for i, n in enumerate(names) if matches_baseline(n, baseline)]
         if not hit:
             return False
-        for metric in BUDGETS:
+        for metric in [*BUDGETS, *(name for name in series if name.startswith("kernel_call:"))]:
             if metric not in series:
                 continue
             unit, lower, vals = series[metric]
@@ -389,7 +419,7 @@ def _gate(changes, cases, series, baseline, step_p50, threshold_pct) -> bool:
             if worse >= practical_min(unit, base, step_p50, threshold_pct) and worse > SHIFT_SPREAD_FACTOR * robust_sigma(vals):
                 return True
         return False
-    for metric in BUDGETS:
+    for metric in [*BUDGETS, *(name for name in series if name.startswith("kernel_call:"))]:
         shifts = [c for c in changes if c["metric"] == metric and c["kind"] == "level_shift"]
         if shifts and shifts[-1]["direction"] == "regressed":
             return True
@@ -397,12 +427,14 @@ def _gate(changes, cases, series, baseline, step_p50, threshold_pct) -> bool:
 
 
 def _metric_words(metric: str) -> str:
+    if metric.startswith("kernel_call:"):
+        return f"{metric[12:][:60]} time per call"
     return re.sub(r"_(p\d\d)_ms$", r" \1", metric).replace("_", " ")
 
 
 def _verdict(label, changes, cases) -> str:
     shifts = [c for c in changes if c["kind"] == "level_shift"]
-    outliers = [c for c in changes if c["kind"] == "outlier" and c["metric"] in BUDGETS]
+    outliers = [c for c in changes if c["kind"] == "outlier" and is_budget(c["metric"])]
     if len(cases) < MIN_SERIES:
         return (f"{label}: {len(cases)} captures, too few to tell a change from noise (at least {MIN_SERIES}); "
                 "compare two of them with tracetriage compare")
@@ -410,13 +442,15 @@ def _verdict(label, changes, cases) -> str:
         return f"{label}: no change beyond noise over {len(cases)} captures"
     parts, seen = [], set()
     for c in shifts:
-        if c["metric"] not in BUDGETS or c["first_bad"] in seen:  # one line per change point: its first budget
+        if not is_budget(c["metric"]) or c["first_bad"] in seen:  # one line per change point: its first budget
             continue
         seen.add(c["first_bad"])
         causes = [f"{f['id']} {f['status']}" + (f" at {f['after_ms_per_step']:.3g} ms/step" if f["status"] == "new" and
                                                   f["after_ms_per_step"] is not None else "") for f in c["findings"]]
+        levels = (f"{fmt_ns(c['before']['level'])} -> {fmt_ns(c['after']['level'])} per call" if c["unit"] == "ns/call"
+                  else f"{c['before']['level']:.3g} -> {c['after']['level']:.3g} {c['unit']}")
         parts.append(f"from {c['first_bad']} on: {_metric_words(c['metric'])} {c['change_pct']:+.0f}% "
-                     f"({c['before']['level']:.3g} -> {c['after']['level']:.3g} {c['unit']}), {c['direction']}"
+                     f"({levels}), {c['direction']}"
                      + (f"; {', '.join(causes)}" if causes else ""))
     for c in outliers:
         if c["first_bad"] in seen:
@@ -424,7 +458,8 @@ def _verdict(label, changes, cases) -> str:
         seen.add(c["first_bad"])
         parts.append(f"{c['first_bad']} alone: {_metric_words(c['metric'])} {c['change_pct']:+.0f}% (an outlier, not a shift)")
     if not parts:
-        parts = [f"{len(shifts)} shift(s) in secondary series; the budgets (step time, serving percentiles) held"]
+        parts = [f"{len(shifts)} shift(s) in secondary series; the budgets (step time, serving percentiles, kernel time "
+                 "per call) held"]
     return f"{label}: " + "; ".join(parts)
 
 

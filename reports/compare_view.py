@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tracetriage.wording import ms_decimals, ms_text, speed_words
+from tracetriage.wording import fmt_ns, ms_decimals, ms_text, speed_words
 
 LABELS = {
     "step_p50_ms": "step p50", "step_p99_ms": "step p99", "compute_ms": "compute", "collective_ms": "exposed collective",
@@ -172,11 +172,68 @@ class MovedKernelView:
 
 
 @dataclass(frozen=True, slots=True)
+class MoverView:
+    """A component of one rank's step that moved: ms per step on each side, the change, and why it
+    counts (beyond the threshold, or grown by a quarter of itself while under it)."""
+    label: str
+    rank: str
+    before: str
+    after: str
+    change: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRateView:
+    """One matched device pair of captures without steps: the kernel time per call after/before
+    with its interval and status, the kernels it rests on and the share of kernel time they cover,
+    their calls per second with its ratio after/before, interval, p and status; ``reason`` why it was
+    not measured (None when it was)."""
+    device: str
+    measured: bool
+    kernels: str
+    before_covered: str
+    after_covered: str
+    before_calls_per_s: str
+    after_calls_per_s: str
+    ratio: str | None
+    ci_low: str | None
+    ci_high: str | None
+    status: str
+    reason: str | None
+    rate_ratio: str | None
+    rate_ci_low: str | None
+    rate_ci_high: str | None
+    rate_p_value: str
+    rate_status: str
+
+
+@dataclass(frozen=True, slots=True)
+class KernelRateView:
+    """One common kernel of captures without steps: calls and time per call on each side, the ratio
+    after/before with its interval, the Mann-Whitney p and the status."""
+    device: str
+    name: str
+    short_name: str
+    before_calls: str
+    after_calls: str
+    before_per_call: str
+    after_per_call: str
+    ratio: str
+    ci_low: str
+    ci_high: str
+    p_value: str
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
 class CompareView:
     """Everything a report of one Comparison shows, in the order the text report shows it: ``threshold``
     the practical minimum (% of the before step) as ``%g`` spells it, ``threshold_repr`` as the contract
     does; ``noise_ms_per_step`` None when the before step was not measured; ``step_test`` the test of the
-    step times, None when no rank's steps were compared."""
+    step times, None when no rank's steps were compared. A pair of captures without steps has
+    ``work_rate`` (per device), ``rate_kernels`` and ``work_rate_method`` instead of step times and
+    per-step kernels; ``movers`` are the per-step components that moved, largest first across ranks."""
     tool_version: str
     schema: str
     summary: str
@@ -198,6 +255,10 @@ class CompareView:
     findings: tuple[EvidencedFindingView, ...]
     sections: tuple[MetricSectionView, ...]
     kernels: tuple[MovedKernelView, ...]
+    movers: tuple[MoverView, ...]
+    work_rate_method: str | None
+    work_rate: tuple[DeviceRateView, ...]
+    rate_kernels: tuple[KernelRateView, ...]
 
 
 def compare_view(comparison: dict) -> CompareView:
@@ -205,6 +266,7 @@ def compare_view(comparison: dict) -> CompareView:
     comparable = comparison["comparable"]
     method = comparison["method"]
     noise = method["noise_ms_per_step"]
+    rate = comparison["work_rate"]
     return CompareView(
         tool_version=str(comparison["tool_version"]), schema=str(comparison["schema"]), summary=comparison["summary"],
         verdict=comparison["verdict"], verdict_words=VERDICT_WORDS[comparison["verdict"]], detail=verdict_detail(comparison),
@@ -213,11 +275,15 @@ def compare_view(comparison: dict) -> CompareView:
         slo_broken=tuple(comparison["slo_broken"]), slo_not_measured=tuple(comparison["slo_not_measured"]),
         threshold=f"{comparison['threshold_pct']:g}", threshold_repr=str(comparison["threshold_pct"]),
         noise_ms_per_step=None if noise is None else ms(noise),
-        step_test=str(method["step_test"]) if comparison["step_time"] else None,
-        step_time=tuple(_step_time(rank) for rank in comparison["step_time"]),
+        step_test=str(method["step_test"]) if comparison["step_time"] and rate is None else None,
+        step_time=() if rate is not None else tuple(_step_time(rank) for rank in comparison["step_time"]),
         findings=tuple(_finding(finding) for finding in comparison["findings"]),
         sections=metric_sections(comparison["metrics"]),
-        kernels=tuple(_kernel(kernel) for kernel in comparison["kernels"]))
+        kernels=() if rate is not None else tuple(_kernel(kernel) for kernel in comparison["kernels"]),
+        movers=tuple(_mover(mover, comparison["threshold_pct"]) for mover in comparison["movers"]),
+        work_rate_method=None if rate is None else str(rate["method"]),
+        work_rate=() if rate is None else tuple(_device_rate(device) for device in rate["devices"]),
+        rate_kernels=() if rate is None else tuple(_kernel_rate(kernel) for kernel in rate["kernels"]))
 
 
 def _side(side: dict) -> SideView:
@@ -272,3 +338,45 @@ def _kernel(kernel: dict) -> MovedKernelView:
         graph=kernel.get("kind") == "graph",
         before_ms_per_step=ms(kernel["before_ms_per_step"]), after_ms_per_step=ms(kernel["after_ms_per_step"]),
         before_share=pct(kernel["before_share_pct"]), after_share=pct(kernel["after_share_pct"]))
+
+
+def _mover(mover: dict, threshold_pct: float) -> MoverView:
+    coarser = max(abs(mover["before_ms"]), abs(mover["after_ms"]))
+    if mover["beyond_noise"]:
+        why = f"beyond the {threshold_pct:g}%-of-step threshold"
+    elif mover["change_pct"] is not None:
+        why = f"grew {mover['change_pct']:.0f}%, below the {threshold_pct:g}%-of-step threshold"
+    else:
+        why = f"grew from nothing, below the {threshold_pct:g}%-of-step threshold"
+    return MoverView(label=str(mover["label"]), rank=str(mover["rank"]), before=ms(mover["before_ms"]),
+                     after=ms(mover["after_ms"]), change=ms(mover["change_ms"], ms_decimals(coarser), sign="+"), why=why)
+
+
+def _rate(value) -> str:
+    return "n/a" if value is None else f"{value:,.0f}/s"
+
+
+def _device_rate(device: dict) -> DeviceRateView:
+    measured = device["ratio"] is not None
+    return DeviceRateView(
+        device=str(device["device"]), measured=measured, kernels=str(device["kernels"]),
+        before_covered=pct(device["before_covered_pct"]), after_covered=pct(device["after_covered_pct"]),
+        before_calls_per_s=_rate(device["before_calls_per_s"]), after_calls_per_s=_rate(device["after_calls_per_s"]),
+        ratio=f"{device['ratio']:.3f}" if measured else None,
+        ci_low=f"{device['ci95'][0]:.3f}" if measured else None, ci_high=f"{device['ci95'][1]:.3f}" if measured else None,
+        status=str(device["status"]), reason=device["reason"],
+        rate_ratio=None if device["rate_ratio"] is None else f"{device['rate_ratio']:.3f}",
+        rate_ci_low=None if device["rate_ci95"] is None else f"{device['rate_ci95'][0]:.3f}",
+        rate_ci_high=None if device["rate_ci95"] is None else f"{device['rate_ci95'][1]:.3f}",
+        rate_p_value="n/a" if device["rate_p_value"] is None else f"{device['rate_p_value']:.2g}",
+        rate_status=str(device["rate_status"]))
+
+
+def _kernel_rate(kernel: dict) -> KernelRateView:
+    name = str(kernel["name"])
+    return KernelRateView(
+        device=str(kernel["device"]), name=name, short_name=name if len(name) <= 90 else name[:44] + "…" + name[-44:],
+        before_calls=f"{kernel['before_calls']:,}", after_calls=f"{kernel['after_calls']:,}",
+        before_per_call=fmt_ns(kernel["before_ns_per_call"]), after_per_call=fmt_ns(kernel["after_ns_per_call"]),
+        ratio=f"{kernel['ratio']:.3f}", ci_low=f"{kernel['ci95'][0]:.3f}", ci_high=f"{kernel['ci95'][1]:.3f}",
+        p_value=f"{kernel['p_value']:.2g}", status=str(kernel["status"]))

@@ -10,14 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tracetriage.reports.compare_view import LABELS
+from tracetriage.wording import fmt_ns
 
-BUDGETS = "step time, serving percentiles"
+BUDGETS = "step time, serving percentiles, kernel time per call of captures without steps"
 
 
 def level(value, unit) -> str:
-    """A series' level: ms to three decimals, % to one, anything else to two (trailing zeros cut)."""
+    """A series' level: ms to three decimals, % to one, ns per call as a duration, anything else to
+    two (trailing zeros cut)."""
     if value is None:
         return "n/a"
+    if unit == "ns/call":
+        return f"{fmt_ns(value)} per call"
     if unit in ("ms", "ms/step"):
         return f"{value:.3f} ms"
     if unit == "%":
@@ -31,13 +35,15 @@ def label(metric: str) -> str:
         return f"{metric[8:]} (ms per step it claims)"
     if metric.startswith("kernel:"):
         return f"kernel {metric[7:]} (ms per step)"
+    if metric.startswith("kernel_call:"):
+        return f"kernel {metric[12:]} (time per call)"
     return LABELS.get(metric, metric.replace("_", " "))
 
 
 def series_title(metric: str, unit: str) -> str:
     """A chart's title: the table's label, with the unit where the label does not say it."""
     text = label(metric)
-    return text if metric.startswith(("finding:", "kernel:")) else f"{text} ({unit})"
+    return text if metric.startswith(("finding:", "kernel:", "kernel_call:")) else f"{text} ({unit})"
 
 
 def change_text(change: dict) -> str:

@@ -1070,6 +1070,50 @@ def scenario_nightly_decode(rng, eager=False, host_outlier=False):
                  "syncs_per_step": 1, "warmup_steps": 2}
 
 
+MICROBENCH_KERNELS = (("gemm_bf16_tn_kernel", 400 * US), ("softmax_warp_kernel", 80 * US), ("layer_norm_fwd_kernel", 50 * US))
+
+
+def scenario_microbench(rng, faster: str | None = None, factor: float = 2.0, iterations: int = 120):
+    """A micro-benchmark loop without steps (no NVTX, no sync until the end, no graphs): each
+    iteration ~600 us of host work (input preparation) and the three kernels of
+    :data:`MICROBENCH_KERNELS`, each call's duration within 5% of its nominal; kernel ``faster``
+    runs ``factor`` times faster. The host paces the loop, so a faster kernel leaves the GPU idle
+    longer: busy % falls while the work got faster."""
+    r = Rank(pid=5120, device=0)
+    for _ in range(iterations):
+        r.host(int(rng.uniform(580, 620) * US))
+        for name, nominal in MICROBENCH_KERNELS:
+            duration = nominal / (factor if name == faster else 1.0)
+            r.launch(name, int(duration * rng.uniform(0.95, 1.05)))
+    r.api_call("cudaDeviceSynchronize_v3020", 50 * US)
+    return [r], {"launches_per_step": None, "graph_launches_per_step": None, "syncs_per_step": None, "warmup_steps": 0}
+
+
+def generate_microbench_pair(out: Path, faster: str = MICROBENCH_KERNELS[0][0], factor: float = 2.0,
+                             seed: int = 7) -> tuple[Path, Path]:
+    """``out/microbench_before/trace.sqlite`` and ``out/microbench_after/trace.sqlite``: the loop of
+    :func:`scenario_microbench`, after with ``faster`` ``factor`` times faster, each from its own seed.
+    The truth (``out/microbench_truth.json``), from the generated calls: each kernel's mean ns per
+    call and each side's busy % of its GPU-activity window."""
+    out.mkdir(parents=True, exist_ok=True)
+    truth = {"faster": faster, "factor": factor}
+    made = []
+    for side, speed_up in (("before", None), ("after", faster)):
+        ranks, extra = scenario_microbench(random.Random(f"{seed}:microbench:{side}"), faster=speed_up, factor=factor)
+        bundle = out / f"microbench_{side}"
+        bundle.mkdir(exist_ok=True)
+        write_nsys(bundle / "trace.sqlite", ranks, f"microbench_{side}")
+        calls: dict[str, list[int]] = {}
+        for start, end, name, *_ in ranks[0].kernels:
+            calls.setdefault(name, []).append(end - start)
+        truth[side] = {"ns_per_call": {name: sum(durations) / len(durations) for name, durations in calls.items()},
+                       "calls": {name: len(durations) for name, durations in calls.items()},
+                       "busy_pct": truth_for(ranks, extra, f"microbench_{side}", "")["devices"][0]["busy_pct"]}
+        made.append(bundle)
+    (out / "microbench_truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+    return made[0], made[1]
+
+
 NIGHT0_NS = 1_793_491_200 * 10**9  # 2026-11-01T00:00:00Z
 DAY_NS = 86_400 * 10**9
 
@@ -1152,6 +1196,9 @@ def main(argv=None):
                     help="first eager night of --nightly, 2..N (0: no switch; default: %(default)s)")
     ap.add_argument("--outlier-at", type=int, default=6, metavar="K",
                     help="the night with a one-off host stall, 1..N (0: none; default: %(default)s)")
+    ap.add_argument("--microbench", action="store_true",
+                    help="write a step-less micro-benchmark pair (compare's work-rate sample): microbench_before and "
+                         "microbench_after, whose GEMM kernel runs 2x faster, with microbench_truth.json")
     args = ap.parse_args(argv)
     if args.nightly is not None:
         if args.nightly < 1:
@@ -1163,7 +1210,9 @@ def main(argv=None):
         if args.outlier_at and not 1 <= args.outlier_at <= args.nightly:
             ap.error(f"--outlier-at {args.outlier_at} is not a night of --nightly {args.nightly}: pass it between 1 and "
                      f"{args.nightly}, or 0 for none")
-    if args.nightly:
+    if args.microbench:
+        made = list(generate_microbench_pair(args.out, seed=args.seed))
+    elif args.nightly:
         made = generate_nightly(args.out, args.nightly, args.switch_at or None, args.outlier_at or None, args.seed)
     elif args.serving:
         from serving_scenarios import generate_serving

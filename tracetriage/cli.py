@@ -113,8 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Order the cases of a batch output folder (or of captures, analyzed by batch first) by "
                                    "capture time, group comparable cases, find level shifts and one-off outliers in each "
                                    "series, and name the last good and first bad capture with the findings and kernels "
-                                   "that moved there. --gate: exit 8 when the latest capture of a group is in a regressed "
-                                   "segment.")
+                                   "that moved there (a group of captures without steps: its kernels' time per call, "
+                                   "not busy %). --gate: exit 8 when the latest capture of a group is in a regressed "
+                                   "segment of a budget series.")
     t.add_argument("inputs", nargs="+", metavar="INPUT", help="a batch output folder (with summary.parquet), or captures, "
                                                              "folders and archives to run batch on first; exit 3 when an "
                                                              "input is missing or unreadable, 4 when no case could be analyzed")
@@ -131,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "root; -1, the case itself, is no group key) or tag:FILE (the text "
                                                      "of FILE in the case's folder)")
     t.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
-                   help="the practical minimum of a change, in %% of the step (default 5)")
+                   help="the practical minimum of a change, in %% of the step for ms-per-step series, else of the "
+                        "series' level (counts, serving figures, the kernels' time per call of captures without "
+                        "steps); default 5")
     t.add_argument("--baseline", metavar="NAME", help="with --gate: the reference capture the latest one is judged "
                                                       "against (a case name as shown), instead of the series' own shifts")
     t.add_argument("--gate", action="store_true", help="exit 8 when the latest capture of a group is in a regressed segment")
@@ -143,9 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compare", help="what changed between two captures (before/after a fix or release)",
                        description="Compare two cases (traces, bundles, or saved analysis JSON files): step time per rank "
-                                   "with its noise, each finding of BEFORE checked on AFTER (fixed, falsified, better, "
-                                   "worse, persists, new), and a verdict. Exit codes with --gate: 0 improved/unchanged/"
-                                   "mixed within budgets, 8 regressed, 9 inconclusive.")
+                                   "with its noise (captures without steps: their common kernels' time per call, never "
+                                   "busy %), what moved per step, each finding of BEFORE checked on AFTER (fixed, "
+                                   "falsified, better, worse, persists, new), and a verdict. Exit codes with --gate: 0 "
+                                   "improved/unchanged/mixed within budgets, 8 regressed, 9 inconclusive.")
     c.add_argument("before", metavar="BEFORE", help="the capture before the change: a trace, a bundle folder, or a saved "
                                                     "analysis.json (analyze --format json, or batch's cases/<id>/analysis.json)")
     c.add_argument("after", metavar="AFTER", help="the capture after the change (the same kinds)")
@@ -158,7 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "--slo budget met before is broken after)")
     c.add_argument("--gate-threshold", type=float, default=5.0, metavar="PCT",
                    help="the smallest step-time change, in %% of the before step, that counts (default 5); "
-                        "a change must also be beyond the noise of the steps")
+                        "a change must also be beyond the noise of the steps (captures without steps: the smallest "
+                        "change of kernel time per call, beyond the noise of the calls)")
     _verdict_options(c)
     _cache_options(c)
 
