@@ -3,7 +3,6 @@ generated num_workers=0 training run, and on real captures."""
 
 import gzip
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -148,22 +147,25 @@ def test_real_training_capture_names_its_annotated_phases():
 
 def test_real_nvfuser_capture_names_the_fusion_runtime():
     """nsys 2025.1 nvFuser test: the GPU idles 98% while the host is inside nvFuser's NVTX range
-    FusionExecutorCache::runFusionWithInputs for over half the window (compiling and running the fusion)."""
+    FusionExecutorCache::runFusionWithInputs for over half the window (compiling and running the fusion); the
+    capture holds no steady phase, so the range is named in the table, not in a verdict."""
     analysis = analyze(open_case([real("nsys", "nsys2025.1_1xH200_nvfuser_pytorch_crossentropy.sqlite")]))
     top = analysis.data["devices"][0]["idle_by_host"]["ranges"][0]
     assert top["name"] == "FusionExecutorCache::runFusionWithInputs" and top["pct_of_window"] > 50
-    finding = analysis.data["findings"][0]
-    assert finding["id"] == "gpu_starved" and "inside the host range FusionExecutorCache::runFusionWithInputs" in finding["title"]
+    # the capture is start-up only (a handful of first launches, few repeat): no steady phase to judge, so the
+    # host range is reported in the table while the verdict abstains (issue 32, item 1)
+    assert not analysis.data["findings"]
+    assert any(a["analysis"] == "no_steady_phase" for a in analysis.data["abstentions"])
 
 
-RESNET_NW0 = "kineto_tb_resnet50_num_workers_0.pt.trace.json.gz"
+RESNET_NW0 = "kineto_tb_plugin_resnet50_num_workers_0_pt1.8.json.gz"
 
 
 def _resnet(name):
-    for path in (REAL / "kineto" / name, Path("/work/pub") / name):
-        if path.exists():
-            return path
-    pytest.skip(f"{name}: pytorch/kineto tb_plugin sample not present")
+    path = REAL / "kineto" / name
+    if not path.exists():
+        pytest.skip(f"{name}: pytorch/kineto tb_plugin sample not present")
+    return path
 
 
 def test_real_resnet50_num_workers_0_is_starved_by_data_loading():
