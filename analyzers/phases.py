@@ -234,7 +234,7 @@ def _phase(activity: _Activity, name: str, start: int, end: int, warmup_steps: i
         busy_pct=round(100.0 * busy / length, 1), kernels=int((ops & activity.kernel).sum()),
         host_only=host_only,
         sync_copies={"count": int(sync.sum()), "longest_ns": int(sync_ns.max(initial=0)), "host_ns": int(sync_ns.sum())},
-        copy_bytes=int(gpu["bytes"].to_numpy(np.int64)[ops & is_kind(gpu, "memcpy")].sum()),
+        copy_bytes=int(gpu["bytes"].to_numpy(np.int64)[ops & is_kind(gpu, "memcpy")].clip(min=0).sum()),  # unrecorded: -1
         graph_capture_calls=int(np.isin(names.cat.codes.to_numpy()[in_phase], capture).sum()) if capture else 0,
         alloc_calls=int((in_phase & cat_mask(api, "category", "alloc")).sum()) if len(api) else 0,
         warmup_steps=int(warmup_steps),
