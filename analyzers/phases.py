@@ -311,8 +311,10 @@ def find(trace, steps: list) -> tuple[Phases, int, int]:
         return end - start >= PHASE_MIN_SHARE * span and (
             not with_steps or activity.density(start, end) <= SETUP_DENSITY_RATIO * steady_density)
 
-    setup = _phase(activity, "setup", span_lo, lo, warmup) if other_phase(span_lo, lo) else None
-    teardown = _phase(activity, "teardown", hi, span_hi) if other_phase(hi, span_hi) else None
+    # files of different runs (the parser says so): the time between their events is no stretch of this run
+    unrelated = bool(trace.meta.get("clocks_unrelated"))
+    setup = _phase(activity, "setup", span_lo, lo, warmup) if other_phase(span_lo, lo) and not unrelated else None
+    teardown = _phase(activity, "teardown", hi, span_hi) if other_phase(hi, span_hi) and not unrelated else None
     launches, repeated = activity.launches(lo, hi)
     no_steady = None if with_steps else _no_steady(activity, lo, hi, launches, repeated)
     steady = _phase(activity, "steady", lo, hi) if no_steady is None else None

@@ -47,7 +47,7 @@ import zlib
 import numpy as np
 import pandas as pd
 
-from tracetriage.errors import MissingDataError, TraceFormatError
+from tracetriage.errors import MissingDataError, TraceFormatError, UnsupportedInputError
 from tracetriage.model import (
     API_CATEGORIES,
     COLLECTIVE_OPS,
@@ -613,8 +613,8 @@ def _check_device(path: str, warnings: list, no_gpu: bool, no_launches: bool, ot
     devices = sorted({OTHER_DEVICE_CATS[c] for c in other_devices})
     counts = ", ".join(f"{n:,} {c}" for c, n in sorted(other_devices.items()))
     if devices and (no_gpu or no_launches):
-        raise MissingDataError(path, f"nothing to analyze: a device this tool does not model yet: {', '.join(devices)} "
-                                     f"({counts} events; it models CUDA and ROCm GPUs)")
+        raise UnsupportedInputError(path, f"a device this tool does not model yet: {', '.join(devices)} "
+                                          f"({counts} events; it models CUDA and ROCm GPUs)")
     if no_gpu:
         raise MissingDataError(path, "nothing to analyze: CPU-only profiler trace (no kernel, memcpy or memset events)")
     if devices:

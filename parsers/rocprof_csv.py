@@ -173,6 +173,7 @@ def _warn_other_runs(trace: Trace) -> None:
     gpu_start = trace.gpu["start"].to_numpy()
     ok = ~np.isnan(launch_at) & (launch_at <= gpu_start) & (gpu_start - launch_at < 10e9)
     if ok.mean() < 0.5:
+        trace.meta["clocks_unrelated"] = True  # the files' times cannot be laid side by side (analyzers/phases.py)
         trace.warnings.append(
             f"only {ok.mean():.0%} of GPU operations follow their launch call in time: the API and GPU CSV files "
             "come from different runs, so host-side attribution is not trustworthy")

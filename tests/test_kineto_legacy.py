@@ -16,7 +16,7 @@ from conftest import real, run_cli
 
 from tracetriage import analyze, open_case
 from tracetriage.case import detect
-from tracetriage.errors import EXIT_INPUT, EXIT_NOTHING, MissingDataError, UnsupportedInputError
+from tracetriage.errors import EXIT_INPUT, MissingDataError, UnsupportedInputError
 
 LEGACY = ["kineto_tb_plugin_resnet50_num_workers_0_pt1.8.json.gz", "kineto_tb_plugin_resnet50_num_workers_4_pt1.8.json.gz"]
 GPU_CATEGORIES = {"Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
@@ -198,7 +198,7 @@ def test_real_mtia_trace_names_its_device_not_cpu_only():
     assert any(e.get("cat") == "mtia_ccp_events" for e in events)
     assert not any(e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") for e in events)
     proc = run_cli("analyze", path)
-    assert proc.returncode == EXIT_NOTHING
+    assert proc.returncode == EXIT_INPUT  # an input of a kind the tool does not read, as README's exit 3 says
     assert "a device this tool does not model yet: MTIA" in proc.stderr
     assert "CPU-only" not in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and str(path) in proc.stderr
@@ -230,10 +230,10 @@ def _device_trace(host_cat, device_cat, device_event_name, with_cuda=False):
 ])
 def test_generated_trace_of_another_device_is_refused_naming_it(tmp_path, host_cat, device_cat, device):
     path = _write(tmp_path, "device.json.gz", _device_trace(host_cat, device_cat, "work"))
-    with pytest.raises(MissingDataError) as info:
+    with pytest.raises(UnsupportedInputError) as info:
         open_case([path])
     assert f"a device this tool does not model yet: {device}" in str(info.value)
-    assert "CPU-only" not in str(info.value) and info.value.exit_code == EXIT_NOTHING
+    assert "CPU-only" not in str(info.value) and info.value.exit_code == EXIT_INPUT
 
 
 def test_device_events_beside_cuda_work_are_left_out_with_a_warning(tmp_path):

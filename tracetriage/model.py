@@ -67,7 +67,8 @@ with a work formula (:data:`WORK_OPS`)
 unknown), ``warnings`` (list of str), ``tables`` (what was captured) and anything
 else a parser knows about the capture: ``nvtx_ops`` (nsys: PyTorch operator ranges, with shapes,
 without a dtype), ``graph_captures`` / ``graph_ties`` (CUDA/HIP graph captures recorded, and which
-replays were tied to one: parsers/graph_replays.py).
+replays were tied to one: parsers/graph_replays.py), ``clocks_unrelated`` (rocprofv3 CSV files of different runs:
+their times cannot be laid side by side).
 """
 
 from __future__ import annotations

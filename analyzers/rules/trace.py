@@ -479,11 +479,6 @@ def rule_gpu_starved(ctx: Context):
         evidence.append(ev("gaps", gaps.count, "gaps", "window",
                            text=f"{plural(gaps.count, 'idle gap')}, p50 {us(gaps.p50_ns)}, max {us(gaps.max_ns)}"))
     half = abs(idle_pct - t("starved_idle_min_pct")) < t("starved_band_pct")
-    if half:
-        evidence.append(ev("about_half", round(idle_pct, 2), "%", f"window on {device.id}",
-                           text=f"idle {pct(idle_pct)} is within {t('starved_band_pct'):g} points of the "
-                                f"{t('starved_idle_min_pct'):g}% line: about half, not called starved (a re-capture of "
-                                "the same program may fall on either side)"))
     blocked_ns = by_cause.get("sync", 0) + by_cause.get("memcpy_sync", 0)
     blocked = cause in ("sync", "memcpy_sync")
     in_allocator = cause == "other_cuda" and bool(calls) and api_category(calls[0][0]) == "alloc"
@@ -511,6 +506,11 @@ def rule_gpu_starved(ctx: Context):
             fields.update({"range": covering["name"], "source": covering["source"], "share_text": share,
                            "range_pct": pct(covering["pct_of_window"])})
             variant = "data_loading" if is_data_loader(covering["name"]) else "host_range"
+    if half and variant != "data_loading":  # data loading is named by its range, whatever the idle share
+        evidence.append(ev("about_half", round(idle_pct, 2), "%", f"window on {device.id}",
+                           text=f"idle {pct(idle_pct)} is within {t('starved_band_pct'):g} points of the "
+                                f"{t('starved_idle_min_pct'):g}% line: about half, not called starved (a re-capture of "
+                                "the same program may fall on either side)"))
     return catalog.make("gpu_starved", impact, fields, evidence, severity=severity_for(impact),
                         denominator=window_denominator(ctx), variant=variant, kind=ctx.kind)
 
