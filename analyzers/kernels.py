@@ -135,14 +135,8 @@ def device_kernels(trace: Trace, lo: int, hi: int, top: int = DEVICE_TOP_KERNELS
         return {}
     count = np.zeros(size, np.int64)
     total = np.zeros(size)
-    for k in range(0, start.size, SUMMARY_CHUNK):
-        sl = slice(k, k + SUMMARY_CHUNK)
+    for sl, sel, key in _chunk_keys(start, work, graph, devs, codes, lo, hi, n_dev, n_names):
         sk = start[sl]
-        sel = work[sl] & (sk >= lo) & (sk < hi)
-        if not sel.any():
-            continue
-        key = ((graph[sl][sel].astype(np.int64) * n_dev + devs[sl][sel].astype(np.int64)) * n_names
-               + codes[sl][sel].astype(np.int64) + 1)
         c = np.bincount(key)
         count[:c.size] += c
         total[:c.size] += np.bincount(key, weights=(end[sl][sel] - sk[sel]).astype(np.float64))
@@ -165,6 +159,18 @@ def device_kernels(trace: Trace, lo: int, hi: int, top: int = DEVICE_TOP_KERNELS
     return out
 
 
+def _chunk_keys(start, work, graph, devs, codes, lo: int, hi: int, n_dev: int, n_names: int):
+    """The table in SUMMARY_CHUNK slices: (slice, rows of it that are work starting in [lo, hi), their
+    (graph or kernel, device, name) key), skipping slices without such rows."""
+    for k in range(0, start.size, SUMMARY_CHUNK):
+        sl = slice(k, k + SUMMARY_CHUNK)
+        sk = start[sl]
+        sel = work[sl] & (sk >= lo) & (sk < hi)
+        if sel.any():
+            yield sl, sel, ((graph[sl][sel].astype(np.int64) * n_dev + devs[sl][sel].astype(np.int64)) * n_names
+                            + codes[sl][sel].astype(np.int64) + 1)
+
+
 def _call_samples(rows: dict[int, dict], start, end, work, graph, devs, codes, lo: int, hi: int,
                   n_dev: int, n_names: int) -> None:
     """``durations_ns`` of each kept (device, name) key's entry in ``rows``: every k-th call in
@@ -176,14 +182,8 @@ def _call_samples(rows: dict[int, dict], start, end, work, graph, devs, codes, l
     picked: dict[int, list] = {key: [] for key in rows}
     bins = {key: np.zeros(RATE_BINS, np.int64) for key in rows}
     span = max(1, hi - lo)
-    for k in range(0, start.size, SUMMARY_CHUNK):
-        sl = slice(k, k + SUMMARY_CHUNK)
+    for sl, sel, key in _chunk_keys(start, work, graph, devs, codes, lo, hi, n_dev, n_names):
         sk = start[sl]
-        sel = work[sl] & (sk >= lo) & (sk < hi)
-        if not sel.any():
-            continue
-        key = ((graph[sl][sel].astype(np.int64) * n_dev + devs[sl][sel].astype(np.int64)) * n_names
-               + codes[sl][sel].astype(np.int64) + 1)
         kept_rows = np.isin(key, keys)
         key = key[kept_rows]
         duration = (end[sl][sel] - sk[sel]).astype(np.int64)[kept_rows]

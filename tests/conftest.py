@@ -73,6 +73,21 @@ def real(fmt: str, name: str) -> Path:
     return path
 
 
+def need_real(path: Path) -> None:
+    """Skip (with the reason) when a real capture named by its full path is absent."""
+    if not path.exists():
+        pytest.skip(f"real capture not present: {path.name}")
+
+
+def analyze_cli(*args, fmt="json"):
+    """``tracetriage analyze ARGS -f FMT --no-cache`` that must succeed: the JSON parsed, or the text."""
+    import json
+
+    p = run_cli("analyze", *args, "-f", fmt, "--no-cache")
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout) if fmt == "json" else p.stdout
+
+
 def sql(path, q):
     """Rows of ``q`` read straight from the file with sqlite3 (read-only): the independent measurement."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)

@@ -6,8 +6,7 @@ absent) and traces built here, whose truth is what was built."""
 
 import json
 
-import pytest
-from conftest import REAL, run_cli, sql
+from conftest import REAL, analyze_cli, need_real, sql
 
 from tracetriage.analyzers.rules.falsify import window_cap
 from tracetriage.analyzers.rules.thresholds import THRESHOLDS
@@ -19,15 +18,6 @@ RANK1 = REAL / "kineto" / "hta_trace_filter_sampled_rank1.json.gz"
 BERT_SMALL = REAL / "kineto" / "tracelens_h100_bert_small.json.gz"
 
 
-def _need(path):
-    if not path.exists():
-        pytest.skip(f"real capture not present: {path.name}")
-
-
-def _analyze(*args, fmt="json"):
-    p = run_cli("analyze", *args, "-f", fmt, "--no-cache")
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout) if fmt == "json" else p.stdout
 
 
 def _kineto(path, busy_us, gap_us, n=400, steps=0):
@@ -62,8 +52,8 @@ def test_identical_captures_either_side_of_50_pct_get_the_same_class(tmp_path):
     starts and stops): both are 'about half', never one 'starved' and one not."""
     band = THRESHOLDS["starved_band_pct"][0]
     assert band > 0
-    below = _analyze(_kineto(tmp_path / "a.json", 501.0, 499.0))
-    above = _analyze(_kineto(tmp_path / "b.json", 499.0, 501.0))
+    below = analyze_cli(_kineto(tmp_path / "a.json", 501.0, 499.0))
+    above = analyze_cli(_kineto(tmp_path / "b.json", 499.0, 501.0))
     for data in (below, above):
         finding = _starved(data)
         assert finding is not None, data["headline"]
@@ -76,16 +66,16 @@ def test_a_class_needs_its_margin(tmp_path):
     """Outside the band the classes stand: 60% idle is starved, 40% is not starved (not GPU-bound)."""
     band = THRESHOLDS["starved_band_pct"][0]
     line = THRESHOLDS["starved_idle_min_pct"][0]
-    starved = _analyze(_kineto(tmp_path / "s.json", 1000.0 - 10 * (line + band + 5), 10 * (line + band + 5)))
-    busy = _analyze(_kineto(tmp_path / "b.json", 1000.0 - 10 * (line - band - 5), 10 * (line - band - 5)))
+    starved = analyze_cli(_kineto(tmp_path / "s.json", 1000.0 - 10 * (line + band + 5), 10 * (line + band + 5)))
+    busy = analyze_cli(_kineto(tmp_path / "b.json", 1000.0 - 10 * (line - band - 5), 10 * (line - band - 5)))
     assert _starved(starved)["title"].startswith("GPU starved: idle")
     assert _starved(busy) is None and "not GPU-bound" in busy["headline"]
 
 
 def test_real_rank_at_53_pct_idle_is_about_half():
     """HTA's sampled rank 1 idles 52.9% of its window: within the band, 'about half'."""
-    _need(RANK1)
-    data = _analyze(RANK1)
+    need_real(RANK1)
+    data = analyze_cli(RANK1)
     assert data["headline"].startswith("[gpu_starved] GPU idle about half the window (52.9%)"), data["headline"]
 
 
@@ -94,26 +84,26 @@ def test_real_rank_at_53_pct_idle_is_about_half():
 def test_rocprofv3_blit_memsets_are_size_not_recorded_not_0_b():
     """rocprofv3's database records memsets as __amd_rocclr_fillBuffer dispatches, with no size:
     the 151 memsets (149 in the window) are 'size not recorded', the JSON says how many."""
-    _need(BMM)
+    need_real(BMM)
     fills = sql(BMM, "SELECT COUNT(*) FROM rocpd_kernel_dispatch d JOIN rocpd_info_kernel_symbol s "
                      "ON d.kernel_id = s.id WHERE s.kernel_name LIKE '__amd_rocclr_fill%'")[0][0]
     assert fills == 151
-    text = _analyze(BMM, fmt="text")
+    text = analyze_cli(BMM, fmt="text")
     line = next(line for line in text.splitlines() if line.startswith("copies in the window"))
     assert "149 memsets (size not recorded)" in line and "0 B)" not in line.split(";")[0], line
-    data = _analyze(BMM)
+    data = analyze_cli(BMM)
     memset = data["devices"][0]["copies"]["by_direction"]["memset"]
     assert memset["count"] == 149 and memset["bytes_unrecorded"] == 149 and memset["bytes"] == 0
     for fmt in ("md", "html"):
-        assert "149 memsets (size not recorded)" in _analyze(BMM, fmt=fmt)
+        assert "149 memsets (size not recorded)" in analyze_cli(BMM, fmt=fmt)
 
 
 def test_rpd_fillbuffer_memset_has_no_size():
     """RPD records copy sizes in rocpd_copyapi only; a FillBuffer op has none."""
-    _need(RPD_MATMUL)
+    need_real(RPD_MATMUL)
     assert sql(RPD_MATMUL, "SELECT COUNT(*) FROM rocpd_op o JOIN rocpd_string s ON o.opType_id = s.id "
                            "WHERE s.string = 'FillBuffer'")[0][0] >= 1
-    line = next(line for line in _analyze(RPD_MATMUL, fmt="text").splitlines() if line.startswith("copies in the window"))
+    line = next(line for line in analyze_cli(RPD_MATMUL, fmt="text").splitlines() if line.startswith("copies in the window"))
     assert "1 memset (size not recorded)" in line, line
 
 
@@ -122,7 +112,7 @@ def test_formats_that_record_the_size_keep_it():
     bundle set 4,096 bytes."""
     from conftest import BUNDLES
 
-    line = next(line for line in _analyze(BUNDLES / MEMSET_ONLY_NSYS, fmt="text").splitlines()
+    line = next(line for line in analyze_cli(BUNDLES / MEMSET_ONLY_NSYS, fmt="text").splitlines()
                 if line.startswith("copies in the window"))
     assert "1 memset (4.1 kB)" in line, line
 
@@ -131,11 +121,11 @@ def test_rocprofv3_csv_copies_without_a_size_column():
     """rocprofv3's documented memory_copy_trace.csv has no size column: its 4 copies (2 each way)
     are of unrecorded size, not '0 B'."""
     copies = REAL / "rocprof" / "rocprofv3_docs_memory_copy_trace.csv"
-    _need(copies)
+    need_real(copies)
     assert "size" not in copies.read_text().splitlines()[0].lower()
-    line = next(line for line in _analyze(copies, fmt="text").splitlines() if line.startswith("copies in the window"))
+    line = next(line for line in analyze_cli(copies, fmt="text").splitlines() if line.startswith("copies in the window"))
     assert "2 device-to-host copies (size not recorded), 2 host-to-device copies (size not recorded)" in line, line
-    by_direction = _analyze(copies)["devices"][0]["copies"]["by_direction"]
+    by_direction = analyze_cli(copies)["devices"][0]["copies"]["by_direction"]
     assert {k: (v["count"], v["bytes_unrecorded"]) for k, v in by_direction.items()} == {"HtoD": (2, 2), "DtoH": (2, 2)}
 
 
@@ -151,8 +141,8 @@ def test_one_cap_rule_by_window_length():
 def test_toy_windows_of_1_5_and_2_ms_get_the_same_cap(tmp_path):
     """The same starved pattern over 1.5 ms with 6 ProfilerSteps and over 2 ms with 4: HIGH then LOW
     before (5 steps lifted the cap); low both now, and each says why."""
-    a = _analyze(_kineto(tmp_path / "a.json", 10.0, 40.0, n=30, steps=6))
-    b = _analyze(_kineto(tmp_path / "b.json", 10.0, 40.0, n=40, steps=4))
+    a = analyze_cli(_kineto(tmp_path / "a.json", 10.0, 40.0, n=30, steps=6))
+    b = analyze_cli(_kineto(tmp_path / "b.json", 10.0, 40.0, n=40, steps=4))
     assert a["window"]["duration_ns"] < 2_000_000 <= b["window"]["duration_ns"] + 1_000 < 10_000_000
     for data in (a, b):
         finding = _starved(data)
@@ -163,11 +153,11 @@ def test_toy_windows_of_1_5_and_2_ms_get_the_same_cap(tmp_path):
 def test_real_tiny_windows_are_capped_or_not_judged():
     """tracelens' BERT export (3.9 ms) is capped at low; HTA's 263 µs cuda_event_sync capture is
     not judged at all (too few GPU operations)."""
-    _need(BERT_SMALL)
-    data = _analyze(BERT_SMALL)
+    need_real(BERT_SMALL)
+    data = analyze_cli(BERT_SMALL)
     assert data["window"]["duration_ns"] < 10_000_000
     assert all(f["severity"] in ("low", "info") for f in data["findings"] if f["axis"] == "throughput")
     sync = REAL / "kineto" / "hta_critical_path_cuda_event_sync.json.gz"
-    _need(sync)
-    small = _analyze(sync)
+    need_real(sync)
+    small = analyze_cli(sync)
     assert small["findings"] == [] and small["headline"].startswith("Not enough to judge")

@@ -7,21 +7,12 @@ import json
 import re
 
 import pytest
-from conftest import REAL, ROOT, run_cli
+from conftest import REAL, ROOT, analyze_cli, need_real, run_cli
 
 TORCHRUN = REAL / "nsys" / "nsys2026.2_2xH100_torchrun_nccl_flashattn_window300ms.sqlite"
 VLLM_GRAPH = REAL / "kineto" / "tracelens_vllm_decode_full_graph_execution.json.gz"
 
 
-def _need(path):
-    if not path.exists():
-        pytest.skip(f"real capture not present: {path.name}")
-
-
-def _analyze(*args, fmt="json"):
-    p = run_cli("analyze", *args, "-f", fmt, "--no-cache")
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout) if fmt == "json" else p.stdout
 
 
 # --- item 4: "healthy" agrees with its own numbers and needs steps -----------------------------
@@ -29,12 +20,12 @@ def _analyze(*args, fmt="json"):
 def test_healthy_number_is_the_accounting_compute_on_the_real_torchrun_capture():
     """The headline said 'computes at least 89.1%' while the accounting said 'compute 85.9% / 86.2%'
     (collective kernels counted as compute in one, not the other)."""
-    _need(TORCHRUN)
-    text = _analyze(TORCHRUN, fmt="text")
+    need_real(TORCHRUN)
+    text = analyze_cli(TORCHRUN, fmt="text")
     head = float(re.search(r"computes at least ([\d.]+)%", text).group(1))
     shown = [float(x) for x in re.findall(r"\(compute ([\d.]+)%", text)]
     assert len(shown) == 2 and min(shown) == head, (head, shown)
-    d = _analyze(TORCHRUN)
+    d = analyze_cli(TORCHRUN)
     per_dev = [device["accounting"]["slices_pct"]["compute"] + device["accounting"]["slices_pct"].get("collective", 0.0)
                for device in d["devices"]]
     assert abs(min(per_dev) - head) < 0.06
@@ -63,7 +54,7 @@ def test_gaps_below_the_timestamp_resolution_are_not_gaps(tmp_path):
         gap = 10.0 if i % 80 == 79 and i < n - 1 else 0.0  # back to back, but a real gap now and then
         built += gap > 0
         t = round(t + dur + gap, 3)
-    d = _analyze(_kineto(tmp_path / "t.json.gz", kernels))
+    d = analyze_cli(_kineto(tmp_path / "t.json.gz", kernels))
     assert built == 4
     assert d["devices"][0]["gaps"]["count"] == built
     assert d["devices"][0]["gaps"]["p50_ns"] == pytest.approx(10_000, abs=3)
@@ -71,8 +62,8 @@ def test_gaps_below_the_timestamp_resolution_are_not_gaps(tmp_path):
 
 def test_real_vllm_full_graph_capture_is_not_called_healthy_and_steady():
     """10.7 ms, 0 steps, 424 'gaps' with p50 1 ns was 'Healthy: GPU-bound and steady'."""
-    _need(VLLM_GRAPH)
-    d = _analyze(VLLM_GRAPH)
+    need_real(VLLM_GRAPH)
+    d = analyze_cli(VLLM_GRAPH)
     assert d["devices"][0]["gaps"]["count"] < 10  # the rest were float rounding between back-to-back kernels
     assert d["devices"][0]["gaps"]["p50_ns"] > 1000
     assert not d["headline"].startswith("Healthy") and "steady" not in d["headline"]
@@ -88,7 +79,7 @@ KNEE = ROOT / "samples" / "bundles" / "serving_batch_past_knee"
 def test_knee_without_slo_is_not_healthy_and_states_where_common_budgets_break():
     import numpy as np
 
-    d = _analyze(KNEE)
+    d = analyze_cli(KNEE)
     assert all(f["id"] != "healthy" for f in d["findings"]) and not d["headline"].startswith("Healthy")
     assert "give --slo" in d["headline"]
     knee = next(a for a in d["abstentions"] if a["analysis"] == "tpot_budget")
@@ -98,7 +89,7 @@ def test_knee_without_slo_is_not_healthy_and_states_where_common_budgets_break()
     assert f"TPOT = {a:.2f} + {b:.3f} ms x running" in knee["reason"]
     assert f"20 ms breaks at {(20 - a) / b:.0f} running" in knee["reason"]
     assert d["serving"]["tpot_fit"]["model"] is True
-    with_slo = _analyze(KNEE, "--slo", "tpot_p95_ms=20")
+    with_slo = analyze_cli(KNEE, "--slo", "tpot_p95_ms=20")
     assert with_slo["findings"][0]["id"] == "batch_past_knee"
 
 
@@ -121,12 +112,12 @@ def _stats_log(path, points):
 def test_an_implausible_tpot_fit_is_not_shown_as_a_model(tmp_path, label, points, why):
     """A real vLLM log printed 'TPOT = 5698.78 ms + -749.518 ms x running (r² 0.57, 6 points)'."""
     log = _stats_log(tmp_path / "vllm.log", points)
-    d = _analyze(log, "--slo", "tpot_p95_ms=20")
+    d = analyze_cli(log, "--slo", "tpot_p95_ms=20")
     fit = d["serving"]["tpot_fit"]
     assert fit["model"] is False and why in fit["rejected"], fit
     assert all(f["id"] != "batch_past_knee" for f in d["findings"])
     assert any(a["analysis"] == "tpot_fit" and why in a["reason"] for a in d["abstentions"])
-    text = _analyze(log, fmt="text")
+    text = analyze_cli(log, fmt="text")
     assert "x running (r²" not in text and "no model" in text
 
 
@@ -172,8 +163,8 @@ def _launches(path, blocks, base_us=1_000_000.0):
 def test_severity_scales_with_what_the_window_can_show(tmp_path):
     """The same starved pattern (a 2 µs kernel every 200 µs: idle 99% in host code): HIGH over a
     180 ms window, capped at low over a 6 ms one (toy exports got HIGH)."""
-    long = _analyze(_launches(tmp_path / "long.json", [("work", 900, 2.0, 200.0)]))
-    toy = _analyze(_launches(tmp_path / "toy.json", [("work", 30, 2.0, 200.0)]))
+    long = analyze_cli(_launches(tmp_path / "long.json", [("work", 900, 2.0, 200.0)]))
+    toy = analyze_cli(_launches(tmp_path / "toy.json", [("work", 30, 2.0, 200.0)]))
     assert long["window"]["duration_ns"] > 100e6 and toy["window"]["duration_ns"] < 10e6
     top_long = long["findings"][0]
     top_toy = next(f for f in toy["findings"] if f["id"] == top_long["id"])
@@ -184,7 +175,7 @@ def test_severity_scales_with_what_the_window_can_show(tmp_path):
 
 def test_idle_inside_blocking_copies_is_a_measured_cause(tmp_path):
     """Idle that falls inside synchronous copies is not 'no measured cause'."""
-    d = _analyze(_launches(tmp_path / "b.json", [("work", 300, 20.0, 21.0), ("copy", 60_000.0), ("work", 300, 20.0, 21.0),
+    d = analyze_cli(_launches(tmp_path / "b.json", [("work", 300, 20.0, 21.0), ("copy", 60_000.0), ("work", 300, 20.0, 21.0),
                                                  ("copy", 60_000.0), ("work", 300, 20.0, 21.0)]))
     f = next(f for f in d["findings"] if f["id"] == "gpu_starved")
     assert "no measured cause" not in f["title"] and "blocking calls explain" in f["title"], f["title"]
@@ -193,8 +184,8 @@ def test_idle_inside_blocking_copies_is_a_measured_cause(tmp_path):
 def test_start_up_stall_is_excluded_and_named_on_the_real_sglang_mi300x_capture():
     """463 ms in a synchronous hipMemcpyWithStream at capture start, then ~10 ms of work, was
     'idle 97.9%, mostly inside a synchronous copy; no measured cause explains 97.9%'."""
-    _need(SGLANG_MI300)
-    d = _analyze(SGLANG_MI300)
+    need_real(SGLANG_MI300)
+    d = analyze_cli(SGLANG_MI300)
     w = d["window"]
     assert w["setup_excluded_ns"] > 460e6 and w["duration_ns"] < 20e6
     assert w["setup_cause"]["call"] == "hipMemcpyWithStream"
@@ -221,8 +212,8 @@ def _advice(d):
 
 @pytest.mark.parametrize("path", ROCM_CAPTURES, ids=lambda p: p.name)
 def test_rocm_captures_get_rocm_tools_never_nsys(path):
-    _need(path)
-    d = _analyze(path)
+    need_real(path)
+    d = analyze_cli(path)
     assert d["capture_kind"]["vendor"] == "rocm"
     text = _advice(d)
     assert "nsys" not in text and "cudabacktrace" not in text and "NVTX range" not in text, text[:500]
@@ -236,8 +227,8 @@ KINETO_CAPTURES = [REAL / "kineto" / "tracelens_vllm_decode_full_graph_capture_r
 def test_pytorch_profiler_captures_are_told_to_recapture_with_the_pytorch_profiler(path):
     """A Kineto trace was taken with torch.profiler: what would decide an abstention is a
     torch.profiler capture (prof.step(), a schedule), not nsys/NVTX nor rocprofv3/roctx."""
-    _need(path)
-    d = _analyze(path)
+    need_real(path)
+    d = analyze_cli(path)
     hints = [a["capture_hint"] for a in d["abstentions"] if a["analysis"] != "host_profile"]
     assert hints and all("torch.profiler" in h or "ProfilerActivity" in h or "py-spy" in h for h in hints), hints
     assert not any(w in h for h in hints for w in ("nsys", "rocprofv3", "roctx", "NVTX range")), hints
@@ -245,8 +236,8 @@ def test_pytorch_profiler_captures_are_told_to_recapture_with_the_pytorch_profil
 
 def test_training_trace_gets_no_serving_engine_fix():
     path = REAL / "kineto" / "hta_nccl_parser_config_nccl_data.json.gz"
-    _need(path)
-    d = _analyze(path)
+    need_real(path)
+    d = analyze_cli(path)
     assert d["capture_kind"]["workload"] == "training"
     lb = next(f for f in d["findings"] if f["id"] == "launch_bound")
     assert not re.search(r"vLLM|SGLang|enforce-eager|cuda-graph-max-bs", lb["fix"]), lb["fix"]
@@ -255,15 +246,15 @@ def test_training_trace_gets_no_serving_engine_fix():
 
 def test_native_program_gets_no_python_advice():
     path = REAL / "nsys" / "nsys2025.5_2xRTX3090_cuda_uvm_osrt_sampling.sqlite"
-    _need(path)
-    d = _analyze(path)
+    need_real(path)
+    d = analyze_cli(path)
     assert d["capture_kind"]["language"] == "native"
     f = next(f for f in d["findings"] if f["id"] == "gpu_starved")
     assert not re.search(r"py-spy|Python|DataLoader|tokenization|torch", f["fix"]), f["fix"]
 
 
 def test_serving_python_cuda_keeps_the_engine_fix():
-    d = _analyze(ROOT / "samples" / "bundles" / "eager_decode")
+    d = analyze_cli(ROOT / "samples" / "bundles" / "eager_decode")
     assert d["capture_kind"] == {"vendor": "cuda", "workload": "serving", "language": "python"}
     assert "vLLM" in next(f for f in d["findings"] if f["id"] == "launch_bound")["fix"]
 
@@ -295,10 +286,10 @@ def _bundle_with_log(tmp_path, src, log_from, replace):
 
 
 def test_prefix_cache_miss_with_caching_already_on_and_no_shared_prefix_is_falsified(tmp_path):
-    plain = _analyze(BUNDLES / "serving_prefix_cache_miss")
+    plain = analyze_cli(BUNDLES / "serving_prefix_cache_miss")
     f0 = next(f for f in plain["findings"] if f["id"] == "prefix_cache_miss")
     assert f0["severity"] != "info" and not f0.get("falsified")
-    d = _analyze(_bundle_with_log(tmp_path, "serving_prefix_cache_miss", "serving_prefix_cache_miss",
+    d = analyze_cli(_bundle_with_log(tmp_path, "serving_prefix_cache_miss", "serving_prefix_cache_miss",
                                   [("'enable_prefix_caching': False", "'enable_prefix_caching': True")]))
     f = next(f for f in d["findings"] if f["id"] == "prefix_cache_miss")
     hit = next(e["value"] for e in f["evidence"] if e["name"] == "prefix_hit_pct")
@@ -310,7 +301,7 @@ def test_prefix_cache_miss_with_caching_already_on_and_no_shared_prefix_is_falsi
 
 
 def test_prefill_stall_with_chunked_prefill_already_on_is_falsified(tmp_path):
-    plain = _analyze(BUNDLES / "prefill_stall")
+    plain = analyze_cli(BUNDLES / "prefill_stall")
     assert plain["findings"][0]["id"] == "prefill_stall" and plain["findings"][0]["severity"] == "high"
     d = tmp_path / "prefill_stall"
     d.mkdir()
@@ -318,7 +309,7 @@ def test_prefill_stall_with_chunked_prefill_already_on_is_falsified(tmp_path):
     log = (BUNDLES / "serving_prefill_stall" / "vllm.log").read_text().replace(
         "'enable_chunked_prefill': False", "'enable_chunked_prefill': True, 'max_num_batched_tokens': 2048")
     (d / "vllm.log").write_text(log)
-    got = _analyze(d)
+    got = analyze_cli(d)
     f = next(f for f in got["findings"] if f["id"] == "prefill_stall")
     assert f["severity"] == "info" and "chunked prefill is already on" in f["falsified"]
     assert not got["headline"].startswith("Healthy") and "[prefill_stall]" not in got["headline"]
@@ -329,8 +320,8 @@ def test_itl_prefill_stall_with_chunked_prefill_on_and_no_chunk_budget_stands(tm
     """Chunked prefill on with no chunk budget stated: the 29x ITL tail is still this mechanism when
     the default chunk is large (vLLM V1: 8192 tokens on 70+ GiB GPUs), so the finding fires with the
     chunked texts (set the budget), not 'Enable chunked prefill' and not silence."""
-    assert any(f["id"] == "prefill_stall" for f in _analyze(BUNDLES / "serving_prefill_stall")["findings"])
-    d = _analyze(_bundle_with_log(tmp_path, "serving_prefill_stall", "serving_prefill_stall",
+    assert any(f["id"] == "prefill_stall" for f in analyze_cli(BUNDLES / "serving_prefill_stall")["findings"])
+    d = analyze_cli(_bundle_with_log(tmp_path, "serving_prefill_stall", "serving_prefill_stall",
                                   [("'enable_chunked_prefill': False", "'enable_chunked_prefill': True")]))
     f = next(f for f in d["findings"] if f["id"] == "prefill_stall")
     assert not f.get("falsified") and f["severity"] == "high" and "[prefill_stall]" in d["headline"]
@@ -346,7 +337,7 @@ def test_launch_bound_falsifier_graphs_already_replay():
     assert falsified(finding, {"trace": {"graph_replays": 40, "graph_launches_per_step": 1.0}, "config": {}})
     assert falsified(finding, {"trace": {"graph_replays": 0, "graph_launches_per_step": 0.0}, "config": {}}) is None
     assert falsified(finding, {"trace": {"graph_replays": None, "graph_launches_per_step": None}, "config": {}}) is None
-    d = _analyze(BUNDLES / "graph_decode")  # the capture: graphs replay, so no launch_bound at all
+    d = analyze_cli(BUNDLES / "graph_decode")  # the capture: graphs replay, so no launch_bound at all
     assert all(f["id"] != "launch_bound" for f in d["findings"])
 
 
@@ -370,7 +361,7 @@ def test_kineto_graph_launches_count_as_replays(tmp_path):
         corr, t = corr + 1, t + 10.0
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
-    counts = _analyze(p)["inputs"][0]["counts"]
+    counts = analyze_cli(p)["inputs"][0]["counts"]
     assert counts["kernels"] == 25 * 14 + 52 and counts["graph_replays"] == 25
 
 
@@ -379,13 +370,13 @@ def test_kineto_schema_version_written_after_the_events(tmp_path):
     version = doc.pop("schemaVersion", 1)
     p = tmp_path / "late.json"
     p.write_text(json.dumps({"traceEvents": doc.pop("traceEvents"), **doc, "schemaVersion": version}))
-    assert _analyze(p)["inputs"][0]["version"] == str(version)
+    assert analyze_cli(p)["inputs"][0]["version"] == str(version)
 
 
 def test_step_range_candidates_are_named_when_ranges_exist():
     """'no annotation ranges mark the steps' while the capture holds 19,118 ranges."""
-    _need(TORCHRUN)
-    d = _analyze(TORCHRUN)
+    need_real(TORCHRUN)
+    d = analyze_cli(TORCHRUN)
     a = next(a for a in d["abstentions"] if a["analysis"] == "step_annotations")
     assert "no annotation ranges" not in a["reason"]
     assert "19,118 annotation ranges" in a["reason"] and "--step-range" in a["reason"]
@@ -411,7 +402,7 @@ def test_process_with_api_calls_and_no_gpu_work_is_listed_on_the_real_nsys_2025_
             gpu[pid] = gpu.get(pid, 0) + n
     api_only = sorted(set(runtime) - set(gpu))
     assert api_only == [50922]  # the independent reading: API rows, no kernel, copy or memset rows
-    d = _analyze(path)
+    d = analyze_cli(path)
     procs = {p["pid"]: p for p in d["processes"]}
     assert set(procs) == set(runtime) | set(gpu)
     for pid, p in procs.items():
@@ -424,4 +415,4 @@ def test_process_with_api_calls_and_no_gpu_work_is_listed_on_the_real_nsys_2025_
     assert all(dev["pid"] != 50922 for dev in d["devices"])
     assert not any(a["analysis"] in ("steps", "step_annotations") and "50922" in a["scope"] for a in d["abstentions"])
     for fmt in ("text", "md", "html"):  # every view renders the row (nothing divides by its absent work)
-        assert "50922" in _analyze(path, fmt=fmt)
+        assert "50922" in analyze_cli(path, fmt=fmt)
