@@ -323,12 +323,18 @@ def _no_shapes_row(trace: Trace, kernel_ns: float) -> dict:
     """The not-measured entry of a capture without any operator shapes (listed first)."""
     nvtx = trace.meta.get("nvtx_ops") or {}
     what = "the capture carries no operator input shapes"
-    if nvtx.get("op_ranges") and not nvtx.get("with_shapes"):
+    hint = capture_hint(trace.format, is_native_trace(trace))
+    if trace.meta.get("untyped_shapes"):  # PyTorch 1.8-1.10: "Input dims" without "Input type"
+        what = (f"the capture's {trace.meta['untyped_shapes']:,} operators record input dims without input types "
+                "(an early PyTorch profiler's trace format)")
+        hint = ("re-capture with a newer PyTorch, whose traces record 'Input type' beside 'Input dims', and "
+                "torch.profiler.profile(record_shapes=True)")
+    elif nvtx.get("op_ranges") and not nvtx.get("with_shapes"):
         what = (f"the capture's {nvtx['op_ranges']:,} PyTorch operator NVTX ranges carry no input shapes (nsys "
                 "--pytorch=autograd-nvtx, not autograd-shapes-nvtx)")
     return {"what": "operator shapes", "time_ns": int(kernel_ns),
             "reason": f"{what}: FLOPs and bytes per kernel, the roofline and the decode bandwidth floor are not measured",
-            "capture_hint": capture_hint(trace.format, is_native_trace(trace))}
+            "capture_hint": hint}
 
 
 def measure(trace: Trace, lo: int, hi: int, steps: list) -> Efficiency:

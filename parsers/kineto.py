@@ -701,6 +701,7 @@ def parse(path: str) -> Trace:
             trace.warnings.append(f"{schema} without deviceProperties: the GPU model, its SM count and memory are unknown "
                                   "(not guessed)")
         if untyped_shapes:
+            trace.meta["untyped_shapes"] = untyped_shapes  # the efficiency row says why, with the capture that has types
             trace.warnings.append(f"{schema}: {untyped_shapes:,} operators record input dims without input types, so their "
                                   "work (FLOPs, bytes) is not modelled (not guessed)")
 

@@ -154,6 +154,15 @@ def _write(tmp_path, name, doc):
     return path
 
 
+def test_pytorch_1_8_untyped_dims_say_why_efficiency_is_not_measured():
+    """The 1.8 traces record "Input dims" without "Input type": efficiency says so and names the capture
+    that records types, not "no operator input shapes ... record_shapes=True" (shapes were recorded)."""
+    analysis = analyze(open_case([real("kineto", LEGACY[0])]))
+    row = next(r for r in analysis.data["efficiency"]["not_measured"] if r["what"] == "operator shapes")
+    assert "input dims without input types" in row["reason"] and "carries no operator input shapes" not in row["reason"]
+    assert "Input type" in row["capture_hint"]
+
+
 def test_generated_trace_reads_the_same_in_both_spellings(tmp_path):
     current = open_case([_write(tmp_path, "current.json.gz", _trace_events(legacy=False))]).traces[0]
     legacy = open_case([_write(tmp_path, "legacy.json.gz", _trace_events(legacy=True))]).traces[0]
