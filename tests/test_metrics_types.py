@@ -25,6 +25,7 @@ PLACES = {
     metrics.DeviceMetrics: DEVICE,
     metrics.Gaps: DEVICE["properties"]["gaps"],
     metrics.Copies: DEVICE["properties"]["copies"],
+    metrics.IdleByHost: DEVICE["properties"]["idle_by_host"],
     metrics.ProcessMetrics: PROCESS,
     metrics.StepStats: PROCESS["properties"]["steps"],
     metrics.CollectiveSkew: SCHEMA["properties"]["collective_skew"],

@@ -105,18 +105,15 @@ def test_kineto_pageable_copy_call_is_a_sync_and_pinned_is_not(tmp_path):
     assert _finding(pinned, "pageable_memcpy") is None
 
 
-def test_nvfuser_pageable_upload_blocks_the_host_for_the_copy():
-    """Real nsys 2025.1 (H200): two pageable host-to-device uploads (394 MB) in a 1.56 s window of
-    nvFuser compiling; the 21.45 ms cudaMemcpyAsync call covers its 21.36 ms copy (the driver stages
-    it). pageable_memcpy claims the copy and the few µs of GPU idle inside the call, now a synchronous
-    copy rather than another CUDA call; the verdict stays 'GPU starved' by host code (the compile)."""
+def test_nvfuser_pageable_upload_is_set_up_not_a_steady_sync():
+    """Real nsys 2025.1 (H200): the two pageable host-to-device uploads (394 MB, the driver stages them)
+    come before nvFuser's first kernels run: they are start-up, reported in the set-up phase with the bytes
+    copied, and no pageable_memcpy finding is made from them (the capture has no steady phase to judge)."""
     a = _analyze(real("nsys", NVFUSER_2025_1))
-    device = a.data["devices"][0]
-    assert device["gaps"]["by_cause"]["memcpy_sync"] > 0
-    pageable = _finding(a, "pageable_memcpy")
-    assert 1.3 < pageable["impact_pct"] < 1.6 and _evidence(pageable, "pageable_blocked_pct") > 0
-    assert a.findings[0]["id"] == "gpu_starved" and "host code" in a.findings[0]["title"]
-    assert _throughput_total(a) <= 100.0
+    setup = a.data["phases"]["setup"]
+    assert 390e6 < setup["copy_bytes"] < 400e6
+    assert _finding(a, "pageable_memcpy") is None
+    assert any(x["analysis"] == "no_steady_phase" for x in a.data["abstentions"])
 
 
 @pytest.mark.parametrize("name", [FASTVIDEO, MFU_BEFORE, MFU_AFTER])
@@ -285,13 +282,14 @@ def test_idle_inside_the_allocator_is_named(tmp_path):
 
 
 def test_alexnet_idle_is_named_as_cudamalloc():
-    """Real Kineto (HTA critical-path sample, AlexNet): 96.6% of the 1.98 s window the GPU idles while
-    the host is inside cudaMalloc (1.91 s): named, with the allocator's fix."""
+    """Real Kineto (HTA critical-path sample, AlexNet): the 12.8 s of set-up (cudaFree, cudaMalloc) is its own
+    phase; in the measured forward the GPU still idles inside cudaMalloc for ~44% of the window beside the host
+    code, and those calls are named in the finding even though host code holds more."""
     a = _analyze(real("kineto", "hta_critical_path_alexnet.json.gz"))
     starved = a.findings[0]
-    assert starved["id"] == "gpu_starved" and "cudaMalloc" in a.headline
-    assert _evidence(starved, "idle_in_calls")["cudaMalloc"] > 95
-    assert "allocator" in starved["mechanism"]
+    assert starved["id"] == "gpu_starved"
+    assert _evidence(starved, "idle_in_calls")["cudaMalloc"] > 30
+    assert "cudaFree" in [stretch["call"] for stretch in a.data["phases"]["setup"]["host_only"]]
 
 
 def test_a_minor_sync_in_the_headline_says_its_own_number():

@@ -47,6 +47,7 @@ ABSTENTION_HINTS = {
     "steps": ("profiler", "steps"), "step_annotations": ("profiler", "steps"), "gap_causes": ("profiler", "api"),
     "graph_replays": ("profiler", "graphs"), "graph_capture_phase": ("profiler", "steady"),
     "too_few_gpu_ops": ("profiler", "steady"), "window_too_short": ("profiler", "steady"),
+    "no_steady_phase": ("profiler", "steady"),
     "memset_only": ("profiler", "steady"), "topology": ("abstention", "topology"), "itl_tail": ("abstention", "itl_tail"),
     "slo": ("abstention", "slo"), "tpot_budget": ("abstention", "tpot_budget"), "tpot_fit": ("abstention", "tpot_fit"),
     "serving_load": ("abstention", "serving_load"), "host_frames": ("host", None), "step_tail": ("host", None),

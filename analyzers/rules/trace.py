@@ -66,6 +66,8 @@ THRESHOLDS = {
     "starved_after_sync_min_pct": (20.0, ("a fifth of the window idle in host code right after per-step syncs (which "
                                           "host_sync_per_step does not claim) is host-bound time of its own, however "
                                           "busy the rest and whatever the other findings explain")),
+    "starved_calls_named_share": (0.1, ("the long runtime calls the GPU idles in are named when they hold a tenth of the "
+                                         "window, even when host code holds more")),
     "starved_loader_min_pct": (10.0, ("a DataLoader range on the thread that feeds the GPU that keeps it idle a tenth of "
                                       "the window adds that much to every step: starved, even when the GPU is busy the rest")),
     "starved_range_min_share": (0.5, ("one host range covering most of the GPU's idle host-code time is what the host "
@@ -463,7 +465,7 @@ def rule_gpu_starved(ctx: Context):
            text="unexplained idle by cause: " + ", ".join(f"{name} {pct(100.0 * ns / window_ns)}"
                                                           for name, ns in sorted(by_cause.items(), key=lambda x: -x[1]) if ns)),
     ]
-    if cause == "other_cuda" and calls:
+    if calls and (cause == "other_cuda" or by_cause.get("other_cuda", 0) >= t("starved_calls_named_share") * window_ns):
         evidence.append(ev("idle_in_calls", {name: round(100.0 * ns / window_ns, 2) for name, ns in calls}, "%",
                            f"window on {device.id}",
                            text="the GPU idles inside these CUDA/HIP calls: " + ", ".join(
@@ -499,12 +501,14 @@ def rule_gpu_starved(ctx: Context):
                                f"{row['name']} {pct(row['pct_of_window'])}" for row in by_host.ranges[:3])))
         covering = _covering_range(by_host) if cause in ("host", "unknown") else None
         if covering is not None:  # one host range holds most of the host code: named, more telling than the cause
-            share = _per_step_share(ctx, device, covering["idle_ns"])
+            # what it claims is the host code inside it: idle inside it while the host sits in a runtime call is the call's
+            inside = covering["host_code_ns"] if by_host.api_calls_recorded else covering["idle_ns"]
+            share = _per_step_share(ctx, device, inside)
             evidence.append(ev("host_range", covering["name"], "", None,
-                               text=f"{share} the GPU idles inside {covering['name']} ({covering['source']}), "
-                                    f"over {plural(covering['gaps'], 'gap')}"))
+                               text=f"{share} the GPU idles while the host runs code inside {covering['name']} "
+                                    f"({covering['source']}), over {plural(covering['gaps'], 'gap')}"))
             fields.update({"range": covering["name"], "source": covering["source"], "share_text": share,
-                           "range_pct": pct(covering["pct_of_window"])})
+                           "range_pct": pct(100.0 * inside / device.window_ns)})
             variant = "data_loading" if is_data_loader(covering["name"]) else "host_range"
     if half and variant != "data_loading":  # data loading is named by its range, whatever the idle share
         evidence.append(ev("about_half", round(idle_pct, 2), "%", f"window on {device.id}",
