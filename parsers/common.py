@@ -21,7 +21,7 @@ def json_document(path: str, data: str | bytes, what: str):
     try:
         return json.loads(data)
     except json.JSONDecodeError as exc:
-        raise TraceFormatError(path, f"{what} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        raise TraceFormatError(path, f"{what} is not valid JSON ({exc.msg}: line {exc.lineno}, column {exc.colno})") from None
     except UnicodeDecodeError as exc:
         raise TraceFormatError(path, f"{what} is not valid JSON ({exc.reason})") from None
     except RecursionError:

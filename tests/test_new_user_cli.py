@@ -178,3 +178,23 @@ def test_the_input_line_says_the_format_once():
     proc = run_cli("analyze", BUNDLES / "graph_decode_rocpd", "--no-cache")
     line = next(line for line in proc.stdout.splitlines() if line.startswith("input"))
     assert "[rocpd schema 3]" in line and "rocpd rocpd" not in line, line
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("pytest", True), ("/usr/bin/python3 -m pytest tests", True), ("ipykernel_launcher", True),
+    ("deepspeed --num_gpus 8 train.py", True), ("./batched_gemm", False), ("pid 4242", None),
+])
+def test_python_entry_points_are_python_processes(name, expected):
+    """Trial of integ32, item 15: a process named pytest was told to use perf as a native program."""
+    from tracetriage.analyzers.rules.hints import is_python
+
+    assert is_python(name) is expected
+
+
+def test_a_cut_json_names_line_and_column_once(tmp_path):
+    """Trial item 24 / integ32 item 19: 'Unterminated string starting at at line 1' read 'at at'."""
+    path = tmp_path / "cut.json"
+    path.write_text('{"traceEvents": [{"name": "unterminated')
+    proc = run_cli("analyze", path, "--no-cache")
+    _one_error_line(proc, EXIT_INPUT, "not valid JSON")
+    assert "at at" not in proc.stderr and "line 1, column" in proc.stderr

@@ -15,7 +15,9 @@ def is_python(process_name: str) -> bool | None:
     name = (process_name or "").strip()
     if not name or re.fullmatch(r"pid \d+", name):
         return None
-    return bool(re.search(r"(?i)python|\.py\b|vllm|sglang|torchrun|uvicorn|ray::", name))
+    # the interpreter, a script, or an entry point that is a Python program (a test runner, a notebook, a launcher)
+    return bool(re.search(r"(?i)python|\.py\b|vllm|sglang|torchrun|uvicorn|gunicorn|ray::|\bpytest\b|\bipython\b"
+                          r"|jupyter|ipykernel|\baccelerate\b|\bdeepspeed\b|\bcelery\b", name))
 
 
 def host_profiler_hint(process_name: str, pid: int, kind: dict) -> str:
