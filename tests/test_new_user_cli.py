@@ -198,3 +198,18 @@ def test_a_cut_json_names_line_and_column_once(tmp_path):
     proc = run_cli("analyze", path, "--no-cache")
     _one_error_line(proc, EXIT_INPUT, "not valid JSON")
     assert "at at" not in proc.stderr and "line 1, column" in proc.stderr
+
+
+def test_a_cut_zip_is_a_corrupt_archive_in_analyze_and_batch(tmp_path):
+    """Trial of integ32, item 11: a truncated .zip read 'binary file' in analyze and was dropped in silence by batch."""
+    import zipfile
+
+    whole = tmp_path / "whole.zip"
+    with zipfile.ZipFile(whole, "w") as zf:
+        zf.writestr("trace.sqlite", b"x" * 50_000)
+    cut = tmp_path / "in" / "cut.zip"
+    cut.parent.mkdir()
+    cut.write_bytes(whole.read_bytes()[:1000])
+    _one_error_line(run_cli("analyze", cut, "--no-cache"), EXIT_INPUT, "corrupt or unsupported archive")
+    proc = run_cli("batch", cut.parent, "-o", tmp_path / "out", "--no-progress", "--no-cache", "-j", "1")
+    assert "1 cases: 0 analyzed, 0 unchanged, 1 failed" in proc.stderr and "cut.zip" in proc.stderr

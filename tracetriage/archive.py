@@ -44,7 +44,8 @@ def is_archive(path: Path) -> bool:
             return True
     except (OSError, EOFError, ValueError, zlib.error, tarfile.TarError, zipfile.BadZipFile):
         return False
-    return name.endswith((".tar.gz", ".tgz")) and magic[:2] == b"\x1f\x8b"  # corrupt inside: extract() says why
+    # corrupt inside (a cut download): still an archive, so that extract() says why
+    return (name.endswith((".tar.gz", ".tgz")) and magic[:2] == b"\x1f\x8b") or (name.endswith(".zip") and magic[:2] == b"PK")
 
 
 def _safe_name(archive: Path, name: str) -> PurePosixPath:
@@ -62,7 +63,7 @@ def extract(archive: Path, dest: Path, max_members: int | None = None, max_bytes
     max_members = MAX_MEMBERS if max_members is None else max_members
     max_bytes = MAX_TOTAL_BYTES if max_bytes is None else max_bytes
     try:
-        if zipfile.is_zipfile(archive):
+        if zipfile.is_zipfile(archive) or archive.name.lower().endswith(".zip"):  # a cut one fails here, with the reason
             return _extract_zip(archive, dest, max_members, max_bytes)
         if tarfile.is_tarfile(archive) or archive.name.lower().endswith((".tar.gz", ".tgz", ".tar")):
             return _extract_tar(archive, dest, max_members, max_bytes)  # a corrupt one fails here, with the reason
