@@ -235,7 +235,11 @@ def summary_line(result: dict) -> str:
     for finding in result["findings"]:
         if finding["status"]:
             ids_by_status.setdefault(finding["status"], []).append(finding["id"])
-    for status in ("fixed", "falsified", "worse", "new", "better"):
+    if result["work_rate"] and ids_by_status:
+        # without steps a finding's size is a share of its own window, and the windows differ: named, not judged
+        parts.append("findings not judged (shares of two different windows): "
+                     + ", ".join(f"{finding_id} {status}" for status, ids in ids_by_status.items() for finding_id in ids))
+    for status in ("fixed", "falsified", "worse", "new", "better") if not result["work_rate"] else ():
         if status in ids_by_status:
             parts.append(f"{status}: {', '.join(ids_by_status[status])}")
     if result["slo_broken"]:
