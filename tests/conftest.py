@@ -73,6 +73,16 @@ def real(fmt: str, name: str) -> Path:
     return path
 
 
+def samples_generate():
+    """The scenario generator, samples/generate.py, as a module (it is a script, not a package)."""
+    sys.path.insert(0, str(ROOT / "samples"))
+    try:
+        import generate
+    finally:
+        sys.path.pop(0)
+    return generate
+
+
 def need_real(path: Path) -> None:
     """Skip (with the reason) when a real capture named by its full path is absent."""
     if not path.exists():

@@ -15,11 +15,10 @@ import copy
 import gzip
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import BUNDLES, ROOT, real, run_cli
+from conftest import BUNDLES, ROOT, real, run_cli, samples_generate
 
 import tracetriage
 from tracetriage.analyzers.compare import compare
@@ -29,13 +28,6 @@ SCHEMA = json.loads((ROOT / "reports" / "compare.schema.json").read_text())
 GEMM = "gemm_bf16_tn_kernel"
 
 
-def _generate():
-    sys.path.insert(0, str(ROOT / "samples"))
-    try:
-        import generate
-    finally:
-        sys.path.pop(0)
-    return generate
 
 
 def compare_json(before, after, *extra, codes=(0, 8, 9)):
@@ -51,7 +43,7 @@ def compare_json(before, after, *extra, codes=(0, 8, 9)):
 def microbench(tmp_path_factory):
     """(before, after, truth) of the generated micro-benchmark pair."""
     out = tmp_path_factory.mktemp("microbench")
-    before, after = _generate().generate_microbench_pair(out)
+    before, after = samples_generate().generate_microbench_pair(out)
     return before, after, json.loads((out / "microbench_truth.json").read_text())
 
 
@@ -104,7 +96,7 @@ def test_generated_2x_slower_kernel_is_regressed_and_fails_the_gate(microbench):
 
 def test_generated_same_loop_other_seed_is_unchanged(microbench, tmp_path):
     before, _after, _truth = microbench
-    again, _ = _generate().generate_microbench_pair(tmp_path, seed=8)
+    again, _ = samples_generate().generate_microbench_pair(tmp_path, seed=8)
     result = compare_json(before, again)
     assert result["verdict"] == "unchanged", result["summary"]
     assert all(row["status"] == "unchanged" for row in result["work_rate"]["kernels"])
@@ -222,7 +214,7 @@ def test_real_other_programs_without_common_kernels_are_refused():
 
 
 def test_trend_of_stepless_runs_finds_the_faster_kernel_not_a_busy_regression(tmp_path):
-    generate = _generate()
+    generate = samples_generate()
     archive = tmp_path / "archive"
     for index in range(6):
         before, after = generate.generate_microbench_pair(tmp_path / f"src{index}", seed=100 + index)

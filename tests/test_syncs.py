@@ -61,6 +61,19 @@ def test_pageable_readback_is_a_sync_claimed_by_pageable_memcpy():
     assert _throughput_total(a) <= 100.0
 
 
+def _burst(events: list, t: float, corr: int, count: int, every_us: float) -> tuple[float, int]:
+    """``count`` launches of a 20 µs gemm kernel (a 2 µs cudaLaunchKernel each, the kernel 3 µs later),
+    one every ``every_us``; returns the time and correlation id after them."""
+    for _ in range(count):
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10,
+                       "ts": t, "dur": 2.0, "args": {"correlation": corr}})
+        events.append({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t + 3.0, "dur": 20.0,
+                       "args": {"correlation": corr, "device": 0, "stream": 7}})
+        corr += 1
+        t += every_us
+    return t, corr
+
+
 def _kineto_pageable(path, pageable: bool):
     """A PyTorch profiler trace: 40 steps of 200 x 20 µs kernels, then a 4 MiB read-back whose
     cudaMemcpyAsync holds the host 1.5 ms after the copy (the driver's staging when the host side
@@ -68,13 +81,7 @@ def _kineto_pageable(path, pageable: bool):
     events, t, corr = [], 0.0, 1
     kind = "Pageable" if pageable else "Pinned"
     for _ in range(40):
-        for _ in range(200):
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10,
-                           "ts": t, "dur": 2.0, "args": {"correlation": corr}})
-            events.append({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t + 3.0, "dur": 20.0,
-                           "args": {"correlation": corr, "device": 0, "stream": 7}})
-            corr += 1
-            t += 20.0
+        t, corr = _burst(events, t, corr, 200, 20.0)
         copy_start = t + 5.0
         events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 10, "tid": 10, "ts": t,
                        "dur": 5.0 + 350.0 + 1500.0, "args": {"correlation": corr}})
@@ -209,13 +216,7 @@ def _blocked_trace(path):
     events, t, corr = [], 0.0, 1
     for block in ("work", "copy", "work", "copy", "work", "host"):
         if block == "work":
-            for _ in range(300):
-                events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10,
-                               "ts": t, "dur": 2.0, "args": {"correlation": corr}})
-                events.append({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t + 3.0,
-                               "dur": 20.0, "args": {"correlation": corr, "device": 0, "stream": 7}})
-                corr += 1
-                t += 21.0
+            t, corr = _burst(events, t, corr, 300, 21.0)
         elif block == "copy":
             events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpy", "pid": 10, "tid": 10, "ts": t,
                            "dur": 60_000.0, "args": {"correlation": corr}})
@@ -226,10 +227,7 @@ def _blocked_trace(path):
             t += 60_001.0
         else:
             t += 110_000.0
-    events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": t,
-                   "dur": 2.0, "args": {"correlation": corr}})
-    events.append({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t + 3.0, "dur": 20.0,
-                   "args": {"correlation": corr, "device": 0, "stream": 7}})
+    _burst(events, t, corr, 1, 21.0)
     path.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}],
                                 "traceEvents": events}))
     return path
@@ -253,13 +251,7 @@ def _allocating(path):
     """20 bursts of 300 x 20 µs kernels, each followed by a 10 ms cudaMalloc (the allocator growing)."""
     events, t, corr = [], 0.0, 1
     for _ in range(20):
-        for _ in range(300):
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10,
-                           "ts": t, "dur": 2.0, "args": {"correlation": corr}})
-            events.append({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t + 3.0, "dur": 20.0,
-                           "args": {"correlation": corr, "device": 0, "stream": 7}})
-            corr += 1
-            t += 21.0
+        t, corr = _burst(events, t, corr, 300, 21.0)
         events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMalloc", "pid": 10, "tid": 10, "ts": t,
                        "dur": 10_000.0, "args": {"correlation": corr}})
         corr += 1

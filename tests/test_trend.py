@@ -8,24 +8,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import BUNDLES, run_cli
+from conftest import BUNDLES, run_cli, samples_generate
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "reports" / "trend.schema.json").read_text())
 
 
-def _generate():
-    sys.path.insert(0, str(ROOT / "samples"))
-    try:
-        import generate
-    finally:
-        sys.path.pop(0)
-    return generate
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +26,7 @@ def archives(tmp_path_factory):
     from tracetriage.batches import run_batch
     from tracetriage.runtime import Runtime
 
-    gen = _generate()
+    gen = samples_generate()
     root = tmp_path_factory.mktemp("nightly")
     out = {}
     for name, switch in (("switch", 13), ("steady", None)):
@@ -111,7 +103,7 @@ def test_two_workloads_are_two_groups(archives, tmp_path):
     mixed = tmp_path / "mixed"
     for night in sorted(folder.glob("nightly-*"))[:6]:
         shutil.copytree(night, mixed / night.name)
-    gen = _generate()
+    gen = samples_generate()
     for seed in (3, 4, 5):
         gen.generate(mixed / f"tp8-seed{seed}", only=["tp8_cross_island"], seed=seed)
     run_batch([str(mixed)], str(tmp_path / "b"), runtime=Runtime(jobs=2), progress=False)
@@ -144,7 +136,7 @@ def test_formats_and_the_report(archives, tmp_path):
 
 
 def test_trend_runs_batch_first_on_captures(tmp_path):
-    gen = _generate()
+    gen = samples_generate()
     gen.generate_nightly(tmp_path / "a", nights=5, switch_at=None, outlier_at=None, seed=2)
     proc = run_cli("trend", tmp_path / "a", "--batch-dir", tmp_path / "b", "-f", "json")
     assert proc.returncode == 0, proc.stderr
@@ -284,7 +276,7 @@ def branches(tmp_path_factory):
     from tracetriage.batches import run_batch
     from tracetriage.runtime import Runtime
 
-    gen = _generate()
+    gen = samples_generate()
     root = tmp_path_factory.mktemp("branches")
     gen.generate_nightly(root / "ng" / "main", nights=5, switch_at=None, outlier_at=None, seed=1)
     gen.generate_nightly(root / "ng" / "dev", nights=6, switch_at=4, outlier_at=None, seed=2)
