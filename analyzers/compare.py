@@ -21,6 +21,10 @@ step three times shorter makes every remaining cost a bigger share. So, each in 
   is judged on its common kernels' time per call and their calls per second (budgets ``kernel
   time per call`` and ``kernel calls per second``), never on busy %: a faster kernel shortens the
   window and lowers busy %. A pair with no common kernel of enough calls is refused, with why.
+* **Across devices** (analyzers/compare_devices.py, ``across_devices=True``): the same program on
+  two GPUs, each op class and top op against its own device's peaks; the verdict is then
+  ``across_devices`` (or ``inconclusive`` with the reason it was refused) and the gate exits 0
+  (9 when refused). Without it a pair on different devices stays inconclusive, and says so.
 * **Verdict** (here): ``inconclusive`` (not comparable, or nothing to judge per step, per call or
   per request), else from the budgets (step p50, step p99, kernel time per call and calls per second, the serving
   percentiles and throughput): ``improved``, ``regressed``, ``mixed`` (some better, some worse)
@@ -36,6 +40,7 @@ import numpy as np
 
 from tracetriage import __version__
 from tracetriage.analyzers.comparability import Comparability, comparability, serving_comparable
+from tracetriage.analyzers.compare_devices import across_devices as compare_across_devices
 from tracetriage.analyzers.compare_findings import FindingContext, finding_rows
 from tracetriage.analyzers.compare_kernels import kernel_rows
 from tracetriage.analyzers.compare_metrics import METRICS, SERVING_BUDGETS, MetricRow, metric_rows, mover_text, movers
@@ -54,9 +59,10 @@ SUMMARY_MOVERS = 3  # movers the one-line summary names
 
 
 def compare(before: dict, after: dict, before_label: str = "before", after_label: str = "after",
-            threshold_pct: float = THRESHOLD_PCT, slo: dict | None = None) -> dict:
+            threshold_pct: float = THRESHOLD_PCT, slo: dict | None = None, across_devices: bool = False) -> dict:
     """The compare contract of two analyses (``before`` and ``after``: analysis contracts); ``slo``:
-    the budgets (``--slo``) checked on both sides' serving artifacts."""
+    the budgets (``--slo``) checked on both sides' serving artifacts; ``across_devices``: also hold
+    each op class against its own device's peaks (``--across-devices``), which then gives the verdict."""
     before_side, after_side = Side(before, before_label), Side(after, after_label)
     comparable = comparability(before_side, after_side)
     rate = None
@@ -106,9 +112,14 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
         "kernels": [row.to_contract() for row in kernel_rows(before_side, after_side)] if comparable.ok else [],
         "movers": [row.to_contract() for row in movers(before_side, after_side, threshold_pct)] if comparable.ok else [],
         "work_rate": None if rate is None else rate.to_contract(threshold_pct),
+        "across_devices": None,
         "_series": {"before": _step_series(before_side), "after": _step_series(after_side)},
     }
     result["summary"] = summary_line(result)
+    if across_devices:
+        across = compare_across_devices(before_side, after_side)
+        result.update(verdict="across_devices" if across.ok else "inconclusive", summary=across.summary(),
+                      across_devices=across.to_contract())
     return result
 
 
@@ -197,8 +208,11 @@ def slo_breaks(before: dict | None, after: dict | None, slo: dict) -> tuple[list
 
 def gate_exit(result: dict) -> int:
     """``--gate``: 0 improved / unchanged / mixed within budgets, 8 regressed, 9 inconclusive.
-    A mixed verdict fails when the step p50 is what regressed or a --slo budget broke."""
+    A mixed verdict fails when the step p50 is what regressed or a --slo budget broke. Across
+    devices: 0 when the comparison was made, 9 when refused."""
     verdict = result["verdict"]
+    if verdict == "across_devices":
+        return 0
     if verdict == "inconclusive":
         return EXIT_INCONCLUSIVE
     if verdict == "regressed" or result["slo_broken"]:

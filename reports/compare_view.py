@@ -23,7 +23,8 @@ LABELS = {
     "e2el_p50_ms": "end-to-end latency p50", "throughput_rps": "request throughput",
 }
 VERDICT_WORDS = {"improved": "Improved", "regressed": "Regressed", "unchanged": "Unchanged (within noise)",
-                 "mixed": "Mixed", "inconclusive": "Inconclusive"}
+                 "mixed": "Mixed", "inconclusive": "Inconclusive",
+                 "across_devices": "Across devices, each against its own peaks"}
 SERVING_PREFIXES = ("ttft_", "tpot_", "itl_", "e2el_", "throughput_")
 STEP_NOTE = ("idle by cause says what the host was doing, a finding claims idle by when it happens, e.g. after each "
              "sync, so the two cut the same time differently")
@@ -227,13 +228,59 @@ class KernelRateView:
 
 
 @dataclass(frozen=True, slots=True)
+class DeviceSideView:
+    """One op class or op on one device: time per unit, op calls, achieved rates, % of its peak and the
+    peak in words, and the share of the class's kernel time measured (None for an op)."""
+    time: str
+    calls: str
+    rate: str
+    pct_of_peak: str
+    peak: str
+    measured: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AcrossRowView:
+    """One op class or top op on both devices: the ratio after/before with its interval, the ratio the
+    peaks predict, the normalised ratio with its interval, the verdict, and the sentence; ``judged``
+    false when it was not (``words`` says why, the sides may be None)."""
+    what: str
+    judged: bool
+    before: DeviceSideView | None
+    after: DeviceSideView | None
+    ratio: str
+    interval: str
+    predicted: str
+    normalised: str
+    normalised_interval: str
+    verdict: str
+    words: str
+
+
+@dataclass(frozen=True, slots=True)
+class AcrossDevicesView:
+    """compare --across-devices: made or refused (``reasons``: why, or what it rests on), the unit, the
+    two devices, the band, the method, the class rows and the top op rows."""
+    ok: bool
+    unit: str
+    before_device: str
+    after_device: str
+    band: str
+    method: str
+    reasons: tuple[str, ...]
+    classes: tuple[AcrossRowView, ...]
+    ops: tuple[AcrossRowView, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class CompareView:
     """Everything a report of one Comparison shows, in the order the text report shows it: ``threshold``
     the practical minimum (% of the before step) as ``%g`` spells it, ``threshold_repr`` as the contract
     does; ``noise_ms_per_step`` None when the before step was not measured; ``step_test`` the test of the
     step times, None when no rank's steps were compared. A pair of captures without steps has
     ``work_rate`` (per device), ``rate_kernels`` and ``work_rate_method`` instead of step times and
-    per-step kernels; ``movers`` are the per-step components that moved, largest first across ranks."""
+    per-step kernels; ``movers`` are the per-step components that moved, largest first across ranks;
+    ``across_devices`` the per-class table of compare --across-devices (None without it)."""
     tool_version: str
     schema: str
     summary: str
@@ -259,6 +306,7 @@ class CompareView:
     work_rate_method: str | None
     work_rate: tuple[DeviceRateView, ...]
     rate_kernels: tuple[KernelRateView, ...]
+    across_devices: AcrossDevicesView | None
 
 
 def compare_view(comparison: dict) -> CompareView:
@@ -283,7 +331,8 @@ def compare_view(comparison: dict) -> CompareView:
         movers=tuple(_mover(mover, comparison["threshold_pct"]) for mover in comparison["movers"]),
         work_rate_method=None if rate is None else str(rate["method"]),
         work_rate=() if rate is None else tuple(_device_rate(device) for device in rate["devices"]),
-        rate_kernels=() if rate is None else tuple(_kernel_rate(kernel) for kernel in rate["kernels"]))
+        rate_kernels=() if rate is None else tuple(_kernel_rate(kernel) for kernel in rate["kernels"]),
+        across_devices=None if comparison["across_devices"] is None else _across(comparison["across_devices"]))
 
 
 def _side(side: dict) -> SideView:
@@ -380,3 +429,39 @@ def _kernel_rate(kernel: dict) -> KernelRateView:
         before_per_call=fmt_ns(kernel["before_ns_per_call"]), after_per_call=fmt_ns(kernel["after_ns_per_call"]),
         ratio=f"{kernel['ratio']:.3f}", ci_low=f"{kernel['ci95'][0]:.3f}", ci_high=f"{kernel['ci95'][1]:.3f}",
         p_value=f"{kernel['p_value']:.2g}", status=str(kernel["status"]))
+
+
+def _times(value) -> str:
+    return "n/a" if value is None else f"x{value:.3f}"
+
+
+def _span(interval) -> str:
+    return "noise not measured" if interval is None else f"95% CI {interval[0]:.3f}-{interval[1]:.3f}"
+
+
+def _device_side(side: dict | None, unit: str) -> DeviceSideView | None:
+    if side is None:
+        return None
+    tflops, gbps = side["achieved_tflops"], side["achieved_gbps"]
+    rate = ", ".join(part for part in ("" if tflops is None else f"{tflops:,.1f} TFLOP/s",
+                                       "" if gbps is None else f"{gbps:,.0f} GB/s") if part) or "n/a"
+    return DeviceSideView(time=f"{fmt_ns(side['ms_per_unit'] * 1e6)} per {unit}", calls=f"{side['calls']:,} calls",
+                          rate=rate, pct_of_peak=pct(side["pct_of_peak"]), peak=side["peak"] or "no peak known",
+                          measured=None if side["measured_share_pct"] is None else pct(side["measured_share_pct"]))
+
+
+def _across_row(row: dict, unit: str) -> AcrossRowView:
+    return AcrossRowView(
+        what=str(row["what"]), judged=row["ratio"] is not None, before=_device_side(row["before"], unit),
+        after=_device_side(row["after"], unit), ratio=_times(row["ratio"]), interval=_span(row["ci95"]),
+        predicted=_times(row["predicted_ratio"]), normalised=_times(row["normalised_ratio"]),
+        normalised_interval=_span(row["normalised_ci95"]), verdict=str(row["verdict"]), words=str(row["words"]))
+
+
+def _across(across: dict) -> AcrossDevicesView:
+    unit = str(across["unit"])
+    return AcrossDevicesView(
+        ok=bool(across["ok"]), unit=unit, before_device=str(across["before_device"] or "n/a"),
+        after_device=str(across["after_device"] or "n/a"), band=f"{across['band_pct']:g}%", method=str(across["method"]),
+        reasons=tuple(across["reasons"]), classes=tuple(_across_row(row, unit) for row in across["classes"]),
+        ops=tuple(_across_row(row, unit) for row in across["ops"]))

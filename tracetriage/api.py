@@ -128,7 +128,7 @@ class Comparison:
 
     @property
     def verdict(self) -> str:
-        """improved, regressed, unchanged, mixed or inconclusive."""
+        """improved, regressed, unchanged, mixed or inconclusive; across_devices with ``across_devices``."""
         return self.data["verdict"]
 
     @property
@@ -137,7 +137,8 @@ class Comparison:
         return self.data["summary"]
 
     def gate_exit(self) -> int:
-        """``compare --gate``'s exit code: 0 improved/unchanged/mixed within budgets, 8 regressed, 9 inconclusive."""
+        """``compare --gate``'s exit code: 0 improved/unchanged/mixed within budgets (or compared across
+        devices), 8 regressed, 9 inconclusive."""
         from tracetriage.analyzers.compare import gate_exit
 
         return gate_exit(self.data)
@@ -247,10 +248,12 @@ def load_analysis(source, options: Options, runtime: Runtime) -> dict:
 
 
 def compare(before, after, options: Options | None = None, *, threshold_pct: float = 5.0, runtime: Runtime | None = None,
-            **values) -> Comparison:
+            across_devices: bool = False, **values) -> Comparison:
     """What changed between two captures: ``before`` and ``after`` are each a trace, a bundle
     folder, a saved analysis.json, or an :class:`Analysis`. ``threshold_pct`` is the smallest
-    step-time change, in % of the before step, that counts (``--gate-threshold``); the options
+    step-time change, in % of the before step, that counts (``--gate-threshold``); ``across_devices``:
+    the same program on two GPUs, each op class held against its own device's peaks
+    (``--across-devices``, analyzers/compare_devices.py); the options
     (``symptom``, ``slo``, ``step_range``) apply to the captures analyzed here, and ``slo``'s
     budgets are checked on both sides."""
     from tracetriage.analyzers.compare import compare as _compare
@@ -264,7 +267,8 @@ def compare(before, after, options: Options | None = None, *, threshold_pct: flo
     before_data = load_analysis(before, options, runtime)
     after_data = load_analysis(after, options, runtime)
     labels = ["before" if isinstance(side, _Analysis) else str(side) for side in (before, after)]
-    return Comparison(_compare(before_data, after_data, *labels, threshold_pct=threshold_pct, slo=dict(options.slo)))
+    return Comparison(_compare(before_data, after_data, *labels, threshold_pct=threshold_pct, slo=dict(options.slo),
+                               across_devices=across_devices))
 
 
 def check_jobs(jobs: int | None) -> None:

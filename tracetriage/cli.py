@@ -164,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the smallest step-time change, in %% of the before step, that counts (default 5); "
                         "a change must also be beyond the noise of the steps (captures without steps: the smallest "
                         "change of kernel time per call, beyond the noise of the calls)")
+    c.add_argument("--across-devices", action="store_true",
+                   help="the same program on two GPUs: each op class and top op held against its own device's peaks "
+                        "(time per step, or per call, achieved rate, %% of peak, the ratio the peaks predict); exit 0, "
+                        "9 when the pair is refused (another program, no common op class)")
     _verdict_options(c)
     _cache_options(c)
 
@@ -481,9 +485,10 @@ def cmd_compare(args) -> int:
     _check_output(args)
     fmt = _format_for(args)
     runtime = _runtime(args)
-    result = compare(args.before, args.after, options, threshold_pct=args.gate_threshold, runtime=runtime)
+    result = compare(args.before, args.after, options, threshold_pct=args.gate_threshold, runtime=runtime,
+                     across_devices=args.across_devices)
     _emit(args, result.render(fmt, runtime.cache), result.summary)
-    return result.gate_exit() if args.gate else EXIT_OK
+    return result.gate_exit() if args.gate or args.across_devices else EXIT_OK
 
 
 def cmd_mcp(args) -> int:

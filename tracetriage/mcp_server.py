@@ -210,7 +210,8 @@ def work_compare(arguments: dict, settings: dict) -> tuple[dict, str]:
 
     runtime = _runtime(settings)
     result = compare(arguments["before"], arguments["after"], threshold_pct=arguments["threshold"], runtime=runtime,
-                     symptom=arguments.get("symptom"), slo=arguments.get("slo"), step_range=arguments.get("step_range"))
+                     across_devices=bool(arguments.get("across_devices")), symptom=arguments.get("symptom"),
+                     slo=arguments.get("slo"), step_range=arguments.get("step_range"))
     summary = result.summary
     if arguments.get("format"):
         _write(arguments["output"], result.render(arguments["format"], runtime.cache))
@@ -522,15 +523,19 @@ def build(server: Server) -> MCPServer:
                       ctx: Context, granted: Granted,
                       threshold: Annotated[float, Field(description="the smallest step-time change that counts, in % of "
                                                                     "the before step")] = 5.0,
+                      across_devices: Annotated[bool, Field(description="the same program on two GPUs: each op class "
+                                                                        "held against its own device's peaks")] = False,
                       symptom: Symptom = None, slo: Slo = None, step_range: StepRange = None, format: Format = None,
                       output: Output = None) -> CallToolResult:
         """What changed between two captures: the compare contract (tracetriage.compare/2: comparability,
-        step time with its noise, each finding of before checked on after, the verdict) and its summary."""
+        step time with its noise, each finding of before checked on after, the verdict; with across_devices
+        each op class against its own device's peaks) and its summary."""
         def prepare(roots: Roots) -> dict:
             options = checked_options(symptom, slo, step_range)
             fmt = _report_format(format, output)
             read = [roots.readable(before), roots.readable(after)]
-            return {"before": read[0], "after": read[1], "threshold": threshold, **options, "format": fmt,
+            return {"before": read[0], "after": read[1], "threshold": threshold, "across_devices": across_devices,
+                    **options, "format": fmt,
                     "output": roots.writable(output, read) if fmt else None}
 
         return await guarded(ctx, granted, "compare", prepare)
