@@ -155,17 +155,14 @@ def _efficiency(side: Side) -> dict:
     return side.data.get("efficiency") or {}
 
 
-def _trace_steps(side: Side) -> list[np.ndarray]:
-    """The step durations of the processes of the trace the efficiency block measured."""
+def _measured_ranks(side: Side) -> list[dict]:
+    """The processes of the trace the efficiency block measured (all ranks when none is named so)."""
     trace = _efficiency(side).get("trace")
-    ranks = [rank for rank in side.ranks if rank["trace"] == trace] or side.ranks
-    return [rank["durations"] for rank in ranks if int(rank["steps"]["count"] or 0)]
+    return [rank for rank in side.ranks if rank["trace"] == trace] or side.ranks
 
 
 def _step_count(side: Side) -> int:
-    trace = _efficiency(side).get("trace")
-    ranks = [rank for rank in side.ranks if rank["trace"] == trace] or side.ranks
-    return sum(int(rank["steps"]["count"] or 0) for rank in ranks)
+    return sum(int(rank["steps"]["count"] or 0) for rank in _measured_ranks(side))
 
 
 def _peak_words(device: dict, row: dict) -> str | None:
@@ -200,7 +197,7 @@ def _roofline_per_work(row: dict) -> float | None:
 
 def _step_draws(side: Side, rng) -> np.ndarray | None:
     """Bootstrap draws of the side's mean step time over its exact mean (1 = no change)."""
-    durations = [series for series in _trace_steps(side) if series.size]
+    durations = [rank["durations"] for rank in _measured_ranks(side) if rank["durations"].size]
     if not durations:
         return None
     pooled = np.concatenate(durations).astype(np.float64)
@@ -361,6 +358,9 @@ def across_devices(before: Side, after: Side) -> AcrossDevices:
                         for row, device, count in zip(rows, devices, units))
         draws = step_draws or (_call_draws(before, op_class, rng), _call_draws(after, op_class, rng))
         class_rows.append(_pair_row(op_class, op_class, label, rows, figures, draws, device_after))
+    class_rows.extend(_not_judged(op_class, op_class, None, None,
+                                  f"{CLASS_WORDS.get(op_class, op_class)}: measured on {after.label} only")
+                      for op_class in classes_after if op_class not in {row["class"] for row in efficiency_before["classes"]})
     judged = [row for row in class_rows if row.verdict != NOT_JUDGED]
     if not judged:
         why = "; ".join(row.words for row in class_rows) or "no op class on both sides"
@@ -389,7 +389,8 @@ def _op_rows(efficiency_before: dict, efficiency_after: dict, devices: tuple[dic
         pair = (op_before, op_after)
         units = steps if unit == "step" else (op_before["count"], op_after["count"])
         figures = tuple(_figures(op, device, count, op["count"], None) for op, device, count in zip(pair, devices, units))
-        what = f"{op_before['name']} {op_before.get('input_dims')} {op_before.get('dtype')}"
+        shapes = [dims for dims in op_before.get("input_dims") or [] if dims]  # scalars' [] say nothing
+        what = f"{op_before['name']} {shapes} {op_before.get('dtype')}"
         rows.append(_pair_row(what, str(op_before.get("class")), str(op_before["name"]), pair, figures, (None, None),
                               str(devices[1]["model"])))
     return rows
