@@ -191,7 +191,7 @@ def test_the_same_device_is_refused(pair):
     assert "the same device" in data["across_devices"]["reasons"][0]
 
 
-def test_another_program_is_refused_with_the_reason(pair, tmp_path):
+def test_other_work_per_step_is_refused_with_the_reason(pair, tmp_path):
     other = tmp_path / "other.json.gz"  # other shapes: another model, not the same work per step
     build("mi300x", other, ops=[gen_efficiency.gemm(1024, 1024, 1024), gen_efficiency.silu_mul(512, 512),
                                 gen_efficiency.decode_attention(2, 8, 8, 256, 64)])
@@ -199,6 +199,19 @@ def test_another_program_is_refused_with_the_reason(pair, tmp_path):
     across = data["across_devices"]
     assert not across["ok"] and across["reasons"][0].startswith("no common op class with the same work per step")
     assert data["summary"].startswith("inconclusive: no common op class")
+
+
+def test_another_program_by_its_process_is_refused(pair, tmp_path):
+    """Kineto traces name no process; an nsys or rocprof capture does, and a saved analysis keeps it."""
+    saved = []
+    for key, command in (("h100", "python serve.py --port 8000"), ("mi300x", "python train.py --epochs 3")):
+        analysis = json.loads(run_cli("analyze", pair[key], "-f", "json", "--no-cache").stdout)
+        for process in analysis["processes"]:
+            process["name"] = command
+        saved.append(tmp_path / f"{key}.json")
+        saved[-1].write_text(json.dumps(analysis))
+    data = across_json(*saved, "--across-devices", code=9)
+    assert data["across_devices"]["reasons"][0] == "another program: python serve.py before, python train.py after"
 
 
 def test_a_side_without_shapes_is_refused(pair, tmp_path):
@@ -220,6 +233,8 @@ def test_every_format_shows_every_field_of_the_table(pair):
     for fmt in omitted:
         output = render_compare(data, fmt)
         assert not missing_fields(view, fmt, output, omitted, shown), fmt
+        without = output.replace(view.classes[0].after.peak, "")  # the check can fail: a field dropped is named
+        assert "classes.after.peak" in missing_fields(view, fmt, without, omitted, shown), fmt
     data["across_devices"]["ops"][0]["what"] = "<b>aten::mm</b>"  # capture text: escaped, never markup
     assert "&lt;b&gt;aten::mm&lt;/b&gt;" in render_compare(data, "html")
 
