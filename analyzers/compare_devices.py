@@ -326,6 +326,14 @@ def _refusal(before: Side, after: Side) -> str | None:
     return None
 
 
+def _device_name(side: Side) -> str | None:
+    """The side's device: its device-table model, else the name the capture gave it."""
+    efficiency = _efficiency(side)
+    model = (efficiency.get("device") or {}).get("model")
+    name = model or efficiency.get("device_name") or next((device.get("name") for device in side.devices), None)
+    return str(name) if name else None
+
+
 def _units(before: Side, after: Side) -> tuple[str, int, int]:
     """``step`` and each side's steps when both have steps, else ``call`` (0, 0)."""
     steps = _step_count(before), _step_count(after)
@@ -337,7 +345,7 @@ def across_devices(before: Side, after: Side) -> AcrossDevices:
     refusal = _refusal(before, after)
     unit, steps_before, steps_after = _units(before, after)
     if refusal:
-        return AcrossDevices(False, (refusal,), unit, None, None, (), ())
+        return AcrossDevices(False, (refusal,), unit, _device_name(before), _device_name(after), (), ())
     efficiency_before, efficiency_after = _efficiency(before), _efficiency(after)
     devices = efficiency_before["device"], efficiency_after["device"]
     device_after = str(devices[1]["model"])
@@ -364,8 +372,8 @@ def across_devices(before: Side, after: Side) -> AcrossDevices:
     judged = [row for row in class_rows if row.verdict != NOT_JUDGED]
     if not judged:
         why = "; ".join(row.words for row in class_rows) or "no op class on both sides"
-        return AcrossDevices(False, (f"no common op class with the same work per {unit}: {why}",), unit, None, None,
-                             tuple(class_rows), ())
+        return AcrossDevices(False, (f"no common op class with the same work per {unit}: {why}",), unit,
+                             str(devices[0]["model"]), device_after, tuple(class_rows), ())
     reasons = (f"each op class held against its own device's roofline: {devices[0]['model']} before, {device_after} after",
                *(row.words for row in class_rows if row.verdict == NOT_JUDGED))
     return AcrossDevices(True, reasons, unit, str(devices[0]["model"]), device_after, tuple(class_rows),
