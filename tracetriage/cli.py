@@ -149,7 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "with its noise (captures without steps: their common kernels' time per call, never "
                                    "busy %), what moved per step, each finding of BEFORE checked on AFTER (fixed, "
                                    "falsified, better, worse, persists, new), and a verdict. Exit codes with --gate: 0 "
-                                   "improved/unchanged/mixed within budgets, 8 regressed, 9 inconclusive.")
+                                   "improved/unchanged/mixed within budgets, 8 regressed, 9 inconclusive; with "
+                                   "--across-devices 0, or 9 when the pair is refused.")
     c.add_argument("before", metavar="BEFORE", help="the capture before the change: a trace, a bundle folder, or a saved "
                                                     "analysis.json (analyze --format json, or batch's cases/<id>/analysis.json)")
     c.add_argument("after", metavar="AFTER", help="the capture after the change (the same kinds)")
