@@ -178,10 +178,10 @@ def _peak_words(device: dict, row: dict) -> str | None:
 
 def _figures(row: dict, device: dict, units: float, calls: int, share) -> SideFigures:
     work = float(row.get("flops") or 0.0) or float(row.get("bytes") or 0.0)
-    return SideFigures(ms_per_unit=float(row["time_ns"]) / units / 1e6, calls=calls,
+    return SideFigures(ms_per_unit=float(row["time_ns"]) / units / 1e6 if units else 0.0, calls=calls,
                        achieved_tflops=row.get("achieved_tflops"), achieved_gbps=row.get("achieved_gbps"),
                        pct_of_peak=row.get("pct_of_roofline"), peak=_peak_words(device, row), bound=row.get("bound"),
-                       measured_share_pct=share, work_per_unit=work / units)
+                       measured_share_pct=share, work_per_unit=work / units if units else 0.0)
 
 
 def _roofline_per_work(row: dict) -> float | None:
@@ -291,7 +291,7 @@ def _pair_row(what: str, op_class: str, label: str, rows: tuple[dict, dict], fig
     before, after = figures
     predicted_before, predicted_after = _roofline_per_work(rows[0]), _roofline_per_work(rows[1])
     if not before.ms_per_unit or not after.ms_per_unit:
-        return _not_judged(what, op_class, before, after, f"{label}: no kernel time on a side")
+        return _not_judged(what, op_class, before, after, f"{label}: no kernel time or no calls on a side")
     if not _same_work(before, after):
         return _not_judged(what, op_class, before, after,
                            f"{label}: not the same work per unit ({before.work_per_unit:.4g} before, "

@@ -239,6 +239,14 @@ def test_every_format_shows_every_field_of_the_table(pair):
     assert "&lt;b&gt;aten::mm&lt;/b&gt;" in render_compare(data, "html")
 
 
+def test_the_library_call_takes_the_flag(pair):
+    import tracetriage
+
+    comparison = tracetriage.compare(pair["h100"], pair["mi300x"], across_devices=True)
+    assert comparison.verdict == "across_devices" and comparison.gate_exit() == 0
+    assert tracetriage.compare(pair["h100"], pair["mi300x"]).gate_exit() == 9
+
+
 def test_the_mcp_tool_passes_the_flag(pair):
     from tracetriage.mcp_server import work_compare
 
