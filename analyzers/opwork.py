@@ -79,7 +79,7 @@ def _is_shape(dims) -> bool:
     return isinstance(dims, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims)
 
 
-def _tensors(dims: list, types: list) -> list[tuple[list, int, str]]:
+def tensors_of(dims: list, types: list) -> list[tuple[list, int, str]]:
     """(dims, bytes per element, dtype) of every tensor argument, tensor lists flattened; a list
     argument without a per-element type (``TensorList``) takes the first known tensor dtype."""
     known = next((dtype_of(t) for t in types if dtype_of(t)), None)
@@ -313,7 +313,7 @@ def work(name: str, dims, types, concrete=None) -> Work | None:
     recorded = isinstance(concrete, list)  # NVTX operator ranges write no scalar arguments
     concrete = concrete if recorded else []
     try:
-        t = _tensors(dims, types)
+        t = tensors_of(dims, types)
         if name in GEMMS:
             return GEMMS[name](dims, types, concrete, t)
         if name in ATTENTION:
