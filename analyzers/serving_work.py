@@ -74,8 +74,10 @@ def _attention_work(tokens: int, heads: int, kv_heads: int, d_qk: int, d_v: int,
     TraceLens/PerfModel/extensions/attention_perf_model_extensions.py, itself the FlashAttention
     count, Dao et al. 2022 §3: 2·d FLOPs per (query, key) pair for QKᵀ and as many for PV):
 
-    FLOPs = 2·H·(d_qk + d_v)·(c_sqsk − c_sqsq/2 + g_sqsk) — every query against its context,
-    the causal half of each new chunk masked;
+    FLOPs = 2·H·(d_qk + d_v)·pairs, the (query, key) pairs of causal attention: a request's chunk of
+    sq new tokens after sk − sq cached ones attends sq·(sk − sq) + sq·(sq + 1)/2 = sq·sk − sq²/2 + sq/2
+    pairs, so pairs = c_sqsk − c_sqsq/2 + c_sq/2 + g_sqsk − g_sqsq/2 + g_sq/2 (a decode token: sk pairs).
+    TraceLens counts c_sqsk − c_sqsq/2 + g_sqsk, the same but for the c_sq/2 diagonal pairs;
     bytes = Q and O of the step's tokens + K and V of every token attended: the new tokens' in the
     query's dtype, the cached ones (sk − sq) in the cache's; the KV read (``weight_bytes``) is
     every attended token's K and V.
@@ -83,7 +85,7 @@ def _attention_work(tokens: int, heads: int, kv_heads: int, d_qk: int, d_v: int,
     None when the op's query rows cannot hold the step's tokens (the annotation is another batch's)."""
     if step.tokens <= 0 or tokens < step.tokens or min(heads, kv_heads, d_qk, d_v) <= 0:
         return None
-    pairs = step.c_sqsk - step.c_sqsq / 2 + step.g_sqsk
+    pairs = step.c_sqsk - step.c_sqsq / 2 + step.c_sq / 2 + step.g_sqsk - step.g_sqsq / 2 + step.g_sq / 2
     flops = 2.0 * heads * (d_qk + d_v) * pairs
     new = step.c_sq + step.g_sq
     cached = max(0, step.c_sk - step.c_sq) + max(0, step.g_sk - step.g_sq)

@@ -197,6 +197,7 @@ class EfficiencyView:
     not_measured: tuple[NotMeasuredView, ...]
     coverage: tuple[CoverageView, ...]
     achievable_source: str | None
+    roofs: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -548,6 +549,24 @@ def _peak(row: dict, device: dict | None) -> str | None:
     return words + (f" / {row['achievable_tflops']:,.0f} achievable" if row.get("achievable_tflops") else "")
 
 
+ROOF_ORDER = ("fp8", "int8", "bf16", "fp16", "tf32", "fp32", "fp64")
+
+
+def _roofs(device: dict | None) -> str | None:
+    """The device's roofs, named: 'datasheet dense FP8 2,615, BF16 1,307 ... TFLOP/s; 5,300 GB/s; measured
+    max-achievable FP8 1,273, BF16 708, FP16 654 TFLOP/s'."""
+    if not device:
+        return None
+
+    def listed(table: dict) -> str:
+        return ", ".join(f"{dtype.upper()} {table[dtype]:,.0f}" for dtype in ROOF_ORDER if dtype in table)
+
+    words = f"datasheet dense {listed(device['peak_tflops'])} TFLOP/s; {device['bandwidth_gbps']:,.0f} GB/s"
+    if device.get("achievable_tflops"):
+        words += f"; measured max-achievable {listed(device['achievable_tflops'])} TFLOP/s"
+    return words
+
+
 def _efficiency(eff: dict | None) -> EfficiencyView | None:
     if not eff:
         return None
@@ -569,6 +588,7 @@ def _efficiency(eff: dict | None) -> EfficiencyView | None:
                        for c in eff.get("coverage") or []),
         achievable_source=as_text(eff["device"]["achievable_source"])
         if eff.get("device") and eff["device"].get("achievable_source") else None,
+        roofs=_roofs(eff.get("device")),
         decode_floor=DecodeFloorView(fixed(floor["bytes_per_step"] / 1e9, 2), fmt_ns(floor["floor_ns"]),
                                      fmt_ns(floor["measured_ns"]), fixed(floor["pct_of_floor"], 0),
                                      as_text(floor.get("source"))) if floor else None,
