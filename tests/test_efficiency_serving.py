@@ -14,6 +14,7 @@ from tracetriage import analyze, open_case
 from tracetriage.analyzers import efficiency, peaks, serving_work
 from tracetriage.analyzers.serving_work import StepLengths
 from tracetriage.reports import render
+from tracetriage.reports.html import render_card
 
 sys.path.insert(0, str(ROOT / "samples"))
 import gen_serving  # noqa: E402
@@ -147,13 +148,14 @@ def test_every_format_says_each_classs_measured_share_and_names_its_peak(serving
     a = analyze(case)
     eff = a.data["efficiency"]
     assert {row["class"] for row in eff["coverage"]} == {"gemm", "attention", "memory_bound"}
-    text, md, html = render(a, "text"), render(a, "md"), render(a, "html")
+    text, md, html, card = render(a, "text"), render(a, "md"), render(a, "html"), render_card(a)
     for row in eff["coverage"]:
+        assert f"{row['class']} " in card.split("Efficiency measured:", 1)[1].split("</p>", 1)[0]
         share = f"{row['measured_share_pct']:.0f}%"
         assert f"{row['class']} " in text.split("measured: ", 1)[1].splitlines()[0] and share in text.split("measured: ", 1)[1]
         assert share in md.split("Measured share of each class's kernel time: ", 1)[1].splitlines()[0]
         assert share in html.split("Measured share of each class's kernel time: ", 1)[1].split("</p>", 1)[0]
-    for out in (text, md, html):
+    for out in (text, md, html, card):
         assert "BF16 1,307" in out and "max-achievable FP8 1,273, BF16 708, FP16 654 TFLOP/s" in out and "5,300 GB/s" in out
 
 
