@@ -74,10 +74,9 @@ def op_works(ops: pd.DataFrame, steps: tuple[np.ndarray, list[StepLengths]] | No
     if not len(ops):
         return _no_work(0)
     step_of, step_list = steps if steps is not None else (np.full(len(ops), -1, np.int64), [])
-    key = np.stack([ops["name"].cat.codes.to_numpy().astype(np.int64), ops["shape"].cat.codes.to_numpy().astype(np.int64),
-                    step_of], axis=1)
-    unique_keys, first_rows, row_of = np.unique(key, axis=0, return_index=True, return_inverse=True)
-    row_of = row_of.reshape(-1)
+    key = (ops["name"].cat.codes.to_numpy().astype(np.int64) * (len(ops["shape"].cat.categories) + 1)
+           + ops["shape"].cat.codes.to_numpy()) * (len(step_list) + 1) + step_of + 1
+    unique_keys, first_rows, row_of = np.unique(key, return_index=True, return_inverse=True)
     work = _no_work(len(unique_keys))
     names, shapes = ops["name"].to_numpy(), ops["shape"].to_numpy()
     for j, row in enumerate(first_rows):
