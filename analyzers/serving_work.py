@@ -183,6 +183,81 @@ def moe_forward(tensors, context: list | None) -> Work | None:
     return Work("gemm", flops, float(moved), dtype, weight_bytes=float(weight_bytes), tokens=int(tokens))
 
 
+FUSED_EXPERTS = frozenset({"vllm::inplace_fused_experts", "vllm::outplace_fused_experts", "vllm::rocm_aiter_fused_moe",
+                           "sglang::inplace_fused_experts", "sglang::outplace_fused_experts"})
+
+
+def fused_experts(tensors) -> Work | None:
+    """Fused MoE ops that take the expert weights as arguments: vLLM's ``inplace/outplace_fused_experts
+    (hidden[M, K], w1[E, N1, K/p], w2[E, K, N2/p], topk_weights[M, k], topk_ids[M, k], ...)``
+    (vllm model_executor/layers/fused_moe/fused_moe.py, SGLang's copy) and ``rocm_aiter_fused_moe``
+    with the same first four (TraceLens's ``moe_aiter_fused_1stage``, moe_perf_model_extensions.py:
+    p = K / w1's last dim, p logical weights per stored element for packed INT4; gated when
+    N1 = 2·N2). FLOPs, bytes and the experts touched as :func:`moe_forward`'s; held against the
+    weights' dtype when it is FP8 (W8A8: the activations are quantized to it), else the activations'."""
+    if len(tensors) < 4:
+        return None
+    (hidden, act_bytes, act_dtype), (w1, w1_bytes, w_dtype), (w2, w2_bytes, _), (routing, _, _) = tensors[:4]
+    if len(hidden) != 2 or len(w1) != 3 or len(w2) != 3 or len(routing) != 2 or routing[0] != hidden[0]:
+        return None
+    tokens, width = hidden
+    experts, top_k = w1[0], routing[1]
+    packing = width // w1[2] if w1[2] and width % w1[2] == 0 else 0
+    inner = w2[2] * packing
+    if not packing or w2[0] != experts or w2[1] != width or w1[1] not in (inner, 2 * inner) or not 0 < top_k <= experts:
+        return None
+    routed = tokens * top_k
+    flops = 2.0 * routed * width * w1[1] + 2.0 * routed * inner * width
+    weight_bytes = min(experts, routed) / experts * (math.prod(w1) * w1_bytes + math.prod(w2) * w2_bytes)
+    moved = tokens * width * act_bytes * 2 + 2 * routed * inner * act_bytes + weight_bytes
+    return Work("gemm", flops, float(moved), w_dtype if w_dtype == "fp8" else act_dtype, weight_bytes=float(weight_bytes),
+                tokens=int(tokens))
+
+
+def cutlass_scaled_mm(tensors) -> Work | None:
+    """vLLM's ``cutlass_scaled_mm(out[M, N], a[M, K], b[K, N], a_scales, b_scales, bias?)`` (vllm
+    csrc/torch_bindings.cpp; FP8 or INT8 W8A8 with per-tensor, per-token or per-channel scales):
+    2·M·N·K FLOPs (+ M·N with a bias), bytes = a + b + scales + bias read, out written; held against
+    the peak of a's dtype."""
+    if len(tensors) < 5:
+        return None
+    (out, out_bytes, _), (a, a_bytes, dtype), (b, b_bytes, _) = tensors[:3]
+    if len(out) != 2 or len(a) != 2 or len(b) != 2 or a[1] != b[0] or out != [a[0], b[1]]:
+        return None
+    extras = tensors[3:6]
+    bias = sum(math.prod(shape) for shape, _, _ in extras[2:] if shape == [b[1]])
+    flops = 2.0 * a[0] * b[1] * a[1] + (a[0] * b[1] if bias else 0)
+    moved = math.prod(a) * a_bytes + math.prod(b) * b_bytes + math.prod(out) * out_bytes \
+        + sum(math.prod(shape) * size for shape, size, _ in extras)
+    return Work("gemm", flops, float(moved), dtype, weight_bytes=float(math.prod(b) * b_bytes), tokens=int(a[0]))
+
+
+def marlin_gemm(tensors, concrete: list) -> Work | None:
+    """vLLM's ``gptq_marlin_gemm(a[M, K], ..., b_q_weight, b_scales, ..., size_m, size_n, size_k, ...)``
+    (vllm csrc/torch_bindings.cpp; W4A16 / W8A16 GPTQ and AWQ, FP8 and NVFP4/MXFP4 weights on Marlin):
+    the packed weight's shape depends on the tile layout, so N comes from the ``size_m, size_n,
+    size_k`` arguments (three consecutive Concrete Inputs equal to M, ?, K). Dense-equivalent
+    2·M·N·K FLOPs; bytes = a + the packed weight (``b_q_weight``, the first int32 tensor after a) and
+    its scales (the tensor after it) as stored + the output M·N in a's dtype; held against a's dtype
+    (the weights are dequantized to it)."""
+    if not tensors or not concrete:
+        return None
+    a, a_bytes, dtype = tensors[0]
+    if len(a) != 2:
+        return None
+    numbers = [_int(value) for value in concrete]
+    size_n = next((numbers[i + 1] for i in range(len(numbers) - 2)
+                   if numbers[i] == a[0] and numbers[i + 2] == a[1] and numbers[i + 1]), None)
+    if not size_n:
+        return None
+    packed = next((i for i, (_, _, kind) in enumerate(tensors) if i and kind == "int32"), None)
+    if packed is None or packed + 1 >= len(tensors):
+        return None
+    weight_bytes = float(sum(math.prod(shape) * size for shape, size, _ in tensors[packed:packed + 2]))
+    moved = math.prod(a) * a_bytes + weight_bytes + a[0] * size_n * a_bytes
+    return Work("gemm", 2.0 * a[0] * size_n * a[1], float(moved), dtype, weight_bytes=weight_bytes, tokens=int(a[0]))
+
+
 def _int(text) -> int | None:
     try:
         return int(str(text).strip())
@@ -201,8 +276,9 @@ STEP_OPS = {  # ops whose FLOPs need the step's lengths
     "aiter::paged_attention_ragged": lambda tensors, at, step: paged_attention_ragged(at, step),
     SGLANG_ATTENTION: lambda tensors, at, step: paged_attention_ragged(at, step),
 }
-NAMES = frozenset(set(STEP_OPS) - {SGLANG_ATTENTION}) | {
-    "vllm::moe_forward", "_C_cache_ops::reshape_and_cache_flash", "_C_cache_ops::reshape_and_cache"}
+NAMES = frozenset(set(STEP_OPS) - {SGLANG_ATTENTION}) | FUSED_EXPERTS | {
+    "vllm::moe_forward", "_C_cache_ops::reshape_and_cache_flash", "_C_cache_ops::reshape_and_cache",
+    "_C::cutlass_scaled_mm", "_C::gptq_marlin_gemm"}
 
 
 def needs_step(name: str) -> bool:
@@ -229,6 +305,12 @@ def work(name: str, record: list, step: StepLengths | None) -> Work | None:
             return STEP_OPS[name](tensors, at, step)
         if name == "vllm::moe_forward":
             return moe_forward(tensors, record[3] if len(record) > 3 and isinstance(record[3], list) else None)
+        if name in FUSED_EXPERTS:
+            return fused_experts(tensors)
+        if name == "_C::cutlass_scaled_mm":
+            return cutlass_scaled_mm(tensors)
+        if name == "_C::gptq_marlin_gemm":
+            return marlin_gemm(tensors, record[2] if isinstance(record[2], list) else [])
         return reshape_and_cache(tensors)
     except (TypeError, ValueError, IndexError, OverflowError, ZeroDivisionError):
         return None

@@ -208,3 +208,41 @@ def test_real_sglang_decode_attention_is_measured():
     # execute_32_context_0(...)_generation_32(sq32sk32785...): 32 decode tokens over 32,785 tokens of context
     assert op["flops"] == op["count"] * 2 * heads * (d + d) * 32785
     assert op["bound"] == "memory" and eff["device"]["achievable_tflops"]["bf16"] == 708
+
+
+def test_fused_experts_with_weights_as_arguments():
+    # vLLM's fused_experts: hidden[6, 32], w1[4, 2*16, 32] bf16 (gated), w2[4, 32, 16], top-2 routing
+    dims = [[6, 32], [4, 32, 32], [4, 32, 16], [6, 2], [6, 2]]
+    got = serving_work.work("vllm::outplace_fused_experts", [dims, [BF, BF, BF, "float", "int"], [""] * 5], None)
+    routed = 12
+    assert got.flops == 2 * routed * 32 * 32 + 2 * routed * 16 * 32 and got.dtype == "bf16"
+    weights = (4 * 32 * 32 + 4 * 32 * 16) * 2  # 12 routed tokens over 4 experts: all touched
+    assert got.weight_bytes == weights and got.bytes == 6 * 32 * 2 * 2 + 2 * routed * 16 * 2 + weights
+    fp8 = serving_work.work("vllm::inplace_fused_experts",
+                            [dims, [BF, "c10::Float8_e4m3fn", "c10::Float8_e4m3fn", "float", "int"], [""] * 5], None)
+    assert fp8.dtype == "fp8" and fp8.weight_bytes == weights / 2
+    one_token = serving_work.work("vllm::outplace_fused_experts",
+                                  [[[1, 32], [4, 32, 32], [4, 32, 16], [1, 2], [1, 2]], [BF, BF, BF, "float", "int"], [""] * 5],
+                                  None)
+    assert one_token.weight_bytes == weights * 2 / 4  # one token, two experts of four
+    assert serving_work.work("vllm::outplace_fused_experts", [[[6, 32], [4, 32, 32], [4, 16, 16], [6, 2]],
+                                                              [BF, BF, BF, "float"], [""] * 4], None) is None
+
+
+def test_quantized_gemms_count_the_dense_work_and_the_packed_bytes():
+    fp8 = "c10::Float8_e4m3fn"
+    # cutlass_scaled_mm(out[8, 64] bf16, a[8, 128] fp8, b[128, 64] fp8, a_scales[8, 1], b_scales[1, 64])
+    got = serving_work.work("_C::cutlass_scaled_mm", [[[8, 64], [8, 128], [128, 64], [8, 1], [1, 64], []],
+                                                      [BF, fp8, fp8, "float", "float", ""], [""] * 6], None)
+    assert (got.flops, got.dtype, got.weight_bytes) == (2 * 8 * 64 * 128, "fp8", 128 * 64)
+    assert got.bytes == 8 * 128 + 128 * 64 + 8 * 64 * 2 + (8 + 64) * 4
+    # gptq_marlin_gemm(a[4, 256] fp16, b_q_weight[16, 1024] int32 (4-bit), b_scales[2, 512] fp16, ..., 4, 512, 256)
+    half = "c10::Half"
+    dims = [[4, 256], [16, 1024], [2, 512], [], [], [64], [], [], [], [], []]
+    types = [half, "int", half, "", "", "int", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar"]
+    concrete = ["", "", "", "", "", "", "4", "4", "512", "256", "True"]
+    got = serving_work.work("_C::gptq_marlin_gemm", [dims, types, concrete], None)
+    packed = 16 * 1024 * 4 + 2 * 512 * 2  # 4-bit weights in int32, fp16 group scales
+    assert (got.flops, got.dtype, got.weight_bytes) == (2 * 4 * 512 * 256, "fp16", packed)
+    assert got.bytes == 4 * 256 * 2 + packed + 4 * 512 * 2
+    assert serving_work.work("_C::gptq_marlin_gemm", [dims, types, [""] * 11], None) is None  # sizes not recorded

@@ -209,6 +209,8 @@ WORK_OPS = frozenset({
     "flash_attn::_flash_attn_forward",
     "vllm::unified_attention_with_output", "vllm::unified_attention", "aiter::paged_attention_ragged",
     "vllm::moe_forward", "_C_cache_ops::reshape_and_cache_flash", "_C_cache_ops::reshape_and_cache",
+    "vllm::inplace_fused_experts", "vllm::outplace_fused_experts", "vllm::rocm_aiter_fused_moe",
+    "sglang::inplace_fused_experts", "sglang::outplace_fused_experts", "_C::cutlass_scaled_mm", "_C::gptq_marlin_gemm",
 }) | ELEMENTWISE_OPS | COPY_OPS | CONCAT_OPS | SOFTMAX_OPS | REDUCTION_OPS | SCAN_OPS | NORM_OPS
 
 
