@@ -123,9 +123,9 @@ def _busiest_device(ns_by_device: np.ndarray) -> int | None:
 
 # shaped ops were recorded, no graph replays: the kernels without one come from ops with no formula
 # here, or from ops whose CPU side fell outside the profiled window
-NO_SHAPED_OP_HINT = ("their operators have no FLOP/byte formula here (custom or fused ops: Triton, MoE, paged "
-                     "attention...; add it to analyzers/opwork.py) or ran before the profiler's CPU activity started "
-                     "(start the profiler before the work, or widen its schedule)")
+NO_SHAPED_OP_HINT = ("their operators have no FLOP/byte formula here (custom or fused ops: Triton kernels, fused norms, "
+                     "rotary embeddings...; add it to analyzers/opwork.py or analyzers/serving_work.py) or ran before the "
+                     "profiler's CPU activity started (start the profiler before the work, or widen its schedule)")
 
 GRAPH_UNTIED = {
     "no_capture": ("the capture phase was not profiled: the trace (and the case) holds no graph capture whose launch calls "
@@ -142,9 +142,10 @@ GRAPH_UNTIED = {
                 "be checked",
                 "profile the capture and the replays in one profiler session"),
     "no_formula": ("tied to their capture, where the operator that launched them has no FLOP/byte formula here (a "
-                   "custom or fused op: Triton, MoE, paged attention...) or recorded no shapes",
+                   "custom or fused op: Triton kernels, fused norms, rotary embeddings...), recorded no shapes, or needs "
+                   "what the trace does not hold (an attention's step lengths, a MoE's expert weights)",
                    "the work of custom ops is not modelled: profile with record_shapes=True and compare their kernels' "
-                   "time, or add their formula to analyzers/opwork.py"),
+                   "time, or add their formula to analyzers/opwork.py or analyzers/serving_work.py"),
 }
 
 
@@ -570,7 +571,8 @@ def missing_shapes(eff: Efficiency) -> dict | None:
     which capture would decide: no shaped op at all ("operator shapes"); shaped ops present but
     the class's ops came without data types; graph replays left untied (the largest such entry:
     the capture phase not profiled, ambiguous, the captured op without a formula, or nsys whole-
-    graph intervals); else the class's kernels no shaped op launched."""
+    graph intervals); else the larger of the class's kernels no shaped op launched and those whose
+    ops lacked the step's sequence lengths."""
     not_measured = eff.not_measured
     why = next((row for row in not_measured if row["what"] == "operator shapes"), None) or _untyped_dominant(eff)
     if why:
@@ -578,4 +580,6 @@ def missing_shapes(eff: Efficiency) -> dict | None:
     graph = [row for row in not_measured if row["what"] in GRAPH_MISSING]
     if graph:
         return max(graph, key=lambda row: row.get("time_ns") or 0)
-    return next((row for row in not_measured if row["what"] == f"{eff.dominant} kernels without shapes"), None)
+    own = [row for row in not_measured if row["what"] in (f"{eff.dominant} kernels without shapes",
+                                                            f"{eff.dominant} kernels without sequence lengths")]
+    return max(own, key=lambda row: row.get("time_ns") or 0) if own else None
