@@ -46,8 +46,9 @@ import pandas as pd
 from tracetriage.analyzers import opwork
 from tracetriage.analyzers.capture_kind import is_native_trace, trace_vendor
 from tracetriage.analyzers.metrics import Efficiency, TraceMetrics
-from tracetriage.analyzers.op_kernels import KernelTime, OpWork, kernel_time, op_works, replayed_ops
+from tracetriage.analyzers.op_kernels import KernelTime, OpWork, kernel_time, op_steps, op_works, replayed_ops
 from tracetriage.analyzers.peaks import device_block, match_device, rates, roofline
+from tracetriage.analyzers.serving_work import canonical_name
 from tracetriage.model import Trace, is_kind
 from tracetriage.wording import for_vendor, plural
 
@@ -122,9 +123,9 @@ def _busiest_device(ns_by_device: np.ndarray) -> int | None:
 
 # shaped ops were recorded, no graph replays: the kernels without one come from ops with no formula
 # here, or from ops whose CPU side fell outside the profiled window
-NO_SHAPED_OP_HINT = ("their operators have no FLOP/byte formula here (custom or fused ops: Triton, MoE, paged "
-                     "attention...; add it to analyzers/opwork.py) or ran before the profiler's CPU activity started "
-                     "(start the profiler before the work, or widen its schedule)")
+NO_SHAPED_OP_HINT = ("their operators have no FLOP/byte formula here (custom or fused ops: Triton kernels, fused norms, "
+                     "rotary embeddings...; add it to analyzers/opwork.py or analyzers/serving_work.py) or ran before the "
+                     "profiler's CPU activity started (start the profiler before the work, or widen its schedule)")
 
 GRAPH_UNTIED = {
     "no_capture": ("the capture phase was not profiled: the trace (and the case) holds no graph capture whose launch calls "
@@ -141,9 +142,10 @@ GRAPH_UNTIED = {
                 "be checked",
                 "profile the capture and the replays in one profiler session"),
     "no_formula": ("tied to their capture, where the operator that launched them has no FLOP/byte formula here (a "
-                   "custom or fused op: Triton, MoE, paged attention...) or recorded no shapes",
+                   "custom or fused op: Triton kernels, fused norms, rotary embeddings...), recorded no shapes, or needs "
+                   "what the trace does not hold (an attention's step lengths, a MoE's expert weights)",
                    "the work of custom ops is not modelled: profile with record_shapes=True and compare their kernels' "
-                   "time, or add their formula to analyzers/opwork.py"),
+                   "time, or add their formula to analyzers/opwork.py or analyzers/serving_work.py"),
 }
 
 
@@ -285,15 +287,29 @@ def _unmeasured_rows(trace: Trace, kernels: KernelTime, unmeasured: dict[str, fl
                 "reason": "kernels of operators whose NVTX ranges give shapes but no data types, and whose kernel names "
                           "do not state one (or state two, as a conversion does): their bytes and peak are unknown",
                 "capture_hint": f"{KINETO_ALONE}: it records each operator's input types"})
-        if unmeasured[name] - no_dtype > 0:
+        no_lengths = float(kernels.no_lengths_by_class[code])
+        if no_lengths > 0:
             out.append({
-                "what": f"{name} kernels without shapes", "time_ns": int(unmeasured[name] - no_dtype),
-                "share_pct": round(100.0 * (unmeasured[name] - no_dtype) / total[name], 2) if total[name] else None,
+                "what": f"{name} kernels without sequence lengths", "time_ns": int(no_lengths),
+                "share_pct": round(100.0 * no_lengths / total[name], 2) if total[name] else None,
+                "reason": "paged / ragged attention ops record the batch's packed tensors, not its sequence lengths "
+                          "(those are device tensors: cu_seqlens, kv_indptr), and no step range around them carries "
+                          "the lengths' aggregates: their FLOPs are unknown",
+                "capture_hint": STEP_LENGTHS_HINT})
+        rest = unmeasured[name] - no_dtype - no_lengths
+        if rest > 0:
+            out.append({
+                "what": f"{name} kernels without shapes", "time_ns": int(rest),
+                "share_pct": round(100.0 * rest / total[name], 2) if total[name] else None,
                 "reason": "kernels no shaped operator launched (CUDA/HIP graph replays, custom or fused ops, kernels of "
                           "ops outside the profiled CPU window): their work is unknown",
                 "capture_hint": _no_shape_hint(trace)})
     return out
 
+
+STEP_LENGTHS_HINT = ("annotate each engine step with its sequence-length aggregates, as TraceLens's patched vLLM "
+                     "(execute_<T>_context_<n>(sq..sk..sqsq..sqsk..)_generation_<m>(...)) and SGLang "
+                     "(step[DECODE ... g_sq=.. g_sk=.. g_sqsq=.. g_sqsk=..]) write them")
 
 TOP_OPS = 10  # the (name, shape) groups of op calls with the most kernel time listed
 
@@ -303,13 +319,14 @@ def _top_ops(trace: Trace, entry: dict | None, work: OpWork, calls: _OpCalls) ->
     if not len(calls.rows):
         return []
     ops = trace.ops
-    grouped = pd.DataFrame({"op": calls.rows, "t": calls.ns, "name": ops["name"].to_numpy()[calls.rows].astype(str),
+    names = [canonical_name(name) for name in ops["name"].to_numpy()[calls.rows].astype(str)]
+    grouped = pd.DataFrame({"op": calls.rows, "t": calls.ns, "name": names,
                             "shape": ops["shape"].to_numpy()[calls.rows].astype(str)})
     top = grouped.groupby(["name", "shape"], sort=False).agg(t=("t", "sum"), n=("t", "size"), first=("op", "first"))
     out = []
     for (name, shape), group in top.sort_values("t", ascending=False).head(TOP_OPS).iterrows():
         members = grouped.loc[(grouped["name"] == name) & (grouped["shape"] == shape), "op"].to_numpy()
-        dims, _types, _concrete = json.loads(shape)
+        dims = json.loads(shape)[0]
         first = int(group["first"])
         out.append({
             "name": name, "class": opwork.CLASSES[work.kind[first]], "input_dims": dims, "dtype": work.dtype[first],
@@ -340,7 +357,7 @@ def _no_shapes_row(trace: Trace, kernel_ns: float) -> dict:
 def measure(trace: Trace, lo: int, hi: int, steps: list) -> Efficiency:
     """Efficiency of one trace in the window [lo, hi): device, classes, top ops, decode floor,
     what was not measured. ``steps`` are the trace's :class:`~tracetriage.analyzers.steps.Steps`."""
-    work = op_works(trace.ops)
+    work = op_works(trace.ops, op_steps(trace))
     tied = replayed_ops(trace)  # once: its grouping of the in-graph kernels is not cheap
     kernels = kernel_time(trace, lo, hi, work, tied)
     busiest = _busiest_device(kernels.ns_by_device)
@@ -420,12 +437,25 @@ def block(per_trace: list[TraceMetrics], serving: dict | None = None) -> dict | 
     eff = best.efficiency
     out = {"trace": best.meta.get("path"), "device_name": eff.device_name, "device": eff.device,
            "dominant_class": eff.dominant, "classes": eff.classes, "top_ops": eff.top_ops, "decode_floor": eff.decode_floor,
-           "not_measured": list(eff.not_measured)}
+           "not_measured": list(eff.not_measured), "coverage": coverage(eff)}
     if out["decode_floor"] is None and serving:
         floor, missing = serving_floor(serving, eff.device)
         out["decode_floor"] = floor
         if missing:
             out["not_measured"].append(missing)
+    return out
+
+
+def coverage(eff: Efficiency) -> list[dict]:
+    """Per class with kernel time in the window: its time, the part launched by ops whose work was
+    measured, and that share (the contract's ``coverage``: how much of each class the rates speak for)."""
+    out = []
+    for name in opwork.CLASSES:
+        measured = next((row["time_ns"] for row in eff.classes if row["class"] == name), 0)
+        total = measured + eff.unmeasured_ns.get(name, 0.0)
+        if total > 0:
+            out.append({"class": name, "time_ns": int(total), "measured_ns": int(measured),
+                        "measured_share_pct": round(100.0 * measured / total, 2)})
     return out
 
 
@@ -483,12 +513,24 @@ def judgement(eff: Efficiency | None) -> dict | None:
             "below": row["pct_of_roofline"] < _threshold("roofline_min_pct"), "text": roofline_words(row)}
 
 
+def peak_words(row: dict) -> str:
+    """The peak a row's % of roofline is held against, named: 'the 1,307 TFLOP/s datasheet dense BF16
+    peak', and where the vendor publishes a measured max-achievable one ', 54% of the 708 TFLOP/s
+    measured max-achievable' (a row of a class or a top op)."""
+    dtype = DTYPE_WORDS.get(row.get("peak_dtype"), row.get("peak_dtype"))
+    words = (f"the {row['peak_tflops']:,.0f} TFLOP/s datasheet dense {dtype} peak" if row.get("peak_tflops")
+             else f"the datasheet dense {dtype} peak")
+    if row.get("pct_of_achievable") is not None and row.get("achievable_tflops"):
+        words += f", {row['pct_of_achievable']:.0f}% of the {row['achievable_tflops']:,.0f} TFLOP/s measured max-achievable"
+    return words
+
+
 def roofline_words(row: dict) -> str:
-    """A class row's % of roofline in words, against the peak or the bandwidth that bounds it."""
+    """A class row's % of roofline in words, against the peak (named) or the bandwidth that bounds it."""
     what = CLASS_WORDS[row["class"]]
     if row["bound"] == "compute":
-        return f"{what} at {row['pct_of_roofline']:.0f}% of the {DTYPE_WORDS.get(row['peak_dtype'], row['peak_dtype'])} peak"
-    return f"{what} at {row['pct_of_roofline']:.0f}% of the memory-bandwidth roofline"
+        return f"{what} at {row['pct_of_roofline']:.0f}% of {peak_words(row)}"
+    return f"{what} at {row['pct_of_roofline']:.0f}% of the datasheet memory-bandwidth roofline"
 
 
 def healthy_words(per_trace: list[TraceMetrics]) -> str:
@@ -529,7 +571,8 @@ def missing_shapes(eff: Efficiency) -> dict | None:
     which capture would decide: no shaped op at all ("operator shapes"); shaped ops present but
     the class's ops came without data types; graph replays left untied (the largest such entry:
     the capture phase not profiled, ambiguous, the captured op without a formula, or nsys whole-
-    graph intervals); else the class's kernels no shaped op launched."""
+    graph intervals); else the larger of the class's kernels no shaped op launched and those whose
+    ops lacked the step's sequence lengths."""
     not_measured = eff.not_measured
     why = next((row for row in not_measured if row["what"] == "operator shapes"), None) or _untyped_dominant(eff)
     if why:
@@ -537,4 +580,6 @@ def missing_shapes(eff: Efficiency) -> dict | None:
     graph = [row for row in not_measured if row["what"] in GRAPH_MISSING]
     if graph:
         return max(graph, key=lambda row: row.get("time_ns") or 0)
-    return next((row for row in not_measured if row["what"] == f"{eff.dominant} kernels without shapes"), None)
+    own = [row for row in not_measured if row["what"] in (f"{eff.dominant} kernels without shapes",
+                                                            f"{eff.dominant} kernels without sequence lengths")]
+    return max(own, key=lambda row: row.get("time_ns") or 0) if own else None

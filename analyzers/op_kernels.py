@@ -1,7 +1,10 @@
 """Which shaped op launched each kernel, and the work of each op (the inputs of efficiency.measure).
 
-* **work per op**: FLOPs and bytes from the op's recorded shapes (:mod:`opwork`), each distinct
-  (name, shape) evaluated once (:func:`op_works`).
+* **work per op**: FLOPs and bytes from the op's recorded shapes (:mod:`opwork`; the serving
+  kernels' in :mod:`serving_work`), each distinct (name, shape, step) evaluated once (:func:`op_works`).
+* **step of an op**: the annotated engine step (its sequence-length aggregates) an attention op ran
+  in: the innermost step range of its process around the op, or, for an op tied to a graph
+  replay, around the replay's launch call (:func:`op_steps`).
 * **op of a kernel**: the op whose launch shares the kernel's (pid, correlation) (External id, or
   the launch calls inside its NVTX range), or, for a kernel replayed from a CUDA/HIP graph, the op
   that launched the n-th kernel of that replay at capture (:func:`replayed_ops`).
@@ -17,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracetriage.analyzers import opwork
+from tracetriage.analyzers import opwork, serving_work
+from tracetriage.analyzers.serving_work import StepLengths
 from tracetriage.model import Trace, cat_codes, is_kind
 
 _GEMM_NAME = re.compile(r"(?i)gemm|cijk_|matmul|cutlass|xmma|cublas|hipblaslt|nvjet|wgmma|_mm_|splitk")
@@ -38,8 +42,9 @@ def kernel_class(name: str) -> str:
 @dataclass(frozen=True, slots=True)
 class OpWork:
     """Per op row of ``trace.ops``: its class code (index in opwork.CLASSES, -1: no formula), FLOPs,
-    bytes, weight bytes, tokens (GEMM rows, -1 unknown), dtype, and whether its shape came without
-    data types (NVTX operator ranges record none: an op whose kernels' names did not tell it)."""
+    bytes, weight bytes, tokens (GEMM rows, -1 unknown), dtype, whether its shape came without
+    data types (NVTX operator ranges record none: an op whose kernels' names did not tell it), and
+    whether its formula needs the step's sequence lengths and no annotated step gave them."""
 
     kind: np.ndarray
     flops: np.ndarray
@@ -48,34 +53,48 @@ class OpWork:
     tokens: np.ndarray
     dtype: np.ndarray
     untyped: np.ndarray
+    no_lengths: np.ndarray
 
 
 def _no_work(count: int) -> OpWork:
     """The work of ``count`` ops not evaluated yet: no formula, nothing counted."""
     return OpWork(kind=np.full(count, -1, np.int8), flops=np.zeros(count), bytes=np.zeros(count),
                   weight_bytes=np.zeros(count), tokens=np.full(count, -1, np.int64), dtype=np.empty(count, dtype=object),
-                  untyped=np.zeros(count, bool))
+                  untyped=np.zeros(count, bool), no_lengths=np.zeros(count, bool))
 
 
-def op_works(ops: pd.DataFrame) -> OpWork:
-    """The :class:`OpWork` of every op row: each distinct (name, shape) evaluated once, then spread
-    to its rows by one gather."""
+def has_formula(name: str) -> bool:
+    """Whether an op of this name may get a work formula (:mod:`opwork` or :mod:`serving_work`)."""
+    return opwork.has_formula(name) or serving_work.handles(name)
+
+
+def op_works(ops: pd.DataFrame, steps: tuple[np.ndarray, list[StepLengths]] | None = None) -> OpWork:
+    """The :class:`OpWork` of every op row: each distinct (name, shape, step) evaluated once, then
+    spread to its rows by one gather. ``steps``: :func:`op_steps` (None: no step known)."""
     if not len(ops):
         return _no_work(0)
-    key = ops["name"].cat.codes.to_numpy().astype(np.int64) * (len(ops["shape"].cat.categories) + 1) \
-        + ops["shape"].cat.codes.to_numpy()
+    step_of, step_list = steps if steps is not None else (np.full(len(ops), -1, np.int64), [])
+    key = (ops["name"].cat.codes.to_numpy().astype(np.int64) * (len(ops["shape"].cat.categories) + 1)
+           + ops["shape"].cat.codes.to_numpy()) * (len(step_list) + 1) + step_of + 1
     unique_keys, first_rows, row_of = np.unique(key, return_index=True, return_inverse=True)
     work = _no_work(len(unique_keys))
     names, shapes = ops["name"].to_numpy(), ops["shape"].to_numpy()
     for j, row in enumerate(first_rows):
         try:
-            dims, types, concrete = json.loads(shapes[row])
+            record = json.loads(shapes[row])
+            dims, types, concrete = record[:3]
         except (ValueError, TypeError):
             continue
+        name = str(names[row])
         if types is None:
-            work.untyped[j] = opwork.has_formula(str(names[row]))
+            work.untyped[j] = has_formula(name)
             continue
-        counted = opwork.work(str(names[row]), dims, types, concrete)
+        if serving_work.handles(name):
+            step = step_list[step_of[row]] if step_of[row] >= 0 else None
+            counted = serving_work.work(name, record, step)
+            work.no_lengths[j] = counted is None and step is None and serving_work.needs_step(name)
+        else:
+            counted = opwork.work(name, dims, types, concrete)
         if counted is None or not np.isfinite(counted.flops) or not np.isfinite(counted.bytes):
             continue
         work.kind[j] = opwork.CLASSES.index(counted.kind)
@@ -84,7 +103,48 @@ def op_works(ops: pd.DataFrame) -> OpWork:
         work.dtype[j] = counted.dtype
     return OpWork(kind=work.kind[row_of], flops=work.flops[row_of], bytes=work.bytes[row_of],
                   weight_bytes=work.weight_bytes[row_of], tokens=work.tokens[row_of], dtype=work.dtype[row_of],
-                  untyped=work.untyped[row_of])
+                  untyped=work.untyped[row_of], no_lengths=work.no_lengths[row_of])
+
+
+def op_steps(trace: Trace) -> tuple[np.ndarray, list[StepLengths]]:
+    """(per op row the index into the list of the annotated step it ran in, -1 none; the steps'
+    :class:`StepLengths`), for the ops whose work needs them (:func:`serving_work.needs_step`). An
+    eager op ran in the innermost step range of its process around its start; an op tied to a graph
+    replay, in the one around the replay's launch call (its own times are the capture's)."""
+    ops, ranges = trace.ops, trace.ranges
+    step_of = np.full(len(ops), -1, np.int64)
+    if not len(ops) or not len(ranges):
+        return step_of, []
+    needs = np.append([serving_work.needs_step(str(name)) for name in ops["name"].cat.categories], False)
+    wanted = np.flatnonzero(needs[ops["name"].cat.codes.to_numpy()])
+    if not wanted.size:
+        return step_of, []
+    parsed = [serving_work.step_lengths(str(name)) for name in ranges["name"].cat.categories]
+    steps = [lengths for lengths in parsed if lengths is not None]
+    if not steps:
+        return step_of, []
+    index_of = np.append(np.cumsum([lengths is not None for lengths in parsed]) - 1, -1)
+    index_of[:-1][[lengths is None for lengths in parsed]] = -1
+    code = index_of[ranges["name"].cat.codes.to_numpy()]
+    kept = np.flatnonzero(code >= 0)
+    when = ops["start"].to_numpy(np.int64).copy()
+    tied = trace.op_kernels[trace.op_kernels["nth"].to_numpy() >= 0].drop_duplicates("op")
+    if len(tied) and len(trace.api):
+        calls = trace.api.drop_duplicates(["pid", "correlation"])
+        launched = tied.merge(calls[["pid", "correlation", "start"]], on=["pid", "correlation"], how="inner")
+        when[launched["op"].to_numpy(np.int64)] = launched["start"].to_numpy(np.int64)
+    pid = ops["pid"].to_numpy(np.int64)
+    r_pid, r_start, r_end = (ranges[column].to_numpy(np.int64)[kept] for column in ("pid", "start", "end"))
+    for process in np.unique(pid[wanted]):
+        mine = np.flatnonzero(r_pid == process)
+        if not mine.size:
+            continue
+        order = mine[np.argsort(r_start[mine], kind="stable")]
+        rows = wanted[pid[wanted] == process]
+        at = np.searchsorted(r_start[order], when[rows], side="right") - 1
+        inside = (at >= 0) & (r_end[order][np.clip(at, 0, None)] > when[rows])
+        step_of[rows[inside]] = code[kept][order][at[inside]]
+    return step_of, steps
 
 
 def replayed_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -117,13 +177,16 @@ def replayed_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 @dataclass(frozen=True, slots=True)
 class KernelTime:
     """:func:`kernel_time` of one trace's window: kernel ns per device; per class, the ns of kernels no
-    shaped op launched (``unmeasured_by_class``, collectives apart) and the part of it launched by
-    ops whose shapes came without data types (``untyped_by_class``); the non-collective kernel ns;
+    shaped op launched (``unmeasured_by_class``, collectives apart), the part of it launched by
+    ops whose shapes came without data types (``untyped_by_class``) and the part launched by ops
+    whose formula needs the step's sequence lengths that no annotated step gave (``no_lengths_by_class``);
+    the non-collective kernel ns;
     and the shaped op (row of ``trace.ops``) and ns of each kernel one launched."""
 
     ns_by_device: np.ndarray
     unmeasured_by_class: np.ndarray
     untyped_by_class: np.ndarray
+    no_lengths_by_class: np.ndarray
     kernel_ns: float
     op_of_kernel: np.ndarray
     kernel_dur: np.ndarray
@@ -149,6 +212,7 @@ def kernel_time(trace: Trace, lo: int, hi: int, work: OpWork, tied: tuple[np.nda
     ns_by_device = np.zeros(len(trace.devices))
     unmeasured_by_class = np.zeros(CLASS_COUNT)
     untyped_by_class = np.zeros(CLASS_COUNT)
+    no_lengths_by_class = np.zeros(CLASS_COUNT)
     kernel_ns = 0.0
     ops, durations = [np.empty(0, np.int64)], [np.empty(0)]
     for first in range(0, len(gpu), KERNEL_SLICE):
@@ -179,9 +243,15 @@ def kernel_time(trace: Trace, lo: int, hi: int, work: OpWork, tied: tuple[np.nda
         no_type[no_type] = work.untyped[op[no_type]]
         if no_type.any():
             untyped_by_class += np.bincount(class_of[codes[rows[no_type]]], weights=dur[no_type], minlength=CLASS_COUNT)
+        no_lengths = rest & (op >= 0)
+        no_lengths[no_lengths] = work.no_lengths[op[no_lengths]]
+        if no_lengths.any():
+            no_lengths_by_class += np.bincount(class_of[codes[rows[no_lengths]]], weights=dur[no_lengths],
+                                               minlength=CLASS_COUNT)
         kernel_ns += float(dur[~collective].sum())
         if shaped.any():
             ops.append(op[shaped])
             durations.append(dur[shaped])
     return KernelTime(ns_by_device=ns_by_device, unmeasured_by_class=unmeasured_by_class, untyped_by_class=untyped_by_class,
-                      kernel_ns=kernel_ns, op_of_kernel=np.concatenate(ops), kernel_dur=np.concatenate(durations))
+                      no_lengths_by_class=no_lengths_by_class, kernel_ns=kernel_ns, op_of_kernel=np.concatenate(ops),
+                      kernel_dur=np.concatenate(durations))

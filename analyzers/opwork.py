@@ -15,7 +15,7 @@ so the counts can be checked against it):
 * Attention (SDPA and its flash / efficient / cuDNN kernels): 2·B·H·Nq·Nkv·(d_qk + d_v)
   FLOPs, halved when causal with Nq == Nkv; bytes = Q + K + V + O. ``weight_bytes`` is K + V
   (the KV cache a decode step reads). Varlen / paged attention (the sequence lengths are not in
-  the shapes) has no formula: its time stays "not measured".
+  the shapes) is :mod:`serving_work`'s, from the step's annotated lengths.
 * Memory-bound ops (elementwise, copies, concatenation, norms, softmax, reductions): FLOPs =
   elements of the output (reductions: of the input; norms: TraceLens's per-element counts); bytes =
   every tensor input read plus the output written (``copy_(dst, src)``: src read and dst written;
@@ -79,7 +79,7 @@ def _is_shape(dims) -> bool:
     return isinstance(dims, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims)
 
 
-def _tensors(dims: list, types: list) -> list[tuple[list, int, str]]:
+def tensors_of(dims: list, types: list) -> list[tuple[list, int, str]]:
     """(dims, bytes per element, dtype) of every tensor argument, tensor lists flattened; a list
     argument without a per-element type (``TensorList``) takes the first known tensor dtype."""
     known = next((dtype_of(t) for t in types if dtype_of(t)), None)
@@ -301,7 +301,8 @@ KNOWN = set(GEMMS) | set(ATTENTION) | {"aten::_efficient_attention_forward"} | E
 
 
 def has_formula(name: str) -> bool:
-    """Whether an op of this name may get a :class:`Work` (the parser keeps only these)."""
+    """Whether an op of this name may get a :class:`Work` here (the serving ops' formulas are in
+    :mod:`serving_work`; the parsers keep both, :func:`tracetriage.model.is_work_op`)."""
     return name in KNOWN
 
 
@@ -313,7 +314,7 @@ def work(name: str, dims, types, concrete=None) -> Work | None:
     recorded = isinstance(concrete, list)  # NVTX operator ranges write no scalar arguments
     concrete = concrete if recorded else []
     try:
-        t = _tensors(dims, types)
+        t = tensors_of(dims, types)
         if name in GEMMS:
             return GEMMS[name](dims, types, concrete, t)
         if name in ATTENTION:

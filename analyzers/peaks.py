@@ -8,7 +8,9 @@
   ``pct_of_roofline`` of a set of ops = sum of their roofline times / their measured time x 100
   (100% = at the datasheet bound); ``bound`` is compute when their compute times outweigh their
   memory times, else memory. A dtype the device has no peak for is held against
-  :data:`DTYPE_FALLBACK`'s.
+  :data:`DTYPE_FALLBACK`'s. The peak is named: its dtype and datasheet TFLOP/s (``peak_dtype``,
+  ``peak_tflops``), and where the vendor publishes a measured max-achievable peak (AMD's MAF,
+  devices.toml ``achievable_tflops``) the same roofline against it (``pct_of_achievable``).
 """
 
 from __future__ import annotations
@@ -44,9 +46,10 @@ def match_device(name: str, memory_bytes: int = -1, sm_count: int = -1) -> tuple
     return None
 
 
-def peak_tflops(entry: dict, dtype: str) -> tuple[str, float] | None:
-    """(dtype whose peak applies, TFLOP/s) on a device."""
-    peaks, seen = entry["peak_tflops"], set()
+def peak_tflops(entry: dict, dtype: str, table: str = "peak_tflops") -> tuple[str, float] | None:
+    """(dtype whose peak applies, TFLOP/s) on a device: the datasheet's dense peak (``table``
+    ``peak_tflops``) or the vendor's measured max-achievable one (``achievable_tflops``)."""
+    peaks, seen = entry.get(table) or {}, set()
     while dtype and dtype not in seen:
         if dtype in peaks:
             return dtype, float(peaks[dtype])
@@ -61,6 +64,9 @@ def device_block(entry: dict, matched_name: str) -> dict:
               "bandwidth_gbps": float(entry["bandwidth_gbps"]), "matched_name": matched_name}
     if entry.get("note"):
         device["note"] = entry["note"]
+    if entry.get("achievable_tflops"):
+        device["achievable_tflops"] = dict(entry["achievable_tflops"])
+        device["achievable_source"] = entry["achievable_source"]
     return device
 
 
@@ -72,19 +78,35 @@ def rates(time_ns: float, flops: float, nbytes: float) -> dict:
             "intensity": round(flops / nbytes, 3) if nbytes else None}
 
 
-def roofline(entry: dict | None, flops: np.ndarray, nbytes: np.ndarray, dtypes: np.ndarray, time_ns: float) -> dict:
-    """bound, pct_of_roofline and the peak held against, for a set of op calls."""
-    if entry is None or not time_ns:
-        return {"bound": None, "pct_of_roofline": None, "peak_dtype": None}
-    bandwidth = float(entry["bandwidth_gbps"])
+def _compute_ns(entry: dict, flops: np.ndarray, dtypes: np.ndarray, table: str) -> np.ndarray:
+    """Per op, its FLOPs at the ``table``'s peak of its dtype (the datasheet's where ``table`` lacks it)."""
     compute_ns = np.zeros(len(flops))
     for dtype in pd.unique(dtypes):
-        peak = peak_tflops(entry, dtype)
+        peak = peak_tflops(entry, dtype, table) or peak_tflops(entry, dtype)
         selected = dtypes == dtype
         compute_ns[selected] = flops[selected] / (peak[1] * 1e3) if peak else 0.0  # TFLOP/s = 1e3 FLOP/ns
+    return compute_ns
+
+
+def roofline(entry: dict | None, flops: np.ndarray, nbytes: np.ndarray, dtypes: np.ndarray, time_ns: float) -> dict:
+    """bound, pct_of_roofline and the peak held against (its dtype and datasheet TFLOP/s), for a set of
+    op calls; where the vendor publishes a measured max-achievable peak for that dtype, the same
+    roofline against it (``pct_of_achievable``, the bandwidth roof unchanged) and that peak."""
+    if entry is None or not time_ns:
+        return {"bound": None, "pct_of_roofline": None, "peak_dtype": None, "peak_tflops": None,
+                "pct_of_achievable": None, "achievable_tflops": None}
+    bandwidth = float(entry["bandwidth_gbps"])
+    compute_ns = _compute_ns(entry, flops, dtypes, "peak_tflops")
     memory_ns = nbytes / bandwidth
     main_dtype = pd.Series(flops).groupby(dtypes).sum().idxmax() if len(flops) else None
     main_peak = peak_tflops(entry, main_dtype) if main_dtype else None
-    return {"bound": "compute" if compute_ns.sum() >= memory_ns.sum() else "memory",
-            "pct_of_roofline": round(100.0 * float(np.maximum(compute_ns, memory_ns).sum()) / time_ns, 2),
-            "peak_dtype": main_peak[0] if main_peak else None}
+    achievable = peak_tflops(entry, main_dtype, "achievable_tflops") if main_dtype else None
+    out = {"bound": "compute" if compute_ns.sum() >= memory_ns.sum() else "memory",
+           "pct_of_roofline": round(100.0 * float(np.maximum(compute_ns, memory_ns).sum()) / time_ns, 2),
+           "peak_dtype": main_peak[0] if main_peak else None, "peak_tflops": main_peak[1] if main_peak else None,
+           "pct_of_achievable": None, "achievable_tflops": None}
+    if achievable and main_peak and achievable[0] == main_peak[0]:
+        reachable_ns = np.maximum(_compute_ns(entry, flops, dtypes, "achievable_tflops"), memory_ns)
+        out["pct_of_achievable"] = round(100.0 * float(reachable_ns.sum()) / time_ns, 2)
+        out["achievable_tflops"] = achievable[1]
+    return out

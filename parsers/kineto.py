@@ -10,8 +10,12 @@ Event categories used (``cat`` of complete ``ph: X`` events):
 * ``user_annotation`` — ranges (``ProfilerStep#N`` marks the profiler's steps);
 * ``cpu_op`` — kept only when it carries recorded shapes (``record_shapes=True``: ``Input Dims``,
   ``Input type``, ``Concrete Inputs``) and is of a kind with a work formula
-  (:data:`~tracetriage.model.WORK_OPS`), as the ``ops`` table; a GPU event's ``External id``
-  names the op that launched it (``op_kernels``), and ops that launched nothing are dropped.
+  (:func:`~tracetriage.model.is_work_op`), as the ``ops`` table; a GPU event's ``External id``
+  names the op that launched it (``op_kernels``), and ops that launched nothing are dropped. An op
+  of :data:`~tracetriage.model.CONTEXT_OPS` (a fused MoE) gets, as a fourth element of its shape
+  record, the shaped child ops of :data:`~tracetriage.model.CONTEXT_CHILD_OPS` recorded inside it
+  on its thread, in start order (``[name, dims, types, concrete]`` each): its top-k and the views
+  of its expert weights.
   Apart from that, every CPU op of :data:`HOST_OP_MIN_US` or longer (the longest
   :data:`HOST_OPS_MAX`) is kept as a host range, ``meta["host_ops"]`` rows ``[pid, tid, start ns,
   end ns, name]``: what the host did while a GPU idled (analyzers/host_activity.py).
@@ -39,6 +43,7 @@ int64 ns. Graph kernels are recorded one by one; a kernel launched by
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import json
 import re
@@ -51,14 +56,16 @@ from tracetriage.errors import MissingDataError, TraceFormatError, UnsupportedIn
 from tracetriage.model import (
     API_CATEGORIES,
     COLLECTIVE_OPS,
+    CONTEXT_CHILD_OPS,
+    CONTEXT_OPS,
     COPY_KINDS,
     GPU_KINDS,
-    WORK_OPS,
     Trace,
     api_category,
     collective_op,
     empty_op_kernels,
     finish_trace,
+    is_work_op,
 )
 from tracetriage.parsers import coerce, graph_replays
 from tracetriage.parsers.common import (
@@ -103,6 +110,7 @@ PY_FRAMES_MAX = 20_000  # and at most this many (memory stays small on a 1M-even
 HOST_OP_MIN_US = 100.0
 HOST_OPS_MAX = 20_000
 MAX_SHAPE_CHARS = 4096  # a shape record longer than this (a huge tensor list) is not kept
+CONTEXT_CHILDREN_MAX = 200_000  # child ops kept for CONTEXT_OPS (TopK, 3-D views): bounded memory
 MISSING = -(1 << 62)  # an absent id: never a valid value (coerce keeps |v| < 2^62)
 INT_FIELDS = ("pid", "tid", *KEPT_ARGS)
 KEPT_LIST = sorted(KEPT_CATS)
@@ -149,6 +157,9 @@ class _Events:
         self.op_ext, self.op_pid = array("q"), array("q")
         self.op_ts, self.op_dur = array("d"), array("d")
         self.op_names: dict[str, int] = {}
+        self.kept_names: dict[str, bool] = {}  # op name -> is_work_op (memo: one test per distinct name)
+        self.context_parents: list[tuple] = []  # (op row, pid, tid, ts, end µs) of CONTEXT_OPS ops
+        self.context_children: list[tuple] = []  # (pid, tid, ts µs, [name, dims, types, concrete])
         self.py_frames: list[tuple] = []  # (tid, ts µs, dur µs, name) of long python_function events
         self.host_ops: list[tuple] = []  # a min-heap of (dur µs, n, pid, tid, ts µs, name): the longest CPU ops
         self.shapes: dict[str, int] = {}
@@ -279,7 +290,15 @@ class _Events:
         interned as compact JSON (one string per distinct shape), and an odd value drops the op."""
         name, a = e.get("name"), e.get("args")
         self.add_host_op(e, name)
-        if type(name) is not str or name not in WORK_OPS or type(a) is not dict:
+        if type(name) is not str or type(a) is not dict:
+            return
+        if name in CONTEXT_CHILD_OPS:
+            self.add_context_child(e, name, a)
+            return
+        kept = self.kept_names.get(name)
+        if kept is None:
+            kept = self.kept_names.setdefault(name, is_work_op(name))
+        if not kept:
             return
         if type(a.get("Input Dims")) is not list:
             if "Input dims" in a:
@@ -297,12 +316,47 @@ class _Events:
             return
         if len(key) > MAX_SHAPE_CHARS:
             return
+        if name in CONTEXT_OPS and type(e.get("tid")) is int:
+            self.context_parents.append((len(self.op_name), pid, e["tid"], float(ts), float(ts) + float(dur)))
         self.op_name.append(self.op_names.setdefault(name, len(self.op_names)))
         self.op_shape.append(self.shapes.setdefault(key, len(self.shapes)))
         self.op_ext.append(ext)
         self.op_pid.append(pid)
         self.op_ts.append(float(ts))
         self.op_dur.append(float(dur))
+
+    def add_context_child(self, e: dict, name: str, a: dict) -> None:
+        """A child op a CONTEXT_OPS op may need (TopK: its k; a 3-D aten::view: an expert weight),
+        kept apart with its thread and start (at most CONTEXT_CHILDREN_MAX)."""
+        dims, pid, tid, ts = a.get("Input Dims"), e.get("pid"), e.get("tid"), e.get("ts")
+        if len(self.context_children) >= CONTEXT_CHILDREN_MAX or type(dims) is not list or not dims:
+            return
+        if name == "aten::view" and not (type(dims[0]) is list and len(dims[0]) == 3):
+            return
+        if type(pid) is not int or type(tid) is not int or type(ts) not in (int, float) or abs(ts) >= 4e15:
+            return
+        self.context_children.append((pid, tid, float(ts), [name, dims, a.get("Input type"), a.get("Concrete Inputs")]))
+
+    def add_context(self) -> None:
+        """Each CONTEXT_OPS op's shape record extended with the child ops inside it, on its thread."""
+        if not self.context_parents or not self.context_children:
+            return
+        children = sorted(self.context_children, key=lambda child: child[:3])
+        keys = [(pid, tid, ts) for pid, tid, ts, _ in children]
+        shapes = list(self.shapes)
+        for row, pid, tid, ts, end in self.context_parents:
+            first = bisect.bisect_left(keys, (pid, tid, ts))
+            last = bisect.bisect_right(keys, (pid, tid, end))
+            if first == last:
+                continue
+            record = json.loads(shapes[self.op_shape[row]])
+            try:
+                key = json.dumps(record[:3] + [[child[3] for child in children[first:last]]], separators=(",", ":"),
+                                 allow_nan=False)
+            except (TypeError, ValueError):
+                continue
+            if len(key) <= MAX_SHAPE_CHARS:
+                self.op_shape[row] = self.shapes.setdefault(key, len(self.shapes))
 
     def add_host_op(self, e: dict, name) -> None:
         """A CPU op of HOST_OP_MIN_US or longer, among the longest HOST_OPS_MAX: a host range."""
@@ -321,6 +375,7 @@ class _Events:
 
     def ops_frame(self) -> pd.DataFrame:
         """The kept ops: pid, start/end ns, name and shape (categoricals), ext_id."""
+        self.add_context()
         ts = np.frombuffer(self.op_ts, np.float64)
         start = np.round(ts * 1000).astype(np.int64)
         return pd.DataFrame({

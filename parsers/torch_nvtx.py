@@ -34,7 +34,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from tracetriage.model import WORK_OPS, empty_op_kernels
+from tracetriage.model import empty_op_kernels, is_work_op
 from tracetriage.parsers.graph_replays import object_categorical
 
 # getNvtxStr's text; sizes: only integer lists, so json.loads reads them as written
@@ -147,7 +147,7 @@ def link(ranges: pd.DataFrame, api: pd.DataFrame) -> tuple[pd.DataFrame, pd.Data
     if not counts["with_shapes"] or not len(api):
         return (*empty, counts)
     wanted = np.append(parsed["is_op"].to_numpy() & parsed["sizes"].notna().to_numpy()
-                       & parsed["name"].isin(WORK_OPS).to_numpy(), False)
+                       & parsed["name"].map(lambda name: isinstance(name, str) and is_work_op(name)).to_numpy(bool), False)
     ops_r = ranges[is_op]
     calls = api[api["category"].isin(LAUNCHING).to_numpy() & (api["correlation"].to_numpy() >= 0)]
     r_pid, r_tid = ops_r["pid"].to_numpy(np.int64), ops_r["tid"].to_numpy(np.int64)

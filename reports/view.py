@@ -138,6 +138,8 @@ class ClassView:
     bound: str | None
     pct_of_roofline: str | None
     measured_pct: str | None
+    peak: str | None
+    pct_of_achievable: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +153,16 @@ class OpView:
     tflops: str | None
     gbps: str | None
     pct_of_roofline: str | None
+    pct_of_achievable: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CoverageView:
+    """How much of one kernel class's time the efficiency figures speak for."""
+    name: str
+    time: str
+    measured: str
+    measured_pct: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +195,9 @@ class EfficiencyView:
     top_ops: tuple[OpView, ...]
     decode_floor: DecodeFloorView | None
     not_measured: tuple[NotMeasuredView, ...]
+    coverage: tuple[CoverageView, ...]
+    achievable_source: str | None
+    roofs: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -522,6 +537,36 @@ def _process(process: dict) -> ProcessView:
                        syncs=fmt_num(process["syncs_per_step"]))
 
 
+def _peak(row: dict, device: dict | None) -> str | None:
+    """The roof a class is held against: a compute-bound one's 'BF16 1,307 TFLOP/s' (datasheet
+    dense), '/ 708 achievable' where the vendor publishes a measured max-achievable peak; a
+    memory-bound one's datasheet bandwidth."""
+    if row.get("bound") == "memory" and device:
+        return f"{device['bandwidth_gbps']:,.0f} GB/s"
+    if not row.get("peak_dtype") or not row.get("peak_tflops"):
+        return None
+    words = f"{row['peak_dtype'].upper()} {row['peak_tflops']:,.0f} TFLOP/s"
+    return words + (f" / {row['achievable_tflops']:,.0f} achievable" if row.get("achievable_tflops") else "")
+
+
+ROOF_ORDER = ("fp8", "int8", "bf16", "fp16", "tf32", "fp32", "fp64")
+
+
+def _roofs(device: dict | None) -> str | None:
+    """The device's roofs, named: 'datasheet dense FP8 2,615, BF16 1,307 ... TFLOP/s; 5,300 GB/s; measured
+    max-achievable FP8 1,273, BF16 708, FP16 654 TFLOP/s'."""
+    if not device:
+        return None
+
+    def listed(table: dict) -> str:
+        return ", ".join(f"{dtype.upper()} {table[dtype]:,.0f}" for dtype in ROOF_ORDER if dtype in table)
+
+    words = f"datasheet dense {listed(device['peak_tflops'])} TFLOP/s; {device['bandwidth_gbps']:,.0f} GB/s"
+    if device.get("achievable_tflops"):
+        words += f"; measured max-achievable {listed(device['achievable_tflops'])} TFLOP/s"
+    return words
+
+
 def _efficiency(eff: dict | None) -> EfficiencyView | None:
     if not eff:
         return None
@@ -532,10 +577,18 @@ def _efficiency(eff: dict | None) -> EfficiencyView | None:
         device_name=eff.get("device_name") or None, dominant_class=eff.get("dominant_class") or None,
         classes=tuple(ClassView(c["class"], fmt_ns(c["time_ns"]), fixed(c["achieved_tflops"], 1), fixed(c["achieved_gbps"], 0),
                                 fixed(c["intensity"], 2), c["bound"] or None, fixed(c["pct_of_roofline"], 0),
-                                fixed(c.get("measured_share_pct"), 0)) for c in eff.get("classes") or []),
+                                fixed(c.get("measured_share_pct"), 0), _peak(c, eff.get("device")),
+                                fixed(c.get("pct_of_achievable"), 0))
+                      for c in eff.get("classes") or []),
         top_ops=tuple(OpView(as_text(o["name"]), str([x for x in o["input_dims"] if x]), as_text(o["dtype"]), count(o["count"]),
                              fmt_ns(o["time_ns"]), fixed(o["achieved_tflops"], 1), fixed(o["achieved_gbps"], 0),
-                             fixed(o["pct_of_roofline"], 0)) for o in eff.get("top_ops") or []),
+                             fixed(o["pct_of_roofline"], 0), fixed(o.get("pct_of_achievable"), 0))
+                      for o in eff.get("top_ops") or []),
+        coverage=tuple(CoverageView(c["class"], fmt_ns(c["time_ns"]), fmt_ns(c["measured_ns"]), fixed(c["measured_share_pct"], 0))
+                       for c in eff.get("coverage") or []),
+        achievable_source=as_text(eff["device"]["achievable_source"])
+        if eff.get("device") and eff["device"].get("achievable_source") else None,
+        roofs=_roofs(eff.get("device")),
         decode_floor=DecodeFloorView(fixed(floor["bytes_per_step"] / 1e9, 2), fmt_ns(floor["floor_ns"]),
                                      fmt_ns(floor["measured_ns"]), fixed(floor["pct_of_floor"], 0),
                                      as_text(floor.get("source"))) if floor else None,

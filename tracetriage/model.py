@@ -207,7 +207,27 @@ WORK_OPS = frozenset({
     "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_efficient_attention",
     "aten::_scaled_dot_product_cudnn_attention", "aten::_flash_attention_forward", "aten::_efficient_attention_forward",
     "flash_attn::_flash_attn_forward",
+    "vllm::unified_attention_with_output", "vllm::unified_attention", "aiter::paged_attention_ragged",
+    "vllm::moe_forward", "_C_cache_ops::reshape_and_cache_flash", "_C_cache_ops::reshape_and_cache",
+    "vllm::inplace_fused_experts", "vllm::outplace_fused_experts", "vllm::rocm_aiter_fused_moe",
+    "sglang::inplace_fused_experts", "sglang::outplace_fused_experts", "_C::cutlass_scaled_mm", "_C::gptq_marlin_gemm",
 }) | ELEMENTWISE_OPS | COPY_OPS | CONCAT_OPS | SOFTMAX_OPS | REDUCTION_OPS | SCAN_OPS | NORM_OPS
+
+
+# op names that carry a per-layer suffix (SGLang's profiler names its attention calls
+# ``sglang_profiler::attention_paged_attention_ragged_<layer>``): kept like WORK_OPS
+WORK_OP_PREFIXES = ("sglang_profiler::attention_paged_attention_ragged_",)
+
+# ops whose work needs what their child ops recorded (analyzers/serving_work.py): a fused MoE's
+# top-k and expert weights are not its arguments, but its TopK child op and the views of the
+# expert weights inside it record them. CONTEXT_CHILD_OPS are the child ops kept for them.
+CONTEXT_OPS = frozenset({"vllm::moe_forward"})
+CONTEXT_CHILD_OPS = frozenset({"TopK", "aten::view"})
+
+
+def is_work_op(name: str) -> bool:
+    """Whether the parsers keep an op of this name (a work formula may apply)."""
+    return name in WORK_OPS or name.startswith(WORK_OP_PREFIXES)
 
 
 def empty_ops() -> pd.DataFrame:

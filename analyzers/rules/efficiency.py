@@ -83,8 +83,14 @@ def _class_evidence(measured: Efficiency) -> list[dict]:
                text=f"{efficiency.CLASS_WORDS[row['class']]}: {100.0 * row['time_ns'] / total_kernel_ns:.0f}% of kernel time, "
                     f"{row['achieved_tflops']:.1f} TFLOP/s, {row['achieved_gbps']:.0f} GB/s, "
                     f"{row['intensity'] if row['intensity'] is not None else 'n/a'} FLOP/B, {row['bound']}-bound, "
-                    f"{row['pct_of_roofline']:.0f}% of roofline")
+                    f"{_pct_of_roofline(row)}")
             for row in measured.classes]
+
+
+def _pct_of_roofline(row: dict) -> str:
+    """'29% of roofline (against the 1,307 TFLOP/s datasheet dense BF16 peak, ...)': the peak named."""
+    against = efficiency.peak_words(row) if row["bound"] == "compute" else "the datasheet memory bandwidth"
+    return f"{row['pct_of_roofline']:.0f}% of roofline (against {against})"
 
 
 def _decode_and_top_op_evidence(measured: Efficiency, judged: dict) -> list[dict]:
@@ -102,7 +108,7 @@ def _decode_and_top_op_evidence(measured: Efficiency, judged: dict) -> list[dict
     if top:
         out.append(ev("top_op", top["name"], "", None,
                       text=f"top {judged['class']} op: {top['name']} {top['input_dims']} {top['dtype']} x{top['count']}, "
-                           f"{top['achieved_tflops']:.1f} TFLOP/s, {top['pct_of_roofline']:.0f}% of roofline"
+                           f"{top['achieved_tflops']:.1f} TFLOP/s, {_pct_of_roofline(top)}"
                            if top.get("pct_of_roofline") is not None else f"top op: {top['name']}"))
     return out
 

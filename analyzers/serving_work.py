@@ -1,0 +1,324 @@
+"""Work of the kernels LLM serving spends its time in: paged / ragged attention, fused MoE experts,
+KV-cache writes — from the op's recorded shapes, the step's sequence lengths and the op's child ops.
+
+A serving engine's attention op records the batch's packed tensors (``q[tokens, H, d]``, the KV
+cache's pages) but not the sequence lengths, which live in device tensors (``cu_seqlens``,
+``kv_indptr``) whose values no profiler writes. The engines that annotate each step with the
+aggregates of those lengths give what the FLOPs need (:func:`step_lengths`):
+
+* vLLM ``execute_<T>_context_<n>(sq<>sk<>sqsq<>sqsk<>)_generation_<m>(sq<>sk<>sqsq<>sqsk<>)``;
+* SGLang ``step[DECODE|EXTEND|MIXED ... c_sq=.. c_sk=.. c_sqsq=.. c_sqsk=.. g_sq=.. ...]``;
+
+where, over the step's context (prefill) requests, ``c_sq`` = Σ new tokens, ``c_sk`` = Σ tokens
+attended (cached + new), ``c_sqsq`` = Σ sq², ``c_sqsk`` = Σ sq·sk; ``g_*`` the same over the
+generation (decode) requests. The formats are those TraceLens parses (AMD-AGI/TraceLens,
+TraceLens/TraceUtils/annotation_utils.py). A step without them (vLLM's
+``execute_context_<n>(<tokens>)_generation_<m>(<tokens>)``, SGLang's ``step[DECODE bs=32]``)
+gives token counts but not context lengths: its attention stays "not measured".
+
+Every formula is a pure function of shapes and lengths: no trace, no device.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from tracetriage.analyzers.opwork import Work, dtype_of, tensors_of
+from tracetriage.model import WORK_OP_PREFIXES
+
+SGLANG_ATTENTION_PREFIX = "sglang_profiler::attention_paged_attention_ragged_"
+SGLANG_ATTENTION = SGLANG_ATTENTION_PREFIX + "<layer>"  # its calls, one name per layer, as one op
+
+
+@dataclass(frozen=True, slots=True)
+class StepLengths:
+    """The sequence-length aggregates of one engine step (module docstring): context and generation."""
+
+    c_sq: int = 0
+    c_sk: int = 0
+    c_sqsq: int = 0
+    c_sqsk: int = 0
+    g_sq: int = 0
+    g_sk: int = 0
+    g_sqsq: int = 0
+    g_sqsk: int = 0
+
+    @property
+    def tokens(self) -> int:
+        """Query tokens of the step (context + generation)."""
+        return self.c_sq + self.g_sq
+
+
+_VLLM_STEP = re.compile(r"execute_\d+_context_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)"
+                        r"_generation_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)")
+_SGLANG_STEP = re.compile(r"step\[(?:EXTEND|DECODE|MIXED)\b([^\]]*sqsq=\d+[^\]]*)\]")
+_SGLANG_FIELD = re.compile(r"\b([cg]_(?:sq|sk|sqsq|sqsk))=(\d+)")
+
+
+def step_lengths(name: str) -> StepLengths | None:
+    """The aggregates a step annotation carries, or None (not a step, or one without context lengths)."""
+    found = _VLLM_STEP.search(name)
+    if found:
+        return StepLengths(*(int(value) for value in found.groups()))
+    found = _SGLANG_STEP.search(name)
+    if found:
+        return StepLengths(**{key: int(value) for key, value in _SGLANG_FIELD.findall(found.group(1))})
+    return None
+
+
+def _attention_work(tokens: int, heads: int, kv_heads: int, d_qk: int, d_v: int, q_bytes: int, kv_bytes: int,
+                    dtype: str, step: StepLengths) -> Work | None:
+    """Chunked-prefill + decode attention over a step (TraceLens's InferenceAttention, AMD-AGI/TraceLens
+    TraceLens/PerfModel/extensions/attention_perf_model_extensions.py, itself the FlashAttention
+    count, Dao et al. 2022 §3: 2·d FLOPs per (query, key) pair for QKᵀ and as many for PV):
+
+    FLOPs = 2·H·(d_qk + d_v)·pairs, the (query, key) pairs of causal attention: a request's chunk of
+    sq new tokens after sk − sq cached ones attends sq·(sk − sq) + sq·(sq + 1)/2 = sq·sk − sq²/2 + sq/2
+    pairs, so pairs = c_sqsk − c_sqsq/2 + c_sq/2 + g_sqsk − g_sqsq/2 + g_sq/2 (a decode token: sk pairs).
+    TraceLens counts c_sqsk − c_sqsq/2 + g_sqsk, the same but for the c_sq/2 diagonal pairs;
+    bytes = Q and O of the step's tokens + K and V of every token attended: the new tokens' in the
+    query's dtype, the cached ones (sk − sq) in the cache's; the KV read (``weight_bytes``) is
+    every attended token's K and V.
+
+    None when the op's query rows cannot hold the step's tokens (the annotation is another batch's)."""
+    if step.tokens <= 0 or tokens < step.tokens or min(heads, kv_heads, d_qk, d_v) <= 0:
+        return None
+    pairs = step.c_sqsk - step.c_sqsq / 2 + step.c_sq / 2 + step.g_sqsk - step.g_sqsq / 2 + step.g_sq / 2
+    flops = 2.0 * heads * (d_qk + d_v) * pairs
+    new = step.c_sq + step.g_sq
+    cached = max(0, step.c_sk - step.c_sq) + max(0, step.g_sk - step.g_sq)
+    kv_row = kv_heads * (d_qk + d_v)
+    moved = new * (heads * (d_qk + d_v) + kv_row) * q_bytes + cached * kv_row * kv_bytes
+    return Work("attention", flops, float(moved), dtype, weight_bytes=float(new * kv_row * q_bytes
+                                                                                   + cached * kv_row * kv_bytes))
+
+
+def unified_attention(tensors, step: StepLengths | None) -> Work | None:
+    """vLLM's ``unified_attention[_with_output](q[T,H,d], k[T,Hkv,d], v[T,Hkv,dv], out, layer, ...)``
+    (vllm/attention/layer.py; its Triton kernel kernel_unified_attention_2d/3d or the backend's):
+    the step's new tokens' q, k, v; the KV cache and the lengths are in the forward context."""
+    if step is None or len(tensors) < 3 or any(len(t[0]) != 3 for t in tensors[:3]):
+        return None
+    (q, q_bytes, dtype), (k, kv_bytes, _), (v, _, _) = tensors[:3]
+    return _attention_work(q[0], q[1], k[1], q[2], v[2], q_bytes, kv_bytes, dtype, step)
+
+
+def paged_attention_ragged(tensors_at: dict, step: StepLengths | None) -> Work | None:
+    """AITER's ``paged_attention_ragged(out, workspace, query[T,H,d], key_cache[pages, page, Hkv, d],
+    value_cache, scale, kv_indptr, kv_page_indices, kv_last_page_lens, ...)`` (ROCm/aiter
+    csrc/kernels/attention_ragged.cu; SGLang's aiter backend records it as
+    ``sglang_profiler::attention_paged_attention_ragged_<layer>``): the lengths are in kv_indptr."""
+    if step is None or not all(i in tensors_at for i in (2, 3, 4)):
+        return None
+    (q, q_bytes, dtype), (k, kv_bytes, _), (v, _, _) = tensors_at[2], tensors_at[3], tensors_at[4]
+    if len(q) != 3 or len(k) != 4 or len(v) != 4:
+        return None
+    return _attention_work(q[0], q[1], k[2], q[2], v[3], q_bytes, kv_bytes, dtype, step)
+
+
+def reshape_and_cache(tensors) -> Work | None:
+    """vLLM's ``reshape_and_cache[_flash](key[T,Hkv,d], value[T,Hkv,dv], key_cache, value_cache,
+    slot_mapping[T], ...)`` (vllm csrc/cache_kernels.cu): each token's K and V read and written into
+    its cache slot, the slot index read; no arithmetic (FLOPs: the elements written). A memory-bound op."""
+    if len(tensors) < 5:
+        return None
+    (key, key_bytes, dtype), (value, value_bytes, _) = tensors[0], tensors[1]
+    slots, slot_bytes = tensors[4][0], tensors[4][1]
+    if len(key) != 3 or len(value) != 3 or len(slots) != 1 or slots[0] != key[0]:
+        return None
+    elements = math.prod(key) + math.prod(value)
+    moved = 2 * (math.prod(key) * key_bytes + math.prod(value) * value_bytes) + slots[0] * slot_bytes
+    return Work("memory_bound", float(elements), float(moved), dtype, weight_bytes=0.0)
+
+
+# bytes per element of an expert weight's storage dtype, and how many logical weights one holds
+PACKED = {"uint8": 1, "int8": 1, "fp8": 1, "bf16": 2, "fp16": 2, "fp32": 4}
+
+
+def moe_forward(tensors, context: list | None) -> Work | None:
+    """vLLM's ``moe_forward(hidden_states[M, K], router_logits[M, E], layer)`` (vllm
+    model_executor/layers/fused_moe/layer.py): the experts' weights and top-k are the layer's, not
+    arguments. The trace records them inside the op: its ``TopK`` child op's k (Concrete Inputs[1]),
+    and the views of the two expert weights, ``w1[E, K/p, N1]`` and ``w2[E, N2_in/p, K]`` (triton_kernels'
+    matmul_ogs, p logical weights per stored element: 2 for MXFP4 packed in uint8). TraceLens models the
+    same kernels (TraceLens/PerfModel/extensions/moe_perf_model_extensions.py, UnfusedMoE_Up/Down), but
+    takes N = K where the trace does not say; here the weights' views say it, and without them no Work.
+
+    Dense-equivalent FLOPs = 2·M·k·K·N1 (gate and up, N1 = 2·N2_in when gated) + 2·M·k·N2_in·K (down);
+    bytes = hidden states read + expert weights touched + the intermediate written and read (M·k·N2_in
+    in the activations' dtype, twice) + the output written; weights touched = min(E, M·k) of the E
+    experts' packed bytes (every routed token picks k experts: at most M·k distinct; the routing itself
+    is in device memory, so this is the bound, exact once M·k ≥ E and every expert is hit — the
+    prefill case). Scales (MXFP4: one byte per 32 weights) are not counted. The dtype is the
+    activations' (the MFMA runs in it after the weights are unpacked)."""
+    if len(tensors) < 2 or not context:
+        return None
+    (hidden, act_bytes, dtype), (router, _, _) = tensors[0], tensors[1]
+    if len(hidden) != 2 or len(router) != 2 or router[0] != hidden[0]:
+        return None
+    tokens, width = hidden
+    experts = router[1]
+    top_k = next((_int(child[3][1]) for child in context if child[0] == "TopK" and isinstance(child[3], list)
+                  and len(child[3]) > 1), None)
+    weights = []
+    for name, dims, types, _concrete in context:
+        if name == "aten::view" and dims and len(dims[0]) == 3 and dims[0][0] == experts and isinstance(types, list):
+            stored = dtype_of(types[0]) if types else None
+            if stored and stored[0] in PACKED:
+                weights.append((dims[0], stored[1]))
+    if not top_k or top_k > experts or len(weights) < 2:
+        return None
+    (w1, w1_bytes), (w2, w2_bytes) = weights[0], weights[1]
+    packing = width // w1[1] if w1[1] and width % w1[1] == 0 else 0
+    inner = w2[1] * packing
+    if not packing or w2[2] != width or w1[2] not in (inner, 2 * inner):
+        return None
+    routed = tokens * top_k
+    flops = 2.0 * routed * width * w1[2] + 2.0 * routed * inner * width
+    touched = min(experts, routed) / experts
+    weight_bytes = touched * (math.prod(w1) * w1_bytes + math.prod(w2) * w2_bytes)
+    moved = tokens * width * act_bytes * 2 + 2 * routed * inner * act_bytes + weight_bytes
+    return Work("gemm", flops, float(moved), dtype, weight_bytes=float(weight_bytes), tokens=int(tokens))
+
+
+FUSED_EXPERTS = frozenset({"vllm::inplace_fused_experts", "vllm::outplace_fused_experts", "vllm::rocm_aiter_fused_moe",
+                           "sglang::inplace_fused_experts", "sglang::outplace_fused_experts"})
+
+
+def fused_experts(tensors) -> Work | None:
+    """Fused MoE ops that take the expert weights as arguments: vLLM's ``inplace/outplace_fused_experts
+    (hidden[M, K], w1[E, N1, K/p], w2[E, K, N2/p], topk_weights[M, k], topk_ids[M, k], ...)``
+    (vllm model_executor/layers/fused_moe/fused_moe.py, SGLang's copy) and ``rocm_aiter_fused_moe``
+    with the same first four (TraceLens's ``moe_aiter_fused_1stage``, moe_perf_model_extensions.py:
+    p = K / w1's last dim, p logical weights per stored element for packed INT4; gated when
+    N1 = 2·N2). FLOPs, bytes and the experts touched as :func:`moe_forward`'s; held against the
+    weights' dtype when it is FP8 (W8A8: the activations are quantized to it), else the activations'."""
+    if len(tensors) < 4:
+        return None
+    (hidden, act_bytes, act_dtype), (w1, w1_bytes, w_dtype), (w2, w2_bytes, _), (routing, _, _) = tensors[:4]
+    if len(hidden) != 2 or len(w1) != 3 or len(w2) != 3 or len(routing) != 2 or routing[0] != hidden[0]:
+        return None
+    tokens, width = hidden
+    experts, top_k = w1[0], routing[1]
+    packing = width // w1[2] if w1[2] and width % w1[2] == 0 else 0
+    inner = w2[2] * packing
+    if not packing or w2[0] != experts or w2[1] != width or w1[1] not in (inner, 2 * inner) or not 0 < top_k <= experts:
+        return None
+    routed = tokens * top_k
+    flops = 2.0 * routed * width * w1[1] + 2.0 * routed * inner * width
+    weight_bytes = min(experts, routed) / experts * (math.prod(w1) * w1_bytes + math.prod(w2) * w2_bytes)
+    moved = tokens * width * act_bytes * 2 + 2 * routed * inner * act_bytes + weight_bytes
+    return Work("gemm", flops, float(moved), w_dtype if w_dtype == "fp8" else act_dtype, weight_bytes=float(weight_bytes),
+                tokens=int(tokens))
+
+
+def cutlass_scaled_mm(tensors) -> Work | None:
+    """vLLM's ``cutlass_scaled_mm(out[M, N], a[M, K], b[K, N], a_scales, b_scales, bias?)`` (vllm
+    csrc/torch_bindings.cpp; FP8 or INT8 W8A8 with per-tensor, per-token or per-channel scales):
+    2·M·N·K FLOPs (+ M·N with a bias), bytes = a + b + scales + bias read, out written; held against
+    the peak of a's dtype."""
+    if len(tensors) < 5:
+        return None
+    (out, out_bytes, _), (a, a_bytes, dtype), (b, b_bytes, _) = tensors[:3]
+    if len(out) != 2 or len(a) != 2 or len(b) != 2 or a[1] != b[0] or out != [a[0], b[1]]:
+        return None
+    extras = tensors[3:6]
+    bias = sum(math.prod(shape) for shape, _, _ in extras[2:] if shape == [b[1]])
+    flops = 2.0 * a[0] * b[1] * a[1] + (a[0] * b[1] if bias else 0)
+    moved = math.prod(a) * a_bytes + math.prod(b) * b_bytes + math.prod(out) * out_bytes \
+        + sum(math.prod(shape) * size for shape, size, _ in extras)
+    return Work("gemm", flops, float(moved), dtype, weight_bytes=float(math.prod(b) * b_bytes), tokens=int(a[0]))
+
+
+def marlin_gemm(tensors, concrete: list) -> Work | None:
+    """vLLM's ``gptq_marlin_gemm(a[M, K], ..., b_q_weight, b_scales, ..., size_m, size_n, size_k, ...)``
+    (vllm csrc/torch_bindings.cpp; W4A16 / W8A16 GPTQ and AWQ, FP8 and NVFP4/MXFP4 weights on Marlin):
+    the packed weight's shape depends on the tile layout, so N comes from the ``size_m, size_n,
+    size_k`` arguments (three consecutive Concrete Inputs equal to M, ?, K). Dense-equivalent
+    2·M·N·K FLOPs; bytes = a + the packed weight (``b_q_weight``, the first int32 tensor after a) and
+    its scales (the tensor after it) as stored + the output M·N in a's dtype; held against a's dtype
+    (the weights are dequantized to it)."""
+    if not tensors or not concrete:
+        return None
+    a, a_bytes, dtype = tensors[0]
+    if len(a) != 2:
+        return None
+    numbers = [_int(value) for value in concrete]
+    size_n = next((numbers[i + 1] for i in range(len(numbers) - 2)
+                   if numbers[i] == a[0] and numbers[i + 2] == a[1] and numbers[i + 1]), None)
+    if not size_n:
+        return None
+    packed = next((i for i, (_, _, kind) in enumerate(tensors) if i and kind == "int32"), None)
+    if packed is None or packed + 1 >= len(tensors):
+        return None
+    weight_bytes = float(sum(math.prod(shape) * size for shape, size, _ in tensors[packed:packed + 2]))
+    moved = math.prod(a) * a_bytes + weight_bytes + a[0] * size_n * a_bytes
+    return Work("gemm", 2.0 * a[0] * size_n * a[1], float(moved), dtype, weight_bytes=weight_bytes, tokens=int(a[0]))
+
+
+def _int(text) -> int | None:
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        return None
+
+
+def canonical_name(name: str) -> str:
+    """An op name without its per-layer suffix (SGLang's ``..._ragged_<layer>``)."""
+    return SGLANG_ATTENTION if name.startswith(WORK_OP_PREFIXES) else name
+
+
+STEP_OPS = {  # ops whose FLOPs need the step's lengths
+    "vllm::unified_attention_with_output": lambda tensors, at, step: unified_attention(tensors, step),
+    "vllm::unified_attention": lambda tensors, at, step: unified_attention(tensors, step),
+    "aiter::paged_attention_ragged": lambda tensors, at, step: paged_attention_ragged(at, step),
+    SGLANG_ATTENTION: lambda tensors, at, step: paged_attention_ragged(at, step),
+}
+NAMES = frozenset(set(STEP_OPS) - {SGLANG_ATTENTION}) | FUSED_EXPERTS | {
+    "vllm::moe_forward", "_C_cache_ops::reshape_and_cache_flash", "_C_cache_ops::reshape_and_cache",
+    "_C::cutlass_scaled_mm", "_C::gptq_marlin_gemm"}
+
+
+def needs_step(name: str) -> bool:
+    """Whether an op's work depends on the step's sequence lengths."""
+    return canonical_name(name) in STEP_OPS
+
+
+def handles(name: str) -> bool:
+    """Whether :func:`work` is the formula for ops of this name."""
+    return name in NAMES or canonical_name(name) in STEP_OPS
+
+
+def work(name: str, record: list, step: StepLengths | None) -> Work | None:
+    """The work of one serving op from its shape record ``[dims, types, concrete(, child ops)]`` and,
+    for attention, its step's lengths; None when they do not determine it."""
+    dims, types = record[0], record[1]
+    if not isinstance(dims, list) or not isinstance(types, list):
+        return None
+    try:
+        tensors = tensors_of(dims, types)
+        name = canonical_name(name)
+        if name in STEP_OPS:
+            at = {i: tensor for i, tensor in _positional(dims, types)}
+            return STEP_OPS[name](tensors, at, step)
+        if name == "vllm::moe_forward":
+            return moe_forward(tensors, record[3] if len(record) > 3 and isinstance(record[3], list) else None)
+        if name in FUSED_EXPERTS:
+            return fused_experts(tensors)
+        if name == "_C::cutlass_scaled_mm":
+            return cutlass_scaled_mm(tensors)
+        if name == "_C::gptq_marlin_gemm":
+            return marlin_gemm(tensors, record[2] if isinstance(record[2], list) else [])
+        return reshape_and_cache(tensors)
+    except (TypeError, ValueError, IndexError, OverflowError, ZeroDivisionError):
+        return None
+
+
+def _positional(dims: list, types: list):
+    """(argument index, (dims, bytes per element, dtype)) of each plain tensor argument."""
+    for i, (shape, kind) in enumerate(zip(dims, types)):
+        known = dtype_of(kind)
+        if known and isinstance(shape, list) and shape and all(isinstance(x, int) and x >= 0 for x in shape):
+            yield i, (shape, known[1], known[0])
