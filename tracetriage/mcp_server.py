@@ -294,6 +294,8 @@ def worker(conn) -> None:
     workers together."""
     import warnings
 
+    import tracetriage.analyzers.analysis  # noqa: F401 - an analysis's imports, paid before the first call arrives
+    import tracetriage.case  # noqa: F401
     from tracetriage.memory import tune_allocator
 
     os.dup2(2, 1)
