@@ -20,7 +20,6 @@ with the others to at most 100%.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers.metrics import Copies, DeviceMetrics
@@ -37,6 +36,8 @@ def copy_activity(trace: Trace, device: int, lo: int, hi: int) -> Copies:
     kernel overlaps (``copy_only_ns``), count / bytes / summed duration by direction
     (HtoD, DtoH, ..., memset), pinned vs pageable. Bytes are those the format records: a direction
     with operations of unrecorded size says how many (``bytes_unrecorded``), never 0 B for them."""
+    import pandas as pd
+
     g = trace.gpu
     dev = g["device"].to_numpy() == device
     start, end = g["start"].to_numpy(), g["end"].to_numpy()

@@ -7,7 +7,7 @@ only charts need (busy over time, step durations), kept out of the JSON.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -32,24 +32,11 @@ from tracetriage.analyzers.metrics import (
     TraceSeries,
     Window,
 )
+from tracetriage.analyzers.result import Analysis
 from tracetriage.model import Trace, cat_mask, distinct, is_kind
 from tracetriage.threads import thread_map
 
 SYNC_SLACK_NS = 20_000  # a gap "follows" a sync that ended at most 20 us before it began
-
-
-@dataclass
-class Analysis:
-    data: dict
-    series: dict = field(default_factory=dict)
-
-    @property
-    def findings(self) -> list[dict]:
-        return self.data["findings"]
-
-    @property
-    def headline(self) -> str:
-        return self.data["headline"]
 
 
 def _trace_pids(trace: Trace) -> list[int]:

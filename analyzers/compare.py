@@ -192,6 +192,8 @@ def slo_breaks(before: dict | None, after: dict | None, slo: dict) -> tuple[list
     """SLO budgets (``--slo``): those met before and broken after, and those that could not be
     checked on a side; each side's budget is checked by the one check analyze uses
     (rules.slo.slo_check on that side's serving artifacts)."""
+    if not slo:  # no budgets: the rules package (every rule module) stays unloaded
+        return [], []
     from tracetriage.analyzers.rules.slo import slo_check
 
     broken, unmeasured = [], []

@@ -78,7 +78,7 @@ def _spaced(durations: np.ndarray, limit: int) -> np.ndarray:
 def step_test(rank: int, before_rank: dict, after_rank: dict, threshold_pct: float) -> StepTimeRow:
     """p50 and p99 before -> after of one matched rank with bootstrap intervals of their ratios
     (after / before), a Mann-Whitney U test, and whether the change is beyond noise and the threshold."""
-    from scipy import stats
+    from tracetriage.analyzers.ranktest import mannwhitney_p
 
     before = np.asarray(before_rank["durations"], np.float64)
     after = np.asarray(after_rank["durations"], np.float64)
@@ -101,7 +101,7 @@ def step_test(rank: int, before_rank: dict, after_rank: dict, threshold_pct: flo
         low, high = np.percentile(ratios, [2.5, 97.5])
         return round(float(low), 4), round(float(high), 4)
 
-    p_value = float(stats.mannwhitneyu(before, after, alternative="two-sided").pvalue)
+    p_value = mannwhitney_p(before, after)
     ratio = float(np.median(after) / np.median(before))
     ci95 = interval(50)
     practical = abs(ratio - 1.0) * 100.0 >= threshold_pct

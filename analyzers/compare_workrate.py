@@ -202,7 +202,7 @@ def _device_rate(rank: int, label: str, device_before: dict, device_after: dict,
 def _with_rate(device: DeviceRate, kernels_before: list[dict], kernels_after: list[dict], threshold_pct: float,
                rng) -> DeviceRate:
     """The device with its calls-per-second test: the common kernels' calls per part of the window."""
-    from scipy import stats
+    from tracetriage.analyzers.ranktest import mannwhitney_p
 
     if not (device.before_calls_per_s and device.after_calls_per_s):
         return device
@@ -218,7 +218,7 @@ def _with_rate(device: DeviceRate, kernels_before: list[dict], kernels_after: li
              / before_rates[rng.integers(0, before.size, (RESAMPLES, before.size))].mean(axis=1))
     low, high = np.percentile(draws, [2.5, 97.5])
     ci95 = (round(float(low), 4), round(float(high), 4))
-    p_value = float(stats.mannwhitneyu(before_rates, after_rates, alternative="two-sided").pvalue)
+    p_value = mannwhitney_p(before_rates, after_rates)
     significant = bool(p_value < ALPHA and (ci95[0] > 1.0 or ci95[1] < 1.0) and abs(ratio - 1.0) * 100.0 >= threshold_pct)
     status = ("improved" if ratio > 1 else "regressed") if significant else "unchanged"
     return replace(device, rate_ratio=round(ratio, 4), rate_ci95=ci95, rate_p_value=float(f"{p_value:.3g}"),
@@ -229,7 +229,7 @@ def _kernel_rate(label: str, name: str, kernel_before: dict, kernel_after: dict,
                  rng) -> tuple[KernelRate, np.ndarray, np.ndarray]:
     """One common kernel's row, and the bootstrap draws of its before and after mean time per call,
     scaled to the exact means (the device ratio's interval adds them up kernel by kernel)."""
-    from scipy import stats
+    from tracetriage.analyzers.ranktest import mannwhitney_p
 
     before = np.asarray(kernel_before["durations_ns"], np.float64)
     after = np.asarray(kernel_after["durations_ns"], np.float64)
@@ -242,7 +242,7 @@ def _kernel_rate(label: str, name: str, kernel_before: dict, kernel_after: dict,
     ratio = after_mean / max(before_mean, 1e-9)
     low, high = np.percentile(draw_after / np.maximum(draw_before, 1e-9), [2.5, 97.5])
     ci95 = (round(float(low), 4), round(float(high), 4))
-    p_value = float(stats.mannwhitneyu(before, after, alternative="two-sided").pvalue)
+    p_value = mannwhitney_p(before, after)
     significant = bool(p_value < ALPHA and (ci95[0] > 1.0 or ci95[1] < 1.0) and abs(ratio - 1.0) * 100.0 >= threshold_pct)
     row = KernelRate(label, name, int(kernel_before["count"]), int(kernel_after["count"]), before_mean, after_mean,
                      round(ratio, 4), ci95, float(f"{p_value:.3g}"), significant,

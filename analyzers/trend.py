@@ -36,8 +36,10 @@ carries the same finding statuses and kernel movers as ``tracetriage compare``.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 
@@ -143,6 +145,47 @@ def practical_min(unit: str, level: float, step_p50_ms: float | None, threshold_
     return threshold_pct / 100.0 * abs(level) if level else 1e-9
 
 
+def pelt_l2(series: np.ndarray, pen: float) -> list[int]:
+    """The segment ends (the last is len(series)) of PELT on the l2 cost, penalty ``pen``, segments of 2
+    points or more: ``ruptures.KernelCPD(kernel="linear", min_size=2).fit(series).predict(pen=pen)``,
+    by the same compiled search without importing the ruptures package, which loads scipy.stats and
+    scipy.spatial for costs trend never uses (1-3 s, most of a trend's time); else through ruptures."""
+    signal = np.ascontiguousarray(series, dtype=np.double).reshape(-1, 1)
+    pelt = _compiled_pelt_l2()
+    if pelt is None:
+        import ruptures
+
+        return [int(end) for end in ruptures.KernelCPD(kernel="linear", min_size=2, jump=1).fit(signal).predict(pen=pen)]
+    if signal.shape[0] < 4 or not pen > 0:  # ruptures: BadSegmentationParameters (no two segments of 2), or AssertionError
+        raise ValueError(f"{signal.shape[0]} points, penalty {pen}: no search")
+    path = pelt(signal, pen, 2)
+    ends, end = [], signal.shape[0]
+    while end > 0:
+        ends.append(int(end))
+        end = path[end]
+    return ends[::-1]
+
+
+@functools.cache
+def _compiled_pelt_l2():
+    """ruptures' ``ekcpd_pelt_L2`` (detection/_detection/ekcpd), loaded from its file alone; None if absent."""
+    import importlib.machinery
+    import importlib.util
+
+    package = importlib.util.find_spec("ruptures")
+    for root in (package.submodule_search_locations or []) if package else []:
+        folder = Path(root) / "detection" / "_detection"
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = folder / f"ekcpd{suffix}"
+            if path.is_file():
+                name = "ruptures.detection._detection.ekcpd"
+                spec = importlib.util.spec_from_loader(name, importlib.machinery.ExtensionFileLoader(name, str(path)))
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                return module.ekcpd_pelt_L2
+    return None
+
+
 def find_changes(x: np.ndarray, unit: str, step_p50_ms: float | None, threshold_pct: float) -> tuple[list[dict], list[dict]]:
     """(outliers, level shifts) of one series, by index. Points that are NaN (not measured)
     are left out of the search and never named as last good or first bad."""
@@ -171,12 +214,9 @@ def find_changes(x: np.ndarray, unit: str, step_p50_ms: float | None, threshold_
         if width[i] <= limit and abs(v[i] - med[i]) > limit:
             outliers.append({"index": int(idx[i]), "value": float(v[i]), "baseline": float(med[i])})
             clean[i] = med[i]
-    import ruptures
-
     pen = PENALTY_SCALE * floor ** 2 * math.log(max(v.size, 2))
     try:  # KernelCPD with a linear kernel is PELT on the l2 cost, in ruptures' compiled code
-        search = ruptures.KernelCPD(kernel="linear", min_size=2, jump=1).fit(clean.reshape(-1, 1))
-        bkps = [int(b) for b in search.predict(pen=pen)]
+        bkps = pelt_l2(clean, pen)
     except Exception:  # noqa: BLE001 - a degenerate series: no change rather than a crash
         bkps = [v.size]
     shifts = []

@@ -101,6 +101,18 @@ def test_analyze_returns_the_contract_and_its_headline(session):
     assert data["findings"][0]["id"] == "launch_bound"
     assert result.content[0].text == data["headline"]
     assert any(message == "analyze: started" for _, _, message in session["progress"])
+    values = [value for value, _, _ in session["progress"]]
+    assert all(later > earlier for earlier, later in zip(values, values[1:]) if later), values
+
+
+def test_the_worker_tells_each_stage_of_an_analysis():
+    """What the server forwards as progress notifications: the worker's stages of the call, before its answer."""
+    from tracetriage.mcp_server import work_analyze
+
+    stages = []
+    data, summary = work_analyze({"paths": [str(BUNDLES / "eager_decode")]}, {"cache_dir": None, "progress": stages.append})
+    assert stages == ["reading trace.sqlite", "measuring trace.sqlite"]
+    assert summary == data["headline"]
 
 
 def test_compare_a_before_after_pair(session):

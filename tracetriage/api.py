@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tracetriage.analyzers.analysis import Analysis as _Analysis
+from tracetriage.analyzers.result import Analysis as _Analysis
 from tracetriage.runtime import Options, Runtime, check_step_range
 
 

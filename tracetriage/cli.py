@@ -261,18 +261,14 @@ def _to_stdout(text: str) -> None:
 PROGRESS_AFTER_S = 2.0
 
 
-def _progress_note(paths, fmt: str):
-    """On a terminal, a note on stderr when an analysis runs past 2 s (never in JSON or piped output)."""
-    import threading
+def _progress_bar(paths, fmt: str):
+    """On a terminal, a progress bar on stderr once an analysis runs past PROGRESS_AFTER_S (its stages:
+    tracetriage/progress.py); never with JSON output nor on a pipe or in CI."""
+    from tracetriage.progress import ProgressBar
 
     if fmt == "json" or not sys.stderr.isatty():
         return None
-    named = ", ".join(map(str, paths))[:200]
-    timer = threading.Timer(PROGRESS_AFTER_S, lambda: print(f"tracetriage: reading and analyzing {named} ... "
-                                               "(large captures are cached: the next run is fast)", file=sys.stderr))
-    timer.daemon = True
-    timer.start()
-    return timer
+    return ProgressBar(", ".join(map(str, paths))[:200], PROGRESS_AFTER_S, sys.stderr)
 
 
 def _check_one_run(case) -> None:
@@ -319,6 +315,7 @@ def _distinct_paths(paths: list[str]) -> list[str]:
 
 def cmd_analyze(args) -> int:
     import warnings
+    from dataclasses import replace
 
     from tracetriage import analyze, open_case
     from tracetriage.reports import render
@@ -327,9 +324,9 @@ def cmd_analyze(args) -> int:
     _check_output(args)
     export_to, window = _perfetto_request(args)
     fmt = "perfetto" if export_to and export_to == args.output else _format_for(args)
-    runtime = _runtime(args)
     paths = _distinct_paths(args.paths)
-    progress = _progress_note(paths, fmt)
+    progress = _progress_bar(paths, fmt)
+    runtime = replace(_runtime(args), progress=progress)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -337,16 +334,22 @@ def cmd_analyze(args) -> int:
             if len(case.traces) > 1:  # several files, or a folder of them
                 _check_one_run(case)
             analysis = analyze(case, options, runtime)
+        seen = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+        if seen:
+            analysis.data.setdefault("warnings", []).extend(one_line(m) for m in seen)
+        if export_to:
+            if progress:
+                progress("writing the Perfetto trace")
+            _perfetto_export(case, analysis, export_to, window)
+        if fmt != "perfetto":
+            if progress:
+                progress("writing the report")
+            text = render(analysis, fmt, runtime.cache)
     finally:
         if progress:
-            progress.cancel()
-    seen = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
-    if seen:
-        analysis.data.setdefault("warnings", []).extend(one_line(m) for m in seen)
-    if export_to:
-        _perfetto_export(case, analysis, export_to, window)
+            progress.close()
     if fmt != "perfetto":
-        _emit(args, render(analysis, fmt, runtime.cache), analysis.headline)
+        _emit(args, text, analysis.headline)
     matched = _matched(analysis.findings, args.fail_on)
     if matched:
         _fail_on_note(args.fail_on, matched)

@@ -171,9 +171,12 @@ def _write(path: str, text: str) -> None:
 # The work of each tool, run in a worker process: (arguments, runtime settings) -> (structured, summary).
 
 def _runtime(settings: dict):
+    """The call's Runtime; it tells the server each stage of an analysis (``progress``, set by :func:`worker`)."""
+    from dataclasses import replace
+
     from tracetriage.runtime import Runtime
 
-    return Runtime.from_settings(settings)
+    return replace(Runtime.from_settings(settings), progress=settings.get("progress"))
 
 
 def work_analyze(arguments: dict, settings: dict) -> tuple[dict, str]:
@@ -286,11 +289,14 @@ WORK = {"analyze": work_analyze, "compare": work_compare, "trend": work_trend, "
 def worker(conn) -> None:
     """The worker process: answers one request at a time, (tool, arguments, runtime settings) with
     ("ok", structured, summary) or ("error", line, exit code, class) (:func:`error_fields`), until
-    the server closes the pipe. Its standard output goes to standard error (the server's standard output is the MCP
+    the server closes the pipe; before the answer, ("stage", words) as each stage of an analysis
+    starts. Its standard output goes to standard error (the server's standard output is the MCP
     channel); it leads a process group of its own, so that the server can end it and batch's
     workers together."""
     import warnings
 
+    import tracetriage.analyzers.analysis  # noqa: F401 - an analysis's imports, paid before the first call arrives
+    import tracetriage.case  # noqa: F401
     from tracetriage.memory import tune_allocator
 
     os.dup2(2, 1)
@@ -304,7 +310,7 @@ def worker(conn) -> None:
         except (EOFError, OSError):
             return
         try:
-            structured, summary = WORK[tool](arguments, settings)
+            structured, summary = WORK[tool](arguments, {**settings, "progress": lambda stage: conn.send(("stage", stage))})
             answer = ("ok", structured, summary.encode("utf-8", "replace").decode("utf-8"))
         except Exception as exc:  # noqa: BLE001 - one line and its exit code, never a traceback
             answer = ("error", *error_fields(exc))
@@ -363,11 +369,20 @@ class Worker:
             self.conn.send((tool, arguments, settings))
             started = time.monotonic()
             await ctx.report_progress(0, timeout_s, f"{tool}: started")
-            next_note = started + PROGRESS_EVERY_S
+            next_note, stage, noted = started + PROGRESS_EVERY_S, "started", 0.0
             answer = None
             try:
-                while not self.conn.poll():
+                while True:
                     now = time.monotonic()
+                    if self.conn.poll():
+                        message = self.conn.recv()
+                        if message[0] != "stage":
+                            answer = message
+                            break
+                        stage, noted = message[1], max(noted + 0.1, round(now - started, 1))  # progress only increases
+                        await ctx.report_progress(noted, timeout_s, f"{tool}: {stage}")
+                        next_note = now + PROGRESS_EVERY_S
+                        continue
                     if not self.process.is_alive():
                         return failure(f"tracetriage: internal error: the {tool} worker ended with exit code "
                                        f"{self.process.exitcode} (please report this)", EXIT_INTERNAL, "WorkerExit")
@@ -375,10 +390,10 @@ class Worker:
                         return failure(f"tracetriage: error: {tool}: timed out after {timeout_s:g} s (tracetriage mcp "
                                        "--timeout)", EXIT_TIMEOUT, "Timeout")
                     if now >= next_note:
-                        await ctx.report_progress(round(now - started, 1), timeout_s, f"{tool}: {now - started:.0f} s")
+                        noted = max(noted + 0.1, round(now - started, 1))
+                        await ctx.report_progress(noted, timeout_s, f"{tool}: {stage}, {now - started:.0f} s")
                         next_note = now + PROGRESS_EVERY_S
                     await anyio.sleep(POLL_S)
-                answer = self.conn.recv()
             finally:
                 if answer is None:  # timed out, ended, or the call was cancelled: the worker's state is unknown
                     self.stop()

@@ -11,7 +11,7 @@ The Runtime is also where parsing and per-trace analysis are memoised by input i
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,13 +58,15 @@ class Options:
 class Runtime:
     """How an analysis runs: ``cache`` (None: nothing kept), ``nsys`` (the exporter of .nsys-rep
     reports; None: nsys on PATH), ``nsys_timeout_s`` (its time limit), and the executor of batch
-    cases: ``jobs`` worker processes (None: one per core) or the Dask scheduler at ``dask_address``."""
+    cases: ``jobs`` worker processes (None: one per core) or the Dask scheduler at ``dask_address``;
+    ``progress`` is told each stage of an analysis as it starts (tracetriage/progress.py)."""
 
     cache: Cache | None = None
     nsys: str | None = None
     nsys_timeout_s: float = DEFAULT_NSYS_TIMEOUT_S
     jobs: int | None = None
     dask_address: str | None = None
+    progress: Callable[[str], None] | None = field(default=None, compare=False, repr=False)  # tracetriage/progress.py
 
     @classmethod
     def create(cls, cache_dir: str | os.PathLike | None = None, use_cache: bool = True, nsys: str | None = None,
@@ -104,6 +106,8 @@ class Runtime:
         identity = self.cache.identity(path) if self.cache is not None else None
         trace = self.cache.get_model(identity) if identity else None
         if trace is None:
+            if self.progress is not None:
+                self.progress(f"reading {Path(path).name}")
             trace = read_trace(Path(path), kind)
             if identity:
                 self.cache.put_model(identity, trace)
@@ -121,6 +125,8 @@ class Runtime:
             kept = self.cache.get_metrics(identity, options)
             if kept is not None:
                 return kept
+        if self.progress is not None:
+            self.progress(f"measuring {Path(trace.path).name}")
         metrics = analyze_trace(trace, index, multi, step_range)
         if self.cache is not None and identity:
             self.cache.put_metrics(identity, options, metrics)

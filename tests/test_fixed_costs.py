@@ -1,0 +1,75 @@
+"""Fixed costs (issue 36): a command imports only what it needs. ``--version`` and ``compare`` of
+two saved analyses load neither scipy nor matplotlib (nor pandas, the analyzers' frames), and
+``trend`` finds its change points without the ruptures package (which loads scipy): each
+checked in a fresh interpreter, where nothing else has imported them first."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tracetriage.analyzers.trend import pelt_l2
+
+GOLDEN = Path(__file__).parent / "golden"
+HEAVY = ("scipy", "matplotlib", "pandas", "ruptures", "pyarrow", "dask", "jinja2")
+
+_LOADED = """
+import json, sys
+from tracetriage.cli import main
+sys.argv = ["tracetriage", *sys.argv[1:]]
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+heavy = sorted({name.split(".")[0] for name in sys.modules} & set(json.loads(%r)))
+sys.stdout.flush()
+print("\\nLOADED " + json.dumps(heavy), file=sys.stderr)
+"""
+
+
+def _loaded(*args) -> tuple[int, list[str]]:
+    """The heavy top-level packages a fresh interpreter had imported when ``tracetriage ARGS`` ended."""
+    proc = subprocess.run([sys.executable, "-c", _LOADED % json.dumps(HEAVY), *map(str, args)], capture_output=True,
+                          text=True)
+    line = [row for row in proc.stderr.splitlines() if row.startswith("LOADED ")]
+    assert line, proc.stderr
+    return proc.returncode, json.loads(line[-1][len("LOADED "):])
+
+
+def test_version_imports_nothing_heavy():
+    code, heavy = _loaded("--version")
+    assert code == 0
+    assert heavy == []
+
+
+def test_compare_of_saved_analyses_loads_no_scipy_matplotlib_or_pandas(tmp_path):
+    before, after = GOLDEN / "eager_decode.json", GOLDEN / "graph_decode.json"
+    code, heavy = _loaded("compare", before, after, "-f", "json", "--no-cache")
+    assert code == 0
+    assert not {"scipy", "matplotlib", "pandas", "ruptures"} & set(heavy), heavy
+
+
+def test_pelt_equals_ruptures_kernelcpd():
+    """The compiled PELT trend calls directly gives ruptures' own breakpoints on level-shifted,
+    noisy, constant and short series."""
+    ruptures = pytest.importorskip("ruptures")
+    rng = np.random.default_rng(36)
+    series = [np.ones(40), np.r_[np.zeros(20), np.ones(20)], rng.normal(0, 1, 5), rng.normal(0, 1, 4)]
+    for _ in range(60):
+        size = int(rng.integers(6, 400))
+        levels = np.repeat(rng.normal(0, 3, 4), -(-size // 4))[:size]
+        series.append(levels + rng.normal(0, rng.uniform(0.1, 2.0), size))
+    for values in series:
+        for pen in (0.5, 5.0, 50.0):
+            expected = ruptures.KernelCPD(kernel="linear", min_size=2, jump=1).fit(values.reshape(-1, 1)).predict(pen=pen)
+            assert pelt_l2(values, pen) == [int(end) for end in expected]
+
+
+def test_pelt_refuses_what_ruptures_refuses():
+    with pytest.raises(ValueError):
+        pelt_l2(np.arange(3.0), 1.0)  # no two segments of 2 points
+    with pytest.raises(ValueError):
+        pelt_l2(np.arange(10.0), 0.0)
