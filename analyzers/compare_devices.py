@@ -42,7 +42,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tracetriage.analyzers.compare_side import Side, program_key, round4
-from tracetriage.analyzers.op_kernels import kernel_class
 
 # name: (value, why)
 THRESHOLDS = {
@@ -208,6 +207,8 @@ def _step_draws(side: Side, rng) -> np.ndarray | None:
 def _call_draws(side: Side, op_class: str, rng) -> np.ndarray | None:
     """Bootstrap draws of the class's time over its exact time, from the sampled calls of the listed
     kernels of that class (weighted by their kernel time), None when none were sampled."""
+    from tracetriage.analyzers.op_kernels import kernel_class  # op_kernels loads pandas: only an across-devices pair pays
+
     trace = _efficiency(side).get("trace")
     kernels = [kernel for device in side.devices if device.get("trace") == trace
                for kernel in device.get("kernels") or []
