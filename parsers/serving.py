@@ -272,6 +272,8 @@ def _log_config(cap: ServingCapture, line: str) -> bool:
         return True
     if "with config:" in line or "server_args=ServerArgs(" in line or "args: Namespace(" in line:
         config_from(line.split("with config:", 1)[-1].split("ServerArgs(", 1)[-1].split("Namespace(", 1)[-1], cap.config)
+        if "chunked_prefill_enabled" in cap.config:  # what the engine resolved, printed in its config line
+            cap.config.setdefault("enable_chunked_prefill", cap.config["chunked_prefill_enabled"])
     ch = _CHUNKED.search(line)
     if ch:
         cap.config["enable_chunked_prefill"] = True
