@@ -85,7 +85,7 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
     metrics = judged_metrics(metric_rows(figures_before, figures_after, noise_ms, threshold_pct), step, comparable.ok,
                              stepless=rate is not None)
     serving_judged = comparable.ok and serving_comparable(before_side, after_side, serving)[0]
-    metrics = serving_metrics(metrics, serving_judged, serving)
+    metrics = serving_metrics(metrics, serving)
     budgets = budget_statuses(step, metrics, serving_judged, rate, serving)
     verdict, comparable = overall_verdict(budgets, comparable)
     slo_broken, slo_unmeasured = slo_breaks(before_side.serving, after_side.serving, slo or {})
@@ -139,14 +139,14 @@ SERVING_FIGURES = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "
                    "throughput_rps")
 
 
-def serving_metrics(metrics: list[MetricRow], judged: bool, serving: ServingComparison | None) -> list[MetricRow]:
-    """The serving rows not judged when the serving sides do not compare (other request rates, other
-    inputs); the end-to-end p50 ``changed`` (neither better nor worse) when it moved only with the
-    outputs' length (``serving.latency``); the mean lengths per request changed or unchanged by their
-    shape's two-sample test (not judged without one)."""
+def serving_metrics(metrics: list[MetricRow], serving: ServingComparison | None) -> list[MetricRow]:
+    """The serving rows not judged when the inputs shifted (the load changed); the end-to-end p50
+    ``changed`` (neither better nor worse) when it moved only with the outputs' length
+    (``serving.latency``); the mean lengths per request changed or unchanged by their shape's
+    two-sample test (not judged without one)."""
     out = []
     for metric in metrics:
-        if metric.name in SERVING_FIGURES and not judged and metric.direction != "not judged":
+        if metric.name in SERVING_FIGURES and serving is not None and serving.inputs_shifted:
             metric = metric.not_judged()
         elif metric.name == "e2el_p50_ms" and serving is not None and serving.latency:
             metric = metric.explained("changed")
