@@ -191,6 +191,9 @@ class ServingComparison(Contract):
         """The comparability section's words for a changed model, precision or engine, or None."""
         if not self.identity:
             return None
+        if not self.identity_changed:  # the engine alone: the same weights, served by other code
+            return (f"another engine serves the model ({'; '.join(self.identity)}): still comparable for latency; its "
+                    "sampling and kernels may change the answers")
         return (f"a different model is served ({'; '.join(self.identity)}): still comparable for latency, but its answers "
                 "are another model's")
 
