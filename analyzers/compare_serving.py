@@ -323,6 +323,15 @@ def share_of(name: str, words: str, before: tuple[int, int] | None, after: tuple
     return Share(name, before[0], before[1], after[0], after[1], p_value, shifted, text)
 
 
+def _load(serving: dict) -> dict:
+    """The benchmark's load on one side: the request rate and max concurrency of the record the
+    client latency reads (an open-loop run's rate is None)."""
+    record = (((serving.get("latency") or {}).get("client")) or {}).get("record") or {}
+    rate = record.get("request_rate")
+    return {"request_rate": rate if isinstance(rate, (int, float)) and rate != float("inf") else None,
+            "max_concurrency": record.get("max_concurrency")}
+
+
 def _length_capped(requests: dict) -> tuple[int, int] | None:
     reasons = requests.get("finish_reasons") or {}
     total = sum(reasons.values())
@@ -368,8 +377,7 @@ def compare_serving(before: dict, after: dict, figures_before: dict, figures_aft
     by_name = {shape.name: shape for shape in shapes}
     inputs_shifted = by_name["input"].shifted if "input" in by_name else None
     outputs_shifted = by_name["output"].shifted if "output" in by_name else None
-    load = {side: {"request_rate": requests.get("request_rate"), "max_concurrency": requests.get("max_concurrency")}
-            for side, requests in (("before", requests_before), ("after", requests_after))}
+    load = {side: _load(serving) for side, serving in (("before", before), ("after", after))}
     engines = " -> ".join(str(serving.get("engine") or "unknown engine") for serving in (before, after))
     return ServingComparison(
         engines=engines, settings=settings,
