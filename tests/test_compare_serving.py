@@ -231,3 +231,9 @@ def test_trend_names_the_first_capture_after_the_deploy(tmp_path):
     assert "from night_05 on: quality_regression new" in group["verdict"] and group["latest_regressed"]
     e2e = [change for change in result["changes"] if change["metric"] == "e2el_p50_ms"]
     assert e2e and all(change["direction"] == "changed" and change["explained"] for change in e2e)
+
+
+def test_the_quality_symptom_on_one_capture_names_the_comparison_that_would_decide():
+    result = tracetriage.analyze(str(ROOT / "samples" / "bundles" / "serving_healthy"), symptom="quality")
+    assert result.data["headline"].startswith("quality: not judged from one capture")
+    assert "Healthy" not in result.data["headline"]
