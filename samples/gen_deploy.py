@@ -232,3 +232,29 @@ def generate_deploy_series(out: Path, nights: int = 8, deploy_at: int = 5, seed:
         write_side(folder, deploy, requests)
         made.append(folder)
     return made
+
+
+def main(argv=None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder the pairs (or the series) go into")
+    parser.add_argument("--only", nargs="*", choices=sorted(SCENARIOS), metavar="NAME",
+                        help=f"write only these pairs: {', '.join(SCENARIOS)} (default: all)")
+    parser.add_argument("--seed", type=int, default=7, help="random seed of the draws (default: %(default)s)")
+    parser.add_argument("--truth", type=Path, metavar="DIR",
+                        help="where each pair's truth goes (default: samples/truth, the committed one for seed 7)")
+    parser.add_argument("--series", type=int, metavar="N",
+                        help="write a nightly series of N captures instead (trend's sample), INT4 from --deploy-at on")
+    parser.add_argument("--deploy-at", type=int, default=5, metavar="K", help="first INT4 night of --series (default: 5)")
+    args = parser.parse_args(argv)
+    if args.series is not None and not 2 <= args.deploy_at <= args.series:
+        parser.error(f"--deploy-at {args.deploy_at} is not a night of --series {args.series} after the first")
+    made = (generate_deploy_series(args.out, args.series, args.deploy_at, args.seed) if args.series is not None
+            else generate_deploy(args.out, args.only, args.seed, args.truth))
+    for folder in made:
+        print(folder)
+
+
+if __name__ == "__main__":
+    main()

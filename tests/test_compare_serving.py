@@ -237,3 +237,10 @@ def test_the_quality_symptom_on_one_capture_names_the_comparison_that_would_deci
     result = tracetriage.analyze(str(ROOT / "samples" / "bundles" / "serving_healthy"), symptom="quality")
     assert result.data["headline"].startswith("quality: not judged from one capture")
     assert "Healthy" not in result.data["headline"]
+
+
+def test_the_generator_command_line_refuses_a_deploy_outside_the_series(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        gen_deploy.main(["--out", str(tmp_path), "--series", "4", "--deploy-at", "9"])
+    assert exc.value.code == 2 and "--deploy-at 9" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert not list(tmp_path.iterdir())
