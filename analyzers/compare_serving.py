@@ -208,6 +208,16 @@ def _normal(value):
     return value
 
 
+AUTO_RESOLVES = ("bfloat16", "float16", "half", "float32", "float", "bf16", "fp16")  # what dtype 'auto' may be
+
+
+def _auto_resolves_to(first, second) -> bool:
+    """Whether one value is ``auto`` (the checkpoint's dtype, resolved at load) and the other a plain
+    float dtype it may resolve to: not known to differ (the engine line prints the resolved one)."""
+    values = {str(first).lower(), str(second).lower()}
+    return "auto" in values and bool(values & set(AUTO_RESOLVES))
+
+
 def _printed_args(serving: dict) -> bool:
     """Whether an engine log of this side printed its arguments (a missing flag is then the default)."""
     return any(str(capture.get("kind")).endswith("_log") for capture in serving.get("captures") or []) \
@@ -254,11 +264,15 @@ def setting_changes(before: dict, after: dict) -> tuple[SettingChange, ...]:
         (value_before, source_before), (value_after, source_after) = _value(before, spec), _value(after, spec)
         if source_before == "not known" and source_after == "not known":
             continue
-        changed = source_before != "not known" and source_after != "not known" and value_before != value_after
+        changed = (source_before != "not known" and source_after != "not known" and value_before != value_after
+                   and not _auto_resolves_to(value_before, value_after))
         known = value_after if source_before == "not known" else value_before
-        one_side = "" if "not known" not in (source_before, source_after) else " (one side only)"
+        known_on = "after" if source_before == "not known" else "before"
+        one_side = "" if "not known" not in (source_before, source_after) else f" ({known_on} only)"
         text = (f"{spec.name}: {_words(spec, value_before, model_before)} -> {_words(spec, value_after, model_after)}"
                 if changed else f"{spec.name}: {_words(spec, known, model_before)}{one_side}")
+        if not changed and _auto_resolves_to(value_before, value_after) and value_before != value_after:
+            text = f"{spec.name}: {value_before} -> {value_after} (auto is the checkpoint's dtype, resolved at load)"
         rows.append(SettingChange(spec.name, spec.kind, value_before, value_after, source_before, source_after, changed, text))
     engine_before = " ".join(str(part) for part in (before.get("engine"), before.get("version")) if part)
     engine_after = " ".join(str(part) for part in (after.get("engine"), after.get("version")) if part)

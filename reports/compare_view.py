@@ -257,12 +257,15 @@ class QualityView:
 @dataclass(frozen=True, slots=True)
 class DeployView:
     """The serving side of the change (analyzers/compare_serving.py): the engines, the settings that
-    changed (with where each side's value comes from) and those the same, the per-request shapes,
+    changed (with where each side's value comes from), those the same, those not compared (known on one side only, or
+    ``auto`` against the dtype it may resolve to),
+    the per-request shapes,
     the shares of requests (length-capped, failed), the load, the latency note (None: none) and the
     quality finding (None: it did not fire)."""
     engines: str
     changed: tuple[str, ...]
     same: tuple[str, ...]
+    uncompared: tuple[str, ...]
     shapes: tuple[ShapeView, ...]
     shares: tuple[str, ...]
     load: str
@@ -448,8 +451,13 @@ def _source(source: str) -> str:
 
 
 def _setting(setting: dict) -> str:
-    sources = {_source(setting["before_source"]), _source(setting["after_source"])}
-    return f"{setting['text']} [{' / '.join(sorted(sources))}]"
+    before, after = _source(setting["before_source"]), _source(setting["after_source"])
+    return f"{setting['text']} [{before if before == after else f'{before} -> {after}'}]"
+
+
+def _same(setting: dict) -> bool:
+    """Whether both sides know the setting (printed or a default) with one value."""
+    return "not known" not in (setting["before_source"], setting["after_source"]) and setting["before"] == setting["after"]
 
 
 def _load(load: dict) -> str:
@@ -472,7 +480,8 @@ def deploy_view(serving: dict | None) -> DeployView | None:
     return DeployView(
         engines=str(serving["engines"]),
         changed=tuple(_setting(setting) for setting in serving["settings"] if setting["changed"]),
-        same=tuple(_setting(setting) for setting in serving["settings"] if not setting["changed"]),
+        same=tuple(_setting(setting) for setting in serving["settings"] if not setting["changed"] and _same(setting)),
+        uncompared=tuple(_setting(setting) for setting in serving["settings"] if not setting["changed"] and not _same(setting)),
         shapes=tuple(_shape(shape) for shape in serving["shapes"]), shares=tuple(share["text"] for share in serving["shares"]),
         load=_load(serving["load"]), latency=serving["latency"],
         quality=None if not quality else QualityView(

@@ -244,3 +244,11 @@ def test_the_generator_command_line_refuses_a_deploy_outside_the_series(tmp_path
         gen_deploy.main(["--out", str(tmp_path), "--series", "4", "--deploy-at", "9"])
     assert exc.value.code == 2 and "--deploy-at 9" in capsys.readouterr().err.strip().splitlines()[-1]
     assert not list(tmp_path.iterdir())
+
+
+def test_dtype_auto_against_the_dtype_it_resolves_to_is_no_change_but_fp8_kv_is():
+    printed = _serving({"model": "m", "dtype": "torch.bfloat16", "kv_cache_dtype": "auto"}, None, None)
+    defaulted = _serving({"model": "m", "kv_cache_dtype": "fp8"}, None, None)
+    settings = {setting.name: setting for setting in compare_serving(printed, defaulted, {}, {}, 5.0).settings}
+    assert settings["dtype"].after == "auto" and not settings["dtype"].changed and "resolved at load" in settings["dtype"].text
+    assert settings["kv_cache_dtype"].changed  # auto -> fp8 is a precision change
