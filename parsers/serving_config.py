@@ -51,8 +51,15 @@ FINISH_COUNTER = "vllm:request_success_total"  # V0 and V1: finished requests by
 
 
 def _scalar(raw: str):
-    """A ``key=value`` value as printed: True/False/None, a number, else the text without its quotes."""
-    raw = raw.strip().strip("'\"")
+    """A ``key=value`` value as printed: True/False/None, a number, a list literal, else the text
+    without its quotes."""
+    raw = raw.strip()
+    if raw.startswith("["):  # a list literal (vLLM's served_model_name: ['m'])
+        try:
+            return ast.literal_eval(raw)
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+            pass
+    raw = raw.strip("'\"")
     if raw in ("True", "true"):
         return True
     if raw in ("False", "false"):
@@ -88,13 +95,19 @@ def _value_text(text: str, start: int) -> str:
     return text[start:index]
 
 
+_KEY = re.compile(r"(?<![\w.])['\"]?([A-Za-z_]\w*)['\"]?\s*[:=](?!=)\s*")
+
+
 def _pairs(text: str) -> dict:
-    """Every top-level ``key=value`` / ``'key': value`` of a printed config, first occurrence kept."""
+    """Every top-level ``key=value`` / ``'key': value`` of a printed config, first occurrence kept
+    (a key inside a nested value, such as ``SpeculativeConfig(model=...)``, is that value's, skipped)."""
     out: dict = {}
-    for match in re.finditer(r"(?<![\w.])['\"]?([A-Za-z_]\w*)['\"]?\s*[:=](?!=)\s*", text):
-        key = match.group(1)
-        if key in CONFIG_KEYS and key not in out:
-            out[key] = _scalar(_value_text(text, match.end()))
+    position = 0
+    while (match := _KEY.search(text, position)) is not None:
+        value = _value_text(text, match.end())
+        if match.group(1) in CONFIG_KEYS and match.group(1) not in out:
+            out[match.group(1)] = _scalar(value)
+        position = match.end() + len(value) + 1
     return out
 
 

@@ -252,3 +252,15 @@ def test_dtype_auto_against_the_dtype_it_resolves_to_is_no_change_but_fp8_kv_is(
     settings = {setting.name: setting for setting in compare_serving(printed, defaulted, {}, {}, 5.0).settings}
     assert settings["dtype"].after == "auto" and not settings["dtype"].changed and "resolved at load" in settings["dtype"].text
     assert settings["kv_cache_dtype"].changed  # auto -> fp8 is a precision change
+
+
+def test_a_key_inside_a_nested_value_is_that_values_and_a_cut_dict_keeps_what_it_held():
+    from tracetriage.parsers.serving_config import config_from
+
+    config = {}
+    config_from("model='a', speculative_config=SpeculativeConfig(method='eagle', model='draft', quantization=fp8), "
+                "quantization=None, tensor_parallel_size=2", config)
+    assert config["model"] == "a" and config["quantization"] is None and config["tensor_parallel_size"] == 2
+    config = {}
+    config_from("{'model': 'x', 'served_model_name': ['y'], 'max_num_seqs': 2, 'quantiz", config)
+    assert config == {"model": "x", "served_model_name": "y", "max_num_seqs": 2}
