@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tracetriage.analyzers.findings import Finding
 
-AXES = ("throughput", "utilization", "tail", "ttft", "tpot", "oom", "cost")
+AXES = ("throughput", "utilization", "tail", "ttft", "tpot", "oom", "cost", "quality")
 SEVERITIES = ["info", "low", "medium", "high"]
 TEXTS = ("title", "mechanism", "fix", "confirm", "falsifier")
 

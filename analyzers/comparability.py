@@ -13,6 +13,9 @@ hardware shape, and how much the rest of their signature agrees.
   NVTX ranges (x0.8), captures by other tools (x0.9) and the time-weighted kernel overlap
   (x(0.5 + 0.5 overlap)). The change under test may change the kernels (graphs turned on), and
   a graph-level capture records replays without their kernels (overlap not measured, and said so).
+* **Serving** (analyzers/compare_serving.py): a changed model, precision or engine is named (the pair
+  stays comparable for latency: another model's answers); input lengths that shifted, or request
+  rates further apart than 5%, leave the serving latencies unjudged (the load changed).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from tracetriage.analyzers.compare_serving import ServingComparison
 from tracetriage.analyzers.compare_side import Side, devices_text, program_key, serving_figures
 from tracetriage.analyzers.compare_workrate import is_stepless
 
@@ -61,13 +65,15 @@ class Signal:
 AGREES = Signal()
 
 
-def comparability(before: Side, after: Side) -> Comparability:
-    """Every check of the pair's signature, in order; the reasons read in that order."""
-    serving_ok, serving_why = serving_comparable(before, after)
+def comparability(before: Side, after: Side, serving: ServingComparison | None = None) -> Comparability:
+    """Every check of the pair's signature, in order; the reasons read in that order. ``serving``:
+    the serving comparison, whose changed model, precision or engine is named (still comparable)."""
+    serving_ok, serving_why = serving_comparable(before, after, serving)
     signals = [_same_devices(before, after), _same_world_size(before, after), _same_program(before, after),
                _enough_steps(before, after, serving_ok), _same_step_ranges(before, after),
                _same_capture_tools(before, after), _kernel_agreement(before, after),
-               Signal(reason=serving_why), _same_capture(before, after)]
+               Signal(reason=serving_why), Signal(reason=serving.identity_reason() if serving else None),
+               _same_capture(before, after)]
     ok, confidence, reasons = True, 1.0, []
     for signal in signals:
         ok = ok and signal.comparable
@@ -191,11 +197,14 @@ def _same_capture(before: Side, after: Side) -> Signal:
     return AGREES
 
 
-def serving_comparable(before: Side, after: Side) -> tuple[bool, str | None]:
+def serving_comparable(before: Side, after: Side, serving: ServingComparison | None = None) -> tuple[bool, str | None]:
     """Whether the serving artifacts of both sides can be judged (a TTFT p50 on each, request
-    rates within 5%), and why not when their request rates differ."""
+    rates within 5%, input lengths that did not shift: ``serving``'s test), and why not when their
+    request rates or inputs differ."""
     if not (before.serving and after.serving):
         return False, None
+    if serving is not None and serving.input_shift_reason():
+        return False, serving.input_shift_reason()
     figures_before, figures_after = serving_figures(before.serving), serving_figures(after.serving)
     if figures_before["ttft_p50_ms"] is None or figures_after["ttft_p50_ms"] is None:
         return False, None

@@ -17,6 +17,10 @@ step three times shorter makes every remaining cost a bigger share. So, each in 
 * **What moved** (analyzers/compare_metrics.py ``movers``): each rank's components in ms per
   step that moved beyond the threshold or grew by a quarter of themselves, largest first: the
   summary names them.
+* **Serving across a deploy** (analyzers/compare_serving.py): the engine settings that changed
+  (model, precision, engine named in the comparability section), the per-request input and output
+  lengths with a two-sample KS test (inputs that shifted make latency not comparable as is), and
+  the compare-stage rule ``quality_regression`` (analyzers/rules/quality.py) on them.
 * **Captures without steps** (analyzers/compare_workrate.py): a benchmark loop or micro-benchmark
   is judged on its common kernels' time per call and their calls per second (budgets ``kernel
   time per call`` and ``kernel calls per second``), never on busy %: a faster kernel shortens the
@@ -35,16 +39,18 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 
 from tracetriage import __version__
 from tracetriage.analyzers.comparability import Comparability, comparability, serving_comparable
 from tracetriage.analyzers.compare_devices import across_devices as compare_across_devices
-from tracetriage.analyzers.compare_findings import FindingContext, finding_rows
+from tracetriage.analyzers.compare_findings import Evidence, FindingContext, FindingRow, finding_rows
 from tracetriage.analyzers.compare_kernels import kernel_rows
 from tracetriage.analyzers.compare_metrics import METRICS, SERVING_BUDGETS, MetricRow, metric_rows, mover_text, movers
-from tracetriage.analyzers.compare_side import Side, devices_text, program_key, round4
+from tracetriage.analyzers.compare_serving import ServingComparison, compare_serving
+from tracetriage.analyzers.compare_side import Side, devices_text, program_key, round4, serving_figures
 from tracetriage.analyzers.compare_steps import ALPHA, NOT_MEASURED, RESAMPLES, StepTimeRow, overall, step_test
 from tracetriage.analyzers.compare_workrate import WorkRate, is_stepless, work_rate
 from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSED
@@ -55,6 +61,7 @@ THRESHOLD_PCT = 5.0  # the practical minimum: a change under 5% of the step is n
 STEP_PERCENTILES = ("step_p50_ms", "step_p99_ms")
 WORK_RATE_BUDGET = "kernel time per call"
 CALL_RATE_BUDGET = "kernel calls per second"
+QUALITY_BUDGET = "output quality"  # quality_regression: the answers changed with the deploy
 SUMMARY_MOVERS = 3  # movers the one-line summary names
 
 
@@ -64,7 +71,8 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
     the budgets (``--slo``) checked on both sides' serving artifacts; ``across_devices``: also hold
     each op class against its own device's peaks (``--across-devices``), which then gives the verdict."""
     before_side, after_side = Side(before, before_label), Side(after, after_label)
-    comparable = comparability(before_side, after_side)
+    serving = serving_side(before_side, after_side, threshold_pct)
+    comparable = comparability(before_side, after_side, serving)
     rate = None
     if is_stepless(before_side) and is_stepless(after_side):
         rate = work_rate(before_side, after_side, threshold_pct)
@@ -82,11 +90,14 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
     noise_ms = threshold_pct / 100.0 * figures_before["step_p50_ms"] if figures_before.get("step_p50_ms") else None
     metrics = judged_metrics(metric_rows(figures_before, figures_after, noise_ms, threshold_pct), step, comparable.ok,
                              stepless=rate is not None)
-    budgets = budget_statuses(step, metrics, comparable.ok and serving_comparable(before_side, after_side)[0], rate)
+    serving_judged = comparable.ok and serving_comparable(before_side, after_side, serving)[0]
+    metrics = serving_metrics(metrics, serving)
+    budgets = budget_statuses(step, metrics, serving_judged, rate, serving)
     verdict, comparable = overall_verdict(budgets, comparable)
     slo_broken, slo_unmeasured = slo_breaks(before_side.serving, after_side.serving, slo or {})
     findings = finding_rows(FindingContext(before_side, after_side, figures_before, figures_after, step, noise_ms,
                                            comparable.ok, threshold_pct))
+    findings += quality_rows(serving, comparable.ok)
     result = {
         "schema": SCHEMA,
         "tool_version": __version__,
@@ -113,6 +124,7 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
         "movers": [row.to_contract() for row in movers(before_side, after_side, threshold_pct)] if comparable.ok else [],
         "work_rate": None if rate is None else rate.to_contract(threshold_pct),
         "across_devices": None,
+        "serving": None if serving is None else serving.to_contract(),
         "_series": {"before": _step_series(before_side), "after": _step_series(after_side)},
     }
     result["summary"] = summary_line(result)
@@ -121,6 +133,54 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
         result.update(verdict="across_devices" if across.ok else "inconclusive", summary=across.summary(),
                       across_devices=across.to_contract())
     return result
+
+
+def serving_side(before: Side, after: Side, threshold_pct: float) -> ServingComparison | None:
+    """The serving comparison (analyzers/compare_serving.py) with the compare-stage rules' finding
+    (analyzers/rules/quality.py) in its ``quality``; None unless both sides have serving artifacts."""
+    from tracetriage.analyzers.rules.quality import evaluate_pair
+
+    serving = compare_serving(before.serving, after.serving, serving_figures(before.serving),
+                              serving_figures(after.serving), threshold_pct)
+    finding = evaluate_pair(serving)
+    return serving if finding is None else replace(serving, quality=finding.to_contract())
+
+
+SERVING_FIGURES = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2el_p50_ms",
+                   "throughput_rps")
+
+
+def serving_metrics(metrics: list[MetricRow], serving: ServingComparison | None) -> list[MetricRow]:
+    """The serving rows not judged when the inputs shifted (the load changed); the end-to-end p50
+    ``changed`` (neither better nor worse) when it moved only with the outputs' length
+    (``serving.latency``); the mean lengths per request changed or unchanged by their shape's
+    two-sample test (not judged without one)."""
+    out = []
+    for metric in metrics:
+        if metric.name in SERVING_FIGURES and serving is not None and serving.inputs_shifted:
+            metric = metric.not_judged()
+        elif metric.name == "e2el_p50_ms" and serving is not None and serving.latency:
+            metric = metric.explained("changed")
+        elif metric.name in ("input_len_mean", "output_len_mean") and serving is not None:
+            shape = serving.shape(metric.name.split("_")[0])  # its two-sample test decides, not the means' difference
+            shifted = shape.shifted if shape else None
+            metric = metric.not_judged() if shifted is None else metric.explained("changed" if shifted else "unchanged")
+        out.append(metric)
+    return out
+
+
+def quality_rows(serving: ServingComparison | None, judged: bool) -> list[FindingRow]:
+    """The compare-stage finding as a row of the comparison's findings: new after the change (no
+    status on a pair that is not comparable), its evidence the shapes that moved."""
+    if serving is None or serving.quality is None:
+        return []
+    quality = serving.quality
+    evidence = tuple(Evidence(f"{shape.name}_len_mean", shape.before["mean"], shape.after["mean"], "tokens", shape.text)
+                     for shape in serving.shapes if shape.before and shape.after)
+    return [FindingRow(quality["id"], quality["axis"], "new" if judged else None,
+                       "the outputs shifted after a change of model or precision, on the same inputs" if judged
+                       else "not judged: the captures are not comparable", None, None, quality["severity"], None, None,
+                       evidence)]
 
 
 def step_verdict(step_rows: list[StepTimeRow], judged: bool) -> dict:
@@ -144,10 +204,12 @@ def judged_metrics(metrics: list[MetricRow], step: dict, judged: bool, stepless:
             else metric.not_judged() if stepless and metric.unit == "%" else metric for metric in metrics]
 
 
-def budget_statuses(step: dict, metrics: list[MetricRow], serving_judged: bool, rate: WorkRate | None = None) -> dict[str, str]:
+def budget_statuses(step: dict, metrics: list[MetricRow], serving_judged: bool, rate: WorkRate | None = None,
+                    serving: ServingComparison | None = None) -> dict[str, str]:
     """The budgets the verdict reads: step p50 and p99, the kernel time per call of a pair without
-    steps (over its matched devices), and with comparable serving artifacts each serving budget
-    measured on both sides (improved, regressed or unchanged)."""
+    steps (over its matched devices), with comparable serving artifacts each serving budget
+    measured on both sides (improved, regressed or unchanged), and ``output quality``: regressed when
+    quality_regression fired, unchanged when the output lengths were tested and held."""
     budgets = {"step p50": step["status"], "step p99": step["p99_status"]}
     if rate is not None:
         budgets[WORK_RATE_BUDGET] = overall([device.status for device in rate.devices])
@@ -156,6 +218,11 @@ def budget_statuses(step: dict, metrics: list[MetricRow], serving_judged: bool, 
         for metric in metrics:
             if metric.name in SERVING_BUDGETS and metric.change is not None:
                 budgets[metric.name] = metric.direction if metric.direction in ("improved", "regressed") else "unchanged"
+    output = serving.shape("output") if serving is not None else None
+    if serving is not None and serving.quality is not None:
+        budgets[QUALITY_BUDGET] = "regressed"
+    elif output is not None and output.shifted is False and serving.inputs_shifted is False:
+        budgets[QUALITY_BUDGET] = "unchanged"
     return budgets
 
 

@@ -41,6 +41,8 @@ METRICS = [
     ("syncs_per_step", "calls/step", True), ("dtoh_copies_per_step", "copies/step", True),
     ("ttft_p50_ms", "ms", True), ("ttft_p99_ms", "ms", True), ("tpot_p50_ms", "ms", True), ("tpot_p99_ms", "ms", True),
     ("itl_p50_ms", "ms", True), ("itl_p99_ms", "ms", True), ("e2el_p50_ms", "ms", True), ("throughput_rps", "req/s", False),
+    # the traffic's shape per request (serving.requests): a change, neither better nor worse by itself
+    ("input_len_mean", "tokens", None), ("output_len_mean", "tokens", None),
 ]
 SERVING_BUDGETS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p99_ms", "throughput_rps")
 
@@ -66,6 +68,11 @@ class MetricRow:
 
     def not_judged(self) -> MetricRow:
         return replace(self, direction="not judged", significant=False)
+
+    def explained(self, direction: str) -> MetricRow:
+        """The row with the direction its cause gives it (an end-to-end latency that moved with the
+        outputs' length is ``changed``: neither better nor worse by itself)."""
+        return replace(self, direction=direction)
 
     def to_contract(self) -> dict:
         return {"name": self.name, "unit": self.unit, "before": self.before, "after": self.after,

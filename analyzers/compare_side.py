@@ -238,9 +238,10 @@ def _ns_to_ms(ns) -> float | None:
 
 
 def serving_figures(serving: dict | None) -> dict:
-    """Client-side latency percentiles (ms) and throughput of the serving artifacts, if any."""
+    """Client-side latency percentiles (ms), throughput and mean input / output tokens per request
+    of the serving artifacts, if any."""
     keys = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2el_p50_ms",
-            "throughput_rps", "request_rate")
+            "throughput_rps", "request_rate", "input_len_mean", "output_len_mean")
     figures = dict.fromkeys(keys)
     if not serving:
         return figures
@@ -253,6 +254,8 @@ def serving_figures(serving: dict | None) -> dict:
     record = client.get("record") or {}
     figures["throughput_rps"] = _number(record.get("request_throughput"))
     figures["request_rate"] = _number(record.get("request_rate"))
+    for shape in ("input", "output"):  # mean tokens per request (serving.requests)
+        figures[f"{shape}_len_mean"] = _number((((serving.get("requests") or {}).get(shape)) or {}).get("mean"))
     return figures
 
 

@@ -36,6 +36,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from tracetriage.analyzers.metrics import Contract
+from tracetriage.analyzers.serving_requests import requests_block
 
 QUANTILES = (50, 90, 95, 99)
 HISTOGRAMS = {  # our name -> metric base names, both generations and engines
@@ -490,7 +491,8 @@ class ServingSummary(Contract):
     """The contract's ``serving`` block of a case's serving captures (the module docstring defines
     its figures): the captures, engine and version, the engine config, the stats lines' summary,
     the kept /metrics values, the benchmark records, warnings, latency (client and server),
-    Little's law, the TPOT fit, tokens, replicas, prompts, memory events and the engine defaults. The blocks inside
+    Little's law, the TPOT fit, tokens, replicas, prompts, memory events, the engine defaults and the
+    requests' shapes. The blocks inside
     stay plain dicts, as the JSON has them."""
 
     captures: list[dict]
@@ -509,6 +511,7 @@ class ServingSummary(Contract):
     prompts: dict
     memory: dict
     engine_defaults: dict | None
+    requests: dict | None
 
 
 def summary(caps) -> ServingSummary:
@@ -536,6 +539,7 @@ def summary(caps) -> ServingSummary:
         engine_defaults=engine_defaults(next(iter(pooled.engines)) if len(pooled.engines) == 1 else None,
                                         pooled.versions[0] if pooled.versions else None, pooled.generation,
                                         pooled.generation_from, pooled.config),
+        requests=requests_block(caps, pooled.bench),
     )
 
 

@@ -32,6 +32,11 @@ carries the same finding statuses and kernel movers as ``tracetriage compare``.
   larger of their robust SDs) *and* by the practical minimum: the threshold (default 5%) of
   the step p50 for ms-per-step series, of the level for counts and serving figures, 5 points
   for shares. The last case before it is ``last_good``, the first after ``first_bad``.
+* **A deploy that changed the answers**: a level shift of the outputs' shape (``output_len_mean``)
+  where compare of the two captures around it finds ``quality_regression`` is named in the verdict
+  (``from <first capture after the deploy> on: quality_regression new``) and fails the gate while it
+  stands; an end-to-end latency shift that compare says moved only with the outputs' length is
+  ``changed``, with that sentence as ``explained``, not a regression.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ PENALTY_SCALE = 3.0
 SHARE_MIN_PTS = 5.0
 TOP_KERNELS = 8  # kernels per group given a series: the largest by mean ms per step
 MIN_SERIES = 4  # fewer cases than this: shown, not searched for changes
+QUALITY_FINDINGS = ("quality_regression",)  # compare's finding at a change of the outputs' shape (rules/quality.py)
+QUALITY_SERIES = ("output_len_mean",)
 
 # series name -> (unit, lower is better: None for neither), compare's metrics; findings and kernels
 # are added per group. The budgets the gate and the verdict line read: step time, serving figures.
@@ -436,6 +443,9 @@ def _attach_causes(changes, g, compare_pair) -> None:
                          and abs(k["change_ms_per_step"]) >= noise), key=lambda k: -abs(k["change_ms_per_step"]))[:5]
         c["kernels"] = [{"name": k["name"], "before_ms_per_step": k["before_ms_per_step"],
                          "after_ms_per_step": k["after_ms_per_step"]} for k in movers]
+        latency_note = (cmp.get("serving") or {}).get("latency")
+        if c["metric"] == "e2el_p50_ms" and latency_note:  # longer answers, not a slower server (compare_serving)
+            c["direction"], c["explained"] = "changed", latency_note
 
 
 def _gate(changes, cases, series, baseline, step_p50, threshold_pct) -> bool:
@@ -462,6 +472,10 @@ def _gate(changes, cases, series, baseline, step_p50, threshold_pct) -> bool:
     for metric in [*BUDGETS, *(name for name in series if name.startswith("kernel_call:"))]:
         shifts = [c for c in changes if c["metric"] == metric and c["kind"] == "level_shift"]
         if shifts and shifts[-1]["direction"] == "regressed":
+            return True
+    for metric in QUALITY_SERIES:  # the latest segment of the outputs' shape opened by a quality finding
+        shifts = [c for c in changes if c["metric"] == metric and c["kind"] == "level_shift"]
+        if shifts and any(f["id"] in QUALITY_FINDINGS and f["status"] == "new" for f in shifts[-1]["findings"]):
             return True
     return False
 
@@ -492,6 +506,13 @@ def _verdict(label, changes, cases) -> str:
         parts.append(f"from {c['first_bad']} on: {_metric_words(c['metric'])} {c['change_pct']:+.0f}% "
                      f"({levels}), {c['direction']}"
                      + (f"; {', '.join(causes)}" if causes else ""))
+    for c in shifts:  # the answers changed with a deploy: a secondary series' shift that compare found a quality finding at
+        quality = [f"{f['id']} {f['status']}" for f in c["findings"] if f["id"] in QUALITY_FINDINGS and f["status"] == "new"]
+        if quality and c["metric"] in QUALITY_SERIES and c["first_bad"] not in seen:
+            seen.add(c["first_bad"])
+            parts.append(f"from {c['first_bad']} on: {', '.join(quality)} ({_metric_words(c['metric'])} "
+                         f"{c['change_pct']:+.0f}%, {c['before']['level']:.3g} -> {c['after']['level']:.3g} {c['unit']}: "
+                         "the answers changed with the deploy)")
     for c in outliers:
         if c["first_bad"] in seen:
             continue

@@ -257,3 +257,19 @@ def sanitize_trace(trace) -> None:
         label = {"gpu": "GPU records", "api": "API calls", "ranges": "annotation ranges", "syncs": "sync records"}[name]
         trace.warnings.append(f"{dropped:,} {label} with impossible times (negative, end before start, longer than a day, "
                               "or 30 days away from the rest of the capture) were dropped")
+
+
+SETTING_CHARS = 200  # an engine setting longer than this is cut: a model path or a spec config, not a blob
+
+
+def setting(v):
+    """One untrusted engine setting (a config literal, a log's ``key=value``, a metric label) as a
+    JSON scalar: bools, None and finite numbers kept, a list of one value unwrapped (vLLM's
+    ``served_model_name: ['m']``), anything else as printable text of at most SETTING_CHARS."""
+    if isinstance(v, (list, tuple)) and len(v) == 1:
+        v = v[0]
+    if v is None or isinstance(v, bool):
+        return v
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return number(v)
+    return text(v if isinstance(v, (str, bytes)) else repr(v)).strip()[:SETTING_CHARS]

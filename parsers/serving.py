@@ -28,7 +28,6 @@ Nothing here raises on a bad line: what cannot be read is skipped and counted in
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 import statistics
@@ -38,6 +37,7 @@ from datetime import datetime
 from tracetriage.errors import TraceFormatError
 from tracetriage.parsers import coerce
 from tracetriage.parsers.common import json_document
+from tracetriage.parsers.serving_config import bench_meta, config_from, finish_reason, info_labels, requests_from
 
 MAX_LINE = 65_536  # longer lines are noise (binary junk, a pasted blob): skipped and counted
 
@@ -54,10 +54,6 @@ _PREFIX_LINE = re.compile(r"Prefix cache hit rate: GPU: ([\d.]+)%")
 _ENGINE_ID = re.compile(r"Engine (\d+):")
 _VERSION = re.compile(r"(?:vLLM API server version|V1 LLM engine \(v|LLM engine \(v)\s*v?([\w.+\-]+)")
 _NON_DEFAULT = re.compile(r"non-default args: (\{.*)$")
-_CONFIG_KEYS = ("enforce_eager", "enable_chunked_prefill", "max_num_seqs", "max_num_batched_tokens",
-                "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "enable_prefix_caching",
-                "gpu_memory_utilization", "max_model_len", "kv_cache_dtype", "quantization", "chunked_prefill_size",
-                "max_running_requests", "disable_radix_cache", "mem_fraction_static")
 _CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
 # which engine generation ran (vllm/v1/engine/core.py, vllm/engine/llm_engine.py; arg_utils.py's fallback warning)
 _GENERATION = ((re.compile(r"Initializing a V1 LLM engine \(v"), "V1", "the start-up line 'Initializing a V1 LLM engine'"),
@@ -143,6 +139,7 @@ class ServingCapture:
     events: dict = field(default_factory=lambda: {"oom": [], "preemptions": 0, "retractions": 0})
     memory: dict = field(default_factory=dict)      # allocator state from memory_summary()
     kv_tokens: int | None = None
+    finish_reasons: dict = field(default_factory=dict)  # finished requests by reason (/metrics), summed over replicas
     warnings: list = field(default_factory=list)
 
 
@@ -158,38 +155,6 @@ def _number(raw):
 def _bytes(value: str, unit: str) -> float | None:
     x = _number(value)
     return None if x is None else x * _UNITS.get(unit, 1)
-
-
-def _value(raw: str):
-    raw = raw.strip().strip("'\"")
-    if raw in ("True", "true"):
-        return True
-    if raw in ("False", "false"):
-        return False
-    if raw in ("None", "null"):
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        x = _number(raw)
-        return raw if x is None else x
-
-
-def _config_from(text: str, config: dict) -> None:
-    """Known keys from a dict literal or ``key=value`` list, even when cut off."""
-    try:
-        data = ast.literal_eval(text)
-        if isinstance(data, dict):
-            for k in _CONFIG_KEYS:
-                if k in data:
-                    config[k] = data[k]
-            return
-    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
-        pass
-    for k in _CONFIG_KEYS:
-        m = re.search(rf"['\"]?\b{k}['\"]?\s*[:=]\s*([^,}}]+)", text)
-        if m:
-            config[k] = _value(m.group(1))
 
 
 def _seconds(line: str) -> float | None:
@@ -303,10 +268,12 @@ def _log_config(cap: ServingCapture, line: str) -> bool:
     size) into ``cap``; True when the line is vLLM's ``non-default args`` (nothing else is read from it)."""
     nd = _NON_DEFAULT.search(line)
     if nd:
-        _config_from(nd.group(1), cap.config)
+        config_from(nd.group(1), cap.config)
         return True
-    if "with config:" in line or "server_args=ServerArgs(" in line:
-        _config_from(line.split("with config:", 1)[-1].split("ServerArgs(", 1)[-1], cap.config)
+    if "with config:" in line or "server_args=ServerArgs(" in line or "args: Namespace(" in line:
+        config_from(line.split("with config:", 1)[-1].split("ServerArgs(", 1)[-1].split("Namespace(", 1)[-1], cap.config)
+        if "chunked_prefill_enabled" in cap.config:  # what the engine resolved, printed in its config line
+            cap.config.setdefault("enable_chunked_prefill", cap.config["chunked_prefill_enabled"])
     ch = _CHUNKED.search(line)
     if ch:
         cap.config["enable_chunked_prefill"] = True
@@ -450,12 +417,11 @@ def _prom_sample(cap: ServingCapture, line: str) -> int:
         return 0
     if name.endswith("_created"):
         return 0
+    info_labels(name, labels, cap.config)
     if name.endswith("_info"):
         rep["info"].update(labels)
-        for k in _CONFIG_KEYS:
-            if k in labels:
-                cap.config[k] = _value(labels[k])
         return 0
+    finish_reason(name, labels, value, cap.finish_reasons)
     return _prom_value(cap, rep, name, value)
 
 
@@ -535,6 +501,10 @@ def _record(d: dict) -> dict | None:
     d = {_SYNONYMS.get(k.rstrip(":"), k.rstrip(":")): v for k, v in d.items() if isinstance(k, str)}
     out = _aggregate_numbers(d)
     _summarise_requests(d, out)
+    out["_meta"] = bench_meta(d)
+    requests = requests_from(d)
+    if requests:
+        out["_requests"] = requests
     group = [str(d[k]) for k in ("backend", "model_id", "model", "deployment", "gpu", "gateway", "label")
              if isinstance(d.get(k), str)]
     out["group"] = "|".join(group)
@@ -565,6 +535,7 @@ def _bench(path: str, text: str) -> ServingCapture:
             missing += 1
             continue
         cap.bench.append(rec)
+        cap.config.update(rec["_meta"])
     if missing:
         cap.warnings.append(f"{missing} benchmark records without throughput or latency keys skipped")
     if any(isinstance(d, dict) and "sglang" in str(d.get("backend", "")) for d in docs):

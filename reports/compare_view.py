@@ -21,11 +21,12 @@ LABELS = {
     "dtoh_copies_per_step": "device-to-host copies", "ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99",
     "tpot_p50_ms": "TPOT p50", "tpot_p99_ms": "TPOT p99", "itl_p50_ms": "ITL p50", "itl_p99_ms": "ITL p99",
     "e2el_p50_ms": "end-to-end latency p50", "throughput_rps": "request throughput",
+    "input_len_mean": "input tokens per request (mean)", "output_len_mean": "output tokens per request (mean)",
 }
 VERDICT_WORDS = {"improved": "Improved", "regressed": "Regressed", "unchanged": "Unchanged (within noise)",
                  "mixed": "Mixed", "inconclusive": "Inconclusive",
                  "across_devices": "Across devices, each against its own peaks"}
-SERVING_PREFIXES = ("ttft_", "tpot_", "itl_", "e2el_", "throughput_")
+SERVING_PREFIXES = ("ttft_", "tpot_", "itl_", "e2el_", "throughput_", "input_len_", "output_len_")
 STEP_NOTE = ("idle by cause says what the host was doing, a finding claims idle by when it happens, e.g. after each "
              "sync, so the two cut the same time differently")
 SERVING_NOTE = "client percentiles and throughput from the serving benchmark, per request"
@@ -55,6 +56,8 @@ def metric_value(value, unit: str) -> str:
         return f"{value:.1f}%"
     if unit == "req/s":
         return f"{value:.2f} req/s"
+    if unit == "tokens":
+        return f"{value:,.1f} tokens"
     return f"{value:,.1f}".rstrip("0").rstrip(".")
 
 
@@ -270,6 +273,47 @@ class AcrossDevicesView:
     reasons: tuple[str, ...]
     classes: tuple[AcrossRowView, ...]
     ops: tuple[AcrossRowView, ...]
+class ShapeView:
+    """One per-request length distribution across the change: each side's summary in words, the
+    two-sample test's statistic and p-value, and its outcome (shifted, within noise, not tested)."""
+    name: str
+    before: str
+    after: str
+    test: str
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class QualityView:
+    """The compare-stage finding (quality_regression): its words, severity, impact and evidence."""
+    id: str
+    title: str
+    severity: str
+    impact: str
+    mechanism: str
+    fix: str
+    confirm: str
+    falsifier: str
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeployView:
+    """The serving side of the change (analyzers/compare_serving.py): the engines, the settings that
+    changed (with where each side's value comes from), those the same, those not compared (known on one side only, or
+    ``auto`` against the dtype it may resolve to),
+    the per-request shapes,
+    the shares of requests (length-capped, failed), the load, the latency note (None: none) and the
+    quality finding (None: it did not fire)."""
+    engines: str
+    changed: tuple[str, ...]
+    same: tuple[str, ...]
+    uncompared: tuple[str, ...]
+    shapes: tuple[ShapeView, ...]
+    shares: tuple[str, ...]
+    load: str
+    latency: str | None
+    quality: QualityView | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +351,7 @@ class CompareView:
     work_rate: tuple[DeviceRateView, ...]
     rate_kernels: tuple[KernelRateView, ...]
     across_devices: AcrossDevicesView | None
+    deploy: DeployView | None
 
 
 def compare_view(comparison: dict) -> CompareView:
@@ -332,7 +377,8 @@ def compare_view(comparison: dict) -> CompareView:
         work_rate_method=None if rate is None else str(rate["method"]),
         work_rate=() if rate is None else tuple(_device_rate(device) for device in rate["devices"]),
         rate_kernels=() if rate is None else tuple(_kernel_rate(kernel) for kernel in rate["kernels"]),
-        across_devices=None if comparison["across_devices"] is None else _across(comparison["across_devices"]))
+        across_devices=None if comparison["across_devices"] is None else _across(comparison["across_devices"]),
+        deploy=deploy_view(comparison.get("serving")))
 
 
 def _side(side: dict) -> SideView:
@@ -465,3 +511,61 @@ def _across(across: dict) -> AcrossDevicesView:
         after_device=str(across["after_device"] or "n/a"), band=f"{across['band_pct']:g}%", method=str(across["method"]),
         reasons=tuple(across["reasons"]), classes=tuple(_across_row(row, unit) for row in across["classes"]),
         ops=tuple(_across_row(row, unit) for row in across["ops"]))
+def _length_words(stats: dict | None) -> str:
+    if not stats:
+        return "not measured"
+    figures = ", ".join(f"{key} {stats[key]:,.0f}" for key in ("p50", "p90", "p99") if stats.get(key) is not None)
+    return f"mean {stats['mean']:,.1f}" + (f", {figures}" if figures else "") + f" tokens over {stats['n']:,} requests"
+
+
+def _shape(shape: dict) -> ShapeView:
+    test = ("no per-request values: not tested" if shape["p_value"] is None
+            else f"KS D={shape['ks_statistic']:.3f}, p={shape['p_value']:.2g}")
+    outcome = "not tested" if shape["shifted"] is None else "shifted" if shape["shifted"] else "within noise"
+    return ShapeView(f"{shape['name']} tokens per request", _length_words(shape["before"]), _length_words(shape["after"]),
+                     test, outcome)
+
+
+def _source(source: str) -> str:
+    return source.split(" (")[0]
+
+
+def _setting(setting: dict) -> str:
+    before, after = _source(setting["before_source"]), _source(setting["after_source"])
+    return f"{setting['text']} [{before if before == after else f'{before} -> {after}'}]"
+
+
+def _same(setting: dict) -> bool:
+    """Whether both sides know the setting (printed or a default) with one value."""
+    return "not known" not in (setting["before_source"], setting["after_source"]) and setting["before"] == setting["after"]
+
+
+def _load(load: dict) -> str:
+    def rate(side):
+        value = load[side]["request_rate"]
+        return "n/a" if value is None else f"{value:g} req/s"
+
+    def cap(side):
+        value = load[side]["max_concurrency"]
+        return "none" if value is None else f"{value:g}"
+
+    return f"request rate {rate('before')} -> {rate('after')}; max concurrency {cap('before')} -> {cap('after')}"
+
+
+def deploy_view(serving: dict | None) -> DeployView | None:
+    """The serving side of a comparison (None without one on both sides)."""
+    if not serving:
+        return None
+    quality = serving.get("quality")
+    return DeployView(
+        engines=str(serving["engines"]),
+        changed=tuple(_setting(setting) for setting in serving["settings"] if setting["changed"]),
+        same=tuple(_setting(setting) for setting in serving["settings"] if not setting["changed"] and _same(setting)),
+        uncompared=tuple(_setting(setting) for setting in serving["settings"] if not setting["changed"] and not _same(setting)),
+        shapes=tuple(_shape(shape) for shape in serving["shapes"]), shares=tuple(share["text"] for share in serving["shares"]),
+        load=_load(serving["load"]), latency=serving["latency"],
+        quality=None if not quality else QualityView(
+            id=quality["id"], title=quality["title"], severity=quality["severity"],
+            impact=f"{quality['impact_pct']:.0f}% of {quality['impact_denominator']}", mechanism=quality["mechanism"],
+            fix=quality["fix"], confirm=quality["confirm"], falsifier=quality["falsifier"],
+            evidence=tuple(row["text"] for row in quality["evidence"])))

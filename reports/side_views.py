@@ -163,7 +163,9 @@ class ServingCaptureView:
 @dataclass(frozen=True, slots=True)
 class ServingView:
     """The serving engine: its captures, version and config, stats, latency percentiles (client and server
-    side), each --slo budget checked, Little's law, the TPOT fit, the sweep, the replicas."""
+    side), each --slo budget checked, Little's law, the TPOT fit, the sweep, the replicas, the
+    features the engine ran with (``engine_defaults``: printed or its default, and where that comes
+    from) and the traffic's shape per request (``requests``: one line per shape)."""
     captures: tuple[ServingCaptureView, ...]
     engine: str | None
     version: str | None
@@ -176,6 +178,8 @@ class ServingView:
     sweep: tuple[SweepRow, ...]
     replicas: tuple[ReplicaView, ...]
     warnings: tuple[str, ...]
+    engine_defaults: tuple[str, ...]
+    requests: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +294,34 @@ def serving_view(srv: dict | None) -> ServingView | None:
         sweep=tuple(_sweep_row(point) for point in (srv.get("bench") or [])[:30]),
         replicas=tuple(ReplicaView(*(as_text(r[k]) if k in r else "" for k in ("replica", "running", "waiting", "kv_usage_pct")))
                        for r in (srv.get("replicas") or [])[:32]),
-        warnings=tuple(as_text(w) for w in srv.get("warnings") or []))
+        warnings=tuple(as_text(w) for w in srv.get("warnings") or []),
+        engine_defaults=_engine_defaults(srv.get("engine_defaults")), requests=_requests(srv.get("requests")))
+
+
+def _engine_defaults(block: dict | None) -> tuple[str, ...]:
+    """Each feature the engine ran with, in words with where its value comes from (its ``text``)."""
+    if not block:
+        return ()
+    return tuple(as_text(feature["text"]) for feature in (block.get("features") or {}).values())
+
+
+def _requests(block: dict | None) -> tuple[str, ...]:
+    """The traffic's shape per request: input and output tokens, failures and finish reasons, one line each."""
+    if not block:
+        return ()
+    lines = []
+    for name in ("input", "output"):
+        stats = block.get(name)
+        if stats:
+            figures = ", ".join(f"{key} {stats[key]:,.0f}" for key in ("p50", "p90", "p99") if stats.get(key) is not None)
+            lines.append(f"{name} tokens per request: mean {stats['mean']:,.1f}" + (f", {figures}" if figures else "")
+                         + f" over {stats['n']:,} requests ({as_text(block.get('source'))})")
+    if block.get("failed") is not None and block.get("sent"):
+        lines.append(f"failed requests: {block['failed']:,} of {block['sent']:,} sent")
+    if block.get("finish_reasons"):
+        lines.append("finished by reason: " + ", ".join(f"{as_text(reason)} {count:,}"
+                                                        for reason, count in block["finish_reasons"].items()))
+    return tuple(lines)
 
 
 def _latency_rows(latency: dict) -> tuple[LatencyRow, ...]:

@@ -97,7 +97,8 @@ class FindingStatusView:
 @dataclass(frozen=True, slots=True)
 class ChangeView:
     """A step change or an outlier of one series: where it starts (``last_good`` None: at the first
-    capture), the levels before and after, the change, the findings and the kernel that moved most there."""
+    capture), the levels before and after, the change, the findings and the kernel that moved most there,
+    and why it is neither better nor worse when compare said so (``explained``: None when it did not)."""
     label: str
     kind: str
     kind_words: str
@@ -111,6 +112,7 @@ class ChangeView:
     change: str
     findings: tuple[FindingStatusView, ...]
     kernel: str | None
+    explained: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,4 +203,4 @@ def _change(change: dict, group: dict, links: str | None) -> ChangeView:
         first_bad=change["first_bad"], first_bad_href=href(change["first_bad"]),
         before=level(change["before"]["level"], unit), after=level(change["after"]["level"], unit), change=change_text(change),
         findings=tuple(FindingStatusView(str(finding["id"]), str(finding["status"])) for finding in change["findings"]),
-        kernel=str(change["kernels"][0]["name"]) if change["kernels"] else None)
+        kernel=str(change["kernels"][0]["name"]) if change["kernels"] else None, explained=change.get("explained"))

@@ -12,6 +12,7 @@ from tracetriage.analyzers import catalog
 from tracetriage.analyzers.rules import REGISTRY, THRESHOLDS
 
 sys.path.insert(0, str(ROOT / "samples"))
+import gen_deploy
 import gen_efficiency
 
 # Catalog entries no rule makes: none. (Every entry, variants such as cross_island_collective_nccl
@@ -19,7 +20,8 @@ import gen_efficiency
 PRODUCED_ELSEWHERE: set[str] = set()
 
 # rule id: (sample where it fires, sample where it does not). A sample is a bundle name, a path
-# under samples/, or "efficiency:SCENARIO" (samples/gen_efficiency.py) or "nccl_warn" (built below).
+# under samples/, or "efficiency:SCENARIO" (samples/gen_efficiency.py) or "nccl_warn" (built below), or for
+# a compare-stage rule "deploy:SCENARIO" (samples/gen_deploy.py: a before/after pair, compared).
 FIRES = {
     "cross_island_collective": ("tp8_cross_island", "tp4_island"),
     "collective_dominant": ("tp8_cross_island/trace.sqlite", "tp8_cross_island"),  # suppressed where the cause is named
@@ -42,6 +44,7 @@ FIRES = {
     "admission_blocked": ("serving_admission_blocked", "serving_healthy"),
     "healthy": ("healthy", "eager_decode"),
     "healthy_serving": ("serving_healthy", "serving_at_capacity"),
+    "quality_regression": ("deploy:deploy_int4", "deploy:deploy_fp8"),
 }
 
 
@@ -87,6 +90,15 @@ def analyzed(tmp_path_factory):
 
 
 def _analyze(sample: str, out):
+    if sample.startswith("deploy:"):  # a compare-stage rule: the pair's comparison holds its findings
+        from types import SimpleNamespace
+
+        from tracetriage.analyzers.compare import compare
+
+        name = sample.split(":", 1)[1]
+        gen_deploy.generate_deploy(out / "deploy", only=[name], truth_dir=out / "deploy_truth")
+        sides = [analyze(open_case([out / "deploy" / name / side])).data for side in ("before", "after")]
+        return SimpleNamespace(findings=compare(*sides)["findings"])
     if sample.startswith("efficiency:"):
         (folder,) = gen_efficiency.write(out / "eff", only=[sample.split(":", 1)[1]])
         return analyze(open_case([folder / "trace.pt.trace.json.gz"]))

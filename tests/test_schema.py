@@ -24,7 +24,7 @@ from tracetriage.errors import TraceTriageError
 from tracetriage.reports.jsonout import to_dict
 
 SCHEMA = json.loads((ROOT / "reports" / "analysis.schema.json").read_text())
-AXES = ("throughput", "utilization", "tail", "ttft", "tpot", "oom", "cost")
+AXES = ("throughput", "utilization", "tail", "ttft", "tpot", "oom", "cost", "quality")
 H200 = ROOT / "samples" / "h200"
 
 

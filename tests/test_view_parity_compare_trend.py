@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -154,7 +155,10 @@ def trend_contract() -> dict:
                        "reason": "one capture of its kind: no series"}],
         "failed": [{"name": "nightly-2026-11-07", "error": "TraceFormatError: truncated SQLite file"}],
         "changes": [_change("step_p50_ms", "ms", "outlier", 1, 2, 0.605, 1.583), shift,
-                    _change("busy_pct", "%", "level_shift", None, 4, 91.0, 62.0)],
+                    _change("busy_pct", "%", "level_shift", None, 4, 91.0, 62.0),
+                    _change("e2el_p50_ms", "ms", "level_shift", 3, 4, 4660.0, 6805.0, direction="changed",
+                            explained="end-to-end p50 4,660 -> 6,805 ms (+46%) moved with the output length (mean +56%) "
+                                      "while the per-token latency held")],
         "gate": {"regressed": True, "groups": [GROUP], "baseline": None, "rule": "the latest capture in a regressed segment"},
         "batch_dir": "batch",
     }
@@ -167,11 +171,19 @@ def test_the_trend_contract_is_one_the_schema_allows():
 
 
 @pytest.fixture(scope="module")
-def comparisons():
+def comparisons(tmp_path_factory):
     out = {}
     for before, after in PAIRS:
         paths = f"samples/bundles/{before}", f"samples/bundles/{after}"
         out[before] = compare(tracetriage.analyze(paths[0]).data, tracetriage.analyze(paths[1]).data, *paths)
+    # a deploy that changed the answers (samples/gen_deploy.py): the serving section with its quality finding
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+    import gen_deploy
+
+    folder = tmp_path_factory.mktemp("deploy")
+    gen_deploy.generate_deploy(folder, only=["deploy_int4"], truth_dir=folder / "truth")
+    paths = str(folder / "deploy_int4" / "before"), str(folder / "deploy_int4" / "after")
+    out["deploy_int4"] = compare(tracetriage.analyze(paths[0]).data, tracetriage.analyze(paths[1]).data, *paths)
     return out
 
 

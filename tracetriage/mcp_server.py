@@ -479,7 +479,7 @@ def capture_hints(abstention: str, profiler: str | None) -> tuple[dict, str]:
 Paths = Annotated[list[str], Field(description="trace files, side artifacts, bundle folders or archives, under the roots "
                                                "(a relative path is taken from the server's working directory)")]
 Symptom = Annotated[str | None, Field(description="the axis whose findings rank first: throughput, utilization, tail, ttft, "
-                                                  "tpot, oom or cost")]
+                                                  "tpot, oom, cost or quality (judged by compare, across a deploy)")]
 Slo = Annotated[str | None, Field(description="latency budgets in ms, e.g. 'ttft_p95_ms=800,tpot_p95_ms=50'")]
 StepRange = Annotated[str | None, Field(description="a regular expression naming the NVTX/roctx ranges that mark one step")]
 

@@ -68,7 +68,8 @@ class Rule:
     ``entries`` further catalog entries it words a finding with. ``stage``: when the driver runs it
     (``throughput``: claiming slices of each device's window, in registry order; ``trace``: the other
     axes of the trace; ``serving``: the serving artifacts; ``verdict``: healthy, after the falsifiers
-    and abstentions). ``reads``: the parts of the analysis it reads; ``requires``: those of them
+    and abstentions; ``compare``: a pair of captures, run by compare on its own context, rules/quality.py).
+    ``reads``: the parts of the analysis it reads; ``requires``: those of them
     without which it is not run. ``thresholds``: the names it reads in THRESHOLDS.
     ``suppressed_by``: rules whose firing means this one is not run (the cause named already
     carries its evidence); ``depends_on``: rules whose findings it reads from ``ctx.fired``."""

@@ -18,6 +18,9 @@ from tracetriage.wording import ms, pct, plural
 MINOR_HEADLINE_PCT = 5.0  # below this share a throughput finding is reported, but not as the verdict of an idle GPU
 
 
+PAIR_AXES = ("quality",)  # axes whose findings come from a pair of captures (rules/quality.py), never from one
+
+
 def rank(findings: list[Finding], symptom: str | None) -> list[Finding]:
     """Healthy first (it fires only when nothing reaches medium); then the findings that answer
     the symptom (its axis, or a further symptom they explain: launch-bound kernels answer
@@ -78,6 +81,10 @@ def headline(findings: list[Finding], abstentions: list[dict], data: dict, sympt
 
 def _headline(findings: list[Finding], abstentions: list[dict], data: dict, symptom: str | None, broken: list[dict]) -> str:
     """The verdict in one line, without the --slo budgets it leaves out (headline adds them)."""
+    if symptom in PAIR_AXES:  # judged across a deploy, never on one capture: say which captures would decide
+        return (f"{symptom}: not judged from one capture: the answers' shape is compared across a deploy; run tracetriage "
+                "compare on serving captures from before and after it (benchmark results with per-request lengths: "
+                "--save-result, plus the engine logs)")
     if not data["devices"]:
         return _side_artifacts_headline(findings, abstentions, data, symptom, broken)
     return _trace_headline(findings, abstentions, data["devices"], symptom)

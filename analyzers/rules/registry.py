@@ -7,7 +7,7 @@ catalog; the order of the families is here."""
 
 from __future__ import annotations
 
-from tracetriage.analyzers.rules import collective, efficiency, healthy, serving, trace
+from tracetriage.analyzers.rules import collective, efficiency, healthy, quality, serving, trace
 from tracetriage.analyzers.rules.context import Rule
 
 REGISTRY: tuple[Rule, ...] = (
@@ -20,8 +20,9 @@ REGISTRY: tuple[Rule, ...] = (
     *serving.RULES,
     healthy.HEALTHY,
     serving.HEALTHY,
+    *quality.RULES,
 )
-STAGES = ("throughput", "trace", "serving", "verdict")
+STAGES = ("throughput", "trace", "serving", "verdict", "compare")  # compare: a pair's rules, run by compare, not the driver
 
 if len({rule.id for rule in REGISTRY}) != len(REGISTRY):  # a rule registered twice fails at import
     raise ValueError("rule ids must be unique in the registry")

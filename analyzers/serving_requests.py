@@ -1,0 +1,107 @@
+"""The ``serving.requests`` block: the shape of the traffic a serving capture saw, per request.
+
+* ``source``: where the lengths come from: a benchmark's per-request arrays (``input_lens`` /
+  ``output_lens`` of the record the client latency uses: the highest finite request rate, else
+  the last), else the ``/metrics`` histograms of tokens per request (``vllm:request_prompt_tokens``,
+  ``vllm:request_generation_tokens``: mean = sum / count, quantiles by interpolation in the bucket,
+  no per-request values), else none.
+* ``input`` / ``output``: the token lengths of the requests that succeeded: ``n``, ``mean``,
+  ``p50``, ``p90``, ``p99`` (nearest rank on the sorted values), ``max``; ``lengths``: the values
+  themselves, sorted (what a two-sample test across a deploy needs; None from histograms).
+* ``failed`` / ``sent``: requests the benchmark counted as failed (an ``errors`` string) of those
+  it sent; ``finish_reasons``: finished requests per reason (``stop``, ``length``, ``abort``) from
+  ``vllm:request_success_total``; ``request_rate`` / ``max_concurrency``: the record's load.
+"""
+
+from __future__ import annotations
+
+import math
+
+PROMPT_HISTOGRAM = "vllm:request_prompt_tokens"
+OUTPUT_HISTOGRAM = "vllm:request_generation_tokens"
+
+
+def _nearest_rank(values: list[int], q: float) -> int:
+    """The q-th percentile (0-100) of sorted values by nearest rank."""
+    return values[min(len(values) - 1, max(0, math.ceil(q / 100.0 * len(values)) - 1))]
+
+
+def length_stats(lengths: list[int] | None) -> dict | None:
+    """n, mean, p50, p90, p99, max and the sorted lengths of per-request token counts."""
+    if not lengths:
+        return None
+    ordered = sorted(lengths)
+    return {"n": len(ordered), "mean": round(sum(ordered) / len(ordered), 3), "p50": _nearest_rank(ordered, 50),
+            "p90": _nearest_rank(ordered, 90), "p99": _nearest_rank(ordered, 99), "max": ordered[-1], "lengths": ordered}
+
+
+def _histogram_stats(caps, name: str) -> dict | None:
+    """n, mean and quantiles of a tokens-per-request histogram merged over every scrape's replicas."""
+    buckets: dict[float, float] = {}
+    total = count = 0.0
+    for capture in caps:
+        for replica in capture.replicas.values():
+            histogram = replica["histograms"].get(name)
+            if not histogram:
+                continue
+            for le, cumulative in histogram["buckets"].items():
+                buckets[le] = buckets.get(le, 0.0) + cumulative
+            total += histogram.get("sum") or 0.0
+            count += histogram.get("count") or 0.0
+    if not count:
+        return None
+    out = {"n": int(count), "mean": round(total / count, 3), "max": None, "lengths": None}
+    for q in (50, 90, 99):
+        out[f"p{q}"] = _bucket_quantile(buckets, q / 100.0 * count)
+    return out
+
+
+def _bucket_quantile(buckets: dict[float, float], target: float) -> float | None:
+    """The value at cumulative count ``target``, linear inside its bucket (None in the +Inf bucket)."""
+    previous_le, previous_count = 0.0, 0.0
+    for le in sorted(buckets):
+        if buckets[le] >= target:
+            if math.isinf(le):
+                return None
+            share = (target - previous_count) / (buckets[le] - previous_count) if buckets[le] > previous_count else 1.0
+            return round(previous_le + share * (le - previous_le), 1)
+        previous_le, previous_count = le, buckets[le]
+    return None
+
+
+def _finite(value):
+    """A request rate when it is a finite number (an open-loop run's ``inf`` is none)."""
+    return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def _chosen_record(bench: list[dict]) -> dict | None:
+    """The record the client latency reads (analyzers/serving._client_latency's choice)."""
+    if not bench:
+        return None
+    finite = [record for record in bench if isinstance(record.get("request_rate"), (int, float))
+              and math.isfinite(record["request_rate"])]
+    return max(finite, key=lambda record: record["request_rate"]) if finite else bench[-1]
+
+
+def requests_block(caps, bench: list[dict]) -> dict | None:
+    """The ``requests`` block (module docstring); None when no capture carries request shapes."""
+    finish: dict[str, float] = {}
+    for capture in caps:
+        for reason, count in capture.finish_reasons.items():
+            finish[reason] = finish.get(reason, 0.0) + count
+    record = _chosen_record(bench)
+    shapes = (record or {}).get("_requests")
+    if shapes:
+        source = "benchmark per-request arrays (input_lens, output_lens)"
+        inputs, outputs = length_stats(shapes["input_lens"]), length_stats(shapes["output_lens"])
+        failed, sent = shapes["failed"], shapes["sent"]
+    else:
+        inputs, outputs = _histogram_stats(caps, PROMPT_HISTOGRAM), _histogram_stats(caps, OUTPUT_HISTOGRAM)
+        source = f"/metrics histograms ({PROMPT_HISTOGRAM}, {OUTPUT_HISTOGRAM})" if inputs or outputs else None
+        failed = sent = None
+    if source is None and not finish:
+        return None
+    return {"source": source, "input": inputs, "output": outputs, "failed": failed, "sent": sent,
+            "finish_reasons": {reason: int(count) for reason, count in sorted(finish.items())} or None,
+            "request_rate": _finite((record or {}).get("request_rate")) if shapes else None,
+            "max_concurrency": (record or {}).get("max_concurrency") if shapes else None}
