@@ -273,6 +273,9 @@ class AcrossDevicesView:
     reasons: tuple[str, ...]
     classes: tuple[AcrossRowView, ...]
     ops: tuple[AcrossRowView, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ShapeView:
     """One per-request length distribution across the change: each side's summary in words, the
     two-sample test's statistic and p-value, and its outcome (shifted, within noise, not tested)."""
@@ -511,6 +514,8 @@ def _across(across: dict) -> AcrossDevicesView:
         after_device=str(across["after_device"] or "n/a"), band=f"{across['band_pct']:g}%", method=str(across["method"]),
         reasons=tuple(across["reasons"]), classes=tuple(_across_row(row, unit) for row in across["classes"]),
         ops=tuple(_across_row(row, unit) for row in across["ops"]))
+
+
 def _length_words(stats: dict | None) -> str:
     if not stats:
         return "not measured"
