@@ -78,9 +78,10 @@ def _workers(pid: int | None = None):
     return out
 
 
-def _kill_when_started(out: Path, name: str, sig: int, under: int | None = None, timeout: float = 120) -> threading.Thread:
+def _kill_when_started(out: Path, name: str, sig: int, under: int | None = None, timeout: float = 120,
+                       parent: bool = False) -> threading.Thread:
     """A thread that waits for case ``name`` to start (its folder made) and sends ``sig`` to the
-    worker processes then, mid-case."""
+    case worker processes then, mid-case (``parent``: to the process that started them, a Dask worker)."""
 
     def watch():
         deadline = time.time() + timeout
@@ -88,7 +89,7 @@ def _kill_when_started(out: Path, name: str, sig: int, under: int | None = None,
             if list((out / "cases").glob(f"*{name}*")):
                 time.sleep(0.5)
                 for worker in _workers(under):
-                    os.kill(worker.pid, sig)
+                    os.kill(worker.parent().pid if parent else worker.pid, sig)
                 return
             time.sleep(0.05)
 
@@ -144,6 +145,24 @@ def test_a_worker_crashing_mid_case_on_dask_is_a_failed_row(large, tmp_path, clu
     assert rows["a_large"]["status"] == "failed"
     assert "worker died while analyzing it: it crashed (SIGSEGV" in rows["a_large"]["error"]
     assert rows["healthy"]["status"] == "ok" and res.failed == 1
+
+
+def test_a_dask_worker_killed_mid_case_is_a_failed_row(large, tmp_path):
+    """The Dask worker process itself killed (as the OOM killer or the nanny would): with no
+    retries left the task is KilledWorker, a failed row, and the tables are written. (Alone:
+    every task Dask had sent to that worker is lost with it.)"""
+    import dask
+
+    distributed = pytest.importorskip("dask.distributed", reason="dask[distributed] not installed")
+    out = tmp_path / "out"
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as local:
+        killer = _kill_when_started(out, "a_large", signal.SIGKILL, parent=True)
+        res = run_batch([str(large)], str(out), runtime=Runtime(dask_address=local.scheduler_address), progress=False)
+        killer.join(5)
+    rows = _summary(out)
+    assert rows["a_large"]["status"] == "failed" and res.failed == 1 and (out / "index.html").exists()
+    assert "worker died while analyzing it: likely out of memory (Dask: KilledWorker" in rows["a_large"]["error"]
 
 
 def test_case_timeout_holds_on_dask(large, tmp_path, cluster):

@@ -247,7 +247,7 @@ def run_dask(requests: list[dict], client, limits: Limits):
             except Exception as exc:  # noqa: BLE001 - KilledWorker, a lost scheduler: the case failed, the rest go on
                 request = futures[future.key][1]
                 record = base_record(request["spec"], request.get("options"))
-                reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+                reason = " ".join(str(exc).split()).split(". ")[0][:300] or type(exc).__name__  # Dask's first sentence
                 record.update(error=f"{request['spec']['label']}: worker died while analyzing it: likely out of memory "
                                     f"(Dask: {type(exc).__name__}: {reason})", seconds=None)
                 yield record
