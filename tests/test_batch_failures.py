@@ -177,6 +177,7 @@ def test_case_timeout_holds_on_dask(large, tmp_path, cluster):
 
 def test_sigterm_keeps_the_finished_cases_and_a_rerun_resumes(large, tmp_path):
     import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
 
     work = tmp_path / "w"
     for name in ("a_healthy", "b_graph_decode"):
@@ -206,6 +207,10 @@ def test_sigterm_keeps_the_finished_cases_and_a_rerun_resumes(large, tmp_path):
     assert (again.reused, again.analyzed, again.failed) == (2, 2, 0)
     parts = ds.dataset(out / "summary", format="parquet").to_table().to_pandas()
     assert sorted(parts["case_id"]) == sorted(pd.read_parquet(out / "summary.parquet")["case_id"])
+    for table in ("summary", "findings", "kernels"):  # one schema in every part, whichever values a case lacks
+        assert len({pq.read_schema(part) for part in (out / table).glob("part-*.parquet")}) == 1
+        single = pq.read_schema(out / f"{table}.parquet")
+        assert [field.name for field in single] == [field.name for field in pq.read_schema(next((out / table).glob("*")))]
 
 
 def test_reports_none_and_failed(tmp_path):
