@@ -229,6 +229,17 @@ def test_reports_none_and_failed(tmp_path):
     assert full.analyzed == 2 and len(list((tmp_path / "none").rglob("report.html"))) == 2
 
 
+def test_the_command_line_options(tmp_path):
+    from conftest import run_cli
+
+    bad = run_cli("batch", BUNDLES / "healthy", "-o", tmp_path / "bad", "--case-memory", "0", "--no-progress")
+    assert bad.returncode == 2 and "--case-memory must be a positive number of MB" in bad.stderr
+    ok = run_cli("batch", BUNDLES / "healthy", "-o", tmp_path / "out", "--reports", "none", "--case-memory", "4000",
+                 "--no-progress", "--no-cache")
+    assert ok.returncode == 0, ok.stderr
+    assert not list((tmp_path / "out").rglob("report.html")) and list((tmp_path / "out").rglob("analysis.json"))
+
+
 def test_a_touched_file_is_reused_by_its_content_hash(tmp_path):
     work = tmp_path / "w"
     shutil.copytree(BUNDLES / "healthy", work / "healthy")

@@ -184,7 +184,10 @@ class CaseRunner:
 
     def __del__(self):  # a runner dropped with its thread (a Dask worker's) ends its process
         if getattr(self, "process", None) is not None and not self.dead:
-            self.stop()
+            try:
+                self.stop()
+            except Exception:  # noqa: BLE001 - at interpreter shutdown: the worker ends with its pipe anyway
+                pass
 
 
 def run_local(requests: list[dict], jobs: int, limits: Limits):
