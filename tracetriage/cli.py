@@ -455,8 +455,6 @@ def cmd_batch(args) -> int:
     check_jobs(args.jobs)
     if args.perfetto_window is not None and not args.perfetto:
         raise UsageError(None, "--perfetto-window chooses what each case's Perfetto timeline holds: add --perfetto")
-    if args.case_memory is not None and not args.case_memory > 0:
-        raise UsageError(None, f"--case-memory must be a positive number of MB (got {args.case_memory:g})")
     try:
         result = batch(args.inputs, args.output, _options(args), runtime=_runtime(args), on_error=args.on_error,
                        force=args.force, progress=not args.no_progress, case_timeout=args.case_timeout,
