@@ -20,27 +20,35 @@ from tracetriage.wording import fmt_ns
 
 
 def environment(store=None) -> Environment:
-    """The templates' environment; with ``store`` (the analysis cache), compiled templates are kept there."""
+    """The templates' environment, one per process and cache folder (a batch worker renders many
+    reports: its templates are loaded and compiled once); with ``store`` (the analysis cache),
+    compiled templates are also kept there, for the next process."""
+    templates = store.templates_dir() if store is not None else None
+    return _environment(str(templates) if templates is not None else None)
+
+
+@functools.lru_cache(maxsize=8)
+def _environment(templates_dir: str | None) -> Environment:
     env = Environment(
         loader=PackageLoader("tracetriage.reports", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
         trim_blocks=True,
         lstrip_blocks=True,
-        bytecode_cache=_compiled_templates(store),
+        bytecode_cache=_compiled_templates(templates_dir),
     )
     env.filters["ns"] = fmt_ns
     return env
 
 
-def _compiled_templates(store):
-    """Compiled templates kept in the analysis cache ``store`` (``templates/``; Jinja keys them by
+def _compiled_templates(templates_dir: str | None):
+    """Compiled templates kept in the analysis cache's ``templates/`` (Jinja keys them by
     the template's source and the Python version): compiling the report's template was most of
     a report made again from the cache. None without a cache."""
-    if store is None or store.templates_dir() is None:
+    if templates_dir is None:
         return None
     from jinja2 import FileSystemBytecodeCache
 
-    return FileSystemBytecodeCache(str(store.templates_dir()))
+    return FileSystemBytecodeCache(templates_dir)
 
 
 def render_html(analysis, store=None, view=None) -> str:

@@ -281,7 +281,8 @@ def check_jobs(jobs: int | None) -> None:
 
 def batch(inputs, outdir, options: Options | None = None, *, runtime: Runtime | None = None, on_error: str = "skip",
           force: bool = False, progress: bool = True, case_timeout: float | None = 600.0,
-          perfetto_window: tuple[str, int] | None = None, **values):
+          perfetto_window: tuple[str, int] | None = None, case_memory: float | None = None, reports: str = "all",
+          **values):
     """Every case under ``inputs`` (directories, glob patterns, trace files, archives) analyzed
     into ``outdir``: ``cases/<id>/report.html`` and ``analysis.json``, ``index.html``,
     ``summary.parquet``, ``findings.parquet``, ``kernels.parquet``. Cases run on ``runtime``'s
@@ -289,6 +290,12 @@ def batch(inputs, outdir, options: Options | None = None, *, runtime: Runtime | 
     its error (``on_error="fail"``: the rest are not run); a case whose files and tool version are
     unchanged since the last run into ``outdir`` is reused unless ``force``; ``perfetto_window``
     (``("steady", 0)``, ``("all", 0)``, ``("worst-steps", n)``) also exports each case's timeline.
+    ``case_timeout`` (s) and ``case_memory`` (MB of growth of the case's worker) limit each case, on
+    Dask too; a case over a limit, or whose worker died, is a failed record and the rest go on.
+    ``reports``: ``"all"``, ``"failed"`` (cases with a finding other than healthy) or ``"none"``:
+    which cases get a report.html. Each case's rows are also written as it ends, as Parquet parts
+    (``summary/``, ``findings/``, ``kernels/``); Ctrl-C writes the tables of the cases that ended and
+    raises :class:`~tracetriage.batches.BatchInterrupted` (a KeyboardInterrupt); a re-run resumes.
     Returns the :class:`~tracetriage.batches.BatchResult`."""
     from tracetriage.batches import run_batch
 
@@ -298,7 +305,8 @@ def batch(inputs, outdir, options: Options | None = None, *, runtime: Runtime | 
     check_jobs(runtime.jobs)
     options = _options(options, values)
     return run_batch(list(_as_list(inputs)), str(outdir), options, runtime, on_error=on_error, force=force,
-                     progress=progress, case_timeout=case_timeout, perfetto_window=perfetto_window)
+                     progress=progress, case_timeout=case_timeout, perfetto_window=perfetto_window,
+                     case_memory=case_memory, reports=reports)
 
 
 def _as_list(inputs) -> list[str]:

@@ -29,12 +29,12 @@ import re
 import shutil
 import sys
 import time
-import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tracetriage import __version__
-from tracetriage.analyzers.compare import SERIES_FIGURES
+from tracetriage.batch_pool import Limits
+from tracetriage.batch_tables import SUMMARY_COLUMNS, TREND_FLOAT_COLUMNS  # noqa: F401 - the tables' columns, as before
 from tracetriage.errors import ArchiveError, MissingDataError, TraceTriageError
 from tracetriage.runtime import Options, Runtime
 
@@ -43,6 +43,7 @@ DASK_CONNECT_TIMEOUT_S = 10.0  # a scheduler on the cluster answers in well unde
 TRACE_KINDS = ("nsys", "nsys_rep", "rocpd", "rpd", "gzip_sqlite", "rocprof_csv", "kineto", "rocprof_json")
 SIDE_KINDS = ("topology", "rocm_topology", "nccl", "pyspy", "serving")
 CAPTURE_SUFFIXES = (".sqlite", ".sqlite3", ".db", ".rpd", ".nsys-rep", ".qdrep", ".gz")
+DISCOVERY_THREADS = 8  # top-level folders scanned at once (waiting on the file system, not the CPU)
 
 
 @dataclass
@@ -51,7 +52,8 @@ class CaseSpec:
     label: str
     paths: list[str]
     error: str | None = None
-    inputs_hash: str | None = None
+    identity: str | None = None  # the cheap identity of its files (batch_case.cheap_identity): the reuse check
+    reuse_hash: str | None = None  # the content hash of the last run's analysis, when only the identity changed
 
 
 @dataclass
@@ -176,27 +178,33 @@ def _common_stem(files: list[Path]) -> str:
 
 
 def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
+    """The cases under ``inputs``, in a stable order, each with its :func:`cheap_identity
+    <tracetriage.batch_case.cheap_identity>`. A folder's top-level subfolders are scanned in
+    parallel (threads: the time is mostly waiting on the file system); the cases come out in the
+    order of a serial walk."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from tracetriage.archive import extract, is_archive
+    from tracetriage.batch_case import cheap_identity
     from tracetriage.case import detect, file_problem
 
-    specs: list[CaseSpec] = []
-    seen: set[str] = set()
+    skip = outdir.resolve()
 
-    def add(spec: CaseSpec):
-        if spec.case_id not in seen:
-            seen.add(spec.case_id)
-            specs.append(spec)
+    def visible_dirs(dirpath, dirs) -> list[str]:
+        return sorted(d for d in dirs if not d.startswith(".") and Path(dirpath, d).resolve() != skip)
 
-    def scan_dir(root: Path, label_root: str):
-        for dirpath, dirs, files in os.walk(root, followlinks=False):
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and Path(dirpath, d).resolve() != outdir.resolve())
-            scan_files(Path(dirpath), [Path(dirpath) / f for f in sorted(files) if not f.startswith(".")], root, label_root)
+    def scan_dir(root: Path, label_root: str, found: list, top: Path | None = None):
+        """``root`` walked (from ``top``, one of its subfolders, when given), its cases into ``found``."""
+        for dirpath, dirs, files in os.walk(top or root, followlinks=False):
+            dirs[:] = visible_dirs(dirpath, dirs)
+            scan_files(Path(dirpath), [Path(dirpath) / f for f in sorted(files) if not f.startswith(".")], root, label_root,
+                       found)
 
-    def failed(f: Path, root: Path, label_root: str, why: str) -> None:
+    def failed(f: Path, root: Path, label_root: str, why: str, found: list) -> None:
         rel = f"{label_root}/{f.relative_to(root)}" if f != root else str(f)
-        add(CaseSpec(_case_id(rel), rel, [str(f)], error=f"{f}: {why}"))
+        found.append(CaseSpec(_case_id(rel), rel, [str(f)], error=f"{f}: {why}"))
 
-    def scan_files(directory: Path, files: list[Path], root: Path, label_root: str):
+    def scan_files(directory: Path, files: list[Path], root: Path, label_root: str, found: list):
         units: list[list[Path]] = []
         csv, sides = [], []
         by_kind: dict[str, list[Path]] = {}
@@ -208,15 +216,15 @@ def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
             if problem:
                 if problem.startswith("not a regular file") or "symbolic link" in problem:
                     continue  # FIFOs, sockets, dangling or looping links: skipped (not captures)
-                failed(f, root, label_root, problem)
+                failed(f, root, label_root, problem, found)
                 continue
             try:
                 if is_archive(f):
-                    scan_archive(f, f"{label_root}/{f.relative_to(root)}" if root != f else str(f))
+                    scan_archive(f, f"{label_root}/{f.relative_to(root)}" if root != f else str(f), found)
                     continue
                 kind = detect(f)
             except Exception as exc:  # noqa: BLE001 - recorded on the case, the batch goes on
-                failed(f, root, label_root, f"cannot be read ({type(exc).__name__}: {exc})")
+                failed(f, root, label_root, f"cannot be read ({type(exc).__name__}: {exc})", found)
                 continue
             if kind == "rocprof_csv":
                 csv.append(f)
@@ -230,7 +238,7 @@ def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
             elif f.name.lower().endswith(CAPTURE_SUFFIXES):
                 why = "empty file" if kind == "empty" else kind.split(":", 1)[-1]
                 rel = f"{label_root}/{f.relative_to(root)}" if f != root else str(f)
-                add(CaseSpec(_case_id(rel), rel, [str(f)], error=f"{f}: not a supported input: {why}"))
+                found.append(CaseSpec(_case_id(rel), rel, [str(f)], error=f"{f}: not a supported input: {why}"))
         if csv:
             units.append(csv)
         for kind, files in sorted(by_kind.items()):
@@ -245,152 +253,110 @@ def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
             else:
                 rel_path = unit[0]
             rel = f"{label_root}/{rel_path.relative_to(root)}" if rel_path != root else label_root
-            add(CaseSpec(_case_id(rel), rel.rstrip("/."), [str(p) for p in files_]))
+            found.append(CaseSpec(_case_id(rel), rel.rstrip("/."), [str(p) for p in files_]))
 
-    def scan_archive(path: Path, label: str):
+    def scan_archive(path: Path, label: str, found: list):
         dest = outdir / "_archives" / _case_id(label)
         try:
             if not dest.exists():
                 extract(path, dest)
         except ArchiveError as exc:
-            add(CaseSpec(_case_id(label), label, [str(path)], error=str(exc)))
+            found.append(CaseSpec(_case_id(label), label, [str(path)], error=str(exc)))
             return
         except Exception as exc:  # noqa: BLE001
-            add(CaseSpec(_case_id(label), label, [str(path)], error=f"{path}: cannot be extracted ({exc})"))
+            found.append(CaseSpec(_case_id(label), label, [str(path)], error=f"{path}: cannot be extracted ({exc})"))
             return
-        scan_dir(dest, label + "!")
+        scan_dir(dest, label + "!", found)
 
-    for p in expand_inputs(inputs):
-        problem = file_problem(p)
-        if problem:
-            add(CaseSpec(_case_id(str(p)), str(p), [str(p)], error=f"{p}: {problem}"))
-        elif p.is_dir():
-            scan_dir(p, str(p))
-        elif is_archive(p):
-            scan_archive(p, str(p))
-        else:
-            scan_files(p.parent, [p], p, str(p))
-    for s in specs:
+    def scan_tree(root: Path, found: list, pool) -> None:
+        """A folder: its own files here, each top-level subfolder in the pool; in walk order."""
         try:
-            s.inputs_hash = content_hash(s.paths) if not s.error else None
-        except OSError as exc:
-            s.error, s.inputs_hash = f"{s.label}: cannot be read ({exc.strerror or exc})", None
+            entries = sorted(os.listdir(root))
+        except OSError:  # as os.walk does: a folder that cannot be listed holds no case
+            return
+        subdirs = visible_dirs(root, [e for e in entries if (root / e).is_dir() and not (root / e).is_symlink()])
+        files = [root / e for e in entries if not e.startswith(".") and e not in subdirs and not (root / e).is_dir()]
+        scan_files(root, files, root, str(root), found)
+        parts: list[list[CaseSpec]] = [[] for _ in subdirs]
+        list(pool.map(lambda i: scan_dir(root, str(root), parts[i], root / subdirs[i]), range(len(subdirs))))
+        for part in parts:
+            found.extend(part)
+
+    found: list[CaseSpec] = []
+    with ThreadPoolExecutor(max_workers=DISCOVERY_THREADS) as pool:
+        for p in expand_inputs(inputs):
+            problem = file_problem(p)
+            if problem:
+                found.append(CaseSpec(_case_id(str(p)), str(p), [str(p)], error=f"{p}: {problem}"))
+            elif p.is_dir():
+                scan_tree(p, found, pool)
+            elif is_archive(p):
+                scan_archive(p, str(p), found)
+            else:
+                scan_files(p.parent, [p], p, str(p), found)
+        specs, seen = [], set()
+        for spec in found:
+            if spec.case_id not in seen:
+                seen.add(spec.case_id)
+                specs.append(spec)
+
+        def identify(spec: CaseSpec) -> None:
+            try:
+                spec.identity = cheap_identity(spec.paths) if not spec.error else None
+            except OSError as exc:
+                spec.error, spec.identity = f"{spec.label}: cannot be read ({exc.strerror or exc})", None
+
+        list(pool.map(identify, specs))
     return specs
 
 
-def content_hash(paths: list[str]) -> str:
-    """The inputs' content and the code that analyzes and renders them: a batch re-run redoes a
-    case when either changed."""
-    from tracetriage.codeversion import code_version
+def _previous(outdir: Path, spec: CaseSpec, options: dict, reports: str) -> tuple[dict | None, bool]:
+    """The record of the last run into ``outdir`` when it may hold for this case (the same tool
+    version and options, a report.html where ``reports`` wants one and none elsewhere), and whether
+    the cheap identity of its files is the same (then it is reused as it is; else its worker
+    compares the full content hash first)."""
+    from tracetriage.batch_case import wants_report
 
-    h = hashlib.sha256(__version__.encode())
-    h.update(code_version("tracetriage", "tracetriage.parsers", "tracetriage.analyzers", "tracetriage.reports").encode())
-    for p in sorted(paths):
-        h.update(Path(p).name.encode())
-        with open(p, "rb") as fh:
-            while chunk := fh.read(1 << 22):
-                h.update(chunk)
-    return h.hexdigest()
-
-
-class CaseTimeout(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise CaseTimeout
-
-
-def analyze_case(spec: dict, outdir: str, options: dict | None = None, settings: dict | None = None,
-                 timeout_s: float | None = None) -> dict:
-    """Run one case (in a worker process) and write its reports; return its record.
-    ``options`` are analyze()'s keyword options (step_range, symptom, slo); ``settings`` the
-    batch's :meth:`Runtime.settings <tracetriage.runtime.Runtime.settings>` (plain values)."""
-    from tracetriage import analyze, open_case
-    from tracetriage.analyzers.compare import trend_record
-    from tracetriage.analyzers.summary import headline_metrics
-    from tracetriage.captured import capture_start_ns
-    from tracetriage.memory import tune_allocator
-    from tracetriage.reports import render
-
-    tune_allocator()
-    runtime = Runtime.from_settings(settings or {})
-    t0 = time.perf_counter()
-    case_dir = Path(outdir) / "cases" / spec["case_id"]
-    case_dir.mkdir(parents=True, exist_ok=True)
-    record = {"case_id": spec["case_id"], "path": spec["label"], "files": spec["paths"], "inputs_hash": spec["inputs_hash"],
-              "tool_version": __version__, "options": options or {}, "status": "failed", "error": spec.get("error")}
-    import signal
-    import warnings
-
-    warnings.simplefilter("ignore")
-    armed = False
-    if timeout_s and hasattr(signal, "SIGALRM"):
-        try:
-            signal.signal(signal.SIGALRM, _alarm)
-            signal.setitimer(signal.ITIMER_REAL, timeout_s)
-            armed = True
-        except ValueError:  # not the main thread (a Dask thread worker): no per-case alarm
-            pass
-    options = dict(options or {})
-    timeline = options.pop("perfetto_window", None)  # --perfetto: the case's timeline.pftrace beside its report
-    if not spec.get("error"):
-        try:
-            case = open_case(spec["paths"], runtime=runtime)
-            analysis = analyze(case, runtime=runtime, **options)
-            if timeline and case.traces:
-                from tracetriage.analyzers.tracks import build_tracks
-                from tracetriage.reports.perfetto import export
-                from tracetriage.reports.perfetto_view import left_out_text
-
-                mode, n = timeline
-                summary = export(build_tracks(case, analysis, mode=mode, worst_steps=n), analysis, case_dir / "timeline.pftrace")
-                analysis.series["perfetto_export"] = {"path": "timeline.pftrace", **summary,
-                                                      "left_out_text": left_out_text(summary)}
-                record["timeline"] = f"cases/{spec['case_id']}/timeline.pftrace"
-            del case
-            (case_dir / "analysis.json").write_text(render(analysis, "json"), encoding="utf-8")
-            (case_dir / "report.html").write_text(render(analysis, "html", runtime.cache), encoding="utf-8")
-            trend = trend_record(analysis.data)
-            record.update(status="ok", error=None, metrics=headline_metrics(analysis.data), trend=trend,
-                          capture_start_ns=capture_start_ns(analysis.data),  # trend's order
-                          findings=[{**{k: f.get(k) for k in ("id", "axis", "severity", "impact_pct", "impact_denominator",
-                                                              "title")},
-                                     "ms_per_step": trend["findings_ms"].get(f["id"])} for f in analysis.findings])
-        except TraceTriageError as exc:
-            record["error"] = str(exc)
-        except CaseTimeout:
-            record["error"] = f"{spec['label']}: timed out after {timeout_s:g} s (--case-timeout)"
-        except Exception as exc:  # noqa: BLE001 - a bug must not take the batch down; it is recorded
-            record["error"] = f"{spec['label']}: internal error: {type(exc).__name__}: {exc}"
-            record["traceback"] = traceback.format_exc(limit=5)
-    if armed:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-    record["seconds"] = round(time.perf_counter() - t0, 3)
-    (case_dir / "record.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
-    return record
-
-
-def _previous(outdir: Path, spec: CaseSpec, options: dict) -> dict | None:
     rec = outdir / "cases" / spec.case_id / "record.json"
-    if not rec.exists() or spec.inputs_hash is None:
-        return None
+    if not rec.exists() or spec.identity is None:
+        return None, False
     try:
         old = json.loads(rec.read_text())
     except (OSError, json.JSONDecodeError):
-        return None
-    if (old.get("inputs_hash") == spec.inputs_hash and old.get("tool_version") == __version__
-            and (old.get("options") or {}) == options and (old.get("status") != "ok" or "trend" in old)):
-        return old
-    return None
+        return None, False
+    if (old.get("tool_version") == __version__ and (old.get("options") or {}) == options
+            and (old.get("status") != "ok" or "trend" in old and bool(old.get("report_html", True))
+                 == wants_report(reports, old.get("findings") or []))):
+        return old, old.get("inputs_identity") == spec.identity
+    return None, False
+
+
+class BatchInterrupted(KeyboardInterrupt):
+    """The batch was stopped (Ctrl-C, SIGTERM) after writing the tables and index of the cases that had ended."""
 
 
 def run_batch(inputs: list[str], outdir: str, options: Options = Options(), runtime: Runtime = Runtime(),
               on_error: str = "skip", force: bool = False, progress: bool = True,
-              case_timeout: float | None = DEFAULT_CASE_TIMEOUT_S, perfetto_window: tuple[str, int] | None = None) -> BatchResult:
+              case_timeout: float | None = DEFAULT_CASE_TIMEOUT_S, perfetto_window: tuple[str, int] | None = None,
+              case_memory: float | None = None, reports: str = "all") -> BatchResult:
     """Every case under ``inputs`` analyzed with ``options``, on ``runtime``'s executor (its
     ``jobs`` processes, or its Dask scheduler) and cache; ``perfetto_window`` (a parsed
-    --perfetto-window): also export each case's timeline."""
+    --perfetto-window): also export each case's timeline; ``case_timeout`` (s) and ``case_memory``
+    (MB) the limits of one case (:mod:`tracetriage.batch_pool`); ``reports``: all, failed or none
+    (which cases get a report.html: :func:`~tracetriage.batch_case.wants_report`).
+
+    Each case's rows are written as it ends (:mod:`tracetriage.batch_tables`); the tables and
+    index.html of every case that ended are written however the run ends: a worker that died, an
+    error, Ctrl-C or SIGTERM (then the cases not run are rows of their own and
+    :class:`BatchInterrupted` is raised after)."""
+    from tracetriage.batch_case import REPORT_MODES
+    from tracetriage.batch_tables import has_parts, prune_parts, write_case_parts, write_outputs
+    from tracetriage.errors import UsageError
+
+    if reports not in REPORT_MODES:
+        raise UsageError(None, f"reports must be one of {', '.join(REPORT_MODES)} (got {reports!r})")
+    if case_memory is not None and not case_memory > 0:
+        raise UsageError(None, f"--case-memory must be a positive number of MB (got {case_memory:g})")
     t0 = time.perf_counter()
     options = {k: v for k, v in (("step_range", options.step_range), ("symptom", options.symptom), ("slo", dict(options.slo)),
                                  ("perfetto_window", list(perfetto_window) if perfetto_window else None)) if v}
@@ -406,31 +372,46 @@ def run_batch(inputs: list[str], outdir: str, options: Options = Options(), runt
     todo = []
     by_id = {}
     for s in specs:
-        old = None if force else _previous(out, s, options)
+        old, same = (None, False) if force else _previous(out, s, options, reports)
+        if old is not None and not same:
+            s.reuse_hash = old.get("inputs_hash") if old.get("status") == "ok" else None
+            old = None
         if old is not None:
             old["reused"] = True
             by_id[s.case_id] = old
             result.reused += old.get("status") == "ok"  # a failure kept from the last run counts as failed
+            if not has_parts(out, s.case_id):  # an OUTDIR written before parts existed
+                write_case_parts(out, {**old, "reused": False})
         else:
             todo.append(s)
-    stop = False
-    for record in _execute(todo, out, runtime, options, progress, case_timeout):
-        record["reused"] = False
-        by_id[record["case_id"]] = record
-        result.analyzed += record["status"] == "ok"  # analyzed, unchanged, failed and not run add up to the cases
-        if record["status"] != "ok" and on_error == "fail":
-            stop = True
-            break
-    if stop:
-        for s in todo:
+    stopped = None
+    try:
+        for record in _execute(todo, out, runtime, options, progress, Limits(case_timeout, case_memory), reports):
+            record["reused"] = bool(record.pop("kept_by_content", False))  # its worker found the content unchanged
+            write_case_parts(out, {**record, "reused": False})
+            by_id[record["case_id"]] = record
+            result.analyzed += record["status"] == "ok" and not record["reused"]
+            result.reused += record["reused"]  # analyzed, unchanged, failed and not run add up to the cases
+            if record["status"] != "ok" and on_error == "fail":
+                stopped = "not run: an earlier case failed and --on-error fail was given"
+                break
+    except KeyboardInterrupt:
+        stopped = "not run: the batch was interrupted (Ctrl-C or SIGTERM) before it"
+        raise BatchInterrupted from None
+    except BaseException as exc:
+        stopped = f"not run: the batch stopped before it ({type(exc).__name__}: {one_line_reason(exc)})"
+        raise
+    finally:
+        for s in todo if stopped else ():
             if s.case_id not in by_id:
                 by_id[s.case_id] = {"case_id": s.case_id, "path": s.label, "files": s.paths, "status": "not_run",
-                                    "error": "not run: an earlier case failed and --on-error fail was given"}
+                                    "error": stopped}
                 result.not_run += 1
-    result.records = [by_id[s.case_id] for s in specs if s.case_id in by_id]
-    result.failed = sum(1 for r in result.records if r["status"] == "failed")
-    result.seconds = round(time.perf_counter() - t0, 2)
-    write_outputs(result, out, runtime.cache)
+        result.records = [by_id[s.case_id] for s in specs if s.case_id in by_id]
+        result.failed = sum(1 for r in result.records if r["status"] == "failed")
+        result.seconds = round(time.perf_counter() - t0, 2)
+        write_outputs(result.records, out, result, runtime.cache)
+        prune_parts(out, set(by_id))
     return result
 
 
@@ -444,41 +425,30 @@ def _without_case(inputs: list[str], specs: list[CaseSpec]) -> list[str]:
     return [str(path) for path in expand_inputs(inputs) if not gave_case(str(path))]
 
 
-def _execute(todo: list[CaseSpec], out: Path, runtime: Runtime, options: dict, progress: bool,
-             case_timeout: float | None = None):
+def _execute(todo: list[CaseSpec], out: Path, runtime: Runtime, options: dict, progress: bool, limits: Limits,
+             reports: str):
+    """Each case's record as it ends, from the local workers or the Dask cluster (:mod:`tracetriage.batch_pool`)."""
+    from tracetriage.batch_pool import run_dask, run_local
+
     if not todo:
         return
     bar = _bar(len(todo), progress)
-    payload = [asdict(s) for s in todo]
     settings = runtime.settings()
+    # the workers do not share the client's working directory: every path they get is absolute
+    requests = [{"spec": {**asdict(s), "paths": [os.path.abspath(path) for path in s.paths]}, "outdir": str(out.resolve()),
+                 "options": options, "settings": settings, "timeout_s": limits.timeout_s, "reports": reports} for s in todo]
     try:
         if runtime.dask_address:
-            from dask.distributed import Client, as_completed
+            from dask.distributed import Client
 
-            # the workers do not share the client's working directory: every path they get is absolute
-            payload = [{**spec, "paths": [os.path.abspath(path) for path in spec["paths"]]} for spec in payload]
             with _client(Client, runtime.dask_address) as client:
-                futures = client.map(analyze_case, payload, outdir=str(out.resolve()), options=options, settings=settings,
-                                     timeout_s=case_timeout, pure=False)
-                for fut in as_completed(futures):
+                for record in run_dask(requests, client, limits):
                     bar.update(1)
-                    yield fut.result()
+                    yield record
             return
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-        from concurrent.futures import as_completed as done
-
-        ctx = multiprocessing.get_context("spawn")
-        jobs = runtime.jobs or os.cpu_count() or 1
-        with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
-            futures = [pool.submit(analyze_case, p, str(out), options, settings, case_timeout) for p in payload]
-            try:
-                for fut in done(futures):
-                    bar.update(1)
-                    yield fut.result()
-            finally:
-                for f in futures:
-                    f.cancel()
+        for record in run_local(requests, runtime.jobs or os.cpu_count() or 1, limits):
+            bar.update(1)
+            yield record
     finally:
         bar.close()
 
@@ -504,97 +474,3 @@ def _bar(total: int, progress: bool):
     return tqdm(total=total, unit="case", file=sys.stderr, disable=not progress or None, leave=False)
 
 
-SUMMARY_COLUMNS = [
-    "case_id", "path", "status", "error", "reused", "seconds", "headline", "top_finding", "top_impact_pct", "top_severity",
-    "max_severity", "findings", "abstentions", "devices", "processes", "window_ns", "busy_pct", "busy_pct_min",
-    "idle_launch_pct", "idle_sync_pct", "idle_memcpy_sync_pct", "idle_other_cuda_pct", "idle_host_pct", "idle_unknown_pct",
-    "launches_per_step", "graph_launches_per_step", "syncs_per_step", "step_p50_ns", "step_p99_ns", "steps",
-    "collective_share_pct", "collective_exposed_pct", "report_html", "report_json",
-    # what trend reads: when the capture started, its comparability signature, the per-step figures
-    "capture_start_ns", "device_model", "device_count", "world_size", "program", "step_ranges",
-]
-# the per-step figures not already in the headline columns (busy %, launches/syncs per step)
-TREND_FLOAT_COLUMNS = [f for f in SERIES_FIGURES if f not in SUMMARY_COLUMNS]
-SUMMARY_COLUMNS += TREND_FLOAT_COLUMNS
-
-
-def summary_rows(result: BatchResult) -> tuple[list[dict], list[dict], list[dict]]:
-    rows, findings, kernels = [], [], []
-    for r in result.records:
-        m = r.get("metrics") or {}
-        row = {c: m.get(c) for c in SUMMARY_COLUMNS}
-        row.update({
-            "case_id": r["case_id"], "path": r["path"], "status": r["status"], "error": r.get("error"),
-            "reused": bool(r.get("reused")), "seconds": r.get("seconds"),
-            "report_html": f"cases/{r['case_id']}/report.html" if r["status"] == "ok" else None,
-            "report_json": f"cases/{r['case_id']}/analysis.json" if r["status"] == "ok" else None,
-            "capture_start_ns": r.get("capture_start_ns"),
-        })
-        trend = r.get("trend") or {}
-        row.update({k: v for k, v in (trend.get("signature") or {}).items() if k in SUMMARY_COLUMNS})
-        row.update({k: v for k, v in (trend.get("figures") or {}).items() if k in TREND_FLOAT_COLUMNS})
-        rows.append(row)
-        for rank, f in enumerate(r.get("findings") or [], 1):
-            findings.append({"case_id": r["case_id"], "path": r["path"], "rank": rank, **f})
-        for k in trend.get("kernels") or []:
-            kernels.append({"case_id": r["case_id"], "path": r["path"], **k})
-    return rows, findings, kernels
-
-
-def index_rows(rows: list[dict], result: BatchResult) -> list[dict]:
-    """The rows of index.html: the headline without its leading ``[id]`` (the finding column
-    names it), the impact with its denominator (a % of the window, of TTFT and of the run are
-    not one scale), ordered failed first, then by the top finding's severity, then by path;
-    never by impact across denominators."""
-    from tracetriage.analyzers.summary import SEVERITY_ORDER
-
-    top = {r["case_id"]: (r.get("findings") or [None])[0] for r in result.records}
-    out = []
-    for r in rows:
-        f = top.get(r["case_id"]) or {}
-        headline = r.get("headline") or ""
-        if r.get("top_finding") and headline.startswith(f"[{r['top_finding']}]"):
-            headline = headline[len(r["top_finding"]) + 2:].lstrip()
-        impact = ""
-        if f and r.get("top_impact_pct") is not None and f.get("id") != "healthy":
-            impact = f"{r['top_impact_pct']:.1f}% of the {f.get('impact_denominator') or 'window'}"
-        out.append({**r, "headline_text": headline, "impact_text": impact})
-    severity = {s: i for i, s in enumerate(SEVERITY_ORDER)}
-    return sorted(out, key=lambda r: (r["status"] != "failed", -severity.get(r.get("top_severity"), -1), str(r["path"])))
-
-
-def write_outputs(result: BatchResult, out: Path, store=None) -> None:
-    """summary.parquet, findings.parquet, kernels.parquet and index.html (its compiled template
-    kept in ``store``, the analysis cache)."""
-    import pandas as pd
-
-    rows, findings, kernels = summary_rows(result)
-    summary = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-    for col in ("top_impact_pct", "busy_pct", "busy_pct_min", "idle_launch_pct", "idle_sync_pct", "idle_memcpy_sync_pct",
-                "idle_other_cuda_pct", "idle_host_pct", "idle_unknown_pct", "launches_per_step", "graph_launches_per_step",
-                "syncs_per_step", "step_p50_ns", "step_p99_ns", "collective_share_pct", "collective_exposed_pct", "seconds"):
-        summary[col] = pd.to_numeric(summary[col], errors="coerce").astype("float64")
-    for col in TREND_FLOAT_COLUMNS:
-        summary[col] = pd.to_numeric(summary[col], errors="coerce").astype("float64")
-    for col in ("findings", "abstentions", "devices", "processes", "window_ns", "steps", "capture_start_ns", "device_count",
-                "world_size"):
-        summary[col] = pd.to_numeric(summary[col], errors="coerce").astype("Int64")
-    for col in ("device_model", "program", "step_ranges"):
-        summary[col] = summary[col].astype("string")
-    summary.to_parquet(out / "summary.parquet", engine="pyarrow", index=False)
-    fdf = pd.DataFrame(findings, columns=["case_id", "path", "rank", "id", "axis", "severity", "impact_pct",
-                                          "impact_denominator", "ms_per_step", "title"])
-    fdf["impact_pct"] = pd.to_numeric(fdf["impact_pct"], errors="coerce").astype("float64")
-    fdf["ms_per_step"] = pd.to_numeric(fdf["ms_per_step"], errors="coerce").astype("float64")
-    kdf = pd.DataFrame(kernels, columns=["case_id", "path", "device_rank", "name", "kind", "ms_per_step", "ns_per_call"])
-    kdf["device_rank"] = pd.to_numeric(kdf["device_rank"], errors="coerce").astype("Int64")
-    kdf["ms_per_step"] = pd.to_numeric(kdf["ms_per_step"], errors="coerce").astype("float64")
-    kdf["ns_per_call"] = pd.to_numeric(kdf["ns_per_call"], errors="coerce").astype("float64")
-    kdf.to_parquet(out / "kernels.parquet", engine="pyarrow", index=False)
-    fdf["rank"] = pd.to_numeric(fdf["rank"], errors="coerce").astype("Int64")
-    fdf.to_parquet(out / "findings.parquet", engine="pyarrow", index=False)
-    from tracetriage.reports.html import environment
-
-    html = environment(store).get_template("index.html.j2").render(rows=index_rows(rows, result), result=result,
-                                                              version=__version__)
-    (out / "index.html").write_text(html, encoding="utf-8")

@@ -227,9 +227,20 @@ def _detect_log(text: str, first: str) -> str:
         return "nccl"
     if _is_topology_matrix(text):
         return "topology"
-    if re.match(r"^[^;\s][^\n]*;[^\n]* \d+$", first):
+    if _is_collapsed_stack(first):
         return "pyspy"  # py-spy record --format raw: collapsed stacks
     return "unknown:text file that is not a trace, topology matrix, NCCL log, py-spy capture or serving artifact"
+
+
+def _is_collapsed_stack(line: str) -> bool:
+    """A line of collapsed stacks (``frame;frame;frame 12``): it starts with neither a space nor ``;``,
+    holds a ``;`` after its first character and ends with a space and a count after that ``;``.
+    Checked without a backtracking pattern (``^[^;\\s][^\\n]*;[^\\n]* \\d+$`` took seconds on
+    a 64 KB line of semicolons): linear in the line."""
+    if not line or line[0] == ";" or line[0].isspace():
+        return False
+    count = re.search(r" \d+$", line)
+    return count is not None and ";" in line[1:count.start()]
 
 
 def _is_topology_matrix(text: str) -> bool:

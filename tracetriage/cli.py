@@ -101,7 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--exit-zero", action="store_true", help="exit 0 even when some cases failed (they are still listed)")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     b.add_argument("--case-timeout", type=float, default=600.0, metavar="SECONDS",
-                   help="a case running longer is recorded as failed and the batch goes on (default 600)")
+                   help="a case running longer is recorded as failed and the batch goes on (default 600; on Dask too)")
+    b.add_argument("--case-memory", type=float, default=None, metavar="MB",
+                   help="a case whose worker grows by more than MB of resident memory is stopped and recorded as failed "
+                        "(default: no ceiling; a worker that dies is a failed case either way)")
+    b.add_argument("--reports", choices=["all", "failed", "none"], default="all",
+                   help="which cases get a report.html: all (default), failed (those with a finding other than healthy), "
+                        "none (tables, analysis.json and index.html only: the cheapest)")
     b.add_argument("--perfetto", action="store_true",
                    help="also export each case's timeline with its verdict as cases/<id>/timeline.pftrace (Perfetto)")
     b.add_argument("--perfetto-window", metavar="MODE",
@@ -449,6 +455,7 @@ def _perfetto_export(case, analysis, path: str, window: tuple[str, int]) -> None
 def cmd_batch(args) -> int:
     from tracetriage import batch
     from tracetriage.api import check_jobs
+    from tracetriage.batches import BatchInterrupted
     from tracetriage.errors import EXIT_BATCH_FAILED, UsageError
     from tracetriage.runtime import check_step_range
 
@@ -456,9 +463,15 @@ def cmd_batch(args) -> int:
     check_jobs(args.jobs)
     if args.perfetto_window is not None and not args.perfetto:
         raise UsageError(None, "--perfetto-window chooses what each case's Perfetto timeline holds: add --perfetto")
-    result = batch(args.inputs, args.output, _options(args), runtime=_runtime(args), on_error=args.on_error,
-                   force=args.force, progress=not args.no_progress, case_timeout=args.case_timeout,
-                   perfetto_window=parse_perfetto_window(args.perfetto_window) if args.perfetto else None)
+    try:
+        result = batch(args.inputs, args.output, _options(args), runtime=_runtime(args), on_error=args.on_error,
+                       force=args.force, progress=not args.no_progress, case_timeout=args.case_timeout,
+                       perfetto_window=parse_perfetto_window(args.perfetto_window) if args.perfetto else None,
+                       case_memory=args.case_memory, reports=args.reports)
+    except BatchInterrupted:
+        print(f"tracetriage: interrupted: wrote {Path(args.output) / 'index.html'} and the tables of the cases that ended; "
+              "the same command again resumes from them", file=sys.stderr)
+        return EXIT_INTERRUPTED
     _batch_note(result, args.output)
     if (result.failed or result.not_run) and not args.exit_zero:
         return EXIT_BATCH_FAILED
@@ -576,6 +589,9 @@ def _joined_window(argv: list[str]) -> list[str]:
     return out
 
 
+EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM, as a shell reports a process ended by SIGINT
+
+
 def _terminate(signum, frame):  # SIGTERM unwinds like Ctrl-C: temporary directories are removed
     raise KeyboardInterrupt
 
@@ -613,7 +629,7 @@ def main(argv=None) -> int:
         print(f"tracetriage: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # noqa: BLE001 - last resort: still one line, distinct code

@@ -1,0 +1,197 @@
+"""One batch case, as a worker runs it: the analysis, its files, its record; and the two identities
+of a case's inputs.
+
+* :func:`cheap_identity` is what the client computes for every case at discovery, to decide
+  "unchanged, reuse": the tool and code version, and per file its name, size, modification time
+  (ns) and a digest of its first and last 64 KiB. Reading 128 KiB per file instead of all of it
+  is what lets a re-run over a large archive start at once. What it cannot see: a file rewritten
+  in place with the same size, the same modification time and the same head and tail (give
+  ``--force`` after such an edit).
+* :func:`content_hash` is the full content hash (every byte, plus the code version), computed by
+  the worker at the start of the case, in parallel with the other cases, and kept in the record as
+  ``inputs_hash``: what was analyzed, exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import traceback
+from pathlib import Path
+
+from tracetriage import __version__
+from tracetriage.errors import TraceTriageError
+from tracetriage.runtime import Runtime
+
+REPORT_MODES = ("all", "failed", "none")
+EDGE_BYTES = 64 * 1024  # what the cheap identity reads of each end of a file
+
+
+def _code_version() -> str:
+    from tracetriage.codeversion import code_version
+
+    return code_version("tracetriage", "tracetriage.parsers", "tracetriage.analyzers", "tracetriage.reports")
+
+
+def content_hash(paths: list[str]) -> str:
+    """The inputs' whole content and the code that analyzes and renders them (sha256)."""
+    digest = hashlib.sha256(__version__.encode())
+    digest.update(_code_version().encode())
+    for path in sorted(paths):
+        digest.update(Path(path).name.encode())
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 22):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def cheap_identity(paths: list[str]) -> str:
+    """The inputs as the reuse check sees them (sha256): the code version, and per file its name,
+    size, modification time in ns and its first and last :data:`EDGE_BYTES` bytes."""
+    digest = hashlib.sha256(__version__.encode())
+    digest.update(_code_version().encode())
+    for path in sorted(paths):
+        info = os.stat(path)
+        digest.update(f"{Path(path).name}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
+        with open(path, "rb") as fh:
+            digest.update(fh.read(EDGE_BYTES))
+            if info.st_size > 2 * EDGE_BYTES:
+                fh.seek(info.st_size - EDGE_BYTES)
+                digest.update(fh.read(EDGE_BYTES))
+    return digest.hexdigest()
+
+
+class CaseTimeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise CaseTimeout
+
+
+def base_record(spec: dict, options: dict | None) -> dict:
+    """A case's record before its analysis: a failed one, with the spec's own error if it has one."""
+    return {"case_id": spec["case_id"], "path": spec["label"], "files": spec["paths"], "inputs_hash": None,
+            "inputs_identity": spec.get("identity"), "tool_version": __version__, "options": options or {},
+            "status": "failed", "error": spec.get("error")}
+
+
+def wants_report(reports: str, findings: list[dict]) -> bool:
+    """Whether a case analyzed without error gets its report.html: ``all``: every one; ``failed``:
+    those with a finding other than ``healthy`` (a failed case has no analysis to report; its error is
+    in the index and the tables); ``none``: none."""
+    if reports == "all":
+        return True
+    return reports == "failed" and any(finding.get("id") != "healthy" for finding in findings)
+
+
+def _arm(timeout_s: float | None) -> bool:
+    """This process's alarm set to raise :class:`CaseTimeout` after ``timeout_s``; False when it
+    cannot be (no SIGALRM, not the main thread: the process watching the worker enforces it)."""
+    import signal
+
+    if not timeout_s or not hasattr(signal, "SIGALRM"):
+        return False
+    try:
+        signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    except ValueError:
+        return False
+    return True
+
+
+def _kept(case_dir: Path, inputs_hash: str, identity: str | None, reports: str) -> dict | None:
+    """The last run's record of this case when its files' content is the same (only their cheap
+    identity changed: a copy, a touched modification time) and its report is as ``reports`` asks:
+    kept, with the new identity, and marked reused."""
+    try:
+        old = json.loads((case_dir / "record.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    if old.get("inputs_hash") != inputs_hash or old.get("status") != "ok":
+        return None
+    if (case_dir / "report.html").exists() != wants_report(reports, old.get("findings") or []):
+        return None
+    old["inputs_identity"] = identity
+    (case_dir / "record.json").write_text(json.dumps(old, indent=1), encoding="utf-8")
+    return {**old, "kept_by_content": True}
+
+
+def analyze_case(spec: dict, outdir: str, options: dict | None = None, settings: dict | None = None,
+                 timeout_s: float | None = None, reports: str = "all") -> dict:
+    """Run one case (in a worker process) and write its files; return its record.
+    ``options`` are analyze()'s keyword options (step_range, symptom, slo); ``settings`` the
+    batch's :meth:`Runtime.settings <tracetriage.runtime.Runtime.settings>` (plain values);
+    ``reports``: which cases get their report.html (:func:`wants_report`)."""
+    import signal
+    import warnings
+
+    from tracetriage import analyze, open_case
+    from tracetriage.analyzers.compare import trend_record
+    from tracetriage.analyzers.summary import headline_metrics
+    from tracetriage.captured import capture_start_ns
+    from tracetriage.memory import tune_allocator
+    from tracetriage.reports import render
+
+    tune_allocator()
+    runtime = Runtime.from_settings(settings or {})
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    case_dir = Path(outdir) / "cases" / spec["case_id"]
+    case_dir.mkdir(parents=True, exist_ok=True)
+    record = base_record(spec, options)
+    warnings.simplefilter("ignore")
+    options = dict(options or {})
+    timeline = options.pop("perfetto_window", None)  # --perfetto: the case's timeline.pftrace beside its report
+    if not spec.get("error"):
+        armed = _arm(timeout_s)
+        try:
+            record["inputs_hash"] = content_hash(spec["paths"])
+            kept = _kept(case_dir, record["inputs_hash"], spec.get("identity"), reports) if spec.get("reuse_hash") else None
+            if kept is not None:
+                return kept
+            case = open_case(spec["paths"], runtime=runtime)
+            analysis = analyze(case, runtime=runtime, **options)
+            if timeline and case.traces:
+                from tracetriage.analyzers.tracks import build_tracks
+                from tracetriage.reports.perfetto import export
+                from tracetriage.reports.perfetto_view import left_out_text
+
+                mode, n = timeline
+                summary = export(build_tracks(case, analysis, mode=mode, worst_steps=n), analysis, case_dir / "timeline.pftrace")
+                analysis.series["perfetto_export"] = {"path": "timeline.pftrace", **summary,
+                                                      "left_out_text": left_out_text(summary)}
+                record["timeline"] = f"cases/{spec['case_id']}/timeline.pftrace"
+            del case
+            (case_dir / "analysis.json").write_text(render(analysis, "json"), encoding="utf-8")
+            report = case_dir / "report.html"
+            if wants_report(reports, analysis.findings):
+                report.write_text(render(analysis, "html", runtime.cache), encoding="utf-8")
+            else:
+                report.unlink(missing_ok=True)  # a report of an earlier run with other inputs would not be this case's
+            trend = trend_record(analysis.data)
+            record.update(status="ok", error=None, metrics=headline_metrics(analysis.data), trend=trend,
+                          capture_start_ns=capture_start_ns(analysis.data),  # trend's order
+                          report_html=report.exists(),
+                          findings=[{**{k: f.get(k) for k in ("id", "axis", "severity", "impact_pct", "impact_denominator",
+                                                              "title")},
+                                     "ms_per_step": trend["findings_ms"].get(f["id"])} for f in analysis.findings])
+        except TraceTriageError as exc:
+            record["error"] = str(exc)
+        except OSError as exc:
+            record["error"] = f"{spec['label']}: cannot be read ({exc.strerror or exc})"
+        except CaseTimeout:
+            record["error"] = f"{spec['label']}: timed out after {timeout_s:g} s (--case-timeout)"
+        except MemoryError:
+            record["error"] = f"{spec['label']}: out of memory while analyzing it"
+        except Exception as exc:  # noqa: BLE001 - a bug must not take the batch down; it is recorded
+            record["error"] = f"{spec['label']}: internal error: {type(exc).__name__}: {exc}"
+            record["traceback"] = traceback.format_exc(limit=5)
+        finally:
+            if armed:  # disarmed before the worker takes its next case
+                signal.setitimer(signal.ITIMER_REAL, 0)
+    record["seconds"] = round(time.perf_counter() - t0, 3)
+    record["cpu_seconds"] = round(time.process_time() - cpu0, 3)  # this process's CPU (its threads'), not the wall
+    (case_dir / "record.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+    return record
