@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracetriage.reports.charts import _label, _memo, _svg, plt
+from tracetriage.reports.charts import NEUTRAL, PLOT, _label, _legend_beside, _memo, _svg, plt
 
 CLASS_COLORS = {"gemm": "#1f77b4", "attention": "#9467bd", "memory_bound": "#e4572e"}
 ROOF_DTYPES = ("fp8", "bf16", "fp32")
@@ -42,20 +42,31 @@ def roofline_chart(eff: dict | None) -> str | None:
         return None
     xs = np.array([p["intensity"] for p, _ in points])
     ys = np.array([p["achieved_tflops"] for p, _ in points])
-    fig, ax = plt.subplots(figsize=(7.2, 4.2))
+    fig, ax = plt.subplots(figsize=(PLOT, 4.0))
     dev = eff.get("device")
     (x_lo, x_hi), (y_lo, y_hi) = axis_limits(dev, xs, ys)
     if dev:
         bw = dev["bandwidth_gbps"]
-        x = np.logspace(np.log10(x_lo), np.log10(x_hi), 200)
-        for i, dt in enumerate(d for d in ROOF_DTYPES if d in dev["peak_tflops"]):
-            peak = dev["peak_tflops"][dt]
-            ax.plot(x, np.minimum(peak, bw * x / 1e3), color="#555555", lw=1.2 if i == 0 else 0.9,
+        peaks = [(dt, dev["peak_tflops"][dt]) for dt in ROOF_DTYPES if dt in dev["peak_tflops"]]
+        # each roof in two parts, each with its legend entry: the bandwidth slope (one line, up to the
+        # highest peak's ridge point) and each peak's flat roof from its own ridge point on
+        ridge = max(peak for _, peak in peaks) * 1e3 / bw if peaks else x_hi
+        ax.plot([x_lo, ridge], [bw * x_lo / 1e3, bw * ridge / 1e3], color=NEUTRAL[0], lw=1.4, ls="-.",
+                label=f"bandwidth {bw:,.0f} GB/s (the slope)")
+        for i, (dt, peak) in enumerate(peaks):
+            ax.plot([max(x_lo, peak * 1e3 / bw), x_hi], [peak, peak], color="#555555", lw=1.2 if i == 0 else 0.9,
                     ls=ROOF_STYLES[dt], label=f"{dt.upper()} peak {peak:,.0f} TFLOP/s")
-        ax.plot([], [], " ", label=f"bandwidth {bw:,.0f} GB/s")
         title = f"Roofline: {_label(dev['model'], 40)} (datasheet peaks)"
     else:
         title = "Achieved rates (device not in the table: no roof)"
+    # one label per name and place: ops of one name at about the same point (the same GEMM at three
+    # shapes) are named once, with their number, not written over each other
+    named: dict[tuple[str, float, float], int] = {}
+    for p, big in points:
+        if not big:
+            place = (_label(p["name"].replace("aten::", ""), 18), round(np.log10(p["intensity"]), 1),
+                     round(np.log10(p["achieved_tflops"]), 1))
+            named[place] = named.get(place, 0) + 1
     for p, big in points:
         color = CLASS_COLORS.get(p["class"], "#333333")
         if big:
@@ -64,15 +75,22 @@ def roofline_chart(eff: dict | None) -> str | None:
                        else p["class"])
         else:
             ax.scatter(p["intensity"], p["achieved_tflops"], s=18, color=color, alpha=0.7, zorder=2)
-            ax.annotate(_label(p["name"].replace("aten::", ""), 18), (p["intensity"], p["achieved_tflops"]), fontsize=6,
-                        xytext=(3, 2), textcoords="offset points", color="#444444")
+            place = (_label(p["name"].replace("aten::", ""), 18), round(np.log10(p["intensity"]), 1),
+                     round(np.log10(p["achieved_tflops"]), 1))
+            ops = named.pop(place, 0)
+            if not ops:  # named already
+                continue
+            # beside its marker and clear of the class's large one at the same place
+            ax.annotate(place[0] + (f" ×{ops}" if ops > 1 else ""), (p["intensity"], p["achieved_tflops"]), fontsize=7,
+                        xytext=(8, 6), textcoords="offset points", color="#444444", ha="left", va="bottom",
+                        bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.8})
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(y_lo, y_hi)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved TFLOP/s")
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(title, loc="left")
+    _legend_beside(ax)
     ax.grid(True, which="major", alpha=0.3)
     return _svg(fig)
