@@ -272,3 +272,18 @@ def test_nothing_overflows_its_box_at_1400_px(name, analyses, tmp_path):
             .filter(svg => svg.getBoundingClientRect().width > svg.width.baseVal.value + 1).length""")
         browser.close()
     assert wide == [] and scaled == 0, wide
+
+
+def test_an_inconclusive_compare_folds_its_unjudged_rows(tmp_path):
+    """Unrelated captures: the verdict says why, and the rows of n/a, not judged, are folded away (trial #54);
+    a comparable pair shows its rows open."""
+    from conftest import run_cli
+
+    folded = tmp_path / "unrelated.html"
+    assert run_cli("compare", BUNDLES / "eager_decode", BUNDLES / "serving_at_capacity", "-o", folded).returncode == 0
+    page = folded.read_text()
+    inside = page[page.index('<details id="not-judged">'):page.index("</details>")]
+    assert "not judged" in inside and "not judged" not in page[page.index("</details>"):]
+    opened = tmp_path / "eager_graph.html"
+    assert run_cli("compare", BUNDLES / "eager_decode", BUNDLES / "graph_decode", "-o", opened).returncode == 0
+    assert "<details" not in opened.read_text()
