@@ -315,6 +315,9 @@ def step_durations(steps: dict[str, dict]) -> str | None:
         ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))  # 1, 10, 100 (not 10^0)
         ax.set_ylabel("steps (log scale)")
     else:
+        from matplotlib.ticker import MaxNLocator
+
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # a count of steps: 0, 1, 2, 3 (not 0.5)
         ax.set_ylabel("steps")
     ax.set_title(f"Step durations, pid {_label(key, 20)} ({len(d)} steady-state steps"
                  + ("; count axis logarithmic, so the rare long steps show)" if log else ")"), loc="left")
