@@ -10,6 +10,7 @@ from tracetriage.reports.charts import NEUTRAL, PLOT, _label, _legend_beside, _m
 CLASS_COLORS = {"gemm": "#1f77b4", "attention": "#9467bd", "memory_bound": "#e4572e"}
 ROOF_DTYPES = ("fp8", "bf16", "fp32")
 ROOF_STYLES = {"fp8": "--", "bf16": "-", "fp32": ":"}
+NEAR_DECADES = 0.3  # op markers of one name this close (log10 units, both axes) share one label
 
 
 def axis_limits(dev: dict | None, xs: np.ndarray, ys: np.ndarray) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -59,14 +60,20 @@ def roofline_chart(eff: dict | None) -> str | None:
         title = f"Roofline: {_label(dev['model'], 40)} (datasheet peaks)"
     else:
         title = "Achieved rates (device not in the table: no roof)"
-    # one label per name and place: ops of one name at about the same point (the same GEMM at three
-    # shapes) are named once, with their number, not written over each other
-    named: dict[tuple[str, float, float], int] = {}
+    # one label per name and place: ops of one name within NEAR_DECADES of each other on both axes (the
+    # same GEMM at three shapes) are named once, with their number, not written over each other
+    groups: list[list] = []  # [name, log10 x, log10 y, count, the point that carries the label]
     for p, big in points:
-        if not big:
-            place = (_label(p["name"].replace("aten::", ""), 18), round(np.log10(p["intensity"]), 1),
-                     round(np.log10(p["achieved_tflops"]), 1))
-            named[place] = named.get(place, 0) + 1
+        if big:
+            continue
+        name = _label(p["name"].replace("aten::", ""), 18)
+        x, y = np.log10(p["intensity"]), np.log10(p["achieved_tflops"])
+        near = next((g for g in groups if g[0] == name and abs(g[1] - x) <= NEAR_DECADES and abs(g[2] - y) <= NEAR_DECADES), None)
+        if near:
+            near[3] += 1
+        else:
+            groups.append([name, x, y, 1, id(p)])
+    labels = {group[4]: group[0] + (f" ×{group[3]}" if group[3] > 1 else "") for group in groups}
     for p, big in points:
         color = CLASS_COLORS.get(p["class"], "#333333")
         if big:
@@ -75,13 +82,10 @@ def roofline_chart(eff: dict | None) -> str | None:
                        else p["class"])
         else:
             ax.scatter(p["intensity"], p["achieved_tflops"], s=18, color=color, alpha=0.7, zorder=2)
-            place = (_label(p["name"].replace("aten::", ""), 18), round(np.log10(p["intensity"]), 1),
-                     round(np.log10(p["achieved_tflops"]), 1))
-            ops = named.pop(place, 0)
-            if not ops:  # named already
+            if id(p) not in labels:  # named with the group it belongs to
                 continue
             # beside its marker and clear of the class's large one at the same place
-            ax.annotate(place[0] + (f" ×{ops}" if ops > 1 else ""), (p["intensity"], p["achieved_tflops"]), fontsize=7,
+            ax.annotate(labels[id(p)], (p["intensity"], p["achieved_tflops"]), fontsize=7,
                         xytext=(8, 6), textcoords="offset points", color="#444444", ha="left", va="bottom",
                         bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.8})
     ax.set_xscale("log")
