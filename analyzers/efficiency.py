@@ -362,7 +362,13 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> Efficiency:
     kernels = kernel_time(trace, lo, hi, work, tied)
     busiest = _busiest_device(kernels.ns_by_device)
     if busiest is None:  # no kernel in the window; graph replays traced whole may be all it ran
-        return Efficiency(not_measured=_graph_not_measured(trace, lo, hi, np.empty(0, np.int64)))
+        graphs_only = _graph_not_measured(trace, lo, hi, np.empty(0, np.int64))
+        models = trace.devices["name"].astype(str).unique() if len(trace.devices) else []
+        if len(models) != 1:  # devices of several models (or none): which one ran is not known
+            return Efficiency(not_measured=graphs_only)
+        row = trace.devices.iloc[0]  # one model: the roof the window would be judged against is known
+        _, device, _ = _device_peaks(row)
+        return Efficiency(device=device, device_name=str(row["name"]), not_measured=graphs_only)
     row = trace.devices.iloc[busiest]
     entry, device, unknown_device = _device_peaks(row)
     not_measured: list[dict] = [unknown_device] if unknown_device else []

@@ -1,7 +1,7 @@
 """What the timeline figure draws: a few representative steps, lane by lane.
 
 For the median step and the longest step (or, without steps, the first 10 ms of the
-window), per device: its kernels (collectives apart), copies and memsets, graph replays,
+window, or the whole window when it is shorter), per device: its kernels (collectives apart), copies and memsets, graph replays,
 the host API calls of its process by category, and its idle gaps with the cause each
 gap's time mostly had (timeline.attribute). At most MAX_PER_LANE intervals per lane are
 kept (the longest), so an eager decode step of thousands of kernels still draws.
@@ -14,6 +14,7 @@ import numpy as np
 from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers import timeline as tl
 from tracetriage.model import Trace, cat_mask, is_kind
+from tracetriage.wording import fmt_ns
 
 MAX_DEVICES = 8
 MAX_PER_LANE = 4000
@@ -24,7 +25,9 @@ def windows(steps: list, lo: int, hi: int) -> list[dict]:
     """The median step and the longest one of the process with the most steps."""
     with_steps = [s for s in steps if s.count]
     if not with_steps:
-        return [{"label": "first 10 ms of the window", "start": lo, "end": min(hi, lo + NO_STEP_SPAN_NS)}]
+        end = min(hi, lo + NO_STEP_SPAN_NS)
+        label = "first 10 ms of the window" if end < hi else f"the whole window ({fmt_ns(hi - lo)})"
+        return [{"label": label, "start": lo, "end": end}]
     s = max(with_steps, key=lambda x: x.count)
     d = s.durations
     order = np.argsort(d, kind="stable")

@@ -14,10 +14,16 @@ import itertools
 import json
 import re
 
+from tracetriage.wording import for_vendor
+
 _RC = {
     "svg.fonttype": "none",
     "svg.hashsalt": "tracetriage",
     "font.size": 9,
+    "axes.titlesize": 10,
+    "legend.fontsize": 8,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
     "axes.spines.top": False,
     "axes.spines.right": False,
     "figure.dpi": 96,
@@ -41,7 +47,33 @@ class _Pyplot:
 
 plt = _Pyplot()
 
-from tracetriage.reports.palette import ACTIVITY_COLORS, CAUSE_COLORS, CAUSE_LABELS, NEUTRAL, finding_color  # noqa: E402
+from tracetriage.reports.palette import ACTIVITY_COLORS, CAUSE_COLORS, NEUTRAL, cause_label, claim_columns  # noqa: E402
+
+# Every chart is drawn this wide (inches, legend beside it included) and shown at its own size, never
+# stretched: one font size on the whole page.
+WIDTH = 10.0
+PLOT = 7.8  # the plot's width when its legend sits beside it
+
+
+def _legend_beside(ax, *more_axes) -> None:
+    """The legend of ``ax`` (and of ``more_axes``, e.g. a twin axis) as one box right of the plot:
+    outside the data, so it covers none of it."""
+    handles, labels = ax.get_legend_handles_labels()
+    for other in more_axes:
+        h, lab = other.get_legend_handles_labels()
+        handles, labels = handles + h, labels + lab
+    if handles:
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01 + 0.07 * len(more_axes), 1.0), frameon=False)
+
+
+def _time_unit(span_ns: float) -> tuple[float, str]:
+    """(ns per unit, unit) of a time axis spanning ``span_ns``: µs under 1 ms, s from 10 s, else ms
+    (a 152 µs window on an axis in ms reads 0.00-0.15)."""
+    if span_ns < 1e6:
+        return 1e3, "µs"
+    if span_ns >= 1e10:
+        return 1e9, "s"
+    return 1e6, "ms"
 
 
 def _label(s: str, width: int = 48) -> str:
@@ -143,7 +175,8 @@ def busy_over_time(busy: dict[str, list[float]], window_ns: int) -> str | None:
     if not busy:
         return None
     n = len(next(iter(busy.values())))
-    xs = [window_ns / 1e6 * (i + 0.5) / n for i in range(n)]
+    scale, unit = _time_unit(window_ns)
+    xs = [window_ns / scale * (i + 0.5) / n for i in range(n)]
     # devices whose curves agree to 3 points in every bin are one line (8 ranks in lockstep drew
     # 8 overlapping lines); more than four distinct curves become their median and range
     groups: list[tuple[list[str], list[float]]] = []
@@ -154,7 +187,7 @@ def busy_over_time(busy: dict[str, list[float]], window_ns: int) -> str | None:
                 break
         else:
             groups.append(([dev], list(series)))
-    fig, ax = plt.subplots(figsize=(8, 2.6))
+    fig, ax = plt.subplots(figsize=(PLOT, 2.4))
     if len(groups) <= 4:
         for k, (names, series) in enumerate(groups):
             label = (_label(names[0], 24) if len(names) == 1
@@ -168,33 +201,35 @@ def busy_over_time(busy: dict[str, list[float]], window_ns: int) -> str | None:
                         label=f"range over {len(busy)} devices")
         ax.plot(xs, np.median(m, axis=0), color=NEUTRAL[0], linewidth=1.2, label="median device")
     ax.set_ylim(0, 105)
-    ax.set_xlim(0, window_ns / 1e6)
-    ax.set_xlabel("ms from the start of the window")
+    ax.set_xlim(0, window_ns / scale)
+    ax.set_xlabel(f"{unit} from the start of the window")
     ax.set_ylabel("GPU busy % of the bin")
-    ax.set_title(f"GPU busy over time ({n} bins of {window_ns / 1e6 / n:.3g} ms; share of each bin covered by GPU activity)")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    bin_width = f"{window_ns / scale / n:.3g} {unit}"
+    ax.set_title(f"GPU busy over time ({n} bins of {bin_width}; share of each bin covered by GPU activity)", loc="left")
+    _legend_beside(ax)
     return _svg(fig)
 
 
 @_memo
-def idle_by_cause(devices: list[dict]) -> str | None:
+def idle_by_cause(devices: list[dict], vendor: str | None = None) -> str | None:
+    """One stacked bar per device: its idle time by cause, each cause in its palette colour (the
+    timeline's too), named in the capture's vendor's words."""
     if not devices:
         return None
-    fig, ax = plt.subplots(figsize=(8, 0.8 + 0.32 * min(len(devices), 16)))
+    fig, ax = plt.subplots(figsize=(PLOT, 0.9 + 0.32 * min(len(devices), 16)))
     labels = [_label(d["id"], 24) for d in devices[:16]]
     left = [0.0] * len(labels)
     for cause, color in CAUSE_COLORS.items():
         vals = [100.0 * d["gaps"]["by_cause"][cause] / (d["window_ns"] or 1) for d in devices[:16]]
         if not any(vals):
             continue
-        ax.barh(labels, vals, left=left, color=color, label=f"idle: {CAUSE_LABELS[cause]}")
+        ax.barh(labels, vals, left=left, color=color, label=f"idle: {cause_label(cause, vendor)}")
         left = [a + b for a, b in zip(left, vals)]
     ax.set_xlim(0, 100)
     ax.set_xlabel("% of the device's window the GPU is idle, by what the host was doing")
-    ax.set_title("Idle time by cause")
+    ax.set_title("Idle time by cause", loc="left")
     ax.invert_yaxis()
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    _legend_beside(ax)
     return _svg(fig)
 
 
@@ -212,12 +247,8 @@ def window_accounting(devices: list[dict]) -> str | None:
     devs = [d for d in devices if d.get("accounting")][:16]
     if not devs:
         return None
-    ids = []
-    for d in devs:
-        for k in d["accounting"]["claims_pct"]:
-            if k not in ids:
-                ids.append(k)
-    fig, ax = plt.subplots(figsize=(8, 1.0 + 0.34 * len(devs)))
+    columns = claim_columns(devs)  # the accounting table's order and colours
+    fig, ax = plt.subplots(figsize=(PLOT, 1.0 + 0.34 * len(devs)))
     labels = [_label(d["id"], 28) for d in devs]
     left = [0.0] * len(devs)
 
@@ -228,8 +259,8 @@ def window_accounting(devices: list[dict]) -> str | None:
         ax.barh(labels, values, left=left, color=color, label=label, hatch=hatch, edgecolor="white", linewidth=0.3)
         left = [a + b for a, b in zip(left, values)]
 
-    for i, fid in enumerate(ids):
-        layer([d["accounting"]["claims_pct"].get(fid, 0.0) for d in devs], finding_color(fid), fid)
+    for fid, color in columns.items():
+        layer([d["accounting"]["claims_pct"].get(fid, 0.0) for d in devs], color, fid)
     # What no finding claims, slice by slice as the ledger left it (a claim on kernel time, e.g.
     # below_roofline's, leaves idle unclaimed: never drawn as computing)
     rest = [max(0.0, 100.0 - sum(d["accounting"]["claims_pct"].values())) for d in devs]
@@ -238,48 +269,75 @@ def window_accounting(devices: list[dict]) -> str | None:
     layer([max(0.0, r - k) for r, k in zip(rest, compute)], ACTIVITY_COLORS["unclaimed"], "unclaimed (copies, idle)")
     ax.set_xlim(0, 100)
     ax.set_xlabel("% of each device's window")
-    ax.set_title("Where each device's window went, and which finding claims each slice")
+    ax.set_title("Where each device's window went, and which finding claims each slice", loc="left")
     ax.invert_yaxis()
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # beside the bars, not under them
+    _legend_beside(ax)  # beside the bars, not under them
     return _svg(fig)
+
+
+# a bin holding under this share of the tallest bin's count is drawn under that share of the axis: the
+# count axis goes logarithmic so the few long steps a headline names stay visible
+LOG_COUNTS_BELOW = 0.05
 
 
 @_memo
 def step_durations(steps: dict[str, dict]) -> str | None:
+    """Histogram of the steady-state step durations of the process with the most steps, with its p50,
+    p99 and longest step marked. When a bin holds under LOG_COUNTS_BELOW of the tallest bin's count
+    (a rare long step beside hundreds of short ones), the count axis is logarithmic, and the title
+    says so: the tail the headline names is drawn, not flattened to nothing."""
     series = [(k, v) for k, v in steps.items() if v["durations"]]
     if not series:
         return None
     key, v = max(series, key=lambda kv: len(kv[1]["durations"]))
-    d = sorted(x / 1e6 for x in v["durations"])
     import numpy as np
 
+    d = np.sort(np.asarray(v["durations"], dtype=float)) / 1e6
     # the same percentiles as the tables (numpy's linear interpolation): one number per metric on the page
     p50 = float(np.percentile(v["durations"], 50)) / 1e6
     p99 = float(np.percentile(v["durations"], 99)) / 1e6
-    fig, ax = plt.subplots(figsize=(8, 2.6))
-    ax.hist(d, bins=min(60, max(10, len(d) // 2)), color=NEUTRAL[1], histtype="stepfilled")  # one polygon, not a bar each
+    counts, edges = np.histogram(d, bins=min(60, max(10, len(d) // 2)))
+    filled = counts[counts > 0]
+    log = bool(filled.size and filled.min() < LOG_COUNTS_BELOW * filled.max())
+    fig, ax = plt.subplots(figsize=(PLOT, 2.4))
+    ax.stairs(counts, edges, fill=True, color=NEUTRAL[1], baseline=0.5 if log else 0)  # one polygon, not a bar each
     ax.axvline(p50, color=NEUTRAL[2], linestyle="--", label=f"p50 {p50:.2f} ms")
     ax.axvline(p99, color=NEUTRAL[2], linestyle=":", label=f"p99 {p99:.2f} ms (tail)")
+    longest = float(d[-1])
+    if longest > 1.2 * p99:  # a step well past the tail mark (the timeline's rule for its longest step)
+        ax.axvline(longest, color=NEUTRAL[0], linestyle="-.", label=f"longest {longest:.2f} ms")
     ax.set_xlabel("step duration (ms)")
-    ax.set_ylabel("steps")
-    ax.set_title(f"Step durations, pid {_label(key, 20)} ({len(d)} steady-state steps)")
-    ax.legend(fontsize=8)
+    if log:
+        from matplotlib.ticker import FuncFormatter
+
+        ax.set_yscale("log")
+        ax.set_ylim(0.5, filled.max() * 2)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))  # 1, 10, 100 (not 10^0)
+        ax.set_ylabel("steps (log scale)")
+    else:
+        from matplotlib.ticker import MaxNLocator
+
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # a count of steps: 0, 1, 2, 3 (not 0.5)
+        ax.set_ylabel("steps")
+    ax.set_title(f"Step durations, pid {_label(key, 20)} ({len(d)} steady-state steps"
+                 + ("; count axis logarithmic, so the rare long steps show)" if log else ")"), loc="left")
+    _legend_beside(ax)
     return _svg(fig)
 
 
 def _ranked_bars(labels: list[str], layers: list[tuple[list[float], str, str]], title: str, xlabel: str,
                  full_scale: bool = True) -> str:
     """Horizontal bars, first row on top; a second layer is drawn half height inside the first."""
-    fig, ax = plt.subplots(figsize=(8, 0.7 + 0.3 * len(labels)))
+    fig, ax = plt.subplots(figsize=(WIDTH - 1, 0.7 + 0.3 * len(labels)))
     for n, (values, color, label) in enumerate(layers):
         ax.barh(labels, values, color=color, label=label, **({"height": 0.4} if n else {}))
     if full_scale:
         ax.set_xlim(0, 100)
     ax.set_xlabel(xlabel)
-    ax.set_title(title)
+    ax.set_title(title, loc="left")
     ax.invert_yaxis()
     if len(layers) > 1:  # below the axis, outside the bars it would otherwise cover
-        ax.legend(fontsize=7, ncol=len(layers), loc="upper center", frameon=False,
+        ax.legend(ncol=len(layers), loc="upper center", frameon=False,
                   bbox_to_anchor=(0.5, -0.55 / (0.1 + 0.3 * len(labels))))
     return _svg(fig)
 
@@ -326,8 +384,10 @@ def hot_frames(frames: list[dict]) -> str | None:
 
 
 LANE_COLORS = {k: ACTIVITY_COLORS[k] for k in ("kernels", "collectives", "copies", "graphs")}
-# host calls by category: a launch or sync call has its idle cause's colour (the call is the cause)
-HOST_COLORS = {"launch": CAUSE_COLORS["launch"], "sync": CAUSE_COLORS["sync"], "other": NEUTRAL[1]}
+# host calls by category, each in the colour of the idle cause it is (the GPU idle while the host is in
+# a launch call is idle "in a launch call"): one colour per cause on the page
+HOST_COLORS = {"launch": CAUSE_COLORS["launch"], "sync": CAUSE_COLORS["sync"], "other": CAUSE_COLORS["other_cuda"]}
+HOST_LABELS = {"launch": "host: launch calls", "sync": "host: sync calls", "other": "host: other CUDA calls"}
 
 
 def _bars(ax, xranges: list[tuple[float, float]], yrange: tuple[float, float], color: str, alpha: float | None = None,
@@ -352,52 +412,54 @@ def _bars(ax, xranges: list[tuple[float, float]], yrange: tuple[float, float], c
 
 
 @_memo
-def timeline(tl: dict | None) -> list[tuple[str, str]]:
+def timeline(tl: dict | None, vendor: str | None = None) -> list[tuple[str, str]]:
     """Per window (median step, longest step): for each device a GPU lane (kernels,
-    collectives, copies, graph replays) over its idle gaps shaded by cause, and under it the
-    host API calls of its process by category. Times in ms from the window's start."""
+    collectives, copies, graph replays) over its idle gaps, each in its cause's colour (the idle
+    chart's), and under it the host API calls of its process by category, a call in the colour of
+    the cause it is. Times from the window's start, in µs, ms or s by its length."""
     if not tl:
         return []
+    from matplotlib.patches import Patch
+
     out = []
     for k, w in enumerate(tl["windows"]):
         devs = w["devices"]
         if not devs:
             continue
         t0, span = w["start"], max(1, w["end"] - w["start"])
-        fig, ax = plt.subplots(figsize=(11, 0.9 + 0.55 * len(devs)))
+        scale, unit = _time_unit(span)
+        fig, ax = plt.subplots(figsize=(PLOT, 0.9 + 0.55 * len(devs)))
         yticks, ylabels = [], []
         for i, d in enumerate(devs):
             y = (len(devs) - 1 - i) * 2.2
             gaps: dict[str, list] = {}  # one collection per cause, not one per gap (hundreds of artists a step)
             for gs, ge, cause in d["gaps"]:
-                gaps.setdefault(cause, []).append(((gs - t0) / 1e6, (ge - gs) / 1e6))
-            for cause, bars in gaps.items():
-                _bars(ax, bars, (y + 1.0, 0.9), CAUSE_COLORS.get(cause, "#ccc"), alpha=0.18)
+                gaps.setdefault(cause, []).append(((gs - t0) / scale, (ge - gs) / scale))
+            for cause, bars in gaps.items():  # idle: a thinner band than the GPU's work
+                _bars(ax, bars, (y + 1.2, 0.5), CAUSE_COLORS.get(cause, CAUSE_COLORS["unknown"]))
             for lane, color in LANE_COLORS.items():
-                bars = [((s - t0) / 1e6, max((e - s) / 1e6, span / 1e6 / 2000)) for s, e in d[lane]]
+                bars = [((s - t0) / scale, max((e - s) / scale, span / scale / 2000)) for s, e in d[lane]]
                 if bars:
                     _bars(ax, bars, (y + 1.0, 0.9), color, label=lane)
             for cat, color in HOST_COLORS.items():
-                bars = [((s - t0) / 1e6, max((e - s) / 1e6, span / 1e6 / 2000)) for s, e, c in d["host"] if c == cat]
+                bars = [((s - t0) / scale, max((e - s) / scale, span / scale / 2000)) for s, e, c in d["host"] if c == cat]
                 if bars:
-                    _bars(ax, bars, (y, 0.8), color, label=f"host: {cat}")
+                    _bars(ax, bars, (y, 0.8), color, label=for_vendor(HOST_LABELS[cat], vendor))
             yticks += [y + 1.45, y + 0.4]
             ylabels += [_label(d["id"], 26), "  host"]
         ax.set_yticks(yticks)
-        ax.set_yticklabels(ylabels, fontsize=7)
-        ax.set_xlim(0, span / 1e6)
-        ax.set_xlabel(f"ms from the start of the span shown ({w['label']})")
+        ax.set_yticklabels(ylabels)
+        ax.set_xlim(0, span / scale)
+        ax.set_xlabel(f"{unit} from the start of the span shown ({w['label']})")
         more = f" (+{w['more_devices']} more devices)" if w.get("more_devices") else ""
-        ax.set_title(f"Timeline: {w['label']}{more} — GPU lanes over idle gaps shaded by cause, host calls below")
+        ax.set_title(f"Timeline: {w['label']}{more}: GPU lanes over idle gaps by cause, host calls below", loc="left")
         handles, labels = ax.get_legend_handles_labels()
         uniq = dict(zip(labels, handles))
-        from matplotlib.patches import Patch
-
         shaded = {cause for d in devs for _, _, cause in d["gaps"]}  # every cause drawn gets an entry, none other
         for cause in CAUSE_COLORS:
             if cause in shaded:
-                uniq[f"idle: {CAUSE_LABELS[cause]}"] = Patch(facecolor=CAUSE_COLORS[cause], alpha=0.3)
-        ax.legend(uniq.values(), uniq.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+                uniq[f"idle: {cause_label(cause, vendor)}"] = Patch(facecolor=CAUSE_COLORS[cause])
+        ax.legend(uniq.values(), uniq.keys(), loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         out.append((f"timeline-{k}", _svg(fig)))
     return out
 
@@ -409,20 +471,23 @@ def serving_load(points: list[dict]) -> str | None:
     if len(pts) < 2:
         return None
     t = [p["t"] for p in pts]
-    fig, ax = plt.subplots(figsize=(10, 2.8))
+    fig, ax = plt.subplots(figsize=(PLOT, 2.6))
     ax.plot(t, [p["running"] for p in pts], color=NEUTRAL[0], label="running")
     ax.plot(t, [p.get("waiting") or 0 for p in pts], color=NEUTRAL[2], linestyle="--", label="waiting")
     ax.set_xlabel("seconds since the first stats line")
     ax.set_ylabel("requests")
     kv = [p.get("kv_usage_pct") for p in pts]
+    twins = []
     if any(v is not None for v in kv):
         ax2 = ax.twinx()
-        ax2.plot(t, [v if v is not None else float("nan") for v in kv], color=NEUTRAL[1], linestyle=":", label="KV cache %")
+        ax2.spines["right"].set_visible(True)
+        ax2.plot(t, [v if v is not None else float("nan") for v in kv], color=NEUTRAL[1], linestyle=":",
+                 label="KV cache % (right axis)")
         ax2.set_ylim(0, 105)
         ax2.set_ylabel("KV cache %")
-        ax2.legend(fontsize=7, loc="upper right")
-    ax.set_title("Engine load over time: a queue that never drains means arrivals exceed capacity")
-    ax.legend(fontsize=7, loc="upper left")
+        twins.append(ax2)
+    ax.set_title("Engine load over time: a queue that never drains means arrivals exceed capacity", loc="left")
+    _legend_beside(ax, *twins)  # one legend beside the plot, over none of its lines
     return _svg(fig)
 
 
@@ -433,7 +498,7 @@ def tpot_vs_batch(fit: dict | None, budget: float | None) -> str | None:
         return None
     xs = [x for x, _ in fit["series"]]
     ys = [y for _, y in fit["series"]]
-    fig, ax = plt.subplots(figsize=(10, 2.8))
+    fig, ax = plt.subplots(figsize=(PLOT, 2.6))
     ax.scatter(xs, ys, s=10, color=NEUTRAL[0], label="measured")
     line_x = [0, max(xs) * 1.05]
     if fit.get("model", True):  # a rejected fit (negative slope, low r², few points) is not drawn as a model
@@ -443,8 +508,8 @@ def tpot_vs_batch(fit: dict | None, budget: float | None) -> str | None:
         ax.axhline(budget, color=NEUTRAL[2], linestyle="--", label=f"budget {budget:g} ms")
     ax.set_xlabel("running sequences (batch)")
     ax.set_ylabel("TPOT (ms)")
-    ax.set_title("TPOT against the running batch")
-    ax.legend(fontsize=7)
+    ax.set_title("TPOT against the running batch", loc="left")
+    _legend_beside(ax)
     return _svg(fig)
 
 
@@ -463,13 +528,14 @@ def all_charts(analysis, store=None) -> list[tuple[str, str]]:
     """The report's charts, each kept in ``store`` (the analysis cache; None: drawn every time)."""
     data, series = analysis.data, analysis.series
     window = (data.get("window") or {}).get("duration_ns") or 1
+    vendor = (data.get("capture_kind") or {}).get("vendor")
     charts = [
-        *timeline(series.get("timeline"), store=store),
+        *timeline(series.get("timeline"), vendor, store=store),
         ("busy", busy_over_time(series.get("busy", {}), window, store=store)),
         ("accounting", window_accounting(data["devices"], store=store)),
         # idle by cause only where idle time is worth a picture (>= 5% of some device's window)
-        ("idle", idle_by_cause(data["devices"], store=store) if any(100.0 * d["gaps"]["total_ns"] / (d["window_ns"] or 1) >= 5
-                                                        for d in data["devices"]) else None),
+        ("idle", idle_by_cause(data["devices"], vendor, store=store)
+         if any(100.0 * d["gaps"]["total_ns"] / (d["window_ns"] or 1) >= 5 for d in data["devices"]) else None),
         ("steps", step_durations(series.get("steps", {}), store=store)),
         ("collectives", collective_share(data["devices"], store=store)),
         # the top-kernels table below says it all: no chart repeating it
@@ -507,45 +573,4 @@ def step_distributions(before: dict[str, list[int]], after: dict[str, list[int]]
     ax.set_yticklabels(labels)
     ax.set_xlabel("step duration (ms)")
     ax.set_title("Step durations, before and after (every measured step)", loc="left")
-    return _svg(fig)
-
-
-def trend_charts(group: dict, changes: list[dict], names: tuple, links: list[str | None], title=None) -> str | None:
-    """Small multiples of a group's main series over its captures: level shifts as vertical
-    lines at the first bad capture, outliers circled; each point links to its case report.
-    ``title(name, unit)``: a series as the page's tables name it (reports/trend.py series_title)."""
-    series = [(n, group["series"][n]) for n in names if n in group["series"]]
-    series += [(n, s) for n, s in group["series"].items() if n.startswith("finding:")][:3]
-    if not series:
-        return None
-    cases = group["cases"]
-    xs = list(range(len(cases)))
-    cols = 2
-    rows = (len(series) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(9, 1.9 * rows), squeeze=False, sharex=True)
-    ticks = [c["label"] or c["name"] for c in cases]
-    for ax, (name, s) in zip(axes.flat, series):
-        ys = [float("nan") if v is None else v for v in s["values"]]
-        ax.plot(xs, ys, color="#8d99ae", lw=1, zorder=1)
-        pts = ax.scatter(xs, ys, s=14, color="#29335c", zorder=3)
-        pts.set_urls(links)
-        for c in changes:
-            if c["metric"] != name:
-                continue
-            i = next((k for k, case in enumerate(cases) if case["name"] == c["first_bad"]), None)
-            if i is None:
-                continue
-            color = "#d62828" if c["direction"] == "regressed" else "#2a9d8f"
-            if c["kind"] == "level_shift":
-                ax.axvline(i - 0.5, color=color, lw=1.2, ls="--", zorder=2)
-            else:
-                ax.scatter([i], [ys[i]], s=90, facecolors="none", edgecolors=color, lw=1.5, zorder=4)
-        ax.set_title(_label(title(name, s["unit"]) if title else f"{name} ({s['unit']})", 60), loc="left", fontsize=9)
-    for ax in axes.flat[len(series):]:
-        ax.set_visible(False)
-    step = max(1, len(cases) // 10)
-    for ax in axes[-1]:
-        ax.set_xticks(xs[::step])
-        ax.set_xticklabels([_label(t, 14) for t in ticks[::step]], rotation=30, ha="right", fontsize=7)
-    fig.tight_layout()
     return _svg(fig)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 
+from tracetriage.wording import for_vendor
+
 # idle causes, in the order the analysis attributes them (analyzers/timeline.py)
 CAUSE_COLORS = {
     "sync": "#7b2cbf", "memcpy_sync": "#c77dff", "launch": "#e4572e", "other_cuda": "#f3a712",
@@ -49,3 +51,27 @@ def finding_color(finding_id: str) -> str:
 
 def cause_color(cause: str) -> str:
     return CAUSE_COLORS.get(cause, CAUSE_COLORS["unknown"])
+
+
+def cause_label(cause: str, vendor: str | None = None) -> str:
+    """What an idle cause means, for a legend or a table, in the capture's vendor's words (an AMD
+    capture's other calls are HIP calls; the key ``other_cuda`` stays the contract's)."""
+    return for_vendor(CAUSE_LABELS.get(cause, cause), vendor)
+
+
+def cause_name(cause: str, vendor: str | None = None) -> str:
+    """The short name of an idle cause in a table cell: its key, but ``other_cuda`` named by the vendor
+    (``other_hip`` on an AMD capture: the JSON key stays ``other_cuda``)."""
+    return "other_hip" if cause == "other_cuda" and vendor == "rocm" else cause
+
+
+def claim_columns(devices: list[dict]) -> dict[str, str]:
+    """The findings that claim a slice of some device's window, each with its colour, in one order for
+    the accounting table and its bar chart: device by device, each device's claims largest first, a
+    finding placed where it first claims."""
+    columns: dict[str, str] = {}
+    for device in devices:
+        claims = (device.get("accounting") or {}).get("claims_pct") or {}
+        for finding_id, _ in sorted(claims.items(), key=lambda item: -item[1]):
+            columns.setdefault(finding_id, finding_color(finding_id))
+    return columns

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracetriage.reports.charts import _label, _memo, _svg, plt
+from tracetriage.reports.charts import NEUTRAL, PLOT, _label, _legend_beside, _memo, _svg, plt
 
 CLASS_COLORS = {"gemm": "#1f77b4", "attention": "#9467bd", "memory_bound": "#e4572e"}
 ROOF_DTYPES = ("fp8", "bf16", "fp32")
 ROOF_STYLES = {"fp8": "--", "bf16": "-", "fp32": ":"}
+NEAR_DECADES = 0.3  # op markers of one name this close (log10 units, both axes) share one label
 
 
 def axis_limits(dev: dict | None, xs: np.ndarray, ys: np.ndarray) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -42,20 +43,37 @@ def roofline_chart(eff: dict | None) -> str | None:
         return None
     xs = np.array([p["intensity"] for p, _ in points])
     ys = np.array([p["achieved_tflops"] for p, _ in points])
-    fig, ax = plt.subplots(figsize=(7.2, 4.2))
+    fig, ax = plt.subplots(figsize=(PLOT, 4.0))
     dev = eff.get("device")
     (x_lo, x_hi), (y_lo, y_hi) = axis_limits(dev, xs, ys)
     if dev:
         bw = dev["bandwidth_gbps"]
-        x = np.logspace(np.log10(x_lo), np.log10(x_hi), 200)
-        for i, dt in enumerate(d for d in ROOF_DTYPES if d in dev["peak_tflops"]):
-            peak = dev["peak_tflops"][dt]
-            ax.plot(x, np.minimum(peak, bw * x / 1e3), color="#555555", lw=1.2 if i == 0 else 0.9,
+        peaks = [(dt, dev["peak_tflops"][dt]) for dt in ROOF_DTYPES if dt in dev["peak_tflops"]]
+        # each roof in two parts, each with its legend entry: the bandwidth slope (one line, up to the
+        # highest peak's ridge point) and each peak's flat roof from its own ridge point on
+        ridge = max(peak for _, peak in peaks) * 1e3 / bw if peaks else x_hi
+        ax.plot([x_lo, ridge], [bw * x_lo / 1e3, bw * ridge / 1e3], color=NEUTRAL[0], lw=1.4, ls="-.",
+                label=f"bandwidth {bw:,.0f} GB/s (the slope)")
+        for i, (dt, peak) in enumerate(peaks):
+            ax.plot([max(x_lo, peak * 1e3 / bw), x_hi], [peak, peak], color="#555555", lw=1.2 if i == 0 else 0.9,
                     ls=ROOF_STYLES[dt], label=f"{dt.upper()} peak {peak:,.0f} TFLOP/s")
-        ax.plot([], [], " ", label=f"bandwidth {bw:,.0f} GB/s")
         title = f"Roofline: {_label(dev['model'], 40)} (datasheet peaks)"
     else:
         title = "Achieved rates (device not in the table: no roof)"
+    # one label per name and place: ops of one name within NEAR_DECADES of each other on both axes (the
+    # same GEMM at three shapes) are named once, with their number, not written over each other
+    groups: list[list] = []  # [name, log10 x, log10 y, count, the point that carries the label]
+    for p, big in points:
+        if big:
+            continue
+        name = _label(p["name"].replace("aten::", ""), 18)
+        x, y = np.log10(p["intensity"]), np.log10(p["achieved_tflops"])
+        near = next((g for g in groups if g[0] == name and abs(g[1] - x) <= NEAR_DECADES and abs(g[2] - y) <= NEAR_DECADES), None)
+        if near:
+            near[3] += 1
+        else:
+            groups.append([name, x, y, 1, id(p)])
+    labels = {group[4]: group[0] + (f" ×{group[3]}" if group[3] > 1 else "") for group in groups}
     for p, big in points:
         color = CLASS_COLORS.get(p["class"], "#333333")
         if big:
@@ -64,15 +82,19 @@ def roofline_chart(eff: dict | None) -> str | None:
                        else p["class"])
         else:
             ax.scatter(p["intensity"], p["achieved_tflops"], s=18, color=color, alpha=0.7, zorder=2)
-            ax.annotate(_label(p["name"].replace("aten::", ""), 18), (p["intensity"], p["achieved_tflops"]), fontsize=6,
-                        xytext=(3, 2), textcoords="offset points", color="#444444")
+            if id(p) not in labels:  # named with the group it belongs to
+                continue
+            # beside its marker and clear of the class's large one at the same place
+            ax.annotate(labels[id(p)], (p["intensity"], p["achieved_tflops"]), fontsize=7,
+                        xytext=(8, 6), textcoords="offset points", color="#444444", ha="left", va="bottom",
+                        bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.8})
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(y_lo, y_hi)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved TFLOP/s")
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(title, loc="left")
+    _legend_beside(ax)
     ax.grid(True, which="major", alpha=0.3)
     return _svg(fig)

@@ -8,7 +8,7 @@ import json
 from tracetriage.reports.jsonout import _clean
 from tracetriage.reports.trend_view import gate_line, series_title, trend_view
 
-__all__ = ["CHART_SERIES", "gate_line", "render_trend", "series_frame"]  # gate_line: the CLI's note on stderr
+__all__ = ["CHART_SERIES", "gate_line", "render_trend", "series_frame", "trend_charts"]  # gate_line: the CLI's note on stderr
 
 CHART_SERIES = ("step_p50_ms", "step_p99_ms", "busy_pct", "idle_ms", "launches_per_step", "syncs_per_step",
                 "ttft_p50_ms", "tpot_p50_ms", "throughput_rps")
@@ -35,13 +35,14 @@ def render_trend(result: dict, fmt: str, links: str | None = None, gate: bool = 
         return json.dumps(_clean(result), indent=2, ensure_ascii=False) + "\n"
     view = trend_view(result, links, gate)
     if fmt == "html":
-        from tracetriage.reports.charts import trend_charts
         from tracetriage.reports.html import environment
 
         charts = {group.key: trend_charts(contract, [c for c in result["changes"] if c["group"] == group.key], CHART_SERIES,
                                           [case.href for case in group.cases], title=series_title)
                   for contract, group in zip(result["groups"], view.groups)}
-        return environment(store).get_template("trend.html.j2").render(v=view, charts=charts)
+        from tracetriage import __version__
+
+        return environment(store).get_template("trend.html.j2").render(v=view, charts=charts, tool_version=__version__)
     if fmt == "md":
         from tracetriage.reports.markdown import environment
 
@@ -49,3 +50,84 @@ def render_trend(result: dict, fmt: str, links: str | None = None, gate: bool = 
     from tracetriage.reports.text import environment
 
     return environment().get_template("trend.txt.j2").render(v=view)
+
+
+SHIFT_COLORS = {"regressed": "#d62828", "improved": "#2a9d8f"}
+
+
+def _value_axis(ax, values: list[float]) -> None:
+    """A series' value axis: whole-number ticks for a count-like series (every value an integer), and
+    a constant series centred in a range that shows it as one (not 0.950-1.050 around a 1)."""
+    from matplotlib.ticker import MaxNLocator
+
+    known = [v for v in values if v == v]  # NaN (a capture without the series) left out
+    if not known:
+        return
+    whole = all(float(v).is_integer() for v in known)
+    if whole:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if max(known) == min(known):
+        pad = max(1.0, abs(known[0]) * 0.1) if whole else (abs(known[0]) * 0.1 or 1.0)
+        ax.set_ylim(known[0] - pad, known[0] + pad)
+
+
+def trend_charts(group: dict, changes: list[dict], names: tuple, links: list[str | None], title=None) -> str | None:
+    """Small multiples of a group's main series over its captures: level shifts as dashed vertical
+    lines before the first bad capture, outliers circled, red when regressed and teal when improved,
+    with one legend above the charts naming each mark drawn; each point links to its case report.
+    ``title(name, unit)``: a series as the page's tables name it (reports/trend.py series_title)."""
+    from matplotlib.lines import Line2D
+
+    from tracetriage.reports.charts import NEUTRAL, WIDTH, _label, _svg, plt
+
+    series = [(n, group["series"][n]) for n in names if n in group["series"]]
+    series += [(n, s) for n, s in group["series"].items() if n.startswith("finding:")][:3]
+    if not series:
+        return None
+    cases = group["cases"]
+    xs = list(range(len(cases)))
+    cols = 2
+    rows = (len(series) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(WIDTH, 1.9 * rows), squeeze=False, sharex=True)
+    ticks = [c["label"] or c["name"] for c in cases]
+    drawn: set[tuple[str, str]] = set()  # (kind, direction) of the marks on some chart
+    for ax, (name, s) in zip(axes.flat, series):
+        ys = [float("nan") if v is None else v for v in s["values"]]
+        ax.plot(xs, ys, color=NEUTRAL[1], lw=1, zorder=1)
+        pts = ax.scatter(xs, ys, s=14, color=NEUTRAL[0], zorder=3)
+        pts.set_urls(links)
+        _value_axis(ax, ys)
+        for c in changes:
+            if c["metric"] != name:
+                continue
+            i = next((k for k, case in enumerate(cases) if case["name"] == c["first_bad"]), None)
+            if i is None:
+                continue
+            direction = "regressed" if c["direction"] == "regressed" else "improved"
+            color = SHIFT_COLORS[direction]
+            if c["kind"] == "level_shift":
+                ax.axvline(i - 0.5, color=color, lw=1.2, ls="--", zorder=2)
+                drawn.add(("level_shift", direction))
+            else:
+                ax.scatter([i], [ys[i]], s=90, facecolors="none", edgecolors=color, lw=1.5, zorder=4)
+                drawn.add(("outlier", direction))
+        ax.set_title(_label(title(name, s["unit"]) if title else f"{name} ({s['unit']})", 60), loc="left", fontsize=9)
+    for ax in axes.flat[len(series):]:
+        ax.set_visible(False)
+    step = max(1, len(cases) // 10)
+    for ax in axes[-1]:
+        ax.set_xticks(xs[::step])
+        ax.set_xticklabels([_label(t, 14) for t in ticks[::step]], rotation=30, ha="right", fontsize=7)
+    fig.tight_layout()
+    keys = [Line2D([], [], marker="o", ls="-", color=NEUTRAL[1], markerfacecolor=NEUTRAL[0], markeredgecolor=NEUTRAL[0],
+                   markersize=4, label="a capture (click: its report)")]
+    for kind, direction in sorted(drawn):
+        color = SHIFT_COLORS[direction]
+        if kind == "level_shift":
+            keys.append(Line2D([], [], color=color, ls="--", lw=1.2,
+                               label=f"level shift, {direction} (from the next capture on)"))
+        else:
+            keys.append(Line2D([], [], marker="o", ls="", markersize=9, markerfacecolor="none", markeredgecolor=color,
+                               markeredgewidth=1.5, label=f"outlier, {direction}"))
+    fig.legend(handles=keys, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=min(3, len(keys)), frameon=False)
+    return _svg(fig)

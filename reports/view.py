@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 
 from tracetriage.captured import capture_start_utc
-from tracetriage.reports.palette import CAUSE_LABELS, finding_color
+from tracetriage.reports.palette import cause_label, cause_name, finding_color
+from tracetriage.reports.palette import claim_columns as palette_claim_columns
 from tracetriage.reports.side_views import (
     HostProfileView,
     HotFrameView,
@@ -26,7 +27,7 @@ from tracetriage.reports.side_views import (
     serving_view,
     topology_view,
 )
-from tracetriage.wording import as_text, count, fixed, fmt_bytes, fmt_ns, fmt_num, for_vendor, pct, plural, short_middle
+from tracetriage.wording import as_text, count, fixed, fmt_bytes, fmt_ns, fmt_num, pct, plural, short_middle
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,10 +302,8 @@ def report_view(analysis) -> ReportView:
     data = analysis.data
     exported = (analysis.series or {}).get("perfetto_export")
     devices = data.get("devices") or []
-    claim_columns: dict[str, str] = {}  # the findings that claim a slice somewhere, in the order of their first claim
-    for device in devices:
-        for finding_id, _ in _claims(device):
-            claim_columns.setdefault(finding_id, finding_color(finding_id))
+    claim_columns = palette_claim_columns(devices)  # the accounting bar chart's order too
+    vendor = (data.get("capture_kind") or {}).get("vendor")
     hints = perfetto_view.view(analysis)["hints"]
     return ReportView(
         tool_version=as_text(data.get("tool_version")), schema=as_text(data.get("schema")), header=_header(data),
@@ -315,9 +314,9 @@ def report_view(analysis) -> ReportView:
         phases=_phases(data.get("phases")),
         inputs=tuple(_input(i) for i in data.get("inputs") or []),
         skipped=tuple(SkippedView(s["path"], s["reason"]) for s in data.get("skipped") or []),
-        devices=tuple(_device(device, list(claim_columns)) for device in devices),
+        devices=tuple(_device(device, list(claim_columns), vendor) for device in devices),
         claim_columns=tuple(ClaimColumn(k, color) for k, color in claim_columns.items()),
-        longest_gaps=_longest_gaps(devices, data.get("window"), (data.get("capture_kind") or {}).get("vendor")),
+        longest_gaps=_longest_gaps(devices, data.get("window"), vendor),
         longest_gaps_scope=f" (first two devices of {len(devices)})" if len(devices) > 2 else "",
         idle_by_host=_idle_by_host(devices),
         idle_by_host_scope=_idle_by_host_scope(devices),
@@ -340,7 +339,7 @@ def report_view(analysis) -> ReportView:
         kernels=tuple(KernelView(k["name"], short_middle(k["name"]), count(k["count"]), fmt_ns(k["total_ns"]),
                                  fmt_ns(k["mean_ns"]), fmt_ns(k["median_ns"]), fixed(k["share_pct"], 1))
                       for k in data.get("kernels") or []),
-        rocm=(data.get("capture_kind") or {}).get("vendor") == "rocm",
+        rocm=vendor == "rocm",
     )
 
 
@@ -462,7 +461,7 @@ def _claims(device: dict) -> list[tuple[str, float]]:
     return sorted(accounting["claims_pct"].items(), key=lambda x: -x[1])
 
 
-def _device(device: dict, claim_columns: list[str]) -> DeviceView:
+def _device(device: dict, claim_columns: list[str], vendor: str | None) -> DeviceView:
     window = device["window_ns"] or 1
     causes = [(c, n) for c, n in device["gaps"]["by_cause"].items() if n]
     slices = (device.get("accounting") or {}).get("slices_pct") or {}
@@ -481,7 +480,8 @@ def _device(device: dict, claim_columns: list[str]) -> DeviceView:
         copy_only_pct=fixed(busy["copy"], 1), gaps=count(device["gaps"]["count"]), gap_p50=fmt_ns(device["gaps"]["p50_ns"]),
         gap_p99=fmt_ns(device["gaps"]["p99_ns"]), gap_max=fmt_ns(device["gaps"]["max_ns"]),
         collective_pct=fixed(device["collective_share_pct"], 1), exposed_pct=fixed(device.get("collective_exposed_pct"), 1),
-        idle_by_cause=", ".join(f"{c} {100 * n / window:.1f}%" for c, n in sorted(causes, key=lambda x: -x[1])) or "-",
+        idle_by_cause=", ".join(f"{cause_name(c, vendor)} {100 * n / window:.1f}%"
+                                for c, n in sorted(causes, key=lambda x: -x[1])) or "-",
         accounting=accounting, claim_cells=tuple(fixed(mine.get(k), 1) for k in claim_columns), unclaimed_pct=fixed(unclaimed, 1))
 
 
@@ -505,7 +505,7 @@ def _longest_gaps(devices: list[dict], window: dict | None, vendor: str | None) 
     """The five longest idle gaps of each of the first two devices (their causes in the vendor's words)."""
     start = (window or {}).get("start_ns") or 0
     return tuple(GapView(device["id"], fmt_ns(gap["start_ns"] - start), fmt_ns(gap["length_ns"]),
-                         for_vendor(CAUSE_LABELS.get(gap["cause"], gap["cause"]), vendor))
+                         cause_label(gap["cause"], vendor))
                  for device in devices[:2] for gap in (device["gaps"].get("top") or [])[:5])
 
 

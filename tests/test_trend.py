@@ -125,6 +125,10 @@ def test_formats_and_the_report(archives, tmp_path):
     assert run_cli("trend", batch, "-o", html).returncode == 0
     text = html.read_text()
     assert "<svg" in text and text.count('href="') >= 20 and "<script" not in text
+    from tracetriage import __version__
+
+    assert f"tracetriage {__version__} · schema tracetriage.trend/1" in text  # the footer names the version, as analyze's does
+    assert "outlier, regressed" in text and "level shift, regressed" in text  # the charts' marks are explained
     pq = tmp_path / "series.parquet"
     assert run_cli("trend", batch, "-o", pq).returncode == 0
     import pandas as pd

@@ -131,8 +131,8 @@ def display_leaves(view, path: str = ""):
 
 def _readable(fmt: str, output: str) -> str:
     """The report as a reader sees it: HTML entities and Markdown escapes undone."""
-    if fmt == "html":
-        return html.unescape(output)
+    if fmt == "html":  # line-break points in names and the code spans of capture commands are no text
+        return html.unescape(re.sub(r'<wbr>|<code class="cmd">|</code>', "", output))
     if fmt == "md":
         return re.sub(r"\\(.)", r"\1", output)
     return output
