@@ -41,12 +41,16 @@ def nbytes(n: float) -> str:
 
 
 def slo_text(check: dict) -> str:
-    """One budget in words: 'TTFT p95 249.3 ms > budget 100 ms: broken (benchmark (client))'."""
-    what = f"{check['metric'].upper()} {check['percentile']}"
+    """One budget in words: 'TTFT p95 249.3 ms > budget 100 ms: broken (benchmark (client))'; decided
+    by another percentile: 'TPOT p50 27.0 ms > budget 20 ms, so the p95 is over it: broken (...)'."""
     if check["status"] == "not_measured":
         return f"{check['budget']}={check['limit_ms']:g}: unchecked ({check['source']})"
-    sign = ">" if check["status"] == "broken" else "<="
-    return f"{what} {ms(check['measured_ms'])} {sign} budget {check['limit_ms']:g} ms: {check['status']} ({check['source']})"
+    broken = check["status"] == "broken"
+    bound = check.get("bounded_by")
+    what = f"{check['metric'].upper()} {bound or check['percentile']}"
+    therefore = f", so the {check['percentile']} is {'over' if broken else 'within'} it" if bound else ""
+    return (f"{what} {ms(check['measured_ms'])} {'>' if broken else '<='} budget {check['limit_ms']:g} ms{therefore}: "
+            f"{check['status']} ({check['source']})")
 
 
 def ms_decimals(value: float) -> int:
