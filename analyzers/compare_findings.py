@@ -141,8 +141,8 @@ def _evidence(context: FindingContext, check: dict, names: dict) -> tuple[Eviden
             continue
         unit = FIGURE_UNITS.get(key, "")
         label = FIGURE_TEXT.get(key, key.replace("_", " "))
-        evidence.append(Evidence(key, round4(before), round4(after), unit,
-                                 f"{label}: {figure_text(before, unit)} -> {figure_text(after, unit)}"))
+        before, after = round4(before), round4(after)  # the text formats the values the contract holds
+        evidence.append(Evidence(key, before, after, unit, f"{label}: {figure_text(before, unit)} -> {figure_text(after, unit)}"))
     step = context.step
     if step.get("ratio") is not None and context.judged:
         evidence.append(Evidence("step_ratio", None, step["ratio"], "ratio",
@@ -152,9 +152,8 @@ def _evidence(context: FindingContext, check: dict, names: dict) -> tuple[Eviden
 
 def _new_finding(context: FindingContext, finding_id: str, finding: dict) -> FindingRow:
     """A finding reported after only: ``new`` (when judged), with its slices' ms per step on both sides."""
-    cause_before, cause_after = context.before.finding_ms(finding_id), context.after.finding_ms(finding_id)
+    cause_before, cause_after = round4(context.before.finding_ms(finding_id)), round4(context.after.finding_ms(finding_id))
     text = f"its slices, ms per step: {figure_text(cause_before, 'ms')} -> {figure_text(cause_after, 'ms')}"
     return FindingRow(finding_id, finding.get("axis"), "new" if context.judged else None,
                       "reported after only" if context.judged else NOT_COMPARABLE, None, None, finding.get("severity"),
-                      round4(cause_before), round4(cause_after),
-                      (Evidence("cause_ms", round4(cause_before), round4(cause_after), "ms/step", text),))
+                      cause_before, cause_after, (Evidence("cause_ms", cause_before, cause_after, "ms/step", text),))

@@ -163,7 +163,8 @@ class ServingCaptureView:
 @dataclass(frozen=True, slots=True)
 class ServingView:
     """The serving engine: its captures, version and config, stats, latency percentiles (client and server
-    side), each --slo budget checked, Little's law, the TPOT fit, the sweep, the replicas."""
+    side), each --slo budget checked, Little's law, the TPOT fit, the sweep, the replicas, and the figures
+    that disagree (cross_checks)."""
     captures: tuple[ServingCaptureView, ...]
     engine: str | None
     version: str | None
@@ -176,6 +177,7 @@ class ServingView:
     sweep: tuple[SweepRow, ...]
     replicas: tuple[ReplicaView, ...]
     warnings: tuple[str, ...]
+    cross_checks: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +292,8 @@ def serving_view(srv: dict | None) -> ServingView | None:
         sweep=tuple(_sweep_row(point) for point in (srv.get("bench") or [])[:30]),
         replicas=tuple(ReplicaView(*(as_text(r[k]) if k in r else "" for k in ("replica", "running", "waiting", "kv_usage_pct")))
                        for r in (srv.get("replicas") or [])[:32]),
-        warnings=tuple(as_text(w) for w in srv.get("warnings") or []))
+        warnings=tuple(as_text(w) for w in srv.get("warnings") or []),
+        cross_checks=tuple(as_text(sentence) for sentence in srv.get("cross_checks") or []))
 
 
 def _latency_rows(latency: dict) -> tuple[LatencyRow, ...]:

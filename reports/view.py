@@ -539,8 +539,19 @@ def _efficiency(eff: dict | None) -> EfficiencyView | None:
         decode_floor=DecodeFloorView(fixed(floor["bytes_per_step"] / 1e9, 2), fmt_ns(floor["floor_ns"]),
                                      fmt_ns(floor["measured_ns"]), fixed(floor["pct_of_floor"], 0),
                                      as_text(floor.get("source"))) if floor else None,
-        not_measured=tuple(NotMeasuredView(n["what"], fixed(n.get("share_pct"), 0), n["reason"], n["capture_hint"])
-                           for n in eff.get("not_measured") or []))
+        not_measured=_not_measured(eff.get("not_measured") or []))
+
+
+def _not_measured(items: list[dict]) -> tuple[NotMeasuredView, ...]:
+    """The efficiency analyses not measured; a capture that decides several is written out once, at the
+    first, and the others point to it (three operator-shape analyses share one ~330-character command)."""
+    views, first_for = [], {}
+    for item in items:
+        hint = item["capture_hint"]
+        shown = f"the same as for {first_for[hint]} above" if hint in first_for else hint
+        first_for.setdefault(hint, item["what"])
+        views.append(NotMeasuredView(item["what"], fixed(item.get("share_pct"), 0), item["reason"], shown))
+    return tuple(views)
 
 
 def _finding(number: int, finding: dict, timeline: str | None) -> FindingView:

@@ -53,3 +53,129 @@ def test_past_knee_sample_breaks_its_own_tpot_budget_in_analyze_and_compare():
 
     broken, unmeasured = slo_breaks(_serving({"p50": 12.0, "p99": 19.0}), data["serving"], {"tpot_p95_ms": 20.0})
     assert unmeasured == [] and len(broken) == 1 and broken[0].startswith("tpot_p95_ms=20:")
+
+
+def test_one_itl_p99_and_one_ratio_in_every_line():
+    """Items 5 and 37: serving_prefill_stall's bench.json states p99_itl_ms (612.98 ms) and holds the
+    per-request ITLs (their nearest-rank p99 was 612.75): the stated percentile is the value, rounded
+    once, so the latency table, the evidence, the SLO line and the bench row print one ITL p99, and
+    the ratio to the median one value."""
+    import json
+    import re
+
+    stated = json.loads((BUNDLES / "serving_prefill_stall" / "bench.json").read_text())[0]["p99_itl_ms"]
+    data = analyze(open_case([BUNDLES / "serving_prefill_stall"]), slo={"itl_p99_ms": 100.0}).data
+    assert data["serving"]["latency"]["client"]["itl"]["p99"] == round(stated, 3)
+    text = run_cli("analyze", BUNDLES / "serving_prefill_stall", "--slo", "itl_p99_ms=100").stdout
+    p99s = set(re.findall(r"ITL p99\s+([\d,.]+) ms", text)) | set(re.findall(r"ITL\s.*p99\s+([\d,.]+) ms", text))
+    ratios = set(re.findall(r"([\d.]+) ?x the median|over the median: ([\d.]+)x", text))
+    assert len(p99s) == 1, p99s
+    assert len({value for pair in ratios for value in (pair if isinstance(pair, tuple) else (pair,)) if value}) == 1, ratios
+
+
+def test_compare_evidence_and_table_print_one_figure_per_finding(tmp_path):
+    """Item 37: the finding table's ms/step and its evidence line ('its slices, ms per step') are
+    formatted from the one value the contract holds (2.119 vs 2.120 before); a step percentile of
+    several ranks is labelled as their median (the summary line names rank0's)."""
+    out = tmp_path / "c.json"
+    run_cli("compare", BUNDLES / "eager_decode", BUNDLES / "graph_decode", "-f", "json", "-o", out)
+    import json
+
+    from tracetriage.analyzers.compare_metrics import figure_text
+
+    for finding in json.loads(out.read_text())["findings"]:
+        (cause,) = [item for item in finding["evidence"] if item["name"] == "cause_ms"]
+        assert cause["before"] == finding["before_ms_per_step"]
+        assert f"{figure_text(finding['before_ms_per_step'], 'ms')} ->" in cause["text"]
+    from tracetriage.reports.compare_view import metric_label
+
+    row = {"name": "step_p50_ms", "unit": "ms"}
+    assert metric_label(row, 2) == "step p50, median of 2 ranks" and metric_label(row, 1) == "step p50"
+
+
+def test_stated_and_stored_figures_read_the_same():
+    """Items 5 and 37: a figure and its stored (rounded) value print the same (612.7496 and 612.75,
+    20.9503 and 20.95, 2.11953 and 2.1195 were 612.7 / 612.8, 21.0 / 20.9, 2.120 / 2.119)."""
+    from tracetriage.wording import ms, ms_text
+
+    for raw in (612.7496127, 20.950341, 13396.0281, 0.04951, 1234.5499):
+        assert ms(raw) == ms(round(raw, 3))
+    for raw in (2.1195312, 16.70501, -0.60449, 0.00005):
+        assert ms_text(raw) == ms_text(round(raw, 4)) and ms_text(raw, sign="+") == ms_text(round(raw, 4), sign="+")
+    assert ms_text(2.5, sign="+") == "+2.500 ms" and ms_text(-2.5, sign="+") == "-2.500 ms"
+
+
+@pytest.mark.parametrize("bundle", ["serving_prefill_stall", "decode_rare_prefill"])
+def test_a_per_token_complaint_finds_the_prefill_stall(bundle):
+    """Item 33: --symptom tpot (there is no itl symptom) on a prefill stall names it: a prefill step
+    stalls every decoding sequence's next token (it said 'no finding on this axis')."""
+    text = run_cli("analyze", BUNDLES / bundle, "--symptom", "tpot").stdout
+    verdict = next(line for line in text.splitlines() if line.startswith("VERDICT"))
+    assert "tpot: [prefill_stall]" in verdict and "no finding on this axis" not in verdict
+
+
+def _kineto_gaps_in_a_call(path, call: str):
+    """A PyTorch profiler trace of 20 steps of 5 kernels, each step then idle 5 ms inside ``call``."""
+    import json
+
+    events, ts, correlation = [], 1000.0, 1
+    for step in range(20):
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 100, "tid": 100,
+                       "ts": ts, "dur": 6000})
+        for _ in range(5):
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": ts,
+                           "dur": 5, "args": {"correlation": correlation}})
+            events.append({"ph": "X", "cat": "kernel", "name": "gemm_kernel", "pid": 0, "tid": 7, "ts": ts + 10, "dur": 100,
+                           "args": {"device": 0, "stream": 7, "correlation": correlation}})
+            correlation += 1
+            ts += 110
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": call, "pid": 100, "tid": 100, "ts": ts, "dur": 5000,
+                       "args": {"correlation": correlation}})
+        correlation += 1
+        ts = 1000.0 + (step + 1) * 6000
+    path.write_text(json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}))
+    return path
+
+
+def test_gaps_in_runtime_calls_of_a_kineto_trace_need_no_nsys(tmp_path):
+    """Item 34: the GPU idles inside a runtime call a PyTorch profiler trace recorded: the fix names
+    the calls' callers (torch.profiler with_stack), not an nsys report of calls the trace already has."""
+    trace = _kineto_gaps_in_a_call(tmp_path / "trace.json", "cudaGetDeviceProperties")
+    data = analyze(open_case([trace])).data
+    (starved,) = [finding for finding in data["findings"] if finding["id"] == "gpu_starved"]
+    assert "cudaGetDeviceProperties" in starved["title"]
+    assert "nsys" not in starved["fix"] and "with_stack=True" in starved["fix"]
+
+
+def test_serving_figures_that_disagree_are_said_to(tmp_path):
+    """Items 35, 36 and last session's 7: the engine-stats TPOT fit that predicts 7.1 ms against a
+    measured mean TPOT of 38.3 ms, and a client TTFT p50 2.3x the server histogram's, each get a
+    sentence (JSON serving.cross_checks, text, md, html); figures that agree get none."""
+    prefill = analyze(open_case([BUNDLES / "serving_prefill_stall"])).data["serving"]
+    (tpot,) = prefill["cross_checks"]
+    assert tpot.startswith("TPOT model and measured TPOT disagree") and "38.3 ms" in tpot
+    capacity = analyze(open_case([BUNDLES / "serving_at_capacity"])).data["serving"]
+    assert any(sentence.startswith("TTFT p50 disagrees") and "13.40 s" in sentence for sentence in capacity["cross_checks"])
+    assert analyze(open_case([BUNDLES / "serving_batch_past_knee"])).data["serving"]["cross_checks"] == []
+    assert "check: TTFT p50 disagrees" in run_cli("analyze", BUNDLES / "serving_at_capacity").stdout
+    for fmt in ("md", "html"):
+        out = tmp_path / f"r.{fmt}"
+        run_cli("analyze", BUNDLES / "serving_at_capacity", "-o", out)
+        assert "TTFT p50 disagrees" in out.read_text()
+
+
+def test_the_headline_never_rounds_an_impact_up_to_all():
+    """Item 36: serving_at_capacity's impact is 99.5%: the headline says so, not 'explains 100%'."""
+    data = analyze(open_case([BUNDLES / "serving_at_capacity"])).data
+    (finding,) = [finding for finding in data["findings"] if finding["id"] == "at_capacity"]
+    assert 99 < finding["impact_pct"] < 100
+    assert "explains 100%" not in data["headline"] and "explains 99.5%" in data["headline"]
+
+
+def test_one_capture_for_several_unmeasured_analyses_is_written_once():
+    """Item 39: eager_decode's three efficiency analyses share one ~330-character capture command:
+    it is written once, the others point to it, and in text the block follows the findings."""
+    text = run_cli("analyze", BUNDLES / "eager_decode").stdout
+    assert text.count("nsys profile --pytorch=autograd-shapes-nvtx") == 1
+    assert "capture: the same as for operator shapes above" in text
+    assert text.index("[1] ") < text.index("EFFICIENCY NOT MEASURED") < text.index("NOT MEASURED\n")

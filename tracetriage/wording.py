@@ -5,6 +5,8 @@ layer (plain values in, text out)."""
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal
+
 
 def us(ns) -> str:
     if ns is None:
@@ -22,11 +24,22 @@ def pct(x: float) -> str:
     return shown + "%"
 
 
+def rounded(value: float, decimals: int, stored: int = 3) -> str:
+    """``value`` to ``decimals`` places (thousands separated), by one path: first to the ``stored``
+    places the JSON contract keeps, then half up from that decimal. A raw figure and its stored value
+    (612.7496 and 612.75, 20.9503 and 20.95) therefore always read the same, wherever each is shown."""
+    exact = Decimal(repr(round(float(value), stored)))
+    return f"{exact.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_UP):,}"
+
+
 def ms(x) -> str:
-    """Milliseconds as serving figures are read: ``812.4 ms``, ``12.35 s`` from 10 s on."""
+    """Milliseconds as serving figures are read: ``812.4 ms``, ``12.35 s`` from 10 s on (:func:`rounded`
+    from the 3 decimals the contract keeps)."""
     if x is None:
         return "n/a"
-    return f"{x / 1000:,.2f} s" if x >= 10_000 else f"{x:,.1f} ms"
+    if x >= 10_000:
+        return f"{rounded(round(float(x), 3) / 1000, 2, stored=6)} s"
+    return f"{rounded(x, 1)} ms"
 
 
 def plural(n, word: str, words: str | None = None) -> str:
@@ -61,8 +74,10 @@ def ms_decimals(value: float) -> int:
 
 
 def ms_text(value: float, decimals: int | None = None, sign: str = "") -> str:
-    """``value`` ms by :func:`ms_decimals` (or ``decimals``); ``sign="+"`` for a change."""
-    return f"{value:{sign},.{ms_decimals(value) if decimals is None else decimals}f} ms"
+    """``value`` ms by :func:`ms_decimals` (or ``decimals``), by :func:`rounded` from the 4 decimals the
+    compare contract keeps; ``sign="+"`` for a change."""
+    text = rounded(value, ms_decimals(value) if decimals is None else decimals, stored=4)
+    return f"{'+' if sign == '+' and not text.startswith('-') else ''}{text} ms"
 
 
 def speed_words(step_row: dict) -> str:

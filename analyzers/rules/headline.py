@@ -32,8 +32,10 @@ def rank(findings: list[Finding], symptom: str | None) -> list[Finding]:
 
 def _says(finding: Finding) -> str:
     """A finding in headline words: its id, title and the share it explains (whole percent; under 1%
-    with its decimal, so the clause does not read 0% while the title names 0.1%)."""
-    share = f"{finding.impact_pct:.0f}%" if finding.impact_pct >= 1 else pct(finding.impact_pct)
+    and from 99.5% to under 100% with its decimal, so the clause neither reads 0% while the title
+    names 0.1% nor claims 100% of an impact of 99.5%)."""
+    whole = 1 <= finding.impact_pct and (round(finding.impact_pct) < 100 or finding.impact_pct >= 100)
+    share = f"{finding.impact_pct:.0f}%" if whole else pct(finding.impact_pct)
     return f"[{finding.id}] {finding.title} — explains {share} of the {finding.impact_denominator}"
 
 
