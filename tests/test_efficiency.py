@@ -156,7 +156,8 @@ def generated(tmp_path_factory):
     out = tmp_path_factory.mktemp("eff")
     runs = {}
     for d in gen_efficiency.write(out):
-        truth = json.loads((d / "truth.json").read_text())
+        assert not (d / "truth.json").exists()  # outside the bundle (trial item 5: listed as a skipped input)
+        truth = json.loads(gen_efficiency.truth_path(d).read_text())
         runs[truth["scenario"]] = (analyze(open_case([d / "trace.pt.trace.json.gz"])), truth, d)
     return runs
 
