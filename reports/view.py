@@ -228,12 +228,14 @@ class KernelView:
 
 @dataclass(frozen=True, slots=True)
 class InputView:
-    """One input file: its kind and version, what was read from it, its warnings."""
+    """One input file: its kind and version, what was read from it, its warnings and notes (what it
+    was read for, e.g. a graph capture phase profiled apart)."""
     path: str
     kind: str
     version: str | None
     counts: str
     warnings: tuple[str, ...]
+    notes: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,7 +440,7 @@ def _input(entry: dict) -> InputView:
         version = version[len(entry["kind"]) + 1:]
     return InputView(path=entry["path"], kind=entry["kind"], version=version,
                      counts=", ".join(f"{k} {count(n)}" for k, n in (entry.get("counts") or {}).items()),
-                     warnings=tuple(entry.get("warnings") or ()))
+                     warnings=tuple(entry.get("warnings") or ()), notes=tuple(entry.get("notes") or ()))
 
 
 def _claims(device: dict) -> list[tuple[str, float]]:

@@ -179,3 +179,39 @@ def test_one_capture_for_several_unmeasured_analyses_is_written_once():
     assert text.count("nsys profile --pytorch=autograd-shapes-nvtx") == 1
     assert "capture: the same as for operator shapes above" in text
     assert text.index("[1] ") < text.index("EFFICIENCY NOT MEASURED") < text.index("NOT MEASURED\n")
+
+
+def test_trend_on_captures_says_where_batch_wrote(tmp_path):
+    """Item 23: trend over captures runs batch first; it says where (it printed nothing)."""
+    out = tmp_path / "batch"
+    proc = run_cli("trend", BUNDLES / "eager_decode", BUNDLES / "graph_decode", "--batch-dir", out)
+    assert proc.returncode == 0, proc.stderr
+    assert f"batch analyzed the captures into {out}" in proc.stderr and (out / "index.html").is_file()
+    again = run_cli("trend", out)  # a batch folder given: nothing to say
+    assert again.returncode == 0 and "batch analyzed" not in again.stderr
+
+
+def test_a_truncated_json_error_names_line_and_column_once(tmp_path):
+    """Item 24 (already fixed at e84f952): a Kineto JSON cut in half names line and column, no 'at at'."""
+    import gzip
+
+    cut = tmp_path / "cut.json"
+    whole = gzip.decompress((BUNDLES.parent / "real" / "kineto" / "hta_critical_path_alexnet.json.gz").read_bytes())
+    cut.write_bytes(whole[: len(whole) // 2])
+    proc = run_cli("analyze", cut)
+    assert proc.returncode == 3 and "at at" not in proc.stderr and "line" in proc.stderr and "column" in proc.stderr
+
+
+def test_a_graph_capture_companion_is_a_note_not_a_warning():
+    """Item 27: the capture phase profiled apart is information: the input row's notes (JSON), 'note:'
+    in text, never 'warning:' (the real TraceLens pair: skipped without ../shared/samples/real)."""
+    from conftest import real
+
+    execution = real("kineto", "tracelens_sglang_qwen3-8b_decode.json.gz")
+    capture = real("kineto", "tracelens_sglang_decode_capture_bs32_rank0.json.gz")
+    data = analyze(open_case([execution, capture])).data
+    (row,) = [item for item in data["inputs"] if item["path"].endswith(capture.name)]
+    assert any("graph capture phase" in note for note in row["notes"])
+    assert not any("graph capture phase" in warning for warning in row["warnings"])
+    text = run_cli("analyze", execution, capture).stdout
+    assert "note: this trace is the graph capture phase" in text and "warning: this trace is the graph" not in text
