@@ -243,7 +243,7 @@ def topology_view(topo: dict | None) -> TopologyView | None:
     return TopologyView(
         path=as_text(topo["path"]), gpu_labels=tuple(f"GPU{g}" for g in gpus), gpus=plural(len(gpus), "GPU"),
         nics=plural(topo["nics"], "NIC"), islands=str(topo["islands"]), island_list=tuple(str(i) for i in topo["islands"]),
-        numa=", ".join(f"GPU{g}:{n}" for g, n in topo["numa"].items()),
+        numa=", ".join(f"GPU{g}:{'N/A' if n is None else n}" for g, n in topo["numa"].items()),
         crossing_groups=tuple(CrossingGroupView(as_text(g["group"]), as_text(g["islands_spanned"]), as_text(g["worst_link"]))
                               for g in topo["crossing_groups"]),
         recommendation=topo.get("recommendation") or None, rows=tuple(rows))
@@ -363,3 +363,22 @@ def host_profile_view(profile: dict | None) -> HostProfileView | None:
         threads=tuple(ThreadView(as_text(x["pid"] or "?"), x["process"][:40], as_text(x["thread"]),
                                  "idle" if x["idle"] else "active",
                                  as_text(x["frame"]), as_text(x["caller"])) for x in snapshot[:16]))
+
+
+@dataclass(frozen=True, slots=True)
+class NotMeasuredView:
+    """A kernel class whose efficiency was not measured, and how to capture it."""
+    what: str
+    share_pct: str | None
+    reason: str
+    capture_hint: str
+
+
+def not_measured_views(items: list[dict]) -> tuple[NotMeasuredView, ...]:
+    """The efficiency analyses not measured; a capture that decides several is written once, at the first."""
+    first = {}
+    for item in items:
+        first.setdefault(item["capture_hint"], item["what"])
+    return tuple(NotMeasuredView(item["what"], fixed(item.get("share_pct"), 0), item["reason"], item["capture_hint"]
+                                 if first[item["capture_hint"]] == item["what"] else
+                                 f"the same as for {first[item['capture_hint']]} above") for item in items)

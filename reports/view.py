@@ -19,10 +19,12 @@ from tracetriage.reports.side_views import (
     HostProfileView,
     HotFrameView,
     NcclLogView,
+    NotMeasuredView,
     ServingView,
     TopologyView,
     host_profile_view,
     nccl_view,
+    not_measured_views,
     serving_view,
     topology_view,
 )
@@ -31,7 +33,8 @@ from tracetriage.wording import as_text, count, fixed, fmt_bytes, fmt_ns, fmt_nu
 
 @dataclass(frozen=True, slots=True)
 class HeaderView:
-    """What the page is about: the inputs by name, the device(s), the capture's date."""
+    """What the page is about: the inputs by name, the device(s), the capture's date in words
+    ('captured 2026-05-26 07:58:50 UTC', or 'capture time not recorded')."""
     inputs: str
     devices: str
     captured: str
@@ -161,15 +164,6 @@ class DecodeFloorView:
     measured: str
     pct_of_floor: str
     source: str
-
-
-@dataclass(frozen=True, slots=True)
-class NotMeasuredView:
-    """A kernel class whose efficiency was not measured, and how to capture it."""
-    what: str
-    share_pct: str | None
-    reason: str
-    capture_hint: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,7 +343,7 @@ def _header(data: dict) -> HeaderView:
             key = f"{known} (by its properties: the capture names no device)"
         devices[key] = devices.get(key, 0) + 1
     return HeaderView(inputs=", ".join(names), devices=", ".join(f"{n} x {k}" if n > 1 else k for k, n in devices.items()),
-                      captured=capture_start_utc(data) or "at a time the capture does not record")
+                      captured=f"captured {capture_start_utc(data)}" if capture_start_utc(data) else "capture time not recorded")
 
 
 def _window(window: dict | None, phases: dict | None = None) -> WindowView | None:
@@ -457,11 +451,13 @@ def _device(device: dict, claim_columns: list[str]) -> DeviceView:
     busy = {k: slices.get(k, 0.0) for k in ("compute", "collective", "copy")}
     compute = busy["compute"] + busy["collective"]  # kernels, collectives included: one definition
     unclaimed = max(0.0, 100.0 - sum(x for _, x in claims))
+    kinds = (device.get("copies") or {}).get("by_direction") or {}  # a memset sets memory, it moves none
+    copies = "memsets" if set(kinds) == {"memset"} else "copies and memsets" if "memset" in kinds else "copies"
     accounting = ", ".join(
         [f"{k} {pct(x)}" for k, x in claims]
         + [f"unclaimed {pct(unclaimed)} (compute {pct(compute)}"
            + (f" of which collectives {pct(busy['collective'])}" if busy["collective"] else "")
-           + f", copies {pct(busy['copy'])} of the window in all)"])
+           + f", {copies} {pct(busy['copy'])} of the window in all)"])
     mine = dict(claims)
     return DeviceView(
         id=device["id"], name=as_text(device["name"]), busy_pct=fixed(device["busy_pct"], 1), compute_pct=fixed(compute, 1),
@@ -541,19 +537,8 @@ def _efficiency(eff: dict | None) -> EfficiencyView | None:
         decode_floor=DecodeFloorView(fixed(floor["bytes_per_step"] / 1e9, 2), fmt_ns(floor["floor_ns"]),
                                      fmt_ns(floor["measured_ns"]), fixed(floor["pct_of_floor"], 0),
                                      as_text(floor.get("source"))) if floor else None,
-        not_measured=_not_measured(eff.get("not_measured") or []))
+        not_measured=not_measured_views(eff.get("not_measured") or []))
 
-
-def _not_measured(items: list[dict]) -> tuple[NotMeasuredView, ...]:
-    """The efficiency analyses not measured; a capture that decides several is written out once, at the
-    first, and the others point to it (three operator-shape analyses share one ~330-character command)."""
-    views, first_for = [], {}
-    for item in items:
-        hint = item["capture_hint"]
-        shown = f"the same as for {first_for[hint]} above" if hint in first_for else hint
-        first_for.setdefault(hint, item["what"])
-        views.append(NotMeasuredView(item["what"], fixed(item.get("share_pct"), 0), item["reason"], shown))
-    return tuple(views)
 
 
 def _finding(number: int, finding: dict, timeline: str | None) -> FindingView:

@@ -215,3 +215,57 @@ def test_a_graph_capture_companion_is_a_note_not_a_warning():
     assert not any("graph capture phase" in warning for warning in row["warnings"])
     text = run_cli("analyze", execution, capture).stdout
     assert "note: this trace is the graph capture phase" in text and "warning: this trace is the graph" not in text
+
+
+def test_wording_a_new_user_tripped_on():
+    """Item 40: 'computes at least 100.0%' (healthy: all of the window), memsets counted as 'copies'
+    (memset_only: memsets), 'Capture: capture ...' in an abstaining headline (To decide: ...), and
+    'captured at a time the capture does not record' (capture time not recorded)."""
+    healthy = analyze(open_case([BUNDLES / "healthy"])).data["headline"]
+    assert "at least 100.0%" not in healthy and "computes all of the window" in healthy
+    memset = run_cli("analyze", BUNDLES / "memset_only").stdout
+    window = next(line for line in memset.splitlines() if line.startswith("WINDOW"))
+    assert "memsets 100.0% of the window" in window and "copies" not in window
+    verdict = next(line for line in memset.splitlines() if line.startswith("VERDICT"))
+    assert "Capture: capture" not in verdict and "To decide: capture a steady-state window" in verdict
+    case = next(line for line in memset.splitlines() if line.startswith("CASE"))
+    assert case.endswith("· capture time not recorded")
+    eager = run_cli("analyze", BUNDLES / "eager_decode").stdout
+    assert "copies 0.0% of the window in all" in eager  # no memset: still copies
+
+
+def test_a_gpu_row_lost_to_damage_is_counted_with_its_header(tmp_path):
+    """Item 43: a topology matrix whose GPU2 row was destroyed (a 1 MB line in it) said '7 GPUs'
+    with GPU2 in an island and missing from the NUMA list: the header's GPUs are the count, the
+    lost row is a warning, and its NUMA node reads N/A."""
+    raw = (BUNDLES / "tp8_cross_island" / "topo.txt").read_bytes()
+    damaged = tmp_path / "topo.txt"
+    cut = raw.index(b"\nGPU2") + 3  # inside the name GPU2 (the hostile corpus's cut at byte 200 lands there)
+    damaged.write_bytes(raw[:cut] + b"x" * 100_000 + b"\n" + raw[cut:])
+    data = analyze(open_case([damaged])).data
+    topo = data["topology"]
+    assert sorted(gpu for island in topo["islands"] for gpu in island) == list(range(8))
+    assert topo["numa"]["2"] is None and list(topo["numa"]) == [str(gpu) for gpu in range(8)]
+    assert any("row GPU2 is missing or unreadable" in warning for item in data["inputs"] for warning in item["warnings"])
+    text = run_cli("analyze", damaged).stdout
+    assert "8 GPUs" in text and "GPU2:N/A" in text
+
+
+def test_trend_leaves_abstained_cases_out_and_never_calls_the_first_capture_an_outlier(tmp_path):
+    """Item 41: trend over sample bundles put the abstained memset_only and single_kernel in one series
+    with the others, and called the first capture (decode_rare_prefill) an outlier with 'last good
+    none': an abstained case is in no series (listed as not in a series), and the first capture of a
+    series has no history to be the odd one against."""
+    import json
+
+    names = ["decode_rare_prefill", "eager_decode", "graph_decode", "healthy", "memset_only", "single_kernel"]
+    out = tmp_path / "trend.json"
+    proc = run_cli("trend", *[BUNDLES / name for name in names], "--batch-dir", tmp_path / "batch", "-f", "json", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    in_series = {case["name"] for group in result["groups"] for case in group["cases"]}
+    (abstained,) = [entry for entry in result["ungrouped"] if entry["key"] == "not enough to judge"]
+    assert {case["name"] for case in abstained["cases"]} == {"memset_only", "single_kernel"}
+    assert not in_series & {"memset_only", "single_kernel"}
+    firsts = {group["cases"][0]["name"] for group in result["groups"]}
+    assert not [change for change in result["changes"] if change["kind"] == "outlier" and change["first_bad"] in firsts]

@@ -153,7 +153,7 @@ def _trace_headline(findings: list[Finding], abstentions: list[dict], devices: l
                                  f"; the capture is too odd to judge: {odd[0]['reason']}" if odd else "")
     tops = _axis_tops(findings)
     if odd and not any(finding.axis != "throughput" for finding in findings):
-        return f"Not enough to judge: {odd[0]['reason']}. Capture: {odd[0]['capture_hint']}"
+        return f"Not enough to judge: {odd[0]['reason']}. To decide: {odd[0]['capture_hint']}"
     if tops:
         throughput = tops.get("throughput")
         if (throughput is not None and len(tops) == 1 and throughput.impact_pct < MINOR_HEADLINE_PCT
