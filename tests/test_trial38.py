@@ -269,3 +269,69 @@ def test_trend_leaves_abstained_cases_out_and_never_calls_the_first_capture_an_o
     assert not in_series & {"memset_only", "single_kernel"}
     firsts = {group["cases"][0]["name"] for group in result["groups"]}
     assert not [change for change in result["changes"] if change["kind"] == "outlier" and change["first_bad"] in firsts]
+
+
+def _export_copy(tmp_path, name, *statements):
+    import shutil
+    import sqlite3
+
+    path = tmp_path / name / "trace.sqlite"
+    path.parent.mkdir(parents=True)
+    shutil.copyfile(BUNDLES / "eager_decode" / "trace.sqlite", path)
+    con = sqlite3.connect(path)
+    for statement in statements:
+        con.execute(statement)
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("pad", [False, True], ids=["sqlite3 path", "over 4 MB: ADBC/b-tree path"])
+def test_an_export_with_strings_that_are_not_utf8_is_read(tmp_path, pad):
+    """Issue 33 item 8 (found fixed at 391c0ef, pinned here): a flipped high bit leaves StringIds text
+    that is not UTF-8; the export is read (exit 0, nothing on stderr), its kernels all counted."""
+    statements = ["UPDATE StringIds SET value = CAST(x'c328ffa0' || value AS TEXT) WHERE rowid % 2 = 0"]
+    if pad:
+        statements[:0] = ["CREATE TABLE zz_pad (b BLOB)", "INSERT INTO zz_pad VALUES (zeroblob(4500000))"]
+    path = _export_copy(tmp_path, "flipped", *statements)
+    proc = run_cli("analyze", path, "--no-cache", "-f", "json")
+    assert proc.returncode == 0 and not proc.stderr.strip(), proc.stderr
+    import json
+
+    (row,) = json.loads(proc.stdout)["inputs"]
+    assert row["counts"]["kernels"] == 12_000
+
+
+@pytest.mark.parametrize("fraction", [0.3, 0.7, 0.95, 0.99])
+def test_a_truncated_export_is_exit_3_in_one_line(tmp_path, fraction):
+    """Issue 33 item 8 (found fixed, pinned here): an export cut anywhere (page-aligned or not, the
+    b-tree path too) is exit 3 with one line naming the file, never a silent exit 0."""
+    path = _export_copy(tmp_path, "whole", "CREATE TABLE zz_pad (b BLOB)", "INSERT INTO zz_pad VALUES (zeroblob(4500000))",
+                        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    data = path.read_bytes()
+    for cut, label in ((int(len(data) * fraction), "unaligned"), (int(len(data) * fraction) // 4096 * 4096, "aligned")):
+        short = tmp_path / label / "trace.sqlite"
+        short.parent.mkdir(exist_ok=True)
+        short.write_bytes(data[:cut])
+        proc = run_cli("analyze", short, "--no-cache")
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 3 and len(lines) == 1 and lines[0].startswith(f"tracetriage: error: {short}"), proc.stderr
+
+
+def test_the_cross_island_claim_says_it_is_an_upper_bound():
+    """Item 30 (in part): cross_island_collective claims every collective the layout slows (52.9% of
+    tp8's window), but the re-layout removes only the time above one island's: the finding says its
+    figure is an upper bound and names the capture that measures the rest."""
+    data = analyze(open_case([BUNDLES / "tp8_cross_island"])).data
+    (finding,) = [finding for finding in data["findings"] if finding["id"] == "cross_island_collective"]
+    (bound,) = [item for item in finding["evidence"] if item["name"] == "recoverable_pct"]
+    assert bound["value"] is None and bound["text"].startswith("an upper bound")
+
+
+def test_the_copy_bound_mechanism_does_not_assert_the_link_speed():
+    """Item 42: offload_copy_bound moves 25.0 GB/s from pinned memory; the mechanism said 'the step
+    runs at the speed of the PCIe link' without comparing the rate with any link. It now names the
+    measured rate and says the link's limit is not measured, with the capture that measures it."""
+    (finding,) = analyze(open_case([BUNDLES / "offload_copy_bound"])).data["findings"][:1]
+    assert finding["id"] == "copy_bound" and "speed of the PCIe link" not in finding["mechanism"]
+    assert "is the link's limit is not measured" in finding["mechanism"] and "nvbandwidth" in finding["mechanism"]
