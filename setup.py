@@ -2,9 +2,9 @@
 sweep of the device timeline (analyzers/_sweep.c) and the byte join of the Perfetto
 export's packets (reports/_protowire.c).
 
-Both are optional: where no C compiler is at hand the install goes on without them, the
-big tables are read through SQLite (ADBC) and gaps are attributed with numpy, the same
-numbers a few times slower on multi-GB exports. Everything else is in pyproject.toml.
+All three are optional: where no C compiler is at hand the install goes on without them, the
+big tables are read through SQLite (ADBC), gaps are attributed and packets joined with numpy
+and Python, the same numbers a few times slower on multi-GB exports. Everything else is in pyproject.toml.
 """
 
 from setuptools import Extension, setup

@@ -19,9 +19,10 @@ from tracetriage.wording import ms_text
 
 NOT_COMPARABLE = "not judged: the captures are not comparable"
 
-FIGURE_UNITS = {name: unit for name, unit, _ in METRICS} | {"cause_ms": "ms/step", "idle_pct": "%",
+FIGURE_UNITS = {name: unit for name, unit, _ in METRICS} | {"cause_ms": "ms/step", "claim_ms": "ms/step", "idle_pct": "%",
                                                             "pageable_copies_per_step": "copies/step"}
-FIGURE_TEXT = {"cause_ms": "its slices, ms per step", "step_p50_ms": "step p50", "step_p99_ms": "step p99",
+FIGURE_TEXT = {"cause_ms": "its slices, ms per step", "claim_ms": "what each analysis says it claims, ms per step",
+               "step_p50_ms": "step p50", "step_p99_ms": "step p99",
                "launches_per_step": "kernel launches per step", "graph_launches_per_step": "graph launches per step",
                "syncs_per_step": "blocking syncs per step", "busy_pct": "GPU busy", "idle_ms": "GPU idle per step",
                "idle_pct": "GPU idle", "copy_ms": "copy-only time per step", "collective_ms": "exposed collective per step",
@@ -95,8 +96,10 @@ def _checked_finding(context: FindingContext, finding_id: str, finding: dict) ->
     after_findings = context.after.findings
     cause_before, cause_after = context.before.finding_ms(finding_id), context.after.finding_ms(finding_id)
     names = {
-        "before": {**context.figures_before, "present": True, "cause_ms": cause_before},
-        "after": {**context.figures_after, "present": finding_id in after_findings, "cause_ms": cause_after},
+        "before": {**context.figures_before, "present": True, "cause_ms": cause_before,
+                   "claim_ms": context.before.claim_ms(finding_id)},
+        "after": {**context.figures_after, "present": finding_id in after_findings, "cause_ms": cause_after,
+                  "claim_ms": context.after.claim_ms(finding_id) if finding_id in after_findings else None},
         "step": context.step, "noise_ms": context.noise_ms,
     }
     applied = conditions.holds(check.get("applied"), names)
@@ -135,14 +138,17 @@ def _evidence(context: FindingContext, check: dict, names: dict) -> tuple[Eviden
     """The figures the catalog check names (its slices' ms per step first) measured on either
     side, and the step ratio when the pair is judged."""
     evidence = []
-    for key in ["cause_ms", *check.get("evidence", [])]:
+    for key in ["cause_ms", "claim_ms", *check.get("evidence", [])]:
         before, after = names["before"].get(key), names["after"].get(key)
         if before is None and after is None:
             continue
+        if key == "claim_ms" and all(claim is None or abs(claim - (names[side]["cause_ms"] or 0.0)) < 5e-4
+                                     for side, claim in (("before", before), ("after", after))):
+            continue  # the slices are what the analyses claim: one figure, said once
         unit = FIGURE_UNITS.get(key, "")
         label = FIGURE_TEXT.get(key, key.replace("_", " "))
-        evidence.append(Evidence(key, round4(before), round4(after), unit,
-                                 f"{label}: {figure_text(before, unit)} -> {figure_text(after, unit)}"))
+        before, after = round4(before), round4(after)  # the text formats the values the contract holds
+        evidence.append(Evidence(key, before, after, unit, f"{label}: {figure_text(before, unit)} -> {figure_text(after, unit)}"))
     step = context.step
     if step.get("ratio") is not None and context.judged:
         evidence.append(Evidence("step_ratio", None, step["ratio"], "ratio",
@@ -152,9 +158,8 @@ def _evidence(context: FindingContext, check: dict, names: dict) -> tuple[Eviden
 
 def _new_finding(context: FindingContext, finding_id: str, finding: dict) -> FindingRow:
     """A finding reported after only: ``new`` (when judged), with its slices' ms per step on both sides."""
-    cause_before, cause_after = context.before.finding_ms(finding_id), context.after.finding_ms(finding_id)
+    cause_before, cause_after = round4(context.before.finding_ms(finding_id)), round4(context.after.finding_ms(finding_id))
     text = f"its slices, ms per step: {figure_text(cause_before, 'ms')} -> {figure_text(cause_after, 'ms')}"
     return FindingRow(finding_id, finding.get("axis"), "new" if context.judged else None,
                       "reported after only" if context.judged else NOT_COMPARABLE, None, None, finding.get("severity"),
-                      round4(cause_before), round4(cause_after),
-                      (Evidence("cause_ms", round4(cause_before), round4(cause_after), "ms/step", text),))
+                      cause_before, cause_after, (Evidence("cause_ms", cause_before, cause_after, "ms/step", text),))

@@ -36,6 +36,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from tracetriage.analyzers.metrics import Contract
+from tracetriage.analyzers.serving_checks import cross_checks
 from tracetriage.analyzers.serving_requests import requests_block
 
 QUANTILES = (50, 90, 95, 99)
@@ -244,7 +245,11 @@ def _finite_rate(record: dict) -> bool:
 
 
 def _client_latency(bench: list[dict]) -> dict:
-    """``latency.client``: the percentiles of the record with the highest finite request rate (else the last)."""
+    """``latency.client``: the percentiles of the record with the highest finite request rate (else the
+    last). A percentile the benchmark states (``p99_itl_ms``, ``median_itl_ms``) is the value; its
+    per-request arrays fill only what it does not state (the max, a missing percentile), so the bench
+    row and the latency table never show two values of one percentile. Each figure is rounded once
+    here (ms, 3 decimals): every text and check downstream formats that value."""
     if not bench:
         return {}
     finite = [record for record in bench if _finite_rate(record)]
@@ -252,11 +257,13 @@ def _client_latency(bench: list[dict]) -> dict:
     out = {"record": {key: chosen.get(key) for key in ("request_rate", "max_concurrency", "request_throughput", "completed")}}
     for metric in ("ttft", "tpot", "itl", "e2el"):
         entry = {key.split("_")[0]: chosen[key] for key in chosen if key.endswith(f"_{metric}_ms") and chosen[key] is not None}
+        if "median" in entry:
+            entry["p50"] = entry["median"]
         per_request = chosen.get(f"_{metric}s") if metric in ("ttft", "itl") else None
-        if per_request:
-            entry.update({"p50": per_request["p50"], "p99": per_request["p99"], "max": per_request["max"]})
+        for quantile in ("p50", "p99", "max") if per_request else ():
+            entry.setdefault(quantile, per_request[quantile])
         if entry:
-            out[metric] = entry
+            out[metric] = {quantile: round(value, 3) for quantile, value in entry.items()}
     return out
 
 
@@ -512,6 +519,7 @@ class ServingSummary(Contract):
     memory: dict
     engine_defaults: dict | None
     requests: dict | None
+    cross_checks: list[str]
 
 
 def summary(caps) -> ServingSummary:
@@ -519,6 +527,8 @@ def summary(caps) -> ServingSummary:
     pooled = _gather(caps)
     stats = _stats_block(pooled.stats)
     tokens = _tokens(caps, pooled.bench, pooled.stats, pooled.prefills)
+    latency = {"client": _client_latency(pooled.bench), "server": _server_latency(caps)}
+    fit = _tpot_fit(pooled.bench, pooled.stats)
     return ServingSummary(
         captures=[{"path": capture.path, "kind": capture.kind, "version": capture.version} for capture in caps],
         engine="/".join(sorted(pooled.engines)) or None,
@@ -528,9 +538,9 @@ def summary(caps) -> ServingSummary:
         metrics={name: value for name, value in pooled.metrics.items() if any(word in name for word in METRIC_WORDS)},
         bench=[{key: value for key, value in record.items() if not key.startswith("_")} for record in pooled.bench],
         warnings=pooled.warnings,
-        latency={"client": _client_latency(pooled.bench), "server": _server_latency(caps)},
+        latency=latency,
         littles_law=_littles_law(pooled.bench, stats),
-        tpot_fit=_tpot_fit(pooled.bench, pooled.stats),
+        tpot_fit=fit,
         tokens=tokens,
         replicas=_replicas(caps, pooled.stats),
         prompts=_prompts(pooled.bench, pooled.prefills),
@@ -540,6 +550,7 @@ def summary(caps) -> ServingSummary:
                                         pooled.versions[0] if pooled.versions else None, pooled.generation,
                                         pooled.generation_from, pooled.config),
         requests=requests_block(caps, pooled.bench),
+        cross_checks=cross_checks(latency, fit, stats),
     )
 
 

@@ -44,7 +44,7 @@ def summary(topo: Topology, groups: list[list[int]] | None = None) -> dict:
         "gpus": topo.gpus,
         "nics": len([n for n in topo.graph.nodes if n.startswith("NIC")]),
         "islands": isl,
-        "numa": {str(k): v for k, v in topo.numa.items()},
+        "numa": {str(k): topo.numa[k] for k in sorted(topo.numa)},
         "cpu_affinity": {str(k): v for k, v in topo.cpu_affinity.items()},
         "links": {f"GPU{gpu}": {f"GPU{peer}": topo.link(gpu, peer) for peer in topo.gpus
                                 if peer != gpu and topo.graph.has_edge(f"GPU{gpu}", f"GPU{peer}")}

@@ -26,6 +26,8 @@ carries the same finding statuses and kernel movers as ``tracetriage compare``.
   side, itself excluded) exceeds both 5 sigma and the practical minimum, while those
   neighbours agree with each other, is a one-off. It is reported as ``outlier`` and replaced
   by that median before the level search, so a bad night among good ones is never a shift.
+  The first capture is never an outlier: with no history before it, nothing says it is the odd one.
+  A case that abstained ("Not enough to judge") is in no series: it is listed as ungrouped.
 * **Level shifts**: PELT (``ruptures``, l2 cost, minimum segment 2) with a penalty of
   3 sigma^2 log n, the BIC scale for a mean shift in noise of that sigma. A breakpoint counts
   only when the segments' medians differ by more than the within-segment spread (2x the
@@ -68,6 +70,7 @@ QUALITY_SERIES = ("output_len_mean",)
 BASE_SERIES = {name: (unit, lower) for name, unit, lower in METRICS}
 BUDGETS = ("step_p50_ms", "step_p99_ms", *SERVING_BUDGETS)
 SIGNATURE = ("device_model", "device_count", "world_size", "program")
+ABSTAINED = "Not enough to judge"  # the headline of a case that abstained (analyzers/rules/headline.py)
 DATE = re.compile(r"(?<!\d)(20\d\d)[-_.]?(0[1-9]|1[0-2])[-_.]?(0[1-9]|[12]\d|3[01])(?!\d)")
 
 
@@ -215,6 +218,7 @@ def find_changes(x: np.ndarray, unit: str, step_p50_ms: float | None, threshold_
         med = np.nanmedian(nb, axis=1)
         width = np.nanmax(nb, axis=1) - np.nanmin(nb, axis=1)
     enough = np.isfinite(nb).sum(axis=1) >= 2
+    enough[0] = False  # the first capture has no history: a one-off there cannot be told from where the series starts
     candidates = np.flatnonzero(enough & (np.abs(v - med) > OUTLIER_SIGMAS * floor))
     for i in candidates:  # few: the practical minimum depends on the local level
         limit = max(OUTLIER_SIGMAS * floor, practical_min(unit, float(med[i]), step_p50_ms, threshold_pct))
@@ -252,8 +256,20 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
     ok["_name"] = ok["case_id"].map(names)
     has_time = order_by == "time" and "capture_start_ns" in ok and ok["capture_start_ns"].notna().all() and len(ok)
     order_source = "capture time" if has_time else "case name (natural order)"
-    ok["_key"] = group_keys(ok, group_by)
     groups_out, changes, ungrouped = [], [], []
+    # a case that abstained measured nothing to follow: in no series (it made the others' series unrelated)
+    abstained = ok["headline"].astype(str).str.startswith(ABSTAINED) if "headline" in ok else np.zeros(len(ok), bool)
+    if abstained.any():
+        ungrouped.append({"key": "not enough to judge", "reason": "each case abstained ('Not enough to judge'): nothing "
+                          "measured to follow over time", "cases": [{"name": name, "case_id": case_id, "label": date_label(name),
+                                                                     "time": _iso(start_ns) if has_time else None,
+                                                                     "report": report}
+                                                                    for name, case_id, start_ns, report in
+                                                                    zip(ok["_name"][abstained], ok["case_id"][abstained],
+                                                                        ok["capture_start_ns"][abstained],
+                                                                        ok["report_html"][abstained])]})
+        ok = ok[~abstained]
+    ok["_key"] = group_keys(ok, group_by)
     fidx = findings if len(findings) else None
     for key, rows in ok.groupby("_key", sort=True):
         rows = (rows.sort_values(["capture_start_ns", "_name"], kind="stable") if has_time else

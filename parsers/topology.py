@@ -84,7 +84,22 @@ def parse(path: str, text: str | None = None) -> Topology:
         topo.nics[m.group(1)] = m.group(2)
     if not topo.gpus:
         raise TraceFormatError(path, "topology matrix without GPU rows")
+    _rowless_gpus(topo, devs)
     return topo
+
+
+def _rowless_gpus(topo: Topology, devs: list[str]) -> None:
+    """A GPU the header names whose row is missing or unreadable (a damaged file): still a GPU of the
+    matrix, as the other rows' links to it say, with its affinity unknown and a warning; the count,
+    the islands and the NUMA list then name the same GPUs."""
+    for name in devs:
+        index = int(name[3:]) if re.fullmatch(r"GPU\d+", name) else None
+        if index is not None and index not in topo.gpus:
+            topo.gpus.append(index)
+            topo.cpu_affinity[index], topo.numa[index] = "", None
+            topo.warnings.append(f"row {name} is missing or unreadable: its links are read from the other rows, "
+                                 "its CPU and NUMA affinity are unknown")
+    topo.gpus.sort()
 
 
 def _header_row(lines: list[str]) -> int | None:

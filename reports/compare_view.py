@@ -74,8 +74,12 @@ def metric_change(metric: dict) -> str:
     return f"{delta:+,.2f}".rstrip("0").rstrip(".")
 
 
-def metric_label(metric: dict) -> str:
+def metric_label(metric: dict, ranks: int = 1) -> str:
+    """The row's name; a step percentile of several ranks says it is their median (the summary line
+    names one rank's)."""
     label = LABELS.get(metric["name"], metric["name"])
+    if metric["name"] in ("step_p50_ms", "step_p99_ms") and ranks > 1:
+        return f"{label}, median of {ranks} ranks"
     return f"{label} (per step)" if metric["unit"] in ("ms/step", "calls/step", "copies/step") else label
 
 
@@ -374,7 +378,7 @@ def compare_view(comparison: dict) -> CompareView:
         step_test=str(method["step_test"]) if comparison["step_time"] and rate is None else None,
         step_time=() if rate is not None else tuple(_step_time(rank) for rank in comparison["step_time"]),
         findings=tuple(_finding(finding) for finding in comparison["findings"]),
-        sections=metric_sections(comparison["metrics"]),
+        sections=metric_sections(comparison["metrics"], len(comparison["step_time"])),
         kernels=() if rate is not None else tuple(_kernel(kernel) for kernel in comparison["kernels"]),
         movers=tuple(_mover(mover, comparison["threshold_pct"]) for mover in comparison["movers"]),
         work_rate_method=None if rate is None else str(rate["method"]),
@@ -409,7 +413,7 @@ def _finding(finding: dict) -> EvidencedFindingView:
         decided_by=finding["decided_by"], evidence=tuple(e["text"] for e in finding["evidence"]))
 
 
-def metric_sections(metrics: list[dict]) -> tuple[MetricSectionView, ...]:
+def metric_sections(metrics: list[dict], ranks: int = 1) -> tuple[MetricSectionView, ...]:
     """The metrics table in two parts, each under a heading that applies to its rows: the per-step figures
     (with a note on idle by cause when they have idle rows), then the serving figures."""
     step = [metric for metric in metrics if not is_serving(metric)]
@@ -417,14 +421,14 @@ def metric_sections(metrics: list[dict]) -> tuple[MetricSectionView, ...]:
     sections = []
     if step:
         idle = any(metric["name"].startswith("idle_") for metric in step)
-        sections.append(MetricSectionView("Per step, absolute", STEP_NOTE if idle else None, False, _metric_rows(step)))
+        sections.append(MetricSectionView("Per step, absolute", STEP_NOTE if idle else None, False, _metric_rows(step, ranks)))
     if serving:
         sections.append(MetricSectionView("Serving", SERVING_NOTE, True, _metric_rows(serving)))
     return tuple(sections)
 
 
-def _metric_rows(metrics: list[dict]) -> tuple[MetricView, ...]:
-    return tuple(MetricView(metric_label(metric), metric_value(metric["before"], metric["unit"]),
+def _metric_rows(metrics: list[dict], ranks: int = 1) -> tuple[MetricView, ...]:
+    return tuple(MetricView(metric_label(metric, ranks), metric_value(metric["before"], metric["unit"]),
                             metric_value(metric["after"], metric["unit"]), metric_change(metric), metric["direction"])
                  for metric in metrics)
 

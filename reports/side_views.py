@@ -165,7 +165,8 @@ class ServingView:
     """The serving engine: its captures, version and config, stats, latency percentiles (client and server
     side), each --slo budget checked, Little's law, the TPOT fit, the sweep, the replicas, the
     features the engine ran with (``engine_defaults``: printed or its default, and where that comes
-    from) and the traffic's shape per request (``requests``: one line per shape)."""
+    from), the traffic's shape per request (``requests``: one line per shape) and the figures that
+    disagree (``cross_checks``)."""
     captures: tuple[ServingCaptureView, ...]
     engine: str | None
     version: str | None
@@ -180,6 +181,7 @@ class ServingView:
     warnings: tuple[str, ...]
     engine_defaults: tuple[str, ...]
     requests: tuple[str, ...]
+    cross_checks: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +247,7 @@ def topology_view(topo: dict | None) -> TopologyView | None:
     return TopologyView(
         path=as_text(topo["path"]), gpu_labels=tuple(f"GPU{g}" for g in gpus), gpus=plural(len(gpus), "GPU"),
         nics=plural(topo["nics"], "NIC"), islands=str(topo["islands"]), island_list=tuple(str(i) for i in topo["islands"]),
-        numa=", ".join(f"GPU{g}:{n}" for g, n in topo["numa"].items()),
+        numa=", ".join(f"GPU{g}:{'N/A' if n is None else n}" for g, n in topo["numa"].items()),
         crossing_groups=tuple(CrossingGroupView(as_text(g["group"]), as_text(g["islands_spanned"]), as_text(g["worst_link"]))
                               for g in topo["crossing_groups"]),
         recommendation=topo.get("recommendation") or None, rows=tuple(rows))
@@ -295,7 +297,8 @@ def serving_view(srv: dict | None) -> ServingView | None:
         replicas=tuple(ReplicaView(*(as_text(r[k]) if k in r else "" for k in ("replica", "running", "waiting", "kv_usage_pct")))
                        for r in (srv.get("replicas") or [])[:32]),
         warnings=tuple(as_text(w) for w in srv.get("warnings") or []),
-        engine_defaults=_engine_defaults(srv.get("engine_defaults")), requests=_requests(srv.get("requests")))
+        engine_defaults=_engine_defaults(srv.get("engine_defaults")), requests=_requests(srv.get("requests")),
+        cross_checks=tuple(as_text(sentence) for sentence in srv.get("cross_checks") or []))
 
 
 def _engine_defaults(block: dict | None) -> tuple[str, ...]:
@@ -391,3 +394,22 @@ def host_profile_view(profile: dict | None) -> HostProfileView | None:
         threads=tuple(ThreadView(as_text(x["pid"] or "?"), x["process"][:40], as_text(x["thread"]),
                                  "idle" if x["idle"] else "active",
                                  as_text(x["frame"]), as_text(x["caller"])) for x in snapshot[:16]))
+
+
+@dataclass(frozen=True, slots=True)
+class NotMeasuredView:
+    """A kernel class whose efficiency was not measured, and how to capture it."""
+    what: str
+    share_pct: str | None
+    reason: str
+    capture_hint: str
+
+
+def not_measured_views(items: list[dict]) -> tuple[NotMeasuredView, ...]:
+    """The efficiency analyses not measured; a capture that decides several is written once, at the first."""
+    first = {}
+    for item in items:
+        first.setdefault(item["capture_hint"], item["what"])
+    return tuple(NotMeasuredView(item["what"], fixed(item.get("share_pct"), 0), item["reason"], item["capture_hint"]
+                                 if first[item["capture_hint"]] == item["what"] else
+                                 f"the same as for {first[item['capture_hint']]} above") for item in items)

@@ -20,10 +20,12 @@ from tracetriage.reports.side_views import (
     HostProfileView,
     HotFrameView,
     NcclLogView,
+    NotMeasuredView,
     ServingView,
     TopologyView,
     host_profile_view,
     nccl_view,
+    not_measured_views,
     serving_view,
     topology_view,
 )
@@ -32,7 +34,8 @@ from tracetriage.wording import as_text, count, fixed, fmt_bytes, fmt_ns, fmt_nu
 
 @dataclass(frozen=True, slots=True)
 class HeaderView:
-    """What the page is about: the inputs by name, the device(s), the capture's date."""
+    """What the page is about: the inputs by name, the device(s), the capture's date in words
+    ('captured 2026-05-26 07:58:50 UTC', or 'capture time not recorded')."""
     inputs: str
     devices: str
     captured: str
@@ -177,15 +180,6 @@ class DecodeFloorView:
 
 
 @dataclass(frozen=True, slots=True)
-class NotMeasuredView:
-    """A kernel class whose efficiency was not measured, and how to capture it."""
-    what: str
-    share_pct: str | None
-    reason: str
-    capture_hint: str
-
-
-@dataclass(frozen=True, slots=True)
 class EfficiencyView:
     """Efficiency against the roofline: the device (``model`` None when it is not in the device table)."""
     model: str | None
@@ -244,12 +238,14 @@ class KernelView:
 
 @dataclass(frozen=True, slots=True)
 class InputView:
-    """One input file: its kind and version, what was read from it, its warnings."""
+    """One input file: its kind and version, what was read from it, its warnings and notes (what it
+    was read for, e.g. a graph capture phase profiled apart)."""
     path: str
     kind: str
     version: str | None
     counts: str
     warnings: tuple[str, ...]
+    notes: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,7 +357,7 @@ def _header(data: dict) -> HeaderView:
             key = f"{known} (by its properties: the capture names no device)"
         devices[key] = devices.get(key, 0) + 1
     return HeaderView(inputs=", ".join(names), devices=", ".join(f"{n} x {k}" if n > 1 else k for k, n in devices.items()),
-                      captured=capture_start_utc(data) or "at a time the capture does not record")
+                      captured=f"captured {capture_start_utc(data)}" if capture_start_utc(data) else "capture time not recorded")
 
 
 def _window(window: dict | None, phases: dict | None = None) -> WindowView | None:
@@ -452,7 +448,7 @@ def _input(entry: dict) -> InputView:
         version = version[len(entry["kind"]) + 1:]
     return InputView(path=entry["path"], kind=entry["kind"], version=version,
                      counts=", ".join(f"{k} {count(n)}" for k, n in (entry.get("counts") or {}).items()),
-                     warnings=tuple(entry.get("warnings") or ()))
+                     warnings=tuple(entry.get("warnings") or ()), notes=tuple(entry.get("notes") or ()))
 
 
 def _claims(device: dict) -> list[tuple[str, float]]:
@@ -469,11 +465,13 @@ def _device(device: dict, claim_columns: list[str], vendor: str | None) -> Devic
     busy = {k: slices.get(k, 0.0) for k in ("compute", "collective", "copy")}
     compute = busy["compute"] + busy["collective"]  # kernels, collectives included: one definition
     unclaimed = max(0.0, 100.0 - sum(x for _, x in claims))
+    kinds = (device.get("copies") or {}).get("by_direction") or {}  # a memset sets memory, it moves none
+    copies = "memsets" if set(kinds) == {"memset"} else "copies and memsets" if "memset" in kinds else "copies"
     accounting = ", ".join(
         [f"{k} {pct(x)}" for k, x in claims]
         + [f"unclaimed {pct(unclaimed)} (compute {pct(compute)}"
            + (f" of which collectives {pct(busy['collective'])}" if busy["collective"] else "")
-           + f", copies {pct(busy['copy'])} of the window in all)"])
+           + f", {copies} {pct(busy['copy'])} of the window in all)"])
     mine = dict(claims)
     return DeviceView(
         id=device["id"], name=as_text(device["name"]), busy_pct=fixed(device["busy_pct"], 1), compute_pct=fixed(compute, 1),
@@ -592,8 +590,8 @@ def _efficiency(eff: dict | None) -> EfficiencyView | None:
         decode_floor=DecodeFloorView(fixed(floor["bytes_per_step"] / 1e9, 2), fmt_ns(floor["floor_ns"]),
                                      fmt_ns(floor["measured_ns"]), fixed(floor["pct_of_floor"], 0),
                                      as_text(floor.get("source"))) if floor else None,
-        not_measured=tuple(NotMeasuredView(n["what"], fixed(n.get("share_pct"), 0), n["reason"], n["capture_hint"])
-                           for n in eff.get("not_measured") or []))
+        not_measured=not_measured_views(eff.get("not_measured") or []))
+
 
 
 def _finding(number: int, finding: dict, timeline: str | None) -> FindingView:

@@ -9,8 +9,8 @@ range per step. Every kernel's duration is chosen from its work: a GEMM that sho
 the device's BF16 peak lasts ``flops / (0.25 * peak)``; a memory-bound kernel at 80% of the
 bandwidth lasts ``bytes / (0.8 * bandwidth)``. Idle gaps between kernels set the busy share.
 
-The ground truth (truth.json) is computed here from what was generated — FLOPs by 2·M·N·K, bytes
-by summing operand sizes, the H100 SXM datasheet peaks written below — independently of
+The ground truth (truth/<folder>.json beside the folders) is computed here from what was generated:
+FLOPs by 2·M·N·K, bytes by summing operand sizes, the H100 SXM datasheet peaks written below — independently of
 tracetriage's analyzers.
 
     python samples/gen_efficiency.py --out /tmp/eff                 # every scenario, Kineto and nsys
@@ -270,8 +270,10 @@ FORMATS = ("kineto", "nsys", "both")
 def write(out: Path, only: list[str] | None = None, fmt: str = "kineto") -> list[Path]:
     """Write each scenario (or those named in ``only``) under ``out``: ``fmt`` kineto writes
     ``efficiency_NAME/trace.pt.trace.json.gz``, nsys ``efficiency_NAME_nsys/trace.sqlite`` (the
-    same kernels, :func:`build_nsys`), both writes both; each folder holds the truth.json. The two
-    formats go to separate folders: tracetriage analyzes one profiler's captures as one run."""
+    same kernels, :func:`build_nsys`), both writes both; each folder's truth goes to
+    ``truth/<folder>.json`` beside them (outside the bundle: a report would list a truth.json inside
+    it as a skipped input), see :func:`truth_path`. The two formats go to separate folders:
+    tracetriage analyzes one profiler's captures as one run."""
     known = scenarios()
     unknown = [n for n in only or [] if n not in known]
     if unknown:
@@ -288,23 +290,35 @@ def write(out: Path, only: list[str] | None = None, fmt: str = "kineto") -> list
             d.mkdir(parents=True, exist_ok=True)
             with gzip.open(d / "trace.pt.trace.json.gz", "wt", encoding="utf-8") as fh:
                 json.dump(doc, fh)
-            (d / "truth.json").write_text(json.dumps(truth, indent=1, sort_keys=True))
+            _write_truth(d, truth)
             paths.append(d)
         if fmt in ("nsys", "both"):
             d = out / f"efficiency_{name}_nsys"
             d.mkdir(parents=True, exist_ok=True)
             (d / "trace.sqlite").unlink(missing_ok=True)
             truth = build_nsys(sc, d / "trace.sqlite")
-            (d / "truth.json").write_text(json.dumps(truth, indent=1, sort_keys=True))
+            _write_truth(d, truth)
             paths.append(d)
     return paths
+
+
+def truth_path(folder: Path) -> Path:
+    """Where the ground truth of a scenario folder written by :func:`write` is: ``truth/<folder>.json``
+    beside the folder, as generate.py keeps samples/truth outside the bundles."""
+    return folder.parent / "truth" / f"{folder.name}.json"
+
+
+def _write_truth(folder: Path, truth: dict) -> None:
+    path = truth_path(folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(truth, indent=1, sort_keys=True))
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="Write generated captures with recorded shapes and chosen kernel speeds, and their ground truth "
-                    "(truth.json), as PyTorch-profiler (Kineto) traces and/or nsys SQLite exports (the operator shapes "
-                    "in PyTorch's --pytorch=autograd-shapes-nvtx ranges).",
+                    "(DIR/truth/<folder>.json), as PyTorch-profiler (Kineto) traces and/or nsys SQLite exports "
+                    "(the operator shapes in PyTorch's --pytorch=autograd-shapes-nvtx ranges).",
         epilog="scenarios: " + ", ".join(scenarios()))
     ap.add_argument("--out", type=Path, required=True, metavar="DIR",
                     help="folder to write into: one folder per scenario and format (efficiency_NAME/ for Kineto, "

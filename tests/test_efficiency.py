@@ -158,7 +158,8 @@ def generated(tmp_path_factory):
     out = tmp_path_factory.mktemp("eff")
     runs = {}
     for d in gen_efficiency.write(out):
-        truth = json.loads((d / "truth.json").read_text())
+        assert not (d / "truth.json").exists()  # outside the bundle (trial item 5: listed as a skipped input)
+        truth = json.loads(gen_efficiency.truth_path(d).read_text())
         runs[truth["scenario"]] = (analyze(open_case([d / "trace.pt.trace.json.gz"])), truth, d)
     return runs
 
@@ -579,7 +580,7 @@ def test_capture_and_execution_traces_are_one_case_on_the_command_line(tmp_path)
     assert p.returncode == 0, p.stderr
     a = _json.loads(out.read_text())
     assert [d["trace"] for d in a["devices"]] == [str(real("kineto", exe))]
-    note = next(i for i in a["inputs"] if i["path"].endswith(cap))["warnings"]
+    note = next(i for i in a["inputs"] if i["path"].endswith(cap))["notes"]  # information, not a warning
     assert any("graph capture phase" in w and w.endswith("not analyzed as a run of its own") for w in note)
     assert a["efficiency"]["trace"].endswith(exe) and _class_of(a, "gemm")["measured_share_pct"] == 100.0
     # it was "Not enough to judge: ... a graph capture phase"

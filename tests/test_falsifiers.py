@@ -266,7 +266,10 @@ def test_over_replicated_with_a_budget_already_exceeded_is_falsified():
     _standing(_run(d), "over_replicated")
     _standing(_run(d, slo={"ttft_p99_ms": 500.0}), "over_replicated")  # budgets met: the headroom is waste
     _falsified(_run(d, slo={"ttft_p99_ms": 30.0}), "over_replicated", "headroom is not the waste")
-    _standing(_run(d, slo={"ttft_p95_ms": 30.0}), "over_replicated")  # p95 not measured, p99 over: undecided, not met
+    # TTFT p50 52.5 ms, p99 69 ms, no p95: a 30 ms p95 budget is broken (the p50 is over it, trial item 28),
+    # a 60 ms one lies between the two and is undecided, not met
+    _falsified(_run(d, slo={"ttft_p95_ms": 30.0}), "over_replicated", "headroom is not the waste")
+    _standing(_run(d, slo={"ttft_p95_ms": 60.0}), "over_replicated")
 
 
 # --- entries whose falsifier the rule itself excludes: met, the finding does not fire -----------------
@@ -323,7 +326,8 @@ def test_itl_tail_with_chunked_prefill_on_is_prefill_stall_falsified_not_healthy
     h = data["headline"]
     assert not h.startswith("Healthy") and "healthy" not in h.replace("not called healthy", "")
     assert all(f["id"] != "healthy" for f in data["findings"])
-    assert h.startswith("Inter-token tail not explained: ITL p99 612.7 ms is 29.0x the median")
+    # the benchmark's stated p99_itl_ms (612.98 ms), not the per-request arrays' nearest rank (trial item 37)
+    assert h.startswith("Inter-token tail not explained: ITL p99 613.0 ms is 29.1x the median")
     assert "not the prefill-chunk mechanism (prefill_stall ruled out by its own falsifier)" in h
     tail = next(a for a in data["abstentions"] if a["analysis"] == "itl_tail")
     assert "preemption" in tail["capture_hint"] and "prefill_stall ruled out" in tail["reason"]

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, real, run_cli
 
 from tracetriage import analyze, open_case
 from tracetriage.case import detect
@@ -92,9 +92,7 @@ def test_ansi_underlined_one_gpu_topology():
 
 def test_ansi_underlined_eight_gpu_topology(tmp_path):
     """Driver 580's underline escapes on an 8-GPU header: parsed exactly as the plain matrix."""
-    src = ROOT.parent / "shared" / "samples" / "real" / "topo" / "nvidia-smi_topo_h100_8gpu_nv18_ml-engineering.txt"
-    if not src.exists():
-        pytest.skip("real sample topo/nvidia-smi_topo_h100_8gpu_nv18_ml-engineering.txt not present")
+    src = real("topo", "nvidia-smi_topo_h100_8gpu_nv18_ml-engineering.txt")  # in samples/real (trial item 10)
     lines = src.read_text().splitlines()
     i = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("GPU0") and "GPU1" in ln)
     lines[i] = "\t\x1b[4m" + lines[i].strip() + "\x1b[0m"

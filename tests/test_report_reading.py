@@ -200,7 +200,7 @@ def test_bundle_header_says_when_the_date_is_not_recorded(tp8):
     head = head[head.index("<header>"):head.index("</header>")]
     assert "tp8_cross_island/ (nccl.log, topo.txt, trace.sqlite)" in head
     assert "8 x NVIDIA H100 80GB HBM3" in head
-    assert "captured at a time the capture does not record" in head
+    assert "capture time not recorded" in head  # was 'captured at a time the capture does not record' (trial item 40)
 
 
 def test_counts_agree_with_their_nouns():
@@ -239,7 +239,7 @@ def test_reports_in_the_browser(name, shot, tmp_path):
     a.to_html(page)
     text, errors, requests = open_in_chromium(page, shot)
     assert errors == [] and requests == [page.resolve().as_uri()]
-    assert a.headline in text and "captured" in text
+    assert a.headline in text and ("captured " in text or "capture time not recorded" in text)
     if a.data["devices"]:
         assert "Window accounting" in text and "compute in all" in text
         for d in a.data["devices"][:2]:

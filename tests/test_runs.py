@@ -5,11 +5,9 @@ import gzip
 import json
 import shutil
 
-import pytest
-from conftest import BUNDLES, ROOT, run_cli
+from conftest import BUNDLES, ROOT, real, run_cli
 from conftest import add_nsys_session as _session
 
-REAL_NSYS = ROOT.parent / "shared" / "samples" / "real" / "nsys" / "nsys2026.1_tiny_cuda_app_full_export.sqlite"
 H200 = ROOT / "samples" / "h200"
 
 
@@ -24,9 +22,9 @@ def test_two_unrelated_bundles_are_refused():
     _refused(run_cli("analyze", BUNDLES / "eager_decode", BUNDLES / "tp8_cross_island", "--no-cache"))
 
 
-@pytest.mark.skipif(not REAL_NSYS.exists(), reason="real nsys export not present")
 def test_a_bundle_and_a_real_export_are_refused():
-    _refused(run_cli("analyze", BUNDLES / "eager_decode" / "trace.sqlite", REAL_NSYS, "--no-cache"))
+    export = real("nsys", "nsys2026.1_tiny_cuda_app_full_export.sqlite")  # in samples/real (trial item 10)
+    _refused(run_cli("analyze", BUNDLES / "eager_decode" / "trace.sqlite", export, "--no-cache"))
 
 
 def test_exports_whose_sessions_do_not_overlap_are_refused_and_overlapping_ones_are_one_run(tmp_path):

@@ -38,7 +38,10 @@ def test_gen_efficiency_writes_nsys_from_the_command_line(tmp_path, capsys):
     a = analyze(open_case([tmp_path / "efficiency_gemm_slow_nsys" / "trace.sqlite"]))
     assert a.data["inputs"][0]["kind"] == "nsys" and a.findings[0]["id"] == "below_roofline"
     gen_efficiency.main(["--out", str(tmp_path), "--only", "gemm_slow"])  # default: both formats, apart
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["efficiency_gemm_slow", "efficiency_gemm_slow_nsys"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["efficiency_gemm_slow", "efficiency_gemm_slow_nsys", "truth"]
+    assert sorted(p.name for p in (tmp_path / "truth").iterdir()) == ["efficiency_gemm_slow.json",
+                                                                     "efficiency_gemm_slow_nsys.json"]
+    assert not list(tmp_path.glob("efficiency_*/truth.json"))  # the truth is outside each bundle (trial item 5)
 
 
 def test_generate_help_shows_the_defaults(capsys):

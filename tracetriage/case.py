@@ -370,7 +370,7 @@ def _tie_graph_replays(case: Case) -> None:
 def _set_aside_capture_phases(case: Case) -> None:
     """A trace whose captures tied another's replays is that process's capture phase, profiled
     apart: the shapes of the replayed kernels, not a run of its own (nor a second rank). It leaves
-    ``case.traces``; its input row says why."""
+    ``case.traces``; its input row says why, as a note (information, not a warning: trial item 27)."""
     sources = {p for t in case.traces for p in _graph_ties(t).get("sources", [])}
     companions = [c for c in case.traces if c.path in sources and not _graph_ties(c).get("sources")]
     for c in companions:
@@ -379,8 +379,8 @@ def _set_aside_capture_phases(case: Case) -> None:
         note = (f"this trace is the graph capture phase profiled apart for {', '.join(t.path for t in replays)}: read "
                 "for the shapes of the kernels its graphs replay, not analyzed as a run of its own")
         for item in case.inputs:
-            if item["path"] == c.path and note not in item.setdefault("warnings", []):
-                item["warnings"].append(note)
+            if item["path"] == c.path and note not in item.setdefault("notes", []):
+                item["notes"].append(note)
 
 
 def open_case(paths, step_range: str | None = None, runtime=None, _depth: int = 0) -> Case:

@@ -533,6 +533,10 @@ def cmd_trend(args) -> int:
     result = trend(args.inputs, order_by=args.order_by, group_by=args.group_by, threshold_pct=args.threshold,
                    baseline=args.baseline, gate=args.gate, batch_dir=args.batch_dir, force=args.force,
                    step_range=args.step_range, runtime=runtime)
+    if not any(Path(item).resolve() == Path(result.batch_dir).resolve() for item in args.inputs):
+        # captures were given: say where batch wrote its tables and case reports (trial item 23)
+        print(f"tracetriage: batch analyzed the captures into {result.batch_dir} (index.html lists each case)",
+              file=sys.stderr)
     if fmt == "parquet":
         _write_table(args.output, result)
     else:

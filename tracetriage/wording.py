@@ -5,6 +5,8 @@ layer (plain values in, text out)."""
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal
+
 
 def us(ns) -> str:
     if ns is None:
@@ -22,11 +24,22 @@ def pct(x: float) -> str:
     return shown + "%"
 
 
+def rounded(value: float, decimals: int, stored: int = 3) -> str:
+    """``value`` to ``decimals`` places (thousands separated), by one path: first to the ``stored``
+    places the JSON contract keeps, then half up from that decimal. A raw figure and its stored value
+    (612.7496 and 612.75, 20.9503 and 20.95) therefore always read the same, wherever each is shown."""
+    exact = Decimal(repr(round(float(value), stored)))
+    return f"{exact.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_UP):,}"
+
+
 def ms(x) -> str:
-    """Milliseconds as serving figures are read: ``812.4 ms``, ``12.35 s`` from 10 s on."""
+    """Milliseconds as serving figures are read: ``812.4 ms``, ``12.35 s`` from 10 s on (:func:`rounded`
+    from the 3 decimals the contract keeps)."""
     if x is None:
         return "n/a"
-    return f"{x / 1000:,.2f} s" if x >= 10_000 else f"{x:,.1f} ms"
+    if x >= 10_000:
+        return f"{rounded(round(float(x), 3) / 1000, 2, stored=6)} s"
+    return f"{rounded(x, 1)} ms"
 
 
 def plural(n, word: str, words: str | None = None) -> str:
@@ -41,12 +54,16 @@ def nbytes(n: float) -> str:
 
 
 def slo_text(check: dict) -> str:
-    """One budget in words: 'TTFT p95 249.3 ms > budget 100 ms: broken (benchmark (client))'."""
-    what = f"{check['metric'].upper()} {check['percentile']}"
+    """One budget in words: 'TTFT p95 249.3 ms > budget 100 ms: broken (benchmark (client))'; decided
+    by another percentile: 'TPOT p50 27.0 ms > budget 20 ms, so the p95 is over it: broken (...)'."""
     if check["status"] == "not_measured":
         return f"{check['budget']}={check['limit_ms']:g}: unchecked ({check['source']})"
-    sign = ">" if check["status"] == "broken" else "<="
-    return f"{what} {ms(check['measured_ms'])} {sign} budget {check['limit_ms']:g} ms: {check['status']} ({check['source']})"
+    broken = check["status"] == "broken"
+    bound = check.get("bounded_by")
+    what = f"{check['metric'].upper()} {bound or check['percentile']}"
+    therefore = f", so the {check['percentile']} is {'over' if broken else 'within'} it" if bound else ""
+    return (f"{what} {ms(check['measured_ms'])} {'>' if broken else '<='} budget {check['limit_ms']:g} ms{therefore}: "
+            f"{check['status']} ({check['source']})")
 
 
 def ms_decimals(value: float) -> int:
@@ -57,8 +74,10 @@ def ms_decimals(value: float) -> int:
 
 
 def ms_text(value: float, decimals: int | None = None, sign: str = "") -> str:
-    """``value`` ms by :func:`ms_decimals` (or ``decimals``); ``sign="+"`` for a change."""
-    return f"{value:{sign},.{ms_decimals(value) if decimals is None else decimals}f} ms"
+    """``value`` ms by :func:`ms_decimals` (or ``decimals``), by :func:`rounded` from the 4 decimals the
+    compare contract keeps; ``sign="+"`` for a change."""
+    text = rounded(value, ms_decimals(value) if decimals is None else decimals, stored=4)
+    return f"{'+' if sign == '+' and not text.startswith('-') else ''}{text} ms"
 
 
 def speed_words(step_row: dict) -> str:

@@ -35,8 +35,10 @@ def rank(findings: list[Finding], symptom: str | None) -> list[Finding]:
 
 def _says(finding: Finding) -> str:
     """A finding in headline words: its id, title and the share it explains (whole percent; under 1%
-    with its decimal, so the clause does not read 0% while the title names 0.1%)."""
-    share = f"{finding.impact_pct:.0f}%" if finding.impact_pct >= 1 else pct(finding.impact_pct)
+    and from 99.5% to under 100% with its decimal, so the clause neither reads 0% while the title
+    names 0.1% nor claims 100% of an impact of 99.5%)."""
+    whole = 1 <= finding.impact_pct and (round(finding.impact_pct) < 100 or finding.impact_pct >= 100)
+    share = f"{finding.impact_pct:.0f}%" if whole else pct(finding.impact_pct)
     return f"[{finding.id}] {finding.title} — explains {share} of the {finding.impact_denominator}"
 
 
@@ -158,7 +160,7 @@ def _trace_headline(findings: list[Finding], abstentions: list[dict], devices: l
                                  f"; the capture is too odd to judge: {odd[0]['reason']}" if odd else "")
     tops = _axis_tops(findings)
     if odd and not any(finding.axis != "throughput" for finding in findings):
-        return f"Not enough to judge: {odd[0]['reason']}. Capture: {odd[0]['capture_hint']}"
+        return f"Not enough to judge: {odd[0]['reason']}. To decide: {odd[0]['capture_hint']}"
     if tops:
         throughput = tops.get("throughput")
         if (throughput is not None and len(tops) == 1 and throughput.impact_pct < MINOR_HEADLINE_PCT

@@ -59,7 +59,8 @@ def rule_healthy(ctx: Context):
                                 f"(mean {stats['waiting_mean']}, max {stats['waiting_max']}); running mean "
                                 f"{stats['running_mean']}, "
                                 f"KV cache usage p50 {stats['kv_usage_p50']}% max {stats['kv_usage_max']}%"))
-    return catalog.make("healthy", 0.0, {"busy": pct(min(compute)), "efficiency": eff_words}, evidence, severity="info",
+    busy = "all" if min(compute) >= 100.0 else f"at least {pct(min(compute))}"
+    return catalog.make("healthy", 0.0, {"busy": busy, "efficiency": eff_words}, evidence, severity="info",
                         denominator="window", kind=ctx.kind)
 
 

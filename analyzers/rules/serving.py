@@ -288,7 +288,7 @@ def rule_prefill_stall_itl(ctx: Context):
     tail = itl_tail(serving)
     if not tail:
         return None
-    ratio = tail["p99"] / tail["p50"]
+    ratio = round(tail["p99"] / tail["p50"], 2)  # the one value every text of it formats
     if ratio < t("itl_tail_ratio"):
         return None
     chunked = effective_config(serving).get("enable_chunked_prefill")
@@ -305,7 +305,7 @@ def rule_prefill_stall_itl(ctx: Context):
     evidence = [
         ev("itl_p50_ms", round(tail["p50"], 3), "ms", tail["source"], text=f"ITL median {ms(tail['p50'])} ({tail['source']})"),
         ev("itl_p99_ms", round(tail["p99"], 3), "ms", tail["source"], text=f"ITL p99 {ms(tail['p99'])}: {ratio:.1f}x the median"),
-        ev("itl_p99_over_p50", round(ratio, 2), "x", "ITL median"),
+        ev("itl_p99_over_p50", ratio, "x", "ITL median", text=f"ITL p99 over the median: {ratio:.1f}x"),
         ev("longest_prompt_tokens", longest, "tokens", None, text=f"prompts up to {longest:,.0f} tokens"),
         ev("chunked_prefill", chunked, "", None, text="chunked prefill: " + (
             "off" if chunked is False else "not stated in the config" if chunked is None else
@@ -491,7 +491,7 @@ def unexplained_tail(serving: dict | None, findings: list[Finding]) -> dict | No
         return None
     if any(finding.axis == "tail" and not finding.falsified for finding in findings):
         return None
-    return {**tail, "ratio": tail["p99"] / tail["p50"],
+    return {**tail, "ratio": round(tail["p99"] / tail["p50"], 2),
             "ruled_out": [finding.id for finding in findings if finding.axis == "tail" and finding.falsified]}
 
 

@@ -37,15 +37,21 @@ def _known_quantiles(client: dict, server: dict) -> dict[str, tuple[float, str]]
 def slo_check(serving: dict | None, key: str, budget: float) -> dict:
     """One --slo budget (``key`` e.g. ttft_p95_ms, ``budget`` in ms) against what the serving
     artifacts measured: ``{budget, metric, percentile, limit_ms, measured_ms, source, status}``,
-    status "met", "broken" or "not_measured". The percentile is read from the benchmark (client)
-    first, else the server's /metrics histogram (its value, not a lower bound; a lower bound above
-    the budget still shows it broken). Without the percentile itself, a higher quantile (p99, max)
-    within budget bounds it: met, with that quantile as the measured value. One check for
-    ``analyze --slo`` and ``compare --slo`` alike."""
+    status "met", "broken" or "not_measured", and ``bounded_by``: the other percentile that decided
+    (None when the percentile itself was measured or nothing decided). Quantiles are ordered, so both bounds decide:
+
+    - the percentile itself measured (the benchmark's (client) first, else the server's /metrics
+      histogram value where it is not a lower bound): met when within budget, else broken;
+    - else any percentile at or below it measured over the budget (a p50 over a p95 budget; a
+      server histogram lower bound over the budget counts too): broken, that percentile named;
+    - else a percentile above it (p99, max) measured within budget: met, that percentile named;
+    - else not_measured: neither bound decides.
+
+    One check for ``analyze --slo``, ``compare --slo`` and every rule that reads a budget."""
     name, quantile, _ = key.split("_")
     metric = SLO_METRIC.get(name, name)
     row = {"budget": key, "metric": metric, "percentile": quantile, "limit_ms": float(budget), "measured_ms": None,
-           "source": None, "status": "not_measured"}
+           "source": None, "status": "not_measured", "bounded_by": None}
     if not serving:
         row["source"] = "no serving artifacts (engine log, /metrics scrape or benchmark result) were given"
         return row
@@ -56,19 +62,34 @@ def slo_check(serving: dict | None, key: str, budget: float) -> dict:
         value, source = known[quantile]
         row.update(measured_ms=round(value, 3), source=source, status="met" if value <= budget else "broken")
         return row
-    bucket = server.get(quantile)
-    if bucket and bucket.get("lower_bound") and bucket.get("value_ms") is not None and bucket["value_ms"] > budget:
-        row.update(measured_ms=round(float(bucket["value_ms"]), 3), source="server histogram (/metrics): a lower bound",
-                   status="broken")
-        return row
-    for higher in QUANTILES[QUANTILES.index(quantile) + 1:]:
+    rank = QUANTILES.index(quantile) if quantile in QUANTILES else len(QUANTILES)
+    for lower in reversed(QUANTILES[:rank + 1]):
+        bound = _lower_bound_over(known, server, lower, budget)
+        if bound is not None:
+            value, source = bound
+            row.update(measured_ms=round(value, 3), status="broken", source=source,
+                       bounded_by=None if lower == quantile else lower)
+            return row
+    for higher in QUANTILES[rank + 1:]:
         if higher in known and known[higher][0] <= budget:
             value, source = known[higher]
-            row.update(measured_ms=round(value, 3), source=f"{source}: its {higher} bounds the {quantile}", status="met")
+            row.update(measured_ms=round(value, 3), source=source, status="met", bounded_by=higher)
             return row
     row["source"] = f"no {quantile} of {metric.upper()} measured" + (
         f" (measured: {', '.join(name for name in QUANTILES if name in known)})" if known else "")
     return row
+
+
+def _lower_bound_over(known: dict[str, tuple[float, str]], server: dict, quantile: str,
+                      budget: float) -> tuple[float, str] | None:
+    """(ms, source) when ``quantile`` is measured over ``budget`` (its value, or a server histogram's
+    lower bound), else None: what proves every higher percentile over the budget too."""
+    if quantile in known and known[quantile][0] > budget:
+        return known[quantile]
+    bucket = server.get(quantile) or {}
+    if bucket.get("lower_bound") and bucket.get("value_ms") is not None and float(bucket["value_ms"]) > budget:
+        return float(bucket["value_ms"]), "server histogram (/metrics): a lower bound"
+    return None
 
 
 def slo_checks(serving: dict | None, slo: dict) -> list[dict]:

@@ -584,6 +584,8 @@ def _starved_capture(ctx: Context, device: DeviceMetrics, cause: str) -> str:
         return capture_cmd(fmt, "api")
     rocm = is_rocm_format(fmt) or ctx.kind.get("vendor") == "rocm"  # a ROCm PyTorch profiler trace too
     variant = f"{cause}_rocm" if rocm and cause in ("sync", "memcpy_sync", "other_cuda") else cause
+    if cause == "other_cuda" and fmt == "kineto":  # the trace holds the runtime calls: no other profiler names them
+        variant = "other_cuda_kineto"
     return capture_text("gpu_starved", variant).format(api=capture_cmd(fmt, "api"))
 
 
