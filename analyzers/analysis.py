@@ -193,7 +193,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     # device) is listed too, with its call count and no steps: it defines no window and no step.
     api_pids = set(distinct(trace.api["pid"].to_numpy()).tolist()) if len(trace.api) else set()
     api_only = sorted(int(pid) for pid in api_pids - set(pids))
-    steps = {pid: st.find_steps(trace, pid, step_range) for pid in pids}
+    steps = phases.find_steps(trace, pids, step_range)
     steps.update({pid: st.Steps(pid, "none") for pid in api_only})
     window, found_phases = _window(trace, steps)
     lo, hi = window.start_ns, window.end_ns

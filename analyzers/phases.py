@@ -59,6 +59,7 @@ import re
 import numpy as np
 
 from tracetriage.analyzers import intervals as iv
+from tracetriage.analyzers import steps as st
 from tracetriage.analyzers.metrics import Phase, Phases
 from tracetriage.model import cat_mask, is_kind, is_sorted
 
@@ -278,6 +279,40 @@ def _no_steady(activity: _Activity, lo: int, hi: int, launches: int, repeated: i
     return None
 
 
+def _activity_window(activity: _Activity) -> tuple[int, int]:
+    """The steady phase of a capture without steps, from its GPU activity (module docstring)."""
+    span_lo, span_hi = activity.span
+    if not activity.kernels[0].size:  # no kernel ran: all of the activity is what the capture holds
+        return span_lo, span_hi
+    lo, hi = int(activity.kernels[0][0]), span_hi
+    lo = _setup_end(activity, *_stretches(activity), lo, hi)
+    tail = int(activity.kernels[1][-1])  # copies and memsets after the last kernel: results read back
+    if span_hi - tail >= PHASE_MIN_SHARE * (span_hi - span_lo) and tail > lo:
+        hi = tail
+    return lo, hi
+
+
+def find_steps(trace, pids: list[int], step_range: str | None) -> dict[int, st.Steps]:
+    """Each process's steps (steps.py), the inferred ones (a periodic sync or graph launch) looked for
+    within the steady phase: when a process has no steps over the whole capture and the GPU activity
+    puts set-up before (or tear-down after) the steady work, its steps are inferred again inside that
+    steady phase — a start-up of seconds without the loop's sync or replay would otherwise hide the
+    loop's period (the steps must cover half the activity they are looked for in)."""
+    steps = {pid: st.find_steps(trace, pid, step_range) for pid in pids}
+    missing = [pid for pid in pids if not steps[pid].count]
+    if step_range or not missing or not len(trace.gpu):
+        return steps
+    activity = _Activity(trace)
+    lo, hi = _activity_window(activity)
+    if (lo, hi) == activity.span:
+        return steps
+    for pid in missing:
+        inside = st.find_steps(trace, pid, None, within=(lo, hi))
+        if inside.count:
+            steps[pid] = inside
+    return steps
+
+
 def find(trace, steps: list) -> tuple[Phases, int, int]:
     """The phases of one trace and the analysis window [lo, hi) they choose (the steady phase; the
     candidate steady phase when there is none, so that the figures exist while the verdict abstains).
@@ -292,14 +327,7 @@ def find(trace, steps: list) -> tuple[Phases, int, int]:
         warmup = sum(process_steps.warmup_dropped for process_steps in with_steps)
     else:
         source, warmup = "activity", 0
-        if activity.kernels[0].size:
-            lo, hi = int(activity.kernels[0][0]), span_hi
-            lo = _setup_end(activity, *_stretches(activity), lo, hi)
-            tail = int(activity.kernels[1][-1])  # copies and memsets after the last kernel: results read back
-            if span_hi - tail >= PHASE_MIN_SHARE * (span_hi - span_lo) and tail > lo:
-                hi = tail
-        else:  # no kernel ran: all of the activity is what the capture holds
-            lo, hi = span_lo, span_hi
+        lo, hi = _activity_window(activity)
     if hi <= lo:
         hi = lo + 1
     span = max(1, span_hi - span_lo)

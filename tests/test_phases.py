@@ -131,7 +131,7 @@ def setup_bundle(analyses):
 def test_generated_set_up_length_and_contents(setup_bundle):
     analysis, expected = setup_bundle
     phases = analysis.data["phases"]
-    assert phases["source"] == "activity"
+    assert phases["source"] == "steps"  # the loop's graph launches, inferred within the steady phase (trial #6)
     setup = phases["setup"]
     assert abs(setup["duration_ns"] - expected["setup_ns"]) <= 0.01 * expected["setup_ns"]
     assert analysis.data["window"]["start_ns"] == expected["window"]["start_ns"]
@@ -139,7 +139,48 @@ def test_generated_set_up_length_and_contents(setup_bundle):
     assert setup["alloc_calls"] == 40 and setup["kernels"] == 3
     assert max(stretch["length_ns"] for stretch in setup["host_only"]) > 2_000 * MS
     text = render(analysis, "text")
-    assert "phases   set-up 2.22 s before the steady work: a 2.14 s host-only stretch, an 80.01 ms synchronous copy" in text
+    assert "phases   set-up 2.22 s before the first step: a 2.14 s host-only stretch, an 80.01 ms synchronous copy" in text
+
+
+def test_generated_steps_are_inferred_within_the_steady_phase(setup_bundle, analyses):
+    """The loop after the set-up has host_starved's period: its graph launches are the steps, found
+    inside the steady phase (over the whole capture the 2.2 s set-up hid them: "no periodic graph
+    launch found"), with the generator's count and median."""
+    analysis, expected = setup_bundle
+    process = analysis.data["processes"][0]
+    assert process["steps"]["source"] == "graph_launch"
+    assert abs(process["steps"]["count"] - expected["steps"]) <= 1
+    assert abs(process["steps"]["p50_ns"] - expected["step_p50_ns"]) <= 0.02 * expected["step_p50_ns"]
+    assert process["graph_launches_per_step"] == 1
+    plain = analyses["host_starved"].data["processes"][0]["steps"]
+    assert process["steps"]["source"] == plain["source"] and abs(process["steps"]["count"] - plain["count"]) <= 1
+
+
+def test_steps_inferred_within_a_given_phase_only():
+    """steps.find_steps(within=...): a periodic graph launch that covers half of the steady phase but a
+    fifth of the capture is the loop's period inside it, not outside it."""
+    from conftest import samples_generate
+
+    generate = samples_generate()
+    rng = np.random.default_rng(3)
+    rank = generate.Rank(pid=9, device=0)
+    rank.launch("init_kernel", 40 * 1_000)
+    rank.host(3_000 * MS)  # start-up: 3 s without the loop's graph launch
+    loop_start = rank.t
+    for _ in range(40):
+        rank.graph_launch(int(rng.uniform(1.9, 2.1) * MS))
+        rank.host(int(rng.uniform(6.5, 7.5) * MS))
+    trace = SimpleNamespace(
+        api=pd.DataFrame({"pid": 9, "start": [s for s, *_ in rank.api], "end": [e for _, e, *_ in rank.api],
+                          "category": pd.Categorical(["launch" if "LaunchKernel" in n else "graph_launch"
+                                                      for *_, n, _c in rank.api])}),
+        gpu=pd.DataFrame({"pid": 9, "start": [s for s, *_ in rank.kernels] + [s for s, *_ in rank.graphs],
+                          "end": [e for _, e, *_ in rank.kernels] + [e for _, e, *_ in rank.graphs],
+                          "kind": pd.Categorical(["kernel"] + ["graph"] * len(rank.graphs))}),
+        ranges=pd.DataFrame({"pid": pd.Series([], dtype=int), "name": pd.Categorical([])}))
+    assert st.find_steps(trace, 9).count == 0  # over the whole capture: a fifth of it, no period
+    inside = st.find_steps(trace, 9, within=(loop_start, rank.t))
+    assert inside.source == "graph_launch" and inside.count == 39
 
 
 def test_generated_set_up_leaves_the_steady_verdict_alone(setup_bundle, analyses):
