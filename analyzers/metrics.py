@@ -74,8 +74,9 @@ class Phase(Contract):
     activity as one), the kernels that start in it, its longest host-only stretches (GPU idle:
     ``start_ns``, ``length_ns``, ``call`` the host call covering half of it or None), its
     synchronous copy calls (count, longest and summed host ns inside the phase), the bytes its
-    GPU copies moved, its graph capture/instantiate calls, its allocator calls and the warm-up
-    steps dropped in it."""
+    GPU copies moved, its graph capture/instantiate calls, its allocator calls, the warm-up
+    steps dropped in it and ``warmup_range``, the host range whose end it runs to (a warm-up
+    pass inside the activity; None when the set-up ends otherwise)."""
 
     phase: str
     start_ns: int
@@ -89,6 +90,7 @@ class Phase(Contract):
     graph_capture_calls: int
     alloc_calls: int
     warmup_steps: int
+    warmup_range: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

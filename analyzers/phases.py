@@ -83,6 +83,7 @@ STALL_MIN_SHARE = THRESHOLDS["stall_min_share"][0]
 STRETCH_MIN_SHARE = 0.05  # a host-only stretch named in a phase's contents: at least 5% of the phase
 STRETCHES_NAMED = 3
 CALL_COVER_SHARE = 0.5  # a host call covering half a stretch names what the host did in it
+WARMUP_NAME = re.compile(r"(?i)warm[\s_-]?up|autotun")  # a host range that names itself a warm-up pass
 CAPTURE_CALLS = re.compile(r"(?i)(Stream|Thread)?BeginCapture|EndCapture|GraphInstantiate")
 
 
@@ -118,7 +119,7 @@ class _Activity:
             self.kernels = iv.union(self.start[self.kernel], self.end[self.kernel])
             self.kernel_cover = iv.Coverage(*self.kernels)
         self.op_starts = self.start if is_sorted(self.start) else np.sort(self.start)
-        self.kernel_starts, self.repeats = _repeats(trace)
+        self.kernel_starts, self.repeats, self.kernel_ends, self.launched_at, self.first_launch = _repeats(trace)
         self.api_start, self.api_end = api["start"].to_numpy(np.int64), api["end"].to_numpy(np.int64)
         self.sync_copy = cat_mask(api, "category", "memcpy_sync") if len(api) else np.zeros(0, bool)
         # GPU time the host spends blocked in a synchronous copy: the busy intervals under those calls
@@ -193,22 +194,39 @@ def _setup_end(activity: _Activity, starts: np.ndarray, ends: np.ndarray, lo: in
     return lo
 
 
-def _repeats(trace) -> tuple[np.ndarray, np.ndarray]:
-    """The kernel launches' starts in order, and the running count of those that run a kernel (by
-    name) that already ran earlier in the capture (``repeats[k]``: among the first k)."""
-    gpu = trace.gpu
+def _repeats(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The kernel launches in GPU start order: their starts, the running count of those that run a
+    kernel (by name) that already ran earlier in the capture (``repeats[k]``: among the first k),
+    their ends, the host time each was launched at (the launch call joined on (pid, correlation);
+    the GPU start when no call is traced), and for each the host time its kernel was first launched."""
+    gpu, api = trace.gpu, trace.api
     kernel = is_kind(gpu, "kernel") | is_kind(gpu, "graph")
     start = gpu["start"].to_numpy(np.int64)[kernel]
+    end = gpu["end"].to_numpy(np.int64)[kernel]
     names = gpu["name"].cat.codes.to_numpy()[kernel]
+    launched = start.copy()
+    if len(api) and "correlation" in gpu.columns and "correlation" in api.columns:
+        calls = cat_mask(api, "category", ("launch", "graph_launch"))
+        call_keys = api["pid"].to_numpy(np.int64)[calls] * (1 << 32) + api["correlation"].to_numpy(np.int64)[calls]
+        keys = gpu["pid"].to_numpy(np.int64)[kernel] * (1 << 32) + gpu["correlation"].to_numpy(np.int64)[kernel]
+        order = np.argsort(call_keys, kind="stable")
+        call_keys, call_starts = call_keys[order], api["start"].to_numpy(np.int64)[calls][order]
+        at = np.minimum(np.searchsorted(call_keys, keys), max(0, call_keys.size - 1))
+        found = call_keys.size > 0
+        tied = (call_keys[at] == keys) & (gpu["correlation"].to_numpy(np.int64)[kernel] >= 0) if found else np.zeros(0, bool)
+        if found:
+            launched[tied] = call_starts[at[tied]]
     if not is_sorted(start):
         order = np.argsort(start, kind="stable")
-        start, names = start[order], names[order]
+        start, end, names, launched = start[order], end[order], names[order], launched[order]
     repeated = np.ones(start.size, bool)
-    repeated[np.unique(names, return_index=True)[1]] = False
-    return start, np.concatenate(([0], np.cumsum(repeated)))
+    _, first, inverse = np.unique(names, return_index=True, return_inverse=True)
+    repeated[first] = False
+    return start, np.concatenate(([0], np.cumsum(repeated))), end, launched, launched[first][inverse.reshape(-1)]
 
 
-def _phase(activity: _Activity, name: str, start: int, end: int, warmup_steps: int = 0) -> Phase:
+def _phase(activity: _Activity, name: str, start: int, end: int, warmup_steps: int = 0,
+           warmup_range: str | None = None) -> Phase:
     """A phase of [start, end) with what fills it (module docstring)."""
     trace = activity.trace
     length = max(1, end - start)
@@ -238,7 +256,7 @@ def _phase(activity: _Activity, name: str, start: int, end: int, warmup_steps: i
         copy_bytes=int(gpu["bytes"].to_numpy(np.int64)[ops & is_kind(gpu, "memcpy")].clip(min=0).sum()),  # unrecorded: -1
         graph_capture_calls=int(np.isin(names.cat.codes.to_numpy()[in_phase], capture).sum()) if capture else 0,
         alloc_calls=int((in_phase & cat_mask(api, "category", "alloc")).sum()) if len(api) else 0,
-        warmup_steps=int(warmup_steps),
+        warmup_steps=int(warmup_steps), warmup_range=warmup_range,
     )
 
 
@@ -279,17 +297,58 @@ def _no_steady(activity: _Activity, lo: int, hi: int, launches: int, repeated: i
     return None
 
 
-def _activity_window(activity: _Activity) -> tuple[int, int]:
-    """The steady phase of a capture without steps, from its GPU activity (module docstring)."""
+def _warmup_range_end(activity: _Activity, lo: int, hi: int) -> tuple[int, str | None]:
+    """Where a warm-up pass inside [lo, hi) ends, with its host range's name (``lo`` and None when
+    there is none). Kernels belong to a host range by the time the host launched them (the launch
+    call); a range's pass ends when the range and the GPU work it launched have both ended. The
+    pass is the latest-ending host range that began by ``lo`` and was open when the window's first
+    kernels were launched, whose pass ends inside the window
+    with at least :data:`STEADY_MIN_OPS` kernel launches after it, such that
+
+    - :data:`STEADY_MIN_REPEAT` or more of the kernel launches after it run a kernel first launched
+      inside it (the pass ran first what the steady work repeats: a warm-up or first iteration), and
+    - it is set-up rather than the first iteration the capture happens to start in: it computes at
+      most :data:`SETUP_DENSITY_RATIO` as densely as what follows it (allocator warm-up, cuDNN/MIOpen
+      autotuning and module loading fill it with host time), or its name says so (:data:`WARMUP_NAME`).
+    """
+    ranges = activity.trace.ranges
+    if not len(ranges) or not activity.kernel_starts.size:
+        return lo, None
+    starts, ends = ranges["start"].to_numpy(np.int64), ranges["end"].to_numpy(np.int64)
+    in_window = activity.kernel_starts < hi
+    # ranges the host was in when it launched the window's first kernels (the GPU may run behind it)
+    launched_from = int(activity.launched_at[(activity.kernel_starts >= lo) & in_window].min(initial=lo))
+    candidates = np.flatnonzero((starts <= lo) & (ends > min(lo, launched_from)) & (ends < hi))
+    names = ranges["name"]
+    for k in candidates[np.argsort(-ends[candidates], kind="stable")]:
+        begin, end = max(int(starts[k]), activity.span[0]), int(ends[k])
+        inside = (activity.launched_at >= begin) & (activity.launched_at < end)
+        cut = max(end, int(activity.kernel_ends[inside].max(initial=end)))
+        after = in_window & (activity.launched_at >= end)
+        if cut >= hi or after.sum() < STEADY_MIN_OPS:
+            continue
+        first = activity.first_launch[after]
+        if ((first >= begin) & (first < end)).mean() < STEADY_MIN_REPEAT:
+            continue
+        name = str(names.iloc[k])
+        if WARMUP_NAME.search(name) or activity.density(begin, cut) <= SETUP_DENSITY_RATIO * activity.density(cut, hi):
+            return cut, name
+    return lo, None
+
+
+def _activity_window(activity: _Activity) -> tuple[int, int, str | None]:
+    """The steady phase of a capture without steps, from its GPU activity (module docstring), and the
+    warm-up range the set-up runs to when a warm-up pass ends it."""
     span_lo, span_hi = activity.span
     if not activity.kernels[0].size:  # no kernel ran: all of the activity is what the capture holds
-        return span_lo, span_hi
+        return span_lo, span_hi, None
     lo, hi = int(activity.kernels[0][0]), span_hi
     lo = _setup_end(activity, *_stretches(activity), lo, hi)
     tail = int(activity.kernels[1][-1])  # copies and memsets after the last kernel: results read back
     if span_hi - tail >= PHASE_MIN_SHARE * (span_hi - span_lo) and tail > lo:
         hi = tail
-    return lo, hi
+    lo, warmup = _warmup_range_end(activity, lo, hi)
+    return lo, hi, warmup
 
 
 def find_steps(trace, pids: list[int], step_range: str | None) -> dict[int, st.Steps]:
@@ -303,7 +362,7 @@ def find_steps(trace, pids: list[int], step_range: str | None) -> dict[int, st.S
     if step_range or not missing or not len(trace.gpu):
         return steps
     activity = _Activity(trace)
-    lo, hi = _activity_window(activity)
+    lo, hi, _ = _activity_window(activity)
     if (lo, hi) == activity.span:
         return steps
     for pid in missing:
@@ -325,9 +384,10 @@ def find(trace, steps: list) -> tuple[Phases, int, int]:
         hi = int(max(process_steps.ends[-1] for process_steps in with_steps))
         source = "steps"
         warmup = sum(process_steps.warmup_dropped for process_steps in with_steps)
+        warmup_range = None
     else:
         source, warmup = "activity", 0
-        lo, hi = _activity_window(activity)
+        lo, hi, warmup_range = _activity_window(activity)
     if hi <= lo:
         hi = lo + 1
     span = max(1, span_hi - span_lo)
@@ -341,7 +401,7 @@ def find(trace, steps: list) -> tuple[Phases, int, int]:
 
     # files of different runs (the parser says so): the time between their events is no stretch of this run
     unrelated = bool(trace.meta.get("clocks_unrelated"))
-    setup = _phase(activity, "setup", span_lo, lo, warmup) if other_phase(span_lo, lo) and not unrelated else None
+    setup = _phase(activity, "setup", span_lo, lo, warmup, warmup_range) if other_phase(span_lo, lo) and not unrelated else None
     teardown = _phase(activity, "teardown", hi, span_hi) if other_phase(hi, span_hi) and not unrelated else None
     launches, repeated = activity.launches(lo, hi)
     no_steady = None if with_steps else _no_steady(activity, lo, hi, launches, repeated)

@@ -428,6 +428,8 @@ def _phase_contents(phase: dict) -> str:
         parts.append(plural(phase["alloc_calls"], "allocator call"))
     if phase["warmup_steps"]:
         parts.append(plural(phase["warmup_steps"], "warm-up step"))
+    if phase.get("warmup_range"):
+        parts.append(f"a warm-up pass to the end of {phase['warmup_range']} (the first launches of the kernels the steady work repeats)")
     parts.append(f"{plural(phase['kernels'], 'kernel')}, GPU busy {pct(phase['busy_pct'])}")
     return ", ".join(parts)
 

@@ -216,11 +216,15 @@ def test_repeats_count_kernels_seen_earlier_in_the_capture():
     from tracetriage.analyzers.phases import _repeats
 
     trace = SimpleNamespace(gpu=pd.DataFrame({"start": np.array([0, 10, 20, 30, 40], np.int64),
+                                              "end": np.array([5, 15, 25, 35, 45], np.int64),
                                               "kind": pd.Categorical(["kernel"] * 5),
-                                              "name": pd.Categorical(["a", "b", "a", "c", "b"])}))
-    starts, repeats = _repeats(trace)
-    assert starts.tolist() == [0, 10, 20, 30, 40]
+                                              "name": pd.Categorical(["a", "b", "a", "c", "b"])}),
+                            api=pd.DataFrame())
+    starts, repeats, ends, launched, first = _repeats(trace)
+    assert starts.tolist() == [0, 10, 20, 30, 40] and ends.tolist() == [5, 15, 25, 35, 45]
     assert repeats.tolist() == [0, 0, 0, 1, 1, 2]
+    assert launched.tolist() == starts.tolist()  # no launch call traced: the GPU start
+    assert first.tolist() == [0, 10, 0, 30, 10]  # when each launch's kernel was first launched
 
 
 def test_the_phases_are_in_every_format(setup_bundle):
@@ -239,3 +243,80 @@ def test_the_phases_are_in_every_format(setup_bundle):
         assert not {path for path in missing_fields(view, fmt, _render(fmt, analysis, view)) if path.startswith("phases")}
     card = html.unescape(html_report.render_card(analysis, view))
     assert all(f"{phase.name} {phase.text}" in card for phase in view.phases)
+
+
+# --- warm-up passes inside the activity (trial #3) ---------------------------------------------
+
+def _warm_up_then_loop(tmp_path, name: str, warm_up_host_ns: int):
+    """A weight copy, a host range ``name`` holding ``warm_up_host_ns`` of allocator and autotuning
+    host time and then the first launch of 12 kernels, then 40 iterations of the same 12 kernels,
+    each after a 3 ms host gap (no step annotation, no sync). Returns the analysis and where the pass
+    ends (the range's end, or its last kernel's when the GPU finishes after the host left it)."""
+    generate = samples_generate()
+    rng = np.random.default_rng(11)
+    rank = generate.Rank(pid=7100, device=0)
+    rank.h2d_copy(64 << 20, 20.0)
+    rank.host(1 * MS)
+    begin = rank.t
+    for _ in range(8):
+        rank.api_call("cudaMalloc_v3020", warm_up_host_ns // 16)
+        rank.host(warm_up_host_ns // 16)
+    kernels = [f"layer{k}_kernel" for k in range(12)]
+    for kernel in kernels:
+        rank.launch(kernel, int(rng.uniform(90, 110) * 1_000))
+    rank.host(20_000)
+    rank.host_ranges.append((begin, rank.t, name))
+    end = max(rank.t, rank.gpu_free)  # the pass ends when the range and the GPU work it queued have
+    for _ in range(40):
+        rank.host(3 * MS)
+        for kernel in kernels:
+            rank.launch(kernel, int(rng.uniform(90, 110) * 1_000))
+    path = tmp_path / "trace.sqlite"
+    generate.write_nsys(path, [rank], "warm_up_then_loop")
+    return tracetriage.analyze(str(path)), end
+
+
+def samples_generate():
+    from conftest import samples_generate as load
+
+    return load()
+
+
+def test_generated_warm_up_pass_is_set_up(tmp_path):
+    """A first pass that ran every kernel first, inside a host range that computes a fraction as densely
+    as the loop after it, is set-up whatever its name: the steady phase starts where the range ends."""
+    analysis, end = _warm_up_then_loop(tmp_path, "run_model", 400 * MS)
+    setup = analysis.data["phases"]["setup"]
+    assert setup["warmup_range"] == "run_model"
+    assert analysis.data["window"]["start_ns"] == end
+    assert analysis.data["phases"]["repeat_pct"] == 100.0
+    assert "a warm-up pass to the end of run_model" in render(analysis, "text")
+
+
+def test_generated_first_iteration_as_dense_as_the_loop_is_steady(tmp_path):
+    """The same first pass without the set-up's host time, under a range of any name that does not say
+    warm-up: a capture that starts at an iteration of the loop, judged whole."""
+    analysis, end = _warm_up_then_loop(tmp_path, "run_model", 0)
+    assert analysis.data["window"]["start_ns"] < end
+    assert not (analysis.data.get("phases") or {}).get("setup")
+
+
+def test_generated_warm_up_by_name(tmp_path):
+    """A range named as a warm-up that ran first what the loop repeats is set-up even when dense."""
+    analysis, end = _warm_up_then_loop(tmp_path, "warmup_iteration", 0)
+    assert analysis.data["window"]["start_ns"] == end  # (a set-up this short, under 5% of the capture, is no phase line)
+
+
+def test_alexnet_warm_up_forward_is_set_up():
+    """hta_critical_path_alexnet: the warm-up forward's last layers (its first launches of the measured
+    kernels, cudaMalloc calls) ran after the 1.04 s cudaMalloc stretch and sat inside the window; the
+    steady phase now starts where the warm-up range ends, and every kernel launch in it repeats."""
+    path = real("kineto", "hta_critical_path_alexnet.json.gz")
+    analysis = _analysis(path)
+    trace = open_case([path]).traces[0]
+    names = trace.ranges["name"].astype(str)
+    warm_up_end = int(trace.ranges.loc[names.str.endswith("warmup|forward]"), "end"].max())
+    assert analysis.data["window"]["start_ns"] == warm_up_end  # the GPU had finished the pass's kernels
+    assert analysis.data["phases"]["setup"]["warmup_range"].endswith("warmup|forward]")
+    assert analysis.data["phases"]["repeat_pct"] == 100.0
+    assert "warmup|forward" not in analysis.headline
