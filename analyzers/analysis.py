@@ -316,6 +316,12 @@ def _skew(case, per_trace: list[TraceMetrics]) -> CollectiveSkew | None:
     trace = case.traces[index]
     device = trace_metrics.devices[calls.device] if calls.device < len(trace_metrics.devices) else None
     where, before, before_ns = coll.what_came_before(trace, calls.device, device.pid if device else -1, skew.late_intervals)
+    if where == "host" and before and device:  # the GPU idle under the range: the idle-by-host table's figure
+        listed = [row for row in (device.idle_by_host.ranges if device.idle_by_host else [])
+                  if row["name"] == host_activity.range_name(before)]
+        before_ns = int(listed[0]["idle_ns"]) if listed else host_activity.idle_under(
+            trace, calls.device, trace_metrics.window.start_ns, trace_metrics.window.end_ns, device.pid,
+            host_activity.range_name(before), int(trace.meta.get("clock_resolution_ns") or 1))
     late = replace(skew.late_rank, rank=trace.meta.get("rank") if files else None, before_where=where, before=before,
                    before_ns=before_ns)
     return replace(skew, late_rank=late, clock="files" if files else "one trace")

@@ -187,7 +187,10 @@ class LateRank(Contract):
     trace's distributed rank, when the ranks are separate traces that name it), the matched calls
     it was the last to start, the share of all the waiting that was for it, and what it did
     meanwhile (collectives.what_came_before: ``before_where`` gpu or host, ``before`` the kernel or
-    range, ``before_ns`` its overlap with the waits; ``before`` empty when the trace shows nothing)."""
+    range, ``before_ns`` the kernel's overlap with the waits, or for a host range the late device's
+    GPU idle under it in the window — its idle-by-host row, one figure in the table and the finding
+    (host_activity.idle_under when the table does not list it); ``before`` empty when the trace
+    shows nothing)."""
 
     device: str
     rank: int | None
