@@ -71,8 +71,9 @@ class Window(Contract):
 class Phase(Contract):
     """One phase of a trace (analyzers/phases.py): ``phase`` (setup, steady, teardown), [start_ns,
     end_ns) on its clock, and what fills it: the GPU's busy share (% of the phase, every device's
-    activity as one), the kernels that start in it, its longest host-only stretches (GPU idle:
-    ``start_ns``, ``length_ns``, ``call`` the host call covering half of it or None), its
+    activity as one), the kernels that start in it, its longest GPU-idle stretches (``host_only``:
+    ``start_ns``, ``length_ns``, ``call`` the host call covering half of it or None, ``in_calls_pct``
+    the share spent inside any runtime call — host-only under half, else inside CUDA/HIP calls), its
     synchronous copy calls (count, longest and summed host ns inside the phase), the bytes its
     GPU copies moved, its graph capture/instantiate calls, its allocator calls, the warm-up
     steps dropped in it and ``warmup_range``, the host range whose end it runs to (a warm-up

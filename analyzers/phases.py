@@ -44,9 +44,12 @@ Definitions (one trace, its clock; "kernel" includes CUDA/HIP graph replays):
   layers), or one stall fills :data:`STALL_MIN_SHARE` of it or more with fewer than
   :data:`STEADY_MIN_OPS` operations on either side (``stall``).
 
-What fills a phase (:class:`metrics.Phase`): its host-only stretches (GPU idle on every device,
+What fills a phase (:class:`metrics.Phase`): its GPU-idle stretches (GPU idle on every device,
 the longest :data:`STRETCHES_NAMED` of at least :data:`STRETCH_MIN_SHARE` of the phase, each with
-the host call covering half of it when one does), its synchronous copy calls, the bytes its
+the host call covering half of it when one does and the share of it the host spent inside any
+runtime/driver call: a stretch is **host-only** when that share is under :data:`CALL_COVER_SHARE`,
+else it is GPU idle inside CUDA/HIP calls — a 10 s cudaFree is the driver's time, not the
+program's host code), its synchronous copy calls, the bytes its
 copies moved, its graph capture/instantiate calls, its allocator calls (cudaMalloc/cudaFree/
 hipMalloc ...), the warm-up steps dropped, its kernels and the GPU's busy share.
 A set-up or tear-down shorter than :data:`PHASE_MIN_SHARE` of the capture span is not a phase.
@@ -125,6 +128,11 @@ class _Activity:
         # GPU time the host spends blocked in a synchronous copy: the busy intervals under those calls
         sync = iv.union(self.api_start[self.sync_copy], self.api_end[self.sync_copy])
         self.busy_in_sync = iv.Coverage(*iv.intersect(*sync, *_near(self.busy, sync)))
+        self.in_calls = iv.Coverage(*iv.union(self.api_start, np.maximum(self.api_end, self.api_start)))
+
+    def in_calls_share(self, start: int, end: int) -> float:
+        """The share of [start, end) the host spends inside runtime/driver calls (any of them, once)."""
+        return float(self.in_calls.overlap(np.array([start]), np.array([end]))[0]) / (end - start) if end > start else 0.0
 
     def idle_stretches(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         """The GPU's idle intervals (no operation on any device) inside [a, b), in order."""
@@ -236,8 +244,9 @@ def _phase(activity: _Activity, name: str, start: int, end: int, warmup_steps: i
     idle_len = idle_e - idle_s
     named = np.flatnonzero(idle_len >= STRETCH_MIN_SHARE * length)
     named = named[np.argsort(-idle_len[named], kind="stable")][:STRETCHES_NAMED]
-    host_only = [{"start_ns": int(idle_s[k]), "length_ns": int(idle_len[k]), "call": _covering_call(trace, int(idle_s[k]),
-                                                                                                      int(idle_e[k]))}
+    host_only = [{"start_ns": int(idle_s[k]), "length_ns": int(idle_len[k]),
+                  "call": _covering_call(trace, int(idle_s[k]), int(idle_e[k])),
+                  "in_calls_pct": round(100.0 * activity.in_calls_share(int(idle_s[k]), int(idle_e[k])), 1)}
                  for k in sorted(named, key=lambda k: idle_s[k])]
     api = trace.api
     in_phase = (activity.api_end > start) & (activity.api_start < end)
@@ -293,7 +302,10 @@ def _no_steady(activity: _Activity, lo: int, hi: int, launches: int, repeated: i
         before, after = activity.ops_from(lo) - activity.ops_from(int(idle_s[k])), activity.ops_from(int(idle_e[k]))
         after -= activity.ops_from(hi)
         if idle_e[k] - idle_s[k] >= STALL_MIN_SHARE * (hi - lo) and max(before, after) < STEADY_MIN_OPS:
-            return {"why": "stall", "kernels": launches, "repeated": repeated, "stall_ns": int(idle_e[k] - idle_s[k])}
+            inside = activity.in_calls_share(int(idle_s[k]), int(idle_e[k])) >= CALL_COVER_SHARE
+            return {"why": "stall", "kernels": launches, "repeated": repeated, "stall_ns": int(idle_e[k] - idle_s[k]),
+                    "stall_call": (_covering_call(activity.trace, int(idle_s[k]), int(idle_e[k])) or "runtime calls")
+                    if inside else None}
     return None
 
 

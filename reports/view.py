@@ -408,13 +408,18 @@ def _phase_contents(phase: dict) -> str:
     """What fills a set-up or tear-down: its host-only stretches (with the host call that filled each),
     synchronous copies, bytes copied, graph captures, allocator calls, warm-up steps and kernels."""
     parts = []
-    stretches = [fmt_ns(stretch["length_ns"]) + (f" (in {stretch['call']})" if stretch.get("call") else "")
-                 for stretch in phase["host_only"]]
+    # a stretch the host spent mostly inside runtime calls is the driver's time, not host-only (phases.py)
+    in_calls = [stretch for stretch in phase["host_only"] if stretch.get("in_calls_pct", 0) >= 50]
+    host_only = [stretch for stretch in phase["host_only"] if stretch.get("in_calls_pct", 0) < 50]
+    stretches = [fmt_ns(stretch["length_ns"]) for stretch in host_only]
     if len(stretches) == 1:
-        only = phase["host_only"][0]
-        parts.append(f"{_a(fmt_ns(only['length_ns']))} host-only stretch" + (f" (in {only['call']})" if only.get("call") else ""))
+        parts.append(f"{_a(stretches[0])} host-only stretch")
     elif stretches:
         parts.append("host-only stretches " + ", ".join(stretches[:-1]) + " and " + stretches[-1])
+    if in_calls:
+        inside = [f"{fmt_ns(stretch['length_ns'])} in {stretch.get('call') or 'runtime calls'}" for stretch in in_calls]
+        parts.append("GPU idle inside runtime calls " + (", ".join(inside[:-1]) + " and " + inside[-1] if len(inside) > 1
+                                                         else inside[0]))
     sync = phase["sync_copies"]
     if sync["count"] == 1:
         parts.append(f"{_a(fmt_ns(sync['longest_ns']))} synchronous copy")
@@ -429,7 +434,8 @@ def _phase_contents(phase: dict) -> str:
     if phase["warmup_steps"]:
         parts.append(plural(phase["warmup_steps"], "warm-up step"))
     if phase.get("warmup_range"):
-        parts.append(f"a warm-up pass to the end of {phase['warmup_range']} (the first launches of the kernels the steady work repeats)")
+        parts.append(f"a warm-up pass to the end of {phase['warmup_range']} "
+                     "(the first launches of the kernels the steady work repeats)")
     parts.append(f"{plural(phase['kernels'], 'kernel')}, GPU busy {pct(phase['busy_pct'])}")
     return ", ".join(parts)
 

@@ -320,3 +320,41 @@ def test_alexnet_warm_up_forward_is_set_up():
     assert analysis.data["phases"]["setup"]["warmup_range"].endswith("warmup|forward]")
     assert analysis.data["phases"]["repeat_pct"] == 100.0
     assert "warmup|forward" not in analysis.headline
+
+
+# --- stretches inside runtime calls are not host-only (trial #18) -------------------------------
+
+def test_generated_stretch_inside_a_runtime_call_is_not_host_only(tmp_path):
+    """Set-up with a 1.2 s cudaFree and, apart from it, 0.9 s of host code, then a loop: the first stretch
+    is the driver's (GPU idle inside cudaFree), the second host-only; the phase line says which is which."""
+    generate = samples_generate()
+    rank = generate.Rank(pid=7200, device=0)
+    rank.launch("init_kernel", 40_000)
+    rank.host(1 * MS)
+    rank.api_call("cudaFree_v3020", 1_200 * MS)
+    rank.launch("init2_kernel", 40_000)
+    rank.host(900 * MS)
+    for _ in range(60):
+        rank.graph_launch(2 * MS)
+        rank.host(2 * MS)
+    path = tmp_path / "trace.sqlite"
+    generate.write_nsys(path, [rank], "free_then_loop")
+    analysis = tracetriage.analyze(str(path))
+    stretches = analysis.data["phases"]["setup"]["host_only"]
+    by_length = {round(stretch["length_ns"] / (100 * MS)): stretch for stretch in stretches}
+    assert by_length[12]["call"] == "cudaFree" and by_length[12]["in_calls_pct"] > 99
+    assert by_length[9]["in_calls_pct"] < 1
+    text = render(analysis, "text")
+    line = next(line for line in text.splitlines() if line.startswith("phases"))
+    assert "host-only stretch, GPU idle inside runtime calls 1.20 s in cudaFree," in line
+    assert line.count("host-only") == 1
+
+
+def test_alexnet_allocator_stretches_are_inside_runtime_calls():
+    """hta_critical_path_alexnet: the 10 s in cudaFree and the ~1 s cudaMalloc stretches are the driver's,
+    not host-only."""
+    analysis = _analysis(real("kineto", "hta_critical_path_alexnet.json.gz"))
+    stretches = analysis.data["phases"]["setup"]["host_only"]
+    assert all(stretch["in_calls_pct"] >= 50 for stretch in stretches if stretch["call"] in ("cudaFree", "cudaMalloc"))
+    line = next(line for line in render(analysis, "text").splitlines() if line.startswith("phases"))
+    assert "host-only stretches 10.03 s" not in line and "GPU idle inside runtime calls 10.03 s in cudaFree" in line
