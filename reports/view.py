@@ -582,8 +582,9 @@ def _copy_bytes(totals: dict) -> str:
 
 def copies_text(c: dict | None, devices: list[dict] | None = None) -> str | None:
     """One line on the copies of the window: every direction with its count and bytes (from the
-    devices' copy activity, summed), then pageable async copies, synchronous copy calls and UVM
-    migrations."""
+    devices' copy activity, summed: the line says so when there are several, so that a finding's
+    per-device figure is not read against it), then pageable async copies, synchronous copy calls
+    and UVM migrations."""
     if not c:
         return None
     m = c.get("migrations") or {"count": 0, "bytes": 0}
@@ -598,7 +599,9 @@ def copies_text(c: dict | None, devices: list[dict] | None = None) -> str | None
         dirs["DtoH"] = dict(c["dtoh"])
     moved = ", ".join(f"{_copies_words(k, x['count'])} ({_copy_bytes(x)})"
                       for k, x in sorted(dirs.items(), key=lambda kv: -kv[1]["bytes"]))
-    return (f"copies in the window: {moved or 'none'}; {plural(c['pageable_async']['count'], 'async copy', 'async copies')} "
+    together = f" ({len(devices)} devices together)" if devices and len(devices) > 1 else ""  # not one device's figures
+    return (f"copies in the window{together}: {moved or 'none'}; "
+            f"{plural(c['pageable_async']['count'], 'async copy', 'async copies')} "
             f"from/to pageable memory, {plural(c['sync_copy_calls']['count'], 'synchronous copy call')}; "
             f"unified-memory migrations (page moves, not copies): {m['count']:,} ({fmt_bytes(m['bytes'])})")
 

@@ -383,15 +383,15 @@ def rule_copy_bound(ctx: Context):
         ev("copy_only_pct", round(copy_pct, 2), "%", f"window on {device.id}",
            text=f"only copies run during {pct(copy_pct)} of the window on {device.id}"),
         ev("compute_pct", round(kernels_pct, 2), "%", f"window on {device.id}",
-           text=f"kernels run {pct(kernels_pct)} of the window"),
+           text=f"kernels run {pct(kernels_pct)} of the window on {device.id}"),
         ev("bytes", copies.bytes, "B", f"{copies_words} in the window",
-           text=f"{nbytes(copies.bytes)} in {copies_words}: " + ", ".join(
+           text=f"on {device.id}: {nbytes(copies.bytes)} in {copies_words}: " + ", ".join(
                f"{dir_words.get(name, name)} {copy_size(row)} in {us(row['time_ns'])}" for name, row in dirs)),
         ev("throughput", round(gbps, 2) if gbps is not None else None, "GB/s",
            f"time {dir_words.get(direction, direction)} copies run",
            text=(f"{gbps:.1f} GB/s" if gbps is not None else
                  f"rate not measured (the format records no size for {top['bytes_unrecorded']:,} of them)")
-                + f" {dir_words.get(direction, direction)}, the direction that takes the most copy time"),
+                + f" {dir_words.get(direction, direction)} on {device.id}, the direction that takes the most copy time"),
         ev("pinned", pinned, "copies", f"{copies.count} copies",
            text=f"{pinned:,} of {copies.count:,} copies use pinned host memory, {copies.pageable:,} pageable"),
         ev("overlap_with_kernels_pct", copies.overlap_pct, "%", "copy time",
