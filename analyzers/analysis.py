@@ -116,12 +116,12 @@ def step_stats(steps: st.Steps) -> StepStats:
                      p50_ns=quantiles[0], p99_ns=quantiles[1], max_ns=quantiles[2], durations_ns=step_sample(durations))
 
 
-def _window(trace: Trace, steps: dict[int, st.Steps]) -> tuple[Window, Phases]:
+def _window(trace: Trace, steps: dict[int, st.Steps], finder: phases.Finder) -> tuple[Window, Phases]:
     """The analysis window of a trace and its phases (phases.py): the steady phase — first step start
     to last step end of the processes with steps, else found from the GPU activity — with the set-up
     excluded before it (``setup_excluded_ns`` and the host call that filled it, for a window without
     steps) and the tear-down after it."""
-    found, lo, hi = phases.find(trace, list(steps.values()))
+    found, lo, hi = finder.phases(list(steps.values()))
     with_steps = [process_steps for process_steps in steps.values() if process_steps.count]
     if with_steps:
         source = "steps:" + "+".join(sorted({process_steps.source for process_steps in with_steps}))
@@ -193,9 +193,10 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     # device) is listed too, with its call count and no steps: it defines no window and no step.
     api_pids = set(distinct(trace.api["pid"].to_numpy()).tolist()) if len(trace.api) else set()
     api_only = sorted(int(pid) for pid in api_pids - set(pids))
-    steps = phases.find_steps(trace, pids, step_range)
+    finder = phases.Finder(trace)  # the activity built once for the steps and the phases
+    steps = finder.steps(pids, step_range)
     steps.update({pid: st.Steps(pid, "none") for pid in api_only})
-    window, found_phases = _window(trace, steps)
+    window, found_phases = _window(trace, steps, finder)
     lo, hi = window.start_ns, window.end_ns
 
     prefix = f"{index}:" if multi else ""

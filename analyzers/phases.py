@@ -90,6 +90,28 @@ WARMUP_NAME = re.compile(r"(?i)warm[\s_-]?up|autotun")  # a host range that name
 CAPTURE_CALLS = re.compile(r"(?i)(Stream|Thread)?BeginCapture|EndCapture|GraphInstantiate")
 
 
+class Finder:
+    """The phase rule on one trace, its activity (:class:`_Activity`) built at most once for both
+    questions asked of it: the steps (:meth:`steps`, inferred again within the steady phase) and the
+    phases (:meth:`phases`)."""
+
+    def __init__(self, trace):
+        self.trace = trace
+        self._activity: _Activity | None = None
+
+    @property
+    def activity(self) -> _Activity:
+        if self._activity is None:
+            self._activity = _Activity(self.trace)
+        return self._activity
+
+    def steps(self, pids: list[int], step_range: str | None) -> dict[int, st.Steps]:
+        return _find_steps(self, pids, step_range)
+
+    def phases(self, steps: list) -> tuple[Phases, int, int]:
+        return _find(self.activity, steps)
+
+
 def _near(intervals: tuple[np.ndarray, np.ndarray], around: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """The intervals of a disjoint sorted set that overlap some interval of ``around`` (disjoint,
     sorted, usually few): only those can intersect it."""
@@ -364,16 +386,22 @@ def _activity_window(activity: _Activity) -> tuple[int, int, str | None]:
 
 
 def find_steps(trace, pids: list[int], step_range: str | None) -> dict[int, st.Steps]:
+    """Each process's steps, inferred ones within the steady phase (:func:`_find_steps`)."""
+    return Finder(trace).steps(pids, step_range)
+
+
+def _find_steps(finder: Finder, pids: list[int], step_range: str | None) -> dict[int, st.Steps]:
     """Each process's steps (steps.py), the inferred ones (a periodic sync or graph launch) looked for
     within the steady phase: when a process has no steps over the whole capture and the GPU activity
     puts set-up before (or tear-down after) the steady work, its steps are inferred again inside that
     steady phase — a start-up of seconds without the loop's sync or replay would otherwise hide the
     loop's period (the steps must cover half the activity they are looked for in)."""
+    trace = finder.trace
     steps = {pid: st.find_steps(trace, pid, step_range) for pid in pids}
     missing = [pid for pid in pids if not steps[pid].count]
     if step_range or not missing or not len(trace.gpu):
         return steps
-    activity = _Activity(trace)
+    activity = finder.activity
     lo, hi, _ = _activity_window(activity)
     if (lo, hi) == activity.span:
         return steps
@@ -384,11 +412,11 @@ def find_steps(trace, pids: list[int], step_range: str | None) -> dict[int, st.S
     return steps
 
 
-def find(trace, steps: list) -> tuple[Phases, int, int]:
+def _find(activity: _Activity, steps: list) -> tuple[Phases, int, int]:
     """The phases of one trace and the analysis window [lo, hi) they choose (the steady phase; the
     candidate steady phase when there is none, so that the figures exist while the verdict abstains).
     ``steps`` are the trace's processes' steps (those with a count define the steady phase)."""
-    activity = _Activity(trace)
+    trace = activity.trace
     span_lo, span_hi = activity.span
     with_steps = [process_steps for process_steps in steps if process_steps.count]
     if with_steps:
