@@ -405,21 +405,17 @@ def _a(figure: str) -> str:
 
 
 def _phase_contents(phase: dict) -> str:
-    """What fills a set-up or tear-down: its host-only stretches (with the host call that filled each),
-    synchronous copies, bytes copied, graph captures, allocator calls, warm-up steps and kernels."""
+    """What fills a set-up or tear-down: host-only stretches, stretches inside runtime calls (the driver's time;
+    phases.py) with their call, synchronous copies, bytes copied, graph captures, allocator calls, warm-up, kernels."""
     parts = []
-    # a stretch the host spent mostly inside runtime calls is the driver's time, not host-only (phases.py)
-    in_calls = [stretch for stretch in phase["host_only"] if stretch.get("in_calls_pct", 0) >= 50]
-    host_only = [stretch for stretch in phase["host_only"] if stretch.get("in_calls_pct", 0) < 50]
-    stretches = [fmt_ns(stretch["length_ns"]) for stretch in host_only]
-    if len(stretches) == 1:
-        parts.append(f"{_a(stretches[0])} host-only stretch")
-    elif stretches:
-        parts.append("host-only stretches " + ", ".join(stretches[:-1]) + " and " + stretches[-1])
-    if in_calls:
-        inside = [f"{fmt_ns(stretch['length_ns'])} in {stretch.get('call') or 'runtime calls'}" for stretch in in_calls]
-        parts.append("GPU idle inside runtime calls " + (", ".join(inside[:-1]) + " and " + inside[-1] if len(inside) > 1
-                                                         else inside[0]))
+    stretches = [fmt_ns(stretch["length_ns"]) for stretch in phase["host_only"] if stretch.get("in_calls_pct", 0) < 50]
+    inside = [f"{fmt_ns(stretch['length_ns'])} in {stretch.get('call') or 'runtime calls'}"
+              for stretch in phase["host_only"] if stretch.get("in_calls_pct", 0) >= 50]
+    if stretches:
+        parts.append(f"{_a(stretches[0])} host-only stretch" if len(stretches) == 1 else
+                     "host-only stretches " + ", ".join(stretches[:-1]) + " and " + stretches[-1])
+    if inside:
+        parts.append("GPU idle inside runtime calls " + ", ".join(inside[:-1]) + (" and " if inside[1:] else "") + inside[-1])
     sync = phase["sync_copies"]
     if sync["count"] == 1:
         parts.append(f"{_a(fmt_ns(sync['longest_ns']))} synchronous copy")
@@ -434,8 +430,7 @@ def _phase_contents(phase: dict) -> str:
     if phase["warmup_steps"]:
         parts.append(plural(phase["warmup_steps"], "warm-up step"))
     if phase.get("warmup_range"):
-        parts.append(f"a warm-up pass to the end of {phase['warmup_range']} "
-                     "(the first launches of the kernels the steady work repeats)")
+        parts.append(f"a warm-up pass to the end of {phase['warmup_range']} (first launches of what the steady work repeats)")
     parts.append(f"{plural(phase['kernels'], 'kernel')}, GPU busy {pct(phase['busy_pct'])}")
     return ", ".join(parts)
 
@@ -581,10 +576,7 @@ def _copy_bytes(totals: dict) -> str:
 
 
 def copies_text(c: dict | None, devices: list[dict] | None = None) -> str | None:
-    """One line on the copies of the window: every direction with its count and bytes (from the
-    devices' copy activity, summed: the line says so when there are several, so that a finding's
-    per-device figure is not read against it), then pageable async copies, synchronous copy calls
-    and UVM migrations."""
+    """The window's copies in one line: each direction's count and bytes (all devices', said so), pageable, sync, UVM."""
     if not c:
         return None
     m = c.get("migrations") or {"count": 0, "bytes": 0}
