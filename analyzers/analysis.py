@@ -103,12 +103,12 @@ def step_stats(steps: st.Steps) -> StepStats:
                      p50_ns=quantiles[0], p99_ns=quantiles[1], max_ns=quantiles[2], durations_ns=step_sample(durations))
 
 
-def _window(trace: Trace, steps: dict[int, st.Steps]) -> tuple[Window, Phases]:
+def _window(trace: Trace, steps: dict[int, st.Steps], finder: phases.Finder) -> tuple[Window, Phases]:
     """The analysis window of a trace and its phases (phases.py): the steady phase — first step start
     to last step end of the processes with steps, else found from the GPU activity — with the set-up
     excluded before it (``setup_excluded_ns`` and the host call that filled it, for a window without
     steps) and the tear-down after it."""
-    found, lo, hi = phases.find(trace, list(steps.values()))
+    found, lo, hi = finder.phases(list(steps.values()))
     with_steps = [process_steps for process_steps in steps.values() if process_steps.count]
     if with_steps:
         source = "steps:" + "+".join(sorted({process_steps.source for process_steps in with_steps}))
@@ -180,9 +180,10 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     # device) is listed too, with its call count and no steps: it defines no window and no step.
     api_pids = set(distinct(trace.api["pid"].to_numpy()).tolist()) if len(trace.api) else set()
     api_only = sorted(int(pid) for pid in api_pids - set(pids))
-    steps = {pid: st.find_steps(trace, pid, step_range) for pid in pids}
+    finder = phases.Finder(trace)  # the activity built once for the steps and the phases
+    steps = finder.steps(pids, step_range)
     steps.update({pid: st.Steps(pid, "none") for pid in api_only})
-    window, found_phases = _window(trace, steps)
+    window, found_phases = _window(trace, steps, finder)
     lo, hi = window.start_ns, window.end_ns
 
     prefix = f"{index}:" if multi else ""
@@ -303,6 +304,12 @@ def _skew(case, per_trace: list[TraceMetrics]) -> CollectiveSkew | None:
     trace = case.traces[index]
     device = trace_metrics.devices[calls.device] if calls.device < len(trace_metrics.devices) else None
     where, before, before_ns = coll.what_came_before(trace, calls.device, device.pid if device else -1, skew.late_intervals)
+    if where == "host" and before and device:  # the GPU idle under the range: the idle-by-host table's figure
+        listed = [row for row in (device.idle_by_host.ranges if device.idle_by_host else [])
+                  if row["name"] == host_activity.range_name(before)]
+        before_ns = int(listed[0]["idle_ns"]) if listed else host_activity.idle_under(
+            trace, calls.device, trace_metrics.window.start_ns, trace_metrics.window.end_ns, device.pid,
+            host_activity.range_name(before), int(trace.meta.get("clock_resolution_ns") or 1))
     late = replace(skew.late_rank, rank=trace.meta.get("rank") if files else None, before_where=where, before=before,
                    before_ns=before_ns)
     return replace(skew, late_rank=late, clock="files" if files else "one trace")

@@ -37,6 +37,7 @@ step three times shorter makes every remaining cost a bigger share. So, each in 
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from dataclasses import replace
@@ -291,9 +292,31 @@ def gate_exit(result: dict) -> int:
     return 0
 
 
+def gate_text(result: dict) -> str:
+    """``compare --gate``'s result in one line, as ``trend --gate`` prints its own: passed, failed
+    (and why: the step verdict, a mixed verdict whose step p50 regressed, a broken --slo budget) or
+    inconclusive, with the exit code :func:`gate_exit` returns."""
+    code = gate_exit(result)
+    verdict = result["verdict"]
+    if code == EXIT_INCONCLUSIVE:
+        why = next((reason for reason in result["comparable"]["reasons"]), "nothing to judge")
+        return f"gate: inconclusive (exit {code}): {why}"
+    if code == EXIT_REGRESSED:
+        reasons = []
+        if verdict == "regressed":
+            reasons.append(f"the after capture regressed beyond the noise and the {result['threshold_pct']:g}%-of-step threshold")
+        elif verdict == "mixed":
+            reasons.append("mixed, and the step p50 is what regressed")
+        if result["slo_broken"]:
+            reasons.append("SLO broken: " + "; ".join(result["slo_broken"]))
+        return f"gate: failed (exit {code}): " + "; ".join(reasons)
+    return f"gate: passed: {verdict}, no budget regressed and no --slo budget broken"
+
+
 def summary_line(result: dict) -> str:
-    """The verdict in one line: the first measured rank's step p50 change (a pair without steps:
-    the first judged device's kernel time per call), the largest per-step movers across ranks,
+    """The verdict in one line: the step p50 change of the rank that moved most the verdict's way
+    (named with its pids; a pair without steps: the first judged device's kernel time per call, its
+    rank named), the largest per-step movers across ranks,
     the findings that changed status (a finding that merely persists is in the findings, not
     here), broken SLOs."""
     verdict = result["verdict"]
@@ -303,11 +326,12 @@ def summary_line(result: dict) -> str:
     parts = [verdict]
     measured = [row for row in result["step_time"] if row["ratio"] is not None]
     if measured:
-        row = measured[0]
+        row = _summary_rank(measured, verdict)
         parts.append(f"step p50 {ms_text(row['before_p50_ns'] / 1e6)} -> {ms_text(row['after_p50_ns'] / 1e6)}"
                      f" ({speed_words(row)}, after/before {row['ratio']:.3f} "
                      f"[95% CI {row['ci95'][0]:.3f}-{row['ci95'][1]:.3f}]{'' if row['significant'] else ', within noise'})"
-                     + (f" on rank0 of {len(result['step_time'])}" if len(result["step_time"]) > 1 else ""))
+                     + (f" on rank{row['rank']} of {len(result['step_time'])} (pid {row['before_pid']} -> {row['after_pid']})"
+                        if len(result["step_time"]) > 1 else ""))
     if result["work_rate"]:
         parts.extend(_work_rate_words(result))
     ranks = len(result["step_time"])
@@ -330,19 +354,26 @@ def summary_line(result: dict) -> str:
     return "; ".join(parts)
 
 
+def _summary_rank(measured: list[dict], verdict: str) -> dict:
+    """The rank the summary's step figure is of: of the ranks whose step p50 moved the verdict's way
+    (all measured ones when none did), the one whose ratio is farthest from 1 (the lowest rank on a tie)."""
+    agreeing = [row for row in measured if row["status"] == verdict] or measured
+    return max(agreeing, key=lambda row: (abs(math.log(max(row["ratio"], 1e-9))), -row["rank"]))
+
+
 def _work_rate_words(result: dict) -> list[str]:
     """A pair without steps in words: the first judged device's kernel time per call, the kernel
     that moved most, and busy % said to be not judged."""
     rate = result["work_rate"]
-    judged = [device for device in rate["devices"] if device["ratio"] is not None]
+    judged = [(rank, device) for rank, device in enumerate(rate["devices"]) if device["ratio"] is not None]
     if not judged:
         return []
-    device = judged[0]
+    rank, device = judged[0]
     low, high = device["ci95"]
     words = [f"kernel time per call x{device['ratio']:.3f} of before [95% CI {low:.3f}-{high:.3f}]"
              f"{'' if device['significant'] else ', within noise'} over {device['kernels']} common kernels "
              f"({device['before_covered_pct']:.0f}% of the kernel time before)"
-             + (f" on rank0 of {len(rate['devices'])}" if len(rate["devices"]) > 1 else "")]
+             + (f" on rank{rank} of {len(rate['devices'])}" if len(rate["devices"]) > 1 else "")]
     if device["rate_ratio"] is not None:
         words.append(f"their calls per second x{device['rate_ratio']:.3f} ({device['rate_status']})")
     kernel = next((row for row in rate["kernels"] if row["device"] == device["device"]), None)

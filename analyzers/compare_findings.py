@@ -3,8 +3,11 @@
 Each finding of the before side gets a status from its catalog check (``[<id>.compare]`` in
 findings.toml: ``slices``, ``applied``, ``confirm``, ``falsifier``, ``evidence``): ``fixed``
 (confirm met), ``falsified`` (the fix was applied, its falsifier met), else ``better`` /
-``worse`` / ``persists`` by the ms per step of the slices it claims against the noise (the
-threshold x the before step p50); findings only on the after side are ``new``. ``healthy`` is
+``worse`` / ``persists`` by the ms per step of its own measured quantity — the catalog's slices,
+the same measure on both sides whether or not the rule fires there (a slice another finding now
+claims first does not make it better) — against the noise (the threshold x the before step p50);
+a finding the rule no longer fires after is said to be so in ``decided_by``, whatever its status.
+Findings only on the after side are ``new``. ``healthy`` is
 a state, never a finding. An incomparable pair gets no status (None): nothing is judged.
 """
 
@@ -125,13 +128,19 @@ def _status(context: FindingContext, check: dict, outcome: dict) -> tuple[str | 
         return "fixed", f"confirmed: {check.get('confirm_says') or 'it is no longer reported after the change'}"
     if outcome["falsifier"]:
         return "falsified", f"the fix was applied but its falsifier holds: {check.get('falsifier_says') or check['falsifier']}"
+    # judged on its own measured quantity; whether the rule still fires after is said, never implied by the status
+    fires = "" if outcome["reported_after"] else "; the rule no longer fires after the change"
     if delta is not None and noise_ms is not None and abs(delta) >= noise_ms:
         return ("better" if delta < 0 else "worse",
-                (f"the time it claims moved {ms_text(delta, sign='+')} per step, beyond the threshold of {ms_text(noise_ms)} "
-                 f"({context.threshold_pct:g}% of the before step)"))
+                (f"the time it is about moved {ms_text(delta, sign='+')} per step, beyond the threshold of "
+                 f"{ms_text(noise_ms)} ({context.threshold_pct:g}% of the before step){fires}"))
     if delta is not None and noise_ms is not None:
-        return "persists", f"the time it claims moved less than the threshold of {ms_text(noise_ms)} per step"
-    return "persists", "still reported after" if outcome["reported_after"] else "no per-step measure on both sides"
+        if not outcome["reported_after"]:
+            return "persists", (f"the rule no longer fires after the change, but the time it is about moved less than "
+                                f"the threshold of {ms_text(noise_ms)} per step: its cause is still there")
+        return "persists", f"the time it is about moved less than the threshold of {ms_text(noise_ms)} per step"
+    return "persists", "still reported after" if outcome["reported_after"] else \
+        "the rule no longer fires after the change, and the time it is about has no per-step measure on both sides"
 
 
 def _evidence(context: FindingContext, check: dict, names: dict) -> tuple[Evidence, ...]:

@@ -43,8 +43,8 @@ class KernelRow:
 
 
 def kernel_rows(before: Side, after: Side) -> list[KernelRow]:
-    """Per matched device (rank order): each kernel on either side, the :data:`TOP_KERNELS`
-    largest movers first (ties by name)."""
+    """Each matched device's :data:`TOP_KERNELS` largest movers (ties by name), ranked by size across
+    the devices: rank1's SendRecv that grew 1 ms/step comes before rank0's kernels that moved less."""
     rows = []
     for rank, (device_before, device_after) in enumerate(zip(before.devices_in_rank_order(), after.devices_in_rank_order())):
         kernels_before = _DeviceKernels(device_before, before.device_steps(device_before))
@@ -60,6 +60,7 @@ def kernel_rows(before: Side, after: Side) -> list[KernelRow]:
                                          round4(before_share), round4(after_share)))
         device_rows.sort(key=lambda row: (-row.movement(), row.name))
         rows.extend(device_rows[:TOP_KERNELS])
+    rows.sort(key=lambda row: -row.movement())  # ranked by size across ranks (stable: a device's own order on ties)
     return rows
 
 

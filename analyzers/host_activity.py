@@ -6,24 +6,29 @@ Definitions (inside the analysis window [lo, hi) of one device, owned by process
   the device's GPU intervals, gaps shorter than the clock's resolution counted busy.
   **Host-code idle** is the idle time in which no runtime/driver call of ``pid`` runs (the
   ``host`` cause of :mod:`timeline`).
-* **Host ranges** are the host-side intervals of ``pid`` the capture recorded, in three tiers,
+* **Host ranges** are the host-side intervals of ``pid`` the capture recorded, in four tiers,
   each naming only the idle time the tiers before it left uncovered:
-  (1) annotation and operator ranges — the ``ranges`` table (PyTorch profiler
-  ``user_annotation``, NVTX, roctx) and the PyTorch profiler's CPU ops of
-  :data:`~tracetriage.parsers.kineto.HOST_OP_MIN_US` or longer (``meta["host_ops"]``);
-  (2) OS runtime calls (nsys ``--trace=osrt``, ``meta["host_calls"]``, 100 µs or longer) of the
+  (1) named ranges — the ``ranges`` table (PyTorch profiler ``user_annotation``, NVTX, roctx)
+  whose name is the program's (not :data:`OPERATOR_NAME`);
+  (2) operator ranges — the PyTorch profiler's CPU ops of
+  :data:`~tracetriage.parsers.kineto.HOST_OP_MIN_US` or longer (``meta["host_ops"]``) and the
+  ``ranges`` rows named like an operator or library call (``aten::mm``, an emit_nvtx range);
+  (3) OS runtime calls (nsys ``--trace=osrt``, ``meta["host_calls"]``, 100 µs or longer) of the
   threads that launch GPU work — a poll loop on another thread does not hold the GPU;
-  (3) long Python frames (``meta["python_frames"]``, ``with_stack=True``).
+  (4) long Python frames (``meta["python_frames"]``, ``with_stack=True``).
 * **Step ranges are not answers**: a range whose name marks a step (:data:`steps.STEP_PATTERNS`,
   ``ProfilerStep#N``; or the ``--step-range`` pattern), or that encloses a whole step of the
   process, covers everything the step does and names nothing in it. Without steps, a range
   spanning :data:`WHOLE_WINDOW_SHARE` of the window or more is the loop itself and is left out.
-* **Attribution**: each idle nanosecond goes to the *outermost* remaining range that covers it
-  (the one that started first; the longest among equal starts), so
-  ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`` takes the time its collate and
-  copy ops run in, and two threads' ranges never count one nanosecond twice. Computed by one sort
-  and a running maximum: a range owns ``[max(start, the latest end of every range started
-  before it), end)``.
+* **Attribution**: among named ranges each idle nanosecond goes to the *most specific* one that
+  covers it — the one that started last, the shortest among equal starts: for nested ranges the
+  innermost (``log_metrics`` inside a ``train_step`` range takes its own time; ``clear_cache``
+  inside a benchmark's ``measure|forward``). Among operators, OS calls and Python frames it goes
+  to the *outermost* (the one that started first; the longest among equal starts: an operator's
+  children are its implementation), so ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__``
+  takes the time its collate and copy ops run in. Two threads' ranges never count one nanosecond
+  twice. Outermost: one sort and a running maximum (a range owns ``[max(start, the latest end of
+  every range started before it), end)``); innermost: :func:`_innermost`.
 * A row of :attr:`~tracetriage.analyzers.metrics.IdleByHost.ranges`: one range name of one
   source (an emit_nvtx operator range without its ``, seq = N, op_id = N`` tail: one row per
   operator), its idle ns, that as % of the window, the number of distinct gaps it covers part of,
@@ -51,6 +56,9 @@ DATA_LOADER = re.compile(r"(?i)data_?loader")  # PyTorch's enumerate(DataLoader)
 # the per-call tail of PyTorch's emit_nvtx operator ranges (``aten::add, seq = 4, op_id = 9, sizes = [...]``):
 # one name per operator, not per call
 OP_TAIL = re.compile(r", (?:seq|op_id) = -?\d+.*$", re.DOTALL)
+# an operator's or library call's range (aten::mm, c10d::allreduce_, FusionExecutorCache::runFusionWithInputs,
+# an emit_nvtx operator range): named by the code, not by the program's author
+OPERATOR_NAME = re.compile(r"^[A-Za-z_][\w.]*::\w")
 
 
 def range_name(text: str) -> str:
@@ -70,24 +78,27 @@ class HostRanges:
     def __init__(self, trace: Trace, pid: int):
         names: dict[str, int] = {}
         sources: dict[str, int] = {}
-        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]] = []
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         ranges = trace.ranges
         if len(ranges):
             mine = ranges["pid"].to_numpy() == pid
             if mine.any():
                 table = ranges[mine]
-                parts.append((table["start"].to_numpy(np.int64), table["end"].to_numpy(np.int64),
-                              _codes(table["name"], names, range_name, ""),
-                              _codes(table["domain"], sources, _source_of if trace.format == "nsys" else str, "nvtx"), 1))
+                code = _codes(table["name"], names, range_name, "")
+                operator = np.array([bool(OPERATOR_NAME.search(name)) for name in names], bool)
+                parts.append((table["start"].to_numpy(np.int64), table["end"].to_numpy(np.int64), code,
+                              _codes(table["domain"], sources, _source_of if trace.format == "nsys" else str, "nvtx"),
+                              np.where(operator[code], 2, 1)))
         feeding = _feeding_threads(trace, pid)
-        for key, source, tier in (("host_ops", "cpu_op", 1), ("host_calls", "osrt", 2), ("python_frames", "python", 3)):
+        for key, source, tier in (("host_ops", "cpu_op", 2), ("host_calls", "osrt", 3), ("python_frames", "python", 4)):
             rows = [row for row in trace.meta.get(key) or [] if _row_pid(row, key, pid)
                     and (key != "host_calls" or int(row[1]) in feeding)]
             if rows:
                 start = np.array([row[-3] for row in rows], np.int64)
                 end = np.array([row[-2] for row in rows], np.int64)
                 code = np.array([names.setdefault(str(row[-1]), len(names)) for row in rows], np.int32)
-                parts.append((start, end, code, np.full(len(rows), sources.setdefault(source, len(sources)), np.int32), tier))
+                parts.append((start, end, code, np.full(len(rows), sources.setdefault(source, len(sources)), np.int32),
+                              np.full(len(rows), tier)))
         self.names = list(names)
         self.sources = list(sources)
         if parts:
@@ -95,7 +106,7 @@ class HostRanges:
             self.end = np.concatenate([part[1] for part in parts])
             self.name = np.concatenate([part[2] for part in parts])
             self.source = np.concatenate([part[3] for part in parts])
-            self.tier = np.concatenate([np.full(part[0].size, part[4], np.int8) for part in parts])
+            self.tier = np.concatenate([part[4] for part in parts]).astype(np.int8)
         else:
             self.start = self.end = np.empty(0, np.int64)
             self.name = self.source = np.empty(0, np.int32)
@@ -152,6 +163,30 @@ def _excluded(hosts: HostRanges, steps: Steps | None, lo: int, hi: int) -> np.nd
     return out
 
 
+def _innermost(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(segment starts, ends, range index): each nanosecond covered by some range goes to the covering
+    range that started last (the shortest among equal starts): for nested ranges the innermost one.
+    Vectorised: between two consecutive range boundaries the owner is the last range (by start)
+    whose end lies past the boundary, found by binary lifting over a sparse table of running end
+    maxima (log n array passes, no per-range Python)."""
+    order = np.lexsort((-(end - start), start))
+    s, e = start[order], end[order]
+    bounds = np.sort(np.concatenate((s, e)))
+    bounds = bounds[np.concatenate(([True], bounds[1:] != bounds[:-1]))]
+    seg_s, seg_e = bounds[:-1], bounds[1:]
+    position = np.searchsorted(s, seg_s, "right") - 1  # the last range started by each boundary
+    levels = [e]
+    while (1 << len(levels)) <= s.size:  # levels[k][i]: the latest end among ranges i-2^k+1 .. i
+        step, previous = 1 << (len(levels) - 1), levels[-1]
+        levels.append(np.concatenate((previous[:step], np.maximum(previous[step:], previous[:-step]))))
+    for k in range(len(levels) - 1, -1, -1):
+        # skip the block of 2^k ranges ending at the position when all of them ended by the boundary
+        ended = (levels[k][np.maximum(position, 0)] <= seg_s) & (position >= 0)
+        position -= ended * (1 << k)
+    owned = (position >= 0) & (e[np.maximum(position, 0)] > seg_s)
+    return seg_s[owned], seg_e[owned], order[position[owned]]
+
+
 def _owned(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(segment starts, ends, range index): each range's part not covered by a range started before it
     (the longest first among equal starts), so the outermost range owns every covered nanosecond."""
@@ -176,6 +211,21 @@ def _device_gaps(trace: Trace, device: int, lo: int, hi: int, min_gap_ns: int) -
     gap_s, gap_e = iv.complement(busy_s, busy_e, lo, hi)
     keep = gap_e - gap_s >= max(1, min_gap_ns)
     return gap_s[keep], gap_e[keep]
+
+
+def idle_under(trace: Trace, device: int, lo: int, hi: int, pid: int, name: str, min_gap_ns: int = 1) -> int:
+    """The device's idle ns in [lo, hi) under any range of ``pid`` named ``name`` (as :func:`range_name`
+    groups it), nested ranges not taken out: the figure for a range the table does not list."""
+    ranges = trace.ranges
+    if not len(ranges):
+        return 0
+    mine = (ranges["pid"].to_numpy() == pid) & (ranges["name"].astype(str).map(range_name) == name).to_numpy()
+    if not mine.any():
+        return 0
+    under_s, under_e = iv.union(ranges["start"].to_numpy(np.int64)[mine], ranges["end"].to_numpy(np.int64)[mine])
+    gap_s, gap_e = _device_gaps(trace, device, lo, hi, min_gap_ns)
+    piece_s, piece_e, _, _ = _pieces(under_s, under_e, gap_s, gap_e)
+    return int((piece_e - piece_s).sum())
 
 
 def _pieces(seg_s, seg_e, gap_s, gap_e) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -211,11 +261,11 @@ def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges,
     candidate = ~_excluded(hosts, steps, lo, hi) & (hosts.end > np.maximum(hosts.start, lo)) & (hosts.start < hi)
     segments_s, segments_e, segments_of = [], [], []
     taken_s, taken_e = np.empty(0, np.int64), np.empty(0, np.int64)
-    for tier in (1, 2, 3):
+    for tier in (1, 2, 3, 4):
         rows = np.flatnonzero(candidate & (hosts.tier == tier))
         if not rows.size:
             continue
-        own_s, own_e, which = _owned(hosts.start[rows], hosts.end[rows])
+        own_s, own_e, which = (_innermost if tier == 1 else _owned)(hosts.start[rows], hosts.end[rows])
         if not own_s.size:  # marks only
             continue
         which = rows[which]

@@ -71,11 +71,13 @@ class Window(Contract):
 class Phase(Contract):
     """One phase of a trace (analyzers/phases.py): ``phase`` (setup, steady, teardown), [start_ns,
     end_ns) on its clock, and what fills it: the GPU's busy share (% of the phase, every device's
-    activity as one), the kernels that start in it, its longest host-only stretches (GPU idle:
-    ``start_ns``, ``length_ns``, ``call`` the host call covering half of it or None), its
+    activity as one), the kernels that start in it, its longest GPU-idle stretches (``host_only``:
+    ``start_ns``, ``length_ns``, ``call`` the host call covering half of it or None, ``in_calls_pct``
+    the share spent inside any runtime call — host-only under half, else inside CUDA/HIP calls), its
     synchronous copy calls (count, longest and summed host ns inside the phase), the bytes its
-    GPU copies moved, its graph capture/instantiate calls, its allocator calls and the warm-up
-    steps dropped in it."""
+    GPU copies moved, its graph capture/instantiate calls, its allocator calls, the warm-up
+    steps dropped in it and ``warmup_range``, the host range whose end it runs to (a warm-up
+    pass inside the activity; None when the set-up ends otherwise)."""
 
     phase: str
     start_ns: int
@@ -89,6 +91,7 @@ class Phase(Contract):
     graph_capture_calls: int
     alloc_calls: int
     warmup_steps: int
+    warmup_range: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +188,10 @@ class LateRank(Contract):
     trace's distributed rank, when the ranks are separate traces that name it), the matched calls
     it was the last to start, the share of all the waiting that was for it, and what it did
     meanwhile (collectives.what_came_before: ``before_where`` gpu or host, ``before`` the kernel or
-    range, ``before_ns`` its overlap with the waits; ``before`` empty when the trace shows nothing)."""
+    range, ``before_ns`` the kernel's overlap with the waits, or for a host range the late device's
+    GPU idle under it in the window — its idle-by-host row, one figure in the table and the finding
+    (host_activity.idle_under when the table does not list it); ``before`` empty when the trace
+    shows nothing)."""
 
     device: str
     rank: int | None

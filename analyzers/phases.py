@@ -44,9 +44,12 @@ Definitions (one trace, its clock; "kernel" includes CUDA/HIP graph replays):
   layers), or one stall fills :data:`STALL_MIN_SHARE` of it or more with fewer than
   :data:`STEADY_MIN_OPS` operations on either side (``stall``).
 
-What fills a phase (:class:`metrics.Phase`): its host-only stretches (GPU idle on every device,
+What fills a phase (:class:`metrics.Phase`): its GPU-idle stretches (GPU idle on every device,
 the longest :data:`STRETCHES_NAMED` of at least :data:`STRETCH_MIN_SHARE` of the phase, each with
-the host call covering half of it when one does), its synchronous copy calls, the bytes its
+the host call covering half of it when one does and the share of it the host spent inside any
+runtime/driver call: a stretch is **host-only** when that share is under :data:`CALL_COVER_SHARE`,
+else it is GPU idle inside CUDA/HIP calls — a 10 s cudaFree is the driver's time, not the
+program's host code), its synchronous copy calls, the bytes its
 copies moved, its graph capture/instantiate calls, its allocator calls (cudaMalloc/cudaFree/
 hipMalloc ...), the warm-up steps dropped, its kernels and the GPU's busy share.
 A set-up or tear-down shorter than :data:`PHASE_MIN_SHARE` of the capture span is not a phase.
@@ -59,6 +62,7 @@ import re
 import numpy as np
 
 from tracetriage.analyzers import intervals as iv
+from tracetriage.analyzers import steps as st
 from tracetriage.analyzers.metrics import Phase, Phases
 from tracetriage.model import cat_mask, is_kind, is_sorted
 
@@ -82,7 +86,30 @@ STALL_MIN_SHARE = THRESHOLDS["stall_min_share"][0]
 STRETCH_MIN_SHARE = 0.05  # a host-only stretch named in a phase's contents: at least 5% of the phase
 STRETCHES_NAMED = 3
 CALL_COVER_SHARE = 0.5  # a host call covering half a stretch names what the host did in it
+WARMUP_NAME = re.compile(r"(?i)warm[\s_-]?up|autotun")  # a host range that names itself a warm-up pass
 CAPTURE_CALLS = re.compile(r"(?i)(Stream|Thread)?BeginCapture|EndCapture|GraphInstantiate")
+
+
+class Finder:
+    """The phase rule on one trace, its activity (:class:`_Activity`) built at most once for both
+    questions asked of it: the steps (:meth:`steps`, inferred again within the steady phase) and the
+    phases (:meth:`phases`)."""
+
+    def __init__(self, trace):
+        self.trace = trace
+        self._activity: _Activity | None = None
+
+    @property
+    def activity(self) -> _Activity:
+        if self._activity is None:
+            self._activity = _Activity(self.trace)
+        return self._activity
+
+    def steps(self, pids: list[int], step_range: str | None) -> dict[int, st.Steps]:
+        return _find_steps(self, pids, step_range)
+
+    def phases(self, steps: list) -> tuple[Phases, int, int]:
+        return _find(self.activity, steps)
 
 
 def _near(intervals: tuple[np.ndarray, np.ndarray], around: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -117,12 +144,17 @@ class _Activity:
             self.kernels = iv.union(self.start[self.kernel], self.end[self.kernel])
             self.kernel_cover = iv.Coverage(*self.kernels)
         self.op_starts = self.start if is_sorted(self.start) else np.sort(self.start)
-        self.kernel_starts, self.repeats = _repeats(trace)
+        self.kernel_starts, self.repeats, self.kernel_ends, self.launched_at, self.first_launch = _repeats(trace)
         self.api_start, self.api_end = api["start"].to_numpy(np.int64), api["end"].to_numpy(np.int64)
         self.sync_copy = cat_mask(api, "category", "memcpy_sync") if len(api) else np.zeros(0, bool)
         # GPU time the host spends blocked in a synchronous copy: the busy intervals under those calls
         sync = iv.union(self.api_start[self.sync_copy], self.api_end[self.sync_copy])
         self.busy_in_sync = iv.Coverage(*iv.intersect(*sync, *_near(self.busy, sync)))
+        self.in_calls = iv.Coverage(*iv.union(self.api_start, np.maximum(self.api_end, self.api_start)))
+
+    def in_calls_share(self, start: int, end: int) -> float:
+        """The share of [start, end) the host spends inside runtime/driver calls (any of them, once)."""
+        return float(self.in_calls.overlap(np.array([start]), np.array([end]))[0]) / (end - start) if end > start else 0.0
 
     def idle_stretches(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         """The GPU's idle intervals (no operation on any device) inside [a, b), in order."""
@@ -192,22 +224,39 @@ def _setup_end(activity: _Activity, starts: np.ndarray, ends: np.ndarray, lo: in
     return lo
 
 
-def _repeats(trace) -> tuple[np.ndarray, np.ndarray]:
-    """The kernel launches' starts in order, and the running count of those that run a kernel (by
-    name) that already ran earlier in the capture (``repeats[k]``: among the first k)."""
-    gpu = trace.gpu
+def _repeats(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The kernel launches in GPU start order: their starts, the running count of those that run a
+    kernel (by name) that already ran earlier in the capture (``repeats[k]``: among the first k),
+    their ends, the host time each was launched at (the launch call joined on (pid, correlation);
+    the GPU start when no call is traced), and for each the host time its kernel was first launched."""
+    gpu, api = trace.gpu, trace.api
     kernel = is_kind(gpu, "kernel") | is_kind(gpu, "graph")
     start = gpu["start"].to_numpy(np.int64)[kernel]
+    end = gpu["end"].to_numpy(np.int64)[kernel]
     names = gpu["name"].cat.codes.to_numpy()[kernel]
+    launched = start.copy()
+    if len(api) and "correlation" in gpu.columns and "correlation" in api.columns:
+        calls = cat_mask(api, "category", ("launch", "graph_launch"))
+        call_keys = api["pid"].to_numpy(np.int64)[calls] * (1 << 32) + api["correlation"].to_numpy(np.int64)[calls]
+        keys = gpu["pid"].to_numpy(np.int64)[kernel] * (1 << 32) + gpu["correlation"].to_numpy(np.int64)[kernel]
+        order = np.argsort(call_keys, kind="stable")
+        call_keys, call_starts = call_keys[order], api["start"].to_numpy(np.int64)[calls][order]
+        at = np.minimum(np.searchsorted(call_keys, keys), max(0, call_keys.size - 1))
+        found = call_keys.size > 0
+        tied = (call_keys[at] == keys) & (gpu["correlation"].to_numpy(np.int64)[kernel] >= 0) if found else np.zeros(0, bool)
+        if found:
+            launched[tied] = call_starts[at[tied]]
     if not is_sorted(start):
         order = np.argsort(start, kind="stable")
-        start, names = start[order], names[order]
+        start, end, names, launched = start[order], end[order], names[order], launched[order]
     repeated = np.ones(start.size, bool)
-    repeated[np.unique(names, return_index=True)[1]] = False
-    return start, np.concatenate(([0], np.cumsum(repeated)))
+    _, first, inverse = np.unique(names, return_index=True, return_inverse=True)
+    repeated[first] = False
+    return start, np.concatenate(([0], np.cumsum(repeated))), end, launched, launched[first][inverse.reshape(-1)]
 
 
-def _phase(activity: _Activity, name: str, start: int, end: int, warmup_steps: int = 0) -> Phase:
+def _phase(activity: _Activity, name: str, start: int, end: int, warmup_steps: int = 0,
+           warmup_range: str | None = None) -> Phase:
     """A phase of [start, end) with what fills it (module docstring)."""
     trace = activity.trace
     length = max(1, end - start)
@@ -217,8 +266,9 @@ def _phase(activity: _Activity, name: str, start: int, end: int, warmup_steps: i
     idle_len = idle_e - idle_s
     named = np.flatnonzero(idle_len >= STRETCH_MIN_SHARE * length)
     named = named[np.argsort(-idle_len[named], kind="stable")][:STRETCHES_NAMED]
-    host_only = [{"start_ns": int(idle_s[k]), "length_ns": int(idle_len[k]), "call": _covering_call(trace, int(idle_s[k]),
-                                                                                                      int(idle_e[k]))}
+    host_only = [{"start_ns": int(idle_s[k]), "length_ns": int(idle_len[k]),
+                  "call": _covering_call(trace, int(idle_s[k]), int(idle_e[k])),
+                  "in_calls_pct": round(100.0 * activity.in_calls_share(int(idle_s[k]), int(idle_e[k])), 1)}
                  for k in sorted(named, key=lambda k: idle_s[k])]
     api = trace.api
     in_phase = (activity.api_end > start) & (activity.api_start < end)
@@ -237,7 +287,7 @@ def _phase(activity: _Activity, name: str, start: int, end: int, warmup_steps: i
         copy_bytes=int(gpu["bytes"].to_numpy(np.int64)[ops & is_kind(gpu, "memcpy")].clip(min=0).sum()),  # unrecorded: -1
         graph_capture_calls=int(np.isin(names.cat.codes.to_numpy()[in_phase], capture).sum()) if capture else 0,
         alloc_calls=int((in_phase & cat_mask(api, "category", "alloc")).sum()) if len(api) else 0,
-        warmup_steps=int(warmup_steps),
+        warmup_steps=int(warmup_steps), warmup_range=warmup_range,
     )
 
 
@@ -274,15 +324,99 @@ def _no_steady(activity: _Activity, lo: int, hi: int, launches: int, repeated: i
         before, after = activity.ops_from(lo) - activity.ops_from(int(idle_s[k])), activity.ops_from(int(idle_e[k]))
         after -= activity.ops_from(hi)
         if idle_e[k] - idle_s[k] >= STALL_MIN_SHARE * (hi - lo) and max(before, after) < STEADY_MIN_OPS:
-            return {"why": "stall", "kernels": launches, "repeated": repeated, "stall_ns": int(idle_e[k] - idle_s[k])}
+            inside = activity.in_calls_share(int(idle_s[k]), int(idle_e[k])) >= CALL_COVER_SHARE
+            return {"why": "stall", "kernels": launches, "repeated": repeated, "stall_ns": int(idle_e[k] - idle_s[k]),
+                    "stall_call": (_covering_call(activity.trace, int(idle_s[k]), int(idle_e[k])) or "runtime calls")
+                    if inside else None}
     return None
 
 
-def find(trace, steps: list) -> tuple[Phases, int, int]:
+def _warmup_range_end(activity: _Activity, lo: int, hi: int) -> tuple[int, str | None]:
+    """Where a warm-up pass inside [lo, hi) ends, with its host range's name (``lo`` and None when
+    there is none). Kernels belong to a host range by the time the host launched them (the launch
+    call); a range's pass ends when the range and the GPU work it launched have both ended. The
+    pass is the latest-ending host range that began by ``lo`` and was open when the window's first
+    kernels were launched, whose pass ends inside the window
+    with at least :data:`STEADY_MIN_OPS` kernel launches after it, such that
+
+    - :data:`STEADY_MIN_REPEAT` or more of the kernel launches after it run a kernel first launched
+      inside it (the pass ran first what the steady work repeats: a warm-up or first iteration), and
+    - it is set-up rather than the first iteration the capture happens to start in: it computes at
+      most :data:`SETUP_DENSITY_RATIO` as densely as what follows it (allocator warm-up, cuDNN/MIOpen
+      autotuning and module loading fill it with host time), or its name says so (:data:`WARMUP_NAME`).
+    """
+    ranges = activity.trace.ranges
+    if not len(ranges) or not activity.kernel_starts.size:
+        return lo, None
+    starts, ends = ranges["start"].to_numpy(np.int64), ranges["end"].to_numpy(np.int64)
+    in_window = activity.kernel_starts < hi
+    # ranges the host was in when it launched the window's first kernels (the GPU may run behind it)
+    launched_from = int(activity.launched_at[(activity.kernel_starts >= lo) & in_window].min(initial=lo))
+    candidates = np.flatnonzero((starts <= lo) & (ends > min(lo, launched_from)) & (ends < hi))
+    names = ranges["name"]
+    for k in candidates[np.argsort(-ends[candidates], kind="stable")]:
+        begin, end = max(int(starts[k]), activity.span[0]), int(ends[k])
+        inside = (activity.launched_at >= begin) & (activity.launched_at < end)
+        cut = max(end, int(activity.kernel_ends[inside].max(initial=end)))
+        after = in_window & (activity.launched_at >= end)
+        if cut >= hi or after.sum() < STEADY_MIN_OPS:
+            continue
+        first = activity.first_launch[after]
+        if ((first >= begin) & (first < end)).mean() < STEADY_MIN_REPEAT:
+            continue
+        name = str(names.iloc[k])
+        if WARMUP_NAME.search(name) or activity.density(begin, cut) <= SETUP_DENSITY_RATIO * activity.density(cut, hi):
+            return cut, name
+    return lo, None
+
+
+def _activity_window(activity: _Activity) -> tuple[int, int, str | None]:
+    """The steady phase of a capture without steps, from its GPU activity (module docstring), and the
+    warm-up range the set-up runs to when a warm-up pass ends it."""
+    span_lo, span_hi = activity.span
+    if not activity.kernels[0].size:  # no kernel ran: all of the activity is what the capture holds
+        return span_lo, span_hi, None
+    lo, hi = int(activity.kernels[0][0]), span_hi
+    lo = _setup_end(activity, *_stretches(activity), lo, hi)
+    tail = int(activity.kernels[1][-1])  # copies and memsets after the last kernel: results read back
+    if span_hi - tail >= PHASE_MIN_SHARE * (span_hi - span_lo) and tail > lo:
+        hi = tail
+    lo, warmup = _warmup_range_end(activity, lo, hi)
+    return lo, hi, warmup
+
+
+def find_steps(trace, pids: list[int], step_range: str | None) -> dict[int, st.Steps]:
+    """Each process's steps, inferred ones within the steady phase (:func:`_find_steps`)."""
+    return Finder(trace).steps(pids, step_range)
+
+
+def _find_steps(finder: Finder, pids: list[int], step_range: str | None) -> dict[int, st.Steps]:
+    """Each process's steps (steps.py), the inferred ones (a periodic sync or graph launch) looked for
+    within the steady phase: when a process has no steps over the whole capture and the GPU activity
+    puts set-up before (or tear-down after) the steady work, its steps are inferred again inside that
+    steady phase — a start-up of seconds without the loop's sync or replay would otherwise hide the
+    loop's period (the steps must cover half the activity they are looked for in)."""
+    trace = finder.trace
+    steps = {pid: st.find_steps(trace, pid, step_range) for pid in pids}
+    missing = [pid for pid in pids if not steps[pid].count]
+    if step_range or not missing or not len(trace.gpu):
+        return steps
+    activity = finder.activity
+    lo, hi, _ = _activity_window(activity)
+    if (lo, hi) == activity.span:
+        return steps
+    for pid in missing:
+        inside = st.find_steps(trace, pid, None, within=(lo, hi))
+        if inside.count:
+            steps[pid] = inside
+    return steps
+
+
+def _find(activity: _Activity, steps: list) -> tuple[Phases, int, int]:
     """The phases of one trace and the analysis window [lo, hi) they choose (the steady phase; the
     candidate steady phase when there is none, so that the figures exist while the verdict abstains).
     ``steps`` are the trace's processes' steps (those with a count define the steady phase)."""
-    activity = _Activity(trace)
+    trace = activity.trace
     span_lo, span_hi = activity.span
     with_steps = [process_steps for process_steps in steps if process_steps.count]
     if with_steps:
@@ -290,16 +424,10 @@ def find(trace, steps: list) -> tuple[Phases, int, int]:
         hi = int(max(process_steps.ends[-1] for process_steps in with_steps))
         source = "steps"
         warmup = sum(process_steps.warmup_dropped for process_steps in with_steps)
+        warmup_range = None
     else:
         source, warmup = "activity", 0
-        if activity.kernels[0].size:
-            lo, hi = int(activity.kernels[0][0]), span_hi
-            lo = _setup_end(activity, *_stretches(activity), lo, hi)
-            tail = int(activity.kernels[1][-1])  # copies and memsets after the last kernel: results read back
-            if span_hi - tail >= PHASE_MIN_SHARE * (span_hi - span_lo) and tail > lo:
-                hi = tail
-        else:  # no kernel ran: all of the activity is what the capture holds
-            lo, hi = span_lo, span_hi
+        lo, hi, warmup_range = _activity_window(activity)
     if hi <= lo:
         hi = lo + 1
     span = max(1, span_hi - span_lo)
@@ -313,7 +441,7 @@ def find(trace, steps: list) -> tuple[Phases, int, int]:
 
     # files of different runs (the parser says so): the time between their events is no stretch of this run
     unrelated = bool(trace.meta.get("clocks_unrelated"))
-    setup = _phase(activity, "setup", span_lo, lo, warmup) if other_phase(span_lo, lo) and not unrelated else None
+    setup = _phase(activity, "setup", span_lo, lo, warmup, warmup_range) if other_phase(span_lo, lo) and not unrelated else None
     teardown = _phase(activity, "teardown", hi, span_hi) if other_phase(hi, span_hi) and not unrelated else None
     launches, repeated = activity.launches(lo, hi)
     no_steady = None if with_steps else _no_steady(activity, lo, hi, launches, repeated)

@@ -140,8 +140,10 @@ def _drop_warmup(steps: Steps) -> Steps:
     return steps
 
 
-def find_steps(trace: Trace, pid: int, step_range: str | None = None) -> Steps:
-    """Steps of one process (see module docstring for the sources and their order)."""
+def find_steps(trace: Trace, pid: int, step_range: str | None = None, within: tuple[int, int] | None = None) -> Steps:
+    """Steps of one process (see module docstring for the sources and their order). ``within``: the
+    steady phase [lo, hi) the inferred sources (``sync``, ``graph_launch``) look in — a periodic sync
+    or graph launch is the loop's, and the set-up before the loop has none (phases.find_steps)."""
     pattern = re.compile(step_range) if step_range else STEP_PATTERNS
     ranges = trace.ranges[trace.ranges["pid"] == pid]
     got = _from_ranges(ranges, pattern)
@@ -157,8 +159,13 @@ def find_steps(trace: Trace, pid: int, step_range: str | None = None) -> Steps:
     launches = Selected(a_start, mine & cat_mask(api, "category", ("launch", "graph_launch")))
     g_mine = gpu["pid"].to_numpy() == pid
     g_start, g_end = gpu["start"].to_numpy(), gpu["end"].to_numpy()
+    if within is not None:
+        g_mine = g_mine & (g_end > within[0]) & (g_start < within[1])
     span = ((int(g_start.min(where=g_mine, initial=np.iinfo(np.int64).max)),
              int(g_end.max(where=g_mine, initial=np.iinfo(np.int64).min))) if g_mine.any() else (0, 0))
+    if within is not None:
+        span = (max(span[0], within[0]), min(span[1], within[1]))
+        mine = mine & (a_end >= within[0]) & (a_start < within[1])
     blocking_ends = a_end[mine & cat_mask(api, "category", BLOCKING)]
     if blocking_ends.size > MIN_INFERRED_STEPS:
         ends = np.sort(blocking_ends)

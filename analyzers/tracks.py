@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.analyzers import intervals as iv
+from tracetriage.analyzers import phases
 from tracetriage.analyzers import steps as st
 from tracetriage.analyzers import timeline as tl
 from tracetriage.analyzers.analysis import SYNC_SLACK_NS
@@ -240,7 +241,7 @@ def _trace_tracks(trace, index: int, multi: bool, analysis, mode: str, n: int) -
     window = (data.get("windows") or [data.get("window")])[index]
     prefix = f"{index}:" if multi else ""
     pids = sorted(int(p) for p in pd.unique(trace.gpu["pid"].to_numpy())) if len(trace.gpu) else []
-    steps = {pid: st.find_steps(trace, pid, series.get("step_range")) for pid in pids}
+    steps = phases.find_steps(trace, pids, series.get("step_range"))
     spans, spans_text = _spans(trace, window, mode, n, steps)
     launch_keys, launch_rows = _launches(trace, spans)
     gpu, linked = _gpu_ops(trace, spans, prefix, launch_keys)

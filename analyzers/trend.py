@@ -455,13 +455,31 @@ def _attach_causes(changes, g, compare_pair) -> None:
                           "after_ms_per_step": f["after_ms_per_step"]}
                          for f in cmp.get("findings") or [] if f["status"] and f["status"] != "persists"]
         noise = (cmp.get("method") or {}).get("noise_ms_per_step") or 0.0
-        movers = sorted((k for k in cmp.get("kernels") or [] if k.get("change_ms_per_step") is not None
-                         and abs(k["change_ms_per_step"]) >= noise), key=lambda k: -abs(k["change_ms_per_step"]))[:5]
         c["kernels"] = [{"name": k["name"], "before_ms_per_step": k["before_ms_per_step"],
-                         "after_ms_per_step": k["after_ms_per_step"]} for k in movers]
+                         "after_ms_per_step": k["after_ms_per_step"]} for k in kernel_movers(cmp.get("kernels") or [], noise)]
         latency_note = (cmp.get("serving") or {}).get("latency")
         if c["metric"] == "e2el_p50_ms" and latency_note:  # longer answers, not a slower server (compare_serving)
             c["direction"], c["explained"] = "changed", latency_note
+
+
+KERNEL_MOVERS = 3  # kernels named each way (grew, shrank) at a change
+
+
+def kernel_growth(kernel: dict) -> float:
+    """A kernel's change in ms per step, after - before; a side that did not measure it (a graph-level
+    capture records replays, not the kernels inside them) counts 0: a kernel only the other side
+    shows appeared or vanished there."""
+    return (kernel.get("after_ms_per_step") or 0.0) - (kernel.get("before_ms_per_step") or 0.0)
+
+
+def kernel_movers(kernels: list[dict], noise_ms: float) -> list[dict]:
+    """The kernels that moved at a change, beyond the noise: those that appeared or grew, largest
+    growth first, then those that vanished or shrank, largest first (:data:`KERNEL_MOVERS` each): an
+    eager regression names the kernels that now run, not only the CUDA graph that went."""
+    moved = [kernel for kernel in kernels if abs(kernel_growth(kernel)) >= max(noise_ms, 1e-9)]
+    grew = sorted((kernel for kernel in moved if kernel_growth(kernel) > 0), key=lambda kernel: -kernel_growth(kernel))
+    shrank = sorted((kernel for kernel in moved if kernel_growth(kernel) < 0), key=kernel_growth)
+    return grew[:KERNEL_MOVERS] + shrank[:KERNEL_MOVERS]
 
 
 def _gate(changes, cases, series, baseline, step_p50, threshold_pct) -> bool:

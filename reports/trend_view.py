@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tracetriage.reports.compare_view import LABELS
-from tracetriage.wording import fmt_ns
+from tracetriage.wording import fmt_ns, ms_text
 
 BUDGETS = "step time, serving percentiles, kernel time per call of captures without steps"
 
@@ -32,7 +32,7 @@ def level(value, unit) -> str:
 def label(metric: str) -> str:
     """A series as a reader names it: compare's labels; finding:<id> and kernel:<name> as such."""
     if metric.startswith("finding:"):
-        return f"{metric[8:]} (ms per step it claims)"
+        return f"{metric[8:]} (ms per step of the time it is about)"
     if metric.startswith("kernel:"):
         return f"kernel {metric[7:]} (ms per step)"
     if metric.startswith("kernel_call:"):
@@ -203,4 +203,20 @@ def _change(change: dict, group: dict, links: str | None) -> ChangeView:
         first_bad=change["first_bad"], first_bad_href=href(change["first_bad"]),
         before=level(change["before"]["level"], unit), after=level(change["after"]["level"], unit), change=change_text(change),
         findings=tuple(FindingStatusView(str(finding["id"]), str(finding["status"])) for finding in change["findings"]),
-        kernel=str(change["kernels"][0]["name"]) if change["kernels"] else None, explained=change.get("explained"))
+        kernel=kernels_text(change["kernels"]) if change["kernels"] else None, explained=change.get("explained"))
+
+
+def kernels_text(kernels: list[dict]) -> str:
+    """The kernels that moved at a change in words, those that grew first (trend.kernel_movers):
+    ``grew gemv_kernel +0.065 ms, rms_norm_kernel +0.065 ms; shrank graph 1 -0.511 ms`` (ms per step)."""
+    def kernel_growth(kernel: dict) -> float:  # a side that did not measure it counts 0 (as trend.kernel_growth)
+        return (kernel.get("after_ms_per_step") or 0.0) - (kernel.get("before_ms_per_step") or 0.0)
+
+    def named(kernel: dict) -> str:
+        name = str(kernel["name"])
+        return f"{name if len(name) <= 40 else name[:39] + '…'} {ms_text(kernel_growth(kernel), sign='+')}"
+
+    grew = [named(kernel) for kernel in kernels if kernel_growth(kernel) > 0]
+    shrank = [named(kernel) for kernel in kernels if kernel_growth(kernel) < 0]
+    return "; ".join(part for part in (("grew " + ", ".join(grew)) if grew else "",
+                                        ("shrank " + ", ".join(shrank)) if shrank else "") if part) + " per step"

@@ -415,16 +415,17 @@ def _a(figure: str) -> str:
 
 
 def _phase_contents(phase: dict) -> str:
-    """What fills a set-up or tear-down: its host-only stretches (with the host call that filled each),
-    synchronous copies, bytes copied, graph captures, allocator calls, warm-up steps and kernels."""
+    """What fills a set-up or tear-down: host-only stretches, stretches inside runtime calls (the driver's time;
+    phases.py) with their call, synchronous copies, bytes copied, graph captures, allocator calls, warm-up, kernels."""
     parts = []
-    stretches = [fmt_ns(stretch["length_ns"]) + (f" (in {stretch['call']})" if stretch.get("call") else "")
-                 for stretch in phase["host_only"]]
-    if len(stretches) == 1:
-        only = phase["host_only"][0]
-        parts.append(f"{_a(fmt_ns(only['length_ns']))} host-only stretch" + (f" (in {only['call']})" if only.get("call") else ""))
-    elif stretches:
-        parts.append("host-only stretches " + ", ".join(stretches[:-1]) + " and " + stretches[-1])
+    stretches = [fmt_ns(stretch["length_ns"]) for stretch in phase["host_only"] if stretch.get("in_calls_pct", 0) < 50]
+    inside = [f"{fmt_ns(stretch['length_ns'])} in {stretch.get('call') or 'runtime calls'}"
+              for stretch in phase["host_only"] if stretch.get("in_calls_pct", 0) >= 50]
+    if stretches:
+        parts.append(f"{_a(stretches[0])} host-only stretch" if len(stretches) == 1 else
+                     "host-only stretches " + ", ".join(stretches[:-1]) + " and " + stretches[-1])
+    if inside:
+        parts.append("GPU idle inside runtime calls " + ", ".join(inside[:-1]) + (" and " if inside[1:] else "") + inside[-1])
     sync = phase["sync_copies"]
     if sync["count"] == 1:
         parts.append(f"{_a(fmt_ns(sync['longest_ns']))} synchronous copy")
@@ -438,6 +439,8 @@ def _phase_contents(phase: dict) -> str:
         parts.append(plural(phase["alloc_calls"], "allocator call"))
     if phase["warmup_steps"]:
         parts.append(plural(phase["warmup_steps"], "warm-up step"))
+    if phase.get("warmup_range"):
+        parts.append(f"a warm-up pass to the end of {phase['warmup_range']} (first launches of what the steady work repeats)")
     parts.append(f"{plural(phase['kernels'], 'kernel')}, GPU busy {pct(phase['busy_pct'])}")
     return ", ".join(parts)
 
@@ -624,9 +627,7 @@ def _copy_bytes(totals: dict) -> str:
 
 
 def copies_text(c: dict | None, devices: list[dict] | None = None) -> str | None:
-    """One line on the copies of the window: every direction with its count and bytes (from the
-    devices' copy activity, summed), then pageable async copies, synchronous copy calls and UVM
-    migrations."""
+    """The window's copies in one line: each direction's count and bytes (all devices', said so), pageable, sync, UVM."""
     if not c:
         return None
     m = c.get("migrations") or {"count": 0, "bytes": 0}
@@ -641,7 +642,9 @@ def copies_text(c: dict | None, devices: list[dict] | None = None) -> str | None
         dirs["DtoH"] = dict(c["dtoh"])
     moved = ", ".join(f"{_copies_words(k, x['count'])} ({_copy_bytes(x)})"
                       for k, x in sorted(dirs.items(), key=lambda kv: -kv[1]["bytes"]))
-    return (f"copies in the window: {moved or 'none'}; {plural(c['pageable_async']['count'], 'async copy', 'async copies')} "
+    together = f" ({len(devices)} devices together)" if devices and len(devices) > 1 else ""  # not one device's figures
+    return (f"copies in the window{together}: {moved or 'none'}; "
+            f"{plural(c['pageable_async']['count'], 'async copy', 'async copies')} "
             f"from/to pageable memory, {plural(c['sync_copy_calls']['count'], 'synchronous copy call')}; "
             f"unified-memory migrations (page moves, not copies): {m['count']:,} ({fmt_bytes(m['bytes'])})")
 

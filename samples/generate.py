@@ -613,7 +613,7 @@ def scenario_setup_then_starved(rng):
     _host_starved_loop(rng, r)
     gpu_start = min(s for s, _ in r.busy_intervals())
     steady_from = r.graphs[first][0]
-    return [r], {"launches_per_step": None, "graph_launches_per_step": None, "syncs_per_step": None, "warmup_steps": 0,
+    return [r], {"launches_per_step": 0, "graph_launches_per_step": 1, "syncs_per_step": 0, "warmup_steps": 0,
                  "steady_from_ns": steady_from, "setup_ns": steady_from - gpu_start}
 
 
@@ -929,9 +929,8 @@ def truth_for(ranks: list[Rank], extra: dict, scenario: str, description: str) -
     Steps are what tracetriage should find: NVTX ranges when written, else the spans
     between consecutive blocking syncs, else between consecutive graph launches;
     ``extra['warmup_steps']`` leading steps are warm-up. A scenario that generated a set-up
-    (``extra['steady_from_ns']``, ``extra['setup_ns']``) longer than its loop has no steps to
-    find (inferred steps must span half of the GPU activity): its window starts where the
-    loop does, and its truth carries the set-up's length.
+    (``extra['steady_from_ns']``, ``extra['setup_ns']``) has its steps inferred within the steady
+    phase only, from where the loop starts; its truth carries the set-up's length.
     """
     warm = extra["warmup_steps"]
     per_rank_steps = []
@@ -946,8 +945,8 @@ def truth_for(ranks: list[Rank], extra: dict, scenario: str, description: str) -
             starts = sorted(s for s, *_ in r.graphs)
             bounds = list(zip(starts[:-1], starts[1:]))
         per_rank_steps.append(bounds)
-    if "steady_from_ns" in extra:  # a set-up longer than the loop: inferred steps must span half the GPU activity
-        per_rank_steps = [[] for _ in ranks]
+    if "steady_from_ns" in extra:  # a generated set-up: steps are inferred within the steady phase, after it
+        per_rank_steps = [[b for b in bounds if b[0] >= extra["steady_from_ns"]] for bounds in per_rank_steps]
     if all(per_rank_steps):
         lo = min(b[0][0] for b in per_rank_steps)
         hi = max(b[-1][1] for b in per_rank_steps)

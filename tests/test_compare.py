@@ -61,10 +61,12 @@ def test_eager_to_graph_is_improved_and_launch_bound_fixed():
     ev = {e["name"]: e for e in lb["evidence"]}
     assert ev["launches_per_step"]["before"] == 500 and ev["launches_per_step"]["after"] == 0
     assert ev["graph_launches_per_step"]["after"] == 1
-    # the sync stays; its idle per step fell (a larger share of a 3x shorter step is not "worse")
+    # the sync stays, one per step, and what it causes (its wait and the launch after it) stays tiny: it
+    # persists. The host code after it, which the host-bound findings take, is not the sync's (trial #31)
     hs = finding(c, "host_sync_per_step")
-    assert hs["status"] == "better" and hs["after_ms_per_step"] < hs["before_ms_per_step"]
-    assert 1.4 < hs["before_ms_per_step"] < 1.65 and 0.9 < hs["after_ms_per_step"] < 1.2
+    assert hs["status"] == "persists" and "still reported" not in hs["decided_by"]
+    assert abs(hs["after_ms_per_step"] - hs["before_ms_per_step"]) < c["method"]["noise_ms_per_step"]
+    assert hs["before_ms_per_step"] < 0.05 and hs["after_ms_per_step"] < 0.05
     assert all(f["id"] != "healthy" for f in c["findings"])
     # graph replays are counted as GPU work, not "not in window"; kernels inside them are not measured
     graph = [k for k in c["kernels"] if k["kind"] == "graph"]
@@ -78,7 +80,8 @@ def test_graph_to_eager_is_regressed_and_the_gate_fails():
     c = json.loads(proc.stdout)
     assert c["verdict"] == "regressed"
     assert finding(c, "launch_bound")["status"] == "new"
-    assert finding(c, "host_sync_per_step")["status"] == "worse"
+    assert finding(c, "host_sync_per_step")["status"] == "persists"  # the same sync, the same wait (see above)
+    assert "tracetriage: gate: failed (exit 8)" in proc.stderr
 
 
 @pytest.mark.parametrize("scenario", ["eager_decode", "graph_decode", "tp8_cross_island"])

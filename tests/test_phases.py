@@ -131,7 +131,7 @@ def setup_bundle(analyses):
 def test_generated_set_up_length_and_contents(setup_bundle):
     analysis, expected = setup_bundle
     phases = analysis.data["phases"]
-    assert phases["source"] == "activity"
+    assert phases["source"] == "steps"  # the loop's graph launches, inferred within the steady phase (trial #6)
     setup = phases["setup"]
     assert abs(setup["duration_ns"] - expected["setup_ns"]) <= 0.01 * expected["setup_ns"]
     assert analysis.data["window"]["start_ns"] == expected["window"]["start_ns"]
@@ -139,7 +139,48 @@ def test_generated_set_up_length_and_contents(setup_bundle):
     assert setup["alloc_calls"] == 40 and setup["kernels"] == 3
     assert max(stretch["length_ns"] for stretch in setup["host_only"]) > 2_000 * MS
     text = render(analysis, "text")
-    assert "phases   set-up 2.22 s before the steady work: a 2.14 s host-only stretch, an 80.01 ms synchronous copy" in text
+    assert "phases   set-up 2.22 s before the first step: a 2.14 s host-only stretch, an 80.01 ms synchronous copy" in text
+
+
+def test_generated_steps_are_inferred_within_the_steady_phase(setup_bundle, analyses):
+    """The loop after the set-up has host_starved's period: its graph launches are the steps, found
+    inside the steady phase (over the whole capture the 2.2 s set-up hid them: "no periodic graph
+    launch found"), with the generator's count and median."""
+    analysis, expected = setup_bundle
+    process = analysis.data["processes"][0]
+    assert process["steps"]["source"] == "graph_launch"
+    assert abs(process["steps"]["count"] - expected["steps"]) <= 1
+    assert abs(process["steps"]["p50_ns"] - expected["step_p50_ns"]) <= 0.02 * expected["step_p50_ns"]
+    assert process["graph_launches_per_step"] == 1
+    plain = analyses["host_starved"].data["processes"][0]["steps"]
+    assert process["steps"]["source"] == plain["source"] and abs(process["steps"]["count"] - plain["count"]) <= 1
+
+
+def test_steps_inferred_within_a_given_phase_only():
+    """steps.find_steps(within=...): a periodic graph launch that covers half of the steady phase but a
+    fifth of the capture is the loop's period inside it, not outside it."""
+    from conftest import samples_generate
+
+    generate = samples_generate()
+    rng = np.random.default_rng(3)
+    rank = generate.Rank(pid=9, device=0)
+    rank.launch("init_kernel", 40 * 1_000)
+    rank.host(3_000 * MS)  # start-up: 3 s without the loop's graph launch
+    loop_start = rank.t
+    for _ in range(40):
+        rank.graph_launch(int(rng.uniform(1.9, 2.1) * MS))
+        rank.host(int(rng.uniform(6.5, 7.5) * MS))
+    trace = SimpleNamespace(
+        api=pd.DataFrame({"pid": 9, "start": [s for s, *_ in rank.api], "end": [e for _, e, *_ in rank.api],
+                          "category": pd.Categorical(["launch" if "LaunchKernel" in n else "graph_launch"
+                                                      for *_, n, _c in rank.api])}),
+        gpu=pd.DataFrame({"pid": 9, "start": [s for s, *_ in rank.kernels] + [s for s, *_ in rank.graphs],
+                          "end": [e for _, e, *_ in rank.kernels] + [e for _, e, *_ in rank.graphs],
+                          "kind": pd.Categorical(["kernel"] + ["graph"] * len(rank.graphs))}),
+        ranges=pd.DataFrame({"pid": pd.Series([], dtype=int), "name": pd.Categorical([])}))
+    assert st.find_steps(trace, 9).count == 0  # over the whole capture: a fifth of it, no period
+    inside = st.find_steps(trace, 9, within=(loop_start, rank.t))
+    assert inside.source == "graph_launch" and inside.count == 39
 
 
 def test_generated_set_up_leaves_the_steady_verdict_alone(setup_bundle, analyses):
@@ -175,11 +216,15 @@ def test_repeats_count_kernels_seen_earlier_in_the_capture():
     from tracetriage.analyzers.phases import _repeats
 
     trace = SimpleNamespace(gpu=pd.DataFrame({"start": np.array([0, 10, 20, 30, 40], np.int64),
+                                              "end": np.array([5, 15, 25, 35, 45], np.int64),
                                               "kind": pd.Categorical(["kernel"] * 5),
-                                              "name": pd.Categorical(["a", "b", "a", "c", "b"])}))
-    starts, repeats = _repeats(trace)
-    assert starts.tolist() == [0, 10, 20, 30, 40]
+                                              "name": pd.Categorical(["a", "b", "a", "c", "b"])}),
+                            api=pd.DataFrame())
+    starts, repeats, ends, launched, first = _repeats(trace)
+    assert starts.tolist() == [0, 10, 20, 30, 40] and ends.tolist() == [5, 15, 25, 35, 45]
     assert repeats.tolist() == [0, 0, 0, 1, 1, 2]
+    assert launched.tolist() == starts.tolist()  # no launch call traced: the GPU start
+    assert first.tolist() == [0, 10, 0, 30, 10]  # when each launch's kernel was first launched
 
 
 def test_the_phases_are_in_every_format(setup_bundle):
@@ -198,3 +243,118 @@ def test_the_phases_are_in_every_format(setup_bundle):
         assert not {path for path in missing_fields(view, fmt, _render(fmt, analysis, view)) if path.startswith("phases")}
     card = html.unescape(html_report.render_card(analysis, view))
     assert all(f"{phase.name} {phase.text}" in card for phase in view.phases)
+
+
+# --- warm-up passes inside the activity (trial #3) ---------------------------------------------
+
+def _warm_up_then_loop(tmp_path, name: str, warm_up_host_ns: int):
+    """A weight copy, a host range ``name`` holding ``warm_up_host_ns`` of allocator and autotuning
+    host time and then the first launch of 12 kernels, then 40 iterations of the same 12 kernels,
+    each after a 3 ms host gap (no step annotation, no sync). Returns the analysis and where the pass
+    ends (the range's end, or its last kernel's when the GPU finishes after the host left it)."""
+    generate = samples_generate()
+    rng = np.random.default_rng(11)
+    rank = generate.Rank(pid=7100, device=0)
+    rank.h2d_copy(64 << 20, 20.0)
+    rank.host(1 * MS)
+    begin = rank.t
+    for _ in range(8):
+        rank.api_call("cudaMalloc_v3020", warm_up_host_ns // 16)
+        rank.host(warm_up_host_ns // 16)
+    kernels = [f"layer{k}_kernel" for k in range(12)]
+    for kernel in kernels:
+        rank.launch(kernel, int(rng.uniform(90, 110) * 1_000))
+    rank.host(20_000)
+    rank.host_ranges.append((begin, rank.t, name))
+    end = max(rank.t, rank.gpu_free)  # the pass ends when the range and the GPU work it queued have
+    for _ in range(40):
+        rank.host(3 * MS)
+        for kernel in kernels:
+            rank.launch(kernel, int(rng.uniform(90, 110) * 1_000))
+    path = tmp_path / "trace.sqlite"
+    generate.write_nsys(path, [rank], "warm_up_then_loop")
+    return tracetriage.analyze(str(path)), end
+
+
+def samples_generate():
+    from conftest import samples_generate as load
+
+    return load()
+
+
+def test_generated_warm_up_pass_is_set_up(tmp_path):
+    """A first pass that ran every kernel first, inside a host range that computes a fraction as densely
+    as the loop after it, is set-up whatever its name: the steady phase starts where the range ends."""
+    analysis, end = _warm_up_then_loop(tmp_path, "run_model", 400 * MS)
+    setup = analysis.data["phases"]["setup"]
+    assert setup["warmup_range"] == "run_model"
+    assert analysis.data["window"]["start_ns"] == end
+    assert analysis.data["phases"]["repeat_pct"] == 100.0
+    assert "a warm-up pass to the end of run_model" in render(analysis, "text")
+
+
+def test_generated_first_iteration_as_dense_as_the_loop_is_steady(tmp_path):
+    """The same first pass without the set-up's host time, under a range of any name that does not say
+    warm-up: a capture that starts at an iteration of the loop, judged whole."""
+    analysis, end = _warm_up_then_loop(tmp_path, "run_model", 0)
+    assert analysis.data["window"]["start_ns"] < end
+    assert not (analysis.data.get("phases") or {}).get("setup")
+
+
+def test_generated_warm_up_by_name(tmp_path):
+    """A range named as a warm-up that ran first what the loop repeats is set-up even when dense."""
+    analysis, end = _warm_up_then_loop(tmp_path, "warmup_iteration", 0)
+    assert analysis.data["window"]["start_ns"] == end  # (a set-up this short, under 5% of the capture, is no phase line)
+
+
+def test_alexnet_warm_up_forward_is_set_up():
+    """hta_critical_path_alexnet: the warm-up forward's last layers (its first launches of the measured
+    kernels, cudaMalloc calls) ran after the 1.04 s cudaMalloc stretch and sat inside the window; the
+    steady phase now starts where the warm-up range ends, and every kernel launch in it repeats."""
+    path = real("kineto", "hta_critical_path_alexnet.json.gz")
+    analysis = _analysis(path)
+    trace = open_case([path]).traces[0]
+    names = trace.ranges["name"].astype(str)
+    warm_up_end = int(trace.ranges.loc[names.str.endswith("warmup|forward]"), "end"].max())
+    assert analysis.data["window"]["start_ns"] == warm_up_end  # the GPU had finished the pass's kernels
+    assert analysis.data["phases"]["setup"]["warmup_range"].endswith("warmup|forward]")
+    assert analysis.data["phases"]["repeat_pct"] == 100.0
+    assert "warmup|forward" not in analysis.headline
+
+
+# --- stretches inside runtime calls are not host-only (trial #18) -------------------------------
+
+def test_generated_stretch_inside_a_runtime_call_is_not_host_only(tmp_path):
+    """Set-up with a 1.2 s cudaFree and, apart from it, 0.9 s of host code, then a loop: the first stretch
+    is the driver's (GPU idle inside cudaFree), the second host-only; the phase line says which is which."""
+    generate = samples_generate()
+    rank = generate.Rank(pid=7200, device=0)
+    rank.launch("init_kernel", 40_000)
+    rank.host(1 * MS)
+    rank.api_call("cudaFree_v3020", 1_200 * MS)
+    rank.launch("init2_kernel", 40_000)
+    rank.host(900 * MS)
+    for _ in range(60):
+        rank.graph_launch(2 * MS)
+        rank.host(2 * MS)
+    path = tmp_path / "trace.sqlite"
+    generate.write_nsys(path, [rank], "free_then_loop")
+    analysis = tracetriage.analyze(str(path))
+    stretches = analysis.data["phases"]["setup"]["host_only"]
+    by_length = {round(stretch["length_ns"] / (100 * MS)): stretch for stretch in stretches}
+    assert by_length[12]["call"] == "cudaFree" and by_length[12]["in_calls_pct"] > 99
+    assert by_length[9]["in_calls_pct"] < 1
+    text = render(analysis, "text")
+    line = next(line for line in text.splitlines() if line.startswith("phases"))
+    assert "host-only stretch, GPU idle inside runtime calls 1.20 s in cudaFree," in line
+    assert line.count("host-only") == 1
+
+
+def test_alexnet_allocator_stretches_are_inside_runtime_calls():
+    """hta_critical_path_alexnet: the 10 s in cudaFree and the ~1 s cudaMalloc stretches are the driver's,
+    not host-only."""
+    analysis = _analysis(real("kineto", "hta_critical_path_alexnet.json.gz"))
+    stretches = analysis.data["phases"]["setup"]["host_only"]
+    assert all(stretch["in_calls_pct"] >= 50 for stretch in stretches if stretch["call"] in ("cudaFree", "cudaMalloc"))
+    line = next(line for line in render(analysis, "text").splitlines() if line.startswith("phases"))
+    assert "host-only stretches 10.03 s" not in line and "GPU idle inside runtime calls 10.03 s in cudaFree" in line

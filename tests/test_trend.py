@@ -77,6 +77,28 @@ def test_switch_to_eager_is_one_regression_with_its_first_bad_night(archives):
     assert lb and lb[0]["first_bad"] == night_name(truth, first_eager)
 
 
+def test_the_switch_to_eager_judges_each_finding_on_its_own_quantity(archives):
+    """Trial #31/#32 (issue 38 item 5): at the switch to eager the sync is the same (one per step, the same
+    wait), so host_sync_per_step is not 'better' because launch_bound now takes the gaps after it; the
+    kernels named there are the eager kernels that appeared (grew), then the CUDA graph that went."""
+    folder, batch = archives["switch"]
+    truth = json.loads((folder / "series_truth.json").read_text())
+    t = trend_json(batch, "--gate", code=8)
+    first_bad = night_name(truth, truth["switch_at"])
+    at_switch = [c for c in t["changes"] if c["first_bad"] == first_bad and c["kind"] == "level_shift"]
+    assert not [c for c in at_switch if c["metric"] == "finding:host_sync_per_step"]
+    step = next(c for c in at_switch if c["metric"] == "step_p50_ms")
+    assert not [f for f in step["findings"] if f["id"] == "host_sync_per_step"]  # persists: left out
+    assert "host_sync_per_step better" not in t["groups"][0]["verdict"]
+    growth = [(k["after_ms_per_step"] or 0.0) - (k["before_ms_per_step"] or 0.0) for k in step["kernels"]]
+    assert growth and growth[0] > 0 and step["kernels"][0]["name"] != "graph 1"
+    assert any(k["name"] == "graph 1" for k in step["kernels"]) and growth == sorted(growth, key=lambda g: (g < 0, -abs(g)))
+    eager_names = {n for n in ("gemv_kernel", "rms_norm_kernel", "paged_attention_v1_kernel")}
+    assert eager_names & {k["name"] for k in step["kernels"]}
+    text = run_cli("trend", batch).stdout
+    assert "kernels that moved: grew " in text and "; shrank graph 1 -" in text
+
+
 def test_the_same_series_without_the_switch_has_no_regression(archives):
     folder, batch = archives["steady"]
     truth = json.loads((folder / "series_truth.json").read_text())
@@ -345,4 +367,4 @@ def test_chart_titles_use_the_table_labels(branches, tmp_path):
     assert run_cli("trend", branches / "b", "--group-by", "-2", "-o", page).returncode == 0
     text = page.read_text()
     assert "step p50 (ms)" in text and "step_p50_ms (ms)" not in text
-    assert "finding:" not in text and "launch_bound (ms per step it claims)" in text
+    assert "finding:" not in text and "launch_bound (ms per step of the time it is about)" in text

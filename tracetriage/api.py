@@ -143,6 +143,13 @@ class Comparison:
 
         return gate_exit(self.data)
 
+    @property
+    def gate_line(self) -> str:
+        """``compare --gate``'s result in one line (passed, failed and why, or inconclusive), as trend's."""
+        from tracetriage.analyzers.compare import gate_text
+
+        return gate_text(self.data)
+
     def render(self, fmt: str = "text", store=None) -> str:
         """The comparison as text, json, md or html (``store``: the analysis cache for compiled templates)."""
         from tracetriage.reports.compare import render_compare

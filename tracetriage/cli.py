@@ -504,7 +504,9 @@ def cmd_compare(args) -> int:
     runtime = _runtime(args)
     result = compare(args.before, args.after, options, threshold_pct=args.gate_threshold, runtime=runtime,
                      across_devices=args.across_devices)
-    _emit(args, result.render(fmt, runtime.cache), result.summary)
+    _emit(args, result.render(fmt, runtime.cache), result.summary + (f"; {result.gate_line}" if args.gate else ""))
+    if args.gate and not args.output:  # the gate's result in CI logs, as trend --gate's (with -o: in the note)
+        print(f"tracetriage: {result.gate_line}", file=sys.stderr)
     return result.gate_exit() if args.gate or args.across_devices else EXIT_OK
 
 

@@ -70,7 +70,8 @@ def oddities(trace: TraceMetrics) -> list[dict]:
 def _no_steady_words(no_steady: dict, window_ns: int) -> str:
     """Why the window of a capture without steps is start-up, not a steady state (analyzers/phases.py)."""
     if no_steady["why"] == "stall":
-        return (f"no steady phase: one {fmt_ns(no_steady['stall_ns'])} host-only stall fills "
+        where = f"stall inside {no_steady['stall_call']}" if no_steady.get("stall_call") else "host-only stall"
+        return (f"no steady phase: one {fmt_ns(no_steady['stall_ns'])} {where} fills "
                 f"{pct(100.0 * no_steady['stall_ns'] / max(1, window_ns))} of the window, with a handful of GPU "
                 "operations on either side: this is start-up (compilation, loading), not a steady state")
     launches = plural(no_steady["kernels"], "kernel launch", "kernel launches")

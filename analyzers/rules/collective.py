@@ -187,7 +187,7 @@ def _before_words(skew: CollectiveSkew) -> str:
     name = short_middle(late.before, 90)
     if late.before_where == "gpu":
         return f"its GPU was still running {name} ({fmt_ns(late.before_ns)} over those calls)"
-    return f"its GPU idled while its host was in {name} ({fmt_ns(late.before_ns)} over those calls)"
+    return f"its GPU idled while its host was in {name} ({fmt_ns(late.before_ns)} of GPU idle under it in the window)"
 
 
 def _clock_words(skew: CollectiveSkew) -> str:

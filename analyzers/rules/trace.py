@@ -383,15 +383,15 @@ def rule_copy_bound(ctx: Context):
         ev("copy_only_pct", round(copy_pct, 2), "%", f"window on {device.id}",
            text=f"only copies run during {pct(copy_pct)} of the window on {device.id}"),
         ev("compute_pct", round(kernels_pct, 2), "%", f"window on {device.id}",
-           text=f"kernels run {pct(kernels_pct)} of the window"),
+           text=f"kernels run {pct(kernels_pct)} of the window on {device.id}"),
         ev("bytes", copies.bytes, "B", f"{copies_words} in the window",
-           text=f"{nbytes(copies.bytes)} in {copies_words}: " + ", ".join(
+           text=f"on {device.id}: {nbytes(copies.bytes)} in {copies_words}: " + ", ".join(
                f"{dir_words.get(name, name)} {copy_size(row)} in {us(row['time_ns'])}" for name, row in dirs)),
         ev("throughput", round(gbps, 2) if gbps is not None else None, "GB/s",
            f"time {dir_words.get(direction, direction)} copies run",
            text=(f"{gbps:.1f} GB/s" if gbps is not None else
                  f"rate not measured (the format records no size for {top['bytes_unrecorded']:,} of them)")
-                + f" {dir_words.get(direction, direction)}, the direction that takes the most copy time"),
+                + f" {dir_words.get(direction, direction)} on {device.id}, the direction that takes the most copy time"),
         ev("pinned", pinned, "copies", f"{copies.count} copies",
            text=f"{pinned:,} of {copies.count:,} copies use pinned host memory, {copies.pageable:,} pageable"),
         ev("overlap_with_kernels_pct", copies.overlap_pct, "%", "copy time",
@@ -491,7 +491,10 @@ def rule_gpu_starved(ctx: Context):
               "idle": pct(idle_pct), "cause_text": f"mostly {cause_text}", "claimed": pct(impact),
               "blocked": pct(100.0 * blocked_ns / window_ns),
               "top_call": f"{calls[0][0]}: {pct(100.0 * calls[0][1] / window_ns)} of the window" if calls else "",
-              "cause_where": f"while the host was {cause_text}", "capture": capture}
+              "cause_where": f"while the host was {cause_text}", "capture": capture,
+              "loading": f"GPU idle about half the window ({pct(idle_pct)}), by data loading" if half
+              else "GPU starved by data loading",
+              "idle_tail": "" if half else f"; GPU idle {pct(idle_pct)} of the window"}
     variant = ("blocked" if blocked else "after_sync" if after_sync else "alloc" if in_allocator else
                "part" if idle_pct < t("starved_idle_min_pct") else None)
     by_host = device.idle_by_host
@@ -510,7 +513,7 @@ def rule_gpu_starved(ctx: Context):
             fields.update({"range": covering["name"], "source": covering["source"], "share_text": share,
                            "range_pct": pct(100.0 * inside / device.window_ns)})
             variant = "data_loading" if is_data_loader(covering["name"]) else "host_range"
-    if half and variant != "data_loading":  # data loading is named by its range, whatever the idle share
+    if half:  # one rule for every title in the band: none calls the capture starved, and this row says why
         evidence.append(ev("about_half", round(idle_pct, 2), "%", f"window on {device.id}",
                            text=f"idle {pct(idle_pct)} is within {t('starved_band_pct'):g} points of the "
                                 f"{t('starved_idle_min_pct'):g}% line: about half, not called starved (a re-capture of "
