@@ -59,10 +59,6 @@ def cause_label(cause: str, vendor: str | None = None) -> str:
     return for_vendor(CAUSE_LABELS.get(cause, cause), vendor)
 
 
-def cause_name(cause: str, vendor: str | None = None) -> str:
-    """The short name of an idle cause in a table cell: its key, but ``other_cuda`` named by the vendor
-    (``other_hip`` on an AMD capture: the JSON key stays ``other_cuda``)."""
-    return "other_hip" if cause == "other_cuda" and vendor == "rocm" else cause
 
 
 def claim_columns(devices: list[dict]) -> dict[str, str]:

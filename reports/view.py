@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from tracetriage.captured import capture_start_utc
-from tracetriage.reports.palette import cause_label, cause_name, finding_color
+from tracetriage.reports.palette import cause_label, finding_color
 from tracetriage.reports.palette import claim_columns as palette_claim_columns
 from tracetriage.reports.side_views import (
     HostProfileView,
@@ -29,7 +29,7 @@ from tracetriage.reports.side_views import (
     serving_view,
     topology_view,
 )
-from tracetriage.wording import as_text, count, fixed, fmt_bytes, fmt_ns, fmt_num, pct, plural, short_middle
+from tracetriage.wording import as_text, cause_name, count, fixed, fmt_bytes, fmt_ns, fmt_num, pct, plural, short_middle
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,3 +156,8 @@ def for_vendor(text: str, vendor: str | None) -> str:
         text = text.replace(cuda, hip)
     return text
 
+
+def cause_name(cause: str, vendor: str | None = None) -> str:
+    """The short name of an idle cause where a reader sees it: its key, but ``other_cuda`` named by the
+    vendor (``other_hip`` on an AMD capture; the JSON key stays ``other_cuda``)."""
+    return "other_hip" if cause == "other_cuda" and vendor == "rocm" else cause

@@ -26,7 +26,7 @@ from tracetriage.analyzers.rules.context import (
 )
 from tracetriage.analyzers.rules.hints import capture_cmd, hint_format, host_profiler_hint, is_rocm_format
 from tracetriage.model import api_category
-from tracetriage.wording import for_vendor, nbytes, pct, plural, us
+from tracetriage.wording import cause_name, for_vendor, nbytes, pct, plural, us
 
 # name: (value, why)
 THRESHOLDS = {
@@ -462,8 +462,9 @@ def rule_gpu_starved(ctx: Context):
            text=f"most of it ({pct(100.0 * cause_ns / window_ns)} of the window) the host was {cause_text}"),
         ev("by_cause", {name: round(100.0 * ns / window_ns, 2) for name, ns in by_cause.items()}, "%",
            f"window on {device.id}",
-           text="unexplained idle by cause: " + ", ".join(f"{name} {pct(100.0 * ns / window_ns)}"
-                                                          for name, ns in sorted(by_cause.items(), key=lambda x: -x[1]) if ns)),
+           text="unexplained idle by cause: " + ", ".join(
+               f"{cause_name(name, ctx.kind.get('vendor'))} {pct(100.0 * ns / window_ns)}"
+               for name, ns in sorted(by_cause.items(), key=lambda x: -x[1]) if ns)),
     ]
     if calls and (cause == "other_cuda" or by_cause.get("other_cuda", 0) >= t("starved_calls_named_share") * window_ns):
         evidence.append(ev("idle_in_calls", {name: round(100.0 * ns / window_ns, 2) for name, ns in calls}, "%",
