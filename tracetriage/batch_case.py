@@ -120,11 +120,13 @@ def _kept(case_dir: Path, inputs_hash: str, identity: str | None, reports: str) 
 
 
 def analyze_case(spec: dict, outdir: str, options: dict | None = None, settings: dict | None = None,
-                 timeout_s: float | None = None, reports: str = "all") -> dict:
+                 timeout_s: float | None = None, reports: str = "all", read_paths: list[str] | None = None) -> dict:
     """Run one case (in a worker process) and write its files; return its record.
     ``options`` are analyze()'s keyword options (step_range, symptom, slo); ``settings`` the
     batch's :meth:`Runtime.settings <tracetriage.runtime.Runtime.settings>` (plain values);
-    ``reports``: which cases get their report.html (:func:`wants_report`)."""
+    ``reports``: which cases get their report.html (:func:`wants_report`); ``read_paths``: the
+    local copies of the case's files to read when ``spec["paths"]`` name them on a store
+    (:mod:`tracetriage.batch_store`; the record names ``spec["paths"]``)."""
     import signal
     import warnings
 
@@ -144,14 +146,15 @@ def analyze_case(spec: dict, outdir: str, options: dict | None = None, settings:
     warnings.simplefilter("ignore")
     options = dict(options or {})
     timeline = options.pop("perfetto_window", None)  # --perfetto: the case's timeline.pftrace beside its report
+    paths = read_paths or spec["paths"]
     if not spec.get("error"):
         armed = _arm(timeout_s)
         try:
-            record["inputs_hash"] = content_hash(spec["paths"])
+            record["inputs_hash"] = content_hash(paths)
             kept = _kept(case_dir, record["inputs_hash"], spec.get("identity"), reports) if spec.get("reuse_hash") else None
             if kept is not None:
                 return kept
-            case = open_case(spec["paths"], runtime=runtime)
+            case = open_case(paths, runtime=runtime)
             analysis = analyze(case, runtime=runtime, **options)
             if timeline and case.traces:
                 from tracetriage.analyzers.tracks import build_tracks
