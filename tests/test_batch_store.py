@@ -4,6 +4,7 @@ an unreachable store and missing credentials."""
 
 import io
 import json
+import os
 import shutil
 import socket
 
@@ -89,6 +90,9 @@ def test_batch_round_trip_through_s3_matches_a_local_batch_and_reuses(s3, tmp_pa
         assert names == {"record.json", "analysis.json", "report.html"}
         record = json.loads(fs.cat_file(f"{bucket}/out/cases/{case_id}/record.json"))
         assert all(path.startswith(f"s3://{bucket}/in/") for path in record["files"])  # the store's names, not a temp folder
+        analysis = fs.cat_file(f"{bucket}/out/cases/{case_id}/analysis.json").decode()
+        report = fs.cat_file(f"{bucket}/out/cases/{case_id}/report.html").decode()
+        assert "tracetriage-case-" not in analysis + report and f"s3://{bucket}/in/" in analysis
         for table in ("summary", "findings", "kernels"):
             assert fs.isfile(f"{bucket}/out/{table}/part-{case_id}.parquet")
     assert fs.isfile(f"{bucket}/out/index.html") and fs.isfile(f"{bucket}/out/kernels.parquet")
@@ -130,6 +134,15 @@ def test_file_uris_work_as_a_store(tmp_path):
     assert len(pd.read_parquet(tmp_path / "out" / "summary.parquet")) == 2
     again = run_cli("batch", (tmp_path / "in").as_uri(), "-o", (tmp_path / "out").as_uri(), "--no-progress")
     assert "0 analyzed, 2 unchanged" in again.stderr
+    record_file = next((tmp_path / "out" / "cases").glob("*healthy*/record.json"))
+    before = json.loads(record_file.read_text())
+    touched = tmp_path / "in" / "healthy" / "trace.sqlite"  # a new modification time, the same bytes
+    os.utime(touched, ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 10**9))
+    kept = run_cli("batch", (tmp_path / "in").as_uri(), "-o", (tmp_path / "out").as_uri(), "--no-progress")
+    assert "0 analyzed, 2 unchanged" in kept.stderr, kept.stderr  # kept by its worker from the content hash
+    after = json.loads(record_file.read_text())
+    assert after["inputs_hash"] == before["inputs_hash"] and after["inputs_identity"] != before["inputs_identity"]
+    assert sorted(path.name for path in record_file.parent.iterdir()) == ["analysis.json", "record.json", "report.html"]
 
 
 def _one_line_error(result, code: int) -> str:

@@ -223,7 +223,9 @@ def run_store_case(analyze, spec: dict, outdir: str, **request) -> dict:
         try:
             if is_uri(outdir) and spec.get("reuse_hash"):
                 _pull_case(case_uri, local_out / "cases" / spec["case_id"])
-            record = analyze(spec, str(local_out), read_paths=read_paths, **request)
+            record = analyze(spec, str(local_out), read_paths=read_paths,
+                             shown_folder=(str(scratch / "in"), spec["paths"][0].rsplit("/", 1)[0]) if read_paths else None,
+                             **request)
             if is_uri(outdir):
                 _push_case(local_out / "cases" / spec["case_id"], case_uri)
         except TraceTriageError as exc:  # the store went away mid-case: the case failed, the batch goes on
