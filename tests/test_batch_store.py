@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from conftest import BUNDLES, run_cli
 
-from tracetriage.errors import EXIT_INPUT, EXIT_USAGE
+from tracetriage.errors import EXIT_INPUT, EXIT_OUTPUT, EXIT_USAGE
 
 pytest.importorskip("s3fs", reason="s3fs not installed (the s3 extra)")
 moto_server = pytest.importorskip("moto.server", reason="moto[server] not installed (the test extra)")
@@ -160,6 +160,9 @@ def test_a_bad_uri_an_unreachable_store_missing_credentials_and_a_missing_prefix
     assert "nosuchscheme://bucket/in" in line
     line = _one_line_error(run_cli("batch", f"s3://{bucket}/nothing-here", "-o", tmp_path / "out"), EXIT_INPUT)
     assert "no such bucket, folder or object" in line
+    line = _one_line_error(run_cli("batch", f"s3://{bucket}/in", "-o", "s3://no-such-bucket/out"), EXIT_OUTPUT)
+    assert "no such bucket (no-such-bucket)" in line
+    assert not fs.exists("no-such-bucket")
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")  # nothing listens there
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")

@@ -296,6 +296,8 @@ def batch(inputs, outdir, options: Options | None = None, *, runtime: Runtime | 
     which cases get a report.html. Each case's rows are also written as it ends, as Parquet parts
     (``summary/``, ``findings/``, ``kernels/``); Ctrl-C writes the tables of the cases that ended and
     raises :class:`~tracetriage.batches.BatchInterrupted` (a KeyboardInterrupt); a re-run resumes.
+    ``inputs`` and ``outdir`` may be URIs that fsspec opens (``s3://bucket/prefix``): read and
+    written on the store (:mod:`tracetriage.batch_store`).
     Returns the :class:`~tracetriage.batches.BatchResult`."""
     from tracetriage.batches import run_batch
 

@@ -47,6 +47,11 @@ def join(uri: str, *parts: str) -> str:
     return "/".join([str(uri).rstrip("/"), *parts])
 
 
+def in_outdir(outdir: str, name: str) -> str:
+    """A file of batch's OUTDIR, a local folder or a store's URI, as the user would name it."""
+    return join(outdir, name) if is_uri(outdir) else str(Path(outdir) / name)
+
+
 def open_store(uri: str):
     """The fsspec file system of ``uri`` and the path in it (without a trailing slash)."""
     try:
@@ -183,11 +188,16 @@ def _push_case(local: Path, uri: str) -> None:
                 fs.rm_file(path)
 
 
+def _is_local(fs) -> bool:
+    """Whether ``fs`` is this machine's file system (``file://``): folders, made as they are needed."""
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol
+    return "file" in protocols or "local" in protocols
+
+
 def _put(fs, local: Path, path: str) -> None:
     """A local file uploaded to ``path``; on a file system of folders (``file://``) its folder made first
     (a bucket is never made: a missing one is the user's error)."""
-    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol
-    if "file" in protocols or "local" in protocols:
+    if _is_local(fs):
         fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
     fs.put_file(str(local), path)
 
@@ -245,6 +255,9 @@ class StoreOutdir:
         self.fs, self.root = open_store(uri)
         with store_errors(uri, writing=True):
             self.fs.invalidate_cache()
+            bucket = self.root.split("/", 1)[0]
+            if not _is_local(self.fs) and not self.fs.exists(bucket):  # said before any case runs
+                raise OutputError(uri, f"no such bucket ({bucket}): make it first (batch never makes one)")
             self.existing = set(self.fs.find(self.root)) if self.fs.exists(self.root) else set()
         self.staging = Path(tempfile.mkdtemp(prefix="tracetriage-out-"))
 
