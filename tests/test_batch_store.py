@@ -47,13 +47,15 @@ def s3(s3_endpoint, monkeypatch):
                         ("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_ENDPOINT_URL", s3_endpoint)):
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+    s3fs.S3FileSystem.clear_instance_cache()  # each test as a fresh process: fsspec keeps file systems by their arguments
     fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_endpoint}, skip_instance_cache=True)
     bucket = f"triage-{_free_port()}"
     fs.mkdir(bucket)
     for case in CASES:
         for file in sorted((BUNDLES / case).iterdir()):
             fs.put_file(str(file), f"{bucket}/in/{case}/{file.name}")
-    return fs, bucket
+    yield fs, bucket
+    s3fs.S3FileSystem.clear_instance_cache()
 
 
 def _verdicts(summary: pd.DataFrame) -> list[dict]:
@@ -178,3 +180,19 @@ def test_a_bad_uri_an_unreachable_store_missing_credentials_and_a_missing_prefix
     s3fs.S3FileSystem.clear_instance_cache()
     line = _one_line_error(run_cli("batch", f"s3://{bucket}/in", "-o", tmp_path / "out"), EXIT_USAGE)
     assert f"s3://{bucket}/in" in line and "no credentials for the store were found" in line
+    line = _one_line_error(run_cli("batch", tmp_path / "nothing", "-o", f"s3://{bucket}/out"), EXIT_USAGE)
+    assert f"s3://{bucket}/out" in line and "no credentials for the store were found" in line  # before any case runs
+
+
+def test_batch_on_dask_reads_and_writes_the_store(s3, tmp_path):
+    """On Dask, each case's worker (in a Dask worker's process) downloads its case and writes it back."""
+    distributed = pytest.importorskip("dask.distributed", reason="dask[distributed] not installed")
+    fs, bucket = s3
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+        result = run_cli("batch", f"s3://{bucket}/in", "-o", f"s3://{bucket}/dask", "--dask", cluster.scheduler_address,
+                         "--no-progress")
+    assert result.returncode == 0, result.stderr
+    summary = _table(fs, f"{bucket}/dask/summary.parquet")
+    assert (summary["status"] == "ok").all() and len(summary) == 2
+    for case_id in summary["case_id"]:
+        assert fs.isfile(f"{bucket}/dask/cases/{case_id}/analysis.json")

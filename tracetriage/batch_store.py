@@ -256,8 +256,11 @@ class StoreOutdir:
         with store_errors(uri, writing=True):
             self.fs.invalidate_cache()
             bucket = self.root.split("/", 1)[0]
-            if not _is_local(self.fs) and not self.fs.exists(bucket):  # said before any case runs
-                raise OutputError(uri, f"no such bucket ({bucket}): make it first (batch never makes one)")
+            if not _is_local(self.fs):  # said before any case runs (info, not exists: exists hides a refusal)
+                try:
+                    self.fs.info(bucket)
+                except FileNotFoundError:
+                    raise OutputError(uri, f"no such bucket ({bucket}): make it first (batch never makes one)") from None
             self.existing = set(self.fs.find(self.root)) if self.fs.exists(self.root) else set()
         self.staging = Path(tempfile.mkdtemp(prefix="tracetriage-out-"))
 

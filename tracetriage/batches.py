@@ -410,7 +410,7 @@ def _run(inputs: list[str], outdir: str, store, options: dict, runtime: Runtime,
     by_id = {}
     records = store.records([s.case_id for s in specs]) if store is not None and not force else {}
     for s in specs:
-        text = records.get(s.case_id) if store is not None else _local_record(out, s.case_id)
+        text = None if force else records.get(s.case_id) if store is not None else _local_record(out, s.case_id)
         old, same = (None, False) if force else _previous(text, s, options, reports)
         if old is not None and not same:
             s.reuse_hash = old.get("inputs_hash") if old.get("status") == "ok" else None
