@@ -303,6 +303,8 @@ def batch(inputs, outdir, options: Options | None = None, *, runtime: Runtime | 
     which cases get a report.html. Each case's rows are also written as it ends, as Parquet parts
     (``summary/``, ``findings/``, ``kernels/``); Ctrl-C writes the tables of the cases that ended and
     raises :class:`~tracetriage.batches.BatchInterrupted` (a KeyboardInterrupt); a re-run resumes.
+    ``inputs`` and ``outdir`` may be URIs that fsspec opens (``s3://bucket/prefix``): read and
+    written on the store (:mod:`tracetriage.batch_store`).
     Returns the :class:`~tracetriage.batches.BatchResult`."""
     from tracetriage.batches import run_batch
 
@@ -320,46 +322,80 @@ def _as_list(inputs) -> list[str]:
     return [str(inputs)] if isinstance(inputs, (str, Path)) else [str(item) for item in inputs]
 
 
-def _batch_folder(inputs: list[str], batch_dir, step_range: str | None, force: bool, runtime: Runtime) -> Path:
+def _batch_folder(inputs: list[str], batch_dir, step_range: str | None, force: bool, runtime: Runtime) -> Path | str:
     """The batch output folder trend reads: ``inputs`` itself when it is one (it holds summary.parquet),
     else the folder batch analyzes the captures into first (``batch_dir``; default: a folder per set of
-    inputs under the analysis cache, never beside the captures)."""
+    inputs under the analysis cache, never beside the captures). A folder on object storage is its
+    URI (:mod:`tracetriage.batch_store`)."""
     import hashlib
 
+    from tracetriage.batch_store import is_batch_folder, is_uri
     from tracetriage.batches import run_batch
     from tracetriage.errors import TraceFormatError, UsageError
 
-    tables = [item for item in inputs if Path(item).is_dir() and (Path(item) / "summary.parquet").is_file()]
+    tables = [item for item in inputs if (is_batch_folder(item) if is_uri(item) else
+                                          Path(item).is_dir() and (Path(item) / "summary.parquet").is_file())]
     if tables and len(inputs) > 1:
         raise UsageError(None, f"give one batch output folder ({', '.join(tables)} hold batch tables), or captures to analyze")
     for item in inputs:
-        if not any(ch in item for ch in "*?[") and not Path(item).exists():
+        if not is_uri(item) and not any(ch in item for ch in "*?[") and not Path(item).exists():
             raise TraceFormatError(item, "no such file or directory")
     if tables:
-        return Path(inputs[0])
+        return inputs[0] if is_uri(inputs[0]) else Path(inputs[0])
     if batch_dir:
-        outdir = Path(batch_dir)
+        outdir = str(batch_dir) if is_uri(str(batch_dir)) else Path(batch_dir)
     else:
         from tracetriage.cache import default_dir
 
-        key = hashlib.sha256("\0".join(str(Path(item).resolve()) for item in inputs).encode()).hexdigest()[:16]
+        key = hashlib.sha256("\0".join(item if is_uri(item) else str(Path(item).resolve()) for item in inputs).encode())
+        key = key.hexdigest()[:16]
         outdir = (runtime.cache.dir if runtime.cache is not None else default_dir()) / "trend-batch" / key
     # trend's batch keeps no models or metrics in the cache: its tables are what trend reads
     run_batch(inputs, str(outdir), Options(step_range=step_range), replace(runtime, cache=None), force=force, progress=False)
     return outdir
 
 
-def _read_tables(outdir: Path):
+def _in_batch(outdir: Path | str, name: str) -> Path | str:
+    """A file of a batch output folder, local or (a URI) on object storage."""
+    from tracetriage.batch_store import is_uri, join
+
+    return join(outdir, name) if isinstance(outdir, str) and is_uri(outdir) else Path(outdir) / name
+
+
+def _read_batch_file(outdir: Path | str, name: str) -> bytes:
+    """A file of a batch output folder (OSError, or a TraceTriageError from the store, when it cannot be read)."""
+    from tracetriage.batch_store import read_bytes
+
+    where = _in_batch(outdir, name)
+    return read_bytes(where) if isinstance(where, str) else where.read_bytes()
+
+
+def _read_tables(outdir: Path | str):
     """batch's summary, findings and kernels tables (kernels None when absent), typed for trend."""
+    import io
+
     import pandas as pd
 
     from tracetriage.analyzers.trend import coerce_tables
-    from tracetriage.errors import TraceFormatError
+    from tracetriage.errors import TraceFormatError, UsageError
+
+    def table(name: str, required: bool = True):
+        where = _in_batch(outdir, name)
+        if isinstance(where, Path):
+            return pd.read_parquet(where) if required or where.is_file() else None
+        try:
+            return pd.read_parquet(io.BytesIO(_read_batch_file(outdir, name)))
+        except TraceFormatError:  # not in the store (other store errors, e.g. unreachable, are said as they are)
+            if required:
+                raise
+            return None
 
     try:
-        summary = pd.read_parquet(outdir / "summary.parquet")
-        findings = pd.read_parquet(outdir / "findings.parquet")
-        kernels = pd.read_parquet(outdir / "kernels.parquet") if (outdir / "kernels.parquet").is_file() else None
+        summary = table("summary.parquet")
+        findings = table("findings.parquet")
+        kernels = table("kernels.parquet", required=False)
+    except UsageError:  # a store that cannot be reached, or refuses the credentials (exit 2)
+        raise
     except Exception as exc:  # noqa: BLE001 - a damaged table is the input's problem, said in one line
         raise TraceFormatError(str(outdir), f"cannot read the batch tables: {exc}") from None
     missing = [column for column in ("capture_start_ns", "device_model", "step_p50_ms") if column not in summary]
@@ -369,7 +405,7 @@ def _read_tables(outdir: Path):
     return coerce_tables(summary, findings, kernels)
 
 
-def _check_analyzed(summary, inputs: list[str], outdir: Path) -> None:
+def _check_analyzed(summary, inputs: list[str], outdir: Path | str) -> None:
     """Some case analyzed, else the input's problem (exit 3) or nothing to follow (exit 4)."""
     from tracetriage.errors import MissingDataError, TraceFormatError
 
@@ -378,19 +414,20 @@ def _check_analyzed(summary, inputs: list[str], outdir: Path) -> None:
     failed = summary[summary["status"] != "ok"]
     if len(failed):  # every case unreadable: the input's problem, as analyze and compare say it (exit 3)
         raise TraceFormatError(str(inputs[0]), f"no case could be analyzed: {len(failed)} failed, the first: "
-                                               f"{failed['error'].iloc[0]} (all: {outdir / 'index.html'})")
+                                               f"{failed['error'].iloc[0]} (all: {_in_batch(outdir, 'index.html')})")
     if all(Path(item).is_file() for item in inputs):  # named files none of which is a capture: unreadable input
         raise TraceFormatError(str(inputs[0]), "not a capture tracetriage reads (nor a batch output folder)")
     raise MissingDataError(str(inputs[0]), "nothing to follow over time: no capture found")
 
 
-def _pair_comparer(outdir: Path, threshold_pct: float):
+def _pair_comparer(outdir: Path | str, threshold_pct: float):
     """compare_pair for trend: the comparison of two cases from their saved analysis.json, each
     read and checked once however many changes it borders; None when either file is damaged."""
     import json
 
     from tracetriage.analyzers.compare import compare as _compare
     from tracetriage.analyzers.compare_side import check_saved
+    from tracetriage.errors import TraceTriageError
 
     loaded: dict[str, dict | None] = {}
 
@@ -398,8 +435,8 @@ def _pair_comparer(outdir: Path, threshold_pct: float):
         key = str(row["report_json"])
         if key not in loaded:
             try:
-                data = json.loads((outdir / key).read_text(encoding="utf-8"))
-            except (OSError, TypeError, ValueError):
+                data = json.loads(_read_batch_file(outdir, key).decode("utf-8"))
+            except (OSError, TypeError, ValueError, TraceTriageError):
                 data = None
             loaded[key] = data if isinstance(data, dict) and not check_saved(data) else None
         return loaded[key]

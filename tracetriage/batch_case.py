@@ -119,12 +119,28 @@ def _kept(case_dir: Path, inputs_hash: str, identity: str | None, reports: str) 
     return {**old, "kept_by_content": True}
 
 
+def _shown_as(value, local: str, shown: str):
+    """``value`` (an analysis's data or series) with ``local`` (the folder a case's files were read
+    from) named ``shown`` (the store folder they came from) in every string, keys too."""
+    if isinstance(value, str):
+        return value.replace(local, shown)
+    if isinstance(value, dict):
+        return {_shown_as(key, local, shown): _shown_as(item, local, shown) for key, item in value.items()}
+    if type(value) in (list, tuple):  # a named tuple or an array of the series is left as it is
+        return type(value)(_shown_as(item, local, shown) for item in value)
+    return value
+
+
 def analyze_case(spec: dict, outdir: str, options: dict | None = None, settings: dict | None = None,
-                 timeout_s: float | None = None, reports: str = "all") -> dict:
+                 timeout_s: float | None = None, reports: str = "all", read_paths: list[str] | None = None,
+                 shown_folder: tuple[str, str] | None = None) -> dict:
     """Run one case (in a worker process) and write its files; return its record.
     ``options`` are analyze()'s keyword options (step_range, symptom, slo); ``settings`` the
     batch's :meth:`Runtime.settings <tracetriage.runtime.Runtime.settings>` (plain values);
-    ``reports``: which cases get their report.html (:func:`wants_report`)."""
+    ``reports``: which cases get their report.html (:func:`wants_report`); ``read_paths``: the
+    local copies of the case's files to read when ``spec["paths"]`` name them on a store
+    (:mod:`tracetriage.batch_store`; the record names ``spec["paths"]``), and ``shown_folder``
+    (the copies' folder, the store's) how the analysis and report name them."""
     import signal
     import warnings
 
@@ -144,15 +160,18 @@ def analyze_case(spec: dict, outdir: str, options: dict | None = None, settings:
     warnings.simplefilter("ignore")
     options = dict(options or {})
     timeline = options.pop("perfetto_window", None)  # --perfetto: the case's timeline.pftrace beside its report
+    paths = read_paths or spec["paths"]
     if not spec.get("error"):
         armed = _arm(timeout_s)
         try:
-            record["inputs_hash"] = content_hash(spec["paths"])
+            record["inputs_hash"] = content_hash(paths)
             kept = _kept(case_dir, record["inputs_hash"], spec.get("identity"), reports) if spec.get("reuse_hash") else None
             if kept is not None:
                 return kept
-            case = open_case(spec["paths"], runtime=runtime)
+            case = open_case(paths, runtime=runtime)
             analysis = analyze(case, runtime=runtime, **options)
+            if shown_folder:
+                analysis.data, analysis.series = (_shown_as(part, *shown_folder) for part in (analysis.data, analysis.series))
             if timeline and case.traces:
                 from tracetriage.analyzers.tracks import build_tracks
                 from tracetriage.reports.perfetto import export

@@ -38,6 +38,7 @@ def main(argv: list[str]) -> int:
     import tracetriage.api  # noqa: F401 - imported before the first case, so its memory is the idle size
     import tracetriage.reports.html  # noqa: F401
     from tracetriage.batch_case import analyze_case
+    from tracetriage.batch_store import is_uri, run_store_case
 
     replies.send(("ready", None))
     while True:
@@ -45,7 +46,8 @@ def main(argv: list[str]) -> int:
             request = requests.recv()
         except (EOFError, OSError):
             return 0
-        replies.send(("record", analyze_case(**request)))
+        on_store = is_uri(request["outdir"]) or any(is_uri(path) for path in request["spec"]["paths"])
+        replies.send(("record", run_store_case(analyze_case, **request) if on_store else analyze_case(**request)))
 
 
 if __name__ == "__main__":

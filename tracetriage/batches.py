@@ -54,6 +54,7 @@ class CaseSpec:
     error: str | None = None
     identity: str | None = None  # the cheap identity of its files (batch_case.cheap_identity): the reuse check
     reuse_hash: str | None = None  # the content hash of the last run's analysis, when only the identity changed
+    size_bytes: int | None = None  # a case on object storage: its files' size, what its worker downloads
 
 
 @dataclass
@@ -86,8 +87,13 @@ def _case_id(label: str) -> str:
 
 
 def expand_inputs(inputs: list[str]) -> list[Path]:
+    """The local inputs, globs expanded (a store URI is listed by :func:`tracetriage.batch_store.store_cases`)."""
+    from tracetriage.batch_store import is_uri
+
     out = []
     for item in inputs:
+        if is_uri(item):
+            continue
         if any(ch in item for ch in "*?["):
             hits = sorted(glob.glob(item, recursive=True))
             out.extend(Path(h) for h in hits)
@@ -177,11 +183,30 @@ def _common_stem(files: list[Path]) -> str:
     return prefix if len(prefix) >= 3 else files[0].name
 
 
-def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
+def discover(inputs: list[str], outdir: Path, store_outdir: str | None = None) -> list[CaseSpec]:
     """The cases under ``inputs``, in a stable order, each with its :func:`cheap_identity
     <tracetriage.batch_case.cheap_identity>`. A folder's top-level subfolders are scanned in
     parallel (threads: the time is mostly waiting on the file system); the cases come out in the
-    order of a serial walk."""
+    order of a serial walk. Inputs on object storage are listed there (after the local ones;
+    ``store_outdir``, OUTDIR's URI, is never an input): :func:`tracetriage.batch_store.store_cases`."""
+    from tracetriage.batch_store import is_uri, store_cases
+
+    stored = [CaseSpec(_case_id(case["label"]), **case) for item in inputs if is_uri(item)
+              for case in store_cases(item, store_outdir)]
+    return _unique(_discover_local([item for item in inputs if not is_uri(item)], outdir) + stored)
+
+
+def _unique(found: list[CaseSpec]) -> list[CaseSpec]:
+    specs, seen = [], set()
+    for spec in found:
+        if spec.case_id not in seen:
+            seen.add(spec.case_id)
+            specs.append(spec)
+    return specs
+
+
+def _discover_local(inputs: list[str], outdir: Path) -> list[CaseSpec]:
+    """:func:`discover` of local inputs."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tracetriage.archive import extract, is_archive
@@ -294,11 +319,7 @@ def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
                 scan_archive(p, str(p), found)
             else:
                 scan_files(p.parent, [p], p, str(p), found)
-        specs, seen = [], set()
-        for spec in found:
-            if spec.case_id not in seen:
-                seen.add(spec.case_id)
-                specs.append(spec)
+        specs = _unique(found)
 
         def identify(spec: CaseSpec) -> None:
             try:
@@ -310,19 +331,20 @@ def discover(inputs: list[str], outdir: Path) -> list[CaseSpec]:
     return specs
 
 
-def _previous(outdir: Path, spec: CaseSpec, options: dict, reports: str) -> tuple[dict | None, bool]:
-    """The record of the last run into ``outdir`` when it may hold for this case (the same tool
-    version and options, a report.html where ``reports`` wants one and none elsewhere), and whether
-    the cheap identity of its files is the same (then it is reused as it is; else its worker
-    compares the full content hash first)."""
+def _previous(record_text: bytes | str | None, spec: CaseSpec, options: dict, reports: str) -> tuple[dict | None, bool]:
+    """The record of the last run into OUTDIR (``record_text``: its record.json, None when it has
+    none) when it may hold for this case (the same tool version and options, a report.html where
+    ``reports`` wants one and none elsewhere), and whether the cheap identity of its files is the
+    same (then it is reused as it is; else its worker compares the full content hash first)."""
     from tracetriage.batch_case import wants_report
 
-    rec = outdir / "cases" / spec.case_id / "record.json"
-    if not rec.exists() or spec.identity is None:
+    if record_text is None or spec.identity is None:
         return None, False
     try:
-        old = json.loads(rec.read_text())
-    except (OSError, json.JSONDecodeError):
+        old = json.loads(record_text)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None, False
+    if not isinstance(old, dict):
         return None, False
     if (old.get("tool_version") == __version__ and (old.get("options") or {}) == options
             and (old.get("status") != "ok" or "trend" in old and bool(old.get("report_html", True))
@@ -350,7 +372,7 @@ def run_batch(inputs: list[str], outdir: str, options: Options = Options(), runt
     error, Ctrl-C or SIGTERM (then the cases not run are rows of their own and
     :class:`BatchInterrupted` is raised after)."""
     from tracetriage.batch_case import REPORT_MODES
-    from tracetriage.batch_tables import has_parts, prune_parts, write_case_parts, write_outputs
+    from tracetriage.batch_store import StoreOutdir, is_uri
     from tracetriage.errors import UsageError
 
     if reports not in REPORT_MODES:
@@ -360,19 +382,36 @@ def run_batch(inputs: list[str], outdir: str, options: Options = Options(), runt
     t0 = time.perf_counter()
     options = {k: v for k, v in (("step_range", options.step_range), ("symptom", options.symptom), ("slo", dict(options.slo)),
                                  ("perfetto_window", list(perfetto_window) if perfetto_window else None)) if v}
-    out = Path(outdir)
+    store = StoreOutdir(outdir) if is_uri(outdir) else None  # OUTDIR on object storage: staged here, uploaded
+    try:
+        return _run(inputs, outdir, store, options, runtime, on_error, force, progress, Limits(case_timeout, case_memory),
+                    reports, t0)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _run(inputs: list[str], outdir: str, store, options: dict, runtime: Runtime, on_error: str, force: bool, progress: bool,
+         limits: Limits, reports: str, t0: float) -> BatchResult:
+    """:func:`run_batch` into ``outdir``, a local folder or (``store``: its :class:`~tracetriage.batch_store.StoreOutdir`)
+    a store's."""
+    from tracetriage.batch_tables import has_parts, prune_parts, write_case_parts, write_outputs
+
+    out = store.staging if store is not None else Path(outdir)
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    specs = discover(inputs, out)
+    specs = discover(inputs, out, outdir if store is not None else None)
     if not specs:
         if made:
             shutil.rmtree(out, ignore_errors=True)
         raise MissingDataError(", ".join(inputs), "nothing to analyze: no capture found (no trace, bundle or archive)")
-    result = BatchResult(outdir=str(out), skipped=_without_case(inputs, specs))
+    result = BatchResult(outdir=str(outdir if store is not None else out), skipped=_without_case(inputs, specs))
     todo = []
     by_id = {}
+    records = store.records([s.case_id for s in specs]) if store is not None and not force else {}
     for s in specs:
-        old, same = (None, False) if force else _previous(out, s, options, reports)
+        text = None if force else records.get(s.case_id) if store is not None else _local_record(out, s.case_id)
+        old, same = (None, False) if force else _previous(text, s, options, reports)
         if old is not None and not same:
             s.reuse_hash = old.get("inputs_hash") if old.get("status") == "ok" else None
             old = None
@@ -380,15 +419,19 @@ def run_batch(inputs: list[str], outdir: str, options: Options = Options(), runt
             old["reused"] = True
             by_id[s.case_id] = old
             result.reused += old.get("status") == "ok"  # a failure kept from the last run counts as failed
-            if not has_parts(out, s.case_id):  # an OUTDIR written before parts existed
-                write_case_parts(out, {**old, "reused": False})
+            if not (store.has_parts(s.case_id) if store is not None else has_parts(out, s.case_id)):
+                write_case_parts(out, {**old, "reused": False})  # an OUTDIR written before parts existed
+                if store is not None:
+                    store.push_parts(s.case_id)
         else:
             todo.append(s)
     stopped = None
     try:
-        for record in _execute(todo, out, runtime, options, progress, Limits(case_timeout, case_memory), reports):
+        for record in _execute(todo, outdir if store is not None else out, runtime, options, progress, limits, reports):
             record["reused"] = bool(record.pop("kept_by_content", False))  # its worker found the content unchanged
             write_case_parts(out, {**record, "reused": False})
+            if store is not None:
+                store.push_parts(record["case_id"])
             by_id[record["case_id"]] = record
             result.analyzed += record["status"] == "ok" and not record["reused"]
             result.reused += record["reused"]  # analyzed, unchanged, failed and not run add up to the cases
@@ -412,7 +455,17 @@ def run_batch(inputs: list[str], outdir: str, options: Options = Options(), runt
         result.seconds = round(time.perf_counter() - t0, 2)
         write_outputs(result.records, out, result, runtime.cache)
         prune_parts(out, set(by_id))
+        if store is not None:
+            store.push_outputs()
+            store.prune_parts(set(by_id))
     return result
+
+
+def _local_record(out: Path, case_id: str) -> str | None:
+    try:
+        return (out / "cases" / case_id / "record.json").read_text()
+    except OSError:
+        return None
 
 
 def _without_case(inputs: list[str], specs: list[CaseSpec]) -> list[str]:
@@ -425,18 +478,21 @@ def _without_case(inputs: list[str], specs: list[CaseSpec]) -> list[str]:
     return [str(path) for path in expand_inputs(inputs) if not gave_case(str(path))]
 
 
-def _execute(todo: list[CaseSpec], out: Path, runtime: Runtime, options: dict, progress: bool, limits: Limits,
+def _execute(todo: list[CaseSpec], out: Path | str, runtime: Runtime, options: dict, progress: bool, limits: Limits,
              reports: str):
-    """Each case's record as it ends, from the local workers or the Dask cluster (:mod:`tracetriage.batch_pool`)."""
+    """Each case's record as it ends, from the local workers or the Dask cluster (:mod:`tracetriage.batch_pool`);
+    ``out``: OUTDIR, a local folder or a store's URI (the workers write there)."""
     from tracetriage.batch_pool import run_dask, run_local
+    from tracetriage.batch_store import is_uri
 
     if not todo:
         return
     bar = _bar(len(todo), progress)
     settings = runtime.settings()
     # the workers do not share the client's working directory: every path they get is absolute
-    requests = [{"spec": {**asdict(s), "paths": [os.path.abspath(path) for path in s.paths]}, "outdir": str(out.resolve()),
-                 "options": options, "settings": settings, "timeout_s": limits.timeout_s, "reports": reports} for s in todo]
+    requests = [{"spec": {**asdict(s), "paths": [path if is_uri(path) else os.path.abspath(path) for path in s.paths]},
+                 "outdir": out if isinstance(out, str) else str(out.resolve()), "options": options, "settings": settings,
+                 "timeout_s": limits.timeout_s, "reports": reports} for s in todo]
     try:
         if runtime.dask_address:
             from dask.distributed import Client

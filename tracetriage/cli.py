@@ -455,6 +455,7 @@ def _perfetto_export(case, analysis, path: str, window: tuple[str, int]) -> None
 def cmd_batch(args) -> int:
     from tracetriage import batch
     from tracetriage.api import check_jobs
+    from tracetriage.batch_store import in_outdir
     from tracetriage.batches import BatchInterrupted
     from tracetriage.errors import EXIT_BATCH_FAILED, UsageError
     from tracetriage.runtime import check_step_range
@@ -469,7 +470,7 @@ def cmd_batch(args) -> int:
                        perfetto_window=parse_perfetto_window(args.perfetto_window) if args.perfetto else None,
                        case_memory=args.case_memory, reports=args.reports)
     except BatchInterrupted:
-        print(f"tracetriage: interrupted: wrote {Path(args.output) / 'index.html'} and the tables of the cases that ended; "
+        print(f"tracetriage: interrupted: wrote {in_outdir(args.output, 'index.html')} and the tables of the cases that ended; "
               "the same command again resumes from them", file=sys.stderr)
         return EXIT_INTERRUPTED
     _batch_note(result, args.output)
@@ -484,9 +485,11 @@ def cmd_batch(args) -> int:
 
 def _batch_note(result, outdir: str) -> None:
     """What batch did, on stderr: the counts, then one line per case that failed or did not run."""
+    from tracetriage.batch_store import in_outdir
+
     print(f"tracetriage: {len(result.records)} cases: {result.analyzed} analyzed, {result.reused} unchanged, "
           f"{result.failed} failed{f', {result.not_run} not run' if result.not_run else ''}; "
-          f"wrote {Path(outdir) / 'index.html'} and summary.parquet ({result.seconds} s)", file=sys.stderr)
+          f"wrote {in_outdir(outdir, 'index.html')} and summary.parquet ({result.seconds} s)", file=sys.stderr)
     for record in result.records:
         if record["status"] != "ok":
             print(f"tracetriage: {record['status']}: {one_line(str(record['error']))}", file=sys.stderr)
@@ -542,7 +545,11 @@ def cmd_trend(args) -> int:
     if fmt == "parquet":
         _write_table(args.output, result)
     else:
+        from tracetriage.batch_store import is_uri
+
         links = os.path.relpath(result.batch_dir, Path(args.output).resolve().parent) if args.output else None
+        if is_uri(result.batch_dir):  # tables on object storage: the links name the store
+            links = result.batch_dir
         _emit(args, result.render(fmt, links, runtime.cache), result.summary)
     return EXIT_REGRESSED if args.gate and result.regressed else EXIT_OK
 
