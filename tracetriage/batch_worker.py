@@ -28,6 +28,28 @@ def _die_with_parent() -> None:
         return
 
 
+def _import_what_a_case_uses() -> None:
+    """Import, before the first case, the modules any case loads (the analysis, its libraries, every
+    parser, the report and its charts): imports are lazy for the CLI's fixed costs, and here their
+    memory belongs to the worker's idle size, so ``--case-memory`` measures what a case itself grows."""
+    import importlib
+    import pkgutil
+
+    import numpy  # noqa: F401
+    import pandas  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+
+    import tracetriage.analyzers.analysis  # noqa: F401
+    import tracetriage.api  # noqa: F401
+    import tracetriage.parsers
+    import tracetriage.reports.charts
+    import tracetriage.reports.html  # noqa: F401
+    for module in pkgutil.iter_modules(tracetriage.parsers.__path__):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"tracetriage.parsers.{module.name}")
+    tracetriage.reports.charts.plt.figure  # noqa: B018 - matplotlib imported and set up as the charts use it
+
+
 def main(argv: list[str]) -> int:
     parent = os.getppid()
     _die_with_parent()
@@ -35,8 +57,7 @@ def main(argv: list[str]) -> int:
         return 0
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the batch's to handle: it stops this process
     requests, replies = Connection(int(argv[0]), writable=False), Connection(int(argv[1]), readable=False)
-    import tracetriage.api  # noqa: F401 - imported before the first case, so its memory is the idle size
-    import tracetriage.reports.html  # noqa: F401
+    _import_what_a_case_uses()
     from tracetriage.batch_case import analyze_case
     from tracetriage.batch_store import is_uri, run_store_case
 
