@@ -353,3 +353,13 @@ def test_compare_shows_the_figure_analyze_gives_for_a_finding():
     assert claim["before"] == pytest.approx(claimed, abs=1e-4) and claim["before"] < 0.1 * row["before_ms_per_step"]
     (launch,) = [finding for finding in json.loads(out)["findings"] if finding["id"] == "launch_bound"]
     assert not [item for item in launch["evidence"] if item["name"] == "claim_ms"]  # the same figure: said once
+
+
+def test_a_budget_broken_by_a_lower_percentile_names_that_percentile_in_the_headline():
+    """Trial of integ41 #1: a p95 budget broken by the measured p50 names the p50, never "TTFT p95 70.3 ms"."""
+    data = analyze(open_case([BUNDLES / "serving_prefill_stall"]), slo={"ttft_p95_ms": 30.0}).data
+    (check,) = data["serving"]["slo_checks"]
+    assert check["status"] == "broken" and check["bounded_by"] == "p50"
+    p50 = data["serving"]["latency"]["client"]["ttft"]["p50"]
+    assert f"TTFT p50 {p50:.1f} ms over the 30 ms p95 budget" in data["headline"]
+    assert "TTFT p95" not in data["headline"]
