@@ -124,8 +124,8 @@ def _enough_steps(before: Side, after: Side, serving_ok: bool) -> Signal:
     """Step durations on both sides, at least MIN_STEPS on every rank; else the serving
     artifacts alone are judged when both sides have them."""
     if not (before.ranks or after.ranks):
-        if before.serving and after.serving:
-            return AGREES
+        if before.serving and after.serving:  # the serving artifacts are all there is: their check decides (its reason)
+            return AGREES if serving_ok else Signal(False)
         return Signal(False, reason="nothing to judge: neither a GPU trace with steps nor serving artifacts on both sides")
     if is_stepless(before) and is_stepless(after):
         return AGREES  # judged on time per call, which says itself when it cannot

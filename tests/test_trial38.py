@@ -339,8 +339,9 @@ def test_the_copy_bound_mechanism_does_not_assert_the_link_speed():
 
 def test_compare_shows_the_figure_analyze_gives_for_a_finding():
     """Issue item 3 (compare and analyze, one figure): compare judges host_sync_per_step on its slices
-    (all the idle after the syncs, 1.52 ms a step) while analyze says the sync claims 18.9 µs a step;
-    where the two differ compare now also prints what each analysis claims, the figure analyze shows."""
+    (what the sync causes: its wait and the launch after it, measured the same way on both sides) while
+    analyze gives what the sync claims in the ledger; where the two differ compare also prints what each
+    analysis claims, the figure analyze shows."""
     import json
 
     data = analyze(open_case([BUNDLES / "eager_decode"])).data
@@ -350,7 +351,8 @@ def test_compare_shows_the_figure_analyze_gives_for_a_finding():
     out = run_cli("compare", BUNDLES / "eager_decode", BUNDLES / "graph_decode", "-f", "json").stdout
     (row,) = [finding for finding in json.loads(out)["findings"] if finding["id"] == "host_sync_per_step"]
     (claim,) = [item for item in row["evidence"] if item["name"] == "claim_ms"]
-    assert claim["before"] == pytest.approx(claimed, abs=1e-4) and claim["before"] < 0.1 * row["before_ms_per_step"]
+    assert claim["before"] == pytest.approx(claimed, abs=1e-4)
+    assert abs(claim["before"] - row["before_ms_per_step"]) > 1e-3  # the two figures differ: both are printed
     (launch,) = [finding for finding in json.loads(out)["findings"] if finding["id"] == "launch_bound"]
     assert not [item for item in launch["evidence"] if item["name"] == "claim_ms"]  # the same figure: said once
 
