@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -243,15 +244,21 @@ def main(argv=None) -> None:
                         help=f"write only these pairs: {', '.join(SCENARIOS)} (default: all)")
     parser.add_argument("--seed", type=int, default=7, help="random seed of the draws (default: %(default)s)")
     parser.add_argument("--truth", type=Path, metavar="DIR",
-                        help="where each pair's truth goes (default: samples/truth, the committed one for seed 7)")
+                        help="where each pair's truth goes (default: samples/truth, the committed one, for seed 7; "
+                             "OUT-truth beside OUT for any other seed, so the committed truth is never overwritten)")
     parser.add_argument("--series", type=int, metavar="N",
                         help="write a nightly series of N captures instead (trend's sample), INT4 from --deploy-at on")
     parser.add_argument("--deploy-at", type=int, default=5, metavar="K", help="first INT4 night of --series (default: 5)")
     args = parser.parse_args(argv)
     if args.series is not None and not 2 <= args.deploy_at <= args.series:
         parser.error(f"--deploy-at {args.deploy_at} is not a night of --series {args.series} after the first")
+    truth = args.truth
+    if truth is None and args.seed != parser.get_default("seed"):  # samples/truth holds the committed seed's truth
+        truth = args.out.parent / f"{args.out.name}-truth"
     made = (generate_deploy_series(args.out, args.series, args.deploy_at, args.seed) if args.series is not None
-            else generate_deploy(args.out, args.only, args.seed, args.truth))
+            else generate_deploy(args.out, args.only, args.seed, truth))
+    if args.series is None:
+        print(f"truth: {truth if truth is not None else HERE / 'truth'}", file=sys.stderr)
     for folder in made:
         print(folder)
 
