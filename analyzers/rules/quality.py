@@ -71,8 +71,10 @@ def rule_quality_regression(ctx: PairContext) -> Finding | None:
     fields = {"changes": "; ".join(serving.identity), "what": "; ".join(what),
               "inputs": serving.shape("input").text if serving.shape("input") else "input lengths within noise"}
     return catalog.make("quality_regression", impact, fields, _evidence(serving), severity=severity_for(impact),
-                        denominator="requests (the largest gap between the before and after output-length CDFs, KS D; "
-                                    "else the share of requests that moved)", kind=ctx.kind)
+                        denominator="requests, at least (the KS distance D between the before and after output-length "
+                                    "distributions bounds from below the share of requests whose length distribution "
+                                    "must differ, their total variation distance; else the share of requests that moved)",
+                        kind=ctx.kind)
 
 
 QUALITY = Rule("quality_regression", "compare", rule_quality_regression, reads=("serving",), requires=("serving",),
