@@ -459,7 +459,8 @@ def _attach_causes(changes, g, compare_pair) -> None:
                          "after_ms_per_step": k["after_ms_per_step"]} for k in kernel_movers(cmp.get("kernels") or [], noise)]
         latency_note = (cmp.get("serving") or {}).get("latency")
         if c["metric"] == "e2el_p50_ms" and latency_note:  # longer answers, not a slower server (compare_serving)
-            c["direction"], c["explained"] = "changed", latency_note
+            # the note compares the two captures either side of the change, not the segments' levels
+            c["direction"], c["explained"] = "changed", f"{c['last_good']} -> {c['first_bad']}: {latency_note}"
 
 
 KERNEL_MOVERS = 3  # kernels named each way (grew, shrank) at a change

@@ -52,7 +52,7 @@ def render_trend(result: dict, fmt: str, links: str | None = None, gate: bool = 
     return environment().get_template("trend.txt.j2").render(v=view)
 
 
-SHIFT_COLORS = {"regressed": "#d62828", "improved": "#2a9d8f"}
+SHIFT_COLORS = {"regressed": "#d62828", "improved": "#2a9d8f", "changed": "#6c757d"}  # changed: moved, explained, not judged
 
 
 def _value_axis(ax, values: list[float]) -> None:
@@ -81,7 +81,10 @@ def trend_charts(group: dict, changes: list[dict], names: tuple, links: list[str
     from tracetriage.reports.charts import NEUTRAL, WIDTH, _label, _svg, plt
 
     series = [(n, group["series"][n]) for n in names if n in group["series"]]
-    series += [(n, s) for n, s in group["series"].items() if n.startswith("finding:")][:3]
+    shown = {n for n, _ in series}
+    changed = dict.fromkeys(c["metric"] for c in changes if c["metric"] in group["series"] and c["metric"] not in shown)
+    series += [(n, group["series"][n]) for n in changed][:4]  # a series the page names a change of is drawn too
+    series += [(n, s) for n, s in group["series"].items() if n.startswith("finding:") and n not in changed][:3]
     if not series:
         return None
     cases = group["cases"]
@@ -103,7 +106,7 @@ def trend_charts(group: dict, changes: list[dict], names: tuple, links: list[str
             i = next((k for k, case in enumerate(cases) if case["name"] == c["first_bad"]), None)
             if i is None:
                 continue
-            direction = "regressed" if c["direction"] == "regressed" else "improved"
+            direction = c["direction"] if c["direction"] in SHIFT_COLORS else "improved"
             color = SHIFT_COLORS[direction]
             if c["kind"] == "level_shift":
                 ax.axvline(i - 0.5, color=color, lw=1.2, ls="--", zorder=2)

@@ -17,7 +17,7 @@ BUDGETS = "step time, serving percentiles, kernel time per call of captures with
 
 def level(value, unit) -> str:
     """A series' level: ms to three decimals, % to one, ns per call as a duration, anything else to
-    two (trailing zeros cut)."""
+    two (trailing zeros cut) with its unit when it has one (tokens, req/s)."""
     if value is None:
         return "n/a"
     if unit == "ns/call":
@@ -26,7 +26,8 @@ def level(value, unit) -> str:
         return f"{value:.3f} ms"
     if unit == "%":
         return f"{value:.1f}%"
-    return f"{value:,.2f}".rstrip("0").rstrip(".")
+    number = f"{value:,.2f}".rstrip("0").rstrip(".")
+    return f"{number} {unit}" if unit and unit not in ("count", "") else number
 
 
 def label(metric: str) -> str:
