@@ -62,7 +62,8 @@ def metric_value(value, unit: str) -> str:
 
 
 def metric_change(metric: dict) -> str:
-    """after - before: points for a share, ms as precise as the coarser of the two values, no finer."""
+    """after - before: points for a share, ms as precise as the coarser of the two values, no finer;
+    anything else at the precision of its level (metric_value) with its unit (req/s, tokens)."""
     delta = metric["change"]
     if delta is None:
         return "n/a"
@@ -71,7 +72,11 @@ def metric_change(metric: dict) -> str:
     if metric["unit"].startswith("ms"):
         coarser = max(abs(metric["before"] or 0.0), abs(metric["after"] or 0.0))
         return ms(delta, ms_decimals(coarser), sign="+")
-    return f"{delta:+,.2f}".rstrip("0").rstrip(".")
+    if metric["unit"] == "req/s":
+        return f"{delta:+.2f} req/s"
+    if metric["unit"] == "tokens":
+        return f"{delta:+,.1f} tokens"
+    return f"{delta:+,.1f}".rstrip("0").rstrip(".")
 
 
 def metric_label(metric: dict, ranks: int = 1) -> str:

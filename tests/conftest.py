@@ -152,6 +152,19 @@ def run_cli(*args, cwd=None):
     return result
 
 
+def compare_contract(before, after, *extra, codes=(0,)) -> dict:
+    """``compare BEFORE AFTER -f json EXTRA...`` in this process: its exit status one of ``codes``, its
+    JSON valid against reports/compare.schema.json, returned as a dict."""
+    import pytest
+
+    proc = run_cli("compare", before, after, "-f", "json", *extra)
+    assert proc.returncode in codes, (proc.returncode, proc.stderr)
+    data = json.loads(proc.stdout)
+    schema = json.loads((ROOT / "reports" / "compare.schema.json").read_text())
+    pytest.importorskip("jsonschema").validate(data, schema)
+    return data
+
+
 def run_cli_process(*args, cwd=None):
     """The CLI in a subprocess (``python -m tracetriage``), for what only a process of its own shows:
     the entry point itself, signals, limits, what is read at import. Outputs checked as run_cli's."""

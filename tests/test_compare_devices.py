@@ -16,7 +16,7 @@ import json
 import sys
 
 import pytest
-from conftest import ROOT, real, run_cli
+from conftest import ROOT, compare_contract, real, run_cli
 from test_view_parity import missing_fields
 
 from tracetriage.analyzers.compare import compare
@@ -104,11 +104,7 @@ def expected(op_class: str) -> dict:
 
 
 def across_json(before, after, *extra, code=0):
-    proc = run_cli("compare", before, after, "-f", "json", "--no-cache", *extra)
-    assert proc.returncode == code, (proc.returncode, proc.stderr)
-    data = json.loads(proc.stdout)
-    pytest.importorskip("jsonschema").validate(data, SCHEMA)
-    return data
+    return compare_contract(before, after, "--no-cache", *extra, codes=(code,))
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import BUNDLES, ROOT, real, run_cli, samples_generate
+from conftest import BUNDLES, ROOT, compare_contract, real, run_cli, samples_generate
 
 import tracetriage
 from tracetriage.analyzers.compare import compare
@@ -32,11 +32,7 @@ GEMM = "gemm_bf16_tn_kernel"
 
 def compare_json(before, after, *extra, codes=(0, 8, 9)):
     """compare with --gate: its exit status is one of ``codes`` (0 improved/unchanged, 8 regressed, 9 inconclusive)."""
-    proc = run_cli("compare", before, after, "-f", "json", "--gate", *extra)
-    assert proc.returncode in codes, (proc.returncode, proc.stderr)
-    data = json.loads(proc.stdout)
-    pytest.importorskip("jsonschema").validate(data, SCHEMA)
-    return data
+    return compare_contract(before, after, "--gate", *extra, codes=codes)
 
 
 @pytest.fixture(scope="module")
