@@ -563,7 +563,7 @@ def step_distributions(before: dict[str, list[int]], after: dict[str, list[int]]
             labels.append(_label(f"{r} {side}", 40))
             colors.append(color)
     pos = list(range(len(data), 0, -1))
-    box = ax.boxplot(data, positions=pos, vert=False, widths=0.6, patch_artist=True, showfliers=False)
+    box = ax.boxplot(data, positions=pos, orientation="horizontal", widths=0.6, patch_artist=True, showfliers=False)
     for patch, color in zip(box["boxes"], colors):
         patch.set_facecolor(color)
         patch.set_alpha(0.55)
