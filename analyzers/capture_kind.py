@@ -172,7 +172,7 @@ def is_native_trace(trace) -> bool:
     if trace.format == "kineto" or not len(trace.processes) or not len(trace.gpu):
         return False
     names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))
-    programs = [str(names.get(pid) or "") for pid in set(trace.gpu["pid"].tolist())]
+    programs = [str(names.get(pid) or "") for pid in trace.gpu["pid"].unique().tolist()]  # unique: no 10M-row list
     return bool(programs) and all(name and not name.startswith("pid ") and not _PYTHON.search(name) for name in programs)
 
 
