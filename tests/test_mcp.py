@@ -204,3 +204,8 @@ def test_roots_resolve_links_and_globs(tmp_path):
     with pytest.raises(OutputError, match="beside or inside the input"):
         roots.writable(str(root / "captures" / "report.md"), inputs)
     assert roots.writable(str(root / "reports" / "report.md"), inputs) == str((root / "reports" / "report.md").resolve())
+    # a file:// URI (how MCP roots are written, so assistants pass them) is its path; its link out is still refused
+    run = root / "captures" / "run.sqlite"
+    assert roots.readable_inputs([run.as_uri()]) == [str(run.resolve())]
+    with pytest.raises(UsageError):
+        roots.readable_inputs([(root / "captures" / "link.sqlite").as_uri()])

@@ -78,7 +78,12 @@ class Roots:
 
     def _resolved(self, name: str) -> Path:
         """``name`` refused when it has a ``..`` component, else resolved (a relative path is taken
-        from the server's working directory, as the CLI takes it)."""
+        from the server's working directory, as the CLI takes it); a ``file://`` URI, as MCP roots
+        are written, is its path."""
+        if name.startswith("file://"):
+            from urllib.parse import unquote, urlparse
+
+            name = unquote(urlparse(name).path)
         path = Path(name).expanduser()
         if ".." in path.parts:
             raise UsageError(None, f"{name}: a path with '..' is refused: name it under a root ({self.shown()})")
