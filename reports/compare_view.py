@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tracetriage.reports.side_views import length_summary
 from tracetriage.wording import fmt_ns, ms_decimals, ms_text, speed_words
 
 LABELS = {
@@ -526,10 +527,7 @@ def _across(across: dict) -> AcrossDevicesView:
 
 
 def _length_words(stats: dict | None) -> str:
-    if not stats:
-        return "not measured"
-    figures = ", ".join(f"{key} {stats[key]:,.0f}" for key in ("p50", "p90", "p99") if stats.get(key) is not None)
-    return f"mean {stats['mean']:,.1f}" + (f", {figures}" if figures else "") + f" tokens over {stats['n']:,} requests"
+    return length_summary(stats, " tokens") if stats else "not measured"
 
 
 def _shape(shape: dict) -> ShapeView:
