@@ -53,6 +53,12 @@ def nbytes(n: float) -> str:
     return f"{int(n):,} B"
 
 
+def slo_measured(check: dict) -> str:
+    """What decided one budget: the metric, the percentile measured (its own, or ``bounded_by``) and
+    its value: 'TTFT p50 70.3 ms'."""
+    return f"{check['metric'].upper()} {check.get('bounded_by') or check['percentile']} {ms(check['measured_ms'])}"
+
+
 def slo_text(check: dict) -> str:
     """One budget in words: 'TTFT p95 249.3 ms > budget 100 ms: broken (benchmark (client))'; decided
     by another percentile: 'TPOT p50 27.0 ms > budget 20 ms, so the p95 is over it: broken (...)'."""
@@ -60,9 +66,8 @@ def slo_text(check: dict) -> str:
         return f"{check['budget']}={check['limit_ms']:g}: unchecked ({check['source']})"
     broken = check["status"] == "broken"
     bound = check.get("bounded_by")
-    what = f"{check['metric'].upper()} {bound or check['percentile']}"
     therefore = f", so the {check['percentile']} is {'over' if broken else 'within'} it" if bound else ""
-    return (f"{what} {ms(check['measured_ms'])} {'>' if broken else '<='} budget {check['limit_ms']:g} ms{therefore}: "
+    return (f"{slo_measured(check)} {'>' if broken else '<='} budget {check['limit_ms']:g} ms{therefore}: "
             f"{check['status']} ({check['source']})")
 
 

@@ -13,7 +13,7 @@ from tracetriage.analyzers.rules.abstain import ODD
 from tracetriage.analyzers.rules.context import t
 from tracetriage.analyzers.rules.serving import tail_words, unexplained_tail
 from tracetriage.analyzers.rules.slo import measured_serving, slo_checks
-from tracetriage.wording import ms, pct, plural
+from tracetriage.wording import pct, plural, slo_measured
 
 MINOR_HEADLINE_PCT = 5.0  # below this share a throughput finding is reported, but not as the verdict of an idle GPU
 
@@ -68,7 +68,7 @@ def _slo_words(checks: list[dict]) -> str:
     """Each broken budget with the percentile that was measured over it: its own, or a lower one
     (``bounded_by``: a p50 over a p95 budget proves the p95 over it too)."""
     def words(check: dict) -> str:
-        measured = f"{check['metric'].upper()} {check['bounded_by'] or check['percentile']} {ms(check['measured_ms'])}"
+        measured = slo_measured(check)
         limit = f"{check['limit_ms']:g} ms"
         return f"{measured} over the {limit} {check['percentile']} budget" if check.get("bounded_by") else \
             f"{measured} over the {limit} budget"
