@@ -207,7 +207,10 @@ def serving_comparable(before: Side, after: Side, serving: ServingComparison | N
         return False, serving.input_shift_reason()
     figures_before, figures_after = serving_figures(before.serving), serving_figures(after.serving)
     if figures_before["ttft_p50_ms"] is None or figures_after["ttft_p50_ms"] is None:
-        return False, None
+        lacking = [side.label for side, figures in ((before, figures_before), (after, figures_after))
+                   if figures["ttft_p50_ms"] is None]
+        return False, (f"no TTFT p50 of a serving benchmark on {' and '.join(lacking)}: its serving latencies are not compared "
+                       "(capture the same benchmark on both sides)")
     rate_before, rate_after = figures_before["request_rate"], figures_after["request_rate"]
     if (rate_before is not None and rate_after is not None
             and abs(rate_before - rate_after) > REQUEST_RATE_TOLERANCE * max(rate_before, rate_after)):

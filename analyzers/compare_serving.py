@@ -277,9 +277,13 @@ def setting_changes(before: dict, after: dict) -> tuple[SettingChange, ...]:
     engine_before = " ".join(str(part) for part in (before.get("engine"), before.get("version")) if part)
     engine_after = " ".join(str(part) for part in (after.get("engine"), after.get("version")) if part)
     if engine_before and engine_after:
-        changed = engine_before != engine_after
-        rows.append(SettingChange("engine", "engine", engine_before, engine_after, "printed", "printed", changed,
-                                  f"engine: {engine_before} -> {engine_after}" if changed else f"engine: {engine_before}"))
+        # a version one side does not print (a /metrics scrape alone) is not known there, not changed
+        versions = (before.get("version"), after.get("version"))
+        changed = before.get("engine") != after.get("engine") or (all(versions) and versions[0] != versions[1])
+        sources = tuple("printed" if version else "not known" for version in versions)
+        text = (f"engine: {engine_before} -> {engine_after}" if changed else f"engine: {engine_before}" if all(versions)
+                else f"engine: {engine_before if versions[0] else engine_after} (version not known on one side)")
+        rows.append(SettingChange("engine", "engine", engine_before, engine_after, *sources, changed, text))
     return tuple(sorted(rows, key=lambda row: not row.changed))
 
 
