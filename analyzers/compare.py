@@ -304,7 +304,14 @@ def gate_text(result: dict) -> str:
     if code == EXIT_REGRESSED:
         reasons = []
         if verdict == "regressed":
-            reasons.append(f"the after capture regressed beyond the noise and the {result['threshold_pct']:g}%-of-step threshold")
+            regressed = [name for name, status in result["budgets"].items() if status == "regressed"]
+            steps = [name for name in regressed if name.startswith("step ")]
+            others = [name for name in regressed if name not in steps]
+            if steps:
+                reasons.append("the after capture regressed beyond the noise and the "
+                               f"{result['threshold_pct']:g}%-of-step threshold")
+            if others:  # a serving budget or the output quality, judged on its own figures
+                reasons.append("regressed: " + ", ".join(others))
         elif verdict == "mixed":
             reasons.append("mixed, and the step p50 is what regressed")
         if result["slo_broken"]:

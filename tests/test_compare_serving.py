@@ -266,3 +266,11 @@ def test_a_key_inside_a_nested_value_is_that_values_and_a_cut_dict_keeps_what_it
     config = {}
     config_from("{'model': 'x', 'served_model_name': ['y'], 'max_num_seqs': 2, 'quantiz", config)
     assert config == {"model": "x", "served_model_name": "y", "max_num_seqs": 2}
+
+
+def test_the_gate_line_names_the_budget_that_regressed(comparisons):
+    """A deploy gate that fails on output quality says so, not 'the 5%-of-step threshold' of a capture
+    without steps (a new-user trial of the deploy compare)."""
+    from tracetriage.analyzers.compare import gate_text
+
+    assert gate_text(comparisons["deploy_int4"][2]) == "gate: failed (exit 8): regressed: output quality"
