@@ -158,14 +158,14 @@ def test_progress_bar_only_on_a_terminal_and_never_in_json(tty, fmt, shown, monk
     import io
     import sys
 
-    from tracetriage import cli
+    from tracetriage import cli, cli_output
 
     class Terminal(io.StringIO):
         def isatty(self):
             return tty
 
     err = Terminal()
-    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(cli_output, "PROGRESS_AFTER_S", 0.0)
     monkeypatch.setattr(sys, "stderr", err)
     assert cli.main(["analyze", str(BUNDLES / "eager_decode"), "--format", fmt, "--no-cache"]) == 0
     drawn = [ln for ln in err.getvalue().replace("\r", "\n").splitlines() if "reading and analyzing" in ln]

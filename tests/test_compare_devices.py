@@ -244,10 +244,10 @@ def test_the_library_call_takes_the_flag(pair):
 
 
 def test_the_mcp_tool_passes_the_flag(pair):
-    from tracetriage.mcp_server import work_compare
+    from tracetriage.mcp_work import CompareRequest, work_compare
 
-    contract, summary = work_compare({"before": str(pair["h100"]), "after": str(pair["mi300x"]), "threshold": 5.0,
-                                      "across_devices": True}, {"cache_dir": None})
+    contract, summary = work_compare(CompareRequest(str(pair["h100"]), str(pair["mi300x"]), threshold=5.0,
+                                                    across_devices=True), {"cache_dir": None})
     assert contract["verdict"] == "across_devices" and summary.startswith("across_devices:")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -20,7 +21,8 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.types import ListRootsResult, Root  # noqa: E402
 
 from tracetriage.errors import EXIT_INPUT, EXIT_OUTPUT, EXIT_USAGE, OutputError, UsageError  # noqa: E402
-from tracetriage.mcp_server import ABSTENTION_HINTS, EXIT_TIMEOUT  # noqa: E402
+from tracetriage.mcp_work import ABSTENTION_HINTS  # noqa: E402
+from tracetriage.mcp_worker import EXIT_TIMEOUT  # noqa: E402
 
 TOOLS = {"analyze", "compare", "trend", "batch", "explain", "capture_advice"}
 
@@ -41,6 +43,18 @@ def _calls(work: Path, granted: Path, outside: Path) -> dict:
         "explain": ("explain", {"finding_id": "launch_bound"}),
         "explain_unknown": ("explain", {"finding_id": "no_such_finding"}),
         "advice": ("capture_advice", {"abstention": "gap_causes", "profiler": "nsys"}),
+        # every bad argument: the CLI's usage error in one line (exit 2), naming the tool's argument
+        "bad_paths": ("analyze", {"paths": 5}),
+        "bad_threshold": ("compare", {"before": str(BUNDLES / "eager_decode"), "after": str(BUNDLES / "graph_decode"),
+                                      "threshold": "x"}),
+        "bad_symptom": ("analyze", {"paths": [str(BUNDLES / "eager_decode")], "symptom": "bogus"}),
+        "bad_slo": ("analyze", {"paths": [str(BUNDLES / "eager_decode")], "slo": "ttft_p95_ms=-1"}),
+        "unknown_argument": ("analyze", {"paths": [str(BUNDLES / "eager_decode")], "sypmtom": "tail"}),
+        "bad_explain": ("explain", {"finding_id": ["launch_bound"]}),
+        "trend_on_captures": ("trend", {"batch_dir": str(BUNDLES / "eager_decode")}),
+        "outdir_inside_input": ("batch", {"inputs": [str(work / "captures")], "outdir": str(work / "captures" / "out")}),
+        "fake_archive": ("analyze", {"paths": [str(work / "fake.tar.gz")]}),
+        "sqlite_named_json": ("analyze", {"paths": [str(work / "captures" / "trace.json")]}),
     }
 
 
@@ -75,6 +89,9 @@ def session(tmp_path_factory):
     for folder in (work, granted):
         (folder / "x.sqlite").write_text("this is a text file, not an SQLite database\n")
     (outside / "trace.sqlite").write_text("never read\n")
+    (work / "fake.tar.gz").write_text("a text file, not a gzip archive\n")
+    (work / "captures").mkdir()
+    shutil.copy(BUNDLES / "eager_decode" / "trace.sqlite", work / "captures" / "trace.json")  # SQLite, named as JSON
     return {"work": work, **asyncio.run(_session(work, granted, outside))}
 
 
@@ -93,6 +110,49 @@ def test_lists_the_tools(session):
     assert set(tools["analyze"].input_schema["properties"]) == {"paths", "symptom", "slo", "step_range", "format", "output"}
 
 
+def test_the_tools_say_what_they_touch(session):
+    """MCP tool annotations: the five that read are read-only (and idempotent); batch writes its
+    outdir, never an input (not destructive), and a second call leaves the same outdir."""
+    tools = {tool.name: tool.annotations for tool in session["tools"]}
+    for name in ("analyze", "compare", "trend", "explain", "capture_advice"):
+        assert tools[name].read_only_hint is True and tools[name].idempotent_hint is True, name
+    assert tools["batch"].read_only_hint is False and tools["batch"].destructive_hint is False
+    assert tools["batch"].idempotent_hint is True
+    assert all(annotations.open_world_hint is False for annotations in tools.values())
+
+
+@pytest.mark.parametrize(("call", "argument"), [("bad_paths", "paths"), ("bad_threshold", "threshold"),
+                                                ("bad_symptom", "symptom"), ("bad_slo", "slo"),
+                                                ("unknown_argument", "sypmtom"), ("bad_explain", "finding_id")])
+def test_a_bad_argument_is_the_usage_error_naming_the_argument(session, call, argument):
+    """A wrong type, an unknown name or a value out of range: one line, exit code 2 (the CLI's usage
+    error), naming the tool's argument, never pydantic's dump nor a CLI flag."""
+    error = _error(session[call])
+    assert error["exit_code"] == EXIT_USAGE and error["error_class"] == "UsageError"
+    assert argument in error["error"] and "--" not in error["error"] and "pydantic" not in error["error"]
+
+
+def test_trend_refuses_a_folder_that_is_not_a_batch_output(session):
+    error = _error(session["trend_on_captures"])
+    assert error["exit_code"] == EXIT_USAGE
+    assert str(BUNDLES / "eager_decode") in error["error"] and "summary.parquet" in error["error"]
+    assert "run batch" in error["error"]
+
+
+def test_an_outdir_inside_an_input_says_why_and_what_to_do(session):
+    error = _error(session["outdir_inside_input"])
+    assert error["exit_code"] == EXIT_OUTPUT
+    assert "outdir is inside the input folder" in error["error"] and "outside every input" in error["error"]
+    assert not (session["work"] / "captures" / "out").exists()
+
+
+def test_content_decides_not_the_name(session):
+    """A fake .tar.gz is said not to be a gzip archive; an SQLite export named .json is read as SQLite."""
+    error = _error(session["fake_archive"])
+    assert error["exit_code"] == EXIT_INPUT and "named .tar.gz but not a gzip archive" in error["error"]
+    assert session["sqlite_named_json"].structured_content["findings"][0]["id"] == "launch_bound"
+
+
 def test_analyze_returns_the_contract_and_its_headline(session):
     result = session["analyze"]
     assert not result.is_error
@@ -107,10 +167,10 @@ def test_analyze_returns_the_contract_and_its_headline(session):
 
 def test_the_worker_tells_each_stage_of_an_analysis():
     """What the server forwards as progress notifications: the worker's stages of the call, before its answer."""
-    from tracetriage.mcp_server import work_analyze
+    from tracetriage.mcp_work import AnalyzeRequest, work_analyze
 
     stages = []
-    data, summary = work_analyze({"paths": [str(BUNDLES / "eager_decode")]}, {"cache_dir": None, "progress": stages.append})
+    data, summary = work_analyze(AnalyzeRequest([str(BUNDLES / "eager_decode")]), {"cache_dir": None, "progress": stages.append})
     assert stages == ["reading trace.sqlite", "measuring trace.sqlite"]
     assert summary == data["headline"]
 
@@ -186,7 +246,7 @@ def test_a_call_past_the_time_bound_ends_with_its_exit_code():
 def test_roots_resolve_links_and_globs(tmp_path):
     """What the roots refuse without a session: a link out (given, inside a folder, or matched by a
     batch glob), a '..' escape, and an output beside an input; what they allow: a path under a root."""
-    from tracetriage.mcp_server import Roots
+    from tracetriage.mcp_roots import Roots
 
     root, outside = tmp_path / "root", tmp_path / "outside"
     (root / "captures").mkdir(parents=True)
@@ -201,7 +261,7 @@ def test_roots_resolve_links_and_globs(tmp_path):
             roots.readable_inputs(refused)
     assert roots.readable_inputs([str(root / "captures" / "r*")]) == [str((root / "captures" / "run.sqlite").resolve())]
     inputs = [str(root / "captures" / "run.sqlite")]
-    with pytest.raises(OutputError, match="beside or inside the input"):
+    with pytest.raises(OutputError, match="output is beside the input .*: name an output outside every input, e.g. "):
         roots.writable(str(root / "captures" / "report.md"), inputs)
     assert roots.writable(str(root / "reports" / "report.md"), inputs) == str((root / "reports" / "report.md").resolve())
     # a file:// URI (how MCP roots are written, so assistants pass them) is its path; its link out is still refused

@@ -117,6 +117,31 @@ def analyze(case_or_paths, options: Options | None = None, runtime: Runtime | No
     return Analysis(data=analysis.data, series=analysis.series)
 
 
+def analyze_paths(paths: list[str], options: Options | None = None, runtime: Runtime | None = None):
+    """``paths`` opened as one case and analyzed, as ``tracetriage analyze`` and the MCP analyze
+    tool take them: several traces are one case only when they are one run (tracetriage/runs.py,
+    the rule batch groups files by), and the library's warnings are recorded in the contract's
+    ``warnings`` (each one line), never printed. Returns the case (the Perfetto export reads its
+    timeline) and its :class:`Analysis`."""
+    import warnings
+
+    from tracetriage.case import open_case
+    from tracetriage.errors import one_line
+    from tracetriage.runs import check_one_run
+
+    runtime = _runtime(runtime)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        case = open_case(paths, runtime=runtime)
+        if len(case.traces) > 1:  # several files, or a folder of them
+            check_one_run(case)
+        analysis = analyze(case, options, runtime)
+    seen = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+    if seen:
+        analysis.data.setdefault("warnings", []).extend(one_line(message) for message in seen)
+    return case, analysis
+
+
 @dataclass(frozen=True)
 class Comparison:
     """What changed between two captures: ``data`` is the compare contract (schema
@@ -228,7 +253,7 @@ def load_analysis(source, options: Options, runtime: Runtime) -> dict:
     if isinstance(source, _Analysis):
         return source.data
     path = Path(source)
-    if path.is_file() and path.suffix == ".json":
+    if path.is_file():  # one of ours by its content, whatever its name (an analysis.json renamed is still one)
         try:
             with path.open("rb") as fh:
                 head = fh.read(1 << 16)

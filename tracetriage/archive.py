@@ -86,6 +86,9 @@ def _why(exc: BaseException) -> str:
     if isinstance(exc, NotImplementedError):
         return f"a member's compression method is not supported: {exc}"
     text = str(exc)
+    inner = re.search(r"- method gz: ReadError\('(truncated header|invalid header|empty file|bad checksum)'\)", text)
+    if inner:  # it inflates, but what it holds does not start as a tar archive does
+        return f"gzip-compressed, but what it holds is not a tar archive (tarfile: {inner.group(1)})"
     m = re.search(r"- method (?:gz|bz2|xz): ReadError\('((?:zlib error|invalid|Compressed|crc)[^']*)'\)", text)
     if m:  # tarfile's "could not be opened" lists every method it tried: the one that applies says why
         text = m.group(1)

@@ -117,8 +117,19 @@ def _serving_grammar_share(text: str) -> float:
 _PYSPY_HEADER = re.compile(r"^Process \d+: ", re.M)
 
 
+# Names that promise a packed file: the suffix, the packing (how its content starts, PACKED_MAGIC;
+# tar: "ustar" at byte 257) and what the file is not when its content does not start so.
+PACKED_NAMES = ((".tar.gz", "gzip", "a gzip archive"), (".tgz", "gzip", "a gzip archive"), (".gz", "gzip", "gzip-compressed"),
+                (".zip", "zip", "a zip archive"), (".tar", "tar", "a tar archive"))
+PACKED_MAGIC = {"gzip": lambda head: head[:2] == b"\x1f\x8b", "zip": lambda head: head[:2] == b"PK",
+                "tar": lambda head: head[257:262] == b"ustar"}
+
+
 def detect(path: Path) -> str:
-    """The kind of artifact a file holds, from its content.
+    """The kind of artifact a file holds, from its content (its name is never trusted: a file named
+    .json that is SQLite is read as SQLite). A file its content does not make a capture of, named
+    as a packed file (.tar.gz, .zip, ...) that it is not, says so: what the name promised and
+    what the content is.
 
     Returns one of: nsys, rocpd, rpd, rocprof_v1 (recognised, not read), rocprof_csv, kineto, topology, rocm_topology,
     nccl, pyspy, unknown:<what it looks like>, empty.
@@ -126,6 +137,19 @@ def detect(path: Path) -> str:
     head = read_head(path)
     if not head:
         return "empty"
+    kind = _detect_content(path, head)
+    if kind.startswith("unknown:"):
+        name = Path(path).name.lower()
+        packed = next((entry for entry in PACKED_NAMES if name.endswith(entry[0])), None)
+        if packed and not PACKED_MAGIC[packed[1]](head):
+            suffix, _, not_what = packed
+            what = kind.split(":", 1)[1]
+            return f"unknown:named {suffix} but not {not_what}: {what[:1].lower()}{what[1:]}"
+    return kind
+
+
+def _detect_content(path: Path, head: bytes) -> str:
+    """:func:`detect` from the file's first bytes ``head`` (not empty)."""
     if head.startswith(SQLITE_MAGIC):
         return _detect_sqlite(path)
     if head.startswith(NSYS_MAGIC):
@@ -196,6 +220,10 @@ def _detect_json(text: str, stripped: str) -> str:
         return "serving"
     if '"traceEvents"' in text or '"deviceProperties"' in text or '"schemaVersion"' in text and '"ph"' in text:
         return "kineto"
+    saved = re.search(r'"schema":\s*"(tracetriage\.[\w./]+)"', text)
+    if saved:  # one of tracetriage's own results (analyze --format json, batch's analysis.json): not a capture
+        return (f"unknown:a tracetriage result ({saved.group(1)}), not a capture: compare takes a saved analysis as "
+                "a side; analyze and batch read the captures it came from")
     if '"$schema"' in text and "speedscope" in text:
         return "pyspy"
     if stripped.startswith("[") and '"frames"' in text and ('"thread_id"' in text or '"thread_name"' in text):

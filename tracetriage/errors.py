@@ -57,3 +57,17 @@ class OutputError(TraceTriageError):
 
 class ArchiveError(TraceTriageError):
     """An archive was refused: unsafe member paths, links out, or too large."""
+
+
+def one_line(text: str) -> str:
+    """A message as one printable line: newlines, escapes and other control characters from
+    file, folder or table names are shown escaped, never sent raw to the terminal."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
+def error_fields(exc: BaseException) -> tuple[str, int, str]:
+    """A failure as the CLI reports it: its one line, its exit code, and the error's class."""
+    if isinstance(exc, TraceTriageError):
+        return f"tracetriage: error: {one_line(str(exc))}", exc.exit_code, type(exc).__name__
+    return (f"tracetriage: internal error: {type(exc).__name__}: {one_line(str(exc))} (please report this)", EXIT_INTERNAL,
+            type(exc).__name__)

@@ -1,0 +1,151 @@
+"""Where a command's output goes: the report to -o FILE or standard output (its format from
+--format or the file's extension), the one-line notes on standard error (what was written, what
+--fail-on matched, what batch did), and the progress bar of a long analysis."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tracetriage.analyzers.catalog import SEVERITIES
+from tracetriage.errors import one_line
+
+OUTPUT_EXTENSIONS = {".html": "html", ".htm": "html", ".json": "json", ".md": "md", ".txt": "text", ".text": "text"}
+
+
+def format_for(args) -> str:
+    """The output format: --format, else -o's extension (an unknown one is a usage error, never silent text)."""
+    from tracetriage.errors import UsageError
+
+    if args.format:
+        return args.format
+    if args.output:
+        ext = Path(args.output).suffix.lower()
+        if not ext:  # a plain name: the default format, as on standard output
+            return "text"
+        if ext not in OUTPUT_EXTENSIONS:
+            raise UsageError(None, f"-o {args.output}: unknown report extension {ext or '(none)'!r}; use .html, .md, .json "
+                                   "or .txt, or give --format html|md|json|text")
+        return OUTPUT_EXTENSIONS[ext]
+    return "text"
+
+
+def check_output(args) -> None:
+    """Refuse an output path that cannot be written before spending time on the analysis."""
+    from tracetriage.errors import OutputError
+
+    if args.output == "-":  # the usual name for standard output, never a file called "-"
+        args.output = None
+    if not args.output:
+        return
+    out = Path(args.output)
+    if out.is_dir():
+        raise OutputError(out, "cannot write the report: it is a directory")
+    blocking = next((folder for folder in reversed(out.parents) if folder.exists() and not folder.is_dir()), None)
+    if blocking is not None:
+        raise OutputError(out, f"cannot write the report: {blocking} is a file, not a folder")
+    try:  # a missing folder is made, as batch -o makes its own
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(out, f"cannot write the report: cannot make folder {out.parent}: {exc.strerror or exc}") from None
+
+
+def emit(args, text: str, summary: str) -> None:
+    """The report to -o FILE (with a one-line note on stderr) or to standard output."""
+    text = text.encode("utf-8", "replace").decode("utf-8")  # lone surrogates from a capture become '?'
+    if args.output:
+        from tracetriage.errors import OutputError
+
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise OutputError(args.output, f"cannot write the report: {exc.strerror or exc}") from None
+        note = f"tracetriage: wrote {args.output}: {one_line(summary)}"
+        print(note.encode("utf-8", "replace").decode("utf-8"), file=sys.stderr)
+    else:
+        to_stdout(text)
+
+
+def to_stdout(text: str) -> None:
+    """The report on standard output, flushed here so that a full disk or a closed device is
+    the report's error (exit 7), never an internal one or a silent exit 0 at shutdown."""
+    from tracetriage.errors import OutputError
+
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError("standard output", f"cannot write the report: {exc.strerror or exc}") from None
+
+
+PROGRESS_AFTER_S = 2.0
+
+
+def progress_bar(paths, fmt: str):
+    """On a terminal, a progress bar on stderr once an analysis runs past PROGRESS_AFTER_S (its stages:
+    tracetriage/progress.py); never with JSON output nor on a pipe or in CI."""
+    from tracetriage.progress import ProgressBar
+
+    if fmt == "json" or not sys.stderr.isatty():
+        return None
+    return ProgressBar(", ".join(map(str, paths))[:200], PROGRESS_AFTER_S, sys.stderr)
+
+
+def fail_on_matches(findings, fail_on: str | None) -> list[str]:
+    """--fail-on: the findings (other than healthy) at or above that severity, as ``SEVERITY id``."""
+    if not fail_on:
+        return []
+    limit = SEVERITIES.index(fail_on)
+    return [f"{finding['severity']} {finding['id']}" for finding in findings
+            if SEVERITIES.index(finding["severity"]) >= limit and finding["id"] != "healthy"]
+
+
+def fail_on_note(fail_on: str, matched: list[str], case: str | None = None) -> None:
+    """The line that says why --fail-on gave exit 5: what matched (and in which case, for batch)."""
+    where = f"{case}: " if case else ""
+    print(one_line(f"tracetriage: --fail-on {fail_on} matched: {where}{', '.join(matched)}"), file=sys.stderr)
+
+
+def batch_note(result, outdir: str) -> None:
+    """What batch did, on stderr: the counts, then one line per case that failed or did not run."""
+    from tracetriage.batch_store import in_outdir
+
+    print(f"tracetriage: {len(result.records)} cases: {result.analyzed} analyzed, {result.reused} unchanged, "
+          f"{result.failed} failed{f', {result.not_run} not run' if result.not_run else ''}; "
+          f"wrote {in_outdir(outdir, 'index.html')} and summary.parquet ({result.seconds} s)", file=sys.stderr)
+    for record in result.records:
+        if record["status"] != "ok":
+            print(f"tracetriage: {record['status']}: {one_line(str(record['error']))}", file=sys.stderr)
+    for path in result.skipped:
+        print(f"tracetriage: skipped: {one_line(path)}: no capture batch reads (trace, bundle or archive) in it",
+              file=sys.stderr)
+
+
+def trend_format(args) -> str:
+    """trend's output format: a report's (see :func:`format_for`), or parquet (--format parquet, or
+    -o FILE.parquet), which is a binary table and needs -o."""
+    from tracetriage.errors import UsageError
+
+    if args.output == "-":
+        args.output = None  # standard output (a binary table is refused below)
+    named_table = (args.output or "").endswith(".parquet")
+    if args.format != "parquet" and not named_table:
+        check_output(args)
+    fmt = "parquet" if args.format == "parquet" or (not args.format and named_table) else format_for(args)
+    if fmt == "parquet" and not args.output:
+        raise UsageError(None, "--format parquet writes a binary table: give -o FILE.parquet")
+    return fmt
+
+
+def write_table(path: str, result) -> None:
+    """trend --format parquet: the series table to ``path``, with the one-line note on stderr."""
+    from tracetriage.errors import OutputError
+
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        result.series_frame().to_parquet(path, engine="pyarrow", index=False)
+    except OSError as exc:
+        raise OutputError(path, f"cannot write the table: {exc.strerror or exc}") from None
+    print(f"tracetriage: wrote {path}: {one_line(result.summary)}", file=sys.stderr)

@@ -1,0 +1,135 @@
+"""The worker process of ``tracetriage mcp``: each analysis runs there, so that a call past its
+time bound, or cancelled, ends with its worker (and batch's worker processes) killed, while the
+server goes on; progress notifications tell the client each stage while it runs."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult
+
+from tracetriage.errors import EXIT_INTERNAL, error_fields
+from tracetriage.mcp_results import failure, for_tool, success
+
+PROGRESS_EVERY_S = 2.0  # seconds between two progress notifications of a running call
+POLL_S = 0.05  # how often the server looks whether the worker has answered
+EXIT_TIMEOUT = 124  # a call past its time bound: the exit status timeout(1) gives
+
+
+def worker(conn) -> None:
+    """The worker process: answers one request at a time, (tool, request, runtime settings) with
+    ("ok", structured, summary) or ("error", line, exit code, class) (:func:`error_fields`), until
+    the server closes the pipe; before the answer, ("stage", words) as each stage of an analysis
+    starts. Its standard output goes to standard error (the server's standard output is the MCP
+    channel); it leads a process group of its own, so that the server can end it and batch's
+    workers together."""
+    import warnings
+
+    import tracetriage.analyzers.analysis  # noqa: F401 - an analysis's imports, paid before the first call arrives
+    import tracetriage.case  # noqa: F401
+    from tracetriage.mcp_work import work
+    from tracetriage.memory import tune_allocator
+
+    os.dup2(2, 1)
+    if hasattr(os, "setpgrp"):
+        os.setpgrp()
+    tune_allocator()
+    warnings.simplefilter("ignore")
+    while True:
+        try:
+            _tool, request, settings = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            structured, summary = work(request, {**settings, "progress": lambda stage: conn.send(("stage", stage))})
+            answer = ("ok", structured, summary.encode("utf-8", "replace").decode("utf-8"))
+        except Exception as exc:  # noqa: BLE001 - one line and its exit code, never a traceback
+            answer = ("error", *error_fields(exc))
+        conn.send(answer)
+
+
+class Worker:
+    """The one worker process the analyses run in, started before the first call so that its
+    imports are paid once; ended (with its process group) when a call passes its time bound or is
+    cancelled, and started again by the next call. Calls take their turn."""
+
+    def __init__(self):
+        self.process = None
+        self.conn = None
+        self.turn = None  # the lock calls queue on, made in the event loop
+
+    def start(self) -> None:
+        import multiprocessing
+
+        spawn = multiprocessing.get_context("spawn")
+        self.conn, child_end = spawn.Pipe()
+        self.process = spawn.Process(target=worker, args=(child_end,), name="tracetriage-mcp-worker")
+        self.process.start()
+        child_end.close()
+
+    def stop(self, wait_s: float = 0.0) -> None:
+        """End the worker: close its pipe (an idle worker then returns), wait up to ``wait_s``
+        seconds, then end its process group (batch's worker processes with it)."""
+        import signal
+
+        process, self.process = self.process, None
+        if process is None:
+            return
+        self.conn.close()
+        process.join(wait_s)
+        if process.is_alive():
+            try:
+                if hasattr(os, "killpg"):
+                    os.killpg(process.pid, signal.SIGKILL)
+                else:
+                    process.kill()
+            except (ProcessLookupError, PermissionError):
+                process.kill()
+        process.join(5)
+
+    async def call(self, ctx: Context, tool: str, request, settings: dict, timeout_s: float) -> CallToolResult:
+        """One tool's work, bounded by ``timeout_s``, with a progress notification every few seconds."""
+        import anyio
+
+        if self.turn is None:
+            self.turn = anyio.Lock()
+        async with self.turn:
+            if self.process is None or not self.process.is_alive():
+                self.stop()
+                self.start()
+            self.conn.send((tool, request, settings))
+            started = time.monotonic()
+            await ctx.report_progress(0, timeout_s, f"{tool}: started")
+            next_note, stage, noted = started + PROGRESS_EVERY_S, "started", 0.0
+            answer = None
+            try:
+                while True:
+                    now = time.monotonic()
+                    if self.conn.poll():
+                        message = self.conn.recv()
+                        if message[0] != "stage":
+                            answer = message
+                            break
+                        stage, noted = message[1], max(noted + 0.1, round(now - started, 1))  # progress only increases
+                        await ctx.report_progress(noted, timeout_s, f"{tool}: {stage}")
+                        next_note = now + PROGRESS_EVERY_S
+                        continue
+                    if not self.process.is_alive():
+                        return failure(f"tracetriage: internal error: the {tool} worker ended with exit code "
+                                       f"{self.process.exitcode} (please report this)", EXIT_INTERNAL, "WorkerExit")
+                    if now - started > timeout_s:
+                        return failure(f"tracetriage: error: {tool}: timed out after {timeout_s:g} s (tracetriage mcp "
+                                       "--timeout)", EXIT_TIMEOUT, "Timeout")
+                    if now >= next_note:
+                        noted = max(noted + 0.1, round(now - started, 1))
+                        await ctx.report_progress(noted, timeout_s, f"{tool}: {stage}, {now - started:.0f} s")
+                        next_note = now + PROGRESS_EVERY_S
+                    await anyio.sleep(POLL_S)
+            finally:
+                if answer is None:  # timed out, ended, or the call was cancelled: the worker's state is unknown
+                    self.stop()
+        if answer[0] == "ok":  # the contract as the CLI writes it; the text names the tool's arguments, not flags
+            return success(answer[1], for_tool(tool, answer[2]))
+        return failure(*answer[1:], tool=tool)
