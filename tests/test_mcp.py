@@ -51,6 +51,8 @@ def _calls(work: Path, granted: Path, outside: Path) -> dict:
         "bad_slo": ("analyze", {"paths": [str(BUNDLES / "eager_decode")], "slo": "ttft_p95_ms=-1"}),
         "unknown_argument": ("analyze", {"paths": [str(BUNDLES / "eager_decode")], "sypmtom": "tail"}),
         "bad_explain": ("explain", {"finding_id": ["launch_bound"]}),
+        "threshold_zero": ("compare", {"before": str(BUNDLES / "eager_decode"), "after": str(BUNDLES / "graph_decode"),
+                                       "threshold": 0}),
         "trend_on_captures": ("trend", {"batch_dir": str(BUNDLES / "eager_decode")}),
         "outdir_inside_input": ("batch", {"inputs": [str(work / "captures")], "outdir": str(work / "captures" / "out")}),
         "fake_archive": ("analyze", {"paths": [str(work / "fake.tar.gz")]}),
@@ -123,13 +125,29 @@ def test_the_tools_say_what_they_touch(session):
 
 @pytest.mark.parametrize(("call", "argument"), [("bad_paths", "paths"), ("bad_threshold", "threshold"),
                                                 ("bad_symptom", "symptom"), ("bad_slo", "slo"),
-                                                ("unknown_argument", "sypmtom"), ("bad_explain", "finding_id")])
+                                                ("unknown_argument", "sypmtom"), ("bad_explain", "finding_id"),
+                                                ("threshold_zero", "threshold")])
 def test_a_bad_argument_is_the_usage_error_naming_the_argument(session, call, argument):
     """A wrong type, an unknown name or a value out of range: one line, exit code 2 (the CLI's usage
     error), naming the tool's argument, never pydantic's dump nor a CLI flag."""
     error = _error(session[call])
     assert error["exit_code"] == EXIT_USAGE and error["error_class"] == "UsageError"
     assert argument in error["error"] and "--" not in error["error"] and "pydantic" not in error["error"]
+
+
+def test_messages_name_the_tools_arguments_not_the_clis_flags():
+    """The library's messages name CLI flags; through MCP they name the tool's argument (a flag the
+    tool has no argument for, such as the server's own --timeout, stays as it is)."""
+    from tracetriage.mcp_results import for_tool
+
+    assert for_tool("compare", "devices differ (compare --across-devices holds each op class against its own peaks)") == \
+        "devices differ (the compare tool with across_devices holds each op class against its own peaks)"
+    assert for_tool("compare", "--gate-threshold 0: give a percentage") == "threshold 0: give a percentage"
+    assert for_tool("batch", "-o x: cannot write") == "outdir x: cannot write"
+    assert for_tool("trend", "re-run tracetriage batch with --force into this folder") == \
+        "re-run the batch tool with force into this folder"
+    assert for_tool("analyze", "timed out (tracetriage mcp --timeout); /data/run--slo/x") == \
+        "timed out (tracetriage mcp --timeout); /data/run--slo/x"
 
 
 def test_trend_refuses_a_folder_that_is_not_a_batch_output(session):

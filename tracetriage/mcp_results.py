@@ -19,18 +19,26 @@ TOOL_ARGUMENTS = {
     "analyze": {**_VERDICT_FLAGS, **_REPORT_FLAGS},
     "compare": {**_VERDICT_FLAGS, **_REPORT_FLAGS, "--gate-threshold": "threshold", "--across-devices": "across_devices"},
     "trend": {**_REPORT_FLAGS, "--threshold": "threshold", "--baseline": "baseline", "--gate": "gate",
-              "--group-by": "group_by", "--order-by": "order_by", "--force": "force (of the batch tool)",
+              "--group-by": "group_by", "--order-by": "order_by", "--force": "force",
               "--batch-dir": "batch_dir"},
     "batch": {**_VERDICT_FLAGS, "-o": "outdir", "--output": "outdir", "--force": "force"},
     "capture_advice": {"--step-range": "step_range"},
 }
 _FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z-]*|-[of])(?![\w-])")
+_COMMAND_FLAG = re.compile(r"\b(?:tracetriage )?(analyze|compare|trend|batch) (--[a-z][a-z-]*|-[of])(?![\w-])")
 _COMMAND = re.compile(r"\btracetriage (analyze|compare|trend|batch)\b")
 
 
 def for_tool(tool: str, text: str) -> str:
-    """``text`` with the CLI's flags named as ``tool``'s arguments, and ``tracetriage CMD`` as the tool."""
+    """``text`` with the CLI's flags named as ``tool``'s arguments: ``compare --across-devices`` is
+    the compare tool with across_devices, ``--symptom`` is symptom, ``tracetriage batch`` the batch tool."""
+    def command_flag(match: re.Match) -> str:
+        command, flag = match.groups()
+        argument = TOOL_ARGUMENTS[command].get(flag)
+        return f"the {command} tool with {argument}" if argument else match.group(0)
+
     names = TOOL_ARGUMENTS.get(tool, {})
+    text = _COMMAND_FLAG.sub(command_flag, text)
     text = _FLAG.sub(lambda match: names.get(match.group(1), match.group(1)), text)
     return _COMMAND.sub(lambda match: f"the {match.group(1)} tool", text)
 
