@@ -213,3 +213,40 @@ def test_a_cut_zip_is_a_corrupt_archive_in_analyze_and_batch(tmp_path):
     _one_error_line(run_cli("analyze", cut, "--no-cache"), EXIT_INPUT, "corrupt or unsupported archive")
     proc = run_cli("batch", cut.parent, "-o", tmp_path / "out", "--no-progress", "--no-cache", "-j", "1")
     assert "1 cases: 0 analyzed, 0 unchanged, 1 failed" in proc.stderr and "cut.zip" in proc.stderr
+
+
+@pytest.mark.parametrize(("name", "suffix", "packing"), [("cap.tar.gz", ".tar.gz", "a gzip archive"),
+                                                         ("cap.tgz", ".tgz", "a gzip archive"),
+                                                         ("cap.zip", ".zip", "a zip archive"),
+                                                         ("notes.log.gz", ".gz", "gzip-compressed")])
+def test_a_file_named_as_an_archive_that_is_not_one_says_so(tmp_path, name, suffix, packing):
+    """Trial of m37, item 17: a fake .tar.gz (text inside, not gzip) was called "a text file"; it is
+    named as packed but is not, and says both."""
+    fake = tmp_path / name
+    fake.write_text("a few words, not a capture\n")
+    _one_error_line(run_cli("analyze", fake, "--no-cache"), EXIT_INPUT, f"named {suffix} but not {packing}: text file")
+
+
+def test_a_gzip_holding_no_tar_says_so(tmp_path):
+    import gzip
+
+    fake = tmp_path / "cap.tar.gz"
+    fake.write_bytes(gzip.compress(b"plain words, no tar header"))
+    _one_error_line(run_cli("analyze", fake, "--no-cache"), EXIT_INPUT, "gzip-compressed, but what it holds is not a tar archive")
+
+
+def test_the_content_decides_not_the_extension(tmp_path):
+    """An SQLite export named .json is read as SQLite; a saved analysis given to analyze is named as one
+    (not "JSON without traceEvents"), and compare reads one by its content whatever its name."""
+    import shutil
+
+    renamed = tmp_path / "trace.json"
+    shutil.copy(BUNDLES / "eager_decode" / "trace.sqlite", renamed)
+    proc = run_cli("analyze", renamed, "--format", "json", "--no-cache")
+    assert proc.returncode == 0 and '"launch_bound"' in proc.stdout
+    saved = tmp_path / "eager.analysis"
+    saved.write_text(proc.stdout)
+    _one_error_line(run_cli("analyze", saved, "--no-cache"), EXIT_INPUT,
+                    "a tracetriage result (tracetriage.analysis/1), not a capture")
+    compared = run_cli("compare", saved, BUNDLES / "eager_decode", "--no-cache")
+    assert compared.returncode == 0 and compared.stdout.startswith("tracetriage compare: unchanged")
