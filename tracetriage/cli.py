@@ -53,17 +53,17 @@ def _distinct_paths(paths: list[str]) -> list[str]:
     ``./x x``, a link and its target), or a file given beside the folder that holds it (the
     folder reads it), is read once, never taken for a second run of itself."""
     keys = []
-    for p in paths:
+    for path in paths:
         try:
-            keys.append(str(Path(p).resolve()))
+            keys.append(str(Path(path).resolve()))
         except (OSError, RuntimeError):  # a link loop: left for open_case to refuse
-            keys.append(p)
-    folders = {k for k, p in zip(keys, paths) if Path(p).is_dir()}
+            keys.append(path)
+    folders = {key for key, path in zip(keys, paths) if Path(path).is_dir()}
     seen, out = set(), []
-    for p, key in zip(paths, keys):
+    for path, key in zip(paths, keys):
         if key not in seen and not (str(Path(key).parent) in folders and key not in folders):
             seen.add(key)
-            out.append(p)
+            out.append(path)
     return out
 
 
