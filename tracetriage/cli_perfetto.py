@@ -37,7 +37,8 @@ def perfetto_request(args) -> tuple[str | None, tuple[str, int]]:
     """Where the Perfetto export goes (``--format perfetto -o FILE``, a ``.pftrace`` -o, or
     ``--perfetto FILE``) and its window; refused before any analysis when it cannot be written.
     The trace is binary: it never goes to standard output."""
-    from tracetriage.errors import OutputError, UsageError
+    from tracetriage.errors import UsageError
+
     window = parse_perfetto_window(args.perfetto_window)
     perfetto_named = bool(args.output) and Path(args.output).suffix.lower() in PERFETTO_EXTENSIONS
     as_format = args.format == "perfetto" or (not args.format and perfetto_named)
@@ -60,14 +61,21 @@ def perfetto_request(args) -> tuple[str | None, tuple[str, int]]:
         raise UsageError(None, "the Perfetto export is a binary trace, never written to standard output: give a file name")
     path = args.output if as_format else args.perfetto
     if path:
-        out = Path(path)
-        if out.is_dir():
-            raise OutputError(out, "cannot write the Perfetto trace: it is a directory")
-        if not out.parent.is_dir():
-            raise OutputError(out, f"cannot write the Perfetto trace: folder {out.parent} does not exist")
-        if args.output and not as_format and out.resolve() == Path(args.output).resolve():
-            raise UsageError(None, "--perfetto FILE and -o FILE name the same file")
+        _check_writable(Path(path), args.output if not as_format else None)
     return path, window
+
+
+def _check_writable(out: Path, report: str | None) -> None:
+    """The Perfetto trace's path ``out`` refused when it cannot be written, or when it is the
+    report's own ``-o`` (``report``: that path, None when the trace is the only output)."""
+    from tracetriage.errors import OutputError, UsageError
+
+    if out.is_dir():
+        raise OutputError(out, "cannot write the Perfetto trace: it is a directory")
+    if not out.parent.is_dir():
+        raise OutputError(out, f"cannot write the Perfetto trace: folder {out.parent} does not exist")
+    if report and out.resolve() == Path(report).resolve():
+        raise UsageError(None, "--perfetto FILE and -o FILE name the same file")
 
 
 def perfetto_export(case, analysis, path: str, window: tuple[str, int]) -> None:
