@@ -31,12 +31,12 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from tracetriage.errors import TraceFormatError
 from tracetriage.parsers import coerce
 from tracetriage.parsers.common import json_document
+from tracetriage.parsers.serving_capture import Histogram, ScrapedReplica, ServingCapture
 from tracetriage.parsers.serving_config import bench_meta, config_from, finish_reason, info_labels, requests_from
 
 MAX_LINE = 65_536  # longer lines are noise (binary junk, a pasted blob): skipped and counted
@@ -120,57 +120,6 @@ _SYNONYMS = {"mean_e2e_latency_ms": "mean_e2el_ms", "median_e2e_latency_ms": "me
 
 _UNITS = {"B": 1, "bytes": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3,
           "TiB": 1024 ** 4}
-
-
-@dataclass
-class Histogram:
-    """One /metrics histogram of a replica: cumulative counts by upper bound ``le`` (``math.inf``
-    for +Inf; samples differing only in other labels summed), its ``_sum`` and ``_count``."""
-
-    buckets: dict = field(default_factory=dict)
-    sum: float | None = None
-    count: float | None = None
-
-
-@dataclass
-class ScrapedReplica:
-    """One replica of a /metrics scrape (its instance / engine / dp_rank label): the last value of each
-    gauge, each counter summed over its samples, its histograms and its ``*_info`` labels, by metric name."""
-
-    gauges: dict = field(default_factory=dict)
-    counters: dict = field(default_factory=dict)
-    histograms: dict[str, Histogram] = field(default_factory=dict)
-    info: dict = field(default_factory=dict)
-
-
-@dataclass
-class ServingEvents:
-    """Memory events of an engine log: OOM errors (one dict of figures each), preemptions, KV-pool retractions."""
-
-    oom: list = field(default_factory=list)
-    preemptions: int = 0
-    retractions: int = 0
-
-
-@dataclass
-class ServingCapture:
-    path: str
-    kind: str  # vllm_log | sglang_log | vllm_metrics | sglang_metrics | bench_result | oom_report
-    engine: str | None = None  # vllm | sglang
-    version: str | None = None
-    generation: str | None = None       # vLLM engine generation that ran: V1 | V0 (None: the capture does not say)
-    generation_from: str | None = None  # what said so (a start-up line, a warning, the stats lines' form)
-    config: dict = field(default_factory=dict)
-    stats: list = field(default_factory=list)       # engine stats samples (one per stats / decode line)
-    prefills: list = field(default_factory=list)    # SGLang prefill batch lines
-    metrics: dict = field(default_factory=dict)     # last value of each series, summed over replicas (counters)
-    replicas: dict[str, ScrapedReplica] = field(default_factory=dict)  # replica label -> its /metrics values
-    bench: list = field(default_factory=list)
-    events: ServingEvents = field(default_factory=ServingEvents)
-    memory: dict = field(default_factory=dict)      # allocator state from memory_summary()
-    kv_tokens: int | None = None
-    finish_reasons: dict = field(default_factory=dict)  # finished requests by reason (/metrics), summed over replicas
-    warnings: list = field(default_factory=list)
 
 
 def _number(raw):

@@ -38,7 +38,7 @@ def test_real_serving(name):
 def test_queueing_log_summary():
     cap = serving.parse(str(real("serving", "vllm_log_v1_pr21809_stats_queueing.log")))
     st = serving_analysis.summary([cap]).stats
-    assert st["waiting_max"] == 6 and st["kv_usage_max"] == 97.3 and st["waiting_share_pct"] == 83.3
+    assert st.waiting_max == 6 and st.kv_usage_max == 97.3 and st.waiting_share_pct == 83.3
 
 
 def test_prometheus_last_values():

@@ -1,26 +1,33 @@
 """Serving-level rules: findings from engine logs, /metrics scrapes and benchmark results.
 
-Each rule reads ``ctx.serving`` (analyzers/serving.py) and the user's ``--slo`` budgets, returns
+Each rule reads ``ctx.serving`` as its typed summary (analyzers/serving_metrics.ServingSummary, the
+figures analyzers/serving.py defines) and the user's ``--slo`` budgets, returns
 a finding or None, and never opens a file. Impacts are shares of the axis's denominator
 (DESIGN.md): TTFT for ``at_capacity`` and ``proxy_buffering`` (they claim disjoint parts of one
 client TTFT: queue wait, then delivery), the TPOT at the largest batch for ``batch_past_knee``,
 the ITL p99 for a serving ``prefill_stall``, the prompt share of processed tokens for
-``prefix_cache_miss``, idle batch slots for the utilization rules.
+``prefix_cache_miss``, idle batch slots for the utilization rules. What the verdicts share (the TPOT
+fit judged, the inter-token tail) lives in rules/serving_signals.py, re-exported here (``name as name``)
+for the abstentions, the headline and the analysis.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.evidence import ev
-from tracetriage.analyzers.findings import Finding
-from tracetriage.analyzers.metrics import Contract
 from tracetriage.analyzers.rules.context import Context, Rule, t
 from tracetriage.analyzers.rules.memory import lone_preemption, rule_memory_pressure
+from tracetriage.analyzers.rules.serving_signals import InterTokenTail, inter_token_tail, tail_unexplained, tpot_needs_budget
+from tracetriage.analyzers.rules.serving_signals import budgets_break_at as budgets_break_at
+from tracetriage.analyzers.rules.serving_signals import judge_fit as judge_fit
+from tracetriage.analyzers.rules.serving_signals import judged_fit as judged_fit
+from tracetriage.analyzers.rules.serving_signals import tail_words as tail_words
+from tracetriage.analyzers.rules.serving_signals import unexplained_tail as unexplained_tail
 from tracetriage.analyzers.rules.slo import budget_check, cap_of, measured_serving
-from tracetriage.analyzers.serving_metrics import BenchRecord, ServingSummary, StatsSummary, Tokens, TpotFit, serving_summary
+from tracetriage.analyzers.serving_metrics import BenchRecord, ServingSummary, StatsSummary, Tokens, serving_summary
 from tracetriage.wording import ms, pct, plural
 
 # name: (value, why)
@@ -210,51 +217,6 @@ def rule_at_capacity(ctx: Context):
         variant=None if fired.arrival else "queue", kind=ctx.kind)
 
 
-COMMON_TPOT_BUDGETS_MS = (20, 30, 50, 100)  # interactive chat to batch-ish: where each budget breaks is stated without --slo
-
-
-def _fit_of(fit: TpotFit | dict | None) -> TpotFit | None:
-    """A TPOT fit given either way (a contract dict is read back)."""
-    return fit if fit is None or isinstance(fit, TpotFit) else TpotFit.from_contract(fit)
-
-
-def fit_rejected(fit: TpotFit | dict | None) -> str | None:
-    """Why a TPOT = a + b x batch fit is not a model of this server (None when it is one): a
-    slope or intercept below zero (TPOT does not fall as the batch grows, and a step costs
-    something at batch 0), r² under knee_r2_min, or fewer than knee_min_points points."""
-    fit = _fit_of(fit)
-    if not fit:
-        return "no fit"
-    if fit.b_ms_per_seq <= 0:
-        return f"negative slope ({fit.b_ms_per_seq:.3f} ms per sequence)"
-    if fit.a_ms < 0:
-        return f"negative intercept ({fit.a_ms:.2f} ms)"
-    if fit.r2 < t("knee_r2_min"):
-        return f"r² {fit.r2:.2f} under {t('knee_r2_min'):g}"
-    if fit.points < t("knee_min_points"):
-        return f"{fit.points} points, fewer than {t('knee_min_points')}"
-    return None
-
-
-def judged_fit(fit: dict) -> dict:
-    """The fit with its verdict on it (``model``: shown as a model or not, ``rejected``: why not),
-    so every rule and view reads the same; analysis puts it in the serving block once."""
-    typed = _fit_of(fit)
-    return typed.judged(fit_rejected(typed)).to_contract()
-
-
-def judge_fit(serving: ServingSummary | dict) -> dict | None:
-    """The serving block's judged fit (:func:`judged_fit`) as the contract has it, None without one."""
-    fit = serving_summary(serving).tpot_fit
-    return fit.to_contract() if fit else None
-
-
-def budgets_break_at(fit: TpotFit | dict) -> list[tuple[float, float]]:
-    """(budget ms, the running batch at which it breaks) for the common TPOT budgets above the fit's intercept."""
-    fit = _fit_of(fit)
-    return [(budget, (budget - fit.a_ms) / fit.b_ms_per_seq) for budget in COMMON_TPOT_BUDGETS_MS if budget > fit.a_ms]
-
-
 TPOT_BUDGET_KEYS = ("tpot_p95_ms", "tpot_p99_ms", "tpot_p90_ms")  # the TPOT budget batch_past_knee reads, first given
 
 
@@ -291,45 +253,6 @@ def rule_batch_past_knee(ctx: Context):
         evidence, severity="high" if impact >= 25 else "medium", denominator="TPOT at the largest batch measured", kind=ctx.kind)
 
 
-@dataclass(frozen=True, slots=True)
-class InterTokenTail(Contract):
-    """The inter-token tail: ITL p50, p99 and max (ms; max None from a histogram) and where from;
-    ``ratio`` (p99 over p50) and ``ruled_out`` (findings on the tail axis their falsifiers rule
-    out) once it is found unexplained (:func:`unexplained_tail`)."""
-
-    p50: float
-    p99: float
-    max: float | None
-    source: str
-    ratio: float | None = None
-    ruled_out: list | None = None
-
-    @classmethod
-    def from_contract(cls, data: dict) -> InterTokenTail:
-        return cls(**{item.name: data.get(item.name) for item in fields(cls)})
-
-
-def _itl_tail(serving: ServingSummary) -> InterTokenTail | None:
-    """ITL p50 / p99 / max from the benchmark (per-request arrays or aggregates), else the server histogram."""
-    client = serving.latency.client.itl
-    p50, p99, longest = (client.median or client.p50, client.p99, client.max) if client else (None, None, None)
-    source = "benchmark (client)"
-    if not (p50 and p99):
-        server = serving.latency.server.itl or serving.latency.server.tpot
-        if server and server.p50 and server.p99 and not server.p99.lower_bound:
-            p50, p99, longest, source = server.p50.value_ms, server.p99.value_ms, None, (
-                f"server histogram (bucket resolution {server.p99.resolution_ms:g} ms at p99)")
-    if not (p50 and p99) or p50 <= 0:
-        return None
-    return InterTokenTail(p50, p99, longest, source)
-
-
-def itl_tail(serving: ServingSummary | dict) -> dict | None:
-    """The inter-token tail (:class:`InterTokenTail`: p50, p99, max, source) as a dict, None without one."""
-    tail = _itl_tail(serving_summary(serving))
-    return {"p50": tail.p50, "p99": tail.p99, "max": tail.max, "source": tail.source} if tail else None
-
-
 def _default_words(serving: ServingSummary, key: str) -> str:
     """' (the vLLM V1 default, ...)' when the engine default, not the capture, gave ``key``'s value; else ''."""
     feature = serving.features().get(key)
@@ -362,7 +285,7 @@ def _stall_evidence(serving: ServingSummary, tail: InterTokenTail, ratio: float,
 
 def rule_prefill_stall_itl(ctx: Context):
     serving, slo = serving_summary(ctx.serving), ctx.slo
-    tail = _itl_tail(serving)
+    tail = inter_token_tail(serving)
     if not tail:
         return None
     ratio = round(tail.p99 / tail.p50, 2)  # the one value every text of it formats
@@ -547,39 +470,6 @@ def rule_admission_blocked(ctx: Context):
                         kind=ctx.kind)
 
 
-def tpot_needs_budget(serving: ServingSummary | dict, slo: dict) -> bool:
-    """TPOT rises with the batch (a fit that is a model, up 1.5x across the batches measured) and
-    no TPOT budget was given: the knee cannot be judged, so the run is not called healthy."""
-    fit = serving_summary(serving).tpot_fit
-    return bool(fit and fit.model and not any(key.startswith("tpot_") for key in slo)
-                and fit.at(fit.x_max) >= 1.5 * fit.at(fit.x_min))
-
-
-def _unexplained(serving: ServingSummary | None, findings: list[Finding]) -> InterTokenTail | None:
-    """:func:`unexplained_tail`, typed."""
-    tail = _itl_tail(serving) if serving else None
-    if not tail or tail.p99 / tail.p50 < t("itl_tail_ratio"):
-        return None
-    if any(finding.axis == "tail" and not finding.falsified for finding in findings):
-        return None
-    return replace(tail, ratio=round(tail.p99 / tail.p50, 2),
-                   ruled_out=[finding.id for finding in findings if finding.axis == "tail" and finding.falsified])
-
-
-def unexplained_tail(serving: ServingSummary | dict | None, findings: list[Finding]) -> dict | None:
-    """The inter-token tail (itl_tail: ITL, else the server's TPOT histogram) when its p99 is at
-    least itl_tail_ratio x its median and no standing finding on the tail axis explains it (a
-    falsified one does not); None otherwise. Serving is never called healthy while one stands.
-    A dict (p50, p99, max, source, ratio, ruled_out), as the abstention and the headline read it."""
-    tail = _unexplained(serving_summary(serving), findings)
-    return tail.to_contract() if tail else None
-
-
-def tail_words(tail: InterTokenTail | dict) -> str:
-    tail = tail if isinstance(tail, InterTokenTail) else InterTokenTail.from_contract(tail)
-    return f"ITL p99 {ms(tail.p99)} is {tail.ratio:.1f}x the median of {ms(tail.p50)} ({tail.source})"
-
-
 def _enough_measured(serving: ServingSummary) -> bool:
     """Enough stats samples, or a benchmark of enough completed requests, to call serving healthy."""
     stats = serving.stats
@@ -591,7 +481,7 @@ def rule_healthy_serving(ctx: Context):
     serving, slo, findings = serving_summary(ctx.serving), ctx.slo, ctx.findings
     if ctx.devices or findings:
         return None  # a case with a GPU trace is judged by the trace's healthy rule
-    if _unexplained(serving, findings):
+    if tail_unexplained(serving, findings):
         return None  # an inter-token tail of that size is a symptom with no cause found, not health
     if tpot_needs_budget(serving, slo):
         return None  # the page shows the knee: without a budget, "healthy" is not shown
