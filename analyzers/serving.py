@@ -33,9 +33,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tracetriage.analyzers.serving_checks import cross_checks
+from tracetriage.analyzers.serving_inputs import BenchInput, PrefillSample, StatsSample, TokenCounters, gather
 from tracetriage.analyzers.serving_metrics import (
     BenchLoad,
     BenchRecord,
@@ -74,13 +75,6 @@ GAUGES = {
     "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
     "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
     "prefix_hit": ("sglang:cache_hit_rate",),
-}
-COUNTERS = {
-    "prefix_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
-    "prefix_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
-    "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
-    "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
-    "preemptions": ("vllm:num_preemptions_total",),
 }
 
 
@@ -201,9 +195,10 @@ def effective_config(serving: ServingSummary | dict | None) -> dict:
     return summary.effective_config() if summary else {}
 
 
-def _stat(rows, key, reduce):
-    """``reduce`` (mean, max, median) of a stats-line field over the rows that have it, rounded; None without any."""
-    values = [row[key] for row in rows if row.get(key) is not None]
+def _stat(values: list, reduce):
+    """``reduce`` (mean, max, median) of a stats-line field over the rows that have it (not None), rounded;
+    None without any."""
+    values = [value for value in values if value is not None]
     return round(float(reduce(values)), 3) if values else None
 
 
@@ -259,31 +254,32 @@ def _server_latency(caps) -> ServerLatency:
     return ServerLatency(**{ours: _merged_histogram(caps, names) for ours, names in HISTOGRAMS.items()})
 
 
-def _finite_rate(record: dict) -> bool:
+def _finite_rate(record: BenchInput) -> bool:
     """Whether a benchmark record has a finite request rate (``inf``: all requests sent at once)."""
-    return isinstance(record.get("request_rate"), (int, float)) and math.isfinite(record["request_rate"])
+    return isinstance(record.request_rate, (int, float)) and math.isfinite(record.request_rate)
 
 
-def chosen_record(bench: list[dict]) -> dict | None:
+def chosen_record(bench: list[BenchInput]) -> BenchInput | None:
     """The benchmark record the client latency reads: the highest finite request rate, else the last."""
     if not bench:
         return None
     finite = [record for record in bench if _finite_rate(record)]
-    return max(finite, key=lambda record: record["request_rate"]) if finite else bench[-1]
+    return max(finite, key=lambda record: record.request_rate) if finite else bench[-1]
 
 
-def _client_figures(chosen: dict, metric: str) -> ClientFigures | None:
+def _client_figures(chosen: BenchInput, metric: str) -> ClientFigures | None:
     """One metric's figures of the chosen record (:func:`_client_latency`), None when it states none."""
-    entry = {key.split("_")[0]: chosen[key] for key in chosen if key.endswith(f"_{metric}_ms") and chosen[key] is not None}
+    stated = chosen.record
+    entry = {key.split("_")[0]: stated[key] for key in stated if key.endswith(f"_{metric}_ms") and stated[key] is not None}
     if "median" in entry:
         entry["p50"] = entry["median"]
-    per_request = chosen.get(f"_{metric}s") if metric in ("ttft", "itl") else None
+    per_request = chosen.per_request(metric)
     for quantile in ("p50", "p99", "max") if per_request else ():
         entry.setdefault(quantile, per_request[quantile])
     return ClientFigures.from_contract({quantile: round(value, 3) for quantile, value in entry.items()})
 
 
-def _client_latency(bench: list[dict]) -> ClientLatency:
+def _client_latency(bench: list[BenchInput]) -> ClientLatency:
     """``latency.client``: the percentiles of the record with the highest finite request rate (else the
     last). A percentile the benchmark states (``p99_itl_ms``, ``median_itl_ms``) is the value; its
     per-request arrays fill only what it does not state (the max, a missing percentile), so the bench
@@ -292,7 +288,7 @@ def _client_latency(bench: list[dict]) -> ClientLatency:
     chosen = chosen_record(bench)
     if chosen is None:
         return ClientLatency()
-    record = BenchLoad(*(chosen.get(key) for key in ("request_rate", "max_concurrency", "request_throughput", "completed")))
+    record = BenchLoad(chosen.request_rate, chosen.max_concurrency, chosen.request_throughput, chosen.completed)
     return ClientLatency(record, *(_client_figures(chosen, metric) for metric in ("ttft", "tpot", "itl", "e2el")))
 
 
@@ -334,97 +330,89 @@ def _fitted(points: list[tuple[float, float]], source: str) -> TpotFit | None:
     return TpotFit(line.a_ms, line.b_ms_per_seq, line.r2, line.points, line.x_max, line.x_min, source, sorted(points))
 
 
-def _tpot_fit(bench: list[dict], stats: list[dict]) -> TpotFit | None:
+def _tpot_fit(bench: list[BenchInput], stats: list[StatsSample]) -> TpotFit | None:
     """``tpot_fit`` (module docstring): from the benchmark sweep, else from the stats lines."""
-    points = [(float(record["max_concurrency"]), float(record["mean_tpot_ms"])) for record in bench
-              if isinstance(record.get("max_concurrency"), (int, float)) and record.get("mean_tpot_ms")]
+    points = [(float(record.max_concurrency), float(record.mean_tpot_ms)) for record in bench
+              if isinstance(record.max_concurrency, (int, float)) and record.mean_tpot_ms]
     if len({x for x, _ in points}) >= 4:
         fit = _fitted(points, "benchmark sweep (mean TPOT at each max concurrency)")
         if fit:
             return fit
-    points = [(row["running"], 1000.0 * row["running"] / row["gen_tps"]) for row in stats
-              if row.get("running") and row.get("gen_tps") and row["gen_tps"] > 0]
+    points = [(row.running, 1000.0 * row.running / row.gen_tps) for row in stats
+              if row.running and row.gen_tps and row.gen_tps > 0]
     return _fitted(points, "engine stats lines (TPOT = running / generation throughput)")
 
 
-def _littles_law(bench: list[dict], stats: StatsSummary | None) -> LittlesLaw:
+def _littles_law(bench: list[BenchInput], stats: StatsSummary | None) -> LittlesLaw:
     """``littles_law`` (module docstring): from the benchmark records, else from the stats summary."""
     arrival = capacity = in_system = time_in_system = source = None
-    finite = [record for record in bench if _finite_rate(record) and record.get("request_throughput")]
+    finite = [record for record in bench if _finite_rate(record) and record.request_throughput]
     if finite:
-        top = max(finite, key=lambda record: record["request_rate"])
-        arrival = top["request_rate"]
-        capacity = round(max(record["request_throughput"] for record in bench if record.get("request_throughput")), 3)
+        top = max(finite, key=lambda record: record.request_rate)
+        arrival = top.request_rate
+        capacity = round(max(record.request_throughput for record in bench if record.request_throughput), 3)
         source = "benchmark: configured request rate vs measured completion rate"
-        if top.get("mean_e2el_ms"):
-            time_in_system = round(top["mean_e2el_ms"] / 1000.0, 3)
-            in_system = round(top["request_throughput"] * time_in_system, 2)
+        if top.mean_e2el_ms:
+            time_in_system = round(top.mean_e2el_ms / 1000.0, 3)
+            in_system = round(top.request_throughput * time_in_system, 2)
     if stats and stats.running_mean is not None:
         in_system = in_system or round((stats.running_mean or 0) + (stats.waiting_mean or 0), 2)
         source = source or "engine stats: requests in system = running + waiting"
     return LittlesLaw(arrival, capacity, in_system, time_in_system, source)
 
 
-def _token_counters(caps) -> defaultdict:
-    """The COUNTERS summed over every scrape's replicas (the first of each counter's names a replica has)."""
-    counters: defaultdict = defaultdict(float)
-    for capture in caps:
-        for replica in capture.replicas.values():
-            for ours, names in COUNTERS.items():
-                name = next((name for name in names if name in replica.counters), None)
-                if name is not None:
-                    counters[ours] += replica.counters[name]
-    return counters
-
-
-def _token_totals(bench: list[dict], counters: defaultdict, stats_rows: list[dict]) -> tuple[float, float, str]:
+def _token_totals(bench: list[BenchInput], counters: TokenCounters, stats_rows: list[StatsSample]) -> tuple[float, float, str]:
     """(prompt tokens, output tokens, where from): benchmark totals, else the token counters, else the
     stats lines' throughputs (a zero total when none has both)."""
-    prompt = sum(record.get("total_input_tokens") or 0 for record in bench)
-    output = sum(record.get("total_output_tokens") or 0 for record in bench)
+    prompt = sum(record.total_input_tokens or 0 for record in bench)
+    output = sum(record.total_output_tokens or 0 for record in bench)
     if prompt and output:
         return prompt, output, "benchmark totals"
-    if counters["prompt_tokens"] and counters["generation_tokens"]:
-        return counters["prompt_tokens"], counters["generation_tokens"], "token counters (/metrics)"
-    prompt_tps = [row["prompt_tps"] for row in stats_rows if row.get("prompt_tps") is not None]
-    gen_tps = [row["gen_tps"] for row in stats_rows if row.get("gen_tps") is not None]
+    if counters.prompt_tokens and counters.generation_tokens:
+        return counters.prompt_tokens, counters.generation_tokens, "token counters (/metrics)"
+    prompt_tps = [row.prompt_tps for row in stats_rows if row.prompt_tps is not None]
+    gen_tps = [row.gen_tps for row in stats_rows if row.gen_tps is not None]
     if prompt_tps and gen_tps and sum(gen_tps) > 0:
         return sum(prompt_tps), sum(gen_tps), "engine stats lines (prompt vs generation throughput)"
     return prompt, output, "benchmark totals"
 
 
-def _prefix_hit(caps, stats_rows: list[dict], prefills: list[dict], counters: defaultdict) -> tuple[float | None, str | None]:
+def _prefix_hit(caps, stats_rows: list[StatsSample], prefills: list[PrefillSample],
+                counters: TokenCounters) -> tuple[float | None, str | None]:
     """(prefix-cache hit %, where from): stats lines, else SGLang prefill lines, else hits / queries
     counters, else the sglang:cache_hit_rate gauge."""
-    stats_hits = [row["prefix_hit_pct"] for row in stats_rows if row.get("prefix_hit_pct") is not None]
+    stats_hits = [row.prefix_hit_pct for row in stats_rows if row.prefix_hit_pct is not None]
     if stats_hits:
         return statistics.fmean(stats_hits), "engine stats lines"
-    if prefills and any(row.get("new_token") for row in prefills):
-        new = sum(row.get("new_token") or 0 for row in prefills)
-        cached = sum(row.get("cached_token") or 0 for row in prefills)
+    if prefills and any(row.new_token for row in prefills):
+        new = sum(row.new_token or 0 for row in prefills)
+        cached = sum(row.cached_token or 0 for row in prefills)
         return 100.0 * cached / (new + cached) if new + cached else None, "SGLang prefill lines (cached / (new + cached) tokens)"
-    if counters["prefix_queries"]:
-        return 100.0 * counters["prefix_hits"] / counters["prefix_queries"], "prefix cache hits / queries counters"
+    if counters.prefix_queries:
+        return 100.0 * counters.prefix_hits / counters.prefix_queries, "prefix cache hits / queries counters"
     gauges = [replica.gauges[name] for capture in caps for replica in capture.replicas.values()
-              for name in GAUGES["prefix_hit"] if name in replica.gauges]
+              for name in PREFIX_HIT_GAUGES if name in replica.gauges]
     if gauges:
         return 100.0 * statistics.fmean(gauges), "sglang:cache_hit_rate"
     return None, None
 
 
-def _tokens(caps, bench: list[dict], stats_rows: list[dict], prefills: list[dict]) -> Tokens:
+def _tokens(caps, bench: list[BenchInput], stats_rows: list[StatsSample], prefills: list[PrefillSample]) -> Tokens:
     """The ``tokens`` block: prompt per output token and the prefix-cache hit rate (module docstring)."""
-    counters = _token_counters(caps)
+    counters = TokenCounters.of(caps)
     prompt, output, source = _token_totals(bench, counters, stats_rows)
     hit, hit_source = _prefix_hit(caps, stats_rows, prefills, counters)
     both = bool(prompt and output)
     return Tokens(prompt or None, output or None, round(prompt / output, 3) if both else None, source if both else None,
-                  round(hit, 3) if hit is not None else None, hit_source, counters["preemptions"] or None)
+                  round(hit, 3) if hit is not None else None, hit_source, counters.preemptions or None)
 
 
 def _gauge(gauges: dict, ours: str):
     """A replica's gauge by our name (GAUGES: the first of its metric names the scrape has), or None."""
     return next((gauges[name] for name in GAUGES[ours] if name in gauges), None)
+
+
+PREFIX_HIT_GAUGES = GAUGES["prefix_hit"]
 
 
 def _scraped_replicas(caps) -> list[Replica]:
@@ -441,108 +429,65 @@ def _scraped_replicas(caps) -> list[Replica]:
     return out
 
 
-def _replicas(caps, stats_rows) -> list[Replica]:
+def _replicas(caps, stats_rows: list[StatsSample]) -> list[Replica]:
     """One row per replica: a scrape's instance/engine label (or its file); without scrapes, an engine
     id of the stats lines (one replica is not counted twice from both)."""
     out = _scraped_replicas(caps)
     by_engine = defaultdict(list)
     for stats_row in stats_rows:
-        by_engine[(stats_row.get("_file"), stats_row.get("replica") or "")].append(stats_row)
+        by_engine[(stats_row.file, stats_row.replica)].append(stats_row)
     if len(by_engine) > 1 and not out:  # scrapes name the replicas when there are any; else the engines of the stats lines
         for (path, engine), rows in by_engine.items():
             out.append(Replica(f"{path}" + (f" [engine {engine}]" if engine else ""), "stats lines",
-                               _stat(rows, "running", statistics.fmean), _stat(rows, "waiting", statistics.fmean),
-                               _stat(rows, "kv_usage_pct", statistics.fmean)))
+                               _stat([row.running for row in rows], statistics.fmean),
+                               _stat([row.waiting for row in rows], statistics.fmean),
+                               _stat([row.kv_usage_pct for row in rows], statistics.fmean)))
     return out
-
-
-@dataclass
-class _Gathered:
-    """What every serving capture of a case holds, pooled: config, stats lines (each with its file),
-    SGLang prefill lines, /metrics values, benchmark records, versions, engines, warnings, and the
-    memory events (OOMs, preemptions, retractions) and allocator figures."""
-
-    config: dict = field(default_factory=dict)
-    stats: list = field(default_factory=list)
-    prefills: list = field(default_factory=list)
-    metrics: dict = field(default_factory=dict)
-    bench: list = field(default_factory=list)
-    versions: list = field(default_factory=list)
-    engines: set = field(default_factory=set)
-    generation: str | None = None
-    generation_from: str | None = None
-    warnings: list = field(default_factory=list)
-    oom: list = field(default_factory=list)
-    preemptions: int = 0
-    retractions: int = 0
-    memory: dict = field(default_factory=dict)
-
-
-def _gather(caps) -> _Gathered:
-    """The captures' contents pooled, in capture order."""
-    pooled = _Gathered()
-    for capture in caps:
-        pooled.config.update(capture.config)
-        pooled.stats.extend({**row, "_file": capture.path} for row in capture.stats)
-        pooled.prefills.extend(capture.prefills)
-        pooled.metrics.update(capture.metrics)
-        pooled.bench.extend(capture.bench)
-        if capture.version:
-            pooled.versions.append(capture.version)
-        if capture.engine:
-            pooled.engines.add(capture.engine)
-        if capture.generation and pooled.generation is None:
-            pooled.generation, pooled.generation_from = capture.generation, capture.generation_from
-        pooled.oom.extend(capture.events.oom)
-        pooled.preemptions += capture.events.preemptions
-        pooled.retractions += capture.events.retractions
-        pooled.memory.update(capture.memory)
-        pooled.warnings.extend(f"{capture.path}: {warning}" for warning in capture.warnings)
-    return pooled
 
 
 METRIC_WORDS = ("num_requests", "kv_cache_usage", "gpu_cache_usage", "prefix_cache", "num_preemptions", "token_usage",
                 "num_running", "num_queue", "cache_hit")  # the /metrics values the summary keeps
 
 
-def _stats_block(stats: list[dict]) -> StatsSummary | None:
+def _stats_block(stats: list[StatsSample]) -> StatsSummary | None:
     """The ``stats`` block (module docstring) of the engine stats lines, None without any."""
     if not stats:
         return None
-    waiting = [row["waiting"] for row in stats if row.get("waiting") is not None]
+    running, kv_usage = [row.running for row in stats], [row.kv_usage_pct for row in stats]
+    waiting = [row.waiting for row in stats if row.waiting is not None]
     return StatsSummary(
         samples=len(stats),
-        running_mean=_stat(stats, "running", statistics.fmean),
-        running_max=_stat(stats, "running", max),
-        waiting_mean=_stat(stats, "waiting", statistics.fmean),
-        waiting_max=_stat(stats, "waiting", max),
+        running_mean=_stat(running, statistics.fmean),
+        running_max=_stat(running, max),
+        waiting_mean=_stat(waiting, statistics.fmean),
+        waiting_max=_stat(waiting, max),
         waiting_first=waiting[0] if waiting else None,
         waiting_last=waiting[-1] if waiting else None,
-        waiting_share_pct=round(100.0 * sum(1 for row in stats if (row.get("waiting") or 0) > 0) / len(stats), 1),
-        kv_usage_p50=_stat(stats, "kv_usage_pct", statistics.median),
-        kv_usage_max=_stat(stats, "kv_usage_pct", max),
-        prompt_tps_mean=_stat(stats, "prompt_tps", statistics.fmean),
-        gen_tps_mean=_stat(stats, "gen_tps", statistics.fmean),
-        prefix_hit_mean=_stat(stats, "prefix_hit_pct", statistics.fmean),
+        waiting_share_pct=round(100.0 * sum(1 for row in stats if (row.waiting or 0) > 0) / len(stats), 1),
+        kv_usage_p50=_stat(kv_usage, statistics.median),
+        kv_usage_max=_stat(kv_usage, max),
+        prompt_tps_mean=_stat([row.prompt_tps for row in stats], statistics.fmean),
+        gen_tps_mean=_stat([row.gen_tps for row in stats], statistics.fmean),
+        prefix_hit_mean=_stat([row.prefix_hit_pct for row in stats], statistics.fmean),
     )
 
 
-def _prompts(bench: list[dict], prefills: list[dict]) -> Prompts:
+def _prompts(bench: list[BenchInput], prefills: list[PrefillSample]) -> Prompts:
     """The ``prompts`` block: mean and max input length (benchmark), the largest prefill (SGLang)."""
-    lens = [record.get("_input_lens") for record in bench if record.get("_input_lens")]
-    per_request_input = [record["total_input_tokens"] / record["completed"] for record in bench
-                         if record.get("total_input_tokens") and record.get("completed")]
+    lens = [record.input_lens for record in bench if record.input_lens]
+    per_request_input = [record.total_input_tokens / record.completed for record in bench
+                         if record.total_input_tokens and record.completed]
     if lens:
         input_len_mean = round(statistics.fmean([record_lens["mean"] for record_lens in lens]), 1)
     else:
         input_len_mean = round(statistics.fmean(per_request_input), 1) if per_request_input else None
     return Prompts(input_len_mean, max(record_lens["max"] for record_lens in lens) if lens else None,
-                   max((row.get("new_token") or 0 for row in prefills), default=None) or None)
+                   max((row.new_token or 0 for row in prefills), default=None) or None)
 
 
 def summary(caps) -> ServingSummary:
     """The serving summary of a case's serving captures."""
-    pooled = _gather(caps)
+    pooled = gather(caps)
     stats = _stats_block(pooled.stats)
     tokens = _tokens(caps, pooled.bench, pooled.stats, pooled.prefills)
     latency = Latency(_client_latency(pooled.bench), _server_latency(caps))
@@ -554,8 +499,7 @@ def summary(caps) -> ServingSummary:
         config=pooled.config,
         stats=stats,
         metrics={name: value for name, value in pooled.metrics.items() if any(word in name for word in METRIC_WORDS)},
-        bench=tuple(BenchRecord.from_contract({key: value for key, value in record.items() if not key.startswith("_")})
-                    for record in pooled.bench),
+        bench=tuple(BenchRecord.from_contract(record.contract()) for record in pooled.bench),
         warnings=pooled.warnings,
         latency=latency,
         littles_law=_littles_law(pooled.bench, stats),
@@ -575,10 +519,10 @@ def summary(caps) -> ServingSummary:
 
 def series(caps) -> dict:
     """Arrays for the charts only (kept out of the JSON): stats over time, TPOT against batch."""
-    rows = [row for capture in caps for row in capture.stats]
-    t0 = next((row["t"] for row in rows if row.get("t") is not None), None)
+    rows = [StatsSample.of(row, capture.path) for capture in caps for row in capture.stats]
+    t0 = next((row.t for row in rows if row.t is not None), None)
     return {
-        "stats": [{"t": (row["t"] - t0) if row.get("t") is not None and t0 is not None else index,
-                   "running": row.get("running"), "waiting": row.get("waiting"), "kv_usage_pct": row.get("kv_usage_pct")}
+        "stats": [{"t": (row.t - t0) if row.t is not None and t0 is not None else index,
+                   "running": row.running, "waiting": row.waiting, "kv_usage_pct": row.kv_usage_pct}
                   for index, row in enumerate(rows[:5000])],
     }

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+from tracetriage.analyzers.serving_inputs import BenchInput
 from tracetriage.analyzers.serving_metrics import LengthStats, Requests
 
 PROMPT_HISTOGRAM = "vllm:request_prompt_tokens"
@@ -74,18 +75,18 @@ def _finite(value):
     return value if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
-def requests_block(caps, record: dict | None) -> Requests | None:
+def requests_block(caps, record: BenchInput | None) -> Requests | None:
     """The ``requests`` block (module docstring) of the benchmark record the client latency reads
     (analyzers/serving.chosen_record); None when no capture carries request shapes."""
     finish: dict[str, float] = {}
     for capture in caps:
         for reason, count in capture.finish_reasons.items():
             finish[reason] = finish.get(reason, 0.0) + count
-    shapes = (record or {}).get("_requests")
+    shapes = record.requests if record else None
     if shapes:
         return Requests("benchmark per-request arrays (input_lens, output_lens)", length_stats(shapes["input_lens"]),
                         length_stats(shapes["output_lens"]), shapes["failed"], shapes["sent"], _finish(finish),
-                        _finite(record.get("request_rate")), record.get("max_concurrency"))
+                        _finite(record.request_rate), record.max_concurrency)
     inputs, outputs = _histogram_stats(caps, PROMPT_HISTOGRAM), _histogram_stats(caps, OUTPUT_HISTOGRAM)
     source = f"/metrics histograms ({PROMPT_HISTOGRAM}, {OUTPUT_HISTOGRAM})" if inputs or outputs else None
     if source is None and not finish:
