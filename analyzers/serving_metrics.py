@@ -16,12 +16,28 @@ from dataclasses import dataclass, field, fields, replace
 from tracetriage.analyzers.metrics import Contract
 
 
-def _by_fields(cls, data: dict | None, **nested):
-    """``cls`` built from its contract dict by its field names (a missing key is None); ``nested``:
-    a field's value already converted (a nested block)."""
+def _by_fields(cls, data: dict | None, **convert):
+    """``cls`` built from its contract dict by its field names (a missing key is None); ``convert``:
+    by field name, what reads that field's value (a nested block's loader)."""
     if data is None:
         return None
-    return cls(**{item.name: nested[item.name] if item.name in nested else data.get(item.name) for item in fields(cls)})
+    return cls(**{item.name: convert[item.name](data.get(item.name)) if item.name in convert else data.get(item.name)
+                  for item in fields(cls)})
+
+
+def _rows(load):
+    """A loader of a list of blocks (None or missing: none), each read by ``load``."""
+    return lambda rows: tuple(load(row) for row in rows or [])
+
+
+def _mapping(value) -> dict:
+    """A mapping the contract always has (config, metrics): empty where a saved block lacks it."""
+    return value or {}
+
+
+def _texts(value) -> list:
+    """A list of sentences the contract always has (warnings, cross-checks): empty where a saved block lacks it."""
+    return value or []
 
 
 def _without_none(block: Contract) -> dict:
@@ -63,10 +79,7 @@ class ServerHistogram(Contract):
 
     @classmethod
     def from_contract(cls, data: dict | None) -> ServerHistogram | None:
-        if data is None:
-            return None
-        return _by_fields(cls, data, **{name: HistogramQuantile.from_contract(data.get(name))
-                                        for name in ("p50", "p90", "p95", "p99")})
+        return _by_fields(cls, data, **dict.fromkeys(("p50", "p90", "p95", "p99"), HistogramQuantile.from_contract))
 
     def quantile(self, name: str) -> HistogramQuantile | None:
         """The quantile ``name`` (p50, p90, p95, p99); None for one a histogram does not give (max)."""
@@ -89,8 +102,7 @@ class ServerLatency(Contract):
 
     @classmethod
     def from_contract(cls, data: dict | None) -> ServerLatency:
-        data = data or {}
-        return cls(**{name: ServerHistogram.from_contract(data.get(name)) for name in SERVER_METRICS})
+        return _by_fields(cls, data or {}, **dict.fromkeys(SERVER_METRICS, ServerHistogram.from_contract))
 
     def to_contract(self) -> dict:
         return _without_none(self)
@@ -169,9 +181,8 @@ class ClientLatency(Contract):
 
     @classmethod
     def from_contract(cls, data: dict | None) -> ClientLatency:
-        data = data or {}
-        return cls(BenchLoad.from_contract(data.get("record")),
-                   *(ClientFigures.from_contract(data.get(name)) for name in CLIENT_METRICS))
+        return _by_fields(cls, data or {}, record=BenchLoad.from_contract,
+                          **dict.fromkeys(CLIENT_METRICS, ClientFigures.from_contract))
 
     def to_contract(self) -> dict:
         return _without_none(self)
@@ -190,8 +201,7 @@ class Latency(Contract):
 
     @classmethod
     def from_contract(cls, data: dict | None) -> Latency:
-        data = data or {}
-        return cls(ClientLatency.from_contract(data.get("client")), ServerLatency.from_contract(data.get("server")))
+        return _by_fields(cls, data or {}, client=ClientLatency.from_contract, server=ServerLatency.from_contract)
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,7 +337,8 @@ class Prompts(Contract):
 
     def longest(self) -> float:
         """The longest prompt any figure shows (0 when none does)."""
-        return max(tokens for tokens in (self.input_len_max, self.input_len_mean, self.prefill_new_token_max, 0) if tokens)
+        return max((tokens for tokens in (self.input_len_max, self.input_len_mean, self.prefill_new_token_max) if tokens),
+                   default=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,10 +390,8 @@ class EngineDefaults(Contract):
 
     @classmethod
     def from_contract(cls, data: dict | None) -> EngineDefaults | None:
-        if data is None:
-            return None
-        return _by_fields(cls, data, features={key: EngineFeature.from_contract(feature)
-                                               for key, feature in (data.get("features") or {}).items()})
+        return _by_fields(cls, data, features=lambda features: {key: EngineFeature.from_contract(feature)
+                                                                for key, feature in (features or {}).items()})
 
     def to_contract(self) -> dict:
         return {**Contract.to_contract(self), "features": {key: feature.to_contract() for key, feature in self.features.items()}}
@@ -429,10 +438,7 @@ class Requests(Contract):
 
     @classmethod
     def from_contract(cls, data: dict | None) -> Requests | None:
-        if data is None:
-            return None
-        return _by_fields(cls, data, input=LengthStats.from_contract(data.get("input")),
-                          output=LengthStats.from_contract(data.get("output")))
+        return _by_fields(cls, data, input=LengthStats.from_contract, output=LengthStats.from_contract)
 
     def of(self, shape: str) -> LengthStats | None:
         """The lengths of ``input`` or ``output``."""
@@ -521,16 +527,12 @@ class ServingSummary(Contract):
     def from_contract(cls, data: dict) -> ServingSummary:
         """A saved ``serving`` block read back (its ``slo_checks``, written by the analysis, are not read)."""
         return _by_fields(
-            cls, data, captures=tuple(Capture.from_contract(row) for row in data.get("captures") or []),
-            config=data.get("config") or {}, stats=StatsSummary.from_contract(data.get("stats")),
-            metrics=data.get("metrics") or {}, bench=tuple(BenchRecord.from_contract(row) for row in data.get("bench") or []),
-            warnings=data.get("warnings") or [], latency=Latency.from_contract(data.get("latency")),
-            littles_law=LittlesLaw.from_contract(data.get("littles_law")), tpot_fit=TpotFit.from_contract(data.get("tpot_fit")),
-            tokens=Tokens.from_contract(data.get("tokens")),
-            replicas=tuple(Replica.from_contract(row) for row in data.get("replicas") or []),
-            prompts=Prompts.from_contract(data.get("prompts")), memory=ServingMemory.from_contract(data.get("memory")),
-            engine_defaults=EngineDefaults.from_contract(data.get("engine_defaults")),
-            requests=Requests.from_contract(data.get("requests")), cross_checks=data.get("cross_checks") or [])
+            cls, data, captures=_rows(Capture.from_contract), config=_mapping, stats=StatsSummary.from_contract,
+            metrics=_mapping, bench=_rows(BenchRecord.from_contract), warnings=_texts,
+            latency=Latency.from_contract, littles_law=LittlesLaw.from_contract, tpot_fit=TpotFit.from_contract,
+            tokens=Tokens.from_contract, replicas=_rows(Replica.from_contract), prompts=Prompts.from_contract,
+            memory=ServingMemory.from_contract, engine_defaults=EngineDefaults.from_contract, requests=Requests.from_contract,
+            cross_checks=_texts)
 
     def to_contract(self) -> dict:
         out = Contract.to_contract(self)
