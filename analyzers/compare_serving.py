@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 
 from tracetriage.analyzers.metrics import Contract
-from tracetriage.analyzers.serving import effective_config
+from tracetriage.analyzers.serving_metrics import LengthStats, Requests, ServingSummary, serving_summary
 
 IDENTITY_KINDS = ("model", "precision", "engine")
 
@@ -218,25 +218,23 @@ def _auto_resolves_to(first, second) -> bool:
     return "auto" in values and bool(values & set(AUTO_RESOLVES))
 
 
-def _printed_args(serving: dict) -> bool:
+def _printed_args(serving: ServingSummary) -> bool:
     """Whether an engine log of this side printed its arguments (a missing flag is then the default)."""
-    return any(str(capture.get("kind")).endswith("_log") for capture in serving.get("captures") or []) \
-        and bool(serving.get("config"))
+    return any(str(capture.kind).endswith("_log") for capture in serving.captures) and bool(serving.config)
 
 
-def _value(serving: dict, spec: SettingSpec) -> tuple[object, str]:
+def _value(serving: ServingSummary, spec: SettingSpec) -> tuple[object, str]:
     """(value, source) of one setting on one side (module docstring)."""
-    config, effective = serving.get("config") or {}, effective_config(serving)
+    config, effective = serving.config, serving.effective_config()
     key = next((key for key in spec.keys if key in config), None)
     if key is not None:
         return _normal(config[key]), f"printed ({key})"
     key = next((key for key in spec.keys if key in effective), None)
     if key is not None:
         return effective[key], "default (engine generation)"
-    engine = serving.get("engine")
-    defaults = DEPLOY_DEFAULTS.get(engine or "", {})
+    defaults = DEPLOY_DEFAULTS.get(serving.engine or "", {})
     if spec.name in defaults and _printed_args(serving):
-        return defaults[spec.name], f"default ({engine}: not among the printed arguments)"
+        return defaults[spec.name], f"default ({serving.engine}: not among the printed arguments)"
     return None, "not known"
 
 
@@ -253,69 +251,93 @@ def _words(spec: SettingSpec, value, model: str | None) -> str:
     return "none" if value is None else str(value)
 
 
-def setting_changes(before: dict, after: dict) -> tuple[SettingChange, ...]:
+NOT_KNOWN = "not known"
+
+
+def _model(serving: ServingSummary):
+    """The served model as the config names it (the first of the model setting's keys present), or None."""
+    return _normal(next((serving.config[key] for key in SETTINGS[0].keys if key in serving.config), None))
+
+
+def _setting_text(spec: SettingSpec, before: tuple[object, str], after: tuple[object, str], changed: bool,
+                  models: tuple) -> str:
+    """One setting's line: before -> after when it changed, else its value (and on which side only)."""
+    (value_before, source_before), (value_after, _) = before, after
+    if changed:
+        return f"{spec.name}: {_words(spec, value_before, models[0])} -> {_words(spec, value_after, models[1])}"
+    if _auto_resolves_to(value_before, value_after) and value_before != value_after:
+        return f"{spec.name}: {value_before} -> {value_after} (auto is the checkpoint's dtype, resolved at load)"
+    known, known_on = (value_after, "after") if source_before == NOT_KNOWN else (value_before, "before")
+    one_side = "" if NOT_KNOWN not in (source_before, after[1]) else f" ({known_on} only)"
+    return f"{spec.name}: {_words(spec, known, models[0])}{one_side}"
+
+
+def _setting_row(spec: SettingSpec, before: ServingSummary, after: ServingSummary, models: tuple) -> SettingChange | None:
+    """One setting on both sides (module docstring), None when neither side knows it."""
+    side_before, side_after = _value(before, spec), _value(after, spec)
+    (value_before, source_before), (value_after, source_after) = side_before, side_after
+    if source_before == NOT_KNOWN and source_after == NOT_KNOWN:
+        return None
+    changed = (source_before != NOT_KNOWN and source_after != NOT_KNOWN and value_before != value_after
+               and not _auto_resolves_to(value_before, value_after))
+    text = _setting_text(spec, side_before, side_after, changed, models)
+    return SettingChange(spec.name, spec.kind, value_before, value_after, source_before, source_after, changed, text)
+
+
+def _engine_row(before: ServingSummary, after: ServingSummary) -> SettingChange | None:
+    """The engine (and version) on both sides, None unless both name their engine."""
+    engine_before = " ".join(str(part) for part in (before.engine, before.version) if part)
+    engine_after = " ".join(str(part) for part in (after.engine, after.version) if part)
+    if not (engine_before and engine_after):
+        return None
+    # a version one side does not print (a /metrics scrape alone) is not known there, not changed
+    versions = (before.version, after.version)
+    changed = before.engine != after.engine or (all(versions) and versions[0] != versions[1])
+    sources = tuple("printed" if version else NOT_KNOWN for version in versions)
+    text = (f"engine: {engine_before} -> {engine_after}" if changed else f"engine: {engine_before}" if all(versions)
+            else f"engine: {engine_before if versions[0] else engine_after} (version not known on one side)")
+    return SettingChange("engine", "engine", engine_before, engine_after, *sources, changed, text)
+
+
+def setting_changes(before: ServingSummary | dict, after: ServingSummary | dict) -> tuple[SettingChange, ...]:
     """Every setting known on either side, the changed ones first, then the engine (and version)."""
-    rows = []
-    model_before = _normal(next(((before.get("config") or {})[key] for key in SETTINGS[0].keys
-                                 if key in (before.get("config") or {})), None))
-    model_after = _normal(next(((after.get("config") or {})[key] for key in SETTINGS[0].keys
-                                if key in (after.get("config") or {})), None))
-    for spec in SETTINGS:
-        (value_before, source_before), (value_after, source_after) = _value(before, spec), _value(after, spec)
-        if source_before == "not known" and source_after == "not known":
-            continue
-        changed = (source_before != "not known" and source_after != "not known" and value_before != value_after
-                   and not _auto_resolves_to(value_before, value_after))
-        known = value_after if source_before == "not known" else value_before
-        known_on = "after" if source_before == "not known" else "before"
-        one_side = "" if "not known" not in (source_before, source_after) else f" ({known_on} only)"
-        text = (f"{spec.name}: {_words(spec, value_before, model_before)} -> {_words(spec, value_after, model_after)}"
-                if changed else f"{spec.name}: {_words(spec, known, model_before)}{one_side}")
-        if not changed and _auto_resolves_to(value_before, value_after) and value_before != value_after:
-            text = f"{spec.name}: {value_before} -> {value_after} (auto is the checkpoint's dtype, resolved at load)"
-        rows.append(SettingChange(spec.name, spec.kind, value_before, value_after, source_before, source_after, changed, text))
-    engine_before = " ".join(str(part) for part in (before.get("engine"), before.get("version")) if part)
-    engine_after = " ".join(str(part) for part in (after.get("engine"), after.get("version")) if part)
-    if engine_before and engine_after:
-        # a version one side does not print (a /metrics scrape alone) is not known there, not changed
-        versions = (before.get("version"), after.get("version"))
-        changed = before.get("engine") != after.get("engine") or (all(versions) and versions[0] != versions[1])
-        sources = tuple("printed" if version else "not known" for version in versions)
-        text = (f"engine: {engine_before} -> {engine_after}" if changed else f"engine: {engine_before}" if all(versions)
-                else f"engine: {engine_before if versions[0] else engine_after} (version not known on one side)")
-        rows.append(SettingChange("engine", "engine", engine_before, engine_after, *sources, changed, text))
-    return tuple(sorted(rows, key=lambda row: not row.changed))
+    before, after = serving_summary(before), serving_summary(after)
+    models = (_model(before), _model(after))
+    rows = [_setting_row(spec, before, after, models) for spec in SETTINGS] + [_engine_row(before, after)]
+    return tuple(sorted((row for row in rows if row is not None), key=lambda row: not row.changed))
 
 
-def _summary(stats: dict | None) -> dict | None:
-    return None if not stats else {key: stats.get(key) for key in ("n", "mean", "p50", "p90", "p99")}
+def _summary(lengths: LengthStats | None) -> dict | None:
+    """A side's lengths as a shape shows them: n, mean, p50, p90, p99."""
+    return None if not lengths else {"n": lengths.n, "mean": lengths.mean, "p50": lengths.p50, "p90": lengths.p90,
+                                     "p99": lengths.p99}
 
 
 def _figure(value) -> str:
     return "n/a" if value is None else f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 100 else f"{value:,.1f}"
 
 
-def length_shape(name: str, before: dict | None, after: dict | None) -> Shape | None:
+def length_shape(name: str, before: LengthStats | None, after: LengthStats | None) -> Shape | None:
     """One shape (module docstring), tested when both sides carry per-request lengths."""
     from tracetriage.analyzers.rules.context import t
 
     if not before or not after:
         return None
-    change = 100.0 * (after["mean"] - before["mean"]) / before["mean"] if before.get("mean") else None
-    words = (f"{name} length mean {_figure(before['mean'])} -> {_figure(after['mean'])} tokens"
+    change = 100.0 * (after.mean - before.mean) / before.mean if before.mean else None
+    words = (f"{name} length mean {_figure(before.mean)} -> {_figure(after.mean)} tokens"
              + (f" ({change:+.0f}%)" if change is not None else "")
-             + f", p90 {_figure(before.get('p90'))} -> {_figure(after.get('p90'))}")
-    if not (before.get("lengths") and after.get("lengths")):
+             + f", p90 {_figure(before.p90)} -> {_figure(after.p90)}")
+    if not (before.lengths and after.lengths):
         return Shape(name, _summary(before), _summary(after), _round(change), None, None, None,
                      "means of the /metrics histograms (no per-request values: no test)", words + "; not tested")
     from scipy import stats
 
-    result = stats.ks_2samp(before["lengths"], after["lengths"])
+    result = stats.ks_2samp(before.lengths, after.lengths)
     statistic, p_value = float(result.statistic), float(result.pvalue)
-    enough = min(len(before["lengths"]), len(after["lengths"])) >= t("shape_min_requests")
+    enough = min(len(before.lengths), len(after.lengths)) >= t("shape_min_requests")
     shifted = bool(enough and p_value < t("shape_alpha")
                    and (abs(change or 0.0) >= t("shape_mean_change_pct") or statistic >= t("shape_ks_min")))
-    words += (f"; KS D={statistic:.3f}, p={p_value:.2g} over {before['n']:,} and {after['n']:,} requests: "
+    words += (f"; KS D={statistic:.3f}, p={p_value:.2g} over {before.n:,} and {after.n:,} requests: "
               + ("shifted" if shifted else "within noise" if enough else "too few requests to tell"))
     return Shape(name, _summary(before), _summary(after), _round(change), round(statistic, 4), p_value, shifted,
                  "two-sample Kolmogorov-Smirnov on the per-request lengths (scipy.stats.ks_2samp)", words)
@@ -341,29 +363,31 @@ def share_of(name: str, words: str, before: tuple[int, int] | None, after: tuple
     return Share(name, before[0], before[1], after[0], after[1], p_value, shifted, text)
 
 
-def _load(serving: dict) -> dict:
+def _load(serving: ServingSummary) -> dict:
     """The benchmark's load on one side: the request rate and max concurrency of the record the
     client latency reads (an open-loop run's rate is None)."""
-    record = (((serving.get("latency") or {}).get("client")) or {}).get("record") or {}
-    rate = record.get("request_rate")
+    record = serving.latency.client.record
+    rate = record.request_rate if record else None
     return {"request_rate": rate if isinstance(rate, (int, float)) and rate != float("inf") else None,
-            "max_concurrency": record.get("max_concurrency")}
+            "max_concurrency": record.max_concurrency if record else None}
 
 
-def _length_capped(requests: dict) -> tuple[int, int] | None:
-    reasons = requests.get("finish_reasons") or {}
-    total = sum(reasons.values())
-    return (int(reasons.get("length", 0)), int(total)) if total else None
+@dataclass(frozen=True, slots=True)
+class ServingFigures:
+    """The figures of one side the latency note reads (compare_side.serving_figures): end-to-end and
+    TPOT p50, ms (None: not measured)."""
+
+    e2el_p50_ms: float | None
+    tpot_p50_ms: float | None
+
+    @classmethod
+    def of(cls, figures: dict) -> ServingFigures:
+        return cls(**{name: figures.get(name) for name in ("e2el_p50_ms", "tpot_p50_ms")})
 
 
-def _failed(requests: dict) -> tuple[int, int] | None:
-    return (requests["failed"], requests["sent"]) if requests.get("failed") is not None and requests.get("sent") else None
-
-
-def _latency_note(figures_before: dict, figures_after: dict, output: Shape | None, threshold_pct: float) -> str | None:
+def _latency_note(before: ServingFigures, after: ServingFigures, output: Shape | None, threshold_pct: float) -> str | None:
     """The end-to-end latency that moved only because the outputs got longer (module docstring)."""
-    e2e_before, e2e_after = figures_before.get("e2el_p50_ms"), figures_after.get("e2el_p50_ms")
-    tpot_before, tpot_after = figures_before.get("tpot_p50_ms"), figures_after.get("tpot_p50_ms")
+    e2e_before, e2e_after, tpot_before, tpot_after = before.e2el_p50_ms, after.e2el_p50_ms, before.tpot_p50_ms, after.tpot_p50_ms
     if None in (e2e_before, e2e_after, tpot_before, tpot_after) or not (e2e_before and tpot_before) or output is None:
         return None
     e2e_change, tpot_change = 100.0 * (e2e_after / e2e_before - 1), 100.0 * (tpot_after / tpot_before - 1)
@@ -376,30 +400,32 @@ def _latency_note(figures_before: dict, figures_after: dict, output: Shape | Non
             f"{tpot_after:.1f} ms, {tpot_change:+.1f}%): the answers got longer, the server did not get slower")
 
 
-def compare_serving(before: dict, after: dict, figures_before: dict, figures_after: dict,
+NO_REQUESTS = Requests(None, None, None, None, None, None, None, None)
+
+
+def compare_serving(before: ServingSummary | dict, after: ServingSummary | dict, figures_before: dict, figures_after: dict,
                     threshold_pct: float) -> ServingComparison | None:
     """The serving comparison of two sides' ``serving`` blocks (None unless both have one);
     ``figures_*``: compare_side.serving_figures of each side."""
+    before, after = serving_summary(before), serving_summary(after)
     if not before or not after:
         return None
-    requests_before, requests_after = before.get("requests") or {}, after.get("requests") or {}
-    shapes = tuple(shape for shape in (length_shape("input", requests_before.get("input"), requests_after.get("input")),
-                                       length_shape("output", requests_before.get("output"), requests_after.get("output")))
-                   if shape is not None)
+    requests_before, requests_after = before.requests or NO_REQUESTS, after.requests or NO_REQUESTS
+    shapes = tuple(shape for shape in (length_shape(name, requests_before.of(name), requests_after.of(name))
+                                       for name in ("input", "output")) if shape is not None)
     shares = tuple(share for share in (
         share_of("length_capped", "finished on the length cap (finish_reason length, of finished requests)",
-                 _length_capped(requests_before), _length_capped(requests_after)),
-        share_of("failed", "failed requests (of those sent)", _failed(requests_before), _failed(requests_after)))
+                 requests_before.length_capped(), requests_after.length_capped()),
+        share_of("failed", "failed requests (of those sent)", requests_before.failed_of_sent(), requests_after.failed_of_sent()))
         if share is not None)
     settings = setting_changes(before, after)
     by_name = {shape.name: shape for shape in shapes}
     inputs_shifted = by_name["input"].shifted if "input" in by_name else None
     outputs_shifted = by_name["output"].shifted if "output" in by_name else None
-    load = {side: _load(serving) for side, serving in (("before", before), ("after", after))}
-    engines = " -> ".join(str(serving.get("engine") or "unknown engine") for serving in (before, after))
     return ServingComparison(
-        engines=engines, settings=settings,
+        engines=" -> ".join(str(serving.engine or "unknown engine") for serving in (before, after)), settings=settings,
         identity=tuple(setting.text for setting in settings if setting.changed and setting.kind in IDENTITY_KINDS),
-        shapes=shapes, shares=shares, load=load, inputs_shifted=inputs_shifted, outputs_shifted=outputs_shifted,
-        latency_comparable=not inputs_shifted,
-        latency=_latency_note(figures_before, figures_after, by_name.get("output"), threshold_pct))
+        shapes=shapes, shares=shares, load={"before": _load(before), "after": _load(after)}, inputs_shifted=inputs_shifted,
+        outputs_shifted=outputs_shifted, latency_comparable=not inputs_shifted,
+        latency=_latency_note(ServingFigures.of(figures_before), ServingFigures.of(figures_after), by_name.get("output"),
+                              threshold_pct))

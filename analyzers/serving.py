@@ -33,10 +33,32 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from tracetriage.analyzers.metrics import Contract
 from tracetriage.analyzers.serving_checks import cross_checks
+from tracetriage.analyzers.serving_inputs import BenchInput, PrefillSample, StatsSample, TokenCounters, gather
+from tracetriage.analyzers.serving_metrics import (
+    BenchLoad,
+    BenchRecord,
+    Capture,
+    ClientFigures,
+    ClientLatency,
+    EngineDefaults,
+    EngineFeature,
+    HistogramQuantile,
+    Latency,
+    LittlesLaw,
+    Prompts,
+    Replica,
+    ServerHistogram,
+    ServerLatency,
+    ServingMemory,
+    ServingSummary,
+    StatsSummary,
+    Tokens,
+    TpotFit,
+    serving_summary,
+)
 from tracetriage.analyzers.serving_requests import requests_block
 
 QUANTILES = (50, 90, 95, 99)
@@ -53,13 +75,6 @@ GAUGES = {
     "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
     "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
     "prefix_hit": ("sglang:cache_hit_rate",),
-}
-COUNTERS = {
-    "prefix_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
-    "prefix_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
-    "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
-    "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
-    "preemptions": ("vllm:num_preemptions_total",),
 }
 
 
@@ -134,16 +149,15 @@ def _feature_words(rule: EngineDefault, value) -> str:
     return f"{rule.feature} {value}"
 
 
-def _feature(rule: EngineDefault, value, source: str, where: str) -> dict:
+def _feature(rule: EngineDefault, value, source: str, where: str) -> EngineFeature:
     """One feature of ``engine_defaults``: its value, source, where that comes from, both in words, and
     where the engine's code sets the default."""
     words = _feature_words(rule, value) if value is not None else f"{rule.feature}: not known"
-    return {"feature": rule.feature, "value": value, "source": source, "where": where, "text": f"{words} ({where})",
-            "defined_in": rule.source}
+    return EngineFeature(rule.feature, value, source, where, f"{words} ({where})", rule.source)
 
 
 def engine_defaults(engine: str | None, version: str | None, stated: str | None, stated_by: str | None,
-                    config: dict) -> dict | None:
+                    config: dict) -> EngineDefaults | None:
     """The ``engine_defaults`` block (module docstring): the engine generation whose defaults apply
     and, per ENGINE_DEFAULTS feature of the engine, its value, source and words. None for a case
     whose engine is not known (a benchmark result alone) or mixes engines."""
@@ -171,24 +185,24 @@ def engine_defaults(engine: str | None, version: str | None, stated: str | None,
             features[rule.key] = _feature(rule, None, "not known", f"not stated; {why}; {rule.flag} sets it")
             continue
         features[rule.key] = _feature(rule, value, source, f"the {basis}; {rule.flag} not in the capture")
-    return {"engine": engine, "generation": generation, "basis": basis or None, "features": features}
+    return EngineDefaults(engine, generation, basis or None, features)
 
 
-def effective_config(serving: dict) -> dict:
-    """The engine config the serving block shows the engine ran with: the printed ``config`` and each
-    engine default whose value is known (``engine_defaults``)."""
-    features = (serving.get("engine_defaults") or {}).get("features") or {}
-    return {**(serving.get("config") or {}),
-            **{key: feature["value"] for key, feature in features.items() if feature["value"] is not None}}
+def effective_config(serving: ServingSummary | dict | None) -> dict:
+    """The engine config the serving block shows the engine ran with (ServingSummary.effective_config);
+    empty without serving artifacts."""
+    summary = serving_summary(serving)
+    return summary.effective_config() if summary else {}
 
 
-def _stat(rows, key, reduce):
-    """``reduce`` (mean, max, median) of a stats-line field over the rows that have it, rounded; None without any."""
-    values = [row[key] for row in rows if row.get(key) is not None]
+def _stat(values: list, reduce):
+    """``reduce`` (mean, max, median) of a stats-line field over the rows that have it (not None), rounded;
+    None without any."""
+    values = [value for value in values if value is not None]
     return round(float(reduce(values)), 3) if values else None
 
 
-def histogram_quantile(buckets: dict, q: float) -> dict | None:
+def histogram_quantile(buckets: dict, q: float) -> HistogramQuantile | None:
     """Quantile q (0-100) from cumulative buckets {le: count}; linear inside the bucket."""
     edges = sorted(buckets)
     if not edges:
@@ -202,72 +216,95 @@ def histogram_quantile(buckets: dict, q: float) -> dict | None:
         count = buckets[le]
         if count >= target:
             if math.isinf(le):
-                return {"value_ms": prev_le * 1000.0, "lower_bound": True, "resolution_ms": None}
+                return HistogramQuantile(prev_le * 1000.0, True, None)
             frac = (target - prev_count) / (count - prev_count) if count > prev_count else 1.0
-            return {"value_ms": round((prev_le + frac * (le - prev_le)) * 1000.0, 3), "lower_bound": False,
-                    "resolution_ms": round((le - prev_le) * 1000.0, 3)}
+            return HistogramQuantile(round((prev_le + frac * (le - prev_le)) * 1000.0, 3), False,
+                                     round((le - prev_le) * 1000.0, 3))
         prev_le, prev_count = le, count
     # the histogram has no +Inf bucket and the quantile lies above its last bucket
-    return {"value_ms": prev_le * 1000.0, "lower_bound": True, "resolution_ms": None}
+    return HistogramQuantile(prev_le * 1000.0, True, None)
 
 
-def _server_latency(caps) -> dict:
+def _merged_histogram(caps, names: tuple[str, ...]) -> ServerHistogram | None:
+    """One server histogram of the /metrics scrapes: every replica's histograms of ``names`` merged
+    bucket by bucket; None when no replica has one."""
+    merged: dict = defaultdict(float)
+    total_s = total_count = 0.0
+    for capture in caps:
+        for replica in capture.replicas.values():
+            for name in names:
+                histogram = replica.histograms.get(name)
+                if not histogram:
+                    continue
+                for le, count in histogram.buckets.items():
+                    merged[le] += count
+                if histogram.sum is not None and histogram.count:
+                    total_s += histogram.sum
+                    total_count += histogram.count
+    if not merged:
+        return None
+    quantiles = {f"p{q}": histogram_quantile(dict(merged), q) for q in QUANTILES}
+    return ServerHistogram(**quantiles, count=merged[math.inf] if math.inf in merged else max(merged.values()),
+                           mean_ms=round(1000.0 * total_s / total_count, 3) if total_count else None)
+
+
+def _server_latency(caps) -> ServerLatency:
     """``latency.server``: per HISTOGRAMS name, the quantiles, count and mean of the /metrics histograms
     of every replica merged bucket by bucket."""
-    out = {}
-    for ours, names in HISTOGRAMS.items():
-        merged: dict = defaultdict(float)
-        total_s = total_count = 0.0
-        for capture in caps:
-            for replica in capture.replicas.values():
-                for name in names:
-                    histogram = replica["histograms"].get(name)
-                    if not histogram:
-                        continue
-                    for le, count in histogram["buckets"].items():
-                        merged[le] += count
-                    if histogram.get("sum") is not None and histogram.get("count"):
-                        total_s += histogram["sum"]
-                        total_count += histogram["count"]
-        if not merged:
-            continue
-        entry = {f"p{q}": histogram_quantile(dict(merged), q) for q in QUANTILES}
-        count = merged[math.inf] if math.inf in merged else max(merged.values())
-        entry["count"] = count
-        entry["mean_ms"] = round(1000.0 * total_s / total_count, 3) if total_count else None
-        out[ours] = entry
-    return out
+    return ServerLatency(**{ours: _merged_histogram(caps, names) for ours, names in HISTOGRAMS.items()})
 
 
-def _finite_rate(record: dict) -> bool:
+def _finite_rate(record: BenchInput) -> bool:
     """Whether a benchmark record has a finite request rate (``inf``: all requests sent at once)."""
-    return isinstance(record.get("request_rate"), (int, float)) and math.isfinite(record["request_rate"])
+    return isinstance(record.request_rate, (int, float)) and math.isfinite(record.request_rate)
 
 
-def _client_latency(bench: list[dict]) -> dict:
+def chosen_record(bench: list[BenchInput]) -> BenchInput | None:
+    """The benchmark record the client latency reads: the highest finite request rate, else the last."""
+    if not bench:
+        return None
+    finite = [record for record in bench if _finite_rate(record)]
+    return max(finite, key=lambda record: record.request_rate) if finite else bench[-1]
+
+
+def _client_figures(chosen: BenchInput, metric: str) -> ClientFigures | None:
+    """One metric's figures of the chosen record (:func:`_client_latency`), None when it states none."""
+    stated = chosen.record
+    entry = {key.split("_")[0]: stated[key] for key in stated if key.endswith(f"_{metric}_ms") and stated[key] is not None}
+    if "median" in entry:
+        entry["p50"] = entry["median"]
+    per_request = chosen.per_request(metric)
+    for quantile in ("p50", "p99", "max") if per_request else ():
+        entry.setdefault(quantile, per_request[quantile])
+    return ClientFigures.from_contract({quantile: round(value, 3) for quantile, value in entry.items()})
+
+
+def _client_latency(bench: list[BenchInput]) -> ClientLatency:
     """``latency.client``: the percentiles of the record with the highest finite request rate (else the
     last). A percentile the benchmark states (``p99_itl_ms``, ``median_itl_ms``) is the value; its
     per-request arrays fill only what it does not state (the max, a missing percentile), so the bench
     row and the latency table never show two values of one percentile. Each figure is rounded once
     here (ms, 3 decimals): every text and check downstream formats that value."""
-    if not bench:
-        return {}
-    finite = [record for record in bench if _finite_rate(record)]
-    chosen = max(finite, key=lambda record: record["request_rate"]) if finite else bench[-1]
-    out = {"record": {key: chosen.get(key) for key in ("request_rate", "max_concurrency", "request_throughput", "completed")}}
-    for metric in ("ttft", "tpot", "itl", "e2el"):
-        entry = {key.split("_")[0]: chosen[key] for key in chosen if key.endswith(f"_{metric}_ms") and chosen[key] is not None}
-        if "median" in entry:
-            entry["p50"] = entry["median"]
-        per_request = chosen.get(f"_{metric}s") if metric in ("ttft", "itl") else None
-        for quantile in ("p50", "p99", "max") if per_request else ():
-            entry.setdefault(quantile, per_request[quantile])
-        if entry:
-            out[metric] = {quantile: round(value, 3) for quantile, value in entry.items()}
-    return out
+    chosen = chosen_record(bench)
+    if chosen is None:
+        return ClientLatency()
+    record = BenchLoad(chosen.request_rate, chosen.max_concurrency, chosen.request_throughput, chosen.completed)
+    return ClientLatency(record, *(_client_figures(chosen, metric) for metric in ("ttft", "tpot", "itl", "e2el")))
 
 
-def fit_line(points: list[tuple[float, float]]) -> dict | None:
+@dataclass(frozen=True, slots=True)
+class LineFit:
+    """A least-squares line y = a + b x: intercept, slope, r², points and the x range."""
+
+    a_ms: float
+    b_ms_per_seq: float
+    r2: float
+    points: int
+    x_max: float
+    x_min: float
+
+
+def fit_line(points: list[tuple[float, float]]) -> LineFit | None:
     """Least-squares y = a + b x with r^2; None with fewer than 4 distinct x."""
     if len({x for x, _ in points}) < 4:
         return None
@@ -282,284 +319,210 @@ def fit_line(points: list[tuple[float, float]]) -> dict | None:
     b = sxy / sxx
     a = my - b * mx
     r2 = (sxy * sxy) / (sxx * syy) if syy else 1.0
-    return {"a_ms": round(a, 4), "b_ms_per_seq": round(b, 5), "r2": round(r2, 4), "points": n,
-            "x_max": max(x for x, _ in points), "x_min": min(x for x, _ in points)}
+    return LineFit(round(a, 4), round(b, 5), round(r2, 4), n, max(x for x, _ in points), min(x for x, _ in points))
 
 
-def _tpot_fit(bench: list[dict], stats: list[dict]) -> dict | None:
+def _fitted(points: list[tuple[float, float]], source: str) -> TpotFit | None:
+    """The TPOT fit of ``points`` from ``source``, None when they do not make a line."""
+    line = fit_line(points)
+    if line is None:
+        return None
+    return TpotFit(line.a_ms, line.b_ms_per_seq, line.r2, line.points, line.x_max, line.x_min, source, sorted(points))
+
+
+def _tpot_fit(bench: list[BenchInput], stats: list[StatsSample]) -> TpotFit | None:
     """``tpot_fit`` (module docstring): from the benchmark sweep, else from the stats lines."""
-    points = [(float(record["max_concurrency"]), float(record["mean_tpot_ms"])) for record in bench
-              if isinstance(record.get("max_concurrency"), (int, float)) and record.get("mean_tpot_ms")]
+    points = [(float(record.max_concurrency), float(record.mean_tpot_ms)) for record in bench
+              if isinstance(record.max_concurrency, (int, float)) and record.mean_tpot_ms]
     if len({x for x, _ in points}) >= 4:
-        fit = fit_line(points)
+        fit = _fitted(points, "benchmark sweep (mean TPOT at each max concurrency)")
         if fit:
-            return {**fit, "source": "benchmark sweep (mean TPOT at each max concurrency)",
-                    "series": sorted(points)}
-    points = [(row["running"], 1000.0 * row["running"] / row["gen_tps"]) for row in stats
-              if row.get("running") and row.get("gen_tps") and row["gen_tps"] > 0]
-    fit = fit_line(points)
-    if fit:
-        return {**fit, "source": "engine stats lines (TPOT = running / generation throughput)", "series": sorted(points)}
-    return None
+            return fit
+    points = [(row.running, 1000.0 * row.running / row.gen_tps) for row in stats
+              if row.running and row.gen_tps and row.gen_tps > 0]
+    return _fitted(points, "engine stats lines (TPOT = running / generation throughput)")
 
 
-def _littles_law(bench: list[dict], stats: dict | None) -> dict:
+def _littles_law(bench: list[BenchInput], stats: StatsSummary | None) -> LittlesLaw:
     """``littles_law`` (module docstring): from the benchmark records, else from the stats summary."""
-    out = {"arrival_rate_rps": None, "capacity_rps": None, "in_system": None, "time_in_system_s": None, "source": None}
-    finite = [record for record in bench if _finite_rate(record) and record.get("request_throughput")]
+    arrival = capacity = in_system = time_in_system = source = None
+    finite = [record for record in bench if _finite_rate(record) and record.request_throughput]
     if finite:
-        top = max(finite, key=lambda record: record["request_rate"])
-        capacity = max(record["request_throughput"] for record in bench if record.get("request_throughput"))
-        out.update(arrival_rate_rps=top["request_rate"], capacity_rps=round(capacity, 3),
-                   source="benchmark: configured request rate vs measured completion rate")
-        if top.get("mean_e2el_ms"):
-            out["time_in_system_s"] = round(top["mean_e2el_ms"] / 1000.0, 3)
-            out["in_system"] = round(top["request_throughput"] * out["time_in_system_s"], 2)
-    if stats and stats.get("running_mean") is not None:
-        out["in_system"] = out["in_system"] or round((stats["running_mean"] or 0) + (stats["waiting_mean"] or 0), 2)
-        out["source"] = out["source"] or "engine stats: requests in system = running + waiting"
-    return out
+        top = max(finite, key=lambda record: record.request_rate)
+        arrival = top.request_rate
+        capacity = round(max(record.request_throughput for record in bench if record.request_throughput), 3)
+        source = "benchmark: configured request rate vs measured completion rate"
+        if top.mean_e2el_ms:
+            time_in_system = round(top.mean_e2el_ms / 1000.0, 3)
+            in_system = round(top.request_throughput * time_in_system, 2)
+    if stats and stats.running_mean is not None:
+        in_system = in_system or round((stats.running_mean or 0) + (stats.waiting_mean or 0), 2)
+        source = source or "engine stats: requests in system = running + waiting"
+    return LittlesLaw(arrival, capacity, in_system, time_in_system, source)
 
 
-def _token_counters(caps) -> defaultdict:
-    """The COUNTERS summed over every scrape's replicas (the first of each counter's names a replica has)."""
-    counters: defaultdict = defaultdict(float)
-    for capture in caps:
-        for replica in capture.replicas.values():
-            for ours, names in COUNTERS.items():
-                name = next((name for name in names if name in replica["counters"]), None)
-                if name is not None:
-                    counters[ours] += replica["counters"][name]
-    return counters
-
-
-def _token_totals(bench: list[dict], counters: defaultdict, stats_rows: list[dict]) -> tuple[float, float, str]:
+def _token_totals(bench: list[BenchInput], counters: TokenCounters, stats_rows: list[StatsSample]) -> tuple[float, float, str]:
     """(prompt tokens, output tokens, where from): benchmark totals, else the token counters, else the
     stats lines' throughputs (a zero total when none has both)."""
-    prompt = sum(record.get("total_input_tokens") or 0 for record in bench)
-    output = sum(record.get("total_output_tokens") or 0 for record in bench)
+    prompt = sum(record.total_input_tokens or 0 for record in bench)
+    output = sum(record.total_output_tokens or 0 for record in bench)
     if prompt and output:
         return prompt, output, "benchmark totals"
-    if counters["prompt_tokens"] and counters["generation_tokens"]:
-        return counters["prompt_tokens"], counters["generation_tokens"], "token counters (/metrics)"
-    prompt_tps = [row["prompt_tps"] for row in stats_rows if row.get("prompt_tps") is not None]
-    gen_tps = [row["gen_tps"] for row in stats_rows if row.get("gen_tps") is not None]
+    if counters.prompt_tokens and counters.generation_tokens:
+        return counters.prompt_tokens, counters.generation_tokens, "token counters (/metrics)"
+    prompt_tps = [row.prompt_tps for row in stats_rows if row.prompt_tps is not None]
+    gen_tps = [row.gen_tps for row in stats_rows if row.gen_tps is not None]
     if prompt_tps and gen_tps and sum(gen_tps) > 0:
         return sum(prompt_tps), sum(gen_tps), "engine stats lines (prompt vs generation throughput)"
     return prompt, output, "benchmark totals"
 
 
-def _prefix_hit(caps, stats_rows: list[dict], prefills: list[dict], counters: defaultdict) -> tuple[float | None, str | None]:
+def _prefix_hit(caps, stats_rows: list[StatsSample], prefills: list[PrefillSample],
+                counters: TokenCounters) -> tuple[float | None, str | None]:
     """(prefix-cache hit %, where from): stats lines, else SGLang prefill lines, else hits / queries
     counters, else the sglang:cache_hit_rate gauge."""
-    stats_hits = [row["prefix_hit_pct"] for row in stats_rows if row.get("prefix_hit_pct") is not None]
+    stats_hits = [row.prefix_hit_pct for row in stats_rows if row.prefix_hit_pct is not None]
     if stats_hits:
         return statistics.fmean(stats_hits), "engine stats lines"
-    if prefills and any(row.get("new_token") for row in prefills):
-        new = sum(row.get("new_token") or 0 for row in prefills)
-        cached = sum(row.get("cached_token") or 0 for row in prefills)
+    if prefills and any(row.new_token for row in prefills):
+        new = sum(row.new_token or 0 for row in prefills)
+        cached = sum(row.cached_token or 0 for row in prefills)
         return 100.0 * cached / (new + cached) if new + cached else None, "SGLang prefill lines (cached / (new + cached) tokens)"
-    if counters["prefix_queries"]:
-        return 100.0 * counters["prefix_hits"] / counters["prefix_queries"], "prefix cache hits / queries counters"
-    gauges = [replica["gauges"][name] for capture in caps for replica in capture.replicas.values()
-              for name in GAUGES["prefix_hit"] if name in replica["gauges"]]
+    if counters.prefix_queries:
+        return 100.0 * counters.prefix_hits / counters.prefix_queries, "prefix cache hits / queries counters"
+    gauges = [replica.gauges[name] for capture in caps for replica in capture.replicas.values()
+              for name in PREFIX_HIT_GAUGES if name in replica.gauges]
     if gauges:
         return 100.0 * statistics.fmean(gauges), "sglang:cache_hit_rate"
     return None, None
 
 
-def _tokens(caps, bench: list[dict], stats_rows: list[dict], prefills: list[dict]) -> dict:
+def _tokens(caps, bench: list[BenchInput], stats_rows: list[StatsSample], prefills: list[PrefillSample]) -> Tokens:
     """The ``tokens`` block: prompt per output token and the prefix-cache hit rate (module docstring)."""
-    counters = _token_counters(caps)
+    counters = TokenCounters.of(caps)
     prompt, output, source = _token_totals(bench, counters, stats_rows)
     hit, hit_source = _prefix_hit(caps, stats_rows, prefills, counters)
     both = bool(prompt and output)
-    return {
-        "prompt_tokens": prompt or None, "output_tokens": output or None,
-        "prompt_per_output": round(prompt / output, 3) if both else None, "source": source if both else None,
-        "prefix_hit_pct": round(hit, 3) if hit is not None else None, "prefix_hit_source": hit_source,
-        "preemptions_counter": counters["preemptions"] or None,
-    }
+    return Tokens(prompt or None, output or None, round(prompt / output, 3) if both else None, source if both else None,
+                  round(hit, 3) if hit is not None else None, hit_source, counters.preemptions or None)
 
 
-def _replicas(caps, stats_rows) -> list[dict]:
-    """One row per replica: a scrape's instance/engine label (or its file); without scrapes, an engine
-    id of the stats lines (one replica is not counted twice from both)."""
+def _gauge(gauges: dict, ours: str):
+    """A replica's gauge by our name (GAUGES: the first of its metric names the scrape has), or None."""
+    return next((gauges[name] for name in GAUGES[ours] if name in gauges), None)
+
+
+PREFIX_HIT_GAUGES = GAUGES["prefix_hit"]
+
+
+def _scraped_replicas(caps) -> list[Replica]:
+    """One row per /metrics replica (a scrape's instance/engine label, or its file) that shows any load."""
     out = []
     for capture in caps:
         for label, replica in capture.replicas.items():
-            gauges = replica["gauges"]
-            row = {"replica": f"{capture.path}" + (f" [{label}]" if label else ""), "source": "metrics"}
-            for ours, names in GAUGES.items():
-                row[ours] = next((gauges[name] for name in names if name in gauges), None)
-            if row.get("kv_usage") is not None:
-                row["kv_usage_pct"] = round(100.0 * row.pop("kv_usage"), 3)
-            if any(row.get(key) is not None for key in ("running", "waiting", "kv_usage_pct")):
+            kv_usage = _gauge(replica.gauges, "kv_usage")
+            row = Replica(f"{capture.path}" + (f" [{label}]" if label else ""), "metrics", _gauge(replica.gauges, "running"),
+                          _gauge(replica.gauges, "waiting"), round(100.0 * kv_usage, 3) if kv_usage is not None else None,
+                          _gauge(replica.gauges, "prefix_hit"))
+            if any(value is not None for value in (row.running, row.waiting, row.kv_usage_pct)):
                 out.append(row)
-    by_engine = defaultdict(list)
-    for stats_row in stats_rows:
-        by_engine[(stats_row.get("_file"), stats_row.get("replica") or "")].append(stats_row)
-    if len(by_engine) > 1 and not out:  # scrapes name the replicas when there are any; else the engines of the stats lines
-        for (path, engine), rows in by_engine.items():
-            out.append({"replica": f"{path}" + (f" [engine {engine}]" if engine else ""), "source": "stats lines",
-                        "running": _stat(rows, "running", statistics.fmean), "waiting": _stat(rows, "waiting", statistics.fmean),
-                        "kv_usage_pct": _stat(rows, "kv_usage_pct", statistics.fmean)})
     return out
 
 
-@dataclass
-class _Gathered:
-    """What every serving capture of a case holds, pooled: config, stats lines (each with its file),
-    SGLang prefill lines, /metrics values, benchmark records, versions, engines, warnings, and the
-    memory events (OOMs, preemptions, retractions) and allocator figures."""
-
-    config: dict = field(default_factory=dict)
-    stats: list = field(default_factory=list)
-    prefills: list = field(default_factory=list)
-    metrics: dict = field(default_factory=dict)
-    bench: list = field(default_factory=list)
-    versions: list = field(default_factory=list)
-    engines: set = field(default_factory=set)
-    generation: str | None = None
-    generation_from: str | None = None
-    warnings: list = field(default_factory=list)
-    oom: list = field(default_factory=list)
-    preemptions: int = 0
-    retractions: int = 0
-    memory: dict = field(default_factory=dict)
-
-
-def _gather(caps) -> _Gathered:
-    """The captures' contents pooled, in capture order."""
-    pooled = _Gathered()
-    for capture in caps:
-        pooled.config.update(capture.config)
-        pooled.stats.extend({**row, "_file": capture.path} for row in capture.stats)
-        pooled.prefills.extend(capture.prefills)
-        pooled.metrics.update(capture.metrics)
-        pooled.bench.extend(capture.bench)
-        if capture.version:
-            pooled.versions.append(capture.version)
-        if capture.engine:
-            pooled.engines.add(capture.engine)
-        if capture.generation and pooled.generation is None:
-            pooled.generation, pooled.generation_from = capture.generation, capture.generation_from
-        pooled.oom.extend(capture.events["oom"])
-        pooled.preemptions += capture.events["preemptions"]
-        pooled.retractions += capture.events["retractions"]
-        pooled.memory.update(capture.memory)
-        pooled.warnings.extend(f"{capture.path}: {warning}" for warning in capture.warnings)
-    return pooled
+def _replicas(caps, stats_rows: list[StatsSample]) -> list[Replica]:
+    """One row per replica: a scrape's instance/engine label (or its file); without scrapes, an engine
+    id of the stats lines (one replica is not counted twice from both)."""
+    out = _scraped_replicas(caps)
+    by_engine = defaultdict(list)
+    for stats_row in stats_rows:
+        by_engine[(stats_row.file, stats_row.replica)].append(stats_row)
+    if len(by_engine) > 1 and not out:  # scrapes name the replicas when there are any; else the engines of the stats lines
+        for (path, engine), rows in by_engine.items():
+            out.append(Replica(f"{path}" + (f" [engine {engine}]" if engine else ""), "stats lines",
+                               _stat([row.running for row in rows], statistics.fmean),
+                               _stat([row.waiting for row in rows], statistics.fmean),
+                               _stat([row.kv_usage_pct for row in rows], statistics.fmean)))
+    return out
 
 
 METRIC_WORDS = ("num_requests", "kv_cache_usage", "gpu_cache_usage", "prefix_cache", "num_preemptions", "token_usage",
                 "num_running", "num_queue", "cache_hit")  # the /metrics values the summary keeps
 
 
-def _stats_block(stats: list[dict]) -> dict | None:
+def _stats_block(stats: list[StatsSample]) -> StatsSummary | None:
     """The ``stats`` block (module docstring) of the engine stats lines, None without any."""
     if not stats:
         return None
-    return {
-        "samples": len(stats),
-        "running_mean": _stat(stats, "running", statistics.fmean),
-        "running_max": _stat(stats, "running", max),
-        "waiting_mean": _stat(stats, "waiting", statistics.fmean),
-        "waiting_max": _stat(stats, "waiting", max),
-        "waiting_first": next((row["waiting"] for row in stats if row.get("waiting") is not None), None),
-        "waiting_last": next((row["waiting"] for row in reversed(stats) if row.get("waiting") is not None), None),
-        "waiting_share_pct": round(100.0 * sum(1 for row in stats if (row.get("waiting") or 0) > 0) / len(stats), 1),
-        "kv_usage_p50": _stat(stats, "kv_usage_pct", statistics.median),
-        "kv_usage_max": _stat(stats, "kv_usage_pct", max),
-        "prompt_tps_mean": _stat(stats, "prompt_tps", statistics.fmean),
-        "gen_tps_mean": _stat(stats, "gen_tps", statistics.fmean),
-        "prefix_hit_mean": _stat(stats, "prefix_hit_pct", statistics.fmean),
-    }
+    running, kv_usage = [row.running for row in stats], [row.kv_usage_pct for row in stats]
+    waiting = [row.waiting for row in stats if row.waiting is not None]
+    return StatsSummary(
+        samples=len(stats),
+        running_mean=_stat(running, statistics.fmean),
+        running_max=_stat(running, max),
+        waiting_mean=_stat(waiting, statistics.fmean),
+        waiting_max=_stat(waiting, max),
+        waiting_first=waiting[0] if waiting else None,
+        waiting_last=waiting[-1] if waiting else None,
+        waiting_share_pct=round(100.0 * sum(1 for row in stats if (row.waiting or 0) > 0) / len(stats), 1),
+        kv_usage_p50=_stat(kv_usage, statistics.median),
+        kv_usage_max=_stat(kv_usage, max),
+        prompt_tps_mean=_stat([row.prompt_tps for row in stats], statistics.fmean),
+        gen_tps_mean=_stat([row.gen_tps for row in stats], statistics.fmean),
+        prefix_hit_mean=_stat([row.prefix_hit_pct for row in stats], statistics.fmean),
+    )
 
 
-def _prompts(bench: list[dict], prefills: list[dict]) -> dict:
+def _prompts(bench: list[BenchInput], prefills: list[PrefillSample]) -> Prompts:
     """The ``prompts`` block: mean and max input length (benchmark), the largest prefill (SGLang)."""
-    lens = [record.get("_input_lens") for record in bench if record.get("_input_lens")]
-    per_request_input = [record["total_input_tokens"] / record["completed"] for record in bench
-                         if record.get("total_input_tokens") and record.get("completed")]
+    lens = [record.input_lens for record in bench if record.input_lens]
+    per_request_input = [record.total_input_tokens / record.completed for record in bench
+                         if record.total_input_tokens and record.completed]
     if lens:
         input_len_mean = round(statistics.fmean([record_lens["mean"] for record_lens in lens]), 1)
     else:
         input_len_mean = round(statistics.fmean(per_request_input), 1) if per_request_input else None
-    return {
-        "input_len_mean": input_len_mean,
-        "input_len_max": max(record_lens["max"] for record_lens in lens) if lens else None,
-        "prefill_new_token_max": max((row.get("new_token") or 0 for row in prefills), default=None) or None,
-    }
-
-
-@dataclass(frozen=True, slots=True)
-class ServingSummary(Contract):
-    """The contract's ``serving`` block of a case's serving captures (the module docstring defines
-    its figures): the captures, engine and version, the engine config, the stats lines' summary,
-    the kept /metrics values, the benchmark records, warnings, latency (client and server),
-    Little's law, the TPOT fit, tokens, replicas, prompts, memory events, the engine defaults and the
-    requests' shapes. The blocks inside
-    stay plain dicts, as the JSON has them."""
-
-    captures: list[dict]
-    engine: str | None
-    version: str | None
-    config: dict
-    stats: dict | None
-    metrics: dict
-    bench: list[dict]
-    warnings: list[str]
-    latency: dict
-    littles_law: dict
-    tpot_fit: dict | None
-    tokens: dict
-    replicas: list[dict]
-    prompts: dict
-    memory: dict
-    engine_defaults: dict | None
-    requests: dict | None
-    cross_checks: list[str]
+    return Prompts(input_len_mean, max(record_lens["max"] for record_lens in lens) if lens else None,
+                   max((row.new_token or 0 for row in prefills), default=None) or None)
 
 
 def summary(caps) -> ServingSummary:
     """The serving summary of a case's serving captures."""
-    pooled = _gather(caps)
+    pooled = gather(caps)
     stats = _stats_block(pooled.stats)
     tokens = _tokens(caps, pooled.bench, pooled.stats, pooled.prefills)
-    latency = {"client": _client_latency(pooled.bench), "server": _server_latency(caps)}
+    latency = Latency(_client_latency(pooled.bench), _server_latency(caps))
     fit = _tpot_fit(pooled.bench, pooled.stats)
     return ServingSummary(
-        captures=[{"path": capture.path, "kind": capture.kind, "version": capture.version} for capture in caps],
+        captures=tuple(Capture(capture.path, capture.kind, capture.version) for capture in caps),
         engine="/".join(sorted(pooled.engines)) or None,
         version=pooled.versions[0] if pooled.versions else None,
         config=pooled.config,
         stats=stats,
         metrics={name: value for name, value in pooled.metrics.items() if any(word in name for word in METRIC_WORDS)},
-        bench=[{key: value for key, value in record.items() if not key.startswith("_")} for record in pooled.bench],
+        bench=tuple(BenchRecord.from_contract(record.contract()) for record in pooled.bench),
         warnings=pooled.warnings,
         latency=latency,
         littles_law=_littles_law(pooled.bench, stats),
         tpot_fit=fit,
         tokens=tokens,
-        replicas=_replicas(caps, pooled.stats),
+        replicas=tuple(_replicas(caps, pooled.stats)),
         prompts=_prompts(pooled.bench, pooled.prefills),
-        memory={"oom_events": pooled.oom, "preemptions": max(pooled.preemptions, int(tokens["preemptions_counter"] or 0)),
-                "retractions": pooled.retractions, "allocator": pooled.memory or None},
+        memory=ServingMemory(pooled.oom, max(pooled.preemptions, int(tokens.preemptions_counter or 0)), pooled.retractions,
+                             pooled.memory or None),
         engine_defaults=engine_defaults(next(iter(pooled.engines)) if len(pooled.engines) == 1 else None,
                                         pooled.versions[0] if pooled.versions else None, pooled.generation,
                                         pooled.generation_from, pooled.config),
-        requests=requests_block(caps, pooled.bench),
+        requests=requests_block(caps, chosen_record(pooled.bench)),
         cross_checks=cross_checks(latency, fit, stats),
     )
 
 
 def series(caps) -> dict:
     """Arrays for the charts only (kept out of the JSON): stats over time, TPOT against batch."""
-    rows = [row for capture in caps for row in capture.stats]
-    t0 = next((row["t"] for row in rows if row.get("t") is not None), None)
+    rows = [StatsSample.of(row, capture.path) for capture in caps for row in capture.stats]
+    t0 = next((row.t for row in rows if row.t is not None), None)
     return {
-        "stats": [{"t": (row["t"] - t0) if row.get("t") is not None and t0 is not None else index,
-                   "running": row.get("running"), "waiting": row.get("waiting"), "kv_usage_pct": row.get("kv_usage_pct")}
+        "stats": [{"t": (row.t - t0) if row.t is not None and t0 is not None else index,
+                   "running": row.running, "waiting": row.waiting, "kv_usage_pct": row.kv_usage_pct}
                   for index, row in enumerate(rows[:5000])],
     }

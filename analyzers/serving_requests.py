@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import math
 
+from tracetriage.analyzers.serving_inputs import BenchInput
+from tracetriage.analyzers.serving_metrics import LengthStats, Requests
+
 PROMPT_HISTOGRAM = "vllm:request_prompt_tokens"
 OUTPUT_HISTOGRAM = "vllm:request_generation_tokens"
 
@@ -26,34 +29,32 @@ def _nearest_rank(values: list[int], q: float) -> int:
     return values[min(len(values) - 1, max(0, math.ceil(q / 100.0 * len(values)) - 1))]
 
 
-def length_stats(lengths: list[int] | None) -> dict | None:
+def length_stats(lengths: list[int] | None) -> LengthStats | None:
     """n, mean, p50, p90, p99, max and the sorted lengths of per-request token counts."""
     if not lengths:
         return None
     ordered = sorted(lengths)
-    return {"n": len(ordered), "mean": round(sum(ordered) / len(ordered), 3), "p50": _nearest_rank(ordered, 50),
-            "p90": _nearest_rank(ordered, 90), "p99": _nearest_rank(ordered, 99), "max": ordered[-1], "lengths": ordered}
+    return LengthStats(len(ordered), round(sum(ordered) / len(ordered), 3), _nearest_rank(ordered, 50),
+                       _nearest_rank(ordered, 90), _nearest_rank(ordered, 99), ordered[-1], ordered)
 
 
-def _histogram_stats(caps, name: str) -> dict | None:
+def _histogram_stats(caps, name: str) -> LengthStats | None:
     """n, mean and quantiles of a tokens-per-request histogram merged over every scrape's replicas."""
     buckets: dict[float, float] = {}
     total = count = 0.0
     for capture in caps:
         for replica in capture.replicas.values():
-            histogram = replica["histograms"].get(name)
+            histogram = replica.histograms.get(name)
             if not histogram:
                 continue
-            for le, cumulative in histogram["buckets"].items():
+            for le, cumulative in histogram.buckets.items():
                 buckets[le] = buckets.get(le, 0.0) + cumulative
-            total += histogram.get("sum") or 0.0
-            count += histogram.get("count") or 0.0
+            total += histogram.sum or 0.0
+            count += histogram.count or 0.0
     if not count:
         return None
-    out = {"n": int(count), "mean": round(total / count, 3), "max": None, "lengths": None}
-    for q in (50, 90, 99):
-        out[f"p{q}"] = _bucket_quantile(buckets, q / 100.0 * count)
-    return out
+    p50, p90, p99 = (_bucket_quantile(buckets, q / 100.0 * count) for q in (50, 90, 99))
+    return LengthStats(int(count), round(total / count, 3), p50, p90, p99, None, None)
 
 
 def _bucket_quantile(buckets: dict[float, float], target: float) -> float | None:
@@ -74,34 +75,25 @@ def _finite(value):
     return value if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
-def _chosen_record(bench: list[dict]) -> dict | None:
-    """The record the client latency reads (analyzers/serving._client_latency's choice)."""
-    if not bench:
-        return None
-    finite = [record for record in bench if isinstance(record.get("request_rate"), (int, float))
-              and math.isfinite(record["request_rate"])]
-    return max(finite, key=lambda record: record["request_rate"]) if finite else bench[-1]
-
-
-def requests_block(caps, bench: list[dict]) -> dict | None:
-    """The ``requests`` block (module docstring); None when no capture carries request shapes."""
+def requests_block(caps, record: BenchInput | None) -> Requests | None:
+    """The ``requests`` block (module docstring) of the benchmark record the client latency reads
+    (analyzers/serving.chosen_record); None when no capture carries request shapes."""
     finish: dict[str, float] = {}
     for capture in caps:
         for reason, count in capture.finish_reasons.items():
             finish[reason] = finish.get(reason, 0.0) + count
-    record = _chosen_record(bench)
-    shapes = (record or {}).get("_requests")
+    shapes = record.requests if record else None
     if shapes:
-        source = "benchmark per-request arrays (input_lens, output_lens)"
-        inputs, outputs = length_stats(shapes["input_lens"]), length_stats(shapes["output_lens"])
-        failed, sent = shapes["failed"], shapes["sent"]
-    else:
-        inputs, outputs = _histogram_stats(caps, PROMPT_HISTOGRAM), _histogram_stats(caps, OUTPUT_HISTOGRAM)
-        source = f"/metrics histograms ({PROMPT_HISTOGRAM}, {OUTPUT_HISTOGRAM})" if inputs or outputs else None
-        failed = sent = None
+        return Requests("benchmark per-request arrays (input_lens, output_lens)", length_stats(shapes["input_lens"]),
+                        length_stats(shapes["output_lens"]), shapes["failed"], shapes["sent"], _finish(finish),
+                        _finite(record.request_rate), record.max_concurrency)
+    inputs, outputs = _histogram_stats(caps, PROMPT_HISTOGRAM), _histogram_stats(caps, OUTPUT_HISTOGRAM)
+    source = f"/metrics histograms ({PROMPT_HISTOGRAM}, {OUTPUT_HISTOGRAM})" if inputs or outputs else None
     if source is None and not finish:
         return None
-    return {"source": source, "input": inputs, "output": outputs, "failed": failed, "sent": sent,
-            "finish_reasons": {reason: int(count) for reason, count in sorted(finish.items())} or None,
-            "request_rate": _finite((record or {}).get("request_rate")) if shapes else None,
-            "max_concurrency": (record or {}).get("max_concurrency") if shapes else None}
+    return Requests(source, inputs, outputs, None, None, _finish(finish), None, None)
+
+
+def _finish(finish: dict[str, float]) -> dict[str, int] | None:
+    """Finished requests per reason, by reason (None without any)."""
+    return {reason: int(count) for reason, count in sorted(finish.items())} or None

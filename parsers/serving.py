@@ -31,12 +31,12 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from tracetriage.errors import TraceFormatError
 from tracetriage.parsers import coerce
 from tracetriage.parsers.common import json_document
+from tracetriage.parsers.serving_capture import Histogram, ScrapedReplica, ServingCapture
 from tracetriage.parsers.serving_config import bench_meta, config_from, finish_reason, info_labels, requests_from
 
 MAX_LINE = 65_536  # longer lines are noise (binary junk, a pasted blob): skipped and counted
@@ -120,27 +120,6 @@ _SYNONYMS = {"mean_e2e_latency_ms": "mean_e2el_ms", "median_e2e_latency_ms": "me
 
 _UNITS = {"B": 1, "bytes": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3,
           "TiB": 1024 ** 4}
-
-
-@dataclass
-class ServingCapture:
-    path: str
-    kind: str  # vllm_log | sglang_log | vllm_metrics | sglang_metrics | bench_result | oom_report
-    engine: str | None = None  # vllm | sglang
-    version: str | None = None
-    generation: str | None = None       # vLLM engine generation that ran: V1 | V0 (None: the capture does not say)
-    generation_from: str | None = None  # what said so (a start-up line, a warning, the stats lines' form)
-    config: dict = field(default_factory=dict)
-    stats: list = field(default_factory=list)       # engine stats samples (one per stats / decode line)
-    prefills: list = field(default_factory=list)    # SGLang prefill batch lines
-    metrics: dict = field(default_factory=dict)     # last value of each series, summed over replicas (counters)
-    replicas: dict = field(default_factory=dict)    # replica key -> {"gauges": {}, "counters": {}, "histograms": {}}
-    bench: list = field(default_factory=list)
-    events: dict = field(default_factory=lambda: {"oom": [], "preemptions": 0, "retractions": 0})
-    memory: dict = field(default_factory=dict)      # allocator state from memory_summary()
-    kv_tokens: int | None = None
-    finish_reasons: dict = field(default_factory=dict)  # finished requests by reason (/metrics), summed over replicas
-    warnings: list = field(default_factory=list)
 
 
 def _number(raw):
@@ -228,7 +207,7 @@ def _log(path: str, text: str) -> ServingCapture:
         if _log_config(cap, line) or _vllm_stats(cap, line) or _sglang_batch(cap, line) or _log_events(cap, line):
             continue
         _memory_summary_row(cap, line)
-    if not cap.stats and not cap.config and cap.version is None and (cap.memory or cap.events["oom"]):
+    if not cap.stats and not cap.config and cap.version is None and (cap.memory or cap.events.oom):
         cap.kind, cap.engine = "oom_report", None
     return cap
 
@@ -344,16 +323,16 @@ def _log_events(cap: ServingCapture, line: str) -> bool:
     if _PREEMPT.search(line):
         m = _PREEMPT.search(line)
         n = m.group(1) if m and m.lastindex else None
-        cap.events["preemptions"] = max(cap.events["preemptions"] + 1, int(n) if n else 0)
+        cap.events.preemptions = max(cap.events.preemptions + 1, int(n) if n else 0)
     r = _SGL_RETRACT.search(line)
     if r:
-        cap.events["retractions"] += int(r.group(1)) if r.lastindex and r.group(1) else 1
+        cap.events.retractions += int(r.group(1)) if r.lastindex and r.group(1) else 1
     if _OOM.search(line):
-        cap.events["oom"].append(_oom_event(line))
+        cap.events.oom.append(_oom_event(line))
         return True
-    if cap.events["oom"] and ("Tried to allocate" in line or "reserved by PyTorch" in line):
+    if cap.events.oom and ("Tried to allocate" in line or "reserved by PyTorch" in line):
         for k, v in _oom_event(line).items():  # the details wrapped onto the next line
-            cap.events["oom"][-1].setdefault(k, v)
+            cap.events.oom[-1].setdefault(k, v)
         return True
     return False
 
@@ -385,12 +364,12 @@ def _prom(path: str, text: str) -> ServingCapture:
     for line in _lines(cap, text):
         bad += _prom_sample(cap, line)
     for rep in cap.replicas.values():
-        for name, h in rep["histograms"].items():
-            if math.inf not in h["buckets"]:
+        for name, histogram in rep.histograms.items():
+            if math.inf not in histogram.buckets:
                 cap.warnings.append(f"histogram {name} has no +Inf bucket: percentiles above its last bucket are not known")
     if bad:
         cap.warnings.append(f"{bad} metric samples with unreadable values skipped")
-    if engine == "vllm" and any("vllm:kv_cache_usage_perc" in rep["gauges"] for rep in cap.replicas.values()):
+    if engine == "vllm" and any("vllm:kv_cache_usage_perc" in rep.gauges for rep in cap.replicas.values()):
         cap.generation, cap.generation_from = "V1", "the V1 metric vllm:kv_cache_usage_perc"
     return cap
 
@@ -407,47 +386,52 @@ def _prom_sample(cap: ServingCapture, line: str) -> int:
     name = m.group(1)
     labels = dict(_LABEL.findall(m.group(2) or ""))
     replica = labels.get("instance") or labels.get("engine") or labels.get("dp_rank") or ""
-    rep = cap.replicas.setdefault(replica, {"gauges": {}, "counters": {}, "histograms": {}, "info": {}})
+    rep = cap.replicas.setdefault(replica, ScrapedReplica())
     if name.endswith("_bucket") and "le" in labels:
         return _prom_bucket(rep, name, labels, value)
     if value is None:
         return 0
-    if name.endswith(("_sum", "_count")) and name.rsplit("_", 1)[0] in rep["histograms"]:
-        rep["histograms"][name.rsplit("_", 1)[0]][name.rsplit("_", 1)[1]] = value
+    base, _, part = name.rpartition("_")
+    if part in ("sum", "count") and base in rep.histograms:
+        if part == "sum":
+            rep.histograms[base].sum = value
+        else:
+            rep.histograms[base].count = value
         return 0
     if name.endswith("_created"):
         return 0
     info_labels(name, labels, cap.config)
     if name.endswith("_info"):
-        rep["info"].update(labels)
+        rep.info.update(labels)
         return 0
     finish_reason(name, labels, value, cap.finish_reasons)
     return _prom_value(cap, rep, name, value)
 
 
-def _prom_bucket(rep: dict, name: str, labels: dict, value: float | None) -> int:
+def _prom_bucket(rep: ScrapedReplica, name: str, labels: dict, value: float | None) -> int:
     """A histogram bucket sample added to its cumulative bucket (samples differing in other labels,
     such as the model, are summed): 1 when its bound or value cannot be read or the sum overflows."""
     le = _number(labels["le"]) if labels["le"] not in ("+Inf", "Inf") else math.inf
     if le is None or value is None:
         return 1
-    h = rep["histograms"].setdefault(name[: -len("_bucket")], {"buckets": {}, "sum": None, "count": None})
-    total = h["buckets"].get(le, 0.0) + value  # other labels (model) summed
+    histogram = rep.histograms.setdefault(name[: -len("_bucket")], Histogram())
+    total = histogram.buckets.get(le, 0.0) + value  # other labels (model) summed
     if not math.isfinite(total):  # 1e308 twice: no count of a real server
         return 1
-    h["buckets"][le] = total
+    histogram.buckets[le] = total
     return 0
 
 
-def _prom_value(cap: ServingCapture, rep: dict, name: str, value: float) -> int:
+def _prom_value(cap: ServingCapture, rep: ScrapedReplica, name: str, value: float) -> int:
     """A counter (``*_total``: summed over samples) or gauge (the last sample) into the replica and
     into ``cap.metrics``: 1 when a counter's sum passes the float range."""
-    kind = "counters" if name.endswith("_total") else "gauges"
-    if kind == "counters" and not (math.isfinite(rep[kind].get(name, 0.0) + value)
-                                   and math.isfinite(cap.metrics.get(name, 0.0) + value)):
+    if not name.endswith("_total"):
+        rep.gauges[name] = cap.metrics[name] = value
+        return 0
+    if not (math.isfinite(rep.counters.get(name, 0.0) + value) and math.isfinite(cap.metrics.get(name, 0.0) + value)):
         return 1  # a sum past the float range: no count of a real server
-    rep[kind][name] = rep[kind].get(name, 0.0) + value if kind == "counters" else value
-    cap.metrics[name] = cap.metrics.get(name, 0.0) + value if kind == "counters" else value
+    rep.counters[name] = rep.counters.get(name, 0.0) + value
+    cap.metrics[name] = cap.metrics.get(name, 0.0) + value
     return 0
 
 

@@ -19,6 +19,7 @@ from tracetriage.analyzers.compare import compare, gate_exit
 from tracetriage.analyzers.compare_serving import compare_serving, length_shape
 from tracetriage.analyzers.rules.context import t
 from tracetriage.analyzers.rules.quality import evaluate_pair
+from tracetriage.analyzers.serving_metrics import LengthStats
 from tracetriage.parsers import serving as serving_parser
 from tracetriage.reports.compare import render_compare
 
@@ -170,7 +171,7 @@ def test_shape_thresholds_need_both_significance_and_size():
     # 5,000 requests a side, the mean 3% longer: significant (tiny p) but under the practical size -> within noise
     before = {"n": 5000, "mean": 200.0, "lengths": [150 + i % 100 for i in range(5000)]}
     after = {"n": 5000, "mean": 206.0, "lengths": [156 + i % 100 for i in range(5000)]}
-    shape = length_shape("output", before, after)
+    shape = length_shape("output", LengthStats.from_contract(before), LengthStats.from_contract(after))
     assert shape.p_value < t("shape_alpha") and shape.shifted is False
 
 

@@ -20,7 +20,7 @@ PROMPT_HEAVY = "".join(  # V1 stats lines (loggers.py form): 30 prompt tokens pe
 
 
 def _defaults(path):
-    return serving_analysis.summary([serving.parse(str(path))]).engine_defaults
+    return serving_analysis.summary([serving.parse(str(path))]).engine_defaults.to_contract()
 
 
 def _feature(defaults, key):

@@ -38,7 +38,7 @@ def test_real_serving(name):
 def test_queueing_log_summary():
     cap = serving.parse(str(real("serving", "vllm_log_v1_pr21809_stats_queueing.log")))
     st = serving_analysis.summary([cap]).stats
-    assert st["waiting_max"] == 6 and st["kv_usage_max"] == 97.3 and st["waiting_share_pct"] == 83.3
+    assert st.waiting_max == 6 and st.kv_usage_max == 97.3 and st.waiting_share_pct == 83.3
 
 
 def test_prometheus_last_values():
@@ -66,3 +66,26 @@ def test_healthy_gets_queue_evidence(tmp_path):
     a = analyze(open_case([b]))
     h = a.findings[0]
     assert h["id"] == "healthy" and any(e["name"] == "queue" for e in h["evidence"])
+
+
+@pytest.mark.parametrize("name", sorted(SERVING))
+def test_the_typed_summary_reads_back_its_own_contract(name):
+    """A saved serving block (a compare side, an ``analyze --json`` file) read back by field names
+    writes the same contract, key for key and in order: nothing the rules read is lost on the way."""
+    import json
+
+    from tracetriage.analyzers.serving_metrics import ServingSummary
+
+    contract = serving_analysis.summary([serving.parse(str(real("serving", name)))]).to_contract()
+    saved = json.loads(json.dumps(contract))
+    assert json.dumps(ServingSummary.from_contract(saved).to_contract()) == json.dumps(contract)
+
+
+def test_the_typed_summary_reads_a_block_that_lacks_keys():
+    """A block from an older analysis without some keys reads as not measured, not as an error."""
+    from tracetriage.analyzers.serving_metrics import ServingSummary
+
+    summary = ServingSummary.from_contract({"engine": "vllm", "latency": {"client": {"ttft": {"mean": 12.5}}}})
+    assert summary.latency.client.ttft.mean == 12.5 and summary.latency.client.ttft.p99 is None
+    assert summary.latency.server.ttft is None and summary.stats is None and summary.bench == ()
+    assert summary.effective_config() == {} and summary.prompts.longest() == 0

@@ -1,24 +1,33 @@
 """Serving-level rules: findings from engine logs, /metrics scrapes and benchmark results.
 
-Each rule reads ``ctx.serving`` (analyzers/serving.py) and the user's ``--slo`` budgets, returns
+Each rule reads ``ctx.serving`` as its typed summary (analyzers/serving_metrics.ServingSummary, the
+figures analyzers/serving.py defines) and the user's ``--slo`` budgets, returns
 a finding or None, and never opens a file. Impacts are shares of the axis's denominator
 (DESIGN.md): TTFT for ``at_capacity`` and ``proxy_buffering`` (they claim disjoint parts of one
 client TTFT: queue wait, then delivery), the TPOT at the largest batch for ``batch_past_knee``,
 the ITL p99 for a serving ``prefill_stall``, the prompt share of processed tokens for
-``prefix_cache_miss``, idle batch slots for the utilization rules.
+``prefix_cache_miss``, idle batch slots for the utilization rules. What the verdicts share (the TPOT
+fit judged, the inter-token tail) lives in rules/serving_signals.py, re-exported here (``name as name``)
+for the abstentions, the headline and the analysis.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.evidence import ev
-from tracetriage.analyzers.findings import Finding
 from tracetriage.analyzers.rules.context import Context, Rule, t
 from tracetriage.analyzers.rules.memory import lone_preemption, rule_memory_pressure
+from tracetriage.analyzers.rules.serving_signals import InterTokenTail, inter_token_tail, tail_unexplained, tpot_needs_budget
+from tracetriage.analyzers.rules.serving_signals import budgets_break_at as budgets_break_at
+from tracetriage.analyzers.rules.serving_signals import judge_fit as judge_fit
+from tracetriage.analyzers.rules.serving_signals import judged_fit as judged_fit
+from tracetriage.analyzers.rules.serving_signals import tail_words as tail_words
+from tracetriage.analyzers.rules.serving_signals import unexplained_tail as unexplained_tail
 from tracetriage.analyzers.rules.slo import budget_check, cap_of, measured_serving
-from tracetriage.analyzers.serving import effective_config
+from tracetriage.analyzers.serving_metrics import BenchRecord, ServingSummary, StatsSummary, Tokens, serving_summary
 from tracetriage.wording import ms, pct, plural
 
 # name: (value, why)
@@ -63,97 +72,115 @@ def _budgets(slo: dict) -> str:
     return ", ".join(f"{name}={value:g}" for name, value in slo.items()) if slo else "no latency budgets (none given with --slo)"
 
 
-def _capacity_from_sweep(bench: list[dict], queue_share):
+def _finite_runs(serving: ServingSummary) -> list[BenchRecord]:
+    """The benchmark records with a finite request rate and a completion rate (what a sweep is judged on)."""
+    return [run for run in serving.bench if isinstance(run.request_rate, (int, float)) and math.isfinite(run.request_rate)
+            and run.request_throughput]
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityEvidence:
+    """What at_capacity fired on: the arrival and completion rates (None from the stats lines), the
+    share of TTFT it explains (%) and the TTFT in words."""
+
+    arrival: float | None
+    capacity: float | None
+    impact: float
+    ttft_text: str
+
+
+def _capacity_from_sweep(bench: list[BenchRecord], queue_share) -> tuple[CapacityEvidence, list] | None:
     """Arrivals above completions with TTFT growing with the rate, in one benchmark series."""
-    base = min((run["mean_ttft_ms"] for run in bench if run.get("mean_ttft_ms")), default=None)
-    over = [run for run in bench if run["request_rate"] > t("capacity_rate_excess") * run["request_throughput"]
-            and run.get("mean_ttft_ms") and base and run["mean_ttft_ms"] >= t("capacity_ttft_growth") * base]
+    base = min((run.mean_ttft_ms for run in bench if run.mean_ttft_ms), default=None)
+    over = [run for run in bench if run.request_rate > t("capacity_rate_excess") * run.request_throughput
+            and run.mean_ttft_ms and base and run.mean_ttft_ms >= t("capacity_ttft_growth") * base]
     if len(bench) == 1:  # one record: TTFT growth cannot be measured, the rate gap must be clear
-        over = [run for run in bench if run["request_rate"] > 1.5 * run["request_throughput"] and run.get("mean_ttft_ms")]
+        over = [run for run in bench if run.request_rate > 1.5 * run.request_throughput and run.mean_ttft_ms]
     if not over:
         return None
-    top = max(over, key=lambda run: run["request_rate"])
-    capacity = max(run["request_throughput"] for run in bench)
+    top = max(over, key=lambda run: run.request_rate)
+    capacity = max(run.request_throughput for run in bench)
     if len(bench) > 1:
-        impact = 100.0 * (top["mean_ttft_ms"] - base) / top["mean_ttft_ms"]
+        impact = 100.0 * (top.mean_ttft_ms - base) / top.mean_ttft_ms
     else:
-        impact = 100.0 * queue_share if queue_share is not None else 100.0 * (1 - capacity / top["request_rate"])
-    fired = {"arrival": top["request_rate"], "capacity": capacity, "impact": impact,
-                 "ttft_text": f"mean TTFT {ms(top['mean_ttft_ms'])} against {ms(base)} at low load" if len(bench) > 1
-                 else f"mean TTFT {ms(top['mean_ttft_ms'])}"}
+        impact = 100.0 * queue_share if queue_share is not None else 100.0 * (1 - capacity / top.request_rate)
+    fired = CapacityEvidence(top.request_rate, capacity, impact,
+                             f"mean TTFT {ms(top.mean_ttft_ms)} against {ms(base)} at low load" if len(bench) > 1
+                             else f"mean TTFT {ms(top.mean_ttft_ms)}")
     evidence = [
-        ev("arrival_rate_rps", top["request_rate"], "req/s", None, text=f"arrival rate (configured): {rps(top['request_rate'])}"),
+        ev("arrival_rate_rps", top.request_rate, "req/s", None, text=f"arrival rate (configured): {rps(top.request_rate)}"),
         ev("capacity_rps", round(capacity, 3), "req/s", None,
            text=f"highest completion rate measured: {rps(capacity)} over {plural(len(bench), 'benchmark run')}"),
-        ev("mean_ttft_ms", top["mean_ttft_ms"], "ms", f"requests at {top['request_rate']:g} req/s",
-           text=f"mean TTFT {ms(top['mean_ttft_ms'])} at {top['request_rate']:g} req/s"
+        ev("mean_ttft_ms", top.mean_ttft_ms, "ms", f"requests at {top.request_rate:g} req/s",
+           text=f"mean TTFT {ms(top.mean_ttft_ms)} at {top.request_rate:g} req/s"
                 + (f" vs {ms(base)} at the lowest rate" if len(bench) > 1 else "")),
     ]
     return fired, evidence
 
 
-def _queue_share(serving: dict) -> float | None:
+def _queue_share(serving: ServingSummary) -> float | None:
     """The server's mean queue time over its mean TTFT (at most 1), or None when either is not measured."""
-    server = serving["latency"]["server"]
-    if server.get("queue", {}).get("mean_ms") and server.get("ttft", {}).get("mean_ms"):
-        return min(1.0, server["queue"]["mean_ms"] / server["ttft"]["mean_ms"])
+    queue, ttft = serving.latency.server.queue, serving.latency.server.ttft
+    if queue and queue.mean_ms and ttft and ttft.mean_ms:
+        return min(1.0, queue.mean_ms / ttft.mean_ms)
     return None
 
 
-def _capacity_from_bench(serving: dict, queue_share) -> tuple[dict | None, list[dict]]:
+def _capacity_from_bench(serving: ServingSummary, queue_share) -> tuple[CapacityEvidence | None, list]:
     """at_capacity from the benchmark runs: the sweep whose overload explains most of its TTFT."""
-    bench = [run for run in serving.get("bench") or [] if isinstance(run.get("request_rate"), (int, float))
-             and math.isfinite(run["request_rate"]) and run.get("request_throughput")]
     fired, evidence = None, []
     groups: dict[str, list] = {}
-    for run in bench:  # a file may hold several sweeps (deployments, models): each is judged on its own
-        groups.setdefault(run.get("group") or "", []).append(run)
+    for run in _finite_runs(serving):  # a file may hold several sweeps (deployments, models): each is judged on its own
+        groups.setdefault(run.group or "", []).append(run)
     for name, runs in groups.items():
         got = _capacity_from_sweep(runs, queue_share)
-        if got and (fired is None or got[0]["impact"] > fired["impact"]):
+        if got and (fired is None or got[0].impact > fired.impact):
             series = [ev("sweep", name, "", None, text=f"benchmark series: {name}")] if len(groups) > 1 else []
             fired, evidence = got[0], got[1] + series
     return fired, evidence
 
 
-def _capacity_from_queue(serving: dict, queue_share) -> tuple[dict | None, list[dict]]:
+def _standing_queue(stats: StatsSummary, cap) -> bool:
+    """A queue in most samples, not shrinking, behind a full batch or KV pool, at least half the batch deep."""
+    growing = (stats.waiting_last or 0) >= (stats.waiting_first or 0)
+    full = (stats.kv_usage_max or 0) >= t("queue_kv_full_pct") or (cap and (stats.running_max or 0) >= t("queue_cap_share") * cap)
+    deep = (stats.waiting_mean or 0) >= max(1.0, 0.5 * (stats.running_mean or 0))
+    return bool(stats.waiting_share_pct >= t("queue_share_min_pct") and growing and full and deep)
+
+
+def _capacity_from_queue(serving: ServingSummary, queue_share) -> tuple[CapacityEvidence | None, list]:
     """at_capacity from the engine's stats lines: a standing, growing queue behind a full batch or KV pool."""
-    stats = serving.get("stats")
-    if not (stats and stats.get("waiting_mean") is not None and stats["samples"] >= 1):
+    stats = serving.stats
+    if not (stats and stats.waiting_mean is not None and stats.samples >= 1):
         return None, []
     cap = cap_of(serving)
-    growing = (stats.get("waiting_last") or 0) >= (stats.get("waiting_first") or 0)
-    full = (stats.get("kv_usage_max") or 0) >= t("queue_kv_full_pct") or (
-        cap and (stats.get("running_max") or 0) >= t("queue_cap_share") * cap)
-    deep = (stats["waiting_mean"] or 0) >= max(1.0, 0.5 * (stats["running_mean"] or 0))
-    if not (stats["waiting_share_pct"] >= t("queue_share_min_pct") and growing and full and deep):
+    if not _standing_queue(stats, cap):
         return None, []
-    impact = 100.0 * queue_share if queue_share is not None else 100.0 * stats["waiting_mean"] / (
-        stats["waiting_mean"] + (stats["running_mean"] or 0))
-    fired = {"arrival": None, "capacity": None, "impact": impact,
-             "ttft_text": f"{stats['waiting_mean']:g} requests wait on average behind {stats['running_mean']:g} running"
-                          + (f", KV cache up to {stats['kv_usage_max']:g}% full"
-                             if stats.get("kv_usage_max") is not None else "")}
-    law = serving["littles_law"]
+    impact = 100.0 * queue_share if queue_share is not None else 100.0 * stats.waiting_mean / (
+        stats.waiting_mean + (stats.running_mean or 0))
+    fired = CapacityEvidence(None, None, impact,
+                             f"{stats.waiting_mean:g} requests wait on average behind {stats.running_mean:g} running"
+                             + (f", KV cache up to {stats.kv_usage_max:g}% full" if stats.kv_usage_max is not None else ""))
+    law = serving.littles_law
     evidence = [
         ev("arrival_rate_rps", None, "req/s", None, text="arrival rate: not measured (no benchmark or request counters)"),
         ev("capacity_rps", None, "req/s", None, text="capacity: not measured; the queue grows at the load seen"),
-        ev("waiting_mean", stats["waiting_mean"], "requests", f"{stats['samples']} stats samples",
-           text=f"waiting queue non-empty in {stats['waiting_share_pct']:.0f}% of {stats['samples']} samples, mean "
-                f"{stats['waiting_mean']:g}, max {stats['waiting_max']:g} (first {stats['waiting_first']:g}, "
-                f"last {stats['waiting_last']:g})"),
-        ev("littles_law_in_system", law.get("in_system"), "requests", None,
-           text=f"requests in the system (running + waiting): {law.get('in_system')}"),
-        ev("kv_usage_max", stats.get("kv_usage_max"), "%", "KV cache pool",
-           text=f"KV cache usage up to {stats.get('kv_usage_max')}%"
-           + (f"; running up to {stats['running_max']:g} of max {cap:g} sequences" if cap else "")),
+        ev("waiting_mean", stats.waiting_mean, "requests", f"{stats.samples} stats samples",
+           text=f"waiting queue non-empty in {stats.waiting_share_pct:.0f}% of {stats.samples} samples, mean "
+                f"{stats.waiting_mean:g}, max {stats.waiting_max:g} (first {stats.waiting_first:g}, "
+                f"last {stats.waiting_last:g})"),
+        ev("littles_law_in_system", law.in_system, "requests", None,
+           text=f"requests in the system (running + waiting): {law.in_system}"),
+        ev("kv_usage_max", stats.kv_usage_max, "%", "KV cache pool",
+           text=f"KV cache usage up to {stats.kv_usage_max}%"
+           + (f"; running up to {stats.running_max:g} of max {cap:g} sequences" if cap else "")),
     ]
     return fired, evidence
 
 
-def _capacity_fields(fired: dict, queue_share) -> dict:
+def _capacity_fields(fired: CapacityEvidence, queue_share) -> dict:
     """The catalog fields of at_capacity: arrivals, capacity, replicas needed, the queue's share of TTFT."""
-    arrival, capacity = fired["arrival"], fired["capacity"]
+    arrival, capacity = fired.arrival, fired.capacity
     if arrival and capacity:
         need = math.ceil(arrival / capacity)
         replicas_needed = f"{plural(need, 'replica')} of the measured size ({arrival / capacity:.2f}x today's capacity)"
@@ -162,7 +189,7 @@ def _capacity_fields(fired: dict, queue_share) -> dict:
                            "benchmark sweep)")
     return {"arrival": rps(arrival) if arrival else "more requests",
             "capacity": rps(capacity) if capacity else "fewer",
-            "ttft_text": fired["ttft_text"],
+            "ttft_text": fired.ttft_text,
             "capacity_per_replica": rps(capacity) if capacity else "completion rate",
             "arrival_plain": rps(arrival) if arrival else "the arrival rate", "replicas_needed": replicas_needed,
             "queue_clause": f" ({pct(100 * queue_share)} of the server's TTFT is queue time)" if queue_share is not None
@@ -170,7 +197,7 @@ def _capacity_fields(fired: dict, queue_share) -> dict:
 
 
 def rule_at_capacity(ctx: Context):
-    serving, slo = ctx.serving, ctx.slo
+    serving, slo = serving_summary(ctx.serving), ctx.slo
     queue_share = _queue_share(serving)
     fired, evidence = _capacity_from_bench(serving, queue_share)
     if fired is None:
@@ -185,57 +212,21 @@ def rule_at_capacity(ctx: Context):
     if budget:
         evidence.append(ev("ttft_p95_budget_ms", budget, "ms", None, text=f"TTFT p95 budget {budget:g} ms"))
     return catalog.make(
-        "at_capacity", fired["impact"], _capacity_fields(fired, queue_share),
-        evidence, severity="high" if fired["impact"] >= 50 else "medium", denominator="time to first token",
-        variant=None if fired["arrival"] else "queue", kind=ctx.kind)
+        "at_capacity", fired.impact, _capacity_fields(fired, queue_share),
+        evidence, severity="high" if fired.impact >= 50 else "medium", denominator="time to first token",
+        variant=None if fired.arrival else "queue", kind=ctx.kind)
 
 
-COMMON_TPOT_BUDGETS_MS = (20, 30, 50, 100)  # interactive chat to batch-ish: where each budget breaks is stated without --slo
-
-
-def fit_rejected(fit: dict | None) -> str | None:
-    """Why a TPOT = a + b x batch fit is not a model of this server (None when it is one): a
-    slope or intercept below zero (TPOT does not fall as the batch grows, and a step costs
-    something at batch 0), r² under knee_r2_min, or fewer than knee_min_points points."""
-    if not fit:
-        return "no fit"
-    if fit["b_ms_per_seq"] <= 0:
-        return f"negative slope ({fit['b_ms_per_seq']:.3f} ms per sequence)"
-    if fit["a_ms"] < 0:
-        return f"negative intercept ({fit['a_ms']:.2f} ms)"
-    if fit["r2"] < t("knee_r2_min"):
-        return f"r² {fit['r2']:.2f} under {t('knee_r2_min'):g}"
-    if fit["points"] < t("knee_min_points"):
-        return f"{fit['points']} points, fewer than {t('knee_min_points')}"
-    return None
-
-
-def judged_fit(fit: dict) -> dict:
-    """The fit with its verdict on it (``model``: shown as a model or not, ``rejected``: why not),
-    so every rule and view reads the same; analysis puts it in the serving block once."""
-    why = fit_rejected(fit)
-    return {**fit, "model": why is None, "rejected": why}
-
-
-def judge_fit(serving: dict) -> dict | None:
-    """The serving block's judged fit (:func:`judged_fit`), None without one."""
-    return serving.get("tpot_fit")
-
-
-def budgets_break_at(fit: dict) -> list[tuple[float, float]]:
-    """(budget ms, the running batch at which it breaks) for the common TPOT budgets above the fit's intercept."""
-    return [(budget, (budget - fit["a_ms"]) / fit["b_ms_per_seq"])
-            for budget in COMMON_TPOT_BUDGETS_MS if budget > fit["a_ms"]]
+TPOT_BUDGET_KEYS = ("tpot_p95_ms", "tpot_p99_ms", "tpot_p90_ms")  # the TPOT budget batch_past_knee reads, first given
 
 
 def rule_batch_past_knee(ctx: Context):
-    serving, slo = ctx.serving, ctx.slo
-    fit = judge_fit(serving)
-    budget = slo.get("tpot_p95_ms") or slo.get("tpot_p99_ms") or slo.get("tpot_p90_ms")
-    if not fit or not budget or not fit["model"]:
+    fit, slo = serving_summary(ctx.serving).tpot_fit, ctx.slo
+    budget = next((slo[key] for key in TPOT_BUDGET_KEYS if slo.get(key)), None)
+    if not fit or not budget or not fit.model:
         return None
-    a, b, x_max = fit["a_ms"], fit["b_ms_per_seq"], fit["x_max"]
-    at_max = a + b * x_max
+    a, b, x_max = fit.a_ms, fit.b_ms_per_seq, fit.x_max
+    at_max = fit.at(x_max)
     if at_max <= budget or a >= budget:
         return None
     cap = max(1, int((budget - a) / b))
@@ -247,8 +238,8 @@ def rule_batch_past_knee(ctx: Context):
     impact = 100.0 * (at_max - budget) / at_max
     fit_text = f"TPOT = {a:.2f} ms + {b:.3f} ms x running"
     evidence = [
-        ev("tpot_fit", {"a_ms": a, "b_ms_per_seq": b, "r2": fit["r2"]}, "ms", f"{fit['points']} points",
-           text=f"{fit_text} (r² {fit['r2']:.2f}, {fit['points']} points from {fit['source']})"),
+        ev("tpot_fit", {"a_ms": a, "b_ms_per_seq": b, "r2": fit.r2}, "ms", f"{fit.points} points",
+           text=f"{fit_text} (r² {fit.r2:.2f}, {fit.points} points from {fit.source})"),
         ev("tpot_at_max_batch_ms", round(at_max, 3), "ms", f"{x_max:g} running sequences",
            text=f"predicted TPOT {at_max:.1f} ms at {x_max:g} running sequences, budget {budget:g} ms"),
         ev("max_num_seqs_for_slo", cap, "sequences", None, text=f"largest batch within the budget: {cap} running sequences"),
@@ -257,75 +248,70 @@ def rule_batch_past_knee(ctx: Context):
     ]
     return catalog.make(
         "batch_past_knee", impact,
-        {"fit_text": fit_text, "budget": f"{budget:g} ms", "cap": cap, "source": fit["source"], "r2": f"{fit['r2']:.2f}",
+        {"fit_text": fit_text, "budget": f"{budget:g} ms", "cap": cap, "source": fit.source, "r2": f"{fit.r2:.2f}",
          "x_max": f"{x_max:g}", "tpot_at_max": f"{at_max:.1f} ms", "loss": pct(loss)},
         evidence, severity="high" if impact >= 25 else "medium", denominator="TPOT at the largest batch measured", kind=ctx.kind)
 
 
-def itl_tail(serving: dict) -> dict | None:
-    """ITL p50 / p99 / max from the benchmark (per-request arrays or aggregates), else the server histogram."""
-    client = serving["latency"]["client"].get("itl") or {}
-    p50, p99, longest = client.get("median") or client.get("p50"), client.get("p99"), client.get("max")
-    source = "benchmark (client)"
-    if not (p50 and p99):
-        server = serving["latency"]["server"].get("itl") or serving["latency"]["server"].get("tpot") or {}
-        if server.get("p50") and server.get("p99") and not server["p99"]["lower_bound"]:
-            p50, p99, longest, source = server["p50"]["value_ms"], server["p99"]["value_ms"], None, (
-                f"server histogram (bucket resolution {server['p99']['resolution_ms']:g} ms at p99)")
-    if not (p50 and p99) or p50 <= 0:
-        return None
-    return {"p50": p50, "p99": p99, "max": longest, "source": source}
-
-
-def _default_words(serving: dict, key: str) -> str:
+def _default_words(serving: ServingSummary, key: str) -> str:
     """' (the vLLM V1 default, ...)' when the engine default, not the capture, gave ``key``'s value; else ''."""
-    feature = ((serving.get("engine_defaults") or {}).get("features") or {}).get(key)
-    return f" ({feature['where']})" if feature and feature["source"] in ("default", "assumed") else ""
+    feature = serving.features().get(key)
+    return f" ({feature.where})" if feature and feature.from_default else ""
+
+
+def _chunking_words(chunked, budget_tokens) -> str:
+    """Chunked prefill and its budget in words, as the evidence has them."""
+    return ("off" if chunked is False else "not stated in the config" if chunked is None else
+            f"on, max_num_batched_tokens {budget_tokens}" if budget_tokens
+            else "on, chunk budget (max_num_batched_tokens) not stated")
+
+
+def _stall_evidence(serving: ServingSummary, tail: InterTokenTail, ratio: float, longest: float, chunked,
+                    budget_tokens) -> list:
+    """prefill_stall's evidence: the ITL median, p99 and their ratio, the longest prompt, chunked prefill, the max gap."""
+    evidence = [
+        ev("itl_p50_ms", round(tail.p50, 3), "ms", tail.source, text=f"ITL median {ms(tail.p50)} ({tail.source})"),
+        ev("itl_p99_ms", round(tail.p99, 3), "ms", tail.source, text=f"ITL p99 {ms(tail.p99)}: {ratio:.1f}x the median"),
+        ev("itl_p99_over_p50", ratio, "x", "ITL median", text=f"ITL p99 over the median: {ratio:.1f}x"),
+        ev("longest_prompt_tokens", longest, "tokens", None, text=f"prompts up to {longest:,.0f} tokens"),
+        ev("chunked_prefill", chunked, "", None, text="chunked prefill: " + _chunking_words(chunked, budget_tokens)
+           + _default_words(serving, "enable_chunked_prefill")),
+    ]
+    if tail.max:
+        evidence.append(ev("itl_max_ms", round(tail.max, 3), "ms", tail.source, text="longest "
+                                                                                     f"inter-token gap {ms(tail.max)}"))
+    return evidence
 
 
 def rule_prefill_stall_itl(ctx: Context):
-    serving, slo = ctx.serving, ctx.slo
-    tail = itl_tail(serving)
+    serving, slo = serving_summary(ctx.serving), ctx.slo
+    tail = inter_token_tail(serving)
     if not tail:
         return None
-    ratio = round(tail["p99"] / tail["p50"], 2)  # the one value every text of it formats
+    ratio = round(tail.p99 / tail.p50, 2)  # the one value every text of it formats
     if ratio < t("itl_tail_ratio"):
         return None
-    chunked = effective_config(serving).get("enable_chunked_prefill")
-    prompts = serving.get("prompts") or {}
-    longest = max(tokens for tokens in (prompts.get("input_len_max"), prompts.get("input_len_mean"),
-                                        prompts.get("prefill_new_token_max"), 0) if tokens)
+    chunked = serving.effective_config().get("enable_chunked_prefill")
+    longest = serving.prompts.longest()
     if longest < t("long_prompt_tokens"):
         return None
     # With chunked prefill on the rule still fires on the tail: the catalog's falsifier decides (a chunk
     # budget of at most 2048 tokens rules the mechanism out; an unstated one leaves a large default chunk).
-    budget_tokens = (serving.get("config") or {}).get("max_num_batched_tokens")
-    impact = 100.0 * (tail["p99"] - tail["p50"]) / tail["p99"]
+    budget_tokens = serving.config.get("max_num_batched_tokens")
+    impact = 100.0 * (tail.p99 - tail.p50) / tail.p99
     budget = slo.get("itl_p99_ms")
-    evidence = [
-        ev("itl_p50_ms", round(tail["p50"], 3), "ms", tail["source"], text=f"ITL median {ms(tail['p50'])} ({tail['source']})"),
-        ev("itl_p99_ms", round(tail["p99"], 3), "ms", tail["source"], text=f"ITL p99 {ms(tail['p99'])}: {ratio:.1f}x the median"),
-        ev("itl_p99_over_p50", ratio, "x", "ITL median", text=f"ITL p99 over the median: {ratio:.1f}x"),
-        ev("longest_prompt_tokens", longest, "tokens", None, text=f"prompts up to {longest:,.0f} tokens"),
-        ev("chunked_prefill", chunked, "", None, text="chunked prefill: " + (
-            "off" if chunked is False else "not stated in the config" if chunked is None else
-            f"on, max_num_batched_tokens {budget_tokens}" if budget_tokens
-            else "on, chunk budget (max_num_batched_tokens) not stated") + _default_words(serving, "enable_chunked_prefill")),
-    ]
-    if tail.get("max"):
-        evidence.append(ev("itl_max_ms", round(tail["max"], 3), "ms", tail["source"], text="longest "
-                                                                                           f"inter-token gap {ms(tail['max'])}"))
-    severity = "high" if (tail.get("max") or tail["p99"]) >= 10 * tail["p50"] else "medium"
+    evidence = _stall_evidence(serving, tail, ratio, longest, chunked, budget_tokens)
+    severity = "high" if (tail.max or tail.p99) >= 10 * tail.p50 else "medium"
     if budget is not None:
-        over = tail["p99"] > budget
+        over = tail.p99 > budget
         evidence.append(ev("itl_p99_budget_ms", budget, "ms", None,
-                           text=f"ITL p99 {ms(tail['p99'])} is {'over' if over else 'within'} the budget of {budget:g} ms"))
+                           text=f"ITL p99 {ms(tail.p99)} is {'over' if over else 'within'} the budget of {budget:g} ms"))
         if over:
             severity = "high"
     return catalog.make(
         "prefill_stall", impact,
-        {"p99": ms(tail["p99"]), "p50": ms(tail["p50"]), "ratio": f"{ratio:.1f}x",
-         "max_text": f", max {ms(tail['max'])}" if tail.get("max") else "",
+        {"p99": ms(tail.p99), "p50": ms(tail.p50), "ratio": f"{ratio:.1f}x",
+         "max_text": f", max {ms(tail.max)}" if tail.max else "",
          "prompt_text": f"prompts up to {longest:,.0f} tokens, chunked prefill " + (
              "off" if chunked is False else "not enabled in the config" if chunked is None else
              f"on with chunks of up to {budget_tokens:,} tokens" if budget_tokens else "on, chunk budget not stated")},
@@ -336,42 +322,49 @@ def rule_prefill_stall_itl(ctx: Context):
 PREFIX_CACHE_KEYS = ("enable_prefix_caching", "disable_radix_cache")  # vLLM's switch, SGLang's (inverted)
 
 
-def prefix_caching(serving: dict) -> tuple[bool | None, str]:
+def prefix_caching(serving: ServingSummary | dict) -> tuple[bool | None, str]:
     """(whether prefix caching ran: True, False or None when not known; where that comes from, in
     words: printed, the engine default of the named or assumed generation, or why it is not known)."""
-    features = (serving.get("engine_defaults") or {}).get("features") or {}
-    config = effective_config(serving)
+    summary = serving_summary(serving)
+    features, config = summary.features(), summary.effective_config()
     for key in PREFIX_CACHE_KEYS:
         if config.get(key) is not None:
-            on = bool(config[key]) if key == "enable_prefix_caching" else not config[key]
-            return on, features[key]["where"] if key in features else f"{key}={config[key]}"
-    where = next((features[key]["where"] for key in PREFIX_CACHE_KEYS if key in features), None)
+            on = bool(config[key]) if key == PREFIX_CACHE_KEYS[0] else not config[key]
+            return on, features[key].where if key in features else f"{key}={config[key]}"
+    where = next((features[key].where for key in PREFIX_CACHE_KEYS if key in features), None)
     return None, where or "no engine log or config in the case"
 
 
+def _prefix_miss_judged(serving: ServingSummary, tokens: Tokens, off: bool) -> bool:
+    """Whether prefix_cache_miss may judge the case: a prompt-heavy ratio (from enough stats samples when
+    it is theirs) and a hit rate measured low, or prefix caching off."""
+    ratio, hit = tokens.prompt_per_output, tokens.prefix_hit_pct
+    if ratio is None or ratio < t("prompt_per_output_min"):
+        return False
+    if tokens.source.startswith("engine stats") and (serving.stats.samples if serving.stats else 0) < t("stats_min_samples"):
+        return False
+    if hit is None and not off:
+        return False
+    return hit is None or hit < t("prefix_hit_low_pct")
+
+
 def rule_prefix_cache_miss(ctx: Context):
-    serving = ctx.serving
-    tokens = serving.get("tokens") or {}
-    ratio = tokens.get("prompt_per_output")
+    serving = serving_summary(ctx.serving)
+    tokens = serving.tokens or Tokens(None, None, None, None, None, None, None)
+    ratio = tokens.prompt_per_output
     caching, caching_where = prefix_caching(serving)
     state = "on" if caching else "off" if caching is False else "not known"
     off = caching is False
-    hit = tokens.get("prefix_hit_pct")
-    if ratio is None or ratio < t("prompt_per_output_min"):
-        return None
-    if tokens["source"].startswith("engine stats") and (serving.get("stats") or {}).get("samples", 0) < t("stats_min_samples"):
-        return None
-    if hit is None and not off:
-        return None
-    if hit is not None and hit >= t("prefix_hit_low_pct"):
+    hit = tokens.prefix_hit_pct
+    if not _prefix_miss_judged(serving, tokens, off):
         return None
     share = ratio / (ratio + 1)  # prompt tokens / all tokens processed
     impact = 100.0 * share * (1 - (hit or 0.0) / 100.0)
-    measured = f"hit rate {pct(hit)} from {tokens['prefix_hit_source']}" if hit is not None else "hit rate not measured"
+    measured = f"hit rate {pct(hit)} from {tokens.prefix_hit_source}" if hit is not None else "hit rate not measured"
     hit_text = f"prefix caching {state} ({caching_where}); {measured}"
     evidence = [
         ev("prompt_per_output", ratio, "tokens", "output token", text=f"{ratio:,.1f} prompt tokens per "
-                                                                      f"output token ({tokens['source']})"),
+                                                                      f"output token ({tokens.source})"),
         ev("prefix_caching", f"{state} ({caching_where})", "", None, text=f"prefix caching {state} ({caching_where})"),
         ev("prefix_hit_pct", hit, "%", "prompt tokens looked up", text=measured),
         ev("uncached_prompt_share", round(impact, 2), "%", "tokens processed",
@@ -384,14 +377,13 @@ def rule_prefix_cache_miss(ctx: Context):
 
 
 def rule_proxy_buffering(ctx: Context):
-    serving = ctx.serving
+    serving = serving_summary(ctx.serving)
     before = (ctx.fired.get(rule_id) for rule_id in PROXY_AFTER)
     ttft_claimed = sum(finding.impact_pct for finding in before if finding and finding.axis == "ttft")
-    client = serving["latency"]["client"]
-    server = serving["latency"]["server"].get("ttft") or {}
-    c_ttft = (client.get("ttft") or {}).get("mean") or (client.get("ttft") or {}).get("median")
-    c_e2e = (client.get("e2el") or {}).get("mean") or (client.get("e2el") or {}).get("median")
-    s_ttft = server.get("mean_ms") or ((server.get("p50") or {}).get("value_ms"))
+    client, server = serving.latency.client, serving.latency.server.ttft
+    c_ttft = (client.ttft.mean or client.ttft.median) if client.ttft else None
+    c_e2e = (client.e2el.mean or client.e2el.median) if client.e2el else None
+    s_ttft = (server.mean_ms or (server.p50.value_ms if server.p50 else None)) if server else None
     if not (c_ttft and c_e2e and s_ttft):
         return None
     if c_ttft < t("proxy_ttft_share") * c_e2e or s_ttft > t("proxy_server_share") * c_ttft:
@@ -409,14 +401,14 @@ def rule_proxy_buffering(ctx: Context):
 
 
 def rule_over_replicated(ctx: Context):
-    serving = ctx.serving
-    replicas = [replica for replica in serving.get("replicas") or [] if replica.get("running") is not None]
-    data_parallel = (serving.get("config") or {}).get("data_parallel_size")
+    serving = serving_summary(ctx.serving)
+    replicas = [replica for replica in serving.replicas if replica.running is not None]
+    data_parallel = serving.config.get("data_parallel_size")
     if len(replicas) < t("replicas_min"):
         return None
-    running = [replica["running"] for replica in replicas]
-    waiting = [replica.get("waiting") or 0 for replica in replicas]
-    kv = [replica["kv_usage_pct"] for replica in replicas if replica.get("kv_usage_pct") is not None]
+    running = [replica.running for replica in replicas]
+    waiting = [replica.waiting or 0 for replica in replicas]
+    kv = [replica.kv_usage_pct for replica in replicas if replica.kv_usage_pct is not None]
     per = sum(running) / len(replicas)
     if per > t("replica_running_max") or max(waiting) > 0 or (kv and max(kv) >= t("replica_kv_max_pct")):
         return None
@@ -441,77 +433,61 @@ def rule_over_replicated(ctx: Context):
                         evidence, severity="medium", denominator="batch slots of all replicas", kind=ctx.kind)
 
 
-def rule_admission_blocked(ctx: Context):
-    serving = ctx.serving
-    stats = serving.get("stats")
-    cap = cap_of(serving)
-    if not stats or not cap or stats.get("running_mean") is None:
-        return None
-    if stats["waiting_share_pct"] < t("queue_share_min_pct") or (stats.get("kv_usage_max") or 0) >= t("admission_kv_max_pct"):
-        return None
-    if stats["running_mean"] > t("admission_running_share") * cap or stats.get("kv_usage_max") is None:
-        return None
-    impact = 100.0 * (1 - stats["running_mean"] / cap)
-    evidence = [
-        ev("waiting_share_pct", stats["waiting_share_pct"], "%", f"{stats['samples']} stats samples",
-           text=f"requests waiting in {stats['waiting_share_pct']:.0f}% of {stats['samples']} samples "
-                f"(mean {stats['waiting_mean']:g})"),
-        ev("running_mean", stats["running_mean"], "sequences", f"max_num_seqs {cap:g}",
-           text=f"running {stats['running_mean']:.1f} on average (max {stats['running_max']:g}) of a cap of {cap:g}"),
-        ev("kv_usage_max", stats["kv_usage_max"], "%", "KV cache pool", text=f"KV cache at most {stats['kv_usage_max']}% used"),
+def _admission_evidence(stats: StatsSummary, cap) -> list:
+    """admission_blocked's evidence: the queue's share of samples, the running batch against its cap, the KV usage."""
+    return [
+        ev("waiting_share_pct", stats.waiting_share_pct, "%", f"{stats.samples} stats samples",
+           text=f"requests waiting in {stats.waiting_share_pct:.0f}% of {stats.samples} samples "
+                f"(mean {stats.waiting_mean:g})"),
+        ev("running_mean", stats.running_mean, "sequences", f"max_num_seqs {cap:g}",
+           text=f"running {stats.running_mean:.1f} on average (max {stats.running_max:g}) of a cap of {cap:g}"),
+        ev("kv_usage_max", stats.kv_usage_max, "%", "KV cache pool", text=f"KV cache at most {stats.kv_usage_max}% used"),
     ]
-    memory = serving.get("memory") or {}
-    if lone_preemption(serving):
-        count = (memory.get("preemptions") or 0) + (memory.get("retractions") or 0)
+
+
+def rule_admission_blocked(ctx: Context):
+    serving = serving_summary(ctx.serving)
+    stats = serving.stats
+    cap = cap_of(serving)
+    if not stats or not cap or stats.running_mean is None:
+        return None
+    if stats.waiting_share_pct < t("queue_share_min_pct") or (stats.kv_usage_max or 0) >= t("admission_kv_max_pct"):
+        return None
+    if stats.running_mean > t("admission_running_share") * cap or stats.kv_usage_max is None:
+        return None
+    impact = 100.0 * (1 - stats.running_mean / cap)
+    evidence = _admission_evidence(stats, cap)
+    if lone_preemption(ctx.serving):
+        count = (serving.memory.preemptions or 0) + (serving.memory.retractions or 0)
         evidence.append(ev("preemptions", count, "events", "the log or counters",
-                           text=f"{plural(count, 'preemption')} with the KV cache at most {stats['kv_usage_max']}% used: a lone "
+                           text=f"{plural(count, 'preemption')} with the KV cache at most {stats.kv_usage_max}% used: a lone "
                                 "shortfall, not a pool that runs out"))
     return catalog.make("admission_blocked", impact,
-                        {"waiting_share": f"{stats['waiting_share_pct']:.0f}%", "running": f"{stats['running_mean']:.1f}",
+                        {"waiting_share": f"{stats.waiting_share_pct:.0f}%", "running": f"{stats.running_mean:.1f}",
                          "cap": f"{cap:g}",
-                         "kv": f"{stats['kv_usage_max']:.0f}%"},
+                         "kv": f"{stats.kv_usage_max:.0f}%"},
                         evidence, severity="high" if impact >= 50 else "medium", denominator="batch slots (max_num_seqs)",
                         kind=ctx.kind)
 
 
-def tpot_needs_budget(serving: dict, slo: dict) -> bool:
-    """TPOT rises with the batch (a fit that is a model, up 1.5x across the batches measured) and
-    no TPOT budget was given: the knee cannot be judged, so the run is not called healthy."""
-    fit = judge_fit(serving)
-    return bool(fit and fit["model"] and not any(key.startswith("tpot_") for key in slo) and (
-        fit["a_ms"] + fit["b_ms_per_seq"] * fit["x_max"] >= 1.5 * (fit["a_ms"] + fit["b_ms_per_seq"] * fit["x_min"])))
-
-
-def unexplained_tail(serving: dict | None, findings: list[Finding]) -> dict | None:
-    """The inter-token tail (itl_tail: ITL, else the server's TPOT histogram) when its p99 is at
-    least itl_tail_ratio x its median and no standing finding on the tail axis explains it (a
-    falsified one does not); None otherwise. Serving is never called healthy while one stands."""
-    tail = itl_tail(serving) if serving else None
-    if not tail or tail["p99"] / tail["p50"] < t("itl_tail_ratio"):
-        return None
-    if any(finding.axis == "tail" and not finding.falsified for finding in findings):
-        return None
-    return {**tail, "ratio": round(tail["p99"] / tail["p50"], 2),
-            "ruled_out": [finding.id for finding in findings if finding.axis == "tail" and finding.falsified]}
-
-
-def tail_words(tail: dict) -> str:
-    return f"ITL p99 {ms(tail['p99'])} is {tail['ratio']:.1f}x the median of {ms(tail['p50'])} ({tail['source']})"
+def _enough_measured(serving: ServingSummary) -> bool:
+    """Enough stats samples, or a benchmark of enough completed requests, to call serving healthy."""
+    stats = serving.stats
+    return bool((stats and stats.samples >= t("healthy_min_samples")) or any(
+        (run.completed or 0) >= t("healthy_min_requests") for run in serving.bench))
 
 
 def rule_healthy_serving(ctx: Context):
-    serving, slo, findings = ctx.serving, ctx.slo, ctx.findings
+    serving, slo, findings = serving_summary(ctx.serving), ctx.slo, ctx.findings
     if ctx.devices or findings:
         return None  # a case with a GPU trace is judged by the trace's healthy rule
-    if unexplained_tail(serving, findings):
+    if tail_unexplained(serving, findings):
         return None  # an inter-token tail of that size is a symptom with no cause found, not health
     if tpot_needs_budget(serving, slo):
         return None  # the page shows the knee: without a budget, "healthy" is not shown
     measured = measured_serving(serving)
-    stats = serving.get("stats")
-    enough = (stats and stats["samples"] >= t("healthy_min_samples")) or any(
-        (run.get("completed") or 0) >= t("healthy_min_requests") for run in serving.get("bench") or [])
-    if not measured or not enough or (stats and stats["waiting_share_pct"] >= t("queue_share_min_pct")):
+    stats = serving.stats
+    if not measured or not _enough_measured(serving) or (stats and stats.waiting_share_pct >= t("queue_share_min_pct")):
         return None
     if any(budget_check(serving, key, value) is not True for key, value in slo.items()):
         return None  # a budget exceeded, or one that nothing measured can show is met
