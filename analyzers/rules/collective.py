@@ -17,6 +17,7 @@ from tracetriage.analyzers.capture_kind import collective_workload
 from tracetriage.analyzers.evidence import ev, severity_for
 from tracetriage.analyzers.metrics import CollectiveSkew
 from tracetriage.analyzers.rules.context import Context, Rule, t, window_denominator
+from tracetriage.analyzers.topology import RingModel, ring_model
 from tracetriage.wording import fmt_ns, pct, plural, short_middle
 
 # name: (value, why)
@@ -49,6 +50,10 @@ def vendor_words(ctx: Context) -> dict[str, str]:
 
 
 def rule_cross_island_collective(ctx: Context):
+    """A collective group over more than one island (or over a slow link): claims, of each rank's collective
+    time no compute hides, the excess over what the same collectives take at the island's link speed
+    (topology.ring_model; all of it when the links' bandwidths are not known), so ``impact_pct`` is what the
+    re-layout removes and ``explains_pct`` the measured collective share."""
     topo = ctx.data.get("topology")
     slow_paths = [path for log in (ctx.data.get("nccl") or []) for path in log["intra_node_slow_paths"]]
     if not topo:
@@ -57,10 +62,17 @@ def rule_cross_island_collective(ctx: Context):
     if not crossing:
         return None
     group = crossing[0]
+    model = ring_model(topo["links"], topo["islands"], group["group"])
+    if model is not None and model.island_fraction >= 1.0:
+        return None  # a ring over the group's fastest links runs at the island's speed: the layout costs nothing
+    excess = 1.0 - model.island_fraction if model is not None else 1.0
     devices = [device for device in ctx.devices if device.collective_count and device.gpu_index in group["group"]]
-    taken = ctx.ledger.take("cross_island_collective", {device.id: (["collective"], None) for device in devices})
+    taken = ctx.ledger.take("cross_island_collective",
+                            {device.id: (["collective"], excess * device.collective_ns if model else None) for device in devices})
     impact = ctx.ledger.impact_pct(taken)
     share = float(np.mean([device.collective_share_pct for device in devices])) if devices else 0.0
+    exposed = float(np.mean([100.0 * device.slices["collective"] / device.window_ns for device in devices
+                             if device.window_ns])) if devices else 0.0
     islands_txt = " and ".join(str(i) for i in topo["islands"])
     evidence = [
         ev("group", group["group"], text=f"GPUs running collectives together: {group['group']}"),
@@ -69,21 +81,23 @@ def rule_cross_island_collective(ctx: Context):
                                                    "PCIe and the CPU interconnect)"),
         ev("collective_share_pct", round(share, 2), "%", "window, mean over the group's ranks",
            text=f"collectives run {pct(share)} of the window (mean over the group's ranks)"),
-        ev("collective_claimed_pct", round(impact, 2), "%", window_denominator(ctx),
-           text=f"communication no compute hides: {pct(impact)} of the window"),
-        _recoverable(ctx),
+        _claimed(ctx, impact, exposed, model),
+        _recoverable(ctx, impact, share, model),
     ]
     evidence += _nccl_hop_evidence(slow_paths) + _collective_op_evidence(ctx)
     skew = ctx.data.get("collective_skew")
     if isinstance(skew, CollectiveSkew) and skew.matched:
         evidence += _skew_evidence(skew)  # a late rank, not the link, when the ranks mostly wait (falsified_when)
-    return catalog.make(
-        "cross_island_collective", impact,
-        {"group": group["group"], "spanned": group["islands_spanned"], "islands": islands_txt, "worst": group["worst_link"],
-         "n_islands": len(topo["islands"]), "group_size": len(group["group"]),
-         "recommendation": topo.get("recommendation") or "keep each tensor-parallel group on GPUs joined by NVLink/XGMI",
-         **vendor_words(ctx)},
-        evidence, severity="high" if impact >= 25 else "medium", denominator=window_denominator(ctx), kind=ctx.kind)
+    fields = {"group": group["group"], "spanned": group["islands_spanned"], "islands": islands_txt,
+              "worst": group["worst_link"], "n_islands": len(topo["islands"]), "group_size": len(group["group"]),
+              "recommendation": topo.get("recommendation") or "keep each tensor-parallel group on GPUs joined by NVLink/XGMI",
+              "claimed": pct(impact), "share": pct(share), **vendor_words(ctx)}
+    if model is not None:
+        fields.update({"ring_link": model.ring_link, "island_link": model.island_link,
+                       "island_share": pct(share * model.island_fraction)})
+    return catalog.make("cross_island_collective", impact, fields, evidence, severity="high" if impact >= 25 else "medium",
+                        denominator=window_denominator(ctx), kind=ctx.kind, variant="modelled" if model else None,
+                        explains=share if model and devices else None)
 
 
 def _nccl_hop_evidence(slow_paths: list[dict]) -> list[dict]:
@@ -110,11 +124,33 @@ def _collective_op_evidence(ctx: Context) -> list[dict]:
     ]
 
 
-def _recoverable(ctx: Context) -> dict:
-    """The claim is the collectives the layout slows; the fix keeps what one island would spend on them."""
-    return ev("recoverable_pct", None, "%", window_denominator(ctx),
-              text="an upper bound: the re-layout removes only the time above what a group inside one island spends "
-                   "on its collectives, which this capture does not measure (a capture of one group on one island does)")
+def _claimed(ctx: Context, impact: float, exposed: float, model: RingModel | None) -> dict:
+    """What the finding claims: the exposed collective time, or (modelled) the part of it the re-layout removes."""
+    if model is None:
+        return ev("collective_claimed_pct", round(impact, 2), "%", window_denominator(ctx),
+                  text=f"communication no compute hides: {pct(impact)} of the window")
+    return ev("collective_claimed_pct", round(impact, 2), "%", window_denominator(ctx),
+              text=f"claimed: the part of the collective time the re-layout removes, {pct(impact)} of the window "
+                   f"(communication no compute hides: {pct(exposed)})")
+
+
+def _recoverable(ctx: Context, impact: float | None = None, share: float = 0.0, model: RingModel | None = None) -> dict:
+    """What the re-layout removes. With the link classes' bandwidths known (topology.ring_model): the collective
+    time above what the same collectives take at the island's link speed (a bus-bandwidth model of the ring),
+    bounded by the time no compute hides; without them an upper bound the capture cannot narrow."""
+    if model is None or impact is None:
+        return ev("recoverable_pct", None, "%", window_denominator(ctx),
+                  text="an upper bound: the re-layout removes only the time above what a group inside one island spends "
+                       "on its collectives, which this capture does not measure (a capture of one group on one island does)")
+    return ev("recoverable_pct", round(impact, 2), "%", window_denominator(ctx),
+              text=f"removable by the re-layout: about {pct(impact)} of the window. Model: a ring collective moves "
+                   f"2(n-1)/n of its bytes through every hop, so its time is set by the ring's slowest hop; this ring "
+                   f"must cross {model.ring_link} (about {model.ring_gbps:,.0f} GB/s each way), a ring inside an island "
+                   f"runs on {model.island_link} (about {model.island_gbps:,.0f} GB/s), so the same collectives would "
+                   f"take {pct(100.0 * model.island_fraction)} of their time there: {pct(share * model.island_fraction)} "
+                   f"of the window instead of {pct(share)}; the excess, no more "
+                   "than the time no compute hides, is what the re-layout removes (bandwidth-bound: latency left out, "
+                   "so an upper estimate)")
 
 
 def _cross_island_from_nccl(ctx: Context, slow_paths: list[dict]):
