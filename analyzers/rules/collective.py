@@ -58,23 +58,42 @@ def rule_cross_island_collective(ctx: Context):
     slow_paths = [path for log in (ctx.data.get("nccl") or []) for path in log["intra_node_slow_paths"]]
     if not topo:
         return _cross_island_from_nccl(ctx, slow_paths) if slow_paths else None
-    crossing = [group for group in topo["crossing_groups"] if group["islands_spanned"] > 1 or group["crosses_slow_link"]]
-    if not crossing:
+    group = next((group for group in topo["crossing_groups"] if group["islands_spanned"] > 1 or group["crosses_slow_link"]),
+                 None)
+    if group is None:
         return None
-    group = crossing[0]
     model = ring_model(topo["links"], topo["islands"], group["group"])
     if model is not None and model.island_fraction >= 1.0:
         return None  # a ring over the group's fastest links runs at the island's speed: the layout costs nothing
-    excess = 1.0 - model.island_fraction if model is not None else 1.0
     devices = [device for device in ctx.devices if device.collective_count and device.gpu_index in group["group"]]
-    taken = ctx.ledger.take("cross_island_collective",
-                            {device.id: (["collective"], excess * device.collective_ns if model else None) for device in devices})
+    taken = ctx.ledger.take("cross_island_collective", _excess_wants(devices, model))
     impact = ctx.ledger.impact_pct(taken)
     share = float(np.mean([device.collective_share_pct for device in devices])) if devices else 0.0
+    evidence = _island_evidence(ctx, topo, group, devices, impact, share, model) + _nccl_hop_evidence(slow_paths)
+    evidence += _collective_op_evidence(ctx)
+    skew = ctx.data.get("collective_skew")
+    if isinstance(skew, CollectiveSkew) and skew.matched:
+        evidence += _skew_evidence(skew)  # a late rank, not the link, when the ranks mostly wait (falsified_when)
+    return catalog.make("cross_island_collective", impact, _island_fields(ctx, topo, group, impact, share, model), evidence,
+                        severity="high" if impact >= 25 else "medium", denominator=window_denominator(ctx), kind=ctx.kind,
+                        variant="modelled" if model else None, explains=share if model and devices else None)
+
+
+def _excess_wants(devices: list, model: RingModel | None) -> dict[str, tuple]:
+    """Each rank's claim on its exposed collective time: its collective time x (1 - the island fraction) when
+    modelled, all of it otherwise."""
+    if model is None:
+        return {device.id: (["collective"], None) for device in devices}
+    return {device.id: (["collective"], (1.0 - model.island_fraction) * device.collective_ns) for device in devices}
+
+
+def _island_evidence(ctx: Context, topo: dict, group: dict, devices: list, impact: float, share: float,
+                     model: RingModel | None) -> list[dict]:
+    """The group, the islands, its worst link, the collective share, the claim and what the re-layout removes."""
     exposed = float(np.mean([100.0 * device.slices["collective"] / device.window_ns for device in devices
-                             if device.window_ns])) if devices else 0.0
+                             if device.window_ns] or [0.0]))
     islands_txt = " and ".join(str(i) for i in topo["islands"])
-    evidence = [
+    return [
         ev("group", group["group"], text=f"GPUs running collectives together: {group['group']}"),
         ev("islands", topo["islands"], text=f"NVLink/fabric islands from the topology matrix: {islands_txt}"),
         ev("worst_link", group["worst_link"], text=f"slowest link inside the group: {group['worst_link']} (traffic crosses "
@@ -84,20 +103,19 @@ def rule_cross_island_collective(ctx: Context):
         _claimed(ctx, impact, exposed, model),
         _recoverable(ctx, impact, share, model),
     ]
-    evidence += _nccl_hop_evidence(slow_paths) + _collective_op_evidence(ctx)
-    skew = ctx.data.get("collective_skew")
-    if isinstance(skew, CollectiveSkew) and skew.matched:
-        evidence += _skew_evidence(skew)  # a late rank, not the link, when the ranks mostly wait (falsified_when)
-    fields = {"group": group["group"], "spanned": group["islands_spanned"], "islands": islands_txt,
+
+
+def _island_fields(ctx: Context, topo: dict, group: dict, impact: float, share: float, model: RingModel | None) -> dict:
+    """The catalog fields of cross_island_collective; the ring model's links and island figure when modelled."""
+    fields = {"group": group["group"], "spanned": group["islands_spanned"],
+              "islands": " and ".join(str(i) for i in topo["islands"]),
               "worst": group["worst_link"], "n_islands": len(topo["islands"]), "group_size": len(group["group"]),
               "recommendation": topo.get("recommendation") or "keep each tensor-parallel group on GPUs joined by NVLink/XGMI",
               "claimed": pct(impact), "share": pct(share), **vendor_words(ctx)}
     if model is not None:
         fields.update({"ring_link": model.ring_link, "island_link": model.island_link,
                        "island_share": pct(share * model.island_fraction)})
-    return catalog.make("cross_island_collective", impact, fields, evidence, severity="high" if impact >= 25 else "medium",
-                        denominator=window_denominator(ctx), kind=ctx.kind, variant="modelled" if model else None,
-                        explains=share if model and devices else None)
+    return fields
 
 
 def _nccl_hop_evidence(slow_paths: list[dict]) -> list[dict]:
