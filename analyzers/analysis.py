@@ -340,23 +340,23 @@ def _case_kernels(case, per_trace: list[TraceMetrics]) -> list[dict]:
                                       for trace, metrics in zip(case.traces, per_trace)])
 
 
-def _topology(case, devices: list[DeviceMetrics]) -> dict | None:
+def _topology(case, devices: list[DeviceMetrics]):
     """The first topology's summary, judged against the GPU groups that ran collectives on it."""
     if not case.topologies:
         return None
     from tracetriage.analyzers import topology as topo_mod
 
     topology = case.topologies[0]
-    return topo_mod.summary(topology, [group for group in _tp_groups(devices) if set(group) <= set(topology.gpus)])
+    return topo_mod.topology_summary(topology, [group for group in _tp_groups(devices) if set(group) <= set(topology.gpus)])
 
 
-def _nccl(case) -> list[dict] | None:
+def _nccl(case) -> list | None:
     """One summary per NCCL log, None without logs."""
     if not case.nccl_logs:
         return None
     from tracetriage.analyzers import nccl as nccl_mod
 
-    return [nccl_mod.summary(log) for log in case.nccl_logs]
+    return [nccl_mod.summarize(log) for log in case.nccl_logs]
 
 
 def _serving(case, slo: dict | None) -> dict | None:
@@ -449,6 +449,8 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     data["headline"] = rules.headline(findings, abstentions, data, symptom)
     data["headline"] += _startup_stall_words(per_trace[0].window if per_trace else None)
     data["headline_by_axis"] = rules.headline_by_axis(findings)
+    data["topology"] = data["topology"].to_contract() if data["topology"] else None
+    data["nccl"] = [log.to_contract() for log in data["nccl"]] if data["nccl"] is not None else None
     data["devices"] = [device.to_contract() for device in devices]
     data["processes"] = [process.to_contract() for process in processes]
     return Analysis(data=data, series=_series(case, per_trace, devices, ctx.ledger.by_slice, step_range))

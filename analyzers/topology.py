@@ -13,6 +13,7 @@ from itertools import combinations
 
 import networkx as nx
 
+from tracetriage.analyzers.metrics import Contract
 from tracetriage.parsers.topology import FAST, LINK_RANK, SLOW, Topology, link_class
 
 
@@ -39,32 +40,55 @@ def worst_link(topo: Topology, group: list[int]) -> str | None:
     return worst
 
 
-def summary(topo: Topology, groups: list[list[int]] | None = None) -> dict:
+@dataclass(frozen=True, slots=True)
+class CrossingGroup(Contract):
+    """A GPU group that runs collectives together, judged on the node: islands it spans, its worst link
+    (LINK_RANK order) and whether that link is a slow one (PHB, NODE, SYS, SOC)."""
+
+    group: list[int]
+    islands_spanned: int
+    worst_link: str | None
+    crosses_slow_link: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySummary(Contract):
+    """The node's topology as the contract's ``topology`` block: GPUs, NICs, islands, NUMA node and CPU
+    affinity per GPU, the link to each other GPU, the collective groups judged on it, the re-layout."""
+
+    path: str
+    kind: str
+    gpus: list[int]
+    nics: int
+    islands: list[list[int]]
+    numa: dict[str, int | None]
+    cpu_affinity: dict[str, str]
+    links: dict[str, dict[str, str]]
+    crossing_groups: list[CrossingGroup]
+    recommendation: str | None
+
+
+def topology_summary(topo: Topology, groups: list[list[int]] | None = None) -> TopologySummary:
+    """The node's :class:`TopologySummary`, with each of ``groups`` judged on it."""
     isl = islands(topo)
-    out = {
-        "path": topo.path,
-        "kind": topo.kind,
-        "gpus": topo.gpus,
-        "nics": len([n for n in topo.graph.nodes if n.startswith("NIC")]),
-        "islands": isl,
-        "numa": {str(k): topo.numa[k] for k in sorted(topo.numa)},
-        "cpu_affinity": {str(k): v for k, v in topo.cpu_affinity.items()},
-        "links": {f"GPU{gpu}": {f"GPU{peer}": topo.link(gpu, peer) for peer in topo.gpus
-                                if peer != gpu and topo.graph.has_edge(f"GPU{gpu}", f"GPU{peer}")}
-                  for gpu in topo.gpus},
-        "crossing_groups": [],
-        "recommendation": recommendation(topo, isl),
-    }
+    crossing = []
     for group in groups or []:
-        spanned = [i for i in isl if set(i) & set(group)]
         wl = worst_link(topo, group)
-        out["crossing_groups"].append({
-            "group": sorted(group),
-            "islands_spanned": len(spanned),
-            "worst_link": wl,
-            "crosses_slow_link": bool(wl and link_class(wl) in SLOW),
-        })
-    return out
+        crossing.append(CrossingGroup(sorted(group), len([i for i in isl if set(i) & set(group)]), wl,
+                                      bool(wl and link_class(wl) in SLOW)))
+    return TopologySummary(
+        path=topo.path, kind=topo.kind, gpus=topo.gpus, nics=len([n for n in topo.graph.nodes if n.startswith("NIC")]),
+        islands=isl, numa={str(k): topo.numa[k] for k in sorted(topo.numa)},
+        cpu_affinity={str(k): v for k, v in topo.cpu_affinity.items()},
+        links={f"GPU{gpu}": {f"GPU{peer}": topo.link(gpu, peer) for peer in topo.gpus
+                             if peer != gpu and topo.graph.has_edge(f"GPU{gpu}", f"GPU{peer}")}
+               for gpu in topo.gpus},
+        crossing_groups=crossing, recommendation=recommendation(topo, isl))
+
+
+def summary(topo: Topology, groups: list[list[int]] | None = None) -> dict:
+    """:func:`topology_summary` as its contract block."""
+    return topology_summary(topo, groups).to_contract()
 
 
 def recommendation(topo: Topology, isl: list[list[int]]) -> str | None:

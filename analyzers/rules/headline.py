@@ -105,7 +105,7 @@ def _side_artifacts_headline(findings: list[Finding], abstentions: list[dict], d
                              broken: list[dict]) -> str:
     """The verdict of a case without a GPU trace: a topology, serving artifacts or other side artifacts."""
     topo = data.get("topology")
-    what = ((f"topology: {plural(len(topo['gpus']), 'GPU')} in islands {topo['islands']}" if len(topo["gpus"]) > 1
+    what = ((f"topology: {plural(len(topo.gpus), 'GPU')} in islands {topo.islands}" if len(topo.gpus) > 1
              else "topology: one GPU, so no interconnect between GPUs to judge") if topo
             else "serving artifacts" if data.get("serving") else "side artifacts only")
     if findings and findings[0].id == "healthy":
