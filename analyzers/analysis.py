@@ -434,7 +434,7 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
         "abstentions": [],
     }
     if host_profile:
-        data["host_profile"] = host_profile.to_contract()
+        data["host_profile"] = host_profile  # typed while the rules read it, its contract below
     ctx = rules.Context(case=case, data=data, per_trace=per_trace, symptom=symptom, slo=dict(slo or {}))
     evaluation = rules.evaluate(ctx)
     findings, abstentions = evaluation.findings, evaluation.abstentions
@@ -451,6 +451,9 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     data["headline_by_axis"] = rules.headline_by_axis(findings)
     data["topology"] = data["topology"].to_contract() if data["topology"] else None
     data["nccl"] = [log.to_contract() for log in data["nccl"]] if data["nccl"] is not None else None
+    data["hot_frames"] = [frame.to_contract() for frame in data["hot_frames"]]
+    if host_profile:
+        data["host_profile"] = host_profile.to_contract()
     data["devices"] = [device.to_contract() for device in devices]
     data["processes"] = [process.to_contract() for process in processes]
     return Analysis(data=data, series=_series(case, per_trace, devices, ctx.ledger.by_slice, step_range))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from tracetriage.analyzers import catalog
+from tracetriage.analyzers.case_blocks import HotFrame
 from tracetriage.analyzers.evidence import ev, severity_for
 from tracetriage.analyzers.metrics import DeviceMetrics, TraceMetrics
 from tracetriage.analyzers.rules.context import Context, Rule, best_device, cause_split, median, t, window_denominator
@@ -120,9 +121,9 @@ def rule_launch_bound(ctx: Context):
     evidence = _launch_evidence(device, trace, launches_per_step, kernel_median, kernels)
     launch_frame = _hot_frame(ctx, r"(?i)(cu|hip)(da)?LaunchKernel|LaunchKernel")
     if launch_frame:
-        evidence.append(ev("launch_frame_self_pct", launch_frame["self_pct"], "%", "non-idle host samples",
-                           text=f"the host profile spends {pct(launch_frame['self_pct'])} of its samples "
-                                f"inside {launch_frame['frame']}"))
+        evidence.append(ev("launch_frame_self_pct", launch_frame.self_pct, "%", "non-idle host samples",
+                           text=f"the host profile spends {pct(launch_frame.self_pct)} of its samples "
+                                f"inside {launch_frame.frame}"))
     if eager is True:
         evidence.append(ev("enforce_eager", True, "", None, text="the engine config has enforce_eager=True: CUDA graphs are off"))
     return catalog.make(
@@ -133,9 +134,10 @@ def rule_launch_bound(ctx: Context):
         variant="eager" if eager is True else None, kind=ctx.kind)
 
 
-def _hot_frame(ctx: Context, pattern: str) -> dict | None:
+def _hot_frame(ctx: Context, pattern: str) -> HotFrame | None:
+    """The hottest frame of the host profile whose name matches ``pattern``, or None."""
     rx = re.compile(pattern)
-    return next((frame for frame in ctx.data.get("hot_frames") or [] if rx.search(frame["frame"])), None)
+    return next((frame for frame in ctx.data.get("hot_frames") or [] if rx.search(frame.frame)), None)
 
 
 def rule_python_host_overhead(ctx: Context):
@@ -144,30 +146,30 @@ def rule_python_host_overhead(ctx: Context):
     host-code idle time H (GPU idle, host in no CUDA call). It claims share x H of each
     device's host-code idle, from the slices no earlier finding took."""
     host_profile = ctx.data.get("host_profile")
-    if not host_profile or not host_profile["user_frames"]:
+    if not host_profile or not host_profile.user_frames:
         return None
-    top = host_profile["user_frames"][0]
-    if top["share_pct"] < t("python_frame_min_pct") or host_profile["total_samples"] < t("python_min_samples"):
+    top = host_profile.user_frames[0]
+    if top.share_pct < t("python_frame_min_pct") or host_profile.total_samples < t("python_min_samples"):
         return None
-    sync_txt = f"; {top['sync_pct']:.1f}% of samples are inside a host sync it calls" if top["calls_sync"] else ""
-    fields = {"frame": top["frame"], "share": pct(top["share_pct"]), "sync": sync_txt,
-              "func": top["frame"].split(" (")[0],
-              "sync_clause": ", and it waits for the GPU inside it (a .cpu()/.item() read-back)" if top["sync_pct"] >= 1.0
-              else ", and it calls a host-syncing operation" if top["calls_sync"] else ""}
+    sync_txt = f"; {top.sync_pct:.1f}% of samples are inside a host sync it calls" if top.calls_sync else ""
+    fields = {"frame": top.frame, "share": pct(top.share_pct), "sync": sync_txt,
+              "func": top.frame.split(" (")[0],
+              "sync_clause": ", and it waits for the GPU inside it (a .cpu()/.item() read-back)" if top.sync_pct >= 1.0
+              else ", and it calls a host-syncing operation" if top.calls_sync else ""}
     evidence = [
-        ev("frame", top["frame"], "", None, text=f"hot user frame: {top['frame']}"),
-        ev("share_pct", top["share_pct"], "%", f"{host_profile['total_samples']:,} non-idle py-spy samples",
-           text=f"{pct(top['share_pct'])} of {host_profile['total_samples']:,} non-idle py-spy samples are inside it "
-                f"({pct(top['self_pct'])} in its own code)"),
-        ev("calls_sync", top["calls_sync"], "", None,
-           text="it calls a host-syncing operation" if top["calls_sync"] else "no host sync below it"),
+        ev("frame", top.frame, "", None, text=f"hot user frame: {top.frame}"),
+        ev("share_pct", top.share_pct, "%", f"{host_profile.total_samples:,} non-idle py-spy samples",
+           text=f"{pct(top.share_pct)} of {host_profile.total_samples:,} non-idle py-spy samples are inside it "
+                f"({pct(top.self_pct)} in its own code)"),
+        ev("calls_sync", top.calls_sync, "", None,
+           text="it calls a host-syncing operation" if top.calls_sync else "no host sync below it"),
     ]
     devices = [device for device in ctx.devices if device.window_ns]
     if not devices:
         evidence.append(ev("host_idle", None, "", None, text="no GPU trace in the case: the share is of the host's samples only"))
-        return catalog.make("python_host_overhead", top["share_pct"],
+        return catalog.make("python_host_overhead", top.share_pct,
                             {**fields, "host_idle": "not measured", "claimed": "not measured"},
-                            evidence, severity=severity_for(top["share_pct"]),
+                            evidence, severity=severity_for(top.share_pct),
                             denominator="host samples (no GPU trace to weigh it against)", kind=ctx.kind)
     wants, host_idle = {}, {}
     for device in devices:
@@ -175,7 +177,7 @@ def rule_python_host_overhead(ctx: Context):
         host_idle[device.id] = 100.0 * host_ns / device.window_ns
         if host_idle[device.id] >= t("python_host_idle_min_pct"):
             wants[device.id] = (["idle:after_sync:host", "idle:long:host", "idle:short:host"],
-                                top["share_pct"] / 100.0 * host_ns)
+                                top.share_pct / 100.0 * host_ns)
     if not wants:
         return None
     taken = ctx.ledger.take("python_host_overhead", wants)
@@ -187,7 +189,7 @@ def rule_python_host_overhead(ctx: Context):
                        text=for_vendor(f"the GPU ({device.id}) idles {pct(host_idle[device.id])} of the window while "
                                        "the host is in no CUDA call", ctx.kind.get("vendor"))))
     evidence.append(ev("claimed_pct", round(impact, 2), "%", window_denominator(ctx),
-                       text=f"{pct(top['share_pct'])} of that host-code idle time = {pct(impact)} of the window"))
+                       text=f"{pct(top.share_pct)} of that host-code idle time = {pct(impact)} of the window"))
     return catalog.make("python_host_overhead", impact,
                         {**fields, "host_idle": pct(host_idle[device.id]), "claimed": pct(impact)},
                         evidence, severity=severity_for(impact), denominator=window_denominator(ctx), kind=ctx.kind)
