@@ -330,6 +330,16 @@ def _skew(case, per_trace: list[TraceMetrics]) -> CollectiveSkew | None:
     return replace(skew, late_rank=late, clock="files" if files else "one trace")
 
 
+def _side_contracts(data: dict) -> None:
+    """The topology, NCCL and host-profile blocks of ``data`` as their contracts, in place: typed while the
+    rules and the headline read them, JSON-shaped after."""
+    data["topology"] = data["topology"].to_contract() if data["topology"] else None
+    data["nccl"] = [log.to_contract() for log in data["nccl"]] if data["nccl"] is not None else None
+    data["hot_frames"] = [frame.to_contract() for frame in data["hot_frames"]]
+    if "host_profile" in data:
+        data["host_profile"] = data["host_profile"].to_contract()
+
+
 def _case_kernels(case, per_trace: list[TraceMetrics]) -> list[dict]:
     """The case's kernel summary: one trace's own (no second pass over its tables); several merged exactly."""
     if len(per_trace) == 1:
@@ -449,11 +459,7 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     data["headline"] = rules.headline(findings, abstentions, data, symptom)
     data["headline"] += _startup_stall_words(per_trace[0].window if per_trace else None)
     data["headline_by_axis"] = rules.headline_by_axis(findings)
-    data["topology"] = data["topology"].to_contract() if data["topology"] else None
-    data["nccl"] = [log.to_contract() for log in data["nccl"]] if data["nccl"] is not None else None
-    data["hot_frames"] = [frame.to_contract() for frame in data["hot_frames"]]
-    if host_profile:
-        data["host_profile"] = host_profile.to_contract()
+    _side_contracts(data)
     data["devices"] = [device.to_contract() for device in devices]
     data["processes"] = [process.to_contract() for process in processes]
     return Analysis(data=data, series=_series(case, per_trace, devices, ctx.ledger.by_slice, step_range))

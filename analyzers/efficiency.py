@@ -274,20 +274,12 @@ def _no_shape_hint(trace: Trace) -> str:
     return NO_SHAPED_OP_HINT
 
 
-# A share of its class's time that the reports print as 0% is no not-measured item ("0% ... not measured"):
-# such a row (float residue of the subtraction below, or a few stray kernels) is left out.
-LISTED_MIN_SHARE_PCT = 0.5
+LISTED_MIN_SHARE_PCT = 0.5  # a share the reports print as "0% of that class's time" is no not-measured item
 
 
 def _unmeasured_rows(trace: Trace, kernels: KernelTime, unmeasured: dict[str, float], total: dict[str, float]) -> list[dict]:
     """Per class, the not-measured entries of its kernels whose ops came without a dtype, and of those
     no shaped op launched; entries under LISTED_MIN_SHARE_PCT of their class's time are left out."""
-    rows = _unmeasured_by_class(trace, kernels, unmeasured, total)
-    return [row for row in rows if row["share_pct"] is None or row["share_pct"] >= LISTED_MIN_SHARE_PCT]
-
-
-def _unmeasured_by_class(trace: Trace, kernels: KernelTime, unmeasured: dict[str, float], total: dict[str, float]) -> list[dict]:
-    """Every not-measured entry of :func:`_unmeasured_rows`, whatever its share."""
     out = []
     for code, name in enumerate(opwork.CLASSES):
         no_dtype = float(kernels.untyped_by_class[code])
@@ -315,7 +307,7 @@ def _unmeasured_by_class(trace: Trace, kernels: KernelTime, unmeasured: dict[str
                 "reason": "kernels no shaped operator launched (CUDA/HIP graph replays, custom or fused ops, kernels of "
                           "ops outside the profiled CPU window): their work is unknown",
                 "capture_hint": _no_shape_hint(trace)})
-    return out
+    return [row for row in out if row["share_pct"] is None or row["share_pct"] >= LISTED_MIN_SHARE_PCT]
 
 
 STEP_LENGTHS_HINT = ("annotate each engine step with its sequence-length aggregates, as TraceLens's patched vLLM "
