@@ -279,19 +279,38 @@ def _tp_groups(devices: list[DeviceMetrics]) -> list[list[int]]:
     return [gpus] if len(gpus) > 1 else []
 
 
+def _skew_ranks(per_trace: list[TraceMetrics]) -> tuple[list[tuple[int, TraceMetrics, object]], bool, bool]:
+    """The ranks to compare, (trace index, its metrics, its calls) for each device with collective calls,
+    whether the traces share one clock (their windows overlap pairwise) and whether the ranks are several
+    files. Without one clock only the first trace's ranks are kept."""
+    ranks = [(index, trace, calls) for index, trace in enumerate(per_trace) for calls in trace.coll_calls if calls.starts.size]
+    spans = [(trace.window.start_ns, trace.window.end_ns) for trace in per_trace if any(c.starts.size for c in trace.coll_calls)]
+    one_clock = all(start < other_end and other_start < end for (start, end) in spans for (other_start, other_end) in spans)
+    files = len({index for index, _, _ in ranks}) > 1
+    if ranks and not one_clock:
+        ranks = [rank for rank in ranks if rank[0] == ranks[0][0]]
+    return ranks, one_clock, files
+
+
+def _idle_under_range(trace, trace_metrics: TraceMetrics, calls, device: DeviceMetrics, before: str) -> int:
+    """The GPU idle under the host range ``before`` on ``device``: the idle-by-host table's figure when the range
+    is listed there, else measured over the window."""
+    name = host_activity.range_name(before)
+    listed = [row for row in (device.idle_by_host.ranges if device.idle_by_host else []) if row["name"] == name]
+    if listed:
+        return int(listed[0]["idle_ns"])
+    return host_activity.idle_under(trace, calls.device, trace_metrics.window.start_ns, trace_metrics.window.end_ns,
+                                    device.pid, name, int(trace.meta.get("clock_resolution_ns") or 1))
+
+
 def _skew(case, per_trace: list[TraceMetrics]) -> CollectiveSkew | None:
     """Collective skew over every device of the case (collectives.rank_skew), with what the late
     rank did before its calls. Devices of different traces are compared only when the traces'
     windows overlap (their clocks then agree to within the matched calls' end spread); otherwise
     inside the first trace."""
-    ranks = [(index, trace, calls) for index, trace in enumerate(per_trace) for calls in trace.coll_calls if calls.starts.size]
+    ranks, one_clock, files = _skew_ranks(per_trace)
     if not ranks:
         return None
-    spans = [(trace.window.start_ns, trace.window.end_ns) for trace in per_trace if any(c.starts.size for c in trace.coll_calls)]
-    one_clock = all(start < other_end and other_start < end for (start, end) in spans for (other_start, other_end) in spans)
-    files = len({index for index, _, _ in ranks}) > 1
-    if not one_clock:
-        ranks = [rank for rank in ranks if rank[0] == ranks[0][0]]
     labels = [trace.devices[calls.device].id if calls.device < len(trace.devices) else str(calls.device)
               for _, trace, calls in ranks]
     skew = coll.rank_skew([calls for _, _, calls in ranks], labels)
@@ -305,14 +324,20 @@ def _skew(case, per_trace: list[TraceMetrics]) -> CollectiveSkew | None:
     device = trace_metrics.devices[calls.device] if calls.device < len(trace_metrics.devices) else None
     where, before, before_ns = coll.what_came_before(trace, calls.device, device.pid if device else -1, skew.late_intervals)
     if where == "host" and before and device:  # the GPU idle under the range: the idle-by-host table's figure
-        listed = [row for row in (device.idle_by_host.ranges if device.idle_by_host else [])
-                  if row["name"] == host_activity.range_name(before)]
-        before_ns = int(listed[0]["idle_ns"]) if listed else host_activity.idle_under(
-            trace, calls.device, trace_metrics.window.start_ns, trace_metrics.window.end_ns, device.pid,
-            host_activity.range_name(before), int(trace.meta.get("clock_resolution_ns") or 1))
+        before_ns = _idle_under_range(trace, trace_metrics, calls, device, before)
     late = replace(skew.late_rank, rank=trace.meta.get("rank") if files else None, before_where=where, before=before,
                    before_ns=before_ns)
     return replace(skew, late_rank=late, clock="files" if files else "one trace")
+
+
+def _side_contracts(data: dict) -> None:
+    """The topology, NCCL and host-profile blocks of ``data`` as their contracts, in place: typed while the
+    rules and the headline read them, JSON-shaped after."""
+    data["topology"] = data["topology"].to_contract() if data["topology"] else None
+    data["nccl"] = [log.to_contract() for log in data["nccl"]] if data["nccl"] is not None else None
+    data["hot_frames"] = [frame.to_contract() for frame in data["hot_frames"]]
+    if "host_profile" in data:
+        data["host_profile"] = data["host_profile"].to_contract()
 
 
 def _case_kernels(case, per_trace: list[TraceMetrics]) -> list[dict]:
@@ -325,23 +350,23 @@ def _case_kernels(case, per_trace: list[TraceMetrics]) -> list[dict]:
                                       for trace, metrics in zip(case.traces, per_trace)])
 
 
-def _topology(case, devices: list[DeviceMetrics]) -> dict | None:
+def _topology(case, devices: list[DeviceMetrics]):
     """The first topology's summary, judged against the GPU groups that ran collectives on it."""
     if not case.topologies:
         return None
     from tracetriage.analyzers import topology as topo_mod
 
     topology = case.topologies[0]
-    return topo_mod.summary(topology, [group for group in _tp_groups(devices) if set(group) <= set(topology.gpus)])
+    return topo_mod.topology_summary(topology, [group for group in _tp_groups(devices) if set(group) <= set(topology.gpus)])
 
 
-def _nccl(case) -> list[dict] | None:
+def _nccl(case) -> list | None:
     """One summary per NCCL log, None without logs."""
     if not case.nccl_logs:
         return None
     from tracetriage.analyzers import nccl as nccl_mod
 
-    return [nccl_mod.summary(log) for log in case.nccl_logs]
+    return [nccl_mod.summarize(log) for log in case.nccl_logs]
 
 
 def _serving(case, slo: dict | None) -> dict | None:
@@ -419,7 +444,7 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
         "abstentions": [],
     }
     if host_profile:
-        data["host_profile"] = host_profile.to_contract()
+        data["host_profile"] = host_profile  # typed while the rules read it, its contract below
     ctx = rules.Context(case=case, data=data, per_trace=per_trace, symptom=symptom, slo=dict(slo or {}))
     evaluation = rules.evaluate(ctx)
     findings, abstentions = evaluation.findings, evaluation.abstentions
@@ -434,6 +459,7 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     data["headline"] = rules.headline(findings, abstentions, data, symptom)
     data["headline"] += _startup_stall_words(per_trace[0].window if per_trace else None)
     data["headline_by_axis"] = rules.headline_by_axis(findings)
+    _side_contracts(data)
     data["devices"] = [device.to_contract() for device in devices]
     data["processes"] = [process.to_contract() for process in processes]
     return Analysis(data=data, series=_series(case, per_trace, devices, ctx.ledger.by_slice, step_range))

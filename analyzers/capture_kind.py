@@ -119,25 +119,37 @@ def collective_workload(case, by_op: dict[str, float], workload: str | None) -> 
     names = [name for trace in traces for table in ("ranges", "ops") for name in _trace_names(trace, table, limit=1 << 20)]
     p2p = sorted({name for name in names if _POINT_TO_POINT.search(name)})
     a2a = sorted({name for name in names if _ALL_TO_ALL.search(name)})
-    if top == "AllToAll" or (top == "SendRecv" and a2a and not p2p):
-        return CollectiveWorkload("all_to_all", f"{top} kernels" + (f" under {_few(a2a)}" if a2a else ""))
-    if top == "SendRecv":
-        if p2p and not a2a:
-            return CollectiveWorkload("pipeline", f"SendRecv kernels with point-to-point calls: {_few(p2p)}")
-        return CollectiveWorkload(None, "SendRecv kernels whose call the trace does not name (no nccl:send/recv or "
-                                        "nccl:all_to_all annotation)" if not p2p else
-                                        f"SendRecv kernels under both point-to-point ({_few(p2p)}) and all-to-all "
-                                        f"({_few(a2a)}) calls")
+    if top in ("AllToAll", "SendRecv"):
+        return _exchange_workload(top, p2p, a2a)
     if workload == "training":
-        fsdp = sorted({name for name in names if _FSDP.search(name)})
-        if top in _GATHER_SCATTER or fsdp:
-            return CollectiveWorkload("fsdp", f"training with {top} on top" + (f", {_few(fsdp)}" if fsdp else ""))
-        if top == "AllReduce":
-            return CollectiveWorkload("data_parallel", "training (backward or optimizer work runs) with AllReduce on top")
-        return CollectiveWorkload(None, f"training with {top} on top")
+        return _training_workload(top, sorted({name for name in names if _FSDP.search(name)}))
     if workload == "serving" and top in ("AllReduce", *_GATHER_SCATTER):
         return CollectiveWorkload("tensor_parallel", f"a serving engine with {top} on top")
     return CollectiveWorkload(None, f"{top} on top; the workload (training or serving) is not known from the capture")
+
+
+def _exchange_workload(top: str, p2p: list[str], a2a: list[str]) -> CollectiveWorkload:
+    """AllToAll or SendRecv on top: an all-to-all (its kernels, or SendRecv under all-to-all calls only), pipeline
+    stages (SendRecv under point-to-point calls only), or not known (neither call named, or both)."""
+    if top == "AllToAll" or (a2a and not p2p):
+        return CollectiveWorkload("all_to_all", f"{top} kernels" + (f" under {_few(a2a)}" if a2a else ""))
+    if p2p and not a2a:
+        return CollectiveWorkload("pipeline", f"SendRecv kernels with point-to-point calls: {_few(p2p)}")
+    if not p2p:
+        return CollectiveWorkload(None, "SendRecv kernels whose call the trace does not name (no nccl:send/recv or "
+                                        "nccl:all_to_all annotation)")
+    return CollectiveWorkload(None, f"SendRecv kernels under both point-to-point ({_few(p2p)}) and all-to-all "
+                                    f"({_few(a2a)}) calls")
+
+
+def _training_workload(top: str, fsdp: list[str]) -> CollectiveWorkload:
+    """A training capture: sharded (gathers or scatters on top, or FSDP names), data-parallel (AllReduce on top),
+    else not known."""
+    if top in _GATHER_SCATTER or fsdp:
+        return CollectiveWorkload("fsdp", f"training with {top} on top" + (f", {_few(fsdp)}" if fsdp else ""))
+    if top == "AllReduce":
+        return CollectiveWorkload("data_parallel", "training (backward or optimizer work runs) with AllReduce on top")
+    return CollectiveWorkload(None, f"training with {top} on top")
 
 
 def _few(names: list[str], count: int = 3) -> str:

@@ -61,6 +61,33 @@ def _snapshot(captures: list[PySpyCapture]) -> list[dict]:
 
 
 @dataclass(frozen=True, slots=True)
+class UserFrame(Contract):
+    """A hot user frame of the host profile (hotframes.hot_frames: application code, not a framework or the
+    interpreter): its share of the non-idle samples inclusive, of user samples, in its own code, whether a host
+    sync runs under it and in what share of the samples."""
+
+    frame: str
+    function: str
+    share_pct: float
+    user_pct: float
+    self_pct: float
+    calls_sync: bool
+    sync_pct: float
+
+
+@dataclass(frozen=True, slots=True)
+class HotFrame(Contract):
+    """A hot frame of any code (the contract's top-level ``hot_frames``): its inclusive, own and user shares and
+    whether a host sync runs under it."""
+
+    frame: str
+    share_pct: float
+    self_pct: float
+    user_pct: float
+    calls_sync: bool
+
+
+@dataclass(frozen=True, slots=True)
 class HostProfile(Contract):
     """The contract's ``host_profile`` of a case's py-spy captures (hotframes.hot_frames defines the
     shares): samples in all and idle, the hot user frames, the captures, the dumps' snapshot; and the
@@ -68,17 +95,17 @@ class HostProfile(Contract):
 
     total_samples: int
     idle_samples: int
-    user_frames: list[dict]
+    user_frames: list[UserFrame]
     captures: list[dict]
     snapshot: list[dict]
-    hot_frames: list[dict] = field(default_factory=list, metadata=PRIVATE)
+    hot_frames: list[HotFrame] = field(default_factory=list, metadata=PRIVATE)
 
     @classmethod
     def of(cls, captures: list[PySpyCapture]) -> HostProfile:
         """The host profile of py-spy captures."""
         profile = hotframes.hot_frames(captures)
-        hot = [{"frame": frame["frame"], "share_pct": frame["share_pct"], "self_pct": frame["self_pct"],
-                "user_pct": frame["user_pct"], "calls_sync": frame["calls_sync"]} for frame in profile["frames"]]
+        hot = [HotFrame(*(frame[name] for name in HotFrame.contract_keys())) for frame in profile["frames"]]
         return cls(total_samples=profile["total_samples"], idle_samples=profile["idle_samples"],
-                   user_frames=profile["user"], captures=[_capture_row(capture) for capture in captures],
+                   user_frames=[UserFrame(**frame) for frame in profile["user"]],
+                   captures=[_capture_row(capture) for capture in captures],
                    snapshot=_snapshot(captures), hot_frames=hot)

@@ -91,11 +91,14 @@ def falsified(finding: dict, facts: dict) -> str | None:
 
 
 def make(finding_id: str, impact: float, fields: dict, evidence: list[dict], *, severity: str,
-         denominator: str, kind: dict, variant: str | None = None, entry: str | None = None) -> Finding:
+         denominator: str, kind: dict, variant: str | None = None, entry: str | None = None,
+         explains: float | None = None) -> Finding:
     """One finding: the catalog's texts for ``entry`` (default: the id) filled with ``fields``, each
-    text's variant chosen for the rule's ``variant`` and the capture's ``kind`` (variant_order)."""
+    text's variant chosen for the rule's ``variant`` and the capture's ``kind`` (variant_order);
+    ``explains`` the measured share it explains when more than its ``impact`` (Finding.explains_pct)."""
     texts = CATALOG[entry or finding_id]
     words = {key: " ".join(_text(texts, key, variant, kind).format_map(fields).split()) for key in TEXTS}
     return Finding(id=finding_id, axis=texts["axis"], answers=tuple(texts.get("answers") or [texts["axis"]]),
                    severity=severity, impact_pct=round(float(max(0.0, min(100.0, impact))), 2),
-                   impact_denominator=denominator, evidence=tuple(evidence), **words)
+                   impact_denominator=denominator, evidence=tuple(evidence),
+                   explains_pct=round(float(max(0.0, min(100.0, explains))), 2) if explains is not None else None, **words)

@@ -274,9 +274,12 @@ def _no_shape_hint(trace: Trace) -> str:
     return NO_SHAPED_OP_HINT
 
 
+LISTED_MIN_SHARE_PCT = 0.5  # a share the reports print as "0% of that class's time" is no not-measured item
+
+
 def _unmeasured_rows(trace: Trace, kernels: KernelTime, unmeasured: dict[str, float], total: dict[str, float]) -> list[dict]:
     """Per class, the not-measured entries of its kernels whose ops came without a dtype, and of those
-    no shaped op launched."""
+    no shaped op launched; entries under LISTED_MIN_SHARE_PCT of their class's time are left out."""
     out = []
     for code, name in enumerate(opwork.CLASSES):
         no_dtype = float(kernels.untyped_by_class[code])
@@ -304,7 +307,7 @@ def _unmeasured_rows(trace: Trace, kernels: KernelTime, unmeasured: dict[str, fl
                 "reason": "kernels no shaped operator launched (CUDA/HIP graph replays, custom or fused ops, kernels of "
                           "ops outside the profiled CPU window): their work is unknown",
                 "capture_hint": _no_shape_hint(trace)})
-    return out
+    return [row for row in out if row["share_pct"] is None or row["share_pct"] >= LISTED_MIN_SHARE_PCT]
 
 
 STEP_LENGTHS_HINT = ("annotate each engine step with its sequence-length aggregates, as TraceLens's patched vLLM "

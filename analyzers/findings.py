@@ -34,7 +34,11 @@ class Evidence:
 class Finding:
     """One finding (catalog.make fills its texts): the axis it explains and every symptom it answers,
     its severity, the share of ``impact_denominator`` it explains, the catalog's texts, its evidence;
-    ``falsified`` the reason its own falsifier rules it out (None while it stands)."""
+    ``falsified`` the reason its own falsifier rules it out (None while it stands); ``explains_pct`` the
+    measured share of the denominator the finding explains when that is more than ``impact_pct``, the part
+    its fix removes (cross_island_collective: all the collective time, of which only the excess over one
+    island's link goes with the re-layout); None when the two are the same. The headline says it; the
+    contract carries the figure as the evidence row that measured it."""
 
     id: str
     axis: str
@@ -49,6 +53,7 @@ class Finding:
     falsifier: str
     evidence: tuple[Evidence, ...]
     falsified: str | None = None
+    explains_pct: float | None = None
 
     def with_evidence(self, *rows: Evidence, **changes) -> Finding:
         """A copy with ``rows`` added to the evidence and the fields in ``changes`` replaced."""

@@ -318,14 +318,15 @@ def test_a_truncated_export_is_exit_3_in_one_line(tmp_path, fraction):
         assert proc.returncode == 3 and len(lines) == 1 and lines[0].startswith(f"tracetriage: error: {short}"), proc.stderr
 
 
-def test_the_cross_island_claim_says_it_is_an_upper_bound():
-    """Item 30 (in part): cross_island_collective claims every collective the layout slows (52.9% of
-    tp8's window), but the re-layout removes only the time above one island's: the finding says its
-    figure is an upper bound and names the capture that measures the rest."""
+def test_the_cross_island_claim_is_what_the_re_layout_removes():
+    """Item 30: the collectives run 52.9% of tp8's window, but the re-layout removes only the time above what
+    the same collectives take on one island's link: the impact is that excess (a bus-bandwidth model stated in
+    the evidence; tests/test_collective_ring.py checks its figures), below the measured share."""
     data = analyze(open_case([BUNDLES / "tp8_cross_island"])).data
     (finding,) = [finding for finding in data["findings"] if finding["id"] == "cross_island_collective"]
     (bound,) = [item for item in finding["evidence"] if item["name"] == "recoverable_pct"]
-    assert bound["value"] is None and bound["text"].startswith("an upper bound")
+    (share,) = [item for item in finding["evidence"] if item["name"] == "collective_share_pct"]
+    assert bound["value"] == finding["impact_pct"] < share["value"] and bound["text"].startswith("removable by the re-layout")
 
 
 def test_the_copy_bound_mechanism_does_not_assert_the_link_speed():

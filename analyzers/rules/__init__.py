@@ -1,8 +1,8 @@
 """The verdict: rules turning metrics into findings and abstentions, symptom first.
 
 Every rule reads the assembled metrics (never a file) and returns a finding or None; it is
-registered as a :class:`~.context.Rule` (registry.py) in its family's module: trace.py,
-collective.py, efficiency.py, serving.py, healthy.py. Its thresholds are declared beside it and
+registered as a :class:`~.context.Rule` (registry.py) in its family's module: trace.py (host-side),
+copies.py, starved.py, tail.py, collective.py, efficiency.py, serving.py, healthy.py. Its thresholds are declared beside it and
 collected in one table (thresholds.py) with the reason for each; its words are in the findings
 catalog (``findings.toml``, see catalog.py), the capture commands in ``capture_hints.toml``.
 

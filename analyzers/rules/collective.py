@@ -16,7 +16,9 @@ from tracetriage.analyzers import catalog
 from tracetriage.analyzers.capture_kind import collective_workload
 from tracetriage.analyzers.evidence import ev, severity_for
 from tracetriage.analyzers.metrics import CollectiveSkew
+from tracetriage.analyzers.nccl import SlowPath
 from tracetriage.analyzers.rules.context import Context, Rule, t, window_denominator
+from tracetriage.analyzers.topology import CrossingGroup, RingModel, TopologySummary, ring_model
 from tracetriage.wording import fmt_ns, pct, plural, short_middle
 
 # name: (value, why)
@@ -44,52 +46,82 @@ WORKLOAD_WORDS = {
 def vendor_words(ctx: Context) -> dict[str, str]:
     """The vendor's tool names for the capture (VENDOR_WORDS): ROCm's for a ROCm trace or an RCCL
     log, else CUDA's (also when the vendor is unknown)."""
-    rccl = any(log.get("library") == "RCCL" for log in (ctx.data.get("nccl") or []))
+    rccl = any(log.library == "RCCL" for log in (ctx.data.get("nccl") or []))
     return VENDOR_WORDS["rocm" if ctx.kind.get("vendor") == "rocm" or rccl else "cuda"]
 
 
 def rule_cross_island_collective(ctx: Context):
+    """A collective group over more than one island (or over a slow link): claims, of each rank's collective
+    time no compute hides, the excess over what the same collectives take at the island's link speed
+    (topology.ring_model; all of it when the links' bandwidths are not known), so ``impact_pct`` is what the
+    re-layout removes and ``explains_pct`` the measured collective share."""
     topo = ctx.data.get("topology")
-    slow_paths = [path for log in (ctx.data.get("nccl") or []) for path in log["intra_node_slow_paths"]]
+    slow_paths = [path for log in (ctx.data.get("nccl") or []) for path in log.intra_node_slow_paths]
     if not topo:
         return _cross_island_from_nccl(ctx, slow_paths) if slow_paths else None
-    crossing = [group for group in topo["crossing_groups"] if group["islands_spanned"] > 1 or group["crosses_slow_link"]]
-    if not crossing:
+    group = next((group for group in topo.crossing_groups if group.islands_spanned > 1 or group.crosses_slow_link), None)
+    if group is None:
         return None
-    group = crossing[0]
-    devices = [device for device in ctx.devices if device.collective_count and device.gpu_index in group["group"]]
-    taken = ctx.ledger.take("cross_island_collective", {device.id: (["collective"], None) for device in devices})
+    model = ring_model(topo.links, topo.islands, group.group)
+    if model is not None and model.island_fraction >= 1.0:
+        return None  # a ring over the group's fastest links runs at the island's speed: the layout costs nothing
+    devices = [device for device in ctx.devices if device.collective_count and device.gpu_index in group.group]
+    taken = ctx.ledger.take("cross_island_collective", _excess_wants(devices, model))
     impact = ctx.ledger.impact_pct(taken)
     share = float(np.mean([device.collective_share_pct for device in devices])) if devices else 0.0
-    islands_txt = " and ".join(str(i) for i in topo["islands"])
-    evidence = [
-        ev("group", group["group"], text=f"GPUs running collectives together: {group['group']}"),
-        ev("islands", topo["islands"], text=f"NVLink/fabric islands from the topology matrix: {islands_txt}"),
-        ev("worst_link", group["worst_link"], text=f"slowest link inside the group: {group['worst_link']} (traffic crosses "
-                                                   "PCIe and the CPU interconnect)"),
-        ev("collective_share_pct", round(share, 2), "%", "window, mean over the group's ranks",
-           text=f"collectives run {pct(share)} of the window (mean over the group's ranks)"),
-        ev("collective_claimed_pct", round(impact, 2), "%", window_denominator(ctx),
-           text=f"communication no compute hides: {pct(impact)} of the window"),
-        _recoverable(ctx),
-    ]
-    evidence += _nccl_hop_evidence(slow_paths) + _collective_op_evidence(ctx)
+    evidence = _island_evidence(ctx, topo, group, devices, impact, share, model) + _nccl_hop_evidence(slow_paths)
+    evidence += _collective_op_evidence(ctx)
     skew = ctx.data.get("collective_skew")
     if isinstance(skew, CollectiveSkew) and skew.matched:
         evidence += _skew_evidence(skew)  # a late rank, not the link, when the ranks mostly wait (falsified_when)
-    return catalog.make(
-        "cross_island_collective", impact,
-        {"group": group["group"], "spanned": group["islands_spanned"], "islands": islands_txt, "worst": group["worst_link"],
-         "n_islands": len(topo["islands"]), "group_size": len(group["group"]),
-         "recommendation": topo.get("recommendation") or "keep each tensor-parallel group on GPUs joined by NVLink/XGMI",
-         **vendor_words(ctx)},
-        evidence, severity="high" if impact >= 25 else "medium", denominator=window_denominator(ctx), kind=ctx.kind)
+    return catalog.make("cross_island_collective", impact, _island_fields(ctx, topo, group, impact, share, model), evidence,
+                        severity="high" if impact >= 25 else "medium", denominator=window_denominator(ctx), kind=ctx.kind,
+                        variant="modelled" if model else None, explains=share if model and devices else None)
 
 
-def _nccl_hop_evidence(slow_paths: list[dict]) -> list[dict]:
+def _excess_wants(devices: list, model: RingModel | None) -> dict[str, tuple]:
+    """Each rank's claim on its exposed collective time: its collective time x (1 - the island fraction) when
+    modelled, all of it otherwise."""
+    if model is None:
+        return {device.id: (["collective"], None) for device in devices}
+    return {device.id: (["collective"], (1.0 - model.island_fraction) * device.collective_ns) for device in devices}
+
+
+def _island_evidence(ctx: Context, topo: TopologySummary, group: CrossingGroup, devices: list, impact: float, share: float,
+                     model: RingModel | None) -> list[dict]:
+    """The group, the islands, its worst link, the collective share, the claim and what the re-layout removes."""
+    exposed = float(np.mean([100.0 * device.slices["collective"] / device.window_ns for device in devices
+                             if device.window_ns] or [0.0]))
+    islands_txt = " and ".join(str(i) for i in topo.islands)
+    return [
+        ev("group", group.group, text=f"GPUs running collectives together: {group.group}"),
+        ev("islands", topo.islands, text=f"NVLink/fabric islands from the topology matrix: {islands_txt}"),
+        ev("worst_link", group.worst_link, text=f"slowest link inside the group: {group.worst_link} (traffic crosses "
+                                                "PCIe and the CPU interconnect)"),
+        ev("collective_share_pct", round(share, 2), "%", "window, mean over the group's ranks",
+           text=f"collectives run {pct(share)} of the window (mean over the group's ranks)"),
+        _claimed(ctx, impact, exposed, model),
+        _recoverable(ctx, impact, share, model),
+    ]
+
+
+def _island_fields(ctx: Context, topo: TopologySummary, group: CrossingGroup, impact: float, share: float,
+                   model: RingModel | None) -> dict:
+    """The catalog fields of cross_island_collective; the ring model's links and island figure when modelled."""
+    fields = {"group": group.group, "spanned": group.islands_spanned, "islands": " and ".join(str(i) for i in topo.islands),
+              "worst": group.worst_link, "n_islands": len(topo.islands), "group_size": len(group.group),
+              "recommendation": topo.recommendation or "keep each tensor-parallel group on GPUs joined by NVLink/XGMI",
+              "claimed": pct(impact), "share": pct(share), **vendor_words(ctx)}
+    if model is not None:
+        fields.update({"ring_link": model.ring_link, "island_link": model.island_link,
+                       "island_share": pct(share * model.island_fraction)})
+    return fields
+
+
+def _nccl_hop_evidence(slow_paths: list[SlowPath]) -> list[dict]:
     if not slow_paths:
         return []
-    hops = ", ".join(f"GPU {path['from_dev']} → GPU {path['to_dev']} via {path['via']}" for path in slow_paths[:6])
+    hops = ", ".join(f"GPU {path.from_dev} → GPU {path.to_dev} via {path.via}" for path in slow_paths[:6])
     return [ev("slow_hops", len(slow_paths), "hops", None,
                text=f"the NCCL log routes {plural(len(slow_paths), 'intra-node hop')} without P2P: {hops}")]
 
@@ -110,18 +142,40 @@ def _collective_op_evidence(ctx: Context) -> list[dict]:
     ]
 
 
-def _recoverable(ctx: Context) -> dict:
-    """The claim is the collectives the layout slows; the fix keeps what one island would spend on them."""
-    return ev("recoverable_pct", None, "%", window_denominator(ctx),
-              text="an upper bound: the re-layout removes only the time above what a group inside one island spends "
-                   "on its collectives, which this capture does not measure (a capture of one group on one island does)")
+def _claimed(ctx: Context, impact: float, exposed: float, model: RingModel | None) -> dict:
+    """What the finding claims: the exposed collective time, or (modelled) the part of it the re-layout removes."""
+    if model is None:
+        return ev("collective_claimed_pct", round(impact, 2), "%", window_denominator(ctx),
+                  text=f"communication no compute hides: {pct(impact)} of the window")
+    return ev("collective_claimed_pct", round(impact, 2), "%", window_denominator(ctx),
+              text=f"claimed: the part of the collective time the re-layout removes, {pct(impact)} of the window "
+                   f"(communication no compute hides: {pct(exposed)})")
 
 
-def _cross_island_from_nccl(ctx: Context, slow_paths: list[dict]):
+def _recoverable(ctx: Context, impact: float | None = None, share: float = 0.0, model: RingModel | None = None) -> dict:
+    """What the re-layout removes. With the link classes' bandwidths known (topology.ring_model): the collective
+    time above what the same collectives take at the island's link speed (a bus-bandwidth model of the ring),
+    bounded by the time no compute hides; without them an upper bound the capture cannot narrow."""
+    if model is None or impact is None:
+        return ev("recoverable_pct", None, "%", window_denominator(ctx),
+                  text="an upper bound: the re-layout removes only the time above what a group inside one island spends "
+                       "on its collectives, which this capture does not measure (a capture of one group on one island does)")
+    return ev("recoverable_pct", round(impact, 2), "%", window_denominator(ctx),
+              text=f"removable by the re-layout: about {pct(impact)} of the window. Model: a ring collective moves "
+                   f"2(n-1)/n of its bytes through every hop, so its time is set by the ring's slowest hop; this ring "
+                   f"must cross {model.ring_link} (about {model.ring_gbps:,.0f} GB/s each way), a ring inside an island "
+                   f"runs on {model.island_link} (about {model.island_gbps:,.0f} GB/s), so the same collectives would "
+                   f"take {pct(100.0 * model.island_fraction)} of their time there: {pct(share * model.island_fraction)} "
+                   f"of the window instead of {pct(share)}; the excess, no more "
+                   "than the time no compute hides, is what the re-layout removes (bandwidth-bound: latency left out, "
+                   "so an upper estimate)")
+
+
+def _cross_island_from_nccl(ctx: Context, slow_paths: list[SlowPath]):
     devices = [device for device in ctx.devices if device.collective_count]
     taken = ctx.ledger.take("cross_island_collective", {device.id: (["collective"], None) for device in devices})
     impact = ctx.ledger.impact_pct(taken)
-    hops = ", ".join(f"{path['from_dev']}->{path['to_dev']} via {path['via']}" for path in slow_paths[:6])
+    hops = ", ".join(f"{path.from_dev}->{path.to_dev} via {path.via}" for path in slow_paths[:6])
     evidence = _nccl_hop_evidence(slow_paths)
     if devices:
         evidence.append(ev("collective_claimed_pct", round(impact, 2), "%", window_denominator(ctx),
@@ -225,29 +279,29 @@ def _skew_evidence(skew: CollectiveSkew) -> list:
 
 def rule_nccl_errors(ctx: Context):
     logs = ctx.data.get("nccl") or []
-    warns = [warning for log in logs for warning in log["warnings"]]
+    warns = [warning for log in logs for warning in log.warnings]
     if not warns:
         return None
     first = warns[0]
     kinds: dict[str, int] = {}
     for warning in warns:
-        key = warning["message"].split(":")[0][:60]
+        key = warning.message.split(":")[0][:60]
         kinds[key] = kinds.get(key, 0) + 1
-    ranks = sorted({f"{warning['host']}:{warning['pid']} [dev {warning['cuda_dev']}]" for warning in warns})
-    net = any("NET/IB" in warning["message"] or "socket" in warning["message"].lower() for warning in warns)
+    ranks = sorted({f"{warning.host}:{warning.pid} [dev {warning.cuda_dev}]" for warning in warns})
+    net = any("NET/IB" in warning.message or "socket" in warning.message.lower() for warning in warns)
     evidence = [
         ev("warn_count", len(warns), "lines", "log lines", text=f"{plural(len(warns), 'WARN line')} from "
                                                                 f"{plural(len(ranks), 'process', 'processes')}"),
-        ev("first", first["message"], "", None,
-           text=f"first: [{first.get('time') or 'no timestamp'}] {first['host']}:{first['pid']} dev {first['cuda_dev']} "
-                f"{first.get('location') or ''}: {first['message']}"),
+        ev("first", first.message, "", None,
+           text=f"first: [{first.time or 'no timestamp'}] {first.host}:{first.pid} dev {first.cuda_dev} "
+                f"{first.location or ''}: {first.message}"),
         ev("kinds", kinds, "lines", None,
            text="by message: " + "; ".join(f"{message} x{count}" for message, count in kinds.items())),
         ev("ranks", ranks[:8], "", None, text="from: " + ", ".join(ranks[:8]) + (" ..." if len(ranks) > 8 else "")),
     ]
     return catalog.make(
         "nccl_errors", 100.0,
-        {"count": len(warns), "line_word": "line" if len(warns) == 1 else "lines", "first": first["message"][:140],
+        {"count": len(warns), "line_word": "line" if len(warns) == 1 else "lines", "first": first.message[:140],
          "net_clause": " The messages point at the network path (IB completion errors / socket connects)." if net else "",
          **vendor_words(ctx)},
         evidence, severity="high", denominator="run (a failed collective stops every step)", variant="net" if net else None,

@@ -10,7 +10,12 @@ from tracetriage.analyzers.metrics import Efficiency
 from tracetriage.analyzers.rules.context import Context, Rule, t
 from tracetriage.wording import pct, us
 
-THRESHOLDS = efficiency.THRESHOLDS  # measuring reads them too: declared with the measurement
+THRESHOLDS = {
+    **efficiency.THRESHOLDS,  # measuring reads those too: declared with the measurement
+    "roofline_confirm_margin_pct": (10.0, ("a re-capture of the same kernels moves their achieved rate by a few points: the "
+                                           "confirm target lies this far above the finding's line, so a fix that only "
+                                           "reaches the line (where it stops firing) does not count as confirmed")),
+}
 
 
 def abstention(ctx: Context) -> list[dict]:
@@ -113,15 +118,19 @@ def _decode_and_top_op_evidence(measured: Efficiency, judged: dict) -> list[dict
     return out
 
 
-def _roofline_fields(judged: dict, peaks: dict, compute_pct: float, impact: float) -> dict:
-    """The catalog fields of below_roofline: what runs below which roofline, at what rates."""
+def _roofline_fields(judged: dict, peaks: dict, compute_pct: float, impact: float, stepped: bool) -> dict:
+    """The catalog fields of below_roofline: what runs below which roofline, at what rates; the confirm target
+    (the finding's line plus roofline_confirm_margin_pct) and the unit of the kernel time (per step, or per call
+    of the same ops when the capture has no steps)."""
     row = judged["entry"]
+    line = t("decode_floor_min_pct") if judged.get("decode") else t("roofline_min_pct")
     return {"what": judged["text"], "device": peaks["model"], "busy": pct(compute_pct), "claimed": pct(impact),
             "klass": efficiency.CLASS_WORDS[judged["class"]],
             "pct": f"{(judged['decode'] or {}).get('pct_of_floor') or (row or {}).get('pct_of_roofline') or 0:.0f}%",
             "tflops": f"{row['achieved_tflops']:.1f} TFLOP/s" if row else "n/a",
             "gbps": f"{row['achieved_gbps']:.0f} GB/s" if row else "n/a",
-            "threshold": f"{t('decode_floor_min_pct') if judged.get('decode') else t('roofline_min_pct'):.0f}%"}
+            "threshold": f"{line:.0f}%", "target": f"{line + t('roofline_confirm_margin_pct'):.0f}%",
+            "per_unit": "per step" if stepped else "per call of the same ops"}
 
 
 def rule_below_roofline(ctx: Context):
@@ -154,9 +163,11 @@ def rule_below_roofline(ctx: Context):
     row = judged["entry"]
     variant = ("decode" if judged.get("decode")
                else MECHANISMS.get((judged["class"], row["bound"] if row else "compute"), "gemm"))
-    return catalog.make("below_roofline", impact, _roofline_fields(judged, peaks, compute_pct, impact), evidence,
+    stepped = any(process.steps.count for process in trace.processes if process.pid == device.pid)
+    return catalog.make("below_roofline", impact, _roofline_fields(judged, peaks, compute_pct, impact, stepped), evidence,
                         severity=severity_for(impact), denominator=denominator, kind=ctx.kind, variant=variant)
 
 
 RULE = Rule("below_roofline", "throughput", rule_below_roofline, reads=("efficiency", "devices"),
-            thresholds=("roofline_min_pct", "roofline_busy_min_pct", "roofline_min_measured_share", "decode_floor_min_pct"))
+            thresholds=("roofline_min_pct", "roofline_busy_min_pct", "roofline_min_measured_share", "decode_floor_min_pct",
+                        "roofline_confirm_margin_pct"))

@@ -81,7 +81,7 @@ def _falsify(finding: Finding, why: str) -> Finding:
                      if row.name == "mechanism" else row for row in finding.evidence)
     return replace(finding, evidence=evidence).with_evidence(
         ev("falsifier_met", True, "", None, text=f"not the problem as stated: {why}"),
-        severity="info", falsified=why, impact_pct=0.0,
+        severity="info", falsified=why, impact_pct=0.0, explains_pct=None,
         fix=why)  # no fix to give: what rules the finding out stands in its place
 
 

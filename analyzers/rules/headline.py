@@ -36,9 +36,11 @@ def rank(findings: list[Finding], symptom: str | None) -> list[Finding]:
 def _says(finding: Finding) -> str:
     """A finding in headline words: its id, title and the share it explains (whole percent; under 1%
     and from 99.5% to under 100% with its decimal, so the clause neither reads 0% while the title
-    names 0.1% nor claims 100% of an impact of 99.5%)."""
-    whole = 1 <= finding.impact_pct and (round(finding.impact_pct) < 100 or finding.impact_pct >= 100)
-    share = f"{finding.impact_pct:.0f}%" if whole else pct(finding.impact_pct)
+    names 0.1% nor claims 100% of an impact of 99.5%). The share is the measured one (explains_pct) where
+    the finding's fix removes only part of it (impact_pct)."""
+    explained = finding.explains_pct if finding.explains_pct is not None else finding.impact_pct
+    whole = 1 <= explained and (round(explained) < 100 or explained >= 100)
+    share = f"{explained:.0f}%" if whole else pct(explained)
     return f"[{finding.id}] {finding.title} — explains {share} of the {finding.impact_denominator}"
 
 
@@ -103,7 +105,7 @@ def _side_artifacts_headline(findings: list[Finding], abstentions: list[dict], d
                              broken: list[dict]) -> str:
     """The verdict of a case without a GPU trace: a topology, serving artifacts or other side artifacts."""
     topo = data.get("topology")
-    what = ((f"topology: {plural(len(topo['gpus']), 'GPU')} in islands {topo['islands']}" if len(topo["gpus"]) > 1
+    what = ((f"topology: {plural(len(topo.gpus), 'GPU')} in islands {topo.islands}" if len(topo.gpus) > 1
              else "topology: one GPU, so no interconnect between GPUs to judge") if topo
             else "serving artifacts" if data.get("serving") else "side artifacts only")
     if findings and findings[0].id == "healthy":

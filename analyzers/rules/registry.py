@@ -7,16 +7,17 @@ catalog; the order of the families is here."""
 
 from __future__ import annotations
 
-from tracetriage.analyzers.rules import collective, efficiency, healthy, quality, serving, trace
+from tracetriage.analyzers.rules import collective, copies, efficiency, healthy, quality, serving, starved, tail, trace
 from tracetriage.analyzers.rules.context import Rule
 
 REGISTRY: tuple[Rule, ...] = (
     *[rule for rule in collective.RULES if rule.stage == "throughput"],
     *trace.RULES,
+    *copies.RULES,
     efficiency.RULE,
-    trace.STARVED,
+    starved.STARVED,
     *[rule for rule in collective.RULES if rule.stage == "trace"],
-    trace.PREFILL_STALL,
+    tail.PREFILL_STALL,
     *serving.RULES,
     healthy.HEALTHY,
     serving.HEALTHY,

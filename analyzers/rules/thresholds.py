@@ -1,6 +1,6 @@
 """One table of every rule's thresholds, each with its reason: name -> (value, why).
 
-Each module declares its own table beside its rules (its ``THRESHOLDS``): trace, collective,
+Each module declares its own table beside its rules (its ``THRESHOLDS``): trace, copies, starved, tail, collective,
 healthy, falsify, abstain, serving, efficiency, phases and quality (the last two live with the measurement in
 analyzers/efficiency.py and analyzers/phases.py, which read them too). They are collected here, in that order, into
 context.THRESHOLDS, the one table :func:`~.context.t` reads; a name declared twice fails at import."""
@@ -8,10 +8,23 @@ context.THRESHOLDS, the one table :func:`~.context.t` reads; a name declared twi
 from __future__ import annotations
 
 from tracetriage.analyzers import phases
-from tracetriage.analyzers.rules import abstain, collective, efficiency, falsify, healthy, quality, serving, trace
+from tracetriage.analyzers.rules import (
+    abstain,
+    collective,
+    copies,
+    efficiency,
+    falsify,
+    healthy,
+    quality,
+    serving,
+    starved,
+    tail,
+    trace,
+)
 from tracetriage.analyzers.rules.context import THRESHOLDS
 
-for _table in (trace.THRESHOLDS, collective.THRESHOLDS, healthy.THRESHOLDS, falsify.THRESHOLDS, abstain.THRESHOLDS,
+for _table in (trace.THRESHOLDS, copies.THRESHOLDS, starved.THRESHOLDS, tail.THRESHOLDS, collective.THRESHOLDS,
+               healthy.THRESHOLDS, falsify.THRESHOLDS, abstain.THRESHOLDS,
                serving.THRESHOLDS, efficiency.THRESHOLDS, phases.THRESHOLDS, quality.THRESHOLDS):
     if set(_table) & set(THRESHOLDS):
         raise ValueError(f"thresholds declared twice: {sorted(set(_table) & set(THRESHOLDS))}")
