@@ -11,7 +11,7 @@ Definitions (inside the analysis window [lo, hi) of one device, owned by process
   (1) named ranges — the ``ranges`` table (PyTorch profiler ``user_annotation``, NVTX, roctx)
   whose name is the program's (not :data:`OPERATOR_NAME`);
   (2) operator ranges — the PyTorch profiler's CPU ops of
-  :data:`~tracetriage.parsers.kineto.HOST_OP_MIN_US` or longer (``meta["host_ops"]``) and the
+  :data:`~tracetriage.parsers.kineto_events.HOST_OP_MIN_US` or longer (``meta["host_ops"]``) and the
   ``ranges`` rows named like an operator or library call (``aten::mm``, an emit_nvtx range);
   (3) OS runtime calls (nsys ``--trace=osrt``, ``meta["host_calls"]``, 100 µs or longer) of the
   threads that launch GPU work — a poll loop on another thread does not hold the GPU;
