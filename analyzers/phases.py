@@ -260,14 +260,15 @@ class Launches:
         gpu = trace.gpu
         self._trace, self._kernel = trace, kernel
         start, end = gpu["start"].to_numpy(np.int64), gpu["end"].to_numpy(np.int64)
-        names = gpu["name"].cat.codes.to_numpy()
+        name_column = gpu["name"]
+        names = name_column.cat.codes.to_numpy()
         if not kernel.all():
             start, end, names = start[kernel], end[kernel], names[kernel]
         self._order = None if is_sorted(start) else np.argsort(start, kind="stable")
         if self._order is not None:
             start, end, names = start[self._order], end[self._order], names[self._order]
         self.starts, self.ends, self._names = start, end, names
-        self._missing = len(gpu["name"].cat.categories)  # the slot of a missing name (code -1)
+        self._missing = len(name_column.cat.categories)  # the slot of a missing name (code -1)
         self._first_of = _first_occurrences(names, self._missing)
         self._firsts = np.sort(self._first_of[self._first_of >= 0])
 
