@@ -11,7 +11,7 @@ Definitions (inside the analysis window [lo, hi) of one device, owned by process
   (1) named ranges — the ``ranges`` table (PyTorch profiler ``user_annotation``, NVTX, roctx)
   whose name is the program's (not :data:`OPERATOR_NAME`);
   (2) operator ranges — the PyTorch profiler's CPU ops of
-  :data:`~tracetriage.parsers.kineto.HOST_OP_MIN_US` or longer (``meta["host_ops"]``) and the
+  :data:`~tracetriage.parsers.kineto_events.HOST_OP_MIN_US` or longer (``meta["host_ops"]``) and the
   ``ranges`` rows named like an operator or library call (``aten::mm``, an emit_nvtx range);
   (3) OS runtime calls (nsys ``--trace=osrt``, ``meta["host_calls"]``, 100 µs or longer) of the
   threads that launch GPU work — a poll loop on another thread does not hold the GPU;
@@ -201,16 +201,27 @@ def _owned(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
 def _device_gaps(trace: Trace, device: int, lo: int, hi: int, min_gap_ns: int) -> tuple[np.ndarray, np.ndarray]:
     """The device's gaps in [lo, hi), as timeline.py measures them (shorter than min_gap_ns: busy)."""
     gpu = trace.gpu
-    start, end = gpu["start"].to_numpy(), gpu["end"].to_numpy()
+    start, end = gpu["start"].to_numpy(np.int64), gpu["end"].to_numpy(np.int64)
     mine = (end > lo) & (start < hi)
     if len(trace.devices) > 1:
         mine &= gpu["device"].to_numpy() == device
-    s = np.maximum(start[mine], lo)
-    e = np.minimum(np.maximum(end[mine], start[mine]), hi)
-    busy_s, busy_e = iv.union(s, e)
-    gap_s, gap_e = iv.complement(busy_s, busy_e, lo, hi)
-    keep = gap_e - gap_s >= max(1, min_gap_ns)
-    return gap_s[keep], gap_e[keep]
+    if not mine.all():  # else the columns themselves: no copy of a lone device's whole table
+        start, end = start[mine], end[mine]
+    end = iv.not_before(end, start)
+    # each operation clipped to the window (copies only when one crosses its edges)
+    busy_s, busy_e = iv.union(start if not start.size or start.min() >= lo else np.maximum(start, lo),
+                              end if not end.size or end.max() <= hi else np.minimum(end, hi))
+    return iv.gaps(busy_s, busy_e, lo, hi, min_gap_ns)
+
+
+def _process_calls(api, pid: int) -> tuple[np.ndarray, np.ndarray]:
+    """The runtime/driver calls of ``pid`` (an end before its start read as the start): the table's
+    columns themselves when the process made every call."""
+    start, end = api["start"].to_numpy(np.int64), api["end"].to_numpy(np.int64)
+    mine = api["pid"].to_numpy() == pid
+    if not mine.all():
+        start, end = start[mine], end[mine]
+    return start, iv.not_before(end, start)
 
 
 def idle_under(trace: Trace, device: int, lo: int, hi: int, pid: int, name: str, min_gap_ns: int = 1) -> int:
@@ -252,12 +263,8 @@ def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges,
     window = hi - lo
     gap_s, gap_e = _device_gaps(trace, device, lo, hi, min_gap_ns)
     pid = int(trace.devices.iloc[device]["pid"])
-    api = trace.api
-    calls = api["pid"].to_numpy() == pid
-    call_s, call_e = iv.union(api["start"].to_numpy()[calls], np.maximum(api["end"].to_numpy()[calls],
-                                                                           api["start"].to_numpy()[calls]))
-    has_calls = bool(calls.any())
-    in_calls = iv.Coverage(call_s, call_e)  # host code = idle time outside every call of the process
+    call_s, call_e = _process_calls(trace.api, pid)
+    has_calls = bool(call_s.size)
     candidate = ~_excluded(hosts, steps, lo, hi) & (hosts.end > np.maximum(hosts.start, lo)) & (hosts.start < hi)
     segments_s, segments_e, segments_of = [], [], []
     taken_s, taken_e = np.empty(0, np.int64), np.empty(0, np.int64)
@@ -277,8 +284,9 @@ def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges,
         segments_e.append(own_e)
         segments_of.append(which)
         taken_s, taken_e = iv.union(np.concatenate((taken_s, own_s)), np.concatenate((taken_e, own_e)))
-    idle_ns = int((gap_e - gap_s).sum())
-    host_code_ns = idle_ns - int(in_calls.overlap_disjoint(gap_s, gap_e).sum()) if has_calls else 0
+    idle_ns = sum(int((gap_e[i:i + iv.SLICE] - gap_s[i:i + iv.SLICE]).sum()) for i in range(0, gap_s.size, iv.SLICE))
+    # host code = idle time outside every call of the process (the calls' union streamed past the gaps)
+    host_code_ns = idle_ns - iv.overlap_measure(gap_s, gap_e, iv.union_slices(call_s, call_e)) if has_calls else 0
     rows_out: list[dict] = []
     attributed = 0
     if segments_s:
@@ -291,7 +299,8 @@ def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges,
             key = hosts.name[owner].astype(np.int64) * (len(hosts.sources) + 1) + hosts.source[owner]
             keys, inverse = np.unique(key, return_inverse=True)
             idle = np.bincount(inverse, weights=piece_e - piece_s, minlength=keys.size)
-            code = (piece_e - piece_s) - in_calls.overlap(piece_s, piece_e) if has_calls else np.zeros(piece_s.size, np.int64)
+            code = ((piece_e - piece_s) - iv.Coverage(*iv.union(call_s, call_e)).overlap(piece_s, piece_e) if has_calls
+                    else np.zeros(piece_s.size, np.int64))
             code_ns = np.bincount(inverse, weights=code, minlength=keys.size)
             order = np.lexsort((gap, inverse))  # distinct (range, gap) pairs: a sort, no hash table
             pair_key, pair_gap = inverse[order], gap[order]

@@ -57,6 +57,7 @@ A set-up or tear-down shorter than :data:`PHASE_MIN_SHARE` of the capture span i
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -109,7 +110,11 @@ class Finder:
         return _find_steps(self, pids, step_range)
 
     def phases(self, steps: list) -> tuple[Phases, int, int]:
-        return _find(self.activity, steps)
+        """The phases (the last question asked: the activity's columns are let go once they are
+        found, before the device timelines run; asking again builds it again)."""
+        found = _find(self.activity, steps)
+        self._activity = None
+        return found
 
 
 def _near(intervals: tuple[np.ndarray, np.ndarray], around: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -144,27 +149,42 @@ class _Activity:
             self.kernels = iv.union(self.start[self.kernel], self.end[self.kernel])
             self.kernel_cover = iv.Coverage(*self.kernels)
         self.op_starts = self.start if is_sorted(self.start) else np.sort(self.start)
-        self.kernel_starts, self.repeats, self.kernel_ends, self.launched_at, self.first_launch = _repeats(trace)
+        self.launch = Launches(trace, self.kernel)
         self.api_start, self.api_end = api["start"].to_numpy(np.int64), api["end"].to_numpy(np.int64)
         self.sync_copy = cat_mask(api, "category", "memcpy_sync") if len(api) else np.zeros(0, bool)
         # GPU time the host spends blocked in a synchronous copy: the busy intervals under those calls
         sync = iv.union(self.api_start[self.sync_copy], self.api_end[self.sync_copy])
         self.busy_in_sync = iv.Coverage(*iv.intersect(*sync, *_near(self.busy, sync)))
-        self.in_calls = iv.Coverage(*iv.union(self.api_start, np.maximum(self.api_end, self.api_start)))
 
     def in_calls_share(self, start: int, end: int) -> float:
-        """The share of [start, end) the host spends inside runtime/driver calls (any of them, once)."""
-        return float(self.in_calls.overlap(np.array([start]), np.array([end]))[0]) / (end - start) if end > start else 0.0
+        """The share of [start, end) the host spends inside runtime/driver calls (any of them, once):
+        the union of the calls that touch it, clipped to it (asked of a few stretches: no union of
+        every call is kept)."""
+        if end <= start:
+            return 0.0
+        call_end = iv.not_before(self.api_end, self.api_start)
+        touching = (self.api_start < end) & (call_end > start)
+        inside = iv.union(np.maximum(self.api_start[touching], start), np.minimum(call_end[touching], end))
+        return float(iv.measure(*inside)) / (end - start)
 
-    def idle_stretches(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
-        """The GPU's idle intervals (no operation on any device) inside [a, b), in order."""
+    def idle_stretches(self, a: int, b: int, min_length: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """The GPU's idle intervals (no operation on any device) inside [a, b) lasting ``min_length``
+        or more, in order; built a slice of the busy intervals at a time."""
         busy_s, busy_e = self.busy
         i = int(np.searchsorted(busy_e, a, "right"))  # the first busy interval ending after a
         j = max(i, int(np.searchsorted(busy_s, b, "left")))  # ... and those starting before b
-        gap_s = np.maximum(np.concatenate(([a], busy_e[i:j])), a)
-        gap_e = np.minimum(np.concatenate((busy_s[i:j], [b])), b)
-        keep = gap_e > gap_s
-        return gap_s[keep], gap_e[keep]
+        count = j - i + 1  # stretch m runs from busy interval i+m-1's end (a for m = 0) to i+m's start (b for the last)
+        parts_s, parts_e = [], []
+        for m0 in range(0, count, iv.SLICE):
+            m1 = min(m0 + iv.SLICE, count)
+            starts = busy_e[i + max(m0 - 1, 0):i + m1 - 1]
+            ends = busy_s[i + m0:min(i + m1, j)]
+            gap_s = np.maximum(np.concatenate(([a], starts)) if m0 == 0 else starts, a)
+            gap_e = np.minimum(np.concatenate((ends, [b])) if m1 == count else ends, b)
+            keep = (gap_e > gap_s) & (gap_e - gap_s >= min_length)
+            parts_s.append(gap_s[keep])
+            parts_e.append(gap_e[keep])
+        return np.concatenate(parts_s), np.concatenate(parts_e)
 
     def waiting(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """For each interval, the ns the GPU idles or the host waits in a synchronous copy."""
@@ -176,8 +196,8 @@ class _Activity:
 
     def launches(self, a: int, b: int) -> tuple[int, int]:
         """Kernel launches starting in [a, b) and how many of them run a kernel that ran before."""
-        i, j = np.searchsorted(self.kernel_starts, [a, b], "left")
-        return int(j - i), int(self.repeats[j] - self.repeats[i])
+        i, j = np.searchsorted(self.launch.starts, [a, b], "left")
+        return int(j - i), self.launch.repeated(int(i), int(j))
 
     def density(self, a: int, b: int) -> float:
         """Kernel time per elapsed time in [a, b)."""
@@ -224,35 +244,76 @@ def _setup_end(activity: _Activity, starts: np.ndarray, ends: np.ndarray, lo: in
     return lo
 
 
-def _repeats(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The kernel launches in GPU start order: their starts, the running count of those that run a
-    kernel (by name) that already ran earlier in the capture (``repeats[k]``: among the first k),
-    their ends, the host time each was launched at (the launch call joined on (pid, correlation);
-    the GPU start when no call is traced), and for each the host time its kernel was first launched."""
-    gpu, api = trace.gpu, trace.api
-    kernel = is_kind(gpu, "kernel") | is_kind(gpu, "graph")
-    start = gpu["start"].to_numpy(np.int64)[kernel]
-    end = gpu["end"].to_numpy(np.int64)[kernel]
-    names = gpu["name"].cat.codes.to_numpy()[kernel]
-    launched = start.copy()
-    if len(api) and "correlation" in gpu.columns and "correlation" in api.columns:
-        calls = cat_mask(api, "category", ("launch", "graph_launch"))
-        call_keys = api["pid"].to_numpy(np.int64)[calls] * (1 << 32) + api["correlation"].to_numpy(np.int64)[calls]
-        keys = gpu["pid"].to_numpy(np.int64)[kernel] * (1 << 32) + gpu["correlation"].to_numpy(np.int64)[kernel]
-        order = np.argsort(call_keys, kind="stable")
-        call_keys, call_starts = call_keys[order], api["start"].to_numpy(np.int64)[calls][order]
-        at = np.minimum(np.searchsorted(call_keys, keys), max(0, call_keys.size - 1))
-        found = call_keys.size > 0
-        tied = (call_keys[at] == keys) & (gpu["correlation"].to_numpy(np.int64)[kernel] >= 0) if found else np.zeros(0, bool)
-        if found:
-            launched[tied] = call_starts[at[tied]]
-    if not is_sorted(start):
-        order = np.argsort(start, kind="stable")
-        start, end, names, launched = start[order], end[order], names[order], launched[order]
-    repeated = np.ones(start.size, bool)
-    _, first, inverse = np.unique(names, return_index=True, return_inverse=True)
-    repeated[first] = False
-    return start, np.concatenate(([0], np.cumsum(repeated))), end, launched, launched[first][inverse.reshape(-1)]
+class Launches:
+    """The kernel launches (kernels and graph replays, ``kernel`` marks them) in GPU start order:
+    their starts and ends, which of them run a kernel (by name) that already ran earlier in the
+    capture, and, when asked (:attr:`launched_at`, :attr:`first_launch`), the host time each was
+    launched at (the launch call joined on (pid, correlation); the GPU start when no call is
+    traced) and the host time its kernel was first launched.
+
+    A launch repeats unless it is the first of its kernel name: the first launches are found a
+    slice at a time (a count of the names in the slice, a sort only of a slice holding a name not
+    seen before), no sort of every launch; the starts and ends are the table's columns when every
+    operation is a launch and they are in start order (the usual case), not copies."""
+
+    def __init__(self, trace, kernel: np.ndarray):
+        gpu = trace.gpu
+        self._trace, self._kernel = trace, kernel
+        start, end = gpu["start"].to_numpy(np.int64), gpu["end"].to_numpy(np.int64)
+        name_column = gpu["name"]
+        names = name_column.cat.codes.to_numpy()
+        if not kernel.all():
+            start, end, names = start[kernel], end[kernel], names[kernel]
+        self._order = None if is_sorted(start) else np.argsort(start, kind="stable")
+        if self._order is not None:
+            start, end, names = start[self._order], end[self._order], names[self._order]
+        self.starts, self.ends, self._names = start, end, names
+        self._missing = len(name_column.cat.categories)  # the slot of a missing name (code -1)
+        self._first_of = _first_occurrences(names, self._missing)
+        self._firsts = np.sort(self._first_of[self._first_of >= 0])
+
+    def repeated(self, i: int, j: int) -> int:
+        """How many of the launches i .. j-1 run a kernel that ran before (in an earlier launch)."""
+        return (j - i) - int(np.searchsorted(self._firsts, j) - np.searchsorted(self._firsts, i))
+
+    @functools.cached_property
+    def launched_at(self) -> np.ndarray:
+        trace, kernel = self._trace, self._kernel
+        gpu, api = trace.gpu, trace.api
+        launched = gpu["start"].to_numpy(np.int64)[kernel]
+        if len(api) and "correlation" in gpu.columns and "correlation" in api.columns:
+            calls = cat_mask(api, "category", ("launch", "graph_launch"))
+            call_keys = api["pid"].to_numpy(np.int64)[calls] * (1 << 32) + api["correlation"].to_numpy(np.int64)[calls]
+            keys = gpu["pid"].to_numpy(np.int64)[kernel] * (1 << 32) + gpu["correlation"].to_numpy(np.int64)[kernel]
+            order = np.argsort(call_keys, kind="stable")
+            call_keys, call_starts = call_keys[order], api["start"].to_numpy(np.int64)[calls][order]
+            at = np.minimum(np.searchsorted(call_keys, keys), max(0, call_keys.size - 1))
+            if call_keys.size:
+                tied = (call_keys[at] == keys) & (gpu["correlation"].to_numpy(np.int64)[kernel] >= 0)
+                launched[tied] = call_starts[at[tied]]
+        return launched if self._order is None else launched[self._order]
+
+    @functools.cached_property
+    def first_launch(self) -> np.ndarray:
+        codes = self._names.astype(np.intp)
+        codes[codes < 0] = self._missing
+        return self.launched_at[self._first_of[codes]]
+
+
+def _first_occurrences(codes: np.ndarray, missing: int) -> np.ndarray:
+    """For each name code (code -1, missing, in slot ``missing``), the index of its first row; -1
+    for a code no row has. A slice at a time: a count of its codes, and a sort of the slice only
+    when it holds a code not seen before."""
+    first = np.full(missing + 1, -1, np.int64)
+    for i in range(0, codes.size, iv.SLICE):
+        chunk = codes[i:i + iv.SLICE].astype(np.intp)
+        chunk[chunk < 0] = missing
+        new = (np.bincount(chunk, minlength=missing + 1) > 0) & (first < 0)
+        if new.any():
+            values, at = np.unique(chunk, return_index=True)  # the first row of each code in the slice
+            pick = new[values]
+            first[values[pick]] = i + at[pick]
+    return first
 
 
 def _phase(activity: _Activity, name: str, start: int, end: int, warmup_steps: int = 0,
@@ -262,9 +323,9 @@ def _phase(activity: _Activity, name: str, start: int, end: int, warmup_steps: i
     length = max(1, end - start)
     a, b = np.array([start]), np.array([end])
     busy = int(activity.busy_cover.overlap(a, b)[0])
-    idle_s, idle_e = activity.idle_stretches(start, end)
+    idle_s, idle_e = activity.idle_stretches(start, end, STRETCH_MIN_SHARE * length)  # only those named
     idle_len = idle_e - idle_s
-    named = np.flatnonzero(idle_len >= STRETCH_MIN_SHARE * length)
+    named = np.arange(idle_len.size)
     named = named[np.argsort(-idle_len[named], kind="stable")][:STRETCHES_NAMED]
     host_only = [{"start_ns": int(idle_s[k]), "length_ns": int(idle_len[k]),
                   "call": _covering_call(trace, int(idle_s[k]), int(idle_e[k])),
@@ -318,7 +379,7 @@ def _no_steady(activity: _Activity, lo: int, hi: int, launches: int, repeated: i
         return None
     if repeated < STEADY_MIN_REPEAT * launches:
         return {"why": "first_launches", "kernels": launches, "repeated": repeated, "stall_ns": 0}
-    idle_s, idle_e = activity.idle_stretches(lo, hi)
+    idle_s, idle_e = activity.idle_stretches(lo, hi, STALL_MIN_SHARE * (hi - lo))  # the longest, if it can be a stall
     if idle_s.size:
         k = int(np.argmax(idle_e - idle_s))
         before, after = activity.ops_from(lo) - activity.ops_from(int(idle_s[k])), activity.ops_from(int(idle_e[k]))
@@ -346,22 +407,23 @@ def _warmup_range_end(activity: _Activity, lo: int, hi: int) -> tuple[int, str |
       autotuning and module loading fill it with host time), or its name says so (:data:`WARMUP_NAME`).
     """
     ranges = activity.trace.ranges
-    if not len(ranges) or not activity.kernel_starts.size:
+    launch = activity.launch
+    if not len(ranges) or not launch.starts.size:
         return lo, None
     starts, ends = ranges["start"].to_numpy(np.int64), ranges["end"].to_numpy(np.int64)
-    in_window = activity.kernel_starts < hi
+    in_window = launch.starts < hi
     # ranges the host was in when it launched the window's first kernels (the GPU may run behind it)
-    launched_from = int(activity.launched_at[(activity.kernel_starts >= lo) & in_window].min(initial=lo))
+    launched_from = int(launch.launched_at[(launch.starts >= lo) & in_window].min(initial=lo))
     candidates = np.flatnonzero((starts <= lo) & (ends > min(lo, launched_from)) & (ends < hi))
     names = ranges["name"]
     for k in candidates[np.argsort(-ends[candidates], kind="stable")]:
         begin, end = max(int(starts[k]), activity.span[0]), int(ends[k])
-        inside = (activity.launched_at >= begin) & (activity.launched_at < end)
-        cut = max(end, int(activity.kernel_ends[inside].max(initial=end)))
-        after = in_window & (activity.launched_at >= end)
+        inside = (launch.launched_at >= begin) & (launch.launched_at < end)
+        cut = max(end, int(launch.ends[inside].max(initial=end)))
+        after = in_window & (launch.launched_at >= end)
         if cut >= hi or after.sum() < STEADY_MIN_OPS:
             continue
-        first = activity.first_launch[after]
+        first = launch.first_launch[after]
         if ((first >= begin) & (first < end)).mean() < STEADY_MIN_REPEAT:
             continue
         name = str(names.iloc[k])

@@ -222,6 +222,38 @@ elif mode == "profile":  # where the first read's time goes (main thread; reader
     analyze(open_case([path]))
     prof.disable()
     pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
+elif mode == "memory":  # where the first read's peak is: RSS sampled every 20 ms with each thread's frames
+    import os, threading
+    from tracetriage import analyze, open_case
+    samples, done = [], threading.Event()
+
+    def frames():
+        here = threading.get_ident()
+        for ident, frame in sys._current_frames().items():
+            names = []
+            while frame is not None and ident != here and len(names) < 2:
+                if any(part in frame.f_code.co_filename for part in ("/analyzers/", "/parsers/", "/tracetriage/")):
+                    names.append(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}")
+                frame = frame.f_back
+            if names:
+                yield " < ".join(names)
+
+    def sample():
+        while not done.wait(0.02):
+            with open("/proc/self/statm") as fh:
+                samples.append((int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"), list(frames())))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    analyze(open_case([path]))
+    done.set()
+    sampler.join()
+    top = {}
+    for rss, where in samples:
+        for name in where:
+            top[name] = max(top.get(name, 0), rss)
+    for name, rss in sorted(top.items(), key=lambda item: -item[1])[:15]:
+        print(f"{rss / 1e6:8.0f} MB  {name}", file=sys.stderr)
 elif mode == "cached":
     import os
     t = time.perf_counter()  # what the CLI runs, end to end, its imports included
@@ -440,6 +472,8 @@ def main(argv=None):
     ap.add_argument("--perfetto", action="append", metavar="WINDOW", nargs="?", const="steady",
                     help="time the Perfetto export (--format perfetto) of the --shape (decode when all) instead, with this "
                          "--perfetto-window (repeat: --perfetto steady --perfetto worst-steps=3)")
+    ap.add_argument("--profile-memory", action="store_true",
+                    help="print where the first read's resident memory peaks (the top frames, by the RSS seen in them)")
     ap.add_argument("--profile-html", action="store_true",
                     help="print a cProfile of the cached HTML report of each shape instead")
     args = ap.parse_args(argv)
@@ -480,10 +514,10 @@ def main(argv=None):
               f"built/cached in {time.perf_counter() - t:.1f} s)")
         cache_dir = tempfile.mkdtemp(prefix="tt-bench-cache-")
         try:
-            if args.profile or args.profile_html:
+            if args.profile or args.profile_html or args.profile_memory:
                 if args.profile_html:
                     measure("cached", path, cache_dir, "html")  # fills the cache, charts included
-                mode = "profile_cached" if args.profile_html else "profile"
+                mode = "profile_cached" if args.profile_html else "memory" if args.profile_memory else "profile"
                 proc = subprocess.run([sys.executable, "-c", CHILD, mode, str(path), cache_dir],
                                       capture_output=True, text=True, check=True, env=_user_env())
                 print(proc.stderr, end="")

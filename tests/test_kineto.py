@@ -67,13 +67,13 @@ def _plain_rows(path):
     import gzip
     import json
 
-    from tracetriage.parsers import kineto
+    from tracetriage.parsers import kineto_events
     opener = gzip.open if open(path, "rb").read(2) == b"\x1f\x8b" else open
     with opener(path, "rb") as fh:
         events = json.load(fh)["traceEvents"]
     rows = []
     for e in events:
-        if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in kineto.KEPT_CATS:
+        if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in kineto_events.KEPT_CATS:
             a = e.get("args") if isinstance(e.get("args"), dict) else {}
             rows.append((e["cat"], e.get("name"), e.get("pid"), e.get("tid"), e.get("ts"), e.get("dur"),
                          a.get("correlation"), a.get("device"), a.get("stream"), a.get("bytes")))
@@ -105,9 +105,9 @@ def _normal(row):
 def test_streaming_reader_keeps_exactly_the_used_events(name):
     """The event-by-event reader is the path real files take (not a silent fallback), and it
     keeps the same events, field for field, as a plain JSON pass."""
-    from tracetriage.parsers import kineto
+    from tracetriage.parsers import kineto_file
     path = real("kineto", name)
-    doc = kineto.stream_json(path)
+    doc = kineto_file.stream_json(path)
     assert doc is not None, "strict JSON must be read event by event"
     assert _streamed_rows(doc["traceEvents"]) == [_normal(r) for r in _plain_rows(path)]
 
@@ -115,7 +115,7 @@ def test_streaming_reader_keeps_exactly_the_used_events(name):
 def test_streaming_reader_on_a_multi_megabyte_file_and_fallback_on_nan(tmp_path):
     import json
 
-    from tracetriage.parsers import kineto
+    from tracetriage.parsers import kineto_file
     events = []
     for i in range(20000):  # ~3 MB: several reads of the streaming reader
         events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 3,
@@ -127,7 +127,7 @@ def test_streaming_reader_on_a_multi_megabyte_file_and_fallback_on_nan(tmp_path)
     path = tmp_path / "big.json"
     path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events, "distributedInfo": {"rank": 2}}))
     assert path.stat().st_size > 2 << 20
-    doc = kineto.stream_json(str(path))
+    doc = kineto_file.stream_json(str(path))
     assert doc is not None and doc["distributedInfo"] == {"rank": 2}  # a key after the events is found
     assert len(doc["traceEvents"]) == 40000  # the cpu_op events are not held
     t = open_case([str(path)]).traces[0]
@@ -136,7 +136,7 @@ def test_streaming_reader_on_a_multi_megabyte_file_and_fallback_on_nan(tmp_path)
     # NaN is not strict JSON: the streaming reader declines and the tolerant reader decides
     bad = tmp_path / "nan.json"
     bad.write_text(path.read_text().replace('"dur": 4.5', "\"dur\": NaN", 1))
-    assert kineto.stream_json(str(bad)) is None
+    assert kineto_file.stream_json(str(bad)) is None
     t = open_case([str(bad)]).traces[0]
     assert len(t.gpu) == 20000
 
@@ -172,23 +172,23 @@ def test_keys_after_the_events_cost_no_extra_pass(tmp_path, monkeypatch):
     twice (head, events), never re-read to look for the missing keys."""
     import json
 
-    from tracetriage.parsers import kineto
+    from tracetriage.parsers import kineto_file
     events = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10 * i, "dur": 4,
                "args": {"device": 0, "correlation": i}} for i in range(5000)]
     opened = []
-    real = kineto.gzip_opener
+    real = kineto_file.gzip_opener
 
     def counting(path):
         gz, opener = real(path)
         return gz, lambda *a, **k: (opened.append(path), opener(*a, **k))[1]
 
-    monkeypatch.setattr(kineto, "gzip_opener", counting)
+    monkeypatch.setattr(kineto_file, "gzip_opener", counting)
     for name, doc in (("none.json", {"traceEvents": events}),
                       ("after.json", {"traceEvents": events, "deviceProperties": [{"id": 0, "name": "GPU X"}],
                                       "distributedInfo": {"rank": 3, "world_size": 4}})):
         opened.clear()
         (tmp_path / name).write_text(json.dumps(doc))
-        got = kineto.stream_json(str(tmp_path / name))
+        got = kineto_file.stream_json(str(tmp_path / name))
         assert len(opened) == 2
         assert got.get("distributedInfo") == doc.get("distributedInfo")
         assert got.get("deviceProperties") == doc.get("deviceProperties")

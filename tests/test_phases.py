@@ -213,18 +213,48 @@ def test_serving_engines_step_annotations(name, prefill):
 
 def test_repeats_count_kernels_seen_earlier_in_the_capture():
     """The share the no-steady rule reads: a launch repeats when its kernel ran before, anywhere earlier."""
-    from tracetriage.analyzers.phases import _repeats
+    from tracetriage.analyzers.phases import Launches
 
     trace = SimpleNamespace(gpu=pd.DataFrame({"start": np.array([0, 10, 20, 30, 40], np.int64),
                                               "end": np.array([5, 15, 25, 35, 45], np.int64),
                                               "kind": pd.Categorical(["kernel"] * 5),
                                               "name": pd.Categorical(["a", "b", "a", "c", "b"])}),
                             api=pd.DataFrame())
-    starts, repeats, ends, launched, first = _repeats(trace)
-    assert starts.tolist() == [0, 10, 20, 30, 40] and ends.tolist() == [5, 15, 25, 35, 45]
-    assert repeats.tolist() == [0, 0, 0, 1, 1, 2]
-    assert launched.tolist() == starts.tolist()  # no launch call traced: the GPU start
-    assert first.tolist() == [0, 10, 0, 30, 10]  # when each launch's kernel was first launched
+    launch = Launches(trace, np.ones(5, bool))
+    assert launch.starts.tolist() == [0, 10, 20, 30, 40] and launch.ends.tolist() == [5, 15, 25, 35, 45]
+    assert [launch.repeated(0, j) for j in range(6)] == [0, 0, 0, 1, 1, 2]
+    assert launch.repeated(2, 5) == 2 and launch.repeated(1, 4) == 1
+    assert launch.launched_at.tolist() == launch.starts.tolist()  # no launch call traced: the GPU start
+    assert launch.first_launch.tolist() == [0, 10, 0, 30, 10]  # when each launch's kernel was first launched
+
+
+def test_first_launches_match_a_sort_of_every_launch():
+    """The first launch of each kernel name, found a slice at a time, is np.unique's first index, out of
+    start order and with missing names (code -1) and names first seen late in a slice."""
+    from tracetriage.analyzers import intervals as iv
+    from tracetriage.analyzers.phases import Launches
+
+    rng = np.random.default_rng(7)
+    n = 3 * iv.SLICE + 123
+    codes = rng.integers(-1, 40, n)
+    codes[rng.integers(0, n, 5)] = 41  # a name seen a handful of times, anywhere
+    names = pd.Categorical.from_codes(codes, [f"k{i}" for i in range(42)])
+    start = rng.integers(0, 10 * n, n).astype(np.int64)
+    kind = pd.Categorical(np.where(rng.random(n) < 0.9, "kernel", "memcpy"))
+    trace = SimpleNamespace(gpu=pd.DataFrame({"start": start, "end": start + 5, "kind": kind, "name": names}),
+                            api=pd.DataFrame())
+    kernel = (kind == "kernel")
+    launch = Launches(trace, np.asarray(kernel))
+    order = np.argsort(start[kernel], kind="stable")
+    sorted_codes = codes[kernel][order]
+    _, first, inverse = np.unique(sorted_codes, return_index=True, return_inverse=True)
+    repeated = np.ones(sorted_codes.size, bool)
+    repeated[first] = False
+    cumulative = np.concatenate(([0], np.cumsum(repeated)))
+    for i, j in [(0, sorted_codes.size), (0, 1), (5, iv.SLICE + 9), (iv.SLICE, 2 * iv.SLICE), (17, 17)]:
+        assert launch.repeated(i, j) == cumulative[j] - cumulative[i]
+    assert launch.starts.tolist() == start[kernel][order].tolist()
+    assert launch.first_launch.tolist() == launch.starts[first][inverse.reshape(-1)].tolist()
 
 
 def test_the_phases_are_in_every_format(setup_bundle):
