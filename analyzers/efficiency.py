@@ -72,7 +72,8 @@ THRESHOLDS = {
 
 DECODE_MAX_TOKENS = THRESHOLDS["decode_max_tokens"][0]
 CLASS_WORDS = {"gemm": "GEMMs", "attention": "attention", "memory_bound": "memory-bound kernels"}
-DTYPE_WORDS = {"bf16": "BF16", "fp16": "FP16", "fp32": "FP32", "tf32": "TF32", "fp8": "FP8", "int8": "INT8", "fp64": "FP64"}
+DTYPE_WORDS = {"bf16": "BF16", "fp16": "FP16", "fp32": "FP32", "tf32": "TF32", "fp8": "FP8", "fp4": "FP4", "int8": "INT8",
+               "fp64": "FP64"}
 
 
 def _threshold(name: str):
