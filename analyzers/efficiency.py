@@ -45,9 +45,10 @@ import pandas as pd
 
 from tracetriage.analyzers import opwork
 from tracetriage.analyzers.capture_kind import is_native_trace, trace_vendor
+from tracetriage.analyzers.efficiency_rows import ClassRow, DecodeFloor, Judgement, Rates, Roofline, TopOp
 from tracetriage.analyzers.metrics import Efficiency, TraceMetrics
 from tracetriage.analyzers.op_kernels import KernelTime, OpWork, kernel_time, op_steps, op_works, replayed_ops
-from tracetriage.analyzers.peaks import device_block, match_device, rates, roofline
+from tracetriage.analyzers.peaks import device_block, match_device, roofline
 from tracetriage.analyzers.serving_work import canonical_name
 from tracetriage.model import Trace, is_kind
 from tracetriage.wording import for_vendor, plural
@@ -243,10 +244,10 @@ def _op_calls(kernels: KernelTime, work: OpWork) -> _OpCalls:
 
 
 def _class_rows(entry: dict | None, work: OpWork, calls: _OpCalls, measured: dict[str, float], total: dict[str, float],
-                dominant: str | None) -> tuple[list[dict], dict]:
+                dominant: str | None) -> tuple[list[ClassRow], dict]:
     """The contract's class rows (rates, roofline, measured share, op calls) and the ns the dominant
     class wastes below its roofline (``{"class", "ns"}``, empty when its roofline is unknown)."""
-    classes: list[dict] = []
+    classes: list[ClassRow] = []
     wasted_ns: dict = {}
     for code, name in enumerate(opwork.CLASSES):
         selected = calls.kind == code
@@ -254,13 +255,13 @@ def _class_rows(entry: dict | None, work: OpWork, calls: _OpCalls, measured: dic
             continue
         rows = calls.rows[selected]
         class_ns = calls.ns[selected].sum()
-        row = {"class": name, **rates(class_ns, work.flops[rows].sum(), work.bytes[rows].sum()),
-               **roofline(entry, work.flops[rows], work.bytes[rows], work.dtype[rows], class_ns),
-               "measured_share_pct": round(100.0 * measured[name] / total[name], 2) if total[name] else None,
-               "ops": int(selected.sum())}
+        row = ClassRow(name=name, rates=Rates.of(class_ns, work.flops[rows].sum(), work.bytes[rows].sum()),
+                       roofline=roofline(entry, work.flops[rows], work.bytes[rows], work.dtype[rows], class_ns),
+                       measured_share_pct=round(100.0 * measured[name] / total[name], 2) if total[name] else None,
+                       ops=int(selected.sum()))
         classes.append(row)
-        if name == dominant and row["pct_of_roofline"] is not None:
-            wasted_ns = {"class": name, "ns": float(class_ns) * max(0.0, 1 - row["pct_of_roofline"] / 100.0)}
+        if name == dominant and row.roofline.pct_of_roofline is not None:
+            wasted_ns = {"class": name, "ns": float(class_ns) * max(0.0, 1 - row.roofline.pct_of_roofline / 100.0)}
     return classes, wasted_ns
 
 
@@ -315,7 +316,7 @@ STEP_LENGTHS_HINT = ("annotate each engine step with its sequence-length aggrega
 TOP_OPS = 10  # the (name, shape) groups of op calls with the most kernel time listed
 
 
-def _top_ops(trace: Trace, entry: dict | None, work: OpWork, calls: _OpCalls) -> list[dict]:
+def _top_ops(trace: Trace, entry: dict | None, work: OpWork, calls: _OpCalls) -> list[TopOp]:
     """The op calls grouped per (name, shape), most kernel time first: rates and roofline of each."""
     if not len(calls.rows):
         return []
@@ -329,11 +330,9 @@ def _top_ops(trace: Trace, entry: dict | None, work: OpWork, calls: _OpCalls) ->
         members = grouped.loc[(grouped["name"] == name) & (grouped["shape"] == shape), "op"].to_numpy()
         dims = json.loads(shape)[0]
         first = int(group["first"])
-        out.append({
-            "name": name, "class": opwork.CLASSES[work.kind[first]], "input_dims": dims, "dtype": work.dtype[first],
-            "count": int(group["n"]),
-            **rates(group["t"], work.flops[members].sum(), work.bytes[members].sum()),
-            **roofline(entry, work.flops[members], work.bytes[members], work.dtype[members], group["t"])})
+        out.append(TopOp(name=name, kind=opwork.CLASSES[work.kind[first]], input_dims=dims, dtype=work.dtype[first],
+                         count=int(group["n"]), rates=Rates.of(group["t"], work.flops[members].sum(), work.bytes[members].sum()),
+                         roofline=roofline(entry, work.flops[members], work.bytes[members], work.dtype[members], group["t"])))
     return out
 
 
@@ -391,7 +390,7 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> Efficiency:
 
 
 def _decode_floor(not_measured: list[dict], entry: dict | None, work: OpWork, calls: _OpCalls, measured: dict[str, float],
-                  total: dict[str, float], steps: list, vendor: str) -> dict | None:
+                  total: dict[str, float], steps: list, vendor: str) -> DecodeFloor | None:
     """The decode bandwidth floor (module docstring), or None; appends to ``not_measured`` why a
     decode-shaped trace has none (its capture hint in the ``vendor``'s words)."""
     gemm = calls.kind == 0
@@ -424,10 +423,10 @@ def _decode_floor(not_measured: list[dict], entry: dict | None, work: OpWork, ca
     bytes_per_step = float(work.weight_bytes[calls.rows][streamed].sum()) / step_count
     floor_ns = bytes_per_step / float(entry["bandwidth_gbps"])
     measured_ns = float(np.median(np.concatenate([process_steps.durations for process_steps in with_steps])))
-    return {"bytes_per_step": bytes_per_step, "floor_ns": int(floor_ns), "measured_ns": int(measured_ns),
-            "pct_of_floor": round(100.0 * floor_ns / measured_ns, 2) if measured_ns else None,
-            "steps": int(step_count), "median_gemm_tokens": median_tokens,
-            "source": "weights from the GEMM shapes + KV cache from the attention shapes, per step"}
+    return DecodeFloor(bytes_per_step=bytes_per_step, floor_ns=int(floor_ns), measured_ns=int(measured_ns),
+                       pct_of_floor=round(100.0 * floor_ns / measured_ns, 2) if measured_ns else None,
+                       steps=int(step_count), median_gemm_tokens=median_tokens,
+                       source="weights from the GEMM shapes + KV cache from the attention shapes, per step")
 
 
 # ---------------------------------------------------------------------------
@@ -440,17 +439,18 @@ def block(per_trace: list[TraceMetrics], serving: dict | None = None) -> dict | 
     serving artifacts may give one (:func:`serving_floor`)."""
     if not per_trace:
         return None
-    best = max(per_trace, key=lambda trace: (sum(row["time_ns"] for row in trace.efficiency.classes), trace.efficiency.kernel_ns))
+    best = max(per_trace, key=lambda trace: (sum(row.rates.time_ns for row in trace.efficiency.classes),
+                                             trace.efficiency.kernel_ns))
     eff = best.efficiency
-    out = {"trace": best.meta.get("path"), "device_name": eff.device_name, "device": eff.device,
-           "dominant_class": eff.dominant, "classes": eff.classes, "top_ops": eff.top_ops, "decode_floor": eff.decode_floor,
-           "not_measured": list(eff.not_measured), "coverage": coverage(eff)}
-    if out["decode_floor"] is None and serving:
+    floor, not_measured = eff.decode_floor, list(eff.not_measured)
+    if floor is None and serving:
         floor, missing = serving_floor(serving, eff.device)
-        out["decode_floor"] = floor
         if missing:
-            out["not_measured"].append(missing)
-    return out
+            not_measured.append(missing)
+    return {"trace": best.meta.get("path"), "device_name": eff.device_name, "device": eff.device,
+            "dominant_class": eff.dominant, "classes": [row.to_contract() for row in eff.classes],
+            "top_ops": [op.to_contract() for op in eff.top_ops], "decode_floor": floor.to_contract() if floor else None,
+            "not_measured": not_measured, "coverage": coverage(eff)}
 
 
 def coverage(eff: Efficiency) -> list[dict]:
@@ -458,7 +458,7 @@ def coverage(eff: Efficiency) -> list[dict]:
     measured, and that share (the contract's ``coverage``: how much of each class the rates speak for)."""
     out = []
     for name in opwork.CLASSES:
-        measured = next((row["time_ns"] for row in eff.classes if row["class"] == name), 0)
+        measured = next((row.rates.time_ns for row in eff.classes if row.name == name), 0)
         total = measured + eff.unmeasured_ns.get(name, 0.0)
         if total > 0:
             out.append({"class": name, "time_ns": int(total), "measured_ns": int(measured),
@@ -466,7 +466,7 @@ def coverage(eff: Efficiency) -> list[dict]:
     return out
 
 
-def serving_floor(serving: dict, device: dict | None) -> tuple[dict | None, dict | None]:
+def serving_floor(serving: dict, device: dict | None) -> tuple[DecodeFloor | None, dict | None]:
     """(decode floor, or what is missing for it) from serving artifacts: the weights one worker
     loaded (the log's "Model loading took N GiB": its shard, so per device under tensor
     parallelism) over the device's bandwidth, against the median TPOT (one decode step per output
@@ -493,51 +493,51 @@ def serving_floor(serving: dict, device: dict | None) -> tuple[dict | None, dict
                                       "scrape (for TPOT) to the bundle"}
     floor_ns = weights / float(device["bandwidth_gbps"])
     measured_ns = tpot_ms * 1e6
-    return {"bytes_per_step": float(weights), "floor_ns": int(floor_ns), "measured_ns": int(measured_ns),
-            "pct_of_floor": round(100.0 * floor_ns / measured_ns, 2), "steps": None, "median_gemm_tokens": None,
-            "source": f"weights from the serving log's model-loading line (per device; KV cache read not included) "
-                      f"against the {source}"}, None
+    return DecodeFloor(bytes_per_step=float(weights), floor_ns=int(floor_ns), measured_ns=int(measured_ns),
+                       pct_of_floor=round(100.0 * floor_ns / measured_ns, 2), steps=None, median_gemm_tokens=None,
+                       source=f"weights from the serving log's model-loading line (per device; KV cache read not included) "
+                              f"against the {source}"), None
 
 
-def judgement(eff: Efficiency | None) -> dict | None:
-    """What the efficiency says about the dominant class: ``{"class", "entry", "measured", "below",
-    "side", "text"}``, or None when there is nothing to say (no efficiency measured at all)."""
+def judgement(eff: Efficiency | None) -> Judgement | None:
+    """What the efficiency says about the dominant class (:class:`Judgement`), or None when there is
+    nothing to say (no efficiency measured at all)."""
     if not eff or not eff.dominant:
         return None
     dominant = eff.dominant
-    row = next((row for row in eff.classes if row["class"] == dominant), None)
-    total = (row["time_ns"] if row else 0) + eff.unmeasured_ns.get(dominant, 0.0)
-    share = (row["time_ns"] / total) if row and total else 0.0
+    row = next((row for row in eff.classes if row.name == dominant), None)
+    total = (row.rates.time_ns if row else 0) + eff.unmeasured_ns.get(dominant, 0.0)
+    share = (row.rates.time_ns / total) if row and total else 0.0
     floor = eff.decode_floor
-    if floor and floor.get("pct_of_floor") is not None:
-        return {"class": dominant, "entry": row, "measured": True, "side": "memory", "decode": floor,
-                "below": floor["pct_of_floor"] < _threshold("decode_floor_min_pct"),
-                "text": f"decode steps at {floor['pct_of_floor']:.0f}% of the bandwidth floor"}
-    if row is None or row["pct_of_roofline"] is None or share < _threshold("roofline_min_measured_share"):
-        return {"class": dominant, "entry": row, "measured": False, "below": False, "side": None,
-                "text": f"{CLASS_WORDS[dominant]} efficiency not measured"}
-    return {"class": dominant, "entry": row, "measured": True, "side": row["bound"], "decode": None,
-            "below": row["pct_of_roofline"] < _threshold("roofline_min_pct"), "text": roofline_words(row)}
+    if floor and floor.pct_of_floor is not None:
+        return Judgement(kind=dominant, entry=row, measured=True, side="memory", decode=floor,
+                         below=floor.pct_of_floor < _threshold("decode_floor_min_pct"),
+                         text=f"decode steps at {floor.pct_of_floor:.0f}% of the bandwidth floor")
+    if row is None or row.roofline.pct_of_roofline is None or share < _threshold("roofline_min_measured_share"):
+        return Judgement(kind=dominant, entry=row, measured=False, below=False, side=None, decode=None,
+                         text=f"{CLASS_WORDS[dominant]} efficiency not measured")
+    return Judgement(kind=dominant, entry=row, measured=True, side=row.roofline.bound, decode=None,
+                     below=row.roofline.pct_of_roofline < _threshold("roofline_min_pct"), text=roofline_words(row))
 
 
-def peak_words(row: dict) -> str:
+def peak_words(roof: Roofline) -> str:
     """The peak a row's % of roofline is held against, named: 'the 1,307 TFLOP/s datasheet dense BF16
     peak', and where the vendor publishes a measured max-achievable one ', 54% of the 708 TFLOP/s
-    measured max-achievable' (a row of a class or a top op)."""
-    dtype = DTYPE_WORDS.get(row.get("peak_dtype"), row.get("peak_dtype"))
-    words = (f"the {row['peak_tflops']:,.0f} TFLOP/s datasheet dense {dtype} peak" if row.get("peak_tflops")
+    measured max-achievable' (the roofline of a class or a top op)."""
+    dtype = DTYPE_WORDS.get(roof.peak_dtype, roof.peak_dtype)
+    words = (f"the {roof.peak_tflops:,.0f} TFLOP/s datasheet dense {dtype} peak" if roof.peak_tflops
              else f"the datasheet dense {dtype} peak")
-    if row.get("pct_of_achievable") is not None and row.get("achievable_tflops"):
-        words += f", {row['pct_of_achievable']:.0f}% of the {row['achievable_tflops']:,.0f} TFLOP/s measured max-achievable"
+    if roof.pct_of_achievable is not None and roof.achievable_tflops:
+        words += f", {roof.pct_of_achievable:.0f}% of the {roof.achievable_tflops:,.0f} TFLOP/s measured max-achievable"
     return words
 
 
-def roofline_words(row: dict) -> str:
+def roofline_words(row: ClassRow) -> str:
     """A class row's % of roofline in words, against the peak (named) or the bandwidth that bounds it."""
-    what = CLASS_WORDS[row["class"]]
-    if row["bound"] == "compute":
-        return f"{what} at {row['pct_of_roofline']:.0f}% of {peak_words(row)}"
-    return f"{what} at {row['pct_of_roofline']:.0f}% of the datasheet memory-bandwidth roofline"
+    what = CLASS_WORDS[row.name]
+    if row.roofline.bound == "compute":
+        return f"{what} at {row.roofline.pct_of_roofline:.0f}% of {peak_words(row.roofline)}"
+    return f"{what} at {row.roofline.pct_of_roofline:.0f}% of the datasheet memory-bandwidth roofline"
 
 
 def healthy_words(per_trace: list[TraceMetrics]) -> str:
@@ -546,11 +546,11 @@ def healthy_words(per_trace: list[TraceMetrics]) -> str:
     efficiencies = [trace.efficiency for trace in per_trace]
     for eff in efficiencies:
         judged = judgement(eff)
-        if judged and judged["measured"]:
-            words = [judged["text"]]
-            gemm = next((row for row in eff.classes if row["class"] == "gemm" and row["pct_of_roofline"] is not None), None)
-            if judged["class"] != "gemm" and gemm and \
-                    (gemm["measured_share_pct"] or 0) >= 100 * _threshold("roofline_min_measured_share"):
+        if judged and judged.measured:
+            words = [judged.text]
+            gemm = next((row for row in eff.classes if row.name == "gemm" and row.roofline.pct_of_roofline is not None), None)
+            if judged.kind != "gemm" and gemm and \
+                    (gemm.measured_share_pct or 0) >= 100 * _threshold("roofline_min_measured_share"):
                 words.append(roofline_words(gemm))
             return "; " + ", ".join(words)
     why = "no operator shapes"

@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tracetriage.analyzers.efficiency_rows import Roofline
+
 DEVICES: dict[str, dict] = tomllib.loads(Path(__file__).with_name("devices.toml").read_text(encoding="utf-8"))
 
 # the peak an op is held against when the device lacks its own dtype's (fp8 on an A100 runs as bf16)
@@ -71,14 +73,6 @@ def device_block(entry: dict, matched_name: str) -> dict:
     return device
 
 
-def rates(time_ns: float, flops: float, nbytes: float) -> dict:
-    """Time, work and the achieved rates of a set of op calls."""
-    return {"time_ns": int(time_ns), "flops": float(flops), "bytes": float(nbytes),
-            "achieved_tflops": round(flops / time_ns / 1e3, 3) if time_ns else None,
-            "achieved_gbps": round(nbytes / time_ns, 2) if time_ns else None,
-            "intensity": round(flops / nbytes, 3) if nbytes else None}
-
-
 def _compute_ns(entry: dict, flops: np.ndarray, dtypes: np.ndarray, table: str) -> np.ndarray:
     """Per op, its FLOPs at the ``table``'s peak of its dtype (the datasheet's where ``table`` lacks it)."""
     compute_ns = np.zeros(len(flops))
@@ -89,7 +83,7 @@ def _compute_ns(entry: dict, flops: np.ndarray, dtypes: np.ndarray, table: str) 
     return compute_ns
 
 
-def roofline(entry: dict | None, flops: np.ndarray, nbytes: np.ndarray, dtypes: np.ndarray, time_ns: float) -> dict:
+def roofline(entry: dict | None, flops: np.ndarray, nbytes: np.ndarray, dtypes: np.ndarray, time_ns: float) -> Roofline:
     """bound, pct_of_roofline and the peak held against (its dtype and datasheet TFLOP/s), for a set of
     op calls; where the vendor publishes a measured max-achievable peak for that dtype, that peak
     (``achievable_tflops``). ``pct_of_achievable``: for a compute-bound set, the same roofline with the
@@ -98,23 +92,22 @@ def roofline(entry: dict | None, flops: np.ndarray, nbytes: np.ndarray, dtypes: 
     — the datasheet's, as no vendor in devices.toml publishes a measured achievable bandwidth (AMD's
     MAF measures FLOP/s only) — so a bandwidth-bound row is never judged against a compute peak."""
     if entry is None or not time_ns:
-        return {"bound": None, "pct_of_roofline": None, "peak_dtype": None, "peak_tflops": None,
-                "pct_of_achievable": None, "achievable_tflops": None}
+        return Roofline()
     bandwidth = float(entry["bandwidth_gbps"])
     compute_ns = _compute_ns(entry, flops, dtypes, "peak_tflops")
     memory_ns = nbytes / bandwidth
     main_dtype = pd.Series(flops).groupby(dtypes).sum().idxmax() if len(flops) else None
     main_peak = peak_tflops(entry, main_dtype) if main_dtype else None
     achievable = peak_tflops(entry, main_dtype, "achievable_tflops") if main_dtype else None
-    out = {"bound": "compute" if compute_ns.sum() >= memory_ns.sum() else "memory",
-           "pct_of_roofline": round(100.0 * float(np.maximum(compute_ns, memory_ns).sum()) / time_ns, 2),
-           "peak_dtype": main_peak[0] if main_peak else None, "peak_tflops": main_peak[1] if main_peak else None,
-           "pct_of_achievable": None, "achievable_tflops": None}
-    if achievable and main_peak and achievable[0] == main_peak[0]:
-        out["achievable_tflops"] = achievable[1]
-    if out["bound"] == "memory":  # bandwidth-bound: the achieved GB/s over the bandwidth a kernel can reach
-        out["pct_of_achievable"] = round(100.0 * float(nbytes.sum()) / time_ns / bandwidth, 2)
-    elif out["achievable_tflops"] is not None:
+    bound = "compute" if compute_ns.sum() >= memory_ns.sum() else "memory"
+    achievable_tflops = achievable[1] if achievable and main_peak and achievable[0] == main_peak[0] else None
+    if bound == "memory":  # bandwidth-bound: the achieved GB/s over the bandwidth a kernel can reach
+        pct_of_achievable = round(100.0 * float(nbytes.sum()) / time_ns / bandwidth, 2)
+    elif achievable_tflops is not None:
         reachable_ns = np.maximum(_compute_ns(entry, flops, dtypes, "achievable_tflops"), memory_ns)
-        out["pct_of_achievable"] = round(100.0 * float(reachable_ns.sum()) / time_ns, 2)
-    return out
+        pct_of_achievable = round(100.0 * float(reachable_ns.sum()) / time_ns, 2)
+    else:
+        pct_of_achievable = None
+    return Roofline(bound=bound, pct_of_roofline=round(100.0 * float(np.maximum(compute_ns, memory_ns).sum()) / time_ns, 2),
+                    peak_dtype=main_peak[0] if main_peak else None, peak_tflops=main_peak[1] if main_peak else None,
+                    pct_of_achievable=pct_of_achievable, achievable_tflops=achievable_tflops)

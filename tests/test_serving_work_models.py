@@ -75,8 +75,8 @@ def test_a_bandwidth_bound_rows_achievable_share_is_its_bandwidth_share():
     for key in ("mi300x", "h100_sxm"):
         entry = peaks.DEVICES[key]
         got = peaks.roofline(entry, flops, nbytes, dtypes, 1e9)  # 2 TB in 1 s
-        assert got["bound"] == "memory"
-        assert got["pct_of_achievable"] == pytest.approx(100 * 2000 / entry["bandwidth_gbps"], abs=0.01)
+        assert got.bound == "memory"
+        assert got.pct_of_achievable == pytest.approx(100 * 2000 / entry["bandwidth_gbps"], abs=0.01)
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def generated(tmp_path_factory):
                                   "_C::cutlass_moe_mm"])
 def test_generated_ops_get_the_truths_work(generated, name):
     _, eff, truth = generated
-    op = next(row for row in eff.top_ops if row["name"] == name)
+    op = next(row.to_contract() for row in eff.top_ops if row.name == name)
     assert op["count"] == truth["rounds"]
     assert op["flops"] / op["count"] == pytest.approx(truth[name]["flops"], rel=1e-12)
     assert op["bytes"] / op["count"] == pytest.approx(truth[name]["bytes"], rel=1e-12)
