@@ -120,3 +120,22 @@ class Judgement:
     side: str | None
     decode: DecodeFloor | None
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class NotMeasured:
+    """One thing the efficiency figures do not speak for: what, its kernel ns (None: not a time), why,
+    and the capture that would measure it; the per-class and graph-replay entries also carry the
+    share of the class's kernel time (``share_pct``, None where it is not a class's), the others no
+    such key (``has_share`` False)."""
+
+    what: str
+    time_ns: int | None
+    reason: str
+    capture_hint: str
+    share_pct: float | None = None
+    has_share: bool = False
+
+    def to_contract(self) -> dict:
+        share = {"share_pct": self.share_pct} if self.has_share else {}
+        return {"what": self.what, "time_ns": self.time_ns, **share, "reason": self.reason, "capture_hint": self.capture_hint}

@@ -129,7 +129,7 @@ def test_generated_serving_ops_get_the_truths_work(serving, name, key):
 def test_generated_ops_without_lengths_or_child_ops_stay_not_measured_with_the_reason(serving):
     _, _, whole, truth = serving
     rounds = truth["rounds"]
-    by_what = {row["what"]: row for row in whole.not_measured}
+    by_what = {row.what: row.to_contract() for row in whole.not_measured}
     lengths = by_what["attention kernels without sequence lengths"]
     assert lengths["time_ns"] == rounds * truth["not_measured"]["attention_ns"]
     assert "sequence lengths" in lengths["reason"] and "sq" in lengths["capture_hint"]

@@ -30,15 +30,15 @@ def abstention(ctx: Context) -> list[dict]:
                       "of it carries shapes")
         if why is None:
             reason = too_little
-        elif why["what"] == "operator shapes" or why["what"].endswith("without dtype"):
-            reason = why["reason"]
+        elif why.what == "operator shapes" or why.what.endswith("without dtype"):
+            reason = why.reason
         elif dominant is None:  # no kernel recorded in the window: graph replays traced whole
-            reason = f"{why['what']}: {why['reason']}"
+            reason = f"{why.what}: {why.reason}"
         else:
-            reason = f"{too_little}: {why['what']}, {why['reason']}"
+            reason = f"{too_little}: {why.what}, {why.reason}"
         out.append({"analysis": "efficiency", "scope": trace.meta.get("path") or "trace",
                     "reason": f"the GPU computes most of the window, but how fast is not measured: {reason}",
-                    "capture_hint": why["capture_hint"] if why else efficiency.capture_hint(trace.meta.get("format"),
+                    "capture_hint": why.capture_hint if why else efficiency.capture_hint(trace.meta.get("format"),
                                                                                           ctx.kind.get("language") == "native")})
     return out
 
