@@ -45,9 +45,10 @@ import pandas as pd
 
 from tracetriage.analyzers import opwork
 from tracetriage.analyzers.capture_kind import is_native_trace, trace_vendor
+from tracetriage.analyzers.efficiency_rows import ClassRow, DecodeFloor, Judgement, NotMeasured, Rates, Roofline, TopOp
 from tracetriage.analyzers.metrics import Efficiency, TraceMetrics
 from tracetriage.analyzers.op_kernels import KernelTime, OpWork, kernel_time, op_steps, op_works, replayed_ops
-from tracetriage.analyzers.peaks import device_block, match_device, rates, roofline
+from tracetriage.analyzers.peaks import device_block, match_device, roofline
 from tracetriage.analyzers.serving_work import canonical_name
 from tracetriage.model import Trace, is_kind
 from tracetriage.wording import for_vendor, plural
@@ -72,7 +73,8 @@ THRESHOLDS = {
 
 DECODE_MAX_TOKENS = THRESHOLDS["decode_max_tokens"][0]
 CLASS_WORDS = {"gemm": "GEMMs", "attention": "attention", "memory_bound": "memory-bound kernels"}
-DTYPE_WORDS = {"bf16": "BF16", "fp16": "FP16", "fp32": "FP32", "tf32": "TF32", "fp8": "FP8", "int8": "INT8", "fp64": "FP64"}
+DTYPE_WORDS = {"bf16": "BF16", "fp16": "FP16", "fp32": "FP32", "tf32": "TF32", "fp8": "FP8", "fp4": "FP4", "int8": "INT8",
+               "fp64": "FP64"}
 
 
 def _threshold(name: str):
@@ -149,7 +151,7 @@ GRAPH_UNTIED = {
 }
 
 
-def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -> list[dict]:
+def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -> list[NotMeasured]:
     """Per capture (trace): the kernel time of graph-replayed kernels in the window that no
     captured op was tied to, and why (parsers/graph_replays.py); nsys's whole-graph replay
     intervals, whose kernels are not recorded at all. Their time is also in the per-class
@@ -163,14 +165,14 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
     out = []
     whole = graph[is_kind(gpu, "graph")[graph]]
     if whole.size:
-        out.append({"what": "graph replays without kernels", "time_ns": int((end[whole] - start[whole]).sum()),
-                    "share_pct": None,
-                    "reason": f"{plural(whole.size, 'graph replay')} traced as one interval each (nsys --cuda-graph-trace=graph, "
-                              "the default): their kernels, and so the operators behind them, are not recorded",
-                    "capture_hint": "nsys profile --cuda-graph-trace=node records each replayed kernel (its class "
-                                    "and time); the operators' shapes need their kernels launched outside a graph: "
-                                    "profile one step eagerly (CUDA graphs off, e.g. vLLM --enforce-eager) with "
-                                    "--pytorch=autograd-shapes-nvtx"})
+        out.append(NotMeasured(
+            what="graph replays without kernels", time_ns=int((end[whole] - start[whole]).sum()), has_share=True,
+            share_pct=None,
+            reason=f"{plural(whole.size, 'graph replay')} traced as one interval each (nsys --cuda-graph-trace=graph, "
+                   "the default): their kernels, and so the operators behind them, are not recorded",
+            capture_hint="nsys profile --cuda-graph-trace=node records each replayed kernel (its class and time); the "
+                         "operators' shapes need their kernels launched outside a graph: profile one step eagerly (CUDA "
+                         "graphs off, e.g. vLLM --enforce-eager) with --pytorch=autograd-shapes-nvtx"))
     rows = graph[is_kind(gpu, "kernel")[graph]]
     if not rows.size:
         return out
@@ -183,13 +185,14 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
     key = gpu["pid"].to_numpy(np.int64)[untied] * (1 << 32) + gpu["correlation"].to_numpy(np.int64)[untied]
     replay_count = int(np.unique(key).size)
     if not ties:
-        out.append({"what": "graph-replayed kernels not tied to ops", "time_ns": int(untied_ns), "share_pct": None,
-                    "reason": f"{plural(replay_count, 'replay')}, {100.0 * untied_ns / all_ns:.0f}% of the replayed kernel "
-                              f"time in the window: this {trace.format} export does not tie a replayed kernel to the launch call "
-                              "that captured it",
-                    "capture_hint": for_vendor("profile the same run with the PyTorch profiler (record_shapes=True) over "
-                                               "the CUDA-graph capture and the replays, or one step eagerly (vLLM "
-                                               "--enforce-eager)", trace_vendor(trace))})
+        out.append(NotMeasured(
+            what="graph-replayed kernels not tied to ops", time_ns=int(untied_ns), has_share=True, share_pct=None,
+            reason=f"{plural(replay_count, 'replay')}, {100.0 * untied_ns / all_ns:.0f}% of the replayed kernel time in "
+                   f"the window: this {trace.format} export does not tie a replayed kernel to the launch call that "
+                   "captured it",
+            capture_hint=for_vendor("profile the same run with the PyTorch profiler (record_shapes=True) over the "
+                                    "CUDA-graph capture and the replays, or one step eagerly (vLLM --enforce-eager)",
+                                    trace_vendor(trace))))
         return out
     tied = len(ties.get("tied", []))
     done = (f"; {tied:,} of {ties['replays']:,} replays tied to their capture in "
@@ -203,25 +206,26 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
         ns = float((end[untied[selected]] - start[untied[selected]]).sum())
         why, hint = GRAPH_UNTIED.get(reason, (reason, "profile the CUDA-graph capture with record_shapes=True"))
         replays = plural(int(np.unique(key[selected]).size), "replay")
-        out.append({"what": "graph-replayed kernels not tied to ops", "time_ns": int(ns), "share_pct": None,
-                    "reason": f"{replays}, {100.0 * ns / all_ns:.0f}% of the replayed kernel time in the window: {why}{done}",
-                    "capture_hint": for_vendor(hint, trace_vendor(trace))})
+        out.append(NotMeasured(
+            what="graph-replayed kernels not tied to ops", time_ns=int(ns), has_share=True, share_pct=None,
+            reason=f"{replays}, {100.0 * ns / all_ns:.0f}% of the replayed kernel time in the window: {why}{done}",
+            capture_hint=for_vendor(hint, trace_vendor(trace))))
     return out
 
 
 
-def _device_peaks(row) -> tuple[dict | None, dict | None, dict | None]:
+def _device_peaks(row) -> tuple[dict | None, dict | None, NotMeasured | None]:
     """(devices.toml entry, the contract's device block, the not-measured entry when the table does
     not know the device) of the device that ran the most kernel time."""
     found = match_device(str(row["name"]), int(row["memory_bytes"]), int(row["sm_count"]))
     if found:
         return found[1], device_block(found[1], str(row["name"])), None
-    return None, None, {
-        "what": "device peaks", "time_ns": None,
-        "reason": f"device {str(row['name']) or '(empty name)'!r} is not in the device table: achieved rates are "
-                  "reported, the % of roofline is not",
-        "capture_hint": "add the device's datasheet peaks (dense FLOP/s per data type, memory bandwidth) to "
-                        "analyzers/devices.toml"}
+    return None, None, NotMeasured(
+        what="device peaks", time_ns=None,
+        reason=f"device {str(row['name']) or '(empty name)'!r} is not in the device table: achieved rates are "
+               "reported, the % of roofline is not",
+        capture_hint="add the device's datasheet peaks (dense FLOP/s per data type, memory bandwidth) to "
+                     "analyzers/devices.toml")
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,10 +246,10 @@ def _op_calls(kernels: KernelTime, work: OpWork) -> _OpCalls:
 
 
 def _class_rows(entry: dict | None, work: OpWork, calls: _OpCalls, measured: dict[str, float], total: dict[str, float],
-                dominant: str | None) -> tuple[list[dict], dict]:
+                dominant: str | None) -> tuple[list[ClassRow], dict]:
     """The contract's class rows (rates, roofline, measured share, op calls) and the ns the dominant
     class wastes below its roofline (``{"class", "ns"}``, empty when its roofline is unknown)."""
-    classes: list[dict] = []
+    classes: list[ClassRow] = []
     wasted_ns: dict = {}
     for code, name in enumerate(opwork.CLASSES):
         selected = calls.kind == code
@@ -253,13 +257,13 @@ def _class_rows(entry: dict | None, work: OpWork, calls: _OpCalls, measured: dic
             continue
         rows = calls.rows[selected]
         class_ns = calls.ns[selected].sum()
-        row = {"class": name, **rates(class_ns, work.flops[rows].sum(), work.bytes[rows].sum()),
-               **roofline(entry, work.flops[rows], work.bytes[rows], work.dtype[rows], class_ns),
-               "measured_share_pct": round(100.0 * measured[name] / total[name], 2) if total[name] else None,
-               "ops": int(selected.sum())}
+        row = ClassRow(name=name, rates=Rates.of(class_ns, work.flops[rows].sum(), work.bytes[rows].sum()),
+                       roofline=roofline(entry, work.flops[rows], work.bytes[rows], work.dtype[rows], class_ns),
+                       measured_share_pct=round(100.0 * measured[name] / total[name], 2) if total[name] else None,
+                       ops=int(selected.sum()))
         classes.append(row)
-        if name == dominant and row["pct_of_roofline"] is not None:
-            wasted_ns = {"class": name, "ns": float(class_ns) * max(0.0, 1 - row["pct_of_roofline"] / 100.0)}
+        if name == dominant and row.roofline.pct_of_roofline is not None:
+            wasted_ns = {"class": name, "ns": float(class_ns) * max(0.0, 1 - row.roofline.pct_of_roofline / 100.0)}
     return classes, wasted_ns
 
 
@@ -277,37 +281,38 @@ def _no_shape_hint(trace: Trace) -> str:
 LISTED_MIN_SHARE_PCT = 0.5  # a share the reports print as "0% of that class's time" is no not-measured item
 
 
-def _unmeasured_rows(trace: Trace, kernels: KernelTime, unmeasured: dict[str, float], total: dict[str, float]) -> list[dict]:
+def _unmeasured_rows(trace: Trace, kernels: KernelTime, unmeasured: dict[str, float],
+                     total: dict[str, float]) -> list[NotMeasured]:
     """Per class, the not-measured entries of its kernels whose ops came without a dtype, and of those
     no shaped op launched; entries under LISTED_MIN_SHARE_PCT of their class's time are left out."""
     out = []
     for code, name in enumerate(opwork.CLASSES):
         no_dtype = float(kernels.untyped_by_class[code])
         if no_dtype > 0:
-            out.append({
-                "what": f"{name} kernels without dtype", "time_ns": int(no_dtype),
-                "share_pct": round(100.0 * no_dtype / total[name], 2) if total[name] else None,
-                "reason": "kernels of operators whose NVTX ranges give shapes but no data types, and whose kernel names "
-                          "do not state one (or state two, as a conversion does): their bytes and peak are unknown",
-                "capture_hint": f"{KINETO_ALONE}: it records each operator's input types"})
+            out.append(NotMeasured(
+                what=f"{name} kernels without dtype", time_ns=int(no_dtype),
+                has_share=True, share_pct=round(100.0 * no_dtype / total[name], 2) if total[name] else None,
+                reason="kernels of operators whose NVTX ranges give shapes but no data types, and whose kernel names "
+                       "do not state one (or state two, as a conversion does): their bytes and peak are unknown",
+                capture_hint=f"{KINETO_ALONE}: it records each operator's input types"))
         no_lengths = float(kernels.no_lengths_by_class[code])
         if no_lengths > 0:
-            out.append({
-                "what": f"{name} kernels without sequence lengths", "time_ns": int(no_lengths),
-                "share_pct": round(100.0 * no_lengths / total[name], 2) if total[name] else None,
-                "reason": "paged / ragged attention ops record the batch's packed tensors, not its sequence lengths "
-                          "(those are device tensors: cu_seqlens, kv_indptr), and no step range around them carries "
-                          "the lengths' aggregates: their FLOPs are unknown",
-                "capture_hint": STEP_LENGTHS_HINT})
+            out.append(NotMeasured(
+                what=f"{name} kernels without sequence lengths", time_ns=int(no_lengths),
+                has_share=True, share_pct=round(100.0 * no_lengths / total[name], 2) if total[name] else None,
+                reason="paged / ragged attention ops record the batch's packed tensors, not its sequence lengths "
+                       "(those are device tensors: cu_seqlens, kv_indptr), and no step range around them carries "
+                       "the lengths' aggregates: their FLOPs are unknown",
+                capture_hint=STEP_LENGTHS_HINT))
         rest = unmeasured[name] - no_dtype - no_lengths
         if rest > 0:
-            out.append({
-                "what": f"{name} kernels without shapes", "time_ns": int(rest),
-                "share_pct": round(100.0 * rest / total[name], 2) if total[name] else None,
-                "reason": "kernels no shaped operator launched (CUDA/HIP graph replays, custom or fused ops, kernels of "
-                          "ops outside the profiled CPU window): their work is unknown",
-                "capture_hint": _no_shape_hint(trace)})
-    return [row for row in out if row["share_pct"] is None or row["share_pct"] >= LISTED_MIN_SHARE_PCT]
+            out.append(NotMeasured(
+                what=f"{name} kernels without shapes", time_ns=int(rest),
+                has_share=True, share_pct=round(100.0 * rest / total[name], 2) if total[name] else None,
+                reason="kernels no shaped operator launched (CUDA/HIP graph replays, custom or fused ops, kernels of "
+                       "ops outside the profiled CPU window): their work is unknown",
+                capture_hint=_no_shape_hint(trace)))
+    return [row for row in out if row.share_pct is None or row.share_pct >= LISTED_MIN_SHARE_PCT]
 
 
 STEP_LENGTHS_HINT = ("annotate each engine step with its sequence-length aggregates, as TraceLens's patched vLLM "
@@ -317,7 +322,7 @@ STEP_LENGTHS_HINT = ("annotate each engine step with its sequence-length aggrega
 TOP_OPS = 10  # the (name, shape) groups of op calls with the most kernel time listed
 
 
-def _top_ops(trace: Trace, entry: dict | None, work: OpWork, calls: _OpCalls) -> list[dict]:
+def _top_ops(trace: Trace, entry: dict | None, work: OpWork, calls: _OpCalls) -> list[TopOp]:
     """The op calls grouped per (name, shape), most kernel time first: rates and roofline of each."""
     if not len(calls.rows):
         return []
@@ -331,11 +336,9 @@ def _top_ops(trace: Trace, entry: dict | None, work: OpWork, calls: _OpCalls) ->
         members = grouped.loc[(grouped["name"] == name) & (grouped["shape"] == shape), "op"].to_numpy()
         dims = json.loads(shape)[0]
         first = int(group["first"])
-        out.append({
-            "name": name, "class": opwork.CLASSES[work.kind[first]], "input_dims": dims, "dtype": work.dtype[first],
-            "count": int(group["n"]),
-            **rates(group["t"], work.flops[members].sum(), work.bytes[members].sum()),
-            **roofline(entry, work.flops[members], work.bytes[members], work.dtype[members], group["t"])})
+        out.append(TopOp(name=name, kind=opwork.CLASSES[work.kind[first]], input_dims=dims, dtype=work.dtype[first],
+                         count=int(group["n"]), rates=Rates.of(group["t"], work.flops[members].sum(), work.bytes[members].sum()),
+                         roofline=roofline(entry, work.flops[members], work.bytes[members], work.dtype[members], group["t"])))
     return out
 
 
@@ -352,9 +355,9 @@ def _no_shapes_row(trace: Trace, kernel_ns: float) -> dict:
     elif nvtx.get("op_ranges") and not nvtx.get("with_shapes"):
         what = (f"the capture's {nvtx['op_ranges']:,} PyTorch operator NVTX ranges carry no input shapes (nsys "
                 "--pytorch=autograd-nvtx, not autograd-shapes-nvtx)")
-    return {"what": "operator shapes", "time_ns": int(kernel_ns),
-            "reason": f"{what}: FLOPs and bytes per kernel, the roofline and the decode bandwidth floor are not measured",
-            "capture_hint": hint}
+    return NotMeasured(what="operator shapes", time_ns=int(kernel_ns),
+                       reason=f"{what}: FLOPs and bytes per kernel, the roofline and the decode bandwidth floor are not measured",
+                       capture_hint=hint)
 
 
 def measure(trace: Trace, lo: int, hi: int, steps: list) -> Efficiency:
@@ -374,7 +377,7 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> Efficiency:
         return Efficiency(device=device, device_name=str(row["name"]), not_measured=graphs_only)
     row = trace.devices.iloc[busiest]
     entry, device, unknown_device = _device_peaks(row)
-    not_measured: list[dict] = [unknown_device] if unknown_device else []
+    not_measured: list[NotMeasured] = [unknown_device] if unknown_device else []
     unmeasured = {name: float(kernels.unmeasured_by_class[code]) for code, name in enumerate(opwork.CLASSES)}
     calls = _op_calls(kernels, work)
     measured = {name: float(calls.ns[calls.kind == code].sum()) for code, name in enumerate(opwork.CLASSES)}
@@ -392,8 +395,8 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> Efficiency:
                       kernel_ns=kernels.kernel_ns, wasted_ns=wasted_ns)
 
 
-def _decode_floor(not_measured: list[dict], entry: dict | None, work: OpWork, calls: _OpCalls, measured: dict[str, float],
-                  total: dict[str, float], steps: list, vendor: str) -> dict | None:
+def _decode_floor(not_measured: list[NotMeasured], entry: dict | None, work: OpWork, calls: _OpCalls, measured: dict[str, float],
+                  total: dict[str, float], steps: list, vendor: str) -> DecodeFloor | None:
     """The decode bandwidth floor (module docstring), or None; appends to ``not_measured`` why a
     decode-shaped trace has none (its capture hint in the ``vendor``'s words)."""
     gemm = calls.kind == 0
@@ -407,29 +410,29 @@ def _decode_floor(not_measured: list[dict], entry: dict | None, work: OpWork, ca
         return None
     with_steps = [process_steps for process_steps in steps if process_steps.count]
     if not with_steps:
-        not_measured.append({"what": "decode bandwidth floor", "time_ns": None,
-                             "reason": f"decode-shaped GEMMs (median {median_tokens} rows) but no steps: the "
-                                       "step the floor bounds is unknown",
-                             "capture_hint": for_vendor("mark each engine step (torch.profiler schedule steps, or an "
-                                                        "NVTX/record_function range per step), or pass --step-range REGEX",
-                                                        vendor)})
+        not_measured.append(NotMeasured(what="decode bandwidth floor", time_ns=None,
+                                        reason=f"decode-shaped GEMMs (median {median_tokens} rows) but no steps: the "
+                                               "step the floor bounds is unknown",
+                                        capture_hint=for_vendor("mark each engine step (torch.profiler schedule steps, or "
+                                                                "an NVTX/record_function range per step), or pass "
+                                                                "--step-range REGEX", vendor)))
         return None
     share = measured["gemm"] / total["gemm"] if total["gemm"] else 0.0
     if share < _threshold("decode_min_measured_share"):
-        not_measured.append({"what": "decode bandwidth floor", "time_ns": None,
-                             "reason": f"only {100 * share:.0f}% of GEMM time carries shapes: the weights read per "
-                                       "step are not known",
-                             "capture_hint": "profile one decode step eagerly (CUDA graphs off) with record_shapes=True"})
+        not_measured.append(NotMeasured(what="decode bandwidth floor", time_ns=None,
+                                        reason=f"only {100 * share:.0f}% of GEMM time carries shapes: the weights read per "
+                                               "step are not known",
+                                        capture_hint="profile one decode step eagerly (CUDA graphs off) with record_shapes=True"))
         return None
     step_count = sum(process_steps.count for process_steps in with_steps)
     streamed = calls.kind <= 1  # GEMM weights and the KV cache attention reads
     bytes_per_step = float(work.weight_bytes[calls.rows][streamed].sum()) / step_count
     floor_ns = bytes_per_step / float(entry["bandwidth_gbps"])
     measured_ns = float(np.median(np.concatenate([process_steps.durations for process_steps in with_steps])))
-    return {"bytes_per_step": bytes_per_step, "floor_ns": int(floor_ns), "measured_ns": int(measured_ns),
-            "pct_of_floor": round(100.0 * floor_ns / measured_ns, 2) if measured_ns else None,
-            "steps": int(step_count), "median_gemm_tokens": median_tokens,
-            "source": "weights from the GEMM shapes + KV cache from the attention shapes, per step"}
+    return DecodeFloor(bytes_per_step=bytes_per_step, floor_ns=int(floor_ns), measured_ns=int(measured_ns),
+                       pct_of_floor=round(100.0 * floor_ns / measured_ns, 2) if measured_ns else None,
+                       steps=int(step_count), median_gemm_tokens=median_tokens,
+                       source="weights from the GEMM shapes + KV cache from the attention shapes, per step")
 
 
 # ---------------------------------------------------------------------------
@@ -442,17 +445,18 @@ def block(per_trace: list[TraceMetrics], serving: dict | None = None) -> dict | 
     serving artifacts may give one (:func:`serving_floor`)."""
     if not per_trace:
         return None
-    best = max(per_trace, key=lambda trace: (sum(row["time_ns"] for row in trace.efficiency.classes), trace.efficiency.kernel_ns))
+    best = max(per_trace, key=lambda trace: (sum(row.rates.time_ns for row in trace.efficiency.classes),
+                                             trace.efficiency.kernel_ns))
     eff = best.efficiency
-    out = {"trace": best.meta.get("path"), "device_name": eff.device_name, "device": eff.device,
-           "dominant_class": eff.dominant, "classes": eff.classes, "top_ops": eff.top_ops, "decode_floor": eff.decode_floor,
-           "not_measured": list(eff.not_measured), "coverage": coverage(eff)}
-    if out["decode_floor"] is None and serving:
+    floor, not_measured = eff.decode_floor, list(eff.not_measured)
+    if floor is None and serving:
         floor, missing = serving_floor(serving, eff.device)
-        out["decode_floor"] = floor
         if missing:
-            out["not_measured"].append(missing)
-    return out
+            not_measured.append(missing)
+    return {"trace": best.meta.get("path"), "device_name": eff.device_name, "device": eff.device,
+            "dominant_class": eff.dominant, "classes": [row.to_contract() for row in eff.classes],
+            "top_ops": [op.to_contract() for op in eff.top_ops], "decode_floor": floor.to_contract() if floor else None,
+            "not_measured": [row.to_contract() for row in not_measured], "coverage": coverage(eff)}
 
 
 def coverage(eff: Efficiency) -> list[dict]:
@@ -460,7 +464,7 @@ def coverage(eff: Efficiency) -> list[dict]:
     measured, and that share (the contract's ``coverage``: how much of each class the rates speak for)."""
     out = []
     for name in opwork.CLASSES:
-        measured = next((row["time_ns"] for row in eff.classes if row["class"] == name), 0)
+        measured = next((row.rates.time_ns for row in eff.classes if row.name == name), 0)
         total = measured + eff.unmeasured_ns.get(name, 0.0)
         if total > 0:
             out.append({"class": name, "time_ns": int(total), "measured_ns": int(measured),
@@ -468,7 +472,7 @@ def coverage(eff: Efficiency) -> list[dict]:
     return out
 
 
-def serving_floor(serving: dict, device: dict | None) -> tuple[dict | None, dict | None]:
+def serving_floor(serving: dict, device: dict | None) -> tuple[DecodeFloor | None, NotMeasured | None]:
     """(decode floor, or what is missing for it) from serving artifacts: the weights one worker
     loaded (the log's "Model loading took N GiB": its shard, so per device under tensor
     parallelism) over the device's bandwidth, against the median TPOT (one decode step per output
@@ -489,57 +493,57 @@ def serving_floor(serving: dict, device: dict | None) -> tuple[dict | None, dict
     if device is None or tpot_ms is None:
         what = ("the device's bandwidth (no known device in the traces)" if device is None
                 else "a TPOT (no benchmark result or TPOT histogram)")
-        return None, {"what": "decode bandwidth floor from the serving log", "time_ns": None,
-                      "reason": f"the log gives the weights per device ({weights / 2**30:.2f} GiB) but not {what}",
-                      "capture_hint": "add a GPU trace of the server (for the device) and a benchmark result or /metrics "
-                                      "scrape (for TPOT) to the bundle"}
+        return None, NotMeasured(what="decode bandwidth floor from the serving log", time_ns=None,
+                                 reason=f"the log gives the weights per device ({weights / 2**30:.2f} GiB) but not {what}",
+                                 capture_hint="add a GPU trace of the server (for the device) and a benchmark result or /metrics "
+                                              "scrape (for TPOT) to the bundle")
     floor_ns = weights / float(device["bandwidth_gbps"])
     measured_ns = tpot_ms * 1e6
-    return {"bytes_per_step": float(weights), "floor_ns": int(floor_ns), "measured_ns": int(measured_ns),
-            "pct_of_floor": round(100.0 * floor_ns / measured_ns, 2), "steps": None, "median_gemm_tokens": None,
-            "source": f"weights from the serving log's model-loading line (per device; KV cache read not included) "
-                      f"against the {source}"}, None
+    return DecodeFloor(bytes_per_step=float(weights), floor_ns=int(floor_ns), measured_ns=int(measured_ns),
+                       pct_of_floor=round(100.0 * floor_ns / measured_ns, 2), steps=None, median_gemm_tokens=None,
+                       source=f"weights from the serving log's model-loading line (per device; KV cache read not included) "
+                              f"against the {source}"), None
 
 
-def judgement(eff: Efficiency | None) -> dict | None:
-    """What the efficiency says about the dominant class: ``{"class", "entry", "measured", "below",
-    "side", "text"}``, or None when there is nothing to say (no efficiency measured at all)."""
+def judgement(eff: Efficiency | None) -> Judgement | None:
+    """What the efficiency says about the dominant class (:class:`Judgement`), or None when there is
+    nothing to say (no efficiency measured at all)."""
     if not eff or not eff.dominant:
         return None
     dominant = eff.dominant
-    row = next((row for row in eff.classes if row["class"] == dominant), None)
-    total = (row["time_ns"] if row else 0) + eff.unmeasured_ns.get(dominant, 0.0)
-    share = (row["time_ns"] / total) if row and total else 0.0
+    row = next((row for row in eff.classes if row.name == dominant), None)
+    total = (row.rates.time_ns if row else 0) + eff.unmeasured_ns.get(dominant, 0.0)
+    share = (row.rates.time_ns / total) if row and total else 0.0
     floor = eff.decode_floor
-    if floor and floor.get("pct_of_floor") is not None:
-        return {"class": dominant, "entry": row, "measured": True, "side": "memory", "decode": floor,
-                "below": floor["pct_of_floor"] < _threshold("decode_floor_min_pct"),
-                "text": f"decode steps at {floor['pct_of_floor']:.0f}% of the bandwidth floor"}
-    if row is None or row["pct_of_roofline"] is None or share < _threshold("roofline_min_measured_share"):
-        return {"class": dominant, "entry": row, "measured": False, "below": False, "side": None,
-                "text": f"{CLASS_WORDS[dominant]} efficiency not measured"}
-    return {"class": dominant, "entry": row, "measured": True, "side": row["bound"], "decode": None,
-            "below": row["pct_of_roofline"] < _threshold("roofline_min_pct"), "text": roofline_words(row)}
+    if floor and floor.pct_of_floor is not None:
+        return Judgement(kind=dominant, entry=row, measured=True, side="memory", decode=floor,
+                         below=floor.pct_of_floor < _threshold("decode_floor_min_pct"),
+                         text=f"decode steps at {floor.pct_of_floor:.0f}% of the bandwidth floor")
+    if row is None or row.roofline.pct_of_roofline is None or share < _threshold("roofline_min_measured_share"):
+        return Judgement(kind=dominant, entry=row, measured=False, below=False, side=None, decode=None,
+                         text=f"{CLASS_WORDS[dominant]} efficiency not measured")
+    return Judgement(kind=dominant, entry=row, measured=True, side=row.roofline.bound, decode=None,
+                     below=row.roofline.pct_of_roofline < _threshold("roofline_min_pct"), text=roofline_words(row))
 
 
-def peak_words(row: dict) -> str:
+def peak_words(roof: Roofline) -> str:
     """The peak a row's % of roofline is held against, named: 'the 1,307 TFLOP/s datasheet dense BF16
     peak', and where the vendor publishes a measured max-achievable one ', 54% of the 708 TFLOP/s
-    measured max-achievable' (a row of a class or a top op)."""
-    dtype = DTYPE_WORDS.get(row.get("peak_dtype"), row.get("peak_dtype"))
-    words = (f"the {row['peak_tflops']:,.0f} TFLOP/s datasheet dense {dtype} peak" if row.get("peak_tflops")
+    measured max-achievable' (the roofline of a class or a top op)."""
+    dtype = DTYPE_WORDS.get(roof.peak_dtype, roof.peak_dtype)
+    words = (f"the {roof.peak_tflops:,.0f} TFLOP/s datasheet dense {dtype} peak" if roof.peak_tflops
              else f"the datasheet dense {dtype} peak")
-    if row.get("pct_of_achievable") is not None and row.get("achievable_tflops"):
-        words += f", {row['pct_of_achievable']:.0f}% of the {row['achievable_tflops']:,.0f} TFLOP/s measured max-achievable"
+    if roof.pct_of_achievable is not None and roof.achievable_tflops:
+        words += f", {roof.pct_of_achievable:.0f}% of the {roof.achievable_tflops:,.0f} TFLOP/s measured max-achievable"
     return words
 
 
-def roofline_words(row: dict) -> str:
+def roofline_words(row: ClassRow) -> str:
     """A class row's % of roofline in words, against the peak (named) or the bandwidth that bounds it."""
-    what = CLASS_WORDS[row["class"]]
-    if row["bound"] == "compute":
-        return f"{what} at {row['pct_of_roofline']:.0f}% of {peak_words(row)}"
-    return f"{what} at {row['pct_of_roofline']:.0f}% of the datasheet memory-bandwidth roofline"
+    what = CLASS_WORDS[row.name]
+    if row.roofline.bound == "compute":
+        return f"{what} at {row.roofline.pct_of_roofline:.0f}% of {peak_words(row.roofline)}"
+    return f"{what} at {row.roofline.pct_of_roofline:.0f}% of the datasheet memory-bandwidth roofline"
 
 
 def healthy_words(per_trace: list[TraceMetrics]) -> str:
@@ -548,11 +552,11 @@ def healthy_words(per_trace: list[TraceMetrics]) -> str:
     efficiencies = [trace.efficiency for trace in per_trace]
     for eff in efficiencies:
         judged = judgement(eff)
-        if judged and judged["measured"]:
-            words = [judged["text"]]
-            gemm = next((row for row in eff.classes if row["class"] == "gemm" and row["pct_of_roofline"] is not None), None)
-            if judged["class"] != "gemm" and gemm and \
-                    (gemm["measured_share_pct"] or 0) >= 100 * _threshold("roofline_min_measured_share"):
+        if judged and judged.measured:
+            words = [judged.text]
+            gemm = next((row for row in eff.classes if row.name == "gemm" and row.roofline.pct_of_roofline is not None), None)
+            if judged.kind != "gemm" and gemm and \
+                    (gemm.measured_share_pct or 0) >= 100 * _threshold("roofline_min_measured_share"):
                 words.append(roofline_words(gemm))
             return "; " + ", ".join(words)
     why = "no operator shapes"
@@ -564,18 +568,18 @@ def healthy_words(per_trace: list[TraceMetrics]) -> str:
     return f"; efficiency not measured ({why})"
 
 
-def _untyped_dominant(eff: Efficiency) -> dict | None:
+def _untyped_dominant(eff: Efficiency) -> NotMeasured | None:
     """The not-measured entry of the dominant class's kernels whose ops came without a dtype, when
     they hold more of its time than the threshold lets go unmeasured."""
-    untyped = next((row for row in eff.not_measured if row["what"] == f"{eff.dominant} kernels without dtype"), None)
+    untyped = next((row for row in eff.not_measured if row.what == f"{eff.dominant} kernels without dtype"), None)
     allowed_pct = 100 * (1 - _threshold("roofline_min_measured_share"))
-    return untyped if untyped and (untyped.get("share_pct") or 0) > allowed_pct else None
+    return untyped if untyped and (untyped.share_pct or 0) > allowed_pct else None
 
 
 GRAPH_MISSING = ("graph-replayed kernels not tied to ops", "graph replays without kernels")
 
 
-def missing_shapes(eff: Efficiency) -> dict | None:
+def missing_shapes(eff: Efficiency) -> NotMeasured | None:
     """The not-measured entry that says why the dominant class's efficiency is unknown, and so
     which capture would decide: no shaped op at all ("operator shapes"); shaped ops present but
     the class's ops came without data types; graph replays left untied (the largest such entry:
@@ -583,12 +587,12 @@ def missing_shapes(eff: Efficiency) -> dict | None:
     graph intervals); else the larger of the class's kernels no shaped op launched and those whose
     ops lacked the step's sequence lengths."""
     not_measured = eff.not_measured
-    why = next((row for row in not_measured if row["what"] == "operator shapes"), None) or _untyped_dominant(eff)
+    why = next((row for row in not_measured if row.what == "operator shapes"), None) or _untyped_dominant(eff)
     if why:
         return why
-    graph = [row for row in not_measured if row["what"] in GRAPH_MISSING]
+    graph = [row for row in not_measured if row.what in GRAPH_MISSING]
     if graph:
-        return max(graph, key=lambda row: row.get("time_ns") or 0)
-    own = [row for row in not_measured if row["what"] in (f"{eff.dominant} kernels without shapes",
+        return max(graph, key=lambda row: row.time_ns or 0)
+    own = [row for row in not_measured if row.what in (f"{eff.dominant} kernels without shapes",
                                                             f"{eff.dominant} kernels without sequence lengths")]
-    return max(own, key=lambda row: row.get("time_ns") or 0) if own else None
+    return max(own, key=lambda row: row.time_ns or 0) if own else None

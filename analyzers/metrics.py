@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from tracetriage.analyzers.efficiency_rows import ClassRow, DecodeFloor, NotMeasured, TopOp
+
 PRIVATE = {"private": True}  # field metadata: a figure the rules read that the JSON contract does not carry
 
 
@@ -363,10 +365,10 @@ class Efficiency:
 
     device: dict | None = None
     device_name: str | None = None
-    classes: list[dict] = field(default_factory=list)
-    top_ops: list[dict] = field(default_factory=list)
-    decode_floor: dict | None = None
-    not_measured: list[dict] = field(default_factory=list)
+    classes: list[ClassRow] = field(default_factory=list)
+    top_ops: list[TopOp] = field(default_factory=list)
+    decode_floor: DecodeFloor | None = None
+    not_measured: list[NotMeasured] = field(default_factory=list)
     dominant: str | None = None
     unmeasured_ns: dict[str, float] = field(default_factory=dict)
     kernel_ns: float = 0

@@ -10,7 +10,8 @@
   memory times, else memory. A dtype the device has no peak for is held against
   :data:`DTYPE_FALLBACK`'s. The peak is named: its dtype and datasheet TFLOP/s (``peak_dtype``,
   ``peak_tflops``), and where the vendor publishes a measured max-achievable peak (AMD's MAF,
-  devices.toml ``achievable_tflops``) the same roofline against it (``pct_of_achievable``).
+  devices.toml ``achievable_tflops``) the same roofline against it (``pct_of_achievable``); a
+  bandwidth-bound set's ``pct_of_achievable`` is its achieved GB/s over the bandwidth (:func:`roofline`).
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tracetriage.analyzers.efficiency_rows import Roofline
+
 DEVICES: dict[str, dict] = tomllib.loads(Path(__file__).with_name("devices.toml").read_text(encoding="utf-8"))
 
 # the peak an op is held against when the device lacks its own dtype's (fp8 on an A100 runs as bf16)
-DTYPE_FALLBACK = {"fp8": "bf16", "int8": "bf16", "bf16": "fp16", "fp16": "bf16", "tf32": "fp32", "fp64": "fp32",
+DTYPE_FALLBACK = {"fp4": "fp8", "fp8": "bf16", "int8": "bf16", "bf16": "fp16", "fp16": "bf16", "tf32": "fp32", "fp64": "fp32",
                   "uint8": "int8", "int16": "fp32", "int32": "fp32", "int64": "fp32", "bool": "fp32"}
 
 
@@ -70,14 +73,6 @@ def device_block(entry: dict, matched_name: str) -> dict:
     return device
 
 
-def rates(time_ns: float, flops: float, nbytes: float) -> dict:
-    """Time, work and the achieved rates of a set of op calls."""
-    return {"time_ns": int(time_ns), "flops": float(flops), "bytes": float(nbytes),
-            "achieved_tflops": round(flops / time_ns / 1e3, 3) if time_ns else None,
-            "achieved_gbps": round(nbytes / time_ns, 2) if time_ns else None,
-            "intensity": round(flops / nbytes, 3) if nbytes else None}
-
-
 def _compute_ns(entry: dict, flops: np.ndarray, dtypes: np.ndarray, table: str) -> np.ndarray:
     """Per op, its FLOPs at the ``table``'s peak of its dtype (the datasheet's where ``table`` lacks it)."""
     compute_ns = np.zeros(len(flops))
@@ -88,25 +83,31 @@ def _compute_ns(entry: dict, flops: np.ndarray, dtypes: np.ndarray, table: str) 
     return compute_ns
 
 
-def roofline(entry: dict | None, flops: np.ndarray, nbytes: np.ndarray, dtypes: np.ndarray, time_ns: float) -> dict:
+def roofline(entry: dict | None, flops: np.ndarray, nbytes: np.ndarray, dtypes: np.ndarray, time_ns: float) -> Roofline:
     """bound, pct_of_roofline and the peak held against (its dtype and datasheet TFLOP/s), for a set of
-    op calls; where the vendor publishes a measured max-achievable peak for that dtype, the same
-    roofline against it (``pct_of_achievable``, the bandwidth roof unchanged) and that peak."""
+    op calls; where the vendor publishes a measured max-achievable peak for that dtype, that peak
+    (``achievable_tflops``). ``pct_of_achievable``: for a compute-bound set, the same roofline with the
+    compute roofs at the achievable peaks (the bandwidth roof unchanged; None where the vendor
+    publishes none); for a memory-bound set, its achieved GB/s over the bandwidth a kernel can reach
+    — the datasheet's, as no vendor in devices.toml publishes a measured achievable bandwidth (AMD's
+    MAF measures FLOP/s only) — so a bandwidth-bound row is never judged against a compute peak."""
     if entry is None or not time_ns:
-        return {"bound": None, "pct_of_roofline": None, "peak_dtype": None, "peak_tflops": None,
-                "pct_of_achievable": None, "achievable_tflops": None}
+        return Roofline()
     bandwidth = float(entry["bandwidth_gbps"])
     compute_ns = _compute_ns(entry, flops, dtypes, "peak_tflops")
     memory_ns = nbytes / bandwidth
     main_dtype = pd.Series(flops).groupby(dtypes).sum().idxmax() if len(flops) else None
     main_peak = peak_tflops(entry, main_dtype) if main_dtype else None
     achievable = peak_tflops(entry, main_dtype, "achievable_tflops") if main_dtype else None
-    out = {"bound": "compute" if compute_ns.sum() >= memory_ns.sum() else "memory",
-           "pct_of_roofline": round(100.0 * float(np.maximum(compute_ns, memory_ns).sum()) / time_ns, 2),
-           "peak_dtype": main_peak[0] if main_peak else None, "peak_tflops": main_peak[1] if main_peak else None,
-           "pct_of_achievable": None, "achievable_tflops": None}
-    if achievable and main_peak and achievable[0] == main_peak[0]:
+    bound = "compute" if compute_ns.sum() >= memory_ns.sum() else "memory"
+    achievable_tflops = achievable[1] if achievable and main_peak and achievable[0] == main_peak[0] else None
+    if bound == "memory":  # bandwidth-bound: the achieved GB/s over the bandwidth a kernel can reach
+        pct_of_achievable = round(100.0 * float(nbytes.sum()) / time_ns / bandwidth, 2)
+    elif achievable_tflops is not None:
         reachable_ns = np.maximum(_compute_ns(entry, flops, dtypes, "achievable_tflops"), memory_ns)
-        out["pct_of_achievable"] = round(100.0 * float(reachable_ns.sum()) / time_ns, 2)
-        out["achievable_tflops"] = achievable[1]
-    return out
+        pct_of_achievable = round(100.0 * float(reachable_ns.sum()) / time_ns, 2)
+    else:
+        pct_of_achievable = None
+    return Roofline(bound=bound, pct_of_roofline=round(100.0 * float(np.maximum(compute_ns, memory_ns).sum()) / time_ns, 2),
+                    peak_dtype=main_peak[0] if main_peak else None, peak_tflops=main_peak[1] if main_peak else None,
+                    pct_of_achievable=pct_of_achievable, achievable_tflops=achievable_tflops)

@@ -25,6 +25,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from tracetriage.analyzers import quantized_gemms
 from tracetriage.analyzers.opwork import Work, dtype_of, tensors_of
 from tracetriage.model import WORK_OP_PREFIXES
 
@@ -69,7 +70,7 @@ def step_lengths(name: str) -> StepLengths | None:
 
 
 def _attention_work(tokens: int, heads: int, kv_heads: int, d_qk: int, d_v: int, q_bytes: int, kv_bytes: int,
-                    dtype: str, step: StepLengths) -> Work | None:
+                    dtype: str, step: StepLengths, causal: bool = True) -> Work | None:
     """Chunked-prefill + decode attention over a step (TraceLens's InferenceAttention, AMD-AGI/TraceLens
     TraceLens/PerfModel/extensions/attention_perf_model_extensions.py, itself the FlashAttention
     count, Dao et al. 2022 §3: 2·d FLOPs per (query, key) pair for QKᵀ and as many for PV):
@@ -82,10 +83,14 @@ def _attention_work(tokens: int, heads: int, kv_heads: int, d_qk: int, d_v: int,
     query's dtype, the cached ones (sk − sq) in the cache's; the KV read (``weight_bytes``) is
     every attended token's K and V.
 
+    Without a causal mask (``causal`` False) every query attends every key: pairs = c_sqsk + g_sqsk.
     None when the op's query rows cannot hold the step's tokens (the annotation is another batch's)."""
     if step.tokens <= 0 or tokens < step.tokens or min(heads, kv_heads, d_qk, d_v) <= 0:
         return None
-    pairs = step.c_sqsk - step.c_sqsq / 2 + step.c_sq / 2 + step.g_sqsk - step.g_sqsq / 2 + step.g_sq / 2
+    if causal:
+        pairs = step.c_sqsk - step.c_sqsq / 2 + step.c_sq / 2 + step.g_sqsk - step.g_sqsq / 2 + step.g_sq / 2
+    else:
+        pairs = float(step.c_sqsk + step.g_sqsk)
     flops = 2.0 * heads * (d_qk + d_v) * pairs
     new = step.c_sq + step.g_sq
     cached = max(0, step.c_sk - step.c_sq) + max(0, step.g_sk - step.g_sq)
@@ -116,6 +121,85 @@ def paged_attention_ragged(tensors_at: dict, step: StepLengths | None) -> Work |
     if len(q) != 3 or len(k) != 4 or len(v) != 4:
         return None
     return _attention_work(q[0], q[1], k[2], q[2], v[3], q_bytes, kv_bytes, dtype, step)
+
+
+@dataclass(frozen=True, slots=True)
+class OpCall:
+    """One serving op's record, as its formula reads it: the tensors in argument order (lists
+    flattened, :func:`tensors_of`), the plain tensor arguments by position, the scalar arguments
+    (``Concrete Inputs`` as text; None when the capture records none, as NVTX ranges), the child ops
+    recorded inside it (name, dims, types, concrete), and the annotated step it ran in."""
+
+    tensors: list
+    at: dict
+    concrete: list | None
+    context: list | None
+    step: StepLengths | None
+
+    def scalar(self, index: int) -> int | None:
+        """The integer scalar argument at ``index``, None when not recorded or not an integer."""
+        return _int(self.concrete[index]) if self.concrete is not None and index < len(self.concrete) else None
+
+    def flag(self, index: int) -> bool | None:
+        """The boolean argument at ``index``; None when the capture records no scalar arguments."""
+        if self.concrete is None:
+            return None
+        return index < len(self.concrete) and str(self.concrete[index]).strip() in ("True", "1", "true")
+
+
+def uniform_lengths(batch: int, q_rows: int, k_rows: int | None, max_q: int | None, max_k: int | None) -> StepLengths | None:
+    """The lengths of a varlen batch whose shapes determine them: ``batch`` sequences (cu_seqlens has
+    batch + 1 entries) packed into ``q_rows`` query and ``k_rows`` key rows, none longer than
+    ``max_q`` / ``max_k``; when q_rows = batch·max_q and k_rows = batch·max_k every sequence has
+    exactly the maximum lengths (a sum of ``batch`` lengths each at most the maximum reaches
+    batch × maximum only then). None otherwise (the lengths are in the device tensors cu_seqlens), or
+    when keys are paged (``k_rows`` None: the cache's pages say nothing of the lengths)."""
+    if not batch or batch <= 0 or not max_q or not max_k or k_rows is None or max_q > max_k:
+        return None
+    if q_rows != batch * max_q or k_rows != batch * max_k:
+        return None
+    return StepLengths(c_sq=batch * max_q, c_sk=batch * max_k, c_sqsq=batch * max_q * max_q, c_sqsk=batch * max_q * max_k)
+
+
+def flash_varlen(call: OpCall, causal_at: int) -> Work | None:
+    """FlashAttention's varlen forward: ``flash_attn::_flash_attn_varlen_forward(q[Tq, H, d],
+    k[Tk, Hkv, d], v[Tk, Hkv, dv], cu_seqlens_q[B+1], cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+    dropout_p, softmax_scale, causal, ..., block_table, ...)`` (Dao-AILab/flash-attention
+    flash_attn/flash_attn_interface.py, the torch custom op) and vLLM's wrapper
+    ``vllm::flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+    softmax_scale, causal, window_size, softcap, alibi_slopes, block_table)`` (vllm
+    attention/backends/flash_attn.py); with a block table, k and v are the paged KV cache
+    ``[blocks, page, Hkv, d]``. The count is :func:`_attention_work`'s (Dao et al. 2022: 4·d FLOPs per
+    (query, key) pair; causal pairs bottom-right aligned, as FlashAttention ≥ 2.1 masks a query chunk
+    after its cached keys), the lengths from the shapes where they determine them
+    (:func:`uniform_lengths`), else from the step's annotation (a causal decoder's step). None when the
+    causal flag is not recorded (it decides the pairs)."""
+    q, k, v = call.at.get(0), call.at.get(1), call.at.get(2)
+    cu_q = call.at.get(3)
+    causal = call.flag(causal_at)
+    if q is None or k is None or v is None or cu_q is None or causal is None or len(q[0]) != 3 or len(k[0]) not in (3, 4):
+        return None
+    k_rows = k[0][0] if len(k[0]) == 3 else None
+    lengths = uniform_lengths(cu_q[0][0] - 1, q[0][0], k_rows, call.scalar(5), call.scalar(6))
+    if lengths is None and causal:
+        lengths = call.step
+    if lengths is None:
+        return None
+    return _attention_work(q[0][0], q[0][1], k[0][-2], q[0][2], v[0][-1], q[1], k[1], q[2], lengths, causal)
+
+
+def flash_with_kvcache(call: OpCall) -> Work | None:
+    """vLLM's ``vllm::flash_attn_with_kvcache(decode_query[B, sq, H, d], key_cache[blocks, page, Hkv, d],
+    value_cache, cache_seqlens[B], block_table, softmax_scale, causal, ...)`` (vllm
+    attention/backends/flash_attn.py over FlashAttention's ``flash_attn_with_kvcache``, its split-KV
+    kernels ``flash_fwd_splitkv_kernel``): the B·sq query tokens attend their sequences' cached keys,
+    whose lengths (cache_seqlens) are a device tensor, so the step's annotation gives them; the count
+    is :func:`_attention_work`'s."""
+    q, k, v = call.at.get(0), call.at.get(1), call.at.get(2)
+    if call.step is None or q is None or k is None or v is None or len(q[0]) != 4 or len(k[0]) != 4:
+        return None
+    batch, per_sequence, heads, d_qk = q[0]
+    return _attention_work(batch * per_sequence, heads, k[0][2], d_qk, v[0][3], q[1], k[1], q[2], call.step)
 
 
 def reshape_and_cache(tensors) -> Work | None:
@@ -160,14 +244,8 @@ def moe_forward(tensors, context: list | None) -> Work | None:
         return None
     tokens, width = hidden
     experts = router[1]
-    top_k = next((_int(child[3][1]) for child in context if child[0] == "TopK" and isinstance(child[3], list)
-                  and len(child[3]) > 1), None)
-    weights = []
-    for name, dims, types, _concrete in context:
-        if name == "aten::view" and dims and len(dims[0]) == 3 and dims[0][0] == experts and isinstance(types, list):
-            stored = dtype_of(types[0]) if types else None
-            if stored and stored[0] in PACKED:
-                weights.append((dims[0], stored[1]))
+    top_k = _child_top_k(context)
+    weights = _expert_weight_views(context, experts)
     if not top_k or top_k > experts or len(weights) < 2:
         return None
     (w1, w1_bytes), (w2, w2_bytes) = weights[0], weights[1]
@@ -175,12 +253,55 @@ def moe_forward(tensors, context: list | None) -> Work | None:
     inner = w2[1] * packing
     if not packing or w2[2] != width or w1[2] not in (inner, 2 * inner):
         return None
-    routed = tokens * top_k
-    flops = 2.0 * routed * width * w1[2] + 2.0 * routed * inner * width
-    touched = min(experts, routed) / experts
-    weight_bytes = touched * (math.prod(w1) * w1_bytes + math.prod(w2) * w2_bytes)
-    moved = tokens * width * act_bytes * 2 + 2 * routed * inner * act_bytes + weight_bytes
-    return Work("gemm", flops, float(moved), dtype, weight_bytes=float(weight_bytes), tokens=int(tokens))
+    expert_bytes = math.prod(w1) * w1_bytes + math.prod(w2) * w2_bytes
+    return _experts_work(ExpertShapes(tokens, width, top_k, experts, w1[2], inner), expert_bytes, act_bytes, dtype)
+
+
+def _child_top_k(context: list) -> int | None:
+    """The k of the op's ``TopK`` child op (its Concrete Inputs[1]), None when no such child."""
+    return next((_int(child[3][1]) for child in context if child[0] == "TopK" and isinstance(child[3], list)
+                 and len(child[3]) > 1), None)
+
+
+def _expert_weight_views(context: list, experts: int) -> list[tuple[list, int]]:
+    """(dims, bytes per stored element) of the op's child ``aten::view`` calls on 3-D tensors with one
+    row per expert in a storage dtype an expert weight has (:data:`PACKED`), in call order."""
+    weights = []
+    for name, dims, types, _concrete in context:
+        if name == "aten::view" and dims and len(dims[0]) == 3 and dims[0][0] == experts and isinstance(types, list):
+            stored = dtype_of(types[0]) if types else None
+            if stored and stored[0] in PACKED:
+                weights.append((dims[0], stored[1]))
+    return weights
+
+
+@dataclass(frozen=True, slots=True)
+class ExpertShapes:
+    """The logical shapes of one MoE layer's expert GEMMs: M tokens of width K, each routed to k of the
+    E experts; ``gate_up`` = N1 (the first GEMM's output width, 2·N2 when gated), ``inner`` = N2 (the
+    second GEMM's input width)."""
+
+    tokens: int
+    width: int
+    top_k: int
+    experts: int
+    gate_up: int
+    inner: int
+
+    @property
+    def routed(self) -> int:
+        """Token-expert pairs: each of the M tokens goes through k experts."""
+        return self.tokens * self.top_k
+
+
+def _experts_work(shape: ExpertShapes, expert_bytes: float, act_bytes: int, dtype: str) -> Work:
+    """The work of a MoE layer's two expert GEMMs (:func:`moe_forward`'s formula) from its shapes and
+    the E experts' stored weight bytes, of which min(E, M·k)/E are touched."""
+    routed = shape.routed
+    flops = 2.0 * routed * shape.width * shape.gate_up + 2.0 * routed * shape.inner * shape.width
+    weight_bytes = min(shape.experts, routed) / shape.experts * expert_bytes
+    moved = shape.tokens * shape.width * act_bytes * 2 + 2 * routed * shape.inner * act_bytes + weight_bytes
+    return Work("gemm", flops, float(moved), dtype, weight_bytes=float(weight_bytes), tokens=int(shape.tokens))
 
 
 FUSED_EXPERTS = frozenset({"vllm::inplace_fused_experts", "vllm::outplace_fused_experts", "vllm::rocm_aiter_fused_moe",
@@ -206,12 +327,9 @@ def fused_experts(tensors) -> Work | None:
     inner = w2[2] * packing
     if not packing or w2[0] != experts or w2[1] != width or w1[1] not in (inner, 2 * inner) or not 0 < top_k <= experts:
         return None
-    routed = tokens * top_k
-    flops = 2.0 * routed * width * w1[1] + 2.0 * routed * inner * width
-    weight_bytes = min(experts, routed) / experts * (math.prod(w1) * w1_bytes + math.prod(w2) * w2_bytes)
-    moved = tokens * width * act_bytes * 2 + 2 * routed * inner * act_bytes + weight_bytes
-    return Work("gemm", flops, float(moved), w_dtype if w_dtype == "fp8" else act_dtype, weight_bytes=float(weight_bytes),
-                tokens=int(tokens))
+    expert_bytes = math.prod(w1) * w1_bytes + math.prod(w2) * w2_bytes
+    return _experts_work(ExpertShapes(tokens, width, top_k, experts, w1[1], inner), expert_bytes, act_bytes,
+                         w_dtype if w_dtype == "fp8" else act_dtype)
 
 
 def cutlass_scaled_mm(tensors) -> Work | None:
@@ -270,15 +388,27 @@ def canonical_name(name: str) -> str:
     return SGLANG_ATTENTION if name.startswith(WORK_OP_PREFIXES) else name
 
 
-STEP_OPS = {  # ops whose FLOPs need the step's lengths
-    "vllm::unified_attention_with_output": lambda tensors, at, step: unified_attention(tensors, step),
-    "vllm::unified_attention": lambda tensors, at, step: unified_attention(tensors, step),
-    "aiter::paged_attention_ragged": lambda tensors, at, step: paged_attention_ragged(at, step),
-    SGLANG_ATTENTION: lambda tensors, at, step: paged_attention_ragged(at, step),
+STEP_OPS = {  # ops whose FLOPs need the step's lengths (varlen ones: where their shapes do not give them)
+    "vllm::unified_attention_with_output": lambda call: unified_attention(call.tensors, call.step),
+    "vllm::unified_attention": lambda call: unified_attention(call.tensors, call.step),
+    "aiter::paged_attention_ragged": lambda call: paged_attention_ragged(call.at, call.step),
+    SGLANG_ATTENTION: lambda call: paged_attention_ragged(call.at, call.step),
+    "flash_attn::_flash_attn_varlen_forward": lambda call: flash_varlen(call, causal_at=9),
+    "vllm::flash_attn_varlen_func": lambda call: flash_varlen(call, causal_at=8),
+    "vllm::flash_attn_with_kvcache": flash_with_kvcache,
 }
-NAMES = frozenset(set(STEP_OPS) - {SGLANG_ATTENTION}) | FUSED_EXPERTS | {
-    "vllm::moe_forward", "_C_cache_ops::reshape_and_cache_flash", "_C_cache_ops::reshape_and_cache",
-    "_C::cutlass_scaled_mm", "_C::gptq_marlin_gemm"}
+FORMULAS = {
+    **STEP_OPS,
+    "vllm::moe_forward": lambda call: moe_forward(call.tensors, call.context),
+    **{name: lambda call: fused_experts(call.tensors) for name in FUSED_EXPERTS},
+    "_C::cutlass_scaled_mm": lambda call: cutlass_scaled_mm(call.tensors),
+    "_C::gptq_marlin_gemm": lambda call: marlin_gemm(call.tensors, call.concrete or []),
+    "_C_cache_ops::reshape_and_cache_flash": lambda call: reshape_and_cache(call.tensors),
+    "_C_cache_ops::reshape_and_cache": lambda call: reshape_and_cache(call.tensors),
+    **{name: lambda call, formula=formula: formula(call.tensors) for name, formula in quantized_gemms.FORMULAS.items()},
+}
+
+NAMES = frozenset(FORMULAS) - {SGLANG_ATTENTION}  # the op names (the parsers keep them: model.WORK_OPS)
 
 
 def needs_step(name: str) -> bool:
@@ -288,7 +418,7 @@ def needs_step(name: str) -> bool:
 
 def handles(name: str) -> bool:
     """Whether :func:`work` is the formula for ops of this name."""
-    return name in NAMES or canonical_name(name) in STEP_OPS
+    return canonical_name(name) in FORMULAS
 
 
 def work(name: str, record: list, step: StepLengths | None) -> Work | None:
@@ -298,20 +428,10 @@ def work(name: str, record: list, step: StepLengths | None) -> Work | None:
     if not isinstance(dims, list) or not isinstance(types, list):
         return None
     try:
-        tensors = tensors_of(dims, types)
-        name = canonical_name(name)
-        if name in STEP_OPS:
-            at = {i: tensor for i, tensor in _positional(dims, types)}
-            return STEP_OPS[name](tensors, at, step)
-        if name == "vllm::moe_forward":
-            return moe_forward(tensors, record[3] if len(record) > 3 and isinstance(record[3], list) else None)
-        if name in FUSED_EXPERTS:
-            return fused_experts(tensors)
-        if name == "_C::cutlass_scaled_mm":
-            return cutlass_scaled_mm(tensors)
-        if name == "_C::gptq_marlin_gemm":
-            return marlin_gemm(tensors, record[2] if isinstance(record[2], list) else [])
-        return reshape_and_cache(tensors)
+        call = OpCall(tensors=tensors_of(dims, types), at=dict(_positional(dims, types)),
+                      concrete=record[2] if len(record) > 2 and isinstance(record[2], list) else None,
+                      context=record[3] if len(record) > 3 and isinstance(record[3], list) else None, step=step)
+        return FORMULAS[canonical_name(name)](call)
     except (TypeError, ValueError, IndexError, OverflowError, ZeroDivisionError):
         return None
 

@@ -83,11 +83,11 @@ def test_the_achievable_peak_is_the_same_roofline_at_the_vendors_measured_rate()
 
     flops, nbytes, dtypes = np.array([1e15]), np.array([1e6]), np.array(["bf16"], dtype=object)
     got = peaks.roofline(entry, flops, nbytes, dtypes, 2e9)  # 1 PFLOP in 2 s: 500 TFLOP/s
-    assert got["peak_tflops"] == entry["peak_tflops"]["bf16"] and got["achievable_tflops"] == 708
-    assert got["pct_of_roofline"] == pytest.approx(100 * 500 / entry["peak_tflops"]["bf16"], abs=0.01)
-    assert got["pct_of_achievable"] == pytest.approx(100 * 500 / 708, abs=0.01)
+    assert got.peak_tflops == entry["peak_tflops"]["bf16"] and got.achievable_tflops == 708
+    assert got.pct_of_roofline == pytest.approx(100 * 500 / entry["peak_tflops"]["bf16"], abs=0.01)
+    assert got.pct_of_achievable == pytest.approx(100 * 500 / 708, abs=0.01)
     h100 = peaks.roofline(peaks.DEVICES["h100_sxm"], flops, nbytes, dtypes, 2e9)  # NVIDIA publishes no such figure
-    assert h100["pct_of_achievable"] is None and h100["achievable_tflops"] is None
+    assert h100.pct_of_achievable is None and h100.achievable_tflops is None
     for key, device in peaks.DEVICES.items():
         if "achievable_tflops" in device:
             assert device["achievable_source"].startswith("AMD") and "https://" in device["achievable_source"], key
@@ -107,7 +107,7 @@ def serving(tmp_path_factory):
 
 
 def _per_call(eff, name):
-    op = next(o for o in eff.top_ops if o["name"] == name)
+    op = next(o.to_contract() for o in eff.top_ops if o.name == name)
     return op["flops"] / op["count"], op["bytes"] / op["count"], op["time_ns"] / op["count"], op
 
 
@@ -129,7 +129,7 @@ def test_generated_serving_ops_get_the_truths_work(serving, name, key):
 def test_generated_ops_without_lengths_or_child_ops_stay_not_measured_with_the_reason(serving):
     _, _, whole, truth = serving
     rounds = truth["rounds"]
-    by_what = {row["what"]: row for row in whole.not_measured}
+    by_what = {row.what: row.to_contract() for row in whole.not_measured}
     lengths = by_what["attention kernels without sequence lengths"]
     assert lengths["time_ns"] == rounds * truth["not_measured"]["attention_ns"]
     assert "sequence lengths" in lengths["reason"] and "sq" in lengths["capture_hint"]

@@ -223,6 +223,8 @@ WORK_OPS = frozenset({
     "vllm::moe_forward", "_C_cache_ops::reshape_and_cache_flash", "_C_cache_ops::reshape_and_cache",
     "vllm::inplace_fused_experts", "vllm::outplace_fused_experts", "vllm::rocm_aiter_fused_moe",
     "sglang::inplace_fused_experts", "sglang::outplace_fused_experts", "_C::cutlass_scaled_mm", "_C::gptq_marlin_gemm",
+    "flash_attn::_flash_attn_varlen_forward", "vllm::flash_attn_varlen_func", "vllm::flash_attn_with_kvcache",
+    "_C::awq_gemm", "_C::cutlass_scaled_fp4_mm", "sgl_kernel::cutlass_scaled_fp4_mm", "_C::cutlass_moe_mm",
 }) | ELEMENTWISE_OPS | COPY_OPS | CONCAT_OPS | SOFTMAX_OPS | REDUCTION_OPS | SCAN_OPS | NORM_OPS
 
 

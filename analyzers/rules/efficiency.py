@@ -5,6 +5,7 @@ and the efficiency abstention says which capture would measure it when it is unk
 from __future__ import annotations
 
 from tracetriage.analyzers import catalog, efficiency
+from tracetriage.analyzers.efficiency_rows import Judgement, Roofline
 from tracetriage.analyzers.evidence import ev, severity_for
 from tracetriage.analyzers.metrics import Efficiency
 from tracetriage.analyzers.rules.context import Context, Rule, t
@@ -26,23 +27,23 @@ def abstention(ctx: Context) -> list[dict]:
         judged = efficiency.judgement(trace.efficiency)
         busy = [device for device in trace.devices if device.window_ns
                 and 100.0 * device.slices["compute"] / device.window_ns >= t("roofline_busy_min_pct")]
-        if not busy or (judged and judged["measured"]):
+        if not busy or (judged and judged.measured):
             continue
         why = efficiency.missing_shapes(trace.efficiency)
-        dominant = (judged or {}).get("class")
+        dominant = judged.kind if judged else None
         too_little = (f"{efficiency.CLASS_WORDS.get(dominant, 'the dominant class')} hold most kernel time and too little "
                       "of it carries shapes")
         if why is None:
             reason = too_little
-        elif why["what"] == "operator shapes" or why["what"].endswith("without dtype"):
-            reason = why["reason"]
+        elif why.what == "operator shapes" or why.what.endswith("without dtype"):
+            reason = why.reason
         elif dominant is None:  # no kernel recorded in the window: graph replays traced whole
-            reason = f"{why['what']}: {why['reason']}"
+            reason = f"{why.what}: {why.reason}"
         else:
-            reason = f"{too_little}: {why['what']}, {why['reason']}"
+            reason = f"{too_little}: {why.what}, {why.reason}"
         out.append({"analysis": "efficiency", "scope": trace.meta.get("path") or "trace",
                     "reason": f"the GPU computes most of the window, but how fast is not measured: {reason}",
-                    "capture_hint": why["capture_hint"] if why else efficiency.capture_hint(trace.meta.get("format"),
+                    "capture_hint": why.capture_hint if why else efficiency.capture_hint(trace.meta.get("format"),
                                                                                           ctx.kind.get("language") == "native")})
     return out
 
@@ -63,7 +64,7 @@ def _roofline_wants(ctx: Context) -> tuple[dict, dict]:
     wants, judged_on = {}, {}
     for trace in ctx.judged():
         judged = efficiency.judgement(trace.efficiency)
-        if not judged or not judged["measured"] or not judged["below"]:
+        if not judged or not judged.measured or not judged.below:
             continue
         # the trace's time above the roofline, split over its devices by their compute time
         compute = sum(device.slices["compute"] for device in trace.devices) or 1
@@ -71,9 +72,9 @@ def _roofline_wants(ctx: Context) -> tuple[dict, dict]:
             window_ns = device.window_ns
             if not window_ns or 100.0 * device.slices["compute"] / window_ns < t("roofline_busy_min_pct"):
                 continue
-            if judged.get("decode"):
-                floor = judged["decode"]
-                ns = max(0.0, floor["measured_ns"] - floor["floor_ns"]) * floor["steps"]
+            if judged.decode:
+                floor = judged.decode
+                ns = max(0.0, floor.measured_ns - floor.floor_ns) * floor.steps
             else:
                 ns = trace.efficiency.wasted_ns.get("ns", 0.0)
             wants[device.id] = (["compute"], ns * device.slices["compute"] / compute)
@@ -84,51 +85,52 @@ def _roofline_wants(ctx: Context) -> tuple[dict, dict]:
 def _class_evidence(measured: Efficiency) -> list[dict]:
     """One evidence row per measured kernel class: its share of kernel time, rates, intensity and roofline."""
     total_kernel_ns = measured.kernel_ns or 1
-    return [ev(f"{row['class']}_pct_of_roofline", row["pct_of_roofline"], "%", f"{row['class']} roofline time",
-               text=f"{efficiency.CLASS_WORDS[row['class']]}: {100.0 * row['time_ns'] / total_kernel_ns:.0f}% of kernel time, "
-                    f"{row['achieved_tflops']:.1f} TFLOP/s, {row['achieved_gbps']:.0f} GB/s, "
-                    f"{row['intensity'] if row['intensity'] is not None else 'n/a'} FLOP/B, {row['bound']}-bound, "
-                    f"{_pct_of_roofline(row)}")
+    return [ev(f"{row.name}_pct_of_roofline", row.roofline.pct_of_roofline, "%", f"{row.name} roofline time",
+               text=f"{efficiency.CLASS_WORDS[row.name]}: {100.0 * row.rates.time_ns / total_kernel_ns:.0f}% of kernel time, "
+                    f"{row.rates.achieved_tflops:.1f} TFLOP/s, {row.rates.achieved_gbps:.0f} GB/s, "
+                    f"{row.rates.intensity if row.rates.intensity is not None else 'n/a'} FLOP/B, {row.roofline.bound}-bound, "
+                    f"{_pct_of_roofline(row.roofline)}")
             for row in measured.classes]
 
 
-def _pct_of_roofline(row: dict) -> str:
+def _pct_of_roofline(roof: Roofline) -> str:
     """'29% of roofline (against the 1,307 TFLOP/s datasheet dense BF16 peak, ...)': the peak named."""
-    against = efficiency.peak_words(row) if row["bound"] == "compute" else "the datasheet memory bandwidth"
-    return f"{row['pct_of_roofline']:.0f}% of roofline (against {against})"
+    against = efficiency.peak_words(roof) if roof.bound == "compute" else "the datasheet memory bandwidth"
+    return f"{roof.pct_of_roofline:.0f}% of roofline (against {against})"
 
 
-def _decode_and_top_op_evidence(measured: Efficiency, judged: dict) -> list[dict]:
+def _decode_and_top_op_evidence(measured: Efficiency, judged: Judgement) -> list[dict]:
     """The decode step against its bandwidth floor (when judged on it) and the top op of the dominant class."""
     out = []
     peaks = measured.device
-    if judged.get("decode"):
-        floor = judged["decode"]
-        out.append(ev("pct_of_floor", floor["pct_of_floor"], "%", "measured step p50",
-                      text=f"a decode step reads {floor['bytes_per_step'] / 1e9:.2f} GB (weights + KV cache): "
-                           f"{us(floor['floor_ns'])} at {peaks['bandwidth_gbps']:,.0f} GB/s; the step takes "
-                           f"{us(floor['measured_ns'])} (p50 of {floor['steps']} steps) = "
-                           f"{floor['pct_of_floor']:.0f}% of the floor"))
-    top = next((op for op in measured.top_ops if op["class"] == judged["class"]), None)
+    if judged.decode:
+        floor = judged.decode
+        out.append(ev("pct_of_floor", floor.pct_of_floor, "%", "measured step p50",
+                      text=f"a decode step reads {floor.bytes_per_step / 1e9:.2f} GB (weights + KV cache): "
+                           f"{us(floor.floor_ns)} at {peaks['bandwidth_gbps']:,.0f} GB/s; the step takes "
+                           f"{us(floor.measured_ns)} (p50 of {floor.steps} steps) = "
+                           f"{floor.pct_of_floor:.0f}% of the floor"))
+    top = next((op for op in measured.top_ops if op.kind == judged.kind), None)
     if top:
-        out.append(ev("top_op", top["name"], "", None,
-                      text=f"top {judged['class']} op: {top['name']} {top['input_dims']} {top['dtype']} x{top['count']}, "
-                           f"{top['achieved_tflops']:.1f} TFLOP/s, {_pct_of_roofline(top)}"
-                           if top.get("pct_of_roofline") is not None else f"top op: {top['name']}"))
+        out.append(ev("top_op", top.name, "", None,
+                      text=f"top {judged.kind} op: {top.name} {top.input_dims} {top.dtype} x{top.count}, "
+                           f"{top.rates.achieved_tflops:.1f} TFLOP/s, {_pct_of_roofline(top.roofline)}"
+                           if top.roofline.pct_of_roofline is not None else f"top op: {top.name}"))
     return out
 
 
-def _roofline_fields(judged: dict, peaks: dict, compute_pct: float, impact: float, stepped: bool) -> dict:
+def _roofline_fields(judged: Judgement, peaks: dict, compute_pct: float, impact: float, stepped: bool) -> dict:
     """The catalog fields of below_roofline: what runs below which roofline, at what rates; the confirm target
     (the finding's line plus roofline_confirm_margin_pct) and the unit of the kernel time (per step, or per call
     of the same ops when the capture has no steps)."""
-    row = judged["entry"]
-    line = t("decode_floor_min_pct") if judged.get("decode") else t("roofline_min_pct")
-    return {"what": judged["text"], "device": peaks["model"], "busy": pct(compute_pct), "claimed": pct(impact),
-            "klass": efficiency.CLASS_WORDS[judged["class"]],
-            "pct": f"{(judged['decode'] or {}).get('pct_of_floor') or (row or {}).get('pct_of_roofline') or 0:.0f}%",
-            "tflops": f"{row['achieved_tflops']:.1f} TFLOP/s" if row else "n/a",
-            "gbps": f"{row['achieved_gbps']:.0f} GB/s" if row else "n/a",
+    row = judged.entry
+    line = t("decode_floor_min_pct") if judged.decode else t("roofline_min_pct")
+    shown_pct = (judged.decode.pct_of_floor if judged.decode else None) or (row.roofline.pct_of_roofline if row else None)
+    return {"what": judged.text, "device": peaks["model"], "busy": pct(compute_pct), "claimed": pct(impact),
+            "klass": efficiency.CLASS_WORDS[judged.kind],
+            "pct": f"{shown_pct or 0:.0f}%",
+            "tflops": f"{row.rates.achieved_tflops:.1f} TFLOP/s" if row else "n/a",
+            "gbps": f"{row.rates.achieved_gbps:.0f} GB/s" if row else "n/a",
             "threshold": f"{line:.0f}%", "target": f"{line + t('roofline_confirm_margin_pct'):.0f}%",
             "per_unit": "per step" if stepped else "per call of the same ops"}
 
@@ -160,9 +162,9 @@ def rule_below_roofline(ctx: Context):
         ev("claimed_pct", round(impact, 2), "%", denominator,
            text=f"time above the roofline bound: {pct(impact)} of the window"),
     ]
-    row = judged["entry"]
-    variant = ("decode" if judged.get("decode")
-               else MECHANISMS.get((judged["class"], row["bound"] if row else "compute"), "gemm"))
+    row = judged.entry
+    variant = ("decode" if judged.decode
+               else MECHANISMS.get((judged.kind, row.roofline.bound if row else "compute"), "gemm"))
     stepped = any(process.steps.count for process in trace.processes if process.pid == device.pid)
     return catalog.make("below_roofline", impact, _roofline_fields(judged, peaks, compute_pct, impact, stepped), evidence,
                         severity=severity_for(impact), denominator=denominator, kind=ctx.kind, variant=variant)

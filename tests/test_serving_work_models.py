@@ -1,0 +1,112 @@
+"""Work models of varlen / KV-cache FlashAttention and of packed-weight GEMMs (AWQ, NVFP4, the W8A8 grouped
+expert GEMM), and the bandwidth-bound '% achv': formulas checked against counts made here, and a generated
+trace (samples/gen_serving_models.py) whose truth is computed from the generated requests and shapes."""
+
+import json
+import sys
+
+import numpy as np
+import pytest
+from conftest import ROOT
+
+from tracetriage import analyze, open_case
+from tracetriage.analyzers import efficiency, peaks, quantized_gemms, serving_work
+from tracetriage.analyzers.serving_work import StepLengths
+from tracetriage.model import WORK_OPS
+from tracetriage.reports import render
+
+sys.path.insert(0, str(ROOT / "samples"))
+import gen_serving_models  # noqa: E402
+
+BF, I32 = "c10::BFloat16", "int"
+
+
+def _varlen_record(rows, kv_rows, batch, max_q, max_k, causal):
+    dims = [[rows, 8, 64], [kv_rows, 2, 64], [kv_rows, 2, 64], [batch + 1], [batch + 1]] + [[]] * 5
+    types = [BF, BF, BF, I32, I32, "Scalar", "Scalar", "Scalar", "Scalar", "Scalar"]
+    return [dims, types, ["", "", "", "", "", str(max_q), str(max_k), "0.0", "0.125", str(causal)]]
+
+
+def test_varlen_equal_lengths_come_from_the_shapes_causal_or_not():
+    batch, sq, sk = 3, 16, 40
+    got = serving_work.work("flash_attn::_flash_attn_varlen_forward", _varlen_record(batch * sq, batch * sk, batch, sq, sk, True),
+                            None)
+    causal_pairs = batch * sum(sk - sq + i for i in range(1, sq + 1))  # bottom-right aligned mask
+    assert got.kind == "attention" and got.flops == 4 * 8 * 64 * causal_pairs
+    full = serving_work.work("flash_attn::_flash_attn_varlen_forward",
+                             _varlen_record(batch * sq, batch * sk, batch, sq, sk, False), None)
+    assert full.flops == 4 * 8 * 64 * batch * sq * sk
+    # a shorter sequence in the batch: the rows fall short of batch x max, the lengths are not in the shapes
+    ragged = _varlen_record(batch * sq - 5, batch * sk - 5, batch, sq, sk, True)
+    assert serving_work.work("flash_attn::_flash_attn_varlen_forward", ragged, None) is None
+    step = StepLengths(c_sq=batch * sq - 5, c_sk=batch * sk - 5, c_sqsq=(batch * sq - 5) * sq, c_sqsk=(batch * sq - 5) * sk)
+    assert serving_work.work("flash_attn::_flash_attn_varlen_forward", ragged, step) is not None
+    unrecorded = _varlen_record(batch * sq, batch * sk, batch, sq, sk, True)[:2] + [None]  # NVTX: no scalars, no causal flag
+    assert serving_work.work("flash_attn::_flash_attn_varlen_forward", unrecorded, None) is None
+    assert serving_work.needs_step("vllm::flash_attn_varlen_func") and serving_work.needs_step("vllm::flash_attn_with_kvcache")
+
+
+def test_packed_weight_gemms_count_the_dense_equivalent_and_the_stored_bytes():
+    m, k, n = 8, 256, 512
+    awq = quantized_gemms.awq_gemm([([m, k], 2, "fp16"), ([k, n // 8], 4, "int32"), ([k // 128, n], 2, "fp16"),
+                                    ([k // 128, n // 8], 4, "int32")])
+    weights = k * n // 2 + (k // 128) * n * 2 + (k // 128) * n // 2
+    assert awq.flops == 2 * m * n * k and awq.weight_bytes == weights and awq.bytes == m * k * 2 + weights + m * n * 2
+    assert awq.dtype == "fp16" and awq.tokens == m
+    assert quantized_gemms.awq_gemm([([m, k], 2, "fp16"), ([k, n // 8], 4, "int32"), ([k // 128, n + 8], 2, "fp16"),
+                                     ([k // 128, n // 8], 4, "int32")]) is None  # scales wider than the packed weight
+    fp4 = quantized_gemms.cutlass_scaled_fp4_mm([([m, n], 2, "bf16"), ([m, k // 2], 1, "uint8"), ([n, k // 2], 1, "uint8"),
+                                                 ([m, k // 16], 1, "fp8"), ([n, k // 16], 1, "fp8"), ([1], 4, "fp32")])
+    assert fp4.flops == 2 * m * n * k and fp4.dtype == "fp4" and fp4.weight_bytes == n * k // 2 + n * k // 16
+    experts, rows = 16, 4  # four routed rows touch at most four of the sixteen experts
+    moe = quantized_gemms.cutlass_moe_mm([([rows, n], 2, "bf16"), ([rows, k], 1, "fp8"), ([experts, n, k], 1, "fp8"),
+                                          ([rows, 1], 4, "fp32"), ([experts, n, 1], 4, "fp32")])
+    assert moe.flops == 2 * rows * n * k and moe.weight_bytes == rows / experts * (experts * n * k + experts * n * 4)
+    assert {"_C::awq_gemm", "_C::cutlass_scaled_fp4_mm", "_C::cutlass_moe_mm", "vllm::flash_attn_with_kvcache"} <= WORK_OPS
+
+
+def test_fp4_is_held_against_the_fp4_peak_or_the_fp8_one():
+    assert peaks.peak_tflops(peaks.DEVICES["b200"], "fp4") == ("fp4", 9000.0)
+    assert peaks.peak_tflops(peaks.DEVICES["h100_sxm"], "fp4") == ("fp8", peaks.DEVICES["h100_sxm"]["peak_tflops"]["fp8"])
+
+
+def test_a_bandwidth_bound_rows_achievable_share_is_its_bandwidth_share():
+    flops, nbytes, dtypes = np.array([1e9]), np.array([2e12]), np.array(["bf16"], dtype=object)
+    for key in ("mi300x", "h100_sxm"):
+        entry = peaks.DEVICES[key]
+        got = peaks.roofline(entry, flops, nbytes, dtypes, 1e9)  # 2 TB in 1 s
+        assert got.bound == "memory"
+        assert got.pct_of_achievable == pytest.approx(100 * 2000 / entry["bandwidth_gbps"], abs=0.01)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    folder = gen_serving_models.write(tmp_path_factory.mktemp("models"))
+    truth = json.loads((folder / "truth.json").read_text())
+    case = open_case([folder / "trace.pt.trace.json.gz"])
+    return case, efficiency.measure(case.traces[0], 0, 1 << 62, []), truth
+
+
+@pytest.mark.parametrize("name", ["flash_attn::_flash_attn_varlen_forward", "vllm::flash_attn_varlen_func",
+                                  "vllm::flash_attn_with_kvcache", "_C::awq_gemm", "_C::cutlass_scaled_fp4_mm",
+                                  "_C::cutlass_moe_mm"])
+def test_generated_ops_get_the_truths_work(generated, name):
+    _, eff, truth = generated
+    op = next(row.to_contract() for row in eff.top_ops if row.name == name)
+    assert op["count"] == truth["rounds"]
+    assert op["flops"] / op["count"] == pytest.approx(truth[name]["flops"], rel=1e-12)
+    assert op["bytes"] / op["count"] == pytest.approx(truth[name]["bytes"], rel=1e-12)
+    assert op["time_ns"] / op["count"] == truth[name]["time_ns"] and op["dtype"] == truth[name]["dtype"]
+    assert op["peak_dtype"] == truth[name]["dtype"]  # B200: an FP4, FP8, BF16 and FP16 peak each
+
+
+def test_generated_trace_is_all_measured_and_every_format_shows_the_bandwidth_share(generated):
+    case, eff, _ = generated
+    assert all(row["measured_share_pct"] == 100.0 for row in efficiency.coverage(eff))
+    analysis = analyze(case)
+    memory_rows = [row for row in analysis.data["efficiency"]["classes"] if row["bound"] == "memory"]
+    assert memory_rows, "the decode attention streams its KV cache: a memory-bound class"
+    for row in memory_rows:
+        assert row["pct_of_achievable"] == pytest.approx(100 * row["achieved_gbps"] / 8000, abs=0.02)
+        for fmt in ("text", "md", "html"):
+            assert f"{row['pct_of_achievable']:.0f}" in render(analysis, fmt)
