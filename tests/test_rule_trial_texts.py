@@ -81,8 +81,8 @@ def test_a_share_the_report_prints_as_zero_is_not_listed(tmp_path, monkeypatch):
     with monkeypatch.context() as patched:  # without the floor, the residue is a row of 0.0% of its class
         patched.setattr(efficiency, "LISTED_MIN_SHARE_PCT", 0.0)
         every = efficiency._unmeasured_rows(trace, kernels, unmeasured, total)
-    assert any(row["what"] == "gemm kernels without shapes" and row["share_pct"] == 0.0 for row in every)
-    shown = {row["what"]: row["share_pct"] for row in efficiency._unmeasured_rows(trace, kernels, unmeasured, total)}
+    assert any(row.what == "gemm kernels without shapes" and row.share_pct == 0.0 for row in every)
+    shown = {row.what: row.share_pct for row in efficiency._unmeasured_rows(trace, kernels, unmeasured, total)}
     assert "gemm kernels without shapes" not in shown
     assert shown["attention kernels without dtype"] == 2.0
     assert all(share is None or share >= efficiency.LISTED_MIN_SHARE_PCT for share in shown.values())
