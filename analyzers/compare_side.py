@@ -194,9 +194,30 @@ class Side:
 
     def finding_ms(self, finding_id: str) -> float | None:
         """ms per step of the time a finding is about: its catalog slices (the same measure on both
-        sides, whether or not it fires there), else what it claimed here."""
-        slices = check_of(finding_id).get("slices")
+        sides, whether or not it fires there), less what other findings claim of them where the
+        catalog says ``unexplained`` (:meth:`unexplained_ms`), else what it claimed here."""
+        check = check_of(finding_id)
+        slices = check.get("slices")
+        if slices and check.get("unexplained"):
+            return self.unexplained_ms(finding_id, slices)
         return self.mean_slice_ms(slices) if slices else self.claim_ms(finding_id)
+
+    def unexplained_ms(self, finding_id: str, patterns) -> float | None:
+        """ms per step of the slices matching ``patterns`` that no other finding claims: the finding's own
+        claim (taken from those slices) plus the matching slices no finding claims, mean over the devices
+        with steps. The same measure whether or not the finding fires on this side (gpu_starved: the idle
+        time no other finding explains, the share its headline states)."""
+        names = matching(patterns)
+        per_device = []
+        for device in self.devices:
+            steps = self.device_steps(device)
+            if not steps:
+                continue
+            accounting = device.get("accounting") or {}
+            unclaimed = accounting.get("unclaimed_pct") or {}
+            share = (accounting.get("claims_pct") or {}).get(finding_id, 0.0) + sum(unclaimed.get(name, 0.0) for name in names)
+            per_device.append(share / 100.0 * device["window_ns"] / steps / 1e6)
+        return float(np.mean(per_device)) if per_device else None
 
     def claim_ms(self, finding_id: str) -> float | None:
         per_device = []
