@@ -10,7 +10,7 @@ import numpy as np
 from tracetriage.analyzers.compare_metrics import SERVING_BUDGETS
 from tracetriage.analyzers.trend_changes import MIN_SERIES, SHIFT_SPREAD_FACTOR, practical_min, robust_sigma
 from tracetriage.casenames import matches_baseline
-from tracetriage.wording import fmt_ns
+from tracetriage.wording import fmt_ns, ms_text
 
 # The budgets the gate and the verdict line read: step time, serving figures.
 BUDGETS = ("step_p50_ms", "step_p99_ms", *SERVING_BUDGETS)
@@ -125,12 +125,14 @@ def _levels_words(change: dict) -> str:
     before, after, unit = change["before"]["level"], change["after"]["level"], change["unit"]
     if unit == "ns/call":
         return f"{fmt_ns(before)} -> {fmt_ns(after)} per call"
+    if unit in ("ms", "ms/step"):
+        return f"{ms_text(before).removesuffix(' ms')} -> {ms_text(after)}" + ("/step" if unit == "ms/step" else "")
     return f"{before:.3g} -> {after:.3g} {unit}"
 
 
 def _budget_shift_words(change: dict) -> str:
     causes = [f"{finding['id']} {finding['status']}"
-              + (f" at {finding['after_ms_per_step']:.3g} ms/step" if finding["status"] == "new"
+              + (f" at {ms_text(finding['after_ms_per_step'])}/step" if finding["status"] == "new"
                  and finding["after_ms_per_step"] is not None else "") for finding in change["findings"]]
     return (f"from {change['first_bad']} on: {_metric_words(change['metric'])} {change['change_pct']:+.0f}% "
             f"({_levels_words(change)}), {change['direction']}" + (f"; {', '.join(causes)}" if causes else ""))

@@ -368,3 +368,20 @@ def test_chart_titles_use_the_table_labels(branches, tmp_path):
     text = page.read_text()
     assert "step p50 (ms)" in text and "step_p50_ms (ms)" not in text
     assert "finding:" not in text and "launch_bound (ms per step of the time it is about)" in text
+
+
+def test_levels_are_written_as_every_ms_figure_is():
+    """A level in ms reads as compare's ms figures do (wording.ms_text: four significant figures, thousands
+    separated), never a raw ``4660.128 ms`` (trial): in the table and in the verdict line."""
+    from tracetriage.analyzers.trend_verdict import verdict
+    from tracetriage.reports.trend_view import level
+    from tracetriage.wording import ms_text
+
+    for value in (4660.128, 612.75, 70.347, 0.6064):
+        assert level(value, "ms") == level(value, "ms/step") == ms_text(value)
+    assert level(4660.128, "ms") == "4,660 ms" and level(0.6064, "ms") == "0.606 ms"
+    change = {"group": "g", "metric": "step_p50_ms", "unit": "ms", "kind": "level_shift", "direction": "regressed",
+              "first_bad": "night-5", "change_pct": 25.0, "before": {"level": 3728.1}, "after": {"level": 4660.128},
+              "findings": [{"id": "launch_bound", "status": "new", "after_ms_per_step": 1234.5678}]}
+    line = verdict("g", [change], [{"name": f"night-{i}"} for i in range(6)])
+    assert "(3,728 -> 4,660 ms)" in line and "launch_bound new at 1,235 ms/step" in line, line
