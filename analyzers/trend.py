@@ -43,6 +43,8 @@ carries the same finding statuses and kernel movers as ``tracetriage compare``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from tracetriage.analyzers.compare_metrics import METRICS  # the series are compare's metrics
@@ -66,6 +68,7 @@ from tracetriage.analyzers.trend_changes import (
     find_changes,
     pelt_l2,
 )
+from tracetriage.analyzers.trend_records import Change, ChangeFinding, ChangeKernel, Level, rounded6
 from tracetriage.analyzers.trend_verdict import gate, metric_rank, verdict
 
 # the trend's parts, by job: cases and groups (trend_cases), one series' changes (trend_changes), a group's
@@ -123,12 +126,10 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
         series = _series(rows, fidx, kernels)
         step_p50 = float(np.nanmedian(rows["step_p50_ms"].to_numpy(np.float64))) if rows["step_p50_ms"].notna().any() else None
         group_changes = _group_changes(label, rows, cases, series, step_p50, threshold_pct)
-        _attach_causes(group_changes, rows, compare_pair)
+        group_changes = _with_causes(group_changes, rows, compare_pair)
         # in capture order, the budgets first at one case
-        group_changes.sort(key=lambda change: (change["_first"], metric_rank(change["metric"]), change["metric"]))
+        group_changes.sort(key=lambda change: (change.first_row, metric_rank(change.metric), change.metric))
         latest_regressed = gate(group_changes, cases, series, baseline, step_p50, threshold_pct)
-        for change in group_changes:
-            del change["_first"]
         changes.extend(group_changes)
         groups_out.append({"key": label, "signature": dict(zip(SIGNATURE, key[:len(SIGNATURE)])), "cases": cases,
                            "series": {name: {"unit": unit, "values": _series_values(values)}
@@ -148,7 +149,7 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
         "ungrouped": ungrouped,
         "failed": [{"name": names.get(case_id, path), "error": error}
                    for case_id, path, error in zip(failed["case_id"], failed["path"], failed["error"])],
-        "changes": changes,
+        "changes": [change.to_contract() for change in changes],
         "gate": {"regressed": any(g["latest_regressed"] for g in groups_out),
                  "groups": [g["key"] for g in groups_out if g["latest_regressed"]],
                  "baseline": baseline,
@@ -163,21 +164,20 @@ def _series_values(values) -> list[float | None]:
 
 
 def _group_changes(label: str, rows, cases: list[dict], series: dict, step_p50: float | None,
-                   threshold_pct: float) -> list[dict]:
+                   threshold_pct: float) -> list[Change]:
     """The outliers and level shifts of each of a group's series, series by series (causes not yet attached)."""
     group_changes = []
     for name, (unit, lower_better, values) in series.items():
         outliers, shifts = find_changes(np.asarray(values, np.float64), unit, step_p50, threshold_pct)
         for outlier in outliers:
-            index = outlier["index"]
-            worse = None if lower_better is None else (outlier["value"] > outlier["baseline"]) == lower_better
-            group_changes.append(_change(label, name, unit, "outlier", worse, rows, index - 1 if index else None, index,
-                                         {"level": outlier["baseline"], "spread": None, "cases": None},
-                                         {"level": outlier["value"], "spread": None, "cases": 1}, cases))
+            index = outlier.index
+            worse = None if lower_better is None else (outlier.value > outlier.baseline) == lower_better
+            group_changes.append(_change(label, name, unit, "outlier", worse, index - 1 if index else None, index,
+                                         Level(outlier.baseline, None, None), Level(outlier.value, None, 1), cases))
         for shift in shifts:
-            worse = None if lower_better is None else (shift["after"]["level"] > shift["before"]["level"]) == lower_better
-            group_changes.append(_change(label, name, unit, "level_shift", worse, rows, shift["last_index"], shift["index"],
-                                         shift["before"], shift["after"], cases))
+            worse = None if lower_better is None else (shift.after.level > shift.before.level) == lower_better
+            group_changes.append(_change(label, name, unit, "level_shift", worse, shift.last_index, shift.index,
+                                         shift.before, shift.after, cases))
     return group_changes
 
 
@@ -251,43 +251,45 @@ def _call_series(kernels, ids: list) -> dict:
             for name in top[:TOP_KERNELS]}
 
 
-def _change(group, metric, unit, kind, worse, g, last, first, before, after, cases) -> dict:
-    def r(v):
-        return None if v is None else round(float(v), 6)
-    b, a = before["level"], after["level"]
-    return {"group": group, "metric": metric, "unit": unit, "kind": kind,
-            "direction": "changed" if worse is None else "regressed" if worse else "improved",
-            "last_good": cases[last]["name"] if last is not None and last >= 0 else None,
-            "first_bad": cases[first]["name"], "first_bad_time": cases[first]["time"],
-            "before": {"level": r(b), "spread": r(before.get("spread")), "cases": before.get("cases")},
-            "after": {"level": r(a), "spread": r(after.get("spread")), "cases": after.get("cases")},
-            "change_pct": r(100.0 * (a - b) / abs(b)) if b else None, "findings": [], "kernels": [],
-            "_rows": (last, first), "_first": first}
+def _change(group: str, metric: str, unit: str, kind: str, worse: bool | None, last: int | None, first: int,
+            before: Level, after: Level, cases: list[dict]) -> Change:
+    """A change of one series, its causes not yet attached: ``last`` / ``first`` the rows either side."""
+    return Change(group, metric, unit, kind, "changed" if worse is None else "regressed" if worse else "improved",
+                  cases[last]["name"] if last is not None and last >= 0 else None, cases[first]["name"], cases[first]["time"],
+                  before.rounded(), after.rounded(),
+                  rounded6(100.0 * (after.level - before.level) / abs(before.level)) if before.level else None,
+                  last_row=last, first_row=first)
 
 
-def _attach_causes(changes, g, compare_pair) -> None:
-    """The findings and kernels that moved where each change happened: compare's statuses on
+def _with_causes(changes: list[Change], g, compare_pair) -> list[Change]:
+    """Each change with the findings and kernels that moved where it happened: compare's statuses on
     the analyses of the last good and the first bad case (each pair compared once)."""
-    done = {}
-    for c in changes:
-        last, first = c.pop("_rows")
+    done, out = {}, []
+    for change in changes:
+        last, first = change.last_row, change.first_row
         if compare_pair is None or last is None or last < 0:
+            out.append(change)
             continue
         if (last, first) not in done:
             done[(last, first)] = compare_pair(g.iloc[last], g.iloc[first])
-        cmp = done[(last, first)]
-        if not cmp:
-            continue
-        c["findings"] = [{"id": f["id"], "status": f["status"], "before_ms_per_step": f["before_ms_per_step"],
-                          "after_ms_per_step": f["after_ms_per_step"]}
-                         for f in cmp.get("findings") or [] if f["status"] and f["status"] != "persists"]
-        noise = (cmp.get("method") or {}).get("noise_ms_per_step") or 0.0
-        c["kernels"] = [{"name": k["name"], "before_ms_per_step": k["before_ms_per_step"],
-                         "after_ms_per_step": k["after_ms_per_step"]} for k in kernel_movers(cmp.get("kernels") or [], noise)]
-        latency_note = (cmp.get("serving") or {}).get("latency")
-        if c["metric"] == "e2el_p50_ms" and latency_note:  # longer answers, not a slower server (compare_serving)
-            # the note compares the two captures either side of the change, not the segments' levels
-            c["direction"], c["explained"] = "changed", f"{c['last_good']} -> {c['first_bad']}: {latency_note}"
+        comparison = done[(last, first)]
+        out.append(_caused(change, comparison) if comparison else change)
+    return out
+
+
+def _caused(change: Change, comparison: dict) -> Change:
+    """``change`` with what compare (its contract) found moved between the cases either side of it."""
+    findings = tuple(ChangeFinding(f["id"], f["status"], f["before_ms_per_step"], f["after_ms_per_step"])
+                     for f in comparison.get("findings") or [] if f["status"] and f["status"] != "persists")
+    noise = (comparison.get("method") or {}).get("noise_ms_per_step") or 0.0
+    kernels = tuple(ChangeKernel(k["name"], k["before_ms_per_step"], k["after_ms_per_step"])
+                    for k in kernel_movers(comparison.get("kernels") or [], noise))
+    change = replace(change, findings=findings, kernels=kernels)
+    latency_note = (comparison.get("serving") or {}).get("latency")
+    if change.metric == "e2el_p50_ms" and latency_note:  # longer answers, not a slower server (compare_serving)
+        # the note compares the two captures either side of the change, not the segments' levels
+        change = replace(change, direction="changed", explained=f"{change.last_good} -> {change.first_bad}: {latency_note}")
+    return change
 
 
 KERNEL_MOVERS = 3  # kernels named each way (grew, shrank) at a change

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tracetriage.analyzers.trend_records import Level, Outlier, Shift
+
 THRESHOLD_PCT = 5.0
 OUTLIER_SIGMAS = 5.0
 SHIFT_SPREAD_FACTOR = 2.0
@@ -84,7 +86,7 @@ def _compiled_pelt_l2():
     return None
 
 
-def find_changes(x: np.ndarray, unit: str, step_p50_ms: float | None, threshold_pct: float) -> tuple[list[dict], list[dict]]:
+def find_changes(x: np.ndarray, unit: str, step_p50_ms: float | None, threshold_pct: float) -> tuple[list[Outlier], list[Shift]]:
     """(outliers, level shifts) of one series, by index. Points that are NaN (not measured)
     are left out of the search and never named as last good or first bad."""
     idx = np.flatnonzero(np.isfinite(x))
@@ -111,7 +113,7 @@ def find_changes(x: np.ndarray, unit: str, step_p50_ms: float | None, threshold_
     for i in candidates:  # few: the practical minimum depends on the local level
         limit = max(OUTLIER_SIGMAS * floor, practical_min(unit, float(med[i]), step_p50_ms, threshold_pct))
         if width[i] <= limit and abs(v[i] - med[i]) > limit:
-            outliers.append({"index": int(idx[i]), "value": float(v[i]), "baseline": float(med[i])})
+            outliers.append(Outlier(int(idx[i]), float(v[i]), float(med[i])))
             clean[i] = med[i]
     pen = PENALTY_SCALE * floor ** 2 * math.log(max(v.size, 2))
     try:  # KernelCPD with a linear kernel is PELT on the l2 cost, in ruptures' compiled code
@@ -127,8 +129,7 @@ def find_changes(x: np.ndarray, unit: str, step_p50_ms: float | None, threshold_
         spread = max(_spread(a), _spread(b), sigma)
         minimum = practical_min(unit, before, step_p50_ms, threshold_pct)
         if abs(after - before) > SHIFT_SPREAD_FACTOR * spread and abs(after - before) >= minimum:
-            shifts.append({"index": int(idx[bounds[k]]), "last_index": int(idx[bounds[k] - 1]),
-                           "before": {"level": before, "spread": _spread(a), "cases": int(a.size)},
-                           "after": {"level": after, "spread": _spread(b), "cases": int(b.size)}})
+            shifts.append(Shift(int(idx[bounds[k]]), int(idx[bounds[k] - 1]), Level(before, _spread(a), int(a.size)),
+                                Level(after, _spread(b), int(b.size))))
     return outliers, shifts
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from tracetriage.analyzers.compare_metrics import SERVING_BUDGETS
 from tracetriage.analyzers.trend_changes import MIN_SERIES, SHIFT_SPREAD_FACTOR, practical_min, robust_sigma
+from tracetriage.analyzers.trend_records import Change
 from tracetriage.casenames import matches_baseline
 from tracetriage.wording import fmt_ns, ms_text
 
@@ -42,7 +43,7 @@ def gate(changes, cases, series, baseline, step_p50, threshold_pct) -> bool:
         return _worse_than_baseline(cases, series, baseline, step_p50, threshold_pct)
     for metric in budget_series(series):
         shifts = _level_shifts(changes, metric)
-        if shifts and shifts[-1]["direction"] == "regressed":
+        if shifts and shifts[-1].direction == "regressed":
             return True
     for metric in QUALITY_SERIES:  # the latest segment of the outputs' shape opened by a quality finding
         shifts = _level_shifts(changes, metric)
@@ -51,14 +52,14 @@ def gate(changes, cases, series, baseline, step_p50, threshold_pct) -> bool:
     return False
 
 
-def _level_shifts(changes, metric: str) -> list[dict]:
-    return [change for change in changes if change["metric"] == metric and change["kind"] == "level_shift"]
+def _level_shifts(changes: list[Change], metric: str) -> list[Change]:
+    return [change for change in changes if change.metric == metric and change.kind == "level_shift"]
 
 
-def _quality_findings(change: dict) -> list[str]:
+def _quality_findings(change: Change) -> list[str]:
     """``<id> new`` for each quality finding compare found new at a change (the answers changed with a deploy)."""
-    return [f"{finding['id']} {finding['status']}" for finding in change["findings"]
-            if finding["id"] in QUALITY_FINDINGS and finding["status"] == "new"]
+    return [f"{finding.id} {finding.status}" for finding in change.findings
+            if finding.id in QUALITY_FINDINGS and finding.status == "new"]
 
 
 def _worse_than_baseline(cases, series, baseline, step_p50, threshold_pct) -> bool:
@@ -90,18 +91,18 @@ def _metric_words(metric: str) -> str:
 def verdict(label, changes, cases) -> str:
     """A group's verdict line: too few captures, no change, or one part per change point (its first budget
     series, a deploy that changed the answers, an outlier of a budget series), in capture order."""
-    shifts = [change for change in changes if change["kind"] == "level_shift"]
-    outliers = [change for change in changes if change["kind"] == "outlier" and is_budget(change["metric"])]
+    shifts = [change for change in changes if change.kind == "level_shift"]
+    outliers = [change for change in changes if change.kind == "outlier" and is_budget(change.metric)]
     if len(cases) < MIN_SERIES:
         return (f"{label}: {len(cases)} captures, too few to tell a change from noise (at least {MIN_SERIES}); "
                 "compare two of them with tracetriage compare")
     if not shifts and not outliers:
         return f"{label}: no change beyond noise over {len(cases)} captures"
     seen: set[str] = set()  # one part per change point
-    parts = [_budget_shift_words(change) for change in _first_at_each(shifts, seen, lambda c: is_budget(c["metric"]))]
+    parts = [_budget_shift_words(change) for change in _first_at_each(shifts, seen, lambda c: is_budget(c.metric))]
     parts += [_quality_shift_words(change) for change in
-              _first_at_each(shifts, seen, lambda c: c["metric"] in QUALITY_SERIES and bool(_quality_findings(c)))]
-    parts += [f"{change['first_bad']} alone: {_metric_words(change['metric'])} {change['change_pct']:+.0f}% "
+              _first_at_each(shifts, seen, lambda c: c.metric in QUALITY_SERIES and bool(_quality_findings(c)))]
+    parts += [f"{change.first_bad} alone: {_metric_words(change.metric)} {change.change_pct:+.0f}% "
               "(an outlier, not a shift)" for change in _first_at_each(outliers, seen, lambda c: True)]
     if not parts:
         parts = [f"{len(shifts)} shift(s) in secondary series; the budgets (step time, serving percentiles, kernel time "
@@ -109,20 +110,20 @@ def verdict(label, changes, cases) -> str:
     return f"{label}: " + "; ".join(parts)
 
 
-def _first_at_each(changes, seen: set[str], wanted) -> list[dict]:
+def _first_at_each(changes: list[Change], seen: set[str], wanted) -> list[Change]:
     """The changes ``wanted`` picks, the first at each first bad capture not yet in ``seen`` (which grows)."""
     picked = []
     for change in changes:
-        if wanted(change) and change["first_bad"] not in seen:
-            seen.add(change["first_bad"])
+        if wanted(change) and change.first_bad not in seen:
+            seen.add(change.first_bad)
             picked.append(change)
     return picked
 
 
-def _levels_words(change: dict) -> str:
+def _levels_words(change: Change) -> str:
     """The levels before and after a change: a duration per call, ms as every ms figure is written
     (wording.ms_text), anything else to three figures with its unit."""
-    before, after, unit = change["before"]["level"], change["after"]["level"], change["unit"]
+    before, after, unit = change.before.level, change.after.level, change.unit
     if unit == "ns/call":
         return f"{fmt_ns(before)} -> {fmt_ns(after)} per call"
     if unit in ("ms", "ms/step"):
@@ -130,14 +131,14 @@ def _levels_words(change: dict) -> str:
     return f"{before:.3g} -> {after:.3g} {unit}"
 
 
-def _budget_shift_words(change: dict) -> str:
-    causes = [f"{finding['id']} {finding['status']}"
-              + (f" at {ms_text(finding['after_ms_per_step'])}/step" if finding["status"] == "new"
-                 and finding["after_ms_per_step"] is not None else "") for finding in change["findings"]]
-    return (f"from {change['first_bad']} on: {_metric_words(change['metric'])} {change['change_pct']:+.0f}% "
-            f"({_levels_words(change)}), {change['direction']}" + (f"; {', '.join(causes)}" if causes else ""))
+def _budget_shift_words(change: Change) -> str:
+    causes = [f"{finding.id} {finding.status}"
+              + (f" at {ms_text(finding.after_ms_per_step)}/step" if finding.status == "new"
+                 and finding.after_ms_per_step is not None else "") for finding in change.findings]
+    return (f"from {change.first_bad} on: {_metric_words(change.metric)} {change.change_pct:+.0f}% "
+            f"({_levels_words(change)}), {change.direction}" + (f"; {', '.join(causes)}" if causes else ""))
 
 
-def _quality_shift_words(change: dict) -> str:
-    return (f"from {change['first_bad']} on: {', '.join(_quality_findings(change))} ({_metric_words(change['metric'])} "
-            f"{change['change_pct']:+.0f}%, {_levels_words(change)}: the answers changed with the deploy)")
+def _quality_shift_words(change: Change) -> str:
+    return (f"from {change.first_bad} on: {', '.join(_quality_findings(change))} ({_metric_words(change.metric)} "
+            f"{change.change_pct:+.0f}%, {_levels_words(change)}: the answers changed with the deploy)")
