@@ -167,8 +167,8 @@ def movers(before: Side, after: Side, threshold_pct: float) -> list[Mover]:
     """The components that moved on each matched rank with steps on both sides, largest change first."""
     found = []
     for index, (rank_before, rank_after) in enumerate(zip(before.ranks, after.ranks)):
-        step_ns = rank_before["steps"].get("p50_ns")
-        if not step_ns or not rank_after["steps"].get("count"):
+        step_ns = rank_before.p50_ns
+        if not step_ns or not rank_after.step_count:
             continue
         step_ms = step_ns / 1e6
         for component, patterns in COMPONENTS:

@@ -80,10 +80,10 @@ def step_test(rank: int, before_rank: dict, after_rank: dict, threshold_pct: flo
     (after / before), a Mann-Whitney U test, and whether the change is beyond noise and the threshold."""
     from tracetriage.analyzers.ranktest import mannwhitney_p
 
-    before = np.asarray(before_rank["durations"], np.float64)
-    after = np.asarray(after_rank["durations"], np.float64)
+    before = np.asarray(before_rank.durations, np.float64)
+    after = np.asarray(after_rank.durations, np.float64)
     row = StepTimeRow(
-        rank=rank, before_pid=before_rank["pid"], after_pid=after_rank["pid"],
+        rank=rank, before_pid=before_rank.pid, after_pid=after_rank.pid,
         before_count=int(before.size), after_count=int(after.size),
         before_p50_ns=int(np.median(before)) if before.size else None, after_p50_ns=int(np.median(after)) if after.size else None,
         before_p99_ns=int(np.percentile(before, 99)) if before.size else None,
