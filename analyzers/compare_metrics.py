@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tracetriage.analyzers.compare_side import Side, round4
+from tracetriage.analyzers.compare_side import Rank, Side, round4
 from tracetriage.analyzers.timeline import CAUSES
 from tracetriage.model import collective_op
 from tracetriage.wording import ms_text
@@ -187,14 +187,14 @@ def movers(before: Side, after: Side, threshold_pct: float) -> list[Mover]:
     return found
 
 
-def _component_label(component: str, rank_before: dict, rank_after: dict, change: float) -> str:
+def _component_label(component: str, rank_before: Rank, rank_after: Rank, change: float) -> str:
     """The component in words; exposed collective time named by the collective that ran most on
     the side where the time is larger (``exposed SendRecv``)."""
     if component != "collective_ms":
         return COMPONENT_WORDS[component]
     busier = rank_after if change > 0 else rank_before
     time_of: dict[str, int] = {}
-    for device in busier["devices"]:
+    for device in busier.devices:
         for kernel in device.get("kernels") or []:
             operation = collective_op(kernel["name"])
             if operation:
