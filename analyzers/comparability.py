@@ -106,7 +106,7 @@ def _same_world_size(before: Side, after: Side) -> Signal:
 
 
 def _programs(side: Side) -> set[str]:
-    return {key for key in (program_key(rank["name"]) for rank in side.ranks) if key}
+    return {key for key in (program_key(rank.name) for rank in side.ranks) if key}
 
 
 def _same_program(before: Side, after: Side) -> Signal:
@@ -137,21 +137,21 @@ def _enough_steps(before: Side, after: Side, serving_ok: bool) -> Signal:
                                            + ("; judged on the serving artifacts only" if serving_ok else "")))
     ranks = [(side.label, rank) for side in (before, after) for rank in side.ranks]
     without_durations = [(label, rank) for label, rank in ranks
-                         if (rank["steps"].get("count") or 0) >= MIN_STEPS and "durations_ns" not in rank["steps"]]
+                         if rank.step_count >= MIN_STEPS and not rank.measured_durations]
     if without_durations:
         return Signal(False, reason=(f"{without_durations[0][0]} is a saved analysis without step durations (written by an "
                                       "older tracetriage): analyze the capture again, or save a new analysis.json"))
-    few = [(label, rank) for label, rank in ranks if len(rank["durations"]) < MIN_STEPS]
+    few = [(label, rank) for label, rank in ranks if len(rank.durations) < MIN_STEPS]
     if not few:
         return AGREES
     label, rank = few[0]
-    return Signal(serving_ok, reason=(f"too few steps: {label} pid {rank['pid']} has {len(rank['durations'])} measured steps "
+    return Signal(serving_ok, reason=(f"too few steps: {label} pid {rank.pid} has {len(rank.durations)} measured steps "
                                        f"(at least {MIN_STEPS} are needed for a step-time distribution)"
                                        + ("; judged on the serving artifacts only" if serving_ok else "")))
 
 
 def _step_ranges(side: Side) -> set:
-    return {rank["steps"].get("range_name") for rank in side.ranks if rank["steps"].get("source") == "nvtx"} - {None}
+    return {rank.range_name for rank in side.ranks if rank.step_source == "nvtx"} - {None}
 
 
 def _same_step_ranges(before: Side, after: Side) -> Signal:

@@ -242,7 +242,7 @@ def overall_verdict(budgets: dict[str, str], comparable: Comparability) -> tuple
 
 def _step_series(side: Side) -> dict[str, list[int]]:
     """Each rank's step durations (ns), for the HTML chart: not part of the contract."""
-    return {f"rank{index}": rank["durations"].tolist() for index, rank in enumerate(side.ranks)}
+    return {f"rank{index}": rank.durations.tolist() for index, rank in enumerate(side.ranks)}
 
 
 def side_info(side: Side, figures: dict) -> dict:
@@ -251,7 +251,7 @@ def side_info(side: Side, figures: dict) -> dict:
     return {"label": side.label, "headline": side.data.get("headline"),
             "inputs": [str(source.get("path")) for source in side.data.get("inputs") or []],
             "devices": devices_text(models), "world_size": len(side.ranks), "steps": figures.get("steps") or 0,
-            "steps_per_rank": int(statistics.median([int(rank["steps"]["count"] or 0) for rank in side.ranks]))
+            "steps_per_rank": int(statistics.median([rank.step_count for rank in side.ranks]))
             if side.ranks else 0,
             "step_p50_ms": round4(figures.get("step_p50_ms")), "graph_level": side.graph_level}
 
@@ -409,7 +409,7 @@ def trend_record(data: dict) -> dict:
     figures = side.figures()
     models = Counter(device.get("name") for device in side.devices)
     serving = side.serving or {}
-    program = ",".join(sorted({key for key in (program_key(rank["name"]) for rank in side.ranks) if key}))
+    program = ",".join(sorted({key for key in (program_key(rank.name) for rank in side.ranks) if key}))
     if not side.devices and serving:
         program = "serving:" + str(serving.get("engine") or "unknown")
     signature = {
@@ -417,8 +417,7 @@ def trend_record(data: dict) -> dict:
         "device_count": len(side.devices),
         "world_size": len(side.ranks),
         "program": program,
-        "step_ranges": ",".join(sorted({str(rank["steps"].get("range_name")) for rank in side.ranks
-                                        if rank["steps"].get("range_name")})),
+        "step_ranges": ",".join(sorted({str(rank.range_name) for rank in side.ranks if rank.range_name})),
     }
     findings = {finding_id: round4(side.finding_ms(finding_id)) for finding_id in side.findings}
     kernels = []

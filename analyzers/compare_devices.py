@@ -157,11 +157,11 @@ def _efficiency(side: Side) -> dict:
 def _measured_ranks(side: Side) -> list[dict]:
     """The processes of the trace the efficiency block measured (all ranks when none is named so)."""
     trace = _efficiency(side).get("trace")
-    return [rank for rank in side.ranks if rank["trace"] == trace] or side.ranks
+    return [rank for rank in side.ranks if rank.trace == trace] or side.ranks
 
 
 def _step_count(side: Side) -> int:
-    return sum(int(rank["steps"]["count"] or 0) for rank in _measured_ranks(side))
+    return sum(rank.step_count for rank in _measured_ranks(side))
 
 
 def _peak_words(device: dict, row: dict) -> str | None:
@@ -196,7 +196,7 @@ def _roofline_per_work(row: dict) -> float | None:
 
 def _step_draws(side: Side, rng) -> np.ndarray | None:
     """Bootstrap draws of the side's mean step time over its exact mean (1 = no change)."""
-    durations = [rank["durations"] for rank in _measured_ranks(side) if rank["durations"].size]
+    durations = [rank.durations for rank in _measured_ranks(side) if rank.durations.size]
     if not durations:
         return None
     pooled = np.concatenate(durations).astype(np.float64)
@@ -321,7 +321,7 @@ def _refusal(before: Side, after: Side) -> str | None:
     models = [_efficiency(side)["device"]["model"] for side in (before, after)]
     if models[0] == models[1]:
         return f"the same device ({models[0]}) on both sides: compare them without --across-devices"
-    programs = [{key for key in (program_key(rank["name"]) for rank in side.ranks) if key} for side in (before, after)]
+    programs = [{key for key in (program_key(rank.name) for rank in side.ranks) if key} for side in (before, after)]
     if programs[0] and programs[1] and not programs[0] & programs[1]:
         return f"another program: {', '.join(sorted(programs[0]))} before, {', '.join(sorted(programs[1]))} after"
     return None

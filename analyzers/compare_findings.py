@@ -31,6 +31,7 @@ FIGURE_TEXT = {"cause_ms": "its slices, ms per step", "claim_ms": "what each ana
                "idle_pct": "GPU idle", "copy_ms": "copy-only time per step", "collective_ms": "exposed collective per step",
                "compute_ms": "compute per step", "tail_ms": "step p99 - p50",
                "pageable_copies_per_step": "pageable async copies per step"}
+UNEXPLAINED_TEXT = "its slices no other finding claims, ms per step"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,12 @@ class FindingContext:
     noise_ms: float | None
     judged: bool
     threshold_pct: float
+
+
+def cause_words(check: dict) -> str:
+    """The name of a finding's own measured quantity (``cause_ms``): its slices, or where its catalog check
+    says ``unexplained``, the part of them no other finding claims (compare_side.Side.finding_ms)."""
+    return UNEXPLAINED_TEXT if check.get("unexplained") else FIGURE_TEXT["cause_ms"]
 
 
 def finding_rows(context: FindingContext) -> list[FindingRow]:
@@ -155,7 +162,7 @@ def _evidence(context: FindingContext, check: dict, names: dict) -> tuple[Eviden
                                      for side, claim in (("before", before), ("after", after))):
             continue  # the slices are what the analyses claim: one figure, said once
         unit = FIGURE_UNITS.get(key, "")
-        label = FIGURE_TEXT.get(key, key.replace("_", " "))
+        label = cause_words(check) if key == "cause_ms" else FIGURE_TEXT.get(key, key.replace("_", " "))
         before, after = round4(before), round4(after)  # the text formats the values the contract holds
         evidence.append(Evidence(key, before, after, unit, f"{label}: {figure_text(before, unit)} -> {figure_text(after, unit)}"))
     step = context.step
@@ -168,7 +175,7 @@ def _evidence(context: FindingContext, check: dict, names: dict) -> tuple[Eviden
 def _new_finding(context: FindingContext, finding_id: str, finding: dict) -> FindingRow:
     """A finding reported after only: ``new`` (when judged), with its slices' ms per step on both sides."""
     cause_before, cause_after = round4(context.before.finding_ms(finding_id)), round4(context.after.finding_ms(finding_id))
-    text = f"its slices, ms per step: {figure_text(cause_before, 'ms')} -> {figure_text(cause_after, 'ms')}"
+    text = f"{cause_words(check_of(finding_id))}: {figure_text(cause_before, 'ms')} -> {figure_text(cause_after, 'ms')}"
     return FindingRow(finding_id, finding.get("axis"), "new" if context.judged else None,
                       "reported after only" if context.judged else NOT_COMPARABLE, None, None, finding.get("severity"),
                       cause_before, cause_after, (Evidence("cause_ms", cause_before, cause_after, "ms/step", text),))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tracetriage.analyzers.compare_side import Side, round4
+from tracetriage.analyzers.compare_side import Rank, Side, round4
 from tracetriage.analyzers.timeline import CAUSES
 from tracetriage.model import collective_op
 from tracetriage.wording import ms_text
@@ -167,8 +167,8 @@ def movers(before: Side, after: Side, threshold_pct: float) -> list[Mover]:
     """The components that moved on each matched rank with steps on both sides, largest change first."""
     found = []
     for index, (rank_before, rank_after) in enumerate(zip(before.ranks, after.ranks)):
-        step_ns = rank_before["steps"].get("p50_ns")
-        if not step_ns or not rank_after["steps"].get("count"):
+        step_ns = rank_before.p50_ns
+        if not step_ns or not rank_after.step_count:
             continue
         step_ms = step_ns / 1e6
         for component, patterns in COMPONENTS:
@@ -187,14 +187,14 @@ def movers(before: Side, after: Side, threshold_pct: float) -> list[Mover]:
     return found
 
 
-def _component_label(component: str, rank_before: dict, rank_after: dict, change: float) -> str:
+def _component_label(component: str, rank_before: Rank, rank_after: Rank, change: float) -> str:
     """The component in words; exposed collective time named by the collective that ran most on
     the side where the time is larger (``exposed SendRecv``)."""
     if component != "collective_ms":
         return COMPONENT_WORDS[component]
     busier = rank_after if change > 0 else rank_before
     time_of: dict[str, int] = {}
-    for device in busier["devices"]:
+    for device in busier.devices:
         for kernel in device.get("kernels") or []:
             operation = collective_op(kernel["name"])
             if operation:

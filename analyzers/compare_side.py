@@ -17,6 +17,7 @@ import functools
 import re
 import statistics
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -130,6 +131,41 @@ def _median_of(values) -> float | None:
     return float(statistics.median(present)) if present else None
 
 
+@dataclass(frozen=True, slots=True, eq=False)  # eq by identity: the durations are an array
+class Rank:
+    """A process that drove devices, as a comparison reads it: its pid, name (command line) and trace, its
+    contract block (``process``: its per-step counts, read by name), its devices by GPU index, its steps
+    (the contract's ``steps`` block and, read out of it, their count, p50 and p99, the NVTX range that
+    delimits them and where they came from) and its step durations (ns; empty without them)."""
+
+    pid: int
+    name: str
+    trace: str | None
+    process: dict
+    devices: tuple[dict, ...]
+    steps: dict
+    step_count: int
+    p50_ns: float | None
+    p99_ns: float | None
+    range_name: str | None
+    step_source: str | None
+    durations: np.ndarray
+
+    @classmethod
+    def of(cls, process: dict, trace, devices: list[dict]) -> Rank:
+        """The rank of one process of the contract and its devices."""
+        steps = process["steps"]
+        return cls(process["pid"], process.get("name") or "", trace, process,
+                   tuple(sorted(devices, key=lambda device: device.get("gpu_index", 0))), steps, int(steps["count"] or 0),
+                   steps.get("p50_ns"), steps.get("p99_ns"), steps.get("range_name"), steps.get("source"),
+                   np.asarray(steps.get("durations_ns") or [], np.int64))
+
+    @property
+    def measured_durations(self) -> bool:
+        """Whether the contract carries this rank's step durations (a saved analysis may not)."""
+        return "durations_ns" in self.steps
+
+
 class Side:
     """The figures of one analysis that a comparison reads (all from the JSON contract)."""
 
@@ -138,12 +174,12 @@ class Side:
         self.label = label
         self.devices = list(data.get("devices") or [])
         self.ranks = self._ranks()
-        self.steps_of = {(rank["trace"], rank["pid"]): int(rank["steps"]["count"] or 0) for rank in self.ranks}
+        self.steps_of = {(rank.trace, rank.pid): rank.step_count for rank in self.ranks}
         self.findings = {finding["id"]: finding for finding in data.get("findings") or [] if finding["id"] not in ("healthy",)}
         self.serving = data.get("serving") or None
         self.graph_level = any(kernel.get("kind") == "graph" for device in self.devices for kernel in device.get("kernels") or [])
 
-    def _ranks(self) -> list[dict]:
+    def _ranks(self) -> list[Rank]:
         """The processes that drove a device, each with its devices and steps, in matching order."""
         processes = {(process.get("trace"), process["pid"]): process for process in self.data.get("processes") or []}
         devices_of: dict = {}
@@ -154,19 +190,16 @@ class Side:
             process = processes.get(key)
             if process is None:
                 continue
-            ranks.append({"pid": process["pid"], "name": process.get("name") or "", "trace": key[0], "process": process,
-                          "devices": sorted(devices, key=lambda device: device.get("gpu_index", 0)),
-                          "steps": process["steps"],
-                          "durations": np.asarray(process["steps"].get("durations_ns") or [], np.int64)})
+            ranks.append(Rank.of(process, key[0], devices))
         trace_order = {trace: i for i, trace in enumerate(dict.fromkeys(device.get("trace") for device in self.devices))}
-        ranks.sort(key=lambda rank: (min(device.get("gpu_index", 0) for device in rank["devices"]),
-                                     trace_order.get(rank["trace"], 0), rank["pid"]))
+        ranks.sort(key=lambda rank: (min(device.get("gpu_index", 0) for device in rank.devices),
+                                     trace_order.get(rank.trace, 0), rank.pid))
         return ranks
 
     def devices_in_rank_order(self) -> list[dict]:
         """The devices rank by rank (ranks in the order they are matched), each rank's by GPU index:
         what kernel_rows pairs and trend_record numbers."""
-        return [device for rank in self.ranks for device in rank["devices"]]
+        return [device for rank in self.ranks for device in rank.devices]
 
     # -- per device, per step
     def device_steps(self, device: dict) -> int:
@@ -181,9 +214,9 @@ class Side:
         share = sum(slices_pct.get(name, 0.0) for name in matching(patterns))
         return share / 100.0 * device["window_ns"] / steps / 1e6
 
-    def rank_slice_ms(self, rank: dict, patterns) -> float | None:
+    def rank_slice_ms(self, rank: Rank, patterns) -> float | None:
         """ms per step of the slices matching ``patterns``: the mean over one rank's devices."""
-        per_device = [self.slice_ms(device, patterns) for device in rank["devices"]]
+        per_device = [self.slice_ms(device, patterns) for device in rank.devices]
         per_device = [value for value in per_device if value is not None]
         return float(np.mean(per_device)) if per_device else None
 
@@ -194,9 +227,30 @@ class Side:
 
     def finding_ms(self, finding_id: str) -> float | None:
         """ms per step of the time a finding is about: its catalog slices (the same measure on both
-        sides, whether or not it fires there), else what it claimed here."""
-        slices = check_of(finding_id).get("slices")
+        sides, whether or not it fires there), less what other findings claim of them where the
+        catalog says ``unexplained`` (:meth:`unexplained_ms`), else what it claimed here."""
+        check = check_of(finding_id)
+        slices = check.get("slices")
+        if slices and check.get("unexplained"):
+            return self.unexplained_ms(finding_id, slices)
         return self.mean_slice_ms(slices) if slices else self.claim_ms(finding_id)
+
+    def unexplained_ms(self, finding_id: str, patterns) -> float | None:
+        """ms per step of the slices matching ``patterns`` that no other finding claims: the finding's own
+        claim (taken from those slices) plus the matching slices no finding claims, mean over the devices
+        with steps. The same measure whether or not the finding fires on this side (gpu_starved: the idle
+        time no other finding explains, the share its headline states)."""
+        names = matching(patterns)
+        per_device = []
+        for device in self.devices:
+            steps = self.device_steps(device)
+            if not steps:
+                continue
+            accounting = device.get("accounting") or {}
+            unclaimed = accounting.get("unclaimed_pct") or {}
+            share = (accounting.get("claims_pct") or {}).get(finding_id, 0.0) + sum(unclaimed.get(name, 0.0) for name in names)
+            per_device.append(share / 100.0 * device["window_ns"] / steps / 1e6)
+        return float(np.mean(per_device)) if per_device else None
 
     def claim_ms(self, finding_id: str) -> float | None:
         per_device = []
@@ -209,12 +263,12 @@ class Side:
 
     # -- the figures conditions and metrics read
     def figures(self) -> dict:
-        ranks = [rank for rank in self.ranks if rank["steps"]["count"]]
-        figures = {"steps": sum(int(rank["steps"]["count"]) for rank in ranks) if ranks else 0,
-                   "step_p50_ms": _median_of([_ns_to_ms(rank["steps"]["p50_ns"]) for rank in ranks]),
-                   "step_p99_ms": _median_of([_ns_to_ms(rank["steps"]["p99_ns"]) for rank in ranks])}
+        ranks = [rank for rank in self.ranks if rank.step_count]
+        figures = {"steps": sum(rank.step_count for rank in ranks) if ranks else 0,
+                   "step_p50_ms": _median_of([_ns_to_ms(rank.p50_ns) for rank in ranks]),
+                   "step_p99_ms": _median_of([_ns_to_ms(rank.p99_ns) for rank in ranks])}
         for name in ("launches_per_step", "graph_launches_per_step", "syncs_per_step", "dtoh_copies_per_step"):
-            figures[name] = _median_of([rank["process"].get(name) for rank in ranks])
+            figures[name] = _median_of([rank.process.get(name) for rank in ranks])
         figures.update({
             "busy_pct": float(np.mean([device["busy_pct"] for device in self.devices])) if self.devices else None,
             "compute_ms": self.mean_slice_ms(["compute"]),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tracetriage.analyzers.comparability import MIN_STEPS
+from tracetriage.analyzers.compare_side import Rank
 
 ALPHA = 0.05  # Mann-Whitney U, two-sided
 RESAMPLES = 999  # bootstrap resamples of the median ratio (percentile interval)
@@ -75,15 +76,15 @@ def _spaced(durations: np.ndarray, limit: int) -> np.ndarray:
     return durations if durations.size <= limit else durations[np.linspace(0, durations.size - 1, limit).astype(np.int64)]
 
 
-def step_test(rank: int, before_rank: dict, after_rank: dict, threshold_pct: float) -> StepTimeRow:
+def step_test(rank: int, before_rank: Rank, after_rank: Rank, threshold_pct: float) -> StepTimeRow:
     """p50 and p99 before -> after of one matched rank with bootstrap intervals of their ratios
     (after / before), a Mann-Whitney U test, and whether the change is beyond noise and the threshold."""
     from tracetriage.analyzers.ranktest import mannwhitney_p
 
-    before = np.asarray(before_rank["durations"], np.float64)
-    after = np.asarray(after_rank["durations"], np.float64)
+    before = np.asarray(before_rank.durations, np.float64)
+    after = np.asarray(after_rank.durations, np.float64)
     row = StepTimeRow(
-        rank=rank, before_pid=before_rank["pid"], after_pid=after_rank["pid"],
+        rank=rank, before_pid=before_rank.pid, after_pid=after_rank.pid,
         before_count=int(before.size), after_count=int(after.size),
         before_p50_ns=int(np.median(before)) if before.size else None, after_p50_ns=int(np.median(after)) if after.size else None,
         before_p99_ns=int(np.percentile(before, 99)) if before.size else None,

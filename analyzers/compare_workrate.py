@@ -138,7 +138,7 @@ class WorkRate:
 
 def is_stepless(side: Side) -> bool:
     """A side with devices and no steps on any of its ranks (window from GPU activity)."""
-    return bool(side.devices) and not any(int(rank["steps"]["count"] or 0) for rank in side.ranks)
+    return bool(side.devices) and not any(rank.step_count for rank in side.ranks)
 
 
 def work_rate(before: Side, after: Side, threshold_pct: float) -> WorkRate:

@@ -384,7 +384,7 @@ def compare_view(comparison: dict) -> CompareView:
         step_test=str(method["step_test"]) if comparison["step_time"] and rate is None else None,
         step_time=() if rate is not None else tuple(_step_time(rank) for rank in comparison["step_time"]),
         findings=tuple(_finding(finding) for finding in comparison["findings"]),
-        sections=metric_sections(comparison["metrics"], len(comparison["step_time"])),
+        sections=metric_sections(comparison["metrics"], len(comparison["step_time"]), stepless=rate is not None),
         kernels=() if rate is not None else tuple(_kernel(kernel) for kernel in comparison["kernels"]),
         movers=tuple(_mover(mover, comparison["threshold_pct"]) for mover in comparison["movers"]),
         work_rate_method=None if rate is None else str(rate["method"]),
@@ -419,15 +419,17 @@ def _finding(finding: dict) -> EvidencedFindingView:
         decided_by=finding["decided_by"], evidence=tuple(e["text"] for e in finding["evidence"]))
 
 
-def metric_sections(metrics: list[dict], ranks: int = 1) -> tuple[MetricSectionView, ...]:
+def metric_sections(metrics: list[dict], ranks: int = 1, stepless: bool = False) -> tuple[MetricSectionView, ...]:
     """The metrics table in two parts, each under a heading that applies to its rows: the per-step figures
-    (with a note on idle by cause when they have idle rows), then the serving figures."""
+    (with a note on idle by cause when they have idle rows), per call for captures without steps
+    (``stepless``: compare reads their work rate), then the serving figures."""
     step = [metric for metric in metrics if not is_serving(metric)]
     serving = [metric for metric in metrics if is_serving(metric)]
     sections = []
     if step:
         idle = any(metric["name"].startswith("idle_") for metric in step)
-        sections.append(MetricSectionView("Per step, absolute", STEP_NOTE if idle else None, False, _metric_rows(step, ranks)))
+        heading = "Per call, absolute" if stepless else "Per step, absolute"
+        sections.append(MetricSectionView(heading, STEP_NOTE if idle else None, False, _metric_rows(step, ranks)))
     if serving:
         sections.append(MetricSectionView("Serving", SERVING_NOTE, True, _metric_rows(serving)))
     return tuple(sections)

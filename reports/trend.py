@@ -76,15 +76,9 @@ def trend_charts(group: dict, changes: list[dict], names: tuple, links: list[str
     lines before the first bad capture, outliers circled, red when regressed and teal when improved,
     with one legend above the charts naming each mark drawn; each point links to its case report.
     ``title(name, unit)``: a series as the page's tables name it (reports/trend.py series_title)."""
-    from matplotlib.lines import Line2D
-
     from tracetriage.reports.charts import NEUTRAL, WIDTH, _label, _svg, plt
 
-    series = [(n, group["series"][n]) for n in names if n in group["series"]]
-    shown = {n for n, _ in series}
-    changed = dict.fromkeys(c["metric"] for c in changes if c["metric"] in group["series"] and c["metric"] not in shown)
-    series += [(n, group["series"][n]) for n in changed][:4]  # a series the page names a change of is drawn too
-    series += [(n, s) for n, s in group["series"].items() if n.startswith("finding:") and n not in changed][:3]
+    series = _charted_series(group, changes, names)
     if not series:
         return None
     cases = group["cases"]
@@ -100,20 +94,7 @@ def trend_charts(group: dict, changes: list[dict], names: tuple, links: list[str
         pts = ax.scatter(xs, ys, s=14, color=NEUTRAL[0], zorder=3)
         pts.set_urls(links)
         _value_axis(ax, ys)
-        for c in changes:
-            if c["metric"] != name:
-                continue
-            i = next((k for k, case in enumerate(cases) if case["name"] == c["first_bad"]), None)
-            if i is None:
-                continue
-            direction = c["direction"] if c["direction"] in SHIFT_COLORS else "improved"
-            color = SHIFT_COLORS[direction]
-            if c["kind"] == "level_shift":
-                ax.axvline(i - 0.5, color=color, lw=1.2, ls="--", zorder=2)
-                drawn.add(("level_shift", direction))
-            else:
-                ax.scatter([i], [ys[i]], s=90, facecolors="none", edgecolors=color, lw=1.5, zorder=4)
-                drawn.add(("outlier", direction))
+        drawn |= _mark_changes(ax, [c for c in changes if c["metric"] == name], cases, ys)
         ax.set_title(_label(title(name, s["unit"]) if title else f"{name} ({s['unit']})", 60), loc="left", fontsize=9)
     for ax in axes.flat[len(series):]:
         ax.set_visible(False)
@@ -122,7 +103,46 @@ def trend_charts(group: dict, changes: list[dict], names: tuple, links: list[str
         ax.set_xticks(xs[::step])
         ax.set_xticklabels([_label(t, 14) for t in ticks[::step]], rotation=30, ha="right", fontsize=7)
     fig.tight_layout()
-    keys = [Line2D([], [], marker="o", ls="-", color=NEUTRAL[1], markerfacecolor=NEUTRAL[0], markeredgecolor=NEUTRAL[0],
+    keys = _legend_keys(drawn, NEUTRAL)
+    fig.legend(handles=keys, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=min(3, len(keys)), frameon=False)
+    return _svg(fig)
+
+
+def _charted_series(group: dict, changes: list[dict], names: tuple) -> list[tuple[str, dict]]:
+    """The series drawn: the main ``names`` the group has, then up to four the page names a change of,
+    then up to three findings' series."""
+    series = [(n, group["series"][n]) for n in names if n in group["series"]]
+    shown = {n for n, _ in series}
+    changed = dict.fromkeys(c["metric"] for c in changes if c["metric"] in group["series"] and c["metric"] not in shown)
+    series += [(n, group["series"][n]) for n in changed][:4]  # a series the page names a change of is drawn too
+    series += [(n, s) for n, s in group["series"].items() if n.startswith("finding:") and n not in changed][:3]
+    return series
+
+
+def _mark_changes(ax, changes: list[dict], cases: list[dict], ys: list[float]) -> set[tuple[str, str]]:
+    """One series' changes on its chart: a dashed line before a level shift's first bad capture, a circle
+    round an outlier; the (kind, direction) of each mark drawn."""
+    drawn = set()
+    for c in changes:
+        i = next((k for k, case in enumerate(cases) if case["name"] == c["first_bad"]), None)
+        if i is None:
+            continue
+        direction = c["direction"] if c["direction"] in SHIFT_COLORS else "improved"
+        color = SHIFT_COLORS[direction]
+        if c["kind"] == "level_shift":
+            ax.axvline(i - 0.5, color=color, lw=1.2, ls="--", zorder=2)
+            drawn.add(("level_shift", direction))
+        else:
+            ax.scatter([i], [ys[i]], s=90, facecolors="none", edgecolors=color, lw=1.5, zorder=4)
+            drawn.add(("outlier", direction))
+    return drawn
+
+
+def _legend_keys(drawn: set[tuple[str, str]], neutral) -> list:
+    """The legend: a capture, then each kind of mark drawn (sorted)."""
+    from matplotlib.lines import Line2D
+
+    keys = [Line2D([], [], marker="o", ls="-", color=neutral[1], markerfacecolor=neutral[0], markeredgecolor=neutral[0],
                    markersize=4, label="a capture (click: its report)")]
     for kind, direction in sorted(drawn):
         color = SHIFT_COLORS[direction]
@@ -132,5 +152,4 @@ def trend_charts(group: dict, changes: list[dict], names: tuple, links: list[str
         else:
             keys.append(Line2D([], [], marker="o", ls="", markersize=9, markerfacecolor="none", markeredgecolor=color,
                                markeredgewidth=1.5, label=f"outlier, {direction}"))
-    fig.legend(handles=keys, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=min(3, len(keys)), frameon=False)
-    return _svg(fig)
+    return keys

@@ -16,14 +16,15 @@ BUDGETS = "step time, serving percentiles, kernel time per call of captures with
 
 
 def level(value, unit) -> str:
-    """A series' level: ms to three decimals, % to one, ns per call as a duration, anything else to
+    """A series' level: ms as every ms figure is written (wording.ms_text: four significant figures, at
+    most three decimals, thousands separated), % to one, ns per call as a duration, anything else to
     two (trailing zeros cut) with its unit when it has one (tokens, req/s)."""
     if value is None:
         return "n/a"
     if unit == "ns/call":
         return f"{fmt_ns(value)} per call"
     if unit in ("ms", "ms/step"):
-        return f"{value:.3f} ms"
+        return ms_text(value)
     if unit == "%":
         return f"{value:.1f}%"
     number = f"{value:,.2f}".rstrip("0").rstrip(".")

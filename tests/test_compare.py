@@ -6,6 +6,7 @@ scenario generated with another seed, so the noise is the generator's own random
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -379,3 +380,38 @@ def test_serving_metrics_have_their_own_heading_and_one_ms_precision(tmp_path):
     assert run_cli("compare", BUNDLES / "serving_healthy", BUNDLES / "serving_at_capacity", "-o", page).returncode == 0
     html = page.read_text()
     assert "<h2>Serving</h2>" in html and "Per step, absolute" not in html
+
+
+def _unexplained_idle_ms(analysis: dict, finding_id: str) -> float:
+    """The idle time no finding but ``finding_id`` explains, ms per step, from one analysis's accounting:
+    what it claims plus the idle slices nobody claims, mean over the devices (one process each here)."""
+    per_device = []
+    for device in analysis["devices"]:
+        steps = next(p["steps"]["count"] for p in analysis["processes"] if p["pid"] == device["pid"])
+        accounting = device["accounting"]
+        share = accounting["claims_pct"].get(finding_id, 0.0) + sum(
+            pct for name, pct in accounting["unclaimed_pct"].items() if name.startswith("idle:"))
+        per_device.append(share / 100.0 * device["window_ns"] / steps / 1e6)
+    return sum(per_device) / len(per_device)
+
+
+@pytest.mark.parametrize("before,after", [("graph_decode", "eager_decode"), ("eager_decode", "graph_decode")])
+def test_gpu_starved_is_judged_on_the_idle_no_other_finding_explains(before, after):
+    """gpu_starved's headline is the starved share, the idle no measured cause explains; compare judges it
+    on that, not on all the idle time, whose launch-bound part launch_bound claims (trial item #10): graph
+    -> eager adds launch idle that launch_bound takes, and only the rest is the starved share's change."""
+    sides = {name: json.loads(run_cli("analyze", BUNDLES / name, "-f", "json").stdout) for name in (before, after)}
+    c = compare_json(BUNDLES / before, BUNDLES / after)
+    starved = finding(c, "gpu_starved")
+    expected = [_unexplained_idle_ms(sides[name], "gpu_starved") for name in (before, after)]
+    assert starved["before_ms_per_step"] == pytest.approx(expected[0], abs=1e-3)
+    assert starved["after_ms_per_step"] == pytest.approx(expected[1], abs=1e-3)
+    evidence = {e["name"]: e for e in starved["evidence"]}
+    assert evidence["cause_ms"]["text"].startswith("its slices no other finding claims, ms per step")
+    # all the idle stays in the evidence, and it moved more than the starved share did
+    idle = evidence["idle_ms"]
+    assert abs(idle["after"] - idle["before"]) > abs(expected[1] - expected[0]) + c["method"]["noise_ms_per_step"]
+    delta = expected[1] - expected[0]
+    assert starved["status"] == ("worse" if delta > 0 else "better")
+    said = re.search(r"moved ([+-][\d.,]+) ms per step", starved["decided_by"])  # the change said is the starved share's
+    assert said and float(said.group(1).replace(",", "")) == pytest.approx(delta, abs=2e-3), starved["decided_by"]

@@ -300,3 +300,54 @@ def test_every_field_of_the_work_rate_view_is_in_every_format(microbench):
     for fmt in ("text", "md", "html"):
         missing = missing_fields(view, fmt, render_compare(comparison, fmt), omitted, COMPARE_SHOWN_FIRST, cut_to)
         assert not missing, (fmt, sorted(missing))
+
+
+def test_stepless_pair_says_per_call_never_per_step(microbench, tmp_path):
+    """Captures without steps have no per-step figure: the metrics table's heading says per call, in every
+    format, and the page's note under it does not define ms per step (trial item #12)."""
+    before, after, _truth = microbench
+    outputs = {}
+    for fmt in ("text", "md", "html"):
+        proc = run_cli("compare", before, after, "-f", fmt)
+        assert proc.returncode == 0, proc.stderr
+        outputs[fmt] = proc.stdout
+    assert "\nper call, absolute" in outputs["text"] and "\n## Per call, absolute" in outputs["md"]
+    assert "<h2>Per call, absolute</h2>" in outputs["html"]
+    for fmt, out in outputs.items():
+        assert "per step, absolute" not in out.lower(), fmt
+    assert "ms per step = " not in outputs["html"]
+
+
+def test_work_rate_tables_fit_their_box_in_chromium(microbench, tmp_path):
+    """The work-rate tables of the compare page stay inside the page's box at 1,400 px (trial item #7:
+    their headings did not wrap, so the first ran 250 px past the page): each fits, or scrolls in its box."""
+    import os
+
+    pw = pytest.importorskip("playwright.sync_api", reason="playwright not installed")
+    before, after, _truth = microbench
+    page_path = tmp_path / "rate.html"
+    assert run_cli("compare", before, after, "-o", page_path).returncode == 0
+    exe = next((c for c in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if os.path.exists(c)), None)
+    with pw.sync_playwright() as p:
+        try:
+            browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
+        except pw.Error:
+            pytest.skip("Chromium not installed")
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(page_path.resolve().as_uri())
+        boxes = page.evaluate("""() => {
+          const body = document.body, style = getComputedStyle(body);
+          const right = body.getBoundingClientRect().right - parseFloat(style.paddingRight);
+          const heading = [...document.querySelectorAll('h2')].find(h => h.textContent.startsWith('Work rate'));
+          const out = [];
+          for (let el = heading.nextElementSibling; el && el.tagName !== 'H2'; el = el.nextElementSibling) {
+            const table = el.tagName === 'TABLE' ? el : el.querySelector('table');
+            if (table) out.push({box: el.getBoundingClientRect().right - right, scroll: getComputedStyle(el).overflowX,
+                                 table: table.getBoundingClientRect().right - right});
+          }
+          return {tables: out, page: document.documentElement.scrollWidth - innerWidth};
+        }""")
+        browser.close()
+    assert len(boxes["tables"]) == 2 and boxes["page"] <= 0, boxes
+    for table in boxes["tables"]:
+        assert table["box"] <= 1 and (table["table"] <= 1 or table["scroll"] == "auto"), boxes

@@ -218,7 +218,7 @@ def test_a_step_is_found_where_it_is(at):
     rng = np.random.default_rng(at)
     x = np.r_[rng.normal(10, 0.1, at), rng.normal(12, 0.1, 30 - at)]
     outliers, shifts = find_changes(x, "ms", 10.0, 5.0)
-    assert [s["index"] for s in shifts] == [at] and shifts[0]["last_index"] == at - 1 and outliers == []
+    assert [s.index for s in shifts] == [at] and shifts[0].last_index == at - 1 and outliers == []
 
 
 def test_a_spike_is_an_outlier_not_a_shift():
@@ -227,7 +227,7 @@ def test_a_spike_is_an_outlier_not_a_shift():
     x = np.random.default_rng(1).normal(10, 0.1, 20)
     x[7] = 16
     outliers, shifts = find_changes(x, "ms", 10.0, 5.0)
-    assert [o["index"] for o in outliers] == [7] and shifts == []
+    assert [o.index for o in outliers] == [7] and shifts == []
 
 
 def test_a_small_real_shift_under_the_practical_minimum_is_not_reported():
@@ -368,3 +368,21 @@ def test_chart_titles_use_the_table_labels(branches, tmp_path):
     text = page.read_text()
     assert "step p50 (ms)" in text and "step_p50_ms (ms)" not in text
     assert "finding:" not in text and "launch_bound (ms per step of the time it is about)" in text
+
+
+def test_levels_are_written_as_every_ms_figure_is():
+    """A level in ms reads as compare's ms figures do (wording.ms_text: four significant figures, thousands
+    separated), never a raw ``4660.128 ms`` (trial): in the table and in the verdict line."""
+    from tracetriage.analyzers.trend_records import Change, ChangeFinding, Level
+    from tracetriage.analyzers.trend_verdict import verdict
+    from tracetriage.reports.trend_view import level
+    from tracetriage.wording import ms_text
+
+    for value in (4660.128, 612.75, 70.347, 0.6064):
+        assert level(value, "ms") == level(value, "ms/step") == ms_text(value)
+    assert level(4660.128, "ms") == "4,660 ms" and level(0.6064, "ms") == "0.606 ms"
+    change = Change("g", "step_p50_ms", "ms", "level_shift", "regressed", "night-4", "night-5", None,
+                    Level(3728.1, 1.0, 5), Level(4660.128, 1.0, 1), 25.0,
+                    findings=(ChangeFinding("launch_bound", "new", 0.0, 1234.5678),))
+    line = verdict("g", [change], [{"name": f"night-{i}"} for i in range(6)])
+    assert "(3,728 -> 4,660 ms)" in line and "launch_bound new at 1,235 ms/step" in line, line
