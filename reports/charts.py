@@ -7,6 +7,7 @@ cannot interpret them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import io
@@ -14,6 +15,12 @@ import itertools
 import json
 import re
 
+from tracetriage.contract import load, load_all
+from tracetriage.records.analysis import AnalysisRecord
+from tracetriage.records.analysis import read as read_analysis
+from tracetriage.records.serving import TpotFit
+from tracetriage.records.side import HotFrame
+from tracetriage.records.trace import Accounting, Device
 from tracetriage.wording import for_vendor
 
 _RC = {
@@ -116,6 +123,8 @@ def _reprefix(svg: str) -> str:
 def _plain(x):
     if hasattr(x, "tolist"):  # numpy arrays and scalars
         return x.tolist()
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):  # a contract record: its fields, by name
+        return dataclasses.asdict(x)
     raise TypeError(f"{type(x).__name__} is not a chart input the cache can key")
 
 
@@ -211,16 +220,17 @@ def busy_over_time(busy: dict[str, list[float]], window_ns: int) -> str | None:
 
 
 @_memo
-def idle_by_cause(devices: list[dict], vendor: str | None = None) -> str | None:
+def idle_by_cause(devices: tuple[Device, ...] | list[dict], vendor: str | None = None) -> str | None:
     """One stacked bar per device: its idle time by cause, each cause in its palette colour (the
-    timeline's too), named in the capture's vendor's words."""
+    timeline's too), named in the capture's vendor's words (device records, or their contract dicts)."""
+    devices = load_all(Device, devices)
     if not devices:
         return None
     fig, ax = plt.subplots(figsize=(PLOT, 0.9 + 0.32 * min(len(devices), 16)))
-    labels = [_label(d["id"], 24) for d in devices[:16]]
+    labels = [_label(d.id, 24) for d in devices[:16]]
     left = [0.0] * len(labels)
     for cause, color in CAUSE_COLORS.items():
-        vals = [100.0 * d["gaps"]["by_cause"][cause] / (d["window_ns"] or 1) for d in devices[:16]]
+        vals = [100.0 * d.gaps.by_cause[cause] / (d.window_ns or 1) for d in devices[:16]]
         if not any(vals):
             continue
         ax.barh(labels, vals, left=left, color=color, label=f"idle: {cause_label(cause, vendor)}")
@@ -233,23 +243,27 @@ def idle_by_cause(devices: list[dict], vendor: str | None = None) -> str | None:
     return _svg(fig)
 
 
-def _unclaimed_compute(acc: dict) -> float:
+COMPUTE_SLICES = ("compute", "collective")  # the accounting slices in which kernels compute
+
+
+def _unclaimed_compute(acc: Accounting | dict) -> float:
     """% of the window in which kernels (collectives included) compute and no finding claims it;
     an analysis saved before ``unclaimed_pct`` was written gives the compute slices, as then drawn."""
-    left = acc.get("unclaimed_pct", acc["slices_pct"])
-    return left.get("compute", 0.0) + left.get("collective", 0.0)
+    acc = load(Accounting, acc)
+    left = acc.slices_pct if acc.unclaimed_pct is None else acc.unclaimed_pct
+    return sum(left.get(name, 0.0) for name in COMPUTE_SLICES)
 
 
 @_memo
-def window_accounting(devices: list[dict]) -> str | None:
+def window_accounting(devices: tuple[Device, ...] | list[dict]) -> str | None:
     """One stacked bar per device: the slice each finding claims, then what no finding
-    claims (kernels computing, copies, idle), adding up to the window."""
-    devs = [d for d in devices if d.get("accounting")][:16]
+    claims (kernels computing, copies, idle), adding up to the window (device records, or their contract dicts)."""
+    devs = [d for d in load_all(Device, devices) if d.accounting][:16]
     if not devs:
         return None
     columns = claim_columns(devs)  # the accounting table's order and colours
     fig, ax = plt.subplots(figsize=(PLOT, 1.0 + 0.34 * len(devs)))
-    labels = [_label(d["id"], 28) for d in devs]
+    labels = [_label(d.id, 28) for d in devs]
     left = [0.0] * len(devs)
 
     def layer(values, color, label, hatch=None):
@@ -260,11 +274,11 @@ def window_accounting(devices: list[dict]) -> str | None:
         left = [a + b for a, b in zip(left, values)]
 
     for fid, color in columns.items():
-        layer([d["accounting"]["claims_pct"].get(fid, 0.0) for d in devs], color, fid)
+        layer([d.accounting.claims_pct.get(fid, 0.0) for d in devs], color, fid)
     # What no finding claims, slice by slice as the ledger left it (a claim on kernel time, e.g.
     # below_roofline's, leaves idle unclaimed: never drawn as computing)
-    rest = [max(0.0, 100.0 - sum(d["accounting"]["claims_pct"].values())) for d in devs]
-    compute = [min(r, _unclaimed_compute(d["accounting"])) for r, d in zip(rest, devs)]
+    rest = [max(0.0, 100.0 - sum(d.accounting.claims_pct.values())) for d in devs]
+    compute = [min(r, _unclaimed_compute(d.accounting)) for r, d in zip(rest, devs)]
     layer(compute, ACTIVITY_COLORS["kernels"], "kernels computing (no finding)")
     layer([max(0.0, r - k) for r, k in zip(rest, compute)], ACTIVITY_COLORS["unclaimed"], "unclaimed (copies, idle)")
     ax.set_xlim(0, 100)
@@ -343,14 +357,15 @@ def _ranked_bars(labels: list[str], layers: list[tuple[list[float], str, str]], 
 
 
 @_memo
-def collective_share(devices: list[dict]) -> str | None:
-    devs = [d for d in devices if d.get("collective_count")][:16]
+def collective_share(devices: tuple[Device, ...] | list[dict]) -> str | None:
+    """Each rank's collective share of its window, and the part not overlapped with compute."""
+    devs = [d for d in load_all(Device, devices) if d.collective_count][:16]
     if not devs:
         return None
     return _ranked_bars(
-        [_label(d["id"], 24) for d in devs],
-        [([d["collective_share_pct"] for d in devs], ACTIVITY_COLORS["collectives"], "collective share"),
-         ([d["collective_exposed_pct"] for d in devs], NEUTRAL[2], "exposed (not overlapped)")],
+        [_label(d.id, 24) for d in devs],
+        [([d.collective_share_pct for d in devs], ACTIVITY_COLORS["collectives"], "collective share"),
+         ([d.collective_exposed_pct for d in devs], NEUTRAL[2], "exposed (not overlapped)")],
         "Collective share per rank", "% of window")
 
 
@@ -373,13 +388,14 @@ def _frame_label(frame: str, width: int = 56) -> str:
 
 
 @_memo
-def hot_frames(frames: list[dict]) -> str | None:
-    if not frames:
+def hot_frames(frames: tuple[HotFrame, ...] | list[dict]) -> str | None:
+    """The host's hottest frames (py-spy): inclusive and own share of the non-idle samples."""
+    fs = load_all(HotFrame, frames)[:12]
+    if not fs:
         return None
-    fs = frames[:12]
     return _ranked_bars(
-        [_frame_label(f["frame"]) for f in fs],
-        [([f["share_pct"] for f in fs], NEUTRAL[1], "inclusive"), ([f["self_pct"] for f in fs], NEUTRAL[0], "own code")],
+        [_frame_label(f.frame) for f in fs],
+        [([f.share_pct for f in fs], NEUTRAL[1], "inclusive"), ([f.self_pct for f in fs], NEUTRAL[0], "own code")],
         "Hot frames (host)", "% of non-idle py-spy samples")
 
 
@@ -492,18 +508,19 @@ def serving_load(points: list[dict]) -> str | None:
 
 
 @_memo
-def tpot_vs_batch(fit: dict | None, budget: float | None) -> str | None:
+def tpot_vs_batch(fit: TpotFit | dict | None, budget: float | None) -> str | None:
     """TPOT against the running batch with the least-squares line and the budget."""
-    if not fit or not fit.get("series"):
+    fit = load(TpotFit, fit)
+    if not fit or not fit.series:
         return None
-    xs = [x for x, _ in fit["series"]]
-    ys = [y for _, y in fit["series"]]
+    xs = [x for x, _ in fit.series]
+    ys = [y for _, y in fit.series]
     fig, ax = plt.subplots(figsize=(PLOT, 2.6))
     ax.scatter(xs, ys, s=10, color=NEUTRAL[0], label="measured")
     line_x = [0, max(xs) * 1.05]
-    if fit.get("model", True):  # a rejected fit (negative slope, low r², few points) is not drawn as a model
-        ax.plot(line_x, [fit["a_ms"] + fit["b_ms_per_seq"] * x for x in line_x], color=NEUTRAL[1],
-                label=f"fit: {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} x B ms (r² {fit['r2']:.2f})")
+    if fit.model:  # a rejected fit (negative slope, low r², few points) is not drawn as a model
+        ax.plot(line_x, [fit.a_ms + fit.b_ms_per_seq * x for x in line_x], color=NEUTRAL[1],
+                label=f"fit: {fit.a_ms:.2f} + {fit.b_ms_per_seq:.3f} x B ms (r² {fit.r2:.2f})")
     if budget:
         ax.axhline(budget, color=NEUTRAL[2], linestyle="--", label=f"budget {budget:g} ms")
     ax.set_xlabel("running sequences (batch)")
@@ -513,33 +530,41 @@ def tpot_vs_batch(fit: dict | None, budget: float | None) -> str | None:
     return _svg(fig)
 
 
-def serving_charts(analysis, store=None) -> list[tuple[str, str]]:
-    srv = analysis.data.get("serving")
-    if not srv:
+TPOT_BUDGETS = ("tpot_p95_ms", "tpot_p99_ms", "tpot_p90_ms")  # the --slo budget the TPOT chart draws, first set
+
+
+def serving_charts(analysis, store=None, record: AnalysisRecord | None = None) -> list[tuple[str, str]]:
+    """The serving section's charts (``record``: the analysis's record when the caller read it already)."""
+    record = record or read_analysis(analysis.data)
+    if not record.serving:
         return []
-    slo = analysis.data.get("slo") or {}
-    budget = slo.get("tpot_p95_ms") or slo.get("tpot_p99_ms") or slo.get("tpot_p90_ms")
+    budget = next((record.slo[name] for name in TPOT_BUDGETS if record.slo.get(name)), None)
     charts = [("serving_load", serving_load((analysis.series.get("serving") or {}).get("stats") or [], store=store)),
-              ("tpot_fit", tpot_vs_batch(srv.get("tpot_fit"), budget, store=store))]
+              ("tpot_fit", tpot_vs_batch(record.serving.tpot_fit, budget, store=store))]
     return [(k, v) for k, v in charts if v]
 
 
-def all_charts(analysis, store=None) -> list[tuple[str, str]]:
-    """The report's charts, each kept in ``store`` (the analysis cache; None: drawn every time)."""
-    data, series = analysis.data, analysis.series
-    window = (data.get("window") or {}).get("duration_ns") or 1
-    vendor = (data.get("capture_kind") or {}).get("vendor")
+def _idle_worth_a_picture(devices: tuple[Device, ...]) -> bool:
+    """Idle time is drawn by cause where it is at least 5% of some device's window."""
+    return any(100.0 * d.gaps.total_ns / (d.window_ns or 1) >= 5 for d in devices)
+
+
+def all_charts(analysis, store=None, record: AnalysisRecord | None = None) -> list[tuple[str, str]]:
+    """The report's charts, each kept in ``store`` (the analysis cache; None: drawn every time);
+    ``record`` is the analysis's record when the caller read it already."""
+    record = record or read_analysis(analysis.data)
+    series = analysis.series
+    window = (record.window.duration_ns if record.window else None) or 1
+    vendor, devices = record.capture_kind.vendor, record.devices
     charts = [
         *timeline(series.get("timeline"), vendor, store=store),
         ("busy", busy_over_time(series.get("busy", {}), window, store=store)),
-        ("accounting", window_accounting(data["devices"], store=store)),
-        # idle by cause only where idle time is worth a picture (>= 5% of some device's window)
-        ("idle", idle_by_cause(data["devices"], vendor, store=store)
-         if any(100.0 * d["gaps"]["total_ns"] / (d["window_ns"] or 1) >= 5 for d in data["devices"]) else None),
+        ("accounting", window_accounting(devices, store=store)),
+        ("idle", idle_by_cause(devices, vendor, store=store) if _idle_worth_a_picture(devices) else None),
         ("steps", step_durations(series.get("steps", {}), store=store)),
-        ("collectives", collective_share(data["devices"], store=store)),
+        ("collectives", collective_share(devices, store=store)),
         # the top-kernels table below says it all: no chart repeating it
-        ("hot_frames", hot_frames(data.get("hot_frames", []), store=store)),
+        ("hot_frames", hot_frames(record.hot_frames, store=store)),
     ]
     return [(k, v) for k, v in charts if v]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
+from tracetriage.records.trace import Device
 from tracetriage.wording import for_vendor
 
 # idle causes, in the order the analysis attributes them (analyzers/timeline.py)
@@ -61,13 +62,13 @@ def cause_label(cause: str, vendor: str | None = None) -> str:
 
 
 
-def claim_columns(devices: list[dict]) -> dict[str, str]:
+def claim_columns(devices: tuple[Device, ...] | list[Device]) -> dict[str, str]:
     """The findings that claim a slice of some device's window, each with its colour, in one order for
     the accounting table and its bar chart: device by device, each device's claims largest first, a
     finding placed where it first claims."""
     columns: dict[str, str] = {}
     for device in devices:
-        claims = (device.get("accounting") or {}).get("claims_pct") or {}
+        claims = device.accounting.claims_pct if device.accounting else {}
         for finding_id, _ in sorted(claims.items(), key=lambda item: -item[1]):
             columns.setdefault(finding_id, finding_color(finding_id))
     return columns
