@@ -15,6 +15,7 @@ from tracetriage.records.analysis import AnalysisRecord
 from tracetriage.records.analysis import read as read_analysis
 from tracetriage.records.export import PerfettoExport
 from tracetriage.records.findings import Finding
+from tracetriage.records.series import AnalysisSeries
 from tracetriage.records.trace import Device, Gap, Window
 from tracetriage.wording import fmt_ns
 
@@ -85,10 +86,9 @@ def _verdict_hint(finding: Finding, window: Window, worst: list) -> TimelineHint
     return TimelineHint(f"tracetriage: verdict › {fid}", window.start_ns, window.end_ns, "the analysis window")
 
 
-def exported_record(series: dict | None) -> PerfettoExport | None:
-    """The Perfetto export written in this run (an Analysis's ``series["perfetto_export"]``, beside the
-    contract), or None."""
-    return load(PerfettoExport, (series or {}).get("perfetto_export"))
+def exported_record(series: AnalysisSeries | dict | None) -> PerfettoExport | None:
+    """The Perfetto export written in this run (an Analysis's series, beside the contract), or None."""
+    return load(AnalysisSeries, series or {}).perfetto_export
 
 
 def hints(analysis, record: AnalysisRecord | None = None) -> dict[str, TimelineHint]:
@@ -98,9 +98,9 @@ def hints(analysis, record: AnalysisRecord | None = None) -> dict[str, TimelineH
     across the window; the window for a tail finding (the steps track flags the worst step).
     ``record`` is the analysis's record when the caller read it already."""
     record = record or read_analysis(analysis.data)
-    series = analysis.series or {}
-    claims = series.get("claims") or {}  # device -> finding -> slice -> ns: maps keyed by names
-    exported = exported_record(series) or PerfettoExport()
+    series = load(AnalysisSeries, analysis.series or {})
+    claims = series.claims  # device -> finding -> slice -> ns: maps keyed by names
+    exported = series.perfetto_export or PerfettoExport()
     devices = {device.id: device for device in record.devices}
     largest = {(dev, fid): piece for trace in exported.traces for dev, by_finding in trace.largest_claim.items()
                for fid, piece in by_finding.items()}

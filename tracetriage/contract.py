@@ -24,16 +24,17 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 R = TypeVar("R")
+KEY = "key"  # a field's metadata entry naming its contract key
 
 
 def key(name: str, default: Any = None, **kwargs) -> Any:
     """A field read from the contract key ``name`` (one that is not a Python name), ``default`` when absent."""
-    return dataclasses.field(default=default, metadata={"key": name}, **kwargs)
+    return dataclasses.field(default=default, metadata={KEY: name}, **kwargs)
 
 
 def contract_key(field: dataclasses.Field) -> str:
     """The contract key a record's field is read from."""
-    return field.metadata.get("key", field.name)
+    return field.metadata.get(KEY, field.name)
 
 
 def load(cls: type[R], block: Any) -> R | None:
