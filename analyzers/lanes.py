@@ -22,7 +22,10 @@ NO_STEP_SPAN_NS = 10_000_000
 
 
 def windows(steps: list, lo: int, hi: int) -> list[dict]:
-    """The median step and the longest one of the process with the most steps."""
+    """The median step and the longest one of the process with the most steps. Each label gives the
+    figure the tables print for it, by the same path: the steps' p50 (numpy's percentile, whole ns;
+    with an even count the step drawn is the upper of the two middle ones) and the longest step, in
+    ``fmt_ns``."""
     with_steps = [s for s in steps if s.count]
     if not with_steps:
         end = min(hi, lo + NO_STEP_SPAN_NS)
@@ -33,9 +36,10 @@ def windows(steps: list, lo: int, hi: int) -> list[dict]:
     order = np.argsort(d, kind="stable")
     med = int(order[len(order) // 2])
     worst = int(order[-1])
-    out = [{"label": f"median step (pid {s.pid}, {d[med] / 1e6:.2f} ms)", "start": int(s.starts[med]), "end": int(s.ends[med])}]
+    p50 = int(np.percentile(d, 50))  # as analysis.step_stats writes the contract's p50_ns
+    out = [{"label": f"median step (pid {s.pid}, {fmt_ns(p50)})", "start": int(s.starts[med]), "end": int(s.ends[med])}]
     if worst != med and d[worst] > 1.2 * d[med]:
-        out.append({"label": f"longest step (pid {s.pid}, {d[worst] / 1e6:.2f} ms)", "start": int(s.starts[worst]),
+        out.append({"label": f"longest step (pid {s.pid}, {fmt_ns(d[worst])})", "start": int(s.starts[worst]),
                     "end": int(s.ends[worst])})
     return out
 

@@ -208,6 +208,23 @@ def test_the_view_reads_fields_not_string_keys(module):
 
 def test_a_device_record_is_keyed_in_the_chart_cache():
     """The charts memoise on their arguments: a record is keyed by its fields, as its dict was."""
-    from tracetriage.reports.charts import _plain
+    from tracetriage.reports.chart_cache import _plain
 
     assert json.dumps(Device(id="gpu0"), default=_plain) == json.dumps(dataclasses.asdict(Device(id="gpu0")))
+
+
+@pytest.mark.parametrize("bundle", ["eager_decode", "graph_decode", "dp2_late_rank"])
+def test_the_timeline_names_the_median_step_by_the_tables_p50(bundle):
+    """Trial item #18: the timeline's "median step" label and the process table print one figure for the
+    steps' p50, by one rounding path (an even count of steps has no middle step to measure instead)."""
+    import tracetriage
+    from tracetriage.records.series import AnalysisSeries
+    from tracetriage.reports.view import report_view
+
+    analysis = tracetriage.analyze(f"samples/bundles/{bundle}")
+    series = load(AnalysisSeries, analysis.series)
+    label = series.timeline.windows[0].label
+    match = re.fullmatch(r"median step \(pid (.+), (.+)\)", label)
+    assert match, label
+    rows = {row.pid.rsplit(":", 1)[-1]: row for row in report_view(analysis).processes}
+    assert match.group(2) == rows[match.group(1).rsplit(":", 1)[-1]].step_p50
