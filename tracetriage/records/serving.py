@@ -121,11 +121,10 @@ class BenchPoint:
     output_throughput: float | None = None
     total_token_throughput: float | None = None
     group: str = ""
+    # of the latency statistics the result file names (<stat>_<metric>_ms), the ones the sweep table shows
     mean_ttft_ms: float | None = None
     mean_tpot_ms: float | None = None
     p99_itl_ms: float | None = None
-
-    PATTERN_FIELDS: ClassVar[str] = "the latency statistics the sweep table shows, of the pattern <stat>_<metric>_ms"
 
 
 @dataclass(frozen=True, slots=True)
