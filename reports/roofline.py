@@ -121,4 +121,5 @@ def roofline_chart(eff: Efficiency | dict | None) -> str | None:
     ax.set_ylabel("achieved TFLOP/s")
     ax.set_title(title, loc="left")
     _legend_beside(ax)
+    ax.grid(True, which="major", alpha=0.3)
     return _svg(fig)
