@@ -215,16 +215,21 @@ def test_a_device_record_is_keyed_in_the_chart_cache():
 
 @pytest.mark.parametrize("bundle", ["eager_decode", "graph_decode", "dp2_late_rank"])
 def test_the_timeline_names_the_median_step_by_the_tables_p50(bundle):
-    """Trial item #18: the timeline's "median step" label and the process table print one figure for the
-    steps' p50, by one rounding path (an even count of steps has no middle step to measure instead)."""
+    """Trial item #18: the timeline's "median step" label and the process table print the steps' p50 by one
+    rounding path; where the step drawn (with an even count, the upper of the two middle ones) reads
+    otherwise, the label says both, each by its name."""
     import tracetriage
     from tracetriage.records.series import AnalysisSeries
     from tracetriage.reports.view import report_view
+    from tracetriage.wording import fmt_ns
 
     analysis = tracetriage.analyze(f"samples/bundles/{bundle}")
     series = load(AnalysisSeries, analysis.series)
     label = series.timeline.windows[0].label
-    match = re.fullmatch(r"median step \(pid (.+), (.+)\)", label)
+    match = re.fullmatch(r"median step \(pid (.+?), (.+?)(?:; p50 (.+))?\)", label)
     assert match, label
     rows = {row.pid.rsplit(":", 1)[-1]: row for row in report_view(analysis).processes}
-    assert match.group(2) == rows[match.group(1).rsplit(":", 1)[-1]].step_p50
+    drawn, p50 = match.group(2), match.group(3) or match.group(2)  # the step drawn, the steps' p50 where it differs
+    assert p50 == rows[match.group(1).rsplit(":", 1)[-1]].step_p50
+    window = series.timeline.windows[0]
+    assert drawn == fmt_ns(window.end - window.start)  # the step drawn, by its own length
