@@ -22,7 +22,10 @@ NO_STEP_SPAN_NS = 10_000_000
 
 
 def windows(steps: list, lo: int, hi: int) -> list[dict]:
-    """The median step and the longest one of the process with the most steps."""
+    """The median step and the longest one of the process with the most steps, each labelled with its
+    length in ``fmt_ns``, the tables' formatter. With an even count no step is the median: the one drawn
+    is the upper of the two middle ones, and its label adds the steps' p50 as the tables print it
+    (numpy's percentile in whole ns, as analysis.step_stats writes p50_ns) where the two read apart."""
     with_steps = [s for s in steps if s.count]
     if not with_steps:
         end = min(hi, lo + NO_STEP_SPAN_NS)
@@ -33,9 +36,11 @@ def windows(steps: list, lo: int, hi: int) -> list[dict]:
     order = np.argsort(d, kind="stable")
     med = int(order[len(order) // 2])
     worst = int(order[-1])
-    out = [{"label": f"median step (pid {s.pid}, {d[med] / 1e6:.2f} ms)", "start": int(s.starts[med]), "end": int(s.ends[med])}]
+    p50, drawn = fmt_ns(int(np.percentile(d, 50))), fmt_ns(d[med])  # p50 as analysis.step_stats writes p50_ns
+    figure = p50 if drawn == p50 else f"{drawn}; p50 {p50}"
+    out = [{"label": f"median step (pid {s.pid}, {figure})", "start": int(s.starts[med]), "end": int(s.ends[med])}]
     if worst != med and d[worst] > 1.2 * d[med]:
-        out.append({"label": f"longest step (pid {s.pid}, {d[worst] / 1e6:.2f} ms)", "start": int(s.starts[worst]),
+        out.append({"label": f"longest step (pid {s.pid}, {fmt_ns(d[worst])})", "start": int(s.starts[worst]),
                     "end": int(s.ends[worst])})
     return out
 

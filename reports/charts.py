@@ -7,13 +7,17 @@ cannot interpret them.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import io
-import itertools
-import json
 import re
 
+from tracetriage.contract import load, load_all
+from tracetriage.records.analysis import AnalysisRecord
+from tracetriage.records.analysis import read as read_analysis
+from tracetriage.records.series import AnalysisSeries, LaneDevice, LoadPoint, StepSeries, Timeline
+from tracetriage.records.serving import TpotFit
+from tracetriage.records.side import HotFrame
+from tracetriage.records.trace import Accounting, Device
+from tracetriage.reports.chart_cache import _memo, next_prefix
 from tracetriage.wording import for_vendor
 
 _RC = {
@@ -47,7 +51,20 @@ class _Pyplot:
 
 plt = _Pyplot()
 
-from tracetriage.reports.palette import ACTIVITY_COLORS, CAUSE_COLORS, NEUTRAL, cause_label, claim_columns  # noqa: E402
+from tracetriage.reports.palette import (  # noqa: E402
+    ACTIVITY_COLORS,
+    CAUSE_COLORS,
+    COLLECTIVES_COLOR,
+    KERNELS_COLOR,
+    LAUNCH_COLOR,
+    NEUTRAL,
+    OTHER_CALL_COLOR,
+    SYNC_COLOR,
+    UNCLAIMED_COLOR,
+    UNKNOWN_COLOR,
+    cause_label,
+    claim_columns,
+)
 
 # Every chart is drawn this wide (inches, legend beside it included) and shown at its own size, never
 # stretched: one font size on the whole page.
@@ -81,9 +98,6 @@ def _label(s: str, width: int = 48) -> str:
     return s if len(s) <= width else s[: width - 1] + "…"
 
 
-_CHART_IDS = itertools.count(1)
-
-
 def _svg(fig) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
@@ -93,81 +107,10 @@ def _svg(fig) -> str:
     text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
     # matplotlib numbers its ids per figure (patch_1, clip_2...): prefix them so two charts on
     # one page never share an id (duplicate ids are invalid HTML and break clip paths).
-    prefix = f"c{next(_CHART_IDS)}-"
+    prefix = next_prefix()
     text = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{prefix}{m.group(1)}"', text)
     text = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{prefix}{m.group(1)})", text)
     return re.sub(r'href="#([^"]+)"', lambda m: f'href="#{prefix}{m.group(1)}"', text)
-
-
-_PREFIXED = re.compile(r'(\bid="|url\(#|href="#)c\d+-')
-_HOLE = "\x00"  # where a kept chart's id prefix goes (no SVG holds a NUL)
-
-
-def _kept(svg: str) -> str:
-    """A drawn chart as kept: its id prefix (see :func:`_svg`) left as a hole."""
-    return _PREFIXED.sub(lambda m: m.group(1) + _HOLE, svg)
-
-
-def _reprefix(svg: str) -> str:
-    """A kept chart's ids under this page's next prefix."""
-    return svg.replace(_HOLE, f"c{next(_CHART_IDS)}-")
-
-
-def _plain(x):
-    if hasattr(x, "tolist"):  # numpy arrays and scalars
-        return x.tolist()
-    raise TypeError(f"{type(x).__name__} is not a chart input the cache can key")
-
-
-@functools.lru_cache(maxsize=1)
-def _drawing_code() -> str:
-    """What a kept chart was drawn by: the reports package's source and matplotlib's version file
-    (read without importing matplotlib; importlib.metadata parses the whole METADATA file)."""
-    import importlib.util
-    from pathlib import Path
-
-    from tracetriage.codeversion import code_version
-
-    spec = importlib.util.find_spec("matplotlib")
-    try:
-        mpl = hashlib.sha256((Path(spec.submodule_search_locations[0]) / "_version.py").read_bytes()).hexdigest()[:12]
-    except (AttributeError, TypeError, OSError):
-        from importlib.metadata import version
-
-        mpl = version("matplotlib")
-    return f"{code_version('tracetriage.reports')}-{mpl}"
-
-
-def _memo(chart):
-    """Keep what ``chart`` returns (an SVG, None, or a list of (name, SVG)) in the analysis cache
-    given as ``store=`` (a :class:`tracetriage.cache.Cache`), keyed by its arguments and by the
-    code that draws it (the reports package's source and matplotlib's version): a report made
-    again from the cache, for another format or ``--symptom``, redraws no chart whose data did
-    not change. Without a store, it just draws."""
-
-    @functools.wraps(chart)
-    def cached(*args, store=None, **kwargs):
-        if store is None:
-            return chart(*args, **kwargs)
-        try:
-            blob = json.dumps([chart.__qualname__, args, kwargs], sort_keys=True, default=_plain)
-        except (TypeError, ValueError):
-            return chart(*args, **kwargs)
-        key = hashlib.sha256(f"{_drawing_code()}\0{blob}".encode()).hexdigest()[:32]
-        kept = store.get_blob("charts", key)
-        if kept is not None:
-            out = json.loads(kept)
-            if isinstance(out, list):
-                return [(name, _reprefix(svg)) for name, svg in out]
-            return _reprefix(out) if out else out
-        out = chart(*args, **kwargs)
-        if isinstance(out, list):
-            store.put_blob("charts", key, json.dumps([(name, _kept(svg)) for name, svg in out]).encode())
-        else:
-            store.put_blob("charts", key, json.dumps(_kept(out) if out else out).encode())
-        return out
-
-    return cached
 
 
 @_memo
@@ -211,16 +154,17 @@ def busy_over_time(busy: dict[str, list[float]], window_ns: int) -> str | None:
 
 
 @_memo
-def idle_by_cause(devices: list[dict], vendor: str | None = None) -> str | None:
+def idle_by_cause(devices: tuple[Device, ...] | list[dict], vendor: str | None = None) -> str | None:
     """One stacked bar per device: its idle time by cause, each cause in its palette colour (the
-    timeline's too), named in the capture's vendor's words."""
+    timeline's too), named in the capture's vendor's words (device records, or their contract dicts)."""
+    devices = load_all(Device, devices)
     if not devices:
         return None
     fig, ax = plt.subplots(figsize=(PLOT, 0.9 + 0.32 * min(len(devices), 16)))
-    labels = [_label(d["id"], 24) for d in devices[:16]]
+    labels = [_label(d.id, 24) for d in devices[:16]]
     left = [0.0] * len(labels)
     for cause, color in CAUSE_COLORS.items():
-        vals = [100.0 * d["gaps"]["by_cause"][cause] / (d["window_ns"] or 1) for d in devices[:16]]
+        vals = [100.0 * d.gaps.by_cause[cause] / (d.window_ns or 1) for d in devices[:16]]
         if not any(vals):
             continue
         ax.barh(labels, vals, left=left, color=color, label=f"idle: {cause_label(cause, vendor)}")
@@ -233,23 +177,27 @@ def idle_by_cause(devices: list[dict], vendor: str | None = None) -> str | None:
     return _svg(fig)
 
 
-def _unclaimed_compute(acc: dict) -> float:
+COMPUTE_SLICES = ("compute", "collective")  # the accounting slices in which kernels compute
+
+
+def _unclaimed_compute(acc: Accounting | dict) -> float:
     """% of the window in which kernels (collectives included) compute and no finding claims it;
     an analysis saved before ``unclaimed_pct`` was written gives the compute slices, as then drawn."""
-    left = acc.get("unclaimed_pct", acc["slices_pct"])
-    return left.get("compute", 0.0) + left.get("collective", 0.0)
+    acc = load(Accounting, acc)
+    left = acc.slices_pct if acc.unclaimed_pct is None else acc.unclaimed_pct
+    return sum(left.get(name, 0.0) for name in COMPUTE_SLICES)
 
 
 @_memo
-def window_accounting(devices: list[dict]) -> str | None:
+def window_accounting(devices: tuple[Device, ...] | list[dict]) -> str | None:
     """One stacked bar per device: the slice each finding claims, then what no finding
-    claims (kernels computing, copies, idle), adding up to the window."""
-    devs = [d for d in devices if d.get("accounting")][:16]
+    claims (kernels computing, copies, idle), adding up to the window (device records, or their contract dicts)."""
+    devs = [d for d in load_all(Device, devices) if d.accounting][:16]
     if not devs:
         return None
     columns = claim_columns(devs)  # the accounting table's order and colours
     fig, ax = plt.subplots(figsize=(PLOT, 1.0 + 0.34 * len(devs)))
-    labels = [_label(d["id"], 28) for d in devs]
+    labels = [_label(d.id, 28) for d in devs]
     left = [0.0] * len(devs)
 
     def layer(values, color, label, hatch=None):
@@ -260,13 +208,13 @@ def window_accounting(devices: list[dict]) -> str | None:
         left = [a + b for a, b in zip(left, values)]
 
     for fid, color in columns.items():
-        layer([d["accounting"]["claims_pct"].get(fid, 0.0) for d in devs], color, fid)
+        layer([d.accounting.claims_pct.get(fid, 0.0) for d in devs], color, fid)
     # What no finding claims, slice by slice as the ledger left it (a claim on kernel time, e.g.
     # below_roofline's, leaves idle unclaimed: never drawn as computing)
-    rest = [max(0.0, 100.0 - sum(d["accounting"]["claims_pct"].values())) for d in devs]
-    compute = [min(r, _unclaimed_compute(d["accounting"])) for r, d in zip(rest, devs)]
-    layer(compute, ACTIVITY_COLORS["kernels"], "kernels computing (no finding)")
-    layer([max(0.0, r - k) for r, k in zip(rest, compute)], ACTIVITY_COLORS["unclaimed"], "unclaimed (copies, idle)")
+    rest = [max(0.0, 100.0 - sum(d.accounting.claims_pct.values())) for d in devs]
+    compute = [min(r, _unclaimed_compute(d.accounting)) for r, d in zip(rest, devs)]
+    layer(compute, KERNELS_COLOR, "kernels computing (no finding)")
+    layer([max(0.0, r - k) for r, k in zip(rest, compute)], UNCLAIMED_COLOR, "unclaimed (copies, idle)")
     ax.set_xlim(0, 100)
     ax.set_xlabel("% of each device's window")
     ax.set_title("Where each device's window went, and which finding claims each slice", loc="left")
@@ -281,21 +229,21 @@ LOG_COUNTS_BELOW = 0.05
 
 
 @_memo
-def step_durations(steps: dict[str, dict]) -> str | None:
+def step_durations(steps: dict[str, StepSeries] | dict[str, dict]) -> str | None:
     """Histogram of the steady-state step durations of the process with the most steps, with its p50,
     p99 and longest step marked. When a bin holds under LOG_COUNTS_BELOW of the tallest bin's count
     (a rare long step beside hundreds of short ones), the count axis is logarithmic, and the title
     says so: the tail the headline names is drawn, not flattened to nothing."""
-    series = [(k, v) for k, v in steps.items() if v["durations"]]
+    series = [(k, durations) for k, durations in ((k, load(StepSeries, v).durations) for k, v in steps.items()) if durations]
     if not series:
         return None
-    key, v = max(series, key=lambda kv: len(kv[1]["durations"]))
+    key, durations = max(series, key=lambda kv: len(kv[1]))
     import numpy as np
 
-    d = np.sort(np.asarray(v["durations"], dtype=float)) / 1e6
+    d = np.sort(np.asarray(durations, dtype=float)) / 1e6
     # the same percentiles as the tables (numpy's linear interpolation): one number per metric on the page
-    p50 = float(np.percentile(v["durations"], 50)) / 1e6
-    p99 = float(np.percentile(v["durations"], 99)) / 1e6
+    p50 = float(np.percentile(durations, 50)) / 1e6
+    p99 = float(np.percentile(durations, 99)) / 1e6
     counts, edges = np.histogram(d, bins=min(60, max(10, len(d) // 2)))
     filled = counts[counts > 0]
     log = bool(filled.size and filled.min() < LOG_COUNTS_BELOW * filled.max())
@@ -343,14 +291,15 @@ def _ranked_bars(labels: list[str], layers: list[tuple[list[float], str, str]], 
 
 
 @_memo
-def collective_share(devices: list[dict]) -> str | None:
-    devs = [d for d in devices if d.get("collective_count")][:16]
+def collective_share(devices: tuple[Device, ...] | list[dict]) -> str | None:
+    """Each rank's collective share of its window, and the part not overlapped with compute."""
+    devs = [d for d in load_all(Device, devices) if d.collective_count][:16]
     if not devs:
         return None
     return _ranked_bars(
-        [_label(d["id"], 24) for d in devs],
-        [([d["collective_share_pct"] for d in devs], ACTIVITY_COLORS["collectives"], "collective share"),
-         ([d["collective_exposed_pct"] for d in devs], NEUTRAL[2], "exposed (not overlapped)")],
+        [_label(d.id, 24) for d in devs],
+        [([d.collective_share_pct for d in devs], COLLECTIVES_COLOR, "collective share"),
+         ([d.collective_exposed_pct for d in devs], NEUTRAL[2], "exposed (not overlapped)")],
         "Collective share per rank", "% of window")
 
 
@@ -373,20 +322,21 @@ def _frame_label(frame: str, width: int = 56) -> str:
 
 
 @_memo
-def hot_frames(frames: list[dict]) -> str | None:
-    if not frames:
+def hot_frames(frames: tuple[HotFrame, ...] | list[dict]) -> str | None:
+    """The host's hottest frames (py-spy): inclusive and own share of the non-idle samples."""
+    fs = load_all(HotFrame, frames)[:12]
+    if not fs:
         return None
-    fs = frames[:12]
     return _ranked_bars(
-        [_frame_label(f["frame"]) for f in fs],
-        [([f["share_pct"] for f in fs], NEUTRAL[1], "inclusive"), ([f["self_pct"] for f in fs], NEUTRAL[0], "own code")],
+        [_frame_label(f.frame) for f in fs],
+        [([f.share_pct for f in fs], NEUTRAL[1], "inclusive"), ([f.self_pct for f in fs], NEUTRAL[0], "own code")],
         "Hot frames (host)", "% of non-idle py-spy samples")
 
 
-LANE_COLORS = {k: ACTIVITY_COLORS[k] for k in ("kernels", "collectives", "copies", "graphs")}
+LANE_COLORS = {k: color for k, color in ACTIVITY_COLORS.items() if k in ("kernels", "collectives", "copies", "graphs")}
 # host calls by category, each in the colour of the idle cause it is (the GPU idle while the host is in
 # a launch call is idle "in a launch call"): one colour per cause on the page
-HOST_COLORS = {"launch": CAUSE_COLORS["launch"], "sync": CAUSE_COLORS["sync"], "other": CAUSE_COLORS["other_cuda"]}
+HOST_COLORS = {"launch": LAUNCH_COLOR, "sync": SYNC_COLOR, "other": OTHER_CALL_COLOR}
 HOST_LABELS = {"launch": "host: launch calls", "sync": "host: sync calls", "other": "host: other CUDA calls"}
 
 
@@ -411,72 +361,85 @@ def _bars(ax, xranges: list[tuple[float, float]], yrange: tuple[float, float], c
     ax.autoscale_view()
 
 
+def _device_lanes(ax, device: LaneDevice, y: float, t0: int, span: int, vendor: str | None) -> None:
+    """One device's GPU lanes over its idle gaps (each in its cause's colour) at height ``y``, its
+    process's host calls below them."""
+    scale, _ = _time_unit(span)
+    gaps: dict[str, list] = {}  # one collection per cause, not one per gap (hundreds of artists a step)
+    for gs, ge, cause in device.gaps:
+        gaps.setdefault(cause, []).append(((gs - t0) / scale, (ge - gs) / scale))
+    for cause, bars in gaps.items():  # idle: a thinner band than the GPU's work
+        _bars(ax, bars, (y + 1.2, 0.5), CAUSE_COLORS.get(cause, UNKNOWN_COLOR))
+    for lane, spans in device.gpu_lanes():
+        bars = [((s - t0) / scale, max((e - s) / scale, span / scale / 2000)) for s, e in spans]
+        if bars:
+            _bars(ax, bars, (y + 1.0, 0.9), LANE_COLORS[lane], label=lane)
+    for cat, color in HOST_COLORS.items():
+        bars = [((s - t0) / scale, max((e - s) / scale, span / scale / 2000)) for s, e, c in device.host if c == cat]
+        if bars:
+            _bars(ax, bars, (y, 0.8), color, label=for_vendor(HOST_LABELS[cat], vendor))
+
+
+def _timeline_legend(ax, devices: tuple[LaneDevice, ...], vendor: str | None) -> None:
+    """One entry per lane drawn and per idle cause shaded, none other, beside the plot."""
+    from matplotlib.patches import Patch
+
+    handles, labels = ax.get_legend_handles_labels()
+    uniq = dict(zip(labels, handles))
+    shaded = {cause for device in devices for _, _, cause in device.gaps}  # every cause drawn gets an entry, none other
+    for cause, color in CAUSE_COLORS.items():
+        if cause in shaded:
+            uniq[f"idle: {cause_label(cause, vendor)}"] = Patch(facecolor=color)
+    ax.legend(uniq.values(), uniq.keys(), loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+
+
 @_memo
-def timeline(tl: dict | None, vendor: str | None = None) -> list[tuple[str, str]]:
+def timeline(tl: Timeline | dict | None, vendor: str | None = None) -> list[tuple[str, str]]:
     """Per window (median step, longest step): for each device a GPU lane (kernels,
     collectives, copies, graph replays) over its idle gaps, each in its cause's colour (the idle
     chart's), and under it the host API calls of its process by category, a call in the colour of
     the cause it is. Times from the window's start, in µs, ms or s by its length."""
+    tl = load(Timeline, tl)
     if not tl:
         return []
-    from matplotlib.patches import Patch
-
     out = []
-    for k, w in enumerate(tl["windows"]):
-        devs = w["devices"]
+    for k, w in enumerate(tl.windows):
+        devs = w.devices
         if not devs:
             continue
-        t0, span = w["start"], max(1, w["end"] - w["start"])
+        t0, span = w.start, max(1, w.end - w.start)
         scale, unit = _time_unit(span)
         fig, ax = plt.subplots(figsize=(PLOT, 0.9 + 0.55 * len(devs)))
         yticks, ylabels = [], []
-        for i, d in enumerate(devs):
+        for i, device in enumerate(devs):
             y = (len(devs) - 1 - i) * 2.2
-            gaps: dict[str, list] = {}  # one collection per cause, not one per gap (hundreds of artists a step)
-            for gs, ge, cause in d["gaps"]:
-                gaps.setdefault(cause, []).append(((gs - t0) / scale, (ge - gs) / scale))
-            for cause, bars in gaps.items():  # idle: a thinner band than the GPU's work
-                _bars(ax, bars, (y + 1.2, 0.5), CAUSE_COLORS.get(cause, CAUSE_COLORS["unknown"]))
-            for lane, color in LANE_COLORS.items():
-                bars = [((s - t0) / scale, max((e - s) / scale, span / scale / 2000)) for s, e in d[lane]]
-                if bars:
-                    _bars(ax, bars, (y + 1.0, 0.9), color, label=lane)
-            for cat, color in HOST_COLORS.items():
-                bars = [((s - t0) / scale, max((e - s) / scale, span / scale / 2000)) for s, e, c in d["host"] if c == cat]
-                if bars:
-                    _bars(ax, bars, (y, 0.8), color, label=for_vendor(HOST_LABELS[cat], vendor))
+            _device_lanes(ax, device, y, t0, span, vendor)
             yticks += [y + 1.45, y + 0.4]
-            ylabels += [_label(d["id"], 26), "  host"]
+            ylabels += [_label(device.id, 26), "  host"]
         ax.set_yticks(yticks)
         ax.set_yticklabels(ylabels)
         ax.set_xlim(0, span / scale)
-        ax.set_xlabel(f"{unit} from the start of the span shown ({w['label']})")
-        more = f" (+{w['more_devices']} more devices)" if w.get("more_devices") else ""
-        ax.set_title(f"Timeline: {w['label']}{more}: GPU lanes over idle gaps by cause, host calls below", loc="left")
-        handles, labels = ax.get_legend_handles_labels()
-        uniq = dict(zip(labels, handles))
-        shaded = {cause for d in devs for _, _, cause in d["gaps"]}  # every cause drawn gets an entry, none other
-        for cause in CAUSE_COLORS:
-            if cause in shaded:
-                uniq[f"idle: {cause_label(cause, vendor)}"] = Patch(facecolor=CAUSE_COLORS[cause])
-        ax.legend(uniq.values(), uniq.keys(), loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        ax.set_xlabel(f"{unit} from the start of the span shown ({w.label})")
+        more = f" (+{w.more_devices} more devices)" if w.more_devices else ""
+        ax.set_title(f"Timeline: {w.label}{more}: GPU lanes over idle gaps by cause, host calls below", loc="left")
+        _timeline_legend(ax, devs, vendor)
         out.append((f"timeline-{k}", _svg(fig)))
     return out
 
 
 @_memo
-def serving_load(points: list[dict]) -> str | None:
+def serving_load(points: tuple[LoadPoint, ...] | list[dict]) -> str | None:
     """Running and waiting requests over time (stats lines), KV usage on a second axis."""
-    pts = [p for p in points if p.get("running") is not None]
+    pts = [p for p in load_all(LoadPoint, points) if p.running is not None]
     if len(pts) < 2:
         return None
-    t = [p["t"] for p in pts]
+    t = [p.t for p in pts]
     fig, ax = plt.subplots(figsize=(PLOT, 2.6))
-    ax.plot(t, [p["running"] for p in pts], color=NEUTRAL[0], label="running")
-    ax.plot(t, [p.get("waiting") or 0 for p in pts], color=NEUTRAL[2], linestyle="--", label="waiting")
+    ax.plot(t, [p.running for p in pts], color=NEUTRAL[0], label="running")
+    ax.plot(t, [p.waiting or 0 for p in pts], color=NEUTRAL[2], linestyle="--", label="waiting")
     ax.set_xlabel("seconds since the first stats line")
     ax.set_ylabel("requests")
-    kv = [p.get("kv_usage_pct") for p in pts]
+    kv = [p.kv_usage_pct for p in pts]
     twins = []
     if any(v is not None for v in kv):
         ax2 = ax.twinx()
@@ -492,18 +455,19 @@ def serving_load(points: list[dict]) -> str | None:
 
 
 @_memo
-def tpot_vs_batch(fit: dict | None, budget: float | None) -> str | None:
+def tpot_vs_batch(fit: TpotFit | dict | None, budget: float | None) -> str | None:
     """TPOT against the running batch with the least-squares line and the budget."""
-    if not fit or not fit.get("series"):
+    fit = load(TpotFit, fit)
+    if not fit or not fit.series:
         return None
-    xs = [x for x, _ in fit["series"]]
-    ys = [y for _, y in fit["series"]]
+    xs = [x for x, _ in fit.series]
+    ys = [y for _, y in fit.series]
     fig, ax = plt.subplots(figsize=(PLOT, 2.6))
     ax.scatter(xs, ys, s=10, color=NEUTRAL[0], label="measured")
     line_x = [0, max(xs) * 1.05]
-    if fit.get("model", True):  # a rejected fit (negative slope, low r², few points) is not drawn as a model
-        ax.plot(line_x, [fit["a_ms"] + fit["b_ms_per_seq"] * x for x in line_x], color=NEUTRAL[1],
-                label=f"fit: {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} x B ms (r² {fit['r2']:.2f})")
+    if fit.model:  # a rejected fit (negative slope, low r², few points) is not drawn as a model
+        ax.plot(line_x, [fit.a_ms + fit.b_ms_per_seq * x for x in line_x], color=NEUTRAL[1],
+                label=f"fit: {fit.a_ms:.2f} + {fit.b_ms_per_seq:.3f} x B ms (r² {fit.r2:.2f})")
     if budget:
         ax.axhline(budget, color=NEUTRAL[2], linestyle="--", label=f"budget {budget:g} ms")
     ax.set_xlabel("running sequences (batch)")
@@ -513,33 +477,42 @@ def tpot_vs_batch(fit: dict | None, budget: float | None) -> str | None:
     return _svg(fig)
 
 
-def serving_charts(analysis, store=None) -> list[tuple[str, str]]:
-    srv = analysis.data.get("serving")
-    if not srv:
+TPOT_BUDGETS = ("tpot_p95_ms", "tpot_p99_ms", "tpot_p90_ms")  # the --slo budget the TPOT chart draws, first set
+
+
+def serving_charts(analysis, store=None, record: AnalysisRecord | None = None) -> list[tuple[str, str]]:
+    """The serving section's charts (``record``: the analysis's record when the caller read it already)."""
+    record = record or read_analysis(analysis.data)
+    if not record.serving:
         return []
-    slo = analysis.data.get("slo") or {}
-    budget = slo.get("tpot_p95_ms") or slo.get("tpot_p99_ms") or slo.get("tpot_p90_ms")
-    charts = [("serving_load", serving_load((analysis.series.get("serving") or {}).get("stats") or [], store=store)),
-              ("tpot_fit", tpot_vs_batch(srv.get("tpot_fit"), budget, store=store))]
+    budget = next((record.slo[name] for name in TPOT_BUDGETS if record.slo.get(name)), None)
+    series = load(AnalysisSeries, analysis.series or {})
+    charts = [("serving_load", serving_load(series.serving.stats if series.serving else (), store=store)),
+              ("tpot_fit", tpot_vs_batch(record.serving.tpot_fit, budget, store=store))]
     return [(k, v) for k, v in charts if v]
 
 
-def all_charts(analysis, store=None) -> list[tuple[str, str]]:
-    """The report's charts, each kept in ``store`` (the analysis cache; None: drawn every time)."""
-    data, series = analysis.data, analysis.series
-    window = (data.get("window") or {}).get("duration_ns") or 1
-    vendor = (data.get("capture_kind") or {}).get("vendor")
+def _idle_worth_a_picture(devices: tuple[Device, ...]) -> bool:
+    """Idle time is drawn by cause where it is at least 5% of some device's window."""
+    return any(100.0 * d.gaps.total_ns / (d.window_ns or 1) >= 5 for d in devices)
+
+
+def all_charts(analysis, store=None, record: AnalysisRecord | None = None) -> list[tuple[str, str]]:
+    """The report's charts, each kept in ``store`` (the analysis cache; None: drawn every time);
+    ``record`` is the analysis's record when the caller read it already."""
+    record = record or read_analysis(analysis.data)
+    series = load(AnalysisSeries, analysis.series or {})
+    window = (record.window.duration_ns if record.window else None) or 1
+    vendor, devices = record.capture_kind.vendor, record.devices
     charts = [
-        *timeline(series.get("timeline"), vendor, store=store),
-        ("busy", busy_over_time(series.get("busy", {}), window, store=store)),
-        ("accounting", window_accounting(data["devices"], store=store)),
-        # idle by cause only where idle time is worth a picture (>= 5% of some device's window)
-        ("idle", idle_by_cause(data["devices"], vendor, store=store)
-         if any(100.0 * d["gaps"]["total_ns"] / (d["window_ns"] or 1) >= 5 for d in data["devices"]) else None),
-        ("steps", step_durations(series.get("steps", {}), store=store)),
-        ("collectives", collective_share(data["devices"], store=store)),
+        *timeline(series.timeline, vendor, store=store),
+        ("busy", busy_over_time(series.busy, window, store=store)),
+        ("accounting", window_accounting(devices, store=store)),
+        ("idle", idle_by_cause(devices, vendor, store=store) if _idle_worth_a_picture(devices) else None),
+        ("steps", step_durations(series.steps, store=store)),
+        ("collectives", collective_share(devices, store=store)),
         # the top-kernels table below says it all: no chart repeating it
-        ("hot_frames", hot_frames(data.get("hot_frames", []), store=store)),
+        ("hot_frames", hot_frames(record.hot_frames, store=store)),
     ]
     return [(k, v) for k, v in charts if v]
 

@@ -14,6 +14,7 @@ import re
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
+from tracetriage.records.analysis import read as read_analysis
 from tracetriage.reports.charts import all_charts, serving_charts
 from tracetriage.reports.roofline import roofline_chart
 from tracetriage.reports.view import report_view
@@ -150,10 +151,11 @@ def render_html(analysis, store=None, view=None) -> str:
     """The HTML report: the ReportView (``view`` when the caller built it already) and the charts, drawn
     from the analysis's series; charts and the compiled template kept in ``store`` (the analysis cache)
     when given."""
-    charts = [(name, Markup(svg)) for name, svg in all_charts(analysis, store)]
-    extra = [(name, Markup(svg)) for name, svg in serving_charts(analysis, store)]
-    roof = roofline_chart(analysis.data.get("efficiency"), store=store)
-    return environment(store).get_template("report.html.j2").render(v=view or report_view(analysis), charts=charts,
+    record = read_analysis(analysis.data)  # the contract read once, for the charts and the view
+    charts = [(name, Markup(svg)) for name, svg in all_charts(analysis, store, record)]
+    extra = [(name, Markup(svg)) for name, svg in serving_charts(analysis, store, record)]
+    roof = roofline_chart(record.efficiency, store=store)
+    return environment(store).get_template("report.html.j2").render(v=view or report_view(analysis, record), charts=charts,
                                                                      serving_charts=extra,
                                                                      roofline=Markup(roof) if roof else None)
 

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import hashlib
 
+from tracetriage.contract import load_all
+from tracetriage.records.trace import Device
 from tracetriage.wording import for_vendor
 
-# idle causes, in the order the analysis attributes them (analyzers/timeline.py)
+# idle causes, in the order the analysis attributes them (analyzers/timeline.py); the host calls of the
+# timeline take the colour of the cause they are
+SYNC_COLOR, LAUNCH_COLOR, OTHER_CALL_COLOR, UNKNOWN_COLOR = "#7b2cbf", "#e4572e", "#f3a712", "#aaaaaa"
 CAUSE_COLORS = {
-    "sync": "#7b2cbf", "memcpy_sync": "#c77dff", "launch": "#e4572e", "other_cuda": "#f3a712",
-    "host": "#29335c", "unknown": "#aaaaaa",
+    "sync": SYNC_COLOR, "memcpy_sync": "#c77dff", "launch": LAUNCH_COLOR, "other_cuda": OTHER_CALL_COLOR,
+    "host": "#29335c", "unknown": UNKNOWN_COLOR,
 }
 CAUSE_LABELS = {
     "sync": "inside a sync", "memcpy_sync": "in a synchronous copy", "launch": "in a launch call",
@@ -24,9 +28,10 @@ CAUSE_LABELS = {
 }
 
 # what the GPU is doing (timeline lanes, the accounting bar's unclaimed busy time)
+KERNELS_COLOR, COLLECTIVES_COLOR, UNCLAIMED_COLOR = "#2a9d8f", "#588157", "#d9d9d9"
 ACTIVITY_COLORS = {
-    "kernels": "#2a9d8f", "collectives": "#588157", "copies": "#a23b72", "graphs": "#3f88c5",
-    "unclaimed": "#d9d9d9",
+    "kernels": KERNELS_COLOR, "collectives": COLLECTIVES_COLOR, "copies": "#a23b72", "graphs": "#3f88c5",
+    "unclaimed": UNCLAIMED_COLOR,
 }
 
 # findings, keyed by id: fixed, so a finding keeps its colour from one report to the next
@@ -50,7 +55,7 @@ def finding_color(finding_id: str) -> str:
 
 
 def cause_color(cause: str) -> str:
-    return CAUSE_COLORS.get(cause, CAUSE_COLORS["unknown"])
+    return CAUSE_COLORS.get(cause, UNKNOWN_COLOR)
 
 
 def cause_label(cause: str, vendor: str | None = None) -> str:
@@ -61,13 +66,13 @@ def cause_label(cause: str, vendor: str | None = None) -> str:
 
 
 
-def claim_columns(devices: list[dict]) -> dict[str, str]:
+def claim_columns(devices: tuple[Device, ...] | list[Device] | list[dict]) -> dict[str, str]:
     """The findings that claim a slice of some device's window, each with its colour, in one order for
     the accounting table and its bar chart: device by device, each device's claims largest first, a
-    finding placed where it first claims."""
+    finding placed where it first claims (device records, or their contract dicts)."""
     columns: dict[str, str] = {}
-    for device in devices:
-        claims = (device.get("accounting") or {}).get("claims_pct") or {}
+    for device in load_all(Device, devices):
+        claims = device.accounting.claims_pct if device.accounting else {}
         for finding_id, _ in sorted(claims.items(), key=lambda item: -item[1]):
             columns.setdefault(finding_id, finding_color(finding_id))
     return columns

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tracetriage.wording import as_text, count, fixed, ms, plural
+from tracetriage.contract import load
+from tracetriage.records.serving import BenchPoint, Latency, LengthStats, LittlesLaw, Requests, Serving, TpotFit
+from tracetriage.records.side import HostProfile, NcclLog, Topology
+from tracetriage.wording import as_text, count, fixed, ms, plural, slo_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,191 +233,170 @@ def _link_speed(link: str) -> str:
     return "slow" if link in ("SYS", "NODE", "PHB") else ""
 
 
-def topology_view(topo: dict | None) -> TopologyView | None:
+def _topology_row(topo: Topology, gpu: int) -> TopologyRow:
+    """One GPU's row: its link to every GPU (``X`` to itself, ``?`` where the matrix has none), NUMA node, CPU affinity."""
+    links, numa, index = topo.links[f"GPU{gpu}"], topo.numa, str(gpu)
+    return TopologyRow(
+        gpu=f"GPU{gpu}",
+        links=tuple(LinkCell(link, _link_speed(link))
+                    for link in (links.get(f"GPU{other}", "X" if gpu == other else "?") for other in topo.gpus)),
+        numa=("N/A" if numa[index] is None else str(numa[index])) if index in numa else "",
+        cpu_affinity=as_text(topo.cpu_affinity[index]) if index in topo.cpu_affinity else "")
+
+
+def topology_view(topo: Topology | None) -> TopologyView | None:
     if not topo:
         return None
-    gpus = topo["gpus"]
-    rows = []
-    for a in gpus:
-        links = topo["links"][f"GPU{a}"]
-        numa = topo["numa"]
-        rows.append(TopologyRow(
-            gpu=f"GPU{a}",
-            links=tuple(LinkCell(link, _link_speed(link))
-                        for link in (links.get(f"GPU{b}", "X" if a == b else "?") for b in gpus)),
-            numa=("N/A" if numa[str(a)] is None else str(numa[str(a)])) if str(a) in numa else "",
-            cpu_affinity=as_text(topo["cpu_affinity"][str(a)]) if str(a) in topo["cpu_affinity"] else ""))
+    gpus = topo.gpus
     return TopologyView(
-        path=as_text(topo["path"]), gpu_labels=tuple(f"GPU{g}" for g in gpus), gpus=plural(len(gpus), "GPU"),
-        nics=plural(topo["nics"], "NIC"), islands=str(topo["islands"]), island_list=tuple(str(i) for i in topo["islands"]),
-        numa=", ".join(f"GPU{g}:{'N/A' if n is None else n}" for g, n in topo["numa"].items()),
-        crossing_groups=tuple(CrossingGroupView(as_text(g["group"]), as_text(g["islands_spanned"]), as_text(g["worst_link"]))
-                              for g in topo["crossing_groups"]),
-        recommendation=topo.get("recommendation") or None, rows=tuple(rows))
+        path=as_text(topo.path), gpu_labels=tuple(f"GPU{g}" for g in gpus), gpus=plural(len(gpus), "GPU"),
+        nics=plural(topo.nics, "NIC"), islands=str(topo.islands), island_list=tuple(str(i) for i in topo.islands),
+        numa=", ".join(f"GPU{g}:{'N/A' if n is None else n}" for g, n in topo.numa.items()),
+        crossing_groups=tuple(CrossingGroupView(as_text(g.group), as_text(g.islands_spanned), as_text(g.worst_link))
+                              for g in topo.crossing_groups),
+        recommendation=topo.recommendation or None, rows=tuple(_topology_row(topo, gpu) for gpu in gpus))
 
 
-def nccl_view(log: dict) -> NcclLogView:
-    tests = log["tests"]
+def nccl_view(log: NcclLog) -> NcclLogView:
+    tests = log.tests
     return NcclLogView(
-        path=as_text(log["path"]), library=as_text(log["library"]), version=log["version"] or None,
-        nccl_lines=count(log["nccl_lines"]),
-        communicators=tuple(CommunicatorView(as_text(c["comm"]), as_text(c["nranks"]),
-                                             "?" if c["nnodes"] is None else str(c["nnodes"]), as_text(c["ranks_seen"]),
-                                             as_text(c["init_complete"]), ", ".join(map(str, c.get("cuda_devs") or [])))
-                            for c in log["communicators"]),
-        transports=", ".join(f"{k} {n}" for k, n in log["transports"].items()),
-        transports_dict=str(log["transports"]),  # as the Markdown page has always printed them
-        gdrdma=as_text(log["gdrdma_connections"]),
-        slow_paths=tuple(SlowPathView(as_text(hop["from_dev"]), as_text(hop["to_dev"]), as_text(hop["via"]))
-                         for hop in log["intra_node_slow_paths"]),
-        warning_count=str(len(log["warnings"])),
-        warnings=tuple(NcclWarningView(as_text(w.get("time") or ""), as_text(w["host"]), as_text(w["pid"]),
-                                       as_text(w["cuda_dev"]),
-                                       as_text(w.get("location") or ""), as_text(w["message"])) for w in log["warnings"]),
-        tests=NcclTestsView(as_text(tests["name"] or ""), as_text(tests["rows"]), as_text(tests["ranks"]),
-                            as_text(tests["max_busbw"]),
-                            as_text(tests["avg_busbw"]), bool(tests["avg_busbw"])) if tests["rows"] else None)
+        path=as_text(log.path), library=as_text(log.library), version=log.version or None,
+        nccl_lines=count(log.nccl_lines),
+        communicators=tuple(CommunicatorView(as_text(c.comm), as_text(c.nranks),
+                                             "?" if c.nnodes is None else str(c.nnodes), as_text(c.ranks_seen),
+                                             as_text(c.init_complete), ", ".join(map(str, c.cuda_devs)))
+                            for c in log.communicators),
+        transports=", ".join(f"{k} {n}" for k, n in log.transports.items()),
+        transports_dict=str(log.transports),  # as the Markdown page has always printed them
+        gdrdma=as_text(log.gdrdma_connections),
+        slow_paths=tuple(SlowPathView(as_text(hop.from_dev), as_text(hop.to_dev), as_text(hop.via))
+                         for hop in log.intra_node_slow_paths),
+        warning_count=str(len(log.warnings)),
+        warnings=tuple(NcclWarningView(as_text(w.time or ""), as_text(w.host), as_text(w.pid), as_text(w.cuda_dev),
+                                       as_text(w.location or ""), as_text(w.message)) for w in log.warnings),
+        tests=NcclTestsView(as_text(tests.name or ""), as_text(tests.rows), as_text(tests.ranks), as_text(tests.max_busbw),
+                            as_text(tests.avg_busbw), bool(tests.avg_busbw)) if tests.rows else None)
 
 
-def serving_view(srv: dict | None) -> ServingView | None:
+def _stats_view(srv: Serving) -> StatsView | None:
+    stats = srv.stats
+    if not stats:
+        return None
+    return StatsView(as_text(stats.samples), as_text(stats.running_mean), as_text(stats.running_max),
+                     as_text(stats.waiting_mean), as_text(stats.waiting_max), as_text(stats.waiting_share_pct),
+                     as_text(stats.kv_usage_p50), as_text(stats.kv_usage_max), as_text(stats.gen_tps_mean))
+
+
+def serving_view(srv: Serving | None) -> ServingView | None:
     """The serving section: latency percentiles (client and server side), Little's law, the sweep,
     each --slo budget checked."""
-    from tracetriage.wording import slo_text
-
     if not srv:
         return None
-    stats = srv.get("stats")
     return ServingView(
-        captures=tuple(ServingCaptureView(as_text(c["path"]), as_text(c["kind"])) for c in srv["captures"]),
-        engine=srv.get("engine") or None,
-        version=srv.get("version") or None, config=tuple(f"{k}={value}" for k, value in (srv.get("config") or {}).items()),
-        stats=StatsView(*(as_text(stats[k]) for k in ("samples", "running_mean", "running_max", "waiting_mean", "waiting_max",
-                                                    "waiting_share_pct", "kv_usage_p50", "kv_usage_max", "gen_tps_mean")))
-        if stats else None,
-        latency_rows=_latency_rows(srv.get("latency") or {}), slo=tuple(slo_text(c) for c in srv.get("slo_checks") or []),
-        littles_law=_littles_law(srv.get("littles_law") or {}), fit=_tpot_fit(srv.get("tpot_fit")),
-        sweep=tuple(_sweep_row(point) for point in (srv.get("bench") or [])[:30]),
-        replicas=tuple(ReplicaView(*(as_text(r[k]) if k in r else "" for k in ("replica", "running", "waiting", "kv_usage_pct")))
-                       for r in (srv.get("replicas") or [])[:32]),
-        warnings=tuple(as_text(w) for w in srv.get("warnings") or []),
-        engine_defaults=_engine_defaults(srv.get("engine_defaults")), requests=_requests(srv.get("requests")),
-        cross_checks=tuple(as_text(sentence) for sentence in srv.get("cross_checks") or []))
+        captures=tuple(ServingCaptureView(as_text(c.path), as_text(c.kind)) for c in srv.captures),
+        engine=srv.engine or None,
+        version=srv.version or None, config=tuple(f"{k}={value}" for k, value in srv.config.items()),
+        stats=_stats_view(srv),
+        latency_rows=_latency_rows(srv.latency), slo=tuple(slo_text(check) for check in srv.slo_checks),
+        littles_law=_littles_law(srv.littles_law), fit=_tpot_fit(srv.tpot_fit),
+        sweep=tuple(_sweep_row(point) for point in srv.bench[:30]),
+        replicas=tuple(ReplicaView(as_text(r.replica), as_text(r.running), as_text(r.waiting), as_text(r.kv_usage_pct))
+                       for r in srv.replicas[:32]),
+        warnings=tuple(as_text(w) for w in srv.warnings),
+        engine_defaults=tuple(as_text(feature.text) for feature in srv.engine_defaults.features.values())
+        if srv.engine_defaults else (),
+        requests=_requests(srv.requests),
+        cross_checks=tuple(as_text(sentence) for sentence in srv.cross_checks))
 
 
-def _engine_defaults(block: dict | None) -> tuple[str, ...]:
-    """Each feature the engine ran with, in words with where its value comes from (its ``text``)."""
-    if not block:
-        return ()
-    return tuple(as_text(feature["text"]) for feature in (block.get("features") or {}).values())
-
-
-def length_summary(stats: dict, unit: str = "") -> str:
+def length_summary(stats: LengthStats | dict, unit: str = "") -> str:
     """A per-request length distribution in words: ``mean 552.3, p50 494, p90 890, p99 1,451{unit} over
-    998 requests`` (the percentiles it has)."""
-    figures = ", ".join(f"{key} {stats[key]:,.0f}" for key in ("p50", "p90", "p99") if stats.get(key) is not None)
-    return f"mean {stats['mean']:,.1f}" + (f", {figures}" if figures else "") + f"{unit} over {stats['n']:,} requests"
+    998 requests`` (the percentiles it has). Takes the record or its contract dict."""
+    stats = load(LengthStats, stats)
+    figures = ", ".join(f"{name} {value:,.0f}" for name, value in (("p50", stats.p50), ("p90", stats.p90), ("p99", stats.p99))
+                        if value is not None)
+    return f"mean {stats.mean:,.1f}" + (f", {figures}" if figures else "") + f"{unit} over {stats.n:,} requests"
 
 
-def _requests(block: dict | None) -> tuple[str, ...]:
+def _requests(block: Requests | None) -> tuple[str, ...]:
     """The traffic's shape per request: input and output tokens, failures and finish reasons, one line each."""
     if not block:
         return ()
-    lines = []
-    for name in ("input", "output"):
-        stats = block.get(name)
-        if stats:
-            lines.append(f"{name} tokens per request: {length_summary(stats)} ({as_text(block.get('source'))})")
-    if block.get("failed") is not None and block.get("sent"):
-        lines.append(f"failed requests: {block['failed']:,} of {block['sent']:,} sent")
-    if block.get("finish_reasons"):
-        lines.append("finished by reason: " + ", ".join(f"{as_text(reason)} {count:,}"
-                                                        for reason, count in block["finish_reasons"].items()))
+    lines = [f"{name} tokens per request: {length_summary(stats)} ({as_text(block.source)})"
+             for name, stats in (("input", block.input), ("output", block.output)) if stats]
+    if block.failed is not None and block.sent:
+        lines.append(f"failed requests: {block.failed:,} of {block.sent:,} sent")
+    if block.finish_reasons:
+        lines.append("finished by reason: " + ", ".join(f"{as_text(reason)} {n:,}" for reason, n in block.finish_reasons.items()))
     return tuple(lines)
 
 
-def _latency_rows(latency: dict) -> tuple[LatencyRow, ...]:
+def _quantile_text(quantile) -> str:
+    """A server histogram's quantile: ``n/a`` when empty, ``>`` before a lower bound (the +Inf bucket)."""
+    return "n/a" if not quantile else (">" if quantile.lower_bound else "") + ms(quantile.value_ms)
+
+
+def _latency_rows(latency: Latency) -> tuple[LatencyRow, ...]:
     """The client benchmark's percentiles, then the server's /metrics histograms (``>`` a lower bound)."""
     rows = []
-    for metric, c in latency.get("client", {}).items():
+    for metric, client in latency.client.items():
         if metric == "record":
             continue
-        rows.append(LatencyRow(metric.upper(), "client (benchmark)", ms(c.get("median") or c.get("p50")), ms(c.get("p99")),
-                               ms(c.get("mean")), f"max {ms(c['max'])}" if c.get("max") else ""))
-    for metric, h in latency.get("server", {}).items():
-        def q(name, h=h):
-            x = h.get(name)
-            return "n/a" if not x else (">" if x["lower_bound"] else "") + ms(x["value_ms"])
-        res = [f"{k} ±{h[k]['resolution_ms']:g} ms" for k in ("p50", "p99") if h.get(k) and h[k].get("resolution_ms")]
-        rows.append(LatencyRow(metric.upper(), "server (/metrics histogram)", q("p50"), q("p99"), ms(h.get("mean_ms")),
-                               f"{h['count']:,.0f} requests; bucket resolution " + (", ".join(res) if res else "n/a")))
+        rows.append(LatencyRow(metric.upper(), "client (benchmark)", ms(client.median or client.p50), ms(client.p99),
+                               ms(client.mean), f"max {ms(client.max)}" if client.max else ""))
+    for metric, histogram in latency.server.items():
+        res = [f"{name} ±{quantile.resolution_ms:g} ms" for name, quantile in (("p50", histogram.p50), ("p99", histogram.p99))
+               if quantile and quantile.resolution_ms]
+        rows.append(LatencyRow(metric.upper(), "server (/metrics histogram)", _quantile_text(histogram.p50),
+                               _quantile_text(histogram.p99), ms(histogram.mean_ms),
+                               f"{histogram.count:,.0f} requests; bucket resolution " + (", ".join(res) if res else "n/a")))
     return tuple(rows)
 
 
-def _littles_law(law: dict) -> str | None:
+def _littles_law(law: LittlesLaw) -> str | None:
     """Little's law on the serving figures: arrival rate against capacity, requests in the system."""
     parts = []
-    if law.get("arrival_rate_rps") is not None:
-        parts.append(f"arrival {law['arrival_rate_rps']:g} req/s vs capacity {law['capacity_rps']:g} req/s")
-    if law.get("in_system") is not None:
-        parts.append(f"requests in the system L = {law['in_system']:g}"
-                     + (f" = throughput x time in system ({law['time_in_system_s']:g} s)" if law.get("time_in_system_s") else ""))
-    return "Little's law (L = λ·W): " + "; ".join(parts) + f" — {law.get('source')}" if parts else None
+    if law.arrival_rate_rps is not None:
+        parts.append(f"arrival {law.arrival_rate_rps:g} req/s vs capacity {law.capacity_rps:g} req/s")
+    if law.in_system is not None:
+        parts.append(f"requests in the system L = {law.in_system:g}"
+                     + (f" = throughput x time in system ({law.time_in_system_s:g} s)" if law.time_in_system_s else ""))
+    return "Little's law (L = λ·W): " + "; ".join(parts) + f" — {law.source}" if parts else None
 
 
-def _tpot_fit(fit: dict | None) -> str | None:
+def _tpot_fit(fit: TpotFit | None) -> str | None:
     """TPOT against the running batch: the line fitted, or why there is none."""
     if not fit:
         return None
-    if fit.get("model", True):
-        return (f"TPOT = {fit['a_ms']:.2f} ms + {fit['b_ms_per_seq']:.3f} ms x running (r² {fit['r2']:.2f}, "
-                f"{fit['points']} points, {fit['source']})")
-    return f"TPOT against the running batch: no model ({fit['rejected']}; {fit['points']} points, {fit['source']})"
+    if fit.model:
+        return (f"TPOT = {fit.a_ms:.2f} ms + {fit.b_ms_per_seq:.3f} ms x running (r² {fit.r2:.2f}, "
+                f"{fit.points} points, {fit.source})")
+    return f"TPOT against the running batch: no model ({fit.rejected}; {fit.points} points, {fit.source})"
 
 
-def _sweep_row(point: dict) -> SweepRow:
-    rate = point.get("request_rate")
+def _sweep_row(point: BenchPoint) -> SweepRow:
+    rate = point.request_rate
     return SweepRow(rate="inf" if isinstance(rate, float) and rate == float("inf") else as_text(rate),
-                    concurrency=None if point.get("max_concurrency") is None else as_text(point["max_concurrency"]),
-                    throughput=fixed(point.get("request_throughput") or None, 2), ttft=ms(point.get("mean_ttft_ms")),
-                    tpot=ms(point.get("mean_tpot_ms")), itl_p99=ms(point.get("p99_itl_ms")), group=point.get("group") or "")
+                    concurrency=None if point.max_concurrency is None else as_text(point.max_concurrency),
+                    throughput=fixed(point.request_throughput or None, 2), ttft=ms(point.mean_ttft_ms),
+                    tpot=ms(point.mean_tpot_ms), itl_p99=ms(point.p99_itl_ms), group=point.group or "")
 
 
-def host_profile_view(profile: dict | None) -> HostProfileView | None:
+def host_profile_view(profile: HostProfile | None) -> HostProfileView | None:
     if not profile:
         return None
-    snapshot = profile.get("snapshot") or []
-    active = [x for x in snapshot if not x["idle"]]
+    active = [thread for thread in profile.snapshot if not thread.idle]
     frames: dict[str, int] = {}
     for thread in active:
-        frames[thread["frame"]] = frames.get(thread["frame"], 0) + 1
+        frames[thread.frame] = frames.get(thread.frame, 0) + 1
     summary = None
     if active:
         frame, n = max(frames.items(), key=lambda kv: kv[1])
         summary = f"{n} of {len(active)} active threads are in {frame}"
     return HostProfileView(
-        samples=count(profile["total_samples"]), idle_samples=count(profile["idle_samples"]),
-        captures=tuple(ProfileCaptureView(as_text(c["path"]), as_text(c["format"]), plural(c["threads"], "thread"),
-                                          as_text(c["idle_threads"])) for c in profile["captures"]),
+        samples=count(profile.total_samples), idle_samples=count(profile.idle_samples),
+        captures=tuple(ProfileCaptureView(as_text(c.path), as_text(c.format), plural(c.threads, "thread"),
+                                          as_text(c.idle_threads)) for c in profile.captures),
         snapshot_summary=summary,
-        threads=tuple(ThreadView(as_text(x["pid"] or "?"), x["process"][:40], as_text(x["thread"]),
-                                 "idle" if x["idle"] else "active",
-                                 as_text(x["frame"]), as_text(x["caller"])) for x in snapshot[:16]))
-
-
-@dataclass(frozen=True, slots=True)
-class NotMeasuredView:
-    """A kernel class whose efficiency was not measured, and how to capture it."""
-    what: str
-    share_pct: str | None
-    reason: str
-    capture_hint: str
-
-
-def not_measured_views(items: list[dict]) -> tuple[NotMeasuredView, ...]:
-    """The efficiency analyses not measured; a capture that decides several is written once, at the first."""
-    first = {}
-    for item in items:
-        first.setdefault(item["capture_hint"], item["what"])
-    return tuple(NotMeasuredView(item["what"], fixed(item.get("share_pct"), 0), item["reason"], item["capture_hint"]
-                                 if first[item["capture_hint"]] == item["what"] else
-                                 f"the same as for {first[item['capture_hint']]} above") for item in items)
+        threads=tuple(ThreadView(as_text(x.pid or "?"), x.process[:40], as_text(x.thread), "idle" if x.idle else "active",
+                                 as_text(x.frame), as_text(x.caller)) for x in profile.snapshot[:16]))

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # utilities (thread pools, allocator tuning, sort order, the version). Every layer may use them.
 NEUTRAL = {"tracetriage", "tracetriage.__version__", "tracetriage.codeversion", "tracetriage.model",
            "tracetriage.errors", "tracetriage.threads", "tracetriage.memory", "tracetriage.order",
-           "tracetriage.captured", "tracetriage.wording", "tracetriage.casenames"}
+           "tracetriage.captured", "tracetriage.wording", "tracetriage.casenames", "tracetriage.contract",
+           "tracetriage.records"}
 
 # What each layer may import besides itself and NEUTRAL.
 ALLOWED = {
