@@ -72,6 +72,19 @@ def archive(root: Path, n: int) -> Path:
     return out
 
 
+PROGRESS_S = 60  # seconds between the progress lines a run prints to stderr
+
+
+def _progress(out: Path, elapsed: float, rss_mb: dict, load: float) -> None:
+    """One stderr line while a batch runs: cases finished so far (their summary parts, staged or pushed),
+    each process's resident memory now, and the 1-minute load average: how memory grows with the cases
+    within one run."""
+    done = sum(1 for _ in (out / "summary").glob("part-*.parquet")) if (out / "summary").is_dir() else 0
+    memory = " / ".join(f"{rss_mb[name]:.0f}" for name in ("client", "scheduler", "workers"))
+    print(f"  {elapsed:7.0f} s  {done:6d} cases  RSS client / scheduler / workers {memory} MB  load {load:.1f}",
+          file=sys.stderr, flush=True)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -146,13 +159,17 @@ def run_dask(nights: Path, out: Path, workers: int) -> dict:
                                   stdout=subprocess.DEVNULL, stderr=errors)
         peak = {"client": 0.0, "scheduler": 0.0, "workers": 0.0}
         handle = psutil.Process(client.pid)
+        loads, next_progress = [os.getloadavg()[0]], t0 + PROGRESS_S
         while True:
             pid, status, usage = os.wait4(client.pid, os.WNOHANG)  # the client's own rusage once it ends
             if pid:
                 break
-            peak["client"] = max(peak["client"], _rss_mb(_tree(handle)))
-            peak["scheduler"] = max(peak["scheduler"], _rss_mb(_tree(sched)))
-            peak["workers"] = max(peak["workers"], _rss_mb(_tree(work)))
+            now = {"client": _rss_mb(_tree(handle)), "scheduler": _rss_mb(_tree(sched)), "workers": _rss_mb(_tree(work))}
+            peak = {name: max(peak[name], now[name]) for name in peak}
+            if time.perf_counter() >= next_progress:
+                next_progress += PROGRESS_S
+                loads.append(os.getloadavg()[0])
+                _progress(out, time.perf_counter() - t0, now, loads[-1])
             time.sleep(0.25)
         wall = time.perf_counter() - t0
         client.returncode = os.waitstatus_to_exitcode(status)
@@ -175,7 +192,8 @@ def run_dask(nights: Path, out: Path, workers: int) -> dict:
             "case_cpu_s": round(sum(r.get("cpu_seconds") or 0 for r in records) / max(1, cases), 3),
             "all_cpu_per_case_s": round((client_cpu + cpu_end - cpu_before) / max(1, cases), 3),
             "client_cpu_s": round(client_cpu, 1), "peak_mb": {k: round(v) for k, v in peak.items()},
-            "exit": client.returncode, "batch_note": stderr.strip().splitlines()[:1]}
+            "exit": client.returncode, "batch_note": stderr.strip().splitlines()[:1],
+            "load_average_1min": {"min": min(loads), "mean": round(sum(loads) / len(loads), 1), "max": max(loads)}}
 
 
 def run_trend(batch_dir: Path) -> dict:
