@@ -243,12 +243,14 @@ def run_dask(requests: list[CaseRequest], client, limits: Limits):
         futures[future.key] = (future, request)
     try:
         for future in as_completed([future for future, _ in futures.values()]):
+            request = futures.pop(future.key)[1]
             try:
-                yield future.result()
+                record = future.result()
             except Exception as exc:  # noqa: BLE001 - KilledWorker, a lost scheduler: the case failed, the rest go on
-                request = futures[future.key][1]
                 reason = " ".join(str(exc).split()).split(". ")[0][:300] or type(exc).__name__  # Dask's first sentence
-                yield CaseRecord.failed(request.spec, request.options, f"{request.spec.label}: worker died while analyzing "
-                                        f"it: likely out of memory (Dask: {type(exc).__name__}: {reason})")
+                record = CaseRecord.failed(request.spec, request.options, f"{request.spec.label}: worker died while "
+                                           f"analyzing it: likely out of memory (Dask: {type(exc).__name__}: {reason})")
+            future.release()  # its record read: the Dask worker frees it (held to the end, the workers grew with the cases)
+            yield record
     finally:
         client.cancel([future for future, _ in futures.values()])
