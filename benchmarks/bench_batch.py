@@ -15,6 +15,8 @@ CPU spent by the client, scheduler and workers together, divided by the cases.
 
 ``--reports-cpu K``: the first K nights also analyzed on local workers with ``--reports all`` and
 with ``--reports none``: the mean CPU per case of each (what a tables-only run saves).
+
+``--futures-check N``: only :func:`futures_check` (what a Dask worker keeps while the client holds futures).
 """
 
 from __future__ import annotations
@@ -219,13 +221,45 @@ def reports_cpu(nights: Path, k: int, work: Path) -> dict:
     return out
 
 
+def _record_like(i: int) -> dict:
+    """A result the size of a case's record (its 120 trend kernels)."""
+    return {"case_id": f"c{i}", "kernels": [{"name": f"kernel_{i}_{k}", "ms_per_step": k * 0.1} for k in range(120)]}
+
+
+def futures_check(tasks: int) -> dict:
+    """What a Dask worker keeps of results whose futures the client still holds: ``tasks`` tasks on
+    one local Dask worker, their futures held to the end and released as they are read (as
+    ``batch_pool.run_dask`` does): the worker's RSS growth each way."""
+    import psutil
+    from dask.distributed import Client, LocalCluster, as_completed
+
+    out = {}
+    for mode in ("held", "released"):
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+                Client(cluster) as client:
+            client.submit(_record_like, -1).result()
+            before = sum(client.run(lambda: psutil.Process().memory_info().rss).values())
+            futures = {future.key: future for future in (client.submit(_record_like, i, pure=False) for i in range(tasks))}
+            for future in as_completed(list(futures.values())):
+                future.result()
+                if mode == "released":
+                    futures.pop(future.key).release()
+            after = sum(client.run(lambda: psutil.Process().memory_info().rss).values())
+            out[mode] = f"{before / 2**20:.0f} -> {after / 2**20:.0f} MB"
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--root", type=Path, default=Path("/tmp/tracetriage-bench-batch"))
     parser.add_argument("--reports-cpu", type=int, default=0, metavar="K")
+    parser.add_argument("--futures-check", type=int, default=0, metavar="N", help="only the held/released futures check")
     args = parser.parse_args(argv)
+    if args.futures_check:
+        print(json.dumps({"dask_worker_rss_after_tasks": futures_check(args.futures_check)}), flush=True)
+        return 0
     results = {}
     for n in args.cases:
         nights = archive(args.root, n)
