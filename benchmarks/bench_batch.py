@@ -15,6 +15,8 @@ CPU spent by the client, scheduler and workers together, divided by the cases.
 
 ``--reports-cpu K``: the first K nights also analyzed on local workers with ``--reports all`` and
 with ``--reports none``: the mean CPU per case of each (what a tables-only run saves).
+
+``--futures-check N``: only :func:`futures_check` (what a Dask worker keeps while the client holds futures).
 """
 
 from __future__ import annotations
@@ -70,6 +72,19 @@ def archive(root: Path, n: int) -> Path:
     (out / "complete").write_text(f"{n} nights, eager from night {switch}\n")
     print(f"made {n} nights in {time.perf_counter() - t0:.0f} s into {out}", file=sys.stderr)
     return out
+
+
+PROGRESS_S = 60  # seconds between the progress lines a run prints to stderr
+
+
+def _progress(out: Path, elapsed: float, rss_mb: dict, load: float) -> None:
+    """One stderr line while a batch runs: cases finished so far (their summary parts, staged or pushed),
+    each process's resident memory now, and the 1-minute load average: how memory grows with the cases
+    within one run."""
+    done = sum(1 for _ in (out / "summary").glob("part-*.parquet")) if (out / "summary").is_dir() else 0
+    memory = " / ".join(f"{rss_mb[name]:.0f}" for name in ("client", "scheduler", "workers"))
+    print(f"  {elapsed:7.0f} s  {done:6d} cases  RSS client / scheduler / workers {memory} MB  load {load:.1f}",
+          file=sys.stderr, flush=True)
 
 
 def _free_port() -> int:
@@ -146,13 +161,17 @@ def run_dask(nights: Path, out: Path, workers: int) -> dict:
                                   stdout=subprocess.DEVNULL, stderr=errors)
         peak = {"client": 0.0, "scheduler": 0.0, "workers": 0.0}
         handle = psutil.Process(client.pid)
+        loads, next_progress = [os.getloadavg()[0]], t0 + PROGRESS_S
         while True:
             pid, status, usage = os.wait4(client.pid, os.WNOHANG)  # the client's own rusage once it ends
             if pid:
                 break
-            peak["client"] = max(peak["client"], _rss_mb(_tree(handle)))
-            peak["scheduler"] = max(peak["scheduler"], _rss_mb(_tree(sched)))
-            peak["workers"] = max(peak["workers"], _rss_mb(_tree(work)))
+            now = {"client": _rss_mb(_tree(handle)), "scheduler": _rss_mb(_tree(sched)), "workers": _rss_mb(_tree(work))}
+            peak = {name: max(peak[name], now[name]) for name in peak}
+            if time.perf_counter() >= next_progress:
+                next_progress += PROGRESS_S
+                loads.append(os.getloadavg()[0])
+                _progress(out, time.perf_counter() - t0, now, loads[-1])
             time.sleep(0.25)
         wall = time.perf_counter() - t0
         client.returncode = os.waitstatus_to_exitcode(status)
@@ -175,7 +194,8 @@ def run_dask(nights: Path, out: Path, workers: int) -> dict:
             "case_cpu_s": round(sum(r.get("cpu_seconds") or 0 for r in records) / max(1, cases), 3),
             "all_cpu_per_case_s": round((client_cpu + cpu_end - cpu_before) / max(1, cases), 3),
             "client_cpu_s": round(client_cpu, 1), "peak_mb": {k: round(v) for k, v in peak.items()},
-            "exit": client.returncode, "batch_note": stderr.strip().splitlines()[:1]}
+            "exit": client.returncode, "batch_note": stderr.strip().splitlines()[:1],
+            "load_average_1min": {"min": min(loads), "mean": round(sum(loads) / len(loads), 1), "max": max(loads)}}
 
 
 def run_trend(batch_dir: Path) -> dict:
@@ -201,13 +221,45 @@ def reports_cpu(nights: Path, k: int, work: Path) -> dict:
     return out
 
 
+def _record_like(i: int) -> dict:
+    """A result the size of a case's record (its 120 trend kernels)."""
+    return {"case_id": f"c{i}", "kernels": [{"name": f"kernel_{i}_{k}", "ms_per_step": k * 0.1} for k in range(120)]}
+
+
+def futures_check(tasks: int) -> dict:
+    """What a Dask worker keeps of results whose futures the client still holds: ``tasks`` tasks on
+    one local Dask worker, their futures held to the end and released as they are read (as
+    ``batch_pool.run_dask`` does): the worker's RSS growth each way."""
+    import psutil
+    from dask.distributed import Client, LocalCluster, as_completed
+
+    out = {}
+    for mode in ("held", "released"):
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+                Client(cluster) as client:
+            client.submit(_record_like, -1).result()
+            before = sum(client.run(lambda: psutil.Process().memory_info().rss).values())
+            futures = {future.key: future for future in (client.submit(_record_like, i, pure=False) for i in range(tasks))}
+            for future in as_completed(list(futures.values())):
+                future.result()
+                if mode == "released":
+                    futures.pop(future.key).release()
+            after = sum(client.run(lambda: psutil.Process().memory_info().rss).values())
+            out[mode] = f"{before / 2**20:.0f} -> {after / 2**20:.0f} MB"
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--root", type=Path, default=Path("/tmp/tracetriage-bench-batch"))
     parser.add_argument("--reports-cpu", type=int, default=0, metavar="K")
+    parser.add_argument("--futures-check", type=int, default=0, metavar="N", help="only the held/released futures check")
     args = parser.parse_args(argv)
+    if args.futures_check:
+        print(json.dumps({"dask_worker_rss_after_tasks": futures_check(args.futures_check)}), flush=True)
+        return 0
     results = {}
     for n in args.cases:
         nights = archive(args.root, n)

@@ -294,3 +294,21 @@ def test_exports_without_session_tables_stay_apart(tmp_path):
         shutil.copyfile(BUNDLES / "eager_decode" / "trace.sqlite", folder / name)
     specs = discover([str(folder)], tmp_path / "out")
     assert sorted(len(s.paths) for s in specs) == [1, 1]
+
+
+def test_an_input_without_a_case_is_told_from_one_with_a_similar_name(tmp_path):
+    """batch's "skipped" inputs: a case's label names its input as the path itself, a folder above
+    it or an archive it came from (``!``); ``run-1`` is not above ``run-10``'s case."""
+    from tracetriage.batch_records import CaseSpec
+    from tracetriage.batches import _without_case
+
+    folders, files = ("run-1", "run-10", "run-1.5", "notes"), ("night.tar", "alone.sqlite")
+    for name in folders:
+        (tmp_path / name).mkdir()
+    for name in files:
+        (tmp_path / name).write_text("")
+    names = folders + files
+    labels = [f"{tmp_path}/run-10/trace.sqlite", f"{tmp_path}/run-1.5/trace.sqlite", f"{tmp_path}/night.tar!n1/trace.sqlite",
+              f"{tmp_path}/alone.sqlite", f"{tmp_path}/notes.tar!x/trace.sqlite"]
+    specs = [CaseSpec(f"case-{i}", label, [label]) for i, label in enumerate(labels)]
+    assert _without_case([str(tmp_path / name) for name in names], specs) == [str(tmp_path / "run-1"), str(tmp_path / "notes")]

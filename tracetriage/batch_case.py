@@ -22,6 +22,7 @@ import traceback
 from pathlib import Path
 
 from tracetriage import __version__
+from tracetriage.batch_records import FINDING_FIELDS, CaseFinding, CaseRecord, CaseRequest
 from tracetriage.errors import TraceTriageError
 from tracetriage.runtime import Runtime
 
@@ -71,20 +72,14 @@ def _alarm(signum, frame):
     raise CaseTimeout
 
 
-def base_record(spec: dict, options: dict | None) -> dict:
-    """A case's record before its analysis: a failed one, with the spec's own error if it has one."""
-    return {"case_id": spec["case_id"], "path": spec["label"], "files": spec["paths"], "inputs_hash": None,
-            "inputs_identity": spec.get("identity"), "tool_version": __version__, "options": options or {},
-            "status": "failed", "error": spec.get("error")}
-
-
-def wants_report(reports: str, findings: list[dict]) -> bool:
+def wants_report(reports: str, findings) -> bool:
     """Whether a case analyzed without error gets its report.html: ``all``: every one; ``failed``:
-    those with a finding other than ``healthy`` (a failed case has no analysis to report; its error is
-    in the index and the tables); ``none``: none."""
+    those with a finding other than ``healthy`` (``findings``: its
+    :class:`~tracetriage.batch_records.CaseFinding` rows; a failed case has no analysis to report: its
+    error is in the index and the tables); ``none``: none."""
     if reports == "all":
         return True
-    return reports == "failed" and any(finding.get("id") != "healthy" for finding in findings)
+    return reports == "failed" and any(finding.id != "healthy" for finding in findings)
 
 
 def _arm(timeout_s: float | None) -> bool:
@@ -102,21 +97,21 @@ def _arm(timeout_s: float | None) -> bool:
     return True
 
 
-def _kept(case_dir: Path, inputs_hash: str, identity: str | None, reports: str) -> dict | None:
+def _kept(case_dir: Path, inputs_hash: str, identity: str | None, reports: str) -> CaseRecord | None:
     """The last run's record of this case when its files' content is the same (only their cheap
     identity changed: a copy, a touched modification time) and its report is as ``reports`` asks:
-    kept, with the new identity, and marked reused."""
+    kept, with the new identity, and marked kept by content."""
     try:
-        old = json.loads((case_dir / "record.json").read_text())
-    except (OSError, json.JSONDecodeError):
+        old = CaseRecord.from_contract(json.loads((case_dir / "record.json").read_text()))
+    except (OSError, json.JSONDecodeError, TypeError, ValueError, AttributeError):
         return None
-    if old.get("inputs_hash") != inputs_hash or old.get("status") != "ok":
+    if old.inputs_hash != inputs_hash or not old.ok:
         return None
-    if (case_dir / "report.html").exists() != wants_report(reports, old.get("findings") or []):
+    if (case_dir / "report.html").exists() != wants_report(reports, old.findings):
         return None
-    old["inputs_identity"] = identity
-    (case_dir / "record.json").write_text(json.dumps(old, indent=1), encoding="utf-8")
-    return {**old, "kept_by_content": True}
+    old = old.with_(inputs_identity=identity)
+    (case_dir / "record.json").write_text(json.dumps(old.to_contract(), indent=1), encoding="utf-8")
+    return old.with_(kept_by_content=True)
 
 
 def _shown_as(value, local: str, shown: str):
@@ -131,86 +126,91 @@ def _shown_as(value, local: str, shown: str):
     return value
 
 
-def analyze_case(spec: dict, outdir: str, options: dict | None = None, settings: dict | None = None,
-                 timeout_s: float | None = None, reports: str = "all", read_paths: list[str] | None = None,
-                 shown_folder: tuple[str, str] | None = None) -> dict:
+def analyze_case(request: CaseRequest, read_paths: list[str] | None = None,
+                 shown_folder: tuple[str, str] | None = None) -> CaseRecord:
     """Run one case (in a worker process) and write its files; return its record.
-    ``options`` are analyze()'s keyword options (step_range, symptom, slo); ``settings`` the
-    batch's :meth:`Runtime.settings <tracetriage.runtime.Runtime.settings>` (plain values);
-    ``reports``: which cases get their report.html (:func:`wants_report`); ``read_paths``: the
-    local copies of the case's files to read when ``spec["paths"]`` name them on a store
-    (:mod:`tracetriage.batch_store`; the record names ``spec["paths"]``), and ``shown_folder``
-    (the copies' folder, the store's) how the analysis and report name them."""
+    ``read_paths``: the local copies of the case's files to read when ``request.spec.paths`` name
+    them on a store (:mod:`tracetriage.batch_store`; the record names the store's), and
+    ``shown_folder`` (the copies' folder, the store's) how the analysis and report name them."""
     import signal
     import warnings
 
+    from tracetriage.memory import tune_allocator
+
+    tune_allocator()
+    spec = request.spec
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    case_dir = Path(request.outdir) / "cases" / spec.case_id
+    case_dir.mkdir(parents=True, exist_ok=True)
+    record = CaseRecord.failed(spec, request.options)
+    warnings.simplefilter("ignore")
+    if not spec.error:
+        armed = _arm(request.timeout_s)
+        try:
+            record = record.with_(inputs_hash=content_hash(read_paths or spec.paths))
+            kept = _kept(case_dir, record.inputs_hash, spec.identity, request.reports) if spec.reuse_hash else None
+            if kept is not None:
+                return kept
+            record = _analyzed(request, record, case_dir, read_paths or spec.paths, shown_folder)
+        except TraceTriageError as exc:
+            record = record.with_(error=str(exc))
+        except OSError as exc:
+            record = record.with_(error=f"{spec.label}: cannot be read ({exc.strerror or exc})")
+        except CaseTimeout:
+            record = record.with_(error=f"{spec.label}: timed out after {request.timeout_s:g} s (--case-timeout)")
+        except MemoryError:
+            record = record.with_(error=f"{spec.label}: out of memory while analyzing it")
+        except Exception as exc:  # noqa: BLE001 - a bug must not take the batch down; it is recorded
+            record = record.with_(error=f"{spec.label}: internal error: {type(exc).__name__}: {exc}",
+                                  traceback=traceback.format_exc(limit=5))
+        finally:
+            if armed:  # disarmed before the worker takes its next case
+                signal.setitimer(signal.ITIMER_REAL, 0)
+    record = record.with_(seconds=round(time.perf_counter() - t0, 3),
+                          cpu_seconds=round(time.process_time() - cpu0, 3))  # this process's CPU (its threads'), not the wall
+    (case_dir / "record.json").write_text(json.dumps(record.to_contract(), indent=1), encoding="utf-8")
+    return record
+
+
+def _analyzed(request: CaseRequest, record: CaseRecord, case_dir: Path, paths: list[str],
+              shown_folder: tuple[str, str] | None) -> CaseRecord:
+    """The case analyzed and its files written (analysis.json, the report.html ``request.reports``
+    asks for, the timeline that --perfetto asks for): ``record`` as an analyzed case's. An error
+    raises, with ``record`` left as it was."""
     from tracetriage import analyze, open_case
     from tracetriage.analyzers.compare import trend_record
     from tracetriage.analyzers.summary import headline_metrics
     from tracetriage.captured import capture_start_ns
-    from tracetriage.memory import tune_allocator
     from tracetriage.reports import render
 
-    tune_allocator()
-    runtime = Runtime.from_settings(settings or {})
-    t0, cpu0 = time.perf_counter(), time.process_time()
-    case_dir = Path(outdir) / "cases" / spec["case_id"]
-    case_dir.mkdir(parents=True, exist_ok=True)
-    record = base_record(spec, options)
-    warnings.simplefilter("ignore")
-    options = dict(options or {})
+    runtime = Runtime.from_settings(request.settings)
+    options = dict(request.options)
     timeline = options.pop("perfetto_window", None)  # --perfetto: the case's timeline.pftrace beside its report
-    paths = read_paths or spec["paths"]
-    if not spec.get("error"):
-        armed = _arm(timeout_s)
-        try:
-            record["inputs_hash"] = content_hash(paths)
-            kept = _kept(case_dir, record["inputs_hash"], spec.get("identity"), reports) if spec.get("reuse_hash") else None
-            if kept is not None:
-                return kept
-            case = open_case(paths, runtime=runtime)
-            analysis = analyze(case, runtime=runtime, **options)
-            if shown_folder:
-                analysis.data, analysis.series = (_shown_as(part, *shown_folder) for part in (analysis.data, analysis.series))
-            if timeline and case.traces:
-                from tracetriage.analyzers.tracks import build_tracks
-                from tracetriage.reports.perfetto import export
-                from tracetriage.reports.perfetto_view import left_out_text
+    case = open_case(paths, runtime=runtime)
+    analysis = analyze(case, runtime=runtime, **options)
+    if shown_folder:
+        analysis.data, analysis.series = (_shown_as(part, *shown_folder) for part in (analysis.data, analysis.series))
+    timeline_path = None
+    if timeline and case.traces:
+        from tracetriage.analyzers.tracks import build_tracks
+        from tracetriage.reports.perfetto import export
+        from tracetriage.reports.perfetto_view import left_out_text
 
-                mode, n = timeline
-                summary = export(build_tracks(case, analysis, mode=mode, worst_steps=n), analysis, case_dir / "timeline.pftrace")
-                analysis.series["perfetto_export"] = {"path": "timeline.pftrace", **summary,
-                                                      "left_out_text": left_out_text(summary)}
-                record["timeline"] = f"cases/{spec['case_id']}/timeline.pftrace"
-            del case
-            (case_dir / "analysis.json").write_text(render(analysis, "json"), encoding="utf-8")
-            report = case_dir / "report.html"
-            if wants_report(reports, analysis.findings):
-                report.write_text(render(analysis, "html", runtime.cache), encoding="utf-8")
-            else:
-                report.unlink(missing_ok=True)  # a report of an earlier run with other inputs would not be this case's
-            trend = trend_record(analysis.data)
-            record.update(status="ok", error=None, metrics=headline_metrics(analysis.data), trend=trend,
-                          capture_start_ns=capture_start_ns(analysis.data),  # trend's order
-                          report_html=report.exists(),
-                          findings=[{**{k: f.get(k) for k in ("id", "axis", "severity", "impact_pct", "impact_denominator",
-                                                              "title")},
-                                     "ms_per_step": trend["findings_ms"].get(f["id"])} for f in analysis.findings])
-        except TraceTriageError as exc:
-            record["error"] = str(exc)
-        except OSError as exc:
-            record["error"] = f"{spec['label']}: cannot be read ({exc.strerror or exc})"
-        except CaseTimeout:
-            record["error"] = f"{spec['label']}: timed out after {timeout_s:g} s (--case-timeout)"
-        except MemoryError:
-            record["error"] = f"{spec['label']}: out of memory while analyzing it"
-        except Exception as exc:  # noqa: BLE001 - a bug must not take the batch down; it is recorded
-            record["error"] = f"{spec['label']}: internal error: {type(exc).__name__}: {exc}"
-            record["traceback"] = traceback.format_exc(limit=5)
-        finally:
-            if armed:  # disarmed before the worker takes its next case
-                signal.setitimer(signal.ITIMER_REAL, 0)
-    record["seconds"] = round(time.perf_counter() - t0, 3)
-    record["cpu_seconds"] = round(time.process_time() - cpu0, 3)  # this process's CPU (its threads'), not the wall
-    (case_dir / "record.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
-    return record
+        mode, n = timeline
+        summary = export(build_tracks(case, analysis, mode=mode, worst_steps=n), analysis, case_dir / "timeline.pftrace")
+        analysis.series.update(perfetto_export={"path": "timeline.pftrace", **summary, "left_out_text": left_out_text(summary)})
+        timeline_path = f"cases/{request.spec.case_id}/timeline.pftrace"
+    del case
+    (case_dir / "analysis.json").write_text(render(analysis, "json"), encoding="utf-8")
+    report = case_dir / "report.html"
+    findings = [CaseFinding(**{name: finding.get(name) for name in FINDING_FIELDS}) for finding in analysis.findings]
+    if wants_report(request.reports, findings):
+        report.write_text(render(analysis, "html", runtime.cache), encoding="utf-8")
+    else:
+        report.unlink(missing_ok=True)  # a report of an earlier run with other inputs would not be this case's
+    trend = trend_record(analysis.data)
+    per_step = trend["findings_ms"]
+    return record.with_(status="ok", error=None, timeline=timeline_path, metrics=headline_metrics(analysis.data), trend=trend,
+                        capture_start_ns=capture_start_ns(analysis.data),  # trend's order
+                        report_html=report.exists(),
+                        findings=tuple(finding.with_ms(per_step.get(finding.id)) for finding in findings))

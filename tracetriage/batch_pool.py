@@ -28,6 +28,8 @@ from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
+from tracetriage.batch_records import CaseRecord, CaseRequest
+
 WATCH_S = 0.1  # how often a running case's memory and time are looked at
 KILL_GRACE_S = 5.0  # after --case-timeout, how long the worker's own alarm has before the worker is stopped
 READY_TIMEOUT_S = 300.0  # a worker that has not started (imported tracetriage) in this long is broken
@@ -95,17 +97,17 @@ class CaseRunner:
         self.started = time.monotonic()
         self.ready = False
         self.dead = False
-        self.job: dict | None = None  # the request of the case it runs
+        self.job: CaseRequest | None = None  # the request of the case it runs
         self.job_started = 0.0
         self.idle_mb = 0.0
         self.limits = Limits()
 
-    def submit(self, request: dict, limits: Limits) -> None:
+    def submit(self, request: CaseRequest, limits: Limits) -> None:
         self.idle_mb = resident_mb(self.process.pid) or 0.0
         self.job, self.job_started, self.limits = request, time.monotonic(), limits
         self.requests.send(request)
 
-    def step(self) -> dict | None:
+    def step(self) -> CaseRecord | None:
         """What happened since the last look (without waiting): the record of a case that ended,
         in any way, or None."""
         if self.dead:
@@ -127,8 +129,8 @@ class CaseRunner:
             raise WorkerStartError(f"the batch's worker process did not start in {READY_TIMEOUT_S:g} s")
         return None
 
-    def _over_limits(self) -> dict | None:
-        label = self.job["spec"]["label"]
+    def _over_limits(self) -> CaseRecord | None:
+        label = self.job.spec.label
         elapsed = time.monotonic() - self.job_started
         if self.limits.timeout_s and elapsed > self.limits.timeout_s + KILL_GRACE_S:
             return self._stopped(f"{label}: timed out after {self.limits.timeout_s:g} s (--case-timeout); its worker was "
@@ -141,11 +143,11 @@ class CaseRunner:
                                      "(--case-memory); its worker was stopped")
         return None
 
-    def _stopped(self, why: str) -> dict:
+    def _stopped(self, why: str) -> CaseRecord:
         self.stop()
         return self._failed(why)
 
-    def _died(self) -> dict | None:
+    def _died(self) -> CaseRecord | None:
         try:
             code = self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -157,13 +159,11 @@ class CaseRunner:
                 raise WorkerStartError(f"the batch's worker process could not start ({death_reason(code)}; its "
                                        "error is above)")
             return None
-        return self._failed(f"{self.job['spec']['label']}: worker died while analyzing it: {death_reason(code)}")
+        return self._failed(f"{self.job.spec.label}: worker died while analyzing it: {death_reason(code)}")
 
-    def _failed(self, why: str) -> dict:
-        from tracetriage.batch_case import base_record
-
-        record = base_record(self.job["spec"], self.job.get("options"))
-        record.update(error=why, seconds=round(time.monotonic() - self.job_started, 3))
+    def _failed(self, why: str) -> CaseRecord:
+        record = CaseRecord.failed(self.job.spec, self.job.options, why).with_(
+            seconds=round(time.monotonic() - self.job_started, 3))
         self.job = None
         return record
 
@@ -190,7 +190,7 @@ class CaseRunner:
                 pass
 
 
-def run_local(requests: list[dict], jobs: int, limits: Limits):
+def run_local(requests: list[CaseRequest], jobs: int, limits: Limits):
     """Each request's record as its case ends, from ``jobs`` workers on this machine."""
     pending = deque(requests)
     runners = [CaseRunner() for _ in range(max(1, min(jobs, len(pending))))]
@@ -213,7 +213,7 @@ def run_local(requests: list[dict], jobs: int, limits: Limits):
 _THREAD = threading.local()
 
 
-def run_on_worker(request: dict, limits: Limits) -> dict:
+def run_on_worker(request: CaseRequest, limits: Limits) -> CaseRecord:
     """One case as a Dask task: in a worker process of its own started by (and kept for) this Dask
     worker thread, under the same limits as on this machine."""
     runner = getattr(_THREAD, "runner", None)
@@ -232,12 +232,10 @@ def run_on_worker(request: dict, limits: Limits) -> dict:
             return record
 
 
-def run_dask(requests: list[dict], client, limits: Limits):
+def run_dask(requests: list[CaseRequest], client, limits: Limits):
     """Each request's record as its case ends, from the Dask cluster of ``client``; a task lost
     with its Dask worker (``KilledWorker``, after Dask's own retries) is a failed row."""
     from dask.distributed import as_completed
-
-    from tracetriage.batch_case import base_record
 
     futures = {}
     for request in requests:
@@ -245,14 +243,14 @@ def run_dask(requests: list[dict], client, limits: Limits):
         futures[future.key] = (future, request)
     try:
         for future in as_completed([future for future, _ in futures.values()]):
+            request = futures.pop(future.key)[1]
             try:
-                yield future.result()
+                record = future.result()
             except Exception as exc:  # noqa: BLE001 - KilledWorker, a lost scheduler: the case failed, the rest go on
-                request = futures[future.key][1]
-                record = base_record(request["spec"], request.get("options"))
                 reason = " ".join(str(exc).split()).split(". ")[0][:300] or type(exc).__name__  # Dask's first sentence
-                record.update(error=f"{request['spec']['label']}: worker died while analyzing it: likely out of memory "
-                                    f"(Dask: {type(exc).__name__}: {reason})", seconds=None)
-                yield record
+                record = CaseRecord.failed(request.spec, request.options, f"{request.spec.label}: worker died while "
+                                           f"analyzing it: likely out of memory (Dask: {type(exc).__name__}: {reason})")
+            future.release()  # its record read: the Dask worker frees it (held to the end, the workers grew with the cases)
+            yield record
     finally:
         client.cancel([future for future, _ in futures.values()])

@@ -27,9 +27,11 @@ import re
 import shutil
 import tempfile
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from tracetriage import __version__
+from tracetriage.batch_records import CaseRecord, CaseRequest, CaseSpec, case_id_of
 from tracetriage.errors import OutputError, TraceFormatError, TraceTriageError, UsageError
 
 CASE_DOWNLOAD_MAX_BYTES = 64 * 2**30  # a case's files a worker downloads at most (a case over it is a failed row)
@@ -103,9 +105,9 @@ def _hidden(relative: str) -> bool:
     return any(part.startswith(".") for part in relative.split("/"))
 
 
-def store_cases(uri: str, skip: str | None) -> list[dict]:
-    """The cases under the store URI ``uri`` (``skip``: OUTDIR's URI, never an input), in key order:
-    dicts of ``label``, ``paths`` (URIs), ``identity``, ``size_bytes`` and ``error``."""
+def store_cases(uri: str, skip: str | None) -> list[CaseSpec]:
+    """The cases under the store URI ``uri`` (``skip``: OUTDIR's URI, never an input), in key order,
+    their ``paths`` URIs, each with its identity and the size of its files."""
     from tracetriage.batch_case import _code_version
 
     fs, root = open_store(uri)
@@ -141,8 +143,8 @@ def store_cases(uri: str, skip: str | None) -> list[dict]:
         if size > CASE_DOWNLOAD_MAX_BYTES:
             error = (f"{label}: its files are {size / 2**30:.1f} GiB, over the {CASE_DOWNLOAD_MAX_BYTES / 2**30:g} GiB a "
                      "worker downloads for one case")
-        cases.append({"label": label, "paths": [fs.unstrip_protocol(path) for path, _ in files], "identity": digest.hexdigest(),
-                      "size_bytes": size, "error": error})
+        cases.append(CaseSpec(case_id_of(label), label, [fs.unstrip_protocol(path) for path, _ in files], error=error,
+                              identity=digest.hexdigest(), size_bytes=size))
     return cases
 
 
@@ -211,36 +213,33 @@ def _pull_case(uri: str, local: Path) -> None:
             fs.get_file(path, str(local / path.rsplit("/", 1)[-1]))
 
 
-def run_store_case(analyze, spec: dict, outdir: str, **request) -> dict:
+def run_store_case(analyze, request: CaseRequest) -> CaseRecord:
     """One case whose inputs or OUTDIR are on a store, analyzed by ``analyze``
     (:func:`~tracetriage.batch_case.analyze_case`) from a private temporary folder, deleted after."""
-    from tracetriage.batch_case import base_record
-
     scratch = Path(tempfile.mkdtemp(prefix="tracetriage-case-"))
     try:
-        read_paths = None
-        spec = dict(spec)
-        if not spec.get("error") and any(is_uri(path) for path in spec["paths"]):
+        spec, read_paths = request.spec, None
+        store_folder = spec.paths[0].rsplit("/", 1)[0]
+        if not spec.error and any(is_uri(path) for path in spec.paths):
             downloaded = scratch / "in"
             downloaded.mkdir()
             try:
-                _download(spec["paths"], spec.get("size_bytes"), downloaded)
-                read_paths, spec["error"] = _local_case(downloaded, spec["paths"][0].rsplit("/", 1)[0])
+                _download(spec.paths, spec.size_bytes, downloaded)
+                read_paths, error = _local_case(downloaded, store_folder)
             except TraceTriageError as exc:
-                spec["error"] = str(exc)
-        local_out = scratch / "out" if is_uri(outdir) else Path(outdir)
-        case_uri = join(outdir, "cases", spec["case_id"])
+                error = str(exc)
+            spec = replace(spec, error=error)
+        local_out = scratch / "out" if is_uri(request.outdir) else Path(request.outdir)
+        case_uri = join(request.outdir, "cases", spec.case_id)
         try:
-            if is_uri(outdir) and spec.get("reuse_hash"):
-                _pull_case(case_uri, local_out / "cases" / spec["case_id"])
-            record = analyze(spec, str(local_out), read_paths=read_paths,
-                             shown_folder=(str(scratch / "in"), spec["paths"][0].rsplit("/", 1)[0]) if read_paths else None,
-                             **request)
-            if is_uri(outdir):
-                _push_case(local_out / "cases" / spec["case_id"], case_uri)
+            if is_uri(request.outdir) and spec.reuse_hash:
+                _pull_case(case_uri, local_out / "cases" / spec.case_id)
+            record = analyze(replace(request, spec=spec, outdir=str(local_out)), read_paths=read_paths,
+                             shown_folder=(str(scratch / "in"), store_folder) if read_paths else None)
+            if is_uri(request.outdir):
+                _push_case(local_out / "cases" / spec.case_id, case_uri)
         except TraceTriageError as exc:  # the store went away mid-case: the case failed, the batch goes on
-            record = base_record(spec, request.get("options"))
-            record["error"] = f"{spec['label']}: {exc}"
+            record = CaseRecord.failed(spec, request.options, f"{spec.label}: {exc}")
         return record
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

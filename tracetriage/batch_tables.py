@@ -17,10 +17,12 @@ from __future__ import annotations
 import functools
 import math
 import os
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from tracetriage import __version__
 from tracetriage.analyzers.compare import SERIES_FIGURES
+from tracetriage.batch_records import CaseFinding, CaseRecord
 
 TABLES = ("summary", "findings", "kernels")
 SUMMARY_COLUMNS = [
@@ -37,80 +39,136 @@ TREND_FLOAT_COLUMNS = [f for f in SERIES_FIGURES if f not in SUMMARY_COLUMNS]
 SUMMARY_COLUMNS += TREND_FLOAT_COLUMNS
 
 
-def summary_rows(records: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
-    """The rows of the three tables, from the cases' records."""
+FINDING_COLUMNS = ("case_id", "path", "rank", "id", "axis", "severity", "impact_pct", "impact_denominator", "ms_per_step",
+                   "title")
+KERNEL_COLUMNS = ("case_id", "path", "device_rank", "name", "kind", "ms_per_step", "ns_per_call")
+# each table's numeric columns and their pandas types (the rest: Python objects, the summary's three strings)
+SUMMARY_TYPES = {
+    **dict.fromkeys(("top_impact_pct", "busy_pct", "busy_pct_min", "idle_launch_pct", "idle_sync_pct", "idle_memcpy_sync_pct",
+                     "idle_other_cuda_pct", "idle_host_pct", "idle_unknown_pct", "launches_per_step",
+                     "graph_launches_per_step", "syncs_per_step", "step_p50_ns", "step_p99_ns", "collective_share_pct",
+                     "collective_exposed_pct", "seconds", *TREND_FLOAT_COLUMNS), "float64"),
+    **dict.fromkeys(("findings", "abstentions", "devices", "processes", "window_ns", "steps", "capture_start_ns",
+                     "device_count", "world_size"), "Int64"),
+}
+SUMMARY_STRINGS = ("device_model", "program", "step_ranges")
+FINDING_TYPES = {"impact_pct": "float64", "ms_per_step": "float64", "rank": "Int64"}
+KERNEL_TYPES = {"device_rank": "Int64", "ms_per_step": "float64", "ns_per_call": "float64"}
+
+
+@dataclass(frozen=True, slots=True)
+class FindingRow:
+    """One finding of one case, a row of findings.parquet (``rank``: its place in the case, from 1)."""
+
+    case_id: str
+    path: str
+    rank: int
+    finding: CaseFinding
+
+    def to_contract(self) -> dict:
+        return {"case_id": self.case_id, "path": self.path, "rank": self.rank, **self.finding.to_contract()}
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    """One case's line of index.html: its summary row's columns that the page shows, the headline
+    without its leading ``[id]`` and the top finding's impact with its denominator."""
+
+    case_id: str
+    path: str
+    status: str
+    error: str | None
+    reused: bool
+    headline: str | None
+    top_finding: str | None
+    top_impact_pct: float | None
+    top_severity: str | None
+    busy_pct: float | None
+    launches_per_step: float | None
+    syncs_per_step: float | None
+    step_p50_ns: float | None
+    collective_share_pct: float | None
+    report_html: str | None
+    report_json: str | None
+    headline_text: str = ""
+    impact_text: str = ""
+
+
+_INDEX_COLUMNS = tuple(item.name for item in fields(IndexRow))[:-2]  # what it takes from the summary row
+
+
+def summary_row(record: CaseRecord) -> dict:
+    """A case's row of summary.parquet, by column (:data:`SUMMARY_COLUMNS`): its headline metrics, then
+    what the record says of it, then trend's signature and per-step figures."""
+    metrics = record.metrics or {}
+    row = {column: metrics.get(column) for column in SUMMARY_COLUMNS}
+    has_report = record.ok and record.report_html is not False  # a record of an earlier version: it had one
+    row.update(case_id=record.case_id, path=record.path, status=record.status, error=record.error,
+               reused=bool(record.reused), seconds=record.seconds,
+               report_html=f"cases/{record.case_id}/report.html" if has_report else None,
+               report_json=f"cases/{record.case_id}/analysis.json" if record.ok else None,
+               capture_start_ns=record.capture_start_ns)
+    trend = record.trend or {}
+    row.update((key, value) for key, value in (trend.get("signature") or {}).items() if key in SUMMARY_COLUMNS)
+    row.update((key, value) for key, value in (trend.get("figures") or {}).items() if key in TREND_FLOAT_COLUMNS)
+    return row
+
+
+def summary_rows(records: list[CaseRecord]) -> tuple[list[dict], list[dict], list[dict]]:
+    """The rows of the three tables, from the cases' records, each by column."""
     rows, findings, kernels = [], [], []
-    for r in records:
-        m = r.get("metrics") or {}
-        row = {c: m.get(c) for c in SUMMARY_COLUMNS}
-        has_report = r["status"] == "ok" and r.get("report_html", True)  # a record of an earlier version: it had one
-        row.update({
-            "case_id": r["case_id"], "path": r["path"], "status": r["status"], "error": r.get("error"),
-            "reused": bool(r.get("reused")), "seconds": r.get("seconds"),
-            "report_html": f"cases/{r['case_id']}/report.html" if has_report else None,
-            "report_json": f"cases/{r['case_id']}/analysis.json" if r["status"] == "ok" else None,
-            "capture_start_ns": r.get("capture_start_ns"),
-        })
-        trend = r.get("trend") or {}
-        row.update({k: v for k, v in (trend.get("signature") or {}).items() if k in SUMMARY_COLUMNS})
-        row.update({k: v for k, v in (trend.get("figures") or {}).items() if k in TREND_FLOAT_COLUMNS})
-        rows.append(row)
-        for rank, f in enumerate(r.get("findings") or [], 1):
-            findings.append({"case_id": r["case_id"], "path": r["path"], "rank": rank, **f})
-        for k in trend.get("kernels") or []:
-            kernels.append({"case_id": r["case_id"], "path": r["path"], **k})
+    for record in records:
+        rows.append(summary_row(record))
+        findings += [FindingRow(record.case_id, record.path, rank, finding).to_contract()
+                     for rank, finding in enumerate(record.findings, 1)]
+        kernels += [{"case_id": record.case_id, "path": record.path, **kernel}
+                    for kernel in (record.trend or {}).get("kernels") or []]
     return rows, findings, kernels
 
 
-def index_rows(rows: list[dict], records: list[dict]) -> list[dict]:
+def index_rows(rows: list[dict], records: list[CaseRecord]) -> list[IndexRow]:
     """The rows of index.html: the headline without its leading ``[id]`` (the finding column
     names it), the impact with its denominator (a % of the window, of TTFT and of the run are
     not one scale), ordered failed first, then by the top finding's severity, then by path;
     never by impact across denominators."""
     from tracetriage.analyzers.summary import SEVERITY_ORDER
 
-    top = {r["case_id"]: (r.get("findings") or [None])[0] for r in records}
+    top = {record.case_id: record.findings[0] if record.findings else None for record in records}
     out = []
-    for r in rows:
-        f = top.get(r["case_id"]) or {}
-        headline = r.get("headline") or ""
-        if r.get("top_finding") and headline.startswith(f"[{r['top_finding']}]"):
-            headline = headline[len(r["top_finding"]) + 2:].lstrip()
+    for columns in rows:
+        row = IndexRow(**{name: columns[name] for name in _INDEX_COLUMNS})
+        finding = top.get(row.case_id)
+        headline = row.headline or ""
+        if row.top_finding and headline.startswith(f"[{row.top_finding}]"):
+            headline = headline[len(row.top_finding) + 2:].lstrip()
         impact = ""
-        if f and r.get("top_impact_pct") is not None and f.get("id") != "healthy":
-            impact = f"{r['top_impact_pct']:.1f}% of the {f.get('impact_denominator') or 'window'}"
-        out.append({**r, "headline_text": headline, "impact_text": impact})
-    severity = {s: i for i, s in enumerate(SEVERITY_ORDER)}
-    return sorted(out, key=lambda r: (r["status"] != "failed", -severity.get(r.get("top_severity"), -1), str(r["path"])))
+        if finding and row.top_impact_pct is not None and finding.id != "healthy":
+            impact = f"{row.top_impact_pct:.1f}% of the {finding.impact_denominator or 'window'}"
+        out.append(replace(row, headline_text=headline, impact_text=impact))
+    severity = {name: i for i, name in enumerate(SEVERITY_ORDER)}
+    return sorted(out, key=lambda row: (row.status != "failed", -severity.get(row.top_severity, -1), str(row.path)))
 
 
-def frames(records: list[dict]):
+def _typed(frame, types: dict):
+    """``frame`` with each of ``types``' columns coerced to its pandas type (what is not a number: missing)."""
+    import pandas as pd
+
+    for column, dtype in types.items():
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(dtype)
+    return frame
+
+
+def frames(records: list[CaseRecord]):
     """The three tables of ``records`` as pandas frames, with their columns and types."""
     import pandas as pd
 
     rows, findings, kernels = summary_rows(records)
-    summary = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-    for col in ("top_impact_pct", "busy_pct", "busy_pct_min", "idle_launch_pct", "idle_sync_pct", "idle_memcpy_sync_pct",
-                "idle_other_cuda_pct", "idle_host_pct", "idle_unknown_pct", "launches_per_step", "graph_launches_per_step",
-                "syncs_per_step", "step_p50_ns", "step_p99_ns", "collective_share_pct", "collective_exposed_pct", "seconds"):
-        summary[col] = pd.to_numeric(summary[col], errors="coerce").astype("float64")
-    for col in TREND_FLOAT_COLUMNS:
-        summary[col] = pd.to_numeric(summary[col], errors="coerce").astype("float64")
-    for col in ("findings", "abstentions", "devices", "processes", "window_ns", "steps", "capture_start_ns", "device_count",
-                "world_size"):
-        summary[col] = pd.to_numeric(summary[col], errors="coerce").astype("Int64")
-    for col in ("device_model", "program", "step_ranges"):
-        summary[col] = summary[col].astype("string")
-    fdf = pd.DataFrame(findings, columns=["case_id", "path", "rank", "id", "axis", "severity", "impact_pct",
-                                          "impact_denominator", "ms_per_step", "title"])
-    fdf["impact_pct"] = pd.to_numeric(fdf["impact_pct"], errors="coerce").astype("float64")
-    fdf["ms_per_step"] = pd.to_numeric(fdf["ms_per_step"], errors="coerce").astype("float64")
-    fdf["rank"] = pd.to_numeric(fdf["rank"], errors="coerce").astype("Int64")
-    kdf = pd.DataFrame(kernels, columns=["case_id", "path", "device_rank", "name", "kind", "ms_per_step", "ns_per_call"])
-    kdf["device_rank"] = pd.to_numeric(kdf["device_rank"], errors="coerce").astype("Int64")
-    kdf["ms_per_step"] = pd.to_numeric(kdf["ms_per_step"], errors="coerce").astype("float64")
-    kdf["ns_per_call"] = pd.to_numeric(kdf["ns_per_call"], errors="coerce").astype("float64")
-    return {"summary": summary, "findings": fdf, "kernels": kdf}, rows
+    summary = _typed(pd.DataFrame(rows, columns=SUMMARY_COLUMNS), SUMMARY_TYPES)
+    for column in SUMMARY_STRINGS:
+        summary[column] = summary[column].astype("string")
+    tables = {"summary": summary, "findings": _typed(pd.DataFrame(findings, columns=list(FINDING_COLUMNS)), FINDING_TYPES),
+              "kernels": _typed(pd.DataFrame(kernels, columns=list(KERNEL_COLUMNS)), KERNEL_TYPES)}
+    return tables, rows
 
 
 @functools.cache
@@ -160,7 +218,7 @@ def _part_table(rows: list[dict], schema):
     return pa.Table.from_pydict(columns, schema=schema)
 
 
-def write_case_parts(out: Path, record: dict) -> None:
+def write_case_parts(out: Path, record: CaseRecord) -> None:
     """One case's rows as ``<table>/part-<case>.parquet``, each whole or absent (written aside, renamed)."""
     import pyarrow.parquet as pq
 
@@ -168,8 +226,8 @@ def write_case_parts(out: Path, record: dict) -> None:
     for name, rows in zip(TABLES, summary_rows([record])):
         folder = out / name
         folder.mkdir(exist_ok=True)
-        final = folder / f"part-{record['case_id']}.parquet"
-        aside = folder / f".part-{record['case_id']}.parquet.{os.getpid()}"
+        final = folder / f"part-{record.case_id}.parquet"
+        aside = folder / f".part-{record.case_id}.parquet.{os.getpid()}"
         pq.write_table(_part_table(rows, schemas[name]), aside)
         os.replace(aside, final)
 
@@ -189,7 +247,7 @@ def prune_parts(out: Path, case_ids: set[str]) -> None:
                 part.unlink(missing_ok=True)
 
 
-def write_outputs(records: list[dict], out: Path, result, store=None) -> None:
+def write_outputs(records: list[CaseRecord], out: Path, result, store=None) -> None:
     """summary.parquet, findings.parquet, kernels.parquet and index.html (its compiled template
     kept in ``store``, the analysis cache), from ``records``; ``result``: the run's counts."""
     tables, rows = frames(records)

@@ -1,6 +1,6 @@
 """The process one batch case runs in: ``python -m tracetriage.batch_worker REQUESTS REPLIES``.
 
-It reads case requests (``analyze_case``'s keyword arguments) from the pipe whose file descriptor
+It reads case requests (:class:`~tracetriage.batch_records.CaseRequest`) from the pipe whose file descriptor
 is REQUESTS and answers each with its record on REPLIES, until the requests' pipe closes. The
 process that started it (:class:`tracetriage.batch_pool.CaseRunner`) watches it: its resident
 memory against ``--case-memory``, its time against ``--case-timeout``, its death; so a case that
@@ -67,8 +67,8 @@ def main(argv: list[str]) -> int:
             request = requests.recv()
         except (EOFError, OSError):
             return 0
-        on_store = is_uri(request["outdir"]) or any(is_uri(path) for path in request["spec"]["paths"])
-        replies.send(("record", run_store_case(analyze_case, **request) if on_store else analyze_case(**request)))
+        on_store = is_uri(request.outdir) or any(is_uri(path) for path in request.spec.paths)
+        replies.send(("record", run_store_case(analyze_case, request) if on_store else analyze_case(request)))
 
 
 if __name__ == "__main__":

@@ -21,19 +21,20 @@ into the same OUTDIR is not re-analyzed unless ``force``.
 
 from __future__ import annotations
 
+import bisect
 import glob
-import hashlib
 import json
 import os
-import re
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tracetriage import __version__
 from tracetriage.batch_pool import Limits
+from tracetriage.batch_records import CaseRecord, CaseRequest, CaseSpec
+from tracetriage.batch_records import case_id_of as _case_id
 from tracetriage.batch_tables import SUMMARY_COLUMNS, TREND_FLOAT_COLUMNS  # noqa: F401 - the tables' columns, as before
 from tracetriage.errors import ArchiveError, MissingDataError, TraceTriageError
 from tracetriage.runtime import Options, Runtime
@@ -47,18 +48,10 @@ DISCOVERY_THREADS = 8  # top-level folders scanned at once (waiting on the file 
 
 
 @dataclass
-class CaseSpec:
-    case_id: str
-    label: str
-    paths: list[str]
-    error: str | None = None
-    identity: str | None = None  # the cheap identity of its files (batch_case.cheap_identity): the reuse check
-    reuse_hash: str | None = None  # the content hash of the last run's analysis, when only the identity changed
-    size_bytes: int | None = None  # a case on object storage: its files' size, what its worker downloads
-
-
-@dataclass
 class BatchResult:
+    """What a batch did: ``records`` each case's record (its contract: record.json's keys, and ``reused``),
+    in discovery order, and the counts."""
+
     records: list[dict] = field(default_factory=list)
     outdir: str = ""
     analyzed: int = 0
@@ -67,23 +60,6 @@ class BatchResult:
     not_run: int = 0
     seconds: float = 0.0
     skipped: list[str] = field(default_factory=list)  # inputs that held no capture
-
-
-def _slug(text: str) -> str:
-    """A readable folder name from the path's tail: its last components, whole words, never
-    starting with a dot (hidden) and never cut mid-word."""
-    parts = [re.sub(r"[^A-Za-z0-9._-]+", "_", p).strip("._") for p in re.split(r"[/\\!]+", text) if p.strip("./")]
-    out = ""
-    for part in reversed([p for p in parts if p]):
-        candidate = f"{part}_{out}" if out else part
-        if len(candidate) > 60:
-            break
-        out = candidate
-    return out or (parts[-1][:60].strip("._") if parts else "") or "case"
-
-
-def _case_id(label: str) -> str:
-    return f"{_slug(label)}-{hashlib.sha1(label.encode()).hexdigest()[:8]}"
 
 
 def expand_inputs(inputs: list[str]) -> list[Path]:
@@ -191,8 +167,7 @@ def discover(inputs: list[str], outdir: Path, store_outdir: str | None = None) -
     ``store_outdir``, OUTDIR's URI, is never an input): :func:`tracetriage.batch_store.store_cases`."""
     from tracetriage.batch_store import is_uri, store_cases
 
-    stored = [CaseSpec(_case_id(case["label"]), **case) for item in inputs if is_uri(item)
-              for case in store_cases(item, store_outdir)]
+    stored = [spec for item in inputs if is_uri(item) for spec in store_cases(item, store_outdir)]
     return _unique(_discover_local([item for item in inputs if not is_uri(item)], outdir) + stored)
 
 
@@ -321,17 +296,16 @@ def _discover_local(inputs: list[str], outdir: Path) -> list[CaseSpec]:
                 scan_files(p.parent, [p], p, str(p), found)
         specs = _unique(found)
 
-        def identify(spec: CaseSpec) -> None:
+        def identify(spec: CaseSpec) -> CaseSpec:
             try:
-                spec.identity = cheap_identity(spec.paths) if not spec.error else None
+                return replace(spec, identity=cheap_identity(spec.paths) if not spec.error else None)
             except OSError as exc:
-                spec.error, spec.identity = f"{spec.label}: cannot be read ({exc.strerror or exc})", None
+                return replace(spec, error=f"{spec.label}: cannot be read ({exc.strerror or exc})", identity=None)
 
-        list(pool.map(identify, specs))
-    return specs
+        return list(pool.map(identify, specs))
 
 
-def _previous(record_text: bytes | str | None, spec: CaseSpec, options: dict, reports: str) -> tuple[dict | None, bool]:
+def _previous(record_text: bytes | str | None, spec: CaseSpec, options: dict, reports: str) -> tuple[CaseRecord | None, bool]:
     """The record of the last run into OUTDIR (``record_text``: its record.json, None when it has
     none) when it may hold for this case (the same tool version and options, a report.html where
     ``reports`` wants one and none elsewhere), and whether the cheap identity of its files is the
@@ -341,15 +315,13 @@ def _previous(record_text: bytes | str | None, spec: CaseSpec, options: dict, re
     if record_text is None or spec.identity is None:
         return None, False
     try:
-        old = json.loads(record_text)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        old = CaseRecord.from_contract(json.loads(record_text))
+    except (json.JSONDecodeError, UnicodeDecodeError, TypeError, ValueError, AttributeError):
         return None, False
-    if not isinstance(old, dict):
-        return None, False
-    if (old.get("tool_version") == __version__ and (old.get("options") or {}) == options
-            and (old.get("status") != "ok" or "trend" in old and bool(old.get("report_html", True))
-                 == wants_report(reports, old.get("findings") or []))):
-        return old, old.get("inputs_identity") == spec.identity
+    has_report = old.report_html is None or bool(old.report_html)  # a record of a version that did not say: it had one
+    if (old.tool_version == __version__ and old.options == options
+            and (not old.ok or old.trend is not None and has_report == wants_report(reports, old.findings))):
+        return old, old.inputs_identity == spec.identity
     return None, False
 
 
@@ -394,9 +366,8 @@ def run_batch(inputs: list[str], outdir: str, options: Options = Options(), runt
 def _run(inputs: list[str], outdir: str, store, options: dict, runtime: Runtime, on_error: str, force: bool, progress: bool,
          limits: Limits, reports: str, t0: float) -> BatchResult:
     """:func:`run_batch` into ``outdir``, a local folder or (``store``: its :class:`~tracetriage.batch_store.StoreOutdir`)
-    a store's."""
-    from tracetriage.batch_tables import has_parts, prune_parts, write_case_parts, write_outputs
-
+    a store's: the cases found, those the last run's records still hold kept, the others run, and the
+    tables written however the run ends."""
     out = store.staging if store is not None else Path(outdir)
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
@@ -406,38 +377,11 @@ def _run(inputs: list[str], outdir: str, store, options: dict, runtime: Runtime,
             shutil.rmtree(out, ignore_errors=True)
         raise MissingDataError(", ".join(inputs), "nothing to analyze: no capture found (no trace, bundle or archive)")
     result = BatchResult(outdir=str(outdir if store is not None else out), skipped=_without_case(inputs, specs))
-    todo = []
-    by_id = {}
-    records = store.records([s.case_id for s in specs]) if store is not None and not force else {}
-    for s in specs:
-        text = None if force else records.get(s.case_id) if store is not None else _local_record(out, s.case_id)
-        old, same = (None, False) if force else _previous(text, s, options, reports)
-        if old is not None and not same:
-            s.reuse_hash = old.get("inputs_hash") if old.get("status") == "ok" else None
-            old = None
-        if old is not None:
-            old["reused"] = True
-            by_id[s.case_id] = old
-            result.reused += old.get("status") == "ok"  # a failure kept from the last run counts as failed
-            if not (store.has_parts(s.case_id) if store is not None else has_parts(out, s.case_id)):
-                write_case_parts(out, {**old, "reused": False})  # an OUTDIR written before parts existed
-                if store is not None:
-                    store.push_parts(s.case_id)
-        else:
-            todo.append(s)
+    todo, by_id = _reuse_plan(specs, out, store, options, reports, force, result)
     stopped = None
     try:
-        for record in _execute(todo, outdir if store is not None else out, runtime, options, progress, limits, reports):
-            record["reused"] = bool(record.pop("kept_by_content", False))  # its worker found the content unchanged
-            write_case_parts(out, {**record, "reused": False})
-            if store is not None:
-                store.push_parts(record["case_id"])
-            by_id[record["case_id"]] = record
-            result.analyzed += record["status"] == "ok" and not record["reused"]
-            result.reused += record["reused"]  # analyzed, unchanged, failed and not run add up to the cases
-            if record["status"] != "ok" and on_error == "fail":
-                stopped = "not run: an earlier case failed and --on-error fail was given"
-                break
+        stopped = _collect(_execute(todo, outdir if store is not None else out, runtime, options, progress, limits, reports),
+                           out, store, by_id, result, on_error)  # the workers stopped once it returns
     except KeyboardInterrupt:
         stopped = "not run: the batch was interrupted (Ctrl-C or SIGTERM) before it"
         raise BatchInterrupted from None
@@ -445,20 +389,72 @@ def _run(inputs: list[str], outdir: str, store, options: dict, runtime: Runtime,
         stopped = f"not run: the batch stopped before it ({type(exc).__name__}: {one_line_reason(exc)})"
         raise
     finally:
-        for s in todo if stopped else ():
-            if s.case_id not in by_id:
-                by_id[s.case_id] = {"case_id": s.case_id, "path": s.label, "files": s.paths, "status": "not_run",
-                                    "error": stopped}
-                result.not_run += 1
-        result.records = [by_id[s.case_id] for s in specs if s.case_id in by_id]
-        result.failed = sum(1 for r in result.records if r["status"] == "failed")
-        result.seconds = round(time.perf_counter() - t0, 2)
-        write_outputs(result.records, out, result, runtime.cache)
-        prune_parts(out, set(by_id))
-        if store is not None:
-            store.push_outputs()
-            store.prune_parts(set(by_id))
+        _finish(specs, todo, by_id, stopped, out, store, result, runtime.cache, t0)
     return result
+
+
+def _reuse_plan(specs: list[CaseSpec], out: Path, store, options: dict, reports: str, force: bool,
+                result: BatchResult) -> tuple[list[CaseSpec], dict[str, CaseRecord]]:
+    """The cases to run (with the last run's content hash where only their cheap identity changed),
+    and the last run's records of those that are unchanged (marked reused, counted in ``result``),
+    by case id; unless ``force``."""
+    from tracetriage.batch_tables import has_parts, write_case_parts
+
+    todo, kept = [], {}
+    texts = store.records([spec.case_id for spec in specs]) if store is not None and not force else {}
+    for spec in specs:
+        text = None if force else texts.get(spec.case_id) if store is not None else _local_record(out, spec.case_id)
+        old, same = (None, False) if force else _previous(text, spec, options, reports)
+        if old is None or not same:
+            todo.append(replace(spec, reuse_hash=old.inputs_hash if old is not None and old.ok else None))
+            continue
+        kept[spec.case_id] = old.with_(reused=True)
+        result.reused += old.ok  # a failure kept from the last run counts as failed
+        if not (store.has_parts(spec.case_id) if store is not None else has_parts(out, spec.case_id)):
+            write_case_parts(out, old.with_(reused=False))  # an OUTDIR written before parts existed
+            if store is not None:
+                store.push_parts(spec.case_id)
+    return todo, kept
+
+
+def _collect(records, out: Path, store, by_id: dict[str, CaseRecord], result: BatchResult, on_error: str) -> str | None:
+    """Each case's ``records`` as it ends: its parts written, kept in ``by_id``, counted in ``result``;
+    why the rest were not run when ``on_error`` is fail and one failed, else None."""
+    from tracetriage.batch_tables import write_case_parts
+
+    for record in records:
+        record = record.with_(reused=record.kept_by_content, kept_by_content=False)  # its worker found the content unchanged
+        write_case_parts(out, record.with_(reused=False))
+        if store is not None:
+            store.push_parts(record.case_id)
+        by_id[record.case_id] = record
+        result.analyzed += record.ok and not record.reused
+        result.reused += record.reused  # analyzed, unchanged, failed and not run add up to the cases
+        if not record.ok and on_error == "fail":
+            return "not run: an earlier case failed and --on-error fail was given"
+    return None
+
+
+def _finish(specs: list[CaseSpec], todo: list[CaseSpec], by_id: dict[str, CaseRecord], stopped: str | None, out: Path,
+            store, result: BatchResult, cache, t0: float) -> None:
+    """However the run ended: the cases it did not reach (when ``stopped`` says why) as rows of their
+    own, ``result`` filled in, the tables and index.html written (``cache``: the analysis cache), the
+    parts of cases no longer among the inputs removed."""
+    from tracetriage.batch_tables import prune_parts, write_outputs
+
+    for spec in todo if stopped else ():
+        if spec.case_id not in by_id:
+            by_id[spec.case_id] = CaseRecord.not_run(spec, stopped)
+            result.not_run += 1
+    records = [by_id[spec.case_id] for spec in specs if spec.case_id in by_id]
+    result.records = [record.to_contract() for record in records]
+    result.failed = sum(1 for record in records if record.status == "failed")
+    result.seconds = round(time.perf_counter() - t0, 2)
+    write_outputs(records, out, result, cache)
+    prune_parts(out, set(by_id))
+    if store is not None:
+        store.push_outputs()
+        store.prune_parts(set(by_id))
 
 
 def _local_record(out: Path, case_id: str) -> str | None:
@@ -470,10 +466,15 @@ def _local_record(out: Path, case_id: str) -> str | None:
 
 def _without_case(inputs: list[str], specs: list[CaseSpec]) -> list[str]:
     """The inputs (after glob expansion) that gave no case: a folder of notes, a file batch does not read."""
-    labels = [spec.label for spec in specs]
+    labels = sorted(spec.label for spec in specs)
+    exact = set(labels)
 
-    def gave_case(path: str) -> bool:
-        return any(label == path or label.startswith((path + "/", path + "!")) for label in labels)
+    def under(prefix: str) -> bool:  # some label starts with ``prefix``: the first label not below it does (sorted)
+        at = bisect.bisect_left(labels, prefix)
+        return at < len(labels) and labels[at].startswith(prefix)
+
+    def gave_case(path: str) -> bool:  # binary searches, not a scan: a glob of 10,000 inputs is not 10^8 comparisons
+        return path in exact or under(path + "/") or under(path + "!")
 
     return [str(path) for path in expand_inputs(inputs) if not gave_case(str(path))]
 
@@ -490,9 +491,9 @@ def _execute(todo: list[CaseSpec], out: Path | str, runtime: Runtime, options: d
     bar = _bar(len(todo), progress)
     settings = runtime.settings()
     # the workers do not share the client's working directory: every path they get is absolute
-    requests = [{"spec": {**asdict(s), "paths": [path if is_uri(path) else os.path.abspath(path) for path in s.paths]},
-                 "outdir": out if isinstance(out, str) else str(out.resolve()), "options": options, "settings": settings,
-                 "timeout_s": limits.timeout_s, "reports": reports} for s in todo]
+    outdir = out if isinstance(out, str) else str(out.resolve())
+    requests = [CaseRequest(replace(spec, paths=[path if is_uri(path) else os.path.abspath(path) for path in spec.paths]),
+                            outdir, options, settings, limits.timeout_s, reports) for spec in todo]
     try:
         if runtime.dask_address:
             from dask.distributed import Client
