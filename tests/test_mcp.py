@@ -287,3 +287,37 @@ def test_roots_resolve_links_and_globs(tmp_path):
     assert roots.readable_inputs([run.as_uri()]) == [str(run.resolve())]
     with pytest.raises(UsageError):
         roots.readable_inputs([(root / "captures" / "link.sqlite").as_uri()])
+
+
+def test_a_timed_out_worker_is_replaced_at_once_and_its_start_up_is_not_the_next_calls_time(tmp_path):
+    """After a call past its bound the worker is started again straight away (its imports are paid
+    while the server waits), and the next call's bound counts from the moment that worker is ready:
+    a fresh worker's start-up used to count against the call after a timeout, which then timed out
+    too, call after call."""
+    import time
+
+    from tracetriage.mcp_work import AnalyzeRequest
+    from tracetriage.mcp_worker import Worker
+
+    class Quiet:  # the Context the worker reports progress to
+        async def report_progress(self, *args):
+            return None
+
+    settings = {"cache_dir": None, "nsys": None}
+    analyses = Worker()
+    analyses.start()
+    try:
+        request = AnalyzeRequest(paths=[str(BUNDLES / "eager_decode")])
+        late = asyncio.run(analyses.call(Quiet(), "analyze", request, settings, 0.0))
+        assert _error(late)["exit_code"] == EXIT_TIMEOUT
+        assert analyses.process is not None and analyses.process.is_alive()  # replaced, before any call
+        assert not analyses.ready
+        waited = time.monotonic()
+        while not analyses.ready and time.monotonic() - waited < 120:  # it gets ready on its own
+            if analyses.conn.poll(0.1):
+                analyses.ready = analyses.conn.recv()[0] == "ready"
+        assert analyses.ready
+        answer = asyncio.run(analyses.call(Quiet(), "analyze", request, settings, 120.0))
+        assert not answer.is_error, _error(answer)
+    finally:
+        analyses.stop()

@@ -14,6 +14,7 @@ from tracetriage.errors import EXIT_INTERNAL, error_fields
 from tracetriage.mcp_results import failure, for_tool, success
 
 PROGRESS_EVERY_S = 2.0  # seconds between two progress notifications of a running call
+STARTUP_BOUND_S = 300.0  # a worker that has not finished its imports by then is reported, not waited on
 POLL_S = 0.05  # how often the server looks whether the worker has answered
 EXIT_TIMEOUT = 124  # a call past its time bound: the exit status timeout(1) gives
 
@@ -37,6 +38,7 @@ def worker(conn) -> None:
         os.setpgrp()
     tune_allocator()
     warnings.simplefilter("ignore")
+    conn.send(("ready",))  # imports paid: a call's time bound starts counting from here, not from the spawn
     while True:
         try:
             _tool, request, settings = conn.recv()
@@ -53,11 +55,14 @@ def worker(conn) -> None:
 class Worker:
     """The one worker process the analyses run in, started before the first call so that its
     imports are paid once; ended (with its process group) when a call passes its time bound or is
-    cancelled, and started again by the next call. Calls take their turn."""
+    cancelled, and started again at once, so that its imports are paid while the server waits for
+    the next call. A call's time bound counts from the moment the worker is ready, never its
+    start-up. Calls take their turn."""
 
     def __init__(self):
         self.process = None
         self.conn = None
+        self.ready = False  # the worker said it finished its imports
         self.turn = None  # the lock calls queue on, made in the event loop
 
     def start(self) -> None:
@@ -67,7 +72,28 @@ class Worker:
         self.conn, child_end = spawn.Pipe()
         self.process = spawn.Process(target=worker, args=(child_end,), name="tracetriage-mcp-worker")
         self.process.start()
+        self.ready = False
         child_end.close()
+
+    async def _until_ready(self, tool: str) -> CallToolResult | None:
+        """Wait for the worker's imports (a fresh worker's, after a timeout): a failure result when it
+        dies or passes STARTUP_BOUND_S, None once it is ready."""
+        import anyio
+
+        started = time.monotonic()
+        while not self.ready:
+            if self.conn.poll():
+                self.ready = self.conn.recv()[0] == "ready"
+                continue
+            if not self.process.is_alive():
+                return failure(f"tracetriage: internal error: the {tool} worker ended with exit code "
+                               f"{self.process.exitcode} before it was ready (please report this)", EXIT_INTERNAL,
+                               "WorkerExit")
+            if time.monotonic() - started > STARTUP_BOUND_S:
+                return failure(f"tracetriage: error: {tool}: the analysis worker did not start within "
+                               f"{STARTUP_BOUND_S:g} s (the machine is overloaded?)", EXIT_TIMEOUT, "Timeout")
+            await anyio.sleep(POLL_S)
+        return None
 
     def stop(self, wait_s: float = 0.0) -> None:
         """End the worker: close its pipe (an idle worker then returns), wait up to ``wait_s``
@@ -99,6 +125,10 @@ class Worker:
             if self.process is None or not self.process.is_alive():
                 self.stop()
                 self.start()
+            not_ready = await self._until_ready(tool)
+            if not_ready is not None:
+                self.stop()
+                return not_ready
             self.conn.send((tool, request, settings))
             started = time.monotonic()
             await ctx.report_progress(0, timeout_s, f"{tool}: started")
@@ -130,6 +160,7 @@ class Worker:
             finally:
                 if answer is None:  # timed out, ended, or the call was cancelled: the worker's state is unknown
                     self.stop()
+                    self.start()  # the next call finds its imports paid
         if answer[0] == "ok":  # the contract as the CLI writes it; the text names the tool's arguments, not flags
             return success(answer[1], for_tool(tool, answer[2]))
         return failure(*answer[1:], tool=tool)
