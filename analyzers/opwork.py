@@ -263,6 +263,33 @@ def _reduced_elems(shape: list, concrete: list) -> int:
     return _numel(kept)
 
 
+GATHERS = ("aten::index_select", "aten::embedding", "aten::gather")
+
+
+def _gather_work(name: str, t, concrete: list) -> Work | None:
+    """A gather reads the rows it selects, not its whole table: the output's elements read from the
+    table, the indices read, the output written. ``index_select(self, dim, index)``: the output is
+    ``self`` with dimension ``dim`` (its concrete argument, 0 when not recorded) the index's length;
+    ``embedding(weight, indices)``: ``indices.shape + weight.shape[1:]``; ``gather(self, dim,
+    index)``: the index's shape (PyTorch's definitions of the three ops)."""
+    if len(t) < 2:
+        return None
+    (table, elem, dtype), (index, index_elem, _) = t[0], t[1]
+    if name == "aten::embedding":
+        out = list(index) + list(table[1:])
+    elif name == "aten::gather":
+        out = list(index)
+    else:
+        dim = 0
+        if len(concrete) > 1 and str(concrete[1]).strip().lstrip("-").isdigit():
+            dim = int(str(concrete[1]).strip())
+        out = list(table)
+        if out:
+            out[dim % len(out)] = _numel(index)
+    out_elems = _numel(out)
+    return Work("memory_bound", float(out_elems), float(2 * out_elems * elem + _numel(index) * index_elem), dtype)
+
+
 def _memory_bound(name: str, t, concrete: list) -> Work | None:
     if not t:
         return None
@@ -287,10 +314,9 @@ def _memory_bound(name: str, t, concrete: list) -> Work | None:
     if name in ELEMENTWISE:
         if name in ("aten::fill_", "aten::zero_"):
             return Work("memory_bound", float(_numel(t[0][0])), float(_numel(t[0][0]) * t[0][1]), dtype)
-        out = _broadcast(*[d for d, _, _ in t])
-        if name in ("aten::index_select", "aten::embedding", "aten::gather"):
-            out = t[-1][0] if name == "aten::gather" else out
-        out_elems = _numel(out)
+        if name in GATHERS:
+            return _gather_work(name, t, concrete)
+        out_elems = _numel(_broadcast(*[d for d, _, _ in t]))
         read = sum(_numel(d) * e for d, e, _ in t)
         return Work("memory_bound", float(out_elems), float(read + out_elems * t[0][1]), dtype)
     return None

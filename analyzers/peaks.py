@@ -11,7 +11,7 @@
   :data:`DTYPE_FALLBACK`'s. The peak is named: its dtype and datasheet TFLOP/s (``peak_dtype``,
   ``peak_tflops``), and where the vendor publishes a measured max-achievable peak (AMD's MAF,
   devices.toml ``achievable_tflops``) the same roofline against it (``pct_of_achievable``); a
-  bandwidth-bound set's ``pct_of_achievable`` is its achieved GB/s over the bandwidth (:func:`roofline`).
+  bandwidth-bound set has no ``pct_of_achievable`` (no measured achievable bandwidth is published: :func:`roofline`).
 """
 
 from __future__ import annotations
@@ -88,9 +88,10 @@ def roofline(entry: dict | None, flops: np.ndarray, nbytes: np.ndarray, dtypes: 
     op calls; where the vendor publishes a measured max-achievable peak for that dtype, that peak
     (``achievable_tflops``). ``pct_of_achievable``: for a compute-bound set, the same roofline with the
     compute roofs at the achievable peaks (the bandwidth roof unchanged; None where the vendor
-    publishes none); for a memory-bound set, its achieved GB/s over the bandwidth a kernel can reach
-    — the datasheet's, as no vendor in devices.toml publishes a measured achievable bandwidth (AMD's
-    MAF measures FLOP/s only) — so a bandwidth-bound row is never judged against a compute peak."""
+    publishes none); None for a memory-bound set: no vendor in devices.toml publishes a measured
+    achievable bandwidth (AMD's MAF measures FLOP/s only), and the datasheet bandwidth is already
+    ``pct_of_roofline``'s, so a bandwidth-bound row is neither judged against a compute peak nor
+    given the same figure twice."""
     if entry is None or not time_ns:
         return Roofline()
     bandwidth = float(entry["bandwidth_gbps"])
@@ -101,8 +102,8 @@ def roofline(entry: dict | None, flops: np.ndarray, nbytes: np.ndarray, dtypes: 
     achievable = peak_tflops(entry, main_dtype, "achievable_tflops") if main_dtype else None
     bound = "compute" if compute_ns.sum() >= memory_ns.sum() else "memory"
     achievable_tflops = achievable[1] if achievable and main_peak and achievable[0] == main_peak[0] else None
-    if bound == "memory":  # bandwidth-bound: the achieved GB/s over the bandwidth a kernel can reach
-        pct_of_achievable = round(100.0 * float(nbytes.sum()) / time_ns / bandwidth, 2)
+    if bound == "memory":  # bandwidth-bound: no vendor publishes a measured achievable bandwidth
+        pct_of_achievable = None
     elif achievable_tflops is not None:
         reachable_ns = np.maximum(_compute_ns(entry, flops, dtypes, "achievable_tflops"), memory_ns)
         pct_of_achievable = round(100.0 * float(reachable_ns.sum()) / time_ns, 2)
