@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Post-mortem triage of a slow or unstable LLM inference server.",
         epilog="exit codes: 0 analyzed; 2 usage error; 3 unreadable or unsupported input; 4 nothing to analyze; "
                "5 --fail-on matched; 6 batch: some case failed; 7 cannot write the report; 8 regressed and "
-               "9 inconclusive (compare/trend --gate); 70 internal error; 130 interrupted (Ctrl-C or SIGTERM)",
+               "9 inconclusive (compare/trend --gate); 70 internal error; 124 an MCP tool call past mcp --timeout; "
+               "130 interrupted (Ctrl-C or SIGTERM)",
     )
     parser.add_argument("--version", action="version", version=f"tracetriage {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
