@@ -373,7 +373,7 @@ def _ratio(value: float | None) -> str | None:
     return None if value is None else f"{value:.3f}"
 
 
-def _bounds(interval: tuple[float, ...] | None) -> tuple[str | None, str | None]:
+def _bounds(interval: list[float] | None) -> tuple[str | None, str | None]:
     """A 95% interval's two ends to three decimals (None, None: not measured)."""
     return (None, None) if interval is None else (f"{interval[0]:.3f}", f"{interval[1]:.3f}")
 

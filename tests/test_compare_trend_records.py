@@ -159,3 +159,16 @@ def test_a_kernel_not_measured_on_a_side_grows_from_zero():
 @pytest.mark.parametrize("module", ["compare_view.py", "compare_deploy_view.py", "compare.py", "trend_view.py", "trend.py"])
 def test_the_compare_and_trend_reports_read_fields_not_string_keys(module):
     assert _string_key_lookups(ROOT / "reports" / module) == 0
+
+
+def test_a_null_interval_stays_not_measured():
+    """An interval the contract writes null is None in the record (not the empty list a null list reads as),
+    so the view says it was not measured."""
+    from tracetriage.reports.compare_view import _across_row, _device_rate
+
+    row = compare_records.read({"across_devices": {"classes": [{"what": "gemm", "ratio": 1.2, "ci95": None,
+                                                                "normalised_ci95": None}]}}).across_devices.classes[0]
+    assert row.ci95 is None and _across_row(row, "step").interval == "noise not measured"
+    device = compare_records.DeviceRate(device="gpu0", ratio=1.1, ci95=[1.0, 1.2], rate_ci95=None)
+    view = _device_rate(device)
+    assert (view.ci_low, view.ci_high, view.rate_ci_low, view.rate_ci_high) == ("1.000", "1.200", None, None)

@@ -63,12 +63,12 @@ class StepTime:
     before_p99_ns: int | None = None
     after_p99_ns: int | None = None
     ratio: float | None = None
-    ci95: tuple[float, ...] | None = None
+    ci95: list[float] | None = None  # a list: a null interval stays None (not measured)
     p_value: float | None = None
     significant: bool = False
     status: str = ""
     p99_ratio: float | None = None
-    p99_ci95: tuple[float, ...] | None = None
+    p99_ci95: list[float] | None = None  # a list: a null interval stays None (not measured)
     p99_significant: bool = False
     p99_status: str = ""
 
@@ -152,12 +152,12 @@ class DeviceRate:
     before_calls_per_s: float | None = None
     after_calls_per_s: float | None = None
     ratio: float | None = None
-    ci95: tuple[float, ...] | None = None
+    ci95: list[float] | None = None  # a list: a null interval stays None (not measured)
     significant: bool = False
     status: str = ""
     reason: str | None = None
     rate_ratio: float | None = None
-    rate_ci95: tuple[float, ...] | None = None
+    rate_ci95: list[float] | None = None  # a list: a null interval stays None (not measured)
     rate_p_value: float | None = None
     rate_status: str = ""
 
@@ -173,7 +173,7 @@ class KernelRate:
     before_ns_per_call: float = 0.0
     after_ns_per_call: float = 0.0
     ratio: float = 0.0
-    ci95: tuple[float, ...] = ()
+    ci95: list[float] = field(default_factory=list)
     p_value: float = 0.0
     significant: bool = False
     status: str = ""
@@ -212,10 +212,10 @@ class AcrossRow:
     before: DeviceSide | None = None
     after: DeviceSide | None = None
     ratio: float | None = None
-    ci95: tuple[float, ...] | None = None
+    ci95: list[float] | None = None  # a list: a null interval stays None (not measured)
     predicted_ratio: float | None = None
     normalised_ratio: float | None = None
-    normalised_ci95: tuple[float, ...] | None = None
+    normalised_ci95: list[float] | None = None  # a list: a null interval stays None (not measured)
     verdict: str = ""
     words: str = ""
 
