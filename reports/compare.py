@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from tracetriage.records.compare import StepSeries, read
 from tracetriage.reports.compare_view import compare_view
 from tracetriage.reports.jsonout import _clean
 
@@ -23,17 +24,17 @@ def render_compare(cmp: dict, fmt_name: str, store=None) -> str:
     """The comparison ``cmp`` (its contract, with the private ``_series`` the step chart is drawn from)
     in one format: json, html, md or text; ``store`` (the analysis cache, or None) keeps the HTML's
     compiled template."""
-    public = {k: v for k, v in cmp.items() if not k.startswith("_")}
     if fmt_name == "json":
+        public = {k: v for k, v in cmp.items() if not k.startswith("_")}
         return json.dumps(_clean(public), indent=2, ensure_ascii=False) + "\n"
-    view = compare_view(public)
+    comparison = read(cmp)
+    view = compare_view(comparison)
     if fmt_name == "html":
         from tracetriage.reports import charts
         from tracetriage.reports.html import environment
 
-        series = cmp.get("_series") or {}
-        chart = charts.step_distributions(series.get("before") or {}, series.get("after") or {},
-                                          "before", "after") if view.comparable else None
+        steps = comparison.step_series or StepSeries()
+        chart = charts.step_distributions(steps.before, steps.after, "before", "after") if view.comparable else None
         return environment(store).get_template("compare.html.j2").render(v=view, chart=chart)
     if fmt_name == "md":
         from tracetriage.reports.markdown import environment

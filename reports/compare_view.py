@@ -1,16 +1,32 @@
 """The view of a Comparison (``tracetriage.compare/2``): every figure and phrase its reports show, formatted once.
 
-:func:`compare_view` builds a :class:`CompareView` from the comparison's contract dict once; the text,
-Markdown and HTML reports are templates (reports/templates/compare.*.j2) that lay it out and compute
-nothing. A field a format leaves out is listed, with the reason, in tests/test_view_parity.py.
+:func:`compare_view` builds a :class:`CompareView` once from the comparison's record (tracetriage/records/compare.py,
+read from its contract dict); the text, Markdown and HTML reports are templates (reports/templates/compare.*.j2)
+that lay it out and compute nothing. A field a format leaves out is listed, with the reason, in tests/test_view_parity.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tracetriage.reports.side_views import length_summary
-from tracetriage.wording import fmt_ns, ms_decimals, ms_text, speed_words
+from tracetriage.contract import load
+from tracetriage.records.compare import (
+    AcrossDevices,
+    AcrossRow,
+    ComparedFinding,
+    ComparisonRecord,
+    DeviceRate,
+    DeviceSide,
+    KernelRate,
+    Metric,
+    MovedKernel,
+    Mover,
+    Side,
+    StepTime,
+    read,
+)
+from tracetriage.reports.compare_deploy_view import DeployView, deploy_view
+from tracetriage.wording import fmt_ns, ms_decimals, ms_text, speed_text
 
 LABELS = {
     "step_p50_ms": "step p50", "step_p99_ms": "step p99", "compute_ms": "compute", "collective_ms": "exposed collective",
@@ -62,50 +78,51 @@ def metric_value(value, unit: str) -> str:
     return f"{value:,.1f}".rstrip("0").rstrip(".")
 
 
-def metric_change(metric: dict) -> str:
+def metric_change(metric: Metric) -> str:
     """after - before: points for a share, ms as precise as the coarser of the two values, no finer;
     anything else at the precision of its level (metric_value) with its unit (req/s, tokens)."""
-    delta = metric["change"]
+    delta, unit = metric.change, metric.unit
     if delta is None:
         return "n/a"
-    if metric["unit"] == "%":
+    if unit == "%":
         return f"{delta:+.1f} pt"
-    if metric["unit"].startswith("ms"):
-        coarser = max(abs(metric["before"] or 0.0), abs(metric["after"] or 0.0))
+    if unit.startswith("ms"):
+        coarser = max(abs(metric.before or 0.0), abs(metric.after or 0.0))
         return ms(delta, ms_decimals(coarser), sign="+")
-    if metric["unit"] == "req/s":
+    if unit == "req/s":
         return f"{delta:+.2f} req/s"
-    if metric["unit"] == "tokens":
+    if unit == "tokens":
         return f"{delta:+,.1f} tokens"
     return f"{delta:+,.1f}".rstrip("0").rstrip(".")
 
 
-def metric_label(metric: dict, ranks: int = 1) -> str:
-    """The row's name; a step percentile of several ranks says it is their median (the summary line
-    names one rank's)."""
-    label = LABELS.get(metric["name"], metric["name"])
-    if metric["name"] in ("step_p50_ms", "step_p99_ms") and ranks > 1:
+def metric_label(metric: Metric | dict, ranks: int = 1) -> str:
+    """The row's name (of a metric's record or its contract dict); a step percentile of several ranks
+    says it is their median (the summary line names one rank's)."""
+    metric = load(Metric, metric)
+    label = LABELS.get(metric.name, metric.name)
+    if metric.name in ("step_p50_ms", "step_p99_ms") and ranks > 1:
         return f"{label}, median of {ranks} ranks"
-    return f"{label} (per step)" if metric["unit"] in ("ms/step", "calls/step", "copies/step") else label
+    return f"{label} (per step)" if metric.unit in ("ms/step", "calls/step", "copies/step") else label
 
 
-def is_serving(metric: dict) -> bool:
+def is_serving(metric: Metric) -> bool:
     """A serving figure (client percentiles, request throughput): per request, never per step."""
-    return metric["name"].startswith(SERVING_PREFIXES)
+    return metric.name.startswith(SERVING_PREFIXES)
 
 
-def side_steps(side: dict) -> str:
-    if side["world_size"] > 1:
-        return f"{side['steps_per_rank']} steps per rank x {side['world_size']} ranks"
-    return f"{side['steps']} steps"
+def side_steps(side: Side) -> str:
+    if side.world_size > 1:
+        return f"{side.steps_per_rank} steps per rank x {side.world_size} ranks"
+    return f"{side.steps} steps"
 
 
-def verdict_detail(comparison: dict) -> str:
+def verdict_detail(comparison: ComparisonRecord) -> str:
     """The summary without its leading verdict word (the reports print the verdict in words themselves)."""
-    summary = comparison["summary"]
+    summary, verdict = comparison.summary, comparison.verdict
     for separator in (";", ":"):
-        if summary.startswith(comparison["verdict"] + separator):
-            return summary[len(comparison["verdict"]) + 1:].strip()
+        if summary.startswith(verdict + separator):
+            return summary[len(verdict) + 1:].strip()
     return summary
 
 
@@ -286,50 +303,6 @@ class AcrossDevicesView:
 
 
 @dataclass(frozen=True, slots=True)
-class ShapeView:
-    """One per-request length distribution across the change: each side's summary in words, the
-    two-sample test's statistic and p-value, and its outcome (shifted, within noise, not tested)."""
-    name: str
-    before: str
-    after: str
-    test: str
-    outcome: str
-
-
-@dataclass(frozen=True, slots=True)
-class QualityView:
-    """The compare-stage finding (quality_regression): its words, severity, impact and evidence."""
-    id: str
-    title: str
-    severity: str
-    impact: str
-    mechanism: str
-    fix: str
-    confirm: str
-    falsifier: str
-    evidence: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class DeployView:
-    """The serving side of the change (analyzers/compare_serving.py): the engines, the settings that
-    changed (with where each side's value comes from), those the same, those not compared (known on one side only, or
-    ``auto`` against the dtype it may resolve to),
-    the per-request shapes,
-    the shares of requests (length-capped, failed), the load, the latency note (None: none) and the
-    quality finding (None: it did not fire)."""
-    engines: str
-    changed: tuple[str, ...]
-    same: tuple[str, ...]
-    uncompared: tuple[str, ...]
-    shapes: tuple[ShapeView, ...]
-    shares: tuple[str, ...]
-    load: str
-    latency: str | None
-    quality: QualityView | None
-
-
-@dataclass(frozen=True, slots=True)
 class CompareView:
     """Everything a report of one Comparison shows, in the order the text report shows it: ``threshold``
     the practical minimum (% of the before step) as ``%g`` spells it, ``threshold_repr`` as the contract
@@ -367,59 +340,69 @@ class CompareView:
     deploy: DeployView | None
 
 
-def compare_view(comparison: dict) -> CompareView:
-    """The view of one Comparison (its contract dict), built once for every format."""
-    comparable = comparison["comparable"]
-    method = comparison["method"]
-    noise = method["noise_ms_per_step"]
-    rate = comparison["work_rate"]
+def compare_view(comparison: dict | ComparisonRecord) -> CompareView:
+    """The view of one Comparison (its contract dict or record), built once for every format."""
+    comparison = read(comparison)
+    comparable, noise, rate = comparison.comparable, comparison.method.noise_ms_per_step, comparison.work_rate
     return CompareView(
-        tool_version=str(comparison["tool_version"]), schema=str(comparison["schema"]), summary=comparison["summary"],
-        verdict=comparison["verdict"], verdict_words=VERDICT_WORDS[comparison["verdict"]], detail=verdict_detail(comparison),
-        before=_side(comparison["before"]), after=_side(comparison["after"]),
-        comparable=bool(comparable["ok"]), confidence=f"{comparable['confidence']:.2f}", reasons=tuple(comparable["reasons"]),
-        slo_broken=tuple(comparison["slo_broken"]), slo_not_measured=tuple(comparison["slo_not_measured"]),
-        threshold=f"{comparison['threshold_pct']:g}", threshold_repr=str(comparison["threshold_pct"]),
+        tool_version=str(comparison.tool_version), schema=str(comparison.schema), summary=comparison.summary,
+        verdict=comparison.verdict, verdict_words=VERDICT_WORDS[comparison.verdict], detail=verdict_detail(comparison),
+        before=_side(comparison.before), after=_side(comparison.after),
+        comparable=bool(comparable.ok), confidence=f"{comparable.confidence:.2f}", reasons=tuple(comparable.reasons),
+        slo_broken=tuple(comparison.slo_broken), slo_not_measured=tuple(comparison.slo_not_measured),
+        threshold=f"{comparison.threshold_pct:g}", threshold_repr=str(comparison.threshold_pct),
         noise_ms_per_step=None if noise is None else ms(noise),
-        step_test=str(method["step_test"]) if comparison["step_time"] and rate is None else None,
-        step_time=() if rate is not None else tuple(_step_time(rank) for rank in comparison["step_time"]),
-        findings=tuple(_finding(finding) for finding in comparison["findings"]),
-        sections=metric_sections(comparison["metrics"], len(comparison["step_time"]), stepless=rate is not None),
-        kernels=() if rate is not None else tuple(_kernel(kernel) for kernel in comparison["kernels"]),
-        movers=tuple(_mover(mover, comparison["threshold_pct"]) for mover in comparison["movers"]),
-        work_rate_method=None if rate is None else str(rate["method"]),
-        work_rate=() if rate is None else tuple(_device_rate(device) for device in rate["devices"]),
-        rate_kernels=() if rate is None else tuple(_kernel_rate(kernel) for kernel in rate["kernels"]),
-        across_devices=None if comparison["across_devices"] is None else _across(comparison["across_devices"]),
-        deploy=deploy_view(comparison.get("serving")))
+        step_test=str(comparison.method.step_test) if comparison.step_time and rate is None else None,
+        step_time=() if rate is not None else tuple(_step_time(rank) for rank in comparison.step_time),
+        findings=tuple(_finding(finding) for finding in comparison.findings),
+        sections=metric_sections(comparison.metrics, len(comparison.step_time), stepless=rate is not None),
+        kernels=() if rate is not None else tuple(_kernel(kernel) for kernel in comparison.kernels),
+        movers=tuple(_mover(mover, comparison.threshold_pct) for mover in comparison.movers),
+        work_rate_method=None if rate is None else str(rate.method),
+        work_rate=() if rate is None else tuple(_device_rate(device) for device in rate.devices),
+        rate_kernels=() if rate is None else tuple(_kernel_rate(kernel) for kernel in rate.kernels),
+        across_devices=None if comparison.across_devices is None else _across(comparison.across_devices),
+        deploy=deploy_view(comparison.serving))
 
 
-def _side(side: dict) -> SideView:
-    return SideView(label=str(side["label"]), devices=str(side["devices"]), steps=side_steps(side), headline=side["headline"])
+def _side(side: Side) -> SideView:
+    return SideView(label=str(side.label), devices=str(side.devices), steps=side_steps(side), headline=side.headline)
 
 
-def _step_time(rank: dict) -> StepTimeView:
-    measured = rank["ratio"] is not None
+def _ratio(value: float | None) -> str | None:
+    return None if value is None else f"{value:.3f}"
+
+
+def _bounds(interval: list[float] | None) -> tuple[str | None, str | None]:
+    """A 95% interval's two ends to three decimals (None, None: not measured)."""
+    return (None, None) if interval is None else (f"{interval[0]:.3f}", f"{interval[1]:.3f}")
+
+
+def _p(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2g}"
+
+
+def _step_time(rank: StepTime) -> StepTimeView:
+    measured = rank.ratio is not None
+    ci_low, ci_high = _bounds(rank.ci95) if measured else (None, None)
     return StepTimeView(
-        rank=str(rank["rank"]), before_pid=str(rank["before_pid"]), after_pid=str(rank["after_pid"]), measured=measured,
-        before_p50=ms_of_ns(rank["before_p50_ns"]), after_p50=ms_of_ns(rank["after_p50_ns"]),
-        before_p99=ms_of_ns(rank["before_p99_ns"]), after_p99=ms_of_ns(rank["after_p99_ns"]),
-        speed=speed_words(rank) if measured else None,
-        ratio=f"{rank['ratio']:.3f}" if measured else None,
-        ci_low=f"{rank['ci95'][0]:.3f}" if measured else None, ci_high=f"{rank['ci95'][1]:.3f}" if measured else None,
-        p_value="n/a" if rank["p_value"] is None else f"{rank['p_value']:.2g}",
-        status=str(rank["status"]), p99_status=str(rank["p99_status"]),
-        before_steps=str(rank["before_count"]), after_steps=str(rank["after_count"]))
+        rank=str(rank.rank), before_pid=str(rank.before_pid), after_pid=str(rank.after_pid), measured=measured,
+        before_p50=ms_of_ns(rank.before_p50_ns), after_p50=ms_of_ns(rank.after_p50_ns),
+        before_p99=ms_of_ns(rank.before_p99_ns), after_p99=ms_of_ns(rank.after_p99_ns),
+        speed=speed_text(rank.before_p50_ns, rank.after_p50_ns) if measured else None,
+        ratio=_ratio(rank.ratio), ci_low=ci_low, ci_high=ci_high, p_value=_p(rank.p_value),
+        status=str(rank.status), p99_status=str(rank.p99_status),
+        before_steps=str(rank.before_count), after_steps=str(rank.after_count))
 
 
-def _finding(finding: dict) -> EvidencedFindingView:
+def _finding(finding: ComparedFinding) -> EvidencedFindingView:
     return EvidencedFindingView(
-        id=finding["id"], status=finding["status"] or "not judged", status_class=finding["status"] or "unchanged",
-        before_ms_per_step=ms(finding["before_ms_per_step"]), after_ms_per_step=ms(finding["after_ms_per_step"]),
-        decided_by=finding["decided_by"], evidence=tuple(e["text"] for e in finding["evidence"]))
+        id=finding.id, status=finding.status or "not judged", status_class=finding.status or "unchanged",
+        before_ms_per_step=ms(finding.before_ms_per_step), after_ms_per_step=ms(finding.after_ms_per_step),
+        decided_by=finding.decided_by, evidence=tuple(evidence.text for evidence in finding.evidence))
 
 
-def metric_sections(metrics: list[dict], ranks: int = 1, stepless: bool = False) -> tuple[MetricSectionView, ...]:
+def metric_sections(metrics: tuple[Metric, ...], ranks: int = 1, stepless: bool = False) -> tuple[MetricSectionView, ...]:
     """The metrics table in two parts, each under a heading that applies to its rows: the per-step figures
     (with a note on idle by cause when they have idle rows), per call for captures without steps
     (``stepless``: compare reads their work rate), then the serving figures."""
@@ -427,7 +410,7 @@ def metric_sections(metrics: list[dict], ranks: int = 1, stepless: bool = False)
     serving = [metric for metric in metrics if is_serving(metric)]
     sections = []
     if step:
-        idle = any(metric["name"].startswith("idle_") for metric in step)
+        idle = any(metric.name.startswith("idle_") for metric in step)
         heading = "Per call, absolute" if stepless else "Per step, absolute"
         sections.append(MetricSectionView(heading, STEP_NOTE if idle else None, False, _metric_rows(step, ranks)))
     if serving:
@@ -435,61 +418,62 @@ def metric_sections(metrics: list[dict], ranks: int = 1, stepless: bool = False)
     return tuple(sections)
 
 
-def _metric_rows(metrics: list[dict], ranks: int = 1) -> tuple[MetricView, ...]:
-    return tuple(MetricView(metric_label(metric, ranks), metric_value(metric["before"], metric["unit"]),
-                            metric_value(metric["after"], metric["unit"]), metric_change(metric), metric["direction"])
+def _metric_rows(metrics: list[Metric], ranks: int = 1) -> tuple[MetricView, ...]:
+    return tuple(MetricView(metric_label(metric, ranks), metric_value(metric.before, metric.unit),
+                            metric_value(metric.after, metric.unit), metric_change(metric), metric.direction)
                  for metric in metrics)
 
 
-def _kernel(kernel: dict) -> MovedKernelView:
-    name = str(kernel["name"])
+def _short(name: str) -> str:
+    """A kernel's name cut in the middle past 90 characters."""
+    return name if len(name) <= 90 else name[:44] + "…" + name[-44:]
+
+
+def _kernel(kernel: MovedKernel) -> MovedKernelView:
+    name = str(kernel.name)
     return MovedKernelView(
-        device=str(kernel["device"]), name=name, short_name=name if len(name) <= 90 else name[:44] + "…" + name[-44:],
-        graph=kernel.get("kind") == "graph",
-        before_ms_per_step=ms(kernel["before_ms_per_step"]), after_ms_per_step=ms(kernel["after_ms_per_step"]),
-        before_share=pct(kernel["before_share_pct"]), after_share=pct(kernel["after_share_pct"]))
+        device=str(kernel.device), name=name, short_name=_short(name), graph=kernel.kind == "graph",
+        before_ms_per_step=ms(kernel.before_ms_per_step), after_ms_per_step=ms(kernel.after_ms_per_step),
+        before_share=pct(kernel.before_share_pct), after_share=pct(kernel.after_share_pct))
 
 
-def _mover(mover: dict, threshold_pct: float) -> MoverView:
-    coarser = max(abs(mover["before_ms"]), abs(mover["after_ms"]))
-    if mover["beyond_noise"]:
+def _mover(mover: Mover, threshold_pct: float) -> MoverView:
+    coarser = max(abs(mover.before_ms), abs(mover.after_ms))
+    if mover.beyond_noise:
         why = f"beyond the {threshold_pct:g}%-of-step threshold"
-    elif mover["change_pct"] is not None:
-        why = f"grew {mover['change_pct']:.0f}%, below the {threshold_pct:g}%-of-step threshold"
+    elif mover.change_pct is not None:
+        why = f"grew {mover.change_pct:.0f}%, below the {threshold_pct:g}%-of-step threshold"
     else:
         why = f"grew from nothing, below the {threshold_pct:g}%-of-step threshold"
-    return MoverView(label=str(mover["label"]), rank=str(mover["rank"]), before=ms(mover["before_ms"]),
-                     after=ms(mover["after_ms"]), change=ms(mover["change_ms"], ms_decimals(coarser), sign="+"), why=why)
+    return MoverView(label=str(mover.label), rank=str(mover.rank), before=ms(mover.before_ms),
+                     after=ms(mover.after_ms), change=ms(mover.change_ms, ms_decimals(coarser), sign="+"), why=why)
 
 
 def _rate(value) -> str:
     return "n/a" if value is None else f"{value:,.0f}/s"
 
 
-def _device_rate(device: dict) -> DeviceRateView:
-    measured = device["ratio"] is not None
+def _device_rate(device: DeviceRate) -> DeviceRateView:
+    measured = device.ratio is not None
+    ci_low, ci_high = _bounds(device.ci95) if measured else (None, None)
+    rate_ci_low, rate_ci_high = _bounds(device.rate_ci95)
     return DeviceRateView(
-        device=str(device["device"]), measured=measured, kernels=str(device["kernels"]),
-        before_covered=pct(device["before_covered_pct"]), after_covered=pct(device["after_covered_pct"]),
-        before_calls_per_s=_rate(device["before_calls_per_s"]), after_calls_per_s=_rate(device["after_calls_per_s"]),
-        ratio=f"{device['ratio']:.3f}" if measured else None,
-        ci_low=f"{device['ci95'][0]:.3f}" if measured else None, ci_high=f"{device['ci95'][1]:.3f}" if measured else None,
-        status=str(device["status"]), reason=device["reason"],
-        rate_ratio=None if device["rate_ratio"] is None else f"{device['rate_ratio']:.3f}",
-        rate_ci_low=None if device["rate_ci95"] is None else f"{device['rate_ci95'][0]:.3f}",
-        rate_ci_high=None if device["rate_ci95"] is None else f"{device['rate_ci95'][1]:.3f}",
-        rate_p_value="n/a" if device["rate_p_value"] is None else f"{device['rate_p_value']:.2g}",
-        rate_status=str(device["rate_status"]))
+        device=str(device.device), measured=measured, kernels=str(device.kernels),
+        before_covered=pct(device.before_covered_pct), after_covered=pct(device.after_covered_pct),
+        before_calls_per_s=_rate(device.before_calls_per_s), after_calls_per_s=_rate(device.after_calls_per_s),
+        ratio=_ratio(device.ratio), ci_low=ci_low, ci_high=ci_high, status=str(device.status), reason=device.reason,
+        rate_ratio=_ratio(device.rate_ratio), rate_ci_low=rate_ci_low, rate_ci_high=rate_ci_high,
+        rate_p_value=_p(device.rate_p_value), rate_status=str(device.rate_status))
 
 
-def _kernel_rate(kernel: dict) -> KernelRateView:
-    name = str(kernel["name"])
+def _kernel_rate(kernel: KernelRate) -> KernelRateView:
+    name = str(kernel.name)
+    ci_low, ci_high = _bounds(kernel.ci95)
     return KernelRateView(
-        device=str(kernel["device"]), name=name, short_name=name if len(name) <= 90 else name[:44] + "…" + name[-44:],
-        before_calls=f"{kernel['before_calls']:,}", after_calls=f"{kernel['after_calls']:,}",
-        before_per_call=fmt_ns(kernel["before_ns_per_call"]), after_per_call=fmt_ns(kernel["after_ns_per_call"]),
-        ratio=f"{kernel['ratio']:.3f}", ci_low=f"{kernel['ci95'][0]:.3f}", ci_high=f"{kernel['ci95'][1]:.3f}",
-        p_value=f"{kernel['p_value']:.2g}", status=str(kernel["status"]))
+        device=str(kernel.device), name=name, short_name=_short(name),
+        before_calls=f"{kernel.before_calls:,}", after_calls=f"{kernel.after_calls:,}",
+        before_per_call=fmt_ns(kernel.before_ns_per_call), after_per_call=fmt_ns(kernel.after_ns_per_call),
+        ratio=f"{kernel.ratio:.3f}", ci_low=ci_low, ci_high=ci_high, p_value=f"{kernel.p_value:.2g}", status=str(kernel.status))
 
 
 def _times(value) -> str:
@@ -500,86 +484,29 @@ def _span(interval) -> str:
     return "noise not measured" if interval is None else f"95% CI {interval[0]:.3f}-{interval[1]:.3f}"
 
 
-def _device_side(side: dict | None, unit: str) -> DeviceSideView | None:
+def _device_side(side: DeviceSide | None, unit: str) -> DeviceSideView | None:
     if side is None:
         return None
-    tflops, gbps = side["achieved_tflops"], side["achieved_gbps"]
+    tflops, gbps = side.achieved_tflops, side.achieved_gbps
     rate = ", ".join(part for part in ("" if tflops is None else f"{tflops:,.1f} TFLOP/s",
                                        "" if gbps is None else f"{gbps:,.0f} GB/s") if part) or "n/a"
-    return DeviceSideView(time=f"{fmt_ns(side['ms_per_unit'] * 1e6)} per {unit}", calls=f"{side['calls']:,} calls",
-                          rate=rate, pct_of_peak=pct(side["pct_of_peak"]), peak=side["peak"] or "no peak known",
-                          measured=None if side["measured_share_pct"] is None else pct(side["measured_share_pct"]))
+    return DeviceSideView(time=f"{fmt_ns(side.ms_per_unit * 1e6)} per {unit}", calls=f"{side.calls:,} calls",
+                          rate=rate, pct_of_peak=pct(side.pct_of_peak), peak=side.peak or "no peak known",
+                          measured=None if side.measured_share_pct is None else pct(side.measured_share_pct))
 
 
-def _across_row(row: dict, unit: str) -> AcrossRowView:
+def _across_row(row: AcrossRow, unit: str) -> AcrossRowView:
     return AcrossRowView(
-        what=str(row["what"]), judged=row["ratio"] is not None, before=_device_side(row["before"], unit),
-        after=_device_side(row["after"], unit), ratio=_times(row["ratio"]), interval=_span(row["ci95"]),
-        predicted=_times(row["predicted_ratio"]), normalised=_times(row["normalised_ratio"]),
-        normalised_interval=_span(row["normalised_ci95"]), verdict=str(row["verdict"]), words=str(row["words"]))
+        what=str(row.what), judged=row.ratio is not None, before=_device_side(row.before, unit),
+        after=_device_side(row.after, unit), ratio=_times(row.ratio), interval=_span(row.ci95),
+        predicted=_times(row.predicted_ratio), normalised=_times(row.normalised_ratio),
+        normalised_interval=_span(row.normalised_ci95), verdict=str(row.verdict), words=str(row.words))
 
 
-def _across(across: dict) -> AcrossDevicesView:
-    unit = str(across["unit"])
+def _across(across: AcrossDevices) -> AcrossDevicesView:
+    unit = str(across.unit)
     return AcrossDevicesView(
-        ok=bool(across["ok"]), unit=unit, before_device=str(across["before_device"] or "n/a"),
-        after_device=str(across["after_device"] or "n/a"), band=f"{across['band_pct']:g}%", method=str(across["method"]),
-        reasons=tuple(across["reasons"]), classes=tuple(_across_row(row, unit) for row in across["classes"]),
-        ops=tuple(_across_row(row, unit) for row in across["ops"]))
-
-
-def _length_words(stats: dict | None) -> str:
-    return length_summary(stats, " tokens") if stats else "not measured"
-
-
-def _shape(shape: dict) -> ShapeView:
-    test = ("no per-request values: not tested" if shape["p_value"] is None
-            else f"KS D={shape['ks_statistic']:.3f}, p={shape['p_value']:.2g}")
-    outcome = "not tested" if shape["shifted"] is None else "shifted" if shape["shifted"] else "within noise"
-    return ShapeView(f"{shape['name']} tokens per request", _length_words(shape["before"]), _length_words(shape["after"]),
-                     test, outcome)
-
-
-def _source(source: str) -> str:
-    return source.split(" (")[0]
-
-
-def _setting(setting: dict) -> str:
-    before, after = _source(setting["before_source"]), _source(setting["after_source"])
-    return f"{setting['text']} [{before if before == after else f'{before} -> {after}'}]"
-
-
-def _same(setting: dict) -> bool:
-    """Whether both sides know the setting (printed or a default) with one value."""
-    return "not known" not in (setting["before_source"], setting["after_source"]) and setting["before"] == setting["after"]
-
-
-def _load(load: dict) -> str:
-    def rate(side):
-        value = load[side]["request_rate"]
-        return "n/a" if value is None else f"{value:g} req/s"
-
-    def cap(side):
-        value = load[side]["max_concurrency"]
-        return "none" if value is None else f"{value:g}"
-
-    return f"request rate {rate('before')} -> {rate('after')}; max concurrency {cap('before')} -> {cap('after')}"
-
-
-def deploy_view(serving: dict | None) -> DeployView | None:
-    """The serving side of a comparison (None without one on both sides)."""
-    if not serving:
-        return None
-    quality = serving.get("quality")
-    return DeployView(
-        engines=str(serving["engines"]),
-        changed=tuple(_setting(setting) for setting in serving["settings"] if setting["changed"]),
-        same=tuple(_setting(setting) for setting in serving["settings"] if not setting["changed"] and _same(setting)),
-        uncompared=tuple(_setting(setting) for setting in serving["settings"] if not setting["changed"] and not _same(setting)),
-        shapes=tuple(_shape(shape) for shape in serving["shapes"]), shares=tuple(share["text"] for share in serving["shares"]),
-        load=_load(serving["load"]), latency=serving["latency"],
-        quality=None if not quality else QualityView(
-            id=quality["id"], title=quality["title"], severity=quality["severity"],
-            impact=f"{quality['impact_pct']:.0f}% of {quality['impact_denominator']}", mechanism=quality["mechanism"],
-            fix=quality["fix"], confirm=quality["confirm"], falsifier=quality["falsifier"],
-            evidence=tuple(row["text"] for row in quality["evidence"])))
+        ok=bool(across.ok), unit=unit, before_device=str(across.before_device or "n/a"),
+        after_device=str(across.after_device or "n/a"), band=f"{across.band_pct:g}%", method=str(across.method),
+        reasons=tuple(across.reasons), classes=tuple(_across_row(row, unit) for row in across.classes),
+        ops=tuple(_across_row(row, unit) for row in across.ops))

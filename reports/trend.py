@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from tracetriage.contract import load, load_all
+from tracetriage.records.trend import Case, Group, Series, TrendChange, TrendRecord, read
 from tracetriage.reports.jsonout import _clean
 from tracetriage.reports.trend_view import gate_line, series_title, trend_view
 
@@ -14,16 +16,16 @@ CHART_SERIES = ("step_p50_ms", "step_p99_ms", "busy_pct", "idle_ms", "launches_p
                 "ttft_p50_ms", "tpot_p50_ms", "throughput_rps")
 
 
-def series_frame(result: dict):
+def series_frame(result: dict | TrendRecord):
     """One row per group, case and series: the long table ``--format parquet`` writes."""
     import pandas as pd
 
     rows = []
-    for group in result["groups"]:
-        for name, series in group["series"].items():
-            for case, value in zip(group["cases"], series["values"]):
-                rows.append({"group": group["key"], "case": case["name"], "time": case["time"], "label": case["label"],
-                             "metric": name, "unit": series["unit"], "value": value})
+    for group in read(result).groups:
+        for name, series in group.series.items():
+            for case, value in zip(group.cases, series.values):
+                rows.append({"group": group.key, "case": case.name, "time": case.time, "label": case.label,
+                             "metric": name, "unit": series.unit, "value": value})
     return pd.DataFrame(rows, columns=["group", "case", "time", "label", "metric", "unit", "value"])
 
 
@@ -33,13 +35,14 @@ def render_trend(result: dict, fmt: str, links: str | None = None, gate: bool = 
     gate's result line; ``store`` (the analysis cache, or None) keeps the HTML's compiled template."""
     if fmt == "json":
         return json.dumps(_clean(result), indent=2, ensure_ascii=False) + "\n"
-    view = trend_view(result, links, gate)
+    trend = read(result)
+    view = trend_view(trend, links, gate)
     if fmt == "html":
         from tracetriage.reports.html import environment
 
-        charts = {group.key: trend_charts(contract, [c for c in result["changes"] if c["group"] == group.key], CHART_SERIES,
+        charts = {group.key: trend_charts(record, trend.changes_of(record), CHART_SERIES,
                                           [case.href for case in group.cases], title=series_title)
-                  for contract, group in zip(result["groups"], view.groups)}
+                  for record, group in zip(trend.groups, view.groups)}
         from tracetriage import __version__
 
         return environment(store).get_template("trend.html.j2").render(v=view, charts=charts, tool_version=__version__)
@@ -71,31 +74,33 @@ def _value_axis(ax, values: list[float]) -> None:
         ax.set_ylim(known[0] - pad, known[0] + pad)
 
 
-def trend_charts(group: dict, changes: list[dict], names: tuple, links: list[str | None], title=None) -> str | None:
+def trend_charts(group: Group | dict, changes, names: tuple, links: list[str | None], title=None) -> str | None:
     """Small multiples of a group's main series over its captures: level shifts as dashed vertical
     lines before the first bad capture, outliers circled, red when regressed and teal when improved,
     with one legend above the charts naming each mark drawn; each point links to its case report.
-    ``title(name, unit)``: a series as the page's tables name it (reports/trend.py series_title)."""
+    ``group`` and ``changes``: the trend's records (or their contract dicts); ``title(name, unit)``: a
+    series as the page's tables name it (reports/trend.py series_title)."""
     from tracetriage.reports.charts import NEUTRAL, WIDTH, _label, _svg, plt
 
+    group, changes = load(Group, group), load_all(TrendChange, changes)
     series = _charted_series(group, changes, names)
     if not series:
         return None
-    cases = group["cases"]
+    cases = group.cases
     xs = list(range(len(cases)))
     cols = 2
     rows = (len(series) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(WIDTH, 1.9 * rows), squeeze=False, sharex=True)
-    ticks = [c["label"] or c["name"] for c in cases]
+    ticks = [case.label or case.name for case in cases]
     drawn: set[tuple[str, str]] = set()  # (kind, direction) of the marks on some chart
-    for ax, (name, s) in zip(axes.flat, series):
-        ys = [float("nan") if v is None else v for v in s["values"]]
+    for ax, (name, values) in zip(axes.flat, series):
+        ys = [float("nan") if v is None else v for v in values.values]
         ax.plot(xs, ys, color=NEUTRAL[1], lw=1, zorder=1)
         pts = ax.scatter(xs, ys, s=14, color=NEUTRAL[0], zorder=3)
         pts.set_urls(links)
         _value_axis(ax, ys)
-        drawn |= _mark_changes(ax, [c for c in changes if c["metric"] == name], cases, ys)
-        ax.set_title(_label(title(name, s["unit"]) if title else f"{name} ({s['unit']})", 60), loc="left", fontsize=9)
+        drawn |= _mark_changes(ax, [change for change in changes if change.metric == name], cases, ys)
+        ax.set_title(_label(title(name, values.unit) if title else f"{name} ({values.unit})", 60), loc="left", fontsize=9)
     for ax in axes.flat[len(series):]:
         ax.set_visible(False)
     step = max(1, len(cases) // 10)
@@ -108,28 +113,29 @@ def trend_charts(group: dict, changes: list[dict], names: tuple, links: list[str
     return _svg(fig)
 
 
-def _charted_series(group: dict, changes: list[dict], names: tuple) -> list[tuple[str, dict]]:
+def _charted_series(group: Group, changes: tuple[TrendChange, ...], names: tuple) -> list[tuple[str, Series]]:
     """The series drawn: the main ``names`` the group has, then up to four the page names a change of,
     then up to three findings' series."""
-    series = [(n, group["series"][n]) for n in names if n in group["series"]]
-    shown = {n for n, _ in series}
-    changed = dict.fromkeys(c["metric"] for c in changes if c["metric"] in group["series"] and c["metric"] not in shown)
-    series += [(n, group["series"][n]) for n in changed][:4]  # a series the page names a change of is drawn too
-    series += [(n, s) for n, s in group["series"].items() if n.startswith("finding:") and n not in changed][:3]
+    by_name = group.series
+    series = [(name, by_name[name]) for name in names if name in by_name]
+    shown = {name for name, _ in series}
+    changed = dict.fromkeys(change.metric for change in changes if change.metric in by_name and change.metric not in shown)
+    series += [(name, by_name[name]) for name in changed][:4]  # a series the page names a change of is drawn too
+    series += [(name, values) for name, values in by_name.items() if name.startswith("finding:") and name not in changed][:3]
     return series
 
 
-def _mark_changes(ax, changes: list[dict], cases: list[dict], ys: list[float]) -> set[tuple[str, str]]:
+def _mark_changes(ax, changes: list[TrendChange], cases: tuple[Case, ...], ys: list[float]) -> set[tuple[str, str]]:
     """One series' changes on its chart: a dashed line before a level shift's first bad capture, a circle
     round an outlier; the (kind, direction) of each mark drawn."""
     drawn = set()
-    for c in changes:
-        i = next((k for k, case in enumerate(cases) if case["name"] == c["first_bad"]), None)
+    for change in changes:
+        i = next((k for k, case in enumerate(cases) if case.name == change.first_bad), None)
         if i is None:
             continue
-        direction = c["direction"] if c["direction"] in SHIFT_COLORS else "improved"
+        direction = change.direction if change.direction in SHIFT_COLORS else "improved"
         color = SHIFT_COLORS[direction]
-        if c["kind"] == "level_shift":
+        if change.kind == "level_shift":
             ax.axvline(i - 0.5, color=color, lw=1.2, ls="--", zorder=2)
             drawn.add(("level_shift", direction))
         else:

@@ -1,14 +1,15 @@
 """The view of a Trend (``tracetriage.trend/1``): every figure and phrase its reports show, formatted once.
 
-:func:`trend_view` builds a :class:`TrendView` from the trend's contract dict once; the text, Markdown
-and HTML reports are templates (reports/templates/trend.*.j2) that lay it out and compute nothing. A
-field a format leaves out is listed, with the reason, in tests/test_view_parity.py.
+:func:`trend_view` builds a :class:`TrendView` once from the trend's record (tracetriage/records/trend.py);
+the text, Markdown and HTML reports are templates (reports/templates/trend.*.j2) that lay it out and compute
+nothing. A field a format leaves out is listed, with the reason, in tests/test_view_parity.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tracetriage.records.trend import Case, Group, MovedKernel, TrendChange, TrendRecord, read
 from tracetriage.reports.compare_view import LABELS
 from tracetriage.wording import fmt_ns, ms_text
 
@@ -48,34 +49,36 @@ def series_title(metric: str, unit: str) -> str:
     return text if metric.startswith(("finding:", "kernel:", "kernel_call:")) else f"{text} ({unit})"
 
 
-def change_text(change: dict) -> str:
+def change_text(change: TrendChange) -> str:
     """The change: points for a share (busy %), else relative to the level before."""
-    before, after = change["before"]["level"], change["after"]["level"]
-    if change["unit"] == "%" and before is not None and after is not None:
+    before, after = change.before.level, change.after.level
+    if change.unit == "%" and before is not None and after is not None:
         return f"{after - before:+.1f} pt"
-    return "n/a" if change["change_pct"] is None else f"{change['change_pct']:+.1f}%"
+    return "n/a" if change.change_pct is None else f"{change.change_pct:+.1f}%"
 
 
-def gate_line(result: dict, gate: bool) -> str | None:
+def gate_line(result: dict | TrendRecord, gate: bool) -> str | None:
     """The gate's result with --gate (passed or failed, against which baseline); without it a
-    latest capture in a regressed segment is a finding of the trend, not a gate."""
+    latest capture in a regressed segment is a finding of the trend, not a gate. ``result``: the
+    trend's record or its contract dict."""
     from tracetriage.casenames import matches_baseline
 
-    verdict = result["gate"]
+    result = read(result)
+    verdict = result.gate
     if not gate:
-        return (f"the latest capture is in a regressed segment in: {', '.join(verdict['groups'])}"
-                if verdict["regressed"] else None)
-    base = verdict.get("baseline")
+        return (f"the latest capture is in a regressed segment in: {', '.join(verdict.groups)}"
+                if verdict.regressed else None)
+    base = verdict.baseline
     if base is None:
-        if verdict["regressed"]:
+        if verdict.regressed:
             return (f"gate: failed: the latest capture is in a regressed segment (a budget series shifted worse and did not "
-                    f"come back) in: {', '.join(verdict['groups'])}")
+                    f"come back) in: {', '.join(verdict.groups)}")
         return f"gate: passed: no group's latest capture is in a regressed segment of a budget series ({BUDGETS})"
-    judged = [group["key"] for group in result["groups"] if any(matches_baseline(case["name"], base) for case in group["cases"])]
-    others = len(result["groups"]) - len(judged)
+    judged = [group.key for group in result.groups if any(matches_baseline(case.name, base) for case in group.cases)]
+    others = len(result.groups) - len(judged)
     rest = f"; {others} group(s) without {base} not judged" if others else ""
-    if verdict["regressed"]:
-        return (f"gate: failed against baseline {base}: the latest capture of {', '.join(verdict['groups'])} is worse than "
+    if verdict.regressed:
+        return (f"gate: failed against baseline {base}: the latest capture of {', '.join(verdict.groups)} is worse than "
                 f"{base} beyond the noise and the practical minimum on a budget series ({BUDGETS}){rest}")
     return (f"gate: passed against baseline {base}: the latest capture of {', '.join(judged)} is within the noise or "
             f"the practical minimum of {base} on every budget series ({BUDGETS}){rest}")
@@ -162,63 +165,60 @@ class TrendView:
     failed: tuple[FailedView, ...]
 
 
-def trend_view(result: dict, links: str | None = None, gate: bool = False) -> TrendView:
-    """The view of one Trend (its contract dict), built once for every format. ``links``: the batch folder
-    relative to the report, to link each capture to its report; ``gate``: --gate was given."""
+def trend_view(result: dict | TrendRecord, links: str | None = None, gate: bool = False) -> TrendView:
+    """The view of one Trend (its contract dict or record), built once for every format. ``links``: the batch
+    folder relative to the report, to link each capture to its report; ``gate``: --gate was given."""
+    result = read(result)
     return TrendView(
-        schema=str(result["schema"]), batch_dir=str(result["batch_dir"]), order=str(result["order"]),
-        threshold=f"{result['threshold_pct']:g}", threshold_repr=str(result["threshold_pct"]),
-        level_shift=str(result["method"]["level_shift"]), gate_text=gate_line(result, gate),
-        gate_regressed=bool(result["gate"]["regressed"]), group_count=str(len(result["groups"])),
-        groups=tuple(_group(group, [c for c in result["changes"] if c["group"] == group["key"]], links)
-                     for group in result["groups"]),
-        ungrouped=tuple(UngroupedView(str(entry["key"]), ", ".join(case["name"] for case in entry["cases"]), str(entry["reason"]))
-                        for entry in result["ungrouped"]),
-        failed=tuple(FailedView(str(case["name"]), str(case["error"])) for case in result["failed"]))
+        schema=str(result.schema), batch_dir=str(result.batch_dir), order=str(result.order),
+        threshold=f"{result.threshold_pct:g}", threshold_repr=str(result.threshold_pct),
+        level_shift=str(result.method.level_shift), gate_text=gate_line(result, gate),
+        gate_regressed=bool(result.gate.regressed), group_count=str(len(result.groups)),
+        groups=tuple(_group(group, result.changes_of(group), links) for group in result.groups),
+        ungrouped=tuple(UngroupedView(str(entry.key), ", ".join(case.name for case in entry.cases), str(entry.reason))
+                        for entry in result.ungrouped),
+        failed=tuple(FailedView(str(case.name), str(case.error)) for case in result.failed))
 
 
-def _href(case: dict | None, links: str | None) -> str | None:
+def _href(case: Case | None, links: str | None) -> str | None:
     """The link to a capture's report, when the output knows where the batch folder is."""
-    if links is None or not case or not case.get("report"):
+    if links is None or not case or not case.report:
         return None
-    return f"{links.rstrip('/')}/{case['report']}"
+    return f"{links.rstrip('/')}/{case.report}"
 
 
-def _group(group: dict, changes: list[dict], links: str | None) -> GroupView:
-    cases = group["cases"]
+def _group(group: Group, changes: tuple[TrendChange, ...], links: str | None) -> GroupView:
+    cases = group.cases
     return GroupView(
-        key=str(group["key"]), verdict=str(group["verdict"]), latest_regressed=bool(group["latest_regressed"]),
-        capture_count=str(len(cases)), first_case=str(cases[0]["name"]), last_case=str(cases[-1]["name"]),
-        cases=tuple(CaseView(str(case["name"]), str(case["label"] or case["name"]), _href(case, links)) for case in cases),
+        key=str(group.key), verdict=str(group.verdict), latest_regressed=bool(group.latest_regressed),
+        capture_count=str(len(cases)), first_case=str(cases[0].name), last_case=str(cases[-1].name),
+        cases=tuple(CaseView(str(case.name), str(case.label or case.name), _href(case, links)) for case in cases),
         changes=tuple(_change(change, group, links) for change in changes))
 
 
-def _change(change: dict, group: dict, links: str | None) -> ChangeView:
+def _change(change: TrendChange, group: Group, links: str | None) -> ChangeView:
     def href(name):
-        return _href(next((case for case in group["cases"] if case["name"] == name), None), links) if name else None
+        return _href(next((case for case in group.cases if case.name == name), None), links) if name else None
 
-    unit = change["unit"]
+    unit = change.unit
     return ChangeView(
-        label=label(change["metric"]), kind=str(change["kind"]),
-        kind_words="alone (outlier)" if change["kind"] == "outlier" else "on (level shift)",
-        direction=str(change["direction"]), last_good=change["last_good"], last_good_href=href(change["last_good"]),
-        first_bad=change["first_bad"], first_bad_href=href(change["first_bad"]),
-        before=level(change["before"]["level"], unit), after=level(change["after"]["level"], unit), change=change_text(change),
-        findings=tuple(FindingStatusView(str(finding["id"]), str(finding["status"])) for finding in change["findings"]),
-        kernel=kernels_text(change["kernels"]) if change["kernels"] else None, explained=change.get("explained"))
+        label=label(change.metric), kind=str(change.kind),
+        kind_words="alone (outlier)" if change.kind == "outlier" else "on (level shift)",
+        direction=str(change.direction), last_good=change.last_good, last_good_href=href(change.last_good),
+        first_bad=change.first_bad, first_bad_href=href(change.first_bad),
+        before=level(change.before.level, unit), after=level(change.after.level, unit), change=change_text(change),
+        findings=tuple(FindingStatusView(str(finding.id), str(finding.status)) for finding in change.findings),
+        kernel=kernels_text(change.kernels) if change.kernels else None, explained=change.explained)
 
 
-def kernels_text(kernels: list[dict]) -> str:
+def kernels_text(kernels: tuple[MovedKernel, ...]) -> str:
     """The kernels that moved at a change in words, those that grew first (trend.kernel_movers):
     ``grew gemv_kernel +0.065 ms, rms_norm_kernel +0.065 ms; shrank graph 1 -0.511 ms`` (ms per step)."""
-    def kernel_growth(kernel: dict) -> float:  # a side that did not measure it counts 0 (as trend.kernel_growth)
-        return (kernel.get("after_ms_per_step") or 0.0) - (kernel.get("before_ms_per_step") or 0.0)
+    def named(kernel: MovedKernel) -> str:
+        name = str(kernel.name)
+        return f"{name if len(name) <= 40 else name[:39] + '…'} {ms_text(kernel.growth_ms_per_step, sign='+')}"
 
-    def named(kernel: dict) -> str:
-        name = str(kernel["name"])
-        return f"{name if len(name) <= 40 else name[:39] + '…'} {ms_text(kernel_growth(kernel), sign='+')}"
-
-    grew = [named(kernel) for kernel in kernels if kernel_growth(kernel) > 0]
-    shrank = [named(kernel) for kernel in kernels if kernel_growth(kernel) < 0]
+    grew = [named(kernel) for kernel in kernels if kernel.growth_ms_per_step > 0]
+    shrank = [named(kernel) for kernel in kernels if kernel.growth_ms_per_step < 0]
     return "; ".join(part for part in (("grew " + ", ".join(grew)) if grew else "",
                                         ("shrank " + ", ".join(shrank)) if shrank else "") if part) + " per step"

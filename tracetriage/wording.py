@@ -86,8 +86,12 @@ def ms_text(value: float, decimals: int | None = None, sign: str = "") -> str:
 
 
 def speed_words(step_row: dict) -> str:
-    """A rank's step p50 change in words: "3.02x faster", "1.13x slower", "same speed"."""
-    before_ns, after_ns = step_row.get("before_p50_ns"), step_row.get("after_p50_ns")
+    """A rank's step p50 change in words, of its contract row (speed_text)."""
+    return speed_text(step_row.get("before_p50_ns"), step_row.get("after_p50_ns"))
+
+
+def speed_text(before_ns, after_ns) -> str:
+    """A step p50 change in words: "3.02x faster", "1.13x slower", "same speed" ("" when a side is not measured)."""
     speed = before_ns / after_ns if after_ns and before_ns else None
     if speed is None:
         return ""
