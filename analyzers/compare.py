@@ -52,7 +52,7 @@ from tracetriage.analyzers.compare_kernels import kernel_rows
 from tracetriage.analyzers.compare_metrics import METRICS, SERVING_BUDGETS, MetricRow, metric_rows, mover_text, movers
 from tracetriage.analyzers.compare_serving import ServingComparison, compare_serving
 from tracetriage.analyzers.compare_side import Side, devices_text, program_key, round4, serving_figures
-from tracetriage.analyzers.compare_steps import ALPHA, NOT_MEASURED, RESAMPLES, StepTimeRow, overall, step_test
+from tracetriage.analyzers.compare_steps import ALPHA, NOT_MEASURED, RESAMPLES, StepTimeRow, StepVerdict, overall, step_test
 from tracetriage.analyzers.compare_workrate import WorkRate, is_stepless, work_rate
 from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSED
 from tracetriage.wording import fmt_ns, ms_text, speed_words
@@ -184,34 +184,34 @@ def quality_rows(serving: ServingComparison | None, judged: bool) -> list[Findin
                        evidence)]
 
 
-def step_verdict(step_rows: list[StepTimeRow], judged: bool) -> dict:
+def step_verdict(step_rows: list[StepTimeRow], judged: bool) -> StepVerdict:
     """The ranks' step p50 and p99 statuses in one (not measured when the pair is not judged), and
     the median of their p50 ratios: the ``step`` the findings' conditions read."""
     p50_status = overall([row.status for row in step_rows]) if judged else NOT_MEASURED
     p99_status = overall([row.p99_status for row in step_rows]) if judged else NOT_MEASURED
     ratios = [row.ratio for row in step_rows if row.ratio is not None]
-    return {"status": p50_status, "improved": p50_status == "improved", "regressed": p50_status == "regressed",
-            "ratio": float(np.median(ratios)) if ratios else None, "p99_status": p99_status}
+    return StepVerdict(p50_status, p50_status == "improved", p50_status == "regressed",
+                       float(np.median(ratios)) if ratios else None, p99_status)
 
 
-def judged_metrics(metrics: list[MetricRow], step: dict, judged: bool, stepless: bool = False) -> list[MetricRow]:
+def judged_metrics(metrics: list[MetricRow], step: StepVerdict, judged: bool, stepless: bool = False) -> list[MetricRow]:
     """Nothing judged on an incomparable pair; the step percentiles judged by the step test, not by
     their difference; busy % of a pair without steps not judged (its window is its GPU activity,
     which a faster kernel shortens)."""
     if not judged:
         return [metric.not_judged() for metric in metrics]
-    status_of = {"step_p50_ms": step["status"], "step_p99_ms": step["p99_status"]}
+    status_of = {"step_p50_ms": step.status, "step_p99_ms": step.p99_status}
     return [metric.judged_by(status_of[metric.name]) if metric.name in STEP_PERCENTILES
             else metric.not_judged() if stepless and metric.unit == "%" else metric for metric in metrics]
 
 
-def budget_statuses(step: dict, metrics: list[MetricRow], serving_judged: bool, rate: WorkRate | None = None,
+def budget_statuses(step: StepVerdict, metrics: list[MetricRow], serving_judged: bool, rate: WorkRate | None = None,
                     serving: ServingComparison | None = None) -> dict[str, str]:
     """The budgets the verdict reads: step p50 and p99, the kernel time per call of a pair without
     steps (over its matched devices), with comparable serving artifacts each serving budget
     measured on both sides (improved, regressed or unchanged), and ``output quality``: regressed when
     quality_regression fired, unchanged when the output lengths were tested and held."""
-    budgets = {"step p50": step["status"], "step p99": step["p99_status"]}
+    budgets = {"step p50": step.status, "step p99": step.p99_status}
     if rate is not None:
         budgets[WORK_RATE_BUDGET] = overall([device.status for device in rate.devices])
         budgets[CALL_RATE_BUDGET] = overall([device.rate_status for device in rate.devices])
@@ -247,9 +247,9 @@ def _step_series(side: Side) -> dict[str, list[int]]:
 
 def side_info(side: Side, figures: dict) -> dict:
     """One side as the contract describes it: label, headline, inputs, devices, world size, steps."""
-    models = Counter(device.get("name") for device in side.devices)
-    return {"label": side.label, "headline": side.data.get("headline"),
-            "inputs": [str(source.get("path")) for source in side.data.get("inputs") or []],
+    models = Counter(device.name for device in side.devices)
+    return {"label": side.label, "headline": side.record.headline,
+            "inputs": [str(source.path) for source in side.record.inputs],
             "devices": devices_text(models), "world_size": len(side.ranks), "steps": figures.get("steps") or 0,
             "steps_per_rank": int(statistics.median([rank.step_count for rank in side.ranks]))
             if side.ranks else 0,
@@ -407,7 +407,7 @@ def trend_record(data: dict) -> dict:
     device's kernels in ms per step and ns per call (rank order)."""
     side = Side(data, "")
     figures = side.figures()
-    models = Counter(device.get("name") for device in side.devices)
+    models = Counter(device.name for device in side.devices)
     serving = side.serving or {}
     program = ",".join(sorted({key for key in (program_key(rank.name) for rank in side.ranks) if key}))
     if not side.devices and serving:
@@ -423,9 +423,9 @@ def trend_record(data: dict) -> dict:
     kernels = []
     for rank, device in enumerate(side.devices_in_rank_order()):
         steps = side.device_steps(device)
-        for kernel in device.get("kernels") or []:
-            kernels.append({"device_rank": rank, "name": kernel["name"], "kind": kernel["kind"],
-                            "ms_per_step": round(kernel["total_ns"] / steps / 1e6, 6) if steps else None,
-                            "ns_per_call": round(kernel["total_ns"] / kernel["count"], 1) if kernel["count"] else None})
+        for kernel in device.kernels:
+            kernels.append({"device_rank": rank, "name": kernel.name, "kind": kernel.kind,
+                            "ms_per_step": round(kernel.total_ns / steps / 1e6, 6) if steps else None,
+                            "ns_per_call": round(kernel.total_ns / kernel.count, 1) if kernel.count else None})
     return {"signature": signature, "figures": {name: round4(figures.get(name)) for name in SERIES_FIGURES},
             "findings_ms": findings, "kernels": kernels}

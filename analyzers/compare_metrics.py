@@ -195,10 +195,10 @@ def _component_label(component: str, rank_before: Rank, rank_after: Rank, change
     busier = rank_after if change > 0 else rank_before
     time_of: dict[str, int] = {}
     for device in busier.devices:
-        for kernel in device.get("kernels") or []:
-            operation = collective_op(kernel["name"])
+        for kernel in device.kernels:
+            operation = collective_op(kernel.name)
             if operation:
-                time_of[operation] = time_of.get(operation, 0) + kernel["total_ns"]
+                time_of[operation] = time_of.get(operation, 0) + kernel.total_ns
     return f"exposed {max(time_of, key=time_of.get)}" if time_of else COMPONENT_WORDS[component]
 
 
