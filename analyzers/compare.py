@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -49,17 +49,28 @@ from tracetriage.analyzers.comparability import Comparability, comparability, se
 from tracetriage.analyzers.compare_devices import across_devices as compare_across_devices
 from tracetriage.analyzers.compare_findings import Evidence, FindingContext, FindingRow, finding_rows
 from tracetriage.analyzers.compare_kernels import kernel_rows
-from tracetriage.analyzers.compare_metrics import METRICS, SERVING_BUDGETS, MetricRow, metric_rows, mover_text, movers
+from tracetriage.analyzers.compare_metrics import (
+    METRICS,
+    SERVING_BUDGETS,
+    MetricRow,
+    Mover,
+    metric_rows,
+    mover_text,
+    movers,
+)
 from tracetriage.analyzers.compare_serving import ServingComparison, compare_serving
 from tracetriage.analyzers.compare_side import Side, devices_text, program_key, round4, serving_figures
 from tracetriage.analyzers.compare_steps import ALPHA, NOT_MEASURED, RESAMPLES, StepTimeRow, StepVerdict, overall, step_test
 from tracetriage.analyzers.compare_workrate import WorkRate, is_stepless, work_rate
+from tracetriage.contract import load
 from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSED
+from tracetriage.records.findings import Finding
 from tracetriage.wording import fmt_ns, ms_text, speed_words
 
 SCHEMA = "tracetriage.compare/2"
 THRESHOLD_PCT = 5.0  # the practical minimum: a change under 5% of the step is no change (--gate-threshold)
 STEP_PERCENTILES = ("step_p50_ms", "step_p99_ms")
+STEP_P50_BUDGET, STEP_P99_BUDGET = "step p50", "step p99"
 WORK_RATE_BUDGET = "kernel time per call"
 CALL_RATE_BUDGET = "kernel calls per second"
 QUALITY_BUDGET = "output quality"  # quality_regression: the answers changed with the deploy
@@ -99,11 +110,14 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
     findings = finding_rows(FindingContext(before_side, after_side, figures_before, figures_after, step, noise_ms,
                                            comparable.ok, threshold_pct))
     findings += quality_rows(serving, comparable.ok)
+    mover_rows = movers(before_side, after_side, threshold_pct) if comparable.ok else []
+    summary = summary_line(SummaryInputs(verdict, comparable, threshold_pct, tuple(step_rows), rate, tuple(mover_rows),
+                                         tuple(findings), tuple(metrics), tuple(slo_broken)))
     result = {
         "schema": SCHEMA,
         "tool_version": __version__,
         "verdict": verdict,
-        "summary": "",
+        "summary": summary,
         "comparable": comparable.to_contract(),
         "threshold_pct": threshold_pct,
         "method": {
@@ -122,13 +136,12 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
         "metrics": [row.to_contract() for row in metrics],
         "findings": [row.to_contract() for row in findings],
         "kernels": [row.to_contract() for row in kernel_rows(before_side, after_side)] if comparable.ok else [],
-        "movers": [row.to_contract() for row in movers(before_side, after_side, threshold_pct)] if comparable.ok else [],
+        "movers": [row.to_contract() for row in mover_rows],
         "work_rate": None if rate is None else rate.to_contract(threshold_pct),
         "across_devices": None,
         "serving": None if serving is None else serving.to_contract(),
         "_series": {"before": _step_series(before_side), "after": _step_series(after_side)},
     }
-    result["summary"] = summary_line(result)
     if across_devices:
         across = compare_across_devices(before_side, after_side)
         result.update(verdict="across_devices" if across.ok else "inconclusive", summary=across.summary(),
@@ -175,12 +188,12 @@ def quality_rows(serving: ServingComparison | None, judged: bool) -> list[Findin
     status on a pair that is not comparable), its evidence the shapes that moved."""
     if serving is None or serving.quality is None:
         return []
-    quality = serving.quality
+    quality = load(Finding, serving.quality)
     evidence = tuple(Evidence(f"{shape.name}_len_mean", shape.before["mean"], shape.after["mean"], "tokens", shape.text)
                      for shape in serving.shapes if shape.before and shape.after)
-    return [FindingRow(quality["id"], quality["axis"], "new" if judged else None,
+    return [FindingRow(quality.id, quality.axis, "new" if judged else None,
                        "the outputs shifted after a change of model or precision, on the same inputs" if judged
-                       else "not judged: the captures are not comparable", None, None, quality["severity"], None, None,
+                       else "not judged: the captures are not comparable", None, None, quality.severity, None, None,
                        evidence)]
 
 
@@ -211,7 +224,7 @@ def budget_statuses(step: StepVerdict, metrics: list[MetricRow], serving_judged:
     steps (over its matched devices), with comparable serving artifacts each serving budget
     measured on both sides (improved, regressed or unchanged), and ``output quality``: regressed when
     quality_regression fired, unchanged when the output lengths were tested and held."""
-    budgets = {"step p50": step.status, "step p99": step.p99_status}
+    budgets = {STEP_P50_BUDGET: step.status, STEP_P99_BUDGET: step.p99_status}
     if rate is not None:
         budgets[WORK_RATE_BUDGET] = overall([device.status for device in rate.devices])
         budgets[CALL_RATE_BUDGET] = overall([device.rate_status for device in rate.devices])
@@ -276,120 +289,149 @@ def slo_breaks(before: dict | None, after: dict | None, slo: dict) -> tuple[list
     return broken, unmeasured
 
 
-def gate_exit(result: dict) -> int:
+@dataclass(frozen=True, slots=True)
+class GateReading:
+    """What the gate reads of a compare contract (read by its keys): the verdict, the threshold, the
+    budgets' statuses, the broken --slo budgets and the comparability (its reasons)."""
+
+    verdict: str = ""
+    threshold_pct: float = THRESHOLD_PCT
+    budgets: dict[str, str] = field(default_factory=dict)
+    slo_broken: tuple[str, ...] = ()
+    comparable: Comparability = Comparability(False, 0.0, ())
+
+
+def gate_exit(result: dict | GateReading) -> int:
     """``--gate``: 0 improved / unchanged / mixed within budgets, 8 regressed, 9 inconclusive.
     A mixed verdict fails when the step p50 is what regressed or a --slo budget broke. Across
     devices: 0 when the comparison was made, 9 when refused."""
-    verdict = result["verdict"]
+    reading = load(GateReading, result)
+    verdict = reading.verdict
     if verdict == "across_devices":
         return 0
     if verdict == "inconclusive":
         return EXIT_INCONCLUSIVE
-    if verdict == "regressed" or result["slo_broken"]:
+    if verdict == "regressed" or reading.slo_broken:
         return EXIT_REGRESSED
-    if verdict == "mixed" and result["budgets"].get("step p50") == "regressed":
+    if verdict == "mixed" and reading.budgets.get(STEP_P50_BUDGET) == "regressed":
         return EXIT_REGRESSED
     return 0
 
 
-def gate_text(result: dict) -> str:
+def gate_text(result: dict | GateReading) -> str:
     """``compare --gate``'s result in one line, as ``trend --gate`` prints its own: passed, failed
     (and why: the step verdict, a mixed verdict whose step p50 regressed, a broken --slo budget) or
     inconclusive, with the exit code :func:`gate_exit` returns."""
-    code = gate_exit(result)
-    verdict = result["verdict"]
+    reading = load(GateReading, result)
+    code = gate_exit(reading)
+    verdict = reading.verdict
     if code == EXIT_INCONCLUSIVE:
-        why = next((reason for reason in result["comparable"]["reasons"]), "nothing to judge")
+        why = next((reason for reason in reading.comparable.reasons), "nothing to judge")
         return f"gate: inconclusive (exit {code}): {why}"
     if code == EXIT_REGRESSED:
         reasons = []
         if verdict == "regressed":
-            regressed = [name for name, status in result["budgets"].items() if status == "regressed"]
+            regressed = [name for name, status in reading.budgets.items() if status == "regressed"]
             steps = [name for name in regressed if name.startswith("step ")]
             others = [name for name in regressed if name not in steps]
             if steps:
                 reasons.append("the after capture regressed beyond the noise and the "
-                               f"{result['threshold_pct']:g}%-of-step threshold")
+                               f"{reading.threshold_pct:g}%-of-step threshold")
             if others:  # a serving budget or the output quality, judged on its own figures
                 reasons.append("regressed: " + ", ".join(others))
         elif verdict == "mixed":
             reasons.append("mixed, and the step p50 is what regressed")
-        if result["slo_broken"]:
-            reasons.append("SLO broken: " + "; ".join(result["slo_broken"]))
+        if reading.slo_broken:
+            reasons.append("SLO broken: " + "; ".join(reading.slo_broken))
         return f"gate: failed (exit {code}): " + "; ".join(reasons)
     return f"gate: passed: {verdict}, no budget regressed and no --slo budget broken"
 
 
-def summary_line(result: dict) -> str:
+@dataclass(frozen=True, slots=True)
+class SummaryInputs:
+    """What the one-line summary of a comparison reads: the verdict and comparability, the threshold,
+    the step rows, the work rate of a pair without steps (None otherwise), the movers, the finding rows,
+    the metric rows and the broken --slo budgets."""
+
+    verdict: str
+    comparable: Comparability
+    threshold_pct: float
+    step_rows: tuple[StepTimeRow, ...]
+    rate: WorkRate | None
+    movers: tuple[Mover, ...]
+    findings: tuple[FindingRow, ...]
+    metrics: tuple[MetricRow, ...]
+    slo_broken: tuple[str, ...]
+
+
+def summary_line(summary: SummaryInputs) -> str:
     """The verdict in one line: the step p50 change of the rank that moved most the verdict's way
     (named with its pids; a pair without steps: the first judged device's kernel time per call, its
     rank named), the largest per-step movers across ranks,
     the findings that changed status (a finding that merely persists is in the findings, not
-    here), broken SLOs."""
-    verdict = result["verdict"]
+    here), broken SLOs. Figures are worded as the contract rounds them."""
+    verdict = summary.verdict
     if verdict == "inconclusive":
-        why = next((reason for reason in result["comparable"]["reasons"]), "nothing to judge")
+        why = next((reason for reason in summary.comparable.reasons), "nothing to judge")
         return f"inconclusive: {why}"
     parts = [verdict]
-    measured = [row for row in result["step_time"] if row["ratio"] is not None]
+    measured = [row for row in summary.step_rows if row.ratio is not None]
+    ranks = len(summary.step_rows)
     if measured:
         row = _summary_rank(measured, verdict)
-        parts.append(f"step p50 {ms_text(row['before_p50_ns'] / 1e6)} -> {ms_text(row['after_p50_ns'] / 1e6)}"
-                     f" ({speed_words(row)}, after/before {row['ratio']:.3f} "
-                     f"[95% CI {row['ci95'][0]:.3f}-{row['ci95'][1]:.3f}]{'' if row['significant'] else ', within noise'})"
-                     + (f" on rank{row['rank']} of {len(result['step_time'])} (pid {row['before_pid']} -> {row['after_pid']})"
-                        if len(result["step_time"]) > 1 else ""))
-    if result["work_rate"]:
-        parts.extend(_work_rate_words(result))
-    ranks = len(result["step_time"])
-    moved = [mover_text(mover, result["threshold_pct"], ranks) for mover in result["movers"][:SUMMARY_MOVERS]]
+        parts.append(f"step p50 {ms_text(row.before_p50_ns / 1e6)} -> {ms_text(row.after_p50_ns / 1e6)}"
+                     f" ({speed_words(row.to_contract())}, after/before {row.ratio:.3f} "
+                     f"[95% CI {row.ci95[0]:.3f}-{row.ci95[1]:.3f}]{'' if row.significant else ', within noise'})"
+                     + (f" on rank{row.rank} of {ranks} (pid {row.before_pid} -> {row.after_pid})" if ranks > 1 else ""))
+    if summary.rate is not None:
+        parts.extend(_work_rate_words(summary.rate, summary.metrics))
+    moved = [mover_text(mover, summary.threshold_pct, ranks) for mover in summary.movers[:SUMMARY_MOVERS]]
     if moved:
         parts.append("moved: " + ", ".join(moved))
-    ids_by_status = {}
-    for finding in result["findings"]:
-        if finding["status"]:
-            ids_by_status.setdefault(finding["status"], []).append(finding["id"])
-    if result["work_rate"] and ids_by_status:
+    ids_by_status: dict[str, list[str]] = {}
+    for finding in summary.findings:
+        if finding.status:
+            ids_by_status.setdefault(finding.status, []).append(finding.id)
+    if summary.rate is not None and ids_by_status:
         # without steps a finding's size is a share of its own window, and the windows differ: named, not judged
         parts.append("findings not judged (shares of two different windows): "
                      + ", ".join(f"{finding_id} {status}" for status, ids in ids_by_status.items() for finding_id in ids))
-    for status in ("fixed", "falsified", "worse", "new", "better") if not result["work_rate"] else ():
+    for status in ("fixed", "falsified", "worse", "new", "better") if summary.rate is None else ():
         if status in ids_by_status:
             parts.append(f"{status}: {', '.join(ids_by_status[status])}")
-    if result["slo_broken"]:
-        parts.append("SLO broken: " + "; ".join(result["slo_broken"]))
+    if summary.slo_broken:
+        parts.append("SLO broken: " + "; ".join(summary.slo_broken))
     return "; ".join(parts)
 
 
-def _summary_rank(measured: list[dict], verdict: str) -> dict:
+def _summary_rank(measured: list[StepTimeRow], verdict: str) -> StepTimeRow:
     """The rank the summary's step figure is of: of the ranks whose step p50 moved the verdict's way
     (all measured ones when none did), the one whose ratio is farthest from 1 (the lowest rank on a tie)."""
-    agreeing = [row for row in measured if row["status"] == verdict] or measured
-    return max(agreeing, key=lambda row: (abs(math.log(max(row["ratio"], 1e-9))), -row["rank"]))
+    agreeing = [row for row in measured if row.status == verdict] or measured
+    return max(agreeing, key=lambda row: (abs(math.log(max(row.ratio, 1e-9))), -row.rank))
 
 
-def _work_rate_words(result: dict) -> list[str]:
+def _work_rate_words(rate: WorkRate, metrics: tuple[MetricRow, ...]) -> list[str]:
     """A pair without steps in words: the first judged device's kernel time per call, the kernel
     that moved most, and busy % said to be not judged."""
-    rate = result["work_rate"]
-    judged = [(rank, device) for rank, device in enumerate(rate["devices"]) if device["ratio"] is not None]
+    judged = [(rank, device) for rank, device in enumerate(rate.devices) if device.ratio is not None]
     if not judged:
         return []
     rank, device = judged[0]
-    low, high = device["ci95"]
-    words = [f"kernel time per call x{device['ratio']:.3f} of before [95% CI {low:.3f}-{high:.3f}]"
-             f"{'' if device['significant'] else ', within noise'} over {device['kernels']} common kernels "
-             f"({device['before_covered_pct']:.0f}% of the kernel time before)"
-             + (f" on rank{rank} of {len(rate['devices'])}" if len(rate["devices"]) > 1 else "")]
-    if device["rate_ratio"] is not None:
-        words.append(f"their calls per second x{device['rate_ratio']:.3f} ({device['rate_status']})")
-    kernel = next((row for row in rate["kernels"] if row["device"] == device["device"]), None)
+    low, high = device.ci95
+    words = [f"kernel time per call x{device.ratio:.3f} of before [95% CI {low:.3f}-{high:.3f}]"
+             f"{'' if device.significant else ', within noise'} over {device.kernels} common kernels "
+             f"({round4(device.before_covered_pct):.0f}% of the kernel time before)"
+             + (f" on rank{rank} of {len(rate.devices)}" if len(rate.devices) > 1 else "")]
+    if device.rate_ratio is not None:
+        words.append(f"their calls per second x{device.rate_ratio:.3f} ({device.rate_status})")
+    kernel = next((row for row in rate.kernels if row.device == device.device), None)
     if kernel is not None:
-        words.append(f"{kernel['name'][:60]} {fmt_ns(kernel['before_ns_per_call'])} -> {fmt_ns(kernel['after_ns_per_call'])} "
-                     f"per call ({kernel['status']})")
-    busy = next((metric for metric in result["metrics"] if metric["name"] == "busy_pct"), None)
-    if busy is not None and busy["before"] is not None and busy["after"] is not None:
-        words.append(f"GPU busy {busy['before']:.1f}% -> {busy['after']:.1f}% not judged (a window without steps "
+        words.append(f"{kernel.name[:60]} {fmt_ns(round4(kernel.before_ns_per_call))} -> "
+                     f"{fmt_ns(round4(kernel.after_ns_per_call))} per call ({kernel.status})")
+    busy = next((metric for metric in metrics if metric.name == "busy_pct"), None)
+    if busy is not None and busy.before is not None and busy.after is not None:
+        words.append(f"GPU busy {busy.before:.1f}% -> {busy.after:.1f}% not judged (a window without steps "
                      "is the GPU activity itself: it shrinks when the kernels get faster)")
     return words
 
