@@ -287,30 +287,30 @@ class Side:
 
     # -- the figures conditions and metrics read
     def figures(self) -> dict:
+        """The side's figures by the names the catalog's conditions and compare's metrics read (module docstring)."""
         ranks = [rank for rank in self.ranks if rank.step_count]
-        figures = {"steps": sum(rank.step_count for rank in ranks) if ranks else 0,
-                   "step_p50_ms": _median_of([_ns_to_ms(rank.p50_ns) for rank in ranks]),
-                   "step_p99_ms": _median_of([_ns_to_ms(rank.p99_ns) for rank in ranks])}
-        figures.update({
+        steps = sum(rank.step_count for rank in ranks) if ranks else 0
+        p50_ms = _median_of([_ns_to_ms(rank.p50_ns) for rank in ranks])
+        p99_ms = _median_of([_ns_to_ms(rank.p99_ns) for rank in ranks])
+        busy_pct = float(np.mean([device.busy_pct for device in self.devices])) if self.devices else None
+        pageable = self.record.copies.pageable_async.count if self.record.copies else None
+        return {
+            "steps": steps, "step_p50_ms": p50_ms, "step_p99_ms": p99_ms,
             "launches_per_step": _median_of([rank.process.launches_per_step for rank in ranks]),
             "graph_launches_per_step": _median_of([rank.process.graph_launches_per_step for rank in ranks]),
             "syncs_per_step": _median_of([rank.process.syncs_per_step for rank in ranks]),
             "dtoh_copies_per_step": _median_of([rank.process.dtoh_copies_per_step for rank in ranks]),
-            "busy_pct": float(np.mean([device.busy_pct for device in self.devices])) if self.devices else None,
+            "busy_pct": busy_pct,
             "compute_ms": self.mean_slice_ms(["compute"]),
             "collective_ms": self.mean_slice_ms(["collective"]),
             "copy_ms": self.mean_slice_ms(["copy"]),
             "idle_ms": self.mean_slice_ms(["idle:*:*"]),
-        })
-        figures["idle_pct"] = None if figures["busy_pct"] is None else 100.0 - figures["busy_pct"]
-        p50_ms, p99_ms = figures["step_p50_ms"], figures["step_p99_ms"]
-        figures["tail_ms"] = p99_ms - p50_ms if p99_ms is not None and p50_ms is not None else None
-        for cause in CAUSES:
-            figures[f"idle_{cause}_ms"] = self.mean_slice_ms([f"idle:*:{cause}"])
-        pageable = self.record.copies.pageable_async.count if self.record.copies else None
-        figures["pageable_copies_per_step"] = (pageable / figures["steps"]) if pageable is not None and figures["steps"] else None
-        figures.update(serving_figures(self.serving))
-        return figures
+            "idle_pct": None if busy_pct is None else 100.0 - busy_pct,
+            "tail_ms": p99_ms - p50_ms if p99_ms is not None and p50_ms is not None else None,
+            **{f"idle_{cause}_ms": self.mean_slice_ms([f"idle:*:{cause}"]) for cause in CAUSES},
+            "pageable_copies_per_step": (pageable / steps) if pageable is not None and steps else None,
+            **serving_figures(self.serving),
+        }
 
 
 def _ns_to_ms(ns) -> float | None:
