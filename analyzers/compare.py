@@ -99,7 +99,8 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
     if not comparable.ok:  # the numbers are shown, but nothing is judged on them
         step_rows = [row.not_judged() for row in step_rows]
     step = step_verdict(step_rows, comparable.ok)
-    noise_ms = threshold_pct / 100.0 * figures_before["step_p50_ms"] if figures_before.get("step_p50_ms") else None
+    step_p50_ms = figures_before.get("step_p50_ms")
+    noise_ms = threshold_pct / 100.0 * step_p50_ms if step_p50_ms else None
     metrics = judged_metrics(metric_rows(figures_before, figures_after, noise_ms, threshold_pct), step, comparable.ok,
                              stepless=rate is not None)
     serving_judged = comparable.ok and serving_comparable(before_side, after_side, serving)[0]
@@ -450,10 +451,9 @@ def trend_record(data: dict) -> dict:
     side = Side(data, "")
     figures = side.figures()
     models = Counter(device.name for device in side.devices)
-    serving = side.serving or {}
     program = ",".join(sorted({key for key in (program_key(rank.name) for rank in side.ranks) if key}))
-    if not side.devices and serving:
-        program = "serving:" + str(serving.get("engine") or "unknown")
+    if not side.devices and side.serving:
+        program = "serving:" + str(side.record.serving.engine or "unknown")
     signature = {
         "device_model": devices_text(models) if models else "",  # counts per model: 1x A100, 3x H100
         "device_count": len(side.devices),
