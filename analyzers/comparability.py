@@ -86,8 +86,8 @@ def comparability(before: Side, after: Side, serving: ServingComparison | None =
 
 
 def _same_devices(before: Side, after: Side) -> Signal:
-    models_before = Counter(device.get("name") for device in before.devices)
-    models_after = Counter(device.get("name") for device in after.devices)
+    models_before = Counter(device.name for device in before.devices)
+    models_after = Counter(device.name for device in after.devices)
     if models_before == models_after:
         return AGREES
     differ = f"devices differ: {devices_text(models_before)} before, {devices_text(models_after)} after"
@@ -163,7 +163,7 @@ def _same_step_ranges(before: Side, after: Side) -> Signal:
 
 
 def _capture_tools(side: Side) -> set:
-    return {source.get("kind") for source in side.data.get("inputs") or []}
+    return {source.kind for source in side.record.inputs}
 
 
 def _same_capture_tools(before: Side, after: Side) -> Signal:
@@ -191,8 +191,8 @@ def _kernel_agreement(before: Side, after: Side) -> Signal:
 
 
 def _same_capture(before: Side, after: Side) -> Signal:
-    paths_before = {str(source.get("path")) for source in before.data.get("inputs") or []}
-    if paths_before and paths_before == {str(source.get("path")) for source in after.data.get("inputs") or []}:
+    paths_before = {str(source.path) for source in before.record.inputs}
+    if paths_before and paths_before == {str(source.path) for source in after.record.inputs}:
         return Signal(reason="BEFORE and AFTER are the same capture: what differs is only the method's own resampling")
     return AGREES
 
@@ -232,7 +232,7 @@ def _kernel_shares(side: Side) -> dict[str, float] | None:
     """Each kernel name's share of all kernel time on the side's devices (None when no kernel time)."""
     total_ns = Counter()
     for device in side.devices:
-        for kernel in device.get("kernels") or []:
-            total_ns[kernel["name"]] += kernel["total_ns"]
+        for kernel in device.kernels:
+            total_ns[kernel.name] += kernel.total_ns
     all_ns = sum(total_ns.values())
     return {name: ns / all_ns for name, ns in total_ns.items()} if all_ns else None

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -49,17 +49,28 @@ from tracetriage.analyzers.comparability import Comparability, comparability, se
 from tracetriage.analyzers.compare_devices import across_devices as compare_across_devices
 from tracetriage.analyzers.compare_findings import Evidence, FindingContext, FindingRow, finding_rows
 from tracetriage.analyzers.compare_kernels import kernel_rows
-from tracetriage.analyzers.compare_metrics import METRICS, SERVING_BUDGETS, MetricRow, metric_rows, mover_text, movers
+from tracetriage.analyzers.compare_metrics import (
+    METRICS,
+    SERVING_BUDGETS,
+    MetricRow,
+    Mover,
+    metric_rows,
+    mover_text,
+    movers,
+)
 from tracetriage.analyzers.compare_serving import ServingComparison, compare_serving
 from tracetriage.analyzers.compare_side import Side, devices_text, program_key, round4, serving_figures
-from tracetriage.analyzers.compare_steps import ALPHA, NOT_MEASURED, RESAMPLES, StepTimeRow, overall, step_test
+from tracetriage.analyzers.compare_steps import ALPHA, NOT_MEASURED, RESAMPLES, StepTimeRow, StepVerdict, overall, step_test
 from tracetriage.analyzers.compare_workrate import WorkRate, is_stepless, work_rate
+from tracetriage.contract import load
 from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSED
+from tracetriage.records.findings import Finding
 from tracetriage.wording import fmt_ns, ms_text, speed_words
 
 SCHEMA = "tracetriage.compare/2"
 THRESHOLD_PCT = 5.0  # the practical minimum: a change under 5% of the step is no change (--gate-threshold)
 STEP_PERCENTILES = ("step_p50_ms", "step_p99_ms")
+STEP_P50_BUDGET, STEP_P99_BUDGET = "step p50", "step p99"
 WORK_RATE_BUDGET = "kernel time per call"
 CALL_RATE_BUDGET = "kernel calls per second"
 QUALITY_BUDGET = "output quality"  # quality_regression: the answers changed with the deploy
@@ -88,7 +99,8 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
     if not comparable.ok:  # the numbers are shown, but nothing is judged on them
         step_rows = [row.not_judged() for row in step_rows]
     step = step_verdict(step_rows, comparable.ok)
-    noise_ms = threshold_pct / 100.0 * figures_before["step_p50_ms"] if figures_before.get("step_p50_ms") else None
+    step_p50_ms = figures_before.get("step_p50_ms")
+    noise_ms = threshold_pct / 100.0 * step_p50_ms if step_p50_ms else None
     metrics = judged_metrics(metric_rows(figures_before, figures_after, noise_ms, threshold_pct), step, comparable.ok,
                              stepless=rate is not None)
     serving_judged = comparable.ok and serving_comparable(before_side, after_side, serving)[0]
@@ -99,11 +111,14 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
     findings = finding_rows(FindingContext(before_side, after_side, figures_before, figures_after, step, noise_ms,
                                            comparable.ok, threshold_pct))
     findings += quality_rows(serving, comparable.ok)
+    mover_rows = movers(before_side, after_side, threshold_pct) if comparable.ok else []
+    summary = summary_line(SummaryInputs(verdict, comparable, threshold_pct, tuple(step_rows), rate, tuple(mover_rows),
+                                         tuple(findings), tuple(metrics), tuple(slo_broken)))
     result = {
         "schema": SCHEMA,
         "tool_version": __version__,
         "verdict": verdict,
-        "summary": "",
+        "summary": summary,
         "comparable": comparable.to_contract(),
         "threshold_pct": threshold_pct,
         "method": {
@@ -122,13 +137,12 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
         "metrics": [row.to_contract() for row in metrics],
         "findings": [row.to_contract() for row in findings],
         "kernels": [row.to_contract() for row in kernel_rows(before_side, after_side)] if comparable.ok else [],
-        "movers": [row.to_contract() for row in movers(before_side, after_side, threshold_pct)] if comparable.ok else [],
+        "movers": [row.to_contract() for row in mover_rows],
         "work_rate": None if rate is None else rate.to_contract(threshold_pct),
         "across_devices": None,
         "serving": None if serving is None else serving.to_contract(),
         "_series": {"before": _step_series(before_side), "after": _step_series(after_side)},
     }
-    result["summary"] = summary_line(result)
     if across_devices:
         across = compare_across_devices(before_side, after_side)
         result.update(verdict="across_devices" if across.ok else "inconclusive", summary=across.summary(),
@@ -175,43 +189,43 @@ def quality_rows(serving: ServingComparison | None, judged: bool) -> list[Findin
     status on a pair that is not comparable), its evidence the shapes that moved."""
     if serving is None or serving.quality is None:
         return []
-    quality = serving.quality
+    quality = load(Finding, serving.quality)
     evidence = tuple(Evidence(f"{shape.name}_len_mean", shape.before["mean"], shape.after["mean"], "tokens", shape.text)
                      for shape in serving.shapes if shape.before and shape.after)
-    return [FindingRow(quality["id"], quality["axis"], "new" if judged else None,
+    return [FindingRow(quality.id, quality.axis, "new" if judged else None,
                        "the outputs shifted after a change of model or precision, on the same inputs" if judged
-                       else "not judged: the captures are not comparable", None, None, quality["severity"], None, None,
+                       else "not judged: the captures are not comparable", None, None, quality.severity, None, None,
                        evidence)]
 
 
-def step_verdict(step_rows: list[StepTimeRow], judged: bool) -> dict:
+def step_verdict(step_rows: list[StepTimeRow], judged: bool) -> StepVerdict:
     """The ranks' step p50 and p99 statuses in one (not measured when the pair is not judged), and
     the median of their p50 ratios: the ``step`` the findings' conditions read."""
     p50_status = overall([row.status for row in step_rows]) if judged else NOT_MEASURED
     p99_status = overall([row.p99_status for row in step_rows]) if judged else NOT_MEASURED
     ratios = [row.ratio for row in step_rows if row.ratio is not None]
-    return {"status": p50_status, "improved": p50_status == "improved", "regressed": p50_status == "regressed",
-            "ratio": float(np.median(ratios)) if ratios else None, "p99_status": p99_status}
+    return StepVerdict(p50_status, p50_status == "improved", p50_status == "regressed",
+                       float(np.median(ratios)) if ratios else None, p99_status)
 
 
-def judged_metrics(metrics: list[MetricRow], step: dict, judged: bool, stepless: bool = False) -> list[MetricRow]:
+def judged_metrics(metrics: list[MetricRow], step: StepVerdict, judged: bool, stepless: bool = False) -> list[MetricRow]:
     """Nothing judged on an incomparable pair; the step percentiles judged by the step test, not by
     their difference; busy % of a pair without steps not judged (its window is its GPU activity,
     which a faster kernel shortens)."""
     if not judged:
         return [metric.not_judged() for metric in metrics]
-    status_of = {"step_p50_ms": step["status"], "step_p99_ms": step["p99_status"]}
+    status_of = {"step_p50_ms": step.status, "step_p99_ms": step.p99_status}
     return [metric.judged_by(status_of[metric.name]) if metric.name in STEP_PERCENTILES
             else metric.not_judged() if stepless and metric.unit == "%" else metric for metric in metrics]
 
 
-def budget_statuses(step: dict, metrics: list[MetricRow], serving_judged: bool, rate: WorkRate | None = None,
+def budget_statuses(step: StepVerdict, metrics: list[MetricRow], serving_judged: bool, rate: WorkRate | None = None,
                     serving: ServingComparison | None = None) -> dict[str, str]:
     """The budgets the verdict reads: step p50 and p99, the kernel time per call of a pair without
     steps (over its matched devices), with comparable serving artifacts each serving budget
     measured on both sides (improved, regressed or unchanged), and ``output quality``: regressed when
     quality_regression fired, unchanged when the output lengths were tested and held."""
-    budgets = {"step p50": step["status"], "step p99": step["p99_status"]}
+    budgets = {STEP_P50_BUDGET: step.status, STEP_P99_BUDGET: step.p99_status}
     if rate is not None:
         budgets[WORK_RATE_BUDGET] = overall([device.status for device in rate.devices])
         budgets[CALL_RATE_BUDGET] = overall([device.rate_status for device in rate.devices])
@@ -247,9 +261,9 @@ def _step_series(side: Side) -> dict[str, list[int]]:
 
 def side_info(side: Side, figures: dict) -> dict:
     """One side as the contract describes it: label, headline, inputs, devices, world size, steps."""
-    models = Counter(device.get("name") for device in side.devices)
-    return {"label": side.label, "headline": side.data.get("headline"),
-            "inputs": [str(source.get("path")) for source in side.data.get("inputs") or []],
+    models = Counter(device.name for device in side.devices)
+    return {"label": side.label, "headline": side.record.headline,
+            "inputs": [str(source.path) for source in side.record.inputs],
             "devices": devices_text(models), "world_size": len(side.ranks), "steps": figures.get("steps") or 0,
             "steps_per_rank": int(statistics.median([rank.step_count for rank in side.ranks]))
             if side.ranks else 0,
@@ -276,120 +290,149 @@ def slo_breaks(before: dict | None, after: dict | None, slo: dict) -> tuple[list
     return broken, unmeasured
 
 
-def gate_exit(result: dict) -> int:
+@dataclass(frozen=True, slots=True)
+class GateReading:
+    """What the gate reads of a compare contract (read by its keys): the verdict, the threshold, the
+    budgets' statuses, the broken --slo budgets and the comparability (its reasons)."""
+
+    verdict: str = ""
+    threshold_pct: float = THRESHOLD_PCT
+    budgets: dict[str, str] = field(default_factory=dict)
+    slo_broken: tuple[str, ...] = ()
+    comparable: Comparability = Comparability(False, 0.0, ())
+
+
+def gate_exit(result: dict | GateReading) -> int:
     """``--gate``: 0 improved / unchanged / mixed within budgets, 8 regressed, 9 inconclusive.
     A mixed verdict fails when the step p50 is what regressed or a --slo budget broke. Across
     devices: 0 when the comparison was made, 9 when refused."""
-    verdict = result["verdict"]
+    reading = load(GateReading, result)
+    verdict = reading.verdict
     if verdict == "across_devices":
         return 0
     if verdict == "inconclusive":
         return EXIT_INCONCLUSIVE
-    if verdict == "regressed" or result["slo_broken"]:
+    if verdict == "regressed" or reading.slo_broken:
         return EXIT_REGRESSED
-    if verdict == "mixed" and result["budgets"].get("step p50") == "regressed":
+    if verdict == "mixed" and reading.budgets.get(STEP_P50_BUDGET) == "regressed":
         return EXIT_REGRESSED
     return 0
 
 
-def gate_text(result: dict) -> str:
+def gate_text(result: dict | GateReading) -> str:
     """``compare --gate``'s result in one line, as ``trend --gate`` prints its own: passed, failed
     (and why: the step verdict, a mixed verdict whose step p50 regressed, a broken --slo budget) or
     inconclusive, with the exit code :func:`gate_exit` returns."""
-    code = gate_exit(result)
-    verdict = result["verdict"]
+    reading = load(GateReading, result)
+    code = gate_exit(reading)
+    verdict = reading.verdict
     if code == EXIT_INCONCLUSIVE:
-        why = next((reason for reason in result["comparable"]["reasons"]), "nothing to judge")
+        why = next((reason for reason in reading.comparable.reasons), "nothing to judge")
         return f"gate: inconclusive (exit {code}): {why}"
     if code == EXIT_REGRESSED:
         reasons = []
         if verdict == "regressed":
-            regressed = [name for name, status in result["budgets"].items() if status == "regressed"]
+            regressed = [name for name, status in reading.budgets.items() if status == "regressed"]
             steps = [name for name in regressed if name.startswith("step ")]
             others = [name for name in regressed if name not in steps]
             if steps:
                 reasons.append("the after capture regressed beyond the noise and the "
-                               f"{result['threshold_pct']:g}%-of-step threshold")
+                               f"{reading.threshold_pct:g}%-of-step threshold")
             if others:  # a serving budget or the output quality, judged on its own figures
                 reasons.append("regressed: " + ", ".join(others))
         elif verdict == "mixed":
             reasons.append("mixed, and the step p50 is what regressed")
-        if result["slo_broken"]:
-            reasons.append("SLO broken: " + "; ".join(result["slo_broken"]))
+        if reading.slo_broken:
+            reasons.append("SLO broken: " + "; ".join(reading.slo_broken))
         return f"gate: failed (exit {code}): " + "; ".join(reasons)
     return f"gate: passed: {verdict}, no budget regressed and no --slo budget broken"
 
 
-def summary_line(result: dict) -> str:
+@dataclass(frozen=True, slots=True)
+class SummaryInputs:
+    """What the one-line summary of a comparison reads: the verdict and comparability, the threshold,
+    the step rows, the work rate of a pair without steps (None otherwise), the movers, the finding rows,
+    the metric rows and the broken --slo budgets."""
+
+    verdict: str
+    comparable: Comparability
+    threshold_pct: float
+    step_rows: tuple[StepTimeRow, ...]
+    rate: WorkRate | None
+    movers: tuple[Mover, ...]
+    findings: tuple[FindingRow, ...]
+    metrics: tuple[MetricRow, ...]
+    slo_broken: tuple[str, ...]
+
+
+def summary_line(summary: SummaryInputs) -> str:
     """The verdict in one line: the step p50 change of the rank that moved most the verdict's way
     (named with its pids; a pair without steps: the first judged device's kernel time per call, its
     rank named), the largest per-step movers across ranks,
     the findings that changed status (a finding that merely persists is in the findings, not
-    here), broken SLOs."""
-    verdict = result["verdict"]
+    here), broken SLOs. Figures are worded as the contract rounds them."""
+    verdict = summary.verdict
     if verdict == "inconclusive":
-        why = next((reason for reason in result["comparable"]["reasons"]), "nothing to judge")
+        why = next((reason for reason in summary.comparable.reasons), "nothing to judge")
         return f"inconclusive: {why}"
     parts = [verdict]
-    measured = [row for row in result["step_time"] if row["ratio"] is not None]
+    measured = [row for row in summary.step_rows if row.ratio is not None]
+    ranks = len(summary.step_rows)
     if measured:
         row = _summary_rank(measured, verdict)
-        parts.append(f"step p50 {ms_text(row['before_p50_ns'] / 1e6)} -> {ms_text(row['after_p50_ns'] / 1e6)}"
-                     f" ({speed_words(row)}, after/before {row['ratio']:.3f} "
-                     f"[95% CI {row['ci95'][0]:.3f}-{row['ci95'][1]:.3f}]{'' if row['significant'] else ', within noise'})"
-                     + (f" on rank{row['rank']} of {len(result['step_time'])} (pid {row['before_pid']} -> {row['after_pid']})"
-                        if len(result["step_time"]) > 1 else ""))
-    if result["work_rate"]:
-        parts.extend(_work_rate_words(result))
-    ranks = len(result["step_time"])
-    moved = [mover_text(mover, result["threshold_pct"], ranks) for mover in result["movers"][:SUMMARY_MOVERS]]
+        parts.append(f"step p50 {ms_text(row.before_p50_ns / 1e6)} -> {ms_text(row.after_p50_ns / 1e6)}"
+                     f" ({speed_words(row.to_contract())}, after/before {row.ratio:.3f} "
+                     f"[95% CI {row.ci95[0]:.3f}-{row.ci95[1]:.3f}]{'' if row.significant else ', within noise'})"
+                     + (f" on rank{row.rank} of {ranks} (pid {row.before_pid} -> {row.after_pid})" if ranks > 1 else ""))
+    if summary.rate is not None:
+        parts.extend(_work_rate_words(summary.rate, summary.metrics))
+    moved = [mover_text(mover, summary.threshold_pct, ranks) for mover in summary.movers[:SUMMARY_MOVERS]]
     if moved:
         parts.append("moved: " + ", ".join(moved))
-    ids_by_status = {}
-    for finding in result["findings"]:
-        if finding["status"]:
-            ids_by_status.setdefault(finding["status"], []).append(finding["id"])
-    if result["work_rate"] and ids_by_status:
+    ids_by_status: dict[str, list[str]] = {}
+    for finding in summary.findings:
+        if finding.status:
+            ids_by_status.setdefault(finding.status, []).append(finding.id)
+    if summary.rate is not None and ids_by_status:
         # without steps a finding's size is a share of its own window, and the windows differ: named, not judged
         parts.append("findings not judged (shares of two different windows): "
                      + ", ".join(f"{finding_id} {status}" for status, ids in ids_by_status.items() for finding_id in ids))
-    for status in ("fixed", "falsified", "worse", "new", "better") if not result["work_rate"] else ():
+    for status in ("fixed", "falsified", "worse", "new", "better") if summary.rate is None else ():
         if status in ids_by_status:
             parts.append(f"{status}: {', '.join(ids_by_status[status])}")
-    if result["slo_broken"]:
-        parts.append("SLO broken: " + "; ".join(result["slo_broken"]))
+    if summary.slo_broken:
+        parts.append("SLO broken: " + "; ".join(summary.slo_broken))
     return "; ".join(parts)
 
 
-def _summary_rank(measured: list[dict], verdict: str) -> dict:
+def _summary_rank(measured: list[StepTimeRow], verdict: str) -> StepTimeRow:
     """The rank the summary's step figure is of: of the ranks whose step p50 moved the verdict's way
     (all measured ones when none did), the one whose ratio is farthest from 1 (the lowest rank on a tie)."""
-    agreeing = [row for row in measured if row["status"] == verdict] or measured
-    return max(agreeing, key=lambda row: (abs(math.log(max(row["ratio"], 1e-9))), -row["rank"]))
+    agreeing = [row for row in measured if row.status == verdict] or measured
+    return max(agreeing, key=lambda row: (abs(math.log(max(row.ratio, 1e-9))), -row.rank))
 
 
-def _work_rate_words(result: dict) -> list[str]:
+def _work_rate_words(rate: WorkRate, metrics: tuple[MetricRow, ...]) -> list[str]:
     """A pair without steps in words: the first judged device's kernel time per call, the kernel
     that moved most, and busy % said to be not judged."""
-    rate = result["work_rate"]
-    judged = [(rank, device) for rank, device in enumerate(rate["devices"]) if device["ratio"] is not None]
+    judged = [(rank, device) for rank, device in enumerate(rate.devices) if device.ratio is not None]
     if not judged:
         return []
     rank, device = judged[0]
-    low, high = device["ci95"]
-    words = [f"kernel time per call x{device['ratio']:.3f} of before [95% CI {low:.3f}-{high:.3f}]"
-             f"{'' if device['significant'] else ', within noise'} over {device['kernels']} common kernels "
-             f"({device['before_covered_pct']:.0f}% of the kernel time before)"
-             + (f" on rank{rank} of {len(rate['devices'])}" if len(rate["devices"]) > 1 else "")]
-    if device["rate_ratio"] is not None:
-        words.append(f"their calls per second x{device['rate_ratio']:.3f} ({device['rate_status']})")
-    kernel = next((row for row in rate["kernels"] if row["device"] == device["device"]), None)
+    low, high = device.ci95
+    words = [f"kernel time per call x{device.ratio:.3f} of before [95% CI {low:.3f}-{high:.3f}]"
+             f"{'' if device.significant else ', within noise'} over {device.kernels} common kernels "
+             f"({round4(device.before_covered_pct):.0f}% of the kernel time before)"
+             + (f" on rank{rank} of {len(rate.devices)}" if len(rate.devices) > 1 else "")]
+    if device.rate_ratio is not None:
+        words.append(f"their calls per second x{device.rate_ratio:.3f} ({device.rate_status})")
+    kernel = next((row for row in rate.kernels if row.device == device.device), None)
     if kernel is not None:
-        words.append(f"{kernel['name'][:60]} {fmt_ns(kernel['before_ns_per_call'])} -> {fmt_ns(kernel['after_ns_per_call'])} "
-                     f"per call ({kernel['status']})")
-    busy = next((metric for metric in result["metrics"] if metric["name"] == "busy_pct"), None)
-    if busy is not None and busy["before"] is not None and busy["after"] is not None:
-        words.append(f"GPU busy {busy['before']:.1f}% -> {busy['after']:.1f}% not judged (a window without steps "
+        words.append(f"{kernel.name[:60]} {fmt_ns(round4(kernel.before_ns_per_call))} -> "
+                     f"{fmt_ns(round4(kernel.after_ns_per_call))} per call ({kernel.status})")
+    busy = next((metric for metric in metrics if metric.name == "busy_pct"), None)
+    if busy is not None and busy.before is not None and busy.after is not None:
+        words.append(f"GPU busy {busy.before:.1f}% -> {busy.after:.1f}% not judged (a window without steps "
                      "is the GPU activity itself: it shrinks when the kernels get faster)")
     return words
 
@@ -407,11 +450,10 @@ def trend_record(data: dict) -> dict:
     device's kernels in ms per step and ns per call (rank order)."""
     side = Side(data, "")
     figures = side.figures()
-    models = Counter(device.get("name") for device in side.devices)
-    serving = side.serving or {}
+    models = Counter(device.name for device in side.devices)
     program = ",".join(sorted({key for key in (program_key(rank.name) for rank in side.ranks) if key}))
-    if not side.devices and serving:
-        program = "serving:" + str(serving.get("engine") or "unknown")
+    if not side.devices and side.serving:
+        program = "serving:" + str(side.record.serving.engine or "unknown")
     signature = {
         "device_model": devices_text(models) if models else "",  # counts per model: 1x A100, 3x H100
         "device_count": len(side.devices),
@@ -423,9 +465,9 @@ def trend_record(data: dict) -> dict:
     kernels = []
     for rank, device in enumerate(side.devices_in_rank_order()):
         steps = side.device_steps(device)
-        for kernel in device.get("kernels") or []:
-            kernels.append({"device_rank": rank, "name": kernel["name"], "kind": kernel["kind"],
-                            "ms_per_step": round(kernel["total_ns"] / steps / 1e6, 6) if steps else None,
-                            "ns_per_call": round(kernel["total_ns"] / kernel["count"], 1) if kernel["count"] else None})
+        for kernel in device.kernels:
+            kernels.append({"device_rank": rank, "name": kernel.name, "kind": kernel.kind,
+                            "ms_per_step": round(kernel.total_ns / steps / 1e6, 6) if steps else None,
+                            "ns_per_call": round(kernel.total_ns / kernel.count, 1) if kernel.count else None})
     return {"signature": signature, "figures": {name: round4(figures.get(name)) for name in SERIES_FIGURES},
             "findings_ms": findings, "kernels": kernels}

@@ -41,7 +41,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tracetriage.analyzers.compare_side import Side, program_key, round4
+from tracetriage.analyzers.compare_side import Rank, Side, program_key, round4
+from tracetriage.records.efficiency import Efficiency, KernelClass, PeakDevice, TopOp
 
 # name: (value, why)
 THRESHOLDS = {
@@ -52,8 +53,10 @@ THRESHOLDS = {
     "same_work_tolerance_pct": (10.0, "the same program does the same work per step or per call; FLOPs (bytes) per "
                                       "unit further apart than a tenth mean other batches, shapes or a partial capture"),
 }
-BAND = THRESHOLDS["as_predicted_band_pct"][0] / 100.0
-WORK_TOLERANCE = THRESHOLDS["same_work_tolerance_pct"][0] / 100.0
+BAND_PCT = THRESHOLDS["as_predicted_band_pct"][0]
+WORK_TOLERANCE_PCT = THRESHOLDS["same_work_tolerance_pct"][0]
+BAND = BAND_PCT / 100.0
+WORK_TOLERANCE = WORK_TOLERANCE_PCT / 100.0
 RESAMPLES = 999
 BOOTSTRAP_SEED = 20261202  # fixed: the same inputs give the same interval
 TOP_OP_ROWS = 10
@@ -135,8 +138,8 @@ class AcrossDevices:
     def to_contract(self) -> dict:
         return {"ok": self.ok, "reasons": list(self.reasons), "unit": self.unit,
                 "before_device": self.before_device, "after_device": self.after_device,
-                "band_pct": THRESHOLDS["as_predicted_band_pct"][0],
-                "work_tolerance_pct": THRESHOLDS["same_work_tolerance_pct"][0],
+                "band_pct": BAND_PCT,
+                "work_tolerance_pct": WORK_TOLERANCE_PCT,
                 "method": (f"time per {self.unit} of each op class's measured ops, after / before, over the ratio the "
                            "devices' roofline bounds predict for the same work (the normalised ratio); slower or faster "
                            f"than the peaks predict when its 95% interval lies beyond {BAND * 100:g}% of 1, else as the "
@@ -150,13 +153,14 @@ class AcrossDevices:
 # One side's figures
 
 
-def _efficiency(side: Side) -> dict:
-    return side.data.get("efficiency") or {}
+def _efficiency(side: Side) -> Efficiency:
+    """The side's efficiency block (an empty one when the analysis has none)."""
+    return side.record.efficiency or Efficiency()
 
 
-def _measured_ranks(side: Side) -> list[dict]:
+def _measured_ranks(side: Side) -> list[Rank]:
     """The processes of the trace the efficiency block measured (all ranks when none is named so)."""
-    trace = _efficiency(side).get("trace")
+    trace = _efficiency(side).trace
     return [rank for rank in side.ranks if rank.trace == trace] or side.ranks
 
 
@@ -164,30 +168,30 @@ def _step_count(side: Side) -> int:
     return sum(rank.step_count for rank in _measured_ranks(side))
 
 
-def _peak_words(device: dict, row: dict) -> str | None:
+def _peak_words(device: PeakDevice, row: KernelClass | TopOp) -> str | None:
     """The bound a class or op is held against, in words: its dtype's peak or the memory bandwidth."""
-    if row.get("bound") == "memory":
-        return f"{float(device['bandwidth_gbps']):,.0f} GB/s memory bandwidth"
-    dtype = row.get("peak_dtype")
-    peaks = device.get("peak_tflops") or {}
-    if row.get("bound") == "compute" and dtype in peaks:
+    if row.bound == "memory":
+        return f"{float(device.bandwidth_gbps):,.0f} GB/s memory bandwidth"
+    dtype = row.peak_dtype
+    peaks = device.peak_tflops or {}
+    if row.bound == "compute" and dtype in peaks:
         return f"{float(peaks[dtype]):,.1f} TFLOP/s {DTYPE_WORDS.get(dtype, dtype)} peak"
     return None
 
 
-def _figures(row: dict, device: dict, units: float, calls: int, share) -> SideFigures:
-    work = float(row.get("flops") or 0.0) or float(row.get("bytes") or 0.0)
-    return SideFigures(ms_per_unit=float(row["time_ns"]) / units / 1e6 if units else 0.0, calls=calls,
-                       achieved_tflops=row.get("achieved_tflops"), achieved_gbps=row.get("achieved_gbps"),
-                       pct_of_peak=row.get("pct_of_roofline"), peak=_peak_words(device, row), bound=row.get("bound"),
+def _figures(row: KernelClass | TopOp, device: PeakDevice, units: float, calls: int, share) -> SideFigures:
+    work = float(row.flops or 0.0) or float(row.bytes or 0.0)
+    return SideFigures(ms_per_unit=float(row.time_ns) / units / 1e6 if units else 0.0, calls=calls,
+                       achieved_tflops=row.achieved_tflops, achieved_gbps=row.achieved_gbps,
+                       pct_of_peak=row.pct_of_roofline, peak=_peak_words(device, row), bound=row.bound,
                        measured_share_pct=share, work_per_unit=work / units if units else 0.0)
 
 
-def _roofline_per_work(row: dict) -> float | None:
+def _roofline_per_work(row: KernelClass | TopOp) -> float | None:
     """The roofline time (ns) per unit of work of a class or op row."""
-    work = float(row.get("flops") or 0.0) or float(row.get("bytes") or 0.0)
-    pct = row.get("pct_of_roofline")
-    return pct / 100.0 * float(row["time_ns"]) / work if pct and work and row.get("time_ns") else None
+    work = float(row.flops or 0.0) or float(row.bytes or 0.0)
+    pct = row.pct_of_roofline
+    return pct / 100.0 * float(row.time_ns) / work if pct and work and row.time_ns else None
 
 
 # ---------------------------------------------------------------------------
@@ -209,17 +213,16 @@ def _call_draws(side: Side, op_class: str, rng) -> np.ndarray | None:
     kernels of that class (weighted by their kernel time), None when none were sampled."""
     from tracetriage.analyzers.op_kernels import kernel_class  # op_kernels loads pandas: only an across-devices pair pays
 
-    trace = _efficiency(side).get("trace")
-    kernels = [kernel for device in side.devices if device.get("trace") == trace
-               for kernel in device.get("kernels") or []
-               if kernel.get("kind") == "kernel" and kernel_class(str(kernel["name"])) == op_class
-               and len(kernel.get("durations_ns") or []) >= 2 and kernel["total_ns"] > 0]
+    trace = _efficiency(side).trace
+    kernels = [kernel for device in side.devices if device.trace == trace for kernel in device.kernels
+               if kernel.kind == "kernel" and kernel_class(str(kernel.name)) == op_class
+               and len(kernel.durations_ns) >= 2 and kernel.total_ns > 0]
     if not kernels:
         return None
-    weights = np.array([kernel["total_ns"] for kernel in kernels], np.float64)
+    weights = np.array([kernel.total_ns for kernel in kernels], np.float64)
     draws = np.zeros(RESAMPLES)
     for weight, kernel in zip(weights, kernels):
-        samples = np.asarray(kernel["durations_ns"], np.float64)
+        samples = np.asarray(kernel.durations_ns, np.float64)
         draws += weight * samples[rng.integers(0, samples.size, (RESAMPLES, samples.size))].mean(axis=1) / samples.mean()
     return draws / weights.sum()
 
@@ -286,7 +289,8 @@ def _same_work(before: SideFigures, after: SideFigures) -> bool:
     return larger > 0 and abs(before.work_per_unit - after.work_per_unit) <= WORK_TOLERANCE * larger
 
 
-def _pair_row(what: str, op_class: str, label: str, rows: tuple[dict, dict], figures: tuple[SideFigures, SideFigures],
+def _pair_row(what: str, op_class: str, label: str, rows: tuple[KernelClass | TopOp, KernelClass | TopOp],
+              figures: tuple[SideFigures, SideFigures],
               draws: tuple, device: str) -> DeviceRow:
     """One class or op on both sides: judged, or why not."""
     before, after = figures
@@ -312,13 +316,13 @@ def _refusal(before: Side, after: Side) -> str | None:
     """Why the pair cannot be compared across devices (None: it can)."""
     for side in (before, after):
         efficiency = _efficiency(side)
-        if not efficiency.get("classes"):
-            missing = next((row["reason"] for row in efficiency.get("not_measured") or []), "no operator shapes")
+        if not efficiency.classes:
+            missing = next((row.reason for row in efficiency.not_measured), "no operator shapes")
             return f"no op class measured on {side.label}: {missing}"
-        if not efficiency.get("device"):
-            return (f"{side.label}'s device {efficiency.get('device_name')!r} is not in the device table: no peak to "
+        if not efficiency.device:
+            return (f"{side.label}'s device {efficiency.device_name!r} is not in the device table: no peak to "
                     "hold its kernels against (add it to analyzers/devices.toml)")
-    models = [_efficiency(side)["device"]["model"] for side in (before, after)]
+    models = [_efficiency(side).device.model for side in (before, after)]
     if models[0] == models[1]:
         return f"the same device ({models[0]}) on both sides: compare them without --across-devices"
     programs = [{key for key in (program_key(rank.name) for rank in side.ranks) if key} for side in (before, after)]
@@ -330,8 +334,8 @@ def _refusal(before: Side, after: Side) -> str | None:
 def _device_name(side: Side) -> str | None:
     """The side's device: its device-table model, else the name the capture gave it."""
     efficiency = _efficiency(side)
-    model = (efficiency.get("device") or {}).get("model")
-    name = model or efficiency.get("device_name") or next((device.get("name") for device in side.devices), None)
+    model = efficiency.device.model if efficiency.device else None
+    name = model or efficiency.device_name or next((device.name for device in side.devices), None)
     return str(name) if name else None
 
 
@@ -348,58 +352,58 @@ def across_devices(before: Side, after: Side) -> AcrossDevices:
     if refusal:
         return AcrossDevices(False, (refusal,), unit, _device_name(before), _device_name(after), (), ())
     efficiency_before, efficiency_after = _efficiency(before), _efficiency(after)
-    devices = efficiency_before["device"], efficiency_after["device"]
-    device_after = str(devices[1]["model"])
+    devices = efficiency_before.device, efficiency_after.device
+    device_after = str(devices[1].model)
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     step_draws = (_step_draws(before, rng), _step_draws(after, rng)) if unit == "step" else None
-    classes_after = {row["class"]: row for row in efficiency_after["classes"]}
+    classes_after = {row.kernel_class: row for row in efficiency_after.classes}
     class_rows = []
-    for row_before in efficiency_before["classes"]:
-        op_class = row_before["class"]
+    for row_before in efficiency_before.classes:
+        op_class = row_before.kernel_class
         label = CLASS_WORDS.get(op_class, op_class)
         row_after = classes_after.get(op_class)
         if row_after is None:
             class_rows.append(_not_judged(op_class, op_class, None, None, f"{label}: measured on {before.label} only"))
             continue
         rows = (row_before, row_after)
-        units = (steps_before, steps_after) if unit == "step" else (row_before["ops"], row_after["ops"])
-        figures = tuple(_figures(row, device, count, row["ops"], row.get("measured_share_pct"))
+        units = (steps_before, steps_after) if unit == "step" else (row_before.ops, row_after.ops)
+        figures = tuple(_figures(row, device, count, row.ops, row.measured_share_pct)
                         for row, device, count in zip(rows, devices, units))
         draws = step_draws or (_call_draws(before, op_class, rng), _call_draws(after, op_class, rng))
         class_rows.append(_pair_row(op_class, op_class, label, rows, figures, draws, device_after))
     class_rows.extend(_not_judged(op_class, op_class, None, None,
                                   f"{CLASS_WORDS.get(op_class, op_class)}: measured on {after.label} only")
-                      for op_class in classes_after if op_class not in {row["class"] for row in efficiency_before["classes"]})
+                      for op_class in classes_after if op_class not in {row.kernel_class for row in efficiency_before.classes})
     judged = [row for row in class_rows if row.verdict != NOT_JUDGED]
     if not judged:
         why = "; ".join(row.words for row in class_rows) or "no op class on both sides"
         return AcrossDevices(False, (f"no common op class with the same work per {unit}: {why}",), unit,
-                             str(devices[0]["model"]), device_after, tuple(class_rows), ())
-    reasons = (f"each op class held against its own device's roofline: {devices[0]['model']} before, {device_after} after",
+                             str(devices[0].model), device_after, tuple(class_rows), ())
+    reasons = (f"each op class held against its own device's roofline: {devices[0].model} before, {device_after} after",
                *(row.words for row in class_rows if row.verdict == NOT_JUDGED))
-    return AcrossDevices(True, reasons, unit, str(devices[0]["model"]), device_after, tuple(class_rows),
+    return AcrossDevices(True, reasons, unit, str(devices[0].model), device_after, tuple(class_rows),
                          tuple(_op_rows(efficiency_before, efficiency_after, devices, unit, (steps_before, steps_after))))
 
 
-def _op_key(op: dict) -> tuple[str, str, str]:
-    return str(op["name"]), json.dumps(op.get("input_dims")), str(op.get("dtype"))
+def _op_key(op: TopOp) -> tuple[str, str, str]:
+    return str(op.name), json.dumps(op.input_dims), str(op.dtype)
 
 
-def _op_rows(efficiency_before: dict, efficiency_after: dict, devices: tuple[dict, dict], unit: str,
+def _op_rows(efficiency_before: Efficiency, efficiency_after: Efficiency, devices: tuple[PeakDevice, PeakDevice], unit: str,
              steps: tuple[int, int]) -> list[DeviceRow]:
     """The top ops of the before side found on the after side (same name, shapes and dtype), per
     step or per call, judged on the point estimate (no per-call samples of an op)."""
-    ops_after = {_op_key(op): op for op in efficiency_after.get("top_ops") or []}
+    ops_after = {_op_key(op): op for op in efficiency_after.top_ops}
     rows = []
-    for op_before in (efficiency_before.get("top_ops") or [])[:TOP_OP_ROWS]:
+    for op_before in efficiency_before.top_ops[:TOP_OP_ROWS]:
         op_after = ops_after.get(_op_key(op_before))
         if op_after is None:
             continue
         pair = (op_before, op_after)
-        units = steps if unit == "step" else (op_before["count"], op_after["count"])
-        figures = tuple(_figures(op, device, count, op["count"], None) for op, device, count in zip(pair, devices, units))
-        shapes = [dims for dims in op_before.get("input_dims") or [] if dims]  # scalars' [] say nothing
-        what = f"{op_before['name']} {shapes} {op_before.get('dtype')}"
-        rows.append(_pair_row(what, str(op_before.get("class")), str(op_before["name"]), pair, figures, (None, None),
-                              str(devices[1]["model"])))
+        units = steps if unit == "step" else (op_before.count, op_after.count)
+        figures = tuple(_figures(op, device, count, op.count, None) for op, device, count in zip(pair, devices, units))
+        shapes = [dims for dims in op_before.input_dims or [] if dims]  # scalars' [] say nothing
+        what = f"{op_before.name} {shapes} {op_before.dtype}"
+        rows.append(_pair_row(what, str(op_before.kernel_class), str(op_before.name), pair, figures, (None, None),
+                              str(devices[1].model)))
     return rows

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tracetriage.analyzers.compare_side import Side, round4
+from tracetriage.records.trace import Device
 
 TOP_KERNELS = 10  # kernels per device in the output: the largest movers in ms per step
 
@@ -49,12 +50,12 @@ def kernel_rows(before: Side, after: Side) -> list[KernelRow]:
     for rank, (device_before, device_after) in enumerate(zip(before.devices_in_rank_order(), after.devices_in_rank_order())):
         kernels_before = _DeviceKernels(device_before, before.device_steps(device_before))
         kernels_after = _DeviceKernels(device_after, after.device_steps(device_after))
-        label = f"rank{rank}: {device_before['id']} -> {device_after['id']}"
+        label = f"rank{rank}: {device_before.id} -> {device_after.id}"
         device_rows = []
         for name in dict.fromkeys([*kernels_before.kernels, *kernels_after.kernels]):
             before_ms, before_share = kernels_before.figures(name)
             after_ms, after_share = kernels_after.figures(name)
-            kind = (kernels_before.kernels.get(name) or kernels_after.kernels.get(name))["kind"]
+            kind = (kernels_before.kernels.get(name) or kernels_after.kernels.get(name)).kind
             change = round4(after_ms - before_ms) if after_ms is not None and before_ms is not None else None
             device_rows.append(KernelRow(label, name, kind, round4(before_ms), round4(after_ms), change,
                                          round4(before_share), round4(after_share)))
@@ -67,17 +68,17 @@ def kernel_rows(before: Side, after: Side) -> list[KernelRow]:
 class _DeviceKernels:
     """One device's kernels by name, with the steps and window their figures are per."""
 
-    def __init__(self, device: dict, steps: int):
-        self.kernels = {kernel["name"]: kernel for kernel in device.get("kernels") or []}
+    def __init__(self, device: Device, steps: int):
+        self.kernels = {kernel.name: kernel for kernel in device.kernels}
         self.steps = steps
-        self.window_ns = device["window_ns"]
-        self.graph_level = any(kernel["kind"] == "graph" for kernel in self.kernels.values())
+        self.window_ns = device.window_ns
+        self.graph_level = any(kernel.kind == "graph" for kernel in self.kernels.values())
 
     def figures(self, name: str) -> tuple[float | None, float | None]:
         """(ms per step, share of the window %) of kernel ``name`` on this device."""
         kernel = self.kernels.get(name)
         if kernel is None:
             return (None, None) if self.graph_level else (0.0, 0.0)
-        ms_per_step = kernel["total_ns"] / self.steps / 1e6 if self.steps else None
-        share_pct = min(100.0, 100.0 * kernel["total_ns"] / self.window_ns) if self.window_ns else None
+        ms_per_step = kernel.total_ns / self.steps / 1e6 if self.steps else None
+        share_pct = min(100.0, 100.0 * kernel.total_ns / self.window_ns) if self.window_ns else None
         return ms_per_step, share_pct

@@ -195,17 +195,18 @@ def _component_label(component: str, rank_before: Rank, rank_after: Rank, change
     busier = rank_after if change > 0 else rank_before
     time_of: dict[str, int] = {}
     for device in busier.devices:
-        for kernel in device.get("kernels") or []:
-            operation = collective_op(kernel["name"])
+        for kernel in device.kernels:
+            operation = collective_op(kernel.name)
             if operation:
-                time_of[operation] = time_of.get(operation, 0) + kernel["total_ns"]
+                time_of[operation] = time_of.get(operation, 0) + kernel.total_ns
     return f"exposed {max(time_of, key=time_of.get)}" if time_of else COMPONENT_WORDS[component]
 
 
-def mover_text(mover: dict, threshold_pct: float, ranks: int) -> str:
-    """One mover in words: ``exposed SendRecv +0.301 ms/step on rank1 (grew 37%, below the 5%-of-step threshold)``."""
-    text = f"{mover['label']} {ms_text(mover['change_ms'], sign='+')}/step" + (f" on rank{mover['rank']}" if ranks > 1 else "")
-    if mover["grown"] and not mover["beyond_noise"]:
-        grew = f"grew {mover['change_pct']:.0f}%" if mover["change_pct"] is not None else "grew from nothing"
+def mover_text(mover: Mover, threshold_pct: float, ranks: int) -> str:
+    """One mover in words, its figures as the contract rounds them:
+    ``exposed SendRecv +0.301 ms/step on rank1 (grew 37%, below the 5%-of-step threshold)``."""
+    text = f"{mover.label} {ms_text(round4(mover.change_ms), sign='+')}/step" + (f" on rank{mover.rank}" if ranks > 1 else "")
+    if mover.grown and not mover.beyond_noise:
+        grew = f"grew {round(mover.change_pct, 1):.0f}%" if mover.change_pct is not None else "grew from nothing"
         text += f" ({grew}, below the {threshold_pct:g}%-of-step threshold)"
     return text

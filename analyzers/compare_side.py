@@ -21,9 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracetriage import records
 from tracetriage.analyzers.accounting import matching
 from tracetriage.analyzers.catalog import CATALOG
 from tracetriage.analyzers.timeline import CAUSES
+from tracetriage.contract import load
+from tracetriage.records.trace import Accounting, Device, Process, Steps
 
 SCHEMA_MESSAGE_CHARS = 200  # a one-line error: longer rule texts end at a word, with "..."
 
@@ -60,13 +63,28 @@ def round4(value):
     return None if value is None else round(float(value), 4)
 
 
-def check_of(finding_id: str) -> dict:
+@dataclass(frozen=True, slots=True)
+class CompareCheck:
+    """A finding's compare check (``[<id>.compare]`` in findings.toml): the accounting slices its time is
+    measured on (``unexplained``: less what other findings claim of them), the conditions that say its fix
+    was ``applied``, that it is fixed (``confirm``, by default: no longer reported) or ``falsifier``, the
+    words that say so, and the figures shown as its ``evidence``."""
+
+    slices: tuple[str, ...] = ()
+    unexplained: bool = False
+    applied: str | None = None
+    confirm: str = "not after.present"
+    falsifier: str | None = None
+    confirm_says: str | None = None
+    falsifier_says: str | None = None
+    evidence: tuple[str, ...] = ()
+
+
+@functools.cache
+def check_of(finding_id: str) -> CompareCheck:
     """The catalog's compare check of a finding (``[<id>.compare]``), or the default one."""
     entry = CATALOG.get(finding_id) or {}
-    check = dict(entry.get("compare") or {})
-    check.setdefault("confirm", "not after.present")
-    check.setdefault("evidence", [])
-    return check
+    return load(CompareCheck, entry.get("compare") or {})
 
 
 # ---------------------------------------------------------------------------
@@ -134,16 +152,16 @@ def _median_of(values) -> float | None:
 @dataclass(frozen=True, slots=True, eq=False)  # eq by identity: the durations are an array
 class Rank:
     """A process that drove devices, as a comparison reads it: its pid, name (command line) and trace, its
-    contract block (``process``: its per-step counts, read by name), its devices by GPU index, its steps
-    (the contract's ``steps`` block and, read out of it, their count, p50 and p99, the NVTX range that
-    delimits them and where they came from) and its step durations (ns; empty without them)."""
+    contract record (``process``: its steps and per-step counts), its devices by GPU index, its steps
+    (``steps``; read out of it, their count, p50 and p99, the NVTX range that delimits them and where
+    they came from) and its step durations (ns; empty without them)."""
 
     pid: int
     name: str
     trace: str | None
-    process: dict
-    devices: tuple[dict, ...]
-    steps: dict
+    process: Process
+    devices: tuple[Device, ...]
+    steps: Steps
     step_count: int
     p50_ns: float | None
     p99_ns: float | None
@@ -152,67 +170,73 @@ class Rank:
     durations: np.ndarray
 
     @classmethod
-    def of(cls, process: dict, trace, devices: list[dict]) -> Rank:
+    def of(cls, process: Process, trace, devices: list[Device]) -> Rank:
         """The rank of one process of the contract and its devices."""
-        steps = process["steps"]
-        return cls(process["pid"], process.get("name") or "", trace, process,
-                   tuple(sorted(devices, key=lambda device: device.get("gpu_index", 0))), steps, int(steps["count"] or 0),
-                   steps.get("p50_ns"), steps.get("p99_ns"), steps.get("range_name"), steps.get("source"),
-                   np.asarray(steps.get("durations_ns") or [], np.int64))
+        steps = process.steps
+        return cls(process.pid, process.name or "", trace, process,
+                   tuple(sorted(devices, key=_gpu_index)), steps, int(steps.count or 0),
+                   steps.p50_ns, steps.p99_ns, steps.range_name, steps.source,
+                   np.asarray(steps.durations_ns, np.int64))
 
     @property
     def measured_durations(self) -> bool:
         """Whether the contract carries this rank's step durations (a saved analysis may not)."""
-        return "durations_ns" in self.steps
+        return len(self.durations) > 0
+
+
+def _gpu_index(device: Device) -> int:
+    """A device's GPU index, 0 when the contract has none (the order ranks and devices are matched in)."""
+    return 0 if device.gpu_index is None else device.gpu_index
 
 
 class Side:
-    """The figures of one analysis that a comparison reads (all from the JSON contract)."""
+    """The figures of one analysis that a comparison reads (all from the JSON contract, read once into
+    its record: ``record``; ``serving`` stays the contract's block, which compare_serving reads)."""
 
     def __init__(self, data: dict, label: str):
-        self.data = data
+        self.record = records.read(data)
         self.label = label
-        self.devices = list(data.get("devices") or [])
+        self.devices = list(self.record.devices)
         self.ranks = self._ranks()
         self.steps_of = {(rank.trace, rank.pid): rank.step_count for rank in self.ranks}
-        self.findings = {finding["id"]: finding for finding in data.get("findings") or [] if finding["id"] not in ("healthy",)}
+        self.findings = {finding.id: finding for finding in self.record.findings if finding.id not in ("healthy",)}
         self.serving = data.get("serving") or None
-        self.graph_level = any(kernel.get("kind") == "graph" for device in self.devices for kernel in device.get("kernels") or [])
+        self.graph_level = any(kernel.kind == "graph" for device in self.devices for kernel in device.kernels)
 
     def _ranks(self) -> list[Rank]:
         """The processes that drove a device, each with its devices and steps, in matching order."""
-        processes = {(process.get("trace"), process["pid"]): process for process in self.data.get("processes") or []}
+        processes = {(process.trace, process.pid): process for process in self.record.processes}
         devices_of: dict = {}
         for device in self.devices:
-            devices_of.setdefault((device.get("trace"), device["pid"]), []).append(device)
+            devices_of.setdefault((device.trace, device.pid), []).append(device)
         ranks = []
         for key, devices in devices_of.items():
             process = processes.get(key)
             if process is None:
                 continue
             ranks.append(Rank.of(process, key[0], devices))
-        trace_order = {trace: i for i, trace in enumerate(dict.fromkeys(device.get("trace") for device in self.devices))}
-        ranks.sort(key=lambda rank: (min(device.get("gpu_index", 0) for device in rank.devices),
+        trace_order = {trace: i for i, trace in enumerate(dict.fromkeys(device.trace for device in self.devices))}
+        ranks.sort(key=lambda rank: (min(_gpu_index(device) for device in rank.devices),
                                      trace_order.get(rank.trace, 0), rank.pid))
         return ranks
 
-    def devices_in_rank_order(self) -> list[dict]:
+    def devices_in_rank_order(self) -> list[Device]:
         """The devices rank by rank (ranks in the order they are matched), each rank's by GPU index:
         what kernel_rows pairs and trend_record numbers."""
         return [device for rank in self.ranks for device in rank.devices]
 
     # -- per device, per step
-    def device_steps(self, device: dict) -> int:
-        return self.steps_of.get((device.get("trace"), device["pid"]), 0)
+    def device_steps(self, device: Device) -> int:
+        return self.steps_of.get((device.trace, device.pid), 0)
 
-    def slice_ms(self, device: dict, patterns) -> float | None:
+    def slice_ms(self, device: Device, patterns) -> float | None:
         """ms per step on ``device`` of the accounting slices matching ``patterns``."""
         steps = self.device_steps(device)
         if not steps:
             return None
-        slices_pct = (device.get("accounting") or {}).get("slices_pct") or {}
+        slices_pct = device.accounting.slices_pct if device.accounting else {}
         share = sum(slices_pct.get(name, 0.0) for name in matching(patterns))
-        return share / 100.0 * device["window_ns"] / steps / 1e6
+        return share / 100.0 * device.window_ns / steps / 1e6
 
     def rank_slice_ms(self, rank: Rank, patterns) -> float | None:
         """ms per step of the slices matching ``patterns``: the mean over one rank's devices."""
@@ -230,8 +254,8 @@ class Side:
         sides, whether or not it fires there), less what other findings claim of them where the
         catalog says ``unexplained`` (:meth:`unexplained_ms`), else what it claimed here."""
         check = check_of(finding_id)
-        slices = check.get("slices")
-        if slices and check.get("unexplained"):
+        slices = check.slices
+        if slices and check.unexplained:
             return self.unexplained_ms(finding_id, slices)
         return self.mean_slice_ms(slices) if slices else self.claim_ms(finding_id)
 
@@ -246,45 +270,47 @@ class Side:
             steps = self.device_steps(device)
             if not steps:
                 continue
-            accounting = device.get("accounting") or {}
-            unclaimed = accounting.get("unclaimed_pct") or {}
-            share = (accounting.get("claims_pct") or {}).get(finding_id, 0.0) + sum(unclaimed.get(name, 0.0) for name in names)
-            per_device.append(share / 100.0 * device["window_ns"] / steps / 1e6)
+            accounting = device.accounting or Accounting()
+            unclaimed = accounting.unclaimed_pct or {}
+            share = accounting.claims_pct.get(finding_id, 0.0) + sum(unclaimed.get(name, 0.0) for name in names)
+            per_device.append(share / 100.0 * device.window_ns / steps / 1e6)
         return float(np.mean(per_device)) if per_device else None
 
     def claim_ms(self, finding_id: str) -> float | None:
         per_device = []
         for device in self.devices:
             steps = self.device_steps(device)
-            claims = (device.get("accounting") or {}).get("claims_pct") or {}
+            claims = device.accounting.claims_pct if device.accounting else {}
             if steps and finding_id in claims:
-                per_device.append(claims[finding_id] / 100.0 * device["window_ns"] / steps / 1e6)
+                per_device.append(claims[finding_id] / 100.0 * device.window_ns / steps / 1e6)
         return float(np.mean(per_device)) if per_device else None
 
     # -- the figures conditions and metrics read
     def figures(self) -> dict:
+        """The side's figures by the names the catalog's conditions and compare's metrics read (module docstring)."""
         ranks = [rank for rank in self.ranks if rank.step_count]
-        figures = {"steps": sum(rank.step_count for rank in ranks) if ranks else 0,
-                   "step_p50_ms": _median_of([_ns_to_ms(rank.p50_ns) for rank in ranks]),
-                   "step_p99_ms": _median_of([_ns_to_ms(rank.p99_ns) for rank in ranks])}
-        for name in ("launches_per_step", "graph_launches_per_step", "syncs_per_step", "dtoh_copies_per_step"):
-            figures[name] = _median_of([rank.process.get(name) for rank in ranks])
-        figures.update({
-            "busy_pct": float(np.mean([device["busy_pct"] for device in self.devices])) if self.devices else None,
+        steps = sum(rank.step_count for rank in ranks) if ranks else 0
+        p50_ms = _median_of([_ns_to_ms(rank.p50_ns) for rank in ranks])
+        p99_ms = _median_of([_ns_to_ms(rank.p99_ns) for rank in ranks])
+        busy_pct = float(np.mean([device.busy_pct for device in self.devices])) if self.devices else None
+        pageable = self.record.copies.pageable_async.count if self.record.copies else None
+        return {
+            "steps": steps, "step_p50_ms": p50_ms, "step_p99_ms": p99_ms,
+            "launches_per_step": _median_of([rank.process.launches_per_step for rank in ranks]),
+            "graph_launches_per_step": _median_of([rank.process.graph_launches_per_step for rank in ranks]),
+            "syncs_per_step": _median_of([rank.process.syncs_per_step for rank in ranks]),
+            "dtoh_copies_per_step": _median_of([rank.process.dtoh_copies_per_step for rank in ranks]),
+            "busy_pct": busy_pct,
             "compute_ms": self.mean_slice_ms(["compute"]),
             "collective_ms": self.mean_slice_ms(["collective"]),
             "copy_ms": self.mean_slice_ms(["copy"]),
             "idle_ms": self.mean_slice_ms(["idle:*:*"]),
-        })
-        figures["idle_pct"] = None if figures["busy_pct"] is None else 100.0 - figures["busy_pct"]
-        p50_ms, p99_ms = figures["step_p50_ms"], figures["step_p99_ms"]
-        figures["tail_ms"] = p99_ms - p50_ms if p99_ms is not None and p50_ms is not None else None
-        for cause in CAUSES:
-            figures[f"idle_{cause}_ms"] = self.mean_slice_ms([f"idle:*:{cause}"])
-        pageable = ((self.data.get("copies") or {}).get("pageable_async") or {}).get("count")
-        figures["pageable_copies_per_step"] = (pageable / figures["steps"]) if pageable is not None and figures["steps"] else None
-        figures.update(serving_figures(self.serving))
-        return figures
+            "idle_pct": None if busy_pct is None else 100.0 - busy_pct,
+            "tail_ms": p99_ms - p50_ms if p99_ms is not None and p50_ms is not None else None,
+            **{f"idle_{cause}_ms": self.mean_slice_ms([f"idle:*:{cause}"]) for cause in CAUSES},
+            "pageable_copies_per_step": (pageable / steps) if pageable is not None and steps else None,
+            **serving_figures(self.serving),
+        }
 
 
 def _ns_to_ms(ns) -> float | None:

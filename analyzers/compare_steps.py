@@ -28,6 +28,18 @@ NOT_JUDGED = "not judged"
 
 
 @dataclass(frozen=True, slots=True)
+class StepVerdict:
+    """The ranks' step p50 and p99 statuses in one, whether the p50 ``improved`` or ``regressed``, and
+    the median of the ranks' p50 ratios after / before: the ``step`` the catalog's conditions read."""
+
+    status: str
+    improved: bool
+    regressed: bool
+    ratio: float | None
+    p99_status: str
+
+
+@dataclass(frozen=True, slots=True)
 class StepTimeRow:
     """One matched rank's step p50 and p99, before and after (ns), their ratios after / before
     with 95% bootstrap intervals, the test's p value, and each change's status (improved,

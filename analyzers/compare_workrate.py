@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tracetriage.analyzers.compare_side import Side, round4
+from tracetriage.records.trace import Device, DeviceKernel
 
 MIN_CALLS = 5  # sampled calls of a kernel on each side below this: no distribution to compare
 ALPHA = 0.05  # Mann-Whitney U, two-sided (as the step test)
@@ -146,7 +147,7 @@ def work_rate(before: Side, after: Side, threshold_pct: float) -> WorkRate:
     devices, kernels = [], []
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     for rank, (device_before, device_after) in enumerate(zip(before.devices_in_rank_order(), after.devices_in_rank_order())):
-        label = f"rank{rank}: {device_before['id']} -> {device_after['id']}"
+        label = f"rank{rank}: {device_before.id} -> {device_after.id}"
         device, rows = _device_rate(rank, label, device_before, device_after, threshold_pct, rng)
         devices.append(device)
         rows.sort(key=lambda row: (-abs(row.before_calls * (row.after_ns_per_call - row.before_ns_per_call)), row.name))
@@ -154,11 +155,11 @@ def work_rate(before: Side, after: Side, threshold_pct: float) -> WorkRate:
     return WorkRate(tuple(devices), tuple(kernels))
 
 
-def _named(device: dict) -> dict[str, dict]:
-    return {kernel["name"]: kernel for kernel in device.get("kernels") or [] if kernel.get("count")}
+def _named(device: Device) -> dict[str, DeviceKernel]:
+    return {kernel.name: kernel for kernel in device.kernels if kernel.count}
 
 
-def _device_rate(rank: int, label: str, device_before: dict, device_after: dict, threshold_pct: float,
+def _device_rate(rank: int, label: str, device_before: Device, device_after: Device, threshold_pct: float,
                  rng) -> tuple[DeviceRate, list[KernelRate]]:
     kernels_before, kernels_after = _named(device_before), _named(device_after)
     common = [name for name in kernels_before if name in kernels_after]
@@ -166,23 +167,23 @@ def _device_rate(rank: int, label: str, device_before: dict, device_after: dict,
     if not common:
         return replace(empty, reason=f"no kernel in common on {label}: the captures ran other kernels "
                                      "(another program or another device), so no time per call compares"), []
-    if any("durations_ns" not in kernels[name] or "calls_per_bin" not in kernels[name]
+    if any(not kernels[name].durations_ns or not kernels[name].calls_per_bin  # a counted kernel has both when saved
            for kernels in (kernels_before, kernels_after) for name in common):
         return replace(empty, reason=("a side is a saved analysis without per-call durations (written by an older "
                                       "tracetriage): analyze the capture again, or save a new analysis.json")), []
     judged = [name for name in common
-              if min(len(kernels_before[name]["durations_ns"]), len(kernels_after[name]["durations_ns"])) >= MIN_CALLS
-              and kernels_before[name]["total_ns"] > 0 and kernels_after[name]["total_ns"] > 0]
+              if min(len(kernels_before[name].durations_ns), len(kernels_after[name].durations_ns)) >= MIN_CALLS
+              and kernels_before[name].total_ns > 0 and kernels_after[name].total_ns > 0]
     if not judged:
-        most = max(common, key=lambda name: min(kernels_before[name]["count"], kernels_after[name]["count"]))
+        most = max(common, key=lambda name: min(kernels_before[name].count, kernels_after[name].count))
         return replace(empty, reason=(f"too few calls: no kernel common to both sides runs at least {MIN_CALLS} times on "
-                                      f"{label} (the most: {most}, {kernels_before[most]['count']} before and "
-                                      f"{kernels_after[most]['count']} after): no per-call distribution to compare")), []
+                                      f"{label} (the most: {most}, {kernels_before[most].count} before and "
+                                      f"{kernels_after[most].count} after): no per-call distribution to compare")), []
     rows, before_ns, after_ns, draws_before, draws_after = [], [], [], [], []
     for name in judged:
         row, draw_before, draw_after = _kernel_rate(label, name, kernels_before[name], kernels_after[name], threshold_pct, rng)
         rows.append(row)
-        calls = kernels_before[name]["count"]
+        calls = kernels_before[name].count
         before_ns.append(calls * row.before_ns_per_call)
         after_ns.append(calls * row.after_ns_per_call)
         draws_before.append(calls * draw_before)
@@ -199,15 +200,15 @@ def _device_rate(rank: int, label: str, device_before: dict, device_after: dict,
                       threshold_pct, rng), rows
 
 
-def _with_rate(device: DeviceRate, kernels_before: list[dict], kernels_after: list[dict], threshold_pct: float,
+def _with_rate(device: DeviceRate, kernels_before: list[DeviceKernel], kernels_after: list[DeviceKernel], threshold_pct: float,
                rng) -> DeviceRate:
     """The device with its calls-per-second test: the common kernels' calls per part of the window."""
     from tracetriage.analyzers.ranktest import mannwhitney_p
 
     if not (device.before_calls_per_s and device.after_calls_per_s):
         return device
-    before = np.sum([kernel["calls_per_bin"] for kernel in kernels_before], axis=0).astype(np.float64)
-    after = np.sum([kernel["calls_per_bin"] for kernel in kernels_after], axis=0).astype(np.float64)
+    before = np.sum([kernel.calls_per_bin for kernel in kernels_before], axis=0).astype(np.float64)
+    after = np.sum([kernel.calls_per_bin for kernel in kernels_after], axis=0).astype(np.float64)
     if not (before.sum() and after.sum()):
         return device
     # each part's calls per second: its share of the side's calls x the side's rate x the parts
@@ -225,16 +226,16 @@ def _with_rate(device: DeviceRate, kernels_before: list[dict], kernels_after: li
                    rate_status=status)
 
 
-def _kernel_rate(label: str, name: str, kernel_before: dict, kernel_after: dict, threshold_pct: float,
+def _kernel_rate(label: str, name: str, kernel_before: DeviceKernel, kernel_after: DeviceKernel, threshold_pct: float,
                  rng) -> tuple[KernelRate, np.ndarray, np.ndarray]:
     """One common kernel's row, and the bootstrap draws of its before and after mean time per call,
     scaled to the exact means (the device ratio's interval adds them up kernel by kernel)."""
     from tracetriage.analyzers.ranktest import mannwhitney_p
 
-    before = np.asarray(kernel_before["durations_ns"], np.float64)
-    after = np.asarray(kernel_after["durations_ns"], np.float64)
-    before_mean = kernel_before["total_ns"] / kernel_before["count"]
-    after_mean = kernel_after["total_ns"] / kernel_after["count"]
+    before = np.asarray(kernel_before.durations_ns, np.float64)
+    after = np.asarray(kernel_after.durations_ns, np.float64)
+    before_mean = kernel_before.total_ns / kernel_before.count
+    after_mean = kernel_after.total_ns / kernel_after.count
     draw_before = before[rng.integers(0, before.size, (RESAMPLES, before.size))].mean(axis=1)
     draw_after = after[rng.integers(0, after.size, (RESAMPLES, after.size))].mean(axis=1)
     draw_before *= before_mean / max(before.mean(), 1e-9)
@@ -244,21 +245,21 @@ def _kernel_rate(label: str, name: str, kernel_before: dict, kernel_after: dict,
     ci95 = (round(float(low), 4), round(float(high), 4))
     p_value = mannwhitney_p(before, after)
     significant = bool(p_value < ALPHA and (ci95[0] > 1.0 or ci95[1] < 1.0) and abs(ratio - 1.0) * 100.0 >= threshold_pct)
-    row = KernelRate(label, name, int(kernel_before["count"]), int(kernel_after["count"]), before_mean, after_mean,
+    row = KernelRate(label, name, int(kernel_before.count), int(kernel_after.count), before_mean, after_mean,
                      round(ratio, 4), ci95, float(f"{p_value:.3g}"), significant,
                      _direction(ratio) if significant else "unchanged")
     return row, draw_before, draw_after
 
 
-def _covered(kernels: dict[str, dict], names: list[str]) -> float | None:
+def _covered(kernels: dict[str, DeviceKernel], names: list[str]) -> float | None:
     """The share (%) of the device's listed kernel time that ``names`` are."""
-    total = sum(kernel["total_ns"] for kernel in kernels.values())
-    return 100.0 * sum(kernels[name]["total_ns"] for name in names) / total if total else None
+    total = sum(kernel.total_ns for kernel in kernels.values())
+    return 100.0 * sum(kernels[name].total_ns for name in names) / total if total else None
 
 
-def _calls_per_s(kernels: dict[str, dict], names: list[str], device: dict) -> float | None:
-    window_ns = device.get("window_ns") or 0
-    return sum(kernels[name]["count"] for name in names) / (window_ns / 1e9) if window_ns else None
+def _calls_per_s(kernels: dict[str, DeviceKernel], names: list[str], device: Device) -> float | None:
+    window_ns = device.window_ns or 0
+    return sum(kernels[name].count for name in names) / (window_ns / 1e9) if window_ns else None
 
 
 def _direction(ratio: float) -> str:

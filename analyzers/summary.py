@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import statistics
 
+from tracetriage import records
 from tracetriage.analyzers.timeline import CAUSES
+from tracetriage.records.analysis import AnalysisRecord
+from tracetriage.records.trace import Device, Process
 
 SEVERITY_ORDER = ["info", "low", "medium", "high"]
 
@@ -31,62 +34,63 @@ def _mean(values):
     return float(sum(vals) / len(vals)) if vals else None
 
 
-def headline_metrics(data: dict) -> dict:
+def headline_metrics(data: dict | AnalysisRecord) -> dict:
     """The batch summary's columns of one analysis, floats to 4 decimals (definitions above)."""
-    devices = data.get("devices") or []
+    analysis = records.read(data)
+    devices = analysis.devices
     metrics = {
         "devices": len(devices),
-        "processes": len(data.get("processes") or []),
-        "window_ns": (data.get("window") or {}).get("duration_ns"),
-        "busy_pct": _mean([device["busy_pct"] for device in devices]),
-        "busy_pct_min": min((device["busy_pct"] for device in devices), default=None),
-        **_step_metrics([process for process in data.get("processes") or [] if process["steps"]["count"]]),
+        "processes": len(analysis.processes),
+        "window_ns": analysis.window.duration_ns if analysis.window else None,
+        "busy_pct": _mean([device.busy_pct for device in devices]),
+        "busy_pct_min": min((device.busy_pct for device in devices), default=None),
+        **_step_metrics([process for process in analysis.processes if process.steps.count]),
         **_collective_metrics(devices),
         **_idle_metrics(devices),
-        **_finding_metrics(data),
+        **_finding_metrics(analysis),
     }
     return {key: round(value, 4) if isinstance(value, float) else value for key, value in metrics.items()}
 
 
-def _step_metrics(processes: list[dict]) -> dict:
+def _step_metrics(processes: list[Process]) -> dict:
     """Per-step counts and step percentiles: medians over the processes that have steps."""
     return {
-        "launches_per_step": _median([process["launches_per_step"] for process in processes]),
-        "graph_launches_per_step": _median([process["graph_launches_per_step"] for process in processes]),
-        "syncs_per_step": _median([process["syncs_per_step"] for process in processes]),
-        "step_p50_ns": _median([process["steps"]["p50_ns"] for process in processes]),
-        "step_p99_ns": _median([process["steps"]["p99_ns"] for process in processes]),
-        "steps": int(statistics.median([process["steps"]["count"] for process in processes])) if processes else 0,
+        "launches_per_step": _median([process.launches_per_step for process in processes]),
+        "graph_launches_per_step": _median([process.graph_launches_per_step for process in processes]),
+        "syncs_per_step": _median([process.syncs_per_step for process in processes]),
+        "step_p50_ns": _median([process.steps.p50_ns for process in processes]),
+        "step_p99_ns": _median([process.steps.p99_ns for process in processes]),
+        "steps": int(statistics.median([process.steps.count for process in processes])) if processes else 0,
     }
 
 
-def _collective_metrics(devices: list[dict]) -> dict:
+def _collective_metrics(devices: tuple[Device, ...]) -> dict:
     """Collective share and exposed share: means over the devices that ran collectives (0 when none did)."""
-    with_collectives = [device for device in devices if device.get("collective_count")]
+    with_collectives = [device for device in devices if device.collective_count]
     if not with_collectives:
         none_ran = 0.0 if devices else None
         return {"collective_share_pct": none_ran, "collective_exposed_pct": none_ran}
-    return {"collective_share_pct": _mean([device["collective_share_pct"] for device in with_collectives]),
-            "collective_exposed_pct": _mean([device["collective_exposed_pct"] for device in with_collectives])}
+    return {"collective_share_pct": _mean([device.collective_share_pct for device in with_collectives]),
+            "collective_exposed_pct": _mean([device.collective_exposed_pct for device in with_collectives])}
 
 
-def _idle_metrics(devices: list[dict]) -> dict:
+def _idle_metrics(devices: tuple[Device, ...]) -> dict:
     """Idle % by cause: idle ns of that cause over all devices / their window ns x 100."""
-    window_ns = sum(device["window_ns"] for device in devices)
-    return {f"idle_{cause}_pct": (100.0 * sum(device["gaps"]["by_cause"][cause] for device in devices) / window_ns)
+    window_ns = sum(device.window_ns for device in devices)
+    return {f"idle_{cause}_pct": (100.0 * sum(device.gaps.by_cause[cause] for device in devices) / window_ns)
             if window_ns else None for cause in CAUSES}
 
 
-def _finding_metrics(data: dict) -> dict:
+def _finding_metrics(analysis: AnalysisRecord) -> dict:
     """The headline, the top finding (the first: findings are ranked) and the counts of findings and abstentions."""
-    findings = data.get("findings") or []
+    findings = analysis.findings
     top = findings[0] if findings else None
     return {
-        "headline": data.get("headline"),
-        "top_finding": top["id"] if top else None,
-        "top_impact_pct": top["impact_pct"] if top else None,
-        "top_severity": top["severity"] if top else None,
-        "max_severity": max((finding["severity"] for finding in findings), key=SEVERITY_ORDER.index, default=None),
+        "headline": analysis.headline,
+        "top_finding": top.id if top else None,
+        "top_impact_pct": top.impact_pct if top else None,
+        "top_severity": top.severity if top else None,
+        "max_severity": max((finding.severity for finding in findings), key=SEVERITY_ORDER.index, default=None),
         "findings": len(findings),
-        "abstentions": len(data.get("abstentions") or []),
+        "abstentions": len(analysis.abstentions),
     }

@@ -68,8 +68,18 @@ from tracetriage.analyzers.trend_changes import (
     find_changes,
     pelt_l2,
 )
-from tracetriage.analyzers.trend_records import Change, ChangeFinding, ChangeKernel, Level, rounded6
+from tracetriage.analyzers.trend_records import (
+    Case,
+    Change,
+    ChangeFinding,
+    ChangeKernel,
+    Compared,
+    ComparedKernel,
+    Level,
+    rounded6,
+)
 from tracetriage.analyzers.trend_verdict import gate, metric_rank, verdict
+from tracetriage.contract import load
 
 # the trend's parts, by job: cases and groups (trend_cases), one series' changes (trend_changes), a group's
 # verdict and gate (trend_verdict); their public names are the trend's, as callers import them from here
@@ -96,7 +106,7 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
     ok["_name"] = ok["case_id"].map(names)
     has_time = order_by == "time" and "capture_start_ns" in ok and ok["capture_start_ns"].notna().all() and len(ok)
     order_source = "capture time" if has_time else "case name (natural order)"
-    groups_out, changes, ungrouped = [], [], []
+    groups_out, changes, ungrouped, regressed_groups = [], [], [], []
     # a case that abstained measured nothing to follow: in no series (it made the others' series unrelated)
     abstained = ok["headline"].astype(str).str.startswith(ABSTAINED) if "headline" in ok else np.zeros(len(ok), bool)
     if abstained.any():
@@ -115,12 +125,12 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
         rows = (rows.sort_values(["capture_start_ns", "_name"], kind="stable") if has_time else
                 rows.iloc[sorted(range(len(rows)), key=lambda i: natural_key(rows["_name"].iloc[i]))])
         label = _group_label(key, group_by is not None)
-        cases = [{"name": name, "case_id": case_id, "time": _iso(start_ns) if has_time else None, "label": date_label(name),
-                  "report": report}
+        cases = [Case(name, case_id, _iso(start_ns) if has_time else None, date_label(name), report)
                  for name, case_id, start_ns, report in zip(rows["_name"], rows["case_id"], rows["capture_start_ns"],
                                                              rows["report_html"])]
         if len(rows) < 2:
-            ungrouped.append({"key": label, "cases": cases, "reason": "no other capture of this workload "
+            ungrouped.append({"key": label, "cases": [case.to_contract() for case in cases],
+                              "reason": "no other capture of this workload "
                               "(device model and count, world size, program" + (", group" if group_by else "") + ")"})
             continue
         series = _series(rows, fidx, kernels)
@@ -130,8 +140,11 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
         # in capture order, the budgets first at one case
         group_changes.sort(key=lambda change: (change.first_row, metric_rank(change.metric), change.metric))
         latest_regressed = gate(group_changes, cases, series, baseline, step_p50, threshold_pct)
+        if latest_regressed:
+            regressed_groups.append(label)
         changes.extend(group_changes)
-        groups_out.append({"key": label, "signature": dict(zip(SIGNATURE, key[:len(SIGNATURE)])), "cases": cases,
+        groups_out.append({"key": label, "signature": dict(zip(SIGNATURE, key[:len(SIGNATURE)])),
+                           "cases": [case.to_contract() for case in cases],
                            "series": {name: {"unit": unit, "values": _series_values(values)}
                                       for name, (unit, _lower, values) in series.items()},
                            "verdict": verdict(label, group_changes, cases), "latest_regressed": latest_regressed})
@@ -150,8 +163,8 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
         "failed": [{"name": names.get(case_id, path), "error": error}
                    for case_id, path, error in zip(failed["case_id"], failed["path"], failed["error"])],
         "changes": [change.to_contract() for change in changes],
-        "gate": {"regressed": any(g["latest_regressed"] for g in groups_out),
-                 "groups": [g["key"] for g in groups_out if g["latest_regressed"]],
+        "gate": {"regressed": bool(regressed_groups),
+                 "groups": regressed_groups,
                  "baseline": baseline,
                  "rule": ("the latest capture against the baseline's level, per budget series" if baseline else
                           "the latest capture in a segment opened by a regressed level shift of a budget series")},
@@ -163,7 +176,7 @@ def _series_values(values) -> list[float | None]:
     return [None if not np.isfinite(value) else round(float(value), 6) for value in values]
 
 
-def _group_changes(label: str, rows, cases: list[dict], series: dict, step_p50: float | None,
+def _group_changes(label: str, rows, cases: list[Case], series: dict, step_p50: float | None,
                    threshold_pct: float) -> list[Change]:
     """The outliers and level shifts of each of a group's series, series by series (causes not yet attached)."""
     group_changes = []
@@ -252,10 +265,10 @@ def _call_series(kernels, ids: list) -> dict:
 
 
 def _change(group: str, metric: str, unit: str, kind: str, worse: bool | None, last: int | None, first: int,
-            before: Level, after: Level, cases: list[dict]) -> Change:
+            before: Level, after: Level, cases: list[Case]) -> Change:
     """A change of one series, its causes not yet attached: ``last`` / ``first`` the rows either side."""
     return Change(group, metric, unit, kind, "changed" if worse is None else "regressed" if worse else "improved",
-                  cases[last]["name"] if last is not None and last >= 0 else None, cases[first]["name"], cases[first]["time"],
+                  cases[last].name if last is not None and last >= 0 else None, cases[first].name, cases[first].time,
                   before.rounded(), after.rounded(),
                   rounded6(100.0 * (after.level - before.level) / abs(before.level)) if before.level else None,
                   last_row=last, first_row=first)
@@ -277,15 +290,16 @@ def _with_causes(changes: list[Change], g, compare_pair) -> list[Change]:
     return out
 
 
-def _caused(change: Change, comparison: dict) -> Change:
+def _caused(change: Change, comparison: dict | Compared) -> Change:
     """``change`` with what compare (its contract) found moved between the cases either side of it."""
-    findings = tuple(ChangeFinding(f["id"], f["status"], f["before_ms_per_step"], f["after_ms_per_step"])
-                     for f in comparison.get("findings") or [] if f["status"] and f["status"] != "persists")
-    noise = (comparison.get("method") or {}).get("noise_ms_per_step") or 0.0
-    kernels = tuple(ChangeKernel(k["name"], k["before_ms_per_step"], k["after_ms_per_step"])
-                    for k in kernel_movers(comparison.get("kernels") or [], noise))
+    compared = load(Compared, comparison)
+    findings = tuple(ChangeFinding(finding.id, finding.status, finding.before_ms_per_step, finding.after_ms_per_step)
+                     for finding in compared.findings if finding.status and finding.status != "persists")
+    noise = (compared.method.noise_ms_per_step if compared.method else None) or 0.0
+    kernels = tuple(ChangeKernel(kernel.name, kernel.before_ms_per_step, kernel.after_ms_per_step)
+                    for kernel in kernel_movers(compared.kernels, noise))
     change = replace(change, findings=findings, kernels=kernels)
-    latency_note = (comparison.get("serving") or {}).get("latency")
+    latency_note = compared.serving.latency if compared.serving else None
     if change.metric == "e2el_p50_ms" and latency_note:  # longer answers, not a slower server (compare_serving)
         # the note compares the two captures either side of the change, not the segments' levels
         change = replace(change, direction="changed", explained=f"{change.last_good} -> {change.first_bad}: {latency_note}")
@@ -295,18 +309,11 @@ def _caused(change: Change, comparison: dict) -> Change:
 KERNEL_MOVERS = 3  # kernels named each way (grew, shrank) at a change
 
 
-def kernel_growth(kernel: dict) -> float:
-    """A kernel's change in ms per step, after - before; a side that did not measure it (a graph-level
-    capture records replays, not the kernels inside them) counts 0: a kernel only the other side
-    shows appeared or vanished there."""
-    return (kernel.get("after_ms_per_step") or 0.0) - (kernel.get("before_ms_per_step") or 0.0)
-
-
-def kernel_movers(kernels: list[dict], noise_ms: float) -> list[dict]:
+def kernel_movers(kernels: tuple[ComparedKernel, ...], noise_ms: float) -> list[ComparedKernel]:
     """The kernels that moved at a change, beyond the noise: those that appeared or grew, largest
     growth first, then those that vanished or shrank, largest first (:data:`KERNEL_MOVERS` each): an
     eager regression names the kernels that now run, not only the CUDA graph that went."""
-    moved = [kernel for kernel in kernels if abs(kernel_growth(kernel)) >= max(noise_ms, 1e-9)]
-    grew = sorted((kernel for kernel in moved if kernel_growth(kernel) > 0), key=lambda kernel: -kernel_growth(kernel))
-    shrank = sorted((kernel for kernel in moved if kernel_growth(kernel) < 0), key=kernel_growth)
+    moved = [kernel for kernel in kernels if abs(kernel.growth()) >= max(noise_ms, 1e-9)]
+    grew = sorted((kernel for kernel in moved if kernel.growth() > 0), key=lambda kernel: -kernel.growth())
+    shrank = sorted((kernel for kernel in moved if kernel.growth() < 0), key=ComparedKernel.growth)
     return grew[:KERNEL_MOVERS] + shrank[:KERNEL_MOVERS]

@@ -98,3 +98,70 @@ class Change(Contract):
         if self.explained is None:
             del out["explained"]
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class Case(Contract):
+    """One case of a group in order: its name, id, capture time (UTC, None when ordered by name), the
+    date its name shows (``label``) and its HTML report."""
+
+    name: str
+    case_id: str
+    time: str | None
+    label: str | None
+    report: str | None
+
+
+# ---------------------------------------------------------------------------
+# What trend reads of the comparison of the two cases either side of a change (compare's contract,
+# read by its keys with tracetriage.contract.load)
+
+
+@dataclass(frozen=True, slots=True)
+class ComparedFinding:
+    """A finding of the comparison: its status and its ms per step either side."""
+
+    id: str = ""
+    status: str | None = None
+    before_ms_per_step: float | None = None
+    after_ms_per_step: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ComparedKernel:
+    """A kernel of the comparison with its ms per step either side (None: not measured on that side)."""
+
+    name: str = ""
+    before_ms_per_step: float | None = None
+    after_ms_per_step: float | None = None
+
+    def growth(self) -> float:
+        """The change in ms per step, after - before; a side that did not measure it (a graph-level
+        capture records replays, not the kernels inside them) counts 0: a kernel only the other side
+        shows appeared or vanished there."""
+        return (self.after_ms_per_step or 0.0) - (self.before_ms_per_step or 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class ComparedMethod:
+    """The comparison's noise: the threshold x the before step p50, ms per step (None without steps)."""
+
+    noise_ms_per_step: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ComparedServing:
+    """The comparison's serving note: why the end-to-end latency moved with the outputs' length (None: it did not)."""
+
+    latency: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Compared:
+    """The comparison of the cases either side of a change, as trend reads it: the findings, the noise,
+    the kernels and the serving note."""
+
+    findings: tuple[ComparedFinding, ...] = ()
+    method: ComparedMethod | None = None
+    kernels: tuple[ComparedKernel, ...] = ()
+    serving: ComparedServing | None = None

@@ -65,7 +65,7 @@ def _quality_findings(change: Change) -> list[str]:
 def _worse_than_baseline(cases, series, baseline, step_p50, threshold_pct) -> bool:
     """The latest case worse than the baseline case on some budget series, by the practical minimum and
     beyond twice the series' noise; False when no case is the baseline."""
-    hit = [index for index, case in enumerate(cases) if matches_baseline(case["name"], baseline)]
+    hit = [index for index, case in enumerate(cases) if matches_baseline(case.name, baseline)]
     if not hit:
         return False
     for metric in budget_series(series):

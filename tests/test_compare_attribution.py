@@ -50,15 +50,19 @@ def test_gate_prints_its_line_like_trend(eager_switch, tmp_path):
 def test_a_finding_the_rule_no_longer_fires_is_said_so():
     """A before finding not reported after whose own quantity stayed within the noise persists, and its
     decided_by says the rule no longer fires (it used to read 'persists' as if still reported)."""
-    from tracetriage.analyzers.compare_findings import FindingContext, _status
+    from tracetriage.analyzers.compare_findings import FindingContext, Outcome, _status
+    from tracetriage.analyzers.compare_side import CompareCheck
+    from tracetriage.analyzers.compare_steps import StepVerdict
 
-    context = FindingContext(before=None, after=None, figures_before={}, figures_after={}, step={}, noise_ms=0.03,
+    step = StepVerdict("unchanged", False, False, 1.0, "unchanged")
+    context = FindingContext(before=None, after=None, figures_before={}, figures_after={}, step=step, noise_ms=0.03,
                              judged=True, threshold_pct=5.0)
-    gone = _status(context, {}, {"confirm": False, "falsifier": False, "delta": -0.01, "reported_after": False})
+    check = CompareCheck()
+    gone = _status(context, check, Outcome(confirm=False, falsifier=False, delta=-0.01, reported_after=False))
     assert gone[0] == "persists" and gone[1].startswith("the rule no longer fires after the change")
-    kept = _status(context, {}, {"confirm": False, "falsifier": False, "delta": -0.01, "reported_after": True})
+    kept = _status(context, check, Outcome(confirm=False, falsifier=False, delta=-0.01, reported_after=True))
     assert kept[0] == "persists" and "no longer fires" not in kept[1]
-    moved = _status(context, {}, {"confirm": False, "falsifier": False, "delta": -0.5, "reported_after": False})
+    moved = _status(context, check, Outcome(confirm=False, falsifier=False, delta=-0.5, reported_after=False))
     assert moved[0] == "better" and moved[1].endswith("the rule no longer fires after the change")
 
 
