@@ -451,7 +451,7 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     data["collective_skew"] = data["collective_skew"].to_contract() if data["collective_skew"] else None
     data["capture_kind"] = evaluation.kind  # the evidence the catalog's texts selected their variant on
     data["findings"] = [finding.to_contract() for finding in findings]
-    data["abstentions"] = abstentions
+    data["abstentions"] = [abstention.to_contract() for abstention in abstentions]
     # the accounting is known once the findings took their claims; the headline reads it
     devices = [replace(device, accounting=evaluation.accounting[device.id]) for device in devices]
     data["devices"] = devices
