@@ -405,6 +405,30 @@ def _series(case, per_trace: list[TraceMetrics], devices: list[DeviceMetrics], c
     }
 
 
+def _contract(data: dict, devices: list[DeviceMetrics], processes: list, evaluation, efficiency_block: dict,
+              headline: str) -> dict:
+    """The analysis contract: ``data``'s keys in their order, each typed part the rules read (devices,
+    processes, skew, topology, NCCL logs, hot frames, host profile) as its contract, then the verdict's
+    findings and abstentions, the capture kind, the efficiency block and the headlines."""
+    skew, topology, nccl_logs, host_profile = data["collective_skew"], data["topology"], data["nccl"], data.get("host_profile")
+    return {
+        **data,
+        "devices": [device.to_contract() for device in devices],
+        "processes": [process.to_contract() for process in processes],
+        "collective_skew": skew.to_contract() if skew else None,
+        "topology": topology.to_contract() if topology else None,
+        "nccl": [log.to_contract() for log in nccl_logs] if nccl_logs is not None else None,
+        "hot_frames": [frame.to_contract() for frame in data["hot_frames"]],
+        "findings": [finding.to_contract() for finding in evaluation.findings],
+        "abstentions": [abstention.to_contract() for abstention in evaluation.abstentions],
+        **({"host_profile": host_profile.to_contract()} if host_profile else {}),
+        "capture_kind": evaluation.kind,  # the evidence the catalog's texts selected their variant on
+        "efficiency": efficiency_block,
+        "headline": headline,
+        "headline_by_axis": rules.headline_by_axis(evaluation.findings),
+    }
+
+
 def analyze(case, step_range: str | None = None, symptom: str | None = None, slo: dict | None = None,
             metrics=None) -> Analysis:
     """Every analyzer over a case; ``symptom`` ranks its axis first, ``slo`` holds the
@@ -445,20 +469,6 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     devices = [replace(device, accounting=evaluation.accounting[device.id]) for device in devices]
     efficiency_block = efficiency.block(per_trace, serving)
     headline = rules.headline(findings, evaluation.abstentions, {**data, "devices": devices}, symptom)
-    contract = {
-        **data,  # the contract's keys in the order above, each typed part as its contract
-        "devices": [device.to_contract() for device in devices],
-        "processes": [process.to_contract() for process in processes],
-        "collective_skew": skew.to_contract() if skew else None,
-        "topology": topology.to_contract() if topology else None,
-        "nccl": [log.to_contract() for log in nccl_logs] if nccl_logs is not None else None,
-        "hot_frames": [frame.to_contract() for frame in hot_frames],
-        "findings": [finding.to_contract() for finding in findings],
-        "abstentions": [abstention.to_contract() for abstention in evaluation.abstentions],
-        **({"host_profile": host_profile.to_contract()} if host_profile else {}),
-        "capture_kind": evaluation.kind,  # the evidence the catalog's texts selected their variant on
-        "efficiency": efficiency_block,
-        "headline": headline + _startup_stall_words(per_trace[0].window if per_trace else None),
-        "headline_by_axis": rules.headline_by_axis(findings),
-    }
+    headline += _startup_stall_words(per_trace[0].window if per_trace else None)
+    contract = _contract(data, devices, processes, evaluation, efficiency_block, headline)
     return Analysis(data=contract, series=_series(case, per_trace, devices, ctx.ledger.by_slice, step_range))

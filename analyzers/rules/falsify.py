@@ -18,7 +18,7 @@ from tracetriage.analyzers.rules import context
 from tracetriage.analyzers.rules.context import Context, t
 from tracetriage.analyzers.rules.slo import budget_check, cap_of
 from tracetriage.analyzers.serving import effective_config
-from tracetriage.analyzers.serving_metrics import ServingSummary
+from tracetriage.analyzers.serving_metrics import ServingSummary, serving_summary
 from tracetriage.wording import plural, us
 
 # name: (value, why)
@@ -117,12 +117,13 @@ def cap_severity_by_window(ctx: Context, findings: list[Finding]) -> list[Findin
             for finding in findings]
 
 
-def serving_facts(serving: ServingSummary, slo: dict) -> dict:
+def serving_facts(serving: ServingSummary | dict, slo: dict) -> dict:
     """What the serving artifacts show that a finding's falsifier is checked against (facts;
     None: not measured): the stats lines' queue share, running mean and max, KV usage max; the
     batch cap; preemptions + retractions (measured when an engine log, which prints them, or the
     preemption counter was read); whether a --slo budget is already exceeded (True: one is,
     False: every one is met, None: none given or none decided)."""
+    serving = serving_summary(serving)
     stats, memory = serving.stats, serving.memory
     seen = any(str(capture.kind).endswith("_log") for capture in serving.captures) or any(
         "num_preemptions" in name for name in serving.metrics)
