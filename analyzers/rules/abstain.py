@@ -216,7 +216,7 @@ def trace_abstentions(ctx: Context) -> list[Abstention]:
 
 
 def tail_abstention(serving: ServingSummary | None, findings: list[Finding]) -> list[Abstention]:
-    """An abstention for an unexplained inter-token tail (unexplained_tail): what stands, which
+    """An abstention for an unexplained inter-token tail (tail_unexplained): what stands, which
     mechanism is ruled out, and the capture that would tell the others apart."""
     tail = tail_unexplained(serving, findings)
     if not tail:
