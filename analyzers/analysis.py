@@ -330,16 +330,6 @@ def _skew(case, per_trace: list[TraceMetrics]) -> CollectiveSkew | None:
     return replace(skew, late_rank=late, clock="files" if files else "one trace")
 
 
-def _side_contracts(data: dict) -> None:
-    """The topology, NCCL and host-profile blocks of ``data`` as their contracts, in place: typed while the
-    rules and the headline read them, JSON-shaped after."""
-    data["topology"] = data["topology"].to_contract() if data["topology"] else None
-    data["nccl"] = [log.to_contract() for log in data["nccl"]] if data["nccl"] is not None else None
-    data["hot_frames"] = [frame.to_contract() for frame in data["hot_frames"]]
-    if "host_profile" in data:
-        data["host_profile"] = data["host_profile"].to_contract()
-
-
 def _case_kernels(case, per_trace: list[TraceMetrics]) -> list[dict]:
     """The case's kernel summary: one trace's own (no second pass over its tables); several merged exactly."""
     if len(per_trace) == 1:
@@ -375,16 +365,17 @@ def _serving(case, slo: dict | None) -> dict | None:
     if not getattr(case, "serving", None):
         return None
     from tracetriage.analyzers import serving as serving_mod
-    from tracetriage.analyzers.rules.serving import judged_fit
+    from tracetriage.analyzers.rules.serving_signals import fit_rejected
 
-    summary = serving_mod.summary(case.serving).to_contract()
-    if summary.get("tpot_fit"):  # judged here, once: no rule writes into the serving block
-        summary["tpot_fit"] = judged_fit(summary["tpot_fit"])
-    if slo:
-        from tracetriage.analyzers.rules.slo import slo_checks
+    summary = serving_mod.summary(case.serving)
+    if summary.tpot_fit:  # judged here, once: no rule writes into the serving block
+        summary = replace(summary, tpot_fit=summary.tpot_fit.judged(fit_rejected(summary.tpot_fit)))
+    contract = summary.to_contract()
+    if not slo:
+        return contract
+    from tracetriage.analyzers.rules.slo import slo_checks
 
-        summary["slo_checks"] = slo_checks(summary, slo)
-    return summary
+    return {**contract, "slo_checks": slo_checks(contract, slo)}
 
 
 def _startup_stall_words(window: Window | None) -> str:
@@ -414,6 +405,30 @@ def _series(case, per_trace: list[TraceMetrics], devices: list[DeviceMetrics], c
     }
 
 
+def _contract(data: dict, devices: list[DeviceMetrics], processes: list, evaluation, efficiency_block: dict,
+              headline: str) -> dict:
+    """The analysis contract: ``data``'s keys in their order, each typed part the rules read (devices,
+    processes, skew, topology, NCCL logs, hot frames, host profile) as its contract, then the verdict's
+    findings and abstentions, the capture kind, the efficiency block and the headlines."""
+    skew, topology, nccl_logs, host_profile = data["collective_skew"], data["topology"], data["nccl"], data.get("host_profile")
+    return {
+        **data,
+        "devices": [device.to_contract() for device in devices],
+        "processes": [process.to_contract() for process in processes],
+        "collective_skew": skew.to_contract() if skew else None,
+        "topology": topology.to_contract() if topology else None,
+        "nccl": [log.to_contract() for log in nccl_logs] if nccl_logs is not None else None,
+        "hot_frames": [frame.to_contract() for frame in data["hot_frames"]],
+        "findings": [finding.to_contract() for finding in evaluation.findings],
+        "abstentions": [abstention.to_contract() for abstention in evaluation.abstentions],
+        **({"host_profile": host_profile.to_contract()} if host_profile else {}),
+        "capture_kind": evaluation.kind,  # the evidence the catalog's texts selected their variant on
+        "efficiency": efficiency_block,
+        "headline": headline,
+        "headline_by_axis": rules.headline_by_axis(evaluation.findings),
+    }
+
+
 def analyze(case, step_range: str | None = None, symptom: str | None = None, slo: dict | None = None,
             metrics=None) -> Analysis:
     """Every analyzer over a case; ``symptom`` ranks its axis first, ``slo`` holds the
@@ -427,7 +442,10 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
     processes = [process for trace in per_trace for process in trace.processes]
     host_profile = HostProfile.of(case.pyspy) if case.pyspy else None
     first_phases = per_trace[0].phases if per_trace else None
-    data = {
+    serving = _serving(case, slo)
+    skew, topology, nccl_logs = _skew(case, per_trace), _topology(case, devices), _nccl(case)
+    hot_frames = host_profile.hot_frames if host_profile else []
+    data = {  # typed parts while the rules read them (their contracts below)
         **CaseInputs.of(case, per_trace, symptom, slo).to_contract(),
         # the first trace's phases (as its window), written only when it holds more than a steady one
         **({"phases": first_phases.to_contract()} if first_phases and first_phases.reported else {}),
@@ -435,31 +453,22 @@ def analyze(case, step_range: str | None = None, symptom: str | None = None, slo
         "processes": processes,
         "kernels": _case_kernels(case, per_trace),
         "copies": kern.merge_copy_checks([trace.copies for trace in per_trace]),
-        "collective_skew": _skew(case, per_trace),
-        "topology": _topology(case, devices),
-        "nccl": _nccl(case),
-        "serving": _serving(case, slo),
-        "hot_frames": host_profile.hot_frames if host_profile else [],
+        "collective_skew": skew,
+        "topology": topology,
+        "nccl": nccl_logs,
+        "serving": serving,
+        "hot_frames": hot_frames,
         "findings": [],
         "abstentions": [],
+        **({"host_profile": host_profile} if host_profile else {}),
     }
-    if host_profile:
-        data["host_profile"] = host_profile  # typed while the rules read it, its contract below
     ctx = rules.Context(case=case, data=data, per_trace=per_trace, symptom=symptom, slo=dict(slo or {}))
     evaluation = rules.evaluate(ctx)
-    findings, abstentions = evaluation.findings, evaluation.abstentions
-    data["collective_skew"] = data["collective_skew"].to_contract() if data["collective_skew"] else None
-    data["capture_kind"] = evaluation.kind  # the evidence the catalog's texts selected their variant on
-    data["findings"] = [finding.to_contract() for finding in findings]
-    data["abstentions"] = abstentions
+    findings = evaluation.findings
     # the accounting is known once the findings took their claims; the headline reads it
     devices = [replace(device, accounting=evaluation.accounting[device.id]) for device in devices]
-    data["devices"] = devices
-    data["efficiency"] = efficiency.block(per_trace, data.get("serving"))
-    data["headline"] = rules.headline(findings, abstentions, data, symptom)
-    data["headline"] += _startup_stall_words(per_trace[0].window if per_trace else None)
-    data["headline_by_axis"] = rules.headline_by_axis(findings)
-    _side_contracts(data)
-    data["devices"] = [device.to_contract() for device in devices]
-    data["processes"] = [process.to_contract() for process in processes]
-    return Analysis(data=data, series=_series(case, per_trace, devices, ctx.ledger.by_slice, step_range))
+    efficiency_block = efficiency.block(per_trace, serving)
+    headline = rules.headline(findings, evaluation.abstentions, {**data, "devices": devices}, symptom)
+    headline += _startup_stall_words(per_trace[0].window if per_trace else None)
+    contract = _contract(data, devices, processes, evaluation, efficiency_block, headline)
+    return Analysis(data=contract, series=_series(case, per_trace, devices, ctx.ledger.by_slice, step_range))

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tracetriage.analyzers.metrics import TraceMetrics
+    from tracetriage.analyzers.serving_metrics import ServingSummary
 
 AMD_FORMATS = ("rocpd", "rpd", "rocprof_csv", "rocprof_json")
 _AMD_DEVICE = re.compile(r"\bAMD\b|Instinct|Radeon|\bMI\d{3}|gfx\d{3}", re.IGNORECASE)
@@ -68,7 +69,7 @@ def runtime_of(trace) -> str | None:
     return "hip" if sum(name.startswith("hip") for name in calls) * 2 > len(calls) else "cuda"
 
 
-def kind_of(case, per_trace: list[TraceMetrics], serving: dict | None) -> dict:
+def kind_of(case, per_trace: list[TraceMetrics], serving: ServingSummary | dict | None) -> dict:
     """{"vendor", "workload", "language"} (a value or None when unknown) for a case."""
     vendor = ("rocm" if any(is_rocm(trace) for trace in per_trace) else "cuda") if per_trace else None
     # the programs that drive the GPUs (a process that only queried the device is not the one advised)
@@ -77,7 +78,7 @@ def kind_of(case, per_trace: list[TraceMetrics], serving: dict | None) -> dict:
             "language": _language(case, per_trace, programs)}
 
 
-def _workload(case, programs: list[str], serving: dict | None) -> str | None:
+def _workload(case, programs: list[str], serving: ServingSummary | dict | None) -> str | None:
     """``serving`` when an engine is seen, ``training`` when backward or optimizer work runs, else None."""
     if serving or any(_SERVING.search(name) for name in programs):
         return "serving"

@@ -67,3 +67,18 @@ class Finding:
         if self.falsified is not None:
             out["falsified"] = self.falsified
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class Abstention:
+    """What the capture does not measure that a verdict needs: the ``analysis`` left undone, its
+    ``scope`` (a trace's path, ``pid N``, a device, ``case``, ``serving``), the ``reason`` in words
+    and the ``capture_hint`` that would decide it (reports/analysis.schema.json, ``abstentions`` items)."""
+
+    analysis: str
+    scope: str
+    reason: str
+    capture_hint: str | None
+
+    def to_contract(self) -> dict:
+        return {"analysis": self.analysis, "scope": self.scope, "reason": self.reason, "capture_hint": self.capture_hint}

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tracetriage.analyzers.efficiency_rows import ClassRow, DecodeFloor, NotMeasured, TopOp
+from tracetriage.analyzers.findings import Abstention
 
 PRIVATE = {"private": True}  # field metadata: a figure the rules read that the JSON contract does not carry
 
@@ -412,4 +413,4 @@ class TraceMetrics:
     series: TraceSeries
     efficiency: Efficiency
     phases: Phases | None = None
-    odd: list[dict] = field(default_factory=list)
+    odd: list[Abstention] = field(default_factory=list)

@@ -3,6 +3,8 @@
 An intra-node slow path is a connection between two ranks on the same node that
 goes through SHM or the network instead of P2P (NVLink or PCIe peer access): the
 signature of a communicator laid across a CPU socket boundary or with P2P disabled.
+The parser's rows (parsers/nccl.py: connections, communicators, the nccl-tests table) are read
+once into the typed records below (tracetriage.contract.load, by field name).
 """
 
 from __future__ import annotations
@@ -10,57 +12,127 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tracetriage.analyzers.metrics import Contract
+from tracetriage.contract import load, load_all
 from tracetriage.parsers.nccl import NcclLog
 
 
-def _transports(log: NcclLog) -> dict[str, int]:
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """One connection line of the log: the ranks and CUDA devices at either end, the path NCCL printed
+    (``via``), its transport class (P2P, SHM, NET ...) and whether it uses GPUDirect RDMA."""
+
+    from_rank: int
+    to_rank: int
+    from_dev: str
+    to_dev: str
+    via: str
+    transport: str
+    gdrdma: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RankInfo:
+    """One rank of a communicator as its Init lines give it: the host and CUDA device (None: not logged)."""
+
+    host: str | None = None
+    cuda_dev: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommunicatorInfo:
+    """One comm pointer's Init lines: its ranks, how many finished init, the ranks and nodes it spans and
+    the commId shared by the pointers of one communicator (None: not logged)."""
+
+    ranks: dict[int, RankInfo]
+    init_complete: int = 0
+    nranks: int | None = None
+    nnodes: int | None = None
+    comm_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BusBandwidthRow:
+    """One row of an nccl-tests table: the out-of-place bus bandwidth (GB/s) is what is kept."""
+
+    oop_busbw: float
+
+
+@dataclass(frozen=True, slots=True)
+class TestsTable:
+    """An nccl-tests run in the log: the test's name, its size rows, the ranks it printed, the average bus bandwidth."""
+
+    name: str | None = None
+    rows: tuple[BusBandwidthRow, ...] = ()
+    ranks: tuple = ()
+    avg_busbw: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Communicator(Contract):
+    """The contract's row of one communicator: its id (commId, or the pointer when none is logged), ranks
+    and nodes it spans, the ranks seen, the Init lines completed, and its hosts and CUDA devices."""
+
+    comm: str
+    nranks: int | None
+    nnodes: int | None
+    ranks_seen: int
+    init_complete: int
+    hosts: list[str]
+    cuda_devs: list[int]
+
+
+def _transports(connections: tuple[Connection, ...]) -> dict[str, int]:
     """Connections per transport (P2P, SHM, NET ...), in the order first seen."""
     transports: dict[str, int] = {}
-    for connection in log.connections:
-        transports[connection["transport"]] = transports.get(connection["transport"], 0) + 1
+    for connection in connections:
+        transports[connection.transport] = transports.get(connection.transport, 0) + 1
     return transports
 
 
-def _slow_paths(log: NcclLog) -> list[SlowPath]:
+def _slow_paths(connections: tuple[Connection, ...], communicators: list[CommunicatorInfo]) -> list[SlowPath]:
     """The intra-node slow paths (module docstring): distinct (from_dev, to_dev, via) of the connections
     between ranks on one node through SHM or NET. Ranks are on one node when every communicator has
     one node, else when the Init lines give both the same host."""
-    single_node = all(info.get("nnodes", 1) == 1 for info in log.communicators.values()) if log.communicators else None
+    single_node = all(info.nnodes in (None, 1) for info in communicators) if communicators else None
     hosts_by_rank: dict[int, str] = {}
-    for info in log.communicators.values():
-        for rank, rank_info in info["ranks"].items():
-            if rank_info.get("host"):
-                hosts_by_rank.setdefault(rank, rank_info["host"])
+    for info in communicators:
+        for rank, rank_info in info.ranks.items():
+            if rank_info.host:
+                hosts_by_rank.setdefault(rank, rank_info.host)
     slow = []
-    for connection in log.connections:
+    for connection in connections:
         same_node = single_node or (
-            connection["from_rank"] in hosts_by_rank
-            and hosts_by_rank.get(connection["from_rank"]) == hosts_by_rank.get(connection["to_rank"])
+            connection.from_rank in hosts_by_rank
+            and hosts_by_rank.get(connection.from_rank) == hosts_by_rank.get(connection.to_rank)
         )
-        if same_node and connection["transport"] in ("SHM", "NET"):
+        if same_node and connection.transport in ("SHM", "NET"):
             slow.append(connection)
-    pairs = sorted({(connection["from_dev"], connection["to_dev"], connection["via"]) for connection in slow})
+    pairs = sorted({(connection.from_dev, connection.to_dev, connection.via) for connection in slow})
     return [SlowPath(from_dev, to_dev, via) for from_dev, to_dev, via in pairs]
 
 
-def _communicators(log: NcclLog) -> list[dict]:
+def _communicators(log: NcclLog) -> list[Communicator]:
     """One row per communicator. One communicator spans many processes, each with its own comm pointer:
     the pointers are grouped by the commId their Init lines carry (pointer alone when none is logged)."""
-    groups: dict[str, dict] = {}
-    for comm, info in log.communicators.items():
-        key = info.get("comm_id") or comm
-        group = groups.setdefault(key, {"comm": key, "nranks": None, "nnodes": None, "ranks": {}, "init_complete": 0})
-        group["nranks"] = info.get("nranks", group["nranks"])
-        group["nnodes"] = info.get("nnodes", group["nnodes"])
-        group["ranks"].update(info["ranks"])
-        group["init_complete"] += info["init_complete"]
-    return [
-        {"comm": group["comm"], "nranks": group["nranks"], "nnodes": group["nnodes"],
-         "ranks_seen": len(group["ranks"]), "init_complete": group["init_complete"],
-         "hosts": sorted({rank["host"] for rank in group["ranks"].values() if rank.get("host")}),
-         "cuda_devs": sorted({rank["cuda_dev"] for rank in group["ranks"].values() if "cuda_dev" in rank})}
-        for group in groups.values()
-    ]
+    groups: dict[str, list[CommunicatorInfo]] = {}
+    for comm, block in log.communicators.items():
+        info = load(CommunicatorInfo, block)
+        groups.setdefault(info.comm_id or comm, []).append(info)
+    return [_communicator(key, infos) for key, infos in groups.items()]
+
+
+def _communicator(key: str, infos: list[CommunicatorInfo]) -> Communicator:
+    """The row of one communicator from its pointers' Init lines (a later pointer's rank counts win)."""
+    ranks: dict[int, RankInfo] = {}
+    for info in infos:
+        ranks.update(info.ranks)
+    return Communicator(
+        comm=key,
+        nranks=next((info.nranks for info in reversed(infos) if info.nranks is not None), None),
+        nnodes=next((info.nnodes for info in reversed(infos) if info.nnodes is not None), None),
+        ranks_seen=len(ranks), init_complete=sum(info.init_complete for info in infos),
+        hosts=sorted({rank.host for rank in ranks.values() if rank.host}),
+        cuda_devs=sorted({rank.cuda_dev for rank in ranks.values() if rank.cuda_dev is not None}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +166,7 @@ class NcclSummary(Contract):
     version: str | None
     lines: int
     nccl_lines: int
-    communicators: list[dict]
+    communicators: list[Communicator]
     transports: dict[str, int]
     gdrdma_connections: int
     intra_node_slow_paths: list[SlowPath]
@@ -108,6 +180,8 @@ class NcclSummary(Contract):
 
 def summarize(log: NcclLog) -> NcclSummary:
     """Communicators, transports per hop, intra-node slow paths, warnings, nccl-tests."""
+    connections = load_all(Connection, log.connections)
+    tests = load(TestsTable, log.tests)
     return NcclSummary(
         path=log.path,
         library=log.library,
@@ -115,17 +189,16 @@ def summarize(log: NcclLog) -> NcclSummary:
         lines=log.lines,
         nccl_lines=log.parsed_lines,
         communicators=_communicators(log),
-        transports=_transports(log),
-        gdrdma_connections=sum(1 for connection in log.connections if connection["gdrdma"]),
-        intra_node_slow_paths=_slow_paths(log),
+        transports=_transports(connections),
+        gdrdma_connections=sum(1 for connection in connections if connection.gdrdma),
+        intra_node_slow_paths=_slow_paths(connections, [load(CommunicatorInfo, block) for block in log.communicators.values()]),
         rings=len(log.rings),
         ring_orders={f"{host}:{pid}:{channel}": order for (host, pid, channel), order in list(log.rings.items())[:32]},
         trees=sum(len(tree) for tree in log.trees.values()),
         warnings=[NcclWarning(**warning) for warning in log.warnings],
         colls=len(log.colls),
-        tests={"name": log.tests["name"], "rows": len(log.tests["rows"]), "ranks": len(log.tests["ranks"]),
-               "avg_busbw": log.tests["avg_busbw"],
-               "max_busbw": max((row["oop_busbw"] for row in log.tests["rows"]), default=None)},
+        tests={"name": tests.name, "rows": len(tests.rows), "ranks": len(tests.ranks), "avg_busbw": tests.avg_busbw,
+               "max_busbw": max((row.oop_busbw for row in tests.rows), default=None)},
     )
 
 

@@ -245,7 +245,7 @@ class LittlesLaw(Contract):
 @dataclass(frozen=True, slots=True)
 class TpotFit(Contract):
     """``tpot_fit``: TPOT = a + b x running batch by least squares (r², points, the batch range),
-    where the points come from and the points; once judged (rules/serving.judged_fit) ``model``
+    where the points come from and the points; once judged (analysis._serving, rules/serving_signals.fit_rejected) ``model``
     (shown as a model of the server or not) and ``rejected`` (why not). Unjudged, neither is written."""
 
     a_ms: float

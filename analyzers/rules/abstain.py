@@ -6,12 +6,14 @@ from __future__ import annotations
 import re
 
 from tracetriage.analyzers.catalog import capture_text
-from tracetriage.analyzers.findings import Finding
+from tracetriage.analyzers.findings import Abstention, Finding
 from tracetriage.analyzers.metrics import TraceMetrics
 from tracetriage.analyzers.rules.context import Context, process_name, t
 from tracetriage.analyzers.rules.hints import capture_cmd, hint_format, host_profiler_hint
-from tracetriage.analyzers.rules.serving import budgets_break_at, judge_fit, tail_words, tpot_needs_budget, unexplained_tail
+from tracetriage.analyzers.rules.serving import budgets_break_at, tail_words, tpot_needs_budget
+from tracetriage.analyzers.rules.serving_signals import tail_unexplained
 from tracetriage.analyzers.rules.slo import slo_checks
+from tracetriage.analyzers.serving_metrics import ServingSummary
 from tracetriage.wording import fmt_ns, for_vendor, pct, plural, slo_text, us
 
 # name: (value, why)
@@ -28,7 +30,7 @@ ODD = ("too_few_gpu_ops", "window_too_short", "memset_only", "graph_capture_phas
 BLOCKS_HEALTHY = ODD + ("gap_causes", "graph_replays")
 
 
-def oddities(trace: TraceMetrics) -> list[dict]:
+def oddities(trace: TraceMetrics) -> list[Abstention]:
     """Why one trace is too small or too odd to judge (empty when it can be judged):
     a handful of GPU operations, a window shorter than a step, memsets only, or a
     CUDA/HIP-graph capture phase (stream capture or graph instantiation calls, and
@@ -39,8 +41,8 @@ def oddities(trace: TraceMetrics) -> list[dict]:
     out = []
 
     def add(analysis, reason, what="steady"):
-        out.append({"analysis": analysis, "scope": trace.meta.get("path") or "trace", "reason": reason,
-                    "capture_hint": capture_cmd(fmt, what)})
+        out.append(Abstention(analysis=analysis, scope=trace.meta.get("path") or "trace", reason=reason,
+                    capture_hint=capture_cmd(fmt, what)))
 
     executed = trace.executed_total  # over the whole capture: graph capture often lies outside the GPU window
     capture_calls, launches = trace.capture_calls, trace.launches_total
@@ -99,18 +101,18 @@ def _range_candidates(trace) -> str:
             "marks a step as --step-range REGEX")
 
 
-def _step_annotations(trace: TraceMetrics, fmt: str | None, candidates: str) -> list[dict]:
+def _step_annotations(trace: TraceMetrics, fmt: str | None, candidates: str) -> list[Abstention]:
     """Steps inferred from a periodic sync or graph launch: prefill and decode cannot be told apart."""
     inferred = [process for process in trace.processes if process.steps.source in ("sync", "graph_launch")]
     if not inferred:
         return []
     sources = ", ".join(sorted({process.steps.source for process in inferred}))
-    return [{"analysis": "step_annotations", "scope": ", ".join(f"pid {process.pid}" for process in inferred[:8]),
-             "reason": (f"no annotation ranges mark the steps: they were inferred from the periodic {sources} pattern, "
+    return [Abstention(analysis="step_annotations", scope=", ".join(f"pid {process.pid}" for process in inferred[:8]),
+             reason=(f"no annotation ranges mark the steps: they were inferred from the periodic {sources} pattern, "
                         "so prefill and decode steps cannot be told apart by name") if not candidates else (
                  f"no known step range marks the steps: they were inferred from the periodic {sources} pattern, "
                  f"so prefill and decode steps cannot be told apart by name{candidates}"),
-             "capture_hint": capture_cmd(fmt, "steps")}]
+             capture_hint=capture_cmd(fmt, "steps"))]
 
 
 def _no_ranges_words(fmt: str | None, vendor: str | None) -> str:
@@ -120,7 +122,7 @@ def _no_ranges_words(fmt: str | None, vendor: str | None) -> str:
         "no NVTX step ranges", vendor)
 
 
-def _no_steps(trace: TraceMetrics, fmt: str | None, candidates: str, vendor: str | None = None) -> list[dict]:
+def _no_steps(trace: TraceMetrics, fmt: str | None, candidates: str, vendor: str | None = None) -> list[Abstention]:
     """Each process with GPU work and no steps found: per-step metrics not measured (``vendor``: the
     capture's, so an AMD capture reads roctx, not NVTX)."""
     out = []
@@ -129,75 +131,75 @@ def _no_steps(trace: TraceMetrics, fmt: str | None, candidates: str, vendor: str
         if process.steps.source != "none" or not process.gpu_ops:  # a process with no GPU work has no steps to find
             continue
         if asked:  # the user's regex replaced the search: say so, not that the capture has no steps
-            out.append({"analysis": "steps", "scope": f"pid {process.pid}",
-                        "reason": f"--step-range {asked!r} matched no annotation range of this process: per-step "
+            out.append(Abstention(analysis="steps", scope=f"pid {process.pid}",
+                        reason=f"--step-range {asked!r} matched no annotation range of this process: per-step "
                                   f"metrics (launches and syncs per step, the step tail) not measured{candidates}",
-                        "capture_hint": capture_text("abstention", "step_range")})
+                        capture_hint=capture_text("abstention", "step_range")))
             continue
-        out.append({"analysis": "steps", "scope": f"pid {process.pid}",
-                    "reason": (_no_ranges_words(fmt, vendor) if not candidates else "no known step range")
+        out.append(Abstention(analysis="steps", scope=f"pid {process.pid}",
+                    reason=(_no_ranges_words(fmt, vendor) if not candidates else "no known step range")
                     + " and no periodic sync or graph launch: per-step metrics "
                       f"(launches and syncs per step, the step tail) not measured{candidates}",
-                    "capture_hint": capture_cmd(fmt, "steps")})
+                    capture_hint=capture_cmd(fmt, "steps")))
     return out
 
 
-def _api_and_graphs(trace: TraceMetrics, fmt: str | None) -> list[dict]:
+def _api_and_graphs(trace: TraceMetrics, fmt: str | None) -> list[Abstention]:
     """No API calls (gap causes unknown); graph launches without replay records (busy % a lower bound)."""
     out = []
     if not trace.has_api:
-        out.append({"analysis": "gap_causes", "scope": "trace",
-                    "reason": "the trace holds no CUDA/HIP API calls: idle time cannot be attributed to "
+        out.append(Abstention(analysis="gap_causes", scope="trace",
+                    reason="the trace holds no CUDA/HIP API calls: idle time cannot be attributed to "
                               "launches, syncs or host code",
-                    "capture_hint": capture_cmd(fmt, "api")})
+                    capture_hint=capture_cmd(fmt, "api")))
     if (trace.graph_launches_in_window and not trace.graph_replays_in_window
             and trace.meta.get("graph_trace_mode") != "node"):
-        out.append({"analysis": "graph_replays", "scope": "trace",
-                    "reason": f"{trace.graph_launches_in_window} graph launches but no graph replay or graph-node records: "
+        out.append(Abstention(analysis="graph_replays", scope="trace",
+                    reason=f"{trace.graph_launches_in_window} graph launches but no graph replay or graph-node records: "
                               "GPU time inside graphs is missing and busy % is a lower bound",
-                    "capture_hint": capture_cmd(fmt, "graphs")})
+                    capture_hint=capture_cmd(fmt, "graphs")))
     return out
 
 
-def _host_stall_tail(ctx: Context, trace: TraceMetrics) -> list[dict]:
+def _host_stall_tail(ctx: Context, trace: TraceMetrics) -> list[Abstention]:
     """Long steps in which the GPU is mostly idle and not labelled prefill: a host stall nobody measured."""
     out = []
     for process in trace.processes:
         steps, long_steps = process.steps, process.long_steps
         if (long_steps.count and steps.p50_ns and steps.max_ns / steps.p50_ns >= t("prefill_max_ratio")
                 and not long_steps.prefill_labelled and long_steps.busy_pct < t("prefill_long_busy_min_pct")):
-            out.append({"analysis": "step_tail", "scope": f"pid {process.pid}",
-                        "reason": f"{plural(long_steps.count, 'step')} up to {us(steps.max_ns)} against a "
+            out.append(Abstention(analysis="step_tail", scope=f"pid {process.pid}",
+                        reason=f"{plural(long_steps.count, 'step')} up to {us(steps.max_ns)} against a "
                                   f"p50 of {us(steps.p50_ns)}, "
                                   f"but the GPU is busy only {long_steps.busy_pct:.0f}% during them: a host stall "
                                   "(garbage collection, scheduler, I/O), not prefill; what the host did is not measured",
-                        "capture_hint": host_profiler_hint(process.name, process.pid, ctx.kind)})
+                        capture_hint=host_profiler_hint(process.name, process.pid, ctx.kind)))
     return out
 
 
-def _case_abstentions(ctx: Context) -> list[dict]:
+def _case_abstentions(ctx: Context) -> list[Abstention]:
     """Across the case: collectives without a topology matrix, host-code idle without a host profile."""
     out = []
     if any(device.collective_count > 0 for device in ctx.devices) and not getattr(ctx.case, "topologies", None):
-        out.append({"analysis": "topology", "scope": "case",
-                    "reason": "collectives run but no topology matrix was given: cannot tell whether the communicator "
+        out.append(Abstention(analysis="topology", scope="case",
+                    reason="collectives run but no topology matrix was given: cannot tell whether the communicator "
                               "crosses a slow (SYS/NODE/PHB) link",
-                    "capture_hint": capture_text("abstention",
-                                                 "topology_rocm" if ctx.kind.get("vendor") == "rocm" else "topology")})
+                    capture_hint=capture_text("abstention",
+                                                 "topology_rocm" if ctx.kind.get("vendor") == "rocm" else "topology")))
     if not any(capture.format in ("raw", "speedscope") for capture in getattr(ctx.case, "pyspy", [])):
         hosty = [device for device in ctx.devices if device.window_ns
                  and 100.0 * device.gaps.by_cause["host"] / device.window_ns >= t("host_idle_pyspy_hint_pct")]
         if hosty:
             device = max(hosty, key=lambda x: x.gaps.by_cause["host"])
-            out.append({"analysis": "host_frames", "scope": device.id,
-                        "reason": f"{100.0 * device.gaps.by_cause['host'] / device.window_ns:.0f}% of the window the GPU "
+            out.append(Abstention(analysis="host_frames", scope=device.id,
+                        reason=f"{100.0 * device.gaps.by_cause['host'] / device.window_ns:.0f}% of the window the GPU "
                                   + for_vendor("idles while the host is in no CUDA call: which host code runs then is not "
                                                "measured", ctx.kind.get("vendor")),
-                        "capture_hint": host_profiler_hint(process_name(ctx, device.pid), device.pid, ctx.kind)})
+                        capture_hint=host_profiler_hint(process_name(ctx, device.pid), device.pid, ctx.kind)))
     return out
 
 
-def trace_abstentions(ctx: Context) -> list[dict]:
+def trace_abstentions(ctx: Context) -> list[Abstention]:
     """What the traces do not measure that a verdict needs: the oddities, step annotations, steps,
     API calls, graph replays, a host stall in the step tail, the topology, the host's frames."""
     out = []
@@ -213,52 +215,52 @@ def trace_abstentions(ctx: Context) -> list[dict]:
     return out + _case_abstentions(ctx)
 
 
-def tail_abstention(serving: dict | None, findings: list[Finding]) -> list[dict]:
-    """An abstention for an unexplained inter-token tail (unexplained_tail): what stands, which
+def tail_abstention(serving: ServingSummary | None, findings: list[Finding]) -> list[Abstention]:
+    """An abstention for an unexplained inter-token tail (tail_unexplained): what stands, which
     mechanism is ruled out, and the capture that would tell the others apart."""
-    tail = unexplained_tail(serving, findings)
+    tail = tail_unexplained(serving, findings)
     if not tail:
         return []
-    return [{"analysis": "itl_tail", "scope": "serving",
-             "reason": f"{tail_words(tail)} and no finding explains it"
-                       + (f" ({', '.join(tail['ruled_out'])} ruled out by its own falsifier: not the prefill-chunk mechanism)"
-                          if tail["ruled_out"] else ""),
-             "capture_hint": capture_text("abstention", "itl_tail")}]
+    return [Abstention(analysis="itl_tail", scope="serving",
+                       reason=f"{tail_words(tail)} and no finding explains it"
+                       + (f" ({', '.join(tail.ruled_out)} ruled out by its own falsifier: not the prefill-chunk mechanism)"
+                          if tail.ruled_out else ""),
+                       capture_hint=capture_text("abstention", "itl_tail"))]
 
 
-def serving_abstentions(serving: dict | None, slo: dict) -> list[dict]:
+def serving_abstentions(serving: ServingSummary | None, slo: dict) -> list[Abstention]:
     """What the serving artifacts leave unjudged: --slo budgets not checked, a TPOT knee without a
     budget, a TPOT fit that is no model, artifacts holding configuration only."""
     out = []
     unchecked = [check for check in slo_checks(serving, slo) if check["status"] == "not_measured"]
     if unchecked:
-        out.append({"analysis": "slo", "scope": "serving",
-                    "reason": "--slo budgets not checked: " + "; ".join(slo_text(check) for check in unchecked),
-                    "capture_hint": capture_text("abstention", "slo")})
+        out.append(Abstention(analysis="slo", scope="serving",
+                              reason="--slo budgets not checked: " + "; ".join(slo_text(check) for check in unchecked),
+                              capture_hint=capture_text("abstention", "slo")))
     if not serving:
         return out
-    fit = judge_fit(serving)
+    fit = serving.tpot_fit
     if tpot_needs_budget(serving, slo):
         breaks = "; ".join(f"{budget:g} ms breaks at {running:.0f} running"
-                           + (" (beyond the largest batch measured)" if running > fit["x_max"] else "")
+                           + (" (beyond the largest batch measured)" if running > fit.x_max else "")
                            for budget, running in budgets_break_at(fit))
-        out.append({"analysis": "tpot_budget", "scope": "serving",
-                    "reason": f"TPOT follows the batch (TPOT = {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} ms x "
-                              f"running, r² {fit['r2']:.2f}, "
-                              f"{fit['points']} points) but no TPOT budget was given, so whether the batch "
-                              "is past its knee is not "
-                              f"judged; common budgets: {breaks or 'all below the intercept'}",
-                    "capture_hint": capture_text("abstention", "tpot_budget")})
-    elif fit and not fit["model"]:
-        out.append({"analysis": "tpot_fit", "scope": "serving",
-                    "reason": f"TPOT against the running batch is not a model ({fit['rejected']}): "
-                              f"TPOT = {fit['a_ms']:.2f} + {fit['b_ms_per_seq']:.3f} ms x running from "
-                              f"{fit['source']} is not used",
-                    "capture_hint": capture_text("abstention", "tpot_fit")})
-    if not (serving.get("stats") or serving.get("bench") or serving["latency"]["server"] or serving["memory"]["oom_events"]
-            or serving.get("replicas")):
-        out.append({"analysis": "serving_load", "scope": "serving",
-                    "reason": "the serving artifacts hold configuration only: no stats lines, /metrics "
-                              "values or benchmark results",
-                    "capture_hint": capture_text("abstention", "serving_load")})
+        out.append(Abstention(analysis="tpot_budget", scope="serving",
+                              reason=f"TPOT follows the batch (TPOT = {fit.a_ms:.2f} + {fit.b_ms_per_seq:.3f} ms x "
+                                     f"running, r² {fit.r2:.2f}, "
+                                     f"{fit.points} points) but no TPOT budget was given, so whether the batch "
+                                     "is past its knee is not "
+                                     f"judged; common budgets: {breaks or 'all below the intercept'}",
+                              capture_hint=capture_text("abstention", "tpot_budget")))
+    elif fit and not fit.model:
+        out.append(Abstention(analysis="tpot_fit", scope="serving",
+                              reason=f"TPOT against the running batch is not a model ({fit.rejected}): "
+                                     f"TPOT = {fit.a_ms:.2f} + {fit.b_ms_per_seq:.3f} ms x running from "
+                                     f"{fit.source} is not used",
+                              capture_hint=capture_text("abstention", "tpot_fit")))
+    if not (serving.stats or serving.bench or serving.latency.server.measured() or serving.memory.oom_events
+            or serving.replicas):
+        out.append(Abstention(analysis="serving_load", scope="serving",
+                              reason="the serving artifacts hold configuration only: no stats lines, /metrics "
+                                     "values or benchmark results",
+                              capture_hint=capture_text("abstention", "serving_load")))
     return out

@@ -10,8 +10,9 @@ import numpy as np
 
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.accounting import Ledger
-from tracetriage.analyzers.findings import Finding
+from tracetriage.analyzers.findings import Abstention, Finding
 from tracetriage.analyzers.metrics import DeviceMetrics, TraceMetrics
+from tracetriage.analyzers.serving_metrics import ServingSummary, serving_summary
 from tracetriage.wording import for_vendor
 
 # Every threshold of every rule: name -> (value, why), collected by thresholds.py from the table
@@ -41,7 +42,7 @@ class Context:
     kind: dict = field(default_factory=dict)
     fired: dict[str, Finding] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
-    abstentions: list[dict] = field(default_factory=list)
+    abstentions: list[Abstention] = field(default_factory=list)
 
     def __post_init__(self):
         if self.ledger is None:
@@ -53,8 +54,9 @@ class Context:
         return [device for trace in self.per_trace for device in trace.devices]
 
     @property
-    def serving(self) -> dict | None:
-        return self.data.get("serving")
+    def serving(self) -> ServingSummary | None:
+        """The serving summary, typed (None without serving captures)."""
+        return serving_summary(self.data.get("serving"))
 
     def judged(self) -> list[TraceMetrics]:
         """Traces large and steady enough to judge (see abstain.oddities)."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from tracetriage.analyzers.accounting import device_accounting
 from tracetriage.analyzers.capture_kind import kind_of
-from tracetriage.analyzers.findings import Finding
+from tracetriage.analyzers.findings import Abstention, Finding
 from tracetriage.analyzers.rules import abstain, efficiency, registry
 from tracetriage.analyzers.rules.context import Context, Rule
 from tracetriage.analyzers.rules.falsify import apply_falsifiers, cap_severity_by_window
@@ -26,7 +26,7 @@ class Evaluation:
     device id (slices_pct, claims_pct, unclaimed_pct: % of its window) and the capture's kind."""
 
     findings: list[Finding]
-    abstentions: list[dict]
+    abstentions: list[Abstention]
     accounting: dict[str, dict]
     kind: dict
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from tracetriage.analyzers import catalog, efficiency
 from tracetriage.analyzers.efficiency_rows import Judgement, Roofline
 from tracetriage.analyzers.evidence import ev, severity_for
+from tracetriage.analyzers.findings import Abstention
 from tracetriage.analyzers.metrics import Efficiency
 from tracetriage.analyzers.rules.context import Context, Rule, t
 from tracetriage.wording import pct, us
@@ -19,7 +20,7 @@ THRESHOLDS = {
 }
 
 
-def abstention(ctx: Context) -> list[dict]:
+def abstention(ctx: Context) -> list[Abstention]:
     """Busy GPUs whose dominant class's efficiency is unknown: the capture that would decide
     (:func:`missing_shapes`: what is actually missing, not a generic record_shapes hint)."""
     out = []
@@ -41,10 +42,10 @@ def abstention(ctx: Context) -> list[dict]:
             reason = f"{why.what}: {why.reason}"
         else:
             reason = f"{too_little}: {why.what}, {why.reason}"
-        out.append({"analysis": "efficiency", "scope": trace.meta.get("path") or "trace",
-                    "reason": f"the GPU computes most of the window, but how fast is not measured: {reason}",
-                    "capture_hint": why.capture_hint if why else efficiency.capture_hint(trace.meta.get("format"),
-                                                                                          ctx.kind.get("language") == "native")})
+        out.append(Abstention(analysis="efficiency", scope=trace.meta.get("path") or "trace",
+                    reason=f"the GPU computes most of the window, but how fast is not measured: {reason}",
+                    capture_hint=why.capture_hint if why else efficiency.capture_hint(trace.meta.get("format"),
+                                                                                          ctx.kind.get("language") == "native")))
     return out
 
 

@@ -18,6 +18,7 @@ from tracetriage.analyzers.rules import context
 from tracetriage.analyzers.rules.context import Context, t
 from tracetriage.analyzers.rules.slo import budget_check, cap_of
 from tracetriage.analyzers.serving import effective_config
+from tracetriage.analyzers.serving_metrics import ServingSummary, serving_summary
 from tracetriage.wording import plural, us
 
 # name: (value, why)
@@ -38,7 +39,7 @@ def facts(ctx: Context) -> dict:
     (graph replays and launches; the collective share and its
     exposed part, means over the devices that ran collectives), ``serving`` (serving_facts),
     ``threshold`` (THRESHOLDS' values by name) and ``kind``. A figure not measured is None."""
-    serving = ctx.data.get("serving") or {}
+    serving = ctx.serving
     collective = [device for device in ctx.devices if device.collective_count]
     processes = [process for trace in ctx.per_trace for process in trace.processes]
     return {
@@ -116,24 +117,24 @@ def cap_severity_by_window(ctx: Context, findings: list[Finding]) -> list[Findin
             for finding in findings]
 
 
-def serving_facts(serving: dict, slo: dict) -> dict:
+def serving_facts(serving: ServingSummary | dict, slo: dict) -> dict:
     """What the serving artifacts show that a finding's falsifier is checked against (facts;
     None: not measured): the stats lines' queue share, running mean and max, KV usage max; the
     batch cap; preemptions + retractions (measured when an engine log, which prints them, or the
     preemption counter was read); whether a --slo budget is already exceeded (True: one is,
     False: every one is met, None: none given or none decided)."""
-    stats = serving.get("stats") or {}
-    memory = serving.get("memory") or {}
-    seen = any(str(capture.get("kind", "")).endswith("_log") for capture in serving.get("captures") or []) or any(
-        "num_preemptions" in name for name in serving.get("metrics") or {})
+    serving = serving_summary(serving)
+    stats, memory = serving.stats, serving.memory
+    seen = any(str(capture.kind).endswith("_log") for capture in serving.captures) or any(
+        "num_preemptions" in name for name in serving.metrics)
     checks = [budget_check(serving, key, value) for key, value in slo.items()]
     return {
-        "waiting_share_pct": stats.get("waiting_share_pct"),
-        "running_mean": stats.get("running_mean"),
-        "running_max": stats.get("running_max"),
-        "kv_usage_max": stats.get("kv_usage_max"),
+        "waiting_share_pct": stats.waiting_share_pct if stats else None,
+        "running_mean": stats.running_mean if stats else None,
+        "running_max": stats.running_max if stats else None,
+        "kv_usage_max": stats.kv_usage_max if stats else None,
         "cap": cap_of(serving),
-        "preemptions": (memory.get("preemptions") or 0) + (memory.get("retractions") or 0) if seen else None,
+        "preemptions": (memory.preemptions or 0) + (memory.retractions or 0) if seen else None,
         "budget_exceeded": True if False in checks else False if checks and all(check is True for check in checks) else None,
     }
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.catalog import AXES, SEVERITIES
-from tracetriage.analyzers.findings import Finding
+from tracetriage.analyzers.findings import Abstention, Finding
 from tracetriage.analyzers.rules.abstain import ODD
 from tracetriage.analyzers.rules.context import t
-from tracetriage.analyzers.rules.serving import tail_words, unexplained_tail
+from tracetriage.analyzers.rules.serving import tail_words
+from tracetriage.analyzers.rules.serving_signals import tail_unexplained
 from tracetriage.analyzers.rules.slo import measured_serving, slo_checks
+from tracetriage.analyzers.serving_metrics import ServingSummary, serving_summary
 from tracetriage.wording import pct, plural, slo_measured
 
 MINOR_HEADLINE_PCT = 5.0  # below this share a throughput finding is reported, but not as the verdict of an idle GPU
@@ -78,7 +80,7 @@ def _slo_words(checks: list[dict]) -> str:
     return "; ".join(words(check) for check in checks)
 
 
-def headline(findings: list[Finding], abstentions: list[dict], data: dict, symptom: str | None = None) -> str:
+def headline(findings: list[Finding], abstentions: list[Abstention], data: dict, symptom: str | None = None) -> str:
     """The verdict in one line (_headline), then the --slo budgets it leaves out: a broken budget no
     standing finding explains is named (it leads when nothing else stands), one not checked is said so."""
     broken, unchecked = slo_unexplained(findings, data)
@@ -90,7 +92,7 @@ def headline(findings: list[Finding], abstentions: list[dict], data: dict, sympt
     return text
 
 
-def _headline(findings: list[Finding], abstentions: list[dict], data: dict, symptom: str | None, broken: list[dict]) -> str:
+def _headline(findings: list[Finding], abstentions: list[Abstention], data: dict, symptom: str | None, broken: list[dict]) -> str:
     """The verdict in one line, without the --slo budgets it leaves out (headline adds them)."""
     if symptom in PAIR_AXES:  # judged across a deploy, never on one capture: say which captures would decide
         return (f"{symptom}: not judged from one capture: the answers' shape is compared across a deploy; run tracetriage "
@@ -101,7 +103,7 @@ def _headline(findings: list[Finding], abstentions: list[dict], data: dict, symp
     return _trace_headline(findings, abstentions, data["devices"], symptom)
 
 
-def _side_artifacts_headline(findings: list[Finding], abstentions: list[dict], data: dict, symptom: str | None,
+def _side_artifacts_headline(findings: list[Finding], abstentions: list[Abstention], data: dict, symptom: str | None,
                              broken: list[dict]) -> str:
     """The verdict of a case without a GPU trace: a topology, serving artifacts or other side artifacts."""
     topo = data.get("topology")
@@ -115,14 +117,15 @@ def _side_artifacts_headline(findings: list[Finding], abstentions: list[dict], d
     tops = _axis_tops(findings)
     if tops:
         return f"{_tops_words(tops)} (no GPU trace given; {what})"
-    if data.get("serving"):
-        text = _serving_headline(findings, abstentions, data["serving"], broken)
+    if serving := serving_summary(data.get("serving")):
+        text = _serving_headline(findings, abstentions, serving, broken)
         if text is not None:
             return text
     return f"No GPU trace given, so no timeline verdict; {what}" + _not_measured(abstentions)
 
 
-def _serving_headline(findings: list[Finding], abstentions: list[dict], serving: dict, broken: list[dict]) -> str | None:
+def _serving_headline(findings: list[Finding], abstentions: list[Abstention], serving: ServingSummary,
+                      broken: list[dict]) -> str | None:
     """The verdict of serving artifacts with no standing finding: a broken budget, an unexplained
     inter-token tail, or what was measured and why it is not called healthy; None when nothing was measured."""
     measured = measured_serving(serving)
@@ -130,17 +133,17 @@ def _serving_headline(findings: list[Finding], abstentions: list[dict], serving:
         return (f"SLO broken: {_slo_words(broken)}; no serving finding explains it (measured: " + "; ".join(measured[:3])
                 + f"){_ruled_out(findings)}; no GPU trace given"
                 + _not_measured(abstentions))
-    tail = unexplained_tail(serving, findings)
+    tail = tail_unexplained(serving, findings)
     if tail:
         return (f"Inter-token tail not explained: {tail_words(tail)}"
-                + (f"; not the prefill-chunk mechanism ({', '.join(tail['ruled_out'])} ruled out by its own falsifier)"
-                   if tail["ruled_out"] else "")
-                + _ruled_out([finding for finding in findings if finding.id not in tail["ruled_out"]])
+                + (f"; not the prefill-chunk mechanism ({', '.join(tail.ruled_out)} ruled out by its own falsifier)"
+                   if tail.ruled_out else "")
+                + _ruled_out([finding for finding in findings if finding.id not in tail.ruled_out])
                 + "; not called healthy; "
                 "no GPU trace given" + _not_measured(abstentions))
     if not measured:
         return None
-    knee = next((abstention for abstention in abstentions if abstention["analysis"] == "tpot_budget"), None)
+    knee = next((abstention for abstention in abstentions if abstention.analysis == "tpot_budget"), None)
     why = ("not called healthy: TPOT rises with the batch and no TPOT budget was given (give "
            "--slo tpot_p95_ms=<budget>)"
            if knee else "not enough to call it healthy")
@@ -157,19 +160,19 @@ def _tops_words(tops: dict[str, dict]) -> str:
     return " | ".join(f"{axis}: {_says(finding)}" for axis, finding in tops.items())
 
 
-def _trace_headline(findings: list[Finding], abstentions: list[dict], devices: list, symptom: str | None) -> str:
+def _trace_headline(findings: list[Finding], abstentions: list[Abstention], devices: list, symptom: str | None) -> str:
     """The verdict of a case with a GPU trace (``devices``: its DeviceMetrics with their accounting)."""
     compute = min(device.accounting["slices_pct"].get("compute", 0.0) + device.accounting["slices_pct"].get("collective", 0.0)
                   for device in devices)
-    odd = [abstention for abstention in abstentions if abstention["analysis"] in ODD]
+    odd = [abstention for abstention in abstentions if abstention.analysis in ODD]
     if findings and findings[0].id == "healthy":
         return f"Healthy: {findings[0].title}"
     if symptom:
         return _symptom_headline(findings, abstentions, symptom, "",
-                                 f"; the capture is too odd to judge: {odd[0]['reason']}" if odd else "")
+                                 f"; the capture is too odd to judge: {odd[0].reason}" if odd else "")
     tops = _axis_tops(findings)
     if odd and not any(finding.axis != "throughput" for finding in findings):
-        return f"Not enough to judge: {odd[0]['reason']}. To decide: {odd[0]['capture_hint']}"
+        return f"Not enough to judge: {odd[0].reason}. To decide: {odd[0].capture_hint}"
     if tops:
         throughput = tops.get("throughput")
         if (throughput is not None and len(tops) == 1 and throughput.impact_pct < MINOR_HEADLINE_PCT
@@ -183,17 +186,17 @@ def _trace_headline(findings: list[Finding], abstentions: list[dict], devices: l
     if compute >= t("healthy_compute_min_pct") and abstentions:
         return (f"No problem found in what was measured (GPU computing at least {pct(compute)} of the window)"
                 f"{_ruled_out(findings)}, but the verdict is incomplete: "
-                + "; ".join(sorted({abstention["analysis"] for abstention in abstentions})) + " not measured")
+                + "; ".join(sorted({abstention.analysis for abstention in abstentions})) + " not measured")
     return (f"GPU computing {pct(compute)} of the window; no measured cause explains the rest (not healthy: not GPU-bound)"
             + _ruled_out(findings)
             + _not_measured(abstentions))
 
 
-def _not_measured(abstentions: list[dict]) -> str:
+def _not_measured(abstentions: list[Abstention]) -> str:
     """'; not measured: a, b' for the abstentions' analyses (empty when none)."""
     if not abstentions:
         return ""
-    return "; not measured: " + ", ".join(sorted({abstention["analysis"] for abstention in abstentions}))
+    return "; not measured: " + ", ".join(sorted({abstention.analysis for abstention in abstentions}))
 
 
 def _ruled_out(findings: list[Finding]) -> str:
@@ -203,15 +206,15 @@ def _ruled_out(findings: list[Finding]) -> str:
     return f"; ruled out by its own falsifier: {', '.join(out)}" if out else ""
 
 
-def _symptom_headline(findings: list[Finding], abstentions: list[dict], symptom: str, where: str, tail: str = "") -> str:
+def _symptom_headline(findings: list[Finding], abstentions: list[Abstention], symptom: str, where: str, tail: str = "") -> str:
     """The verdict for the symptom the user named: its top finding, or why there is none."""
     mine = [finding for finding in findings if catalog.answers(finding, symptom) and not finding.falsified]
     if mine:
         return f"{symptom}: {_says(mine[0])}{where}"
     others = "; ".join(f"{axis}: [{finding.id}]" for axis, finding in _axis_tops(findings).items())
     undecided = [abstention for abstention in abstentions
-                 if symptom == "tail" and abstention["analysis"] in ("steps", "step_tail", "step_annotations")]
-    why = f"; not measured: {undecided[0]['reason']}" if undecided else ""
+                 if symptom == "tail" and abstention.analysis in ("steps", "step_tail", "step_annotations")]
+    why = f"; not measured: {undecided[0].reason}" if undecided else ""
     return (f"{symptom}: no finding on this axis in what was measured{why}{where}"
             + (f" (other axes: {others})" if others else "") + tail)
 

@@ -38,9 +38,9 @@ def rule_healthy(ctx: Context):
         # a falsified finding still measured a symptom, with a cause not yet known; busy is not fast:
         # never healthy while the dominant class runs below its roofline
         return None
-    if any(abstention["analysis"] in BLOCKS_HEALTHY for abstention in abstentions):
+    if any(abstention.analysis in BLOCKS_HEALTHY for abstention in abstentions):
         return None
-    if any(check["status"] == "broken" for check in slo_checks(ctx.data.get("serving"), ctx.slo)):
+    if any(check["status"] == "broken" for check in slo_checks(ctx.serving, ctx.slo)):
         return None  # a --slo budget the serving artifacts show broken: never under a healthy verdict
     compute = [100.0 * (device.slices["compute"] + device.slices["collective"]) / device.window_ns if device.window_ns
                else 0.0 for device in devices]
@@ -52,13 +52,13 @@ def rule_healthy(ctx: Context):
                    text=f"the least busy device runs kernels {pct(min(compute))} of the window")]
     eff_words = efficiency.healthy_words(ctx.per_trace)
     evidence.append(ev("efficiency", eff_words.lstrip("; "), "", None, text=f"efficiency: {eff_words.lstrip('; ')}"))
-    stats = (ctx.data.get("serving") or {}).get("stats")
+    stats = ctx.serving.stats if ctx.serving else None
     if stats:
-        evidence.append(ev("queue", stats["waiting_share_pct"], "%", f"{stats['samples']} engine stats samples",
-                           text=f"requests waiting in {stats['waiting_share_pct']:.0f}% of {stats['samples']} stats samples "
-                                f"(mean {stats['waiting_mean']}, max {stats['waiting_max']}); running mean "
-                                f"{stats['running_mean']}, "
-                                f"KV cache usage p50 {stats['kv_usage_p50']}% max {stats['kv_usage_max']}%"))
+        evidence.append(ev("queue", stats.waiting_share_pct, "%", f"{stats.samples} engine stats samples",
+                           text=f"requests waiting in {stats.waiting_share_pct:.0f}% of {stats.samples} stats samples "
+                                f"(mean {stats.waiting_mean}, max {stats.waiting_max}); running mean "
+                                f"{stats.running_mean}, "
+                                f"KV cache usage p50 {stats.kv_usage_p50}% max {stats.kv_usage_max}%"))
     busy = "all" if min(compute) >= 100.0 else f"at least {pct(min(compute))}"
     return catalog.make("healthy", 0.0, {"busy": busy, "efficiency": eff_words}, evidence, severity="info",
                         denominator="window", kind=ctx.kind)

@@ -8,20 +8,20 @@ from __future__ import annotations
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.evidence import ev
 from tracetriage.analyzers.rules.context import Context, t
+from tracetriage.analyzers.serving_metrics import ServingMemory, ServingSummary, StatsSummary
 from tracetriage.wording import nbytes, pct, plural
 
 
-def lone_preemption(serving: dict) -> bool:
+def lone_preemption(serving: ServingSummary) -> bool:
     """Preemptions (and SGLang retractions) fewer than preemptions_recurring while every sampled
     KV usage stays under queue_kv_full_pct: the pool ran short once, between samples, but does not
     run out. False when none happened or KV usage was not measured."""
-    memory, stats = serving.get("memory") or {}, serving.get("stats") or {}
-    count = (memory.get("preemptions") or 0) + (memory.get("retractions") or 0)
-    kv = stats.get("kv_usage_max")
+    count = (serving.memory.preemptions or 0) + (serving.memory.retractions or 0)
+    kv = serving.stats.kv_usage_max if serving.stats else None
     return 0 < count < t("preemptions_recurring") and kv is not None and kv < t("queue_kv_full_pct")
 
 
-def _fragmentation(memory: dict, ooms: list[dict], evidence: list[dict], parts: list[str]) -> float | None:
+def _fragmentation(memory: ServingMemory, ooms: list[dict], evidence: list[dict], parts: list[str]) -> float | None:
     """The share of PyTorch's reserved memory that is unallocated (the last OOM's and the allocator's, the
     larger), or None when neither says; the OOM and allocator evidence and the OOM in words are appended."""
     fragmentation = None
@@ -34,7 +34,7 @@ def _fragmentation(memory: dict, ooms: list[dict], evidence: list[dict], parts: 
         if last.get("reserved_unallocated_bytes") is not None and last.get("allocated_bytes"):
             unallocated = last["reserved_unallocated_bytes"]
             fragmentation = unallocated / (unallocated + last["allocated_bytes"])
-    allocator = memory.get("allocator") or {}
+    allocator = memory.allocator or {}
     if allocator.get("reserved_bytes") and allocator.get("allocated_bytes") is not None:
         reserved = allocator["reserved_bytes"]
         gap = reserved - allocator["allocated_bytes"]
@@ -49,12 +49,11 @@ def _fragmentation(memory: dict, ooms: list[dict], evidence: list[dict], parts: 
     return fragmentation
 
 
-def _memory_mechanism(serving: dict, ooms: list[dict], fragmentation: float | None) -> tuple[str, str]:
+def _memory_mechanism(serving: ServingSummary, ooms: list[dict], fragmentation: float | None) -> tuple[str, str]:
     """(variant, mechanism in words) the memory evidence supports: an unchunked long prefill's peak,
     fragmentation, or the KV pool running out."""
-    config = serving.get("config") or {}
-    prompts = serving.get("prompts") or {}
-    longest = max((size for size in (prompts.get("input_len_max"), prompts.get("prefill_new_token_max"),
+    config, prompts = serving.config, serving.prompts
+    longest = max((size for size in (prompts.input_len_max, prompts.prefill_new_token_max,
                                      config.get("max_model_len")) if size), default=0)
     tried = ooms[-1].get("tried_bytes") if ooms else None
     if ooms and config.get("enable_chunked_prefill") is not True and (longest >= 8192 or (tried or 0) >= 1024 ** 3):
@@ -71,7 +70,7 @@ def _memory_mechanism(serving: dict, ooms: list[dict], fragmentation: float | No
                   "the pool runs out, the engine preempts (evicts and later recomputes) sequences or fails to allocate.")
 
 
-def _pool_evidence(stats: dict, preempted: int, retracted: int, kv_full: bool, evidence: list[dict],
+def _pool_evidence(stats: StatsSummary | None, preempted: int, retracted: int, kv_full: bool, evidence: list[dict],
                    parts: list[str]) -> None:
     """The KV pool's evidence (preemptions and retractions, the KV usage), appended with its words."""
     if preempted or retracted:
@@ -79,34 +78,33 @@ def _pool_evidence(stats: dict, preempted: int, retracted: int, kv_full: bool, e
         evidence.append(ev("preemptions", preempted + retracted, "events", "the log or counters",
                            text=f"{plural(preempted, 'preemption')} and {plural(retracted, 'retraction')} (sequences "
                                 "evicted for KV blocks, recomputed later)"))
-    if stats.get("kv_usage_max") is not None:
-        evidence.append(ev("kv_usage_max", stats["kv_usage_max"], "%", "KV cache pool",
-                           text=f"KV cache usage up to {stats['kv_usage_max']}%"))
+    if stats and stats.kv_usage_max is not None:
+        evidence.append(ev("kv_usage_max", stats.kv_usage_max, "%", "KV cache pool",
+                           text=f"KV cache usage up to {stats.kv_usage_max}%"))
         if kv_full and not parts:
-            parts.append(f"KV cache {stats['kv_usage_max']}% full with requests waiting")
+            parts.append(f"KV cache {stats.kv_usage_max}% full with requests waiting")
 
 
 def rule_memory_pressure(ctx: Context):
     serving = ctx.serving
-    memory = serving.get("memory") or {}
-    stats = serving.get("stats") or {}
-    ooms = memory.get("oom_events") or []
-    preempted, retracted = memory.get("preemptions") or 0, memory.get("retractions") or 0
-    kv_full = (stats.get("kv_usage_max") or 0) >= t("kv_full_pct")
+    memory, stats = serving.memory, serving.stats
+    ooms = memory.oom_events or []
+    preempted, retracted = memory.preemptions or 0, memory.retractions or 0
+    kv_full = ((stats.kv_usage_max if stats else None) or 0) >= t("kv_full_pct")
     if (preempted or retracted) and not ooms and lone_preemption(serving):
         preempted = retracted = 0  # one preemption with the KV cache mostly free: not a pool that runs out
-    if not (ooms or preempted or retracted or (kv_full and (stats.get("waiting_max") or 0) > 0)):
+    if not (ooms or preempted or retracted or (kv_full and ((stats.waiting_max if stats else None) or 0) > 0)):
         return None
     evidence, parts = [], []
     fragmentation = _fragmentation(memory, ooms, evidence, parts)
     _pool_evidence(stats, preempted, retracted, kv_full, evidence, parts)
     variant, mechanism = _memory_mechanism(serving, ooms, fragmentation)
     evidence.append(ev("mechanism", variant, "", None, text=f"mechanism the evidence supports: {variant}"))
-    chunked = (serving.get("config") or {}).get("enable_chunked_prefill")
+    chunked = serving.config.get("enable_chunked_prefill")
     if chunked is not None:
         evidence.append(ev("chunked_prefill", chunked, "", None,
                            text=f"chunked prefill {'on' if chunked else 'off'} in the config"))
-    impact = 100.0 if ooms else min(100.0, 100.0 * (preempted + retracted) / max(1, stats.get("samples") or 1))
+    impact = 100.0 if ooms else min(100.0, 100.0 * (preempted + retracted) / max(1, (stats.samples if stats else None) or 1))
     return catalog.make("memory_pressure", impact, {"what": ", ".join(parts), "mechanism_text": mechanism}, evidence,
                         severity="high" if ooms else "medium",
                         denominator="run (an OOM kills every request in flight)" if ooms else "stats samples",

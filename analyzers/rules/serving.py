@@ -22,10 +22,7 @@ from tracetriage.analyzers.rules.context import Context, Rule, t
 from tracetriage.analyzers.rules.memory import lone_preemption, rule_memory_pressure
 from tracetriage.analyzers.rules.serving_signals import InterTokenTail, inter_token_tail, tail_unexplained, tpot_needs_budget
 from tracetriage.analyzers.rules.serving_signals import budgets_break_at as budgets_break_at
-from tracetriage.analyzers.rules.serving_signals import judge_fit as judge_fit
-from tracetriage.analyzers.rules.serving_signals import judged_fit as judged_fit
 from tracetriage.analyzers.rules.serving_signals import tail_words as tail_words
-from tracetriage.analyzers.rules.serving_signals import unexplained_tail as unexplained_tail
 from tracetriage.analyzers.rules.slo import budget_check, cap_of, measured_serving
 from tracetriage.analyzers.serving_metrics import BenchRecord, ServingSummary, StatsSummary, Tokens, serving_summary
 from tracetriage.wording import ms, pct, plural

@@ -38,19 +38,6 @@ def fit_rejected(fit: TpotFit | dict | None) -> str | None:
     return None
 
 
-def judged_fit(fit: dict) -> dict:
-    """The fit with its verdict on it (``model``: shown as a model or not, ``rejected``: why not),
-    so every rule and view reads the same; analysis puts it in the serving block once."""
-    typed = _fit_of(fit)
-    return typed.judged(fit_rejected(typed)).to_contract()
-
-
-def judge_fit(serving: ServingSummary | dict) -> dict | None:
-    """The serving block's judged fit (:func:`judged_fit`) as the contract has it, None without one."""
-    fit = serving_summary(serving).tpot_fit
-    return fit.to_contract() if fit else None
-
-
 def budgets_break_at(fit: TpotFit | dict) -> list[tuple[float, float]]:
     """(budget ms, the running batch at which it breaks) for the common TPOT budgets above the fit's intercept."""
     fit = _fit_of(fit)
@@ -62,7 +49,7 @@ def budgets_break_at(fit: TpotFit | dict) -> list[tuple[float, float]]:
 class InterTokenTail(Contract):
     """The inter-token tail: ITL p50, p99 and max (ms; max None from a histogram) and where from;
     ``ratio`` (p99 over p50) and ``ruled_out`` (findings on the tail axis their falsifiers rule
-    out) once it is found unexplained (:func:`unexplained_tail`)."""
+    out) once it is found unexplained (:func:`tail_unexplained`)."""
 
     p50: float
     p99: float
@@ -100,7 +87,10 @@ def tpot_needs_budget(serving: ServingSummary | dict, slo: dict) -> bool:
 
 
 def tail_unexplained(serving: ServingSummary | None, findings: list[Finding]) -> InterTokenTail | None:
-    """:func:`unexplained_tail`, typed."""
+    """The inter-token tail (itl_tail: ITL, else the server's TPOT histogram) when its p99 is at
+    least itl_tail_ratio x its median and no standing finding on the tail axis explains it (a
+    falsified one does not), with its ratio and the tail findings ruled out; None otherwise.
+    Serving is never called healthy while one stands."""
     tail = inter_token_tail(serving) if serving else None
     if not tail or tail.p99 / tail.p50 < t("itl_tail_ratio"):
         return None
@@ -108,15 +98,6 @@ def tail_unexplained(serving: ServingSummary | None, findings: list[Finding]) ->
         return None
     return replace(tail, ratio=round(tail.p99 / tail.p50, 2),
                    ruled_out=[finding.id for finding in findings if finding.axis == "tail" and finding.falsified])
-
-
-def unexplained_tail(serving: ServingSummary | dict | None, findings: list[Finding]) -> dict | None:
-    """The inter-token tail (itl_tail: ITL, else the server's TPOT histogram) when its p99 is at
-    least itl_tail_ratio x its median and no standing finding on the tail axis explains it (a
-    falsified one does not); None otherwise. Serving is never called healthy while one stands.
-    A dict (p50, p99, max, source, ratio, ruled_out), as the abstention and the headline read it."""
-    tail = tail_unexplained(serving_summary(serving), findings)
-    return tail.to_contract() if tail else None
 
 
 def tail_words(tail: InterTokenTail | dict) -> str:

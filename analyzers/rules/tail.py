@@ -74,7 +74,7 @@ def rule_prefill_stall(ctx: Context):
                                 f"p99 budget of {budget:g} ms"))
         if over and severity != "high":
             severity = "high"
-    chunked = (ctx.data.get("serving") or {}).get("config", {}).get("enable_chunked_prefill")
+    chunked = ctx.serving.config.get("enable_chunked_prefill") if ctx.serving else None
     if chunked is not None:
         evidence.append(ev("chunked_prefill", chunked, "", None, text="engine config: chunked prefill " + (
             "enabled: lower the chunk (max_num_batched_tokens) to bound a step" if chunked else "disabled")))

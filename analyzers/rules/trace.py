@@ -117,7 +117,7 @@ def rule_launch_bound(ctx: Context):
     trace, launches_per_step, kernel_median, kernels = pattern_of[device.id]
     per_step = (f"{launches_per_step:,.0f} kernel launches per step" if launches_per_step is not None
                 else f"{kernels:,} kernels in the window")
-    eager = (ctx.data.get("serving") or {}).get("config", {}).get("enforce_eager")
+    eager = ctx.serving.config.get("enforce_eager") if ctx.serving else None
     evidence = _launch_evidence(device, trace, launches_per_step, kernel_median, kernels)
     launch_frame = _hot_frame(ctx, r"(?i)(cu|hip)(da)?LaunchKernel|LaunchKernel")
     if launch_frame:
