@@ -390,14 +390,17 @@ def summary_line(summary: SummaryInputs) -> str:
     if moved:
         parts.append("moved: " + ", ".join(moved))
     ids_by_status: dict[str, list[str]] = {}
+    unmeasured: list[str] = []
     for finding in summary.findings:
-        if finding.status:
+        per_op = any(evidence.name == "cause_ns_per_op" for evidence in finding.evidence)
+        if finding.status and summary.rate is not None and not per_op:
+            unmeasured.append(f"{finding.id} {finding.status}")
+        elif finding.status:
             ids_by_status.setdefault(finding.status, []).append(finding.id)
-    if summary.rate is not None and ids_by_status:
-        # without steps a finding's size is a share of its own window, and the windows differ: named, not judged
-        parts.append("findings not judged (shares of two different windows): "
-                     + ", ".join(f"{finding_id} {status}" for status, ids in ids_by_status.items() for finding_id in ids))
-    for status in ("fixed", "falsified", "worse", "new", "better") if summary.rate is None else ():
+    if unmeasured:
+        # without steps and without a per-GPU-op measure a finding's size is a share of its own window: named, not judged
+        parts.append("findings not judged (shares of two different windows): " + ", ".join(unmeasured))
+    for status in ("fixed", "falsified", "worse", "new", "better"):
         if status in ids_by_status:
             parts.append(f"{status}: {', '.join(ids_by_status[status])}")
     if summary.slo_broken:

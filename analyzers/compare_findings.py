@@ -5,8 +5,12 @@ findings.toml: ``slices``, ``applied``, ``confirm``, ``falsifier``, ``evidence``
 (confirm met), ``falsified`` (the fix was applied, its falsifier met), else ``better`` /
 ``worse`` / ``persists`` by the ms per step of its own measured quantity — the catalog's slices,
 the same measure on both sides whether or not the rule fires there (a slice another finding now
-claims first does not make it better) — against the noise (the threshold x the before step p50);
-a finding the rule no longer fires after is said to be so in ``decided_by``, whatever its status.
+claims first does not make it better) — against the noise (the threshold x the before step p50).
+A pair without steps measures the same slices in ns per GPU op, against the threshold x the before
+window per GPU op. A finding the rule no longer fires after never reads ``persists`` while its own
+quantity says otherwise: ``fixed`` when that quantity fell beyond the noise, ``worse`` when it grew;
+``persists`` only when it held within the noise (the cause is still there, the rule's firing aside),
+and ``decided_by`` says the rule no longer fires, with the quantity before -> after.
 Findings only on the after side are ``new``. ``healthy`` is
 a state, never a finding. An incomparable pair gets no status (None): nothing is judged.
 """
@@ -20,7 +24,7 @@ from tracetriage.analyzers.compare_metrics import METRICS, figure_text
 from tracetriage.analyzers.compare_side import CompareCheck, Side, check_of, round4
 from tracetriage.analyzers.compare_steps import StepVerdict
 from tracetriage.records.findings import Finding
-from tracetriage.wording import ms_text
+from tracetriage.wording import fmt_ns, ms_text
 
 NOT_COMPARABLE = "not judged: the captures are not comparable"
 CAUSE_KEY, CLAIM_KEY = "cause_ms", "claim_ms"  # a finding's own figures, beside the side's figures
@@ -106,15 +110,47 @@ def finding_rows(context: FindingContext) -> list[FindingRow]:
 
 
 @dataclass(frozen=True, slots=True)
+class Measure:
+    """A finding's own measured quantity on both sides (``words`` name it), in ms per step (``per="step"``)
+    or, on a pair without steps, in ns per GPU op (``per="op"``), and the noise threshold in the same unit."""
+
+    words: str
+    before: float | None
+    after: float | None
+    noise: float | None
+    per: str = "step"
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.before is None or self.after is None else self.after - self.before
+
+    def amount(self, value: float, sign: str = "") -> str:
+        """``value`` in the measure's unit, with its unit of work."""
+        if self.per == "op":
+            text = fmt_ns(value)
+            return f"{'+' if sign == '+' and value >= 0 else ''}{text} per GPU op"
+        return f"{ms_text(value, sign=sign)} per step"
+
+    def change_text(self) -> str:
+        """``its slices, ms per step: 1.20 ms -> 0.03 ms`` (the figures as the contract rounds them)."""
+        before, after = round4(self.before), round4(self.after)
+        if self.per == "op":
+            return f"{self.words}: {fmt_ns(before)} -> {fmt_ns(after)}"
+        return f"{self.words}: {figure_text(before, 'ms')} -> {figure_text(after, 'ms')}"
+
+
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """What a finding's compare check found: whether its ``confirm`` and ``falsifier`` conditions hold,
     the change ``delta`` of its ms per step (after - before; None unless measured on both sides), and
-    whether the rule still fires after."""
+    whether the rule still fires after; ``measure`` the quantity ``delta`` is of (its words, values and
+    noise; None: ms per step against the context's noise)."""
 
     confirm: bool | None
     falsifier: bool | None
     delta: float | None
     reported_after: bool
+    measure: Measure | None = None
 
 
 def _checked_finding(context: FindingContext, finding_id: str, finding: Finding) -> FindingRow:
@@ -128,39 +164,77 @@ def _checked_finding(context: FindingContext, finding_id: str, finding: Finding)
     names = {"before": before_names, "after": after_names, "step": context.step, "noise_ms": context.noise_ms}
     applied = conditions.holds(check.applied, names)
     names["applied"] = applied
+    measure = _measure(context, finding_id, check, cause_before, cause_after)
     outcome = Outcome(conditions.holds(check.confirm, names), conditions.holds(check.falsifier, names),
-                      None if cause_before is None or cause_after is None else cause_after - cause_before,
-                      after_finding is not None)
+                      measure.delta, after_finding is not None, measure)
     status, decided = _status(context, check, outcome)
+    evidence = _evidence(context, check, before_names, after_names)
+    if measure.per == "op":
+        evidence = _per_op_evidence(context, measure) + evidence
     return FindingRow(finding_id, finding.axis, status, decided, applied, finding.severity,
                       after_finding.severity if after_finding is not None else None,
-                      round4(cause_before), round4(cause_after), _evidence(context, check, before_names, after_names))
+                      round4(cause_before), round4(cause_after), evidence)
+
+
+def _measure(context: FindingContext, finding_id: str, check: CompareCheck, cause_before: float | None,
+             cause_after: float | None) -> Measure:
+    """The finding's own quantity: its ms per step where both sides have steps, else (a pair without steps)
+    its ns per GPU op, the noise then the threshold x the before window per GPU op."""
+    if cause_before is not None and cause_after is not None:
+        return Measure(cause_words(check), cause_before, cause_after, context.noise_ms)
+    before, after = context.before.finding_ns_per_op(finding_id), context.after.finding_ns_per_op(finding_id)
+    window = context.before.window_ns_per_op()
+    if before is None or after is None or window is None:
+        return Measure(cause_words(check), cause_before, cause_after, context.noise_ms)
+    words = cause_words(check).replace("ms per step", "per GPU op")
+    return Measure(words, before, after, context.threshold_pct / 100.0 * window, per="op")
+
+
+def _per_op_evidence(context: FindingContext, measure: Measure) -> tuple[Evidence, ...]:
+    """A pair without steps: the finding's own quantity in ns per GPU op, and host calls per GPU op (what
+    launches per step say where there are steps)."""
+    before, after = round4(measure.before), round4(measure.after)
+    rows = [Evidence("cause_ns_per_op", before, after, "ns/op", measure.change_text())]
+    calls_before, calls_after = context.before.host_calls_per_op(), context.after.host_calls_per_op()
+    if calls_before is not None and calls_after is not None:
+        calls_before, calls_after = round4(calls_before), round4(calls_after)
+        rows.append(Evidence("host_calls_per_op", calls_before, calls_after, "calls/op",
+                             f"host runtime calls per GPU op: {calls_before:.2f} -> {calls_after:.2f}"))
+    return tuple(rows)
 
 
 def _status(context: FindingContext, check: CompareCheck, outcome: Outcome) -> tuple[str | None, str]:
     """(status, the rule that decided it) of a finding of the before side from its check's
-    ``outcome``: whether confirm and falsifier hold, the change ``delta`` of its ms per step,
-    and whether it is still reported after."""
-    noise_ms, delta = context.noise_ms, outcome.delta
+    ``outcome``: whether confirm and falsifier hold, the change ``delta`` of its own quantity,
+    and whether it is still reported after. A finding the rule no longer fires after is judged on
+    that quantity too, and never reads ``persists`` unless the quantity held."""
+    measure = outcome.measure or Measure(CAUSE_TEXT, None, None, context.noise_ms)
+    noise, delta = measure.noise, outcome.delta
     if not context.judged:
         return None, NOT_COMPARABLE
     if outcome.confirm:
         return "fixed", f"confirmed: {check.confirm_says or 'it is no longer reported after the change'}"
     if outcome.falsifier:
         return "falsified", f"the fix was applied but its falsifier holds: {check.falsifier_says or check.falsifier}"
-    # judged on its own measured quantity; whether the rule still fires after is said, never implied by the status
-    fires = "" if outcome.reported_after else "; the rule no longer fires after the change"
-    if delta is not None and noise_ms is not None and abs(delta) >= noise_ms:
+    gone = not outcome.reported_after
+    figures = f": {measure.change_text()}" if measure.before is not None and measure.after is not None else ""
+    if delta is not None and noise is not None and abs(delta) >= noise:
+        threshold = f"the threshold of {measure.amount(noise)} ({context.threshold_pct:g}% of the before " \
+                    f"{'step' if measure.per == 'step' else 'window per GPU op'})"
+        if gone and delta < 0:
+            return "fixed", f"the rule no longer fires after the change, and its own time fell beyond {threshold}{figures}"
         return ("better" if delta < 0 else "worse",
-                (f"the time it is about moved {ms_text(delta, sign='+')} per step, beyond the threshold of "
-                 f"{ms_text(noise_ms)} ({context.threshold_pct:g}% of the before step){fires}"))
-    if delta is not None and noise_ms is not None:
-        if not outcome.reported_after:
-            return "persists", (f"the rule no longer fires after the change, but the time it is about moved less than "
-                                f"the threshold of {ms_text(noise_ms)} per step: its cause is still there")
-        return "persists", f"the time it is about moved less than the threshold of {ms_text(noise_ms)} per step"
-    return "persists", "still reported after" if outcome.reported_after else \
-        "the rule no longer fires after the change, and the time it is about has no per-step measure on both sides"
+                f"the time it is about moved {measure.amount(delta, sign='+')}, beyond {threshold}"
+                + ("; the rule no longer fires after the change" if gone else ""))
+    if delta is not None and noise is not None:
+        if gone:
+            return "persists", (f"its own time held within the threshold of {measure.amount(noise)}{figures}: the cause "
+                                "is still there, though the rule no longer fires after the change")
+        return "persists", f"the time it is about moved less than the threshold of {measure.amount(noise)}"
+    if gone:
+        return "fixed", ("the rule no longer fires after the change; the time it is about has no measure on both "
+                         "sides, so the rule alone decides")
+    return "persists", "still reported after"
 
 
 def _evidence(context: FindingContext, check: CompareCheck, before_names: dict, after_names: dict) -> tuple[Evidence, ...]:

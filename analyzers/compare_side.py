@@ -276,6 +276,45 @@ class Side:
             per_device.append(share / 100.0 * device.window_ns / steps / 1e6)
         return float(np.mean(per_device)) if per_device else None
 
+    def finding_ns_per_op(self, finding_id: str) -> float | None:
+        """ns per GPU op of the time a finding is about, on a side without steps: the share of each device's
+        window that :meth:`finding_ms` would count (its slices; less what other findings claim where the catalog
+        says ``unexplained``; else its claim) x the window, over the rank's GPU ops (its process's ``gpu_ops``);
+        the mean over the ranks that ran any. A unit of work that a shorter window does not change."""
+        check = check_of(finding_id)
+        names = matching(check.slices) if check.slices else ()
+        per_rank = []
+        for rank in self.ranks:
+            ops = rank.process.gpu_ops
+            if not ops:
+                continue
+            total_ns = 0.0
+            for device in rank.devices:
+                accounting = device.accounting or Accounting()
+                if check.slices and check.unexplained:
+                    unclaimed = accounting.unclaimed_pct or {}
+                    share = accounting.claims_pct.get(finding_id, 0.0) + sum(unclaimed.get(name, 0.0) for name in names)
+                elif check.slices:
+                    share = sum(accounting.slices_pct.get(name, 0.0) for name in names)
+                else:
+                    share = accounting.claims_pct.get(finding_id, 0.0)
+                total_ns += share / 100.0 * device.window_ns
+            per_rank.append(total_ns / ops)
+        return float(np.mean(per_rank)) if per_rank else None
+
+    def window_ns_per_op(self) -> float | None:
+        """The window per GPU op (each rank's devices' windows over its GPU ops; mean over ranks): the
+        unit a side without steps has in place of the step, which the noise threshold is a share of."""
+        per_rank = [sum(device.window_ns for device in rank.devices) / rank.process.gpu_ops
+                    for rank in self.ranks if rank.process.gpu_ops]
+        return float(np.mean(per_rank)) if per_rank else None
+
+    def host_calls_per_op(self) -> float | None:
+        """Host runtime calls per GPU op (each rank's ``api_calls`` over its ``gpu_ops``; median over ranks):
+        what a side without steps has in place of launches per step."""
+        return _median_of([rank.process.api_calls / rank.process.gpu_ops for rank in self.ranks
+                           if rank.process.gpu_ops and rank.process.api_calls is not None])
+
     def claim_ms(self, finding_id: str) -> float | None:
         per_device = []
         for device in self.devices:
