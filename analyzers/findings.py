@@ -37,8 +37,8 @@ class Finding:
     ``falsified`` the reason its own falsifier rules it out (None while it stands); ``explains_pct`` the
     measured share of the denominator the finding explains when that is more than ``impact_pct``, the part
     its fix removes (cross_island_collective: all the collective time, of which only the excess over one
-    island's link goes with the re-layout); None when the two are the same. The headline says it; the
-    contract carries the figure as the evidence row that measured it."""
+    island's link goes with the re-layout); None when the two are the same. The headline and every report
+    name both (takes / removes); the contract carries it as ``explains_pct`` (only when set)."""
 
     id: str
     axis: str
@@ -66,6 +66,8 @@ class Finding:
                "evidence": [row.to_contract() for row in self.evidence]}
         if self.falsified is not None:
             out["falsified"] = self.falsified
+        if self.explains_pct is not None:
+            out["explains_pct"] = self.explains_pct
         return out
 
 

@@ -108,6 +108,7 @@ class FindingView:
     falsified: bool
     impact_pct: str
     impact_denominator: str
+    explains_pct: str | None  # the measured share it takes, when more than what its fix removes (impact_pct)
     evidence: tuple[str, ...]
     timeline: str | None
     mechanism: str
@@ -398,6 +399,8 @@ def _finding(number: int, finding: Finding, timeline: str | None) -> FindingView
     return FindingView(
         number=str(number), id=finding.id, severity=finding.severity, axis=finding.axis, title=finding.title,
         falsified=bool(finding.falsified), impact_pct=fixed(finding.impact_pct, 1),
-        impact_denominator=as_text(finding.impact_denominator), evidence=tuple(e.text for e in finding.evidence),
+        impact_denominator=as_text(finding.impact_denominator),
+        explains_pct=fixed(finding.explains_pct, 1) if finding.explains_pct is not None else None,
+        evidence=tuple(e.text for e in finding.evidence),
         timeline=timeline, mechanism=finding.mechanism, fix=finding.fix, confirm=finding.confirm,
         falsifier=finding.falsifier, color=finding_color(finding.id))

@@ -11,9 +11,10 @@ import json
 from html import unescape
 
 import pytest
-from conftest import ROOT
+from conftest import BUNDLES, ROOT
 
 import tracetriage
+from tracetriage.reports.text import render_text
 
 H200 = ROOT / "samples" / "h200"
 FORMATS = ("text", "md", "html", "json")
@@ -96,3 +97,27 @@ def test_a_finding_that_stopped_firing_reads_its_quantity():
     assert held[0] == "persists" and held[1].startswith("its own time held") and "1.200 ms -> 1.190 ms" in held[1], held
     kept = status(1.2, 1.19, reported_after=True)
     assert kept[0] == "persists" and "no longer fires" not in kept[1]
+
+
+# ---------------------------------------------------------------------------
+# 2. tp8_cross_island: the headline and the finding card name the measured share and the removable part apart
+
+
+def test_cross_island_headline_and_card_name_both_quantities_in_every_format():
+    analysis = tracetriage.analyze(str(BUNDLES / "tp8_cross_island"))
+    data = analysis.data
+    finding = next(item for item in data["findings"] if item["id"] == "cross_island_collective")
+    share = next(item["value"] for item in finding["evidence"] if item["name"] == "collective_share_pct")
+    assert finding["explains_pct"] == pytest.approx(share, abs=0.01)  # the measured collective share
+    takes, removes = f"takes {share:.1f}% of the window", f"the fix removes about {finding['impact_pct']:.1f}%"
+    assert takes in data["headline"] and removes in data["headline"], data["headline"]
+    pages = {"text": render_text(analysis), "md": analysis.to_markdown(), "html": unescape(analysis.to_html()),
+             "json": analysis.to_json(), "card": unescape(analysis._repr_html_())}
+    for fmt, page in pages.items():
+        assert "explains 53%" not in page and f"explains {finding['impact_pct']:.1f}%" not in page, fmt
+        assert page.count(f"{share:.1f}%") >= 2 and page.count(f"{finding['impact_pct']:.1f}%") >= 2, fmt
+    card = [line for line in pages["text"].splitlines() if line.startswith("[1] HIGH cross_island_collective")]
+    assert card and f"impact {finding['impact_pct']:.1f}%" in card[0] and f"it takes {share:.1f}%" in card[0], card
+    md_card = pages["md"].replace("\\_", "_")
+    assert f"takes {share:.1f}% of the window, mean over 8 devices, of which {removes}" in md_card
+    assert f"axis throughput · takes {share:.1f}%" in pages["html"]

@@ -38,9 +38,13 @@ def rank(findings: list[Finding], symptom: str | None) -> list[Finding]:
 def _says(finding: Finding) -> str:
     """A finding in headline words: its id, title and the share it explains (whole percent; under 1%
     and from 99.5% to under 100% with its decimal, so the clause neither reads 0% while the title
-    names 0.1% nor claims 100% of an impact of 99.5%). The share is the measured one (explains_pct) where
-    the finding's fix removes only part of it (impact_pct)."""
-    explained = finding.explains_pct if finding.explains_pct is not None else finding.impact_pct
+    names 0.1% nor claims 100% of an impact of 99.5%). Where the finding's fix removes only part of the
+    share it measured (explains_pct over impact_pct) the two are named apart, each to the decimal its
+    report card prints: ``takes 52.9% of the window, of which the fix removes about 49.9%``."""
+    if finding.explains_pct is not None:
+        return (f"[{finding.id}] {finding.title} — takes {pct(finding.explains_pct)} of the {finding.impact_denominator}, "
+                f"of which the fix removes about {pct(finding.impact_pct)}")
+    explained = finding.impact_pct
     whole = 1 <= explained and (round(explained) < 100 or explained >= 100)
     share = f"{explained:.0f}%" if whole else pct(explained)
     return f"[{finding.id}] {finding.title} — explains {share} of the {finding.impact_denominator}"

@@ -21,7 +21,8 @@ class Evidence:
 @dataclass(frozen=True, slots=True)
 class Finding:
     """One finding: its id and axis (and every symptom it answers), severity, impact (% of its
-    denominator), the catalog's prose, its evidence, and why it is falsified when it is."""
+    denominator), the catalog's prose, its evidence, why it is falsified when it is, and the measured
+    share it takes when that is more than what its fix removes (``explains_pct``)."""
     id: str = ""
     axis: str = ""
     answers: tuple[str, ...] = ()
@@ -35,6 +36,7 @@ class Finding:
     falsifier: str = ""
     evidence: tuple[Evidence, ...] = ()
     falsified: str | None = None
+    explains_pct: float | None = None  # the measured share when more than what the fix removes (impact_pct)
 
 
 @dataclass(frozen=True, slots=True)
