@@ -338,6 +338,7 @@ LANE_COLORS = {k: color for k, color in ACTIVITY_COLORS.items() if k in ("kernel
 # a launch call is idle "in a launch call"): one colour per cause on the page
 HOST_COLORS = {"launch": LAUNCH_COLOR, "sync": SYNC_COLOR, "other": OTHER_CALL_COLOR}
 HOST_LABELS = {"launch": "host: launch calls", "sync": "host: sync calls", "other": "host: other CUDA calls"}
+HOST_CAUSE = {"launch": "launch", "sync": "sync", "other": "other_cuda"}  # the idle cause a host call category is
 
 
 def _bars(ax, xranges: list[tuple[float, float]], yrange: tuple[float, float], color: str, alpha: float | None = None,
@@ -377,20 +378,36 @@ def _device_lanes(ax, device: LaneDevice, y: float, t0: int, span: int, vendor: 
     for cat, color in HOST_COLORS.items():
         bars = [((s - t0) / scale, max((e - s) / scale, span / scale / 2000)) for s, e, c in device.host if c == cat]
         if bars:
-            _bars(ax, bars, (y, 0.8), color, label=for_vendor(HOST_LABELS[cat], vendor))
+            _bars(ax, bars, (y, 0.8), color)  # its legend entry is its cause's (timeline_legend_entries)
+
+
+def timeline_legend_entries(devices: tuple[LaneDevice, ...], vendor: str | None) -> dict[str, str]:
+    """The timeline legend, label -> colour: each GPU lane drawn, then one entry per idle cause, which
+    names both what it colours (the host calls of that category, the GPU idle in them) when both are
+    drawn: a colour is one cause and one legend entry, never two entries of one colour."""
+    entries = {lane: LANE_COLORS[lane] for lane in LANE_COLORS
+               if any(spans for device in devices for name, spans in device.gpu_lanes() if name == lane)}
+    shaded = {cause for device in devices for _, _, cause in device.gaps}  # every cause drawn gets an entry, none other
+    calls = {HOST_CAUSE[cat] for device in devices for _, _, cat in device.host if cat in HOST_CAUSE}
+    host_label = {cause: for_vendor(HOST_LABELS[cat], vendor) for cat, cause in HOST_CAUSE.items()}
+    for cause, color in CAUSE_COLORS.items():
+        idle = f"idle: {cause_label(cause, vendor)}"
+        if cause in calls and cause in shaded:
+            entries[f"{host_label[cause]} · {idle}"] = color
+        elif cause in calls:
+            entries[host_label[cause]] = color
+        elif cause in shaded:
+            entries[idle] = color
+    return entries
 
 
 def _timeline_legend(ax, devices: tuple[LaneDevice, ...], vendor: str | None) -> None:
-    """One entry per lane drawn and per idle cause shaded, none other, beside the plot."""
+    """The legend of timeline_legend_entries beside the plot."""
     from matplotlib.patches import Patch
 
-    handles, labels = ax.get_legend_handles_labels()
-    uniq = dict(zip(labels, handles))
-    shaded = {cause for device in devices for _, _, cause in device.gaps}  # every cause drawn gets an entry, none other
-    for cause, color in CAUSE_COLORS.items():
-        if cause in shaded:
-            uniq[f"idle: {cause_label(cause, vendor)}"] = Patch(facecolor=color)
-    ax.legend(uniq.values(), uniq.keys(), loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    entries = timeline_legend_entries(devices, vendor)
+    ax.legend([Patch(facecolor=color) for color in entries.values()], list(entries), loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), frameon=False)
 
 
 @_memo

@@ -121,3 +121,30 @@ def test_cross_island_headline_and_card_name_both_quantities_in_every_format():
     md_card = pages["md"].replace("\\_", "_")
     assert f"takes {share:.1f}% of the window, mean over 8 devices, of which {removes}" in md_card
     assert f"axis throughput · takes {share:.1f}%" in pages["html"]
+
+
+# ---------------------------------------------------------------------------
+# 3. the timeline legend: one colour per cause, one entry per colour
+
+
+@pytest.mark.parametrize("bundle", ["eager_decode", "host_starved", "graph_capture_phase"])
+def test_timeline_legend_gives_each_colour_one_entry(bundle):
+    from tracetriage.contract import load
+    from tracetriage.records.series import Timeline
+    from tracetriage.reports import charts, palette
+
+    analysis = tracetriage.analyze(str(BUNDLES / bundle))
+    timeline = load(Timeline, analysis.series["timeline"])
+    page = unescape(analysis.to_html())
+    for window in timeline.windows:
+        if not window.devices:
+            continue
+        entries = charts.timeline_legend_entries(window.devices, None)
+        colours = list(entries.values())
+        assert all(label in page for label in entries), entries  # the legend drawn is this one
+        assert len(colours) == len(set(colours)), entries  # no two entries share a colour
+        launches = any(cat == "launch" for device in window.devices for _, _, cat in device.host)
+        launch_idle = any(cause == "launch" for device in window.devices for _, _, cause in device.gaps)
+        if launches and launch_idle:  # the trial's case: both in the one launch colour, named once
+            assert entries["host: launch calls · idle: in a launch call"] == palette.CAUSE_COLORS["launch"]
+            assert "host: launch calls" not in entries and "idle: in a launch call" not in entries
