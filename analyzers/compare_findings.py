@@ -37,7 +37,7 @@ FIGURE_TEXT = {"cause_ms": CAUSE_TEXT, "claim_ms": "what each analysis says it c
                "launches_per_step": "kernel launches per step", "graph_launches_per_step": "graph launches per step",
                "syncs_per_step": "blocking syncs per step", "busy_pct": "GPU busy", "idle_ms": "GPU idle per step",
                "idle_pct": "GPU idle", "copy_ms": "copy-only time per step", "collective_ms": "exposed collective per step",
-               "compute_ms": "compute per step", "tail_ms": "step p99 - p50",
+               "compute_ms": "compute per step, collectives excluded", "tail_ms": "step p99 - p50",
                "pageable_copies_per_step": "pageable async copies per step"}
 UNEXPLAINED_TEXT = "its slices no other finding claims, ms per step"
 

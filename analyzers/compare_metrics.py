@@ -133,7 +133,7 @@ def figure_text(value, unit: str = "") -> str:
 # ---------------------------------------------------------------------------
 # What moved, per rank
 
-COMPONENT_WORDS = {"compute_ms": "compute", "collective_ms": "exposed collective", "copy_ms": "copies only",
+COMPONENT_WORDS = {"compute_ms": "compute, collectives excluded", "collective_ms": "exposed collective", "copy_ms": "copies only",
                    "idle_sync_ms": "idle in blocking syncs", "idle_memcpy_sync_ms": "idle in synchronous copies",
                    "idle_launch_ms": "idle in launch calls", "idle_other_cuda_ms": "idle in other CUDA/HIP calls",
                    "idle_host_ms": "host idle (no CUDA call)", "idle_unknown_ms": "idle, cause unknown"}

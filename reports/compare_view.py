@@ -29,7 +29,8 @@ from tracetriage.reports.compare_deploy_view import DeployView, deploy_view
 from tracetriage.wording import fmt_ns, ms_decimals, ms_text, speed_text
 
 LABELS = {
-    "step_p50_ms": "step p50", "step_p99_ms": "step p99", "compute_ms": "compute", "collective_ms": "exposed collective",
+    "step_p50_ms": "step p50", "step_p99_ms": "step p99", "compute_ms": "compute, collectives excluded",
+    "collective_ms": "exposed collective",
     "copy_ms": "copies only", "idle_ms": "GPU idle", "idle_sync_ms": "idle: host in blocking syncs",
     "idle_memcpy_sync_ms": "idle: host in synchronous copies", "idle_launch_ms": "idle: host in launch calls",
     "idle_other_cuda_ms": "idle: other CUDA/HIP calls", "idle_host_ms": "idle: host code, no CUDA call",

@@ -83,11 +83,11 @@ def device_view(device: Device, claim_columns: list[str], vendor: str | None) ->
     kernels, collectives, copies = (slices.get(name, 0.0) for name in ("compute", "collective", "copy"))
     compute = kernels + collectives  # kernels, collectives included: one definition
     unclaimed = max(0.0, 100.0 - sum(x for _, x in claims))
-    accounting = ", ".join(
+    accounting = ", ".join(  # compute named as defined everywhere in analyze: collectives included
         [f"{k} {pct(x)}" for k, x in claims]
-        + [f"unclaimed {pct(unclaimed)} (compute {pct(compute)}"
-           + (f" of which collectives {pct(collectives)}" if collectives else "")
-           + f", {_copy_kinds(device)} {pct(copies)} of the window in all)"])
+        + [f"unclaimed {pct(unclaimed)} (compute {pct(compute)}, collectives included"
+           + (f": {pct(collectives)}" if collectives else "")
+           + f"; {_copy_kinds(device)} {pct(copies)} of the window in all)"])
     mine = dict(claims)
     gaps = device.gaps
     return DeviceView(

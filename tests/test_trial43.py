@@ -148,3 +148,32 @@ def test_timeline_legend_gives_each_colour_one_entry(bundle):
         if launches and launch_idle:  # the trial's case: both in the one launch colour, named once
             assert entries["host: launch calls · idle: in a launch call"] == palette.CAUSE_COLORS["launch"]
             assert "host: launch calls" not in entries and "idle: in a launch call" not in entries
+
+
+# ---------------------------------------------------------------------------
+# 4. compute: analyze and compare name which definition each prints, and the two add up
+
+
+def test_compute_is_named_the_same_way_in_analyze_and_compare():
+    bundle = BUNDLES / "tp8_cross_island"
+    analysis = tracetriage.analyze(str(bundle))
+    device = analysis.data["devices"][0]
+    slices = device["accounting"]["slices_pct"]
+    with_collectives = slices["compute"] + slices["collective"]  # time some kernel runs, collectives included
+    text = render_text(analysis)
+    window = next(line for line in text.splitlines() if line.startswith(f"WINDOW   {device['id']}:"))
+    assert f"compute {with_collectives:.1f}%, collectives included: {slices['collective']:.1f}%" in window, window
+    assert "collectives included" in analysis.to_markdown() and "collectives included" in analysis.to_html()
+    comparison = tracetriage.compare(str(bundle), str(bundle))
+    pages = _rendered(comparison)
+    for fmt in ("text", "md", "html"):
+        assert "compute, collectives excluded" in pages[fmt], fmt
+        assert not any(line.lstrip("| ").startswith("compute ") for line in pages[fmt].splitlines()), fmt
+    metrics = {row["name"]: row for row in comparison.data["metrics"]}
+    steps = next(process["steps"]["count"] for process in analysis.data["processes"] if process["pid"] == device["pid"])
+    per_step = device["window_ns"] / steps / 1e6
+    devices = analysis.data["devices"]
+    mean_compute = sum(d["accounting"]["slices_pct"]["compute"] for d in devices) / len(devices)
+    mean_collective = sum(d["accounting"]["slices_pct"]["collective"] for d in devices) / len(devices)
+    assert metrics["compute_ms"]["before"] == pytest.approx(mean_compute / 100 * per_step, rel=0.01)
+    assert metrics["collective_ms"]["before"] == pytest.approx(mean_collective / 100 * per_step, rel=0.01)
