@@ -92,7 +92,10 @@ def test_the_impact_is_the_excess_over_one_island(tmp_path, inside, between):
     assert found["impact_pct"] == pytest.approx(removable, abs=0.1)
     assert found["impact_pct"] < float(np.mean(shares)) - 1.0
     assert _evidence(found, "recoverable_pct")["value"] == pytest.approx(found["impact_pct"], abs=0.01)
-    assert f"explains {float(np.mean(shares)):.0f}% of the window" in result.headline
+    # the measured share and the removable part, named apart (test_trial43 item 2)
+    assert found["explains_pct"] == pytest.approx(float(np.mean(shares)), abs=0.1)
+    assert f"takes {found['explains_pct']:.1f}% of the window" in result.headline
+    assert f"of which the fix removes about {found['impact_pct']:.1f}%" in result.headline
     model_text = _evidence(found, "recoverable_pct")["text"]
     assert between in model_text and inside in model_text and "slowest hop" in model_text
     assert f"removes about {found['impact_pct']:.1f}%" in found["title"]

@@ -177,3 +177,50 @@ def test_compute_is_named_the_same_way_in_analyze_and_compare():
     mean_collective = sum(d["accounting"]["slices_pct"]["collective"] for d in devices) / len(devices)
     assert metrics["compute_ms"]["before"] == pytest.approx(mean_compute / 100 * per_step, rel=0.01)
     assert metrics["collective_ms"]["before"] == pytest.approx(mean_collective / 100 * per_step, rel=0.01)
+
+
+# ---------------------------------------------------------------------------
+# 5. one quantity, one value: the after-sync host code and each finding's share, by one rounding path
+
+
+def _pct(value: float) -> str:
+    """A share as every report prints it: one decimal, half up from the contract's value (not the tool's helper)."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    return f"{Decimal(repr(value)).quantize(Decimal('0.1'), rounding=ROUND_HALF_UP)}%"
+
+
+@pytest.mark.parametrize("bundle", ["eager_decode", "graph_decode"])
+def test_a_finding_share_reads_one_value_wherever_it_is_printed(bundle):
+    analysis = tracetriage.analyze(str(BUNDLES / bundle))
+    data = analysis.data
+    device = data["devices"][0]
+    slices = device["accounting"]["slices_pct"]
+    host_after = _pct(slices["idle:after_sync:host"])
+    in_calls = _pct(sum(value for name, value in slices.items()
+                        if name.startswith("idle:after_sync:") and name != "idle:after_sync:host"))
+    findings = {finding["id"]: finding for finding in data["findings"]}
+    top = data["findings"][0]
+    assert data["headline"].endswith(f"explains {_pct(top['impact_pct'])} of the {top['impact_denominator']}")
+    pages = {"text": render_text(analysis), "md": analysis.to_markdown().replace("\\_", "_"),
+             "html": unescape(analysis.to_html()), "json": analysis.to_json()}
+    for fmt, page in pages.items():
+        # the host code after the syncs: one value (the slice) wherever a sentence names it
+        assert f"the host code after it {host_after}" in page, fmt  # host_sync_per_step's title
+        assert f"host code after the syncs return (no CUDA call while the GPU idles): {host_after} of the window" in page
+        assert f"({in_calls} inside the sync and the launch after it, {host_after} host code after it)" in page, fmt
+        if "after_sync_host_pct" in {item["name"] for item in findings["gpu_starved"]["evidence"]}:
+            part = next(item["value"] for item in findings["gpu_starved"]["evidence"] if item["name"] == "after_sync_host_pct")
+            assert _pct(part) == host_after or f"before the next launch ({host_after} in all;" in page, fmt
+        for finding_id, finding in findings.items():  # every card's share as the headline rounds it
+            if fmt in ("md", "html") and finding_id != top["id"]:
+                assert f"explains {_pct(finding['impact_pct'])} of the" in page, (fmt, finding_id)
+        if fmt == "text":
+            import re
+
+            named = set(re.findall(r"host code[^%;]{0,60}?(\d+\.\d)%", page))
+            assert named == {host_after[:-1]}, named
+    comparison = _rendered(tracetriage.compare(str(BUNDLES / "eager_decode"), str(BUNDLES / "graph_decode")))
+    side = "before" if bundle == "eager_decode" else "after"
+    for fmt, page in comparison.items():
+        assert f"explains {_pct(top['impact_pct'])} of the" in page.replace("\\_", "_"), (fmt, side)

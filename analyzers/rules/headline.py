@@ -36,18 +36,15 @@ def rank(findings: list[Finding], symptom: str | None) -> list[Finding]:
 
 
 def _says(finding: Finding) -> str:
-    """A finding in headline words: its id, title and the share it explains (whole percent; under 1%
-    and from 99.5% to under 100% with its decimal, so the clause neither reads 0% while the title
-    names 0.1% nor claims 100% of an impact of 99.5%). Where the finding's fix removes only part of the
-    share it measured (explains_pct over impact_pct) the two are named apart, each to the decimal its
-    report card prints: ``takes 52.9% of the window, of which the fix removes about 49.9%``."""
+    """A finding in headline words: its id, title and the share it explains, by the one rounding path every
+    report card prints that share with (wording.pct: one decimal, never 100.0% for less), so the headline
+    never reads 44% where the card reads 44.4%. Where the finding's fix removes only part of the share it
+    measured (explains_pct over impact_pct) the two are named apart:
+    ``takes 52.9% of the window, of which the fix removes about 49.9%``."""
     if finding.explains_pct is not None:
         return (f"[{finding.id}] {finding.title} — takes {pct(finding.explains_pct)} of the {finding.impact_denominator}, "
                 f"of which the fix removes about {pct(finding.impact_pct)}")
-    explained = finding.impact_pct
-    whole = 1 <= explained and (round(explained) < 100 or explained >= 100)
-    share = f"{explained:.0f}%" if whole else pct(explained)
-    return f"[{finding.id}] {finding.title} — explains {share} of the {finding.impact_denominator}"
+    return f"[{finding.id}] {finding.title} — explains {pct(finding.impact_pct)} of the {finding.impact_denominator}"
 
 
 def headline_by_axis(findings: list[Finding]) -> dict[str, str]:

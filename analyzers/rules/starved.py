@@ -120,9 +120,13 @@ def _cause_evidence(ctx: Context, found: Unexplained) -> list[dict]:
                            text="the GPU idles inside these CUDA/HIP calls: " + ", ".join(
                                f"{name} {pct(found.pct(ns))}" for name, ns in calls)))
     if found.pct(found.after_sync_host_ns) >= t("sync_impact_min_pct"):
+        # one quantity, one value: the whole slice is host_sync_per_step's host_after_sync_pct, printed as it prints it
+        whole = found.pct(device.slices.get("idle:after_sync:host", 0))
+        rest = f" ({pct(whole)} in all; the findings ranked before this one claim the rest)" \
+            if pct(whole) != pct(found.pct(found.after_sync_host_ns)) else ""
         evidence.append(ev("after_sync_host_pct", round(found.pct(found.after_sync_host_ns), 2), "%", where,
                            text=f"of it, {pct(found.pct(found.after_sync_host_ns))} of the window is host code right after "
-                                "a blocking sync returns (the code that consumes the read-back), before the next launch"))
+                                f"a blocking sync returns (the code that consumes the read-back), before the next launch{rest}"))
     gaps = device.gaps
     if gaps.count:
         evidence.append(ev("gaps", gaps.count, "gaps", "window",

@@ -237,6 +237,7 @@ def rule_host_sync_per_step(ctx: Context):
     syncs = process.syncs_per_step
     per_step_idle = taken[device.id] / max(1, steps.count)
     after_all = sum(ns for name, ns in device.slices.items() if name.startswith("idle:after_sync:"))
+    in_calls = after_all - device.slices["idle:after_sync:host"]  # the after-sync idle spent inside CUDA calls
     window_ns = device.window_ns
     evidence = [
         ev("syncs_per_step", syncs, "calls", "one step",
@@ -245,7 +246,9 @@ def rule_host_sync_per_step(ctx: Context):
            text=f"{dtoh:g} device-to-host {'copy' if dtoh == 1 else 'copies'} per step (median)"),
         ev("idle_after_sync_pct", round(100.0 * after_all / window_ns, 2), "%", f"window on {device.id}",
            text=f"idle gaps that begin as a sync returns: {plural(device.after_sync_count, 'gap')}, {us(after_all)} in all = "
-                f"{pct(100.0 * after_all / window_ns)} of the window; the host was then "
+                f"{pct(100.0 * after_all / window_ns)} of the window ({pct(100.0 * in_calls / window_ns)} inside the sync "
+                f"and the launch after it, {pct(100.0 * device.slices['idle:after_sync:host'] / window_ns)} host code after "
+                "it); the host was then "
                 f"{cause_split(device, 'idle:after_sync:', ctx.kind.get('vendor'))}"),
         ev("claimed_pct", round(impact, 2), "%", window_denominator(ctx),
            text=f"claimed: the GPU idle while the host waits in the sync and launches the next kernel, {pct(impact)} "
@@ -257,10 +260,13 @@ def rule_host_sync_per_step(ctx: Context):
     ]
     host_after = device.slices["idle:after_sync:host"]
     host_after_pct = 100.0 * host_after / window_ns
+    latency_pct = 100.0 * launched[device.id] / window_ns
+    latency_words = f"the launch latency after each sync ({pct(latency_pct)})" if launched[device.id] else "none of it"
     evidence.append(ev("host_after_sync_pct", round(host_after_pct, 2), "%", f"window on {device.id}",
                        text=for_vendor(f"host code after the syncs return (no CUDA call while the GPU idles): "
-                                       f"{pct(host_after_pct)} of the window, not claimed here: it is host-bound time, "
-                                       "not the wait", ctx.kind.get("vendor"))))
+                                       f"{pct(host_after_pct)} of the window; claimed here only "
+                                       f"{latency_words}: the rest is host-bound time, not the wait",
+                                       ctx.kind.get("vendor"))))
     host_bound = after_all and host_after >= t("sync_host_after_share") * after_all
     return catalog.make("host_sync_per_step", impact,
                         {"syncs": f"{syncs:g}", "dtoh": dtoh_txt, "claimed": pct(impact),
