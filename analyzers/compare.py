@@ -65,7 +65,7 @@ from tracetriage.analyzers.compare_workrate import WorkRate, is_stepless, work_r
 from tracetriage.contract import load
 from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSED
 from tracetriage.records.findings import Finding
-from tracetriage.wording import fmt_ns, ms_text, speed_words
+from tracetriage.wording import fmt_ns, ms_text, ratio_text, short_middle, speed_words
 
 SCHEMA = "tracetriage.compare/2"
 THRESHOLD_PCT = 5.0  # the practical minimum: a change under 5% of the step is no change (--gate-threshold)
@@ -75,6 +75,7 @@ WORK_RATE_BUDGET = "kernel time per call"
 CALL_RATE_BUDGET = "kernel calls per second"
 QUALITY_BUDGET = "output quality"  # quality_regression: the answers changed with the deploy
 SUMMARY_MOVERS = 3  # movers the one-line summary names
+SUMMARY_NAME_CHARS = 90  # a kernel's name in the summary, cut in the middle: its start and end tell two apart
 
 
 def compare(before: dict, after: dict, before_label: str = "before", after_label: str = "after",
@@ -381,8 +382,8 @@ def summary_line(summary: SummaryInputs) -> str:
     if measured:
         row = _summary_rank(measured, verdict)
         parts.append(f"step p50 {ms_text(row.before_p50_ns / 1e6)} -> {ms_text(row.after_p50_ns / 1e6)}"
-                     f" ({speed_words(row.to_contract())}, after/before {row.ratio:.3f} "
-                     f"[95% CI {row.ci95[0]:.3f}-{row.ci95[1]:.3f}]{'' if row.significant else ', within noise'})"
+                     f" ({speed_words(row.to_contract())}, after/before {ratio_text(row.ratio)} "
+                     f"[95% CI {ratio_text(row.ci95[0])}-{ratio_text(row.ci95[1])}]{'' if row.significant else ', within noise'})"
                      + (f" on rank{row.rank} of {ranks} (pid {row.before_pid} -> {row.after_pid})" if ranks > 1 else ""))
     if summary.rate is not None:
         parts.extend(_work_rate_words(summary.rate, summary.metrics))
@@ -423,16 +424,21 @@ def _work_rate_words(rate: WorkRate, metrics: tuple[MetricRow, ...]) -> list[str
         return []
     rank, device = judged[0]
     low, high = device.ci95
-    words = [f"kernel time per call x{device.ratio:.3f} of before [95% CI {low:.3f}-{high:.3f}]"
+    words = [f"kernel time per call x{ratio_text(device.ratio)} of before [95% CI {ratio_text(low)}-{ratio_text(high)}]"
              f"{'' if device.significant else ', within noise'} over {device.kernels} common kernels "
              f"({round4(device.before_covered_pct):.0f}% of the kernel time before)"
              + (f" on rank{rank} of {len(rate.devices)}" if len(rate.devices) > 1 else "")]
     if device.rate_ratio is not None:
-        words.append(f"their calls per second x{device.rate_ratio:.3f} ({device.rate_status})")
-    kernel = next((row for row in rate.kernels if row.device == device.device), None)
-    if kernel is not None:
-        words.append(f"{kernel.name[:60]} {fmt_ns(round4(kernel.before_ns_per_call))} -> "
-                     f"{fmt_ns(round4(kernel.after_ns_per_call))} per call ({kernel.status})")
+        words.append(f"their calls per second x{ratio_text(device.rate_ratio)} ({device.rate_status})")
+    # the kernels whose time moved most in absolute terms (calls before x the change per call: rate.kernels'
+    # order), of those that moved beyond the noise; an unchanged kernel is never named as a mover
+    moved = [row for row in rate.kernels if row.device == device.device and row.status in ("improved", "regressed")]
+    if moved:
+        words.append("moved most: " + ", ".join(
+            f"{short_middle(row.name, SUMMARY_NAME_CHARS)} {fmt_ns(round4(row.before_ns_per_call))} -> {fmt_ns(round4(row.after_ns_per_call))} per call "
+            f"(x{ratio_text(row.ratio)}, {row.status})" for row in moved[:SUMMARY_MOVERS]))
+    else:
+        words.append("no common kernel's time per call moved beyond the noise")
     busy = next((metric for metric in metrics if metric.name == "busy_pct"), None)
     if busy is not None and busy.before is not None and busy.after is not None:
         words.append(f"GPU busy {busy.before:.1f}% -> {busy.after:.1f}% not judged (a window without steps "

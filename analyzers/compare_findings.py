@@ -24,7 +24,7 @@ from tracetriage.analyzers.compare_metrics import METRICS, figure_text
 from tracetriage.analyzers.compare_side import CompareCheck, Side, check_of, round4
 from tracetriage.analyzers.compare_steps import StepVerdict
 from tracetriage.records.findings import Finding
-from tracetriage.wording import fmt_ns, ms_text
+from tracetriage.wording import fmt_ns, ms_text, ratio_text
 
 NOT_COMPARABLE = "not judged: the captures are not comparable"
 CAUSE_KEY, CLAIM_KEY = "cause_ms", "claim_ms"  # a finding's own figures, beside the side's figures
@@ -257,7 +257,7 @@ def _evidence(context: FindingContext, check: CompareCheck, before_names: dict, 
     step = context.step
     if step.ratio is not None and context.judged:
         evidence.append(Evidence("step_ratio", None, step.ratio, "ratio",
-                                 f"step p50 after/before {step.ratio:.3f} ({step.status})"))
+                                 f"step p50 after/before {ratio_text(step.ratio)} ({step.status})"))
     return tuple(evidence)
 
 

@@ -26,7 +26,7 @@ from tracetriage.records.compare import (
     read,
 )
 from tracetriage.reports.compare_deploy_view import DeployView, deploy_view
-from tracetriage.wording import fmt_ns, ms_decimals, ms_text, speed_text
+from tracetriage.wording import fmt_ns, ms_decimals, ms_text, ratio_text, speed_text
 
 LABELS = {
     "step_p50_ms": "step p50", "step_p99_ms": "step p99", "compute_ms": "compute, collectives excluded",
@@ -371,12 +371,12 @@ def _side(side: Side) -> SideView:
 
 
 def _ratio(value: float | None) -> str | None:
-    return None if value is None else f"{value:.3f}"
+    return None if value is None else ratio_text(value)
 
 
 def _bounds(interval: list[float] | None) -> tuple[str | None, str | None]:
-    """A 95% interval's two ends to three decimals (None, None: not measured)."""
-    return (None, None) if interval is None else (f"{interval[0]:.3f}", f"{interval[1]:.3f}")
+    """A 95% interval's two ends as ratios are printed (wording.ratio_text; None, None: not measured)."""
+    return (None, None) if interval is None else (ratio_text(interval[0]), ratio_text(interval[1]))
 
 
 def _p(value: float | None) -> str:
@@ -474,15 +474,15 @@ def _kernel_rate(kernel: KernelRate) -> KernelRateView:
         device=str(kernel.device), name=name, short_name=_short(name),
         before_calls=f"{kernel.before_calls:,}", after_calls=f"{kernel.after_calls:,}",
         before_per_call=fmt_ns(kernel.before_ns_per_call), after_per_call=fmt_ns(kernel.after_ns_per_call),
-        ratio=f"{kernel.ratio:.3f}", ci_low=ci_low, ci_high=ci_high, p_value=f"{kernel.p_value:.2g}", status=str(kernel.status))
+        ratio=ratio_text(kernel.ratio), ci_low=ci_low, ci_high=ci_high, p_value=f"{kernel.p_value:.2g}", status=str(kernel.status))
 
 
 def _times(value) -> str:
-    return "n/a" if value is None else f"x{value:.3f}"
+    return "n/a" if value is None else f"x{ratio_text(value)}"
 
 
 def _span(interval) -> str:
-    return "noise not measured" if interval is None else f"95% CI {interval[0]:.3f}-{interval[1]:.3f}"
+    return "noise not measured" if interval is None else f"95% CI {ratio_text(interval[0])}-{ratio_text(interval[1])}"
 
 
 def _device_side(side: DeviceSide | None, unit: str) -> DeviceSideView | None:

@@ -224,3 +224,29 @@ def test_a_finding_share_reads_one_value_wherever_it_is_printed(bundle):
     side = "before" if bundle == "eager_decode" else "after"
     for fmt, page in comparison.items():
         assert f"explains {_pct(top['impact_pct'])} of the" in page.replace("\\_", "_"), (fmt, side)
+
+
+# ---------------------------------------------------------------------------
+# 6. compare's summary names the kernels that moved most beyond the noise, and ratios read x1.05
+
+
+def test_summary_names_moved_kernels_only_and_ratios_have_two_decimals(h200_eager_to_graph):
+    import re
+
+    comparison = h200_eager_to_graph
+    kernels = comparison.data["work_rate"]["kernels"]
+    moved = [row for row in kernels if row["status"] in ("improved", "regressed")]
+    unchanged = [row for row in kernels if row["status"] == "unchanged"]
+    assert moved and unchanged  # the pair has both: the summary must pick
+    biggest = max(moved, key=lambda row: abs(row["before_calls"] * (row["after_ns_per_call"] - row["before_ns_per_call"])))
+    from tracetriage.wording import short_middle
+
+    summary = comparison.summary
+    assert f"moved most: {short_middle(biggest['name'], 90)}" in summary, summary
+    assert not any(short_middle(row["name"], 90) in summary for row in unchanged), summary
+    assert f"(x{biggest['after_ns_per_call'] / biggest['before_ns_per_call']:.2f}, {biggest['status']})" in summary
+    for fmt, page in _rendered(comparison).items():
+        if fmt != "json":
+            assert not re.search(r"x\d+\.\d{3}\b", page), (fmt, re.search(r".{40}x\d+\.\d{3}\b", page))
+            assert re.search(r"x\d+\.\d{2}\b", page), fmt
+    assert re.search(r"\(x\d\.\d\d, 95% CI \d\.\d\d-\d\.\d\d", _rendered(comparison)["text"])

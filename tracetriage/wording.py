@@ -32,6 +32,15 @@ def rounded(value: float, decimals: int, stored: int = 3) -> str:
     return f"{exact.quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_UP):,}"
 
 
+RATIO_DECIMALS = 2  # a ratio after/before as compare prints it: x1.05, not x1.050
+
+
+def ratio_text(value: float) -> str:
+    """A ratio (after / before, or an interval's end) by the one path every compare output prints it with:
+    two decimals, half up from the 4 the contract keeps (1.0496 -> 1.05)."""
+    return rounded(value, RATIO_DECIMALS, stored=4)
+
+
 def ms(x) -> str:
     """Milliseconds as serving figures are read: ``812.4 ms``, ``12.35 s`` from 10 s on (:func:`rounded`
     from the 3 decimals the contract keeps)."""
