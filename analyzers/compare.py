@@ -435,8 +435,9 @@ def _work_rate_words(rate: WorkRate, metrics: tuple[MetricRow, ...]) -> list[str
     moved = [row for row in rate.kernels if row.device == device.device and row.status in ("improved", "regressed")]
     if moved:
         words.append("moved most: " + ", ".join(
-            f"{short_middle(row.name, SUMMARY_NAME_CHARS)} {fmt_ns(round4(row.before_ns_per_call))} -> {fmt_ns(round4(row.after_ns_per_call))} per call "
-            f"(x{ratio_text(row.ratio)}, {row.status})" for row in moved[:SUMMARY_MOVERS]))
+            f"{short_middle(row.name, SUMMARY_NAME_CHARS)} {fmt_ns(round4(row.before_ns_per_call))} -> "
+            f"{fmt_ns(round4(row.after_ns_per_call))} per call (x{ratio_text(row.ratio)}, {row.status})"
+            for row in moved[:SUMMARY_MOVERS]))
     else:
         words.append("no common kernel's time per call moved beyond the noise")
     busy = next((metric for metric in metrics if metric.name == "busy_pct"), None)

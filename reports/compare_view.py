@@ -474,7 +474,8 @@ def _kernel_rate(kernel: KernelRate) -> KernelRateView:
         device=str(kernel.device), name=name, short_name=_short(name),
         before_calls=f"{kernel.before_calls:,}", after_calls=f"{kernel.after_calls:,}",
         before_per_call=fmt_ns(kernel.before_ns_per_call), after_per_call=fmt_ns(kernel.after_ns_per_call),
-        ratio=ratio_text(kernel.ratio), ci_low=ci_low, ci_high=ci_high, p_value=f"{kernel.p_value:.2g}", status=str(kernel.status))
+        ratio=ratio_text(kernel.ratio), ci_low=ci_low, ci_high=ci_high, p_value=f"{kernel.p_value:.2g}",
+        status=str(kernel.status))
 
 
 def _times(value) -> str:

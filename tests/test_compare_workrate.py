@@ -277,7 +277,7 @@ def test_shown_in_every_format(microbench):
     for fmt in ("text", "md", "html"):
         proc = run_cli("compare", before, after, "-f", fmt)
         assert proc.returncode == 0, proc.stderr
-        assert GEMM in proc.stdout and "0.499" in proc.stdout, fmt
+        assert GEMM in proc.stdout and "0.50" in proc.stdout, fmt  # the gemm's ratio, printed x0.50 (test_trial43)
 
 
 def test_every_field_of_the_work_rate_view_is_in_every_format(microbench):

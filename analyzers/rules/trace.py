@@ -260,19 +260,26 @@ def rule_host_sync_per_step(ctx: Context):
     ]
     host_after = device.slices["idle:after_sync:host"]
     host_after_pct = 100.0 * host_after / window_ns
-    latency_pct = 100.0 * launched[device.id] / window_ns
-    latency_words = f"the launch latency after each sync ({pct(latency_pct)})" if launched[device.id] else "none of it"
-    evidence.append(ev("host_after_sync_pct", round(host_after_pct, 2), "%", f"window on {device.id}",
-                       text=for_vendor(f"host code after the syncs return (no CUDA call while the GPU idles): "
-                                       f"{pct(host_after_pct)} of the window; claimed here only "
-                                       f"{latency_words}: the rest is host-bound time, not the wait",
-                                       ctx.kind.get("vendor"))))
+    evidence.append(_host_after_evidence(ctx, device, launched[device.id]))
     host_bound = after_all and host_after >= t("sync_host_after_share") * after_all
     return catalog.make("host_sync_per_step", impact,
                         {"syncs": f"{syncs:g}", "dtoh": dtoh_txt, "claimed": pct(impact),
                          "per_step_idle": us(per_step_idle), "host_after": pct(host_after_pct)},
                         evidence, severity=severity_for(impact), denominator=window_denominator(ctx),
                         variant="host_after" if host_bound else None, kind=ctx.kind)
+
+
+
+def _host_after_evidence(ctx: Context, device: DeviceMetrics, launched_ns: int) -> dict:
+    """The host code after the syncs (the idle:after_sync:host slice) and the part of it this finding
+    claims: the launch latency after each sync (``launched_ns``), the rest being host-bound time."""
+    window_ns = device.window_ns
+    host_after_pct = 100.0 * device.slices["idle:after_sync:host"] / window_ns
+    latency = f"the launch latency after each sync ({pct(100.0 * launched_ns / window_ns)})" if launched_ns else "none of it"
+    return ev("host_after_sync_pct", round(host_after_pct, 2), "%", f"window on {device.id}",
+              text=for_vendor(f"host code after the syncs return (no CUDA call while the GPU idles): "
+                              f"{pct(host_after_pct)} of the window; claimed here only {latency}: the rest is "
+                              "host-bound time, not the wait", ctx.kind.get("vendor")))
 
 
 RULES = [
