@@ -9,7 +9,8 @@ claims first does not make it better) — against the noise (the threshold x the
 A pair without steps measures the same slices in ns per GPU op, against the threshold x the before
 window per GPU op. A finding the rule no longer fires after never reads ``persists`` while its own
 quantity says otherwise: ``fixed`` when that quantity fell beyond the noise, ``worse`` when it grew;
-``persists`` only when it held within the noise (the cause is still there, the rule's firing aside),
+``persists`` only when it held within the noise (the cause is still there, the rule's firing aside)
+or when nothing of its own is measured on both sides and its catalog confirm fails ("not shown fixed"),
 and ``decided_by`` says the rule no longer fires, with the quantity before -> after.
 Findings only on the after side are ``new``. ``healthy`` is
 a state, never a finding. An incomparable pair gets no status (None): nothing is judged.
@@ -231,9 +232,10 @@ def _status(context: FindingContext, check: CompareCheck, outcome: Outcome) -> t
             return "persists", (f"its own time held within the threshold of {measure.amount(noise)}{figures}: the cause "
                                 "is still there, though the rule no longer fires after the change")
         return "persists", f"the time it is about moved less than the threshold of {measure.amount(noise)}"
-    if gone:
-        return "fixed", ("the rule no longer fires after the change; the time it is about has no measure on both "
-                         "sides, so the rule alone decides")
+    if gone:  # nothing of its own measured on both sides, and its catalog confirm (what would show it fixed) fails
+        return "persists", (f"not shown fixed: the rule no longer fires after the change, but its confirm "
+                            f"({check.confirm_says or check.confirm}) does not hold, and the time it is about has no "
+                            "measure on both sides")
     return "persists", "still reported after"
 
 

@@ -171,4 +171,5 @@ def test_a_null_interval_stays_not_measured():
     assert row.ci95 is None and _across_row(row, "step").interval == "noise not measured"
     device = compare_records.DeviceRate(device="gpu0", ratio=1.1, ci95=[1.0, 1.2], rate_ci95=None)
     view = _device_rate(device)
-    assert (view.ci_low, view.ci_high, view.rate_ci_low, view.rate_ci_high) == ("1.00", "1.20", None, None)  # ratios: x1.05 (test_trial43)
+    # ratios print to two decimals (test_trial43)
+    assert (view.ci_low, view.ci_high, view.rate_ci_low, view.rate_ci_high) == ("1.00", "1.20", None, None)

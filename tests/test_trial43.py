@@ -97,6 +97,9 @@ def test_a_finding_that_stopped_firing_reads_its_quantity():
     assert held[0] == "persists" and held[1].startswith("its own time held") and "1.200 ms -> 1.190 ms" in held[1], held
     kept = status(1.2, 1.19, reported_after=True)
     assert kept[0] == "persists" and "no longer fires" not in kept[1]
+    # nothing of its own measured, and its catalog confirm failed: not claimed fixed, and said why
+    unmeasured = status(None, None)
+    assert unmeasured[0] == "persists" and unmeasured[1].startswith("not shown fixed: the rule no longer fires"), unmeasured
 
 
 # ---------------------------------------------------------------------------
