@@ -196,10 +196,12 @@ def marlin_gemm(tensors, concrete: list) -> Work | None:
     return Work("gemm", 2.0 * a[0] * size_n * a[1], float(moved), dtype, weight_bytes=weight_bytes, tokens=int(a[0]))
 
 
-
 def canonical_name(name: str) -> str:
-    """An op name without its per-layer suffix (SGLang's ``..._ragged_<layer>``)."""
-    return SGLANG_ATTENTION if name.startswith(WORK_OP_PREFIXES) else name
+    """The one name the calls of an op share: without SGLang's per-layer suffix (``..._ragged_<layer>``),
+    or FlashInfer's JIT module uri (:data:`serving_attention.FLASHINFER_NAMES`)."""
+    if not name.startswith(WORK_OP_PREFIXES):
+        return name
+    return SGLANG_ATTENTION if name.startswith(SGLANG_ATTENTION_PREFIX) else serving_attention.flashinfer_name(name) or name
 
 
 STEP_OPS = {  # ops whose FLOPs need the step's lengths (varlen ones: where their shapes do not give them)
@@ -210,9 +212,17 @@ STEP_OPS = {  # ops whose FLOPs need the step's lengths (varlen ones: where thei
     "flash_attn::_flash_attn_varlen_forward": lambda call: serving_attention.flash_varlen(call, causal_at=9),
     "vllm::flash_attn_varlen_func": lambda call: serving_attention.flash_varlen(call, causal_at=8),
     "vllm::flash_attn_with_kvcache": serving_attention.flash_with_kvcache,
+    "aiter::mha_varlen_fwd": lambda call: serving_attention.flash_varlen(call, causal_at=12),
+    "aiter::fmha_v3_varlen_fwd": lambda call: serving_attention.flash_varlen(call, causal_at=12),
+    "aiter::pa_fwd_asm": serving_attention.aiter_paged_decode,
+    serving_attention.FLASHINFER_PAGED: serving_attention.flashinfer_paged_prefill,
+    serving_attention.FLASHINFER_RAGGED: serving_attention.flashinfer_ragged_prefill,
+    serving_attention.FLASHINFER_DECODE: serving_attention.flashinfer_decode,
 }
 FORMULAS = {
     **STEP_OPS,
+    serving_attention.FLASHINFER_SINGLE_PREFILL: serving_attention.flashinfer_single_prefill,
+    serving_attention.FLASHINFER_SINGLE_DECODE: serving_attention.flashinfer_single_decode,
     "vllm::moe_forward": lambda call: moe_forward(call.tensors, call.context),
     **{name: lambda call: fused_experts(call.tensors) for name in FUSED_EXPERTS},
     "_C::cutlass_scaled_mm": lambda call: cutlass_scaled_mm(call.tensors),
@@ -222,7 +232,9 @@ FORMULAS = {
     **{name: lambda call, formula=formula: formula(call.tensors) for name, formula in quantized_gemms.FORMULAS.items()},
 }
 
-NAMES = frozenset(FORMULAS) - {SGLANG_ATTENTION}  # the op names (the parsers keep them: model.WORK_OPS)
+# the op names the parsers keep (model.WORK_OPS); the shared names of prefixed ops (model.WORK_OP_PREFIXES) apart
+PREFIXED = frozenset({SGLANG_ATTENTION} | {canonical for _, _, canonical in serving_attention.FLASHINFER_NAMES})
+NAMES = frozenset(FORMULAS) - PREFIXED
 
 
 def needs_step(name: str) -> bool:
