@@ -152,6 +152,43 @@ def fused_experts(tensors) -> Work | None:
                          w_dtype if w_dtype == "fp8" else act_dtype)
 
 
+# FlashInfer's TensorRT-LLM fused MoE as vLLM wraps it (vllm model_executor/layers/fused_moe/
+# flashinfer_trtllm_moe.py): name -> (argument index of the hidden states, w13, w2; Concrete Inputs index of
+# the global expert count, top_k, intermediate_size, local expert count)
+FLASHINFER_MOE = {
+    "vllm::flashinfer_fused_moe_blockscale_fp8": (2, 3, 5, 7, 8, 11, 13),
+    "vllm::flashinfer_fused_moe_bf16": (2, 3, 4, 5, 6, 9, 11),
+}
+
+
+def flashinfer_fused_moe(call: OpCall, at: tuple) -> Work | None:
+    """vLLM's wrappers of FlashInfer's TensorRT-LLM fused MoE: ``flashinfer_fused_moe_blockscale_fp8(
+    routing_logits[M, E], routing_bias, x[M, K], w13[E, 2N, K] fp8, w13_scale, w2[E, K, N] fp8, w2_scale,
+    global_num_experts, top_k, num_expert_group, topk_group, intermediate_size, expert_offset,
+    local_num_experts, block_shape, ...)`` (DeepSeek-style 128-block FP8; x is quantized inside) and
+    ``flashinfer_fused_moe_bf16(routing_logits, routing_bias, hidden_states[M, K], gemm1_weights,
+    gemm2_weights, num_experts, top_k, n_group, topk_group, intermediate_size, local_expert_offset,
+    local_num_experts, ...)`` (weights in the TRT-LLM block layout: their shapes are not [E, 2N, K], their
+    element count is). Gated (SwiGLU: the first GEMM 2N wide), N = intermediate_size, k = top_k, so FLOPs,
+    bytes and the experts touched are :func:`moe_forward`'s with E the local experts; the weights' element
+    count must be E·2N·K and E·K·N. None under expert parallelism (local ≠ global experts: which routed pairs
+    stay on this GPU is in device memory)."""
+    hidden_at, w1_at, w2_at, experts_at, top_k_at, inner_at, local_at = at
+    hidden, w1, w2 = call.at.get(hidden_at), call.at.get(w1_at), call.at.get(w2_at)
+    experts, top_k, inner, local = (call.scalar(i) for i in (experts_at, top_k_at, inner_at, local_at))
+    if hidden is None or w1 is None or w2 is None or len(hidden[0]) != 2 or not (experts and top_k and inner):
+        return None
+    tokens, width = hidden[0]
+    if local != experts or w1[0][0] != experts or not 0 < top_k <= experts:
+        return None
+    if math.prod(w1[0]) != experts * 2 * inner * width or math.prod(w2[0]) != experts * width * inner:
+        return None
+    scales = (call.at.get(w1_at + 1), call.at.get(w2_at + 1)) if w1[2] == "fp8" else ()  # FP8: each weight's block scales
+    expert_bytes = math.prod(w1[0]) * w1[1] + math.prod(w2[0]) * w2[1] + sum(
+        math.prod(scale[0]) * scale[1] for scale in scales if scale is not None)
+    return _experts_work(ExpertShapes(tokens, width, top_k, experts, 2 * inner, inner), expert_bytes, hidden[1], w1[2])
+
+
 def cutlass_scaled_mm(tensors) -> Work | None:
     """vLLM's ``cutlass_scaled_mm(out[M, N], a[M, K], b[K, N], a_scales, b_scales, bias?)`` (vllm
     csrc/torch_bindings.cpp; FP8 or INT8 W8A8 with per-tensor, per-token or per-channel scales):
@@ -225,6 +262,7 @@ FORMULAS = {
     serving_attention.FLASHINFER_SINGLE_DECODE: serving_attention.flashinfer_single_decode,
     "vllm::moe_forward": lambda call: moe_forward(call.tensors, call.context),
     **{name: lambda call: fused_experts(call.tensors) for name in FUSED_EXPERTS},
+    **{name: lambda call, at=at: flashinfer_fused_moe(call, at) for name, at in FLASHINFER_MOE.items()},
     "_C::cutlass_scaled_mm": lambda call: cutlass_scaled_mm(call.tensors),
     "_C::gptq_marlin_gemm": lambda call: marlin_gemm(call.tensors, call.concrete or []),
     "_C_cache_ops::reshape_and_cache_flash": lambda call: reshape_and_cache(call.tensors),

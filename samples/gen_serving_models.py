@@ -15,7 +15,10 @@ One host thread on an NVIDIA B200 runs, ROUNDS times over:
    (HND cache), an SGLang extend step through the ragged run (keys: the new tokens), a single prefill
    and a single decode (lengths in the shapes);
 6. DeepGEMM's FP8 block-scaled GEMM behind vLLM's ``vllm::fp8_gemm_nt_op`` and
-   ``vllm::w8a8_block_fp8_matmul_deepgemm`` and SGLang's ``sglang::deep_gemm_fp8_fp8_bf16_nt``.
+   ``vllm::w8a8_block_fp8_matmul_deepgemm`` and SGLang's ``sglang::deep_gemm_fp8_fp8_bf16_nt``;
+7. FlashInfer's TensorRT-LLM fused MoE as vLLM wraps it, with 128-block FP8 weights
+   (``vllm::flashinfer_fused_moe_blockscale_fp8``) and BF16 weights in a block layout
+   (``vllm::flashinfer_fused_moe_bf16``).
 
 A second trace (``serving_models_rocm``, an AMD Instinct MI300X) runs AITER's attention ops: the CK
 ``aiter::mha_varlen_fwd`` over equal-length prompts, ``aiter::fmha_v3_varlen_fwd`` in an annotated
@@ -58,6 +61,8 @@ FI_SINGLE = (100, 200)  # the single prefill's (new, cached)
 FI_SINGLE_DECODE = 777  # the single decode's context
 FI_URI = "dtype_q_bf16_dtype_kv_bf16_dtype_o_bf16_dtype_idx_i32_head_dim_128_posenc_0_use_swa_False_use_logits_cap_False"
 DG_M, DG_K, DG_N, DG_BLOCK = 32, 7168, 2112, 128  # DeepGEMM: rows, depth, columns, scale block
+FM_TOKENS, FM_EXPERTS, FM_TOP_K, FM_K, FM_N = 48, 16, 4, 1024, 512  # FlashInfer MoE: every expert local
+KERNEL_NS.update({"fi_moe_fp8": 61 * US, "fi_moe_bf16": 83 * US})
 
 
 def pair_count(new: int, cached: int, causal: bool = True) -> int:
@@ -157,6 +162,24 @@ def _deepgemm(w: Writer) -> None:
          ["", "", "", "", "[128, 128]", "15"], kernel)
 
 
+def _flashinfer_moe(w: Writer) -> None:
+    """The two FlashInfer fused-MoE wrappers: routing logits, hidden states, the gated w13 (2N wide) and w2."""
+    e, n, k, blk = FM_EXPERTS, FM_N, FM_K, DG_BLOCK
+    logits, hidden = [FM_TOKENS, e], [FM_TOKENS, k]
+    w.op("vllm::flashinfer_fused_moe_blockscale_fp8",
+         [logits, [e], hidden, [e, 2 * n, k], [e, 2 * n // blk, k // blk], [e, k, n], [e, k // blk, n // blk]] + [[]] * 10,
+         [F32, BF, BF, FP8, F32, FP8, F32] + ["Scalar"] * 7 + ["ScalarList", "Scalar", "Scalar"],
+         [""] * 7 + [str(e), str(FM_TOP_K), "1", "1", str(n), "0", str(e), "[128, 128]", "2", "1.0"],
+         [("void moe::dev::routing::routingKernel", 5 * US),
+          ("bmm_E4m3_E4m3E4m3_Fp32_t128x64x128_s4_et64x64_m64x64x32_cga1x1x1_16dp256b_TN_transOut_dsFp8",
+           KERNEL_NS["fi_moe_fp8"])])
+    w.op("vllm::flashinfer_fused_moe_bf16",
+         [logits, [], hidden, [e, 2 * n // blk, k, blk], [e, k // blk, n, blk]] + [[]] * 9,
+         [BF, "", BF, BF, BF] + ["Scalar"] * 9, [""] * 5 + [str(e), str(FM_TOP_K), "", "", str(n), "0", str(e), "1", "8192"],
+         [("bmm_Bfloat16_Bfloat16Bfloat16_Fp32_t128x64x64_s4_et64x64_m64x64x16_cga1x1x1_16dp256b_TN_transOut",
+           KERNEL_NS["fi_moe_bf16"])])
+
+
 def build() -> tuple[dict, dict]:
     """(Kineto document, ground truth)."""
     w = Writer()
@@ -210,6 +233,7 @@ def build() -> tuple[dict, dict]:
         w.step(sglang_extend_name(FI_EXTEND), lambda: _flashinfer_ragged(w))
         _flashinfer_single(w)
         _deepgemm(w)
+        _flashinfer_moe(w)
     doc = {"schemaVersion": 1, "record_shapes": 1,
            "deviceProperties": [{"id": 2, "name": DEVICE_NAME, "totalGlobalMem": 191_000_000_000, "computeMajor": 10,
                                  "computeMinor": 0, "numSms": 148}],
@@ -244,7 +268,7 @@ def truth() -> dict:
                                       "weight_bytes": float(fp4_weights), "time_ns": KERNEL_NS["fp4"]},
         "_C::cutlass_moe_mm": {"flops": 2.0 * rows * MOE_N * MOE_K, "bytes": float(moe_moved), "dtype": "fp8",
                                "weight_bytes": float(moe_weights), "time_ns": KERNEL_NS["moe"]},
-        **flashinfer_truth(), **deepgemm_truth(),
+        **flashinfer_truth(), **deepgemm_truth(), **flashinfer_moe_truth(),
     }
 
 
@@ -336,6 +360,23 @@ def rocm_truth() -> dict:
         "aiter::mha_fwd": {"flops": 4.0 * HEADS * HEAD_DIM * AITER_BATCH * AITER_LEN * AITER_LEN / 2,
                            "bytes": float(fixed_bytes), "dtype": "bf16", "time_ns": AITER_NS["fixed"]},
     }
+
+
+def flashinfer_moe_truth() -> dict:
+    """Both MoE layers: each of the M tokens through k experts, a gated up GEMM (K -> 2N) and a down one
+    (N -> K); bytes: the hidden states read and the output written (BF16), the intermediate written and read
+    (M·k·N in BF16), and the experts' weights — all of them, as M·k >= E — as stored (FP8 with FP32 128x128
+    block scales, or BF16)."""
+    routed = FM_TOKENS * FM_TOP_K
+    flops = 2.0 * routed * FM_K * 2 * FM_N + 2.0 * routed * FM_N * FM_K
+    activations = 2 * FM_TOKENS * FM_K * 2 + 2 * routed * FM_N * 2
+    elements = FM_EXPERTS * (2 * FM_N * FM_K + FM_K * FM_N)
+    scales = FM_EXPERTS * (2 * FM_N // DG_BLOCK * FM_K // DG_BLOCK + FM_K // DG_BLOCK * FM_N // DG_BLOCK) * 4
+    assert routed >= FM_EXPERTS  # every expert touched
+    return {"vllm::flashinfer_fused_moe_blockscale_fp8": {"flops": flops, "bytes": float(activations + elements + scales),
+                                                          "dtype": "fp8", "time_ns": KERNEL_NS["fi_moe_fp8"] + 5 * US},
+            "vllm::flashinfer_fused_moe_bf16": {"flops": flops, "bytes": float(activations + 2 * elements), "dtype": "bf16",
+                                                "time_ns": KERNEL_NS["fi_moe_bf16"]}}
 
 
 def write(out: Path, rocm: bool = False) -> Path:

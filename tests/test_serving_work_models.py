@@ -105,6 +105,7 @@ FLASHINFER_OPS = ["flashinfer::batch_prefill_with_kv_cache_<uri>_paged_run", "fl
                   "flashinfer::batch_prefill_with_kv_cache_<uri>_ragged_run",
                   "flashinfer::single_prefill_with_kv_cache_<uri>_run", "flashinfer::single_decode_with_kv_cache_<uri>_run"]
 DEEPGEMM_OPS = ["vllm::fp8_gemm_nt_op", "sglang::deep_gemm_fp8_fp8_bf16_nt", "vllm::w8a8_block_fp8_matmul_deepgemm"]
+MOE_OPS = ["vllm::flashinfer_fused_moe_blockscale_fp8", "vllm::flashinfer_fused_moe_bf16"]
 
 
 def _check_op(measured, name):
@@ -119,7 +120,7 @@ def _check_op(measured, name):
 
 @pytest.mark.parametrize("name", ["flash_attn::_flash_attn_varlen_forward", "vllm::flash_attn_varlen_func",
                                   "vllm::flash_attn_with_kvcache", "_C::awq_gemm", "_C::cutlass_scaled_fp4_mm",
-                                  "_C::cutlass_moe_mm", *FLASHINFER_OPS, *DEEPGEMM_OPS])
+                                  "_C::cutlass_moe_mm", *FLASHINFER_OPS, *DEEPGEMM_OPS, *MOE_OPS])
 def test_generated_ops_get_the_truths_work(generated, name):
     _check_op(generated, name)
 
@@ -213,3 +214,17 @@ def test_aiter_varlen_reads_its_causal_flag_and_deepgemm_checks_its_operands():
     assert serving_work.work("vllm::fp8_gemm_nt_op", [good[0], [BF, f32, BF, f32, BF]], None) is None  # not FP8
     assert serving_work.work("sglang::deep_gemm_fp8_fp8_bf16_nt", [[[16, 512], [16, 4], [256, 256], [2, 4], [16, 256]],
                                                                    good[1]], None) is None  # depths disagree
+
+
+def test_flashinfer_moe_needs_every_expert_local_and_the_gated_weights():
+    def moe(local, inner=64, experts=8):
+        dims = [[4, experts], [], [4, 256], [8, 128 // 32, 256, 32], [8, 256 // 32, 64, 32]] + [[]] * 9
+        types = [BF, "", BF, BF, BF] + ["Scalar"] * 9
+        concrete = [""] * 5 + [str(experts), "2", "", "", str(inner), "0", str(local), "1", "8192"]
+        return serving_work.work("vllm::flashinfer_fused_moe_bf16", [dims, types, concrete], None)
+
+    got = moe(local=8)  # 4 tokens x top-2 = 8 routed pairs: at most all 8 experts touched
+    assert got.flops == 2 * 8 * 256 * 128 + 2 * 8 * 64 * 256 and got.dtype == "bf16" and got.kind == "gemm"
+    assert got.weight_bytes == 8 * (128 * 256 + 256 * 64) * 2
+    assert moe(local=4) is None  # expert parallelism: the pairs routed to this GPU are in device memory
+    assert moe(local=8, inner=32) is None  # the weights do not hold E x 2N x K and E x K x N elements

@@ -227,6 +227,7 @@ WORK_OPS = frozenset({
     "_C::awq_gemm", "_C::cutlass_scaled_fp4_mm", "sgl_kernel::cutlass_scaled_fp4_mm", "_C::cutlass_moe_mm",
     "aiter::mha_fwd", "aiter::mha_varlen_fwd", "aiter::fmha_v3_varlen_fwd", "aiter::pa_fwd_asm",
     "vllm::fp8_gemm_nt_op", "sglang::deep_gemm_fp8_fp8_bf16_nt", "vllm::w8a8_block_fp8_matmul_deepgemm",
+    "vllm::flashinfer_fused_moe_blockscale_fp8", "vllm::flashinfer_fused_moe_bf16",
 }) | ELEMENTWISE_OPS | COPY_OPS | CONCAT_OPS | SOFTMAX_OPS | REDUCTION_OPS | SCAN_OPS | NORM_OPS
 
 
