@@ -27,7 +27,9 @@ question: which ops are slower on the new device *relative to what each device c
   bootstrap of the sampled calls (the analysis keeps up to 200 per kernel of a capture without
   steps) of the listed kernels of that class (named by op_kernels.kernel_class), each weighted by
   its kernel time. No sample: no interval, and the verdict rests on the point estimate (said so).
-  Top ops carry no per-call samples: their verdict is the band on the point estimate.
+  A top op's interval is drawn the same way: per step, the op as steady as the step (the class
+  rows' step draws); per call, as steady as the sampled kernels of its class (its class row's
+  draws: the profile keeps no per-call samples of an op).
 * **Refused** (``ok`` false, the reason first): a side without op-class figures or without device
   peaks; the same device model on both sides (the before/after comparison judges that pair);
   another program (the processes' programs disjoint); no op class measured on both sides with
@@ -357,7 +359,7 @@ def across_devices(before: Side, after: Side) -> AcrossDevices:
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     step_draws = (_step_draws(before, rng), _step_draws(after, rng)) if unit == "step" else None
     classes_after = {row.kernel_class: row for row in efficiency_after.classes}
-    class_rows = []
+    class_rows, class_draws = [], {}
     for row_before in efficiency_before.classes:
         op_class = row_before.kernel_class
         label = CLASS_WORDS.get(op_class, op_class)
@@ -370,6 +372,7 @@ def across_devices(before: Side, after: Side) -> AcrossDevices:
         figures = tuple(_figures(row, device, count, row.ops, row.measured_share_pct)
                         for row, device, count in zip(rows, devices, units))
         draws = step_draws or (_call_draws(before, op_class, rng), _call_draws(after, op_class, rng))
+        class_draws[op_class] = draws
         class_rows.append(_pair_row(op_class, op_class, label, rows, figures, draws, device_after))
     class_rows.extend(_not_judged(op_class, op_class, None, None,
                                   f"{CLASS_WORDS.get(op_class, op_class)}: measured on {after.label} only")
@@ -382,7 +385,8 @@ def across_devices(before: Side, after: Side) -> AcrossDevices:
     reasons = (f"each op class held against its own device's roofline: {devices[0].model} before, {device_after} after",
                *(row.words for row in class_rows if row.verdict == NOT_JUDGED))
     return AcrossDevices(True, reasons, unit, str(devices[0].model), device_after, tuple(class_rows),
-                         tuple(_op_rows(efficiency_before, efficiency_after, devices, unit, (steps_before, steps_after))))
+                         tuple(_op_rows(efficiency_before, efficiency_after, devices, unit, (steps_before, steps_after),
+                                        class_draws)))
 
 
 def _op_key(op: TopOp) -> tuple[str, str, str]:
@@ -390,9 +394,10 @@ def _op_key(op: TopOp) -> tuple[str, str, str]:
 
 
 def _op_rows(efficiency_before: Efficiency, efficiency_after: Efficiency, devices: tuple[PeakDevice, PeakDevice], unit: str,
-             steps: tuple[int, int]) -> list[DeviceRow]:
+             steps: tuple[int, int], class_draws: dict) -> list[DeviceRow]:
     """The top ops of the before side found on the after side (same name, shapes and dtype), per
-    step or per call, judged on the point estimate (no per-call samples of an op)."""
+    step or per call, their interval from their class row's draws (``class_draws``: the step's, or the
+    class's sampled kernels'; none when the class was not on both sides)."""
     ops_after = {_op_key(op): op for op in efficiency_after.top_ops}
     rows = []
     for op_before in efficiency_before.top_ops[:TOP_OP_ROWS]:
@@ -404,6 +409,7 @@ def _op_rows(efficiency_before: Efficiency, efficiency_after: Efficiency, device
         figures = tuple(_figures(op, device, count, op.count, None) for op, device, count in zip(pair, devices, units))
         shapes = [dims for dims in op_before.input_dims or [] if dims]  # scalars' [] say nothing
         what = f"{op_before.name} {shapes} {op_before.dtype}"
-        rows.append(_pair_row(what, str(op_before.kernel_class), str(op_before.name), pair, figures, (None, None),
+        draws = class_draws.get(str(op_before.kernel_class), (None, None))
+        rows.append(_pair_row(what, str(op_before.kernel_class), str(op_before.name), pair, figures, draws,
                               str(devices[1].model)))
     return rows

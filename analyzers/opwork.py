@@ -216,6 +216,8 @@ ATTENTION = {
     "aten::_scaled_dot_product_cudnn_attention": ("BHLD", 6),
     "aten::_flash_attention_forward": ("BLHD", 8),
     "flash_attn::_flash_attn_forward": ("BLHD", 5),
+    # AITER's CK forward (ROCm/aiter aiter/ops/mha.py): mha_fwd(q[B,L,H,d], k, v, dropout_p, softmax_scale, is_causal, ...)
+    "aiter::mha_fwd": ("BLHD", 5),
 }
 
 

@@ -1,5 +1,6 @@
 """Work of quantized and grouped GEMM ops whose weights are stored packed: AWQ (W4A16), NVFP4
-(W4A4 with FP8 block scales), and the W8A8 grouped GEMM of a MoE layer's experts.
+(W4A4 with FP8 block scales), the W8A8 grouped GEMM of a MoE layer's experts, and DeepGEMM's FP8
+GEMM with fine-grained (block) scales.
 
 Conventions (those of :mod:`opwork`'s GEMMs, so the counts compare with TraceLens's): FLOPs are the
 dense equivalent, 2·M·N·K for ``C[M, N] = A[M, K] · B[K, N]`` whatever the storage (a packed
@@ -92,9 +93,42 @@ def cutlass_moe_mm(tensors) -> Work | None:
     return Work("gemm", 2.0 * rows * out[1] * a[1], float(moved), dtype, weight_bytes=float(weight_bytes), tokens=int(rows))
 
 
+def deepgemm_fp8_nt(tensors) -> Work | None:
+    """DeepGEMM's dense FP8 GEMM ``D[M, N] = A[M, K] · B[N, K]ᵀ`` with per-128 block scales
+    (deepseek-ai/DeepGEMM, ``fp8_gemm_nt`` / ``gemm_fp8_fp8_bf16_nt``; scales per 1×128 of A and
+    128×128 of B, FP32 or packed UE8M0), as the engines wrap it in a torch op: vLLM's
+    ``vllm::fp8_gemm_nt_op(q_input[M, K], input_scale, weight[N, K], weight_scale, output[M, N],
+    use_e8m0)`` (vllm model_executor/layers/quantization/utils/fp8_utils.py) and SGLang's
+    ``sglang::deep_gemm_fp8_fp8_bf16_nt(A, As, B, Bs, C)`` (sglang srt/layers/quantization/fp8_kernel.py).
+    2·M·N·K FLOPs; bytes = A, B and both scales as stored + D written; ``weight_bytes`` = B and its
+    scales; held against the FP8 peak."""
+    if len(tensors) < 5:
+        return None
+    (a, a_bytes, dtype), a_scales, (b, b_bytes, _), b_scales, (out, out_bytes, _) = tensors[:5]
+    if len(a) != 2 or len(b) != 2 or len(out) != 2 or a[1] != b[1] or out != [a[0], b[0]] or dtype != "fp8":
+        return None
+    weight_bytes = float(math.prod(b) * b_bytes + _bytes(b_scales))
+    moved = math.prod(a) * a_bytes + _bytes(a_scales) + weight_bytes + math.prod(out) * out_bytes
+    return Work("gemm", 2.0 * a[0] * b[0] * a[1], float(moved), dtype, weight_bytes=weight_bytes, tokens=int(a[0]))
+
+
+def block_fp8_matmul_deepgemm(tensors) -> Work | None:
+    """vLLM's ``vllm::w8a8_block_fp8_matmul_deepgemm(A[M, K], B[N, K], As, Bs, block_size,
+    output_dtype)`` (vllm model_executor/layers/quantization/deepgemm.py): DeepGEMM's FP8 GEMM
+    (:func:`deepgemm_fp8_nt`) into a new output, which DeepGEMM writes in BF16 (the wrapper asserts
+    it): the same count with D = M·N·2 bytes."""
+    if len(tensors) < 4:
+        return None
+    a, b, a_scales, b_scales = tensors[:4]
+    return deepgemm_fp8_nt([a, a_scales, b, b_scales, ([a[0][0], b[0][0]], 2, "bf16")]) if len(a[0]) == 2 and b[0] else None
+
+
 FORMULAS = {
     "_C::awq_gemm": awq_gemm,
     "_C::cutlass_scaled_fp4_mm": cutlass_scaled_fp4_mm,
     "sgl_kernel::cutlass_scaled_fp4_mm": cutlass_scaled_fp4_mm,
     "_C::cutlass_moe_mm": cutlass_moe_mm,
+    "vllm::fp8_gemm_nt_op": deepgemm_fp8_nt,
+    "sglang::deep_gemm_fp8_fp8_bf16_nt": deepgemm_fp8_nt,
+    "vllm::w8a8_block_fp8_matmul_deepgemm": block_fp8_matmul_deepgemm,
 }

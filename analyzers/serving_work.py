@@ -1,20 +1,7 @@
-"""Work of the kernels LLM serving spends its time in: paged / ragged attention, fused MoE experts,
-KV-cache writes — from the op's recorded shapes, the step's sequence lengths and the op's child ops.
-
-A serving engine's attention op records the batch's packed tensors (``q[tokens, H, d]``, the KV
-cache's pages) but not the sequence lengths, which live in device tensors (``cu_seqlens``,
-``kv_indptr``) whose values no profiler writes. The engines that annotate each step with the
-aggregates of those lengths give what the FLOPs need (:func:`step_lengths`):
-
-* vLLM ``execute_<T>_context_<n>(sq<>sk<>sqsq<>sqsk<>)_generation_<m>(sq<>sk<>sqsq<>sqsk<>)``;
-* SGLang ``step[DECODE|EXTEND|MIXED ... c_sq=.. c_sk=.. c_sqsq=.. c_sqsk=.. g_sq=.. ...]``;
-
-where, over the step's context (prefill) requests, ``c_sq`` = Σ new tokens, ``c_sk`` = Σ tokens
-attended (cached + new), ``c_sqsq`` = Σ sq², ``c_sqsk`` = Σ sq·sk; ``g_*`` the same over the
-generation (decode) requests. The formats are those TraceLens parses (AMD-AGI/TraceLens,
-TraceLens/TraceUtils/annotation_utils.py). A step without them (vLLM's
-``execute_context_<n>(<tokens>)_generation_<m>(<tokens>)``, SGLang's ``step[DECODE bs=32]``)
-gives token counts but not context lengths: its attention stays "not measured".
+"""Work of the kernels LLM serving spends its time in, from the op's recorded shapes, the step's
+sequence lengths (:mod:`serving_lengths`) and the op's child ops: the registry of the serving ops'
+formulas (attention's in :mod:`serving_attention`, packed-weight GEMMs' in :mod:`quantized_gemms`),
+and here KV-cache writes, fused MoE experts and the W8A8 / Marlin GEMMs.
 
 Every formula is a pure function of shapes and lengths: no trace, no device.
 """
@@ -22,184 +9,17 @@ Every formula is a pure function of shapes and lengths: no trace, no device.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
-from tracetriage.analyzers import quantized_gemms
+from tracetriage.analyzers import quantized_gemms, serving_attention
 from tracetriage.analyzers.opwork import Work, dtype_of, tensors_of
+from tracetriage.analyzers.serving_lengths import OpCall, StepLengths, int_of, step_lengths
 from tracetriage.model import WORK_OP_PREFIXES
+
+__all__ = ["StepLengths", "step_lengths", "work", "handles", "needs_step", "canonical_name", "NAMES"]
 
 SGLANG_ATTENTION_PREFIX = "sglang_profiler::attention_paged_attention_ragged_"
 SGLANG_ATTENTION = SGLANG_ATTENTION_PREFIX + "<layer>"  # its calls, one name per layer, as one op
-
-
-@dataclass(frozen=True, slots=True)
-class StepLengths:
-    """The sequence-length aggregates of one engine step (module docstring): context and generation."""
-
-    c_sq: int = 0
-    c_sk: int = 0
-    c_sqsq: int = 0
-    c_sqsk: int = 0
-    g_sq: int = 0
-    g_sk: int = 0
-    g_sqsq: int = 0
-    g_sqsk: int = 0
-
-    @property
-    def tokens(self) -> int:
-        """Query tokens of the step (context + generation)."""
-        return self.c_sq + self.g_sq
-
-
-_VLLM_STEP = re.compile(r"execute_\d+_context_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)"
-                        r"_generation_\d+\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)")
-_SGLANG_STEP = re.compile(r"step\[(?:EXTEND|DECODE|MIXED)\b([^\]]*sqsq=\d+[^\]]*)\]")
-_SGLANG_FIELD = re.compile(r"\b([cg]_(?:sq|sk|sqsq|sqsk))=(\d+)")
-
-
-def step_lengths(name: str) -> StepLengths | None:
-    """The aggregates a step annotation carries, or None (not a step, or one without context lengths)."""
-    found = _VLLM_STEP.search(name)
-    if found:
-        return StepLengths(*(int(value) for value in found.groups()))
-    found = _SGLANG_STEP.search(name)
-    if found:
-        return StepLengths(**{key: int(value) for key, value in _SGLANG_FIELD.findall(found.group(1))})
-    return None
-
-
-def _attention_work(tokens: int, heads: int, kv_heads: int, d_qk: int, d_v: int, q_bytes: int, kv_bytes: int,
-                    dtype: str, step: StepLengths, causal: bool = True) -> Work | None:
-    """Chunked-prefill + decode attention over a step (TraceLens's InferenceAttention, AMD-AGI/TraceLens
-    TraceLens/PerfModel/extensions/attention_perf_model_extensions.py, itself the FlashAttention
-    count, Dao et al. 2022 §3: 2·d FLOPs per (query, key) pair for QKᵀ and as many for PV):
-
-    FLOPs = 2·H·(d_qk + d_v)·pairs, the (query, key) pairs of causal attention: a request's chunk of
-    sq new tokens after sk − sq cached ones attends sq·(sk − sq) + sq·(sq + 1)/2 = sq·sk − sq²/2 + sq/2
-    pairs, so pairs = c_sqsk − c_sqsq/2 + c_sq/2 + g_sqsk − g_sqsq/2 + g_sq/2 (a decode token: sk pairs).
-    TraceLens counts c_sqsk − c_sqsq/2 + g_sqsk, the same but for the c_sq/2 diagonal pairs;
-    bytes = Q and O of the step's tokens + K and V of every token attended: the new tokens' in the
-    query's dtype, the cached ones (sk − sq) in the cache's; the KV read (``weight_bytes``) is
-    every attended token's K and V.
-
-    Without a causal mask (``causal`` False) every query attends every key: pairs = c_sqsk + g_sqsk.
-    None when the op's query rows cannot hold the step's tokens (the annotation is another batch's)."""
-    if step.tokens <= 0 or tokens < step.tokens or min(heads, kv_heads, d_qk, d_v) <= 0:
-        return None
-    if causal:
-        pairs = step.c_sqsk - step.c_sqsq / 2 + step.c_sq / 2 + step.g_sqsk - step.g_sqsq / 2 + step.g_sq / 2
-    else:
-        pairs = float(step.c_sqsk + step.g_sqsk)
-    flops = 2.0 * heads * (d_qk + d_v) * pairs
-    new = step.c_sq + step.g_sq
-    cached = max(0, step.c_sk - step.c_sq) + max(0, step.g_sk - step.g_sq)
-    kv_row = kv_heads * (d_qk + d_v)
-    moved = new * (heads * (d_qk + d_v) + kv_row) * q_bytes + cached * kv_row * kv_bytes
-    return Work("attention", flops, float(moved), dtype, weight_bytes=float(new * kv_row * q_bytes
-                                                                                   + cached * kv_row * kv_bytes))
-
-
-def unified_attention(tensors, step: StepLengths | None) -> Work | None:
-    """vLLM's ``unified_attention[_with_output](q[T,H,d], k[T,Hkv,d], v[T,Hkv,dv], out, layer, ...)``
-    (vllm/attention/layer.py; its Triton kernel kernel_unified_attention_2d/3d or the backend's):
-    the step's new tokens' q, k, v; the KV cache and the lengths are in the forward context."""
-    if step is None or len(tensors) < 3 or any(len(t[0]) != 3 for t in tensors[:3]):
-        return None
-    (q, q_bytes, dtype), (k, kv_bytes, _), (v, _, _) = tensors[:3]
-    return _attention_work(q[0], q[1], k[1], q[2], v[2], q_bytes, kv_bytes, dtype, step)
-
-
-def paged_attention_ragged(tensors_at: dict, step: StepLengths | None) -> Work | None:
-    """AITER's ``paged_attention_ragged(out, workspace, query[T,H,d], key_cache[pages, page, Hkv, d],
-    value_cache, scale, kv_indptr, kv_page_indices, kv_last_page_lens, ...)`` (ROCm/aiter
-    csrc/kernels/attention_ragged.cu; SGLang's aiter backend records it as
-    ``sglang_profiler::attention_paged_attention_ragged_<layer>``): the lengths are in kv_indptr."""
-    if step is None or not all(i in tensors_at for i in (2, 3, 4)):
-        return None
-    (q, q_bytes, dtype), (k, kv_bytes, _), (v, _, _) = tensors_at[2], tensors_at[3], tensors_at[4]
-    if len(q) != 3 or len(k) != 4 or len(v) != 4:
-        return None
-    return _attention_work(q[0], q[1], k[2], q[2], v[3], q_bytes, kv_bytes, dtype, step)
-
-
-@dataclass(frozen=True, slots=True)
-class OpCall:
-    """One serving op's record, as its formula reads it: the tensors in argument order (lists
-    flattened, :func:`tensors_of`), the plain tensor arguments by position, the scalar arguments
-    (``Concrete Inputs`` as text; None when the capture records none, as NVTX ranges), the child ops
-    recorded inside it (name, dims, types, concrete), and the annotated step it ran in."""
-
-    tensors: list
-    at: dict
-    concrete: list | None
-    context: list | None
-    step: StepLengths | None
-
-    def scalar(self, index: int) -> int | None:
-        """The integer scalar argument at ``index``, None when not recorded or not an integer."""
-        return _int(self.concrete[index]) if self.concrete is not None and index < len(self.concrete) else None
-
-    def flag(self, index: int) -> bool | None:
-        """The boolean argument at ``index``; None when the capture records no scalar arguments."""
-        if self.concrete is None:
-            return None
-        return index < len(self.concrete) and str(self.concrete[index]).strip() in ("True", "1", "true")
-
-
-def uniform_lengths(batch: int, q_rows: int, k_rows: int | None, max_q: int | None, max_k: int | None) -> StepLengths | None:
-    """The lengths of a varlen batch whose shapes determine them: ``batch`` sequences (cu_seqlens has
-    batch + 1 entries) packed into ``q_rows`` query and ``k_rows`` key rows, none longer than
-    ``max_q`` / ``max_k``; when q_rows = batch·max_q and k_rows = batch·max_k every sequence has
-    exactly the maximum lengths (a sum of ``batch`` lengths each at most the maximum reaches
-    batch × maximum only then). None otherwise (the lengths are in the device tensors cu_seqlens), or
-    when keys are paged (``k_rows`` None: the cache's pages say nothing of the lengths)."""
-    if not batch or batch <= 0 or not max_q or not max_k or k_rows is None or max_q > max_k:
-        return None
-    if q_rows != batch * max_q or k_rows != batch * max_k:
-        return None
-    return StepLengths(c_sq=batch * max_q, c_sk=batch * max_k, c_sqsq=batch * max_q * max_q, c_sqsk=batch * max_q * max_k)
-
-
-def flash_varlen(call: OpCall, causal_at: int) -> Work | None:
-    """FlashAttention's varlen forward: ``flash_attn::_flash_attn_varlen_forward(q[Tq, H, d],
-    k[Tk, Hkv, d], v[Tk, Hkv, dv], cu_seqlens_q[B+1], cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-    dropout_p, softmax_scale, causal, ..., block_table, ...)`` (Dao-AILab/flash-attention
-    flash_attn/flash_attn_interface.py, the torch custom op) and vLLM's wrapper
-    ``vllm::flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-    softmax_scale, causal, window_size, softcap, alibi_slopes, block_table)`` (vllm
-    attention/backends/flash_attn.py); with a block table, k and v are the paged KV cache
-    ``[blocks, page, Hkv, d]``. The count is :func:`_attention_work`'s (Dao et al. 2022: 4·d FLOPs per
-    (query, key) pair; causal pairs bottom-right aligned, as FlashAttention ≥ 2.1 masks a query chunk
-    after its cached keys), the lengths from the shapes where they determine them
-    (:func:`uniform_lengths`), else from the step's annotation (a causal decoder's step). None when the
-    causal flag is not recorded (it decides the pairs)."""
-    q, k, v = call.at.get(0), call.at.get(1), call.at.get(2)
-    cu_q = call.at.get(3)
-    causal = call.flag(causal_at)
-    if q is None or k is None or v is None or cu_q is None or causal is None or len(q[0]) != 3 or len(k[0]) not in (3, 4):
-        return None
-    k_rows = k[0][0] if len(k[0]) == 3 else None
-    lengths = uniform_lengths(cu_q[0][0] - 1, q[0][0], k_rows, call.scalar(5), call.scalar(6))
-    if lengths is None and causal:
-        lengths = call.step
-    if lengths is None:
-        return None
-    return _attention_work(q[0][0], q[0][1], k[0][-2], q[0][2], v[0][-1], q[1], k[1], q[2], lengths, causal)
-
-
-def flash_with_kvcache(call: OpCall) -> Work | None:
-    """vLLM's ``vllm::flash_attn_with_kvcache(decode_query[B, sq, H, d], key_cache[blocks, page, Hkv, d],
-    value_cache, cache_seqlens[B], block_table, softmax_scale, causal, ...)`` (vllm
-    attention/backends/flash_attn.py over FlashAttention's ``flash_attn_with_kvcache``, its split-KV
-    kernels ``flash_fwd_splitkv_kernel``): the B·sq query tokens attend their sequences' cached keys,
-    whose lengths (cache_seqlens) are a device tensor, so the step's annotation gives them; the count
-    is :func:`_attention_work`'s."""
-    q, k, v = call.at.get(0), call.at.get(1), call.at.get(2)
-    if call.step is None or q is None or k is None or v is None or len(q[0]) != 4 or len(k[0]) != 4:
-        return None
-    batch, per_sequence, heads, d_qk = q[0]
-    return _attention_work(batch * per_sequence, heads, k[0][2], d_qk, v[0][3], q[1], k[1], q[2], call.step)
 
 
 def reshape_and_cache(tensors) -> Work | None:
@@ -259,7 +79,7 @@ def moe_forward(tensors, context: list | None) -> Work | None:
 
 def _child_top_k(context: list) -> int | None:
     """The k of the op's ``TopK`` child op (its Concrete Inputs[1]), None when no such child."""
-    return next((_int(child[3][1]) for child in context if child[0] == "TopK" and isinstance(child[3], list)
+    return next((int_of(child[3][1]) for child in context if child[0] == "TopK" and isinstance(child[3], list)
                  and len(child[3]) > 1), None)
 
 
@@ -332,6 +152,43 @@ def fused_experts(tensors) -> Work | None:
                          w_dtype if w_dtype == "fp8" else act_dtype)
 
 
+# FlashInfer's TensorRT-LLM fused MoE as vLLM wraps it (vllm model_executor/layers/fused_moe/
+# flashinfer_trtllm_moe.py): name -> (argument index of the hidden states, w13, w2; Concrete Inputs index of
+# the global expert count, top_k, intermediate_size, local expert count)
+FLASHINFER_MOE = {
+    "vllm::flashinfer_fused_moe_blockscale_fp8": (2, 3, 5, 7, 8, 11, 13),
+    "vllm::flashinfer_fused_moe_bf16": (2, 3, 4, 5, 6, 9, 11),
+}
+
+
+def flashinfer_fused_moe(call: OpCall, at: tuple) -> Work | None:
+    """vLLM's wrappers of FlashInfer's TensorRT-LLM fused MoE: ``flashinfer_fused_moe_blockscale_fp8(
+    routing_logits[M, E], routing_bias, x[M, K], w13[E, 2N, K] fp8, w13_scale, w2[E, K, N] fp8, w2_scale,
+    global_num_experts, top_k, num_expert_group, topk_group, intermediate_size, expert_offset,
+    local_num_experts, block_shape, ...)`` (DeepSeek-style 128-block FP8; x is quantized inside) and
+    ``flashinfer_fused_moe_bf16(routing_logits, routing_bias, hidden_states[M, K], gemm1_weights,
+    gemm2_weights, num_experts, top_k, n_group, topk_group, intermediate_size, local_expert_offset,
+    local_num_experts, ...)`` (weights in the TRT-LLM block layout: their shapes are not [E, 2N, K], their
+    element count is). Gated (SwiGLU: the first GEMM 2N wide), N = intermediate_size, k = top_k, so FLOPs,
+    bytes and the experts touched are :func:`moe_forward`'s with E the local experts; the weights' element
+    count must be E·2N·K and E·K·N. None under expert parallelism (local ≠ global experts: which routed pairs
+    stay on this GPU is in device memory)."""
+    hidden_at, w1_at, w2_at, experts_at, top_k_at, inner_at, local_at = at
+    hidden, w1, w2 = call.at.get(hidden_at), call.at.get(w1_at), call.at.get(w2_at)
+    experts, top_k, inner, local = (call.scalar(i) for i in (experts_at, top_k_at, inner_at, local_at))
+    if hidden is None or w1 is None or w2 is None or len(hidden[0]) != 2 or not (experts and top_k and inner):
+        return None
+    tokens, width = hidden[0]
+    if local != experts or w1[0][0] != experts or not 0 < top_k <= experts:
+        return None
+    if math.prod(w1[0]) != experts * 2 * inner * width or math.prod(w2[0]) != experts * width * inner:
+        return None
+    scales = (call.at.get(w1_at + 1), call.at.get(w2_at + 1)) if w1[2] == "fp8" else ()  # FP8: each weight's block scales
+    expert_bytes = math.prod(w1[0]) * w1[1] + math.prod(w2[0]) * w2[1] + sum(
+        math.prod(scale[0]) * scale[1] for scale in scales if scale is not None)
+    return _experts_work(ExpertShapes(tokens, width, top_k, experts, 2 * inner, inner), expert_bytes, hidden[1], w1[2])
+
+
 def cutlass_scaled_mm(tensors) -> Work | None:
     """vLLM's ``cutlass_scaled_mm(out[M, N], a[M, K], b[K, N], a_scales, b_scales, bias?)`` (vllm
     csrc/torch_bindings.cpp; FP8 or INT8 W8A8 with per-tensor, per-token or per-channel scales):
@@ -363,7 +220,7 @@ def marlin_gemm(tensors, concrete: list) -> Work | None:
     a, a_bytes, dtype = tensors[0]
     if len(a) != 2:
         return None
-    numbers = [_int(value) for value in concrete]
+    numbers = [int_of(value) for value in concrete]
     size_n = next((numbers[i + 1] for i in range(len(numbers) - 2)
                    if numbers[i] == a[0] and numbers[i + 2] == a[1] and numbers[i + 1]), None)
     if not size_n:
@@ -376,31 +233,36 @@ def marlin_gemm(tensors, concrete: list) -> Work | None:
     return Work("gemm", 2.0 * a[0] * size_n * a[1], float(moved), dtype, weight_bytes=weight_bytes, tokens=int(a[0]))
 
 
-def _int(text) -> int | None:
-    try:
-        return int(str(text).strip())
-    except ValueError:
-        return None
-
-
 def canonical_name(name: str) -> str:
-    """An op name without its per-layer suffix (SGLang's ``..._ragged_<layer>``)."""
-    return SGLANG_ATTENTION if name.startswith(WORK_OP_PREFIXES) else name
+    """The one name the calls of an op share: without SGLang's per-layer suffix (``..._ragged_<layer>``),
+    or FlashInfer's JIT module uri (:data:`serving_attention.FLASHINFER_NAMES`)."""
+    if not name.startswith(WORK_OP_PREFIXES):
+        return name
+    return SGLANG_ATTENTION if name.startswith(SGLANG_ATTENTION_PREFIX) else serving_attention.flashinfer_name(name) or name
 
 
 STEP_OPS = {  # ops whose FLOPs need the step's lengths (varlen ones: where their shapes do not give them)
-    "vllm::unified_attention_with_output": lambda call: unified_attention(call.tensors, call.step),
-    "vllm::unified_attention": lambda call: unified_attention(call.tensors, call.step),
-    "aiter::paged_attention_ragged": lambda call: paged_attention_ragged(call.at, call.step),
-    SGLANG_ATTENTION: lambda call: paged_attention_ragged(call.at, call.step),
-    "flash_attn::_flash_attn_varlen_forward": lambda call: flash_varlen(call, causal_at=9),
-    "vllm::flash_attn_varlen_func": lambda call: flash_varlen(call, causal_at=8),
-    "vllm::flash_attn_with_kvcache": flash_with_kvcache,
+    "vllm::unified_attention_with_output": lambda call: serving_attention.unified_attention(call.tensors, call.step),
+    "vllm::unified_attention": lambda call: serving_attention.unified_attention(call.tensors, call.step),
+    "aiter::paged_attention_ragged": lambda call: serving_attention.paged_attention_ragged(call.at, call.step),
+    SGLANG_ATTENTION: lambda call: serving_attention.paged_attention_ragged(call.at, call.step),
+    "flash_attn::_flash_attn_varlen_forward": lambda call: serving_attention.flash_varlen(call, causal_at=9),
+    "vllm::flash_attn_varlen_func": lambda call: serving_attention.flash_varlen(call, causal_at=8),
+    "vllm::flash_attn_with_kvcache": serving_attention.flash_with_kvcache,
+    "aiter::mha_varlen_fwd": lambda call: serving_attention.flash_varlen(call, causal_at=12),
+    "aiter::fmha_v3_varlen_fwd": lambda call: serving_attention.flash_varlen(call, causal_at=12),
+    "aiter::pa_fwd_asm": serving_attention.aiter_paged_decode,
+    serving_attention.FLASHINFER_PAGED: serving_attention.flashinfer_paged_prefill,
+    serving_attention.FLASHINFER_RAGGED: serving_attention.flashinfer_ragged_prefill,
+    serving_attention.FLASHINFER_DECODE: serving_attention.flashinfer_decode,
 }
 FORMULAS = {
     **STEP_OPS,
+    serving_attention.FLASHINFER_SINGLE_PREFILL: serving_attention.flashinfer_single_prefill,
+    serving_attention.FLASHINFER_SINGLE_DECODE: serving_attention.flashinfer_single_decode,
     "vllm::moe_forward": lambda call: moe_forward(call.tensors, call.context),
     **{name: lambda call: fused_experts(call.tensors) for name in FUSED_EXPERTS},
+    **{name: lambda call, at=at: flashinfer_fused_moe(call, at) for name, at in FLASHINFER_MOE.items()},
     "_C::cutlass_scaled_mm": lambda call: cutlass_scaled_mm(call.tensors),
     "_C::gptq_marlin_gemm": lambda call: marlin_gemm(call.tensors, call.concrete or []),
     "_C_cache_ops::reshape_and_cache_flash": lambda call: reshape_and_cache(call.tensors),
@@ -408,7 +270,9 @@ FORMULAS = {
     **{name: lambda call, formula=formula: formula(call.tensors) for name, formula in quantized_gemms.FORMULAS.items()},
 }
 
-NAMES = frozenset(FORMULAS) - {SGLANG_ATTENTION}  # the op names (the parsers keep them: model.WORK_OPS)
+# the op names the parsers keep (model.WORK_OPS); the shared names of prefixed ops (model.WORK_OP_PREFIXES) apart
+PREFIXED = frozenset({SGLANG_ATTENTION} | {canonical for _, _, canonical in serving_attention.FLASHINFER_NAMES})
+NAMES = frozenset(FORMULAS) - PREFIXED
 
 
 def needs_step(name: str) -> bool:

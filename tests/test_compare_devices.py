@@ -165,6 +165,24 @@ def test_generated_stepless_pair_is_judged_per_call_with_the_noise_of_the_sample
         assert low < row["ratio"] < high and high - low < 0.1 * row["ratio"]
 
 
+def test_top_op_rows_carry_their_class_rows_noise_per_step_and_per_call(pair):
+    """Trial: the top-op rows had no interval. Each now has one, drawn as its class row's (per step: the step's
+    bootstrap; per call: its class's sampled kernels), so it lies around the op's own ratio."""
+    for before, after in (("h100", "mi300x"), ("h100_stepless", "mi300x_stepless")):
+        data = across_json(pair[before], pair[after], "--across-devices")
+        classes = _rows(data)
+        judged = [op for op in data["across_devices"]["ops"] if op["verdict"] != "not judged"]
+        assert judged, (before, after)
+        for op in judged:
+            low, high = op["ci95"]
+            assert low < op["ratio"] < high, op["what"]
+            spread = classes[op["class"]]["ci95"]  # the same relative spread as the class row's
+            assert (high - low) / op["ratio"] == pytest.approx((spread[1] - spread[0]) / classes[op["class"]]["ratio"],
+                                                               rel=1e-3)
+            assert op["normalised_ci95"][0] <= op["normalised_ratio"] <= op["normalised_ci95"][1]
+            assert "noise not measured" not in op["words"]
+
+
 def test_the_band_is_a_declared_threshold_and_decides_the_verdict():
     from tracetriage.analyzers.compare_devices import verdict_of
 

@@ -16,7 +16,9 @@ from conftest import ROOT
 
 from tracetriage import analyze, open_case
 from tracetriage.analyzers import efficiency, opwork
+from tracetriage.analyzers.efficiency_rows import ClassRow, Judgement, Rates, Roofline
 from tracetriage.analyzers.op_kernels import KernelTime
+from tracetriage.analyzers.rules import efficiency as rule_efficiency
 from tracetriage.analyzers.rules.thresholds import THRESHOLDS
 
 sys.path.insert(0, str(ROOT / "samples"))
@@ -86,3 +88,22 @@ def test_a_share_the_report_prints_as_zero_is_not_listed(tmp_path, monkeypatch):
     assert "gemm kernels without shapes" not in shown
     assert shown["attention kernels without dtype"] == 2.0
     assert all(share is None or share >= efficiency.LISTED_MIN_SHARE_PCT for share in shown.values())
+
+
+def _judged(pct_of_roofline: float) -> Judgement:
+    row = ClassRow(name="gemm", rates=Rates.of(1e6, 4e11, 1e9), ops=10, measured_share_pct=100.0,
+                   roofline=Roofline(bound="compute", pct_of_roofline=pct_of_roofline, peak_dtype="bf16", peak_tflops=989.0))
+    return Judgement(kind="gemm", entry=row, measured=True, below=pct_of_roofline < 50, side="compute", decode=None,
+                     text="GEMMs")
+
+
+def test_the_confirm_target_follows_the_measured_share():
+    """Trial: 'rises to 50% of its roofline or more' on a class already at 49.9%. The target lies the margin above
+    the line, and never at or under the measured share: a class at 49.9% is told 60%, one at 57% 67%."""
+    margin = THRESHOLDS["roofline_confirm_margin_pct"][0]
+    peaks = {"model": "NVIDIA H100 SXM"}
+    for measured, expected in ((49.9, 60.0), (12.0, 60.0), (57.0, 67.0)):
+        fields = rule_efficiency._roofline_fields(_judged(measured), peaks, 90.0, 20.0, stepped=True)
+        target = float(fields["target"].rstrip("%"))
+        assert target == expected and target >= measured + margin - 0.5
+        assert fields["threshold"] == "50%"

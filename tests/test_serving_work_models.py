@@ -1,6 +1,7 @@
-"""Work models of varlen / KV-cache FlashAttention and of packed-weight GEMMs (AWQ, NVFP4, the W8A8 grouped
-expert GEMM), and the bandwidth-bound '% achv': formulas checked against counts made here, and a generated
-trace (samples/gen_serving_models.py) whose truth is computed from the generated requests and shapes."""
+"""Work models of varlen / KV-cache FlashAttention, FlashInfer, AITER attention and of packed-weight GEMMs (AWQ,
+NVFP4, the W8A8 grouped expert GEMM, DeepGEMM), and the bandwidth-bound '% achv': formulas checked against counts
+made here, and generated traces (samples/gen_serving_models.py) whose truth is computed from the generated requests
+and shapes."""
 
 import json
 import sys
@@ -10,9 +11,9 @@ import pytest
 from conftest import ROOT
 
 from tracetriage import analyze, open_case
-from tracetriage.analyzers import efficiency, peaks, quantized_gemms, serving_work
+from tracetriage.analyzers import efficiency, peaks, quantized_gemms, serving_attention, serving_work
 from tracetriage.analyzers.serving_work import StepLengths
-from tracetriage.model import WORK_OPS
+from tracetriage.model import WORK_OP_PREFIXES, WORK_OPS, is_work_op
 from tracetriage.reports import render
 
 sys.path.insert(0, str(ROOT / "samples"))
@@ -82,25 +83,52 @@ def test_a_bandwidth_bound_row_has_no_achievable_share():
         assert got.pct_of_achievable is None
 
 
-@pytest.fixture(scope="module")
-def generated(tmp_path_factory):
-    folder = gen_serving_models.write(tmp_path_factory.mktemp("models"))
+def _measured(folder):
     truth = json.loads((folder / "truth.json").read_text())
     case = open_case([folder / "trace.pt.trace.json.gz"])
-    return case, efficiency.measure(case.traces[0], 0, 1 << 62, []), truth
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(efficiency, "TOP_OPS", 50)  # every generated op listed
+        return case, efficiency.measure(case.traces[0], 0, 1 << 62, []), truth
 
 
-@pytest.mark.parametrize("name", ["flash_attn::_flash_attn_varlen_forward", "vllm::flash_attn_varlen_func",
-                                  "vllm::flash_attn_with_kvcache", "_C::awq_gemm", "_C::cutlass_scaled_fp4_mm",
-                                  "_C::cutlass_moe_mm"])
-def test_generated_ops_get_the_truths_work(generated, name):
-    _, eff, truth = generated
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    return _measured(gen_serving_models.write(tmp_path_factory.mktemp("models")))
+
+
+@pytest.fixture(scope="module")
+def generated_rocm(tmp_path_factory):
+    return _measured(gen_serving_models.write(tmp_path_factory.mktemp("models"), rocm=True))
+
+
+FLASHINFER_OPS = ["flashinfer::batch_prefill_with_kv_cache_<uri>_paged_run", "flashinfer::batch_decode_with_kv_cache_<uri>_run",
+                  "flashinfer::batch_prefill_with_kv_cache_<uri>_ragged_run",
+                  "flashinfer::single_prefill_with_kv_cache_<uri>_run", "flashinfer::single_decode_with_kv_cache_<uri>_run"]
+DEEPGEMM_OPS = ["vllm::fp8_gemm_nt_op", "sglang::deep_gemm_fp8_fp8_bf16_nt", "vllm::w8a8_block_fp8_matmul_deepgemm"]
+MOE_OPS = ["vllm::flashinfer_fused_moe_blockscale_fp8", "vllm::flashinfer_fused_moe_bf16"]
+
+
+def _check_op(measured, name):
+    _, eff, truth = measured
     op = next(row.to_contract() for row in eff.top_ops if row.name == name)
     assert op["count"] == truth["rounds"]
     assert op["flops"] / op["count"] == pytest.approx(truth[name]["flops"], rel=1e-12)
     assert op["bytes"] / op["count"] == pytest.approx(truth[name]["bytes"], rel=1e-12)
     assert op["time_ns"] / op["count"] == truth[name]["time_ns"] and op["dtype"] == truth[name]["dtype"]
     assert op["peak_dtype"] == truth[name]["dtype"]  # B200: an FP4, FP8, BF16 and FP16 peak each
+
+
+@pytest.mark.parametrize("name", ["flash_attn::_flash_attn_varlen_forward", "vllm::flash_attn_varlen_func",
+                                  "vllm::flash_attn_with_kvcache", "_C::awq_gemm", "_C::cutlass_scaled_fp4_mm",
+                                  "_C::cutlass_moe_mm", *FLASHINFER_OPS, *DEEPGEMM_OPS, *MOE_OPS])
+def test_generated_ops_get_the_truths_work(generated, name):
+    _check_op(generated, name)
+
+
+@pytest.mark.parametrize("name", ["aiter::mha_varlen_fwd", "aiter::fmha_v3_varlen_fwd", "aiter::pa_fwd_asm", "aiter::mha_fwd"])
+def test_generated_aiter_ops_get_the_truths_work(generated_rocm, name):
+    _check_op(generated_rocm, name)
+    assert all(row["measured_share_pct"] == 100.0 for row in efficiency.coverage(generated_rocm[1]))
 
 
 def test_generated_trace_is_all_measured_and_every_format_shows_the_bandwidth_share(generated):
@@ -114,3 +142,89 @@ def test_generated_trace_is_all_measured_and_every_format_shows_the_bandwidth_sh
         assert row["pct_of_achievable"] is None
         for fmt in ("text", "md", "html"):
             assert f"{row['pct_of_roofline']:.0f}" in render(analysis, fmt)
+
+
+def _pairs(requests, causal=True):
+    """(query, key) pairs of (new, cached) requests, counted query by query."""
+    return sum(cached + (i if causal else new + cached) for new, cached in requests for i in range(1, new + 1))
+
+
+def _paged_prefill(rows, mask, layout=0):
+    cache = [64, 16, 2, 64] if layout == 0 else [64, 2, 16, 64]
+    dims = [[], [8], [8], [], [rows, 8, 64], cache, cache, [], [], [3], [3], [9], [2], [], []]
+    types = ["Scalar", "unsigned char", "unsigned char", "GenericList", BF, BF, BF, "", "", I32, I32, I32, I32, "", "Scalar"]
+    return [dims, types, [str(mask)] + [""] * 13 + [str(layout)]]
+
+
+def test_flashinfer_ops_share_one_name_and_the_parsers_keep_them():
+    uri = "flashinfer::batch_prefill_with_kv_cache_dtype_q_bf16_dtype_kv_bf16_head_dim_64_f16qk_False"
+    assert serving_work.canonical_name(uri + "_paged_run") == serving_attention.FLASHINFER_PAGED
+    assert serving_work.canonical_name(uri + "_ragged_run") == serving_attention.FLASHINFER_RAGGED
+    assert serving_work.canonical_name("flashinfer::merge_state") == "flashinfer::merge_state"  # not attention
+    assert is_work_op(uri + "_paged_run") and serving_work.needs_step(uri + "_paged_run")
+    for prefix, _, canonical in serving_attention.FLASHINFER_NAMES:
+        assert prefix in WORK_OP_PREFIXES and canonical not in WORK_OPS
+
+
+def test_flashinfer_paged_prefill_takes_its_part_of_a_split_step():
+    context, decodes = [(20, 30), (12, 0)], [(1, 99), (1, 399)]
+    step = StepLengths(c_sq=32, c_sk=62, c_sqsq=20 * 20 + 144, c_sqsk=20 * 50 + 144, g_sq=2, g_sk=500, g_sqsq=2, g_sqsk=500)
+    name = "flashinfer::batch_prefill_with_kv_cache_x_paged_run"
+    for layout in (0, 1):  # NHD and HND caches: the same two KV heads
+        got = serving_work.work(name, _paged_prefill(32, 1, layout), step)  # the context requests' rows
+        assert got.flops == 4 * 8 * 64 * _pairs(context)
+    whole = serving_work.work(name, _paged_prefill(34, 1), step)
+    assert whole.flops == 4 * 8 * 64 * _pairs(context + decodes)
+    assert serving_work.work(name, _paged_prefill(33, 1), step) is None  # rows no part of the step holds
+    assert serving_work.work(name, _paged_prefill(32, 0), step) is None  # non-causal: SGLang's prefix-only keys
+    assert serving_work.work(name, _paged_prefill(32, 2), step) is None  # a custom mask
+    assert serving_work.work(name, _paged_prefill(32, 1), None) is None  # no annotated step
+
+
+def test_flashinfer_ragged_lengths_from_one_sequence_or_the_step():
+    def ragged(rows, key_rows, batch, mask=1):
+        qkv = [[rows, 8, 64], [key_rows, 2, 64], [key_rows, 2, 64]]
+        dims = [[], [8], [8], []] + qkv + [[], [], [batch + 1], [batch + 1], [], []]
+        types = ["Scalar", "unsigned char", "unsigned char", "GenericList", BF, BF, BF, "", "", I32, I32, "", "Scalar"]
+        return [dims, types, [str(mask)] + [""] * 11 + ["0"]]
+
+    name = "flashinfer::batch_prefill_with_kv_cache_x_ragged_run"
+    assert serving_work.work(name, ragged(30, 50, 1), None).flops == 4 * 8 * 64 * _pairs([(30, 20)])
+    assert serving_work.work(name, ragged(30, 50, 1, mask=0), None).flops == 4 * 8 * 64 * 30 * 50
+    assert serving_work.work(name, ragged(30, 30, 2), None) is None  # two sequences, no step: lengths unknown
+    step = StepLengths(c_sq=30, c_sk=70, c_sqsq=100 + 400, c_sqsk=10 * 30 + 20 * 40)  # (10, 20) and (20, 20)
+    assert serving_work.work(name, ragged(30, 70, 2), step).flops == 4 * 8 * 64 * _pairs([(10, 20), (20, 20)])
+    assert serving_work.work(name, ragged(30, 30, 2), step).flops == 4 * 8 * 64 * _pairs([(10, 0), (20, 0)])
+    assert serving_work.work(name, ragged(30, 50, 2), step) is None  # keys neither every attended token nor the new
+
+
+def test_aiter_varlen_reads_its_causal_flag_and_deepgemm_checks_its_operands():
+    q, kv = [48, 8, 64], [48, 2, 64]
+    dims, types = [q, kv, kv, [4], [4]] + [[]] * 12, [BF, BF, BF, I32, I32] + ["Scalar"] * 12
+    concrete = ["", "", "", "", "", "16", "16", "0", "0.0", "0.125", "0.0", "False", "False"] + [""] * 4
+    full = serving_work.work("aiter::mha_varlen_fwd", [dims, types, concrete], None)
+    assert full.flops == 4 * 8 * 64 * 3 * 16 * 16  # three 16-token sequences, no mask
+    concrete[12] = "True"
+    assert serving_work.work("aiter::fmha_v3_varlen_fwd", [dims, types, concrete], None).flops \
+        == 4 * 8 * 64 * _pairs([(16, 0)] * 3)
+    fp8, f32 = "c10::Float8_e4m3fn", "float"
+    good = [[[16, 512], [16, 4], [256, 512], [2, 4], [16, 256]], [fp8, f32, fp8, f32, BF]]
+    got = serving_work.work("vllm::fp8_gemm_nt_op", good, None)
+    assert got.flops == 2 * 16 * 256 * 512 and got.dtype == "fp8" and got.weight_bytes == 256 * 512 + 2 * 4 * 4
+    assert serving_work.work("vllm::fp8_gemm_nt_op", [good[0], [BF, f32, BF, f32, BF]], None) is None  # not FP8
+    assert serving_work.work("sglang::deep_gemm_fp8_fp8_bf16_nt", [[[16, 512], [16, 4], [256, 256], [2, 4], [16, 256]],
+                                                                   good[1]], None) is None  # depths disagree
+
+
+def test_flashinfer_moe_needs_every_expert_local_and_the_gated_weights():
+    def moe(local, inner=64, experts=8):
+        dims = [[4, experts], [], [4, 256], [8, 128 // 32, 256, 32], [8, 256 // 32, 64, 32]] + [[]] * 9
+        types = [BF, "", BF, BF, BF] + ["Scalar"] * 9
+        concrete = [""] * 5 + [str(experts), "2", "", "", str(inner), "0", str(local), "1", "8192"]
+        return serving_work.work("vllm::flashinfer_fused_moe_bf16", [dims, types, concrete], None)
+
+    got = moe(local=8)  # 4 tokens x top-2 = 8 routed pairs: at most all 8 experts touched
+    assert got.flops == 2 * 8 * 256 * 128 + 2 * 8 * 64 * 256 and got.dtype == "bf16" and got.kind == "gemm"
+    assert got.weight_bytes == 8 * (128 * 256 + 256 * 64) * 2
+    assert moe(local=4) is None  # expert parallelism: the pairs routed to this GPU are in device memory
+    assert moe(local=8, inner=32) is None  # the weights do not hold E x 2N x K and E x K x N elements

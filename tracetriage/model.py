@@ -225,12 +225,18 @@ WORK_OPS = frozenset({
     "sglang::inplace_fused_experts", "sglang::outplace_fused_experts", "_C::cutlass_scaled_mm", "_C::gptq_marlin_gemm",
     "flash_attn::_flash_attn_varlen_forward", "vllm::flash_attn_varlen_func", "vllm::flash_attn_with_kvcache",
     "_C::awq_gemm", "_C::cutlass_scaled_fp4_mm", "sgl_kernel::cutlass_scaled_fp4_mm", "_C::cutlass_moe_mm",
+    "aiter::mha_fwd", "aiter::mha_varlen_fwd", "aiter::fmha_v3_varlen_fwd", "aiter::pa_fwd_asm",
+    "vllm::fp8_gemm_nt_op", "sglang::deep_gemm_fp8_fp8_bf16_nt", "vllm::w8a8_block_fp8_matmul_deepgemm",
+    "vllm::flashinfer_fused_moe_blockscale_fp8", "vllm::flashinfer_fused_moe_bf16",
 }) | ELEMENTWISE_OPS | COPY_OPS | CONCAT_OPS | SOFTMAX_OPS | REDUCTION_OPS | SCAN_OPS | NORM_OPS
 
 
 # op names that carry a per-layer suffix (SGLang's profiler names its attention calls
-# ``sglang_profiler::attention_paged_attention_ragged_<layer>``): kept like WORK_OPS
-WORK_OP_PREFIXES = ("sglang_profiler::attention_paged_attention_ragged_",)
+# ``sglang_profiler::attention_paged_attention_ragged_<layer>``) or a JIT module's uri (FlashInfer 0.2.0's
+# ``flashinfer::batch_prefill_with_kv_cache_dtype_q_bf16_..._paged_run``): kept like WORK_OPS
+WORK_OP_PREFIXES = ("sglang_profiler::attention_paged_attention_ragged_", "flashinfer::batch_prefill_with_kv_cache_",
+                    "flashinfer::batch_decode_with_kv_cache_", "flashinfer::single_prefill_with_kv_cache_",
+                    "flashinfer::single_decode_with_kv_cache_")
 
 # ops whose work needs what their child ops recorded (analyzers/serving_work.py): a fused MoE's
 # top-k and expert weights are not its arguments, but its TopK child op and the views of the

@@ -122,17 +122,19 @@ def _decode_and_top_op_evidence(measured: Efficiency, judged: Judgement) -> list
 
 def _roofline_fields(judged: Judgement, peaks: dict, compute_pct: float, impact: float, stepped: bool) -> dict:
     """The catalog fields of below_roofline: what runs below which roofline, at what rates; the confirm target
-    (the finding's line plus roofline_confirm_margin_pct) and the unit of the kernel time (per step, or per call
-    of the same ops when the capture has no steps)."""
+    (roofline_confirm_margin_pct above the finding's line, or above the measured % where that is not below the
+    line: a target never at or under what the class already reaches) and the unit of the kernel time (per step,
+    or per call of the same ops when the capture has no steps)."""
     row = judged.entry
     line = t("decode_floor_min_pct") if judged.decode else t("roofline_min_pct")
     shown_pct = (judged.decode.pct_of_floor if judged.decode else None) or (row.roofline.pct_of_roofline if row else None)
+    target = max(line, shown_pct or 0.0) + t("roofline_confirm_margin_pct")
     return {"what": judged.text, "device": peaks["model"], "busy": pct(compute_pct), "claimed": pct(impact),
             "klass": efficiency.CLASS_WORDS[judged.kind],
             "pct": f"{shown_pct or 0:.0f}%",
             "tflops": f"{row.rates.achieved_tflops:.1f} TFLOP/s" if row else "n/a",
             "gbps": f"{row.rates.achieved_gbps:.0f} GB/s" if row else "n/a",
-            "threshold": f"{line:.0f}%", "target": f"{line + t('roofline_confirm_margin_pct'):.0f}%",
+            "threshold": f"{line:.0f}%", "target": f"{target:.0f}%",
             "per_unit": "per step" if stepped else "per call of the same ops"}
 
 
