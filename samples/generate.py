@@ -377,11 +377,14 @@ def scenario_tp4_island(rng):
     return ranks, {"launches_per_step": 16 * 3, "graph_launches_per_step": 0, "syncs_per_step": 1, "warmup_steps": 0}
 
 
-def scenario_dp2_late_rank(rng):
+def scenario_dp2_late_rank(rng, layers=4, stall_us=5_000, optimizer_us=200):
     """Data-parallel training on 2 ranks: forward and backward GEMMs, then the gradient all-reduce and
     the optimizer. Rank 1's host spends ~5 ms in a ``log_metrics`` range after queueing its backward,
     so its all-reduce starts ~2 ms after rank 0's: rank 0's AllReduce kernel is mostly waiting for
-    rank 1, not moving data (every rank's call ends when the last has arrived and ~400 us moved)."""
+    rank 1, not moving data (every rank's call ends when the last has arrived and ~400 us moved).
+    ``layers`` (3 x 250 us of GEMMs each) and ``stall_us`` set the compute and the stall: 16 layers and a
+    13 ms stall make rank 1 ~1 ms late in a ~13.6 ms step, collectives a small share of the window; a long
+    ``optimizer_us`` after the all-reduce dilutes the same wait in a longer step."""
     ranks = [Rank(pid=5000 + i, device=i, program=f"python3 train.py --local-rank {i}") for i in range(2)]
     late = ranks[1]
     calls = []  # per step: [(start, end) per rank]
@@ -391,13 +394,13 @@ def scenario_dp2_late_rank(rng):
         for r in ranks:
             r.t = step_start
             starts[r.pid] = step_start
-            for _layer in range(4):
+            for _layer in range(layers):
                 r.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_fprop", int(250 * US * rng.uniform(0.98, 1.02)))
-            for _layer in range(4):
+            for _layer in range(layers):
                 r.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_nt_n_dgrad", int(250 * US * rng.uniform(0.98, 1.02)))
                 r.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_wgrad", int(250 * US * rng.uniform(0.98, 1.02)))
             if r is late:
-                stall = int(5_000 * US * rng.uniform(0.95, 1.05))
+                stall = int(stall_us * US * rng.uniform(0.95, 1.05))
                 r.nvtx.append((r.t, r.t + stall, "log_metrics"))
                 r.host(stall)
             r.host(3 * US)
@@ -413,7 +416,7 @@ def scenario_dp2_late_rank(rng):
             r.gpu_free = end
         calls.append([(ks, end) for ks in begun])
         for r in ranks:
-            r.launch("multi_tensor_apply_kernel<FusedAdamFunctor>", int(200 * US * rng.uniform(0.98, 1.02)))
+            r.launch("multi_tensor_apply_kernel<FusedAdamFunctor>", int(optimizer_us * US * rng.uniform(0.98, 1.02)))
             r.dtoh_sync(nbytes=4)  # loss.item()
             r.nvtx.append((starts[r.pid], r.t, "train_step"))
     # the truth of the skew, from the generated intervals (collectives.py's definitions)
@@ -426,8 +429,9 @@ def scenario_dp2_late_rank(rng):
         late_count += call[1][0] == latest
     spreads.sort()
     skew = {"matched": len(calls), "p50_ns": spreads[len(spreads) // 2], "wait_share_pct": 100.0 * waits / durations,
-            "late_pid": late.pid, "late_calls": late_count, "before_where": "host", "before": "log_metrics"}
-    return ranks, {"launches_per_step": 14, "graph_launches_per_step": 0, "syncs_per_step": 1, "warmup_steps": 0,
+            "late_pid": late.pid, "late_calls": late_count, "before_where": "host", "before": "log_metrics",
+            "wait_ns": waits}
+    return ranks, {"launches_per_step": 2 + 3 * layers, "graph_launches_per_step": 0, "syncs_per_step": 1, "warmup_steps": 0,
                    "skew_truth": skew}
 
 
