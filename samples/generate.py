@@ -1092,6 +1092,30 @@ def scenario_microbench(rng, faster: str | None = None, factor: float = 2.0, ite
     return [r], {"launches_per_step": None, "graph_launches_per_step": None, "syncs_per_step": None, "warmup_steps": 0}
 
 
+TEARDOWN_KERNELS = ("checksum_kernel", "final_reduce_kernel", "checksum_kernel")
+
+
+def scenario_loop_then_teardown(rng, iterations: int = 120, final_kernels: tuple = TEARDOWN_KERNELS):
+    """:func:`scenario_microbench`'s step-less loop, then a tear-down that runs kernels: a synchronize, a
+    ~600 ms host-only stretch (results written out), 30 cudaFree calls of ~5 ms (the GPU idle inside them),
+    then a handful of kernels the loop never ran (``final_kernels``: a checksum, a final reduction) and a
+    4 kB read-back. The truth: the loop's last kernel ends at ``steady_to_ns``, the rest of the GPU activity
+    lasts ``teardown_ns`` with ``teardown_frees`` allocator calls in it (the loop's own kernels as
+    ``final_kernels`` make the end a slow last iteration instead)."""
+    ranks, extra = scenario_microbench(rng, iterations=iterations)
+    r = ranks[0]
+    steady_to = max(end for _, end, *_ in r.kernels)
+    r.host(int(rng.uniform(590_000, 610_000) * US))
+    for _ in range(30):
+        r.api_call("cudaFree_v3020", int(rng.uniform(4_500, 5_500) * US))
+    for name in final_kernels:
+        r.host(30 * US)
+        r.launch(name, 60 * US)
+    r.dtoh_sync(nbytes=4096)
+    gpu_end = max(end for _, end in r.busy_intervals())
+    return ranks, {**extra, "steady_to_ns": steady_to, "teardown_ns": gpu_end - steady_to, "teardown_frees": 30}
+
+
 def generate_microbench_pair(out: Path, faster: str = MICROBENCH_KERNELS[0][0], factor: float = 2.0,
                              seed: int = 7) -> tuple[Path, Path]:
     """``out/microbench_before/trace.sqlite`` and ``out/microbench_after/trace.sqlite``: the loop of
