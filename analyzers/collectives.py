@@ -154,6 +154,7 @@ def rank_skew(ranks: list[CollectiveCalls], labels: list[str]) -> CollectiveSkew
                            before_where="", before="", before_ns=0),
         duration_p50_ns=int(np.median(durations[worst])),
         late_intervals=np.stack([matched.starts.min(axis=0)[mine], matched.starts[worst][mine]]),
+        wait_ns={label: int(ns) for label, ns in zip(labels, waits.sum(axis=1).tolist())},
     )
 
 

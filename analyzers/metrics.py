@@ -212,7 +212,8 @@ class CollectiveSkew(Contract):
     calls' time that ranks spent waiting for the last one to start; ``end_spread_p50_ns`` the median
     spread of their ends (it bounds the clocks' offset); ``clock`` "one trace" or "files" (each rank
     its own trace and clock); ``late_rank`` the rank waited for most. Private: the late rank's
-    median call (the transfer without the wait) and the intervals it was late in (2 x calls)."""
+    median call (the transfer without the wait), the intervals it was late in (2 x calls) and each
+    rank's waiting in the matched calls (device label -> ns)."""
 
     matched: int
     p50_ns: int | None
@@ -224,6 +225,7 @@ class CollectiveSkew(Contract):
     late_rank: LateRank | None = None
     duration_p50_ns: int = field(default=0, metadata=PRIVATE)
     late_intervals: np.ndarray = field(default_factory=lambda: np.empty((2, 0), np.int64), metadata=PRIVATE)
+    wait_ns: dict[str, int] = field(default_factory=dict, metadata=PRIVATE)
 
     @classmethod
     def unmeasured(cls, reason: str) -> CollectiveSkew:

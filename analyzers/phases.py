@@ -35,8 +35,13 @@ Definitions (one trace, its clock; "kernel" includes CUDA/HIP graph replays):
   after it (a start-up stall: a 463 ms blocking copy before ~10 ms of work).
 
   Tear-down is what follows the last kernel (results read back, buffers freed) when it lasts
-  :data:`PHASE_MIN_SHARE` of the capture or more; a stall inside the work is never cut off at
-  the end (a slow last step is the loop's, and nothing in the timeline tells it from tear-down).
+  :data:`PHASE_MIN_SHARE` of the capture or more, and, when a few kernels still run at the end,
+  what follows the last steady activity: it starts at a set-up-like stretch (host-only, allocator
+  frees, a synchronous copy) of :data:`PHASE_MIN_SHARE` of the capture or more, at least
+  :data:`SETUP_STRETCH_FACTOR` times every stretch before it, with a workload before it and only a
+  handful of operations after it, most of whose kernel launches run kernels the loop never ran
+  (:func:`_teardown_start`). A stall inside the work is never cut off at the end: a slow last
+  iteration repeats the loop's kernels (nothing else in the timeline tells it from tear-down).
 * **No steady phase** (then the analysis abstains instead of judging set-up as steady): the
   window holds at least :data:`STEADY_MIN_OPS` GPU operations, but fewer than
   :data:`STEADY_MIN_REPEAT` of its kernel launches repeat a kernel that ran earlier in the
@@ -244,6 +249,36 @@ def _setup_end(activity: _Activity, starts: np.ndarray, ends: np.ndarray, lo: in
     return lo
 
 
+def _teardown_start(activity: _Activity, starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> int:
+    """Where the steady phase ends when the capture closes with a tear-down that still runs a few kernels:
+    ``hi`` moved back to the start of the earliest set-up-like stretch (host-only, the GPU idle in
+    allocator frees or a synchronous copy) inside [lo, hi) that is at least :data:`SETUP_STRETCH_FACTOR`
+    times every stretch before it since ``lo`` (the loop's own stalls are the loop's), lasts
+    :data:`PHASE_MIN_SHARE` of the capture or more (to the capture's end), has a workload before it
+    (:data:`STEADY_MIN_OPS` operations) and a handful after it (fewer than that), of which fewer than
+    :data:`STEADY_MIN_REPEAT` of the kernel launches run a kernel that ran before (a slow last iteration
+    repeats the loop's kernels: it is not cut off)."""
+    span_lo, span_hi = activity.span
+    lengths = ends - starts
+    inside = (starts > lo) & (ends <= hi)
+    earlier_max = np.zeros(lengths.size, np.int64)  # the longest stretch before each one, from lo
+    if lengths.size > 1:
+        earlier_max[1:] = np.maximum.accumulate(np.where(inside, lengths, 0))[:-1]
+    candidates = np.flatnonzero(inside & (lengths >= SETUP_STRETCH_FACTOR * earlier_max)
+                                & (span_hi - starts >= PHASE_MIN_SHARE * (span_hi - span_lo)))
+    for k in candidates:
+        start, end = int(starts[k]), int(ends[k])
+        if activity.ops_from(end) >= STEADY_MIN_OPS or activity.ops_from(lo) - activity.ops_from(start) < STEADY_MIN_OPS:
+            continue
+        if activity.waiting(starts[k:k + 1], ends[k:k + 1])[0] < SETUP_WAIT_SHARE * lengths[k]:
+            continue
+        launches, repeated = activity.launches(end, span_hi + 1)
+        if launches and repeated >= STEADY_MIN_REPEAT * launches:
+            continue
+        return start
+    return hi
+
+
 class Launches:
     """The kernel launches (kernels and graph replays, ``kernel`` marks them) in GPU start order:
     their starts and ends, which of them run a kernel (by name) that already ran earlier in the
@@ -443,6 +478,7 @@ def _activity_window(activity: _Activity) -> tuple[int, int, str | None]:
     tail = int(activity.kernels[1][-1])  # copies and memsets after the last kernel: results read back
     if span_hi - tail >= PHASE_MIN_SHARE * (span_hi - span_lo) and tail > lo:
         hi = tail
+    hi = _teardown_start(activity, *_stretches(activity), lo, hi)
     lo, warmup = _warmup_range_end(activity, lo, hi)
     return lo, hi, warmup
 

@@ -303,8 +303,10 @@ def _phases(phases: Phases | None) -> tuple[PhaseView, ...]:
     else:
         out.append(PhaseView("steady", _no_steady_text(phases)))
     if phases.teardown:
-        out.append(PhaseView("tear-down", f"{fmt_ns(phases.teardown.duration_ns)} after the "
-                                          f"{'last step' if by_steps else 'last kernel'}: {_phase_contents(phases.teardown)}"))
+        # without steps a tear-down that runs a few kernels of its own starts after the steady work's last one
+        last = "last step" if by_steps else "last steady kernel" if phases.teardown.kernels else "last kernel"
+        out.append(PhaseView("tear-down", f"{fmt_ns(phases.teardown.duration_ns)} after the {last}: "
+                                          f"{_phase_contents(phases.teardown)}"))
     return tuple(out)
 
 

@@ -377,11 +377,14 @@ def scenario_tp4_island(rng):
     return ranks, {"launches_per_step": 16 * 3, "graph_launches_per_step": 0, "syncs_per_step": 1, "warmup_steps": 0}
 
 
-def scenario_dp2_late_rank(rng):
+def scenario_dp2_late_rank(rng, layers=4, stall_us=5_000, optimizer_us=200):
     """Data-parallel training on 2 ranks: forward and backward GEMMs, then the gradient all-reduce and
     the optimizer. Rank 1's host spends ~5 ms in a ``log_metrics`` range after queueing its backward,
     so its all-reduce starts ~2 ms after rank 0's: rank 0's AllReduce kernel is mostly waiting for
-    rank 1, not moving data (every rank's call ends when the last has arrived and ~400 us moved)."""
+    rank 1, not moving data (every rank's call ends when the last has arrived and ~400 us moved).
+    ``layers`` (3 x 250 us of GEMMs each) and ``stall_us`` set the compute and the stall: 16 layers and a
+    13 ms stall make rank 1 ~1 ms late in a ~13.6 ms step, collectives a small share of the window; a long
+    ``optimizer_us`` after the all-reduce dilutes the same wait in a longer step."""
     ranks = [Rank(pid=5000 + i, device=i, program=f"python3 train.py --local-rank {i}") for i in range(2)]
     late = ranks[1]
     calls = []  # per step: [(start, end) per rank]
@@ -391,13 +394,13 @@ def scenario_dp2_late_rank(rng):
         for r in ranks:
             r.t = step_start
             starts[r.pid] = step_start
-            for _layer in range(4):
+            for _layer in range(layers):
                 r.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_fprop", int(250 * US * rng.uniform(0.98, 1.02)))
-            for _layer in range(4):
+            for _layer in range(layers):
                 r.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_nt_n_dgrad", int(250 * US * rng.uniform(0.98, 1.02)))
                 r.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_wgrad", int(250 * US * rng.uniform(0.98, 1.02)))
             if r is late:
-                stall = int(5_000 * US * rng.uniform(0.95, 1.05))
+                stall = int(stall_us * US * rng.uniform(0.95, 1.05))
                 r.nvtx.append((r.t, r.t + stall, "log_metrics"))
                 r.host(stall)
             r.host(3 * US)
@@ -413,7 +416,7 @@ def scenario_dp2_late_rank(rng):
             r.gpu_free = end
         calls.append([(ks, end) for ks in begun])
         for r in ranks:
-            r.launch("multi_tensor_apply_kernel<FusedAdamFunctor>", int(200 * US * rng.uniform(0.98, 1.02)))
+            r.launch("multi_tensor_apply_kernel<FusedAdamFunctor>", int(optimizer_us * US * rng.uniform(0.98, 1.02)))
             r.dtoh_sync(nbytes=4)  # loss.item()
             r.nvtx.append((starts[r.pid], r.t, "train_step"))
     # the truth of the skew, from the generated intervals (collectives.py's definitions)
@@ -426,8 +429,9 @@ def scenario_dp2_late_rank(rng):
         late_count += call[1][0] == latest
     spreads.sort()
     skew = {"matched": len(calls), "p50_ns": spreads[len(spreads) // 2], "wait_share_pct": 100.0 * waits / durations,
-            "late_pid": late.pid, "late_calls": late_count, "before_where": "host", "before": "log_metrics"}
-    return ranks, {"launches_per_step": 14, "graph_launches_per_step": 0, "syncs_per_step": 1, "warmup_steps": 0,
+            "late_pid": late.pid, "late_calls": late_count, "before_where": "host", "before": "log_metrics",
+            "wait_ns": waits}
+    return ranks, {"launches_per_step": 2 + 3 * layers, "graph_launches_per_step": 0, "syncs_per_step": 1, "warmup_steps": 0,
                    "skew_truth": skew}
 
 
@@ -1086,6 +1090,30 @@ def scenario_microbench(rng, faster: str | None = None, factor: float = 2.0, ite
             r.launch(name, int(duration * rng.uniform(0.95, 1.05)))
     r.api_call("cudaDeviceSynchronize_v3020", 50 * US)
     return [r], {"launches_per_step": None, "graph_launches_per_step": None, "syncs_per_step": None, "warmup_steps": 0}
+
+
+TEARDOWN_KERNELS = ("checksum_kernel", "final_reduce_kernel", "checksum_kernel")
+
+
+def scenario_loop_then_teardown(rng, iterations: int = 120, final_kernels: tuple = TEARDOWN_KERNELS):
+    """:func:`scenario_microbench`'s step-less loop, then a tear-down that runs kernels: a synchronize, a
+    ~600 ms host-only stretch (results written out), 30 cudaFree calls of ~5 ms (the GPU idle inside them),
+    then a handful of kernels the loop never ran (``final_kernels``: a checksum, a final reduction) and a
+    4 kB read-back. The truth: the loop's last kernel ends at ``steady_to_ns``, the rest of the GPU activity
+    lasts ``teardown_ns`` with ``teardown_frees`` allocator calls in it (the loop's own kernels as
+    ``final_kernels`` make the end a slow last iteration instead)."""
+    ranks, extra = scenario_microbench(rng, iterations=iterations)
+    r = ranks[0]
+    steady_to = max(end for _, end, *_ in r.kernels)
+    r.host(int(rng.uniform(590_000, 610_000) * US))
+    for _ in range(30):
+        r.api_call("cudaFree_v3020", int(rng.uniform(4_500, 5_500) * US))
+    for name in final_kernels:
+        r.host(30 * US)
+        r.launch(name, 60 * US)
+    r.dtoh_sync(nbytes=4096)
+    gpu_end = max(end for _, end in r.busy_intervals())
+    return ranks, {**extra, "steady_to_ns": steady_to, "teardown_ns": gpu_end - steady_to, "teardown_frees": 30}
 
 
 def generate_microbench_pair(out: Path, faster: str = MICROBENCH_KERNELS[0][0], factor: float = 2.0,

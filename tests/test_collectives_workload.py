@@ -175,6 +175,77 @@ def test_late_rank_after_a_host_range_is_named_not_the_link():
     assert "faster link would not shorten" in found["mechanism"] and "arrive on time" in found["fix"]
 
 
+# --- the late rank under the dominant line: named on its own, never "healthy" --------------------------
+
+def test_real_torchrun_ranks_waiting_for_a_late_rank_is_not_healthy():
+    """The 2xH100 torchrun capture: SendRecv is only ~4.5% of the window, but about half of the matched
+    calls' time is GPU0 waiting for GPU1 to start. Before, the verdict was "Healthy"; the waiting is a
+    few % of the window, so the finding names the late rank and what it ran, and claims the waiting only.
+    The waits are measured here from the raw kernel table (calls paired by their ends)."""
+    path = real("nsys", "nsys2026.2_2xH100_torchrun_nccl_flashattn_window300ms.sqlite")
+    a = analyze(str(path))
+    lo, hi = a.data["window"]["start_ns"], a.data["window"]["end_ns"]
+    rows = sql(path, "select k.deviceId, k.start, k.end from CUPTI_ACTIVITY_KIND_KERNEL k join StringIds s "
+                     "on s.id = k.shortName where s.value like '%SendRecv%' order by k.start")
+    by_device = {}
+    for device, start, end in rows:
+        if lo <= start < hi:
+            by_device.setdefault(device, []).append((start, end))
+    first, second = (by_device[device] for device in sorted(by_device))
+    pairs = _pairs_by_end(first, second)
+    waits = sum(min(max(x[0], y[0]) - call[0], call[1] - call[0]) for x, y in pairs for call in (x, y))
+    measured_pct = 100.0 * waits / (hi - lo) / 2  # mean over the two devices
+    assert measured_pct >= 2.0 and _wait_share(pairs) > 50
+    assert not a.data["headline"].startswith("Healthy") and finding(a, "healthy") is None
+    found = finding(a, "collective_dominant")
+    late = a.data["collective_skew"]["late_rank"]["device"]
+    assert found is not None and found["severity"] != "info"
+    assert abs(found["impact_pct"] - measured_pct) < 0.5
+    assert late in a.data["headline"] and late in found["title"] and "faster link would not shorten" in found["mechanism"]
+    assert a.data["collective_skew"]["late_rank"]["before"] in found["mechanism"]
+
+
+@pytest.fixture(scope="module")
+def late_rank_small(tmp_path_factory):
+    """dp2_late_rank's program with 16 layers: rank 1 ~1 ms late in a ~13.6 ms step (collectives ~8% of the
+    window, mean) and the same with a 40 ms optimizer step after the all-reduce (the same wait, diluted)."""
+    import random
+
+    made = {}
+    for name, optimizer_us in (("short", 200), ("diluted", 40_000)):
+        ranks, extra = generate.scenario_dp2_late_rank(random.Random(f"7:late_small:{name}"), layers=16, stall_us=13_000,
+                                                       optimizer_us=optimizer_us)
+        folder = tmp_path_factory.mktemp(f"late_{name}")
+        generate.write_nsys(folder / "trace.sqlite", ranks, f"dp2_late_rank_{name}")
+        made[name] = (folder, generate.truth_for(ranks, extra, name, ""), extra["skew_truth"])
+    return made
+
+
+def _wait_window_pct(case) -> float:
+    folder, truth_, skew = case
+    window = truth_["window"]["end_ns"] - truth_["window"]["start_ns"]
+    return 100.0 * skew["wait_ns"] / window / len(truth_["devices"])
+
+
+def test_late_rank_below_the_dominant_line_is_named(late_rank_small):
+    folder, truth_, skew = late_rank_small["short"]
+    assert max(device["collective_share_pct"] for device in truth_["devices"]) < 20 and skew["wait_share_pct"] > 50
+    a = analyze(str(folder))
+    found = finding(a, "collective_dominant")
+    assert found is not None and finding(a, "healthy") is None
+    assert abs(found["impact_pct"] - _wait_window_pct(late_rank_small["short"])) < 0.5
+    assert f"pid{skew['late_pid']}" in found["title"] and "log_metrics" in found["mechanism"]
+    assert "arrive on time" in found["fix"] and a.data["headline"].startswith("[collective_dominant] Ranks wait for")
+
+
+def test_late_rank_waiting_under_the_window_line_is_not_a_finding(late_rank_small):
+    """The same wait in a step three times as long: under 2% of the window, no finding; the skew line still says it."""
+    assert _wait_window_pct(late_rank_small["diluted"]) < 2.0 <= _wait_window_pct(late_rank_small["short"])
+    a = analyze(str(late_rank_small["diluted"][0]))
+    assert finding(a, "collective_dominant") is None
+    assert "waiting for the last to start" in render(a, "text")
+
+
 def test_matching_by_ends_survives_dropped_calls():
     """Rank 1 lost its second call (a sampled trace): the other two are still matched, the lost one is not."""
     ranks = [CollectiveCalls(0, np.array([0, 1_000_000, 2_000_000]), np.array([500_000, 1_500_000, 2_500_000]),

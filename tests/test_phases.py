@@ -388,3 +388,38 @@ def test_alexnet_allocator_stretches_are_inside_runtime_calls():
     assert all(stretch["in_calls_pct"] >= 50 for stretch in stretches if stretch["call"] in ("cudaFree", "cudaMalloc"))
     line = next(line for line in render(analysis, "text").splitlines() if line.startswith("phases"))
     assert "host-only stretches 10.03 s" not in line and "GPU idle inside runtime calls 10.03 s in cudaFree" in line
+
+
+# --- tear-down that still runs kernels (captures without steps) ---------------------------------
+
+def _loop_then_teardown(tmp_path, **options):
+    import random
+
+    generate = samples_generate()
+    ranks, extra = generate.scenario_loop_then_teardown(random.Random("7:teardown"), **options)
+    path = tmp_path / "trace.sqlite"
+    generate.write_nsys(path, ranks, "loop_then_teardown")
+    return tracetriage.analyze(str(path)), extra
+
+
+def test_generated_host_only_and_frees_after_the_loop_are_tear_down(tmp_path):
+    """A step-less loop, then ~600 ms host-only, 30 cudaFree calls and three kernels the loop never ran:
+    the window ends at the loop's last kernel, the rest is tear-down with its frees and host-only stretch.
+    (Before, the tear-down was only copies after the last kernel: this window read 'GPU starved 92%'.)"""
+    analysis, extra = _loop_then_teardown(tmp_path)
+    assert analysis.data["window"]["end_ns"] == extra["steady_to_ns"]
+    teardown = analysis.data["phases"]["teardown"]
+    assert abs(teardown["duration_ns"] - extra["teardown_ns"]) <= 1_000
+    assert teardown["alloc_calls"] == extra["teardown_frees"] and teardown["kernels"] == 3
+    assert max(stretch["length_ns"] for stretch in teardown["host_only"]) > 0.9 * extra["teardown_ns"]
+    assert not any(finding["id"] == "gpu_starved" for finding in analysis.findings)
+    assert "tear-down 741.38 ms after the last steady kernel: a 741.19 ms host-only stretch" in render(analysis, "text")
+
+
+def test_generated_slow_last_iteration_is_not_tear_down(tmp_path):
+    """The same stall followed by the loop's own kernels: a slow last iteration, kept in the window (to the
+    read-back after it: the whole capture)."""
+    generate = samples_generate()
+    analysis, extra = _loop_then_teardown(tmp_path, final_kernels=tuple(name for name, _ in generate.MICROBENCH_KERNELS))
+    assert analysis.data["window"]["end_ns"] == extra["steady_to_ns"] + extra["teardown_ns"]
+    assert not (analysis.data.get("phases") or {}).get("teardown")

@@ -8,7 +8,9 @@ import json
 
 from conftest import REAL, analyze_cli, need_real, sql
 
+from tracetriage.analyzers.evidence import severity_for
 from tracetriage.analyzers.rules.falsify import window_cap
+from tracetriage.analyzers.rules.starved import BAND_SEVERITY
 from tracetriage.analyzers.rules.thresholds import THRESHOLDS
 
 BMM = REAL / "rocprof" / "rocprofv3_rocpd_v3_bmm_trace_mi300x.db"
@@ -62,6 +64,37 @@ def test_identical_captures_either_side_of_50_pct_get_the_same_class(tmp_path):
         assert any(row["name"] == "about_half" for row in finding["evidence"])
 
 
+def _kineto_two(path, busy_us, gap_us, n=400):
+    """Two GPUs: GPU 0 busy all but 1 us of each period, GPU 1 as :func:`_kineto` (idle = gap / (busy + gap)),
+    so the starved finding's impact (the mean over the two) is about half of GPU 1's idle: 25% at the line."""
+    events, t, corr = [], 1_000_000.0, 1
+    period = busy_us + gap_us
+    for _ in range(n):
+        for device, length in ((0, period - 1.0), (1, busy_us)):
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10 + device,
+                           "tid": 10 + device, "ts": t, "dur": 4.0, "args": {"correlation": corr}})
+            events.append({"ph": "X", "cat": "kernel", "name": "gemm", "pid": device, "tid": 7, "ts": t + 5.0,
+                           "dur": length, "args": {"correlation": corr, "device": device, "stream": 7}})
+            corr += 1
+        t += period
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events, "deviceProperties": [
+        {"id": 0, "name": "NVIDIA H100"}, {"id": 1, "name": "NVIDIA H100"}]}))
+    return path
+
+
+def test_identical_captures_either_side_of_50_pct_get_the_same_severity(tmp_path):
+    """The same two-GPU program, one GPU idle 49.9% and 50.1%: the impact (mean over the GPUs) is 24.95% and
+    25.05%, either side of the medium/high edge. Graded by impact, one was medium and one high; in the band
+    the severity is one rule (starved.BAND_SEVERITY), the same on both sides."""
+    below = analyze_cli(_kineto_two(tmp_path / "a.json", 501.0, 499.0))
+    above = analyze_cli(_kineto_two(tmp_path / "b.json", 499.0, 501.0))
+    found = [_starved(below), _starved(above)]
+    assert all(finding is not None for finding in found)
+    assert found[0]["impact_pct"] < 25.0 <= found[1]["impact_pct"]  # the impact straddles the severity edge
+    assert [finding["severity"] for finding in found] == [BAND_SEVERITY, BAND_SEVERITY]
+    assert all(finding["title"].startswith("GPU idle about half the window") for finding in found)
+
+
 def test_a_class_needs_its_margin(tmp_path):
     """Outside the band the classes stand: 60% idle is starved, 40% is not starved (not GPU-bound)."""
     band = THRESHOLDS["starved_band_pct"][0]
@@ -69,6 +102,7 @@ def test_a_class_needs_its_margin(tmp_path):
     starved = analyze_cli(_kineto(tmp_path / "s.json", 1000.0 - 10 * (line + band + 5), 10 * (line + band + 5)))
     busy = analyze_cli(_kineto(tmp_path / "b.json", 1000.0 - 10 * (line - band - 5), 10 * (line - band - 5)))
     assert _starved(starved)["title"].startswith("GPU starved: idle")
+    assert _starved(starved)["severity"] == severity_for(_starved(starved)["impact_pct"])  # above the band: by impact
     assert _starved(busy) is None and "not GPU-bound" in busy["headline"]
 
 

@@ -19,16 +19,22 @@ VLLM_GRAPH = REAL / "kineto" / "tracelens_vllm_decode_full_graph_execution.json.
 
 def test_healthy_number_is_the_accounting_compute_on_the_real_torchrun_capture():
     """The headline said 'computes at least 89.1%' while the accounting said 'compute 85.9% / 86.2%'
-    (collective kernels counted as compute in one, not the other)."""
+    (collective kernels counted as compute in one, not the other). The torchrun capture is no longer
+    called healthy (its ranks wait for a late one: tests/test_collectives_workload.py), so its window
+    lines are checked against the accounting, and the healthy number on HTA's healthy real rank."""
     need_real(TORCHRUN)
     text = analyze_cli(TORCHRUN, fmt="text")
-    head = float(re.search(r"computes at least ([\d.]+)%", text).group(1))
     shown = [float(x) for x in re.findall(r"\(compute ([\d.]+)%", text)]
-    assert len(shown) == 2 and min(shown) == head, (head, shown)
     d = analyze_cli(TORCHRUN)
     per_dev = [device["accounting"]["slices_pct"]["compute"] + device["accounting"]["slices_pct"].get("collective", 0.0)
                for device in d["devices"]]
-    assert abs(min(per_dev) - head) < 0.06
+    assert len(shown) == 2 and all(abs(a - b) < 0.06 for a, b in zip(shown, per_dev)), (shown, per_dev)
+    healthy = REAL / "kineto" / "hta_ns_resolution_rank0.json.gz"
+    need_real(healthy)
+    text = analyze_cli(healthy, fmt="text")
+    head = float(re.search(r"computes at least ([\d.]+)%", text).group(1))
+    shown = [float(x) for x in re.findall(r"\(compute ([\d.]+)%", text)]
+    assert shown and min(shown) == head, (head, shown)
 
 
 def _kineto(path, kernels, base_us=6_520_618_861_901.761):

@@ -5,8 +5,10 @@ The advice depends on what the collectives are for (capture_kind.collective_work
 inference, data-parallel or FSDP training, pipeline stages, all-to-all) and on whether their time
 is data moving or ranks waiting: when ranks spend at least ``skew_wait_share_min_pct`` of the matched
 calls' time waiting for the last rank to start (collectives.rank_skew), the late rank and what it
-did before are named, not the link. Vendor words (the topology command, the bandwidth test, the
-fabric, the library) follow the capture's vendor."""
+did before are named, not the link. Below the dominant line the same reading stands on its own
+(the ``collective_dominant_late_rank`` texts) when that waiting claims at least ``skew_wait_window_min_pct``
+of the window: a capture whose ranks idle in collectives for a late one is not called healthy. Vendor
+words (the topology command, the bandwidth test, the fabric, the library) follow the capture's vendor."""
 
 from __future__ import annotations
 
@@ -27,6 +29,10 @@ THRESHOLDS = {
                                         "20% is where re-layout pays")),
     "skew_wait_share_min_pct": (50.0, ("at least half of the matched collectives' time is ranks waiting for the last one to "
                                        "start: the wait, not the transfer, is what the collectives cost")),
+    "skew_wait_window_min_pct": (2.0, ("ranks waiting for a late rank in at least 2% of the window (mean over the ranks) "
+                                       "is named even when the collectives are under the dominant line: 2% is the "
+                                       "smallest impact graded above info (evidence.severity_for), the least that "
+                                       "keeps a capture from being called healthy")),
 }
 
 # the words that name a vendor's tools: the fields every collective text is filled with
@@ -198,7 +204,7 @@ def rule_collective_dominant(ctx: Context):
         return None
     mean_share = float(np.mean([device.collective_share_pct for device in devices]))
     if mean_share < t("collective_share_min_pct"):
-        return None
+        return _late_rank_wait(ctx, devices, mean_share)
     taken = ctx.ledger.take("collective_dominant", {device.id: (["collective"], None) for device in devices})
     impact = ctx.ledger.impact_pct(taken)
     ops = _collective_op_evidence(ctx)
@@ -225,6 +231,42 @@ def rule_collective_dominant(ctx: Context):
             fields.update(_skew_fields(skew))
     return catalog.make("collective_dominant", impact, fields, evidence, severity=severity_for(impact),
                         denominator=window_denominator(ctx), kind=ctx.kind, variant=variant)
+
+
+def _late_rank_wait(ctx: Context, devices: list, mean_share: float):
+    """Collectives under the dominant line whose time is mostly ranks waiting for a late one
+    (skew_wait_share_min_pct): claims, of each rank's collective time no compute hides, its waiting in the
+    matched calls (CollectiveSkew.wait_ns), and fires when that is at least skew_wait_window_min_pct of the
+    window (mean over the case's devices, the finding's impact); else None."""
+    skew = ctx.data.get("collective_skew")
+    if not (isinstance(skew, CollectiveSkew) and skew.matched and skew.late_rank
+            and (skew.wait_share_pct or 0.0) >= t("skew_wait_share_min_pct")):
+        return None
+    waits = {device.id: ctx.ledger.available(device.id, ["collective"], skew.wait_ns.get(device.id, 0)) for device in devices}
+    if ctx.ledger.impact_pct(waits) < t("skew_wait_window_min_pct"):
+        return None
+    taken = ctx.ledger.take("collective_dominant", {device_id: (["collective"], ns) for device_id, ns in waits.items() if ns})
+    impact = ctx.ledger.impact_pct(taken)
+    ops = _collective_op_evidence(ctx)
+    by_op = ops[1].value
+    top_op = max(by_op, key=by_op.get) if by_op else "collectives"
+    ranks = plural(len(devices), "rank")
+    workload = collective_workload(ctx.case, by_op, ctx.kind.get("workload"))
+    evidence = [
+        ev("collective_share_pct_mean", round(mean_share, 2), "%", "window, mean over ranks",
+           text=f"collective kernels run {pct(mean_share)} of the window (mean over {ranks}), under the "
+                f"{t('collective_share_min_pct'):g}% line of a dominant collective"),
+        ev("collective_claimed_pct", round(impact, 2), "%", window_denominator(ctx),
+           text=f"ranks waiting for the last one to start, in collective time no compute hides: {pct(impact)} of the window"),
+        *ops,
+        ev("collective_workload", workload.kind, text=f"what the collectives are for: "
+                                                      f"{WORKLOAD_WORDS.get(workload.kind, 'not known')} ({workload.why})"),
+        *_skew_evidence(skew),
+    ]
+    fields = {"op": top_op, "share": pct(mean_share), "ranks": ranks, "claimed": pct(impact), **vendor_words(ctx),
+              **_skew_fields(skew)}
+    return catalog.make("collective_dominant", impact, fields, evidence, severity=severity_for(impact),
+                        denominator=window_denominator(ctx), kind=ctx.kind, entry="collective_dominant_late_rank")
 
 
 def _late_name(skew: CollectiveSkew) -> str:
@@ -313,7 +355,8 @@ RULES = [
          reads=("topology", "nccl", "devices", "collective_skew", "kind"), thresholds=("skew_wait_share_min_pct",),
          entries=("cross_island_collective_nccl",)),
     Rule("collective_dominant", "throughput", rule_collective_dominant, reads=("devices", "collective_skew", "kind"),
-         thresholds=("collective_share_min_pct", "skew_wait_share_min_pct"),
+         thresholds=("collective_share_min_pct", "skew_wait_share_min_pct", "skew_wait_window_min_pct"),
+         entries=("collective_dominant_late_rank",),
          suppressed_by=("cross_island_collective",)),  # the cause is named; its finding carries the collective evidence
     Rule("nccl_errors", "trace", rule_nccl_errors, reads=("nccl",)),
 ]

@@ -35,6 +35,11 @@ THRESHOLDS = {
                                       "does while the GPU waits: the finding names it")),
 }
 
+# One severity for the whole about-half band: its impact moves with the idle share, so grading it by impact put a
+# severity edge inside the band (one GPU of two at 49.9% idle was medium, at 50.1% high); the severity changes only
+# where the class does: no finding under the band, medium in it, by impact (starved) above it.
+BAND_SEVERITY = "medium"
+
 
 @dataclass(frozen=True, slots=True)
 class Unexplained:
@@ -207,7 +212,8 @@ def rule_gpu_starved(ctx: Context):
                            text=f"idle {pct(found.idle_pct)} is within {t('starved_band_pct'):g} points of the "
                                 f"{t('starved_idle_min_pct'):g}% line: about half, not called starved (a re-capture of "
                                 "the same program may fall on either side)"))
-    return catalog.make("gpu_starved", impact, fields, evidence, severity=severity_for(impact),
+    severity = BAND_SEVERITY if found.half else severity_for(impact)
+    return catalog.make("gpu_starved", impact, fields, evidence, severity=severity,
                         denominator=window_denominator(ctx), variant=variant, kind=ctx.kind)
 
 
