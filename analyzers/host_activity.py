@@ -122,7 +122,8 @@ def _codes(column: pd.Series, names: dict[str, int], spelled, missing: str) -> n
     value is ``missing``."""
     cat = column.astype("category") if not isinstance(column.dtype, pd.CategoricalDtype) else column
     codes = cat.cat.codes.to_numpy()
-    remap = [names.setdefault(spelled(str(value)), len(names)) for value in cat.cat.categories]
+    categories = cat.cat.categories.tolist()  # one conversion, not an arrow scalar per item
+    remap = [names.setdefault(spelled(str(value)), len(names)) for value in categories]
     remap.append(names.setdefault(missing, len(names)) if (codes < 0).any() else -1)
     return np.array(remap, np.int32)[codes]  # code -1 (missing) reads the last slot
 

@@ -115,11 +115,11 @@ def op_steps(trace: Trace) -> tuple[np.ndarray, list[StepLengths]]:
     step_of = np.full(len(ops), -1, np.int64)
     if not len(ops) or not len(ranges):
         return step_of, []
-    needs = np.append([serving_work.needs_step(str(name)) for name in ops["name"].cat.categories], False)
+    needs = np.append([serving_work.needs_step(str(name)) for name in ops["name"].cat.categories.tolist()], False)
     wanted = np.flatnonzero(needs[ops["name"].cat.codes.to_numpy()])
     if not wanted.size:
         return step_of, []
-    parsed = [serving_work.step_lengths(str(name)) for name in ranges["name"].cat.categories]
+    parsed = [serving_work.step_lengths(str(name)) for name in ranges["name"].cat.categories.tolist()]
     steps = [lengths for lengths in parsed if lengths is not None]
     if not steps:
         return step_of, []

@@ -373,7 +373,7 @@ def _phase(activity: _Activity, name: str, start: int, end: int, warmup_steps: i
     gpu = trace.gpu
     ops = (activity.start >= start) & (activity.start < end)
     names = api["name"]
-    capture = [code for code, call in enumerate(names.cat.categories) if CAPTURE_CALLS.search(str(call))] \
+    capture = [code for code, call in enumerate(names.cat.categories.tolist()) if CAPTURE_CALLS.search(str(call))] \
         if len(api) and hasattr(names, "cat") else []
     return Phase(
         phase=name, start_ns=int(start), end_ns=int(end), duration_ns=int(end - start),

@@ -106,7 +106,7 @@ def _from_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> tuple[np.ndarray,
         return None
     names = ranges["name"]
     cats = names.cat.categories
-    matching = np.array([bool(pattern.search(str(c))) for c in cats], dtype=bool)
+    matching = np.array([bool(pattern.search(str(c))) for c in cats.tolist()], dtype=bool)  # no arrow scalar per item
     if not matching.any():
         return None
     codes = names.cat.codes.to_numpy()
@@ -119,7 +119,7 @@ def _from_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> tuple[np.ndarray,
     keep = _outermost(s, e)
     if keep.sum() < MIN_STEPS:
         return None
-    prefill_cats = np.array([is_prefill_name(str(c)) for c in sel["name"].cat.categories], dtype=bool)
+    prefill_cats = np.array([is_prefill_name(str(c)) for c in sel["name"].cat.categories.tolist()], dtype=bool)
     sc = sel["name"].cat.codes.to_numpy()
     is_prefill = (sc >= 0) & prefill_cats[np.maximum(sc, 0)]
     top = sel["name"][keep].astype(str).value_counts()

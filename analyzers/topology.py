@@ -11,14 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import combinations
 
-import networkx as nx
-
 from tracetriage.analyzers.metrics import Contract
 from tracetriage.parsers.topology import FAST, LINK_RANK, SLOW, Topology, link_class
 
 
 def islands(topo: Topology) -> list[list[int]]:
     """Connected components of GPUs over GPU fabric links (NV#, XGMI, MX)."""
+    import networkx as nx  # imported by the topology readers only: a trace alone never pays it
+
     h = nx.Graph()
     h.add_nodes_from(topo.gpus)
     for a, b, data in topo.graph.edges(data=True):
@@ -153,6 +153,8 @@ class RingModel:
 def _bottleneck(links: dict[str, dict[str, str]], members: list[int]) -> tuple[str, float] | None:
     """The slowest link (its cell, its bandwidth) ``members`` need to be connected over the fastest links
     they have among themselves, or None when some needed link has no bandwidth figure."""
+    import networkx as nx  # imported by the topology readers only: a trace alone never pays it
+
     cells = {(a, b): links.get(f"GPU{a}", {}).get(f"GPU{b}") for a, b in combinations(members, 2)}
     rates = {pair: link_gbps(cell) for pair, cell in cells.items()}
     for rate in sorted({rate for rate in rates.values() if rate is not None}, reverse=True):

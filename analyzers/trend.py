@@ -57,6 +57,7 @@ from tracetriage.analyzers.trend_cases import (
     date_label,
     group_by_key,
     group_keys,
+    names_in_sequence,
     natural_key,
 )
 from tracetriage.analyzers.trend_changes import (
@@ -93,6 +94,9 @@ TOP_KERNELS = 8  # kernels per group given a series: the largest by mean ms per 
 # are added per group.
 BASE_SERIES = {name: (unit, lower) for name, unit, lower in METRICS}
 ABSTAINED = "Not enough to judge"  # the headline of a case that abstained (analyzers/rules/headline.py)
+UNORDERED = ("no order in time: their captures record no start time, and their names are labels, not a sequence "
+             "(they hold no date and differ in more than a number); a change between them is a difference of "
+             "experiments, not of time: compare two of them, or give --order-by name if the names do sort in time")
 
 
 def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, threshold_pct: float = THRESHOLD_PCT,
@@ -132,6 +136,9 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
             ungrouped.append({"key": label, "cases": [case.to_contract() for case in cases],
                               "reason": "no other capture of this workload "
                               "(device model and count, world size, program" + (", group" if group_by else "") + ")"})
+            continue
+        if not has_time and order_by == "time" and not names_in_sequence(list(rows["_name"])):
+            ungrouped.append({"key": label, "cases": [case.to_contract() for case in cases], "reason": UNORDERED})
             continue
         series = _series(rows, fidx, kernels)
         step_p50 = float(np.nanmedian(rows["step_p50_ms"].to_numpy(np.float64))) if rows["step_p50_ms"].notna().any() else None

@@ -5,10 +5,13 @@ tables coerced to the types trend reads (analyzers/trend.py).
   every case shares (``nightly-2026-11-13`` for ``.../nightly-2026-11-13/trace.sqlite``).
 * **Groups**: compare's signature (device model and count, world size, program), plus the user's
   ``--group-by`` key (a path component counted from the case, or ``tag:FILE``).
+* **Order**: the capture times; without them, the names, when they are a sequence
+  (:func:`names_in_sequence`), or when the user asked for name order (``--order-by name``).
 """
 
 from __future__ import annotations
 
+import os
 import re
 
 from tracetriage.analyzers.compare_metrics import METRICS
@@ -72,6 +75,22 @@ def group_keys(ok, group_by=None) -> list[tuple]:
 def date_label(name: str) -> str | None:
     m = DATE.search(name)
     return f"{m.group(1)}-{m.group(2)}-{m.group(3)}" if m else None
+
+
+def names_in_sequence(names: list[str]) -> bool:
+    """Whether case names order captures in time on their own: each carries a date, or all are the
+    same text apart from one part that is a number in each (``night_01`` ... ``night_12``,
+    ``run-9``/``run-10``) or a single letter in each (``a``, ``b``, ``c``). Names that differ in
+    their words (``eager_decode``, ``graph_decode``) are labels of different experiments: their name
+    order is no time order."""
+    if all(date_label(name) for name in names):
+        return True
+    prefix = os.path.commonprefix(names)
+    suffix = os.path.commonprefix([name[len(prefix):][::-1] for name in names])[::-1]
+    middles = [name[len(prefix):len(name) - len(suffix)] for name in names]
+    prefix_digits = re.search(r"\d*$", prefix).group()  # "night_0" + "1": the number is "01"
+    return (all((prefix_digits + middle).isdigit() for middle in middles)
+            or all(len(middle) == 1 and middle.isalpha() for middle in middles))
 
 
 NO_TAG = "(no tag)"

@@ -177,7 +177,7 @@ def from_launch(api_keys, values, gpu_keys, fill) -> np.ndarray:
 
 def per_category(cat: pd.Categorical, fn, categories: list[str]) -> pd.Categorical:
     """A categorical over ``categories`` computed once per distinct value of ``cat``."""
-    lut = np.array([categories.index(v) if (v := fn(str(c))) in categories else -1 for c in cat.categories] + [-1],
+    lut = np.array([categories.index(v) if (v := fn(str(c))) in categories else -1 for c in cat.categories.tolist()] + [-1],
                    dtype=np.int8)
     return pd.Categorical.from_codes(lut[np.asarray(cat.codes)], categories=categories)  # code -1: the last slot
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from tracetriage.errors import TraceFormatError
 from tracetriage.parsers.common import read_text
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _DEV = re.compile(r"^(GPU|NIC)\d+$")
@@ -58,6 +60,8 @@ def _split_header(line: str) -> tuple[list[str], list[str]]:
 
 
 def parse(path: str, text: str | None = None) -> Topology:
+    import networkx as nx  # imported by the topology readers only: a trace alone never pays it
+
     if text is None:
         text = read_text(path)
     lines = [_ANSI.sub("", ln).rstrip("\r\n") for ln in text.splitlines()]
@@ -142,6 +146,8 @@ _ROCM_NUMA = re.compile(r"^GPU\[(\d+)\]\s*:\s*\(Topology\)\s*Numa Node:\s*(-?\d+
 
 def parse_rocm(path: str, text: str | None = None) -> Topology:
     """``rocm-smi --showtopo``: weight, hops and link-type matrices, then NUMA nodes."""
+    import networkx as nx  # imported by the topology readers only: a trace alone never pays it
+
     if text is None:
         text = read_text(path)
     section = None

@@ -14,7 +14,7 @@ import pytest
 from tracetriage.analyzers.trend import pelt_l2
 
 GOLDEN = Path(__file__).parent / "golden"
-HEAVY = ("scipy", "matplotlib", "pandas", "ruptures", "pyarrow", "dask", "jinja2")
+HEAVY = ("scipy", "matplotlib", "pandas", "ruptures", "pyarrow", "dask", "jinja2", "networkx")
 
 _LOADED = """
 import json, sys
@@ -50,6 +50,15 @@ def test_compare_of_saved_analyses_loads_no_scipy_matplotlib_or_pandas(tmp_path)
     code, heavy = _loaded("compare", before, after, "-f", "json", "--no-cache")
     assert code == 0
     assert not {"scipy", "matplotlib", "pandas", "ruptures"} & set(heavy), heavy
+
+
+def test_analyze_of_a_trace_alone_loads_no_graph_library_nor_plots():
+    """networkx reads topology matrices (~0.13 s of import): a trace without one never pays it,
+    nor matplotlib for a JSON answer."""
+    code, heavy = _loaded("analyze", Path(__file__).parents[1] / "samples" / "bundles" / "eager_decode" / "trace.sqlite",
+                          "-f", "json", "--no-cache")
+    assert code == 0
+    assert not {"networkx", "matplotlib", "scipy"} & set(heavy), heavy
 
 
 def test_pelt_equals_ruptures_kernelcpd():

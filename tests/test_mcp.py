@@ -54,6 +54,12 @@ def _calls(work: Path, granted: Path, outside: Path) -> dict:
         "threshold_zero": ("compare", {"before": str(BUNDLES / "eager_decode"), "after": str(BUNDLES / "graph_decode"),
                                        "threshold": 0}),
         "trend_on_captures": ("trend", {"batch_dir": str(BUNDLES / "eager_decode")}),
+        "no_batch_dir": ("trend", {"batch_dir": str(work / "no_such_batch")}),
+        "empty_paths": ("analyze", {"paths": []}),
+        "empty_inputs": ("batch", {"inputs": [], "outdir": str(work / "out")}),
+        "lax_boolean": ("compare", {"before": str(BUNDLES / "eager_decode"), "after": str(BUNDLES / "graph_decode"),
+                                    "across_devices": "yes"}),
+        "number_as_boolean": ("batch", {"inputs": [str(work / "captures")], "outdir": str(work / "out"), "force": 1}),
         "outdir_inside_input": ("batch", {"inputs": [str(work / "captures")], "outdir": str(work / "captures" / "out")}),
         "fake_archive": ("analyze", {"paths": [str(work / "fake.tar.gz")]}),
         "sqlite_named_json": ("analyze", {"paths": [str(work / "captures" / "trace.json")]}),
@@ -112,6 +118,19 @@ def test_lists_the_tools(session):
     assert set(tools["analyze"].input_schema["properties"]) == {"paths", "symptom", "slo", "step_range", "format", "output"}
 
 
+def test_each_tool_has_a_title_a_person_reads(session):
+    titles = [tool.title for tool in session["tools"]]
+    assert all(titles) and len(set(titles)) == len(titles)
+
+
+def test_a_batch_dir_that_does_not_exist_is_named_as_missing(session):
+    """As the CLI's trend says it: the path and "no such file or directory", exit code 3 — not
+    "not a batch output folder" about a folder that is not there."""
+    error = _error(session["no_batch_dir"])
+    assert error["exit_code"] == EXIT_INPUT and "no such file or directory" in error["error"]
+    assert "not a batch output folder" not in error["error"]
+
+
 def test_the_tools_say_what_they_touch(session):
     """MCP tool annotations: the five that read are read-only (and idempotent); batch writes its
     outdir, never an input (not destructive), and a second call leaves the same outdir."""
@@ -126,7 +145,9 @@ def test_the_tools_say_what_they_touch(session):
 @pytest.mark.parametrize(("call", "argument"), [("bad_paths", "paths"), ("bad_threshold", "threshold"),
                                                 ("bad_symptom", "symptom"), ("bad_slo", "slo"),
                                                 ("unknown_argument", "sypmtom"), ("bad_explain", "finding_id"),
-                                                ("threshold_zero", "threshold")])
+                                                ("threshold_zero", "threshold"), ("empty_paths", "paths"),
+                                                ("empty_inputs", "inputs"), ("lax_boolean", "across_devices"),
+                                                ("number_as_boolean", "force")])
 def test_a_bad_argument_is_the_usage_error_naming_the_argument(session, call, argument):
     """A wrong type, an unknown name or a value out of range: one line, exit code 2 (the CLI's usage
     error), naming the tool's argument, never pydantic's dump nor a CLI flag."""

@@ -193,6 +193,29 @@ def test_a_lone_workload_is_listed_not_mixed_in(tmp_path):
     assert len(t["groups"]) == 1 and len(t["ungrouped"]) == 1 and "tp4" in t["ungrouped"][0]["cases"][0]["name"]
 
 
+def test_captures_with_no_time_and_label_names_are_no_series(tmp_path):
+    """Trial item 41: the sample bundles (no capture time; names eager_decode, graph_decode, ... that
+    differ in their words) were one series ordered by name, with outliers and regressions called
+    between experiments. Without a time order they are no series (listed, with why); names that
+    differ only in a number or a letter are a sequence; --order-by name follows the names when asked."""
+    from tracetriage.analyzers.trend_cases import names_in_sequence
+    from tracetriage.batches import run_batch
+    from tracetriage.runtime import Runtime
+
+    for name in ("eager_decode", "graph_decode", "healthy", "prefill_stall"):
+        shutil.copytree(BUNDLES / name, tmp_path / "c" / name)
+    run_batch([str(tmp_path / "c")], str(tmp_path / "b"), runtime=Runtime(jobs=1), progress=False)
+    t = trend_json(tmp_path / "b")
+    assert t["groups"] == [] and t["changes"] == []
+    (entry,) = t["ungrouped"]
+    assert len(entry["cases"]) == 4 and entry["reason"].startswith("no order in time")
+    asked = trend_json(tmp_path / "b", "--order-by", "name")
+    assert len(asked["groups"]) == 1 and len(asked["groups"][0]["cases"]) == 4
+    assert names_in_sequence(["night_01", "night_02", "night_10"]) and names_in_sequence(["a/2026-11-13", "b/2026-11-14"])
+    assert names_in_sequence(["run-9", "run-10"]) and names_in_sequence(["a", "b", "c"])
+    assert not names_in_sequence(["eager_decode", "graph_decode"]) and not names_in_sequence(["tp4", "tp8_cross"])
+
+
 def test_bad_batch_folder_is_one_line(tmp_path):
     (tmp_path / "summary.parquet").write_text("not parquet")
     proc = run_cli("trend", tmp_path)

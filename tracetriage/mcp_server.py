@@ -29,7 +29,7 @@ from mcp.types import CallToolResult, ListRootsResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from tracetriage import __version__
-from tracetriage.errors import EXIT_INTERNAL, EXIT_USAGE, UsageError
+from tracetriage.errors import EXIT_INTERNAL, EXIT_USAGE, TraceTriageError, UsageError
 from tracetriage.mcp_results import argument_error, error_result, failure, success, unknown_arguments, validation_problems
 from tracetriage.mcp_roots import Roots
 from tracetriage.mcp_work import (
@@ -49,6 +49,9 @@ from tracetriage.mcp_worker import Worker
 # an outdir among the inputs) and a second call with the same inputs leaves the same outdir (an
 # unchanged case is reused). None reaches beyond the local files under the roots.
 READS = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+TITLES = {"analyze": "Analyze a capture", "compare": "Compare two captures", "trend": "Trend of a batch archive",
+          "batch": "Analyze a folder of captures", "explain": "Explain a finding",
+          "capture_advice": "What to capture next"}  # what a client shows a person
 WRITES_OUTDIR = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 
@@ -92,8 +95,9 @@ class ToolServer(MCPServer):
                            EXIT_INTERNAL, type(cause).__name__)
 
 
-Paths = Annotated[list[str], Field(description="trace files, side artifacts, bundle folders or archives, under the roots "
-                                               "(a relative path is taken from the server's working directory)")]
+Paths = Annotated[list[str], Field(min_length=1, description="trace files, side artifacts, bundle folders or archives, "
+                                               "under the roots (a relative path is taken from the server's working "
+                                               "directory); at least one")]
 Symptom = Annotated[str | None, Field(description="the axis whose findings rank first: throughput, utilization, tail, ttft, "
                                                   "tpot, oom, cost or quality (judged by compare, across a deploy)")]
 Slo = Annotated[str | None, Field(description="latency budgets in ms, e.g. 'ttft_p95_ms=800,tpot_p95_ms=50'")]
@@ -124,6 +128,8 @@ def batch_folder(roots: Roots, batch_dir: str) -> str:
     it never batches a folder of captures on its own (that is the batch tool's call, into an outdir
     the user names)."""
     folder = roots.readable(batch_dir)
+    if not Path(folder).exists():
+        raise TraceTriageError(batch_dir, "no such file or directory")  # as the CLI's trend says it (exit 3)
     if not (Path(folder) / "summary.parquet").is_file():
         raise UsageError(None, f"batch_dir {batch_dir}: not a batch output folder: one holds summary.parquet, "
                                "findings.parquet, index.html and cases/ (what the batch tool writes into its outdir); "
@@ -147,7 +153,7 @@ def build(server: Server) -> MCPServer:
             return error_result(exc, tool)
         return await server.run(ctx, tool, request)
 
-    @mcp.tool(annotations=READS)
+    @mcp.tool(title=TITLES["analyze"], annotations=READS)
     async def analyze(paths: Paths, ctx: Context, granted: Granted, symptom: Symptom = None, slo: Slo = None,
                       step_range: StepRange = None, format: Format = None, output: Output = None) -> CallToolResult:
         """Analyze the paths as one case (a trace, a bundle folder, artifacts): the analysis contract
@@ -160,15 +166,16 @@ def build(server: Server) -> MCPServer:
 
         return await guarded(ctx, granted, "analyze", prepare)
 
-    @mcp.tool(annotations=READS)
+    @mcp.tool(title=TITLES["compare"], annotations=READS)
     async def compare(before: Annotated[str, Field(description="the capture before the change: a trace, bundle folder or "
                                                                "saved analysis.json")],
                       after: Annotated[str, Field(description="the capture after the change (the same kinds)")],
                       ctx: Context, granted: Granted,
                       threshold: Annotated[float, Field(description="the smallest step-time change that counts, in % of "
                                                                     "the before step")] = 5.0,
-                      across_devices: Annotated[bool, Field(description="the same program on two GPUs: each op class "
-                                                                        "held against its own device's peaks")] = False,
+                      across_devices: Annotated[bool, Field(strict=True, description="the same program on two GPUs: each "
+                                                                                     "op class held against its own "
+                                                                                     "device's peaks")] = False,
                       symptom: Symptom = None, slo: Slo = None, step_range: StepRange = None, format: Format = None,
                       output: Output = None) -> CallToolResult:
         """What changed between two captures: the compare contract (tracetriage.compare/2: comparability,
@@ -183,7 +190,7 @@ def build(server: Server) -> MCPServer:
 
         return await guarded(ctx, granted, "compare", prepare)
 
-    @mcp.tool(annotations=READS)
+    @mcp.tool(title=TITLES["trend"], annotations=READS)
     async def trend(batch_dir: Annotated[str, Field(description="a batch output folder (it holds summary.parquet)")],
                     ctx: Context, granted: Granted, order_by: Literal["time", "name"] = "time",
                     group_by: Annotated[str | None, Field(description="an extra group key: a path component index (-2: "
@@ -192,7 +199,7 @@ def build(server: Server) -> MCPServer:
                                                                   "step")] = 5.0,
                     baseline: Annotated[str | None, Field(description="with gate: the case the latest is judged "
                                                                       "against")] = None,
-                    gate: Annotated[bool, Field(description="judge the latest capture of each group")] = False,
+                    gate: Annotated[bool, Field(strict=True, description="judge the latest capture of each group")] = False,
                     format: Format = None, output: Output = None) -> CallToolResult:
         """An archive over time, from a batch output folder: the trend contract (tracetriage.trend/1:
         groups of comparable captures, their series, the changes with last good and first bad capture)."""
@@ -204,15 +211,15 @@ def build(server: Server) -> MCPServer:
 
         return await guarded(ctx, granted, "trend", prepare)
 
-    @mcp.tool(annotations=WRITES_OUTDIR)
-    async def batch(inputs: Annotated[list[str], Field(description="folders, trace files, archives or glob patterns under "
-                                                                   "the roots")],
+    @mcp.tool(title=TITLES["batch"], annotations=WRITES_OUTDIR)
+    async def batch(inputs: Annotated[list[str], Field(min_length=1, description="folders, trace files, archives or glob "
+                                                                                "patterns under the roots; at least one")],
                     outdir: Annotated[str, Field(description="where the case reports, index.html and the parquet tables "
                                                              "go: under a root, not inside or beside an input")],
                     ctx: Context, granted: Granted,
-                    reports: Annotated[bool, Field(description="also list each case's findings and the paths of its "
+                    reports: Annotated[bool, Field(strict=True, description="also list each case's findings and the paths of its "
                                                                "report.html and analysis.json")] = False,
-                    force: Annotated[bool, Field(description="re-analyze cases whose files did not change")] = False,
+                    force: Annotated[bool, Field(strict=True, description="re-analyze cases whose files did not change")] = False,
                     symptom: Symptom = None, slo: Slo = None, step_range: StepRange = None) -> CallToolResult:
         """Every case under the inputs analyzed into outdir (cases/<id>/report.html and analysis.json,
         index.html, summary.parquet): the counts and one record per case (status, error, top finding)."""
@@ -223,7 +230,7 @@ def build(server: Server) -> MCPServer:
 
         return await guarded(ctx, granted, "batch", prepare)
 
-    @mcp.tool(name="explain", annotations=READS)
+    @mcp.tool(name="explain", title=TITLES["explain"], annotations=READS)
     async def explain_tool(finding_id: Annotated[str, Field(description="a finding id, e.g. launch_bound")]) -> CallToolResult:
         """A finding explained from the catalog: its title, mechanism, fix, confirm and falsifier texts
         (format strings with their variants), its falsifier condition, and the rules that make it
@@ -233,7 +240,7 @@ def build(server: Server) -> MCPServer:
         except Exception as exc:  # noqa: BLE001 - every failure is a one-line result
             return error_result(exc, "explain")
 
-    @mcp.tool(annotations=READS)
+    @mcp.tool(title=TITLES["capture_advice"], annotations=READS)
     async def capture_advice(ctx: Context, granted: Granted,
                              abstention: Annotated[str | None, Field(description="an abstention's analysis name, e.g. "
                                                                                  "steps, gap_causes, host_frames")] = None,

@@ -38,18 +38,23 @@ def worker(conn) -> None:
         os.setpgrp()
     tune_allocator()
     warnings.simplefilter("ignore")
-    conn.send(("ready",))  # imports paid: a call's time bound starts counting from here, not from the spawn
-    while True:
-        try:
-            _tool, request, settings = conn.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            structured, summary = work(request, {**settings, "progress": lambda stage: conn.send(("stage", stage))})
-            answer = ("ok", structured, summary.encode("utf-8", "replace").decode("utf-8"))
-        except Exception as exc:  # noqa: BLE001 - one line and its exit code, never a traceback
-            answer = ("error", *error_fields(exc))
-        conn.send(answer)
+    try:
+        conn.send(("ready",))  # imports paid: a call's time bound starts counting from here, not from the spawn
+        while True:
+            try:
+                _tool, request, settings = conn.recv()
+            except (EOFError, OSError):
+                return
+            try:
+                structured, summary = work(request, {**settings, "progress": lambda stage: conn.send(("stage", stage))})
+                answer = ("ok", structured, summary.encode("utf-8", "replace").decode("utf-8"))
+            except (BrokenPipeError, EOFError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - one line and its exit code, never a traceback
+                answer = ("error", *error_fields(exc))
+            conn.send(answer)
+    except (BrokenPipeError, EOFError, ConnectionResetError):
+        return  # the server is gone (its client closed the session): nothing is left to answer
 
 
 class Worker:
