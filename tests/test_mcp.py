@@ -121,6 +121,8 @@ def test_lists_the_tools(session):
 def test_each_tool_has_a_title_a_person_reads(session):
     titles = [tool.title for tool in session["tools"]]
     assert all(titles) and len(set(titles)) == len(titles)
+    # the description a client gives its model: one line, no docstring indentation left in it
+    assert all("  " not in tool.description and "\n" not in tool.description for tool in session["tools"])
 
 
 def test_a_batch_dir_that_does_not_exist_is_named_as_missing(session):

@@ -93,6 +93,19 @@ def _options(options: Options | None, values: dict) -> Options:
     return options if options is not None else Options.checked(**values)
 
 
+def check_arguments(booleans: dict | None = None, numbers: dict | None = None) -> None:
+    """The library's keyword values checked as the CLI's parser checks its flags: a flag is True or
+    False (never "yes" or 1), a number is a number; a wrong one is the usage error naming it."""
+    from tracetriage.errors import UsageError
+
+    for name, value in (booleans or {}).items():
+        if not isinstance(value, bool):
+            raise UsageError(None, f"{name} must be True or False (got {value!r})")
+    for name, value in (numbers or {}).items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise UsageError(None, f"{name} must be a number (got {value!r})")
+
+
 def _runtime(runtime: Runtime | None) -> Runtime:
     return runtime if runtime is not None else Runtime.create(use_cache=False)
 
@@ -291,6 +304,7 @@ def compare(before, after, options: Options | None = None, *, threshold_pct: flo
     from tracetriage.analyzers.compare import compare as _compare
 
     options = _options(options, values)
+    check_arguments({"across_devices": across_devices}, {"threshold_pct": threshold_pct})
     if not 0 < threshold_pct < 100:  # before minutes of parsing, not after
         from tracetriage.errors import UsageError
 
@@ -335,6 +349,7 @@ def batch(inputs, outdir, options: Options | None = None, *, runtime: Runtime | 
 
     if options is None:
         check_step_range(values.get("step_range"))
+    check_arguments({"force": force, "progress": progress}, {"case_timeout": case_timeout, "case_memory": case_memory})
     runtime = _runtime(runtime)
     check_jobs(runtime.jobs)
     options = _options(options, values)
@@ -491,6 +506,11 @@ def trend(tables_or_inputs, *, order_by: str = "time", group_by: str | None = No
     from tracetriage.errors import UsageError
 
     check_step_range(step_range)
+    check_arguments({"gate": gate, "force": force}, {"threshold_pct": threshold_pct})
+    if order_by not in ("time", "name"):
+        raise UsageError(None, f"order_by must be time or name (got {order_by!r})")
+    if isinstance(group_by, int) and not isinstance(group_by, bool):
+        group_by = str(group_by)  # a path component index, as --group-by -2 gives it
     if not 0 < threshold_pct < 100:
         raise UsageError(None, f"--threshold {threshold_pct:g}: give a percentage above 0 and below 100")
     if baseline is not None and not gate:

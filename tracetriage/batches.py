@@ -349,8 +349,9 @@ def run_batch(inputs: list[str], outdir: str, options: Options = Options(), runt
 
     if reports not in REPORT_MODES:
         raise UsageError(None, f"reports must be one of {', '.join(REPORT_MODES)} (got {reports!r})")
-    if case_memory is not None and not case_memory > 0:
-        raise UsageError(None, f"--case-memory must be a positive number of MB (got {case_memory:g})")
+    check_limits(case_timeout, case_memory, on_error)
+    if runtime.dask_address:
+        check_dask_address(runtime.dask_address)
     t0 = time.perf_counter()
     options = {k: v for k, v in (("step_range", options.step_range), ("symptom", options.symptom), ("slo", dict(options.slo)),
                                  ("perfetto_window", list(perfetto_window) if perfetto_window else None)) if v}
@@ -383,10 +384,10 @@ def _run(inputs: list[str], outdir: str, store, options: dict, runtime: Runtime,
         stopped = _collect(_execute(todo, outdir if store is not None else out, runtime, options, progress, limits, reports),
                            out, store, by_id, result, on_error)  # the workers stopped once it returns
     except KeyboardInterrupt:
-        stopped = "not run: the batch was interrupted (Ctrl-C or SIGTERM) before it"
+        stopped = "not run: the batch was interrupted (Ctrl-C or SIGTERM) before this case started"
         raise BatchInterrupted from None
     except BaseException as exc:
-        stopped = f"not run: the batch stopped before it ({type(exc).__name__}: {one_line_reason(exc)})"
+        stopped = f"not run: the batch stopped before this case started ({type(exc).__name__}: {one_line_reason(exc)})"
         raise
     finally:
         _finish(specs, todo, by_id, stopped, out, store, result, runtime.cache, t0)
@@ -510,11 +511,51 @@ def _execute(todo: list[CaseSpec], out: Path | str, runtime: Runtime, options: d
         bar.close()
 
 
+ON_ERROR = ("skip", "fail")
+
+
+def check_limits(case_timeout, case_memory, on_error) -> None:
+    """The per-case limits and the failure policy, checked before anything is written: a limit is
+    a positive, finite number (``case_timeout`` None: no time limit; ``case_memory`` None: no ceiling)."""
+    import math
+
+    from tracetriage.errors import UsageError
+
+    def positive(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+    if case_timeout is not None and not positive(case_timeout):
+        raise UsageError(None, f"--case-timeout must be a positive number of seconds (got {case_timeout!r})")
+    if case_memory is not None and not positive(case_memory):
+        shown = f"{case_memory:g}" if isinstance(case_memory, (int, float)) else repr(case_memory)
+        raise UsageError(None, f"--case-memory must be a positive number of MB (got {shown})")
+    if on_error not in ON_ERROR:
+        raise UsageError(None, f"--on-error must be one of {', '.join(ON_ERROR)} (got {on_error!r})")
+
+
+def check_dask_address(address: str) -> None:
+    """A scheduler address Dask can parse (``tcp://host:port``, ``host:port``, ``tls://...``), checked
+    before the outdir is touched: a malformed one is the user's error, as an unreachable one is."""
+    from tracetriage.errors import UsageError
+
+    try:
+        from distributed.comm.addressing import normalize_address, parse_address, parse_host_port
+    except ImportError:
+        return  # no distributed: the run says so where it needs it
+    try:
+        scheme, location = parse_address(normalize_address(address))
+        if scheme in ("tcp", "tls", "ws", "wss", "ucx"):
+            parse_host_port(location)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(address, f"not a Dask scheduler address ({one_line_reason(exc)}); give tcp://HOST:PORT") from None
+
+
 def _client(client_class, address: str):
     """A Dask client of the scheduler at ``address``; one that cannot be reached is the user's
     error (a wrong address, a scheduler not started), said in one line."""
     from tracetriage.errors import UsageError
 
+    check_dask_address(address)
     try:
         return client_class(address, timeout=DASK_CONNECT_TIMEOUT_S)
     except (OSError, TimeoutError) as exc:

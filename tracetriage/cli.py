@@ -120,8 +120,10 @@ def cmd_batch(args) -> int:
                        perfetto_window=parse_perfetto_window(args.perfetto_window) if args.perfetto else None,
                        case_memory=args.case_memory, reports=args.reports)
     except BatchInterrupted:
+        again = ("the same command without --force resumes from them (with --force every case runs again)" if args.force
+                 else "the same command again resumes from them")
         print(f"tracetriage: interrupted: wrote {in_outdir(args.output, 'index.html')} and the tables of the cases that ended; "
-              "the same command again resumes from them", file=sys.stderr)
+              f"{again}", file=sys.stderr)
         return EXIT_INTERRUPTED
     batch_note(result, args.output)
     if (result.failed or result.not_run) and not args.exit_zero:

@@ -106,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     trend.add_argument("inputs", nargs="+", metavar="INPUT",
                        help="a batch output folder (with summary.parquet), or captures, "
                             "folders and archives to run batch on first; exit 3 when an "
-                            "input is missing or unreadable, 4 when no case could be analyzed")
+                            "input is missing or unreadable (every case failed: no case could be analyzed), "
+                            "4 when the inputs hold no capture")
     trend.add_argument("--format", "-f", choices=FORMATS + ("parquet",),
                        help="output format (default: text, or from -o's extension); parquet: the series table")
     trend.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")

@@ -137,6 +137,15 @@ def batch_folder(roots: Roots, batch_dir: str) -> str:
     return folder
 
 
+def tool(mcp: MCPServer, **settings):
+    """``mcp.tool(...)`` with the function's docstring as its description on one line: a client
+    shows it to its model as it is, so the docstring's line breaks and indentation are not kept."""
+    def register(function):
+        return mcp.tool(description=" ".join((function.__doc__ or "").split()), **settings)(function)
+
+    return register
+
+
 def build(server: Server) -> MCPServer:
     """The MCP server and its six tools."""
     mcp = ToolServer("tracetriage", version=__version__, instructions=(
@@ -153,7 +162,7 @@ def build(server: Server) -> MCPServer:
             return error_result(exc, tool)
         return await server.run(ctx, tool, request)
 
-    @mcp.tool(title=TITLES["analyze"], annotations=READS)
+    @tool(mcp, title=TITLES["analyze"], annotations=READS)
     async def analyze(paths: Paths, ctx: Context, granted: Granted, symptom: Symptom = None, slo: Slo = None,
                       step_range: StepRange = None, format: Format = None, output: Output = None) -> CallToolResult:
         """Analyze the paths as one case (a trace, a bundle folder, artifacts): the analysis contract
@@ -166,7 +175,7 @@ def build(server: Server) -> MCPServer:
 
         return await guarded(ctx, granted, "analyze", prepare)
 
-    @mcp.tool(title=TITLES["compare"], annotations=READS)
+    @tool(mcp, title=TITLES["compare"], annotations=READS)
     async def compare(before: Annotated[str, Field(description="the capture before the change: a trace, bundle folder or "
                                                                "saved analysis.json")],
                       after: Annotated[str, Field(description="the capture after the change (the same kinds)")],
@@ -190,10 +199,10 @@ def build(server: Server) -> MCPServer:
 
         return await guarded(ctx, granted, "compare", prepare)
 
-    @mcp.tool(title=TITLES["trend"], annotations=READS)
+    @tool(mcp, title=TITLES["trend"], annotations=READS)
     async def trend(batch_dir: Annotated[str, Field(description="a batch output folder (it holds summary.parquet)")],
                     ctx: Context, granted: Granted, order_by: Literal["time", "name"] = "time",
-                    group_by: Annotated[str | None, Field(description="an extra group key: a path component index (-2: "
+                    group_by: Annotated[str | int | None, Field(description="an extra group key: a path component index (-2: "
                                                                       "the folder holding the case) or tag:FILE")] = None,
                     threshold: Annotated[float, Field(description="the practical minimum of a change, in % of the "
                                                                   "step")] = 5.0,
@@ -206,12 +215,13 @@ def build(server: Server) -> MCPServer:
         def prepare(roots: Roots) -> TrendRequest:
             fmt = report_format(format, output)
             folder = batch_folder(roots, batch_dir)  # tables batch wrote, not captures: a report may go beside or into it
-            return TrendRequest(folder, order_by, group_by, threshold, baseline, gate, fmt,
+            key = str(group_by) if group_by is not None and not isinstance(group_by, bool) else group_by
+            return TrendRequest(folder, order_by, key, threshold, baseline, gate, fmt,
                                 roots.writable(output, []) if fmt else None)
 
         return await guarded(ctx, granted, "trend", prepare)
 
-    @mcp.tool(title=TITLES["batch"], annotations=WRITES_OUTDIR)
+    @tool(mcp, title=TITLES["batch"], annotations=WRITES_OUTDIR)
     async def batch(inputs: Annotated[list[str], Field(min_length=1, description="folders, trace files, archives or glob "
                                                                                 "patterns under the roots; at least one")],
                     outdir: Annotated[str, Field(description="where the case reports, index.html and the parquet tables "
@@ -230,7 +240,7 @@ def build(server: Server) -> MCPServer:
 
         return await guarded(ctx, granted, "batch", prepare)
 
-    @mcp.tool(name="explain", title=TITLES["explain"], annotations=READS)
+    @tool(mcp, name="explain", title=TITLES["explain"], annotations=READS)
     async def explain_tool(finding_id: Annotated[str, Field(description="a finding id, e.g. launch_bound")]) -> CallToolResult:
         """A finding explained from the catalog: its title, mechanism, fix, confirm and falsifier texts
         (format strings with their variants), its falsifier condition, and the rules that make it
@@ -240,7 +250,7 @@ def build(server: Server) -> MCPServer:
         except Exception as exc:  # noqa: BLE001 - every failure is a one-line result
             return error_result(exc, "explain")
 
-    @mcp.tool(title=TITLES["capture_advice"], annotations=READS)
+    @tool(mcp, title=TITLES["capture_advice"], annotations=READS)
     async def capture_advice(ctx: Context, granted: Granted,
                              abstention: Annotated[str | None, Field(description="an abstention's analysis name, e.g. "
                                                                                  "steps, gap_causes, host_frames")] = None,

@@ -1,0 +1,49 @@
+"""What the new-user trial of stop 43 met on the CLI and the library: a bad per-case limit or
+Dask address is the usage error (exit 2) before anything is written, never a traceback, a worker
+'crash' or exit 70; the library's keywords are checked as the CLI's flags are."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import BUNDLES, run_cli
+
+import tracetriage
+from tracetriage.errors import EXIT_USAGE, UsageError
+
+
+def _one_line_usage(proc) -> str:
+    assert proc.returncode == EXIT_USAGE, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+    return proc.stderr
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "nan", "inf"])
+def test_a_case_timeout_that_is_no_positive_number_is_refused_before_the_batch(tmp_path, value):
+    out = tmp_path / "out"
+    line = _one_line_usage(run_cli("batch", BUNDLES / "eager_decode", "-o", out, "--case-timeout", value, "--no-progress"))
+    assert "--case-timeout must be a positive number of seconds" in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("address", ["notanaddress", "bogus::", "tcp://host-without-port"])
+def test_a_malformed_dask_address_is_the_usage_error_and_writes_no_outdir(tmp_path, address):
+    out = tmp_path / "out"
+    line = _one_line_usage(run_cli("batch", BUNDLES / "eager_decode", "-o", out, "--dask", address, "--no-progress"))
+    assert "not a Dask scheduler address" in line and address in line
+    assert not out.exists()
+
+
+def test_the_librarys_keywords_are_checked_as_the_flags_are(tmp_path):
+    with pytest.raises(UsageError, match="threshold_pct must be a number"):
+        tracetriage.compare(BUNDLES / "eager_decode", BUNDLES / "graph_decode", threshold_pct="x")
+    with pytest.raises(UsageError, match="across_devices must be True or False"):
+        tracetriage.compare(BUNDLES / "eager_decode", BUNDLES / "graph_decode", across_devices="yes")
+    with pytest.raises(UsageError, match="--on-error must be one of skip, fail"):
+        tracetriage.batch([BUNDLES / "eager_decode"], tmp_path / "out", on_error="explode", progress=False)
+    with pytest.raises(UsageError, match="--case-timeout must be a positive number"):
+        tracetriage.batch([BUNDLES / "eager_decode"], tmp_path / "out", case_timeout=-1, progress=False)
+    with pytest.raises(UsageError, match="gate must be True or False"):
+        tracetriage.trend(BUNDLES, gate="yes")
+    with pytest.raises(UsageError, match="order_by must be time or name"):
+        tracetriage.trend(BUNDLES, order_by="size")
+    assert not (tmp_path / "out").exists()
