@@ -65,6 +65,9 @@ def test_step_histogram_draws_the_tail_the_headline_names(analyses):
     even = {"1": {"durations": [4_000_000 + 10_000 * (i % 20) for i in range(200)]}}
     plain = charts.step_durations(even)
     assert "logarithmic" not in plain and "longest" not in plain
+    assert "(tail)" not in plain  # p99 4.19 ms beside a p50 of 4.10 ms is no tail (trial 73cc2a3, item 40)
+    tailed = {"1": {"durations": [4_000_000] * 190 + [8_000_000] * 10}}  # p99 8 ms at 2x the p50
+    assert "p99 8.00 ms (tail)" in charts.step_durations(tailed)
 
 
 def test_timeline_title_and_axis_name_one_span(analyses):

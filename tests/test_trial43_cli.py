@@ -47,3 +47,15 @@ def test_the_librarys_keywords_are_checked_as_the_flags_are(tmp_path):
     with pytest.raises(UsageError, match="order_by must be time or name"):
         tracetriage.trend(BUNDLES, order_by="size")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("fmt", ["text", "md"])
+def test_an_inconclusive_compare_says_its_figures_are_not_judged_before_listing_them(fmt):
+    """Trial 73cc2a3 item 54: ~30 rows of 'n/a ... not judged' followed an inconclusive verdict with nothing
+    to say what they were; the HTML folds them; text and md list them (every field of the view in every
+    format) under one line that says none is judged."""
+    out = run_cli("compare", BUNDLES / "eager_decode", BUNDLES / "serving_at_capacity", "-f", fmt, "--no-cache").stdout
+    said = out.find("none judged: the captures are not comparable")
+    assert 0 < said < out.lower().find("per step, absolute")
+    same = run_cli("compare", BUNDLES / "eager_decode", BUNDLES / "graph_decode", "-f", fmt, "--no-cache").stdout
+    assert "none judged" not in same
