@@ -227,16 +227,21 @@ def test_batch_on_a_separate_dask_scheduler_and_worker(tmp_path):
                 if s.connect_ex(("127.0.0.1", port)) == 0:
                     break
             time.sleep(0.3)
+        elsewhere = tmp_path / "worker-cwd"  # a cluster's worker does not share the client's working directory
+        elsewhere.mkdir()
         procs.append(subprocess.Popen([os.path.join(bindir, "dask"), "worker", address, "--nworkers", "1", "--nthreads", "1",
                                        "--no-dashboard"], stdout=open(logs / "worker.log", "w"), stderr=subprocess.STDOUT,
-                                      env=env, start_new_session=True))
+                                      env=env, start_new_session=True, cwd=elsewhere))
         work = tmp_path / "w"
         for name in ("healthy", "graph_decode"):
             shutil.copytree(BUNDLES / name, work / name)
-        p = run_cli("batch", work, "-o", tmp_path / "out", "--dask", address, "--no-progress")
+        # relative inputs and -o, from the client's folder (trial 73cc2a3 items 12-13): resolved on the client
+        p = run_cli("batch", "w", "-o", "out", "--dask", address, "--no-progress", cwd=tmp_path)
         assert p.returncode == 0, p.stderr + (logs / "worker.log").read_text()[-2000:]
         summary = pd.read_parquet(tmp_path / "out" / "summary.parquet")
         assert len(summary) == 2 and (summary["status"] == "ok").all()
+        assert len(list((tmp_path / "out" / "cases").glob("*/report.html"))) == 2
+        assert not any(elsewhere.iterdir())  # nothing scattered into the worker's folder
     finally:
         for proc in reversed(procs):
             try:
