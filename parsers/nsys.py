@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.errors import MissingDataError, TraceFormatError
-from tracetriage.model import Trace, distinct, gpu_column_order, is_kind, is_sorted
+from tracetriage.model import Trace, distinct, gpu_column_order, is_kind, is_one_value_view, is_sorted, one_value_view
 from tracetriage.order import start_order
 from tracetriage.parsers.nsys_metadata import (
     capture_says,
@@ -119,6 +119,7 @@ def parse(path: str) -> Trace:
         _require_gpu_activity(path, db, parts, api, capture)
         cols = concat_gpu_tables(parts)
         del parts
+        cols["pid"] = one_value_view(cols["pid"])
         trace_warnings = _drop_untimed(cols)
         if not len(cols["start"]):
             raise MissingDataError(path, "nothing to analyze: no GPU record has timestamps")
@@ -167,8 +168,10 @@ def _drop_untimed(cols: dict) -> list[str]:
     if not untimed.any():
         return []
     keep = ~untimed
+    n = int(keep.sum())
     for col in list(cols):
-        cols[col] = cols[col][keep]
+        values = cols[col]
+        cols[col] = np.broadcast_to(values[:1].copy()[0], (n,)) if is_one_value_view(values) else values[keep]
     return [f"{int(untimed.sum()):,} GPU records without timestamps (start = end = 0) were ignored"]
 
 
@@ -178,7 +181,8 @@ def _put_in_start_order(cols: dict) -> None:
     plan = start_order(cols["start"])
     if plan is not None:
         for col in list(cols):
-            cols[col] = plan.apply(cols[col])
+            if not is_one_value_view(cols[col]):  # one value in every row: in any order already
+                cols[col] = plan.apply(cols[col])
 
 
 def _attach_host_tables(trace: Trace, api: pd.DataFrame | None, ranges: pd.DataFrame | None,

@@ -22,6 +22,7 @@ from tracetriage.model import (
     Trace,
     api_category,
     collective_op,
+    one_value_view,
     strip_api_version,
 )
 from tracetriage.order import start_order
@@ -189,6 +190,7 @@ def read_kernels(db: Database, strings: StringTable) -> dict | None:
     n = len(cols["start"])
     if not n:
         return None
+    cols["pid"] = one_value_view(cols["pid"])  # one process: no column (80 MB at 10M kernels)
     name = compact_categorical(cols.pop("name_code"), strings.categories)
     cols["kind"] = pd.Categorical.from_codes(np.zeros(n, np.int8), categories=GPU_KINDS)
     cols["name"] = name
@@ -303,7 +305,7 @@ def read_api(db: Database, strings: StringTable) -> pd.DataFrame | None:
     name = pd.Categorical.from_codes(lut[np.asarray(raw.codes)],  # code -1 takes the last slot: <unknown>
                                      categories=pd.Index(np.asarray(uniq, dtype=object), dtype=object))
     return pd.DataFrame({
-        "pid": cols.pop("pid"), "tid": cols.pop("tid"), "start": cols.pop("start"), "end": cols.pop("end"),
+        "pid": one_value_view(cols.pop("pid")), "tid": cols.pop("tid"), "start": cols.pop("start"), "end": cols.pop("end"),
         "name": name, "category": per_category(name, api_category, API_CATEGORIES),
         "correlation": cols.pop("correlation"),
     }, copy=False)

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from tracetriage.errors import TraceFormatError
 from tracetriage.memory import release_freed
+from tracetriage.model import is_one_value_view
 from tracetriage.threads import thread_map
 
 # Arrow's default jemalloc/mimalloc pools keep freed memory; between the big tables of a
@@ -386,6 +387,8 @@ def concat_columns(chunks: list[dict]) -> dict:
         pieces = [c.pop(col) for c in chunks]
         if len(pieces) == 1:
             out[col] = pieces[0]
+        elif all(is_one_value_view(x) for x in pieces) and len({x[0] for x in pieces}) == 1:
+            out[col] = np.broadcast_to(pieces[0][:1].copy()[0], (sum(len(x) for x in pieces),))  # still no memory
         elif isinstance(pieces[0], pd.Categorical):
             out[col] = pd.Categorical.from_codes(np.concatenate([np.asarray(x.codes) for x in pieces]),
                                                  categories=pieces[0].categories)
