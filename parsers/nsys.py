@@ -89,7 +89,8 @@ def device_keys(pid: np.ndarray, ordinal: np.ndarray) -> tuple[np.ndarray, pd.Da
             uniq = np.concatenate(([-1], uniq))
         lut = np.full((1 << 16) + 1, -1, np.int32)
         lut[uniq] = np.arange(uniq.size, dtype=np.int32)
-        return lut[ordinal], pd.DataFrame({"pid": np.full(uniq.size, pid[0], np.int64), "ordinal": uniq.astype(np.int64)})
+        keys = np.broadcast_to(lut[ordinal[0]], ordinal.shape) if is_one_value_view(ordinal) else lut[ordinal]
+        return keys, pd.DataFrame({"pid": np.full(uniq.size, pid[0], np.int64), "ordinal": uniq.astype(np.int64)})
     pairs = pd.DataFrame({"pid": pid, "ordinal": ordinal})
     keys = pairs.groupby(["pid", "ordinal"], sort=True).ngroup().to_numpy().astype(np.int32)
     return keys, pairs.drop_duplicates().sort_values(["pid", "ordinal"], ignore_index=True)
@@ -126,6 +127,8 @@ def parse(path: str) -> Trace:
         cols["device"], pairs = device_keys(cols["pid"], cols.pop("dev"))
         trace.devices = read_devices(db, pairs)
         _put_in_start_order(cols)
+        for col in ("device", "stream", "in_graph"):  # one device, one stream, no graph: no column each
+            cols[col] = one_value_view(cols[col])
         trace.gpu = pd.DataFrame({c: cols.pop(c) for c in gpu_column_order()}, copy=False)
         _attach_host_tables(trace, api, ranges, syncs)
         read_nvtx_ops(db, strings, trace)
