@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from tracetriage.errors import TraceFormatError
 from tracetriage.memory import release_freed
-from tracetriage.parsers.sqlite import SpanColumns
+from tracetriage.parsers.sqlite import SpanColumns, take_rows
 from tracetriage.threads import thread_map
 
 try:
@@ -201,12 +201,12 @@ class _Plan:
 
         total = sum(thread_map(run, segments, MAX_READERS))
         release_freed()
-        out = gathered.columns
+        out = gathered.result()
         if not out:
             raise Unsupported
         if total == capacity:
             return out
-        return {c: v[present] for c, v in out.items()}  # deleted rows left holes in the rowids
+        return {c: take_rows(v, present) for c, v in out.items()}  # deleted rows left holes in the rowids
 
     def _scratch(self, name: str, n: int, dtype) -> np.ndarray:
         """A buffer of this reader thread, reused from segment to segment: fresh ones cost a

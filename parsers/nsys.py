@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.errors import MissingDataError, TraceFormatError
-from tracetriage.model import Trace, distinct, gpu_column_order, is_kind, is_sorted
+from tracetriage.model import Trace, distinct, gpu_column_order, is_kind, is_one_value_view, is_sorted, one_value_view
 from tracetriage.order import start_order
 from tracetriage.parsers.nsys_metadata import (
     capture_says,
@@ -89,7 +89,8 @@ def device_keys(pid: np.ndarray, ordinal: np.ndarray) -> tuple[np.ndarray, pd.Da
             uniq = np.concatenate(([-1], uniq))
         lut = np.full((1 << 16) + 1, -1, np.int32)
         lut[uniq] = np.arange(uniq.size, dtype=np.int32)
-        return lut[ordinal], pd.DataFrame({"pid": np.full(uniq.size, pid[0], np.int64), "ordinal": uniq.astype(np.int64)})
+        keys = np.broadcast_to(lut[ordinal[0]], ordinal.shape) if is_one_value_view(ordinal) else lut[ordinal]
+        return keys, pd.DataFrame({"pid": np.full(uniq.size, pid[0], np.int64), "ordinal": uniq.astype(np.int64)})
     pairs = pd.DataFrame({"pid": pid, "ordinal": ordinal})
     keys = pairs.groupby(["pid", "ordinal"], sort=True).ngroup().to_numpy().astype(np.int32)
     return keys, pairs.drop_duplicates().sort_values(["pid", "ordinal"], ignore_index=True)
@@ -119,12 +120,15 @@ def parse(path: str) -> Trace:
         _require_gpu_activity(path, db, parts, api, capture)
         cols = concat_gpu_tables(parts)
         del parts
+        cols["pid"] = one_value_view(cols["pid"])
         trace_warnings = _drop_untimed(cols)
         if not len(cols["start"]):
             raise MissingDataError(path, "nothing to analyze: no GPU record has timestamps")
         cols["device"], pairs = device_keys(cols["pid"], cols.pop("dev"))
         trace.devices = read_devices(db, pairs)
         _put_in_start_order(cols)
+        for col in ("device", "stream", "in_graph"):  # one device, one stream, no graph: no column each
+            cols[col] = one_value_view(cols[col])
         trace.gpu = pd.DataFrame({c: cols.pop(c) for c in gpu_column_order()}, copy=False)
         _attach_host_tables(trace, api, ranges, syncs)
         read_nvtx_ops(db, strings, trace)
@@ -167,8 +171,10 @@ def _drop_untimed(cols: dict) -> list[str]:
     if not untimed.any():
         return []
     keep = ~untimed
+    n = int(keep.sum())
     for col in list(cols):
-        cols[col] = cols[col][keep]
+        values = cols[col]
+        cols[col] = np.broadcast_to(values[:1].copy()[0], (n,)) if is_one_value_view(values) else values[keep]
     return [f"{int(untimed.sum()):,} GPU records without timestamps (start = end = 0) were ignored"]
 
 
@@ -178,7 +184,8 @@ def _put_in_start_order(cols: dict) -> None:
     plan = start_order(cols["start"])
     if plan is not None:
         for col in list(cols):
-            cols[col] = plan.apply(cols[col])
+            if not is_one_value_view(cols[col]):  # one value in every row: in any order already
+                cols[col] = plan.apply(cols[col])
 
 
 def _attach_host_tables(trace: Trace, api: pd.DataFrame | None, ranges: pd.DataFrame | None,

@@ -22,6 +22,8 @@ from tracetriage.model import (
     Trace,
     api_category,
     collective_op,
+    is_one_value_view,
+    one_value_view,
     strip_api_version,
 )
 from tracetriage.order import start_order
@@ -176,13 +178,15 @@ def read_kernels(db: Database, strings: StringTable) -> dict | None:
                "node": ("graphNodeId", -1)}
     w = db.warnings
 
-    def convert(tbl) -> dict:
+    def convert(tbl) -> dict:  # a column holding one value stays that value (no memory per row)
+        one = one_value_view
         return {
-            "dev": _int_column(tbl, "dev", warnings=w), "stream": _int_column(tbl, "stream", np.int32, w),
+            "dev": one(_int_column(tbl, "dev", warnings=w)), "stream": one(_int_column(tbl, "stream", np.int32, w)),
             "start": _int_column(tbl, "start", warnings=w), "end": _int_column(tbl, "end", warnings=w),
-            "correlation": _int_column(tbl, "correlation", warnings=w), "pid": pid_of(_int_column(tbl, "gpid", warnings=w)),
+            "correlation": _int_column(tbl, "correlation", warnings=w),
+            "pid": one(pid_of(_int_column(tbl, "gpid", warnings=w))),
             "name_code": strings.codes_of(_int_column(tbl, "name_id", warnings=w)),
-            "in_graph": _int_column(tbl, "node", warnings=w) >= 0,
+            "in_graph": one(_int_column(tbl, "node", warnings=w) >= 0),
         }
 
     cols = db.scan_columns(KERNEL, columns, convert)
@@ -281,8 +285,9 @@ def read_api(db: Database, strings: StringTable) -> pd.DataFrame | None:
     w = db.warnings
 
     def convert(tbl) -> dict:
-        gtid = _int_column(tbl, "gtid", warnings=w)
-        return {"pid": pid_of(gtid), "tid": tid_of(gtid).astype(np.int32), "start": _int_column(tbl, "start", warnings=w),
+        gtid = _int_column(tbl, "gtid", warnings=w)  # one process, one thread: no column each
+        return {"pid": one_value_view(pid_of(gtid)), "tid": one_value_view(tid_of(gtid).astype(np.int32)),
+                "start": _int_column(tbl, "start", warnings=w),
                 "end": _int_column(tbl, "end", warnings=w),
                 "name_code": strings.codes_of(_int_column(tbl, "name_id", warnings=w)),
                 "correlation": _int_column(tbl, "correlation", warnings=w)}
@@ -293,8 +298,9 @@ def read_api(db: Database, strings: StringTable) -> pd.DataFrame | None:
     # In start order but for the few rows a multi-threaded capture writes late: put in place, not sorted.
     plan = start_order(cols["start"])
     if plan is not None:
-        for k in list(cols):  # in place, one column at a time
-            cols[k] = plan.apply(cols[k])
+        for k in list(cols):  # in place, one column at a time (one value in every row: in any order already)
+            if not is_one_value_view(cols[k]):
+                cols[k] = plan.apply(cols[k])
     raw = compact_categorical(cols.pop("name_code"), strings.categories)
     # Strip the version suffix once per distinct name, then re-intern.
     stripped = [strip_api_version(str(c)) for c in raw.categories]

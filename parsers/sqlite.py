@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from tracetriage.errors import TraceFormatError
 from tracetriage.memory import release_freed
+from tracetriage.model import is_one_value_view
 from tracetriage.threads import thread_map
 
 # Arrow's default jemalloc/mimalloc pools keep freed memory; between the big tables of a
@@ -230,7 +231,6 @@ class Database:
         if len(ranges) == 1 or capacity > self.most_rows:  # a span wider than the file has rows: sparse
             return concat_columns(self._converted(sql, ranges, convert))
         span = SpanColumns(capacity)
-        out = span.columns
         counts = [0] * len(ranges)
 
         def run(k: int) -> None:
@@ -245,6 +245,7 @@ class Database:
         thread_map(run, range(len(ranges)), MAX_READERS)
         release_freed()  # the reader threads' Arrow batches, freed into arenas glibc does not trim itself
         total = sum(counts)
+        out = span.result()
         if total == capacity:
             return out
         # Deleted rows left holes: move each range's rows down behind the previous ones.
@@ -252,9 +253,11 @@ class Database:
         for (_, offset, _), n in zip(ranges, counts):
             if offset != at:
                 for col in out.values():
-                    col[at:at + n] = col[offset:offset + n]  # numpy buffers overlapping copies
+                    if not is_one_value_view(col):
+                        col[at:at + n] = col[offset:offset + n]  # numpy buffers overlapping copies
             at += n
-        return {c: (v[:total].copy() if total < 0.75 * capacity else v[:total]) for c, v in out.items()}
+        return {c: (v[:total].copy() if total < 0.75 * capacity and not is_one_value_view(v) else v[:total])
+                for c, v in out.items()}
 
     @property
     def size(self) -> int:
@@ -359,20 +362,48 @@ class SpanColumns:
     """One array per column over a table's whole rowid span, filled part by part from the
     reader threads (a part's arrays are copied in and dropped): the first part fixes each
     column's dtype, and ``np.empty`` only reserves address space, so rows a sparse or
-    holed span never holds cost no memory."""
+    holed span never holds cost no memory. A column whose parts are all zero-stride views of
+    one value (``tracetriage.model.one_value_view``: the pid of a one-process capture) stays one
+    value, and becomes an array, filled with it, only when a part holds another."""
 
     def __init__(self, capacity: int):
         self.capacity = capacity
-        self.columns: dict[str, np.ndarray] = {}
+        self._arrays: dict[str, np.ndarray] = {}
+        self._one: dict[str, np.generic] = {}  # column -> the one value every part put so far held
+        self._order: list[str] = []
         self.lock = threading.Lock()
 
     def put(self, part: dict[str, np.ndarray], at) -> None:
         """Copy ``part`` (equal-length arrays) into the rows ``at`` (a slice or row indices)."""
         with self.lock:
-            if not self.columns:
-                self.columns.update({c: np.empty(self.capacity, dtype=v.dtype) for c, v in part.items()})
+            if not self._order:
+                self._order = list(part)
+                for c, v in part.items():
+                    if is_one_value_view(v):
+                        self._one[c] = v[0]
+                    else:
+                        self._arrays[c] = np.empty(self.capacity, dtype=v.dtype)
+            for c in [c for c, one in self._one.items() if not (is_one_value_view(part[c]) and part[c][0] == one)]:
+                arr = np.empty(self.capacity, dtype=self._one[c].dtype)
+                arr.fill(self._one.pop(c))  # the rows put so far (and any not yet put that hold it)
+                self._arrays[c] = arr
         for c in list(part):
-            self.columns[c][at] = part.pop(c)
+            v = part.pop(c)
+            arr = self._arrays.get(c)
+            if arr is not None:
+                arr[at] = v
+
+    def result(self) -> dict[str, np.ndarray]:
+        """The columns, in the first part's order: arrays, or zero-stride views of their one value."""
+        return {c: self._arrays[c] if c in self._arrays else np.broadcast_to(self._one[c], (self.capacity,))
+                for c in self._order}
+
+
+def take_rows(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``values[keep]`` (a boolean mask), a zero-stride view staying one."""
+    if is_one_value_view(values):
+        return np.broadcast_to(values[0], (int(np.count_nonzero(keep)),))
+    return values[keep]
 
 
 def concat_columns(chunks: list[dict]) -> dict:
@@ -386,6 +417,8 @@ def concat_columns(chunks: list[dict]) -> dict:
         pieces = [c.pop(col) for c in chunks]
         if len(pieces) == 1:
             out[col] = pieces[0]
+        elif all(is_one_value_view(x) for x in pieces) and len({x[0] for x in pieces}) == 1:
+            out[col] = np.broadcast_to(pieces[0][:1].copy()[0], (sum(len(x) for x in pieces),))  # still no memory
         elif isinstance(pieces[0], pd.Categorical):
             out[col] = pd.Categorical.from_codes(np.concatenate([np.asarray(x.codes) for x in pieces]),
                                                  categories=pieces[0].categories)
