@@ -207,11 +207,7 @@ def rule_collective_dominant(ctx: Context):
         return _late_rank_wait(ctx, devices, mean_share)
     taken = ctx.ledger.take("collective_dominant", {device.id: (["collective"], None) for device in devices})
     impact = ctx.ledger.impact_pct(taken)
-    ops = _collective_op_evidence(ctx)
-    by_op = ops[1].value
-    top_op = max(by_op, key=by_op.get) if by_op else "collectives"
-    ranks = plural(len(devices), "rank")
-    workload = collective_workload(ctx.case, by_op, ctx.kind.get("workload"))
+    ops, top_op, ranks, workload = _collectives_read(ctx, devices)
     evidence = [
         ev("collective_share_pct_mean", round(mean_share, 2), "%", "window, mean over ranks",
            text=f"collective kernels run {pct(mean_share)} of the window (mean over {ranks})"),
@@ -233,6 +229,15 @@ def rule_collective_dominant(ctx: Context):
                         denominator=window_denominator(ctx), kind=ctx.kind, variant=variant)
 
 
+def _collectives_read(ctx: Context, devices: list):
+    """What both readings of the collectives say first: the per-op evidence, the op with most time,
+    the ranks counted, and the workload the ops are for."""
+    ops = _collective_op_evidence(ctx)
+    by_op = ops[1].value
+    top_op = max(by_op, key=by_op.get) if by_op else "collectives"
+    return ops, top_op, plural(len(devices), "rank"), collective_workload(ctx.case, by_op, ctx.kind.get("workload"))
+
+
 def _late_rank_wait(ctx: Context, devices: list, mean_share: float):
     """Collectives under the dominant line whose time is mostly ranks waiting for a late one
     (skew_wait_share_min_pct): claims, of each rank's collective time no compute hides, its waiting in the
@@ -247,11 +252,7 @@ def _late_rank_wait(ctx: Context, devices: list, mean_share: float):
         return None
     taken = ctx.ledger.take("collective_dominant", {device_id: (["collective"], ns) for device_id, ns in waits.items() if ns})
     impact = ctx.ledger.impact_pct(taken)
-    ops = _collective_op_evidence(ctx)
-    by_op = ops[1].value
-    top_op = max(by_op, key=by_op.get) if by_op else "collectives"
-    ranks = plural(len(devices), "rank")
-    workload = collective_workload(ctx.case, by_op, ctx.kind.get("workload"))
+    ops, top_op, ranks, workload = _collectives_read(ctx, devices)
     evidence = [
         ev("collective_share_pct_mean", round(mean_share, 2), "%", "window, mean over ranks",
            text=f"collective kernels run {pct(mean_share)} of the window (mean over {ranks}), under the "
