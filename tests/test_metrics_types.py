@@ -105,8 +105,9 @@ def test_finding_contract_is_the_schema_finding():
     finding = Finding(id="gpu_starved", axis="throughput", answers=("throughput",), severity="low", impact_pct=1.0,
                       impact_denominator="window", title="t", mechanism="m", fix="f", confirm="c", falsifier="x",
                       evidence=(row,))
-    assert list(finding.to_contract()) == [k for k in place["properties"] if k != "falsified"]
-    ruled_out = dataclasses.replace(finding, falsified="why")
+    optional = ("falsified", "explains_pct")  # written only when set: ruled out; a share other than the impact
+    assert list(finding.to_contract()) == [k for k in place["properties"] if k not in optional]
+    ruled_out = dataclasses.replace(finding, falsified="why", explains_pct=2.0)
     assert list(ruled_out.to_contract()) == list(place["properties"])
     assert set(place["required"]) <= set(finding.to_contract())
     evidence_place = place["properties"]["evidence"]["items"]
