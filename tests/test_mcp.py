@@ -55,6 +55,9 @@ def _calls(work: Path, granted: Path, outside: Path) -> dict:
                                        "threshold": 0}),
         "trend_on_captures": ("trend", {"batch_dir": str(BUNDLES / "eager_decode")}),
         "no_batch_dir": ("trend", {"batch_dir": str(work / "no_such_batch")}),
+        "format_disagrees": ("analyze", {"paths": [str(BUNDLES / "eager_decode")], "format": "html",
+                                         "output": str(work / "reports" / "r.md")}),
+        "output_is_a_folder": ("analyze", {"paths": [str(BUNDLES / "eager_decode")], "format": "html", "output": str(work)}),
         "empty_paths": ("analyze", {"paths": []}),
         "empty_inputs": ("batch", {"inputs": [], "outdir": str(work / "out")}),
         "lax_boolean": ("compare", {"before": str(BUNDLES / "eager_decode"), "after": str(BUNDLES / "graph_decode"),
@@ -123,6 +126,16 @@ def test_each_tool_has_a_title_a_person_reads(session):
     assert all(titles) and len(set(titles)) == len(titles)
     # the description a client gives its model: one line, no docstring indentation left in it
     assert all("  " not in tool.description and "\n" not in tool.description for tool in session["tools"])
+
+
+def test_a_report_output_is_checked_before_the_analysis(session):
+    """An html page asked into r.md is refused (the name would misdescribe it), and a folder as output is
+    the output error at once, not after the analysis ran (trial 43 item 10)."""
+    error = _error(session["format_disagrees"])
+    assert error["exit_code"] == EXIT_USAGE and "disagree" in error["error"]
+    assert not (session["work"] / "reports" / "r.md").exists()
+    error = _error(session["output_is_a_folder"])
+    assert error["exit_code"] == EXIT_OUTPUT and "directory" in error["error"]
 
 
 def test_a_batch_dir_that_does_not_exist_is_named_as_missing(session):

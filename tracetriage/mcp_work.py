@@ -98,10 +98,15 @@ def report_format(fmt: str | None, output: str | None) -> str | None:
     """The report asked for: ``format`` with ``output``, or the format ``output``'s extension names."""
     if fmt and not output:
         raise UsageError(None, f"format {fmt} writes a report: give output, a path under the roots")
+    named = {".html": "html", ".htm": "html", ".md": "md"}.get(Path(output).suffix.lower()) if output else None
     if output and not fmt:
-        fmt = {".html": "html", ".htm": "html", ".md": "md"}.get(Path(output).suffix.lower())
+        fmt = named
         if fmt is None:
             raise UsageError(None, f"output {output}: give format html or md (or an .html or .md name)")
+    if output and named and fmt != named:  # an html page in report.md: a file its name misdescribes
+        raise UsageError(None, f"format {fmt} and output {output} disagree: name the file .{fmt} or give format {named}")
+    if output and Path(output).is_dir():  # refused before the analysis, not after it
+        raise OutputError(output, "cannot write the report: it is a directory; name a file in it")
     return fmt
 
 
