@@ -221,6 +221,8 @@ def test_reports_none_and_failed(tmp_path):
     assert summary["report_html"].isna().all() and summary["report_json"].notna().all()
     index = (tmp_path / "none" / "index.html").read_text()
     assert all(Path(path).name in index for path in inputs)
+    # no report.html, but each case's analysis.json is linked (trial 43 item 14: the column was blank)
+    assert all(f'href="{path}"' in index for path in summary["report_json"]) and 'href="cases/' in index
     failed = run_batch(inputs, str(tmp_path / "failed"), runtime=Runtime(jobs=2), progress=False, reports="failed")
     with_report = {_name(r["path"]) for r in failed.records if r.get("report_html")}
     assert with_report == {"graph_decode"}  # healthy has no finding but healthy
