@@ -57,6 +57,32 @@ def readonly_uri(path: str | Path) -> str:
     return "file:" + urllib.parse.quote(str(Path(path).resolve())) + "?mode=ro&immutable=1"
 
 
+def truncation(path: str | Path) -> str | None:
+    """Why an SQLite file that does not open is a cut-off copy, from its 100-byte header: fewer bytes than
+    the pages the header counts (valid when the version-valid-for number equals the change counter), or a
+    size that is no whole number of pages; None when the header says nothing of the kind."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(100)
+        size = os.path.getsize(path)
+    except OSError:
+        return None
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+        return None
+    page = int.from_bytes(header[16:18], "big")
+    page = 65536 if page == 1 else page
+    if page < 512 or page & (page - 1):
+        return None
+    pages = int.from_bytes(header[28:32], "big")
+    if pages and header[24:28] == header[92:96] and size < pages * page:
+        return (f"truncated: its header counts {pages:,} pages of {page:,} bytes ({pages * page:,} bytes) and the file "
+                f"holds {size:,} ({100 * size / (pages * page):.0f}%): an interrupted copy or download; copy it again")
+    if size % page:
+        return (f"truncated: {size:,} bytes is no whole number of its {page:,}-byte pages: an interrupted copy or "
+                "download; copy it again")
+    return None
+
+
 class Database:
     """A read-only SQLite file with its schema discovered up front."""
 
@@ -72,7 +98,7 @@ class Database:
                 "SELECT name, type, sql, rootpage FROM sqlite_master WHERE type IN ('table', 'view')"
             ).fetchall()
         except sqlite3.DatabaseError as exc:
-            raise TraceFormatError(self.path, f"not a readable SQLite database ({exc})") from None
+            raise TraceFormatError(self.path, truncation(self.path) or f"not a readable SQLite database: {exc}") from None
         self.objects = {name: kind for name, kind, _, _ in rows}
         self.views = {name for name, kind, _, _ in rows if kind == "view"}
         # each table's b-tree root page and CREATE statement (the b-tree reader's starting point)

@@ -59,3 +59,17 @@ def test_an_inconclusive_compare_says_its_figures_are_not_judged_before_listing_
     assert 0 < said < out.lower().find("per step, absolute")
     same = run_cli("compare", BUNDLES / "eager_decode", BUNDLES / "graph_decode", "-f", fmt, "--no-cache").stdout
     assert "none judged" not in same
+
+
+@pytest.mark.parametrize("keep", [100, 0.5, -4096])
+def test_a_cut_off_sqlite_copy_is_called_truncated_with_its_sizes(tmp_path, keep):
+    """Trial 43 item 15: a copy cut at 100 bytes, at half or a page short was 'not a readable SQLite database
+    (database disk image is malformed)' in nested parentheses; the header counts the pages: say so."""
+    data = (BUNDLES / "graph_decode" / "trace.sqlite").read_bytes()
+    cut = keep if isinstance(keep, int) and keep > 0 else (int(len(data) * keep) if isinstance(keep, float) else len(data) + keep)
+    path = tmp_path / "cut.sqlite"
+    path.write_bytes(data[:cut])
+    proc = run_cli("analyze", path, "--no-cache")
+    assert proc.returncode == 3 and proc.stderr.count("\n") == 1
+    assert "truncated: its header counts" in proc.stderr and f"the file holds {cut:,}" in proc.stderr
+    assert "((" not in proc.stderr and "))" not in proc.stderr

@@ -187,7 +187,7 @@ def _detect_sqlite(path: Path) -> str:
                     return kind
             names = sorted(db.objects)
     except TraceTriageError as exc:
-        return f"unknown:SQLite file that cannot be read ({exc.problem})"
+        return f"unknown:SQLite file that cannot be read: {exc.problem}"
     shown = ", ".join(names[:6]) or "no tables"
     return f"unknown:SQLite database of another program (tables: {shown})"
 
