@@ -73,3 +73,12 @@ def test_a_cut_off_sqlite_copy_is_called_truncated_with_its_sizes(tmp_path, keep
     assert proc.returncode == 3 and proc.stderr.count("\n") == 1
     assert "truncated: its header counts" in proc.stderr and f"the file holds {cut:,}" in proc.stderr
     assert "((" not in proc.stderr and "))" not in proc.stderr
+
+
+def test_a_batch_result_shows_its_counts_not_every_record(tmp_path):
+    """Trial 43 item 12: the BatchResult a notebook cell shows was a 61 KB dump of every record."""
+    result = tracetriage.batch([BUNDLES / "eager_decode", BUNDLES / "healthy"], tmp_path / "out", progress=False,
+                               reports="none")
+    shown = repr(result)
+    assert shown.startswith("BatchResult(") and "cases=2" in shown and "analyzed=2" in shown and len(shown) < 300
+    assert len(result.records) == 2  # the records are all still there

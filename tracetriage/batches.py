@@ -61,6 +61,12 @@ class BatchResult:
     seconds: float = 0.0
     skipped: list[str] = field(default_factory=list)  # inputs that held no capture
 
+    def __repr__(self) -> str:
+        """The counts, not every record (a notebook cell shows this: 10,000 records would flood it)."""
+        return (f"BatchResult(outdir={self.outdir!r}, cases={len(self.records)}, analyzed={self.analyzed}, "
+                f"reused={self.reused}, failed={self.failed}, not_run={self.not_run}, skipped={len(self.skipped)}, "
+                f"seconds={self.seconds:.2f})")
+
 
 def expand_inputs(inputs: list[str]) -> list[Path]:
     """The local inputs, globs expanded (a store URI is listed by :func:`tracetriage.batch_store.store_cases`)."""
