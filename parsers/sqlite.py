@@ -57,10 +57,9 @@ def readonly_uri(path: str | Path) -> str:
     return "file:" + urllib.parse.quote(str(Path(path).resolve())) + "?mode=ro&immutable=1"
 
 
-def truncation(path: str | Path) -> str | None:
-    """Why an SQLite file that does not open is a cut-off copy, from its 100-byte header: fewer bytes than
-    the pages the header counts (valid when the version-valid-for number equals the change counter), or a
-    size that is no whole number of pages; None when the header says nothing of the kind."""
+def header_geometry(path: str | Path) -> tuple[int, int, int, int] | None:
+    """An SQLite file's page size, reserved bytes per page and page count from its 100-byte header, and
+    the file's size; None when the file cannot be read or holds no SQLite header."""
     try:
         with open(path, "rb") as handle:
             header = handle.read(100)
@@ -70,14 +69,20 @@ def truncation(path: str | Path) -> str | None:
     if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
         return None
     page = int.from_bytes(header[16:18], "big")
-    page = 65536 if page == 1 else page
-    if page < 512 or page & (page - 1):
+    return (65536 if page == 1 else page), header[20], int.from_bytes(header[28:32], "big"), size
+
+
+def truncation(path: str | Path) -> str | None:
+    """Why an SQLite file that does not open is a cut-off copy: fewer bytes than the pages its header
+    counts, or a size that is no whole number of pages; None when the header says nothing of the kind."""
+    geometry = header_geometry(path)
+    if geometry is None:
         return None
-    pages = int.from_bytes(header[28:32], "big")
-    if pages and header[24:28] == header[92:96] and size < pages * page:
+    page, _, pages, size = geometry
+    if page and pages and size < page * pages:
         return (f"truncated: its header counts {pages:,} pages of {page:,} bytes ({pages * page:,} bytes) and the file "
                 f"holds {size:,} ({100 * size / (pages * page):.0f}%): an interrupted copy or download; copy it again")
-    if size % page:
+    if page and size % page:
         return (f"truncated: {size:,} bytes is no whole number of its {page:,}-byte pages: an interrupted copy or "
                 "download; copy it again")
     return None
@@ -120,19 +125,11 @@ class Database:
     def _check_size(self) -> None:
         """The header's page geometry (``page_size``, ``reserved``: 0 when unreadable); a file
         shorter than its header's page count was cut: say so (queries may still work)."""
-        self.page_size = self.reserved = 0
-        try:
-            with open(self.path, "rb") as fh:
-                header = fh.read(100)
-        except OSError:
+        geometry = header_geometry(self.path)
+        self.page_size, self.reserved = geometry[:2] if geometry else (0, 0)
+        if geometry is None:
             return
-        size = self._size
-        if len(header) < 100:
-            return
-        page = int.from_bytes(header[16:18], "big")
-        page = 65536 if page == 1 else page
-        self.page_size, self.reserved = page, header[20]
-        pages = int.from_bytes(header[28:32], "big")
+        page, _, pages, size = geometry
         if page and pages and size < page * pages:
             self.warnings.append(f"the file is truncated: {size:,} bytes of the {page * pages:,} its header declares; "
                                  "rows in the missing pages are not read")

@@ -349,7 +349,7 @@ def batch(inputs, outdir, options: Options | None = None, *, runtime: Runtime | 
 
     if options is None:
         check_step_range(values.get("step_range"))
-    check_arguments({"force": force, "progress": progress}, {"case_timeout": case_timeout, "case_memory": case_memory})
+    check_arguments({"force": force, "progress": progress})  # the limits: run_batch's check_limits
     runtime = _runtime(runtime)
     check_jobs(runtime.jobs)
     options = _options(options, values)
