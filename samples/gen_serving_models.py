@@ -234,12 +234,16 @@ def build() -> tuple[dict, dict]:
         _flashinfer_single(w)
         _deepgemm(w)
         _flashinfer_moe(w)
-    doc = {"schemaVersion": 1, "record_shapes": 1,
-           "deviceProperties": [{"id": 2, "name": DEVICE_NAME, "totalGlobalMem": 191_000_000_000, "computeMajor": 10,
-                                 "computeMinor": 0, "numSms": 148}],
-           "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
-           "traceEvents": w.events, "displayTimeUnit": "ms"}
-    return doc, truth()
+    return _document(w.events, DEVICE_NAME, 191_000_000_000, (10, 0), 148), truth()
+
+
+def _document(events: list, device: str, memory: int, compute: tuple[int, int], sms: int) -> dict:
+    """A Kineto trace document of one rank on one device, shapes recorded."""
+    return {"schemaVersion": 1, "record_shapes": 1,
+            "deviceProperties": [{"id": 2, "name": device, "totalGlobalMem": memory, "computeMajor": compute[0],
+                                  "computeMinor": compute[1], "numSms": sms}],
+            "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
+            "traceEvents": events, "displayTimeUnit": "ms"}
 
 
 def truth() -> dict:
@@ -335,12 +339,7 @@ def build_rocm() -> tuple[dict, dict]:
         w.op("aiter::mha_fwd", qkv + [[]] * 8, [BF, BF, BF] + ["Scalar"] * 8,
              ["", "", "", "0.0", "0.088", "True", "-1", "0", "0", "True", "False"],
              [("fmha_fwd_d128_bf16_batch_b128x128x32_causal", AITER_NS["fixed"])])
-    doc = {"schemaVersion": 1, "record_shapes": 1,
-           "deviceProperties": [{"id": 2, "name": ROCM_DEVICE, "totalGlobalMem": 205_822_885_888, "computeMajor": 9,
-                                 "computeMinor": 4, "numSms": 304}],
-           "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
-           "traceEvents": w.events, "displayTimeUnit": "ms"}
-    return doc, rocm_truth()
+    return _document(w.events, ROCM_DEVICE, 205_822_885_888, (9, 4), 304), rocm_truth()
 
 
 def rocm_truth() -> dict:
