@@ -93,6 +93,10 @@ def _same_devices(before: Side, after: Side) -> Signal:
     differ = f"devices differ: {devices_text(models_before)} before, {devices_text(models_after)} after"
     if set(models_before) == set(models_after):  # the same models, other counts: another parallel layout
         return Signal(False, reason=differ)
+    if not (models_before and models_after):  # one side has no GPU trace: there is no hardware to hold it against
+        without = "before" if not models_before else "after"
+        return Signal(False, reason=f"{differ} (no GPU trace on the {without} side: a step time needs one on both; "
+                                    "capture the same trace on both sides)")
     return Signal(False, reason=(f"{differ} (a step time does not compare across hardware; compare --across-devices "
                                   "holds each op class against its own device's peaks)"))
 

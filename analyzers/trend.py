@@ -155,6 +155,8 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
                            "series": {name: {"unit": unit, "values": _series_values(values)}
                                       for name, (unit, _lower, values) in series.items()},
                            "verdict": verdict(label, group_changes, cases), "latest_regressed": latest_regressed})
+    if not has_time and order_by == "time" and not groups_out and any(entry["reason"] == UNORDERED for entry in ungrouped):
+        order_source = "none: no capture time recorded, and the case names are labels, not a sequence"
     return {
         "schema": SCHEMA,
         "order": order_source,

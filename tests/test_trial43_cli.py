@@ -80,5 +80,12 @@ def test_a_batch_result_shows_its_counts_not_every_record(tmp_path):
     result = tracetriage.batch([BUNDLES / "eager_decode", BUNDLES / "healthy"], tmp_path / "out", progress=False,
                                reports="none")
     shown = repr(result)
-    assert shown.startswith("BatchResult(") and "cases=2" in shown and "analyzed=2" in shown and len(shown) < 300
+    assert shown.startswith("BatchResult(") and "records=2" in shown and "analyzed=2" in shown and len(shown) < 300
     assert len(result.records) == 2  # the records are all still there
+
+
+def test_a_side_without_a_gpu_trace_is_not_told_to_compare_across_devices():
+    """Trial 43b item 2: 'no GPU after' pointed at --across-devices, which then refused too: with no trace
+    on one side there is no device to hold it against; say what is missing."""
+    line = run_cli("compare", BUNDLES / "eager_decode", BUNDLES / "serving_at_capacity", "--no-cache").stdout.split("\n")[0]
+    assert "no GPU trace on the after side" in line and "--across-devices" not in line

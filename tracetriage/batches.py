@@ -63,7 +63,7 @@ class BatchResult:
 
     def __repr__(self) -> str:
         """The counts, not every record (a notebook cell shows this: 10,000 records would flood it)."""
-        return (f"BatchResult(outdir={self.outdir!r}, cases={len(self.records)}, analyzed={self.analyzed}, "
+        return (f"BatchResult(outdir={self.outdir!r}, records={len(self.records)}, analyzed={self.analyzed}, "
                 f"reused={self.reused}, failed={self.failed}, not_run={self.not_run}, skipped={len(self.skipped)}, "
                 f"seconds={self.seconds:.2f})")
 
