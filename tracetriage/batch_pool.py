@@ -6,7 +6,9 @@ and watched by a :class:`CaseRunner`: on this machine ``jobs`` of them side by s
 (:func:`run_on_worker`), so that the same limits hold on a cluster. The failure policy:
 
 * a case whose worker's resident memory grows by more than ``--case-memory`` MB while it runs is
-  stopped (SIGKILL) and is a failed row naming the ceiling;
+  stopped (SIGKILL) and is a failed row naming the ceiling; the growth is the worker's peak (Linux
+  keeps it, reset when the worker takes the case), so a case that peaked between two looks, or
+  peaked and ended before the next, is failed all the same;
 * a case still running ``--case-timeout`` seconds after it started is a failed row naming the
   timeout (the worker's own alarm first; a case stuck in native code is stopped
   :data:`KILL_GRACE_S` later);
@@ -63,6 +65,28 @@ def resident_mb(pid: int) -> float | None:
         return None
 
 
+def peak_mb(pid: int) -> float | None:
+    """A process's peak resident memory in MB since its peak was last reset (Linux's VmHWM: a
+    peak between two looks is not missed); None where the system does not keep it."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 2**10
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def reset_peak(pid: int) -> None:
+    """The process's peak resident memory set back to its present size (Linux: ``clear_refs``)."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+
+
 def death_reason(returncode: int | None) -> str:
     """How a worker process ended, for the failed row of the case it held."""
     if returncode is not None and returncode < 0:
@@ -103,6 +127,7 @@ class CaseRunner:
         self.limits = Limits()
 
     def submit(self, request: CaseRequest, limits: Limits) -> None:
+        reset_peak(self.process.pid)
         self.idle_mb = resident_mb(self.process.pid) or 0.0
         self.job, self.job_started, self.limits = request, time.monotonic(), limits
         self.requests.send(request)
@@ -120,6 +145,9 @@ class CaseRunner:
             if kind == "ready":
                 self.ready = True
                 return None
+            over = self._over_memory()
+            if over is not None:  # it ended, but went over its ceiling on the way: failed all the same
+                return over
             self.job = None
             return value
         if self.job is not None:
@@ -135,13 +163,20 @@ class CaseRunner:
         if self.limits.timeout_s and elapsed > self.limits.timeout_s + KILL_GRACE_S:
             return self._stopped(f"{label}: timed out after {self.limits.timeout_s:g} s (--case-timeout); its worker was "
                                  "stopped")
-        if self.limits.memory_mb:
-            now = resident_mb(self.process.pid)
-            if now is not None and now - self.idle_mb > self.limits.memory_mb:
-                return self._stopped(f"{label}: over the {self.limits.memory_mb:g} MB per-case ceiling: its worker's "
-                                     f"resident memory grew by {now - self.idle_mb:.0f} MB while analyzing it "
-                                     "(--case-memory); its worker was stopped")
-        return None
+        return self._over_memory()
+
+    def _over_memory(self) -> CaseRecord | None:
+        """The failed record of a case whose worker's resident memory grew past the ceiling (its
+        peak where the system keeps one, else its present size), the worker stopped; else None."""
+        if not self.limits.memory_mb:
+            return None
+        pid = self.process.pid
+        now = max((mb for mb in (peak_mb(pid), resident_mb(pid)) if mb is not None), default=None)
+        if now is None or now - self.idle_mb <= self.limits.memory_mb:
+            return None
+        return self._stopped(f"{self.job.spec.label}: over the {self.limits.memory_mb:g} MB per-case ceiling: its "
+                             f"worker's resident memory grew by {now - self.idle_mb:.0f} MB while analyzing it "
+                             "(--case-memory); its worker was stopped")
 
     def _stopped(self, why: str) -> CaseRecord:
         self.stop()
