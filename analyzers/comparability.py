@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from tracetriage.analyzers.compare_serving import ServingComparison
 from tracetriage.analyzers.compare_side import Side, devices_text, program_key, serving_figures
 from tracetriage.analyzers.compare_workrate import is_stepless
+from tracetriage.wording import counted
 
 MIN_STEPS = 5  # fewer steps on a rank than this: no distribution to compare
 SAME_SIGNATURE = "same devices, world size and program"
@@ -104,7 +105,8 @@ def _same_devices(before: Side, after: Side) -> Signal:
 def _same_world_size(before: Side, after: Side) -> Signal:
     if len(before.ranks) == len(after.ranks):
         return AGREES
-    return Signal(False, reason=(f"world size differs: {len(before.ranks)} GPU processes before, {len(after.ranks)} after: "
+    return Signal(False, reason=(f"world size differs: {counted(len(before.ranks), 'GPU process', 'GPU processes')} before, "
+                                  f"{len(after.ranks)} after: "
                                   "per-step times of different parallel layouts do not compare (compare throughput per GPU "
                                   "from serving benchmarks instead)"))
 
@@ -149,7 +151,8 @@ def _enough_steps(before: Side, after: Side, serving_ok: bool) -> Signal:
     if not few:
         return AGREES
     label, rank = few[0]
-    return Signal(serving_ok, reason=(f"too few steps: {label} pid {rank.pid} has {len(rank.durations)} measured steps "
+    steps = counted(len(rank.durations), "measured step")
+    return Signal(serving_ok, reason=(f"too few steps: {label} pid {rank.pid} has {steps} "
                                        f"(at least {MIN_STEPS} are needed for a step-time distribution)"
                                        + ("; judged on the serving artifacts only" if serving_ok else "")))
 

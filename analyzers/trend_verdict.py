@@ -11,7 +11,7 @@ from tracetriage.analyzers.compare_metrics import SERVING_BUDGETS
 from tracetriage.analyzers.trend_changes import MIN_SERIES, SHIFT_SPREAD_FACTOR, practical_min, robust_sigma
 from tracetriage.analyzers.trend_records import Change
 from tracetriage.casenames import matches_baseline
-from tracetriage.wording import fmt_ns, ms_text
+from tracetriage.wording import counted, fmt_ns, ms_text
 
 # The budgets the gate and the verdict line read: step time, serving figures.
 BUDGETS = ("step_p50_ms", "step_p99_ms", *SERVING_BUDGETS)
@@ -94,10 +94,10 @@ def verdict(label, changes, cases) -> str:
     shifts = [change for change in changes if change.kind == "level_shift"]
     outliers = [change for change in changes if change.kind == "outlier" and is_budget(change.metric)]
     if len(cases) < MIN_SERIES:
-        return (f"{label}: {len(cases)} captures, too few to tell a change from noise (at least {MIN_SERIES}); "
+        return (f"{label}: {counted(len(cases), 'capture')}, too few to tell a change from noise (at least {MIN_SERIES}); "
                 "compare two of them with tracetriage compare")
     if not shifts and not outliers:
-        return f"{label}: no change beyond noise over {len(cases)} captures"
+        return f"{label}: no change beyond noise over {counted(len(cases), 'capture')}"
     seen: set[str] = set()  # one part per change point
     parts = [_budget_shift_words(change) for change in _first_at_each(shifts, seen, lambda c: is_budget(c.metric))]
     parts += [_quality_shift_words(change) for change in
@@ -105,7 +105,7 @@ def verdict(label, changes, cases) -> str:
     parts += [f"{change.first_bad} alone: {_metric_words(change.metric)} {change.change_pct:+.0f}% "
               "(an outlier, not a shift)" for change in _first_at_each(outliers, seen, lambda c: True)]
     if not parts:
-        parts = [f"{len(shifts)} shift(s) in secondary series; the budgets (step time, serving percentiles, kernel time "
+        parts = [f"{counted(len(shifts), 'shift')} in secondary series; the budgets (step time, serving percentiles, kernel time "
                  "per call) held"]
     return f"{label}: " + "; ".join(parts)
 

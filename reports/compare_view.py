@@ -17,6 +17,7 @@ from tracetriage.records.compare import (
     ComparisonRecord,
     DeviceRate,
     DeviceSide,
+    FindingEvidence,
     KernelRate,
     Metric,
     MovedKernel,
@@ -26,7 +27,7 @@ from tracetriage.records.compare import (
     read,
 )
 from tracetriage.reports.compare_deploy_view import DeployView, deploy_view
-from tracetriage.wording import fmt_ns, ms_decimals, ms_text, ratio_text, speed_text
+from tracetriage.wording import counted, duration_ms, fmt_ns, ms_decimals, ms_text, plural, ratio_text, speed_text
 
 LABELS = {
     "step_p50_ms": "step p50", "step_p99_ms": "step p99", "compute_ms": "compute, collectives excluded",
@@ -114,8 +115,8 @@ def is_serving(metric: Metric) -> bool:
 
 def side_steps(side: Side) -> str:
     if side.world_size > 1:
-        return f"{side.steps_per_rank} steps per rank x {side.world_size} ranks"
-    return f"{side.steps} steps"
+        return f"{counted(side.steps_per_rank, 'step')} per rank x {side.world_size} ranks"
+    return counted(side.steps, "step")
 
 
 def verdict_detail(comparison: ComparisonRecord) -> str:
@@ -397,10 +398,30 @@ def _step_time(rank: StepTime) -> StepTimeView:
 
 
 def _finding(finding: ComparedFinding) -> EvidencedFindingView:
+    lines = {evidence.text: _evidence_text(evidence) for evidence in finding.evidence}
+    decided_by = finding.decided_by
+    for written, shown in lines.items():  # "...: its slices, ms per step: 2.120 ms -> 0.000 ms" ends some decisions
+        if written != shown and decided_by.endswith(f": {written}"):
+            decided_by = decided_by[:-len(written)] + shown
     return EvidencedFindingView(
         id=finding.id, status=finding.status or "not judged", status_class=finding.status or "unchanged",
         before_ms_per_step=ms(finding.before_ms_per_step), after_ms_per_step=ms(finding.after_ms_per_step),
-        decided_by=finding.decided_by, evidence=tuple(evidence.text for evidence in finding.evidence))
+        decided_by=decided_by, evidence=tuple(lines[evidence.text] for evidence in finding.evidence))
+
+
+def _evidence_text(evidence: FindingEvidence) -> str:
+    """A finding's figure as the contract's sentence says it, its durations written as analyze writes them
+    (wording.duration_ms): "what each analysis says it claims, per step: 18.9 µs -> 25.0 µs" where the
+    contract says "..., ms per step: 0.019 ms -> 0.025 ms" (the JSON keeps its text and its values)."""
+    figures = (evidence.before, evidence.after)
+    if not evidence.unit.startswith("ms") or any(isinstance(value, bool) or not isinstance(value, (int, float, type(None)))
+                                                 for value in figures):
+        return evidence.text
+    written = ": " + " -> ".join("not measured" if value is None else ms_text(value) for value in figures)
+    if not evidence.text.endswith(written):  # a sentence of another form: as the contract says it
+        return evidence.text
+    label = evidence.text[:-len(written)].replace(", ms per step", ", per step")
+    return f"{label}: {duration_ms(evidence.before)} -> {duration_ms(evidence.after)}"
 
 
 def metric_sections(metrics: tuple[Metric, ...], ranks: int = 1, stepless: bool = False) -> tuple[MetricSectionView, ...]:
@@ -492,7 +513,7 @@ def _device_side(side: DeviceSide | None, unit: str) -> DeviceSideView | None:
     tflops, gbps = side.achieved_tflops, side.achieved_gbps
     rate = ", ".join(part for part in ("" if tflops is None else f"{tflops:,.1f} TFLOP/s",
                                        "" if gbps is None else f"{gbps:,.0f} GB/s") if part) or "n/a"
-    return DeviceSideView(time=f"{fmt_ns(side.ms_per_unit * 1e6)} per {unit}", calls=f"{side.calls:,} calls",
+    return DeviceSideView(time=f"{fmt_ns(side.ms_per_unit * 1e6)} per {unit}", calls=plural(side.calls, "call"),
                           rate=rate, pct_of_peak=pct(side.pct_of_peak), peak=side.peak or "no peak known",
                           measured=None if side.measured_share_pct is None else pct(side.measured_share_pct))
 

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 from tracetriage.records.trend import Case, Group, MovedKernel, TrendChange, TrendRecord, read
 from tracetriage.reports.compare_view import LABELS
-from tracetriage.wording import fmt_ns, ms_text
+from tracetriage.wording import counted, fmt_ns, ms_text
 
 BUDGETS = "step time, serving percentiles, kernel time per call of captures without steps"
+NAMED_IN_FULL = 5  # a group of up to this many captures is named capture by capture; a longer one by its first and last
 
 
 def level(value, unit) -> str:
@@ -76,7 +77,7 @@ def gate_line(result: dict | TrendRecord, gate: bool) -> str | None:
         return f"gate: passed: no group's latest capture is in a regressed segment of a budget series ({BUDGETS})"
     judged = [group.key for group in result.groups if any(matches_baseline(case.name, base) for case in group.cases)]
     others = len(result.groups) - len(judged)
-    rest = f"; {others} group(s) without {base} not judged" if others else ""
+    rest = f"; {counted(others, 'group')} without {base} not judged" if others else ""
     if verdict.regressed:
         return (f"gate: failed against baseline {base}: the latest capture of {', '.join(verdict.groups)} is worse than "
                 f"{base} beyond the noise and the practical minimum on a budget series ({BUDGETS}){rest}")
@@ -122,13 +123,15 @@ class ChangeView:
 
 @dataclass(frozen=True, slots=True)
 class GroupView:
-    """A group of comparable captures: its verdict, its captures in order, its changes."""
+    """A group of comparable captures: its verdict, its captures in order, its changes; ``capture_words`` their
+    count in words, ``named_cases`` the captures a line names (every one up to NAMED_IN_FULL, else the first and
+    the last, ``cases_cut`` True)."""
     key: str
     verdict: str
     latest_regressed: bool
-    capture_count: str
-    first_case: str
-    last_case: str
+    capture_words: str
+    named_cases: tuple[str, ...]
+    cases_cut: bool
     cases: tuple[CaseView, ...]
     changes: tuple[ChangeView, ...]
 
@@ -159,7 +162,7 @@ class TrendView:
     level_shift: str
     gate_text: str | None
     gate_regressed: bool
-    group_count: str
+    group_words: str
     groups: tuple[GroupView, ...]
     ungrouped: tuple[UngroupedView, ...]
     failed: tuple[FailedView, ...]
@@ -173,7 +176,7 @@ def trend_view(result: dict | TrendRecord, links: str | None = None, gate: bool 
         schema=str(result.schema), batch_dir=str(result.batch_dir), order=str(result.order),
         threshold=f"{result.threshold_pct:g}", threshold_repr=str(result.threshold_pct),
         level_shift=str(result.method.level_shift), gate_text=gate_line(result, gate),
-        gate_regressed=bool(result.gate.regressed), group_count=str(len(result.groups)),
+        gate_regressed=bool(result.gate.regressed), group_words=counted(len(result.groups), "group"),
         groups=tuple(_group(group, result.changes_of(group), links) for group in result.groups),
         ungrouped=tuple(UngroupedView(str(entry.key), ", ".join(case.name for case in entry.cases), str(entry.reason))
                         for entry in result.ungrouped),
@@ -189,9 +192,11 @@ def _href(case: Case | None, links: str | None) -> str | None:
 
 def _group(group: Group, changes: tuple[TrendChange, ...], links: str | None) -> GroupView:
     cases = group.cases
+    names = tuple(str(case.name) for case in cases)
+    cut = len(names) > NAMED_IN_FULL
     return GroupView(
         key=str(group.key), verdict=str(group.verdict), latest_regressed=bool(group.latest_regressed),
-        capture_count=str(len(cases)), first_case=str(cases[0].name), last_case=str(cases[-1].name),
+        capture_words=counted(len(cases), "capture"), named_cases=(names[0], names[-1]) if cut else names, cases_cut=cut,
         cases=tuple(CaseView(str(case.name), str(case.label or case.name), _href(case, links)) for case in cases),
         changes=tuple(_change(change, group, links) for change in changes))
 

@@ -144,7 +144,7 @@ def test_batch_names_an_input_that_gave_no_case(tmp_path):
     proc = run_cli("batch", EAGER, notes, "-o", tmp_path / "out", "--no-progress", "--no-cache", "-j", "1")
     assert proc.returncode == 0, proc.stderr
     assert f"tracetriage: skipped: {notes}: no capture" in proc.stderr
-    assert "1 cases: 1 analyzed" in proc.stderr
+    assert "1 case: 1 analyzed" in proc.stderr
 
 
 def test_batch_missing_input_is_exit_3_like_a_pattern_matching_nothing(tmp_path):
@@ -212,7 +212,7 @@ def test_a_cut_zip_is_a_corrupt_archive_in_analyze_and_batch(tmp_path):
     cut.write_bytes(whole.read_bytes()[:1000])
     _one_error_line(run_cli("analyze", cut, "--no-cache"), EXIT_INPUT, "corrupt or unsupported archive")
     proc = run_cli("batch", cut.parent, "-o", tmp_path / "out", "--no-progress", "--no-cache", "-j", "1")
-    assert "1 cases: 0 analyzed, 0 unchanged, 1 failed" in proc.stderr and "cut.zip" in proc.stderr
+    assert "1 case: 0 analyzed, 0 unchanged, 1 failed" in proc.stderr and "cut.zip" in proc.stderr
 
 
 @pytest.mark.parametrize(("name", "suffix", "packing"), [("cap.tar.gz", ".tar.gz", "a gzip archive"),

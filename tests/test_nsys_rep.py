@@ -145,7 +145,7 @@ def test_nsys_option_and_directory_and_batch(standin, tmp_path, monkeypatch):
     out = tmp_path / "batch"
     p = run_cli("batch", rep.parent, "-o", out, "--nsys", exe, "--cache-dir", tmp_path / "cache", "--jobs", "1", "--no-progress")
     assert p.returncode == 0, p.stderr
-    assert "1 cases: 1 analyzed" in p.stderr
+    assert "1 case: 1 analyzed" in p.stderr
 
 
 @pytest.mark.parametrize("name,content,word", [

@@ -343,13 +343,15 @@ def batch(inputs, outdir, options: Options | None = None, *, runtime: Runtime | 
     (``summary/``, ``findings/``, ``kernels/``); Ctrl-C writes the tables of the cases that ended and
     raises :class:`~tracetriage.batches.BatchInterrupted` (a KeyboardInterrupt); a re-run resumes.
     ``inputs`` and ``outdir`` may be URIs that fsspec opens (``s3://bucket/prefix``): read and
-    written on the store (:mod:`tracetriage.batch_store`).
+    written on the store (:mod:`tracetriage.batch_store`). ``progress``: True, a bar on stderr; False,
+    none; or a callable told ``(cases done, cases in all)`` once the cases are found and as each ends
+    (the MCP server's progress notifications).
     Returns the :class:`~tracetriage.batches.BatchResult`."""
     from tracetriage.batches import run_batch
 
     if options is None:
         check_step_range(values.get("step_range"))
-    check_arguments({"force": force, "progress": progress})  # the limits: run_batch's check_limits
+    check_arguments({"force": force, **({} if callable(progress) else {"progress": progress})})  # limits: check_limits
     runtime = _runtime(runtime)
     check_jobs(runtime.jobs)
     options = _options(options, values)
@@ -371,7 +373,7 @@ def _batch_folder(inputs: list[str], batch_dir, step_range: str | None, force: b
 
     from tracetriage.batch_store import is_batch_folder, is_uri
     from tracetriage.batches import run_batch
-    from tracetriage.errors import TraceFormatError, UsageError
+    from tracetriage.errors import UnsupportedInputError, UsageError
 
     tables = [item for item in inputs if (is_batch_folder(item) if is_uri(item) else
                                           Path(item).is_dir() and (Path(item) / "summary.parquet").is_file())]
@@ -379,7 +381,7 @@ def _batch_folder(inputs: list[str], batch_dir, step_range: str | None, force: b
         raise UsageError(None, f"give one batch output folder ({', '.join(tables)} hold batch tables), or captures to analyze")
     for item in inputs:
         if not is_uri(item) and not any(ch in item for ch in "*?[") and not Path(item).exists():
-            raise TraceFormatError(item, "no such file or directory")
+            raise UnsupportedInputError(item, "no such file or directory")  # as analyze names a missing input
     if tables:
         return inputs[0] if is_uri(inputs[0]) else Path(inputs[0])
     if batch_dir:

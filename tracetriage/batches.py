@@ -28,6 +28,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -36,7 +37,8 @@ from tracetriage.batch_pool import Limits
 from tracetriage.batch_records import CaseRecord, CaseRequest, CaseSpec
 from tracetriage.batch_records import case_id_of as _case_id
 from tracetriage.batch_tables import SUMMARY_COLUMNS, TREND_FLOAT_COLUMNS  # noqa: F401 - the tables' columns, as before
-from tracetriage.errors import ArchiveError, MissingDataError, TraceTriageError
+from tracetriage.errors import ArchiveError, MissingDataError, OutputError, UnsupportedInputError
+from tracetriage.progress import CasesDone, case_counter
 from tracetriage.runtime import Options, Runtime
 
 DEFAULT_CASE_TIMEOUT_S = 600.0
@@ -80,9 +82,9 @@ def expand_inputs(inputs: list[str]) -> list[Path]:
             hits = sorted(glob.glob(item, recursive=True))
             out.extend(Path(h) for h in hits)
             if not hits:
-                raise TraceTriageError(item, "the pattern matches no file")
+                raise UnsupportedInputError(item, "the pattern matches no file")
         elif not os.path.lexists(item):  # as a pattern that matches nothing: the input is missing
-            raise TraceTriageError(item, "no such file or directory")
+            raise UnsupportedInputError(item, "no such file or directory")
         else:
             out.append(Path(item))
     return out
@@ -336,14 +338,15 @@ class BatchInterrupted(KeyboardInterrupt):
 
 
 def run_batch(inputs: list[str], outdir: str, options: Options = Options(), runtime: Runtime = Runtime(),
-              on_error: str = "skip", force: bool = False, progress: bool = True,
+              on_error: str = "skip", force: bool = False, progress: bool | CasesDone = True,
               case_timeout: float | None = DEFAULT_CASE_TIMEOUT_S, perfetto_window: tuple[str, int] | None = None,
               case_memory: float | None = None, reports: str = "all") -> BatchResult:
     """Every case under ``inputs`` analyzed with ``options``, on ``runtime``'s executor (its
     ``jobs`` processes, or its Dask scheduler) and cache; ``perfetto_window`` (a parsed
     --perfetto-window): also export each case's timeline; ``case_timeout`` (s) and ``case_memory``
     (MB) the limits of one case (:mod:`tracetriage.batch_pool`); ``reports``: all, failed or none
-    (which cases get a report.html: :func:`~tracetriage.batch_case.wants_report`).
+    (which cases get a report.html: :func:`~tracetriage.batch_case.wants_report`); ``progress``: a bar on
+    stderr (True), or a :data:`CasesDone` callable.
 
     Each case's rows are written as it ends (:mod:`tracetriage.batch_tables`); the tables and
     index.html of every case that ended are written however the run ends: a worker that died, an
@@ -370,14 +373,18 @@ def run_batch(inputs: list[str], outdir: str, options: Options = Options(), runt
             store.close()
 
 
-def _run(inputs: list[str], outdir: str, store, options: dict, runtime: Runtime, on_error: str, force: bool, progress: bool,
-         limits: Limits, reports: str, t0: float) -> BatchResult:
+def _run(inputs: list[str], outdir: str, store, options: dict, runtime: Runtime, on_error: str, force: bool,
+         progress: bool | CasesDone, limits: Limits, reports: str, t0: float) -> BatchResult:
     """:func:`run_batch` into ``outdir``, a local folder or (``store``: its :class:`~tracetriage.batch_store.StoreOutdir`)
     a store's: the cases found, those the last run's records still hold kept, the others run, and the
     tables written however the run ends."""
     out = store.staging if store is not None else Path(outdir)
     made = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file in the way, no permission: the outdir's error (exit 7), not a bug
+        problem = "a file is in the way: give a folder" if out.is_file() else (exc.strerror or str(exc))
+        raise OutputError(str(outdir), f"cannot make the output folder: {problem}") from None
     specs = discover(inputs, out, outdir if store is not None else None)
     if not specs:
         if made:
@@ -385,10 +392,11 @@ def _run(inputs: list[str], outdir: str, store, options: dict, runtime: Runtime,
         raise MissingDataError(", ".join(inputs), "nothing to analyze: no capture found (no trace, bundle or archive)")
     result = BatchResult(outdir=str(outdir if store is not None else out), skipped=_without_case(inputs, specs))
     todo, by_id = _reuse_plan(specs, out, store, options, reports, force, result)
+    tell = case_counter(progress, len(specs) - len(todo), len(specs))
     stopped = None
     try:
-        stopped = _collect(_execute(todo, outdir if store is not None else out, runtime, options, progress, limits, reports),
-                           out, store, by_id, result, on_error)  # the workers stopped once it returns
+        stopped = _collect(_execute(todo, outdir if store is not None else out, runtime, options, progress is True, limits,
+                                    reports, tell), out, store, by_id, result, on_error)  # the workers stopped once it returns
     except KeyboardInterrupt:
         stopped = "not run: the batch was interrupted (Ctrl-C or SIGTERM) before this case started"
         raise BatchInterrupted from None
@@ -487,9 +495,10 @@ def _without_case(inputs: list[str], specs: list[CaseSpec]) -> list[str]:
 
 
 def _execute(todo: list[CaseSpec], out: Path | str, runtime: Runtime, options: dict, progress: bool, limits: Limits,
-             reports: str):
+             reports: str, ended: Callable[[], None] = lambda: None):
     """Each case's record as it ends, from the local workers or the Dask cluster (:mod:`tracetriage.batch_pool`);
-    ``out``: OUTDIR, a local folder or a store's URI (the workers write there)."""
+    ``out``: OUTDIR, a local folder or a store's URI (the workers write there); ``progress``: draw the bar;
+    ``ended`` is called as each case ends."""
     from tracetriage.batch_pool import run_dask, run_local
     from tracetriage.batch_store import is_uri
 
@@ -508,10 +517,12 @@ def _execute(todo: list[CaseSpec], out: Path | str, runtime: Runtime, options: d
             with _client(Client, runtime.dask_address) as client:
                 for record in run_dask(requests, client, limits):
                     bar.update(1)
+                    ended()
                     yield record
             return
         for record in run_local(requests, runtime.jobs or os.cpu_count() or 1, limits):
             bar.update(1)
+            ended()
             yield record
     finally:
         bar.close()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tracetriage.analyzers.catalog import SEVERITIES
 from tracetriage.errors import one_line
+from tracetriage.wording import counted
 
 OUTPUT_EXTENSIONS = {".html": "html", ".htm": "html", ".json": "json", ".md": "md", ".txt": "text", ".text": "text"}
 
@@ -112,7 +113,8 @@ def batch_note(result, outdir: str) -> None:
     """What batch did, on stderr: the counts, then one line per case that failed or did not run."""
     from tracetriage.batch_store import in_outdir
 
-    print(f"tracetriage: {len(result.records)} cases: {result.analyzed} analyzed, {result.reused} unchanged, "
+    cases = len(result.records)
+    print(f"tracetriage: {counted(cases, 'case')}: {result.analyzed} analyzed, {result.reused} unchanged, "
           f"{result.failed} failed{f', {result.not_run} not run' if result.not_run else ''}; "
           f"wrote {in_outdir(outdir, 'index.html')} and summary.parquet ({result.seconds} s)", file=sys.stderr)
     for record in result.records:

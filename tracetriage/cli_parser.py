@@ -35,13 +35,22 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+# batch's exit codes (tracetriage/errors.py), as cmd_batch and the errors it lets through give them
+BATCH_EXIT_CODES = (
+    "exit codes: 0 every case analyzed or unchanged (with --exit-zero also when some failed); 2 usage error (a bad "
+    "option, a malformed or unreachable --dask scheduler); 3 an input that does not exist or a pattern that matches "
+    "no file; 4 the inputs hold no capture; 5 --fail-on matched in a case; 6 some case failed or was not run (a "
+    "corrupt or unreadable capture is a failed case); 7 OUTDIR cannot be written; 70 internal error; 130 "
+    "interrupted (Ctrl-C or SIGTERM: the tables of the cases that ended are written)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tracetriage",
         description="Post-mortem triage of a slow or unstable LLM inference server.",
         epilog="exit codes: 0 analyzed; 2 usage error; 3 unreadable or unsupported input; 4 nothing to analyze; "
-               "5 --fail-on matched; 6 batch: some case failed; 7 cannot write the report; 8 regressed and "
-               "9 inconclusive (compare/trend --gate); 70 internal error; 124 an MCP tool call past mcp --timeout; "
+               "5 --fail-on matched; 6 batch: some case failed; 7 cannot write the report; 8 regressed (compare/trend "
+               "--gate); 9 inconclusive (compare --gate); 70 internal error; 124 an MCP tool call past mcp --timeout; "
                "130 interrupted (Ctrl-C or SIGTERM)",
     )
     parser.add_argument("--version", action="version", version=f"tracetriage {__version__}")
@@ -66,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     batch = sub.add_parser("batch", help="analyze every case under directories, globs or archives; write index.html and "
                                          "summary.parquet",
-                           description="One case per trace file, or per directory bundling a trace with its side artifacts.")
+                           description="One case per trace file, or per directory bundling a trace with its side artifacts.",
+                           epilog=BATCH_EXIT_CODES)
     batch.add_argument("inputs", nargs="+", metavar="INPUT",
                        help="directories, glob patterns, trace files, .tar.gz/.tgz/.zip archives")
     batch.add_argument("-o", "--output", required=True, metavar="OUTDIR",

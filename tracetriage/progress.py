@@ -5,15 +5,35 @@ The :class:`~tracetriage.runtime.Runtime` names each stage as it starts (``progr
 taking the stage's words): ``reading NAME`` when a trace file is parsed, ``measuring NAME`` when its
 metrics are computed (each skipped when the cache holds it), and the CLI adds ``writing the
 report``. A case's traces are found as they are read, so the count of stages grows with them:
-each trace is two stages, the report one.
+each trace is two stages, the report one. A batch's progress is its cases instead: a
+:data:`CasesDone` callable told the cases done and in all as each ends (:func:`case_counter`).
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 
 BAR_AFTER_S = 2.0  # an analysis shorter than this draws no bar
+
+CasesDone = Callable[[int, int], None]  # a batch's progress: told (cases done, cases in all)
+
+
+def case_counter(progress, done: int, total: int) -> Callable[[], None]:
+    """What counts the cases of a batch as they end: ``progress``, a :data:`CasesDone`, is told
+    ``(done, total)`` now (``done``: the cases reused, done before any runs) and again as each case ends
+    (the call returned); nothing when ``progress`` is not callable (a bar, or no progress at all)."""
+    if not callable(progress):
+        return lambda: None
+    count = [done]
+    progress(done, total)
+
+    def ended() -> None:
+        count[0] += 1
+        progress(count[0], total)
+
+    return ended
 
 
 class ProgressBar:
