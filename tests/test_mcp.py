@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import json
 import os
 import shutil
 import sys
@@ -66,6 +67,17 @@ def _calls(work: Path, granted: Path, outside: Path) -> dict:
         "outdir_inside_input": ("batch", {"inputs": [str(work / "captures")], "outdir": str(work / "captures" / "out")}),
         "fake_archive": ("analyze", {"paths": [str(work / "fake.tar.gz")]}),
         "sqlite_named_json": ("analyze", {"paths": [str(work / "captures" / "trace.json")]}),
+        # one kind of mistake, one error_class (trial 43 item 9): a missing input, a batch_dir, a glob of nothing
+        "missing_input": ("analyze", {"paths": [str(work / "nope")]}),
+        "batch_nomatch": ("batch", {"inputs": [str(work / "captures" / "nomatch*")], "outdir": str(work / "out-nomatch")}),
+        # batch's reports: the CLI's values (which cases get a report.html), the boolean as before (item 6)
+        "batch_none": ("batch", {"inputs": [str(BUNDLES / "eager_decode"), str(BUNDLES / "healthy")],
+                                 "outdir": str(work / "batch-none"), "reports": "none"}),
+        "batch_listed": ("batch", {"inputs": [str(BUNDLES / "healthy")], "outdir": str(work / "batch-listed"),
+                                   "reports": True}),
+        "batch_plain": ("batch", {"inputs": [str(BUNDLES / "healthy")], "outdir": str(work / "batch-plain")}),
+        "batch_bad_reports": ("batch", {"inputs": [str(BUNDLES / "healthy")], "outdir": str(work / "batch-bad"),
+                                        "reports": "some"}),
     }
 
 
@@ -80,16 +92,17 @@ async def _session(work: Path, granted: Path, outside: Path) -> dict:
         return ListRootsResult(roots=[Root(uri=granted.as_uri(), name="granted")])
 
     params = _server("--root", str(work), "--root", str(BUNDLES))
-    results, progress = {}, []
-
-    async def note(value, total, message):
-        progress.append((value, total, message))
+    results, progress, of_call = {}, [], {}
 
     async with Client(params, list_roots_callback=list_roots, read_timeout_seconds=300) as client:
         results["tools"] = (await client.list_tools()).tools
         for name, (tool, arguments) in _calls(work, granted, outside).items():
+            async def note(value, total, message, name=name):
+                progress.append((value, total, message))
+                of_call.setdefault(name, []).append((value, total, message))
+
             results[name] = await client.call_tool(tool, arguments, progress_callback=note)
-    results["progress"] = progress
+    results["progress"], results["progress_of"] = progress, of_call
     return results
 
 
@@ -357,3 +370,62 @@ def test_a_timed_out_worker_is_replaced_at_once_and_its_start_up_is_not_the_next
         assert not answer.is_error, _error(answer)
     finally:
         analyses.stop()
+
+
+def test_one_kind_of_mistake_has_one_error_class(session):
+    """A missing input (analyze), a batch_dir that is not there (trend) and a glob that matches nothing (batch):
+    each exit code 3 with the same specific class, never the base class TraceTriageError (trial 43 item 9)."""
+    classes = {call: _error(session[call])["error_class"] for call in ("missing_input", "no_batch_dir", "batch_nomatch")}
+    assert set(classes.values()) == {"UnsupportedInputError"}, classes
+    assert all(_error(session[call])["exit_code"] == EXIT_INPUT for call in classes)
+    assert "the pattern matches no file" in _error(session["batch_nomatch"])["error"]
+
+
+def _batch(session, call) -> dict:
+    result = session[call]
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
+
+
+def test_batch_takes_the_clis_reports_values_and_still_its_boolean(session):
+    """reports "none" writes no report.html (as --reports none) and lists each case with its findings;
+    true keeps its meaning: every report.html written, each case listed with its paths; false lists none."""
+    none, listed, plain = (_batch(session, call) for call in ("batch_none", "batch_listed", "batch_plain"))
+    for data, wrote in ((none, False), (listed, True), (plain, True)):
+        outdir = Path(data["outdir"])
+        for record in data["records"]:
+            assert (outdir / "cases" / record["case_id"] / "report.html").is_file() is wrote, record
+            assert (outdir / "cases" / record["case_id"] / "analysis.json").is_file()
+    for data in (none, listed):
+        for record in data["records"]:
+            assert record["findings"] and record["report_json"] == f"cases/{record['case_id']}/analysis.json"
+            assert record["report_html"] == (f"cases/{record['case_id']}/report.html" if data is listed else None)
+    assert all("findings" not in record and "report_html" not in record for record in plain["records"])
+    error = _error(session["batch_bad_reports"])
+    assert error["exit_code"] == EXIT_USAGE and error["error_class"] == "UsageError"
+    assert error["error"].count("reports") == 1 and "valid boolean or 'all', 'failed' or 'none'" in error["error"], error
+
+
+def test_a_batch_record_names_its_top_finding_by_title_and_by_id(session):
+    """top_finding is the top finding's title (as before); top_finding_id is its id, what summary.parquet's
+    top_finding column holds (trial 43 item 11)."""
+    import pandas as pd
+
+    data = _batch(session, "batch_none")
+    table = pd.read_parquet(Path(data["outdir"]) / "summary.parquet").set_index("case_id")
+    assert len(data["records"]) == len(table) == 2
+    for record in data["records"]:
+        analysis = json.loads((Path(data["outdir"]) / "cases" / record["case_id"] / "analysis.json").read_text())
+        top = analysis["findings"][0]
+        assert (record["top_finding"], record["top_finding_id"]) == (top["title"], top["id"])
+        assert table.loc[record["case_id"], "top_finding"] == record["top_finding_id"]
+
+
+def test_batch_progress_counts_the_cases(session):
+    """batch's notifications: cases done of cases in all, one as each ends, never seconds against the
+    time bound (trial 43 item 7); the progress increases with each one, as the protocol wants."""
+    for call in ("batch_none", "batch_listed"):
+        cases = len(_batch(session, call)["records"])
+        notes = session["progress_of"][call]
+        assert notes[0] == (0, None, "batch: started"), notes
+        assert notes[1:] == [(done, cases, f"batch: {done} of {cases} cases done") for done in range(1, cases + 1)], notes

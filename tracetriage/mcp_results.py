@@ -72,12 +72,19 @@ def argument_error(tool: str, problems: list[tuple[str, str, object]]) -> CallTo
 
 
 def validation_problems(error) -> list[tuple[str, str, object]]:
-    """pydantic's ValidationError as ``(argument, what it should be, the value given)``, one per error."""
-    problems = []
+    """pydantic's ValidationError as ``(argument, what it should be, the value given)``, one per argument
+    (a list's item is ``paths.0``): what each branch of an argument of several types wants is said in one
+    ("input should be a valid boolean or 'all', 'failed' or 'none'"), never under the branch's own name."""
+    problems: dict[str, tuple[str, str, object]] = {}
     for item in error.errors():
-        name = ".".join(str(part) for part in item["loc"]) or "arguments"
-        problems.append((name, item["msg"], item.get("input")))
-    return problems
+        loc = [part for at, part in enumerate(item["loc"]) if at == 0 or isinstance(part, int)]
+        name = ".".join(str(part) for part in loc) or "arguments"
+        if name in problems:
+            first, should, value = problems[name]
+            problems[name] = (first, f"{should} or {item['msg'].removeprefix('Input should be ')}", value)
+        else:
+            problems[name] = (name, item["msg"], item.get("input"))
+    return list(problems.values())
 
 
 def unknown_arguments(tool: str, given, known: set[str]) -> CallToolResult | None:

@@ -26,10 +26,10 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ListRootsResult, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import Field, Strict, ValidationError
 
 from tracetriage import __version__
-from tracetriage.errors import EXIT_INTERNAL, EXIT_USAGE, TraceTriageError, UsageError
+from tracetriage.errors import EXIT_INTERNAL, EXIT_USAGE, UnsupportedInputError, UsageError
 from tracetriage.mcp_results import argument_error, error_result, failure, success, unknown_arguments, validation_problems
 from tracetriage.mcp_roots import Roots
 from tracetriage.mcp_work import (
@@ -129,7 +129,7 @@ def batch_folder(roots: Roots, batch_dir: str) -> str:
     the user names)."""
     folder = roots.readable(batch_dir)
     if not Path(folder).exists():
-        raise TraceTriageError(batch_dir, "no such file or directory")  # as the CLI's trend says it (exit 3)
+        raise UnsupportedInputError(batch_dir, "no such file or directory")  # as the CLI's trend says it (exit 3)
     if not (Path(folder) / "summary.parquet").is_file():
         raise UsageError(None, f"batch_dir {batch_dir}: not a batch output folder: one holds summary.parquet, "
                                "findings.parquet, index.html and cases/ (what the batch tool writes into its outdir); "
@@ -227,12 +227,19 @@ def build(server: Server) -> MCPServer:
                     outdir: Annotated[str, Field(description="where the case reports, index.html and the parquet tables "
                                                              "go: under a root, not inside or beside an input")],
                     ctx: Context, granted: Granted,
-                    reports: Annotated[bool, Field(strict=True, description="also list each case's findings and the paths of its "
-                                                               "report.html and analysis.json")] = False,
+                    reports: Annotated[Annotated[bool, Strict()] | Literal["all", "failed", "none"],
+                                       Field(description="true: also list each case's findings and the paths of its "
+                                                         "report.html and analysis.json; all, failed or none: which cases "
+                                                         "get a report.html, as the CLI's --reports (failed: those with a "
+                                                         "finding other than healthy; none: the cheapest), each case listed "
+                                                         "so; false (default): every report.html, the records without "
+                                                         "findings")] = False,
                     force: Annotated[bool, Field(strict=True, description="re-analyze cases whose files did not change")] = False,
                     symptom: Symptom = None, slo: Slo = None, step_range: StepRange = None) -> CallToolResult:
         """Every case under the inputs analyzed into outdir (cases/<id>/report.html and analysis.json,
-        index.html, summary.parquet): the counts and one record per case (status, error, top finding)."""
+        index.html, summary.parquet): the counts and one record per case (status, error, top_finding: its top
+        finding's title, top_finding_id: its id, as summary.parquet's top_finding). Progress notifications
+        count the cases done."""
         def prepare(roots: Roots) -> BatchRequest:
             checked_options(symptom, slo, step_range)
             read = roots.readable_inputs(inputs)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tracetriage.errors import OutputError, UsageError
+from tracetriage.wording import counted
 
 # The tables of capture_hints.toml by the profiler a client names (rules/hints.py capture_cmd's).
 PROFILER_TABLES = {"nsys": "default", "rocprof": "rocm", "pytorch": "kineto"}
@@ -74,11 +75,14 @@ class TrendRequest:
 
 @dataclass(frozen=True)
 class BatchRequest:
-    """batch's arguments, its inputs (globs expanded) and outdir resolved under the roots."""
+    """batch's arguments, its inputs (globs expanded) and outdir resolved under the roots. ``reports``:
+    False (every case's report.html written; the records without their findings), True (the same, the
+    records with their findings and report paths), or the CLI's all, failed or none (which cases get a
+    report.html, as --reports; the records with their findings and report paths)."""
 
     inputs: list[str]
     outdir: str
-    reports: bool = False
+    reports: bool | str = False
     force: bool = False
     symptom: str | None = None
     slo: str | None = None
@@ -173,26 +177,35 @@ def work_trend(request: TrendRequest, settings: dict) -> tuple[dict, str]:
 BATCH_RECORD_KEYS = ("case_id", "path", "status", "error", "reused", "seconds")
 
 
+def batch_record(record: dict, listed: bool) -> dict:
+    """One case of the batch tool's answer: its status and error, ``top_finding`` its top finding's title
+    and ``top_finding_id`` that finding's id (what summary.parquet's ``top_finding`` holds); ``listed``: with
+    its findings and the paths of its report.html (None when none was written) and analysis.json."""
+    row = {key: record.get(key) for key in BATCH_RECORD_KEYS}
+    findings = record.get("findings") or []
+    row["top_finding"] = findings[0]["title"] if findings else None
+    row["top_finding_id"] = findings[0]["id"] if findings else None
+    if listed:
+        ok = record.get("status") == "ok"
+        wrote_html = ok and record.get("report_html") is not False
+        row.update(findings=findings, report_html=f"cases/{record['case_id']}/report.html" if wrote_html else None,
+                   report_json=f"cases/{record['case_id']}/analysis.json" if ok else None)
+    return row
+
+
 def work_batch(request: BatchRequest, settings: dict) -> tuple[dict, str]:
     from tracetriage import batch
 
-    result = batch(request.inputs, request.outdir, runtime=_runtime(settings), force=request.force, progress=False,
+    modes = isinstance(request.reports, str)  # the CLI's --reports values; a boolean: every report, listed or not
+    result = batch(request.inputs, request.outdir, runtime=_runtime(settings), force=request.force,
+                   progress=settings.get("cases") or False, reports=request.reports if modes else "all",
                    symptom=request.symptom, slo=request.slo, step_range=request.step_range)
-    records = []
-    for record in result.records:
-        row = {key: record.get(key) for key in BATCH_RECORD_KEYS}
-        findings = record.get("findings") or []
-        row["top_finding"] = findings[0]["title"] if findings else None
-        if request.reports:
-            ok = record.get("status") == "ok"
-            row.update(findings=findings, report_html=f"cases/{record['case_id']}/report.html" if ok else None,
-                       report_json=f"cases/{record['case_id']}/analysis.json" if ok else None)
-        records.append(row)
+    records = [batch_record(record, modes or request.reports) for record in result.records]
     index_html = str(Path(result.outdir) / "index.html")
     structured = {"outdir": result.outdir, "analyzed": result.analyzed, "reused": result.reused, "failed": result.failed,
                   "not_run": result.not_run, "seconds": result.seconds, "index_html": index_html, "records": records}
-    summary = (f"{len(records)} cases: {result.analyzed} analyzed, {result.reused} unchanged, {result.failed} failed; "
-               f"wrote {index_html} and summary.parquet")
+    summary = (f"{counted(len(records), 'case')}: {result.analyzed} analyzed, {result.reused} unchanged, "
+               f"{result.failed} failed; wrote {index_html} and summary.parquet")
     return structured, summary
 
 

@@ -23,9 +23,9 @@ def worker(conn) -> None:
     """The worker process: answers one request at a time, (tool, request, runtime settings) with
     ("ok", structured, summary) or ("error", line, exit code, class) (:func:`error_fields`), until
     the server closes the pipe; before the answer, ("stage", words) as each stage of an analysis
-    starts. Its standard output goes to standard error (the server's standard output is the MCP
-    channel); it leads a process group of its own, so that the server can end it and batch's
-    workers together."""
+    starts, and batch's ("cases", done, total) once its cases are found and as each ends. Its standard
+    output goes to standard error (the server's standard output is the MCP channel); it leads a process
+    group of its own, so that the server can end it and batch's workers together."""
     import warnings
 
     import tracetriage.analyzers.analysis  # noqa: F401 - an analysis's imports, paid before the first call arrives
@@ -46,7 +46,8 @@ def worker(conn) -> None:
             except (EOFError, OSError):
                 return
             try:
-                structured, summary = work(request, {**settings, "progress": lambda stage: conn.send(("stage", stage))})
+                structured, summary = work(request, {**settings, "progress": lambda stage: conn.send(("stage", stage)),
+                                                     "cases": lambda done, total: conn.send(("cases", done, total))})
                 answer = ("ok", structured, summary.encode("utf-8", "replace").decode("utf-8"))
             except (BrokenPipeError, EOFError):
                 raise
@@ -55,6 +56,51 @@ def worker(conn) -> None:
             conn.send(answer)
     except (BrokenPipeError, EOFError, ConnectionResetError):
         return  # the server is gone (its client closed the session): nothing is left to answer
+
+
+class Progress:
+    """The progress notifications of one call. An analysis's progress is its seconds against the call's
+    time bound: one note at the start, one as each stage starts (``analyze: reading trace.sqlite``) and
+    one every PROGRESS_EVERY_S naming the stage (``analyze: measuring trace.sqlite, 6 s``). batch's is
+    its cases: done against the cases in all (``batch: 3 of 20 cases done``), one note as each ends;
+    as the protocol wants a progress that increases with each note, it sends no note between two ends."""
+
+    def __init__(self, ctx: Context, tool: str, timeout_s: float):
+        self.ctx, self.tool, self.timeout_s = ctx, tool, timeout_s
+        self.started = time.monotonic()
+        self.next_note = self.started + PROGRESS_EVERY_S
+        self.stage = "started"
+        self.noted = 0.0  # the last progress sent
+        self.counting = tool == "batch"  # its progress is cases, never seconds
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    async def start(self) -> None:
+        await self.ctx.report_progress(0, None if self.counting else self.timeout_s, f"{self.tool}: started")
+
+    async def told(self, kind: str, *what) -> None:
+        """A message of the worker: ("stage", words) or ("cases", done, total)."""
+        if kind == "cases" and self.counting:
+            done, total = what
+            if done > self.noted:  # 0 done is what the start said
+                self.noted = done
+                await self.ctx.report_progress(done, total, f"{self.tool}: {done} of {total} cases done")
+            return
+        if self.counting or kind != "stage":  # a count of cases only from batch, a stage only from an analysis
+            return
+        self.stage, self.noted = what[0], max(self.noted + 0.1, round(self.elapsed(), 1))  # progress only increases
+        await self.ctx.report_progress(self.noted, self.timeout_s, f"{self.tool}: {self.stage}")
+        self.next_note = time.monotonic() + PROGRESS_EVERY_S
+
+    async def alive(self) -> None:
+        """The note every PROGRESS_EVERY_S of a call that counts no cases."""
+        now = time.monotonic()
+        if self.counting or now < self.next_note:
+            return
+        self.noted = max(self.noted + 0.1, round(now - self.started, 1))
+        await self.ctx.report_progress(self.noted, self.timeout_s, f"{self.tool}: {self.stage}, {now - self.started:.0f} s")
+        self.next_note = now + PROGRESS_EVERY_S
 
 
 class Worker:
@@ -121,7 +167,7 @@ class Worker:
         process.join(5)
 
     async def call(self, ctx: Context, tool: str, request, settings: dict, timeout_s: float) -> CallToolResult:
-        """One tool's work, bounded by ``timeout_s``, with a progress notification every few seconds."""
+        """One tool's work, bounded by ``timeout_s``, with progress notifications (:class:`Progress`)."""
         import anyio
 
         if self.turn is None:
@@ -135,32 +181,25 @@ class Worker:
                 self.stop()
                 return not_ready
             self.conn.send((tool, request, settings))
-            started = time.monotonic()
-            await ctx.report_progress(0, timeout_s, f"{tool}: started")
-            next_note, stage, noted = started + PROGRESS_EVERY_S, "started", 0.0
+            progress = Progress(ctx, tool, timeout_s)
+            await progress.start()
             answer = None
             try:
                 while True:
-                    now = time.monotonic()
                     if self.conn.poll():
                         message = self.conn.recv()
-                        if message[0] != "stage":
+                        if message[0] not in ("stage", "cases"):
                             answer = message
                             break
-                        stage, noted = message[1], max(noted + 0.1, round(now - started, 1))  # progress only increases
-                        await ctx.report_progress(noted, timeout_s, f"{tool}: {stage}")
-                        next_note = now + PROGRESS_EVERY_S
+                        await progress.told(*message)
                         continue
                     if not self.process.is_alive():
                         return failure(f"tracetriage: internal error: the {tool} worker ended with exit code "
                                        f"{self.process.exitcode} (please report this)", EXIT_INTERNAL, "WorkerExit")
-                    if now - started > timeout_s:
+                    if progress.elapsed() > timeout_s:
                         return failure(f"tracetriage: error: {tool}: timed out after {timeout_s:g} s (tracetriage mcp "
                                        "--timeout)", EXIT_TIMEOUT, "Timeout")
-                    if now >= next_note:
-                        noted = max(noted + 0.1, round(now - started, 1))
-                        await ctx.report_progress(noted, timeout_s, f"{tool}: {stage}, {now - started:.0f} s")
-                        next_note = now + PROGRESS_EVERY_S
+                    await progress.alive()
                     await anyio.sleep(POLL_S)
             finally:
                 if answer is None:  # timed out, ended, or the call was cancelled: the worker's state is unknown
