@@ -197,3 +197,21 @@ def test_a_decision_that_ends_in_its_figures_writes_them_as_its_evidence_line():
     for evidence, text in zip(finding["evidence"], shown.evidence):  # the other figures: as the contract says them
         if not evidence["unit"].startswith("ms"):
             assert text == evidence["text"]
+
+
+def test_the_librarys_batch_tells_a_callable_its_cases_as_they_end(tmp_path):
+    """batch(progress=callable): (cases done, cases in all) once the cases are found and as each ends; the
+    cases a re-run reuses count as done at once. A progress that is neither a flag nor a callable is refused."""
+    import tracetriage
+    from tracetriage.errors import UsageError
+
+    inputs = [BUNDLES / "healthy", BUNDLES / "graph_decode"]
+    told = []
+    first = tracetriage.batch(inputs, tmp_path / "out", progress=lambda done, total: told.append((done, total)))
+    cases = len(first.records)
+    assert cases == 2 and told == [(done, cases) for done in range(cases + 1)]
+    told.clear()
+    again = tracetriage.batch(inputs, tmp_path / "out", progress=lambda done, total: told.append((done, total)))
+    assert again.reused == cases and told == [(cases, cases)]
+    with pytest.raises(UsageError, match="progress must be True or False"):
+        tracetriage.batch(inputs, tmp_path / "other", progress="yes")
