@@ -108,20 +108,13 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
     failed = summary[summary["status"] != "ok"]
     names = case_names(summary)
     ok["_name"] = ok["case_id"].map(names)
-    has_time = order_by == "time" and "capture_start_ns" in ok and ok["capture_start_ns"].notna().all() and len(ok)
+    has_time = bool(order_by == "time" and "capture_start_ns" in ok and ok["capture_start_ns"].notna().all() and len(ok))
     order_source = "capture time" if has_time else "case name (natural order)"
     groups_out, changes, ungrouped, regressed_groups = [], [], [], []
     # a case that abstained measured nothing to follow: in no series (it made the others' series unrelated)
     abstained = ok["headline"].astype(str).str.startswith(ABSTAINED) if "headline" in ok else np.zeros(len(ok), bool)
     if abstained.any():
-        ungrouped.append({"key": "not enough to judge", "reason": "each case abstained ('Not enough to judge'): nothing "
-                          "measured to follow over time", "cases": [{"name": name, "case_id": case_id, "label": date_label(name),
-                                                                     "time": _iso(start_ns) if has_time else None,
-                                                                     "report": report}
-                                                                    for name, case_id, start_ns, report in
-                                                                    zip(ok["_name"][abstained], ok["case_id"][abstained],
-                                                                        ok["capture_start_ns"][abstained],
-                                                                        ok["report_html"][abstained])]})
+        ungrouped.append(_abstained_entry(ok[abstained], has_time))
         ok = ok[~abstained]
     ok["_key"] = group_keys(ok, group_by)
     fidx = findings if len(findings) else None
@@ -132,41 +125,23 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
         cases = [Case(name, case_id, _iso(start_ns) if has_time else None, date_label(name), report)
                  for name, case_id, start_ns, report in zip(rows["_name"], rows["case_id"], rows["capture_start_ns"],
                                                              rows["report_html"])]
-        if len(rows) < 2:
-            ungrouped.append({"key": label, "cases": [case.to_contract() for case in cases],
-                              "reason": "no other capture of this workload "
-                              "(device model and count, world size, program" + (", group" if group_by else "") + ")"})
+        why_not = _why_not_a_series(rows, group_by, ordered=has_time or order_by != "time")
+        if why_not:
+            ungrouped.append({"key": label, "cases": [case.to_contract() for case in cases], "reason": why_not})
             continue
-        if not has_time and order_by == "time" and not names_in_sequence(list(rows["_name"])):
-            ungrouped.append({"key": label, "cases": [case.to_contract() for case in cases], "reason": UNORDERED})
-            continue
-        series = _series(rows, fidx, kernels)
-        step_p50 = float(np.nanmedian(rows["step_p50_ms"].to_numpy(np.float64))) if rows["step_p50_ms"].notna().any() else None
-        group_changes = _group_changes(label, rows, cases, series, step_p50, threshold_pct)
-        group_changes = _with_causes(group_changes, rows, compare_pair)
-        # in capture order, the budgets first at one case
-        group_changes.sort(key=lambda change: (change.first_row, metric_rank(change.metric), change.metric))
-        latest_regressed = gate(group_changes, cases, series, baseline, step_p50, threshold_pct)
+        group, group_changes, latest_regressed = _group(key, label, rows, cases, fidx, kernels,
+                                                        threshold_pct, baseline, compare_pair)
         if latest_regressed:
             regressed_groups.append(label)
         changes.extend(group_changes)
-        groups_out.append({"key": label, "signature": dict(zip(SIGNATURE, key[:len(SIGNATURE)])),
-                           "cases": [case.to_contract() for case in cases],
-                           "series": {name: {"unit": unit, "values": _series_values(values)}
-                                      for name, (unit, _lower, values) in series.items()},
-                           "verdict": verdict(label, group_changes, cases), "latest_regressed": latest_regressed})
+        groups_out.append(group)
     if not has_time and order_by == "time" and not groups_out and any(entry["reason"] == UNORDERED for entry in ungrouped):
         order_source = "none: no capture time recorded, and the case names are labels, not a sequence"
     return {
         "schema": SCHEMA,
         "order": order_source,
         "threshold_pct": threshold_pct,
-        "method": {"noise": "sigma from the median absolute successive difference / 0.954",
-                   "outlier": f"farther than {OUTLIER_SIGMAS:g} sigma and the practical minimum from the median of its "
-                              "two neighbours each side, which agree with each other",
-                   "level_shift": f"ruptures PELT (l2, min segment 2, penalty {PENALTY_SCALE:g} sigma^2 log n); kept when the "
-                                  f"medians differ by more than {SHIFT_SPREAD_FACTOR:g}x the within-segment spread and the "
-                                  "practical minimum"},
+        "method": dict(METHOD),
         "groups": groups_out,
         "ungrouped": ungrouped,
         "failed": [{"name": names.get(case_id, path), "error": error}
@@ -178,6 +153,53 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
                  "rule": ("the latest capture against the baseline's level, per budget series" if baseline else
                           "the latest capture in a segment opened by a regressed level shift of a budget series")},
     }
+
+
+METHOD = {"noise": "sigma from the median absolute successive difference / 0.954",
+          "outlier": f"farther than {OUTLIER_SIGMAS:g} sigma and the practical minimum from the median of its "
+                     "two neighbours each side, which agree with each other",
+          "level_shift": f"ruptures PELT (l2, min segment 2, penalty {PENALTY_SCALE:g} sigma^2 log n); kept when the "
+                         f"medians differ by more than {SHIFT_SPREAD_FACTOR:g}x the within-segment spread and the "
+                         "practical minimum"}
+
+
+def _abstained_entry(rows, has_time: bool) -> dict:
+    """The ungrouped entry of the cases that abstained: nothing measured to follow over time."""
+    return {"key": "not enough to judge", "reason": "each case abstained ('Not enough to judge'): nothing "
+            "measured to follow over time", "cases": [{"name": name, "case_id": case_id, "label": date_label(name),
+                                                       "time": _iso(start_ns) if has_time else None, "report": report}
+                                                      for name, case_id, start_ns, report in
+                                                      zip(rows["_name"], rows["case_id"], rows["capture_start_ns"],
+                                                          rows["report_html"])]}
+
+
+def _why_not_a_series(rows, group_by, ordered: bool) -> str | None:
+    """Why a group's cases make no series (one case; no order in time), or None."""
+    if len(rows) < 2:
+        return ("no other capture of this workload "
+                "(device model and count, world size, program" + (", group" if group_by else "") + ")")
+    if not ordered and not names_in_sequence(list(rows["_name"])):
+        return UNORDERED
+    return None
+
+
+def _group(key, label: str, rows, cases: list[Case], fidx, kernels, threshold_pct: float, baseline: str | None,
+           compare_pair) -> tuple[dict, list[Change], bool]:
+    """One group's contract entry, its changes (causes attached, in capture order) and whether its
+    latest capture regressed."""
+    series = _series(rows, fidx, kernels)
+    step_p50 = float(np.nanmedian(rows["step_p50_ms"].to_numpy(np.float64))) if rows["step_p50_ms"].notna().any() else None
+    group_changes = _group_changes(label, rows, cases, series, step_p50, threshold_pct)
+    group_changes = _with_causes(group_changes, rows, compare_pair)
+    # in capture order, the budgets first at one case
+    group_changes.sort(key=lambda change: (change.first_row, metric_rank(change.metric), change.metric))
+    latest_regressed = gate(group_changes, cases, series, baseline, step_p50, threshold_pct)
+    group = {"key": label, "signature": dict(zip(SIGNATURE, key[:len(SIGNATURE)])),
+             "cases": [case.to_contract() for case in cases],
+             "series": {name: {"unit": unit, "values": _series_values(values)}
+                        for name, (unit, _lower, values) in series.items()},
+             "verdict": verdict(label, group_changes, cases), "latest_regressed": latest_regressed}
+    return group, group_changes, latest_regressed
 
 
 def _series_values(values) -> list[float | None]:
