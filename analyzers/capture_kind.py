@@ -115,7 +115,10 @@ def collective_workload(case, by_op: dict[str, float], workload: str | None) -> 
     over the ranks), the capture's ``workload`` (kind_of) and the names of its ranges and ops."""
     if not by_op:
         return CollectiveWorkload(None, "no collective kernels")
-    top = max(by_op, key=by_op.get)
+    # a kernel of unknown op ("Collective": a generic NCCL/RCCL kernel whose call the trace does not name, e.g.
+    # one launched before the capture began) is no evidence of another workload: the top named op decides
+    named = {op: share for op, share in by_op.items() if op != "Collective"}
+    top = max(named or by_op, key=(named or by_op).get)
     traces = getattr(case, "traces", [])
     names = [name for trace in traces for table in ("ranges", "ops") for name in _trace_names(trace, table, limit=1 << 20)]
     p2p = sorted({name for name in names if _POINT_TO_POINT.search(name)})
