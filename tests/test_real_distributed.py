@@ -70,10 +70,11 @@ def test_symmetric_memory_all_reduce_kernels_are_all_reduce():
 
 # --- a built trace: generic kernels take the op of the call recorded on them -----------------------
 
-def _generic_kineto(path, kernels):
+def _generic_kineto(path, kernels, ops=()):
     """A Kineto trace on one stream: (start µs, dur µs, name, Collective name or None) per kernel, a launch each,
-    two ProfilerStep ranges around them."""
-    events = []
+    two ProfilerStep ranges around them, and CPU ops (name, start µs, dur µs) on the host thread."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": name, "pid": 11, "tid": 11, "ts": 1000.0 + start, "dur": dur,
+               "args": {}} for name, start, dur in ops]
     for i, (start, dur, name, call) in enumerate(kernels):
         args = {"device": 0, "stream": 7, "correlation": i + 1, "External id": i + 1}
         if call:
@@ -102,6 +103,15 @@ def test_generic_kernels_take_the_op_of_their_call(tmp_path):
     # built: the call names the op of a generic kernel; a generic kernel without one stays unknown ("Collective");
     # a kernel whose own name says the op keeps it
     assert got == [None, "AllReduce", None, "AllGather", "Collective", "Broadcast"]
+
+
+@pytest.mark.parametrize("op,workload", [("vllm::all_reduce", "serving"), ("sglang.srt.layers.radix_attention", "serving"),
+                                         ("aten::linear", None), ("my_vllm_helper", None)])
+def test_a_trace_without_process_names_is_serving_by_its_engine_ops(tmp_path, op, workload):
+    """A PyTorch profiler trace names no process; a serving engine's own ops (vllm::..., sglang.) say what runs."""
+    kernels = [(0.0, 300.0, "gemm_kernel", None), (300.0, 200.0, "gemm_kernel", None), (500.0, 300.0, "gemm_kernel", None)]
+    path = _generic_kineto(tmp_path / "t.json.gz", kernels, ops=[(op, 250.0, 400.0)])
+    assert analyze(open_case([path])).data["capture_kind"]["workload"] == workload
 
 
 # --- real captures --------------------------------------------------------------------------------
@@ -145,6 +155,7 @@ def test_real_b200_tp8_symmetric_memory_all_reduce_is_a_collective():
     kernels = [_ns(e) for e in events if e.get("cat") == "kernel"]
     assert _union_pct(kernels, lo, hi) < 20  # the GPU computes a small share: host-bound
     assert data["findings"][0]["id"] == "gpu_starved" and "host code" in data["headline"]
+    assert data["capture_kind"]["workload"] == "serving"  # its vllm:: ops say so (no process is named)
     assert "vllm::moe_forward" in " ".join(row["text"] for row in data["findings"][0]["evidence"])
 
 
