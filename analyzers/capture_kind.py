@@ -9,7 +9,8 @@ alternatives, stays):
   GPUs or whose runtime calls are HIP's (a Kineto trace from ROCm PyTorch); else ``cuda``.
 * ``workload``: ``training`` when backward or optimizer kernels or ranges run (autograd's
   ``*backward*`` / ``*_bwd*`` kernels, ``Optimizer.step``, fused Adam/SGD) and no serving engine
-  is seen; ``serving`` when an engine is (a vLLM/SGLang process or serving artifacts); else unknown.
+  is seen; ``serving`` when an engine is (a vLLM/SGLang process or serving artifacts, or, in a trace that
+  names no process, the engine's own ops: ``vllm::all_reduce``, ``vllm/v1/worker/...``); else unknown.
 * ``language``: ``python`` for PyTorch profiler traces, a python process or a py-spy capture;
   ``native`` when every process that drives a GPU is named and none is Python; else unknown.
 
@@ -50,6 +51,8 @@ _AMD_DEVICE = re.compile(r"\bAMD\b|Instinct|Radeon|\bMI\d{3}|gfx\d{3}", re.IGNOR
 _BACKWARD = re.compile(r"backward|Backward|_bwd|bwd_|wgrad|dgrad|autograd::engine|Optimizer\.step|optimizer_step"
                        r"|fused_adam|FusedAdam|[Aa]dam[W]?_|sgd_|zero_grad")
 _SERVING = re.compile(r"vllm|sglang|tensorrt_llm|trtllm|text-generation|tgi|lmdeploy", re.IGNORECASE)
+# an op or range of a serving engine's own code (a PyTorch profiler trace names no process: its ops do)
+_SERVING_OP = re.compile(r"^(?:vllm|sglang|tensorrt_llm)(?:::|\.|/)")
 _PYTHON = re.compile(r"python|\bpt_main_thread\b|torchrun|pytest|\.py\b", re.IGNORECASE)
 
 
@@ -84,7 +87,11 @@ def _workload(case, programs: list[str], serving: ServingSummary | dict | None) 
         return "serving"
     traces = getattr(case, "traces", [])
     names = [name for trace in traces for table in ("gpu", "ranges") for name in _trace_names(trace, table)]
-    return "training" if any(_BACKWARD.search(name) for name in names) else None
+    if any(_BACKWARD.search(name) for name in names):
+        return "training"
+    ops = [name for trace in traces for table in ("ranges", "ops") for name in _trace_names(trace, table)]
+    ops += [str(row[4]) for trace in traces for row in (getattr(trace, "meta", {}) or {}).get("host_ops") or []]
+    return "serving" if any(_SERVING_OP.search(name) for name in ops) else None
 
 
 # a range or op that names the call a SendRecv kernel runs for (PyTorch's record_param_comms
@@ -115,7 +122,10 @@ def collective_workload(case, by_op: dict[str, float], workload: str | None) -> 
     over the ranks), the capture's ``workload`` (kind_of) and the names of its ranges and ops."""
     if not by_op:
         return CollectiveWorkload(None, "no collective kernels")
-    top = max(by_op, key=by_op.get)
+    # a kernel of unknown op ("Collective": a generic NCCL/RCCL kernel whose call the trace does not name, e.g.
+    # one launched before the capture began) is no evidence of another workload: the top named op decides
+    named = {op: share for op, share in by_op.items() if op != "Collective"}
+    top = max(named or by_op, key=(named or by_op).get)
     traces = getattr(case, "traces", [])
     names = [name for trace in traces for table in ("ranges", "ops") for name in _trace_names(trace, table, limit=1 << 20)]
     p2p = sorted({name for name in names if _POINT_TO_POINT.search(name)})

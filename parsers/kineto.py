@@ -56,6 +56,7 @@ from tracetriage.model import (
     GPU_KINDS,
     Trace,
     api_category,
+    collective_of_call,
     collective_op,
     empty_op_kernels,
     finish_trace,
@@ -125,6 +126,19 @@ def _used(cat: pd.Categorical) -> pd.Categorical:
 def _only(cat: pd.Categorical, mask: np.ndarray) -> pd.Categorical:
     """The categorical where mask holds, missing elsewhere."""
     return pd.Categorical.from_codes(np.where(mask, cat.codes, -1).astype(cat.codes.dtype), categories=cat.categories)
+
+
+def _collectives(names: pd.Categorical, calls: pd.Categorical) -> pd.Categorical:
+    """Each GPU event's collective op from its kernel name (model.collective_op); a generically named
+    NCCL/RCCL kernel (``ncclDevKernel_Generic``: op "Collective") takes the op of the c10d call the profiler
+    recorded on it (``args["Collective name"]``: model.collective_of_call) where that names one."""
+    ops = per_category(names, collective_op, COLLECTIVE_OPS)
+    called = per_category(calls, lambda call: collective_of_call(call) or "", COLLECTIVE_OPS)
+    generic = (np.asarray(ops.codes) == COLLECTIVE_OPS.index("Collective")) & (np.asarray(called.codes) >= 0)
+    if not generic.any():
+        return ops
+    return pd.Categorical.from_codes(np.where(generic, called.codes, ops.codes).astype(ops.codes.dtype),
+                                     categories=ops.categories)
 
 
 LAUNCH_SLACK_NS = 1_000  # the op and its launch call are rounded from µs floats apiece
@@ -284,7 +298,7 @@ def parse(path: str) -> Trace:
         "pid": pid, "ordinal": _ints(gpu_ev["device"], _ints(gpu_ev["pid"], 0)), "stream": _ints(gpu_ev["stream"], -1),
         "start": gpu_ev["ts"].to_numpy(), "end": (gpu_ev["ts"] + gpu_ev["dur"]).to_numpy(), "kind": kind,
         "name": g_name, "correlation": g_corr,
-        "collective": _only(per_category(g_name, collective_op, COLLECTIVE_OPS), is_kernel),
+        "collective": _only(_collectives(g_name, gpu_ev["collective_name"].array), is_kernel),
         "bytes": np.maximum(_ints(gpu_ev["bytes"], 0), 0),
         "copy_kind": _only(per_category(g_name, _copy_kind, COPY_KINDS), is_copy),
         "pageable": per_distinct(g_name, lambda n: "Pageable" in n).astype(bool) & is_copy,

@@ -102,6 +102,9 @@ class Events:
         # the kernel a launch call names (ROCm runtime events: args.kernel), code into launch_kernels; -1 none
         self.launch_kernel = array("i")
         self.launch_kernels: dict[str, int] = {}
+        # the c10d call a collective kernel runs (PyTorch 2.x: args["Collective name"]), code into call_names; -1 none
+        self.call_name = array("i")
+        self.call_names: dict[str, int] = {}
         self.cat_codes: dict[str, int] = {**_CAT_CODE, **_SPECIAL_CODE}  # every spelling seen -> its code
         self.legacy: set[str] = set()  # the PyTorch 1.8–1.10 category names seen
         self.untyped_shapes = 0  # ops with a work formula whose shapes are PyTorch 1.8's "Input dims" (no types)
@@ -198,6 +201,8 @@ class Events:
         k = a.get("kernel")
         self.launch_kernel.append(self.launch_kernels.setdefault(k, len(self.launch_kernels))
                                   if type(k) is str and len(k) < 4096 else -1)
+        c = a.get("Collective name")
+        self.call_name.append(self.call_names.setdefault(c, len(self.call_names)) if type(c) is str and len(c) < 256 else -1)
         if "External id" not in a and "external id" in a:  # PyTorch 1.8–1.10 spelling on GPU events and launches
             a = {**a, "External id": a["external id"]}
         for source, fields in ((e, ("pid", "tid")), (a, KEPT_ARGS)):
@@ -331,7 +336,9 @@ class Events:
                 "name": pd.Categorical.from_codes(np.frombuffer(self.name, np.int32),
                                                   categories=pd.Index(list(self.names), dtype=object)),
                 "launch_kernel": pd.Categorical.from_codes(np.frombuffer(self.launch_kernel, np.int32),
-                                                           categories=pd.Index(list(self.launch_kernels), dtype=object))}
+                                                           categories=pd.Index(list(self.launch_kernels), dtype=object)),
+                "collective_name": pd.Categorical.from_codes(np.frombuffer(self.call_name, np.int32),
+                                                             categories=pd.Index(list(self.call_names), dtype=object))}
         ts = self._column("ts", np.frombuffer(self.ts, np.float64), warnings)
         dur = self._column("dur", np.frombuffer(self.dur, np.float64), warnings)
         for field in INT_FIELDS:

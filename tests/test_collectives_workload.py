@@ -235,7 +235,15 @@ def test_late_rank_below_the_dominant_line_is_named(late_rank_small):
     assert found is not None and finding(a, "healthy") is None
     assert abs(found["impact_pct"] - _wait_window_pct(late_rank_small["short"])) < 0.5
     assert f"pid{skew['late_pid']}" in found["title"] and "log_metrics" in found["mechanism"]
-    assert "arrive on time" in found["fix"] and a.data["headline"].startswith("[collective_dominant] Ranks wait for")
+    assert "arrive on time" in found["fix"]
+    # the wait is minor (under 5% of the window) and every rank computes (collectives included) over 80% of its
+    # window in the generated intervals: the verdict is GPU-bound, the late rank its minor finding
+    compute = min(device["busy_pct"] - device["copy_only_pct"] for device in truth_["devices"])
+    assert compute >= 80 and found["impact_pct"] < 5
+    shown = re.match(r"GPU-bound: every device computes at least ([\d.]+)% of the window", a.data["headline"])
+    assert shown and abs(float(shown.group(1)) - compute) < truth_["tolerances"]["busy_pct"], (a.data["headline"], compute)
+    assert "; minor finding: [collective_dominant] Ranks wait for" in a.data["headline"]
+    assert a.data["headline_by_axis"]["throughput"].startswith("[collective_dominant] Ranks wait for")
 
 
 def test_late_rank_waiting_under_the_window_line_is_not_a_finding(late_rank_small):

@@ -371,6 +371,7 @@ _NCCL_OP = re.compile(
 _CUSTOM_ALLREDUCE = re.compile(
     r"(?i)cross_device_reduce|custom_?all_?reduce|one_?shot_?all_?reduce|two_?shot_?all_?reduce"
     r"|allreduce_fusion|lamport.*allreduce|quick_?all_?reduce|deep_?ep|all_?to_?all_?(kernel|dispatch|combine)"
+    r"|multimem_\w*?all_?reduce"
 )
 _GENERIC_NCCL = re.compile(r"(?i)^(nccl|rccl)(Dev)?Kernel")
 
@@ -380,7 +381,8 @@ def collective_op(kernel_name: str) -> str | None:
 
     NCCL/RCCL: ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``, ``ncclKernel_AllGather_RING_LL_Sum_int8_t``,
     ``ncclDevKernel_SendRecv``. vLLM/SGLang/TRT-LLM custom all-reduce kernels
-    (``cross_device_reduce_1stage``, ``allreduce_fusion_kernel_oneshot``, ...).
+    (``cross_device_reduce_1stage``, ``allreduce_fusion_kernel_oneshot``, ...) and PyTorch's symmetric-memory
+    ones (``multimem_all_reduce_kernel``, ``one_shot_all_reduce_kernel``).
     A generically named NCCL/RCCL kernel (``ncclDevKernel_Generic``) is a collective
     of unknown op.
     """
@@ -399,6 +401,27 @@ def collective_op(kernel_name: str) -> str | None:
         return "AllReduce"
     if _GENERIC_NCCL.search(kernel_name):
         return "Collective"
+    return None
+
+
+_C10D_CALLS = (  # the c10d call names PyTorch's profiler writes (ParamCommsUtils' "Collective name") -> op
+    (re.compile(r"(?i)all_?reduce"), "AllReduce"),
+    (re.compile(r"(?i)all_?gather"), "AllGather"),
+    (re.compile(r"(?i)reduce_?scatter"), "ReduceScatter"),
+    (re.compile(r"(?i)all_?to_?all"), "AllToAll"),
+    (re.compile(r"(?i)broadcast"), "Broadcast"),
+    (re.compile(r"(?i)^_?(send|recv)"), "SendRecv"),
+    (re.compile(r"(?i)^_?reduce(_|$)"), "Reduce"),
+)
+
+
+def collective_of_call(call_name: str) -> str | None:
+    """The collective a c10d call performs, from the call's name as the PyTorch profiler records it on the
+    kernel (``args["Collective name"]``: ``allreduce``, ``_allgather_base``, ``reduce_scatter_tensor_coalesced``,
+    ``all_to_allv``, ``broadcast``, ``send``); None for a name that is none of them (``barrier``, ``gather``)."""
+    for pattern, op in _C10D_CALLS:
+        if pattern.search(call_name):
+            return op
     return None
 
 

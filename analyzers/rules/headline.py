@@ -9,7 +9,7 @@ from __future__ import annotations
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.catalog import AXES, SEVERITIES
 from tracetriage.analyzers.findings import Abstention, Finding
-from tracetriage.analyzers.rules.abstain import ODD
+from tracetriage.analyzers.rules.abstain import BLOCKS_HEALTHY, ODD
 from tracetriage.analyzers.rules.context import t
 from tracetriage.analyzers.rules.serving import tail_words
 from tracetriage.analyzers.rules.serving_signals import tail_unexplained
@@ -17,7 +17,9 @@ from tracetriage.analyzers.rules.slo import measured_serving, slo_checks
 from tracetriage.analyzers.serving_metrics import ServingSummary, serving_summary
 from tracetriage.wording import pct, plural, slo_measured
 
-MINOR_HEADLINE_PCT = 5.0  # below this share a throughput finding is reported, but not as the verdict of an idle GPU
+# below this share (and below medium severity) a finding is minor: reported, named in the headline, but never the
+# verdict itself, neither of a mostly idle GPU nor of a GPU-bound one (minor_findings)
+MINOR_HEADLINE_PCT = 5.0
 
 
 PAIR_AXES = ("quality",)  # axes whose findings come from a pair of captures (rules/quality.py), never from one
@@ -174,6 +176,8 @@ def _trace_headline(findings: list[Finding], abstentions: list[Abstention], devi
     tops = _axis_tops(findings)
     if odd and not any(finding.axis != "throughput" for finding in findings):
         return f"Not enough to judge: {odd[0].reason}. To decide: {odd[0].capture_hint}"
+    if tops and (bound := _gpu_bound_headline(findings, abstentions, devices, compute)):
+        return bound
     if tops:
         throughput = tops.get("throughput")
         if (throughput is not None and len(tops) == 1 and throughput.impact_pct < MINOR_HEADLINE_PCT
@@ -191,6 +195,36 @@ def _trace_headline(findings: list[Finding], abstentions: list[Abstention], devi
     return (f"GPU computing {pct(compute)} of the window; no measured cause explains the rest (not healthy: not GPU-bound)"
             + _ruled_out(findings)
             + _not_measured(abstentions))
+
+
+def minor_findings(findings: list[Finding]) -> list[Finding]:
+    """The standing findings (ranked, as given) when every one of them is minor: below medium severity and
+    explaining less than MINOR_HEADLINE_PCT of its denominator (the measured share, explains_pct, where it is
+    more than the removable one); empty when one is not minor, or none stands."""
+    standing = [finding for finding in findings if finding.axis in AXES and not finding.falsified]
+    if all(SEVERITIES.index(finding.severity) < SEVERITIES.index("medium")
+           and max(finding.impact_pct, finding.explains_pct or 0.0) < MINOR_HEADLINE_PCT for finding in standing):
+        return standing
+    return []
+
+
+def _gpu_bound_headline(findings: list[Finding], abstentions: list[Abstention], devices: list,
+                        compute: float) -> str | None:
+    """The verdict of a GPU-bound capture whose findings are all minor (minor_findings): every device computes
+    (kernels, collectives included: the accounting's figure, ``compute`` its least) at least the healthy rule's
+    share of its window, so the verdict is GPU-bound, and the largest minor finding is named with its impact
+    beside it, not as the verdict. Never healthy: a finding stands (and steadiness is not claimed). None when
+    the capture is not GPU-bound, a finding is not minor, or an abstention makes the busy figure unsure
+    (BLOCKS_HEALTHY: too odd to judge, gap causes or graph replays not measured)."""
+    minor = minor_findings(findings)
+    if (not minor or compute < t("healthy_compute_min_pct")
+            or any(abstention.analysis in BLOCKS_HEALTHY for abstention in abstentions)):
+        return None
+    who = "the GPU computes" if len(devices) == 1 else "every device computes at least"
+    collectives = any(device.accounting["slices_pct"].get("collective", 0.0) > 0 for device in devices)
+    which = "minor finding" if len(minor) == 1 else f"largest of {len(minor)} minor findings"
+    return (f"GPU-bound: {who} {pct(compute)} of the window{' (kernels, collectives included)' if collectives else ''}; "
+            f"{which}: {_says(minor[0])}" + _ruled_out(findings) + _not_measured(abstentions))
 
 
 def _not_measured(abstentions: list[Abstention]) -> str:
