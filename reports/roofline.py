@@ -7,7 +7,7 @@ import numpy as np
 
 from tracetriage.contract import load
 from tracetriage.records.efficiency import Efficiency, KernelClass, PeakDevice, TopOp
-from tracetriage.reports.charts import NEUTRAL, PLOT, _label, _legend_beside, _memo, _svg, plt
+from tracetriage.reports.charts import NEUTRAL, PLOT, _label, _legend_beside, _memo, _svg, _title, figure
 
 CLASS_COLORS = {"gemm": "#1f77b4", "attention": "#9467bd", "memory_bound": "#e4572e"}
 ROOF_DTYPES = ("fp8", "bf16", "fp32")
@@ -109,7 +109,7 @@ def roofline_chart(eff: Efficiency | dict | None) -> str | None:
     points = classes + ops
     xs = np.array([p.intensity for p in points])
     ys = np.array([p.achieved_tflops for p in points])
-    fig, ax = plt.subplots(figsize=(PLOT, 4.0))
+    fig, ax = figure(PLOT, 4.0)
     (x_lo, x_hi), (y_lo, y_hi) = axis_limits(eff.device, xs, ys)
     title = _draw_roofs(ax, eff.device, x_lo, x_hi)
     _draw_points(ax, classes, ops)
@@ -119,7 +119,7 @@ def roofline_chart(eff: Efficiency | dict | None) -> str | None:
     ax.set_ylim(y_lo, y_hi)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved TFLOP/s")
-    ax.set_title(title, loc="left")
+    _title(ax, title)
     _legend_beside(ax)
     ax.grid(True, which="major", alpha=0.3)
     return _svg(fig)

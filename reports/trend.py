@@ -80,7 +80,7 @@ def trend_charts(group: Group | dict, changes, names: tuple, links: list[str | N
     with one legend above the charts naming each mark drawn; each point links to its case report.
     ``group`` and ``changes``: the trend's records (or their contract dicts); ``title(name, unit)``: a
     series as the page's tables name it (reports/trend.py series_title)."""
-    from tracetriage.reports.charts import NEUTRAL, WIDTH, _label, _svg, plt
+    from tracetriage.reports.charts import NEUTRAL, WIDTH, _label, _svg, figure
 
     group, changes = load(Group, group), load_all(TrendChange, changes)
     series = _charted_series(group, changes, names)
@@ -90,7 +90,7 @@ def trend_charts(group: Group | dict, changes, names: tuple, links: list[str | N
     xs = list(range(len(cases)))
     cols = 2
     rows = (len(series) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(WIDTH, 1.9 * rows), squeeze=False, sharex=True)
+    fig, axes = figure(WIDTH, 1.9 * rows, rows, cols, squeeze=False, sharex=True)
     ticks = [case.label or case.name for case in cases]
     drawn: set[tuple[str, str]] = set()  # (kind, direction) of the marks on some chart
     for ax, (name, values) in zip(axes.flat, series):

@@ -47,7 +47,7 @@ def _import_what_a_case_uses() -> None:
     for module in pkgutil.iter_modules(tracetriage.parsers.__path__):
         if not module.name.startswith("_"):
             importlib.import_module(f"tracetriage.parsers.{module.name}")
-    tracetriage.reports.charts.plt.figure  # noqa: B018 - matplotlib imported and set up as the charts use it
+    tracetriage.reports.charts.matplotlib_svg()  # matplotlib imported and set up as the charts use it
 
 
 def main(argv: list[str]) -> int:
