@@ -4,15 +4,11 @@ Text stays text (``svg.fonttype = none``) so the report is small and searchable;
 matplotlib XML-escapes it. Labels from traces are also stripped of ``$`` so mathtext
 cannot interpret them.
 
-Figures are matplotlib ``Figure`` objects on an SVG canvas, made by :func:`figure`: no pyplot (no
-figure registry to close, no backend switched in the caller's process, ~0.1 s less to import), and
-each is laid out once (:func:`_svg`).
+The figures and their SVG text come from :mod:`tracetriage.reports.figures`.
 """
 
 from __future__ import annotations
 
-import functools
-import io
 import re
 
 from tracetriage.contract import load, load_all
@@ -22,47 +18,10 @@ from tracetriage.records.series import AnalysisSeries, LaneDevice, LoadPoint, St
 from tracetriage.records.serving import TpotFit
 from tracetriage.records.side import HotFrame
 from tracetriage.records.trace import Accounting, Device
-from tracetriage.reports.chart_cache import _memo, next_prefix
-from tracetriage.wording import for_vendor
-
-_RC = {
-    "svg.fonttype": "none",
-    "svg.hashsalt": "tracetriage",  # the ids of clip paths and markers are hashes: the same chart, the same bytes
-    "font.size": 9,
-    "axes.titlesize": 10,
-    "legend.fontsize": 8,
-    "xtick.labelsize": 8,
-    "ytick.labelsize": 8,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "figure.dpi": 96,
-}
-
-
-@functools.cache
-def matplotlib_svg():
-    """(matplotlib, Figure, FigureCanvasSVG, RendererSVG), imported on first use and styled once (``_RC``): a
-    report whose charts all come from the cache (:func:`_memo`) never imports matplotlib (0.4-0.6 s)."""
-    import matplotlib
-    from matplotlib.backends.backend_svg import FigureCanvasSVG, RendererSVG
-    from matplotlib.figure import Figure
-
-    matplotlib.rcParams.update(_RC)
-    return matplotlib, Figure, FigureCanvasSVG, RendererSVG
-
-
-def figure(width: float, height: float, rows: int | None = None, cols: int | None = None, **subplots):
-    """A figure ``width`` x ``height`` inches on an SVG canvas, and its Axes (one; with ``rows`` and
-    ``cols``, their array, as ``Figure.subplots`` makes it)."""
-    _, Figure, FigureCanvasSVG, _ = matplotlib_svg()
-    fig = Figure(figsize=(width, height))
-    FigureCanvasSVG(fig)
-    if rows is None and cols is None:
-        return fig, fig.add_subplot()
-    return fig, fig.subplots(rows or 1, cols or 1, **subplots)
-
-
-from tracetriage.reports.palette import (  # noqa: E402
+from tracetriage.reports.chart_cache import _memo
+from tracetriage.reports.figures import figure
+from tracetriage.reports.figures import svg as _svg
+from tracetriage.reports.palette import (
     ACTIVITY_COLORS,
     CAUSE_COLORS,
     COLLECTIVES_COLOR,
@@ -76,6 +35,7 @@ from tracetriage.reports.palette import (  # noqa: E402
     cause_label,
     claim_columns,
 )
+from tracetriage.wording import for_vendor
 
 # Every chart is drawn this wide (inches, legend beside it included) and shown at its own size, never
 # stretched: one font size on the whole page.
@@ -114,37 +74,6 @@ def _time_unit(span_ns: float) -> tuple[float, str]:
 def _label(s: str, width: int = 48) -> str:
     s = str(s).replace("$", "＄")
     return s if len(s) <= width else s[: width - 1] + "…"
-
-
-def _tight_box(fig):
-    """The box (inches) ``savefig(bbox_inches="tight")`` crops to: everything drawn and its padding, measured
-    as the SVG canvas draws (72 dpi) but without drawing: "tight" draws each figure once to measure it and
-    again to write it, so this halves the layout work (the same box to a millionth of a point)."""
-    matplotlib, _, _, RendererSVG = matplotlib_svg()
-    dpi = fig.dpi
-    width, height = fig.get_size_inches()
-    fig.dpi = 72
-    try:
-        box = fig.get_tightbbox(RendererSVG(width * 72, height * 72, io.StringIO(), image_dpi=dpi))
-    finally:
-        fig.dpi = dpi
-    return box.padded(matplotlib.rcParams["savefig.pad_inches"])
-
-
-NO_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}  # no <metadata> block: no date, no version
-_ID_REFERENCE = re.compile(r'(\bid="|url\(#|href="#)')
-
-
-def _svg(fig) -> str:
-    """``fig`` as the SVG element of a page, cropped to what is drawn, its ids under the page's next prefix."""
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches=_tight_box(fig), metadata=NO_METADATA)
-    text = buf.getvalue()
-    text = text[text.index("<svg"):]
-    # matplotlib numbers its ids per figure (patch_1, clip_2...): prefix them so two charts on
-    # one page never share an id (duplicate ids are invalid HTML and break clip paths).
-    prefix = next_prefix()
-    return _ID_REFERENCE.sub(lambda m: m.group(1) + prefix, text)
 
 
 @_memo

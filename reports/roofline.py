@@ -7,7 +7,9 @@ import numpy as np
 
 from tracetriage.contract import load
 from tracetriage.records.efficiency import Efficiency, KernelClass, PeakDevice, TopOp
-from tracetriage.reports.charts import NEUTRAL, PLOT, _label, _legend_beside, _memo, _svg, _title, figure
+from tracetriage.reports.charts import NEUTRAL, PLOT, _label, _legend_beside, _memo, _title
+from tracetriage.reports.figures import figure
+from tracetriage.reports.figures import svg as _svg
 
 CLASS_COLORS = {"gemm": "#1f77b4", "attention": "#9467bd", "memory_bound": "#e4572e"}
 ROOF_DTYPES = ("fp8", "bf16", "fp32")

@@ -80,7 +80,9 @@ def trend_charts(group: Group | dict, changes, names: tuple, links: list[str | N
     with one legend above the charts naming each mark drawn; each point links to its case report.
     ``group`` and ``changes``: the trend's records (or their contract dicts); ``title(name, unit)``: a
     series as the page's tables name it (reports/trend.py series_title)."""
-    from tracetriage.reports.charts import NEUTRAL, WIDTH, _label, _svg, figure
+    from tracetriage.reports.charts import NEUTRAL, WIDTH, _label
+    from tracetriage.reports.figures import figure
+    from tracetriage.reports.figures import svg as _svg
 
     group, changes = load(Group, group), load_all(TrendChange, changes)
     series = _charted_series(group, changes, names)

@@ -42,12 +42,14 @@ def _import_what_a_case_uses() -> None:
     import tracetriage.analyzers.analysis  # noqa: F401
     import tracetriage.api  # noqa: F401
     import tracetriage.parsers
-    import tracetriage.reports.charts
+    import tracetriage.reports.charts  # noqa: F401
     import tracetriage.reports.html  # noqa: F401
+    from tracetriage.reports.figures import lean_import, matplotlib_svg
     for module in pkgutil.iter_modules(tracetriage.parsers.__path__):
         if not module.name.startswith("_"):
             importlib.import_module(f"tracetriage.parsers.{module.name}")
-    tracetriage.reports.charts.matplotlib_svg()  # matplotlib imported and set up as the charts use it
+    lean_import()  # this process is the batch's own
+    matplotlib_svg()  # matplotlib imported and set up as the charts use it
 
 
 def main(argv: list[str]) -> int:

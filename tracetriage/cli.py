@@ -249,6 +249,9 @@ def run() -> None:
     """
     import os
 
+    from tracetriage.reports.figures import lean_import
+
+    lean_import()  # the process is this command's: matplotlib, if a report draws, without set()'s docs
     code = main()
     if sys.argv[1:2] == ["batch"]:
         raise SystemExit(code)

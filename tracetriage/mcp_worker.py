@@ -32,11 +32,13 @@ def worker(conn) -> None:
     import tracetriage.case  # noqa: F401
     from tracetriage.mcp_work import work
     from tracetriage.memory import tune_allocator
+    from tracetriage.reports.figures import lean_import
 
     os.dup2(2, 1)
     if hasattr(os, "setpgrp"):
         os.setpgrp()
     tune_allocator()
+    lean_import()  # this process is the server's own: matplotlib, when a report draws, without set()'s docs
     warnings.simplefilter("ignore")
     try:
         conn.send(("ready",))  # imports paid: a call's time bound starts counting from here, not from the spawn
