@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import io
-import re
 import sys
 
 STYLE = {
@@ -97,7 +96,9 @@ def tight_box(fig):
 
 
 NO_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}  # no <metadata> block: no date, no version
-_ID_REFERENCE = re.compile(r'(\bid="|url\(#|href="#)')
+# where matplotlib's SVG names or refers to an id (an element's id attribute, a clip path's url(#), a
+# <use>'s xlink:href="#"): plain text searches, not a regex, over a timeline's ~120 KB (10 ms a figure)
+ID_MARKS = (' id="', "url(#", 'href="#')
 
 
 def svg(fig) -> str:
@@ -111,4 +112,6 @@ def svg(fig) -> str:
     from tracetriage.reports.chart_cache import next_prefix
 
     prefix = next_prefix()
-    return _ID_REFERENCE.sub(lambda m: m.group(1) + prefix, text)
+    for mark in ID_MARKS:
+        text = text.replace(mark, mark + prefix)
+    return text
