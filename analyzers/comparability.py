@@ -11,7 +11,8 @@ hardware shape, and how much the rest of their signature agrees.
 * **Confidence** (1 = every signal agrees; 0 when incomparable) is the product of the
   factors of the soft signals: programs overlapping only in part (x0.8), steps marked by other
   NVTX ranges (x0.8), captures by other tools (x0.9) and the time-weighted kernel overlap
-  (x(0.5 + 0.5 overlap)). The change under test may change the kernels (graphs turned on), and
+  (x(0.5 + 0.5 overlap)) and GPU compute per step further apart than 3x (x0.5: other work per
+  step). The change under test may change the kernels (graphs turned on), and
   a graph-level capture records replays without their kernels (overlap not measured, and said so).
 * **Serving** (analyzers/compare_serving.py): a changed model, precision or engine is named (the pair
   stays comparable for latency: another model's answers); input lengths that shifted, or request
@@ -31,6 +32,8 @@ from tracetriage.wording import counted
 MIN_STEPS = 5  # fewer steps on a rank than this: no distribution to compare
 SAME_SIGNATURE = "same devices, world size and program"
 REQUEST_RATE_TOLERANCE = 0.05  # serving benchmarks at request rates further apart than this share do not compare
+WORK_RATIO_MAX = 3.0  # GPU compute per step this many times larger on one side: other work per step, not one program's change
+WORK_FACTOR = 0.5  # the confidence left to a pair whose work per step differs that much
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +75,7 @@ def comparability(before: Side, after: Side, serving: ServingComparison | None =
     serving_ok, serving_why = serving_comparable(before, after, serving)
     signals = [_same_devices(before, after), _same_world_size(before, after), _same_program(before, after),
                _enough_steps(before, after, serving_ok), _same_step_ranges(before, after),
-               _same_capture_tools(before, after), _kernel_agreement(before, after),
+               _same_capture_tools(before, after), _kernel_agreement(before, after), _same_work(before, after),
                Signal(reason=serving_why), Signal(reason=serving.identity_reason() if serving else None),
                _same_capture(before, after)]
     ok, confidence, reasons = True, 1.0, []
@@ -195,6 +198,22 @@ def _kernel_agreement(before: Side, after: Side) -> Signal:
         return AGREES
     return Signal(confidence_factor=0.5 + 0.5 * overlap,
                   reason=f"kernel time overlap {100 * overlap:.0f}% (names weighted by their share of kernel time)")
+
+
+def _same_work(before: Side, after: Side) -> Signal:
+    """The GPU work per step of both sides (compute per step, collectives excluded): a change of one
+    program (graphs, a flag, a faster kernel) moves it by less than :data:`WORK_RATIO_MAX` times;
+    more is another model, batch or sequence length, unless the change removed most of the GPU work."""
+    work = [side.mean_slice_ms(["compute"]) for side in (before, after)]
+    if any(value is None or value <= 0 for value in work):
+        return AGREES
+    ratio = max(work) / min(work)
+    if ratio < WORK_RATIO_MAX:
+        return AGREES
+    return Signal(confidence_factor=WORK_FACTOR,
+                  reason=(f"compute per step {work[0]:.3f} ms -> {work[1]:.3f} ms ({ratio:.1f}x): work per step that "
+                          "differs this much is another model, batch or sequence length, unless the change removed most "
+                          "of the GPU work"))
 
 
 def _same_capture(before: Side, after: Side) -> Signal:

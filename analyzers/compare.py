@@ -76,6 +76,7 @@ CALL_RATE_BUDGET = "kernel calls per second"
 QUALITY_BUDGET = "output quality"  # quality_regression: the answers changed with the deploy
 SUMMARY_MOVERS = 3  # movers the one-line summary names
 SUMMARY_NAME_CHARS = 90  # a kernel's name in the summary, cut in the middle: its start and end tell two apart
+LOW_CONFIDENCE = 0.6  # a comparable pair below this confidence: its verdict line says so
 
 
 def compare(before: dict, after: dict, before_label: str = "before", after_label: str = "after",
@@ -376,7 +377,9 @@ def summary_line(summary: SummaryInputs) -> str:
     if verdict == "inconclusive":
         why = next((reason for reason in summary.comparable.reasons), "nothing to judge")
         return f"inconclusive: {why}"
-    parts = [verdict]
+    confidence = summary.comparable.confidence
+    parts = [verdict + (f" (low confidence {confidence:.2f}: the captures' signatures differ, see comparable)"
+                        if confidence < LOW_CONFIDENCE else "")]
     measured = [row for row in summary.step_rows if row.ratio is not None]
     ranks = len(summary.step_rows)
     if measured:

@@ -70,11 +70,15 @@ def gate_line(result: dict | TrendRecord, gate: bool) -> str | None:
         return (f"the latest capture is in a regressed segment in: {', '.join(verdict.groups)}"
                 if verdict.regressed else None)
     base = verdict.baseline
+    failed = f"; {counted(len(result.failed), 'case')} failed and not judged" if result.failed else ""
+    if not result.groups:
+        return (f"gate: inconclusive: no group has a series to judge ({counted(len(result.ungrouped), 'set')} of "
+                f"captures not in a series, each with its reason above){failed}")
     if base is None:
         if verdict.regressed:
             return (f"gate: failed: the latest capture is in a regressed segment (a budget series shifted worse and did not "
                     f"come back) in: {', '.join(verdict.groups)}")
-        return f"gate: passed: no group's latest capture is in a regressed segment of a budget series ({BUDGETS})"
+        return f"gate: passed: no group's latest capture is in a regressed segment of a budget series ({BUDGETS}){failed}"
     judged = [group.key for group in result.groups if any(matches_baseline(case.name, base) for case in group.cases)]
     others = len(result.groups) - len(judged)
     rest = f"; {counted(others, 'group')} without {base} not judged" if others else ""
@@ -82,7 +86,7 @@ def gate_line(result: dict | TrendRecord, gate: bool) -> str | None:
         return (f"gate: failed against baseline {base}: the latest capture of {', '.join(verdict.groups)} is worse than "
                 f"{base} beyond the noise and the practical minimum on a budget series ({BUDGETS}){rest}")
     return (f"gate: passed against baseline {base}: the latest capture of {', '.join(judged)} is within the noise or "
-            f"the practical minimum of {base} on every budget series ({BUDGETS}){rest}")
+            f"the practical minimum of {base} on every budget series ({BUDGETS}){rest}{failed}")
 
 
 @dataclass(frozen=True, slots=True)

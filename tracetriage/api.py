@@ -228,6 +228,12 @@ class Trend:
         """The gate's result: the latest capture of some group is in a regressed segment (or worse than the baseline)."""
         return bool(self.data["gate"]["regressed"])
 
+    def gate_exit(self) -> int:
+        """What trend --gate exits with: 8 regressed, 9 inconclusive (no group had a series to judge), else 0."""
+        from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSED
+
+        return EXIT_REGRESSED if self.regressed else EXIT_OK if self.groups else EXIT_INCONCLUSIVE
+
     @property
     def summary(self) -> str:
         """Each group's verdict, and with ``gate`` the gate's result, in one line."""

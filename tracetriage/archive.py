@@ -40,12 +40,23 @@ def is_archive(path: Path) -> bool:
             magic = fh.read(SQLITE_MAGIC_LEN)
         if magic.startswith(b"SQLite format 3\x00"):
             return False  # the common case, answered without a tar probe
-        if zipfile.is_zipfile(path) or tarfile.is_tarfile(path):
+        if zipfile.is_zipfile(path) or _is_tar(path):
             return True
     except (OSError, EOFError, ValueError, zlib.error, tarfile.TarError, zipfile.BadZipFile):
         return False
     # corrupt inside (a cut download): still an archive, so that extract() says why
     return (name.endswith((".tar.gz", ".tgz")) and magic[:2] == b"\x1f\x8b") or (name.endswith(".zip") and magic[:2] == b"PK")
+
+
+def _is_tar(path: Path) -> bool:
+    """A tar (plain or compressed) with a first member, or named as one: ``tarfile.is_tarfile`` also
+    says yes to a block of zero bytes (an empty archive's end), which is what a file of NULs starts with."""
+    if not tarfile.is_tarfile(path):
+        return False
+    if path.name.lower().endswith((".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")):
+        return True
+    with tarfile.open(path) as tar:
+        return tar.next() is not None
 
 
 def _safe_name(archive: Path, name: str) -> PurePosixPath:

@@ -37,7 +37,7 @@ from tracetriage.batch_pool import Limits
 from tracetriage.batch_records import CaseRecord, CaseRequest, CaseSpec
 from tracetriage.batch_records import case_id_of as _case_id
 from tracetriage.batch_tables import SUMMARY_COLUMNS, TREND_FLOAT_COLUMNS  # noqa: F401 - the tables' columns, as before
-from tracetriage.errors import ArchiveError, MissingDataError, OutputError, UnsupportedInputError
+from tracetriage.errors import ArchiveError, MissingDataError, OutputError, TraceTriageError, UnsupportedInputError
 from tracetriage.progress import CasesDone, case_counter
 from tracetriage.runtime import Options, Runtime
 
@@ -385,7 +385,12 @@ def _run(inputs: list[str], outdir: str, store, options: dict, runtime: Runtime,
     except OSError as exc:  # a file in the way, no permission: the outdir's error (exit 7), not a bug
         problem = "a file is in the way: give a folder" if out.is_file() else (exc.strerror or str(exc))
         raise OutputError(str(outdir), f"cannot make the output folder: {problem}") from None
-    specs = discover(inputs, out, outdir if store is not None else None)
+    try:
+        specs = discover(inputs, out, outdir if store is not None else None)
+    except TraceTriageError:  # a missing input, a pattern matching nothing: no output folder left behind
+        if made:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     if not specs:
         if made:
             shutil.rmtree(out, ignore_errors=True)
@@ -398,10 +403,10 @@ def _run(inputs: list[str], outdir: str, store, options: dict, runtime: Runtime,
         stopped = _collect(_execute(todo, outdir if store is not None else out, runtime, options, progress is True, limits,
                                     reports, tell), out, store, by_id, result, on_error)  # the workers stopped once it returns
     except KeyboardInterrupt:
-        stopped = "not run: the batch was interrupted (Ctrl-C or SIGTERM) before this case started"
+        stopped = "the batch was interrupted (Ctrl-C or SIGTERM) before this case started"
         raise BatchInterrupted from None
     except BaseException as exc:
-        stopped = f"not run: the batch stopped before this case started ({type(exc).__name__}: {one_line_reason(exc)})"
+        stopped = f"the batch stopped before this case started ({type(exc).__name__}: {one_line_reason(exc)})"
         raise
     finally:
         _finish(specs, todo, by_id, stopped, out, store, result, runtime.cache, t0)
@@ -446,7 +451,7 @@ def _collect(records, out: Path, store, by_id: dict[str, CaseRecord], result: Ba
         result.analyzed += record.ok and not record.reused
         result.reused += record.reused  # analyzed, unchanged, failed and not run add up to the cases
         if not record.ok and on_error == "fail":
-            return "not run: an earlier case failed and --on-error fail was given"
+            return "an earlier case failed and --on-error fail was given"
     return None
 
 
@@ -459,7 +464,7 @@ def _finish(specs: list[CaseSpec], todo: list[CaseSpec], by_id: dict[str, CaseRe
 
     for spec in todo if stopped else ():
         if spec.case_id not in by_id:
-            by_id[spec.case_id] = CaseRecord.not_run(spec, stopped)
+            by_id[spec.case_id] = CaseRecord.not_run(spec, f"{spec.label}: {stopped}")
             result.not_run += 1
     records = [by_id[spec.case_id] for spec in specs if spec.case_id in by_id]
     result.records = [record.to_contract() for record in records]

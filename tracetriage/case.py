@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracetriage.errors import MissingDataError, TraceTriageError, UnsupportedInputError
+from tracetriage.errors import MissingDataError, TraceTriageError, UnsupportedInputError, is_damaged
 from tracetriage.parsers.common import HEAD_BYTES, read_head
 from tracetriage.parsers.reports import NSYS_MAGIC
 
@@ -194,6 +194,9 @@ def _detect_sqlite(path: Path) -> str:
 
 def _detect_text(head: bytes, gz: bool = False) -> str:
     sample = head[:4096]
+    if not sample.strip(b"\x00"):
+        return ("unknown:all zero bytes (what an interrupted or preallocated copy leaves behind: copy it again)"
+                + (" inside its gzip" if gz else ""))
     controls = sum(1 for b in sample if b < 9 or 13 < b < 32)
     if controls > 0.1 * max(1, len(sample)):
         return "unknown:binary file"
@@ -311,10 +314,9 @@ def _open_with_archives(paths, archives: list[Path], step_range, depth: int = 0,
         mapping = {}
         expanded = []
 
-        def rename(text: str) -> str:
-            for d, label in mapping.items():
-                if text.startswith(d):
-                    return label + text[len(d):]
+        def rename(text: str) -> str:  # a member is archive!/member; the extracted folder itself, the archive
+            for d, archive in mapping.items():
+                text = text.replace(d + os.sep, f"{archive}!{os.sep}").replace(d, archive)
             return text
 
         for i, p in enumerate(map(Path, paths)):
@@ -323,7 +325,7 @@ def _open_with_archives(paths, archives: list[Path], step_range, depth: int = 0,
                     raise ArchiveError(p, f"refused: an archive nested more than {MAX_ARCHIVE_DEPTH} deep")
                 dest = Path(tmp) / str(i)
                 extract(p, dest)
-                mapping[str(dest)] = f"{p}!"
+                mapping[str(dest)] = str(p)
                 expanded.append(dest)
             else:
                 expanded.append(p)
@@ -436,9 +438,9 @@ def open_case(paths, step_range: str | None = None, runtime=None, _depth: int = 
         return _open_with_archives(paths, archives, step_range, _depth, runtime)
     case = Case(paths=[str(p) for p in paths])
     csv_groups: dict[Path, list[tuple[Path, bool]]] = {}
-    archive_errors: list[TraceTriageError] = []
+    damaged: list[TraceTriageError] = []
     for path, explicit in _candidates(paths):
-        kind = _candidate_kind(case, path, explicit, archive_errors, step_range, _depth, runtime)
+        kind = _candidate_kind(case, path, explicit, damaged, step_range, _depth, runtime)
         if kind is None:
             continue
         if kind == "rocprof_csv":  # the files of one rocprofv3 run are merged below
@@ -455,8 +457,8 @@ def open_case(paths, step_range: str | None = None, runtime=None, _depth: int = 
     _merge_per_process_files(case)
     _tie_graph_replays(case)
     if not (case.traces or case.topologies or case.nccl_logs or case.pyspy or case.serving):
-        if archive_errors:  # the folder's only content was an archive that cannot be read: an input error
-            raise archive_errors[0]
+        if damaged:  # the folder's only capture was an archive or a file that cannot be read: an input error
+            raise damaged[0]
         raise MissingDataError(
             ", ".join(case.paths), "nothing to analyze: no profiler trace, topology matrix, NCCL log, py-spy capture "
             "or serving artifact (vLLM/SGLang log, /metrics scrape, benchmark result) found"
@@ -478,11 +480,12 @@ def _candidates(paths) -> list[tuple[Path, bool]]:
     return candidates
 
 
-def _candidate_kind(case: Case, path: Path, explicit: bool, archive_errors: list[TraceTriageError],
+def _candidate_kind(case: Case, path: Path, explicit: bool, damaged: list[TraceTriageError],
                     step_range, depth: int, runtime) -> str | None:
     """The kind of one file to load, or None when it is not loaded here: a file of a folder that
     cannot be read or is not recognised (listed in ``case.skipped``), or an archive in a folder
-    (its files merged into the case; an archive that cannot be read also goes to ``archive_errors``).
+    (its files merged into the case; an archive that cannot be read, or a damaged capture, also goes to
+    ``damaged``).
     A file the user named that cannot be read or is not recognised is an input error."""
     from tracetriage.archive import is_archive
 
@@ -496,7 +499,7 @@ def _candidate_kind(case: Case, path: Path, explicit: bool, archive_errors: list
         except MissingDataError as exc:
             case.skipped.append({"path": str(path), "reason": exc.problem})
         except TraceTriageError as exc:
-            archive_errors.append(exc)
+            damaged.append(exc)
             case.skipped.append({"path": str(path), "reason": exc.problem})
         return None
     try:
@@ -510,6 +513,8 @@ def _candidate_kind(case: Case, path: Path, explicit: bool, archive_errors: list
         why = "empty file" if kind == "empty" else kind.split(":", 1)[1]
         if explicit:
             raise UnsupportedInputError(path, f"not a supported input: {why}")
+        if is_damaged(why):  # a damaged capture in the folder: the input error if nothing else can be read
+            damaged.append(UnsupportedInputError(path, f"not a supported input: {why}"))
         case.skipped.append({"path": str(path), "reason": why})
         return None
     return kind

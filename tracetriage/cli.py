@@ -25,7 +25,6 @@ from tracetriage.errors import (
     EXIT_FAIL_ON,
     EXIT_INTERNAL,
     EXIT_OK,
-    EXIT_REGRESSED,
     EXIT_USAGE,
     TraceTriageError,
     one_line,
@@ -188,7 +187,7 @@ def cmd_trend(args) -> int:
         if is_uri(result.batch_dir):  # tables on object storage: the links name the store
             links = result.batch_dir
         emit(args, result.render(fmt, links, runtime.cache), result.summary)
-    return EXIT_REGRESSED if args.gate and result.regressed else EXIT_OK
+    return result.gate_exit() if args.gate else EXIT_OK
 
 
 EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM, as a shell reports a process ended by SIGINT

@@ -119,7 +119,7 @@ def batch_note(result, outdir: str) -> None:
           f"wrote {in_outdir(outdir, 'index.html')} and summary.parquet ({result.seconds} s)", file=sys.stderr)
     for record in result.records:
         if record["status"] != "ok":
-            print(f"tracetriage: {record['status']}: {one_line(str(record['error']))}", file=sys.stderr)
+            print(f"tracetriage: {record['status'].replace('_', ' ')}: {one_line(str(record['error']))}", file=sys.stderr)
     for path in result.skipped:
         print(f"tracetriage: skipped: {one_line(path)}: no capture batch reads (trace, bundle or archive) in it",
               file=sys.stderr)

@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Post-mortem triage of a slow or unstable LLM inference server.",
         epilog="exit codes: 0 analyzed; 2 usage error; 3 unreadable or unsupported input; 4 nothing to analyze; "
                "5 --fail-on matched; 6 batch: some case failed; 7 cannot write the report; 8 regressed (compare/trend "
-               "--gate); 9 inconclusive (compare --gate); 70 internal error; 124 an MCP tool call past mcp --timeout; "
+               "--gate); 9 inconclusive (compare/trend --gate); 70 internal error; 124 an MCP tool call past mcp --timeout; "
                "130 interrupted (Ctrl-C or SIGTERM)",
     )
     parser.add_argument("--version", action="version", version=f"tracetriage {__version__}")
@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "series, and name the last good and first bad capture with the findings and kernels "
                                        "that moved there (a group of captures without steps: its kernels' time per call, "
                                        "not busy %). --gate: exit 8 when the latest capture of a group is in a regressed "
-                                       "segment of a budget series.")
+                                       "segment of a budget series, 9 when no group had a series to judge.")
     trend.add_argument("inputs", nargs="+", metavar="INPUT",
                        help="a batch output folder (with summary.parquet), or captures, "
                             "folders and archives to run batch on first; exit 3 when an "
@@ -137,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "steps); default 5")
     trend.add_argument("--baseline", metavar="NAME", help="with --gate: the reference capture the latest one is judged "
                                                           "against (a case name as shown), instead of the series' own shifts")
-    trend.add_argument("--gate", action="store_true", help="exit 8 when the latest capture of a group is in a regressed segment")
+    trend.add_argument("--gate", action="store_true", help="exit 8 when the latest capture of a group is in a regressed "
+                                                            "segment; 9 (inconclusive) when no group had a series to judge")
     trend.add_argument("--jobs", "-j", type=int, default=None, help="batch worker processes (default: number of cores)")
     trend.add_argument("--dask", metavar="ADDRESS", help="run batch's cases on an existing Dask distributed scheduler")
     trend.add_argument("--force", action="store_true", help="re-analyze cases whose files and tool version did not change")

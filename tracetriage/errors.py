@@ -14,8 +14,17 @@ EXIT_FAIL_ON = 5        # --fail-on: a finding at or above the given severity
 EXIT_BATCH_FAILED = 6   # batch: at least one case failed
 EXIT_OUTPUT = 7         # the report cannot be written where -o asks (a directory, no permission)
 EXIT_REGRESSED = 8      # compare --gate / trend --gate: the after capture (the latest capture) regressed
-EXIT_INCONCLUSIVE = 9   # compare --gate: the two captures cannot be judged against each other
+EXIT_INCONCLUSIVE = 9   # compare --gate: the two captures cannot be judged; trend --gate: no series to judge
 EXIT_INTERNAL = 70      # a bug in tracetriage (EX_SOFTWARE)
+
+
+DAMAGED_CAPTURE = ("corrupt gzip", "SQLite file that cannot be read", "all zero bytes")  # how detection names a damaged capture
+
+
+def is_damaged(reason: str) -> bool:
+    """Whether the reason a file of a folder was set aside says it is a capture that is damaged
+    (truncated, corrupt), not a file of another kind: the case then lacks a capture it was given."""
+    return reason.startswith(DAMAGED_CAPTURE)
 
 
 class TraceTriageError(Exception):

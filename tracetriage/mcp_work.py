@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -259,8 +260,23 @@ def explain(finding_id: str) -> tuple[dict, str]:
     title = entry.get("title")
     title = title.get("default", next(iter(title.values()))) if isinstance(title, dict) else title
     reads = sorted({part for rule in rules for part in rule["reads"]})
-    summary = f"{finding_id} ({entry.get('axis')}): {' '.join(str(title).split())}; reads {', '.join(reads) or 'nothing'}"
+    texts = [text for key in ("title", "mechanism", "fix", "confirm", "falsifier") for text in _texts(entry.get(key))]
+    structured["placeholders"] = sorted({name for text in texts for name in PLACEHOLDER.findall(text)})
+    # the texts are the templates a rule fills from a capture: their slots read as <slot>, not as a code's {slot}
+    shown = PLACEHOLDER.sub(r"<\1>", " ".join(str(title).split()))
+    summary = (f"{finding_id} ({entry.get('axis')}): {shown}; reads {', '.join(reads) or 'nothing'}"
+               + ("; the <...> slots are filled from a capture's measurements" if structured["placeholders"] else ""))
     return structured, summary
+
+
+PLACEHOLDER = re.compile(r"\{(\w+)\}")  # a slot of a catalog text, filled by the rule from a capture's figures
+
+
+def _texts(value) -> list[str]:
+    """The texts of a catalog field: one, or one per variant."""
+    if isinstance(value, dict):
+        return [str(text) for text in value.values()]
+    return [str(value)] if value else []
 
 
 def capture_hints(abstention: str, profiler: str | None) -> tuple[dict, str]:

@@ -15,6 +15,7 @@ from tracetriage.analyzers.rules.serving import tail_words
 from tracetriage.analyzers.rules.serving_signals import tail_unexplained
 from tracetriage.analyzers.rules.slo import measured_serving, slo_checks
 from tracetriage.analyzers.serving_metrics import ServingSummary, serving_summary
+from tracetriage.errors import is_damaged
 from tracetriage.wording import pct, plural, slo_measured
 
 # below this share (and below medium severity) a finding is minor: reported, named in the headline, but never the
@@ -113,28 +114,39 @@ def _side_artifacts_headline(findings: list[Finding], abstentions: list[Abstenti
     what = ((f"topology: {plural(len(topo.gpus), 'GPU')} in islands {topo.islands}" if len(topo.gpus) > 1
              else "topology: one GPU, so no interconnect between GPUs to judge") if topo
             else "serving artifacts" if data.get("serving") else "side artifacts only")
+    no_trace = _no_trace(data)
     if findings and findings[0].id == "healthy":
-        return f"Healthy: {findings[0].title} (no GPU trace given)"
+        return f"Healthy: {findings[0].title} ({no_trace})"
     if symptom:
-        return _symptom_headline(findings, abstentions, symptom, f" (no GPU trace given; {what})")
+        return _symptom_headline(findings, abstentions, symptom, f" ({no_trace}; {what})")
     tops = _axis_tops(findings)
     if tops:
-        return f"{_tops_words(tops)} (no GPU trace given; {what})"
+        return f"{_tops_words(tops)} ({no_trace}; {what})"
     if serving := serving_summary(data.get("serving")):
-        text = _serving_headline(findings, abstentions, serving, broken)
+        text = _serving_headline(findings, abstentions, serving, broken, no_trace)
         if text is not None:
             return text
-    return f"No GPU trace given, so no timeline verdict; {what}" + _not_measured(abstentions)
+    return f"{no_trace[:1].upper()}{no_trace[1:]}, so no timeline verdict; {what}" + _not_measured(abstentions)
+
+
+def _no_trace(data: dict) -> str:
+    """Why the case has no timeline: no GPU trace given, or the one given is damaged (the case's
+    ``skipped`` says how)."""
+    damaged = [item["path"] for item in data.get("skipped") or () if is_damaged(item.get("reason", ""))]
+    if not damaged:
+        return "no GPU trace given"
+    more = f" and {plural(len(damaged) - 1, 'other')}" if len(damaged) > 1 else ""
+    return f"no GPU trace read: {damaged[0]}{more} could not be read (see skipped)"
 
 
 def _serving_headline(findings: list[Finding], abstentions: list[Abstention], serving: ServingSummary,
-                      broken: list[dict]) -> str | None:
+                      broken: list[dict], no_trace: str = "no GPU trace given") -> str | None:
     """The verdict of serving artifacts with no standing finding: a broken budget, an unexplained
     inter-token tail, or what was measured and why it is not called healthy; None when nothing was measured."""
     measured = measured_serving(serving)
     if broken:
         return (f"SLO broken: {_slo_words(broken)}; no serving finding explains it (measured: " + "; ".join(measured[:3])
-                + f"){_ruled_out(findings)}; no GPU trace given"
+                + f"){_ruled_out(findings)}; {no_trace}"
                 + _not_measured(abstentions))
     tail = tail_unexplained(serving, findings)
     if tail:
@@ -143,7 +155,7 @@ def _serving_headline(findings: list[Finding], abstentions: list[Abstention], se
                    if tail.ruled_out else "")
                 + _ruled_out([finding for finding in findings if finding.id not in tail.ruled_out])
                 + "; not called healthy; "
-                "no GPU trace given" + _not_measured(abstentions))
+                + no_trace + _not_measured(abstentions))
     if not measured:
         return None
     knee = next((abstention for abstention in abstentions if abstention.analysis == "tpot_budget"), None)
@@ -152,7 +164,7 @@ def _serving_headline(findings: list[Finding], abstentions: list[Abstention], se
            if knee else "not enough to call it healthy")
     return ("No serving finding in what was measured (" + "; ".join(measured[:3])
             + f"){_ruled_out(findings)}, {why}; "
-            "no GPU trace given"
+            + no_trace
             + _not_measured(abstentions))
 
 
