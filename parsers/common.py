@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 import re
 from collections import deque
 
@@ -34,6 +36,8 @@ def json_document(path: str, data: str | bytes, what: str):
 
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_JSON_BYTES = 4 << 30  # 4 GiB of JSON text: beyond any real capture, before it exhausts memory
+MAX_GZIP_RATIO = 200  # a gzipped trace expanding more than this many times its size is a bomb (real ones: 10-30x)
+GZIP_FLOOR_BYTES = 64 << 20  # what any gzipped file may expand to, whatever its ratio (a small file, a tiny trace)
 MAX_DEPTH = 512  # real traces nest a handful of levels; a streaming parser slows down quadratically with depth
 _STEP = np.zeros(256, np.int8)
 _STEP[[ord("["), ord("{")]], _STEP[[ord("]"), ord("}")]] = 1, -1
@@ -53,6 +57,10 @@ class BoundedReader:
     def __init__(self, fh, path, depth=False, keep_tail: int = 0):
         self.fh, self.path, self.size, self.depth, self.rise = fh, path, 0, depth, 0
         self.keep_tail, self._tail, self._tail_size = keep_tail, deque(), 0
+        self.limit, self.packed = MAX_JSON_BYTES, None
+        if isinstance(fh, gzip.GzipFile):  # decompressed: bounded by its ratio too, before a bomb fills memory
+            self.packed = os.path.getsize(path)
+            self.limit = min(MAX_JSON_BYTES, max(GZIP_FLOOR_BYTES, MAX_GZIP_RATIO * self.packed))
 
     @property
     def tail(self) -> bytes:
@@ -69,7 +77,12 @@ class BoundedReader:
             self._tail_size += len(chunk)
             while self._tail_size - len(self._tail[0]) >= self.keep_tail:
                 self._tail_size -= len(self._tail.popleft())
-        if self.size > MAX_JSON_BYTES:
+        if self.size > self.limit:
+            if self.limit < MAX_JSON_BYTES:
+                raise TraceFormatError(self.path, f"its gzip stream expands past {self.limit / 2**20:,.0f} MiB ("
+                                                  f"{MAX_GZIP_RATIO}x its {self.packed:,} bytes, at least "
+                                                  f"{GZIP_FLOOR_BYTES >> 20} MiB; real traces expand 10-30x): a compression "
+                                                  "bomb or a corrupt stream, refused")
             raise TraceFormatError(self.path, f"JSON larger than {MAX_JSON_BYTES >> 30} GiB uncompressed: refused")
         brackets = chunk.translate(None, _NOT_BRACKETS) if self.depth else b""  # in C: the few bytes that matter
         if brackets:

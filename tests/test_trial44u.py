@@ -132,3 +132,28 @@ def test_mcp_explain_shows_the_catalogs_slots_as_slots():
     assert "{" not in summary and "<per_step>" in summary and "filled from a capture" in summary
     assert set(structured["placeholders"]) >= {"per_step", "kernel_median", "busy"}
     assert "{per_step}" in CATALOG["launch_bound"]["title"]  # the structured texts stay the templates
+
+
+def test_a_gzip_bomb_is_refused_before_it_fills_memory(tmp_path):
+    """A 0.2 MB .json.gz that expands to 200 MB: refused once its stream passes the ratio's bound, so the
+    reader holds at most that bound (it used to hold all 200 MB, and 2 GB for a 1 MB bomb)."""
+    import gzip
+
+    from tracetriage.errors import TraceFormatError
+    from tracetriage.parsers import common
+
+    path = tmp_path / "bomb.json.gz"
+    with gzip.open(path, "wb") as fh:
+        fh.write(b'{"traceEvents": [' + b"0" * 200_000_000)
+    packed = path.stat().st_size
+    bound = max(common.GZIP_FLOOR_BYTES, common.MAX_GZIP_RATIO * packed)
+    assert bound < 200_000_000  # the bomb is past the bound: the test can fail
+    with gzip.open(path, "rb") as raw:
+        reader = common.BoundedReader(raw, str(path))
+        with pytest.raises(TraceFormatError, match="compression bomb"):
+            while reader.read(1 << 24):
+                pass
+    assert reader.size <= bound + (1 << 24)
+    proc = run_cli("analyze", path)
+    assert proc.returncode == errors.EXIT_INPUT
+    assert f"{path}: its gzip stream expands past {bound / 2**20:,.0f} MiB" in proc.stderr
