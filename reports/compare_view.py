@@ -27,7 +27,7 @@ from tracetriage.records.compare import (
     read,
 )
 from tracetriage.reports.compare_deploy_view import DeployView, deploy_view
-from tracetriage.wording import counted, duration_ms, fmt_ns, ms_decimals, ms_text, plural, ratio_text, speed_text
+from tracetriage.wording import counted, duration_pair_ms, fmt_ns, ms_decimals, ms_text, plural, ratio_text, speed_text
 
 LABELS = {
     "step_p50_ms": "step p50", "step_p99_ms": "step p99", "compute_ms": "compute, collectives excluded",
@@ -421,7 +421,7 @@ def _evidence_text(evidence: FindingEvidence) -> str:
     if not evidence.text.endswith(written):  # a sentence of another form: as the contract says it
         return evidence.text
     label = evidence.text[:-len(written)].replace(", ms per step", ", per step")
-    return f"{label}: {duration_ms(evidence.before)} -> {duration_ms(evidence.after)}"
+    return f"{label}: {duration_pair_ms(evidence.before, evidence.after)}"
 
 
 def metric_sections(metrics: tuple[Metric, ...], ranks: int = 1, stepless: bool = False) -> tuple[MetricSectionView, ...]:

@@ -136,7 +136,8 @@ def efficiency_view(eff: Efficiency | None) -> EfficiencyView | None:
         device_name=eff.device_name or None, dominant_class=eff.dominant_class or None,
         classes=tuple(_class_view(row, device) for row in eff.classes),
         top_ops=tuple(_op_view(op) for op in eff.top_ops),
-        coverage=tuple(CoverageView(row.kernel_class, fmt_ns(row.time_ns), fmt_ns(row.measured_ns),
+        coverage=tuple(CoverageView(row.kernel_class, fmt_ns(row.time_ns),
+                                    fmt_ns(row.measured_ns) if row.measured_ns else "none",  # not "0 ns": no time was measured
                                     fixed(row.measured_share_pct, 0))
                        for row in eff.coverage),
         achievable_source=as_text(device.achievable_source) if device and device.achievable_source else None,

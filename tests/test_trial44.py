@@ -17,7 +17,7 @@ from tracetriage import errors
 from tracetriage.cli_parser import BATCH_EXIT_CODES
 from tracetriage.reports.trend import render_trend
 from tracetriage.reports.trend_view import NAMED_IN_FULL, trend_view
-from tracetriage.wording import duration_ms, ms_text, us
+from tracetriage.wording import duration_ms, duration_pair_ms, ms_text, us
 
 THREE = ("eager_decode", "graph_decode", "healthy")
 
@@ -190,7 +190,7 @@ def test_a_decision_that_ends_in_its_figures_writes_them_as_its_evidence_line():
     cause = next(e for e in finding["evidence"] if e["name"] == "cause_ms")
     finding["decided_by"] = f"the rule no longer fires after the change, and its own time fell: {cause['text']}"
     shown = next(f for f in compare_view(data).findings if f.id == "host_sync_per_step")
-    line = f"its slices, per step: {duration_ms(cause['before'])} -> {duration_ms(cause['after'])}"
+    line = f"its slices, per step: {duration_pair_ms(cause['before'], cause['after'])}"
     assert line in shown.evidence and shown.decided_by.endswith(f"its own time fell: {line}")
     for fmt in ("text", "md", "html"):
         assert _readable(fmt, render_compare(data, fmt)).count(line) >= 2, fmt
@@ -215,3 +215,11 @@ def test_the_librarys_batch_tells_a_callable_its_cases_as_they_end(tmp_path):
     assert again.reused == cases and told == [(cases, cases)]
     with pytest.raises(UsageError, match="progress must be True or False"):
         tracetriage.batch(inputs, tmp_path / "other", progress="yes")
+
+
+def test_a_before_after_pair_is_written_in_one_unit():
+    """trial44u item 12: "2.120 ms -> 0.0 µs" mixed two units in one pair; µs only when both are under 1 ms."""
+    assert duration_pair_ms(2.12, 0.0) == f"{ms_text(2.12)} -> {ms_text(0.0)}"
+    assert duration_pair_ms(0.0189, 0.025) == f"{us(18.9e3)} -> {us(25e3)}"
+    assert duration_pair_ms(None, 1.5) == f"not measured -> {ms_text(1.5)}"
+    assert duration_pair_ms(None, None) == "not measured -> not measured"

@@ -157,3 +157,10 @@ def test_a_gzip_bomb_is_refused_before_it_fills_memory(tmp_path):
     proc = run_cli("analyze", path)
     assert proc.returncode == errors.EXIT_INPUT
     assert f"{path}: its gzip stream expands past {bound / 2**20:,.0f} MiB" in proc.stderr
+
+
+def test_a_class_whose_time_was_not_measured_says_none_not_zero_ns():
+    """trial44u item 13: "attention 0 ns of 3.52 ms (0%)" read as attention taking 0 ns."""
+    out = run_cli("analyze", BUNDLES / "eager_decode").stdout
+    line = next(line for line in out.splitlines() if line.startswith("measured: "))
+    assert " none of " in line and "0 ns of" not in line

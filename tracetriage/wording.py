@@ -116,6 +116,15 @@ def duration_ms(value) -> str:
     return ms_text(value)
 
 
+def duration_pair_ms(before, after) -> str:
+    """``before -> after`` in ms, in one unit (:func:`duration_ms`'s µs only when both are under 1 ms):
+    "2.120 ms -> 0.000 ms", never "2.120 ms -> 0.0 µs"."""
+    values = [value for value in (before, after) if value is not None]
+    if values and max(abs(value) for value in values) >= 1.0:
+        return " -> ".join("not measured" if value is None else ms_text(value) for value in (before, after))
+    return f"{duration_ms(before)} -> {duration_ms(after)}"
+
+
 def speed_words(step_row: dict) -> str:
     """A rank's step p50 change in words, of its contract row (speed_text)."""
     return speed_text(step_row.get("before_p50_ns"), step_row.get("after_p50_ns"))
