@@ -164,3 +164,18 @@ def test_a_class_whose_time_was_not_measured_says_none_not_zero_ns():
     out = run_cli("analyze", BUNDLES / "eager_decode").stdout
     line = next(line for line in out.splitlines() if line.startswith("measured: "))
     assert " none of " in line and "0 ns of" not in line
+
+
+def test_analyze_help_states_its_exit_codes_each_true(tmp_path, broken):
+    """trial44u item 18: analyze --help had no exit-code list; each code it states is what analyze exits with."""
+    from tracetriage.cli_parser import ANALYZE_EXIT_CODES
+
+    assert " ".join(ANALYZE_EXIT_CODES.split()) in " ".join(run_cli("analyze", "--help").stdout.split())
+    (tmp_path / "empty").mkdir()
+    cases = {0: ("analyze", BUNDLES / "eager_decode", "-f", "json"), 2: ("analyze", BUNDLES / "eager_decode", "--no-such"),
+             3: ("analyze", broken / "trace.sqlite"), 4: ("analyze", tmp_path / "empty"),
+             5: ("analyze", BUNDLES / "eager_decode", "--fail-on", "low", "-f", "json"),
+             7: ("analyze", BUNDLES / "eager_decode", "-o", tmp_path)}
+    for code, args in cases.items():
+        assert f" {code} " in f" {ANALYZE_EXIT_CODES.split(':', 1)[1]}"
+        assert run_cli(*args).returncode == code, args

@@ -42,6 +42,10 @@ BATCH_EXIT_CODES = (
     "no file; 4 the inputs hold no capture; 5 --fail-on matched in a case; 6 some case failed or was not run (a "
     "corrupt or unreadable capture is a failed case); 7 OUTDIR cannot be written; 70 internal error; 130 "
     "interrupted (Ctrl-C or SIGTERM: the tables of the cases that ended are written)")
+ANALYZE_EXIT_CODES = (
+    "exit codes: 0 analyzed (whatever the verdict); 2 usage error; 3 an input that does not exist, cannot be read, "
+    "is damaged or is not a supported format; 4 the inputs hold nothing to analyze; 5 --fail-on matched; 7 the "
+    "report cannot be written where -o says; 70 internal error; 130 interrupted")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tracetriage {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     analyze = sub.add_parser("analyze", help="analyze a trace, bundle directory or artifacts and print/write the verdict",
-                             description="Analyze the given files and directories as one case.")
+                             description="Analyze the given files and directories as one case.",
+                             epilog=ANALYZE_EXIT_CODES)
     analyze.add_argument("paths", nargs="+", metavar="PATH", help="trace files, side artifacts, or a bundle directory")
     analyze.add_argument("--format", "-f", choices=FORMATS + ("perfetto",),
                          help="output format (default: text, or from -o's extension); perfetto: the capture and the verdict as "
