@@ -51,12 +51,11 @@ def is_archive(path: Path) -> bool:
 def _is_tar(path: Path) -> bool:
     """A tar (plain or compressed) with a first member, or named as one: ``tarfile.is_tarfile`` also
     says yes to a block of zero bytes (an empty archive's end), which is what a file of NULs starts with."""
-    if not tarfile.is_tarfile(path):
+    try:
+        with tarfile.open(path) as tar:  # one open: is_tarfile would open it once more
+            return path.name.lower().endswith((".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")) or tar.next() is not None
+    except tarfile.TarError:
         return False
-    if path.name.lower().endswith((".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")):
-        return True
-    with tarfile.open(path) as tar:
-        return tar.next() is not None
 
 
 def _safe_name(archive: Path, name: str) -> PurePosixPath:

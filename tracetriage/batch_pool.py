@@ -171,7 +171,8 @@ class CaseRunner:
         if not self.limits.memory_mb:
             return None
         pid = self.process.pid
-        now = max((mb for mb in (peak_mb(pid), resident_mb(pid)) if mb is not None), default=None)
+        peak = peak_mb(pid)  # the peak is at least the present size: that one read where the system keeps it
+        now = peak if peak is not None else resident_mb(pid)
         if now is None or now - self.idle_mb <= self.limits.memory_mb:
             return None
         return self._stopped(f"{self.job.spec.label}: over the {self.limits.memory_mb:g} MB per-case ceiling: its "

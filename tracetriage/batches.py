@@ -387,14 +387,12 @@ def _run(inputs: list[str], outdir: str, store, options: dict, runtime: Runtime,
         raise OutputError(str(outdir), f"cannot make the output folder: {problem}") from None
     try:
         specs = discover(inputs, out, outdir if store is not None else None)
-    except TraceTriageError:  # a missing input, a pattern matching nothing: no output folder left behind
+        if not specs:
+            raise MissingDataError(", ".join(inputs), "nothing to analyze: no capture found (no trace, bundle or archive)")
+    except TraceTriageError:  # a missing input, a pattern matching nothing, no capture: no output folder left behind
         if made:
             shutil.rmtree(out, ignore_errors=True)
         raise
-    if not specs:
-        if made:
-            shutil.rmtree(out, ignore_errors=True)
-        raise MissingDataError(", ".join(inputs), "nothing to analyze: no capture found (no trace, bundle or archive)")
     result = BatchResult(outdir=str(outdir if store is not None else out), skipped=_without_case(inputs, specs))
     todo, by_id = _reuse_plan(specs, out, store, options, reports, force, result)
     tell = case_counter(progress, len(specs) - len(todo), len(specs))
