@@ -79,10 +79,10 @@ class BoundedReader:
                 self._tail_size -= len(self._tail.popleft())
         if self.size > self.limit:
             if self.limit < MAX_JSON_BYTES:
-                raise TraceFormatError(self.path, f"its gzip stream expands past {self.limit / 2**20:,.0f} MiB ("
-                                                  f"{MAX_GZIP_RATIO}x its {self.packed:,} bytes, at least "
-                                                  f"{GZIP_FLOOR_BYTES >> 20} MiB; real traces expand 10-30x): a compression "
-                                                  "bomb or a corrupt stream, refused")
+                raise TraceFormatError(self.path, f"its gzip stream expands past {self.limit / 2**20:,.0f} MiB, the "
+                                                  f"bound for a file of {self.packed:,} bytes ({MAX_GZIP_RATIO}x its size, "
+                                                  f"never under {GZIP_FLOOR_BYTES >> 20} MiB; real traces expand 10-30x): "
+                                                  "a compression bomb or a corrupt stream, refused")
             raise TraceFormatError(self.path, f"JSON larger than {MAX_JSON_BYTES >> 30} GiB uncompressed: refused")
         brackets = chunk.translate(None, _NOT_BRACKETS) if self.depth else b""  # in C: the few bytes that matter
         if brackets:
