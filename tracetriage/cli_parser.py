@@ -104,8 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a case whose worker grows by more than MB of resident memory is stopped and recorded as failed "
                             "(default: no ceiling; a worker that dies is a failed case either way)")
     batch.add_argument("--reports", choices=["all", "failed", "none"], default="all",
-                       help="which cases get a report.html: all (default), failed (those with a finding other than healthy), "
-                            "none (tables, analysis.json and index.html only: the cheapest)")
+                       help="which cases get a report.html: all (default), failed (the cases that fail the check: a finding "
+                            "other than healthy; a case that could not be analyzed has no report, its error is in "
+                            "index.html), none (tables, analysis.json and index.html only: the cheapest)")
     batch.add_argument("--perfetto", action="store_true",
                        help="also export each case's timeline with its verdict as cases/<id>/timeline.pftrace (Perfetto)")
     batch.add_argument("--perfetto-window", metavar="MODE",
