@@ -7,7 +7,7 @@ nothing. A field a format leaves out is listed, with the reason, in tests/test_v
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tracetriage.records.trend import Case, Group, MovedKernel, TrendChange, TrendRecord, read
 from tracetriage.reports.compare_view import LABELS
@@ -211,7 +211,20 @@ def _group(group: Group, changes: tuple[TrendChange, ...], links: str | None) ->
         key=str(group.key), verdict=str(group.verdict), latest_regressed=bool(group.latest_regressed),
         capture_words=counted(len(cases), "capture"), named_cases=(names[0], names[-1]) if cut else names, cases_cut=cut,
         cases=tuple(CaseView(str(case.name), str(case.label or case.name), _href(case, links)) for case in cases),
-        changes=tuple(_change(change, group, links) for change in changes))
+        changes=_said_once(tuple(_change(change, group, links) for change in changes)))
+
+
+def _said_once(changes: tuple[ChangeView, ...]) -> tuple[ChangeView, ...]:
+    """``changes`` with the kernels that moved at a capture written at its first change only; the others
+    there point to it (a level shift moves several series at one capture, with the same kernels)."""
+    said: set[tuple[str, str]] = set()
+    out = []
+    for change in changes:
+        if change.kernel and (change.first_bad, change.kernel) in said:
+            change = replace(change, kernel=f"as above, at {change.first_bad}")
+        said.add((change.first_bad, change.kernel))
+        out.append(change)
+    return tuple(out)
 
 
 def _change(change: TrendChange, group: Group, links: str | None) -> ChangeView:
