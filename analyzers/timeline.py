@@ -16,9 +16,10 @@ Definitions (all inside the analysis window [lo, hi)):
   capture holds no API calls of that process, the whole gap is ``unknown``.
   ``by_cause[c]`` is idle ns with cause c; they sum to ``gaps.total_ns``.
 * **Dependency waits.** Before the host's causes, the GPU's own: the operation that ends a gap
-  was launched by a call of the same process (joined on pid and correlation); once that call
-  has returned (or the gap has begun, whichever is later) the GPU holds the work and should
-  start it within ``DEPENDENCY_LATENCY_NS``. Idle time past that is ``dependency``: the work
+  was launched by a call of the same process (joined on pid and correlation; a correlation below
+  every recorded call's was launched before the capture began); once that call has returned (or
+  the gap has begun, whichever is later) the GPU holds the work and should start it within
+  ``DEPENDENCY_LATENCY_NS``. When it holds it idle longer, that whole time is ``dependency``: the work
   was queued and the GPU waited on something the trace does not show (an event another stream,
   device, process or rank records; a graph node's wait), whatever the host was doing meanwhile:
   a sync or a pageable copy the host sits in then did not keep the GPU idle. The time before
@@ -39,6 +40,7 @@ Definitions (all inside the analysis window [lo, hi)):
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 
@@ -175,9 +177,15 @@ class _HostSlicer:
 
     def attribute_queued(self, gs: np.ndarray, ge: np.ndarray, ready: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Every cause of the gaps (disjoint, in order), ``ready`` the time the operation ending each gap was known
-        queued: the idle past max(gap start, ready) + DEPENDENCY_LATENCY_NS is ``dependency``, the rest is
-        :meth:`attribute`'s. Returns the causes and where each gap's host part ends."""
-        waited = np.maximum(ge - np.maximum(gs, ready) - DEPENDENCY_LATENCY_NS, 0) if ready.size else np.zeros_like(gs)
+        queued: when the GPU held it idle longer than DEPENDENCY_LATENCY_NS (from the later of the gap's start and
+        ``ready``), that whole time is ``dependency`` (a shorter hold is the GPU's scheduling or the launch latency,
+        left to the host's causes); the rest is :meth:`attribute`'s. Returns the causes and where each gap's host
+        part ends."""
+        if ready.size:
+            queued = ge - np.maximum(gs, ready)  # how long the GPU held the work, idle
+            waited = np.where(queued > DEPENDENCY_LATENCY_NS, queued, 0)
+        else:
+            waited = np.zeros_like(gs)
         cut = ge - waited
         causes = self.attribute(gs, cut)
         causes["dependency"] = waited
@@ -244,6 +252,11 @@ def pageable_async_calls(trace: Trace, pid: int, mine: np.ndarray | None) -> np.
 
 
 LAUNCHING = ("launch", "graph_launch", "memcpy_async", "memcpy_sync", "memset")  # calls that put GPU work on a stream
+# What can hold queued work on a GPU: a stream waiting on an event or a memory value (cudaStreamWaitEvent,
+# cuStreamWaitValue32, hipStreamWaitEvent ...), or a graph, whose nodes can wait on events. A process that
+# made no such call has nothing to wait on: an operation that started late there is one whose predecessors
+# the capture lost (a sampled or truncated trace), not a dependency.
+WAIT_CALLS = re.compile(r"(?i)StreamWait(?:Event|Value)|WaitValue(?:32|64)|GraphLaunch")
 
 
 def queued_early(trace: Trace, pid: int) -> tuple[np.ndarray, np.ndarray]:
@@ -256,7 +269,12 @@ def queued_early(trace: Trace, pid: int) -> tuple[np.ndarray, np.ndarray]:
     empty = np.empty(0, np.int64), np.empty(0, np.int64)
     if not len(gpu) or not len(api):
         return empty
-    calls = cat_mask(api, "category", LAUNCHING) & (api["pid"].to_numpy() == pid)
+    mine_api = api["pid"].to_numpy() == pid
+    codes, names = cat_codes(api["name"])
+    waits = np.array([bool(WAIT_CALLS.search(str(name))) for name in names] + [False], bool)
+    if not waits[codes][mine_api].any():
+        return empty
+    calls = cat_mask(api, "category", LAUNCHING) & mine_api
     corr = api["correlation"].to_numpy()
     calls &= corr >= 0
     if not calls.any():

@@ -56,8 +56,9 @@ def rule_dependency_wait(ctx: Context):
            text=f"GPU idle with its next work already queued: {pct(share)} of the {us(device.window_ns)} window on "
                 f"{device.id} ({_per_step(ctx, device, ns)})"),
         ev("dependency_latency_ns", DEPENDENCY_LATENCY_NS, "ns", None,
-           text=f"counted from {us(DEPENDENCY_LATENCY_NS)} after the later of the gap's start and the return of the call "
-                "that launched the operation ending it (the launch latency is the host's)"),
+           text=f"a gap counts from the later of its start and the return of the call that launched the operation "
+                f"ending it, when the GPU held that operation idle longer than {us(DEPENDENCY_LATENCY_NS)} (the launch "
+                "latency and the GPU's switch between queued operations take less)"),
         ev("idle_pct", round(100.0 - device.busy_pct, 2), "%", f"window on {device.id}",
            text=f"GPU idle {pct(100.0 - device.busy_pct)} of the window in all"),
     ]
