@@ -15,8 +15,8 @@ interval arithmetic, independently of tracetriage: the hidden wait (from the lat
 and the queued kernel's launch plus its latency, to the kernel's start), the GPU idle inside the pageable calls that
 is not that wait (what the copies cost), and the steps.
 
-    python samples/gen_dependency.py --out /tmp/dep                 # 10 ms waits per step
-    python samples/gen_dependency.py --out /tmp/dep0 --wait-us 0    # the same program, nothing to wait for
+    .venv/bin/python samples/gen_dependency.py --out /tmp/dep                 # 10 ms waits per step
+    .venv/bin/python samples/gen_dependency.py --out /tmp/dep0 --wait-us 0    # the same program, nothing to wait for
 """
 
 from __future__ import annotations
