@@ -108,8 +108,11 @@ def _window(trace: Trace, steps: dict[int, st.Steps], finder: phases.Finder) -> 
     to last step end of the processes with steps, else found from the GPU activity — with the set-up
     excluded before it (``setup_excluded_ns`` and the host call that filled it, for a window without
     steps) and the tear-down after it."""
-    found, lo, hi = finder.phases(list(steps.values()))
-    with_steps = [process_steps for process_steps in steps.values() if process_steps.count]
+    # a process's steps bound the window when there are enough of them: one or two engine iterations (steps.py
+    # ENGINE_STEP) are read as steps but do not bound the GPU work they queued, which the GPU activity does
+    bounding = [process_steps for process_steps in steps.values() if process_steps.count >= st.MIN_STEPS]
+    found, lo, hi = finder.phases(bounding if bounding else [st.Steps(s.pid, "none") for s in steps.values()])
+    with_steps = bounding
     if with_steps:
         source = "steps:" + "+".join(sorted({process_steps.source for process_steps in with_steps}))
         dropped = sum(process_steps.warmup_dropped for process_steps in with_steps)

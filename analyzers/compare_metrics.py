@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tracetriage.analyzers.compare_side import Rank, Side, round4
-from tracetriage.analyzers.timeline import CAUSES
+from tracetriage.analyzers.timeline import HOST_CAUSES as CAUSES  # dependency waits: not a figure here yet
 from tracetriage.model import collective_op
 from tracetriage.wording import ms_text
 

@@ -422,7 +422,8 @@ def _decode_floor(not_measured: list[NotMeasured], entry: dict | None, work: OpW
         not_measured.append(NotMeasured(what="decode bandwidth floor", time_ns=None,
                                         reason=f"only {100 * share:.0f}% of GEMM time carries shapes: the weights read per "
                                                "step are not known",
-                                        capture_hint="profile one decode step eagerly (CUDA graphs off) with record_shapes=True"))
+                                        capture_hint=for_vendor("profile one decode step eagerly (CUDA graphs off) with "
+                                                                "record_shapes=True", vendor)))
         return None
     step_count = sum(process_steps.count for process_steps in with_steps)
     streamed = calls.kind <= 1  # GEMM weights and the KV cache attention reads

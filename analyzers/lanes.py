@@ -105,7 +105,7 @@ def lanes(trace: Trace, wins: list[dict], labels: list[str]) -> dict:
             if pid not in hosts:
                 hosts[pid] = tl._HostSlicer(trace, pid)
             causes = hosts[pid].attribute(gap_s, gap_e)
-            names = list(tl.CAUSES)
+            names = list(tl.HOST_CAUSES)  # the lanes draw what the host did (dependency waits: not yet)
             which = np.argmax(np.stack([causes[c] for c in names]), axis=0) if gap_s.size else np.empty(0, int)
             s, e, (which,) = _cut(gap_s, gap_e, [which], a, b)
             lane["gaps"] = [[int(x), int(y), names[int(k)]] for x, y, k in zip(s, e, which)]

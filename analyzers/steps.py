@@ -7,7 +7,8 @@ Where steps come from, in order of trust:
    ``ProfilerStep#N``, SGLang's ``step[EXTEND bs=.. toks=..]`` / ``step[DECODE bs=..]``, vLLM V1's
    ``execute_context_N(..)_generation_M(..)``);
    only the outermost matching ranges of a process count, and at least
-   :data:`MIN_STEPS` of them are needed.
+   :data:`MIN_STEPS` of them are needed (one, when they are all a serving engine's own per-iteration
+   annotation, :data:`ENGINE_STEP`; fewer than :data:`MIN_STEPS` of those leave the window to the GPU activity).
 2. ``sync`` — one blocking host sync per step (``cudaStreamSynchronize``,
    ``cudaDeviceSynchronize``, a synchronous copy...): a step runs from the end of one
    blocking call to the end of the next. This is the shape of a decode loop that
@@ -63,6 +64,15 @@ def is_prefill_name(name: str) -> bool:
         return int(vllm.group(1)) > 0
     return bool(PREFILL_NAME.search(name))
 MIN_STEPS = 3
+# A serving engine's own per-iteration annotation names one iteration whatever else the capture holds: vLLM V1's
+# ``execute_context_N(..)_generation_M(..)`` (GPUWorker.annotate_profile, around each execute_model; TraceLens's
+# patched vLLM writes the request count after ``execute_`` and the sequence-length aggregates in the parentheses)
+# and SGLang's ``step[EXTEND|DECODE|MIXED|IDLE ...]``. A profile of one iteration (an eager prefill, one decode step)
+# is common: such ranges are steps from the first one on (MIN_ENGINE_STEPS). Fewer than MIN_STEPS of them do not
+# bound the analysis window (analysis.py: the host leaves an iteration's range once it has queued its work, and no
+# later step bounds that work), which stays the GPU activity's.
+ENGINE_STEP = re.compile(r"(?i)^(?:execute_(?:\d+_)?context_\d+\(.*\)_generation_\d+\(|step\[(?:EXTEND|DECODE|MIXED|IDLE)\b)")
+MIN_ENGINE_STEPS = 1
 MIN_INFERRED_STEPS = 8
 MIN_INFERRED_COVERAGE = 0.5
 MIN_REGULAR_SHARE = 0.6
@@ -112,12 +122,14 @@ def _from_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> tuple[np.ndarray,
     codes = names.cat.codes.to_numpy()
     mask = (codes >= 0) & matching[np.maximum(codes, 0)]
     sel = ranges[mask & (ranges["end"].to_numpy() > ranges["start"].to_numpy())].sort_values("start", kind="stable")
-    if len(sel) < MIN_STEPS:
+    engine = bool(len(sel)) and all(ENGINE_STEP.match(name) for name in sel["name"].astype(str).unique())
+    least = MIN_ENGINE_STEPS if engine else MIN_STEPS  # an engine's own iteration ranges: one is a step
+    if len(sel) < least:
         return None
     s = sel["start"].to_numpy(np.int64)
     e = sel["end"].to_numpy(np.int64)
     keep = _outermost(s, e)
-    if keep.sum() < MIN_STEPS:
+    if keep.sum() < least:
         return None
     prefill_cats = np.array([is_prefill_name(str(c)) for c in sel["name"].cat.categories.tolist()], dtype=bool)
     sc = sel["name"].cat.codes.to_numpy()

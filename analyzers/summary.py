@@ -17,7 +17,7 @@ from __future__ import annotations
 import statistics
 
 from tracetriage import records
-from tracetriage.analyzers.timeline import CAUSES
+from tracetriage.analyzers.timeline import HOST_CAUSES as CAUSES  # dependency waits: not a figure here yet
 from tracetriage.records.analysis import AnalysisRecord
 from tracetriage.records.trace import Device, Process
 

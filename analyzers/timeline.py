@@ -15,6 +15,18 @@ Definitions (all inside the analysis window [lo, hi)):
   ``host`` (no CUDA call at all: Python, the scheduler, the tokenizer...). When the
   capture holds no API calls of that process, the whole gap is ``unknown``.
   ``by_cause[c]`` is idle ns with cause c; they sum to ``gaps.total_ns``.
+* **Dependency waits.** Before the host's causes, the GPU's own: the operation that ends a gap
+  was launched by a call of the same process (joined on pid and correlation; a correlation below
+  every recorded call's was launched before the capture began); once that call has returned (or
+  the gap has begun, whichever is later) the GPU holds the work and should start it within
+  ``DEPENDENCY_LATENCY_NS``. When it holds it idle longer, that whole time is ``dependency``: the work
+  was queued and the GPU waited on something the trace does not show (an event another stream,
+  device, process or rank records; a graph node's wait), whatever the host was doing meanwhile:
+  a sync or a pageable copy the host sits in then did not keep the GPU idle. The time before
+  it is attributed to the host as above. Only a process that made a stream-wait or graph-launch
+  call (``queued.WAIT_CALLS``) can hold queued work: elsewhere a late start means the capture lost the
+  operations before it (a sampled trace), and nothing is a dependency. ``dependency`` is written in ``by_cause`` only when
+  some idle time had it (the contract's other keys are always there).
 * **Hidden syncs.** An "async" copy call whose GPU copy has a pageable host side
   (cudaMemcpyAsync / hipMemcpyAsync, Device->Pageable or Pageable->Device: the model's
   ``pageable`` flag on the copy its correlation names) is staged by the driver through a
@@ -35,6 +47,7 @@ import numpy as np
 
 from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers.metrics import DeviceTimeline, Gaps
+from tracetriage.analyzers.queued import DEPENDENCY_LATENCY_NS, queued_early  # noqa: F401 (re-exported)
 from tracetriage.model import Trace, cat_codes, cat_mask, is_kind, is_sorted
 from tracetriage.threads import thread_map
 
@@ -44,7 +57,10 @@ except ImportError:  # built without a C compiler: numpy attributes the gaps
     _sweep = None
 SWEEP = True  # tests turn the compiled sweep off to compare it with numpy
 
-CAUSES = ("sync", "memcpy_sync", "launch", "other_cuda", "host", "unknown")
+HOST_CAUSES = ("sync", "memcpy_sync", "launch", "other_cuda", "host", "unknown")  # what the host did (the sweep's)
+CAUSES = (*HOST_CAUSES, "dependency")  # and the GPU's own wait, with work queued (written only when some idle had it)
+OPTIONAL_CAUSES = ("dependency",)  # causes the contract carries only when not 0
+NEVER = np.iinfo(np.int64).max  # an operation whose launch call the trace does not hold: never known queued
 _CAUSE_CATEGORIES = {
     "sync": ("sync",),
     "memcpy_sync": ("memcpy_sync",),
@@ -61,7 +77,7 @@ def attribute(gap_s: np.ndarray, gap_e: np.ndarray, cover: dict[str, iv.Coverage
     """Idle ns per cause for each gap (arrays aligned with the gaps)."""
     length = gap_e - gap_s
     if cover is None:
-        out = {c: np.zeros_like(length) for c in CAUSES}
+        out = {c: np.zeros_like(length) for c in HOST_CAUSES}
         out["unknown"] = length.copy()
         return out
     remaining = length.copy()
@@ -127,6 +143,7 @@ class _HostSlicer:
             self.codes[staged] = len(cats)
             self.pageable = iv.Coverage(*iv.union(self.start[staged], self.end[staged]))
         self.max_dur = int((self.end - self.start).max()) if self.start.size else 0
+        self.early_rows, self.early_ready = queued_early(trace, pid)
         # the sweep reads the columns as flat buffers: a column viewed out of a 2-D block is not one
         self.contiguous = all(a.flags.c_contiguous and a.dtype.kind == "i" for a in (self.start, self.end, self.codes)) and \
             self.start.dtype == self.end.dtype == np.int64
@@ -139,11 +156,38 @@ class _HostSlicer:
         i = int(np.searchsorted(self.start, int(gs[0]) - self.max_dur, "left"))
         j = int(np.searchsorted(self.start, int(ge[-1]), "left"))
         if _sweep is not None and SWEEP and self.contiguous:
-            out = np.empty((len(CAUSES), gs.size), np.int64)
+            out = np.empty((len(HOST_CAUSES), gs.size), np.int64)
             if _sweep.attribute(np.ascontiguousarray(gs, np.int64), np.ascontiguousarray(ge, np.int64), self.start,
                                 self.end, self.codes, self.cause_of, i, j, out) == 0:
-                return dict(zip(CAUSES, out))
+                return dict(zip(HOST_CAUSES, out))
         return attribute(gs, ge, self._coverage(i, j))
+
+    def ready_of(self, rows: np.ndarray) -> np.ndarray:
+        """When each GPU row (indices into the trace's table) was known queued: its launch call's end, NEVER
+        for a row launched too late to wait (or with no launch call of this process)."""
+        out = np.full(rows.size, NEVER, np.int64)
+        if not self.early_rows.size or not rows.size:
+            return out
+        pos = np.minimum(np.searchsorted(self.early_rows, rows), self.early_rows.size - 1)
+        hit = self.early_rows[pos] == rows
+        out[hit] = self.early_ready[pos[hit]]
+        return out
+
+    def attribute_queued(self, gs: np.ndarray, ge: np.ndarray, ready: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Every cause of the gaps (disjoint, in order), ``ready`` the time the operation ending each gap was known
+        queued: when the GPU held it idle longer than DEPENDENCY_LATENCY_NS (from the later of the gap's start and
+        ``ready``), that whole time is ``dependency`` (a shorter hold is the GPU's scheduling or the launch latency,
+        left to the host's causes); the rest is :meth:`attribute`'s. Returns the causes and where each gap's host
+        part ends."""
+        if ready.size:
+            queued = ge - np.maximum(gs, ready)  # how long the GPU held the work, idle
+            waited = np.where(queued > DEPENDENCY_LATENCY_NS, queued, 0)
+        else:
+            waited = np.zeros_like(gs)
+        cut = ge - waited
+        causes = self.attribute(gs, cut)
+        causes["dependency"] = waited
+        return causes, cut
 
     def _named_calls(self, api, mine: np.ndarray | None) -> None:
         """The process's long "other" CUDA calls (at least NAMED_CALL_MIN_NS, cause other_cuda), in start
@@ -205,7 +249,8 @@ def pageable_async_calls(trace: Trace, pid: int, mine: np.ndarray | None) -> np.
     return out
 
 
-def _device_chunks(trace: Trace, device: int, lo: int, hi: int, size: int, rows: tuple[int, int] | None = None):
+def _device_chunks(trace: Trace, device: int, lo: int, hi: int, size: int, rows: tuple[int, int] | None = None,
+                   with_rows: bool = False):
     """The device's intervals overlapping [lo, hi), clipped to it, in start order, a slice
     of the table (of ``rows``, default all) at a time: views of it, no copy of the
     device's whole columns."""
@@ -220,9 +265,13 @@ def _device_chunks(trace: Trace, device: int, lo: int, hi: int, size: int, rows:
         sel = (e > lo) & (s < hi)
         if not one:
             sel &= devs[k:stop] == device
-        if not sel.all():
+        whole = sel.all()
+        if not whole:
             s, e = s[sel], e[sel]
-        yield _clipped(s, e, lo, hi)
+        if with_rows:
+            yield (*_clipped(s, e, lo, hi), np.arange(k, stop) if whole else k + np.flatnonzero(sel))
+        else:
+            yield _clipped(s, e, lo, hi)
 
 
 def _clipped(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -289,18 +338,21 @@ class _Pass:
         gap at ``hi``, an earlier one only its last busy interval (the next pass's first
         gap starts where it ends)."""
         carry = None  # the last merged interval of the slices so far, still open
-        for s_chunk, e_chunk in _device_chunks(trace, device, lo, hi, CHUNK_INTERVALS, rows):
+        queued = self.host.early_rows.size > 0  # else no operation waited queued: no dependency to look up
+        for chunk in _device_chunks(trace, device, lo, hi, CHUNK_INTERVALS, rows, with_rows=queued):
+            s_chunk, e_chunk = chunk[0], chunk[1]
             ms, me = iv.union(s_chunk, e_chunk)
-            del s_chunk, e_chunk
             nz = me > ms  # zero-length intervals do not split a gap
             ms, me = ms[nz], me[nz]
+            ready = self._ready(s_chunk, chunk[2], ms) if queued else np.empty(0, np.int64)
+            del s_chunk, e_chunk, chunk
             if carry is not None:
                 # Merged intervals of the slice are disjoint (each ends before the next starts),
                 # so exactly those starting at or before the carry's end join it.
                 j = int(np.searchsorted(ms, carry[1], "right"))
                 if j:
                     carry = (carry[0], max(carry[1], int(me[j - 1])))
-                ms, me = ms[j:], me[j:]
+                ms, me, ready = ms[j:], me[j:], ready[j:]
             if not ms.size:
                 continue
             # Closed now: the carried interval and all but the last of this slice; the gaps
@@ -312,17 +364,33 @@ class _Pass:
             else:
                 cs, ce = ms[:-1], me[:-1]
                 first = gap_from
-            self.close(cs, ce, np.concatenate(([first], me[:-1])), ms)
+            self.close(cs, ce, np.concatenate(([first], me[:-1])), ms, ready)
             carry = (int(ms[-1]), int(me[-1]))
         empty = np.empty(0, np.int64)
-        if carry is not None:
+        if carry is not None:  # the last gap ends at the window's end: nothing ends it, nothing waited queued
             cs, ce = np.array([carry[0]], np.int64), np.array([carry[1]], np.int64)
-            self.close(cs, ce, np.array([carry[1]], np.int64) if last else empty, np.array([hi], np.int64) if last else empty)
+            self.close(cs, ce, np.array([carry[1]], np.int64) if last else empty, np.array([hi], np.int64) if last else empty,
+                       empty)
         elif last:
-            self.close(empty, empty, np.array([gap_from], np.int64), np.array([hi], np.int64))
+            self.close(empty, empty, np.array([gap_from], np.int64), np.array([hi], np.int64), empty)
 
-    def close(self, cs: np.ndarray, ce: np.ndarray, gs: np.ndarray, ge: np.ndarray) -> None:
-        """Account closed busy intervals and the gaps that end at their starts."""
+    def _ready(self, starts: np.ndarray, rows: np.ndarray, ms: np.ndarray) -> np.ndarray:
+        """For each merged start ``ms`` (the end of the gap before it), the earliest time one of the operations
+        starting there was known queued (:meth:`_HostSlicer.ready_of`): rows are in start order, so those of a
+        merged start are the run of rows with that start."""
+        a = np.searchsorted(starts, ms, "left")
+        counts = np.searchsorted(starts, ms, "right") - a
+        if not ms.size:
+            return np.empty(0, np.int64)
+        if (counts == 1).all():
+            return self.host.ready_of(rows[a])
+        first = np.cumsum(counts) - counts
+        idx = np.repeat(a, counts) + (np.arange(int(counts.sum())) - np.repeat(first, counts))
+        return np.minimum.reduceat(self.host.ready_of(rows[idx]), first)
+
+    def close(self, cs: np.ndarray, ce: np.ndarray, gs: np.ndarray, ge: np.ndarray, ready: np.ndarray) -> None:
+        """Account closed busy intervals and the gaps that end at their starts (``ready``: when the operation
+        ending each gap was known queued, aligned with the gaps; empty when none was)."""
         acc = self.acc
         if cs.size:
             acc["busy"] += int((ce - cs).sum())
@@ -340,13 +408,14 @@ class _Pass:
         if not gs.size:
             return
         length = ge - gs
-        causes = self.host.attribute(gs, ge)
+        causes, cut = self.host.attribute_queued(gs, ge, ready[keep] if ready.size else ready)
         after = gaps_after(gs, ge, self.sync_ends, self.sync_slack_ns)
         short = (length < SHORT_GAP_NS) & ~after
         if self.on_gaps is not None:  # the Perfetto export draws each gap as the analysis attributed it
             self.on_gaps(gs, ge, causes, after, short)
-        acc["pageable_ns"] += self.host.blocked_in_pageable(gs, ge, causes["memcpy_sync"])
-        for code, ns in self.host.idle_in_named_calls(gs, ge).items():
+        # the host's calls count only over the part of each gap the host caused (before a dependency wait)
+        acc["pageable_ns"] += self.host.blocked_in_pageable(gs, cut, causes["memcpy_sync"])
+        for code, ns in self.host.idle_in_named_calls(gs, cut).items():
             acc["calls"][code] = acc["calls"].get(code, 0) + ns
         acc["after_ns"] += int(length.sum(where=after))
         acc["after_n"] += int(np.count_nonzero(after))
@@ -454,7 +523,8 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
     top = acc["top"]  # kept sorted, longest first, earliest first among equals
     widths = np.diff(edges)
     per_bin = acc["bins"] / np.where(widths > 0, widths, 1)
-    by_cause = acc["by_cause"]
+    # the optional causes are written only when some idle had them: the contract's other keys stay as they were
+    by_cause = {c: ns for c, ns in acc["by_cause"].items() if ns or c not in OPTIONAL_CAUSES}
     named = sorted(acc["calls"].items(), key=lambda item: (-item[1], item[0]))[:NAMED_CALLS_KEPT]
     idle_in_calls = {str(host.call_names[code]): min(ns, by_cause["other_cuda"]) for code, ns in named if code >= 0}
     gaps = Gaps(count=int(lengths.size), total_ns=total_gap, p50_ns=p50, p99_ns=p99, max_ns=max_gap, by_cause=by_cause,

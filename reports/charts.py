@@ -127,7 +127,7 @@ def idle_by_cause(devices: tuple[Device, ...] | list[dict], vendor: str | None =
     labels = [_label(d.id, 24) for d in devices[:16]]
     left = [0.0] * len(labels)
     for cause, color in CAUSE_COLORS.items():
-        vals = [100.0 * d.gaps.by_cause[cause] / (d.window_ns or 1) for d in devices[:16]]
+        vals = [100.0 * d.gaps.by_cause.get(cause, 0) / (d.window_ns or 1) for d in devices[:16]]
         if not any(vals):
             continue
         ax.barh(labels, vals, left=left, color=color, label=f"idle: {cause_label(cause, vendor)}")

@@ -20,11 +20,12 @@ from tracetriage.wording import for_vendor
 SYNC_COLOR, LAUNCH_COLOR, OTHER_CALL_COLOR, UNKNOWN_COLOR = "#7b2cbf", "#e4572e", "#f3a712", "#aaaaaa"
 CAUSE_COLORS = {
     "sync": SYNC_COLOR, "memcpy_sync": "#c77dff", "launch": LAUNCH_COLOR, "other_cuda": OTHER_CALL_COLOR,
-    "host": "#29335c", "unknown": UNKNOWN_COLOR,
+    "host": "#29335c", "unknown": UNKNOWN_COLOR, "dependency": "#5e548e",
 }
 CAUSE_LABELS = {
     "sync": "inside a sync", "memcpy_sync": "in a synchronous copy", "launch": "in a launch call",
     "other_cuda": "in another CUDA call", "host": "host code (no CUDA call)", "unknown": "unknown",
+    "dependency": "work queued, waiting on a dependency",
 }
 
 # what the GPU is doing (timeline lanes, the accounting bar's unclaimed busy time)
@@ -39,7 +40,7 @@ FINDING_COLORS = {
     "launch_bound": "#d00000", "host_sync_per_step": "#ff70a6", "python_host_overhead": "#8d6346",
     "gpu_starved": "#ffd166", "copy_bound": "#06d6a0", "pageable_memcpy": "#118ab2",
     "collective_dominant": "#073b4c", "cross_island_collective": "#9e2a2b", "below_roofline": "#606c38",
-    "nccl_errors": "#bc6c25", "prefill_stall": "#0077b6", "healthy": "#52b788",
+    "nccl_errors": "#bc6c25", "prefill_stall": "#0077b6", "healthy": "#52b788", "dependency_wait": "#9d4edd",
 }
 _SPARE = ("#e9c46a", "#264653", "#b5179e", "#6a994e", "#fb8500", "#3a0ca3")
 

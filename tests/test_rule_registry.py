@@ -12,6 +12,7 @@ from tracetriage.analyzers import catalog
 from tracetriage.analyzers.rules import REGISTRY, THRESHOLDS
 
 sys.path.insert(0, str(ROOT / "samples"))
+import gen_dependency
 import gen_deploy
 import gen_efficiency
 
@@ -20,7 +21,8 @@ import gen_efficiency
 PRODUCED_ELSEWHERE: set[str] = set()
 
 # rule id: (sample where it fires, sample where it does not). A sample is a bundle name, a path
-# under samples/, or "efficiency:SCENARIO" (samples/gen_efficiency.py) or "nccl_warn" (built below), or for
+# under samples/, or "efficiency:SCENARIO" (samples/gen_efficiency.py), "dependency:WAIT_US" (samples/gen_dependency.py)
+# or "nccl_warn" (built below), or for
 # a compare-stage rule "deploy:SCENARIO" (samples/gen_deploy.py: a before/after pair, compared).
 FIRES = {
     "cross_island_collective": ("tp8_cross_island", "tp4_island"),
@@ -29,6 +31,7 @@ FIRES = {
     "python_host_overhead": ("eager_decode_pyspy", "eager_decode"),
     "host_sync_per_step": ("graph_decode", "healthy"),
     "pageable_memcpy": ("h200/offload_copy.json.gz", "healthy"),
+    "dependency_wait": ("dependency:10000", "dependency:0"),  # samples/gen_dependency.py: a 10 ms wait a step, none
     "copy_bound": ("offload_copy_bound", "graph_decode"),
     "below_roofline": ("efficiency:gemm_slow", "healthy"),
     "gpu_starved": ("host_starved", "healthy"),
@@ -102,6 +105,10 @@ def _analyze(sample: str, out):
     if sample.startswith("efficiency:"):
         (folder,) = gen_efficiency.write(out / "eff", only=[sample.split(":", 1)[1]])
         return analyze(open_case([folder / "trace.pt.trace.json.gz"]))
+    if sample.startswith("dependency:"):  # samples/gen_dependency.py with that wait (µs) per step
+        wait_us = float(sample.split(":", 1)[1])
+        gen_dependency.write_bundle(out / sample.replace(":", "_"), sample, wait_us)
+        return analyze(open_case([out / sample.replace(":", "_")]))
     if sample == "nccl_warn":
         log = out / "nccl.log"
         log.write_text((BUNDLES / "tp8_cross_island" / "nccl.log").read_text() + "gpu-node-01:5003:5103 [3] "

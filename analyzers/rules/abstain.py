@@ -14,6 +14,7 @@ from tracetriage.analyzers.rules.serving import budgets_break_at, tail_words, tp
 from tracetriage.analyzers.rules.serving_signals import tail_unexplained
 from tracetriage.analyzers.rules.slo import slo_checks
 from tracetriage.analyzers.serving_metrics import ServingSummary
+from tracetriage.analyzers.steps import MIN_STEPS
 from tracetriage.wording import fmt_ns, for_vendor, pct, plural, slo_text, us
 
 # name: (value, why)
@@ -128,6 +129,13 @@ def _no_steps(trace: TraceMetrics, fmt: str | None, candidates: str, vendor: str
     out = []
     asked = trace.meta.get("step_range")
     for process in trace.processes:
+        if 0 < process.steps.count < MIN_STEPS:  # an engine's own iteration or two (steps.ENGINE_STEP): read, too few
+            out.append(Abstention(analysis="steps", scope=f"pid {process.pid}",
+                        reason=f"only {plural(process.steps.count, 'step')} measured ({process.steps.range_name}): the "
+                               f"window is the GPU activity's, and the step tail and whether the steps are steady "
+                               f"need at least {MIN_STEPS}",
+                        capture_hint=capture_cmd(fmt, "steps")))
+            continue
         if process.steps.source != "none" or not process.gpu_ops:  # a process with no GPU work has no steps to find
             continue
         if asked:  # the user's regex replaced the search: say so, not that the capture has no steps

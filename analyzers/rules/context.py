@@ -124,6 +124,8 @@ CAUSE_WORDS = {
     "other_cuda": "inside other CUDA/HIP calls",
     "host": "in host code outside any CUDA call",
     "unknown": "with no host activity recorded",
+    # the GPU's own wait: the work was queued (its launch call had returned), the host was not what it waited for
+    "dependency": "already done launching: the next work was queued and the GPU waited on a dependency the trace does not show",
 }
 
 

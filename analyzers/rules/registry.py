@@ -7,13 +7,14 @@ catalog; the order of the families is here."""
 
 from __future__ import annotations
 
-from tracetriage.analyzers.rules import collective, copies, efficiency, healthy, quality, serving, starved, tail, trace
+from tracetriage.analyzers.rules import collective, copies, efficiency, healthy, quality, serving, starved, tail, trace, waits
 from tracetriage.analyzers.rules.context import Rule
 
 REGISTRY: tuple[Rule, ...] = (
     *[rule for rule in collective.RULES if rule.stage == "throughput"],
     *trace.RULES,
     *copies.RULES,
+    *waits.RULES,
     efficiency.RULE,
     starved.STARVED,
     *[rule for rule in collective.RULES if rule.stage == "trace"],

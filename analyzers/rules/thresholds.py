@@ -20,12 +20,13 @@ from tracetriage.analyzers.rules import (
     starved,
     tail,
     trace,
+    waits,
 )
 from tracetriage.analyzers.rules.context import THRESHOLDS
 
 for _table in (trace.THRESHOLDS, copies.THRESHOLDS, starved.THRESHOLDS, tail.THRESHOLDS, collective.THRESHOLDS,
                healthy.THRESHOLDS, falsify.THRESHOLDS, abstain.THRESHOLDS,
-               serving.THRESHOLDS, efficiency.THRESHOLDS, phases.THRESHOLDS, quality.THRESHOLDS):
+               serving.THRESHOLDS, efficiency.THRESHOLDS, phases.THRESHOLDS, quality.THRESHOLDS, waits.THRESHOLDS):
     if set(_table) & set(THRESHOLDS):
         raise ValueError(f"thresholds declared twice: {sorted(set(_table) & set(THRESHOLDS))}")
     THRESHOLDS.update(_table)

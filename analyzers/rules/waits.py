@@ -1,0 +1,79 @@
+"""dependency_wait: the GPU idles with its next work already queued (timeline cause ``dependency``).
+
+The operation that ends each such gap had been launched: its launch call had returned before the gap began,
+or more than the launch latency before the GPU started it. An idle GPU holding queued work waits on something
+the capture does not show (an event another stream records, a graph's wait node, a peer device or process, in
+a distributed job another rank), so the host is not what it waits for, and no host-side finding (a sync, a
+pageable copy the host sits in meanwhile) may claim that time. Registered before gpu_starved, which would
+otherwise take it as unexplained host time."""
+
+from __future__ import annotations
+
+from tracetriage.analyzers import catalog
+from tracetriage.analyzers.evidence import ev, severity_for
+from tracetriage.analyzers.rules.context import Context, Rule, best_device, t, window_denominator
+from tracetriage.analyzers.timeline import DEPENDENCY_LATENCY_NS
+from tracetriage.wording import pct, us
+
+# name: (value, why)
+THRESHOLDS = {
+    "dependency_min_pct": (2.0, ("GPU idle with its next work queued for 2% of the window or more (the smallest impact "
+                                 "graded above info) is a wait of its own: smaller is scheduling jitter between streams")),
+}
+SLICES = ["idle:*:dependency"]
+
+
+def _per_step(ctx: Context, device, ns: int) -> str:
+    """``~64 ms of each 216 ms step`` when the device's process has steps, else the share of the window."""
+    process = next((process for trace in ctx.judged() if device in trace.devices
+                    for process in trace.processes if process.pid == device.pid), None)
+    count = process.steps.count if process is not None else 0
+    if count:
+        return f"~{us(ns / count)} of each {us(device.window_ns / count)} step"
+    return f"{pct(100.0 * ns / device.window_ns)} of the window"
+
+
+def rule_dependency_wait(ctx: Context):
+    """Claims each device's idle time with its next work queued (idle:*:dependency) when some device's reaches
+    dependency_min_pct of its window; the text names what such a wait can be, a peer rank first when the
+    device runs collectives (a distributed job)."""
+    wants = {}
+    for trace in ctx.judged():
+        for device in trace.devices:
+            ns = ctx.ledger.available(device.id, SLICES)
+            if device.window_ns and 100.0 * ns / device.window_ns >= t("dependency_min_pct"):
+                wants[device.id] = (SLICES, None)
+    if not wants:
+        return None
+    taken = ctx.ledger.take("dependency_wait", wants)
+    impact = ctx.ledger.impact_pct(taken)
+    device = best_device(taken, ctx)
+    ns = taken[device.id]
+    share = 100.0 * ns / device.window_ns
+    distributed = device.collective_count > 0
+    evidence = [
+        ev("dependency_pct", round(share, 2), "%", f"window on {device.id}",
+           text=f"GPU idle with its next work already queued: {pct(share)} of the {us(device.window_ns)} window on "
+                f"{device.id} ({_per_step(ctx, device, ns)})"),
+        ev("dependency_latency_ns", DEPENDENCY_LATENCY_NS, "ns", None,
+           text=f"a gap counts from the later of its start and the return of the call that launched the operation "
+                f"ending it, when the GPU held that operation idle longer than {us(DEPENDENCY_LATENCY_NS)} (the launch "
+                "latency and the GPU's switch between queued operations take less)"),
+        ev("idle_pct", round(100.0 - device.busy_pct, 2), "%", f"window on {device.id}",
+           text=f"GPU idle {pct(100.0 - device.busy_pct)} of the window in all"),
+    ]
+    if distributed:
+        evidence.append(ev("collective_share_pct", round(device.collective_share_pct, 2), "%", f"window on {device.id}",
+                           text=f"the device runs collectives ({pct(device.collective_share_pct)} of the window): a "
+                                "distributed job, whose queued work can wait on another rank"))
+    fields = {"dependency": pct(share), "device": device.id, "per_step": _per_step(ctx, device, ns),
+              "latency": us(DEPENDENCY_LATENCY_NS)}
+    return catalog.make("dependency_wait", impact, fields, evidence, severity=severity_for(impact),
+                        denominator=window_denominator(ctx), variant="distributed" if distributed else None,
+                        kind=ctx.kind)
+
+
+RULES = [
+    Rule("dependency_wait", "throughput", rule_dependency_wait, reads=("devices", "processes"),
+         thresholds=("dependency_min_pct",)),
+]

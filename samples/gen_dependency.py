@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Generate a training step whose stream waits on an event with its work queued, in the real nsys schema, with truth.
+
+Each step (an NVTX ``step`` range) the host launches a forward pass, then ``cudaStreamWaitEvent`` on an event
+another rank's exchange records (that rank is not in the capture), then the backward pass, then reads 704 bytes
+back into pageable host memory. The host is ahead: every kernel is launched long before the GPU reaches it.
+The first kernel after the wait cannot start before the exchange is done, ``wait_us`` after the forward pass
+ends: the GPU idles that long with the backward already queued, while the host sits in the pageable read-back
+(queued behind the backward, the call returns only when the copy is done). That read-back is the trap: the
+GPU idle falls inside a pageable copy call, yet pinning it would not shorten the step; only the copy and the
+staging after it are the copy's.
+
+The truth (returned, or written beside the bundle) comes from the generated intervals, with generate.py's plain
+interval arithmetic, independently of tracetriage: the hidden wait (from the later of the previous operation's end
+and the queued kernel's launch plus its latency, to the kernel's start), the GPU idle inside the pageable calls that
+is not that wait (what the copies cost), and the steps.
+
+    .venv/bin/python samples/gen_dependency.py --out /tmp/dep                 # 10 ms waits per step
+    .venv/bin/python samples/gen_dependency.py --out /tmp/dep0 --wait-us 0    # the same program, nothing to wait for
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+from generate import US, Rank, clip_all, merge, overlap, truth_for, write_nsys
+
+PAGEABLE_CALL = "cudaMemcpyAsync_v3020"
+LATENCY = 2 * US  # generate.Rank.launch's default: launch call end to kernel start on an idle GPU
+
+
+def scenario_dependency_wait(rng: random.Random, wait_us: float = 10_000, steps: int = 30):
+    """Returns (ranks, truth extra, waits): ``waits`` the generated hidden waits as (from, to) ns, one a step when
+    ``wait_us`` > 0."""
+    rank = Rank(pid=4601, device=0, program="python3 train.py --world-size 16")
+    waits = []
+    for _step in range(steps):
+        start = rank.t
+        for _ in range(40):  # forward: kernels far longer than their launches, so the host runs ahead
+            rank.launch("forward_gemm_kernel", int(rng.uniform(100, 300) * US))
+        rank.api_call("cudaStreamWaitEvent_v3020", 2 * US)  # the event the other rank's exchange records
+        queue_free = rank.gpu_free
+        exchange_done = queue_free + int(wait_us * rng.uniform(0.8, 1.2) * US) if wait_us else 0
+        launched_at = rank.t + 5 * US  # the launch call's end (launch_ns 5 µs)
+        ks, _ = rank.launch("backward_gemm_kernel", int(rng.uniform(100, 300) * US), not_before=exchange_done)
+        ready = max(queue_free, launched_at + LATENCY)
+        if ks > ready:
+            waits.append((ready, ks))
+        for _ in range(29):
+            rank.launch("backward_gemm_kernel", int(rng.uniform(100, 300) * US))
+        rank.pageable_copy(704, dma_gbps=rng.uniform(2.0, 3.0), stage_gbps=rng.uniform(1.0, 2.0))
+        rank.host(int(rng.uniform(250, 350) * US))
+        rank.nvtx.append((start, rank.t, "step"))
+    extra = {"launches_per_step": 70, "graph_launches_per_step": 0, "syncs_per_step": 0, "warmup_steps": 0}
+    return [rank], extra, waits
+
+
+def dependency_truth(rank: Rank, waits: list[tuple[int, int]], lo: int, hi: int) -> dict:
+    """From the generated intervals in [lo, hi): the hidden waits (ns, % of the window, count), the GPU idle
+    inside the pageable read-back calls and the part of it that is not a hidden wait (the copies' own cost)."""
+    window = hi - lo
+    waited = clip_all(waits, lo, hi)
+    busy = clip_all(rank.busy_intervals(), lo, hi)
+    calls = clip_all([(s, e) for s, e, name, _ in rank.api if name == PAGEABLE_CALL], lo, hi)
+    idle_in_calls = sum(e - s for s, e in calls) - overlap(calls, busy)
+    return {"wait_ns": merge(waited), "wait_pct": 100.0 * merge(waited) / window, "waits": len(waited),
+            "idle_in_pageable_pct": 100.0 * idle_in_calls / window,
+            "pageable_cost_pct": 100.0 * (idle_in_calls - overlap(calls, waited)) / window}
+
+
+def write_bundle(folder: Path, seed: str = "dependency_wait", wait_us: float = 10_000, steps: int = 30) -> dict:
+    """Write ``folder``/trace.sqlite and return its truth (generate.truth_for plus ``dependency``)."""
+    ranks, extra, waits = scenario_dependency_wait(random.Random(seed), wait_us, steps)
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"dependency_wait_{int(wait_us)}"
+    write_nsys(folder / "trace.sqlite", ranks, name)
+    truth = truth_for(ranks, extra, name, "a stream waits on another rank's event with its work queued")
+    truth["dependency"] = dependency_truth(ranks[0], waits, truth["window"]["start_ns"], truth["window"]["end_ns"])
+    return truth
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True, help="the bundle folder to write (its truth beside it)")
+    ap.add_argument("--wait-us", type=float, default=10_000, help="how long the queued work waits each step, in µs")
+    ap.add_argument("--seed", default="dependency_wait")
+    args = ap.parse_args(argv)
+    truth = write_bundle(args.out, args.seed, args.wait_us)
+    args.out.with_suffix(".truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+    dep = truth["dependency"]
+    print(f"wrote {args.out}/trace.sqlite: hidden waits {dep['wait_pct']:.1f}% of the window, pageable copies' own "
+          f"cost {dep['pageable_cost_pct']:.2f}%")
+
+
+if __name__ == "__main__":
+    main()
