@@ -242,4 +242,4 @@ def _names(table, limit: int = 5000) -> list[str]:
         return []
     column = table["name"]
     categories = column.cat.categories if hasattr(column, "cat") else column.unique()[:limit]
-    return [str(category) for category in list(categories)[:limit]]
+    return [str(category) for category in categories[:limit].tolist()]  # one conversion, not an arrow scalar each
