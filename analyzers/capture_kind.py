@@ -110,6 +110,16 @@ class _Words:
         lower = name.lower()
         return lower.startswith(self.prefixes) or any(part in lower for part in self.parts)
 
+    def matching(self, names) -> list[str]:
+        """The names the search finds, sorted. Most captures name no such call: one look over all the
+        names joined (ASCII, lower case) answers for them at once; a word found sends each name to :meth:`search`."""
+        names = list(names)
+        joined = "\n" + "\n".join(names).lower()
+        if joined.isascii() and not any(f"\n{prefix}" in joined for prefix in self.prefixes) \
+                and not any(part in joined for part in self.parts):
+            return []
+        return sorted(name for name in names if self.search(name))
+
 
 # a range or op that names the call a SendRecv kernel runs for (PyTorch's record_param_comms
 # annotations, c10d ops, torch.distributed.pipelining and Megatron/DeepSpeed pipeline schedules)
@@ -153,8 +163,7 @@ def collective_workload(case, by_op: dict[str, float], workload: str | None) -> 
     traces = getattr(case, "traces", [])
     if top in ("AllToAll", "SendRecv"):
         names = _range_and_op_names(traces)
-        return _exchange_workload(top, sorted({name for name in names if _POINT_TO_POINT.search(name)}),
-                                  sorted({name for name in names if _ALL_TO_ALL.search(name)}))
+        return _exchange_workload(top, _POINT_TO_POINT.matching(names), _ALL_TO_ALL.matching(names))
     if workload == "training":
         return _training_workload(top, sorted({name for name in _range_and_op_names(traces) if _FSDP.search(name)}))
     if workload == "serving" and top in ("AllReduce", *_GATHER_SCATTER):

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import functools
 import html
+import os
 import re
+import sys
+from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
@@ -139,12 +142,28 @@ def capture_markup(text) -> Markup:
 def _compiled_templates(templates_dir: str | None):
     """Compiled templates kept in the analysis cache's ``templates/`` (Jinja keys them by
     the template's source and the Python version): compiling the report's template was most of
-    a report made again from the cache. None without a cache."""
-    if templates_dir is None:
-        return None
+    a report made again from the cache; without a cache, beside the templates' source."""
     from jinja2 import FileSystemBytecodeCache
 
-    return FileSystemBytecodeCache(templates_dir)
+    if templates_dir is not None:
+        return FileSystemBytecodeCache(templates_dir)
+
+    class BesideTheSource(FileSystemBytecodeCache):
+        """Without an analysis cache (``--no-cache``, a library caller without one), the templates are
+        compiled once per install, as Python compiles a module: into ``templates/__pycache__``, when that
+        folder can be written and bytecode may be (``PYTHONDONTWRITEBYTECODE`` unset); else not kept.
+        Jinja checks a kept template against its source before it uses it."""
+
+        def dump_bytecode(self, bucket) -> None:
+            if sys.dont_write_bytecode:
+                return
+            try:
+                os.makedirs(self.directory, exist_ok=True)
+                super().dump_bytecode(bucket)
+            except OSError:  # a read-only install: compiled again next time
+                pass
+
+    return BesideTheSource(str(Path(__file__).with_name("templates") / "__pycache__"))
 
 
 def render_html(analysis, store=None, view=None) -> str:

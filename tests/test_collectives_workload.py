@@ -391,3 +391,6 @@ def test_word_search_is_its_regex():
             assert words.search(name) is expected, name
             hits += expected
         assert 0 < hits < len(names)
+        misses = [name for name in names if not words.regex.search(name)]
+        for group in (names, misses, misses[:50] + ["x nccl:send"], ["é"] + misses[:50]):
+            assert words.matching(group) == sorted(name for name in group if words.regex.search(name))
