@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import functools
 import html
-import os
 import re
-import sys
-from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
 from tracetriage.records.analysis import read as read_analysis
 from tracetriage.reports.charts import all_charts, serving_charts
+from tracetriage.reports.compiled import compiled_templates
 from tracetriage.reports.roofline import roofline_chart
 from tracetriage.reports.view import report_view
 from tracetriage.wording import fmt_ns
@@ -39,7 +37,7 @@ def _environment(templates_dir: str | None) -> Environment:
         autoescape=select_autoescape(default=True, default_for_string=True),
         trim_blocks=True,
         lstrip_blocks=True,
-        bytecode_cache=_compiled_templates(templates_dir),
+        bytecode_cache=compiled_templates("html", templates_dir),
     )
     env.filters["ns"] = fmt_ns
     env.filters["breakable"] = breakable
@@ -137,33 +135,6 @@ def capture_markup(text) -> Markup:
     """A capture hint as wrapping prose with each command in ``<code class="cmd">`` (every piece escaped)."""
     return Markup("").join(Markup('<code class="cmd">{}</code>').format(piece) if is_command else escape(piece)
                            for piece, is_command in capture_pieces(str(text)))
-
-
-def _compiled_templates(templates_dir: str | None):
-    """Compiled templates kept in the analysis cache's ``templates/`` (Jinja keys them by
-    the template's source and the Python version): compiling the report's template was most of
-    a report made again from the cache; without a cache, beside the templates' source."""
-    from jinja2 import FileSystemBytecodeCache
-
-    if templates_dir is not None:
-        return FileSystemBytecodeCache(templates_dir)
-
-    class BesideTheSource(FileSystemBytecodeCache):
-        """Without an analysis cache (``--no-cache``, a library caller without one), the templates are
-        compiled once per install, as Python compiles a module: into ``templates/__pycache__``, when that
-        folder can be written and bytecode may be (``PYTHONDONTWRITEBYTECODE`` unset); else not kept.
-        Jinja checks a kept template against its source before it uses it."""
-
-        def dump_bytecode(self, bucket) -> None:
-            if sys.dont_write_bytecode:
-                return
-            try:
-                os.makedirs(self.directory, exist_ok=True)
-                super().dump_bytecode(bucket)
-            except OSError:  # a read-only install: compiled again next time
-                pass
-
-    return BesideTheSource(str(Path(__file__).with_name("templates") / "__pycache__"))
 
 
 def render_html(analysis, store=None, view=None) -> str:
