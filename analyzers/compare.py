@@ -64,6 +64,7 @@ from tracetriage.analyzers.compare_steps import ALPHA, NOT_MEASURED, RESAMPLES, 
 from tracetriage.analyzers.compare_workrate import WorkRate, is_stepless, work_rate
 from tracetriage.contract import load
 from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSED
+from tracetriage.records.compare import DOUBT_PREFIX
 from tracetriage.records.findings import Finding
 from tracetriage.wording import fmt_ns, ms_text, ratio_text, short_middle, speed_words
 
@@ -380,8 +381,9 @@ def summary_line(summary: SummaryInputs) -> str:
         why = next((reason for reason in summary.comparable.reasons), "nothing to judge")
         return f"inconclusive: {why}"
     confidence = summary.comparable.confidence
-    parts = [verdict + (f" (low confidence {confidence:.2f}: the captures' signatures differ, see comparable)"
-                        if confidence < LOW_CONFIDENCE else "")]
+    # A doubtful pair leads with its doubt: who skims the first words must not read "improved" alone
+    doubt = f"{DOUBT_PREFIX} {confidence:.2f}, the captures' signatures differ (see comparable): "
+    parts = [(doubt if confidence < LOW_CONFIDENCE else "") + verdict]
     measured = [row for row in summary.step_rows if row.ratio is not None]
     ranks = len(summary.step_rows)
     if measured:

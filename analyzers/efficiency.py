@@ -309,8 +309,8 @@ def _unmeasured_rows(trace: Trace, kernels: KernelTime, unmeasured: dict[str, fl
             out.append(NotMeasured(
                 what=f"{name} kernels without shapes", time_ns=int(rest),
                 has_share=True, share_pct=round(100.0 * rest / total[name], 2) if total[name] else None,
-                reason="kernels no shaped operator launched (CUDA/HIP graph replays, custom or fused ops, kernels of "
-                       "ops outside the profiled CPU window): their work is unknown",
+                reason="kernels launched by no operator with recorded input shapes (CUDA/HIP graph replays, custom or "
+                       "fused ops, kernels of ops outside the profiled CPU window): their work is unknown",
                 capture_hint=_no_shape_hint(trace)))
     return [row for row in out if row.share_pct is None or row.share_pct >= LISTED_MIN_SHARE_PCT]
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from tracetriage.contract import load
 from tracetriage.records.compare import (
+    DOUBT_PREFIX,
     AcrossDevices,
     AcrossRow,
     ComparedFinding,
@@ -119,9 +120,17 @@ def side_steps(side: Side) -> str:
     return counted(side.steps, "step")
 
 
+def doubtful(comparison: ComparisonRecord) -> bool:
+    """Whether the pair was judged comparable with low confidence (its summary leads with that doubt)."""
+    return bool(comparison.comparable.ok) and comparison.summary.startswith(DOUBT_PREFIX)
+
+
 def verdict_detail(comparison: ComparisonRecord) -> str:
     """The summary without its leading verdict word (the reports print the verdict in words themselves)."""
     summary, verdict = comparison.summary, comparison.verdict
+    if doubtful(comparison):
+        summary = summary.partition(f": {verdict}")[2].lstrip()
+        return summary[1:].strip() if summary[:1] in (";", ":") else summary
     for separator in (";", ":"):
         if summary.startswith(verdict + separator):
             return summary[len(verdict) + 1:].strip()
@@ -322,6 +331,7 @@ class CompareView:
     before: SideView
     after: SideView
     comparable: bool
+    doubtful: bool
     confidence: str
     reasons: tuple[str, ...]
     slo_broken: tuple[str, ...]
@@ -348,9 +358,12 @@ def compare_view(comparison: dict | ComparisonRecord) -> CompareView:
     comparable, noise, rate = comparison.comparable, comparison.method.noise_ms_per_step, comparison.work_rate
     return CompareView(
         tool_version=str(comparison.tool_version), schema=str(comparison.schema), summary=comparison.summary,
-        verdict=comparison.verdict, verdict_words=VERDICT_WORDS[comparison.verdict], detail=verdict_detail(comparison),
+        verdict=comparison.verdict, detail=verdict_detail(comparison),
+        verdict_words=VERDICT_WORDS[comparison.verdict] + (f" (low confidence {comparison.comparable.confidence:.2f}: the "
+                                                          "captures' signatures differ)" if doubtful(comparison) else ""),
         before=_side(comparison.before), after=_side(comparison.after),
-        comparable=bool(comparable.ok), confidence=f"{comparable.confidence:.2f}", reasons=tuple(comparable.reasons),
+        comparable=bool(comparable.ok), doubtful=doubtful(comparison), confidence=f"{comparable.confidence:.2f}",
+        reasons=tuple(comparable.reasons),
         slo_broken=tuple(comparison.slo_broken), slo_not_measured=tuple(comparison.slo_not_measured),
         threshold=f"{comparison.threshold_pct:g}", threshold_repr=str(comparison.threshold_pct),
         noise_ms_per_step=None if noise is None else ms(noise),

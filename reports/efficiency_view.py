@@ -60,11 +60,13 @@ class DecodeFloorView:
 
 @dataclass(frozen=True, slots=True)
 class NotMeasuredView:
-    """A kernel class whose efficiency was not measured, and how to capture it."""
+    """Kernel classes whose efficiency was not measured for one reason, and how to capture it;
+    ``share_words`` their share of their class's time in words (None: no share)."""
     what: str
     share_pct: str | None
     reason: str
     capture_hint: str
+    share_words: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,10 +151,29 @@ def efficiency_view(eff: Efficiency | None) -> EfficiencyView | None:
 
 
 def not_measured_views(items: tuple[NotMeasured, ...]) -> tuple[NotMeasuredView, ...]:
-    """The efficiency analyses not measured; a capture that decides several is written once, at the first."""
-    first: dict[str, str] = {}
+    """The efficiency analyses not measured; classes not measured for one reason are one line
+    ("attention and memory_bound kernels without shapes", each with its share of its class's time),
+    and a capture that decides several is written once, at the first."""
+    groups: dict[tuple, list[NotMeasured]] = {}
     for item in items:
-        first.setdefault(item.capture_hint, item.what)
-    return tuple(NotMeasuredView(item.what, fixed(item.share_pct, 0), item.reason, item.capture_hint
-                                 if first[item.capture_hint] == item.what else
-                                 f"the same as for {first[item.capture_hint]} above") for item in items)
+        kernel_class, _, rest = item.what.partition(" ")
+        key = (rest, item.reason, item.capture_hint)
+        if item.share_pct is None or any(other.what == item.what for other in groups.get(key, ())):
+            key = (item.what, item.reason, item.capture_hint, len(groups))  # a line of its own
+        groups.setdefault(key, []).append(item)
+    first: dict[str, str] = {}
+    out = []
+    for group in groups.values():
+        what = group[0].what if len(group) == 1 else \
+            f"{_and([item.what.partition(' ')[0] for item in group])} {group[0].what.partition(' ')[2]}"
+        hint = group[0].capture_hint
+        first.setdefault(hint, what)
+        shares = [f"{fixed(item.share_pct, 0)}%" for item in group if item.share_pct is not None]
+        words = f"{_and(shares)} of {'that' if len(group) == 1 else 'each'} class's time" if shares else None
+        out.append(NotMeasuredView(what, fixed(group[0].share_pct, 0) if len(group) == 1 else None, group[0].reason,
+                                   hint if first[hint] == what else f"the same as for {first[hint]} above", words))
+    return tuple(out)
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"

@@ -45,7 +45,7 @@ def _environment(templates_dir: str | None) -> Environment:
     return env
 
 
-_BREAK_AFTER = re.compile(r"([/\\!,;])")
+_BREAK_AFTER = re.compile(r"([/\\!;]|,(?!\d))")  # not after the comma of a number (4,096)
 _LONG_RUN = re.compile(r"[^/\\!,;\s]{25,}")
 
 

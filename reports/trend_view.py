@@ -7,11 +7,11 @@ nothing. A field a format leaves out is listed, with the reason, in tests/test_v
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tracetriage.records.trend import Case, Group, MovedKernel, TrendChange, TrendRecord, read
 from tracetriage.reports.compare_view import LABELS
-from tracetriage.wording import counted, fmt_ns, ms_text
+from tracetriage.wording import counted, fmt_ns, ms_text, with_unit
 
 BUDGETS = "step time, serving percentiles, kernel time per call of captures without steps"
 NAMED_IN_FULL = 5  # a group of up to this many captures is named capture by capture; a longer one by its first and last
@@ -30,7 +30,7 @@ def level(value, unit) -> str:
     if unit == "%":
         return f"{value:.1f}%"
     number = f"{value:,.2f}".rstrip("0").rstrip(".")
-    return f"{number} {unit}" if unit and unit not in ("count", "") else number
+    return with_unit(number, unit) if unit and unit not in ("count", "") else number
 
 
 def label(metric: str) -> str:
@@ -161,6 +161,7 @@ class TrendView:
     schema: str
     batch_dir: str
     order: str
+    order_words: str
     threshold: str
     threshold_repr: str
     level_shift: str
@@ -172,13 +173,21 @@ class TrendView:
     failed: tuple[FailedView, ...]
 
 
+def order_words(order: str) -> str:
+    """How the captures were put in order, in words: "ordered by time", or "not ordered: <why>" where the
+    contract's order is ``none: <why>``."""
+    head, _, why = order.partition(":")
+    return f"not ordered: {why.strip()}" if head == "none" else f"ordered by {order}"
+
+
 def trend_view(result: dict | TrendRecord, links: str | None = None, gate: bool = False) -> TrendView:
     """The view of one Trend (its contract dict or record), built once for every format. ``links``: the batch
     folder relative to the report, to link each capture to its report; ``gate``: --gate was given."""
     result = read(result)
     return TrendView(
         schema=str(result.schema), batch_dir=str(result.batch_dir), order=str(result.order),
-        threshold=f"{result.threshold_pct:g}", threshold_repr=str(result.threshold_pct),
+        order_words=order_words(str(result.order)), threshold=f"{result.threshold_pct:g}",
+        threshold_repr=str(result.threshold_pct),
         level_shift=str(result.method.level_shift), gate_text=gate_line(result, gate),
         gate_regressed=bool(result.gate.regressed), group_words=counted(len(result.groups), "group"),
         groups=tuple(_group(group, result.changes_of(group), links) for group in result.groups),
@@ -202,7 +211,20 @@ def _group(group: Group, changes: tuple[TrendChange, ...], links: str | None) ->
         key=str(group.key), verdict=str(group.verdict), latest_regressed=bool(group.latest_regressed),
         capture_words=counted(len(cases), "capture"), named_cases=(names[0], names[-1]) if cut else names, cases_cut=cut,
         cases=tuple(CaseView(str(case.name), str(case.label or case.name), _href(case, links)) for case in cases),
-        changes=tuple(_change(change, group, links) for change in changes))
+        changes=_said_once(tuple(_change(change, group, links) for change in changes)))
+
+
+def _said_once(changes: tuple[ChangeView, ...]) -> tuple[ChangeView, ...]:
+    """``changes`` with the kernels that moved at a capture written at its first change only; the others
+    there point to it (a level shift moves several series at one capture, with the same kernels)."""
+    said: set[tuple[str, str]] = set()
+    out = []
+    for change in changes:
+        if change.kernel and (change.first_bad, change.kernel) in said:
+            change = replace(change, kernel=f"as above, at {change.first_bad}")
+        said.add((change.first_bad, change.kernel))
+        out.append(change)
+    return tuple(out)
 
 
 def _change(change: TrendChange, group: Group, links: str | None) -> ChangeView:

@@ -5,6 +5,7 @@ resumed, tables-only runs, the cheap reuse check, discovery's time on hostile li
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -106,6 +107,8 @@ def test_a_case_over_its_memory_ceiling_is_a_failed_row(large, tmp_path):
     assert rows["a_large"]["status"] == "failed"
     error = rows["a_large"]["error"]
     assert f"over the {CEILING_MB} MB per-case ceiling" in error and "--case-memory" in error
+    grown = float(re.search(r"grew by ([0-9.]+) MB", error).group(1))
+    assert grown > CEILING_MB  # the measured growth, not the ceiling repeated
     assert rows["healthy"]["status"] == "ok"  # the pool went on with a new worker
     assert (res.analyzed, res.failed) == (1, 1) and (out / "index.html").exists()
     assert not _workers()  # every worker ended with the batch

@@ -161,6 +161,21 @@ def test_formats_and_the_report(archives, tmp_path):
     assert run_cli("trend", batch, "-f", "parquet").returncode == 2  # binary: needs -o
 
 
+def test_the_kernels_that_moved_at_a_capture_are_written_once(archives):
+    """A level shift moves several series at one capture, with the same kernels: the text writes them at
+    the first change there and points to it from the others; the JSON keeps them on every change."""
+    _, batch = archives["switch"]
+    data = json.loads(run_cli("trend", batch, "-f", "json").stdout)
+    with_kernels = [change for change in data["changes"] if change["kernels"]]
+    assert len(with_kernels) >= 2
+    lines = [line for line in run_cli("trend", batch).stdout.splitlines() if "kernels that moved: " in line]
+    said = [line.split("kernels that moved: ")[1].split("; ")[0] for line in lines]
+    firsts = {change["first_bad"] for change in with_kernels}
+    assert sum(not text.startswith("as above, at ") for text in said) <= len(firsts) < len(said)
+    for text in said:
+        assert not text.startswith("as above, at ") or text.removeprefix("as above, at ") in firsts
+
+
 def test_trend_runs_batch_first_on_captures(tmp_path):
     gen = samples_generate()
     gen.generate_nightly(tmp_path / "a", nights=5, switch_at=None, outlier_at=None, seed=2)

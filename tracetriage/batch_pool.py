@@ -175,9 +175,11 @@ class CaseRunner:
         now = peak if peak is not None else resident_mb(pid)
         if now is None or now - self.idle_mb <= self.limits.memory_mb:
             return None
+        growth = now - self.idle_mb
         return self._stopped(f"{self.job.spec.label}: over the {self.limits.memory_mb:g} MB per-case ceiling: its "
-                             f"worker's resident memory grew by {now - self.idle_mb:.0f} MB while analyzing it "
-                             "(--case-memory); its worker was stopped")
+                             f"worker's resident memory grew by {growth:.{1 if growth < 10 else 0}f} MB "
+                             f"({'its peak' if peak is not None else 'as sampled'}, over the idle worker's "
+                             f"{self.idle_mb:.0f} MB) while analyzing it (--case-memory); its worker was stopped")
 
     def _stopped(self, why: str) -> CaseRecord:
         self.stop()

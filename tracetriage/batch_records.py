@@ -34,6 +34,9 @@ def case_id_of(label: str) -> str:
     return f"{_slug(label)}-{hashlib.sha1(label.encode()).hexdigest()[:8]}"
 
 
+SKIPPED_WHY = "no capture batch reads (trace, bundle or archive) in it"  # an input without a case: stderr and index.html
+
+
 @dataclass(frozen=True, slots=True)
 class CaseSpec:
     """One case as discovery found it: ``paths`` its files (local paths or store URIs), ``error``
@@ -140,6 +143,14 @@ class CaseRecord:
 
     def with_(self, **changes) -> CaseRecord:
         return replace(self, **changes)
+
+    def with_paths_as_given(self, given) -> CaseRecord:
+        """This record with its error naming the case's files as the user gave them (``given``: pairs
+        of the absolute path its worker was handed and the path given), relative ones relative."""
+        error = self.error
+        for absolute, path in given if error else ():
+            error = error.replace(absolute, path)
+        return self if error == self.error else replace(self, error=error)
 
     def to_contract(self) -> dict:
         """The record as record.json and BatchResult.records hold it (keys in today's order)."""

@@ -85,6 +85,7 @@ class IndexRow:
     top_severity: str | None
     busy_pct: float | None
     launches_per_step: float | None
+    graph_launches_per_step: float | None
     syncs_per_step: float | None
     step_p50_ns: float | None
     collective_share_pct: float | None
@@ -253,8 +254,9 @@ def write_outputs(records: list[CaseRecord], out: Path, result, store=None) -> N
     tables, rows = frames(records)
     for name in TABLES:
         tables[name].to_parquet(out / f"{name}.parquet", engine="pyarrow", index=False)
+    from tracetriage.batch_records import SKIPPED_WHY
     from tracetriage.reports.html import environment
 
     html = environment(store).get_template("index.html.j2").render(rows=index_rows(rows, records), result=result,
-                                                              version=__version__)
+                                                              skipped_why=SKIPPED_WHY, version=__version__)
     (out / "index.html").write_text(html, encoding="utf-8")

@@ -61,7 +61,7 @@ class BatchResult:
     failed: int = 0
     not_run: int = 0
     seconds: float = 0.0
-    skipped: list[str] = field(default_factory=list)  # inputs that held no capture
+    skipped: list[str] = field(default_factory=list)  # inputs that held no capture (why: SKIPPED_WHY)
 
     def __repr__(self) -> str:
         """The counts, not every record (a notebook cell shows this: 10,000 records would flood it)."""
@@ -383,7 +383,9 @@ def _run(inputs: list[str], outdir: str, store, options: dict, runtime: Runtime,
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # a file in the way, no permission: the outdir's error (exit 7), not a bug
-        problem = "a file is in the way: give a folder" if out.is_file() else (exc.strerror or str(exc))
+        lost = isinstance(exc, FileNotFoundError) and out.parent.is_dir()  # /proc/x: its parent is there but takes none
+        problem = ("a file is in the way: give a folder" if out.is_file() else f"{out.parent} does not take new folders "
+                   f"({exc.strerror})" if lost else exc.strerror or str(exc))
         raise OutputError(str(outdir), f"cannot make the output folder: {problem}") from None
     try:
         specs = discover(inputs, out, outdir if store is not None else None)
@@ -513,6 +515,8 @@ def _execute(todo: list[CaseSpec], out: Path | str, runtime: Runtime, options: d
     outdir = out if isinstance(out, str) else str(out.resolve())
     requests = [CaseRequest(replace(spec, paths=[path if is_uri(path) else os.path.abspath(path) for path in spec.paths]),
                             outdir, options, settings, limits.timeout_s, reports) for spec in todo]
+    given = {spec.case_id: [(os.path.abspath(path), path) for path in spec.paths if not is_uri(path)
+                            and os.path.abspath(path) != path] for spec in todo}
     try:
         if runtime.dask_address:
             from dask.distributed import Client
@@ -521,12 +525,12 @@ def _execute(todo: list[CaseSpec], out: Path | str, runtime: Runtime, options: d
                 for record in run_dask(requests, client, limits):
                     bar.update(1)
                     ended()
-                    yield record
+                    yield record.with_paths_as_given(given.get(record.case_id, ()))
             return
         for record in run_local(requests, runtime.jobs or os.cpu_count() or 1, limits):
             bar.update(1)
             ended()
-            yield record
+            yield record.with_paths_as_given(given.get(record.case_id, ()))
     finally:
         bar.close()
 

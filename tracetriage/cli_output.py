@@ -120,9 +120,10 @@ def batch_note(result, outdir: str) -> None:
     for record in result.records:
         if record["status"] != "ok":
             print(f"tracetriage: {record['status'].replace('_', ' ')}: {one_line(str(record['error']))}", file=sys.stderr)
+    from tracetriage.batch_records import SKIPPED_WHY
+
     for path in result.skipped:
-        print(f"tracetriage: skipped: {one_line(path)}: no capture batch reads (trace, bundle or archive) in it",
-              file=sys.stderr)
+        print(f"tracetriage: skipped: {one_line(path)}: {SKIPPED_WHY}", file=sys.stderr)
 
 
 def trend_format(args) -> str:

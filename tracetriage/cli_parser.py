@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "or worst-steps N (the N slowest steps and the step before and after each; N defaults to 3)")
     analyze.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
     analyze.add_argument("--fail-on", choices=SEVERITIES,
-                         help="exit with code 5 when a finding at or above this severity is present")
+                         help=("exit with code 5 when a finding at or above this severity is present (the INFO "
+                               "'healthy' verdict is no problem found and never counts)"))
     _verdict_options(analyze)
     _cache_options(analyze)
 
@@ -93,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--dask", metavar="ADDRESS", help="run the cases on an existing Dask distributed scheduler")
     batch.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
     batch.add_argument("--fail-on", choices=SEVERITIES,
-                       help="exit with code 5 when a case has a finding at or above this severity")
+                       help=("exit with code 5 when a case has a finding at or above this severity (the INFO "
+                             "'healthy' verdict never counts)"))
     batch.add_argument("--exit-zero", action="store_true", help="exit 0 even when some cases failed (they are still listed)")
     batch.add_argument("--no-progress", action="store_true", help="no progress bar")
     batch.add_argument("--case-timeout", type=float, default=600.0, metavar="SECONDS",
@@ -102,8 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a case whose worker grows by more than MB of resident memory is stopped and recorded as failed "
                             "(default: no ceiling; a worker that dies is a failed case either way)")
     batch.add_argument("--reports", choices=["all", "failed", "none"], default="all",
-                       help="which cases get a report.html: all (default), failed (those with a finding other than healthy), "
-                            "none (tables, analysis.json and index.html only: the cheapest)")
+                       help="which cases get a report.html: all (default), failed (the cases that fail the check: a finding "
+                            "other than healthy; a case that could not be analyzed has no report, its error is in "
+                            "index.html), none (tables, analysis.json and index.html only: the cheapest)")
     batch.add_argument("--perfetto", action="store_true",
                        help="also export each case's timeline with its verdict as cases/<id>/timeline.pftrace (Perfetto)")
     batch.add_argument("--perfetto-window", metavar="MODE",

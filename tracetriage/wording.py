@@ -61,6 +61,15 @@ def noun(n, word: str, words: str | None = None) -> str:
     return word if n == 1 else (words or word + "s")
 
 
+def with_unit(number: str, unit: str) -> str:
+    """``number`` (as written) with its rate unit, the unit's count word singular for exactly one:
+    "1 call/step", "2 calls/step"."""
+    head, slash, rest = unit.partition("/")
+    if number == "1" and slash and head.endswith("s"):
+        head = head[:-1]
+    return f"{number} {head}{slash}{rest}"
+
+
 def counted(n, word: str, words: str | None = None) -> str:
     """A count and its noun, the count as it is (no separators): ``1 case``, ``1234 cases``."""
     return f"{n} {noun(n, word, words)}"

@@ -49,7 +49,8 @@ def rule_healthy(ctx: Context):
     if _fewest_steps(ctx) < t("healthy_min_steps"):
         return None  # busy, but steadiness is not measured: the headline says what is missing instead
     evidence = [ev("min_compute_pct", round(min(compute), 2), "%", "window",
-                   text=f"the least busy device runs kernels {pct(min(compute))} of the window")]
+                   text=f"the least busy device computes {pct(min(compute))} of the window (kernels, graph replays "
+                        "and collectives)")]
     eff_words = efficiency.healthy_words(ctx.per_trace)
     evidence.append(ev("efficiency", eff_words.lstrip("; "), "", None, text=f"efficiency: {eff_words.lstrip('; ')}"))
     stats = ctx.serving.stats if ctx.serving else None

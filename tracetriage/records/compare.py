@@ -17,6 +17,10 @@ from tracetriage.contract import key, load
 from tracetriage.records.findings import Finding
 from tracetriage.records.serving import LengthStats
 
+# How the summary of a pair compared with low confidence begins, before its verdict (analyzers/compare.py
+# writes it, the compare view reads it to word the verdict with its doubt)
+DOUBT_PREFIX = "low confidence"
+
 
 @dataclass(frozen=True, slots=True)
 class Comparable:
