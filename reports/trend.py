@@ -117,9 +117,10 @@ def trend_charts(group: Group | dict, changes, names: tuple, links: list[str | N
     for ax in axes.flat[len(series):]:
         ax.set_visible(False)
     step = max(1, len(cases) // 10)
-    for ax in axes[-1]:
+    for ax in axes.flat[:len(series)]:  # every chart names its captures (under the last row alone, the top charts had none)
         ax.set_xticks(xs[::step])
         ax.set_xticklabels([_label(t, 14) for t in ticks[::step]], rotation=30, ha="right", fontsize=7)
+        ax.tick_params(labelbottom=True)
     fig.tight_layout()
     keys = _legend_keys(drawn, NEUTRAL)
     fig.legend(handles=keys, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=min(3, len(keys)), frameon=False)
