@@ -156,10 +156,12 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
 def serving_side(before: Side, after: Side, threshold_pct: float) -> ServingComparison | None:
     """The serving comparison (analyzers/compare_serving.py) with the compare-stage rules' finding
     (analyzers/rules/quality.py) in its ``quality``; None unless both sides have serving artifacts."""
-    from tracetriage.analyzers.rules.quality import evaluate_pair
-
     serving = compare_serving(before.serving, after.serving, serving_figures(before.serving),
                               serving_figures(after.serving), threshold_pct)
+    if serving is None:  # the pair rule requires a serving comparison: without one, no rule module is imported
+        return None  # (importing the rules package loads every rule family, the efficiency analyzer and pandas)
+    from tracetriage.analyzers.rules.quality import evaluate_pair
+
     finding = evaluate_pair(serving)
     return serving if finding is None else replace(serving, quality=finding.to_contract())
 

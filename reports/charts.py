@@ -1,10 +1,9 @@
-"""Charts as inline SVG, drawn by matplotlib's SVG backend (no hand-built SVG).
-
-Text stays text (``svg.fonttype = none``) so the report is small and searchable;
-matplotlib XML-escapes it. Labels from traces are also stripped of ``$`` so mathtext
-cannot interpret them.
-
-The figures and their SVG text come from :mod:`tracetriage.reports.figures`.
+"""Charts as inline SVG. The report's simple ones (the timeline, GPU busy over time, the window's
+accounting, idle by cause, step durations, collective share, hot frames) are written from their data by
+:mod:`tracetriage.reports.svgchart`, which escapes every text; the serving charts (a twin axis, a scatter
+and its fit) are drawn by matplotlib's SVG backend, whose figures and SVG text come from
+:mod:`tracetriage.reports.figures`: text stays text (``svg.fonttype = none``), XML-escaped by matplotlib.
+Labels from traces are stripped of ``$`` so mathtext cannot interpret them.
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from tracetriage.reports.palette import (
     cause_label,
     claim_columns,
 )
+from tracetriage.reports.svgchart import DASH_DOT, DASHED, DOTTED, ROW_PX, Chart
 from tracetriage.wording import for_vendor
 
 # Every chart is drawn this wide (inches, legend beside it included) and shown at its own size, never
@@ -76,6 +76,19 @@ def _label(s: str, width: int = 48) -> str:
     return s if len(s) <= width else s[: width - 1] + "…"
 
 
+def _bars_chart(title: str, labels: list[str], xlabel: str, xlim: tuple[float, float]) -> Chart:
+    """A chart of one bar row per label, the first on top (row ``i`` centred at ``len(labels) - 1 - i``)."""
+    n = len(labels)
+    return Chart(title, xlim, (-0.6, n - 0.4), n * ROW_PX + 4, xlabel,
+                 yticks=[(n - 1 - i, label) for i, label in enumerate(labels)])
+
+
+def _bar(chart: Chart, row: int, left: float, value: float, color: str, height: float = 0.8,
+         stroke: str | None = None) -> None:
+    centre = len(chart.yticks) - 1 - row
+    chart.rects([(left, value)], centre - height / 2, height, color, stroke)
+
+
 @_memo
 def busy_over_time(busy: dict[str, list[float]], window_ns: int) -> str | None:
     if not busy:
@@ -93,27 +106,38 @@ def busy_over_time(busy: dict[str, list[float]], window_ns: int) -> str | None:
                 break
         else:
             groups.append(([dev], list(series)))
-    fig, ax = figure(PLOT, 2.4)
+    bin_width = f"{window_ns / scale / n:.3g} {unit}"
+    chart = Chart(f"GPU busy over time ({n} bins of {bin_width}; share of each bin covered by GPU activity)",
+                  (0, window_ns / scale), (0, 105), 150, f"{unit} from the start of the window", "GPU busy % of the bin",
+                  yticks=[(v, f"{v:g}") for v in range(0, 101, 20)])
     if len(groups) <= 4:
         for k, (names, series) in enumerate(groups):
             label = (_label(names[0], 24) if len(names) == 1
                      else f"{_label(names[0], 20)} and {len(names) - 1} more (within 3 points)")
-            ax.plot(xs, series, label=label, linewidth=1.2, color=(NEUTRAL + ("#8ecae6",))[k])
+            color = (NEUTRAL + ("#8ecae6",))[k]
+            chart.line(xs, series, color)
+            chart.line_entry(label, color)
     else:
         import numpy as np
 
         m = np.array([list(s) for s in busy.values()], dtype=float)
-        ax.fill_between(xs, m.min(axis=0), m.max(axis=0), color=NEUTRAL[1], alpha=0.35, linewidth=0,
-                        label=f"range over {len(busy)} devices")
-        ax.plot(xs, np.median(m, axis=0), color=NEUTRAL[0], linewidth=1.2, label="median device")
-    ax.set_ylim(0, 105)
-    ax.set_xlim(0, window_ns / scale)
-    ax.set_xlabel(f"{unit} from the start of the window")
-    ax.set_ylabel("GPU busy % of the bin")
-    bin_width = f"{window_ns / scale / n:.3g} {unit}"
-    _title(ax, f"GPU busy over time ({n} bins of {bin_width}; share of each bin covered by GPU activity)")
-    _legend_beside(ax)
-    return _svg(fig)
+        low, high = m.min(axis=0).tolist(), m.max(axis=0).tolist()
+        chart.polygon([*zip(xs, high), *reversed(list(zip(xs, low)))], NEUTRAL[1], opacity=0.35)
+        chart.patch_entry(f"range over {len(busy)} devices", NEUTRAL[1])
+        chart.line(xs, np.median(m, axis=0).tolist(), NEUTRAL[0])
+        chart.line_entry("median device", NEUTRAL[0])
+    return _page_svg(chart)
+
+
+def _page_svg(chart: Chart) -> str:
+    """A hand-drawn chart's SVG, its ids under the page's next prefix (as figures.svg does matplotlib's)."""
+    from tracetriage.reports.chart_cache import next_prefix
+    from tracetriage.reports.figures import ID_MARKS
+
+    text, prefix = chart.svg(), next_prefix()
+    for mark in ID_MARKS:
+        text = text.replace(mark, mark + prefix)
+    return text
 
 
 @_memo
@@ -123,21 +147,18 @@ def idle_by_cause(devices: tuple[Device, ...] | list[dict], vendor: str | None =
     devices = load_all(Device, devices)
     if not devices:
         return None
-    fig, ax = figure(PLOT, 0.9 + 0.32 * min(len(devices), 16))
-    labels = [_label(d.id, 24) for d in devices[:16]]
-    left = [0.0] * len(labels)
+    chart = _bars_chart("Idle time by cause", [_label(d.id, 24) for d in devices[:16]],
+                        "% of the device's window the GPU is idle, by what the host was doing", (0, 100))
+    left = [0.0] * len(chart.yticks)
     for cause, color in CAUSE_COLORS.items():
         vals = [100.0 * d.gaps.by_cause.get(cause, 0) / (d.window_ns or 1) for d in devices[:16]]
         if not any(vals):
             continue
-        ax.barh(labels, vals, left=left, color=color, label=f"idle: {cause_label(cause, vendor)}")
+        for row, value in enumerate(vals):
+            _bar(chart, row, left[row], value, color)
+        chart.patch_entry(f"idle: {cause_label(cause, vendor)}", color)
         left = [a + b for a, b in zip(left, vals)]
-    ax.set_xlim(0, 100)
-    ax.set_xlabel("% of the device's window the GPU is idle, by what the host was doing")
-    _title(ax, "Idle time by cause")
-    ax.invert_yaxis()
-    _legend_beside(ax)
-    return _svg(fig)
+    return _page_svg(chart)
 
 
 COMPUTE_SLICES = ("compute", "collective")  # the accounting slices in which kernels compute
@@ -159,15 +180,17 @@ def window_accounting(devices: tuple[Device, ...] | list[dict]) -> str | None:
     if not devs:
         return None
     columns = claim_columns(devs)  # the accounting table's order and colours
-    fig, ax = figure(PLOT, 1.0 + 0.34 * len(devs))
-    labels = [_label(d.id, 28) for d in devs]
+    chart = _bars_chart("Where each device's window went, and which finding claims each slice",
+                        [_label(d.id, 28) for d in devs], "% of each device's window", (0, 100))
     left = [0.0] * len(devs)
 
-    def layer(values, color, label, hatch=None):
+    def layer(values, color, label):
         nonlocal left
         if not any(values):
             return
-        ax.barh(labels, values, left=left, color=color, label=label, hatch=hatch, edgecolor="white", linewidth=0.3)
+        for row, value in enumerate(values):
+            _bar(chart, row, left[row], value, color, stroke="#ffffff")
+        chart.patch_entry(label, color)
         left = [a + b for a, b in zip(left, values)]
 
     for fid, color in columns.items():
@@ -178,12 +201,7 @@ def window_accounting(devices: tuple[Device, ...] | list[dict]) -> str | None:
     compute = [min(r, _unclaimed_compute(d.accounting)) for r, d in zip(rest, devs)]
     layer(compute, KERNELS_COLOR, "kernels computing (no finding)")
     layer([max(0.0, r - k) for r, k in zip(rest, compute)], UNCLAIMED_COLOR, "unclaimed (copies, idle)")
-    ax.set_xlim(0, 100)
-    ax.set_xlabel("% of each device's window")
-    _title(ax, "Where each device's window went, and which finding claims each slice")
-    ax.invert_yaxis()
-    _legend_beside(ax)  # beside the bars, not under them
-    return _svg(fig)
+    return _page_svg(chart)
 
 
 # a bin holding under this share of the tallest bin's count is drawn under that share of the axis: the
@@ -210,48 +228,39 @@ def step_durations(steps: dict[str, StepSeries] | dict[str, dict]) -> str | None
     counts, edges = np.histogram(d, bins=min(60, max(10, len(d) // 2)))
     filled = counts[counts > 0]
     log = bool(filled.size and filled.min() < LOG_COUNTS_BELOW * filled.max())
-    fig, ax = figure(PLOT, 2.4)
-    ax.stairs(counts, edges, fill=True, color=NEUTRAL[1], baseline=0.5 if log else 0)  # one polygon, not a bar each
-    ax.axvline(p50, color=NEUTRAL[2], linestyle="--", label=f"p50 {p50:.2f} ms")
+    span = float(edges[-1] - edges[0]) or 1.0
+    base, top = (0.5, float(filled.max()) * 2) if log else (0.0, float(counts.max()) * 1.05)
+    chart = Chart(f"Step durations, pid {_label(key, 20)} ({len(d)} steady-state steps"
+                  + ("; count axis logarithmic, so the rare long steps show)" if log else ")"),
+                  (float(edges[0]) - 0.05 * span, float(edges[-1]) + 0.05 * span), (base, top), 150,
+                  "step duration (ms)", "steps (log scale)" if log else "steps", ylog=log, yinteger=not log)
+    outline = [(float(edges[0]), base)]
+    for count, lo, hi in zip(counts.tolist(), edges[:-1].tolist(), edges[1:].tolist()):
+        outline += [(lo, max(count, base)), (hi, max(count, base))]
+    chart.polygon([*outline, (float(edges[-1]), base)], NEUTRAL[1])  # one polygon, not a bar each
+    chart.vline(p50, NEUTRAL[2], DASHED)
+    chart.line_entry(f"p50 {p50:.2f} ms", NEUTRAL[2], DASHED)
     # "(tail)" only where the p99 stands apart from the median (the 1.2x rule of the longest step below)
-    ax.axvline(p99, color=NEUTRAL[2], linestyle=":", label=f"p99 {p99:.2f} ms" + (" (tail)" if p99 > 1.2 * p50 else ""))
+    chart.vline(p99, NEUTRAL[2], DOTTED)
+    chart.line_entry(f"p99 {p99:.2f} ms" + (" (tail)" if p99 > 1.2 * p50 else ""), NEUTRAL[2], DOTTED)
     longest = float(d[-1])
     if longest > 1.2 * p99:  # a step well past the tail mark (the timeline's rule for its longest step)
-        ax.axvline(longest, color=NEUTRAL[0], linestyle="-.", label=f"longest {longest:.2f} ms")
-    ax.set_xlabel("step duration (ms)")
-    if log:
-        from matplotlib.ticker import FuncFormatter
-
-        ax.set_yscale("log")
-        ax.set_ylim(0.5, filled.max() * 2)
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))  # 1, 10, 100 (not 10^0)
-        ax.set_ylabel("steps (log scale)")
-    else:
-        from matplotlib.ticker import MaxNLocator
-
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # a count of steps: 0, 1, 2, 3 (not 0.5)
-        ax.set_ylabel("steps")
-    _title(ax, f"Step durations, pid {_label(key, 20)} ({len(d)} steady-state steps"
-           + ("; count axis logarithmic, so the rare long steps show)" if log else ")"))
-    _legend_beside(ax)
-    return _svg(fig)
+        chart.vline(longest, NEUTRAL[0], DASH_DOT)
+        chart.line_entry(f"longest {longest:.2f} ms", NEUTRAL[0], DASH_DOT)
+    return _page_svg(chart)
 
 
 def _ranked_bars(labels: list[str], layers: list[tuple[list[float], str, str]], title: str, xlabel: str,
                  full_scale: bool = True) -> str:
     """Horizontal bars, first row on top; a second layer is drawn half height inside the first."""
-    fig, ax = figure(WIDTH - 1, 0.7 + 0.3 * len(labels))
+    top = max((v for values, _, _ in layers for v in values), default=0.0)
+    chart = _bars_chart(title, labels, xlabel, (0, 100) if full_scale else (0, (top or 1.0) * 1.05))
     for n, (values, color, label) in enumerate(layers):
-        ax.barh(labels, values, color=color, label=label, **({"height": 0.4} if n else {}))
-    if full_scale:
-        ax.set_xlim(0, 100)
-    ax.set_xlabel(xlabel)
-    _title(ax, title)
-    ax.invert_yaxis()
-    if len(layers) > 1:  # below the axis, outside the bars it would otherwise cover
-        ax.legend(ncol=len(layers), loc="upper center", frameon=False,
-                  bbox_to_anchor=(0.5, -0.55 / (0.1 + 0.3 * len(labels))))
-    return _svg(fig)
+        for row, value in enumerate(values):
+            _bar(chart, row, 0.0, value, color, height=0.4 if n else 0.8)
+        if len(layers) > 1:  # the legend below the axis, outside the bars it would otherwise cover
+            chart.patch_entry(label, color)
+    return _page_svg(chart)
 
 
 @_memo
@@ -305,47 +314,23 @@ HOST_LABELS = {"launch": "host: launch calls", "sync": "host: sync calls", "othe
 HOST_CAUSE = {"launch": "launch", "sync": "sync", "other": "other_cuda"}  # the idle cause a host call category is
 
 
-def _bars(ax, xranges: list[tuple[float, float]], yrange: tuple[float, float], color: str, alpha: float | None = None,
-          label: str | None = None) -> None:
-    """Rectangles (x, width) over one y range as a single filled path: the SVG gets one ``<path>``
-    per lane instead of one per bar (``broken_barh`` makes matplotlib draw and write each of
-    a step's hundreds of bars on its own). The caller autoscales once all are drawn."""
-    import numpy as np
-    from matplotlib.patches import PathPatch
-    from matplotlib.path import Path
-
-    xw = np.asarray(xranges, dtype=float).reshape(-1, 2)
-    x0, x1 = xw[:, 0], xw[:, 0] + xw[:, 1]
-    y0, y1 = yrange[0], yrange[0] + yrange[1]
-    verts = np.empty((len(xw), 5, 2))
-    verts[:, :, 0] = np.stack([x0, x1, x1, x0, x0], axis=1)
-    verts[:, :, 1] = [y0, y0, y1, y1, y0]
-    codes = np.tile(np.array([Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY], Path.code_type), len(xw))
-    ax.add_artist(PathPatch(Path(verts.reshape(-1, 2), codes), facecolor=color, alpha=alpha, linewidth=0, label=label))
-    ax.update_datalim([(x0.min(), y0), (x1.max(), y1)])  # add_patch would walk every vertex in Python
-
-
-def _device_lanes(ax, device: LaneDevice, y: float, t0: int, span: int, vendor: str | None) -> bool:
+def _device_lanes(chart: Chart, device: LaneDevice, y: float, t0: int, span: int) -> None:
     """One device's GPU lanes over its idle gaps (each in its cause's colour) at height ``y``, its
-    process's host calls below them. Whether anything was drawn."""
+    process's host calls below them."""
     scale, _ = _time_unit(span)
-    gaps: dict[str, list] = {}  # one collection per cause, not one per gap (hundreds of artists a step)
+    gaps: dict[str, list] = {}  # one path per cause, not one per gap (hundreds a step)
     for gs, ge, cause in device.gaps:
         gaps.setdefault(cause, []).append(((gs - t0) / scale, (ge - gs) / scale))
     for cause, bars in gaps.items():  # idle: a thinner band than the GPU's work
-        _bars(ax, bars, (y + 1.2, 0.5), CAUSE_COLORS.get(cause, UNKNOWN_COLOR))
-    drawn = bool(gaps)
+        chart.rects(bars, y + 1.2, 0.5, CAUSE_COLORS.get(cause, UNKNOWN_COLOR))
     for lane, spans in device.gpu_lanes():
         bars = [((s - t0) / scale, max((e - s) / scale, span / scale / 2000)) for s, e in spans]
         if bars:
-            _bars(ax, bars, (y + 1.0, 0.9), LANE_COLORS[lane], label=lane)
-            drawn = True
+            chart.rects(bars, y + 1.0, 0.9, LANE_COLORS[lane])
     for cat, color in HOST_COLORS.items():
         bars = [((s - t0) / scale, max((e - s) / scale, span / scale / 2000)) for s, e, c in device.host if c == cat]
         if bars:
-            _bars(ax, bars, (y, 0.8), color)  # its legend entry is its cause's (timeline_legend_entries)
-            drawn = True
-    return drawn
+            chart.rects(bars, y, 0.8, color)  # its legend entry is its cause's (timeline_legend_entries)
 
 
 def timeline_legend_entries(devices: tuple[LaneDevice, ...], vendor: str | None) -> dict[str, str]:
@@ -368,15 +353,6 @@ def timeline_legend_entries(devices: tuple[LaneDevice, ...], vendor: str | None)
     return entries
 
 
-def _timeline_legend(ax, devices: tuple[LaneDevice, ...], vendor: str | None) -> None:
-    """The legend of timeline_legend_entries beside the plot."""
-    from matplotlib.patches import Patch
-
-    entries = timeline_legend_entries(devices, vendor)
-    ax.legend([Patch(facecolor=color) for color in entries.values()], list(entries), loc="upper left",
-              bbox_to_anchor=(1.01, 1.0), frameon=False)
-
-
 @_memo
 def timeline(tl: Timeline | dict | None, vendor: str | None = None) -> list[tuple[str, str]]:
     """Per window (median step, longest step): for each device a GPU lane (kernels,
@@ -393,23 +369,19 @@ def timeline(tl: Timeline | dict | None, vendor: str | None = None) -> list[tupl
             continue
         t0, span = w.start, max(1, w.end - w.start)
         scale, unit = _time_unit(span)
-        fig, ax = figure(PLOT, 0.9 + 0.55 * len(devs))
-        yticks, ylabels, drawn = [], [], False
+        yticks = []
         for i, device in enumerate(devs):
             y = (len(devs) - 1 - i) * 2.2
-            drawn = _device_lanes(ax, device, y, t0, span, vendor) or drawn
-            yticks += [y + 1.45, y + 0.4]
-            ylabels += [_label(device.id, 26), "  host"]
-        if drawn:  # the y range of every lane drawn, once (not after each lane)
-            ax.autoscale_view()
-        ax.set_yticks(yticks)
-        ax.set_yticklabels(ylabels)
-        ax.set_xlim(0, span / scale)
-        ax.set_xlabel(f"{unit} from the start of the span shown ({w.label})")
+            yticks += [(y + 1.45, _label(device.id, 26)), (y + 0.4, "host")]
         more = f" (+{w.more_devices} more devices)" if w.more_devices else ""
-        _title(ax, f"Timeline: {w.label}{more}: GPU lanes over idle gaps by cause, host calls below")
-        _timeline_legend(ax, devs, vendor)
-        out.append((f"timeline-{k}", _svg(fig)))
+        chart = Chart(f"Timeline: {w.label}{more}: GPU lanes over idle gaps by cause, host calls below",
+                      (0, span / scale), (-0.2, (len(devs) - 1) * 2.2 + 2.0), 24 + 48 * len(devs),
+                      f"{unit} from the start of the span shown ({w.label})", yticks=yticks)
+        for i, device in enumerate(devs):
+            _device_lanes(chart, device, (len(devs) - 1 - i) * 2.2, t0, span)
+        for label, color in timeline_legend_entries(devs, vendor).items():
+            chart.patch_entry(label, color)
+        out.append((f"timeline-{k}", _page_svg(chart)))
     return out
 
 

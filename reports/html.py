@@ -16,6 +16,7 @@ from markupsafe import Markup, escape
 
 from tracetriage.records.analysis import read as read_analysis
 from tracetriage.reports.charts import all_charts, serving_charts
+from tracetriage.reports.compiled import compiled_templates
 from tracetriage.reports.roofline import roofline_chart
 from tracetriage.reports.view import report_view
 from tracetriage.wording import fmt_ns
@@ -36,7 +37,7 @@ def _environment(templates_dir: str | None) -> Environment:
         autoescape=select_autoescape(default=True, default_for_string=True),
         trim_blocks=True,
         lstrip_blocks=True,
-        bytecode_cache=_compiled_templates(templates_dir),
+        bytecode_cache=compiled_templates("html", templates_dir),
     )
     env.filters["ns"] = fmt_ns
     env.filters["breakable"] = breakable
@@ -134,17 +135,6 @@ def capture_markup(text) -> Markup:
     """A capture hint as wrapping prose with each command in ``<code class="cmd">`` (every piece escaped)."""
     return Markup("").join(Markup('<code class="cmd">{}</code>').format(piece) if is_command else escape(piece)
                            for piece, is_command in capture_pieces(str(text)))
-
-
-def _compiled_templates(templates_dir: str | None):
-    """Compiled templates kept in the analysis cache's ``templates/`` (Jinja keys them by
-    the template's source and the Python version): compiling the report's template was most of
-    a report made again from the cache. None without a cache."""
-    if templates_dir is None:
-        return None
-    from jinja2 import FileSystemBytecodeCache
-
-    return FileSystemBytecodeCache(templates_dir)
 
 
 def render_html(analysis, store=None, view=None) -> str:

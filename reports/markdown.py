@@ -8,6 +8,8 @@ import re
 
 from jinja2 import Environment, PackageLoader
 
+from tracetriage.reports.compiled import compiled_templates
+
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]!|<>~$&])")
 
 
@@ -21,7 +23,7 @@ def md_escape(value) -> str:
 def environment() -> Environment:
     """The Markdown templates' environment: no HTML escaping (the ``md`` filter escapes), no blank lines from block tags."""
     env = Environment(loader=PackageLoader("tracetriage.reports", "templates"), autoescape=False,
-                      trim_blocks=True, lstrip_blocks=True)
+                      trim_blocks=True, lstrip_blocks=True, bytecode_cache=compiled_templates("markdown"))
     env.filters["md"] = md_escape
     return env
 

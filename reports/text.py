@@ -7,12 +7,15 @@ import functools
 
 from jinja2 import Environment, PackageLoader
 
+from tracetriage.reports.compiled import compiled_templates
+
 
 @functools.cache
 def environment() -> Environment:
     """The text templates' environment: no escaping, block tags leave no blank lines, the final newline kept."""
     return Environment(loader=PackageLoader("tracetriage.reports", "templates"), autoescape=False,
-                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                       bytecode_cache=compiled_templates("text"))
 
 
 def render_text(analysis, view=None) -> str:

@@ -8,7 +8,16 @@ import json
 from tracetriage.contract import load, load_all
 from tracetriage.records.trend import Case, Group, Series, TrendChange, TrendRecord, read
 from tracetriage.reports.jsonout import _clean
-from tracetriage.reports.trend_view import gate_line, series_title, trend_view
+
+# the views (trend_view, compare_view and theirs: ~40 ms of imports) are loaded by the formats that lay them out,
+# not by --format json
+
+
+def gate_line(*args, **kwargs):
+    """:func:`tracetriage.reports.trend_view.gate_line` (the CLI's note on stderr)."""
+    from tracetriage.reports.trend_view import gate_line as line
+
+    return line(*args, **kwargs)
 
 __all__ = ["CHART_SERIES", "gate_line", "render_trend", "series_frame", "trend_charts"]  # gate_line: the CLI's note on stderr
 
@@ -35,6 +44,8 @@ def render_trend(result: dict, fmt: str, links: str | None = None, gate: bool = 
     gate's result line; ``store`` (the analysis cache, or None) keeps the HTML's compiled template."""
     if fmt == "json":
         return json.dumps(_clean(result), indent=2, ensure_ascii=False) + "\n"
+    from tracetriage.reports.trend_view import series_title, trend_view
+
     trend = read(result)
     view = trend_view(trend, links, gate)
     if fmt == "html":
@@ -106,9 +117,10 @@ def trend_charts(group: Group | dict, changes, names: tuple, links: list[str | N
     for ax in axes.flat[len(series):]:
         ax.set_visible(False)
     step = max(1, len(cases) // 10)
-    for ax in axes[-1]:
+    for ax in axes.flat[:len(series)]:  # every chart names its captures (under the last row alone, the top charts had none)
         ax.set_xticks(xs[::step])
         ax.set_xticklabels([_label(t, 14) for t in ticks[::step]], rotation=30, ha="right", fontsize=7)
+        ax.tick_params(labelbottom=True)
     fig.tight_layout()
     keys = _legend_keys(drawn, NEUTRAL)
     fig.legend(handles=keys, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=min(3, len(keys)), frameon=False)

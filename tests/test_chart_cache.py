@@ -24,11 +24,22 @@ print(json.dumps({"matplotlib": "matplotlib" in sys.modules, "html": html}))
 """
 
 
-def _report(cache_dir) -> dict:
+SERVING = ROOT / "samples" / "bundles" / "serving_at_capacity"  # its engine-load and TPOT charts are matplotlib's
+
+
+def _report(cache_dir, bundle=SERVING) -> dict:
     # a fresh interpreter: the test asks whether matplotlib was ever imported
-    out = subprocess.run([sys.executable, "-c", CHILD, str(BUNDLE), str(cache_dir)], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", CHILD, str(bundle), str(cache_dir)], capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout)
+
+
+def test_a_trace_report_draws_its_charts_without_matplotlib(tmp_path):
+    """The timeline, busy, accounting, idle, step and collective charts are written from their data
+    (reports/svgchart.py): a trace's page never imports matplotlib, and is the same page from the cache."""
+    uncached = _report("-", BUNDLE)
+    assert not uncached["matplotlib"] and uncached["html"].count("<svg") >= 4
+    assert _report(tmp_path, BUNDLE)["html"] == uncached["html"] == _report(tmp_path, BUNDLE)["html"]
 
 
 def test_report_from_kept_charts_is_the_same_page_without_matplotlib(tmp_path):

@@ -378,7 +378,6 @@ def _batch_folder(inputs: list[str], batch_dir, step_range: str | None, force: b
     import hashlib
 
     from tracetriage.batch_store import is_batch_folder, is_uri
-    from tracetriage.batches import run_batch
     from tracetriage.errors import UnsupportedInputError, UsageError
 
     tables = [item for item in inputs if (is_batch_folder(item) if is_uri(item) else
@@ -399,6 +398,8 @@ def _batch_folder(inputs: list[str], batch_dir, step_range: str | None, force: b
         key = key.hexdigest()[:16]
         outdir = (runtime.cache.dir if runtime.cache is not None else default_dir()) / "trend-batch" / key
     # trend's batch keeps no models or metrics in the cache: its tables are what trend reads
+    from tracetriage.batches import run_batch  # only when captures are analyzed first (a batch folder needs none)
+
     run_batch(inputs, str(outdir), Options(step_range=step_range), replace(runtime, cache=None), force=force, progress=False)
     return outdir
 
