@@ -183,7 +183,11 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
         return out
     ties = trace.meta.get("graph_ties")
     key = gpu["pid"].to_numpy(np.int64)[untied] * (1 << 32) + gpu["correlation"].to_numpy(np.int64)[untied]
-    replay_count = int(np.unique(key).size)
+    # a replay's kernels come in a run (one launch's correlation): the distinct keys are those of the runs' heads
+    heads = np.empty(key.size, bool)
+    heads[0] = True
+    np.not_equal(key[1:], key[:-1], out=heads[1:])
+    replay_count = int(np.unique(key[heads]).size)
     if not ties:
         out.append(NotMeasured(
             what="graph-replayed kernels not tied to ops", time_ns=int(untied_ns), has_share=True, share_pct=None,
