@@ -161,7 +161,9 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
         return []
     start, end = gpu["start"].to_numpy(), gpu["end"].to_numpy()
     graph = np.flatnonzero(gpu["in_graph"].to_numpy(bool))  # row numbers, not column-sized temporaries
-    graph = graph[(start[graph] >= lo) & (start[graph] < hi)]
+    at = start[graph]
+    graph = graph[(at >= lo) & (at < hi)]
+    del at
     out = []
     whole = graph[is_kind(gpu, "graph")[graph]]
     if whole.size:
@@ -178,7 +180,7 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
         return out
     untied = rows[~np.isin(rows, tied_rows)] if tied_rows.size else rows
     all_ns = float((end[rows] - start[rows]).sum())
-    untied_ns = float((end[untied] - start[untied]).sum())
+    untied_ns = float((end[untied] - start[untied]).sum()) if untied is not rows else all_ns
     if not untied.size:
         return out
     ties = trace.meta.get("graph_ties")
