@@ -65,25 +65,26 @@ static PyObject *attribute(PyObject *self, PyObject *args) {
         if (cs[k] < cs[k - 1]) status = -1;
     if (status == 0) {
         memset(out, 0, 6 * 8 * (size_t)n);
-        for (int c = 0; c < CAUSES; c++) {
-            int64_t *ov = out + (Py_ssize_t)c * n;
-            Py_ssize_t g = 0;
-            int have = 0;
-            int64_t run_s = 0, run_e = 0;
-            for (Py_ssize_t k = i; k < j; k++) {
-                int64_t code = code_at(codes, width, k);
-                Py_ssize_t slot = (code < 0 || code >= ncause - 1) ? ncause - 1 : (Py_ssize_t)code;
-                if (cause_of[slot] != c) continue;
-                int64_t s = cs[k], e = ce[k] > s ? ce[k] : s; /* an end before its start: empty */
-                if (have && s <= run_e) { /* overlapping or touching calls merge */
-                    if (e > run_e) run_e = e;
-                    continue;
-                }
-                if (have) add_overlap(run_s, run_e, gs, ge, n, &g, ov);
-                run_s = s, run_e = e, have = 1;
+        /* One pass over the calls for the four causes: each cause merges its own calls (a running
+         * interval and a gap cursor per cause), as four passes would, reading each call once. */
+        Py_ssize_t g[CAUSES] = {0};
+        int have[CAUSES] = {0};
+        int64_t run_s[CAUSES] = {0}, run_e[CAUSES] = {0};
+        for (Py_ssize_t k = i; k < j; k++) {
+            int64_t code = code_at(codes, width, k);
+            Py_ssize_t slot = (code < 0 || code >= ncause - 1) ? ncause - 1 : (Py_ssize_t)code;
+            int c = cause_of[slot];
+            if (c < 0 || c >= CAUSES) continue;
+            int64_t s = cs[k], e = ce[k] > s ? ce[k] : s; /* an end before its start: empty */
+            if (have[c] && s <= run_e[c]) { /* overlapping or touching calls merge */
+                if (e > run_e[c]) run_e[c] = e;
+                continue;
             }
-            if (have) add_overlap(run_s, run_e, gs, ge, n, &g, ov);
+            if (have[c]) add_overlap(run_s[c], run_e[c], gs, ge, n, &g[c], out + (Py_ssize_t)c * n);
+            run_s[c] = s, run_e[c] = e, have[c] = 1;
         }
+        for (int c = 0; c < CAUSES; c++)
+            if (have[c]) add_overlap(run_s[c], run_e[c], gs, ge, n, &g[c], out + (Py_ssize_t)c * n);
         int64_t *host = out + 4 * n;
         for (Py_ssize_t h = 0; h < n; h++) { /* each cause takes what the ones before it left */
             int64_t remaining = ge[h] - gs[h];

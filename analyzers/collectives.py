@@ -29,7 +29,7 @@ import numpy as np
 
 from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers.metrics import CollectiveCalls, CollectiveSkew, DeviceCollectives, LateRank
-from tracetriage.model import Trace, is_kind
+from tracetriage.model import Trace, is_kind, is_sorted
 
 # two ends this close are one call whatever its length: the ranks of one call leave it a ring's last hop
 # and the kernel's teardown apart (~25 us seen between two H100s on ~100 us SendRecv calls)
@@ -194,8 +194,14 @@ def what_came_before(trace: Trace, device: int, pid: int, intervals: np.ndarray)
 
 
 def _overlap(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """For each interval [starts, ends), its total overlap with the query intervals [lo, hi)."""
+    """For each interval [starts, ends), its total overlap with the query intervals [lo, hi). With the
+    intervals in start order, a query reads only those that can reach it (starting within the longest
+    interval's length before it, and before it ends); else every interval, per query."""
     out = np.zeros(starts.size, np.int64)
+    ordered = is_sorted(starts) and starts.size > 0
+    longest = max(0, int((ends - starts).max())) if ordered else 0
     for a, b in zip(lo.tolist(), hi.tolist()):
-        out += np.clip(np.minimum(ends, b) - np.maximum(starts, a), 0, None)
+        i, j = (int(np.searchsorted(starts, a - longest, "left")), int(np.searchsorted(starts, b, "left"))) if ordered \
+            else (0, starts.size)
+        out[i:j] += np.clip(np.minimum(ends[i:j], b) - np.maximum(starts[i:j], a), 0, None)
     return out

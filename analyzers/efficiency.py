@@ -161,7 +161,9 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
         return []
     start, end = gpu["start"].to_numpy(), gpu["end"].to_numpy()
     graph = np.flatnonzero(gpu["in_graph"].to_numpy(bool))  # row numbers, not column-sized temporaries
-    graph = graph[(start[graph] >= lo) & (start[graph] < hi)]
+    at = start[graph]
+    graph = graph[(at >= lo) & (at < hi)]
+    del at
     out = []
     whole = graph[is_kind(gpu, "graph")[graph]]
     if whole.size:
@@ -178,12 +180,16 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
         return out
     untied = rows[~np.isin(rows, tied_rows)] if tied_rows.size else rows
     all_ns = float((end[rows] - start[rows]).sum())
-    untied_ns = float((end[untied] - start[untied]).sum())
+    untied_ns = float((end[untied] - start[untied]).sum()) if untied is not rows else all_ns
     if not untied.size:
         return out
     ties = trace.meta.get("graph_ties")
     key = gpu["pid"].to_numpy(np.int64)[untied] * (1 << 32) + gpu["correlation"].to_numpy(np.int64)[untied]
-    replay_count = int(np.unique(key).size)
+    # a replay's kernels come in a run (one launch's correlation): the distinct keys are those of the runs' heads
+    heads = np.empty(key.size, bool)
+    heads[0] = True
+    np.not_equal(key[1:], key[:-1], out=heads[1:])
+    replay_count = int(np.unique(key[heads]).size)
     if not ties:
         out.append(NotMeasured(
             what="graph-replayed kernels not tied to ops", time_ns=int(untied_ns), has_share=True, share_pct=None,

@@ -50,6 +50,11 @@ from tracetriage.analyzers.metrics import IdleByHost
 from tracetriage.analyzers.steps import STEP_PATTERNS, Steps
 from tracetriage.model import Trace
 
+try:
+    from tracetriage.analyzers import _sweep
+except ImportError:  # built without a C compiler: the calls' union streamed past the gaps (numpy)
+    _sweep = None
+
 TOP_RANGES = 8
 WHOLE_WINDOW_SHARE = 0.9  # without steps, a range spanning this share of the window is the loop, not an answer
 DATA_LOADER = re.compile(r"(?i)data_?loader")  # PyTorch's enumerate(DataLoader)#..., a user's dataloader range
@@ -257,6 +262,47 @@ def _pieces(seg_s, seg_e, gap_s, gap_e) -> tuple[np.ndarray, np.ndarray, np.ndar
     return piece_s[keep], piece_e[keep], seg[keep], gap[keep]
 
 
+def idle_in_calls(gap_s: np.ndarray, gap_e: np.ndarray, call_s: np.ndarray, call_e: np.ndarray,
+                  sweep: bool = True) -> int:
+    """The measure of the gaps (disjoint, in order) inside the union of the calls (an end before
+    its start: empty). With the calls in start order, by the compiled sweep timeline.py attributes
+    gaps with (analyzers/_sweep.c), every call one cause, a slice of gaps at a time against the
+    calls that can reach it: one merge of the two lists, linear in both. Else (or without the
+    sweep) the calls' union streamed past the gaps (two binary searches per merged call)."""
+    span = _call_span(call_s, call_e) if _sweep is not None and sweep and gap_s.size else None
+    if span is None:
+        return iv.overlap_measure(gap_s, gap_e, iv.union_slices(call_s, call_e))
+    one_cause = np.zeros(1, np.int8)  # one slot: every call's code maps to it (the codes are not read)
+    out = np.empty(6 * min(gap_s.size, iv.SLICE), np.int64)
+    total = 0
+    for a in range(0, gap_s.size, iv.SLICE):
+        gs = np.ascontiguousarray(gap_s[a:a + iv.SLICE], np.int64)
+        ge = np.ascontiguousarray(gap_e[a:a + iv.SLICE], np.int64)
+        i = int(np.searchsorted(call_s, int(gs[0]) - span, "left"))  # no call before it reaches the slice
+        j = int(np.searchsorted(call_s, int(ge[-1]), "left"))
+        if i < j:
+            got = out[:6 * gs.size]
+            if _sweep.attribute(gs, ge, call_s, call_e, call_s, one_cause, i, j, got) != 0:
+                return iv.overlap_measure(gap_s, gap_e, iv.union_slices(call_s, call_e))
+            total += int(got[:gs.size].sum())
+    return total
+
+
+def _call_span(call_s: np.ndarray, call_e: np.ndarray) -> int | None:
+    """The longest call, when the calls are flat int64 columns in start order (what the sweep
+    reads); else None. One pass, a slice at a time."""
+    if not call_s.size or not (call_s.dtype == call_e.dtype == np.int64 and call_s.flags.c_contiguous
+                               and call_e.flags.c_contiguous):
+        return None
+    longest = 0
+    for i in range(0, call_s.size, iv.SLICE):
+        s = call_s[i:i + iv.SLICE + 1]  # one row past the slice: the order across its edge
+        if not bool((s[1:] >= s[:-1]).all()):
+            return None
+        longest = max(longest, int((call_e[i:i + iv.SLICE] - call_s[i:i + iv.SLICE]).max()))
+    return longest
+
+
 def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges, steps: Steps | None,
                  min_gap_ns: int = 1) -> IdleByHost | None:
     """The device's idle time in [lo, hi) by the host range that covers it (module docstring); None when
@@ -289,7 +335,7 @@ def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges,
         taken_s, taken_e = iv.union(np.concatenate((taken_s, own_s)), np.concatenate((taken_e, own_e)))
     idle_ns = sum(int((gap_e[i:i + iv.SLICE] - gap_s[i:i + iv.SLICE]).sum()) for i in range(0, gap_s.size, iv.SLICE))
     # host code = idle time outside every call of the process (the calls' union streamed past the gaps)
-    host_code_ns = idle_ns - iv.overlap_measure(gap_s, gap_e, iv.union_slices(call_s, call_e)) if has_calls else 0
+    host_code_ns = idle_ns - idle_in_calls(gap_s, gap_e, call_s, call_e) if has_calls else 0
     rows_out: list[dict] = []
     attributed = 0
     if segments_s:

@@ -10,12 +10,15 @@
     python benchmarks/bench.py --profile --kernels 10000000 --shape decode
     python benchmarks/bench.py --profile-html --kernels 10000000 --shape late39
 
-Generates (once, cached under benchmarks/out/) exports in the nsys schema with N kernels,
-N launch calls and a stream sync every 500 kernels, in three shapes (``Shape``, whose
-fields are also options): ``decode`` (one device, one stream, NVTX step ranges),
-``sync2dev`` (two devices alternating, four streams, no NVTX: steps inferred from the
-syncs) and ``late39`` (sync2dev with ~39 runtime rows in 10M written out of start order,
-as multi-threaded exports have them). For each it runs, each in a fresh process:
+Generates (once, cached under benchmarks/out/; the generator is benchmarks/shapes.py) exports
+in the nsys schema with N kernels and a stream sync every ~500 kernels, in five shapes
+(``Shape``, whose fields are also options): ``decode`` (one device, one stream, NVTX step
+ranges, a launch call per kernel), ``sync2dev`` (two devices alternating, four streams, no
+NVTX: steps inferred from the syncs), ``late39`` (sync2dev with ~39 runtime rows in 10M
+written out of start order, as multi-threaded exports have them), ``graph`` (decode's device
+in piecewise CUDA graphs: one ``cudaGraphLaunch`` per 100 kernels, graph-node kernel rows,
+steps from the syncs) and ``tp8`` (8 devices x 2 streams, NVTX steps, an all-reduce every 16th
+kernel of a device). For each it runs, each in a fresh process:
 (1) the baseline — sqlite3 scanning the kernel and runtime tables once (what any reader
 must at least pay); (2) tracetriage's parser; (3) parser + all analyzers (no cache);
 (4) the CLI's second analysis of the same file from the analysis cache, as JSON and as
@@ -27,169 +30,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
-import sqlite3
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT / "samples"))
+sys.path.insert(0, str(HERE))
+from shapes import SHAPES, Shape, build  # noqa: E402  (the generated exports; bench.build as before)
 
-
-@dataclass(frozen=True)
-class Shape:
-    """What a generated export looks like. Every shape has N kernels, one launch call per
-    kernel (joined by correlationId) and a ``cudaStreamSynchronize`` every ``sync_every``
-    kernels; kernels go round-robin over the devices, then over each device's streams."""
-
-    devices: int = 1
-    streams: int = 1
-    sync_every: int = 500
-    nvtx: bool = True  # one NVTX range per sync period (else the steps are inferred from the syncs)
-    late_rows: int = 0  # runtime rows per 10M written after rows that start later (out of start order)
-    late_by: int = 100_000  # such a row is written up to this many runtime rows after its place
-    stream_base: int = 7
-    host_ns: int = 1500  # host work before each launch call
-    call_ns: int = 5000  # the launch call
-    kernel_ns: tuple[int, int] = (1500, 3000)
-    after_sync_ns: int = 400_000
-
-    def label(self) -> str:
-        return (f"{self.devices}dev_{self.streams}str_sync{self.sync_every}_{'nvtx' if self.nvtx else 'nonvtx'}"
-                f"_late{self.late_rows}")
-
-
-_SYNC2DEV = Shape(devices=2, streams=4, nvtx=False, stream_base=10, host_ns=1200, call_ns=4000,
-                  kernel_ns=(2000, 9000), after_sync_ns=200_000)
-SHAPES = {
-    # one device, one stream, NVTX steps, a stream sync at the end of each step
-    "decode": Shape(),
-    # two devices alternating, four streams each, no NVTX: steps inferred from the syncs
-    "sync2dev": _SYNC2DEV,
-    # the same with ~39 runtime rows in 10M out of start order, as multi-threaded exports write
-    # them (the real 2xH100 exports have 1 and 5): issue 27's shape
-    "late39": replace(_SYNC2DEV, late_rows=39),
-}
-
-
-def build(path: Path, n_kernels: int, per_step: int = 500, shape: str | Shape = "decode") -> None:
-    import generate
-
-    if path.exists():
-        return
-    spec = SHAPES[shape] if isinstance(shape, str) else shape
-    if per_step != 500:
-        spec = replace(spec, sync_every=per_step)
-    tmp = path.with_suffix(".tmp")
-    if tmp.exists():
-        tmp.unlink()
-    db = sqlite3.connect(tmp)
-    db.executescript(generate.SCHEMA.read_text())
-    names = ["gemv_kernel", "rms_norm_kernel", "rotary_embedding_kernel", "paged_attention_v1_kernel",
-             "silu_and_mul_kernel", "vectorized_elementwise_kernel", "reduce_kernel"]
-    db.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i + 1, n) for i, n in enumerate(names)] +
-                   [(100, "cudaLaunchKernel_v7000"), (101, "cudaStreamSynchronize_v3020")])
-    pid = 4242
-    gpid, gtid = pid << 24, (pid << 24) | pid
-    rows = _rows(spec, n_kernels, gpid, gtid, random.Random(1))
-    if spec.late_rows:
-        n_runtime = n_kernels + n_kernels // spec.sync_every
-        rows = _late(rows, n_runtime, max(1, round(spec.late_rows * n_runtime / 10_000_000)), spec.late_by)
-    _insert(db, rows, gpid, pid)
-    tmp.rename(path)
-
-
-def _kernel_row(start, end, dev, stream, corr, gpid, name_id) -> tuple:
-    """One CUPTI_ACTIVITY_KIND_KERNEL row (39 columns) in the real schema's order."""
-    return (start, end, dev, 1, None, stream, corr, gpid, name_id, name_id, None, 0, 0, 32, 1, 1, 1, 128, 1, 1,
-            0, 0, 0, 0, corr, 0) + (None,) * 13
-
-
-def _launch(t: int, host_ns: int, call_ns: int, stream_free: int) -> tuple[int, int, int]:
-    """One launch: ``host_ns`` of host work, a ``call_ns`` launch call, and its kernel's start
-    (2 µs after the call returns, or when the stream frees up): (call start, call end, kernel start)."""
-    s = t + host_ns
-    e = s + call_ns
-    return s, e, max(e + 2000, stream_free)
-
-
-def _rows(shape: Shape, n_kernels: int, gpid: int, gtid: int, rng):
-    """(table, row) pairs in start order: a launch call and its kernel per kernel, a stream
-    sync every ``sync_every`` kernels once all streams are done, and with ``nvtx`` a range
-    over each sync period (its launches and the sync)."""
-    t = 1_000_000_000
-    gpu = {(d, s): t for d in range(shape.devices) for s in range(shape.streams)}
-    lo, hi = shape.kernel_ns
-    period_ns = shape.sync_every * (shape.host_ns + shape.call_ns)
-    corr = 0
-    for i in range(n_kernels):
-        corr += 1
-        dev, stream = i % shape.devices, (i // shape.devices) % shape.streams
-        s0, t, ks = _launch(t, shape.host_ns, shape.call_ns, gpu[(dev, stream)])
-        ke = ks + rng.randint(lo, hi)
-        gpu[(dev, stream)] = ke
-        yield ("K", _kernel_row(ks, ke, dev, shape.stream_base + stream, corr, gpid, 1 + i % 7))
-        yield ("R", (s0, t, 0, gtid, corr, 100, 0, None))
-        if (i + 1) % shape.sync_every == 0:
-            corr += 1
-            s0 = t
-            t = max(t + 2000, max(gpu.values()) + 3000)
-            yield ("R", (s0, t, 0, gtid, corr, 101, 0, None))
-            if shape.nvtx:
-                yield ("N", (s0 - period_ns, t, 59, "decode_step", gtid, 0))
-            t += shape.after_sync_ns
-
-
-def _late(rows, n_runtime: int, k: int, late_by: int):
-    """The rows with ``k`` runtime rows (chosen at random) each written 1..``late_by`` runtime
-    rows after its place: out of start order, as a thread's buffered rows come out in a
-    multi-threaded export. Its own random stream, so every other value is as without it."""
-    import heapq
-
-    rng = random.Random(27)
-    chosen = set(rng.sample(range(n_runtime), min(k, n_runtime)))
-    held: list = []  # (runtime ordinal to write it after, ordinal, row)
-    ordinal = 0
-    for kind, row in rows:
-        if kind != "R":
-            yield kind, row
-            continue
-        if ordinal in chosen:
-            heapq.heappush(held, (ordinal + rng.randint(1, late_by), ordinal, row))
-        else:
-            yield kind, row
-            while held and held[0][0] <= ordinal:
-                yield "R", heapq.heappop(held)[2]
-        ordinal += 1
-    while held:
-        yield "R", heapq.heappop(held)[2]
-
-
-SQL = {
-    "K": f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({','.join('?' * 39)})",
-    "R": "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    "N": "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (?, ?, ?, ?, ?, ?)",
-}
-
-
-def _insert(db, rows, gpid: int, pid: int) -> None:
-    """Generated (table, row) pairs inserted in batches of 100k, then the process row; closes the db."""
-    batch: dict[str, list] = {k: [] for k in SQL}
-    for kind, row in rows:
-        batch[kind].append(row)
-        if len(batch[kind]) >= 100_000:
-            db.executemany(SQL[kind], batch[kind])
-            batch[kind].clear()
-    for kind, b in batch.items():
-        if b:
-            db.executemany(SQL[kind], b)
-    db.execute("INSERT INTO PROCESSES VALUES (?, ?, 'python3')", (gpid, pid))
-    db.commit()
-    db.close()
+__all__ = ["SHAPES", "Shape", "build"]
 
 
 CHILD = r"""
@@ -452,6 +304,18 @@ def _cached_runs(path: Path, cache_dir: str, tries: int = 3) -> tuple[dict, dict
     return runs
 
 
+def _chosen_shapes(args) -> dict:
+    """The shapes to measure, by name: --shape's, or one of your own from the shape options."""
+    custom = {f: getattr(args, f) for f in ("devices", "streams", "sync_every", "nvtx", "late_rows", "late_by",
+                                            "graph_kernels", "collective_every")
+              if getattr(args, f) is not None}
+    if custom:
+        spec = replace(SHAPES["sync2dev" if args.shape in ("all", "both") else args.shape], **custom)
+        return {spec.label(): spec}
+    names = {"all": list(SHAPES), "both": ["decode", "sync2dev"]}.get(args.shape, [args.shape])
+    return {name: SHAPES[name] for name in names}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernels", type=int, default=1_000_000)
@@ -468,6 +332,8 @@ def main(argv=None):
     g.add_argument("--nvtx", action=argparse.BooleanOptionalAction, default=None, help="an NVTX range per sync period")
     g.add_argument("--late-rows", type=int, help="runtime rows per 10M written out of start order")
     g.add_argument("--late-by", type=int, help="how many runtime rows after its place such a row is written, at most")
+    g.add_argument("--graph-kernels", type=int, help="kernels per CUDA-graph replay (0: a launch call per kernel)")
+    g.add_argument("--collective-every", type=int, help="every n-th round of kernels (one per device) an all-reduce")
     ap.add_argument("--profile", action="store_true", help="print a cProfile of the first read (analyze) of each shape instead")
     ap.add_argument("--perfetto", action="append", metavar="WINDOW", nargs="?", const="steady",
                     help="time the Perfetto export (--format perfetto) of the --shape (decode when all) instead, with this "
@@ -497,16 +363,8 @@ def main(argv=None):
 
     out = HERE / "out"
     out.mkdir(exist_ok=True)
-    names = {"all": list(SHAPES), "both": ["decode", "sync2dev"]}.get(args.shape, [args.shape])
-    custom = {f: getattr(args, f) for f in ("devices", "streams", "sync_every", "nvtx", "late_rows", "late_by")
-              if getattr(args, f) is not None}
-    if custom:
-        spec = replace(SHAPES["sync2dev" if args.shape in ("all", "both") else args.shape], **custom)
-        shapes = {spec.label(): spec}
-    else:
-        shapes = {name: SHAPES[name] for name in names}
     summary = []
-    for name, spec in shapes.items():
+    for name, spec in _chosen_shapes(args).items():
         path = out / f"{name}_{args.kernels}.sqlite"
         t = time.perf_counter()
         build(path, args.kernels, shape=spec)

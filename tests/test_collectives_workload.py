@@ -394,3 +394,21 @@ def test_word_search_is_its_regex():
         misses = [name for name in names if not words.regex.search(name)]
         for group in (names, misses, misses[:50] + ["x nccl:send"], ["é"] + misses[:50]):
             assert words.matching(group) == sorted(name for name in group if words.regex.search(name))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_late_rank_s_kernels_overlap_each_query_as_counted_one_by_one(seed):
+    """what_came_before's per-kernel overlap with the late rank's waits (collectives._overlap), which reads
+    only the kernels that can reach a query when they are in start order: the nanoseconds counted one by
+    one, kernels in and out of start order, nested, empty and ending before they start."""
+    from tracetriage.analyzers.collectives import _overlap
+
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, 300, rng.integers(1, 30))
+    if seed % 2:
+        starts = np.sort(starts)
+    ends = starts + rng.integers(-5, 60, starts.size)
+    lo = rng.integers(0, 320, rng.integers(1, 6))
+    hi = lo + rng.integers(0, 50, lo.size)
+    want = [sum(len(set(range(s, e)) & set(range(a, b))) for a, b in zip(lo, hi)) for s, e in zip(starts, ends)]
+    assert _overlap(starts.astype(np.int64), ends.astype(np.int64), lo, hi).tolist() == want

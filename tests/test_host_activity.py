@@ -131,6 +131,32 @@ def test_idle_per_range_matches_brute_force(kernels, ranges):
     assert got.idle_ns == hi - lo - len({t for t in busy if lo <= t < hi})
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 400), st.integers(1, 30)), min_size=1, max_size=15),
+       st.lists(st.tuples(st.integers(0, 400), st.integers(-5, 90)), min_size=1, max_size=25),
+       st.booleans(), st.sampled_from([2, 3, 1 << 18]))
+def test_idle_in_calls_is_the_brute_force_measure(gaps, calls, in_order, slice_rows):
+    """The gaps' measure inside the union of the calls: the compiled sweep (slices of gaps, the calls
+    that can reach each) and the numpy path give the nanoseconds counted one by one; calls overlapping,
+    nested, touching, empty, ending before they start, out of start order (the sweep declines)."""
+    starts = sorted({s for s, _ in gaps})
+    gap_s, gap_e = [], []
+    for s, length in zip(starts, (length for _, length in gaps)):
+        if not gap_e or s >= gap_e[-1]:
+            gap_s.append(s)
+            gap_e.append(s + length)
+    calls = sorted(calls) if in_order else calls
+    call_s = np.array([s for s, _ in calls], np.int64)
+    call_e = np.array([s + d for s, d in calls], np.int64)
+    inside = {t for s, d in calls for t in range(s, s + d)}  # an end before its start: empty
+    want = sum(1 for s, e in zip(gap_s, gap_e) for t in range(s, e) if t in inside)
+    gs, ge = np.array(gap_s, np.int64), np.array(gap_e, np.int64)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(host_activity.iv, "SLICE", slice_rows)
+        assert host_activity.idle_in_calls(gs, ge, call_s, call_e) == want
+        assert host_activity.idle_in_calls(gs, ge, call_s, call_e, sweep=False) == want
+
+
 def test_generated_num_workers_0_run_is_starved_by_data_loading():
     """The generator's truth: the GPU idle under the DataLoader range, and the verdict an engineer gives."""
     expected = truth("data_loader_starved")

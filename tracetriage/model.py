@@ -295,7 +295,12 @@ class Trace:
             # no replay records (Kineto, node-level traces): a replay is one graph launch whose kernels
             # ran, and they share its correlation id (25 hipGraphLaunch calls ran 361 of 413 kernels)
             corr = self.gpu["correlation"].to_numpy()[self.gpu["in_graph"].to_numpy(bool)]
-            replays = int(np.unique(corr[corr >= 0]).size)
+            corr = corr[corr >= 0]
+            # a replay's kernels come in a run of its id: every distinct id is a run's head (a unique of those)
+            heads = np.empty(corr.size, bool)
+            heads[:1] = True
+            np.not_equal(corr[1:], corr[:-1], out=heads[1:])
+            replays = int(np.unique(corr[heads]).size)
         return {
             "kernels": int(kinds.get("kernel", 0)),
             "memcpy": int(kinds.get("memcpy", 0)),
