@@ -122,7 +122,6 @@ def _busiest_device(ns_by_device: np.ndarray) -> int | None:
     return int(np.argmax(ns_by_device)) if ns_by_device.size and ns_by_device.max() > 0 else None
 
 
-
 # shaped ops were recorded, no graph replays: the kernels without one come from ops with no formula
 # here, or from ops whose CPU side fell outside the profiled window
 NO_SHAPED_OP_HINT = ("their operators have no FLOP/byte formula here (custom or fused ops: Triton kernels, fused norms, "
@@ -161,8 +160,7 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
         return []
     start, end = gpu["start"].to_numpy(), gpu["end"].to_numpy()
     graph = np.flatnonzero(gpu["in_graph"].to_numpy(bool))  # row numbers, not column-sized temporaries
-    at = start[graph]
-    graph = graph[(at >= lo) & (at < hi)]
+    graph = graph[((at := start[graph]) >= lo) & (at < hi)]
     del at
     out = []
     whole = graph[is_kind(gpu, "graph")[graph]]
@@ -185,10 +183,7 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
         return out
     ties = trace.meta.get("graph_ties")
     key = gpu["pid"].to_numpy(np.int64)[untied] * (1 << 32) + gpu["correlation"].to_numpy(np.int64)[untied]
-    # a replay's kernels come in a run (one launch's correlation): the distinct keys are those of the runs' heads
-    heads = np.empty(key.size, bool)
-    heads[0] = True
-    np.not_equal(key[1:], key[:-1], out=heads[1:])
+    heads = np.r_[True, key[1:] != key[:-1]]  # a replay's kernels come in a run (one launch's correlation): its head
     replay_count = int(np.unique(key[heads]).size)
     if not ties:
         out.append(NotMeasured(
@@ -217,7 +212,6 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
             reason=f"{replays}, {100.0 * ns / all_ns:.0f}% of the replayed kernel time in the window: {why}{done}",
             capture_hint=for_vendor(hint, trace_vendor(trace))))
     return out
-
 
 
 def _device_peaks(row) -> tuple[dict | None, dict | None, NotMeasured | None]:

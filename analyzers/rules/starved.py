@@ -183,7 +183,7 @@ def _host_range_words(ctx: Context, found: Unexplained, evidence: list[dict], fi
     # one host range holds most of the host code: named, more telling than the cause; what it claims is the
     # host code inside it: idle inside it while the host sits in a runtime call is the call's
     inside = covering["host_code_ns"] if by_host.api_calls_recorded else covering["idle_ns"]
-    share = _per_step_share(ctx, device, inside)
+    share = per_step_share(ctx, device, inside)
     evidence.append(ev("host_range", covering["name"], "", None,
                        text=f"{share} the GPU idles while the host runs code inside {covering['name']} "
                             f"({covering['source']}), over {plural(covering['gaps'], 'gap')}"))
@@ -245,7 +245,7 @@ def _rounded(ns: float) -> str:
     return f"{round(ns / 1e6):,} ms" if ns >= 1_000_000 else us(ns)
 
 
-def _per_step_share(ctx: Context, device: DeviceMetrics, idle_ns: int) -> str:
+def per_step_share(ctx: Context, device: DeviceMetrics, idle_ns: int) -> str:
     """``~120 ms of each 240 ms step`` (the mean over the window's steps) when the device's process has steps,
     else ``45.0% of the window``."""
     process = next((process for trace in ctx.judged() if device in trace.devices

@@ -12,6 +12,7 @@ from __future__ import annotations
 from tracetriage.analyzers import catalog
 from tracetriage.analyzers.evidence import ev, severity_for
 from tracetriage.analyzers.rules.context import Context, Rule, best_device, t, window_denominator
+from tracetriage.analyzers.rules.starved import per_step_share
 from tracetriage.analyzers.timeline import DEPENDENCY_LATENCY_NS
 from tracetriage.wording import pct, us
 
@@ -21,16 +22,6 @@ THRESHOLDS = {
                                  "graded above info) is a wait of its own: smaller is scheduling jitter between streams")),
 }
 SLICES = ["idle:*:dependency"]
-
-
-def _per_step(ctx: Context, device, ns: int) -> str:
-    """``~64 ms of each 216 ms step`` when the device's process has steps, else the share of the window."""
-    process = next((process for trace in ctx.judged() if device in trace.devices
-                    for process in trace.processes if process.pid == device.pid), None)
-    count = process.steps.count if process is not None else 0
-    if count:
-        return f"~{us(ns / count)} of each {us(device.window_ns / count)} step"
-    return f"{pct(100.0 * ns / device.window_ns)} of the window"
 
 
 def rule_dependency_wait(ctx: Context):
@@ -54,7 +45,7 @@ def rule_dependency_wait(ctx: Context):
     evidence = [
         ev("dependency_pct", round(share, 2), "%", f"window on {device.id}",
            text=f"GPU idle with its next work already queued: {pct(share)} of the {us(device.window_ns)} window on "
-                f"{device.id} ({_per_step(ctx, device, ns)})"),
+                f"{device.id} ({per_step_share(ctx, device, ns)})"),
         ev("dependency_latency_ns", DEPENDENCY_LATENCY_NS, "ns", None,
            text=f"a gap counts from the later of its start and the return of the call that launched the operation "
                 f"ending it, when the GPU held that operation idle longer than {us(DEPENDENCY_LATENCY_NS)} (the launch "
@@ -66,7 +57,7 @@ def rule_dependency_wait(ctx: Context):
         evidence.append(ev("collective_share_pct", round(device.collective_share_pct, 2), "%", f"window on {device.id}",
                            text=f"the device runs collectives ({pct(device.collective_share_pct)} of the window): a "
                                 "distributed job, whose queued work can wait on another rank"))
-    fields = {"dependency": pct(share), "device": device.id, "per_step": _per_step(ctx, device, ns),
+    fields = {"dependency": pct(share), "device": device.id, "per_step": per_step_share(ctx, device, ns),
               "latency": us(DEPENDENCY_LATENCY_NS)}
     return catalog.make("dependency_wait", impact, fields, evidence, severity=severity_for(impact),
                         denominator=window_denominator(ctx), variant="distributed" if distributed else None,
