@@ -192,6 +192,9 @@ class Worker:
                         message = self.conn.recv()
                         if message[0] not in ("stage", "cases"):
                             answer = message
+                            if progress.elapsed() > timeout_s:  # it came, but past the bound: a timeout all the same
+                                return failure(f"tracetriage: error: {tool}: timed out after {timeout_s:g} s "
+                                               "(tracetriage mcp --timeout)", EXIT_TIMEOUT, "Timeout")
                             break
                         await progress.told(*message)
                         continue
