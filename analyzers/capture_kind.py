@@ -95,14 +95,15 @@ def _workload(case, programs: list[str], serving: ServingSummary | dict | None) 
 
 
 class _Words:
-    """A case-blind search for literal words, each at a name's start (``prefixes``) or anywhere (``parts``):
-    the regex ``pattern`` spells the same search. An ASCII name is looked up in its lower case (str
+    """A case-blind search for literal words, each at a name's start (``prefixes``) or anywhere (``parts``);
+    ``regex`` is the same search, spelled from the words. An ASCII name is looked up in its lower case (str
     methods, ~10x the regex's speed over the ~20,000 distinct range names of a capture); any other name
     by the regex, whose case folding beyond ASCII str.lower does not copy."""
 
-    def __init__(self, prefixes: tuple[str, ...], parts: tuple[str, ...], pattern: str):
+    def __init__(self, prefixes: tuple[str, ...], parts: tuple[str, ...]):
         self.prefixes, self.parts = tuple(p.lower() for p in prefixes), tuple(p.lower() for p in parts)
-        self.regex = re.compile(pattern, re.IGNORECASE)
+        self.regex = re.compile("|".join([f"^{re.escape(p)}" for p in prefixes] + [re.escape(p) for p in parts]),
+                                re.IGNORECASE)
 
     def search(self, name: str) -> bool:
         if not name.isascii():
@@ -128,14 +129,9 @@ _POINT_TO_POINT = _Words(
                                                                            "coalesced_p2p"))
     + ("c10d::send", "c10d::recv_", "c10d::recv_any_source"),
     ("batch_isend_irecv", "PipelineSchedule", "Schedule1F1B", "ScheduleInterleaved", "ScheduleGPipe", "pipeline_stage",
-     "send_forward", "recv_forward", "send_backward", "recv_backward", "PipelineEngine", "_exec_send_activations"),
-    r"^(?:nccl|rccl|gloo):(?:send|recv|batch_isend_irecv|coalesced_p2p)"
-    r"|^c10d::(?:send|recv_|recv_any_source)"
-    r"|batch_isend_irecv|PipelineSchedule|Schedule1F1B|ScheduleInterleaved|ScheduleGPipe|pipeline_stage"
-    r"|send_forward|recv_forward|send_backward|recv_backward|PipelineEngine|_exec_send_activations")
+     "send_forward", "recv_forward", "send_backward", "recv_backward", "PipelineEngine", "_exec_send_activations"))
 _ALL_TO_ALL = _Words(("nccl:all_to_all", "rccl:all_to_all", "c10d::alltoall"), ("all_to_all_single", "alltoall_base",
-                                                                              "all2all"),
-                     r"^(?:nccl|rccl):all_to_all|^c10d::alltoall|all_to_all_single|alltoall_base|all2all")
+                                                                              "all2all"))
 _FSDP = re.compile(r"FullyShardedDataParallel|FSDP::|fsdp::|FSDPParamGroup|ZeRO|zero_stage|reduce_scatter_tensor"
                    r"|_reduce_scatter_base|all_gather_into_tensor|_allgather_base")
 _GATHER_SCATTER = ("AllGather", "ReduceScatter")

@@ -143,7 +143,7 @@ class _HostSlicer:
             self.codes[staged] = len(cats)
             self.pageable = iv.Coverage(*iv.union(self.start[staged], self.end[staged]))
         self.max_dur = int((self.end - self.start).max()) if self.start.size else 0
-        self.early_rows, self.early_ready = queued_early(trace, pid)
+        self.early_rows, self.early_ready = queued_early(trace, pid, mine) if not self.empty else (np.empty(0, np.int64),) * 2
         # the sweep reads the columns as flat buffers: a column viewed out of a 2-D block is not one
         self.contiguous = all(a.flags.c_contiguous and a.dtype.kind == "i" for a in (self.start, self.end, self.codes)) and \
             self.start.dtype == self.end.dtype == np.int64

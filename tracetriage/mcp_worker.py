@@ -184,6 +184,11 @@ class Worker:
                 return not_ready
             self.conn.send((tool, request, settings))
             progress = Progress(ctx, tool, timeout_s)
+
+            def timed_out() -> CallToolResult:
+                return failure(f"tracetriage: error: {tool}: timed out after {timeout_s:g} s (tracetriage mcp --timeout)",
+                               EXIT_TIMEOUT, "Timeout")
+
             await progress.start()
             answer = None
             try:
@@ -193,8 +198,7 @@ class Worker:
                         if message[0] not in ("stage", "cases"):
                             answer = message
                             if progress.elapsed() > timeout_s:  # it came, but past the bound: a timeout all the same
-                                return failure(f"tracetriage: error: {tool}: timed out after {timeout_s:g} s "
-                                               "(tracetriage mcp --timeout)", EXIT_TIMEOUT, "Timeout")
+                                return timed_out()
                             break
                         await progress.told(*message)
                         continue
@@ -202,8 +206,7 @@ class Worker:
                         return failure(f"tracetriage: internal error: the {tool} worker ended with exit code "
                                        f"{self.process.exitcode} (please report this)", EXIT_INTERNAL, "WorkerExit")
                     if progress.elapsed() > timeout_s:
-                        return failure(f"tracetriage: error: {tool}: timed out after {timeout_s:g} s (tracetriage mcp "
-                                       "--timeout)", EXIT_TIMEOUT, "Timeout")
+                        return timed_out()
                     await progress.alive()
                     await anyio.sleep(POLL_S)
             finally:

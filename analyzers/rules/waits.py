@@ -41,11 +41,11 @@ def rule_dependency_wait(ctx: Context):
     device = best_device(taken, ctx)
     ns = taken[device.id]
     share = 100.0 * ns / device.window_ns
-    distributed = device.collective_count > 0
+    distributed, per_step = device.collective_count > 0, per_step_share(ctx, device, ns)
     evidence = [
         ev("dependency_pct", round(share, 2), "%", f"window on {device.id}",
            text=f"GPU idle with its next work already queued: {pct(share)} of the {us(device.window_ns)} window on "
-                f"{device.id} ({per_step_share(ctx, device, ns)})"),
+                f"{device.id} ({per_step})"),
         ev("dependency_latency_ns", DEPENDENCY_LATENCY_NS, "ns", None,
            text=f"a gap counts from the later of its start and the return of the call that launched the operation "
                 f"ending it, when the GPU held that operation idle longer than {us(DEPENDENCY_LATENCY_NS)} (the launch "
@@ -57,7 +57,7 @@ def rule_dependency_wait(ctx: Context):
         evidence.append(ev("collective_share_pct", round(device.collective_share_pct, 2), "%", f"window on {device.id}",
                            text=f"the device runs collectives ({pct(device.collective_share_pct)} of the window): a "
                                 "distributed job, whose queued work can wait on another rank"))
-    fields = {"dependency": pct(share), "device": device.id, "per_step": per_step_share(ctx, device, ns),
+    fields = {"dependency": pct(share), "device": device.id, "per_step": per_step,
               "latency": us(DEPENDENCY_LATENCY_NS)}
     return catalog.make("dependency_wait", impact, fields, evidence, severity=severity_for(impact),
                         denominator=window_denominator(ctx), variant="distributed" if distributed else None,
