@@ -12,14 +12,7 @@ from tracetriage.reports.jsonout import _clean
 # the views (trend_view, compare_view and theirs: ~40 ms of imports) are loaded by the formats that lay them out,
 # not by --format json
 
-
-def gate_line(*args, **kwargs):
-    """:func:`tracetriage.reports.trend_view.gate_line` (the CLI's note on stderr)."""
-    from tracetriage.reports.trend_view import gate_line as line
-
-    return line(*args, **kwargs)
-
-__all__ = ["CHART_SERIES", "gate_line", "render_trend", "series_frame", "trend_charts"]  # gate_line: the CLI's note on stderr
+__all__ = ["CHART_SERIES", "render_trend", "series_frame", "trend_charts"]
 
 CHART_SERIES = ("step_p50_ms", "step_p99_ms", "busy_pct", "idle_ms", "launches_per_step", "syncs_per_step",
                 "ttft_p50_ms", "tpot_p50_ms", "throughput_rps")

@@ -239,7 +239,7 @@ class Trend:
         """Each group's verdict, and with ``gate`` the gate's result, in one line."""
         line = "; ".join(group["verdict"] for group in self.groups) or "no group of comparable captures"
         if self.gate:
-            from tracetriage.reports.trend import gate_line
+            from tracetriage.reports.trend_view import gate_line  # the views only when a gate asks
 
             line += f"; {gate_line(self.data, True)}"
         return line
