@@ -80,7 +80,7 @@ def cmd_analyze(args) -> int:
     progress = progress_bar(paths, fmt)
     runtime = replace(_runtime(args), progress=progress)
     try:
-        case, analysis = analyze_paths(paths, options, runtime)
+        case, analysis = analyze_paths(paths, options, runtime, case_needed=bool(export_to))
         if export_to:
             if progress:
                 progress("writing the Perfetto trace")
