@@ -211,8 +211,9 @@ def main(argv=None) -> int:
     import signal
     import warnings
 
-    from tracetriage.memory import tune_allocator
+    from tracetriage.memory import one_blas_thread, tune_allocator
 
+    one_blas_thread()
     tune_allocator()
     warnings.simplefilter("ignore")  # library warnings never reach stderr raw; analyze records them in the output
     try:
