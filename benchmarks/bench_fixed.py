@@ -22,7 +22,7 @@ install has them) after one warm-up run, and is shown with its floor, run the sa
 Wall seconds and CPU seconds (user + system of the process tree), each min / median / max over the
 runs, beside issue 36's target for the step and whether the median meets it (wall, and CPU: on a
 shared machine the CPU seconds are the steadier figure). The load average is printed before and
-after. Without the real export (``../shared/samples/real/nsys/``) the analyze rows use the
+after. Without the real export (``samples/real/nsys/`` or ``../shared/samples/real/nsys/``) the analyze rows use the
 eager_decode bundle.
 """
 
@@ -40,7 +40,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-REAL = ROOT.parent / "shared" / "samples" / "real" / "nsys"
+# the real exports: the repository's own copy, else the shared tree beside the checkout (or above a worktree)
+REAL = next((folder for folder in (ROOT / "samples" / "real" / "nsys", ROOT.parent / "shared" / "samples" / "real" / "nsys",
+                                   ROOT.parents[1] / "shared" / "samples" / "real" / "nsys")
+             if (folder / "nsys2026.2_2xH100_torchrun_nccl_flashattn_window300ms.sqlite").exists()),
+            ROOT / "samples" / "real" / "nsys")
 EXPORT = REAL / "nsys2026.2_2xH100_torchrun_nccl_flashattn_window300ms.sqlite"
 OTHER = REAL / "nsys2026.2_2xH100_fastvideo_sp2_pytorch_window1s.sqlite"
 PY = sys.executable

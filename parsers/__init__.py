@@ -131,7 +131,7 @@ def _load_nsys_report(case, report: Path, read, exporter) -> None:
     import shutil
     import tempfile
 
-    from tracetriage.parsers.common import read_head
+    from tracetriage.parsers.head import read_head
     from tracetriage.parsers.reports import export_nsys_report
 
     workdir = exporter.workdir

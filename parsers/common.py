@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.errors import TraceFormatError
+from tracetriage.parsers.head import HEAD_BYTES, read_head  # noqa: F401 - detection's, re-exported for the parsers
 
 
 def json_document(path: str, data: str | bytes, what: str):
@@ -129,13 +130,6 @@ def read_json(path: str, what: str):
 TEXT_LIMIT = 256 * 1024 * 1024  # a side artifact (log, scrape, matrix) larger than this is not one
 
 
-HEAD_BYTES = 64 * 1024  # what detection reads of a file to tell its format
-
-
-def read_head(path) -> bytes:
-    """The first :data:`HEAD_BYTES` of a file (detection by content; an nsys report's header)."""
-    with open(path, "rb") as fh:
-        return fh.read(HEAD_BYTES)
 
 
 def read_text(path: str, limit: int = TEXT_LIMIT) -> str:

@@ -177,6 +177,28 @@ def test_progress_bar_only_on_a_terminal_and_never_in_json(tty, fmt, shown, monk
     capsys.readouterr()
 
 
+def test_compare_of_two_captures_shows_the_bar_of_both(monkeypatch, capsys):
+    """compare analyzes two captures (minutes on big ones): the same bar names each side's stages."""
+    import io
+    import sys
+
+    from tracetriage import cli, cli_output
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    err = Terminal()
+    monkeypatch.setattr(cli_output, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(sys, "stderr", err)
+    before, after = BUNDLES / "eager_decode" / "trace.sqlite", BUNDLES / "graph_decode" / "trace.sqlite"
+    assert cli.main(["compare", str(before), str(after), "--no-cache"]) == 0
+    drawn = [ln for ln in err.getvalue().replace("\r", "\n").splitlines() if "reading and analyzing" in ln]
+    assert any("measuring trace.sqlite" in ln and "/5 stages" in ln for ln in drawn), drawn  # 2 traces x 2 + the report
+    assert any(": writing the report" in ln for ln in drawn), drawn
+    capsys.readouterr()
+
+
 def test_mcp_without_the_sdk_is_one_line(monkeypatch):
     """`tracetriage mcp` where the mcp extra is not installed: a usage error naming the install, not an ImportError."""
     import importlib.util

@@ -130,12 +130,14 @@ def analyze(case_or_paths, options: Options | None = None, runtime: Runtime | No
     return Analysis(data=analysis.data, series=analysis.series)
 
 
-def analyze_paths(paths: list[str], options: Options | None = None, runtime: Runtime | None = None):
+def analyze_paths(paths: list[str], options: Options | None = None, runtime: Runtime | None = None,
+                  case_needed: bool = False):
     """``paths`` opened as one case and analyzed, as ``tracetriage analyze`` and the MCP analyze
     tool take them: several traces are one case only when they are one run (tracetriage/runs.py,
     the rule batch groups files by), and the library's warnings are recorded in the contract's
     ``warnings`` (each one line), never printed. Returns the case (the Perfetto export reads its
-    timeline) and its :class:`Analysis`."""
+    timeline; None when the analysis came from the cache, which holds a case of plain files analyzed
+    before with these options by this code, unless ``case_needed``) and its :class:`Analysis`."""
     import warnings
 
     from tracetriage.case import open_case
@@ -143,6 +145,10 @@ def analyze_paths(paths: list[str], options: Options | None = None, runtime: Run
     from tracetriage.runs import check_one_run
 
     runtime = _runtime(runtime)
+    key = runtime.analysis_key(paths, _options(options, {}))
+    kept = runtime.cache.get_analysis(key) if key and not case_needed else None
+    if kept is not None:  # analyzed before: the case is not opened (no model, no pandas)
+        return None, Analysis(data=kept[0], series=kept[1])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         case = open_case(paths, runtime=runtime)
@@ -152,6 +158,8 @@ def analyze_paths(paths: list[str], options: Options | None = None, runtime: Run
     seen = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
     if seen:
         analysis.data.setdefault("warnings", []).extend(one_line(message) for message in seen)
+    if key:
+        runtime.cache.put_analysis(key, analysis.data, analysis.series)
     return case, analysis
 
 

@@ -10,8 +10,13 @@ kept, each under a key that changes whenever its input or its code does:
 * the **metrics** of a trace (``metrics/``): what ``analyze_trace`` computed for it
   (pickled), keyed by the input's identity, :func:`metrics_version` (a digest of the
   parsers' and analyzers' source) and the options that
-  change them (``--step-range``). Rules and rendering run again every time: they are cheap,
-  and they are what ``--symptom`` / ``--slo`` change;
+  change them (``--step-range``). Rules run again on a new ``--symptom`` / ``--slo``;
+  rendering runs every time;
+* the **analysis** of a case of files (``analysis/``): the contract and its chart series, keyed by
+  each file's identity and path, the options (``--symptom``, ``--slo``, ``--step-range``) and the
+  parsers' and analyzers' source, so a report of a capture analyzed before (another format, the
+  same format again) is rendered from it without loading the model, the metrics or the analyzers
+  (pandas, pyarrow): a cached HTML report of the 2xH100 export took 0.83 s, most of it imports;
 * the HTML report's **charts** (``charts/``): each chart's SVG, keyed by its data, the reports'
   source and matplotlib's version (reports/charts.py): drawing them was most of a cached report;
   and the compiled report templates (``templates/``, Jinja's bytecode cache).
@@ -53,6 +58,11 @@ def model_version() -> str:
 def metrics_version() -> str:
     """What makes analyze_trace's metrics: the model's code and the analyzers."""
     return "metrics-" + code_version("tracetriage", "tracetriage.parsers", "tracetriage.analyzers")
+
+
+def analysis_version() -> str:
+    """What makes a case's analysis from its files: the same code as its metrics, the rules included."""
+    return "analysis-" + code_version("tracetriage", "tracetriage.parsers", "tracetriage.analyzers")
 
 
 # below this, caching gains nothing: the 0.6 MB real nsys export costs 0.65 CPU-s read, 0.70 written to the
@@ -202,6 +212,41 @@ class Cache:
         except Exception:  # noqa: BLE001
             shutil.rmtree(tmp, ignore_errors=True)
 
+    # -- analyses ----------------------------------------------------------------------
+    @staticmethod
+    def analysis_key(inputs: list[tuple[str, str, str]], options: dict) -> str:
+        """The key of a case's analysis: each input file as given, where it is and its identity, in
+        order; the options (symptom, SLO budgets, step range, the exporter of reports); the code of the
+        parsers and analyzers (:func:`analysis_version`)."""
+        text = json.dumps({"inputs": inputs, "options": options}, sort_keys=True, default=str)
+        return f"{hashlib.sha256(text.encode()).hexdigest()[:32]}-{analysis_version()}"
+
+    def get_analysis(self, key: str):
+        """What :meth:`put_analysis` kept: (the contract, its chart series), or None."""
+        entry = self._entry("analysis", key)
+        try:
+            with open(entry / "analysis.pickle", "rb") as fh:
+                data, series = pickle.load(fh)  # noqa: S301 - our own file, in a private (0700) directory
+        except FileNotFoundError:
+            return None
+        except Exception:  # noqa: BLE001 - a broken entry is a miss, and is rewritten
+            shutil.rmtree(entry, ignore_errors=True)
+            return None
+        self._touch(entry)
+        self.hits["analysis"] = self.hits.get("analysis", 0) + 1
+        return data, series
+
+    def put_analysis(self, key: str, data: dict, series: dict) -> None:
+        if not self._ready():
+            return
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.dir))
+        try:
+            with open(tmp / "analysis.pickle", "wb") as fh:
+                pickle.dump((data, series), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            self._commit(tmp, self._entry("analysis", key))
+        except Exception:  # noqa: BLE001 - an unwritable or full cache is skipped
+            shutil.rmtree(tmp, ignore_errors=True)
+
     # -- rendered pieces (charts) -------------------------------------------------------
     def get_blob(self, kind: str, key: str) -> bytes | None:
         """What :meth:`put_blob` kept under ``kind``/``key`` (a key its caller derives from the
@@ -227,7 +272,7 @@ class Cache:
     # -- size bound --------------------------------------------------------------------
     def entries(self) -> list[tuple[float, int, Path]]:
         out = []
-        for kind in ("model", "metrics", "charts", "templates"):
+        for kind in ("model", "metrics", "analysis", "charts", "templates"):
             d = self.dir / kind
             if not d.is_dir():
                 continue

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracetriage.errors import MissingDataError, TraceTriageError, UnsupportedInputError, is_damaged
-from tracetriage.parsers.common import HEAD_BYTES, read_head
+from tracetriage.parsers.head import HEAD_BYTES, read_head
 from tracetriage.parsers.reports import NSYS_MAGIC
 
 SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -80,7 +80,7 @@ def cmd_analyze(args) -> int:
     progress = progress_bar(paths, fmt)
     runtime = replace(_runtime(args), progress=progress)
     try:
-        case, analysis = analyze_paths(paths, options, runtime)
+        case, analysis = analyze_paths(paths, options, runtime, case_needed=bool(export_to))
         if export_to:
             if progress:
                 progress("writing the Perfetto trace")
@@ -135,15 +135,25 @@ def cmd_batch(args) -> int:
 
 
 def cmd_compare(args) -> int:
+    from dataclasses import replace
+
     from tracetriage import compare
 
     options = _options(args)
     check_output(args)
     fmt = format_for(args)
-    runtime = _runtime(args)
-    result = compare(args.before, args.after, options, threshold_pct=args.gate_threshold, runtime=runtime,
-                     across_devices=args.across_devices)
-    emit(args, result.render(fmt, runtime.cache), result.summary + (f"; {result.gate_line}" if args.gate else ""))
+    progress = progress_bar([args.before, args.after], fmt)  # two captures to analyze can take minutes
+    runtime = replace(_runtime(args), progress=progress)
+    try:
+        result = compare(args.before, args.after, options, threshold_pct=args.gate_threshold, runtime=runtime,
+                         across_devices=args.across_devices)
+        if progress:
+            progress("writing the report")
+        text = result.render(fmt, runtime.cache)
+    finally:
+        if progress:
+            progress.close()
+    emit(args, text, result.summary + (f"; {result.gate_line}" if args.gate else ""))
     if args.gate and not args.output:  # the gate's result in CI logs, as trend --gate's (with -o: in the note)
         print(f"tracetriage: {result.gate_line}", file=sys.stderr)
     return result.gate_exit() if args.gate or args.across_devices else EXIT_OK
@@ -201,8 +211,9 @@ def main(argv=None) -> int:
     import signal
     import warnings
 
-    from tracetriage.memory import tune_allocator
+    from tracetriage.memory import one_blas_thread, tune_allocator
 
+    one_blas_thread()
     tune_allocator()
     warnings.simplefilter("ignore")  # library warnings never reach stderr raw; analyze records them in the output
     try:

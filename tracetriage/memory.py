@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -46,3 +47,11 @@ def release_freed() -> None:
     trim = getattr(_libc(), "malloc_trim", None)
     if trim is not None:
         trim(0)
+
+
+def one_blas_thread() -> None:
+    """numpy's BLAS with one thread, unless the user chose: tracetriage multiplies no matrices, and
+    OpenBLAS starts a thread per core as numpy is imported (on 2 cores, 0.45 -> 0.37 CPU-s of a
+    ``compare`` of two saved analyses). Only OpenBLAS's own variable: Arrow sizes its reader threads
+    by OMP_NUM_THREADS. The CLI calls it before anything imports numpy; its workers inherit it."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -131,3 +131,21 @@ class Runtime:
         if self.cache is not None and identity:
             self.cache.put_metrics(identity, options, metrics)
         return metrics
+
+    def analysis_key(self, paths, options: Options) -> str | None:
+        """The cache key of the analysis of ``paths`` as one case (tracetriage/cache.py, ``analysis/``), or
+        None where it is not kept: no cache, or an input that is not a plain file of at least
+        :data:`~tracetriage.cache.MIN_CACHED_BYTES` (a folder's files are found as the case opens;
+        small files cost less to read than the key)."""
+        if self.cache is None or not paths:
+            return None
+        inputs = []
+        for path in paths:
+            p = Path(path)
+            identity = self.cache.identity(p) if p.is_file() else None
+            if identity is None:
+                return None
+            inputs.append((str(path), os.path.realpath(p), identity))
+        settings = {"symptom": options.symptom, "slo": sorted(options.slo.items()), "step_range": options.step_range,
+                    "cwd": os.getcwd(), "nsys": self.nsys}
+        return self.cache.analysis_key(inputs, settings)
