@@ -9,6 +9,11 @@ import numpy as np
 
 
 def _clean(obj):
+    kind = type(obj)
+    if kind is str or kind is int or kind is bool or obj is None:  # most leaves: as they are
+        return obj
+    if kind is float:
+        return None if math.isnan(obj) or math.isinf(obj) else obj
     if isinstance(obj, dict):
         return {str(k): _clean(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
