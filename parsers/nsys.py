@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracetriage.errors import MissingDataError, TraceFormatError
+from tracetriage.errors import MemoryNeededError, MissingDataError, TraceFormatError
 from tracetriage.model import Trace, distinct, gpu_column_order, is_kind, is_one_value_view, is_sorted, one_value_view
 from tracetriage.order import start_order
 from tracetriage.parsers.nsys_metadata import (
@@ -42,6 +42,7 @@ from tracetriage.parsers.nsys_tables import (
     KERNEL,
     MEMCPY,
     MEMSET,
+    RUNTIME,
     StringTable,
     concat_gpu_tables,
     read_api,
@@ -103,6 +104,7 @@ def parse(path: str) -> Trace:
             raise TraceFormatError(path, "SQLite database without Nsight Systems tables")
         if not db.has("StringIds"):
             raise TraceFormatError(path, "nsys export without a StringIds table")
+        _check_memory(path, db)
         strings = StringTable(db)
         export, capture = read_metadata(db)
         parts = [p for p in (
@@ -140,6 +142,28 @@ def parse(path: str) -> Trace:
         trace.warnings.extend(db.warnings)
         _warn(trace, export)
         return trace
+
+
+# the whole-table model's least size per GPU-activity or runtime row: measured 47-57 B at 10M kernels
+# (benchmarks/README.md: 1.15 GB for 10M kernels and their 10M launch calls, 905 MiB on the 8-device shape)
+MODEL_BYTES_PER_ROW = 40
+
+
+def _check_memory(path: str, db: Database) -> None:
+    """A :class:`MemoryNeededError` before any table is read when the export's rows cannot fit in the memory
+    this process has left (tracetriage.memory.available_bytes): refused in one line, not killed mid-read."""
+    from tracetriage.memory import available_bytes
+
+    rows = 0
+    for table in (KERNEL, MEMCPY, MEMSET, RUNTIME, GRAPH_TRACE):
+        span = db.rowid_span(table) if db.has(table) else None
+        rows += min(span[1] - span[0] + 1, db.most_rows) if span else 0
+    need, free = rows * MODEL_BYTES_PER_ROW, available_bytes()
+    if free is not None and need > free:
+        raise MemoryNeededError(path, f"too large for the memory this machine has free: its {rows:,} kernel, copy and "
+                                      f"runtime rows need at least {need / 2**30:.1f} GiB to analyze, {free / 2**30:.1f} GiB "
+                                      "is available; analyze it on a machine with more memory, or capture a shorter "
+                                      "window (nsys profile --delay/--duration, or a cudaProfilerStart/Stop capture range)")
 
 
 def _describe_export(meta: dict, db: Database, export: dict[str, str]) -> None:

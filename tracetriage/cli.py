@@ -244,9 +244,20 @@ def main(argv=None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+    except MemoryError:  # an allocation the machine could not give: the input's size, not a bug
+        from tracetriage.errors import EXIT_MEMORY
+
+        named = [str(p) for key in ("paths", "before", "after", "inputs") for p in _listed(getattr(args, key, None))]
+        print(one_line(f"tracetriage: error: {', '.join(named) or 'the input'}: out of memory while analyzing it: analyze "
+                       "it on a machine with more memory free, or capture a shorter window"), file=sys.stderr)
+        return EXIT_MEMORY
     except Exception as exc:  # noqa: BLE001 - last resort: still one line, distinct code
         print(f"tracetriage: internal error: {type(exc).__name__}: {one_line(str(exc))} (please report this)", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _listed(value) -> list:
+    return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def run() -> None:

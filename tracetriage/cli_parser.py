@@ -45,7 +45,8 @@ BATCH_EXIT_CODES = (
 ANALYZE_EXIT_CODES = (
     "exit codes: 0 analyzed (whatever the verdict); 2 usage error; 3 an input that does not exist, cannot be read, "
     "is damaged or is not a supported format; 4 the inputs hold nothing to analyze; 5 --fail-on matched; 7 the "
-    "report cannot be written where -o says; 70 internal error; 130 interrupted")
+    "report cannot be written where -o says; 10 the input needs more memory than the machine has free; 70 internal "
+    "error; 130 interrupted")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Post-mortem triage of a slow or unstable LLM inference server.",
         epilog="exit codes: 0 analyzed; 2 usage error; 3 unreadable or unsupported input; 4 nothing to analyze; "
                "5 --fail-on matched; 6 batch: some case failed; 7 cannot write the report; 8 regressed (compare/trend "
-               "--gate); 9 inconclusive (compare/trend --gate); 70 internal error; 124 an MCP tool call past mcp --timeout; "
+               "--gate); 9 inconclusive (compare/trend --gate); 10 not enough memory free for the input; 70 internal error; "
+               "124 an MCP tool call past mcp --timeout; "
                "130 interrupted (Ctrl-C or SIGTERM)",
     )
     parser.add_argument("--version", action="version", version=f"tracetriage {__version__}")

@@ -15,6 +15,7 @@ EXIT_BATCH_FAILED = 6   # batch: at least one case failed
 EXIT_OUTPUT = 7         # the report cannot be written where -o asks (a directory, no permission)
 EXIT_REGRESSED = 8      # compare --gate / trend --gate: the after capture (the latest capture) regressed
 EXIT_INCONCLUSIVE = 9   # compare --gate: the two captures cannot be judged; trend --gate: no series to judge
+EXIT_MEMORY = 10        # the input needs more memory to analyze than this machine has free
 EXIT_INTERNAL = 70      # a bug in tracetriage (EX_SOFTWARE)
 
 
@@ -62,6 +63,13 @@ class OutputError(TraceTriageError):
     """The report cannot be written where the user asked (no permission, a directory, a file in the way)."""
 
     exit_code = EXIT_OUTPUT
+
+
+class MemoryNeededError(TraceTriageError):
+    """The input is readable, but analyzing it needs more memory than the process has left (said
+    before reading it where the need can be told from its size, else when an allocation failed)."""
+
+    exit_code = EXIT_MEMORY
 
 
 class ArchiveError(TraceTriageError):

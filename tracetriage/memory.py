@@ -55,3 +55,56 @@ def one_blas_thread() -> None:
     ``compare`` of two saved analyses). Only OpenBLAS's own variable: Arrow sizes its reader threads
     by OMP_NUM_THREADS. The CLI calls it before anything imports numpy; its workers inherit it."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def available_bytes() -> int | None:
+    """The memory this process can still take: the system's available memory (``MemAvailable``:
+    free pages plus the page cache it can drop), less what its cgroup's limit leaves (a container,
+    a batch scheduler's job); None where neither can be read (not Linux)."""
+    free = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    free = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    left = _cgroup_left()
+    if left is not None:
+        free = left if free is None else min(free, left)
+    return free
+
+
+def _cgroup_left() -> int | None:
+    """What the process's cgroup limit leaves above its usage (v2 ``memory.max``, v1
+    ``memory.limit_in_bytes``); None without a limit or where it cannot be read."""
+    try:
+        with open("/proc/self/cgroup", encoding="ascii") as fh:
+            lines = [line.strip().split(":", 2) for line in fh]
+    except OSError:
+        return None
+    for hierarchy, controllers, path in (line for line in lines if len(line) == 3):
+        if hierarchy == "0" and not controllers:
+            files = ("/sys/fs/cgroup", "memory.max", "memory.current")
+        elif "memory" in controllers.split(","):
+            files = ("/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        left = _limit_left(os.path.join(files[0], path.lstrip("/")), *files[1:])
+        if left is not None:
+            return left
+    return None
+
+
+def _limit_left(folder: str, limit_file: str, usage_file: str) -> int | None:
+    try:
+        with open(os.path.join(folder, limit_file), encoding="ascii") as fh:
+            limit = fh.read().strip()
+        with open(os.path.join(folder, usage_file), encoding="ascii") as fh:
+            used = int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+    if limit == "max" or not limit.isdigit() or int(limit) >= 1 << 60:  # v1 writes ~2^63 for no limit
+        return None
+    return max(0, int(limit) - used)
