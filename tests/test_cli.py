@@ -150,11 +150,9 @@ def test_a_path_without_a_command_suggests_analyze():
     assert p.returncode == 2 and "did you mean tracetriage analyze" in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("tty,fmt,shown", [(True, "text", True), (True, "json", False), (False, "text", False)])
-def test_progress_bar_only_on_a_terminal_and_never_in_json(tty, fmt, shown, monkeypatch, capsys):
-    """A long analysis shows a terminal user a progress bar of its stages on stderr (reading the
-    trace, measuring it, writing the report), cleared when it ends; JSON and piped or CI output
-    never get it. (The 2 s threshold is set to 0 here so a small bundle triggers it.)"""
+def _bar_lines(monkeypatch, argv: list[str], tty: bool = True) -> list[str]:
+    """The progress bar's lines on a stderr that is (or is not) a terminal while ``tracetriage ARGV`` runs
+    (its 2 s threshold set to 0, so a small bundle draws it)."""
     import io
     import sys
 
@@ -167,8 +165,16 @@ def test_progress_bar_only_on_a_terminal_and_never_in_json(tty, fmt, shown, monk
     err = Terminal()
     monkeypatch.setattr(cli_output, "PROGRESS_AFTER_S", 0.0)
     monkeypatch.setattr(sys, "stderr", err)
-    assert cli.main(["analyze", str(BUNDLES / "eager_decode"), "--format", fmt, "--no-cache"]) == 0
-    drawn = [ln for ln in err.getvalue().replace("\r", "\n").splitlines() if "reading and analyzing" in ln]
+    assert cli.main(argv) == 0
+    return [ln for ln in err.getvalue().replace("\r", "\n").splitlines() if "reading and analyzing" in ln]
+
+
+@pytest.mark.parametrize("tty,fmt,shown", [(True, "text", True), (True, "json", False), (False, "text", False)])
+def test_progress_bar_only_on_a_terminal_and_never_in_json(tty, fmt, shown, monkeypatch, capsys):
+    """A long analysis shows a terminal user a progress bar of its stages on stderr (reading the
+    trace, measuring it, writing the report), cleared when it ends; JSON and piped or CI output
+    never get it."""
+    drawn = _bar_lines(monkeypatch, ["analyze", str(BUNDLES / "eager_decode"), "--format", fmt, "--no-cache"], tty)
     if shown:
         assert any(": measuring trace.sqlite" in ln for ln in drawn), drawn
         assert any(": writing the report" in ln and "stages" in ln for ln in drawn), drawn
@@ -179,21 +185,8 @@ def test_progress_bar_only_on_a_terminal_and_never_in_json(tty, fmt, shown, monk
 
 def test_compare_of_two_captures_shows_the_bar_of_both(monkeypatch, capsys):
     """compare analyzes two captures (minutes on big ones): the same bar names each side's stages."""
-    import io
-    import sys
-
-    from tracetriage import cli, cli_output
-
-    class Terminal(io.StringIO):
-        def isatty(self):
-            return True
-
-    err = Terminal()
-    monkeypatch.setattr(cli_output, "PROGRESS_AFTER_S", 0.0)
-    monkeypatch.setattr(sys, "stderr", err)
     before, after = BUNDLES / "eager_decode" / "trace.sqlite", BUNDLES / "graph_decode" / "trace.sqlite"
-    assert cli.main(["compare", str(before), str(after), "--no-cache"]) == 0
-    drawn = [ln for ln in err.getvalue().replace("\r", "\n").splitlines() if "reading and analyzing" in ln]
+    drawn = _bar_lines(monkeypatch, ["compare", str(before), str(after), "--no-cache"])
     assert any("measuring trace.sqlite" in ln and "/5 stages" in ln for ln in drawn), drawn  # 2 traces x 2 + the report
     assert any(": writing the report" in ln for ln in drawn), drawn
     capsys.readouterr()
