@@ -26,7 +26,6 @@ def _analysis_entries(cache: Path) -> int:
 def test_a_cached_analysis_is_the_same_bytes_and_opens_nothing(tmp_path):
     trace = tmp_path / "trace.sqlite"
     shutil.copy(BUNDLE, trace)
-    assert trace.stat().st_size >= 1024 * 1024  # the cache keeps inputs of at least 1 MiB
     cache = tmp_path / "cache"
     fresh = {fmt: _cli("analyze", trace, "-f", fmt, "--no-cache").stdout for fmt in ("json", "html")}
     first = {fmt: _cli("analyze", trace, "-f", fmt, "--cache-dir", cache).stdout for fmt in ("json", "html")}
@@ -56,6 +55,22 @@ def test_a_changed_input_option_or_place_is_a_miss(tmp_path):
     other = _cli("analyze", "../trace.sqlite", "-f", "json", "--cache-dir", cache, cwd=tmp_path / "sub")
     assert other.returncode == 0, other.stderr
     assert _analysis_entries(cache) == 4
+
+
+def test_a_small_capture_is_kept_too(tmp_path):
+    """Under the 1 MiB below which a trace's model is not kept, its whole analysis still is: a
+    small capture's analysis costs more than its key."""
+    from conftest import real
+
+    small = real("kineto", "tracelens_h100_bert_small.json.gz")
+    assert small.stat().st_size < 1024 * 1024
+    trace = tmp_path / small.name
+    shutil.copy(small, trace)
+    cache = tmp_path / "cache"
+    first = _cli("analyze", trace, "-f", "json", "--cache-dir", cache)
+    assert first.returncode == 0, first.stderr
+    assert _analysis_entries(cache) == 1
+    assert _cli("analyze", trace, "-f", "json", "--cache-dir", cache).stdout == first.stdout
 
 
 def test_a_perfetto_export_opens_the_case_even_when_its_analysis_is_kept(tmp_path):

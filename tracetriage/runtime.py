@@ -134,15 +134,19 @@ class Runtime:
 
     def analysis_key(self, paths, options: Options) -> str | None:
         """The cache key of the analysis of ``paths`` as one case (tracetriage/cache.py, ``analysis/``), or
-        None where it is not kept: no cache, or an input that is not a plain file of at least
-        :data:`~tracetriage.cache.MIN_CACHED_BYTES` (a folder's files are found as the case opens;
-        small files cost less to read than the key)."""
+        None where it is not kept: no cache, or an input that is not a plain file (a folder's files are
+        found as the case opens). Any size: a small capture's analysis costs more than its key."""
+        from tracetriage.parsers.reports import file_identity
+
         if self.cache is None or not paths:
             return None
         inputs = []
         for path in paths:
             p = Path(path)
-            identity = self.cache.identity(p) if p.is_file() else None
+            try:
+                identity = file_identity(p) if p.is_file() else None
+            except OSError:
+                identity = None
             if identity is None:
                 return None
             inputs.append((str(path), os.path.realpath(p), identity))
