@@ -30,8 +30,9 @@ else ``$TRACETRIAGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/tracetriage``, else
 (0700). The entry point's :class:`~tracetriage.runtime.Runtime` holds the :class:`Cache` and
 memoises parsing and per-trace analysis through it; parsers and analyzers never see it.
 Its size is bounded (``TRACETRIAGE_CACHE_MAX_GB``, default 20 GB): after a write, the least
-recently used entries are removed until it fits. Files smaller than :data:`MIN_CACHED_BYTES`
-are not cached (reading them is faster than caching them). A cache entry that cannot be read
+recently used entries are removed until it fits. The model and metrics of files smaller than
+:data:`MIN_CACHED_BYTES` are not cached (reading them is faster than caching them); their
+analysis is (it costs more than its key). A cache entry that cannot be read
 is ignored and rewritten; a cache that cannot be written is skipped with no error — the
 cache is an accelerator, never a requirement.
 """
