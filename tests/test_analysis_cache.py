@@ -73,6 +73,28 @@ def test_a_small_capture_is_kept_too(tmp_path):
     assert _cli("analyze", trace, "-f", "json", "--cache-dir", cache).stdout == first.stdout
 
 
+def test_a_folder_is_keyed_by_every_file_in_it(tmp_path):
+    """A bundle folder (README's first command) is kept by the files the case finds in it: the same
+    bytes again, and a miss when a file is added beside the trace or one of them changes."""
+    bundle = tmp_path / "bundle"
+    shutil.copytree(BUNDLE.parent, bundle)
+    cache = tmp_path / "cache"
+    fresh = _cli("analyze", bundle, "-f", "json", "--no-cache").stdout
+    assert _cli("analyze", bundle, "-f", "json", "--cache-dir", cache).stdout == fresh
+    assert _analysis_entries(cache) == 1
+    assert _cli("analyze", bundle, "-f", "json", "--cache-dir", cache).stdout == fresh
+    assert _analysis_entries(cache) == 1
+    (bundle / "notes.txt").write_text("what was run\n")
+    with_notes = _cli("analyze", bundle, "-f", "json", "--cache-dir", cache)
+    assert with_notes.returncode == 0 and _analysis_entries(cache) == 2
+    assert "notes.txt" in with_notes.stdout  # the case says what it set aside: not the kept answer
+    trace = bundle / "trace.sqlite"
+    st = trace.stat()
+    os.utime(trace, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    _cli("analyze", bundle, "-f", "json", "--cache-dir", cache)
+    assert _analysis_entries(cache) == 3
+
+
 def test_a_perfetto_export_opens_the_case_even_when_its_analysis_is_kept(tmp_path):
     trace = tmp_path / "trace.sqlite"
     shutil.copy(BUNDLE, trace)

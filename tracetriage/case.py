@@ -285,7 +285,8 @@ def _is_topology_matrix(text: str) -> bool:
     ))
 
 
-def _bundle_files(directory: Path) -> list[Path]:
+def bundle_files(directory: Path) -> list[Path]:
+    """The files a case finds in a folder (the folder's own and its subfolders', hidden ones left out), sorted."""
     out: list[Path] = []
     for root, dirs, files in os.walk(directory, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -474,7 +475,7 @@ def _candidates(paths) -> list[tuple[Path, bool]]:
         if problem:
             raise UnsupportedInputError(p, problem)
         if p.is_dir():
-            candidates.extend((f, False) for f in _bundle_files(p))
+            candidates.extend((f, False) for f in bundle_files(p))
         else:
             candidates.append((p, True))
     return candidates

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracetriage.cache import Cache
+from tracetriage.errors import TraceTriageError
 
 DEFAULT_NSYS_TIMEOUT_S = 900.0
 
@@ -134,22 +135,35 @@ class Runtime:
 
     def analysis_key(self, paths, options: Options) -> str | None:
         """The cache key of the analysis of ``paths`` as one case (tracetriage/cache.py, ``analysis/``), or
-        None where it is not kept: no cache, or an input that is not a plain file (a folder's files are
-        found as the case opens). Any size: a small capture's analysis costs more than its key."""
-        from tracetriage.parsers.reports import file_identity
-
+        None where it is not kept: no cache, or an input that is neither a plain file nor a folder whose
+        files can all be read (a folder is keyed by each file the case would open in it, by its name
+        there and identity). Any size: a small capture's analysis costs more than its key."""
         if self.cache is None or not paths:
             return None
         inputs = []
         for path in paths:
-            p = Path(path)
-            try:
-                identity = file_identity(p) if p.is_file() else None
-            except OSError:
-                identity = None
+            identity = _input_identity(Path(path))
             if identity is None:
                 return None
-            inputs.append((str(path), os.path.realpath(p), identity))
+            inputs.append((str(path), os.path.realpath(path), identity))
         settings = {"symptom": options.symptom, "slo": sorted(options.slo.items()), "step_range": options.step_range,
                     "cwd": os.getcwd(), "nsys": self.nsys}
         return self.cache.analysis_key(inputs, settings)
+
+
+def _input_identity(path: Path):
+    """A plain file's identity (parsers/reports.file_identity), or a folder's: the identities of the
+    files a case finds in it (tracetriage/case.py), by their place in it; None for anything else, or
+    a file that cannot be read (the case says why as it opens)."""
+    from tracetriage.parsers.reports import file_identity
+
+    try:
+        if path.is_file():
+            return file_identity(path)
+        if path.is_dir():
+            from tracetriage.case import bundle_files
+
+            return [(f.relative_to(path).as_posix(), file_identity(f)) for f in bundle_files(path)]
+    except (OSError, ValueError, TraceTriageError):
+        return None
+    return None
