@@ -1,0 +1,119 @@
+"""The kernel and runtime tables of an Nsight Systems export read in time chunks, for captures
+too big for the whole-table model (issue 36, item 3; docs/large_captures.md).
+
+A table is read in rowid order, a segment of b-tree leaves at a time (parsers/btree.py; SQL
+rowid ranges where the b-tree reader steps aside), and its rows are handed on in **start
+order** with a *watermark*: after a chunk is handed on, every row with a start below the
+watermark has been handed on. Exports are in start order but for a few rows written late (a
+thread's buffered rows, up to ~100,000 rows after their place): the rows of a part are held
+back until a later part's smallest start shows they can go. A row that starts below a
+watermark already passed (a row later than one part's worth) makes the stream stop with
+:class:`NotStreamable`; the caller then takes the whole-table path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracetriage.parsers import btree
+from tracetriage.parsers.nsys_tables import KERNEL, RUNTIME, pid_of
+
+CHUNK_ROWS = 1 << 20  # rows per part when SQLite reads the table (the b-tree reader's parts are its segments)
+DEVICE_BITS = 20  # a device key is pid << DEVICE_BITS | (ordinal + 1)
+
+
+class NotStreamable(Exception):
+    """The export (or this part of the analysis) cannot be streamed exactly: the reason."""
+
+
+def table_parts(db, table: str, columns: dict[str, tuple[str, int]], chunk_rows: int = CHUNK_ROWS):
+    """The table's columns (int64, NULL read as the given value) in rowid order, parts of at most ``chunk_rows``."""
+    if not db.has(table):
+        return
+    for part in _raw_parts(db, table, columns, chunk_rows):
+        n = len(part["start"])
+        for k in range(0, n, chunk_rows):
+            yield part if n <= chunk_rows else {c: v[k:k + chunk_rows] for c, v in part.items()}
+
+
+def _raw_parts(db, table: str, columns: dict[str, tuple[str, int]], chunk_rows: int):
+    parts = btree.iter_columns(db, table, columns)
+    if parts is not None:
+        try:
+            yield from parts
+        except btree.Unsupported:
+            raise NotStreamable(f"{table}: its b-tree is damaged") from None
+        return
+    select = ", ".join(f"{db.column_expr(table, c, null)} AS {name}" for name, (c, null) in columns.items())
+    sql = f'SELECT {select} FROM "{table}" WHERE {{rowid}}'
+    ranges = [("1=1", 0, 0)] if table in db.views else db.rowid_ranges(table, chunk_rows)
+    for cond, _, _ in ranges:
+        tbl = db.fetch(sql.replace("{rowid}", cond))
+        part = {name: _ints(tbl.column(name), table, name) for name in columns}
+        if len(part["start"]):
+            yield part
+
+
+def _ints(col, table: str, name: str) -> np.ndarray:
+    import pyarrow as pa
+
+    if not pa.types.is_integer(col.type):
+        raise NotStreamable(f"{table}.{name} holds values that are not integers")
+    return np.asarray(col.to_numpy(), np.int64)
+
+
+def in_start_order(parts, key: str = "start"):
+    """(part, watermark) pairs: the rows of ``parts`` (dicts of equal-length arrays in table order) in start
+    order, each with the bound below which every row has now been handed on (the last is ``None``: all)."""
+    held = None
+    passed = None  # the last watermark handed on
+    for part in parts:
+        low = int(part[key].min())
+        if passed is not None and low < passed:
+            raise NotStreamable(f"a row starts at {low}, before rows already streamed (up to {passed}): "
+                                "written later than one part's worth of rows after its place")
+        held = part if held is None else {c: np.concatenate((held[c], part[c])) for c in part}
+        start = held[key]
+        if not (start[1:] >= start[:-1]).all():
+            order = np.argsort(start, kind="stable")
+            held = {c: v[order] for c, v in held.items()}
+            start = held[key]
+        cut = int(np.searchsorted(start, low, "left"))  # rows before the newest part's first start can go
+        if cut:
+            yield {c: v[:cut] for c, v in held.items()}, low
+            held = {c: v[cut:] for c, v in held.items()}
+            passed = low
+    if held is not None and len(held[key]):
+        yield held, None
+
+
+def kernel_parts(db, strings, chunk_rows: int = CHUNK_ROWS):
+    """The kernel table's rows with timestamps (CUPTI writes start = end = 0 for rows it could not time)
+    as start, end, device key (:data:`DEVICE_BITS`), name (a StringIds category code, -1 none), in table order."""
+    name_col = "shortName" if db.has_column(KERNEL, "shortName") else "demangledName"
+    columns = {"start": ("start", 0), "end": ("end", 0), "dev": ("deviceId", -1), "gpid": ("globalPid", 0),
+               "name": (name_col, -1), "node": ("graphNodeId", -1)}
+    for part in table_parts(db, KERNEL, columns, chunk_rows):
+        if (part["node"] >= 0).any():
+            raise NotStreamable("graph-node kernels (their launch is a graph launch: the dependency wait is not streamed)")
+        timed = (part["start"] > 0) | (part["end"] > 0)
+        dev = part["dev"]
+        if dev.size and (dev.min() < -1 or dev.max() >= (1 << DEVICE_BITS) - 1):
+            raise NotStreamable("a device id outside the streamed range")
+        out = {"start": part["start"], "end": part["end"],
+               "device": pid_of(part["gpid"]) << DEVICE_BITS | (dev + 1), "name": strings.codes_of(part["name"])}
+        yield out if timed.all() else {c: v[timed] for c, v in out.items()}
+
+
+def api_parts(db, chunk_rows: int = CHUNK_ROWS):
+    """The runtime table's rows as start, end, pid, name (a StringIds id), correlation, in table order."""
+    columns = {"start": ("start", 0), "end": ("end", 0), "gtid": ("globalTid", 0), "name": ("nameId", -1),
+               "correlation": ("correlationId", -1)}
+    for part in table_parts(db, RUNTIME, columns, chunk_rows):
+        yield {"start": part["start"], "end": part["end"], "pid": pid_of(part["gtid"]), "name": part["name"],
+               "correlation": part["correlation"]}
+
+
+def device_of(key: int) -> tuple[int, int]:
+    """(pid, ordinal) of a device key."""
+    return key >> DEVICE_BITS, (key & ((1 << DEVICE_BITS) - 1)) - 1
