@@ -128,9 +128,10 @@ class _Calls:
     """The runtime stream: each call's category code and version-free name code (looked up once per
     string id), each process's window of calls and its blocking calls' ends."""
 
-    def __init__(self, db: Database, strings: StringTable, chunk_rows: int, pageable: dict[int, np.ndarray]):
+    def __init__(self, db: Database, strings: StringTable, chunk_rows: int, pageable: dict[int, np.ndarray],
+                 lookahead: int):
         self.pageable = pageable  # per process, the sorted correlations of its pageable copies
-        self.stream = ns.in_start_order(ns.api_parts(db, chunk_rows))
+        self.stream = ns.in_start_order(ns.api_parts(db, chunk_rows), lookahead=lookahead)
         self.strings = strings
         self.watermark: int | None = -(1 << 62)  # every call below it has been read; None: all
         self.lut: dict[int, tuple[int, int]] = {}
@@ -246,9 +247,11 @@ class _Device:
 
 
 def analyze_streamed(path: str, lo: int, hi: int, spans: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
-                     sync_slack_ns: int = 20_000, min_gap_ns: int = 1, chunk_rows: int = ns.CHUNK_ROWS) -> StreamedTrace:
+                     sync_slack_ns: int = 20_000, min_gap_ns: int = 1, chunk_rows: int = ns.CHUNK_ROWS,
+                     lookahead: int = ns.LOOKAHEAD_ROWS) -> StreamedTrace:
     """Every device's timeline in [lo, hi) and the kernel summary of an nsys export, read in time
-    chunks of ``chunk_rows`` rows. ``spans``: each process's long steps (start, end arrays), as the
+    chunks of ``chunk_rows`` rows, each row held until ``lookahead`` rows after it are read. ``spans``: each
+    process's long steps (start, end arrays), as the
     whole-table path passes them. Raises NotStreamable where it would not equal the whole-table path."""
     from tracetriage.analyzers.kernels import TOP_KERNELS
 
@@ -257,7 +260,7 @@ def analyze_streamed(path: str, lo: int, hi: int, spans: dict[int, tuple[np.ndar
     with Database(path) as db:
         strings = StringTable(db)
         small, pageable = _small_gpu_rows(db)
-        calls = _Calls(db, strings, chunk_rows, pageable)
+        calls = _Calls(db, strings, chunk_rows, pageable, lookahead)
         devices: dict[int, _Device] = {}
         durations: dict[int, ValueCounts] = {}
         n_chunks, taken = 0, 0
@@ -289,7 +292,7 @@ def analyze_streamed(path: str, lo: int, hi: int, spans: dict[int, tuple[np.ndar
                 floor = min(d.carry[1] if d.carry else lo for d in devices.values() if d.pid == pid)
                 calls.let_go(pid, floor)
 
-        for part, mark in ns.in_start_order(ns.kernel_parts(db, strings, chunk_rows)):
+        for part, mark in ns.in_start_order(ns.kernel_parts(db, strings, chunk_rows), lookahead=lookahead):
             n_chunks += 1
             s_all, e_all, key_all = part["start"], part["end"], part["device"]
             in_window = (s_all >= lo) & (s_all < hi)

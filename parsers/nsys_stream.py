@@ -5,10 +5,11 @@ A table is read in rowid order, a segment of b-tree leaves at a time (parsers/bt
 rowid ranges where the b-tree reader steps aside), and its rows are handed on in **start
 order** with a *watermark*: after a chunk is handed on, every row with a start below the
 watermark has been handed on. Exports are in start order but for a few rows written late (a
-thread's buffered rows, up to ~100,000 rows after their place): the rows of a part are held
-back until a later part's smallest start shows they can go. A row that starts below a
-watermark already passed (a row later than one part's worth) makes the stream stop with
-:class:`NotStreamable`; the caller then takes the whole-table path.
+thread's buffered rows, a small export's whole thread block: ~7,000 rows in the real 2xH100
+exports): a row is held back until ``lookahead`` rows written after it have been read, and
+goes when it starts below the smallest start among them. A row that starts below a watermark
+already passed (written more than ``lookahead`` rows after its place) makes the stream stop
+with :class:`NotStreamable`; the caller then takes the whole-table path.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tracetriage.parsers import btree
 from tracetriage.parsers.nsys_tables import KERNEL, RUNTIME, pid_of
 
 CHUNK_ROWS = 1 << 20  # rows per part when SQLite reads the table (the b-tree reader's parts are its segments)
+LOOKAHEAD_ROWS = 1 << 20  # a row may be written this many rows after its place (module docstring)
 DEVICE_BITS = 20  # a device key is pid << DEVICE_BITS | (ordinal + 1)
 
 
@@ -62,29 +64,45 @@ def _ints(col, table: str, name: str) -> np.ndarray:
     return np.asarray(col.to_numpy(), np.int64)
 
 
-def in_start_order(parts, key: str = "start"):
+def in_start_order(parts, key: str = "start", lookahead: int = LOOKAHEAD_ROWS):
     """(part, watermark) pairs: the rows of ``parts`` (dicts of equal-length arrays in table order) in start
-    order, each with the bound below which every row has now been handed on (the last is ``None``: all)."""
-    held = None
+    order, each with the bound below which every row has now been handed on (the last is ``None``: all).
+    A row is held until ``lookahead`` rows written after it have been read: the watermark is the smallest
+    start among the newest ``lookahead`` rows, so a row written up to that many rows late still comes in order."""
+    held: list[dict] = []  # parts read and not yet handed on in full, each in start order
     passed = None  # the last watermark handed on
+    recent: list[tuple[int, int]] = []  # (smallest start, rows) of the newest parts, covering lookahead rows
     for part in parts:
+        n = len(part[key])
+        if not n:
+            continue
         low = int(part[key].min())
         if passed is not None and low < passed:
             raise NotStreamable(f"a row starts at {low}, before rows already streamed (up to {passed}): "
-                                "written later than one part's worth of rows after its place")
-        held = part if held is None else {c: np.concatenate((held[c], part[c])) for c in part}
-        start = held[key]
-        if not (start[1:] >= start[:-1]).all():
-            order = np.argsort(start, kind="stable")
-            held = {c: v[order] for c, v in held.items()}
-            start = held[key]
-        cut = int(np.searchsorted(start, low, "left"))  # rows before the newest part's first start can go
-        if cut:
-            yield {c: v[:cut] for c, v in held.items()}, low
-            held = {c: v[cut:] for c, v in held.items()}
-            passed = low
-    if held is not None and len(held[key]):
-        yield held, None
+                                f"written more than {lookahead:,} rows after its place")
+        recent.append((low, n))
+        while len(recent) > 1 and sum(r[1] for r in recent[1:]) >= lookahead:
+            recent.pop(0)
+        held.append(_sorted(part, key))
+        if sum(r[1] for r in recent) < lookahead:
+            continue  # not yet lookahead rows after the held ones
+        mark = min(r[0] for r in recent)
+        cuts = [int(np.searchsorted(h[key], mark, "left")) for h in held]  # rows below every newer row's start go
+        if any(cuts):
+            out = _sorted({c: np.concatenate([h[c][:k] for h, k in zip(held, cuts)]) for c in part}, key)
+            held = [h if not k else {c: v[k:] for c, v in h.items()} for h, k in zip(held, cuts) if k < len(h[key])]
+            passed = mark
+            yield out, mark
+    if held:
+        yield _sorted({c: np.concatenate([h[c] for h in held]) for c in held[0]}, key), None
+
+
+def _sorted(part: dict, key: str) -> dict:
+    start = part[key]
+    if (start[1:] >= start[:-1]).all():
+        return part
+    order = np.argsort(start, kind="stable")
+    return {c: v[order] for c, v in part.items()}
 
 
 def kernel_parts(db, strings, chunk_rows: int = CHUNK_ROWS):
