@@ -30,7 +30,7 @@ from tracetriage.parsers.nsys_tables import GRAPH_TRACE, MEMCPY, MEMSET, StringT
 from tracetriage.parsers.sqlite import Database
 
 NotStreamable = ns.NotStreamable
-COMPACT_AT = 1 << 22  # pending value-count entries merged into the running counts past this many
+COMPACT_AT = 1 << 16  # pending value-count entries merged into the running counts past this many (or the counts' size)
 
 
 @dataclass
@@ -45,7 +45,7 @@ class StreamedTrace:
 
 
 class ValueCounts:
-    """Exact counts of int64 values, merged part by part (memory: the distinct values)."""
+    """Exact counts of int64 values, merged part by part (memory: about twice the distinct values)."""
 
     def __init__(self):
         self.values, self.counts = np.empty(0, np.int64), np.empty(0, np.int64)
@@ -59,7 +59,7 @@ class ValueCounts:
             values, counts = np.unique(values, return_counts=True)
         self.pending.append((values, counts))
         self.pending_n += values.size
-        if self.pending_n > COMPACT_AT:
+        if self.pending_n > max(COMPACT_AT, self.values.size):  # memory: ~2x the distinct values; merges amortized
             self.compact()
 
     def compact(self) -> tuple[np.ndarray, np.ndarray]:

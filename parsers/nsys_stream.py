@@ -68,15 +68,17 @@ def in_start_order(parts, key: str = "start", lookahead: int = LOOKAHEAD_ROWS):
     """(part, watermark) pairs: the rows of ``parts`` (dicts of equal-length arrays in table order) in start
     order, each with the bound below which every row has now been handed on (the last is ``None``: all).
     A row is held until ``lookahead`` rows written after it have been read: the watermark is the smallest
-    start among the newest ``lookahead`` rows, so a row written up to that many rows late still comes in order."""
+    start among the newest ``lookahead`` rows, so a row written up to that many rows late still comes in order.
+    What is handed on comes in pieces no larger than the largest part read (the last flush is ``lookahead`` rows)."""
     held: list[dict] = []  # parts read and not yet handed on in full, each in start order
     passed = None  # the last watermark handed on
     recent: list[tuple[int, int]] = []  # (smallest start, rows) of the newest parts, covering lookahead rows
+    most = 1  # the largest part read: what is handed on comes in pieces of at most this many rows
     for part in parts:
         n = len(part[key])
         if not n:
             continue
-        low = int(part[key].min())
+        low, most = int(part[key].min()), max(most, n)
         if passed is not None and low < passed:
             raise NotStreamable(f"a row starts at {low}, before rows already streamed (up to {passed}): "
                                 f"written more than {lookahead:,} rows after its place")
@@ -92,9 +94,18 @@ def in_start_order(parts, key: str = "start", lookahead: int = LOOKAHEAD_ROWS):
             out = _sorted({c: np.concatenate([h[c][:k] for h, k in zip(held, cuts)]) for c in part}, key)
             held = [h if not k else {c: v[k:] for c, v in h.items()} for h, k in zip(held, cuts) if k < len(h[key])]
             passed = mark
-            yield out, mark
+            yield from _pieces(out, key, mark, most)
     if held:
-        yield _sorted({c: np.concatenate([h[c] for h in held]) for c in held[0]}, key), None
+        yield from _pieces(_sorted({c: np.concatenate([h[c] for h in held]) for c in held[0]}, key), key, None, most)
+
+
+def _pieces(rows: dict, key: str, mark, most: int):
+    """``rows`` (in start order) in pieces of at most ``most`` rows, each with its watermark: the next
+    piece's first start (every row below it is in this piece or an earlier one), the last with ``mark``."""
+    n = len(rows[key])
+    for k in range(0, n, most):
+        last = k + most >= n
+        yield ({c: v[k:k + most] for c, v in rows.items()} if n > most else rows), (mark if last else int(rows[key][k + most]))
 
 
 def _sorted(part: dict, key: str) -> dict:

@@ -168,8 +168,9 @@ def test_rows_come_out_in_start_order():
     assert len(out) > 10 and out[-1][1] is None
     got = np.concatenate([p["start"] for p, _ in out])
     assert (got == np.sort(written)).all()
-    for p, mark in out[:-1]:
-        assert p["start"].max() < mark
+    for i, (p, mark) in enumerate(out[:-1]):  # every row below a watermark came before it
+        assert p["start"].max() <= mark <= min(q["start"].min() for q, _ in out[i + 1:])
+    assert max(len(p["start"]) for p, _ in out) <= 100  # handed on in pieces no larger than a part
 
 
 def test_value_counts_give_numpy_quantiles():
