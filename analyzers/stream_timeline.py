@@ -30,6 +30,7 @@ from tracetriage.parsers.nsys_tables import GRAPH_TRACE, MEMCPY, MEMSET, StringT
 from tracetriage.parsers.sqlite import Database
 
 NotStreamable = ns.NotStreamable
+HISTOGRAM_INNER = np.array(tl.HISTOGRAM_EDGES_NS[1:], np.int64)  # the gap histogram's inner edges
 COMPACT_AT = 1 << 16  # pending value-count entries merged into the running counts past this many (or the counts' size)
 
 
@@ -56,7 +57,7 @@ class ValueCounts:
         if not values.size:
             return
         if counts is None:
-            values, counts = np.unique(values, return_counts=True)
+            values, counts = distinct_counts(values)
         self.pending.append((values, counts))
         self.pending_n += values.size
         if self.pending_n > max(COMPACT_AT, self.values.size):  # memory: ~2x the distinct values; merges amortized
@@ -70,6 +71,26 @@ class ValueCounts:
             self.counts = np.bincount(inverse, weights=c, minlength=self.values.size).astype(np.int64)
             self.pending, self.pending_n = [], 0
         return self.values, self.counts
+
+
+def distinct_counts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(x, return_counts=True)``; by counting (no sort) where the values span a small range."""
+    low, high = int(x.min()), int(x.max())
+    if high - low < 16 * x.size + 65536:  # the counts array costs less than the sort
+        counts = np.bincount(x - low)
+        at = np.flatnonzero(counts)
+        return at + low, counts[at]
+    return np.unique(x, return_counts=True)
+
+
+def few_distinct(x: np.ndarray, most: int = 16) -> list[int]:
+    """The distinct values of ``x`` (device keys, pids: a few), sorted; a pass per value up to ``most``."""
+    out, rest = [], x
+    while rest.size and len(out) < most:
+        v = rest[0]
+        out.append(int(v))
+        rest = rest[rest != v]
+    return sorted(out) if not rest.size else np.unique(x).tolist()
 
 
 def quantile(values: np.ndarray, counts: np.ndarray, q: float) -> float:
@@ -100,7 +121,8 @@ class _StreamPass(tl._Pass):
     def keep_lengths(self, length: np.ndarray) -> None:
         self.lengths.add(length)
         self.acc["n"] += length.size
-        self.hist += np.histogram(length, bins=tl.HISTOGRAM_EDGES_NS + [max(int(length.max()) + 1, 10_000_001)])[0]
+        # np.histogram over the edges and max + 1 (what the whole path bins), without its sort: lengths are >= 0
+        self.hist += np.bincount(np.searchsorted(HISTOGRAM_INNER, length, "right"), minlength=self.hist.size)
 
 
 class _WindowHost(tl._HostSlicer):
@@ -134,7 +156,8 @@ class _Calls:
         self.stream = ns.in_start_order(ns.api_parts(db, chunk_rows), lookahead=lookahead)
         self.strings = strings
         self.watermark: int | None = -(1 << 62)  # every call below it has been read; None: all
-        self.lut: dict[int, tuple[int, int]] = {}
+        self.known, self.cat_lut, self.name_lut = np.zeros(0, bool), np.zeros(0, np.int8), np.zeros(0, np.int64)
+        self.wait_lut = np.zeros(0, bool)  # per string id + 1: a stream-wait or graph-launch call
         self.names: list[str] = []
         self.name_code: dict[str, int] = {}
         self.window: dict[int, dict[str, np.ndarray]] = {}
@@ -150,17 +173,32 @@ class _Calls:
         self.memcpy_async = API_CATEGORIES.index("memcpy_async")
 
     def _codes(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        uniq, inverse = np.unique(ids, return_inverse=True)
-        for sid in uniq.tolist():
-            if sid not in self.lut:
-                name = strip_api_version(str(self.strings.get(sid, "<unknown>"))) if sid >= 0 else "<unknown>"
-                cat = api_category(name)
-                code = self.name_code.setdefault(name, len(self.names))
-                if code == len(self.names):
-                    self.names.append(name)
-                self.lut[sid] = (API_CATEGORIES.index(cat) if cat in API_CATEGORIES else -1, code)
-        pairs = np.array([self.lut[sid] for sid in uniq.tolist()], np.int64).reshape(-1, 2)
-        return pairs[inverse, 0].astype(np.int8), pairs[inverse, 1]
+        """Each call's category code and name code, from tables indexed by string id + 1 (-1: none),
+        grown and filled for the ids not seen before (a gather per part: no sort)."""
+        if not ids.size:
+            return np.empty(0, np.int8), np.empty(0, np.int64)
+        if int(ids.min()) < -1 or int(ids.max()) >= 1 << 31:
+            raise NotStreamable("runtime name ids outside 0 .. 2^31")
+        top = int(ids.max()) + 2
+        if top > self.known.size:
+            size = max(top, 2 * self.known.size)
+            self.known = np.concatenate((self.known, np.zeros(size - self.known.size, bool)))
+            self.cat_lut = np.concatenate((self.cat_lut, np.full(size - self.cat_lut.size, -1, np.int8)))
+            self.name_lut = np.concatenate((self.name_lut, np.zeros(size - self.name_lut.size, np.int64)))
+            self.wait_lut = np.concatenate((self.wait_lut, np.zeros(size - self.wait_lut.size, bool)))
+        at = ids + 1
+        new = ~self.known[at]
+        for sid in (np.unique(ids[new]).tolist() if new.any() else ()):
+            name = strip_api_version(str(self.strings.get(sid, "<unknown>"))) if sid >= 0 else "<unknown>"
+            cat = api_category(name)
+            code = self.name_code.setdefault(name, len(self.names))
+            if code == len(self.names):
+                self.names.append(name)
+            self.known[sid + 1] = True
+            self.cat_lut[sid + 1] = API_CATEGORIES.index(cat) if cat in API_CATEGORIES else -1
+            self.name_lut[sid + 1] = code
+            self.wait_lut[sid + 1] = bool(WAIT_CALLS.search(name))
+        return self.cat_lut[at], self.name_lut[at]
 
     def read_to(self, bound: int | None) -> None:
         """Read calls until every call starting below ``bound`` (None: every call) is in."""
@@ -172,13 +210,13 @@ class _Calls:
                 return
             cat, name = self._codes(part["name"])
             pid = part["pid"]
-            for p in np.unique(pid).tolist():
+            if self.wait_lut[part["name"] + 1].any():
+                raise NotStreamable("a process makes stream-wait or graph-launch calls (dependency waits)")
+            for p in few_distinct(pid):
                 mine = pid == p
                 rows = {"start": part["start"][mine], "end": part["end"][mine], "cat": cat[mine], "name": name[mine]}
                 rows["staged"] = (rows["cat"] == self.memcpy_async) & np.isin(part["correlation"][mine],
                                                                             self.pageable.get(p, ()))
-                if any(WAIT_CALLS.search(self.names[c]) for c in np.unique(rows["name"]).tolist()):
-                    raise NotStreamable("a process makes stream-wait or graph-launch calls (dependency waits)")
                 self.seen_pids.add(p)
                 blocking = np.isin(rows["cat"], self.blocking)
                 self.sync_ends.setdefault(p, []).append(rows["end"][blocking])
@@ -277,7 +315,7 @@ def analyze_streamed(path: str, lo: int, hi: int, spans: dict[int, tuple[np.ndar
             dev.carry = dev.pass_.feed([(s, e)] if s.size else [], hi, lo, last, dev.carry)
 
         def timeline_chunk(s_all: np.ndarray, e_all: np.ndarray, key_all: np.ndarray) -> None:
-            for key in np.unique(key_all).tolist():
+            for key in few_distinct(key_all):
                 if key not in devices:
                     pid = ns.device_of(key)[0]
                     if calls.dropped.get(pid, lo) > lo:
@@ -298,10 +336,7 @@ def analyze_streamed(path: str, lo: int, hi: int, spans: dict[int, tuple[np.ndar
             in_window = (s_all >= lo) & (s_all < hi)
             dur = (e_all - s_all)[in_window]
             names = part["name"][in_window]
-            if dur.size and (dur.min() < -(1 << 39) or dur.max() >= 1 << 39):
-                raise NotStreamable("a kernel longer than 2^39 ns")
-            for code in np.unique(names).tolist():
-                durations.setdefault(code, ValueCounts()).add(dur[names == code])
+            _add_durations(durations, dur, names)
             # the small tables' rows of this chunk's time, merged in
             stop = small["start"].size if mark is None else int(np.searchsorted(small["start"], mark, "left"))
             if stop > taken:
@@ -334,6 +369,25 @@ def analyze_streamed(path: str, lo: int, hi: int, spans: dict[int, tuple[np.ndar
     kernels, median_all, in_window = _kernel_summary(durations, strings, TOP_KERNELS)
     return StreamedTrace(timelines=timelines, kernels=kernels, kernel_median_ns=median_all,
                          kernels_in_window=in_window, chunks=n_chunks)
+
+
+def _add_durations(durations: dict[int, ValueCounts], dur: np.ndarray, names: np.ndarray) -> None:
+    """Each kernel name's durations into its counts: one sort of (name code, duration) keys for all names."""
+    if not dur.size:
+        return
+    if dur.min() < -(1 << 39) or dur.max() >= 1 << 39:
+        raise NotStreamable("a kernel longer than 2^39 ns")
+    if names.min() < -1 or names.max() >= (1 << 22) - 1:
+        raise NotStreamable("more than 2^22 kernel names")
+    low = int(dur.min())
+    span = int(dur.max()) - low + 1  # < 2^40; with names + 1 < 2^22 a key fits in int64
+    keys, counts = distinct_counts((names.astype(np.int64) + 1) * span + (dur - low))
+    code, value = np.divmod(keys, span)
+    code -= 1
+    value += low
+    cuts = np.flatnonzero(np.diff(code)) + 1
+    for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), code.size]):
+        durations.setdefault(int(code[a]), ValueCounts()).add(value[a:b], counts[a:b])
 
 
 def _kernel_summary(durations: dict[int, ValueCounts], strings: StringTable, top: int):

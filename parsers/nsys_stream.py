@@ -42,7 +42,7 @@ def _raw_parts(db, table: str, columns: dict[str, tuple[str, int]], chunk_rows: 
     parts = btree.iter_columns(db, table, columns)
     if parts is not None:
         try:
-            yield from parts
+            yield from read_ahead(parts)
         except btree.Unsupported:
             raise NotStreamable(f"{table}: its b-tree is damaged") from None
         return
@@ -54,6 +54,56 @@ def _raw_parts(db, table: str, columns: dict[str, tuple[str, int]], chunk_rows: 
         part = {name: _ints(tbl.column(name), table, name) for name in columns}
         if len(part["start"]):
             yield part
+
+
+READ_AHEAD = 2  # parts a reader thread decodes ahead of the analysis
+
+
+def read_ahead(parts, depth: int = READ_AHEAD):
+    """The items of ``parts``, produced by a thread of its own up to ``depth`` ahead (the b-tree reader's
+    reads and decoding release the GIL: they overlap the analysis of the parts before); its exception,
+    raised here. Stopping early (the consumer's exception, or closing) stops the thread."""
+    import queue
+    import threading
+
+    out: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+    done = object()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for part in parts:
+                if not put((part, None)):
+                    return
+            put((done, None))
+        except BaseException as e:  # handed to the consumer
+            put((done, e))
+        finally:
+            if stop.is_set() and hasattr(parts, "close"):
+                parts.close()
+
+    thread = threading.Thread(target=produce, name="tracetriage-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, error = out.get()
+            if item is done:
+                if error is not None:
+                    raise error
+                return
+            yield item
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _ints(col, table: str, name: str) -> np.ndarray:

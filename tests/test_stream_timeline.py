@@ -19,7 +19,7 @@ from tracetriage.analyzers import steps as st  # noqa: E402
 from tracetriage.analyzers import stream_timeline as stl  # noqa: E402
 from tracetriage.analyzers import timeline as tl  # noqa: E402
 from tracetriage.model import cat_mask  # noqa: E402
-from tracetriage.parsers import nsys  # noqa: E402
+from tracetriage.parsers import btree, nsys  # noqa: E402
 from tracetriage.parsers import nsys_stream as ns  # noqa: E402
 
 
@@ -65,8 +65,11 @@ def assert_equal(path, chunk_rows, lookahead):
 LATE = replace(shapes.SHAPES["sync2dev"], late_rows=10_000, late_by=3_000)  # ~20 runtime rows in 20K written late
 
 
+@pytest.mark.parametrize("direct", [False, True], ids=["sql", "btree"])
 @pytest.mark.parametrize("name", ["decode", "sync2dev", "tp8", "late"])
-def test_generated_shapes_stream_to_the_same_numbers(tmp_path, name):
+def test_generated_shapes_stream_to_the_same_numbers(tmp_path, monkeypatch, name, direct):
+    if direct:  # the b-tree reader (and its read-ahead thread), as on files over btree.MIN_BYTES
+        monkeypatch.setattr(btree, "MIN_BYTES", 0)
     path = tmp_path / f"{name}.sqlite"
     shapes.build(path, 20_000, shape=LATE if name == "late" else name)
     got = assert_equal(path, 1_000, 4_000)
@@ -184,3 +187,42 @@ def test_value_counts_give_numpy_quantiles():
         for q in (0.5, 0.99):
             assert stl.quantile(values, counts, q) == np.percentile(x, 100 * q)
         assert stl.median(values, counts) == np.median(x)
+
+
+def test_distinct_counts_and_few_distinct_are_numpy_unique():
+    rng = np.random.default_rng(9)
+    for x in (rng.integers(0, 300, 1_000), rng.integers(-10**12, 10**12, 1_000), np.array([5]),
+              rng.integers(-50, 50, 10) * 10**9):
+        values, counts = stl.distinct_counts(x)
+        want_values, want_counts = np.unique(x, return_counts=True)
+        assert (values == want_values).all() and (counts == want_counts).all()
+        assert stl.few_distinct(x, most=4) == want_values.tolist() == stl.few_distinct(x, most=2_000)
+
+
+def test_read_ahead_hands_on_every_part_its_error_and_stops_early():
+    import threading
+
+    assert list(ns.read_ahead(iter(range(100)))) == list(range(100))
+
+    def failing():
+        yield 1
+        raise ns.NotStreamable("damaged")
+
+    got = []
+    with pytest.raises(ns.NotStreamable, match="damaged"):
+        for x in ns.read_ahead(failing()):
+            got.append(x)
+    assert got == [1]
+    closed = threading.Event()
+
+    def endless():
+        try:
+            while True:
+                yield 0
+        finally:
+            closed.set()
+
+    stream = ns.read_ahead(endless())
+    next(stream)
+    stream.close()  # the consumer stops: the reader thread ends and closes its source
+    assert closed.wait(5)
