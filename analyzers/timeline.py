@@ -337,9 +337,20 @@ class _Pass:
         """Rows ``rows``; the first gap starts at ``gap_from``; the last pass closes the final
         gap at ``hi``, an earlier one only its last busy interval (the next pass's first
         gap starts where it ends)."""
-        carry = None  # the last merged interval of the slices so far, still open
         queued = self.host.early_rows.size > 0  # else no operation waited queued: no dependency to look up
-        for chunk in _device_chunks(trace, device, lo, hi, CHUNK_INTERVALS, rows, with_rows=queued):
+        carry = self.feed(_device_chunks(trace, device, lo, hi, CHUNK_INTERVALS, rows, with_rows=queued), hi, gap_from,
+                          last)
+        if carry is not None:  # an earlier pass closes its last busy interval; the next pass's first gap starts at its end
+            empty = np.empty(0, np.int64)
+            self.close(np.array([carry[0]], np.int64), np.array([carry[1]], np.int64), empty, empty, empty)
+
+    def feed(self, chunks, hi: int, gap_from: int, last: bool, carry: tuple[int, int] | None = None):
+        """:meth:`run` over ``chunks``: (starts, ends[, rows]) of the device's clipped intervals, in start
+        order, slice after slice (analyzers/stream_timeline.py feeds the time chunks of a streamed export).
+        ``carry``: the interval left open by an earlier feed; returns the one this feed leaves open
+        (closed, and the final gap with it, when ``last``)."""
+        queued = self.host.early_rows.size > 0
+        for chunk in chunks:
             s_chunk, e_chunk = chunk[0], chunk[1]
             ms, me = iv.union(s_chunk, e_chunk)
             nz = me > ms  # zero-length intervals do not split a gap
@@ -366,13 +377,21 @@ class _Pass:
                 first = gap_from
             self.close(cs, ce, np.concatenate(([first], me[:-1])), ms, ready)
             carry = (int(ms[-1]), int(me[-1]))
+        if not last:
+            return carry
         empty = np.empty(0, np.int64)
         if carry is not None:  # the last gap ends at the window's end: nothing ends it, nothing waited queued
             cs, ce = np.array([carry[0]], np.int64), np.array([carry[1]], np.int64)
-            self.close(cs, ce, np.array([carry[1]], np.int64) if last else empty, np.array([hi], np.int64) if last else empty,
-                       empty)
-        elif last:
+            self.close(cs, ce, np.array([carry[1]], np.int64), np.array([hi], np.int64), empty)
+        else:
             self.close(empty, empty, np.array([gap_from], np.int64), np.array([hi], np.int64), empty)
+        return None
+
+    def keep_lengths(self, length: np.ndarray) -> None:
+        """The closed gaps' lengths, in time order, into the buffer (for the quantiles)."""
+        at = self.offset + self.acc["n"]
+        self.buf[at:at + length.size] = length
+        self.acc["n"] += length.size
 
     def _ready(self, starts: np.ndarray, rows: np.ndarray, ms: np.ndarray) -> np.ndarray:
         """For each merged start ``ms`` (the end of the gap before it), the earliest time one of the operations
@@ -430,9 +449,7 @@ class _Pass:
             by_class["long"][c] += total - in_after - in_short
             if c in ("launch", "host"):
                 acc["short_lh_ns"] += in_short
-        at = self.offset + acc["n"]
-        self.buf[at:at + length.size] = length
-        acc["n"] += length.size
+        self.keep_lengths(length)
         # Top gaps: only gaps longer than the shortest of the ten kept so far can enter (an equal
         # one came later, and ties go to the earliest); among them, top-k without a full sort.
         idx = np.flatnonzero(length > acc["floor"])
@@ -514,20 +531,28 @@ def device_timeline(trace: Trace, device: int, lo: int, hi: int, hosts: dict | N
         acc = _merged(a.acc, b.acc)
 
     lengths = lengths_buf[:acc["n"]]
-    busy = acc["busy"]
     last_edge = max(int(lengths.max()) + 1 if lengths.size else 1, HISTOGRAM_EDGES_NS[-1] + 1)
     hist = np.histogram(lengths, bins=HISTOGRAM_EDGES_NS + [last_edge])[0]
     total_gap, max_gap = int(lengths.sum()), int(lengths.max()) if lengths.size else 0
     # in place (the buffer is ours): np.percentile would otherwise copy all the gaps
     p50, p99 = (int(x) for x in np.percentile(lengths, [50, 99], overwrite_input=True)) if lengths.size else (0, 0)
+    return timeline_of(acc, (int(lengths.size), total_gap, p50, p99, max_gap, hist), host.call_names, edges, window)
+
+
+def timeline_of(acc: dict, gap_stats: tuple, call_names, edges: np.ndarray, window: int) -> DeviceTimeline:
+    """The :class:`DeviceTimeline` of a pass's accumulator ``acc``; ``gap_stats``: the gaps' count, total,
+    p50, p99, max and histogram counts (over HISTOGRAM_EDGES_NS); ``call_names``: the names of the
+    accumulated named-call codes."""
+    count, total_gap, p50, p99, max_gap, hist = gap_stats
+    busy = acc["busy"]
     top = acc["top"]  # kept sorted, longest first, earliest first among equals
     widths = np.diff(edges)
     per_bin = acc["bins"] / np.where(widths > 0, widths, 1)
     # the optional causes are written only when some idle had them: the contract's other keys stay as they were
     by_cause = {c: ns for c, ns in acc["by_cause"].items() if ns or c not in OPTIONAL_CAUSES}
     named = sorted(acc["calls"].items(), key=lambda item: (-item[1], item[0]))[:NAMED_CALLS_KEPT]
-    idle_in_calls = {str(host.call_names[code]): min(ns, by_cause["other_cuda"]) for code, ns in named if code >= 0}
-    gaps = Gaps(count=int(lengths.size), total_ns=total_gap, p50_ns=p50, p99_ns=p99, max_ns=max_gap, by_cause=by_cause,
+    idle_in_calls = {str(call_names[code]): min(ns, by_cause["other_cuda"]) for code, ns in named if code >= 0}
+    gaps = Gaps(count=count, total_ns=total_gap, p50_ns=p50, p99_ns=p99, max_ns=max_gap, by_cause=by_cause,
                 by_cause_pct_of_window={c: _pct(v, window) for c, v in by_cause.items()},
                 histogram={label: int(n) for label, n in zip(HISTOGRAM_LABELS, hist)},
                 top=[{"start_ns": st, "length_ns": ln, "cause": cause} for ln, st, cause in top])

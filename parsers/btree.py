@@ -68,6 +68,21 @@ def read_columns(db, table: str, columns: dict[str, tuple[str, int]], convert) -
         return None
 
 
+def iter_columns(db, table: str, columns: dict[str, tuple[str, int]]):
+    """The table's columns (as :func:`read_columns` names them) a segment of leaves at a time, in rowid
+    order, each part its own arrays (parsers/nsys_stream.py); ``None`` where the table is not the plain
+    case. A damage found only while reading stops the stream with :class:`Unsupported`."""
+    if _btree is None or db.size < MIN_BYTES or table in db.views:
+        return None
+    try:
+        plan = _Plan(db, table, columns)
+        fh = _File(db.path).__enter__()
+        leaves = plan.leaves(fh)
+    except (Unsupported, TraceFormatError):
+        return None
+    return plan.parts(fh, leaves)
+
+
 class _File:
     """The user's file, opened read-only for ``pread``."""
 
@@ -207,6 +222,22 @@ class _Plan:
         if total == capacity:
             return out
         return {c: take_rows(v, present) for c, v in out.items()}  # deleted rows left holes in the rowids
+
+    def parts(self, fh: _File, leaves: np.ndarray):
+        """Each segment's columns, copied out of the scratch buffers, in rowid order (one thread)."""
+        step = max(1, SEGMENT_BYTES // self.page)
+        last = None
+        try:
+            for i in range(0, len(leaves), step):
+                part, rowids = self._decode(fh, leaves[i:i + step], lambda tbl: tbl)
+                if not len(rowids):
+                    continue
+                if not (rowids[1:] > rowids[:-1]).all() or (last is not None and rowids[0] <= last):
+                    raise Unsupported  # rowids out of order: a damaged tree
+                last = int(rowids[-1])
+                yield {name: np.array(part.column(name).to_numpy()) for name in part.column_names}
+        finally:
+            fh.__exit__(None, None, None)
 
     def _scratch(self, name: str, n: int, dtype) -> np.ndarray:
         """A buffer of this reader thread, reused from segment to segment: fresh ones cost a

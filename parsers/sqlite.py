@@ -221,6 +221,14 @@ class Database:
         """Each range fetched and converted on the reader threads, results in rowid order."""
         return thread_map(lambda r: convert(self._fetch(sql.replace("{rowid}", r[0]))), ranges, MAX_READERS)
 
+    def rowid_ranges(self, table: str, chunk_rows: int) -> list[tuple[str, int, int]]:
+        """The table's rowid ranges of about ``chunk_rows`` rows: (condition, offset, width)."""
+        return self._chunks(table, chunk_rows)
+
+    def fetch(self, sql: str) -> pa.Table:
+        """One query's rows as an Arrow table."""
+        return self._fetch(sql)
+
     def column_expr(self, table: str, column: str, null: int) -> str:
         """A column in a select list with ``null`` for its NULLs, NOT NULL declared or not: a
         damaged file holds NULLs anyway, and every reader (the b-tree one too) reads them
