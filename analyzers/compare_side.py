@@ -24,7 +24,7 @@ import numpy as np
 from tracetriage import records
 from tracetriage.analyzers.accounting import matching
 from tracetriage.analyzers.catalog import CATALOG
-from tracetriage.analyzers.timeline import HOST_CAUSES as CAUSES  # dependency waits: not a figure here yet
+from tracetriage.analyzers.timeline import CAUSES  # the host's causes, then the GPU's dependency waits
 from tracetriage.contract import load
 from tracetriage.records.trace import Accounting, Device, Process, Steps
 

@@ -3,7 +3,7 @@ before/after comparison. Pure functions of the analysis data (the JSON contract)
 
 * ``busy_pct`` = mean over devices of busy_pct; ``busy_pct_min`` the least busy device.
 * ``idle_<cause>_pct`` = idle ns with that cause summed over devices / window ns summed
-  over devices x 100.
+  over devices x 100 (every cause of timeline.CAUSES: ``dependency`` is 0 where no device had it).
 * ``launches_per_step``, ``graph_launches_per_step``, ``syncs_per_step``,
   ``step_p50_ns``, ``step_p99_ns`` = median over processes that have steps.
 * ``steps`` = steps of one rank: the median over processes that have steps of their step
@@ -17,7 +17,7 @@ from __future__ import annotations
 import statistics
 
 from tracetriage import records
-from tracetriage.analyzers.timeline import HOST_CAUSES as CAUSES  # dependency waits: not a figure here yet
+from tracetriage.analyzers.timeline import CAUSES  # the host's causes, then the GPU's dependency waits
 from tracetriage.records.analysis import AnalysisRecord
 from tracetriage.records.trace import Device, Process
 
@@ -77,7 +77,7 @@ def _collective_metrics(devices: tuple[Device, ...]) -> dict:
 def _idle_metrics(devices: tuple[Device, ...]) -> dict:
     """Idle % by cause: idle ns of that cause over all devices / their window ns x 100."""
     window_ns = sum(device.window_ns for device in devices)
-    return {f"idle_{cause}_pct": (100.0 * sum(device.gaps.by_cause[cause] for device in devices) / window_ns)
+    return {f"idle_{cause}_pct": (100.0 * sum(device.gaps.by_cause.get(cause, 0) for device in devices) / window_ns)
             if window_ns else None for cause in CAUSES}
 
 
