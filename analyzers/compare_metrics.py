@@ -173,6 +173,8 @@ def movers(before: Side, after: Side, threshold_pct: float) -> list[Mover]:
             continue
         step_ms = step_ns / 1e6
         for component, patterns in COMPONENTS:
+            if component == "idle_dependency_ms" and not (before.dependency_measured and after.dependency_measured):
+                continue  # not measured on a side whose clocks are offset (Side.dependency_measured)
             before_ms, after_ms = before.rank_slice_ms(rank_before, patterns), after.rank_slice_ms(rank_after, patterns)
             if before_ms is None or after_ms is None:
                 continue

@@ -132,8 +132,8 @@ def _long_gap_ends(trace: Trace, pairs: _Pairs) -> np.ndarray:
     gpu, mine = trace.gpu, pairs.every
     starts, ends, device = gpu["start"].to_numpy()[mine], gpu["end"].to_numpy()[mine], gpu["device"].to_numpy()[mine]
     long_gap = np.zeros(mine.size, bool)
-    for dev in np.unique(device) if device.size and device.min() != device.max() else device[:1]:
-        on = np.flatnonzero(device == dev) if device.min() != device.max() else np.arange(mine.size)
+    one_device = not device.size or device.min() == device.max()  # the usual case: no mask per device
+    for on in [np.arange(mine.size)] if one_device else [np.flatnonzero(device == dev) for dev in np.unique(device)]:
         prior = np.maximum.accumulate(ends[on])[:-1]  # the first operation has no gap before it
         long_gap[on[1:]] = starts[on[1:]] - prior > DEPENDENCY_LATENCY_NS
     return long_gap[np.searchsorted(mine, pairs.rows)]
@@ -163,6 +163,7 @@ def clock_check(trace: Trace, pid: int, mine: np.ndarray | None = None, pairs: _
 
 
 def _clock_check(trace: Trace, pid: int, pairs: _Pairs | None) -> ClockCheck:
+    """The rule of the module's docstring on the pairs (none: nothing to read, no offset)."""
     tolerance = max(1000, int(trace.meta.get("clock_resolution_ns") or 1))
     if pairs is None or not pairs.rows.size:
         return ClockCheck(pid, tolerance_ns=tolerance)

@@ -21,7 +21,7 @@ PID = 4601  # the generator's process
 def _case(folder, offset_us, seed="clock"):
     truth = gen_dependency.write_bundle(folder, f"dependency:{seed}", 10_000, gpu_offset_us=offset_us)
     case = open_case([folder])
-    return case, analyze(case), truth
+    return case, analyze(case), truth, folder
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def _abstention(data):
 
 @pytest.mark.parametrize("offset_us,direction", [(5_000, "ahead"), (-5_000, "behind")])
 def test_an_offset_clock_abstains_from_dependency_wait_and_says_why(shifted, offset_us, direction):
-    case, analysis, truth = shifted[offset_us]
+    case, analysis, truth, _ = shifted[offset_us]
     data = analysis.data
     assert truth["gpu_offset_ns"] == offset_us * 1000 and truth["dependency"]["waits"] == 30
     device = data["devices"][0]
@@ -63,7 +63,7 @@ def test_without_the_check_the_offset_clock_misfires(tmp_path, monkeypatch):
     """What the check prevents: with the GPU clock 5 ms ahead and the check made to pass, the host's own gaps
     between steps become dependency waits, more than the generator built."""
     monkeypatch.setattr(queued, "clock_check", lambda trace, pid, mine=None, pairs=None: queued.ClockCheck(pid))
-    _case_, analysis, truth = _case(tmp_path / "unchecked", 5_000, seed="unchecked")
+    _, analysis, truth, _ = _case(tmp_path / "unchecked", 5_000, seed="unchecked")
     claimed = analysis.data["devices"][0]["gaps"]["by_cause"].get("dependency", 0)
     assert claimed > truth["dependency"]["wait_ns"] + 29 * 200_000  # each step's >= 250 µs of host work taken too
 
@@ -71,7 +71,7 @@ def test_without_the_check_the_offset_clock_misfires(tmp_path, monkeypatch):
 def test_a_small_offset_under_the_latency_keeps_the_waits_exact(shifted):
     """20 µs: the host's launches still reach the idle GPU within 50 µs, so the test stands, and the waits
     (between two GPU times, both shifted alike) are the generator's to the nanosecond."""
-    case, analysis, truth = shifted[20]
+    case, analysis, truth, _ = shifted[20]
     data = analysis.data
     assert _abstention(data) is None and queued.process_clock_check(case.traces[0], PID).offset is None
     assert data["devices"][0]["gaps"]["by_cause"]["dependency"] == truth["dependency"]["wait_ns"]
@@ -79,7 +79,7 @@ def test_a_small_offset_under_the_latency_keeps_the_waits_exact(shifted):
 
 
 def test_aligned_clocks_read_no_offset(tmp_path):
-    case, analysis, _ = _case(tmp_path / "aligned", 0, seed="aligned")
+    case, analysis, _, _ = _case(tmp_path / "aligned", 0, seed="aligned")
     check = queued.process_clock_check(case.traces[0], PID)
     assert check.offset is None and check.before_call == 0 and check.floor_ns <= 2_000 and check.words() == ""
     assert _abstention(analysis.data) is None
@@ -95,3 +95,21 @@ def test_the_real_torchrec_clocks_agree():
     assert check.pairs > 6000 and check.before_call == 0 and check.floor_ns < queued.DEPENDENCY_LATENCY_NS
     assert check.offset is None
 
+
+
+def test_compare_and_batch_say_not_measured_for_the_offset_side(shifted, tmp_path):
+    """Compare of aligned clocks against an offset capture: the dependency figure is n/a (not a fall to 0) and no
+    mover; batch's summary share is None there."""
+    from conftest import compare_contract
+
+    from tracetriage.analyzers.compare import trend_record
+    from tracetriage.analyzers.summary import headline_metrics
+
+    gen_dependency.write_bundle(tmp_path / "aligned", "dependency:clock", 10_000)
+    result = compare_contract(tmp_path / "aligned", shifted[5_000][3])
+    dependency = next(metric for metric in result["metrics"] if metric["name"] == "idle_dependency_ms")
+    assert dependency["before"] > 9 and dependency["after"] is None and dependency["direction"] == "n/a"
+    assert not any(mover["component"] == "idle_dependency_ms" for mover in result["movers"])
+    data = shifted[5_000][1].data
+    assert headline_metrics(data)["idle_dependency_pct"] is None
+    assert trend_record(data)["figures"]["idle_dependency_ms"] is None
