@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from tracetriage.analyzers import accounting, efficiency, host_activity, lanes, phases, rules
+from tracetriage.analyzers import accounting, efficiency, host_activity, lanes, phases, queued, rules
 from tracetriage.analyzers import collectives as coll
 from tracetriage.analyzers import kernels as kern
 from tracetriage.analyzers import steps as st
@@ -271,6 +271,8 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         series=TraceSeries(busy=series_busy, steps=step_series, timeline=lanes_of),
         efficiency=efficiency.measure(trace, lo, hi, list(steps.values())),
         phases=found_phases,
+        clock_offsets=tuple(check for check in (queued.process_clock_check(trace, int(pid)) for pid in
+                                                trace.devices["pid"].unique().tolist()) if check.offset),
         **_table_counts(trace, lo, hi),
     )
     return replace(metrics, odd=rules.oddities(metrics))

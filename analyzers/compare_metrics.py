@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tracetriage.analyzers.compare_side import Rank, Side, round4
-from tracetriage.analyzers.timeline import HOST_CAUSES as CAUSES  # dependency waits: not a figure here yet
+from tracetriage.analyzers.timeline import CAUSES  # the host's causes, then the GPU's dependency waits
 from tracetriage.model import collective_op
 from tracetriage.wording import ms_text
 
@@ -136,7 +136,8 @@ def figure_text(value, unit: str = "") -> str:
 COMPONENT_WORDS = {"compute_ms": "compute, collectives excluded", "collective_ms": "exposed collective", "copy_ms": "copies only",
                    "idle_sync_ms": "idle in blocking syncs", "idle_memcpy_sync_ms": "idle in synchronous copies",
                    "idle_launch_ms": "idle in launch calls", "idle_other_cuda_ms": "idle in other CUDA/HIP calls",
-                   "idle_host_ms": "host idle (no CUDA call)", "idle_unknown_ms": "idle, cause unknown"}
+                   "idle_host_ms": "host idle (no CUDA call)", "idle_unknown_ms": "idle, cause unknown",
+                   "idle_dependency_ms": "idle with its next work queued (a dependency wait)"}
 COMPONENTS = (("compute_ms", ["compute"]), ("collective_ms", ["collective"]), ("copy_ms", ["copy"]),
               *[(f"idle_{cause}_ms", [f"idle:*:{cause}"]) for cause in CAUSES])
 
@@ -172,6 +173,8 @@ def movers(before: Side, after: Side, threshold_pct: float) -> list[Mover]:
             continue
         step_ms = step_ns / 1e6
         for component, patterns in COMPONENTS:
+            if component == "idle_dependency_ms" and not (before.dependency_measured and after.dependency_measured):
+                continue  # not measured on a side whose clocks are offset (Side.dependency_measured)
             before_ms, after_ms = before.rank_slice_ms(rank_before, patterns), after.rank_slice_ms(rank_after, patterns)
             if before_ms is None or after_ms is None:
                 continue

@@ -24,7 +24,7 @@ import numpy as np
 from tracetriage import records
 from tracetriage.analyzers.accounting import matching
 from tracetriage.analyzers.catalog import CATALOG
-from tracetriage.analyzers.timeline import HOST_CAUSES as CAUSES  # dependency waits: not a figure here yet
+from tracetriage.analyzers.timeline import CAUSES  # the host's causes, then the GPU's dependency waits
 from tracetriage.contract import load
 from tracetriage.records.trace import Accounting, Device, Process, Steps
 
@@ -202,6 +202,9 @@ class Side:
         self.findings = {finding.id: finding for finding in self.record.findings if finding.id not in ("healthy",)}
         self.serving = data.get("serving") or None
         self.graph_level = any(kernel.kind == "graph" for device in self.devices for kernel in device.kernels)
+        # dependency waits are not measured where dependency_wait abstained (the host and GPU clocks offset):
+        # their 0 there is no figure, and a change against it no change
+        self.dependency_measured = not any(row.analysis == "dependency_wait" for row in self.record.abstentions)
 
     def _ranks(self) -> list[Rank]:
         """The processes that drove a device, each with its devices and steps, in matching order."""
@@ -346,7 +349,8 @@ class Side:
             "idle_ms": self.mean_slice_ms(["idle:*:*"]),
             "idle_pct": None if busy_pct is None else 100.0 - busy_pct,
             "tail_ms": p99_ms - p50_ms if p99_ms is not None and p50_ms is not None else None,
-            **{f"idle_{cause}_ms": self.mean_slice_ms([f"idle:*:{cause}"]) for cause in CAUSES},
+            **{f"idle_{cause}_ms": self.mean_slice_ms([f"idle:*:{cause}"]) for cause in CAUSES
+               if cause != "dependency" or self.dependency_measured},
             "pageable_copies_per_step": (pageable / steps) if pageable is not None and steps else None,
             **serving_figures(self.serving),
         }

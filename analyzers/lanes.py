@@ -1,10 +1,11 @@
 """What the timeline figure draws: a few representative steps, lane by lane.
 
 For the median step and the longest step (or, without steps, the first 10 ms of the
-window, or the whole window when it is shorter), per device: its kernels (collectives apart), copies and memsets, graph replays,
-the host API calls of its process by category, and its idle gaps with the cause each
-gap's time mostly had (timeline.attribute). At most MAX_PER_LANE intervals per lane are
-kept (the longest), so an eager decode step of thousands of kernels still draws.
+window, or the whole window when it is shorter), per device: its kernels (collectives apart), copies and memsets,
+graph replays, the host API calls of its process by category, and its idle gaps with the cause each gap's time
+mostly had (timeline's causes: the host's, or ``dependency`` where the GPU held work already queued, by the
+timeline's rule). At most MAX_PER_LANE intervals per lane are kept (the longest), so an eager decode step of
+thousands of kernels still draws.
 """
 
 from __future__ import annotations
@@ -61,6 +62,25 @@ def _rows_near(starts: np.ndarray, max_dur: int, a: int, b: int) -> slice:
     return slice(int(np.searchsorted(starts, a - max_dur, "left")), int(np.searchsorted(starts, b, "left")))
 
 
+def _ready_at(host, rows: np.ndarray, starts: np.ndarray, gap_e: np.ndarray) -> np.ndarray:
+    """For each gap end, the earliest time an operation starting there (``rows``: the device's GPU rows near the
+    window, positions in the trace's table, ``starts`` theirs, in start order) was known queued
+    (timeline._HostSlicer.ready_of); NEVER where none starts there (the window's end). The timeline's own rule,
+    so a gap drawn as a dependency wait is one the analysis counted as one."""
+    ready = np.full(gap_e.size, tl.NEVER, np.int64)
+    if not host.early_rows.size or not gap_e.size:
+        return ready
+    first_row = np.searchsorted(starts, gap_e, "left")
+    counts = np.searchsorted(starts, gap_e, "right") - first_row
+    has = counts > 0
+    if has.any():
+        counts = counts[has]
+        first = np.cumsum(counts) - counts
+        idx = np.repeat(first_row[has], counts) + (np.arange(int(counts.sum())) - np.repeat(first, counts))
+        ready[has] = np.minimum.reduceat(host.ready_of(rows[idx]), first)
+    return ready
+
+
 def lanes(trace: Trace, wins: list[dict], labels: list[str]) -> dict:
     """Only the rows near each window are touched (the tables are in start order), so the
     figure costs the same on a 10M-kernel trace as on a small one."""
@@ -104,8 +124,9 @@ def lanes(trace: Trace, wins: list[dict], labels: list[str]) -> dict:
             gap_s, gap_e = iv.complement(us, ue, a, b)
             if pid not in hosts:
                 hosts[pid] = tl._HostSlicer(trace, pid)
-            causes = hosts[pid].attribute(gap_s, gap_e)
-            names = list(tl.HOST_CAUSES)  # the lanes draw what the host did (dependency waits: not yet)
+            ready = _ready_at(hosts[pid], gi.start + np.flatnonzero(mine), gs[mine], gap_e)
+            causes, _ = hosts[pid].attribute_queued(gap_s, gap_e, ready)
+            names = list(tl.CAUSES)  # what the host did, and the GPU's own waits with its work queued
             which = np.argmax(np.stack([causes[c] for c in names]), axis=0) if gap_s.size else np.empty(0, int)
             s, e, (which,) = _cut(gap_s, gap_e, [which], a, b)
             lane["gaps"] = [[int(x), int(y), names[int(k)]] for x, y, k in zip(s, e, which)]

@@ -21,6 +21,7 @@ import numpy as np
 
 from tracetriage.analyzers.efficiency_rows import ClassRow, DecodeFloor, NotMeasured, TopOp
 from tracetriage.analyzers.findings import Abstention
+from tracetriage.analyzers.queued import ClockCheck
 
 PRIVATE = {"private": True}  # field metadata: a figure the rules read that the JSON contract does not carry
 
@@ -416,3 +417,4 @@ class TraceMetrics:
     efficiency: Efficiency
     phases: Phases | None = None
     odd: list[Abstention] = field(default_factory=list)
+    clock_offsets: tuple[ClockCheck, ...] = ()  # processes whose host and GPU clocks are offset (queued.clock_check)

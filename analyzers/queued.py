@@ -1,13 +1,34 @@
 """Which GPU operations were queued before they ran: the input of the timeline's dependency waits
-(timeline.py, cause ``dependency``)."""
+(timeline.py, cause ``dependency``), and the check that the host's and the GPU's clocks agree enough to tell.
+
+**Clocks.** "Queued before the gap" compares a launch call's end (host clock) with an operation's start (GPU
+clock). When the two are offset the test misfires: a GPU clock ahead makes every operation look launched long
+before it started (every idle gap a dependency wait), one behind makes operations start before the calls that
+launched them. :func:`clock_check` reads the offset off the launch -> operation pairs (joined on pid and
+correlation) and, when it finds one, the process has no dependency waits (:func:`queued_early` returns none) and
+dependency_wait abstains, saying why (rules/waits.py):
+
+* *behind*: an operation cannot start before its launch call starts; more than ``BEHIND_MIN_PAIRS`` pairs and
+  ``BEHIND_MIN_PCT`` % of them doing so, by more than the clock's resolution (at least 1 µs), is an offset.
+* *ahead*: an idle GPU starts work launched onto it within the launch latency, so the gaps the host caused
+  (those over ``DEPENDENCY_LATENCY_NS``, the only ones a dependency wait can take) end within it of their launch
+  call's end. When no such gap does (the least lag, the *floor*, is over DEPENDENCY_LATENCY_NS) and at least
+  ``AHEAD_MIN_AT_FLOOR`` of them and ``AHEAD_MIN_AT_FLOOR_PCT`` % end within DEPENDENCY_LATENCY_NS of that floor (the
+  host's launches, each displaced by the same offset), the floor is the offset. Caveat: a capture whose every long
+  gap is a genuine wait of one length within 50 µs reads as an offset too: it then abstains, it never claims.
+"""
 
 from __future__ import annotations
 
 import re
+import threading
+import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
 from tracetriage.model import Trace, cat_codes, cat_lut
+from tracetriage.wording import plural, us
 
 # Once the call that launched an operation has returned, an idle GPU starts it within a few µs (launch latency
 # 5-20 µs on CUDA and HIP, a queued op after the previous one a few µs); 50 µs is past both with a margin for the
@@ -21,18 +42,63 @@ LAUNCHING = ("launch", "graph_launch", "memcpy_async", "memcpy_sync", "memset") 
 # the capture lost (a sampled or truncated trace), not a dependency.
 WAIT_CALLS = re.compile(r"(?i)StreamWait(?:Event|Value)|WaitValue(?:32|64)|GraphLaunch")
 
+BEHIND_MIN_PAIRS, BEHIND_MIN_PCT = 3, 1.0  # operations started before their launch call: an offset past these
+AHEAD_MIN_AT_FLOOR, AHEAD_MIN_AT_FLOOR_PCT = 3, 20.0  # long gaps ending at a floor over the latency: an offset
 
-def queued_early(trace: Trace, pid: int, mine: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The process's GPU rows (indices into the trace's table, ascending) whose launch call returned more than
-    DEPENDENCY_LATENCY_NS before the row started, with that call's end: the only rows an idle GPU can have
-    held queued past the launch latency. Joined on (pid, correlation), the launching calls only. A row whose
-    correlation is below every recorded launch call's (ids grow call by call) was launched before the capture
-    began: it was queued from the process's first recorded call on. ``mine``: the process's rows of the API
-    table, as the timeline's host slicer has them (None: every row, a one-process trace)."""
+
+@dataclass(frozen=True, slots=True)
+class ClockCheck:
+    """The launch -> operation pairs of one process read for a host/GPU clock offset (see the module's rule).
+    ``pairs``: operations joined to their launch call; ``before_call``: those that started before the call
+    started (by more than ``tolerance_ns``), ``before_call_ns`` the largest such lead; ``long_gaps``: operations
+    with a pair that end an idle gap over DEPENDENCY_LATENCY_NS on their device, ``floor_ns`` the least lag from
+    their call's end to their start (None without such gaps), ``at_floor`` how many lag within
+    DEPENDENCY_LATENCY_NS of it; ``offset``: ``"behind"`` / ``"ahead"``, or None when the clocks agree enough."""
+
+    pid: int
+    pairs: int = 0
+    before_call: int = 0
+    before_call_ns: int = 0
+    tolerance_ns: int = 1000
+    long_gaps: int = 0
+    floor_ns: int | None = None
+    at_floor: int = 0
+    offset: str | None = None
+
+    def words(self) -> str:
+        """Why the clocks are offset, with the counts that say so ('' when they agree)."""
+        if self.offset == "behind":
+            return (f"{plural(self.before_call, 'GPU operation')} of {self.pairs:,} joined to their launch call "
+                    f"started before that call did, by up to {us(self.before_call_ns)}: the GPU's timestamps run at "
+                    f"least that far behind the host's")
+        if self.offset == "ahead":
+            return (f"none of the {plural(self.long_gaps, 'idle gap')} over {us(DEPENDENCY_LATENCY_NS)} ended within "
+                    f"the launch latency of its launch call's return: the least lag is {us(self.floor_ns or 0)}, and "
+                    f"{self.at_floor} of them end within {us(DEPENDENCY_LATENCY_NS)} of it (the host's launches, "
+                    f"each displaced by one offset): the GPU's timestamps run ~{us(self.floor_ns or 0)} ahead of "
+                    "the host's")
+        return ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Pairs:
+    """The process's GPU rows joined to their launch call (rows: indices into the trace's GPU table, ascending),
+    the call's start and end; the rows launched before the capture (their correlation below every call's); and
+    all the process's GPU rows (``every``, ascending)."""
+
+    rows: np.ndarray
+    call_start: np.ndarray
+    call_end: np.ndarray
+    before_rows: np.ndarray
+    first_call: int
+    every: np.ndarray
+
+
+def _pairs(trace: Trace, pid: int, mine: np.ndarray | None) -> _Pairs | None:
+    """None when the process made no call that can hold queued work, or no launching call."""
     gpu, api = trace.gpu, trace.api
-    empty = np.empty(0, np.int64), np.empty(0, np.int64)
     if not len(gpu) or not len(api):
-        return empty
+        return None
 
     def own(values: np.ndarray) -> np.ndarray:  # the process's rows of an API column (a view for one process)
         return values if mine is None else values[mine]
@@ -40,23 +106,109 @@ def queued_early(trace: Trace, pid: int, mine: np.ndarray | None = None) -> tupl
     codes, names = cat_codes(api["name"])
     waits = np.array([bool(WAIT_CALLS.search(str(name))) for name in names] + [False], bool)
     if not waits[own(codes)].any():
-        return empty
+        return None
     category, launching = cat_lut(api["category"], LAUNCHING)
     corr = own(api["correlation"].to_numpy())
     calls = launching[own(category)] & (corr >= 0)
     if not calls.any():
-        return empty
-    keys, ends = corr[calls], own(api["end"].to_numpy())[calls]
+        return None
+    keys = corr[calls]
     order = np.argsort(keys, kind="stable")
-    keys, ends = keys[order], ends[order]
-    rows = np.flatnonzero((gpu["pid"].to_numpy() == pid) & (gpu["correlation"].to_numpy() >= 0))
+    keys = keys[order]
+    starts, ends = own(api["start"].to_numpy())[calls][order], own(api["end"].to_numpy())[calls][order]
+    every = np.flatnonzero(gpu["pid"].to_numpy() == pid)
+    rows = every[gpu["correlation"].to_numpy()[every] >= 0]
     want = gpu["correlation"].to_numpy()[rows]
     pos = np.minimum(np.searchsorted(keys, want), keys.size - 1)
     hit = keys[pos] == want
     before = (~hit) & (want > 0) & (want < keys[0])  # launched before the capture's first launch call
-    first_call = int(own(api["start"].to_numpy()).min())
-    ready = np.concatenate((ends[pos[hit]], np.full(int(before.sum()), first_call, np.int64)))
-    rows = np.concatenate((rows[hit], rows[before]))
+    return _Pairs(rows[hit], starts[pos[hit]].astype(np.int64), ends[pos[hit]].astype(np.int64), rows[before],
+                  int(own(api["start"].to_numpy()).min()), every)
+
+
+def _long_gap_ends(trace: Trace, pairs: _Pairs) -> np.ndarray:
+    """Which of the paired rows (ascending, so in start order) start after an idle gap over DEPENDENCY_LATENCY_NS
+    on their device: every earlier operation of the process on that device ended that much before their start."""
+    gpu, mine = trace.gpu, pairs.every
+    starts, ends, device = gpu["start"].to_numpy()[mine], gpu["end"].to_numpy()[mine], gpu["device"].to_numpy()[mine]
+    long_gap = np.zeros(mine.size, bool)
+    one_device = not device.size or device.min() == device.max()  # the usual case: no mask per device
+    for on in [np.arange(mine.size)] if one_device else [np.flatnonzero(device == dev) for dev in np.unique(device)]:
+        prior = np.maximum.accumulate(ends[on])[:-1]  # the first operation has no gap before it
+        long_gap[on[1:]] = starts[on[1:]] - prior > DEPENDENCY_LATENCY_NS
+    return long_gap[np.searchsorted(mine, pairs.rows)]
+
+
+# one check per process of a trace, whoever asks (the timeline's and the lanes' host slicers, the analysis): keyed
+# by the GPU table's id, held with a weak reference to it so that a later table with a reused id is not taken for it
+_CHECKED: dict[tuple[int, int], tuple[weakref.ref, ClockCheck]] = {}
+_CHECKED_LOCK = threading.Lock()
+
+
+def clock_check(trace: Trace, pid: int, mine: np.ndarray | None = None, pairs: _Pairs | None = None) -> ClockCheck:
+    """The process's launch -> operation pairs read for a host/GPU clock offset (the module's rule); computed once
+    per process of a trace. ``mine``: the process's API rows (None: a one-process trace), ``pairs``: its
+    :func:`_pairs` when the caller has them."""
+    key = (id(trace.gpu), pid)
+    with _CHECKED_LOCK:
+        known = _CHECKED.get(key)
+    if known is not None and known[0]() is trace.gpu:
+        return known[1]
+    check = _clock_check(trace, pid, _pairs(trace, pid, mine) if pairs is None else pairs)
+    with _CHECKED_LOCK:
+        for stale in [k for k, (ref, _) in _CHECKED.items() if ref() is None]:
+            del _CHECKED[stale]
+        _CHECKED[key] = (weakref.ref(trace.gpu), check)
+    return check
+
+
+def _clock_check(trace: Trace, pid: int, pairs: _Pairs | None) -> ClockCheck:
+    """The rule of the module's docstring on the pairs (none: nothing to read, no offset)."""
+    tolerance = max(1000, int(trace.meta.get("clock_resolution_ns") or 1))
+    if pairs is None or not pairs.rows.size:
+        return ClockCheck(pid, tolerance_ns=tolerance)
+    op_start = trace.gpu["start"].to_numpy()[pairs.rows]
+    lead = pairs.call_start - op_start
+    early = lead > tolerance
+    behind = int(early.sum())
+    fields = {"pid": pid, "pairs": int(pairs.rows.size), "before_call": behind,
+              "before_call_ns": int(lead[early].max()) if behind else 0, "tolerance_ns": tolerance}
+    if behind >= BEHIND_MIN_PAIRS and 100.0 * behind >= BEHIND_MIN_PCT * pairs.rows.size:
+        return ClockCheck(**fields, offset="behind")
+    gap_end = _long_gap_ends(trace, pairs)
+    lag = (op_start - pairs.call_end)[gap_end]
+    if not lag.size:
+        return ClockCheck(**fields)
+    floor = int(lag.min())
+    at_floor = int((lag <= floor + DEPENDENCY_LATENCY_NS).sum())
+    ahead = (floor > DEPENDENCY_LATENCY_NS and at_floor >= AHEAD_MIN_AT_FLOOR
+             and 100.0 * at_floor >= AHEAD_MIN_AT_FLOOR_PCT * lag.size)
+    return ClockCheck(**fields, long_gaps=int(lag.size), floor_ns=floor, at_floor=at_floor,
+                      offset="ahead" if ahead else None)
+
+
+def process_clock_check(trace: Trace, pid: int) -> ClockCheck:
+    """:func:`clock_check` of one process, its API rows picked as the timeline's host slicer picks them."""
+    pids = trace.api["pid"].to_numpy()
+    one = bool(pids.size) and pids.min() == pids.max() == pid
+    return clock_check(trace, pid, None if one else pids == pid)
+
+
+def queued_early(trace: Trace, pid: int, mine: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The process's GPU rows (indices into the trace's table, ascending) whose launch call returned more than
+    DEPENDENCY_LATENCY_NS before the row started, with that call's end: the only rows an idle GPU can have
+    held queued past the launch latency. Joined on (pid, correlation), the launching calls only. A row whose
+    correlation is below every recorded launch call's (ids grow call by call) was launched before the capture
+    began: it was queued from the process's first recorded call on. None when the process's host and GPU clocks
+    are offset (:func:`clock_check`): then "returned before it started" cannot be told. ``mine``: the process's
+    rows of the API table, as the timeline's host slicer has them (None: every row, a one-process trace)."""
+    empty = np.empty(0, np.int64), np.empty(0, np.int64)
+    pairs = _pairs(trace, pid, mine)
+    if pairs is None or clock_check(trace, pid, mine, pairs).offset:
+        return empty
+    gpu = trace.gpu
+    ready = np.concatenate((pairs.call_end, np.full(pairs.before_rows.size, pairs.first_call, np.int64)))
+    rows = np.concatenate((pairs.rows, pairs.before_rows))
     order = np.argsort(rows, kind="stable")
     rows, ready = rows[order], ready[order]
     early = ready < gpu["start"].to_numpy()[rows] - DEPENDENCY_LATENCY_NS

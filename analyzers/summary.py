@@ -3,7 +3,8 @@ before/after comparison. Pure functions of the analysis data (the JSON contract)
 
 * ``busy_pct`` = mean over devices of busy_pct; ``busy_pct_min`` the least busy device.
 * ``idle_<cause>_pct`` = idle ns with that cause summed over devices / window ns summed
-  over devices x 100.
+  over devices x 100 (every cause of timeline.CAUSES: ``dependency`` is 0 where no device had it, None where
+  dependency_wait abstained: the host and GPU clocks offset).
 * ``launches_per_step``, ``graph_launches_per_step``, ``syncs_per_step``,
   ``step_p50_ns``, ``step_p99_ns`` = median over processes that have steps.
 * ``steps`` = steps of one rank: the median over processes that have steps of their step
@@ -17,7 +18,7 @@ from __future__ import annotations
 import statistics
 
 from tracetriage import records
-from tracetriage.analyzers.timeline import HOST_CAUSES as CAUSES  # dependency waits: not a figure here yet
+from tracetriage.analyzers.timeline import CAUSES  # the host's causes, then the GPU's dependency waits
 from tracetriage.records.analysis import AnalysisRecord
 from tracetriage.records.trace import Device, Process
 
@@ -46,7 +47,7 @@ def headline_metrics(data: dict | AnalysisRecord) -> dict:
         "busy_pct_min": min((device.busy_pct for device in devices), default=None),
         **_step_metrics([process for process in analysis.processes if process.steps.count]),
         **_collective_metrics(devices),
-        **_idle_metrics(devices),
+        **_idle_metrics(devices, not any(row.analysis == "dependency_wait" for row in analysis.abstentions)),
         **_finding_metrics(analysis),
     }
     return {key: round(value, 4) if isinstance(value, float) else value for key, value in metrics.items()}
@@ -74,11 +75,12 @@ def _collective_metrics(devices: tuple[Device, ...]) -> dict:
             "collective_exposed_pct": _mean([device.collective_exposed_pct for device in with_collectives])}
 
 
-def _idle_metrics(devices: tuple[Device, ...]) -> dict:
-    """Idle % by cause: idle ns of that cause over all devices / their window ns x 100."""
+def _idle_metrics(devices: tuple[Device, ...], dependency_measured: bool) -> dict:
+    """Idle % by cause: idle ns of that cause over all devices / their window ns x 100; dependency waits None
+    where dependency_wait abstained (the host and GPU clocks offset: not measured, not 0)."""
     window_ns = sum(device.window_ns for device in devices)
-    return {f"idle_{cause}_pct": (100.0 * sum(device.gaps.by_cause[cause] for device in devices) / window_ns)
-            if window_ns else None for cause in CAUSES}
+    return {f"idle_{cause}_pct": (100.0 * sum(device.gaps.by_cause.get(cause, 0) for device in devices) / window_ns)
+            if window_ns and (cause != "dependency" or dependency_measured) else None for cause in CAUSES}
 
 
 def _finding_metrics(analysis: AnalysisRecord) -> dict:

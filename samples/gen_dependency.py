@@ -17,6 +17,11 @@ is not that wait (what the copies cost), and the steps.
 
     .venv/bin/python samples/gen_dependency.py --out /tmp/dep                 # 10 ms waits per step
     .venv/bin/python samples/gen_dependency.py --out /tmp/dep0 --wait-us 0    # the same program, nothing to wait for
+    .venv/bin/python samples/gen_dependency.py --out /tmp/depx --gpu-offset-us 5000  # GPU clock 5 ms ahead of the host's
+
+``--gpu-offset-us`` writes the GPU's timestamps (kernels, copies, memsets, graph replays) that far off the host's
+(API calls, syncs, NVTX ranges), as a capture whose two clocks were never aligned: the truth keeps the waits as
+generated, on one clock, and records the offset (``gpu_offset_ns``).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 from generate import US, Rank, clip_all, merge, overlap, truth_for, write_nsys
@@ -71,14 +77,27 @@ def dependency_truth(rank: Rank, waits: list[tuple[int, int]], lo: int, hi: int)
             "pageable_cost_pct": 100.0 * (idle_in_calls - overlap(calls, waited)) / window}
 
 
-def write_bundle(folder: Path, seed: str = "dependency_wait", wait_us: float = 10_000, steps: int = 30) -> dict:
-    """Write ``folder``/trace.sqlite and return its truth (generate.truth_for plus ``dependency``)."""
+def shift_gpu(rank: Rank, ns: int) -> Rank:
+    """The rank with its GPU timestamps (kernels, graph replays, copies, memsets) moved by ``ns``, its host's
+    (API calls, syncs, NVTX) kept: a capture whose GPU clock runs ``ns`` ahead of the host's (behind when < 0)."""
+    return replace(rank, kernels=[(s + ns, e + ns, *rest) for s, e, *rest in rank.kernels],
+                   graphs=[(s + ns, e + ns, *rest) for s, e, *rest in rank.graphs],
+                   copies=[(s + ns, e + ns, *rest) for s, e, *rest in rank.copies],
+                   memsets=[(s + ns, e + ns, *rest) for s, e, *rest in rank.memsets])
+
+
+def write_bundle(folder: Path, seed: str = "dependency_wait", wait_us: float = 10_000, steps: int = 30,
+                 gpu_offset_us: float = 0) -> dict:
+    """Write ``folder``/trace.sqlite and return its truth (generate.truth_for plus ``dependency``, on the one
+    clock the capture was generated on, and ``gpu_offset_ns``, the offset written into its GPU timestamps)."""
     ranks, extra, waits = scenario_dependency_wait(random.Random(seed), wait_us, steps)
     folder.mkdir(parents=True, exist_ok=True)
     name = f"dependency_wait_{int(wait_us)}"
-    write_nsys(folder / "trace.sqlite", ranks, name)
+    offset = int(gpu_offset_us * US)
+    write_nsys(folder / "trace.sqlite", [shift_gpu(rank, offset) for rank in ranks] if offset else ranks, name)
     truth = truth_for(ranks, extra, name, "a stream waits on another rank's event with its work queued")
     truth["dependency"] = dependency_truth(ranks[0], waits, truth["window"]["start_ns"], truth["window"]["end_ns"])
+    truth["gpu_offset_ns"] = offset
     return truth
 
 
@@ -87,8 +106,10 @@ def main(argv=None):
     ap.add_argument("--out", type=Path, required=True, help="the bundle folder to write (its truth beside it)")
     ap.add_argument("--wait-us", type=float, default=10_000, help="how long the queued work waits each step, in µs")
     ap.add_argument("--seed", default="dependency_wait")
+    ap.add_argument("--gpu-offset-us", type=float, default=0,
+                    help="write the GPU's timestamps this many µs ahead of the host's (behind when negative)")
     args = ap.parse_args(argv)
-    truth = write_bundle(args.out, args.seed, args.wait_us)
+    truth = write_bundle(args.out, args.seed, args.wait_us, gpu_offset_us=args.gpu_offset_us)
     args.out.with_suffix(".truth.json").write_text(json.dumps(truth, indent=1) + "\n")
     dep = truth["dependency"]
     print(f"wrote {args.out}/trace.sqlite: hidden waits {dep['wait_pct']:.1f}% of the window, pageable copies' own "

@@ -29,6 +29,7 @@ SUMMARY_COLUMNS = [
     "case_id", "path", "status", "error", "reused", "seconds", "headline", "top_finding", "top_impact_pct", "top_severity",
     "max_severity", "findings", "abstentions", "devices", "processes", "window_ns", "busy_pct", "busy_pct_min",
     "idle_launch_pct", "idle_sync_pct", "idle_memcpy_sync_pct", "idle_other_cuda_pct", "idle_host_pct", "idle_unknown_pct",
+    "idle_dependency_pct",  # the GPU's own wait with its work queued (timeline.CAUSES), 0 where a case had none
     "launches_per_step", "graph_launches_per_step", "syncs_per_step", "step_p50_ns", "step_p99_ns", "steps",
     "collective_share_pct", "collective_exposed_pct", "report_html", "report_json",
     # what trend reads: when the capture started, its comparability signature, the per-step figures
@@ -45,7 +46,7 @@ KERNEL_COLUMNS = ("case_id", "path", "device_rank", "name", "kind", "ms_per_step
 # each table's numeric columns and their pandas types (the rest: Python objects, the summary's three strings)
 SUMMARY_TYPES = {
     **dict.fromkeys(("top_impact_pct", "busy_pct", "busy_pct_min", "idle_launch_pct", "idle_sync_pct", "idle_memcpy_sync_pct",
-                     "idle_other_cuda_pct", "idle_host_pct", "idle_unknown_pct", "launches_per_step",
+                     "idle_other_cuda_pct", "idle_host_pct", "idle_unknown_pct", "idle_dependency_pct", "launches_per_step",
                      "graph_launches_per_step", "syncs_per_step", "step_p50_ns", "step_p99_ns", "collective_share_pct",
                      "collective_exposed_pct", "seconds", *TREND_FLOAT_COLUMNS), "float64"),
     **dict.fromkeys(("findings", "abstentions", "devices", "processes", "window_ns", "steps", "capture_start_ns",

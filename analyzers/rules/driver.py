@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from tracetriage.analyzers.accounting import device_accounting
 from tracetriage.analyzers.capture_kind import kind_of
 from tracetriage.analyzers.findings import Abstention, Finding
-from tracetriage.analyzers.rules import abstain, efficiency, registry
+from tracetriage.analyzers.rules import abstain, efficiency, registry, waits
 from tracetriage.analyzers.rules.context import Context, Rule
 from tracetriage.analyzers.rules.falsify import apply_falsifiers, cap_severity_by_window
 from tracetriage.analyzers.rules.headline import rank
@@ -60,7 +60,7 @@ def evaluate(ctx: Context) -> Evaluation:
         findings.append(finding)
     findings = apply_falsifiers(ctx, findings)
     serving = ctx.serving
-    abstentions = (abstain.trace_abstentions(ctx) + efficiency.abstention(ctx)
+    abstentions = (abstain.trace_abstentions(ctx) + waits.clock_abstentions(ctx) + efficiency.abstention(ctx)
                    + abstain.serving_abstentions(serving, ctx.slo))
     abstentions += abstain.tail_abstention(serving, findings) if serving and not ctx.devices else []
     ctx.findings, ctx.abstentions = findings, abstentions

@@ -5,12 +5,15 @@ or more than the launch latency before the GPU started it. An idle GPU holding q
 the capture does not show (an event another stream records, a graph's wait node, a peer device or process, in
 a distributed job another rank), so the host is not what it waits for, and no host-side finding (a sync, a
 pageable copy the host sits in meanwhile) may claim that time. Registered before gpu_starved, which would
-otherwise take it as unexplained host time."""
+otherwise take it as unexplained host time. Where the host and GPU clocks are offset (analyzers/queued.py) the
+test cannot be made: :func:`clock_abstentions` says so instead."""
 
 from __future__ import annotations
 
 from tracetriage.analyzers import catalog
+from tracetriage.analyzers.catalog import capture_text
 from tracetriage.analyzers.evidence import ev, severity_for
+from tracetriage.analyzers.findings import Abstention
 from tracetriage.analyzers.rules.context import Context, Rule, best_device, t, window_denominator
 from tracetriage.analyzers.rules.starved import per_step_share
 from tracetriage.analyzers.timeline import DEPENDENCY_LATENCY_NS
@@ -62,6 +65,18 @@ def rule_dependency_wait(ctx: Context):
     return catalog.make("dependency_wait", impact, fields, evidence, severity=severity_for(impact),
                         denominator=window_denominator(ctx), variant="distributed" if distributed else None,
                         kind=ctx.kind)
+
+
+def clock_abstentions(ctx: Context) -> list[Abstention]:
+    """dependency_wait abstains for each process whose host and GPU clocks are offset (queued.clock_check): whether
+    a launch call returned before its gap began cannot be told there, so none of its idle is called a dependency
+    wait (the timeline leaves it to the host's causes), and the abstention says which pairs showed the offset."""
+    return [Abstention(analysis="dependency_wait", scope=f"pid {check.pid}",
+                       reason=f"GPU idle with its next work queued is not judged: the host and GPU clocks are offset "
+                              f"({check.words()}), so whether the work was queued before a gap began cannot be told; "
+                              "the idle stays with the host's causes",
+                       capture_hint=capture_text("abstention", "clock_offset"))
+            for trace in ctx.per_trace for check in trace.clock_offsets]
 
 
 RULES = [
