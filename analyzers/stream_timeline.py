@@ -419,3 +419,37 @@ def _kernel_summary(durations: dict[int, ValueCounts], strings: StringTable, top
             everything.add(values, counts)
     values, counts = everything.compact()
     return out, int(median(values, counts)), int(counts.sum())
+
+
+def whole_table_window(trace) -> tuple[int, int, dict[int, tuple[np.ndarray, np.ndarray]]]:
+    """The window [lo, hi) and each process's long steps (start, end arrays) as ``analyze_trace`` takes
+    them from the whole-table model: what :func:`analyze_streamed` is handed (steps are not streamed yet)."""
+    from tracetriage.analyzers import analysis, phases
+
+    finder = phases.Finder(trace)
+    steps = finder.steps(analysis._trace_pids(trace), None)
+    window, _ = analysis._window(trace, steps, finder)
+    spans = {}
+    for pid, process_steps in steps.items():
+        long = analysis._long(process_steps)
+        if long.any():
+            spans[pid] = (process_steps.starts[long], process_steps.ends[long])
+    return window.start_ns, window.end_ns, spans
+
+
+def whole_table_timelines(trace, lo: int, hi: int, spans: dict) -> tuple[dict[tuple[int, int], DeviceTimeline], int]:
+    """Every device's timeline in [lo, hi) on the whole-table model, as ``analyze_trace`` computes it (the
+    reference the streamed pass equals), and the clock resolution it used as the least gap."""
+    from tracetriage.analyzers import analysis
+    from tracetriage.model import cat_mask
+
+    blocking = trace.api[cat_mask(trace.api, "category", BLOCKING)]
+    min_gap = int(trace.meta.get("clock_resolution_ns") or 1)
+    hosts, timelines = {}, {}
+    for i in range(len(trace.devices)):
+        pid, ordinal = int(trace.devices.iloc[i]["pid"]), int(trace.devices.iloc[i]["ordinal"])
+        ends = np.sort(blocking.loc[blocking["pid"] == pid, "end"].to_numpy(np.int64))
+        timelines[(pid, ordinal)] = tl.device_timeline(trace, i, lo, hi, hosts, sync_ends=ends,
+                                                       sync_slack_ns=analysis.SYNC_SLACK_NS, min_gap_ns=min_gap,
+                                                       spans=spans.get(pid))
+    return timelines, min_gap

@@ -40,30 +40,14 @@ tune_allocator()  # as the CLI does
 mode, path, side = sys.argv[1], sys.argv[2], sys.argv[3]
 t = time.perf_counter()
 if mode == "whole":
-    from tracetriage.analyzers import analysis, phases, steps as st, timeline as tl, kernels as kern
-    from tracetriage.model import cat_mask
+    from tracetriage.analyzers import kernels as kern, stream_timeline as stl
     from tracetriage.parsers import nsys
     trace = nsys.parse(path)
     parsed = time.perf_counter() - t
-    finder = phases.Finder(trace)
-    steps = finder.steps(analysis._trace_pids(trace), None)
-    window, _ = analysis._window(trace, steps, finder)
-    lo, hi = window.start_ns, window.end_ns
-    spans = {}
-    for pid, process_steps in steps.items():
-        long = analysis._long(process_steps)
-        if long.any():
-            spans[pid] = (process_steps.starts[long], process_steps.ends[long])
+    lo, hi, spans = stl.whole_table_window(trace)
     stepped = time.perf_counter() - t
-    blocking = trace.api[cat_mask(trace.api, "category", st.BLOCKING)]
-    min_gap = int(trace.meta.get("clock_resolution_ns") or 1)
-    hosts, timelines = {}, {}
-    for i in range(len(trace.devices)):
-        pid, ordinal = int(trace.devices.iloc[i]["pid"]), int(trace.devices.iloc[i]["ordinal"])
-        ends = np.sort(blocking.loc[blocking["pid"] == pid, "end"].to_numpy(np.int64))
-        timelines[f"{pid}:{ordinal}"] = dataclasses.asdict(tl.device_timeline(
-            trace, i, lo, hi, hosts, sync_ends=ends, sync_slack_ns=analysis.SYNC_SLACK_NS, min_gap_ns=min_gap,
-            spans=spans.get(pid)))
+    found, min_gap = stl.whole_table_timelines(trace, lo, hi, spans)
+    timelines = {f"{pid}:{ordinal}": dataclasses.asdict(v) for (pid, ordinal), v in found.items()}
     summary = [kern.kernel_summary(trace, lo, hi), kern.kernel_duration_median(trace, lo, hi)]
     split = {"parse_s": round(parsed, 2), "steps_window_s": round(stepped - parsed, 2)}
     np.savez(side + ".args.npz", lo=lo, hi=hi, min_gap=min_gap, pids=np.array(sorted(spans), np.int64),

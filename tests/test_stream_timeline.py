@@ -13,12 +13,9 @@ from conftest import REAL, ROOT
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import shapes  # noqa: E402
 
-from tracetriage.analyzers import analysis, phases  # noqa: E402
+from tracetriage.analyzers import analysis  # noqa: E402
 from tracetriage.analyzers import kernels as kern  # noqa: E402
-from tracetriage.analyzers import steps as st  # noqa: E402
 from tracetriage.analyzers import stream_timeline as stl  # noqa: E402
-from tracetriage.analyzers import timeline as tl  # noqa: E402
-from tracetriage.model import cat_mask  # noqa: E402
 from tracetriage.parsers import btree, nsys  # noqa: E402
 from tracetriage.parsers import nsys_stream as ns  # noqa: E402
 
@@ -26,26 +23,10 @@ from tracetriage.parsers import nsys_stream as ns  # noqa: E402
 def whole(path):
     """What analyze_trace computes for the timelines and kernel summaries, on the whole-table model."""
     trace = nsys.parse(str(path))
-    finder = phases.Finder(trace)
-    steps = finder.steps(analysis._trace_pids(trace), None)
-    window, _ = analysis._window(trace, steps, finder)
-    lo, hi = window.start_ns, window.end_ns
-    spans = {}
-    for pid, process_steps in steps.items():
-        long = analysis._long(process_steps)
-        if long.any():
-            spans[pid] = (process_steps.starts[long], process_steps.ends[long])
-    blocking = trace.api[cat_mask(trace.api, "category", st.BLOCKING)]
-    min_gap = int(trace.meta.get("clock_resolution_ns") or 1)
-    hosts, timelines = {}, {}
-    for i in range(len(trace.devices)):
-        pid, ordinal = int(trace.devices.iloc[i]["pid"]), int(trace.devices.iloc[i]["ordinal"])
-        ends = np.sort(blocking.loc[blocking["pid"] == pid, "end"].to_numpy(np.int64))
-        timelines[(pid, ordinal)] = dataclasses.asdict(tl.device_timeline(
-            trace, i, lo, hi, hosts, sync_ends=ends, sync_slack_ns=analysis.SYNC_SLACK_NS, min_gap_ns=min_gap,
-            spans=spans.get(pid)))
+    lo, hi, spans = stl.whole_table_window(trace)
+    timelines, min_gap = stl.whole_table_timelines(trace, lo, hi, spans)
     summary = (kern.kernel_summary(trace, lo, hi), kern.kernel_duration_median(trace, lo, hi))
-    return (lo, hi, spans, min_gap), timelines, summary
+    return (lo, hi, spans, min_gap), {k: dataclasses.asdict(v) for k, v in timelines.items()}, summary
 
 
 def streamed(path, args, chunk_rows, lookahead):

@@ -189,3 +189,19 @@ def test_batch_index_does_not_repeat_healthy_before_its_headline(tmp_path):
     index = (out / "index.html").read_text()
     assert "<td>Healthy: " in index and ">healthy</span>" not in index
     assert ">launch_bound</span> Launch-bound" in index  # a finding keeps its id before its headline
+
+
+def test_compare_trend_and_mcp_help_state_their_exit_codes(tmp_path):
+    """trial48 item 10: only analyze and batch listed their exit codes; each code compare's help states that a
+    plain pair can give is what compare exits with."""
+    from tracetriage.cli_parser import COMPARE_EXIT_CODES, MCP_EXIT_CODES, TREND_EXIT_CODES
+
+    for command, codes in (("compare", COMPARE_EXIT_CODES), ("trend", TREND_EXIT_CODES), ("mcp", MCP_EXIT_CODES)):
+        assert " ".join(codes.split()) in " ".join(run_cli(command, "--help").stdout.split()), command
+    eager, graph = BUNDLES / "eager_decode", BUNDLES / "graph_decode"
+    cases = {0: ("compare", eager, graph, "-f", "json"), 2: ("compare", eager, graph, "--no-such"),
+             3: ("compare", tmp_path / "missing.sqlite", graph), 7: ("compare", eager, graph, "-o", tmp_path),
+             8: ("compare", graph, eager, "--gate", "-f", "json")}
+    for code, args in cases.items():
+        assert f" {code} " in f" {COMPARE_EXIT_CODES.split(':', 1)[1]}"
+        assert run_cli(*args, "--no-cache").returncode == code, args

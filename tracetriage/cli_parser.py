@@ -47,6 +47,20 @@ ANALYZE_EXIT_CODES = (
     "is damaged or is not a supported format; 4 the inputs hold nothing to analyze; 5 --fail-on matched; 7 the "
     "report cannot be written where -o says; 10 the input needs more memory than the machine has free; 70 internal "
     "error; 130 interrupted")
+COMPARE_EXIT_CODES = (
+    "exit codes: 0 compared (whatever the verdict; with --gate or --across-devices: improved, unchanged or mixed within "
+    "budgets); 2 usage "
+    "error; 3 an input that does not exist, cannot be read or is not a capture or saved analysis; 4 a side holds nothing "
+    "to analyze; 7 the report cannot be written where -o says; 8 --gate: regressed; 9 --gate: inconclusive; 10 not "
+    "enough memory free for an input; 70 internal error; 130 interrupted")
+TREND_EXIT_CODES = (
+    "exit codes: 0 followed (with --gate: no group's latest capture regressed); 2 usage error; 3 no case could be "
+    "analyzed, or a damaged batch table; 4 nothing to follow (no capture found); 7 the report cannot be written where -o "
+    "says; 8 --gate: a group's latest capture is in a regressed segment; 9 --gate: no group had a series to judge; 70 "
+    "internal error; 130 interrupted")
+MCP_EXIT_CODES = (
+    "exit codes: 0 the client closed the connection; 2 usage error (the MCP SDK missing, a bad option); 70 internal "
+    "error; 130 interrupted. Each tool call answers its own exit code (those of the command it runs; 124 past --timeout)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     _cache_options(batch)
 
     trend = sub.add_parser("trend", help="an archive over time: series per workload, regressions with their first bad capture",
+                           epilog=TREND_EXIT_CODES,
                            description="Order the cases of a batch output folder (or of captures, analyzed by batch first) by "
                                        "capture time, group comparable cases, find level shifts and one-off outliers in each "
                                        "series, and name the last good and first bad capture with the findings and kernels "
@@ -156,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     _cache_options(trend)
 
     compare = sub.add_parser("compare", help="what changed between two captures (before/after a fix or release)",
+                             epilog=COMPARE_EXIT_CODES,
                              description="Compare two cases (traces, bundles, or saved analysis JSON files): step time per rank "
                                          "with its noise (captures without steps: their common kernels' time per call, never "
                                          "busy %), what moved per step, each finding of BEFORE checked on AFTER (fixed, "
@@ -185,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     _cache_options(compare)
 
     mcp = sub.add_parser("mcp", help="serve the library as tools of a coding assistant (Model Context Protocol, stdio)",
+                         epilog=MCP_EXIT_CODES,
                          description="Start an MCP server on standard input and output with the tools analyze, compare, "
                                      "trend, batch, explain and capture_advice. It reads only under the client's MCP roots "
                                      "and the --root folders (the working directory when neither names one) and writes "

@@ -153,17 +153,25 @@ class Runtime:
 
 def _input_identity(path: Path):
     """A plain file's identity (parsers/reports.file_identity), or a folder's: the identities of the
-    files a case finds in it (tracetriage/case.py), by their place in it; None for anything else, or
-    a file that cannot be read (the case says why as it opens)."""
-    from tracetriage.parsers.reports import file_identity
+    files a case finds in it (tracetriage/case.py), by their place in it; None for anything else, a
+    file that cannot be read (the case says why as it opens), or an Nsight Systems report (its analysis
+    says whether this run exported it or reused the export: a fact of each run, not of the file)."""
+    from tracetriage.parsers.reports import NSYS_MAGIC, file_identity
+
+    def identity(f: Path) -> str | None:
+        with open(f, "rb") as fh:
+            if fh.read(len(NSYS_MAGIC)) == NSYS_MAGIC:
+                return None
+        return file_identity(f)
 
     try:
         if path.is_file():
-            return file_identity(path)
+            return identity(path)
         if path.is_dir():
             from tracetriage.case import bundle_files
 
-            return [(f.relative_to(path).as_posix(), file_identity(f)) for f in bundle_files(path)]
+            found = [(f.relative_to(path).as_posix(), identity(f)) for f in bundle_files(path)]
+            return None if any(ident is None for _, ident in found) else found
     except (OSError, ValueError, TraceTriageError):
         return None
     return None
