@@ -61,11 +61,6 @@ def metrics_version() -> str:
     return "metrics-" + code_version("tracetriage", "tracetriage.parsers", "tracetriage.analyzers")
 
 
-def analysis_version() -> str:
-    """What makes a case's analysis from its files: the same code as its metrics, the rules included."""
-    return "analysis-" + code_version("tracetriage", "tracetriage.parsers", "tracetriage.analyzers")
-
-
 # below this, caching gains nothing: the 0.6 MB real nsys export costs 0.65 CPU-s read, 0.70 written to the
 # cache, 0.60 from it; the 2.7 MB 2xH100 one 1.0 / 1.05 / 0.67 (a JSON analysis, imports included)
 MIN_CACHED_BYTES = 1024 * 1024
@@ -188,63 +183,51 @@ class Cache:
         return f"{identity}-{metrics_version()}-{opts}"
 
     def get_metrics(self, identity: str, options: dict):
-        entry = self._entry("metrics", self.metrics_key(identity, options))
-        f = entry / "metrics.pickle"
-        if not f.exists():
-            return None
-        try:
-            with open(f, "rb") as fh:
-                value = pickle.load(fh)  # noqa: S301 - our own file, in a private (0700) directory
-        except Exception:  # noqa: BLE001
-            shutil.rmtree(entry, ignore_errors=True)
-            return None
-        self._touch(entry)
-        self.hits["metrics"] += 1
-        return value
+        return self._get_pickle("metrics", self.metrics_key(identity, options))
 
     def put_metrics(self, identity: str, options: dict, value) -> None:
-        if not self._ready():
-            return
-        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.dir))
-        try:
-            with open(tmp / "metrics.pickle", "wb") as fh:
-                pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            self._commit(tmp, self._entry("metrics", self.metrics_key(identity, options)))
-        except Exception:  # noqa: BLE001
-            shutil.rmtree(tmp, ignore_errors=True)
+        self._put_pickle("metrics", self.metrics_key(identity, options), value)
 
     # -- analyses ----------------------------------------------------------------------
     @staticmethod
-    def analysis_key(inputs: list[tuple[str, str, str]], options: dict) -> str:
-        """The key of a case's analysis: each input file as given, where it is and its identity, in
-        order; the options (symptom, SLO budgets, step range, the exporter of reports); the code of the
-        parsers and analyzers (:func:`analysis_version`)."""
+    def analysis_key(inputs: list, options: dict) -> str:
+        """The key of a case's analysis: each input as given, where it is and its identity, in order; the
+        options (symptom, SLO budgets, step range, the exporter of reports); the code of the parsers,
+        analyzers and rules (:func:`metrics_version`: the same code makes both)."""
         text = json.dumps({"inputs": inputs, "options": options}, sort_keys=True, default=str)
-        return f"{hashlib.sha256(text.encode()).hexdigest()[:32]}-{analysis_version()}"
+        return f"{hashlib.sha256(text.encode()).hexdigest()[:32]}-analysis-{metrics_version()}"
 
     def get_analysis(self, key: str):
         """What :meth:`put_analysis` kept: (the contract, its chart series), or None."""
-        entry = self._entry("analysis", key)
+        return self._get_pickle("analysis", key)
+
+    def put_analysis(self, key: str, data: dict, series: dict) -> None:
+        self._put_pickle("analysis", key, (data, series))
+
+    # -- pickled entries (metrics, analyses) ---------------------------------------------
+    def _get_pickle(self, kind: str, key: str):
+        """The value kept under ``kind``/``key``, or None; a broken entry is a miss, and is rewritten."""
+        entry = self._entry(kind, key)
         try:
-            with open(entry / "analysis.pickle", "rb") as fh:
-                data, series = pickle.load(fh)  # noqa: S301 - our own file, in a private (0700) directory
+            with open(entry / f"{kind}.pickle", "rb") as fh:
+                value = pickle.load(fh)  # noqa: S301 - our own file, in a private (0700) directory
         except FileNotFoundError:
             return None
-        except Exception:  # noqa: BLE001 - a broken entry is a miss, and is rewritten
+        except Exception:  # noqa: BLE001
             shutil.rmtree(entry, ignore_errors=True)
             return None
         self._touch(entry)
-        self.hits["analysis"] = self.hits.get("analysis", 0) + 1
-        return data, series
+        self.hits[kind] = self.hits.get(kind, 0) + 1
+        return value
 
-    def put_analysis(self, key: str, data: dict, series: dict) -> None:
+    def _put_pickle(self, kind: str, key: str, value) -> None:
         if not self._ready():
             return
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.dir))
         try:
-            with open(tmp / "analysis.pickle", "wb") as fh:
-                pickle.dump((data, series), fh, protocol=pickle.HIGHEST_PROTOCOL)
-            self._commit(tmp, self._entry("analysis", key))
+            with open(tmp / f"{kind}.pickle", "wb") as fh:
+                pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            self._commit(tmp, self._entry(kind, key))
         except Exception:  # noqa: BLE001 - an unwritable or full cache is skipped
             shutil.rmtree(tmp, ignore_errors=True)
 
