@@ -6,7 +6,7 @@ import gzip
 import json
 import os
 import re
-from collections import deque
+from collections import Counter, deque
 
 import numpy as np
 import pandas as pd
@@ -244,15 +244,35 @@ def rccl_api_op(name: str) -> str | None:
 def overlapping_groups(paths: list, span) -> list[list]:
     """Files of one run share a clock and overlap in time; files of different runs do not.
     Groups = chains of overlapping ``span(path) -> (lo, hi) | None`` intervals; a file without
-    a span is a group of its own."""
+    a span is a group of its own, and so is a file whose span is another's to the nanosecond:
+    no two processes (or two profiler sessions) begin and end at the same nanosecond, so such
+    files are copies of one capture (:func:`same_span_copies`), not two parts of one run."""
     spans = sorted(((span(p) or (0, -1)), str(p), p) for p in paths)
+    copies = {s for s, n in Counter(s for s, _, _ in spans).items() if n > 1 and s[1] >= s[0]}
     groups: list[list] = []
-    end = None
+    chain, end = None, None  # the group being built and its end
     for (lo, hi), _, p in spans:
-        if groups and end is not None and hi >= lo and lo <= end:
-            groups[-1].append(p)
+        if (lo, hi) in copies:
+            groups.append([p])
+        elif chain is not None and end is not None and hi >= lo and lo <= end:
+            chain.append(p)
             end = max(end, hi)
         else:
-            groups.append([p])
+            chain = [p]
+            groups.append(chain)
             end = hi if hi >= lo else None
     return groups
+
+
+def same_span_copies(named_spans: list[tuple[str, tuple[int, int] | None]]) -> tuple[str, str, tuple[int, int]] | None:
+    """The first two names whose spans are equal to the nanosecond (copies of one capture) and
+    that span, or None."""
+    seen: dict[tuple[int, int], str] = {}
+    for name, s in named_spans:
+        if s is None:
+            continue
+        s = tuple(s)
+        if s in seen:
+            return seen[s], name, s
+        seen[s] = name
+    return None

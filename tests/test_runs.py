@@ -4,6 +4,7 @@ rule batch groups files by (tracetriage/runs.py) to every combination of traces 
 import gzip
 import json
 import shutil
+from pathlib import Path
 
 from conftest import BUNDLES, ROOT, real, run_cli
 from conftest import add_nsys_session as _session
@@ -63,3 +64,39 @@ def test_side_artifacts_do_not_split_a_run():
     """One trace with its topology and NCCL log is one case (the rule is about traces only)."""
     p = run_cli("analyze", BUNDLES / "tp8_cross_island", "--no-cache", "-f", "json")
     assert p.returncode == 0, p.stderr
+
+
+def test_copies_of_one_export_are_not_one_run_in_analyze_or_batch(tmp_path):
+    """A folder of 'nightly' exports that are copies of one night's export (new-user trial 48
+    item 6): their capture sessions are the same to the nanosecond, which two ranks' sessions
+    never are. analyze used to read them as one run of 3 x H200 (exit 0); batch grouped them
+    into one case. Both keep them apart, and real per-rank exports (overlapping, not equal)
+    still make one run beside them."""
+    from tracetriage.batches import discover
+
+    folder = tmp_path / "nightly"
+    folder.mkdir()
+    t0 = 1_780_000_000 * 10**9
+    src = BUNDLES / "tp4_island" / "trace.sqlite"
+    for name, start in (("night1.sqlite", t0), ("night2.sqlite", t0), ("rank0.sqlite", t0 + 7200 * 10**9),
+                        ("rank1.sqlite", t0 + 7200 * 10**9 + 10**8)):
+        shutil.copyfile(src, folder / name)
+        _session(folder / name, start, 5 * 10**9)
+    p = run_cli("analyze", folder / "night1.sqlite", folder / "night2.sqlite", "--no-cache")
+    _refused(p)
+    assert "copies of one capture" in p.stderr and f"utcEpochNs {t0}" in p.stderr
+    ok = run_cli("analyze", folder / "rank0.sqlite", folder / "rank1.sqlite", "-f", "json", "--no-cache")
+    assert ok.returncode == 0, ok.stderr
+    specs = discover([str(folder)], tmp_path / "out")
+    cases = sorted(tuple(sorted(Path(p).name for p in s.paths)) for s in specs)
+    assert cases == [("night1.sqlite",), ("night2.sqlite",), ("rank0.sqlite", "rank1.sqlite")]
+
+
+def test_overlapping_groups_keeps_equal_spans_apart_and_chains_the_rest():
+    from tracetriage.parsers.common import overlapping_groups, same_span_copies
+
+    spans = {"r0": (0, 10), "copyA": (2, 8), "copyB": (2, 8), "r1": (5, 12), "late": (20, 30), "none": None}
+    groups = overlapping_groups(list(spans), spans.get)
+    assert sorted(map(sorted, groups)) == [["copyA"], ["copyB"], ["late"], ["none"], ["r0", "r1"]]
+    assert same_span_copies(list(spans.items())) == ("copyA", "copyB", (2, 8))
+    assert same_span_copies([("a", (0, 1)), ("b", (0, 2)), ("c", None)]) is None

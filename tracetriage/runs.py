@@ -6,7 +6,8 @@ unrelated programs merged give "explains 47% of the window, mean over 9 devices"
 program at all. Traces are one run when what each format records says so:
 
 * nsys exports: their capture sessions (``utcEpochNs`` + duration, wall clock) overlap — one
-  export per rank of a job;
+  export per rank of a job — and no two are the same session to the nanosecond (those are copies
+  of one capture: a folder of nightly exports copied from one night, or one export twice);
 * Kineto traces: ``distributedInfo`` names one job (same world size and backend, distinct
   ranks);
 * rocpd files of one folder are merged by the parser when their dispatches overlap on their
@@ -19,6 +20,7 @@ Side artifacts (topology, NCCL log, py-spy, serving logs) describe the run and n
 from __future__ import annotations
 
 from tracetriage.errors import UsageError
+from tracetriage.parsers.common import same_span_copies
 
 
 def _overlaps(spans: list[tuple[int, int]]) -> bool:
@@ -47,6 +49,12 @@ def why_not_one_run(traces) -> str | None:
         if missing:
             return (f"{names} are not one run as far as they show: {missing[0]} records no capture session time "
                     "(TARGET_INFO_SESSION_START_TIME / ANALYSIS_DETAILS) to match with the others")
+        copies = same_span_copies([(str(t.path), s) for t, s in zip(traces, spans)])
+        if copies:
+            first, second, (lo, hi) = copies
+            return (f"{first} and {second} are not one run: they are copies of one capture (the same capture "
+                    f"session to the nanosecond: utcEpochNs {lo}, {(hi - lo) / 1e9:.3f} s; one rank's nsys never "
+                    "starts at the same nanosecond as another's)")
         if not _overlaps([tuple(s) for s in spans]):
             return f"{names} are not one run: their capture sessions do not overlap in time"
         return None
