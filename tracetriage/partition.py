@@ -30,9 +30,9 @@ _HELD = threading.local()  # (gpu table, device, rows) of the device job running
 def _find(trace: Trace, device: int) -> np.ndarray | None:
     gpu = trace.gpu
     devs = gpu["device"].to_numpy() if len(gpu) else np.empty(0, np.int32)
-    if not devs.size or is_one_value_view(devs):
-        return None if not devs.size or int(devs[0]) == device else np.empty(0, np.int64)
-    rows = np.flatnonzero(devs == device)
+    if not devs.size or (is_one_value_view(devs) and int(devs[0]) == device):
+        return None
+    rows = np.flatnonzero(devs == device) if not is_one_value_view(devs) else np.empty(0, np.int64)
     if rows.size == devs.size:
         return None
     rows = rows.astype(np.int32) if devs.size < (1 << 31) else rows
