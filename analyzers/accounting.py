@@ -25,6 +25,7 @@ from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers.metrics import Copies, DeviceMetrics
 from tracetriage.analyzers.timeline import CAUSES, GAP_CLASSES
 from tracetriage.model import Trace, is_kind
+from tracetriage.partition import device_rows, take
 
 BUSY_SLICES = ("compute", "collective", "copy")
 IDLE_SLICES = tuple(f"idle:{cls}:{cause}" for cls in GAP_CLASSES for cause in CAUSES)
@@ -39,15 +40,18 @@ def copy_activity(trace: Trace, device: int, lo: int, hi: int) -> Copies:
     import pandas as pd
 
     g = trace.gpu
-    dev = g["device"].to_numpy() == device
-    start, end = g["start"].to_numpy(), g["end"].to_numpy()
-    inwin = dev & (end > lo) & (start < hi)
-    is_copy = inwin & (is_kind(g, "memcpy") | is_kind(g, "memset"))
+    rows = device_rows(trace, device)  # the device's rows (tracetriage.partition; None: every row), no mask over all
+    memset = is_kind(g, "memset", rows)
+    is_copy = is_kind(g, "memcpy", rows) | memset
+    if is_copy.any():  # else no copy of the device at all: its times are not read
+        start, end = take(g["start"].to_numpy(), rows), take(g["end"].to_numpy(), rows)
+        inwin = (end > lo) & (start < hi)
+        is_copy &= inwin
     if not is_copy.any():
         return Copies(count=0, busy_ns=0, copy_only_ns=0, bytes=0, by_direction={}, pageable=0, overlap_pct=0.0)
     cs, ce = iv.clip(*iv.union(start[is_copy], end[is_copy]), lo, hi)
     copy_busy = iv.measure(cs, ce)
-    work = inwin & (is_kind(g, "kernel") | is_kind(g, "graph"))
+    work = inwin & (is_kind(g, "kernel", rows) | is_kind(g, "graph", rows))
     hidden = 0
     if work.any() and cs.size:
         ks, ke = start[work], end[work]
@@ -55,12 +59,13 @@ def copy_activity(trace: Trace, device: int, lo: int, hi: int) -> Copies:
         if near.any():
             us, ue = iv.clip(*iv.union(ks[near], ke[near]), lo, hi)
             hidden = int(iv.Coverage(us, ue).overlap(cs, ce).sum())
-    nbytes = g["bytes"].to_numpy()[is_copy]
+    at = np.flatnonzero(is_copy) if rows is None else rows[is_copy]  # the copies' rows of the table
+    nbytes = g["bytes"].to_numpy()[at]
     unrecorded = nbytes < 0  # the format does not record the size (parsers/common.py UNRECORDED_BYTES)
     nbytes = np.where(unrecorded, 0, nbytes)
     dur = np.minimum(end[is_copy], hi) - np.maximum(start[is_copy], lo)
-    kinds = g["copy_kind"].astype(object).to_numpy()[is_copy]
-    kinds = np.where(is_kind(g, "memset")[is_copy], "memset", kinds)
+    kinds = g["copy_kind"].iloc[at].astype(object).to_numpy()
+    kinds = np.where(memset[is_copy], "memset", kinds)
     kinds = np.array(["other" if pd.isna(k) else str(k) for k in kinds], dtype=object)
     by_direction: dict[str, dict] = {}
     for k in np.unique(kinds):
@@ -74,7 +79,7 @@ def copy_activity(trace: Trace, device: int, lo: int, hi: int) -> Copies:
         copy_only_ns=int(copy_busy - hidden),
         bytes=int(nbytes.sum()),
         by_direction=by_direction,
-        pageable=int(g["pageable"].to_numpy()[is_copy].sum()),
+        pageable=int(g["pageable"].to_numpy()[at].sum()),
         overlap_pct=round(100.0 * hidden / copy_busy, 2) if copy_busy else 0.0,
     )
 

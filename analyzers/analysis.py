@@ -23,7 +23,6 @@ from tracetriage.analyzers.metrics import (
     CollectiveSkew,
     DeviceMetrics,
     DeviceTimeline,
-    IdleByHost,
     LongSteps,
     Phases,
     ProcessMetrics,
@@ -33,7 +32,9 @@ from tracetriage.analyzers.metrics import (
     Window,
 )
 from tracetriage.analyzers.result import Analysis
+from tracetriage.memory import release_freed
 from tracetriage.model import Trace, cat_mask, distinct, is_kind
+from tracetriage.partition import held
 from tracetriage.threads import thread_map
 
 SYNC_SLACK_NS = 20_000  # a gap "follows" a sync that ended at most 20 us before it began
@@ -129,13 +130,12 @@ def _window(trace: Trace, steps: dict[int, st.Steps], finder: phases.Finder) -> 
                   setup_excluded_ns=setup, setup_cause=cause), found
 
 
-def _device_metrics(trace: Trace, device_index: int, label: str, times: DeviceTimeline, kernels: list[dict],
-                    lo: int, hi: int, idle_by_host: IdleByHost | None = None) -> DeviceMetrics:
-    """One device of a trace: its timeline (``times``), collectives, copies and kernels in [lo, hi),
-    its idle time by host range (host_activity.py) and its decomposition of the window."""
+def _device_metrics(trace: Trace, device_index: int, label: str, measured: tuple, kernels: list[dict]) -> DeviceMetrics:
+    """One device of a trace: ``measured`` (:func:`_measure_device`: its timeline, its idle time by host
+    range (host_activity.py), collectives and copies in the window) with its kernels, and its decomposition
+    of the window."""
     row = trace.devices.iloc[device_index]
-    collectives = coll.device_collectives(trace, device_index, lo, hi)
-    copies = accounting.copy_activity(trace, device_index, lo, hi)
+    times, idle_by_host, collectives, copies = measured
     return DeviceMetrics(
         id=label, name=str(row["name"]), pid=int(row["pid"]), ordinal=int(row["ordinal"]),
         gpu_index=int(row["gpu_index"]), trace=trace.path,
@@ -151,6 +151,18 @@ def _device_metrics(trace: Trace, device_index: int, label: str, times: DeviceTi
         busy_in_long_steps_ns=times.busy_in_spans_ns, collective_exposed_ns=collectives.exposed_ns,
         idle_in_pageable_copies_ns=times.idle_in_pageable_copies_ns, idle_in_calls=times.idle_in_calls,
         collective_calls=collectives.calls)
+
+
+def _measure_device(trace: Trace, device: int, lo: int, hi: int, timeline, host_ranges: dict, steps: dict) -> tuple:
+    """What a device's metrics need that reads the tables (each over the device's own rows): its timeline
+    (``timeline(device)``), idle by host range, collectives and copies in [lo, hi). The devices are measured
+    on parallel threads (numpy releases the GIL)."""
+    pid = int(trace.devices.iloc[device]["pid"])
+    with held(trace, device):  # the device's rows (tracetriage.partition), found once for all four passes
+        times = timeline(device)
+        by_host = host_activity.idle_by_host(trace, device, lo, hi, host_ranges[pid], steps.get(pid),
+                                             min_gap_ns=int(trace.meta.get("clock_resolution_ns") or 1))
+        return times, by_host, coll.device_collectives(trace, device, lo, hi), accounting.copy_activity(trace, device, lo, hi)
 
 
 def _table_counts(trace: Trace, lo: int, hi: int) -> dict:
@@ -214,26 +226,23 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     per_device_kernels = side.submit(kern.device_kernels, trace, lo, hi, call_samples=window.source == "gpu_activity")
     activity = {pid: side.submit(st.host_activity, trace, steps[pid]) for pid in pids + api_only}
     side.shutdown(wait=False)
+    host_ranges: dict[int, host_activity.HostRanges] = {}
     for pid in trace.devices["pid"].unique().tolist():  # built once per process, before any thread reads them
         hosts[int(pid)] = tl._HostSlicer(trace, int(pid))
-    # devices timed on parallel threads (numpy releases the GIL); a lone device halves itself
-    timelines = thread_map(timeline, range(device_count), MAX_TIMELINE_THREADS)
+        host_ranges[int(pid)] = host_activity.HostRanges(trace, int(pid))
+    # devices measured on parallel threads (numpy releases the GIL); a lone device's timeline halves itself
+    measured = thread_map(lambda device: _measure_device(trace, device, lo, hi, timeline, host_ranges, steps),
+                          range(device_count), MAX_TIMELINE_THREADS)
+    release_freed()  # the device threads' slice temporaries, freed into per-thread arenas glibc does not trim itself
     kernel_rows = per_device_kernels.result()
     devices: list[DeviceMetrics] = []
     series_busy = {}
-    host_ranges: dict[int, host_activity.HostRanges] = {}
     for device_index in range(device_count):
-        times = timelines[device_index]
-        timelines[device_index] = None
         label = prefix + trace.device_label(device_index)
-        series_busy[label] = times.busy_timeline
-        pid = int(trace.devices.iloc[device_index]["pid"])
-        if pid not in host_ranges:
-            host_ranges[pid] = host_activity.HostRanges(trace, pid)
-        by_host = host_activity.idle_by_host(trace, device_index, lo, hi, host_ranges[pid], steps.get(pid),
-                                             min_gap_ns=int(trace.meta.get("clock_resolution_ns") or 1))
-        devices.append(_device_metrics(trace, device_index, label, times, kernel_rows.get(device_index, []), lo, hi,
-                                       by_host))
+        series_busy[label] = measured[device_index][0].busy_timeline
+        devices.append(_device_metrics(trace, device_index, label, measured[device_index],
+                                       kernel_rows.get(device_index, [])))
+        measured[device_index] = None
 
     processes = []
     process_names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))
@@ -255,7 +264,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
 
     labels = [device.id for device in devices]
     copies = kern.copy_checks(trace, lo, hi, labels)
-    lanes_of = lanes.lanes(trace, lanes.windows(list(steps.values()), lo, hi), labels)
+    lanes_of = lanes.lanes(trace, lanes.windows(list(steps.values()), lo, hi), labels, hosts)
     kept_meta = ("version", "graph_trace_mode", "started_utc_ns")
     metrics = TraceMetrics(
         window=window,

@@ -30,6 +30,7 @@ import numpy as np
 from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers.metrics import CollectiveCalls, CollectiveSkew, DeviceCollectives, LateRank
 from tracetriage.model import Trace, is_kind, is_sorted
+from tracetriage.partition import device_rows, take
 
 # two ends this close are one call whatever its length: the ranks of one call leave it a ring's last hop
 # and the kernel's teardown apart (~25 us seen between two H100s on ~100 us SendRecv calls)
@@ -44,17 +45,21 @@ _COLLECTIVE_RANGE = ("nccl:", "rccl:", "c10d::", "record_param_comms", "ncclGrou
 def device_collectives(trace: Trace, device: int, lo: int, hi: int) -> DeviceCollectives:
     g = trace.gpu
     window = hi - lo
-    mine = (g["device"].to_numpy() == device) & is_kind(g, "kernel")
-    coll_codes = g["collective"].cat.codes.to_numpy()
+    rows = device_rows(trace, device)  # the device's rows (tracetriage.partition; None: every row), no mask over all
+    mine = is_kind(g, "kernel", rows)
+    coll_codes = take(g["collective"].cat.codes.to_numpy(), rows)
     is_coll = mine & (coll_codes >= 0)
     if not is_coll.any():  # most single-GPU captures: no compute union to build
         return DeviceCollectives(collective_ns=0, collective_share_pct=0.0, collective_exposed_pct=0.0, collectives_by_op={},
                                  collective_count=0, calls=CollectiveCalls.empty(device), exposed_ns=0)
     starts, ends = g["start"].to_numpy(), g["end"].to_numpy()
-    cs, ce = iv.clip(*iv.union(starts[is_coll], ends[is_coll]), lo, hi)
-    comp = mine & (coll_codes < 0)
-    ps, pe = iv.clip(*iv.union(starts[comp], ends[comp]), lo, hi)
-    coll = g[is_coll]  # collectives are few: a real frame is fine
+    # each set's rows gathered straight from the table's columns (no copy of the device's whole columns first)
+    at = is_coll if rows is None else rows[is_coll]  # a mask of the table, or its row numbers
+    cs, ce = iv.clip(*iv.union(starts[at], ends[at]), lo, hi)
+    at = mine & (coll_codes < 0) if rows is None else rows[mine & (coll_codes < 0)]
+    ps, pe = iv.clip(*iv.union(starts[at], ends[at]), lo, hi)
+    del at
+    coll = g[is_coll] if rows is None else g.iloc[rows[is_coll]]  # collectives are few: a real frame is fine
     # exposed = collective time not covered by compute: |C| - |C ∩ P|, via P's coverage function
     hidden = int(iv.Coverage(ps, pe).overlap(cs, ce).sum()) if cs.size else 0
     exposed_ns = iv.measure(cs, ce) - hidden
@@ -108,10 +113,15 @@ def match_calls(ranks: list[CollectiveCalls]) -> Matched:
 def _nearest_ends(ref: CollectiveCalls, calls: CollectiveCalls) -> np.ndarray:
     """For each call of ``ref``, the index in ``calls`` of the same op's call whose end is nearest and
     within the tolerance, else -1; a call of ``calls`` is given to the first ``ref`` call close to it."""
+    import pandas as pd
+
     out = np.full(ref.starts.size, -1, np.int64)
-    for op in np.unique(ref.ops):
-        mine = np.flatnonzero(ref.ops == op)
-        theirs = np.flatnonzero(calls.ops == op)
+    # the ops as codes (one hash pass each, no sort or compare of strings per op and rank)
+    ref_codes, names = pd.factorize(ref.ops)
+    call_codes = pd.Index(names).get_indexer(calls.ops) if calls.ops.size else np.empty(0, np.intp)
+    for op in range(len(names)):
+        mine = np.flatnonzero(ref_codes == op)
+        theirs = np.flatnonzero(call_codes == op)
         if not theirs.size:
             continue
         by_end = theirs[np.argsort(calls.ends[theirs], kind="stable")]
@@ -169,8 +179,9 @@ def what_came_before(trace: Trace, device: int, pid: int, intervals: np.ndarray)
     lo, hi = intervals[0][longest], intervals[1][longest]
     total = int((hi - lo).sum())
     gpu = trace.gpu
-    mine = (gpu["device"].to_numpy() == device) & is_kind(gpu, "kernel") & (gpu["collective"].cat.codes.to_numpy() < 0)
-    kernels = gpu[mine]
+    rows = device_rows(trace, device)
+    mine = is_kind(gpu, "kernel", rows) & (take(gpu["collective"].cat.codes.to_numpy(), rows) < 0)
+    kernels = gpu[mine] if rows is None else gpu.iloc[rows[mine]]
     overlap = _overlap(kernels["start"].to_numpy(np.int64), kernels["end"].to_numpy(np.int64), lo, hi)
     busy = iv.Coverage(*iv.union(kernels["start"].to_numpy(np.int64), kernels["end"].to_numpy(np.int64)))
     if total and int(busy.overlap(lo, hi).sum()) * 2 > total and overlap.any():

@@ -41,6 +41,7 @@ calls, each once; no per-event Python.
 from __future__ import annotations
 
 import re
+import threading
 
 import numpy as np
 import pandas as pd
@@ -49,6 +50,7 @@ from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers.metrics import IdleByHost
 from tracetriage.analyzers.steps import STEP_PATTERNS, Steps
 from tracetriage.model import Trace
+from tracetriage.partition import device_rows
 
 try:
     from tracetriage.analyzers import _sweep
@@ -83,6 +85,8 @@ class HostRanges:
     built once per process and shared by its devices."""
 
     def __init__(self, trace: Trace, pid: int):
+        self._calls: dict[int, tuple] = {}  # the process's calls, found once for all its devices (:meth:`calls`)
+        self._lock = threading.Lock()
         names: dict[str, int] = {}
         sources: dict[str, int] = {}
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
@@ -122,6 +126,15 @@ class HostRanges:
     @property
     def empty(self) -> bool:
         return not self.start.size
+
+    def calls(self, api, pid: int) -> tuple[np.ndarray, np.ndarray, int | None]:
+        """(starts, ends, the longest call or None: :func:`_call_span`) of ``pid``'s calls
+        (:func:`_process_calls`), found on first use and shared by the process's devices (their threads)."""
+        with self._lock:
+            if pid not in self._calls:
+                call_s, call_e = _process_calls(api, pid)
+                self._calls[pid] = (call_s, call_e, _call_span(call_s, call_e))
+            return self._calls[pid]
 
 
 def _codes(column: pd.Series, names: dict[str, int], spelled, missing: str) -> np.ndarray:
@@ -210,16 +223,33 @@ def _device_gaps(trace: Trace, device: int, lo: int, hi: int, min_gap_ns: int) -
     """The device's gaps in [lo, hi), as timeline.py measures them (shorter than min_gap_ns: busy)."""
     gpu = trace.gpu
     start, end = gpu["start"].to_numpy(np.int64), gpu["end"].to_numpy(np.int64)
-    mine = (end > lo) & (start < hi)
-    if len(trace.devices) > 1:
-        mine &= gpu["device"].to_numpy() == device
-    if not mine.all():  # else the columns themselves: no copy of a lone device's whole table
-        start, end = start[mine], end[mine]
+    rows = device_rows(trace, device) if len(trace.devices) > 1 else None  # (tracetriage.partition)
+    if rows is not None:  # the device's rows in the window, gathered a slice at a time (no mask over every row)
+        start, end = _in_window(start, end, rows, lo, hi)
+    else:
+        mine = (end > lo) & (start < hi)
+        if not mine.all():  # else the columns themselves: no copy of a lone device's whole table
+            start, end = start[mine], end[mine]
     end = iv.not_before(end, start)
     # each operation clipped to the window (copies only when one crosses its edges)
     busy_s, busy_e = iv.union(start if not start.size or start.min() >= lo else np.maximum(start, lo),
                               end if not end.size or end.max() <= hi else np.minimum(end, hi))
     return iv.gaps(busy_s, busy_e, lo, hi, min_gap_ns)
+
+
+def _in_window(start: np.ndarray, end: np.ndarray, rows: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) of the table's ``rows`` that overlap [lo, hi), in their order: gathered and filtered a
+    slice at a time into one pair of arrays (pages touched as written), no temporary the length of ``rows``."""
+    out_s, out_e = np.empty(rows.size, np.int64), np.empty(rows.size, np.int64)
+    kept = 0
+    for i in range(0, rows.size, iv.SLICE):
+        at = rows[i:i + iv.SLICE]
+        s, e = start[at], end[at]
+        keep = (e > lo) & (s < hi)
+        n = int(np.count_nonzero(keep))
+        out_s[kept:kept + n], out_e[kept:kept + n] = s[keep], e[keep]
+        kept += n
+    return out_s[:kept], out_e[:kept]
 
 
 def _process_calls(api, pid: int) -> tuple[np.ndarray, np.ndarray]:
@@ -263,13 +293,17 @@ def _pieces(seg_s, seg_e, gap_s, gap_e) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def idle_in_calls(gap_s: np.ndarray, gap_e: np.ndarray, call_s: np.ndarray, call_e: np.ndarray,
-                  sweep: bool = True) -> int:
+                  sweep: bool = True, span: int | None | str = "find") -> int:
     """The measure of the gaps (disjoint, in order) inside the union of the calls (an end before
     its start: empty). With the calls in start order, by the compiled sweep timeline.py attributes
     gaps with (analyzers/_sweep.c), every call one cause, a slice of gaps at a time against the
     calls that can reach it: one merge of the two lists, linear in both. Else (or without the
-    sweep) the calls' union streamed past the gaps (two binary searches per merged call)."""
-    span = _call_span(call_s, call_e) if _sweep is not None and sweep and gap_s.size else None
+    sweep) the calls' union streamed past the gaps (two binary searches per merged call). ``span``: the
+    calls' :func:`_call_span` when the caller has it (found here by default)."""
+    if not (_sweep is not None and sweep and gap_s.size):
+        span = None
+    elif span == "find":
+        span = _call_span(call_s, call_e)
     if span is None:
         return iv.overlap_measure(gap_s, gap_e, iv.union_slices(call_s, call_e))
     one_cause = np.zeros(1, np.int8)  # one slot: every call's code maps to it (the codes are not read)
@@ -312,7 +346,7 @@ def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges,
     window = hi - lo
     gap_s, gap_e = _device_gaps(trace, device, lo, hi, min_gap_ns)
     pid = int(trace.devices.iloc[device]["pid"])
-    call_s, call_e = _process_calls(trace.api, pid)
+    call_s, call_e, span = hosts.calls(trace.api, pid)
     has_calls = bool(call_s.size)
     candidate = ~_excluded(hosts, steps, lo, hi) & (hosts.end > np.maximum(hosts.start, lo)) & (hosts.start < hi)
     segments_s, segments_e, segments_of = [], [], []
@@ -335,7 +369,7 @@ def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges,
         taken_s, taken_e = iv.union(np.concatenate((taken_s, own_s)), np.concatenate((taken_e, own_e)))
     idle_ns = sum(int((gap_e[i:i + iv.SLICE] - gap_s[i:i + iv.SLICE]).sum()) for i in range(0, gap_s.size, iv.SLICE))
     # host code = idle time outside every call of the process (the calls' union streamed past the gaps)
-    host_code_ns = idle_ns - idle_in_calls(gap_s, gap_e, call_s, call_e) if has_calls else 0
+    host_code_ns = idle_ns - idle_in_calls(gap_s, gap_e, call_s, call_e, span=span) if has_calls else 0
     rows_out: list[dict] = []
     attributed = 0
     if segments_s:

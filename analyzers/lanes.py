@@ -81,16 +81,17 @@ def _ready_at(host, rows: np.ndarray, starts: np.ndarray, gap_e: np.ndarray) -> 
     return ready
 
 
-def lanes(trace: Trace, wins: list[dict], labels: list[str]) -> dict:
+def lanes(trace: Trace, wins: list[dict], labels: list[str], hosts: dict | None = None) -> dict:
     """Only the rows near each window are touched (the tables are in start order), so the
-    figure costs the same on a 10M-kernel trace as on a small one."""
+    figure costs the same on a 10M-kernel trace as on a small one. ``hosts``: the timeline's
+    host slicers by pid, when the analysis has them built (else built here)."""
     g = trace.gpu
     api = trace.api
     gs_all, ge_all = g["start"].to_numpy(), g["end"].to_numpy()
     a_s_all, a_e_all = api["start"].to_numpy(), api["end"].to_numpy()
     g_max = int((ge_all - gs_all).max()) if gs_all.size else 0
     a_max = int((a_e_all - a_s_all).max()) if a_s_all.size else 0
-    hosts: dict = {}
+    hosts = {} if hosts is None else hosts
     out = []
     for w in wins:
         a, b = w["start"], w["end"]

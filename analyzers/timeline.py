@@ -49,6 +49,7 @@ from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers.metrics import DeviceTimeline, Gaps
 from tracetriage.analyzers.queued import DEPENDENCY_LATENCY_NS, queued_early  # noqa: F401 (re-exported)
 from tracetriage.model import Trace, cat_codes, cat_mask, is_kind, is_sorted
+from tracetriage.partition import device_rows
 from tracetriage.threads import thread_map
 
 try:
@@ -253,23 +254,35 @@ def _device_chunks(trace: Trace, device: int, lo: int, hi: int, size: int, rows:
                    with_rows: bool = False):
     """The device's intervals overlapping [lo, hi), clipped to it, in start order, a slice
     of the table (of ``rows``, default all) at a time: views of it, no copy of the
-    device's whole columns."""
+    device's whole columns. Of several devices, the device's own rows of each slice
+    (tracetriage.partition: no mask over the whole table per device)."""
     g = trace.gpu
     start, end = g["start"].to_numpy(), g["end"].to_numpy()
-    devs = g["device"].to_numpy()
     one = len(trace.devices) == 1 and device == 0  # every row is this device's
+    mine = None if one else device_rows(trace, device)  # None: every row is
     r0, r1 = rows or (0, start.size)
-    for k in range(r0, r1, size):
+    if mine is not None:  # where each slice's rows begin among the device's (keys of its dtype: no cast of it)
+        cuts = np.searchsorted(mine, np.minimum(np.arange(r0, r1 + size, size), r1).astype(mine.dtype)).tolist()
+    for n, k in enumerate(range(r0, r1, size)):
         stop = min(k + size, r1)
-        s, e = start[k:stop], end[k:stop]
+        if mine is None:
+            s, e = start[k:stop], end[k:stop]
+            sel = (e > lo) & (s < hi)
+            whole = sel.all()
+            if not whole:
+                s, e = s[sel], e[sel]
+            if with_rows:
+                yield (*_clipped(s, e, lo, hi), np.arange(k, stop) if whole else k + np.flatnonzero(sel))
+            else:
+                yield _clipped(s, e, lo, hi)
+            continue
+        idx = mine[cuts[n]:cuts[n + 1]]  # the device's rows of the slice
+        s, e = start[idx], end[idx]
         sel = (e > lo) & (s < hi)
-        if not one:
-            sel &= devs[k:stop] == device
-        whole = sel.all()
-        if not whole:
-            s, e = s[sel], e[sel]
+        if not sel.all():
+            s, e, idx = s[sel], e[sel], idx[sel]
         if with_rows:
-            yield (*_clipped(s, e, lo, hi), np.arange(k, stop) if whole else k + np.flatnonzero(sel))
+            yield (*_clipped(s, e, lo, hi), idx.astype(np.int64))
         else:
             yield _clipped(s, e, lo, hi)
 

@@ -49,6 +49,7 @@ from tracetriage.analyzers.track_types import (
 )
 from tracetriage.errors import MissingDataError
 from tracetriage.model import cat_mask, is_kind, is_sorted
+from tracetriage.partition import device_rows, held, take
 
 CHUNK_ROWS = 1 << 15  # gaps attributed and claims spread at a time: the export writes each batch as one
 DEFAULT_WORST_STEPS = 3
@@ -85,8 +86,12 @@ def _trace_tracks(trace, index: int, multi: bool, analysis, mode: str, n: int) -
     findings = {f["id"]: f for f in data.get("findings", [])}
     devices_data = {d["id"]: d for d in data.get("devices", [])}
     hosts: dict = {}  # pid -> the timeline's host slicer, shared by the process's devices
-    devices = tuple(_device_tracks(trace, device, prefix + trace.device_label(device), window, spans, findings,
-                                   series, devices_data, hosts) for device in range(len(trace.devices)))
+    devices = []
+    for device in range(len(trace.devices)):
+        with held(trace, device):  # the device's rows found once for its timeline and busy slices
+            devices.append(_device_tracks(trace, device, prefix + trace.device_label(device), window, spans, findings,
+                                          series, devices_data, hosts))
+    devices = tuple(devices)
     processes = trace.processes
     names = dict(zip(processes["pid"].tolist(), processes["name"].tolist())) if len(processes) else {}
     return TraceTracks(path=trace.path, prefix=prefix, window=_window(trace, window), spans=tuple(spans), spans_text=spans_text,
@@ -437,19 +442,19 @@ def _busy_slices(trace, device: int, lo: int, hi: int, claims: dict) -> dict:
     if not wanted:
         return {}
     gpu = trace.gpu
-    mine = gpu["device"].to_numpy() == device
-    s, e = gpu["start"].to_numpy(), gpu["end"].to_numpy()
-    mine &= (e > lo) & (s < hi)
-    kernel, graph = is_kind(gpu, "kernel"), is_kind(gpu, "graph")
+    rows = device_rows(trace, device)  # the device's rows (tracetriage.partition; None: every row), no mask over all
+    s, e = take(gpu["start"].to_numpy(), rows), take(gpu["end"].to_numpy(), rows)
+    mine = (e > lo) & (s < hi)
+    kernel, graph = is_kind(gpu, "kernel", rows), is_kind(gpu, "graph", rows)
     out = {}
     if "copy" in wanted:
-        copies = mine & (is_kind(gpu, "memcpy") | is_kind(gpu, "memset"))
+        copies = mine & (is_kind(gpu, "memcpy", rows) | is_kind(gpu, "memset", rows))
         work = mine & (kernel | graph)
         cs, ce = iv.clip(*iv.union(s[copies], e[copies]), lo, hi)
         ws, we = iv.clip(*iv.union(s[work], e[work]), lo, hi)
         out["copy"] = iv.subtract(cs, ce, ws, we)
     if "collective" in wanted:
-        coll = gpu["collective"].cat.codes.to_numpy() >= 0
+        coll = take(gpu["collective"].cat.codes.to_numpy(), rows) >= 0
         cs, ce = iv.clip(*iv.union(s[mine & kernel & coll], e[mine & kernel & coll]), lo, hi)
         ps, pe = iv.clip(*iv.union(s[mine & kernel & ~coll], e[mine & kernel & ~coll]), lo, hi)
         out["collective"] = iv.subtract(cs, ce, ps, pe)

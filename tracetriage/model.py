@@ -486,15 +486,18 @@ def cat_mask(df: pd.DataFrame, column: str, values) -> np.ndarray:
     return lut[codes]  # one gather: no sort, no hash
 
 
-def is_kind(gpu: pd.DataFrame, kind: str) -> np.ndarray:
-    """Boolean mask of gpu rows of one kind, on the categorical codes (no string compare)."""
+def is_kind(gpu: pd.DataFrame, kind: str, rows: np.ndarray | None = None) -> np.ndarray:
+    """Boolean mask of gpu rows of one kind, on the categorical codes (no string compare); over
+    ``rows`` only (row numbers, tracetriage.partition.device_rows) when given."""
     col = gpu["kind"]
     if isinstance(col.dtype, pd.CategoricalDtype):
         cats = list(col.cat.categories)
         if kind not in cats:
-            return np.zeros(len(gpu), dtype=bool)
-        return col.cat.codes.to_numpy() == cats.index(kind)
-    return col.to_numpy() == kind
+            return np.zeros(len(gpu) if rows is None else rows.size, dtype=bool)
+        codes = col.cat.codes.to_numpy()
+        return (codes if rows is None else codes[rows]) == cats.index(kind)
+    values = col.to_numpy()
+    return (values if rows is None else values[rows]) == kind
 
 
 def merge_frames(frames: list[pd.DataFrame]) -> pd.DataFrame:
