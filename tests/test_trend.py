@@ -424,3 +424,33 @@ def test_levels_are_written_as_every_ms_figure_is():
                     findings=(ChangeFinding("launch_bound", "new", 0.0, 1234.5678),))
     line = verdict("g", [change], [{"name": f"night-{i}"} for i in range(6)])
     assert "(3,728 -> 4,660 ms)" in line and "launch_bound new at 1,235 ms/step" in line, line
+
+
+def test_finding_columns_equal_the_pivot_tables_they_replace():
+    """trend's finding series (analyzers/trend._finding_columns, one pass over the rows) are what the two
+    pivot tables it replaced gave: the first value a case reported (NaN rows skipped), the cells a case
+    did not report, only findings with some value, in sorted order; rows without an id in no column; on
+    random tables with duplicate, missing and NaN rows."""
+    import pandas as pd
+
+    from tracetriage.analyzers.trend import _finding_columns
+
+    rng = np.random.default_rng(36)
+    for _ in range(150):
+        cases = [f"c{i}" for i in range(int(rng.integers(1, 12)))]
+        rows = int(rng.integers(0, 40))
+        f = pd.DataFrame({"case_id": rng.choice(cases, rows),
+                          "id": [None if draw < 0.1 else f"f{int(draw * 6)}" for draw in rng.random(rows)],
+                          "ms_per_step": np.where(rng.random(rows) < 0.3, np.nan, rng.normal(5, 2, rows))})
+        ids = [case for case in cases if rng.random() < 0.8] or cases[:1]
+        f = f[f["case_id"].isin(ids)]
+        got = _finding_columns(f, ids)
+        if not len(f):
+            assert got == {}
+            continue
+        table = f.pivot_table(index="case_id", columns="id", values="ms_per_step", aggfunc="first").reindex(ids)
+        present = f.assign(one=1).pivot_table(index="case_id", columns="id", values="one", aggfunc="first").reindex(ids)
+        assert list(got) == sorted(table.columns)
+        for fid, (values, absent) in got.items():
+            assert values.tobytes() == table[fid].to_numpy(np.float64, na_value=np.nan).tobytes()
+            assert (absent == present[fid].isna().to_numpy()).all()
