@@ -24,15 +24,16 @@ try:
     code = main(sys.argv[1:])
 except SystemExit as exc:
     code = exc.code
-heavy = sorted({name.split(".")[0] for name in sys.modules} & set(json.loads(%r)))
+heavy = sorted(({name.split(".")[0] for name in sys.modules} | set(sys.modules)) & set(json.loads(%r)))
 sys.stdout.flush()
 print("\\nLOADED " + json.dumps(heavy), file=sys.stderr)
 """
 
 
-def _loaded(*args) -> tuple[int, list[str]]:
-    """The heavy top-level packages a fresh interpreter had imported when ``tracetriage ARGS`` ended."""
-    proc = subprocess.run([sys.executable, "-c", _LOADED % json.dumps(HEAVY), *map(str, args)], capture_output=True,
+def _loaded(*args, names=HEAVY) -> tuple[int, list[str]]:
+    """Which of ``names`` (top-level packages, or modules by their full name) a fresh interpreter had
+    imported when ``tracetriage ARGS`` ended."""
+    proc = subprocess.run([sys.executable, "-c", _LOADED % json.dumps(names), *map(str, args)], capture_output=True,
                           text=True)
     line = [row for row in proc.stderr.splitlines() if row.startswith("LOADED ")]
     assert line, proc.stderr
@@ -50,6 +51,35 @@ def test_compare_of_saved_analyses_loads_no_scipy_matplotlib_or_pandas(tmp_path)
     code, heavy = _loaded("compare", before, after, "-f", "json", "--no-cache")
     assert code == 0
     assert not {"scipy", "matplotlib", "pandas", "ruptures"} & set(heavy), heavy
+
+
+# modules of tracetriage whose dataclasses cost ~1 ms each to create at import: loaded where a command uses them
+PAIR_ONLY = ("tracetriage.analyzers.compare_serving", "tracetriage.analyzers.serving_metrics",
+             "tracetriage.analyzers.compare_devices", "tracetriage.records.trend")
+
+
+def test_trend_json_and_compare_without_serving_load_no_serving_comparison(tmp_path):
+    """trend -f json of an archive without serving blocks, and compare of two saved analyses without
+    them, import neither the serving comparison (compare_serving, serving_metrics: 27 dataclasses) nor
+    compare across devices, nor the trend's records (a JSON trend is written from its dict); a serving
+    pair does import the serving comparison (the guard is not vacuous)."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    try:
+        import bench_trend
+    finally:
+        sys.path.pop(0)
+    bench_trend.write_archive(tmp_path / "archive", 60)
+    code, loaded = _loaded("trend", tmp_path / "archive", "-f", "json", "--no-cache", names=PAIR_ONLY)
+    assert code == 0
+    assert loaded == [], loaded
+    code, loaded = _loaded("compare", GOLDEN / "eager_decode.json", GOLDEN / "graph_decode.json", "-f", "json",
+                           "--no-cache", names=PAIR_ONLY)
+    assert code == 0
+    assert loaded == [], loaded
+    bundles = Path(__file__).parents[1] / "samples" / "bundles"
+    _, loaded = _loaded("compare", bundles / "serving_healthy", bundles / "serving_at_capacity", "-f", "json",
+                        "--no-cache", names=PAIR_ONLY)
+    assert "tracetriage.analyzers.compare_serving" in loaded, loaded
 
 
 def test_analyze_of_a_trace_alone_loads_no_graph_library_nor_plots():
