@@ -13,7 +13,6 @@ import pytest
 
 from tracetriage.analyzers.trend import pelt_l2
 
-GOLDEN = Path(__file__).parent / "golden"
 HEAVY = ("scipy", "matplotlib", "pandas", "ruptures", "pyarrow", "dask", "jinja2", "networkx")
 
 _LOADED = """
@@ -27,6 +26,7 @@ except SystemExit as exc:
 heavy = sorted(({name.split(".")[0] for name in sys.modules} | set(sys.modules)) & set(json.loads(%r)))
 sys.stdout.flush()
 print("\\nLOADED " + json.dumps(heavy), file=sys.stderr)
+raise SystemExit(code)
 """
 
 
@@ -40,14 +40,29 @@ def _loaded(*args, names=HEAVY) -> tuple[int, list[str]]:
     return proc.returncode, json.loads(line[-1][len("LOADED "):])
 
 
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory):
+    """bench_trend's archive of 60 cases: its tables, and good.json / bad.json, the saved analyses of the
+    graph_decode and eager_decode bundles as ``analyze -f json`` writes them (the goldens lack tool_version,
+    so compare refuses them before comparing anything)."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    try:
+        import bench_trend
+    finally:
+        sys.path.pop(0)
+    folder = tmp_path_factory.mktemp("fixed") / "archive"
+    bench_trend.write_archive(folder, 60)
+    return folder
+
+
 def test_version_imports_nothing_heavy():
     code, heavy = _loaded("--version")
     assert code == 0
     assert heavy == []
 
 
-def test_compare_of_saved_analyses_loads_no_scipy_matplotlib_or_pandas(tmp_path):
-    before, after = GOLDEN / "eager_decode.json", GOLDEN / "graph_decode.json"
+def test_compare_of_saved_analyses_loads_no_scipy_matplotlib_or_pandas(archive):
+    before, after = archive / "good.json", archive / "bad.json"
     code, heavy = _loaded("compare", before, after, "-f", "json", "--no-cache")
     assert code == 0
     assert not {"scipy", "matplotlib", "pandas", "ruptures"} & set(heavy), heavy
@@ -58,22 +73,16 @@ PAIR_ONLY = ("tracetriage.analyzers.compare_serving", "tracetriage.analyzers.ser
              "tracetriage.analyzers.compare_devices", "tracetriage.records.trend")
 
 
-def test_trend_json_and_compare_without_serving_load_no_serving_comparison(tmp_path):
+def test_trend_json_and_compare_without_serving_load_no_serving_comparison(archive):
     """trend -f json of an archive without serving blocks, and compare of two saved analyses without
     them, import neither the serving comparison (compare_serving, serving_metrics: 27 dataclasses) nor
     compare across devices, nor the trend's records (a JSON trend is written from its dict); a serving
     pair does import the serving comparison (the guard is not vacuous)."""
-    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
-    try:
-        import bench_trend
-    finally:
-        sys.path.pop(0)
-    bench_trend.write_archive(tmp_path / "archive", 60)
-    code, loaded = _loaded("trend", tmp_path / "archive", "-f", "json", "--no-cache", names=PAIR_ONLY)
+    code, loaded = _loaded("trend", archive, "-f", "json", "--no-cache", names=PAIR_ONLY)
     assert code == 0
     assert loaded == [], loaded
-    code, loaded = _loaded("compare", GOLDEN / "eager_decode.json", GOLDEN / "graph_decode.json", "-f", "json",
-                           "--no-cache", names=PAIR_ONLY)
+    code, loaded = _loaded("compare", archive / "good.json", archive / "bad.json", "-f", "json", "--no-cache",
+                           names=PAIR_ONLY)
     assert code == 0
     assert loaded == [], loaded
     bundles = Path(__file__).parents[1] / "samples" / "bundles"
@@ -159,3 +168,44 @@ def test_bootstrap_row_percentile_is_numpys_bit_for_bit():
             values[:, : size // 2] = values[0, 0]  # ties
         for q in (0, 2.5, 50, 97.5, 99, 100, float(rng.uniform(0, 100))):
             assert _row_percentile(values, q).tobytes() == np.percentile(values, q, axis=1).tobytes(), (size, rows, q)
+
+
+_COLLECTOR = """
+import gc, io, json, sys
+from tracetriage import memory
+from tracetriage.cli import main
+memory.defer_collection()  # as cli.run does for analyze, compare and trend
+sys.stdout = io.StringIO()
+code = main(sys.argv[1:])
+sys.stdout = sys.__stdout__
+print(json.dumps({"code": code, "enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}))
+"""
+
+
+def _collector_after(*args) -> dict:
+    proc = subprocess.run([sys.executable, "-c", _COLLECTOR, *map(str, args)], capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_short_commands_resume_collection_where_they_read_their_data(archive):
+    """The CLI defers garbage collection while analyze, compare and trend import their libraries
+    (tracetriage/memory.py): each turns it back on, the imports' objects frozen, before it reads a
+    trace, batch's tables or two saved analyses, so a large input is never read with the collector off."""
+    bundles = Path(__file__).parents[1] / "samples" / "bundles"
+    for args in (("analyze", bundles / "eager_decode" / "trace.sqlite", "-f", "json", "--no-cache"),
+                 ("compare", archive / "good.json", archive / "bad.json", "-f", "json", "--no-cache"),
+                 ("compare", bundles / "eager_decode", bundles / "graph_decode", "-f", "json", "--no-cache"),
+                 ("trend", archive, "-f", "json", "--no-cache")):
+        state = _collector_after(*args)
+        assert state["code"] == 0 and state["enabled"] and state["frozen"] > 10_000, (args, state)
+
+
+def test_collection_is_left_alone_for_a_library_caller():
+    import gc
+
+    from tracetriage import memory
+
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    memory.collect_again()  # without defer_collection: nothing changes
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
