@@ -4,6 +4,7 @@ two saved analyses load neither scipy nor matplotlib (nor pandas, the analyzers'
 checked in a fresh interpreter, where nothing else has imported them first."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -209,3 +210,53 @@ def test_collection_is_left_alone_for_a_library_caller():
     frozen = gc.get_freeze_count()
     memory.collect_again()  # without defer_collection: nothing changes
     assert gc.isenabled() and gc.get_freeze_count() == frozen
+
+
+def test_toml_files_kept_parsed_are_what_tomllib_parses(tmp_path, monkeypatch):
+    """analyzers/tomlfiles.read_toml: the package's TOML files as tomllib parses them, read back from the kept
+    parse in __pycache__ (marshal, with its text) once written; an edited file is parsed again, a damaged kept
+    file too; nothing is written where bytecode may not be; a value marshal cannot write (a date) is parsed
+    every time, never wrong."""
+    import tomllib
+
+    from tracetriage.analyzers import tomlfiles
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    package = Path(tomlfiles.__file__).parent
+    for name in ("findings.toml", "capture_hints.toml", "devices.toml"):
+        expected = tomllib.loads((package / name).read_text(encoding="utf-8"))
+        source = tmp_path / name
+        source.write_text((package / name).read_text(encoding="utf-8"), encoding="utf-8")
+        assert tomlfiles.read_toml(source) == expected  # parsed, kept
+        kept = list((tmp_path / "__pycache__").glob(f"{name}.*.marshal"))
+        assert len(kept) == 1
+        assert tomlfiles.read_toml(source) == expected  # read back
+    source = tmp_path / "edited.toml"
+    source.write_text('[a]\nx = 1\n', encoding="utf-8")
+    assert tomlfiles.read_toml(source) == {"a": {"x": 1}}
+    source.write_text('[a]\nx = 2\n', encoding="utf-8")
+    assert tomlfiles.read_toml(source) == {"a": {"x": 2}}
+    next((tmp_path / "__pycache__").glob("edited.toml.*.marshal")).write_bytes(b"\x00damaged")
+    assert tomlfiles.read_toml(source) == {"a": {"x": 2}}
+    dated = tmp_path / "dated.toml"
+    dated.write_text("when = 2026-12-03\n", encoding="utf-8")
+    assert tomlfiles.read_toml(dated) == tomllib.loads("when = 2026-12-03\n")
+    assert not list((tmp_path / "__pycache__").glob("dated.toml.*"))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    plain = tmp_path / "plain.toml"
+    plain.write_text("y = 'z'\n", encoding="utf-8")
+    assert tomlfiles.read_toml(plain) == {"y": "z"}
+    assert not list((tmp_path / "__pycache__").glob("plain.toml.*"))
+
+
+def test_a_command_with_the_catalog_kept_does_not_import_tomllib():
+    """Once the catalog and the device peaks are kept parsed (the import before wrote them), analyze of a
+    trace imports no TOML parser."""
+    trace = Path(__file__).parents[1] / "samples" / "bundles" / "eager_decode" / "trace.sqlite"
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([sys.executable, "-c", "import tracetriage.analyzers.catalog, tracetriage.analyzers.peaks"], env=env,
+                   check=True)
+    proc = subprocess.run([sys.executable, "-c", _LOADED % json.dumps(["tomllib"]), "analyze", str(trace), "-f", "json",
+                           "--no-cache"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert [row for row in proc.stderr.splitlines() if row.startswith("LOADED ")][-1] == "LOADED []"
