@@ -132,14 +132,22 @@ class _Words:
         starts = list(itertools.accumulate((len(name) + 1 for name in plain[:-1]), initial=1))
         lines: set[int] = set()
         for word, offset in [*((f"\n{prefix}", 1) for prefix in self.prefixes), *((part, 0) for part in self.parts)]:
-            hit = joined.find(word)
-            while hit >= 0:
-                line = bisect.bisect_right(starts, hit + offset) - 1
-                lines.add(line)
-                if line + 1 == len(starts):
-                    break
-                hit = joined.find(word, starts[line + 1] - offset)  # the next line on (a prefix: from its break)
+            lines |= _lines_holding(joined, starts, word, offset)
         return sorted(found + [plain[line] for line in lines])
+
+
+def _lines_holding(joined: str, starts: list[int], word: str, offset: int) -> set[int]:
+    """The lines of ``joined`` (each starting at ``starts``) where ``word`` occurs at ``offset`` before
+    their start or later (a prefix, after its line break: offset 1), one look a line."""
+    lines = set()
+    hit = joined.find(word)
+    while hit >= 0:
+        line = bisect.bisect_right(starts, hit + offset) - 1
+        lines.add(line)
+        if line + 1 == len(starts):
+            break
+        hit = joined.find(word, starts[line + 1] - offset)  # the next line on (a prefix: from its break)
+    return lines
 
 
 # a range or op that names the call a SendRecv kernel runs for (PyTorch's record_param_comms
