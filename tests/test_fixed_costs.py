@@ -196,7 +196,8 @@ def test_short_commands_resume_collection_where_they_read_their_data(archive):
     for args in (("analyze", bundles / "eager_decode" / "trace.sqlite", "-f", "json", "--no-cache"),
                  ("compare", archive / "good.json", archive / "bad.json", "-f", "json", "--no-cache"),
                  ("compare", bundles / "eager_decode", bundles / "graph_decode", "-f", "json", "--no-cache"),
-                 ("trend", archive, "-f", "json", "--no-cache")):
+                 ("trend", archive, "-f", "json", "--no-cache"),
+                 ("analyze", bundles / "serving_healthy", "-f", "json", "--no-cache")):
         state = _collector_after(*args)
         assert state["code"] == 0 and state["enabled"] and state["frozen"] > 10_000, (args, state)
 
