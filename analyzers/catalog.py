@@ -8,17 +8,17 @@ catalog too, so a finding's id, axis and words are kept in one reviewable place.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 from tracetriage.analyzers.findings import Finding
+from tracetriage.analyzers.tomlfiles import read_toml
 
 AXES = ("throughput", "utilization", "tail", "ttft", "tpot", "oom", "cost", "quality")
 SEVERITIES = ["info", "low", "medium", "high"]
 TEXTS = ("title", "mechanism", "fix", "confirm", "falsifier")
 
-CATALOG: dict[str, dict] = tomllib.loads(Path(__file__).with_name("findings.toml").read_text(encoding="utf-8"))
-CAPTURE_HINTS: dict[str, dict] = tomllib.loads(Path(__file__).with_name("capture_hints.toml").read_text(encoding="utf-8"))
+CATALOG: dict[str, dict] = read_toml(Path(__file__).with_name("findings.toml"))
+CAPTURE_HINTS: dict[str, dict] = read_toml(Path(__file__).with_name("capture_hints.toml"))
 
 
 def axis_of(finding_id: str) -> str:

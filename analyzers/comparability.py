@@ -23,11 +23,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from tracetriage.analyzers.compare_serving import ServingComparison
 from tracetriage.analyzers.compare_side import Side, devices_text, program_key, serving_figures
 from tracetriage.analyzers.compare_workrate import is_stepless
 from tracetriage.wording import counted
+
+if TYPE_CHECKING:  # compare_serving (and its serving records) is imported where a pair has serving blocks
+    from tracetriage.analyzers.compare_serving import ServingComparison
 
 MIN_STEPS = 5  # fewer steps on a rank than this: no distribution to compare
 SAME_SIGNATURE = "same devices, world size and program"

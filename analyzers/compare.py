@@ -41,12 +41,12 @@ import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tracetriage import __version__
 from tracetriage.analyzers.comparability import Comparability, comparability, serving_comparable
-from tracetriage.analyzers.compare_devices import across_devices as compare_across_devices
 from tracetriage.analyzers.compare_findings import Evidence, FindingContext, FindingRow, finding_rows
 from tracetriage.analyzers.compare_kernels import kernel_rows
 from tracetriage.analyzers.compare_metrics import (
@@ -58,7 +58,6 @@ from tracetriage.analyzers.compare_metrics import (
     mover_text,
     movers,
 )
-from tracetriage.analyzers.compare_serving import ServingComparison, compare_serving
 from tracetriage.analyzers.compare_side import Side, devices_text, program_key, round4, serving_figures
 from tracetriage.analyzers.compare_steps import ALPHA, NOT_MEASURED, RESAMPLES, StepTimeRow, StepVerdict, overall, step_test
 from tracetriage.analyzers.compare_workrate import WorkRate, is_stepless, work_rate
@@ -67,6 +66,9 @@ from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSED
 from tracetriage.records.compare import DOUBT_PREFIX
 from tracetriage.records.findings import Finding
 from tracetriage.wording import fmt_ns, ms_text, ratio_text, short_middle, speed_words
+
+if TYPE_CHECKING:  # imported by the pairs that use them: serving blocks on both sides, --across-devices
+    from tracetriage.analyzers.compare_serving import ServingComparison
 
 SCHEMA = "tracetriage.compare/2"
 THRESHOLD_PCT = 5.0  # the practical minimum: a change under 5% of the step is no change (--gate-threshold)
@@ -147,6 +149,8 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
         "_series": {"before": _step_series(before_side), "after": _step_series(after_side)},
     }
     if across_devices:
+        from tracetriage.analyzers.compare_devices import across_devices as compare_across_devices
+
         across = compare_across_devices(before_side, after_side)
         result.update(verdict="across_devices" if across.ok else "inconclusive", summary=across.summary(),
                       across_devices=across.to_contract())
@@ -156,6 +160,10 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
 def serving_side(before: Side, after: Side, threshold_pct: float) -> ServingComparison | None:
     """The serving comparison (analyzers/compare_serving.py) with the compare-stage rules' finding
     (analyzers/rules/quality.py) in its ``quality``; None unless both sides have serving artifacts."""
+    if not before.serving or not after.serving:  # compare_serving's None, without importing it (its records: ~28 ms)
+        return None
+    from tracetriage.analyzers.compare_serving import compare_serving
+
     serving = compare_serving(before.serving, after.serving, serving_figures(before.serving),
                               serving_figures(after.serving), threshold_pct)
     if serving is None:  # the pair rule requires a serving comparison: without one, no rule module is imported

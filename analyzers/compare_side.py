@@ -31,6 +31,17 @@ from tracetriage.records.trace import Accounting, Device, Process, Steps
 SCHEMA_MESSAGE_CHARS = 200  # a one-line error: longer rule texts end at a word, with "..."
 
 
+@functools.lru_cache(maxsize=512)
+def _slice_names(patterns: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(matching(patterns))
+
+
+def slice_names(patterns) -> tuple[str, ...]:
+    """The accounting slices ``patterns`` match (accounting.matching, in its order), matched once per
+    list of patterns: compare asks for the same few lists on every device of both sides."""
+    return _slice_names(tuple(patterns))
+
+
 def program_key(command: str) -> str:
     """The program a process runs, flags aside: the executable's base name and the script or
     ``-m`` module (``python3 -m vllm.worker rank0`` -> ``python3 vllm.worker``). Flags are what
@@ -238,7 +249,7 @@ class Side:
         if not steps:
             return None
         slices_pct = device.accounting.slices_pct if device.accounting else {}
-        share = sum(slices_pct.get(name, 0.0) for name in matching(patterns))
+        share = sum(slices_pct.get(name, 0.0) for name in slice_names(patterns))
         return share / 100.0 * device.window_ns / steps / 1e6
 
     def rank_slice_ms(self, rank: Rank, patterns) -> float | None:
@@ -267,7 +278,7 @@ class Side:
         claim (taken from those slices) plus the matching slices no finding claims, mean over the devices
         with steps. The same measure whether or not the finding fires on this side (gpu_starved: the idle
         time no other finding explains, the share its headline states)."""
-        names = matching(patterns)
+        names = slice_names(patterns)
         per_device = []
         for device in self.devices:
             steps = self.device_steps(device)
@@ -285,7 +296,7 @@ class Side:
         says ``unexplained``; else its claim) x the window, over the rank's GPU ops (its process's ``gpu_ops``);
         the mean over the ranks that ran any. A unit of work that a shorter window does not change."""
         check = check_of(finding_id)
-        names = matching(check.slices) if check.slices else ()
+        names = slice_names(check.slices) if check.slices else ()
         per_rank = []
         for rank in self.ranks:
             ops = rank.process.gpu_ops

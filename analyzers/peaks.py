@@ -17,15 +17,15 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from tracetriage.analyzers.efficiency_rows import Roofline
+from tracetriage.analyzers.tomlfiles import read_toml
 
-DEVICES: dict[str, dict] = tomllib.loads(Path(__file__).with_name("devices.toml").read_text(encoding="utf-8"))
+DEVICES: dict[str, dict] = read_toml(Path(__file__).with_name("devices.toml"))
 
 # the peak an op is held against when the device lacks its own dtype's (fp8 on an A100 runs as bf16)
 DTYPE_FALLBACK = {"fp4": "fp8", "fp8": "bf16", "int8": "bf16", "bf16": "fp16", "fp16": "bf16", "tf32": "fp32", "fp64": "fp32",

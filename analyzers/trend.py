@@ -244,7 +244,7 @@ def _series(g, fidx, kernels) -> dict:
     """The group's series, one value per case in order: the per-step figures, each finding's ms
     per step (0 where a case with steps did not report it), the top kernels' ms per step (mean
     over the case's devices; 0 where absent), or in a group without steps their ns per call
-    (:func:`_call_series`). One pivot per table, no per-case lookups."""
+    (:func:`_call_series`). One pass over each table, no per-case lookups."""
     out = {}
     ids = g["case_id"].tolist()
     has_steps = g["step_p50_ms"].notna().to_numpy() if "step_p50_ms" in g else np.zeros(len(ids), bool)
@@ -255,14 +255,8 @@ def _series(g, fidx, kernels) -> dict:
             out[name] = (unit, None if stepless and unit == "%" else lower, g[name].to_numpy(np.float64, na_value=np.nan))
     if fidx is not None:
         f = fidx[fidx["case_id"].isin(ids) & (fidx["id"] != "healthy")]
-        if len(f):
-            table = f.pivot_table(index="case_id", columns="id", values="ms_per_step", aggfunc="first").reindex(ids)
-            present = f.assign(one=1).pivot_table(index="case_id", columns="id", values="one", aggfunc="first").reindex(ids)
-            for fid in sorted(table.columns):
-                vals = table[fid].to_numpy(np.float64, na_value=np.nan)
-                absent = present[fid].isna().to_numpy()
-                vals = np.where(absent & has_steps, 0.0, vals)
-                out[f"finding:{fid}"] = ("ms/step", True, vals)
+        for fid, (vals, absent) in _finding_columns(f, ids).items():
+            out[f"finding:{fid}"] = ("ms/step", True, np.where(absent & has_steps, 0.0, vals))
     if kernels is not None and len(kernels):
         k = kernels[kernels["case_id"].isin(ids)]
         if len(k) and stepless:  # no ms per step without steps: the time per call instead
@@ -279,6 +273,26 @@ def _series(g, fidx, kernels) -> dict:
                 # a kernel's time alone is neither better nor worse (the work may have moved): "changed"
                 out[f"kernel:{name}"] = ("ms/step", None, np.where(np.isnan(vals) & ~graph_level, 0.0, vals))
     return out
+
+
+def _finding_columns(f, ids: list) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each finding's ms per step in the cases ``ids`` (the first value a case reported, NaN where it
+    reported none) and where the case did not report the finding at all, by finding id in sorted order:
+    those with some value. What ``f.pivot_table(index="case_id", columns="id", values="ms_per_step",
+    aggfunc="first")`` gives (and a pivot of ones for the reported cells), read in one pass over the rows:
+    two pivots were 10 ms each per group (tests/test_trend.py compares the two on random tables)."""
+    first: dict[str, dict] = {}
+    reported: dict[str, set] = {}
+    known = f["id"].notna().to_numpy(bool)
+    values = f["ms_per_step"].to_numpy(np.float64, na_value=np.nan).tolist()
+    for case, fid, value, ok in zip(f["case_id"].tolist(), f["id"].tolist(), values, known.tolist()):
+        if not ok:  # a row without a finding id is in no column
+            continue
+        reported.setdefault(fid, set()).add(case)
+        if value == value:  # the first value a case reported, NaN rows skipped (groupby first)
+            first.setdefault(fid, {}).setdefault(case, value)
+    return {fid: (np.array([first[fid].get(case, np.nan) for case in ids], np.float64),
+                  np.array([case not in reported[fid] for case in ids], bool)) for fid in sorted(first)}
 
 
 def _call_series(kernels, ids: list) -> dict:

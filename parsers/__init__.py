@@ -92,6 +92,9 @@ def load(case, path: Path, kind: str, read=read_trace, exporter=None) -> None:
     model (:func:`read_trace`, or the caller's memoised version of it); ``exporter()`` says how
     a .nsys-rep report is exported (:class:`~tracetriage.parsers.reports.Exporter`; default: nsys
     on PATH, into a temporary folder)."""
+    from tracetriage.memory import collect_again
+
+    collect_again()  # the CLI's collector, off while it imported, is on for every input it reads (a serving log too)
     if kind == "nsys_rep":
         from tracetriage.parsers.reports import Exporter
 

@@ -4,13 +4,16 @@ md, html laid out from its TrendView (reports/trend_view.py) by templates/trend.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from tracetriage.contract import load, load_all
-from tracetriage.records.trend import Case, Group, Series, TrendChange, TrendRecord, read
 from tracetriage.reports.jsonout import _clean
 
-# the views (trend_view, compare_view and theirs: ~40 ms of imports) are loaded by the formats that lay them out,
-# not by --format json
+if TYPE_CHECKING:
+    from tracetriage.records.trend import Case, Group, Series, TrendChange, TrendRecord
+
+# the views (trend_view, compare_view and theirs: ~40 ms of imports) and the trend's records (13 dataclasses,
+# ~13-20 ms) are loaded by the formats that lay them out, not by --format json
 
 __all__ = ["CHART_SERIES", "render_trend", "series_frame", "trend_charts"]
 
@@ -21,6 +24,8 @@ CHART_SERIES = ("step_p50_ms", "step_p99_ms", "busy_pct", "idle_ms", "launches_p
 def series_frame(result: dict | TrendRecord):
     """One row per group, case and series: the long table ``--format parquet`` writes."""
     import pandas as pd
+
+    from tracetriage.records.trend import read
 
     rows = []
     for group in read(result).groups:
@@ -37,6 +42,7 @@ def render_trend(result: dict, fmt: str, links: str | None = None, gate: bool = 
     gate's result line; ``store`` (the analysis cache, or None) keeps the HTML's compiled template."""
     if fmt == "json":
         return json.dumps(_clean(result), indent=2, ensure_ascii=False) + "\n"
+    from tracetriage.records.trend import read
     from tracetriage.reports.trend_view import series_title, trend_view
 
     trend = read(result)
@@ -84,6 +90,7 @@ def trend_charts(group: Group | dict, changes, names: tuple, links: list[str | N
     with one legend above the charts naming each mark drawn; each point links to its case report.
     ``group`` and ``changes``: the trend's records (or their contract dicts); ``title(name, unit)``: a
     series as the page's tables name it (reports/trend.py series_title)."""
+    from tracetriage.records.trend import Group, TrendChange
     from tracetriage.reports.charts import NEUTRAL, WIDTH, _label
     from tracetriage.reports.figures import figure
     from tracetriage.reports.figures import svg as _svg

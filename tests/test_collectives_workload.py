@@ -374,15 +374,17 @@ def test_a_native_hip_program_is_not_told_to_use_the_pytorch_profiler():
 def test_word_search_is_its_regex():
     """The call-name searches (ASCII names by str methods, others by the regex) answer as their
     case-blind regex on names that hit each word at the start, inside, in another case, after it,
-    and on non-ASCII names (the Kelvin sign folds to k, the long s to s, only for the regex)."""
+    and on non-ASCII names (the Kelvin sign folds to k, the long s to s, only for the regex), names with a line
+    break (matching joins the others one a line), the empty list and repeated names."""
     import random
 
     from tracetriage.analyzers import capture_kind
 
     rng = random.Random(36)
     for words in (capture_kind._POINT_TO_POINT, capture_kind._ALL_TO_ALL):
-        pieces = [*words.prefixes, *words.parts, "nccl:", "c10d::", "x", "_", "ALL", "ſend", "\u212a", "é", " "]
-        names = ["", "nccl:send", "NCCL:SEND", " nccl:send", "c10d::recv_any_source", "xc10d::alltoall"]
+        pieces = [*words.prefixes, *words.parts, "nccl:", "c10d::", "x", "_", "ALL", "ſend", "\u212a", "é", " ", "\n"]
+        names = ["", "nccl:send", "NCCL:SEND", " nccl:send", "c10d::recv_any_source", "xc10d::alltoall", "x\nnccl:send",
+                 "nccl:send\n", "\nc10d::alltoall"]
         names += ["".join(rng.choice(pieces).upper() if rng.random() < 0.3 else rng.choice(pieces)
                           for _ in range(rng.randint(1, 4))) for _ in range(3000)]
         hits = 0
@@ -392,7 +394,7 @@ def test_word_search_is_its_regex():
             hits += expected
         assert 0 < hits < len(names)
         misses = [name for name in names if not words.regex.search(name)]
-        for group in (names, misses, misses[:50] + ["x nccl:send"], ["é"] + misses[:50]):
+        for group in (names, misses, misses[:50] + ["x nccl:send"], ["é"] + misses[:50], names[:1], [], names + names):
             assert words.matching(group) == sorted(name for name in group if words.regex.search(name))
 
 

@@ -424,3 +424,52 @@ def test_levels_are_written_as_every_ms_figure_is():
                     findings=(ChangeFinding("launch_bound", "new", 0.0, 1234.5678),))
     line = verdict("g", [change], [{"name": f"night-{i}"} for i in range(6)])
     assert "(3,728 -> 4,660 ms)" in line and "launch_bound new at 1,235 ms/step" in line, line
+
+
+def test_finding_columns_equal_the_pivot_tables_they_replace():
+    """trend's finding series (analyzers/trend._finding_columns, one pass over the rows) are what the two
+    pivot tables it replaced gave: the first value a case reported (NaN rows skipped), the cells a case
+    did not report, only findings with some value, in sorted order; rows without an id in no column; on
+    random tables with duplicate, missing and NaN rows."""
+    import pandas as pd
+
+    from tracetriage.analyzers.trend import _finding_columns
+
+    rng = np.random.default_rng(36)
+    for _ in range(150):
+        cases = [f"c{i}" for i in range(int(rng.integers(1, 12)))]
+        rows = int(rng.integers(0, 40))
+        f = pd.DataFrame({"case_id": rng.choice(cases, rows),
+                          "id": [None if draw < 0.1 else f"f{int(draw * 6)}" for draw in rng.random(rows)],
+                          "ms_per_step": np.where(rng.random(rows) < 0.3, np.nan, rng.normal(5, 2, rows))})
+        ids = [case for case in cases if rng.random() < 0.8] or cases[:1]
+        f = f[f["case_id"].isin(ids)]
+        got = _finding_columns(f, ids)
+        if not len(f):
+            assert got == {}
+            continue
+        table = f.pivot_table(index="case_id", columns="id", values="ms_per_step", aggfunc="first").reindex(ids)
+        present = f.assign(one=1).pivot_table(index="case_id", columns="id", values="one", aggfunc="first").reindex(ids)
+        assert list(got) == sorted(table.columns)
+        for fid, (values, absent) in got.items():
+            assert values.tobytes() == table[fid].to_numpy(np.float64, na_value=np.nan).tobytes()
+            assert (absent == present[fid].isna().to_numpy()).all()
+
+
+def test_neighbour_medians_are_numpys_nanmedian_bit_for_bit():
+    """The outlier search's median of each point's neighbours (trend_changes._row_nanmedian) is
+    ``np.nanmedian(axis=1)`` as bytes: rows of 1-6 values with NaN (none finite too), ties, whole
+    numbers, signed zeros (numpy's median of -0.0 and -0.0 is +0.0), magnitudes from 1e-3 to 1e6."""
+    import warnings
+
+    from tracetriage.analyzers.trend_changes import _row_nanmedian
+
+    rng = np.random.default_rng(36)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numpy's "All-NaN slice encountered"
+        for trial in range(600):
+            rows = rng.normal(0, 10 ** rng.uniform(-3, 6), (int(rng.integers(1, 400)), int(rng.integers(1, 7))))
+            if trial % 3 == 0:
+                rows = np.round(rows)  # ties and -0.0
+            rows[rng.random(rows.shape) < rng.uniform(0, 0.6)] = np.nan
+            assert _row_nanmedian(rows).tobytes() == np.nanmedian(rows, axis=1).tobytes(), rows

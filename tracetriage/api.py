@@ -324,6 +324,9 @@ def compare(before, after, options: Options | None = None, *, threshold_pct: flo
 
         raise UsageError(None, f"--gate-threshold {threshold_pct:g}: give a percentage above 0 and below 100")
     runtime = _runtime(runtime)
+    from tracetriage.memory import collect_again
+
+    collect_again()  # compare's modules are imported: the sides are read with the collector on
     before_data = load_analysis(before, options, runtime)
     after_data = load_analysis(after, options, runtime)
     labels = ["before" if isinstance(side, _Analysis) else str(side) for side in (before, after)]
@@ -407,7 +410,9 @@ def _batch_folder(inputs: list[str], batch_dir, step_range: str | None, force: b
         outdir = (runtime.cache.dir if runtime.cache is not None else default_dir()) / "trend-batch" / key
     # trend's batch keeps no models or metrics in the cache: its tables are what trend reads
     from tracetriage.batches import run_batch  # only when captures are analyzed first (a batch folder needs none)
+    from tracetriage.memory import collect_again
 
+    collect_again()  # a batch runs with the collector on (and its forked workers)
     run_batch(inputs, str(outdir), Options(step_range=step_range), replace(runtime, cache=None), force=force, progress=False)
     return outdir
 
@@ -545,8 +550,12 @@ def trend(tables_or_inputs, *, order_by: str = "time", group_by: str | None = No
     grouping = group_by_key(group_by, cases)
     if grouping is not None:
         check_grouping(group_by, grouping, summary, names, cases)
+    compare_pair = _pair_comparer(outdir, threshold_pct)
+    from tracetriage.memory import collect_again
+
+    collect_again()  # the tables are read, compare is imported: the series and the changes' compares with the collector on
     result = _trend(summary, findings, kernels, order_by=order_by, group_by=grouping, threshold_pct=threshold_pct,
-                    baseline=baseline, compare_pair=_pair_comparer(outdir, threshold_pct))
+                    baseline=baseline, compare_pair=compare_pair)
     result["batch_dir"] = str(outdir)
     if baseline is not None and not any(matches_baseline(case["name"], baseline)
                                         for group in result["groups"] for case in group["cases"]):

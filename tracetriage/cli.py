@@ -270,9 +270,12 @@ def run() -> None:
     """
     import os
 
+    from tracetriage.memory import defer_collection
     from tracetriage.reports.figures import lean_import
 
     lean_import()  # the process is this command's: matplotlib, if a report draws, without set()'s docs
+    if sys.argv[1:2] in (["analyze"], ["compare"], ["trend"]):  # short commands: batch and mcp keep the collector
+        defer_collection()  # on while they import; the command turns it back on where it reads its data
     code = main()
     if sys.argv[1:2] == ["batch"]:
         raise SystemExit(code)

@@ -102,8 +102,10 @@ class Runtime:
         """The trace model of one file: from the cache when this input (by its identity, see
         tracetriage/cache.py) was parsed before by the same code, else parsed and kept. The
         identity travels in ``trace.meta["cache_identity"]`` for :meth:`trace_metrics`."""
+        from tracetriage.memory import collect_again
         from tracetriage.parsers import read_trace
 
+        collect_again()  # the parser is imported (detection did): a large trace is read with the collector on
         identity = self.cache.identity(path) if self.cache is not None else None
         trace = self.cache.get_model(identity) if identity else None
         if trace is None:
