@@ -60,13 +60,22 @@ from tracetriage.analyzers.compare_metrics import (
 )
 from tracetriage.analyzers.compare_serving import ServingComparison, compare_serving
 from tracetriage.analyzers.compare_side import Side, devices_text, program_key, round4, serving_figures
-from tracetriage.analyzers.compare_steps import ALPHA, NOT_MEASURED, RESAMPLES, StepTimeRow, StepVerdict, overall, step_test
+from tracetriage.analyzers.compare_steps import (
+    ALPHA,
+    NOT_MEASURED,
+    RESAMPLES,
+    WITHIN_NOISE,
+    StepTimeRow,
+    StepVerdict,
+    overall,
+    step_test,
+)
 from tracetriage.analyzers.compare_workrate import WorkRate, is_stepless, work_rate
 from tracetriage.contract import load
 from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSED
 from tracetriage.records.compare import DOUBT_PREFIX
 from tracetriage.records.findings import Finding
-from tracetriage.wording import fmt_ns, ms_text, ratio_text, short_middle, speed_words
+from tracetriage.wording import fmt_ns, ms_text, noise_words, ratio_text, short_middle, speed_words
 
 SCHEMA = "tracetriage.compare/2"
 THRESHOLD_PCT = 5.0  # the practical minimum: a change under 5% of the step is no change (--gate-threshold)
@@ -256,7 +265,10 @@ def overall_verdict(budgets: dict[str, str], comparable: Comparability) -> tuple
             "nothing measured on both sides to judge: no step durations, no kernel times per call, no serving percentiles")
     ups = any(status in ("improved", "mixed") for status in measured)
     downs = any(status in ("regressed", "mixed") for status in measured)
-    return "mixed" if ups and downs else "improved" if ups else "regressed" if downs else "unchanged", comparable
+    if ups or downs:
+        return "mixed" if ups and downs else "improved" if ups else "regressed", comparable
+    # nothing moved beyond the noise: unchanged only where every budget shows it small, never where one cannot tell
+    return (WITHIN_NOISE if WITHIN_NOISE in measured else "unchanged"), comparable
 
 
 def _step_series(side: Side) -> dict[str, list[int]]:
@@ -388,10 +400,13 @@ def summary_line(summary: SummaryInputs) -> str:
     ranks = len(summary.step_rows)
     if measured:
         row = _summary_rank(measured, verdict)
+        noise = "" if row.significant else ", " + noise_words(row.status, None, row.before_count, row.after_count,
+                                                                summary.threshold_pct)
         parts.append(f"step p50 {ms_text(row.before_p50_ns / 1e6)} -> {ms_text(row.after_p50_ns / 1e6)}"
                      f" ({speed_words(row.to_contract())}, after/before {ratio_text(row.ratio)} "
-                     f"[95% CI {ratio_text(row.ci95[0])}-{ratio_text(row.ci95[1])}]{'' if row.significant else ', within noise'})"
+                     f"[95% CI {ratio_text(row.ci95[0])}-{ratio_text(row.ci95[1])}]{noise})"
                      + (f" on rank{row.rank} of {ranks} (pid {row.before_pid} -> {row.after_pid})" if ranks > 1 else ""))
+        parts.extend(_p99_words(measured, summary.threshold_pct, ranks))
     if summary.rate is not None:
         parts.extend(_work_rate_words(summary.rate, summary.metrics))
     moved = [mover_text(mover, summary.threshold_pct, ranks) for mover in summary.movers[:SUMMARY_MOVERS]]
@@ -414,6 +429,22 @@ def summary_line(summary: SummaryInputs) -> str:
     if summary.slo_broken:
         parts.append("SLO broken: " + "; ".join(summary.slo_broken))
     return "; ".join(parts)
+
+
+def _p99_words(measured: list[StepTimeRow], threshold_pct: float, ranks: int) -> list[str]:
+    """The step p99 in the summary when it is not shown unchanged: the rank whose p99 moved most, its
+    change with its interval, and its status (``within noise / not significant (...; 60 / 400 steps)``
+    when the interval includes 1 and reaches past the threshold: never "unchanged")."""
+    told = [row for row in measured if row.p99_ratio is not None and row.p99_status != "unchanged"]
+    if not told:
+        return []
+    row = max(told, key=lambda row: (abs(math.log(max(row.p99_ratio, 1e-9))), -row.rank))
+    low, high = row.p99_ci95
+    status = (row.p99_status if row.p99_significant
+              else noise_words(row.p99_status, None, row.before_count, row.after_count, threshold_pct))
+    return [f"step p99 {ms_text(row.before_p99_ns / 1e6)} -> {ms_text(row.after_p99_ns / 1e6)} (after/before "
+            f"{ratio_text(row.p99_ratio)} [95% CI {ratio_text(low)}-{ratio_text(high)}], {status})"
+            + (f" on rank{row.rank} of {ranks}" if ranks > 1 else "")]
 
 
 def _summary_rank(measured: list[StepTimeRow], verdict: str) -> StepTimeRow:

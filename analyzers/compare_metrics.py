@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from tracetriage.analyzers.compare_side import Rank, Side, round4
 from tracetriage.analyzers.timeline import CAUSES  # the host's causes, then the GPU's dependency waits
 from tracetriage.model import collective_op
-from tracetriage.wording import ms_text
+from tracetriage.wording import WITHIN_NOISE, ms_text
 
 SHARE_NOISE_PTS = 5.0  # a change of a share (busy %) under this many points is no change
 GROWTH_PCT = 25.0  # a component that grew by this share of itself is reported as grown, even under the step threshold
@@ -64,7 +64,7 @@ class MetricRow:
         """The row of a step percentile, judged by the step test's ``status``, not by its difference."""
         judged = status in JUDGED_DIRECTIONS
         return replace(self, significant=judged,
-                       direction=status if judged else "unchanged" if status == "unchanged" else "n/a")
+                       direction=status if judged or status in ("unchanged", WITHIN_NOISE) else "n/a")
 
     def not_judged(self) -> MetricRow:
         return replace(self, direction="not judged", significant=False)

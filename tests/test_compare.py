@@ -214,7 +214,10 @@ def test_real_trace_diff_pair_is_refused_with_its_reason():
 def test_real_export_against_itself_is_unchanged():
     path = REAL / "nsys" / "nsys2026.2_2xH100_torchrun_nccl_flashattn_window300ms.sqlite"
     c = compare_json(path, path)
-    assert c["verdict"] in ("unchanged", "inconclusive")
+    # 15 steps a rank: the ratio is 1, but the bootstrap interval of one capture against itself reaches past
+    # 5% of 1, so the data cannot show the two equal within the threshold: within noise, never a change
+    assert c["verdict"] in ("unchanged", "within noise", "inconclusive")
+    assert all(s["ratio"] == 1.0 and s["p99_ratio"] == 1.0 for s in c["step_time"])
     if c["verdict"] == "inconclusive":  # too few steps in a 300 ms window: the reason says so
         assert any("steps" in r for r in c["comparable"]["reasons"])
     else:

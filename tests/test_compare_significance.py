@@ -1,0 +1,96 @@
+"""compare read as an engineer reads it (issue 32, items 1-6): a change the data cannot tell is said
+to be within noise with its interval and step counts, never "unchanged"; a finding whose own quantity is
+0 on both sides does not persist; the confidence reflects the smaller sample; per-step movers say their
+statistic; busy % of a graph-level capture is no verdict; the late rank is the headline of a skewed
+collective; compare abstains on dependency waits where analyze does (offset clocks).
+
+Pairs: the generated prefill_stall (60 steps, p99 447 ms) -> decode_rare_prefill (400 steps, p99 22 ms),
+and the real 2xH100 nsys pair (mfu_before -> mfu_after, 15 / 14 steps per rank)."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+from conftest import BUNDLES, ROOT
+
+import tracetriage
+from tracetriage.analyzers.compare_steps import judged_status
+from tracetriage.analyzers.trend import pair_test
+from tracetriage.analyzers.trend_records import Compared
+from tracetriage.contract import load
+
+REAL_NSYS = ROOT / "samples" / "real" / "nsys"
+SCHEMA = json.loads((ROOT / "reports" / "compare.schema.json").read_text())
+
+
+@functools.cache
+def compared(before: str, after: str) -> dict:
+    data = tracetriage.compare(before, after).data
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate({key: value for key, value in data.items() if not key.startswith("_")}, SCHEMA)
+    return data
+
+
+def stall_to_rare() -> dict:
+    return compared(str(BUNDLES / "prefill_stall"), str(BUNDLES / "decode_rare_prefill"))
+
+
+def mfu_pair() -> dict:
+    return compared(str(REAL_NSYS / "nsys2026.2_2xH100_mfu_before.sqlite"), str(REAL_NSYS / "nsys2026.2_2xH100_mfu_after.sqlite"))
+
+
+# -- item 1: not significant is said so, never "unchanged"
+
+def test_the_rule_tells_a_small_change_from_one_the_data_cannot_tell():
+    assert judged_status(1.20, (1.10, 1.30), True, 5.0) == "regressed"
+    assert judged_status(0.80, (0.70, 0.90), True, 5.0) == "improved"
+    assert judged_status(1.03, (1.01, 1.06), True, 5.0) == "unchanged"  # resolved, under the threshold
+    assert judged_status(1.01, (0.97, 1.04), False, 5.0) == "unchanged"  # the whole interval within 5% of 1
+    assert judged_status(1.01, (0.90, 1.12), False, 5.0) == "within noise"  # could be 10% either way
+    assert judged_status(0.05, (0.05, 1.03), False, 5.0) == "within noise"  # 447 -> 22 ms on 60 steps
+
+
+def test_a_p99_that_moved_20x_on_60_steps_is_within_noise_with_its_interval():
+    data = stall_to_rare()
+    step = data["step_time"][0]
+    assert step["before_count"] == 60 and step["after_count"] == 400
+    assert step["p99_ratio"] < 0.1 and step["p99_ci95"][0] < 1.0 <= step["p99_ci95"][1]
+    assert step["p99_status"] == "within noise" and not step["p99_significant"]
+    assert data["budgets"]["step p99"] == "within noise"
+    assert data["verdict"] == "within noise"  # nothing shown to move, and the p99 cannot be told: not "unchanged"
+    p99 = next(metric for metric in data["metrics"] if metric["name"] == "step_p99_ms")
+    assert p99["direction"] == "within noise"
+    assert "step p99 447.4 ms -> 21.90 ms" in data["summary"]
+    assert "within noise / not significant (60 / 400 steps)" in data["summary"]
+    text = tracetriage.api.Comparison(data).render("text")
+    line = next(line for line in text.splitlines() if line.strip().startswith("rank0"))
+    assert "p99 447.4 ms -> 21.90 ms (after/before 0.05, 95% CI 0.05-" in line
+    assert "within noise / not significant (60 / 400 steps)" in line
+    # the p50 moved 2% and the test resolved it: a small change, said as such
+    assert step["status"] == "unchanged" and "unchanged (within the 5% threshold)" in line
+    for fmt in ("md", "html"):
+        assert "within noise / not significant (60 / 400 steps)" in tracetriage.api.Comparison(data).render(fmt)
+    assert tracetriage.api.Comparison(data).gate_exit() == 0  # not shown worse
+
+
+def test_the_real_pairs_p99_plus_22_percent_on_15_steps_is_not_significant():
+    data = mfu_pair()
+    for step in data["step_time"]:
+        assert 1.15 < step["p99_ratio"] < 1.3 and step["p99_ci95"][0] < 1.0 < step["p99_ci95"][1]
+        assert step["p99_status"] == "within noise"
+        assert step["status"] == "regressed"  # the p50 test resolves 13% on the same steps
+    assert data["verdict"] == "regressed"
+    assert "step p99 21.96 ms -> 26.91 ms" in data["summary"]
+    assert "within noise / not significant (16 / 14 steps)" in data["summary"]
+
+
+def test_trend_says_the_pairs_significance_as_compare_does():
+    compared_pair = load(Compared, stall_to_rare())
+    words = pair_test("step_p99_ms", compared_pair)
+    assert words.startswith("compare of the captures either side: after/before 0.05 [95% CI 0.05-")
+    assert words.endswith("within noise / not significant (60 / 400 steps)")
+    assert "unchanged (within the 5% threshold)" in pair_test("step_p50_ms", compared_pair)
+    assert pair_test("busy_pct", compared_pair) is None
+    assert "regressed" in pair_test("step_p50_ms", load(Compared, mfu_pair()))
