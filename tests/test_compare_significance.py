@@ -94,3 +94,39 @@ def test_trend_says_the_pairs_significance_as_compare_does():
     assert "unchanged (within the 5% threshold)" in pair_test("step_p50_ms", compared_pair)
     assert pair_test("busy_pct", compared_pair) is None
     assert "regressed" in pair_test("step_p50_ms", load(Compared, mfu_pair()))
+
+
+# -- item 2: a finding on its own quantity, never "persists" on 0 -> 0; the confidence of the smaller sample
+
+def test_a_tail_finding_is_judged_on_what_its_long_steps_cost():
+    """prefill_stall claims no slice of the window: it was judged on "its slices, per GPU op: 0 ns -> 0 ns"
+    and read PERSISTS while the freezes went from 5 in 60 steps to 3 in 400. Its own quantity is the long
+    steps' time above p50 per step, measured the same way on both sides."""
+    data = stall_to_rare()
+    row = next(finding for finding in data["findings"] if finding["id"] == "prefill_stall")
+    assert row["status"] == "better"
+    assert 34.0 < row["before_ms_per_step"] < 36.5 and 3.0 < row["after_ms_per_step"] < 3.5
+    assert not any(evidence["name"] == "cause_ns_per_op" for evidence in row["evidence"])
+    assert row["evidence"][0]["text"].startswith("the long steps' time above p50 (steps over 3x p50), ms per step: ")
+    reverse = compared(str(BUNDLES / "decode_rare_prefill"), str(BUNDLES / "prefill_stall"))
+    assert next(finding for finding in reverse["findings"] if finding["id"] == "prefill_stall")["status"] == "worse"
+
+
+def test_a_measure_that_is_zero_on_both_sides_decides_nothing():
+    from tracetriage.analyzers.compare_findings import Measure, _unless_empty
+
+    empty = _unless_empty(Measure("its slices, per GPU op", 0.0, 0.0, 1430.0, per="op"))
+    assert empty.empty and empty.delta is None
+    kept = _unless_empty(Measure("its slices, ms per step", 0.0, 0.4, 0.1))
+    assert not kept.empty and kept.delta == 0.4
+
+
+def test_the_confidence_is_that_of_the_smaller_sample():
+    data = stall_to_rare()  # 60 steps against 400: judged as 60
+    assert data["comparable"]["confidence"] == 0.895  # 0.75 + 0.25 x (60 - 5) / (100 - 5)
+    assert any(reason.startswith("the smaller sample: 60 steps on ") for reason in data["comparable"]["reasons"])
+    real = mfu_pair()  # 14 steps on after's pid 148
+    assert 0.7 < real["comparable"]["confidence"] < 0.8
+    assert any("14 steps on " in reason and "pid 148" in reason for reason in real["comparable"]["reasons"])
+    reseeded = compared(str(BUNDLES / "decode_rare_prefill"), str(BUNDLES / "decode_rare_prefill"))
+    assert not any(reason.startswith("the smaller sample") for reason in reseeded["comparable"]["reasons"])  # 400 steps
