@@ -411,7 +411,7 @@ def summary_line(summary: SummaryInputs) -> str:
         parts.extend(_work_rate_words(summary.rate, summary.metrics))
     moved = [mover_text(mover, summary.threshold_pct, ranks) for mover in summary.movers[:SUMMARY_MOVERS]]
     if moved:
-        parts.append("moved: " + ", ".join(moved))
+        parts.append("moved (mean per step): " + ", ".join(moved))  # a mean beside the p50 above: said so
     ids_by_status: dict[str, list[str]] = {}
     unmeasured: list[str] = []
     for finding in summary.findings:

@@ -18,6 +18,7 @@ change, across ranks.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from tracetriage.analyzers.compare_side import Rank, Side, round4
@@ -76,7 +77,19 @@ class MetricRow:
 
     def to_contract(self) -> dict:
         return {"name": self.name, "unit": self.unit, "before": self.before, "after": self.after,
-                "change": self.change, "direction": self.direction, "significant": self.significant}
+                "change": self.change, "direction": self.direction, "significant": self.significant,
+                "statistic": statistic(self.name, self.unit)}
+
+
+def statistic(name: str, unit: str) -> str:
+    """The statistic a metric's figure is, said beside it (the JSON's ``statistic``; the reports' labels): the
+    step percentiles and serving percentiles by their own name, ms per step a mean (a window slice over the
+    steps), a count per step the median step's, a share of the window, a rate, a mean per request."""
+    percentile = re.search(r"_(p\d\d)_ms$", name)
+    if percentile:
+        return percentile.group(1)
+    return {"ms/step": "mean", "calls/step": "median", "copies/step": "median", "%": "share of the window",
+            "req/s": "rate", "tokens": "mean"}.get(unit, "mean")
 
 
 def metric_rows(figures_before: dict, figures_after: dict, noise_ms: float | None, threshold_pct: float) -> list[MetricRow]:
@@ -161,7 +174,8 @@ class Mover:
         return {"component": self.component, "label": self.label, "rank": self.rank, "before_ms": round4(self.before_ms),
                 "after_ms": round4(self.after_ms), "change_ms": round4(self.change_ms),
                 "change_pct": None if self.change_pct is None else round(self.change_pct, 1),
-                "beyond_noise": self.beyond_noise, "grown": self.grown}
+                "beyond_noise": self.beyond_noise, "grown": self.grown,
+                "statistic": "mean"}  # ms per step: the component's slice of the window over the steps
 
 
 def movers(before: Side, after: Side, threshold_pct: float) -> list[Mover]:

@@ -112,13 +112,16 @@ def metric_change(metric: Metric) -> str:
 
 
 def metric_label(metric: Metric | dict, ranks: int = 1) -> str:
-    """The row's name (of a metric's record or its contract dict); a step percentile of several ranks
-    says it is their median (the summary line names one rank's)."""
+    """The row's name (of a metric's record or its contract dict) with its statistic (compare_metrics.statistic):
+    a step percentile of several ranks says it is their median (the summary line names one rank's), a figure
+    in ms per step that it is a mean, a count per step that it is the median step's."""
     metric = load(Metric, metric)
     label = LABELS.get(metric.name, metric.name)
     if metric.name in ("step_p50_ms", "step_p99_ms") and ranks > 1:
         return f"{label}, median of {ranks} ranks"
-    return f"{label} (per step)" if metric.unit in ("ms/step", "calls/step", "copies/step") else label
+    if metric.unit == "ms/step":  # the window's slice over the steps: a mean, beside the step p50 and p99 rows
+        return f"{label} (mean per step)"
+    return f"{label} (median per step)" if metric.unit in ("calls/step", "copies/step") else label
 
 
 def is_serving(metric: Metric) -> bool:

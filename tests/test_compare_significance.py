@@ -130,3 +130,24 @@ def test_the_confidence_is_that_of_the_smaller_sample():
     assert any("14 steps on " in reason and "pid 148" in reason for reason in real["comparable"]["reasons"])
     reseeded = compared(str(BUNDLES / "decode_rare_prefill"), str(BUNDLES / "decode_rare_prefill"))
     assert not any(reason.startswith("the smaller sample") for reason in reseeded["comparable"]["reasons"])  # 400 steps
+
+
+# -- item 3: a mean beside p50 figures says it is the mean, in every format
+
+@pytest.mark.parametrize("pair", [mfu_pair, stall_to_rare], ids=["real_mfu", "generated_stall"])
+def test_movers_say_they_are_means_in_every_format(pair):
+    data = pair()
+    assert data["movers"] and all(mover["statistic"] == "mean" for mover in data["movers"])
+    statistics = {metric["name"]: metric["statistic"] for metric in data["metrics"]}
+    assert statistics["step_p50_ms"] == "p50" and statistics["step_p99_ms"] == "p99"
+    assert statistics["compute_ms"] == "mean" and statistics["idle_ms"] == "mean"
+    assert statistics["launches_per_step"] == "median" and statistics["busy_pct"] == "share of the window"
+    assert "; moved (mean per step): " in data["summary"]
+    comparison = tracetriage.api.Comparison(data)
+    text, markdown, html = comparison.render("text"), comparison.render("md"), comparison.render("html")
+    assert "what moved, mean ms per step (largest first, across ranks):" in text
+    assert "## What moved (mean ms per step, largest first across ranks)" in markdown
+    assert "What moved (mean ms per step, largest first across ranks)" in html
+    for rendered in (text, markdown, html):
+        assert "compute, collectives excluded (mean per step)" in rendered
+        assert "kernel launches (median per step)" in rendered
