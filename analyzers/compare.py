@@ -225,12 +225,25 @@ def step_verdict(step_rows: list[StepTimeRow], judged: bool) -> StepVerdict:
 def judged_metrics(metrics: list[MetricRow], step: StepVerdict, judged: bool, stepless: bool = False) -> list[MetricRow]:
     """Nothing judged on an incomparable pair; the step percentiles judged by the step test, not by
     their difference; busy % of a pair without steps not judged (its window is its GPU activity,
-    which a faster kernel shortens)."""
+    which a faster kernel shortens), and never better or worse with steps (a share of each side's own
+    window, METRICS); where the step p50 held (unchanged or within noise) a per-step component that
+    moved is ``changed``: the verdict follows the step time with its noise."""
     if not judged:
         return [metric.not_judged() for metric in metrics]
     status_of = {"step_p50_ms": step.status, "step_p99_ms": step.p99_status}
-    return [metric.judged_by(status_of[metric.name]) if metric.name in STEP_PERCENTILES
-            else metric.not_judged() if stepless and metric.unit == "%" else metric for metric in metrics]
+    step_held = step.status in ("unchanged", WITHIN_NOISE)
+    out = []
+    for metric in metrics:
+        if metric.name in STEP_PERCENTILES:
+            metric = metric.judged_by(status_of[metric.name])
+        elif stepless and metric.unit == "%":
+            metric = metric.not_judged()
+        elif step_held and metric.unit == "ms/step" and metric.direction in ("improved", "regressed"):
+            # the step held: a component that moved is time moved between causes (a graph replay now spans the
+            # gaps it hid), not a step that got better or worse
+            metric = metric.explained("changed")
+        out.append(metric)
+    return out
 
 
 def budget_statuses(step: StepVerdict, metrics: list[MetricRow], serving_judged: bool, rate: WorkRate | None = None,

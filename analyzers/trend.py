@@ -12,7 +12,8 @@ carries the same finding statuses and kernel movers as ``tracetriage compare``.
   count, world size and program (compare's signature), plus ``--group-by`` (a path
   component counted from the case: -2 the folder holding it, see :func:`case_paths`, or a
   tag file). A group of one case fits no series: listed apart, never mixed in.
-* **Series**: the per-step figures of each case (ms per step, counts per step, busy %,
+* **Series**: the per-step figures of each case (ms per step, counts per step, busy % — a share of
+  each case's own window, so a shift of it is ``changed``, never better or worse, as in compare —,
   serving percentiles), each finding's ms per step (0 where the case did not report it) and
   the top kernels' ms per step. A group of captures without steps (a benchmark loop, a
   micro-benchmark: no case has a step p50) is read on work rate instead: its top kernels' ns

@@ -151,3 +151,31 @@ def test_movers_say_they_are_means_in_every_format(pair):
     for rendered in (text, markdown, html):
         assert "compute, collectives excluded (mean per step)" in rendered
         assert "kernel launches (median per step)" in rendered
+
+
+# -- item 4: busy % is no verdict; where the step held, a component that moved is "changed"
+
+def test_a_graph_level_capture_whose_step_held_is_not_called_busier_or_better():
+    """eager_decode -> graph_decode_no_gain: CUDA graphs on, the step the same (4.776 -> 4.780 ms). The
+    graph-level capture records each replay as one interval that spans the gaps inside it, so busy % went
+    23.6 -> 68.2% and the launch idle 'went': a share of two windows and time moved between causes."""
+    data = compared(str(BUNDLES / "eager_decode"), str(BUNDLES / "graph_decode_no_gain"))
+    assert data["after"]["graph_level"] and data["verdict"] == "unchanged"
+    rows = {metric["name"]: metric for metric in data["metrics"]}
+    assert rows["busy_pct"]["change"] > 40 and rows["busy_pct"]["direction"] == "changed"
+    for name in ("idle_ms", "idle_launch_ms", "idle_host_ms", "compute_ms"):
+        assert rows[name]["significant"] and rows[name]["direction"] == "changed", name
+    text = tracetriage.api.Comparison(data).render("text")
+    busy = next(line for line in text.splitlines() if line.strip().startswith("GPU busy (share of its window)"))
+    assert busy.rstrip().endswith("changed")
+    # where the step did move, the per-step components keep their direction; busy % still judges nothing
+    faster = compared(str(BUNDLES / "eager_decode"), str(BUNDLES / "graph_decode"))
+    rows = {metric["name"]: metric for metric in faster["metrics"]}
+    assert faster["verdict"] == "improved" and rows["idle_ms"]["direction"] == "improved"
+    assert rows["busy_pct"]["direction"] == "changed"
+
+
+def test_the_real_pairs_busy_share_is_no_verdict():
+    rows = {metric["name"]: metric for metric in mfu_pair()["metrics"]}
+    assert rows["busy_pct"]["change"] < -5 and rows["busy_pct"]["direction"] == "changed"
+    assert rows["idle_ms"]["direction"] == "regressed"  # absolute per step, and the step regressed with it
