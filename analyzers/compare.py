@@ -425,23 +425,36 @@ def summary_line(summary: SummaryInputs) -> str:
     moved = [mover_text(mover, summary.threshold_pct, ranks) for mover in summary.movers[:SUMMARY_MOVERS]]
     if moved:
         parts.append("moved (mean per step): " + ", ".join(moved))  # a mean beside the p50 above: said so
+    parts.extend(_finding_words(summary))
+    if summary.slo_broken:
+        parts.append("SLO broken: " + "; ".join(summary.slo_broken))
+    return "; ".join(parts)
+
+
+def _finding_words(summary: SummaryInputs) -> list[str]:
+    """The findings that changed status, by status; those not judged on a pair without steps (shares of two
+    windows) and those a side's analysis abstained from (compare_findings._abstained: offset clocks)."""
     ids_by_status: dict[str, list[str]] = {}
     unmeasured: list[str] = []
+    abstained: list[str] = []
     for finding in summary.findings:
         per_op = any(evidence.name == "cause_ns_per_op" for evidence in finding.evidence)
         if finding.status and summary.rate is not None and not per_op:
             unmeasured.append(f"{finding.id} {finding.status}")
         elif finding.status:
             ids_by_status.setdefault(finding.status, []).append(finding.id)
+        elif summary.comparable.ok:
+            abstained.append(finding.id)
+    parts = []
     if unmeasured:
         # without steps and without a per-GPU-op measure a finding's size is a share of its own window: named, not judged
         parts.append("findings not judged (shares of two different windows): " + ", ".join(unmeasured))
     for status in ("fixed", "falsified", "worse", "new", "better"):
         if status in ids_by_status:
             parts.append(f"{status}: {', '.join(ids_by_status[status])}")
-    if summary.slo_broken:
-        parts.append("SLO broken: " + "; ".join(summary.slo_broken))
-    return "; ".join(parts)
+    if abstained:
+        parts.append(f"not judged (a side's analysis abstained from it): {', '.join(abstained)}")
+    return parts
 
 
 def _p99_words(measured: list[StepTimeRow], threshold_pct: float, ranks: int) -> list[str]:

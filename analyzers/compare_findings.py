@@ -13,7 +13,9 @@ quantity says otherwise: ``fixed`` when that quantity fell beyond the noise, ``w
 or when nothing of its own is measured on both sides and its catalog confirm fails ("not shown fixed"),
 and ``decided_by`` says the rule no longer fires, with the quantity before -> after.
 Findings only on the after side are ``new``. ``healthy`` is
-a state, never a finding. An incomparable pair gets no status (None): nothing is judged.
+a state, never a finding. An incomparable pair gets no status (None): nothing is judged; neither does a
+finding that either side's analysis abstained from (dependency_wait on offset host/GPU clocks:
+queued.clock_check), its figures left out, ``decided_by`` naming the side and its reason.
 """
 
 from __future__ import annotations
@@ -161,8 +163,27 @@ class Outcome:
     measure: Measure | None = None
 
 
+def _abstained(context: FindingContext, finding_id: str) -> str | None:
+    """Why compare abstains on a finding: a side whose analysis abstained from it (dependency_wait where the
+    host and GPU clocks are offset, queued.clock_check), as analyze did; None when both sides judged it."""
+    for side in (context.before, context.after):
+        reason = side.abstained.get(finding_id)
+        if reason is not None:
+            return f"not judged: the {side.label} analysis abstained from {finding_id} ({reason})"
+    return None
+
+
+def _abstained_row(finding_id: str, finding: Finding, why: str, after: Finding | None, before: Finding | None) -> FindingRow:
+    """A finding compare does not judge, its figures left out: a number measured on offset clocks is no figure."""
+    return FindingRow(finding_id, finding.axis, None, why, None, before.severity if before else None,
+                      after.severity if after else None, None, None, ())
+
+
 def _checked_finding(context: FindingContext, finding_id: str, finding: Finding) -> FindingRow:
     check = check_of(finding_id)
+    abstained = _abstained(context, finding_id)
+    if abstained:
+        return _abstained_row(finding_id, finding, abstained, context.after.findings.get(finding_id), finding)
     after_finding = context.after.findings.get(finding_id)
     cause_before, cause_after = context.before.finding_ms(finding_id), context.after.finding_ms(finding_id)
     before_names = {**context.figures_before, "present": True, "cause_ms": cause_before,
@@ -249,16 +270,22 @@ def _status(context: FindingContext, check: CompareCheck, outcome: Outcome) -> t
                                 "is still there, though the rule no longer fires after the change")
         return "persists", f"the time it is about moved less than the threshold of {measure.amount(noise)}"
     if measure.empty:  # its evidence is 0 on both sides: it does not persist on it; the rule's firing after decides
-        if gone:
-            return "fixed", ("the rule no longer fires after the change, and the quantity compare measures for it is 0 on "
-                             "both sides: nothing of it is left to measure")
-        return "persists", ("still reported after; the quantity compare measures for it is 0 on both sides, so its "
-                            "size is the after analysis's own evidence")
+        return _empty_status(gone)
     if gone:  # nothing of its own measured on both sides, and its catalog confirm (what would show it fixed) fails
         return "persists", (f"not shown fixed: the rule no longer fires after the change, but its confirm "
                             f"({check.confirm_says or check.confirm}) does not hold, and the time it is about has no "
                             "measure on both sides")
     return "persists", "still reported after"
+
+
+def _empty_status(gone: bool) -> tuple[str, str]:
+    """The status of a finding whose own quantity is 0 on both sides (_unless_empty): fixed when the rule no
+    longer fires after, else persists on the after analysis's own evidence, never on the empty measure."""
+    if gone:
+        return "fixed", ("the rule no longer fires after the change, and the quantity compare measures for it is 0 on "
+                         "both sides: nothing of it is left to measure")
+    return "persists", ("still reported after; the quantity compare measures for it is 0 on both sides, so its "
+                        "size is the after analysis's own evidence")
 
 
 def _evidence(context: FindingContext, check: CompareCheck, before_names: dict, after_names: dict) -> tuple[Evidence, ...]:
@@ -286,7 +313,11 @@ def _evidence(context: FindingContext, check: CompareCheck, before_names: dict, 
 
 
 def _new_finding(context: FindingContext, finding_id: str, finding: Finding) -> FindingRow:
-    """A finding reported after only: ``new`` (when judged), with its slices' ms per step on both sides."""
+    """A finding reported after only: ``new`` (when judged), with its slices' ms per step on both sides; not judged
+    where the before analysis abstained from it (its absence there is no measurement)."""
+    abstained = _abstained(context, finding_id)
+    if abstained:
+        return _abstained_row(finding_id, finding, abstained, finding, None)
     cause_before, cause_after = round4(context.before.finding_ms(finding_id)), round4(context.after.finding_ms(finding_id))
     text = f"{cause_words(check_of(finding_id))}: {figure_text(cause_before, 'ms')} -> {figure_text(cause_after, 'ms')}"
     return FindingRow(finding_id, finding.axis, "new" if context.judged else None,

@@ -179,3 +179,49 @@ def test_the_real_pairs_busy_share_is_no_verdict():
     rows = {metric["name"]: metric for metric in mfu_pair()["metrics"]}
     assert rows["busy_pct"]["change"] < -5 and rows["busy_pct"]["direction"] == "changed"
     assert rows["idle_ms"]["direction"] == "regressed"  # absolute per step, and the step regressed with it
+
+
+# -- item 6: where analyze abstains from dependency_wait (offset clocks), compare abstains too
+
+@pytest.fixture(scope="module")
+def clocks(tmp_path_factory):
+    """samples/gen_dependency.py's 10 ms waits a step, on aligned clocks and with the GPU 5 ms ahead."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "samples"))
+    try:
+        import gen_dependency
+    finally:
+        sys.path.pop(0)
+    out = tmp_path_factory.mktemp("clocks")
+    gen_dependency.write_bundle(out / "aligned", "dependency:clock", 10_000)
+    gen_dependency.write_bundle(out / "offset", "dependency:clock", 10_000, gpu_offset_us=5_000)
+    return out
+
+
+@pytest.mark.parametrize("before,after", [("aligned", "offset"), ("offset", "aligned")])
+def test_dependency_wait_is_not_judged_against_offset_clocks(clocks, before, after):
+    """Aligned -> offset read "dependency_wait fixed, 9.80 -> 0.00 ms per step" (the rule abstained after,
+    so its slices were empty there); offset -> aligned read "new". The waits are the same 10 ms a step."""
+    data = compared(str(clocks / before), str(clocks / after))
+    row = next(finding for finding in data["findings"] if finding["id"] == "dependency_wait")
+    assert row["status"] is None and row["evidence"] == []
+    assert row["before_ms_per_step"] is None and row["after_ms_per_step"] is None
+    assert row["decided_by"].startswith(f"not judged: the {clocks / 'offset'} analysis abstained from dependency_wait (")
+    assert "clocks are offset" in row["decided_by"]
+    assert "not judged (a side's analysis abstained from it): dependency_wait" in data["summary"]
+    assert "fixed: dependency_wait" not in data["summary"] and "new: dependency_wait" not in data["summary"]
+
+
+def test_dependency_wait_on_aligned_clocks_is_still_judged(clocks, tmp_path):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "samples"))
+    try:
+        import gen_dependency
+    finally:
+        sys.path.pop(0)
+    gen_dependency.write_bundle(tmp_path / "fewer", "dependency:clock", 2_000)
+    data = compared(str(clocks / "aligned"), str(tmp_path / "fewer"))
+    row = next(finding for finding in data["findings"] if finding["id"] == "dependency_wait")
+    assert row["status"] in ("fixed", "better") and row["before_ms_per_step"] > 9
