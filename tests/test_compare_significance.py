@@ -96,6 +96,42 @@ def test_trend_says_the_pairs_significance_as_compare_does():
     assert "regressed" in pair_test("step_p50_ms", load(Compared, mfu_pair()))
 
 
+@pytest.fixture(scope="module")
+def stall_archive(tmp_path_factory):
+    """Six nightly captures: decode_rare_prefill (400 steps) three times, then prefill_stall (60 steps) three
+    times, each generated with its own seed (the generator's randomness is the noise), batched."""
+    import shutil
+    import sys
+
+    sys.path.insert(0, str(ROOT / "samples"))
+    try:
+        import generate
+    finally:
+        sys.path.pop(0)
+    generated, archive = tmp_path_factory.mktemp("seeds"), tmp_path_factory.mktemp("nightly")
+    for night, (scenario, seed) in enumerate([("decode_rare_prefill", seed) for seed in (1, 2, 3)]
+                                             + [("prefill_stall", seed) for seed in (1, 2, 3)], start=1):
+        generate.generate(generated / f"{scenario}{seed}", only=[scenario], seed=seed)
+        shutil.copytree(generated / f"{scenario}{seed}" / scenario, archive / f"nightly-2026-11-0{night}")
+    out = tmp_path_factory.mktemp("batch")
+    tracetriage.batch([str(archive)], str(out), progress=False)
+    return out
+
+
+def test_trend_and_compare_say_significance_in_the_same_words(stall_archive):
+    """trend finds the p99 shift over six captures (beyond the series' noise) and says so with its test;
+    at the shift it writes compare's test of the two captures either side: not significant on 400 / 60 steps."""
+    result = tracetriage.trend(str(stall_archive))
+    change = next(change for change in result.changes if change["metric"] == "step_p99_ms")
+    assert change["direction"] == "regressed" and change["first_bad"] == "nightly-2026-11-04"
+    assert change["pair_test"].startswith("compare of the captures either side: after/before ")
+    assert change["pair_test"].endswith("within noise / not significant (400 / 60 steps)")
+    verdict = result.groups[0]["verdict"]
+    assert "regressed (beyond the series' noise over the captures); compare of the captures either side" in verdict
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(result.data, json.loads((ROOT / "reports" / "trend.schema.json").read_text()))
+
+
 # -- item 2: a finding on its own quantity, never "persists" on 0 -> 0; the confidence of the smaller sample
 
 def test_a_tail_finding_is_judged_on_what_its_long_steps_cost():
