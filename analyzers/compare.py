@@ -413,7 +413,7 @@ def summary_line(summary: SummaryInputs) -> str:
     ranks = len(summary.step_rows)
     if measured:
         row = _summary_rank(measured, verdict)
-        noise = "" if row.significant else ", " + noise_words(row.status, None, row.before_count, row.after_count,
+        noise = "" if row.significant else ", " + noise_words(row.status, row.before_count, row.after_count,
                                                                 summary.threshold_pct)
         parts.append(f"step p50 {ms_text(row.before_p50_ns / 1e6)} -> {ms_text(row.after_p50_ns / 1e6)}"
                      f" ({speed_words(row.to_contract())}, after/before {ratio_text(row.ratio)} "
@@ -467,7 +467,7 @@ def _p99_words(measured: list[StepTimeRow], threshold_pct: float, ranks: int) ->
     row = max(told, key=lambda row: (abs(math.log(max(row.p99_ratio, 1e-9))), -row.rank))
     low, high = row.p99_ci95
     status = (row.p99_status if row.p99_significant
-              else noise_words(row.p99_status, None, row.before_count, row.after_count, threshold_pct))
+              else noise_words(row.p99_status, row.before_count, row.after_count, threshold_pct))
     return [f"step p99 {ms_text(row.before_p99_ns / 1e6)} -> {ms_text(row.after_p99_ns / 1e6)} (after/before "
             f"{ratio_text(row.p99_ratio)} [95% CI {ratio_text(low)}-{ratio_text(high)}], {status})"
             + (f" on rank{row.rank} of {ranks}" if ranks > 1 else "")]

@@ -354,7 +354,7 @@ def pair_test(metric: str, compared: Compared) -> str | None:
     status_key, ratio_key, ci_key = keys
     step = max(tested, key=lambda step: abs(np.log(max(getattr(step, ratio_key), 1e-9))))
     status, ratio, (low, high) = getattr(step, status_key), getattr(step, ratio_key), getattr(step, ci_key)
-    words = noise_words(status, None, step.before_count, step.after_count, compared.threshold_pct)
+    words = noise_words(status, step.before_count, step.after_count, compared.threshold_pct)
     return (f"compare of the captures either side: after/before {ratio_text(ratio)} [95% CI {ratio_text(low)}-"
             f"{ratio_text(high)}], {words}")
 

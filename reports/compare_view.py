@@ -431,9 +431,9 @@ def _step_time(rank: StepTime, threshold_pct: float) -> StepTimeView:
         ratio=_ratio(rank.ratio), ci_low=ci_low, ci_high=ci_high, p_value=_p(rank.p_value),
         status=str(rank.status), p99_status=str(rank.p99_status),
         before_steps=str(rank.before_count), after_steps=str(rank.after_count),
-        status_words=noise_words(str(rank.status), None, *counts),
+        status_words=noise_words(str(rank.status), *counts),
         p99_ratio=_ratio(rank.p99_ratio), p99_ci_low=p99_low, p99_ci_high=p99_high,
-        p99_words=noise_words(str(rank.p99_status), None, *counts))
+        p99_words=noise_words(str(rank.p99_status), *counts))
 
 
 def _finding(finding: ComparedFinding) -> EvidencedFindingView:

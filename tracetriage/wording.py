@@ -224,14 +224,13 @@ def cause_name(cause: str, vendor: str | None = None) -> str:
 WITHIN_NOISE = "within noise"  # compare's status of a change that is not significant and not shown small
 
 
-def noise_words(status: str, interval: tuple[float, float] | None, before_count: int, after_count: int,
-                threshold_pct: float) -> str:
-    """Why a change that is not improved / regressed is so, in the words compare and trend share:
-    ``within noise / not significant (95% CI 0.05-1.00; 60 / 400 steps)`` when the data cannot tell,
-    ``unchanged (within the 5% threshold)`` when it shows the change small; the status itself otherwise."""
+def noise_words(status: str, before_count: int, after_count: int, threshold_pct: float) -> str:
+    """Why a change that is not improved / regressed is so, in the words compare and trend share (each
+    writes the interval beside them): ``within noise / not significant (60 / 400 steps)`` when the data
+    cannot tell, ``unchanged (within the 5% threshold)`` when it shows the change small; the status
+    itself otherwise."""
     if status == WITHIN_NOISE:
-        ci = f"95% CI {ratio_text(interval[0])}-{ratio_text(interval[1])}; " if interval else ""
-        return f"within noise / not significant ({ci}{before_count} / {after_count} steps)"
+        return f"within noise / not significant ({before_count} / {after_count} steps)"
     if status == "unchanged":
         return f"unchanged (within the {threshold_pct:g}% threshold)"
     return status
