@@ -205,12 +205,12 @@ class Side:
         self.findings = {finding.id: finding for finding in self.record.findings if finding.id not in ("healthy",)}
         self.serving = data.get("serving") or None
         self.graph_level = any(kernel.kind == "graph" for device in self.devices for kernel in device.kernels)
-        # dependency waits are not measured where dependency_wait abstained (the host and GPU clocks offset):
-        # their 0 there is no figure, and a change against it no change
-        self.dependency_measured = not any(row.analysis == "dependency_wait" for row in self.record.abstentions)
         # the analyses this side abstained from (queued.clock_check: offset clocks), with why: a finding of that
         # name is not judged against this side, as analyze did not judge it here
         self.abstained = {row.analysis: row.reason for row in self.record.abstentions}
+        # dependency waits are not measured where dependency_wait abstained (the host and GPU clocks offset):
+        # their 0 there is no figure, and a change against it no change
+        self.dependency_measured = "dependency_wait" not in self.abstained
 
     def _ranks(self) -> list[Rank]:
         """The processes that drove a device, each with its devices and steps, in matching order."""
