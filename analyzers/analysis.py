@@ -20,6 +20,7 @@ from tracetriage.analyzers import timeline as tl
 from tracetriage.analyzers.capture_kind import runtime_of
 from tracetriage.analyzers.case_blocks import CaseInputs, HostProfile
 from tracetriage.analyzers.metrics import (
+    LONG_STEP_FACTOR,
     CollectiveSkew,
     DeviceMetrics,
     DeviceTimeline,
@@ -63,7 +64,6 @@ def step_sample(durations: np.ndarray) -> list[int]:
     return [int(duration) for duration in durations]
 
 
-LONG_STEP_FACTOR = 3.0  # a step longer than 3x the median is a stall a user sees
 
 
 MAX_TIMELINE_THREADS = 4

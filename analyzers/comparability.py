@@ -11,8 +11,9 @@ hardware shape, and how much the rest of their signature agrees.
 * **Confidence** (1 = every signal agrees; 0 when incomparable) is the product of the
   factors of the soft signals: programs overlapping only in part (x0.8), steps marked by other
   NVTX ranges (x0.8), captures by other tools (x0.9) and the time-weighted kernel overlap
-  (x(0.5 + 0.5 overlap)) and GPU compute per step further apart than 3x (x0.5: other work per
-  step). The change under test may change the kernels (graphs turned on), and
+  (x(0.5 + 0.5 overlap)), GPU compute per step further apart than 3x (x0.5: other work per
+  step) and the smaller sample: the fewest steps on a rank of either side, x1 from 100 steps on, linear
+  down to x0.75 at 5 (60 steps against 400 is judged as 60). The change under test may change the kernels (graphs turned on), and
   a graph-level capture records replays without their kernels (overlap not measured, and said so).
 * **Serving** (analyzers/compare_serving.py): a changed model, precision or engine is named (the pair
   stays comparable for latency: another model's answers); input lengths that shifted, or request
@@ -33,6 +34,8 @@ if TYPE_CHECKING:  # compare_serving (and its serving records) is imported where
     from tracetriage.analyzers.compare_serving import ServingComparison
 
 MIN_STEPS = 5  # fewer steps on a rank than this: no distribution to compare
+FULL_SAMPLE_STEPS = 100  # steps on the smaller side's rank for full confidence: a p99 then rests on more than its longest step
+SMALL_SAMPLE_FLOOR = 0.75  # the confidence left at MIN_STEPS steps (linear up to 1 at FULL_SAMPLE_STEPS)
 SAME_SIGNATURE = "same devices, world size and program"
 REQUEST_RATE_TOLERANCE = 0.05  # serving benchmarks at request rates further apart than this share do not compare
 WORK_RATIO_MAX = 3.0  # GPU compute per step this many times larger on one side: other work per step, not one program's change
@@ -79,6 +82,7 @@ def comparability(before: Side, after: Side, serving: ServingComparison | None =
     signals = [_same_devices(before, after), _same_world_size(before, after), _same_program(before, after),
                _enough_steps(before, after, serving_ok), _same_step_ranges(before, after),
                _same_capture_tools(before, after), _kernel_agreement(before, after), _same_work(before, after),
+               _sample_size(before, after),
                Signal(reason=serving_why), Signal(reason=serving.identity_reason() if serving else None),
                _same_capture(before, after)]
     ok, confidence, reasons = True, 1.0, []
@@ -217,6 +221,26 @@ def _same_work(before: Side, after: Side) -> Signal:
                   reason=(f"compute per step {work[0]:.3f} ms -> {work[1]:.3f} ms ({ratio:.1f}x): work per step that "
                           "differs this much is another model, batch or sequence length, unless the change removed most "
                           "of the GPU work"))
+
+
+def _sample_size(before: Side, after: Side) -> Signal:
+    """The smaller sample as a confidence factor: a pair is judged no surer than its side with the fewest
+    steps on a rank, whatever the other has (60 steps against 400 is a 60-step comparison). At
+    :data:`FULL_SAMPLE_STEPS` or more, x1; fewer, linear down to :data:`SMALL_SAMPLE_FLOOR` at
+    :data:`MIN_STEPS` (under that the pair is refused by :func:`_enough_steps`)."""
+    counted_ranks = [(side.label, rank) for side in (before, after) for rank in side.ranks if len(rank.durations)]
+    if not counted_ranks:
+        return AGREES
+    label, rank = min(counted_ranks, key=lambda item: len(item[1].durations))
+    steps = len(rank.durations)
+    if steps >= FULL_SAMPLE_STEPS or steps < MIN_STEPS:
+        return AGREES
+    share = (steps - MIN_STEPS) / (FULL_SAMPLE_STEPS - MIN_STEPS)
+    factor = round(SMALL_SAMPLE_FLOOR + (1.0 - SMALL_SAMPLE_FLOOR) * share, 3)
+    others = [len(other.durations) for side in (before, after) for other in side.ranks if len(other.durations)]
+    return Signal(confidence_factor=factor, reason=(
+        f"the smaller sample: {counted(steps, 'step')} on {label} pid {rank.pid} (of {min(others)}-{max(others)} a rank "
+        f"across both sides; under {FULL_SAMPLE_STEPS} a p99 rests on the longest step or two): confidence x{factor:.2f}"))
 
 
 def _same_capture(before: Side, after: Side) -> Signal:

@@ -59,13 +59,22 @@ from tracetriage.analyzers.compare_metrics import (
     movers,
 )
 from tracetriage.analyzers.compare_side import Side, devices_text, program_key, round4, serving_figures
-from tracetriage.analyzers.compare_steps import ALPHA, NOT_MEASURED, RESAMPLES, StepTimeRow, StepVerdict, overall, step_test
+from tracetriage.analyzers.compare_steps import (
+    ALPHA,
+    NOT_MEASURED,
+    RESAMPLES,
+    WITHIN_NOISE,
+    StepTimeRow,
+    StepVerdict,
+    overall,
+    step_test,
+)
 from tracetriage.analyzers.compare_workrate import WorkRate, is_stepless, work_rate
 from tracetriage.contract import load
 from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSED
 from tracetriage.records.compare import DOUBT_PREFIX
 from tracetriage.records.findings import Finding
-from tracetriage.wording import fmt_ns, ms_text, ratio_text, short_middle, speed_words
+from tracetriage.wording import fmt_ns, ms_text, noise_words, ratio_text, short_middle, speed_words
 
 if TYPE_CHECKING:  # imported by the pairs that use them: serving blocks on both sides, --across-devices
     from tracetriage.analyzers.compare_serving import ServingComparison
@@ -224,12 +233,25 @@ def step_verdict(step_rows: list[StepTimeRow], judged: bool) -> StepVerdict:
 def judged_metrics(metrics: list[MetricRow], step: StepVerdict, judged: bool, stepless: bool = False) -> list[MetricRow]:
     """Nothing judged on an incomparable pair; the step percentiles judged by the step test, not by
     their difference; busy % of a pair without steps not judged (its window is its GPU activity,
-    which a faster kernel shortens)."""
+    which a faster kernel shortens), and never better or worse with steps (a share of each side's own
+    window, METRICS); where the step p50 held (unchanged or within noise) a per-step component that
+    moved is ``changed``: the verdict follows the step time with its noise."""
     if not judged:
         return [metric.not_judged() for metric in metrics]
     status_of = {"step_p50_ms": step.status, "step_p99_ms": step.p99_status}
-    return [metric.judged_by(status_of[metric.name]) if metric.name in STEP_PERCENTILES
-            else metric.not_judged() if stepless and metric.unit == "%" else metric for metric in metrics]
+    step_held = step.status in ("unchanged", WITHIN_NOISE)
+    out = []
+    for metric in metrics:
+        if metric.name in STEP_PERCENTILES:
+            metric = metric.judged_by(status_of[metric.name])
+        elif stepless and metric.unit == "%":
+            metric = metric.not_judged()
+        elif step_held and metric.unit == "ms/step" and metric.direction in ("improved", "regressed"):
+            # the step held: a component that moved is time moved between causes (a graph replay now spans the
+            # gaps it hid), not a step that got better or worse
+            metric = metric.explained("changed")
+        out.append(metric)
+    return out
 
 
 def budget_statuses(step: StepVerdict, metrics: list[MetricRow], serving_judged: bool, rate: WorkRate | None = None,
@@ -264,7 +286,10 @@ def overall_verdict(budgets: dict[str, str], comparable: Comparability) -> tuple
             "nothing measured on both sides to judge: no step durations, no kernel times per call, no serving percentiles")
     ups = any(status in ("improved", "mixed") for status in measured)
     downs = any(status in ("regressed", "mixed") for status in measured)
-    return "mixed" if ups and downs else "improved" if ups else "regressed" if downs else "unchanged", comparable
+    if ups or downs:
+        return "mixed" if ups and downs else "improved" if ups else "regressed", comparable
+    # nothing moved beyond the noise: unchanged only where every budget shows it small, never where one cannot tell
+    return (WITHIN_NOISE if WITHIN_NOISE in measured else "unchanged"), comparable
 
 
 def _step_series(side: Side) -> dict[str, list[int]]:
@@ -396,32 +421,64 @@ def summary_line(summary: SummaryInputs) -> str:
     ranks = len(summary.step_rows)
     if measured:
         row = _summary_rank(measured, verdict)
+        noise = "" if row.significant else ", " + noise_words(row.status, row.before_count, row.after_count,
+                                                                summary.threshold_pct)
         parts.append(f"step p50 {ms_text(row.before_p50_ns / 1e6)} -> {ms_text(row.after_p50_ns / 1e6)}"
                      f" ({speed_words(row.to_contract())}, after/before {ratio_text(row.ratio)} "
-                     f"[95% CI {ratio_text(row.ci95[0])}-{ratio_text(row.ci95[1])}]{'' if row.significant else ', within noise'})"
+                     f"[95% CI {ratio_text(row.ci95[0])}-{ratio_text(row.ci95[1])}]{noise})"
                      + (f" on rank{row.rank} of {ranks} (pid {row.before_pid} -> {row.after_pid})" if ranks > 1 else ""))
+        parts.extend(_p99_words(measured, summary.threshold_pct, ranks))
     if summary.rate is not None:
         parts.extend(_work_rate_words(summary.rate, summary.metrics))
     moved = [mover_text(mover, summary.threshold_pct, ranks) for mover in summary.movers[:SUMMARY_MOVERS]]
     if moved:
-        parts.append("moved: " + ", ".join(moved))
+        parts.append("moved (mean per step): " + ", ".join(moved))  # a mean beside the p50 above: said so
+    parts.extend(_finding_words(summary))
+    if summary.slo_broken:
+        parts.append("SLO broken: " + "; ".join(summary.slo_broken))
+    return "; ".join(parts)
+
+
+def _finding_words(summary: SummaryInputs) -> list[str]:
+    """The findings that changed status, by status; those not judged on a pair without steps (shares of two
+    windows) and those a side's analysis abstained from (compare_findings._abstained: offset clocks)."""
     ids_by_status: dict[str, list[str]] = {}
     unmeasured: list[str] = []
+    abstained: list[str] = []
     for finding in summary.findings:
         per_op = any(evidence.name == "cause_ns_per_op" for evidence in finding.evidence)
         if finding.status and summary.rate is not None and not per_op:
             unmeasured.append(f"{finding.id} {finding.status}")
         elif finding.status:
             ids_by_status.setdefault(finding.status, []).append(finding.id)
+        elif summary.comparable.ok:
+            abstained.append(finding.id)
+    parts = []
     if unmeasured:
         # without steps and without a per-GPU-op measure a finding's size is a share of its own window: named, not judged
         parts.append("findings not judged (shares of two different windows): " + ", ".join(unmeasured))
     for status in ("fixed", "falsified", "worse", "new", "better"):
         if status in ids_by_status:
             parts.append(f"{status}: {', '.join(ids_by_status[status])}")
-    if summary.slo_broken:
-        parts.append("SLO broken: " + "; ".join(summary.slo_broken))
-    return "; ".join(parts)
+    if abstained:
+        parts.append(f"not judged (a side's analysis abstained from it): {', '.join(abstained)}")
+    return parts
+
+
+def _p99_words(measured: list[StepTimeRow], threshold_pct: float, ranks: int) -> list[str]:
+    """The step p99 in the summary when it is not shown unchanged: the rank whose p99 moved most, its
+    change with its interval, and its status (``within noise / not significant (...; 60 / 400 steps)``
+    when the interval includes 1 and reaches past the threshold: never "unchanged")."""
+    told = [row for row in measured if row.p99_ratio is not None and row.p99_status != "unchanged"]
+    if not told:
+        return []
+    row = max(told, key=lambda row: (abs(math.log(max(row.p99_ratio, 1e-9))), -row.rank))
+    low, high = row.p99_ci95
+    status = (row.p99_status if row.p99_significant
+              else noise_words(row.p99_status, row.before_count, row.after_count, threshold_pct))
+    return [f"step p99 {ms_text(row.before_p99_ns / 1e6)} -> {ms_text(row.after_p99_ns / 1e6)} (after/before "
+            f"{ratio_text(row.p99_ratio)} [95% CI {ratio_text(low)}-{ratio_text(high)}], {status})"
+            + (f" on rank{row.rank} of {ranks}" if ranks > 1 else "")]
 
 
 def _summary_rank(measured: list[StepTimeRow], verdict: str) -> StepTimeRow:

@@ -13,12 +13,14 @@ quantity says otherwise: ``fixed`` when that quantity fell beyond the noise, ``w
 or when nothing of its own is measured on both sides and its catalog confirm fails ("not shown fixed"),
 and ``decided_by`` says the rule no longer fires, with the quantity before -> after.
 Findings only on the after side are ``new``. ``healthy`` is
-a state, never a finding. An incomparable pair gets no status (None): nothing is judged.
+a state, never a finding. An incomparable pair gets no status (None): nothing is judged; neither does a
+finding that either side's analysis abstained from (dependency_wait on offset host/GPU clocks:
+queued.clock_check), its figures left out, ``decided_by`` naming the side and its reason.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tracetriage.analyzers import conditions
 from tracetriage.analyzers.compare_metrics import METRICS, figure_text
@@ -31,7 +33,8 @@ NOT_COMPARABLE = "not judged: the captures are not comparable"
 CAUSE_KEY, CLAIM_KEY = "cause_ms", "claim_ms"  # a finding's own figures, beside the side's figures
 
 FIGURE_UNITS = {name: unit for name, unit, _ in METRICS} | {"cause_ms": "ms/step", "claim_ms": "ms/step", "idle_pct": "%",
-                                                            "pageable_copies_per_step": "copies/step"}
+                                                            "pageable_copies_per_step": "copies/step", "tail_ms": "ms",
+                                                            "long_step_excess_ms": "ms/step"}
 CAUSE_TEXT = "its slices, ms per step"
 FIGURE_TEXT = {"cause_ms": CAUSE_TEXT, "claim_ms": "what each analysis says it claims, ms per step",
                "step_p50_ms": "step p50", "step_p99_ms": "step p99",
@@ -39,8 +42,10 @@ FIGURE_TEXT = {"cause_ms": CAUSE_TEXT, "claim_ms": "what each analysis says it c
                "syncs_per_step": "blocking syncs per step", "busy_pct": "GPU busy", "idle_ms": "GPU idle per step",
                "idle_pct": "GPU idle", "copy_ms": "copy-only time per step", "collective_ms": "exposed collective per step",
                "compute_ms": "compute per step, collectives excluded", "tail_ms": "step p99 - p50",
-               "pageable_copies_per_step": "pageable async copies per step"}
+               "pageable_copies_per_step": "pageable async copies per step",
+               "long_step_excess_ms": "the long steps' time above p50 (steps over 3x p50), ms per step"}
 UNEXPLAINED_TEXT = "its slices no other finding claims, ms per step"
+EMPTY_EPSILON = 1e-9  # ms per step or ns per GPU op: at or under this on both sides, a measure of nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +102,11 @@ class FindingContext:
 
 
 def cause_words(check: CompareCheck) -> str:
-    """The name of a finding's own measured quantity (``cause_ms``): its slices, or where its catalog check
-    says ``unexplained``, the part of them no other finding claims (compare_side.Side.finding_ms)."""
+    """The name of a finding's own measured quantity (``cause_ms``): its catalog ``measure``, its slices, or
+    where its catalog check says ``unexplained``, the part of them no other finding claims
+    (compare_side.Side.finding_ms)."""
+    if check.measure:
+        return FIGURE_TEXT.get(check.measure, check.measure.replace("_", " "))
     return UNEXPLAINED_TEXT if check.unexplained else CAUSE_TEXT
 
 
@@ -120,6 +128,7 @@ class Measure:
     after: float | None
     noise: float | None
     per: str = "step"
+    empty: bool = False  # measured 0 on both sides: no measure of the finding (_unless_empty)
 
     @property
     def delta(self) -> float | None:
@@ -154,8 +163,27 @@ class Outcome:
     measure: Measure | None = None
 
 
+def _abstained(context: FindingContext, finding_id: str) -> str | None:
+    """Why compare abstains on a finding: a side whose analysis abstained from it (dependency_wait where the
+    host and GPU clocks are offset, queued.clock_check), as analyze did; None when both sides judged it."""
+    for side in (context.before, context.after):
+        reason = side.abstained.get(finding_id)
+        if reason is not None:
+            return f"not judged: the {side.label} analysis abstained from {finding_id} ({reason})"
+    return None
+
+
+def _abstained_row(finding_id: str, finding: Finding, why: str, after: Finding | None, before: Finding | None) -> FindingRow:
+    """A finding compare does not judge, its figures left out: a number measured on offset clocks is no figure."""
+    return FindingRow(finding_id, finding.axis, None, why, None, before.severity if before else None,
+                      after.severity if after else None, None, None, ())
+
+
 def _checked_finding(context: FindingContext, finding_id: str, finding: Finding) -> FindingRow:
     check = check_of(finding_id)
+    abstained = _abstained(context, finding_id)
+    if abstained:
+        return _abstained_row(finding_id, finding, abstained, context.after.findings.get(finding_id), finding)
     after_finding = context.after.findings.get(finding_id)
     cause_before, cause_after = context.before.finding_ms(finding_id), context.after.finding_ms(finding_id)
     before_names = {**context.figures_before, "present": True, "cause_ms": cause_before,
@@ -182,13 +210,22 @@ def _measure(context: FindingContext, finding_id: str, check: CompareCheck, caus
     """The finding's own quantity: its ms per step where both sides have steps, else (a pair without steps)
     its ns per GPU op, the noise then the threshold x the before window per GPU op."""
     if cause_before is not None and cause_after is not None:
-        return Measure(cause_words(check), cause_before, cause_after, context.noise_ms)
+        return _unless_empty(Measure(cause_words(check), cause_before, cause_after, context.noise_ms))
     before, after = context.before.finding_ns_per_op(finding_id), context.after.finding_ns_per_op(finding_id)
     window = context.before.window_ns_per_op()
     if before is None or after is None or window is None:
         return Measure(cause_words(check), cause_before, cause_after, context.noise_ms)
     words = cause_words(check).replace("ms per step", "per GPU op")
-    return Measure(words, before, after, context.threshold_pct / 100.0 * window, per="op")
+    return _unless_empty(Measure(words, before, after, context.threshold_pct / 100.0 * window, per="op"))
+
+
+def _unless_empty(measure: Measure) -> Measure:
+    """``measure``, or none where it is 0 on both sides: a finding the rule fired on is not 0 where it fired,
+    so a quantity that is 0 on both sides is not its quantity, and a change against it says nothing
+    (prefill_stall claims no slice of the window: its slices measured 0 ns -> 0 ns per GPU op)."""
+    if abs(measure.before) < EMPTY_EPSILON and abs(measure.after) < EMPTY_EPSILON:
+        return replace(measure, before=None, after=None, empty=True)
+    return measure
 
 
 def _per_op_evidence(context: FindingContext, measure: Measure) -> tuple[Evidence, ...]:
@@ -232,11 +269,23 @@ def _status(context: FindingContext, check: CompareCheck, outcome: Outcome) -> t
             return "persists", (f"its own time held within the threshold of {measure.amount(noise)}{figures}: the cause "
                                 "is still there, though the rule no longer fires after the change")
         return "persists", f"the time it is about moved less than the threshold of {measure.amount(noise)}"
+    if measure.empty:  # its evidence is 0 on both sides: it does not persist on it; the rule's firing after decides
+        return _empty_status(gone)
     if gone:  # nothing of its own measured on both sides, and its catalog confirm (what would show it fixed) fails
         return "persists", (f"not shown fixed: the rule no longer fires after the change, but its confirm "
                             f"({check.confirm_says or check.confirm}) does not hold, and the time it is about has no "
                             "measure on both sides")
     return "persists", "still reported after"
+
+
+def _empty_status(gone: bool) -> tuple[str, str]:
+    """The status of a finding whose own quantity is 0 on both sides (_unless_empty): fixed when the rule no
+    longer fires after, else persists on the after analysis's own evidence, never on the empty measure."""
+    if gone:
+        return "fixed", ("the rule no longer fires after the change, and the quantity compare measures for it is 0 on "
+                         "both sides: nothing of it is left to measure")
+    return "persists", ("still reported after; the quantity compare measures for it is 0 on both sides, so its "
+                        "size is the after analysis's own evidence")
 
 
 def _evidence(context: FindingContext, check: CompareCheck, before_names: dict, after_names: dict) -> tuple[Evidence, ...]:
@@ -264,7 +313,11 @@ def _evidence(context: FindingContext, check: CompareCheck, before_names: dict, 
 
 
 def _new_finding(context: FindingContext, finding_id: str, finding: Finding) -> FindingRow:
-    """A finding reported after only: ``new`` (when judged), with its slices' ms per step on both sides."""
+    """A finding reported after only: ``new`` (when judged), with its slices' ms per step on both sides; not judged
+    where the before analysis abstained from it (its absence there is no measurement)."""
+    abstained = _abstained(context, finding_id)
+    if abstained:
+        return _abstained_row(finding_id, finding, abstained, finding, None)
     cause_before, cause_after = round4(context.before.finding_ms(finding_id)), round4(context.after.finding_ms(finding_id))
     text = f"{cause_words(check_of(finding_id))}: {figure_text(cause_before, 'ms')} -> {figure_text(cause_after, 'ms')}"
     return FindingRow(finding_id, finding.axis, "new" if context.judged else None,

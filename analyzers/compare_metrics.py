@@ -18,12 +18,13 @@ change, across ranks.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from tracetriage.analyzers.compare_side import Rank, Side, round4
 from tracetriage.analyzers.timeline import CAUSES  # the host's causes, then the GPU's dependency waits
 from tracetriage.model import collective_op
-from tracetriage.wording import ms_text
+from tracetriage.wording import WITHIN_NOISE, ms_text
 
 SHARE_NOISE_PTS = 5.0  # a change of a share (busy %) under this many points is no change
 GROWTH_PCT = 25.0  # a component that grew by this share of itself is reported as grown, even under the step threshold
@@ -36,7 +37,8 @@ METRICS = [
     # more compute per step is more work, or slower kernels: a change, neither better nor worse by itself
     ("compute_ms", "ms/step", None), ("collective_ms", "ms/step", True), ("copy_ms", "ms/step", True),
     ("idle_ms", "ms/step", True), *[(f"idle_{cause}_ms", "ms/step", True) for cause in CAUSES],
-    ("busy_pct", "%", False),
+    # a share of each side's own window: a change, never better or worse by itself (the per-step times judge)
+    ("busy_pct", "%", None),
     ("launches_per_step", "calls/step", True), ("graph_launches_per_step", "calls/step", None),
     ("syncs_per_step", "calls/step", True), ("dtoh_copies_per_step", "copies/step", True),
     ("ttft_p50_ms", "ms", True), ("ttft_p99_ms", "ms", True), ("tpot_p50_ms", "ms", True), ("tpot_p99_ms", "ms", True),
@@ -64,7 +66,7 @@ class MetricRow:
         """The row of a step percentile, judged by the step test's ``status``, not by its difference."""
         judged = status in JUDGED_DIRECTIONS
         return replace(self, significant=judged,
-                       direction=status if judged else "unchanged" if status == "unchanged" else "n/a")
+                       direction=status if judged or status in ("unchanged", WITHIN_NOISE) else "n/a")
 
     def not_judged(self) -> MetricRow:
         return replace(self, direction="not judged", significant=False)
@@ -76,7 +78,19 @@ class MetricRow:
 
     def to_contract(self) -> dict:
         return {"name": self.name, "unit": self.unit, "before": self.before, "after": self.after,
-                "change": self.change, "direction": self.direction, "significant": self.significant}
+                "change": self.change, "direction": self.direction, "significant": self.significant,
+                "statistic": statistic(self.name, self.unit)}
+
+
+def statistic(name: str, unit: str) -> str:
+    """The statistic a metric's figure is, said beside it (the JSON's ``statistic``; the reports' labels): the
+    step percentiles and serving percentiles by their own name, ms per step a mean (a window slice over the
+    steps), a count per step the median step's, a share of the window, a rate, a mean per request."""
+    percentile = re.search(r"_(p\d\d)_ms$", name)
+    if percentile:
+        return percentile.group(1)
+    return {"ms/step": "mean", "calls/step": "median", "copies/step": "median", "%": "share of the window",
+            "req/s": "rate", "tokens": "mean"}.get(unit, "mean")
 
 
 def metric_rows(figures_before: dict, figures_after: dict, noise_ms: float | None, threshold_pct: float) -> list[MetricRow]:
@@ -161,7 +175,8 @@ class Mover:
         return {"component": self.component, "label": self.label, "rank": self.rank, "before_ms": round4(self.before_ms),
                 "after_ms": round4(self.after_ms), "change_ms": round4(self.change_ms),
                 "change_pct": None if self.change_pct is None else round(self.change_pct, 1),
-                "beyond_noise": self.beyond_noise, "grown": self.grown}
+                "beyond_noise": self.beyond_noise, "grown": self.grown,
+                "statistic": "mean"}  # ms per step: the component's slice of the window over the steps
 
 
 def movers(before: Side, after: Side, threshold_pct: float) -> list[Mover]:

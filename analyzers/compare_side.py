@@ -24,6 +24,7 @@ import numpy as np
 from tracetriage import records
 from tracetriage.analyzers.accounting import matching
 from tracetriage.analyzers.catalog import CATALOG
+from tracetriage.analyzers.metrics import LONG_STEP_FACTOR  # the long steps prefill_stall counts
 from tracetriage.analyzers.timeline import CAUSES  # the host's causes, then the GPU's dependency waits
 from tracetriage.contract import load
 from tracetriage.records.trace import Accounting, Device, Process, Steps
@@ -77,11 +78,13 @@ def round4(value):
 @dataclass(frozen=True, slots=True)
 class CompareCheck:
     """A finding's compare check (``[<id>.compare]`` in findings.toml): the accounting slices its time is
-    measured on (``unexplained``: less what other findings claim of them), the conditions that say its fix
+    measured on (``unexplained``: less what other findings claim of them), or the side's figure in ms per
+    step that is its time (``measure``: a tail finding claims no slice of the window), the conditions that say its fix
     was ``applied``, that it is fixed (``confirm``, by default: no longer reported) or ``falsifier``, the
     words that say so, and the figures shown as its ``evidence``."""
 
     slices: tuple[str, ...] = ()
+    measure: str | None = None
     unexplained: bool = False
     applied: str | None = None
     confirm: str = "not after.present"
@@ -213,9 +216,12 @@ class Side:
         self.findings = {finding.id: finding for finding in self.record.findings if finding.id not in ("healthy",)}
         self.serving = data.get("serving") or None
         self.graph_level = any(kernel.kind == "graph" for device in self.devices for kernel in device.kernels)
+        # the analyses this side abstained from (queued.clock_check: offset clocks), with why: a finding of that
+        # name is not judged against this side, as analyze did not judge it here
+        self.abstained = {row.analysis: row.reason for row in self.record.abstentions}
         # dependency waits are not measured where dependency_wait abstained (the host and GPU clocks offset):
         # their 0 there is no figure, and a change against it no change
-        self.dependency_measured = not any(row.analysis == "dependency_wait" for row in self.record.abstentions)
+        self.dependency_measured = "dependency_wait" not in self.abstained
 
     def _ranks(self) -> list[Rank]:
         """The processes that drove a device, each with its devices and steps, in matching order."""
@@ -264,11 +270,14 @@ class Side:
         return float(np.mean(per_device)) if per_device else None
 
     def finding_ms(self, finding_id: str) -> float | None:
-        """ms per step of the time a finding is about: its catalog slices (the same measure on both
-        sides, whether or not it fires there), less what other findings claim of them where the
-        catalog says ``unexplained`` (:meth:`unexplained_ms`), else what it claimed here."""
+        """ms per step of the time a finding is about: its catalog ``measure`` (a figure of the side), or its
+        catalog slices (the same measure on both sides, whether or not it fires there), less what other
+        findings claim of them where the catalog says ``unexplained`` (:meth:`unexplained_ms`), else what it
+        claimed here."""
         check = check_of(finding_id)
         slices = check.slices
+        if check.measure:
+            return self.figures().get(check.measure)
         if slices and check.unexplained:
             return self.unexplained_ms(finding_id, slices)
         return self.mean_slice_ms(slices) if slices else self.claim_ms(finding_id)
@@ -360,11 +369,28 @@ class Side:
             "idle_ms": self.mean_slice_ms(["idle:*:*"]),
             "idle_pct": None if busy_pct is None else 100.0 - busy_pct,
             "tail_ms": p99_ms - p50_ms if p99_ms is not None and p50_ms is not None else None,
+            "long_step_excess_ms": _mean_of([long_step_excess_ms(rank.durations) for rank in ranks]),
             **{f"idle_{cause}_ms": self.mean_slice_ms([f"idle:*:{cause}"]) for cause in CAUSES
                if cause != "dependency" or self.dependency_measured},
             "pageable_copies_per_step": (pageable / steps) if pageable is not None and steps else None,
             **serving_figures(self.serving),
         }
+
+
+def long_step_excess_ms(durations: np.ndarray) -> float | None:
+    """The time above the p50 of the steps longer than :data:`LONG_STEP_FACTOR` x the p50, in ms per step:
+    what the freezes cost, whether or not the rule fires (a p99 of 60 steps is one step; this counts them
+    all). None without step durations."""
+    if not durations.size:
+        return None
+    p50 = float(np.median(durations))
+    long = durations[durations > LONG_STEP_FACTOR * p50]
+    return float((long - p50).sum()) / durations.size / 1e6
+
+
+def _mean_of(values) -> float | None:
+    present = [value for value in values if value is not None]
+    return float(np.mean(present)) if present else None
 
 
 def _ns_to_ms(ns) -> float | None:

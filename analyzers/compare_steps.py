@@ -6,8 +6,14 @@ evenly spaced steps per side) of the ratio of medians, and the change is ``signi
 two-sided Mann-Whitney U test (all steps) rejects "same distribution" at :data:`ALPHA`, the
 interval excludes 1, *and* the change is at least the practical threshold (default 5% of the
 step). The p99 ratio has its own interval; it is significant when that interval excludes 1 and
-the change is at least the threshold. Two captures of one workload always differ a little:
-within noise is no change.
+the change is at least the threshold. Two captures of one workload always differ a little.
+
+A change that is not significant is one of two things, never confused: ``unchanged`` when the data
+shows it small (the test resolved a change under the threshold, or the whole 95% interval lies within
+the threshold of 1: 0.95-1.05 at 5%), ``within noise`` when the data cannot tell (the interval
+reaches past the threshold and includes 1: a p99 of 60 steps is its one or two longest, and a
+resample without them moves it 20x). ``within noise`` is said with the interval and the step counts,
+and is neither better nor worse.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import numpy as np
 
 from tracetriage.analyzers.comparability import MIN_STEPS
 from tracetriage.analyzers.compare_side import Rank
+from tracetriage.wording import WITHIN_NOISE
 
 ALPHA = 0.05  # Mann-Whitney U, two-sided
 RESAMPLES = 999  # bootstrap resamples of the median ratio (percentile interval)
@@ -135,15 +142,31 @@ def step_test(rank: int, before_rank: Rank, after_rank: Rank, threshold_pct: flo
     p_value = mannwhitney_p(before, after)
     ratio = float(np.median(after) / np.median(before))
     ci95 = interval(50)
-    practical = abs(ratio - 1.0) * 100.0 >= threshold_pct
-    significant = bool(p_value < ALPHA and (ci95[0] > 1.0 or ci95[1] < 1.0) and practical)
+    status = judged_status(ratio, ci95, p_value < ALPHA and _excludes_one(ci95), threshold_pct)
     p99_ratio = float(np.percentile(after, 99) / max(np.percentile(before, 99), 1.0))
     p99_ci95 = interval(99)
-    p99_significant = bool((p99_ci95[0] > 1.0 or p99_ci95[1] < 1.0) and abs(p99_ratio - 1.0) * 100.0 >= threshold_pct)
-    return replace(row, ratio=round(ratio, 4), ci95=ci95, p_value=float(f"{p_value:.3g}"), significant=significant,
-                   status=_direction(ratio) if significant else "unchanged",
-                   p99_ratio=round(p99_ratio, 4), p99_ci95=p99_ci95, p99_significant=p99_significant,
-                   p99_status=_direction(p99_ratio) if p99_significant else "unchanged")
+    p99_status = judged_status(p99_ratio, p99_ci95, _excludes_one(p99_ci95), threshold_pct)
+    return replace(row, ratio=round(ratio, 4), ci95=ci95, p_value=float(f"{p_value:.3g}"),
+                   significant=status in ("improved", "regressed"), status=status,
+                   p99_ratio=round(p99_ratio, 4), p99_ci95=p99_ci95,
+                   p99_significant=p99_status in ("improved", "regressed"), p99_status=p99_status)
+
+
+def _excludes_one(interval: tuple[float, float]) -> bool:
+    return interval[0] > 1.0 or interval[1] < 1.0
+
+
+def judged_status(ratio: float, interval: tuple[float, float], resolved: bool, threshold_pct: float) -> str:
+    """A ratio after / before judged with its 95% interval: improved / regressed when the test
+    ``resolved`` a change (the interval excludes 1) of at least the threshold; ``unchanged`` when the
+    data shows the change small (resolved under the threshold, or the whole interval within the
+    threshold of 1); else :data:`WITHIN_NOISE`: not significant, the data cannot tell."""
+    band = threshold_pct / 100.0
+    if resolved and abs(ratio - 1.0) >= band:
+        return _direction(ratio)
+    if resolved or (interval[0] >= 1.0 - band and interval[1] <= 1.0 + band):
+        return "unchanged"
+    return WITHIN_NOISE
 
 
 def _direction(ratio: float) -> str:
@@ -151,9 +174,13 @@ def _direction(ratio: float) -> str:
 
 
 def overall(statuses: list[str]) -> str:
-    """The ranks' statuses in one: mixed when some improved and some regressed, not measured when none was."""
+    """The ranks' statuses in one: mixed when some improved and some regressed, within noise when none
+    did and some could not tell, not measured when none was measured."""
     judged = [status for status in statuses if status != NOT_MEASURED]
     if not judged:
         return NOT_MEASURED
     up, down = "improved" in judged, "regressed" in judged
-    return "mixed" if up and down else "improved" if up else "regressed" if down else "unchanged"
+    if up or down:
+        return "mixed" if up and down else "improved" if up else "regressed"
+    return WITHIN_NOISE if WITHIN_NOISE in judged else "unchanged"
+

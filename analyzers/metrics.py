@@ -328,6 +328,9 @@ class HostActivity:
     dtoh_bytes_per_step: float | None = None
 
 
+LONG_STEP_FACTOR = 3.0  # a step longer than 3x the median is a stall a user sees (analyze's long steps, compare's measure)
+
+
 @dataclass(frozen=True, slots=True)
 class LongSteps:
     """The long steps of a process (analysis.long_steps): how many, whether labelled prefill, how busy

@@ -12,7 +12,8 @@ carries the same finding statuses and kernel movers as ``tracetriage compare``.
   count, world size and program (compare's signature), plus ``--group-by`` (a path
   component counted from the case: -2 the folder holding it, see :func:`case_paths`, or a
   tag file). A group of one case fits no series: listed apart, never mixed in.
-* **Series**: the per-step figures of each case (ms per step, counts per step, busy %,
+* **Series**: the per-step figures of each case (ms per step, counts per step, busy % — a share of
+  each case's own window, so a shift of it is ``changed``, never better or worse, as in compare —,
   serving percentiles), each finding's ms per step (0 where the case did not report it) and
   the top kernels' ms per step. A group of captures without steps (a benchmark loop, a
   micro-benchmark: no case has a step p50) is read on work rate instead: its top kernels' ns
@@ -81,6 +82,7 @@ from tracetriage.analyzers.trend_records import (
 )
 from tracetriage.analyzers.trend_verdict import gate, metric_rank, verdict
 from tracetriage.contract import load
+from tracetriage.wording import noise_words, ratio_text
 
 # the trend's parts, by job: cases and groups (trend_cases), one series' changes (trend_changes), a group's
 # verdict and gate (trend_verdict); their public names are the trend's, as callers import them from here
@@ -343,12 +345,32 @@ def _caused(change: Change, comparison: dict | Compared) -> Change:
     noise = (compared.method.noise_ms_per_step if compared.method else None) or 0.0
     kernels = tuple(ChangeKernel(kernel.name, kernel.before_ms_per_step, kernel.after_ms_per_step)
                     for kernel in kernel_movers(compared.kernels, noise))
-    change = replace(change, findings=findings, kernels=kernels)
+    change = replace(change, findings=findings, kernels=kernels, pair_test=pair_test(change.metric, compared))
     latency_note = compared.serving.latency if compared.serving else None
     if change.metric == "e2el_p50_ms" and latency_note:  # longer answers, not a slower server (compare_serving)
         # the note compares the two captures either side of the change, not the segments' levels
         change = replace(change, direction="changed", explained=f"{change.last_good} -> {change.first_bad}: {latency_note}")
     return change
+
+
+STEP_PERCENTILE_KEYS = {"step_p50_ms": ("status", "ratio", "ci95"), "step_p99_ms": ("p99_status", "p99_ratio", "p99_ci95")}
+
+
+def pair_test(metric: str, compared: Compared) -> str | None:
+    """A step percentile's change as compare's step test reads the two captures either side of it, on
+    the rank whose ratio moved most: ``compare of the captures either side: after/before 0.05 [95% CI
+    0.05-1.03], within noise / not significant (60 / 400 steps)``; None for another series or without
+    a test. The series' shift is judged over many captures, the pair's test within two: both are said."""
+    keys = STEP_PERCENTILE_KEYS.get(metric)
+    tested = [step for step in compared.step_time if keys and getattr(step, keys[1]) is not None]
+    if not tested:
+        return None
+    status_key, ratio_key, ci_key = keys
+    step = max(tested, key=lambda step: abs(np.log(max(getattr(step, ratio_key), 1e-9))))
+    status, ratio, (low, high) = getattr(step, status_key), getattr(step, ratio_key), getattr(step, ci_key)
+    words = noise_words(status, step.before_count, step.after_count, compared.threshold_pct)
+    return (f"compare of the captures either side: after/before {ratio_text(ratio)} [95% CI {ratio_text(low)}-"
+            f"{ratio_text(high)}], {words}")
 
 
 KERNEL_MOVERS = 3  # kernels named each way (grew, shrank) at a change

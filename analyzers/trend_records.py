@@ -72,6 +72,9 @@ class Change(Contract):
     is neither better nor worse), the last good and first bad case, the levels before and after (6
     decimals), the change in % of the level before, and the findings and kernels compare found moved
     there. ``explained``: why compare says it is neither better nor worse (written only when set).
+    ``pair_test``: a step percentile's change as compare's step test reads the two captures either side
+    (``within noise / not significant (95% CI ...; 60 / 400 steps)``; written only when set): the
+    series' shift and the pair's significance, each said with its test.
     ``last_row`` / ``first_row``: the rows of the cases either side in the group (None: at the first case)."""
 
     group: str
@@ -88,6 +91,7 @@ class Change(Contract):
     findings: tuple[ChangeFinding, ...] = ()
     kernels: tuple[ChangeKernel, ...] = ()
     explained: str | None = None
+    pair_test: str | None = None
     last_row: int | None = field(default=None, metadata=PRIVATE)
     first_row: int = field(default=0, metadata=PRIVATE)
 
@@ -95,8 +99,9 @@ class Change(Contract):
         out = Contract.to_contract(self)
         out["findings"] = [finding.to_contract() for finding in self.findings]  # [] when none, as every list
         out["kernels"] = [kernel.to_contract() for kernel in self.kernels]
-        if self.explained is None:
-            del out["explained"]
+        for optional in ("explained", "pair_test"):
+            if out[optional] is None:
+                del out[optional]
         return out
 
 
@@ -150,6 +155,21 @@ class ComparedMethod:
 
 
 @dataclass(frozen=True, slots=True)
+class ComparedStep:
+    """One rank of the comparison's step test: each percentile's ratio after / before, 95% interval and
+    status, and the steps on either side."""
+
+    status: str = ""
+    ratio: float | None = None
+    ci95: tuple[float, float] | None = None
+    p99_status: str = ""
+    p99_ratio: float | None = None
+    p99_ci95: tuple[float, float] | None = None
+    before_count: int = 0
+    after_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ComparedServing:
     """The comparison's serving note: why the end-to-end latency moved with the outputs' length (None: it did not)."""
 
@@ -159,9 +179,11 @@ class ComparedServing:
 @dataclass(frozen=True, slots=True)
 class Compared:
     """The comparison of the cases either side of a change, as trend reads it: the findings, the noise,
-    the kernels and the serving note."""
+    the kernels, the serving note and the step test per rank."""
 
     findings: tuple[ComparedFinding, ...] = ()
     method: ComparedMethod | None = None
     kernels: tuple[ComparedKernel, ...] = ()
     serving: ComparedServing | None = None
+    step_time: tuple[ComparedStep, ...] = ()
+    threshold_pct: float = 5.0

@@ -103,7 +103,8 @@ def verdict(label, changes, cases) -> str:
     parts += [_quality_shift_words(change) for change in
               _first_at_each(shifts, seen, lambda c: c.metric in QUALITY_SERIES and bool(_quality_findings(c)))]
     parts += [f"{change.first_bad} alone: {_metric_words(change.metric)} {change.change_pct:+.0f}% "
-              "(an outlier, not a shift)" for change in _first_at_each(outliers, seen, lambda c: True)]
+              "(an outlier, not a shift)" + (f"; {change.pair_test}" if change.pair_test else "")
+              for change in _first_at_each(outliers, seen, lambda c: True)]
     if not parts:
         parts = [f"{counted(len(shifts), 'shift')} in secondary series; the budgets (step time, serving percentiles, kernel time "
                  "per call) held"]
@@ -136,7 +137,15 @@ def _budget_shift_words(change: Change) -> str:
               + (f" at {ms_text(finding.after_ms_per_step)}/step" if finding.status == "new"
                  and finding.after_ms_per_step is not None else "") for finding in change.findings]
     return (f"from {change.first_bad} on: {_metric_words(change.metric)} {change.change_pct:+.0f}% "
-            f"({_levels_words(change)}), {change.direction}" + (f"; {', '.join(causes)}" if causes else ""))
+            f"({_levels_words(change)}), {_direction_words(change)}" + (f"; {', '.join(causes)}" if causes else ""))
+
+
+def _direction_words(change: Change) -> str:
+    """A change's direction with the test behind it: the series' level shift beyond its noise over the
+    captures, and, for a step percentile, compare's step test on the two captures either side."""
+    basis = "beyond the series' noise over the captures" if change.direction in ("improved", "regressed") else ""
+    words = f"{change.direction} ({basis})" if basis else change.direction
+    return words + (f"; {change.pair_test}" if change.pair_test else "")
 
 
 def _quality_shift_words(change: Change) -> str:

@@ -28,7 +28,17 @@ from tracetriage.records.compare import (
     read,
 )
 from tracetriage.reports.compare_deploy_view import DeployView, deploy_view
-from tracetriage.wording import counted, duration_pair_ms, fmt_ns, ms_decimals, ms_text, plural, ratio_text, speed_text
+from tracetriage.wording import (
+    counted,
+    duration_pair_ms,
+    fmt_ns,
+    ms_decimals,
+    ms_text,
+    noise_words,
+    plural,
+    ratio_text,
+    speed_text,
+)
 
 LABELS = {
     "step_p50_ms": "step p50", "step_p99_ms": "step p99", "compute_ms": "compute, collectives excluded",
@@ -44,7 +54,8 @@ LABELS = {
     "e2el_p50_ms": "end-to-end latency p50", "throughput_rps": "request throughput",
     "input_len_mean": "input tokens per request (mean)", "output_len_mean": "output tokens per request (mean)",
 }
-VERDICT_WORDS = {"improved": "Improved", "regressed": "Regressed", "unchanged": "Unchanged (within noise)",
+VERDICT_WORDS = {"improved": "Improved", "regressed": "Regressed", "unchanged": "Unchanged (within the threshold)",
+                 "within noise": "Within noise (not significant: the data cannot tell)",
                  "mixed": "Mixed", "inconclusive": "Inconclusive",
                  "across_devices": "Across devices, each against its own peaks"}
 SERVING_PREFIXES = ("ttft_", "tpot_", "itl_", "e2el_", "throughput_", "input_len_", "output_len_")
@@ -101,13 +112,16 @@ def metric_change(metric: Metric) -> str:
 
 
 def metric_label(metric: Metric | dict, ranks: int = 1) -> str:
-    """The row's name (of a metric's record or its contract dict); a step percentile of several ranks
-    says it is their median (the summary line names one rank's)."""
+    """The row's name (of a metric's record or its contract dict) with its statistic (compare_metrics.statistic):
+    a step percentile of several ranks says it is their median (the summary line names one rank's), a figure
+    in ms per step that it is a mean, a count per step that it is the median step's."""
     metric = load(Metric, metric)
     label = LABELS.get(metric.name, metric.name)
     if metric.name in ("step_p50_ms", "step_p99_ms") and ranks > 1:
         return f"{label}, median of {ranks} ranks"
-    return f"{label} (per step)" if metric.unit in ("ms/step", "calls/step", "copies/step") else label
+    if metric.unit == "ms/step":  # the window's slice over the steps: a mean, beside the step p50 and p99 rows
+        return f"{label} (mean per step)"
+    return f"{label} (median per step)" if metric.unit in ("calls/step", "copies/step") else label
 
 
 def is_serving(metric: Metric) -> bool:
@@ -168,6 +182,11 @@ class StepTimeView:
     p99_status: str
     before_steps: str
     after_steps: str
+    status_words: str
+    p99_ratio: str | None
+    p99_ci_low: str | None
+    p99_ci_high: str | None
+    p99_words: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,7 +388,8 @@ def compare_view(comparison: dict | ComparisonRecord) -> CompareView:
         threshold=f"{comparison.threshold_pct:g}", threshold_repr=str(comparison.threshold_pct),
         noise_ms_per_step=None if noise is None else ms(noise),
         step_test=str(comparison.method.step_test) if comparison.step_time and rate is None else None,
-        step_time=() if rate is not None else tuple(_step_time(rank) for rank in comparison.step_time),
+        step_time=() if rate is not None else tuple(_step_time(rank, comparison.threshold_pct)
+                                                      for rank in comparison.step_time),
         findings=tuple(_finding(finding) for finding in comparison.findings),
         sections=metric_sections(comparison.metrics, len(comparison.step_time), stepless=rate is not None),
         kernels=() if rate is not None else tuple(_kernel(kernel) for kernel in comparison.kernels),
@@ -398,9 +418,11 @@ def _p(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2g}"
 
 
-def _step_time(rank: StepTime) -> StepTimeView:
+def _step_time(rank: StepTime, threshold_pct: float) -> StepTimeView:
     measured = rank.ratio is not None
     ci_low, ci_high = _bounds(rank.ci95) if measured else (None, None)
+    p99_low, p99_high = _bounds(rank.p99_ci95) if rank.p99_ratio is not None else (None, None)
+    counts = (rank.before_count, rank.after_count, threshold_pct)
     return StepTimeView(
         rank=str(rank.rank), before_pid=str(rank.before_pid), after_pid=str(rank.after_pid), measured=measured,
         before_p50=ms_of_ns(rank.before_p50_ns), after_p50=ms_of_ns(rank.after_p50_ns),
@@ -408,7 +430,10 @@ def _step_time(rank: StepTime) -> StepTimeView:
         speed=speed_text(rank.before_p50_ns, rank.after_p50_ns) if measured else None,
         ratio=_ratio(rank.ratio), ci_low=ci_low, ci_high=ci_high, p_value=_p(rank.p_value),
         status=str(rank.status), p99_status=str(rank.p99_status),
-        before_steps=str(rank.before_count), after_steps=str(rank.after_count))
+        before_steps=str(rank.before_count), after_steps=str(rank.after_count),
+        status_words=noise_words(str(rank.status), *counts),
+        p99_ratio=_ratio(rank.p99_ratio), p99_ci_low=p99_low, p99_ci_high=p99_high,
+        p99_words=noise_words(str(rank.p99_status), *counts))
 
 
 def _finding(finding: ComparedFinding) -> EvidencedFindingView:

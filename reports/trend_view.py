@@ -108,7 +108,8 @@ class FindingStatusView:
 class ChangeView:
     """A step change or an outlier of one series: where it starts (``last_good`` None: at the first
     capture), the levels before and after, the change, the findings and the kernel that moved most there,
-    and why it is neither better nor worse when compare said so (``explained``: None when it did not)."""
+    and why it is neither better nor worse when compare said so (``explained``: None when it did not), and
+    compare's step test on the captures either side of a step percentile's change (``pair_test``)."""
     label: str
     kind: str
     kind_words: str
@@ -123,6 +124,7 @@ class ChangeView:
     findings: tuple[FindingStatusView, ...]
     kernel: str | None
     explained: str | None
+    pair_test: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +241,8 @@ def _change(change: TrendChange, group: Group, links: str | None) -> ChangeView:
         first_bad=change.first_bad, first_bad_href=href(change.first_bad),
         before=level(change.before.level, unit), after=level(change.after.level, unit), change=change_text(change),
         findings=tuple(FindingStatusView(str(finding.id), str(finding.status)) for finding in change.findings),
-        kernel=kernels_text(change.kernels) if change.kernels else None, explained=change.explained)
+        kernel=kernels_text(change.kernels) if change.kernels else None, explained=change.explained,
+        pair_test=change.pair_test)
 
 
 def kernels_text(kernels: tuple[MovedKernel, ...]) -> str:

@@ -214,7 +214,10 @@ def test_real_trace_diff_pair_is_refused_with_its_reason():
 def test_real_export_against_itself_is_unchanged():
     path = REAL / "nsys" / "nsys2026.2_2xH100_torchrun_nccl_flashattn_window300ms.sqlite"
     c = compare_json(path, path)
-    assert c["verdict"] in ("unchanged", "inconclusive")
+    # 15 steps a rank: the ratio is 1, but the bootstrap interval of one capture against itself reaches past
+    # 5% of 1, so the data cannot show the two equal within the threshold: within noise, never a change
+    assert c["verdict"] in ("unchanged", "within noise", "inconclusive")
+    assert all(s["ratio"] == 1.0 and s["p99_ratio"] == 1.0 for s in c["step_time"])
     if c["verdict"] == "inconclusive":  # too few steps in a 300 ms window: the reason says so
         assert any("steps" in r for r in c["comparable"]["reasons"])
     else:
@@ -225,7 +228,8 @@ def test_real_before_after_pair_is_judged_on_step_time():
     """nsys-ai's 2xH100 before/after fixtures (MIT, copied into samples/real/nsys with provenance)."""
     real = Path(__file__).resolve().parents[1] / "samples" / "real" / "nsys"
     c = compare_json(real / "nsys2026.2_2xH100_mfu_before.sqlite", real / "nsys2026.2_2xH100_mfu_after.sqlite")
-    assert c["comparable"]["ok"] and c["comparable"]["confidence"] > 0.9
+    # 14 steps on the smaller rank: the sample leaves x0.77 of the signature's 0.99 (issue 32 item 2)
+    assert c["comparable"]["ok"] and 0.7 < c["comparable"]["confidence"] < 0.8
     assert len(c["step_time"]) == 2
     for s in c["step_time"]:
         assert 1.05 < s["ratio"] < 1.25 and s["significant"] and s["ci95"][0] > 1.0

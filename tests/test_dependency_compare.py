@@ -83,7 +83,7 @@ def test_the_text_and_html_name_the_dependency_row(bundles):
     assert text.returncode == 0, text.stderr
     row = next(line for line in text.stdout.splitlines() if line.strip().startswith("idle: dependency, work queued"))
     assert "improved" in row and row.index("->") == next(
-        line for line in text.stdout.splitlines() if line.strip().startswith("GPU idle (per step)")).index("->")
+        line for line in text.stdout.splitlines() if line.strip().startswith("GPU idle (mean per step)")).index("->")
     html = run_cli("compare", before, after, "-f", "html")
     assert html.returncode == 0 and "idle: dependency, work queued" in html.stdout
 

@@ -174,7 +174,8 @@ class Comparison:
 
     @property
     def verdict(self) -> str:
-        """improved, regressed, unchanged, mixed or inconclusive; across_devices with ``across_devices``."""
+        """improved, regressed, unchanged, within noise (nothing moved and a budget could not be told),
+        mixed or inconclusive; across_devices with ``across_devices``."""
         return self.data["verdict"]
 
     @property

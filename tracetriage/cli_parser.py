@@ -48,8 +48,8 @@ ANALYZE_EXIT_CODES = (
     "report cannot be written where -o says; 10 the input needs more memory than the machine has free; 70 internal "
     "error; 130 interrupted")
 COMPARE_EXIT_CODES = (
-    "exit codes: 0 compared (whatever the verdict; with --gate or --across-devices: improved, unchanged or mixed within "
-    "budgets); 2 usage "
+    "exit codes: 0 compared (whatever the verdict; with --gate or --across-devices: improved, unchanged, within noise "
+    "or mixed within budgets); 2 usage "
     "error; 3 an input that does not exist, cannot be read or is not a capture or saved analysis; 4 a side holds nothing "
     "to analyze; 7 the report cannot be written where -o says; 8 --gate: regressed; 9 --gate: inconclusive; 10 not "
     "enough memory free for an input; 70 internal error; 130 interrupted")
@@ -176,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
                                          "with its noise (captures without steps: their common kernels' time per call, never "
                                          "busy %), what moved per step, each finding of BEFORE checked on AFTER (fixed, "
                                          "falsified, better, worse, persists, new), and a verdict. Exit codes with --gate: 0 "
-                                         "improved/unchanged/mixed within budgets, 8 regressed, 9 inconclusive; with "
+                                         "improved/unchanged/within noise/mixed within budgets, 8 regressed, 9 inconclusive; "
+                                         "with "
                                          "--across-devices 0, or 9 when the pair is refused.")
     compare.add_argument("before", metavar="BEFORE",
                          help="the capture before the change: a trace, a bundle folder, or a saved "
@@ -187,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
     compare.add_argument("--gate", action="store_true",
                          help="exit 8 when the after capture regressed, 9 when the pair cannot be judged (inconclusive), "
-                              "0 when improved, unchanged or mixed (a mixed result fails when the step p50 regressed or a "
+                              "0 when improved, unchanged, within noise (not significant) or mixed "
+                              "(a mixed result fails when the step p50 regressed or a "
                               "--slo budget met before is broken after)")
     compare.add_argument("--gate-threshold", type=float, default=5.0, metavar="PCT",
                          help="the smallest step-time change, in %% of the before step, that counts (default 5); "

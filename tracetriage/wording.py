@@ -219,3 +219,18 @@ def cause_name(cause: str, vendor: str | None = None) -> str:
     """The short name of an idle cause where a reader sees it: its key, but ``other_cuda`` named by the
     vendor (``other_hip`` on an AMD capture; the JSON key stays ``other_cuda``)."""
     return "other_hip" if cause == "other_cuda" and vendor == "rocm" else cause
+
+
+WITHIN_NOISE = "within noise"  # compare's status of a change that is not significant and not shown small
+
+
+def noise_words(status: str, before_count: int, after_count: int, threshold_pct: float) -> str:
+    """Why a change that is not improved / regressed is so, in the words compare and trend share (each
+    writes the interval beside them): ``within noise / not significant (60 / 400 steps)`` when the data
+    cannot tell, ``unchanged (within the 5% threshold)`` when it shows the change small; the status
+    itself otherwise."""
+    if status == WITHIN_NOISE:
+        return f"within noise / not significant ({before_count} / {after_count} steps)"
+    if status == "unchanged":
+        return f"unchanged (within the {threshold_pct:g}% threshold)"
+    return status

@@ -87,6 +87,7 @@ class Metric:
     change: float | None = None
     direction: str = ""
     significant: bool = False
+    statistic: str = ""  # p50, p99, mean, median, share of the window, rate (compare_metrics.statistic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +142,7 @@ class Mover:
     change_pct: float | None = None
     beyond_noise: bool = False
     grown: bool = False
+    statistic: str = "mean"  # ms per step: the component's slice of the window over the steps
 
 
 @dataclass(frozen=True, slots=True)

@@ -126,6 +126,7 @@ class TrendChange:
     findings: tuple[ChangedFinding, ...] = ()
     kernels: tuple[MovedKernel, ...] = ()
     explained: str | None = None
+    pair_test: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
