@@ -157,3 +157,27 @@ def st_code(category: str) -> int:
     from tracetriage.model import API_CATEGORIES
 
     return API_CATEGORIES.index(category)
+
+
+def _no_steps(path, n: int = 3_000) -> None:
+    """A decode export with 3 syncs and no NVTX: no steps, the window is the GPU activity's."""
+    shapes.build(path, n, shape=replace(shapes.SHAPES["decode"], nvtx=False, sync_every=1_000))
+
+
+def test_without_steps_the_activity_window_streams_and_a_warm_up_range_is_refused(tmp_path):
+    path = tmp_path / "nosteps.sqlite"
+    _no_steps(path)
+    want = whole(path)
+    assert want[0]["source"] == "gpu_activity"
+    got, numbers = streamed(path, 100, 300)
+    assert numbers == want and got.passes == ("runtime", "kernels", "timeline")
+    # an NVTX range from before the first kernel into the capture could end a warm-up pass: that rule joins
+    # each kernel to its launch call, which the stream does not keep: refused, not guessed
+    db = sqlite3.connect(path)
+    lo, hi, gtid = db.execute("SELECT min(start), max(end), min(globalTid) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
+    db.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (?, ?, 59, 'load', ?, 0)",
+               (lo - 1_000, (lo + hi) // 2, gtid))
+    db.commit()
+    db.close()
+    with pytest.raises(stl.NotStreamable, match="warm-up"):
+        streamed(path, 100, 300)
