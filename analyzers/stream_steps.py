@@ -42,6 +42,10 @@ class RuntimeFacts:
         self.blocking_codes = [API_CATEGORIES.index(c) for c in st.BLOCKING]
         self.launch = [API_CATEGORIES.index(c) for c in ("launch", "graph_launch")]
         self.sync_copy = API_CATEGORIES.index("memcpy_sync")
+        # per category code (-1, no category, in the last slot): a blocking call, a launch call
+        self.is_blocking = np.isin(np.arange(len(API_CATEGORIES) + 1), self.blocking_codes)
+        self.is_launch = np.isin(np.arange(len(API_CATEGORIES) + 1), self.launch)
+        self.is_blocking[-1] = self.is_launch[-1] = False
         self.procs: dict[int, _Process] = {}
         self.copies_s: list[np.ndarray] = []
         self.copies_e: list[np.ndarray] = []
@@ -56,11 +60,15 @@ class RuntimeFacts:
             self.copies_s.append(part["start"][sc])
             self.copies_e.append(part["end"][sc])
         pid = part["pid"]
-        for p in few_distinct(pid):
-            mine = pid == p
-            start, end, c = part["start"][mine], part["end"][mine], cat[mine]
+        pids = few_distinct(pid)
+        for p in pids:
+            if len(pids) == 1:
+                start, end, c = part["start"], part["end"], cat
+            else:
+                mine = pid == p
+                start, end, c = part["start"][mine], part["end"][mine], cat[mine]
             proc = self.procs.setdefault(p, _Process())
-            blocking = np.isin(c, self.blocking_codes)
+            blocking = self.is_blocking[c]
             if blocking.any():
                 ends = end[blocking]
                 if int(ends.min()) <= proc.last_launch:
@@ -68,7 +76,7 @@ class RuntimeFacts:
                 proc.b_start.append(start[blocking])
                 proc.b_end.append(ends)
                 proc.pending = np.concatenate((proc.pending, ends))
-            launched = start[np.isin(c, self.launch)]
+            launched = start[self.is_launch[c]]
             if launched.size:
                 self.first_launch = int(launched[0]) if self.first_launch is None else min(self.first_launch, int(launched[0]))
                 k = proc.settled + np.searchsorted(np.sort(proc.pending), launched, "right")

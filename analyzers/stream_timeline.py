@@ -10,7 +10,8 @@ oldest open gap. Gap lengths are kept as value counts (the quantiles exact from 
 durations as value counts per name (the medians exact). Every number equals the whole-table
 path (tests/test_stream_timeline.py); what cannot be streamed exactly yet raises NotStreamable.
 
-This is an internal entry point: the CLI still builds the whole-table model.
+Without a window given, the steps and the window are found from the stream too (analyzers/stream_steps.py);
+the CLI takes this path where the whole-table model does not fit in memory (tracetriage/cli_streamed.py).
 """
 
 from __future__ import annotations
@@ -311,10 +312,10 @@ def analyze_streamed(path: str, lo: int | None = None, hi: int | None = None,
             return ctx.timeline(lo, hi, spans or {})
         ranges = ss.read_step_ranges(db, ctx.strings)
         facts = ss.RuntimeFacts()
-        guess = None
-        named = {pid: st for pid in ranges["pid"].unique().tolist()
-                 if (st := ss.st.nvtx_steps(ranges, int(pid), step_range)) is not None and st.count >= ss.st.MIN_STEPS}
-        if not named:  # the window rests on steps inferred from the syncs, or on the GPU activity: the syncs first
+        named = {int(pid): found for pid in ranges["pid"].unique().tolist()
+                 if (found := ss.st.nvtx_steps(ranges, int(pid), step_range)) is not None}
+        if not any(found.count >= ss.st.MIN_STEPS for found in named.values()):
+            # the window rests on steps inferred from the syncs, or on the GPU activity: the syncs first
             calls = _Calls(db, ctx.strings, chunk_rows, ctx.pageable, lookahead, facts=facts, hold=False)
             calls.read_to(None)
             ctx.passes.append("runtime")
