@@ -139,34 +139,46 @@ def main(argv=None) -> int:
         files.append(path)
     modes = args.modes.split(",")
     for path in files:
-        side = args.out / f".bench_stream_{path.stem}"
-        if args.window == "all":
-            Path(str(side) + ".args.npz").unlink(missing_ok=True)
-        elif "stream" in modes and "whole" not in modes and not Path(str(side) + ".args.npz").exists():
-            raise SystemExit(f"bench_stream: no window for {path}: run the whole mode once, or pass --window all")
-        results: dict[str, list[dict]] = {m: [] for m in modes}
-        reference = None
-        for run in range(args.runs):
-            for mode in modes:
-                r = run_child(mode, path, side)
-                print(f"{path.name} run {run + 1} {json.dumps(r)}", flush=True)
-                results[mode].append(r)
-                if mode == "scan":
-                    continue
-                numbers = json.loads(Path(f"{side}.{mode}.json").read_text())
-                if mode == "whole" and reference is None:
-                    reference = numbers
-                elif reference is not None and numbers != reference:
-                    raise SystemExit(f"bench_stream: {mode} run {run + 1} on {path}: numbers differ from the whole-table path")
-        scan = statistics.median(r["seconds"] for r in results["scan"]) if "scan" in results else None
-        print(f"\n{path.name} ({path.stat().st_size / 1e9:.2f} GB), {args.runs} runs, min / median / max"
-              + ("; streamed numbers equal to the whole-table path" if reference is not None and "stream" in modes else ""))
-        for mode, rs in results.items():
-            wall = [r["seconds"] for r in rs]
-            ratio = f"  {spread([w / scan for w in wall])}x the scan's median" if scan and mode != "scan" else ""
-            print(f"  {mode:<7} wall {spread(wall)} s  cpu {spread([r['cpu_s'] for r in rs])} s"
-                  f"  peak {spread([r['peak_rss_mb'] for r in rs])} MB{ratio}")
+        results, reference = _measure(path, args.out / f".bench_stream_{path.stem}", modes, args.runs, args.window)
+        _summary(path, results, reference, args.runs)
     return 0
+
+
+def _measure(path: Path, side: Path, modes: list[str], runs: int, window: str) -> tuple[dict, dict | None]:
+    """Each mode's runs on one export, every streamed run's numbers compared with the whole-table run's
+    (this one's, else an earlier one's kept beside the export)."""
+    if window == "all":
+        Path(str(side) + ".args.npz").unlink(missing_ok=True)
+    elif "stream" in modes and "whole" not in modes and not Path(str(side) + ".args.npz").exists():
+        raise SystemExit(f"bench_stream: no window for {path}: run the whole mode once, or pass --window all")
+    results: dict[str, list[dict]] = {m: [] for m in modes}
+    kept = Path(f"{side}.whole.json")
+    reference = json.loads(kept.read_text()) if "whole" not in modes and kept.exists() and window == "whole" else None
+    for run in range(runs):
+        for mode in modes:
+            r = run_child(mode, path, side)
+            print(f"{path.name} run {run + 1} {json.dumps(r)}", flush=True)
+            results[mode].append(r)
+            if mode == "scan":
+                continue
+            numbers = json.loads(Path(f"{side}.{mode}.json").read_text())
+            if mode == "whole" and reference is None:
+                reference = numbers
+            elif reference is not None and numbers != reference:
+                raise SystemExit(f"bench_stream: {mode} run {run + 1} on {path}: numbers differ from the whole-table path")
+    return results, reference
+
+
+def _summary(path: Path, results: dict, reference: dict | None, runs: int) -> None:
+    scan = statistics.median(r["seconds"] for r in results["scan"]) if "scan" in results else None
+    streamed = reference is not None and ("stream" in results or "full" in results)
+    print(f"\n{path.name} ({path.stat().st_size / 1e9:.2f} GB), {runs} runs, min / median / max"
+          + ("; streamed numbers equal to the whole-table path" if streamed else ""))
+    for mode, rs in results.items():
+        wall = [r["seconds"] for r in rs]
+        ratio = f"  {spread([w / scan for w in wall])}x the scan's median" if scan and mode != "scan" else ""
+        print(f"  {mode:<7} wall {spread(wall)} s  cpu {spread([r['cpu_s'] for r in rs])} s"
+              f"  peak {spread([r['peak_rss_mb'] for r in rs])} MB{ratio}")
 
 
 if __name__ == "__main__":
