@@ -59,17 +59,26 @@ class KernelFacts:
         prev = np.maximum.accumulate(np.concatenate(([prior_end], e)))[:-1]  # the running max end before each kernel
         at = np.flatnonzero(s > prev)  # a stretch before each of these kernels
         gs, ge = prev[at], s[at]
-        ks = np.searchsorted(s, gs, "left") + np.where(gs > prior_end, prior_count, prior_before)
-        ke = prior_count + at
         opens = np.concatenate(([self.open_start], ge[:-1]))
-        m = self.measure + np.cumsum(gs - opens)
+        m = self.measure + np.cumsum(gs - opens)  # the kernel time before each stretch
         if at.size:
             self.measure, self.open_start = int(m[-1]), int(ge[-1])
         self.run_end = max(prior_end, int(e.max()))
         self.before_end = prior_count + int(np.searchsorted(s, self.run_end, "left")) if self.run_end > prior_end \
             else prior_before + int(np.searchsorted(s, prior_end, "left"))
         self.count += n
-        self._stretches({"s": gs, "e": ge, "n": ge - gs, "ks": ks, "ke": ke, "m": m})
+        length = ge - gs
+        later = np.zeros(length.size, np.int64)  # the longest stretch after each in this part
+        later[:-1] = np.maximum.accumulate(length[::-1])[::-1][1:] if length.size else later[:-1]
+        held = np.flatnonzero(self._may_pass(gs, length, later) | (np.arange(length.size) >= length.size - RING))
+        ks = np.searchsorted(s, gs[held], "left") + np.where(gs[held] > prior_end, prior_count, prior_before)
+        rows = {"s": gs[held], "e": ge[held], "n": length[held], "ks": ks, "ke": prior_count + at[held], "m": m[held]}
+        self._stretches(rows, later[held], self._may_pass(rows["s"], rows["n"], later[held]),
+                        gs[:max(0, length.size - RING)], length[:max(0, length.size - RING)])
+
+    def _may_pass(self, starts: np.ndarray, lengths: np.ndarray, later: np.ndarray) -> np.ndarray:
+        """Held while it can pass the set-up rule: 3x every later stretch, or half the capture left after its start."""
+        return (lengths >= phases.SETUP_STRETCH_FACTOR * later) | (lengths >= phases.STALL_MIN_SHARE * (self.run_end - starts))
 
     def _names(self, s: np.ndarray, names: np.ndarray) -> None:
         at = names.astype(np.int64) + 1
@@ -82,27 +91,27 @@ class KernelFacts:
                 self.first_start[code - 1] = int(s[np.flatnonzero(new)[k]])
             self.seen[codes] = True
 
-    def _stretches(self, new: dict[str, np.ndarray]) -> None:
+    def _stretches(self, rows: dict[str, np.ndarray], later: np.ndarray, candidate: np.ndarray,
+                   early_s: np.ndarray, early_n: np.ndarray) -> None:
+        """A part's stretches held (``rows``: its set-up candidates, ``candidate``, and its last ``RING``) into the
+        set-up chain and the ring; ``early_*``: the part's stretches before its last ``RING`` (let go from the ring)."""
         c = self.cand
-        if new["n"].size:
-            c["later"] = np.maximum(c["later"], new["n"].max())
-            later = np.zeros(new["n"].size, np.int64)
-            later[:-1] = np.maximum.accumulate(new["n"][::-1])[::-1][1:]
-            more = {k: new[k] for k in ("s", "e", "n", "ks", "ke", "m")}
-            more["later"], more["gone"] = later, np.zeros(later.size, np.int64)
+        if rows["n"].size:
+            c["later"] = np.maximum(c["later"], max(int(rows["n"].max()), int(early_n.max(initial=0))))
+            more = {k: rows[k][candidate] for k in ("s", "e", "n", "ks", "ke", "m")}
+            more["later"], more["gone"] = later[candidate], np.zeros(int(candidate.sum()), np.int64)
             c = {k: np.concatenate((c[k], more[k])) for k in c}
-        # held while it can pass: 3x every later stretch, or half the capture left after its start
-        keep = (c["n"] >= phases.SETUP_STRETCH_FACTOR * c["later"]) | (c["n"] >= phases.STALL_MIN_SHARE * (self.run_end - c["s"]))
-        c = {k: v[keep] for k, v in c.items()}
-        ring = {k: np.concatenate((self.ring[k], new[k])) for k in self.ring}
+        c = {k: v[self._may_pass(c["s"], c["n"], c["later"])] for k, v in c.items()}
+        tail = rows["n"].size - min(RING, rows["n"].size)  # the part's last RING stretches are the rows' last
+        ring = {k: np.concatenate((self.ring[k], rows[k][tail:])) for k in self.ring}
         cut = max(0, ring["n"].size - RING)
-        if cut:
-            gone_s, gone_n = ring["s"][:cut], ring["n"][:cut]
+        gone_s = np.concatenate((ring["s"][:cut], early_s)) if early_s.size else ring["s"][:cut]
+        gone_n = np.concatenate((ring["n"][:cut], early_n)) if early_n.size else ring["n"][:cut]
+        if gone_n.size:
             self.gone_after_first = max(self.gone_after_first, int(gone_n.max(where=gone_s > self.first, initial=0)))
             after = np.concatenate((np.maximum.accumulate(gone_n[::-1])[::-1], [0]))  # the longest from each on
             c["gone"] = np.maximum(c["gone"], after[np.searchsorted(gone_s, c["e"], "right")])
-            ring = {k: v[cut:] for k, v in ring.items()}
-        self.cand, self.ring = c, ring
+        self.cand, self.ring = c, {k: v[cut:] for k, v in ring.items()}
 
 
 class StreamedActivity:

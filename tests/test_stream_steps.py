@@ -181,3 +181,51 @@ def test_without_steps_the_activity_window_streams_and_a_warm_up_range_is_refuse
     db.close()
     with pytest.raises(stl.NotStreamable, match="warm-up"):
         streamed(path, 100, 300)
+
+
+def test_kernel_facts_hold_the_stretches_the_phase_rules_can_take():
+    """KernelFacts fed start-ordered parts of random kernels (overlapping, touching, zero-length, a few long
+    stalls) keeps exactly the stretches that pass the set-up rule's filter with their true running maxima,
+    the last RING stretches, and at each the kernels before and the kernel time before, as the whole
+    union of the kernels gives them."""
+    from tracetriage.analyzers import intervals as iv
+    from tracetriage.analyzers import stream_phases as sp
+
+    rng = np.random.default_rng(8)
+    for trial in range(6):
+        n = 4_000
+        gaps = rng.choice([0, 0, 1, 50, 400, 3_000], n) * rng.integers(1, 4, n)
+        gaps[rng.choice(n, 4, replace=False)] = rng.integers(10**6, 10**8, 4)  # stalls
+        s = np.cumsum(gaps) + 10**6
+        e = s + rng.choice([0, 10, 300, 2_000, 9_000], n)
+        names = rng.integers(-1, 40, n)
+        facts = sp.KernelFacts()
+        at = 0
+        while at < n:
+            k = int(rng.integers(1, 700))
+            facts.feed(s[at:at + k], e[at:at + k], names[at:at + k])
+            at += k
+        us, ue = iv.union(s, e)
+        keep = ue[:-1] < us[1:]
+        gs, ge = ue[:-1][keep], us[1:][keep]
+        length = ge - gs
+        later = np.zeros(length.size, np.int64)
+        later[:-1] = np.maximum.accumulate(length[::-1])[::-1][1:]
+        passing = (length >= phases.SETUP_STRETCH_FACTOR * later) | (length >= phases.STALL_MIN_SHARE * (e.max() - gs))
+        c = facts.cand
+        assert c["s"].tolist() == gs[passing].tolist() and c["later"].tolist() == later[passing].tolist(), trial
+        assert facts.ring["s"].tolist() == gs[-sp.RING:].tolist()
+        before = np.concatenate(([0], np.cumsum(ue - us)))
+        for rows in (c, facts.ring):
+            idx = np.searchsorted(gs, rows["s"])
+            assert rows["ks"].tolist() == np.searchsorted(s, rows["s"], "left").tolist()
+            assert rows["ke"].tolist() == np.searchsorted(s, rows["e"], "left").tolist()
+            assert rows["m"].tolist() == before[np.searchsorted(us, rows["e"], "left")].tolist()
+            assert (length[idx] == rows["n"]).all()
+        let_go = length[:max(0, length.size - sp.RING)]  # the longest let go from the ring after each candidate
+        want_gone = [int(let_go[gs[:let_go.size] > end].max(initial=0)) for end in c["e"].tolist()]
+        assert c["gone"].tolist() == want_gone
+        first = {}
+        for code, t in zip(names.tolist(), s.tolist()):
+            first.setdefault(code, t)
+        assert facts.first_start == first
