@@ -305,6 +305,7 @@ def analyze_streamed(path: str, lo: int | None = None, hi: int | None = None,
     finds them (analyzers/stream_steps.py; ``step_range``: ``--step-range``); given, ``spans`` are each
     process's long steps (start, end arrays). Raises NotStreamable where it would not equal the whole-table path."""
     from tracetriage.analyzers import stream_steps as ss
+    from tracetriage.memory import release_freed
 
     with Database(path) as db:
         ctx = _Context(db, chunk_rows, lookahead, sync_slack_ns, min_gap_ns)
@@ -318,6 +319,8 @@ def analyze_streamed(path: str, lo: int | None = None, hi: int | None = None,
             # the window rests on steps inferred from the syncs, or on the GPU activity: the syncs first
             calls = _Calls(db, ctx.strings, chunk_rows, ctx.pageable, lookahead, facts=facts, hold=False)
             calls.read_to(None)
+            del calls
+            release_freed()  # the reader thread's arena: its pages back before the next pass
             ctx.passes.append("runtime")
             facts.complete = True
             guess = ss.guess_window(ranges, step_range, facts, ctx.small)
@@ -326,6 +329,7 @@ def analyze_streamed(path: str, lo: int | None = None, hi: int | None = None,
         kernels, gpu = ss.KernelFacts(), ss.Spans()
         if guess is None:  # the GPU activity's window: the kernels' facts first
             ctx.facts_pass(kernels, gpu)
+            release_freed()
             found = ctx.final(ranges, step_range, facts, kernels, gpu)
             got = ctx.timeline(found.start_ns, found.end_ns, found.spans)
         else:
