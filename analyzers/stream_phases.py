@@ -56,7 +56,11 @@ class KernelFacts:
         if self.first is None:
             self.first, self.open_start, self.run_end = int(s[0]), int(s[0]), int(s[0])
         prior_end, prior_count, prior_before = self.run_end, self.count, self.before_end
-        prev = np.maximum.accumulate(np.concatenate(([prior_end], e)))[:-1]  # the running max end before each kernel
+        prev = np.empty(n, np.int64)  # the running max end before each kernel
+        prev[0] = prior_end
+        if n > 1:
+            np.maximum.accumulate(e[:-1], out=prev[1:])
+            np.maximum(prev[1:], prior_end, out=prev[1:])
         at = np.flatnonzero(s > prev)  # a stretch before each of these kernels
         gs, ge = prev[at], s[at]
         opens = np.concatenate(([self.open_start], ge[:-1]))
@@ -81,14 +85,16 @@ class KernelFacts:
         return (lengths >= phases.SETUP_STRETCH_FACTOR * later) | (lengths >= phases.STALL_MIN_SHARE * (self.run_end - starts))
 
     def _names(self, s: np.ndarray, names: np.ndarray) -> None:
-        at = names.astype(np.int64) + 1
-        if at.size and int(at.max()) >= self.seen.size:
-            self.seen = np.concatenate((self.seen, np.zeros(int(at.max()) + 1 - self.seen.size, bool)))
+        top = int(names.max()) + 2 if names.size else 0
+        if top > self.seen.size:
+            self.seen = np.concatenate((self.seen, np.zeros(top - self.seen.size, bool)))
+        at = names + 1  # code -1 (no name) in the first slot
         new = ~self.seen[at]
         if new.any():
-            codes, first = np.unique(at[new], return_index=True)
-            for code, k in zip(codes.tolist(), first.tolist()):
-                self.first_start[code - 1] = int(s[np.flatnonzero(new)[k]])
+            rows = np.flatnonzero(new)
+            codes, first = np.unique(at[rows], return_index=True)
+            for code, t in zip(codes.tolist(), s[rows[first]].tolist()):
+                self.first_start[code - 1] = int(t)
             self.seen[codes] = True
 
     def _stretches(self, rows: dict[str, np.ndarray], later: np.ndarray, candidate: np.ndarray,
