@@ -51,6 +51,7 @@ def test_an_export_larger_than_the_free_memory_is_analyzed_streamed_to_the_same_
     import json
 
     whole = json.loads(run_cli("analyze", TRACE, "--no-cache", "-f", "json").stdout)
+    trace = nsys.parse(str(TRACE))  # for the figures the contract does not carry, from the whole-table model
     monkeypatch.setattr(memory, "available_bytes", lambda: _rows() * nsys.MODEL_BYTES_PER_ROW - 1)
     read = []
     monkeypatch.setattr(nsys, "read_kernels", lambda *a: read.append(a) or None)
@@ -62,6 +63,14 @@ def test_an_export_larger_than_the_free_memory_is_analyzed_streamed_to_the_same_
     fields = ("pid", "ordinal", "busy_ns", "window_ns", "busy_pct", "gaps")
     assert [{f: d[f] for f in fields} for d in got["devices"]] == [{f: d[f] for f in fields} for d in whole["devices"]]
     assert got["kernels"] == whole["kernels"]
+    from tracetriage.analyzers import kernels as kern
+    from tracetriage.model import is_kind
+
+    lo, hi = whole["window"]["start_ns"], whole["window"]["end_ns"]
+    starts = trace.gpu["start"].to_numpy()
+    assert got["kernel_median_ns"] == kern.kernel_duration_median(trace, lo, hi)
+    assert got["kernels_in_window"] == int((is_kind(trace.gpu, "kernel") & (starts >= lo) & (starts < hi)).sum())
+    assert [(s["pid"], s["count"]) for s in got["steps"]] == [(p["pid"], p["steps"]["count"]) for p in whole["processes"]]
     assert any("collectives" in what for what in got["not_measured"])
     text = run_cli("analyze", TRACE, "--no-cache").stdout
     assert text.startswith(f"tracetriage: streamed analysis of {TRACE}\n")
