@@ -215,16 +215,14 @@ def final_window(pids: list[int], gpu: dict[int, tuple[int, int]], ranges, step_
             found["window"] = activity_window(StreamedActivity(kernels, small, facts.sync_copies(), ranges, facts.first_launch))
         return found["window"]
 
-    missing = [pid for pid in pids if not steps[pid].count]
+    # processes without steps look for them again within the steady phase (phases._find_steps); with 8 blocking
+    # calls or fewer in the whole capture none can be found there, whatever the window: it is not asked
+    missing = [pid for pid in pids if not steps[pid].count and facts.blocking(pid)[1].size > st.MIN_INFERRED_STEPS]
     if not step_range and missing and gpu:
-        act = StreamedActivity(kernels, small, facts.sync_copies(), ranges, facts.first_launch)
         lo, hi = activity()
-        if (lo, hi) != act.span:
-            own = None
+        if (lo, hi) != StreamedActivity(kernels, small, facts.sync_copies(), ranges, facts.first_launch).span:
+            own = overlapping(lo, hi)
             for pid in missing:
-                if facts.blocking(pid)[1].size <= st.MIN_INFERRED_STEPS:
-                    continue  # too few syncs in the whole capture to find steps within it
-                own = overlapping(lo, hi) if own is None else own
                 inside = within_steps(pid, facts, lo, hi, own.get(pid))
                 if inside.count:
                     steps[pid] = inside
