@@ -229,3 +229,21 @@ def test_kernel_facts_hold_the_stretches_the_phase_rules_can_take():
         for code, t in zip(names.tolist(), s.tolist()):
             first.setdefault(code, t)
         assert facts.first_start == first
+
+
+BUNDLE_TRACES = sorted((ROOT / "samples" / "bundles").glob("*/trace.sqlite"))
+
+
+@pytest.mark.parametrize("path", BUNDLE_TRACES, ids=lambda p: p.parent.name)
+def test_generated_bundles_stream_to_the_same_numbers_or_are_refused_for_their_graphs(path):
+    """Every nsys bundle with chunks of 7 rows: the window, long steps, timelines and kernel summary equal to
+    the whole-table path's, or refused for the CUDA graph replays it holds (dependency waits: not streamed)."""
+    from tracetriage.model import is_kind
+
+    try:
+        got, numbers = streamed(path, 7, 10_000)
+    except stl.NotStreamable as refused:
+        assert "graph replays" in str(refused)
+        assert is_kind(nsys.parse(str(path)).gpu, "graph").any()
+        return
+    assert numbers == whole(path)
