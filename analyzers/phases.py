@@ -217,16 +217,19 @@ def _stretches(activity: _Activity) -> tuple[np.ndarray, np.ndarray]:
     return starts[keep], ends[keep]
 
 
-def _setup_end(activity: _Activity, starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> int:
+def _setup_end(activity: _Activity, starts: np.ndarray, ends: np.ndarray, lo: int, hi: int,
+               later_max: np.ndarray | None = None) -> int:
     """Where the steady phase starts: ``lo`` (the first kernel) moved past each set-up-like stretch
     that passes the rule (module docstring), earliest first, the density before a stretch measured
-    from the previous cut (a long stall does not make the work after it look like start-up)."""
+    from the previous cut (a long stall does not make the work after it look like start-up). ``later_max``:
+    the longest stretch after each one, when the caller has it (the streamed path passes only the
+    stretches that can pass the rule)."""
     lengths = ends - starts
     inside = (ends <= hi) & (starts >= lo)
-    # the longest stretch after each one, up to hi: a running maximum from the end, shifted by one
-    later_max = np.zeros(lengths.size, np.int64)
-    if lengths.size > 1:
-        later_max[:-1] = np.maximum.accumulate(np.where(inside, lengths, 0)[::-1])[::-1][1:]
+    if later_max is None:  # the longest stretch after each one, up to hi: a running maximum from the end, shifted by one
+        later_max = np.zeros(lengths.size, np.int64)
+        if lengths.size > 1:
+            later_max[:-1] = np.maximum.accumulate(np.where(inside, lengths, 0)[::-1])[::-1][1:]
     # only stretches that can pass the rule are looked at one by one (a loop has many short ones)
     may_pass = (lengths >= SETUP_STRETCH_FACTOR * later_max) | (lengths >= STALL_MIN_SHARE * (hi - starts))
     candidates = np.flatnonzero(inside & (ends < hi) & may_pass)
@@ -249,7 +252,8 @@ def _setup_end(activity: _Activity, starts: np.ndarray, ends: np.ndarray, lo: in
     return lo
 
 
-def _teardown_start(activity: _Activity, starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> int:
+def _teardown_start(activity: _Activity, starts: np.ndarray, ends: np.ndarray, lo: int, hi: int,
+                    earlier_max: np.ndarray | None = None) -> int:
     """Where the steady phase ends when the capture closes with a tear-down that still runs a few kernels:
     ``hi`` moved back to the start of the earliest set-up-like stretch (host-only, the GPU idle in
     allocator frees or a synchronous copy) inside [lo, hi) that is at least :data:`SETUP_STRETCH_FACTOR`
@@ -257,13 +261,15 @@ def _teardown_start(activity: _Activity, starts: np.ndarray, ends: np.ndarray, l
     :data:`PHASE_MIN_SHARE` of the capture or more (to the capture's end), has a workload before it
     (:data:`STEADY_MIN_OPS` operations) and a handful after it (fewer than that), of which fewer than
     :data:`STEADY_MIN_REPEAT` of the kernel launches run a kernel that ran before (a slow last iteration
-    repeats the loop's kernels: it is not cut off)."""
+    repeats the loop's kernels: it is not cut off). ``earlier_max``: the longest stretch before each one
+    since ``lo``, when the caller has it (the streamed path passes only the last stretches)."""
     span_lo, span_hi = activity.span
     lengths = ends - starts
     inside = (starts > lo) & (ends <= hi)
-    earlier_max = np.zeros(lengths.size, np.int64)  # the longest stretch before each one, from lo
-    if lengths.size > 1:
-        earlier_max[1:] = np.maximum.accumulate(np.where(inside, lengths, 0))[:-1]
+    if earlier_max is None:  # the longest stretch before each one, from lo
+        earlier_max = np.zeros(lengths.size, np.int64)
+        if lengths.size > 1:
+            earlier_max[1:] = np.maximum.accumulate(np.where(inside, lengths, 0))[:-1]
     candidates = np.flatnonzero(inside & (lengths >= SETUP_STRETCH_FACTOR * earlier_max)
                                 & (span_hi - starts >= PHASE_MIN_SHARE * (span_hi - span_lo)))
     for k in candidates:
@@ -467,19 +473,23 @@ def _warmup_range_end(activity: _Activity, lo: int, hi: int) -> tuple[int, str |
     return lo, None
 
 
-def _activity_window(activity: _Activity) -> tuple[int, int, str | None]:
+def _activity_window(activity: _Activity, setup=None, teardown=None, warmup_end=None) -> tuple[int, int, str | None]:
     """The steady phase of a capture without steps, from its GPU activity (module docstring), and the
-    warm-up range the set-up runs to when a warm-up pass ends it."""
+    warm-up range the set-up runs to when a warm-up pass ends it. The streamed path (analyzers/stream_phases.py)
+    passes the stretches each rule can take with their running maxima (``setup``: starts, ends, later_max;
+    ``teardown``: starts, ends, earlier_max; ``lo`` -> (lo, hi) -> ...) and its own warm-up rule."""
     span_lo, span_hi = activity.span
     if not activity.kernels[0].size:  # no kernel ran: all of the activity is what the capture holds
         return span_lo, span_hi, None
     lo, hi = int(activity.kernels[0][0]), span_hi
-    lo = _setup_end(activity, *_stretches(activity), lo, hi)
+    s_starts, s_ends, later_max = setup or (*_stretches(activity), None)
+    lo = _setup_end(activity, s_starts, s_ends, lo, hi, later_max)
     tail = int(activity.kernels[1][-1])  # copies and memsets after the last kernel: results read back
     if span_hi - tail >= PHASE_MIN_SHARE * (span_hi - span_lo) and tail > lo:
         hi = tail
-    hi = _teardown_start(activity, *_stretches(activity), lo, hi)
-    lo, warmup = _warmup_range_end(activity, lo, hi)
+    t_starts, t_ends, earlier_max = teardown(lo) if teardown else (*_stretches(activity), None)
+    hi = _teardown_start(activity, t_starts, t_ends, lo, hi, earlier_max)
+    lo, warmup = (warmup_end or _warmup_range_end)(activity, lo, hi)
     return lo, hi, warmup
 
 

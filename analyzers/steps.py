@@ -156,14 +156,9 @@ def find_steps(trace: Trace, pid: int, step_range: str | None = None, within: tu
     """Steps of one process (see module docstring for the sources and their order). ``within``: the
     steady phase [lo, hi) the inferred sources (``sync``, ``graph_launch``) look in — a periodic sync
     or graph launch is the loop's, and the set-up before the loop has none (phases.find_steps)."""
-    pattern = re.compile(step_range) if step_range else STEP_PATTERNS
-    ranges = trace.ranges[trace.ranges["pid"] == pid]
-    got = _from_ranges(ranges, pattern)
-    if got is not None:
-        s, e, pre, top = got
-        return _drop_warmup(Steps(pid, "nvtx", s, e, pre, pattern=pattern.pattern, range_name=top))
-    if step_range:
-        return Steps(pid, "none", pattern=pattern.pattern)
+    named = nvtx_steps(trace.ranges, pid, step_range)
+    if named is not None:
+        return named
     # Columns and masks only: no copy of the (possibly 10M-row) tables.
     api, gpu = trace.api, trace.gpu
     mine = api["pid"].to_numpy() == pid
@@ -178,12 +173,9 @@ def find_steps(trace: Trace, pid: int, step_range: str | None = None, within: tu
     if within is not None:
         span = (max(span[0], within[0]), min(span[1], within[1]))
         mine = mine & (a_end >= within[0]) & (a_start < within[1])
-    blocking_ends = a_end[mine & cat_mask(api, "category", BLOCKING)]
-    if blocking_ends.size > MIN_INFERRED_STEPS:
-        ends = np.sort(blocking_ends)
-        cand = _drop_warmup(Steps(pid, "sync", ends[:-1], ends[1:], np.zeros(ends.size - 1, bool)))
-        if _periodic(cand, launches, span):
-            return cand
+    synced = sync_steps(pid, a_end[mine & cat_mask(api, "category", BLOCKING)], launches, span)
+    if synced is not None:
+        return synced
     # Graph steps: replay to replay on the GPU when replays were traced (the host may
     # run ahead of the GPU by many steps), else launch call to launch call.
     replays = gpu["start"].to_numpy()[g_mine & is_kind(gpu, "graph")]
@@ -194,6 +186,30 @@ def find_steps(trace: Trace, pid: int, step_range: str | None = None, within: tu
         if _periodic(cand, launches, span):
             return cand
     return Steps(pid, "none")
+
+
+def nvtx_steps(ranges: pd.DataFrame, pid: int, step_range: str | None) -> Steps | None:
+    """The process's steps from its NVTX ranges (``nvtx``; ``none`` when ``step_range`` matches none of
+    them), None when the inferred sources are to be tried."""
+    pattern = re.compile(step_range) if step_range else STEP_PATTERNS
+    got = _from_ranges(ranges[ranges["pid"] == pid], pattern)
+    if got is not None:
+        s, e, pre, top = got
+        return _drop_warmup(Steps(pid, "nvtx", s, e, pre, pattern=pattern.pattern, range_name=top))
+    if step_range:
+        return Steps(pid, "none", pattern=pattern.pattern)
+    return None
+
+
+def sync_steps(pid: int, blocking_ends: np.ndarray, launches, span: tuple[int, int]) -> Steps | None:
+    """The process's steps from its blocking calls' ends (``sync``), None when they are not periodic.
+    ``launches``: its launch calls, counted per step by ``launches.per_step(steps)``."""
+    if blocking_ends.size > MIN_INFERRED_STEPS:
+        ends = np.sort(blocking_ends)
+        cand = _drop_warmup(Steps(pid, "sync", ends[:-1], ends[1:], np.zeros(ends.size - 1, bool)))
+        if _periodic(cand, launches, span):
+            return cand
+    return None
 
 
 def _periodic(steps: Steps, launches: Selected, span: tuple[int, int]) -> bool:

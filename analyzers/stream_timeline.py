@@ -10,7 +10,8 @@ oldest open gap. Gap lengths are kept as value counts (the quantiles exact from 
 durations as value counts per name (the medians exact). Every number equals the whole-table
 path (tests/test_stream_timeline.py); what cannot be streamed exactly yet raises NotStreamable.
 
-This is an internal entry point: the CLI still builds the whole-table model.
+Without a window given, the steps and the window are found from the stream too (analyzers/stream_steps.py);
+the CLI takes this path where the whole-table model does not fit in memory (tracetriage/cli_streamed.py).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class StreamedTrace:
     kernel_median_ns: int | None
     kernels_in_window: int
     chunks: int
+    window: object = None  # stream_steps.StreamedWindow: the window and steps found from the stream (None: given)
+    passes: tuple[str, ...] = ()  # the passes over the tables, in order: runtime, kernels, overlap, timeline
 
 
 class ValueCounts:
@@ -151,8 +154,9 @@ class _Calls:
     string id), each process's window of calls and its blocking calls' ends."""
 
     def __init__(self, db: Database, strings: StringTable, chunk_rows: int, pageable: dict[int, np.ndarray],
-                 lookahead: int):
+                 lookahead: int, facts=None, hold: bool = True):
         self.pageable = pageable  # per process, the sorted correlations of its pageable copies
+        self.facts, self.hold = facts, hold  # the step finder's facts (stream_steps.RuntimeFacts) fed; calls held
         self.stream = ns.in_start_order(ns.api_parts(db, chunk_rows), lookahead=lookahead)
         self.strings = strings
         self.watermark: int | None = -(1 << 62)  # every call below it has been read; None: all
@@ -209,19 +213,26 @@ class _Calls:
                 self.watermark = None
                 return
             cat, name = self._codes(part["name"])
-            pid = part["pid"]
             if self.wait_lut[part["name"] + 1].any():
                 raise NotStreamable("a process makes stream-wait or graph-launch calls (dependency waits)")
-            for p in few_distinct(pid):
-                mine = pid == p
-                rows = {"start": part["start"][mine], "end": part["end"][mine], "cat": cat[mine], "name": name[mine]}
-                rows["staged"] = (rows["cat"] == self.memcpy_async) & np.isin(part["correlation"][mine],
-                                                                            self.pageable.get(p, ()))
-                self.seen_pids.add(p)
-                blocking = np.isin(rows["cat"], self.blocking)
-                self.sync_ends.setdefault(p, []).append(rows["end"][blocking])
-                have = self.window.get(p)
-                self.window[p] = rows if have is None else {c: np.concatenate((have[c], rows[c])) for c in rows}
+            if self.facts is not None:
+                self.facts.feed(part, cat, self.watermark)
+            if self.hold:
+                self._hold(part, cat, name)
+
+    def _hold(self, part: dict[str, np.ndarray], cat: np.ndarray, name: np.ndarray) -> None:
+        """Each process's calls of the part into its window, its blocking calls' ends into its list."""
+        pid = part["pid"]
+        for p in few_distinct(pid):
+            mine = pid == p
+            rows = {"start": part["start"][mine], "end": part["end"][mine], "cat": cat[mine], "name": name[mine]}
+            rows["staged"] = (rows["cat"] == self.memcpy_async) & np.isin(part["correlation"][mine],
+                                                                        self.pageable.get(p, ()))
+            self.seen_pids.add(p)
+            blocking = np.isin(rows["cat"], self.blocking)
+            self.sync_ends.setdefault(p, []).append(rows["end"][blocking])
+            have = self.window.get(p)
+            self.window[p] = rows if have is None else {c: np.concatenate((have[c], rows[c])) for c in rows}
 
     def let_go(self, pid: int, floor: int) -> None:
         """Drop the process's calls that end at or before ``floor`` (no open gap reaches them)."""
@@ -284,76 +295,153 @@ class _Device:
         self.any_calls = any_calls
 
 
-def analyze_streamed(path: str, lo: int, hi: int, spans: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
+def analyze_streamed(path: str, lo: int | None = None, hi: int | None = None,
+                     spans: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
                      sync_slack_ns: int = 20_000, min_gap_ns: int = 1, chunk_rows: int = ns.CHUNK_ROWS,
-                     lookahead: int = ns.LOOKAHEAD_ROWS) -> StreamedTrace:
-    """Every device's timeline in [lo, hi) and the kernel summary of an nsys export, read in time
-    chunks of ``chunk_rows`` rows, each row held until ``lookahead`` rows after it are read. ``spans``: each
-    process's long steps (start, end arrays), as the
-    whole-table path passes them. Raises NotStreamable where it would not equal the whole-table path."""
+                     lookahead: int = ns.LOOKAHEAD_ROWS, step_range: str | None = None) -> StreamedTrace:
+    """Every device's timeline in the window [lo, hi) and the kernel summary of an nsys export, read in time
+    chunks of ``chunk_rows`` rows, each row held until ``lookahead`` rows after it are read. Without ``lo``
+    and ``hi`` the window and each process's long steps are found from the stream as ``analyze_trace``
+    finds them (analyzers/stream_steps.py; ``step_range``: ``--step-range``); given, ``spans`` are each
+    process's long steps (start, end arrays). Raises NotStreamable where it would not equal the whole-table path."""
+    from tracetriage.analyzers import stream_steps as ss
+    from tracetriage.memory import release_freed
+
+    with Database(path) as db:
+        ctx = _Context(db, chunk_rows, lookahead, sync_slack_ns, min_gap_ns)
+        if lo is not None and hi is not None:
+            return ctx.timeline(lo, hi, spans or {})
+        ranges = ss.read_step_ranges(db, ctx.strings)
+        facts = ss.RuntimeFacts()
+        named = {int(pid): found for pid in ranges["pid"].unique().tolist()
+                 if (found := ss.st.nvtx_steps(ranges, int(pid), step_range)) is not None}
+        if not any(found.count >= ss.st.MIN_STEPS for found in named.values()):
+            # the window rests on steps inferred from the syncs, or on the GPU activity: the syncs first
+            calls = _Calls(db, ctx.strings, chunk_rows, ctx.pageable, lookahead, facts=facts, hold=False)
+            calls.read_to(None)
+            del calls
+            release_freed()  # the reader thread's arena: its pages back before the next pass
+            ctx.passes.append("runtime")
+            facts.complete = True
+            guess = ss.guess_window(ranges, step_range, facts, ctx.small)
+        else:
+            guess = ss.window_of(named, -(1 << 62), None)
+        kernels, gpu = ss.KernelFacts(), ss.Spans()
+        if guess is None:  # the GPU activity's window: the kernels' facts first
+            ctx.facts_pass(kernels, gpu)
+            release_freed()
+            found = ctx.final(ranges, step_range, facts, kernels, gpu)
+            got = ctx.timeline(found.start_ns, found.end_ns, found.spans)
+        else:
+            got = ctx.timeline(guess.start_ns, guess.end_ns, guess.spans, None if facts.complete else facts, kernels, gpu)
+            facts.complete = True
+            found = ctx.final(ranges, step_range, facts, kernels, gpu)
+            if not ss.same_window(found, guess):  # the guess was wrong: again, with the window found
+                got = ctx.timeline(found.start_ns, found.end_ns, found.spans)
+        got.window, got.passes = found, tuple(ctx.passes)
+        return got
+
+
+class _Context:
+    """One export's strings, small tables and settings, for the passes over its kernel and runtime tables."""
+
+    def __init__(self, db: Database, chunk_rows: int, lookahead: int, sync_slack_ns: int, min_gap_ns: int):
+        self.db, self.chunk_rows, self.lookahead = db, chunk_rows, lookahead
+        self.sync_slack_ns, self.min_gap_ns = sync_slack_ns, min_gap_ns
+        self.strings = StringTable(db)
+        self.small, self.pageable = _small_gpu_rows(db)
+        self.passes: list[str] = []
+
+    def kernel_stream(self):
+        return ns.in_start_order(ns.kernel_parts(self.db, self.strings, self.chunk_rows), lookahead=self.lookahead)
+
+    def facts_pass(self, kernels, gpu) -> None:
+        """The kernel table alone, for the phase rules' facts and each process's GPU span."""
+        self.passes.append("kernels")
+        for part, _ in self.kernel_stream():
+            kernels.feed(part["start"], part["end"], part["name"])
+            gpu.feed(part["start"], part["end"], part["device"])
+        if self.small["start"].size:
+            gpu.feed(self.small["start"], self.small["end"], self.small["device"])
+
+    def final(self, ranges, step_range, facts, kernels, gpu):
+        from tracetriage.analyzers import stream_steps as ss
+
+        return ss.final_window(sorted(gpu.of), gpu.of, ranges, step_range, facts, kernels, self.small,
+                               lambda lo, hi: ss.overlapping(self, lo, hi))
+
+    def timeline(self, lo: int, hi: int, spans: dict, facts=None, kernels=None, gpu=None) -> StreamedTrace:
+        """The timeline pass over the window [lo, hi) (feeding the step finder's facts where given)."""
+        self.passes.append("timeline")
+        return _timeline_pass(self, lo, hi, spans, facts, kernels, gpu)
+
+
+def _timeline_pass(ctx: _Context, lo: int, hi: int, spans: dict, facts, kernel_facts, gpu) -> StreamedTrace:
     from tracetriage.analyzers.kernels import TOP_KERNELS
 
-    spans = spans or {}
+    db, strings, small = ctx.db, ctx.strings, ctx.small
+    sync_slack_ns, min_gap_ns = ctx.sync_slack_ns, ctx.min_gap_ns
     edges = np.linspace(lo, hi, tl.TIMELINE_BINS + 1).astype(np.int64)
-    with Database(path) as db:
-        strings = StringTable(db)
-        small, pageable = _small_gpu_rows(db)
-        calls = _Calls(db, strings, chunk_rows, pageable, lookahead)
-        devices: dict[int, _Device] = {}
-        durations: dict[int, ValueCounts] = {}
-        n_chunks, taken = 0, 0
+    calls = _Calls(db, strings, ctx.chunk_rows, ctx.pageable, ctx.lookahead, facts=facts)
+    devices: dict[int, _Device] = {}
+    durations: dict[int, ValueCounts] = {}
+    n_chunks, taken = 0, 0
 
-        def make_pass(pid: int):
-            cover = iv.Coverage(*iv.union(*spans[pid])) if pid in spans and len(spans[pid][0]) else None
-            p = _StreamPass(None, None, sync_slack_ns, min_gap_ns, edges, cover, None, 0)
-            p.lengths, p.hist = ValueCounts(), np.zeros(len(tl.HISTOGRAM_EDGES_NS), np.int64)
-            return p
+    def make_pass(pid: int):
+        cover = iv.Coverage(*iv.union(*spans[pid])) if pid in spans and len(spans[pid][0]) else None
+        p = _StreamPass(None, None, sync_slack_ns, min_gap_ns, edges, cover, None, 0)
+        p.lengths, p.hist = ValueCounts(), np.zeros(len(tl.HISTOGRAM_EDGES_NS), np.int64)
+        return p
 
-        def feed(dev: _Device, s: np.ndarray, e: np.ndarray, last: bool) -> None:
-            dev.pass_.host = calls.host(dev.pid, dev.any_calls)
-            dev.pass_.sync_ends = calls.ends(dev.pid)
-            dev.carry = dev.pass_.feed([(s, e)] if s.size else [], hi, lo, last, dev.carry)
+    def feed(dev: _Device, s: np.ndarray, e: np.ndarray, last: bool) -> None:
+        dev.pass_.host = calls.host(dev.pid, dev.any_calls)
+        dev.pass_.sync_ends = calls.ends(dev.pid)
+        dev.carry = dev.pass_.feed([(s, e)] if s.size else [], hi, lo, last, dev.carry)
 
-        def timeline_chunk(s_all: np.ndarray, e_all: np.ndarray, key_all: np.ndarray) -> None:
-            for key in few_distinct(key_all):
-                if key not in devices:
-                    pid = ns.device_of(key)[0]
-                    if calls.dropped.get(pid, lo) > lo:
-                        raise NotStreamable("a device first seen after its process's early calls were let go")
-                    devices[key] = _Device(key, lambda: make_pass(pid), _has_calls(db, pid))
-            for key, dev in devices.items():
-                mine = key_all == key
-                s, e = s_all[mine], e_all[mine]
-                sel = (e > lo) & (s < hi)
-                feed(dev, *tl._clipped(s[sel], e[sel], lo, hi), last=False)
-            for pid in {d.pid for d in devices.values()}:
-                floor = min(d.carry[1] if d.carry else lo for d in devices.values() if d.pid == pid)
-                calls.let_go(pid, floor)
+    def timeline_chunk(s_all: np.ndarray, e_all: np.ndarray, key_all: np.ndarray) -> None:
+        if gpu is not None:
+            gpu.feed(s_all, e_all, key_all)
+        for key in few_distinct(key_all):
+            if key not in devices:
+                pid = ns.device_of(key)[0]
+                if calls.dropped.get(pid, lo) > lo:
+                    raise NotStreamable("a device first seen after its process's early calls were let go")
+                devices[key] = _Device(key, lambda: make_pass(pid), _has_calls(db, pid))
+        for key, dev in devices.items():
+            mine = key_all == key
+            s, e = s_all[mine], e_all[mine]
+            sel = (e > lo) & (s < hi)
+            feed(dev, *tl._clipped(s[sel], e[sel], lo, hi), last=False)
+        for pid in {d.pid for d in devices.values()}:
+            floor = min(d.carry[1] if d.carry else lo for d in devices.values() if d.pid == pid)
+            calls.let_go(pid, floor)
 
-        for part, mark in ns.in_start_order(ns.kernel_parts(db, strings, chunk_rows), lookahead=lookahead):
-            n_chunks += 1
-            s_all, e_all, key_all = part["start"], part["end"], part["device"]
-            in_window = (s_all >= lo) & (s_all < hi)
-            dur = (e_all - s_all)[in_window]
-            names = part["name"][in_window]
-            _add_durations(durations, dur, names)
-            # the small tables' rows of this chunk's time, merged in
-            stop = small["start"].size if mark is None else int(np.searchsorted(small["start"], mark, "left"))
-            if stop > taken:
-                s_all = np.concatenate((s_all, small["start"][taken:stop]))
-                e_all = np.concatenate((e_all, small["end"][taken:stop]))
-                key_all = np.concatenate((key_all, small["device"][taken:stop]))
-                order = np.argsort(s_all, kind="stable")
-                s_all, e_all, key_all = s_all[order], e_all[order], key_all[order]
-                taken = stop
-            calls.read_to(mark)
-            timeline_chunk(s_all, e_all, key_all)
-        if taken < small["start"].size:  # copies after the last kernel
-            calls.read_to(None)
-            timeline_chunk(small["start"][taken:], small["end"][taken:], small["device"][taken:])
+    for part, mark in ctx.kernel_stream():
+        n_chunks += 1
+        s_all, e_all, key_all = part["start"], part["end"], part["device"]
+        if kernel_facts is not None:
+            kernel_facts.feed(s_all, e_all, part["name"])
+        in_window = (s_all >= lo) & (s_all < hi)
+        dur = (e_all - s_all)[in_window]
+        names = part["name"][in_window]
+        _add_durations(durations, dur, names)
+        # the small tables' rows of this chunk's time, merged in
+        stop = small["start"].size if mark is None else int(np.searchsorted(small["start"], mark, "left"))
+        if stop > taken:
+            s_all = np.concatenate((s_all, small["start"][taken:stop]))
+            e_all = np.concatenate((e_all, small["end"][taken:stop]))
+            key_all = np.concatenate((key_all, small["device"][taken:stop]))
+            order = np.argsort(s_all, kind="stable")
+            s_all, e_all, key_all = s_all[order], e_all[order], key_all[order]
+            taken = stop
+        calls.read_to(mark)
+        timeline_chunk(s_all, e_all, key_all)
+    if taken < small["start"].size:  # copies after the last kernel
         calls.read_to(None)
-        for dev in devices.values():
-            feed(dev, np.empty(0, np.int64), np.empty(0, np.int64), last=True)
+        timeline_chunk(small["start"][taken:], small["end"][taken:], small["device"][taken:])
+    calls.read_to(None)
+    for dev in devices.values():
+        feed(dev, np.empty(0, np.int64), np.empty(0, np.int64), last=True)
 
     timelines = {}
     for dev in devices.values():

@@ -12,9 +12,12 @@ Each run of each mode is a fresh process (its peak RSS is its own ``ru_maxrss``)
   the steps and window (phases), every device's ``timeline.device_timeline`` with its process's sync ends and
   long steps, ``kernels.kernel_summary`` and ``kernel_duration_median``; it writes the window and long steps
   it found (the streamed path's input) and the numbers;
-- ``stream``: ``stream_timeline.analyze_streamed`` on that window and those steps (the steps are not streamed
-  yet: they come from the whole-table run, kept beside the export; ``--window all``: the whole capture, no long steps).
-The numbers of the first whole run and of every streamed run are compared: equal, or the script fails.
+- ``stream``: ``stream_timeline.analyze_streamed`` on that window and those steps (from the whole-table run, kept
+  beside the export; ``--window all``: the whole capture, no long steps);
+- ``full``: ``analyze_streamed(path)``: the steps, the window and the long steps found from the stream too
+  (analyzers/stream_steps.py), nothing from the whole-table model.
+The numbers (the window, each process's long steps, the timelines, the kernel summary) of the first whole run and
+of every streamed run are compared: equal, or the script fails.
 Prints min / median / max of wall s, CPU s and peak RSS MB per mode, and the ratio to the scan.
 """
 
@@ -52,6 +55,14 @@ if mode == "whole":
     split = {"parse_s": round(parsed, 2), "steps_window_s": round(stepped - parsed, 2)}
     np.savez(side + ".args.npz", lo=lo, hi=hi, min_gap=min_gap, pids=np.array(sorted(spans), np.int64),
              **{f"s{p}": spans[p][0] for p in spans}, **{f"e{p}": spans[p][1] for p in spans})
+elif mode == "full":
+    from tracetriage.analyzers import analysis, stream_timeline as stl
+    got = stl.analyze_streamed(path, sync_slack_ns=analysis.SYNC_SLACK_NS)
+    lo, hi, spans = got.window.start_ns, got.window.end_ns, got.window.spans
+    timelines = {f"{p}:{o}": dataclasses.asdict(v) for (p, o), v in got.timelines.items()}
+    summary = [got.kernels, got.kernel_median_ns]
+    split = {"chunks": got.chunks, "kernels_in_window": got.kernels_in_window, "passes": "+".join(got.passes),
+             "source": got.window.source}
 else:
     from tracetriage.analyzers import analysis, stream_timeline as stl
     try:
@@ -69,8 +80,10 @@ else:
     split = {"chunks": got.chunks, "kernels_in_window": got.kernels_in_window}
 elapsed = time.perf_counter() - t
 use = resource.getrusage(resource.RUSAGE_SELF)
+window = {"lo": int(lo), "hi": int(hi), "spans": {str(p): [np.asarray(v).tolist() for v in spans[p]] for p in sorted(spans)}}
 with open(side + f".{mode}.json", "w") as fh:
-    json.dump({"timelines": timelines, "summary": summary}, fh, default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v))
+    json.dump({"window": window, "timelines": timelines, "summary": summary}, fh,
+              default=lambda v: v.tolist() if hasattr(v, "tolist") else str(v))
 print(json.dumps({"mode": mode, "seconds": round(elapsed, 2), "peak_rss_mb": round(use.ru_maxrss / 1024, 1),
                   "cpu_s": round(use.ru_utime + use.ru_stime, 2), **split}))
 """
@@ -111,7 +124,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="*", type=Path)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--modes", default="scan,whole,stream")
+    ap.add_argument("--modes", default="scan,whole,stream,full")
     ap.add_argument("--kernels", type=int, help="generate an export of this many kernels (benchmarks/shapes.py)")
     ap.add_argument("--shape", default="decode")
     ap.add_argument("--window", choices=["whole", "all"], default="whole",
@@ -126,34 +139,46 @@ def main(argv=None) -> int:
         files.append(path)
     modes = args.modes.split(",")
     for path in files:
-        side = args.out / f".bench_stream_{path.stem}"
-        if args.window == "all":
-            Path(str(side) + ".args.npz").unlink(missing_ok=True)
-        elif "whole" not in modes and not Path(str(side) + ".args.npz").exists():
-            raise SystemExit(f"bench_stream: no window for {path}: run the whole mode once, or pass --window all")
-        results: dict[str, list[dict]] = {m: [] for m in modes}
-        reference = None
-        for run in range(args.runs):
-            for mode in modes:
-                r = run_child(mode, path, side)
-                print(f"{path.name} run {run + 1} {json.dumps(r)}", flush=True)
-                results[mode].append(r)
-                if mode == "scan":
-                    continue
-                numbers = json.loads(Path(f"{side}.{mode}.json").read_text())
-                if mode == "whole" and reference is None:
-                    reference = numbers
-                elif reference is not None and numbers != reference:
-                    raise SystemExit(f"bench_stream: {mode} run {run + 1} on {path}: numbers differ from the whole-table path")
-        scan = statistics.median(r["seconds"] for r in results["scan"]) if "scan" in results else None
-        print(f"\n{path.name} ({path.stat().st_size / 1e9:.2f} GB), {args.runs} runs, min / median / max"
-              + ("; streamed numbers equal to the whole-table path" if reference is not None and "stream" in modes else ""))
-        for mode, rs in results.items():
-            wall = [r["seconds"] for r in rs]
-            ratio = f"  {spread([w / scan for w in wall])}x the scan's median" if scan and mode != "scan" else ""
-            print(f"  {mode:<7} wall {spread(wall)} s  cpu {spread([r['cpu_s'] for r in rs])} s"
-                  f"  peak {spread([r['peak_rss_mb'] for r in rs])} MB{ratio}")
+        results, reference = _measure(path, args.out / f".bench_stream_{path.stem}", modes, args.runs, args.window)
+        _summary(path, results, reference, args.runs)
     return 0
+
+
+def _measure(path: Path, side: Path, modes: list[str], runs: int, window: str) -> tuple[dict, dict | None]:
+    """Each mode's runs on one export, every streamed run's numbers compared with the whole-table run's
+    (this one's, else an earlier one's kept beside the export)."""
+    if window == "all":
+        Path(str(side) + ".args.npz").unlink(missing_ok=True)
+    elif "stream" in modes and "whole" not in modes and not Path(str(side) + ".args.npz").exists():
+        raise SystemExit(f"bench_stream: no window for {path}: run the whole mode once, or pass --window all")
+    results: dict[str, list[dict]] = {m: [] for m in modes}
+    kept = Path(f"{side}.whole.json")
+    reference = json.loads(kept.read_text()) if "whole" not in modes and kept.exists() and window == "whole" else None
+    for run in range(runs):
+        for mode in modes:
+            r = run_child(mode, path, side)
+            print(f"{path.name} run {run + 1} {json.dumps(r)}", flush=True)
+            results[mode].append(r)
+            if mode == "scan":
+                continue
+            numbers = json.loads(Path(f"{side}.{mode}.json").read_text())
+            if mode == "whole" and reference is None:
+                reference = numbers
+            elif reference is not None and numbers != reference:
+                raise SystemExit(f"bench_stream: {mode} run {run + 1} on {path}: numbers differ from the whole-table path")
+    return results, reference
+
+
+def _summary(path: Path, results: dict, reference: dict | None, runs: int) -> None:
+    scan = statistics.median(r["seconds"] for r in results["scan"]) if "scan" in results else None
+    streamed = reference is not None and ("stream" in results or "full" in results)
+    print(f"\n{path.name} ({path.stat().st_size / 1e9:.2f} GB), {runs} runs, min / median / max"
+          + ("; streamed numbers equal to the whole-table path" if streamed else ""))
+    for mode, rs in results.items():
+        wall = [r["seconds"] for r in rs]
+        ratio = f"  {spread([w / scan for w in wall])}x the scan's median" if scan and mode != "scan" else ""
+        print(f"  {mode:<7} wall {spread(wall)} s  cpu {spread([r['cpu_s'] for r in rs])} s"
+              f"  peak {spread([r['peak_rss_mb'] for r in rs])} MB{ratio}")
 
 
 if __name__ == "__main__":

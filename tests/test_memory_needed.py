@@ -1,6 +1,8 @@
-"""An input too large for the memory left (tracetriage/errors.py EXIT_MEMORY): one line naming the file,
-its rows and both sizes, exit 10, before any table is read; an allocation that fails later is the same
-exit, never an "internal error"."""
+"""An input too large for the memory left (tracetriage/errors.py EXIT_MEMORY): an nsys export is analyzed
+streamed instead (tracetriage/cli_streamed.py), its numbers those of the whole-table run; one the stream
+cannot analyze exactly is refused in one line naming the file, its rows, both sizes and the stream's reason,
+exit 10, before the whole-table model reads any table; an allocation that fails later is the same exit,
+never an "internal error"."""
 
 import sqlite3
 
@@ -11,31 +13,69 @@ from tracetriage.errors import EXIT_MEMORY
 from tracetriage.parsers import nsys
 
 TRACE = BUNDLES / "eager_decode" / "trace.sqlite"
+GRAPHS = BUNDLES / "graph_decode" / "trace.sqlite"  # CUDA graph replays: the stream refuses them (dependency waits)
 TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
           "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
 
 
-def _rows() -> int:
+def _rows(trace=TRACE) -> int:
     """The bundle's rows of the tables the model holds, counted by SQLite itself."""
-    with sqlite3.connect(f"file:{TRACE}?mode=ro", uri=True) as db:
+    with sqlite3.connect(f"file:{trace}?mode=ro", uri=True) as db:
         present = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         return sum(db.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in TABLES if t in present)
 
 
 def test_an_export_larger_than_the_free_memory_is_refused_before_it_is_read(monkeypatch):
-    rows = _rows()
+    rows = _rows(GRAPHS)
     need = rows * nsys.MODEL_BYTES_PER_ROW
     monkeypatch.setattr(memory, "available_bytes", lambda: need - 1)
     read = []
     monkeypatch.setattr(nsys, "read_kernels", lambda *a: read.append(a) or None)
-    proc = run_cli("analyze", TRACE, "--no-cache")
+    proc = run_cli("analyze", GRAPHS, "--no-cache")
     assert proc.returncode == EXIT_MEMORY == 10
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith(f"tracetriage: error: {TRACE}: too large for the memory this machine has free: "
+    assert lines[0].startswith(f"tracetriage: error: {GRAPHS}: too large for the memory this machine has free: "
                                f"its {rows:,} kernel, copy and runtime rows need at least")
     assert "GiB is available" in lines[0] and "shorter window" in lines[0]
-    assert read == []  # refused before the kernel table was read
+    assert lines[0].endswith("; streamed, it cannot be analyzed exactly either: graph replays "
+                             "(their launches wait on the graph: dependency waits)")
+    assert read == []  # the whole-table model read no table
+    assert proc.stdout == ""
+
+
+def test_an_export_larger_than_the_free_memory_is_analyzed_streamed_to_the_same_numbers(monkeypatch):
+    """With the threshold forced below the bundle's need, analyze takes the streamed path: its window, each
+    device's busy time and gaps (idle causes, quantiles, histogram, longest) and the kernel summary are the
+    whole-table run's, and the report says what it did not measure."""
+    import json
+
+    whole = json.loads(run_cli("analyze", TRACE, "--no-cache", "-f", "json").stdout)
+    trace = nsys.parse(str(TRACE))  # for the figures the contract does not carry, from the whole-table model
+    monkeypatch.setattr(memory, "available_bytes", lambda: _rows() * nsys.MODEL_BYTES_PER_ROW - 1)
+    read = []
+    monkeypatch.setattr(nsys, "read_kernels", lambda *a: read.append(a) or None)
+    proc = run_cli("analyze", TRACE, "--no-cache", "-f", "json")
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert read == [] and got["analysis"] == "streamed" and "schema" not in got  # not the contract's document
+    assert got["window"] == whole["window"]
+    fields = ("pid", "ordinal", "busy_ns", "window_ns", "busy_pct", "gaps")
+    assert [{f: d[f] for f in fields} for d in got["devices"]] == [{f: d[f] for f in fields} for d in whole["devices"]]
+    assert got["kernels"] == whole["kernels"]
+    from tracetriage.analyzers import kernels as kern
+    from tracetriage.model import is_kind
+
+    lo, hi = whole["window"]["start_ns"], whole["window"]["end_ns"]
+    starts = trace.gpu["start"].to_numpy()
+    assert got["kernel_median_ns"] == kern.kernel_duration_median(trace, lo, hi)
+    assert got["kernels_in_window"] == int((is_kind(trace.gpu, "kernel") & (starts >= lo) & (starts < hi)).sum())
+    assert [(s["pid"], s["count"]) for s in got["steps"]] == [(p["pid"], p["steps"]["count"]) for p in whole["processes"]]
+    assert any("collectives" in what for what in got["not_measured"])
+    text = run_cli("analyze", TRACE, "--no-cache").stdout
+    assert text.startswith(f"tracetriage: streamed analysis of {TRACE}\n")
+    assert "NOT measured on the streamed path: collectives" in text and "No verdict is given." in text
+    assert f"busy {whole['devices'][0]['busy_pct']:.1f}% of the window" in text
 
 
 def test_an_export_that_fits_is_analyzed(monkeypatch):

@@ -26,6 +26,7 @@ from tracetriage.errors import (
     EXIT_INTERNAL,
     EXIT_OK,
     EXIT_USAGE,
+    MemoryNeededError,
     TraceTriageError,
     one_line,
 )
@@ -81,6 +82,25 @@ def cmd_analyze(args) -> int:
     runtime = replace(_runtime(args), progress=progress)
     try:
         case, analysis = analyze_paths(paths, options, runtime, case_needed=bool(export_to))
+    except MemoryNeededError as exc:  # too large for the whole-table model: streamed, where that is exact
+        if export_to or args.fail_on:
+            raise
+        from tracetriage.cli_streamed import streamed_report
+
+        try:
+            if progress:
+                progress("analyzing it streamed: too large for the whole-table model")
+            text, summary = streamed_report(exc, paths, options.step_range, fmt)
+        finally:
+            if progress:
+                progress.close()
+        emit(args, text, summary)
+        return EXIT_OK
+    except BaseException:
+        if progress:
+            progress.close()
+        raise
+    try:
         if export_to:
             if progress:
                 progress("writing the Perfetto trace")
