@@ -152,6 +152,9 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
         "gate": {"regressed": bool(regressed_groups),
                  "groups": regressed_groups,
                  "baseline": baseline,
+                 # with a baseline every group is read against it; without, a group of fewer than MIN_SERIES
+                 # captures is "too few to tell" and not judged: none judged is the gate's inconclusive
+                 "judged": [group["key"] for group in groups_out if baseline or len(group["cases"]) >= MIN_SERIES],
                  "rule": ("the latest capture against the baseline's level, per budget series" if baseline else
                           "the latest capture in a segment opened by a regressed level shift of a budget series")},
     }

@@ -12,12 +12,13 @@ import numpy as np
 
 from tracetriage.analyzers.trend_records import Level, Outlier, Shift
 
+MIN_SERIES = 4  # fewer cases than this: shown, not searched for changes
+
 THRESHOLD_PCT = 5.0
 OUTLIER_SIGMAS = 5.0
 SHIFT_SPREAD_FACTOR = 2.0
 PENALTY_SCALE = 3.0
 SHARE_MIN_PTS = 5.0
-MIN_SERIES = 4  # fewer cases than this: shown, not searched for changes
 
 
 def robust_sigma(x: np.ndarray) -> float:

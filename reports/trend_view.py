@@ -74,6 +74,10 @@ def gate_line(result: dict | TrendRecord, gate: bool) -> str | None:
     if not result.groups:
         return (f"gate: inconclusive: no group has a series to judge ({counted(len(result.ungrouped), 'set')} of "
                 f"captures not in a series, each with its reason above){failed}")
+    if verdict.judged is not None and not verdict.judged:
+        return ("gate: inconclusive: no group has a series to judge (each has too few captures to tell a change "
+                "from noise; "
+                f"give a --baseline to judge the latest against it){failed}")
     if base is None:
         if verdict.regressed:
             return (f"gate: failed: the latest capture is in a regressed segment (a budget series shifted worse and did not "

@@ -13,8 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # Modules of tracetriage/ that depend on no layer: the trace model, the error hierarchy and small
-# utilities (thread pools, allocator tuning, sort order, the version). Every layer may use them.
-NEUTRAL = {"tracetriage", "tracetriage.__version__", "tracetriage.codeversion", "tracetriage.model",
+# utilities (thread pools, allocator tuning, sort order, the version; a device's rows of the model,
+# tracetriage.partition). Every layer may use them.
+NEUTRAL = {"tracetriage", "tracetriage.__version__", "tracetriage.codeversion", "tracetriage.model", "tracetriage.partition",
            "tracetriage.errors", "tracetriage.threads", "tracetriage.memory", "tracetriage.order",
            "tracetriage.captured", "tracetriage.wording", "tracetriage.casenames", "tracetriage.contract",
            "tracetriage.records"}

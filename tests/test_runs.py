@@ -80,7 +80,8 @@ def test_copies_of_one_export_are_not_one_run_in_analyze_or_batch(tmp_path):
     src = BUNDLES / "tp4_island" / "trace.sqlite"
     for name, start in (("night1.sqlite", t0), ("night2.sqlite", t0), ("rank0.sqlite", t0 + 7200 * 10**9),
                         ("rank1.sqlite", t0 + 7200 * 10**9 + 10**8)):
-        shutil.copyfile(src, folder / name)
+        # night2: another program's export with night1's session (not the same bytes): the session says copies
+        shutil.copyfile(BUNDLES / "eager_decode" / "trace.sqlite" if name == "night2.sqlite" else src, folder / name)
         _session(folder / name, start, 5 * 10**9)
     p = run_cli("analyze", folder / "night1.sqlite", folder / "night2.sqlite", "--no-cache")
     _refused(p)
@@ -100,3 +101,19 @@ def test_overlapping_groups_keeps_equal_spans_apart_and_chains_the_rest():
     assert sorted(map(sorted, groups)) == [["copyA"], ["copyB"], ["late"], ["none"], ["r0", "r1"]]
     assert same_span_copies(list(spans.items())) == ("copyA", "copyB", (2, 8))
     assert same_span_copies([("a", (0, 1)), ("b", (0, 2)), ("c", None)]) is None
+
+
+def test_files_with_the_same_bytes_are_copies_whatever_they_record(tmp_path):
+    """Copies of an export without session tables (trial 49 item 9: 'records no capture session time'
+    said nothing of the files being one file), and of a Kineto trace."""
+    for name in ("run1.sqlite", "run2.sqlite"):
+        shutil.copyfile(BUNDLES / "eager_decode" / "trace.sqlite", tmp_path / name)
+    p = run_cli("analyze", tmp_path, "--no-cache")
+    _refused(p)
+    assert "run1.sqlite and " in p.stderr
+    assert "run2.sqlite are not one run: they are copies of one file (the same bytes)" in p.stderr
+    for name in ("a.json.gz", "b.json.gz"):
+        shutil.copyfile(H200 / "eager_decode.json.gz", tmp_path / name)
+    p = run_cli("analyze", tmp_path / "a.json.gz", tmp_path / "b.json.gz", "--no-cache")
+    _refused(p)
+    assert "copies of one file" in p.stderr

@@ -10,7 +10,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import REAL, ROOT
+from conftest import ROOT
+from test_stream_timeline import REAL_NSYS, WAITS  # the real exports, and those with stream-wait calls
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import shapes  # noqa: E402
@@ -66,10 +67,6 @@ def test_generated_shapes_stream_their_steps_to_the_same_numbers(tmp_path, monke
     assert got.passes == (("timeline",) if name in ("decode", "tp8") else ("runtime", "timeline"))
 
 
-REAL_NSYS = sorted((REAL / "nsys").glob("*.sqlite")) if (REAL / "nsys").is_dir() else []
-WAITS = {"nsys2026.2_2xH100_fastvideo_sp2_pytorch_window1s.sqlite",
-         "nsys2026.2_2xH100_torchrun_nccl_flashattn_window300ms.sqlite",
-         "nsys2026.2_2xH100_mfu_after.sqlite", "nsys2026.2_2xH100_mfu_before.sqlite"}
 
 
 @pytest.mark.parametrize("path", REAL_NSYS, ids=lambda p: p.name)

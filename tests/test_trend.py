@@ -330,6 +330,12 @@ def test_too_few_captures_are_said_to_be_too_few(tmp_path):
     run_batch([str(tmp_path / "c")], str(tmp_path / "b"), runtime=Runtime(jobs=1), progress=False)
     t = trend_json(tmp_path / "b")
     assert "too few" in t["groups"][0]["verdict"] and t["changes"] == []
+    # the gate judges nothing it says it cannot tell: inconclusive (9), not passed (new-user trial 49 item 3)
+    gated = run_cli("trend", tmp_path / "b", "--gate")
+    assert gated.returncode == 9, (gated.returncode, gated.stdout[-300:])
+    assert "gate: inconclusive: no group has a series to judge (each has too few captures to tell" in gated.stdout
+    assert "gate: passed" not in gated.stdout
+    assert trend_json(tmp_path / "b", "--gate", code=9)["groups"][0]["cases"]
 
 
 @pytest.fixture(scope="module")

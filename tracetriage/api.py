@@ -238,10 +238,11 @@ class Trend:
         return bool(self.data["gate"]["regressed"])
 
     def gate_exit(self) -> int:
-        """What trend --gate exits with: 8 regressed, 9 inconclusive (no group had a series to judge), else 0."""
+        """What trend --gate exits with: 8 regressed, 9 inconclusive (no group had a series to judge: none, or
+        each too short without a baseline), else 0."""
         from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSED
-
-        return EXIT_REGRESSED if self.regressed else EXIT_OK if self.groups else EXIT_INCONCLUSIVE
+        judged = self.data["gate"].get("judged", [group["key"] for group in self.groups])  # (older contracts: all)
+        return EXIT_REGRESSED if self.regressed else EXIT_OK if judged else EXIT_INCONCLUSIVE
 
     @property
     def summary(self) -> str:

@@ -173,10 +173,25 @@ def cmd_compare(args) -> int:
     finally:
         if progress:
             progress.close()
-    emit(args, text, result.summary + (f"; {result.gate_line}" if args.gate else ""))
-    if args.gate and not args.output:  # the gate's result in CI logs, as trend --gate's (with -o: in the note)
-        print(f"tracetriage: {result.gate_line}", file=sys.stderr)
-    return result.gate_exit() if args.gate or args.across_devices else EXIT_OK
+    def say():
+        emit(args, text, result.summary + (f"; {result.gate_line}" if args.gate else ""))
+        if args.gate and not args.output:  # the gate's result in CI logs, as trend --gate's (with -o: in the note)
+            print(f"tracetriage: {result.gate_line}", file=sys.stderr)
+
+    return _answer(result.gate_exit() if args.gate or args.across_devices else EXIT_OK, say)
+
+
+def _answer(code: int, say) -> int:
+    """``say()`` (the report) and then ``code``: a reader that goes away before the end (``| head -1``)
+    does not turn a gate's 8 or 9 into 0 (new-user trial 49 item 4: `compare --gate ... | head -1`
+    exited 8 or 0 by the pipe's timing)."""
+    try:
+        say()
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more reaches the reader
+    return code
 
 
 def cmd_mcp(args) -> int:
@@ -216,7 +231,8 @@ def cmd_trend(args) -> int:
         links = os.path.relpath(result.batch_dir, Path(args.output).resolve().parent) if args.output else None
         if is_uri(result.batch_dir):  # tables on object storage: the links name the store
             links = result.batch_dir
-        emit(args, result.render(fmt, links, runtime.cache), result.summary)
+        return _answer(result.gate_exit() if args.gate else EXIT_OK,
+                       lambda: emit(args, result.render(fmt, links, runtime.cache), result.summary))
     return result.gate_exit() if args.gate else EXIT_OK
 
 

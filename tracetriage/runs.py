@@ -20,7 +20,6 @@ Side artifacts (topology, NCCL log, py-spy, serving logs) describe the run and n
 from __future__ import annotations
 
 from tracetriage.errors import UsageError
-from tracetriage.parsers.common import same_span_copies
 
 
 def _overlaps(spans: list[tuple[int, int]]) -> bool:
@@ -39,6 +38,9 @@ def why_not_one_run(traces) -> str | None:
     if len(traces) < 2:
         return None
     names = ", ".join(str(t.path) for t in traces[:4]) + (" ..." if len(traces) > 4 else "")
+    same = same_content([str(t.path) for t in traces])
+    if same:
+        return f"{same[0]} and {same[1]} are not one run: they are copies of one file (the same bytes)"
     formats = sorted({t.format for t in traces})
     if len(formats) > 1:
         return f"{names} are not one run: captures of different profilers ({', '.join(formats)})"
@@ -49,6 +51,8 @@ def why_not_one_run(traces) -> str | None:
         if missing:
             return (f"{names} are not one run as far as they show: {missing[0]} records no capture session time "
                     "(TARGET_INFO_SESSION_START_TIME / ANALYSIS_DETAILS) to match with the others")
+        from tracetriage.parsers.common import same_span_copies  # here: the module imports pandas
+
         copies = same_span_copies([(str(t.path), s) for t, s in zip(traces, spans)])
         if copies:
             first, second, (lo, hi) = copies
@@ -67,6 +71,35 @@ def why_not_one_run(traces) -> str | None:
             return None
         return f"{names} are not one run: their distributedInfo does not name distinct ranks of one job"
     return f"{names} are not one run: separate {fmt} captures"
+
+
+def same_content(paths: list[str]) -> tuple[str, str] | None:
+    """The first two files that hold the same bytes (copies of one capture, whatever the format
+    records), or None. Only files of the same size are read whole (a copy has its original's size;
+    two ranks' exports seldom share a size to the byte); files that cannot be read are left to the case."""
+    import hashlib
+    import os
+
+    sizes: dict[int, list[str]] = {}
+    for path in paths:
+        try:
+            sizes.setdefault(os.path.getsize(path), []).append(path)
+        except OSError:
+            continue
+    for group in (g for g in sizes.values() if len(g) > 1):
+        seen: dict[str, str] = {}
+        for path in group:
+            digest = hashlib.blake2b()
+            try:
+                with open(path, "rb") as fh:
+                    while block := fh.read(1 << 22):
+                        digest.update(block)
+            except OSError:
+                continue
+            if digest.hexdigest() in seen:
+                return seen[digest.hexdigest()], path
+            seen[digest.hexdigest()] = path
+    return None
 
 
 def check_one_run(case) -> None:

@@ -137,6 +137,7 @@ class Gate:
     groups: tuple[str, ...] = ()
     baseline: str | None = None
     rule: str = ""
+    judged: tuple[str, ...] | None = None  # the groups the gate judged (None: a contract from before the key: all)
 
 
 @dataclass(frozen=True, slots=True)
