@@ -46,3 +46,18 @@ def test_a_sync_that_stayed_is_neither_fixed_nor_new():
         assert row["status"] == "persists", (before, after, row["status"], row["decided_by"])
         assert "left the step" not in row["decided_by"]
         assert "new: host_sync_per_step" not in data["summary"]
+
+
+def test_the_graph_footnote_is_shown_only_beside_na_cells():
+    """The compare page's 'n/a on a graph-level capture' note under the kernels table was printed on
+    a pair without graph replays (the real 2xH100 mfu pair), where no cell is n/a."""
+    from conftest import ROOT, run_cli
+
+    note = "n/a on a graph-level capture"
+    real = ROOT / "samples" / "real" / "nsys"
+    plain = run_cli("compare", real / "nsys2026.2_2xH100_mfu_before.sqlite", real / "nsys2026.2_2xH100_mfu_after.sqlite",
+                    "-f", "html")
+    graph = run_cli("compare", BUNDLES / "eager_decode", BUNDLES / "graph_decode", "-f", "html")
+    assert plain.returncode == graph.returncode == 0
+    assert "Kernels that moved most" in plain.stdout and note not in plain.stdout
+    assert note in graph.stdout and ">n/a<" in graph.stdout
