@@ -246,7 +246,7 @@ def overlapping_groups(paths: list, span) -> list[list]:
     Groups = chains of overlapping ``span(path) -> (lo, hi) | None`` intervals; a file without
     a span is a group of its own, and so is a file whose span is another's to the nanosecond:
     no two processes (or two profiler sessions) begin and end at the same nanosecond, so such
-    files are copies of one capture (:func:`same_span_copies`), not two parts of one run."""
+    files are copies of one capture (tracetriage/runs.py says so by name), not two parts of one run."""
     spans = sorted(((span(p) or (0, -1)), str(p), p) for p in paths)
     copies = {s for s, n in Counter(s for s, _, _ in spans).items() if n > 1 and s[1] >= s[0]}
     groups: list[list] = []
@@ -262,17 +262,3 @@ def overlapping_groups(paths: list, span) -> list[list]:
             groups.append(chain)
             end = hi if hi >= lo else None
     return groups
-
-
-def same_span_copies(named_spans: list[tuple[str, tuple[int, int] | None]]) -> tuple[str, str, tuple[int, int]] | None:
-    """The first two names whose spans are equal to the nanosecond (copies of one capture) and
-    that span, or None."""
-    seen: dict[tuple[int, int], str] = {}
-    for name, s in named_spans:
-        if s is None:
-            continue
-        s = tuple(s)
-        if s in seen:
-            return seen[s], name, s
-        seen[s] = name
-    return None

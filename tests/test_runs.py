@@ -94,7 +94,8 @@ def test_copies_of_one_export_are_not_one_run_in_analyze_or_batch(tmp_path):
 
 
 def test_overlapping_groups_keeps_equal_spans_apart_and_chains_the_rest():
-    from tracetriage.parsers.common import overlapping_groups, same_span_copies
+    from tracetriage.parsers.common import overlapping_groups
+    from tracetriage.runs import same_span_copies
 
     spans = {"r0": (0, 10), "copyA": (2, 8), "copyB": (2, 8), "r1": (5, 12), "late": (20, 30), "none": None}
     groups = overlapping_groups(list(spans), spans.get)

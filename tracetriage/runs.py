@@ -51,8 +51,6 @@ def why_not_one_run(traces) -> str | None:
         if missing:
             return (f"{names} are not one run as far as they show: {missing[0]} records no capture session time "
                     "(TARGET_INFO_SESSION_START_TIME / ANALYSIS_DETAILS) to match with the others")
-        from tracetriage.parsers.common import same_span_copies  # here: the module imports pandas
-
         copies = same_span_copies([(str(t.path), s) for t, s in zip(traces, spans)])
         if copies:
             first, second, (lo, hi) = copies
@@ -73,6 +71,19 @@ def why_not_one_run(traces) -> str | None:
     return f"{names} are not one run: separate {fmt} captures"
 
 
+def same_span_copies(named_spans: list[tuple[str, tuple[int, int] | None]]) -> tuple[str, str, tuple[int, int]] | None:
+    """The first two names whose spans are equal to the nanosecond (copies of one capture) and
+    that span, or None (batch keeps such files apart: parsers/common.overlapping_groups)."""
+    seen: dict[tuple[int, int], str] = {}
+    for name, span in named_spans:
+        if span is not None:
+            span = tuple(span)
+            if span in seen:
+                return seen[span], name, span
+            seen[span] = name
+    return None
+
+
 def same_content(paths: list[str]) -> tuple[str, str] | None:
     """The first two files that hold the same bytes (copies of one capture, whatever the format
     records), or None. Only files of the same size are read whole (a copy has its original's size;
@@ -89,16 +100,14 @@ def same_content(paths: list[str]) -> tuple[str, str] | None:
     for group in (g for g in sizes.values() if len(g) > 1):
         seen: dict[str, str] = {}
         for path in group:
-            digest = hashlib.blake2b()
             try:
                 with open(path, "rb") as fh:
-                    while block := fh.read(1 << 22):
-                        digest.update(block)
+                    digest = hashlib.file_digest(fh, "blake2b").hexdigest()
             except OSError:
                 continue
-            if digest.hexdigest() in seen:
-                return seen[digest.hexdigest()], path
-            seen[digest.hexdigest()] = path
+            if digest in seen:
+                return seen[digest], path
+            seen[digest] = path
     return None
 
 
