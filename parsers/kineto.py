@@ -187,21 +187,34 @@ def _correlate_by_flow(ev: pd.DataFrame, flows: pd.DataFrame) -> None:
         ev.iloc[rows[hit], ev.columns.get_loc("correlation")] = found[hit]
 
 
-def _check_device(path: str, warnings: list, no_gpu: bool, no_launches: bool, other_devices: dict) -> None:
+def _check_device(path: str, warnings: list, no_gpu: bool, no_launches: bool, other_devices: dict,
+                  seen: tuple[int, int]) -> None:
     """Refuse a trace whose device work is of a device this tool does not model (MTIA, HPU, XPU, a
     PrivateUse1 backend): nothing on a CUDA/ROCm GPU, or GPU rows without one CUDA/HIP launch
     call beside that device's runtime (an XPU's kernels share the ``kernel`` category). A trace
-    with no device activity at all is CPU-only. Beside CUDA/ROCm work, such events are left out,
-    with a warning."""
+    with no device activity is empty (no events), untimed (metadata, instants or flows only) or
+    CPU-only (timed host events), each said as such. Beside CUDA/ROCm work, another device's
+    events are left out, with a warning. ``seen``: the timed and untimed events the file held."""
     devices = sorted({OTHER_DEVICE_CATS[c] for c in other_devices})
     counts = ", ".join(f"{n:,} {c}" for c, n in sorted(other_devices.items()))
     if devices and (no_gpu or no_launches):
         raise UnsupportedInputError(path, f"a device this tool does not model yet: {', '.join(devices)} "
                                           f"({counts} events; it models CUDA and ROCm GPUs)")
     if no_gpu:
-        raise MissingDataError(path, "nothing to analyze: CPU-only profiler trace (no kernel, memcpy or memset events)")
+        raise MissingDataError(path, "nothing to analyze: " + _no_device_work(*seen))
     if devices:
         warnings.append(f"{counts} events of a device this tool does not model yet ({', '.join(devices)}) left out")
+
+
+def _no_device_work(timed: int, untimed: int) -> str:
+    """What a trace without one kernel, memcpy or memset holds, in words, with the capture that
+    would give the tool something to read."""
+    capture = "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (ROCm builds too)"
+    if not timed and not untimed:
+        return "an empty profiler trace (its traceEvents array holds no events)"
+    if not timed:
+        return f"a profiler trace without timed events ({untimed:,} metadata, instant or flow events only)"
+    return f"CPU-only profiler trace ({timed:,} timed host events, no kernel, memcpy or memset events): {capture}"
 
 
 def _events(trace: Trace, doc: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, Events]:
@@ -261,6 +274,7 @@ def parse(path: str) -> Trace:
     trace = Trace(path=str(path), format="kineto")
     ev, ops, flows, events = _events(trace, doc)
     legacy, other_devices, untyped_shapes = sorted(events.legacy), dict(events.other_devices), events.untyped_shapes
+    seen = events.timed, events.untimed
     del events
     trace.meta["clock_resolution_ns"] = ev.attrs.get("clock_resolution_ns", 1)
     _document_meta(trace, doc)
@@ -268,7 +282,7 @@ def parse(path: str) -> Trace:
     api_ev = ev[ev["cat"].isin(API_CATS)]
     rng_ev = ev[ev["cat"].isin(RANGE_CATS)]
     del ev
-    _check_device(path, trace.warnings, gpu_ev.empty, api_ev.empty, other_devices)
+    _check_device(path, trace.warnings, gpu_ev.empty, api_ev.empty, other_devices, seen)
 
     a_pid, a_corr = _ints(api_ev["pid"], 0), _ints(api_ev["correlation"], -1)
     a_name = _used(api_ev["name"].array)

@@ -111,6 +111,9 @@ class Events:
         self.other_devices: dict[str, int] = {}  # category of a device not modelled -> events
         # CPU->GPU flow events: (is start, pid, tid, id) four int64 apiece, and ts µs
         self.flow_ints, self.flow_ts = array("q"), array("d")
+        # events seen, kept or not: complete ("X") ones and the rest (metadata, instants, flows), so a
+        # trace that keeps nothing is told apart as empty, untimed or CPU-only
+        self.timed = self.untimed = 0
 
     def __len__(self):
         return len(self.cat)
@@ -131,9 +134,11 @@ class Events:
             return
         ph = e.get("ph")
         if ph != "X":
+            self.untimed += 1
             if ph == "s" or ph == "f":
                 self.add_flow(e)
             return
+        self.timed += 1
         cat = e.get("cat")
         if type(cat) is not str:
             return

@@ -254,8 +254,26 @@ def test_device_events_beside_cuda_work_are_left_out_with_a_warning(tmp_path):
 
 def test_a_trace_without_device_activity_is_still_cpu_only(tmp_path):
     doc = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]}
-    with pytest.raises(MissingDataError, match="CPU-only"):
+    with pytest.raises(MissingDataError, match="CPU-only") as info:
         open_case([_write(tmp_path, "cpu.json.gz", doc)])
+    assert "1 timed host events" in str(info.value) and "ProfilerActivity.CUDA" in str(info.value)
+
+
+@pytest.mark.parametrize("events, said", [
+    ([], "an empty profiler trace"),
+    ([{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
+      {"ph": "i", "name": "mark", "pid": 1, "tid": 1, "ts": 3, "s": "t"}], "without timed events (2 metadata"),
+])
+def test_a_trace_that_holds_no_activity_is_not_called_cpu_only(tmp_path, events, said):
+    """Trial 49 item 4: an empty events array, or one of metadata only, was "CPU-only profiler
+    trace": it holds no CPU activity either. Both still exit 4 (nothing to analyze), saying what the
+    file holds; the plain and the tolerant reader (NaN makes the file non-strict JSON) agree."""
+    for name, text in (("plain.json", json.dumps({"traceEvents": events})),
+                       ("nonstrict.json", json.dumps({"traceEvents": events, "x": float("nan")}))):
+        (tmp_path / name).write_text(text)
+        proc = run_cli("analyze", tmp_path / name)
+        assert proc.returncode == 4 and said in proc.stderr, (name, proc.stderr)
+        assert "CPU-only" not in proc.stderr and "Traceback" not in proc.stderr
 
 
 # --- rocprof v1 results.db ------------------------------------------------------------------------
