@@ -290,7 +290,8 @@ def test_workload_kind_from_what_runs(names, by_op, workload, kind):
 def test_pipeline_sendrecv_is_told_about_bubbles_and_the_schedule():
     from tracetriage.analyzers import catalog
 
-    found = catalog.make("collective_dominant", 30.0, {"op": "SendRecv", "share": "30%", "ranks": "4 ranks",
+    found = catalog.make("collective_dominant", 30.0, {"op": "SendRecv", "ops": "SendRecv", "takes": "takes",
+                                                       "share": "30%", "ranks": "4 ranks",
                                                        "claimed": "25%", "topo_cmd": "rocm-smi --showtopo",
                                                        "bench": "rccl-tests", "fabric": "XGMI", "lib": "RCCL",
                                                        "profiler": "rocprofv3"},

@@ -33,6 +33,9 @@ THRESHOLDS = {
                                        "is named even when the collectives are under the dominant line: 2% is the "
                                        "smallest impact graded above info (evidence.severity_for), the least that "
                                        "keeps a capture from being called healthy")),
+    "collective_op_named_min_pct": (10.0, ("the headline's share is the sum over every collective op: an op holding at "
+                                           "least a tenth of the collective time is named beside the top one (FSDP's "
+                                           "ReduceScatter beside its AllGather), so the share is not read as one op's")),
 }
 
 # the words that name a vendor's tools: the fields every collective text is filled with
@@ -218,7 +221,8 @@ def rule_collective_dominant(ctx: Context):
                                                       f"{WORKLOAD_WORDS.get(workload.kind, 'not known')} ({workload.why})"),
     ]
     skew = ctx.data.get("collective_skew")
-    fields = {"op": top_op, "share": pct(mean_share), "ranks": ranks, "claimed": pct(impact), **vendor_words(ctx)}
+    fields = {"op": top_op, **_ops_words(ops[1].value), "share": pct(mean_share), "ranks": ranks,
+              "claimed": pct(impact), **vendor_words(ctx)}
     variant = workload.kind
     if isinstance(skew, CollectiveSkew) and skew.matched:
         evidence += _skew_evidence(skew)
@@ -236,6 +240,24 @@ def _collectives_read(ctx: Context, devices: list):
     by_op = ops[1].value
     top_op = max(by_op, key=by_op.get) if by_op else "collectives"
     return ops, top_op, plural(len(devices), "rank"), collective_workload(ctx.case, by_op, ctx.kind.get("workload"))
+
+
+def _ops_words(by_op: dict[str, float]) -> dict:
+    """The collective ops that make up the share a headline states, in words (``ops``), with the verb that agrees
+    (``takes``): the op with most time and every other holding at least ``collective_op_named_min_pct`` of the
+    collective time, most first; the generic kernels whose call the trace does not record ("Collective") last, as
+    such, when a named op is there too. One op reads as before ("AllReduce takes")."""
+    total = sum(by_op.values())
+    if not total:
+        return {"ops": "collectives", "takes": "take"}
+    top = max(by_op, key=by_op.get)
+    kept = [op for op in sorted(by_op, key=by_op.get, reverse=True)
+            if op == top or 100.0 * by_op[op] / total >= t("collective_op_named_min_pct")]
+    named = [op for op in kept if op != "Collective"]
+    words = named + (["collectives whose call the trace does not record"] if named and "Collective" in kept else [])
+    words = words or kept
+    text = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    return {"ops": text, "takes": "takes" if len(words) == 1 else "take"}
 
 
 def _late_rank_wait(ctx: Context, devices: list, mean_share: float):
@@ -264,8 +286,8 @@ def _late_rank_wait(ctx: Context, devices: list, mean_share: float):
                                                       f"{WORKLOAD_WORDS.get(workload.kind, 'not known')} ({workload.why})"),
         *_skew_evidence(skew),
     ]
-    fields = {"op": top_op, "share": pct(mean_share), "ranks": ranks, "claimed": pct(impact), **vendor_words(ctx),
-              **_skew_fields(skew)}
+    fields = {"op": top_op, **_ops_words(ops[1].value), "share": pct(mean_share), "ranks": ranks,
+              "claimed": pct(impact), **vendor_words(ctx), **_skew_fields(skew)}
     return catalog.make("collective_dominant", impact, fields, evidence, severity=severity_for(impact),
                         denominator=window_denominator(ctx), kind=ctx.kind, entry="collective_dominant_late_rank")
 
@@ -356,7 +378,8 @@ RULES = [
          reads=("topology", "nccl", "devices", "collective_skew", "kind"), thresholds=("skew_wait_share_min_pct",),
          entries=("cross_island_collective_nccl",)),
     Rule("collective_dominant", "throughput", rule_collective_dominant, reads=("devices", "collective_skew", "kind"),
-         thresholds=("collective_share_min_pct", "skew_wait_share_min_pct", "skew_wait_window_min_pct"),
+         thresholds=("collective_share_min_pct", "skew_wait_share_min_pct", "skew_wait_window_min_pct",
+                     "collective_op_named_min_pct"),
          entries=("collective_dominant_late_rank",),
          suppressed_by=("cross_island_collective",)),  # the cause is named; its finding carries the collective evidence
     Rule("nccl_errors", "trace", rule_nccl_errors, reads=("nccl",)),
