@@ -20,6 +20,7 @@ from tracetriage.records.compare import (
     DeviceSide,
     FindingEvidence,
     KernelRate,
+    LongSteps,
     Metric,
     MovedKernel,
     Mover,
@@ -187,6 +188,7 @@ class StepTimeView:
     p99_ci_low: str | None
     p99_ci_high: str | None
     p99_words: str
+    long_words: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,8 +434,19 @@ def _step_time(rank: StepTime, threshold_pct: float) -> StepTimeView:
         status=str(rank.status), p99_status=str(rank.p99_status),
         before_steps=str(rank.before_count), after_steps=str(rank.after_count),
         status_words=noise_words(str(rank.status), *counts),
-        p99_ratio=_ratio(rank.p99_ratio), p99_ci_low=p99_low, p99_ci_high=p99_high,
-        p99_words=noise_words(str(rank.p99_status), *counts))
+        p99_ratio=_ratio(rank.p99_ratio) if rank.p99_ci95 is not None else None, p99_ci_low=p99_low, p99_ci_high=p99_high,
+        p99_words=rank.p99_reason or noise_words(str(rank.p99_status), *counts), long_words=_long_words(rank.long_steps))
+
+
+def _long_words(long: LongSteps | None) -> str | None:
+    """A rank's long steps in the words of the summary: ``3/400 -> 5/60 over 64.82 ms (3x the before p50),
+    Fisher p=0.0013, 3.277 -> 35.25 ms per step above the before p50: regressed``; None when no step is
+    long on either side."""
+    if long is None or not (long.before or long.after):
+        return None
+    return (f"{long.before}/{long.before_steps} -> {long.after}/{long.after_steps} over {long.cutoff_ns / 1e6:.4g} ms "
+            f"(3x the before p50), Fisher p={long.p_value:.2g}, {long.before_ms_per_step:.4g} -> "
+            f"{long.after_ms_per_step:.4g} ms per step above the before p50: {long.status}")
 
 
 def _finding(finding: ComparedFinding) -> EvidencedFindingView:

@@ -54,6 +54,22 @@ class Side:
 
 
 @dataclass(frozen=True, slots=True)
+class LongSteps:
+    """A rank's steps over 3x the before p50 (``cutoff_ns``) on each side, their time above the before
+    p50 per step, the Fisher exact test's p of the two rates and the status (analyzers/compare_steps.py)."""
+    cutoff_ns: int = 0
+    before: int = 0
+    before_steps: int = 0
+    after: int = 0
+    after_steps: int = 0
+    before_ms_per_step: float = 0.0
+    after_ms_per_step: float = 0.0
+    p_value: float = 1.0
+    significant: bool = False
+    status: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class StepTime:
     """One rank's step times before and after (ns): counts, p50 and p99, the ratio after/before of each with
     its 95% interval (None: too few steps to test), the Mann-Whitney p, significance and status."""
@@ -75,6 +91,8 @@ class StepTime:
     p99_ci95: list[float] | None = None  # a list: a null interval stays None (not measured)
     p99_significant: bool = False
     p99_status: str = ""
+    p99_reason: str | None = None  # why the p99 is not judged (too few steps), None when judged
+    long_steps: LongSteps | None = None
 
 
 @dataclass(frozen=True, slots=True)
