@@ -266,8 +266,8 @@ def judged_metrics(metrics: list[MetricRow], step: StepVerdict, judged: bool, st
 
 def budget_statuses(step: StepVerdict, metrics: list[MetricRow], serving_judged: bool, rate: WorkRate | None = None,
                     serving: ServingComparison | None = None) -> dict[str, str]:
-    """The budgets the verdict reads: step p50 and p99, the long steps' rate (when measured), the kernel time per call of a pair without
-    steps (over its matched devices), with comparable serving artifacts each serving budget
+    """The budgets the verdict reads: step p50 and p99, the long steps' rate (when measured), the kernel time
+    per call of a pair without steps (over its matched devices), with comparable serving artifacts each serving budget
     measured on both sides (improved, regressed or unchanged), and ``output quality``: regressed when
     quality_regression fired, unchanged when the output lengths were tested and held."""
     budgets = {STEP_P50_BUDGET: step.status, STEP_P99_BUDGET: step.p99_status}
