@@ -34,6 +34,7 @@ class Comparable:
 class Method:
     """How the step times were tested, the noise floor (ms per step; None: not measured) and the level alpha."""
     step_test: str = ""
+    long_step_test: str = ""
     noise_ms_per_step: float | None = None
     alpha: float = 0.0
 
@@ -353,6 +354,7 @@ class ComparisonRecord:
     verdict: str = ""
     summary: str = ""
     comparable: Comparable = Comparable()
+    identical: str | None = None  # "same path" / "same bytes": both sides are one capture
     threshold_pct: float = 0.0
     method: Method = Method()
     before: Side = Side()
