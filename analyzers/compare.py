@@ -29,6 +29,7 @@ step three times shorter makes every remaining cost a bigger share. So, each in 
   two GPUs, each op class and top op against its own device's peaks; the verdict is then
   ``across_devices`` (or ``inconclusive`` with the reason it was refused) and the gate exits 0
   (9 when refused). Without it a pair on different devices stays inconclusive, and says so.
+* **Gate** (analyzers/compare_gate.py): ``--gate``'s exit code and line, read from the contract.
 * **Verdict** (here): ``inconclusive`` (not comparable, or nothing to judge per step, per call or
   per request), else from the budgets (step p50, step p99, kernel time per call and calls per second, the serving
   percentiles and throughput): ``improved``, ``regressed``, ``mixed`` (some better, some worse)
@@ -40,7 +41,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -48,6 +49,14 @@ import numpy as np
 from tracetriage import __version__
 from tracetriage.analyzers.comparability import Comparability, comparability, serving_comparable
 from tracetriage.analyzers.compare_findings import Evidence, FindingContext, FindingRow, finding_rows
+from tracetriage.analyzers.compare_gate import (  # noqa: F401 (compare's gate, importable from here)
+    LONG_STEPS_BUDGET,
+    STEP_P50_BUDGET,
+    STEP_P99_BUDGET,
+    THRESHOLD_PCT,
+    gate_exit,
+    gate_text,
+)
 from tracetriage.analyzers.compare_kernels import kernel_rows
 from tracetriage.analyzers.compare_metrics import (
     METRICS,
@@ -74,7 +83,6 @@ from tracetriage.analyzers.compare_steps import (
 from tracetriage.analyzers.compare_workrate import WorkRate, is_stepless, work_rate
 from tracetriage.analyzers.metrics import LONG_STEP_FACTOR
 from tracetriage.contract import load
-from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSED
 from tracetriage.records.compare import DOUBT_PREFIX
 from tracetriage.records.findings import Finding
 from tracetriage.wording import fmt_ns, ms_text, noise_words, ratio_text, short_middle, speed_words
@@ -83,10 +91,7 @@ if TYPE_CHECKING:  # imported by the pairs that use them: serving blocks on both
     from tracetriage.analyzers.compare_serving import ServingComparison
 
 SCHEMA = "tracetriage.compare/2"
-THRESHOLD_PCT = 5.0  # the practical minimum: a change under 5% of the step is no change (--gate-threshold)
 STEP_PERCENTILES = ("step_p50_ms", "step_p99_ms")
-STEP_P50_BUDGET, STEP_P99_BUDGET = "step p50", "step p99"
-LONG_STEPS_BUDGET = "long steps"  # the rate of steps over 3x the before p50 (compare_steps.long_step_test)
 WORK_RATE_BUDGET = "kernel time per call"
 CALL_RATE_BUDGET = "kernel calls per second"
 QUALITY_BUDGET = "output quality"  # quality_regression: the answers changed with the deploy
@@ -339,126 +344,6 @@ def slo_breaks(before: dict | None, after: dict | None, slo: dict) -> tuple[list
         elif check_before["status"] == "met" and check_after["status"] == "broken":
             broken.append(f"{key}={budget:g}: {ms_text(check_before['measured_ms'])} -> {ms_text(check_after['measured_ms'])}")
     return broken, unmeasured
-
-
-@dataclass(frozen=True, slots=True)
-class GateFinding:
-    """A finding row as the gate reads it: its id, status and what decided it."""
-
-    id: str = ""
-    status: str | None = None
-    decided_by: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class GateLongSteps:
-    """A rank's long steps as the gate reads them (compare_steps.LongSteps' contract)."""
-
-    cutoff_ns: int = 0
-    before: int = 0
-    before_steps: int = 0
-    after: int = 0
-    after_steps: int = 0
-    before_ms_per_step: float = 0.0
-    after_ms_per_step: float = 0.0
-    p_value: float = 1.0
-    status: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class GateStep:
-    """A step row as the gate reads it: the rank and its long steps."""
-
-    rank: int = 0
-    long_steps: GateLongSteps | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GateReading:
-    """What the gate reads of a compare contract (read by its keys): the verdict, the threshold, the
-    budgets' statuses, the broken --slo budgets, the comparability (its reasons), the findings and
-    the step rows' long steps."""
-
-    verdict: str = ""
-    threshold_pct: float = THRESHOLD_PCT
-    budgets: dict[str, str] = field(default_factory=dict)
-    slo_broken: tuple[str, ...] = ()
-    comparable: Comparability = Comparability(False, 0.0, ())
-    findings: tuple[GateFinding, ...] = ()
-    step_time: tuple[GateStep, ...] = ()
-
-    def worse(self) -> list[GateFinding]:
-        """The findings that read ``worse``: their own time grew beyond their threshold."""
-        return [finding for finding in self.findings if finding.status == "worse"]
-
-    def step_regressed(self) -> bool:
-        """A step-level test that is significant and over the threshold says slower: the step p50 or
-        the long steps' rate."""
-        return any(self.budgets.get(name) in ("regressed", "mixed") for name in (STEP_P50_BUDGET, LONG_STEPS_BUDGET))
-
-
-def gate_exit(result: dict | GateReading) -> int:
-    """``--gate``: 0 improved / unchanged / mixed within budgets, 8 regressed, 9 inconclusive.
-    A mixed verdict fails when a step-level test regressed (the step p50, the long steps' rate) or a
-    --slo budget broke; any verdict fails when a finding reads ``worse`` (its own time grew beyond its
-    threshold). Across devices: 0 when the comparison was made, 9 when refused."""
-    reading = load(GateReading, result)
-    verdict = reading.verdict
-    if verdict == "across_devices":
-        return 0
-    if verdict == "inconclusive":
-        return EXIT_INCONCLUSIVE
-    if verdict == "regressed" or reading.slo_broken or reading.worse():
-        return EXIT_REGRESSED
-    if verdict == "mixed" and reading.step_regressed():
-        return EXIT_REGRESSED
-    return 0
-
-
-def gate_text(result: dict | GateReading) -> str:
-    """``compare --gate``'s result in one line, as ``trend --gate`` prints its own: passed, failed
-    (and why: the step verdict, a mixed verdict whose step p50 regressed, a broken --slo budget) or
-    inconclusive, with the exit code :func:`gate_exit` returns."""
-    reading = load(GateReading, result)
-    code = gate_exit(reading)
-    verdict = reading.verdict
-    if code == EXIT_INCONCLUSIVE:
-        why = next((reason for reason in reading.comparable.reasons), "nothing to judge")
-        return f"gate: inconclusive (exit {code}): {why}"
-    if code == EXIT_REGRESSED:
-        reasons = []
-        if verdict == "regressed":
-            regressed = [name for name, status in reading.budgets.items() if status == "regressed"]
-            steps = [name for name in regressed if name.startswith("step ")]
-            others = [name for name in regressed if name not in steps]
-            others = [name for name in others if name != LONG_STEPS_BUDGET]
-            if steps:
-                reasons.append("the after capture regressed beyond the noise and the "
-                               f"{reading.threshold_pct:g}%-of-step threshold")
-            if others:  # a serving budget or the output quality, judged on its own figures
-                reasons.append("regressed: " + ", ".join(others))
-        elif verdict == "mixed" and reading.step_regressed():
-            reasons.append("mixed, and the step p50 is what regressed" if reading.budgets.get(STEP_P50_BUDGET) in
-                           ("regressed", "mixed") else "mixed, and the long steps are what regressed")
-        reasons.extend(_long_step_reasons(reading))
-        reasons.extend(f"finding worse: {finding.id} ({finding.decided_by})" for finding in reading.worse())
-        if reading.slo_broken:
-            reasons.append("SLO broken: " + "; ".join(reading.slo_broken))
-        return f"gate: failed (exit {code}): " + "; ".join(reasons)
-    return f"gate: passed: {verdict}, no budget regressed, no finding worse and no --slo budget broken"
-
-
-def _long_step_reasons(reading: GateReading) -> list[str]:
-    """The ranks whose long steps regressed, with their evidence: ``long steps (over 3x the before p50:
-    64.84 ms) 3/400 -> 5/60 on rank0, Fisher p=0.0013``."""
-    if reading.budgets.get(LONG_STEPS_BUDGET) not in ("regressed", "mixed"):
-        return []
-    rows = [(step.rank, step.long_steps) for step in reading.step_time
-            if step.long_steps is not None and step.long_steps.status == "regressed"]
-    ranks = len(reading.step_time)
-    return [f"long steps (over 3x the before p50: {long.cutoff_ns / 1e6:.4g} ms) {long.before}/{long.before_steps} -> "
-            f"{long.after}/{long.after_steps}" + (f" on rank{rank}" if ranks > 1 else "") + f", Fisher p={long.p_value:.2g}"
-            for rank, long in rows]
 
 
 @dataclass(frozen=True, slots=True)
