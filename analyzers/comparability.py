@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from tracetriage.analyzers.compare_side import Side, devices_text, program_key, serving_figures
 from tracetriage.analyzers.compare_workrate import is_stepless
 from tracetriage.wording import counted
@@ -268,9 +270,9 @@ SAME_PATH, SAME_BYTES = "same path", "same bytes"
 
 def identical(before: Side, after: Side) -> str | None:
     """Whether both sides are one capture: :data:`SAME_PATH` when they read the same files,
-    :data:`SAME_BYTES` when each file of one side has a copy on the other (runs.same_content: the same
-    bytes, as analyze refuses two copies of one capture); None otherwise, or when a file cannot be read
-    (a saved analysis whose capture is gone is judged as the other pairs)."""
+    :data:`SAME_BYTES` when their steps are the same and each file of one side has a copy on the other
+    (runs.same_content: the same bytes, as analyze refuses two copies of one capture); None otherwise, or
+    when a file cannot be read (a saved analysis whose capture is gone is judged as the other pairs)."""
     from tracetriage.runs import same_content
 
     paths_before = sorted(str(source.path) for source in before.record.inputs)
@@ -279,6 +281,9 @@ def identical(before: Side, after: Side) -> str | None:
         return None
     if paths_before == paths_after:
         return SAME_PATH
+    if not before.ranks or len(before.ranks) != len(after.ranks) or not all(
+            np.array_equal(first.durations, second.durations) for first, second in zip(before.ranks, after.ranks)):
+        return None  # a copy has the same steps: files of equal size (nightly exports) are not read whole for nothing
     by_name = sorted(paths_after, key=lambda path: (Path(path).name, path))
     pairs = zip(sorted(paths_before, key=lambda path: (Path(path).name, path)), by_name)
     if all(same_content([first, second]) for first, second in pairs):

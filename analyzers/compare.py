@@ -456,7 +456,7 @@ def _long_step_words(measured: list[StepTimeRow], ranks: int) -> list[str]:
         return []
     row = max(told, key=lambda row: (abs(row.long_steps.after / row.long_steps.after_steps
                                          - row.long_steps.before / row.long_steps.before_steps), -row.rank))
-    return [f"{row.long_steps.text()}: {row.long_status}" + (f" on rank{row.rank} of {ranks}" if ranks > 1 else "")]
+    return [row.long_steps.text() + (f" on rank{row.rank} of {ranks}" if ranks > 1 else "")]
 
 
 def _summary_rank(measured: list[StepTimeRow], verdict: str) -> StepTimeRow:

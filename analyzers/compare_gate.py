@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from tracetriage.analyzers.comparability import Comparability
 from tracetriage.contract import load
 from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSED
+from tracetriage.wording import long_steps_words
 
 THRESHOLD_PCT = 5.0  # the practical minimum: a change under 5% of the step is no change (--gate-threshold)
 STEP_P50_BUDGET, STEP_P99_BUDGET = "step p50", "step p99"
@@ -33,6 +34,7 @@ class GateFinding:
 class GateLongSteps:
     """A rank's long steps as the gate reads them (compare_steps.LongSteps' contract)."""
 
+    factor: float = 0.0
     cutoff_ns: int = 0
     before: int = 0
     before_steps: int = 0
@@ -128,13 +130,11 @@ def gate_text(result: dict | GateReading) -> str:
 
 
 def _long_step_reasons(reading: GateReading) -> list[str]:
-    """The ranks whose long steps regressed, with their evidence: ``long steps (over 3x the before p50:
-    64.84 ms) 3/400 -> 5/60 on rank0, Fisher p=0.0013``."""
+    """The ranks whose long steps regressed, with their evidence: ``long steps 3/400 -> 5/60 over 3x the before
+    p50 (64.82 ms), Fisher p=0.0013, 3.277 -> 35.25 ms per step above the before p50: regressed``."""
     if reading.budgets.get(LONG_STEPS_BUDGET) not in ("regressed", "mixed"):
         return []
     rows = [(step.rank, step.long_steps) for step in reading.step_time
             if step.long_steps is not None and step.long_steps.status == "regressed"]
     ranks = len(reading.step_time)
-    return [f"long steps (over 3x the before p50: {long.cutoff_ns / 1e6:.4g} ms) {long.before}/{long.before_steps} -> "
-            f"{long.after}/{long.after_steps}" + (f" on rank{rank}" if ranks > 1 else "") + f", Fisher p={long.p_value:.2g}"
-            for rank, long in rows]
+    return [long_steps_words(long) + (f" on rank{rank}" if ranks > 1 else "") for rank, long in rows]

@@ -42,7 +42,7 @@ import numpy as np
 from tracetriage.analyzers.comparability import FULL_SAMPLE_STEPS, MIN_STEPS
 from tracetriage.analyzers.compare_side import Rank
 from tracetriage.analyzers.metrics import LONG_STEP_FACTOR
-from tracetriage.wording import WITHIN_NOISE
+from tracetriage.wording import WITHIN_NOISE, long_steps_words
 
 ALPHA = 0.05  # Mann-Whitney U, two-sided
 RESAMPLES = 999  # bootstrap resamples of the median ratio (percentile interval)
@@ -72,6 +72,7 @@ class LongSteps:
     of how many, their time above the before p50 in ms per step, the Fisher exact test's p of the two
     rates, and the change's status."""
 
+    factor: float
     cutoff_ns: int
     before: int
     before_steps: int
@@ -86,13 +87,11 @@ class LongSteps:
         return self.status in ("improved", "regressed")
 
     def text(self) -> str:
-        """``long steps (over 3x the before p50 of 21.61 ms) 3/400 -> 5/60, Fisher p=0.0013``."""
-        return (f"long steps (over {LONG_STEP_FACTOR:g}x the before p50: {self.cutoff_ns / 1e6:.4g} ms) "
-                f"{self.before}/{self.before_steps} -> {self.after}/{self.after_steps}, Fisher p={self.p_value:.2g}, "
-                f"{self.before_ms_per_step:.4g} -> {self.after_ms_per_step:.4g} ms per step above the before p50")
+        """``long steps 3/400 -> 5/60 over 3x the before p50 (64.82 ms), Fisher p=0.0013, ...: regressed``."""
+        return long_steps_words(self)
 
     def to_contract(self) -> dict:
-        return {"cutoff_ns": self.cutoff_ns, "before": self.before, "before_steps": self.before_steps,
+        return {"factor": self.factor, "cutoff_ns": self.cutoff_ns, "before": self.before, "before_steps": self.before_steps,
                 "after": self.after, "after_steps": self.after_steps,
                 "before_ms_per_step": self.before_ms_per_step, "after_ms_per_step": self.after_ms_per_step,
                 "p_value": self.p_value, "significant": self.significant(), "status": self.status}
@@ -245,8 +244,8 @@ def long_step_test(before: np.ndarray, after: np.ndarray, threshold_pct: float) 
         status = "regressed" if rate_change > 0 else "improved"
     else:
         status = WITHIN_NOISE
-    return LongSteps(int(cutoff), int(long_before.size), int(before.size), int(long_after.size), int(after.size),
-                     round(cost_before, 4), round(cost_after, 4), float(f"{p_value:.3g}"), status)
+    return LongSteps(LONG_STEP_FACTOR, int(cutoff), int(long_before.size), int(before.size), int(long_after.size),
+                     int(after.size), round(cost_before, 4), round(cost_after, 4), float(f"{p_value:.3g}"), status)
 
 
 def _excludes_one(interval: tuple[float, float]) -> bool:

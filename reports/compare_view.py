@@ -33,6 +33,7 @@ from tracetriage.wording import (
     counted,
     duration_pair_ms,
     fmt_ns,
+    long_steps_words,
     ms_decimals,
     ms_text,
     noise_words,
@@ -439,14 +440,11 @@ def _step_time(rank: StepTime, threshold_pct: float) -> StepTimeView:
 
 
 def _long_words(long: LongSteps | None) -> str | None:
-    """A rank's long steps in the words of the summary: ``3/400 -> 5/60 over 64.82 ms (3x the before p50),
-    Fisher p=0.0013, 3.277 -> 35.25 ms per step above the before p50: regressed``; None when no step is
-    long on either side."""
+    """A rank's long steps in the words of the summary (wording.long_steps_words); None when no step is long
+    on either side."""
     if long is None or not (long.before or long.after):
         return None
-    return (f"{long.before}/{long.before_steps} -> {long.after}/{long.after_steps} over {long.cutoff_ns / 1e6:.4g} ms "
-            f"(3x the before p50), Fisher p={long.p_value:.2g}, {long.before_ms_per_step:.4g} -> "
-            f"{long.after_ms_per_step:.4g} ms per step above the before p50: {long.status}")
+    return long_steps_words(long)
 
 
 def _finding(finding: ComparedFinding) -> EvidencedFindingView:

@@ -58,6 +58,7 @@ class Side:
 class LongSteps:
     """A rank's steps over 3x the before p50 (``cutoff_ns``) on each side, their time above the before
     p50 per step, the Fisher exact test's p of the two rates and the status (analyzers/compare_steps.py)."""
+    factor: float = 0.0  # a long step is over this many times the before p50
     cutoff_ns: int = 0
     before: int = 0
     before_steps: int = 0
