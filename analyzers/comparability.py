@@ -26,6 +26,7 @@ hardware shape, and how much the rest of their signature agrees.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -279,8 +280,9 @@ def identical(before: Side, after: Side) -> str | None:
     paths_after = sorted(str(source.path) for source in after.record.inputs)
     if not paths_before or len(paths_before) != len(paths_after):
         return None
-    if paths_before == paths_after:
-        return SAME_PATH
+    if paths_before == paths_after or sorted(map(os.path.realpath, paths_before)) == sorted(map(os.path.realpath,
+                                                                                                  paths_after)):
+        return SAME_PATH  # also x against ./x, or a link to it
     if not before.ranks or len(before.ranks) != len(after.ranks) or not all(
             np.array_equal(first.durations, second.durations) for first, second in zip(before.ranks, after.ranks)):
         return None  # a copy has the same steps: files of equal size (nightly exports) are not read whole for nothing

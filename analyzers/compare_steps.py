@@ -11,9 +11,9 @@ the change is at least the threshold. Two captures of one workload always differ
 A change that is not significant is one of two things, never confused: ``unchanged`` when the data
 shows it small (the test resolved a change under the threshold, or the whole 95% interval lies within
 the threshold of 1: 0.95-1.05 at 5%), ``within noise`` when the data cannot tell (the interval
-reaches past the threshold and includes 1: a p99 of 60 steps is its one or two longest, and a
-resample without them moves it 20x). ``within noise`` is said with the interval and the step counts,
-and is neither better nor worse.
+reaches past the threshold and includes 1: decode_rare_prefill's p99 of 400 steps sits just under its
+4th longest, 3 of them long, and a resample with a 4th long one moves it 20x). ``within noise`` is
+said with the interval and the step counts, and is neither better nor worse.
 
 A p99 is judged only on :data:`P99_MIN_STEPS` steps or more on both sides: under 100 steps numpy's p99
 lies between the longest step and the second longest (at (n - 1) x 0.99 of the sorted steps), so it
