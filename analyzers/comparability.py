@@ -14,7 +14,11 @@ hardware shape, and how much the rest of their signature agrees.
   (x(0.5 + 0.5 overlap)), GPU compute per step further apart than 3x (x0.5: other work per
   step) and the smaller sample: the fewest steps on a rank of either side, x1 from 100 steps on, linear
   down to x0.75 at 5 (60 steps against 400 is judged as 60). The change under test may change the kernels (graphs turned on), and
-  a graph-level capture records replays without their kernels (overlap not measured, and said so).
+  a graph-level capture records replays without their kernels: overlap not measured, x0.9 (a signal
+  missing, held as captures by other tools are). Each reason that lowers the confidence ends with its
+  factor (``: confidence x0.90``).
+* **One capture twice** (:func:`identical`): the same files, or copies of them (the same bytes): said
+  so (``identical``), confidence 1, and every change 0 (compare_steps: one sample twice is unchanged).
 * **Serving** (analyzers/compare_serving.py): a changed model, precision or engine is named (the pair
   stays comparable for latency: another model's answers); input lengths that shifted, or request
   rates further apart than 5%, leave the serving latencies unjudged (the load changed).
@@ -22,9 +26,13 @@ hardware shape, and how much the rest of their signature agrees.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from tracetriage.analyzers.compare_side import Side, devices_text, program_key, serving_figures
 from tracetriage.analyzers.compare_workrate import is_stepless
@@ -40,6 +48,7 @@ SAME_SIGNATURE = "same devices, world size and program"
 REQUEST_RATE_TOLERANCE = 0.05  # serving benchmarks at request rates further apart than this share do not compare
 WORK_RATIO_MAX = 3.0  # GPU compute per step this many times larger on one side: other work per step, not one program's change
 WORK_FACTOR = 0.5  # the confidence left to a pair whose work per step differs that much
+UNMEASURED_OVERLAP_FACTOR = 0.9  # kernel overlap not measured (a graph-level side): a signal missing, as other tools (x0.9)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,13 +59,15 @@ class Comparability:
     ok: bool
     confidence: float
     reasons: tuple[str, ...]
+    identical: str | None = None  # SAME_PATH / SAME_BYTES: both sides are one capture (the contract's ``identical``)
 
     def with_reason(self, reason: str) -> Comparability:
-        return Comparability(self.ok, self.confidence, (*self.reasons, reason))
+        return Comparability(self.ok, self.confidence, (*self.reasons, reason), self.identical)
 
     def refused(self, reason: str) -> Comparability:
         """Not comparable after all, for ``reason`` (named first: it is why nothing is judged)."""
-        return Comparability(False, 0.0, (reason, *(kept for kept in self.reasons if kept != SAME_SIGNATURE)))
+        return Comparability(False, 0.0, (reason, *(kept for kept in self.reasons if kept != SAME_SIGNATURE)),
+                             self.identical)
 
     def to_contract(self) -> dict:
         return {"ok": self.ok, "confidence": self.confidence, "reasons": list(self.reasons)}
@@ -79,21 +90,32 @@ def comparability(before: Side, after: Side, serving: ServingComparison | None =
     """Every check of the pair's signature, in order; the reasons read in that order. ``serving``:
     the serving comparison, whose changed model, precision or engine is named (still comparable)."""
     serving_ok, serving_why = serving_comparable(before, after, serving)
+    same = identical(before, after)
     signals = [_same_devices(before, after), _same_world_size(before, after), _same_program(before, after),
                _enough_steps(before, after, serving_ok), _same_step_ranges(before, after),
                _same_capture_tools(before, after), _kernel_agreement(before, after), _same_work(before, after),
                _sample_size(before, after),
                Signal(reason=serving_why), Signal(reason=serving.identity_reason() if serving else None),
-               _same_capture(before, after)]
+               Signal(reason=None if same is None else identical_text(same))]
     ok, confidence, reasons = True, 1.0, []
     for signal in signals:
         ok = ok and signal.comparable
         confidence *= signal.confidence_factor  # x 1.0 is exact: the product of the factors that differ
         if signal.reason:
-            reasons.append(signal.reason)
+            reasons.append(_with_factor(signal))
+    if ok and same is not None:  # one capture twice: nothing of the signature can differ, nothing to doubt
+        return Comparability(True, 1.0, (identical_text(same),), same)
     if ok and not reasons:
         reasons.append(SAME_SIGNATURE)
-    return Comparability(ok, round(confidence if ok else 0.0, 3), tuple(reasons))
+    return Comparability(ok, round(confidence if ok else 0.0, 3), tuple(reasons), same)
+
+
+def _with_factor(signal: Signal) -> str:
+    """A signal's reason with the factor it puts on the confidence (``: confidence x0.90``), unless it is x1
+    or the reason already says it: each caveat listed says what it cost."""
+    if signal.confidence_factor == 1.0 or "confidence x" in signal.reason:
+        return signal.reason
+    return f"{signal.reason}: confidence x{signal.confidence_factor:.2f}"
 
 
 def _same_devices(before: Side, after: Side) -> Signal:
@@ -198,8 +220,9 @@ def _kernel_agreement(before: Side, after: Side) -> Signal:
     if before.graph_level or after.graph_level:
         which = " and ".join(dict.fromkeys(side.label for side in (before, after) if side.graph_level))
         verb = "are" if before.graph_level and after.graph_level else "is"
-        return Signal(reason=(f"kernel overlap not measured: {which} {verb} a graph-level CUDA-graph capture (replays "
-                               "recorded without their kernels); compared on the rest of the signature"))
+        return Signal(confidence_factor=UNMEASURED_OVERLAP_FACTOR,
+                      reason=(f"kernel overlap not measured: {which} {verb} a graph-level CUDA-graph capture (replays "
+                              "recorded without their kernels); compared on the rest of the signature"))
     overlap = kernel_overlap(before, after)
     if overlap is None:
         return AGREES
@@ -243,11 +266,38 @@ def _sample_size(before: Side, after: Side) -> Signal:
         f"across both sides; under {FULL_SAMPLE_STEPS} a p99 rests on the longest step or two): confidence x{factor:.2f}"))
 
 
-def _same_capture(before: Side, after: Side) -> Signal:
-    paths_before = {str(source.path) for source in before.record.inputs}
-    if paths_before and paths_before == {str(source.path) for source in after.record.inputs}:
-        return Signal(reason="BEFORE and AFTER are the same capture: what differs is only the method's own resampling")
-    return AGREES
+SAME_PATH, SAME_BYTES = "same path", "same bytes"
+
+
+def identical(before: Side, after: Side) -> str | None:
+    """Whether both sides are one capture: :data:`SAME_PATH` when they read the same files,
+    :data:`SAME_BYTES` when their steps are the same and each file of one side has a copy on the other
+    (runs.same_content: the same bytes, as analyze refuses two copies of one capture); None otherwise, or
+    when a file cannot be read (a saved analysis whose capture is gone is judged as the other pairs)."""
+    from tracetriage.runs import same_content
+
+    paths_before = sorted(str(source.path) for source in before.record.inputs)
+    paths_after = sorted(str(source.path) for source in after.record.inputs)
+    if not paths_before or len(paths_before) != len(paths_after):
+        return None
+    if paths_before == paths_after or sorted(map(os.path.realpath, paths_before)) == sorted(map(os.path.realpath,
+                                                                                                  paths_after)):
+        return SAME_PATH  # also x against ./x, or a link to it
+    if not before.ranks or len(before.ranks) != len(after.ranks) or not all(
+            np.array_equal(first.durations, second.durations) for first, second in zip(before.ranks, after.ranks)):
+        return None  # a copy has the same steps: files of equal size (nightly exports) are not read whole for nothing
+    by_name = sorted(paths_after, key=lambda path: (Path(path).name, path))
+    pairs = zip(sorted(paths_before, key=lambda path: (Path(path).name, path)), by_name)
+    if all(same_content([first, second]) for first, second in pairs):
+        return SAME_BYTES
+    return None
+
+
+def identical_text(kind: str) -> str:
+    """The one reason an identical pair gets: ``BEFORE and AFTER are the same capture (same bytes): nothing to
+    compare``."""
+    return f"BEFORE and AFTER are the same capture ({kind}): nothing to compare, every change is 0"
+
 
 
 def serving_comparable(before: Side, after: Side, serving: ServingComparison | None = None) -> tuple[bool, str | None]:

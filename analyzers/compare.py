@@ -29,6 +29,7 @@ step three times shorter makes every remaining cost a bigger share. So, each in 
   two GPUs, each op class and top op against its own device's peaks; the verdict is then
   ``across_devices`` (or ``inconclusive`` with the reason it was refused) and the gate exits 0
   (9 when refused). Without it a pair on different devices stays inconclusive, and says so.
+* **Gate** (analyzers/compare_gate.py): ``--gate``'s exit code and line, read from the contract.
 * **Verdict** (here): ``inconclusive`` (not comparable, or nothing to judge per step, per call or
   per request), else from the budgets (step p50, step p99, kernel time per call and calls per second, the serving
   percentiles and throughput): ``improved``, ``regressed``, ``mixed`` (some better, some worse)
@@ -40,7 +41,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -48,6 +49,14 @@ import numpy as np
 from tracetriage import __version__
 from tracetriage.analyzers.comparability import Comparability, comparability, serving_comparable
 from tracetriage.analyzers.compare_findings import Evidence, FindingContext, FindingRow, finding_rows
+from tracetriage.analyzers.compare_gate import (  # noqa: F401 (compare's gate, importable from here)
+    LONG_STEPS_BUDGET,
+    STEP_P50_BUDGET,
+    STEP_P99_BUDGET,
+    THRESHOLD_PCT,
+    gate_exit,
+    gate_text,
+)
 from tracetriage.analyzers.compare_kernels import kernel_rows
 from tracetriage.analyzers.compare_metrics import (
     METRICS,
@@ -61,7 +70,9 @@ from tracetriage.analyzers.compare_metrics import (
 from tracetriage.analyzers.compare_side import Side, devices_text, program_key, round4, serving_figures
 from tracetriage.analyzers.compare_steps import (
     ALPHA,
+    NOT_JUDGED,
     NOT_MEASURED,
+    P99_MIN_STEPS,
     RESAMPLES,
     WITHIN_NOISE,
     StepTimeRow,
@@ -70,8 +81,8 @@ from tracetriage.analyzers.compare_steps import (
     step_test,
 )
 from tracetriage.analyzers.compare_workrate import WorkRate, is_stepless, work_rate
+from tracetriage.analyzers.metrics import LONG_STEP_FACTOR
 from tracetriage.contract import load
-from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSED
 from tracetriage.records.compare import DOUBT_PREFIX
 from tracetriage.records.findings import Finding
 from tracetriage.wording import fmt_ns, ms_text, noise_words, ratio_text, short_middle, speed_words
@@ -80,9 +91,7 @@ if TYPE_CHECKING:  # imported by the pairs that use them: serving blocks on both
     from tracetriage.analyzers.compare_serving import ServingComparison
 
 SCHEMA = "tracetriage.compare/2"
-THRESHOLD_PCT = 5.0  # the practical minimum: a change under 5% of the step is no change (--gate-threshold)
 STEP_PERCENTILES = ("step_p50_ms", "step_p99_ms")
-STEP_P50_BUDGET, STEP_P99_BUDGET = "step p50", "step p99"
 WORK_RATE_BUDGET = "kernel time per call"
 CALL_RATE_BUDGET = "kernel calls per second"
 QUALITY_BUDGET = "output quality"  # quality_regression: the answers changed with the deploy
@@ -134,11 +143,16 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
         "verdict": verdict,
         "summary": summary,
         "comparable": comparable.to_contract(),
+        "identical": comparable.identical,
         "threshold_pct": threshold_pct,
         "method": {
             "step_test": "two-sided Mann-Whitney U on the step durations of each rank, and a percentile bootstrap "
                          f"({RESAMPLES} resamples) of the ratio of medians; significant when p < {ALPHA}, the 95% "
-                         f"interval excludes 1 and the change is at least {threshold_pct:g}% of the step",
+                         f"interval excludes 1 and the change is at least {threshold_pct:g}% of the step; a p99 judged "
+                         f"on {P99_MIN_STEPS} steps or more per side",
+            "long_step_test": f"two-sided Fisher exact test of the rates of steps over {LONG_STEP_FACTOR:g}x the before "
+                              f"p50 (one cutoff for both sides); significant when p < {ALPHA} and their time above the "
+                              f"before p50 moved by at least {threshold_pct:g}% of the before step per step",
             "noise_ms_per_step": round4(noise_ms),
             "alpha": ALPHA,
         },
@@ -225,9 +239,10 @@ def step_verdict(step_rows: list[StepTimeRow], judged: bool) -> StepVerdict:
     the median of their p50 ratios: the ``step`` the findings' conditions read."""
     p50_status = overall([row.status for row in step_rows]) if judged else NOT_MEASURED
     p99_status = overall([row.p99_status for row in step_rows]) if judged else NOT_MEASURED
+    long_status = overall([row.long_status for row in step_rows]) if judged else NOT_MEASURED
     ratios = [row.ratio for row in step_rows if row.ratio is not None]
     return StepVerdict(p50_status, p50_status == "improved", p50_status == "regressed",
-                       float(np.median(ratios)) if ratios else None, p99_status)
+                       float(np.median(ratios)) if ratios else None, p99_status, long_status)
 
 
 def judged_metrics(metrics: list[MetricRow], step: StepVerdict, judged: bool, stepless: bool = False) -> list[MetricRow]:
@@ -239,7 +254,7 @@ def judged_metrics(metrics: list[MetricRow], step: StepVerdict, judged: bool, st
     if not judged:
         return [metric.not_judged() for metric in metrics]
     status_of = {"step_p50_ms": step.status, "step_p99_ms": step.p99_status}
-    step_held = step.status in ("unchanged", WITHIN_NOISE)
+    step_held = step.status in ("unchanged", WITHIN_NOISE) and step.long_status not in ("improved", "regressed")
     out = []
     for metric in metrics:
         if metric.name in STEP_PERCENTILES:
@@ -256,11 +271,13 @@ def judged_metrics(metrics: list[MetricRow], step: StepVerdict, judged: bool, st
 
 def budget_statuses(step: StepVerdict, metrics: list[MetricRow], serving_judged: bool, rate: WorkRate | None = None,
                     serving: ServingComparison | None = None) -> dict[str, str]:
-    """The budgets the verdict reads: step p50 and p99, the kernel time per call of a pair without
-    steps (over its matched devices), with comparable serving artifacts each serving budget
+    """The budgets the verdict reads: step p50 and p99, the long steps' rate (when measured), the kernel time
+    per call of a pair without steps (over its matched devices), with comparable serving artifacts each serving budget
     measured on both sides (improved, regressed or unchanged), and ``output quality``: regressed when
     quality_regression fired, unchanged when the output lengths were tested and held."""
     budgets = {STEP_P50_BUDGET: step.status, STEP_P99_BUDGET: step.p99_status}
+    if step.long_status != NOT_MEASURED:
+        budgets[LONG_STEPS_BUDGET] = step.long_status
     if rate is not None:
         budgets[WORK_RATE_BUDGET] = overall([device.status for device in rate.devices])
         budgets[CALL_RATE_BUDGET] = overall([device.rate_status for device in rate.devices])
@@ -277,8 +294,9 @@ def budget_statuses(step: StepVerdict, metrics: list[MetricRow], serving_judged:
 
 
 def overall_verdict(budgets: dict[str, str], comparable: Comparability) -> tuple[str, Comparability]:
-    """The verdict from the budgets, and the comparability with the reason when nothing was measured."""
-    measured = [status for status in budgets.values() if status != NOT_MEASURED]
+    """The verdict from the budgets (those not judged, a p99 of too few steps, left out), and the
+    comparability with the reason when nothing was measured."""
+    measured = [status for status in budgets.values() if status not in (NOT_MEASURED, NOT_JUDGED)]
     if not comparable.ok:
         return "inconclusive", comparable
     if not measured:
@@ -329,64 +347,6 @@ def slo_breaks(before: dict | None, after: dict | None, slo: dict) -> tuple[list
 
 
 @dataclass(frozen=True, slots=True)
-class GateReading:
-    """What the gate reads of a compare contract (read by its keys): the verdict, the threshold, the
-    budgets' statuses, the broken --slo budgets and the comparability (its reasons)."""
-
-    verdict: str = ""
-    threshold_pct: float = THRESHOLD_PCT
-    budgets: dict[str, str] = field(default_factory=dict)
-    slo_broken: tuple[str, ...] = ()
-    comparable: Comparability = Comparability(False, 0.0, ())
-
-
-def gate_exit(result: dict | GateReading) -> int:
-    """``--gate``: 0 improved / unchanged / mixed within budgets, 8 regressed, 9 inconclusive.
-    A mixed verdict fails when the step p50 is what regressed or a --slo budget broke. Across
-    devices: 0 when the comparison was made, 9 when refused."""
-    reading = load(GateReading, result)
-    verdict = reading.verdict
-    if verdict == "across_devices":
-        return 0
-    if verdict == "inconclusive":
-        return EXIT_INCONCLUSIVE
-    if verdict == "regressed" or reading.slo_broken:
-        return EXIT_REGRESSED
-    if verdict == "mixed" and reading.budgets.get(STEP_P50_BUDGET) == "regressed":
-        return EXIT_REGRESSED
-    return 0
-
-
-def gate_text(result: dict | GateReading) -> str:
-    """``compare --gate``'s result in one line, as ``trend --gate`` prints its own: passed, failed
-    (and why: the step verdict, a mixed verdict whose step p50 regressed, a broken --slo budget) or
-    inconclusive, with the exit code :func:`gate_exit` returns."""
-    reading = load(GateReading, result)
-    code = gate_exit(reading)
-    verdict = reading.verdict
-    if code == EXIT_INCONCLUSIVE:
-        why = next((reason for reason in reading.comparable.reasons), "nothing to judge")
-        return f"gate: inconclusive (exit {code}): {why}"
-    if code == EXIT_REGRESSED:
-        reasons = []
-        if verdict == "regressed":
-            regressed = [name for name, status in reading.budgets.items() if status == "regressed"]
-            steps = [name for name in regressed if name.startswith("step ")]
-            others = [name for name in regressed if name not in steps]
-            if steps:
-                reasons.append("the after capture regressed beyond the noise and the "
-                               f"{reading.threshold_pct:g}%-of-step threshold")
-            if others:  # a serving budget or the output quality, judged on its own figures
-                reasons.append("regressed: " + ", ".join(others))
-        elif verdict == "mixed":
-            reasons.append("mixed, and the step p50 is what regressed")
-        if reading.slo_broken:
-            reasons.append("SLO broken: " + "; ".join(reading.slo_broken))
-        return f"gate: failed (exit {code}): " + "; ".join(reasons)
-    return f"gate: passed: {verdict}, no budget regressed and no --slo budget broken"
-
-
-@dataclass(frozen=True, slots=True)
 class SummaryInputs:
     """What the one-line summary of a comparison reads: the verdict and comparability, the threshold,
     the step rows, the work rate of a pair without steps (None otherwise), the movers, the finding rows,
@@ -413,6 +373,8 @@ def summary_line(summary: SummaryInputs) -> str:
     if verdict == "inconclusive":
         why = next((reason for reason in summary.comparable.reasons), "nothing to judge")
         return f"inconclusive: {why}"
+    if summary.comparable.identical:  # one capture twice: every change is 0, said first
+        return f"{verdict}: the same capture ({summary.comparable.identical}): nothing to compare, every change is 0"
     confidence = summary.comparable.confidence
     # A doubtful pair leads with its doubt: who skims the first words must not read "improved" alone
     doubt = f"{DOUBT_PREFIX} {confidence:.2f}, the captures' signatures differ (see comparable): "
@@ -428,6 +390,7 @@ def summary_line(summary: SummaryInputs) -> str:
                      f"[95% CI {ratio_text(row.ci95[0])}-{ratio_text(row.ci95[1])}]{noise})"
                      + (f" on rank{row.rank} of {ranks} (pid {row.before_pid} -> {row.after_pid})" if ranks > 1 else ""))
         parts.extend(_p99_words(measured, summary.threshold_pct, ranks))
+        parts.extend(_long_step_words(measured, ranks))
     if summary.rate is not None:
         parts.extend(_work_rate_words(summary.rate, summary.metrics))
     moved = [mover_text(mover, summary.threshold_pct, ranks) for mover in summary.movers[:SUMMARY_MOVERS]]
@@ -473,12 +436,27 @@ def _p99_words(measured: list[StepTimeRow], threshold_pct: float, ranks: int) ->
     if not told:
         return []
     row = max(told, key=lambda row: (abs(math.log(max(row.p99_ratio, 1e-9))), -row.rank))
+    on_rank = f" on rank{row.rank} of {ranks}" if ranks > 1 else ""
+    if row.p99_ci95 is None:  # too few steps for a p99: said, not judged
+        return [f"step p99 {ms_text(row.before_p99_ns / 1e6)} -> {ms_text(row.after_p99_ns / 1e6)} "
+                f"{row.p99_reason or row.p99_status}{on_rank}"]
     low, high = row.p99_ci95
     status = (row.p99_status if row.p99_significant
               else noise_words(row.p99_status, row.before_count, row.after_count, threshold_pct))
     return [f"step p99 {ms_text(row.before_p99_ns / 1e6)} -> {ms_text(row.after_p99_ns / 1e6)} (after/before "
             f"{ratio_text(row.p99_ratio)} [95% CI {ratio_text(low)}-{ratio_text(high)}], {status})"
             + (f" on rank{row.rank} of {ranks}" if ranks > 1 else "")]
+
+
+def _long_step_words(measured: list[StepTimeRow], ranks: int) -> list[str]:
+    """The long steps in the summary when they did not hold (no long step on either side, or their cost
+    moved less than the threshold): the rank whose rate moved most, its counts, Fisher p and status."""
+    told = [row for row in measured if row.long_steps is not None and row.long_status != "unchanged"]
+    if not told:
+        return []
+    row = max(told, key=lambda row: (abs(row.long_steps.after / row.long_steps.after_steps
+                                         - row.long_steps.before / row.long_steps.before_steps), -row.rank))
+    return [row.long_steps.text() + (f" on rank{row.rank} of {ranks}" if ranks > 1 else "")]
 
 
 def _summary_rank(measured: list[StepTimeRow], verdict: str) -> StepTimeRow:

@@ -66,7 +66,7 @@ class MetricRow:
         """The row of a step percentile, judged by the step test's ``status``, not by its difference."""
         judged = status in JUDGED_DIRECTIONS
         return replace(self, significant=judged,
-                       direction=status if judged or status in ("unchanged", WITHIN_NOISE) else "n/a")
+                       direction=status if judged or status in ("unchanged", WITHIN_NOISE, "not judged") else "n/a")
 
     def not_judged(self) -> MetricRow:
         return replace(self, direction="not judged", significant=False)

@@ -11,9 +11,26 @@ the change is at least the threshold. Two captures of one workload always differ
 A change that is not significant is one of two things, never confused: ``unchanged`` when the data
 shows it small (the test resolved a change under the threshold, or the whole 95% interval lies within
 the threshold of 1: 0.95-1.05 at 5%), ``within noise`` when the data cannot tell (the interval
-reaches past the threshold and includes 1: a p99 of 60 steps is its one or two longest, and a
-resample without them moves it 20x). ``within noise`` is said with the interval and the step counts,
-and is neither better nor worse.
+reaches past the threshold and includes 1: decode_rare_prefill's p99 of 400 steps sits just under its
+4th longest, 3 of them long, and a resample with a 4th long one moves it 20x). ``within noise`` is
+said with the interval and the step counts, and is neither better nor worse.
+
+A p99 is judged only on :data:`P99_MIN_STEPS` steps or more on both sides: under 100 steps numpy's p99
+lies between the longest step and the second longest (at (n - 1) x 0.99 of the sorted steps), so it
+is the longest step or two, and its interval is theirs; it then reads ``not judged (60 steps; a p99
+needs 100)`` (``p99_reason``), whatever its ratio.
+
+**Long steps** (``long_steps``): the rate of steps over :data:`LONG_STEP_FACTOR` x the *before* p50
+(one cutoff for both sides: prefill_stall's long steps, measured against the before step) on each
+side, tested with a two-sided Fisher exact test (analyzers/ranktest.fisher_p), and their cost, the
+time above the before p50 of those steps in ms per step. A change is ``improved`` / ``regressed``
+when p < :data:`ALPHA` and the cost moved by at least the threshold x the before p50 the same way as
+the rate; ``unchanged`` when no step is long on either side, or the cost moved less than that;
+``within noise`` otherwise. A tail too rare for a p99 of 60 steps to decide (3 long steps of 400 ->
+5 of 60, Fisher p=0.0013) is decided by its rate.
+
+Two identical samples (the same capture, or a copy of it) are no sample of a change: every ratio is
+exactly 1 with the interval [1, 1], p = 1, and every status ``unchanged``.
 """
 
 from __future__ import annotations
@@ -22,9 +39,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tracetriage.analyzers.comparability import MIN_STEPS
+from tracetriage.analyzers.comparability import FULL_SAMPLE_STEPS, MIN_STEPS
 from tracetriage.analyzers.compare_side import Rank
-from tracetriage.wording import WITHIN_NOISE
+from tracetriage.analyzers.metrics import LONG_STEP_FACTOR
+from tracetriage.wording import WITHIN_NOISE, long_steps_words
 
 ALPHA = 0.05  # Mann-Whitney U, two-sided
 RESAMPLES = 999  # bootstrap resamples of the median ratio (percentile interval)
@@ -32,6 +50,7 @@ BOOT_MAX = 1000  # steps per side fed to the bootstrap (evenly spaced); the test
 BOOTSTRAP_SEED = 20261201  # fixed: the same inputs give the same interval
 NOT_MEASURED = "not measured"
 NOT_JUDGED = "not judged"
+P99_MIN_STEPS = FULL_SAMPLE_STEPS  # steps per side a p99 is judged on: under 100 it is the longest step or two
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +63,38 @@ class StepVerdict:
     regressed: bool
     ratio: float | None
     p99_status: str
+    long_status: str = NOT_MEASURED
+
+
+@dataclass(frozen=True, slots=True)
+class LongSteps:
+    """The steps over :data:`LONG_STEP_FACTOR` x the before p50 (``cutoff_ns``) on each side: how many
+    of how many, their time above the before p50 in ms per step, the Fisher exact test's p of the two
+    rates, and the change's status."""
+
+    factor: float
+    cutoff_ns: int
+    before: int
+    before_steps: int
+    after: int
+    after_steps: int
+    before_ms_per_step: float
+    after_ms_per_step: float
+    p_value: float
+    status: str
+
+    def significant(self) -> bool:
+        return self.status in ("improved", "regressed")
+
+    def text(self) -> str:
+        """``long steps 3/400 -> 5/60 over 3x the before p50 (64.82 ms), Fisher p=0.0013, ...: regressed``."""
+        return long_steps_words(self)
+
+    def to_contract(self) -> dict:
+        return {"factor": self.factor, "cutoff_ns": self.cutoff_ns, "before": self.before, "before_steps": self.before_steps,
+                "after": self.after, "after_steps": self.after_steps,
+                "before_ms_per_step": self.before_ms_per_step, "after_ms_per_step": self.after_ms_per_step,
+                "p_value": self.p_value, "significant": self.significant(), "status": self.status}
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +121,18 @@ class StepTimeRow:
     p99_ci95: tuple[float, float] | None = None
     p99_significant: bool = False
     p99_status: str = NOT_MEASURED
+    p99_reason: str | None = None
+    long_steps: LongSteps | None = None
 
     def not_judged(self) -> StepTimeRow:
         """The row of an incomparable pair: its numbers shown, nothing judged on them."""
-        return replace(self, significant=False, status=NOT_JUDGED, p99_significant=False, p99_status=NOT_JUDGED)
+        long_steps = None if self.long_steps is None else replace(self.long_steps, status=NOT_JUDGED)
+        return replace(self, significant=False, status=NOT_JUDGED, p99_significant=False, p99_status=NOT_JUDGED,
+                       long_steps=long_steps)
+
+    @property
+    def long_status(self) -> str:
+        return NOT_MEASURED if self.long_steps is None else self.long_steps.status
 
     def to_contract(self) -> dict:
         return {"rank": self.rank, "before_pid": self.before_pid, "after_pid": self.after_pid,
@@ -83,7 +142,9 @@ class StepTimeRow:
                 "ratio": self.ratio, "ci95": _listed(self.ci95), "p_value": self.p_value,
                 "significant": self.significant, "status": self.status,
                 "p99_ratio": self.p99_ratio, "p99_ci95": _listed(self.p99_ci95),
-                "p99_significant": self.p99_significant, "p99_status": self.p99_status}
+                "p99_significant": self.p99_significant, "p99_status": self.p99_status,
+                "p99_reason": self.p99_reason,
+                "long_steps": None if self.long_steps is None else self.long_steps.to_contract()}
 
 
 def _listed(interval: tuple[float, float] | None) -> list[float] | None:
@@ -128,6 +189,10 @@ def step_test(rank: int, before_rank: Rank, after_rank: Rank, threshold_pct: flo
         after_p99_ns=int(np.percentile(after, 99)) if after.size else None)
     if before.size < MIN_STEPS or after.size < MIN_STEPS or not np.median(before) > 0:
         return row
+    if np.array_equal(before, after):  # one sample twice: nothing moved, and no resampling says otherwise
+        return replace(row, ratio=1.0, ci95=(1.0, 1.0), p_value=1.0, status="unchanged", p99_ratio=1.0,
+                       p99_ci95=(1.0, 1.0), p99_status="unchanged",
+                       long_steps=long_step_test(before, after, threshold_pct))
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     before_sample, after_sample = _spaced(before, BOOT_MAX), _spaced(after, BOOT_MAX)
 
@@ -144,12 +209,43 @@ def step_test(rank: int, before_rank: Rank, after_rank: Rank, threshold_pct: flo
     ci95 = interval(50)
     status = judged_status(ratio, ci95, p_value < ALPHA and _excludes_one(ci95), threshold_pct)
     p99_ratio = float(np.percentile(after, 99) / max(np.percentile(before, 99), 1.0))
-    p99_ci95 = interval(99)
-    p99_status = judged_status(p99_ratio, p99_ci95, _excludes_one(p99_ci95), threshold_pct)
+    fewest = min(before.size, after.size)
+    if fewest < P99_MIN_STEPS:  # the longest step or two: no percentile to test
+        p99_ci95, p99_status = None, NOT_JUDGED
+        p99_reason = f"not judged ({fewest} steps; a p99 needs {P99_MIN_STEPS})"
+    else:
+        p99_ci95 = interval(99)
+        p99_status, p99_reason = judged_status(p99_ratio, p99_ci95, _excludes_one(p99_ci95), threshold_pct), None
     return replace(row, ratio=round(ratio, 4), ci95=ci95, p_value=float(f"{p_value:.3g}"),
                    significant=status in ("improved", "regressed"), status=status,
                    p99_ratio=round(p99_ratio, 4), p99_ci95=p99_ci95,
-                   p99_significant=p99_status in ("improved", "regressed"), p99_status=p99_status)
+                   p99_significant=p99_status in ("improved", "regressed"), p99_status=p99_status,
+                   p99_reason=p99_reason, long_steps=long_step_test(before, after, threshold_pct))
+
+
+def long_step_test(before: np.ndarray, after: np.ndarray, threshold_pct: float) -> LongSteps:
+    """The long steps of both sides against one cutoff, :data:`LONG_STEP_FACTOR` x the before p50: their
+    counts, their time above the before p50 per step, the Fisher exact test of the two rates, and the
+    status (module docstring)."""
+    from tracetriage.analyzers.ranktest import fisher_p
+
+    p50 = float(np.median(before))
+    cutoff = LONG_STEP_FACTOR * p50
+    long_before, long_after = before[before > cutoff], after[after > cutoff]
+    cost_before = float(np.sum(long_before - p50) / before.size / 1e6)
+    cost_after = float(np.sum(long_after - p50) / after.size / 1e6)
+    p_value = fisher_p(long_before.size, before.size, long_after.size, after.size)
+    rate_change = long_after.size / after.size - long_before.size / before.size
+    cost_change = cost_after - cost_before
+    band_ms = threshold_pct / 100.0 * p50 / 1e6
+    if not (long_before.size or long_after.size) or abs(cost_change) < band_ms:
+        status = "unchanged"
+    elif p_value < ALPHA and rate_change * cost_change > 0:
+        status = "regressed" if rate_change > 0 else "improved"
+    else:
+        status = WITHIN_NOISE
+    return LongSteps(LONG_STEP_FACTOR, int(cutoff), int(long_before.size), int(before.size), int(long_after.size),
+                     int(after.size), round(cost_before, 4), round(cost_after, 4), float(f"{p_value:.3g}"), status)
 
 
 def _excludes_one(interval: tuple[float, float]) -> bool:
@@ -175,10 +271,14 @@ def _direction(ratio: float) -> str:
 
 def overall(statuses: list[str]) -> str:
     """The ranks' statuses in one: mixed when some improved and some regressed, within noise when none
-    did and some could not tell, not measured when none was measured."""
+    did and some could not tell, not measured when none was measured, not judged when none of those
+    measured was judged (a p99 of too few steps; those not judged are left out otherwise)."""
     judged = [status for status in statuses if status != NOT_MEASURED]
     if not judged:
         return NOT_MEASURED
+    if all(status == NOT_JUDGED for status in judged):
+        return NOT_JUDGED
+    judged = [status for status in judged if status != NOT_JUDGED]
     up, down = "improved" in judged, "regressed" in judged
     if up or down:
         return "mixed" if up and down else "improved" if up else "regressed"

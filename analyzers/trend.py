@@ -370,7 +370,10 @@ def pair_test(metric: str, compared: Compared) -> str | None:
         return None
     status_key, ratio_key, ci_key = keys
     step = max(tested, key=lambda step: abs(np.log(max(getattr(step, ratio_key), 1e-9))))
-    status, ratio, (low, high) = getattr(step, status_key), getattr(step, ratio_key), getattr(step, ci_key)
+    status, ratio, interval = getattr(step, status_key), getattr(step, ratio_key), getattr(step, ci_key)
+    if interval is None:  # a p99 of too few steps: not judged, and said why
+        return f"compare of the captures either side: after/before {ratio_text(ratio)}, {step.p99_reason or status}"
+    low, high = interval
     words = noise_words(status, step.before_count, step.after_count, compared.threshold_pct)
     return (f"compare of the captures either side: after/before {ratio_text(ratio)} [95% CI {ratio_text(low)}-"
             f"{ratio_text(high)}], {words}")

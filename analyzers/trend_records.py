@@ -165,6 +165,7 @@ class ComparedStep:
     p99_status: str = ""
     p99_ratio: float | None = None
     p99_ci95: tuple[float, float] | None = None
+    p99_reason: str | None = None  # why the p99 is not judged (too few steps)
     before_count: int = 0
     after_count: int = 0
 

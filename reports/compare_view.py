@@ -20,6 +20,7 @@ from tracetriage.records.compare import (
     DeviceSide,
     FindingEvidence,
     KernelRate,
+    LongSteps,
     Metric,
     MovedKernel,
     Mover,
@@ -32,6 +33,7 @@ from tracetriage.wording import (
     counted,
     duration_pair_ms,
     fmt_ns,
+    long_steps_words,
     ms_decimals,
     ms_text,
     noise_words,
@@ -187,6 +189,7 @@ class StepTimeView:
     p99_ci_low: str | None
     p99_ci_high: str | None
     p99_words: str
+    long_words: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,8 +435,16 @@ def _step_time(rank: StepTime, threshold_pct: float) -> StepTimeView:
         status=str(rank.status), p99_status=str(rank.p99_status),
         before_steps=str(rank.before_count), after_steps=str(rank.after_count),
         status_words=noise_words(str(rank.status), *counts),
-        p99_ratio=_ratio(rank.p99_ratio), p99_ci_low=p99_low, p99_ci_high=p99_high,
-        p99_words=noise_words(str(rank.p99_status), *counts))
+        p99_ratio=_ratio(rank.p99_ratio) if rank.p99_ci95 is not None else None, p99_ci_low=p99_low, p99_ci_high=p99_high,
+        p99_words=rank.p99_reason or noise_words(str(rank.p99_status), *counts), long_words=_long_words(rank.long_steps))
+
+
+def _long_words(long: LongSteps | None) -> str | None:
+    """A rank's long steps in the words of the summary (wording.long_steps_words); None when no step is long
+    on either side."""
+    if long is None or not (long.before or long.after):
+        return None
+    return long_steps_words(long)
 
 
 def _finding(finding: ComparedFinding) -> EvidencedFindingView:

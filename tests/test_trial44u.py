@@ -99,11 +99,12 @@ def test_compare_of_tenfold_different_work_per_step_says_its_confidence_is_low()
     ratio = compute_ms("healthy") / compute_ms("eager_decode")
     assert ratio > 3
     comparable = result["comparable"]
-    # x0.5 for the work per step, x0.80 for the smaller sample (eager_decode's 22 steps, issue 32 item 2)
-    assert comparable["ok"] and comparable["confidence"] == 0.398
+    # x0.5 for the work per step, x0.80 for the smaller sample (eager_decode's 22 steps, issue 32 item 2), x0.9 for
+    # the kernel overlap not measured (healthy is a graph-level capture; new-user trial 50)
+    assert comparable["ok"] and comparable["confidence"] == 0.358
     assert any(reason.startswith("compute per step") and f"({ratio:.1f}x)" in reason for reason in comparable["reasons"])
-    assert result["summary"].startswith("low confidence 0.40, the captures' signatures differ (see comparable): improved;")
-    assert "comparable: in doubt (confidence 0.40)" in run_cli("compare", before, after).stdout
+    assert result["summary"].startswith("low confidence 0.36, the captures' signatures differ (see comparable): improved;")
+    assert "comparable: in doubt (confidence 0.36)" in run_cli("compare", before, after).stdout
     same = json.loads(run_cli("compare", BUNDLES / "eager_decode", BUNDLES / "graph_decode", "-f", "json").stdout)
     assert not any(reason.startswith("compute per step") for reason in same["comparable"]["reasons"])
     assert "low confidence" not in same["summary"]

@@ -186,14 +186,14 @@ class Comparison:
     def gate_exit(self) -> int:
         """``compare --gate``'s exit code: 0 improved/unchanged/mixed within budgets (or compared across
         devices), 8 regressed, 9 inconclusive."""
-        from tracetriage.analyzers.compare import gate_exit
+        from tracetriage.analyzers.compare_gate import gate_exit
 
         return gate_exit(self.data)
 
     @property
     def gate_line(self) -> str:
         """``compare --gate``'s result in one line (passed, failed and why, or inconclusive), as trend's."""
-        from tracetriage.analyzers.compare import gate_text
+        from tracetriage.analyzers.compare_gate import gate_text
 
         return gate_text(self.data)
 

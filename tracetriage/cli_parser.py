@@ -187,9 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     compare.add_argument("--step-range", metavar="REGEX", help="NVTX/roctx range name that marks one step")
     compare.add_argument("--gate", action="store_true",
-                         help="exit 8 when the after capture regressed, 9 when the pair cannot be judged (inconclusive), "
+                         help="exit 8 when the after capture regressed (its step p50, or its long steps' rate: Fisher "
+                              "exact test), or a finding reads worse; 9 when the pair cannot be judged (inconclusive); "
                               "0 when improved, unchanged, within noise (not significant) or mixed "
-                              "(a mixed result fails when the step p50 regressed or a "
+                              "(a mixed result fails when the step p50 or the long steps regressed or a "
                               "--slo budget met before is broken after)")
     compare.add_argument("--gate-threshold", type=float, default=5.0, metavar="PCT",
                          help="the smallest step-time change, in %% of the before step, that counts (default 5); "

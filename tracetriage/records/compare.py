@@ -34,6 +34,7 @@ class Comparable:
 class Method:
     """How the step times were tested, the noise floor (ms per step; None: not measured) and the level alpha."""
     step_test: str = ""
+    long_step_test: str = ""
     noise_ms_per_step: float | None = None
     alpha: float = 0.0
 
@@ -51,6 +52,23 @@ class Side:
     step_p50_ms: float | None = None
     graph_level: bool = False
     steps_per_rank: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LongSteps:
+    """A rank's steps over 3x the before p50 (``cutoff_ns``) on each side, their time above the before
+    p50 per step, the Fisher exact test's p of the two rates and the status (analyzers/compare_steps.py)."""
+    factor: float = 0.0  # a long step is over this many times the before p50
+    cutoff_ns: int = 0
+    before: int = 0
+    before_steps: int = 0
+    after: int = 0
+    after_steps: int = 0
+    before_ms_per_step: float = 0.0
+    after_ms_per_step: float = 0.0
+    p_value: float = 1.0
+    significant: bool = False
+    status: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +93,8 @@ class StepTime:
     p99_ci95: list[float] | None = None  # a list: a null interval stays None (not measured)
     p99_significant: bool = False
     p99_status: str = ""
+    p99_reason: str | None = None  # why the p99 is not judged (too few steps), None when judged
+    long_steps: LongSteps | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,6 +355,7 @@ class ComparisonRecord:
     verdict: str = ""
     summary: str = ""
     comparable: Comparable = Comparable()
+    identical: str | None = None  # "same path" / "same bytes": both sides are one capture
     threshold_pct: float = 0.0
     method: Method = Method()
     before: Side = Side()
