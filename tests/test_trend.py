@@ -450,7 +450,8 @@ def test_finding_columns_equal_the_pivot_tables_they_replace():
                           "ms_per_step": np.where(rng.random(rows) < 0.3, np.nan, rng.normal(5, 2, rows))})
         ids = [case for case in cases if rng.random() < 0.8] or cases[:1]
         f = f[f["case_id"].isin(ids)]
-        got = _finding_columns(f, ids)
+        got = _finding_columns(f["case_id"].tolist(), [None if fid is None or fid != fid else fid for fid in f["id"]],
+                               f["ms_per_step"].to_numpy(np.float64), ids)
         if not len(f):
             assert got == {}
             continue
