@@ -159,9 +159,20 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
 
 
 def _failed(failed, names: dict) -> list[dict]:
-    """The cases that failed: each by its name, with batch's error."""
-    return [{"name": names.get(case_id, path), "error": error}
-            for case_id, path, error in zip(failed["case_id"], failed["path"], failed["error"])]
+    """The cases that failed: each by its name, as every case of the trend is named (its path below the
+    archive's common folder, in the form batch recorded it), with batch's error without the path it
+    begins with (``<path>: not a supported input ...``): "zz.sqlite: /abs/nightly/zz.sqlite: ..." named
+    one capture two ways, one of them absolute (new-user trial 50)."""
+    import os
+
+    out = []
+    for case_id, path, error in zip(failed["case_id"], failed["path"], failed["error"]):
+        for given in (path, os.path.normpath(path) if path else path):  # "./bad/x.sqlite" is said "bad/x.sqlite: ..."
+            if given and error.startswith(f"{given}: "):
+                error = error[len(given) + 2:]
+                break
+        out.append({"name": names.get(case_id, path), "error": error})
+    return out
 
 
 def _analyzed(summary, names: dict, order_by: str):

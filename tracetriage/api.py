@@ -249,9 +249,7 @@ class Trend:
         """Each group's verdict, and with ``gate`` the gate's result, in one line."""
         line = "; ".join(group["verdict"] for group in self.groups) or "no group of comparable captures"
         if self.gate:
-            from tracetriage.reports.trend_view import gate_line  # the views only when a gate asks
-
-            line += f"; {gate_line(self.data, True)}"
+            line += f"; {self.gate_line}"  # the views only when a gate asks
         return line
 
     def series_frame(self):
@@ -260,12 +258,21 @@ class Trend:
 
         return series_frame(self.data)
 
+    @property
+    def gate_line(self) -> str:
+        """The gate's result in one line (``gate: failed: ...``, passed or inconclusive), as ``trend --gate``
+        writes it to stderr (or in the -o note): never part of the report itself, as compare's."""
+        from tracetriage.reports.trend_view import gate_line
+
+        return gate_line(self.data, True)
+
     def render(self, fmt: str = "text", links: str | None = None, store=None) -> str:
         """The trend as text, json, md or html; ``links``: the batch folder as the output's links
-        reach it (None: no links to the case reports); ``store``: the analysis cache for compiled templates."""
+        reach it (None: no links to the case reports); ``store``: the analysis cache for compiled templates.
+        The document is the same with and without ``gate`` (its result: :attr:`gate_line`)."""
         from tracetriage.reports.trend import render_trend
 
-        return render_trend(self.data, fmt, links, gate=self.gate, store=store)
+        return render_trend(self.data, fmt, links, store=store)
 
     def to_json(self) -> str:
         return self.render("json")
