@@ -80,6 +80,7 @@ from tracetriage.analyzers.trend_records import (
     Level,
     rounded6,
 )
+from tracetriage.analyzers.trend_table import descending, group_means, is_missing, isin, numbers, starts_with
 from tracetriage.analyzers.trend_verdict import gate, metric_rank, verdict
 from tracetriage.contract import load
 from tracetriage.wording import noise_words, ratio_text
@@ -103,26 +104,24 @@ UNORDERED = ("no order in time: their captures record no start time, and their n
 
 def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, threshold_pct: float = THRESHOLD_PCT,
           baseline: str | None = None, compare_pair=None) -> dict:
-    """The trend of an archive from batch's tables (pandas DataFrames). ``group_by(path)``
-    returns the user's extra group key; ``compare_pair(before_row, after_row)`` returns the
-    compare result of two cases (or None), used at each change."""
-    ok = summary[summary["status"] == "ok"].copy()
-    failed = summary[summary["status"] != "ok"]
+    """The trend of an archive from batch's tables (:class:`trend_table.Table`, coerced by
+    :func:`coerce_tables`). ``group_by(path)`` returns the user's extra group key;
+    ``compare_pair(before_row, after_row)`` returns the compare result of two cases (or None), used
+    at each change; a row is a dict of the summary's columns."""
+    failed = summary.take(summary["status"] != "ok")
     names = case_names(summary)
-    ok["_name"] = ok["case_id"].map(names)
-    has_time = bool(order_by == "time" and "capture_start_ns" in ok and ok["capture_start_ns"].notna().all() and len(ok))
+    ok, has_time = _analyzed(summary, names, order_by)
     order_source = "capture time" if has_time else "case name (natural order)"
     groups_out, changes, ungrouped, regressed_groups = [], [], [], []
     # a case that abstained measured nothing to follow: in no series (it made the others' series unrelated)
-    abstained = ok["headline"].astype(str).str.startswith(ABSTAINED) if "headline" in ok else np.zeros(len(ok), bool)
+    abstained = starts_with(ok["headline"], ABSTAINED) if "headline" in ok else np.zeros(len(ok), bool)
     if abstained.any():
-        ungrouped.append(_abstained_entry(ok[abstained], has_time))
-        ok = ok[~abstained]
-    ok["_key"] = group_keys(ok, group_by)
+        ungrouped.append(_abstained_entry(ok.take(abstained), has_time))
+        ok = ok.take(~abstained)
+    keys = group_keys(ok, group_by)
     fidx = findings if len(findings) else None
-    for key, rows in ok.groupby("_key", sort=True):
-        rows = (rows.sort_values(["capture_start_ns", "_name"], kind="stable") if has_time else
-                rows.iloc[sorted(range(len(rows)), key=lambda i: natural_key(rows["_name"].iloc[i]))])
+    for key in sorted(set(keys)):
+        rows = _in_order(ok.take([i for i, row_key in enumerate(keys) if row_key == key]), has_time)
         label = _group_label(key, group_by is not None)
         cases = [Case(name, case_id, _iso(start_ns) if has_time else None, date_label(name), report)
                  for name, case_id, start_ns, report in zip(rows["_name"], rows["case_id"], rows["capture_start_ns"],
@@ -146,8 +145,7 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
         "method": dict(METHOD),
         "groups": groups_out,
         "ungrouped": ungrouped,
-        "failed": [{"name": names.get(case_id, path), "error": error}
-                   for case_id, path, error in zip(failed["case_id"], failed["path"], failed["error"])],
+        "failed": _failed(failed, names),
         "changes": [change.to_contract() for change in changes],
         "gate": {"regressed": bool(regressed_groups),
                  "groups": regressed_groups,
@@ -158,6 +156,45 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
                  "rule": ("the latest capture against the baseline's level, per budget series" if baseline else
                           "the latest capture in a segment opened by a regressed level shift of a budget series")},
     }
+
+
+def _failed(failed, names: dict) -> list[dict]:
+    """The cases that failed: each by its name, as every case of the trend is named (its path below the
+    archive's common folder, in the form batch recorded it), with batch's error without the path it
+    begins with (``<path>: not a supported input ...``): "zz.sqlite: /abs/nightly/zz.sqlite: ..." named
+    one capture two ways, one of them absolute (new-user trial 50)."""
+    import os
+
+    out = []
+    for case_id, path, error in zip(failed["case_id"], failed["path"], failed["error"]):
+        for given in (path, os.path.normpath(path) if path else path):  # "./bad/x.sqlite" is said "bad/x.sqlite: ..."
+            if given and error.startswith(f"{given}: "):
+                error = error[len(given) + 2:]
+                break
+        out.append({"name": names.get(case_id, path), "error": error})
+    return out
+
+
+def _analyzed(summary, names: dict, order_by: str):
+    """The rows of the cases that were analyzed, each with its name (``_name``), and whether they are
+    ordered by their capture times (every case has one, and ``order_by`` is time)."""
+    ok = summary.take(summary["status"] == "ok")
+    ok["_name"] = _object([names.get(case_id) for case_id in ok["case_id"].tolist()])
+    has_time = bool(order_by == "time" and "capture_start_ns" in ok and not is_missing(ok["capture_start_ns"]).any()
+                    and len(ok))
+    return ok, has_time
+
+
+def _in_order(rows, has_time: bool):
+    """A group's rows (in table order, as pandas' groupby kept them) by capture time, then name (a stable
+    sort), or by the names' natural order."""
+    names = rows["_name"].tolist()
+    if has_time:
+        starts = rows["capture_start_ns"].tolist()
+        order = sorted(range(len(rows)), key=lambda i: (starts[i], names[i]))
+    else:
+        order = sorted(range(len(rows)), key=lambda i: natural_key(names[i]))
+    return rows.take(np.array(order, np.int64))
 
 
 METHOD = {"noise": "sigma from the median absolute successive difference / 0.954",
@@ -183,7 +220,7 @@ def _why_not_a_series(rows, group_by, ordered: bool) -> str | None:
     if len(rows) < 2:
         return ("no other capture of this workload "
                 "(device model and count, world size, program" + (", group" if group_by else "") + ")")
-    if not ordered and not names_in_sequence(list(rows["_name"])):
+    if not ordered and not names_in_sequence(rows["_name"].tolist()):
         return UNORDERED
     return None
 
@@ -193,7 +230,7 @@ def _group(key, label: str, rows, cases: list[Case], fidx, kernels, threshold_pc
     """One group's contract entry, its changes (causes attached, in capture order) and whether its
     latest capture regressed."""
     series = _series(rows, fidx, kernels)
-    step_p50 = float(np.nanmedian(rows["step_p50_ms"].to_numpy(np.float64))) if rows["step_p50_ms"].notna().any() else None
+    step_p50 = float(np.nanmedian(rows["step_p50_ms"])) if not np.isnan(rows["step_p50_ms"]).all() else None
     group_changes = _group_changes(label, rows, cases, series, step_p50, threshold_pct)
     group_changes = _with_causes(group_changes, rows, compare_pair)
     # in capture order, the budgets first at one case
@@ -252,46 +289,71 @@ def _series(g, fidx, kernels) -> dict:
     (:func:`_call_series`). One pass over each table, no per-case lookups."""
     out = {}
     ids = g["case_id"].tolist()
-    has_steps = g["step_p50_ms"].notna().to_numpy() if "step_p50_ms" in g else np.zeros(len(ids), bool)
+    has_steps = ~np.isnan(g["step_p50_ms"]) if "step_p50_ms" in g else np.zeros(len(ids), bool)
     stepless = not has_steps.any()
     for name, (unit, lower) in BASE_SERIES.items():
-        if name in g and g[name].notna().sum() >= 2:
+        if name in g and int((~np.isnan(g[name])).sum()) >= 2:
             # busy % of a window that is the GPU activity itself is no better or worse by itself
-            out[name] = (unit, None if stepless and unit == "%" else lower, g[name].to_numpy(np.float64, na_value=np.nan))
+            out[name] = (unit, None if stepless and unit == "%" else lower, g[name].astype(np.float64))
     if fidx is not None:
-        f = fidx[fidx["case_id"].isin(ids) & (fidx["id"] != "healthy")]
-        for fid, (vals, absent) in _finding_columns(f, ids).items():
+        f = fidx.take(isin(fidx["case_id"], ids) & (fidx["id"] != "healthy"))
+        for fid, (vals, absent) in _finding_columns(f["case_id"].tolist(), f["id"].tolist(), f["ms_per_step"],
+                                                    ids).items():
             out[f"finding:{fid}"] = ("ms/step", True, np.where(absent & has_steps, 0.0, vals))
     if kernels is not None and len(kernels):
-        k = kernels[kernels["case_id"].isin(ids)]
+        k = kernels.take(isin(kernels["case_id"], ids))
         if len(k) and stepless:  # no ms per step without steps: the time per call instead
             out.update(_call_series(k, ids) if "ns_per_call" in k else {})
         elif len(k):
-            per = k.groupby(["case_id", "name"])["ms_per_step"].mean().unstack("name").reindex(ids)
+            per_names, per = _per_case(k["case_id"], k["name"], k["ms_per_step"], ids)
             # a graph-level capture records replays, not the kernels inside them: a kernel it lacks
             # was not measured there (NaN, left out of the search), not absent (0)
-            graph_level = (k.assign(g=k["kind"].astype(str) == "graph").groupby("case_id")["g"].any()
-                           .reindex(ids, fill_value=False).to_numpy(bool)) if "kind" in k else np.zeros(len(ids), bool)
-            top = per.mean().sort_values(ascending=False).head(TOP_KERNELS).index
-            for name in top:
-                vals = per[name].to_numpy(np.float64, na_value=np.nan)
+            if "kind" in k:
+                graphs = {case for case, kind in zip(k["case_id"].tolist(), k["kind"].tolist()) if str(kind) == "graph"}
+                graph_level = np.array([case in graphs for case in ids], bool)
+            else:
+                graph_level = np.zeros(len(ids), bool)
+            for column in descending(_column_means(per))[:TOP_KERNELS]:
+                vals = per[:, column]
                 # a kernel's time alone is neither better nor worse (the work may have moved): "changed"
-                out[f"kernel:{name}"] = ("ms/step", None, np.where(np.isnan(vals) & ~graph_level, 0.0, vals))
+                out[f"kernel:{per_names[column]}"] = ("ms/step", None, np.where(np.isnan(vals) & ~graph_level, 0.0, vals))
     return out
 
 
-def _finding_columns(f, ids: list) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _per_case(cases: np.ndarray, names: np.ndarray, values: np.ndarray, ids: list) -> tuple[list, np.ndarray]:
+    """The names and the (``ids`` x names) means of ``values`` per case and name, NaN where a case has
+    none: ``groupby(["case_id", "name"]).mean().unstack("name").reindex(ids)``."""
+    case_keys, name_keys, means = group_means(cases, names, values)
+    row = {case: i for i, case in enumerate(case_keys)}
+    out = np.full((len(ids), len(name_keys)), np.nan)
+    at = [(j, row[case]) for j, case in enumerate(ids) if case in row]
+    if at:
+        out[[j for j, _ in at]] = means[[i for _, i in at]]
+    return name_keys, out
+
+
+def _column_means(per: np.ndarray) -> np.ndarray:
+    """Each column's mean over the cases, NaN skipped (pandas' ``DataFrame.mean()``: the zero-filled
+    values summed along a row of the transposed block)."""
+    missing = np.isnan(per)
+    counts = (~missing).sum(axis=0)
+    sums = np.ascontiguousarray(np.where(missing, 0.0, per).T).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def _finding_columns(cases: list, fids: list, ms_per_step: np.ndarray, ids: list) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Each finding's ms per step in the cases ``ids`` (the first value a case reported, NaN where it
     reported none) and where the case did not report the finding at all, by finding id in sorted order:
-    those with some value. What ``f.pivot_table(index="case_id", columns="id", values="ms_per_step",
+    those with some value; rows of the findings table as three columns (a row without an id, None, is
+    in no column). What ``f.pivot_table(index="case_id", columns="id", values="ms_per_step",
     aggfunc="first")`` gives (and a pivot of ones for the reported cells), read in one pass over the rows:
     two pivots were 10 ms each per group (tests/test_trend.py compares the two on random tables)."""
     first: dict[str, dict] = {}
     reported: dict[str, set] = {}
-    known = f["id"].notna().to_numpy(bool)
-    values = f["ms_per_step"].to_numpy(np.float64, na_value=np.nan).tolist()
-    for case, fid, value, ok in zip(f["case_id"].tolist(), f["id"].tolist(), values, known.tolist()):
-        if not ok:  # a row without a finding id is in no column
+    values = np.asarray(ms_per_step, np.float64).tolist()
+    for case, fid, value in zip(cases, fids, values):
+        if fid is None or fid != fid:  # a row without a finding id is in no column
             continue
         reported.setdefault(fid, set()).add(case)
         if value == value:  # the first value a case reported, NaN rows skipped (groupby first)
@@ -305,13 +367,14 @@ def _call_series(kernels, ids: list) -> dict:
     case did not list the kernel: no call, no time per call; lower is better): the
     :data:`TOP_KERNELS` listed by the most cases (each case lists its devices' top kernels by
     time), then the longest per call."""
-    measured = kernels[kernels["ns_per_call"].notna()]
-    if not len(measured):
+    ns_per_call = numbers(kernels["ns_per_call"])
+    measured = ~np.isnan(ns_per_call)
+    if not measured.any():
         return {}
-    per = measured.groupby(["case_id", "name"])["ns_per_call"].mean().unstack("name").reindex(ids)
-    top = sorted(per.columns, key=lambda name: (-int(per[name].notna().sum()), -float(np.nanmean(per[name])), name))
-    return {f"kernel_call:{name}": ("ns/call", True, per[name].to_numpy(np.float64, na_value=np.nan))
-            for name in top[:TOP_KERNELS]}
+    names, per = _per_case(kernels["case_id"][measured], kernels["name"][measured], ns_per_call[measured], ids)
+    top = sorted(range(len(names)), key=lambda c: (-int((~np.isnan(per[:, c])).sum()), -float(np.nanmean(per[:, c])),
+                                                   names[c]))
+    return {f"kernel_call:{names[c]}": ("ns/call", True, per[:, c].copy()) for c in top[:TOP_KERNELS]}
 
 
 def _change(group: str, metric: str, unit: str, kind: str, worse: bool | None, last: int | None, first: int,
@@ -334,9 +397,20 @@ def _with_causes(changes: list[Change], g, compare_pair) -> list[Change]:
             out.append(change)
             continue
         if (last, first) not in done:
-            done[(last, first)] = compare_pair(g.iloc[last], g.iloc[first])
+            done[(last, first)] = compare_pair(_row(g, last), _row(g, first))
         comparison = done[(last, first)]
         out.append(_caused(change, comparison) if comparison else change)
+    return out
+
+
+def _row(table, index: int) -> dict:
+    """One case's row of the summary: its columns' values."""
+    return {name: values[index] for name, values in table.columns.items()}
+
+
+def _object(values: list) -> np.ndarray:
+    out = np.empty(len(values), object)
+    out[:] = values
     return out
 
 

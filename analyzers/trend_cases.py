@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import re
 
+import numpy as np
+
 from tracetriage.analyzers.compare_metrics import METRICS
 
 SIGNATURE = ("device_model", "device_count", "world_size", "program")
@@ -66,7 +68,9 @@ def case_paths(summary) -> dict[str, str]:
 def group_keys(ok, group_by=None) -> list[tuple]:
     """Each case's group key: compare's signature (device model and count, world size,
     program), plus ``group_by(path)`` when given."""
-    columns = [ok[k].astype(str).tolist() if k in ok else ["None"] * len(ok) for k in SIGNATURE]
+    from tracetriage.analyzers.trend_table import signature_texts
+
+    columns = [signature_texts(ok[k]) if k in ok else ["None"] * len(ok) for k in SIGNATURE]
     if group_by:
         columns.append([str(group_by(p)) for p in ok["path"]])
     return list(zip(*columns)) if len(ok) else []
@@ -148,10 +152,10 @@ def check_grouping(key: str, group_by, summary, names: dict[str, str], cases: di
     elif all(group_by(str(p)) == NO_TAG for p in summary["path"]):
         raise UsageError(None, f"--group-by {key}: no case folder holds a file {key[4:]!r} "
                                "(tag:FILE reads the first line of FILE beside each capture)")
-    ok = summary[summary["status"] == "ok"]
+    ok = summary.take(summary["status"] == "ok")
     keys = group_keys(ok, group_by)
     if len(keys) > 1 and len(set(keys)) == len(keys) and len(set(group_keys(ok))) < len(keys):
-        path, case_id = str(ok["path"].iloc[0]), ok["case_id"].iloc[0]
+        path, case_id = str(ok["path"][0]), ok["case_id"][0]
         how = (f"the component at {key} of {cases.get(path, path)}: {GROUP_BY_HINT}"
                if key.lstrip("-").isdigit() else f"its {key[4:]}: every case's differs")
         raise UsageError(None, f"--group-by {key} leaves every case alone in its group, so there is no series: "
@@ -159,31 +163,35 @@ def check_grouping(key: str, group_by, summary, names: dict[str, str], cases: di
 
 
 def coerce_tables(summary, findings, kernels):
-    """The batch tables with every column trend reads coerced to its type (the folder is input
-    like any other: a column of the wrong type becomes missing values, never a crash)."""
-    import pandas as pd
+    """The batch tables (:class:`trend_table.Table`) with every column trend reads coerced to its type
+    (the folder is input like any other: a column of the wrong type becomes missing values, never a crash)."""
+    from tracetriage.analyzers.trend_table import integers, numbers, texts
 
-    def numbers(frame, columns):
+    def coerce(table, kind, columns, missing):
         for column in columns:
-            frame[column] = (pd.to_numeric(frame[column], errors="coerce").astype("float64") if column in frame
-                             else float("nan"))
+            table[column] = kind(table[column]) if column in table else missing(len(table))
 
-    def texts(frame, columns):
-        for column in columns:
-            frame[column] = frame[column].astype("string").fillna("") if column in frame else ""
+    def nan(size):
+        return np.full(size, np.nan)
+
+    def empty(size):
+        out = np.empty(size, object)
+        out[:] = ""
+        return out
+
+    def none(size):
+        return np.full(size, None, object)
 
     summary = summary.copy()
-    numbers(summary, NUMBER_COLUMNS)
-    for column in ("capture_start_ns", "device_count", "world_size"):
-        values = (pd.to_numeric(summary[column], errors="coerce") if column in summary
-                  else pd.Series(float("nan"), index=summary.index))
-        summary[column] = values.where(values.abs() < 2**62).round().astype("Int64")
-    texts(summary, ["case_id", "path", "status", "error", "device_model", "program", "report_json", "report_html"])
+    coerce(summary, numbers, NUMBER_COLUMNS, nan)
+    coerce(summary, integers, ("capture_start_ns", "device_count", "world_size"), none)
+    coerce(summary, texts, ["case_id", "path", "status", "error", "device_model", "program", "report_json", "report_html"],
+           empty)
     findings = findings.copy()
-    numbers(findings, ["ms_per_step"])
-    texts(findings, ["case_id", "id"])
+    coerce(findings, numbers, ["ms_per_step"], nan)
+    coerce(findings, texts, ["case_id", "id"], empty)
     if kernels is not None:
         kernels = kernels.copy()
-        numbers(kernels, ["ms_per_step"])
-        texts(kernels, ["case_id", "name"])
+        coerce(kernels, numbers, ["ms_per_step"], nan)
+        coerce(kernels, texts, ["case_id", "name"], empty)
     return summary, findings, kernels

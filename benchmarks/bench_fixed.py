@@ -10,7 +10,7 @@ install has them) after one warm-up run, and is shown with its floor, run the sa
 - ``--version`` against ``python -c pass`` (the interpreter's own start);
 - ``compare`` of two saved analysis JSON files against a ``json.load`` of the same two files;
 - ``trend`` over a 1,000-case batch archive (benchmarks/bench_trend.py writes it) against reading
-  its three Parquet tables with pandas;
+  its three Parquet tables with pyarrow, as trend reads them (pandas until stop 50);
 - ``analyze`` of the real 2xH100 300 ms export (JSON, and HTML) without the cache, against one
   sqlite3 scan of its kernel and runtime tables;
 - the HTML report of the same export from the analysis cache (its second run), against the same scan;
@@ -125,8 +125,8 @@ def steps(work: Path) -> list[tuple[str, list[str], str, list[str], float | None
          "`json.load` of the two files", [PY, "-c", "import json, sys; [json.load(open(p)) for p in sys.argv[1:]]", *saved],
          0.5),
         ("`trend` over 1,000 batch rows (-f json)", [*TT, "trend", str(archive), "-f", "json", "--no-cache"],
-         "pandas reads the 3 Parquet tables", [PY, "-c", "import pandas, sys; [pandas.read_parquet(p) for p in sys.argv[1:]]",
-                                               *tables], 1.0),
+         "pyarrow reads the 3 Parquet tables",
+         [PY, "-c", "import pyarrow.parquet as pq, sys; [pq.ParquetFile(p).read() for p in sys.argv[1:]]", *tables], 1.0),
         (f"`analyze` {export.name} -f json, no cache", [*TT, "analyze", str(export), "-f", "json", "--no-cache"],
          "sqlite3 scans KERNEL + RUNTIME", floor_scan, 1.0),
         (f"`analyze` {export.name} -o report.html, no cache", [*TT, "analyze", str(export), "-o", html, "--no-cache"],
@@ -158,6 +158,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--markdown", action="store_true", help="print the table as benchmarks/README.md has it")
+    ap.add_argument("--only", metavar="TEXT", help="only the steps whose name holds TEXT (e.g. trend)")
     args = ap.parse_args(argv)
     env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     print(f"load average at the start: {' '.join(f'{load:.1f}' for load in os.getloadavg())} on {os.cpu_count()} cores",
@@ -165,16 +166,19 @@ def main(argv=None) -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for step, cmd, floor, floor_cmd, target in steps(Path(tmp)):
+            if args.only and args.only not in step:
+                continue
             got, base = measure(cmd, env, args.runs), measure(floor_cmd, env, args.runs)
             rows.append((step, got, floor, base, target))
             if not args.markdown:
                 print(f"{step:<72} wall {_span(got['wall'])} s  cpu {_span(got['cpu'])} s  target {target} s: "
                       f"{_met(got, target)} | floor {floor}: wall {_span(base['wall'])} s cpu {_span(base['cpu'])} s",
                       flush=True)
-        with_reports, without = batch_case_cpu(Path(tmp), env, args.runs)
-        rows.append(("a case inside a batch, `--reports all` (median of 8 cases' cpu_seconds)", with_reports,
-                     "the same, `--reports none`", without, 0.2))
-        if not args.markdown:
+        cases = "a case inside a batch, `--reports all` (median of 8 cases' cpu_seconds)"
+        with_reports, without = batch_case_cpu(Path(tmp), env, args.runs) if not args.only or args.only in cases else ({}, {})
+        if with_reports:
+            rows.append((cases, with_reports, "the same, `--reports none`", without, 0.2))
+        if with_reports and not args.markdown:
             print(f"{rows[-1][0]:<72} cpu {_span(with_reports['cpu'])} s  target 0.2 s: {_met(with_reports, 0.2)} | "
                   f"floor {rows[-1][2]}: cpu {_span(without['cpu'])} s", flush=True)
     if args.markdown:

@@ -36,17 +36,18 @@ def series_frame(result: dict | TrendRecord):
     return pd.DataFrame(rows, columns=["group", "case", "time", "label", "metric", "unit", "value"])
 
 
-def render_trend(result: dict, fmt: str, links: str | None = None, gate: bool = False, store=None) -> str:
+def render_trend(result: dict, fmt: str, links: str | None = None, store=None) -> str:
     """The trend in one format: json, html, md or text. ``links``: the batch folder relative to the
-    report (the captures link to their reports); ``gate``: --gate was given, so the reports print the
-    gate's result line; ``store`` (the analysis cache, or None) keeps the HTML's compiled template."""
+    report (the captures link to their reports); ``store`` (the analysis cache, or None) keeps the HTML's
+    compiled template. The reports are the same with and without --gate, as compare's are: the gate's
+    result line is the command's (stderr, or the -o note), never part of the document."""
     if fmt == "json":
         return json.dumps(_clean(result), indent=2, ensure_ascii=False) + "\n"
     from tracetriage.records.trend import read
     from tracetriage.reports.trend_view import series_title, trend_view
 
     trend = read(result)
-    view = trend_view(trend, links, gate)
+    view = trend_view(trend, links)
     if fmt == "html":
         from tracetriage.reports.html import environment
 

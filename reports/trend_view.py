@@ -186,7 +186,7 @@ def order_words(order: str) -> str:
     return f"not ordered: {why.strip()}" if head == "none" else f"ordered by {order}"
 
 
-def trend_view(result: dict | TrendRecord, links: str | None = None, gate: bool = False) -> TrendView:
+def trend_view(result: dict | TrendRecord, links: str | None = None) -> TrendView:
     """The view of one Trend (its contract dict or record), built once for every format. ``links``: the batch
     folder relative to the report, to link each capture to its report; ``gate``: --gate was given."""
     result = read(result)
@@ -194,7 +194,7 @@ def trend_view(result: dict | TrendRecord, links: str | None = None, gate: bool 
         schema=str(result.schema), batch_dir=str(result.batch_dir), order=str(result.order),
         order_words=order_words(str(result.order)), threshold=f"{result.threshold_pct:g}",
         threshold_repr=str(result.threshold_pct),
-        level_shift=str(result.method.level_shift), gate_text=gate_line(result, gate),
+        level_shift=str(result.method.level_shift), gate_text=gate_line(result, False),
         gate_regressed=bool(result.gate.regressed), group_words=counted(len(result.groups), "group"),
         groups=tuple(_group(group, result.changes_of(group), links) for group in result.groups),
         ungrouped=tuple(UngroupedView(str(entry.key), ", ".join(case.name for case in entry.cases), str(entry.reason))

@@ -333,8 +333,8 @@ def test_too_few_captures_are_said_to_be_too_few(tmp_path):
     # the gate judges nothing it says it cannot tell: inconclusive (9), not passed (new-user trial 49 item 3)
     gated = run_cli("trend", tmp_path / "b", "--gate")
     assert gated.returncode == 9, (gated.returncode, gated.stdout[-300:])
-    assert "gate: inconclusive: no group has a series to judge (each has too few captures to tell" in gated.stdout
-    assert "gate: passed" not in gated.stdout
+    assert "gate: inconclusive: no group has a series to judge (each has too few captures to tell" in gated.stderr
+    assert "gate: passed" not in gated.stderr + gated.stdout
     assert trend_json(tmp_path / "b", "--gate", code=9)["groups"][0]["cases"]
 
 
@@ -391,18 +391,19 @@ def test_gate_says_its_result_and_baseline_needs_the_gate(branches):
     plain = run_cli("trend", b, "--group-by", "-2")
     assert plain.returncode == 0 and "gate" not in plain.stdout
     assert "the latest capture is in a regressed segment in: " in plain.stdout
-    failed = run_cli("trend", b, "--group-by", "-2", "--gate")
-    assert failed.returncode == 8 and "gate: failed: the latest capture is in a regressed segment" in failed.stdout
+    failed = run_cli("trend", b, "--group-by", "-2", "--gate")  # the gate line on stderr, as compare --gate's
+    assert failed.returncode == 8 and "tracetriage: gate: failed: the latest capture is in a regressed segment" in failed.stderr
+    assert "gate:" not in failed.stdout
     alone = run_cli("trend", b, "--group-by", "-2", "--baseline", f"dev/{dev[0]}")
     assert alone.returncode == 2 and "add --gate" in alone.stderr and not alone.stdout
     worse = run_cli("trend", b, "--group-by", "-2", "--gate", "--baseline", f"dev/{dev[0]}")
-    assert worse.returncode == 8 and f"gate: failed against baseline dev/{dev[0]}" in worse.stdout
-    assert "1 group without" in worse.stdout  # main has no such capture: not judged, and said so
+    assert worse.returncode == 8 and f"gate: failed against baseline dev/{dev[0]}" in worse.stderr
+    assert "1 group without" in worse.stderr  # main has no such capture: not judged, and said so
     same = run_cli("trend", b, "--group-by", "-2", "--gate", "--baseline", f"dev/{dev[-2]}", "-f", "md")
-    assert same.returncode == 0 and f"gate: passed against baseline dev/{dev[-2]}" in same.stdout.replace("\\", "")
+    assert same.returncode == 0 and f"gate: passed against baseline dev/{dev[-2]}" in same.stderr
     page = branches / "gate.html"
-    assert run_cli("trend", b, "--group-by", "-2", "--gate", "-o", page).returncode == 8
-    assert "gate: failed" in page.read_text()
+    written = run_cli("trend", b, "--group-by", "-2", "--gate", "-o", page)
+    assert written.returncode == 8 and "; gate: failed" in written.stderr  # in the -o note, as compare's
 
 
 def test_chart_titles_use_the_table_labels(branches, tmp_path):
@@ -450,7 +451,8 @@ def test_finding_columns_equal_the_pivot_tables_they_replace():
                           "ms_per_step": np.where(rng.random(rows) < 0.3, np.nan, rng.normal(5, 2, rows))})
         ids = [case for case in cases if rng.random() < 0.8] or cases[:1]
         f = f[f["case_id"].isin(ids)]
-        got = _finding_columns(f, ids)
+        got = _finding_columns(f["case_id"].tolist(), [None if fid is None or fid != fid else fid for fid in f["id"]],
+                               f["ms_per_step"].to_numpy(np.float64), ids)
         if not len(f):
             assert got == {}
             continue

@@ -193,7 +193,7 @@ def _cases(comparisons):
         yield (f"compare {name}", "compare", compare_view(comparison),
                lambda fmt, env=None, comparison=comparison: _render_compare(comparison, fmt, env))
     contract = trend_contract()
-    yield "trend", "trend", trend_view(contract, "../batch", gate=True), lambda fmt, env=None: _render_trend(contract, fmt, env)
+    yield "trend", "trend", trend_view(contract, "../batch"), lambda fmt, env=None: _render_trend(contract, fmt, env)
 
 
 def _render_compare(comparison: dict, fmt: str, env=None) -> str:
@@ -204,8 +204,8 @@ def _render_compare(comparison: dict, fmt: str, env=None) -> str:
 
 def _render_trend(contract: dict, fmt: str, env=None) -> str:
     if env is None:
-        return render_trend(contract, fmt, "../batch", gate=True)
-    return env.get_template(f"trend.{SUFFIX[fmt]}.j2").render(v=trend_view(contract, "../batch", gate=True), charts={})
+        return render_trend(contract, fmt, "../batch")
+    return env.get_template(f"trend.{SUFFIX[fmt]}.j2").render(v=trend_view(contract, "../batch"), charts={})
 
 
 def _missing(kind: str, view, fmt: str, output: str) -> set[str]:

@@ -249,9 +249,7 @@ class Trend:
         """Each group's verdict, and with ``gate`` the gate's result, in one line."""
         line = "; ".join(group["verdict"] for group in self.groups) or "no group of comparable captures"
         if self.gate:
-            from tracetriage.reports.trend_view import gate_line  # the views only when a gate asks
-
-            line += f"; {gate_line(self.data, True)}"
+            line += f"; {self.gate_line}"  # the views only when a gate asks
         return line
 
     def series_frame(self):
@@ -260,12 +258,21 @@ class Trend:
 
         return series_frame(self.data)
 
+    @property
+    def gate_line(self) -> str:
+        """The gate's result in one line (``gate: failed: ...``, passed or inconclusive), as ``trend --gate``
+        writes it to stderr (or in the -o note): never part of the report itself, as compare's."""
+        from tracetriage.reports.trend_view import gate_line
+
+        return gate_line(self.data, True)
+
     def render(self, fmt: str = "text", links: str | None = None, store=None) -> str:
         """The trend as text, json, md or html; ``links``: the batch folder as the output's links
-        reach it (None: no links to the case reports); ``store``: the analysis cache for compiled templates."""
+        reach it (None: no links to the case reports); ``store``: the analysis cache for compiled templates.
+        The document is the same with and without ``gate`` (its result: :attr:`gate_line`)."""
         from tracetriage.reports.trend import render_trend
 
-        return render_trend(self.data, fmt, links, gate=self.gate, store=store)
+        return render_trend(self.data, fmt, links, store=store)
 
     def to_json(self) -> str:
         return self.render("json")
@@ -436,19 +443,16 @@ def _read_batch_file(outdir: Path | str, name: str) -> bytes:
 
 def _read_tables(outdir: Path | str):
     """batch's summary, findings and kernels tables (kernels None when absent), typed for trend."""
-    import io
-
-    import pandas as pd
-
     from tracetriage.analyzers.trend import coerce_tables
+    from tracetriage.analyzers.trend_table import read_table  # pyarrow into numpy: no pandas (~0.3 s of import)
     from tracetriage.errors import TraceFormatError, UsageError
 
     def table(name: str, required: bool = True):
         where = _in_batch(outdir, name)
         if isinstance(where, Path):
-            return pd.read_parquet(where) if required or where.is_file() else None
+            return read_table(where) if required or where.is_file() else None
         try:
-            return pd.read_parquet(io.BytesIO(_read_batch_file(outdir, name)))
+            return read_table(_read_batch_file(outdir, name))
         except TraceFormatError:  # not in the store (other store errors, e.g. unreachable, are said as they are)
             if required:
                 raise
@@ -475,10 +479,10 @@ def _check_analyzed(summary, inputs: list[str], outdir: Path | str) -> None:
 
     if (summary["status"] == "ok").any():
         return
-    failed = summary[summary["status"] != "ok"]
+    failed = summary.take(summary["status"] != "ok")
     if len(failed):  # every case unreadable: the input's problem, as analyze and compare say it (exit 3)
         raise TraceFormatError(str(inputs[0]), f"no case could be analyzed: {len(failed)} failed, the first: "
-                                               f"{failed['error'].iloc[0]} (all: {_in_batch(outdir, 'index.html')})")
+                                               f"{failed['error'][0]} (all: {_in_batch(outdir, 'index.html')})")
     if all(Path(item).is_file() for item in inputs):  # named files none of which is a capture: unreadable input
         raise TraceFormatError(str(inputs[0]), "not a capture tracetriage reads (nor a batch output folder)")
     raise MissingDataError(str(inputs[0]), "nothing to follow over time: no capture found")

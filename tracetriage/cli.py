@@ -231,8 +231,13 @@ def cmd_trend(args) -> int:
         links = os.path.relpath(result.batch_dir, Path(args.output).resolve().parent) if args.output else None
         if is_uri(result.batch_dir):  # tables on object storage: the links name the store
             links = result.batch_dir
-        return _answer(result.gate_exit() if args.gate else EXIT_OK,
-                       lambda: emit(args, result.render(fmt, links, runtime.cache), result.summary))
+
+        def say():
+            emit(args, result.render(fmt, links, runtime.cache), result.summary)
+            if args.gate and not args.output:  # the report alone on stdout (-f json | jq); the gate as compare's
+                print(f"tracetriage: {result.gate_line}", file=sys.stderr)
+
+        return _answer(result.gate_exit() if args.gate else EXIT_OK, say)
     return result.gate_exit() if args.gate else EXIT_OK
 
 
