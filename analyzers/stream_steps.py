@@ -270,7 +270,7 @@ def overlapping(ctx, lo: int, hi: int) -> dict[int, tuple[int, int]]:
         if sel.any():
             out.feed(s[sel], e[sel], key[sel])
 
-    for part in ns.kernel_parts(ctx.db, ctx.strings, ctx.chunk_rows):
+    for part in ns.kernel_parts(ctx.db, ctx.strings, ctx.chunk_rows, ctx.direct):
         feed(part["start"], part["end"], part["device"])
     feed(ctx.small["start"], ctx.small["end"], ctx.small["device"])
     return out.of

@@ -154,10 +154,10 @@ class _Calls:
     string id), each process's window of calls and its blocking calls' ends."""
 
     def __init__(self, db: Database, strings: StringTable, chunk_rows: int, pageable: dict[int, np.ndarray],
-                 lookahead: int, facts=None, hold: bool = True):
+                 lookahead: int, facts=None, hold: bool = True, direct: bool = True):
         self.pageable = pageable  # per process, the sorted correlations of its pageable copies
         self.facts, self.hold = facts, hold  # the step finder's facts (stream_steps.RuntimeFacts) fed; calls held
-        self.stream = ns.in_start_order(ns.api_parts(db, chunk_rows), lookahead=lookahead)
+        self.stream = ns.in_start_order(ns.api_parts(db, chunk_rows, direct), lookahead=lookahead)
         self.strings = strings
         self.watermark: int | None = -(1 << 62)  # every call below it has been read; None: all
         self.known, self.cat_lut, self.name_lut = np.zeros(0, bool), np.zeros(0, np.int8), np.zeros(0, np.int64)
@@ -295,65 +295,76 @@ class _Device:
         self.any_calls = any_calls
 
 
-def analyze_streamed(path: str, lo: int | None = None, hi: int | None = None,
+def analyze_streamed(db: Database, lo: int | None = None, hi: int | None = None,
                      spans: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
                      sync_slack_ns: int = 20_000, min_gap_ns: int = 1, chunk_rows: int = ns.CHUNK_ROWS,
                      lookahead: int = ns.LOOKAHEAD_ROWS, step_range: str | None = None) -> StreamedTrace:
-    """Every device's timeline in the window [lo, hi) and the kernel summary of an nsys export, read in time
+    """Every device's timeline in the window [lo, hi) and the kernel summary of an nsys export (``db``: open for
+    reading, by tracetriage.case.open_export, the one place that opens a user's file), read in time
     chunks of ``chunk_rows`` rows, each row held until ``lookahead`` rows after it are read. Without ``lo``
     and ``hi`` the window and each process's long steps are found from the stream as ``analyze_trace``
     finds them (analyzers/stream_steps.py; ``step_range``: ``--step-range``); given, ``spans`` are each
-    process's long steps (start, end arrays). Raises NotStreamable where it would not equal the whole-table path."""
+    process's long steps (start, end arrays). Raises NotStreamable where it would not equal the whole-table path.
+    Where the b-tree reader steps aside mid-table (ns.SteppedAside), SQLite reads every pass again."""
+    try:
+        ctx = _Context(db, chunk_rows, lookahead, sync_slack_ns, min_gap_ns, direct=True)
+        return _analyze(ctx, lo, hi, spans, step_range)
+    except ns.SteppedAside:
+        ctx = _Context(db, chunk_rows, lookahead, sync_slack_ns, min_gap_ns, direct=False)
+        return _analyze(ctx, lo, hi, spans, step_range)
+
+
+def _analyze(ctx: _Context, lo: int | None, hi: int | None, spans, step_range: str | None) -> StreamedTrace:
     from tracetriage.analyzers import stream_steps as ss
     from tracetriage.memory import release_freed
 
-    with Database(path) as db:
-        ctx = _Context(db, chunk_rows, lookahead, sync_slack_ns, min_gap_ns)
-        if lo is not None and hi is not None:
-            return ctx.timeline(lo, hi, spans or {})
-        ranges = ss.read_step_ranges(db, ctx.strings)
-        facts = ss.RuntimeFacts()
-        named = {int(pid): found for pid in ranges["pid"].unique().tolist()
-                 if (found := ss.st.nvtx_steps(ranges, int(pid), step_range)) is not None}
-        if not any(found.count >= ss.st.MIN_STEPS for found in named.values()):
-            # the window rests on steps inferred from the syncs, or on the GPU activity: the syncs first
-            calls = _Calls(db, ctx.strings, chunk_rows, ctx.pageable, lookahead, facts=facts, hold=False)
-            calls.read_to(None)
-            del calls
-            release_freed()  # the reader thread's arena: its pages back before the next pass
-            ctx.passes.append("runtime")
-            facts.complete = True
-            guess = ss.guess_window(ranges, step_range, facts, ctx.small)
-        else:
-            guess = ss.window_of(named, -(1 << 62), None)
-        kernels, gpu = ss.KernelFacts(), ss.Spans()
-        if guess is None:  # the GPU activity's window: the kernels' facts first
-            ctx.facts_pass(kernels, gpu)
-            release_freed()
-            found = ctx.final(ranges, step_range, facts, kernels, gpu)
+    db, chunk_rows, lookahead = ctx.db, ctx.chunk_rows, ctx.lookahead
+    if lo is not None and hi is not None:
+        return ctx.timeline(lo, hi, spans or {})
+    ranges = ss.read_step_ranges(db, ctx.strings)
+    facts = ss.RuntimeFacts()
+    named = {int(pid): found for pid in ranges["pid"].unique().tolist()
+             if (found := ss.st.nvtx_steps(ranges, int(pid), step_range)) is not None}
+    if not any(found.count >= ss.st.MIN_STEPS for found in named.values()):
+        # the window rests on steps inferred from the syncs, or on the GPU activity: the syncs first
+        calls = _Calls(db, ctx.strings, chunk_rows, ctx.pageable, lookahead, facts=facts, hold=False, direct=ctx.direct)
+        calls.read_to(None)
+        del calls
+        release_freed()  # the reader thread's arena: its pages back before the next pass
+        ctx.passes.append("runtime")
+        facts.complete = True
+        guess = ss.guess_window(ranges, step_range, facts, ctx.small)
+    else:
+        guess = ss.window_of(named, -(1 << 62), None)
+    kernels, gpu = ss.KernelFacts(), ss.Spans()
+    if guess is None:  # the GPU activity's window: the kernels' facts first
+        ctx.facts_pass(kernels, gpu)
+        release_freed()
+        found = ctx.final(ranges, step_range, facts, kernels, gpu)
+        got = ctx.timeline(found.start_ns, found.end_ns, found.spans)
+    else:
+        got = ctx.timeline(guess.start_ns, guess.end_ns, guess.spans, None if facts.complete else facts, kernels, gpu)
+        facts.complete = True
+        found = ctx.final(ranges, step_range, facts, kernels, gpu)
+        if not ss.same_window(found, guess):  # the guess was wrong: again, with the window found
             got = ctx.timeline(found.start_ns, found.end_ns, found.spans)
-        else:
-            got = ctx.timeline(guess.start_ns, guess.end_ns, guess.spans, None if facts.complete else facts, kernels, gpu)
-            facts.complete = True
-            found = ctx.final(ranges, step_range, facts, kernels, gpu)
-            if not ss.same_window(found, guess):  # the guess was wrong: again, with the window found
-                got = ctx.timeline(found.start_ns, found.end_ns, found.spans)
-        got.window, got.passes = found, tuple(ctx.passes)
-        return got
+    got.window, got.passes = found, tuple(ctx.passes)
+    return got
 
 
 class _Context:
     """One export's strings, small tables and settings, for the passes over its kernel and runtime tables."""
 
-    def __init__(self, db: Database, chunk_rows: int, lookahead: int, sync_slack_ns: int, min_gap_ns: int):
-        self.db, self.chunk_rows, self.lookahead = db, chunk_rows, lookahead
+    def __init__(self, db: Database, chunk_rows: int, lookahead: int, sync_slack_ns: int, min_gap_ns: int,
+                 direct: bool = True):
+        self.db, self.chunk_rows, self.lookahead, self.direct = db, chunk_rows, lookahead, direct
         self.sync_slack_ns, self.min_gap_ns = sync_slack_ns, min_gap_ns
         self.strings = StringTable(db)
         self.small, self.pageable = _small_gpu_rows(db)
         self.passes: list[str] = []
 
     def kernel_stream(self):
-        return ns.in_start_order(ns.kernel_parts(self.db, self.strings, self.chunk_rows), lookahead=self.lookahead)
+        return ns.in_start_order(ns.kernel_parts(self.db, self.strings, self.chunk_rows, self.direct), lookahead=self.lookahead)
 
     def facts_pass(self, kernels, gpu) -> None:
         """The kernel table alone, for the phase rules' facts and each process's GPU span."""
@@ -382,7 +393,7 @@ def _timeline_pass(ctx: _Context, lo: int, hi: int, spans: dict, facts, kernel_f
     db, strings, small = ctx.db, ctx.strings, ctx.small
     sync_slack_ns, min_gap_ns = ctx.sync_slack_ns, ctx.min_gap_ns
     edges = np.linspace(lo, hi, tl.TIMELINE_BINS + 1).astype(np.int64)
-    calls = _Calls(db, strings, ctx.chunk_rows, ctx.pageable, ctx.lookahead, facts=facts)
+    calls = _Calls(db, strings, ctx.chunk_rows, ctx.pageable, ctx.lookahead, facts=facts, direct=ctx.direct)
     devices: dict[int, _Device] = {}
     durations: dict[int, ValueCounts] = {}
     n_chunks, taken = 0, 0

@@ -99,3 +99,72 @@ def test_a_failed_allocation_is_the_memory_exit_naming_the_input(monkeypatch):
 def test_the_free_memory_is_read_on_linux():
     free = memory.available_bytes()
     assert free is None or 0 < free < 1 << 50
+
+
+def test_the_streamed_path_reports_a_damaged_export_as_the_whole_table_path_does(tmp_path, monkeypatch):
+    """A page of the kernel or runtime table overwritten (the header and schema intact): the b-tree reader
+    steps aside mid-table, SQLite reads the pass again, and the streamed path ends in the whole-table path's
+    one line and exit code (3, the input's), not in the memory refusal."""
+    import shutil
+    import sys
+
+    from conftest import ROOT
+
+    from tracetriage.parsers import btree
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import shapes
+
+    good = tmp_path / "good.sqlite"
+    shapes.build(good, 20_000, shape="sync2dev")
+    monkeypatch.setattr(btree, "MIN_BYTES", 0)  # the direct reader, as on a large file
+    size = good.stat().st_size
+    for where in (0.3, 0.85):  # a kernel page, a runtime page
+        bad = tmp_path / f"bad{where}.sqlite"
+        shutil.copy(good, bad)
+        with open(bad, "r+b") as handle:
+            handle.seek(int(size * where) // 4096 * 4096)
+            handle.write(b"\xff" * 4096)
+        monkeypatch.setattr(memory, "available_bytes", lambda: 1 << 50)
+        whole = run_cli("analyze", bad, "--no-cache", "-f", "json")
+        monkeypatch.setattr(memory, "available_bytes", lambda: 1)
+        streamed = run_cli("analyze", bad, "--no-cache", "-f", "json")
+        assert whole.returncode == streamed.returncode == 3
+        assert streamed.stderr == whole.stderr == f"tracetriage: error: {bad}: query failed: database disk image is malformed\n"
+        assert streamed.stdout == ""
+
+
+def test_the_streamed_path_opens_the_export_read_only_and_creates_nothing_beside_it(tmp_path, monkeypatch):
+    import os
+    import shutil
+
+    trace = tmp_path / "trace.sqlite"
+    shutil.copy(TRACE, trace)
+    os.chmod(trace, 0o444)
+    before = (sorted(os.listdir(tmp_path)), trace.stat().st_mtime_ns)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 1)
+    proc = run_cli("analyze", trace, "--no-cache", "-f", "json")
+    assert proc.returncode == 0 and '"analysis": "streamed"' in proc.stdout, proc.stderr
+    assert (sorted(os.listdir(tmp_path)), trace.stat().st_mtime_ns) == before
+
+
+def test_open_export_refuses_what_open_case_refuses_in_one_line(tmp_path):
+    """tracetriage.case.open_export, the streamed path's opening place: the input errors open_case gives."""
+    import pytest
+
+    from tracetriage.case import open_export
+    from tracetriage.errors import UnsupportedInputError
+
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE t (x)")
+    cases = {tmp_path / "missing.sqlite": "no such file or directory", tmp_path: "a folder, not an Nsight Systems export",
+             text: "not a supported input: ", other: "not a supported input: SQLite database of another program"}
+    for path, why in cases.items():
+        with pytest.raises(UnsupportedInputError) as refused:
+            open_export(path)
+        assert str(refused.value).startswith(f"{path}: {why}"), str(refused.value)
+    with open_export(TRACE) as db:
+        assert db.uri.endswith("?mode=ro&immutable=1") and db.has("CUPTI_ACTIVITY_KIND_KERNEL")

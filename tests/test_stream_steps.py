@@ -1,5 +1,5 @@
 """The steps and the window streamed (analyzers/stream_steps.py, stream_phases.py; issue 36 item 3):
-``analyze_streamed(path)`` with nothing from the whole-table model finds the window, each process's
+``analyze_streamed(db)`` with nothing from the whole-table model finds the window, each process's
 long steps, every device timeline and the kernel summary equal to analyze_trace's, with small chunks
 forced, on the generated shapes and the real nsys exports; what it cannot stream exactly it refuses."""
 
@@ -21,6 +21,7 @@ from tracetriage.analyzers import kernels as kern  # noqa: E402
 from tracetriage.analyzers import steps as st  # noqa: E402
 from tracetriage.analyzers import stream_steps as ss  # noqa: E402
 from tracetriage.analyzers import stream_timeline as stl  # noqa: E402
+from tracetriage.case import open_export  # noqa: E402
 from tracetriage.parsers import btree, nsys  # noqa: E402
 
 WINDOW_FIELDS = ("start_ns", "end_ns", "duration_ns", "source", "warmup_steps_excluded", "setup_excluded_ns")
@@ -43,7 +44,8 @@ def _plain(spans):
 
 
 def streamed(path, chunk_rows, lookahead):
-    got = stl.analyze_streamed(str(path), chunk_rows=chunk_rows, lookahead=lookahead)
+    with open_export(path) as db:
+        got = stl.analyze_streamed(db, chunk_rows=chunk_rows, lookahead=lookahead)
     return got, ({f: getattr(got.window, f) for f in WINDOW_FIELDS}, _plain(got.window.spans),
                  {k: dataclasses.asdict(v) for k, v in got.timelines.items()}, (got.kernels, got.kernel_median_ns))
 
@@ -91,7 +93,8 @@ def test_real_exports_cover_the_phase_rules():
     cuts = set()
     for name in ("nsys2021.2_1xRTX6000_legacy_schema_no_metadata.sqlite", "nsys2026.1_tiny_cuda_app_full_export.sqlite",
                  "nsys2025.5_2xRTX3090_cuda_uvm_osrt_sampling.sqlite"):
-        got = stl.analyze_streamed(str(names[name]), chunk_rows=7, lookahead=20)
+        with open_export(names[name]) as db:
+            got = stl.analyze_streamed(db, chunk_rows=7, lookahead=20)
         trace = nsys.parse(str(names[name]))
         span = phases._Activity(trace).span
         if got.window.start_ns > span[0]:

@@ -16,6 +16,7 @@ import shapes  # noqa: E402
 from tracetriage.analyzers import analysis  # noqa: E402
 from tracetriage.analyzers import kernels as kern  # noqa: E402
 from tracetriage.analyzers import stream_timeline as stl  # noqa: E402
+from tracetriage.case import open_export  # noqa: E402
 from tracetriage.parsers import btree, nsys  # noqa: E402
 from tracetriage.parsers import nsys_stream as ns  # noqa: E402
 
@@ -31,7 +32,8 @@ def whole(path):
 
 def streamed(path, args, chunk_rows, lookahead):
     lo, hi, spans, min_gap = args
-    got = stl.analyze_streamed(str(path), lo, hi, spans, analysis.SYNC_SLACK_NS, min_gap, chunk_rows, lookahead)
+    with open_export(path) as db:
+        got = stl.analyze_streamed(db, lo, hi, spans, analysis.SYNC_SLACK_NS, min_gap, chunk_rows, lookahead)
     return got, {k: dataclasses.asdict(v) for k, v in got.timelines.items()}, (got.kernels, got.kernel_median_ns)
 
 

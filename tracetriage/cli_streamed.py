@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
-from tracetriage.errors import MemoryNeededError
+from tracetriage.errors import MemoryNeededError, UnsupportedInputError
 
 NOT_MEASURED = ("collectives and their skew", "the copies analysis", "dependency waits (queued work)",
                 "host activity per step and idle by host range", "efficiency (FLOP and byte rates)",
@@ -24,17 +23,18 @@ def streamed_report(exc: MemoryNeededError, paths: list[str], step_range: str | 
     """(report, one-line summary) of the one export refused for its memory, analyzed streamed; raises
     ``exc`` again (with the stream's reason where it refused) where the stream does not apply."""
     from tracetriage.analyzers import stream_timeline as stl
-    from tracetriage.parsers import nsys
-    from tracetriage.parsers.sqlite import Database
+    from tracetriage.case import open_export
 
     path = exc.path if len(paths) == 1 else None  # the export refused (a report's export, or the file in a folder)
-    if path is None or not Path(path).is_file() or fmt not in FORMATS:
+    if path is None or fmt not in FORMATS:
         raise exc
     try:
-        with Database(path) as db:
-            if not nsys.looks_like_nsys(db):
-                raise exc
-        got = stl.analyze_streamed(path, sync_slack_ns=_slack(), step_range=step_range)
+        db = open_export(path)  # the one opening place: read-only, the same one-line errors as open_case's
+    except UnsupportedInputError:
+        raise exc from None  # not an nsys export after all: the memory refusal stands
+    try:
+        with db:
+            got = stl.analyze_streamed(db, sync_slack_ns=_slack(), step_range=step_range)
     except stl.NotStreamable as refused:
         raise MemoryNeededError(path, f"{exc.problem}; streamed, it cannot be analyzed exactly either: {refused}") from None
     data = _data(path, got, exc.problem)
