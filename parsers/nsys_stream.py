@@ -116,6 +116,8 @@ def read_ahead(parts, depth: int = READ_AHEAD):
 def _ints(col, table: str, name: str) -> np.ndarray:
     import pyarrow as pa
 
+    if pa.types.is_null(col.type) and not len(col):  # an empty range: SQLite gives its columns no type
+        return np.empty(0, np.int64)
     if not pa.types.is_integer(col.type):
         raise NotStreamable(f"{table}.{name} holds values that are not integers")
     return np.asarray(col.to_numpy(), np.int64)
@@ -173,21 +175,24 @@ def _sorted(part: dict, key: str) -> dict:
     return {c: v[order] for c, v in part.items()}
 
 
-def kernel_parts(db, strings, chunk_rows: int = CHUNK_ROWS, direct: bool = True):
+def kernel_parts(db, strings, chunk_rows: int = CHUNK_ROWS, direct: bool = True, correlation: bool = False):
     """The kernel table's rows with timestamps (CUPTI writes start = end = 0 for rows it could not time)
-    as start, end, device key (:data:`DEVICE_BITS`), name (a StringIds category code, -1 none), in table order."""
+    as start, end, device key (:data:`DEVICE_BITS`), name (a StringIds category code, -1 none) and, asked for,
+    correlation (-1 none), in table order."""
     name_col = "shortName" if db.has_column(KERNEL, "shortName") else "demangledName"
     columns = {"start": ("start", 0), "end": ("end", 0), "dev": ("deviceId", -1), "gpid": ("globalPid", 0),
-               "name": (name_col, -1), "node": ("graphNodeId", -1)}
+               "name": (name_col, -1)}
+    if correlation:
+        columns["correlation"] = ("correlationId", -1)
     for part in table_parts(db, KERNEL, columns, chunk_rows, direct):
-        if (part["node"] >= 0).any():
-            raise NotStreamable("graph-node kernels (their launch is a graph launch: the dependency wait is not streamed)")
         timed = (part["start"] > 0) | (part["end"] > 0)
         dev = part["dev"]
         if dev.size and (dev.min() < -1 or dev.max() >= (1 << DEVICE_BITS) - 1):
             raise NotStreamable("a device id outside the streamed range")
         out = {"start": part["start"], "end": part["end"],
                "device": pid_of(part["gpid"]) << DEVICE_BITS | (dev + 1), "name": strings.codes_of(part["name"])}
+        if correlation:
+            out["correlation"] = part["correlation"]
         yield out if timed.all() else {c: v[timed] for c, v in out.items()}
 
 

@@ -6,6 +6,7 @@ never an "internal error"."""
 
 import sqlite3
 
+import pytest
 from conftest import BUNDLES, run_cli
 
 from tracetriage import memory
@@ -13,7 +14,9 @@ from tracetriage.errors import EXIT_MEMORY
 from tracetriage.parsers import nsys
 
 TRACE = BUNDLES / "eager_decode" / "trace.sqlite"
-GRAPHS = BUNDLES / "graph_decode" / "trace.sqlite"  # CUDA graph replays: the stream refuses them (dependency waits)
+GRAPHS = BUNDLES / "graph_decode" / "trace.sqlite"  # CUDA graph replays: streamed, their dependency waits joined
+# graph replays and no steps over the whole capture: the phase rules (which count a replay as a kernel) are not streamed
+REFUSED = BUNDLES / "setup_then_starved" / "trace.sqlite"
 TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
           "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
 
@@ -26,36 +29,37 @@ def _rows(trace=TRACE) -> int:
 
 
 def test_an_export_larger_than_the_free_memory_is_refused_before_it_is_read(monkeypatch):
-    rows = _rows(GRAPHS)
+    rows = _rows(REFUSED)
     need = rows * nsys.MODEL_BYTES_PER_ROW
     monkeypatch.setattr(memory, "available_bytes", lambda: need - 1)
     read = []
     monkeypatch.setattr(nsys, "read_kernels", lambda *a: read.append(a) or None)
-    proc = run_cli("analyze", GRAPHS, "--no-cache")
+    proc = run_cli("analyze", REFUSED, "--no-cache")
     assert proc.returncode == EXIT_MEMORY == 10
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith(f"tracetriage: error: {GRAPHS}: too large for the memory this machine has free: "
+    assert lines[0].startswith(f"tracetriage: error: {REFUSED}: too large for the memory this machine has free: "
                                f"its {rows:,} kernel, copy and runtime rows need at least")
     assert "GiB is available" in lines[0] and "shorter window" in lines[0]
-    assert lines[0].endswith("; streamed, it cannot be analyzed exactly either: graph replays "
-                             "(their launches wait on the graph: dependency waits)")
+    assert lines[0].endswith("; streamed, it cannot be analyzed exactly either: graph replays in a capture without "
+                             "steps (the phase rules' kernels)")
     assert read == []  # the whole-table model read no table
     assert proc.stdout == ""
 
 
-def test_an_export_larger_than_the_free_memory_is_analyzed_streamed_to_the_same_numbers(monkeypatch):
+@pytest.mark.parametrize("trace_path", [TRACE, GRAPHS], ids=["eager_decode", "graph_decode"])
+def test_an_export_larger_than_the_free_memory_is_analyzed_streamed_to_the_same_numbers(monkeypatch, trace_path):
     """With the threshold forced below the bundle's need, analyze takes the streamed path: its window, each
     device's busy time and gaps (idle causes, quantiles, histogram, longest) and the kernel summary are the
-    whole-table run's, and the report says what it did not measure."""
+    whole-table run's, and the report says what it did not measure. graph_decode: CUDA graph replays."""
     import json
 
-    whole = json.loads(run_cli("analyze", TRACE, "--no-cache", "-f", "json").stdout)
-    trace = nsys.parse(str(TRACE))  # for the figures the contract does not carry, from the whole-table model
-    monkeypatch.setattr(memory, "available_bytes", lambda: _rows() * nsys.MODEL_BYTES_PER_ROW - 1)
+    whole = json.loads(run_cli("analyze", trace_path, "--no-cache", "-f", "json").stdout)
+    trace = nsys.parse(str(trace_path))  # for the figures the contract does not carry, from the whole-table model
+    monkeypatch.setattr(memory, "available_bytes", lambda: _rows(trace_path) * nsys.MODEL_BYTES_PER_ROW - 1)
     read = []
     monkeypatch.setattr(nsys, "read_kernels", lambda *a: read.append(a) or None)
-    proc = run_cli("analyze", TRACE, "--no-cache", "-f", "json")
+    proc = run_cli("analyze", trace_path, "--no-cache", "-f", "json")
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     assert read == [] and got["analysis"] == "streamed" and "schema" not in got  # not the contract's document
@@ -72,8 +76,8 @@ def test_an_export_larger_than_the_free_memory_is_analyzed_streamed_to_the_same_
     assert got["kernels_in_window"] == int((is_kind(trace.gpu, "kernel") & (starts >= lo) & (starts < hi)).sum())
     assert [(s["pid"], s["count"]) for s in got["steps"]] == [(p["pid"], p["steps"]["count"]) for p in whole["processes"]]
     assert any("collectives" in what for what in got["not_measured"])
-    text = run_cli("analyze", TRACE, "--no-cache").stdout
-    assert text.startswith(f"tracetriage: streamed analysis of {TRACE}\n")
+    text = run_cli("analyze", trace_path, "--no-cache").stdout
+    assert text.startswith(f"tracetriage: streamed analysis of {trace_path}\n")
     assert "NOT measured on the streamed path: collectives" in text and "No verdict is given." in text
     assert f"busy {whole['devices'][0]['busy_pct']:.1f}% of the window" in text
 
@@ -150,8 +154,6 @@ def test_the_streamed_path_opens_the_export_read_only_and_creates_nothing_beside
 
 def test_open_export_refuses_what_open_case_refuses_in_one_line(tmp_path):
     """tracetriage.case.open_export, the streamed path's opening place: the input errors open_case gives."""
-    import pytest
-
     from tracetriage.case import open_export
     from tracetriage.errors import UnsupportedInputError
 
