@@ -166,7 +166,8 @@ class _Calls:
         self.pageable = pageable  # per process, the sorted correlations of its pageable copies
         self.join = join  # stream_queued.QueuedJoin: the launch calls of the processes that may hold queued work
         self.facts, self.hold = facts, hold  # the step finder's facts (stream_steps.RuntimeFacts) fed; calls held
-        self.stream = ns.in_start_order(ns.api_parts(db, chunk_rows, direct), lookahead=lookahead)
+        # the step finder's pass reads no correlation (it joins nothing)
+        self.stream = ns.in_start_order(ns.api_parts(db, chunk_rows, direct, correlation=hold), lookahead=lookahead)
         self.strings = strings
         self.watermark: int | None = -(1 << 62)  # every call below it has been read; None: all
         self.known, self.cat_lut, self.name_lut = np.zeros(0, bool), np.zeros(0, np.int8), np.zeros(0, np.int64)

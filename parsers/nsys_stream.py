@@ -196,13 +196,17 @@ def kernel_parts(db, strings, chunk_rows: int = CHUNK_ROWS, direct: bool = True,
         yield out if timed.all() else {c: v[timed] for c, v in out.items()}
 
 
-def api_parts(db, chunk_rows: int = CHUNK_ROWS, direct: bool = True):
-    """The runtime table's rows as start, end, pid, name (a StringIds id), correlation, in table order."""
-    columns = {"start": ("start", 0), "end": ("end", 0), "gtid": ("globalTid", 0), "name": ("nameId", -1),
-               "correlation": ("correlationId", -1)}
+def api_parts(db, chunk_rows: int = CHUNK_ROWS, direct: bool = True, correlation: bool = True):
+    """The runtime table's rows as start, end, pid, name (a StringIds id) and, asked for, correlation, in
+    table order."""
+    columns = {"start": ("start", 0), "end": ("end", 0), "gtid": ("globalTid", 0), "name": ("nameId", -1)}
+    if correlation:
+        columns["correlation"] = ("correlationId", -1)
     for part in table_parts(db, RUNTIME, columns, chunk_rows, direct):
-        yield {"start": part["start"], "end": part["end"], "pid": pid_of(part["gtid"]), "name": part["name"],
-               "correlation": part["correlation"]}
+        out = {"start": part["start"], "end": part["end"], "pid": pid_of(part["gtid"]), "name": part["name"]}
+        if correlation:
+            out["correlation"] = part["correlation"]
+        yield out
 
 
 def device_of(key: int) -> tuple[int, int]:

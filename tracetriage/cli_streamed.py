@@ -12,7 +12,8 @@ import json
 
 from tracetriage.errors import MemoryNeededError, UnsupportedInputError
 
-NOT_MEASURED = ("collectives and their skew", "the copies analysis", "dependency waits (queued work)",
+NOT_MEASURED = ("collectives and their skew", "the copies analysis",
+                "the dependency waits' lanes and the clock check's report (the idle a dependency held is in the causes)",
                 "host activity per step and idle by host range", "efficiency (FLOP and byte rates)",
                 "the phases' contents", "the set-up's cause",
                 "the findings, the rules and the verdict (they need the whole tables)")
