@@ -71,6 +71,15 @@ class _Sorted:
 
     def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         """Whether each key has a row, and the other columns of its first row (0 where it has none)."""
+        if keys.size > 1:  # runs of one key (a graph's kernels carry their launch's): each run looked up once
+            heads = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+            if 2 * heads.size < keys.size:
+                hit, values = self._lookup(keys[heads])
+                counts = np.diff(np.append(heads, keys.size))
+                return np.repeat(hit, counts), [np.repeat(v, counts) for v in values]
+        return self._lookup(keys)
+
+    def _lookup(self, keys: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         hit = np.zeros(keys.size, bool)
         width = len(self.runs[0]) - 1 if self.runs else 0
         values = [np.zeros(keys.size, np.int64) for _ in range(width)]

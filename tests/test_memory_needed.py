@@ -56,6 +56,9 @@ def test_an_export_larger_than_the_free_memory_is_analyzed_streamed_to_the_same_
 
     whole = json.loads(run_cli("analyze", trace_path, "--no-cache", "-f", "json").stdout)
     trace = nsys.parse(str(trace_path))  # for the figures the contract does not carry, from the whole-table model
+    from tracetriage import analyze, open_case
+
+    whole_slices = list(analyze(open_case([trace_path])).series["slices"].values())  # the decomposition, in ns
     monkeypatch.setattr(memory, "available_bytes", lambda: _rows(trace_path) * nsys.MODEL_BYTES_PER_ROW - 1)
     read = []
     monkeypatch.setattr(nsys, "read_kernels", lambda *a: read.append(a) or None)
@@ -67,6 +70,13 @@ def test_an_export_larger_than_the_free_memory_is_analyzed_streamed_to_the_same_
     fields = ("pid", "ordinal", "busy_ns", "window_ns", "busy_pct", "gaps")
     assert [{f: d[f] for f in fields} for d in got["devices"]] == [{f: d[f] for f in fields} for d in whole["devices"]]
     assert got["kernels"] == whole["kernels"]
+    # the window's decomposition as far as the stream measures it: the idle slices exactly, busy in one
+    for device, want in zip(got["devices"], whole_slices):
+        busy = want["compute"] + want["collective"] + want["copy"]
+        assert device["slices"] == {"busy": busy, **{k: v for k, v in want.items() if k.startswith("idle:")}}
+        assert sum(device["slices"].values()) == device["window_ns"]
+        largest = max(device["slices"], key=device["slices"].get)
+        assert device["largest_slice"]["slice"] == largest and device["largest_slice"]["ns"] == device["slices"][largest]
     from tracetriage.analyzers import kernels as kern
     from tracetriage.model import is_kind
 
@@ -80,6 +90,8 @@ def test_an_export_larger_than_the_free_memory_is_analyzed_streamed_to_the_same_
     assert text.startswith(f"tracetriage: streamed analysis of {trace_path}\n")
     assert "NOT measured on the streamed path: collectives" in text and "No verdict is given." in text
     assert f"busy {whole['devices'][0]['busy_pct']:.1f}% of the window" in text
+    top = got["devices"][0]["largest_slice"]
+    assert f"largest slice of the window: {top['slice']} {top['pct_of_window']:.1f}%" in text
 
 
 def test_an_export_that_fits_is_analyzed(monkeypatch):

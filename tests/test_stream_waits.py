@@ -64,6 +64,8 @@ def test_sorted_runs_find_the_first_row_of_a_key_as_a_stable_sort_does():
         order = np.argsort(every_k, kind="stable")
         sk, sv = every_k[order], every_v[order]
         asked = rng.integers(-5, 305, 50)
+        if part % 2:  # runs of one key, as a graph's kernels ask
+            asked = np.repeat(asked[:10], 5)
         hit, (got,) = held.lookup(asked)
         pos = np.minimum(np.searchsorted(sk, asked), sk.size - 1)
         assert np.array_equal(hit, sk[pos] == asked)

@@ -57,13 +57,39 @@ def _data(path: str, got, why: str) -> dict:
               "warmup_steps_excluded": w.warmup_steps_excluded, "setup_excluded_ns": w.setup_excluded_ns}
     devices = []
     for (pid, ordinal), t in sorted(got.timelines.items()):
+        slices = _slices(t)
         devices.append({"pid": pid, "ordinal": ordinal, "busy_ns": t.busy_ns, "window_ns": t.window_ns,
-                        "busy_pct": t.busy_pct, "gaps": dataclasses.asdict(t.gaps)})
+                        "busy_pct": t.busy_pct, "gaps": dataclasses.asdict(t.gaps), "slices": slices,
+                        "largest_slice": _largest(slices, t.window_ns)})
     steps = [{"pid": pid, "source": s.source, "count": s.count, "warmup_dropped": s.warmup_dropped}
              for pid, s in sorted(w.steps.items())]
     return {"analysis": "streamed", "input": str(path), "why_streamed": why, "window": window, "steps": steps,
             "devices": devices, "kernels": got.kernels, "kernel_median_ns": got.kernel_median_ns,
             "kernels_in_window": got.kernels_in_window, "not_measured": list(NOT_MEASURED)}
+
+
+BUSY = "busy"  # compute + collective + copy: the streamed path does not tell them apart (no copy or collective pass)
+
+
+def _slices(timeline) -> dict[str, int]:
+    """The window's decomposition (analyzers/accounting.decomposition) as far as the stream measures it: the
+    idle slices exactly (``idle:<class>:<cause>``, the timeline's idle by class and cause) and the busy time
+    as one slice, ``busy``; they sum to the window."""
+    from tracetriage.analyzers.timeline import CAUSES, GAP_CLASSES
+
+    out = {BUSY: int(timeline.busy_ns)}
+    for cls in GAP_CLASSES:
+        for cause in CAUSES:
+            out[f"idle:{cls}:{cause}"] = int(timeline.idle_by_class[cls][cause])
+    return out
+
+
+def _largest(slices: dict[str, int], window_ns: int) -> dict:
+    """The slice holding the most of the window (the first of equals, in the decomposition's order): a
+    measurement, not a verdict. ``busy`` cannot be split into compute, collectives and copies here."""
+    name = max(slices, key=lambda k: slices[k])
+    pct = round(100.0 * slices[name] / window_ns, 3) if window_ns else 0.0
+    return {"slice": name, "ns": slices[name], "pct_of_window": pct}
 
 
 def _text(data: dict) -> str:
@@ -84,6 +110,10 @@ def _text(data: dict) -> str:
         causes = ", ".join(f"{cause} {pct:.1f}%" for cause, pct in g["by_cause_pct_of_window"].items() if pct)
         lines.append(f"GPU{d['ordinal']}/pid{d['pid']}: busy {d['busy_pct']:.1f}% of the window; {g['count']} gaps "
                      f"(p50 {g['p50_ns']} ns, p99 {g['p99_ns']} ns, max {g['max_ns']} ns); idle by cause: {causes or 'none'}")
+        top = d["largest_slice"]
+        what = (" (compute, collectives and copies are not told apart on the streamed path)" if top["slice"] == BUSY
+                else " (idle: gap class, then what the host was doing)")
+        lines.append(f"  largest slice of the window: {top['slice']} {top['pct_of_window']:.1f}%{what}")
     lines += ["", f"kernels in the window: {data['kernels_in_window']}, median {data['kernel_median_ns']} ns"]
     for k in data["kernels"]:
         lines.append(f"  {k['share_pct']:6.2f}%  {k['count']:>9}  median {k['median_ns']:>9} ns  {k['name']}")
