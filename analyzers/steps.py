@@ -176,16 +176,21 @@ def find_steps(trace: Trace, pid: int, step_range: str | None = None, within: tu
     synced = sync_steps(pid, a_end[mine & cat_mask(api, "category", BLOCKING)], launches, span)
     if synced is not None:
         return synced
-    # Graph steps: replay to replay on the GPU when replays were traced (the host may
-    # run ahead of the GPU by many steps), else launch call to launch call.
     replays = gpu["start"].to_numpy()[g_mine & is_kind(gpu, "graph")]
     graphs = a_start[mine & cat_mask(api, "category", "graph_launch")]
+    return graph_steps(pid, replays, graphs, launches, span) or Steps(pid, "none")
+
+
+def graph_steps(pid: int, replays: np.ndarray, graphs: np.ndarray, launches, span: tuple[int, int]) -> Steps | None:
+    """The process's steps from its CUDA graphs (``graph_launch``), None when they are not periodic: replay to
+    replay on the GPU when replays were traced (the host may run ahead of the GPU by many steps), else launch
+    call to launch call. ``replays``, ``graphs``: the replays' and the graph launch calls' starts."""
     if replays.size > MIN_INFERRED_STEPS or graphs.size > MIN_INFERRED_STEPS:
         starts = np.sort(replays if replays.size > MIN_INFERRED_STEPS else graphs)
         cand = _drop_warmup(Steps(pid, "graph_launch", starts[:-1], starts[1:], np.zeros(starts.size - 1, bool)))
         if _periodic(cand, launches, span):
             return cand
-    return Steps(pid, "none")
+    return None
 
 
 def nvtx_steps(ranges: pd.DataFrame, pid: int, step_range: str | None) -> Steps | None:

@@ -127,6 +127,8 @@ class StreamedActivity:
                  ranges, first_launch_call: int | None):
         if facts.negative:
             raise NotStreamable("a kernel ends before it starts (the phase rules' kernel time)")
+        if small["graph"].any():  # the phase rules count a replay as a kernel, the facts hold kernels only
+            raise NotStreamable("graph replays in a capture without steps (the phase rules' kernels)")
         self.facts, self.ranges, self.first_call = facts, ranges, first_launch_call
         self.small_start = small["start"]
         self.total = facts.count

@@ -29,17 +29,24 @@ class _Process:
     def __init__(self):
         self.b_start: list[np.ndarray] = []
         self.b_end: list[np.ndarray] = []
-        self.pending = np.empty(0, np.int64)  # blocking ends at or after the last watermark
-        self.settled = 0  # blocking ends before it (every later launch starts after them)
-        self.hist = np.zeros(1, np.int64)  # launches by the number of blocking calls ended when they started
+        self.g_start: list[np.ndarray] = []  # its graph launch calls
+        self.g_end: list[np.ndarray] = []
+        # step bounds: blocking ends, graph launch starts, graph replay starts (steps.find_steps' candidates)
+        self.bounds: list[np.ndarray] = []
+        self.pending = np.empty(0, np.int64)  # bounds at or after the last watermark
+        self.settled = 0  # bounds before it (every later launch starts after them)
+        self.hist = np.zeros(1, np.int64)  # launches by the number of bounds at or before their start
         self.last_launch = -(1 << 62)
 
 
 class RuntimeFacts:
     """What the step finder asks of the runtime table (module docstring), fed its rows in start order."""
 
-    def __init__(self):
+    def __init__(self, replays: dict[int, tuple[np.ndarray, np.ndarray]] | None = None):
+        """``replays``: each process's graph replays (start, end arrays), from the small tables."""
+        self.replays = replays or {}
         self.blocking_codes = [API_CATEGORIES.index(c) for c in st.BLOCKING]
+        self.graph_code = API_CATEGORIES.index("graph_launch")
         self.launch = [API_CATEGORIES.index(c) for c in ("launch", "graph_launch")]
         self.sync_copy = API_CATEGORIES.index("memcpy_sync")
         # per category code (-1, no category, in the last slot): a blocking call, a launch call
@@ -67,15 +74,21 @@ class RuntimeFacts:
             else:
                 mine = pid == p
                 start, end, c = part["start"][mine], part["end"][mine], cat[mine]
-            proc = self.procs.setdefault(p, _Process())
-            blocking = self.is_blocking[c]
+            proc = self._proc(p)
+            blocking, graph = self.is_blocking[c], c == self.graph_code
             if blocking.any():
-                ends = end[blocking]
-                if int(ends.min()) <= proc.last_launch:
-                    raise NotStreamable("a blocking call ends before launch calls already counted (it started later)")
                 proc.b_start.append(start[blocking])
-                proc.b_end.append(ends)
-                proc.pending = np.concatenate((proc.pending, ends))
+                proc.b_end.append(end[blocking])
+            if graph.any():
+                proc.g_start.append(start[graph])
+                proc.g_end.append(end[graph])
+            bounds = np.concatenate((end[blocking], start[graph])) if graph.any() else end[blocking]
+            if bounds.size:
+                if int(bounds.min()) <= proc.last_launch:
+                    raise NotStreamable("a step bound (a blocking call's end, a graph launch) at or before launch calls "
+                                        "already counted")
+                proc.bounds.append(bounds)
+                proc.pending = np.concatenate((proc.pending, bounds))
             launched = start[self.is_launch[c]]
             if launched.size:
                 self.first_launch = int(launched[0]) if self.first_launch is None else min(self.first_launch, int(launched[0]))
@@ -91,6 +104,24 @@ class RuntimeFacts:
                 proc.settled += int(done.sum())
                 proc.pending = proc.pending[~done]
 
+    def _proc(self, pid: int) -> _Process:
+        proc = self.procs.get(pid)
+        if proc is None:
+            proc = self.procs[pid] = _Process()
+            replayed = self.replays.get(pid, (np.empty(0, np.int64),))[0]
+            if replayed.size:  # known before any call: bounds from the start
+                proc.bounds.append(replayed)
+                proc.pending = replayed.copy()
+        return proc
+
+    def graph_launches(self, pid: int) -> tuple[np.ndarray, np.ndarray]:
+        proc = self.procs.get(pid)
+        if proc is None or not proc.g_start:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        if len(proc.g_start) > 1:
+            proc.g_start, proc.g_end = [np.concatenate(proc.g_start)], [np.concatenate(proc.g_end)]
+        return proc.g_start[0], proc.g_end[0]
+
     def blocking(self, pid: int) -> tuple[np.ndarray, np.ndarray]:
         proc = self.procs.get(pid)
         if proc is None or not proc.b_end:
@@ -100,7 +131,10 @@ class RuntimeFacts:
         return proc.b_start[0], proc.b_end[0]
 
     def launches(self, pid: int) -> _LaunchCounts:
-        return _LaunchCounts(np.sort(self.blocking(pid)[1]), self.procs[pid].hist if pid in self.procs else np.zeros(1, np.int64))
+        proc = self._proc(pid)
+        if len(proc.bounds) > 1:
+            proc.bounds = [np.concatenate(proc.bounds)]
+        return _LaunchCounts(np.sort(proc.bounds[0]) if proc.bounds else np.empty(0, np.int64), proc.hist)
 
     def sync_copies(self) -> tuple[np.ndarray, np.ndarray]:
         s, e = (np.concatenate(p) if p else np.empty(0, np.int64) for p in (self.copies_s, self.copies_e))
@@ -118,7 +152,7 @@ class _LaunchCounts:
     def _starting_before(self, t: np.ndarray) -> np.ndarray:
         at = np.searchsorted(self.ends, t, "left")
         if not (at < self.ends.size).all() or not (self.ends[np.minimum(at, self.ends.size - 1)] == t).all():
-            raise NotStreamable("a step bound that is no blocking call's end")
+            raise NotStreamable("a step bound that is no blocking call's end, graph launch or replay")
         return self.before[at]
 
     def per_step(self, steps: st.Steps) -> np.ndarray:
@@ -160,12 +194,16 @@ class StreamedWindow:
 
 def find_steps(pids: list[int], ranges, step_range: str | None, facts: RuntimeFacts,
                spans: dict[int, tuple[int, int]]) -> dict[int, st.Steps]:
-    """``steps.find_steps`` of each process over the whole capture (no graph steps: the stream refuses graphs)."""
+    """``steps.find_steps`` of each process over the whole capture."""
     out = {}
     for pid in pids:
         named = st.nvtx_steps(ranges, pid, step_range)
         if named is None:
-            named = st.sync_steps(pid, facts.blocking(pid)[1], facts.launches(pid), spans.get(pid, (0, 0)))
+            span = spans.get(pid, (0, 0))
+            named = st.sync_steps(pid, facts.blocking(pid)[1], facts.launches(pid), span)
+            if named is None:
+                replays = facts.replays.get(pid, (np.empty(0, np.int64),))[0]
+                named = st.graph_steps(pid, replays, facts.graph_launches(pid)[0], facts.launches(pid), span)
         out[pid] = named or st.Steps(pid, "none")
     return out
 
@@ -199,7 +237,13 @@ def within_steps(pid: int, facts: RuntimeFacts, lo: int, hi: int, own: tuple[int
     ends = b_end[(b_end >= lo) & (b_start < hi)]
     span = own or (0, 0)
     span = (max(span[0], lo), min(span[1], hi))
-    return st.sync_steps(pid, ends, facts.launches(pid), span) or st.Steps(pid, "none")
+    found = st.sync_steps(pid, ends, facts.launches(pid), span)
+    if found is None:
+        r_start, r_end = facts.replays.get(pid, (np.empty(0, np.int64), np.empty(0, np.int64)))
+        g_start, g_end = facts.graph_launches(pid)
+        found = st.graph_steps(pid, r_start[(r_end > lo) & (r_start < hi)], g_start[(g_end >= lo) & (g_start < hi)],
+                               facts.launches(pid), span)
+    return found or st.Steps(pid, "none")
 
 
 def final_window(pids: list[int], gpu: dict[int, tuple[int, int]], ranges, step_range: str | None,
@@ -217,7 +261,9 @@ def final_window(pids: list[int], gpu: dict[int, tuple[int, int]], ranges, step_
 
     # processes without steps look for them again within the steady phase (phases._find_steps); with 8 blocking
     # calls or fewer in the whole capture none can be found there, whatever the window: it is not asked
-    missing = [pid for pid in pids if not steps[pid].count and facts.blocking(pid)[1].size > st.MIN_INFERRED_STEPS]
+    missing = [pid for pid in pids if not steps[pid].count and max(
+        facts.blocking(pid)[1].size, facts.graph_launches(pid)[0].size,
+        facts.replays.get(pid, (np.empty(0),))[0].size) > st.MIN_INFERRED_STEPS]
     if not step_range and missing and gpu:
         lo, hi = activity()
         if (lo, hi) != StreamedActivity(kernels, small, facts.sync_copies(), ranges, facts.first_launch).span:
@@ -270,7 +316,7 @@ def overlapping(ctx, lo: int, hi: int) -> dict[int, tuple[int, int]]:
         if sel.any():
             out.feed(s[sel], e[sel], key[sel])
 
-    for part in ns.kernel_parts(ctx.db, ctx.strings, ctx.chunk_rows):
+    for part in ns.kernel_parts(ctx.db, ctx.strings, ctx.chunk_rows, ctx.direct):
         feed(part["start"], part["end"], part["device"])
     feed(ctx.small["start"], ctx.small["end"], ctx.small["device"])
     return out.of

@@ -6,9 +6,11 @@ copies, memsets and graph replays are small tables, read whole and merged in by 
 keeps the timeline's own streaming pass (analyzers/timeline.py ``_Pass``) and its open interval
 between chunks; its gaps are attributed to the API calls of its process held in a window: the
 calls that start below the runtime stream's watermark and end after the start of the device's
-oldest open gap. Gap lengths are kept as value counts (the quantiles exact from them), kernel
-durations as value counts per name (the medians exact). Every number equals the whole-table
-path (tests/test_stream_timeline.py); what cannot be streamed exactly yet raises NotStreamable.
+oldest open gap. A process that can hold queued work (a stream-wait or graph-launch call) has its
+operations joined to their launch calls for the dependency waits (analyzers/stream_queued.py). Gap
+lengths are kept as value counts (the quantiles exact from them), kernel durations as value counts
+per name (the medians exact). Every number equals the whole-table path (tests/test_stream_timeline.py,
+test_stream_waits.py); what cannot be streamed exactly yet raises NotStreamable.
 
 Without a window given, the steps and the window are found from the stream too (analyzers/stream_steps.py);
 the CLI takes this path where the whole-table model does not fit in memory (tracetriage/cli_streamed.py).
@@ -21,13 +23,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracetriage.analyzers import intervals as iv
+from tracetriage.analyzers import stream_queued as sq
 from tracetriage.analyzers import timeline as tl
 from tracetriage.analyzers.metrics import DeviceTimeline
 from tracetriage.analyzers.queued import WAIT_CALLS
 from tracetriage.analyzers.steps import BLOCKING
 from tracetriage.model import API_CATEGORIES, api_category, strip_api_version
 from tracetriage.parsers import nsys_stream as ns
-from tracetriage.parsers.nsys_tables import GRAPH_TRACE, MEMCPY, MEMSET, StringTable, read_copies, read_graph_replays
+from tracetriage.parsers.nsys_tables import MEMCPY, MEMSET, StringTable, read_copies, read_graph_replays
 from tracetriage.parsers.sqlite import Database
 
 NotStreamable = ns.NotStreamable
@@ -131,7 +134,7 @@ class _StreamPass(tl._Pass):
 class _WindowHost(tl._HostSlicer):
     """A process's API calls in the window the open gaps can reach, with the host slicer's methods."""
 
-    def __init__(self, start, end, codes, names, staged, cause_of, call_names, any_calls: bool):
+    def __init__(self, start, end, codes, names, staged, cause_of, call_names, any_calls: bool, queued: bool = False):
         self.empty = not any_calls
         self.start, self.end, self.cause_of = start, end, cause_of
         self.codes = codes
@@ -141,12 +144,17 @@ class _WindowHost(tl._HostSlicer):
             self.codes[staged] = len(API_CATEGORIES)
             self.pageable = iv.Coverage(*iv.union(start[staged], end[staged]))
         self.max_dur = int((end - start).max()) if start.size else 0
-        self.early_rows = self.early_ready = np.empty(0, np.int64)
+        # the pass is handed each operation's ready time in place of its row (stream_queued.QueuedJoin.ready):
+        # early_rows only says whether the process can hold queued work
+        self.early_rows = np.zeros(1 if queued and not self.empty else 0, np.int64)
         self.contiguous = True
         is_long = ((end - start) >= tl.NAMED_CALL_MIN_NS) & (cause_of[codes] == tl.CAUSES.index("other_cuda"))
         self.named_start, self.named_end, self.named_code = start[is_long], end[is_long], names[is_long]
         self.named_max = int((self.named_end - self.named_start).max()) if self.named_start.size else 0
         self.call_names = call_names
+
+    def ready_of(self, rows: np.ndarray) -> np.ndarray:
+        return rows  # the ready times themselves (above)
 
 
 class _Calls:
@@ -154,10 +162,12 @@ class _Calls:
     string id), each process's window of calls and its blocking calls' ends."""
 
     def __init__(self, db: Database, strings: StringTable, chunk_rows: int, pageable: dict[int, np.ndarray],
-                 lookahead: int, facts=None, hold: bool = True):
+                 lookahead: int, facts=None, hold: bool = True, direct: bool = True, join=None):
         self.pageable = pageable  # per process, the sorted correlations of its pageable copies
+        self.join = join  # stream_queued.QueuedJoin: the launch calls of the processes that may hold queued work
         self.facts, self.hold = facts, hold  # the step finder's facts (stream_steps.RuntimeFacts) fed; calls held
-        self.stream = ns.in_start_order(ns.api_parts(db, chunk_rows), lookahead=lookahead)
+        # the step finder's pass reads no correlation (it joins nothing)
+        self.stream = ns.in_start_order(ns.api_parts(db, chunk_rows, direct, correlation=hold), lookahead=lookahead)
         self.strings = strings
         self.watermark: int | None = -(1 << 62)  # every call below it has been read; None: all
         self.known, self.cat_lut, self.name_lut = np.zeros(0, bool), np.zeros(0, np.int8), np.zeros(0, np.int64)
@@ -213,8 +223,6 @@ class _Calls:
                 self.watermark = None
                 return
             cat, name = self._codes(part["name"])
-            if self.wait_lut[part["name"] + 1].any():
-                raise NotStreamable("a process makes stream-wait or graph-launch calls (dependency waits)")
             if self.facts is not None:
                 self.facts.feed(part, cat, self.watermark)
             if self.hold:
@@ -229,6 +237,9 @@ class _Calls:
             rows["staged"] = (rows["cat"] == self.memcpy_async) & np.isin(part["correlation"][mine],
                                                                         self.pageable.get(p, ()))
             self.seen_pids.add(p)
+            if self.join is not None:
+                self.join.calls(p, rows["start"], rows["end"], part["correlation"][mine], rows["cat"],
+                                self.wait_lut[part["name"][mine] + 1])
             blocking = np.isin(rows["cat"], self.blocking)
             self.sync_ends.setdefault(p, []).append(rows["end"][blocking])
             have = self.window.get(p)
@@ -244,11 +255,12 @@ class _Calls:
             self.window[pid] = {c: v[keep] for c, v in have.items()}
             self.dropped[pid] = max(self.dropped.get(pid, floor), floor)
 
-    def host(self, pid: int, any_calls: bool) -> _WindowHost:
+    def host(self, pid: int, any_calls: bool, queued: bool = False) -> _WindowHost:
         w = self.window.get(pid) or {"start": np.empty(0, np.int64), "end": np.empty(0, np.int64),
                                      "cat": np.empty(0, np.int8), "name": np.empty(0, np.int64), "staged": np.empty(0, bool)}
         return _WindowHost(np.ascontiguousarray(w["start"]), np.ascontiguousarray(w["end"]),
-                           np.ascontiguousarray(w["cat"]), w["name"], w["staged"], self.cause_of, self.names, any_calls)
+                           np.ascontiguousarray(w["cat"]), w["name"], w["staged"], self.cause_of, self.names, any_calls,
+                           queued)
 
     def ends(self, pid: int) -> np.ndarray:
         parts = self.sync_ends.get(pid, [])
@@ -258,16 +270,16 @@ class _Calls:
 
 
 def _small_gpu_rows(db: Database) -> tuple[dict[str, np.ndarray], dict[int, np.ndarray]]:
-    """Copies, memsets and graph replays (small tables, read whole) as start, end, device key, in start order;
-    each process's correlations of its pageable copies."""
+    """Copies, memsets and graph replays (small tables, read whole) as start, end, device key, correlation and
+    whether a graph replay, in start order; each process's correlations of its pageable copies."""
     parts = [p for p in (read_copies(db, MEMCPY, "memcpy"), read_copies(db, MEMSET, "memset"), read_graph_replays(db))
              if p is not None and len(p["start"])]
-    if db.has(GRAPH_TRACE) and parts and any((p["kind"] == "graph").any() for p in parts):
-        raise NotStreamable("graph replays (their launches wait on the graph: dependency waits)")
-    start = np.concatenate([p["start"] for p in parts]) if parts else np.empty(0, np.int64)
-    end = np.concatenate([p["end"] for p in parts]) if parts else np.empty(0, np.int64)
-    dev = np.concatenate([p["dev"] for p in parts]) if parts else np.empty(0, np.int64)
-    pid = np.concatenate([p["pid"] for p in parts]) if parts else np.empty(0, np.int64)
+
+    def column(name: str, of=lambda p, c: p[c]) -> np.ndarray:
+        return np.concatenate([np.asarray(of(p, name), np.int64) for p in parts]) if parts else np.empty(0, np.int64)
+
+    start, end, dev, pid, corr = (column(c) for c in ("start", "end", "dev", "pid", "correlation"))
+    graph = column("kind", lambda p, c: p[c] == "graph").astype(bool)
     timed = (start > 0) | (end > 0)
     order = np.argsort(start[timed], kind="stable")
     pageable: dict[int, np.ndarray] = {}
@@ -276,8 +288,8 @@ def _small_gpu_rows(db: Database) -> tuple[dict[str, np.ndarray], dict[int, np.n
         for one in np.unique(p["pid"][rows]).tolist():
             have = pageable.get(one, np.empty(0, np.int64))
             pageable[one] = np.unique(np.concatenate((have, p["correlation"][rows & (p["pid"] == one)])))
-    return {"start": start[timed][order], "end": end[timed][order],
-            "device": (pid[timed] << ns.DEVICE_BITS | (dev[timed] + 1))[order]}, pageable
+    return {"start": start[timed][order], "end": end[timed][order], "correlation": corr[timed][order],
+            "device": (pid[timed] << ns.DEVICE_BITS | (dev[timed] + 1))[order], "graph": graph[timed][order]}, pageable
 
 
 def _has_calls(db: Database, pid: int) -> bool:
@@ -295,65 +307,84 @@ class _Device:
         self.any_calls = any_calls
 
 
-def analyze_streamed(path: str, lo: int | None = None, hi: int | None = None,
+def analyze_streamed(db: Database, lo: int | None = None, hi: int | None = None,
                      spans: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
                      sync_slack_ns: int = 20_000, min_gap_ns: int = 1, chunk_rows: int = ns.CHUNK_ROWS,
                      lookahead: int = ns.LOOKAHEAD_ROWS, step_range: str | None = None) -> StreamedTrace:
-    """Every device's timeline in the window [lo, hi) and the kernel summary of an nsys export, read in time
+    """Every device's timeline in the window [lo, hi) and the kernel summary of an nsys export (``db``: open for
+    reading, by tracetriage.case.open_export, the one place that opens a user's file), read in time
     chunks of ``chunk_rows`` rows, each row held until ``lookahead`` rows after it are read. Without ``lo``
     and ``hi`` the window and each process's long steps are found from the stream as ``analyze_trace``
     finds them (analyzers/stream_steps.py; ``step_range``: ``--step-range``); given, ``spans`` are each
-    process's long steps (start, end arrays). Raises NotStreamable where it would not equal the whole-table path."""
+    process's long steps (start, end arrays). Raises NotStreamable where it would not equal the whole-table path.
+    Where the b-tree reader steps aside mid-table (ns.SteppedAside), SQLite reads every pass again."""
+    try:
+        ctx = _Context(db, chunk_rows, lookahead, sync_slack_ns, min_gap_ns, direct=True)
+        return _analyze(ctx, lo, hi, spans, step_range)
+    except ns.SteppedAside:
+        ctx = _Context(db, chunk_rows, lookahead, sync_slack_ns, min_gap_ns, direct=False)
+        return _analyze(ctx, lo, hi, spans, step_range)
+
+
+def _analyze(ctx: _Context, lo: int | None, hi: int | None, spans, step_range: str | None) -> StreamedTrace:
     from tracetriage.analyzers import stream_steps as ss
     from tracetriage.memory import release_freed
 
-    with Database(path) as db:
-        ctx = _Context(db, chunk_rows, lookahead, sync_slack_ns, min_gap_ns)
-        if lo is not None and hi is not None:
-            return ctx.timeline(lo, hi, spans or {})
-        ranges = ss.read_step_ranges(db, ctx.strings)
-        facts = ss.RuntimeFacts()
-        named = {int(pid): found for pid in ranges["pid"].unique().tolist()
-                 if (found := ss.st.nvtx_steps(ranges, int(pid), step_range)) is not None}
-        if not any(found.count >= ss.st.MIN_STEPS for found in named.values()):
-            # the window rests on steps inferred from the syncs, or on the GPU activity: the syncs first
-            calls = _Calls(db, ctx.strings, chunk_rows, ctx.pageable, lookahead, facts=facts, hold=False)
-            calls.read_to(None)
-            del calls
-            release_freed()  # the reader thread's arena: its pages back before the next pass
-            ctx.passes.append("runtime")
-            facts.complete = True
-            guess = ss.guess_window(ranges, step_range, facts, ctx.small)
-        else:
-            guess = ss.window_of(named, -(1 << 62), None)
-        kernels, gpu = ss.KernelFacts(), ss.Spans()
-        if guess is None:  # the GPU activity's window: the kernels' facts first
-            ctx.facts_pass(kernels, gpu)
-            release_freed()
-            found = ctx.final(ranges, step_range, facts, kernels, gpu)
+    db, chunk_rows, lookahead = ctx.db, ctx.chunk_rows, ctx.lookahead
+    if lo is not None and hi is not None:
+        return ctx.timeline(lo, hi, spans or {})
+    ranges = ss.read_step_ranges(db, ctx.strings)
+    facts = ss.RuntimeFacts(ctx.replays)
+    named = {int(pid): found for pid in ranges["pid"].unique().tolist()
+             if (found := ss.st.nvtx_steps(ranges, int(pid), step_range)) is not None}
+    if not any(found.count >= ss.st.MIN_STEPS for found in named.values()):
+        # the window rests on steps inferred from the syncs, or on the GPU activity: the syncs first
+        calls = _Calls(db, ctx.strings, chunk_rows, ctx.pageable, lookahead, facts=facts, hold=False, direct=ctx.direct)
+        calls.read_to(None)
+        del calls
+        release_freed()  # the reader thread's arena: its pages back before the next pass
+        ctx.passes.append("runtime")
+        facts.complete = True
+        guess = ss.guess_window(ranges, step_range, facts, ctx.small)
+    else:
+        guess = ss.window_of(named, -(1 << 62), None)
+    kernels, gpu = ss.KernelFacts(), ss.Spans()
+    if guess is None:  # the GPU activity's window: the kernels' facts first
+        ctx.facts_pass(kernels, gpu)
+        release_freed()
+        found = ctx.final(ranges, step_range, facts, kernels, gpu)
+        got = ctx.timeline(found.start_ns, found.end_ns, found.spans)
+    else:
+        got = ctx.timeline(guess.start_ns, guess.end_ns, guess.spans, None if facts.complete else facts, kernels, gpu)
+        facts.complete = True
+        found = ctx.final(ranges, step_range, facts, kernels, gpu)
+        if not ss.same_window(found, guess):  # the guess was wrong: again, with the window found
             got = ctx.timeline(found.start_ns, found.end_ns, found.spans)
-        else:
-            got = ctx.timeline(guess.start_ns, guess.end_ns, guess.spans, None if facts.complete else facts, kernels, gpu)
-            facts.complete = True
-            found = ctx.final(ranges, step_range, facts, kernels, gpu)
-            if not ss.same_window(found, guess):  # the guess was wrong: again, with the window found
-                got = ctx.timeline(found.start_ns, found.end_ns, found.spans)
-        got.window, got.passes = found, tuple(ctx.passes)
-        return got
+    got.window, got.passes = found, tuple(ctx.passes)
+    return got
 
 
 class _Context:
     """One export's strings, small tables and settings, for the passes over its kernel and runtime tables."""
 
-    def __init__(self, db: Database, chunk_rows: int, lookahead: int, sync_slack_ns: int, min_gap_ns: int):
-        self.db, self.chunk_rows, self.lookahead = db, chunk_rows, lookahead
+    def __init__(self, db: Database, chunk_rows: int, lookahead: int, sync_slack_ns: int, min_gap_ns: int,
+                 direct: bool = True):
+        self.db, self.chunk_rows, self.lookahead, self.direct = db, chunk_rows, lookahead, direct
         self.sync_slack_ns, self.min_gap_ns = sync_slack_ns, min_gap_ns
         self.strings = StringTable(db)
         self.small, self.pageable = _small_gpu_rows(db)
+        graph = self.small["graph"]
+        owner = self.small["device"][graph] >> ns.DEVICE_BITS
+        self.replays = {pid: (self.small["start"][graph][owner == pid], self.small["end"][graph][owner == pid])
+                        for pid in np.unique(owner).tolist()}  # each process's graph replays, in start order
+        # the processes the timeline joins for dependency waits (stream_queued): every one where the export names
+        # a wait call (None), until a pass has found which hold queued work
+        self.queue_assumed: set[int] | None = None if sq.any_wait_call(self.strings) else set()
         self.passes: list[str] = []
 
-    def kernel_stream(self):
-        return ns.in_start_order(ns.kernel_parts(self.db, self.strings, self.chunk_rows), lookahead=self.lookahead)
+    def kernel_stream(self, correlation: bool = False):
+        parts = ns.kernel_parts(self.db, self.strings, self.chunk_rows, self.direct, correlation)
+        return ns.in_start_order(parts, lookahead=self.lookahead)
 
     def facts_pass(self, kernels, gpu) -> None:
         """The kernel table alone, for the phase rules' facts and each process's GPU span."""
@@ -371,9 +402,21 @@ class _Context:
                                lambda lo, hi: ss.overlapping(self, lo, hi))
 
     def timeline(self, lo: int, hi: int, spans: dict, facts=None, kernels=None, gpu=None) -> StreamedTrace:
-        """The timeline pass over the window [lo, hi) (feeding the step finder's facts where given)."""
+        """The timeline pass over the window [lo, hi) (feeding the step finder's facts where given); again
+        where it assumed a process holds queued work that does not and put idle time down to a dependency."""
         self.passes.append("timeline")
-        return _timeline_pass(self, lo, hi, spans, facts, kernels, gpu)
+        got, queues = _timeline_pass(self, lo, hi, spans, facts, kernels, gpu)
+        assumed = self.queue_assumed
+        if assumed is None or queues != assumed:
+            wrong = {pid for (pid, _), t in got.timelines.items() if t.gaps.by_cause.get("dependency")
+                     and pid not in queues}
+            self.queue_assumed = queues
+            if wrong:
+                self.passes.append("timeline")
+                got, again = _timeline_pass(self, lo, hi, spans, None, None, None)
+                if again != queues:
+                    raise NotStreamable("the processes holding queued work differ between two passes")
+        return got
 
 
 def _timeline_pass(ctx: _Context, lo: int, hi: int, spans: dict, facts, kernel_facts, gpu) -> StreamedTrace:
@@ -382,7 +425,9 @@ def _timeline_pass(ctx: _Context, lo: int, hi: int, spans: dict, facts, kernel_f
     db, strings, small = ctx.db, ctx.strings, ctx.small
     sync_slack_ns, min_gap_ns = ctx.sync_slack_ns, ctx.min_gap_ns
     edges = np.linspace(lo, hi, tl.TIMELINE_BINS + 1).astype(np.int64)
-    calls = _Calls(db, strings, ctx.chunk_rows, ctx.pageable, ctx.lookahead, facts=facts)
+    assumed = ctx.queue_assumed
+    join = sq.QueuedJoin(assumed, max(1000, min_gap_ns)) if assumed is None or assumed else None
+    calls = _Calls(db, strings, ctx.chunk_rows, ctx.pageable, ctx.lookahead, facts=facts, direct=ctx.direct, join=join)
     devices: dict[int, _Device] = {}
     durations: dict[int, ValueCounts] = {}
     n_chunks, taken = 0, 0
@@ -393,14 +438,17 @@ def _timeline_pass(ctx: _Context, lo: int, hi: int, spans: dict, facts, kernel_f
         p.lengths, p.hist = ValueCounts(), np.zeros(len(tl.HISTOGRAM_EDGES_NS), np.int64)
         return p
 
-    def feed(dev: _Device, s: np.ndarray, e: np.ndarray, last: bool) -> None:
-        dev.pass_.host = calls.host(dev.pid, dev.any_calls)
+    def feed(dev: _Device, s: np.ndarray, e: np.ndarray, last: bool, ready=None) -> None:
+        queued = join is not None and join.joins(dev.pid)
+        dev.pass_.host = calls.host(dev.pid, dev.any_calls, queued)
         dev.pass_.sync_ends = calls.ends(dev.pid)
-        dev.carry = dev.pass_.feed([(s, e)] if s.size else [], hi, lo, last, dev.carry)
+        chunk = (s, e, ready) if queued and ready is not None else (s, e)
+        dev.carry = dev.pass_.feed([chunk] if s.size else [], hi, lo, last, dev.carry)
 
-    def timeline_chunk(s_all: np.ndarray, e_all: np.ndarray, key_all: np.ndarray) -> None:
+    def timeline_chunk(s_all: np.ndarray, e_all: np.ndarray, key_all: np.ndarray, corr_all: np.ndarray | None) -> None:
         if gpu is not None:
             gpu.feed(s_all, e_all, key_all)
+        ready_all = join.ready(s_all, e_all, key_all, corr_all) if join is not None else None
         for key in few_distinct(key_all):
             if key not in devices:
                 pid = ns.device_of(key)[0]
@@ -411,14 +459,16 @@ def _timeline_pass(ctx: _Context, lo: int, hi: int, spans: dict, facts, kernel_f
             mine = key_all == key
             s, e = s_all[mine], e_all[mine]
             sel = (e > lo) & (s < hi)
-            feed(dev, *tl._clipped(s[sel], e[sel], lo, hi), last=False)
+            feed(dev, *tl._clipped(s[sel], e[sel], lo, hi), last=False,
+                 ready=ready_all[mine][sel] if ready_all is not None else None)
         for pid in {d.pid for d in devices.values()}:
             floor = min(d.carry[1] if d.carry else lo for d in devices.values() if d.pid == pid)
             calls.let_go(pid, floor)
 
-    for part, mark in ctx.kernel_stream():
+    for part, mark in ctx.kernel_stream(correlation=join is not None):
         n_chunks += 1
         s_all, e_all, key_all = part["start"], part["end"], part["device"]
+        corr_all = part.get("correlation")
         if kernel_facts is not None:
             kernel_facts.feed(s_all, e_all, part["name"])
         in_window = (s_all >= lo) & (s_all < hi)
@@ -433,13 +483,16 @@ def _timeline_pass(ctx: _Context, lo: int, hi: int, spans: dict, facts, kernel_f
             key_all = np.concatenate((key_all, small["device"][taken:stop]))
             order = np.argsort(s_all, kind="stable")
             s_all, e_all, key_all = s_all[order], e_all[order], key_all[order]
+            if corr_all is not None:
+                corr_all = np.concatenate((corr_all, small["correlation"][taken:stop]))[order]
             taken = stop
         calls.read_to(mark)
-        timeline_chunk(s_all, e_all, key_all)
+        timeline_chunk(s_all, e_all, key_all, corr_all)
     if taken < small["start"].size:  # copies after the last kernel
         calls.read_to(None)
-        timeline_chunk(small["start"][taken:], small["end"][taken:], small["device"][taken:])
+        timeline_chunk(small["start"][taken:], small["end"][taken:], small["device"][taken:], small["correlation"][taken:])
     calls.read_to(None)
+    queues = join.settle() if join is not None else set()
     for dev in devices.values():
         feed(dev, np.empty(0, np.int64), np.empty(0, np.int64), last=True)
 
@@ -456,7 +509,7 @@ def _timeline_pass(ctx: _Context, lo: int, hi: int, spans: dict, facts, kernel_f
         timelines[(dev.pid, dev.ordinal)] = tl.timeline_of(p.acc, stats, calls.names, edges, hi - lo)
     kernels, median_all, in_window = _kernel_summary(durations, strings, TOP_KERNELS)
     return StreamedTrace(timelines=timelines, kernels=kernels, kernel_median_ns=median_all,
-                         kernels_in_window=in_window, chunks=n_chunks)
+                         kernels_in_window=in_window, chunks=n_chunks), queues
 
 
 def _add_durations(durations: dict[int, ValueCounts], dur: np.ndarray, names: np.ndarray) -> None:

@@ -57,7 +57,9 @@ if mode == "whole":
              **{f"s{p}": spans[p][0] for p in spans}, **{f"e{p}": spans[p][1] for p in spans})
 elif mode == "full":
     from tracetriage.analyzers import analysis, stream_timeline as stl
-    got = stl.analyze_streamed(path, sync_slack_ns=analysis.SYNC_SLACK_NS)
+    from tracetriage.case import open_export
+    with open_export(path) as db:
+        got = stl.analyze_streamed(db, sync_slack_ns=analysis.SYNC_SLACK_NS)
     lo, hi, spans = got.window.start_ns, got.window.end_ns, got.window.spans
     timelines = {f"{p}:{o}": dataclasses.asdict(v) for (p, o), v in got.timelines.items()}
     summary = [got.kernels, got.kernel_median_ns]
@@ -74,7 +76,9 @@ else:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         lo, hi = con.execute("SELECT min(start), max(end) + 1 FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
         min_gap, spans = 1, {}
-    got = stl.analyze_streamed(path, lo, hi, spans, analysis.SYNC_SLACK_NS, min_gap)
+    from tracetriage.case import open_export
+    with open_export(path) as db:
+        got = stl.analyze_streamed(db, lo, hi, spans, analysis.SYNC_SLACK_NS, min_gap)
     timelines = {f"{p}:{o}": dataclasses.asdict(v) for (p, o), v in got.timelines.items()}
     summary = [got.kernels, got.kernel_median_ns]
     split = {"chunks": got.chunks, "kernels_in_window": got.kernels_in_window}

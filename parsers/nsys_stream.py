@@ -28,23 +28,30 @@ class NotStreamable(Exception):
     """The export (or this part of the analysis) cannot be streamed exactly: the reason."""
 
 
-def table_parts(db, table: str, columns: dict[str, tuple[str, int]], chunk_rows: int = CHUNK_ROWS):
-    """The table's columns (int64, NULL read as the given value) in rowid order, parts of at most ``chunk_rows``."""
+class SteppedAside(NotStreamable):
+    """The b-tree reader met a record it does not decode (damage, or a value that is not the plain case)
+    after parts were handed on: the pass is read again through SQLite (``direct=False``), which reads
+    what the whole-table path reads and fails with the same one-line error where the file is damaged."""
+
+
+def table_parts(db, table: str, columns: dict[str, tuple[str, int]], chunk_rows: int = CHUNK_ROWS, direct: bool = True):
+    """The table's columns (int64, NULL read as the given value) in rowid order, parts of at most ``chunk_rows``;
+    ``direct``: decoded from the b-tree pages where the table is the plain case (else SQLite reads it)."""
     if not db.has(table):
         return
-    for part in _raw_parts(db, table, columns, chunk_rows):
+    for part in _raw_parts(db, table, columns, chunk_rows, direct):
         n = len(part["start"])
         for k in range(0, n, chunk_rows):
             yield part if n <= chunk_rows else {c: v[k:k + chunk_rows] for c, v in part.items()}
 
 
-def _raw_parts(db, table: str, columns: dict[str, tuple[str, int]], chunk_rows: int):
-    parts = btree.iter_columns(db, table, columns)
+def _raw_parts(db, table: str, columns: dict[str, tuple[str, int]], chunk_rows: int, direct: bool):
+    parts = btree.iter_columns(db, table, columns) if direct else None
     if parts is not None:
         try:
             yield from read_ahead(parts)
         except btree.Unsupported:
-            raise NotStreamable(f"{table}: its b-tree is damaged") from None
+            raise SteppedAside(f"{table}: a b-tree page the direct reader does not decode") from None
         return
     select = ", ".join(f"{db.column_expr(table, c, null)} AS {name}" for name, (c, null) in columns.items())
     sql = f'SELECT {select} FROM "{table}" WHERE {{rowid}}'
@@ -109,6 +116,8 @@ def read_ahead(parts, depth: int = READ_AHEAD):
 def _ints(col, table: str, name: str) -> np.ndarray:
     import pyarrow as pa
 
+    if pa.types.is_null(col.type) and not len(col):  # an empty range: SQLite gives its columns no type
+        return np.empty(0, np.int64)
     if not pa.types.is_integer(col.type):
         raise NotStreamable(f"{table}.{name} holds values that are not integers")
     return np.asarray(col.to_numpy(), np.int64)
@@ -166,31 +175,38 @@ def _sorted(part: dict, key: str) -> dict:
     return {c: v[order] for c, v in part.items()}
 
 
-def kernel_parts(db, strings, chunk_rows: int = CHUNK_ROWS):
+def kernel_parts(db, strings, chunk_rows: int = CHUNK_ROWS, direct: bool = True, correlation: bool = False):
     """The kernel table's rows with timestamps (CUPTI writes start = end = 0 for rows it could not time)
-    as start, end, device key (:data:`DEVICE_BITS`), name (a StringIds category code, -1 none), in table order."""
+    as start, end, device key (:data:`DEVICE_BITS`), name (a StringIds category code, -1 none) and, asked for,
+    correlation (-1 none), in table order."""
     name_col = "shortName" if db.has_column(KERNEL, "shortName") else "demangledName"
     columns = {"start": ("start", 0), "end": ("end", 0), "dev": ("deviceId", -1), "gpid": ("globalPid", 0),
-               "name": (name_col, -1), "node": ("graphNodeId", -1)}
-    for part in table_parts(db, KERNEL, columns, chunk_rows):
-        if (part["node"] >= 0).any():
-            raise NotStreamable("graph-node kernels (their launch is a graph launch: the dependency wait is not streamed)")
+               "name": (name_col, -1)}
+    if correlation:
+        columns["correlation"] = ("correlationId", -1)
+    for part in table_parts(db, KERNEL, columns, chunk_rows, direct):
         timed = (part["start"] > 0) | (part["end"] > 0)
         dev = part["dev"]
         if dev.size and (dev.min() < -1 or dev.max() >= (1 << DEVICE_BITS) - 1):
             raise NotStreamable("a device id outside the streamed range")
         out = {"start": part["start"], "end": part["end"],
                "device": pid_of(part["gpid"]) << DEVICE_BITS | (dev + 1), "name": strings.codes_of(part["name"])}
+        if correlation:
+            out["correlation"] = part["correlation"]
         yield out if timed.all() else {c: v[timed] for c, v in out.items()}
 
 
-def api_parts(db, chunk_rows: int = CHUNK_ROWS):
-    """The runtime table's rows as start, end, pid, name (a StringIds id), correlation, in table order."""
-    columns = {"start": ("start", 0), "end": ("end", 0), "gtid": ("globalTid", 0), "name": ("nameId", -1),
-               "correlation": ("correlationId", -1)}
-    for part in table_parts(db, RUNTIME, columns, chunk_rows):
-        yield {"start": part["start"], "end": part["end"], "pid": pid_of(part["gtid"]), "name": part["name"],
-               "correlation": part["correlation"]}
+def api_parts(db, chunk_rows: int = CHUNK_ROWS, direct: bool = True, correlation: bool = True):
+    """The runtime table's rows as start, end, pid, name (a StringIds id) and, asked for, correlation, in
+    table order."""
+    columns = {"start": ("start", 0), "end": ("end", 0), "gtid": ("globalTid", 0), "name": ("nameId", -1)}
+    if correlation:
+        columns["correlation"] = ("correlationId", -1)
+    for part in table_parts(db, RUNTIME, columns, chunk_rows, direct):
+        out = {"start": part["start"], "end": part["end"], "pid": pid_of(part["gtid"]), "name": part["name"]}
+        if correlation:
+            out["correlation"] = part["correlation"]
+        yield out
 
 
 def device_of(key: int) -> tuple[int, int]:

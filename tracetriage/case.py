@@ -26,6 +26,7 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 
 if TYPE_CHECKING:
     from tracetriage.model import Trace
+    from tracetriage.parsers.sqlite import Database
 
 MAX_BUNDLE_FILES = 10_000
 
@@ -465,6 +466,30 @@ def open_case(paths, step_range: str | None = None, runtime=None, _depth: int = 
             "or serving artifact (vLLM/SGLang log, /metrics scrape, benchmark result) found"
         )
     return case
+
+
+def open_export(path) -> "Database":
+    """One Nsight Systems export, open for a streamed read (analyzers/stream_timeline.analyze_streamed): checked
+    as :func:`open_case` checks a file it is named (a readable regular file, recognised by its content as an
+    nsys export), then opened read-only and immutable (parsers/sqlite.readonly_uri: nothing is written or
+    created beside it). Raises the one-line input errors ``open_case`` raises for the same file."""
+    from tracetriage.parsers.sqlite import Database
+
+    path = Path(path)
+    problem = file_problem(path)
+    if problem is None and path.is_dir():
+        problem = "a folder, not an Nsight Systems export"
+    if problem:
+        raise UnsupportedInputError(path, problem)
+    try:
+        kind = detect(path)
+    except OSError as exc:
+        raise UnsupportedInputError(path, f"cannot be read ({exc.strerror or exc})") from None
+    if kind != "nsys":
+        why = "empty file" if kind == "empty" else kind.split(":", 1)[1] if kind.startswith("unknown:") else \
+            f"recognised as {kind}, not an Nsight Systems export"
+        raise UnsupportedInputError(path, f"not a supported input: {why}")
+    return Database(path)
 
 
 def _candidates(paths) -> list[tuple[Path, bool]]:

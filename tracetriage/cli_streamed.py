@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
-from tracetriage.errors import MemoryNeededError
+from tracetriage.errors import MemoryNeededError, UnsupportedInputError
 
-NOT_MEASURED = ("collectives and their skew", "the copies analysis", "dependency waits (queued work)",
+NOT_MEASURED = ("collectives and their skew", "the copies analysis",
+                "the dependency waits' lanes and the clock check's report (the idle a dependency held is in the causes)",
                 "host activity per step and idle by host range", "efficiency (FLOP and byte rates)",
                 "the phases' contents", "the set-up's cause",
                 "the findings, the rules and the verdict (they need the whole tables)")
@@ -24,17 +24,18 @@ def streamed_report(exc: MemoryNeededError, paths: list[str], step_range: str | 
     """(report, one-line summary) of the one export refused for its memory, analyzed streamed; raises
     ``exc`` again (with the stream's reason where it refused) where the stream does not apply."""
     from tracetriage.analyzers import stream_timeline as stl
-    from tracetriage.parsers import nsys
-    from tracetriage.parsers.sqlite import Database
+    from tracetriage.case import open_export
 
     path = exc.path if len(paths) == 1 else None  # the export refused (a report's export, or the file in a folder)
-    if path is None or not Path(path).is_file() or fmt not in FORMATS:
+    if path is None or fmt not in FORMATS:
         raise exc
     try:
-        with Database(path) as db:
-            if not nsys.looks_like_nsys(db):
-                raise exc
-        got = stl.analyze_streamed(path, sync_slack_ns=_slack(), step_range=step_range)
+        db = open_export(path)  # the one opening place: read-only, the same one-line errors as open_case's
+    except UnsupportedInputError:
+        raise exc from None  # not an nsys export after all: the memory refusal stands
+    try:
+        with db:
+            got = stl.analyze_streamed(db, sync_slack_ns=_slack(), step_range=step_range)
     except stl.NotStreamable as refused:
         raise MemoryNeededError(path, f"{exc.problem}; streamed, it cannot be analyzed exactly either: {refused}") from None
     data = _data(path, got, exc.problem)
@@ -56,13 +57,39 @@ def _data(path: str, got, why: str) -> dict:
               "warmup_steps_excluded": w.warmup_steps_excluded, "setup_excluded_ns": w.setup_excluded_ns}
     devices = []
     for (pid, ordinal), t in sorted(got.timelines.items()):
+        slices = _slices(t)
         devices.append({"pid": pid, "ordinal": ordinal, "busy_ns": t.busy_ns, "window_ns": t.window_ns,
-                        "busy_pct": t.busy_pct, "gaps": dataclasses.asdict(t.gaps)})
+                        "busy_pct": t.busy_pct, "gaps": dataclasses.asdict(t.gaps), "slices": slices,
+                        "largest_slice": _largest(slices, t.window_ns)})
     steps = [{"pid": pid, "source": s.source, "count": s.count, "warmup_dropped": s.warmup_dropped}
              for pid, s in sorted(w.steps.items())]
     return {"analysis": "streamed", "input": str(path), "why_streamed": why, "window": window, "steps": steps,
             "devices": devices, "kernels": got.kernels, "kernel_median_ns": got.kernel_median_ns,
             "kernels_in_window": got.kernels_in_window, "not_measured": list(NOT_MEASURED)}
+
+
+BUSY = "busy"  # compute + collective + copy: the streamed path does not tell them apart (no copy or collective pass)
+
+
+def _slices(timeline) -> dict[str, int]:
+    """The window's decomposition (analyzers/accounting.decomposition) as far as the stream measures it: the
+    idle slices exactly (``idle:<class>:<cause>``, the timeline's idle by class and cause) and the busy time
+    as one slice, ``busy``; they sum to the window."""
+    from tracetriage.analyzers.timeline import CAUSES, GAP_CLASSES
+
+    out = {BUSY: int(timeline.busy_ns)}
+    for cls in GAP_CLASSES:
+        for cause in CAUSES:
+            out[f"idle:{cls}:{cause}"] = int(timeline.idle_by_class[cls][cause])
+    return out
+
+
+def _largest(slices: dict[str, int], window_ns: int) -> dict:
+    """The slice holding the most of the window (the first of equals, in the decomposition's order): a
+    measurement, not a verdict. ``busy`` cannot be split into compute, collectives and copies here."""
+    name = max(slices, key=lambda k: slices[k])
+    pct = round(100.0 * slices[name] / window_ns, 3) if window_ns else 0.0
+    return {"slice": name, "ns": slices[name], "pct_of_window": pct}
 
 
 def _text(data: dict) -> str:
@@ -83,6 +110,10 @@ def _text(data: dict) -> str:
         causes = ", ".join(f"{cause} {pct:.1f}%" for cause, pct in g["by_cause_pct_of_window"].items() if pct)
         lines.append(f"GPU{d['ordinal']}/pid{d['pid']}: busy {d['busy_pct']:.1f}% of the window; {g['count']} gaps "
                      f"(p50 {g['p50_ns']} ns, p99 {g['p99_ns']} ns, max {g['max_ns']} ns); idle by cause: {causes or 'none'}")
+        top = d["largest_slice"]
+        what = (" (compute, collectives and copies are not told apart on the streamed path)" if top["slice"] == BUSY
+                else " (idle: gap class, then what the host was doing)")
+        lines.append(f"  largest slice of the window: {top['slice']} {top['pct_of_window']:.1f}%{what}")
     lines += ["", f"kernels in the window: {data['kernels_in_window']}, median {data['kernel_median_ns']} ns"]
     for k in data["kernels"]:
         lines.append(f"  {k['share_pct']:6.2f}%  {k['count']:>9}  median {k['median_ns']:>9} ns  {k['name']}")
