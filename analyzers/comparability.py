@@ -272,9 +272,9 @@ SAME_PATH, SAME_BYTES = "same path", "same bytes"
 def identical(before: Side, after: Side) -> str | None:
     """Whether both sides are one capture: :data:`SAME_PATH` when they read the same files,
     :data:`SAME_BYTES` when their steps are the same and each file of one side has a copy on the other
-    (runs.same_content: the same bytes, as analyze refuses two copies of one capture); None otherwise, or
+    (parsers.head.same_content: the same bytes, as analyze refuses two copies of one capture); None otherwise, or
     when a file cannot be read (a saved analysis whose capture is gone is judged as the other pairs)."""
-    from tracetriage.runs import same_content
+    from tracetriage.parsers.head import same_content
 
     paths_before = sorted(str(source.path) for source in before.record.inputs)
     paths_after = sorted(str(source.path) for source in after.record.inputs)

@@ -20,6 +20,7 @@ Side artifacts (topology, NCCL log, py-spy, serving logs) describe the run and n
 from __future__ import annotations
 
 from tracetriage.errors import UsageError
+from tracetriage.parsers.head import same_content
 
 
 def _overlaps(spans: list[tuple[int, int]]) -> bool:
@@ -83,32 +84,6 @@ def same_span_copies(named_spans: list[tuple[str, tuple[int, int] | None]]) -> t
             seen[span] = name
     return None
 
-
-def same_content(paths: list[str]) -> tuple[str, str] | None:
-    """The first two files that hold the same bytes (copies of one capture, whatever the format
-    records), or None. Only files of the same size are read whole (a copy has its original's size;
-    two ranks' exports seldom share a size to the byte); files that cannot be read are left to the case."""
-    import hashlib
-    import os
-
-    sizes: dict[int, list[str]] = {}
-    for path in paths:
-        try:
-            sizes.setdefault(os.path.getsize(path), []).append(path)
-        except OSError:
-            continue
-    for group in (g for g in sizes.values() if len(g) > 1):
-        seen: dict[str, str] = {}
-        for path in group:
-            try:
-                with open(path, "rb") as fh:
-                    digest = hashlib.file_digest(fh, "blake2b").hexdigest()
-            except OSError:
-                continue
-            if digest in seen:
-                return seen[digest], path
-            seen[digest] = path
-    return None
 
 
 def check_one_run(case) -> None:
