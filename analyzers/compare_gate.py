@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from tracetriage.analyzers.comparability import Comparability
 from tracetriage.contract import load
 from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSED
+from tracetriage.records.compare import LongSteps
 from tracetriage.wording import long_steps_words
 
 THRESHOLD_PCT = 5.0  # the practical minimum: a change under 5% of the step is no change (--gate-threshold)
@@ -31,27 +32,11 @@ class GateFinding:
 
 
 @dataclass(frozen=True, slots=True)
-class GateLongSteps:
-    """A rank's long steps as the gate reads them (compare_steps.LongSteps' contract)."""
-
-    factor: float = 0.0
-    cutoff_ns: int = 0
-    before: int = 0
-    before_steps: int = 0
-    after: int = 0
-    after_steps: int = 0
-    before_ms_per_step: float = 0.0
-    after_ms_per_step: float = 0.0
-    p_value: float = 1.0
-    status: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class GateStep:
     """A step row as the gate reads it: the rank and its long steps."""
 
     rank: int = 0
-    long_steps: GateLongSteps | None = None
+    long_steps: LongSteps | None = None
 
 
 @dataclass(frozen=True, slots=True)

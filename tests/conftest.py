@@ -152,6 +152,18 @@ def run_cli(*args, cwd=None):
     return result
 
 
+@functools.cache
+def compared(before: str, after: str) -> dict:
+    """``tracetriage.compare(before, after).data``, checked against the compare contract's schema (once a pair)."""
+    import tracetriage
+
+    data = tracetriage.compare(before, after).data
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((ROOT / "reports" / "compare.schema.json").read_text())
+    jsonschema.validate({key: value for key, value in data.items() if not key.startswith("_")}, schema)
+    return data
+
+
 def compare_contract(before, after, *extra, codes=(0,)) -> dict:
     """``compare BEFORE AFTER -f json EXTRA...`` in this process: its exit status one of ``codes``, its
     JSON valid against reports/compare.schema.json, returned as a dict."""

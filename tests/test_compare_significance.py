@@ -9,11 +9,10 @@ and the real 2xH100 nsys pair (mfu_before -> mfu_after, 15 / 14 steps per rank).
 
 from __future__ import annotations
 
-import functools
 import json
 
 import pytest
-from conftest import BUNDLES, ROOT
+from conftest import BUNDLES, ROOT, compared
 
 import tracetriage
 from tracetriage.analyzers.compare_steps import judged_status
@@ -22,15 +21,6 @@ from tracetriage.analyzers.trend_records import Compared
 from tracetriage.contract import load
 
 REAL_NSYS = ROOT / "samples" / "real" / "nsys"
-SCHEMA = json.loads((ROOT / "reports" / "compare.schema.json").read_text())
-
-
-@functools.cache
-def compared(before: str, after: str) -> dict:
-    data = tracetriage.compare(before, after).data
-    jsonschema = pytest.importorskip("jsonschema")
-    jsonschema.validate({key: value for key, value in data.items() if not key.startswith("_")}, SCHEMA)
-    return data
 
 
 def stall_to_rare() -> dict:

@@ -14,9 +14,7 @@
 
 from __future__ import annotations
 
-import functools
 import html
-import json
 import math
 import re
 import shutil
@@ -24,23 +22,12 @@ import types
 
 import numpy as np
 import pytest
-from conftest import BUNDLES, ROOT, run_cli, samples_generate
+from conftest import BUNDLES, ROOT, compared, run_cli, samples_generate
 
 import tracetriage
 from tracetriage.analyzers.compare_steps import P99_MIN_STEPS, long_step_test, step_test
 from tracetriage.analyzers.ranktest import fisher_p
 from tracetriage.errors import EXIT_REGRESSED
-
-SCHEMA = json.loads((ROOT / "reports" / "compare.schema.json").read_text())
-
-
-@functools.cache
-def compared(before: str, after: str) -> dict:
-    data = tracetriage.compare(before, after).data
-    jsonschema = pytest.importorskip("jsonschema")
-    jsonschema.validate({key: value for key, value in data.items() if not key.startswith("_")}, SCHEMA)
-    return data
-
 
 RARE, STALL = str(BUNDLES / "decode_rare_prefill"), str(BUNDLES / "prefill_stall")
 
