@@ -114,21 +114,21 @@ class RuntimeFacts:
                 proc.pending = replayed.copy()
         return proc
 
-    def graph_launches(self, pid: int) -> tuple[np.ndarray, np.ndarray]:
+    def _spans(self, pid: int, starts: str, ends: str) -> tuple[np.ndarray, np.ndarray]:
+        """A process's calls kept in the ``starts``/``ends`` lists of chunks, joined once (and kept joined)."""
         proc = self.procs.get(pid)
-        if proc is None or not proc.g_start:
+        if proc is None or not getattr(proc, ends):
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        if len(proc.g_start) > 1:
-            proc.g_start, proc.g_end = [np.concatenate(proc.g_start)], [np.concatenate(proc.g_end)]
-        return proc.g_start[0], proc.g_end[0]
+        for name in (starts, ends):
+            if len(getattr(proc, name)) > 1:
+                setattr(proc, name, [np.concatenate(getattr(proc, name))])
+        return getattr(proc, starts)[0], getattr(proc, ends)[0]
+
+    def graph_launches(self, pid: int) -> tuple[np.ndarray, np.ndarray]:
+        return self._spans(pid, "g_start", "g_end")
 
     def blocking(self, pid: int) -> tuple[np.ndarray, np.ndarray]:
-        proc = self.procs.get(pid)
-        if proc is None or not proc.b_end:
-            return np.empty(0, np.int64), np.empty(0, np.int64)
-        if len(proc.b_end) > 1:
-            proc.b_start, proc.b_end = [np.concatenate(proc.b_start)], [np.concatenate(proc.b_end)]
-        return proc.b_start[0], proc.b_end[0]
+        return self._spans(pid, "b_start", "b_end")
 
     def launches(self, pid: int) -> _LaunchCounts:
         proc = self._proc(pid)
