@@ -47,29 +47,40 @@ def why_not_one_run(traces) -> str | None:
         return f"{names} are not one run: captures of different profilers ({', '.join(formats)})"
     fmt = formats[0]
     if fmt == "nsys":
-        spans = [t.meta.get("session_utc_ns") for t in traces]
-        missing = [t.path for t, s in zip(traces, spans) if not s]
-        if missing:
-            return (f"{names} are not one run as far as they show: {missing[0]} records no capture session time "
-                    "(TARGET_INFO_SESSION_START_TIME / ANALYSIS_DETAILS) to match with the others")
-        copies = same_span_copies([(str(t.path), s) for t, s in zip(traces, spans)])
-        if copies:
-            first, second, (lo, hi) = copies
-            return (f"{first} and {second} are not one run: they are copies of one capture (the same capture "
-                    f"session to the nanosecond: utcEpochNs {lo}, {(hi - lo) / 1e9:.3f} s; one rank's nsys never "
-                    "starts at the same nanosecond as another's)")
-        if not _overlaps([tuple(s) for s in spans]):
-            return f"{names} are not one run: their capture sessions do not overlap in time"
-        return None
+        return _nsys_not_one_run(traces, names)
     if fmt == "kineto":
-        jobs = {(t.meta.get("world_size"), str(t.meta.get("backend"))) for t in traces}
-        ranks = [t.meta.get("rank") for t in traces]
-        size = next(iter(jobs))[0] if len(jobs) == 1 else None
-        if (len(jobs) == 1 and isinstance(size, int) and size > 1 and all(isinstance(r, int) and 0 <= r < size for r in ranks)
-                and len(set(ranks)) == len(ranks)):
-            return None
-        return f"{names} are not one run: their distributedInfo does not name distinct ranks of one job"
+        return _kineto_not_one_run(traces, names)
     return f"{names} are not one run: separate {fmt} captures"
+
+
+def _nsys_not_one_run(traces, names: str) -> str | None:
+    """Exports are one run when each records its capture session, no two sessions are equal to the
+    nanosecond (copies), and the sessions overlap in time."""
+    spans = [t.meta.get("session_utc_ns") for t in traces]
+    missing = [t.path for t, s in zip(traces, spans) if not s]
+    if missing:
+        return (f"{names} are not one run as far as they show: {missing[0]} records no capture session time "
+                "(TARGET_INFO_SESSION_START_TIME / ANALYSIS_DETAILS) to match with the others")
+    copies = same_span_copies([(str(t.path), s) for t, s in zip(traces, spans)])
+    if copies:
+        first, second, (lo, hi) = copies
+        return (f"{first} and {second} are not one run: they are copies of one capture (the same capture "
+                f"session to the nanosecond: utcEpochNs {lo}, {(hi - lo) / 1e9:.3f} s; one rank's nsys never "
+                "starts at the same nanosecond as another's)")
+    if not _overlaps([tuple(s) for s in spans]):
+        return f"{names} are not one run: their capture sessions do not overlap in time"
+    return None
+
+
+def _kineto_not_one_run(traces, names: str) -> str | None:
+    """Traces are one run when their distributedInfo names distinct ranks of one job (world size, backend)."""
+    jobs = {(t.meta.get("world_size"), str(t.meta.get("backend"))) for t in traces}
+    ranks = [t.meta.get("rank") for t in traces]
+    size = next(iter(jobs))[0] if len(jobs) == 1 else None
+    if (len(jobs) == 1 and isinstance(size, int) and size > 1 and all(isinstance(r, int) and 0 <= r < size for r in ranks)
+            and len(set(ranks)) == len(ranks)):
+        return None
+    return f"{names} are not one run: their distributedInfo does not name distinct ranks of one job"
 
 
 def same_span_copies(named_spans: list[tuple[str, tuple[int, int] | None]]) -> tuple[str, str, tuple[int, int]] | None:
@@ -83,7 +94,6 @@ def same_span_copies(named_spans: list[tuple[str, tuple[int, int] | None]]) -> t
                 return seen[span], name, span
             seen[span] = name
     return None
-
 
 
 def check_one_run(case) -> None:
