@@ -144,12 +144,9 @@ _ROCM_SECTION = re.compile(r"^=+\s*(.*?)\s*=+\s*$")
 _ROCM_NUMA = re.compile(r"^GPU\[(\d+)\]\s*:\s*\(Topology\)\s*Numa Node:\s*(-?\d+)")
 
 
-def parse_rocm(path: str, text: str | None = None) -> Topology:
-    """``rocm-smi --showtopo``: weight, hops and link-type matrices, then NUMA nodes."""
-    import networkx as nx  # imported by the topology readers only: a trace alone never pays it
-
-    if text is None:
-        text = read_text(path)
+def _rocm_sections(text: str) -> tuple[dict[str, dict[tuple[str, str], str]], dict[int, int | None]]:
+    """The GPU-pair matrices of ``rocm-smi --showtopo`` (link type, weight, hops: cell by (row, column)
+    GPU name) and each GPU's NUMA node (None where it reports -1)."""
     section = None
     header: list[str] = []
     matrices: dict[str, dict[tuple[str, str], str]] = {}
@@ -174,6 +171,16 @@ def parse_rocm(path: str, text: str | None = None) -> Topology:
         m = _ROCM_NUMA.match(line.strip())
         if m:
             numa[int(m.group(1))] = int(m.group(2)) if int(m.group(2)) >= 0 else None
+    return matrices, numa
+
+
+def parse_rocm(path: str, text: str | None = None) -> Topology:
+    """``rocm-smi --showtopo``: weight, hops and link-type matrices, then NUMA nodes."""
+    import networkx as nx  # imported by the topology readers only: a trace alone never pays it
+
+    if text is None:
+        text = read_text(path)
+    matrices, numa = _rocm_sections(text)
     links = matrices.get("link") or {}
     if not links:
         raise TraceFormatError(path, "rocm-smi output without a 'Link Type between two GPUs' matrix")

@@ -201,10 +201,9 @@ def rule_python_host_overhead(ctx: Context):
 SYNC_CAUSED = ("idle:after_sync:sync", "idle:after_sync:memcpy_sync", "idle:after_sync:launch")
 
 
-def rule_host_sync_per_step(ctx: Context):
-    """A blocking sync in most steps, the GPU idle after it: claims what the sync causes (SYNC_CAUSED and
-    the launch latency after each sync), not the host code that follows; when that code holds most of the
-    idle after the syncs (sync_host_after_share) the text says the sync is minor and the code is the cost."""
+def _sync_wants(ctx: Context) -> tuple[dict, dict, dict]:
+    """Per device of a process that syncs in most steps: the slices the sync causes, the launch latency
+    after each sync (claimed from the host code after it) and the process."""
     wants, latency, process_of = {}, {}, {}
     for trace in ctx.judged():
         for device in trace.devices:
@@ -215,31 +214,19 @@ def rule_host_sync_per_step(ctx: Context):
             wants[device.id] = (list(SYNC_CAUSED), None)
             latency[device.id] = (["idle:after_sync:host"], device.after_sync_count * t("sync_launch_latency_ns"))
             process_of[device.id] = process
-    if not wants:
-        return None
-    after_sync = {device_id: ctx.ledger.available(device_id, ["idle:after_sync:*"]) for device_id in wants}
-    if ctx.ledger.impact_pct(after_sync) < t("sync_impact_min_pct"):
-        return None
-    caused = {device_id: ctx.ledger.available(device_id, *wants[device_id]) + ctx.ledger.available(device_id, *latency[device_id])
-              for device_id in wants}
-    if ctx.ledger.impact_pct(caused) < t("sync_claim_min_pct"):
-        return None
-    waited = ctx.ledger.take("host_sync_per_step", wants)
-    launched = ctx.ledger.take("host_sync_per_step", latency)
-    taken = {device_id: waited[device_id] + launched[device_id] for device_id in wants}
-    impact = ctx.ledger.impact_pct(taken)
-    device = best_device(taken if any(taken.values()) else after_sync, ctx)
-    process = process_of[device.id]
+    return wants, latency, process_of
+
+
+def _sync_evidence(ctx: Context, device: DeviceMetrics, process, impact: float, per_step_idle: float,
+                   after_all: int) -> list[dict]:
+    """host_sync_per_step's evidence before the host code after the syncs: the syncs and copies per
+    step, the idle after them, the claim, its size per step and the steps."""
     dtoh = process.dtoh_copies_per_step or 0
-    dtoh_txt = (f", with {plural(round(dtoh), 'device-to-host copy', 'device-to-host copies')} per step "
-                f"({nbytes(process.dtoh_bytes_per_step or 0)})") if dtoh else ""
     steps = process.steps
     syncs = process.syncs_per_step
-    per_step_idle = taken[device.id] / max(1, steps.count)
-    after_all = sum(ns for name, ns in device.slices.items() if name.startswith("idle:after_sync:"))
     in_calls = after_all - device.slices["idle:after_sync:host"]  # the after-sync idle spent inside CUDA calls
     window_ns = device.window_ns
-    evidence = [
+    return [
         ev("syncs_per_step", syncs, "calls", "one step",
            text=f"{syncs:g} blocking {'sync' if syncs == 1 else 'syncs'} per step (median)"),
         ev("dtoh_copies_per_step", dtoh, "copies", "one step",
@@ -258,6 +245,36 @@ def rule_host_sync_per_step(ctx: Context):
         ev("steps", steps.count, "steps", "window", text=f"{steps.count:,} steps (source: {steps.source}), "
                                                          f"p50 {us(steps.p50_ns)}"),
     ]
+
+
+def rule_host_sync_per_step(ctx: Context):
+    """A blocking sync in most steps, the GPU idle after it: claims what the sync causes (SYNC_CAUSED and
+    the launch latency after each sync), not the host code that follows; when that code holds most of the
+    idle after the syncs (sync_host_after_share) the text says the sync is minor and the code is the cost."""
+    wants, latency, process_of = _sync_wants(ctx)
+    if not wants:
+        return None
+    after_sync = {device_id: ctx.ledger.available(device_id, ["idle:after_sync:*"]) for device_id in wants}
+    if ctx.ledger.impact_pct(after_sync) < t("sync_impact_min_pct"):
+        return None
+    caused = {device_id: ctx.ledger.available(device_id, *wants[device_id]) + ctx.ledger.available(device_id, *latency[device_id])
+              for device_id in wants}
+    if ctx.ledger.impact_pct(caused) < t("sync_claim_min_pct"):
+        return None
+    waited = ctx.ledger.take("host_sync_per_step", wants)
+    launched = ctx.ledger.take("host_sync_per_step", latency)
+    taken = {device_id: waited[device_id] + launched[device_id] for device_id in wants}
+    impact = ctx.ledger.impact_pct(taken)
+    device = best_device(taken if any(taken.values()) else after_sync, ctx)
+    process = process_of[device.id]
+    dtoh = process.dtoh_copies_per_step or 0
+    dtoh_txt = (f", with {plural(round(dtoh), 'device-to-host copy', 'device-to-host copies')} per step "
+                f"({nbytes(process.dtoh_bytes_per_step or 0)})") if dtoh else ""
+    syncs = process.syncs_per_step
+    per_step_idle = taken[device.id] / max(1, process.steps.count)
+    after_all = sum(ns for name, ns in device.slices.items() if name.startswith("idle:after_sync:"))
+    window_ns = device.window_ns
+    evidence = _sync_evidence(ctx, device, process, impact, per_step_idle, after_all)
     host_after = device.slices["idle:after_sync:host"]
     host_after_pct = 100.0 * host_after / window_ns
     evidence.append(_host_after_evidence(ctx, device, launched[device.id]))
@@ -267,7 +284,6 @@ def rule_host_sync_per_step(ctx: Context):
                          "per_step_idle": us(per_step_idle), "host_after": pct(host_after_pct)},
                         evidence, severity=severity_for(impact), denominator=window_denominator(ctx),
                         variant="host_after" if host_bound else None, kind=ctx.kind)
-
 
 
 def _host_after_evidence(ctx: Context, device: DeviceMetrics, launched_ns: int) -> dict:
