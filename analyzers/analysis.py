@@ -160,8 +160,9 @@ def _measure_device(trace: Trace, device: int, lo: int, hi: int, timeline, host_
     pid = int(trace.devices.iloc[device]["pid"])
     with held(trace, device):  # the device's rows (tracetriage.partition), found once for all four passes
         times = timeline(device)
+        # the idle ns and the idle inside calls are the timeline's (its sweep measured them on the same gaps)
         by_host = host_activity.idle_by_host(trace, device, lo, hi, host_ranges[pid], steps.get(pid),
-                                             min_gap_ns=int(trace.meta.get("clock_resolution_ns") or 1))
+                                             min_gap_ns=int(trace.meta.get("clock_resolution_ns") or 1), timeline=times)
         return times, by_host, coll.device_collectives(trace, device, lo, hi), accounting.copy_activity(trace, device, lo, hi)
 
 
