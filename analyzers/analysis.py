@@ -43,8 +43,7 @@ SYNC_SLACK_NS = 20_000  # a gap "follows" a sync that ended at most 20 us before
 
 def _trace_pids(trace: Trace) -> list[int]:
     """The processes that ran GPU work (kernels, copies, memsets, graph replays)."""
-    pids = set(trace.gpu["pid"].unique().tolist())
-    return sorted(int(pid) for pid in pids)
+    return sorted(int(pid) for pid in distinct(trace.gpu["pid"].to_numpy()).tolist())
 
 
 def _row_counts(pids: np.ndarray, wanted: list[int]) -> dict[int, int]:
