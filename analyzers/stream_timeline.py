@@ -121,8 +121,6 @@ def median(values: np.ndarray, counts: np.ndarray) -> float:
 class _StreamPass(tl._Pass):
     """A device's timeline pass whose gap lengths go to value counts instead of a row-sized buffer."""
 
-    in_calls = False  # no idle-by-host pass reads it here
-
     def keep_lengths(self, length: np.ndarray) -> None:
         self.lengths.add(length)
         self.acc["n"] += length.size
