@@ -43,8 +43,7 @@ SYNC_SLACK_NS = 20_000  # a gap "follows" a sync that ended at most 20 us before
 
 def _trace_pids(trace: Trace) -> list[int]:
     """The processes that ran GPU work (kernels, copies, memsets, graph replays)."""
-    pids = set(trace.gpu["pid"].unique().tolist())
-    return sorted(int(pid) for pid in pids)
+    return sorted(int(pid) for pid in distinct(trace.gpu["pid"].to_numpy()).tolist())
 
 
 def _row_counts(pids: np.ndarray, wanted: list[int]) -> dict[int, int]:
@@ -160,8 +159,9 @@ def _measure_device(trace: Trace, device: int, lo: int, hi: int, timeline, host_
     pid = int(trace.devices.iloc[device]["pid"])
     with held(trace, device):  # the device's rows (tracetriage.partition), found once for all four passes
         times = timeline(device)
+        # the idle ns and the idle inside calls are the timeline's (its sweep measured them on the same gaps)
         by_host = host_activity.idle_by_host(trace, device, lo, hi, host_ranges[pid], steps.get(pid),
-                                             min_gap_ns=int(trace.meta.get("clock_resolution_ns") or 1))
+                                             min_gap_ns=int(trace.meta.get("clock_resolution_ns") or 1), timeline=times)
         return times, by_host, coll.device_collectives(trace, device, lo, hi), accounting.copy_activity(trace, device, lo, hi)
 
 

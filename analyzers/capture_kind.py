@@ -256,8 +256,11 @@ def is_native_trace(trace) -> bool:
     that ran GPU work is named and none of them is Python (as ``language`` = native above)."""
     if trace.format == "kineto" or not len(trace.processes) or not len(trace.gpu):
         return False
+    from tracetriage.model import distinct  # (the model's tables are loaded: pandas is)
+
     names = dict(zip(trace.processes["pid"].tolist(), trace.processes["name"].tolist()))
-    programs = [str(names.get(pid) or "") for pid in trace.gpu["pid"].unique().tolist()]  # unique: no 10M-row list
+    # the distinct pids (model.distinct: a constant column, one process, is two reductions, no hash table)
+    programs = [str(names.get(pid) or "") for pid in distinct(trace.gpu["pid"].to_numpy()).tolist()]
     return bool(programs) and all(name and not name.startswith("pid ") and not _PYTHON.search(name) for name in programs)
 
 

@@ -53,30 +53,36 @@ def device_collectives(trace: Trace, device: int, lo: int, hi: int) -> DeviceCol
         return DeviceCollectives(collective_ns=0, collective_share_pct=0.0, collective_exposed_pct=0.0, collectives_by_op={},
                                  collective_count=0, calls=CollectiveCalls.empty(device), exposed_ns=0)
     starts, ends = g["start"].to_numpy(), g["end"].to_numpy()
-    # each set's rows gathered straight from the table's columns (no copy of the device's whole columns first)
-    at = is_coll if rows is None else rows[is_coll]  # a mask of the table, or its row numbers
-    cs, ce = iv.clip(*iv.union(starts[at], ends[at]), lo, hi)
+    # each set's rows gathered straight from the table's columns (no copy of the device's whole columns first);
+    # the collectives are few: their columns gathered once, no frame of them
+    at = np.flatnonzero(is_coll) if rows is None else rows[is_coll]  # their row numbers, in the table's order
+    c_start, c_end, c_code = starts[at], ends[at], coll_codes[is_coll]
+    cs, ce = iv.clip(*iv.union(c_start, c_end), lo, hi)
     at = mine & (coll_codes < 0) if rows is None else rows[mine & (coll_codes < 0)]
     ps, pe = iv.clip(*iv.union(starts[at], ends[at]), lo, hi)
     del at
-    coll = g[is_coll] if rows is None else g.iloc[rows[is_coll]]  # collectives are few: a real frame is fine
     # exposed = collective time not covered by compute: |C| - |C ∩ P|, via P's coverage function
     hidden = int(iv.Coverage(ps, pe).overlap(cs, ce).sum()) if cs.size else 0
     exposed_ns = iv.measure(cs, ce) - hidden
+    names = [str(op) for op in g["collective"].cat.categories]
     by_op = {}
-    for op, grp in coll.groupby("collective", observed=True):
-        s, e = iv.clip(*iv.union(grp["start"].to_numpy(), grp["end"].to_numpy()), lo, hi)
-        by_op[str(op)] = round(100.0 * iv.measure(s, e) / window, 3) if window else 0.0
-    in_window = coll[(coll["start"] >= lo) & (coll["start"] < hi)].sort_values("start", kind="stable")
+    for code in np.unique(c_code).tolist():  # by op, in the categories' order
+        op = c_code == code
+        s, e = iv.clip(*iv.union(c_start[op], c_end[op]), lo, hi)
+        by_op[names[code]] = round(100.0 * iv.measure(s, e) / window, 3) if window else 0.0
+    in_window = (c_start >= lo) & (c_start < hi)
+    w_start, w_end, w_code = c_start[in_window], c_end[in_window], c_code[in_window]
+    if not is_sorted(w_start):
+        order = np.argsort(w_start, kind="stable")
+        w_start, w_end, w_code = w_start[order], w_end[order], w_code[order]
     return DeviceCollectives(
         collective_ns=iv.measure(cs, ce),
         collective_share_pct=round(100.0 * iv.measure(cs, ce) / window, 3) if window else 0.0,
         collective_exposed_pct=round(100.0 * exposed_ns / window, 3) if window else 0.0,
         collectives_by_op=by_op,
-        collective_count=int(len(in_window)),
-        calls=CollectiveCalls(device=device, starts=in_window["start"].to_numpy(np.int64),
-                              ends=in_window["end"].to_numpy(np.int64),
-                              ops=np.asarray(in_window["collective"].astype(str).to_numpy(), dtype=object)),
+        collective_count=int(w_start.size),
+        calls=CollectiveCalls(device=device, starts=np.asarray(w_start, np.int64), ends=np.asarray(w_end, np.int64),
+                              ops=np.array(names, dtype=object)[w_code]),
         exposed_ns=int(exposed_ns),
     )
 

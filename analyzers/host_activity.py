@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.analyzers import intervals as iv
-from tracetriage.analyzers.metrics import IdleByHost
+from tracetriage.analyzers.metrics import DeviceTimeline, IdleByHost
 from tracetriage.analyzers.steps import STEP_PATTERNS, Steps
 from tracetriage.model import Trace
 from tracetriage.partition import device_rows
@@ -86,6 +86,7 @@ class HostRanges:
 
     def __init__(self, trace: Trace, pid: int):
         self._calls: dict[int, tuple] = {}  # the process's calls, found once for all its devices (:meth:`calls`)
+        self._has_calls: dict[int, bool] = {}
         self._lock = threading.Lock()
         names: dict[str, int] = {}
         sources: dict[str, int] = {}
@@ -126,6 +127,14 @@ class HostRanges:
     @property
     def empty(self) -> bool:
         return not self.start.size
+
+    def has_calls(self, api, pid: int) -> bool:
+        """Whether ``pid`` made any runtime/driver call (found once, shared by the process's devices)."""
+        with self._lock:
+            if pid not in self._has_calls:
+                self._has_calls[pid] = bool(self._calls[pid][0].size) if pid in self._calls else \
+                    bool(len(api)) and bool((api["pid"].to_numpy() == pid).any())
+            return self._has_calls[pid]
 
     def calls(self, api, pid: int) -> tuple[np.ndarray, np.ndarray, int | None]:
         """(starts, ends, the longest call or None: :func:`_call_span`) of ``pid``'s calls
@@ -337,17 +346,9 @@ def _call_span(call_s: np.ndarray, call_e: np.ndarray) -> int | None:
     return longest
 
 
-def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges, steps: Steps | None,
-                 min_gap_ns: int = 1) -> IdleByHost | None:
-    """The device's idle time in [lo, hi) by the host range that covers it (module docstring); None when
-    the process recorded no host range."""
-    if hosts.empty:
-        return None
-    window = hi - lo
-    gap_s, gap_e = _device_gaps(trace, device, lo, hi, min_gap_ns)
-    pid = int(trace.devices.iloc[device]["pid"])
-    call_s, call_e, span = hosts.calls(trace.api, pid)
-    has_calls = bool(call_s.size)
+def _segments(hosts: HostRanges, steps: Steps | None, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(starts, ends, range index) of the disjoint segments the host ranges that can answer own (the tiers in
+    turn, each naming only what the ones before it left), by start; None when no range owns any."""
     candidate = ~_excluded(hosts, steps, lo, hi) & (hosts.end > np.maximum(hosts.start, lo)) & (hosts.start < hi)
     segments_s, segments_e, segments_of = [], [], []
     taken_s, taken_e = np.empty(0, np.int64), np.empty(0, np.int64)
@@ -367,23 +368,55 @@ def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges,
         segments_e.append(own_e)
         segments_of.append(which)
         taken_s, taken_e = iv.union(np.concatenate((taken_s, own_s)), np.concatenate((taken_e, own_e)))
-    idle_ns = sum(int((gap_e[i:i + iv.SLICE] - gap_s[i:i + iv.SLICE]).sum()) for i in range(0, gap_s.size, iv.SLICE))
-    # host code = idle time outside every call of the process (the calls' union streamed past the gaps)
-    host_code_ns = idle_ns - idle_in_calls(gap_s, gap_e, call_s, call_e, span=span) if has_calls else 0
+    if not segments_s:
+        return None
+    seg_s, seg_e, seg_of = (np.concatenate(part) for part in (segments_s, segments_e, segments_of))
+    order = np.argsort(seg_s, kind="stable")
+    return seg_s[order], seg_e[order], seg_of[order]
+
+
+def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges, steps: Steps | None,
+                 min_gap_ns: int = 1, timeline: DeviceTimeline | None = None) -> IdleByHost | None:
+    """The device's idle time in [lo, hi) by the host range that covers it (module docstring); None when
+    the process recorded no host range. ``timeline``: the device's :func:`timeline.device_timeline` over the
+    same window and ``min_gap_ns``, whose pass measured the idle ns and the idle inside the process's calls
+    on the same gaps (``idle_in_any_call_ns``): then the gaps are found here only when some range can name
+    a part of them, and the calls are not swept again."""
+    if hosts.empty:
+        return None
+    window = hi - lo
+    pid = int(trace.devices.iloc[device]["pid"])
+    segments = _segments(hosts, steps, lo, hi)
+    measured = timeline is not None and timeline.idle_in_any_call_ns is not None
+    if measured and segments is None:
+        gap_s = gap_e = None
+    else:
+        gap_s, gap_e = _device_gaps(trace, device, lo, hi, min_gap_ns)
+    if measured:
+        idle_ns, has_calls = timeline.gaps.total_ns, hosts.has_calls(trace.api, pid)
+        # host code = idle time outside every call of the process (measured by the timeline's sweep)
+        host_code_ns = idle_ns - timeline.idle_in_any_call_ns if has_calls else 0
+    else:
+        idle_ns = sum(int((gap_e[i:i + iv.SLICE] - gap_s[i:i + iv.SLICE]).sum()) for i in range(0, gap_s.size, iv.SLICE))
+        call_s, call_e, span = hosts.calls(trace.api, pid)
+        has_calls = bool(call_s.size)
+        # host code = idle time outside every call of the process (the calls' union streamed past the gaps)
+        host_code_ns = idle_ns - idle_in_calls(gap_s, gap_e, call_s, call_e, span=span) if has_calls else 0
     rows_out: list[dict] = []
     attributed = 0
-    if segments_s:
-        seg_s, seg_e, seg_of = (np.concatenate(part) for part in (segments_s, segments_e, segments_of))
-        order = np.argsort(seg_s, kind="stable")
-        seg_s, seg_e, seg_of = seg_s[order], seg_e[order], seg_of[order]
+    if segments is not None:
+        seg_s, seg_e, seg_of = segments
         piece_s, piece_e, seg, gap = _pieces(seg_s, seg_e, gap_s, gap_e)
         if piece_s.size:
             owner = seg_of[seg]
             key = hosts.name[owner].astype(np.int64) * (len(hosts.sources) + 1) + hosts.source[owner]
             keys, inverse = np.unique(key, return_inverse=True)
             idle = np.bincount(inverse, weights=piece_e - piece_s, minlength=keys.size)
-            code = ((piece_e - piece_s) - iv.Coverage(*iv.union(call_s, call_e)).overlap(piece_s, piece_e) if has_calls
-                    else np.zeros(piece_s.size, np.int64))
+            if has_calls:
+                call_s, call_e, _ = hosts.calls(trace.api, pid)
+                code = (piece_e - piece_s) - iv.Coverage(*iv.union(call_s, call_e)).overlap(piece_s, piece_e)
+            else:
+                code = np.zeros(piece_s.size, np.int64)
             code_ns = np.bincount(inverse, weights=code, minlength=keys.size)
             order = np.lexsort((gap, inverse))  # distinct (range, gap) pairs: a sort, no hash table
             pair_key, pair_gap = inverse[order], gap[order]

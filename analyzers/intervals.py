@@ -247,3 +247,20 @@ class Coverage:
         idx = np.unique(idx)
         out[idx] = self.at(b[idx]) - self.at(a[idx])
         return out
+
+
+def gaps_after(gap_s: np.ndarray, gap_e: np.ndarray, event_ends: np.ndarray, slack_ns: int) -> np.ndarray:
+    """Mask of gaps that begin within ``slack_ns`` before, or contain, the end of an event.
+
+    Used to link idle time to blocking syncs: the GPU drains, the host returns from
+    the sync and only then prepares the next step.
+    """
+    ends = np.asarray(event_ends, dtype=np.int64)
+    if not is_sorted(ends):  # the timeline passes them sorted, once for all its slices
+        ends = np.sort(ends)
+    if ends.size == 0 or gap_s.size == 0:
+        return np.zeros(gap_s.size, dtype=bool)
+    k = np.searchsorted(ends, gap_s - slack_ns, side="left")
+    k = np.minimum(k, ends.size - 1)
+    first = ends[k]
+    return (first >= gap_s - slack_ns) & (first <= gap_e)

@@ -155,6 +155,9 @@ class DeviceTimeline:
     busy_in_spans_ns: int
     idle_in_pageable_copies_ns: int = 0
     idle_in_calls: dict[str, int] = field(default_factory=dict)
+    # the idle ns inside any call of the owning process (the union of its calls): the idle-by-host pass's
+    # host-code figure reads it (host_activity.idle_by_host); None where the pass did not measure it
+    idle_in_any_call_ns: int | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)

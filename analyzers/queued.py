@@ -80,22 +80,12 @@ class ClockCheck:
         return ""
 
 
-@dataclass(frozen=True, slots=True)
-class _Pairs:
-    """The process's GPU rows joined to their launch call (rows: indices into the trace's GPU table, ascending),
-    the call's start and end; the rows launched before the capture (their correlation below every call's); and
-    all the process's GPU rows (``every``, ascending)."""
-
-    rows: np.ndarray
-    call_start: np.ndarray
-    call_end: np.ndarray
-    before_rows: np.ndarray
-    first_call: int
-    every: np.ndarray
+SLICE_ROWS = 1 << 18  # GPU rows read per slice: temporaries of a slice, not of the table (a 10M-row graph capture)
 
 
-def _pairs(trace: Trace, pid: int, mine: np.ndarray | None) -> _Pairs | None:
-    """None when the process made no call that can hold queued work, or no launching call."""
+def _launches(trace: Trace, pid: int, mine: np.ndarray | None) -> tuple | None:
+    """(correlations in order, their calls' starts and ends, the process's first call's start) of the process's
+    launching calls; None when it made no call that can hold queued work, or no launching call."""
     gpu, api = trace.gpu, trace.api
     if not len(gpu) or not len(api):
         return None
@@ -114,29 +104,93 @@ def _pairs(trace: Trace, pid: int, mine: np.ndarray | None) -> _Pairs | None:
         return None
     keys = corr[calls]
     order = np.argsort(keys, kind="stable")
-    keys = keys[order]
     starts, ends = own(api["start"].to_numpy())[calls][order], own(api["end"].to_numpy())[calls][order]
-    every = np.flatnonzero(gpu["pid"].to_numpy() == pid)
-    rows = every[gpu["correlation"].to_numpy()[every] >= 0]
-    want = gpu["correlation"].to_numpy()[rows]
-    pos = np.minimum(np.searchsorted(keys, want), keys.size - 1)
-    hit = keys[pos] == want
-    before = (~hit) & (want > 0) & (want < keys[0])  # launched before the capture's first launch call
-    return _Pairs(rows[hit], starts[pos[hit]].astype(np.int64), ends[pos[hit]].astype(np.int64), rows[before],
-                  int(own(api["start"].to_numpy()).min()), every)
+    return keys[order], starts.astype(np.int64), ends.astype(np.int64), int(own(api["start"].to_numpy()).min())
 
 
-def _long_gap_ends(trace: Trace, pairs: _Pairs) -> np.ndarray:
-    """Which of the paired rows (ascending, so in start order) start after an idle gap over DEPENDENCY_LATENCY_NS
-    on their device: every earlier operation of the process on that device ended that much before their start."""
-    gpu, mine = trace.gpu, pairs.every
-    starts, ends, device = gpu["start"].to_numpy()[mine], gpu["end"].to_numpy()[mine], gpu["device"].to_numpy()[mine]
-    long_gap = np.zeros(mine.size, bool)
-    one_device = not device.size or device.min() == device.max()  # the usual case: no mask per device
-    for on in [np.arange(mine.size)] if one_device else [np.flatnonzero(device == dev) for dev in np.unique(device)]:
-        prior = np.maximum.accumulate(ends[on])[:-1]  # the first operation has no gap before it
-        long_gap[on[1:]] = starts[on[1:]] - prior > DEPENDENCY_LATENCY_NS
-    return long_gap[np.searchsorted(mine, pairs.rows)]
+class _Scan:
+    """One pass over the process's GPU rows, a slice at a time (row order: start order), joining each to its
+    launch call (pid and correlation): the clock check's counts, and with ``early`` the rows :func:`queued_early`
+    returns, written into buffers reserved for every row (pages touched only as written)."""
+
+    def __init__(self, trace: Trace, pid: int, launches: tuple, early: bool):
+        self.keys, self.call_start, self.call_end, self.first_call = launches
+        self.tolerance = max(1000, int(trace.meta.get("clock_resolution_ns") or 1))
+        self.pairs = self.behind = 0
+        self.lead_max = 0
+        self.lags: list[np.ndarray] = []  # call end -> start of the paired rows that end a long idle gap
+        self.last_end: dict[int, int] = {}  # per device, the latest end of the process's rows so far
+        gpu = trace.gpu
+        self.start, self.end = gpu["start"].to_numpy(), gpu["end"].to_numpy()
+        self.out = (np.empty(len(gpu), np.int64), np.empty(len(gpu), np.int64)) if early else None
+        self.n_out = 0
+        pids, corr, device = gpu["pid"].to_numpy(), gpu["correlation"].to_numpy(), gpu["device"].to_numpy()
+        for k in range(0, len(gpu), SLICE_ROWS):
+            rows = k + np.flatnonzero(pids[k:k + SLICE_ROWS] == pid)
+            if rows.size:
+                self._slice(rows, corr[rows], device[rows])
+
+    def _long_gaps(self, rows: np.ndarray, device: np.ndarray) -> np.ndarray:
+        """Which rows start after an idle gap over DEPENDENCY_LATENCY_NS on their device: every earlier row of the
+        process on that device (this slice's and the earlier slices') ended that much before their start."""
+        out = np.zeros(rows.size, bool)
+        one = device.min() == device.max()  # the usual case: no mask per device
+        for dev in (device[:1] if one else np.unique(device)).tolist():
+            on = np.arange(rows.size) if one else np.flatnonzero(device == dev)
+            ends, before = self.end[rows[on]], self.last_end.get(dev)
+            head = ends[:1] if before is None else np.array([before], np.int64)
+            latest = np.maximum.accumulate(np.concatenate((head, ends)))  # latest[i]: the latest end before row i
+            gap = self.start[rows[on]] - latest[:-1] > DEPENDENCY_LATENCY_NS
+            gap[0] &= before is not None  # the device's first row has no gap before it
+            out[on] = gap
+            self.last_end[dev] = int(latest[-1])
+        return out
+
+    def _slice(self, rows: np.ndarray, corr: np.ndarray, device: np.ndarray) -> None:
+        long_gap = self._long_gaps(rows, device)
+        valid = corr >= 0
+        rows, want, long_gap = rows[valid], corr[valid], long_gap[valid]
+        if not rows.size:
+            return
+        keys = self.keys
+        pos = np.minimum(np.searchsorted(keys, want), keys.size - 1)
+        hit = keys[pos] == want
+        op_start = self.start[rows[hit]]
+        lead = self.call_start[pos[hit]] - op_start
+        early = lead > self.tolerance
+        self.pairs += int(hit.sum())
+        self.behind += int(early.sum())
+        if early.any():
+            self.lead_max = max(self.lead_max, int(lead[early].max()))
+        lag = (op_start - self.call_end[pos[hit]])[long_gap[hit]]
+        if lag.size:
+            self.lags.append(lag)
+        if self.out is not None:  # paired rows ready at their call's end, rows launched before the capture at its first call
+            kept = hit | ((~hit) & (want > 0) & (want < keys[0]))
+            rows = rows[kept]
+            ready = np.where(hit, self.call_end[pos], self.first_call)[kept]
+            queued = ready < self.start[rows] - DEPENDENCY_LATENCY_NS
+            n = int(queued.sum())
+            self.out[0][self.n_out:self.n_out + n], self.out[1][self.n_out:self.n_out + n] = rows[queued], ready[queued]
+            self.n_out += n
+
+    def check(self, pid: int) -> ClockCheck:
+        """The rule of the module's docstring on the counts."""
+        if not self.pairs:
+            return ClockCheck(pid, tolerance_ns=self.tolerance)
+        fields = {"pid": pid, "pairs": self.pairs, "before_call": self.behind, "before_call_ns": self.lead_max,
+                  "tolerance_ns": self.tolerance}
+        if self.behind >= BEHIND_MIN_PAIRS and 100.0 * self.behind >= BEHIND_MIN_PCT * self.pairs:
+            return ClockCheck(**fields, offset="behind")
+        if not self.lags:
+            return ClockCheck(**fields)
+        lag = np.concatenate(self.lags)
+        floor = int(lag.min())
+        at_floor = int((lag <= floor + DEPENDENCY_LATENCY_NS).sum())
+        ahead = (floor > DEPENDENCY_LATENCY_NS and at_floor >= AHEAD_MIN_AT_FLOOR
+                 and 100.0 * at_floor >= AHEAD_MIN_AT_FLOOR_PCT * lag.size)
+        return ClockCheck(**fields, long_gaps=int(lag.size), floor_ns=floor, at_floor=at_floor,
+                          offset="ahead" if ahead else None)
 
 
 # one check per process of a trace, whoever asks (the timeline's and the lanes' host slicers, the analysis): keyed
@@ -145,46 +199,33 @@ _CHECKED: dict[tuple[int, int], tuple[weakref.ref, ClockCheck]] = {}
 _CHECKED_LOCK = threading.Lock()
 
 
-def clock_check(trace: Trace, pid: int, mine: np.ndarray | None = None, pairs: _Pairs | None = None) -> ClockCheck:
-    """The process's launch -> operation pairs read for a host/GPU clock offset (the module's rule); computed once
-    per process of a trace. ``mine``: the process's API rows (None: a one-process trace), ``pairs``: its
-    :func:`_pairs` when the caller has them."""
-    key = (id(trace.gpu), pid)
+def _known(trace: Trace, pid: int) -> ClockCheck | None:
     with _CHECKED_LOCK:
-        known = _CHECKED.get(key)
-    if known is not None and known[0]() is trace.gpu:
-        return known[1]
-    check = _clock_check(trace, pid, _pairs(trace, pid, mine) if pairs is None else pairs)
+        known = _CHECKED.get((id(trace.gpu), pid))
+    return known[1] if known is not None and known[0]() is trace.gpu else None
+
+
+def _keep(trace: Trace, pid: int, check: ClockCheck) -> ClockCheck:
     with _CHECKED_LOCK:
         for stale in [k for k, (ref, _) in _CHECKED.items() if ref() is None]:
             del _CHECKED[stale]
-        _CHECKED[key] = (weakref.ref(trace.gpu), check)
+        _CHECKED[(id(trace.gpu), pid)] = (weakref.ref(trace.gpu), check)
     return check
 
 
-def _clock_check(trace: Trace, pid: int, pairs: _Pairs | None) -> ClockCheck:
-    """The rule of the module's docstring on the pairs (none: nothing to read, no offset)."""
-    tolerance = max(1000, int(trace.meta.get("clock_resolution_ns") or 1))
-    if pairs is None or not pairs.rows.size:
-        return ClockCheck(pid, tolerance_ns=tolerance)
-    op_start = trace.gpu["start"].to_numpy()[pairs.rows]
-    lead = pairs.call_start - op_start
-    early = lead > tolerance
-    behind = int(early.sum())
-    fields = {"pid": pid, "pairs": int(pairs.rows.size), "before_call": behind,
-              "before_call_ns": int(lead[early].max()) if behind else 0, "tolerance_ns": tolerance}
-    if behind >= BEHIND_MIN_PAIRS and 100.0 * behind >= BEHIND_MIN_PCT * pairs.rows.size:
-        return ClockCheck(**fields, offset="behind")
-    gap_end = _long_gap_ends(trace, pairs)
-    lag = (op_start - pairs.call_end)[gap_end]
-    if not lag.size:
-        return ClockCheck(**fields)
-    floor = int(lag.min())
-    at_floor = int((lag <= floor + DEPENDENCY_LATENCY_NS).sum())
-    ahead = (floor > DEPENDENCY_LATENCY_NS and at_floor >= AHEAD_MIN_AT_FLOOR
-             and 100.0 * at_floor >= AHEAD_MIN_AT_FLOOR_PCT * lag.size)
-    return ClockCheck(**fields, long_gaps=int(lag.size), floor_ns=floor, at_floor=at_floor,
-                      offset="ahead" if ahead else None)
+def clock_check(trace: Trace, pid: int, mine: np.ndarray | None = None, scan: _Scan | None = None) -> ClockCheck:
+    """The process's launch -> operation pairs read for a host/GPU clock offset (the module's rule); computed once
+    per process of a trace. ``mine``: the process's API rows (None: a one-process trace); ``scan``: its
+    :class:`_Scan` when the caller made one."""
+    known = _known(trace, pid)
+    if known is not None:
+        return known
+    if scan is not None:
+        return _keep(trace, pid, scan.check(pid))
+    launches = _launches(trace, pid, mine)
+    if launches is None:
+        return _keep(trace, pid, ClockCheck(pid, tolerance_ns=max(1000, int(trace.meta.get("clock_resolution_ns") or 1))))
+    return _keep(trace, pid, _Scan(trace, pid, launches, early=False).check(pid))
 
 
 def process_clock_check(trace: Trace, pid: int) -> ClockCheck:
@@ -203,13 +244,11 @@ def queued_early(trace: Trace, pid: int, mine: np.ndarray | None = None) -> tupl
     are offset (:func:`clock_check`): then "returned before it started" cannot be told. ``mine``: the process's
     rows of the API table, as the timeline's host slicer has them (None: every row, a one-process trace)."""
     empty = np.empty(0, np.int64), np.empty(0, np.int64)
-    pairs = _pairs(trace, pid, mine)
-    if pairs is None or clock_check(trace, pid, mine, pairs).offset:
+    launches = _launches(trace, pid, mine)
+    if launches is None:
         return empty
-    gpu = trace.gpu
-    ready = np.concatenate((pairs.call_end, np.full(pairs.before_rows.size, pairs.first_call, np.int64)))
-    rows = np.concatenate((pairs.rows, pairs.before_rows))
-    order = np.argsort(rows, kind="stable")
-    rows, ready = rows[order], ready[order]
-    early = ready < gpu["start"].to_numpy()[rows] - DEPENDENCY_LATENCY_NS
-    return rows[early].astype(np.int64), ready[early].astype(np.int64)
+    scan = _Scan(trace, pid, launches, early=True)
+    if clock_check(trace, pid, mine, scan).offset:
+        return empty
+    rows, ready = scan.out
+    return rows[:scan.n_out], ready[:scan.n_out]

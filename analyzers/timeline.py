@@ -152,16 +152,27 @@ class _HostSlicer:
     def attribute(self, gs: np.ndarray, ge: np.ndarray) -> dict[str, np.ndarray]:
         """:func:`attribute` of the gaps (disjoint, in order) to this process's calls around
         them: by the compiled sweep (analyzers/_sweep.c) when built, else with numpy."""
+        return self._attribute(gs, ge, None)[0]
+
+    def _attribute(self, gs: np.ndarray, ge: np.ndarray, whole_e: np.ndarray | None) -> tuple[dict[str, np.ndarray], int]:
+        """:meth:`attribute`, and with ``whole_e`` (each gap's whole end, >= ``ge``) the idle ns of [gs, whole_e)
+        inside any call of the process (their union), summed: by the same sweep (0 without ``whole_e``)."""
         if self.empty or not gs.size:
-            return attribute(gs, ge, None)
+            return attribute(gs, ge, None), 0
+        last = int(ge[-1]) if whole_e is None else int(whole_e[-1])
         i = int(np.searchsorted(self.start, int(gs[0]) - self.max_dur, "left"))
-        j = int(np.searchsorted(self.start, int(ge[-1]), "left"))
+        j = int(np.searchsorted(self.start, last, "left"))
         if _sweep is not None and SWEEP and self.contiguous:
             out = np.empty((len(HOST_CAUSES), gs.size), np.int64)
+            whole = () if whole_e is None else (np.ascontiguousarray(whole_e, np.int64), np.empty(gs.size, np.int64))
             if _sweep.attribute(np.ascontiguousarray(gs, np.int64), np.ascontiguousarray(ge, np.int64), self.start,
-                                self.end, self.codes, self.cause_of, i, j, out) == 0:
-                return dict(zip(HOST_CAUSES, out))
-        return attribute(gs, ge, self._coverage(i, j))
+                                self.end, self.codes, self.cause_of, i, j, out, *whole) == 0:
+                return dict(zip(HOST_CAUSES, out)), int(whole[1].sum()) if whole else 0
+        causes = attribute(gs, ge, self._coverage(i, j))
+        if whole_e is None:
+            return causes, 0
+        s = self.start[i:j]
+        return causes, iv.overlap_measure(gs, whole_e, iv.union_slices(s, iv.not_before(self.end[i:j], s)))
 
     def ready_of(self, rows: np.ndarray) -> np.ndarray:
         """When each GPU row (indices into the trace's table) was known queued: its launch call's end, NEVER
@@ -180,15 +191,22 @@ class _HostSlicer:
         ``ready``), that whole time is ``dependency`` (a shorter hold is the GPU's scheduling or the launch latency,
         left to the host's causes); the rest is :meth:`attribute`'s. Returns the causes and where each gap's host
         part ends."""
+        causes, cut, _ = self.attribute_gaps(gs, ge, ready, False)
+        return causes, cut
+
+    def attribute_gaps(self, gs: np.ndarray, ge: np.ndarray, ready: np.ndarray,
+                       in_calls: bool = True) -> tuple[dict[str, np.ndarray], np.ndarray, int]:
+        """:meth:`attribute_queued`, and (``in_calls``) the idle ns of the whole gaps inside any call of the
+        process, summed (:meth:`_attribute`): the idle-by-host pass's figure, from the same sweep."""
         if ready.size:
             queued = ge - np.maximum(gs, ready)  # how long the GPU held the work, idle
             waited = np.where(queued > DEPENDENCY_LATENCY_NS, queued, 0)
         else:
             waited = np.zeros_like(gs)
         cut = ge - waited
-        causes = self.attribute(gs, cut)
+        causes, inside = self._attribute(gs, cut, ge if in_calls else None)
         causes["dependency"] = waited
-        return causes, cut
+        return causes, cut, inside
 
     def _named_calls(self, api, mine: np.ndarray | None) -> None:
         """The process's long "other" CUDA calls (at least NAMED_CALL_MIN_NS, cause other_cuda), in start
@@ -336,6 +354,8 @@ class _Pass:
     the interval carried from the previous slice, and accounts the busy intervals and gaps
     it closes (gap lengths into ``buf`` from ``offset`` on)."""
 
+    in_calls = True  # also sum the gaps' idle inside any host call (the idle-by-host pass reads it)
+
     def __init__(self, host, sync_ends, sync_slack_ns: int, min_gap_ns: int, edges, in_spans, buf, offset: int,
                  on_gaps=None):
         self.on_gaps = on_gaps
@@ -343,7 +363,7 @@ class _Pass:
         self.edges, self.in_spans, self.buf, self.offset = edges, in_spans, buf, offset
         self.acc = {"busy": 0, "in_spans": 0, "bins": np.zeros(TIMELINE_BINS), "n": 0, "by_cause": dict.fromkeys(CAUSES, 0),
                     "top": [], "floor": -1, "after_ns": 0, "after_n": 0, "short_lh_ns": 0, "short_n": 0, "pageable_ns": 0,
-                    "calls": {},
+                    "calls": {}, "in_calls": 0,
                     "by_class": {k: dict.fromkeys(CAUSES, 0) for k in GAP_CLASSES}}
 
     def run(self, trace: Trace, device: int, lo: int, hi: int, rows: tuple[int, int], gap_from: int, last: bool):
@@ -440,8 +460,9 @@ class _Pass:
         if not gs.size:
             return
         length = ge - gs
-        causes, cut = self.host.attribute_queued(gs, ge, ready[keep] if ready.size else ready)
-        after = gaps_after(gs, ge, self.sync_ends, self.sync_slack_ns)
+        causes, cut, inside = self.host.attribute_gaps(gs, ge, ready[keep] if ready.size else ready, self.in_calls)
+        acc["in_calls"] += inside
+        after = iv.gaps_after(gs, ge, self.sync_ends, self.sync_slack_ns)
         short = (length < SHORT_GAP_NS) & ~after
         if self.on_gaps is not None:  # the Perfetto export draws each gap as the analysis attributed it
             self.on_gaps(gs, ge, causes, after, short)
@@ -483,7 +504,7 @@ class _Pass:
 def _merged(first: dict, second: dict) -> dict:
     """The accumulators of two consecutive passes as one (the first's gaps come first)."""
     out = dict(first)
-    for k in ("busy", "in_spans", "n", "after_ns", "after_n", "short_lh_ns", "short_n", "pageable_ns"):
+    for k in ("busy", "in_spans", "n", "after_ns", "after_n", "short_lh_ns", "short_n", "pageable_ns", "in_calls"):
         out[k] = first[k] + second[k]
     out["bins"] = first["bins"] + second["bins"]
     out["by_cause"] = {c: first["by_cause"][c] + second["by_cause"][c] for c in CAUSES}
@@ -573,21 +594,5 @@ def timeline_of(acc: dict, gap_stats: tuple, call_names, edges: np.ndarray, wind
                           busy_timeline=[round(float(x) * 100, 2) for x in per_bin], after_sync_ns=acc["after_ns"],
                           after_sync_count=acc["after_n"], short_launch_host_ns=acc["short_lh_ns"],
                           short_gap_count=acc["short_n"], idle_by_class=acc["by_class"], busy_in_spans_ns=acc["in_spans"],
-                          idle_in_pageable_copies_ns=acc["pageable_ns"], idle_in_calls=idle_in_calls)
-
-
-def gaps_after(gap_s: np.ndarray, gap_e: np.ndarray, event_ends: np.ndarray, slack_ns: int) -> np.ndarray:
-    """Mask of gaps that begin within ``slack_ns`` before, or contain, the end of an event.
-
-    Used to link idle time to blocking syncs: the GPU drains, the host returns from
-    the sync and only then prepares the next step.
-    """
-    ends = np.asarray(event_ends, dtype=np.int64)
-    if not is_sorted(ends):  # the timeline passes them sorted, once for all its slices
-        ends = np.sort(ends)
-    if ends.size == 0 or gap_s.size == 0:
-        return np.zeros(gap_s.size, dtype=bool)
-    k = np.searchsorted(ends, gap_s - slack_ns, side="left")
-    k = np.minimum(k, ends.size - 1)
-    first = ends[k]
-    return (first >= gap_s - slack_ns) & (first <= gap_e)
+                          idle_in_pageable_copies_ns=acc["pageable_ns"], idle_in_calls=idle_in_calls,
+                          idle_in_any_call_ns=acc.get("in_calls"))

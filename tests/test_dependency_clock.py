@@ -113,3 +113,24 @@ def test_compare_and_batch_say_not_measured_for_the_offset_side(shifted, tmp_pat
     data = shifted[5_000][1].data
     assert headline_metrics(data)["idle_dependency_pct"] is None
     assert trend_record(data)["figures"]["idle_dependency_ms"] is None
+
+
+@pytest.mark.parametrize("slice_rows", [1, 3, 64])
+def test_the_check_and_the_queued_rows_do_not_depend_on_the_slices(shifted, slice_rows, monkeypatch):
+    """The scan reads the GPU rows a slice at a time (queued.SLICE_ROWS: a 10M-row graph capture's temporaries
+    are a slice's): the running end per device carried across slices gives every offset verdict, count, floor and
+    queued row of one pass over the whole table (the default slice holds these captures whole)."""
+    real_trace = open_case([real("kineto", "hta_torchrec_16rank_train_rank0.json.gz")]).traces[0]
+    cases = [(shifted[offset][0].traces[0], PID) for offset in (5_000, -5_000, 20)]
+    cases.append((real_trace, int(real_trace.devices["pid"].iloc[0])))
+    for trace, pid in cases:
+        queued._CHECKED.clear()
+        whole = queued.process_clock_check(trace, pid), queued.queued_early(trace, pid)
+        queued._CHECKED.clear()
+        monkeypatch.setattr(queued, "SLICE_ROWS", slice_rows)
+        sliced = queued.process_clock_check(trace, pid), queued.queued_early(trace, pid)
+        monkeypatch.undo()
+        queued._CHECKED.clear()
+        assert sliced[0] == whole[0]
+        assert all(a.tolist() == b.tolist() for a, b in zip(sliced[1], whole[1]))
+    assert any(queued.queued_early(trace, pid)[0].size for trace, pid in cases)  # rows were there to compare

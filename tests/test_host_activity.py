@@ -157,6 +157,37 @@ def test_idle_in_calls_is_the_brute_force_measure(gaps, calls, in_order, slice_r
         assert host_activity.idle_in_calls(gs, ge, call_s, call_e, sweep=False) == want
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 300), st.integers(0, 40)), min_size=1, max_size=30),
+       st.lists(st.tuples(st.integers(0, 320), st.integers(-3, 60), st.integers(0, 7)), max_size=30),
+       st.lists(st.tuples(st.integers(0, 320), st.integers(1, 120), st.sampled_from(["a", "b", "aten::mm"])), max_size=6),
+       st.integers(1, 9), st.integers(0, 50), st.integers(200, 400), st.booleans())
+def test_idle_by_host_reads_the_timelines_sweep_as_its_own(raw, calls, ranges, chunk, lo, hi, sweep):
+    """The idle ns and the idle inside the process's calls that the timeline's pass measured on its gaps
+    (the compiled sweep's extra union of every call, or numpy) are what idle_by_host measures itself
+    over the gaps it finds (host_activity._device_gaps + idle_in_calls): with and without ranges that
+    name gaps, calls of every cause overlapping, empty, inverted, dependency waits cutting the gaps'
+    host part, across slices."""
+    from test_timeline import CALL_NAMES
+
+    from tracetriage.analyzers import timeline
+
+    kernels = sorted((s, s + d) for s, d in raw)
+    trace = with_ranges(make_trace(kernels, sorted((s, s + d, CALL_NAMES[k]) for s, d, k in calls)),
+                        [(s, s + d, name) for s, d, name in ranges])
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(timeline, "CHUNK_INTERVALS", chunk)
+        m.setattr(timeline, "SWEEP", sweep)
+        times = timeline.device_timeline(trace, 0, lo, hi)
+    gap_s, gap_e = host_activity._device_gaps(trace, 0, lo, hi, 1)
+    assert times.gaps.total_ns == int((gap_e - gap_s).sum())
+    call_s, call_e = trace.api["start"].to_numpy(), trace.api["end"].to_numpy()
+    assert times.idle_in_any_call_ns == (host_activity.idle_in_calls(gap_s, gap_e, call_s, call_e) if calls else 0)
+    hosts = host_activity.HostRanges(trace, 1)
+    assert host_activity.idle_by_host(trace, 0, lo, hi, hosts, None, timeline=times) == \
+        host_activity.idle_by_host(trace, 0, lo, hi, host_activity.HostRanges(trace, 1), None)
+
+
 def test_generated_num_workers_0_run_is_starved_by_data_loading():
     """The generator's truth: the GPU idle under the DataLoader range, and the verdict an engineer gives."""
     expected = truth("data_loader_starved")
