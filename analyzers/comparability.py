@@ -270,8 +270,9 @@ SAME_PATH, SAME_BYTES = "same path", "same bytes"
 
 
 def identical(before: Side, after: Side) -> str | None:
-    """Whether both sides are one capture: :data:`SAME_PATH` when they read the same files,
-    :data:`SAME_BYTES` when their steps are the same and each file of one side has a copy on the other
+    """Whether both sides are one capture: :data:`SAME_PATH` when they read the same files and their steps
+    are the same (a saved analysis of a path that now holds another capture is not the same capture),
+    :data:`SAME_BYTES` when their steps (step-less: their devices' measures) are the same and each file of one side has a copy on the other
     (parsers.head.same_content: the same bytes, as analyze refuses two copies of one capture); None otherwise, or
     when a file cannot be read (a saved analysis whose capture is gone is judged as the other pairs)."""
     from tracetriage.parsers.head import same_content
@@ -280,12 +281,16 @@ def identical(before: Side, after: Side) -> str | None:
     paths_after = sorted(str(source.path) for source in after.record.inputs)
     if not paths_before or len(paths_before) != len(paths_after):
         return None
+    if before.ranks or after.ranks:
+        same_steps = len(before.ranks) == len(after.ranks) and all(
+            np.array_equal(first.durations, second.durations) for first, second in zip(before.ranks, after.ranks))
+    else:  # step-less: what each device ran, as measured
+        same_steps = before.devices == after.devices
+    if not same_steps:  # a saved analysis of a path whose file has since been replaced is another capture
+        return None  # a copy has the same steps: files of equal size (nightly exports) are not read whole for nothing
     if paths_before == paths_after or sorted(map(os.path.realpath, paths_before)) == sorted(map(os.path.realpath,
                                                                                                   paths_after)):
         return SAME_PATH  # also x against ./x, or a link to it
-    if not before.ranks or len(before.ranks) != len(after.ranks) or not all(
-            np.array_equal(first.durations, second.durations) for first, second in zip(before.ranks, after.ranks)):
-        return None  # a copy has the same steps: files of equal size (nightly exports) are not read whole for nothing
     by_name = sorted(paths_after, key=lambda path: (Path(path).name, path))
     pairs = zip(sorted(paths_before, key=lambda path: (Path(path).name, path)), by_name)
     if all(same_content([first, second]) for first, second in pairs):

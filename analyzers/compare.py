@@ -479,7 +479,8 @@ def _work_rate_words(rate: WorkRate, metrics: tuple[MetricRow, ...]) -> list[str
              f"({round4(device.before_covered_pct):.0f}% of the kernel time before)"
              + (f" on rank{rank} of {len(rate.devices)}" if len(rate.devices) > 1 else "")]
     if device.rate_ratio is not None:
-        words.append(f"their calls per second x{ratio_text(device.rate_ratio)} ({device.rate_status})")
+        why = ": a graph-level capture counts no replayed kernel" if device.rate_status == "not judged" else ""
+        words.append(f"their calls per second x{ratio_text(device.rate_ratio)} ({device.rate_status}{why})")
     # the kernels whose time moved most in absolute terms (calls before x the change per call: rate.kernels'
     # order), of those that moved beyond the noise; an unchanged kernel is never named as a mover
     moved = [row for row in rate.kernels if row.device == device.device and row.status in ("improved", "regressed")]

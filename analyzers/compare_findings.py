@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from tracetriage.analyzers import conditions
 from tracetriage.analyzers.compare_metrics import METRICS, figure_text
 from tracetriage.analyzers.compare_side import CompareCheck, Side, check_of, round4
-from tracetriage.analyzers.compare_steps import StepVerdict
+from tracetriage.analyzers.compare_steps import WITHIN_NOISE, StepVerdict
 from tracetriage.records.findings import Finding
 from tracetriage.wording import fmt_ns, ms_text, ratio_text
 
@@ -45,6 +45,10 @@ FIGURE_TEXT = {"cause_ms": CAUSE_TEXT, "claim_ms": "what each analysis says it c
                "pageable_copies_per_step": "pageable async copies per step",
                "long_step_excess_ms": "the long steps' time above p50 (steps over 3x p50), ms per step"}
 UNEXPLAINED_TEXT = "its slices no other finding claims, ms per step"
+# A measure whose change a test of the steps decides (StepVerdict's field): beyond the threshold, it moved only
+# when that test resolved it. The long steps' time per step moves with each long step over few steps (5 of 60
+# -> 5 of 59 moves it 1.3 ms); the test of their rate (Fisher) says whether that is more than chance.
+TESTED_BY = {"long_step_excess_ms": "long_status"}
 EMPTY_EPSILON = 1e-9  # ms per step or ns per GPU op: at or under this on both sides, a measure of nothing
 
 
@@ -259,6 +263,10 @@ def _status(context: FindingContext, check: CompareCheck, outcome: Outcome) -> t
     if delta is not None and noise is not None and abs(delta) >= noise:
         threshold = f"the threshold of {measure.amount(noise)} ({context.threshold_pct:g}% of the before " \
                     f"{'step' if measure.per == 'step' else 'window per GPU op'})"
+        untested = _not_resolved(context, check)
+        if untested:
+            return "persists", (f"the time it is about moved {measure.amount(delta, sign='+')}, beyond {threshold}, "
+                                f"but {untested}")
         if gone and delta < 0:
             return "fixed", f"the rule no longer fires after the change, and its own time fell beyond {threshold}{figures}"
         return ("better" if delta < 0 else "worse",
@@ -276,6 +284,16 @@ def _status(context: FindingContext, check: CompareCheck, outcome: Outcome) -> t
                             f"({check.confirm_says or check.confirm}) does not hold, and the time it is about has no "
                             "measure on both sides")
     return "persists", "still reported after"
+
+
+def _not_resolved(context: FindingContext, check: CompareCheck) -> str | None:
+    """Why a change of the finding's measure beyond the threshold is not one: the test of the steps that decides
+    it (:data:`TESTED_BY`) did not resolve it; None when it did, or when no test decides the measure."""
+    field = TESTED_BY.get(check.measure or "")
+    status = getattr(context.step, field) if field else None
+    if status in (WITHIN_NOISE, "unchanged"):
+        return f"the test of the long steps' rate reads {status}: not more than chance"
+    return None
 
 
 def _empty_status(gone: bool) -> tuple[str, str]:

@@ -22,7 +22,9 @@ faster. Such a pair is judged on the time per call of the same kernels instead, 
   kernel keeps its speed): the common kernels' calls / window seconds, after / before (higher is
   better). Its noise is the spread of the rate over the window: the calls counted in each of 20
   equal parts of it (``calls_per_bin``), a bootstrap of their mean ratio and a Mann-Whitney U on
-  the parts' rates; judged like time per call.
+  the parts' rates; judged like time per call. Not judged where a side is a graph-level capture: its
+  graph replays' kernels are not recorded, so the calls it counts are not the calls it ran (a graph
+  capture of the same loop counts only the kernels launched outside its graphs).
 * **Refused** (the pair is not judged, and why): no kernel name common to a matched device pair, or
   none with :data:`MIN_CALLS` calls on both sides, or a side saved without call samples.
 """
@@ -146,9 +148,12 @@ def work_rate(before: Side, after: Side, threshold_pct: float) -> WorkRate:
     """Each matched device pair's time per call of the common kernels, before -> after."""
     devices, kernels = [], []
     rng = np.random.default_rng(BOOTSTRAP_SEED)
+    graph_level = before.graph_level or after.graph_level
     for rank, (device_before, device_after) in enumerate(zip(before.devices_in_rank_order(), after.devices_in_rank_order())):
         label = f"rank{rank}: {device_before.id} -> {device_after.id}"
         device, rows = _device_rate(rank, label, device_before, device_after, threshold_pct, rng)
+        if graph_level and device.rate_ratio is not None:  # the calls a side counts are not the calls it ran
+            device = replace(device, rate_status=NOT_JUDGED)
         devices.append(device)
         rows.sort(key=lambda row: (-abs(row.before_calls * (row.after_ns_per_call - row.before_ns_per_call)), row.name))
         kernels.extend(rows[:TOP_KERNEL_ROWS])

@@ -78,19 +78,23 @@ def gate_line(result: dict | TrendRecord, gate: bool) -> str | None:
         return ("gate: inconclusive: no group has a series to judge (each has too few captures to tell a change "
                 "from noise; "
                 f"give a --baseline to judge the latest against it){failed}")
+    if result.failed and not verdict.regressed:  # the failed case may be the newest capture: it has no place in time
+        return (f"gate: inconclusive: {counted(len(result.failed), 'case')} failed and not judged, and a failed "
+                "case has no place in the series: the latest capture may be one of them (fix or leave them out, "
+                "then run the gate again)")
     if base is None:
         if verdict.regressed:
             return (f"gate: failed: the latest capture is in a regressed segment (a budget series shifted worse and did not "
-                    f"come back) in: {', '.join(verdict.groups)}")
-        return f"gate: passed: no group's latest capture is in a regressed segment of a budget series ({BUDGETS}){failed}"
+                    f"come back) in: {', '.join(verdict.groups)}{failed}")
+        return f"gate: passed: no group's latest capture is in a regressed segment of a budget series ({BUDGETS})"
     judged = [group.key for group in result.groups if any(matches_baseline(case.name, base) for case in group.cases)]
     others = len(result.groups) - len(judged)
     rest = f"; {counted(others, 'group')} without {base} not judged" if others else ""
     if verdict.regressed:
         return (f"gate: failed against baseline {base}: the latest capture of {', '.join(verdict.groups)} is worse than "
-                f"{base} beyond the noise and the practical minimum on a budget series ({BUDGETS}){rest}")
+                f"{base} beyond the noise and the practical minimum on a budget series ({BUDGETS}){rest}{failed}")
     return (f"gate: passed against baseline {base}: the latest capture of {', '.join(judged)} is within the noise or "
-            f"the practical minimum of {base} on every budget series ({BUDGETS}){rest}{failed}")
+            f"the practical minimum of {base} on every budget series ({BUDGETS}){rest}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -239,10 +239,13 @@ class Trend:
 
     def gate_exit(self) -> int:
         """What trend --gate exits with: 8 regressed, 9 inconclusive (no group had a series to judge: none, or
-        each too short without a baseline), else 0."""
+        each too short without a baseline; or a case failed, which may be the latest capture: a failed case has no
+        place in the series), else 0."""
         from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSED
         judged = self.data["gate"].get("judged", [group["key"] for group in self.groups])  # (older contracts: all)
-        return EXIT_REGRESSED if self.regressed else EXIT_OK if judged else EXIT_INCONCLUSIVE
+        if self.regressed:
+            return EXIT_REGRESSED
+        return EXIT_OK if judged and not self.data.get("failed") else EXIT_INCONCLUSIVE
 
     @property
     def summary(self) -> str:
