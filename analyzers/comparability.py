@@ -273,8 +273,9 @@ def identical(before: Side, after: Side) -> str | None:
     """Whether both sides are one capture: :data:`SAME_PATH` when they read the same files and their steps
     are the same (a saved analysis of a path that now holds another capture is not the same capture),
     :data:`SAME_BYTES` when their steps (step-less: their devices' measures) are the same and each file of
-    one side has a copy on the other (parsers.head.same_content: the same bytes, as analyze refuses two copies of one capture); None otherwise, or
-    when a file cannot be read (a saved analysis whose capture is gone is judged as the other pairs)."""
+    one side has a copy on the other (parsers.head.same_content: the same bytes, as analyze refuses two
+    copies of one capture); None otherwise, or when a file cannot be read (a saved analysis whose capture
+    is gone is judged as the other pairs)."""
     from tracetriage.parsers.head import same_content
 
     paths_before = sorted(str(source.path) for source in before.record.inputs)
