@@ -14,29 +14,12 @@ from dataclasses import dataclass, field
 from tracetriage.analyzers.comparability import Comparability
 from tracetriage.contract import load
 from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSED
-from tracetriage.records.compare import LongSteps
+from tracetriage.records.compare import ComparedFinding, StepTime
 from tracetriage.wording import long_steps_words
 
 THRESHOLD_PCT = 5.0  # the practical minimum: a change under 5% of the step is no change (--gate-threshold)
 STEP_P50_BUDGET, STEP_P99_BUDGET = "step p50", "step p99"
 LONG_STEPS_BUDGET = "long steps"  # the rate of steps over 3x the before p50 (compare_steps.long_step_test)
-
-
-@dataclass(frozen=True, slots=True)
-class GateFinding:
-    """A finding row as the gate reads it: its id, status and what decided it."""
-
-    id: str = ""
-    status: str | None = None
-    decided_by: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class GateStep:
-    """A step row as the gate reads it: the rank and its long steps."""
-
-    rank: int = 0
-    long_steps: LongSteps | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +33,10 @@ class GateReading:
     budgets: dict[str, str] = field(default_factory=dict)
     slo_broken: tuple[str, ...] = ()
     comparable: Comparability = Comparability(False, 0.0, ())
-    findings: tuple[GateFinding, ...] = ()
-    step_time: tuple[GateStep, ...] = ()
+    findings: tuple[ComparedFinding, ...] = ()
+    step_time: tuple[StepTime, ...] = ()
 
-    def worse(self) -> list[GateFinding]:
+    def worse(self) -> list[ComparedFinding]:
         """The findings that read ``worse``: their own time grew beyond their threshold."""
         return [finding for finding in self.findings if finding.status == "worse"]
 
