@@ -71,14 +71,15 @@ def gate_line(result: dict | TrendRecord, gate: bool) -> str | None:
                 if verdict.regressed else None)
     base = verdict.baseline
     failed = f"; {counted(len(result.failed), 'case')} failed and not judged" if result.failed else ""
-    if not result.groups:
+    outcome = result.gate_outcome()
+    if outcome == "no series":
         return (f"gate: inconclusive: no group has a series to judge ({counted(len(result.ungrouped), 'set')} of "
                 f"captures not in a series, each with its reason above){failed}")
-    if verdict.judged is not None and not verdict.judged:
+    if outcome == "too few":
         return ("gate: inconclusive: no group has a series to judge (each has too few captures to tell a change "
                 "from noise; "
                 f"give a --baseline to judge the latest against it){failed}")
-    if result.failed and not verdict.regressed:  # the failed case may be the newest capture: it has no place in time
+    if outcome == "failed cases":  # the failed case may be the newest capture: it has no place in time
         return (f"gate: inconclusive: {counted(len(result.failed), 'case')} failed and not judged, and a failed "
                 "case has no place in the series: the latest capture may be one of them (fix or leave them out, "
                 "then run the gate again)")

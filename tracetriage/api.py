@@ -242,10 +242,10 @@ class Trend:
         each too short without a baseline; or a case failed, which may be the latest capture: a failed case has no
         place in the series), else 0."""
         from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSED
-        judged = self.data["gate"].get("judged", [group["key"] for group in self.groups])  # (older contracts: all)
-        if self.regressed:
-            return EXIT_REGRESSED
-        return EXIT_OK if judged and not self.data.get("failed") else EXIT_INCONCLUSIVE
+        from tracetriage.records.trend import read
+
+        outcome = read(self.data).gate_outcome()
+        return EXIT_REGRESSED if outcome == "regressed" else EXIT_OK if outcome == "passed" else EXIT_INCONCLUSIVE
 
     @property
     def summary(self) -> str:

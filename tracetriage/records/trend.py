@@ -155,6 +155,19 @@ class TrendRecord:
     gate: Gate = Gate()
     batch_dir: str = ""
 
+    def gate_outcome(self) -> str:
+        """What ``trend --gate`` decides: ``regressed``; ``no series`` (no group to judge), ``too few`` (no group
+        long enough to judge) or ``failed cases`` (a case failed: it has no place in the series and may be the
+        newest), each inconclusive; else ``passed``. The exit code and the gate's line both read it."""
+        if self.gate.regressed:
+            return "regressed"
+        if not self.groups:
+            return "no series"
+        judged = self.gate.judged if self.gate.judged is not None else tuple(group.key for group in self.groups)
+        if not judged:
+            return "too few"
+        return "failed cases" if self.failed else "passed"
+
     def changes_of(self, group: Group) -> tuple[TrendChange, ...]:
         """The changes of one group, in the contract's order."""
         return tuple(change for change in self.changes if change.group == group.key)
