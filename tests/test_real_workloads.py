@@ -45,6 +45,15 @@ def _kineto(path, kernels, ranges, device="AMD Instinct MI300X"):
     return path
 
 
+def _optimizer_step(kernels, ranges, t, step, start):
+    """The step's optimizer (one AdamW kernel) and its ProfilerStep range from ``start``; the time after it."""
+    ranges += [("Optimizer.step#AdamW.step", t, 200.0)]
+    kernels.append((t, 200.0, "multi_tensor_apply_kernel", COMPUTE, None))
+    t += 220.0
+    ranges.append((f"ProfilerStep#{step}", start, t - start))
+    return t
+
+
 def _fsdp_steps(steps=3, layers=4):
     """FSDP training steps as the Llama-70B capture has them: each layer's parameters gathered (bf16
     _allgather_base) before its forward and again before its backward, its gradients reduce-scattered (fp32
@@ -68,10 +77,7 @@ def _fsdp_steps(steps=3, layers=4):
                                ("nccl:_reduce_scatter_base", t + 70.0, 300.0)]
                     kernels.append((t + 70.0, 300.0, GENERIC, COMM, "_reduce_scatter_base"))
                     t += 380.0
-        ranges += [("Optimizer.step#AdamW.step", t, 200.0)]
-        kernels.append((t, 200.0, "multi_tensor_apply_kernel", COMPUTE, None))
-        t += 220.0
-        ranges.append((f"ProfilerStep#{step}", start, t - start))
+        t = _optimizer_step(kernels, ranges, t, step, start)
     return kernels, ranges
 
 
@@ -92,10 +98,7 @@ def _pipeline_steps(steps=3, micro_batches=4):
                 ranges += [("nccl:send 1->2" if direction == "forward" else "nccl:send 1->0", t, 60.0)]
                 kernels.append((t, 60.0, "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", COMM, None))
                 t += 70.0
-        ranges += [("Optimizer.step#AdamW.step", t, 200.0)]
-        kernels.append((t, 200.0, "multi_tensor_apply_kernel", COMPUTE, None))
-        t += 220.0
-        ranges.append((f"ProfilerStep#{step}", start, t - start))
+        t = _optimizer_step(kernels, ranges, t, step, start)
     return kernels, ranges
 
 
