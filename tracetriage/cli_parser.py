@@ -137,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "series, and name the last good and first bad capture with the findings and kernels "
                                        "that moved there (a group of captures without steps: its kernels' time per call, "
                                        "not busy %). --gate: exit 8 when the latest capture of a group is in a regressed "
-                                       "segment of a budget series, 9 when no group had a series to judge.")
+                                       "segment of a budget series, 9 when no group had a series to judge or a case failed "
+                                       "(a failed case has no place in the series: it may be the latest capture).")
     trend.add_argument("inputs", nargs="+", metavar="INPUT",
                        help="a batch output folder (with summary.parquet), or captures, "
                             "folders and archives to run batch on first; exit 3 when an "
