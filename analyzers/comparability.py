@@ -7,7 +7,9 @@ hardware shape, and how much the rest of their signature agrees.
   aside: the fix may be a flag), and enough steps on both sides (:data:`MIN_STEPS`) unless
   the serving artifacts alone can be judged, or both sides are captures without steps (judged
   on their kernels' time per call, analyzers/compare_workrate.py, which refuses a pair with no
-  common kernel of enough calls); one side with steps and one without do not compare.
+  common kernel of enough calls); one side with steps and one without do not compare; a
+  ``--step-range`` that named no range of a side's processes leaves the pair unjudged (the
+  per-step comparison asked for cannot be made; a step-less reading would answer another question).
 * **Confidence** (1 = every signal agrees; 0 when incomparable) is the product of the
   factors of the soft signals: programs overlapping only in part (x0.8), steps marked by other
   NVTX ranges (x0.8), captures by other tools (x0.9) and the time-weighted kernel overlap
@@ -36,6 +38,7 @@ import numpy as np
 
 from tracetriage.analyzers.compare_side import Side, devices_text, program_key, serving_figures
 from tracetriage.analyzers.compare_workrate import is_stepless
+from tracetriage.analyzers.findings import UNMATCHED_STEP_RANGE
 from tracetriage.wording import counted
 
 if TYPE_CHECKING:  # compare_serving (and its serving records) is imported where a pair has serving blocks
@@ -92,7 +95,7 @@ def comparability(before: Side, after: Side, serving: ServingComparison | None =
     serving_ok, serving_why = serving_comparable(before, after, serving)
     same = identical(before, after)
     signals = [_same_devices(before, after), _same_world_size(before, after), _same_program(before, after),
-               _enough_steps(before, after, serving_ok), _same_step_ranges(before, after),
+               _step_range_matched(before, after), _enough_steps(before, after, serving_ok), _same_step_ranges(before, after),
                _same_capture_tools(before, after), _kernel_agreement(before, after), _same_work(before, after),
                _sample_size(before, after),
                Signal(reason=serving_why), Signal(reason=serving.identity_reason() if serving else None),
@@ -156,6 +159,20 @@ def _same_program(before: Side, after: Side) -> Signal:
                                       f"{', '.join(sorted(programs_after))} after"))
     return Signal(confidence_factor=0.8, reason=(f"the programs overlap only in part "
                                                   f"({', '.join(sorted(programs_before ^ programs_after))} on one side)"))
+
+
+def _step_range_matched(before: Side, after: Side) -> Signal:
+    """The pair is not judged when ``--step-range`` named no range of a side's processes: that side's
+    steps were not measured as asked, and judging it as a capture without steps (its window the GPU
+    activity) would judge another question than the one asked."""
+    unmatched = [(side.label, scope, reason) for side in (before, after) for scope, reason in side.unmatched_step_range]
+    if not unmatched:
+        return AGREES
+    asked = unmatched[0][2].split(UNMATCHED_STEP_RANGE)[0].strip()  # "--step-range 'REGEX'", as the abstention wrote it
+    where = "; ".join(dict.fromkeys(f"{label} {scope}" for label, scope, _ in unmatched[:4]))
+    candidates = next((reason.split("not measured", 1)[1] for _, _, reason in unmatched if "not measured;" in reason), "")
+    return Signal(False, reason=(f"{asked} matched no annotation range on {where}: the per-step comparison asked for "
+                                 f"cannot be made (name a range both captures mark, or drop --step-range){candidates}"))
 
 
 def _enough_steps(before: Side, after: Side, serving_ok: bool) -> Signal:

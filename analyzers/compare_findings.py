@@ -7,7 +7,7 @@ findings.toml: ``slices``, ``applied``, ``confirm``, ``falsifier``, ``evidence``
 the same measure on both sides whether or not the rule fires there (a slice another finding now
 claims first does not make it better) — against the noise (the threshold x the before step p50).
 A pair without steps measures the same slices in ns per GPU op, against the threshold x the before
-window per GPU op. A finding the rule no longer fires after never reads ``persists`` while its own
+window per GPU op (not where one side only is a graph-level capture: a GPU op is a whole replay there). A finding the rule no longer fires after never reads ``persists`` while its own
 quantity says otherwise: ``fixed`` when that quantity fell beyond the noise, ``worse`` when it grew;
 ``persists`` only when it held within the noise (the cause is still there, the rule's firing aside)
 or when nothing of its own is measured on both sides and its catalog confirm fails ("not shown fixed"),
@@ -215,6 +215,8 @@ def _measure(context: FindingContext, finding_id: str, check: CompareCheck, caus
     its ns per GPU op, the noise then the threshold x the before window per GPU op."""
     if cause_before is not None and cause_after is not None:
         return _unless_empty(Measure(cause_words(check), cause_before, cause_after, context.noise_ms))
+    if context.before.graph_level != context.after.graph_level:  # a GPU op is a whole replay on one side only
+        return Measure(cause_words(check), cause_before, cause_after, context.noise_ms)
     before, after = context.before.finding_ns_per_op(finding_id), context.after.finding_ns_per_op(finding_id)
     window = context.before.window_ns_per_op()
     if before is None or after is None or window is None:

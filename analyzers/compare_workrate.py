@@ -17,12 +17,16 @@ faster. Such a pair is judged on the time per call of the same kernels instead, 
   take at the after speed, over what they took. Its interval is the same bootstrap, kernel by kernel;
   it is ``improved`` / ``regressed`` when the interval excludes 1 and the change is at least the
   threshold, else ``unchanged``. ``covered`` says which share of each side's kernel time the common
-  kernels are: what the ratio speaks for.
+  kernels are: what the ratio speaks for. Under :data:`MIN_COVERED_PCT` on either side the device is
+  not judged, and the pair is refused: most of the work ran in kernels one side has and the other
+  does not (another implementation, or a graph-level capture whose replays hide their kernels), and
+  the common kernels' speed says nothing of it.
 * **Calls per second** (the loop's rate, which launch overhead or host work moves while every
   kernel keeps its speed): the common kernels' calls / window seconds, after / before (higher is
   better). Its noise is the spread of the rate over the window: the calls counted in each of 20
   equal parts of it (``calls_per_bin``), a bootstrap of their mean ratio and a Mann-Whitney U on
-  the parts' rates; judged like time per call. Not judged where a side is a graph-level capture: its
+  the parts' rates; judged like time per call (not judged, no interval, where a resample of the
+  before parts can hold no call: the ratio is then unbounded). Not judged where a side is a graph-level capture: its
   graph replays' kernels are not recorded, so the calls it counts are not the calls it ran (a graph
   capture of the same loop counts only the kernels launched outside its graphs).
 * **Refused** (the pair is not judged, and why): no kernel name common to a matched device pair, or
@@ -42,6 +46,7 @@ MIN_CALLS = 5  # sampled calls of a kernel on each side below this: no distribut
 ALPHA = 0.05  # Mann-Whitney U, two-sided (as the step test)
 RESAMPLES = 999  # bootstrap resamples of the ratios (as the step test)
 BOOTSTRAP_SEED = 20261201  # fixed: the same inputs give the same interval
+MIN_COVERED_PCT = 80.0  # the common kernels' share of either side's kernel time under this: the device is not judged
 TOP_KERNEL_ROWS = 10  # kernel rows per device in the output: the largest movers (before calls x change per call)
 NOT_JUDGED = "not judged"
 
@@ -115,7 +120,11 @@ class WorkRate:
     kernels: tuple[KernelRate, ...]
 
     def refusal(self) -> str | None:
-        """Why the pair cannot be judged on work rate (None: at least one device pair was judged)."""
+        """Why the pair cannot be judged on work rate (None: at least one device pair was judged, and none
+        left unjudged for what its common kernels cover)."""
+        uncovered = next((device.reason for device in self.devices if device.ratio is not None and device.reason), None)
+        if uncovered:
+            return uncovered
         if any(device.ratio is not None for device in self.devices):
             return None
         if not self.devices:
@@ -201,8 +210,22 @@ def _device_rate(rank: int, label: str, device_before: Device, device_after: Dev
     device = DeviceRate(rank, label, len(judged), _covered(kernels_before, judged), _covered(kernels_after, judged),
                         _calls_per_s(kernels_before, judged, device_before), _calls_per_s(kernels_after, judged, device_after),
                         round(ratio, 4), ci95, significant, _direction(ratio) if significant else "unchanged", None)
-    return _with_rate(device, [kernels_before[name] for name in judged], [kernels_after[name] for name in judged],
-                      threshold_pct, rng), rows
+    device = _with_rate(device, [kernels_before[name] for name in judged], [kernels_after[name] for name in judged],
+                        threshold_pct, rng)
+    return _unless_uncovered(device), rows
+
+
+def _unless_uncovered(device: DeviceRate) -> DeviceRate:
+    """The device, not judged (with why) where its common kernels are under MIN_COVERED_PCT of a side's kernel time."""
+    low = [(side, covered) for side, covered in (("before", device.before_covered_pct), ("after", device.after_covered_pct))
+           if covered is not None and covered < MIN_COVERED_PCT]
+    if not low:
+        return device
+    side, covered = low[0]
+    return replace(device.not_judged(), reason=(
+        f"the common kernels are {covered:.1f}% of the {side} kernel time on {device.device} (at least "
+        f"{MIN_COVERED_PCT:g}% needed): most of the work ran in kernels only one side has (another implementation, or "
+        "a graph-level capture whose replays hide their kernels), and their time per call says nothing of it"))
 
 
 def _with_rate(device: DeviceRate, kernels_before: list[DeviceKernel], kernels_after: list[DeviceKernel], threshold_pct: float,
@@ -220,11 +243,15 @@ def _with_rate(device: DeviceRate, kernels_before: list[DeviceKernel], kernels_a
     before_rates = before / before.mean() * device.before_calls_per_s
     after_rates = after / after.mean() * device.after_calls_per_s
     ratio = device.after_calls_per_s / device.before_calls_per_s
-    draws = (after_rates[rng.integers(0, after.size, (RESAMPLES, after.size))].mean(axis=1)
-             / before_rates[rng.integers(0, before.size, (RESAMPLES, before.size))].mean(axis=1))
+    p_value = mannwhitney_p(before_rates, after_rates)
+    numerators = after_rates[rng.integers(0, after.size, (RESAMPLES, after.size))].mean(axis=1)
+    denominators = before_rates[rng.integers(0, before.size, (RESAMPLES, before.size))].mean(axis=1)
+    if not (denominators > 0).all():  # resampled parts with no call at all: the ratio has no upper bound
+        return replace(device, rate_ratio=round(ratio, 4), rate_ci95=None, rate_p_value=float(f"{p_value:.3g}"),
+                       rate_status=NOT_JUDGED)
+    draws = numerators / denominators
     low, high = np.percentile(draws, [2.5, 97.5])
     ci95 = (round(float(low), 4), round(float(high), 4))
-    p_value = mannwhitney_p(before_rates, after_rates)
     significant = bool(p_value < ALPHA and (ci95[0] > 1.0 or ci95[1] < 1.0) and abs(ratio - 1.0) * 100.0 >= threshold_pct)
     status = ("improved" if ratio > 1 else "regressed") if significant else "unchanged"
     return replace(device, rate_ratio=round(ratio, 4), rate_ci95=ci95, rate_p_value=float(f"{p_value:.3g}"),

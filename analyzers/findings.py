@@ -71,6 +71,10 @@ class Finding:
         return out
 
 
+UNMATCHED_STEP_RANGE = "matched no annotation range of this process"  # the steps abstention's words where
+# --step-range named no range of a process (rules/abstain.py writes them, compare_side.Side reads them back)
+
+
 @dataclass(frozen=True, slots=True)
 class Abstention:
     """What the capture does not measure that a verdict needs: the ``analysis`` left undone, its

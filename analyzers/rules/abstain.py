@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from tracetriage.analyzers.catalog import capture_text
-from tracetriage.analyzers.findings import Abstention, Finding
+from tracetriage.analyzers.findings import UNMATCHED_STEP_RANGE, Abstention, Finding
 from tracetriage.analyzers.metrics import TraceMetrics
 from tracetriage.analyzers.rules.context import Context, process_name, t
 from tracetriage.analyzers.rules.hints import capture_cmd, hint_format, host_profiler_hint
@@ -140,7 +140,7 @@ def _no_steps(trace: TraceMetrics, fmt: str | None, candidates: str, vendor: str
             continue
         if asked:  # the user's regex replaced the search: say so, not that the capture has no steps
             out.append(Abstention(analysis="steps", scope=f"pid {process.pid}",
-                        reason=f"--step-range {asked!r} matched no annotation range of this process: per-step "
+                        reason=f"--step-range {asked!r} {UNMATCHED_STEP_RANGE}: per-step "
                                   f"metrics (launches and syncs per step, the step tail) not measured{candidates}",
                         capture_hint=capture_text("abstention", "step_range")))
             continue
