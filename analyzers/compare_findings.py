@@ -7,8 +7,9 @@ findings.toml: ``slices``, ``applied``, ``confirm``, ``falsifier``, ``evidence``
 the same measure on both sides whether or not the rule fires there (a slice another finding now
 claims first does not make it better) — against the noise (the threshold x the before step p50).
 A pair without steps measures the same slices in ns per GPU op, against the threshold x the before
-window per GPU op (not where one side only is a graph-level capture: a GPU op is a whole replay there). A finding the rule no longer fires after never reads ``persists`` while its own
-quantity says otherwise: ``fixed`` when that quantity fell beyond the noise, ``worse`` when it grew;
+window per GPU op (not where one side only is a graph-level capture: a GPU op is a whole replay
+there). A finding the rule no longer fires after never reads ``persists`` while its own quantity says
+otherwise: ``fixed`` when that quantity fell beyond the noise, ``worse`` when it grew;
 ``persists`` only when it held within the noise (the cause is still there, the rule's firing aside)
 or when nothing of its own is measured on both sides and its catalog confirm fails ("not shown fixed"),
 and ``decided_by`` says the rule no longer fires, with the quantity before -> after.
