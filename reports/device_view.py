@@ -83,11 +83,12 @@ def device_view(device: Device, claim_columns: list[str], vendor: str | None) ->
     kernels, collectives, copies = (slices.get(name, 0.0) for name in ("compute", "collective", "copy"))
     compute = kernels + collectives  # kernels, collectives included: one definition
     unclaimed = max(0.0, 100.0 - sum(x for _, x in claims))
-    accounting = ", ".join(  # compute named as defined everywhere in analyze: collectives included
-        [f"{k} {pct(x)}" for k, x in claims]
-        + [f"unclaimed {pct(unclaimed)} (compute {pct(compute)}, collectives included"
-           + (f": {pct(collectives)}" if collectives else "")
-           + f"; {_copy_kinds(device)} {pct(copies)} of the window in all)"])
+    # the claims and what is left sum to the window; then what the whole window holds (not the unclaimed part's):
+    # compute named as defined everywhere in analyze, collectives included, and of it the collectives no kernel hides
+    accounting = (", ".join([f"{k} {pct(x)}" for k, x in claims] + [f"unclaimed {pct(unclaimed)}"])
+                  + f"; of the window in all: compute {pct(compute)} (collectives included"
+                  + (f"; {pct(collectives)} collectives no compute hides" if collectives else "")
+                  + f"), {_copy_kinds(device)} {pct(copies)}")
     mine = dict(claims)
     gaps = device.gaps
     return DeviceView(

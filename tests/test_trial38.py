@@ -225,13 +225,13 @@ def test_wording_a_new_user_tripped_on():
     assert "at least 100.0%" not in healthy and "computes all of the window" in healthy
     memset = run_cli("analyze", BUNDLES / "memset_only").stdout
     window = next(line for line in memset.splitlines() if line.startswith("WINDOW"))
-    assert "memsets 100.0% of the window" in window and "copies" not in window
+    assert "of the window in all: compute 0.0%" in window and window.endswith("memsets 100.0%") and "copies" not in window
     verdict = next(line for line in memset.splitlines() if line.startswith("VERDICT"))
     assert "Capture: capture" not in verdict and "To decide: capture a steady-state window" in verdict
     case = next(line for line in memset.splitlines() if line.startswith("CASE"))
     assert case.endswith("· capture time not recorded")
     eager = run_cli("analyze", BUNDLES / "eager_decode").stdout
-    assert "copies 0.0% of the window in all" in eager  # no memset: still copies
+    assert "(collectives included), copies 0.0%" in eager  # no memset: still copies
 
 
 def test_a_gpu_row_lost_to_damage_is_counted_with_its_header(tmp_path):

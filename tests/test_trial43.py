@@ -165,7 +165,10 @@ def test_compute_is_named_the_same_way_in_analyze_and_compare():
     with_collectives = slices["compute"] + slices["collective"]  # time some kernel runs, collectives included
     text = render_text(analysis)
     window = next(line for line in text.splitlines() if line.startswith(f"WINDOW   {device['id']}:"))
-    assert f"compute {with_collectives:.1f}%, collectives included: {slices['collective']:.1f}%" in window, window
+    assert (f"of the window in all: compute {with_collectives:.1f}% (collectives included; {slices['collective']:.1f}% "
+            "collectives no compute hides)") in window, window
+    unclaimed = 100.0 - sum(device["accounting"]["claims_pct"].values())
+    assert f"unclaimed {max(0.0, unclaimed):.1f}%; of the window in all" in window, window  # the claims' rest, then the window's
     assert "collectives included" in analysis.to_markdown() and "collectives included" in analysis.to_html()
     comparison = tracetriage.compare(str(bundle), str(bundle))
     pages = _rendered(comparison)
