@@ -265,7 +265,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     labels = [device.id for device in devices]
     copies = kern.copy_checks(trace, lo, hi, labels)
     lanes_of = lanes.lanes(trace, lanes.windows(list(steps.values()), lo, hi), labels, hosts)
-    kept_meta = ("version", "graph_trace_mode", "started_utc_ns")
+    kept_meta = ("version", "graph_trace_mode", "started_utc_ns", "python_events")
     metrics = TraceMetrics(
         window=window,
         devices=tuple(devices),

@@ -233,6 +233,7 @@ def _events(trace: Trace, doc: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
     # long Python frames, in the events' ns: [tid, start, end, name] (JSON-friendly for the cache)
     trace.meta["python_frames"] = [[tid, round(ts * 1000), round((ts + dur) * 1000), name]
                                    for tid, ts, dur, name in events.py_frames]
+    trace.meta["python_events"] = events.py_events  # the Python tracer's events: its cost is in the host's time
     # long CPU ops, in start order: [pid, tid, start, end, name] (JSON-friendly for the cache)
     trace.meta["host_ops"] = [[pid, tid, round(ts * 1000), round((ts + dur) * 1000), name]
                               for dur, _, pid, tid, ts, name in sorted(events.host_ops, key=lambda row: (row[4], row[1]))]

@@ -97,6 +97,7 @@ class Events:
         self.context_parents: list[tuple] = []  # (op row, pid, tid, ts, end µs) of CONTEXT_OPS ops
         self.context_children: list[tuple] = []  # (pid, tid, ts µs, [name, dims, types, concrete])
         self.py_frames: list[tuple] = []  # (tid, ts µs, dur µs, name) of long python_function events
+        self.py_events = 0  # python_function events, all of them: the Python tracer (with_stack=True) was on
         self.host_ops: list[tuple] = []  # a min-heap of (dur µs, n, pid, tid, ts µs, name): the longest CPU ops
         self.shapes: dict[str, int] = {}
         # the kernel a launch call names (ROCm runtime events: args.kernel), code into launch_kernels; -1 none
@@ -153,6 +154,7 @@ class Events:
                 else:
                     self.add_op(e)
             elif code == _PY_FRAME:
+                self.py_events += 1
                 self.add_py(e)
             elif code == _OTHER_DEVICE:
                 name = canonical_category(cat)

@@ -16,7 +16,7 @@ from tracetriage.analyzers.capture_kind import kind_of
 from tracetriage.analyzers.findings import Abstention, Finding
 from tracetriage.analyzers.rules import abstain, efficiency, registry, waits
 from tracetriage.analyzers.rules.context import Context, Rule
-from tracetriage.analyzers.rules.falsify import apply_falsifiers, cap_severity_by_window
+from tracetriage.analyzers.rules.falsify import apply_falsifiers, cap_severity_by_window, note_python_tracer
 from tracetriage.analyzers.rules.headline import rank
 
 
@@ -58,7 +58,7 @@ def evaluate(ctx: Context) -> Evaluation:
                                                             for row in finding.evidence))
             continue
         findings.append(finding)
-    findings = apply_falsifiers(ctx, findings)
+    findings = note_python_tracer(ctx, apply_falsifiers(ctx, findings))
     serving = ctx.serving
     abstentions = (abstain.trace_abstentions(ctx) + waits.clock_abstentions(ctx) + efficiency.abstention(ctx)
                    + abstain.serving_abstentions(serving, ctx.slo))

@@ -117,6 +117,23 @@ def cap_severity_by_window(ctx: Context, findings: list[Finding]) -> list[Findin
             for finding in findings]
 
 
+HOST_PACED = ("launch_bound", "gpu_starved", "python_host_overhead")  # findings whose measure is the host's pace
+
+
+def note_python_tracer(ctx: Context, findings: list[Finding]) -> list[Finding]:
+    """A PyTorch profiler trace taken with ``with_stack=True`` holds python_function events: the Python
+    tracer's own cost on every Python call lengthens the host time between launches. The findings that
+    measure the host's pace say so in their evidence (their share is an upper bound), with the re-capture."""
+    events = sum(int(trace.meta.get("python_events") or 0) for trace in ctx.per_trace)
+    if not events:
+        return findings
+    text = (f"the trace holds {events:,} python_function events (captured with with_stack=True): the Python tracer's "
+            "own cost on every Python call lengthens the host time between launches, so this share is an upper bound; "
+            "re-capture without with_stack (record_shapes may stay on) to measure the host's own pace")
+    return [finding.with_evidence(ev("python_tracer_on", events, "events", None, text=text))
+            if finding.id in HOST_PACED else finding for finding in findings]
+
+
 def serving_facts(serving: ServingSummary | dict, slo: dict) -> dict:
     """What the serving artifacts show that a finding's falsifier is checked against (facts;
     None: not measured): the stats lines' queue share, running mean and max, KV usage max; the

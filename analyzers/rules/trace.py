@@ -131,7 +131,14 @@ def rule_launch_bound(ctx: Context):
         {"per_step": per_step, "per_step_short": f"{launches_per_step:,.0f}" if launches_per_step is not None else "many",
          "kernel_median": us(kernel_median), "busy": pct(device.busy_pct), "claimed": pct(impact)},
         evidence, severity=severity_for(impact), denominator=window_denominator(ctx),
-        variant="eager" if eager is True else None, kind=ctx.kind)
+        variant="prefill" if _prefill_only(trace, device.pid) else "eager" if eager is True else None, kind=ctx.kind)
+
+
+def _prefill_only(trace, pid: int) -> bool:
+    """Whether every measured step of the process is a prefill (its range names one: steps.is_prefill_name):
+    the decode step's graph is not its fix."""
+    steps = next((process.steps for process in trace.processes if process.pid == pid), None)
+    return bool(steps is not None and steps.count and steps.prefill_count == steps.count)
 
 
 def _hot_frame(ctx: Context, pattern: str) -> HotFrame | None:
