@@ -102,7 +102,7 @@ def _range_candidates(trace) -> str:
             "marks a step as --step-range REGEX")
 
 
-def _step_annotations(trace: TraceMetrics, fmt: str | None, candidates: str) -> list[Abstention]:
+def _step_annotations(trace: TraceMetrics, fmt: str | None, candidates: str, language: str | None = None) -> list[Abstention]:
     """Steps inferred from a periodic sync or graph launch: prefill and decode cannot be told apart."""
     inferred = [process for process in trace.processes if process.steps.source in ("sync", "graph_launch")]
     if not inferred:
@@ -113,7 +113,7 @@ def _step_annotations(trace: TraceMetrics, fmt: str | None, candidates: str) -> 
                         "so prefill and decode steps cannot be told apart by name") if not candidates else (
                  f"no known step range marks the steps: they were inferred from the periodic {sources} pattern, "
                  f"so prefill and decode steps cannot be told apart by name{candidates}"),
-             capture_hint=capture_cmd(fmt, "steps"))]
+             capture_hint=capture_cmd(fmt, "steps", language))]
 
 
 def _no_ranges_words(fmt: str | None, vendor: str | None) -> str:
@@ -123,7 +123,8 @@ def _no_ranges_words(fmt: str | None, vendor: str | None) -> str:
         "no NVTX step ranges", vendor)
 
 
-def _no_steps(trace: TraceMetrics, fmt: str | None, candidates: str, vendor: str | None = None) -> list[Abstention]:
+def _no_steps(trace: TraceMetrics, fmt: str | None, candidates: str, vendor: str | None = None,
+              language: str | None = None) -> list[Abstention]:
     """Each process with GPU work and no steps found: per-step metrics not measured (``vendor``: the
     capture's, so an AMD capture reads roctx, not NVTX)."""
     out = []
@@ -134,7 +135,7 @@ def _no_steps(trace: TraceMetrics, fmt: str | None, candidates: str, vendor: str
                         reason=f"only {plural(process.steps.count, 'step')} measured ({process.steps.range_name}): the "
                                f"window is the GPU activity's, and the step tail and whether the steps are steady "
                                f"need at least {MIN_STEPS}",
-                        capture_hint=capture_cmd(fmt, "steps")))
+                        capture_hint=capture_cmd(fmt, "steps", language)))
             continue
         if process.steps.source != "none" or not process.gpu_ops:  # a process with no GPU work has no steps to find
             continue
@@ -148,7 +149,7 @@ def _no_steps(trace: TraceMetrics, fmt: str | None, candidates: str, vendor: str
                     reason=(_no_ranges_words(fmt, vendor) if not candidates else "no known step range")
                     + " and no periodic sync or graph launch: per-step metrics "
                       f"(launches and syncs per step, the step tail) not measured{candidates}",
-                    capture_hint=capture_cmd(fmt, "steps")))
+                    capture_hint=capture_cmd(fmt, "steps", language)))
     return out
 
 
@@ -216,8 +217,8 @@ def trace_abstentions(ctx: Context) -> list[Abstention]:
         out.extend(trace.odd)
         fmt = hint_format(trace)
         candidates = _range_candidates(traces[index]) if len(traces) == len(ctx.per_trace) else ""
-        out += _step_annotations(trace, fmt, candidates)
-        out += _no_steps(trace, fmt, candidates, ctx.kind.get("vendor"))
+        out += _step_annotations(trace, fmt, candidates, ctx.kind.get("language"))
+        out += _no_steps(trace, fmt, candidates, ctx.kind.get("vendor"), ctx.kind.get("language"))
         out += _api_and_graphs(trace, fmt)
         out += _host_stall_tail(ctx, trace)
     return out + _case_abstentions(ctx)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from tracetriage.analyzers.capture_kind import AMD_FORMATS, is_rocm
-from tracetriage.analyzers.catalog import capture_text
+from tracetriage.analyzers.catalog import CAPTURE_HINTS, capture_text
 from tracetriage.analyzers.metrics import TraceMetrics
 
 
@@ -22,11 +22,16 @@ def is_python(process_name: str) -> bool | None:
 
 def host_profiler_hint(process_name: str, pid: int, kind: dict) -> str:
     """The host profiler that names the code running in the GPU's idle time, for this process
-    (``kind``: the capture's, capture_kind.kind_of; there is no nsys on an AMD machine)."""
-    if is_python(process_name) is False:
-        variant = "rocm" if kind.get("vendor") == "rocm" else "default"
-        return capture_text("host_native", variant).format(pid=pid)
-    return capture_text("host_python", "default").format(pid=pid)
+    (``kind``: the capture's, capture_kind.kind_of; there is no nsys on an AMD machine); both, each for its
+    case, where neither the process's name nor the capture says which it is."""
+    python = is_python(process_name)
+    if python is None and kind.get("language") in ("python", "native"):  # the name says nothing: the capture may
+        python = kind["language"] == "python"
+    native = capture_text("host_native", "rocm" if kind.get("vendor") == "rocm" else "default").format(pid=pid)
+    if python is False:
+        return native
+    py_spy = capture_text("host_python", "default").format(pid=pid)
+    return py_spy if python else f"{py_spy} if it is a Python process; if it is a native one: {native}"
 
 
 def hint_format(trace: TraceMetrics) -> str | None:
@@ -44,8 +49,9 @@ def is_rocm_format(fmt: str | None) -> bool:
     return fmt == "rocm" or fmt in AMD_FORMATS
 
 
-def capture_cmd(fmt: str | None, what: str) -> str:
+def capture_cmd(fmt: str | None, what: str, language: str | None = None) -> str:
     """The capture command that would decide an abstention (``what``: steps, api, graphs, steady),
-    for the profiler and vendor of the trace (``fmt``: hint_format)."""
+    for the profiler and vendor of the trace (``fmt``: hint_format) and, where the table has one, the
+    program's language (``language``: the capture kind's; ``steps_native``: a C/C++ program's NVTX call)."""
     table = "kineto" if fmt == "kineto" else "rocm" if is_rocm_format(fmt) else "default"
-    return capture_text(table, what)
+    return capture_text(table, f"{what}_{language}" if f"{what}_{language}" in CAPTURE_HINTS[table] else what)

@@ -1,0 +1,52 @@
+"""Wording an auditor overturned on real captures (2026-12-04): an nccl-tests summary that printed what it
+did not know as "0 ranks" and "avg busbw None" (and an empty test name), a native CUDA program told to mark
+its steps with PyTorch's NVTX call, and a process of unknown language told to use py-spy only."""
+
+import re
+
+from conftest import real, run_cli
+
+from tracetriage.analyzers.rules.hints import capture_cmd, host_profiler_hint
+
+
+def _tests_line(path):
+    proc = run_cli("analyze", path)
+    assert proc.returncode == 0, proc.stderr
+    return next(line.strip() for line in proc.stdout.splitlines() if line.strip().startswith("nccl-tests "))
+
+
+def test_nccl_tests_summary_says_what_the_log_does_not_record():
+    path = real("nccl", "nccl-tests_sendrecv_perf_a100_8gpu_single_process.txt")
+    text = path.read_text()
+    assert "Rank " not in text and "Avg bus bandwidth" not in text  # the truth: no rank list, no average printed
+    line = _tests_line(path)
+    assert line.startswith("nccl-tests sendrecv_perf: 4 sizes, ranks not listed, max busbw ")
+    assert "None" not in line and "0 ranks" not in line and "avg busbw" not in line
+    path = real("nccl", "nccl-tests_all_reduce_perf_h100_2node_16rank.txt")
+    text = path.read_text()
+    ranks = len(re.findall(r"#\s+Rank\s+\d+ Group", text))
+    average = re.search(r"Avg bus bandwidth\s*:\s*([\d.]+)", text).group(1)
+    line = _tests_line(path)
+    assert line.startswith(f"nccl-tests (test name not logged): 31 sizes, {ranks} ranks, ")
+    assert line.endswith(f"avg busbw {average} GB/s")
+
+
+def test_a_native_cuda_program_is_told_the_nvtx_c_api():
+    path = real("nsys", "nsys2025.5_2xRTX3090_cuda_uvm_osrt_sampling.sqlite")
+    out = run_cli("analyze", path).stdout
+    steps = next(line for line in out.splitlines() if "capture:" in line and "step" in line and "NVTX range" in line)
+    assert "nvtxRangePushA" in steps and "torch.cuda.nvtx" not in steps
+    assert "perf record" in out and "py-spy" not in out
+
+
+def test_hints_by_language():
+    assert "nvtxRangePushA" in capture_cmd("nsys", "steps", "native")
+    assert "torch.cuda.nvtx.range_push" in capture_cmd("nsys", "steps", "python")
+    assert capture_cmd("nsys", "steps", None) == capture_cmd("nsys", "steps", "python")
+    assert "roctxRangePush" in capture_cmd("rocm", "steps", "native")
+    unknown = host_profiler_hint("pid 12", 12, {"vendor": "cuda", "language": None})
+    assert "py-spy" in unknown and "perf record" in unknown and "if it is a Python process" in unknown
+    by_capture = host_profiler_hint("pid 12", 12, {"vendor": "cuda", "language": "native"})
+    assert "perf record" in by_capture and "py-spy" not in by_capture
+    named = host_profiler_hint("python3 -m vllm.entrypoints.openai.api_server", 12, {"language": None})
+    assert "py-spy" in named and "perf record" not in named
