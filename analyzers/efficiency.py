@@ -48,7 +48,7 @@ from tracetriage.analyzers.capture_kind import is_native_trace, trace_vendor
 from tracetriage.analyzers.efficiency_rows import ClassRow, DecodeFloor, Judgement, NotMeasured, Rates, Roofline, TopOp
 from tracetriage.analyzers.metrics import Efficiency, TraceMetrics
 from tracetriage.analyzers.op_kernels import KernelTime, OpWork, kernel_time, op_steps, op_works, replayed_ops
-from tracetriage.analyzers.peaks import device_block, match_device, roofline
+from tracetriage.analyzers.peaks import device_peaks, roofline
 from tracetriage.analyzers.serving_work import canonical_name
 from tracetriage.model import Trace, is_kind
 from tracetriage.wording import for_vendor, plural
@@ -214,20 +214,6 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
     return out
 
 
-def _device_peaks(row) -> tuple[dict | None, dict | None, NotMeasured | None]:
-    """(devices.toml entry, the contract's device block, the not-measured entry when the table does
-    not know the device) of the device that ran the most kernel time."""
-    found = match_device(str(row["name"]), int(row["memory_bytes"]), int(row["sm_count"]))
-    if found:
-        return found[1], device_block(found[1], str(row["name"])), None
-    return None, None, NotMeasured(
-        what="device peaks", time_ns=None,
-        reason=f"device {str(row['name']) or '(empty name)'!r} is not in the device table: achieved rates are "
-               "reported, the % of roofline is not",
-        capture_hint="add the device's datasheet peaks (dense FLOP/s per data type, memory bandwidth) to "
-                     "analyzers/devices.toml")
-
-
 @dataclass(frozen=True, slots=True)
 class _OpCalls:
     """The shaped op calls with kernels in the window: their rows of ``trace.ops`` (ascending), the
@@ -373,10 +359,10 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> Efficiency:
         if len(models) != 1:  # devices of several models (or none): which one ran is not known
             return Efficiency(not_measured=graphs_only)
         row = trace.devices.iloc[0]  # one model: the roof the window would be judged against is known
-        _, device, _ = _device_peaks(row)
+        _, device, _ = device_peaks(row)
         return Efficiency(device=device, device_name=str(row["name"]), not_measured=graphs_only)
     row = trace.devices.iloc[busiest]
-    entry, device, unknown_device = _device_peaks(row)
+    entry, device, unknown_device = device_peaks(row)
     not_measured: list[NotMeasured] = [unknown_device] if unknown_device else []
     unmeasured = {name: float(kernels.unmeasured_by_class[code]) for code, name in enumerate(opwork.CLASSES)}
     calls = _op_calls(kernels, work)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tracetriage.analyzers.efficiency_rows import Roofline
+from tracetriage.analyzers.efficiency_rows import NotMeasured, Roofline
 from tracetriage.analyzers.tomlfiles import read_toml
 
 DEVICES: dict[str, dict] = read_toml(Path(__file__).with_name("devices.toml"))
@@ -112,3 +112,31 @@ def roofline(entry: dict | None, flops: np.ndarray, nbytes: np.ndarray, dtypes: 
     return Roofline(bound=bound, pct_of_roofline=round(100.0 * float(np.maximum(compute_ns, memory_ns).sum()) / time_ns, 2),
                     peak_dtype=main_peak[0] if main_peak else None, peak_tflops=main_peak[1] if main_peak else None,
                     pct_of_achievable=pct_of_achievable, achievable_tflops=achievable_tflops)
+
+
+def device_peaks(row) -> tuple[dict | None, dict | None, NotMeasured | None]:
+    """(devices.toml entry, the contract's device block, the not-measured entry when the table does
+    not know the device) of the device that ran the most kernel time."""
+    name = str(row["name"])
+    found = match_device(name, int(row["memory_bytes"]), int(row["sm_count"]))
+    if found:
+        return found[1], device_block(found[1], name), None
+    if _generic_name(name):  # the capture does not say which model ran: no table entry could answer
+        return None, None, NotMeasured(
+            what="device peaks", time_ns=None,
+            reason=f"the capture does not name the GPU model ({name or 'no name'!r}): achieved rates are reported, "
+                   "the % of roofline is not",
+            capture_hint="capture with a profiler version that records the device properties (nsys 2022 or later, "
+                         "rocprofv3, the PyTorch profiler's deviceProperties), or add the model's datasheet peaks to "
+                         "analyzers/devices.toml under the name the capture gives")
+    return None, None, NotMeasured(
+        what="device peaks", time_ns=None,
+        reason=f"device {name!r} is not in the device table: achieved rates are reported, the % of roofline is not",
+        capture_hint="add the device's datasheet peaks (dense FLOP/s per data type, memory bandwidth) to "
+                     "analyzers/devices.toml")
+
+
+def _generic_name(name: str) -> bool:
+    """A device name that names no model: empty, or a vendor's or a placeholder's word only ("AMD GPU", "unknown GPU")."""
+    words = re.sub(r"(?i)\b(amd|nvidia|intel|gpu|device|unknown|generic|\d+)\b", "", name)
+    return not words.strip(" -_:#()[]")

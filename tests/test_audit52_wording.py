@@ -50,3 +50,16 @@ def test_hints_by_language():
     assert "perf record" in by_capture and "py-spy" not in by_capture
     named = host_profiler_hint("python3 -m vllm.entrypoints.openai.api_server", 12, {"language": None})
     assert "py-spy" in named and "perf record" not in named
+
+
+def test_a_capture_that_names_no_gpu_model_is_not_told_to_edit_the_device_table():
+    from tracetriage.analyzers.peaks import device_peaks
+
+    for name in ("AMD GPU", "unknown GPU", "", "GPU 0"):
+        _, _, missing = device_peaks({"name": name, "memory_bytes": 0, "sm_count": 0})
+        assert "does not name the GPU model" in missing.reason, name
+        assert "records the device properties" in missing.capture_hint
+    _, _, missing = device_peaks({"name": "Quadro RTX 6000", "memory_bytes": 0, "sm_count": 0})
+    assert "'Quadro RTX 6000' is not in the device table" in missing.reason
+    entry, _, missing = device_peaks({"name": "NVIDIA H100 80GB HBM3", "memory_bytes": 85899345920, "sm_count": 132})
+    assert entry is not None and missing is None

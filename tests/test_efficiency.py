@@ -139,13 +139,13 @@ def test_parser_keeps_exactly_the_ops_with_a_formula():
     ("AMD Radeon Graphics", 64, 110, "AMD Instinct MI250X (one GCD)"),
 ])
 def test_device_names_match(name, mem_gib, sms, model):
-    got = efficiency.match_device(name, int(mem_gib * 2**30), sms)
+    got = peaks.match_device(name, int(mem_gib * 2**30), sms)
     assert got is not None and got[1]["model"] == model
 
 
 def test_unknown_device_is_none_and_every_entry_has_a_source():
-    assert efficiency.match_device("Some Future GPU", 2**36, 100) is None
-    assert efficiency.match_device("", -1, -1) is None
+    assert peaks.match_device("Some Future GPU", 2**36, 100) is None
+    assert peaks.match_device("", -1, -1) is None
     for key, e in peaks.DEVICES.items():
         assert e["source"] and e["bandwidth_gbps"] > 0 and e["names"], key
         assert all(v > 0 for v in e["peak_tflops"].values()), key
