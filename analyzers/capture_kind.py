@@ -201,6 +201,17 @@ def _range_and_op_names(traces) -> set[str]:
     return {name for trace in traces for table in ("ranges", "ops") for name in _trace_names(trace, table, limit=1 << 20)}
 
 
+_FSDP_MODULE = re.compile(r"FullyShardedDataParallel|FSDP::|fsdp::|FSDPParamGroup")  # FSDP's own calls, not its collectives
+
+
+def fsdp_ranges(case) -> str | None:
+    """A few of the case's range and op names that are FSDP's own calls (``FSDP::pre_forward`` ...), in words,
+    or None when none is: a model wrapped in FSDP, whose parameters it may bring in from host memory."""
+    names = sorted({re.sub(r",\s*(op_id|seq|sizes)\s*=.*$", "", name)  # nsys --pytorch appends the op's ids
+                    for name in _range_and_op_names(getattr(case, "traces", [])) if _FSDP_MODULE.search(name)})
+    return _few(names) if names else None
+
+
 def _exchange_workload(top: str, p2p: list[str], a2a: list[str]) -> CollectiveWorkload:
     """AllToAll or SendRecv on top: an all-to-all (its kernels, or SendRecv under all-to-all calls only), pipeline
     stages (SendRecv under point-to-point calls only), or not known (neither call named, or both)."""

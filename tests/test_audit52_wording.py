@@ -63,3 +63,29 @@ def test_a_capture_that_names_no_gpu_model_is_not_told_to_edit_the_device_table(
     assert "'Quadro RTX 6000' is not in the device table" in missing.reason
     entry, _, missing = device_peaks({"name": "NVIDIA H100 80GB HBM3", "memory_bytes": 85899345920, "sm_count": 132})
     assert entry is not None and missing is None
+
+
+def test_host_to_device_copies_under_fsdp_calls_are_told_fsdp_offload(tmp_path):
+    """FastVideo's 2xH100 window: 97% copies host to device under FSDP::pre_forward ranges was told vLLM's
+    --cpu-offload-gb. Generated: the offload bundle as is (default fix), and with FSDP ranges around its steps."""
+    import shutil
+    import sqlite3
+
+    from conftest import BUNDLES
+
+    from tracetriage import analyze, open_case
+
+    def copy_bound(path):
+        return next(row for row in analyze(open_case([path])).data["findings"] if row["id"] == "copy_bound")
+
+    plain = copy_bound(BUNDLES / "offload_copy_bound")
+    assert "FSDP" not in plain["fix"] and not any(row["name"] == "fsdp_ranges" for row in plain["evidence"])
+    shutil.copy(BUNDLES / "offload_copy_bound" / "trace.sqlite", tmp_path / "trace.sqlite")
+    with sqlite3.connect(tmp_path / "trace.sqlite") as db:
+        db.execute("UPDATE NVTX_EVENTS SET text = 'FSDP::pre_forward (layers.' || rowid || ')'")
+    found = copy_bound(tmp_path / "trace.sqlite")
+    assert found["fix"].startswith("The model runs under FSDP and the copies go host to device")
+    row = next(row for row in found["evidence"] if row["name"] == "fsdp_ranges")
+    assert "FSDP::pre_forward (layers.1)" in row["value"]
+    real_found = copy_bound(real("nsys", "nsys2026.2_2xH100_fastvideo_sp2_pytorch_window1s.sqlite"))
+    assert real_found["fix"].startswith("The model runs under FSDP") and "op_id" not in real_found["evidence"][-1]["text"]

@@ -5,6 +5,7 @@ of each device's window through the ledger, after the host-side rules of trace.p
 from __future__ import annotations
 
 from tracetriage.analyzers import catalog
+from tracetriage.analyzers.capture_kind import fsdp_ranges
 from tracetriage.analyzers.evidence import ev, severity_for
 from tracetriage.analyzers.rules.context import Context, Rule, best_device, t, window_denominator
 from tracetriage.wording import nbytes, pct, plural, us
@@ -109,12 +110,16 @@ def rule_copy_bound(ctx: Context):
         ev("overlap_with_kernels_pct", copies.overlap_pct, "%", "copy time",
            text=f"{pct(copies.overlap_pct)} of the copy time overlaps kernels"),
     ]
+    fsdp = fsdp_ranges(ctx.case) if direction == "HtoD" else None
+    if fsdp:  # FSDP's calls issue the copies in: its parameters come from host memory (cpu offload)
+        evidence.append(ev("fsdp_ranges", fsdp, "", None, text=f"the host runs FSDP's own calls: {fsdp}"))
     return catalog.make("copy_bound", impact,
                         {"copy_share": pct(copy_pct),
                          "compute_share": pct(kernels_pct),
                          "gbps": f"{gbps:.1f} GB/s" if gbps is not None else "unknown GB/s",
                          "direction": dir_words.get(direction, direction), "bytes": copy_size(top)},
-                        evidence, severity=severity_for(impact), denominator=window_denominator(ctx), kind=ctx.kind)
+                        evidence, severity=severity_for(impact), denominator=window_denominator(ctx), kind=ctx.kind,
+                        variant="fsdp_offload" if fsdp else None)
 
 
 def copy_size(row: dict) -> str:
