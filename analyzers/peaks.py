@@ -126,8 +126,8 @@ def device_peaks(row) -> tuple[dict | None, dict | None, NotMeasured | None]:
             what="device peaks", time_ns=None,
             reason=f"the capture does not name the GPU model ({name or 'no name'!r}): achieved rates are reported, "
                    "the % of roofline is not",
-            capture_hint="capture with a profiler version that records the device properties (nsys 2022 or later, "
-                         "rocprofv3, the PyTorch profiler's deviceProperties), or add the model's datasheet peaks to "
+            capture_hint="capture with a profiler version that records the device properties (the model's name; "
+                         "the PyTorch profiler writes them as deviceProperties), or add the model's datasheet peaks to "
                          "analyzers/devices.toml under the name the capture gives")
     return None, None, NotMeasured(
         what="device peaks", time_ns=None,
