@@ -4,6 +4,7 @@ its steps with PyTorch's NVTX call, and a process of unknown language told to us
 
 import re
 
+import pytest
 from conftest import real, run_cli
 
 from tracetriage.analyzers.rules.hints import capture_cmd, host_profiler_hint
@@ -89,3 +90,35 @@ def test_host_to_device_copies_under_fsdp_calls_are_told_fsdp_offload(tmp_path):
     assert "FSDP::pre_forward (layers.1)" in row["value"]
     real_found = copy_bound(real("nsys", "nsys2026.2_2xH100_fastvideo_sp2_pytorch_window1s.sqlite"))
     assert real_found["fix"].startswith("The model runs under FSDP") and "op_id" not in real_found["evidence"][-1]["text"]
+
+
+BOOTSTRAP = "host1:101:101 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+CONNECT_WARN = ("host1:101:101 [0] misc/socket.cc:578 NCCL WARN socketPollConnect: connect to 10.0.0.2<5000> returned "
+                "Connection refused, exceeded error retry count after 35 attempts\n")
+INIT_DONE = ("host1:101:101 [0] NCCL INFO ncclCommInitRank comm 0x55a0 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 18000 "
+             "commId 0x22 - Init COMPLETE\n")
+
+
+def _nccl_errors(path):
+    from tracetriage import analyze, open_case
+
+    return next(row for row in analyze(open_case([path])).data["findings"] if row["id"] == "nccl_errors")
+
+
+@pytest.mark.parametrize("lines,at_init", [(BOOTSTRAP + CONNECT_WARN, True),
+                                             (BOOTSTRAP + INIT_DONE + CONNECT_WARN, False)])
+def test_a_communicator_that_never_came_up_is_not_a_failed_collective(tmp_path, lines, at_init):
+    """SGLang on 2 nodes: connects refused before any rank logged Init COMPLETE read "a failed collective stops
+    every step", though no collective (and no step) ever ran."""
+    path = tmp_path / "nccl.log"
+    path.write_text(lines)
+    found = _nccl_errors(path)
+    assert ("never came up" in found["impact_denominator"]) == at_init, found["impact_denominator"]
+    assert found["mechanism"].startswith("The communicator could not be set up") == at_init
+
+
+def test_real_connect_refusals_at_init_and_an_ib_error_after_init():
+    at_init = _nccl_errors(real("nccl", "sglang_2node_nccl_2.27_warn_socketPollConnect_refused_timestamped_traceback.txt"))
+    assert "never came up" in at_init["impact_denominator"]
+    later = _nccl_errors(real("nccl", "nccl_2.27.5_2node_roce_coll_tuning_lines_then_warn_ib_vendor_err_81.txt"))
+    assert later["impact_denominator"] == "run (a failed collective stops every step)"

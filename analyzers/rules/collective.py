@@ -12,6 +12,8 @@ words (the topology command, the bandwidth test, the fabric, the library) follow
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from tracetriage.analyzers import catalog
@@ -364,13 +366,31 @@ def rule_nccl_errors(ctx: Context):
            text="by message: " + "; ".join(f"{message} x{count}" for message, count in kinds.items())),
         ev("ranks", ranks[:8], "", None, text="from: " + ", ".join(ranks[:8]) + (" ..." if len(ranks) > 8 else "")),
     ]
+    at_init = _never_initialized(logs, warns)
     return catalog.make(
         "nccl_errors", 100.0,
         {"count": len(warns), "line_word": "line" if len(warns) == 1 else "lines", "first": first.message[:140],
+         "what": INIT_FAILED if at_init else COLLECTIVE_FAILED,
          "net_clause": " The messages point at the network path (IB completion errors / socket connects)." if net else "",
          **vendor_words(ctx)},
-        evidence, severity="high", denominator="run (a failed collective stops every step)", variant="net" if net else None,
-        kind=ctx.kind)
+        evidence, severity="high",
+        denominator=("run (the communicator never came up: no collective, and no step, ran)" if at_init
+                     else "run (a failed collective stops every step)"),
+        variant="net" if net else None, kind=ctx.kind)
+
+
+COLLECTIVE_FAILED = ("A collective failed or could not connect: every rank of the communicator blocks in the same "
+                     "collective, so the whole server stalls or dies, whatever the other metrics say.")
+INIT_FAILED = ("The communicator could not be set up: its ranks failed to connect while initializing and none logged "
+               "Init COMPLETE, so no collective ran and the server never started serving.")
+_CONNECT = re.compile(r"(?i)connect|bootstrap|refused|timed? ?out")
+
+
+def _never_initialized(logs, warns) -> bool:
+    """Whether the WARN lines are connection failures of a communicator that never finished its init: every
+    warning a connect/bootstrap one, and no rank of the logs logged Init COMPLETE."""
+    connects = all(_CONNECT.search(warning.message) for warning in warns)
+    return connects and not any(comm.init_complete for log in logs for comm in log.communicators)
 
 
 RULES = [
