@@ -110,7 +110,7 @@ def too_large(path: str, packed: int | None, size: int | None = None) -> TraceFo
         told = f" ({size:,} bytes)" if size else ""
         return TraceFormatError(path, f"JSON larger than {_mib(MAX_JSON_BYTES)}{told}: refused")
     limit = gzip_limit(packed)
-    told = f" (to {size / 2**20:,.0f} MiB, as its gzip trailer records)" if size else ""
+    told = f" (its gzip trailer records {size:,} bytes)" if size else ""
     if limit == MAX_JSON_BYTES:
         return TraceFormatError(path, f"its gzip stream expands past {limit / 2**20:,.0f} MiB{told}, the limit of "
                                       f"JSON read ({_mib(MAX_JSON_BYTES)} uncompressed): refused")
