@@ -78,11 +78,11 @@ def test_a_bomb_of_valid_events_is_refused_at_the_limit_before_a_byte_is_parsed(
     assert len(raw) > bound  # past its limit: the refusal is due
     proc = run_cli("analyze", path)
     assert proc.returncode == errors.EXIT_INPUT, proc.stderr
+    assert counted["parsed"] == 0  # the parser was handed nothing (it used to read up to the limit)
     assert (f"tracetriage: error: {path}: its gzip stream expands past {bound / 2**20:,.0f} MiB "
             f"(its gzip trailer records {len(raw):,} bytes), the limit for a file of "
             f"{path.stat().st_size:,} bytes") in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
-    assert counted["parsed"] == 0
     assert counted["decompressed"] <= bound + (1 << 20) + 2 * common.HEAD_BYTES  # one chunk past it; detection
 
 
@@ -98,8 +98,8 @@ def test_a_bomb_whose_trailer_says_little_is_refused_at_the_limit_unparsed(tmp_p
     assert len(raw) > bound
     proc = run_cli("analyze", path)
     assert proc.returncode == errors.EXIT_INPUT, proc.stderr
-    assert f"{path}: its gzip stream expands past {bound / 2**20:,.0f} MiB, the limit for a file of" in proc.stderr
     assert counted["parsed"] == 0
+    assert f"{path}: its gzip stream expands past {bound / 2**20:,.0f} MiB, the limit for a file of" in proc.stderr
     assert counted["decompressed"] <= bound + (1 << 20) + 2 * common.HEAD_BYTES
 
 
