@@ -106,6 +106,7 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
     the budgets (``--slo``) checked on both sides' serving artifacts; ``across_devices``: also hold
     each op class against its own device's peaks (``--across-devices``), which then gives the verdict."""
     before_side, after_side = Side(before, before_label), Side(after, after_label)
+    slo = dict(slo or {})
     serving = serving_side(before_side, after_side, threshold_pct)
     comparable = comparability(before_side, after_side, serving)
     rate = None
@@ -116,7 +117,7 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
             comparable = comparable.refused(refusal)
         if not comparable.ok:
             rate = rate.not_judged()
-    figures_before, figures_after = before_side.figures(), after_side.figures()
+    figures_before, figures_after = before_side.figures(), after_side.figures(before_side)  # one long-step cutoff
     step_rows = [step_test(rank, before_rank, after_rank, threshold_pct)
                  for rank, (before_rank, after_rank) in enumerate(zip(before_side.ranks, after_side.ranks))]
     if not comparable.ok:  # the numbers are shown, but nothing is judged on them
@@ -130,7 +131,7 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
     metrics = serving_metrics(metrics, serving)
     budgets = budget_statuses(step, metrics, serving_judged, rate, serving)
     verdict, comparable = overall_verdict(budgets, comparable)
-    slo_broken, slo_unmeasured = slo_breaks(before_side.serving, after_side.serving, slo or {})
+    slo_broken, slo_unmeasured = slo_breaks(before_side.serving, after_side.serving, slo)
     findings = finding_rows(FindingContext(before_side, after_side, figures_before, figures_after, step, noise_ms,
                                            comparable.ok, threshold_pct))
     findings += quality_rows(serving, comparable.ok)
@@ -170,6 +171,7 @@ def compare(before: dict, after: dict, before_label: str = "before", after_label
         "across_devices": None,
         "serving": None if serving is None else serving.to_contract(),
         "_series": {"before": _step_series(before_side), "after": _step_series(after_side)},
+        "_slo": slo,  # the --slo budgets given (checked or not measured): the gate's line names them
     }
     if across_devices:
         from tracetriage.analyzers.compare_devices import across_devices as compare_across_devices

@@ -44,7 +44,8 @@ FIGURE_TEXT = {"cause_ms": CAUSE_TEXT, "claim_ms": "what each analysis says it c
                "idle_pct": "GPU idle", "copy_ms": "copy-only time per step", "collective_ms": "exposed collective per step",
                "compute_ms": "compute per step, collectives excluded", "tail_ms": "step p99 - p50",
                "pageable_copies_per_step": "pageable async copies per step",
-               "long_step_excess_ms": "the long steps' time above p50 (steps over 3x p50), ms per step"}
+               "long_step_excess_ms": "the long steps' time above the before p50 (steps over 3x the before p50), "
+                                      "ms per step"}
 UNEXPLAINED_TEXT = "its slices no other finding claims, ms per step"
 # A measure whose change a test of the steps decides (StepVerdict's field): beyond the threshold, it moved only
 # when that test resolved it. The long steps' time per step moves with each long step over few steps (5 of 60
@@ -190,7 +191,7 @@ def _checked_finding(context: FindingContext, finding_id: str, finding: Finding)
     if abstained:
         return _abstained_row(finding_id, finding, abstained, context.after.findings.get(finding_id), finding)
     after_finding = context.after.findings.get(finding_id)
-    cause_before, cause_after = context.before.finding_ms(finding_id), context.after.finding_ms(finding_id)
+    cause_before, cause_after = context.before.finding_ms(finding_id), context.after.finding_ms(finding_id, context.before)
     before_names = {**context.figures_before, "present": True, "cause_ms": cause_before,
                     "claim_ms": context.before.claim_ms(finding_id)}
     after_names = {**context.figures_after, "present": after_finding is not None, "cause_ms": cause_after,
@@ -339,7 +340,8 @@ def _new_finding(context: FindingContext, finding_id: str, finding: Finding) -> 
     abstained = _abstained(context, finding_id)
     if abstained:
         return _abstained_row(finding_id, finding, abstained, finding, None)
-    cause_before, cause_after = round4(context.before.finding_ms(finding_id)), round4(context.after.finding_ms(finding_id))
+    cause_before = round4(context.before.finding_ms(finding_id))
+    cause_after = round4(context.after.finding_ms(finding_id, context.before))
     text = f"{cause_words(check_of(finding_id))}: {figure_text(cause_before, 'ms')} -> {figure_text(cause_after, 'ms')}"
     status, decided = ("new", "reported after only") if context.judged else (None, NOT_COMPARABLE)
     noise = context.noise_ms

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tracetriage.analyzers.comparability import Comparability
-from tracetriage.contract import load
+from tracetriage.contract import key, load
 from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_REGRESSED
 from tracetriage.records.compare import ComparedFinding, StepTime
 from tracetriage.wording import long_steps_words
@@ -25,13 +25,16 @@ LONG_STEPS_BUDGET = "long steps"  # the rate of steps over 3x the before p50 (co
 @dataclass(frozen=True, slots=True)
 class GateReading:
     """What the gate reads of a compare contract (read by its keys): the verdict, the threshold, the
-    budgets' statuses, the broken --slo budgets, the comparability (its reasons), the findings and
-    the step rows' long steps."""
+    budgets' statuses, the broken --slo budgets and those not measured, the --slo budgets given (the
+    comparison's private ``_slo``: a saved comparison has none), the comparability (its reasons), the
+    findings and the step rows' long steps."""
 
     verdict: str = ""
     threshold_pct: float = THRESHOLD_PCT
     budgets: dict[str, str] = field(default_factory=dict)
     slo_broken: tuple[str, ...] = ()
+    slo_not_measured: tuple[str, ...] = ()
+    slo_given: dict[str, float] | None = key("_slo")
     comparable: Comparability = Comparability(False, 0.0, ())
     findings: tuple[ComparedFinding, ...] = ()
     step_time: tuple[StepTime, ...] = ()
@@ -94,7 +97,18 @@ def gate_text(result: dict | GateReading) -> str:
         if reading.slo_broken:
             reasons.append("SLO broken: " + "; ".join(reading.slo_broken))
         return f"gate: failed (exit {code}): " + "; ".join(reasons)
-    return f"gate: passed: {verdict}, no budget regressed, no finding worse and no --slo budget broken"
+    return f"gate: passed: {verdict}, " + _passed_words(reading)
+
+
+def _passed_words(reading: GateReading) -> str:
+    """What a passed gate checked: the budgets and findings, and the --slo budgets only where some were given
+    (``no --slo budget broken``, with those a side could not measure)."""
+    if not (reading.slo_given or reading.slo_not_measured):
+        return "no budget regressed and no finding worse"
+    given = len(reading.slo_given) or len(reading.slo_not_measured)
+    unmeasured = len(reading.slo_not_measured)
+    checked = (f" ({unmeasured} of {given} not measured: {'; '.join(reading.slo_not_measured)})" if unmeasured else "")
+    return f"no budget regressed, no finding worse and no --slo budget broken{checked}"
 
 
 def _long_step_reasons(reading: GateReading) -> list[str]:

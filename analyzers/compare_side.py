@@ -273,15 +273,15 @@ class Side:
         per_device = [value for value in per_device if value is not None]
         return float(np.mean(per_device)) if per_device else None
 
-    def finding_ms(self, finding_id: str) -> float | None:
-        """ms per step of the time a finding is about: its catalog ``measure`` (a figure of the side), or its
-        catalog slices (the same measure on both sides, whether or not it fires there), less what other
-        findings claim of them where the catalog says ``unexplained`` (:meth:`unexplained_ms`), else what it
-        claimed here."""
+    def finding_ms(self, finding_id: str, before: Side | None = None) -> float | None:
+        """ms per step of the time a finding is about: its catalog ``measure`` (a figure of the side, measured
+        against ``before`` where the figure has a cutoff: :meth:`figures`), or its catalog slices (the same
+        measure on both sides, whether or not it fires there), less what other findings claim of them where
+        the catalog says ``unexplained`` (:meth:`unexplained_ms`), else what it claimed here."""
         check = check_of(finding_id)
         slices = check.slices
         if check.measure:
-            return self.figures().get(check.measure)
+            return self.figures(before).get(check.measure)
         if slices and check.unexplained:
             return self.unexplained_ms(finding_id, slices)
         return self.mean_slice_ms(slices) if slices else self.claim_ms(finding_id)
@@ -352,8 +352,10 @@ class Side:
         return float(np.mean(per_device)) if per_device else None
 
     # -- the figures conditions and metrics read
-    def figures(self) -> dict:
-        """The side's figures by the names the catalog's conditions and compare's metrics read (module docstring)."""
+    def figures(self, before: Side | None = None) -> dict:
+        """The side's figures by the names the catalog's conditions and compare's metrics read (module docstring).
+        ``before``: the other side of a comparison, whose p50s are the long steps' cutoff here
+        (:meth:`long_step_excess_ms`); None: this side's own (a capture alone, or the before side itself)."""
         ranks = [rank for rank in self.ranks if rank.step_count]
         steps = sum(rank.step_count for rank in ranks) if ranks else 0
         p50_ms = _median_of([_ns_to_ms(rank.p50_ns) for rank in ranks])
@@ -373,21 +375,33 @@ class Side:
             "idle_ms": self.mean_slice_ms(["idle:*:*"]),
             "idle_pct": None if busy_pct is None else 100.0 - busy_pct,
             "tail_ms": p99_ms - p50_ms if p99_ms is not None and p50_ms is not None else None,
-            "long_step_excess_ms": _mean_of([long_step_excess_ms(rank.durations) for rank in ranks]),
+            "long_step_excess_ms": self.long_step_excess_ms(before),
             **{f"idle_{cause}_ms": self.mean_slice_ms([f"idle:*:{cause}"]) for cause in CAUSES
                if cause != "dependency" or self.dependency_measured},
             "pageable_copies_per_step": (pageable / steps) if pageable is not None and steps else None,
             **serving_figures(self.serving),
         }
 
+    def long_step_excess_ms(self, before: Side | None = None) -> float | None:
+        """:func:`long_step_excess_ms` of each rank with steps, mean over the ranks; against the p50 of the
+        matched rank of ``before`` (ranks matched in order, as compare's step test matches them) where given:
+        the one cutoff of compare_steps.long_step_test, so a comparison states one figure for the long steps'
+        time, not one per cutoff."""
+        if before is None:
+            return _mean_of([long_step_excess_ms(rank.durations) for rank in self.ranks if rank.step_count])
+        return _mean_of([long_step_excess_ms(rank.durations, float(np.median(reference.durations)))
+                         for rank, reference in zip(self.ranks, before.ranks)
+                         if rank.step_count and reference.durations.size])
 
-def long_step_excess_ms(durations: np.ndarray) -> float | None:
+
+def long_step_excess_ms(durations: np.ndarray, p50: float | None = None) -> float | None:
     """The time above the p50 of the steps longer than :data:`LONG_STEP_FACTOR` x the p50, in ms per step:
     what the freezes cost, whether or not the rule fires (a p99 of 60 steps is one step; this counts them
-    all). None without step durations."""
+    all). ``p50``: the cutoff's step (compare: the before p50, for both sides); None: these steps' own. None
+    without step durations."""
     if not durations.size:
         return None
-    p50 = float(np.median(durations))
+    p50 = float(np.median(durations)) if p50 is None else p50
     long = durations[durations > LONG_STEP_FACTOR * p50]
     return float((long - p50).sum()) / durations.size / 1e6
 

@@ -30,7 +30,9 @@ the rate; ``unchanged`` when no step is long on either side, or the cost moved l
 5 of 60, Fisher p=0.0013) is decided by its rate.
 
 Two identical samples (the same capture, or a copy of it) are no sample of a change: every ratio is
-exactly 1 with the interval [1, 1], p = 1, and every status ``unchanged``.
+exactly 1 with the interval [1, 1], p = 1, and every status ``unchanged``, but for a p99 of under
+:data:`P99_MIN_STEPS` steps: ``not judged`` there as on any other pair (the same longest step twice
+says nothing of a p99 either).
 """
 
 from __future__ import annotations
@@ -189,9 +191,12 @@ def step_test(rank: int, before_rank: Rank, after_rank: Rank, threshold_pct: flo
         after_p99_ns=int(np.percentile(after, 99)) if after.size else None)
     if before.size < MIN_STEPS or after.size < MIN_STEPS or not np.median(before) > 0:
         return row
+    fewest = min(before.size, after.size)
+    p99_reason = None if fewest >= P99_MIN_STEPS else f"not judged ({fewest} steps; a p99 needs {P99_MIN_STEPS})"
     if np.array_equal(before, after):  # one sample twice: nothing moved, and no resampling says otherwise
+        p99_ci95, p99_status = ((1.0, 1.0), "unchanged") if p99_reason is None else (None, NOT_JUDGED)
         return replace(row, ratio=1.0, ci95=(1.0, 1.0), p_value=1.0, status="unchanged", p99_ratio=1.0,
-                       p99_ci95=(1.0, 1.0), p99_status="unchanged",
+                       p99_ci95=p99_ci95, p99_status=p99_status, p99_reason=p99_reason,
                        long_steps=long_step_test(before, after, threshold_pct))
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     before_sample, after_sample = _spaced(before, BOOT_MAX), _spaced(after, BOOT_MAX)
@@ -209,13 +214,11 @@ def step_test(rank: int, before_rank: Rank, after_rank: Rank, threshold_pct: flo
     ci95 = interval(50)
     status = judged_status(ratio, ci95, p_value < ALPHA and _excludes_one(ci95), threshold_pct)
     p99_ratio = float(np.percentile(after, 99) / max(np.percentile(before, 99), 1.0))
-    fewest = min(before.size, after.size)
-    if fewest < P99_MIN_STEPS:  # the longest step or two: no percentile to test
+    if p99_reason is not None:  # the longest step or two: no percentile to test
         p99_ci95, p99_status = None, NOT_JUDGED
-        p99_reason = f"not judged ({fewest} steps; a p99 needs {P99_MIN_STEPS})"
     else:
         p99_ci95 = interval(99)
-        p99_status, p99_reason = judged_status(p99_ratio, p99_ci95, _excludes_one(p99_ci95), threshold_pct), None
+        p99_status = judged_status(p99_ratio, p99_ci95, _excludes_one(p99_ci95), threshold_pct)
     return replace(row, ratio=round(ratio, 4), ci95=ci95, p_value=float(f"{p_value:.3g}"),
                    significant=status in ("improved", "regressed"), status=status,
                    p99_ratio=round(p99_ratio, 4), p99_ci95=p99_ci95,

@@ -12,12 +12,9 @@ from dataclasses import dataclass
 from tracetriage.contract import load
 from tracetriage.records.compare import (
     DOUBT_PREFIX,
-    AcrossDevices,
-    AcrossRow,
     ComparedFinding,
     ComparisonRecord,
     DeviceRate,
-    DeviceSide,
     FindingEvidence,
     KernelRate,
     LongSteps,
@@ -28,6 +25,7 @@ from tracetriage.records.compare import (
     StepTime,
     read,
 )
+from tracetriage.reports.compare_across_view import AcrossDevicesView, across_view
 from tracetriage.reports.compare_deploy_view import DeployView, deploy_view
 from tracetriage.wording import (
     counted,
@@ -37,7 +35,6 @@ from tracetriage.wording import (
     ms_decimals,
     ms_text,
     noise_words,
-    plural,
     ratio_text,
     speed_text,
 )
@@ -237,6 +234,17 @@ class MovedKernelView:
 
 
 @dataclass(frozen=True, slots=True)
+class OneSideKernelView:
+    """A kernel of a pair without steps that only one side ran (``side``: before or after): its time as a
+    share of that side's device window; no time per call compares it, so the work rate does not judge it."""
+    device: str
+    name: str
+    short_name: str
+    side: str
+    share: str
+
+
+@dataclass(frozen=True, slots=True)
 class MoverView:
     """A component of one rank's step that moved: ms per step on each side, the change, and why it
     counts (beyond the threshold, or grown by a quarter of itself while under it)."""
@@ -292,58 +300,14 @@ class KernelRateView:
 
 
 @dataclass(frozen=True, slots=True)
-class DeviceSideView:
-    """One op class or op on one device: time per unit, op calls, achieved rates, % of its peak and the
-    peak in words, and the share of the class's kernel time measured (None for an op)."""
-    time: str
-    calls: str
-    rate: str
-    pct_of_peak: str
-    peak: str
-    measured: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class AcrossRowView:
-    """One op class or top op on both devices: the ratio after/before with its interval, the ratio the
-    peaks predict, the normalised ratio with its interval, the verdict, and the sentence; ``judged``
-    false when it was not (``words`` says why, the sides may be None)."""
-    what: str
-    judged: bool
-    before: DeviceSideView | None
-    after: DeviceSideView | None
-    ratio: str
-    interval: str
-    predicted: str
-    normalised: str
-    normalised_interval: str
-    verdict: str
-    words: str
-
-
-@dataclass(frozen=True, slots=True)
-class AcrossDevicesView:
-    """compare --across-devices: made or refused (``reasons``: why, or what it rests on), the unit, the
-    two devices, the band, the method, the class rows and the top op rows."""
-    ok: bool
-    unit: str
-    before_device: str
-    after_device: str
-    band: str
-    method: str
-    reasons: tuple[str, ...]
-    classes: tuple[AcrossRowView, ...]
-    ops: tuple[AcrossRowView, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class CompareView:
     """Everything a report of one Comparison shows, in the order the text report shows it: ``threshold``
     the practical minimum (% of the before step) as ``%g`` spells it, ``threshold_repr`` as the contract
     does; ``noise_ms_per_step`` None when the before step was not measured; ``step_test`` the test of the
     step times, None when no rank's steps were compared. A pair of captures without steps has
-    ``work_rate`` (per device), ``rate_kernels`` and ``work_rate_method`` instead of step times and
-    per-step kernels; ``movers`` are the per-step components that moved, largest first across ranks;
+    ``work_rate`` (per device), ``rate_kernels``, ``one_side_kernels`` (those only one side ran: the
+    JSON's ``kernels`` with a side at 0) and ``work_rate_method`` instead of step times and per-step kernels;
+    ``movers`` are the per-step components that moved, largest first across ranks;
     ``across_devices`` the per-class table of compare --across-devices (None without it)."""
     tool_version: str
     schema: str
@@ -371,6 +335,7 @@ class CompareView:
     work_rate_method: str | None
     work_rate: tuple[DeviceRateView, ...]
     rate_kernels: tuple[KernelRateView, ...]
+    one_side_kernels: tuple[OneSideKernelView, ...]
     across_devices: AcrossDevicesView | None
     deploy: DeployView | None
 
@@ -400,7 +365,8 @@ def compare_view(comparison: dict | ComparisonRecord) -> CompareView:
         work_rate_method=None if rate is None else str(rate.method),
         work_rate=() if rate is None else tuple(_device_rate(device) for device in rate.devices),
         rate_kernels=() if rate is None else tuple(_kernel_rate(kernel) for kernel in rate.kernels),
-        across_devices=None if comparison.across_devices is None else _across(comparison.across_devices),
+        one_side_kernels=() if rate is None else one_side_kernels(comparison.kernels),
+        across_devices=None if comparison.across_devices is None else across_view(comparison.across_devices),
         deploy=deploy_view(comparison.serving))
 
 
@@ -509,6 +475,21 @@ def _kernel(kernel: MovedKernel) -> MovedKernelView:
         before_share=pct(kernel.before_share_pct), after_share=pct(kernel.after_share_pct))
 
 
+def one_side_kernels(kernels: tuple[MovedKernel, ...]) -> tuple[OneSideKernelView, ...]:
+    """The kernels of a pair without steps that one side ran and the other did not (its share 0, or not
+    measured on a graph-level side), largest share first: the contract's ``kernels`` rows the work rate,
+    which compares the common kernels only, leaves out."""
+    rows = []
+    for kernel in kernels:
+        shares = {"before": kernel.before_share_pct, "after": kernel.after_share_pct}
+        ran = [side for side, share in shares.items() if share]
+        if len(ran) == 1:
+            rows.append((shares[ran[0]], kernel, ran[0]))
+    rows.sort(key=lambda row: (-row[0], row[1].name))
+    return tuple(OneSideKernelView(device=str(kernel.device), name=str(kernel.name), short_name=_short(str(kernel.name)),
+                                   side=side, share=pct(share)) for share, kernel, side in rows)
+
+
 def _mover(mover: Mover, threshold_pct: float) -> MoverView:
     coarser = max(abs(mover.before_ms), abs(mover.after_ms))
     if mover.beyond_noise:
@@ -547,39 +528,3 @@ def _kernel_rate(kernel: KernelRate) -> KernelRateView:
         before_per_call=fmt_ns(kernel.before_ns_per_call), after_per_call=fmt_ns(kernel.after_ns_per_call),
         ratio=ratio_text(kernel.ratio), ci_low=ci_low, ci_high=ci_high, p_value=f"{kernel.p_value:.2g}",
         status=str(kernel.status))
-
-
-def _times(value) -> str:
-    return "n/a" if value is None else f"x{ratio_text(value)}"
-
-
-def _span(interval) -> str:
-    return "noise not measured" if interval is None else f"95% CI {ratio_text(interval[0])}-{ratio_text(interval[1])}"
-
-
-def _device_side(side: DeviceSide | None, unit: str) -> DeviceSideView | None:
-    if side is None:
-        return None
-    tflops, gbps = side.achieved_tflops, side.achieved_gbps
-    rate = ", ".join(part for part in ("" if tflops is None else f"{tflops:,.1f} TFLOP/s",
-                                       "" if gbps is None else f"{gbps:,.0f} GB/s") if part) or "n/a"
-    return DeviceSideView(time=f"{fmt_ns(side.ms_per_unit * 1e6)} per {unit}", calls=plural(side.calls, "call"),
-                          rate=rate, pct_of_peak=pct(side.pct_of_peak), peak=side.peak or "no peak known",
-                          measured=None if side.measured_share_pct is None else pct(side.measured_share_pct))
-
-
-def _across_row(row: AcrossRow, unit: str) -> AcrossRowView:
-    return AcrossRowView(
-        what=str(row.what), judged=row.ratio is not None, before=_device_side(row.before, unit),
-        after=_device_side(row.after, unit), ratio=_times(row.ratio), interval=_span(row.ci95),
-        predicted=_times(row.predicted_ratio), normalised=_times(row.normalised_ratio),
-        normalised_interval=_span(row.normalised_ci95), verdict=str(row.verdict), words=str(row.words))
-
-
-def _across(across: AcrossDevices) -> AcrossDevicesView:
-    unit = str(across.unit)
-    return AcrossDevicesView(
-        ok=bool(across.ok), unit=unit, before_device=str(across.before_device or "n/a"),
-        after_device=str(across.after_device or "n/a"), band=f"{across.band_pct:g}%", method=str(across.method),
-        reasons=tuple(across.reasons), classes=tuple(_across_row(row, unit) for row in across.classes),
-        ops=tuple(_across_row(row, unit) for row in across.ops))

@@ -72,28 +72,28 @@ def gate_line(result: dict | TrendRecord, gate: bool) -> str | None:
     base = verdict.baseline
     failed = f"; {counted(len(result.failed), 'case')} failed and not judged" if result.failed else ""
     outcome = result.gate_outcome()
+    exit_words = f"(exit {result.gate_exit()})"  # as compare's gate line: "gate: failed (exit 8): ..."
     if outcome == "no series":
-        return (f"gate: inconclusive: no group has a series to judge ({counted(len(result.ungrouped), 'set')} of "
-                f"captures not in a series, each with its reason above){failed}")
+        return (f"gate: inconclusive {exit_words}: no group has a series to judge "
+                f"({counted(len(result.ungrouped), 'set')} of captures not in a series, each with its reason above){failed}")
     if outcome == "too few":
-        return ("gate: inconclusive: no group has a series to judge (each has too few captures to tell a change "
-                "from noise; "
-                f"give a --baseline to judge the latest against it){failed}")
+        return (f"gate: inconclusive {exit_words}: no group has a series to judge (each has too few captures to tell a "
+                f"change from noise; give a --baseline to judge the latest against it){failed}")
     if outcome == "failed cases":  # the failed case may be the newest capture: it has no place in time
-        return (f"gate: inconclusive: {counted(len(result.failed), 'case')} failed and not judged, and a failed "
-                "case has no place in the series: the latest capture may be one of them (fix or leave them out, "
+        return (f"gate: inconclusive {exit_words}: {counted(len(result.failed), 'case')} failed and not judged, and a "
+                "failed case has no place in the series: the latest capture may be one of them (fix or leave them out, "
                 "then run the gate again)")
     if base is None:
         if verdict.regressed:
-            return (f"gate: failed: the latest capture is in a regressed segment (a budget series shifted worse and did not "
-                    f"come back) in: {', '.join(verdict.groups)}{failed}")
+            return (f"gate: failed {exit_words}: the latest capture is in a regressed segment (a budget series shifted worse "
+                    f"and did not come back) in: {', '.join(verdict.groups)}{failed}")
         return f"gate: passed: no group's latest capture is in a regressed segment of a budget series ({BUDGETS})"
     judged = [group.key for group in result.groups if any(matches_baseline(case.name, base) for case in group.cases)]
     others = len(result.groups) - len(judged)
     rest = f"; {counted(others, 'group')} without {base} not judged" if others else ""
     if verdict.regressed:
-        return (f"gate: failed against baseline {base}: the latest capture of {', '.join(verdict.groups)} is worse than "
-                f"{base} beyond the noise and the practical minimum on a budget series ({BUDGETS}){rest}{failed}")
+        return (f"gate: failed {exit_words}: against baseline {base}, the latest capture of {', '.join(verdict.groups)} is "
+                f"worse than {base} beyond the noise and the practical minimum on a budget series ({BUDGETS}){rest}{failed}")
     return (f"gate: passed against baseline {base}: the latest capture of {', '.join(judged)} is within the noise or "
             f"the practical minimum of {base} on every budget series ({BUDGETS}){rest}")
 

@@ -164,7 +164,8 @@ def test_the_compare_and_trend_reports_read_fields_not_string_keys(module):
 def test_a_null_interval_stays_not_measured():
     """An interval the contract writes null is None in the record (not the empty list a null list reads as),
     so the view says it was not measured."""
-    from tracetriage.reports.compare_view import _across_row, _device_rate
+    from tracetriage.reports.compare_across_view import _across_row
+    from tracetriage.reports.compare_view import _device_rate
 
     row = compare_records.read({"across_devices": {"classes": [{"what": "gemm", "ratio": 1.2, "ci95": None,
                                                                 "normalised_ci95": None}]}}).across_devices.classes[0]

@@ -333,7 +333,7 @@ def test_too_few_captures_are_said_to_be_too_few(tmp_path):
     # the gate judges nothing it says it cannot tell: inconclusive (9), not passed (new-user trial 49 item 3)
     gated = run_cli("trend", tmp_path / "b", "--gate")
     assert gated.returncode == 9, (gated.returncode, gated.stdout[-300:])
-    assert "gate: inconclusive: no group has a series to judge (each has too few captures to tell" in gated.stderr
+    assert "gate: inconclusive (exit 9): no group has a series to judge (each has too few captures to tell" in gated.stderr
     assert "gate: passed" not in gated.stderr + gated.stdout
     assert trend_json(tmp_path / "b", "--gate", code=9)["groups"][0]["cases"]
 
@@ -392,12 +392,13 @@ def test_gate_says_its_result_and_baseline_needs_the_gate(branches):
     assert plain.returncode == 0 and "gate" not in plain.stdout
     assert "the latest capture is in a regressed segment in: " in plain.stdout
     failed = run_cli("trend", b, "--group-by", "-2", "--gate")  # the gate line on stderr, as compare --gate's
-    assert failed.returncode == 8 and "tracetriage: gate: failed: the latest capture is in a regressed segment" in failed.stderr
+    assert failed.returncode == 8
+    assert "tracetriage: gate: failed (exit 8): the latest capture is in a regressed segment" in failed.stderr
     assert "gate:" not in failed.stdout
     alone = run_cli("trend", b, "--group-by", "-2", "--baseline", f"dev/{dev[0]}")
     assert alone.returncode == 2 and "add --gate" in alone.stderr and not alone.stdout
     worse = run_cli("trend", b, "--group-by", "-2", "--gate", "--baseline", f"dev/{dev[0]}")
-    assert worse.returncode == 8 and f"gate: failed against baseline dev/{dev[0]}" in worse.stderr
+    assert worse.returncode == 8 and f"gate: failed (exit 8): against baseline dev/{dev[0]}" in worse.stderr
     assert "1 group without" in worse.stderr  # main has no such capture: not judged, and said so
     same = run_cli("trend", b, "--group-by", "-2", "--gate", "--baseline", f"dev/{dev[-2]}", "-f", "md")
     assert same.returncode == 0 and f"gate: passed against baseline dev/{dev[-2]}" in same.stderr

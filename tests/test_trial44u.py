@@ -80,7 +80,7 @@ def test_trend_gate_that_judged_no_series_is_inconclusive(broken, tmp_path):
     assert proc.returncode == errors.EXIT_BATCH_FAILED, proc.stderr
     gated = run_cli("trend", batch, "--gate")
     assert gated.returncode == errors.EXIT_INCONCLUSIVE, gated.stderr
-    assert "gate: inconclusive: no group has a series to judge" in gated.stderr  # as compare --gate's, on stderr
+    assert "gate: inconclusive (exit 9): no group has a series to judge" in gated.stderr  # as compare --gate's, on stderr
     assert "1 case failed and not judged" in gated.stderr and "gate: passed" not in gated.stderr
     assert run_cli("trend", batch).returncode == 0  # without --gate: the trend itself is no failure
 

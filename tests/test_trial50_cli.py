@@ -44,9 +44,9 @@ def test_trend_gate_line_goes_where_compare_puts_it(archive, tmp_path):
     gated = run_cli("trend", archive / "b", "--gate", "-f", "json", "--no-cache")
     assert gated.returncode == 9  # three captures: too few to tell, the gate judged nothing
     json.loads(gated.stdout)  # the report alone on stdout
-    assert gated.stderr.count("tracetriage: gate: inconclusive: ") == 1, gated.stderr
+    assert gated.stderr.count("tracetriage: gate: inconclusive (exit 9): ") == 1, gated.stderr
     text = run_cli("trend", archive / "b", "--gate", "--no-cache")
-    assert "gate:" not in text.stdout and text.stderr.count("tracetriage: gate: inconclusive: ") == 1
+    assert "gate:" not in text.stdout and text.stderr.count("tracetriage: gate: inconclusive (exit 9): ") == 1
     assert text.stdout == run_cli("trend", archive / "b", "--no-cache").stdout  # the report, with or without --gate
     page = tmp_path / "t.html"
     written = run_cli("trend", archive / "b", "--gate", "-o", page, "--no-cache")

@@ -81,5 +81,5 @@ def test_a_trend_gate_over_a_failed_case_is_inconclusive(tmp_path):
     assert bad.returncode == errors.EXIT_BATCH_FAILED, bad.stderr
     gated = run_cli("trend", tmp_path / "b2", "--gate")
     assert gated.returncode == errors.EXIT_INCONCLUSIVE, gated.stderr
-    assert "gate: inconclusive: 1 case failed and not judged" in gated.stderr and "gate: passed" not in gated.stderr
+    assert "gate: inconclusive (exit 9): 1 case failed and not judged" in gated.stderr and "gate: passed" not in gated.stderr
     assert run_cli("trend", tmp_path / "b2").returncode == 0

@@ -241,11 +241,9 @@ class Trend:
         """What trend --gate exits with: 8 regressed, 9 inconclusive (no group had a series to judge: none, or
         each too short without a baseline; or a case failed, which may be the latest capture: a failed case has no
         place in the series), else 0."""
-        from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSED
         from tracetriage.records.trend import read
 
-        outcome = read(self.data).gate_outcome()
-        return EXIT_REGRESSED if outcome == "regressed" else EXIT_OK if outcome == "passed" else EXIT_INCONCLUSIVE
+        return read(self.data).gate_exit()
 
     @property
     def summary(self) -> str:
@@ -263,7 +261,7 @@ class Trend:
 
     @property
     def gate_line(self) -> str:
-        """The gate's result in one line (``gate: failed: ...``, passed or inconclusive), as ``trend --gate``
+        """The gate's result in one line (``gate: failed (exit 8): ...``, passed or inconclusive), as ``trend --gate``
         writes it to stderr (or in the -o note): never part of the report itself, as compare's."""
         from tracetriage.reports.trend_view import gate_line
 

@@ -168,6 +168,13 @@ class TrendRecord:
             return "too few"
         return "failed cases" if self.failed else "passed"
 
+    def gate_exit(self) -> int:
+        """``trend --gate``'s exit code, of :meth:`gate_outcome`: 8 regressed, 0 passed, else 9 inconclusive."""
+        from tracetriage.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSED
+
+        outcome = self.gate_outcome()
+        return EXIT_REGRESSED if outcome == "regressed" else EXIT_OK if outcome == "passed" else EXIT_INCONCLUSIVE
+
     def changes_of(self, group: Group) -> tuple[TrendChange, ...]:
         """The changes of one group, in the contract's order."""
         return tuple(change for change in self.changes if change.group == group.key)
