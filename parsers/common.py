@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 
 from tracetriage.errors import TraceFormatError
-from tracetriage.model import lookup
 from tracetriage.parsers.head import HEAD_BYTES, read_head  # noqa: F401 - detection's, re-exported for the parsers
 
 
@@ -187,7 +186,7 @@ def per_category(cat: pd.Categorical, fn, categories: list[str]) -> pd.Categoric
     """A categorical over ``categories`` computed once per distinct value of ``cat``."""
     lut = np.array([categories.index(v) if (v := fn(str(c))) in categories else -1 for c in cat.categories.tolist()] + [-1],
                    dtype=np.int8)
-    return pd.Categorical.from_codes(lookup(lut, np.asarray(cat.codes)), categories=categories)  # code -1: the last slot
+    return pd.Categorical.from_codes(lut[np.asarray(cat.codes)], categories=categories)  # code -1: the last slot
 
 
 def per_distinct(values, fn) -> np.ndarray:

@@ -23,7 +23,6 @@ from tracetriage.model import (
     api_category,
     collective_op,
     is_one_value_view,
-    lookup,
     one_value_view,
     strip_api_version,
 )
@@ -307,7 +306,7 @@ def read_api(db: Database, strings: StringTable) -> pd.DataFrame | None:
     stripped = [strip_api_version(str(c)) for c in raw.categories]
     codes, uniq = pd.factorize(pd.Index(stripped + ["<unknown>"]))
     lut = codes.astype(code_dtype(len(uniq)))
-    name = pd.Categorical.from_codes(lookup(lut, np.asarray(raw.codes)),  # code -1 takes the last slot: <unknown>
+    name = pd.Categorical.from_codes(lut[np.asarray(raw.codes)],  # code -1 takes the last slot: <unknown>
                                      categories=pd.Index(np.asarray(uniq, dtype=object), dtype=object))
     return pd.DataFrame({
         "pid": cols.pop("pid"), "tid": cols.pop("tid"), "start": cols.pop("start"), "end": cols.pop("end"),

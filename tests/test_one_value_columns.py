@@ -146,3 +146,4 @@ def test_a_small_table_read_by_compares_gives_the_gathered_values(seed):
         np.full(n, -1, np.int8)
     got = lookup(lut, codes)
     assert got.dtype == lut.dtype and np.array_equal(got, lut[codes])
+
