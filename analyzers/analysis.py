@@ -225,6 +225,14 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     kernel_median = side.submit(kern.kernel_duration_median, trace, lo, hi)
     per_device_kernels = side.submit(kern.device_kernels, trace, lo, hi, call_samples=window.source == "gpu_activity")
     activity = {pid: side.submit(st.host_activity, trace, steps[pid]) for pid in pids + api_only}
+    # and the window's table counts, copy checks and clock checks, which read only the tables: beside the device
+    # threads too, not on one core after them (efficiency.measure stays after them: beside the timelines of the
+    # 10M graph export it raised the peak from 854 to 992 MiB)
+    labels = [prefix + trace.device_label(device_index) for device_index in range(device_count)]
+    copies = side.submit(kern.copy_checks, trace, lo, hi, labels)
+    counts = side.submit(_table_counts, trace, lo, hi)
+    clock_checks = side.submit(lambda: [queued.process_clock_check(trace, int(pid))
+                                        for pid in trace.devices["pid"].unique().tolist()])
     side.shutdown(wait=False)
     host_ranges: dict[int, host_activity.HostRanges] = {}
     for pid in trace.devices["pid"].unique().tolist():  # built once per process, before any thread reads them
@@ -237,8 +245,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
     kernel_rows = per_device_kernels.result()
     devices: list[DeviceMetrics] = []
     series_busy = {}
-    for device_index in range(device_count):
-        label = prefix + trace.device_label(device_index)
+    for device_index, label in enumerate(labels):
         series_busy[label] = measured[device_index][0].busy_timeline
         devices.append(_device_metrics(trace, device_index, label, measured[device_index],
                                        kernel_rows.get(device_index, [])))
@@ -262,8 +269,6 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
             dtoh_bytes_per_step=host.dtoh_bytes_per_step, api_calls=api_calls[pid], gpu_ops=gpu_ops[pid],
             long_steps=long_steps(process_steps, long_of[pid], devices)))
 
-    labels = [device.id for device in devices]
-    copies = kern.copy_checks(trace, lo, hi, labels)
     lanes_of = lanes.lanes(trace, lanes.windows(list(steps.values()), lo, hi), labels, hosts)
     kept_meta = ("version", "graph_trace_mode", "started_utc_ns", "python_events")
     metrics = TraceMetrics(
@@ -272,7 +277,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         processes=tuple(processes),
         kernels=kernel_summary.result(),
         kernel_median_ns=kernel_median.result(),
-        copies=copies,
+        copies=copies.result(),
         coll_calls=tuple(device.collective_calls for device in devices if device.collective_calls is not None),
         has_api=bool(len(api)),
         meta={"format": trace.format, "path": trace.path, "runtime": runtime_of(trace), "step_range": step_range,
@@ -280,9 +285,8 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         series=TraceSeries(busy=series_busy, steps=step_series, timeline=lanes_of),
         efficiency=efficiency.measure(trace, lo, hi, list(steps.values())),
         phases=found_phases,
-        clock_offsets=tuple(check for check in (queued.process_clock_check(trace, int(pid)) for pid in
-                                                trace.devices["pid"].unique().tolist()) if check.offset),
-        **_table_counts(trace, lo, hi),
+        clock_offsets=tuple(check for check in clock_checks.result() if check.offset),
+        **counts.result(),
     )
     return replace(metrics, odd=rules.oddities(metrics))
 

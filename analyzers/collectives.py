@@ -187,12 +187,13 @@ def what_came_before(trace: Trace, device: int, pid: int, intervals: np.ndarray)
     gpu = trace.gpu
     rows = device_rows(trace, device)
     mine = is_kind(gpu, "kernel", rows) & (take(gpu["collective"].cat.codes.to_numpy(), rows) < 0)
-    kernels = gpu[mine] if rows is None else gpu.iloc[rows[mine]]
-    overlap = _overlap(kernels["start"].to_numpy(np.int64), kernels["end"].to_numpy(np.int64), lo, hi)
-    busy = iv.Coverage(*iv.union(kernels["start"].to_numpy(np.int64), kernels["end"].to_numpy(np.int64)))
+    at = np.flatnonzero(mine) if rows is None else rows[mine]  # the compute kernels' rows: three columns gathered, no frame
+    k_start, k_end = gpu["start"].to_numpy(np.int64)[at], gpu["end"].to_numpy(np.int64)[at]
+    overlap = _overlap(k_start, k_end, lo, hi)
+    busy = iv.Coverage(*iv.union(k_start, k_end))
     if total and int(busy.overlap(lo, hi).sum()) * 2 > total and overlap.any():
-        by_name = kernels.assign(overlap=overlap).groupby("name", observed=True)["overlap"].sum()
-        return "gpu", str(by_name.idxmax()), int(by_name.max())
+        name, ns = _most_overlap(gpu["name"], at, overlap)
+        return "gpu", name, ns
     ranges = trace.ranges
     ranges = ranges[ranges["pid"].to_numpy() == pid] if pid >= 0 and (ranges["pid"].to_numpy() == pid).any() else ranges
     names = ranges["name"].astype(str)
@@ -208,6 +209,27 @@ def what_came_before(trace: Trace, device: int, pid: int, intervals: np.ndarray)
     covering = by_name[by_name["overlap"] * 2 >= total]
     pick = covering["length"].idxmin() if len(covering) else by_name["overlap"].idxmax()
     return "host", str(pick), int(by_name.loc[pick, "overlap"])
+
+
+def _most_overlap(names, rows: np.ndarray, overlap: np.ndarray) -> tuple[str, int]:
+    """The kernel name whose ``rows`` (of the GPU table) sum the most ``overlap``, and that sum: the first
+    in the categories' order among equal sums, over the names those rows hold (a missing name is no group),
+    as a groupby of the names on the categorical would pick it."""
+    import pandas as pd
+
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        by_name = pd.Series(overlap).groupby(names.to_numpy()[rows]).sum()
+        return str(by_name.idxmax()), int(by_name.max())
+    codes = names.cat.codes.to_numpy()[rows].astype(np.int64)
+    named = codes >= 0
+    size = len(names.cat.categories)
+    seen = np.bincount(codes[named], minlength=size) > 0
+    sums = np.zeros(size, np.int64)
+    hit = np.flatnonzero(named & (overlap != 0))  # the few rows that reach a late interval
+    np.add.at(sums, codes[hit], overlap[hit])  # exact int64 sums
+    held = np.flatnonzero(seen)
+    best = held[int(np.argmax(sums[held]))]
+    return str(names.cat.categories[best]), int(sums[best])
 
 
 def _overlap(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -217,17 +217,23 @@ def kernel_time(trace: Trace, lo: int, hi: int, work: OpWork, tied: tuple[np.nda
     ops, durations = [np.empty(0, np.int64)], [np.empty(0)]
     for first in range(0, len(gpu), KERNEL_SLICE):
         slice_start = start[first:first + KERNEL_SLICE]
-        rows = first + np.flatnonzero(is_kernel[first:first + KERNEL_SLICE] & (slice_start >= lo) & (slice_start < hi))
+        wanted = is_kernel[first:first + KERNEL_SLICE] & (slice_start >= lo) & (slice_start < hi)
+        whole = bool(wanted.all())  # every row of the slice (the usual case): its columns as views, not gathers
+        rows = np.arange(first, first + wanted.size) if whole else first + np.flatnonzero(wanted)
         if not rows.size:
             continue
-        dur = (end[rows] - start[rows]).astype(np.float64)
-        per_device = np.bincount(device[rows], weights=dur, minlength=len(ns_by_device))
+
+        def at_rows(values: np.ndarray, whole=whole, rows=rows, first=first) -> np.ndarray:
+            return values[first:first + rows.size] if whole else values[rows]
+
+        dur = (at_rows(end) - at_rows(start)).astype(np.float64)
+        per_device = np.bincount(at_rows(device), weights=dur, minlength=len(ns_by_device))
         if per_device.size > ns_by_device.size:
             ns_by_device = np.append(ns_by_device, np.zeros(per_device.size - ns_by_device.size))
         ns_by_device[:per_device.size] += per_device
         op = np.full(rows.size, -1, np.int64)  # kernels -> the shaped op that launched them
         if len(launches):
-            merged = pd.DataFrame({"pid": pid[rows], "correlation": correlation[rows]}).merge(
+            merged = pd.DataFrame({"pid": at_rows(pid), "correlation": at_rows(correlation)}).merge(
                 launches, how="left", on=["pid", "correlation"])
             op = merged["op"].fillna(-1).to_numpy().astype(np.int64)
         if tied_rows.size:
@@ -236,17 +242,18 @@ def kernel_time(trace: Trace, lo: int, hi: int, work: OpWork, tied: tuple[np.nda
             op[hit] = tied_ops[at[hit]]
         shaped = op >= 0
         shaped[shaped] = work.kind[op[shaped]] >= 0
-        collective = is_collective[rows]
+        collective = at_rows(is_collective)
         rest = ~shaped & ~collective
-        unmeasured_by_class += np.bincount(class_of[codes[rows[rest]]], weights=dur[rest], minlength=CLASS_COUNT)
+        row_codes = at_rows(codes)
+        unmeasured_by_class += np.bincount(class_of[row_codes[rest]], weights=dur[rest], minlength=CLASS_COUNT)
         no_type = rest & (op >= 0)
         no_type[no_type] = work.untyped[op[no_type]]
         if no_type.any():
-            untyped_by_class += np.bincount(class_of[codes[rows[no_type]]], weights=dur[no_type], minlength=CLASS_COUNT)
+            untyped_by_class += np.bincount(class_of[row_codes[no_type]], weights=dur[no_type], minlength=CLASS_COUNT)
         no_lengths = rest & (op >= 0)
         no_lengths[no_lengths] = work.no_lengths[op[no_lengths]]
         if no_lengths.any():
-            no_lengths_by_class += np.bincount(class_of[codes[rows[no_lengths]]], weights=dur[no_lengths],
+            no_lengths_by_class += np.bincount(class_of[row_codes[no_lengths]], weights=dur[no_lengths],
                                                minlength=CLASS_COUNT)
         kernel_ns += float(dur[~collective].sum())
         if shaped.any():

@@ -126,50 +126,66 @@ class _Scan:
         self.n_out = 0
         pids, corr, device = gpu["pid"].to_numpy(), gpu["correlation"].to_numpy(), gpu["device"].to_numpy()
         for k in range(0, len(gpu), SLICE_ROWS):
-            rows = k + np.flatnonzero(pids[k:k + SLICE_ROWS] == pid)
+            stop = min(k + SLICE_ROWS, len(gpu))
+            mine = pids[k:stop] == pid
+            if mine.all():  # every row of the slice is the process's (one process: the usual case): views, no gathers
+                self._slice(np.arange(k, stop), corr[k:stop], device[k:stop], self.start[k:stop], self.end[k:stop])
+                continue
+            rows = k + np.flatnonzero(mine)
             if rows.size:
-                self._slice(rows, corr[rows], device[rows])
+                self._slice(rows, corr[rows], device[rows], self.start[rows], self.end[rows])
 
-    def _long_gaps(self, rows: np.ndarray, device: np.ndarray) -> np.ndarray:
-        """Which rows start after an idle gap over DEPENDENCY_LATENCY_NS on their device: every earlier row of the
-        process on that device (this slice's and the earlier slices') ended that much before their start."""
-        out = np.zeros(rows.size, bool)
+    def _long_gaps(self, device: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Which rows (their devices, starts and ends) start after an idle gap over DEPENDENCY_LATENCY_NS on their
+        device: every earlier row of the process on that device (this slice's and the earlier slices') ended that
+        much before their start."""
         one = device.min() == device.max()  # the usual case: no mask per device
+        out = np.empty(device.size, bool) if one else np.zeros(device.size, bool)
         for dev in (device[:1] if one else np.unique(device)).tolist():
-            on = np.arange(rows.size) if one else np.flatnonzero(device == dev)
-            ends, before = self.end[rows[on]], self.last_end.get(dev)
-            head = ends[:1] if before is None else np.array([before], np.int64)
-            latest = np.maximum.accumulate(np.concatenate((head, ends)))  # latest[i]: the latest end before row i
-            gap = self.start[rows[on]] - latest[:-1] > DEPENDENCY_LATENCY_NS
+            on = None if one else np.flatnonzero(device == dev)
+            dev_ends, before = (ends if one else ends[on]), self.last_end.get(dev)
+            head = dev_ends[:1] if before is None else np.array([before], np.int64)
+            latest = np.maximum.accumulate(np.concatenate((head, dev_ends)))  # latest[i]: the latest end before row i
+            gap = (starts if one else starts[on]) - latest[:-1] > DEPENDENCY_LATENCY_NS
             gap[0] &= before is not None  # the device's first row has no gap before it
-            out[on] = gap
+            if one:
+                out = gap
+            else:
+                out[on] = gap
             self.last_end[dev] = int(latest[-1])
         return out
 
-    def _slice(self, rows: np.ndarray, corr: np.ndarray, device: np.ndarray) -> None:
-        long_gap = self._long_gaps(rows, device)
+    def _slice(self, rows: np.ndarray, corr: np.ndarray, device: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+        """The process's rows ``rows`` of a slice, with their correlations, devices, starts and ends."""
+        long_gap = self._long_gaps(device, starts, ends)
         valid = corr >= 0
-        rows, want, long_gap = rows[valid], corr[valid], long_gap[valid]
+        if not valid.all():
+            rows, corr, long_gap, starts = rows[valid], corr[valid], long_gap[valid], starts[valid]
+        want = corr
         if not rows.size:
             return
         keys = self.keys
         pos = np.minimum(np.searchsorted(keys, want), keys.size - 1)
         hit = keys[pos] == want
-        op_start = self.start[rows[hit]]
-        lead = self.call_start[pos[hit]] - op_start
+        every = bool(hit.all())  # every row's launch call is recorded (the usual case): no compress by hit
+        op_start = starts if every else starts[hit]
+        lead = self.call_start[pos if every else pos[hit]] - op_start
         early = lead > self.tolerance
         self.pairs += int(hit.sum())
         self.behind += int(early.sum())
         if early.any():
             self.lead_max = max(self.lead_max, int(lead[early].max()))
-        lag = (op_start - self.call_end[pos[hit]])[long_gap[hit]]
+        lag = (op_start - self.call_end[pos if every else pos[hit]])[long_gap if every else long_gap[hit]]
         if lag.size:
             self.lags.append(lag)
         if self.out is not None:  # paired rows ready at their call's end, rows launched before the capture at its first call
-            kept = hit | ((~hit) & (want > 0) & (want < keys[0]))
-            rows = rows[kept]
-            ready = np.where(hit, self.call_end[pos], self.first_call)[kept]
-            queued = ready < self.start[rows] - DEPENDENCY_LATENCY_NS
+            if every:
+                ready = self.call_end[pos]
+            else:
+                kept = hit | ((~hit) & (want > 0) & (want < keys[0]))
+                rows, starts = rows[kept], starts[kept]
+                ready = np.where(hit, self.call_end[pos], self.first_call)[kept]
+            queued = ready < starts - DEPENDENCY_LATENCY_NS
             n = int(queued.sum())
             self.out[0][self.n_out:self.n_out + n], self.out[1][self.n_out:self.n_out + n] = rows[queued], ready[queued]
             self.n_out += n

@@ -212,7 +212,8 @@ class _HostSlicer:
         """The process's long "other" CUDA calls (at least NAMED_CALL_MIN_NS, cause other_cuda), in start
         order: their spans and name codes, the names they index (the model's interned call names)."""
         is_long = (self.end - self.start) >= NAMED_CALL_MIN_NS
-        is_long &= self.cause_of[self.codes] == CAUSES.index("other_cuda")
+        long_rows = np.flatnonzero(is_long)  # few: the cause read at them only, no gather over every call
+        is_long[long_rows] = self.cause_of[self.codes[long_rows]] == CAUSES.index("other_cuda")
         names, self.call_names = cat_codes(api["name"])
         if mine is not None:
             names = names[mine]
@@ -474,9 +475,10 @@ class _Pass:
         acc["after_n"] += int(np.count_nonzero(after))
         acc["short_n"] += int(np.count_nonzero(short))
         by_class = acc["by_class"]
-        for c in CAUSES:  # each gap has one class: after_sync, else short, else long
-            v = causes[c]
-            total, in_after, in_short = int(v.sum()), int(v.sum(where=after)), int(v.sum(where=short))
+        per_cause = np.stack([causes[c] for c in CAUSES])  # each gap has one class: after_sync, else short, else long
+        in_class, totals = per_cause @ np.stack((after, short), axis=1).astype(np.int64), per_cause.sum(axis=1)  # not 21 sums
+        for k, c in enumerate(CAUSES):
+            total, in_after, in_short = int(totals[k]), int(in_class[k, 0]), int(in_class[k, 1])
             acc["by_cause"][c] += total
             by_class["after_sync"][c] += in_after
             by_class["short"][c] += in_short

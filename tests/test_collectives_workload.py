@@ -415,3 +415,31 @@ def test_a_late_rank_s_kernels_overlap_each_query_as_counted_one_by_one(seed):
     hi = lo + rng.integers(0, 50, lo.size)
     want = [sum(len(set(range(s, e)) & set(range(a, b))) for a, b in zip(lo, hi)) for s, e in zip(starts, ends)]
     assert _overlap(starts.astype(np.int64), ends.astype(np.int64), lo, hi).tolist() == want
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_late_rank_s_busiest_kernel_is_the_name_summing_the_most_overlap(seed):
+    """what_came_before's name on the GPU side (collectives._most_overlap, codes and bincounts) against
+    the sums of the overlaps per name made here in Python: the first name in the categories' order
+    among equal sums, only names the rows hold, rows without a name in no group."""
+    import pandas as pd
+
+    from tracetriage.analyzers.collectives import _most_overlap
+
+    rng = np.random.default_rng(seed)
+    categories = [f"kernel_{k}" for k in range(int(rng.integers(1, 6)))]
+    codes = rng.integers(-1, len(categories), int(rng.integers(1, 40)))
+    if not (codes >= 0).any():
+        codes[0] = 0
+    names = pd.Series(pd.Categorical.from_codes(codes, categories=categories))
+    rows = np.sort(rng.choice(codes.size, int(rng.integers(1, codes.size + 1)), replace=False))
+    overlap = rng.integers(0, 4, rows.size) * rng.integers(0, 2, rows.size)
+    sums = {}
+    for row, ns in zip(rows.tolist(), overlap.tolist()):
+        if codes[row] >= 0:
+            sums[int(codes[row])] = sums.get(int(codes[row]), 0) + ns
+    if not sums:
+        return
+    best = max(sums.values())
+    want = (categories[min(code for code, ns in sums.items() if ns == best)], best)
+    assert _most_overlap(names, rows, overlap.astype(np.int64)) == want

@@ -127,3 +127,23 @@ def test_a_two_device_export_keeps_its_varying_columns_whole(tmp_path, monkeypat
     plain = _parse_without_views(path, monkeypatch)
     for table in ("gpu", "api"):
         pd.testing.assert_frame_equal(getattr(trace, table), getattr(plain, table), check_exact=True)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_small_table_read_by_compares_gives_the_gathered_values(seed):
+    """model.lookup (a compare per code where the table is small: cat_mask, the parsers' per-category
+    columns) against numpy's own gather ``lut[codes]``: every code width, code -1 (the last slot), tables
+    of bools and of codes, columns above and below the size where the compares start, a table too large
+    for them."""
+    from tracetriage.codes import FEW_CODES, lookup
+
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(1, FEW_CODES + 4))
+    lut = rng.integers(-1, 5, size).astype(rng.choice([np.int8, np.int16, np.int32])) if seed % 3 else \
+        rng.integers(0, 2, size).astype(bool)
+    n = int(rng.choice([10, (1 << 16) + 7, 200_000]))
+    codes = rng.integers(-1, size - 1, n).astype(rng.choice([np.int8, np.int16, np.int32, np.int64])) if size > 1 else \
+        np.full(n, -1, np.int8)
+    got = lookup(lut, codes)
+    assert got.dtype == lut.dtype and np.array_equal(got, lut[codes])
+

@@ -81,6 +81,8 @@ from typing import Any
 
 import numpy as np
 
+from tracetriage.codes import FEW_CODES, lookup  # noqa: F401 (FEW_CODES re-exported)
+
 
 class _Pandas:
     """pandas, imported on first use: code that only needs this module's names and name rules
@@ -483,7 +485,7 @@ def cat_mask(df: pd.DataFrame, column: str, values) -> np.ndarray:
     """Rows whose categorical column is one of ``values``, compared on codes (no strings,
     no copy of the frame)."""
     codes, lut = cat_lut(df[column], values)
-    return lut[codes]  # one gather: no sort, no hash
+    return lookup(lut, codes)  # a compare per wanted category: no sort, no hash, no gather
 
 
 def is_kind(gpu: pd.DataFrame, kind: str, rows: np.ndarray | None = None) -> np.ndarray:
