@@ -315,10 +315,11 @@ def pytest_addoption(parser):
 BROWSER_SKIP = "no Chromium for the browser tests: install it with .venv/bin/python -m playwright install chromium"
 
 
-def open_in_chromium(html_path, screenshot=None):
-    """Open a written HTML file in headless Chromium (Debian's, through playwright); return
-    (visible text, console errors, requested URLs) and save a full-page screenshot. Skips
-    when playwright or Chromium is missing (.ci/run installs both)."""
+@contextlib.contextmanager
+def chromium_page(html_path, width: int = 1200):
+    """A written HTML file opened in headless Chromium (Debian's, through playwright), as a page at ``width``
+    px; with the console errors and requested URLs it logged. Skips when playwright or Chromium is missing
+    (.ci/run installs both)."""
     import os
     import shutil
 
@@ -334,17 +335,26 @@ def open_in_chromium(html_path, screenshot=None):
             if "Executable doesn't exist" in str(exc) or "executable" in str(exc).lower():
                 pytest.skip(BROWSER_SKIP)
             raise
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page = browser.new_page(viewport={"width": width, "height": 900})
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.on("request", lambda r: requests.append(r.url))
         page.goto(Path(html_path).resolve().as_uri())
         page.wait_for_load_state("load")
+        try:
+            yield page, errors, requests
+        finally:
+            browser.close()
+
+
+def open_in_chromium(html_path, screenshot=None):
+    """Open a written HTML file in headless Chromium; return (visible text, console errors, requested URLs)
+    and save a full-page screenshot."""
+    with chromium_page(html_path) as (page, errors, requests):
         text = page.inner_text("body")
         if screenshot:
             (ROOT / "test-artifacts").mkdir(exist_ok=True)
             page.screenshot(path=str(ROOT / "test-artifacts" / screenshot), full_page=True)
-        browser.close()
     return text, errors, requests
 
 

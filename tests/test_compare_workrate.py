@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import BUNDLES, ROOT, compare_contract, real, run_cli, samples_generate
+from conftest import BUNDLES, ROOT, chromium_page, compare_contract, real, run_cli, samples_generate
 
 import tracetriage
 from tracetriage.analyzers.compare import compare
@@ -322,20 +322,10 @@ def test_stepless_pair_says_per_call_never_per_step(microbench, tmp_path):
 def test_work_rate_tables_fit_their_box_in_chromium(microbench, tmp_path):
     """The work-rate tables of the compare page stay inside the page's box at 1,400 px (trial item #7:
     their headings did not wrap, so the first ran 250 px past the page): each fits, or scrolls in its box."""
-    import os
-
-    pw = pytest.importorskip("playwright.sync_api", reason="playwright not installed")
     before, after, _truth = microbench
     page_path = tmp_path / "rate.html"
     assert run_cli("compare", before, after, "-o", page_path).returncode == 0
-    exe = next((c for c in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if os.path.exists(c)), None)
-    with pw.sync_playwright() as p:
-        try:
-            browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
-        except pw.Error:
-            pytest.skip("Chromium not installed")
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(page_path.resolve().as_uri())
+    with chromium_page(page_path, width=1400) as (page, _, _):
         boxes = page.evaluate("""() => {
           const body = document.body, style = getComputedStyle(body);
           const right = body.getBoundingClientRect().right - parseFloat(style.paddingRight);
@@ -348,7 +338,6 @@ def test_work_rate_tables_fit_their_box_in_chromium(microbench, tmp_path):
           }
           return {tables: out, page: document.documentElement.scrollWidth - innerWidth};
         }""")
-        browser.close()
     assert len(boxes["tables"]) == 2 and boxes["page"] <= 0, boxes
     for table in boxes["tables"]:
         assert table["box"] <= 1 and (table["table"] <= 1 or table["scroll"] == "auto"), boxes

@@ -8,13 +8,12 @@ side ran were in the JSON only; and the trend page's last column ran past its bo
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 
 import numpy as np
 import pytest
-from conftest import BUNDLES, ROOT, compare_contract, run_cli
+from conftest import BUNDLES, ROOT, chromium_page, compare_contract, run_cli
 from test_trial52 import stepless_analysis
 
 from tracetriage import errors
@@ -267,24 +266,15 @@ def test_the_kernels_one_side_ran_are_in_the_views_parity(stepless_pair):
 
 
 def test_the_trend_page_tables_fit_their_box_at_1280_px(archive, tmp_path):
-    pw = pytest.importorskip("playwright.sync_api", reason="playwright not installed")
     page_path = tmp_path / "trend.html"
     assert run_cli("trend", archive, "-o", page_path).returncode == 0
-    exe = next((c for c in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if os.path.exists(c)), None)
-    with pw.sync_playwright() as p:
-        try:
-            browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
-        except pw.Error:
-            pytest.skip("Chromium not installed")
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.goto(page_path.resolve().as_uri())
+    with chromium_page(page_path, width=1280) as (page, _, _):
         tables = page.evaluate("""() => [...document.querySelectorAll('table')].map(t => {
           const box = t.parentElement.getBoundingClientRect();
           const cells = [...t.querySelectorAll('th, td')].map(c => c.getBoundingClientRect().right);
           return {box: box.right, table: t.getBoundingClientRect().right, cells: Math.max(...cells),
                   page: document.documentElement.scrollWidth - innerWidth};
         })""")
-        browser.close()
     assert tables, "no table on the trend page"
     for table in tables:  # no column past its box: nothing hidden behind a scroll bar at the table's foot
         assert table["table"] <= table["box"] + 1 and table["cells"] <= table["box"] + 1 and table["page"] <= 0, tables
