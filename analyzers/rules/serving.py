@@ -25,6 +25,7 @@ from tracetriage.analyzers.rules.serving_signals import budgets_break_at as budg
 from tracetriage.analyzers.rules.serving_signals import tail_words as tail_words
 from tracetriage.analyzers.rules.slo import budget_check, cap_of, measured_serving
 from tracetriage.analyzers.serving_metrics import BenchRecord, ServingSummary, StatsSummary, Tokens, serving_summary
+from tracetriage.analyzers.serving_series import series_names
 from tracetriage.wording import ms, pct, plural
 
 # name: (value, why)
@@ -86,8 +87,9 @@ class CapacityEvidence:
     ttft_text: str
 
 
-def _capacity_from_sweep(bench: list[BenchRecord], queue_share) -> tuple[CapacityEvidence, list] | None:
-    """Arrivals above completions with TTFT growing with the rate, in one benchmark series."""
+def _capacity_from_sweep(bench: list[BenchRecord], queue_share, served: list[float]) -> tuple[CapacityEvidence, list] | None:
+    """Arrivals above completions with TTFT growing with the rate, in one benchmark series (``bench``: its
+    runs at a finite rate; ``served``: the completion rates of all its runs, a rate-inf run's included)."""
     base = min((run.mean_ttft_ms for run in bench if run.mean_ttft_ms), default=None)
     over = [run for run in bench if run.request_rate > t("capacity_rate_excess") * run.request_throughput
             and run.mean_ttft_ms and base and run.mean_ttft_ms >= t("capacity_ttft_growth") * base]
@@ -96,7 +98,7 @@ def _capacity_from_sweep(bench: list[BenchRecord], queue_share) -> tuple[Capacit
     if not over:
         return None
     top = max(over, key=lambda run: run.request_rate)
-    capacity = max(run.request_throughput for run in bench)
+    capacity = max(served)
     if len(bench) > 1:
         impact = 100.0 * (top.mean_ttft_ms - base) / top.mean_ttft_ms
     else:
@@ -107,7 +109,7 @@ def _capacity_from_sweep(bench: list[BenchRecord], queue_share) -> tuple[Capacit
     evidence = [
         ev("arrival_rate_rps", top.request_rate, "req/s", None, text=f"arrival rate (configured): {rps(top.request_rate)}"),
         ev("capacity_rps", round(capacity, 3), "req/s", None,
-           text=f"highest completion rate measured: {rps(capacity)} over {plural(len(bench), 'benchmark run')}"),
+           text=f"highest completion rate measured: {rps(capacity)} over {plural(len(served), 'benchmark run')}"),
         ev("mean_ttft_ms", top.mean_ttft_ms, "ms", f"requests at {top.request_rate:g} req/s",
            text=f"mean TTFT {ms(top.mean_ttft_ms)} at {top.request_rate:g} req/s"
                 + (f" vs {ms(base)} at the lowest rate" if len(bench) > 1 else "")),
@@ -129,10 +131,12 @@ def _capacity_from_bench(serving: ServingSummary, queue_share) -> tuple[Capacity
     groups: dict[str, list] = {}
     for run in _finite_runs(serving):  # a file may hold several sweeps (deployments, models): each is judged on its own
         groups.setdefault(run.group or "", []).append(run)
+    names = series_names(list(groups))
     for name, runs in groups.items():
-        got = _capacity_from_sweep(runs, queue_share)
+        served = [run.request_throughput for run in serving.bench if (run.group or "") == name and run.request_throughput]
+        got = _capacity_from_sweep(runs, queue_share, served)
         if got and (fired is None or got[0].impact > fired.impact):
-            series = [ev("sweep", name, "", None, text=f"benchmark series: {name}")] if len(groups) > 1 else []
+            series = [ev("sweep", name, "", None, text=f"benchmark series: {names[name]}")] if len(groups) > 1 else []
             fired, evidence = got[0], got[1] + series
     return fired, evidence
 
