@@ -62,7 +62,7 @@ def sglang_queue(rng, samples: int, trend: str) -> tuple[dict, dict]:
     step = {"grows": 300, "drains": -300, "holds": 0}[trend]
     running, queue, lines = 512, [], []
     for index in range(samples):
-        waiting = max(0, 4000 + step * index + rng.randint(-20, 20))
+        waiting = max(0, 4000 + step * index + (rng.randint(-20, 20) if step else 0))  # a queue that holds: flat
         queue.append(waiting)
         lines.append(sglang_decode_line(10 * index, running, running * 60, rng.uniform(0.93, 0.96),
                                         rng.uniform(1300, 1500), waiting))

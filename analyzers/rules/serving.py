@@ -35,6 +35,8 @@ THRESHOLDS = {
     "queue_share_min_pct": (50.0, "a non-empty queue in at least half of the stats samples is a standing queue, not a burst"),
     "queue_kv_full_pct": (90.0, "KV usage at 90% or more: admission is KV-bound"),
     "queue_cap_share": (0.95, "running within 5% of max_num_seqs: the batch is at its cap"),
+    "queue_trend_min_samples": (3, ("whether a queue drains needs a first, a middle and a last sample: one sample is a "
+                                    "moment (first == last), two cannot tell a trend from a burst")),
     "knee_r2_min": (0.8, "TPOT must be explained by the batch (r² >= 0.8) for the cap to be read off the fit"),
     "knee_min_points": (5, ("a line through fewer than 5 measured batch sizes is not a model of TPOT (any "
                             "2-4 points fit some line)")),
@@ -141,24 +143,55 @@ def _capacity_from_bench(serving: ServingSummary, queue_share) -> tuple[Capacity
     return fired, evidence
 
 
-def _standing_queue(stats: StatsSummary, cap) -> bool:
-    """A queue in most samples, not shrinking, behind a full batch or KV pool, at least half the batch deep."""
-    growing = (stats.waiting_last or 0) >= (stats.waiting_first or 0)
+def _queue_behind_full(stats: StatsSummary, cap) -> bool:
+    """A queue in most samples, behind a full batch or KV pool, at least half the batch deep."""
     full = (stats.kv_usage_max or 0) >= t("queue_kv_full_pct") or (cap and (stats.running_max or 0) >= t("queue_cap_share") * cap)
     deep = (stats.waiting_mean or 0) >= max(1.0, 0.5 * (stats.running_mean or 0))
-    return bool(stats.waiting_share_pct >= t("queue_share_min_pct") and growing and full and deep)
+    return bool(stats.waiting_share_pct >= t("queue_share_min_pct") and full and deep)
+
+
+def _standing_queue(stats: StatsSummary, cap) -> bool:
+    """:func:`_queue_behind_full` over at least queue_trend_min_samples samples, and not shrinking
+    (the last sample's queue at least the first's): a queue that does not drain."""
+    growing = (stats.waiting_last or 0) >= (stats.waiting_first or 0)
+    return stats.samples >= t("queue_trend_min_samples") and growing and _queue_behind_full(stats, cap)
+
+
+def queue_moment(serving: ServingSummary | None) -> str | None:
+    """What too few stats samples show of a queue that looks like at_capacity's (behind a full batch
+    or KV pool, deep) but whose trend they cannot show, in words; None otherwise (no such queue, or
+    enough samples for at_capacity to judge it)."""
+    stats = serving.stats if serving else None
+    if not (stats and stats.waiting_mean is not None and 0 < stats.samples < t("queue_trend_min_samples")):
+        return None
+    cap = cap_of(serving)
+    if not _queue_behind_full(stats, cap):
+        return None
+    kv = f", KV cache {stats.kv_usage_max:g}% full" if stats.kv_usage_max is not None else ""
+    need = f"at least {t('queue_trend_min_samples')} samples"
+    if stats.samples == 1:
+        share = 100.0 * stats.waiting_last / (stats.waiting_last + (stats.running_max or 0))
+        return (f"one stats sample: {stats.waiting_last:,.0f} requests queued behind {stats.running_max:,.0f} running{kv} "
+                f"({pct(share)} of the requests in the system waiting), at that moment; whether the queue drains or "
+                f"keeps growing (at_capacity) is not shown by one sample: it needs {need}")
+    return (f"{plural(stats.samples, 'stats sample')}: {stats.waiting_first:,.0f} then {stats.waiting_last:,.0f} requests "
+            f"queued behind up to {stats.running_max:,.0f} running{kv}; whether the queue drains or keeps growing "
+            f"(at_capacity) is not shown by {stats.samples} samples: it needs {need}")
 
 
 def _capacity_from_queue(serving: ServingSummary, queue_share) -> tuple[CapacityEvidence | None, list]:
-    """at_capacity from the engine's stats lines: a standing, growing queue behind a full batch or KV pool."""
+    """at_capacity from the engine's stats lines: a standing, growing queue behind a full batch or KV
+    pool. Without the server's queue histogram, the share is the queue's of the requests in the
+    system, L_q / L: by Little's law (one arrival rate) the queue's share of the time in system, a
+    lower bound of its share of TTFT (TTFT <= the time in system)."""
     stats = serving.stats
     if not (stats and stats.waiting_mean is not None and stats.samples >= 1):
         return None, []
     cap = cap_of(serving)
     if not _standing_queue(stats, cap):
         return None, []
-    impact = 100.0 * queue_share if queue_share is not None else 100.0 * stats.waiting_mean / (
-        stats.waiting_mean + (stats.running_mean or 0))
+    in_system = stats.waiting_mean + (stats.running_mean or 0)
+    impact = 100.0 * queue_share if queue_share is not None else 100.0 * stats.waiting_mean / in_system
     fired = CapacityEvidence(None, None, impact,
                              f"{stats.waiting_mean:g} requests wait on average behind {stats.running_mean:g} running"
                              + (f", KV cache up to {stats.kv_usage_max:g}% full" if stats.kv_usage_max is not None else ""))
@@ -176,6 +209,12 @@ def _capacity_from_queue(serving: ServingSummary, queue_share) -> tuple[Capacity
            text=f"KV cache usage up to {stats.kv_usage_max}%"
            + (f"; running up to {stats.running_max:g} of max {cap:g} sequences" if cap else "")),
     ]
+    if queue_share is None:
+        share = 100.0 * stats.waiting_mean / in_system
+        evidence.append(ev("queue_share_of_time_in_system", round(share, 2), "%", "requests in the system (L_q / L)",
+                           text=f"the queue holds {pct(share)} of the requests in the system ({stats.waiting_mean:g} of "
+                                f"{in_system:g}): by Little's law the share of the time in system spent waiting, at "
+                                "least that share of the time to first token"))
     return fired, evidence
 
 
@@ -212,9 +251,11 @@ def rule_at_capacity(ctx: Context):
     budget = slo.get("ttft_p95_ms")
     if budget:
         evidence.append(ev("ttft_p95_budget_ms", budget, "ms", None, text=f"TTFT p95 budget {budget:g} ms"))
+    from_queue_lengths = fired.arrival is None and queue_share is None  # L_q / L, not a share of a measured TTFT
     return catalog.make(
         "at_capacity", fired.impact, _capacity_fields(fired, queue_share),
-        evidence, severity="high" if fired.impact >= 50 else "medium", denominator="time to first token",
+        evidence, severity="high" if fired.impact >= 50 else "medium",
+        denominator="time in system (L_q / L)" if from_queue_lengths else "time to first token",
         variant=None if fired.arrival else "queue", kind=ctx.kind)
 
 
@@ -503,7 +544,7 @@ SERVING = ("serving",)
 RULES = [
     Rule("at_capacity", "serving", rule_at_capacity, reads=("serving.bench", "serving.stats", "serving.latency", "slo"),
          requires=SERVING, thresholds=("capacity_rate_excess", "capacity_ttft_growth", "queue_share_min_pct",
-                                       "queue_kv_full_pct", "queue_cap_share")),
+                                       "queue_kv_full_pct", "queue_cap_share", "queue_trend_min_samples")),
     Rule("batch_past_knee", "serving", rule_batch_past_knee, reads=("serving.tpot_fit", "slo"), requires=SERVING,
          thresholds=("knee_r2_min", "knee_min_points")),
     Rule("prefill_stall_itl", "serving", rule_prefill_stall_itl, reads=("serving.latency", "serving.prompts", "slo"),
