@@ -5,14 +5,17 @@ Definitions (every share names its denominator):
 * ``stats`` (engine stats lines, one sample every few seconds): running / waiting mean and
   max, ``waiting_share_pct`` = samples with a non-empty queue / all samples x 100, KV cache
   usage p50 and max (% of the KV pool), mean prompt / generation throughput.
+* The benchmark figures (``latency.client``, ``littles_law``, the ``tokens`` totals, the sweep's
+  ``tpot_fit``, ``prompts``) are read from one series of records (analyzers/serving_series.py: a
+  file may hold several deployments' sweeps); the sources name the series and those left out.
 * ``latency.client`` (benchmark): TTFT, TPOT, ITL, E2E percentiles as the client measured them
   (the record with the highest finite request rate; per-request arrays when present).
 * ``latency.server`` (/metrics histograms): percentiles estimated from cumulative buckets by
   linear interpolation inside the bucket that holds the quantile; ``resolution_ms`` is that
   bucket's width, and a quantile in the ``+Inf`` bucket is reported as a lower bound.
 * ``littles_law``: requests in the system L = arrival rate x time in system W. From a benchmark:
-  arrival = the configured request rate, capacity = the highest completion rate measured
-  (completed / duration); from stats lines: L = running + waiting.
+  arrival = the configured request rate, capacity = the highest completion rate measured in the
+  same series (completed / duration); from stats lines: L = running + waiting.
 * ``tpot_fit``: TPOT = a + b x running batch, by least squares, from benchmark records at
   different concurrencies (TPOT measured) or from stats lines (TPOT ~ running / generation
   throughput: each running sequence gets gen_tps / running tokens per second).
@@ -60,6 +63,8 @@ from tracetriage.analyzers.serving_metrics import (
     serving_summary,
 )
 from tracetriage.analyzers.serving_requests import requests_block
+from tracetriage.analyzers.serving_series import BenchSeries, chosen_record, measured_series
+from tracetriage.analyzers.serving_series import finite_rate as _finite_rate
 
 QUANTILES = (50, 90, 95, 99)
 HISTOGRAMS = {  # our name -> metric base names, both generations and engines
@@ -254,19 +259,6 @@ def _server_latency(caps) -> ServerLatency:
     return ServerLatency(**{ours: _merged_histogram(caps, names) for ours, names in HISTOGRAMS.items()})
 
 
-def _finite_rate(record: BenchInput) -> bool:
-    """Whether a benchmark record has a finite request rate (``inf``: all requests sent at once)."""
-    return isinstance(record.request_rate, (int, float)) and math.isfinite(record.request_rate)
-
-
-def chosen_record(bench: list[BenchInput]) -> BenchInput | None:
-    """The benchmark record the client latency reads: the highest finite request rate, else the last."""
-    if not bench:
-        return None
-    finite = [record for record in bench if _finite_rate(record)]
-    return max(finite, key=lambda record: record.request_rate) if finite else bench[-1]
-
-
 def _client_figures(chosen: BenchInput, metric: str) -> ClientFigures | None:
     """One metric's figures of the chosen record (:func:`_client_latency`), None when it states none."""
     stated = chosen.record
@@ -343,15 +335,18 @@ def _tpot_fit(bench: list[BenchInput], stats: list[StatsSample]) -> TpotFit | No
     return _fitted(points, "engine stats lines (TPOT = running / generation throughput)")
 
 
-def _littles_law(bench: list[BenchInput], stats: StatsSummary | None) -> LittlesLaw:
-    """``littles_law`` (module docstring): from the benchmark records, else from the stats summary."""
+def _littles_law(series: BenchSeries, stats: StatsSummary | None) -> LittlesLaw:
+    """``littles_law`` (module docstring): from the benchmark records of one series (serving_series), else
+    from the stats summary. Arrival and capacity come from the same series: a deployment's rate is
+    never set against another deployment's completion rate."""
     arrival = capacity = in_system = time_in_system = source = None
+    bench = series.records
     finite = [record for record in bench if _finite_rate(record) and record.request_throughput]
     if finite:
         top = max(finite, key=lambda record: record.request_rate)
         arrival = top.request_rate
         capacity = round(max(record.request_throughput for record in bench if record.request_throughput), 3)
-        source = "benchmark: configured request rate vs measured completion rate"
+        source = "benchmark: configured request rate vs measured completion rate" + series.words()
         if top.mean_e2el_ms:
             time_in_system = round(top.mean_e2el_ms / 1000.0, 3)
             in_system = round(top.request_throughput * time_in_system, 2)
@@ -361,13 +356,13 @@ def _littles_law(bench: list[BenchInput], stats: StatsSummary | None) -> Littles
     return LittlesLaw(arrival, capacity, in_system, time_in_system, source)
 
 
-def _token_totals(bench: list[BenchInput], counters: TokenCounters, stats_rows: list[StatsSample]) -> tuple[float, float, str]:
-    """(prompt tokens, output tokens, where from): benchmark totals, else the token counters, else the
-    stats lines' throughputs (a zero total when none has both)."""
-    prompt = sum(record.total_input_tokens or 0 for record in bench)
-    output = sum(record.total_output_tokens or 0 for record in bench)
+def _token_totals(series: BenchSeries, counters: TokenCounters, stats_rows: list[StatsSample]) -> tuple[float, float, str]:
+    """(prompt tokens, output tokens, where from): the benchmark totals of one series (serving_series),
+    else the token counters, else the stats lines' throughputs (a zero total when none has both)."""
+    prompt = sum(record.total_input_tokens or 0 for record in series.records)
+    output = sum(record.total_output_tokens or 0 for record in series.records)
     if prompt and output:
-        return prompt, output, "benchmark totals"
+        return prompt, output, "benchmark totals" + series.words()
     if counters.prompt_tokens and counters.generation_tokens:
         return counters.prompt_tokens, counters.generation_tokens, "token counters (/metrics)"
     prompt_tps = [row.prompt_tps for row in stats_rows if row.prompt_tps is not None]
@@ -397,10 +392,10 @@ def _prefix_hit(caps, stats_rows: list[StatsSample], prefills: list[PrefillSampl
     return None, None
 
 
-def _tokens(caps, bench: list[BenchInput], stats_rows: list[StatsSample], prefills: list[PrefillSample]) -> Tokens:
+def _tokens(caps, series: BenchSeries, stats_rows: list[StatsSample], prefills: list[PrefillSample]) -> Tokens:
     """The ``tokens`` block: prompt per output token and the prefix-cache hit rate (module docstring)."""
     counters = TokenCounters.of(caps)
-    prompt, output, source = _token_totals(bench, counters, stats_rows)
+    prompt, output, source = _token_totals(series, counters, stats_rows)
     hit, hit_source = _prefix_hit(caps, stats_rows, prefills, counters)
     both = bool(prompt and output)
     return Tokens(prompt or None, output or None, round(prompt / output, 3) if both else None, source if both else None,
@@ -488,10 +483,11 @@ def _prompts(bench: list[BenchInput], prefills: list[PrefillSample]) -> Prompts:
 def summary(caps) -> ServingSummary:
     """The serving summary of a case's serving captures."""
     pooled = gather(caps)
+    series = measured_series(pooled.bench)  # one server's records: a file may hold several deployments' sweeps
     stats = _stats_block(pooled.stats)
-    tokens = _tokens(caps, pooled.bench, pooled.stats, pooled.prefills)
-    latency = Latency(_client_latency(pooled.bench), _server_latency(caps))
-    fit = _tpot_fit(pooled.bench, pooled.stats)
+    tokens = _tokens(caps, series, pooled.stats, pooled.prefills)
+    latency = Latency(_client_latency(series.records), _server_latency(caps))
+    fit = _tpot_fit(series.records, pooled.stats)
     return ServingSummary(
         captures=tuple(Capture(capture.path, capture.kind, capture.version) for capture in caps),
         engine="/".join(sorted(pooled.engines)) or None,
@@ -502,17 +498,17 @@ def summary(caps) -> ServingSummary:
         bench=tuple(BenchRecord.from_contract(record.contract()) for record in pooled.bench),
         warnings=pooled.warnings,
         latency=latency,
-        littles_law=_littles_law(pooled.bench, stats),
+        littles_law=_littles_law(series, stats),
         tpot_fit=fit,
         tokens=tokens,
         replicas=tuple(_replicas(caps, pooled.stats)),
-        prompts=_prompts(pooled.bench, pooled.prefills),
+        prompts=_prompts(series.records, pooled.prefills),
         memory=ServingMemory(pooled.oom, max(pooled.preemptions, int(tokens.preemptions_counter or 0)), pooled.retractions,
                              pooled.memory or None),
         engine_defaults=engine_defaults(next(iter(pooled.engines)) if len(pooled.engines) == 1 else None,
                                         pooled.versions[0] if pooled.versions else None, pooled.generation,
                                         pooled.generation_from, pooled.config),
-        requests=requests_block(caps, chosen_record(pooled.bench)),
+        requests=requests_block(caps, chosen_record(series.records)),
         cross_checks=cross_checks(latency, fit, stats),
     )
 

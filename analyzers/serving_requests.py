@@ -77,7 +77,7 @@ def _finite(value):
 
 def requests_block(caps, record: BenchInput | None) -> Requests | None:
     """The ``requests`` block (module docstring) of the benchmark record the client latency reads
-    (analyzers/serving.chosen_record); None when no capture carries request shapes."""
+    (analyzers/serving_series.chosen_record); None when no capture carries request shapes."""
     finish: dict[str, float] = {}
     for capture in caps:
         for reason, count in capture.finish_reasons.items():

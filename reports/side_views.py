@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from tracetriage.contract import load
 from tracetriage.records.serving import BenchPoint, Latency, LengthStats, LittlesLaw, Requests, Serving, TpotFit
 from tracetriage.records.side import HostProfile, NcclLog, Topology
-from tracetriage.wording import as_text, count, fixed, ms, plural, slo_text
+from tracetriage.wording import as_text, count, fixed, ms, pct, plural, slo_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,7 +357,9 @@ def _littles_law(law: LittlesLaw) -> str | None:
     """Little's law on the serving figures: arrival rate against capacity, requests in the system."""
     parts = []
     if law.arrival_rate_rps is not None:
-        parts.append(f"arrival {law.arrival_rate_rps:g} req/s vs capacity {law.capacity_rps:g} req/s")
+        load = (f" (arrivals at {pct(100.0 * law.arrival_rate_rps / law.capacity_rps)} of capacity)"
+                if law.capacity_rps else "")
+        parts.append(f"arrival {law.arrival_rate_rps:g} req/s vs capacity {law.capacity_rps:g} req/s{load}")
     if law.in_system is not None:
         parts.append(f"requests in the system L = {law.in_system:g}"
                      + (f" = throughput x time in system ({law.time_in_system_s:g} s)" if law.time_in_system_s else ""))

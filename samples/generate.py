@@ -1173,6 +1173,20 @@ def generate_nightly(out: Path, nights: int = 20, switch_at: int | None = 13, ou
     return made
 
 
+def generate_serving_case(out: Path, name: str, seed: int = 7) -> tuple[Path, dict]:
+    """One serving case of samples/serving_cases.py (``deployment_sweeps``, ``sglang_queue_<n>_<trend>``)
+    into ``out/<name>/``, from its own seed; returns the case folder and its truth (also written to
+    ``out/<name>_truth.json``, outside the case)."""
+    import sys
+
+    sys.path.insert(0, str(HERE))
+    try:
+        import serving_cases
+    finally:
+        sys.path.remove(str(HERE))
+    return serving_cases.write_case(Path(out), name, random.Random(f"{seed}:{name}"))
+
+
 SIDE_ARTIFACTS = {
     "tp8_cross_island": {"topo.txt": lambda: topo_two_islands(), "nccl.log": lambda: nccl_log(8, [5000 + i for i in range(8)])},
     "tp4_island": {"topo.txt": lambda: topo_two_islands(), "nccl.log": lambda: nccl_log(4, [5000 + i for i in range(4)])},

@@ -10,7 +10,7 @@ from tracetriage.analyzers.findings import UNMATCHED_STEP_RANGE, Abstention, Fin
 from tracetriage.analyzers.metrics import TraceMetrics
 from tracetriage.analyzers.rules.context import Context, process_name, t
 from tracetriage.analyzers.rules.hints import capture_cmd, hint_format, host_profiler_hint
-from tracetriage.analyzers.rules.serving import budgets_break_at, tail_words, tpot_needs_budget
+from tracetriage.analyzers.rules.serving import budgets_break_at, queue_moment, tail_words, tpot_needs_budget
 from tracetriage.analyzers.rules.serving_signals import tail_unexplained
 from tracetriage.analyzers.rules.slo import slo_checks
 from tracetriage.analyzers.serving_metrics import ServingSummary
@@ -235,6 +235,17 @@ def tail_abstention(serving: ServingSummary | None, findings: list[Finding]) -> 
                        + (f" ({', '.join(tail.ruled_out)} ruled out by its own falsifier: not the prefill-chunk mechanism)"
                           if tail.ruled_out else ""),
                        capture_hint=capture_text("abstention", "itl_tail"))]
+
+
+def queue_abstention(serving: ServingSummary | None, findings: list[Finding]) -> list[Abstention]:
+    """An abstention for a queue behind a full batch or KV pool seen in too few stats samples to tell
+    whether it drains (rules/serving.queue_moment), unless at_capacity stands on other evidence (a
+    benchmark sweep)."""
+    moment = queue_moment(serving)
+    if not moment or any(finding.id == "at_capacity" for finding in findings):
+        return []
+    return [Abstention(analysis="queue_trend", scope="serving", reason=moment,
+                       capture_hint=capture_text("abstention", "queue_trend"))]
 
 
 def serving_abstentions(serving: ServingSummary | None, slo: dict) -> list[Abstention]:

@@ -63,6 +63,7 @@ def evaluate(ctx: Context) -> Evaluation:
     abstentions = (abstain.trace_abstentions(ctx) + waits.clock_abstentions(ctx) + efficiency.abstention(ctx)
                    + abstain.serving_abstentions(serving, ctx.slo))
     abstentions += abstain.tail_abstention(serving, findings) if serving and not ctx.devices else []
+    abstentions += abstain.queue_abstention(serving, findings)
     ctx.findings, ctx.abstentions = findings, abstentions
     findings += _fire(ctx, "verdict")
     return Evaluation(findings=rank(findings, ctx.symptom), abstentions=abstentions, accounting=_accounting(ctx),

@@ -156,6 +156,10 @@ def _serving_headline(findings: list[Finding], abstentions: list[Abstention], se
                 + _ruled_out([finding for finding in findings if finding.id not in tail.ruled_out])
                 + "; not called healthy; "
                 + no_trace + _not_measured(abstentions))
+    queue = next((abstention for abstention in abstentions if abstention.analysis == "queue_trend"), None)
+    if queue:  # a queue behind a full batch, seen at a moment: what it shows, and that its trend is not measured
+        return (f"Queue behind a full batch or KV pool, its trend not measured: {queue.reason}{_ruled_out(findings)}; "
+                f"not called healthy; {no_trace}" + _not_measured(abstentions))
     if not measured:
         return None
     knee = next((abstention for abstention in abstentions if abstention.analysis == "tpot_budget"), None)

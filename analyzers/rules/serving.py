@@ -25,6 +25,7 @@ from tracetriage.analyzers.rules.serving_signals import budgets_break_at as budg
 from tracetriage.analyzers.rules.serving_signals import tail_words as tail_words
 from tracetriage.analyzers.rules.slo import budget_check, cap_of, measured_serving
 from tracetriage.analyzers.serving_metrics import BenchRecord, ServingSummary, StatsSummary, Tokens, serving_summary
+from tracetriage.analyzers.serving_series import series_names
 from tracetriage.wording import ms, pct, plural
 
 # name: (value, why)
@@ -34,6 +35,8 @@ THRESHOLDS = {
     "queue_share_min_pct": (50.0, "a non-empty queue in at least half of the stats samples is a standing queue, not a burst"),
     "queue_kv_full_pct": (90.0, "KV usage at 90% or more: admission is KV-bound"),
     "queue_cap_share": (0.95, "running within 5% of max_num_seqs: the batch is at its cap"),
+    "queue_trend_min_samples": (3, ("whether a queue drains needs a first, a middle and a last sample: one sample is a "
+                                    "moment (first == last), two cannot tell a trend from a burst")),
     "knee_r2_min": (0.8, "TPOT must be explained by the batch (r² >= 0.8) for the cap to be read off the fit"),
     "knee_min_points": (5, ("a line through fewer than 5 measured batch sizes is not a model of TPOT (any "
                             "2-4 points fit some line)")),
@@ -86,8 +89,9 @@ class CapacityEvidence:
     ttft_text: str
 
 
-def _capacity_from_sweep(bench: list[BenchRecord], queue_share) -> tuple[CapacityEvidence, list] | None:
-    """Arrivals above completions with TTFT growing with the rate, in one benchmark series."""
+def _capacity_from_sweep(bench: list[BenchRecord], queue_share, served: list[float]) -> tuple[CapacityEvidence, list] | None:
+    """Arrivals above completions with TTFT growing with the rate, in one benchmark series (``bench``: its
+    runs at a finite rate; ``served``: the completion rates of all its runs, a rate-inf run's included)."""
     base = min((run.mean_ttft_ms for run in bench if run.mean_ttft_ms), default=None)
     over = [run for run in bench if run.request_rate > t("capacity_rate_excess") * run.request_throughput
             and run.mean_ttft_ms and base and run.mean_ttft_ms >= t("capacity_ttft_growth") * base]
@@ -96,7 +100,7 @@ def _capacity_from_sweep(bench: list[BenchRecord], queue_share) -> tuple[Capacit
     if not over:
         return None
     top = max(over, key=lambda run: run.request_rate)
-    capacity = max(run.request_throughput for run in bench)
+    capacity = max(served)
     if len(bench) > 1:
         impact = 100.0 * (top.mean_ttft_ms - base) / top.mean_ttft_ms
     else:
@@ -107,7 +111,7 @@ def _capacity_from_sweep(bench: list[BenchRecord], queue_share) -> tuple[Capacit
     evidence = [
         ev("arrival_rate_rps", top.request_rate, "req/s", None, text=f"arrival rate (configured): {rps(top.request_rate)}"),
         ev("capacity_rps", round(capacity, 3), "req/s", None,
-           text=f"highest completion rate measured: {rps(capacity)} over {plural(len(bench), 'benchmark run')}"),
+           text=f"highest completion rate measured: {rps(capacity)} over {plural(len(served), 'benchmark run')}"),
         ev("mean_ttft_ms", top.mean_ttft_ms, "ms", f"requests at {top.request_rate:g} req/s",
            text=f"mean TTFT {ms(top.mean_ttft_ms)} at {top.request_rate:g} req/s"
                 + (f" vs {ms(base)} at the lowest rate" if len(bench) > 1 else "")),
@@ -129,32 +133,65 @@ def _capacity_from_bench(serving: ServingSummary, queue_share) -> tuple[Capacity
     groups: dict[str, list] = {}
     for run in _finite_runs(serving):  # a file may hold several sweeps (deployments, models): each is judged on its own
         groups.setdefault(run.group or "", []).append(run)
+    names = series_names(list(groups))
     for name, runs in groups.items():
-        got = _capacity_from_sweep(runs, queue_share)
+        served = [run.request_throughput for run in serving.bench if (run.group or "") == name and run.request_throughput]
+        got = _capacity_from_sweep(runs, queue_share, served)
         if got and (fired is None or got[0].impact > fired.impact):
-            series = [ev("sweep", name, "", None, text=f"benchmark series: {name}")] if len(groups) > 1 else []
+            series = [ev("sweep", name, "", None, text=f"benchmark series: {names[name]}")] if len(groups) > 1 else []
             fired, evidence = got[0], got[1] + series
     return fired, evidence
 
 
-def _standing_queue(stats: StatsSummary, cap) -> bool:
-    """A queue in most samples, not shrinking, behind a full batch or KV pool, at least half the batch deep."""
-    growing = (stats.waiting_last or 0) >= (stats.waiting_first or 0)
+def _queue_behind_full(stats: StatsSummary, cap) -> bool:
+    """A queue in most samples, behind a full batch or KV pool, at least half the batch deep."""
     full = (stats.kv_usage_max or 0) >= t("queue_kv_full_pct") or (cap and (stats.running_max or 0) >= t("queue_cap_share") * cap)
     deep = (stats.waiting_mean or 0) >= max(1.0, 0.5 * (stats.running_mean or 0))
-    return bool(stats.waiting_share_pct >= t("queue_share_min_pct") and growing and full and deep)
+    return bool(stats.waiting_share_pct >= t("queue_share_min_pct") and full and deep)
+
+
+def _standing_queue(stats: StatsSummary, cap) -> bool:
+    """:func:`_queue_behind_full` over at least queue_trend_min_samples samples, and not shrinking
+    (the last sample's queue at least the first's): a queue that does not drain."""
+    growing = (stats.waiting_last or 0) >= (stats.waiting_first or 0)
+    return stats.samples >= t("queue_trend_min_samples") and growing and _queue_behind_full(stats, cap)
+
+
+def queue_moment(serving: ServingSummary | None) -> str | None:
+    """What too few stats samples show of a queue that looks like at_capacity's (behind a full batch
+    or KV pool, deep) but whose trend they cannot show, in words; None otherwise (no such queue, or
+    enough samples for at_capacity to judge it)."""
+    stats = serving.stats if serving else None
+    if not (stats and stats.waiting_mean is not None and 0 < stats.samples < t("queue_trend_min_samples")):
+        return None
+    cap = cap_of(serving)
+    if not _queue_behind_full(stats, cap):
+        return None
+    kv = f", KV cache {stats.kv_usage_max:g}% full" if stats.kv_usage_max is not None else ""
+    need = f"at least {t('queue_trend_min_samples')} samples"
+    if stats.samples == 1:
+        share = 100.0 * stats.waiting_last / (stats.waiting_last + (stats.running_max or 0))
+        return (f"one stats sample: {stats.waiting_last:,.0f} requests queued behind {stats.running_max:,.0f} running{kv} "
+                f"({pct(share)} of the requests in the system waiting), at that moment; whether the queue drains or "
+                f"keeps growing (at_capacity) is not shown by one sample: it needs {need}")
+    return (f"{plural(stats.samples, 'stats sample')}: {stats.waiting_first:,.0f} then {stats.waiting_last:,.0f} requests "
+            f"queued behind up to {stats.running_max:,.0f} running{kv}; whether the queue drains or keeps growing "
+            f"(at_capacity) is not shown by {stats.samples} samples: it needs {need}")
 
 
 def _capacity_from_queue(serving: ServingSummary, queue_share) -> tuple[CapacityEvidence | None, list]:
-    """at_capacity from the engine's stats lines: a standing, growing queue behind a full batch or KV pool."""
+    """at_capacity from the engine's stats lines: a standing, growing queue behind a full batch or KV
+    pool. Without the server's queue histogram, the share is the queue's of the requests in the
+    system, L_q / L: by Little's law (one arrival rate) the queue's share of the time in system, a
+    lower bound of its share of TTFT (TTFT <= the time in system)."""
     stats = serving.stats
     if not (stats and stats.waiting_mean is not None and stats.samples >= 1):
         return None, []
     cap = cap_of(serving)
     if not _standing_queue(stats, cap):
         return None, []
-    impact = 100.0 * queue_share if queue_share is not None else 100.0 * stats.waiting_mean / (
-        stats.waiting_mean + (stats.running_mean or 0))
+    in_system = stats.waiting_mean + (stats.running_mean or 0)
+    impact = 100.0 * queue_share if queue_share is not None else 100.0 * stats.waiting_mean / in_system
     fired = CapacityEvidence(None, None, impact,
                              f"{stats.waiting_mean:g} requests wait on average behind {stats.running_mean:g} running"
                              + (f", KV cache up to {stats.kv_usage_max:g}% full" if stats.kv_usage_max is not None else ""))
@@ -172,6 +209,12 @@ def _capacity_from_queue(serving: ServingSummary, queue_share) -> tuple[Capacity
            text=f"KV cache usage up to {stats.kv_usage_max}%"
            + (f"; running up to {stats.running_max:g} of max {cap:g} sequences" if cap else "")),
     ]
+    if queue_share is None:
+        share = 100.0 * stats.waiting_mean / in_system
+        evidence.append(ev("queue_share_of_time_in_system", round(share, 2), "%", "requests in the system (L_q / L)",
+                           text=f"the queue holds {pct(share)} of the requests in the system ({stats.waiting_mean:g} of "
+                                f"{in_system:g}): by Little's law the share of the time in system spent waiting, at "
+                                "least that share of the time to first token"))
     return fired, evidence
 
 
@@ -208,9 +251,11 @@ def rule_at_capacity(ctx: Context):
     budget = slo.get("ttft_p95_ms")
     if budget:
         evidence.append(ev("ttft_p95_budget_ms", budget, "ms", None, text=f"TTFT p95 budget {budget:g} ms"))
+    from_queue_lengths = fired.arrival is None and queue_share is None  # L_q / L, not a share of a measured TTFT
     return catalog.make(
         "at_capacity", fired.impact, _capacity_fields(fired, queue_share),
-        evidence, severity="high" if fired.impact >= 50 else "medium", denominator="time to first token",
+        evidence, severity="high" if fired.impact >= 50 else "medium",
+        denominator="time in system (L_q / L)" if from_queue_lengths else "time to first token",
         variant=None if fired.arrival else "queue", kind=ctx.kind)
 
 
@@ -499,7 +544,7 @@ SERVING = ("serving",)
 RULES = [
     Rule("at_capacity", "serving", rule_at_capacity, reads=("serving.bench", "serving.stats", "serving.latency", "slo"),
          requires=SERVING, thresholds=("capacity_rate_excess", "capacity_ttft_growth", "queue_share_min_pct",
-                                       "queue_kv_full_pct", "queue_cap_share")),
+                                       "queue_kv_full_pct", "queue_cap_share", "queue_trend_min_samples")),
     Rule("batch_past_knee", "serving", rule_batch_past_knee, reads=("serving.tpot_fit", "slo"), requires=SERVING,
          thresholds=("knee_r2_min", "knee_min_points")),
     Rule("prefill_stall_itl", "serving", rule_prefill_stall_itl, reads=("serving.latency", "serving.prompts", "slo"),
