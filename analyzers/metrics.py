@@ -263,6 +263,9 @@ class IdleByHost(Contract):
     sources: list[str]
     ranges: list[dict]
     api_calls_recorded: bool = field(default=True, metadata=PRIVATE)
+    # per row of ``ranges`` (empty when not measured): of the gaps the range covers, how many end with a GPU
+    # operation launched by a call inside one of the range's own intervals (the range feeds the GPU itself)
+    launched_gaps: tuple[int, ...] = field(default=(), metadata=PRIVATE)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
