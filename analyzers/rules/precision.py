@@ -38,7 +38,7 @@ def precision_advice(device: dict | None) -> str:
         return (f"fp16 mixed precision: torch.autocast(device_type='cuda', dtype=torch.float16) with a "
                 f"torch.amp.GradScaler for training (the {model} has no bf16 or fp8 tensor cores)")
     if "bf16" not in peaks:
-        return f"mixed precision is not a lever here: the {model} lists no fp16 or bf16 peak"
+        return f"reduced precision where the {model} supports it (its datasheet lists no fp16 or bf16 rate)"
     words = "bf16 mixed precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16)"
     if "fp8" in peaks:
         words += ", or fp8 with scaling for the large GEMMs (Transformer Engine, torchao float8)"
