@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from tracetriage.analyzers import accounting, efficiency, host_activity, lanes, phases, queued, rules
+from tracetriage.analyzers import accounting, efficiency, host_activity, lanes, math_precision, phases, queued, rules
 from tracetriage.analyzers import collectives as coll
 from tracetriage.analyzers import kernels as kern
 from tracetriage.analyzers import steps as st
@@ -284,6 +284,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
               **{key: value for key, value in trace.meta.items() if key in kept_meta}},
         series=TraceSeries(busy=series_busy, steps=step_series, timeline=lanes_of),
         efficiency=efficiency.measure(trace, lo, hi, list(steps.values())),
+        precision=math_precision.measure(trace, lo, hi),
         phases=found_phases,
         clock_offsets=tuple(check for check in clock_checks.result() if check.offset),
         **counts.result(),

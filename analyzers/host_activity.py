@@ -33,6 +33,10 @@ Definitions (inside the analysis window [lo, hi) of one device, owned by process
   source (an emit_nvtx operator range without its ``, seq = N, op_id = N`` tail: one row per
   operator), its idle ns, that as % of the window, the number of distinct gaps it covers part of,
   and its host-code idle ns; the top :data:`TOP_RANGES` by idle ns.
+* **Launched inside** (``IdleByHost.launched_gaps``, per row): of the gaps a range covers, how many end
+  with a GPU operation whose launch call (joined on (pid, correlation)) starts inside one of the range's
+  own intervals: a range that feeds the GPU itself (a model's forward dispatched op by op) rather than
+  host work beside the launches.
 
 Cost: linear in the rows read (sorts aside): the device's intervals, the process's ranges and
 calls, each once; no per-event Python.
@@ -403,6 +407,7 @@ def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges,
         # host code = idle time outside every call of the process (the calls' union streamed past the gaps)
         host_code_ns = idle_ns - idle_in_calls(gap_s, gap_e, call_s, call_e, span=span) if has_calls else 0
     rows_out: list[dict] = []
+    launched: list[int] = []
     attributed = 0
     if segments is not None:
         seg_s, seg_e, seg_of = segments
@@ -425,11 +430,59 @@ def idle_by_host(trace: Trace, device: int, lo: int, hi: int, hosts: HostRanges,
             gap_count = np.bincount(pair_key[first], minlength=keys.size)
             attributed = int(idle.sum())
             top = np.lexsort((keys, -idle))[:TOP_RANGES]
+            launch_at = _gap_launches(trace, device, pid, gap_e) if has_calls else None
             for k in top:
                 name_code, source_code = divmod(int(keys[k]), len(hosts.sources) + 1)
                 share = round(100.0 * float(idle[k]) / window, 3) if window else 0.0
                 rows_out.append({"name": hosts.names[name_code], "source": hosts.sources[source_code],
                                  "idle_ns": int(idle[k]), "pct_of_window": share,
                                  "gaps": int(gap_count[k]), "host_code_ns": int(code_ns[k])})
+                if launch_at is not None:
+                    mine = (hosts.name == name_code) & (hosts.source == source_code)
+                    launched.append(_launched_inside(launch_at[pair_gap[first & (pair_key == k)]],
+                                                     hosts.start[mine], hosts.end[mine]))
     return IdleByHost(idle_ns=idle_ns, host_code_idle_ns=host_code_ns, attributed_ns=attributed,
-                      sources=sorted(hosts.sources), ranges=rows_out, api_calls_recorded=has_calls)
+                      sources=sorted(hosts.sources), ranges=rows_out, api_calls_recorded=has_calls,
+                      launched_gaps=tuple(launched) if len(launched) == len(rows_out) else ())
+
+
+def _gap_launches(trace: Trace, device: int, pid: int, gap_e: np.ndarray) -> np.ndarray:
+    """Per gap, the start of the runtime call of ``pid`` that launched the GPU operation ending the gap (the
+    device's operation starting at the gap's end, joined to its call on (pid, correlation)); -1 where none is
+    recorded (the window's last gap, an operation of another process, a call not traced)."""
+    out = np.full(gap_e.size, -1, np.int64)
+    gpu, api = trace.gpu, trace.api
+    rows = device_rows(trace, device) if len(trace.devices) > 1 else np.arange(len(gpu))
+    if not rows.size or not len(api) or not gap_e.size:
+        return out
+    op_start = gpu["start"].to_numpy(np.int64)[rows]
+    order = np.argsort(op_start, kind="stable")
+    op_start, rows = op_start[order], rows[order]
+    at = np.minimum(np.searchsorted(op_start, gap_e, "left"), op_start.size - 1)
+    ends_gap = op_start[at] == gap_e
+    op_rows = rows[at[ends_gap]]
+    op_pid = gpu["pid"].to_numpy()[op_rows]
+    op_corr = gpu["correlation"].to_numpy()[op_rows]
+    mine = api["pid"].to_numpy() == pid
+    call_corr = api["correlation"].to_numpy()[mine]
+    call_start = api["start"].to_numpy(np.int64)[mine]
+    by_corr = np.argsort(call_corr, kind="stable")
+    call_corr, call_start = call_corr[by_corr], call_start[by_corr]
+    if not call_corr.size:
+        return out
+    hit = np.minimum(np.searchsorted(call_corr, op_corr, "left"), call_corr.size - 1)
+    found = (call_corr[hit] == op_corr) & (op_pid == pid) & (op_corr > 0)
+    launch = np.where(found, call_start[hit], -1)
+    out[np.flatnonzero(ends_gap)] = launch
+    return out
+
+
+def _launched_inside(launch_at: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
+    """How many of the gaps (their launch times, -1: unknown) end with an operation launched inside one of the
+    intervals [start, end)."""
+    known = launch_at[launch_at >= 0]
+    if not known.size or not start.size:
+        return 0
+    union_s, union_e = iv.union(start, end)
+    at = np.searchsorted(union_s, known, "right") - 1
+    return int(((at >= 0) & (known < union_e[np.maximum(at, 0)])).sum())

@@ -263,6 +263,9 @@ class IdleByHost(Contract):
     sources: list[str]
     ranges: list[dict]
     api_calls_recorded: bool = field(default=True, metadata=PRIVATE)
+    # per row of ``ranges`` (empty when not measured): of the gaps the range covers, how many end with a GPU
+    # operation launched by a call inside one of the range's own intervals (the range feeds the GPU itself)
+    launched_gaps: tuple[int, ...] = field(default=(), metadata=PRIVATE)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -386,6 +389,19 @@ class Efficiency:
 
 
 @dataclass(frozen=True, slots=True)
+class MathPrecision:
+    """math_precision.measure of one trace: per device (the trace's device order) the kernel ns of GEMMs and
+    convolutions whose names say FP32 on the CUDA cores (``fp32_ns``) or a tensor-core path (``tensor_ns``),
+    and of all kernels (``kernel_ns``); ``top_fp32`` the FP32 kernel names with most time, (name, % of the
+    trace's kernel time)."""
+
+    fp32_ns: tuple[float, ...] = ()
+    tensor_ns: tuple[float, ...] = ()
+    kernel_ns: tuple[float, ...] = ()
+    top_fp32: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class TraceSeries:
     """What only the charts need of one trace: busy % over time per device label, step durations
     per process label, the lanes of the timeline chart."""
@@ -424,3 +440,4 @@ class TraceMetrics:
     phases: Phases | None = None
     odd: list[Abstention] = field(default_factory=list)
     clock_offsets: tuple[ClockCheck, ...] = ()  # processes whose host and GPU clocks are offset (queued.clock_check)
+    precision: MathPrecision = field(default_factory=MathPrecision)  # math_precision.measure

@@ -679,7 +679,9 @@ CREATE TABLE ANALYSIS_DETAILS (globalVid INTEGER NOT NULL, duration INTEGER NOT 
 """  # the DDL of a real 2026.1 export (TARGET_INFO_SESSION_START_TIME, ANALYSIS_DETAILS)
 
 
-def write_nsys(path: Path, ranks: list[Rank], scenario: str, session_start_ns: int | None = None) -> None:
+def write_nsys(path: Path, ranks: list[Rank], scenario: str, session_start_ns: int | None = None,
+               gpu: tuple[str, int] = ("NVIDIA H100 80GB HBM3", 85520809984)) -> None:
+    """The ranks as an nsys SQLite export; ``gpu``: the (name, memory bytes) every device reports."""
     if path.exists():
         path.unlink()
     db = sqlite3.connect(path)
@@ -739,8 +741,8 @@ def write_nsys(path: Path, ranks: list[Rank], scenario: str, session_start_ns: i
                    (r.device, r.device, r.pid, f"GPU-0000000{r.device}"))
     for dev in sorted({r.device for r in ranks}):
         db.execute("INSERT INTO TARGET_INFO_GPU (vmId, id, name, uuid, smCount, totalMemory, cuDevice) "
-                   "VALUES (0, ?, 'NVIDIA H100 80GB HBM3', ?, 132, 85520809984, ?)",
-                   (dev, f"GPU-0000000{dev}", dev))
+                   "VALUES (0, ?, ?, ?, 132, ?, ?)",
+                   (dev, gpu[0], f"GPU-0000000{dev}", gpu[1], dev))
     if session_start_ns is not None:  # the capture's wall-clock start, as nsys records it
         import datetime
 

@@ -62,7 +62,7 @@ def _copy(src, tmp_path, name=None):
 
 def _sections(text: str) -> dict[str, str]:
     """Each top-level [entry] of findings.toml with the text up to the next top-level entry."""
-    heads = list(re.finditer(r"(?m)^\[([a-z_]+)\]$", text))
+    heads = list(re.finditer(r"(?m)^\[([a-z0-9_]+)\]$", text))
     return {m.group(1): text[m.end():(heads[i + 1].start() if i + 1 < len(heads) else len(text))] for i, m in enumerate(heads)}
 
 

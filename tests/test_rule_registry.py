@@ -34,6 +34,7 @@ FIRES = {
     "dependency_wait": ("dependency:10000", "dependency:0"),  # samples/gen_dependency.py: a 10 ms wait a step, none
     "copy_bound": ("offload_copy_bound", "graph_decode"),
     "below_roofline": ("efficiency:gemm_slow", "healthy"),
+    "fp32_math": ("real/kineto/hta_ns_resolution_rank0.json.gz", "efficiency:gemm_fast"),  # a V100 training in FP32
     "gpu_starved": ("host_starved", "healthy"),
     "nccl_errors": ("nccl_warn", "tp8_cross_island"),
     "prefill_stall": ("prefill_stall", "healthy"),
@@ -45,7 +46,7 @@ FIRES = {
     "proxy_buffering": ("serving_proxy_buffering", "serving_healthy"),
     "over_replicated": ("serving_over_replicated", "serving_healthy"),
     "admission_blocked": ("serving_admission_blocked", "serving_healthy"),
-    "healthy": ("healthy", "eager_decode"),
+    "healthy": ("efficiency:gemm_fast", "healthy"),  # the healthy bundle's efficiency is not measured (graph replays)
     "healthy_serving": ("serving_healthy", "serving_at_capacity"),
     "quality_regression": ("deploy:deploy_int4", "deploy:deploy_fp8"),
 }

@@ -205,7 +205,8 @@ def _trace_headline(findings: list[Finding], abstentions: list[Abstention], devi
                     + _not_measured(abstentions))
         return _tops_words(tops)
     if compute >= t("healthy_compute_min_pct") and abstentions:
-        return (f"No problem found in what was measured (GPU computing at least {pct(compute)} of the window)"
+        busy = "all of" if compute >= 100.0 else f"at least {pct(compute)} of"  # never "at least 100.0%" (as healthy)
+        return (f"No problem found in what was measured (GPU computing {busy} the window)"
                 f"{_ruled_out(findings)}, but the verdict is incomplete: "
                 + "; ".join(sorted({abstention.analysis for abstention in abstentions})) + " not measured")
     return (f"GPU computing {pct(compute)} of the window; no measured cause explains the rest (not healthy: not GPU-bound)"

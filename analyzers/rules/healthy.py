@@ -9,6 +9,7 @@ from tracetriage.analyzers.catalog import SEVERITIES
 from tracetriage.analyzers.evidence import ev
 from tracetriage.analyzers.rules.abstain import BLOCKS_HEALTHY
 from tracetriage.analyzers.rules.context import Context, Rule, t
+from tracetriage.analyzers.rules.precision import precision_advice, quantize_advice
 from tracetriage.analyzers.rules.slo import slo_checks
 from tracetriage.wording import pct
 
@@ -27,6 +28,12 @@ def _fewest_steps(ctx: Context) -> int:
         pids = {int(device.pid) for device in trace.devices if device.pid is not None}
         counts += [int(process.steps.count or 0) for process in trace.processes if int(process.pid) in pids]
     return min(counts) if counts else 0
+
+
+def _efficiency_measured(ctx: Context) -> bool:
+    """Whether every trace's dominant kernel class has a measured efficiency (efficiency.judgement)."""
+    return bool(ctx.per_trace) and all((judged := efficiency.judgement(trace.efficiency)) is not None and judged.measured
+                                       for trace in ctx.per_trace)
 
 
 def rule_healthy(ctx: Context):
@@ -48,6 +55,10 @@ def rule_healthy(ctx: Context):
         return None
     if _fewest_steps(ctx) < t("healthy_min_steps"):
         return None  # busy, but steadiness is not measured: the headline says what is missing instead
+    if not _efficiency_measured(ctx):
+        # busy is not fast: healthy means computing at a measured efficiency (DESIGN.md); without it the headline
+        # is "No problem found in what was measured ... incomplete", with the efficiency abstention's capture
+        return None
     evidence = [ev("min_compute_pct", round(min(compute), 2), "%", "window",
                    text=f"the least busy device computes {pct(min(compute))} of the window (kernels, graph replays "
                         "and collectives)")]
@@ -61,8 +72,10 @@ def rule_healthy(ctx: Context):
                                 f"{stats.running_mean}, "
                                 f"KV cache usage p50 {stats.kv_usage_p50}% max {stats.kv_usage_max}%"))
     busy = "all" if min(compute) >= 100.0 else f"at least {pct(min(compute))}"
-    return catalog.make("healthy", 0.0, {"busy": busy, "efficiency": eff_words}, evidence, severity="info",
-                        denominator="window", kind=ctx.kind)
+    device = next((trace.efficiency.device for trace in ctx.per_trace if trace.efficiency.device), None)
+    fields = {"busy": busy, "efficiency": eff_words, "precision": precision_advice(device),
+              "quantize": quantize_advice(device)}
+    return catalog.make("healthy", 0.0, fields, evidence, severity="info", denominator="window", kind=ctx.kind)
 
 
 HEALTHY = Rule("healthy", "verdict", rule_healthy, reads=("devices", "processes", "findings", "abstentions", "serving"),

@@ -7,7 +7,19 @@ catalog; the order of the families is here."""
 
 from __future__ import annotations
 
-from tracetriage.analyzers.rules import collective, copies, efficiency, healthy, quality, serving, starved, tail, trace, waits
+from tracetriage.analyzers.rules import (
+    collective,
+    copies,
+    efficiency,
+    healthy,
+    precision,
+    quality,
+    serving,
+    starved,
+    tail,
+    trace,
+    waits,
+)
 from tracetriage.analyzers.rules.context import Rule
 
 REGISTRY: tuple[Rule, ...] = (
@@ -16,6 +28,7 @@ REGISTRY: tuple[Rule, ...] = (
     *copies.RULES,
     *waits.RULES,
     efficiency.RULE,
+    precision.FP32_MATH,
     starved.STARVED,
     *[rule for rule in collective.RULES if rule.stage == "trace"],
     tail.PREFILL_STALL,

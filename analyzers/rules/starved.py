@@ -33,6 +33,15 @@ THRESHOLDS = {
                                       "the window adds that much to every step: starved, even when the GPU is busy the rest")),
     "starved_range_min_share": (0.5, ("one host range covering most of the GPU's idle host-code time is what the host "
                                       "does while the GPU waits: the finding names it")),
+    "starved_dispatch_launch_share": (0.5, ("a covering range whose own launch calls end most of the gaps it covers is "
+                                            "the code that feeds the GPU (a model's forward), not work beside it: the "
+                                            "gaps are its per-op host cost, and moving it to another thread moves the "
+                                            "launches with it")),
+    "starved_dispatch_min_gaps": (10, ("per-op dispatch is a pattern over many operations: at least 10 gaps inside "
+                                       "the range; a handful of gaps are single host tasks")),
+    "starved_dispatch_max_gap_ns": (1_000_000, ("a mean idle gap under 1 ms is per-op host cost (Python, the framework's "
+                                                "dispatch, the launch call: tens to hundreds of µs an op); longer gaps are "
+                                                "host work of their own")),
 }
 
 # One severity for the whole about-half band: its impact moves with the idle share, so grading it by impact put a
@@ -189,7 +198,28 @@ def _host_range_words(ctx: Context, found: Unexplained, evidence: list[dict], fi
                             f"({covering['source']}), over {plural(covering['gaps'], 'gap')}"))
     fields.update({"range": covering["name"], "source": covering["source"], "share_text": share,
                    "range_pct": pct(found.pct(inside))})
-    return "data_loading" if is_data_loader(covering["name"]) else "host_range"
+    if is_data_loader(covering["name"]):
+        return "data_loading"
+    launched = by_host.launched_gaps[0] if by_host.launched_gaps else 0
+    if not _dispatches(covering, launched):
+        return "host_range"
+    gap_mean = us(covering["idle_ns"] / covering["gaps"])
+    evidence.append(ev("range_launches_pct", round(100.0 * launched / covering["gaps"], 1), "%",
+                       f"gaps inside {covering['name']}",
+                       text=f"{launched} of the {plural(covering['gaps'], 'gap')} inside {covering['name']} end with a "
+                            f"GPU operation launched from inside it (mean idle gap {gap_mean}): "
+                            "it is the code that feeds the GPU, and the gaps are its host cost per operation"))
+    fields["gap_mean"] = gap_mean
+    return "host_dispatch"
+
+
+def _dispatches(covering: dict, launched: int) -> bool:
+    """Whether the covering host range is the code that feeds the GPU, one operation at a time: its own launch
+    calls end most of the gaps it covers (starved_dispatch_launch_share), over many gaps
+    (starved_dispatch_min_gaps), each short (mean under starved_dispatch_max_gap_ns)."""
+    gaps = covering["gaps"]
+    return (gaps >= t("starved_dispatch_min_gaps") and launched >= t("starved_dispatch_launch_share") * gaps
+            and covering["idle_ns"] / gaps < t("starved_dispatch_max_gap_ns"))
 
 
 def rule_gpu_starved(ctx: Context):
