@@ -149,7 +149,7 @@ def _device_metrics(trace: Trace, device_index: int, label: str, measured: tuple
                                         times.idle_by_class),
         busy_in_long_steps_ns=times.busy_in_spans_ns, collective_exposed_ns=collectives.exposed_ns,
         idle_in_pageable_copies_ns=times.idle_in_pageable_copies_ns, idle_in_calls=times.idle_in_calls,
-        collective_calls=collectives.calls)
+        collective_calls=collectives.calls, collective_bus=collectives.bus)
 
 
 def _measure_device(trace: Trace, device: int, lo: int, hi: int, timeline, host_ranges: dict, steps: dict) -> tuple:

@@ -15,13 +15,16 @@ deep-frozen: nothing writes into them after they are built.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tracetriage.analyzers.efficiency_rows import ClassRow, DecodeFloor, NotMeasured, TopOp
 from tracetriage.analyzers.findings import Abstention
 from tracetriage.analyzers.queued import ClockCheck
+
+if TYPE_CHECKING:  # busbw imports the device table and the topology, which import this module
+    from tracetriage.analyzers.busbw import BusBandwidth
 
 PRIVATE = {"private": True}  # field metadata: a figure the rules read that the JSON contract does not carry
 
@@ -187,6 +190,7 @@ class DeviceCollectives:
     collective_count: int
     calls: CollectiveCalls
     exposed_ns: int
+    bus: BusBandwidth | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +306,7 @@ class DeviceMetrics(Contract):
     idle_in_pageable_copies_ns: int = field(default=0, metadata=PRIVATE)
     idle_in_calls: dict[str, int] = field(default_factory=dict, metadata=PRIVATE)
     collective_calls: CollectiveCalls | None = field(default=None, metadata=PRIVATE)
+    collective_bus: BusBandwidth | None = field(default=None, metadata=PRIVATE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from tracetriage.analyzers.capture_kind import collective_workload
 from tracetriage.analyzers.evidence import ev, severity_for
 from tracetriage.analyzers.metrics import CollectiveSkew
 from tracetriage.analyzers.nccl import SlowPath
+from tracetriage.analyzers.rules.collective_bus import bus_reading
 from tracetriage.analyzers.rules.context import Context, Rule, t, window_denominator
 from tracetriage.analyzers.topology import CrossingGroup, RingModel, TopologySummary, ring_model
 from tracetriage.wording import fmt_ns, pct, plural, short_middle
@@ -229,6 +230,11 @@ def rule_collective_dominant(ctx: Context):
         if skew.late_rank and (skew.wait_share_pct or 0.0) >= t("skew_wait_share_min_pct"):
             variant = "skew"
             fields.update(_skew_fields(skew))
+    bus = bus_reading(devices, skew if isinstance(skew, CollectiveSkew) else None, fields)
+    evidence += bus.evidence
+    if bus.waiting and variant != "skew":  # the kernels wait for a peer: the late rank, not the link, is the cause
+        variant = "waiting"
+        fields.update(bus.fields)
     return catalog.make("collective_dominant", impact, fields, evidence, severity=severity_for(impact),
                         denominator=window_denominator(ctx), kind=ctx.kind, variant=variant)
 
@@ -379,7 +385,7 @@ RULES = [
          entries=("cross_island_collective_nccl",)),
     Rule("collective_dominant", "throughput", rule_collective_dominant, reads=("devices", "collective_skew", "kind"),
          thresholds=("collective_share_min_pct", "skew_wait_share_min_pct", "skew_wait_window_min_pct",
-                     "collective_op_named_min_pct"),
+                     "collective_op_named_min_pct", "busbw_waiting_max_pct", "busbw_min_coverage_pct"),
          entries=("collective_dominant_late_rank",),
          suppressed_by=("cross_island_collective",)),  # the cause is named; its finding carries the collective evidence
     Rule("nccl_errors", "trace", rule_nccl_errors, reads=("nccl",)),
