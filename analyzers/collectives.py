@@ -178,6 +178,7 @@ def rank_skew(ranks: list[CollectiveCalls], labels: list[str]) -> CollectiveSkew
         duration_p50_ns=int(np.median(durations[worst])),
         late_intervals=np.stack([matched.starts.min(axis=0)[mine], matched.starts[worst][mine]]),
         wait_ns={label: int(ns) for label, ns in zip(labels, waits.sum(axis=1).tolist())},
+        call_p50_ns=int(np.median(durations)), ranks_captured=len(ranks),
     )
 
 

@@ -219,9 +219,11 @@ class CollectiveSkew(Contract):
     ends): ``matched``, ``p50_ns``, ``max_ns``, ``reason``; ``wait_share_pct`` the share of the matched
     calls' time that ranks spent waiting for the last one to start; ``end_spread_p50_ns`` the median
     spread of their ends (it bounds the clocks' offset); ``clock`` "one trace" or "files" (each rank
-    its own trace and clock); ``late_rank`` the rank waited for most. Private: the late rank's
-    median call (the transfer without the wait), the intervals it was late in (2 x calls) and each
-    rank's waiting in the matched calls (device label -> ns)."""
+    its own trace and clock); ``late_rank`` the rank waited for most, None when the ranks compared are
+    fewer than the job's world size (``reason`` says how many of how many). Private: the late rank's
+    median call (the transfer without the wait), the intervals it was late in (2 x calls), each
+    rank's waiting in the matched calls (device label -> ns), the median matched call of every rank,
+    the ranks compared and the world size the traces record (None where none does)."""
 
     matched: int
     p50_ns: int | None
@@ -234,6 +236,14 @@ class CollectiveSkew(Contract):
     duration_p50_ns: int = field(default=0, metadata=PRIVATE)
     late_intervals: np.ndarray = field(default_factory=lambda: np.empty((2, 0), np.int64), metadata=PRIVATE)
     wait_ns: dict[str, int] = field(default_factory=dict, metadata=PRIVATE)
+    call_p50_ns: int = field(default=0, metadata=PRIVATE)
+    ranks_captured: int = field(default=0, metadata=PRIVATE)
+    world_size: int | None = field(default=None, metadata=PRIVATE)
+
+    @property
+    def partial(self) -> bool:
+        """Fewer ranks captured than the job's world size: the late rank may be one not captured."""
+        return bool(self.world_size and self.ranks_captured and self.world_size > self.ranks_captured)
 
     @classmethod
     def unmeasured(cls, reason: str) -> CollectiveSkew:
