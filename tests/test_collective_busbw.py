@@ -222,3 +222,23 @@ def test_bus_factor_is_nccl_tests(op, n, factor):
     from tracetriage.analyzers.busbw import bus_factor
 
     assert bus_factor(op, n) == factor
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"In msg nelems": 1000, "Out msg nelems": 8000, "dtype": "BFloat16", "Group size": 8}, (16000, 8)),  # all-gather
+    ({"In msg nelems": 8000, "Out msg nelems": 1000, "dtype": "Float", "Group size": 8}, (32000, 8)),  # reduce-scatter
+    ({"In msg nelems": 10, "dtype": "Long", "Group size": 2}, (80, 2)),
+    ({"In msg nelems": "10", "Out msg nelems": None, "dtype": "Float", "Group size": 2}, None),  # not an int
+    ({"In msg nelems": 10, "dtype": "NoSuchType", "Group size": 2}, None),
+    ({"In msg nelems": 10, "dtype": "Float", "Group size": True}, None),
+    ({"In msg nelems": 10, "dtype": "Float", "Group size": 0}, None),
+    ({"In msg nelems": -5, "dtype": "Float", "Group size": 2}, None),
+    ({"In msg nelems": 1 << 60, "dtype": "Float", "Group size": 2}, None),
+    ({"dtype": "Float", "Group size": 2}, None),
+])
+def test_collective_message_of_odd_args(args, message):
+    """The recorded message as nccl-tests sizes it (the larger of input and output), or None for args that are
+    missing or not what the profiler writes (a hostile or hand-edited file never becomes a size)."""
+    from tracetriage.parsers.kineto_events import collective_message
+
+    assert collective_message(args) == message
