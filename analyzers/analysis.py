@@ -149,7 +149,7 @@ def _device_metrics(trace: Trace, device_index: int, label: str, measured: tuple
                                         times.idle_by_class),
         busy_in_long_steps_ns=times.busy_in_spans_ns, collective_exposed_ns=collectives.exposed_ns,
         idle_in_pageable_copies_ns=times.idle_in_pageable_copies_ns, idle_in_calls=times.idle_in_calls,
-        collective_calls=collectives.calls)
+        collective_calls=collectives.calls, collective_bus=collectives.bus)
 
 
 def _measure_device(trace: Trace, device: int, lo: int, hi: int, timeline, host_ranges: dict, steps: dict) -> tuple:
@@ -322,6 +322,26 @@ def _idle_under_range(trace, trace_metrics: TraceMetrics, calls, device: DeviceM
                                     device.pid, name, int(trace.meta.get("clock_resolution_ns") or 1))
 
 
+def _world_size(case) -> int | None:
+    """The ranks the case's collectives span: the largest world size its traces record (Kineto distributedInfo),
+    or the largest group its collectives record (``Group size``) where that is smaller (a TP group inside a larger
+    job); None where no trace records either."""
+    sizes = [trace.meta.get("world_size") for trace in case.traces]
+    sizes = [size for size in sizes if isinstance(size, int) and not isinstance(size, bool) and size > 0]
+    groups = [group for trace in case.traces for group in (trace.meta.get("collective_messages") or {}).get("group", [])]
+    if groups and sizes:
+        return min(max(sizes), max(groups))
+    return max(sizes or groups) if sizes or groups else None
+
+
+def _partial_words(skew: CollectiveSkew) -> str:
+    """Why a skew over fewer ranks than the world names no late rank."""
+    missing = skew.world_size - skew.ranks_captured
+    return (f"{skew.ranks_captured} of {skew.world_size} ranks captured: the late rank is not named (in a "
+            f"{skew.world_size}-way job it is most likely one of the {missing} not captured); the waiting measured is "
+            "between the captured ranks only")
+
+
 def _skew(case, per_trace: list[TraceMetrics]) -> CollectiveSkew | None:
     """Collective skew over every device of the case (collectives.rank_skew), with what the late
     rank did before its calls. Devices of different traces are compared only when the traces'
@@ -333,11 +353,15 @@ def _skew(case, per_trace: list[TraceMetrics]) -> CollectiveSkew | None:
     labels = [trace.devices[calls.device].id if calls.device < len(trace.devices) else str(calls.device)
               for _, trace, calls in ranks]
     skew = coll.rank_skew([calls for _, _, calls in ranks], labels)
+    world = _world_size(case)
+    skew = replace(skew, world_size=world)
+    if skew.partial and skew.matched:  # the late rank is most likely one not captured: not named
+        skew = replace(skew, late_rank=None, reason=_partial_words(skew))
     if not one_clock:
         reason = "the traces' windows do not overlap (different clocks): skew measured inside each trace only"
         return replace(skew, reason=reason + (f"; {skew.reason}" if skew.reason else ""))
-    if skew.late_rank is None:
-        return skew
+    if skew.late_rank is None:  # unmeasured, or no late rank named (fewer ranks than the world)
+        return replace(skew, clock="files" if files else "one trace") if skew.matched else skew
     index, trace_metrics, calls = ranks[labels.index(skew.late_rank.device)]
     trace = case.traces[index]
     device = trace_metrics.devices[calls.device] if calls.device < len(trace_metrics.devices) else None

@@ -6,6 +6,8 @@ across ranks.
 * ``collective_exposed_pct`` = measure of (collective union minus the union of the
   device's compute kernels) / window_ns x 100: communication time that no compute
   kernel on another stream hides.
+* ``bus``: the bus bandwidth the calls in the window reached, from the messages they record, against the
+  device's fabric (analyzers/busbw.py).
 * ``collectives_by_op[op]`` = union of that op's kernels / window_ns x 100.
 * Skew (several ranks in one case). A collective completes on every rank at about the same time
   (no rank leaves before the last one has joined), so the same call is found by its END: a call of
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracetriage.analyzers import busbw
 from tracetriage.analyzers import intervals as iv
 from tracetriage.analyzers.metrics import CollectiveCalls, CollectiveSkew, DeviceCollectives, LateRank
 from tracetriage.model import Trace, is_kind, is_sorted
@@ -57,6 +60,7 @@ def device_collectives(trace: Trace, device: int, lo: int, hi: int) -> DeviceCol
     # the collectives are few: their columns gathered once, no frame of them
     at = np.flatnonzero(is_coll) if rows is None else rows[is_coll]  # their row numbers, in the table's order
     c_start, c_end, c_code = starts[at], ends[at], coll_codes[is_coll]
+    c_rows = at
     cs, ce = iv.clip(*iv.union(c_start, c_end), lo, hi)
     at = mine & (coll_codes < 0) if rows is None else rows[mine & (coll_codes < 0)]
     ps, pe = iv.clip(*iv.union(starts[at], ends[at]), lo, hi)
@@ -71,19 +75,22 @@ def device_collectives(trace: Trace, device: int, lo: int, hi: int) -> DeviceCol
         s, e = iv.clip(*iv.union(c_start[op], c_end[op]), lo, hi)
         by_op[names[code]] = round(100.0 * iv.measure(s, e) / window, 3) if window else 0.0
     in_window = (c_start >= lo) & (c_start < hi)
-    w_start, w_end, w_code = c_start[in_window], c_end[in_window], c_code[in_window]
+    w_start, w_end, w_code, w_rows = c_start[in_window], c_end[in_window], c_code[in_window], c_rows[in_window]
     if not is_sorted(w_start):
         order = np.argsort(w_start, kind="stable")
-        w_start, w_end, w_code = w_start[order], w_end[order], w_code[order]
+        w_start, w_end, w_code, w_rows = w_start[order], w_end[order], w_code[order], w_rows[order]
+    w_ops = np.array(names, dtype=object)[w_code]
+    nbytes, group = busbw.call_messages(trace, g["pid"].to_numpy(np.int64)[w_rows], g["correlation"].to_numpy(np.int64)[w_rows],
+                                        w_start)
     return DeviceCollectives(
         collective_ns=iv.measure(cs, ce),
         collective_share_pct=round(100.0 * iv.measure(cs, ce) / window, 3) if window else 0.0,
         collective_exposed_pct=round(100.0 * exposed_ns / window, 3) if window else 0.0,
         collectives_by_op=by_op,
         collective_count=int(w_start.size),
-        calls=CollectiveCalls(device=device, starts=np.asarray(w_start, np.int64), ends=np.asarray(w_end, np.int64),
-                              ops=np.array(names, dtype=object)[w_code]),
+        calls=CollectiveCalls(device=device, starts=np.asarray(w_start, np.int64), ends=np.asarray(w_end, np.int64), ops=w_ops),
         exposed_ns=int(exposed_ns),
+        bus=busbw.bus_bandwidth(w_ops, w_end - w_start, nbytes, group, busbw.trace_fabric(trace, device)),
     )
 
 
@@ -171,6 +178,7 @@ def rank_skew(ranks: list[CollectiveCalls], labels: list[str]) -> CollectiveSkew
         duration_p50_ns=int(np.median(durations[worst])),
         late_intervals=np.stack([matched.starts.min(axis=0)[mine], matched.starts[worst][mine]]),
         wait_ns={label: int(ns) for label, ns in zip(labels, waits.sum(axis=1).tolist())},
+        call_p50_ns=int(np.median(durations)), ranks_captured=len(ranks),
     )
 
 

@@ -15,13 +15,16 @@ deep-frozen: nothing writes into them after they are built.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tracetriage.analyzers.efficiency_rows import ClassRow, DecodeFloor, NotMeasured, TopOp
 from tracetriage.analyzers.findings import Abstention
 from tracetriage.analyzers.queued import ClockCheck
+
+if TYPE_CHECKING:  # busbw imports the device table and the topology, which import this module
+    from tracetriage.analyzers.busbw import BusBandwidth
 
 PRIVATE = {"private": True}  # field metadata: a figure the rules read that the JSON contract does not carry
 
@@ -187,6 +190,7 @@ class DeviceCollectives:
     collective_count: int
     calls: CollectiveCalls
     exposed_ns: int
+    bus: BusBandwidth | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,9 +219,11 @@ class CollectiveSkew(Contract):
     ends): ``matched``, ``p50_ns``, ``max_ns``, ``reason``; ``wait_share_pct`` the share of the matched
     calls' time that ranks spent waiting for the last one to start; ``end_spread_p50_ns`` the median
     spread of their ends (it bounds the clocks' offset); ``clock`` "one trace" or "files" (each rank
-    its own trace and clock); ``late_rank`` the rank waited for most. Private: the late rank's
-    median call (the transfer without the wait), the intervals it was late in (2 x calls) and each
-    rank's waiting in the matched calls (device label -> ns)."""
+    its own trace and clock); ``late_rank`` the rank waited for most, None when the ranks compared are
+    fewer than the job's world size (``reason`` says how many of how many). Private: the late rank's
+    median call (the transfer without the wait), the intervals it was late in (2 x calls), each
+    rank's waiting in the matched calls (device label -> ns), the median matched call of every rank,
+    the ranks compared and the world size the traces record (None where none does)."""
 
     matched: int
     p50_ns: int | None
@@ -230,6 +236,14 @@ class CollectiveSkew(Contract):
     duration_p50_ns: int = field(default=0, metadata=PRIVATE)
     late_intervals: np.ndarray = field(default_factory=lambda: np.empty((2, 0), np.int64), metadata=PRIVATE)
     wait_ns: dict[str, int] = field(default_factory=dict, metadata=PRIVATE)
+    call_p50_ns: int = field(default=0, metadata=PRIVATE)
+    ranks_captured: int = field(default=0, metadata=PRIVATE)
+    world_size: int | None = field(default=None, metadata=PRIVATE)
+
+    @property
+    def partial(self) -> bool:
+        """Fewer ranks captured than the job's world size: the late rank may be one not captured."""
+        return bool(self.world_size and self.ranks_captured and self.world_size > self.ranks_captured)
 
     @classmethod
     def unmeasured(cls, reason: str) -> CollectiveSkew:
@@ -305,6 +319,7 @@ class DeviceMetrics(Contract):
     idle_in_pageable_copies_ns: int = field(default=0, metadata=PRIVATE)
     idle_in_calls: dict[str, int] = field(default_factory=dict, metadata=PRIVATE)
     collective_calls: CollectiveCalls | None = field(default=None, metadata=PRIVATE)
+    collective_bus: BusBandwidth | None = field(default=None, metadata=PRIVATE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -130,6 +130,32 @@ def link_gbps(link: str | None) -> float | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Fabric:
+    """The GPU fabric of a device model (devices.toml ``fabric``): the link as a topology cell, the links per GPU,
+    the GPUs it joins in a node and the bandwidth each way per GPU (``gbps``: the links x :func:`link_gbps`)."""
+
+    model: str
+    cell: str
+    links: int
+    gpus: int
+    gbps: float
+    note: str | None = None
+
+
+def device_fabric(entry: dict | None) -> Fabric | None:
+    """The fabric of a devices.toml entry, or None where the entry holds none (or its link has no figure)."""
+    cell = (entry or {}).get("fabric")
+    per_cell = link_gbps(cell)
+    if not cell or per_cell is None:
+        return None
+    links = int(entry.get("fabric_links", 1))
+    counted = link_class(cell) == "NV"  # NV18 counts its links: link_gbps gives all of them
+    return Fabric(model=str(entry["model"]), cell=str(cell), links=int(cell[2:]) if counted else links,
+                  gpus=int(entry.get("fabric_gpus", 8)), gbps=per_cell * (1 if counted else links),
+                  note=entry.get("fabric_note"))
+
+
+@dataclass(frozen=True, slots=True)
 class RingModel:
     """The bus-bandwidth model of a group's ring collectives against the same collectives inside one island.
 

@@ -270,11 +270,37 @@ def _legacy_schema(trace: Trace, legacy: list[str], props: dict, untyped_shapes:
                               "work (FLOPs, bytes) is not modelled (not guessed)")
 
 
+def _collective_messages(trace: Trace, gpu: pd.DataFrame, gpu_ev: pd.DataFrame, messages: tuple[list, dict]) -> None:
+    """``meta["collective_messages"]``: the message of each collective kernel that records one (its own
+    args, else those of the record_param_comms op its External id names), as columns ``pid``,
+    ``correlation``, ``start`` (its key in ``gpu``), ``bytes`` and ``group`` (the group size): JSON-friendly
+    for the cache. Absent when no kernel records one."""
+    known, by_op = messages
+    codes = gpu_ev["collective_msg"].to_numpy()
+    collective = (gpu["collective"].cat.codes.to_numpy() >= 0) if len(gpu) else np.zeros(0, bool)
+    ext = _ints(gpu_ev["External id"], -1)
+    rows, found = [], []
+    for row in np.flatnonzero(collective).tolist():
+        code = int(codes[row])
+        message = known[code] if code >= 0 else by_op.get(int(ext[row])) if ext[row] >= 0 else None
+        if message is not None:
+            rows.append(row)
+            found.append(message)
+    if not rows:
+        return
+    at = np.asarray(rows, np.int64)
+    trace.meta["collective_messages"] = {
+        "pid": gpu["pid"].to_numpy(np.int64)[at].tolist(), "correlation": gpu["correlation"].to_numpy(np.int64)[at].tolist(),
+        "start": gpu["start"].to_numpy(np.int64)[at].tolist(), "bytes": [nbytes for nbytes, _ in found],
+        "group": [group for _, group in found]}
+
+
 def parse(path: str) -> Trace:
     doc = load_json(path)
     trace = Trace(path=str(path), format="kineto")
     ev, ops, flows, events = _events(trace, doc)
     legacy, other_devices, untyped_shapes = sorted(events.legacy), dict(events.other_devices), events.untyped_shapes
+    messages = (list(events.messages), events.op_messages)
     seen = events.timed, events.untimed
     del events
     trace.meta["clock_resolution_ns"] = ev.attrs.get("clock_resolution_ns", 1)
@@ -334,6 +360,7 @@ def parse(path: str) -> Trace:
         return {"name": str(p.get("name") or "unknown GPU"), "sm_count": _int(p.get("numSms")),
                 "memory_bytes": _int(p.get("totalGlobalMem"))}
 
+    _collective_messages(trace, gpu, gpu_ev, messages)
     launched_at = from_launch(a_corr, api_ev["ts"].to_numpy(), g_corr, -1).astype(np.int64)
     trace.ops, trace.op_kernels = _link_ops(ops, _ints(gpu_ev["External id"], -1), pid, g_corr, in_graph, launched_at)
     finish_trace(trace, gpu, device_info)

@@ -37,6 +37,10 @@ FLOW_CATS = frozenset(("async", "async_cpu_to_gpu", "ac2g"))
 STEP_PREFIX = "ProfilerStep#"  # a legacy Operator of this name is the profiler's step range
 MAX_SPELLINGS = 4096  # category spellings remembered with their code
 HEAD_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds")
+# bytes per element of the dtype a c10d collective records (args["dtype"], c10::ScalarType names)
+DTYPE_BYTES = {"Double": 8, "Float": 4, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4, "Short": 2, "Char": 1, "Byte": 1,
+               "Bool": 1, "UInt16": 2, "UInt32": 4, "UInt64": 8, "ComplexDouble": 16, "ComplexFloat": 8, "ComplexHalf": 4,
+               "Float8_e4m3fn": 1, "Float8_e5m2": 1, "Float8_e4m3fnuz": 1, "Float8_e5m2fnuz": 1}
 
 
 PY_FRAME_MIN_US = 1000.0  # python_function events kept to name a blocking call's caller: 1 ms or longer only
@@ -61,6 +65,19 @@ def canonical_category(cat: str) -> str:
     """The current Kineto name of a category as a trace spells it: a case-insensitive match among
     the format's known names (current and PyTorch 1.8–1.10); any other name unchanged."""
     return _BY_LOWER.get(cat.lower(), cat)
+
+
+def collective_message(args: dict) -> tuple[int, int] | None:
+    """(message bytes, group size) of a c10d collective from its recorded args, None where they are not all
+    recorded, or odd. The bytes are the larger of the input and output messages (``In msg nelems`` /
+    ``Out msg nelems`` x the dtype's size): nccl-tests' size of the op (an all-gather's whole output, a
+    reduce-scatter's whole input, an all-reduce's buffer)."""
+    nelems = [args.get("In msg nelems"), args.get("Out msg nelems")]
+    group, size = args.get("Group size"), DTYPE_BYTES.get(args.get("dtype"))
+    if size is None or type(group) is not int or not 0 < group < 1 << 24:
+        return None
+    counts = [n for n in nelems if type(n) is int and 0 <= n < 1 << 48]
+    return (max(counts) * size, group) if counts else None
 
 
 def _ids(value):
@@ -106,6 +123,12 @@ class Events:
         # the c10d call a collective kernel runs (PyTorch 2.x: args["Collective name"]), code into call_names; -1 none
         self.call_name = array("i")
         self.call_names: dict[str, int] = {}
+        # the message a collective records beside its call (args "In msg nelems", "Out msg nelems", "dtype",
+        # "Group size"): (bytes, group size) code into messages; -1 none. The record_param_comms op holds the same
+        # args where an older PyTorch puts them on the op only: by its External id, for its kernels
+        self.call_msg = array("i")
+        self.messages: dict[tuple[int, int], int] = {}
+        self.op_messages: dict[int, tuple[int, int]] = {}
         self.cat_codes: dict[str, int] = {**_CAT_CODE, **_SPECIAL_CODE}  # every spelling seen -> its code
         self.legacy: set[str] = set()  # the PyTorch 1.8–1.10 category names seen
         self.untyped_shapes = 0  # ops with a work formula whose shapes are PyTorch 1.8's "Input dims" (no types)
@@ -210,6 +233,8 @@ class Events:
                                   if type(k) is str and len(k) < 4096 else -1)
         c = a.get("Collective name")
         self.call_name.append(self.call_names.setdefault(c, len(self.call_names)) if type(c) is str and len(c) < 256 else -1)
+        message = collective_message(a) if type(c) is str else None
+        self.call_msg.append(-1 if message is None else self.messages.setdefault(message, len(self.messages)))
         if "External id" not in a and "external id" in a:  # PyTorch 1.8–1.10 spelling on GPU events and launches
             a = {**a, "External id": a["external id"]}
         for source, fields in ((e, ("pid", "tid")), (a, KEPT_ARGS)):
@@ -239,6 +264,11 @@ class Events:
         name, a = e.get("name"), e.get("args")
         self.add_host_op(e, name)
         if type(name) is not str or type(a) is not dict:
+            return
+        if name == "record_param_comms":
+            message, ext = collective_message(a), a.get("External id")
+            if message is not None and type(ext) is int:
+                self.op_messages[ext] = message
             return
         if name in CONTEXT_CHILD_OPS:
             self.add_context_child(e, name, a)
@@ -345,7 +375,8 @@ class Events:
                 "launch_kernel": pd.Categorical.from_codes(np.frombuffer(self.launch_kernel, np.int32),
                                                            categories=pd.Index(list(self.launch_kernels), dtype=object)),
                 "collective_name": pd.Categorical.from_codes(np.frombuffer(self.call_name, np.int32),
-                                                             categories=pd.Index(list(self.call_names), dtype=object))}
+                                                             categories=pd.Index(list(self.call_names), dtype=object)),
+                "collective_msg": np.frombuffer(self.call_msg, np.int32)}
         ts = self._column("ts", np.frombuffer(self.ts, np.float64), warnings)
         dur = self._column("dur", np.frombuffer(self.dur, np.float64), warnings)
         for field in INT_FIELDS:

@@ -381,7 +381,7 @@ def _skew(skew: CollectiveSkew | None) -> str | None:
     if not skew.matched:
         return f"not measured ({skew.reason})"
     words = (f"{skew.matched} collectives matched, start spread p50 {fmt_ns(skew.p50_ns)}, max {fmt_ns(skew.max_ns)}"
-             + _late_rank_text(skew))
+             + _late_rank_text(skew) + (f"; {skew.reason}" if skew.reason else ""))
     if skew.end_spread_p50_ns is not None:
         words += f"; ends within {fmt_ns(skew.end_spread_p50_ns)} (p50)" + (
             ", each rank on its own trace's clock" if skew.clock == "files" else "")

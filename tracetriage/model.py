@@ -70,7 +70,8 @@ unknown), ``warnings`` (list of str), ``tables`` (what was captured) and anythin
 else a parser knows about the capture: ``nvtx_ops`` (nsys: PyTorch operator ranges, with shapes,
 without a dtype), ``graph_captures`` / ``graph_ties`` (CUDA/HIP graph captures recorded, and which
 replays were tied to one: parsers/graph_replays.py), ``clocks_unrelated`` (rocprofv3 CSV files of different runs:
-their times cannot be laid side by side).
+their times cannot be laid side by side), ``collective_messages`` (Kineto: the message bytes and group size of
+each collective kernel that records them, keyed by pid, correlation and start: parsers/kineto.py).
 """
 
 from __future__ import annotations

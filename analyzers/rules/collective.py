@@ -21,6 +21,7 @@ from tracetriage.analyzers.capture_kind import collective_workload
 from tracetriage.analyzers.evidence import ev, severity_for
 from tracetriage.analyzers.metrics import CollectiveSkew
 from tracetriage.analyzers.nccl import SlowPath
+from tracetriage.analyzers.rules.collective_bus import bus_reading
 from tracetriage.analyzers.rules.context import Context, Rule, t, window_denominator
 from tracetriage.analyzers.topology import CrossingGroup, RingModel, TopologySummary, ring_model
 from tracetriage.wording import fmt_ns, pct, plural, short_middle
@@ -228,9 +229,14 @@ def rule_collective_dominant(ctx: Context):
     variant = workload.kind
     if isinstance(skew, CollectiveSkew) and skew.matched:
         evidence += _skew_evidence(skew)
-        if skew.late_rank and (skew.wait_share_pct or 0.0) >= t("skew_wait_share_min_pct"):
-            variant = "skew"
-            fields.update(_skew_fields(skew))
+        if (skew.wait_share_pct or 0.0) >= t("skew_wait_share_min_pct") and (skew.late_rank or skew.partial):
+            variant = "skew" if skew.late_rank else "skew_partial"
+            fields.update(_skew_fields(skew) if skew.late_rank else _partial_fields(skew))
+    bus = bus_reading(devices, skew if isinstance(skew, CollectiveSkew) else None, fields)
+    evidence += bus.evidence
+    if bus.waiting and not (variant or "").startswith("skew"):  # the kernels wait for a peer, not for the link
+        variant = "waiting"
+        fields.update(bus.fields)
     return catalog.make("collective_dominant", impact, fields, evidence, severity=severity_for(impact),
                         denominator=window_denominator(ctx), kind=ctx.kind, variant=variant)
 
@@ -326,8 +332,19 @@ def _skew_fields(skew: CollectiveSkew) -> dict:
             "before": _before_words(skew), "clock": _clock_words(skew)}
 
 
+def _partial_fields(skew: CollectiveSkew) -> dict:
+    """The fields of the "skew_partial" texts: the skew between the captured ranks, how many of how many."""
+    return {"wait_share": pct(skew.wait_share_pct), "matched": skew.matched, "skew_p50": fmt_ns(skew.p50_ns),
+            "call_p50": fmt_ns(skew.call_p50_ns), "captured": skew.ranks_captured, "world": skew.world_size,
+            "missing": skew.world_size - skew.ranks_captured, "clock": _clock_words(skew)}
+
+
 def _skew_evidence(skew: CollectiveSkew) -> list:
-    """The skew's evidence rows: spread, waiting share, the clocks, the late rank and what it did."""
+    """The skew's evidence rows: spread, waiting share, the clocks, the late rank and what it did. Of fewer ranks
+    than the job's world size (CollectiveSkew.partial), how many of how many, no late rank named, and the rest of
+    the collective time left as waiting on the ranks not captured."""
+    if skew.partial:
+        return _partial_skew_evidence(skew)
     evidence = [
         ev("skew_p50_ns", skew.p50_ns, "ns", None,
            text=f"start skew across ranks: p50 {fmt_ns(skew.p50_ns)}, max {fmt_ns(skew.max_ns)} over "
@@ -342,6 +359,23 @@ def _skew_evidence(skew: CollectiveSkew) -> list:
                                                           f"{plural(late.late_calls, 'call')} ({pct(late.waited_share_pct)} "
                                                           f"of the waiting); meanwhile {_before_words(skew)}"))
     return evidence
+
+
+def _partial_skew_evidence(skew: CollectiveSkew) -> list:
+    """The skew's rows when the ranks compared are fewer than the world: measured between them only."""
+    captured, world = skew.ranks_captured, skew.world_size
+    return [
+        ev("ranks_captured", captured, "ranks", f"the job's {world} ranks",
+           text=f"{captured} of {world} ranks captured: the late rank is not named (in a {world}-way job it is most "
+                f"likely one of the {world - captured} not captured); capture every rank over the same steps to name it"),
+        ev("skew_p50_ns", skew.p50_ns, "ns", None,
+           text=f"start skew between the {captured} captured ranks: p50 {fmt_ns(skew.p50_ns)}, max {fmt_ns(skew.max_ns)} "
+                f"over {plural(skew.matched, 'matched call')}; the calls take {fmt_ns(skew.call_p50_ns)} (p50)"),
+        ev("skew_wait_share_pct", skew.wait_share_pct, "%", "matched collective time, captured ranks",
+           text=f"captured ranks waiting for the last captured one to start: {pct(skew.wait_share_pct)} of the matched "
+                f"collectives' time; the rest of it may be waiting on the {world - captured} ranks not captured"),
+        ev("skew_clock", skew.clock, text=f"clocks: {_clock_words(skew)}"),
+    ]
 
 
 def rule_nccl_errors(ctx: Context):
@@ -399,7 +433,7 @@ RULES = [
          entries=("cross_island_collective_nccl",)),
     Rule("collective_dominant", "throughput", rule_collective_dominant, reads=("devices", "collective_skew", "kind"),
          thresholds=("collective_share_min_pct", "skew_wait_share_min_pct", "skew_wait_window_min_pct",
-                     "collective_op_named_min_pct"),
+                     "collective_op_named_min_pct", "busbw_waiting_max_pct", "busbw_min_coverage_pct"),
          entries=("collective_dominant_late_rank",),
          suppressed_by=("cross_island_collective",)),  # the cause is named; its finding carries the collective evidence
     Rule("nccl_errors", "trace", rule_nccl_errors, reads=("nccl",)),

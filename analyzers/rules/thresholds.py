@@ -1,7 +1,9 @@
 """One table of every rule's thresholds, each with its reason: name -> (value, why).
 
 Each module declares its own table beside its rules (its ``THRESHOLDS``): trace, copies, starved, tail, collective,
-healthy, falsify, abstain, serving, efficiency, precision, phases and quality (the last two live with the measurement in
+               collective_bus.THRESHOLDS, healthy.THRESHOLDS, falsify.THRESHOLDS, abstain.THRESHOLDS,
+               serving.THRESHOLDS, efficiency.THRESHOLDS, precision.THRESHOLDS, phases.THRESHOLDS, quality.THRESHOLDS,
+               waits.THRESHOLDS):
 analyzers/efficiency.py and analyzers/phases.py, which read them too). They are collected here, in that order, into
 context.THRESHOLDS, the one table :func:`~.context.t` reads; a name declared twice fails at import."""
 
@@ -11,6 +13,7 @@ from tracetriage.analyzers import phases
 from tracetriage.analyzers.rules import (
     abstain,
     collective,
+    collective_bus,
     copies,
     efficiency,
     falsify,
@@ -26,7 +29,7 @@ from tracetriage.analyzers.rules import (
 from tracetriage.analyzers.rules.context import THRESHOLDS
 
 for _table in (trace.THRESHOLDS, copies.THRESHOLDS, starved.THRESHOLDS, tail.THRESHOLDS, collective.THRESHOLDS,
-               healthy.THRESHOLDS, falsify.THRESHOLDS, abstain.THRESHOLDS,
+               collective_bus.THRESHOLDS, healthy.THRESHOLDS, falsify.THRESHOLDS, abstain.THRESHOLDS,
                serving.THRESHOLDS, efficiency.THRESHOLDS, precision.THRESHOLDS, phases.THRESHOLDS, quality.THRESHOLDS,
                waits.THRESHOLDS):
     if set(_table) & set(THRESHOLDS):
