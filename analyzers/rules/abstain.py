@@ -132,8 +132,8 @@ def _no_steps(trace: TraceMetrics, fmt: str | None, candidates: str, vendor: str
         if 0 < process.steps.count < MIN_STEPS:  # an engine's own iteration or two (steps.ENGINE_STEP): read, too few
             out.append(Abstention(analysis="steps", scope=f"pid {process.pid}",
                         reason=f"only {plural(process.steps.count, 'step')} measured ({process.steps.range_name}): the "
-                               f"window is the GPU activity's, and the step tail and whether the steps are steady "
-                               f"need at least {MIN_STEPS}",
+                               f"window covers them and the GPU work they queued, and the step tail and whether the "
+                               f"steps are steady need at least {MIN_STEPS}",
                         capture_hint=capture_cmd(fmt, "steps")))
             continue
         if process.steps.source != "none" or not process.gpu_ops:  # a process with no GPU work has no steps to find
