@@ -114,3 +114,86 @@ def test_generated_stall_without_a_step_annotation_is_still_start_up(generated):
     assert window["start_ns"] >= truth["stall"]["end_ns"]  # (the few first-time kernels after it too: set-up)
     assert stall <= window["setup_excluded_ns"] < stall + 1_000_000
     assert "at start-up" in analysis.headline
+
+
+# --- too few ProfilerStep ranges are steps, said to be too few (auditor: 'no known step range') -----------
+
+HTA = ("kineto", "hta_trace_filter_sampled_rank0.json.gz")
+PROFILER_STEP_NAME = r"^ProfilerStep#\d+$"
+
+
+def _steps_abstention(analysis):
+    return next(row for row in analysis.data["abstentions"] if row["analysis"] == "steps")
+
+
+def test_two_profiler_steps_are_read_and_said_to_be_too_few():
+    """hta_trace_filter_sampled_rank0: ProfilerStep#551 (607 ms) and #552 (623 ms). They were no steps at all
+    (2 < MIN_STEPS) and the hint asked for prof.step(), which the capture already calls."""
+    path = real(*HTA)
+    analysis = tracetriage.analyze(str(path))
+    trace = open_case([path]).traces[0]
+    ranges = trace.ranges[trace.ranges["name"].astype(str).str.match(PROFILER_STEP_NAME)]
+    assert len(ranges) == 2
+    steps = analysis.data["processes"][0]["steps"]
+    assert steps["count"] == len(ranges) and steps["source"] == "nvtx"
+    row = _steps_abstention(analysis)
+    assert row["reason"].startswith("only 2 ProfilerStep ranges measured")
+    assert "at least 3 needed (raise the schedule's active= steps)" in row["reason"]
+    assert "no known step range" not in row["reason"] and "active=" in row["capture_hint"]
+    # the window covers both steps where the GPU recorded activity
+    window = analysis.data["window"]
+    span = int(trace.gpu["start"].min()), int(trace.gpu["end"].max())
+    assert window["start_ns"] <= max(int(ranges["start"].min()), span[0])
+    assert window["end_ns"] >= min(int(ranges["end"].max()), span[1])
+
+
+def _loop(tmp_path, names: list[str], stall_ms: float = 0.0, step_range: str | None = None):
+    """Steps of 30 launches of three kernels (GPU-bound) under NVTX ranges ``names``, the first opening with a
+    handful of kernels and a ``stall_ms`` host-only stall (no CUDA call) inside it."""
+    generate = gen_step_stall
+    rank = generate.Rank(pid=3300, device=0)
+    for number, name in enumerate(names):
+        start = rank.t
+        if number == 0 and stall_ms:
+            rank.launch("prepare_kernel", 5 * generate.US)
+            rank.host(int(stall_ms * 1_000_000))
+        for k in range(30):
+            rank.launch(("gemm_kernel", "attention_kernel", "norm_kernel")[k % 3], 200 * generate.US)
+        rank.host(100 * generate.US)
+        rank.nvtx.append((start, rank.t, name))
+    path = tmp_path / "trace.sqlite"
+    generate.write_nsys(path, [rank], "profiler_steps")
+    return tracetriage.analyze(str(path), step_range=step_range), rank
+
+
+def test_generated_two_profiler_steps_keep_a_stall_inside_the_first(tmp_path):
+    """Two ProfilerStep ranges, a 300 ms host-only stall after a handful of kernels inside the first: read as 2
+    steps (too few, said so), and the stall stays in the window (it is a step's), not cut off as start-up."""
+    analysis, rank = _loop(tmp_path, ["ProfilerStep#7", "ProfilerStep#8"], stall_ms=300)
+    row = _steps_abstention(analysis)
+    assert row["reason"].startswith("only 2 ProfilerStep ranges measured (ProfilerStep#7)")
+    first_op = min(s for s, _ in rank.busy_intervals())
+    window = analysis.data["window"]
+    assert window["start_ns"] == max(rank.nvtx[0][0], first_op)
+    assert window["end_ns"] == max(rank.nvtx[-1][1], max(e for _, e in rank.busy_intervals()))
+    assert window.get("setup_excluded_ns", 0) == 0 and "start-up" not in analysis.headline
+
+
+def test_generated_three_profiler_steps_are_enough(tmp_path):
+    analysis, _ = _loop(tmp_path, [f"ProfilerStep#{n}" for n in range(3)])
+    assert not any(row["analysis"] == "steps" for row in analysis.data["abstentions"])
+
+
+def test_generated_two_ranges_the_user_names_are_too_few_steps(tmp_path):
+    """--step-range matching two ranges: 'only 2 steps measured', not 'matched no annotation range'."""
+    analysis, _ = _loop(tmp_path, ["fwd_bwd", "fwd_bwd"], step_range="^fwd_bwd$")
+    row = _steps_abstention(analysis)
+    assert row["reason"].startswith("only 2 steps measured (fwd_bwd), at least 3 needed")
+    assert "matched no annotation range" not in row["reason"]
+
+
+def test_generated_two_generic_ranges_are_still_no_steps(tmp_path):
+    """Two ranges of a generic step-like name ('iteration') name no step by themselves: no steps, as before."""
+    analysis, _ = _loop(tmp_path, ["iteration", "iteration"])
+    row = _steps_abstention(analysis)
+    assert "no known step range" in row["reason"]
