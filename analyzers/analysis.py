@@ -108,11 +108,11 @@ def _window(trace: Trace, steps: dict[int, st.Steps], finder: phases.Finder) -> 
     to last step end of the processes with steps, else found from the GPU activity — with the set-up
     excluded before it (``setup_excluded_ns`` and the host call that filled it, for a window without
     steps) and the tear-down after it."""
-    # a process's steps bound the window when there are enough of them: one or two engine iterations (steps.py
-    # ENGINE_STEP) are read as steps but do not bound the GPU work they queued, which the GPU activity does
-    bounding = [process_steps for process_steps in steps.values() if process_steps.count >= st.MIN_STEPS]
-    found, lo, hi = finder.phases(bounding if bounding else [st.Steps(s.pid, "none") for s in steps.values()])
-    with_steps = bounding
+    # a process's steps bound the window when there are enough of them: one or two annotated steps (an engine's
+    # iteration, ProfilerStep#N) do not bound the GPU work they queued, which the GPU activity does, and no set-up
+    # is cut out of them (phases.cover_steps: the window covers both)
+    found, lo, hi = finder.phases(list(steps.values()))
+    with_steps = [process_steps for process_steps in steps.values() if process_steps.count >= st.MIN_STEPS]
     if with_steps:
         source = "steps:" + "+".join(sorted({process_steps.source for process_steps in with_steps}))
         dropped = sum(process_steps.warmup_dropped for process_steps in with_steps)

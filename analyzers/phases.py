@@ -520,13 +520,35 @@ def _find_steps(finder: Finder, pids: list[int], step_range: str | None) -> dict
     return steps
 
 
+def cover_steps(lo: int, hi: int, steps, span: tuple[int, int] | None) -> tuple[int, int]:
+    """The window [lo, hi) widened to cover each annotated step too few to bound it (a process's
+    ``nvtx`` steps, fewer than :data:`steps.MIN_STEPS`: an engine's own iteration range, ProfilerStep#N,
+    a --step-range match) where it overlaps the capture's GPU ``span`` (first GPU operation to last).
+    Set-up or tear-down is never cut out of a step the capture annotates: a 463 ms blocking copy inside
+    the one measured decode step is that step's stall, not start-up. The window still reaches the GPU
+    work the steps queued past their ranges (the host leaves an iteration's range once its work is
+    queued): it is the union of both. A step's host time before the first GPU operation recorded (the
+    host ran ahead of the GPU, which was busy with work launched before the capture) is no GPU idle
+    time: the capture holds nothing there to judge."""
+    short = [process_steps for process_steps in steps
+             if process_steps.source == "nvtx" and 0 < process_steps.count < st.MIN_STEPS]
+    for process_steps in short:
+        start, end = int(process_steps.starts[0]), int(process_steps.ends[-1])
+        if span is not None:
+            start, end = max(start, span[0]), min(end, span[1])
+        if start < end:
+            lo, hi = min(lo, start), max(hi, end)
+    return lo, hi
+
+
 def _find(activity: _Activity, steps: list) -> tuple[Phases, int, int]:
     """The phases of one trace and the analysis window [lo, hi) they choose (the steady phase; the
     candidate steady phase when there is none, so that the figures exist while the verdict abstains).
-    ``steps`` are the trace's processes' steps (those with a count define the steady phase)."""
+    ``steps`` are the trace's processes' steps: those with :data:`steps.MIN_STEPS` or more define the
+    steady phase, else the GPU activity does, widened to cover any annotated step (:func:`cover_steps`)."""
     trace = activity.trace
     span_lo, span_hi = activity.span
-    with_steps = [process_steps for process_steps in steps if process_steps.count]
+    with_steps = [process_steps for process_steps in steps if process_steps.count >= st.MIN_STEPS]
     if with_steps:
         lo = int(min(process_steps.starts[0] for process_steps in with_steps))
         hi = int(max(process_steps.ends[-1] for process_steps in with_steps))
@@ -536,6 +558,7 @@ def _find(activity: _Activity, steps: list) -> tuple[Phases, int, int]:
     else:
         source, warmup = "activity", 0
         lo, hi, warmup_range = _activity_window(activity)
+    lo, hi = cover_steps(lo, hi, steps, activity.span)
     if hi <= lo:
         hi = lo + 1
     span = max(1, span_hi - span_lo)

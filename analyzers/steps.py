@@ -8,7 +8,9 @@ Where steps come from, in order of trust:
    ``execute_context_N(..)_generation_M(..)``);
    only the outermost matching ranges of a process count, and at least
    :data:`MIN_STEPS` of them are needed (one, when they are all a serving engine's own per-iteration
-   annotation, :data:`ENGINE_STEP`; fewer than :data:`MIN_STEPS` of those leave the window to the GPU activity).
+   annotation, :data:`ENGINE_STEP`, or torch.profiler's own ``ProfilerStep#N``, :data:`PROFILER_STEP`, or
+   match the user's ``--step-range``: such a range is a step by its name; fewer than :data:`MIN_STEPS` of
+   them leave the window to the GPU activity, widened to cover them, phases.cover_steps).
 2. ``sync`` — one blocking host sync per step (``cudaStreamSynchronize``,
    ``cudaDeviceSynchronize``, a synchronous copy...): a step runs from the end of one
    blocking call to the end of the next. This is the shape of a decode loop that
@@ -72,6 +74,9 @@ MIN_STEPS = 3
 # bound the analysis window (analysis.py: the host leaves an iteration's range once it has queued its work, and no
 # later step bounds that work), which stays the GPU activity's.
 ENGINE_STEP = re.compile(r"(?i)^(?:execute_(?:\d+_)?context_\d+\(.*\)_generation_\d+\(|step\[(?:EXTEND|DECODE|MIXED|IDLE)\b)")
+# torch.profiler's own step annotation (prof.step() once per step): a step by its name, however few the schedule's
+# active= steps recorded (as are the ranges --step-range names: the user said they are steps)
+PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
 MIN_ENGINE_STEPS = 1
 MIN_INFERRED_STEPS = 8
 MIN_INFERRED_COVERAGE = 0.5
@@ -111,7 +116,10 @@ def _outermost(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return keep
 
 
-def _from_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _from_ranges(ranges: pd.DataFrame, pattern: re.Pattern, asked: bool = False) -> tuple | None:
+    """The outermost ranges matching ``pattern`` (starts, ends, is_prefill, the most common name), None when
+    fewer than MIN_STEPS match — or fewer than MIN_ENGINE_STEPS when each names a step by itself (an engine's
+    iteration, ProfilerStep#N) or ``asked`` (the pattern is the user's --step-range)."""
     if ranges.empty:
         return None
     names = ranges["name"]
@@ -122,8 +130,10 @@ def _from_ranges(ranges: pd.DataFrame, pattern: re.Pattern) -> tuple[np.ndarray,
     codes = names.cat.codes.to_numpy()
     mask = (codes >= 0) & matching[np.maximum(codes, 0)]
     sel = ranges[mask & (ranges["end"].to_numpy() > ranges["start"].to_numpy())].sort_values("start", kind="stable")
-    engine = bool(len(sel)) and all(ENGINE_STEP.match(name) for name in sel["name"].astype(str).unique())
-    least = MIN_ENGINE_STEPS if engine else MIN_STEPS  # an engine's own iteration ranges: one is a step
+    names = sel["name"].astype(str).unique()
+    named = bool(len(sel)) and (all(ENGINE_STEP.match(name) for name in names)
+                                or all(PROFILER_STEP.match(name) for name in names))
+    least = MIN_ENGINE_STEPS if named or asked else MIN_STEPS  # a step by its name, or by the user's word: one is a step
     if len(sel) < least:
         return None
     s = sel["start"].to_numpy(np.int64)
@@ -197,7 +207,7 @@ def nvtx_steps(ranges: pd.DataFrame, pid: int, step_range: str | None) -> Steps 
     """The process's steps from its NVTX ranges (``nvtx``; ``none`` when ``step_range`` matches none of
     them), None when the inferred sources are to be tried."""
     pattern = re.compile(step_range) if step_range else STEP_PATTERNS
-    got = _from_ranges(ranges[ranges["pid"] == pid], pattern)
+    got = _from_ranges(ranges[ranges["pid"] == pid], pattern, asked=bool(step_range))
     if got is not None:
         s, e, pre, top = got
         return _drop_warmup(Steps(pid, "nvtx", s, e, pre, pattern=pattern.pattern, range_name=top))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracetriage.analyzers import analysis
+from tracetriage.analyzers import analysis, phases
 from tracetriage.analyzers import steps as st
 from tracetriage.analyzers.stream_phases import KernelFacts, StreamedActivity, activity_window
 from tracetriage.model import API_CATEGORIES
@@ -208,9 +208,11 @@ def find_steps(pids: list[int], ranges, step_range: str | None, facts: RuntimeFa
     return out
 
 
-def window_of(steps: dict[int, st.Steps], span_lo: int, activity) -> StreamedWindow:
+def window_of(steps: dict[int, st.Steps], span_lo: int, activity, span: tuple[int, int] | None = None) -> StreamedWindow:
     """``analysis._window`` (and ``phases._find``'s window) from the steps; ``activity``: a callable giving
-    the GPU activity's window, asked only when no process has enough steps."""
+    the GPU activity's window, asked only when no process has enough steps; ``span``: the capture's GPU span
+    (first operation to last), the part of too few annotated steps the window covers (None before the
+    kernels are read: the guess, checked after)."""
     bounding = [s for s in steps.values() if s.count >= st.MIN_STEPS]
     if bounding:
         lo = int(min(s.starts[0] for s in bounding))
@@ -219,6 +221,7 @@ def window_of(steps: dict[int, st.Steps], span_lo: int, activity) -> StreamedWin
         dropped = sum(s.warmup_dropped for s in bounding)
     else:
         (lo, hi), source, dropped = activity(), "gpu_activity", 0
+    lo, hi = phases.cover_steps(lo, hi, steps.values(), span)
     if hi <= lo:
         hi = lo + 1
     spans = {}
@@ -273,7 +276,8 @@ def final_window(pids: list[int], gpu: dict[int, tuple[int, int]], ranges, step_
                 if inside.count:
                     steps[pid] = inside
     span_lo = min(v[0] for v in gpu.values()) if gpu else 0
-    return window_of(steps, span_lo, activity)
+    span = (span_lo, max(v[1] for v in gpu.values())) if gpu else None
+    return window_of(steps, span_lo, activity, span)
 
 
 def read_step_ranges(db, strings):

@@ -786,7 +786,9 @@ def test_graph_replay_abstention_asks_for_the_capture_phase_not_record_shapes():
     cpu_ops = [e for e in events if e.get("cat") == "cpu_op"]
     assert cpu_ops and all("Input Dims" in e.get("args", {}) for e in cpu_ops)
     a = analyze(open_case([real("kineto", "tracelens_sglang_qwen3-8b_decode.json.gz")]))
-    ab = _efficiency_abstention(a)
+    # the window holds the step's 463 ms stall (tests/test_phases_steps.py): the GPU computes 2% of it, so no
+    # efficiency abstention is raised; what efficiency leaves unmeasured is still said, with the capture asked for
+    ab = next(row for row in a.data["efficiency"]["not_measured"] if row["what"] == "graph-replayed kernels not tied to ops")
     assert "capture phase was not profiled" in ab["reason"]
     assert ab["capture_hint"] == for_vendor(efficiency.GRAPH_UNTIED["no_capture"][1], "rocm")  # an MI300X capture
     assert ab["capture_hint"] != efficiency.capture_hint("kineto")

@@ -97,14 +97,14 @@ def test_benchmark_after_a_weight_copy_keeps_its_warm_up_iterations():
     assert analysis.data["devices"][0]["busy_pct"] > 85
 
 
-def test_sglang_decode_after_a_blocking_copy():
-    """tracelens SGLang decode (ROCm): a 463 ms hipMemcpyWithStream before ~10 ms of decode kernels."""
+def test_sglang_decode_blocking_copy_inside_its_step_is_not_set_up():
+    """tracelens SGLang decode (ROCm): a 463 ms hipMemcpyWithStream before ~10 ms of decode kernels, all inside
+    the capture's one step[DECODE bs=32] range. It was cut off as a start-up stall (a 10.45 ms window, "No problem
+    found"); an annotated step is never cut (tests/test_phases_steps.py): the window covers the step and the
+    replay it queued, and no set-up phase is left before it."""
     analysis = _analysis(real("kineto", "tracelens_sglang_qwen3-8b_decode.json.gz"))
-    phases = analysis.data["phases"]
-    assert 460 * MS < phases["setup"]["duration_ns"] < 466 * MS
-    assert phases["setup"]["sync_copies"]["longest_ns"] > 460 * MS
-    assert phases["repeat_pct"] > 90
-    assert 10 * MS < analysis.data["window"]["duration_ns"] < 11 * MS
+    assert not (analysis.data.get("phases") or {}).get("setup")
+    assert 470 * MS < analysis.data["window"]["duration_ns"] < 475 * MS
 
 
 @pytest.mark.parametrize("fmt, name", [

@@ -14,7 +14,7 @@ from tracetriage.analyzers.rules.serving import budgets_break_at, queue_moment, 
 from tracetriage.analyzers.rules.serving_signals import tail_unexplained
 from tracetriage.analyzers.rules.slo import slo_checks
 from tracetriage.analyzers.serving_metrics import ServingSummary
-from tracetriage.analyzers.steps import MIN_STEPS
+from tracetriage.analyzers.steps import MIN_STEPS, PROFILER_STEP
 from tracetriage.wording import fmt_ns, for_vendor, pct, plural, slo_text, us
 
 # name: (value, why)
@@ -123,6 +123,21 @@ def _no_ranges_words(fmt: str | None, vendor: str | None) -> str:
         "no NVTX step ranges", vendor)
 
 
+def _too_few_steps(process) -> Abstention:
+    """A process with one or two annotated steps (steps.py: an engine's iteration, ProfilerStep#N, a
+    --step-range match): read as steps, too few for the step tail and steadiness; the capture that records
+    more is torch.profiler's schedule for ProfilerStep ranges, the engine's or profiler's step count else."""
+    steps = process.steps
+    profiler = bool(steps.range_name and PROFILER_STEP.match(steps.range_name))
+    what = plural(steps.count, "ProfilerStep range" if profiler else "step")
+    return Abstention(analysis="steps", scope=f"pid {process.pid}",
+                      reason=f"only {what} measured ({steps.range_name}), at least {MIN_STEPS} needed"
+                             + (" (raise the schedule's active= steps)" if profiler else "")
+                             + ": the window covers them and the GPU work they queued; the step tail and whether "
+                               "the steps are steady are not measured",
+                      capture_hint=capture_text("abstention", "profiler_steps" if profiler else "few_steps"))
+
+
 def _no_steps(trace: TraceMetrics, fmt: str | None, candidates: str, vendor: str | None = None,
               language: str | None = None) -> list[Abstention]:
     """Each process with GPU work and no steps found: per-step metrics not measured (``vendor``: the
@@ -130,12 +145,8 @@ def _no_steps(trace: TraceMetrics, fmt: str | None, candidates: str, vendor: str
     out = []
     asked = trace.meta.get("step_range")
     for process in trace.processes:
-        if 0 < process.steps.count < MIN_STEPS:  # an engine's own iteration or two (steps.ENGINE_STEP): read, too few
-            out.append(Abstention(analysis="steps", scope=f"pid {process.pid}",
-                        reason=f"only {plural(process.steps.count, 'step')} measured ({process.steps.range_name}): the "
-                               f"window is the GPU activity's, and the step tail and whether the steps are steady "
-                               f"need at least {MIN_STEPS}",
-                        capture_hint=capture_cmd(fmt, "steps", language)))
+        if 0 < process.steps.count < MIN_STEPS:  # an engine's iteration, ProfilerStep#N, a --step-range: read, too few
+            out.append(_too_few_steps(process))
             continue
         if process.steps.source != "none" or not process.gpu_ops:  # a process with no GPU work has no steps to find
             continue

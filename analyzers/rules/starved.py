@@ -14,6 +14,7 @@ from tracetriage.analyzers.host_activity import is_data_loader
 from tracetriage.analyzers.metrics import DeviceMetrics, IdleByHost
 from tracetriage.analyzers.rules.context import CAUSE_WORDS, Context, Rule, best_device, process_name, t, window_denominator
 from tracetriage.analyzers.rules.hints import capture_cmd, hint_format, host_profiler_hint, is_rocm_format
+from tracetriage.analyzers.steps import MIN_STEPS
 from tracetriage.model import api_category
 from tracetriage.wording import cause_name, for_vendor, pct, plural, us
 
@@ -276,11 +277,16 @@ def _rounded(ns: float) -> str:
 
 
 def per_step_share(ctx: Context, device: DeviceMetrics, idle_ns: int) -> str:
-    """``~120 ms of each 240 ms step`` (the mean over the window's steps) when the device's process has steps,
-    else ``45.0% of the window``."""
+    """``~120 ms of each 240 ms step`` (the mean over the window's steps) when the device's process has steps that
+    bound the window, ``~463 ms of the 474 ms window, which holds only 1 measured step`` when it has too few to bound
+    it (the window then also holds the GPU work they queued: no step length is the window's share), else ``45.0% of
+    the window``."""
     process = next((process for trace in ctx.judged() if device in trace.devices
                     for process in trace.processes if process.pid == device.pid), None)
     count = process.steps.count if process is not None else 0
+    if 0 < count < MIN_STEPS:
+        return (f"~{_rounded(idle_ns)} of the {_rounded(device.window_ns)} window, which holds only "
+                f"{plural(count, 'measured step')}")
     if count:
         return f"~{_rounded(idle_ns / count)} of each {_rounded(device.window_ns / count)} step"
     return f"{pct(100.0 * idle_ns / device.window_ns)} of the window"

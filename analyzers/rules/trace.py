@@ -14,6 +14,7 @@ from tracetriage.analyzers.case_blocks import HotFrame
 from tracetriage.analyzers.evidence import ev, severity_for
 from tracetriage.analyzers.metrics import DeviceMetrics, TraceMetrics
 from tracetriage.analyzers.rules.context import Context, Rule, best_device, cause_split, median, t, window_denominator
+from tracetriage.analyzers.steps import MIN_STEPS
 from tracetriage.wording import for_vendor, nbytes, pct, plural, us
 
 # name: (value, why)
@@ -224,6 +225,13 @@ def _sync_wants(ctx: Context) -> tuple[dict, dict, dict]:
     return wants, latency, process_of
 
 
+def _few_steps_words(count: int) -> str:
+    """What per-step figures of fewer than MIN_STEPS measured steps speak for: those steps alone."""
+    if count >= MIN_STEPS:
+        return ""
+    return f": only {plural(count, 'step')} measured, the per-step figures are {'its' if count == 1 else 'theirs'} alone"
+
+
 def _sync_evidence(ctx: Context, device: DeviceMetrics, process, impact: float, per_step_idle: float,
                    after_all: int) -> list[dict]:
     """host_sync_per_step's evidence before the host code after the syncs: the syncs and copies per
@@ -249,8 +257,8 @@ def _sync_evidence(ctx: Context, device: DeviceMetrics, process, impact: float, 
                 "of the window (what the findings ranked before it left)"),
         ev("idle_after_sync_per_step", int(per_step_idle), "ns", "one step",
            text=f"about {us(per_step_idle)} of GPU idle per step caused by the sync (its wait and the launch after it)"),
-        ev("steps", steps.count, "steps", "window", text=f"{steps.count:,} steps (source: {steps.source}), "
-                                                         f"p50 {us(steps.p50_ns)}"),
+        ev("steps", steps.count, "steps", "window", text=f"{plural(steps.count, 'step')} (source: {steps.source}), "
+                                                         f"p50 {us(steps.p50_ns)}{_few_steps_words(steps.count)}"),
     ]
 
 
