@@ -73,14 +73,20 @@ def real(fmt: str, name: str) -> Path:
     return path
 
 
-def samples_generate():
-    """The scenario generator, samples/generate.py, as a module (it is a script, not a package)."""
-    sys.path.insert(0, str(ROOT / "samples"))
+def script_module(folder: str, name: str):
+    """A script of the repository's ``folder`` (samples, benchmarks: scripts, not packages) imported as a module."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT / folder))
     try:
-        import generate
+        return importlib.import_module(name)
     finally:
         sys.path.pop(0)
-    return generate
+
+
+def samples_generate():
+    """The scenario generator, samples/generate.py, as a module (it is a script, not a package)."""
+    return script_module("samples", "generate")
 
 
 def need_real(path: Path) -> None:

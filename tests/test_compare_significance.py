@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import BUNDLES, ROOT, compared
+from conftest import BUNDLES, ROOT, compared, script_module
 
 import tracetriage
 from tracetriage.analyzers.compare_steps import judged_status
@@ -215,13 +215,7 @@ def test_the_real_pairs_busy_share_is_no_verdict():
 @pytest.fixture(scope="module")
 def clocks(tmp_path_factory):
     """samples/gen_dependency.py's 10 ms waits a step, on aligned clocks and with the GPU 5 ms ahead."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "samples"))
-    try:
-        import gen_dependency
-    finally:
-        sys.path.pop(0)
+    gen_dependency = script_module("samples", "gen_dependency")
     out = tmp_path_factory.mktemp("clocks")
     gen_dependency.write_bundle(out / "aligned", "dependency:clock", 10_000)
     gen_dependency.write_bundle(out / "offset", "dependency:clock", 10_000, gpu_offset_us=5_000)

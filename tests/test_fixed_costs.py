@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import script_module
 
 from tracetriage.analyzers.trend import pelt_l2
 
@@ -46,13 +47,8 @@ def archive(tmp_path_factory):
     """bench_trend's archive of 60 cases: its tables, and good.json / bad.json, the saved analyses of the
     graph_decode and eager_decode bundles as ``analyze -f json`` writes them (the goldens lack tool_version,
     so compare refuses them before comparing anything)."""
-    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
-    try:
-        import bench_trend
-    finally:
-        sys.path.pop(0)
     folder = tmp_path_factory.mktemp("fixed") / "archive"
-    bench_trend.write_archive(folder, 60)
+    script_module("benchmarks", "bench_trend").write_archive(folder, 60)
     return folder
 
 

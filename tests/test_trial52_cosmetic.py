@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 
 import numpy as np
 import pytest
-from conftest import BUNDLES, ROOT, chromium_page, compare_contract, run_cli
+from conftest import BUNDLES, chromium_page, compare_contract, run_cli, script_module
 from test_trial52 import stepless_analysis
 
 from tracetriage import errors
@@ -116,13 +115,8 @@ def test_a_p99_of_enough_steps_on_one_capture_twice_stays_unchanged():
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory):
     """benchmarks/bench_trend.py's archive of 60 cases (three workloads, level shifts and outliers)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import bench_trend
-    finally:
-        sys.path.pop(0)
     folder = tmp_path_factory.mktemp("cosmetic") / "archive"
-    bench_trend.write_archive(folder, 60)
+    script_module("benchmarks", "bench_trend").write_archive(folder, 60)
     return folder
 
 
