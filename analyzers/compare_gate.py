@@ -101,14 +101,15 @@ def gate_text(result: dict | GateReading) -> str:
 
 
 def _passed_words(reading: GateReading) -> str:
-    """What a passed gate checked: the budgets and findings, and the --slo budgets only where some were given
-    (``no --slo budget broken``, with those a side could not measure)."""
+    """What a passed gate checked: the budgets and findings, and the --slo budgets only where some were given:
+    none newly broken (met before and broken after, the one break the gate fails on; a budget broken on both
+    sides is no regression, and "no budget broken" would be false), with those a side could not measure."""
     if not (reading.slo_given or reading.slo_not_measured):
         return "no budget regressed and no finding worse"
     given = len(reading.slo_given) or len(reading.slo_not_measured)
     unmeasured = len(reading.slo_not_measured)
     checked = (f" ({unmeasured} of {given} not measured: {'; '.join(reading.slo_not_measured)})" if unmeasured else "")
-    return f"no budget regressed, no finding worse and no --slo budget broken{checked}"
+    return f"no budget regressed, no finding worse and no --slo budget newly broken (met before, broken after){checked}"
 
 
 def _long_step_reasons(reading: GateReading) -> list[str]:

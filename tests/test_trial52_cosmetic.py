@@ -34,11 +34,13 @@ def test_the_gate_pass_line_names_slo_only_when_budgets_were_given():
     assert data["slo_broken"] == [] and data["slo_not_measured"] == []  # the contract alone cannot tell
     given = run_cli("compare", "--gate", "--slo", budgets, serving, serving)
     assert given.returncode == errors.EXIT_OK, given.stderr
-    assert "gate: passed: unchanged, no budget regressed, no finding worse and no --slo budget broken" in given.stderr
+    assert ("gate: passed: unchanged, no budget regressed, no finding worse and no --slo budget newly broken "
+            "(met before, broken after)") in given.stderr
 
     unmeasured = run_cli("compare", "--gate", "--slo", "tpot_p99_ms=50", before, after)  # no serving artifacts
     assert unmeasured.returncode == errors.EXIT_OK, unmeasured.stderr
-    assert "no --slo budget broken (1 of 1 not measured: tpot_p99_ms=50" in unmeasured.stderr, unmeasured.stderr
+    assert ("no --slo budget newly broken (met before, broken after) (1 of 1 not measured: tpot_p99_ms=50"
+            in unmeasured.stderr), unmeasured.stderr
 
 
 # -- 2. one figure for the long steps' time: above the before p50, as the long-step test

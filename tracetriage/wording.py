@@ -66,7 +66,7 @@ def with_unit(number: str, unit: str) -> str:
     "1 call/step", "2 calls/step"."""
     head, slash, rest = unit.partition("/")
     if number == "1" and slash and head.endswith("s"):
-        head = head[:-1]
+        head = head[:-3] + "y" if head.endswith("ies") else head[:-1]  # "1 copy/step", not "1 copie/step"
     return f"{number} {head}{slash}{rest}"
 
 

@@ -1,0 +1,25 @@
+"""New-user trial of main at 08b3675: a passed gate that said "no --slo budget broken" of a budget broken on
+both sides, and "1 copie/step"."""
+
+from conftest import BUNDLES, run_cli
+
+from tracetriage import errors
+from tracetriage.wording import with_unit
+
+
+def test_a_budget_broken_on_both_sides_is_not_said_to_hold():
+    proc = run_cli("compare", BUNDLES / "serving_prefix_unshared", BUNDLES / "serving_prefix_cache_miss",
+                   "--slo", "ttft_p99_ms=100", "--gate")
+    assert proc.returncode == errors.EXIT_OK, proc.stderr  # broken before and after: no regression
+    data = __import__("json").loads(run_cli("compare", BUNDLES / "serving_prefix_unshared",
+                                            BUNDLES / "serving_prefix_cache_miss", "-f", "json").stdout)
+    ttft = next(row for row in data["metrics"] if row["name"] == "ttft_p99_ms")
+    assert ttft["before"] > 100 and ttft["after"] > 100  # the truth of the pair: broken on both sides
+    assert "no --slo budget broken" not in proc.stderr
+    assert "no --slo budget newly broken (met before, broken after)" in proc.stderr
+
+
+def test_one_of_a_plural_unit_in_ies():
+    assert with_unit("1", "copies/step") == "1 copy/step"
+    assert with_unit("2", "copies/step") == "2 copies/step"
+    assert with_unit("1", "calls/step") == "1 call/step"
