@@ -23,3 +23,15 @@ def test_one_of_a_plural_unit_in_ies():
     assert with_unit("1", "copies/step") == "1 copy/step"
     assert with_unit("2", "copies/step") == "2 copies/step"
     assert with_unit("1", "calls/step") == "1 call/step"
+
+
+def test_analyze_says_up_front_that_the_step_range_matched_nothing():
+    """`analyze eager_decode --step-range step` changed the window (steps:sync -> gpu_activity) and the verdict
+    with the reason only under NOT MEASURED: a note on stderr says it beside the report."""
+    proc = run_cli("analyze", BUNDLES / "eager_decode", "--step-range", "step")
+    assert proc.returncode == errors.EXIT_OK
+    assert "tracetriage: note: --step-range 'step' matched no annotation range of pid 4101" in proc.stderr
+    plain = run_cli("analyze", BUNDLES / "eager_decode")
+    assert "note: --step-range" not in plain.stderr
+    matched = run_cli("analyze", BUNDLES / "eager_decode_nvtx", "--step-range", "^decode_step$")
+    assert "note: --step-range" not in matched.stderr

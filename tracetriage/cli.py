@@ -114,11 +114,25 @@ def cmd_analyze(args) -> int:
             progress.close()
     if fmt != "perfetto":
         emit(args, text, analysis.headline)
+    _unmatched_step_range_note(analysis, options.step_range)
     matched = fail_on_matches(analysis.findings, args.fail_on)
     if matched:
         fail_on_note(args.fail_on, matched)
         return EXIT_FAIL_ON
     return EXIT_OK
+
+
+def _unmatched_step_range_note(analysis, step_range: str | None) -> None:
+    """A note on stderr, beside the report, where --step-range named no range of a process: the window and
+    the verdict then change without steps (the report says so only under NOT MEASURED)."""
+    from tracetriage.analyzers.findings import UNMATCHED_STEP_RANGE
+
+    scopes = [row.get("scope") for row in analysis.data.get("abstentions") or []
+              if UNMATCHED_STEP_RANGE in str(row.get("reason") or "")]
+    if step_range and scopes:
+        print(f"tracetriage: note: --step-range {step_range!r} matched no annotation range of "
+              f"{', '.join(map(str, scopes[:4]))}{' ...' if len(scopes) > 4 else ''}: the window is the GPU "
+              "activity's and per-step metrics are not measured", file=sys.stderr)
 
 
 def cmd_batch(args) -> int:
