@@ -149,8 +149,9 @@ class WorkRate:
 
 
 def is_stepless(side: Side) -> bool:
-    """A side with devices and no steps on any of its ranks (window from GPU activity)."""
-    return bool(side.devices) and not any(rank.step_count for rank in side.ranks)
+    """A side with devices whose window is its GPU activity, not its steps: no steps on any rank, or too few
+    for the window to be theirs (one or two engine iterations or ProfilerStep ranges: steps.MIN_STEPS)."""
+    return bool(side.devices) and not str(side.record.window.source or "").startswith("steps")
 
 
 def work_rate(before: Side, after: Side, threshold_pct: float) -> WorkRate:

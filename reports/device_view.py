@@ -63,11 +63,9 @@ class HostIdleView:
 
 
 def _claims(device: Device) -> list[tuple[str, float]]:
-    """The findings' claims on a device's window (% of it), largest first, at the precision of a finding's
-    impact_pct (2 decimals): a one-device finding prints the same figure here as beside its impact (8.851
-    printed 8.9 here and 8.8 as the impact 8.85)."""
+    """The findings' claims on a device's window (% of it), largest first."""
     claims = device.accounting.claims_pct if device.accounting else {}
-    return sorted(((name, round(value, 2)) for name, value in claims.items()), key=lambda x: -x[1])
+    return sorted(claims.items(), key=lambda x: -x[1])
 
 
 def _copy_kinds(device: Device) -> str:

@@ -122,23 +122,3 @@ def test_real_connect_refusals_at_init_and_an_ib_error_after_init():
     assert "never came up" in at_init["impact_denominator"]
     later = _nccl_errors(real("nccl", "nccl_2.27.5_2node_roce_coll_tuning_lines_then_warn_ib_vendor_err_81.txt"))
     assert later["impact_denominator"] == "run (a failed collective stops every step)"
-
-
-def test_a_one_device_finding_prints_one_figure_for_its_impact_and_its_claim():
-    """ResNet-50 num_workers=0 (PyTorch 1.8): launch_bound's claim 8.851% read 8.9% on the WINDOW line and its
-    impact 8.85 read 8.8% beside it. Every bundle and that capture: one device, one figure."""
-    from conftest import BUNDLES
-
-    paths = [*sorted(BUNDLES.iterdir()), real("kineto", "kineto_tb_plugin_resnet50_num_workers_0_pt1.8.json.gz")]
-    checked = 0
-    for path in paths:
-        out = run_cli("analyze", path).stdout
-        windows = [line for line in out.splitlines() if line.startswith("WINDOW ")]
-        if len(windows) != 1:
-            continue
-        claims = dict(re.findall(r"([a-z_]+) ([\d.]+)%", windows[0].split(";")[0]))
-        for finding_id, impact in re.findall(r"\] \w+ ([a-z_]+) \(\w+\) — impact ([\d.]+)% of window\n", out):
-            if finding_id in claims:  # a finding that claims no slice (healthy, a serving one) has no claim to print
-                assert claims[finding_id] == impact, (path.name, finding_id, claims, impact)
-                checked += 1
-    assert checked >= 20

@@ -35,3 +35,19 @@ def test_analyze_says_up_front_that_the_step_range_matched_nothing():
     assert "note: --step-range" not in plain.stderr
     matched = run_cli("analyze", BUNDLES / "eager_decode_nvtx", "--step-range", "^decode_step$")
     assert "note: --step-range" not in matched.stderr
+
+
+def test_a_tpot_fit_past_the_budget_does_not_fire_where_the_measured_tpot_is_within_it():
+    """serving_prefix_unshared with --slo tpot_p99_ms=50: the engine-stats fit predicted 77.5 ms at the largest
+    batch (5.2x the measured TPOT) and told the user --max-num-seqs 1, giving up 96% of the throughput, while
+    the client measured a TPOT p99 of 16 ms. The bundle meant to fire it still does (its TPOT is over budget)."""
+    import json
+
+    proc = run_cli("analyze", BUNDLES / "serving_prefix_unshared", "--slo", "tpot_p99_ms=50", "-f", "json")
+    data = json.loads(proc.stdout)
+    check = next(row for row in data["serving"]["slo_checks"] if row["budget"] == "tpot_p99_ms")
+    assert check["status"] == "met" and check["measured_ms"] < 50  # the truth: the budget holds
+    assert "batch_past_knee" not in [row["id"] for row in data["findings"]]
+    knee = json.loads(run_cli("analyze", BUNDLES / "serving_batch_past_knee", "--slo", "tpot_p95_ms=20", "-f",
+                              "json").stdout)
+    assert knee["findings"][0]["id"] == "batch_past_knee"
