@@ -71,12 +71,12 @@ def _calls(work: Path, granted: Path, outside: Path) -> dict:
         "missing_input": ("analyze", {"paths": [str(work / "nope")]}),
         "batch_nomatch": ("batch", {"inputs": [str(work / "captures" / "nomatch*")], "outdir": str(work / "out-nomatch")}),
         # batch's reports: the CLI's values (which cases get a report.html), the boolean as before (item 6)
-        "batch_none": ("batch", {"inputs": [str(BUNDLES / "eager_decode"), str(BUNDLES / "healthy")],
+        "batch_none": ("batch", {"inputs": [str(BUNDLES / "eager_decode"), str(BUNDLES / "graph_decode")],
                                  "outdir": str(work / "batch-none"), "reports": "none"}),
-        "batch_listed": ("batch", {"inputs": [str(BUNDLES / "healthy")], "outdir": str(work / "batch-listed"),
+        "batch_listed": ("batch", {"inputs": [str(BUNDLES / "graph_decode")], "outdir": str(work / "batch-listed"),
                                    "reports": True}),
-        "batch_plain": ("batch", {"inputs": [str(BUNDLES / "healthy")], "outdir": str(work / "batch-plain")}),
-        "batch_bad_reports": ("batch", {"inputs": [str(BUNDLES / "healthy")], "outdir": str(work / "batch-bad"),
+        "batch_plain": ("batch", {"inputs": [str(BUNDLES / "graph_decode")], "outdir": str(work / "batch-plain")}),
+        "batch_bad_reports": ("batch", {"inputs": [str(BUNDLES / "graph_decode")], "outdir": str(work / "batch-bad"),
                                         "reports": "some"}),
     }
 

@@ -60,8 +60,11 @@ def test_enforce_eager_in_config_reaches_the_launch_bound_finding(tmp_path):
 
 
 def test_healthy_gets_queue_evidence(tmp_path):
-    b = tmp_path / "healthy"
-    shutil.copytree(BUNDLES / "healthy", b)
+    """A healthy GPU trace (healthy needs a measured efficiency: gen_efficiency's gemm_fast, not the healthy bundle,
+    whose graph replays hide their kernels) with a vLLM log of a standing queue: the queue is in its evidence."""
+    from conftest import script_module
+
+    (b,) = script_module("samples", "gen_efficiency").write(tmp_path / "eff", only=["gemm_fast"])
     shutil.copyfile(real("serving", "vllm_log_v1_pr21809_stats_queueing.log"), b / "vllm.log")
     a = analyze(open_case([b]))
     h = a.findings[0]

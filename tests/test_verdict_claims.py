@@ -25,7 +25,7 @@ def test_healthy_number_is_the_accounting_compute_on_the_real_torchrun_capture()
     capture whose GPU computes most of the window (HTA's V100 rank, once the example, is fp32_math now)."""
     need_real(TORCHRUN)
     text = analyze_cli(TORCHRUN, fmt="text")
-    shown = [float(x) for x in re.findall(r"\(compute ([\d.]+)%", text)]
+    shown = [float(x) for x in re.findall(r"of the window in all: compute ([\d.]+)%", text)]
     d = analyze_cli(TORCHRUN)
     per_dev = [device["accounting"]["slices_pct"]["compute"] + device["accounting"]["slices_pct"].get("collective", 0.0)
                for device in d["devices"]]
@@ -34,7 +34,7 @@ def test_healthy_number_is_the_accounting_compute_on_the_real_torchrun_capture()
     need_real(busy)
     text = analyze_cli(busy, fmt="text")
     head = float(re.search(r"computing at least ([\d.]+)%", text).group(1))
-    shown = [float(x) for x in re.findall(r"\(compute ([\d.]+)%", text)]
+    shown = [float(x) for x in re.findall(r"of the window in all: compute ([\d.]+)%", text)]
     assert shown and min(shown) == head, (head, shown)
 
 
