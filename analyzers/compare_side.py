@@ -24,7 +24,7 @@ import numpy as np
 from tracetriage import records
 from tracetriage.analyzers.accounting import matching
 from tracetriage.analyzers.catalog import CATALOG
-from tracetriage.analyzers.findings import UNMATCHED_STEP_RANGE
+from tracetriage.analyzers.findings import unmatched_step_range
 from tracetriage.analyzers.metrics import LONG_STEP_FACTOR  # the long steps prefill_stall counts
 from tracetriage.analyzers.timeline import CAUSES  # the host's causes, then the GPU's dependency waits
 from tracetriage.contract import load
@@ -224,8 +224,7 @@ class Side:
         # their 0 there is no figure, and a change against it no change
         self.dependency_measured = "dependency_wait" not in self.abstained
         # the processes --step-range named no range of (their steps not measured as asked), with the abstention's words
-        self.unmatched_step_range = tuple((row.scope, row.reason) for row in self.record.abstentions
-                                          if row.analysis == "steps" and UNMATCHED_STEP_RANGE in (row.reason or ""))
+        self.unmatched_step_range = tuple(unmatched_step_range(self.record.abstentions))
 
     def _ranks(self) -> list[Rank]:
         """The processes that drove a device, each with its devices and steps, in matching order."""

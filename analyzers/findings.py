@@ -72,7 +72,18 @@ class Finding:
 
 
 UNMATCHED_STEP_RANGE = "matched no annotation range of this process"  # the steps abstention's words where
-# --step-range named no range of a process (rules/abstain.py writes them, compare_side.Side reads them back)
+# --step-range named no range of a process (rules/abstain.py writes them, unmatched_step_range reads them back)
+
+
+def unmatched_step_range(rows) -> list[tuple[str, str]]:
+    """(scope, reason) of each abstention where --step-range named no range of a process; ``rows``: abstentions
+    as the contract's dicts (a saved analysis) or as records (compare's sides)."""
+    out = []
+    for row in rows or ():
+        get = row.get if isinstance(row, dict) else lambda key, row=row: getattr(row, key, None)
+        if get("analysis") == "steps" and UNMATCHED_STEP_RANGE in str(get("reason") or ""):
+            out.append((str(get("scope")), str(get("reason"))))
+    return out
 
 
 @dataclass(frozen=True, slots=True)

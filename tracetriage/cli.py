@@ -125,13 +125,12 @@ def cmd_analyze(args) -> int:
 def _unmatched_step_range_note(analysis, step_range: str | None) -> None:
     """A note on stderr, beside the report, where --step-range named no range of a process: the window and
     the verdict then change without steps (the report says so only under NOT MEASURED)."""
-    from tracetriage.analyzers.findings import UNMATCHED_STEP_RANGE
+    from tracetriage.analyzers.findings import unmatched_step_range
 
-    scopes = [row.get("scope") for row in analysis.data.get("abstentions") or []
-              if UNMATCHED_STEP_RANGE in str(row.get("reason") or "")]
+    scopes = [scope for scope, _ in unmatched_step_range(analysis.data.get("abstentions"))]
     if step_range and scopes:
         print(f"tracetriage: note: --step-range {step_range!r} matched no annotation range of "
-              f"{', '.join(map(str, scopes[:4]))}{' ...' if len(scopes) > 4 else ''}: the window is the GPU "
+              f"{', '.join(scopes[:4])}{' ...' if len(scopes) > 4 else ''}: the window is the GPU "
               "activity's and per-step metrics are not measured", file=sys.stderr)
 
 

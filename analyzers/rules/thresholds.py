@@ -1,11 +1,10 @@
 """One table of every rule's thresholds, each with its reason: name -> (value, why).
 
 Each module declares its own table beside its rules (its ``THRESHOLDS``): trace, copies, starved, tail, collective,
-               collective_bus.THRESHOLDS, healthy.THRESHOLDS, falsify.THRESHOLDS, abstain.THRESHOLDS,
-               serving.THRESHOLDS, efficiency.THRESHOLDS, precision.THRESHOLDS, phases.THRESHOLDS, quality.THRESHOLDS,
-               waits.THRESHOLDS):
-analyzers/efficiency.py and analyzers/phases.py, which read them too). They are collected here, in that order, into
-context.THRESHOLDS, the one table :func:`~.context.t` reads; a name declared twice fails at import."""
+collective_bus, healthy, falsify, abstain, serving, efficiency, precision, phases, quality and waits (efficiency and
+phases live with the measurement in analyzers/efficiency.py and analyzers/phases.py, which read them too). They are
+collected here, in that order, into context.THRESHOLDS, the one table :func:`~.context.t` reads; a name declared
+twice fails at import."""
 
 from __future__ import annotations
 
