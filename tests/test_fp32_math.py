@@ -103,3 +103,26 @@ def test_real_v100_fp32_training_is_not_healthy():
     assert lower >= 25 and lower - 2 <= value <= upper + 2
     assert next(row["value"] for row in found["evidence"] if row["name"] == "tensor_matrix_pct") == 0.0
     assert "float16" in found["fix"] and "bf16, or fp8" not in found["fix"] and found["severity"] == "high"
+
+
+def test_math_precision_read_in_slices_equals_the_whole_table(tmp_path, monkeypatch):
+    """math_precision.measure reads the table a slice of rows at a time (10M kernels: no temporary over a whole
+    column); with slices of 7 rows its sums are those computed here from the raw table, row by row."""
+    from tracetriage.analyzers import math_precision
+
+    path, _ = _training(tmp_path, A100, (FP32_KERNELS[0], TENSOR_KERNELS[0]))
+    trace = open_case([path]).traces[0]
+    gpu = trace.gpu
+    lo = int(gpu["start"].quantile(0.2))
+    hi = int(gpu["start"].quantile(0.9))
+    want = {"fp32": 0, "tensor": 0, "all": 0}
+    for kind, name, start, end in zip(gpu["kind"], gpu["name"], gpu["start"], gpu["end"]):
+        if kind == "kernel" and lo <= start < hi:
+            want["all"] += int(end - start)
+            precision = math_precision.matrix_precision(str(name))
+            if precision:
+                want[precision] += int(end - start)
+    monkeypatch.setattr(math_precision, "SLICE", 7)
+    got = math_precision.measure(trace, lo, hi)
+    assert (got.fp32_ns[0], got.tensor_ns[0], got.kernel_ns[0]) == (want["fp32"], want["tensor"], want["all"])
+    assert want["fp32"] and want["tensor"] and got.top_fp32[0][0] == FP32_KERNELS[0]
