@@ -46,11 +46,12 @@ import pandas as pd
 from tracetriage.analyzers import opwork
 from tracetriage.analyzers.capture_kind import is_native_trace, trace_vendor
 from tracetriage.analyzers.efficiency_rows import ClassRow, DecodeFloor, Judgement, NotMeasured, Rates, Roofline, TopOp
+from tracetriage.analyzers.graph_window import KEY_SHIFT, graph_rows
 from tracetriage.analyzers.metrics import Efficiency, TraceMetrics
 from tracetriage.analyzers.op_kernels import KernelTime, OpWork, kernel_time, op_steps, op_works, replayed_ops
 from tracetriage.analyzers.peaks import device_peaks, roofline
 from tracetriage.analyzers.serving_work import canonical_name
-from tracetriage.model import Trace, is_kind
+from tracetriage.model import Trace
 from tracetriage.wording import for_vendor, plural
 
 # name: (value, why) — merged into the rules' THRESHOLDS table
@@ -158,49 +159,40 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
     gpu = trace.gpu
     if not len(gpu) or not gpu["in_graph"].any():
         return []
-    start, end = gpu["start"].to_numpy(), gpu["end"].to_numpy()
-    graph = np.flatnonzero(gpu["in_graph"].to_numpy(bool))  # row numbers, not column-sized temporaries
-    graph = graph[((at := start[graph]) >= lo) & (at < hi)]
-    del at
+    ties = trace.meta.get("graph_ties")
+    found = graph_rows(trace, lo, hi, tied_rows, keep_rows=bool(ties))
     out = []
-    whole = graph[is_kind(gpu, "graph")[graph]]
-    if whole.size:
+    if found.whole:
         out.append(NotMeasured(
-            what="graph replays without kernels", time_ns=int((end[whole] - start[whole]).sum()), has_share=True,
+            what="graph replays without kernels", time_ns=found.whole_ns, has_share=True,
             share_pct=None,
-            reason=f"{plural(whole.size, 'graph replay')} traced as one interval each (nsys --cuda-graph-trace=graph, "
+            reason=f"{plural(found.whole, 'graph replay')} traced as one interval each (nsys --cuda-graph-trace=graph, "
                    "the default): their kernels, and so the operators behind them, are not recorded",
             capture_hint="nsys profile --cuda-graph-trace=node records each replayed kernel (its class and time); the "
                          "operators' shapes need their kernels launched outside a graph: profile one step eagerly (CUDA "
                          "graphs off, e.g. vLLM --enforce-eager) with --pytorch=autograd-shapes-nvtx"))
-    rows = graph[is_kind(gpu, "kernel")[graph]]
-    if not rows.size:
+    if not found.kernels or not found.untied:
         return out
-    untied = rows[~np.isin(rows, tied_rows)] if tied_rows.size else rows
-    all_ns = float((end[rows] - start[rows]).sum())
-    untied_ns = float((end[untied] - start[untied]).sum()) if untied is not rows else all_ns
-    if not untied.size:
-        return out
-    ties = trace.meta.get("graph_ties")
-    key = gpu["pid"].to_numpy(np.int64)[untied] * (1 << 32) + gpu["correlation"].to_numpy(np.int64)[untied]
-    heads = np.r_[True, key[1:] != key[:-1]]  # a replay's kernels come in a run (one launch's correlation): its head
-    replay_count = int(np.unique(key[heads]).size)
+    all_ns, untied_ns = float(found.kernel_ns), float(found.untied_ns)
     if not ties:
         out.append(NotMeasured(
             what="graph-replayed kernels not tied to ops", time_ns=int(untied_ns), has_share=True, share_pct=None,
-            reason=f"{plural(replay_count, 'replay')}, {100.0 * untied_ns / all_ns:.0f}% of the replayed kernel time in "
+            reason=f"{plural(found.replays, 'replay')}, {100.0 * untied_ns / all_ns:.0f}% of the replayed kernel time in "
                    f"the window: this {trace.format} export does not tie a replayed kernel to the launch call that "
                    "captured it",
             capture_hint=for_vendor("profile the same run with the PyTorch profiler (record_shapes=True) over the "
                                     "CUDA-graph capture and the replays, or one step eagerly (vLLM --enforce-eager)",
                                     trace_vendor(trace))))
         return out
+    untied = found.untied_rows
+    start, end = gpu["start"].to_numpy(), gpu["end"].to_numpy()
+    key = gpu["pid"].to_numpy(np.int64)[untied] * KEY_SHIFT + gpu["correlation"].to_numpy(np.int64)[untied]
     tied = len(ties.get("tied", []))
     done = (f"; {tied:,} of {ties['replays']:,} replays tied to their capture in "
             f"{', '.join(Path(source).name for source in ties['sources'])}" if tied else "")
     groups = [(reason, pairs) for reason, pairs in ties.get("untied", {}).items()] + [("no_formula", ties.get("tied", []))]
     for reason, pairs in groups:
-        pair_keys = np.array([pid * (1 << 32) + correlation for pid, correlation in pairs], dtype=np.int64)
+        pair_keys = np.array([pid * KEY_SHIFT + correlation for pid, correlation in pairs], dtype=np.int64)
         selected = np.isin(key, pair_keys)
         if not selected.any():
             continue
