@@ -401,6 +401,7 @@ class Efficiency:
     unmeasured_ns: dict[str, float] = field(default_factory=dict)
     kernel_ns: float = 0
     wasted_ns: dict = field(default_factory=dict)
+    conv_ns: float = 0  # of kernel_ns, convolution kernels' (op_kernels.is_convolution: in the gemm class)
 
 
 @dataclass(frozen=True, slots=True)
