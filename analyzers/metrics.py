@@ -457,3 +457,4 @@ class TraceMetrics:
     odd: list[Abstention] = field(default_factory=list)
     clock_offsets: tuple[ClockCheck, ...] = ()  # processes whose host and GPU clocks are offset (queued.clock_check)
     precision: MathPrecision = field(default_factory=MathPrecision)  # math_precision.measure
+    waits: tuple = ()  # per device, what the trace holds of its dependency waits (wait_sources.measure)
