@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tracetriage.analyzers import opwork
+from tracetriage.analyzers import op_kernels, opwork
 from tracetriage.analyzers.capture_kind import is_native_trace, trace_vendor
 from tracetriage.analyzers.efficiency_rows import ClassRow, DecodeFloor, Judgement, NotMeasured, Rates, Roofline, TopOp
 from tracetriage.analyzers.graph_window import KEY_SHIFT, graph_rows
@@ -73,7 +73,12 @@ THRESHOLDS = {
 }
 
 DECODE_MAX_TOKENS = THRESHOLDS["decode_max_tokens"][0]
-CLASS_WORDS = {"gemm": "GEMMs", "attention": "attention", "memory_bound": "memory-bound kernels"}
+CLASS_WORDS = op_kernels.CLASS_WORDS
+
+
+def class_words(eff: Efficiency | None, kind: str) -> str:
+    """A class of ``eff`` in words ('GEMMs and convolutions' where convolution kernels ran: op_kernels.class_words)."""
+    return op_kernels.class_words(kind, eff.conv_ns if eff else 0.0)
 DTYPE_WORDS = {"bf16": "BF16", "fp16": "FP16", "fp32": "FP32", "tf32": "TF32", "fp8": "FP8", "fp4": "FP4", "int8": "INT8",
                "fp64": "FP64"}
 
@@ -370,7 +375,7 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> Efficiency:
         not_measured.insert(0, _no_shapes_row(trace, kernels.kernel_ns))
     return Efficiency(device=device, device_name=str(row["name"]), classes=classes, top_ops=top_ops,
                       decode_floor=decode_floor, not_measured=not_measured, dominant=dominant, unmeasured_ns=unmeasured,
-                      kernel_ns=kernels.kernel_ns, wasted_ns=wasted_ns)
+                      kernel_ns=kernels.kernel_ns, wasted_ns=wasted_ns, conv_ns=kernels.conv_ns)
 
 
 def _decode_floor(not_measured: list[NotMeasured], entry: dict | None, work: OpWork, calls: _OpCalls, measured: dict[str, float],
@@ -500,9 +505,9 @@ def judgement(eff: Efficiency | None) -> Judgement | None:
                          text=f"decode steps at {floor.pct_of_floor:.0f}% of the bandwidth floor")
     if row is None or row.roofline.pct_of_roofline is None or share < _threshold("roofline_min_measured_share"):
         return Judgement(kind=dominant, entry=row, measured=False, below=False, side=None, decode=None,
-                         text=f"{CLASS_WORDS[dominant]} efficiency not measured")
+                         text=f"{class_words(eff, dominant)} efficiency not measured")
     return Judgement(kind=dominant, entry=row, measured=True, side=row.roofline.bound, decode=None,
-                     below=row.roofline.pct_of_roofline < _threshold("roofline_min_pct"), text=roofline_words(row))
+                     below=row.roofline.pct_of_roofline < _threshold("roofline_min_pct"), text=roofline_words(row, eff))
 
 
 def peak_words(roof: Roofline) -> str:
@@ -517,9 +522,9 @@ def peak_words(roof: Roofline) -> str:
     return words
 
 
-def roofline_words(row: ClassRow) -> str:
+def roofline_words(row: ClassRow, eff: Efficiency | None = None) -> str:
     """A class row's % of roofline in words, against the peak (named) or the bandwidth that bounds it."""
-    what = CLASS_WORDS[row.name]
+    what = class_words(eff, row.name)
     if row.roofline.bound == "compute":
         return f"{what} at {row.roofline.pct_of_roofline:.0f}% of {peak_words(row.roofline)}"
     return f"{what} at {row.roofline.pct_of_roofline:.0f}% of the datasheet memory-bandwidth roofline"
@@ -536,7 +541,7 @@ def healthy_words(per_trace: list[TraceMetrics]) -> str:
             gemm = next((row for row in eff.classes if row.name == "gemm" and row.roofline.pct_of_roofline is not None), None)
             if judged.kind != "gemm" and gemm and \
                     (gemm.measured_share_pct or 0) >= 100 * _threshold("roofline_min_measured_share"):
-                words.append(roofline_words(gemm))
+                words.append(roofline_words(gemm, eff))
             return "; " + ", ".join(words)
     why = "no operator shapes"
     if any(_untyped_dominant(eff) for eff in efficiencies):
