@@ -133,11 +133,7 @@ def _parse_line(log: NcclLog, line: str, last_warn):
         log.library, log.version = v.group(1), v.group(2)
     m = _LINE.search(line)
     if not m:
-        if (last_warn is not None and line and "NCCL" not in line and len(line) < 200
-                and not line.startswith(("[", "Traceback", "  File"))):
-            last_warn["message"] += " " + line.strip()  # a hard-wrapped WARN continues here
-            return None
-        _parse_test_line(log, line)
+        _parse_other_line(log, line, last_warn)
         return None
     log.parsed_lines += 1
     host, pid, dev, level, msg = m.group("host"), int(m.group("pid")), int(m.group("dev")), m.group("level"), m.group("msg")
@@ -194,6 +190,15 @@ def _parse_line(log: NcclLog, line: str, last_warn):
                           "datatype": int(co.group(4)), "comm": co.group(7), "nranks": int(co.group(8)),
                           "host": host, "pid": pid})
     return None
+
+
+def _parse_other_line(log: NcclLog, line: str, last_warn) -> None:
+    """A line without the NCCL prefix: the continuation of a hard-wrapped WARN, else nccl-tests output."""
+    if (last_warn is not None and line and "NCCL" not in line and len(line) < 200
+            and not line.startswith(("[", "Traceback", "  File"))):
+        last_warn["message"] += " " + line.strip()  # a hard-wrapped WARN continues here
+        return
+    _parse_test_line(log, line)
 
 
 def _parse_net_line(log: NcclLog, msg: str, host: str, pid: int, tid: int) -> bool:

@@ -62,7 +62,22 @@ def nccl_net_log(nodes: int = 2, gpus: int = 2, net: str = "Socket", env: dict |
         out.append(_line(host, pid, pid + 500, dev, f"comm 0x7f00{rank:04x}0 rank {rank} nRanks {n} nNodes {nodes} "
                                                     f"localRanks {gpus} localRank {dev} MNNVL 0"))
     out.append(_line(*ranks[0][:2], ranks[0][1] + 500, 0, "Channel 00/02 : " + " ".join(str(r) for r in range(n))))
-    inter = 0
+    ring, inter = _ring(ranks, net)
+    out += ring
+    for rank, (host, pid, dev) in enumerate(ranks):
+        out.append(_line(host, pid, pid + 500, dev, f"ncclCommInitRank comm 0x7f00{rank:04x}0 rank {rank} nranks {n} "
+                                                    f"cudaDev {dev} nvmlDev {dev} busId {dev + 1}8000 commId {COMM_ID} "
+                                                    "- Init COMPLETE"))
+    truth = {"net": net, "nranks": n, "nnodes": nodes, "spans_nodes": nodes > 1, "env": env, "comm": COMM_ID,
+             "processes": n, "inter_node_connections": inter, "hosts": sorted({host for host, _, _ in ranks}),
+             "sockets_between_nodes": net == "Socket" and nodes > 1}
+    return "\n".join(out) + "\n", truth
+
+
+def _ring(ranks: list[tuple[str, int, int]], net: str) -> tuple[list[str], int]:
+    """The connection lines of one ring over the ranks in order (P2P inside a node; between nodes a [send] line on
+    the sender and a [receive] line on the receiver through NET/<net>/0) and the count of the inter-node lines."""
+    out, inter, n = [], 0, len(ranks)
     for rank, (host, pid, dev) in enumerate(ranks):
         nxt = (rank + 1) % n
         if nxt == rank:
@@ -75,14 +90,7 @@ def nccl_net_log(nodes: int = 2, gpus: int = 2, net: str = "Socket", env: dict |
         if not same_node:
             host2, pid2, dev2 = ranks[nxt]
             out.append(_line(host2, pid2, pid2 + 501, dev2, f"Channel 00/0 : {rank}[{dev}] -> {nxt}[{dev2}] [receive] via {via}"))
-    for rank, (host, pid, dev) in enumerate(ranks):
-        out.append(_line(host, pid, pid + 500, dev, f"ncclCommInitRank comm 0x7f00{rank:04x}0 rank {rank} nranks {n} "
-                                                    f"cudaDev {dev} nvmlDev {dev} busId {dev + 1}8000 commId {COMM_ID} "
-                                                    "- Init COMPLETE"))
-    truth = {"net": net, "nranks": n, "nnodes": nodes, "spans_nodes": nodes > 1, "env": env, "comm": COMM_ID,
-             "processes": n, "inter_node_connections": inter, "hosts": sorted({host for host, _, _ in ranks}),
-             "sockets_between_nodes": net == "Socket" and nodes > 1}
-    return "\n".join(out) + "\n", truth
+    return out, inter
 
 
 def write(out: Path, name: str = "nccl.log", **kwargs) -> tuple[Path, dict]:
