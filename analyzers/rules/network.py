@@ -69,6 +69,8 @@ def _comm_words(item: SocketComm) -> str:
         hosts = sorted({row.host for row in item.log.network.processes if is_socket(row.net)})
         return f"{plural(len(hosts), 'host')} ({', '.join(hosts[:4])}; no communicator Init lines)"
     ranks = "? ranks" if comm.nranks is None else plural(comm.nranks, "rank")
+    if comm.nranks == 1:
+        return f"communicator {comm.comm} (1 rank)"
     nodes = f"{plural(comm.nnodes, 'node')}" if comm.nnodes is not None else (
         plural(len(comm.hosts), "host") + " seen" if comm.hosts else "nodes not logged")
     return f"communicator {comm.comm} ({ranks}, {nodes})"
@@ -98,7 +100,7 @@ def _cause(log, lib: str) -> tuple[str, str, dict]:
 def _network_evidence(items: list[SocketComm]) -> list:
     """The facts of the logs: the communicators on Socket, the plugin, the IB probe, the overrides, the interfaces."""
     rows = [ev("socket_communicators", len(items), "communicators", None,
-               text="on the Socket network (`Using network Socket`): " + "; ".join(_comm_words(item) for item in items[:6]))]
+               text="on the Socket network ('Using network Socket'): " + "; ".join(_comm_words(item) for item in items[:6]))]
     for log in list({id(item.log): item.log for item in items}.values())[:3]:
         net, plugin = log.network, log.network.plugin
         if plugin.asked or plugin.loaded is not None:
@@ -109,10 +111,10 @@ def _network_evidence(items: list[SocketComm]) -> list:
                                 + (f" ({plugin.error[:200]})" if plugin.error else "")))
         if net.verbs_missing:
             rows.append(ev("verbs_missing", net.verbs_missing, "lines", None,
-                           text="`Failed to open libibverbs.so[.1]`: no IB verbs library in the process's environment"))
+                           text="'Failed to open libibverbs.so[.1]': no IB verbs library in the process's environment"))
         if net.ib_no_device:
             rows.append(ev("ib_no_device", net.ib_no_device, "lines", None,
-                           text="`NET/IB : No device found`: no InfiniBand/RoCE device visible to the process"))
+                           text="'NET/IB : No device found': no InfiniBand/RoCE device visible to the process"))
         overrides = {name: value for name, value in net.env.items() if name in ("NCCL_IB_DISABLE", "NCCL_NET", "NCCL_NET_PLUGIN",
                                                                                  "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME")}
         if overrides:
