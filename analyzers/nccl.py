@@ -53,6 +53,7 @@ class CommunicatorInfo:
     comm_id: str | None = None
     local_ranks: int | None = None
     nets: tuple[str, ...] = ()
+    mnnvl: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +77,8 @@ class TestsTable:
 class Communicator(Contract):
     """The contract's row of one communicator: its id (commId, or the pointer when none is logged), ranks
     and nodes it spans, the ranks seen, the Init lines completed, its hosts and CUDA devices, the network
-    it uses (nccl_net.comm_network; None: not logged) and whether its ranks span nodes (nccl_net.spans_nodes)."""
+    it uses (nccl_net.comm_network; None: not logged), whether its ranks span nodes (nccl_net.spans_nodes) and
+    whether its nodes share one NVLink domain (``MNNVL 1``: NVLink, not the network, carries traffic inside it)."""
 
     comm: str
     nranks: int | None
@@ -87,6 +89,7 @@ class Communicator(Contract):
     cuda_devs: list[int]
     network: str | None = None
     spans_nodes: bool | None = None
+    mnnvl: bool | None = None
 
 
 def _transports(connections: tuple[Connection, ...]) -> dict[str, int]:
@@ -144,7 +147,8 @@ def _communicator(key: str, infos: list[CommunicatorInfo], net: Network) -> Comm
         ranks_seen=len(ranks), init_complete=sum(info.init_complete for info in infos),
         hosts=hosts, cuda_devs=sorted({rank.cuda_dev for rank in ranks.values() if rank.cuda_dev is not None}),
         network=comm_network([name for info in infos for name in info.nets], processes, net),
-        spans_nodes=spans_nodes(nranks, nnodes, local, len(ranks), hosts))
+        spans_nodes=spans_nodes(nranks, nnodes, local, len(ranks), hosts),
+        mnnvl=next((bool(info.mnnvl) for info in reversed(infos) if info.mnnvl is not None), None))
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ _LINE = re.compile(
 _TS = re.compile(r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?)\]")
 _VERSION = re.compile(r"\b(NCCL|RCCL) version (\S+)")
 _COMM = re.compile(
-    r"comm (0x[0-9a-fA-F]+) rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+) localRank (\d+)"
+    r"comm (0x[0-9a-fA-F]+) rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+) localRank (\d+)(?: MNNVL (\d+))?"
 )
 _INIT = re.compile(
     r"(?:ncclCommInitRank\w*|ncclCommSplit|ncclCommInitAll)?\s*comm (0x[0-9a-fA-F]+) rank (\d+) nranks (\d+) cudaDev (\d+)"
@@ -151,6 +151,8 @@ def _parse_line(log: NcclLog, line: str, last_warn):
         info = log.communicators.setdefault(c.group(1), {"ranks": {}, "init_complete": 0})
         _attach_net(log, info, host, pid, tid)
         info.update({"nranks": int(c.group(3)), "nnodes": int(c.group(4)), "local_ranks": int(c.group(5))})
+        if c.group(7) is not None:
+            info["mnnvl"] = int(c.group(7))
         info["ranks"].setdefault(int(c.group(2)), {}).update({"host": host, "pid": pid, "cuda_dev": dev})
         return None
     i = _INIT.search(msg)

@@ -30,9 +30,11 @@ def _line(host: str, pid: int, tid: int, dev: int, msg: str) -> str:
     return f"{host}:{pid}:{tid} [{dev}] NCCL INFO {msg}"
 
 
-def nccl_net_log(nodes: int = 2, gpus: int = 2, net: str = "Socket", env: dict | None = None) -> tuple[str, dict]:
+def nccl_net_log(nodes: int = 2, gpus: int = 2, net: str = "Socket", env: dict | None = None,
+                 mnnvl: int = 0) -> tuple[str, dict]:
     """The log text and its truth. ``env`` NCCL_IB_DISABLE=1 or NCCL_NET=Socket makes the network Socket
-    whatever ``net`` says (that is what the variables do)."""
+    whatever ``net`` says (that is what the variables do); ``mnnvl`` 1: the nodes share one NVLink domain, so the
+    inter-node hops go ``via P2P/MNNVL`` and nothing goes over the network."""
     env = dict(env or {})
     if env.get("NCCL_IB_DISABLE", "0") != "0" or env.get("NCCL_NET", "").lower() == "socket":
         net = "Socket"
@@ -60,9 +62,9 @@ def nccl_net_log(nodes: int = 2, gpus: int = 2, net: str = "Socket", env: dict |
                                               f"nvmlDev {dev} busId {dev + 1}8000 commId {COMM_ID} - Init START"))
     for rank, (host, pid, dev) in enumerate(ranks):
         out.append(_line(host, pid, pid + 500, dev, f"comm 0x7f00{rank:04x}0 rank {rank} nRanks {n} nNodes {nodes} "
-                                                    f"localRanks {gpus} localRank {dev} MNNVL 0"))
+                                                    f"localRanks {gpus} localRank {dev} MNNVL {mnnvl}"))
     out.append(_line(*ranks[0][:2], ranks[0][1] + 500, 0, "Channel 00/02 : " + " ".join(str(r) for r in range(n))))
-    ring, inter = _ring(ranks, net)
+    ring, inter = _ring(ranks, net, mnnvl)
     out += ring
     for rank, (host, pid, dev) in enumerate(ranks):
         out.append(_line(host, pid, pid + 500, dev, f"ncclCommInitRank comm 0x7f00{rank:04x}0 rank {rank} nranks {n} "
@@ -70,11 +72,11 @@ def nccl_net_log(nodes: int = 2, gpus: int = 2, net: str = "Socket", env: dict |
                                                     "- Init COMPLETE"))
     truth = {"net": net, "nranks": n, "nnodes": nodes, "spans_nodes": nodes > 1, "env": env, "comm": COMM_ID,
              "processes": n, "inter_node_connections": inter, "hosts": sorted({host for host, _, _ in ranks}),
-             "sockets_between_nodes": net == "Socket" and nodes > 1}
+             "mnnvl": bool(mnnvl), "sockets_between_nodes": net == "Socket" and nodes > 1 and not mnnvl}
     return "\n".join(out) + "\n", truth
 
 
-def _ring(ranks: list[tuple[str, int, int]], net: str) -> tuple[list[str], int]:
+def _ring(ranks: list[tuple[str, int, int]], net: str, mnnvl: int = 0) -> tuple[list[str], int]:
     """The connection lines of one ring over the ranks in order (P2P inside a node; between nodes a [send] line on
     the sender and a [receive] line on the receiver through NET/<net>/0) and the count of the inter-node lines."""
     out, inter, n = [], 0, len(ranks)
@@ -82,8 +84,9 @@ def _ring(ranks: list[tuple[str, int, int]], net: str) -> tuple[list[str], int]:
         nxt = (rank + 1) % n
         if nxt == rank:
             continue
-        same_node = ranks[nxt][0] == host
-        via = "P2P/CUMEM" if same_node else f"NET/{net}/0" + ("/GDRDMA" if net == "IB" else "")
+        same_node = ranks[nxt][0] == host or bool(mnnvl)
+        via = ("P2P/MNNVL" if ranks[nxt][0] != host else "P2P/CUMEM") if same_node else \
+            f"NET/{net}/0" + ("/GDRDMA" if net == "IB" else "")
         inter += 0 if same_node else 2
         out.append(_line(host, pid, pid + 501, dev, f"Channel 00/0 : {rank}[{dev}] -> {nxt}[{ranks[nxt][2]}] "
                                                     + ("" if same_node else "[send] ") + f"via {via}"))

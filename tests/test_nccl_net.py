@@ -139,6 +139,17 @@ def test_built_single_node_socket_is_only_a_caveat(built):
     assert f["severity"] == "info" and "1 node: P2P/SHM carry its traffic" in f["title"]
 
 
+def test_built_nvlink_domain_on_sockets_is_not_called_sockets_between_nodes(built):
+    """MNNVL 1: the nodes share one NVLink domain, whose traffic goes over NVLink (P2P/MNNVL), not the network."""
+    path, truth = built(nodes=2, gpus=4, net="Socket", mnnvl=1)
+    assert not truth["sockets_between_nodes"] and truth["inter_node_connections"] == 0
+    a = analyze(open_case([path]))
+    (comm,) = a.data["nccl"][0]["communicators"]
+    assert (comm["network"], comm["spans_nodes"], comm["mnnvl"]) == ("Socket", True, True)
+    f = _finding(a)
+    assert f["severity"] == "low" and "NVLink domain (MNNVL 1)" in f["title"] and f["impact_pct"] == 0.0
+
+
 def test_collective_heavy_trace_with_sockets_between_nodes_is_high(built):
     """With a trace whose collectives no compute hides, the finding claims that time (what collective_dominant
     claims of the same trace alone: the truth) and names the cause instead of collective_dominant."""

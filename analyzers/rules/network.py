@@ -9,7 +9,8 @@ hides (an upper bound: the trace does not tie a kernel to its communicator), so 
 makes it high; without a trace the time is not measured. A communicator on Socket on one node (1 rank,
 ``nNodes 1``) moves nothing over the network (P2P/SHM carry intra-node traffic): that is only a caveat for
 a multi-node run with the same environment (``nccl_socket_transport_caveat``, info; low where the log does
-not say whether it spans nodes). The cause is read off
+not say whether it spans nodes, or where its nodes share one NVLink domain, ``MNNVL 1``: NVLink carries the
+traffic inside the domain). The cause is read off
 the log: the environment override, the plugin asked for that did not load, libibverbs missing, no IB device.
 """
 
@@ -39,6 +40,16 @@ class SocketComm:
     log: object
     comm: object | None
     spans: bool | None
+
+    @property
+    def nvlink_domain(self) -> bool:
+        """Its nodes share one NVLink domain (``MNNVL 1``): NVLink carries the traffic inside it, not the network."""
+        return bool(self.comm is not None and self.comm.mnnvl)
+
+    @property
+    def over_sockets(self) -> bool:
+        """Its inter-node traffic goes over the sockets: it spans nodes outside one NVLink domain."""
+        return bool(self.spans) and not self.nvlink_domain
 
 
 def _on_socket(network: str | None) -> bool:
@@ -143,7 +154,7 @@ def _fields(ctx: Context, items: list[SocketComm]) -> tuple[str, dict]:
 def rule_nccl_socket_transport(ctx: Context):
     """A communicator on Socket whose ranks span nodes: claims the collective time no compute hides of a
     trace's devices (module docstring); without a trace, or with one that runs no collective, it claims nothing."""
-    items = [item for item in socket_comms(ctx) if item.spans]
+    items = [item for item in socket_comms(ctx) if item.over_sockets]
     if not items:
         return None
     variant, fields = _fields(ctx, items)
@@ -172,22 +183,26 @@ def rule_nccl_socket_transport(ctx: Context):
 
 
 def rule_nccl_socket_caveat(ctx: Context):
-    """No communicator on Socket spans nodes: on one node (1 rank, 1 node) nothing goes over the sockets, a
-    caveat (info) for a multi-node run with the same environment; where the node count is not logged, low."""
+    """No communicator on Socket spans nodes outside one NVLink domain: on one node (1 rank, 1 node) nothing goes
+    over the sockets, a caveat (info) for a multi-node run with the same environment; low where the node count is
+    not logged or the nodes share one NVLink domain (MNNVL 1: only traffic leaving the domain uses the network)."""
     items = socket_comms(ctx)
-    if not items or any(item.spans for item in items):
+    if not items or any(item.over_sockets for item in items):
         return None
     variant, fields = _fields(ctx, items)
-    unknown = [item for item in items if item.spans is None]
+    unknown = [item for item in items if item.spans is None or item.nvlink_domain]
     single = items[0].comm
-    if unknown:
+    if any(item.nvlink_domain for item in items):
+        fields["single"] = ("its nodes share one NVLink domain (MNNVL 1): NVLink carries its traffic inside the domain, "
+                            "sockets only what leaves it")
+    elif unknown:
         fields["single"] = "whether it spans nodes is not logged (no nNodes/localRanks line, ranks of one host only)"
     elif single is not None and single.nranks == 1:
         fields["single"] = "1 rank: no network traffic in this communicator"
     else:
         fields["single"] = "1 node: P2P/SHM carry its traffic, none goes over the network"
     evidence = _network_evidence(items)
-    evidence.append(ev("spans_nodes", None if unknown else False, "", None,
+    evidence.append(ev("spans_nodes", items[0].spans, "", None,
                        text=f"{fields['single']}; a multi-node run with this environment would use sockets"))
     return catalog.make("nccl_socket_transport", 0.0, fields, evidence, severity="low" if unknown else "info",
                         denominator="run (no traffic over the network measured in this log)", kind=ctx.kind,

@@ -44,6 +44,7 @@ class Communicator:
     cuda_devs: tuple[int, ...] = ()
     network: str | None = None
     spans_nodes: bool | None = None
+    mnnvl: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
