@@ -50,11 +50,11 @@ _TEST_NAME = re.compile(r"\b(\w+_perf)\b")
 # uses ("Using network IB|Socket|AWS Libfabric|Libfabric|IBext ..."), a net's own init line ("NET/IB : Using [0]..",
 # "NET/Socket : Using [0]hsn0:.."), the IB probe failing ("NET/IB : No device found.", "Failed to open
 # libibverbs.so[.1]"), the net plugin asked for and whether it loaded, and the environment overrides.
-_USING_NET = re.compile(r"^Using network (\S.*?)\s*$")
+_USING_NET = re.compile(r"^Using network (\S.*)$")
 _NET_INIT = re.compile(r"^NET/(IB|Socket)\s*:\s*Using \[\d+\]\w")
 _IB_NO_DEVICE = re.compile(r"^NET/IB\s*:\s*No device found")
 _NO_VERBS = re.compile(r"^Failed to open libibverbs")
-_ENV = re.compile(r"^((?:NCCL|RCCL)_\w+) set by environment to (.*?)\.?\s*$")
+_ENV = re.compile(r"^((?:NCCL|RCCL)_\w+) set by environment to (.*)$")
 _NET_ENV = re.compile(r"^(?:NCCL|RCCL)_(?:IB|NET|SOCKET|PLUGIN|COLLNET)")
 _PLUGIN_ASKED = re.compile(r"^(?:NET/Plugin\s*:\s*)?Plugin name set by env to (\S+)")
 _PLUGIN_PATH = re.compile(r"^Plugin Path\s*:\s*(\S+)")
@@ -207,8 +207,9 @@ def _parse_net_line(log: NcclLog, msg: str, host: str, pid: int, tid: int) -> bo
     """A line about the network transport (the patterns above): recorded on ``log``; False for any other line."""
     u = _USING_NET.match(msg)
     if u:
-        log.nets.append({"host": host, "pid": pid, "tid": tid, "net": u.group(1)})
-        log.pending_net[(host, pid, tid)] = u.group(1)
+        name = u.group(1).strip()
+        log.nets.append({"host": host, "pid": pid, "tid": tid, "net": name})
+        log.pending_net[(host, pid, tid)] = name
         return True
     n = _NET_INIT.match(msg)
     if n:
@@ -224,7 +225,8 @@ def _parse_net_line(log: NcclLog, msg: str, host: str, pid: int, tid: int) -> bo
     e = _ENV.match(msg)
     if e:
         if _NET_ENV.match(e.group(1)):
-            log.net_env[e.group(1)] = e.group(2)
+            value = e.group(2).strip()
+            log.net_env[e.group(1)] = value[:-1] if value.endswith(".") else value  # NCCL ends most of them with "."
         return True
     return _parse_plugin_line(log.plugin, msg)
 
