@@ -16,6 +16,7 @@ from tracetriage.cli_output import (
     fail_on_note,
     format_for,
     progress_bar,
+    report_links,
     trend_format,
     write_table,
 )
@@ -246,26 +247,6 @@ def cmd_trend(args) -> int:
 
         return _answer(result.gate_exit() if args.gate else EXIT_OK, say)
     return result.gate_exit() if args.gate else EXIT_OK
-
-
-def report_links(batch_dir: str, output: str | None) -> str:
-    """The batch folder as trend's md and html reports link the case reports in it: relative to the folder
-    -o writes into (the links hold when both move together), absolute where no relative path reaches it
-    (another drive) or the report goes to standard output (read from wherever it is saved; new-user trial 53
-    item 3: the page linked nothing then), the URI of tables on object storage."""
-    import os
-
-    from tracetriage.batch_store import is_uri
-
-    if is_uri(batch_dir):  # tables on object storage: the links name the store
-        return batch_dir
-    where = Path(batch_dir).resolve()
-    if not output:
-        return where.as_posix()
-    try:
-        return Path(os.path.relpath(where, Path(output).resolve().parent)).as_posix()
-    except ValueError:  # no relative path from there (another drive)
-        return where.as_posix()
 
 
 EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM, as a shell reports a process ended by SIGINT

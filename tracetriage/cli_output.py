@@ -171,3 +171,23 @@ def write_table(path: str, result) -> None:
     except OSError as exc:
         raise OutputError(path, f"cannot write the table: {exc.strerror or exc}") from None
     print(f"tracetriage: wrote {path}: {one_line(result.summary)}", file=sys.stderr)
+
+
+def report_links(batch_dir: str, output: str | None) -> str:
+    """The batch folder as trend's md and html reports link the case reports in it: relative to the folder
+    -o writes into (the links hold when both move together), absolute where no relative path reaches it
+    (another drive) or the report goes to standard output (read from wherever it is saved; new-user trial 53
+    item 3: the page linked nothing then), the URI of tables on object storage."""
+    import os
+
+    from tracetriage.batch_store import is_uri
+
+    if is_uri(batch_dir):  # tables on object storage: the links name the store
+        return batch_dir
+    where = Path(batch_dir).resolve()
+    if not output:
+        return where.as_posix()
+    try:
+        return Path(os.path.relpath(where, Path(output).resolve().parent)).as_posix()
+    except ValueError:  # no relative path from there (another drive)
+        return where.as_posix()
