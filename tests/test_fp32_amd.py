@@ -11,12 +11,11 @@ and, for single data computed as XF32, ``_MX_``. The built table below writes na
 import gzip
 import itertools
 import json
-import random
 import re
 import sqlite3
 
 import pytest
-from conftest import real, samples_generate
+from conftest import matrix_training, real, samples_generate
 
 from tracetriage import analyze, open_case
 from tracetriage.analyzers import math_precision
@@ -73,26 +72,11 @@ ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::CUD
 
 
 def _mi300_training(tmp_path, matrix_kernels, seed=5):
-    """A GPU-bound training loop on an MI300X (rocpd): 8 roctx steps of 120 kernels, the host ahead; returns the
-    capture and the generator's share of the kernel time held by the matrix kernels."""
-    generate = samples_generate()
-    rng = random.Random(seed)
-    rank = generate.Rank(pid=7300, device=0, program="python3 train.py")
-    matrix_ns = all_ns = 0
-    for _ in range(8):
-        start = rank.t
-        for k in range(120):
-            matrix = k % 3 != 2
-            dur = int(rng.uniform(250, 350) * US) if matrix else int(rng.uniform(80, 120) * US)
-            rank.launch(matrix_kernels[k % 2] if matrix else ELEMENTWISE, dur)
-            rank.host(int(rng.uniform(5, 10) * US))
-            matrix_ns += dur * matrix
-            all_ns += dur
-        rank.t = max(rank.t, rank.gpu_free - 2_000 * US)
-        rank.nvtx.append((start, rank.t, "step"))
+    """conftest.matrix_training on an MI300X (rocpd, roctx steps); returns the capture and the matrix share."""
+    rank, share = matrix_training(matrix_kernels, ELEMENTWISE, 7300, seed)
     path = tmp_path / "train_mi300x.db"
-    generate.write_rocpd(path, rank, "fp32_training_mi300x")
-    return path, 100.0 * matrix_ns / all_ns
+    samples_generate().write_rocpd(path, rank, "fp32_training_mi300x")
+    return path, share
 
 
 def test_generated_fp32_tensile_training_on_an_mi300x_is_fp32_math_in_amd_words(tmp_path):

@@ -4,11 +4,10 @@ no tensor-core kernel — called "Healthy", with bf16/fp8 advice the V100 cannot
 
 import gzip
 import json
-import random
 import re
 
 import pytest
-from conftest import real, samples_generate
+from conftest import matrix_training, real, samples_generate
 
 from tracetriage import analyze, open_case
 
@@ -22,27 +21,11 @@ ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::CUD
 
 
 def _training(tmp_path, gpu, matrix_kernels, seed=11):
-    """A GPU-bound training loop: 8 steps (NVTX ranges named step) of 120 kernels queued well ahead of the GPU,
-    matrix kernels of ~300 us and elementwise ones of ~100 us; returns the trace and the generator's own
-    share of the kernel time held by the matrix kernels."""
-    generate = samples_generate()
-    rng = random.Random(seed)
-    rank = generate.Rank(pid=7100, device=0, program="python3 train.py")
-    matrix_ns = all_ns = 0
-    for _ in range(8):
-        start = rank.t
-        for k in range(120):
-            matrix = k % 3 != 2
-            dur = int(rng.uniform(250, 350) * US) if matrix else int(rng.uniform(80, 120) * US)
-            rank.launch(matrix_kernels[k % 2] if matrix else ELEMENTWISE, dur)
-            rank.host(int(rng.uniform(5, 10) * US))
-            matrix_ns += dur * matrix
-            all_ns += dur
-        rank.t = max(rank.t, rank.gpu_free - 2_000 * US)  # the host stays a little ahead of the GPU
-        rank.nvtx.append((start, rank.t, "step"))
+    """conftest.matrix_training written as an nsys export on ``gpu``; returns its path and the matrix share."""
+    rank, share = matrix_training(matrix_kernels, ELEMENTWISE, 7100, seed)
     path = tmp_path / f"train_{gpu[0].split()[-1]}.sqlite"
-    generate.write_nsys(path, [rank], "fp32_training", gpu=gpu)
-    return path, 100.0 * matrix_ns / all_ns
+    samples_generate().write_nsys(path, [rank], "fp32_training", gpu=gpu)
+    return path, share
 
 
 def _ids(a):
