@@ -51,6 +51,21 @@ def ms(x) -> str:
     return f"{rounded(x, 1)} ms"
 
 
+def rps(rate) -> str:
+    """A request rate as every serving text reads it: ``9.6 req/s`` (one decimal from 1 req/s, three
+    significant figures below), ``n/a`` when not measured: one rounding for one figure on every page."""
+    if rate is None:
+        return "n/a"
+    return f"{rate:,.1f} req/s" if abs(rate) >= 1 else f"{rate:.3g} req/s"
+
+
+def amount(x: float) -> str:
+    """A count that may be a mean (requests in the system, a mean queue): one decimal, none when whole
+    (``165.6``, ``13,289``)."""
+    shown = f"{x:,.1f}"
+    return shown[:-2] if shown.endswith(".0") else shown
+
+
 def plural(n, word: str, words: str | None = None) -> str:
     """A count and its noun: ``1 case``, ``12,345 cases``."""
     return f"{n:,} {noun(n, word, words)}"

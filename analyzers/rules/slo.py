@@ -115,7 +115,12 @@ def measured_serving(serving: ServingSummary | dict) -> list[str]:
     stats, client = summary.stats, summary.latency.client
     measured = []
     if stats:
-        measured.append(f"queue non-empty in {stats.waiting_share_pct:.0f}% of {stats.samples} stats samples"
+        from tracetriage.analyzers.rules.serving_queue import queue_trend
+
+        trend = queue_trend(stats) if stats.waiting_max else None
+        moves = (f" ({trend}: {stats.waiting_first:,.0f} to {stats.waiting_last:,.0f})" if trend in ("grows", "drains")
+                 else f" (holds at {stats.waiting_last:,.0f})" if trend == "holds" else "")
+        measured.append(f"queue non-empty in {stats.waiting_share_pct:.0f}% of {stats.samples} stats samples{moves}"
                         + (f", KV up to {stats.kv_usage_max}%" if stats.kv_usage_max is not None else ""))
     for metric in ("ttft", "tpot", "itl"):
         figures = client.of(metric)
