@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from tracetriage.contract import load
 from tracetriage.records.serving import BenchPoint, Latency, LengthStats, LittlesLaw, Requests, Serving, TpotFit
 from tracetriage.records.side import HostProfile, NcclLog, Topology
-from tracetriage.wording import amount, as_text, count, fixed, ms, pct, plural, rps, slo_text
+from tracetriage.wording import as_text, count, fixed, ms, pct, plural, requests, rps, slo_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,9 +284,19 @@ def _stats_view(srv: Serving) -> StatsView | None:
     stats = srv.stats
     if not stats:
         return None
-    return StatsView(as_text(stats.samples), as_text(stats.running_mean), as_text(stats.running_max),
-                     as_text(stats.waiting_mean), as_text(stats.waiting_max), as_text(stats.waiting_share_pct),
+    return StatsView(as_text(stats.samples), requests(stats.running_mean), requests(stats.running_max),
+                     requests(stats.waiting_mean), requests(stats.waiting_max), as_text(stats.waiting_share_pct),
                      as_text(stats.kv_usage_p50), as_text(stats.kv_usage_max), as_text(stats.gen_tps_mean))
+
+
+def _count_cell(value) -> str:
+    """A replica's running or waiting requests by the one rounding of request counts (wording.requests)."""
+    return requests(value) if isinstance(value, (int, float)) else as_text(value)
+
+
+def _kv_cell(value) -> str:
+    """A replica's KV usage (%) at one decimal, as every percentage of the page."""
+    return fixed(value, 1) if isinstance(value, (int, float)) else as_text(value)
 
 
 def serving_view(srv: Serving | None) -> ServingView | None:
@@ -302,7 +312,8 @@ def serving_view(srv: Serving | None) -> ServingView | None:
         latency_rows=_latency_rows(srv.latency), slo=tuple(slo_text(check) for check in srv.slo_checks),
         littles_law=_littles_law(srv.littles_law), fit=_tpot_fit(srv.tpot_fit),
         sweep=tuple(_sweep_row(point) for point in srv.bench[:30]),
-        replicas=tuple(ReplicaView(as_text(r.replica), as_text(r.running), as_text(r.waiting), as_text(r.kv_usage_pct))
+        replicas=tuple(ReplicaView(as_text(r.replica), _count_cell(r.running), _count_cell(r.waiting),
+                                   _kv_cell(r.kv_usage_pct))
                        for r in srv.replicas[:32]),
         warnings=tuple(as_text(w) for w in srv.warnings),
         engine_defaults=tuple(as_text(feature.text) for feature in srv.engine_defaults.features.values())
@@ -415,8 +426,8 @@ def _littles_law(law: LittlesLaw) -> str | None:
     if law.concurrency_rps is not None and law.capacity_rps is not None:
         parts.append(_concurrency_words(law))
     if law.in_system is not None:
-        parts.append(f"requests in the system L = {amount(law.in_system)}"
-                     + (f" = the completion rate of that run x {law.time_in_system_s:,.2f} s in the system (mean E2E "
+        parts.append(f"requests in the system L = {law.in_system:g}"
+                     + (f" = the completion rate of that run x {law.time_in_system_s:g} s in the system (mean E2E "
                         "latency)" if law.time_in_system_s else ""))
     return "Little's law (L = λ·W): " + "; ".join(parts) + f" — {law.source}" if parts else None
 

@@ -151,7 +151,7 @@ def test_load_chart_title_names_what_it_draws_and_no_unreported_queue():
 
 def _queue_truth(path) -> tuple[list[int], int]:
     waiting = [int(m[2]) for m in STATS.finditer(path.read_text())]
-    return waiting, 100 * sum(1 for w in waiting if w) // len(waiting)
+    return waiting, f"{100 * sum(1 for w in waiting if w) / len(waiting):.1f}%"
 
 
 @pytest.mark.parametrize("trace_bundle", ["healthy", "eager_decode"])
@@ -160,7 +160,7 @@ def test_queue_is_on_every_page_whichever_finding_fires(tmp_path, trace_bundle):
     fire on the healthy bundle (its graph replays hide the kernels: no measured efficiency) and launch_bound
     fires on eager_decode; either way the queue, its first and last sample and its trend are on every page."""
     log = real("serving", REAL_QUEUE_LOG)
-    waiting, _ = _queue_truth(log)
+    waiting, share = _queue_truth(log)
     case = tmp_path / trace_bundle
     shutil.copytree(BUNDLES / trace_bundle, case)
     shutil.copyfile(log, case / "vllm.log")
@@ -170,7 +170,7 @@ def test_queue_is_on_every_page_whichever_finding_fires(tmp_path, trace_bundle):
     assert expected in analysis.data["serving"]["queue"]
     for fmt, page in _pages(analysis).items():
         assert expected in page, fmt
-        assert f"max {max(waiting)} requests" in page, fmt
+        assert f"max {max(waiting)} requests" in page and f"non-empty in {share} of" in page, fmt
 
 
 def test_a_finding_less_trace_verdict_names_the_queue(tmp_path):
@@ -183,7 +183,7 @@ def test_a_finding_less_trace_verdict_names_the_queue(tmp_path):
     shutil.copyfile(log, case / "vllm.log")
     analysis = analyze(open_case([case]))
     assert not analysis.findings and analysis.headline.startswith("No problem found in what was measured")
-    assert f"serving: queue non-empty in {share}% of {len(waiting)} stats samples" in analysis.headline
+    assert f"serving: queue non-empty in {share} of {len(waiting)} stats samples" in analysis.headline
     assert f"{waiting[0]} to {waiting[-1]}" in analysis.headline
 
 

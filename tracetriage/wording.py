@@ -59,10 +59,13 @@ def rps(rate) -> str:
     return f"{rate:,.1f} req/s" if abs(rate) >= 1 else f"{rate:.3g} req/s"
 
 
-def amount(x: float) -> str:
-    """A count that may be a mean (requests in the system, a mean queue): one decimal, none when whole
-    (``165.6``, ``13,289``)."""
-    shown = f"{x:,.1f}"
+def requests(x) -> str:
+    """A number of requests or sequences (a queue, a running batch: often a mean over stats samples) as every
+    page reads it: one decimal by :func:`rounded`, none when whole (``29.7``, ``39``, ``12,279``); n/a when
+    not measured. One rounding for the stats line, the queue line and each finding's evidence."""
+    if x is None:
+        return "n/a"
+    shown = rounded(x, 1)
     return shown[:-2] if shown.endswith(".0") else shown
 
 

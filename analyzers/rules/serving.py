@@ -30,7 +30,7 @@ from tracetriage.analyzers.rules.serving_signals import tail_words as tail_words
 from tracetriage.analyzers.rules.slo import budget_check, cap_of, measured_serving
 from tracetriage.analyzers.serving_metrics import BenchRecord, ServingSummary, StatsSummary, Tokens, serving_summary
 from tracetriage.analyzers.serving_series import series_names
-from tracetriage.wording import ms, pct, plural, rps
+from tracetriage.wording import ms, pct, plural, requests, rps
 
 # name: (value, why)
 THRESHOLDS = {
@@ -161,18 +161,19 @@ def _capacity_from_queue(serving: ServingSummary, queue_share) -> tuple[Capacity
     in_system = stats.waiting_mean + (stats.running_mean or 0)
     impact = 100.0 * queue_share if queue_share is not None else 100.0 * stats.waiting_mean / in_system
     fired = CapacityEvidence(None, None, impact,
-                             f"{stats.waiting_mean:g} requests wait on average behind {stats.running_mean:g} running"
+                             f"{requests(stats.waiting_mean)} requests wait on average behind "
+                             f"{requests(stats.running_mean)} running"
                              + (f", KV cache up to {stats.kv_usage_max:g}% full" if stats.kv_usage_max is not None else ""))
     law = serving.littles_law
     evidence = [
         ev("arrival_rate_rps", None, "req/s", None, text="arrival rate: not measured (no benchmark or request counters)"),
         ev("capacity_rps", None, "req/s", None, text="capacity: not measured; the queue grows at the load seen"),
         ev("waiting_mean", stats.waiting_mean, "requests", f"{stats.samples} stats samples",
-           text=f"waiting queue non-empty in {stats.waiting_share_pct:.0f}% of {stats.samples} samples, mean "
-                f"{stats.waiting_mean:g}, max {stats.waiting_max:g} (first {stats.waiting_first:g}, "
-                f"last {stats.waiting_last:g})"),
+           text=f"waiting queue non-empty in {pct(stats.waiting_share_pct)} of {stats.samples} samples, mean "
+                f"{requests(stats.waiting_mean)}, max {requests(stats.waiting_max)} (first {requests(stats.waiting_first)}, "
+                f"last {requests(stats.waiting_last)})"),
         ev("littles_law_in_system", law.in_system, "requests", None,
-           text=f"requests in the system (running + waiting): {law.in_system}"),
+           text=f"requests in the system (running + waiting): {requests(law.in_system)}"),
         ev("kv_usage_max", stats.kv_usage_max, "%", "KV cache pool",
            text=f"KV cache usage up to {stats.kv_usage_max}%"
            + (f"; running up to {stats.running_max:g} of max {cap:g} sequences" if cap else "")),
@@ -180,8 +181,8 @@ def _capacity_from_queue(serving: ServingSummary, queue_share) -> tuple[Capacity
     if queue_share is None:
         share = 100.0 * stats.waiting_mean / in_system
         evidence.append(ev("queue_share_of_time_in_system", round(share, 2), "%", "requests in the system (L_q / L)",
-                           text=f"the queue holds {pct(share)} of the requests in the system ({stats.waiting_mean:g} of "
-                                f"{in_system:g}): by Little's law the share of the time in system spent waiting, at "
+                           text=f"the queue holds {pct(share)} of the requests in the system ({requests(stats.waiting_mean)} of "
+                                f"{requests(in_system)}): by Little's law the share of the time in system spent waiting, at "
                                 "least that share of the time to first token"))
     return fired, evidence
 
@@ -442,7 +443,7 @@ def rule_over_replicated(ctx: Context):
                                                     f"replica{'' if cap_of(serving) else ', vLLM default'})"),
     ]
     return catalog.make("over_replicated", impact,
-                        {"replicas": len(replicas), "per_replica": f"{per:.1f}", "kv": f"{max(kv):.0f}%" if kv else "n/a",
+                        {"replicas": len(replicas), "per_replica": f"{per:.1f}", "kv": pct(max(kv)) if kv else "n/a",
                          "replicas_needed": plural(need, "replica"), "target": int(target)},
                         evidence, severity="medium", denominator="batch slots of all replicas", kind=ctx.kind)
 
@@ -451,10 +452,10 @@ def _admission_evidence(stats: StatsSummary, cap) -> list:
     """admission_blocked's evidence: the queue's share of samples, the running batch against its cap, the KV usage."""
     return [
         ev("waiting_share_pct", stats.waiting_share_pct, "%", f"{stats.samples} stats samples",
-           text=f"requests waiting in {stats.waiting_share_pct:.0f}% of {stats.samples} samples "
-                f"(mean {stats.waiting_mean:g})"),
+           text=f"requests waiting in {pct(stats.waiting_share_pct)} of {stats.samples} samples "
+                f"(mean {requests(stats.waiting_mean)})"),
         ev("running_mean", stats.running_mean, "sequences", f"max_num_seqs {cap:g}",
-           text=f"running {stats.running_mean:.1f} on average (max {stats.running_max:g}) of a cap of {cap:g}"),
+           text=f"running {requests(stats.running_mean)} on average (max {requests(stats.running_max)}) of a cap of {cap:g}"),
         ev("kv_usage_max", stats.kv_usage_max, "%", "KV cache pool", text=f"KV cache at most {stats.kv_usage_max}% used"),
     ]
 
@@ -477,9 +478,9 @@ def rule_admission_blocked(ctx: Context):
                            text=f"{plural(count, 'preemption')} with the KV cache at most {stats.kv_usage_max}% used: a lone "
                                 "shortfall, not a pool that runs out"))
     return catalog.make("admission_blocked", impact,
-                        {"waiting_share": f"{stats.waiting_share_pct:.0f}%", "running": f"{stats.running_mean:.1f}",
+                        {"waiting_share": pct(stats.waiting_share_pct), "running": requests(stats.running_mean),
                          "cap": f"{cap:g}",
-                         "kv": f"{stats.kv_usage_max:.0f}%"},
+                         "kv": pct(stats.kv_usage_max)},
                         evidence, severity="high" if impact >= 50 else "medium", denominator="batch slots (max_num_seqs)",
                         kind=ctx.kind)
 

@@ -10,7 +10,7 @@ import math
 from tracetriage.analyzers.rules.context import t
 from tracetriage.analyzers.rules.slo import cap_of
 from tracetriage.analyzers.serving_metrics import ServingSummary, StatsSummary
-from tracetriage.wording import amount, pct, plural
+from tracetriage.wording import pct, plural, requests
 
 
 def saturates(rate, throughput, max_concurrency, mean_ttft_ms, lowest_ttft_ms, finite_runs: int) -> bool:
@@ -69,18 +69,18 @@ def queue_words(serving: ServingSummary | None) -> str | None:
         if stats.samples == 1:
             moves = f" (one sample: a moment; a trend needs at least {t('queue_trend_min_samples')} samples)"
         else:
-            moves = (f"; first sample {amount(stats.waiting_first)}, last {amount(stats.waiting_last)}"
+            moves = (f"; first sample {requests(stats.waiting_first)}, last {requests(stats.waiting_last)}"
                      + {"grows": ": the queue grows", "drains": ": the queue drains", "holds": ": the queue holds level"}.get(
                          trend, f" (a trend needs at least {t('queue_trend_min_samples')} samples)"))
-        return (f"waiting queue non-empty in {pct(stats.waiting_share_pct)} of {samples}, mean {amount(stats.waiting_mean)}, "
-                f"max {amount(stats.waiting_max)} requests{moves}")
+        return (f"waiting queue non-empty in {pct(stats.waiting_share_pct)} of {samples}, mean {requests(stats.waiting_mean)}, "
+                f"max {requests(stats.waiting_max)} requests{moves}")
     scraped = [replica.waiting for replica in (serving.replicas if serving else ()) if replica.source == "metrics"
                and isinstance(replica.waiting, (int, float))]
     if scraped:
         where = f" summed over {len(scraped)} replicas" if len(scraped) > 1 else ""
         if not sum(scraped):
             return f"no request waiting at the /metrics scrape{where.replace('summed', 'of any of')} (one moment)"
-        return (f"waiting queue at the /metrics scrape: {amount(sum(scraped))} requests{where} (one moment: its trend "
+        return (f"waiting queue at the /metrics scrape: {requests(sum(scraped))} requests{where} (one moment: its trend "
                 "needs the engine's stats lines)")
     return None
 
