@@ -284,9 +284,10 @@ def _stats_view(srv: Serving) -> StatsView | None:
     stats = srv.stats
     if not stats:
         return None
-    return StatsView(as_text(stats.samples), requests(stats.running_mean), requests(stats.running_max),
+    return StatsView(plural(stats.samples or 0, "stats sample"), requests(stats.running_mean), requests(stats.running_max),
                      requests(stats.waiting_mean), requests(stats.waiting_max), as_text(stats.waiting_share_pct),
-                     as_text(stats.kv_usage_p50), as_text(stats.kv_usage_max), as_text(stats.gen_tps_mean))
+                     as_text(stats.kv_usage_p50), as_text(stats.kv_usage_max),
+                     as_text(stats.gen_tps_mean) if stats.gen_tps_mean is not None else "n/a")
 
 
 def _count_cell(value) -> str:
@@ -426,7 +427,7 @@ def _littles_law(law: LittlesLaw) -> str | None:
     if law.concurrency_rps is not None and law.capacity_rps is not None:
         parts.append(_concurrency_words(law))
     if law.in_system is not None:
-        parts.append(f"requests in the system L = {law.in_system:g}"
+        parts.append(f"requests in the system L = {requests(law.in_system)}"
                      + (f" = the completion rate of that run x {law.time_in_system_s:g} s in the system (mean E2E "
                         "latency)" if law.time_in_system_s else ""))
     return "Little's law (L = λ·W): " + "; ".join(parts) + f" — {law.source}" if parts else None

@@ -64,7 +64,7 @@ def queue_words(serving: ServingSummary | None) -> str | None:
     if stats and stats.waiting_mean is not None:
         samples = plural(stats.samples, "stats sample")
         if not stats.waiting_max:
-            return f"no request waiting in any of {samples}"
+            return "no request waiting in " + ("the one stats sample" if stats.samples == 1 else f"any of {samples}")
         trend = queue_trend(stats)
         if stats.samples == 1:
             moves = f" (one sample: a moment; a trend needs at least {t('queue_trend_min_samples')} samples)"

@@ -121,7 +121,8 @@ def measured_serving(serving: ServingSummary | dict) -> list[str]:
         moves = (f" ({trend}: {stats.waiting_first:,.0f} to {stats.waiting_last:,.0f})" if trend in ("grows", "drains")
                  else f" (holds at {stats.waiting_last:,.0f})" if trend == "holds" else "")
         queue = (f"queue non-empty in {pct(stats.waiting_share_pct)} of {stats.samples} stats samples{moves}"
-                 if stats.waiting_max else f"no request waiting in any of {stats.samples} stats samples")
+                 if stats.waiting_max else "no request waiting in " + (
+                     "the one stats sample" if stats.samples == 1 else f"any of {stats.samples} stats samples"))
         measured.append(queue + (f", KV up to {stats.kv_usage_max}%" if stats.kv_usage_max is not None else ""))
     for metric in ("ttft", "tpot", "itl"):
         figures = client.of(metric)
