@@ -410,11 +410,13 @@ def _serving(case, slo: dict | None) -> dict | None:
     if not getattr(case, "serving", None):
         return None
     from tracetriage.analyzers import serving as serving_mod
+    from tracetriage.analyzers.rules.serving_queue import queue_words
     from tracetriage.analyzers.rules.serving_signals import fit_rejected
 
     summary = serving_mod.summary(case.serving)
     if summary.tpot_fit:  # judged here, once: no rule writes into the serving block
         summary = replace(summary, tpot_fit=summary.tpot_fit.judged(fit_rejected(summary.tpot_fit)))
+    summary = replace(summary, queue=queue_words(summary))  # every page shows the queue, whichever finding fires
     contract = summary.to_contract()
     if not slo:
         return contract

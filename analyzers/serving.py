@@ -335,25 +335,64 @@ def _tpot_fit(bench: list[BenchInput], stats: list[StatsSample]) -> TpotFit | No
     return _fitted(points, "engine stats lines (TPOT = running / generation throughput)")
 
 
+def _run_words(record: BenchInput) -> str:
+    """A benchmark run in words: 'the 18 req/s run', 'the rate-inf run at max concurrency 256'."""
+    concurrency = f" at max concurrency {record.max_concurrency:g}" if isinstance(record.max_concurrency, (int, float)) else ""
+    if _finite_rate(record):
+        return f"the {record.request_rate:g} req/s run{concurrency}"
+    return f"the rate-inf run{concurrency}" if concurrency else "the rate-inf run, all requests sent at once"
+
+
+def _saturated(bench: list[BenchInput]) -> bool:
+    """Whether a run of one series saturated the server (rules/serving.saturates), so that the highest
+    completion rate measured is its capacity and not a lower bound of it."""
+    from tracetriage.analyzers.rules.serving_queue import saturates
+
+    finite = [record for record in bench if _finite_rate(record)]
+    lowest = min((record.record.get("mean_ttft_ms") for record in finite if record.record.get("mean_ttft_ms")), default=None)
+    return any(saturates(record.request_rate, record.request_throughput, record.max_concurrency,
+                         record.record.get("mean_ttft_ms"), lowest, len(finite)) for record in bench)
+
+
+def _closed_loop(best: BenchInput) -> tuple[float | None, float | None]:
+    """(max concurrency C, Little's bound C / W on the completion rate, req/s) of the run of the highest
+    completion rate when it ran closed-loop (a max concurrency and a mean E2E latency W); (None, None) else."""
+    concurrency, e2el = best.max_concurrency, best.mean_e2el_ms
+    if not (isinstance(concurrency, (int, float)) and concurrency > 0 and e2el):
+        return None, None
+    return float(concurrency), round(concurrency / (e2el / 1000.0), 3)
+
+
 def _littles_law(series: BenchSeries, stats: StatsSummary | None) -> LittlesLaw:
     """``littles_law`` (module docstring): from the benchmark records of one series (serving_series), else
     from the stats summary. Arrival and capacity come from the same series: a deployment's rate is
-    never set against another deployment's completion rate."""
-    arrival = capacity = in_system = time_in_system = source = None
-    bench = series.records
-    finite = [record for record in bench if _finite_rate(record) and record.request_throughput]
+    never set against another deployment's completion rate. Each rate is named with its run: the arrival
+    rate and the completion rate L is computed from (the busiest finite-rate run), the capacity (the highest
+    completion rate measured, a lower bound unless a run saturated the server) and, for a closed-loop run,
+    Little's bound C / W beside its measured completion rate."""
+    arrival = capacity = in_system = time_in_system = source = throughput = None
+    capacity_run = saturated = concurrency = concurrency_rps = None
+    bench = [record for record in series.records if record.request_throughput]
+    if bench:
+        best = max(bench, key=lambda record: record.request_throughput)
+        capacity, capacity_run = round(best.request_throughput, 3), _run_words(best)
+        saturated = _saturated(series.records)
+        concurrency, concurrency_rps = _closed_loop(best)
+        source = "benchmark: completed / duration of each run" + series.words()
+    finite = [record for record in bench if _finite_rate(record)]
     if finite:
         top = max(finite, key=lambda record: record.request_rate)
-        arrival = top.request_rate
-        capacity = round(max(record.request_throughput for record in bench if record.request_throughput), 3)
+        arrival, throughput = top.request_rate, round(top.request_throughput, 3)
         source = "benchmark: configured request rate vs measured completion rate" + series.words()
         if top.mean_e2el_ms:
             time_in_system = round(top.mean_e2el_ms / 1000.0, 3)
             in_system = round(top.request_throughput * time_in_system, 2)
-    if stats and stats.running_mean is not None:
-        in_system = in_system or round((stats.running_mean or 0) + (stats.waiting_mean or 0), 2)
-        source = source or "engine stats: requests in system = running + waiting"
-    return LittlesLaw(arrival, capacity, in_system, time_in_system, source)
+    if stats and stats.running_mean is not None and in_system is None:
+        in_system = round((stats.running_mean or 0) + (stats.waiting_mean or 0), 2)
+        source = (f"{source}; requests in the system from the engine stats: running + waiting" if source
+                  else "engine stats: requests in system = running + waiting")
+    return LittlesLaw(arrival, capacity, in_system, time_in_system, source, throughput, capacity_run, saturated,
+                      concurrency, concurrency_rps)
 
 
 def _token_totals(series: BenchSeries, counters: TokenCounters, stats_rows: list[StatsSample]) -> tuple[float, float, str]:

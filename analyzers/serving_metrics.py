@@ -229,13 +229,24 @@ class StatsSummary(Contract):
 
 @dataclass(frozen=True, slots=True)
 class LittlesLaw(Contract):
-    """``littles_law``: requests in the system = arrival rate x time in system, and where from."""
+    """``littles_law``: requests in the system = arrival rate x time in system, and where from; each
+    rate named with the run it comes from (analyzers/serving.py ``_littles_law`` defines them):
+    ``throughput_rps`` the completion rate of the run L is computed for (the busiest finite-rate run),
+    ``capacity_rps`` the highest completion rate measured (``capacity_run``: its run in words),
+    ``capacity_saturated`` whether a run saturated the server (False: the capacity is a lower bound),
+    ``concurrency`` and ``concurrency_rps``: a closed-loop run's max concurrency C and Little's bound C / W
+    on its completion rate (W its mean time in system), beside the measured one."""
 
     arrival_rate_rps: float | None = None
     capacity_rps: float | None = None
     in_system: float | None = None
     time_in_system_s: float | None = None
     source: str | None = None
+    throughput_rps: float | None = None
+    capacity_run: str | None = None
+    capacity_saturated: bool | None = None
+    concurrency: float | None = None
+    concurrency_rps: float | None = None
 
     @classmethod
     def from_contract(cls, data: dict | None) -> LittlesLaw:
@@ -502,7 +513,7 @@ class ServingSummary(Contract):
     its figures): the captures, engine and version, the engine config (the arguments as printed),
     the stats lines' summary, the kept /metrics values, the benchmark records, warnings, latency
     (client and server), Little's law, the TPOT fit, tokens, replicas, prompts, memory events, the
-    engine defaults, the requests' shapes and the cross-checks."""
+    engine defaults, the requests' shapes, the cross-checks and the waiting queue in words."""
 
     captures: tuple[Capture, ...]
     engine: str | None
@@ -522,6 +533,7 @@ class ServingSummary(Contract):
     engine_defaults: EngineDefaults | None
     requests: Requests | None
     cross_checks: list[str]
+    queue: str | None = None  # the waiting queue in words (rules/serving.queue_words), written once judged
 
     @classmethod
     def from_contract(cls, data: dict) -> ServingSummary:

@@ -35,7 +35,7 @@ from tracetriage.reports.palette import (
     claim_columns,
 )
 from tracetriage.reports.svgchart import DASH_DOT, DASHED, DOTTED, ROW_PX, Chart
-from tracetriage.wording import for_vendor
+from tracetriage.wording import for_vendor, ms
 
 # Every chart is drawn this wide (inches, legend beside it included) and shown at its own size, never
 # stretched: one font size on the whole page.
@@ -387,14 +387,20 @@ def timeline(tl: Timeline | dict | None, vendor: str | None = None) -> list[tupl
 
 @_memo
 def serving_load(points: tuple[LoadPoint, ...] | list[dict]) -> str | None:
-    """Running and waiting requests over time (stats lines), KV usage on a second axis."""
+    """Running and waiting requests over time (stats lines), KV usage on a second axis. Only what the
+    stats lines state is drawn: a queue they do not report is not drawn as an empty one. The title names
+    what is drawn, not what it would mean."""
     pts = [p for p in load_all(LoadPoint, points) if p.running is not None]
     if len(pts) < 2:
         return None
     t = [p.t for p in pts]
     fig, ax = figure(PLOT, 2.6)
     ax.plot(t, [p.running for p in pts], color=NEUTRAL[0], label="running")
-    ax.plot(t, [p.waiting or 0 for p in pts], color=NEUTRAL[2], linestyle="--", label="waiting")
+    drawn = ["running"]
+    if any(p.waiting is not None for p in pts):
+        ax.plot(t, [p.waiting if p.waiting is not None else float("nan") for p in pts], color=NEUTRAL[2], linestyle="--",
+                label="waiting")
+        drawn.append("waiting")
     ax.set_xlabel("seconds since the first stats line")
     ax.set_ylabel("requests")
     kv = [p.kv_usage_pct for p in pts]
@@ -407,35 +413,61 @@ def serving_load(points: tuple[LoadPoint, ...] | list[dict]) -> str | None:
         ax2.set_ylim(0, 105)
         ax2.set_ylabel("KV cache %")
         twins.append(ax2)
-    _title(ax, "Engine load over time: a queue that never drains means arrivals exceed capacity")
+    kv_words = ", KV cache usage (% of the pool, right axis)" if twins else ""
+    _title(ax, f"{' and '.join(drawn).capitalize()} requests over time{kv_words}, from {len(pts)} engine stats lines")
     _legend_beside(ax, *twins)  # one legend beside the plot, over none of its lines
     return _svg(fig)
 
 
+SWEEP = "benchmark sweep"  # the start of a TpotFit source whose x is the benchmark's max concurrency (analyzers/serving.py)
+
+
 @_memo
-def tpot_vs_batch(fit: TpotFit | dict | None, budget: float | None) -> str | None:
-    """TPOT against the running batch with the least-squares line and the budget."""
+def tpot_vs_batch(fit: TpotFit | dict | None, budget: float | None, client_mean_ms: float | None = None) -> str | None:
+    """TPOT against the batch with the least-squares line (when it is a model) and the budget; the title
+    and axes say what the points are: the benchmark's mean TPOT at each max concurrency, or the engine
+    stats lines' time per token (running / generation throughput) at each running batch, beside the
+    benchmark's mean TPOT (``client_mean_ms``) when the points are the engine's: what users saw, drawn
+    where the engine's counters may say something else (serving_checks)."""
     fit = load(TpotFit, fit)
     if not fit or not fit.series:
         return None
     xs = [x for x, _ in fit.series]
     ys = [y for _, y in fit.series]
+    sweep = str(fit.source).startswith(SWEEP)
     fig, ax = figure(PLOT, 2.6)
-    ax.scatter(xs, ys, s=10, color=NEUTRAL[0], label="measured")
+    what = "mean TPOT, benchmark" if sweep else "TPOT = running / generation throughput, stats line"
+    ax.scatter(xs, ys, s=10, color=NEUTRAL[0], label=f"measured ({what})")
     line_x = [0, max(xs) * 1.05]
+    drawn = []
     if fit.model:  # a rejected fit (negative slope, low r², few points) is not drawn as a model
         ax.plot(line_x, [fit.a_ms + fit.b_ms_per_seq * x for x in line_x], color=NEUTRAL[1],
                 label=f"fit: {fit.a_ms:.2f} + {fit.b_ms_per_seq:.3f} x B ms (r² {fit.r2:.2f})")
+        drawn.append("its least-squares line")
     if budget:
         ax.axhline(budget, color=NEUTRAL[2], linestyle="--", label=f"budget {budget:g} ms")
-    ax.set_xlabel("running sequences (batch)")
+        drawn.append(f"the {budget:g} ms budget")
+    if client_mean_ms and not sweep:
+        ax.axhline(client_mean_ms, color=NEUTRAL[0], linestyle="-.", label=f"benchmark mean TPOT {ms(client_mean_ms)}")
+        drawn.append(f"the benchmark's mean TPOT ({ms(client_mean_ms)})")
+    batch = "max concurrency (requests in flight)" if sweep else "running sequences (batch)"
+    ax.set_xlabel(batch)
     ax.set_ylabel("TPOT (ms)")
-    _title(ax, "TPOT against the running batch")
+    title = (f"Mean TPOT at each max concurrency ({len(xs)} benchmark runs)" if sweep
+             else f"TPOT from the engine's counters (running / generation throughput, {len(xs)} stats lines) "
+                  "against the running batch")
+    _title(ax, title + (",\nwith " + " and ".join(drawn) if drawn else ""))
     _legend_beside(ax)
     return _svg(fig)
 
 
 TPOT_BUDGETS = ("tpot_p95_ms", "tpot_p99_ms", "tpot_p90_ms")  # the --slo budget the TPOT chart draws, first set
+
+
+def _client_mean_tpot(serving) -> float | None:
+    """The benchmark's (client) mean TPOT, ms, or None."""
+    tpot = serving.latency.client.get("tpot")
+    return tpot.mean if tpot else None
 
 
 def serving_charts(analysis, store=None, record: AnalysisRecord | None = None) -> list[tuple[str, str]]:
@@ -446,7 +478,7 @@ def serving_charts(analysis, store=None, record: AnalysisRecord | None = None) -
     budget = next((record.slo[name] for name in TPOT_BUDGETS if record.slo.get(name)), None)
     series = load(AnalysisSeries, analysis.series or {})
     charts = [("serving_load", serving_load(series.serving.stats if series.serving else (), store=store)),
-              ("tpot_fit", tpot_vs_batch(record.serving.tpot_fit, budget, store=store))]
+              ("tpot_fit", tpot_vs_batch(record.serving.tpot_fit, budget, _client_mean_tpot(record.serving), store=store))]
     return [(k, v) for k, v in charts if v]
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from tracetriage.contract import load
 from tracetriage.records.serving import BenchPoint, Latency, LengthStats, LittlesLaw, Requests, Serving, TpotFit
 from tracetriage.records.side import HostProfile, NcclLog, Network, Topology
-from tracetriage.wording import as_text, count, fixed, ms, pct, plural, slo_text
+from tracetriage.wording import as_text, count, fixed, ms, pct, plural, requests, rps, slo_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,8 +171,9 @@ class ServingView:
     """The serving engine: its captures, version and config, stats, latency percentiles (client and server
     side), each --slo budget checked, Little's law, the TPOT fit, the sweep, the replicas, the
     features the engine ran with (``engine_defaults``: printed or its default, and where that comes
-    from), the traffic's shape per request (``requests``: one line per shape) and the figures that
-    disagree (``cross_checks``)."""
+    from), the traffic's shape per request (``requests``: one line per shape), the figures that
+    disagree (``cross_checks``) and the waiting queue as measured (``queue``: on every page, whichever
+    finding fires)."""
     captures: tuple[ServingCaptureView, ...]
     engine: str | None
     version: str | None
@@ -188,6 +189,7 @@ class ServingView:
     engine_defaults: tuple[str, ...]
     requests: tuple[str, ...]
     cross_checks: tuple[str, ...]
+    queue: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,9 +314,20 @@ def _stats_view(srv: Serving) -> StatsView | None:
     stats = srv.stats
     if not stats:
         return None
-    return StatsView(as_text(stats.samples), as_text(stats.running_mean), as_text(stats.running_max),
-                     as_text(stats.waiting_mean), as_text(stats.waiting_max), as_text(stats.waiting_share_pct),
-                     as_text(stats.kv_usage_p50), as_text(stats.kv_usage_max), as_text(stats.gen_tps_mean))
+    return StatsView(plural(stats.samples or 0, "stats sample"), requests(stats.running_mean), requests(stats.running_max),
+                     requests(stats.waiting_mean), requests(stats.waiting_max), as_text(stats.waiting_share_pct),
+                     as_text(stats.kv_usage_p50), as_text(stats.kv_usage_max),
+                     as_text(stats.gen_tps_mean) if stats.gen_tps_mean is not None else "n/a")
+
+
+def _count_cell(value) -> str:
+    """A replica's running or waiting requests by the one rounding of request counts (wording.requests)."""
+    return requests(value) if isinstance(value, (int, float)) else as_text(value)
+
+
+def _kv_cell(value) -> str:
+    """A replica's KV usage (%) at one decimal, as every percentage of the page."""
+    return fixed(value, 1) if isinstance(value, (int, float)) else as_text(value)
 
 
 def serving_view(srv: Serving | None) -> ServingView | None:
@@ -330,13 +343,15 @@ def serving_view(srv: Serving | None) -> ServingView | None:
         latency_rows=_latency_rows(srv.latency), slo=tuple(slo_text(check) for check in srv.slo_checks),
         littles_law=_littles_law(srv.littles_law), fit=_tpot_fit(srv.tpot_fit),
         sweep=tuple(_sweep_row(point) for point in srv.bench[:30]),
-        replicas=tuple(ReplicaView(as_text(r.replica), as_text(r.running), as_text(r.waiting), as_text(r.kv_usage_pct))
+        replicas=tuple(ReplicaView(as_text(r.replica), _count_cell(r.running), _count_cell(r.waiting),
+                                   _kv_cell(r.kv_usage_pct))
                        for r in srv.replicas[:32]),
         warnings=tuple(as_text(w) for w in srv.warnings),
         engine_defaults=tuple(as_text(feature.text) for feature in srv.engine_defaults.features.values())
         if srv.engine_defaults else (),
         requests=_requests(srv.requests),
-        cross_checks=tuple(as_text(sentence) for sentence in srv.cross_checks))
+        cross_checks=tuple(as_text(sentence) for sentence in srv.cross_checks),
+        queue=as_text(srv.queue) if srv.queue else None)
 
 
 def length_summary(stats: LengthStats | dict, unit: str = "") -> str:
@@ -383,16 +398,68 @@ def _latency_rows(latency: Latency) -> tuple[LatencyRow, ...]:
     return tuple(rows)
 
 
+LITTLE_APART = 0.10  # Little's bound C / W and a measured completion rate this far apart are not rounding
+
+
+def _capacity_words(law: LittlesLaw) -> str:
+    """The capacity with its run: measured where a run saturated the server, else a lower bound."""
+    run = f" in {law.capacity_run}" if law.capacity_run else ""
+    if law.capacity_saturated:
+        share = (f"; arrivals at {pct(100.0 * law.arrival_rate_rps / law.capacity_rps)} of capacity"
+                 if law.arrival_rate_rps is not None else "")
+        return (f"capacity {rps(law.capacity_rps)} (the highest completion rate measured{run}: a run that saturated the "
+                f"server){share}")
+    return (f"capacity at least {rps(law.capacity_rps)} (the highest completion rate measured{run}; no run saturated "
+            "the server, so its capacity was not reached)")
+
+
+def _concurrency_words(law: LittlesLaw) -> str:
+    """A closed-loop run's Little's bound C / W beside its measured completion rate, and why they differ."""
+    bound, measured = law.concurrency_rps, law.capacity_rps
+    words = (f"at max concurrency {law.concurrency:g}, Little's law bounds the completion rate by C / W = "
+             f"{rps(bound)} (W its mean E2E latency); measured {rps(measured)} (completed / duration)")
+    apart = abs(measured - bound) / bound if bound else 0.0
+    if apart < LITTLE_APART:
+        return words + f": they agree within {pct(100 * LITTLE_APART)}"
+    if measured < bound:
+        return words + (f", {pct(100 * apart)} below it: fewer than {law.concurrency:g} requests were in flight part of the "
+                        "run (ramp-up, drain, a client that could not keep every slot busy)")
+    return words + (f", {pct(100 * apart)} above the bound: the duration and the E2E latencies do not cover the same "
+                    "requests (warm-up or failed requests counted in one only)")
+
+
+def _drain_words(law: LittlesLaw) -> str:
+    """Why a run completed well under its arrival rate without being saturated (its rate below the capacity
+    measured): a finite run's duration includes the drain of its last requests, so completed / duration
+    is below the rate it served; empty otherwise."""
+    arrival, completed = law.arrival_rate_rps, law.throughput_rps
+    if not (completed and law.capacity_rps and law.capacity_saturated) or arrival >= law.capacity_rps:
+        return ""
+    if completed * (1 + LITTLE_APART) >= arrival:
+        return ""
+    return (f" — {pct(100.0 * (1 - completed / arrival))} under its arrivals though below the capacity: the run's duration "
+            "includes the drain of its last requests (and any start-up), so completed / duration undercounts the rate "
+            "it kept up with")
+
+
 def _littles_law(law: LittlesLaw) -> str | None:
-    """Little's law on the serving figures: arrival rate against capacity, requests in the system."""
+    """Little's law on the serving figures, each rate named with its run: the arrival rate and the
+    completion rate of that run, the capacity (measured, or a lower bound), a closed-loop run's bound
+    C / W beside its measured rate, requests in the system."""
     parts = []
     if law.arrival_rate_rps is not None:
-        load = (f" (arrivals at {pct(100.0 * law.arrival_rate_rps / law.capacity_rps)} of capacity)"
-                if law.capacity_rps else "")
-        parts.append(f"arrival {law.arrival_rate_rps:g} req/s vs capacity {law.capacity_rps:g} req/s{load}")
+        completed = (f", completed {rps(law.throughput_rps)} in that run (completed / duration)"
+                     if law.throughput_rps is not None else "")
+        parts.append(f"arrival {rps(law.arrival_rate_rps)} (the configured rate of the busiest finite-rate run){completed}"
+                     + _drain_words(law))
+    if law.capacity_rps is not None:
+        parts.append(_capacity_words(law))
+    if law.concurrency_rps is not None and law.capacity_rps is not None:
+        parts.append(_concurrency_words(law))
     if law.in_system is not None:
-        parts.append(f"requests in the system L = {law.in_system:g}"
-                     + (f" = throughput x time in system ({law.time_in_system_s:g} s)" if law.time_in_system_s else ""))
+        parts.append(f"requests in the system L = {requests(law.in_system)}"
+                     + (f" = the completion rate of that run x {law.time_in_system_s:g} s in the system (mean E2E "
+                        "latency)" if law.time_in_system_s else ""))
     return "Little's law (L = λ·W): " + "; ".join(parts) + f" — {law.source}" if parts else None
 
 

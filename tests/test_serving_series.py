@@ -55,7 +55,7 @@ def test_real_sweep_reads_one_deployment_for_arrivals_capacity_latency_and_token
     assert len(serving["bench"]) == sum(1 for _ in path.read_text().splitlines() if _.strip())  # every row still listed
     text = run_cli("analyze", path).stdout
     share = 100.0 * per[read]["rate"] / per[read]["capacity"]
-    assert f"(arrivals at {share:.1f}% of capacity)" in text and f"of series {read}" in text
+    assert f"arrivals at {share:.1f}% of capacity" in text and f"of series {read}" in text
 
 
 def test_generated_sweeps_read_the_series_of_the_highest_rate(tmp_path):

@@ -110,7 +110,7 @@ OMITTED: dict[str, dict[str, str]] = {
 
 # The lists a format cuts short on purpose: it shows their first N items.
 SHOWN_FIRST: dict[str, dict[str, int]] = {
-    "text": {"devices": 8, "kernels": 10, "hot_frames": 10, "serving.sweep": 12, "nccl.slow_paths": 8},
+    "text": {"devices": 8, "kernels": 10, "hot_frames": 10, "serving.sweep": 12, "serving.replicas": 8, "nccl.slow_paths": 8},
     "md": {"hot_frames": 10, "nccl.warnings": 10},
     "html": {"nccl.warnings": 20},
 }

@@ -51,6 +51,24 @@ def ms(x) -> str:
     return f"{rounded(x, 1)} ms"
 
 
+def rps(rate) -> str:
+    """A request rate as every serving text reads it: ``9.6 req/s`` (one decimal from 1 req/s, three
+    significant figures below), ``n/a`` when not measured: one rounding for one figure on every page."""
+    if rate is None:
+        return "n/a"
+    return f"{rate:,.1f} req/s" if abs(rate) >= 1 else f"{rate:.3g} req/s"
+
+
+def requests(x) -> str:
+    """A number of requests or sequences (a queue, a running batch: often a mean over stats samples) as every
+    page reads it: one decimal by :func:`rounded`, none when whole (``29.7``, ``39``, ``12,279``); n/a when
+    not measured. One rounding for the stats line, the queue line and each finding's evidence."""
+    if x is None:
+        return "n/a"
+    shown = rounded(x, 1)
+    return shown[:-2] if shown.endswith(".0") else shown
+
+
 def plural(n, word: str, words: str | None = None) -> str:
     """A count and its noun: ``1 case``, ``12,345 cases``."""
     return f"{n:,} {noun(n, word, words)}"

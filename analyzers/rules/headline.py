@@ -104,7 +104,7 @@ def _headline(findings: list[Finding], abstentions: list[Abstention], data: dict
                 "--save-result, plus the engine logs)")
     if not data["devices"]:
         return _side_artifacts_headline(findings, abstentions, data, symptom, broken)
-    return _trace_headline(findings, abstentions, data["devices"], symptom)
+    return _trace_headline(findings, abstentions, data["devices"], symptom, serving_summary(data.get("serving")))
 
 
 def _side_artifacts_headline(findings: list[Finding], abstentions: list[Abstention], data: dict, symptom: str | None,
@@ -179,8 +179,18 @@ def _tops_words(tops: dict[str, dict]) -> str:
     return " | ".join(f"{axis}: {_says(finding)}" for axis, finding in tops.items())
 
 
-def _trace_headline(findings: list[Finding], abstentions: list[Abstention], devices: list, symptom: str | None) -> str:
-    """The verdict of a case with a GPU trace (``devices``: its DeviceMetrics with their accounting)."""
+def _serving_measured(serving: ServingSummary | None) -> str:
+    """'; serving: queue non-empty in 83% of 6 stats samples (drains: 6 to 0), KV up to 97.3%' when the case's
+    serving artifacts measured the engine's queue (stats lines), else empty: a finding-less verdict of a
+    trace still says what the engine's queue showed (the healthy finding carried it before)."""
+    measured = measured_serving(serving) if serving and serving.stats else []
+    return f"; serving: {measured[0]}" if measured else ""
+
+
+def _trace_headline(findings: list[Finding], abstentions: list[Abstention], devices: list, symptom: str | None,
+                    serving: ServingSummary | None = None) -> str:
+    """The verdict of a case with a GPU trace (``devices``: its DeviceMetrics with their accounting;
+    ``serving``: the case's serving summary, whose queue a verdict without findings names)."""
     compute = min(device.accounting["slices_pct"].get("compute", 0.0) + device.accounting["slices_pct"].get("collective", 0.0)
                   for device in devices)
     odd = [abstention for abstention in abstentions if abstention.analysis in ODD]
@@ -206,7 +216,7 @@ def _trace_headline(findings: list[Finding], abstentions: list[Abstention], devi
         return _tops_words(tops)
     if compute >= t("healthy_compute_min_pct") and abstentions:
         busy = "all of" if compute >= 100.0 else f"at least {pct(compute)} of"  # never "at least 100.0%" (as healthy)
-        return (f"No problem found in what was measured (GPU computing {busy} the window)"
+        return (f"No problem found in what was measured (GPU computing {busy} the window{_serving_measured(serving)})"
                 f"{_ruled_out(findings)}, but the verdict is incomplete: "
                 + "; ".join(sorted({abstention.analysis for abstention in abstentions})) + " not measured")
     return (f"GPU computing {pct(compute)} of the window; no measured cause explains the rest (not healthy: not GPU-bound)"

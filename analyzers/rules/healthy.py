@@ -10,8 +10,9 @@ from tracetriage.analyzers.evidence import ev
 from tracetriage.analyzers.rules.abstain import BLOCKS_HEALTHY
 from tracetriage.analyzers.rules.context import Context, Rule, t
 from tracetriage.analyzers.rules.precision import precision_advice, quantize_advice
+from tracetriage.analyzers.rules.serving_queue import queue_words
 from tracetriage.analyzers.rules.slo import slo_checks
-from tracetriage.wording import pct
+from tracetriage.wording import pct, requests
 
 # name: (value, why)
 THRESHOLDS = {
@@ -67,9 +68,7 @@ def rule_healthy(ctx: Context):
     stats = ctx.serving.stats if ctx.serving else None
     if stats:
         evidence.append(ev("queue", stats.waiting_share_pct, "%", f"{stats.samples} engine stats samples",
-                           text=f"requests waiting in {stats.waiting_share_pct:.0f}% of {stats.samples} stats samples "
-                                f"(mean {stats.waiting_mean}, max {stats.waiting_max}); running mean "
-                                f"{stats.running_mean}, "
+                           text=f"{queue_words(ctx.serving)}; running mean {requests(stats.running_mean)}, "
                                 f"KV cache usage p50 {stats.kv_usage_p50}% max {stats.kv_usage_max}%"))
     busy = "all" if min(compute) >= 100.0 else f"at least {pct(min(compute))}"
     device = next((trace.efficiency.device for trace in ctx.per_trace if trace.efficiency.device), None)

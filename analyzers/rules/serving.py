@@ -20,13 +20,17 @@ from tracetriage.analyzers import catalog
 from tracetriage.analyzers.evidence import ev
 from tracetriage.analyzers.rules.context import Context, Rule, t
 from tracetriage.analyzers.rules.memory import lone_preemption, rule_memory_pressure
+from tracetriage.analyzers.rules.serving_queue import queue_moment as queue_moment
+from tracetriage.analyzers.rules.serving_queue import queue_trend as queue_trend
+from tracetriage.analyzers.rules.serving_queue import queue_words as queue_words
+from tracetriage.analyzers.rules.serving_queue import saturates, standing_queue
 from tracetriage.analyzers.rules.serving_signals import InterTokenTail, inter_token_tail, tail_unexplained, tpot_needs_budget
 from tracetriage.analyzers.rules.serving_signals import budgets_break_at as budgets_break_at
 from tracetriage.analyzers.rules.serving_signals import tail_words as tail_words
 from tracetriage.analyzers.rules.slo import budget_check, cap_of, measured_serving
 from tracetriage.analyzers.serving_metrics import BenchRecord, ServingSummary, StatsSummary, Tokens, serving_summary
 from tracetriage.analyzers.serving_series import series_names
-from tracetriage.wording import ms, pct, plural
+from tracetriage.wording import ms, pct, plural, requests, rps
 
 # name: (value, why)
 THRESHOLDS = {
@@ -64,10 +68,6 @@ THRESHOLDS = {
 DEFAULT_CAP = 256  # vLLM's default max_num_seqs, used only to size over-replication when the config is absent
 
 
-def rps(rate) -> str:
-    return "n/a" if rate is None else f"{rate:,.1f} req/s"
-
-
 def _budgets(slo: dict) -> str:
     return ", ".join(f"{name}={value:g}" for name, value in slo.items()) if slo else "no latency budgets (none given with --slo)"
 
@@ -87,34 +87,38 @@ class CapacityEvidence:
     capacity: float | None
     impact: float
     ttft_text: str
+    served: float | None = None  # the completion rate of the run the arrival rate is of (capacity: the highest)
 
 
 def _capacity_from_sweep(bench: list[BenchRecord], queue_share, served: list[float]) -> tuple[CapacityEvidence, list] | None:
     """Arrivals above completions with TTFT growing with the rate, in one benchmark series (``bench``: its
     runs at a finite rate; ``served``: the completion rates of all its runs, a rate-inf run's included)."""
     base = min((run.mean_ttft_ms for run in bench if run.mean_ttft_ms), default=None)
-    over = [run for run in bench if run.request_rate > t("capacity_rate_excess") * run.request_throughput
-            and run.mean_ttft_ms and base and run.mean_ttft_ms >= t("capacity_ttft_growth") * base]
-    if len(bench) == 1:  # one record: TTFT growth cannot be measured, the rate gap must be clear
-        over = [run for run in bench if run.request_rate > 1.5 * run.request_throughput and run.mean_ttft_ms]
+    over = [run for run in bench if saturates(run.request_rate, run.request_throughput, run.max_concurrency,
+                                              run.mean_ttft_ms, base, len(bench))]
     if not over:
         return None
     top = max(over, key=lambda run: run.request_rate)
     capacity = max(served)
+    lowest = min((run for run in bench if run.mean_ttft_ms == base), key=lambda run: run.request_rate)
     if len(bench) > 1:
         impact = 100.0 * (top.mean_ttft_ms - base) / top.mean_ttft_ms
     else:
         impact = 100.0 * queue_share if queue_share is not None else 100.0 * (1 - capacity / top.request_rate)
     fired = CapacityEvidence(top.request_rate, capacity, impact,
                              f"mean TTFT {ms(top.mean_ttft_ms)} against {ms(base)} at low load" if len(bench) > 1
-                             else f"mean TTFT {ms(top.mean_ttft_ms)}")
+                             else f"mean TTFT {ms(top.mean_ttft_ms)}", top.request_throughput)
     evidence = [
         ev("arrival_rate_rps", top.request_rate, "req/s", None, text=f"arrival rate (configured): {rps(top.request_rate)}"),
+        ev("completed_rps", round(top.request_throughput, 3), "req/s", f"the {top.request_rate:g} req/s run",
+           text=f"completed in that run: {rps(top.request_throughput)} (completed / duration)"),
         ev("capacity_rps", round(capacity, 3), "req/s", None,
-           text=f"highest completion rate measured: {rps(capacity)} over {plural(len(served), 'benchmark run')}"),
+           text=f"capacity: {rps(capacity)}, the highest completion rate measured over "
+                f"{plural(len(served), 'benchmark run')}"),
         ev("mean_ttft_ms", top.mean_ttft_ms, "ms", f"requests at {top.request_rate:g} req/s",
            text=f"mean TTFT {ms(top.mean_ttft_ms)} at {top.request_rate:g} req/s"
-                + (f" vs {ms(base)} at the lowest rate" if len(bench) > 1 else "")),
+                + (f" vs {ms(base)} at {lowest.request_rate:g} req/s (the lowest mean TTFT of the series)"
+                   if len(bench) > 1 else "")),
     ]
     return fired, evidence
 
@@ -143,42 +147,6 @@ def _capacity_from_bench(serving: ServingSummary, queue_share) -> tuple[Capacity
     return fired, evidence
 
 
-def _queue_behind_full(stats: StatsSummary, cap) -> bool:
-    """A queue in most samples, behind a full batch or KV pool, at least half the batch deep."""
-    full = (stats.kv_usage_max or 0) >= t("queue_kv_full_pct") or (cap and (stats.running_max or 0) >= t("queue_cap_share") * cap)
-    deep = (stats.waiting_mean or 0) >= max(1.0, 0.5 * (stats.running_mean or 0))
-    return bool(stats.waiting_share_pct >= t("queue_share_min_pct") and full and deep)
-
-
-def _standing_queue(stats: StatsSummary, cap) -> bool:
-    """:func:`_queue_behind_full` over at least queue_trend_min_samples samples, and not shrinking
-    (the last sample's queue at least the first's): a queue that does not drain."""
-    growing = (stats.waiting_last or 0) >= (stats.waiting_first or 0)
-    return stats.samples >= t("queue_trend_min_samples") and growing and _queue_behind_full(stats, cap)
-
-
-def queue_moment(serving: ServingSummary | None) -> str | None:
-    """What too few stats samples show of a queue that looks like at_capacity's (behind a full batch
-    or KV pool, deep) but whose trend they cannot show, in words; None otherwise (no such queue, or
-    enough samples for at_capacity to judge it)."""
-    stats = serving.stats if serving else None
-    if not (stats and stats.waiting_mean is not None and 0 < stats.samples < t("queue_trend_min_samples")):
-        return None
-    cap = cap_of(serving)
-    if not _queue_behind_full(stats, cap):
-        return None
-    kv = f", KV cache {stats.kv_usage_max:g}% full" if stats.kv_usage_max is not None else ""
-    need = f"at least {t('queue_trend_min_samples')} samples"
-    if stats.samples == 1:
-        share = 100.0 * stats.waiting_last / (stats.waiting_last + (stats.running_max or 0))
-        return (f"one stats sample: {stats.waiting_last:,.0f} requests queued behind {stats.running_max:,.0f} running{kv} "
-                f"({pct(share)} of the requests in the system waiting), at that moment; whether the queue drains or "
-                f"keeps growing (at_capacity) is not shown by one sample: it needs {need}")
-    return (f"{plural(stats.samples, 'stats sample')}: {stats.waiting_first:,.0f} then {stats.waiting_last:,.0f} requests "
-            f"queued behind up to {stats.running_max:,.0f} running{kv}; whether the queue drains or keeps growing "
-            f"(at_capacity) is not shown by {stats.samples} samples: it needs {need}")
-
-
 def _capacity_from_queue(serving: ServingSummary, queue_share) -> tuple[CapacityEvidence | None, list]:
     """at_capacity from the engine's stats lines: a standing, growing queue behind a full batch or KV
     pool. Without the server's queue histogram, the share is the queue's of the requests in the
@@ -188,23 +156,24 @@ def _capacity_from_queue(serving: ServingSummary, queue_share) -> tuple[Capacity
     if not (stats and stats.waiting_mean is not None and stats.samples >= 1):
         return None, []
     cap = cap_of(serving)
-    if not _standing_queue(stats, cap):
+    if not standing_queue(stats, cap):
         return None, []
     in_system = stats.waiting_mean + (stats.running_mean or 0)
     impact = 100.0 * queue_share if queue_share is not None else 100.0 * stats.waiting_mean / in_system
     fired = CapacityEvidence(None, None, impact,
-                             f"{stats.waiting_mean:g} requests wait on average behind {stats.running_mean:g} running"
+                             f"{requests(stats.waiting_mean)} requests wait on average behind "
+                             f"{requests(stats.running_mean)} running"
                              + (f", KV cache up to {stats.kv_usage_max:g}% full" if stats.kv_usage_max is not None else ""))
     law = serving.littles_law
     evidence = [
         ev("arrival_rate_rps", None, "req/s", None, text="arrival rate: not measured (no benchmark or request counters)"),
         ev("capacity_rps", None, "req/s", None, text="capacity: not measured; the queue grows at the load seen"),
         ev("waiting_mean", stats.waiting_mean, "requests", f"{stats.samples} stats samples",
-           text=f"waiting queue non-empty in {stats.waiting_share_pct:.0f}% of {stats.samples} samples, mean "
-                f"{stats.waiting_mean:g}, max {stats.waiting_max:g} (first {stats.waiting_first:g}, "
-                f"last {stats.waiting_last:g})"),
+           text=f"waiting queue non-empty in {pct(stats.waiting_share_pct)} of {stats.samples} samples, mean "
+                f"{requests(stats.waiting_mean)}, max {requests(stats.waiting_max)} (first {requests(stats.waiting_first)}, "
+                f"last {requests(stats.waiting_last)})"),
         ev("littles_law_in_system", law.in_system, "requests", None,
-           text=f"requests in the system (running + waiting): {law.in_system}"),
+           text=f"requests in the system (running + waiting): {requests(law.in_system)}"),
         ev("kv_usage_max", stats.kv_usage_max, "%", "KV cache pool",
            text=f"KV cache usage up to {stats.kv_usage_max}%"
            + (f"; running up to {stats.running_max:g} of max {cap:g} sequences" if cap else "")),
@@ -212,8 +181,8 @@ def _capacity_from_queue(serving: ServingSummary, queue_share) -> tuple[Capacity
     if queue_share is None:
         share = 100.0 * stats.waiting_mean / in_system
         evidence.append(ev("queue_share_of_time_in_system", round(share, 2), "%", "requests in the system (L_q / L)",
-                           text=f"the queue holds {pct(share)} of the requests in the system ({stats.waiting_mean:g} of "
-                                f"{in_system:g}): by Little's law the share of the time in system spent waiting, at "
+                           text=f"the queue holds {pct(share)} of the requests in the system ({requests(stats.waiting_mean)} of "
+                                f"{requests(in_system)}): by Little's law the share of the time in system spent waiting, at "
                                 "least that share of the time to first token"))
     return fired, evidence
 
@@ -227,8 +196,9 @@ def _capacity_fields(fired: CapacityEvidence, queue_share) -> dict:
     else:
         replicas_needed = ("the arrival rate divided by the per-replica completion rate, rounded up (measure both with a "
                            "benchmark sweep)")
+    served = fired.served if fired.served is not None else capacity
     return {"arrival": rps(arrival) if arrival else "more requests",
-            "capacity": rps(capacity) if capacity else "fewer",
+            "served": rps(served) if served else "fewer", "capacity": rps(capacity) if capacity else "fewer",
             "ttft_text": fired.ttft_text,
             "capacity_per_replica": rps(capacity) if capacity else "completion rate",
             "arrival_plain": rps(arrival) if arrival else "the arrival rate", "replicas_needed": replicas_needed,
@@ -473,7 +443,7 @@ def rule_over_replicated(ctx: Context):
                                                     f"replica{'' if cap_of(serving) else ', vLLM default'})"),
     ]
     return catalog.make("over_replicated", impact,
-                        {"replicas": len(replicas), "per_replica": f"{per:.1f}", "kv": f"{max(kv):.0f}%" if kv else "n/a",
+                        {"replicas": len(replicas), "per_replica": f"{per:.1f}", "kv": pct(max(kv)) if kv else "n/a",
                          "replicas_needed": plural(need, "replica"), "target": int(target)},
                         evidence, severity="medium", denominator="batch slots of all replicas", kind=ctx.kind)
 
@@ -482,10 +452,10 @@ def _admission_evidence(stats: StatsSummary, cap) -> list:
     """admission_blocked's evidence: the queue's share of samples, the running batch against its cap, the KV usage."""
     return [
         ev("waiting_share_pct", stats.waiting_share_pct, "%", f"{stats.samples} stats samples",
-           text=f"requests waiting in {stats.waiting_share_pct:.0f}% of {stats.samples} samples "
-                f"(mean {stats.waiting_mean:g})"),
+           text=f"requests waiting in {pct(stats.waiting_share_pct)} of {stats.samples} samples "
+                f"(mean {requests(stats.waiting_mean)})"),
         ev("running_mean", stats.running_mean, "sequences", f"max_num_seqs {cap:g}",
-           text=f"running {stats.running_mean:.1f} on average (max {stats.running_max:g}) of a cap of {cap:g}"),
+           text=f"running {requests(stats.running_mean)} on average (max {requests(stats.running_max)}) of a cap of {cap:g}"),
         ev("kv_usage_max", stats.kv_usage_max, "%", "KV cache pool", text=f"KV cache at most {stats.kv_usage_max}% used"),
     ]
 
@@ -508,9 +478,9 @@ def rule_admission_blocked(ctx: Context):
                            text=f"{plural(count, 'preemption')} with the KV cache at most {stats.kv_usage_max}% used: a lone "
                                 "shortfall, not a pool that runs out"))
     return catalog.make("admission_blocked", impact,
-                        {"waiting_share": f"{stats.waiting_share_pct:.0f}%", "running": f"{stats.running_mean:.1f}",
+                        {"waiting_share": pct(stats.waiting_share_pct), "running": requests(stats.running_mean),
                          "cap": f"{cap:g}",
-                         "kv": f"{stats.kv_usage_max:.0f}%"},
+                         "kv": pct(stats.kv_usage_max)},
                         evidence, severity="high" if impact >= 50 else "medium", denominator="batch slots (max_num_seqs)",
                         kind=ctx.kind)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from tracetriage.analyzers.serving_metrics import ClientFigures, ServerHistogram, ServingSummary, serving_summary
-from tracetriage.wording import ms
+from tracetriage.wording import ms, pct
 
 BATCH_CAP_KEYS = ("max_num_seqs", "max_running_requests")  # vLLM's batch cap, SGLang's
 
@@ -115,8 +115,15 @@ def measured_serving(serving: ServingSummary | dict) -> list[str]:
     stats, client = summary.stats, summary.latency.client
     measured = []
     if stats:
-        measured.append(f"queue non-empty in {stats.waiting_share_pct:.0f}% of {stats.samples} stats samples"
-                        + (f", KV up to {stats.kv_usage_max}%" if stats.kv_usage_max is not None else ""))
+        from tracetriage.analyzers.rules.serving_queue import queue_trend
+
+        trend = queue_trend(stats) if stats.waiting_max else None
+        moves = (f" ({trend}: {stats.waiting_first:,.0f} to {stats.waiting_last:,.0f})" if trend in ("grows", "drains")
+                 else f" (holds at {stats.waiting_last:,.0f})" if trend == "holds" else "")
+        queue = (f"queue non-empty in {pct(stats.waiting_share_pct)} of {stats.samples} stats samples{moves}"
+                 if stats.waiting_max else "no request waiting in " + (
+                     "the one stats sample" if stats.samples == 1 else f"any of {stats.samples} stats samples"))
+        measured.append(queue + (f", KV up to {stats.kv_usage_max}%" if stats.kv_usage_max is not None else ""))
     for metric in ("ttft", "tpot", "itl"):
         figures = client.of(metric)
         value = figures and (figures.p99 or figures.mean)

@@ -83,12 +83,19 @@ class Latency:
 @dataclass(frozen=True, slots=True)
 class LittlesLaw:
     """Little's law on the serving figures: arrival rate and capacity (req/s), requests in the system,
-    time in the system (s), where the figures come from."""
+    time in the system (s), where the figures come from; the completion rate of the run the arrival
+    rate is of, the run the capacity was measured in and whether it saturated the server (else the
+    capacity is a lower bound), a closed-loop run's max concurrency and Little's bound C / W (req/s)."""
     arrival_rate_rps: float | None = None
     capacity_rps: float | None = None
     in_system: float | None = None
     time_in_system_s: float | None = None
     source: str | None = None
+    throughput_rps: float | None = None
+    capacity_run: str | None = None
+    capacity_saturated: bool | None = None
+    concurrency: float | None = None
+    concurrency_rps: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,3 +266,4 @@ class Serving:
     slo_checks: tuple[dict[str, Any], ...] = ()
     requests: Requests | None = None
     cross_checks: tuple[str, ...] = ()
+    queue: str | None = None
