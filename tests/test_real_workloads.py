@@ -9,7 +9,9 @@ stored snapshot keeps. So the documents here are built, one rank each, in the sh
 FSDP's own ranges around them; the pipeline one is a 1F1B stage whose SendRecv kernels run under
 ``nccl:send``/``nccl:recv``. ``tests/test_collectives_workload.py`` decides the kind from names alone; these go
 through the parser, the generic kernels' op, the collective share and the finding's texts. A real capture of either
-kind, when one is copied in, gets its test here, skipped without the file (``conftest.real``)."""
+kind, when one is copied in, gets its test here, skipped without the file (``conftest.real``). The one real FSDP capture
+found since (AORTA's FSDP training on MI350X, rocprofv3 JSON) names no collective at all (generic RCCL kernels, no RCCL
+API record): its test pins that the kind is left open rather than guessed."""
 
 import gzip
 import json
