@@ -33,6 +33,7 @@ from tracetriage.analyzers.metrics import (
     Window,
 )
 from tracetriage.analyzers.result import Analysis
+from tracetriage.analyzers.wait_sources import measure as measure_waits
 from tracetriage.memory import release_freed
 from tracetriage.model import Trace, cat_mask, distinct, is_kind
 from tracetriage.partition import held
@@ -287,6 +288,7 @@ def analyze_trace(trace: Trace, index: int, multi: bool, step_range: str | None)
         precision=math_precision.measure(trace, lo, hi),
         phases=found_phases,
         clock_offsets=tuple(check for check in clock_checks.result() if check.offset),
+        waits=measure_waits(trace, lo, hi, devices),
         **counts.result(),
     )
     return replace(metrics, odd=rules.oddities(metrics))

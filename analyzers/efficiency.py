@@ -43,14 +43,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tracetriage.analyzers import opwork
+from tracetriage.analyzers import op_kernels, opwork
 from tracetriage.analyzers.capture_kind import is_native_trace, trace_vendor
 from tracetriage.analyzers.efficiency_rows import ClassRow, DecodeFloor, Judgement, NotMeasured, Rates, Roofline, TopOp
+from tracetriage.analyzers.graph_window import KEY_SHIFT, graph_rows
 from tracetriage.analyzers.metrics import Efficiency, TraceMetrics
 from tracetriage.analyzers.op_kernels import KernelTime, OpWork, kernel_time, op_steps, op_works, replayed_ops
 from tracetriage.analyzers.peaks import device_peaks, roofline
 from tracetriage.analyzers.serving_work import canonical_name
-from tracetriage.model import Trace, is_kind
+from tracetriage.model import Trace
 from tracetriage.wording import for_vendor, plural
 
 # name: (value, why) — merged into the rules' THRESHOLDS table
@@ -72,7 +73,12 @@ THRESHOLDS = {
 }
 
 DECODE_MAX_TOKENS = THRESHOLDS["decode_max_tokens"][0]
-CLASS_WORDS = {"gemm": "GEMMs", "attention": "attention", "memory_bound": "memory-bound kernels"}
+CLASS_WORDS = op_kernels.CLASS_WORDS
+
+
+def class_words(eff: Efficiency | None, kind: str) -> str:
+    """A class of ``eff`` in words ('GEMMs and convolutions' where convolution kernels ran: op_kernels.class_words)."""
+    return op_kernels.class_words(kind, eff.conv_ns if eff else 0.0)
 DTYPE_WORDS = {"bf16": "BF16", "fp16": "FP16", "fp32": "FP32", "tf32": "TF32", "fp8": "FP8", "fp4": "FP4", "int8": "INT8",
                "fp64": "FP64"}
 
@@ -158,49 +164,40 @@ def _graph_not_measured(trace: Trace, lo: int, hi: int, tied_rows: np.ndarray) -
     gpu = trace.gpu
     if not len(gpu) or not gpu["in_graph"].any():
         return []
-    start, end = gpu["start"].to_numpy(), gpu["end"].to_numpy()
-    graph = np.flatnonzero(gpu["in_graph"].to_numpy(bool))  # row numbers, not column-sized temporaries
-    graph = graph[((at := start[graph]) >= lo) & (at < hi)]
-    del at
+    ties = trace.meta.get("graph_ties")
+    found = graph_rows(trace, lo, hi, tied_rows, keep_rows=bool(ties))
     out = []
-    whole = graph[is_kind(gpu, "graph")[graph]]
-    if whole.size:
+    if found.whole:
         out.append(NotMeasured(
-            what="graph replays without kernels", time_ns=int((end[whole] - start[whole]).sum()), has_share=True,
+            what="graph replays without kernels", time_ns=found.whole_ns, has_share=True,
             share_pct=None,
-            reason=f"{plural(whole.size, 'graph replay')} traced as one interval each (nsys --cuda-graph-trace=graph, "
+            reason=f"{plural(found.whole, 'graph replay')} traced as one interval each (nsys --cuda-graph-trace=graph, "
                    "the default): their kernels, and so the operators behind them, are not recorded",
             capture_hint="nsys profile --cuda-graph-trace=node records each replayed kernel (its class and time); the "
                          "operators' shapes need their kernels launched outside a graph: profile one step eagerly (CUDA "
                          "graphs off, e.g. vLLM --enforce-eager) with --pytorch=autograd-shapes-nvtx"))
-    rows = graph[is_kind(gpu, "kernel")[graph]]
-    if not rows.size:
+    if not found.kernels or not found.untied:
         return out
-    untied = rows[~np.isin(rows, tied_rows)] if tied_rows.size else rows
-    all_ns = float((end[rows] - start[rows]).sum())
-    untied_ns = float((end[untied] - start[untied]).sum()) if untied is not rows else all_ns
-    if not untied.size:
-        return out
-    ties = trace.meta.get("graph_ties")
-    key = gpu["pid"].to_numpy(np.int64)[untied] * (1 << 32) + gpu["correlation"].to_numpy(np.int64)[untied]
-    heads = np.r_[True, key[1:] != key[:-1]]  # a replay's kernels come in a run (one launch's correlation): its head
-    replay_count = int(np.unique(key[heads]).size)
+    all_ns, untied_ns = float(found.kernel_ns), float(found.untied_ns)
     if not ties:
         out.append(NotMeasured(
             what="graph-replayed kernels not tied to ops", time_ns=int(untied_ns), has_share=True, share_pct=None,
-            reason=f"{plural(replay_count, 'replay')}, {100.0 * untied_ns / all_ns:.0f}% of the replayed kernel time in "
+            reason=f"{plural(found.replays, 'replay')}, {100.0 * untied_ns / all_ns:.0f}% of the replayed kernel time in "
                    f"the window: this {trace.format} export does not tie a replayed kernel to the launch call that "
                    "captured it",
             capture_hint=for_vendor("profile the same run with the PyTorch profiler (record_shapes=True) over the "
                                     "CUDA-graph capture and the replays, or one step eagerly (vLLM --enforce-eager)",
                                     trace_vendor(trace))))
         return out
+    untied = found.untied_rows
+    start, end = gpu["start"].to_numpy(), gpu["end"].to_numpy()
+    key = gpu["pid"].to_numpy(np.int64)[untied] * KEY_SHIFT + gpu["correlation"].to_numpy(np.int64)[untied]
     tied = len(ties.get("tied", []))
     done = (f"; {tied:,} of {ties['replays']:,} replays tied to their capture in "
             f"{', '.join(Path(source).name for source in ties['sources'])}" if tied else "")
     groups = [(reason, pairs) for reason, pairs in ties.get("untied", {}).items()] + [("no_formula", ties.get("tied", []))]
     for reason, pairs in groups:
-        pair_keys = np.array([pid * (1 << 32) + correlation for pid, correlation in pairs], dtype=np.int64)
+        pair_keys = np.array([pid * KEY_SHIFT + correlation for pid, correlation in pairs], dtype=np.int64)
         selected = np.isin(key, pair_keys)
         if not selected.any():
             continue
@@ -378,7 +375,7 @@ def measure(trace: Trace, lo: int, hi: int, steps: list) -> Efficiency:
         not_measured.insert(0, _no_shapes_row(trace, kernels.kernel_ns))
     return Efficiency(device=device, device_name=str(row["name"]), classes=classes, top_ops=top_ops,
                       decode_floor=decode_floor, not_measured=not_measured, dominant=dominant, unmeasured_ns=unmeasured,
-                      kernel_ns=kernels.kernel_ns, wasted_ns=wasted_ns)
+                      kernel_ns=kernels.kernel_ns, wasted_ns=wasted_ns, conv_ns=kernels.conv_ns)
 
 
 def _decode_floor(not_measured: list[NotMeasured], entry: dict | None, work: OpWork, calls: _OpCalls, measured: dict[str, float],
@@ -508,9 +505,9 @@ def judgement(eff: Efficiency | None) -> Judgement | None:
                          text=f"decode steps at {floor.pct_of_floor:.0f}% of the bandwidth floor")
     if row is None or row.roofline.pct_of_roofline is None or share < _threshold("roofline_min_measured_share"):
         return Judgement(kind=dominant, entry=row, measured=False, below=False, side=None, decode=None,
-                         text=f"{CLASS_WORDS[dominant]} efficiency not measured")
+                         text=f"{class_words(eff, dominant)} efficiency not measured")
     return Judgement(kind=dominant, entry=row, measured=True, side=row.roofline.bound, decode=None,
-                     below=row.roofline.pct_of_roofline < _threshold("roofline_min_pct"), text=roofline_words(row))
+                     below=row.roofline.pct_of_roofline < _threshold("roofline_min_pct"), text=roofline_words(row, eff))
 
 
 def peak_words(roof: Roofline) -> str:
@@ -525,9 +522,9 @@ def peak_words(roof: Roofline) -> str:
     return words
 
 
-def roofline_words(row: ClassRow) -> str:
+def roofline_words(row: ClassRow, eff: Efficiency | None = None) -> str:
     """A class row's % of roofline in words, against the peak (named) or the bandwidth that bounds it."""
-    what = CLASS_WORDS[row.name]
+    what = class_words(eff, row.name)
     if row.roofline.bound == "compute":
         return f"{what} at {row.roofline.pct_of_roofline:.0f}% of {peak_words(row.roofline)}"
     return f"{what} at {row.roofline.pct_of_roofline:.0f}% of the datasheet memory-bandwidth roofline"
@@ -544,7 +541,7 @@ def healthy_words(per_trace: list[TraceMetrics]) -> str:
             gemm = next((row for row in eff.classes if row.name == "gemm" and row.roofline.pct_of_roofline is not None), None)
             if judged.kind != "gemm" and gemm and \
                     (gemm.measured_share_pct or 0) >= 100 * _threshold("roofline_min_measured_share"):
-                words.append(roofline_words(gemm))
+                words.append(roofline_words(gemm, eff))
             return "; " + ", ".join(words)
     why = "no operator shapes"
     if any(_untyped_dominant(eff) for eff in efficiencies):

@@ -401,6 +401,7 @@ class Efficiency:
     unmeasured_ns: dict[str, float] = field(default_factory=dict)
     kernel_ns: float = 0
     wasted_ns: dict = field(default_factory=dict)
+    conv_ns: float = 0  # of kernel_ns, convolution kernels' (op_kernels.is_convolution: in the gemm class)
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,3 +457,4 @@ class TraceMetrics:
     odd: list[Abstention] = field(default_factory=list)
     clock_offsets: tuple[ClockCheck, ...] = ()  # processes whose host and GPU clocks are offset (queued.clock_check)
     precision: MathPrecision = field(default_factory=MathPrecision)  # math_precision.measure
+    waits: tuple = ()  # per device, what the trace holds of its dependency waits (wait_sources.measure)

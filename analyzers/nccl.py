@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tracetriage.analyzers.metrics import Contract
+from tracetriage.analyzers.nccl_net import Network, comm_network, network, spans_nodes
 from tracetriage.contract import load, load_all
 from tracetriage.parsers.nccl import NcclLog
 
@@ -32,22 +33,27 @@ class Connection:
 
 @dataclass(frozen=True, slots=True)
 class RankInfo:
-    """One rank of a communicator as its Init lines give it: the host and CUDA device (None: not logged)."""
+    """One rank of a communicator as its Init lines give it: the host, process and CUDA device (None: not logged)."""
 
     host: str | None = None
+    pid: int | None = None
     cuda_dev: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class CommunicatorInfo:
     """One comm pointer's Init lines: its ranks, how many finished init, the ranks and nodes it spans and
-    the commId shared by the pointers of one communicator (None: not logged)."""
+    the commId shared by the pointers of one communicator, its ranks on the node of this pointer (``localRanks``)
+    and the networks its init threads logged just before (None or empty: not logged)."""
 
     ranks: dict[int, RankInfo]
     init_complete: int = 0
     nranks: int | None = None
     nnodes: int | None = None
     comm_id: str | None = None
+    local_ranks: int | None = None
+    nets: tuple[str, ...] = ()
+    mnnvl: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +76,9 @@ class TestsTable:
 @dataclass(frozen=True, slots=True)
 class Communicator(Contract):
     """The contract's row of one communicator: its id (commId, or the pointer when none is logged), ranks
-    and nodes it spans, the ranks seen, the Init lines completed, and its hosts and CUDA devices."""
+    and nodes it spans, the ranks seen, the Init lines completed, its hosts and CUDA devices, the network
+    it uses (nccl_net.comm_network; None: not logged), whether its ranks span nodes (nccl_net.spans_nodes) and
+    whether its nodes share one NVLink domain (``MNNVL 1``: NVLink, not the network, carries traffic inside it)."""
 
     comm: str
     nranks: int | None
@@ -79,6 +87,9 @@ class Communicator(Contract):
     init_complete: int
     hosts: list[str]
     cuda_devs: list[int]
+    network: str | None = None
+    spans_nodes: bool | None = None
+    mnnvl: bool | None = None
 
 
 def _transports(connections: tuple[Connection, ...]) -> dict[str, int]:
@@ -111,28 +122,33 @@ def _slow_paths(connections: tuple[Connection, ...], communicators: list[Communi
     return [SlowPath(from_dev, to_dev, via) for from_dev, to_dev, via in pairs]
 
 
-def _communicators(log: NcclLog) -> list[Communicator]:
+def _communicators(log: NcclLog, net: Network) -> list[Communicator]:
     """One row per communicator. One communicator spans many processes, each with its own comm pointer:
     the pointers are grouped by the commId their Init lines carry (pointer alone when none is logged)."""
     groups: dict[str, list[CommunicatorInfo]] = {}
     for comm, block in log.communicators.items():
         info = load(CommunicatorInfo, block)
         groups.setdefault(info.comm_id or comm, []).append(info)
-    return [_communicator(key, infos) for key, infos in groups.items()]
+    return [_communicator(key, infos, net) for key, infos in groups.items()]
 
 
-def _communicator(key: str, infos: list[CommunicatorInfo]) -> Communicator:
+def _communicator(key: str, infos: list[CommunicatorInfo], net: Network) -> Communicator:
     """The row of one communicator from its pointers' Init lines (a later pointer's rank counts win)."""
     ranks: dict[int, RankInfo] = {}
     for info in infos:
         ranks.update(info.ranks)
+    nranks = next((info.nranks for info in reversed(infos) if info.nranks is not None), None)
+    nnodes = next((info.nnodes for info in reversed(infos) if info.nnodes is not None), None)
+    local = next((info.local_ranks for info in reversed(infos) if info.local_ranks is not None), None)
+    hosts = sorted({rank.host for rank in ranks.values() if rank.host})
+    processes = list(dict.fromkeys((rank.host, rank.pid) for rank in ranks.values()))
     return Communicator(
-        comm=key,
-        nranks=next((info.nranks for info in reversed(infos) if info.nranks is not None), None),
-        nnodes=next((info.nnodes for info in reversed(infos) if info.nnodes is not None), None),
+        comm=key, nranks=nranks, nnodes=nnodes,
         ranks_seen=len(ranks), init_complete=sum(info.init_complete for info in infos),
-        hosts=sorted({rank.host for rank in ranks.values() if rank.host}),
-        cuda_devs=sorted({rank.cuda_dev for rank in ranks.values() if rank.cuda_dev is not None}))
+        hosts=hosts, cuda_devs=sorted({rank.cuda_dev for rank in ranks.values() if rank.cuda_dev is not None}),
+        network=comm_network([name for info in infos for name in info.nets], processes, net),
+        spans_nodes=spans_nodes(nranks, nnodes, local, len(ranks), hosts),
+        mnnvl=next((bool(info.mnnvl) for info in reversed(infos) if info.mnnvl is not None), None))
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +175,8 @@ class NcclWarning(Contract):
 @dataclass(frozen=True, slots=True)
 class NcclSummary(Contract):
     """One log as the contract's ``nccl`` row: library and version, communicators, transports per hop, the
-    intra-node slow paths, rings and trees, the warnings, and an nccl-tests table's figures."""
+    intra-node slow paths, rings and trees, the warnings, an nccl-tests table's figures, and the network
+    transport (nccl_net.Network)."""
 
     path: str
     library: str
@@ -176,19 +193,21 @@ class NcclSummary(Contract):
     warnings: list[NcclWarning]
     colls: int
     tests: dict
+    network: Network
 
 
 def summarize(log: NcclLog) -> NcclSummary:
     """Communicators, transports per hop, intra-node slow paths, warnings, nccl-tests."""
     connections = load_all(Connection, log.connections)
     tests = load(TestsTable, log.tests)
+    net = network(log)
     return NcclSummary(
         path=log.path,
         library=log.library,
         version=log.version,
         lines=log.lines,
         nccl_lines=log.parsed_lines,
-        communicators=_communicators(log),
+        communicators=_communicators(log, net),
         transports=_transports(connections),
         gdrdma_connections=sum(1 for connection in connections if connection.gdrdma),
         intra_node_slow_paths=_slow_paths(connections, [load(CommunicatorInfo, block) for block in log.communicators.values()]),
@@ -199,6 +218,7 @@ def summarize(log: NcclLog) -> NcclSummary:
         colls=len(log.colls),
         tests={"name": tests.name, "rows": len(tests.rows), "ranks": len(tests.ranks), "avg_busbw": tests.avg_busbw,
                "max_busbw": max((row.oop_busbw for row in tests.rows), default=None)},
+        network=net,
     )
 
 

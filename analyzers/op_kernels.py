@@ -26,17 +26,42 @@ from tracetriage.model import Trace, cat_codes, is_kind
 
 _GEMM_NAME = re.compile(r"(?i)gemm|cijk_|matmul|cutlass|xmma|cublas|hipblaslt|nvjet|wgmma|_mm_|splitk")
 _ATTN_NAME = re.compile(r"(?i)flash|fmha|attn|attention|paged|mla_|_mla")
+# Convolution engines: math kernels like GEMMs (implicit GEMM, Winograd, FFT or direct), held against the compute
+# roof. cuDNN: its cudnn::cnn:: and cudnn::detail:: engines (implicit / explicit / precomputed_convolve_sgemm,
+# wgrad_alg*_engine, dgrad*_engine), the scudnn / h1688cudnn families, xmma and CUTLASS fprop / dgrad / wgrad,
+# its FFT (fft2d_r2c_32x32 ...) and Winograd kernels; MIOpen: MIOpenConv*, miopenSp3AsmConv*, igemm_fwd/bwd/wrw_gtc*,
+# naive_conv_*, gridwise_convolution*; CK: kernel_grouped_conv_*, DeviceConvNd*, GroupedConvolution*. A "conv" is
+# followed by an upper-case letter, a digit, an underscore or the name's end (conv2d, ConvUni, conv_fwd), so
+# convert / converter kernels stay out; cuDNN's batch-norm, activation and layout kernels (cudnn::bn_*,
+# cudnn::ops::nchwToNhwc) name none of these and stay memory-bound.
+_CONV_NAME = re.compile(r"cudnn::cnn::|(?i:convolve|convolution|scudnn|[hsi]\d{3,5}cudnn|[dw]grad|fprop|winograd"
+                        r"|fft[123]d_[rc]2[rc]|igemm_(?:fwd|bwd|wrw))|(?i:conv)(?!ERT|ERS)(?=[A-Z0-9_]|$)")
+CLASS_WORDS = {"gemm": "GEMMs", "attention": "attention", "memory_bound": "memory-bound kernels"}
 KERNEL_SLICE = 1 << 18  # rows per slice: temporaries under the 4 MiB mmap threshold (tracetriage/memory.py)
 CLASS_COUNT = len(opwork.CLASSES)
 
 
+def is_convolution(name: str) -> bool:
+    """Whether a kernel's name is a convolution engine's (``_CONV_NAME``)."""
+    return bool(_CONV_NAME.search(name))
+
+
 def kernel_class(name: str) -> str:
-    """A kernel's class from its name alone (for kernels no shaped op launched)."""
+    """A kernel's class from its name alone (for kernels no shaped op launched): a convolution is a math
+    kernel, classed with the GEMMs (the compute roof), not with the memory-bound kernels."""
     if _ATTN_NAME.search(name):
         return "attention"
-    if _GEMM_NAME.search(name):
+    if _GEMM_NAME.search(name) or _CONV_NAME.search(name):
         return "gemm"
     return "memory_bound"
+
+
+def class_words(kind: str, conv_ns: float = 0.0) -> str:
+    """A class in words: the gemm class is "GEMMs and convolutions" where convolution kernels hold some of
+    its time (``conv_ns``, KernelTime.conv_ns), so a ResNet's abstention does not call its convolutions GEMMs."""
+    if kind == "gemm" and conv_ns > 0:
+        return "GEMMs and convolutions"
+    return CLASS_WORDS.get(kind, kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,8 +205,8 @@ class KernelTime:
     shaped op launched (``unmeasured_by_class``, collectives apart), the part of it launched by
     ops whose shapes came without data types (``untyped_by_class``) and the part launched by ops
     whose formula needs the step's sequence lengths that no annotated step gave (``no_lengths_by_class``);
-    the non-collective kernel ns;
-    and the shaped op (row of ``trace.ops``) and ns of each kernel one launched."""
+    the non-collective kernel ns; the ns of convolution kernels (by name: :func:`is_convolution`, all in the gemm
+    class) and the shaped op (row of ``trace.ops``) and ns of each kernel one launched."""
 
     ns_by_device: np.ndarray
     unmeasured_by_class: np.ndarray
@@ -190,6 +215,7 @@ class KernelTime:
     kernel_ns: float
     op_of_kernel: np.ndarray
     kernel_dur: np.ndarray
+    conv_ns: float = 0.0
 
 
 def kernel_time(trace: Trace, lo: int, hi: int, work: OpWork, tied: tuple[np.ndarray, np.ndarray]) -> KernelTime:
@@ -202,6 +228,8 @@ def kernel_time(trace: Trace, lo: int, hi: int, work: OpWork, tied: tuple[np.nda
     # classed once per distinct name (a regex per kernel row was 7 s at 2M kernels); code -1 (no name) last
     codes, categories = cat_codes(gpu["name"])
     class_of = np.array([opwork.CLASSES.index(kernel_class(str(c))) for c in [*categories, "nan"]], dtype=np.int8)
+    conv_of = np.array([is_convolution(str(c)) for c in categories] + [False], bool)
+    any_conv = bool(conv_of.any())
     launches = trace.op_kernels
     tied_rows, tied_ops = tied  # graph-replayed kernels tied to their captured ops
     if len(launches):
@@ -213,7 +241,7 @@ def kernel_time(trace: Trace, lo: int, hi: int, work: OpWork, tied: tuple[np.nda
     unmeasured_by_class = np.zeros(CLASS_COUNT)
     untyped_by_class = np.zeros(CLASS_COUNT)
     no_lengths_by_class = np.zeros(CLASS_COUNT)
-    kernel_ns = 0.0
+    kernel_ns = conv_ns = 0.0
     ops, durations = [np.empty(0, np.int64)], [np.empty(0)]
     for first in range(0, len(gpu), KERNEL_SLICE):
         slice_start = start[first:first + KERNEL_SLICE]
@@ -256,9 +284,11 @@ def kernel_time(trace: Trace, lo: int, hi: int, work: OpWork, tied: tuple[np.nda
             no_lengths_by_class += np.bincount(class_of[row_codes[no_lengths]], weights=dur[no_lengths],
                                                minlength=CLASS_COUNT)
         kernel_ns += float(dur[~collective].sum())
+        if any_conv:
+            conv_ns += float(dur[conv_of[row_codes] & ~collective].sum())
         if shaped.any():
             ops.append(op[shaped])
             durations.append(dur[shaped])
     return KernelTime(ns_by_device=ns_by_device, unmeasured_by_class=unmeasured_by_class, untyped_by_class=untyped_by_class,
                       no_lengths_by_class=no_lengths_by_class, kernel_ns=kernel_ns, op_of_kernel=np.concatenate(ops),
-                      kernel_dur=np.concatenate(durations))
+                      kernel_dur=np.concatenate(durations), conv_ns=conv_ns)

@@ -180,9 +180,16 @@ class _HostSlicer:
         out = np.full(rows.size, NEVER, np.int64)
         if not self.early_rows.size or not rows.size:
             return out
-        pos = np.minimum(np.searchsorted(self.early_rows, rows), self.early_rows.size - 1)
-        hit = self.early_rows[pos] == rows
-        out[hit] = self.early_ready[pos[hit]]
+        # only the early rows between the asked rows' least and greatest are searched: a slice's rows are a short
+        # run of the table, and a search in a run that fits the cache is several times faster than in all of it
+        lo = int(np.searchsorted(self.early_rows, rows.min()))
+        hi = int(np.searchsorted(self.early_rows, rows.max(), "right"))
+        if lo == hi:
+            return out
+        early = self.early_rows[lo:hi]
+        pos = np.minimum(np.searchsorted(early, rows), early.size - 1)
+        hit = early[pos] == rows
+        out[hit] = self.early_ready[lo + pos[hit]]
         return out
 
     def attribute_queued(self, gs: np.ndarray, ge: np.ndarray, ready: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -431,10 +438,12 @@ class _Pass:
         """For each merged start ``ms`` (the end of the gap before it), the earliest time one of the operations
         starting there was known queued (:meth:`_HostSlicer.ready_of`): rows are in start order, so those of a
         merged start are the run of rows with that start."""
-        a = np.searchsorted(starts, ms, "left")
-        counts = np.searchsorted(starts, ms, "right") - a
         if not ms.size:
             return np.empty(0, np.int64)
+        a = np.searchsorted(starts, ms, "left")
+        if starts.size < 2 or bool((starts[1:] > starts[:-1]).all()):  # no two rows start together: one row each
+            return self.host.ready_of(rows[a])
+        counts = np.searchsorted(starts, ms, "right") - a
         if (counts == 1).all():
             return self.host.ready_of(rows[a])
         first = np.cumsum(counts) - counts

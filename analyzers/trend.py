@@ -35,6 +35,11 @@ carries the same finding statuses and kernel movers as ``tracetriage compare``.
   larger of their robust SDs) *and* by the practical minimum: the threshold (default 5%) of
   the step p50 for ms-per-step series, of the level for counts and serving figures, 5 points
   for shares. The last case before it is ``last_good``, the first after ``first_bad``.
+* **The latest capture alone** (analyzers/trend_latest.py): a jump at the newest capture is no shift (a
+  segment needs 2) and no outlier (nothing after it says it is alone); each budget series' latest value is
+  judged against the captures of its segment before it by a one-sided prediction test (Student t over
+  those n captures): worse by the practical minimum at p < 0.001 fails the gate, at p < 0.01 the gate is
+  inconclusive (``gate.latest``).
 * **A deploy that changed the answers**: a level shift of the outputs' shape (``output_len_mean``)
   where compare of the two captures around it finds ``quality_regression`` is named in the verdict
   (``from <first capture after the deploy> on: quality_regression new``) and fails the gate while it
@@ -70,6 +75,9 @@ from tracetriage.analyzers.trend_changes import (
     find_changes,
     pelt_l2,
 )
+from tracetriage.analyzers.trend_latest import FAIL_P as LATEST_FAIL_P
+from tracetriage.analyzers.trend_latest import UNDECIDED_P as LATEST_UNDECIDED_P
+from tracetriage.analyzers.trend_latest import judge_latest
 from tracetriage.analyzers.trend_records import (
     Case,
     Change,
@@ -112,7 +120,7 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
     names = case_names(summary)
     ok, has_time = _analyzed(summary, names, order_by)
     order_source = "capture time" if has_time else "case name (natural order)"
-    groups_out, changes, ungrouped, regressed_groups = [], [], [], []
+    groups_out, changes, ungrouped, regressed_groups, latest_judged = [], [], [], [], []
     # a case that abstained measured nothing to follow: in no series (it made the others' series unrelated)
     abstained = starts_with(ok["headline"], ABSTAINED) if "headline" in ok else np.zeros(len(ok), bool)
     if abstained.any():
@@ -130,8 +138,9 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
         if why_not:
             ungrouped.append({"key": label, "cases": [case.to_contract() for case in cases], "reason": why_not})
             continue
-        group, group_changes, latest_regressed = _group(key, label, rows, cases, fidx, kernels,
-                                                        threshold_pct, baseline, compare_pair)
+        group, group_changes, latest_regressed, latest = _group(key, label, rows, cases, fidx, kernels,
+                                                                threshold_pct, baseline, compare_pair)
+        latest_judged.extend(latest)
         if latest_regressed:
             regressed_groups.append(label)
         changes.extend(group_changes)
@@ -154,7 +163,12 @@ def trend(summary, findings, kernels, *, order_by: str = "time", group_by=None, 
                  # captures is "too few to tell" and not judged: none judged is the gate's inconclusive
                  "judged": [group["key"] for group in groups_out if baseline or len(group["cases"]) >= MIN_SERIES],
                  "rule": ("the latest capture against the baseline's level, per budget series" if baseline else
-                          "the latest capture in a segment opened by a regressed level shift of a budget series")},
+                          "the latest capture in a segment opened by a regressed level shift of a budget series, or "
+                          "alone worse than the captures of its segment before it (one-sided prediction test, p < "
+                          f"{LATEST_FAIL_P:g}; p < {LATEST_UNDECIDED_P:g}: undecided, inconclusive)"),
+                 # each budget series whose latest capture is worse than the captures before it: regressed, or
+                 # undecided (beyond their spread, not beyond their noise): the gate is then inconclusive
+                 "latest": latest_judged},
     }
 
 
@@ -226,22 +240,26 @@ def _why_not_a_series(rows, group_by, ordered: bool) -> str | None:
 
 
 def _group(key, label: str, rows, cases: list[Case], fidx, kernels, threshold_pct: float, baseline: str | None,
-           compare_pair) -> tuple[dict, list[Change], bool]:
-    """One group's contract entry, its changes (causes attached, in capture order) and whether its
-    latest capture regressed."""
+           compare_pair) -> tuple[dict, list[Change], bool, list[dict]]:
+    """One group's contract entry, its changes (causes attached, in capture order), whether its
+    latest capture regressed and the latest capture's budgets worse than the captures before it
+    (the gate's ``latest``)."""
     series = _series(rows, fidx, kernels)
     step_p50 = float(np.nanmedian(rows["step_p50_ms"])) if not np.isnan(rows["step_p50_ms"]).all() else None
     group_changes = _group_changes(label, rows, cases, series, step_p50, threshold_pct)
     group_changes = _with_causes(group_changes, rows, compare_pair)
     # in capture order, the budgets first at one case
     group_changes.sort(key=lambda change: (change.first_row, metric_rank(change.metric), change.metric))
-    latest_regressed = gate(group_changes, cases, series, baseline, step_p50, threshold_pct)
+    # the latest capture against the captures before it: a jump there is no shift nor outlier (trend_latest)
+    latest = ([] if baseline is not None or len(cases) < MIN_SERIES else
+              judge_latest(series, group_changes, cases, step_p50, threshold_pct))
+    latest_regressed = gate(group_changes, cases, series, baseline, step_p50, threshold_pct, latest)
     group = {"key": label, "signature": dict(zip(SIGNATURE, key[:len(SIGNATURE)])),
              "cases": [case.to_contract() for case in cases],
              "series": {name: {"unit": unit, "values": _series_values(values)}
                         for name, (unit, _lower, values) in series.items()},
-             "verdict": verdict(label, group_changes, cases), "latest_regressed": latest_regressed}
-    return group, group_changes, latest_regressed
+             "verdict": verdict(label, group_changes, cases, latest), "latest_regressed": latest_regressed}
+    return group, group_changes, latest_regressed, [judged.to_contract(label, cases[-1].name) for judged in latest]
 
 
 def _series_values(values) -> list[float | None]:

@@ -35,12 +35,15 @@ def budget_series(series: dict) -> list[str]:
     return [*BUDGETS, *(name for name in series if name.startswith("kernel_call:"))]
 
 
-def gate(changes, cases, series, baseline, step_p50, threshold_pct) -> bool:
+def gate(changes, cases, series, baseline, step_p50, threshold_pct, latest=()) -> bool:
     """True when the latest case sits in a regressed segment of a budget series: a regressed
-    level shift with no later shift of that series back. With ``baseline`` (a case name), the
-    latest case's level is compared with the baseline case's segment level instead."""
+    level shift with no later shift of that series back, or the latest case alone worse than the
+    captures before it beyond their noise (``latest``: analyzers/trend_latest.py). With ``baseline``
+    (a case name), the latest case's level is compared with the baseline case's segment level instead."""
     if baseline is not None:
         return _worse_than_baseline(cases, series, baseline, step_p50, threshold_pct)
+    if any(judged.status == "regressed" for judged in latest):
+        return True
     for metric in budget_series(series):
         shifts = _level_shifts(changes, metric)
         if shifts and shifts[-1].direction == "regressed":
@@ -88,27 +91,52 @@ def _metric_words(metric: str) -> str:
     return re.sub(r"_(p\d\d)_ms$", r" \1", metric).replace("_", " ")
 
 
-def verdict(label, changes, cases) -> str:
+def verdict(label, changes, cases, latest=()) -> str:
     """A group's verdict line: too few captures, no change, or one part per change point (its first budget
-    series, a deploy that changed the answers, an outlier of a budget series), in capture order."""
+    series, a deploy that changed the answers, an outlier of a budget series), in capture order, then the
+    latest capture where it is worse than the captures before it (``latest``: analyzers/trend_latest.py)."""
     shifts = [change for change in changes if change.kind == "level_shift"]
-    outliers = [change for change in changes if change.kind == "outlier" and is_budget(change.metric)]
+    newest = (cases[-1]["name"] if isinstance(cases[-1], dict) else cases[-1].name) if cases else None  # a contract's too
+    # an outlier at the latest capture is not said to be alone: nothing after it says so (trend_latest)
+    outliers = [change for change in changes if change.kind == "outlier" and is_budget(change.metric)
+                and not (latest and change.first_bad == newest)]
     if len(cases) < MIN_SERIES:
         return (f"{label}: {counted(len(cases), 'capture')}, too few to tell a change from noise (at least {MIN_SERIES}); "
                 "compare two of them with tracetriage compare")
-    if not shifts and not outliers:
+    if not shifts and not outliers and not latest:
         return f"{label}: no change beyond noise over {counted(len(cases), 'capture')}"
     seen: set[str] = set()  # one part per change point
     parts = [_budget_shift_words(change) for change in _first_at_each(shifts, seen, lambda c: is_budget(c.metric))]
     parts += [_quality_shift_words(change) for change in
               _first_at_each(shifts, seen, lambda c: c.metric in QUALITY_SERIES and bool(_quality_findings(c)))]
-    parts += [f"{change.first_bad} alone: {_metric_words(change.metric)} {change.change_pct:+.0f}% "
-              "(an outlier, not a shift)" + (f"; {change.pair_test}" if change.pair_test else "")
+    parts += [f"{change.first_bad} " + ("alone" if change.first_bad != newest else "alone so far, the latest capture")
+              + f": {_metric_words(change.metric)} {change.change_pct:+.0f}% "
+              + ("(an outlier, not a shift)" if change.first_bad != newest else "(a one-off or a new level: no capture "
+                                                                                 "after it tells yet)")
+              + (f"; {change.pair_test}" if change.pair_test else "")
               for change in _first_at_each(outliers, seen, lambda c: True)]
+    parts += [latest_words(latest[0], newest)] if latest else []
     if not parts:
         parts = [f"{counted(len(shifts), 'shift')} in secondary series; the budgets (step time, serving percentiles, kernel time "
                  "per call) held"]
     return f"{label}: " + "; ".join(parts)
+
+
+def latest_words(judged, newest: str) -> str:
+    """The latest capture against the captures before it (analyzers/trend_latest.py), in one part of a line:
+    ``night-4, the latest capture: step p50 4.78 ms against 1.59 ms over the 3 captures before it (+201%,
+    one-sided p 2e-05): worse beyond their noise, a one-off or a new level (the next capture tells)``."""
+    if judged.unit == "ns/call":
+        levels = f"{fmt_ns(judged.value)} against {fmt_ns(judged.level)} per call"
+    elif judged.unit in ("ms", "ms/step"):
+        levels = f"{ms_text(judged.value)} against {ms_text(judged.level)}"
+    else:
+        levels = f"{judged.value:.3g} against {judged.level:.3g} {judged.unit}"
+    change = f"{100.0 * (judged.value - judged.level) / abs(judged.level):+.0f}%, " if judged.level else ""
+    said = ("worse beyond their noise, a one-off or a new level (the next capture tells)" if judged.status == "regressed"
+            else "worse beyond their spread but not beyond their noise: too few captures to tell (the gate is inconclusive)")
+    return (f"{newest}, the latest capture: {_metric_words(judged.metric)} {levels} over the "
+            f"{counted(judged.captures, 'capture')} before it ({change}one-sided p {judged.p:.2g}): {said}")
 
 
 def _first_at_each(changes: list[Change], seen: set[str], wanted) -> list[Change]:

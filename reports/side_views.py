@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tracetriage.contract import load
 from tracetriage.records.serving import BenchPoint, Latency, LengthStats, LittlesLaw, Requests, Serving, TpotFit
-from tracetriage.records.side import HostProfile, NcclLog, Topology
+from tracetriage.records.side import HostProfile, NcclLog, Network, Topology
 from tracetriage.wording import as_text, count, fabric_islands_word, fixed, ms, pct, plural, slo_text
 
 
@@ -61,6 +61,8 @@ class CommunicatorView:
     ranks_seen: str
     init_complete: str
     cuda_devs: str
+    network: str = "?"
+    spans: str = "?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,7 @@ class NcclLogView:
     warning_count: str
     warnings: tuple[NcclWarningView, ...]
     tests: NcclTestsView | None
+    network: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +263,31 @@ def topology_view(topo: Topology | None) -> TopologyView | None:
         recommendation=topo.recommendation or None, rows=tuple(_topology_row(topo, gpu) for gpu in gpus))
 
 
+_SPANS = {True: "spans nodes", False: "one node", None: "nodes not logged"}
+
+
+def _network_lines(net: Network) -> tuple[str, ...]:
+    """The network transport of a log in words, one line a fact (empty when the log says nothing of it)."""
+    lines = []
+    if net.nets:
+        lines.append("network: " + ", ".join(f"{name} ({plural(n, 'process', 'processes')})" for name, n in net.nets.items()))
+    plugin = net.plugin
+    if plugin.asked or plugin.loaded is not None:
+        asked = f"net plugin {plugin.asked or '(name not logged)'}" + (" asked for by NCCL_NET_PLUGIN" if plugin.by_env else "")
+        state = {True: "loaded" + (f" ({plugin.name})" if plugin.name else ""), False: "not loaded",
+                 None: "load not logged"}[plugin.loaded]
+        lines.append(f"{asked}: {state}" + (f": {plugin.error}" if plugin.error else ""))
+    if net.verbs_missing:
+        lines.append("Failed to open libibverbs: no IB verbs library, the internal IB transport cannot run")
+    if net.ib_no_device:
+        lines.append("NET/IB : No device found: no InfiniBand/RoCE device visible")
+    if net.socket_interfaces:
+        lines.append("NET/Socket interfaces: " + ", ".join(net.socket_interfaces))
+    if net.env:
+        lines.append("set by environment: " + ", ".join(f"{name}={value}" for name, value in net.env.items()))
+    return tuple(lines)
+
+
 def nccl_view(log: NcclLog) -> NcclLogView:
     tests = log.tests
     return NcclLogView(
@@ -267,7 +295,8 @@ def nccl_view(log: NcclLog) -> NcclLogView:
         nccl_lines=count(log.nccl_lines),
         communicators=tuple(CommunicatorView(as_text(c.comm), as_text(c.nranks),
                                              "?" if c.nnodes is None else str(c.nnodes), as_text(c.ranks_seen),
-                                             as_text(c.init_complete), ", ".join(map(str, c.cuda_devs)))
+                                             as_text(c.init_complete), ", ".join(map(str, c.cuda_devs)),
+                                             c.network or "not logged", _SPANS[c.spans_nodes])
                             for c in log.communicators),
         transports=", ".join(f"{k} {n}" for k, n in log.transports.items()),
         transports_dict=str(log.transports),  # as the Markdown page has always printed them
@@ -278,7 +307,8 @@ def nccl_view(log: NcclLog) -> NcclLogView:
         warnings=tuple(NcclWarningView(as_text(w.time or ""), as_text(w.host), as_text(w.pid), as_text(w.cuda_dev),
                                        as_text(w.location or ""), as_text(w.message)) for w in log.warnings),
         tests=NcclTestsView(as_text(tests.name or ""), as_text(tests.rows), as_text(tests.ranks), as_text(tests.max_busbw),
-                            as_text(tests.avg_busbw), bool(tests.avg_busbw)) if tests.rows else None)
+                            as_text(tests.avg_busbw), bool(tests.avg_busbw)) if tests.rows else None,
+        network=_network_lines(log.network))
 
 
 def _stats_view(srv: Serving) -> StatsView | None:

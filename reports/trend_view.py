@@ -79,14 +79,16 @@ def gate_line(result: dict | TrendRecord, gate: bool) -> str | None:
     if outcome == "too few":
         return (f"gate: inconclusive {exit_words}: no group has a series to judge (each has too few captures to tell a "
                 f"change from noise; give a --baseline to judge the latest against it){failed}")
+    if outcome == "undecided":  # worse than the captures before it, by more than their spread, not their noise
+        return (f"gate: inconclusive {exit_words}: {_latest_words(result.undecided())}: beyond their spread, not far "
+                f"enough beyond it to tell from noise; the next capture, or a --baseline, decides{failed}")
     if outcome == "failed cases":  # the failed case may be the newest capture: it has no place in time
         return (f"gate: inconclusive {exit_words}: {counted(len(result.failed), 'case')} failed and not judged, and a "
                 "failed case has no place in the series: the latest capture may be one of them (fix or leave them out, "
                 "then run the gate again)")
     if base is None:
         if verdict.regressed:
-            return (f"gate: failed {exit_words}: the latest capture is in a regressed segment (a budget series shifted worse "
-                    f"and did not come back) in: {', '.join(verdict.groups)}{failed}")
+            return f"gate: failed {exit_words}: {_regressed_words(verdict)}{failed}"
         return f"gate: passed: no group's latest capture is in a regressed segment of a budget series ({BUDGETS})"
     judged = [group.key for group in result.groups if any(matches_baseline(case.name, base) for case in group.cases)]
     others = len(result.groups) - len(judged)
@@ -96,6 +98,33 @@ def gate_line(result: dict | TrendRecord, gate: bool) -> str | None:
                 f"worse than {base} beyond the noise and the practical minimum on a budget series ({BUDGETS}){rest}{failed}")
     return (f"gate: passed against baseline {base}: the latest capture of {', '.join(judged)} is within the noise or "
             f"the practical minimum of {base} on every budget series ({BUDGETS}){rest}")
+
+
+def _regressed_words(verdict) -> str:
+    """Why the gate failed without a baseline: the groups whose latest capture is in a regressed segment, and
+    those whose latest capture alone is worse than the captures before it."""
+    alone = [judged for judged in verdict.latest if judged.status == "regressed"]
+    shifted = [group for group in verdict.groups if group not in {judged.group for judged in alone}]
+    parts = ([f"the latest capture is in a regressed segment (a budget series shifted worse and did not come back) "
+              f"in: {', '.join(shifted)}"] if shifted else [])
+    if alone:
+        parts.append(f"{_latest_words(alone)}: worse beyond their noise, a one-off or a new level (the next capture "
+                     "tells which)")
+    return "; ".join(parts)
+
+
+def _latest_words(judged) -> str:
+    """The latest captures worse than the captures before them, one per group (its first budget):
+    ``the latest capture of G (night-4) reads step p50 4.78 ms against 1.59 ms over the 3 captures before it
+    (+201%, one-sided p 2e-05)``."""
+    firsts = {}
+    for item in judged:
+        firsts.setdefault(item.group, item)
+    return "; ".join(f"the latest capture of {item.group} ({item.latest}) reads {label(item.metric)} "
+                     f"{level(item.value, item.unit)} against {level(item.level, item.unit)} over the "
+                     f"{counted(item.captures, 'capture')} before it ("
+                     + (f"{item.change_pct:+.0f}%, " if item.change_pct is not None else "")
+                     + f"one-sided p {item.p:.2g})" for item in firsts.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,9 +272,12 @@ def _change(change: TrendChange, group: Group, links: str | None) -> ChangeView:
         return _href(next((case for case in group.cases if case.name == name), None), links) if name else None
 
     unit = change.unit
+    latest = group.cases[-1].name if group.cases else None
+    kind_words = ("on (level shift)" if change.kind != "outlier" else "alone (outlier)" if change.first_bad != latest
+                  # nothing after the latest capture says it is alone (analyzers/trend_latest.py)
+                  else "alone so far (the latest capture: a one-off or a new level)")
     return ChangeView(
-        label=label(change.metric), kind=str(change.kind),
-        kind_words="alone (outlier)" if change.kind == "outlier" else "on (level shift)",
+        label=label(change.metric), kind=str(change.kind), kind_words=kind_words,
         direction=str(change.direction), last_good=change.last_good, last_good_href=href(change.last_good),
         first_bad=change.first_bad, first_bad_href=href(change.first_bad),
         before=level(change.before.level, unit), after=level(change.after.level, unit), change=change_text(change),

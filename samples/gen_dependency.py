@@ -18,6 +18,7 @@ is not that wait (what the copies cost), and the steps.
     .venv/bin/python samples/gen_dependency.py --out /tmp/dep                 # 10 ms waits per step
     .venv/bin/python samples/gen_dependency.py --out /tmp/dep0 --wait-us 0    # the same program, nothing to wait for
     .venv/bin/python samples/gen_dependency.py --out /tmp/depx --gpu-offset-us 5000  # GPU clock 5 ms ahead of the host's
+    .venv/bin/python samples/gen_dependency.py --out /tmp/depp --producer     # the exchange (GPU 1) captured too
 
 ``--gpu-offset-us`` writes the GPU's timestamps (kernels, copies, memsets, graph replays) that far off the host's
 (API calls, syncs, NVTX ranges), as a capture whose two clocks were never aligned: the truth keeps the waits as
@@ -38,10 +39,12 @@ PAGEABLE_CALL = "cudaMemcpyAsync_v3020"
 LATENCY = 2 * US  # generate.Rank.launch's default: launch call end to kernel start on an idle GPU
 
 
-def scenario_dependency_wait(rng: random.Random, wait_us: float = 10_000, steps: int = 30):
+def scenario_dependency_wait(rng: random.Random, wait_us: float = 10_000, steps: int = 30, producer: bool = False):
     """Returns (ranks, truth extra, waits): ``waits`` the generated hidden waits as (from, to) ns, one a step when
-    ``wait_us`` > 0."""
+    ``wait_us`` > 0. With ``producer`` the capture holds what the stream waits on too: a second process on GPU 1
+    whose exchange kernel ends where each wait ends, then records the event (cudaEventRecord)."""
     rank = Rank(pid=4601, device=0, program="python3 train.py --world-size 16")
+    peer = Rank(pid=4602, device=1, program="python3 exchange.py") if producer else None
     waits = []
     for _step in range(steps):
         start = rank.t
@@ -52,6 +55,11 @@ def scenario_dependency_wait(rng: random.Random, wait_us: float = 10_000, steps:
         exchange_done = queue_free + int(wait_us * rng.uniform(0.8, 1.2) * US) if wait_us else 0
         launched_at = rank.t + 5 * US  # the launch call's end (launch_ns 5 µs)
         ks, _ = rank.launch("backward_gemm_kernel", int(rng.uniform(100, 300) * US), not_before=exchange_done)
+        if peer is not None and exchange_done:  # the exchange ends where the wait ends; its event recorded after it
+            dur = int(rng.uniform(200, 400) * US)
+            peer.t = max(peer.t, exchange_done - dur - 20 * US)
+            peer.launch("exchange_all_to_all_kernel", dur, not_before=exchange_done - dur)
+            peer.api_call("cudaEventRecord_v3020", 2 * US)
         ready = max(queue_free, launched_at + LATENCY)
         if ks > ready:
             waits.append((ready, ks))
@@ -61,7 +69,7 @@ def scenario_dependency_wait(rng: random.Random, wait_us: float = 10_000, steps:
         rank.host(int(rng.uniform(250, 350) * US))
         rank.nvtx.append((start, rank.t, "step"))
     extra = {"launches_per_step": 70, "graph_launches_per_step": 0, "syncs_per_step": 0, "warmup_steps": 0}
-    return [rank], extra, waits
+    return [rank, *([peer] if peer is not None else [])], extra, waits
 
 
 def dependency_truth(rank: Rank, waits: list[tuple[int, int]], lo: int, hi: int) -> dict:
@@ -87,17 +95,24 @@ def shift_gpu(rank: Rank, ns: int) -> Rank:
 
 
 def write_bundle(folder: Path, seed: str = "dependency_wait", wait_us: float = 10_000, steps: int = 30,
-                 gpu_offset_us: float = 0) -> dict:
+                 gpu_offset_us: float = 0, producer: bool = False) -> dict:
     """Write ``folder``/trace.sqlite and return its truth (generate.truth_for plus ``dependency``, on the one
-    clock the capture was generated on, and ``gpu_offset_ns``, the offset written into its GPU timestamps)."""
-    ranks, extra, waits = scenario_dependency_wait(random.Random(seed), wait_us, steps)
+    clock the capture was generated on, and ``gpu_offset_ns``, the offset written into its GPU timestamps);
+    ``producer``: the exchange that ends each wait is in the capture too (scenario_dependency_wait)."""
+    ranks, extra, waits = scenario_dependency_wait(random.Random(seed), wait_us, steps, producer)
     folder.mkdir(parents=True, exist_ok=True)
     name = f"dependency_wait_{int(wait_us)}"
     offset = int(gpu_offset_us * US)
     write_nsys(folder / "trace.sqlite", [shift_gpu(rank, offset) for rank in ranks] if offset else ranks, name)
-    truth = truth_for(ranks, extra, name, "a stream waits on another rank's event with its work queued")
+    # the steps (and the window) are the training process's: the exchange process has none of its own
+    truth = truth_for(ranks[:1], extra, name, "a stream waits on another rank's event with its work queued")
     truth["dependency"] = dependency_truth(ranks[0], waits, truth["window"]["start_ns"], truth["window"]["end_ns"])
     truth["gpu_offset_ns"] = offset
+    # where each wait ends (the kernel it held starts) and where the capture's producer work ends
+    truth["wait_ends_ns"] = [end for _, end in waits]
+    truth["producer_ends_ns"] = [end for rank in ranks[1:] for _, end, *_ in rank.kernels]
+    calls = [name.split("_v")[0] for rank in ranks for _, _, name, _ in rank.api]  # in the whole capture
+    truth["calls"] = {name: calls.count(name) for name in ("cudaStreamWaitEvent", "cudaEventRecord")}
     return truth
 
 
@@ -108,8 +123,10 @@ def main(argv=None):
     ap.add_argument("--seed", default="dependency_wait")
     ap.add_argument("--gpu-offset-us", type=float, default=0,
                     help="write the GPU's timestamps this many µs ahead of the host's (behind when negative)")
+    ap.add_argument("--producer", action="store_true",
+                    help="capture the exchange too: a second process on GPU 1 whose kernel ends where each wait ends")
     args = ap.parse_args(argv)
-    truth = write_bundle(args.out, args.seed, args.wait_us, gpu_offset_us=args.gpu_offset_us)
+    truth = write_bundle(args.out, args.seed, args.wait_us, gpu_offset_us=args.gpu_offset_us, producer=args.producer)
     args.out.with_suffix(".truth.json").write_text(json.dumps(truth, indent=1) + "\n")
     dep = truth["dependency"]
     print(f"wrote {args.out}/trace.sqlite: hidden waits {dep['wait_pct']:.1f}% of the window, pageable copies' own "

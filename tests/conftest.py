@@ -394,3 +394,27 @@ def add_nsys_session(db, utc_start_ns, duration_ns):
     con.execute("INSERT INTO ANALYSIS_DETAILS VALUES (281474976710656, ?, 0, ?)", (duration_ns, duration_ns))
     con.commit()
     con.close()
+
+
+def matrix_training(matrix_kernels, elementwise: str, pid: int, seed: int):
+    """A GPU-bound training loop for the precision tests: 8 steps (NVTX/roctx ranges named step) of 120 kernels
+    queued well ahead of the GPU, matrix kernels (alternating ``matrix_kernels``) of ~300 us and elementwise ones
+    of ~100 us; returns the rank and the generator's own share (%) of the kernel time the matrix kernels hold."""
+    import random
+
+    generate = samples_generate()
+    rng = random.Random(seed)
+    rank = generate.Rank(pid=pid, device=0, program="python3 train.py")
+    matrix_ns = all_ns = 0
+    for _ in range(8):
+        start = rank.t
+        for k in range(120):
+            matrix = k % 3 != 2
+            dur = int(rng.uniform(250, 350) * 1_000) if matrix else int(rng.uniform(80, 120) * 1_000)
+            rank.launch(matrix_kernels[k % 2] if matrix else elementwise, dur)
+            rank.host(int(rng.uniform(5, 10) * 1_000))
+            matrix_ns += dur * matrix
+            all_ns += dur
+        rank.t = max(rank.t, rank.gpu_free - 2_000 * 1_000)  # the host stays a little ahead of the GPU
+        rank.nvtx.append((start, rank.t, "step"))
+    return rank, 100.0 * matrix_ns / all_ns

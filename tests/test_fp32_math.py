@@ -4,11 +4,10 @@ no tensor-core kernel — called "Healthy", with bf16/fp8 advice the V100 cannot
 
 import gzip
 import json
-import random
 import re
 
 import pytest
-from conftest import real, samples_generate
+from conftest import matrix_training, real, samples_generate
 
 from tracetriage import analyze, open_case
 
@@ -22,27 +21,11 @@ ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::CUD
 
 
 def _training(tmp_path, gpu, matrix_kernels, seed=11):
-    """A GPU-bound training loop: 8 steps (NVTX ranges named step) of 120 kernels queued well ahead of the GPU,
-    matrix kernels of ~300 us and elementwise ones of ~100 us; returns the trace and the generator's own
-    share of the kernel time held by the matrix kernels."""
-    generate = samples_generate()
-    rng = random.Random(seed)
-    rank = generate.Rank(pid=7100, device=0, program="python3 train.py")
-    matrix_ns = all_ns = 0
-    for _ in range(8):
-        start = rank.t
-        for k in range(120):
-            matrix = k % 3 != 2
-            dur = int(rng.uniform(250, 350) * US) if matrix else int(rng.uniform(80, 120) * US)
-            rank.launch(matrix_kernels[k % 2] if matrix else ELEMENTWISE, dur)
-            rank.host(int(rng.uniform(5, 10) * US))
-            matrix_ns += dur * matrix
-            all_ns += dur
-        rank.t = max(rank.t, rank.gpu_free - 2_000 * US)  # the host stays a little ahead of the GPU
-        rank.nvtx.append((start, rank.t, "step"))
+    """conftest.matrix_training written as an nsys export on ``gpu``; returns its path and the matrix share."""
+    rank, share = matrix_training(matrix_kernels, ELEMENTWISE, 7100, seed)
     path = tmp_path / f"train_{gpu[0].split()[-1]}.sqlite"
-    generate.write_nsys(path, [rank], "fp32_training", gpu=gpu)
-    return path, 100.0 * matrix_ns / all_ns
+    samples_generate().write_nsys(path, [rank], "fp32_training", gpu=gpu)
+    return path, share
 
 
 def _ids(a):
@@ -103,3 +86,26 @@ def test_real_v100_fp32_training_is_not_healthy():
     assert lower >= 25 and lower - 2 <= value <= upper + 2
     assert next(row["value"] for row in found["evidence"] if row["name"] == "tensor_matrix_pct") == 0.0
     assert "float16" in found["fix"] and "bf16, or fp8" not in found["fix"] and found["severity"] == "high"
+
+
+def test_math_precision_read_in_slices_equals_the_whole_table(tmp_path, monkeypatch):
+    """math_precision.measure reads the table a slice of rows at a time (10M kernels: no temporary over a whole
+    column); with slices of 7 rows its sums are those computed here from the raw table, row by row."""
+    from tracetriage.analyzers import math_precision
+
+    path, _ = _training(tmp_path, A100, (FP32_KERNELS[0], TENSOR_KERNELS[0]))
+    trace = open_case([path]).traces[0]
+    gpu = trace.gpu
+    lo = int(gpu["start"].quantile(0.2))
+    hi = int(gpu["start"].quantile(0.9))
+    want = {"fp32": 0, "tensor": 0, "all": 0}
+    for kind, name, start, end in zip(gpu["kind"], gpu["name"], gpu["start"], gpu["end"]):
+        if kind == "kernel" and lo <= start < hi:
+            want["all"] += int(end - start)
+            precision = math_precision.matrix_precision(str(name))
+            if precision:
+                want[precision] += int(end - start)
+    monkeypatch.setattr(math_precision, "SLICE", 7)
+    got = math_precision.measure(trace, lo, hi)
+    assert (got.fp32_ns[0], got.tensor_ns[0], got.kernel_ns[0]) == (want["fp32"], want["tensor"], want["all"])
+    assert want["fp32"] and want["tensor"] and got.top_fp32[0][0] == FP32_KERNELS[0]

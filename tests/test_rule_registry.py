@@ -15,6 +15,7 @@ sys.path.insert(0, str(ROOT / "samples"))
 import gen_dependency
 import gen_deploy
 import gen_efficiency
+import gen_nccl_net
 
 # Catalog entries no rule makes: none. (Every entry, variants such as cross_island_collective_nccl
 # and healthy_serving included, is the id or an entry of one registered rule.)
@@ -22,7 +23,7 @@ PRODUCED_ELSEWHERE: set[str] = set()
 
 # rule id: (sample where it fires, sample where it does not). A sample is a bundle name, a path
 # under samples/, or "efficiency:SCENARIO" (samples/gen_efficiency.py), "dependency:WAIT_US" (samples/gen_dependency.py)
-# or "nccl_warn" (built below), or for
+# or "nccl_warn" (built below), "nccl_net:NODES:NET" (samples/gen_nccl_net.py), or for
 # a compare-stage rule "deploy:SCENARIO" (samples/gen_deploy.py: a before/after pair, compared).
 FIRES = {
     "cross_island_collective": ("tp8_cross_island", "tp4_island"),
@@ -37,6 +38,8 @@ FIRES = {
     "fp32_math": ("real/kineto/hta_ns_resolution_rank0.json.gz", "efficiency:gemm_fast"),  # a V100 training in FP32
     "gpu_starved": ("host_starved", "healthy"),
     "nccl_errors": ("nccl_warn", "tp8_cross_island"),
+    "nccl_socket_transport": ("nccl_net:2:Socket", "nccl_net:2:IB"),  # samples/gen_nccl_net.py: nodes, network
+    "nccl_socket_transport_caveat": ("nccl_net:1:Socket", "nccl_net:2:IB"),
     "prefill_stall": ("prefill_stall", "healthy"),
     "at_capacity": ("serving_at_capacity", "serving_healthy"),
     "batch_past_knee": ("serving_batch_past_knee", "serving_healthy"),
@@ -110,6 +113,10 @@ def _analyze(sample: str, out):
         wait_us = float(sample.split(":", 1)[1])
         gen_dependency.write_bundle(out / sample.replace(":", "_"), sample, wait_us)
         return analyze(open_case([out / sample.replace(":", "_")]))
+    if sample.startswith("nccl_net:"):  # samples/gen_nccl_net.py: an init log over that many nodes on that network
+        _, nodes, net = sample.split(":")
+        path, _ = gen_nccl_net.write(out / sample.replace(":", "_"), nodes=int(nodes), net=net)
+        return analyze(open_case([path]))
     if sample == "nccl_warn":
         log = out / "nccl.log"
         log.write_text((BUNDLES / "tp8_cross_island" / "nccl.log").read_text() + "gpu-node-01:5003:5103 [3] "

@@ -37,7 +37,7 @@ def test_every_threshold_has_a_reason():
     assert {rule.id for rule in stage("throughput") + stage("trace")} == {
         "launch_bound", "host_sync_per_step", "pageable_memcpy", "collective_dominant", "cross_island_collective",
         "python_host_overhead", "nccl_errors", "prefill_stall", "gpu_starved", "copy_bound", "below_roofline",
-        "dependency_wait", "fp32_math",
+        "dependency_wait", "fp32_math", "nccl_socket_transport", "nccl_socket_transport_caveat",
     }
 
 

@@ -410,6 +410,11 @@ def _batch_folder(inputs: list[str], batch_dir, step_range: str | None, force: b
             raise UnsupportedInputError(item, "no such file or directory")  # as analyze names a missing input
     if tables:
         return inputs[0] if is_uri(inputs[0]) else Path(inputs[0])
+    from tracetriage.case import check_named_file
+
+    for item in inputs:  # a file named that analyze refuses: refused the same way (exit 3), never skipped unsaid
+        if not is_uri(item) and Path(item).exists():
+            check_named_file(Path(item))
     if batch_dir:
         outdir = str(batch_dir) if is_uri(str(batch_dir)) else Path(batch_dir)
     else:

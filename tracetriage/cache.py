@@ -24,7 +24,12 @@ kept, each under a key that changes whenever its input or its code does:
 The identity of an input is its size, its modification time (ns) and a SHA-256 of its
 first and last MiB (and of its path's name), so a file rewritten in place — even with
 the same size — is a different entry, and a changed row near either end changes the hash
-even if the mtime was preserved. Entries live in a user cache directory (``--cache-dir``,
+even if the mtime was preserved. The identity names no folder, so a copy kept with its time (``cp -p``,
+rsync, an archive unpacked) or a file moved is the same entry: a metrics entry keeps the input's path as a mark, not as text,
+read back as the path of the input being analyzed now, and a model's path (and its meta's) is rewritten to
+it as it is read, so ``devices[].trace`` and every other path of the analysis name that input, never the
+one first cached.
+Entries live in a user cache directory (``--cache-dir``,
 else ``$TRACETRIAGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/tracetriage``, else
 ``~/.cache/tracetriage``), never beside the input; the directory is created private
 (0700). The entry point's :class:`~tracetriage.runtime.Runtime` holds the :class:`Cache` and
@@ -142,14 +147,19 @@ class Cache:
     def model_key(self, identity: str) -> str:
         return f"{identity}-{model_version()}"
 
-    def get_model(self, identity: str):
-        """The cached trace for an input identity (tables read on first use), or None."""
+    def get_model(self, identity: str, path: str | os.PathLike | None = None):
+        """The cached trace for an input identity (tables read on first use), or None. ``path``: the input
+        as given now, which the trace then names wherever the entry named the path it was made from (an
+        identity is the file's name, size, time and content, not its folder: a copy kept with its time, a
+        file moved, is the same entry)."""
         entry = self._entry("model", self.model_key(identity))
         meta_file = entry / "trace.json"
         if not meta_file.exists() or not all((entry / f"{name}.arrow").exists() for name in _TABLES):
             return None
         try:
             info = json.loads(meta_file.read_text())
+            if path is not None and str(path) != info["path"]:
+                info = _repathed(info, info["path"], str(path))
             trace = CachedTrace(entry, info)
         except Exception:  # noqa: BLE001 - a broken entry is a miss, and is rewritten
             shutil.rmtree(entry, ignore_errors=True)
@@ -182,11 +192,16 @@ class Cache:
         opts = hashlib.sha256(json.dumps(options, sort_keys=True, default=str).encode()).hexdigest()[:12]
         return f"{identity}-{metrics_version()}-{opts}"
 
-    def get_metrics(self, identity: str, options: dict):
-        return self._get_pickle("metrics", self.metrics_key(identity, options))
+    def get_metrics(self, identity: str, options: dict, path: str | os.PathLike | None = None):
+        """The metrics kept for an input identity and options, or None; every place they name the path they
+        were computed from (``devices[].trace``, the processes', the trace's meta) names ``path`` instead, the
+        input as given now (see :meth:`get_model`)."""
+        return self._get_pickle("metrics", self.metrics_key(identity, options), path)
 
-    def put_metrics(self, identity: str, options: dict, value) -> None:
-        self._put_pickle("metrics", self.metrics_key(identity, options), value)
+    def put_metrics(self, identity: str, options: dict, value, path: str | os.PathLike | None = None) -> None:
+        """Keep ``value``, the metrics of the input at ``path``: that path is kept as a mark in the pickle,
+        which :meth:`get_metrics` reads back as the path of the input it is asked for."""
+        self._put_pickle("metrics", self.metrics_key(identity, options), value, path)
 
     # -- analyses ----------------------------------------------------------------------
     @staticmethod
@@ -205,12 +220,13 @@ class Cache:
         self._put_pickle("analysis", key, (data, series))
 
     # -- pickled entries (metrics, analyses) ---------------------------------------------
-    def _get_pickle(self, kind: str, key: str):
-        """The value kept under ``kind``/``key``, or None; a broken entry is a miss, and is rewritten."""
+    def _get_pickle(self, kind: str, key: str, path: str | os.PathLike | None = None):
+        """The value kept under ``kind``/``key``, or None, its input's path read as ``path``
+        (:class:`_PathPickler`); a broken entry is a miss, and is rewritten."""
         entry = self._entry(kind, key)
         try:
             with open(entry / f"{kind}.pickle", "rb") as fh:
-                value = pickle.load(fh)  # noqa: S301 - our own file, in a private (0700) directory
+                value = _PathUnpickler(fh, path).load()  # our own file, in a private (0700) directory
         except FileNotFoundError:
             return None
         except Exception:  # noqa: BLE001
@@ -220,13 +236,13 @@ class Cache:
         self.hits[kind] = self.hits.get(kind, 0) + 1
         return value
 
-    def _put_pickle(self, kind: str, key: str, value) -> None:
+    def _put_pickle(self, kind: str, key: str, value, path: str | os.PathLike | None = None) -> None:
         if not self._ready():
             return
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.dir))
         try:
             with open(tmp / f"{kind}.pickle", "wb") as fh:
-                pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+                _PathPickler(fh, path).dump(value)
             self._commit(tmp, self._entry(kind, key))
         except Exception:  # noqa: BLE001 - an unwritable or full cache is skipped
             shutil.rmtree(tmp, ignore_errors=True)
@@ -289,6 +305,48 @@ class Cache:
                     shutil.rmtree(stale, ignore_errors=True)
             except OSError:
                 pass
+
+
+_PATH_MARK = "input-path"  # the persistent id of the input's path in a pickled entry
+
+
+class _PathPickler(pickle.Pickler):
+    """A pickler that writes the input's path (each str equal to it) as a mark, not as text: an entry is
+    keyed by its input's identity, not by where that input is, so the path is the reader's to give."""
+
+    def __init__(self, fh, path: str | os.PathLike | None):
+        super().__init__(fh, protocol=pickle.HIGHEST_PROTOCOL)
+        self._path = None if path is None else str(path)
+
+    def persistent_id(self, obj):
+        if self._path is not None and type(obj) is str and obj == self._path:
+            return _PATH_MARK
+        return None
+
+
+class _PathUnpickler(pickle.Unpickler):
+    """Reads what :class:`_PathPickler` wrote, the mark as ``path`` (the input it is read for now)."""
+
+    def __init__(self, fh, path: str | os.PathLike | None):
+        super().__init__(fh)  # noqa: S301 - our own file, in a private (0700) directory
+        self._path = None if path is None else str(path)
+
+    def persistent_load(self, pid):
+        if pid != _PATH_MARK or self._path is None:
+            raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")  # a miss, and the entry is rewritten
+        return self._path
+
+
+def _repathed(value, old: str, new: str):
+    """``value`` (JSON: dicts, lists, strings) with the path ``old`` read as ``new`` wherever it appears, alone or
+    inside a string (``<path>: a warning``)."""
+    if isinstance(value, str):
+        return value.replace(old, new) if old and old in value else value
+    if isinstance(value, dict):
+        return {key: _repathed(item, old, new) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_repathed(item, old, new) for item in value]
+    return value
 
 
 class CachedTrace:

@@ -16,6 +16,7 @@ from tracetriage.cli_output import (
     fail_on_note,
     format_for,
     progress_bar,
+    report_links,
     trend_format,
     write_table,
 )
@@ -221,8 +222,6 @@ def cmd_mcp(args) -> int:
 
 
 def cmd_trend(args) -> int:
-    import os
-
     from tracetriage import trend
     from tracetriage.runtime import check_step_range
 
@@ -239,11 +238,7 @@ def cmd_trend(args) -> int:
     if fmt == "parquet":
         write_table(args.output, result)
     else:
-        from tracetriage.batch_store import is_uri
-
-        links = os.path.relpath(result.batch_dir, Path(args.output).resolve().parent) if args.output else None
-        if is_uri(result.batch_dir):  # tables on object storage: the links name the store
-            links = result.batch_dir
+        links = report_links(result.batch_dir, args.output)
 
         def say():
             emit(args, result.render(fmt, links, runtime.cache), result.summary)

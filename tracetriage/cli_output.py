@@ -14,10 +14,27 @@ from tracetriage.wording import counted
 OUTPUT_EXTENSIONS = {".html": "html", ".htm": "html", ".json": "json", ".md": "md", ".txt": "text", ".text": "text"}
 
 
-def format_for(args) -> str:
-    """The output format: --format, else -o's extension (an unknown one is a usage error, never silent text)."""
+FORMAT_EXTENSIONS = {"html": ".html", "md": ".md", "json": ".json", "text": ".txt", "parquet": ".parquet"}
+
+
+def check_agree(fmt: str | None, output: str | None, named: str | None) -> None:
+    """--format and the format -o's extension names (``named``, None: the extension names none) must agree, in
+    analyze, compare and trend alike (as the MCP tools' ``format`` and ``output``, and --format perfetto with a
+    report's name): an md report in x.html is a file its name misdescribes (new-user trial 53 item 4)."""
     from tracetriage.errors import UsageError
 
+    if fmt and output and named and fmt != named:
+        raise UsageError(None, f"--format {fmt} and -o {output} disagree (the name says {named}): "
+                               f"name the file {FORMAT_EXTENSIONS.get(fmt, '.' + fmt)} or give --format {named}")
+
+
+def format_for(args) -> str:
+    """The output format: --format, else -o's extension (an unknown one is a usage error, never silent text);
+    a --format that the extension contradicts is a usage error (:func:`check_agree`)."""
+    from tracetriage.errors import UsageError
+
+    if args.output:
+        check_agree(args.format, args.output, OUTPUT_EXTENSIONS.get(Path(args.output).suffix.lower()))
     if args.format:
         return args.format
     if args.output:
@@ -133,7 +150,9 @@ def trend_format(args) -> str:
 
     if args.output == "-":
         args.output = None  # standard output (a binary table is refused below)
-    named_table = (args.output or "").endswith(".parquet")
+    ext = Path(args.output or "").suffix.lower()
+    named_table = ext == ".parquet"
+    check_agree(args.format, args.output, "parquet" if named_table else OUTPUT_EXTENSIONS.get(ext))
     if args.format != "parquet" and not named_table:
         check_output(args)
     fmt = "parquet" if args.format == "parquet" or (not args.format and named_table) else format_for(args)
@@ -152,3 +171,23 @@ def write_table(path: str, result) -> None:
     except OSError as exc:
         raise OutputError(path, f"cannot write the table: {exc.strerror or exc}") from None
     print(f"tracetriage: wrote {path}: {one_line(result.summary)}", file=sys.stderr)
+
+
+def report_links(batch_dir: str, output: str | None) -> str:
+    """The batch folder as trend's md and html reports link the case reports in it: relative to the folder
+    -o writes into (the links hold when both move together), absolute where no relative path reaches it
+    (another drive) or the report goes to standard output (read from wherever it is saved; new-user trial 53
+    item 3: the page linked nothing then), the URI of tables on object storage."""
+    import os
+
+    from tracetriage.batch_store import is_uri
+
+    if is_uri(batch_dir):  # tables on object storage: the links name the store
+        return batch_dir
+    where = Path(batch_dir).resolve()
+    if not output:
+        return where.as_posix()
+    try:
+        return Path(os.path.relpath(where, Path(output).resolve().parent)).as_posix()
+    except ValueError:  # no relative path from there (another drive)
+        return where.as_posix()

@@ -56,8 +56,9 @@ COMPARE_EXIT_CODES = (
 TREND_EXIT_CODES = (
     "exit codes: 0 followed (with --gate: no group's latest capture regressed); 2 usage error; 3 no case could be "
     "analyzed, or a damaged batch table; 4 nothing to follow (no capture found); 7 the report cannot be written where -o "
-    "says; 8 --gate: a group's latest capture is in a regressed segment; 9 --gate: no group had a series to judge; 70 "
-    "internal error; 130 interrupted")
+    "says; 8 --gate: a group's latest capture is in a regressed segment, or alone worse than the captures before it "
+    "beyond their noise; 9 --gate: no group had a series to judge, a case failed, or a latest capture is worse than the "
+    "captures before it beyond their spread but not their noise; 70 internal error; 130 interrupted")
 MCP_EXIT_CODES = (
     "exit codes: 0 the client closed the connection; 2 usage error (the MCP SDK missing, a bad option); 70 internal "
     "error; 130 interrupted. Each tool call answers its own exit code (those of the command it runs; 124 past --timeout)")
@@ -137,8 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
                                        "series, and name the last good and first bad capture with the findings and kernels "
                                        "that moved there (a group of captures without steps: its kernels' time per call, "
                                        "not busy %). --gate: exit 8 when the latest capture of a group is in a regressed "
-                                       "segment of a budget series, 9 when no group had a series to judge or a case failed "
-                                       "(a failed case has no place in the series: it may be the latest capture).")
+                                       "segment of a budget series, or alone worse than the captures before it beyond "
+                                       "their noise (a one-sided prediction test: nothing after it tells a one-off from a "
+                                       "new level); 9 when no group had a series to judge, a case failed (a failed case "
+                                       "has no place in the series: it may be the latest capture), or the latest capture "
+                                       "is worse beyond their spread but not beyond their noise.")
     trend.add_argument("inputs", nargs="+", metavar="INPUT",
                        help="a batch output folder (with summary.parquet), or captures, "
                             "folders and archives to run batch on first; exit 3 when an "
@@ -164,7 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     trend.add_argument("--baseline", metavar="NAME", help="with --gate: the reference capture the latest one is judged "
                                                           "against (a case name as shown), instead of the series' own shifts")
     trend.add_argument("--gate", action="store_true", help="exit 8 when the latest capture of a group is in a regressed "
-                                                            "segment; 9 (inconclusive) when no group had a series to judge")
+                                                            "segment or alone worse than the captures before it beyond their "
+                                                            "noise; 9 (inconclusive) when the gate could not judge")
     trend.add_argument("--jobs", "-j", type=int, default=None, help="batch worker processes (default: number of cores)")
     trend.add_argument("--dask", metavar="ADDRESS", help="run batch's cases on an existing Dask distributed scheduler")
     trend.add_argument("--force", action="store_true", help="re-analyze cases whose files and tool version did not change")

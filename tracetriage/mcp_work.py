@@ -6,7 +6,6 @@ read only the catalog and run in the server."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -169,7 +168,9 @@ def work_trend(request: TrendRequest, settings: dict) -> tuple[dict, str]:
                    threshold_pct=request.threshold, baseline=request.baseline, gate=request.gate, runtime=runtime)
     summary = result.summary
     if request.format:
-        links = os.path.relpath(result.batch_dir, Path(request.output).parent)
+        from tracetriage.cli_output import report_links
+
+        links = report_links(result.batch_dir, request.output)  # as the CLI's
         _write(request.output, result.render(request.format, links, runtime.cache))
         summary += f"\nwrote {request.output}"
     return json.loads(result.to_json()), summary

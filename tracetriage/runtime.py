@@ -107,7 +107,7 @@ class Runtime:
 
         collect_again()  # the parser is imported (detection did): a large trace is read with the collector on
         identity = self.cache.identity(path) if self.cache is not None else None
-        trace = self.cache.get_model(identity) if identity else None
+        trace = self.cache.get_model(identity, str(path)) if identity else None
         if trace is None:
             if self.progress is not None:
                 self.progress(f"reading {Path(path).name}")
@@ -125,14 +125,14 @@ class Runtime:
         identity = trace.meta.get("cache_identity")
         options = {"step_range": step_range, "index": index, "multi": multi}
         if self.cache is not None and identity:
-            kept = self.cache.get_metrics(identity, options)
+            kept = self.cache.get_metrics(identity, options, trace.path)
             if kept is not None:
                 return kept
         if self.progress is not None:
             self.progress(f"measuring {Path(trace.path).name}")
         metrics = analyze_trace(trace, index, multi, step_range)
         if self.cache is not None and identity:
-            self.cache.put_metrics(identity, options, metrics)
+            self.cache.put_metrics(identity, options, metrics, trace.path)
         return metrics
 
     def analysis_key(self, paths, options: Options) -> str | None:

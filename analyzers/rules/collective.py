@@ -84,7 +84,7 @@ def rule_cross_island_collective(ctx: Context):
     impact = ctx.ledger.impact_pct(taken)
     share = float(np.mean([device.collective_share_pct for device in devices])) if devices else 0.0
     evidence = _island_evidence(ctx, topo, group, devices, impact, share, model) + _nccl_hop_evidence(slow_paths)
-    evidence += _collective_op_evidence(ctx)
+    evidence += collective_op_evidence(ctx)
     skew = ctx.data.get("collective_skew")
     if isinstance(skew, CollectiveSkew) and skew.matched:
         evidence += _skew_evidence(skew)  # a late rank, not the link, when the ranks mostly wait (falsified_when)
@@ -141,7 +141,7 @@ def _nccl_hop_evidence(slow_paths: list[SlowPath]) -> list[dict]:
                text=f"the NCCL log routes {plural(len(slow_paths), 'intra-node hop')} without P2P: {hops}")]
 
 
-def _collective_op_evidence(ctx: Context) -> list[dict]:
+def collective_op_evidence(ctx: Context) -> list[dict]:
     devices = [device for device in ctx.devices if device.collective_count > 0]
     if not devices:
         return []
@@ -247,7 +247,7 @@ def rule_collective_dominant(ctx: Context):
 def _collectives_read(ctx: Context, devices: list):
     """What both readings of the collectives say first: the per-op evidence, the op with most time,
     the ranks counted, and the workload the ops are for."""
-    ops = _collective_op_evidence(ctx)
+    ops = collective_op_evidence(ctx)
     by_op = ops[1].value
     top_op = max(by_op, key=by_op.get) if by_op else "collectives"
     return ops, top_op, plural(len(devices), "rank"), collective_workload(ctx.case, by_op, ctx.kind.get("workload"))
@@ -438,6 +438,7 @@ RULES = [
          thresholds=("collective_share_min_pct", "skew_wait_share_min_pct", "skew_wait_window_min_pct",
                      "collective_op_named_min_pct", "busbw_waiting_max_pct", "busbw_min_coverage_pct"),
          entries=("collective_dominant_late_rank",),
-         suppressed_by=("cross_island_collective",)),  # the cause is named; its finding carries the collective evidence
+         # the cause is named; its finding carries the collective evidence
+         suppressed_by=("nccl_socket_transport", "cross_island_collective")),
     Rule("nccl_errors", "trace", rule_nccl_errors, reads=("nccl",)),
 ]

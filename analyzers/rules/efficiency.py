@@ -32,8 +32,8 @@ def abstention(ctx: Context) -> list[Abstention]:
             continue
         why = efficiency.missing_shapes(trace.efficiency)
         dominant = judged.kind if judged else None
-        too_little = (f"{efficiency.CLASS_WORDS.get(dominant, 'the dominant class')} hold most kernel time and too little "
-                      "of it carries shapes")
+        words = efficiency.class_words(trace.efficiency, dominant) if dominant else "the dominant class"
+        too_little = f"{words} hold most kernel time and too little of it carries shapes"
         if why is None:
             reason = too_little
         elif why.what == "operator shapes" or why.what.endswith("without dtype"):
@@ -87,7 +87,8 @@ def _class_evidence(measured: Efficiency) -> list[dict]:
     """One evidence row per measured kernel class: its share of kernel time, rates, intensity and roofline."""
     total_kernel_ns = measured.kernel_ns or 1
     return [ev(f"{row.name}_pct_of_roofline", row.roofline.pct_of_roofline, "%", f"{row.name} roofline time",
-               text=f"{efficiency.CLASS_WORDS[row.name]}: {100.0 * row.rates.time_ns / total_kernel_ns:.0f}% of kernel time, "
+               text=f"{efficiency.class_words(measured, row.name)}: "
+                    f"{100.0 * row.rates.time_ns / total_kernel_ns:.0f}% of kernel time, "
                     f"{row.rates.achieved_tflops:.1f} TFLOP/s, {row.rates.achieved_gbps:.0f} GB/s, "
                     f"{row.rates.intensity if row.rates.intensity is not None else 'n/a'} FLOP/B, {row.roofline.bound}-bound, "
                     f"{_pct_of_roofline(row.roofline)}")
@@ -120,17 +121,19 @@ def _decode_and_top_op_evidence(measured: Efficiency, judged: Judgement) -> list
     return out
 
 
-def _roofline_fields(judged: Judgement, peaks: dict, compute_pct: float, impact: float, stepped: bool) -> dict:
+def _roofline_fields(judged: Judgement, peaks: dict, compute_pct: float, impact: float, stepped: bool,
+                     measured: Efficiency | None = None) -> dict:
     """The catalog fields of below_roofline: what runs below which roofline, at what rates; the confirm target
     (roofline_confirm_margin_pct above the finding's line, or above the measured % where that is not below the
     line: a target never at or under what the class already reaches) and the unit of the kernel time (per step,
-    or per call of the same ops when the capture has no steps)."""
+    or per call of the same ops when the capture has no steps); ``measured``: the efficiency whose class words
+    say "GEMMs and convolutions" where convolution kernels ran."""
     row = judged.entry
     line = t("decode_floor_min_pct") if judged.decode else t("roofline_min_pct")
     shown_pct = (judged.decode.pct_of_floor if judged.decode else None) or (row.roofline.pct_of_roofline if row else None)
     target = max(line, shown_pct or 0.0) + t("roofline_confirm_margin_pct")
     return {"what": judged.text, "device": peaks["model"], "busy": pct(compute_pct), "claimed": pct(impact),
-            "klass": efficiency.CLASS_WORDS[judged.kind],
+            "klass": efficiency.class_words(measured, judged.kind),
             "pct": f"{shown_pct or 0:.0f}%",
             "tflops": f"{row.rates.achieved_tflops:.1f} TFLOP/s" if row else "n/a",
             "gbps": f"{row.rates.achieved_gbps:.0f} GB/s" if row else "n/a",
@@ -169,7 +172,8 @@ def rule_below_roofline(ctx: Context):
     variant = ("decode" if judged.decode
                else MECHANISMS.get((judged.kind, row.roofline.bound if row else "compute"), "gemm"))
     stepped = any(process.steps.count for process in trace.processes if process.pid == device.pid)
-    return catalog.make("below_roofline", impact, _roofline_fields(judged, peaks, compute_pct, impact, stepped), evidence,
+    fields = _roofline_fields(judged, peaks, compute_pct, impact, stepped, measured)
+    return catalog.make("below_roofline", impact, fields, evidence,
                         severity=severity_for(impact), denominator=denominator, kind=ctx.kind, variant=variant)
 
 

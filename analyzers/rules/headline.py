@@ -31,7 +31,7 @@ def rank(findings: list[Finding], symptom: str | None) -> list[Finding]:
     the symptom (its axis, or a further symptom they explain: launch-bound kernels answer
     "GPU at 30% utilization"); then severity, impact, the symptom's own axis before an answer
     from another, and a root cause before its symptom on ties."""
-    order = {"cross_island_collective": 0}
+    order = {"nccl_socket_transport": 0, "cross_island_collective": 0}
     return sorted(findings, key=lambda finding: (finding.id != "healthy", bool(finding.falsified),
                                                  bool(symptom) and not catalog.answers(finding, symptom),
                                                  -SEVERITIES.index(finding.severity), -finding.impact_pct,

@@ -25,24 +25,41 @@ def tensor_dtype(peaks: dict) -> str | None:
     return "bf16" if "bf16" in peaks else "fp16" if "fp16" in peaks else None
 
 
+def is_amd(device: dict | None) -> bool:
+    """Whether a devices.toml entry is an AMD Instinct GPU (matrix cores, ROCm's libraries and words)."""
+    return str((device or {}).get("model") or "").startswith("AMD")
+
+
 def precision_advice(device: dict | None) -> str:
     """The mixed-precision change the device supports, in the words of a fix: fp16 AMP with loss scaling on
     a device without bf16 (V100), bf16 (and TF32 for what stays in fp32) without fp8 (A100), bf16 or fp8 with
-    scaling where the device has fp8 (H100, H200, B200, MI300X); generic words when the device is unknown."""
+    scaling where the device has fp8 (H100, H200, B200, MI300X); generic words when the device is unknown. On
+    an AMD device the fp8 path is hipBLASLt's and the TF32 one is the MI300's XF32 (listed as tf32 in
+    devices.toml: none on an MI250), enabled through hipBLASLt."""
     peaks = (device or {}).get("peak_tflops") or {}
     model = (device or {}).get("model") or "this device"
+    amd = is_amd(device)
+    cores = "matrix cores" if amd else "tensor cores"
     if not peaks:
         return ("mixed precision in a data type the device's tensor cores support (bf16 or fp16; fp8 with scaling on "
                 "Hopper, Blackwell or MI300)")
     if "bf16" not in peaks and "fp16" in peaks:
         return (f"fp16 mixed precision: torch.autocast(device_type='cuda', dtype=torch.float16) with a "
-                f"torch.amp.GradScaler for training (the {model} has no bf16 or fp8 tensor cores)")
+                f"torch.amp.GradScaler for training (the {model} has no bf16 or fp8 {cores})")
     if "bf16" not in peaks:
         return f"reduced precision where the {model} supports it (its datasheet lists no fp16 or bf16 rate)"
     words = "bf16 mixed precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16)"
+    if amd:
+        words += " (ROCm's PyTorch keeps the 'cuda' device type; fp16 with a torch.amp.GradScaler also runs on the matrix cores)"
     if "fp8" in peaks:
-        words += ", or fp8 with scaling for the large GEMMs (Transformer Engine, torchao float8)"
-    if "tf32" in peaks:
+        words += ", or fp8 with scaling for the large GEMMs " + (
+            "(hipBLASLt's fp8 kernels through ROCm's Transformer Engine or torchao float8)" if amd
+            else "(Transformer Engine, torchao float8)")
+    if "tf32" in peaks and amd:
+        words += (f"; for the math that stays in fp32, the {model}'s XF32 (TF32-like) matrix math through hipBLASLt "
+                  "(torch.backends.cuda.matmul.allow_tf32 = True, with HIPBLASLT_ALLOW_TF32=1 on the PyTorch builds that "
+                  "read it; GEMMs only, at a cost in accuracy)")
+    elif "tf32" in peaks:
         words += ("; for the math that stays in fp32, TF32 (torch.backends.cuda.matmul.allow_tf32 = True, "
                   "torch.backends.cudnn.allow_tf32 = True)")
     return words
@@ -102,12 +119,17 @@ def _evidence(trace: TraceMetrics, device: DeviceMetrics, index: int, cores: tup
     dtype, tensor_peak, fp32_peak = cores
     model = trace.efficiency.device["model"]
     top = ", ".join(f"{name.split('(')[0][:60]} {share:.1f}%" for name, share in precision.top_fp32)
+    amd = is_amd(trace.efficiency.device)
+    fp32_words = ("in FP32 at the matrix cores' FP32 rate (Tensile / hipBLASLt GEMMs of single-precision data, sgemm, "
+                  "fp32 MIOpen engines)" if amd else "in FP32 on the CUDA cores (sgemm, scudnn, fp32 engines)")
+    reduced_words = ("on the reduced-precision matrix path (bf16/fp16/fp8/int8/xf32 data: Tensile BBS/HHS/F8 kernels, "
+                     "bf16/fp16 MIOpen engines)" if amd else "on the tensor cores (fp16/bf16/tf32/fp8 kernels)")
     return [
         ev("fp32_matrix_pct", round(fp32_pct, 1), "%", f"kernel time on {device.id}",
-           text=f"GEMMs and convolutions in FP32 on the CUDA cores (sgemm, scudnn, fp32 engines): {pct(fp32_pct)} of "
+           text=f"GEMMs and convolutions {fp32_words}: {pct(fp32_pct)} of "
                 f"the kernel time on {device.id}" + (f" (top: {top})" if top else "")),
         ev("tensor_matrix_pct", round(tensor_pct, 1), "%", f"kernel time on {device.id}",
-           text=f"GEMMs and convolutions on the tensor cores (fp16/bf16/tf32/fp8 kernels): {pct(tensor_pct)} of the "
+           text=f"GEMMs and convolutions {reduced_words}: {pct(tensor_pct)} of the "
                 "kernel time"),
         ev("peak_ratio", round(tensor_peak / fp32_peak, 1), "x", None,
            text=f"the {model} peaks at {tensor_peak:,.0f} TFLOP/s in dense {dtype.upper()} against {fp32_peak:,.1f} "

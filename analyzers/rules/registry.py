@@ -12,6 +12,7 @@ from tracetriage.analyzers.rules import (
     copies,
     efficiency,
     healthy,
+    network,
     precision,
     quality,
     serving,
@@ -23,6 +24,7 @@ from tracetriage.analyzers.rules import (
 from tracetriage.analyzers.rules.context import Rule
 
 REGISTRY: tuple[Rule, ...] = (
+    *[rule for rule in network.RULES if rule.stage == "throughput"],  # sockets between nodes before an intra-node hop
     *[rule for rule in collective.RULES if rule.stage == "throughput"],
     *trace.RULES,
     *copies.RULES,
@@ -31,6 +33,7 @@ REGISTRY: tuple[Rule, ...] = (
     precision.FP32_MATH,
     starved.STARVED,
     *[rule for rule in collective.RULES if rule.stage == "trace"],
+    *[rule for rule in network.RULES if rule.stage == "trace"],
     tail.PREFILL_STALL,
     *serving.RULES,
     healthy.HEALTHY,

@@ -4,7 +4,9 @@ The operation that ends each such gap had been launched: its launch call had ret
 or more than the launch latency before the GPU started it. An idle GPU holding queued work waits on something
 the capture does not show (an event another stream records, a graph's wait node, a peer device or process, in
 a distributed job another rank), so the host is not what it waits for, and no host-side finding (a sync, a
-pageable copy the host sits in meanwhile) may claim that time. Registered before gpu_starved, which would
+pageable copy the host sits in meanwhile) may claim that time. What the capture does hold of the wait (the
+stream-wait calls, the event records, another stream's or device's work ending where a wait ends) is checked
+there (analyzers/wait_sources.py) and said, never assumed absent. Registered before gpu_starved, which would
 otherwise take it as unexplained host time. Where the host and GPU clocks are offset (analyzers/queued.py) the
 test cannot be made: :func:`clock_abstentions` says so instead."""
 
@@ -17,6 +19,7 @@ from tracetriage.analyzers.findings import Abstention
 from tracetriage.analyzers.rules.context import Context, Rule, best_device, t, window_denominator
 from tracetriage.analyzers.rules.starved import per_step_share
 from tracetriage.analyzers.timeline import DEPENDENCY_LATENCY_NS
+from tracetriage.analyzers.wait_sources import WaitSources
 from tracetriage.wording import pct, us
 
 # name: (value, why)
@@ -60,11 +63,22 @@ def rule_dependency_wait(ctx: Context):
         evidence.append(ev("collective_share_pct", round(device.collective_share_pct, 2), "%", f"window on {device.id}",
                            text=f"the device runs collectives ({pct(device.collective_share_pct)} of the window): a "
                                 "distributed job, whose queued work can wait on another rank"))
+    sources = _sources(ctx, device)
     fields = {"dependency": pct(share), "device": device.id, "per_step": per_step,
-              "latency": us(DEPENDENCY_LATENCY_NS)}
+              "latency": us(DEPENDENCY_LATENCY_NS), "shown": sources.words(ctx.kind.get("vendor")),
+              "unseen": sources.title_words()}
     return catalog.make("dependency_wait", impact, fields, evidence, severity=severity_for(impact),
                         denominator=window_denominator(ctx), variant="distributed" if distributed else None,
                         kind=ctx.kind)
+
+
+def _sources(ctx: Context, device) -> WaitSources:
+    """What the device's trace holds of its dependency waits (wait_sources.measure), checked, not assumed."""
+    for trace in ctx.per_trace:
+        for index, candidate in enumerate(trace.devices):
+            if candidate.id == device.id and index < len(trace.waits):
+                return trace.waits[index]
+    return WaitSources()
 
 
 def clock_abstentions(ctx: Context) -> list[Abstention]:

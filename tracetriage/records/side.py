@@ -42,6 +42,9 @@ class Communicator:
     init_complete: int = 0
     hosts: tuple[str, ...] = ()
     cuda_devs: tuple[int, ...] = ()
+    network: str | None = None
+    spans_nodes: bool | None = None
+    mnnvl: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,39 @@ class NcclTests:
 
 
 @dataclass(frozen=True, slots=True)
+class NetPlugin:
+    """The NCCL/RCCL net plugin a log shows: asked for (by NCCL_NET_PLUGIN when ``by_env``), loaded or not."""
+    asked: str | None = None
+    by_env: bool = False
+    loaded: bool | None = None
+    name: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessNet:
+    """One process's network (``Using network ..``) and where the log says it."""
+    host: str = ""
+    pid: int | None = None
+    net: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Network:
+    """The network transport of an NCCL log: processes per network, the plugin, the environment overrides,
+    the IB probe's failures, the socket transport's interfaces."""
+    nets: dict[str, int] = field(default_factory=dict)
+    processes: tuple[ProcessNet, ...] = ()
+    plugin: NetPlugin = NetPlugin()
+    env: dict[str, str] = field(default_factory=dict)
+    ib_no_device: int = 0
+    verbs_missing: int = 0
+    socket_interfaces: tuple[str, ...] = ()
+    connection_nets: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class NcclLog:
     """One NCCL (or RCCL) log: library and version, communicators, transports per hop, GPUDirect RDMA
     connections, slow hops, rings and trees, WARN lines, the nccl-tests table."""
@@ -92,6 +128,7 @@ class NcclLog:
     warnings: tuple[NcclWarning, ...] = ()
     colls: int | None = None
     tests: NcclTests = NcclTests()
+    network: Network = Network()
 
 
 @dataclass(frozen=True, slots=True)

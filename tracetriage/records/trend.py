@@ -130,14 +130,33 @@ class TrendChange:
 
 
 @dataclass(frozen=True, slots=True)
+class LatestJudged:
+    """A budget series whose latest capture is worse than the captures of its segment before it
+    (analyzers/trend_latest.py): regressed (the gate fails) or undecided (inconclusive), the latest value, the
+    history's mean, standard deviation and count, the one-sided p and the change in % of the mean."""
+    group: str = ""
+    metric: str = ""
+    unit: str = ""
+    status: str = ""
+    latest: str = ""
+    value: float = 0.0
+    level: float = 0.0
+    sd: float = 0.0
+    captures: int = 0
+    p: float = 1.0
+    change_pct: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Gate:
     """The gate: whether a latest capture regressed, in which groups, against which baseline (None: each
-    group's own history), and the rule in words."""
+    group's own history), the rule in words, and the latest captures worse than their history."""
     regressed: bool = False
     groups: tuple[str, ...] = ()
     baseline: str | None = None
     rule: str = ""
     judged: tuple[str, ...] | None = None  # the groups the gate judged (None: a contract from before the key: all)
+    latest: tuple[LatestJudged, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,8 +176,10 @@ class TrendRecord:
 
     def gate_outcome(self) -> str:
         """What ``trend --gate`` decides: ``regressed``; ``no series`` (no group to judge), ``too few`` (no group
-        long enough to judge) or ``failed cases`` (a case failed: it has no place in the series and may be the
-        newest), each inconclusive; else ``passed``. The exit code and the gate's line both read it."""
+        long enough to judge), ``undecided`` (a group's latest capture is worse than the captures before it
+        beyond their spread, not beyond their noise) or ``failed cases`` (a case failed: it has no place in the
+        series and may be the newest), each inconclusive; else ``passed``. The exit code and the gate's line
+        both read it."""
         if self.gate.regressed:
             return "regressed"
         if not self.groups:
@@ -166,7 +187,13 @@ class TrendRecord:
         judged = self.gate.judged if self.gate.judged is not None else tuple(group.key for group in self.groups)
         if not judged:
             return "too few"
+        if self.undecided():
+            return "undecided"
         return "failed cases" if self.failed else "passed"
+
+    def undecided(self) -> tuple[LatestJudged, ...]:
+        """The budget series whose latest capture the gate could not tell from noise."""
+        return tuple(judged for judged in self.gate.latest if judged.status == "undecided")
 
     def gate_exit(self) -> int:
         """``trend --gate``'s exit code, of :meth:`gate_outcome`: 8 regressed, 0 passed, else 9 inconclusive."""
