@@ -13,6 +13,7 @@ from itertools import combinations
 
 from tracetriage.analyzers.metrics import Contract
 from tracetriage.parsers.topology import FAST, LINK_RANK, SLOW, Topology, link_class
+from tracetriage.wording import fabric_islands_word
 
 
 def islands(topo: Topology) -> list[list[int]]:
@@ -95,6 +96,7 @@ def recommendation(topo: Topology, isl: list[list[int]]) -> str | None:
     if len(isl) < 2 or min(len(i) for i in isl) < 2:
         return None  # one fabric, or no GPU fabric at all (PCIe-only): nothing to split
     sizes = {len(i) for i in isl}
+    visible_var = "HIP_VISIBLE_DEVICES" if topo.kind == "rocm-smi" else "CUDA_VISIBLE_DEVICES"  # ROCm's own
     parts = []
     for group in isl:
         nodes = {topo.numa.get(g) for g in group}
@@ -102,9 +104,10 @@ def recommendation(topo: Topology, isl: list[list[int]]) -> str | None:
         # The environment assignment comes first: "numactl ... VAR=x cmd" would make numactl run "VAR=x" as a program.
         pin = f" numactl --cpunodebind={node} --membind={node}" if node is not None else ""
         visible = ",".join(map(str, group))
-        parts.append(f"CUDA_VISIBLE_DEVICES={visible}{pin} <server command> --tensor-parallel-size {len(group)}")
+        parts.append(f"{visible_var}={visible}{pin} <server command> --tensor-parallel-size {len(group)}")
     tp = f"TP={len(isl[0])}" if len(sizes) == 1 else "one TP group"
-    return f"run {len(isl)} instances of {tp}, one per NVLink/fabric island, each pinned to its NUMA node: " + "; ".join(parts)
+    return (f"run {len(isl)} instances of {tp}, one per {fabric_islands_word(topo.kind)} island, each pinned to its NUMA "
+            "node: " + "; ".join(parts))
 
 
 # A bus-bandwidth model of the ring collectives, by link class: the nominal bandwidth each way of one hop

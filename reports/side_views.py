@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from tracetriage.contract import load
 from tracetriage.records.serving import BenchPoint, Latency, LengthStats, LittlesLaw, Requests, Serving, TpotFit
 from tracetriage.records.side import HostProfile, NcclLog, Network, Topology
-from tracetriage.wording import as_text, count, fixed, ms, pct, plural, requests, rps, slo_text
+from tracetriage.wording import as_text, count, fabric_islands_word, fixed, ms, pct, plural, requests, rps, slo_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,7 @@ class CrossingGroupView:
 class TopologyView:
     """The node's topology: GPUs, NICs, NVLink/fabric islands, the recommended layout."""
     path: str
+    fabric: str  # the GPU fabric by the matrix's tool: NVLink/fabric (nvidia-smi), XGMI/fabric (rocm-smi)
     gpu_labels: tuple[str, ...]
     gpus: str
     nics: str
@@ -250,11 +251,13 @@ def _topology_row(topo: Topology, gpu: int) -> TopologyRow:
 
 
 def topology_view(topo: Topology | None) -> TopologyView | None:
+    """The topology section's view (None without a matrix)."""
     if not topo:
         return None
     gpus = topo.gpus
     return TopologyView(
-        path=as_text(topo.path), gpu_labels=tuple(f"GPU{g}" for g in gpus), gpus=plural(len(gpus), "GPU"),
+        path=as_text(topo.path), fabric=fabric_islands_word(topo.kind), gpu_labels=tuple(f"GPU{g}" for g in gpus),
+        gpus=plural(len(gpus), "GPU"),
         nics=plural(topo.nics, "NIC"), islands=str(topo.islands), island_list=tuple(str(i) for i in topo.islands),
         numa=", ".join(f"GPU{g}:{'N/A' if n is None else n}" for g, n in topo.numa.items()),
         crossing_groups=tuple(CrossingGroupView(as_text(g.group), as_text(g.islands_spanned), as_text(g.worst_link))

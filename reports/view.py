@@ -45,7 +45,20 @@ from tracetriage.reports.side_views import (
     serving_view,
     topology_view,
 )
-from tracetriage.wording import as_text, count, fixed, fmt_bytes, fmt_ns, fmt_num, pct, plural, short_middle
+from tracetriage.wording import (
+    RANGE_KINDS,
+    as_text,
+    count,
+    fixed,
+    fmt_bytes,
+    fmt_ns,
+    fmt_num,
+    pct,
+    plural,
+    range_kind,
+    short_middle,
+    source_text,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +219,7 @@ def report_view(analysis, record: AnalysisRecord | None = None) -> ReportView:
         header=_header(record, capture_start_utc(analysis.data)),
         headline=record.headline, headline_by_axis=tuple(record.headline_by_axis.items()),
         symptom=record.symptom or None, perfetto=_perfetto(exported_record(analysis.series)),
-        window=_window(record.window, record.phases), phases=_phases(record.phases),
+        window=_window(record.window, record.phases, _trace_formats(record)), phases=_phases(record.phases),
         inputs=tuple(_input(entry) for entry in record.inputs),
         skipped=tuple(SkippedView(skipped.path, skipped.reason) for skipped in record.skipped),
         devices=tuple(device_view(device, list(claim_columns), vendor) for device in devices),
@@ -216,7 +229,7 @@ def report_view(analysis, record: AnalysisRecord | None = None) -> ReportView:
         idle_by_host=idle_by_host_rows(devices), idle_by_host_scope=idle_by_host_scope(devices),
         gap_histogram=gap_histogram(devices), copies=copies_text(record.copies, devices),
         collective_skew=_skew(record.collective_skew),
-        processes=tuple(_process(process) for process in record.processes),
+        processes=tuple(_process(process, _trace_formats(record)) for process in record.processes),
         efficiency=efficiency_view(record.efficiency),
         findings=tuple(_finding(n, finding, hints.get(finding.id)) for n, finding in enumerate(record.findings, 1)),
         topology=topology_view(record.topology), nccl=tuple(nccl_view(log) for log in record.nccl),
@@ -259,7 +272,17 @@ def _header(record: AnalysisRecord, captured: str | None) -> HeaderView:
                       captured=f"captured {captured}" if captured else "capture time not recorded")
 
 
-def _window(window: Window | None, phases: Phases | None = None) -> WindowView | None:
+def _trace_formats(record: AnalysisRecord) -> dict[str | None, str | None]:
+    """Each trace's format by its path (``None``: the case's, when its traces share one; else None, read as nsys'),
+    for the range kind its step sources name (wording.source_text)."""
+    formats: dict[str | None, str | None] = {entry.path: entry.kind for entry in record.inputs
+                                             if entry.kind in RANGE_KINDS}  # the traces, not the logs beside them
+    kinds = {range_kind(fmt) for fmt in formats.values()}
+    formats[None] = next(iter(formats.values())) if len(kinds) == 1 else None
+    return formats
+
+
+def _window(window: Window | None, phases: Phases | None = None, formats: dict | None = None) -> WindowView | None:
     if not window:
         return None
     setup = window.setup_excluded_ns or 0
@@ -271,7 +294,7 @@ def _window(window: Window | None, phases: Phases | None = None) -> WindowView |
     if setup and cause:
         setup_text = (f"; {fmt_ns(setup)} of set-up before the work excluded: the host was in {cause.call}"
                       + (f" ({cause.caller})" if cause.caller else ""))
-    return WindowView(duration=fmt_ns(window.duration_ns), source=window.source,
+    return WindowView(duration=fmt_ns(window.duration_ns), source=source_text(window.source, (formats or {}).get(None)),
                       warmup=plural(window.warmup_steps_excluded or 0, "warm-up step"), setup=setup_text)
 
 
@@ -388,10 +411,11 @@ def _skew(skew: CollectiveSkew | None) -> str | None:
     return words
 
 
-def _process(process: Process) -> ProcessView:
+def _process(process: Process, formats: dict | None = None) -> ProcessView:
     steps = process.steps
+    fmt = (formats or {}).get(process.trace) or (formats or {}).get(None)
     return ProcessView(pid=as_text(process.pid), name=as_text(process.name), steps=as_text(steps.count),
-                       step_source=as_text(steps.source), step_range=steps.range_name or None,
+                       step_source=source_text(as_text(steps.source), fmt), step_range=steps.range_name or None,
                        step_p50=fmt_ns(steps.p50_ns), step_p99=fmt_ns(steps.p99_ns), step_max=fmt_ns(steps.max_ns),
                        launches=fmt_num(process.launches_per_step), graph_launches=fmt_num(process.graph_launches_per_step),
                        syncs=fmt_num(process.syncs_per_step))

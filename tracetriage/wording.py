@@ -5,6 +5,7 @@ layer (plain values in, text out)."""
 
 from __future__ import annotations
 
+import re
 from decimal import ROUND_HALF_UP, Decimal
 
 
@@ -211,6 +212,32 @@ def fixed(x, decimals: int) -> str | None:
 def count(n) -> str:
     """A count with thousands separators: ``12,345``."""
     return f"{n:,}"
+
+
+# What a trace's named ranges are, by the trace's format: an nsys capture's NVTX ranges, a rocprofv3 / RPD
+# capture's roctx ranges, a PyTorch profiler trace's record_function annotations (its ProfilerStep#N too).
+RANGE_KINDS = {"nsys": "NVTX", "kineto": "profiler annotation", "rocpd": "roctx", "rpd": "roctx", "rocprof_csv": "roctx",
+               "rocprof_json": "roctx"}
+
+
+def range_kind(fmt: str | None) -> str:
+    """The kind of a trace's named ranges by its format (RANGE_KINDS; NVTX for a format not listed)."""
+    return RANGE_KINDS.get(fmt or "", "NVTX")
+
+
+RANGE_LABELS = {"NVTX": "nvtx", "roctx": "roctx", "profiler annotation": "annotation"}
+
+
+def source_text(source: str, fmt: str | None) -> str:
+    """A step or window source of the contract (``nvtx``, ``steps:nvtx+sync``: ``nvtx`` is any named range) as a
+    reader is told it for a trace of format ``fmt``: nvtx, roctx or annotation (RANGE_KINDS)."""
+    return re.sub(r"\bnvtx\b", RANGE_LABELS[range_kind(fmt)], source) if source else source
+
+
+def fabric_islands_word(kind: str | None) -> str:
+    """What a topology matrix's fast GPU islands are called, by the tool that printed it (the matrix's ``kind``):
+    ``XGMI/fabric`` for rocm-smi, ``NVLink/fabric`` else."""
+    return "XGMI/fabric" if kind == "rocm-smi" else "NVLink/fabric"
 
 
 def as_text(x) -> str:

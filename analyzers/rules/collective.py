@@ -44,9 +44,11 @@ THRESHOLDS = {
 # the words that name a vendor's tools: the fields every collective text is filled with
 VENDOR_WORDS = {
     "cuda": {"topo_cmd": "nvidia-smi topo -m", "bench": "nccl-tests", "fabric": "NVLink", "lib": "NCCL",
-             "profiler": "nsys profile --trace=cuda,nvtx,osrt"},
+             "profiler": "nsys profile --trace=cuda,nvtx,osrt", "call_trace": ""},
+    # a rocprofv3 capture of generic RCCL kernels names no call: its RCCL API trace does
     "rocm": {"topo_cmd": "rocm-smi --showtopo", "bench": "rccl-tests", "fabric": "XGMI", "lib": "RCCL",
-             "profiler": "rocprofv3 --runtime-trace --marker-trace"},
+             "profiler": "rocprofv3 --runtime-trace --marker-trace",
+             "call_trace": "; rocprofv3 --rccl-trace records each RCCL call by name"},
 }
 WORKLOAD_WORDS = {
     "tensor_parallel": "tensor-parallel inference", "data_parallel": "data-parallel training (DDP)",
@@ -107,7 +109,8 @@ def _island_evidence(ctx: Context, topo: TopologySummary, group: CrossingGroup, 
     islands_txt = " and ".join(str(i) for i in topo.islands)
     return [
         ev("group", group.group, text=f"GPUs running collectives together: {group.group}"),
-        ev("islands", topo.islands, text=f"NVLink/fabric islands from the topology matrix: {islands_txt}"),
+        ev("islands", topo.islands, text=f"{vendor_words(ctx)['fabric']}/fabric islands from the topology matrix: "
+                                         f"{islands_txt}"),
         ev("worst_link", group.worst_link, text=f"slowest link inside the group: {group.worst_link} (traffic crosses "
                                                 "PCIe and the CPU interconnect)"),
         ev("collective_share_pct", round(share, 2), "%", "window, mean over the group's ranks",

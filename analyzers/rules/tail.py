@@ -8,7 +8,7 @@ from tracetriage.analyzers import catalog
 from tracetriage.analyzers.evidence import ev
 from tracetriage.analyzers.metrics import ProcessMetrics
 from tracetriage.analyzers.rules.context import Context, Rule, t
-from tracetriage.wording import pct, us
+from tracetriage.wording import pct, range_kind, us
 
 # name: (value, why)
 THRESHOLDS = {
@@ -23,9 +23,9 @@ THRESHOLDS = {
 }
 
 
-def _longest_tail(ctx: Context) -> tuple[float, ProcessMetrics, float] | None:
-    """(max / p50, the process, p99 / p50) of the judged process whose longest step is furthest above its
-    median, among those with enough steps and a tail over prefill_p99_ratio or prefill_max_ratio; or None."""
+def _longest_tail(ctx: Context) -> tuple[float, ProcessMetrics, float, str | None] | None:
+    """(max / p50, the process, p99 / p50, its trace's format) of the judged process whose longest step is furthest
+    above its median, among those with enough steps and a tail over prefill_p99_ratio or prefill_max_ratio; or None."""
     best = None
     for trace in ctx.judged():
         for process in trace.processes:
@@ -36,7 +36,7 @@ def _longest_tail(ctx: Context) -> tuple[float, ProcessMetrics, float] | None:
             if ratio_p99 < t("prefill_p99_ratio") and ratio_max < t("prefill_max_ratio"):
                 continue
             if best is None or ratio_max > best[0]:
-                best = (ratio_max, process, ratio_p99)
+                best = (ratio_max, process, ratio_p99, trace.meta.get("format"))
     return best
 
 
@@ -44,7 +44,7 @@ def rule_prefill_stall(ctx: Context):
     best = _longest_tail(ctx)
     if best is None:
         return None
-    ratio_max, process, ratio_p99 = best
+    ratio_max, process, ratio_p99, fmt = best
     long_steps = process.long_steps
     if not long_steps.count:
         return None
@@ -53,7 +53,9 @@ def rule_prefill_stall(ctx: Context):
     steps = process.steps
     severity = "high" if ratio_max >= t("tail_high_ratio") and steps.max_ns >= t("tail_high_freeze_ns") else "medium"
     budget = ctx.slo.get("itl_p99_ms")
-    label = ("labelled prefill by NVTX" if long_steps.prefill_labelled
+    ranges = range_kind(fmt)  # the ranges that named them prefill: NVTX, roctx or the profiler's annotations
+    label = (f"labelled prefill by {'their profiler annotations' if ranges == 'profiler annotation' else ranges}"
+             if long_steps.prefill_labelled
              else f"GPU busy {long_steps.busy_pct:.0f}% during them (GPU work, not a host stall)")
     counted = f"{steps.count} steps"
     evidence = [

@@ -15,7 +15,7 @@ from tracetriage.analyzers.evidence import ev, severity_for
 from tracetriage.analyzers.metrics import DeviceMetrics, TraceMetrics
 from tracetriage.analyzers.rules.context import Context, Rule, best_device, cause_split, median, t, window_denominator
 from tracetriage.analyzers.steps import MIN_STEPS
-from tracetriage.wording import for_vendor, nbytes, pct, plural, us
+from tracetriage.wording import for_vendor, nbytes, pct, plural, source_text, us
 
 # name: (value, why)
 THRESHOLDS = {
@@ -75,8 +75,9 @@ def _waits_on_launches(device: DeviceMetrics) -> bool:
 
 
 def _launch_evidence(device: DeviceMetrics, trace: TraceMetrics, launches_per_step, kernel_median: int,
-                     kernels: int) -> list[dict]:
-    """The launch-bound evidence of the device that lost most: launches, kernel lengths, busy and idle shares."""
+                     kernels: int, api: str = "CUDA") -> list[dict]:
+    """The launch-bound evidence of the device that lost most: launches, kernel lengths, busy and idle shares
+    (``api``: the runtime the capture's calls are, CUDA or HIP)."""
     by_cause = device.gaps.by_cause
     window_ns = device.window_ns
     return [
@@ -89,11 +90,11 @@ def _launch_evidence(device: DeviceMetrics, trace: TraceMetrics, launches_per_st
         ev("idle_launch_pct", round(100 * by_cause["launch"] / window_ns, 2), "%", "window",
            text=f"idle while the host is inside launch calls: {pct(100 * by_cause['launch'] / window_ns)} of the window"),
         ev("idle_host_pct", round(100 * by_cause["host"] / window_ns, 2), "%", "window",
-           text=f"idle while the host runs code outside CUDA: {pct(100 * by_cause['host'] / window_ns)} of the window"),
+           text=f"idle while the host runs code outside {api}: {pct(100 * by_cause['host'] / window_ns)} of the window"),
         ev("short_gaps", device.short_gap_count, "gaps", "window",
            text=f"{plural(device.short_gap_count, 'gap')} under 1 ms between kernels, p50 {us(device.gaps.p50_ns)}"),
         ev("graph_replays", trace.graph_replays_in_window, "replays", "window",
-           text="no CUDA graph replays in the steady state"),
+           text=f"no {api} graph replays in the steady state"),
     ]
 
 
@@ -119,20 +120,23 @@ def rule_launch_bound(ctx: Context):
     per_step = (f"{launches_per_step:,.0f} kernel launches per step" if launches_per_step is not None
                 else f"{kernels:,} kernels in the window")
     eager = ctx.serving.config.get("enforce_eager") if ctx.serving else None
-    evidence = _launch_evidence(device, trace, launches_per_step, kernel_median, kernels)
+    api = "HIP" if ctx.kind.get("vendor") == "rocm" else "CUDA"
+    evidence = _launch_evidence(device, trace, launches_per_step, kernel_median, kernels, api)
     launch_frame = _hot_frame(ctx, r"(?i)(cu|hip)(da)?LaunchKernel|LaunchKernel")
     if launch_frame:
         evidence.append(ev("launch_frame_self_pct", launch_frame.self_pct, "%", "non-idle host samples",
                            text=f"the host profile spends {pct(launch_frame.self_pct)} of its samples "
                                 f"inside {launch_frame.frame}"))
     if eager is True:
-        evidence.append(ev("enforce_eager", True, "", None, text="the engine config has enforce_eager=True: CUDA graphs are off"))
+        evidence.append(ev("enforce_eager", True, "", None,
+                           text=f"the engine config has enforce_eager=True: {api} graphs are off"))
     return catalog.make(
         "launch_bound", impact,
         {"per_step": per_step, "per_step_short": f"{launches_per_step:,.0f}" if launches_per_step is not None else "many",
          "kernel_median": us(kernel_median), "busy": pct(device.busy_pct), "claimed": pct(impact)},
         evidence, severity=severity_for(impact), denominator=window_denominator(ctx),
-        variant="prefill" if _prefill_only(trace, device.pid) else "eager" if eager is True else None, kind=ctx.kind)
+        variant=("prefill" if _prefill_only(trace, device.pid) else ("eager_rocm" if api == "HIP" else "eager")
+                 if eager is True else None), kind=ctx.kind)
 
 
 def _prefill_only(trace, pid: int) -> bool:
@@ -225,6 +229,11 @@ def _sync_wants(ctx: Context) -> tuple[dict, dict, dict]:
     return wants, latency, process_of
 
 
+def _format_of(ctx: Context, device: DeviceMetrics) -> str | None:
+    """The format of the judged trace that holds ``device`` (its ranges' kind: wording.source_text)."""
+    return next((trace.meta.get("format") for trace in ctx.judged() if device in trace.devices), None)
+
+
 def _few_steps_words(count: int) -> str:
     """What per-step figures of fewer than MIN_STEPS measured steps speak for: those steps alone."""
     if count >= MIN_STEPS:
@@ -257,7 +266,8 @@ def _sync_evidence(ctx: Context, device: DeviceMetrics, process, impact: float, 
                 "of the window (what the findings ranked before it left)"),
         ev("idle_after_sync_per_step", int(per_step_idle), "ns", "one step",
            text=f"about {us(per_step_idle)} of GPU idle per step caused by the sync (its wait and the launch after it)"),
-        ev("steps", steps.count, "steps", "window", text=f"{plural(steps.count, 'step')} (source: {steps.source}), "
+        ev("steps", steps.count, "steps", "window", text=f"{plural(steps.count, 'step')} (source: "
+                                                         f"{source_text(steps.source, _format_of(ctx, device))}), "
                                                          f"p50 {us(steps.p50_ns)}{_few_steps_words(steps.count)}"),
     ]
 
