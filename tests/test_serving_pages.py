@@ -197,3 +197,27 @@ def test_real_scrape_without_stats_lines_gives_the_queue_gauge(name):
     queue = analyze(open_case([path])).data["serving"]["queue"]
     total = sum(gauges)
     assert ("no request waiting at the /metrics scrape" in queue) if total == 0 else (f"{total:,.0f} requests" in queue)
+
+
+def _healthy_mechanism(path) -> str:
+    analysis = analyze(open_case([path]))
+    found = next(f for f in analysis.findings if f["id"] == "healthy")
+    return found["mechanism"]
+
+
+def test_healthy_serving_says_only_what_its_artifacts_measured(tmp_path):
+    """The healthy serving mechanism said "The queue drains, the batch and KV cache have headroom" whatever was
+    given: with a benchmark alone (no stats lines) the queue and the KV cache were never measured. With the
+    stats lines, it states their counts, taken here from the log's own lines."""
+    bundle = BUNDLES / "serving_healthy"
+    shutil.copy(bundle / "bench.json", tmp_path / "bench.json")
+    alone = _healthy_mechanism(tmp_path)
+    assert "were not measured" in alone and "queue drains" not in alone and "headroom" not in alone
+    lines = re.findall(r"Running: \d+ reqs, Waiting: (\d+) reqs, GPU KV cache usage: ([\d.]+)%",
+                       (bundle / "vllm.log").read_text())
+    waited = sum(int(waiting) > 0 for waiting, _ in lines)
+    kv_max = max(float(kv) for _, kv in lines)
+    full = _healthy_mechanism(bundle)
+    count = f"{len(lines)} stats samples"
+    assert (f"no request was waiting in any of {count}" if not waited else "non-empty in ") in full.lower()
+    assert count in full and f"at most {kv_max:.1f}% used" in full and "not held to one" in full

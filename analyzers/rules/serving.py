@@ -508,8 +508,22 @@ def rule_healthy_serving(ctx: Context):
         return None  # a budget exceeded, or one that nothing measured can show is met
     evidence = [ev("measured", "; ".join(measured), "", None, text="measured: " + "; ".join(measured)),
                 ev("budgets", dict(slo), "ms", None, text="budgets checked: " + _budgets(slo))]
-    return catalog.make("healthy", 0.0, {"what": "; ".join(measured[:3]), "budgets": _budgets(slo)}, evidence,
+    fields = {"what": "; ".join(measured[:3]), "budgets": _budgets(slo), "load": _load_words(stats),
+              "latencies": "the latencies measured are within the budgets given" if slo
+              else "no latency budget was given (--slo), so the latencies are not held to one"}
+    return catalog.make("healthy", 0.0, fields, evidence,
                         severity="info", denominator="serving artifacts", entry="healthy_serving", kind=ctx.kind)
+
+
+def _load_words(stats) -> str:
+    """What the healthy serving mechanism says of the engine's load: what its stats lines showed, or that none
+    were given (a benchmark alone shows no queue, batch or KV cache)."""
+    if not stats:
+        return "No engine stats lines were given, so the queue, the batch and the KV cache were not measured;"
+    kv = f", the KV cache at most {pct(stats.kv_usage_max)} used" if stats.kv_usage_max is not None else ""
+    waited = (f"the waiting queue was non-empty in {pct(stats.waiting_share_pct)} of" if stats.waiting_share_pct
+              else "no request was waiting in any of")
+    return f"{waited[:1].upper()}{waited[1:]} {plural(stats.samples, 'stats sample')}{kv},"
 
 
 PROXY_AFTER = ("at_capacity",)  # the TTFT rules before proxy_buffering: it claims what they left of the TTFT
